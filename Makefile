@@ -1,0 +1,96 @@
+# dsinfer build. `make help` lists the targets.
+#
+# Layout: every src/*/ folder except src/cli goes into the library (build/libdsinfer.a); src/cli/*.c
+# makes the one `dsinfer` binary; tests/unit/test_*.c are each a test program linked against the
+# library; tests/scripts/*.sh are shell tests run after them. CUDA sources (src/backend/cuda/*.cu)
+# are built only when nvcc is found (NVCC= disables them).
+
+CC      ?= gcc
+NVCC    ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+BUILD   ?= build
+SAN     ?= 0
+OPT     ?= -O2
+
+PKG_CFLAGS := $(shell pkg-config --cflags libcjson libpcre2-8 libmicrohttpd 2>/dev/null)
+CFLAGS  := -std=c11 $(OPT) -g -Wall -Wextra -Werror -D_GNU_SOURCE -fopenmp -march=x86-64-v2 \
+           -Iinclude -Isrc $(PKG_CFLAGS) $(EXTRA_CFLAGS)
+LDLIBS  := -lcjson -lpcre2-8 -lmicrohttpd -lm -lpthread
+LDFLAGS := -fopenmp
+
+ifeq ($(SAN),1)
+  BUILD   := build-san
+  CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+  LDFLAGS += -fsanitize=address,undefined
+endif
+
+LIB_SRC  := $(filter-out src/cli/%,$(wildcard src/*/*.c src/*/*/*.c))
+CLI_SRC  := $(wildcard src/cli/*.c)
+TEST_SRC := $(wildcard tests/unit/test_*.c)
+CU_SRC   := $(wildcard src/backend/cuda/*.cu)
+
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+
+ifneq ($(NVCC),)
+ifneq ($(CU_SRC),)
+  CUDA_HOME := $(patsubst %/bin/nvcc,%,$(NVCC))
+  CU_OBJ    := $(CU_SRC:%.cu=$(BUILD)/%.o)
+  CFLAGS    += -DDS_HAVE_CUDA -I$(CUDA_HOME)/include
+  LDLIBS    += -L$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++
+  NVFLAGS   := -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Iinclude -Isrc -Xcompiler -Wall,-Werror
+endif
+endif
+
+.PHONY: all help deps test test-fast test-san run clean bench
+all: $(BUILD)/dsinfer  ## build the library and the dsinfer binary
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' Makefile | sed 's/:.*## /\t/'
+
+deps:  ## install missing Debian packages (needs root or sudo)
+	@missing=""; for p in gcc make pkg-config libcjson-dev libpcre2-dev libmicrohttpd-dev nodejs npm; do \
+	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then echo "installing:$$missing"; \
+	  SUDO=$$( [ $$(id -u) = 0 ] || echo sudo ); $$SUDO apt-get update && $$SUDO apt-get install -y $$missing; \
+	else echo "all Debian packages present"; fi
+
+$(BUILD)/libdsinfer.a: $(LIB_OBJ) $(CU_OBJ)
+	ar rcs $@ $^
+
+$(BUILD)/dsinfer: $(CLI_OBJ) $(BUILD)/libdsinfer.a
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libdsinfer.a $(LDLIBS)
+
+$(BUILD)/tests/%: tests/unit/%.c tests/unit/testutil.h $(BUILD)/libdsinfer.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/unit $(LDFLAGS) -o $@ $< $(BUILD)/libdsinfer.a $(LDLIBS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
+
+$(BUILD)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -c -o $@ $<
+
+tests-build: $(BUILD)/dsinfer $(TEST_BIN)
+
+test-fast: ## build and run the tests without sanitizers
+	$(MAKE) tests-build
+	BUILD=$(BUILD) tests/run_tests.sh
+
+test-san: ## build and run the tests under ASan + UBSan
+	$(MAKE) SAN=1 tests-build
+	BUILD=build-san tests/run_tests.sh
+
+test: ## the full test suite: plain build, then ASan + UBSan build
+	$(MAKE) test-fast
+	$(MAKE) test-san
+
+run: $(BUILD)/dsinfer  ## build, then generate from the model that ships in the repo
+	$(BUILD)/dsinfer generate --model tests/fixtures/tiny-v3 --ids 0,17,99 -n 16 --temperature 0 --print-ids
+
+clean:  ## remove build outputs
+	rm -rf build build-san
+
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)

@@ -1,0 +1,99 @@
+/* dsinfer: public API. An inference engine for DeepSeek-V3 / R1 and V2 models.
+ *
+ * Contract: nothing tensor-shaped crosses this header. Callers hold opaque handles (an engine, its
+ * sequences) and exchange token ids and logits. Every call that a bad file, flag or request can make
+ * fail returns a ds_status and writes a one-line message into `err` (DS_ERRLEN bytes); broken internal
+ * invariants abort with file:line instead.
+ */
+#ifndef DSINFER_H
+#define DSINFER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DS_ERRLEN 512
+
+typedef enum {
+    DS_OK = 0,
+    DS_ERR_ARG = 1,         /* a bad flag, argument or request field */
+    DS_ERR_IO = 2,          /* a file that cannot be opened, read or mapped */
+    DS_ERR_FORMAT = 3,      /* a file whose content is malformed (bad JSON, truncated, wrong shape) */
+    DS_ERR_UNSUPPORTED = 4, /* well-formed but not supported (architecture, dtype, component) */
+    DS_ERR_NOMEM = 5,       /* out of host or device memory, or out of KV pages */
+    DS_ERR_BACKEND = 6,     /* the compute backend failed (CUDA error, ...) */
+} ds_status;
+
+const char *ds_status_name(ds_status st);
+
+typedef struct ds_engine ds_engine;
+typedef struct ds_seq ds_seq;
+
+typedef struct {
+    const char *backend;   /* "cpu" (default) or "cuda" */
+    int n_threads;         /* CPU threads; 0 = all cores */
+    int page_size;         /* tokens per KV page; 0 = default (16) */
+    int max_pages;         /* KV pages in the pool; 0 = default (enough for 8 x max context, capped) */
+    int force_absorbed;    /* 1: attend with the absorbed (latent) form for prefill too (tests) */
+} ds_engine_opts;
+
+/* Opens the model folder `dir` (config.json + safetensors). Weights are mmapped, not copied. */
+ds_status ds_engine_open(const char *dir, const ds_engine_opts *opts, ds_engine **out, char *err);
+void ds_engine_free(ds_engine *eng);
+
+int ds_engine_vocab_size(const ds_engine *eng);
+int ds_engine_max_context(const ds_engine *eng);
+int ds_engine_bos_id(const ds_engine *eng);
+int ds_engine_eos_id(const ds_engine *eng);
+/* One line describing the model (architecture, layers, widths, dtype). */
+const char *ds_engine_describe(const ds_engine *eng);
+
+/* A sequence owns its KV pages; it starts empty. */
+ds_status ds_seq_new(ds_engine *eng, ds_seq **out, char *err);
+void ds_seq_free(ds_seq *seq);
+int ds_seq_len(const ds_seq *seq);      /* tokens in the KV cache */
+
+/* One entry of a batch: a sequence and the tokens it brings this step (a prefill chunk or one
+ * decode token). The tokens are appended at positions ds_seq_len(seq) ... + n_tokens - 1.
+ * Logits are produced for every position when all_logits is 1, else for the last one only. */
+typedef struct {
+    ds_seq *seq;
+    const int32_t *tokens;   /* [n_tokens] */
+    int n_tokens;            /* >= 1 */
+    int all_logits;
+} ds_batch_item;
+
+/* Runs one forward over the batch. `logits` receives float32 rows of vocab_size, in item order, one row
+ * per produced position (n_tokens rows for all_logits items, 1 row otherwise). On error nothing is
+ * appended to any sequence. */
+ds_status ds_engine_forward(ds_engine *eng, const ds_batch_item *items, int n_items, float *logits,
+                            char *err);
+
+/* ---- sampling -------------------------------------------------------------------------------- */
+typedef struct {
+    float temperature;        /* 0 = greedy */
+    int top_k;                /* 0 = off */
+    float top_p;              /* 1 = off */
+    float min_p;              /* 0 = off */
+    float repetition_penalty; /* 1 = off (HF/CTRL style: divide positive logits, multiply negative) */
+    float presence_penalty;   /* 0 = off (OpenAI style) */
+    float frequency_penalty;  /* 0 = off (OpenAI style) */
+    uint64_t seed;
+} ds_sampling_params;
+
+void ds_sampling_defaults(ds_sampling_params *p);
+typedef struct ds_sampler ds_sampler;
+ds_status ds_sampler_new(const ds_sampling_params *p, int vocab_size, ds_sampler **out, char *err);
+void ds_sampler_free(ds_sampler *s);
+/* Records a token of the context (prompt or generated) for the penalties. */
+void ds_sampler_accept(ds_sampler *s, int32_t token);
+/* Picks the next token from one row of logits (modified in place by penalties and filters). */
+int32_t ds_sampler_sample(ds_sampler *s, float *logits);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
