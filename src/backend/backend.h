@@ -1,0 +1,84 @@
+/* The backend contract: every op the model's forward pass needs. The CPU reference (backend/cpu)
+ * implements it; the CUDA backend implements the same table. The model code (src/model) calls only
+ * these entries and never touches memory itself.
+ *
+ * Memory: activations are float32 arrays in the backend's memory (host for CPU, device for CUDA),
+ * allocated with alloc(). Weights are ds_weight views of the checkpoint in their stored dtype; a
+ * backend may keep its own copy after prepare_weights (CUDA uploads them).
+ *
+ * The KV cache of one layer is `cache` = [n_pages, page_size, C + dr] float32: per token the
+ * normalised latent c_kv (C) then k_pe after RoPE (dr). A sequence's token at position p lives in
+ * page page_table[seq][p / page_size], slot p % page_size. */
+#ifndef DS_BACKEND_H
+#define DS_BACKEND_H
+
+#include <stdint.h>
+
+#include "dsinfer.h"
+#include "loader/config.h"
+#include "model/weights.h"
+
+/* One forward step's layout, built by the model on the host. */
+typedef struct {
+    int n_tokens;               /* M: new tokens over all sequences */
+    int n_seqs;
+    const int32_t *tokens;      /* [M] */
+    const int32_t *positions;   /* [M] absolute position of each new token */
+    const int32_t *seq_start;   /* [n_seqs + 1] offset of each sequence's first new token */
+    const int32_t *seq_ctx;     /* [n_seqs] context length after this step (cached + new) */
+    const int32_t *page_table;  /* [n_seqs, pt_stride] page ids */
+    int pt_stride;
+    int page_size;
+} ds_batch_meta;
+
+typedef struct ds_backend ds_backend;
+struct ds_backend {
+    const char *name;
+    const ds_config *cfg;
+
+    void (*destroy)(ds_backend *be);
+    /* Backend memory for activations and the KV cache. NULL on failure. */
+    float *(*alloc)(ds_backend *be, size_t n_floats);
+    void (*release)(ds_backend *be, float *p);
+    /* Fills n floats with NaN (poisons unused KV pages so a read of one shows). */
+    void (*fill_nan)(ds_backend *be, float *p, size_t n);
+    /* Copies n floats from backend memory to host memory. */
+    void (*to_host)(ds_backend *be, float *dst, const float *src, size_t n);
+    /* Makes the batch layout visible to the ops that follow (CUDA copies it to the device). */
+    ds_status (*set_batch)(ds_backend *be, const ds_batch_meta *b, char *err);
+
+    /* out[M, D] = emb[tokens[m]] */
+    void (*embed)(ds_backend *be, float *out, const ds_weight *emb);
+    /* out[m, 0:n] = RMSNorm(x[m, 0:n]) * w, rows strided (x_stride, out_stride floats). */
+    void (*rmsnorm)(ds_backend *be, float *out, int out_stride, const float *x, int x_stride,
+                    const ds_weight *w, int M, int n, float eps);
+    /* h[0:n] += x[0:n] */
+    void (*add)(ds_backend *be, float *h, const float *x, size_t n);
+    /* out[M, w->rows] = x[M, w->cols] . w^T (fp32 accumulation) */
+    void (*linear)(ds_backend *be, float *out, const float *x, const ds_weight *w, int M);
+    /* Interleaved-pair RoPE (spec 7.4) in place on x[m, h*head_stride + offset + 0 .. dr), for every
+     * token m at positions[m] and head h < n_heads; rows are row_stride floats apart. */
+    void (*rope)(ds_backend *be, float *x, int row_stride, int n_heads, int head_stride, int offset);
+    /* Writes kv[m, 0 : C+dr] (latent after norm, k_pe after RoPE) of every new token into its slot. */
+    void (*kv_store)(ds_backend *be, float *cache, const float *kv);
+    /* Naive MLA (spec 6.2) for the listed sequences: decompresses K/V of the whole context from the
+     * cache with kv_b, causal softmax attention. q[M, H*dqk] (rope part already rotated),
+     * out[M, H*dv]. */
+    void (*attn_naive)(ds_backend *be, float *out, const float *q, const float *cache,
+                       const ds_weight *kv_b, const int *seqs, int n_seqs);
+    /* Absorbed MLA (spec 6.3) over the latent cache for the listed sequences; same in and out. */
+    void (*attn_absorbed)(ds_backend *be, float *out, const float *q, const float *cache,
+                          const ds_weight *kv_b, const int *seqs, int n_seqs);
+    /* Dense MLP: out[M, D] = down(SiLU(gate(x)) * up(x)). */
+    void (*mlp)(ds_backend *be, float *out, const float *x, const ds_weight *gate, const ds_weight *up,
+                const ds_weight *down, int M);
+    /* MoE block (spec 9): routing, routed experts weighted, plus shared experts. out[M, D]. */
+    void (*moe)(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M);
+    /* out[i, :] = x[rows[i], :] for i < n, rows of width n_cols. */
+    void (*gather_rows)(ds_backend *be, float *out, const float *x, const int32_t *rows, int n, int n_cols);
+};
+
+/* Creates the CPU backend; n_threads 0 = all cores. */
+ds_backend *ds_backend_cpu_new(const ds_config *cfg, int n_threads);
+
+#endif

@@ -1,0 +1,40 @@
+/* CPU reference backend: internals shared by its files. fp32 math on weights in their stored dtype,
+ * threads with OpenMP. */
+#ifndef DS_BACKEND_CPU_H
+#define DS_BACKEND_CPU_H
+
+#include "backend/backend.h"
+
+typedef struct {
+    ds_backend base;
+    int n_threads;
+    ds_batch_meta b;          /* current batch (pointers owned by the caller) */
+    int max_ctx;              /* longest context in the current batch */
+    float *work;              /* shared workspace, grown by set_batch */
+    size_t work_n;
+    float *thread_work;       /* [n_threads, thread_work_n] */
+    size_t thread_work_n;
+} ds_cpu_backend;
+
+static inline ds_cpu_backend *cpu_of(ds_backend *be) { return (ds_cpu_backend *)be; }
+
+/* Per-thread scratch of thread_work_n floats for the calling OpenMP thread. */
+float *cpu_thread_scratch(ds_cpu_backend *cb);
+
+float cpu_dot(const float *a, const float *b, int n);
+
+void cpu_linear(ds_backend *be, float *out, const float *x, const ds_weight *w, int M);
+void cpu_mlp(ds_backend *be, float *out, const float *x, const ds_weight *gate, const ds_weight *up,
+             const ds_weight *down, int M);
+void cpu_attn_naive(ds_backend *be, float *out, const float *q, const float *cache, const ds_weight *kv_b,
+                    const int *seqs, int n_seqs);
+void cpu_attn_absorbed(ds_backend *be, float *out, const float *q, const float *cache, const ds_weight *kv_b,
+                       const int *seqs, int n_seqs);
+void cpu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M);
+
+/* Routing of one token (spec 9.2): router logits [E] (fp32) -> K expert ids and weights.
+ * bias may be NULL. scratch holds 2*E floats. */
+void ds_route_token(const ds_config *cfg, const float *logits, const float *bias, int32_t *ids, float *weights,
+                    float *scratch);
+
+#endif

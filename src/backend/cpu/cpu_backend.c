@@ -1,0 +1,180 @@
+/* CPU backend: the op table, memory, and the elementwise ops (embedding, RMSNorm, RoPE, KV store).
+ * The GEMM-like ops live in cpu_linear.c, attention in cpu_attn.c, MoE in cpu_moe.c. */
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/cpu.h"
+#include "core/status.h"
+
+float cpu_dot(const float *a, const float *b, int n) {
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+float *cpu_thread_scratch(ds_cpu_backend *cb) {
+    int t = omp_get_thread_num();
+    DS_CHECK(t < cb->n_threads);
+    return cb->thread_work + (size_t)t * cb->thread_work_n;
+}
+
+static float *cpu_alloc(ds_backend *be, size_t n) {
+    (void)be;
+    return malloc(n * sizeof(float) + 1);
+}
+
+static void cpu_release(ds_backend *be, float *p) {
+    (void)be;
+    free(p);
+}
+
+static void cpu_fill_nan(ds_backend *be, float *p, size_t n) {
+    (void)be;
+    for (size_t i = 0; i < n; i++) p[i] = NAN;
+}
+
+static void cpu_to_host(ds_backend *be, float *dst, const float *src, size_t n) {
+    (void)be;
+    memcpy(dst, src, n * sizeof(float));
+}
+
+/* Largest row any linear op reads, so one weight row always fits the per-thread scratch. */
+static size_t max_weight_cols(const ds_config *c) {
+    size_t m = (size_t)c->hidden_size * 2;
+    size_t cands[] = {(size_t)c->intermediate_size, (size_t)c->num_heads * c->v_head_dim, (size_t)c->q_lora_rank,
+                      (size_t)c->kv_lora_rank, (size_t)c->moe_intermediate_size * (c->n_shared_experts + 1)};
+    for (size_t i = 0; i < sizeof cands / sizeof cands[0]; i++) m = cands[i] > m ? cands[i] : m;
+    return m;
+}
+
+/* Sizes the workspaces for the batch: naive attention decompresses the longest context. */
+static ds_status cpu_set_batch(ds_backend *be, const ds_batch_meta *b, char *err) {
+    ds_cpu_backend *cb = cpu_of(be);
+    const ds_config *c = be->cfg;
+    (void)err;
+    cb->b = *b;
+    cb->max_ctx = 0;
+    for (int s = 0; s < b->n_seqs; s++) cb->max_ctx = b->seq_ctx[s] > cb->max_ctx ? b->seq_ctx[s] : cb->max_ctx;
+    size_t L = (size_t)cb->max_ctx, C = (size_t)c->kv_lora_rank, dr = (size_t)c->qk_rope_head_dim;
+    size_t per_head = (size_t)c->qk_nope_head_dim + (size_t)c->v_head_dim;
+    size_t need = L * (C + dr) + L * (size_t)c->num_heads * per_head;
+    if (need > cb->work_n) {
+        free(cb->work);
+        cb->work = ds_xmalloc(need * sizeof(float));
+        cb->work_n = need;
+    }
+    size_t tneed = max_weight_cols(c) + per_head * C + 2 * C + L + 2 * (size_t)c->n_routed_experts + 64;
+    if (tneed > cb->thread_work_n) {
+        free(cb->thread_work);
+        cb->thread_work = ds_xmalloc(tneed * (size_t)cb->n_threads * sizeof(float));
+        cb->thread_work_n = tneed;
+    }
+    return DS_OK;
+}
+
+static void cpu_embed(ds_backend *be, float *out, const ds_weight *emb) {
+    const ds_batch_meta *b = &cpu_of(be)->b;
+    for (int m = 0; m < b->n_tokens; m++) ds_weight_row_f32(emb, b->tokens[m], out + (size_t)m * emb->cols);
+}
+
+static void cpu_rmsnorm(ds_backend *be, float *out, int out_stride, const float *x, int x_stride,
+                        const ds_weight *w, int M, int n, float eps) {
+    ds_cpu_backend *cb = cpu_of(be);
+#pragma omp parallel num_threads(cb->n_threads)
+    {
+        float *wv = cpu_thread_scratch(cb);
+        ds_weight_row_f32(w, 0, wv);
+#pragma omp for schedule(static)
+        for (int m = 0; m < M; m++) {
+            const float *xr = x + (size_t)m * x_stride;
+            float *yr = out + (size_t)m * out_stride;
+            float ss = cpu_dot(xr, xr, n);
+            float r = 1.0f / sqrtf(ss / (float)n + eps);
+            for (int i = 0; i < n; i++) yr[i] = xr[i] * r * wv[i];
+        }
+    }
+}
+
+static void cpu_add(ds_backend *be, float *h, const float *x, size_t n) {
+    (void)be;
+    for (size_t i = 0; i < n; i++) h[i] += x[i];
+}
+
+static void cpu_rope(ds_backend *be, float *x, int row_stride, int n_heads, int head_stride, int offset) {
+    ds_cpu_backend *cb = cpu_of(be);
+    const ds_config *c = be->cfg;
+    int half = c->qk_rope_head_dim / 2;
+    float A = c->rope_amplitude;
+#pragma omp parallel for num_threads(cb->n_threads) schedule(static)
+    for (int m = 0; m < cb->b.n_tokens; m++) {
+        float cs[DS_MAX_ROPE_DIM / 2], sn[DS_MAX_ROPE_DIM / 2];
+        for (int i = 0; i < half; i++) {
+            /* angle in fp32 like the reference: inv_freq (fp32) * position (fp32) */
+            float ang = (float)c->inv_freq[i] * (float)cb->b.positions[m];
+            cs[i] = cosf(ang) * A;
+            sn[i] = sinf(ang) * A;
+        }
+        for (int h = 0; h < n_heads; h++) {
+            float *v = x + (size_t)m * row_stride + (size_t)h * head_stride + offset;
+            for (int i = 0; i < half; i++) {
+                float a = v[2 * i], bb = v[2 * i + 1];
+                v[2 * i] = a * cs[i] - bb * sn[i];
+                v[2 * i + 1] = a * sn[i] + bb * cs[i];
+            }
+        }
+    }
+}
+
+static void cpu_kv_store(ds_backend *be, float *cache, const float *kv) {
+    const ds_batch_meta *b = &cpu_of(be)->b;
+    size_t w = (size_t)be->cfg->kv_lora_rank + (size_t)be->cfg->qk_rope_head_dim;
+    for (int s = 0; s < b->n_seqs; s++)
+        for (int m = b->seq_start[s]; m < b->seq_start[s + 1]; m++) {
+            int p = b->positions[m];
+            int page = b->page_table[(size_t)s * b->pt_stride + p / b->page_size];
+            float *dst = cache + ((size_t)page * b->page_size + (size_t)(p % b->page_size)) * w;
+            memcpy(dst, kv + (size_t)m * w, w * sizeof(float));
+        }
+}
+
+static void cpu_gather_rows(ds_backend *be, float *out, const float *x, const int32_t *rows, int n, int n_cols) {
+    (void)be;
+    for (int i = 0; i < n; i++)
+        memcpy(out + (size_t)i * n_cols, x + (size_t)rows[i] * n_cols, (size_t)n_cols * sizeof(float));
+}
+
+static void cpu_destroy(ds_backend *be) {
+    ds_cpu_backend *cb = cpu_of(be);
+    free(cb->work);
+    free(cb->thread_work);
+    free(cb);
+}
+
+ds_backend *ds_backend_cpu_new(const ds_config *cfg, int n_threads) {
+    ds_cpu_backend *cb = ds_xcalloc(1, sizeof(*cb));
+    cb->n_threads = n_threads > 0 ? n_threads : omp_get_num_procs();
+    ds_backend *be = &cb->base;
+    be->name = "cpu";
+    be->cfg = cfg;
+    be->destroy = cpu_destroy;
+    be->alloc = cpu_alloc;
+    be->release = cpu_release;
+    be->fill_nan = cpu_fill_nan;
+    be->to_host = cpu_to_host;
+    be->set_batch = cpu_set_batch;
+    be->embed = cpu_embed;
+    be->rmsnorm = cpu_rmsnorm;
+    be->add = cpu_add;
+    be->linear = cpu_linear;
+    be->rope = cpu_rope;
+    be->kv_store = cpu_kv_store;
+    be->attn_naive = cpu_attn_naive;
+    be->attn_absorbed = cpu_attn_absorbed;
+    be->mlp = cpu_mlp;
+    be->moe = cpu_moe;
+    be->gather_rows = cpu_gather_rows;
+    return be;
+}

@@ -1,0 +1,129 @@
+/* CPU MoE (spec 9): router in fp32, routing per token, tokens grouped by expert, each expert's MLP run
+ * over its tokens, outputs combined with the routing weights (fp32), plus the shared experts. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/cpu.h"
+#include "core/status.h"
+
+/* Indices of the k largest values of v[0:n] (descending; ties to the lower index, like torch.topk on
+ * CPU in practice). */
+static void topk_indices(const float *v, int n, int k, int32_t *idx) {
+    for (int i = 0; i < k; i++) {
+        int best = -1;
+        for (int j = 0; j < n; j++) {
+            int taken = 0;
+            for (int t = 0; t < i && !taken; t++) taken = idx[t] == j;
+            if (taken) continue;
+            if (best < 0 || v[j] > v[best]) best = j;
+        }
+        idx[i] = best;
+    }
+}
+
+/* Group restriction (step 4): experts outside the topk_group best groups get -inf choice scores. */
+static void restrict_groups(const ds_config *c, const float *s, float *b) {
+    int G = c->n_group, per = c->n_routed_experts / G;
+    float gscore[1024] = {0};
+    int32_t keep[1024];
+    DS_CHECK(G <= 1024);
+    for (int g = 0; g < G; g++) {
+        const float *bg = b + g * per, *sg = s + g * per;
+        if (c->topk_method == DS_TOPK_NOAUX_TC) {   /* sum of the two largest biased scores */
+            float m1 = -INFINITY, m2 = -INFINITY;
+            for (int j = 0; j < per; j++) {
+                if (bg[j] > m1) { m2 = m1; m1 = bg[j]; }
+                else if (bg[j] > m2) m2 = bg[j];
+            }
+            gscore[g] = per > 1 ? m1 + m2 : m1;
+        } else {                                    /* max of the unbiased scores */
+            float m = -INFINITY;
+            for (int j = 0; j < per; j++) m = sg[j] > m ? sg[j] : m;
+            gscore[g] = m;
+        }
+    }
+    topk_indices(gscore, G, c->topk_group, keep);
+    for (int g = 0; g < G; g++) {
+        int kept = 0;
+        for (int t = 0; t < c->topk_group && !kept; t++) kept = keep[t] == g;
+        if (!kept)
+            for (int j = 0; j < per; j++) b[g * per + j] = -INFINITY;
+    }
+}
+
+void ds_route_token(const ds_config *c, const float *logits, const float *bias, int32_t *ids, float *w,
+                    float *scratch) {
+    int E = c->n_routed_experts, K = c->num_experts_per_tok;
+    float *s = scratch, *b = scratch + E;
+    if (c->scoring == DS_SCORE_SIGMOID) {
+        for (int e = 0; e < E; e++) s[e] = 1.0f / (1.0f + expf(-logits[e]));
+    } else {
+        float mx = -INFINITY, sum = 0.0f;
+        for (int e = 0; e < E; e++) mx = logits[e] > mx ? logits[e] : mx;
+        for (int e = 0; e < E; e++) sum += (s[e] = expf(logits[e] - mx));
+        for (int e = 0; e < E; e++) s[e] /= sum;
+    }
+    for (int e = 0; e < E; e++) b[e] = s[e] + (c->topk_method == DS_TOPK_NOAUX_TC && bias ? bias[e] : 0.0f);
+    if (c->topk_method != DS_TOPK_GREEDY && c->n_group > 1) restrict_groups(c, s, b);
+    topk_indices(b, E, K, ids);
+    float sum = 0.0f;
+    for (int k = 0; k < K; k++) sum += (w[k] = s[ids[k]]);
+    int normalise = c->norm_topk_prob && K > 1;
+    for (int k = 0; k < K; k++) {
+        if (normalise) w[k] /= sum + 1e-20f;
+        /* V3 always scales; V2 scales only when it does not normalise (spec 9.2 step 7) */
+        if (c->arch == DS_ARCH_V3 || !normalise) w[k] *= c->routed_scaling_factor;
+    }
+}
+
+/* Router logits [M, E] in fp32 and the per-token choice. */
+static void route_all(ds_backend *be, const float *x, const ds_layer_weights *L, int M, int32_t *ids, float *w) {
+    ds_cpu_backend *cb = cpu_of(be);
+    const ds_config *c = be->cfg;
+    int E = c->n_routed_experts, K = c->num_experts_per_tok;
+    float *logits = ds_xmalloc((size_t)M * E * sizeof(float)), *bias = NULL;
+    cpu_linear(be, logits, x, &L->router, M);
+    if (L->router_bias.data) {
+        bias = ds_xmalloc((size_t)E * sizeof(float));
+        ds_weight_row_f32(&L->router_bias, 0, bias);
+    }
+#pragma omp parallel for num_threads(cb->n_threads) schedule(static)
+    for (int m = 0; m < M; m++)
+        ds_route_token(c, logits + (size_t)m * E, bias, ids + (size_t)m * K, w + (size_t)m * K,
+                       cpu_thread_scratch(cb));
+    free(logits);
+    free(bias);
+}
+
+/* Runs expert e over its tokens and adds weight * output into out. */
+static void run_expert(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int e,
+                       const int32_t *rows, const float *rw, int n, float *xin, float *yout) {
+    int D = be->cfg->hidden_size;
+    for (int i = 0; i < n; i++) memcpy(xin + (size_t)i * D, x + (size_t)rows[i] * D, (size_t)D * sizeof(float));
+    cpu_mlp(be, yout, xin, &L->exp_gate[e], &L->exp_up[e], &L->exp_down[e], n);
+    for (int i = 0; i < n; i++) {
+        float *o = out + (size_t)rows[i] * D;
+        const float *y = yout + (size_t)i * D;
+        for (int d = 0; d < D; d++) o[d] += rw[i] * y[d];
+    }
+}
+
+void cpu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M) {
+    const ds_config *c = be->cfg;
+    int E = c->n_routed_experts, K = c->num_experts_per_tok, D = c->hidden_size;
+    int32_t *ids = ds_xmalloc((size_t)M * K * sizeof(int32_t)), *rows = ds_xmalloc((size_t)M * sizeof(int32_t));
+    float *w = ds_xmalloc((size_t)M * K * sizeof(float)), *rw = ds_xmalloc((size_t)M * sizeof(float));
+    float *xin = ds_xmalloc((size_t)M * D * sizeof(float)), *yout = ds_xmalloc((size_t)M * D * sizeof(float));
+    route_all(be, x, L, M, ids, w);
+    if (c->n_shared_experts) cpu_mlp(be, out, x, &L->sh_gate, &L->sh_up, &L->sh_down, M);
+    else memset(out, 0, (size_t)M * D * sizeof(float));
+    for (int e = 0; e < E; e++) {
+        int n = 0;
+        for (int m = 0; m < M; m++)
+            for (int k = 0; k < K; k++)
+                if (ids[(size_t)m * K + k] == e) { rows[n] = m; rw[n++] = w[(size_t)m * K + k]; }
+        if (n) run_expert(be, out, x, L, e, rows, rw, n, xin, yout);
+    }
+    free(ids); free(rows); free(w); free(rw); free(xin); free(yout);
+}

@@ -1,0 +1,34 @@
+/* dsinfer: one binary, subcommands dispatched from a table. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+typedef struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *help;
+} command;
+
+static const command commands[] = {
+    {"logits", cli_logits, "write the logits of every prompt position to a .npy file"},
+    {"generate", cli_generate, "generate tokens from a prompt"},
+};
+
+static void usage(void) {
+    fprintf(stderr, "usage: dsinfer <command> [options]   (dsinfer <command> --help for its options)\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(stderr, "  %-12s %s\n", commands[i].name, commands[i].help);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        usage();
+        return argc < 2 ? 2 : 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(argv[1], commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "dsinfer: unknown command \"%s\"\n", argv[1]);
+    usage();
+    return 2;
+}

@@ -1,0 +1,81 @@
+#include "core/dtype.h"
+
+#include <math.h>
+#include <pthread.h>
+
+static const struct { const char *name; size_t size; } dtype_info[DS_DTYPE_COUNT] = {
+    [DS_DTYPE_F32] = {"F32", 4},   [DS_DTYPE_F16] = {"F16", 2}, [DS_DTYPE_BF16] = {"BF16", 2},
+    [DS_DTYPE_F8_E4M3] = {"F8_E4M3", 1}, [DS_DTYPE_I32] = {"I32", 4}, [DS_DTYPE_I64] = {"I64", 8},
+    [DS_DTYPE_U8] = {"U8", 1},
+};
+
+size_t ds_dtype_size(ds_dtype t) { return dtype_info[t].size; }
+const char *ds_dtype_name(ds_dtype t) { return dtype_info[t].name; }
+
+int ds_dtype_parse(const char *s) {
+    for (int i = 0; i < DS_DTYPE_COUNT; i++)
+        if (strcmp(s, dtype_info[i].name) == 0) return i;
+    return -1;
+}
+
+float ds_f16_to_f32(uint16_t h) {
+    int sign = h >> 15, e = (h >> 10) & 31, m = h & 1023;
+    float v;
+    if (e == 0) v = ldexpf((float)m, -24);
+    else if (e == 31) v = m ? NAN : INFINITY;
+    else v = ldexpf((float)(m + 1024), e - 25);
+    return sign ? -v : v;
+}
+
+float ds_fp8_e4m3_decode(uint8_t v) {
+    int sign = v >> 7, e = (v >> 3) & 15, m = v & 7;
+    float x;
+    if (e == 15 && m == 7) return NAN;
+    if (e == 0) x = ldexpf((float)m / 8.0f, -6);
+    else x = ldexpf(1.0f + (float)m / 8.0f, e - 7);
+    return sign ? -x : x;
+}
+
+float ds_fp8_e4m3_table[256];
+static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
+static void build_tables(void) {
+    for (int i = 0; i < 256; i++) ds_fp8_e4m3_table[i] = ds_fp8_e4m3_decode((uint8_t)i);
+}
+void ds_dtype_init(void) { pthread_once(&tables_once, build_tables); }
+
+void ds_convert_to_f32(ds_dtype t, const void *src, float *dst, size_t n) {
+    switch (t) {
+    case DS_DTYPE_F32: memcpy(dst, src, n * 4); break;
+    case DS_DTYPE_BF16: {
+        const uint16_t *s = src;
+        for (size_t i = 0; i < n; i++) dst[i] = ds_bf16_to_f32(s[i]);
+        break;
+    }
+    case DS_DTYPE_F16: {
+        const uint16_t *s = src;
+        for (size_t i = 0; i < n; i++) dst[i] = ds_f16_to_f32(s[i]);
+        break;
+    }
+    case DS_DTYPE_F8_E4M3: {
+        const uint8_t *s = src;
+        for (size_t i = 0; i < n; i++) dst[i] = ds_fp8_e4m3_table[s[i]];
+        break;
+    }
+    case DS_DTYPE_I32: {
+        const int32_t *s = src;
+        for (size_t i = 0; i < n; i++) dst[i] = (float)s[i];
+        break;
+    }
+    case DS_DTYPE_I64: {
+        const int64_t *s = src;
+        for (size_t i = 0; i < n; i++) dst[i] = (float)s[i];
+        break;
+    }
+    case DS_DTYPE_U8: {
+        const uint8_t *s = src;
+        for (size_t i = 0; i < n; i++) dst[i] = (float)s[i];
+        break;
+    }
+    default: break;
+    }
+}

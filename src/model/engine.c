@@ -1,0 +1,157 @@
+/* Engine lifetime: open a model folder (config, safetensors, weights bound and validated), create
+ * the backend and the paged KV cache; sequences and their pages. The forward pass is forward.c. */
+#include "model/engine.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/status.h"
+
+#define DEFAULT_PAGE_SIZE 16
+#define DEFAULT_CACHE_BYTES (1ull << 30)
+
+static size_t cache_floats_per_page(const ds_engine *e) {
+    return (size_t)e->page_size * (size_t)(e->cfg.kv_lora_rank + e->cfg.qk_rope_head_dim);
+}
+
+float *ds_engine_layer_cache(ds_engine *e, int layer) {
+    return e->cache + (size_t)layer * (size_t)ds_kv_pool_total(e->pool) * cache_floats_per_page(e);
+}
+
+/* Default pool: room for 4 full contexts (capped at max_position_embeddings 8192) within 1 GiB. */
+static int default_pages(const ds_engine *e) {
+    int ctx = e->cfg.max_position_embeddings < 8192 ? e->cfg.max_position_embeddings : 8192;
+    size_t want = 4 * (size_t)((ctx + e->page_size - 1) / e->page_size);
+    size_t page_bytes = cache_floats_per_page(e) * sizeof(float) * (size_t)e->cfg.num_layers;
+    size_t cap = DEFAULT_CACHE_BYTES / page_bytes;
+    if (cap < 16) cap = 16;
+    return (int)(want < cap ? want : cap);
+}
+
+static ds_status create_backend(ds_engine *e, const ds_engine_opts *o, char *err) {
+    const char *name = o && o->backend ? o->backend : "cpu";
+    if (strcmp(name, "cpu") == 0) {
+        e->be = ds_backend_cpu_new(&e->cfg, o ? o->n_threads : 0);
+        return DS_OK;
+    }
+    if (strcmp(name, "cuda") == 0)
+        return ds_seterr(err, DS_ERR_UNSUPPORTED, "backend cuda is not built into this dsinfer");
+    return ds_seterr(err, DS_ERR_ARG, "unknown backend \"%s\" (expected cpu or cuda)", name);
+}
+
+static ds_status create_cache(ds_engine *e, const ds_engine_opts *o, char *err) {
+    e->page_size = o && o->page_size > 0 ? o->page_size : DEFAULT_PAGE_SIZE;
+    int n_pages = o && o->max_pages > 0 ? o->max_pages : default_pages(e);
+    size_t n = (size_t)n_pages * cache_floats_per_page(e) * (size_t)e->cfg.num_layers;
+    e->cache = e->be->alloc(e->be, n);
+    if (!e->cache)
+        return ds_seterr(err, DS_ERR_NOMEM, "cannot allocate the KV cache (%d pages, %.1f MiB)", n_pages,
+                         (double)n * 4 / (1 << 20));
+    e->be->fill_nan(e->be, e->cache, n);   /* unused pages hold NaN: a stray read poisons the logits */
+    e->pool = ds_kv_pool_new(n_pages);
+    return DS_OK;
+}
+
+static void describe(ds_engine *e) {
+    const ds_config *c = &e->cfg;
+    const char *dt = ds_dtype_name(e->w.layers[0].kv_a.dtype);
+    snprintf(e->desc, sizeof e->desc,
+             "%s: %d layers, hidden %d, %d heads, kv_lora %d+%d, %d experts top-%d, vocab %d, weights %s%s, "
+             "backend %s", c->architecture, c->num_layers, c->hidden_size, c->num_heads, c->kv_lora_rank,
+             c->qk_rope_head_dim, c->n_routed_experts, c->num_experts_per_tok, c->vocab_size, dt,
+             e->w.mtp.present ? ", MTP layer present" : "", e->be->name);
+}
+
+ds_status ds_engine_open(const char *dir, const ds_engine_opts *o, ds_engine **out, char *err) {
+    ds_dtype_init();
+    *out = NULL;
+    ds_engine *e = ds_xcalloc(1, sizeof(*e));
+    ds_status st = ds_config_load(dir, &e->cfg, err);
+    if (!st) st = ds_st_open_dir(dir, &e->st, err);
+    if (!st) st = ds_weights_bind(&e->cfg, e->st, &e->w, err);
+    if (!st) st = create_backend(e, o, err);
+    if (!st) st = create_cache(e, o, err);
+    if (st) {
+        ds_engine_free(e);
+        return st;
+    }
+    e->force_absorbed = o ? o->force_absorbed : 0;
+    describe(e);
+    *out = e;
+    return DS_OK;
+}
+
+static void free_acts(ds_engine *e) {
+    float **bufs[] = {&e->a.h, &e->a.xn, &e->a.qa, &e->a.q, &e->a.kv, &e->a.ao, &e->a.ff, &e->a.logits};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+        if (*bufs[i]) e->be->release(e->be, *bufs[i]);
+        *bufs[i] = NULL;
+    }
+    e->a.cap = 0;
+}
+
+void ds_engine_free(ds_engine *e) {
+    if (!e) return;
+    if (e->be) {
+        free_acts(e);
+        if (e->cache) e->be->release(e->be, e->cache);
+        e->be->destroy(e->be);
+    }
+    ds_kv_pool_free(e->pool);
+    ds_weights_free(&e->w);
+    ds_st_close(e->st);
+    free(e);
+}
+
+int ds_engine_vocab_size(const ds_engine *e) { return e->cfg.vocab_size; }
+int ds_engine_max_context(const ds_engine *e) { return e->cfg.max_position_embeddings; }
+int ds_engine_bos_id(const ds_engine *e) { return e->cfg.bos_token_id; }
+int ds_engine_eos_id(const ds_engine *e) { return e->cfg.eos_token_id; }
+const char *ds_engine_describe(const ds_engine *e) { return e->desc; }
+
+ds_status ds_seq_new(ds_engine *e, ds_seq **out, char *err) {
+    (void)err;
+    ds_seq *s = ds_xcalloc(1, sizeof(*s));
+    s->eng = e;
+    *out = s;
+    return DS_OK;
+}
+
+/* A page given back is refilled with NaN in every layer, so that reading it later shows. */
+void ds_engine_release_page(ds_engine *e, int page) {
+    if (!ds_kv_pool_unref(e->pool, page)) return;
+    size_t n = cache_floats_per_page(e);
+    for (int l = 0; l < e->cfg.num_layers; l++) e->be->fill_nan(e->be, ds_engine_layer_cache(e, l) + (size_t)page * n, n);
+}
+
+void ds_seq_free(ds_seq *s) {
+    if (!s) return;
+    for (int i = 0; i < s->n_pages; i++) ds_engine_release_page(s->eng, s->pages[i]);
+    free(s->pages);
+    free(s);
+}
+
+int ds_seq_len(const ds_seq *s) { return s->len; }
+
+/* Grows the activation buffers to hold M tokens (only when a larger step than ever before comes). */
+ds_status ds_engine_reserve_acts(ds_engine *e, int M, char *err) {
+    if (M <= e->a.cap) return DS_OK;
+    const ds_config *c = &e->cfg;
+    int cap = M > 2 * e->a.cap ? M : 2 * e->a.cap;
+    free_acts(e);
+    size_t D = (size_t)c->hidden_size, n = (size_t)cap;
+    struct { float **p; size_t w; } bufs[] = {
+        {&e->a.h, D}, {&e->a.xn, D}, {&e->a.qa, (size_t)(c->q_lora_rank ? c->q_lora_rank : 1)},
+        {&e->a.q, (size_t)c->num_heads * c->qk_head_dim}, {&e->a.kv, (size_t)c->kv_lora_rank + c->qk_rope_head_dim},
+        {&e->a.ao, (size_t)c->num_heads * c->v_head_dim}, {&e->a.ff, D}, {&e->a.logits, (size_t)c->vocab_size}};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+        *bufs[i].p = e->be->alloc(e->be, n * bufs[i].w);
+        if (!*bufs[i].p) {
+            free_acts(e);
+            return ds_seterr(err, DS_ERR_NOMEM, "cannot allocate activations for %d tokens", cap);
+        }
+    }
+    e->a.cap = cap;
+    return DS_OK;
+}

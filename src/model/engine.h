@@ -1,0 +1,52 @@
+/* The engine behind the public handles: model config and weights, the backend, the KV cache and its
+ * page pool, and the activation buffers of one forward step. */
+#ifndef DS_MODEL_ENGINE_H
+#define DS_MODEL_ENGINE_H
+
+#include "backend/backend.h"
+#include "kv/kv_pool.h"
+#include "loader/config.h"
+#include "loader/safetensors.h"
+#include "model/weights.h"
+
+/* Activations of one step, in backend memory, for up to `cap` tokens. */
+typedef struct {
+    int cap;
+    float *h;        /* [cap, D] residual stream */
+    float *xn;       /* [cap, D] normed input of a block */
+    float *qa;       /* [cap, Rq] q-LoRA latent */
+    float *q;        /* [cap, H*dqk] */
+    float *kv;       /* [cap, C+dr] latent (normed) + k_pe (roped) */
+    float *ao;       /* [cap, H*dv] attention output per head */
+    float *ff;       /* [cap, D] block output */
+    float *logits;   /* [cap, vocab] */
+} ds_acts;
+
+struct ds_engine {
+    ds_config cfg;
+    ds_st_set *st;
+    ds_model_weights w;
+    ds_backend *be;
+    ds_kv_pool *pool;
+    float *cache;        /* [num_layers, n_pages, page_size, C+dr] */
+    int page_size;
+    int force_absorbed;
+    ds_acts a;
+    char desc[256];
+};
+
+struct ds_seq {
+    ds_engine *eng;
+    int len;          /* tokens in the cache */
+    int *pages;       /* [n_pages] page ids, in position order */
+    int n_pages, cap_pages;
+};
+
+/* The KV cache of `layer` inside eng->cache. */
+float *ds_engine_layer_cache(ds_engine *eng, int layer);
+/* Drops one reference to a page; a page that becomes free is poisoned with NaN. */
+void ds_engine_release_page(ds_engine *eng, int page);
+/* Grows the activation buffers to hold M tokens. */
+ds_status ds_engine_reserve_acts(ds_engine *eng, int M, char *err);
+
+#endif

@@ -1,0 +1,188 @@
+/* The forward pass of DeepSeek-V2/V3 over one batch (spec 3):
+ *
+ *   h = embed(tokens)
+ *   for each layer:  h += MLA(RMSNorm(h));  h += FFN(RMSNorm(h))     (FFN = dense MLP or MoE)
+ *   logits = lm_head(RMSNorm(h))   for the rows asked for
+ *
+ * Every sequence of the batch brings its new tokens; their latents go into the sequence's KV pages
+ * before attention, so a token attends over the cached prefix and the new tokens up to itself.
+ * Sequences bringing several tokens (prefill chunks) attend in the naive form, single decode tokens in
+ * the absorbed form over the latent cache (spec 6.4). Only backend ops are called here. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/status.h"
+#include "model/engine.h"
+
+/* Host-side layout of one step, built from the batch items. */
+typedef struct {
+    ds_batch_meta meta;
+    int32_t *tokens, *positions, *seq_start, *seq_ctx, *page_table;
+    int *naive, n_naive, *absorbed, n_absorbed;
+    int32_t *out_rows;   /* token indices whose logits are returned */
+    int n_out;
+} step_plan;
+
+static void plan_free(step_plan *p) {
+    free(p->tokens); free(p->positions); free(p->seq_start); free(p->seq_ctx); free(p->page_table);
+    free(p->naive); free(p->absorbed); free(p->out_rows);
+}
+
+static ds_status validate_items(ds_engine *e, const ds_batch_item *it, int n, char *err) {
+    if (n <= 0 || !it) return ds_seterr(err, DS_ERR_ARG, "empty batch");
+    for (int i = 0; i < n; i++) {
+        if (!it[i].seq || it[i].seq->eng != e) return ds_seterr(err, DS_ERR_ARG, "batch item %d: no sequence of this engine", i);
+        if (it[i].n_tokens <= 0 || !it[i].tokens) return ds_seterr(err, DS_ERR_ARG, "batch item %d: no tokens", i);
+        for (int j = 0; j < i; j++)
+            if (it[j].seq == it[i].seq) return ds_seterr(err, DS_ERR_ARG, "batch items %d and %d are the same sequence", j, i);
+        long end = (long)it[i].seq->len + it[i].n_tokens;
+        if (end > e->cfg.max_position_embeddings)
+            return ds_seterr(err, DS_ERR_ARG, "batch item %d: context of %ld tokens exceeds the model's %d", i, end,
+                             e->cfg.max_position_embeddings);
+        for (int t = 0; t < it[i].n_tokens; t++)
+            if (it[i].tokens[t] < 0 || it[i].tokens[t] >= e->cfg.vocab_size)
+                return ds_seterr(err, DS_ERR_ARG, "batch item %d: token id %d out of range [0, %d)", i, it[i].tokens[t],
+                                 e->cfg.vocab_size);
+    }
+    return DS_OK;
+}
+
+/* Gives each sequence the pages its new tokens need; on failure returns every page taken here. */
+static ds_status reserve_pages(ds_engine *e, const ds_batch_item *it, int n, int *old_n_pages, char *err) {
+    for (int i = 0; i < n; i++) old_n_pages[i] = it[i].seq->n_pages;
+    for (int i = 0; i < n; i++) {
+        ds_seq *s = it[i].seq;
+        int need = (s->len + it[i].n_tokens + e->page_size - 1) / e->page_size;
+        if (need > s->cap_pages) {
+            s->cap_pages = need * 2;
+            s->pages = ds_xrealloc(s->pages, sizeof(int) * (size_t)s->cap_pages);
+        }
+        while (s->n_pages < need) {
+            int page = ds_kv_pool_take(e->pool);
+            if (page < 0) {
+                for (int j = 0; j <= i; j++)
+                    while (it[j].seq->n_pages > old_n_pages[j]) ds_engine_release_page(e, it[j].seq->pages[--it[j].seq->n_pages]);
+                return ds_seterr(err, DS_ERR_NOMEM, "out of KV pages (%d in the pool)", ds_kv_pool_total(e->pool));
+            }
+            s->pages[s->n_pages++] = page;
+        }
+    }
+    return DS_OK;
+}
+
+static void build_plan(ds_engine *e, const ds_batch_item *it, int n, step_plan *p) {
+    int M = 0, pt_stride = 1;
+    for (int i = 0; i < n; i++) {
+        M += it[i].n_tokens;
+        pt_stride = it[i].seq->n_pages > pt_stride ? it[i].seq->n_pages : pt_stride;
+    }
+    p->tokens = ds_xmalloc(sizeof(int32_t) * (size_t)M);
+    p->positions = ds_xmalloc(sizeof(int32_t) * (size_t)M);
+    p->out_rows = ds_xmalloc(sizeof(int32_t) * (size_t)M);
+    p->seq_start = ds_xmalloc(sizeof(int32_t) * (size_t)(n + 1));
+    p->seq_ctx = ds_xmalloc(sizeof(int32_t) * (size_t)n);
+    p->page_table = ds_xcalloc((size_t)n * (size_t)pt_stride, sizeof(int32_t));
+    p->naive = ds_xmalloc(sizeof(int) * (size_t)n);
+    p->absorbed = ds_xmalloc(sizeof(int) * (size_t)n);
+    p->n_naive = p->n_absorbed = p->n_out = 0;
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        const ds_seq *s = it[i].seq;
+        p->seq_start[i] = m;
+        p->seq_ctx[i] = s->len + it[i].n_tokens;
+        for (int j = 0; j < s->n_pages; j++) p->page_table[(size_t)i * pt_stride + j] = s->pages[j];
+        for (int t = 0; t < it[i].n_tokens; t++, m++) {
+            p->tokens[m] = it[i].tokens[t];
+            p->positions[m] = s->len + t;
+            if (it[i].all_logits || t == it[i].n_tokens - 1) p->out_rows[p->n_out++] = m;
+        }
+        if (it[i].n_tokens > 1 && !e->force_absorbed) p->naive[p->n_naive++] = i;
+        else p->absorbed[p->n_absorbed++] = i;
+    }
+    p->seq_start[n] = m;
+    p->meta = (ds_batch_meta){.n_tokens = M, .n_seqs = n, .tokens = p->tokens, .positions = p->positions,
+                              .seq_start = p->seq_start, .seq_ctx = p->seq_ctx, .page_table = p->page_table,
+                              .pt_stride = pt_stride, .page_size = e->page_size};
+}
+
+/* MLA block (spec 6): xn -> ff (the attention output projected back to D). */
+static void attention(ds_engine *e, const step_plan *p, int layer) {
+    const ds_config *c = &e->cfg;
+    const ds_layer_weights *L = &e->w.layers[layer];
+    ds_backend *be = e->be;
+    ds_acts *a = &e->a;
+    int M = p->meta.n_tokens, H = c->num_heads, C = c->kv_lora_rank, dr = c->qk_rope_head_dim;
+    if (c->q_lora_rank) {
+        be->linear(be, a->qa, a->xn, &L->q_a, M);
+        be->rmsnorm(be, a->qa, c->q_lora_rank, a->qa, c->q_lora_rank, &L->q_a_norm, M, c->q_lora_rank, 1e-6f);
+        be->linear(be, a->q, a->qa, &L->q_b, M);
+    } else {
+        be->linear(be, a->q, a->xn, &L->q, M);
+    }
+    be->linear(be, a->kv, a->xn, &L->kv_a, M);
+    be->rmsnorm(be, a->kv, C + dr, a->kv, C + dr, &L->kv_a_norm, M, C, 1e-6f);  /* latent part only */
+    be->rope(be, a->q, H * c->qk_head_dim, H, c->qk_head_dim, c->qk_nope_head_dim);
+    be->rope(be, a->kv, C + dr, 1, 0, C);
+    float *cache = ds_engine_layer_cache(e, layer);
+    be->kv_store(be, cache, a->kv);
+    if (p->n_naive) be->attn_naive(be, a->ao, a->q, cache, &L->kv_b, p->naive, p->n_naive);
+    if (p->n_absorbed) be->attn_absorbed(be, a->ao, a->q, cache, &L->kv_b, p->absorbed, p->n_absorbed);
+    be->linear(be, a->ff, a->ao, &L->o, M);
+}
+
+static void ffn(ds_engine *e, int layer, int M) {
+    const ds_layer_weights *L = &e->w.layers[layer];
+    if (L->is_moe) e->be->moe(e->be, e->a.ff, e->a.xn, L, M);
+    else e->be->mlp(e->be, e->a.ff, e->a.xn, &L->gate, &L->up, &L->down, M);
+}
+
+static void run_layers(ds_engine *e, const step_plan *p) {
+    const ds_config *c = &e->cfg;
+    ds_backend *be = e->be;
+    int M = p->meta.n_tokens, D = c->hidden_size;
+    be->embed(be, e->a.h, &e->w.embed);
+    for (int l = 0; l < c->num_layers; l++) {
+        const ds_layer_weights *L = &e->w.layers[l];
+        be->rmsnorm(be, e->a.xn, D, e->a.h, D, &L->input_norm, M, D, c->rms_norm_eps);
+        attention(e, p, l);
+        be->add(be, e->a.h, e->a.ff, (size_t)M * D);
+        be->rmsnorm(be, e->a.xn, D, e->a.h, D, &L->post_norm, M, D, c->rms_norm_eps);
+        ffn(e, l, M);
+        be->add(be, e->a.h, e->a.ff, (size_t)M * D);
+    }
+}
+
+/* Final norm and lm_head over the rows asked for; copies the logits to the caller. */
+static void head(ds_engine *e, const step_plan *p, float *logits) {
+    const ds_config *c = &e->cfg;
+    ds_backend *be = e->be;
+    int D = c->hidden_size, R = p->n_out;
+    be->gather_rows(be, e->a.ff, e->a.h, p->out_rows, R, D);
+    be->rmsnorm(be, e->a.xn, D, e->a.ff, D, &e->w.final_norm, R, D, c->rms_norm_eps);
+    be->linear(be, e->a.logits, e->a.xn, &e->w.lm_head, R);
+    be->to_host(be, logits, e->a.logits, (size_t)R * c->vocab_size);
+}
+
+ds_status ds_engine_forward(ds_engine *e, const ds_batch_item *it, int n, float *logits, char *err) {
+    ds_status st = validate_items(e, it, n, err);
+    if (st) return st;
+    int *old_n_pages = ds_xmalloc(sizeof(int) * (size_t)n);
+    st = reserve_pages(e, it, n, old_n_pages, err);
+    step_plan p = {0};
+    if (!st) {
+        build_plan(e, it, n, &p);
+        st = ds_engine_reserve_acts(e, p.meta.n_tokens, err);
+    }
+    if (!st) st = e->be->set_batch(e->be, &p.meta, err);
+    if (!st) {
+        run_layers(e, &p);
+        head(e, &p, logits);
+        for (int i = 0; i < n; i++) it[i].seq->len += it[i].n_tokens;
+    } else {
+        for (int i = 0; i < n; i++)
+            while (it[i].seq->n_pages > old_n_pages[i]) ds_engine_release_page(e, it[i].seq->pages[--it[i].seq->n_pages]);
+    }
+    free(old_n_pages);
+    plan_free(&p);
+    return st;
+}

@@ -1,0 +1,147 @@
+/* Sampling from one row of logits: penalties, then greedy or temperature + top-k + top-p + min-p, with
+ * a seeded generator so the same seed gives the same tokens.
+ *
+ * Order (as vLLM): repetition / presence / frequency penalties on the raw logits; temperature 0 ->
+ * argmax; else divide by temperature, keep the top_k largest, keep the smallest prefix of the sorted
+ * distribution whose mass reaches top_p, drop tokens whose probability is below min_p times the
+ * largest, renormalise, draw. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/status.h"
+#include "dsinfer.h"
+
+struct ds_sampler {
+    ds_sampling_params p;
+    int vocab;
+    int *count;      /* [vocab] occurrences in the context */
+    int32_t *seen;   /* distinct tokens seen, in first-seen order */
+    int n_seen;
+    uint64_t rng;
+    int32_t *order;  /* [vocab] scratch for sorting */
+    float *prob;     /* [vocab] scratch */
+};
+
+void ds_sampling_defaults(ds_sampling_params *p) {
+    memset(p, 0, sizeof(*p));
+    p->temperature = 1.0f;
+    p->top_p = 1.0f;
+    p->repetition_penalty = 1.0f;
+}
+
+/* splitmix64: small, fast, and fully determined by the seed. */
+static uint64_t next_u64(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static double next_unit(uint64_t *s) { return (double)(next_u64(s) >> 11) * (1.0 / 9007199254740992.0); }
+
+ds_status ds_sampler_new(const ds_sampling_params *p, int vocab, ds_sampler **out, char *err) {
+    if (vocab <= 0) return ds_seterr(err, DS_ERR_ARG, "vocab size must be positive");
+    if (!(p->temperature >= 0) || !isfinite(p->temperature))
+        return ds_seterr(err, DS_ERR_ARG, "temperature must be >= 0 (got %g)", p->temperature);
+    if (p->top_k < 0) return ds_seterr(err, DS_ERR_ARG, "top_k must be >= 0 (got %d)", p->top_k);
+    if (!(p->top_p > 0 && p->top_p <= 1)) return ds_seterr(err, DS_ERR_ARG, "top_p must be in (0, 1] (got %g)", p->top_p);
+    if (!(p->min_p >= 0 && p->min_p <= 1)) return ds_seterr(err, DS_ERR_ARG, "min_p must be in [0, 1] (got %g)", p->min_p);
+    if (!(p->repetition_penalty > 0) || !isfinite(p->repetition_penalty))
+        return ds_seterr(err, DS_ERR_ARG, "repetition_penalty must be > 0 (got %g)", p->repetition_penalty);
+    if (!isfinite(p->presence_penalty) || !isfinite(p->frequency_penalty))
+        return ds_seterr(err, DS_ERR_ARG, "presence/frequency penalties must be finite");
+    ds_sampler *s = ds_xcalloc(1, sizeof(*s));
+    s->p = *p;
+    s->vocab = vocab;
+    s->count = ds_xcalloc((size_t)vocab, sizeof(int));
+    s->seen = ds_xmalloc(sizeof(int32_t) * 64);
+    s->order = ds_xmalloc(sizeof(int32_t) * (size_t)vocab);
+    s->prob = ds_xmalloc(sizeof(float) * (size_t)vocab);
+    s->rng = p->seed;
+    *out = s;
+    return DS_OK;
+}
+
+void ds_sampler_free(ds_sampler *s) {
+    if (!s) return;
+    free(s->count); free(s->seen); free(s->order); free(s->prob);
+    free(s);
+}
+
+void ds_sampler_accept(ds_sampler *s, int32_t tok) {
+    if (tok < 0 || tok >= s->vocab) return;
+    if (s->count[tok]++ == 0) {
+        if ((s->n_seen & (s->n_seen - 1)) == 0 && s->n_seen >= 64)
+            s->seen = ds_xrealloc(s->seen, sizeof(int32_t) * (size_t)s->n_seen * 2);
+        s->seen[s->n_seen++] = tok;
+    }
+}
+
+static void apply_penalties(const ds_sampler *s, float *logits) {
+    const ds_sampling_params *p = &s->p;
+    for (int i = 0; i < s->n_seen; i++) {
+        int t = s->seen[i];
+        float *l = &logits[t];
+        if (p->repetition_penalty != 1.0f) *l = *l > 0 ? *l / p->repetition_penalty : *l * p->repetition_penalty;
+        *l -= p->presence_penalty + p->frequency_penalty * (float)s->count[t];
+    }
+}
+
+static int32_t argmax(const float *x, int n) {
+    int32_t best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+static int by_logit_desc(const void *a, const void *b, void *key) {
+    const float *logits = key;
+    float x = logits[*(const int32_t *)a], y = logits[*(const int32_t *)b];
+    if (x != y) return x > y ? -1 : 1;
+    return *(const int32_t *)a - *(const int32_t *)b;
+}
+
+/* Sorted candidate list after top-k, with softmax probabilities in s->prob (same order); returns the
+ * number of candidates kept by top-k, top-p and min-p. */
+static int filter_candidates(ds_sampler *s, const float *logits) {
+    int n = s->vocab;
+    for (int i = 0; i < n; i++) s->order[i] = i;
+    qsort_r(s->order, (size_t)n, sizeof(int32_t), by_logit_desc, (void *)logits);
+    if (s->p.top_k > 0 && s->p.top_k < n) n = s->p.top_k;
+    double sum = 0;
+    float mx = logits[s->order[0]];
+    for (int i = 0; i < n; i++) sum += (s->prob[i] = expf(logits[s->order[i]] - mx));
+    for (int i = 0; i < n; i++) s->prob[i] = (float)(s->prob[i] / sum);
+    if (s->p.top_p < 1.0f) {
+        double cum = 0;
+        int keep = n;
+        for (int i = 0; i < n; i++) {
+            cum += s->prob[i];
+            if (cum >= s->p.top_p) { keep = i + 1; break; }
+        }
+        n = keep;
+    }
+    if (s->p.min_p > 0) {
+        float floor_p = s->p.min_p * s->prob[0];
+        int keep = 1;
+        while (keep < n && s->prob[keep] >= floor_p) keep++;
+        n = keep;
+    }
+    return n;
+}
+
+int32_t ds_sampler_sample(ds_sampler *s, float *logits) {
+    apply_penalties(s, logits);
+    if (s->p.temperature == 0.0f) return argmax(logits, s->vocab);
+    for (int i = 0; i < s->vocab; i++) logits[i] /= s->p.temperature;
+    int n = filter_candidates(s, logits);
+    double total = 0;
+    for (int i = 0; i < n; i++) total += s->prob[i];
+    double r = next_unit(&s->rng) * total, cum = 0;
+    for (int i = 0; i < n; i++) {
+        cum += s->prob[i];
+        if (r < cum) return s->order[i];
+    }
+    return s->order[n - 1];
+}
