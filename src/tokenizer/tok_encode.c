@@ -1,0 +1,224 @@
+/* Encoding: text -> ids, the same steps as HF tokenizers' encode(text, add_special_tokens=False).
+ *
+ *   1. added tokens: leftmost-longest literal matches of the normalized:false tokens, then, in the
+ *      stretches between them, of the normalized:true ones (the normalizer is the identity);
+ *   2. pre-tokenizer: each Split regex runs on every piece left by the previous one ("Isolated": matches
+ *      and the gaps between them all become pieces; empty pieces vanish). A piece is its own subject, so
+ *      a lookahead such as (?!\S) sees the end of the piece, as in HF;
+ *   3. BPE on each piece: start from the byte-level char of each byte, repeatedly merge the adjacent pair
+ *      of lowest merge rank (leftmost first on ties), emit the ids.
+ * Pieces are spans of the input (no copies); the recursion walks them depth-first. */
+#include "tokenizer/tok_internal.h"
+
+#include <stdlib.h>
+
+typedef struct {
+    int32_t id;
+    int32_t prev, next;   /* neighbour symbol indices, -1 = none */
+    int alive;
+} bpe_sym;
+
+typedef struct {
+    int32_t rank, pos, id;
+} bpe_cand;
+
+typedef struct {
+    const ds_tokenizer *tok;
+    pcre2_match_data *md;
+    int32_t *ids; size_t n, cap;       /* output */
+    bpe_sym *sym; size_t sym_cap;      /* BPE scratch */
+    bpe_cand *heap; size_t heap_cap;
+    ds_status st;
+    char *err;
+} enc_ctx;
+
+static void push_id(enc_ctx *c, int32_t id) {
+    if (c->n == c->cap) {
+        c->cap = c->cap ? 2 * c->cap : 256;
+        c->ids = ds_xrealloc(c->ids, c->cap * sizeof *c->ids);
+    }
+    c->ids[c->n++] = id;
+}
+
+/* ---- BPE ---- */
+static int cand_less(const bpe_cand *a, const bpe_cand *b) {
+    return a->rank < b->rank || (a->rank == b->rank && a->pos < b->pos);
+}
+
+static void heap_push(enc_ctx *c, size_t *hn, bpe_cand v) {
+    size_t i = (*hn)++;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!cand_less(&v, &c->heap[p])) break;
+        c->heap[i] = c->heap[p];
+        i = p;
+    }
+    c->heap[i] = v;
+}
+
+static bpe_cand heap_pop(enc_ctx *c, size_t *hn) {
+    bpe_cand top = c->heap[0], last = c->heap[--*hn];
+    size_t i = 0, n = *hn;
+    for (;;) {
+        size_t l = 2 * i + 1, m = i;
+        const bpe_cand *best = &last;
+        if (l < n && cand_less(&c->heap[l], best)) { m = l; best = &c->heap[l]; }
+        if (l + 1 < n && cand_less(&c->heap[l + 1], best)) m = l + 1;
+        if (m == i) break;
+        c->heap[i] = c->heap[m];
+        i = m;
+    }
+    if (n) c->heap[i] = last;
+    return top;
+}
+
+/* Queues the pair starting at symbol i if it has a merge. */
+static void queue_pair(enc_ctx *c, size_t *hn, int32_t i) {
+    if (i < 0 || c->sym[i].next < 0) return;
+    const tok_merge *m = tok_merge_get(c->tok, c->sym[i].id, c->sym[c->sym[i].next].id);
+    if (m) heap_push(c, hn, (bpe_cand){m->rank, i, m->id});
+}
+
+static void ensure_scratch(enc_ctx *c, size_t n) {
+    if (n > c->sym_cap) {
+        c->sym_cap = n;
+        c->sym = ds_xrealloc(c->sym, n * sizeof *c->sym);
+    }
+    if (n * 2 + 8 > c->heap_cap) {   /* at most n initial pairs + 2 per merge */
+        c->heap_cap = n * 3 + 8;
+        c->heap = ds_xrealloc(c->heap, c->heap_cap * sizeof *c->heap);
+    }
+}
+
+/* ignore_merges: a piece that is itself a vocab entry is emitted whole. */
+static int whole_piece(enc_ctx *c, const uint8_t *s, size_t n) {
+    const ds_tokenizer *tok = c->tok;
+    tok_buf b = {0};
+    size_t i = 0;
+    for (; i < n && tok->byte_id[s[i]] >= 0; i++) {
+        int32_t bid = tok->byte_id[s[i]];
+        tok_buf_put(&b, tok->text + tok->text_off[bid], tok->text_len[bid]);
+    }
+    int id = i == n ? tok_strmap_get(&tok->vocab, b.p, b.len) : -1;
+    tok_buf_free(&b);
+    if (id >= 0) push_id(c, id);
+    return id >= 0;
+}
+
+static void bpe(enc_ctx *c, const uint8_t *s, size_t n) {
+    const ds_tokenizer *tok = c->tok;
+    if (n == 1) { if (tok->byte_id[s[0]] >= 0) push_id(c, tok->byte_id[s[0]]); return; }
+    if (tok->ignore_merges && whole_piece(c, s, n)) return;
+    ensure_scratch(c, n);
+    int32_t ns = 0;
+    for (size_t i = 0; i < n; i++) {
+        int32_t id = tok->byte_id[s[i]];
+        if (id < 0) continue;   /* no token for this byte and no unk: HF drops it */
+        c->sym[ns] = (bpe_sym){id, ns - 1, -1, 1};
+        if (ns > 0) c->sym[ns - 1].next = ns;
+        ns++;
+    }
+    size_t hn = 0;
+    for (int32_t i = 0; i + 1 < ns; i++) queue_pair(c, &hn, i);
+    while (hn) {
+        bpe_cand top = heap_pop(c, &hn);
+        bpe_sym *a = &c->sym[top.pos];
+        if (!a->alive || a->next < 0) continue;
+        const tok_merge *m = tok_merge_get(tok, a->id, c->sym[a->next].id);
+        if (!m || m->id != top.id) continue;   /* stale: a neighbour changed since it was queued */
+        bpe_sym *b = &c->sym[a->next];
+        a->id = top.id;
+        a->next = b->next;
+        b->alive = 0;
+        if (b->next >= 0) c->sym[b->next].prev = top.pos;
+        queue_pair(c, &hn, a->prev);
+        queue_pair(c, &hn, top.pos);
+    }
+    for (int32_t i = ns ? 0 : -1; i >= 0; i = c->sym[i].next) push_id(c, c->sym[i].id);
+}
+
+/* ---- pre-tokenizer ---- */
+static void pretok(enc_ctx *c, const uint8_t *s, size_t n, int step);
+
+/* One Split(Isolated) step over s[0..n): recurse into every match and every gap. */
+static void split_step(enc_ctx *c, const uint8_t *s, size_t n, int step) {
+    pcre2_code *re = c->tok->steps[step].re;
+    size_t pos = 0, prev = 0;
+    while (pos <= n && !c->st) {
+        int rc = pcre2_match(re, s, n, pos, PCRE2_NO_UTF_CHECK, c->md, NULL);
+        if (rc == PCRE2_ERROR_NOMATCH) break;
+        if (rc < 0) {
+            PCRE2_UCHAR msg[128];
+            pcre2_get_error_message(rc, msg, sizeof msg);
+            c->st = ds_seterr(c->err, DS_ERR_ARG, "pre-tokenizer regex failed: %s", (char *)msg);
+            return;
+        }
+        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(c->md);
+        size_t ms = ov[0], me = ov[1];
+        if (ms > prev) pretok(c, s + prev, ms - prev, step + 1);
+        if (me > ms) pretok(c, s + ms, me - ms, step + 1);
+        prev = me;
+        if (me > ms) { pos = me; continue; }
+        if (me >= n) break;                        /* empty match: retry one character further */
+        pos = me + 1;
+        while (pos < n && (s[pos] & 0xC0) == 0x80) pos++;
+    }
+    if (prev < n && !c->st) pretok(c, s + prev, n - prev, step + 1);
+}
+
+static void pretok(enc_ctx *c, const uint8_t *s, size_t n, int step) {
+    if (step == c->tok->n_steps) bpe(c, s, n);
+    else split_step(c, s, n, step);
+}
+
+/* ---- added tokens ---- */
+/* Longest added token of t starting at s[0..n); returns its length (0 = none), id in *id. */
+static size_t trie_longest(const tok_trie *t, const uint8_t *s, size_t n, int32_t *id) {
+    int cur = 0;
+    size_t best = 0;
+    for (size_t i = 0; i < n; i++) {
+        int k = t->n[cur].child;
+        while (k >= 0 && t->n[k].byte != s[i]) k = t->n[k].sibling;
+        if (k < 0) break;
+        cur = k;
+        if (t->n[k].id >= 0) { best = i + 1; *id = t->n[k].id; }
+    }
+    return best;
+}
+
+/* pass 0: normalized:false tokens; pass 1: normalized:true tokens; then the pre-tokenizer. */
+static void split_added(enc_ctx *c, const uint8_t *s, size_t n, int pass) {
+    if (pass == 2) { if (n) pretok(c, s, n, 0); return; }
+    const tok_trie *t = pass == 0 ? &c->tok->trie_raw : &c->tok->trie_norm;
+    size_t start = 0;
+    for (size_t i = 0; i < n && !c->st;) {
+        int32_t id;
+        size_t len = t->first[s[i]] ? trie_longest(t, s + i, n - i, &id) : 0;
+        if (!len) { i++; continue; }
+        split_added(c, s + start, i - start, pass + 1);
+        push_id(c, id);
+        i += len;
+        start = i;
+    }
+    if (!c->st) split_added(c, s + start, n - start, pass + 1);
+}
+
+ds_status ds_tokenizer_encode(const ds_tokenizer *tok, const char *text, size_t len, int add_bos,
+                              int32_t **ids, size_t *n_ids, char *err) {
+    *ids = NULL;
+    *n_ids = 0;
+    size_t ok = tok_utf8_valid_prefix((const uint8_t *)text, len);
+    if (ok != len) return ds_seterr(err, DS_ERR_ARG, "input is not valid UTF-8 (byte offset %zu)", ok);
+    if (add_bos && tok->bos_id < 0) return ds_seterr(err, DS_ERR_ARG, "this tokenizer has no BOS token");
+    enc_ctx c = {.tok = tok, .err = err};
+    c.md = pcre2_match_data_create(1, NULL);
+    if (add_bos) push_id(&c, tok->bos_id);
+    split_added(&c, (const uint8_t *)text, len, 0);
+    pcre2_match_data_free(c.md);
+    free(c.sym);
+    free(c.heap);
+    if (c.st) { free(c.ids); return c.st; }
+    *ids = c.ids ? c.ids : ds_xmalloc(sizeof(int32_t));
+    *n_ids = c.n;
+    return DS_OK;
+}
