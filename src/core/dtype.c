@@ -43,39 +43,21 @@ static void build_tables(void) {
 }
 void ds_dtype_init(void) { pthread_once(&tables_once, build_tables); }
 
+/* Loads go through memcpy: safetensors does not promise aligned tensor data. */
+#define CONVERT_LOOP(T, expr) do { \
+        const unsigned char *s_ = src; \
+        for (size_t i = 0; i < n; i++) { T v; memcpy(&v, s_ + i * sizeof(T), sizeof(T)); dst[i] = (expr); } \
+    } while (0)
+
 void ds_convert_to_f32(ds_dtype t, const void *src, float *dst, size_t n) {
     switch (t) {
     case DS_DTYPE_F32: memcpy(dst, src, n * 4); break;
-    case DS_DTYPE_BF16: {
-        const uint16_t *s = src;
-        for (size_t i = 0; i < n; i++) dst[i] = ds_bf16_to_f32(s[i]);
-        break;
-    }
-    case DS_DTYPE_F16: {
-        const uint16_t *s = src;
-        for (size_t i = 0; i < n; i++) dst[i] = ds_f16_to_f32(s[i]);
-        break;
-    }
-    case DS_DTYPE_F8_E4M3: {
-        const uint8_t *s = src;
-        for (size_t i = 0; i < n; i++) dst[i] = ds_fp8_e4m3_table[s[i]];
-        break;
-    }
-    case DS_DTYPE_I32: {
-        const int32_t *s = src;
-        for (size_t i = 0; i < n; i++) dst[i] = (float)s[i];
-        break;
-    }
-    case DS_DTYPE_I64: {
-        const int64_t *s = src;
-        for (size_t i = 0; i < n; i++) dst[i] = (float)s[i];
-        break;
-    }
-    case DS_DTYPE_U8: {
-        const uint8_t *s = src;
-        for (size_t i = 0; i < n; i++) dst[i] = (float)s[i];
-        break;
-    }
+    case DS_DTYPE_BF16: CONVERT_LOOP(uint16_t, ds_bf16_to_f32(v)); break;
+    case DS_DTYPE_F16: CONVERT_LOOP(uint16_t, ds_f16_to_f32(v)); break;
+    case DS_DTYPE_F8_E4M3: CONVERT_LOOP(uint8_t, ds_fp8_e4m3_table[v]); break;
+    case DS_DTYPE_I32: CONVERT_LOOP(int32_t, (float)v); break;
+    case DS_DTYPE_I64: CONVERT_LOOP(int64_t, (float)v); break;
+    case DS_DTYPE_U8: CONVERT_LOOP(uint8_t, (float)v); break;
     default: break;
     }
 }

@@ -175,8 +175,13 @@ void ds_weight_row_f32(const ds_weight *w, int r, float *dst) {
     const char *row = (const char *)w->data + (size_t)r * (size_t)w->cols * esz;
     ds_convert_to_f32(w->dtype, row, dst, (size_t)w->cols);
     if (!w->scale) return;
-    const float *srow = w->scale + (size_t)(r / 128) * (size_t)w->scale_cols;
-    for (int c = 0; c < w->cols; c++) dst[c] *= srow[c / 128];
+    const unsigned char *srow = (const unsigned char *)(w->scale + (size_t)(r / 128) * (size_t)w->scale_cols);
+    for (int c0 = 0; c0 < w->cols; c0 += 128) {
+        float sc;
+        memcpy(&sc, srow + (size_t)(c0 / 128) * sizeof(float), sizeof sc);   /* may be unaligned */
+        int c1 = c0 + 128 < w->cols ? c0 + 128 : w->cols;
+        for (int c = c0; c < c1; c++) dst[c] *= sc;
+    }
 }
 
 size_t ds_weight_bytes(const ds_weight *w) {

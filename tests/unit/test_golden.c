@@ -7,6 +7,7 @@
  *  - all prompts in one batch, of different lengths, each fed in its own chunk sizes.
  * Tolerances (issue 2): max abs error 1e-3 and relative L2 error 1e-4. */
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "dsinfer.h"
 #include "golden.h"
@@ -168,8 +169,58 @@ static void check_fixture(const char *name) {
     ds_st_close(fx.g);
 }
 
+/* The CLI spellings the outside checks use: `generate --print-ids` prints the golden continuation and
+ * `logits --out F.npy` writes the golden logits. Uses a prompt with no near-tie in its continuation. */
+static void check_cli(const char *name, int p) {
+    const char *bin = getenv("DSINFER_BIN");
+    if (!bin) { printf("CLI checks skipped: DSINFER_BIN not set\n"); return; }
+    char dir[512], gpath[600], err[DS_ERRLEN], ids[4096] = "", cmd[8192], npy[64] = "/tmp/dsinfer-golden-XXXXXX";
+    snprintf(dir, sizeof dir, "%s/%s", fixtures_dir(), name);
+    snprintf(gpath, sizeof gpath, "%s/golden.safetensors", dir);
+    ds_st_set *g;
+    if (ds_st_open_file(gpath, &g, err) != DS_OK) { CHECKF(0, "%s", err); return; }
+    const ds_st_tensor *in = golden_get(g, p, "input_ids"), *gi = golden_get(g, p, "greedy_ids");
+    const ds_st_tensor *ref = golden_get(g, p, "logits");
+    for (int i = 0; i < in->numel; i++)
+        snprintf(ids + strlen(ids), sizeof ids - strlen(ids), "%s%d", i ? "," : "", ((const int32_t *)in->data)[i]);
+    snprintf(cmd, sizeof cmd, "%s generate --model %s --ids %s -n %d --temperature 0 --ignore-eos --print-ids --threads 2",
+             bin, dir, ids, (int)gi->numel);
+    FILE *f = popen(cmd, "r");
+    char line[8192] = "", want[8192] = "";
+    if (!fgets(line, sizeof line, f)) line[0] = 0;
+    CHECK(pclose(f) == 0);
+    for (int i = 0; i < gi->numel; i++)
+        snprintf(want + strlen(want), sizeof want - strlen(want), "%s%d", i ? "," : "", ((const int32_t *)gi->data)[i]);
+    strcat(want, "\n");
+    CHECKF(strcmp(line, want) == 0, "generate printed %s want %s", line, want);
+    int fd = mkstemp(npy);
+    close(fd);
+    snprintf(cmd, sizeof cmd, "%s logits --model %s --ids %s --out %s", bin, dir, ids, npy);
+    CHECK(system(cmd) == 0);
+    FILE *nf = fopen(npy, "rb");
+    unsigned char hdr[10];
+    CHECK(nf && fread(hdr, 1, 10, nf) == 10 && memcmp(hdr, "\x93NUMPY\x01\x00", 8) == 0);
+    int hlen = hdr[8] | hdr[9] << 8;
+    char *dict = calloc(1, (size_t)hlen + 1);
+    CHECK(fread(dict, 1, (size_t)hlen, nf) == (size_t)hlen);
+    char shape[64];
+    snprintf(shape, sizeof shape, "'shape': (%d, %d)", (int)in->numel, (int)(ref->numel / in->numel));
+    CHECKF(strstr(dict, "'descr': '<f4'") && strstr(dict, shape), "npy header %s", dict);
+    float *got = malloc(sizeof(float) * (size_t)ref->numel);
+    CHECK(fread(got, sizeof(float), (size_t)ref->numel, nf) == (size_t)ref->numel);
+    diff_stats d = diff_f32(got, ref->data, (size_t)ref->numel);
+    CHECKF(d.max_abs <= MAX_ABS && d.rel_l2 <= MAX_REL, "npy logits: max abs %g rel %g", d.max_abs, d.rel_l2);
+    fclose(nf);
+    unlink(npy);
+    free(dict);
+    free(got);
+    ds_st_close(g);
+}
+
 int main(void) {
     const char *names[] = {"tiny-v3", "tiny-v3-fp8", "tiny-v2", "tiny-v2-group"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) check_fixture(names[i]);
+    check_cli("tiny-v3", 1);
+    check_cli("tiny-v2", 1);
     return test_result("test_golden");
 }

@@ -1,0 +1,211 @@
+/* Unit tests of the pieces under the forward pass: dtype decoding, config derivation (YaRN
+ * frequencies, softmax scale, amplitude; spec 6.5 / 7.2 values), MoE routing rules (spec 9.2), the KV
+ * page pool, and the sampler. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/cpu.h"
+#include "core/dtype.h"
+#include "kv/kv_pool.h"
+#include "loader/config.h"
+#include "testutil.h"
+
+#define NEAR(a, b, tol) (fabs((double)(a) - (double)(b)) <= (tol))
+
+static const char *V3_CONFIG =
+    "{\"architectures\":[\"DeepseekV3ForCausalLM\"],\"vocab_size\":129280,\"hidden_size\":7168,"
+    "\"intermediate_size\":18432,\"moe_intermediate_size\":2048,\"num_hidden_layers\":61,\"num_attention_heads\":128,"
+    "\"q_lora_rank\":1536,\"kv_lora_rank\":512,\"qk_nope_head_dim\":128,\"qk_rope_head_dim\":64,\"v_head_dim\":128,"
+    "\"n_routed_experts\":256,\"num_experts_per_tok\":8,\"n_shared_experts\":1,\"first_k_dense_replace\":3,"
+    "\"moe_layer_freq\":1,\"scoring_func\":\"sigmoid\",\"topk_method\":\"noaux_tc\",\"n_group\":8,\"topk_group\":4,"
+    "\"norm_topk_prob\":true,\"routed_scaling_factor\":2.5,\"rms_norm_eps\":1e-6,\"rope_theta\":10000,"
+    "\"rope_scaling\":{\"beta_fast\":32,\"beta_slow\":1,\"factor\":40,\"mscale\":1.0,\"mscale_all_dim\":1.0,"
+    "\"original_max_position_embeddings\":4096,\"type\":\"yarn\"},\"max_position_embeddings\":163840}";
+
+static void test_dtypes(void) {
+    ds_dtype_init();
+    CHECK(ds_fp8_e4m3_to_f32(0x7e) == 448.0f);           /* max finite */
+    CHECK(ds_fp8_e4m3_to_f32(0xfe) == -448.0f);
+    CHECK(isnan(ds_fp8_e4m3_to_f32(0x7f)) && isnan(ds_fp8_e4m3_to_f32(0xff)));
+    CHECK(ds_fp8_e4m3_to_f32(0x01) == ldexpf(1.0f, -9)); /* smallest subnormal 2^-6 * 1/8 */
+    CHECK(ds_fp8_e4m3_to_f32(0x38) == 1.0f);
+    CHECK(ds_fp8_e4m3_to_f32(0x00) == 0.0f);
+    CHECK(ds_bf16_to_f32(0x3f80) == 1.0f);
+    CHECK(ds_f32_to_bf16(1.0f) == 0x3f80);
+    CHECK(ds_f32_to_bf16(1.00390625f) == 0x3f80);        /* tie rounds to even */
+    CHECK(ds_f16_to_f32(0x3c00) == 1.0f && ds_f16_to_f32(0xc000) == -2.0f);
+    CHECK(ds_dtype_parse("F8_E4M3") == DS_DTYPE_F8_E4M3 && ds_dtype_parse("Q4_K") == -1);
+}
+
+static void test_config_v3(void) {
+    ds_config c;
+    char err[DS_ERRLEN];
+    CHECKF(ds_config_parse(V3_CONFIG, "v3", &c, err) == DS_OK, "%s", err);
+    CHECK(c.arch == DS_ARCH_V3 && c.qk_head_dim == 192);
+    CHECKF(NEAR(c.softmax_scale, 0.1352338, 1e-6), "softmax scale %.7f", c.softmax_scale);
+    CHECK(c.rope_amplitude == 1.0f);
+    /* spec 7.2 table */
+    CHECK(NEAR(c.inv_freq[0], 1.0, 1e-9) && NEAR(c.inv_freq[10], 5.623413e-02, 1e-8));
+    CHECKF(NEAR(c.inv_freq[11], 3.900693e-02, 1e-8), "%g", c.inv_freq[11]);
+    CHECKF(NEAR(c.inv_freq[16], 5.500000e-03, 1e-9), "%g", c.inv_freq[16]);
+    CHECKF(NEAR(c.inv_freq[23], 3.333804e-05, 1e-11), "%g", c.inv_freq[23]);
+    CHECKF(NEAR(c.inv_freq[31], 3.333804e-06, 1e-12), "%g", c.inv_freq[31]);
+    CHECK(!ds_config_layer_is_moe(&c, 2) && ds_config_layer_is_moe(&c, 3));
+}
+
+static void test_config_variants(void) {
+    ds_config c;
+    char err[DS_ERRLEN], buf[4096];
+    /* V2-Lite: mscale 0.707 -> sigma 0.1147214, amplitude 1 */
+    const char *lite = "{\"architectures\":[\"DeepseekV2ForCausalLM\"],\"vocab_size\":102400,\"hidden_size\":2048,"
+        "\"intermediate_size\":10944,\"num_hidden_layers\":27,\"num_attention_heads\":16,\"q_lora_rank\":null,"
+        "\"kv_lora_rank\":512,\"qk_nope_head_dim\":128,\"qk_rope_head_dim\":64,\"v_head_dim\":128,"
+        "\"n_routed_experts\":64,\"moe_intermediate_size\":1408,\"num_experts_per_tok\":6,\"topk_method\":\"gready\","
+        "\"rope_theta\":10000,\"rope_scaling\":{\"type\":\"yarn\",\"factor\":40,\"mscale\":0.707,"
+        "\"mscale_all_dim\":0.707,\"original_max_position_embeddings\":4096}}";
+    CHECKF(ds_config_parse(lite, "lite", &c, err) == DS_OK, "%s", err);
+    CHECKF(NEAR(c.softmax_scale, 0.1147214, 1e-6), "%.7f", c.softmax_scale);
+    CHECK(c.q_lora_rank == 0 && c.topk_method == DS_TOPK_GREEDY && c.scoring == DS_SCORE_SOFTMAX);
+    /* rope_parameters (transformers >= 5) with rope_theta inside gives the same as rope_scaling */
+    ds_config a, b;
+    CHECK(ds_config_parse(V3_CONFIG, "v3", &a, err) == DS_OK);
+    const char *old = "\"rope_theta\":10000,\"rope_scaling\":{", *tail = strstr(V3_CONFIG, old) + strlen(old);
+    snprintf(buf, sizeof buf, "%.*s\"rope_parameters\":{\"rope_theta\":10000,\"rope_type\":\"yarn\",%s",
+             (int)(strstr(V3_CONFIG, old) - V3_CONFIG), V3_CONFIG, tail);
+    char *t = strstr(buf, ",\"type\":\"yarn\"");
+    memmove(t, t + strlen(",\"type\":\"yarn\""), strlen(t + strlen(",\"type\":\"yarn\"")) + 1);
+    CHECKF(ds_config_parse(buf, "v3-params", &b, err) == DS_OK, "%s: %s", err, buf);
+    CHECK(b.yarn && b.rope_theta == 10000 && b.softmax_scale == a.softmax_scale);
+    CHECK(memcmp(a.inv_freq, b.inv_freq, sizeof a.inv_freq) == 0);
+    /* errors name the field */
+    CHECK(ds_config_parse("{\"architectures\":[\"DeepseekV3ForCausalLM\"]}", "cfg", &c, err) == DS_ERR_FORMAT);
+    CHECKF(strstr(err, "missing field \"vocab_size\"") != NULL, "%s", err);
+    CHECK(ds_config_parse("[1,2]", "cfg", &c, err) == DS_ERR_FORMAT);
+}
+
+/* noaux_tc: the bias picks the experts, the unbiased sigmoid scores weight them; groups limit. */
+static void test_routing(void) {
+    ds_config c;
+    char err[DS_ERRLEN];
+    float scratch[64], w[8], logits[8], bias[8] = {0};
+    int32_t ids[8];
+    CHECK(ds_config_parse(V3_CONFIG, "v3", &c, err) == DS_OK);
+    c.n_routed_experts = 8; c.num_experts_per_tok = 2; c.n_group = 4; c.topk_group = 2;
+    for (int e = 0; e < 8; e++) logits[e] = -1.0f + 0.1f * e;   /* increasing scores */
+    ds_route_token(&c, logits, bias, ids, w, scratch);
+    CHECK(ids[0] == 7 && ids[1] == 6);
+    float s7 = 1 / (1 + expf(-logits[7])), s6 = 1 / (1 + expf(-logits[6]));
+    CHECK(NEAR(w[0], 2.5 * s7 / (s7 + s6), 1e-6) && NEAR(w[1], 2.5 * s6 / (s7 + s6), 1e-6));
+    bias[0] = 10.0f;   /* expert 0 selected by bias, weighted by its own (small) score */
+    ds_route_token(&c, logits, bias, ids, w, scratch);
+    float s0 = 1 / (1 + expf(-logits[0]));
+    CHECK(ids[0] == 0 && ids[1] == 7);
+    CHECK(NEAR(w[0], 2.5 * s0 / (s0 + s7), 1e-6));
+    /* group restriction: group 1 (experts 2,3) wins on the sum of its top-2, so expert 7 (group 3,
+     * alone high) loses to experts in the two best groups */
+    float l2[8] = {0, 0, 2, 2, 0, 0, -5, 3};
+    memset(bias, 0, sizeof bias);
+    c.topk_group = 1;
+    ds_route_token(&c, l2, bias, ids, w, scratch);
+    CHECK((ids[0] == 2 && ids[1] == 3) || (ids[0] == 3 && ids[1] == 2));
+    /* V2 greedy softmax, no renormalisation, x routed_scaling_factor */
+    c.arch = DS_ARCH_V2; c.scoring = DS_SCORE_SOFTMAX; c.topk_method = DS_TOPK_GREEDY; c.norm_topk_prob = 0;
+    c.routed_scaling_factor = 16.0f;
+    ds_route_token(&c, l2, NULL, ids, w, scratch);
+    double z = 0;
+    for (int e = 0; e < 8; e++) z += exp(l2[e]);
+    CHECK(ids[0] == 7 && NEAR(w[0], 16.0 * exp(3.0) / z, 1e-5));
+}
+
+static void test_kv_pool(void) {
+    char err[DS_ERRLEN];
+    ds_kv_pool *p = ds_kv_pool_new(4);
+    int a = ds_kv_pool_take(p), b = ds_kv_pool_take(p);
+    CHECK(a == 0 && b == 1 && ds_kv_pool_free_count(p) == 2);
+    ds_kv_pool_ref(p, a);
+    CHECK(ds_kv_pool_unref(p, a) == 0 && ds_kv_pool_unref(p, a) == 1);
+    CHECK(ds_kv_pool_check(p, err) == DS_OK);
+    CHECK(ds_kv_pool_take(p) >= 0 && ds_kv_pool_take(p) >= 0 && ds_kv_pool_take(p) >= 0);
+    CHECK(ds_kv_pool_take(p) == -1);
+    CHECK(ds_kv_pool_check(p, err) == DS_OK);
+    ds_kv_pool_free(p);
+}
+
+static int32_t sample_once(const ds_sampling_params *sp, const float *logits, int V) {
+    ds_sampler *s;
+    char err[DS_ERRLEN];
+    float *l = malloc(sizeof(float) * V);
+    memcpy(l, logits, sizeof(float) * V);
+    CHECK(ds_sampler_new(sp, V, &s, err) == DS_OK);
+    int32_t t = ds_sampler_sample(s, l);
+    ds_sampler_free(s);
+    free(l);
+    return t;
+}
+
+static void test_sampler(void) {
+    enum { V = 6 };
+    float logits[V] = {1.0f, 3.0f, 2.9f, 0.5f, -1.0f, 2.0f};
+    ds_sampling_params sp;
+    char err[DS_ERRLEN];
+    ds_sampling_defaults(&sp);
+    sp.temperature = 0;
+    CHECK(sample_once(&sp, logits, V) == 1);
+    sp.repetition_penalty = 2.0f;   /* token 1 seen: 3.0 -> 1.5, so 2 wins */
+    ds_sampler *s;
+    CHECK(ds_sampler_new(&sp, V, &s, err) == DS_OK);
+    ds_sampler_accept(s, 1);
+    float l[V];
+    memcpy(l, logits, sizeof l);
+    CHECK(ds_sampler_sample(s, l) == 2);
+    ds_sampler_free(s);
+    ds_sampling_defaults(&sp);
+    sp.temperature = 1.0f;
+    sp.top_k = 1;
+    CHECK(sample_once(&sp, logits, V) == 1);
+    sp.top_k = 0;
+    sp.top_p = 0.01f;
+    CHECK(sample_once(&sp, logits, V) == 1);
+    /* frequencies follow the softmax: 20000 seeded draws, and the same seed gives the same stream */
+    ds_sampling_defaults(&sp);
+    sp.seed = 1234;
+    int count[V] = {0};
+    ds_sampler *s1, *s2;
+    ds_sampler_new(&sp, V, &s1, err);
+    ds_sampler_new(&sp, V, &s2, err);
+    int same = 1;
+    for (int i = 0; i < 20000; i++) {
+        float a[V], b[V];
+        memcpy(a, logits, sizeof a);
+        memcpy(b, logits, sizeof b);
+        int32_t x = ds_sampler_sample(s1, a), y = ds_sampler_sample(s2, b);
+        same &= x == y;
+        count[x]++;
+    }
+    CHECK(same);
+    double z = 0;
+    for (int i = 0; i < V; i++) z += exp(logits[i]);
+    for (int i = 0; i < V; i++) CHECKF(NEAR(count[i] / 20000.0, exp(logits[i]) / z, 0.015), "token %d", i);
+    ds_sampler_free(s1);
+    ds_sampler_free(s2);
+    /* min_p 0.5 keeps tokens with prob >= half the top one: 1, 2 (and not 5: e^-1 < 0.5) */
+    sp.min_p = 0.5f;
+    for (int i = 0; i < 200; i++) {
+        sp.seed = (uint64_t)i;
+        int32_t t = sample_once(&sp, logits, V);
+        CHECK(t == 1 || t == 2);
+    }
+    sp.top_p = 0;
+    CHECK(ds_sampler_new(&sp, V, &s, err) == DS_ERR_ARG && strstr(err, "top_p"));
+}
+
+int main(void) {
+    test_dtypes();
+    test_config_v3();
+    test_config_variants();
+    test_routing();
+    test_kv_pool();
+    test_sampler();
+    return test_result("test_units");
+}
