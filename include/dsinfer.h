@@ -56,6 +56,27 @@ ds_status ds_seq_new(ds_engine *eng, ds_seq **out, char *err);
 void ds_seq_free(ds_seq *seq);
 int ds_seq_len(const ds_seq *seq);      /* tokens in the KV cache */
 
+/* ---- KV pages, for a scheduler and a prefix cache ------------------------------------------------
+ * The cache is a pool of pages of page_size tokens. A sequence holds one reference to each of its
+ * pages. A prefix cache may hold extra references to full pages (ds_engine_page_ref) and start a new
+ * sequence on them (ds_seq_adopt_prefix); full pages are never written again, so sharing is safe. */
+int ds_engine_page_size(const ds_engine *eng);
+int ds_engine_pages_total(const ds_engine *eng);
+int ds_engine_pages_free(const ds_engine *eng);
+int ds_seq_n_pages(const ds_seq *seq);
+int ds_seq_page(const ds_seq *seq, int i);   /* page id of the sequence's i-th page */
+void ds_engine_page_ref(ds_engine *eng, int page);
+void ds_engine_page_unref(ds_engine *eng, int page);   /* a page whose count drops to 0 is free */
+int ds_engine_page_refcount(const ds_engine *eng, int page);
+/* An empty sequence takes n_pages full pages (one reference each) as its first n_pages * page_size
+ * tokens. DS_ERR_ARG if seq is not empty or a page id is not held by someone. */
+ds_status ds_seq_adopt_prefix(ds_seq *seq, const int *pages, int n_pages, char *err);
+/* Drops the sequence's tokens from position n_tokens on (n_tokens <= len), freeing whole pages past it
+ * (used to roll back, e.g. rejected speculative tokens). */
+void ds_seq_truncate(ds_seq *seq, int n_tokens);
+/* Integrity of the page pool: every page free or held, free + held == total. */
+ds_status ds_engine_check_pages(const ds_engine *eng, char *err);
+
 /* One entry of a batch: a sequence and the tokens it brings this step (a prefill chunk or one
  * decode token). The tokens are appended at positions ds_seq_len(seq) ... + n_tokens - 1.
  * Logits are produced for every position when all_logits is 1, else for the last one only. */

@@ -155,3 +155,42 @@ ds_status ds_engine_reserve_acts(ds_engine *e, int M, char *err) {
     e->a.cap = cap;
     return DS_OK;
 }
+
+int ds_engine_page_size(const ds_engine *e) { return e->page_size; }
+int ds_engine_pages_total(const ds_engine *e) { return ds_kv_pool_total(e->pool); }
+int ds_engine_pages_free(const ds_engine *e) { return ds_kv_pool_free_count(e->pool); }
+int ds_seq_n_pages(const ds_seq *s) { return s->n_pages; }
+int ds_seq_page(const ds_seq *s, int i) { return i >= 0 && i < s->n_pages ? s->pages[i] : -1; }
+void ds_engine_page_ref(ds_engine *e, int page) { ds_kv_pool_ref(e->pool, page); }
+void ds_engine_page_unref(ds_engine *e, int page) { ds_engine_release_page(e, page); }
+int ds_engine_page_refcount(const ds_engine *e, int page) {
+    return page >= 0 && page < ds_kv_pool_total(e->pool) ? ds_kv_pool_refcount(e->pool, page) : 0;
+}
+ds_status ds_engine_check_pages(const ds_engine *e, char *err) { return ds_kv_pool_check(e->pool, err); }
+
+ds_status ds_seq_adopt_prefix(ds_seq *s, const int *pages, int n_pages, char *err) {
+    ds_engine *e = s->eng;
+    if (s->len || s->n_pages) return ds_seterr(err, DS_ERR_ARG, "adopt_prefix: the sequence is not empty");
+    if ((long)n_pages * e->page_size > e->cfg.max_position_embeddings)
+        return ds_seterr(err, DS_ERR_ARG, "adopt_prefix: %d pages exceed the model's context", n_pages);
+    for (int i = 0; i < n_pages; i++)
+        if (ds_engine_page_refcount(e, pages[i]) <= 0)
+            return ds_seterr(err, DS_ERR_ARG, "adopt_prefix: page %d is not held", pages[i]);
+    s->pages = ds_xrealloc(s->pages, sizeof(int) * (size_t)(n_pages + 1));
+    s->cap_pages = n_pages + 1;
+    for (int i = 0; i < n_pages; i++) {
+        ds_kv_pool_ref(e->pool, pages[i]);
+        s->pages[i] = pages[i];
+    }
+    s->n_pages = n_pages;
+    s->len = n_pages * e->page_size;
+    return DS_OK;
+}
+
+void ds_seq_truncate(ds_seq *s, int n_tokens) {
+    if (n_tokens < 0) n_tokens = 0;
+    if (n_tokens >= s->len) return;
+    int keep = (n_tokens + s->eng->page_size - 1) / s->eng->page_size;
+    while (s->n_pages > keep) ds_engine_release_page(s->eng, s->pages[--s->n_pages]);
+    s->len = n_tokens;
+}

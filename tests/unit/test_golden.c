@@ -143,6 +143,40 @@ static void check_batched(const fixture *fx, ds_engine *e) {
     free(out);
 }
 
+/* Prefix sharing and rollback: B starts on A's full pages and computes only the rest; A truncated
+ * and re-fed gives the same logits; the pool is intact afterwards and empty once all is freed. */
+static void check_prefix_and_truncate(const fixture *fx, ds_engine *e, int p) {
+    const ds_st_tensor *ids = golden_get(fx->g, p, "input_ids"), *ref = golden_get(fx->g, p, "logits");
+    const int32_t *tok = ids->data;
+    int T = (int)ids->numel, V = fx->V, ps = ds_engine_page_size(e), free0 = ds_engine_pages_free(e);
+    char err[DS_ERRLEN];
+    float *out = malloc(sizeof(float) * (size_t)T * V);
+    ds_seq *a, *b;
+    ds_seq_new(e, &a, err);
+    ds_seq_new(e, &b, err);
+    ds_batch_item it = {.seq = a, .tokens = tok, .n_tokens = T, .all_logits = 1};
+    CHECK(ds_engine_forward(e, &it, 1, out, err) == DS_OK);
+    int shared = (T - 1) / ps, pages[64];
+    CHECK(shared >= 1);
+    for (int i = 0; i < shared; i++) pages[i] = ds_seq_page(a, i);
+    CHECKF(ds_seq_adopt_prefix(b, pages, shared, err) == DS_OK, "%s", err);
+    CHECK(ds_engine_page_refcount(e, pages[0]) == 2 && ds_seq_len(b) == shared * ps);
+    it = (ds_batch_item){.seq = b, .tokens = tok + shared * ps, .n_tokens = T - shared * ps, .all_logits = 1};
+    CHECK(ds_engine_forward(e, &it, 1, out, err) == DS_OK);
+    check_rows("adopted prefix", fx, p, out, (const float *)ref->data + (size_t)shared * ps * V, T - shared * ps);
+    ds_seq_truncate(a, ps / 2 + 1);
+    it = (ds_batch_item){.seq = a, .tokens = tok + ps / 2 + 1, .n_tokens = T - ps / 2 - 1, .all_logits = 1};
+    CHECK(ds_engine_forward(e, &it, 1, out, err) == DS_OK);
+    check_rows("after truncate", fx, p, out, (const float *)ref->data + (size_t)(ps / 2 + 1) * V, T - ps / 2 - 1);
+    CHECKF(ds_engine_check_pages(e, err) == DS_OK, "%s", err);
+    CHECK(ds_seq_adopt_prefix(b, pages, 1, err) == DS_ERR_ARG);   /* b is not empty */
+    ds_seq_free(a);
+    ds_seq_free(b);
+    CHECK(ds_engine_pages_free(e) == free0);
+    CHECKF(ds_engine_check_pages(e, err) == DS_OK, "%s", err);
+    free(out);
+}
+
 static void check_fixture(const char *name) {
     char dir[512], gpath[600], err[DS_ERRLEN];
     snprintf(dir, sizeof dir, "%s/%s", fixtures_dir(), name);
@@ -162,6 +196,8 @@ static void check_fixture(const char *name) {
             check_greedy(&fx, e, p);
         }
         check_batched(&fx, e);
+        check_prefix_and_truncate(&fx, e, fx.n_prompts - 1);
+        CHECK(ds_engine_pages_free(e) == ds_engine_pages_total(e));
         printf("%s: %d prompts checked (%s)\n", name, fx.n_prompts, ds_engine_describe(e));
     }
     ds_engine_free(e);
