@@ -36,7 +36,9 @@ typedef struct {
     const char *backend;   /* "cpu" (default) or "cuda" */
     int n_threads;         /* CPU threads; 0 = all cores */
     int page_size;         /* tokens per KV page; 0 = default (16) */
-    int max_pages;         /* KV pages in the pool; 0 = default (enough for 8 x max context, capped) */
+    int max_pages;         /* KV pages in the pool; 0 = from kv_cache_bytes or the default */
+    size_t kv_cache_bytes; /* size the pool to this many bytes of KV cache; 0 = default (4 full
+                              contexts of at most 8192 tokens, capped at 1 GiB) */
     int force_absorbed;    /* 1: attend with the absorbed (latent) form for prefill too (tests) */
 } ds_engine_opts;
 

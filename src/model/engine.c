@@ -42,7 +42,15 @@ static ds_status create_backend(ds_engine *e, const ds_engine_opts *o, char *err
 
 static ds_status create_cache(ds_engine *e, const ds_engine_opts *o, char *err) {
     e->page_size = o && o->page_size > 0 ? o->page_size : DEFAULT_PAGE_SIZE;
-    int n_pages = o && o->max_pages > 0 ? o->max_pages : default_pages(e);
+    size_t page_bytes = cache_floats_per_page(e) * sizeof(float) * (size_t)e->cfg.num_layers;
+    int n_pages = default_pages(e);
+    if (o && o->max_pages > 0) n_pages = o->max_pages;
+    else if (o && o->kv_cache_bytes) {
+        if (o->kv_cache_bytes / page_bytes < 1)
+            return ds_seterr(err, DS_ERR_ARG, "KV cache of %zu bytes holds no page (one page of %d tokens needs %zu bytes)",
+                             o->kv_cache_bytes, e->page_size, page_bytes);
+        n_pages = (int)(o->kv_cache_bytes / page_bytes < (1u << 30) ? o->kv_cache_bytes / page_bytes : (1u << 30));
+    }
     size_t n = (size_t)n_pages * cache_floats_per_page(e) * (size_t)e->cfg.num_layers;
     e->cache = e->be->alloc(e->be, n);
     if (!e->cache)
