@@ -13,6 +13,8 @@ typedef struct {
 static const command commands[] = {
     {"logits", cli_logits, "write the logits of every prompt position to a .npy file"},
     {"generate", cli_generate, "generate tokens from a prompt"},
+    {"chat", cli_chat, "chat with the model in the terminal"},
+    {"perplexity", cli_perplexity, "perplexity of a text file"},
     {"tokenize", cli_tokenize, "print the token ids of the text on stdin"},
     {"detokenize", cli_detokenize, "print the text of token ids"},
 };

@@ -1,0 +1,101 @@
+/* `dsinfer perplexity --model DIR --file TEXT [--ctx N]`.
+ *
+ * Procedure (tools/ppl_ref.py computes the same in PyTorch): the file's text is encoded without special
+ * tokens; the ids are cut into consecutive windows of N-1 tokens (the last may be shorter); each window is
+ * run as its own sequence with BOS prepended; every window token is predicted from BOS and the window
+ * tokens before it. perplexity = exp(mean negative log-likelihood over all predicted tokens), the
+ * log-softmax taken in double precision. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/model_args.h"
+#include "core/status.h"
+#include "tokenizer/tokenizer.h"
+
+static char *read_file(const char *path, size_t *len, char *err, ds_status *st) {
+    FILE *f = fopen(path, "rb");
+    if (!f) { *st = ds_seterr(err, DS_ERR_IO, "%s: cannot open", path); return NULL; }
+    char *buf = NULL;
+    size_t n = 0, cap = 0, got;
+    do {
+        if (n + 65536 >= cap) buf = ds_xrealloc(buf, cap = cap * 2 + 65536);
+        got = fread(buf + n, 1, cap - n - 1, f);
+        n += got;
+    } while (got > 0);
+    fclose(f);
+    buf[n] = 0;
+    *len = n;
+    *st = DS_OK;
+    return buf;
+}
+
+/* -log softmax(row)[target], in double. */
+static double nll(const float *row, int V, int target) {
+    double mx = row[0], sum = 0;
+    for (int v = 1; v < V; v++) mx = row[v] > mx ? row[v] : mx;
+    for (int v = 0; v < V; v++) sum += exp((double)row[v] - mx);
+    return log(sum) + mx - (double)row[target];
+}
+
+/* Sums the NLL of one window: BOS + ids[0:n], predicting ids[0:n]. */
+static ds_status window_nll(ds_engine *eng, const int32_t *ids, int n, float *logits, int32_t *buf, double *sum,
+                            char *err) {
+    int V = ds_engine_vocab_size(eng);
+    ds_seq *s = NULL;
+    buf[0] = ds_engine_bos_id(eng);
+    memcpy(buf + 1, ids, sizeof(int32_t) * (size_t)n);
+    ds_status st = ds_seq_new(eng, &s, err);
+    ds_batch_item it = {.seq = s, .tokens = buf, .n_tokens = n + 1, .all_logits = 1};
+    if (!st) st = ds_engine_forward(eng, &it, 1, logits, err);
+    for (int t = 0; !st && t < n; t++) *sum += nll(logits + (size_t)t * V, V, ids[t]);
+    ds_seq_free(s);
+    return st;
+}
+
+static ds_status perplexity(const model_args *a, ds_engine *eng, char *err) {
+    size_t len = 0, n_ids = 0;
+    ds_status st;
+    char *text = read_file(a->file, &len, err, &st);
+    ds_tokenizer *tok = NULL;
+    int32_t *ids = NULL;
+    if (!st) st = ds_tokenizer_load(a->model, &tok, err);
+    if (!st) st = ds_tokenizer_encode(tok, text, len, 0, &ids, &n_ids, err);
+    if (!st && n_ids == 0) st = ds_seterr(err, DS_ERR_ARG, "%s: no tokens", a->file);
+    int ctx = a->ctx ? a->ctx : ds_engine_max_context(eng);
+    if (!st && ctx > ds_engine_max_context(eng))
+        st = ds_seterr(err, DS_ERR_ARG, "--ctx %d exceeds the model's context %d", ctx, ds_engine_max_context(eng));
+    int W = ctx - 1, V = ds_engine_vocab_size(eng), windows = 0;
+    float *logits = st ? NULL : ds_xmalloc(sizeof(float) * (size_t)ctx * (size_t)V);
+    int32_t *buf = st ? NULL : ds_xmalloc(sizeof(int32_t) * (size_t)ctx);
+    double sum = 0;
+    for (size_t i = 0; !st && i < n_ids; i += (size_t)W, windows++) {
+        int n = n_ids - i < (size_t)W ? (int)(n_ids - i) : W;
+        st = window_nll(eng, ids + i, n, logits, buf, &sum, err);
+    }
+    if (!st)
+        printf("perplexity %.6f  mean_nll %.6f  tokens %zu  windows %d  ctx %d\n", exp(sum / (double)n_ids),
+               sum / (double)n_ids, n_ids, windows, ctx);
+    free(logits);
+    free(buf);
+    free(ids);
+    free(text);
+    ds_tokenizer_free(tok);
+    return st;
+}
+
+int cli_perplexity(int argc, char **argv) {
+    model_args a;
+    int rc = model_args_parse(argc, argv, &a);
+    if (rc) return rc;
+    if (!a.file) { fprintf(stderr, "dsinfer perplexity: --file TEXT is required\n"); return 2; }
+    char err[DS_ERRLEN];
+    ds_engine *eng = NULL;
+    ds_status st = model_args_open_engine(&a, &eng, err);
+    if (!st) st = perplexity(&a, eng, err);
+    if (st) fprintf(stderr, "dsinfer: error: %s\n", err);
+    ds_engine_free(eng);
+    return st ? ds_cli_exit_code(st) : 0;
+}
