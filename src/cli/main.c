@@ -17,6 +17,7 @@ static const command commands[] = {
     {"perplexity", cli_perplexity, "perplexity of a text file"},
     {"tokenize", cli_tokenize, "print the token ids of the text on stdin"},
     {"detokenize", cli_detokenize, "print the text of token ids"},
+    {"serve", cli_serve, "an OpenAI-compatible HTTP server with continuous batching"},
 };
 
 static void usage(void) {

@@ -1,0 +1,105 @@
+/* `dsinfer serve`: flags -> server_config, then server_main (src/server/). */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "cli/cli.h"
+#include "server/server.h"
+
+enum { O_HOST = 256, O_PORT, O_BACKEND, O_THREADS, O_SEQS, O_BATCHED, O_KV, O_GPU, O_QUEUE, O_NOPC, O_KEY, O_NAME,
+       O_TEMPLATE, O_BODY, O_HELP };
+
+static const struct option opts[] = {
+    {"model", required_argument, 0, 'm'}, {"host", required_argument, 0, O_HOST}, {"port", required_argument, 0, O_PORT},
+    {"backend", required_argument, 0, O_BACKEND}, {"threads", required_argument, 0, O_THREADS},
+    {"max-num-seqs", required_argument, 0, O_SEQS}, {"max-num-batched-tokens", required_argument, 0, O_BATCHED},
+    {"kv-cache-memory", required_argument, 0, O_KV}, {"gpu-memory-utilization", required_argument, 0, O_GPU},
+    {"max-queue", required_argument, 0, O_QUEUE}, {"no-prefix-caching", no_argument, 0, O_NOPC},
+    {"api-key", required_argument, 0, O_KEY}, {"served-model-name", required_argument, 0, O_NAME},
+    {"chat-template", required_argument, 0, O_TEMPLATE}, {"max-body-bytes", required_argument, 0, O_BODY},
+    {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0}};
+
+static void usage(void) {
+    fprintf(stderr,
+            "usage: dsinfer serve --model DIR [--host 127.0.0.1] [--port 8000] [--backend cpu|cuda] [--threads N]\n"
+            "         [--max-num-seqs 256] [--max-num-batched-tokens 2048] [--kv-cache-memory 256MiB]\n"
+            "         [--gpu-memory-utilization 0.9] [--max-queue 1024] [--no-prefix-caching] [--api-key KEY]\n"
+            "         [--served-model-name NAME] [--chat-template deepseek-v3|deepseek-r1|deepseek-v2]\n"
+            "         [--max-body-bytes 8MiB]\n"
+            "  an OpenAI-compatible server: /v1/chat/completions, /v1/completions, /v1/models, /health, /metrics.\n"
+            "  --port 0 picks a free port; the line \"listening on http://HOST:PORT\" on stdout says which.\n"
+            "  The API key may also come from the environment (DSINFER_API_KEY).\n");
+}
+
+static int num(const char *flag, const char *v, double lo, double hi, double *out) {
+    char *end;
+    double x = strtod(v, &end);
+    if (end == v || *end || !isfinite(x) || x < lo || x > hi) {
+        fprintf(stderr, "dsinfer serve: %s: bad value \"%s\" (expected a number in [%g, %g])\n", flag, v, lo, hi);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+/* "256MiB", "1GiB", "512M", "1.5G", "65536" -> bytes. */
+static int bytes(const char *flag, const char *v, size_t *out) {
+    char *end;
+    double x = strtod(v, &end);
+    static const struct { const char *s; double mul; } units[] = {
+        {"", 1}, {"B", 1}, {"K", 1024.0}, {"KB", 1e3}, {"KiB", 1024.0}, {"M", 1048576.0}, {"MB", 1e6},
+        {"MiB", 1048576.0}, {"G", 1073741824.0}, {"GB", 1e9}, {"GiB", 1073741824.0}};
+    for (size_t i = 0; end != v && isfinite(x) && x > 0 && i < sizeof units / sizeof units[0]; i++)
+        if (strcasecmp(end, units[i].s) == 0 && x * units[i].mul < 1e18) {
+            *out = (size_t)(x * units[i].mul);
+            return 0;
+        }
+    fprintf(stderr, "dsinfer serve: %s: bad size \"%s\" (expected e.g. 256MiB, 2GiB or a byte count)\n", flag, v);
+    return -1;
+}
+
+static int parse(int argc, char **argv, server_config *c) {
+    int ch;
+    double x;
+    optind = 1;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, "m:", opts, NULL)) != -1) {
+        int bad = 0;
+        switch (ch) {
+        case 'm': c->model_dir = optarg; break;
+        case O_HOST: c->host = optarg; break;
+        case O_PORT: bad = num("--port", optarg, 0, 65535, &x); c->port = (int)x; break;
+        case O_BACKEND: c->backend = optarg; break;
+        case O_THREADS: bad = num("--threads", optarg, 0, 4096, &x); c->threads = (int)x; break;
+        case O_SEQS: bad = num("--max-num-seqs", optarg, 1, 65536, &x); c->max_num_seqs = (int)x; break;
+        case O_BATCHED: bad = num("--max-num-batched-tokens", optarg, 1, 1 << 24, &x); c->max_num_batched_tokens = (int)x; break;
+        case O_KV: bad = bytes("--kv-cache-memory", optarg, &c->kv_cache_bytes); break;
+        case O_GPU: bad = num("--gpu-memory-utilization", optarg, 0.01, 1, &x); c->gpu_memory_utilization = x; break;
+        case O_QUEUE: bad = num("--max-queue", optarg, 1, 1 << 24, &x); c->max_queue = (int)x; break;
+        case O_NOPC: c->enable_prefix_caching = 0; break;
+        case O_KEY: c->api_key = optarg; break;
+        case O_NAME: c->served_model_name = optarg; break;
+        case O_TEMPLATE: c->chat_template = optarg; break;
+        case O_BODY: bad = bytes("--max-body-bytes", optarg, &c->max_body_bytes); break;
+        case O_HELP: usage(); exit(0);
+        default:
+            fprintf(stderr, "dsinfer serve: unknown or incomplete option \"%s\"\n", argv[optind - 1]);
+            bad = 1;
+        }
+        if (bad) return 2;
+    }
+    if (optind < argc) { fprintf(stderr, "dsinfer serve: unexpected argument \"%s\"\n", argv[optind]); return 2; }
+    if (!c->model_dir) { fprintf(stderr, "dsinfer serve: --model DIR is required\n"); return 2; }
+    return 0;
+}
+
+int cli_serve(int argc, char **argv) {
+    server_config c;
+    server_config_defaults(&c);
+    if (parse(argc, argv, &c)) { usage(); return 2; }
+    if (!c.api_key && getenv("DSINFER_API_KEY") && *getenv("DSINFER_API_KEY")) c.api_key = getenv("DSINFER_API_KEY");
+    return server_main(&c);
+}

@@ -1,0 +1,33 @@
+/* The OpenAI-compatible HTTP server (`dsinfer serve`): its options and its entry point.
+ *
+ * Threads: libmicrohttpd runs one thread per connection; those threads parse and validate requests,
+ * render templates, tokenize, enqueue, and wait on their request for tokens (srv_req). One engine
+ * thread owns the engine, its KV pages and the scheduler, and runs the steps. See srv_internal.h. */
+#ifndef DS_SERVER_H
+#define DS_SERVER_H
+
+#include <stddef.h>
+
+typedef struct {
+    const char *model_dir;
+    const char *host;            /* default "127.0.0.1" */
+    int port;                    /* 0 = any free port (the chosen one is printed) */
+    const char *backend;         /* "cpu" or "cuda" */
+    int threads;                 /* CPU threads for the engine; 0 = all cores */
+    int max_num_seqs;            /* running requests at most */
+    int max_num_batched_tokens;  /* tokens per step at most */
+    size_t kv_cache_bytes;       /* KV pool size (0 = the engine's default) */
+    double gpu_memory_utilization; /* > 0: size the pool to this fraction of GPU memory (cuda) */
+    int max_queue;               /* waiting requests at most; more get 503 */
+    int enable_prefix_caching;
+    const char *api_key;         /* NULL = no authentication */
+    const char *served_model_name; /* NULL = model_dir as given */
+    const char *chat_template;   /* NULL or "auto" = from tokenizer_config.json */
+    size_t max_body_bytes;       /* larger request bodies get 400 */
+} server_config;
+
+void server_config_defaults(server_config *c);
+/* Runs the server until SIGINT or SIGTERM; returns the process exit code (0 after a clean stop). */
+int server_main(const server_config *c);
+
+#endif

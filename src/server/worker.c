@@ -1,0 +1,531 @@
+/* The engine thread: it alone touches the engine, its KV pages and the scheduler.
+ *
+ * Loop: take new requests from the inbox and cancelled ones out; plan a step (sched_schedule); run
+ * one forward over all its items (prefill chunks and decode tokens mixed); for every item that ends
+ * its request's known tokens, sample the next token (with logprobs when asked), detokenize it, look for
+ * stop strings, publish the token and the text that no stop string can still claim, and finish the
+ * request on EOS, a stop string, max_tokens or the context. When idle it checks the page pool.
+ *
+ * Sections: requests (gen), text and stop strings, sampling, the step, the thread, start/stop. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/status.h"
+#include "server/srv_internal.h"
+
+/* The engine thread's state for one request. */
+typedef struct gen {
+    srv_req *req;
+    sched_req *sr;           /* NULL once finished */
+    ds_sampler *smp;
+    ds_detok *detok;
+    char *out;               /* [len] all text decoded so far, stop strings cut */
+    size_t len, cap, released;
+    int max_stop;            /* bytes of the longest stop string */
+    int n_gen;
+    struct gen *prev, *next;
+} gen;
+
+struct srv_engine {
+    server_config cfg;
+    srv_metrics *metrics;
+    ds_engine *eng;
+    ds_tokenizer *tok;
+    ds_chat_template tpl;
+    sched *sch;
+    int vocab, max_ctx, eos;
+    float *logits;           /* [max_num_seqs, vocab] one row per batch item */
+    ds_batch_item *items;    /* [max_num_seqs] */
+    gen *active;             /* requests in the scheduler (engine thread only) */
+    pthread_t thread;
+    int started;
+    /* shared with the HTTP threads, under mu */
+    pthread_mutex_t mu;
+    pthread_cond_t cv, check_cv;
+    srv_req *in_head, *in_tail;
+    int in_n, stopping, quit;
+    int check_req, check_gen;
+    ds_status check_st;
+    char check_err[DS_ERRLEN];
+    sched_stats stats;
+    int pool_ok;
+};
+
+double srv_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+srv_req *srv_req_new(void) {
+    srv_req *r = ds_xcalloc(1, sizeof(*r));
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv, NULL);
+    r->refs = 1;
+    r->stop_index = -1;
+    atomic_init(&r->cancelled, 0);
+    return r;
+}
+
+void srv_req_release(srv_req *r) {
+    if (!r) return;
+    pthread_mutex_lock(&r->mu);
+    int last = --r->refs == 0;
+    pthread_mutex_unlock(&r->mu);
+    if (!last) return;
+    for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
+    free(r->prompt);
+    free(r->toks);
+    free(r->text);
+    pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->cv);
+    free(r);
+}
+
+/* ---- text and stop strings ------------------------------------------------------------------- */
+static void out_append(gen *g, const char *s, size_t n) {
+    if (g->len + n + 1 > g->cap) {
+        g->cap = (g->len + n + 1) * 2;
+        g->out = ds_xrealloc(g->out, g->cap);
+    }
+    memcpy(g->out + g->len, s, n);
+    g->len += n;
+    g->out[g->len] = 0;
+}
+
+/* Looks for stop strings in text appended from `from` on (a match may start up to max_stop - 1 bytes
+ * earlier). On a match, cuts the text there and returns the stop string's index; else -1. */
+static int find_stop(gen *g, size_t from) {
+    const srv_req *r = g->req;
+    size_t start = from > (size_t)g->max_stop ? from - (size_t)g->max_stop : 0;
+    int best = -1;
+    size_t best_pos = g->len;
+    for (int i = 0; i < r->n_stop; i++) {
+        const char *p = memmem(g->out + start, g->len - start, r->stop[i], strlen(r->stop[i]));
+        if (p && (size_t)(p - g->out) < best_pos) { best = i; best_pos = (size_t)(p - g->out); }
+    }
+    if (best >= 0) { g->len = best_pos; g->out[g->len] = 0; }
+    return best;
+}
+
+/* How much text is safe to publish: all once finished, else all but what a stop string may still
+ * claim, never cutting a UTF-8 sequence. */
+static size_t releasable(const gen *g, int final) {
+    if (final || g->req->n_stop == 0) return g->len;
+    size_t hold = (size_t)(g->max_stop - 1), cut = g->len > hold ? g->len - hold : 0;
+    while (cut > g->released && (g->out[cut] & 0xC0) == 0x80) cut--;
+    return cut > g->released ? cut : g->released;
+}
+
+/* Publishes a token (may be NULL) and the releasable text; finishes when reason is not NULL. */
+static void publish(srv_engine *e, gen *g, const srv_tok *t, const char *reason, int stop_index) {
+    srv_req *r = g->req;
+    size_t upto = releasable(g, reason != NULL);
+    pthread_mutex_lock(&r->mu);
+    if (t) {
+        if (r->n_toks == r->cap_toks) {
+            r->cap_toks = r->cap_toks ? 2 * r->cap_toks : 16;
+            r->toks = ds_xrealloc(r->toks, sizeof(srv_tok) * (size_t)r->cap_toks);
+        }
+        r->toks[r->n_toks++] = *t;
+        if (!r->t_first) r->t_first = srv_now();
+    }
+    if (upto > g->released) {
+        size_t n = upto - g->released;
+        if (r->text_len + n + 1 > r->text_cap) {
+            r->text_cap = (r->text_len + n + 1) * 2;
+            r->text = ds_xrealloc(r->text, r->text_cap);
+        }
+        memcpy(r->text + r->text_len, g->out + g->released, n);
+        r->text_len += n;
+        r->text[r->text_len] = 0;
+        g->released = upto;
+    }
+    if (reason) {
+        r->finished = 1;
+        r->finish_reason = reason;
+        r->stop_index = stop_index;
+    }
+    if (g->sr) r->n_cached = g->sr->n_cached;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    (void)e;
+}
+
+/* ---- requests ------------------------------------------------------------------------------- */
+static void gen_unlink(srv_engine *e, gen *g) {
+    if (g->prev) g->prev->next = g->next; else e->active = g->next;
+    if (g->next) g->next->prev = g->prev;
+}
+
+/* Ends a request: reason "stop"/"length" flush the detokenizer first; "abort"/"error" do not.
+ * status != 0 marks an error (message in err). Frees the engine side; drops the engine's reference. */
+static void gen_finish(srv_engine *e, gen *g, const char *reason, int stop_index, int status, const char *err) {
+    srv_req *r = g->req;
+    if (status == 0 && strcmp(reason, "abort") != 0 && stop_index < 0) {
+        size_t n, from = g->len;
+        const char *tail = ds_detok_flush(g->detok, &n);
+        out_append(g, tail, n);
+        int si = find_stop(g, from);
+        if (si >= 0) { reason = "stop"; stop_index = si; }
+    }
+    if (g->sr) {
+        pthread_mutex_lock(&r->mu);
+        r->n_cached = g->sr->n_cached;
+        pthread_mutex_unlock(&r->mu);
+        sched_finish(e->sch, g->sr);
+        g->sr = NULL;
+    }
+    if (status) {
+        pthread_mutex_lock(&r->mu);
+        r->http_status = status;
+        snprintf(r->err, sizeof r->err, "%s", err);
+        pthread_mutex_unlock(&r->mu);
+    }
+    publish(e, g, NULL, reason, stop_index);
+    double now = srv_now(), ttft = r->t_first ? r->t_first - r->t_arrival : -1;
+    double tpot = g->n_gen > 1 ? (now - r->t_first) / (g->n_gen - 1) : -1;
+    srv_metrics_request(e->metrics, reason, r->n_prompt, g->n_gen, ttft, tpot, now - r->t_arrival);
+    gen_unlink(e, g);
+    ds_sampler_free(g->smp);
+    ds_detok_free(g->detok);
+    free(g->out);
+    free(g);
+    srv_req_release(r);
+}
+
+static void gen_start(srv_engine *e, srv_req *r) {
+    gen *g = ds_xcalloc(1, sizeof(*g));
+    g->req = r;
+    g->next = e->active;
+    if (e->active) e->active->prev = g;
+    e->active = g;
+    g->detok = ds_detok_new(e->tok, 1);
+    for (int i = 0; i < r->n_stop; i++)
+        if ((int)strlen(r->stop[i]) > g->max_stop) g->max_stop = (int)strlen(r->stop[i]);
+    char err[DS_ERRLEN];
+    if (ds_sampler_new(&r->sp, e->vocab, &g->smp, err) != DS_OK) {
+        gen_finish(e, g, "error", -1, 400, err);
+        return;
+    }
+    g->sr = sched_add(e->sch, r->prompt, r->n_prompt, g);
+}
+
+/* ---- sampling ------------------------------------------------------------------------------- */
+/* Log-probabilities of the chosen token and the top k under the raw logits row. */
+static void logprobs_of(const float *row, int vocab, int32_t chosen, int k, srv_tok *t) {
+    float mx = row[0];
+    for (int i = 1; i < vocab; i++) mx = row[i] > mx ? row[i] : mx;
+    double sum = 0;
+    for (int i = 0; i < vocab; i++) sum += exp((double)(row[i] - mx));
+    float lse = mx + (float)log(sum);
+    t->logprob = row[chosen] - lse;
+    t->n_top = 0;
+    for (int j = 0; j < k && j < vocab; j++) {   /* k <= 20 selection passes */
+        int best = -1;
+        for (int i = 0; i < vocab; i++) {
+            int taken = 0;
+            for (int q = 0; q < j && !taken; q++) taken = t->top_id[q] == i;
+            if (!taken && (best < 0 || row[i] > row[best])) best = i;
+        }
+        t->top_id[j] = best;
+        t->top_lp[j] = row[best] - lse;
+        t->n_top++;
+    }
+}
+
+/* Samples the request's next token from its logits row and handles it. */
+static void sample_and_emit(srv_engine *e, gen *g, float *row) {
+    srv_req *r = g->req;
+    srv_tok t = {0};
+    float *raw = NULL;
+    if (r->logprobs) {   /* the sampler edits the row: keep the raw logits */
+        raw = ds_xmalloc(sizeof(float) * (size_t)e->vocab);
+        memcpy(raw, row, sizeof(float) * (size_t)e->vocab);
+    }
+    t.id = ds_sampler_sample(g->smp, row);
+    ds_sampler_accept(g->smp, t.id);
+    if (raw) logprobs_of(raw, e->vocab, t.id, r->top_logprobs, &t);
+    free(raw);
+    sched_append(e->sch, g->sr, t.id);
+    g->n_gen++;
+    int eos = t.id == e->eos && !r->ignore_eos, stop = -1;
+    if (!eos) {
+        size_t n, from = g->len;
+        const char *piece = ds_detok_push(g->detok, t.id, &n);
+        out_append(g, piece, n);
+        stop = find_stop(g, from);
+    }
+    const char *reason = NULL;
+    if (eos || stop >= 0) reason = "stop";
+    else if (g->n_gen >= r->max_tokens || g->sr->n_tokens >= e->max_ctx) reason = "length";
+    publish(e, g, &t, NULL, -1);
+    if (reason) gen_finish(e, g, reason, stop, 0, "");
+}
+
+/* ---- the step ------------------------------------------------------------------------------- */
+static void run_step(srv_engine *e) {
+    sched_batch b;
+    int n = sched_schedule(e->sch, &b);
+    if (b.stuck) {
+        gen_finish(e, b.stuck->user, "error", -1, 400, "the request needs more KV cache pages than the pool holds");
+        return;
+    }
+    if (!n) return;
+    for (int i = 0; i < n; i++)
+        e->items[i] = (ds_batch_item){.seq = b.items[i].req->seq, .tokens = b.items[i].req->tokens + b.items[i].start,
+                                      .n_tokens = b.items[i].n, .all_logits = 0};
+    char err[DS_ERRLEN];
+    ds_status st = ds_engine_forward(e->eng, e->items, n, e->logits, err);
+    if (st) {   /* nothing was appended: end every request of the step */
+        fprintf(stderr, "dsinfer serve: forward failed: %s\n", err);
+        for (int i = 0; i < n; i++) gen_finish(e, b.items[i].req->user, "error", -1, 500, err);
+        return;
+    }
+    sched_step_done(e->sch, &b);
+    for (int i = 0; i < n; i++)
+        if (b.items[i].sample) sample_and_emit(e, b.items[i].req->user, e->logits + (size_t)i * e->vocab);
+}
+
+/* Integrity of the pool: the scheduler's view and the engine's own. */
+static ds_status check_pool(srv_engine *e, char *err) {
+    ds_status st = sched_check(e->sch, err);
+    return st ? st : ds_engine_check_pages(e->eng, err);
+}
+
+/* ---- the thread ------------------------------------------------------------------------------ */
+static void publish_stats(srv_engine *e, int pool_ok) {
+    sched_stats st;
+    sched_get_stats(e->sch, &st);
+    pthread_mutex_lock(&e->mu);
+    e->stats = st;
+    if (pool_ok != -2) e->pool_ok = pool_ok;
+    pthread_mutex_unlock(&e->mu);
+}
+
+/* Takes the inbox, answers a check request, handles stop/cancel. Returns 0 when the thread must exit. */
+static int intake(srv_engine *e) {
+    pthread_mutex_lock(&e->mu);
+    while (!e->in_head && !e->check_req && !e->quit && !e->active)
+        pthread_cond_wait(&e->cv, &e->mu);
+    srv_req *in = e->in_head;
+    e->in_head = e->in_tail = NULL;
+    e->in_n = 0;
+    int stopping = e->stopping, quit = e->quit, check = e->check_req;
+    pthread_mutex_unlock(&e->mu);
+    for (srv_req *r = in, *next; r; r = next) {
+        next = r->next_in;
+        gen_start(e, r);
+    }
+    for (gen *g = e->active, *next; g; g = next) {
+        next = g->next;
+        if (stopping || atomic_load(&g->req->cancelled)) gen_finish(e, g, "abort", -1, 0, "");
+    }
+    if (check) {
+        char err[DS_ERRLEN] = "";
+        ds_status st = check_pool(e, err);
+        pthread_mutex_lock(&e->mu);
+        e->check_st = st;
+        snprintf(e->check_err, sizeof e->check_err, "%s", err);
+        e->check_req = 0;
+        e->check_gen++;
+        pthread_cond_broadcast(&e->check_cv);
+        pthread_mutex_unlock(&e->mu);
+        publish_stats(e, st == DS_OK);
+    }
+    return !quit;
+}
+
+static void *engine_main(void *arg) {
+    srv_engine *e = arg;
+    while (intake(e)) {
+        run_step(e);
+        if (e->active) { publish_stats(e, -2); continue; }
+        char err[DS_ERRLEN];
+        ds_status st = check_pool(e, err);   /* idle: the pool must be intact */
+        if (st) fprintf(stderr, "dsinfer serve: page pool check failed: %s\n", err);
+        publish_stats(e, st == DS_OK);
+    }
+    return NULL;
+}
+
+int srv_engine_submit(srv_engine *e, srv_req *r) {
+    pthread_mutex_lock(&e->mu);
+    int rc = e->stopping ? -2 : e->stats.n_waiting + e->in_n >= e->cfg.max_queue ? -1 : 0;
+    if (!rc) {
+        pthread_mutex_lock(&r->mu);
+        r->refs++;
+        pthread_mutex_unlock(&r->mu);
+        r->next_in = NULL;
+        if (e->in_tail) e->in_tail->next_in = r; else e->in_head = r;
+        e->in_tail = r;
+        e->in_n++;
+        pthread_cond_signal(&e->cv);
+    }
+    pthread_mutex_unlock(&e->mu);
+    return rc;
+}
+
+ds_status srv_engine_check(srv_engine *e, sched_stats *st, char *err) {
+    pthread_mutex_lock(&e->mu);
+    int target = e->check_gen + 1;
+    e->check_req = 1;
+    pthread_cond_signal(&e->cv);
+    while (e->check_gen < target && !e->quit) pthread_cond_wait(&e->check_cv, &e->mu);
+    ds_status s = e->quit ? ds_seterr(err, DS_ERR_ARG, "shutting down") : e->check_st;
+    if (!e->quit && s) snprintf(err, DS_ERRLEN, "%s", e->check_err);
+    *st = e->stats;
+    pthread_mutex_unlock(&e->mu);
+    return s;
+}
+
+void srv_engine_stats(srv_engine *e, sched_stats *st, int *pool_ok) {
+    pthread_mutex_lock(&e->mu);
+    *st = e->stats;
+    st->n_waiting += e->in_n;
+    *pool_ok = e->pool_ok;
+    pthread_mutex_unlock(&e->mu);
+}
+
+const ds_tokenizer *srv_engine_tokenizer(const srv_engine *e) { return e->tok; }
+ds_chat_template srv_engine_template(const srv_engine *e) { return e->tpl; }
+int srv_engine_max_context(const srv_engine *e) { return e->max_ctx; }
+int srv_engine_vocab(const srv_engine *e) { return e->vocab; }
+
+int srv_engine_max_tokens_in_pool(const srv_engine *e) {
+    long n = (long)ds_engine_pages_total(e->eng) * ds_engine_page_size(e->eng);
+    return n < e->max_ctx ? (int)n : e->max_ctx;
+}
+
+/* ---- start and stop ------------------------------------------------------------------------- */
+/* One forward of a full step's worth of tokens, so that activations are allocated before serving. */
+static ds_status warm_up(srv_engine *e, char *err) {
+    int n = e->cfg.max_num_batched_tokens < e->max_ctx ? e->cfg.max_num_batched_tokens : e->max_ctx;
+    int room = ds_engine_pages_total(e->eng) * ds_engine_page_size(e->eng);
+    if (n > room) n = room;
+    int32_t *toks = ds_xcalloc((size_t)n, sizeof(int32_t));
+    ds_seq *seq = NULL;
+    float *row = ds_xmalloc(sizeof(float) * (size_t)e->vocab);
+    ds_status st = ds_seq_new(e->eng, &seq, err);
+    ds_batch_item it = {.seq = seq, .tokens = toks, .n_tokens = n, .all_logits = 0};
+    if (!st) st = ds_engine_forward(e->eng, &it, 1, row, err);
+    ds_seq_free(seq);
+    free(toks);
+    free(row);
+    return st;
+}
+
+/* --gpu-memory-utilization: measure the memory a warm engine with a minimal pool uses (NVML), then
+ * size the pool to fraction * total - that. (Until the engine sizes its pool itself.) */
+static ds_status size_pool_for_gpu(const server_config *c, ds_engine_opts *o, char *err) {
+    unsigned util;
+    uint64_t used, total;
+    if (!srv_nvml_sample(&util, &used, &total))
+        return ds_seterr(err, DS_ERR_UNSUPPORTED, "--gpu-memory-utilization needs NVML (libnvidia-ml.so.1); use --kv-cache-memory");
+    ds_engine_opts probe = *o;
+    probe.max_pages = 64;
+    ds_engine *eng = NULL;
+    ds_status st = ds_engine_open(c->model_dir, &probe, &eng, err);
+    if (st) return st;
+    srv_nvml_sample(&util, &used, &total);
+    ds_engine_free(eng);
+    double budget = c->gpu_memory_utilization * (double)total - (double)used;
+    if (budget <= 0)
+        return ds_seterr(err, DS_ERR_NOMEM, "--gpu-memory-utilization %.2f leaves no memory for the KV cache (%.1f of %.1f GiB used)",
+                         c->gpu_memory_utilization, (double)used / (1 << 30), (double)total / (1 << 30));
+    o->kv_cache_bytes = (size_t)budget;
+    return DS_OK;
+}
+
+static ds_status open_model(srv_engine *e, char *err) {
+    const server_config *c = &e->cfg;
+    ds_engine_opts o = {.backend = c->backend, .n_threads = c->threads, .kv_cache_bytes = c->kv_cache_bytes};
+    ds_status st = DS_OK;
+    if (c->gpu_memory_utilization > 0) {
+        if (strcmp(c->backend, "cuda") != 0)
+            return ds_seterr(err, DS_ERR_ARG, "--gpu-memory-utilization applies to --backend cuda; use --kv-cache-memory");
+        st = size_pool_for_gpu(c, &o, err);
+    }
+    if (!st) st = ds_engine_open(c->model_dir, &o, &e->eng, err);
+    if (!st) st = ds_tokenizer_load(c->model_dir, &e->tok, err);
+    if (!st) st = ds_chat_template_from_name(c->chat_template ? c->chat_template : "auto", &e->tpl, err);
+    if (!st && e->tpl == DS_CHAT_AUTO) {
+        const char *jinja = ds_tokenizer_chat_template_text(e->tok);
+        st = jinja ? ds_chat_template_detect(jinja, &e->tpl, err)
+                   : ds_seterr(err, DS_ERR_UNSUPPORTED, "%s has no chat_template; choose one with --chat-template", c->model_dir);
+    }
+    return st;
+}
+
+ds_status srv_engine_start(const server_config *cfg, srv_metrics *m, srv_engine **out, char *err) {
+    *out = NULL;
+    srv_engine *e = ds_xcalloc(1, sizeof(*e));
+    e->cfg = *cfg;
+    e->metrics = m;
+    e->pool_ok = -1;
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->cv, NULL);
+    pthread_cond_init(&e->check_cv, NULL);
+    ds_status st = open_model(e, err);
+    if (!st) {
+        e->vocab = ds_engine_vocab_size(e->eng);
+        e->max_ctx = ds_engine_max_context(e->eng);
+        e->eos = ds_engine_eos_id(e->eng);
+        st = warm_up(e, err);
+    }
+    if (!st) {
+        sched_config sc = {.max_num_seqs = cfg->max_num_seqs, .max_num_batched_tokens = cfg->max_num_batched_tokens,
+                           .enable_prefix_caching = cfg->enable_prefix_caching};
+        sched_kv kv = sched_kv_engine(e->eng);
+        st = sched_new(&sc, &kv, &e->sch, err);
+    }
+    if (!st) {
+        e->logits = ds_xmalloc(sizeof(float) * (size_t)cfg->max_num_seqs * (size_t)e->vocab);
+        e->items = ds_xcalloc((size_t)cfg->max_num_seqs, sizeof(ds_batch_item));
+        publish_stats(e, -1);
+        if (pthread_create(&e->thread, NULL, engine_main, e) != 0)
+            st = ds_seterr(err, DS_ERR_NOMEM, "cannot start the engine thread");
+        else
+            e->started = 1;
+    }
+    if (st) { srv_engine_stop(e); return st; }
+    *out = e;
+    return DS_OK;
+}
+
+void srv_engine_abort_all(srv_engine *e) {
+    pthread_mutex_lock(&e->mu);
+    e->stopping = 1;
+    pthread_cond_signal(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+}
+
+void srv_engine_stop(srv_engine *e) {
+    if (!e) return;
+    if (e->started) {
+        pthread_mutex_lock(&e->mu);
+        e->stopping = e->quit = 1;
+        pthread_cond_signal(&e->cv);
+        pthread_mutex_unlock(&e->mu);
+        pthread_join(e->thread, NULL);
+        while (e->active) gen_finish(e, e->active, "abort", -1, 0, "");
+        for (srv_req *r = e->in_head, *next; r; r = next) {   /* submitted after the last intake */
+            next = r->next_in;
+            gen_start(e, r);
+            gen_finish(e, e->active, "abort", -1, 0, "");
+        }
+        pthread_cond_broadcast(&e->check_cv);
+    }
+    sched_free(e->sch);
+    free(e->logits);
+    free(e->items);
+    ds_tokenizer_free(e->tok);
+    ds_engine_free(e->eng);
+    pthread_cond_destroy(&e->check_cv);
+    pthread_cond_destroy(&e->cv);
+    pthread_mutex_destroy(&e->mu);
+    free(e);
+}
