@@ -14,6 +14,9 @@ typedef struct {
     size_t work_n;
     float *thread_work;       /* [n_threads, thread_work_n] */
     size_t thread_work_n;
+    float *mlp_work;          /* [2, M, I_max]: gate and up outputs of a dense MLP or an expert */
+    float *moe_work;          /* MoE routing and gathered rows for M tokens (see cpu_moe.c) */
+    size_t mlp_work_n, moe_work_n;
 } ds_cpu_backend;
 
 static inline ds_cpu_backend *cpu_of(ds_backend *be) { return (ds_cpu_backend *)be; }
@@ -22,6 +25,8 @@ static inline ds_cpu_backend *cpu_of(ds_backend *be) { return (ds_cpu_backend *)
 float *cpu_thread_scratch(ds_cpu_backend *cb);
 
 float cpu_dot(const float *a, const float *b, int n);
+/* Floats of moe_work needed for M tokens. */
+size_t cpu_moe_work_floats(const ds_config *cfg, int M);
 
 void cpu_linear(ds_backend *be, float *out, const float *x, const ds_weight *w, int M);
 void cpu_mlp(ds_backend *be, float *out, const float *x, const ds_weight *gate, const ds_weight *up,

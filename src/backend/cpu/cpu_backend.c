@@ -66,6 +66,19 @@ static ds_status cpu_set_batch(ds_backend *be, const ds_batch_meta *b, char *err
         cb->work = ds_xmalloc(need * sizeof(float));
         cb->work_n = need;
     }
+    size_t M = (size_t)b->n_tokens, I = (size_t)c->intermediate_size;
+    size_t sI = (size_t)c->moe_intermediate_size * (size_t)(c->n_shared_experts > 1 ? c->n_shared_experts : 1);
+    size_t mlp_need = 2 * M * (I > sI ? I : sI), moe_need = cpu_moe_work_floats(c, (int)M);
+    if (mlp_need > cb->mlp_work_n) {
+        free(cb->mlp_work);
+        cb->mlp_work = ds_xmalloc(mlp_need * sizeof(float));
+        cb->mlp_work_n = mlp_need;
+    }
+    if (moe_need > cb->moe_work_n) {
+        free(cb->moe_work);
+        cb->moe_work = ds_xmalloc(moe_need * sizeof(float));
+        cb->moe_work_n = moe_need;
+    }
     size_t tneed = max_weight_cols(c) + per_head * C + 2 * C + L + 2 * (size_t)c->n_routed_experts + 64;
     if (tneed > cb->thread_work_n) {
         free(cb->thread_work);
@@ -150,6 +163,8 @@ static void cpu_destroy(ds_backend *be) {
     ds_cpu_backend *cb = cpu_of(be);
     free(cb->work);
     free(cb->thread_work);
+    free(cb->mlp_work);
+    free(cb->moe_work);
     free(cb);
 }
 

@@ -2,7 +2,6 @@
  * weight row into fp32 (dequantizing FP8 blocks) and dots it with all M activation rows, so a weight is
  * read once per call whatever M is. */
 #include <math.h>
-#include <stdlib.h>
 #include <omp.h>
 
 #include "backend/cpu/cpu.h"
@@ -24,19 +23,18 @@ void cpu_linear(ds_backend *be, float *out, const float *x, const ds_weight *w, 
 
 static inline float silu(float z) { return z / (1.0f + expf(-z)); }
 
-/* Dense MLP / one expert (spec 8): out = down(SiLU(gate x) * up x). The [M, I] intermediates are
- * allocated per call (MoE calls this with a different M for every expert). */
+/* Dense MLP / one expert (spec 8): out = down(SiLU(gate x) * up x). The [M, I] intermediates live in
+ * the backend's mlp_work, sized by set_batch for the step's token count. */
 void cpu_mlp(ds_backend *be, float *out, const float *x, const ds_weight *gate, const ds_weight *up,
              const ds_weight *down, int M) {
     ds_cpu_backend *cb = cpu_of(be);
     int I = gate->rows;
     size_t n = (size_t)M * (size_t)I;
-    float *g = ds_xmalloc(n * sizeof(float)), *u = ds_xmalloc(n * sizeof(float));
+    DS_CHECK(2 * n <= cb->mlp_work_n);
+    float *g = cb->mlp_work, *u = cb->mlp_work + n;
     cpu_linear(be, g, x, gate, M);
     cpu_linear(be, u, x, up, M);
 #pragma omp parallel for num_threads(cb->n_threads) schedule(static)
     for (size_t i = 0; i < n; i++) g[i] = silu(g[i]) * u[i];
     cpu_linear(be, out, g, down, M);
-    free(g);
-    free(u);
 }

@@ -1,7 +1,6 @@
 /* CPU MoE (spec 9): router in fp32, routing per token, tokens grouped by expert, each expert's MLP run
  * over its tokens, outputs combined with the routing weights (fp32), plus the shared experts. */
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "backend/cpu/cpu.h"
@@ -77,53 +76,78 @@ void ds_route_token(const ds_config *c, const float *logits, const float *bias, 
     }
 }
 
+/* moe_work layout for M tokens: router logits [M, E], bias [E], weights [M, K], row weights [M],
+ * gathered input rows [M, D], expert outputs [M, D], then expert ids [M, K] and rows [M] (int32). */
+size_t cpu_moe_work_floats(const ds_config *c, int M) {
+    size_t m = (size_t)M, E = (size_t)c->n_routed_experts, K = (size_t)c->num_experts_per_tok;
+    size_t D = (size_t)c->hidden_size;
+    return m * E + E + m * K + m + 2 * m * D + m * K + m;
+}
+
+typedef struct {
+    float *logits, *bias, *w, *rw, *xin, *yout;
+    int32_t *ids, *rows;
+} moe_bufs;
+
+static moe_bufs moe_carve(ds_cpu_backend *cb, int M) {
+    const ds_config *c = cb->base.cfg;
+    size_t m = (size_t)M, E = (size_t)c->n_routed_experts, K = (size_t)c->num_experts_per_tok;
+    size_t D = (size_t)c->hidden_size;
+    DS_CHECK(cpu_moe_work_floats(c, M) <= cb->moe_work_n);
+    moe_bufs b;
+    b.logits = cb->moe_work;
+    b.bias = b.logits + m * E;
+    b.w = b.bias + E;
+    b.rw = b.w + m * K;
+    b.xin = b.rw + m;
+    b.yout = b.xin + m * D;
+    b.ids = (int32_t *)(b.yout + m * D);   /* int32 and float have the same size and alignment */
+    b.rows = b.ids + m * K;
+    return b;
+}
+
 /* Router logits [M, E] in fp32 and the per-token choice. */
-static void route_all(ds_backend *be, const float *x, const ds_layer_weights *L, int M, int32_t *ids, float *w) {
+static void route_all(ds_backend *be, const float *x, const ds_layer_weights *L, int M, const moe_bufs *b) {
     ds_cpu_backend *cb = cpu_of(be);
     const ds_config *c = be->cfg;
     int E = c->n_routed_experts, K = c->num_experts_per_tok;
-    float *logits = ds_xmalloc((size_t)M * E * sizeof(float)), *bias = NULL;
-    cpu_linear(be, logits, x, &L->router, M);
+    cpu_linear(be, b->logits, x, &L->router, M);
+    const float *bias = NULL;
     if (L->router_bias.data) {
-        bias = ds_xmalloc((size_t)E * sizeof(float));
-        ds_weight_row_f32(&L->router_bias, 0, bias);
+        ds_weight_row_f32(&L->router_bias, 0, b->bias);
+        bias = b->bias;
     }
 #pragma omp parallel for num_threads(cb->n_threads) schedule(static)
     for (int m = 0; m < M; m++)
-        ds_route_token(c, logits + (size_t)m * E, bias, ids + (size_t)m * K, w + (size_t)m * K,
+        ds_route_token(c, b->logits + (size_t)m * E, bias, b->ids + (size_t)m * K, b->w + (size_t)m * K,
                        cpu_thread_scratch(cb));
-    free(logits);
-    free(bias);
 }
 
-/* Runs expert e over its tokens and adds weight * output into out. */
-static void run_expert(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int e,
-                       const int32_t *rows, const float *rw, int n, float *xin, float *yout) {
+/* Runs expert e over its n tokens (b->rows, b->rw) and adds weight * output into out. */
+static void run_expert(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int e, int n,
+                       const moe_bufs *b) {
     int D = be->cfg->hidden_size;
-    for (int i = 0; i < n; i++) memcpy(xin + (size_t)i * D, x + (size_t)rows[i] * D, (size_t)D * sizeof(float));
-    cpu_mlp(be, yout, xin, &L->exp_gate[e], &L->exp_up[e], &L->exp_down[e], n);
+    for (int i = 0; i < n; i++) memcpy(b->xin + (size_t)i * D, x + (size_t)b->rows[i] * D, (size_t)D * sizeof(float));
+    cpu_mlp(be, b->yout, b->xin, &L->exp_gate[e], &L->exp_up[e], &L->exp_down[e], n);
     for (int i = 0; i < n; i++) {
-        float *o = out + (size_t)rows[i] * D;
-        const float *y = yout + (size_t)i * D;
-        for (int d = 0; d < D; d++) o[d] += rw[i] * y[d];
+        float *o = out + (size_t)b->rows[i] * D;
+        const float *y = b->yout + (size_t)i * D;
+        for (int d = 0; d < D; d++) o[d] += b->rw[i] * y[d];
     }
 }
 
 void cpu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M) {
     const ds_config *c = be->cfg;
     int E = c->n_routed_experts, K = c->num_experts_per_tok, D = c->hidden_size;
-    int32_t *ids = ds_xmalloc((size_t)M * K * sizeof(int32_t)), *rows = ds_xmalloc((size_t)M * sizeof(int32_t));
-    float *w = ds_xmalloc((size_t)M * K * sizeof(float)), *rw = ds_xmalloc((size_t)M * sizeof(float));
-    float *xin = ds_xmalloc((size_t)M * D * sizeof(float)), *yout = ds_xmalloc((size_t)M * D * sizeof(float));
-    route_all(be, x, L, M, ids, w);
+    moe_bufs b = moe_carve(cpu_of(be), M);
+    route_all(be, x, L, M, &b);
     if (c->n_shared_experts) cpu_mlp(be, out, x, &L->sh_gate, &L->sh_up, &L->sh_down, M);
     else memset(out, 0, (size_t)M * D * sizeof(float));
     for (int e = 0; e < E; e++) {
         int n = 0;
         for (int m = 0; m < M; m++)
             for (int k = 0; k < K; k++)
-                if (ids[(size_t)m * K + k] == e) { rows[n] = m; rw[n++] = w[(size_t)m * K + k]; }
-        if (n) run_expert(be, out, x, L, e, rows, rw, n, xin, yout);
+                if (b.ids[(size_t)m * K + k] == e) { b.rows[n] = m; b.rw[n++] = b.w[(size_t)m * K + k]; }
+        if (n) run_expert(be, out, x, L, e, n, &b);
     }
-    free(ids); free(rows); free(w); free(rw); free(xin); free(yout);
 }
