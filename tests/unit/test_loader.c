@@ -259,11 +259,70 @@ static void test_sharded(const char *src) {
     ds_st_close(g);
 }
 
+/* Adds an MTP module (layer num_hidden_layers = 3 of tiny-v3: a copy of layer 2 plus enorm, hnorm,
+ * eh_proj [D, 2D] and shared_head.norm) to the fixture. eh_cols sets eh_proj's second dimension. */
+static void make_mtp(char *dir, size_t dn, const char *name, int eh_cols) {
+    make_case(dir, dn, name, "tiny-v3");
+    char p[700];
+    size_t len, data_n;
+    const char *data;
+    snprintf(p, sizeof p, "%s/tiny-v3/model.safetensors", fixtures_dir());
+    char *blob = read_all(p, &len);
+    cJSON *hdr = split_st(blob, len, &data, &data_n);
+    const int D = 128;
+    size_t extra = (size_t)D * eh_cols * 2 + 3 * (size_t)D * 2, cap = 2 * data_n + extra, off = data_n;
+    char *buf = calloc(1, cap);
+    memcpy(buf, data, data_n);
+    cJSON *add = cJSON_CreateObject();
+    for (cJSON *t = hdr->child; t; t = t->next) {
+        if (strncmp(t->string, "model.layers.2.", 15)) continue;
+        char nm[256];
+        snprintf(nm, sizeof nm, "model.layers.3.%s", t->string + 15);
+        cJSON_AddItemToObject(add, nm, cJSON_Duplicate(t, 1));   /* same bytes, shared offsets */
+    }
+    const char *norms[] = {"model.layers.3.enorm.weight", "model.layers.3.hnorm.weight", "model.layers.3.shared_head.norm.weight"};
+    for (int i = 0; i < 3; i++) {
+        char e[160];
+        snprintf(e, sizeof e, "{\"dtype\":\"BF16\",\"shape\":[%d],\"data_offsets\":[%zu,%zu]}", D, off, off + 2 * D);
+        cJSON_AddItemToObject(add, norms[i], cJSON_Parse(e));
+        off += 2 * D;
+    }
+    char e[160];
+    snprintf(e, sizeof e, "{\"dtype\":\"BF16\",\"shape\":[%d,%d],\"data_offsets\":[%zu,%zu]}", D, eh_cols, off,
+             off + (size_t)2 * D * eh_cols);
+    cJSON_AddItemToObject(add, "model.layers.3.eh_proj.weight", cJSON_Parse(e));
+    off += (size_t)2 * D * eh_cols;
+    for (cJSON *t = add->child; t;) {
+        cJSON *next = t->next;
+        cJSON_AddItemToObject(hdr, t->string, cJSON_DetachItemViaPointer(add, t));
+        t = next;
+    }
+    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    write_st(p, hdr, buf, off);
+    cJSON_Delete(add);
+    cJSON_Delete(hdr);
+    free(buf);
+    free(blob);
+}
+
+static void test_mtp(void) {
+    char d[512], err[DS_ERRLEN];
+    make_mtp(d, sizeof d, "mtp", 256);
+    ds_engine *e = NULL;
+    ds_engine_opts o = {.n_threads = 1};
+    CHECKF(ds_engine_open(d, &o, &e, err) == DS_OK, "%s", err);
+    if (e) CHECKF(strstr(ds_engine_describe(e), "MTP layer present") != NULL, "%s", ds_engine_describe(e));
+    ds_engine_free(e);
+    make_mtp(d, sizeof d, "mtp_bad", 200);
+    expect_open_error(d, DS_ERR_FORMAT, "model.layers.3.eh_proj.weight has shape [128, 200], expected [128, 256]");
+}
+
 int main(void) {
     snprintf(tmp_root, sizeof tmp_root, "/tmp/dsinfer-test-loader-XXXXXX");
     if (!mkdtemp(tmp_root)) { perror("mkdtemp"); return 1; }
     test_broken();
     test_sharded("tiny-v3");
+    test_mtp();
     test_sharded("tiny-v3-fp8");
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_root);
