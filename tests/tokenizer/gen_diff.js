@@ -67,6 +67,11 @@ const hex = (s) => Buffer.from(s, 'utf8').toString('hex');   // keeps U+0000 (cJ
 
 async function main() {
   const texts = [''];
+  if (process.env.TOK_DIFF_BIG) {   // 1 MB inputs: mixed text, one whitespace run, one long word, digits
+    let mixed = '';
+    while (mixed.length < 1 << 20) mixed += fragment();
+    texts.push(mixed, ' \n\t'.repeat(350000), 'a'.repeat(1 << 20), '7'.repeat(1 << 20));
+  }
   while (texts.length < N) {
     const k = ri(4) === 0 ? ri(3) : 1 + ri(25);
     let s = '';

@@ -26,10 +26,10 @@ static int failed_cases = 0, allow_new_unicode = 0, unicode_diffs = 0;
 static char *unhex(const char *h, size_t *n) {
     size_t len = strlen(h) / 2;
     char *out = malloc(len + 1);
-    for (size_t i = 0; i < len; i++) {
-        unsigned v;
-        sscanf(h + 2 * i, "%2x", &v);
-        out[i] = (char)v;
+    for (size_t i = 0; i < len; i++) {   /* not sscanf: glibc's sscanf runs strlen on every call */
+        int hi = h[2 * i] <= '9' ? h[2 * i] - '0' : (h[2 * i] | 0x20) - 'a' + 10;
+        int lo = h[2 * i + 1] <= '9' ? h[2 * i + 1] - '0' : (h[2 * i + 1] | 0x20) - 'a' + 10;
+        out[i] = (char)(hi << 4 | lo);
     }
     out[len] = 0;
     *n = len;
@@ -66,9 +66,11 @@ static char *stream_decode(const ds_tokenizer *tok, const int32_t *ids, size_t n
 }
 
 static int same_ids(const int32_t *got, size_t n, const cJSON *ids) {
-    int same = (int)n == cJSON_GetArraySize(ids);
-    for (size_t i = 0; same && i < n; i++) same = got[i] == cJSON_GetArrayItem(ids, (int)i)->valueint;
-    return same;
+    const cJSON *e = ids->child;   /* walk the list: cJSON_GetArrayItem is O(i) */
+    size_t i = 0;
+    for (; e && i < n; e = e->next, i++)
+        if (got[i] != e->valueint) return 0;
+    return !e && i == n;
 }
 
 static void report(int line, const char *text, const int32_t *got, size_t n, const cJSON *ids) {
