@@ -71,7 +71,7 @@ $(BUILD)/%.o: %.c
 
 $(BUILD)/%.o: %.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVFLAGS) -c -o $@ $<
+	$(NVCC) $(NVFLAGS) -MMD -MP -c -o $@ $<
 
 tests-build: $(BUILD)/dsinfer $(TEST_BIN)
 
@@ -93,4 +93,4 @@ run: $(BUILD)/dsinfer  ## build, then generate from the model that ships in the 
 clean:  ## remove build outputs
 	rm -rf build build-san
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(CU_OBJ:.o=.d)

@@ -76,9 +76,17 @@ struct ds_backend {
     void (*moe)(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M);
     /* out[i, :] = x[rows[i], :] for i < n, rows of width n_cols. */
     void (*gather_rows)(ds_backend *be, float *out, const float *x, const int32_t *rows, int n, int n_cols);
+
+    /* Makes the weights resident in the backend's memory, once, before the first op; NULL where the
+     * ops read the mmapped checkpoint directly (CPU). CUDA copies every tensor to the device in its
+     * stored dtype (or generates it there when its data is DS_WEIGHT_DUMMY) and repoints w's data and
+     * scale at the device copies. Fails with DS_ERR_NOMEM, saying how much is needed and free, when the
+     * weights do not fit. */
+    ds_status (*prepare_weights)(ds_backend *be, ds_model_weights *w, char *err);
 };
 
 /* Creates the CPU backend; n_threads 0 = all cores. */
 ds_backend *ds_backend_cpu_new(const ds_config *cfg, int n_threads);
+/* The CUDA backend (backend/cuda/cuda_api.h) exists in builds with DS_HAVE_CUDA only. */
 
 #endif

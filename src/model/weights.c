@@ -10,7 +10,35 @@ typedef struct {
     const ds_st_set *set;
     char *err;
     size_t n_bound;
+    const ds_config *dummy;   /* non-NULL: make dummy views instead of reading the set */
 } binder;
+
+const unsigned char ds_weight_dummy_tag[1];
+
+/* The stored dtype of tensor `name` in a released checkpoint of this config (spec 12.1): FP8 for the
+ * linears of attention and MLPs when the config is FP8-quantized, F32 for the routing bias, else BF16. */
+static ds_dtype dummy_dtype(const ds_config *c, const char *name, int cols) {
+    if (!cols) return strstr(name, "e_score_correction_bias") ? DS_DTYPE_F32 : DS_DTYPE_BF16;
+    const char *bf16[] = {"embed_tokens", "lm_head", "mlp.gate.weight", "eh_proj", "shared_head"};
+    for (size_t i = 0; i < sizeof bf16 / sizeof bf16[0]; i++)
+        if (strstr(name, bf16[i])) return DS_DTYPE_BF16;
+    return c->fp8 ? DS_DTYPE_F8_E4M3 : DS_DTYPE_BF16;
+}
+
+static ds_status bind_dummy(binder *b, ds_weight *w, const char *name, int rows, int cols, int optional) {
+    if (optional) return DS_OK;   /* optional tensors are left absent */
+    w->dtype = dummy_dtype(b->dummy, name, cols);
+    w->rows = cols ? rows : 1;
+    w->cols = cols ? cols : rows;
+    w->data = DS_WEIGHT_DUMMY;
+    w->name = "(dummy weight)";
+    if (w->dtype == DS_DTYPE_F8_E4M3) {
+        w->scale = (const float *)DS_WEIGHT_DUMMY;
+        w->scale_cols = (w->cols + 127) / 128;
+    }
+    b->n_bound++;
+    return DS_OK;
+}
 
 static int is_float_dtype(ds_dtype t) {
     return t == DS_DTYPE_F32 || t == DS_DTYPE_F16 || t == DS_DTYPE_BF16 || t == DS_DTYPE_F8_E4M3;
@@ -35,6 +63,7 @@ static ds_status bind_scale(binder *b, const ds_st_tensor *t, ds_weight *w) {
 /* Binds `name` with shape [rows, cols] (cols == 0: a 1-D tensor of `rows`). optional: absent is ok. */
 static ds_status bind(binder *b, ds_weight *w, const char *name, int rows, int cols, int optional) {
     memset(w, 0, sizeof(*w));
+    if (b->dummy) return bind_dummy(b, w, name, rows, cols, optional);
     const ds_st_tensor *t = ds_st_find(b->set, name);
     if (!t) {
         if (optional) return DS_OK;
@@ -125,6 +154,7 @@ static ds_status bind_layer(binder *b, const ds_config *c, int i, ds_layer_weigh
 static ds_status bind_mtp(binder *b, const ds_config *c, ds_mtp_weights *m) {
     char p[64];
     int D = c->hidden_size, n = c->num_layers;
+    if (b->dummy) return DS_OK;
     snprintf(p, sizeof p, "model.layers.%d", n);
     char probe[128];
     snprintf(probe, sizeof probe, "%s.eh_proj.weight", p);
@@ -138,9 +168,8 @@ static ds_status bind_mtp(binder *b, const ds_config *c, ds_mtp_weights *m) {
     return bind_layer(b, c, n, &m->layer);
 }
 
-ds_status ds_weights_bind(const ds_config *c, const ds_st_set *set, ds_model_weights *w, char *err) {
+static ds_status bind_all(const ds_config *c, binder *b, ds_model_weights *w) {
     memset(w, 0, sizeof(*w));
-    binder bb = {set, err, 0}, *b = &bb;
     BINDF(&w->embed, c->vocab_size, c->hidden_size, 0, "model.embed_tokens.weight");
     BINDF(&w->final_norm, c->hidden_size, 0, 0, "model.norm.weight");
     if (c->tie_word_embeddings) w->lm_head = w->embed;
@@ -154,6 +183,16 @@ ds_status ds_weights_bind(const ds_config *c, const ds_st_set *set, ds_model_wei
     ds_status st = bind_mtp(b, c, &w->mtp);
     w->n_bound = b->n_bound;
     return st;
+}
+
+ds_status ds_weights_bind(const ds_config *c, const ds_st_set *set, ds_model_weights *w, char *err) {
+    binder b = {set, err, 0, NULL};
+    return bind_all(c, &b, w);
+}
+
+ds_status ds_weights_dummy(const ds_config *c, ds_model_weights *w, char *err) {
+    binder b = {NULL, err, 0, c};
+    return bind_all(c, &b, w);
 }
 
 static void free_layer(ds_layer_weights *L) {

@@ -67,6 +67,14 @@ typedef struct {
 
 /* Binds and validates every tensor the config calls for. Errors name the tensor and the file. */
 ds_status ds_weights_bind(const ds_config *cfg, const ds_st_set *set, ds_model_weights *w, char *err);
+
+/* Dummy weights (no checkpoint): the same structure, shapes and dtypes that a released checkpoint of
+ * this config has (FP8 with block scales where the config is FP8-quantized, BF16 elsewhere, an F32
+ * e_score_correction_bias for noaux_tc, no MTP module), with data and scale set to DS_WEIGHT_DUMMY.
+ * Only a backend whose prepare_weights generates them (CUDA) can run such weights. */
+extern const unsigned char ds_weight_dummy_tag[1];
+#define DS_WEIGHT_DUMMY ((const void *)ds_weight_dummy_tag)
+ds_status ds_weights_dummy(const ds_config *cfg, ds_model_weights *w, char *err);
 void ds_weights_free(ds_model_weights *w);
 
 /* Row r of w as float32 (dequantized with its block scale for FP8), into dst[cols]. */

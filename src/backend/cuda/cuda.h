@@ -1,0 +1,128 @@
+/* CUDA backend internals shared by its .cu files: the backend struct, grow-only device workspaces,
+ * error-checking macros and the element loads that read a weight in its stored dtype.
+ *
+ * Numerics: every op computes in fp32 like the CPU reference (weights are read in their stored dtype
+ * and converted, FP8 multiplied by its 128x128 block scale), so results match the CPU op up to the
+ * order of fp32 additions. GEMMs with more than a few rows run as cuBLAS SGEMM on fp32 tiles of the
+ * weight dequantized into a workspace; tensor-core (BF16 / FP8 block-scaled) paths are speed work. */
+#ifndef DS_BACKEND_CUDA_H
+#define DS_BACKEND_CUDA_H
+
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+extern "C" {
+#include "backend/backend.h"
+#include "backend/cuda/cuda_api.h"
+#include "core/status.h"
+}
+
+/* A CUDA or cuBLAS failure inside an op is a broken invariant here (the op table returns void):
+ * abort with file:line and what failed. Failures that a user can cause (out of memory at load) are
+ * returned as ds_status by the functions that can meet them. */
+void ds_cuda_die(const char *file, int line, const char *what, const char *msg) __attribute__((noreturn));
+#define CUDA_CHECK(call) do { cudaError_t e_ = (call); \
+    if (e_ != cudaSuccess) ds_cuda_die(__FILE__, __LINE__, #call, cudaGetErrorString(e_)); } while (0)
+#define CUBLAS_CHECK(call) do { cublasStatus_t s_ = (call); \
+    if (s_ != CUBLAS_STATUS_SUCCESS) ds_cuda_die(__FILE__, __LINE__, #call, cublasGetStatusString(s_)); } while (0)
+/* After every kernel launch. */
+#define CUDA_LAUNCH_CHECK() CUDA_CHECK(cudaGetLastError())
+
+/* A device buffer that only grows (reallocated when a larger size is asked for). */
+typedef struct {
+    void *p;
+    size_t bytes;
+} cu_ws;
+void *cu_ws_get(cu_ws *w, size_t bytes);
+void cu_ws_free(cu_ws *w);
+
+typedef struct {
+    ds_backend base;
+    int device;
+    cublasHandle_t cublas;
+    float *inv_freq;            /* [dr/2] device, fp32 */
+    /* current batch: host copies and device copies */
+    ds_batch_meta b;            /* pointers to the host copies below */
+    int32_t *h_tokens, *h_positions, *h_seq_start, *h_seq_ctx, *h_page_table;
+    size_t h_cap_tok, h_cap_seq, h_cap_pt;
+    int32_t *d_tokens, *d_positions, *d_tok_seq, *d_seq_start, *d_seq_ctx, *d_page_table;
+    cu_ws ws_meta;              /* holds the d_* arrays */
+    int max_ctx;
+    /* workspaces */
+    cu_ws ws_deq;               /* dequantized fp32 weight tile for SGEMM */
+    cu_ws ws_rows;              /* gather_rows indices */
+    cu_ws ws_attn;              /* naive attention: latents, k_pe, decompressed K/V */
+    cu_ws ws_mlp;               /* MLP intermediates */
+    cu_ws ws_moe;               /* MoE: router logits, routing, grouped rows, expert in/out */
+    cu_ws ws_sample;
+    /* device memory handed out by alloc() or held for weights */
+    void **owned;
+    int n_owned, cap_owned;
+    void *weight_pool;          /* one allocation holding every prepared weight */
+    size_t weight_bytes;
+} ds_cuda_backend;
+
+static inline ds_cuda_backend *cu_of(ds_backend *be) { return (ds_cuda_backend *)be; }
+
+/* ---- element loads by stored dtype -------------------------------------------------------------- */
+__device__ __forceinline__ float cu_ld(const void *p, int dtype, size_t i) {
+    switch (dtype) {
+    case DS_DTYPE_F32: return ((const float *)p)[i];
+    case DS_DTYPE_BF16: return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+    case DS_DTYPE_F16: return __half2float(((const __half *)p)[i]);
+    case DS_DTYPE_F8_E4M3: {
+        __half_raw h = __nv_cvt_fp8_to_halfraw(((const __nv_fp8_storage_t *)p)[i], __NV_E4M3);
+        return __half2float(__half(h));
+    }
+    default: return __int_as_float(0x7fc00000);
+    }
+}
+
+/* Flat view of a ds_weight for kernels (passed by value). */
+typedef struct {
+    const void *data;
+    const float *scale;    /* FP8 only, else NULL */
+    int dtype, rows, cols, scale_cols;
+} cu_wview;
+
+static inline cu_wview cu_view(const ds_weight *w) {
+    cu_wview v = {w->data, w->scale, (int)w->dtype, w->rows, w->cols, w->scale_cols};
+    return v;
+}
+
+/* W[r, c] as fp32, FP8 times its block scale. */
+__device__ __forceinline__ float cu_w(const cu_wview &w, int r, int c) {
+    float x = cu_ld(w.data, w.dtype, (size_t)r * (size_t)w.cols + (size_t)c);
+    if (w.scale) x *= w.scale[(size_t)(r >> 7) * (size_t)w.scale_cols + (size_t)(c >> 7)];
+    return x;
+}
+
+__device__ __forceinline__ float cu_warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float cu_warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+static inline unsigned cu_blocks(size_t n, unsigned threads) { return (unsigned)((n + threads - 1) / threads); }
+
+/* ---- ops implemented across the .cu files ------------------------------------------------------- */
+void cu_linear(ds_backend *be, float *out, const float *x, const ds_weight *w, int M);
+void cu_mlp(ds_backend *be, float *out, const float *x, const ds_weight *gate, const ds_weight *up,
+            const ds_weight *down, int M);
+void cu_attn_naive(ds_backend *be, float *out, const float *q, const float *cache, const ds_weight *kv_b,
+                   const int *seqs, int n_seqs);
+void cu_attn_absorbed(ds_backend *be, float *out, const float *q, const float *cache, const ds_weight *kv_b,
+                      const int *seqs, int n_seqs);
+void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M);
+ds_status cu_prepare_weights(ds_backend *be, ds_model_weights *w, char *err);
+/* Remembers a device allocation so destroy frees it. */
+void cu_own(ds_cuda_backend *cb, void *p);
+
+#endif

@@ -1,0 +1,336 @@
+/* CUDA backend: the op table, device memory, the batch layout on the device, and the elementwise
+ * ops (embedding, RMSNorm, add, RoPE, KV store, row gather, NaN fill). GEMMs live in cuda_linear.cu,
+ * attention in cuda_attn.cu, MoE in cuda_moe.cu, weight upload in cuda_weights.cu, sampling in
+ * cuda_sample.cu. All work goes to the legacy default stream, so ops run in call order. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda.h"
+
+void ds_cuda_die(const char *file, int line, const char *what, const char *msg) {
+    fprintf(stderr, "%s:%d: CUDA error in %s: %s\n"
+                    "HINT: an illegal address usually means a bad page table or weight view; rerun under "
+                    "compute-sanitizer --tool memcheck to find the kernel\n", file, line, what, msg);
+    abort();
+}
+
+void *cu_ws_get(cu_ws *w, size_t bytes) {
+    if (bytes <= w->bytes && w->p) return w->p;
+    if (w->p) CUDA_CHECK(cudaFree(w->p));
+    size_t n = bytes < 256 ? 256 : bytes;
+    CUDA_CHECK(cudaMalloc(&w->p, n));
+    w->bytes = n;
+    return w->p;
+}
+
+void cu_ws_free(cu_ws *w) {
+    if (w->p) cudaFree(w->p);
+    w->p = NULL;
+    w->bytes = 0;
+}
+
+void cu_own(ds_cuda_backend *cb, void *p) {
+    if (cb->n_owned == cb->cap_owned) {
+        cb->cap_owned = cb->cap_owned ? 2 * cb->cap_owned : 64;
+        cb->owned = (void **)ds_xrealloc(cb->owned, sizeof(void *) * (size_t)cb->cap_owned);
+    }
+    cb->owned[cb->n_owned++] = p;
+}
+
+int ds_cuda_available(char *why, size_t why_len) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0) {
+        snprintf(why, why_len, "no usable CUDA device (%s)", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+        return 0;
+    }
+    cudaDeviceProp p;
+    if (cudaGetDeviceProperties(&p, 0) != cudaSuccess || p.major != 9) {
+        snprintf(why, why_len, "CUDA device 0 is not a Hopper GPU (compute capability %d.%d; this build is sm_90a)",
+                 p.major, p.minor);
+        return 0;
+    }
+    return 1;
+}
+
+/* ---- memory ------------------------------------------------------------------------------------ */
+static float *cu_alloc(ds_backend *be, size_t n) {
+    (void)be;
+    void *p = NULL;
+    if (cudaMalloc(&p, n * sizeof(float) + 16) != cudaSuccess) {
+        cudaGetLastError();   /* clear the sticky-free error state of a failed allocation */
+        return NULL;
+    }
+    return (float *)p;
+}
+
+void *ds_cuda_alloc_bytes(ds_backend *be, size_t n) { return cu_alloc(be, (n + 3) / 4); }
+
+static void cu_release(ds_backend *be, float *p) {
+    (void)be;
+    if (p) CUDA_CHECK(cudaFree(p));
+}
+
+__global__ void fill_kernel(float *p, size_t n, float v) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) p[i] = v;
+}
+
+static void cu_fill_nan(ds_backend *be, float *p, size_t n) {
+    (void)be;
+    if (!n) return;
+    size_t blocks = cu_blocks(n, 256);
+    fill_kernel<<<(unsigned)(blocks < 65536 ? blocks : 65536), 256>>>(p, n, NAN);
+    CUDA_LAUNCH_CHECK();
+}
+
+static void cu_to_host(ds_backend *be, float *dst, const float *src, size_t n) {
+    (void)be;
+    if (n) CUDA_CHECK(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyDeviceToHost));
+}
+
+void ds_cuda_from_host(ds_backend *be, float *dst, const float *src, size_t n) {
+    (void)be;
+    if (n) CUDA_CHECK(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyHostToDevice));
+}
+
+void ds_cuda_upload_bytes(ds_backend *be, void *dst, const void *src, size_t n) {
+    (void)be;
+    if (n) CUDA_CHECK(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice));
+}
+
+void ds_cuda_download_bytes(ds_backend *be, void *dst, const void *src, size_t n) {
+    (void)be;
+    if (n) CUDA_CHECK(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost));
+}
+
+/* ---- batch layout -------------------------------------------------------------------------------- */
+static void *grow_host(void *p, size_t *cap, size_t need, size_t elem) {
+    if (need <= *cap) return p;
+    *cap = need * 2;
+    return ds_xrealloc(p, *cap * elem);
+}
+
+/* Keeps host copies of the layout (the attention ops loop over sequences on the host) and uploads it
+ * with a token -> sequence map for the per-token kernels. */
+static ds_status cu_set_batch(ds_backend *be, const ds_batch_meta *b, char *err) {
+    ds_cuda_backend *cb = cu_of(be);
+    (void)err;
+    size_t M = (size_t)b->n_tokens, S = (size_t)b->n_seqs, PT = S * (size_t)b->pt_stride;
+    cb->h_tokens = (int32_t *)grow_host(cb->h_tokens, &cb->h_cap_tok, M + 1, 3 * sizeof(int32_t));
+    cb->h_positions = cb->h_tokens + cb->h_cap_tok;
+    int32_t *h_tok_seq = cb->h_positions + cb->h_cap_tok;
+    cb->h_seq_start = (int32_t *)grow_host(cb->h_seq_start, &cb->h_cap_seq, S + 1, 2 * sizeof(int32_t));
+    cb->h_seq_ctx = cb->h_seq_start + cb->h_cap_seq;
+    cb->h_page_table = (int32_t *)grow_host(cb->h_page_table, &cb->h_cap_pt, PT + 1, sizeof(int32_t));
+    memcpy(cb->h_tokens, b->tokens, M * sizeof(int32_t));
+    memcpy(cb->h_positions, b->positions, M * sizeof(int32_t));
+    memcpy(cb->h_seq_start, b->seq_start, (S + 1) * sizeof(int32_t));
+    memcpy(cb->h_seq_ctx, b->seq_ctx, S * sizeof(int32_t));
+    memcpy(cb->h_page_table, b->page_table, PT * sizeof(int32_t));
+    cb->max_ctx = 0;
+    for (size_t s = 0; s < S; s++) {
+        cb->max_ctx = b->seq_ctx[s] > cb->max_ctx ? b->seq_ctx[s] : cb->max_ctx;
+        for (int m = b->seq_start[s]; m < b->seq_start[s + 1]; m++) h_tok_seq[m] = (int32_t)s;
+    }
+    cb->b = *b;
+    cb->b.tokens = cb->h_tokens;
+    cb->b.positions = cb->h_positions;
+    cb->b.seq_start = cb->h_seq_start;
+    cb->b.seq_ctx = cb->h_seq_ctx;
+    cb->b.page_table = cb->h_page_table;
+    /* device copies, one allocation: tokens, positions, tok_seq [M]; seq_start [S+1]; seq_ctx [S]; pt */
+    size_t n = 3 * M + (S + 1) + S + PT + 4;
+    int32_t *d = (int32_t *)cu_ws_get(&cb->ws_meta, n * sizeof(int32_t));
+    cb->d_tokens = d;
+    cb->d_positions = d + M;
+    cb->d_tok_seq = d + 2 * M;
+    cb->d_seq_start = d + 3 * M;
+    cb->d_seq_ctx = cb->d_seq_start + S + 1;
+    cb->d_page_table = cb->d_seq_ctx + S;
+    CUDA_CHECK(cudaMemcpy(cb->d_tokens, b->tokens, M * sizeof(int32_t), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(cb->d_positions, b->positions, M * sizeof(int32_t), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(cb->d_tok_seq, h_tok_seq, M * sizeof(int32_t), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(cb->d_seq_start, b->seq_start, (S + 1) * sizeof(int32_t), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(cb->d_seq_ctx, b->seq_ctx, S * sizeof(int32_t), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(cb->d_page_table, b->page_table, PT * sizeof(int32_t), cudaMemcpyHostToDevice));
+    return DS_OK;
+}
+
+/* ---- elementwise ops ----------------------------------------------------------------------------- */
+/* out[m, :] = emb[tokens[m], :]; grid (M), any block size. */
+__global__ void embed_kernel(float *out, cu_wview emb, const int32_t *tokens) {
+    int m = blockIdx.x, t = tokens[m];
+    for (int c = threadIdx.x; c < emb.cols; c += blockDim.x) out[(size_t)m * emb.cols + c] = cu_w(emb, t, c);
+}
+
+static void cu_embed(ds_backend *be, float *out, const ds_weight *emb) {
+    ds_cuda_backend *cb = cu_of(be);
+    if (!cb->b.n_tokens) return;
+    embed_kernel<<<cb->b.n_tokens, 256>>>(out, cu_view(emb), cb->d_tokens);
+    CUDA_LAUNCH_CHECK();
+}
+
+/* One block per row: sum of squares in fp32, then out = x * rsqrt(mean + eps) * w. In place is fine:
+ * each element is read and written by one thread, the write after the block-wide reduction. */
+__global__ void rmsnorm_kernel(float *out, int out_stride, const float *x, int x_stride, cu_wview w, int n,
+                               float eps) {
+    __shared__ float red[32];
+    const float *xr = x + (size_t)blockIdx.x * x_stride;
+    float *yr = out + (size_t)blockIdx.x * out_stride;
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) ss += xr[i] * xr[i];
+    ss = cu_warp_sum(ss);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        float v = threadIdx.x < (blockDim.x >> 5) ? red[threadIdx.x] : 0.0f;
+        v = cu_warp_sum(v);
+        if (threadIdx.x == 0) red[0] = v;
+    }
+    __syncthreads();
+    float r = 1.0f / sqrtf(red[0] / (float)n + eps);
+    for (int i = threadIdx.x; i < n; i += blockDim.x) yr[i] = xr[i] * r * cu_w(w, 0, i);
+}
+
+static void cu_rmsnorm(ds_backend *be, float *out, int out_stride, const float *x, int x_stride, const ds_weight *w,
+                       int M, int n, float eps) {
+    (void)be;
+    if (M <= 0) return;
+    rmsnorm_kernel<<<M, 256>>>(out, out_stride, x, x_stride, cu_view(w), n, eps);
+    CUDA_LAUNCH_CHECK();
+}
+
+__global__ void add_kernel(float *h, const float *x, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        h[i] += x[i];
+}
+
+static void cu_add(ds_backend *be, float *h, const float *x, size_t n) {
+    (void)be;
+    if (!n) return;
+    size_t blocks = cu_blocks(n, 256);
+    add_kernel<<<(unsigned)(blocks < 65536 ? blocks : 65536), 256>>>(h, x, n);
+    CUDA_LAUNCH_CHECK();
+}
+
+/* grid (M, n_heads), threads over the dr/2 pairs. Angles in fp32 as on the CPU (inv_freq fp32 times
+ * the position as fp32); cosf/sinf are the accurate (non fast-math) versions. */
+__global__ void rope_kernel(float *x, int row_stride, int head_stride, int offset, const int32_t *positions,
+                            const float *inv_freq, int half, float amp) {
+    int m = blockIdx.x, h = blockIdx.y;
+    float pos = (float)positions[m];
+    float *v = x + (size_t)m * row_stride + (size_t)h * head_stride + offset;
+    for (int i = threadIdx.x; i < half; i += blockDim.x) {
+        float ang = inv_freq[i] * pos;
+        float cs = cosf(ang) * amp, sn = sinf(ang) * amp;
+        float a = v[2 * i], b = v[2 * i + 1];
+        v[2 * i] = a * cs - b * sn;
+        v[2 * i + 1] = a * sn + b * cs;
+    }
+}
+
+static void cu_rope(ds_backend *be, float *x, int row_stride, int n_heads, int head_stride, int offset) {
+    ds_cuda_backend *cb = cu_of(be);
+    int half = be->cfg->qk_rope_head_dim / 2;
+    if (!cb->b.n_tokens || !n_heads || !half) return;
+    dim3 grid(cb->b.n_tokens, n_heads);
+    rope_kernel<<<grid, 32>>>(x, row_stride, head_stride, offset, cb->d_positions, cb->inv_freq, half,
+                              be->cfg->rope_amplitude);
+    CUDA_LAUNCH_CHECK();
+}
+
+/* grid (M): token m's row kv[m, 0:w] into its page slot. */
+__global__ void kv_store_kernel(float *cache, const float *kv, int w, const int32_t *positions, const int32_t *tok_seq,
+                                const int32_t *page_table, int pt_stride, int page_size) {
+    int m = blockIdx.x, p = positions[m], s = tok_seq[m];
+    int page = page_table[(size_t)s * pt_stride + p / page_size];
+    float *dst = cache + ((size_t)page * page_size + (size_t)(p % page_size)) * w;
+    for (int i = threadIdx.x; i < w; i += blockDim.x) dst[i] = kv[(size_t)m * w + i];
+}
+
+static void cu_kv_store(ds_backend *be, float *cache, const float *kv) {
+    ds_cuda_backend *cb = cu_of(be);
+    int w = be->cfg->kv_lora_rank + be->cfg->qk_rope_head_dim;
+    if (!cb->b.n_tokens) return;
+    kv_store_kernel<<<cb->b.n_tokens, 128>>>(cache, kv, w, cb->d_positions, cb->d_tok_seq, cb->d_page_table,
+                                             cb->b.pt_stride, cb->b.page_size);
+    CUDA_LAUNCH_CHECK();
+}
+
+__global__ void gather_rows_kernel(float *out, const float *x, const int32_t *rows, int n_cols) {
+    int i = blockIdx.x;
+    const float *src = x + (size_t)rows[i] * n_cols;
+    for (int c = threadIdx.x; c < n_cols; c += blockDim.x) out[(size_t)i * n_cols + c] = src[c];
+}
+
+static void cu_gather_rows(ds_backend *be, float *out, const float *x, const int32_t *rows, int n, int n_cols) {
+    ds_cuda_backend *cb = cu_of(be);
+    if (n <= 0) return;
+    int32_t *d_rows = (int32_t *)cu_ws_get(&cb->ws_rows, (size_t)n * sizeof(int32_t));
+    CUDA_CHECK(cudaMemcpy(d_rows, rows, (size_t)n * sizeof(int32_t), cudaMemcpyHostToDevice));
+    gather_rows_kernel<<<n, 256>>>(out, x, d_rows, n_cols);
+    CUDA_LAUNCH_CHECK();
+}
+
+/* ---- lifetime ------------------------------------------------------------------------------------ */
+static void cu_destroy(ds_backend *be) {
+    ds_cuda_backend *cb = cu_of(be);
+    cudaDeviceSynchronize();
+    cu_ws *ws[] = {&cb->ws_meta, &cb->ws_deq, &cb->ws_rows, &cb->ws_attn, &cb->ws_mlp, &cb->ws_moe, &cb->ws_sample};
+    for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) cu_ws_free(ws[i]);
+    for (int i = 0; i < cb->n_owned; i++) cudaFree(cb->owned[i]);
+    if (cb->weight_pool) cudaFree(cb->weight_pool);
+    if (cb->inv_freq) cudaFree(cb->inv_freq);
+    if (cb->cublas) cublasDestroy(cb->cublas);
+    free(cb->owned);
+    free(cb->h_tokens);
+    free(cb->h_seq_start);
+    free(cb->h_page_table);
+    free(cb);
+}
+
+ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
+    char why[256];
+    if (!ds_cuda_available(why, sizeof why)) {
+        ds_seterr(err, DS_ERR_BACKEND, "backend cuda: %s", why);
+        return NULL;
+    }
+    ds_cuda_backend *cb = (ds_cuda_backend *)ds_xcalloc(1, sizeof(*cb));
+    CUDA_CHECK(cudaSetDevice(0));
+    if (cublasCreate(&cb->cublas) != CUBLAS_STATUS_SUCCESS) {
+        free(cb);
+        ds_seterr(err, DS_ERR_BACKEND, "backend cuda: cublasCreate failed");
+        return NULL;
+    }
+    /* plain fp32 SGEMM: no TF32 (the CPU reference is fp32) */
+    CUBLAS_CHECK(cublasSetMathMode(cb->cublas, CUBLAS_PEDANTIC_MATH));
+    int half = cfg->qk_rope_head_dim / 2;
+    float f[DS_MAX_ROPE_DIM / 2];
+    for (int i = 0; i < half; i++) f[i] = (float)cfg->inv_freq[i];
+    CUDA_CHECK(cudaMalloc(&cb->inv_freq, sizeof(float) * (size_t)(half > 0 ? half : 1)));
+    if (half) CUDA_CHECK(cudaMemcpy(cb->inv_freq, f, sizeof(float) * (size_t)half, cudaMemcpyHostToDevice));
+    ds_backend *be = &cb->base;
+    be->name = "cuda";
+    be->cfg = cfg;
+    be->destroy = cu_destroy;
+    be->alloc = cu_alloc;
+    be->release = cu_release;
+    be->fill_nan = cu_fill_nan;
+    be->to_host = cu_to_host;
+    be->set_batch = cu_set_batch;
+    be->embed = cu_embed;
+    be->rmsnorm = cu_rmsnorm;
+    be->add = cu_add;
+    be->linear = cu_linear;
+    be->rope = cu_rope;
+    be->kv_store = cu_kv_store;
+    be->attn_naive = cu_attn_naive;
+    be->attn_absorbed = cu_attn_absorbed;
+    be->mlp = cu_mlp;
+    be->moe = cu_moe;
+    be->gather_rows = cu_gather_rows;
+    be->prepare_weights = cu_prepare_weights;
+    return be;
+}

@@ -1,0 +1,199 @@
+/* CUDA MoE block (spec 9): router GEMM (fp32), one fused routing kernel (scores, bias, group limit,
+ * top-k, weights; the CPU's ds_route_token rule for rule, one thread per token), tokens grouped by
+ * expert on the device (stable: token order within an expert), then per expert with tokens: gather its
+ * rows, MLP (gate/up GEMMs, SiLU*mul, down GEMM), and add weight * output back into the token rows.
+ * The shared experts run first over all tokens, then the routed experts are added in expert order, as
+ * on the CPU, so each output row sums in the same order. The expert counts come back to the host (one
+ * small copy per MoE layer) to size the expert GEMMs. */
+#include <math.h>
+
+#include "backend/cuda/cuda.h"
+
+#define MOE_MAX_EXPERTS 512
+#define MOE_MAX_GROUPS 64
+#define MOE_MAX_K 32
+
+typedef struct {
+    int E, K, G, topk_group, sigmoid, method, normalise, v3;
+    float scaling;
+} route_cfg;
+
+static route_cfg route_cfg_of(const ds_config *c) {
+    route_cfg r;
+    r.E = c->n_routed_experts;
+    r.K = c->num_experts_per_tok;
+    r.G = c->n_group;
+    r.topk_group = c->topk_group;
+    r.sigmoid = c->scoring == DS_SCORE_SIGMOID;
+    r.method = (int)c->topk_method;
+    r.normalise = c->norm_topk_prob && r.K > 1;
+    r.v3 = c->arch == DS_ARCH_V3;
+    r.scaling = c->routed_scaling_factor;
+    DS_CHECK(r.E <= MOE_MAX_EXPERTS && r.K <= MOE_MAX_K && r.G <= MOE_MAX_GROUPS && r.K <= r.E);
+    return r;
+}
+
+/* Indices of the k largest of v[0:n], descending, ties to the lower index (as the CPU). */
+__device__ static void topk_idx(const float *v, int n, int k, int *idx) {
+    for (int i = 0; i < k; i++) {
+        int best = -1;
+        for (int j = 0; j < n; j++) {
+            int taken = 0;
+            for (int t = 0; t < i && !taken; t++) taken = idx[t] == j;
+            if (taken) continue;
+            if (best < 0 || v[j] > v[best]) best = j;
+        }
+        idx[i] = best;
+    }
+}
+
+/* One thread per token m < M. */
+__global__ void route_kernel(const float *logits, const float *bias, int32_t *ids, float *wout, int M, route_cfg rc) {
+    int m = blockIdx.x * blockDim.x + threadIdx.x;
+    if (m >= M) return;
+    float s[MOE_MAX_EXPERTS], b[MOE_MAX_EXPERTS];
+    const float *lg = logits + (size_t)m * rc.E;
+    int E = rc.E, K = rc.K;
+    if (rc.sigmoid) {
+        for (int e = 0; e < E; e++) s[e] = 1.0f / (1.0f + expf(-lg[e]));
+    } else {
+        float mx = -INFINITY, sum = 0.0f;
+        for (int e = 0; e < E; e++) mx = lg[e] > mx ? lg[e] : mx;
+        for (int e = 0; e < E; e++) sum += (s[e] = expf(lg[e] - mx));
+        for (int e = 0; e < E; e++) s[e] /= sum;
+    }
+    for (int e = 0; e < E; e++) b[e] = s[e] + (rc.method == DS_TOPK_NOAUX_TC && bias ? bias[e] : 0.0f);
+    if (rc.method != DS_TOPK_GREEDY && rc.G > 1) {   /* keep the topk_group best groups */
+        int per = E / rc.G, keep[MOE_MAX_GROUPS];
+        float gscore[MOE_MAX_GROUPS];
+        for (int g = 0; g < rc.G; g++) {
+            const float *bg = b + g * per, *sg = s + g * per;
+            if (rc.method == DS_TOPK_NOAUX_TC) {
+                float m1 = -INFINITY, m2 = -INFINITY;
+                for (int j = 0; j < per; j++) {
+                    if (bg[j] > m1) { m2 = m1; m1 = bg[j]; }
+                    else if (bg[j] > m2) m2 = bg[j];
+                }
+                gscore[g] = per > 1 ? m1 + m2 : m1;
+            } else {
+                float mx = -INFINITY;
+                for (int j = 0; j < per; j++) mx = sg[j] > mx ? sg[j] : mx;
+                gscore[g] = mx;
+            }
+        }
+        topk_idx(gscore, rc.G, rc.topk_group, keep);
+        for (int g = 0; g < rc.G; g++) {
+            int kept = 0;
+            for (int t = 0; t < rc.topk_group && !kept; t++) kept = keep[t] == g;
+            if (!kept)
+                for (int j = 0; j < per; j++) b[g * per + j] = -INFINITY;
+        }
+    }
+    int idx[MOE_MAX_K];
+    topk_idx(b, E, K, idx);
+    float w[MOE_MAX_K], sum = 0.0f;
+    for (int k = 0; k < K; k++) sum += (w[k] = s[idx[k]]);
+    for (int k = 0; k < K; k++) {
+        if (rc.normalise) w[k] /= sum + 1e-20f;
+        if (rc.v3 || !rc.normalise) w[k] *= rc.scaling;
+        ids[(size_t)m * K + k] = idx[k];
+        wout[(size_t)m * K + k] = w[k];
+    }
+}
+
+static void launch_route(const float *logits, const float *bias, int32_t *ids, float *w, int M, route_cfg rc) {
+    route_kernel<<<cu_blocks((size_t)M, 64), 64>>>(logits, bias, ids, w, M, rc);
+    CUDA_LAUNCH_CHECK();
+}
+
+void ds_cuda_route(ds_backend *be, const float *logits, const float *bias, int32_t *ids, float *weights, int M) {
+    if (M > 0) launch_route(logits, bias, ids, weights, M, route_cfg_of(be->cfg));
+}
+
+/* One block; thread e lists expert e's (token, weight) pairs in token order at offsets[e]. */
+__global__ void group_kernel(const int32_t *ids, const float *w, int M, int K, int E, int32_t *offsets, int32_t *rows,
+                             float *rw) {
+    __shared__ int cnt[MOE_MAX_EXPERTS + 1];
+    int n = M * K;
+    for (int e = threadIdx.x; e < E; e += blockDim.x) {
+        int c = 0;
+        for (int i = 0; i < n; i++) c += ids[i] == e;
+        cnt[e] = c;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int acc = 0;
+        for (int e = 0; e < E; e++) {
+            int c = cnt[e];
+            cnt[e] = acc;
+            offsets[e] = acc;
+            acc += c;
+        }
+        offsets[E] = acc;
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < E; e += blockDim.x) {
+        int pos = cnt[e];
+        for (int i = 0; i < n; i++)
+            if (ids[i] == e) {
+                rows[pos] = i / K;
+                rw[pos] = w[i];
+                pos++;
+            }
+    }
+}
+
+/* grid (n): xin[i, :] = x[rows[i], :]. */
+__global__ void moe_gather_kernel(float *xin, const float *x, const int32_t *rows, int D) {
+    const float *src = x + (size_t)rows[blockIdx.x] * D;
+    for (int c = threadIdx.x; c < D; c += blockDim.x) xin[(size_t)blockIdx.x * D + c] = src[c];
+}
+
+/* grid (n): out[rows[i], :] += rw[i] * y[i, :]; the rows of one expert are distinct. */
+__global__ void moe_combine_kernel(float *out, const float *y, const int32_t *rows, const float *rw, int D) {
+    float *dst = out + (size_t)rows[blockIdx.x] * D;
+    float wt = rw[blockIdx.x];
+    for (int c = threadIdx.x; c < D; c += blockDim.x) dst[c] += wt * y[(size_t)blockIdx.x * D + c];
+}
+
+__global__ void weight_row_kernel(float *dst, cu_wview w) {
+    for (int c = threadIdx.x; c < w.cols; c += blockDim.x) dst[c] = cu_w(w, 0, c);
+}
+
+void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M) {
+    ds_cuda_backend *cb = cu_of(be);
+    const ds_config *c = be->cfg;
+    if (M <= 0) return;
+    route_cfg rc = route_cfg_of(c);
+    int E = rc.E, K = rc.K, D = c->hidden_size;
+    size_t MK = (size_t)M * K, MD = (size_t)M * D;
+    /* workspace: logits [M, E], bias [E], weights [M, K], rw [M, K], xin/yout [M, D] (floats); then ids,
+     * rows [M, K] and offsets [E + 1] (int32) */
+    size_t nf = (size_t)M * E + E + 2 * MK + 2 * MD, ni = 2 * MK + E + 1;
+    float *logits = (float *)cu_ws_get(&cb->ws_moe, (nf + ni) * 4);
+    float *bias = logits + (size_t)M * E, *w = bias + E, *rw = w + MK, *xin = rw + MK, *yout = xin + MD;
+    int32_t *ids = (int32_t *)(yout + MD), *rows = ids + MK, *d_off = rows + MK;
+    cu_linear(be, logits, x, &L->router, M);
+    const float *biasp = NULL;
+    if (L->router_bias.data) {
+        weight_row_kernel<<<1, 256>>>(bias, cu_view(&L->router_bias));
+        CUDA_LAUNCH_CHECK();
+        biasp = bias;
+    }
+    launch_route(logits, biasp, ids, w, M, rc);
+    group_kernel<<<1, E < 1024 ? E : 1024>>>(ids, w, M, K, E, d_off, rows, rw);
+    CUDA_LAUNCH_CHECK();
+    int32_t off[MOE_MAX_EXPERTS + 1];
+    CUDA_CHECK(cudaMemcpy(off, d_off, sizeof(int32_t) * (size_t)(E + 1), cudaMemcpyDeviceToHost));
+    if (c->n_shared_experts) cu_mlp(be, out, x, &L->sh_gate, &L->sh_up, &L->sh_down, M);
+    else CUDA_CHECK(cudaMemset(out, 0, MD * sizeof(float)));
+    for (int e = 0; e < E; e++) {
+        int n = off[e + 1] - off[e];
+        if (!n) continue;
+        moe_gather_kernel<<<n, 256>>>(xin, x, rows + off[e], D);
+        CUDA_LAUNCH_CHECK();
+        cu_mlp(be, yout, xin, &L->exp_gate[e], &L->exp_up[e], &L->exp_down[e], n);
+        moe_combine_kernel<<<n, 256>>>(out, yout, rows + off[e], rw + off[e], D);
+        CUDA_LAUNCH_CHECK();
+    }
+}

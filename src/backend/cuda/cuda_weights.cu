@@ -1,0 +1,217 @@
+/* Weights on the device: every tensor of the model copied once from the mmapped checkpoint into one
+ * device allocation, in its stored dtype (FP8 with its fp32 block scales), with a progress line on a
+ * terminal; or, for dummy weights (no checkpoint), generated on the device from a counter-based hash,
+ * so the same config always gives the same model. Before anything is allocated the total is checked
+ * against the GPU's free memory and a clear error says how much is needed and free. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend/cuda/cuda.h"
+
+#define WEIGHT_ALIGN 256
+#define UPLOAD_CHUNK ((size_t)256 << 20)
+#define DUMMY_SEED 0x5eed5eedull
+#define DUMMY_STD 0.02f           /* uniform weights of this standard deviation */
+#define DUMMY_FP8_RANGE 240.0f    /* FP8 codes drawn uniformly in +-range, scales bring them to DUMMY_STD */
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+/* ---- the list of tensors --------------------------------------------------------------------------- */
+typedef struct {
+    ds_weight **w;
+    int n, cap;
+} wlist;
+
+static void wl_add(wlist *l, ds_weight *w) {
+    if (!w->data) return;   /* absent optional tensor */
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 256;
+        l->w = (ds_weight **)ds_xrealloc(l->w, sizeof(ds_weight *) * (size_t)l->cap);
+    }
+    l->w[l->n++] = w;
+}
+
+static void wl_layer(wlist *l, ds_layer_weights *L, int n_experts) {
+    ds_weight *fixed[] = {&L->input_norm, &L->post_norm, &L->q_a, &L->q_a_norm, &L->q_b, &L->q, &L->kv_a,
+                          &L->kv_a_norm, &L->kv_b, &L->o, &L->gate, &L->up, &L->down, &L->router,
+                          &L->router_bias, &L->sh_gate, &L->sh_up, &L->sh_down};
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) wl_add(l, fixed[i]);
+    if (L->is_moe)
+        for (int e = 0; e < n_experts; e++) {
+            wl_add(l, &L->exp_gate[e]);
+            wl_add(l, &L->exp_up[e]);
+            wl_add(l, &L->exp_down[e]);
+        }
+}
+
+/* Every distinct tensor; lm_head is left out when tied to the embedding (it is re-pointed after). */
+static wlist collect(const ds_config *c, ds_model_weights *w) {
+    wlist l = {NULL, 0, 0};
+    wl_add(&l, &w->embed);
+    wl_add(&l, &w->final_norm);
+    if (!c->tie_word_embeddings) wl_add(&l, &w->lm_head);
+    for (int i = 0; i < w->n_layers; i++) wl_layer(&l, &w->layers[i], c->n_routed_experts);
+    if (w->mtp.present) {
+        ds_weight *m[] = {&w->mtp.enorm, &w->mtp.hnorm, &w->mtp.eh_proj, &w->mtp.head_norm, &w->mtp.head};
+        for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) wl_add(&l, m[i]);
+        wl_layer(&l, &w->mtp.layer, c->n_routed_experts);
+    }
+    return l;
+}
+
+static size_t align_up(size_t n) { return (n + WEIGHT_ALIGN - 1) / WEIGHT_ALIGN * WEIGHT_ALIGN; }
+static size_t data_bytes(const ds_weight *w) { return (size_t)w->rows * (size_t)w->cols * ds_dtype_size(w->dtype); }
+static size_t scale_bytes(const ds_weight *w) {
+    return w->scale ? (size_t)((w->rows + 127) / 128) * (size_t)w->scale_cols * sizeof(float) : 0;
+}
+
+/* ---- progress on a terminal ----------------------------------------------------------------------- */
+typedef struct {
+    const char *what;
+    size_t total, done;
+    double t0, last;
+    int tty;
+} progress;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void progress_show(progress *p, int final) {
+    double t = now_s();
+    if (!p->tty || (!final && t - p->last < 0.25)) return;
+    p->last = t;
+    double el = t - p->t0, rate = el > 0 ? (double)p->done / el : 0;
+    double eta = rate > 0 ? (double)(p->total - p->done) / rate : 0;
+    fprintf(stderr, "\r%s: %.2f / %.2f GiB  %.2f GiB/s  ETA %.0f s   ", p->what, (double)p->done / GIB,
+            (double)p->total / GIB, rate / GIB, eta);
+    if (final) fprintf(stderr, "\n");
+}
+
+/* ---- dummy weights ---------------------------------------------------------------------------------- */
+__device__ __forceinline__ float hash_unit(uint64_t key, uint64_t i) {   /* uniform in [-1, 1) */
+    uint64_t z = key + (i + 1) * 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return (float)(z >> 40) * (1.0f / 8388608.0f) - 1.0f;
+}
+
+/* kind 0: a 1-D norm weight (1 + 0.1u); 1: a 1-D fp32 bias (0.01u); 2: a linear (std DUMMY_STD);
+ * 3: FP8 block scales. */
+__global__ void dummy_kernel(void *dst, int dtype, size_t n, uint64_t key, int kind) {
+    const float amp = DUMMY_STD * 1.7320508f;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float u = hash_unit(key, i), v;
+        if (kind == 0) v = 1.0f + 0.1f * u;
+        else if (kind == 1) v = 0.01f * u;
+        else if (kind == 3) v = amp / DUMMY_FP8_RANGE * (1.0f + 0.25f * u);
+        else v = dtype == DS_DTYPE_F8_E4M3 ? u * DUMMY_FP8_RANGE : amp * u;
+        switch (dtype) {
+        case DS_DTYPE_F32: ((float *)dst)[i] = v; break;
+        case DS_DTYPE_BF16: ((__nv_bfloat16 *)dst)[i] = __float2bfloat16(v); break;
+        case DS_DTYPE_F16: ((__half *)dst)[i] = __float2half(v); break;
+        case DS_DTYPE_F8_E4M3: ((__nv_fp8_storage_t *)dst)[i] = __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3); break;
+        default: break;
+        }
+    }
+}
+
+static void dummy_fill(void *dst, int dtype, size_t n, uint64_t key, int kind) {
+    size_t blocks = cu_blocks(n, 256);
+    dummy_kernel<<<(unsigned)(blocks < 16384 ? blocks : 16384), 256>>>(dst, dtype, n, key, kind);
+    CUDA_LAUNCH_CHECK();
+}
+
+/* ---- prepare -------------------------------------------------------------------------------------- */
+static void upload(void *dst, const void *src, size_t n, progress *p) {
+    for (size_t off = 0; off < n; off += UPLOAD_CHUNK) {
+        size_t k = n - off < UPLOAD_CHUNK ? n - off : UPLOAD_CHUNK;
+        CUDA_CHECK(cudaMemcpy((char *)dst + off, (const char *)src + off, k, cudaMemcpyHostToDevice));
+        p->done += k;
+        progress_show(p, 0);
+    }
+}
+
+static ds_status check_fits(size_t need, char *err) {
+    size_t free_b = 0, total_b = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    const size_t reserve = (size_t)1 << 30;   /* KV cache, activations and workspaces come after */
+    if (need + reserve > free_b) {
+        cudaDeviceProp prop;
+        CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+        return ds_seterr(err, DS_ERR_NOMEM,
+                         "the model does not fit in GPU memory: its weights need %.2f GiB (+%.1f GiB for the KV "
+                         "cache and activations), %s has %.2f GiB free of %.2f GiB",
+                         (double)need / GIB, (double)reserve / GIB, prop.name, (double)free_b / GIB,
+                         (double)total_b / GIB);
+    }
+    return DS_OK;
+}
+
+ds_status cu_prepare_weights(ds_backend *be, ds_model_weights *w, char *err) {
+    ds_cuda_backend *cb = cu_of(be);
+    const ds_config *c = be->cfg;
+    wlist l = collect(c, w);
+    size_t need = 0;
+    for (int i = 0; i < l.n; i++) need += align_up(data_bytes(l.w[i])) + align_up(scale_bytes(l.w[i]));
+    ds_status st = check_fits(need, err);
+    if (st) { free(l.w); return st; }
+    if (cudaMalloc(&cb->weight_pool, need ? need : WEIGHT_ALIGN) != cudaSuccess) {
+        cudaGetLastError();
+        free(l.w);
+        return ds_seterr(err, DS_ERR_NOMEM, "cannot allocate %.2f GiB of GPU memory for the weights", (double)need / GIB);
+    }
+    cb->weight_bytes = need;
+    int dummy = l.n && l.w[0]->data == DS_WEIGHT_DUMMY;
+    progress p = {dummy ? "generating dummy weights on the GPU" : "uploading weights to the GPU", need, 0, now_s(), 0,
+                  isatty(2)};
+    char *pool = (char *)cb->weight_pool;
+    for (int i = 0; i < l.n; i++) {
+        ds_weight *x = l.w[i];
+        size_t db = data_bytes(x), sb = scale_bytes(x);
+        char *d = pool, *s = pool + align_up(db);
+        pool = s + align_up(sb);
+        if (x->data == DS_WEIGHT_DUMMY) {
+            int kind = x->rows == 1 ? (x->dtype == DS_DTYPE_F32 ? 1 : 0) : 2;
+            dummy_fill(d, x->dtype, (size_t)x->rows * x->cols, DUMMY_SEED * (uint64_t)(2 * i + 1), kind);
+            if (sb) dummy_fill(s, DS_DTYPE_F32, sb / sizeof(float), DUMMY_SEED * (uint64_t)(2 * i + 2), 3);
+            p.done += db + sb;
+            progress_show(&p, 0);
+        } else {
+            upload(d, x->data, db, &p);
+            if (sb) upload(s, x->scale, sb, &p);
+        }
+        x->data = d;
+        x->scale = sb ? (const float *)s : NULL;
+    }
+    if (c->tie_word_embeddings) w->lm_head = w->embed;
+    CUDA_CHECK(cudaDeviceSynchronize());
+    progress_show(&p, 1);
+    free(l.w);
+    return DS_OK;
+}
+
+ds_status ds_cuda_weight_upload(ds_backend *be, const ds_weight *host, ds_weight *dev, char *err) {
+    ds_cuda_backend *cb = cu_of(be);
+    size_t db = data_bytes(host), sb = scale_bytes(host);
+    char *p = NULL;
+    if (cudaMalloc(&p, align_up(db) + align_up(sb) + WEIGHT_ALIGN) != cudaSuccess) {
+        cudaGetLastError();
+        return ds_seterr(err, DS_ERR_NOMEM, "cannot allocate %zu bytes for weight %s", db + sb,
+                         host->name ? host->name : "?");
+    }
+    cu_own(cb, p);
+    *dev = *host;
+    CUDA_CHECK(cudaMemcpy(p, host->data, db, cudaMemcpyHostToDevice));
+    dev->data = p;
+    if (sb) {
+        CUDA_CHECK(cudaMemcpy(p + align_up(db), host->scale, sb, cudaMemcpyHostToDevice));
+        dev->scale = (const float *)(p + align_up(db));
+    }
+    return DS_OK;
+}

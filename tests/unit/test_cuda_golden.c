@@ -1,0 +1,196 @@
+/* The whole model on the GPU against the reference (transformers, fp32) and the CPU engine, on every
+ * fixture (tests/fixtures/tiny-*), with the tolerances of test_golden.c (max abs 1e-3, relative L2 1e-4):
+ *  - logits at every prompt position: prompt whole (naive attention), in chunks of 3, token by token
+ *    (absorbed decode path), and whole with the absorbed form forced;
+ *  - the greedy continuation step by step, teacher-forced with the golden ids: every step's logits
+ *    compared, the pick equal to the golden id unless the reference was at a near-tie;
+ *  - all prompts in one batch of mixed chunk sizes;
+ *  - the CUDA logits against the CPU engine's on the same prompt (reported; same tolerance).
+ * Skips (exit 77) without a CUDA build or a Hopper GPU. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "dsinfer.h"
+#include "golden.h"
+#include "testutil.h"
+
+#ifndef DS_HAVE_CUDA
+int main(void) { test_skip("built without CUDA (nvcc not found at build time)"); }
+#else
+#include "backend/cuda/cuda_api.h"
+
+#define MAX_ABS 1e-3
+#define MAX_REL 1e-4
+#define TIE 1e-2
+
+typedef struct {
+    const char *name;
+    ds_st_set *g;
+    int n_prompts, V;
+    double worst_abs, worst_rel;
+} fixture;
+
+static void check_rows(const char *what, fixture *fx, int p, const float *got, const float *ref, int rows) {
+    for (int r = 0; r < rows; r++) {
+        diff_stats d = diff_f32(got + (size_t)r * fx->V, ref + (size_t)r * fx->V, (size_t)fx->V);
+        if (d.max_abs > fx->worst_abs) fx->worst_abs = d.max_abs;
+        if (d.rel_l2 > fx->worst_rel) fx->worst_rel = d.rel_l2;
+        CHECKF(d.max_abs <= MAX_ABS && d.rel_l2 <= MAX_REL, "%s %s p%d row %d: max abs %.3g rel L2 %.3g", fx->name,
+               what, p, r, d.max_abs, d.rel_l2);
+    }
+}
+
+static float *run_prompt(ds_engine *e, const int32_t *ids, int T, int chunk, int V) {
+    float *out = malloc(sizeof(float) * (size_t)T * V);
+    ds_seq *s;
+    char err[DS_ERRLEN];
+    CHECK(ds_seq_new(e, &s, err) == DS_OK);
+    for (int t = 0; t < T;) {
+        int n = chunk && T - t > chunk ? chunk : T - t;
+        ds_batch_item it = {.seq = s, .tokens = ids + t, .n_tokens = n, .all_logits = 1};
+        CHECKF(ds_engine_forward(e, &it, 1, out + (size_t)t * V, err) == DS_OK, "forward: %s", err);
+        t += n;
+    }
+    ds_seq_free(s);
+    return out;
+}
+
+static void check_prompt(fixture *fx, ds_engine *e, ds_engine *e_abs, ds_engine *cpu, int p) {
+    const ds_st_tensor *ids = golden_get(fx->g, p, "input_ids"), *ref = golden_get(fx->g, p, "logits");
+    int T = (int)ids->numel;
+    const int chunks[] = {0, 3, 1};
+    for (int c = 0; c < 3; c++) {
+        float *got = run_prompt(e, ids->data, T, chunks[c], fx->V);
+        char what[32];
+        snprintf(what, sizeof what, "chunk %d", chunks[c]);
+        check_rows(what, fx, p, got, ref->data, T);
+        if (c == 0) {   /* CUDA against the CPU engine */
+            float *cl = run_prompt(cpu, ids->data, T, 0, fx->V);
+            diff_stats d = diff_f32(got, cl, (size_t)T * fx->V);
+            printf("  %s p%d: cuda vs cpu logits max abs %.3g rel L2 %.3g\n", fx->name, p, d.max_abs, d.rel_l2);
+            CHECKF(d.max_abs <= MAX_ABS && d.rel_l2 <= MAX_REL, "%s p%d cuda vs cpu", fx->name, p);
+            free(cl);
+        }
+        free(got);
+    }
+    float *got = run_prompt(e_abs, ids->data, T, 0, fx->V);
+    check_rows("absorbed prefill", fx, p, got, ref->data, T);
+    free(got);
+}
+
+static int check_greedy(fixture *fx, ds_engine *e, int p) {
+    const ds_st_tensor *ids = golden_get(fx->g, p, "input_ids"), *gids = golden_get(fx->g, p, "greedy_ids");
+    const float *glog = golden_get(fx->g, p, "greedy_logits")->data;
+    const int32_t *gid = gids->data;
+    int T = (int)ids->numel, n = (int)gids->numel, V = fx->V, same = 0;
+    float *row = malloc(sizeof(float) * V);
+    ds_seq *s;
+    char err[DS_ERRLEN];
+    ds_seq_new(e, &s, err);
+    ds_batch_item it = {.seq = s, .tokens = ids->data, .n_tokens = T};
+    CHECK(ds_engine_forward(e, &it, 1, row, err) == DS_OK);
+    for (int k = 0; k < n; k++) {
+        const float *ref = glog + (size_t)k * V;
+        check_rows("greedy step", fx, p, row, ref, 1);
+        int pick = argmax_f32(row, V), top = argmax_f32(ref, V);
+        same += pick == gid[k];
+        if (pick != gid[k]) {
+            float second = -INFINITY;
+            for (int v = 0; v < V; v++)
+                if (v != top && ref[v] > second) second = ref[v];
+            CHECKF(ref[top] - second <= TIE && ref[top] - ref[pick] <= TIE,
+                   "%s p%d step %d: picked %d, reference %d, not a near-tie", fx->name, p, k, pick, gid[k]);
+        }
+        it = (ds_batch_item){.seq = s, .tokens = &gid[k], .n_tokens = 1};
+        CHECK(ds_engine_forward(e, &it, 1, row, err) == DS_OK);
+    }
+    ds_seq_free(s);
+    free(row);
+    printf("  %s p%d: greedy %d/%d ids identical to the golden ones\n", fx->name, p, same, n);
+    return same;
+}
+
+static void check_batched(fixture *fx, ds_engine *e) {
+    int n = fx->n_prompts, V = fx->V;
+    ds_seq *seqs[8];
+    float *got[8];
+    int T[8], done[8], chunk[8];
+    const int32_t *ids[8];
+    char err[DS_ERRLEN];
+    for (int i = 0; i < n; i++) {
+        ds_seq_new(e, &seqs[i], err);
+        const ds_st_tensor *t = golden_get(fx->g, i, "input_ids");
+        ids[i] = t->data;
+        T[i] = (int)t->numel;
+        done[i] = 0;
+        chunk[i] = i == 0 ? 1 : 5 * i + 2;
+        got[i] = malloc(sizeof(float) * (size_t)T[i] * V);
+    }
+    float *out = malloc(sizeof(float) * 512 * (size_t)V);
+    for (;;) {
+        ds_batch_item items[8];
+        int m = 0;
+        for (int i = 0; i < n; i++) {
+            if (done[i] == T[i]) continue;
+            int k = T[i] - done[i] < chunk[i] ? T[i] - done[i] : chunk[i];
+            items[m++] = (ds_batch_item){.seq = seqs[i], .tokens = ids[i] + done[i], .n_tokens = k, .all_logits = 1};
+        }
+        if (!m) break;
+        CHECKF(ds_engine_forward(e, items, m, out, err) == DS_OK, "batched forward: %s", err);
+        size_t off = 0;
+        for (int j = 0; j < m; j++) {
+            int i = 0;
+            while (seqs[i] != items[j].seq) i++;
+            memcpy(got[i] + (size_t)done[i] * V, out + off, sizeof(float) * (size_t)items[j].n_tokens * V);
+            off += (size_t)items[j].n_tokens * V;
+            done[i] += items[j].n_tokens;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        check_rows("batched", fx, i, got[i], golden_get(fx->g, i, "logits")->data, T[i]);
+        ds_seq_free(seqs[i]);
+        free(got[i]);
+    }
+    free(out);
+}
+
+static void check_fixture(const char *name) {
+    char dir[512], gpath[600], err[DS_ERRLEN];
+    snprintf(dir, sizeof dir, "%s/%s", fixtures_dir(), name);
+    snprintf(gpath, sizeof gpath, "%s/golden.safetensors", dir);
+    fixture fx = {.name = name};
+    if (ds_st_open_file(gpath, &fx.g, err) != DS_OK) { CHECKF(0, "%s", err); return; }
+    while (golden_get(fx.g, fx.n_prompts, "input_ids") && fx.n_prompts < 8) fx.n_prompts++;
+    ds_engine *e = NULL, *e_abs = NULL, *cpu = NULL;
+    ds_engine_opts o = {.backend = "cuda"}, oa = {.backend = "cuda", .force_absorbed = 1}, oc = {.n_threads = 0};
+    CHECKF(ds_engine_open(dir, &o, &e, err) == DS_OK, "%s", err);
+    CHECKF(ds_engine_open(dir, &oa, &e_abs, err) == DS_OK, "%s", err);
+    CHECKF(ds_engine_open(dir, &oc, &cpu, err) == DS_OK, "%s", err);
+    if (e && e_abs && cpu) {
+        printf("%s\n", ds_engine_describe(e));
+        fx.V = ds_engine_vocab_size(e);
+        int same = 0, total = 0;
+        for (int p = 0; p < fx.n_prompts; p++) {
+            check_prompt(&fx, e, e_abs, cpu, p);
+            same += check_greedy(&fx, e, p);
+            total += (int)golden_get(fx.g, p, "greedy_ids")->numel;
+        }
+        check_batched(&fx, e);
+        CHECK(ds_engine_pages_free(e) == ds_engine_pages_total(e));
+        printf("%s: greedy ids %d/%d identical; worst logits vs golden: max abs %.3g, rel L2 %.3g\n", name, same,
+               total, fx.worst_abs, fx.worst_rel);
+    }
+    ds_engine_free(e);
+    ds_engine_free(e_abs);
+    ds_engine_free(cpu);
+    ds_st_close(fx.g);
+}
+
+int main(void) {
+    char why[256];
+    if (!ds_cuda_available(why, sizeof why)) test_skip(why);
+    const char *names[] = {"tiny-v3", "tiny-v3-fp8", "tiny-v2", "tiny-v2-group"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) check_fixture(names[i]);
+    return test_result("test_cuda_golden");
+}
+#endif
