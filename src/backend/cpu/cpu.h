@@ -24,10 +24,23 @@ static inline ds_cpu_backend *cpu_of(ds_backend *be) { return (ds_cpu_backend *)
 /* Per-thread scratch of thread_work_n floats for the calling OpenMP thread. */
 float *cpu_thread_scratch(ds_cpu_backend *cb);
 
-float cpu_dot(const float *a, const float *b, int n);
+static inline float cpu_dot(const float *a, const float *b, int n) {
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* y[0:n] += a * x[0:n] */
+static inline void cpu_axpy(float *y, float a, const float *x, int n) {
+#pragma omp simd
+    for (int i = 0; i < n; i++) y[i] += a * x[i];
+}
 /* Floats of moe_work needed for M tokens. */
 size_t cpu_moe_work_floats(const ds_config *cfg, int M);
 
+/* Per-thread scratch floats cpu_linear needs for weights of max_cols columns. */
+size_t cpu_linear_scratch_floats(int max_cols);
 void cpu_linear(ds_backend *be, float *out, const float *x, const ds_weight *w, int M);
 void cpu_mlp(ds_backend *be, float *out, const float *x, const ds_weight *gate, const ds_weight *up,
              const ds_weight *down, int M);

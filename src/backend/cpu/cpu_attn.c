@@ -61,10 +61,7 @@ static void naive_one_seq(ds_cpu_backend *cb, float *out, const float *q, const 
             softmax_inplace(sc, n_ctx);
             float *o = out + (size_t)m * H * dv + (size_t)h * dv;
             memset(o, 0, (size_t)dv * sizeof(float));
-            for (int j = 0; j < n_ctx; j++) {
-                const float *v = kvb + (size_t)j * H * hw + (size_t)h * hw + dn;
-                for (int d = 0; d < dv; d++) o[d] += sc[j] * v[d];
-            }
+            for (int j = 0; j < n_ctx; j++) cpu_axpy(o, sc[j], kvb + (size_t)j * H * hw + (size_t)h * hw + dn, dv);
         }
 }
 
@@ -81,20 +78,14 @@ static void absorbed_head(ds_cpu_backend *cb, float *o, const float *qh, const f
     size_t w = (size_t)C + (size_t)dr;
     float *q_lat = work, *o_lat = q_lat + C, *sc = o_lat + C;
     memset(q_lat, 0, (size_t)C * sizeof(float));
-    for (int d = 0; d < dn; d++) {           /* q_lat = W_UK^T q_nope */
-        const float *wr = wkv + (size_t)d * C;
-        for (int k = 0; k < C; k++) q_lat[k] += qh[d] * wr[k];
-    }
+    for (int d = 0; d < dn; d++) cpu_axpy(q_lat, qh[d], wkv + (size_t)d * C, C);   /* q_lat = W_UK^T q_nope */
     for (int j = 0; j < n_ctx; j++) {
         const float *row = cache_row(&cb->b, cache, s, j, w);
         sc[j] = (cpu_dot(q_lat, row, C) + cpu_dot(qh + dn, row + C, dr)) * c->softmax_scale;
     }
     softmax_inplace(sc, n_ctx);
     memset(o_lat, 0, (size_t)C * sizeof(float));
-    for (int j = 0; j < n_ctx; j++) {
-        const float *row = cache_row(&cb->b, cache, s, j, w);
-        for (int k = 0; k < C; k++) o_lat[k] += sc[j] * row[k];
-    }
+    for (int j = 0; j < n_ctx; j++) cpu_axpy(o_lat, sc[j], cache_row(&cb->b, cache, s, j, w), C);
     for (int d = 0; d < dv; d++) o[d] = cpu_dot(wkv + (size_t)(dn + d) * C, o_lat, C);  /* o = W_UV o_lat */
 }
 

@@ -8,13 +8,6 @@
 #include "backend/cpu/cpu.h"
 #include "core/status.h"
 
-float cpu_dot(const float *a, const float *b, int n) {
-    float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-    for (int i = 0; i < n; i++) s += a[i] * b[i];
-    return s;
-}
-
 float *cpu_thread_scratch(ds_cpu_backend *cb) {
     int t = omp_get_thread_num();
     DS_CHECK(t < cb->n_threads);
@@ -79,7 +72,9 @@ static ds_status cpu_set_batch(ds_backend *be, const ds_batch_meta *b, char *err
         cb->moe_work = ds_xmalloc(moe_need * sizeof(float));
         cb->moe_work_n = moe_need;
     }
-    size_t tneed = max_weight_cols(c) + per_head * C + 2 * C + L + 2 * (size_t)c->n_routed_experts + 64;
+    size_t tneed = cpu_linear_scratch_floats((int)max_weight_cols(c));
+    size_t attn_need = per_head * C + 2 * C + L + 2 * (size_t)c->n_routed_experts + 64;
+    tneed = tneed > attn_need ? tneed : attn_need;
     if (tneed > cb->thread_work_n) {
         free(cb->thread_work);
         cb->thread_work = ds_xmalloc(tneed * (size_t)cb->n_threads * sizeof(float));
