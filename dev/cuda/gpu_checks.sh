@@ -28,7 +28,7 @@ for s in $steps; do
     model) step model 200 $B/test_cuda_model ;;
     cli) step cli 60 bash -c "for b in cpu cuda; do echo \$b: \$($B/dsinfer generate --backend \$b --model tests/fixtures/tiny-v3-fp8 --ids 0,17,99,5,300 -n 24 --temperature 0 --ignore-eos --print-ids); done; \
          $B/dsinfer generate --backend cuda --model configs/deepseek-v2-lite.json --ids 0,17,99 -n 8 --temperature 0 --print-ids --dummy-weights 2>&1 | tail -3" ;;
-    sanitize) DSINFER_OPS_SMALL=1 step sanitize 300 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 $B/test_cuda_ops ;;
+    sanitize) step sanitize 240 env DSINFER_OPS_SMALL=1 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 $B/test_cuda_ops ;;
   esac
 done
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"
