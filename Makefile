@@ -87,8 +87,8 @@ test: ## the full test suite: plain build, then ASan + UBSan build
 	$(MAKE) test-fast
 	$(MAKE) test-san
 
-run: $(BUILD)/dsinfer  ## build, then generate from the model that ships in the repo
-	$(BUILD)/dsinfer generate --model tests/fixtures/tiny-v3 --ids 0,17,99 -n 16 --temperature 0 --print-ids
+run: $(BUILD)/dsinfer  ## build, then generate from the demo model that ships in the repo (models/demo)
+	$(BUILD)/dsinfer generate --model models/demo --prompt "And God said" -n 64 --temperature 0.8 --top-p 0.95 --seed 1
 
 clean:  ## remove build outputs
 	rm -rf build build-san

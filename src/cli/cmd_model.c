@@ -83,7 +83,10 @@ static ds_status generate_cmd(ds_engine *eng, const model_args *a, char *err) {
     if (!st) st = ds_seq_new(eng, &seq, err);
     if (!st) st = ds_sampler_new(&a->sp, ds_engine_vocab_size(eng), &smp, err);
     for (int i = 0; !st && i < n; i++) ds_sampler_accept(smp, ids[i]);
-    if (!st && !a->print_ids) pc.detok = ds_detok_new(tok, 1);
+    if (!st && !a->print_ids) {
+        pc.detok = ds_detok_new(tok, 1);
+        if (a->prompt) fputs(a->prompt, stdout);   /* echo the prompt; the continuation follows it */
+    }
     if (!st) st = generate_on(eng, seq, smp, ids, n, a->n_new, a->ignore_eos, print_token, &pc, &n_gen, err);
     if (pc.detok) {
         size_t len;
