@@ -7,7 +7,9 @@
  *      a lookahead such as (?!\S) sees the end of the piece, as in HF;
  *   3. BPE on each piece: start from the byte-level char of each byte, repeatedly merge the adjacent pair
  *      of lowest merge rank (leftmost first on ties), emit the ids.
- * Pieces are spans of the input (no copies); the recursion walks them depth-first. */
+ * Pieces are spans of the input (no copies); the recursion walks them depth-first. BPE results of short
+ * pieces are memoized for the duration of one call (natural text repeats its words), so the tokenizer
+ * itself stays immutable and encode may run on several threads at once. */
 #include "tokenizer/tok_internal.h"
 
 #include <stdlib.h>
@@ -22,8 +24,24 @@ typedef struct {
     int32_t rank, pos, id;
 } bpe_cand;
 
+/* Memo of one encode call: piece bytes -> its BPE ids. */
+typedef struct {
+    uint32_t hash, key_off, key_len, ids_off, n_ids;   /* key_len 0 = empty slot */
+} memo_slot;
+
+#define MEMO_MAX_PIECE 64         /* longer pieces are rare and not memoized */
+#define MEMO_MAX_SLOTS (1u << 18)
+
+typedef struct {
+    memo_slot *slot;
+    uint32_t cap, used;
+    tok_buf keys;
+    int32_t *ids; size_t n_ids, cap_ids;
+} enc_memo;
+
 typedef struct {
     const ds_tokenizer *tok;
+    enc_memo memo;
     pcre2_match_data *md;
     int32_t *ids; size_t n, cap;       /* output */
     bpe_sym *sym; size_t sym_cap;      /* BPE scratch */
@@ -105,9 +123,81 @@ static int whole_piece(enc_ctx *c, const uint8_t *s, size_t n) {
     return id >= 0;
 }
 
+/* ---- memo ---- */
+static uint32_t memo_hash(const uint8_t *s, size_t n) {
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 16777619u;
+    return h | 1;
+}
+
+static memo_slot *memo_find(enc_memo *m, const uint8_t *s, size_t n, uint32_t h) {
+    uint32_t mask = m->cap - 1;
+    for (uint32_t i = h & mask;; i = (i + 1) & mask) {
+        memo_slot *e = &m->slot[i];
+        if (!e->key_len || (e->hash == h && e->key_len == n && !memcmp(m->keys.p + e->key_off, s, n))) return e;
+    }
+}
+
+static void memo_grow(enc_memo *m) {
+    uint32_t old_cap = m->cap;
+    memo_slot *old = m->slot;
+    m->cap = old_cap ? 2 * old_cap : 4096;
+    m->slot = ds_xcalloc(m->cap, sizeof *m->slot);
+    for (uint32_t i = 0; i < old_cap; i++) {
+        if (!old[i].key_len) continue;
+        uint32_t mask = m->cap - 1, j = old[i].hash & mask;
+        while (m->slot[j].key_len) j = (j + 1) & mask;
+        m->slot[j] = old[i];
+    }
+    free(old);
+}
+
+/* Records piece s -> ids[0..k). */
+static void memo_put(enc_memo *m, const uint8_t *s, size_t n, uint32_t h, const int32_t *ids, size_t k) {
+    if (2 * (m->used + 1) > m->cap) {
+        if (m->cap >= MEMO_MAX_SLOTS) return;
+        memo_grow(m);
+    }
+    memo_slot *e = memo_find(m, s, n, h);
+    if (m->n_ids + k > m->cap_ids) {
+        while (m->n_ids + k > m->cap_ids) m->cap_ids = m->cap_ids ? 2 * m->cap_ids : 4096;
+        m->ids = ds_xrealloc(m->ids, m->cap_ids * sizeof *m->ids);
+    }
+    *e = (memo_slot){h, (uint32_t)m->keys.len, (uint32_t)n, (uint32_t)m->n_ids, (uint32_t)k};
+    tok_buf_put(&m->keys, s, n);
+    memcpy(m->ids + m->n_ids, ids, k * sizeof *ids);
+    m->n_ids += k;
+    m->used++;
+}
+
+static void memo_free(enc_memo *m) {
+    free(m->slot);
+    free(m->ids);
+    tok_buf_free(&m->keys);
+}
+
+static void bpe_merge(enc_ctx *c, const uint8_t *s, size_t n);
+
+/* BPE of one piece, through the memo. */
 static void bpe(enc_ctx *c, const uint8_t *s, size_t n) {
     const ds_tokenizer *tok = c->tok;
     if (n == 1) { if (tok->byte_id[s[0]] >= 0) push_id(c, tok->byte_id[s[0]]); return; }
+    if (n > MEMO_MAX_PIECE) { bpe_merge(c, s, n); return; }
+    uint32_t h = memo_hash(s, n);
+    if (c->memo.cap) {
+        memo_slot *e = memo_find(&c->memo, s, n, h);
+        if (e->key_len) {
+            for (uint32_t i = 0; i < e->n_ids; i++) push_id(c, c->memo.ids[e->ids_off + i]);
+            return;
+        }
+    }
+    size_t start = c->n;
+    bpe_merge(c, s, n);
+    memo_put(&c->memo, s, n, h, c->ids + start, c->n - start);
+}
+
+static void bpe_merge(enc_ctx *c, const uint8_t *s, size_t n) {
+    const ds_tokenizer *tok = c->tok;
     if (tok->ignore_merges && whole_piece(c, s, n)) return;
     ensure_scratch(c, n);
     int32_t ns = 0;
@@ -215,6 +305,7 @@ ds_status ds_tokenizer_encode(const ds_tokenizer *tok, const char *text, size_t 
     if (add_bos) push_id(&c, tok->bos_id);
     split_added(&c, (const uint8_t *)text, len, 0);
     pcre2_match_data_free(c.md);
+    memo_free(&c.memo);
     free(c.sym);
     free(c.heap);
     if (c.st) { free(c.ids); return c.st; }
