@@ -29,6 +29,7 @@ struct srv_http {
     srv_metrics *m;
     struct MHD_Daemon *d;
     const char *model;
+    atomic_int in_flight;    /* generation requests whose response is not complete */
 };
 
 /* Per connection request: the body so far. */
@@ -153,6 +154,7 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
 static void stream_free(void *cls) {
     stream_state *st = cls;
     if (!st->complete) atomic_store(&st->r->cancelled, 1);
+    atomic_fetch_sub(&st->h->in_flight, 1);
     srv_render_free(st->rr);
     srv_req_release(st->r);
     free(st->out);
@@ -212,6 +214,7 @@ static enum MHD_Result generate(srv_http *h, struct MHD_Connection *c, conn_stat
                     q == -1 ? "the server's request queue is full; retry later" : "the server is shutting down");
     }
     srv_render *rr = srv_render_new(h->e, r, &o);
+    atomic_fetch_add(&h->in_flight, 1);
     if (o.stream) return start_stream(h, c, r, rr);
     enum MHD_Result rc = MHD_NO;   /* a client that left gets no answer: close the connection */
     if (wait_done(r, c)) {
@@ -220,6 +223,7 @@ static enum MHD_Result generate(srv_http *h, struct MHD_Connection *c, conn_stat
     }
     srv_render_free(rr);
     srv_req_release(r);
+    atomic_fetch_sub(&h->in_flight, 1);
     return rc;
 }
 
@@ -352,8 +356,18 @@ void srv_http_quiesce(srv_http *h) {
     if (fd != MHD_INVALID_SOCKET) close(fd);
 }
 
+/* Waits (up to 10 s) for the responses in progress to be sent: after srv_engine_abort_all they end
+ * quickly, with finish_reason "abort". */
+static void drain(srv_http *h) {
+    for (int i = 0; i < 1000 && atomic_load(&h->in_flight) > 0; i++) {
+        struct timespec ts = {0, 10 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
 void srv_http_stop(srv_http *h) {
     if (!h) return;
+    drain(h);
     MHD_stop_daemon(h->d);
     free(h);
 }

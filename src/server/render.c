@@ -18,6 +18,7 @@
 typedef struct { char *s; size_t len, cap; } sbuf;
 
 static void sb_add(sbuf *b, const char *s, size_t n) {
+    if (!n) return;
     if (b->len + n + 1 > b->cap) {
         b->cap = (b->len + n + 1) * 2;
         b->s = ds_xrealloc(b->s, b->cap);
@@ -25,6 +26,26 @@ static void sb_add(sbuf *b, const char *s, size_t n) {
     memcpy(b->s + b->len, s, n);
     b->len += n;
     b->s[b->len] = 0;
+}
+
+/* A JSON string of n bytes that may hold NUL (written \u0000; cJSON strings stop at NUL). The text is
+ * valid UTF-8 (the detokenizer guarantees it), so only control characters, quote and backslash need
+ * escaping. */
+static cJSON *jstr(const char *s, size_t n) {
+    sbuf b = {0};
+    sb_add(&b, "\"", 1);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        char esc[8];
+        if (c == '"' || c == '\\') { esc[0] = '\\'; esc[1] = (char)c; sb_add(&b, esc, 2); }
+        else if (c == '\n') sb_add(&b, "\\n", 2);
+        else if (c < 0x20) { snprintf(esc, sizeof esc, "\\u%04x", c); sb_add(&b, esc, 6); }
+        else sb_add(&b, (const char *)&c, 1);
+    }
+    sb_add(&b, "\"", 1);
+    cJSON *o = cJSON_CreateRaw(b.s);
+    free(b.s);
+    return o;
 }
 
 struct srv_render {
@@ -86,11 +107,11 @@ static void take_progress(srv_render *rr, progress *p) {
     pthread_mutex_lock(&r->mu);
     p->text_len = r->text_len - rr->text_done;
     p->text = ds_xmalloc(p->text_len + 1);
-    memcpy(p->text, r->text ? r->text + rr->text_done : "", p->text_len);
+    if (p->text_len) memcpy(p->text, r->text + rr->text_done, p->text_len);
     p->text[p->text_len] = 0;
     p->n_toks = r->n_toks - rr->toks_done;
     p->toks = ds_xmalloc(sizeof(srv_tok) * (size_t)(p->n_toks + 1));
-    memcpy(p->toks, r->toks + rr->toks_done, sizeof(srv_tok) * (size_t)p->n_toks);
+    if (p->n_toks) memcpy(p->toks, r->toks + rr->toks_done, sizeof(srv_tok) * (size_t)p->n_toks);
     p->finished = r->finished;
     p->reason = r->finish_reason;
     p->stop_index = r->stop_index;
@@ -178,7 +199,9 @@ static void add_piece(pieces *ps, int kind, const char *text, size_t len, const 
     piece *p = &ps->v[ps->n++];
     memset(p, 0, sizeof(*p));
     p->kind = kind;
-    p->text = strndup(text ? text : "", len);
+    p->text = ds_xmalloc(len + 1);
+    if (len) memcpy(p->text, text, len);
+    p->text[len] = 0;
     p->len = len;
     if (ev) {
         p->ev = *ev;
@@ -304,10 +327,10 @@ char *srv_render_full(srv_render *rr) {
         cJSON *msg = cJSON_AddObjectToObject(choice, "message");
         cJSON_AddStringToObject(msg, "role", "assistant");
         int n_calls = cJSON_GetArraySize(rr->calls);
-        if (rr->content.len || !(n_calls || rr->rs)) cJSON_AddStringToObject(msg, "content", rr->content.s ? rr->content.s : "");
+        if (rr->content.len || !(n_calls || rr->rs)) cJSON_AddItemToObject(msg, "content", jstr(rr->content.s, rr->content.len));
         else cJSON_AddNullToObject(msg, "content");
         if (rr->rs) {
-            if (rr->reasoning.len) cJSON_AddStringToObject(msg, "reasoning_content", rr->reasoning.s);
+            if (rr->reasoning.len) cJSON_AddItemToObject(msg, "reasoning_content", jstr(rr->reasoning.s, rr->reasoning.len));
             else cJSON_AddNullToObject(msg, "reasoning_content");
         }
         if (n_calls) cJSON_AddItemToObject(msg, "tool_calls", cJSON_Duplicate(rr->calls, 1));
@@ -316,7 +339,7 @@ char *srv_render_full(srv_render *rr) {
             cJSON_AddItemToObject(cJSON_AddObjectToObject(choice, "logprobs"), "content", cJSON_Duplicate(rr->lp, 1));
         } else cJSON_AddNullToObject(choice, "logprobs");
     } else {
-        cJSON_AddStringToObject(choice, "text", p.text);
+        cJSON_AddItemToObject(choice, "text", jstr(p.text, p.text_len));
         if (rr->r->logprobs) completion_logprobs(rr, &p, cJSON_AddObjectToObject(choice, "logprobs"));
         else cJSON_AddNullToObject(choice, "logprobs");
     }
@@ -356,13 +379,9 @@ static void chat_delta_chunk(srv_render *rr, sbuf *out, const piece *pc, cJSON *
         rr->sent_role = 1;
     }
     if (pc && pc->kind == P_REASONING) {
-        char *t = strndup(pc->text, pc->len);
-        cJSON_AddStringToObject(delta, "reasoning_content", t);
-        free(t);
+        cJSON_AddItemToObject(delta, "reasoning_content", jstr(pc->text, pc->len));
     } else if (pc && pc->kind == P_CONTENT) {
-        char *t = strndup(pc->text, pc->len);
-        cJSON_AddStringToObject(delta, "content", t);
-        free(t);
+        cJSON_AddItemToObject(delta, "content", jstr(pc->text, pc->len));
     } else if (pc) {
         cJSON *call = record_call(rr, &pc->ev), *arr = cJSON_AddArrayToObject(delta, "tool_calls"), *d = cJSON_CreateObject();
         cJSON_AddNumberToObject(d, "index", pc->ev.index);
@@ -403,7 +422,7 @@ static void chat_stream(srv_render *rr, const progress *p, sbuf *out) {
 static void completion_stream(srv_render *rr, const progress *p, sbuf *out) {
     if (!p->text_len && !(rr->r->logprobs && p->n_toks)) return;
     cJSON *root, *choice = chunk(rr, &root);
-    cJSON_AddStringToObject(choice, "text", p->text);
+    cJSON_AddItemToObject(choice, "text", jstr(p->text, p->text_len));
     if (rr->r->logprobs) completion_logprobs(rr, p, cJSON_AddObjectToObject(choice, "logprobs"));
     else cJSON_AddNullToObject(choice, "logprobs");
     cJSON_AddNullToObject(choice, "finish_reason");

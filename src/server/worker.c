@@ -87,6 +87,7 @@ void srv_req_release(srv_req *r) {
 
 /* ---- text and stop strings ------------------------------------------------------------------- */
 static void out_append(gen *g, const char *s, size_t n) {
+    if (!n) return;
     if (g->len + n + 1 > g->cap) {
         g->cap = (g->len + n + 1) * 2;
         g->out = ds_xrealloc(g->out, g->cap);
@@ -100,6 +101,7 @@ static void out_append(gen *g, const char *s, size_t n) {
  * earlier). On a match, cuts the text there and returns the stop string's index; else -1. */
 static int find_stop(gen *g, size_t from) {
     const srv_req *r = g->req;
+    if (!g->len || !r->n_stop) return -1;
     size_t start = from > (size_t)g->max_stop ? from - (size_t)g->max_stop : 0;
     int best = -1;
     size_t best_pos = g->len;
