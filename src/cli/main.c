@@ -18,6 +18,7 @@ static const command commands[] = {
     {"tokenize", cli_tokenize, "print the token ids of the text on stdin"},
     {"detokenize", cli_detokenize, "print the text of token ids"},
     {"serve", cli_serve, "an OpenAI-compatible HTTP server with continuous batching"},
+    {"bench", cli_bench, "bench serve: load-test a running server (TTFT, TPOT, ITL, throughput)"},
 };
 
 static void usage(void) {

@@ -2,7 +2,8 @@
 // stop strings, logprobs, 64 concurrent streams, R1 reasoning, and greedy outputs equal to
 // `dsinfer generate` whatever else runs in the batch (chunked prefill and prefix-cache hits included).
 import OpenAI from 'openai';
-import { check, done, startServer, generateIds, poolIdle, rng } from './lib.mjs';
+import { execFileSync } from 'node:child_process';
+import { check, done, startServer, generateIds, poolIdle, rng, BIN } from './lib.mjs';
 
 const srv = await startServer(['--threads', '1', '--served-model-name', 'tiny', '--max-num-batched-tokens', '48',
   '--max-num-seqs', '32', '--kv-cache-memory', '4MiB']);
@@ -157,8 +158,18 @@ async function reasoning() {
   check(await r1.stop() === 0, 'R1 server exits 0 on SIGTERM');
 }
 
+// `dsinfer bench serve` against this server: every request succeeds, all tokens are counted.
+function benchServe() {
+  const out = execFileSync(BIN, ['bench', 'serve', '--port', String(srv.port), '--model', 'tiny', '--num-prompts', '24',
+    '--input-len', '20', '--output-len', '8', '--max-concurrency', '8', '--request-rate', '200'], { encoding: 'utf8' });
+  const num = (label) => Number((out.match(new RegExp(label + '\\s+([0-9.]+)')) || [])[1]);
+  check(num('Successful requests:') === 24 && num('Total generated tokens:') === 24 * 8 && /Median TTFT|Mean TTFT/.test(out),
+    'bench serve: 24 requests, 192 tokens, latency percentiles', out);
+}
+
 try {
   await basics();
+  benchServe();
   await seeds();
   await stops();
   await logprobs();
