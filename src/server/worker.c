@@ -38,6 +38,7 @@ struct srv_engine {
     sched *sch;
     int vocab, max_ctx, eos;
     float *logits;           /* [max_num_seqs, vocab] one row per batch item */
+    float *raw;              /* [vocab] a row's raw logits, kept for logprobs */
     ds_batch_item *items;    /* [max_num_seqs] */
     gen *active;             /* requests in the scheduler (engine thread only) */
     pthread_t thread;
@@ -243,15 +244,10 @@ static void logprobs_of(const float *row, int vocab, int32_t chosen, int k, srv_
 static void sample_and_emit(srv_engine *e, gen *g, float *row) {
     srv_req *r = g->req;
     srv_tok t = {0};
-    float *raw = NULL;
-    if (r->logprobs) {   /* the sampler edits the row: keep the raw logits */
-        raw = ds_xmalloc(sizeof(float) * (size_t)e->vocab);
-        memcpy(raw, row, sizeof(float) * (size_t)e->vocab);
-    }
+    if (r->logprobs) memcpy(e->raw, row, sizeof(float) * (size_t)e->vocab);   /* the sampler edits the row */
     t.id = ds_sampler_sample(g->smp, row);
     ds_sampler_accept(g->smp, t.id);
-    if (raw) logprobs_of(raw, e->vocab, t.id, r->top_logprobs, &t);
-    free(raw);
+    if (r->logprobs) logprobs_of(e->raw, e->vocab, t.id, r->top_logprobs, &t);
     sched_append(e->sch, g->sr, t.id);
     g->n_gen++;
     int eos = t.id == e->eos && !r->ignore_eos, stop = -1;
@@ -487,6 +483,7 @@ ds_status srv_engine_start(const server_config *cfg, srv_metrics *m, srv_engine 
     if (!st) {
         e->logits = ds_xmalloc(sizeof(float) * (size_t)cfg->max_num_seqs * (size_t)e->vocab);
         e->items = ds_xcalloc((size_t)cfg->max_num_seqs, sizeof(ds_batch_item));
+        e->raw = ds_xmalloc(sizeof(float) * (size_t)e->vocab);
         publish_stats(e, -1);
         if (pthread_create(&e->thread, NULL, engine_main, e) != 0)
             st = ds_seterr(err, DS_ERR_NOMEM, "cannot start the engine thread");
@@ -523,6 +520,7 @@ void srv_engine_stop(srv_engine *e) {
     }
     sched_free(e->sch);
     free(e->logits);
+    free(e->raw);
     free(e->items);
     ds_tokenizer_free(e->tok);
     ds_engine_free(e->eng);
