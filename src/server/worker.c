@@ -399,35 +399,39 @@ int srv_engine_max_tokens_in_pool(const srv_engine *e) {
 }
 
 /* ---- start and stop ------------------------------------------------------------------------- */
-/* One forward of a full step's worth of tokens, so that activations are allocated before serving. */
-static ds_status warm_up(srv_engine *e, char *err) {
-    int n = e->cfg.max_num_batched_tokens < e->max_ctx ? e->cfg.max_num_batched_tokens : e->max_ctx;
-    int room = ds_engine_pages_total(e->eng) * ds_engine_page_size(e->eng);
+/* One forward of a full step's worth of tokens (max_num_batched_tokens, within the context and the
+ * pool), so that activations are allocated before serving (and measured when sizing the pool). */
+static ds_status warm_up(ds_engine *eng, int max_batched, char *err) {
+    int n = max_batched < ds_engine_max_context(eng) ? max_batched : ds_engine_max_context(eng);
+    int room = ds_engine_pages_total(eng) * ds_engine_page_size(eng);
     if (n > room) n = room;
     int32_t *toks = ds_xcalloc((size_t)n, sizeof(int32_t));
     ds_seq *seq = NULL;
-    float *row = ds_xmalloc(sizeof(float) * (size_t)e->vocab);
-    ds_status st = ds_seq_new(e->eng, &seq, err);
+    float *row = ds_xmalloc(sizeof(float) * (size_t)ds_engine_vocab_size(eng));
+    ds_status st = ds_seq_new(eng, &seq, err);
     ds_batch_item it = {.seq = seq, .tokens = toks, .n_tokens = n, .all_logits = 0};
-    if (!st) st = ds_engine_forward(e->eng, &it, 1, row, err);
+    if (!st) st = ds_engine_forward(eng, &it, 1, row, err);
     ds_seq_free(seq);
     free(toks);
     free(row);
     return st;
 }
 
-/* --gpu-memory-utilization: measure the memory a warm engine with a minimal pool uses (NVML), then
- * size the pool to fraction * total - that. (Until the engine sizes its pool itself.) */
+/* --gpu-memory-utilization: measure the memory an engine with a small pool uses after a warm-up
+ * forward (NVML: the whole device, as vLLM's profile run), then size the pool to fraction * total minus
+ * that. (Until the engine can size or grow its pool itself.) */
 static ds_status size_pool_for_gpu(const server_config *c, ds_engine_opts *o, char *err) {
     unsigned util;
     uint64_t used, total;
     if (!srv_nvml_sample(&util, &used, &total))
         return ds_seterr(err, DS_ERR_UNSUPPORTED, "--gpu-memory-utilization needs NVML (libnvidia-ml.so.1); use --kv-cache-memory");
     ds_engine_opts probe = *o;
-    probe.max_pages = 64;
+    probe.max_pages = (c->max_num_batched_tokens + 15) / 16 + 1;   /* room for the warm-up step */
+    probe.kv_cache_bytes = 0;
     ds_engine *eng = NULL;
     ds_status st = ds_engine_open(c->model_dir, &probe, &eng, err);
-    if (st) return st;
+    if (!st) st = warm_up(eng, c->max_num_batched_tokens, err);
+    if (st) { ds_engine_free(eng); return st; }
     srv_nvml_sample(&util, &used, &total);
     ds_engine_free(eng);
     double budget = c->gpu_memory_utilization * (double)total - (double)used;
@@ -472,7 +476,7 @@ ds_status srv_engine_start(const server_config *cfg, srv_metrics *m, srv_engine 
         e->vocab = ds_engine_vocab_size(e->eng);
         e->max_ctx = ds_engine_max_context(e->eng);
         e->eos = ds_engine_eos_id(e->eng);
-        st = warm_up(e, err);
+        st = warm_up(e->eng, cfg->max_num_batched_tokens, err);
     }
     if (!st) {
         sched_config sc = {.max_num_seqs = cfg->max_num_seqs, .max_num_batched_tokens = cfg->max_num_batched_tokens,
