@@ -141,7 +141,7 @@ static memo_slot *memo_find(enc_memo *m, const uint8_t *s, size_t n, uint32_t h)
 static void memo_grow(enc_memo *m) {
     uint32_t old_cap = m->cap;
     memo_slot *old = m->slot;
-    m->cap = old_cap ? 2 * old_cap : 4096;
+    m->cap = old_cap ? 2 * old_cap : 256;
     m->slot = ds_xcalloc(m->cap, sizeof *m->slot);
     for (uint32_t i = 0; i < old_cap; i++) {
         if (!old[i].key_len) continue;
@@ -160,7 +160,7 @@ static void memo_put(enc_memo *m, const uint8_t *s, size_t n, uint32_t h, const 
     }
     memo_slot *e = memo_find(m, s, n, h);
     if (m->n_ids + k > m->cap_ids) {
-        while (m->n_ids + k > m->cap_ids) m->cap_ids = m->cap_ids ? 2 * m->cap_ids : 4096;
+        while (m->n_ids + k > m->cap_ids) m->cap_ids = m->cap_ids ? 2 * m->cap_ids : 512;
         m->ids = ds_xrealloc(m->ids, m->cap_ids * sizeof *m->ids);
     }
     *e = (memo_slot){h, (uint32_t)m->keys.len, (uint32_t)n, (uint32_t)m->n_ids, (uint32_t)k};
