@@ -14,6 +14,7 @@ typedef enum {
     DS_DTYPE_I32,
     DS_DTYPE_I64,
     DS_DTYPE_U8,
+    DS_DTYPE_NVFP4,   /* not a safetensors dtype: a U8 [rows, cols/2] weight with its NVFP4 scales */
     DS_DTYPE_COUNT
 } ds_dtype;
 
@@ -45,6 +46,14 @@ extern float ds_fp8_e4m3_table[256];
 void ds_dtype_init(void);   /* fills the lookup tables; idempotent, thread-safe */
 static inline float ds_fp8_e4m3_to_f32(uint8_t v) { return ds_fp8_e4m3_table[v]; }
 float ds_fp8_e4m3_decode(uint8_t v);  /* by formula; the table is built from it */
+
+/* float32 -> float8_e4m3fn, round to nearest even, saturating to +-448 (NaN stays NaN). */
+uint8_t ds_f32_to_fp8_e4m3(float x);
+
+/* NVFP4 element: E2M1 code (bit 3 sign; magnitudes 0, .5, 1, 1.5, 2, 3, 4, 6). */
+extern const float ds_e2m1_values[16];
+/* Nearest E2M1 code of x (clamped to +-6; ties as in the reference quantizers: spec 13.4). */
+uint8_t ds_f32_to_e2m1(float x);
 
 /* Converts n elements of dtype t at src into float32 at dst. */
 void ds_convert_to_f32(ds_dtype t, const void *src, float *dst, size_t n);

@@ -174,6 +174,11 @@ static void read_quant(cfg_reader *r, ds_config *c) {
     const cJSON *q = field(r, "quantization_config");
     if (!cJSON_IsObject(q)) return;
     const char *m = get_str(q, "quant_method");
+    const char *algo = get_str(q, "quant_algo");
+    if (m && !strcmp(m, "modelopt") && algo && strstr(algo, "NVFP4")) {
+        c->nvfp4 = 1;   /* per-tensor: each U8 weight is bound with its scales (weights.c) */
+        return;
+    }
     if (!m || strcmp(m, "fp8") != 0) {
         r->st = ds_seterr(r->err, DS_ERR_UNSUPPORTED, "%s: unsupported quantization_config.quant_method \"%s\"",
                           r->where, m ? m : "(none)");

@@ -41,6 +41,7 @@ typedef struct {
     int bos_token_id, eos_token_id;
     int fp8;                 /* quantization_config fp8 with 128x128 blocks */
     int fp8_block[2];
+    int nvfp4;               /* quantization_config modelopt NVFP4 (weights may be U8 + scales) */
 
     /* rope / yarn */
     double rope_theta;

@@ -106,6 +106,10 @@ ds_status ds_engine_open(const char *dir, const ds_engine_opts *o, ds_engine **o
     if (!st) st = dummy ? ds_weights_dummy(&e->cfg, &e->w, err) : ds_weights_bind(&e->cfg, e->st, &e->w, err);
     if (!st && dummy && !(o->backend && strcmp(o->backend, "cuda") == 0))
         st = ds_seterr(err, DS_ERR_UNSUPPORTED, "dummy weights are generated on the GPU: use backend cuda");
+    int cuda = o && o->backend && strcmp(o->backend, "cuda") == 0;
+    if (!st && cuda && ds_weights_count_dtype(&e->cfg, &e->w, DS_DTYPE_NVFP4))
+        st = ds_seterr(err, DS_ERR_UNSUPPORTED, "%s: NVFP4 weights are not supported by the cuda backend yet "
+                       "(use --backend cpu)", dir);
     if (!st) st = create_backend(e, o, err);
     if (!st) st = create_cache(e, o, err);
     if (st) {

@@ -60,6 +60,33 @@ static ds_status bind_scale(binder *b, const ds_st_tensor *t, ds_weight *w) {
     return DS_OK;
 }
 
+/* An NVFP4 weight (spec 13.2): U8 [rows, cols/2] with weight_scale F8_E4M3 [rows, cols/16] and
+ * weight_scale_2 F32 (a scalar, shape [] or [1]). input_scale is not needed: activations stay BF16/fp32. */
+static ds_status bind_nvfp4(binder *b, const ds_st_tensor *t, ds_weight *w, int rows, int cols) {
+    char nm[512];
+    if (cols % 16 || t->ndim != 2 || t->shape[0] != rows || t->shape[1] != cols / 2)
+        return ds_seterr(b->err, DS_ERR_FORMAT, "%s: tensor %s is U8 but not an NVFP4 [%d, %d] weight of [%d, %d]",
+                         t->file, t->name, rows, cols / 2, rows, cols);
+    snprintf(nm, sizeof nm, "%.*s_scale", (int)strlen(t->name), t->name);
+    const ds_st_tensor *s = ds_st_find(b->set, nm);
+    if (!s || s->dtype != DS_DTYPE_F8_E4M3 || s->ndim != 2 || s->shape[0] != rows || s->shape[1] != cols / 16)
+        return ds_seterr(b->err, DS_ERR_FORMAT, "%s: NVFP4 weight %s needs %s as F8_E4M3 [%d, %d]", t->file, t->name,
+                         nm, rows, cols / 16);
+    snprintf(nm, sizeof nm, "%s_scale_2", t->name);
+    const ds_st_tensor *g = ds_st_find(b->set, nm);
+    if (!g || g->dtype != DS_DTYPE_F32 || g->numel != 1)
+        return ds_seterr(b->err, DS_ERR_FORMAT, "%s: NVFP4 weight %s needs %s as one F32", t->file, t->name, nm);
+    memcpy(&w->global_scale, g->data, sizeof(float));
+    w->data = t->data;
+    w->dtype = DS_DTYPE_NVFP4;
+    w->rows = rows;
+    w->cols = cols;
+    w->block_scale = s->data;
+    w->name = t->name;
+    b->n_bound += 3;
+    return DS_OK;
+}
+
 /* Binds `name` with shape [rows, cols] (cols == 0: a 1-D tensor of `rows`). optional: absent is ok. */
 static ds_status bind(binder *b, ds_weight *w, const char *name, int rows, int cols, int optional) {
     memset(w, 0, sizeof(*w));
@@ -69,6 +96,7 @@ static ds_status bind(binder *b, ds_weight *w, const char *name, int rows, int c
         if (optional) return DS_OK;
         return ds_seterr(b->err, DS_ERR_FORMAT, "missing tensor %s in the checkpoint", name);
     }
+    if (t->dtype == DS_DTYPE_U8 && cols) return bind_nvfp4(b, t, w, rows, cols);
     int ok_shape = cols ? (t->ndim == 2 && t->shape[0] == rows && t->shape[1] == cols)
                         : (t->ndim == 1 && t->shape[0] == rows);
     if (!ok_shape) {
@@ -209,7 +237,24 @@ void ds_weights_free(ds_model_weights *w) {
     memset(w, 0, sizeof(*w));
 }
 
+static void nvfp4_row_f32(const ds_weight *w, int r, float *dst) {
+    const uint8_t *q = (const uint8_t *)w->data + (size_t)r * (size_t)(w->cols / 2);
+    const uint8_t *bs = w->block_scale + (size_t)r * (size_t)(w->cols / 16);
+    for (int c0 = 0; c0 < w->cols; c0 += 16) {
+        float s = ds_fp8_e4m3_to_f32(bs[c0 / 16]) * w->global_scale;
+        for (int j = 0; j < 16; j += 2) {
+            uint8_t byte = q[(c0 + j) / 2];
+            dst[c0 + j] = ds_e2m1_values[byte & 15] * s;
+            dst[c0 + j + 1] = ds_e2m1_values[byte >> 4] * s;
+        }
+    }
+}
+
 void ds_weight_row_f32(const ds_weight *w, int r, float *dst) {
+    if (w->dtype == DS_DTYPE_NVFP4) {
+        nvfp4_row_f32(w, r, dst);
+        return;
+    }
     size_t esz = ds_dtype_size(w->dtype);
     const char *row = (const char *)w->data + (size_t)r * (size_t)w->cols * esz;
     ds_convert_to_f32(w->dtype, row, dst, (size_t)w->cols);
@@ -225,7 +270,26 @@ void ds_weight_row_f32(const ds_weight *w, int r, float *dst) {
 
 size_t ds_weight_bytes(const ds_weight *w) {
     if (!w->data) return 0;
+    if (w->dtype == DS_DTYPE_NVFP4) return (size_t)w->rows * (size_t)w->cols * 9 / 16 + 4;
     size_t n = (size_t)w->rows * (size_t)w->cols * ds_dtype_size(w->dtype);
     if (w->scale) n += (size_t)((w->rows + 127) / 128) * (size_t)w->scale_cols * 4;
+    return n;
+}
+
+static int count_layer(const ds_config *c, const ds_layer_weights *L, ds_dtype t) {
+    const ds_weight *fixed[] = {&L->q_a, &L->q_b, &L->q, &L->kv_a, &L->kv_b, &L->o, &L->gate, &L->up, &L->down,
+                                &L->sh_gate, &L->sh_up, &L->sh_down};
+    int n = 0;
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) n += fixed[i]->data && fixed[i]->dtype == t;
+    if (L->is_moe && L->exp_gate)
+        for (int e = 0; e < c->n_routed_experts; e++)
+            n += (L->exp_gate[e].dtype == t) + (L->exp_up[e].dtype == t) + (L->exp_down[e].dtype == t);
+    return n;
+}
+
+int ds_weights_count_dtype(const ds_config *c, const ds_model_weights *w, ds_dtype t) {
+    int n = 0;
+    for (int i = 0; i < w->n_layers; i++) n += count_layer(c, &w->layers[i], t);
+    if (w->mtp.present) n += count_layer(c, &w->mtp.layer, t);
     return n;
 }

@@ -16,6 +16,10 @@ typedef struct {
     int rows, cols;       /* a 1-D tensor has rows = 1 */
     const float *scale;   /* F8_E4M3 only: [ceil(rows/128), ceil(cols/128)] row-major; else NULL */
     int scale_cols;       /* ceil(cols/128) */
+    /* NVFP4 only (dtype DS_DTYPE_NVFP4, spec 13): data is U8 [rows, cols/2], two E2M1 codes a byte, the
+     * even element in the low nibble; W[r, c] = e2m1 * fp8(block_scale[r, c/16]) * global_scale. */
+    const uint8_t *block_scale;  /* F8_E4M3 [rows, cols/16] (weight_scale) */
+    float global_scale;          /* weight_scale_2 */
     const char *name;     /* tensor name in the checkpoint */
 } ds_weight;
 
@@ -76,6 +80,9 @@ extern const unsigned char ds_weight_dummy_tag[1];
 #define DS_WEIGHT_DUMMY ((const void *)ds_weight_dummy_tag)
 ds_status ds_weights_dummy(const ds_config *cfg, ds_model_weights *w, char *err);
 void ds_weights_free(ds_model_weights *w);
+
+/* Number of bound weights (all layers, MTP included) stored in dtype t. */
+int ds_weights_count_dtype(const ds_config *cfg, const ds_model_weights *w, ds_dtype t);
 
 /* Row r of w as float32 (dequantized with its block scale for FP8), into dst[cols]. */
 void ds_weight_row_f32(const ds_weight *w, int r, float *dst);
