@@ -114,8 +114,11 @@ void ds_sampling_defaults(ds_sampling_params *p);
 typedef struct ds_sampler ds_sampler;
 ds_status ds_sampler_new(const ds_sampling_params *p, int vocab_size, ds_sampler **out, char *err);
 void ds_sampler_free(ds_sampler *s);
-/* Records a token of the context (prompt or generated) for the penalties. */
+/* Records a generated token: it counts for all three penalties. */
 void ds_sampler_accept(ds_sampler *s, int32_t token);
+/* Records a prompt token: it counts for the repetition penalty only (as in vLLM and HF; the OpenAI
+ * presence and frequency penalties look at generated tokens). */
+void ds_sampler_accept_prompt(ds_sampler *s, int32_t token);
 /* Picks the next token from one row of logits (modified in place by penalties and filters). */
 int32_t ds_sampler_sample(ds_sampler *s, float *logits);
 

@@ -107,7 +107,7 @@ static ds_status reply(chat_session *cs, const int32_t *feed, int n_feed, int co
     size_t alen = 0, len;
     *answer = ds_xstrdup("");
     ds_status st = ds_sampler_new(&cs->a.sp, V, &smp, err);
-    for (int i = 0; !st && i < cs->n_held; i++) ds_sampler_accept(smp, cs->held[i]);
+    for (int i = 0; !st && i < cs->n_held; i++) ds_sampler_accept_prompt(smp, cs->held[i]);
     ds_batch_item it = {.seq = cs->seq, .tokens = feed, .n_tokens = n_feed};
     if (!st) st = ds_engine_forward(cs->eng, &it, 1, logits, err);
     if (!st) remember(cs, feed, n_feed);

@@ -82,7 +82,7 @@ static ds_status generate_cmd(ds_engine *eng, const model_args *a, char *err) {
     if (!st) st = prompt_ids(a, tok, &ids, &n, err);
     if (!st) st = ds_seq_new(eng, &seq, err);
     if (!st) st = ds_sampler_new(&a->sp, ds_engine_vocab_size(eng), &smp, err);
-    for (int i = 0; !st && i < n; i++) ds_sampler_accept(smp, ids[i]);
+    for (int i = 0; !st && i < n; i++) ds_sampler_accept_prompt(smp, ids[i]);
     if (!st && !a->print_ids) {
         pc.detok = ds_detok_new(tok, 1);
         if (a->prompt) fputs(a->prompt, stdout);   /* echo the prompt; the continuation follows it */

@@ -15,8 +15,9 @@
 struct ds_sampler {
     ds_sampling_params p;
     int vocab;
-    int *count;      /* [vocab] occurrences in the context */
-    int32_t *seen;   /* distinct tokens seen, in first-seen order */
+    int *count;      /* [vocab] occurrences among the generated tokens */
+    uint8_t *in_prompt; /* [vocab] 1 if the token occurs in the prompt */
+    int32_t *seen;   /* distinct tokens seen (prompt or generated), in first-seen order */
     int n_seen;
     uint64_t rng;
     int32_t *order;  /* [vocab] scratch for sorting */
@@ -55,6 +56,7 @@ ds_status ds_sampler_new(const ds_sampling_params *p, int vocab, ds_sampler **ou
     s->p = *p;
     s->vocab = vocab;
     s->count = ds_xcalloc((size_t)vocab, sizeof(int));
+    s->in_prompt = ds_xcalloc((size_t)vocab, 1);
     s->seen = ds_xmalloc(sizeof(int32_t) * 64);
     s->order = ds_xmalloc(sizeof(int32_t) * (size_t)vocab);
     s->prob = ds_xmalloc(sizeof(float) * (size_t)vocab);
@@ -65,17 +67,27 @@ ds_status ds_sampler_new(const ds_sampling_params *p, int vocab, ds_sampler **ou
 
 void ds_sampler_free(ds_sampler *s) {
     if (!s) return;
-    free(s->count); free(s->seen); free(s->order); free(s->prob);
+    free(s->count); free(s->in_prompt); free(s->seen); free(s->order); free(s->prob);
     free(s);
+}
+
+static void note_seen(ds_sampler *s, int32_t tok) {
+    if (s->count[tok] || s->in_prompt[tok]) return;
+    if ((s->n_seen & (s->n_seen - 1)) == 0 && s->n_seen >= 64)
+        s->seen = ds_xrealloc(s->seen, sizeof(int32_t) * (size_t)s->n_seen * 2);
+    s->seen[s->n_seen++] = tok;
 }
 
 void ds_sampler_accept(ds_sampler *s, int32_t tok) {
     if (tok < 0 || tok >= s->vocab) return;
-    if (s->count[tok]++ == 0) {
-        if ((s->n_seen & (s->n_seen - 1)) == 0 && s->n_seen >= 64)
-            s->seen = ds_xrealloc(s->seen, sizeof(int32_t) * (size_t)s->n_seen * 2);
-        s->seen[s->n_seen++] = tok;
-    }
+    note_seen(s, tok);
+    s->count[tok]++;
+}
+
+void ds_sampler_accept_prompt(ds_sampler *s, int32_t tok) {
+    if (tok < 0 || tok >= s->vocab) return;
+    note_seen(s, tok);
+    s->in_prompt[tok] = 1;
 }
 
 static void apply_penalties(const ds_sampler *s, float *logits) {
@@ -84,7 +96,7 @@ static void apply_penalties(const ds_sampler *s, float *logits) {
         int t = s->seen[i];
         float *l = &logits[t];
         if (p->repetition_penalty != 1.0f) *l = *l > 0 ? *l / p->repetition_penalty : *l * p->repetition_penalty;
-        *l -= p->presence_penalty + p->frequency_penalty * (float)s->count[t];
+        if (s->count[t]) *l -= p->presence_penalty + p->frequency_penalty * (float)s->count[t];
     }
 }
 

@@ -152,13 +152,26 @@ static void test_sampler(void) {
     ds_sampling_defaults(&sp);
     sp.temperature = 0;
     CHECK(sample_once(&sp, logits, V) == 1);
-    sp.repetition_penalty = 2.0f;   /* token 1 seen: 3.0 -> 1.5, so 2 wins */
+    sp.repetition_penalty = 2.0f;   /* token 1 in the prompt: 3.0 -> 1.5, so 2 wins */
     ds_sampler *s;
     CHECK(ds_sampler_new(&sp, V, &s, err) == DS_OK);
-    ds_sampler_accept(s, 1);
+    ds_sampler_accept_prompt(s, 1);
     float l[V];
     memcpy(l, logits, sizeof l);
     CHECK(ds_sampler_sample(s, l) == 2);
+    ds_sampler_free(s);
+    /* presence/frequency count generated tokens only: a prompt token is not penalised */
+    ds_sampling_defaults(&sp);
+    sp.temperature = 0;
+    sp.presence_penalty = 1.0f;
+    sp.frequency_penalty = 0.5f;
+    CHECK(ds_sampler_new(&sp, V, &s, err) == DS_OK);
+    ds_sampler_accept_prompt(s, 1);
+    memcpy(l, logits, sizeof l);
+    CHECK(ds_sampler_sample(s, l) == 1 && l[1] == 3.0f);
+    ds_sampler_accept(s, 1);          /* generated once: 3.0 - 1.0 - 0.5 = 1.5 < 2.9 */
+    memcpy(l, logits, sizeof l);
+    CHECK(ds_sampler_sample(s, l) == 2 && l[1] == 1.5f);
     ds_sampler_free(s);
     ds_sampling_defaults(&sp);
     sp.temperature = 1.0f;

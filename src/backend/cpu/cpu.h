@@ -19,6 +19,11 @@ typedef struct {
     size_t mlp_work_n, moe_work_n;
 } ds_cpu_backend;
 
+/* Work (multiply-adds or elements) below which an op runs on the calling thread: waking the team costs
+ * more than small ops take, and on a loaded machine it costs much more. */
+#define CPU_PAR_MIN_WORK (1 << 16)
+#define CPU_PAR(work) ((double)(work) >= CPU_PAR_MIN_WORK)
+
 static inline ds_cpu_backend *cpu_of(ds_backend *be) { return (ds_cpu_backend *)be; }
 
 /* Per-thread scratch of thread_work_n floats for the calling OpenMP thread. */

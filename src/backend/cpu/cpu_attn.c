@@ -48,7 +48,7 @@ static void naive_one_seq(ds_cpu_backend *cb, float *out, const float *q, const 
     gather_context(b, c, cache, s, lat, kpe);
     cpu_linear(&cb->base, kvb, lat, kv_b, L);   /* [L, H*(dn+dv)] */
     int t0 = b->seq_start[s], T = b->seq_start[s + 1] - t0;
-#pragma omp parallel for collapse(2) num_threads(cb->n_threads) schedule(dynamic)
+#pragma omp parallel for collapse(2) num_threads(cb->n_threads) schedule(dynamic) if (CPU_PAR((double)H * T * L * (dn + dr + dv)))
     for (int h = 0; h < H; h++)
         for (int t = 0; t < T; t++) {
             float *sc = cpu_thread_scratch(cb);
@@ -96,7 +96,12 @@ void cpu_attn_absorbed(ds_backend *be, float *out, const float *q, const float *
     const ds_batch_meta *b = &cb->b;
     int H = c->num_heads, C = c->kv_lora_rank, dqk = c->qk_head_dim, dv = c->v_head_dim;
     int hw = c->qk_nope_head_dim + dv;
-#pragma omp parallel for num_threads(cb->n_threads) schedule(dynamic)
+    double work = 0;
+    for (int i = 0; i < n_seqs; i++) {
+        int s = seqs[i];
+        work += (double)(b->seq_start[s + 1] - b->seq_start[s]) * (b->seq_ctx[s] + 2.0 * hw) * C;
+    }
+#pragma omp parallel for num_threads(cb->n_threads) schedule(dynamic) if (CPU_PAR(work * H))
     for (int h = 0; h < H; h++) {
         float *wkv = cpu_thread_scratch(cb), *work = wkv + (size_t)hw * C;
         for (int r = 0; r < hw; r++) ds_weight_row_f32(kv_b, h * hw + r, wkv + (size_t)r * C);

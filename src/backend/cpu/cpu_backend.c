@@ -91,7 +91,7 @@ static void cpu_embed(ds_backend *be, float *out, const ds_weight *emb) {
 static void cpu_rmsnorm(ds_backend *be, float *out, int out_stride, const float *x, int x_stride,
                         const ds_weight *w, int M, int n, float eps) {
     ds_cpu_backend *cb = cpu_of(be);
-#pragma omp parallel num_threads(cb->n_threads)
+#pragma omp parallel num_threads(cb->n_threads) if (CPU_PAR((double)M * n))
     {
         float *wv = cpu_thread_scratch(cb);
         ds_weight_row_f32(w, 0, wv);
@@ -116,7 +116,7 @@ static void cpu_rope(ds_backend *be, float *x, int row_stride, int n_heads, int 
     const ds_config *c = be->cfg;
     int half = c->qk_rope_head_dim / 2;
     float A = c->rope_amplitude;
-#pragma omp parallel for num_threads(cb->n_threads) schedule(static)
+#pragma omp parallel for num_threads(cb->n_threads) schedule(static) if (CPU_PAR((double)cb->b.n_tokens * n_heads * half * 16))
     for (int m = 0; m < cb->b.n_tokens; m++) {
         float cs[DS_MAX_ROPE_DIM / 2], sn[DS_MAX_ROPE_DIM / 2];
         for (int i = 0; i < half; i++) {

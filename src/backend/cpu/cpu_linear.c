@@ -76,7 +76,7 @@ void cpu_linear(ds_backend *be, float *out, const float *x, const ds_weight *w, 
     ds_cpu_backend *cb = cpu_of(be);
     int N = w->rows, K = w->cols, n_blocks = (N + NB - 1) / NB;
     DS_CHECK(cpu_linear_scratch_floats(K) <= cb->thread_work_n);
-#pragma omp parallel num_threads(cb->n_threads)
+#pragma omp parallel num_threads(cb->n_threads) if (CPU_PAR((double)N * K * M))
     {
         float *wt = cpu_thread_scratch(cb), *row = wt + (size_t)K * NB;
 #pragma omp for schedule(static)
@@ -101,7 +101,7 @@ void cpu_mlp(ds_backend *be, float *out, const float *x, const ds_weight *gate, 
     float *g = cb->mlp_work, *u = cb->mlp_work + n;
     cpu_linear(be, g, x, gate, M);
     cpu_linear(be, u, x, up, M);
-#pragma omp parallel for num_threads(cb->n_threads) schedule(static)
+#pragma omp parallel for num_threads(cb->n_threads) schedule(static) if (CPU_PAR(n * 16))
     for (size_t i = 0; i < n; i++) g[i] = silu(g[i]) * u[i];
     cpu_linear(be, out, g, down, M);
 }

@@ -117,7 +117,7 @@ static void route_all(ds_backend *be, const float *x, const ds_layer_weights *L,
         ds_weight_row_f32(&L->router_bias, 0, b->bias);
         bias = b->bias;
     }
-#pragma omp parallel for num_threads(cb->n_threads) schedule(static)
+#pragma omp parallel for num_threads(cb->n_threads) schedule(static) if (CPU_PAR((double)M * E * 16))
     for (int m = 0; m < M; m++)
         ds_route_token(c, b->logits + (size_t)m * E, bias, b->ids + (size_t)m * K, b->w + (size_t)m * K,
                        cpu_thread_scratch(cb));
