@@ -17,6 +17,7 @@ struct sched {
     pcache *cache;             /* NULL when prefix caching is off */
     req_list waiting, running;
     sched_item *items;         /* [max_num_seqs] */
+    int seq_limit;             /* admission limit, 1..max_num_seqs */
     uint64_t next_id, prefix_queries, prefix_hits, n_preemptions;
     int *scratch;              /* [n_pages] for sched_check and adoption */
 };
@@ -59,12 +60,18 @@ ds_status sched_new(const sched_config *cfg, const sched_kv *kv, sched **out, ch
     s->items = ds_xcalloc((size_t)cfg->max_num_seqs, sizeof(sched_item));
     s->scratch = ds_xcalloc((size_t)s->n_pages + 1, sizeof(int));
     s->next_id = 1;
+    s->seq_limit = cfg->max_num_seqs;
     *out = s;
     return DS_OK;
 }
 
 int sched_pages_for(const sched *s, int n_tokens) { return (n_tokens + s->page_size - 1) / s->page_size; }
 int sched_has_work(const sched *s) { return s->waiting.n + s->running.n > 0; }
+int sched_seq_limit(const sched *s) { return s->seq_limit; }
+
+void sched_set_seq_limit(sched *s, int limit) {
+    s->seq_limit = limit < 1 ? 1 : limit > s->cfg.max_num_seqs ? s->cfg.max_num_seqs : limit;
+}
 
 sched_req *sched_add(sched *s, const int32_t *prompt, int n, void *user) {
     DS_CHECK(n >= 1);
@@ -225,9 +232,9 @@ static int plan_running(sched *s, sched_batch *b, int *budget) {
     return reserved;
 }
 
-/* Waiting requests, in order, while a sequence slot, budget and pages allow. */
+/* Waiting requests, in order, while a sequence slot (under the limit), budget and pages allow. */
 static void plan_waiting(sched *s, sched_batch *b, int *budget, int reserved) {
-    while (s->waiting.head && *budget > 0 && s->running.n < s->cfg.max_num_seqs) {
+    while (s->waiting.head && *budget > 0 && s->running.n < s->seq_limit) {
         sched_req *r = s->waiting.head;
         adopt_cached(s, r);
         int n = r->n_tokens - r->n_computed;
@@ -279,6 +286,7 @@ void sched_get_stats(const sched *s, sched_stats *st) {
     st->prefix_queries = s->prefix_queries;
     st->prefix_hits = s->prefix_hits;
     st->n_preemptions = s->n_preemptions;
+    st->seq_limit = s->seq_limit;
 }
 
 static ds_status check_queues(const sched *s, char *err) {

@@ -103,6 +103,7 @@ typedef struct {
     int pages_total, pages_free, pages_used, pages_cached;
     uint64_t prefix_queries, prefix_hits;   /* tokens looked up / found in the prefix cache */
     uint64_t n_preemptions;
+    int seq_limit;           /* the admission limit now (sched_set_seq_limit), <= max_num_seqs */
 } sched_stats;
 
 typedef struct sched sched;
@@ -124,6 +125,11 @@ void sched_append(sched *s, sched_req *r, int32_t token);
 void sched_finish(sched *s, sched_req *r);
 
 int sched_has_work(const sched *s);
+/* The running-request limit that admission honours from now on, clamped to [1, max_num_seqs] (the
+ * adaptive controller's output; it starts at max_num_seqs). Lowering it preempts nothing: running
+ * requests finish, and waiting ones are admitted only while fewer than the limit run. */
+void sched_set_seq_limit(sched *s, int limit);
+int sched_seq_limit(const sched *s);
 void sched_get_stats(const sched *s, sched_stats *st);
 /* Verifies the page invariant and the queues; DS_OK, or DS_ERR_FORMAT with what is broken. */
 ds_status sched_check(const sched *s, char *err);
