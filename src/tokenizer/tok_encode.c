@@ -46,6 +46,7 @@ typedef struct {
     int32_t *ids; size_t n, cap;       /* output */
     bpe_sym *sym; size_t sym_cap;      /* BPE scratch */
     bpe_cand *heap; size_t heap_cap;
+    tok_buf scratch;                   /* ByteLevel prefix-space copy of a piece */
     ds_status st;
     char *err;
 } enc_ctx;
@@ -230,35 +231,102 @@ static void bpe_merge(enc_ctx *c, const uint8_t *s, size_t n) {
 /* ---- pre-tokenizer ---- */
 static void pretok(enc_ctx *c, const uint8_t *s, size_t n, int step);
 
-/* One Split(Isolated) step over s[0..n): recurse into every match and every gap. */
-static void split_step(enc_ctx *c, const uint8_t *s, size_t n, int step) {
-    pcre2_code *re = c->tok->steps[step].re;
-    size_t pos = 0, prev = 0;
-    while (pos <= n && !c->st) {
-        int rc = pcre2_match(re, s, n, pos, PCRE2_NO_UTF_CHECK, c->md, NULL);
-        if (rc == PCRE2_ERROR_NOMATCH) break;
-        if (rc < 0) {
-            PCRE2_UCHAR msg[128];
-            pcre2_get_error_message(rc, msg, sizeof msg);
-            c->st = ds_seterr(c->err, DS_ERR_ARG, "pre-tokenizer regex failed: %s", (char *)msg);
-            return;
-        }
-        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(c->md);
-        size_t ms = ov[0], me = ov[1];
-        if (ms > prev) pretok(c, s + prev, ms - prev, step + 1);
-        if (me > ms) pretok(c, s + ms, me - ms, step + 1);
-        prev = me;
-        if (me > ms) { pos = me; continue; }
-        if (me >= n) break;                        /* empty match: retry one character further */
-        pos = me + 1;
-        while (pos < n && (s[pos] & 0xC0) == 0x80) pos++;
+/* Next match of re in s[0..n) at or after *pos: 1 (match [*ms, *me)), 0 (none) or -1 (error, set in c).
+ * After an empty match the search resumes one character further (Oniguruma's find_iter, used by HF). */
+static int next_match(enc_ctx *c, pcre2_code *re, const uint8_t *s, size_t n, size_t *pos, size_t *ms, size_t *me) {
+    if (*pos > n) return 0;
+    int rc = pcre2_match(re, s, n, *pos, PCRE2_NO_UTF_CHECK, c->md, NULL);
+    if (rc == PCRE2_ERROR_NOMATCH) return 0;
+    if (rc < 0) {
+        PCRE2_UCHAR msg[128];
+        pcre2_get_error_message(rc, msg, sizeof msg);
+        c->st = ds_seterr(c->err, DS_ERR_ARG, "pre-tokenizer regex failed: %s", (char *)msg);
+        return -1;
     }
-    if (prev < n && !c->st) pretok(c, s + prev, n - prev, step + 1);
+    PCRE2_SIZE *ov = pcre2_get_ovector_pointer(c->md);
+    *ms = ov[0];
+    *me = ov[1];
+    *pos = *me;
+    if (*me == *ms) {
+        *pos = *me + 1;
+        while (*pos < n && (s[*pos] & 0xC0) == 0x80) (*pos)++;
+    }
+    return 1;
+}
+
+/* Split(Isolated), the common case, streamed: recurse into every match and every gap. */
+static void split_isolated(enc_ctx *c, pcre2_code *re, const uint8_t *s, size_t n, int next) {
+    size_t pos = 0, prev = 0, ms, me;
+    while (!c->st && next_match(c, re, s, n, &pos, &ms, &me) > 0) {
+        if (ms > prev) pretok(c, s + prev, ms - prev, next);
+        if (me > ms) pretok(c, s + ms, me - ms, next);
+        prev = me;
+    }
+    if (prev < n && !c->st) pretok(c, s + prev, n - prev, next);
+}
+
+typedef struct { size_t start, end; int match; } split_piece;
+
+static void pieces_push(split_piece **p, size_t *np, size_t *cap, size_t start, size_t end, int match) {
+    if (*np == *cap) *p = ds_xrealloc(*p, (*cap = *cap ? 2 * *cap : 16) * sizeof **p);
+    (*p)[(*np)++] = (split_piece){start, end, match};
+}
+
+/* HF NormalizedString::split for the other behaviors: list matches and gaps (flags flipped by invert),
+ * merge them as the behavior says, recurse into the non-empty results. */
+static void split_general(enc_ctx *c, const tok_pretok_step *st, const uint8_t *s, size_t n, int next) {
+    split_piece *m = NULL, *out = NULL;
+    size_t nm = 0, cm = 0, no = 0, co = 0, pos = 0, prev = 0, ms, me;
+    while (!c->st && next_match(c, st->re, s, n, &pos, &ms, &me) > 0) {
+        if (ms > prev) pieces_push(&m, &nm, &cm, prev, ms, 0);
+        pieces_push(&m, &nm, &cm, ms, me, 1);
+        prev = me;
+    }
+    if (prev < n) pieces_push(&m, &nm, &cm, prev, n, 0);
+    for (size_t i = 0; i < nm; i++) m[i].match ^= st->invert;
+    int prev_match = 0;
+    if (st->behavior == SPLIT_MERGED_NEXT) {           /* walk backwards, merge a match into the next */
+        for (size_t i = nm; i-- > 0;) {
+            if (m[i].match && !prev_match && no) out[no - 1].start = m[i].start;
+            else pieces_push(&out, &no, &co, m[i].start, m[i].end, 0);
+            prev_match = m[i].match;
+        }
+        for (size_t i = 0; i < no / 2; i++) { split_piece t = out[i]; out[i] = out[no - 1 - i]; out[no - 1 - i] = t; }
+    } else {
+        for (size_t i = 0; i < nm; i++) {
+            int merge = st->behavior == SPLIT_MERGED_PREV ? m[i].match && !prev_match
+                      : st->behavior == SPLIT_CONTIGUOUS ? m[i].match == prev_match : 0;
+            if (st->behavior == SPLIT_REMOVED && m[i].match) continue;
+            if (merge && no) out[no - 1].end = m[i].end;
+            else pieces_push(&out, &no, &co, m[i].start, m[i].end, 0);
+            prev_match = m[i].match;
+        }
+    }
+    for (size_t i = 0; i < no && !c->st; i++)
+        if (out[i].end > out[i].start) pretok(c, s + out[i].start, out[i].end - out[i].start, next);
+    free(m);
+    free(out);
+}
+
+/* ByteLevel: optional prefix space (HF adds it to every piece that lacks one), optional GPT-2 split. */
+static void byte_level(enc_ctx *c, const tok_pretok_step *st, const uint8_t *s, size_t n, int next) {
+    if (st->add_prefix_space && s[0] != ' ') {
+        c->scratch.len = 0;
+        tok_buf_put(&c->scratch, " ", 1);
+        tok_buf_put(&c->scratch, s, n);
+        s = (const uint8_t *)c->scratch.p;   /* safe: nothing below re-enters this step */
+        n = c->scratch.len;
+    }
+    if (st->re) split_isolated(c, st->re, s, n, next);
+    else pretok(c, s, n, next);
 }
 
 static void pretok(enc_ctx *c, const uint8_t *s, size_t n, int step) {
-    if (step == c->tok->n_steps) bpe(c, s, n);
-    else split_step(c, s, n, step);
+    if (step == c->tok->n_steps) { bpe(c, s, n); return; }
+    const tok_pretok_step *st = &c->tok->steps[step];
+    if (st->kind == STEP_BYTELEVEL) byte_level(c, st, s, n, step + 1);
+    else if (st->behavior == SPLIT_ISOLATED && !st->invert) split_isolated(c, st->re, s, n, step + 1);
+    else split_general(c, st, s, n, step + 1);
 }
 
 /* ---- added tokens ---- */
@@ -285,10 +353,13 @@ static void split_added(enc_ctx *c, const uint8_t *s, size_t n, int pass) {
         int32_t id;
         size_t len = t->first[s[i]] ? trie_longest(t, s + i, n - i, &id) : 0;
         if (!len) { i++; continue; }
-        split_added(c, s + start, i - start, pass + 1);
+        size_t ms = i, me = i + len;
+        /* lstrip/rstrip: the token also takes the whitespace around it (not before the last split) */
+        if (c->tok->flags[id] & TOKF_LSTRIP) ms -= tok_ws_suffix(s + start, ms - start);
+        if (c->tok->flags[id] & TOKF_RSTRIP) me += tok_ws_prefix(s + me, n - me);
+        split_added(c, s + start, ms - start, pass + 1);
         push_id(c, id);
-        i += len;
-        start = i;
+        i = start = me;
     }
     if (!c->st) split_added(c, s + start, n - start, pass + 1);
 }
@@ -306,6 +377,7 @@ ds_status ds_tokenizer_encode(const ds_tokenizer *tok, const char *text, size_t 
     split_added(&c, (const uint8_t *)text, len, 0);
     pcre2_match_data_free(c.md);
     memo_free(&c.memo);
+    tok_buf_free(&c.scratch);
     free(c.sym);
     free(c.heap);
     if (c.st) { free(c.ids); return c.st; }

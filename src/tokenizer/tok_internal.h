@@ -29,6 +29,10 @@ size_t tok_utf8_valid_prefix(const uint8_t *s, size_t n);
 void tok_utf8_lossy(tok_buf *out, const uint8_t *s, size_t n);
 /* Length of a trailing incomplete-but-valid-so-far UTF-8 sequence of s[0..n) (0..3). */
 size_t tok_utf8_incomplete_tail(const uint8_t *s, size_t n);
+/* Byte length of the run of Unicode White_Space chars (Rust char::is_whitespace) that starts s[0..n) /
+ * ends s[0..n). s is valid UTF-8. */
+size_t tok_ws_prefix(const uint8_t *s, size_t n);
+size_t tok_ws_suffix(const uint8_t *s, size_t n);
 
 /* ---- string -> id map (open addressing; owns a copy of its keys) ---- */
 typedef struct {
@@ -65,10 +69,18 @@ typedef struct {
     uint8_t first[256];      /* 1 if some token starts with this byte */
 } tok_trie;
 
-enum { TOKF_VALID = 1, TOKF_ADDED = 2, TOKF_SPECIAL = 4 };
+enum { TOKF_VALID = 1, TOKF_ADDED = 2, TOKF_SPECIAL = 4, TOKF_LSTRIP = 8, TOKF_RSTRIP = 16 };
 
+/* One pre-tokenizer step. A Split cuts every piece by its regex (HF SplitDelimiterBehavior); ByteLevel
+ * is last: it may prepend a space to each piece, then cuts it by GPT-2's regex when use_regex. */
+typedef enum { STEP_SPLIT, STEP_BYTELEVEL } tok_step_kind;
+typedef enum { SPLIT_ISOLATED, SPLIT_REMOVED, SPLIT_MERGED_PREV, SPLIT_MERGED_NEXT, SPLIT_CONTIGUOUS } tok_split_behavior;
 typedef struct {
-    pcre2_code *re;
+    tok_step_kind kind;
+    pcre2_code *re;              /* NULL: ByteLevel without use_regex */
+    tok_split_behavior behavior;
+    int invert;                  /* Split: matches and gaps swap roles */
+    int add_prefix_space;        /* ByteLevel */
 } tok_pretok_step;
 
 #define TOK_MAX_STEPS 8

@@ -194,16 +194,15 @@ static ds_status load_added(ds_tokenizer *tok, const cJSON *added, char *err) {
         int id = cJSON_GetObjectItemCaseSensitive(a, "id")->valueint;
         if (!cJSON_IsString(c) || !c->valuestring[0])
             return ds_seterr(err, DS_ERR_FORMAT, "tokenizer.json: added token %d has no content", id);
-        const char *flags[] = {"lstrip", "rstrip", "single_word"};
-        for (int i = 0; i < 3; i++)
-            if (json_true(a, flags[i]))
-                return ds_seterr(err, DS_ERR_UNSUPPORTED, "tokenizer.json: added token \"%s\" with %s", c->valuestring, flags[i]);
+        if (json_true(a, "single_word"))
+            return ds_seterr(err, DS_ERR_UNSUPPORTED, "tokenizer.json: added token \"%s\" with single_word", c->valuestring);
         size_t n = strlen(c->valuestring);
         /* HF: a normalized token is matched on the normalized text; the normalizer is the identity here,
          * but the two sets are still matched in two passes (raw ones first). */
         trie_add(json_true(a, "normalized") ? &tok->trie_norm : &tok->trie_raw, c->valuestring, n, id);
         tok_strmap_put(&tok->added, c->valuestring, n, id);
-        tok->flags[id] |= TOKF_VALID | TOKF_ADDED | (json_true(a, "special") ? TOKF_SPECIAL : 0);
+        tok->flags[id] |= TOKF_VALID | TOKF_ADDED | (json_true(a, "special") ? TOKF_SPECIAL : 0) |
+                          (json_true(a, "lstrip") ? TOKF_LSTRIP : 0) | (json_true(a, "rstrip") ? TOKF_RSTRIP : 0);
     }
     return DS_OK;
 }
@@ -282,11 +281,12 @@ static ds_status check_normalizer(const cJSON *norm, char *err) {
 static const char *GPT2_PATTERN =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
-static ds_status add_regex(ds_tokenizer *tok, const char *pattern, char *err) {
-    if (tok->n_steps == TOK_MAX_STEPS)
-        return ds_seterr(err, DS_ERR_UNSUPPORTED, "tokenizer.json: more than %d pre-tokenizer splits", TOK_MAX_STEPS);
+/* Compiles a pre-tokenizer pattern (a regex, or a literal string when literal). */
+static ds_status compile_pattern(const char *pattern, int literal, pcre2_code **out, char *err) {
     int ec; PCRE2_SIZE off;
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &ec, &off, NULL);
+    uint32_t opts = literal ? PCRE2_LITERAL | PCRE2_UTF : PCRE2_UTF | PCRE2_UCP;
+    if (!pattern[0]) return ds_seterr(err, DS_ERR_UNSUPPORTED, "tokenizer.json: empty Split pattern");
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, opts, &ec, &off, NULL);
     if (!re) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(ec, msg, sizeof msg);
@@ -294,32 +294,58 @@ static ds_status add_regex(ds_tokenizer *tok, const char *pattern, char *err) {
                          (size_t)off, (char *)msg);
     }
     pcre2_jit_compile(re, PCRE2_JIT_COMPLETE);   /* falls back to the interpreter if JIT is unavailable */
-    tok->steps[tok->n_steps++].re = re;
+    *out = re;
     return DS_OK;
+}
+
+static tok_pretok_step *new_step(ds_tokenizer *tok, char *err) {
+    if (tok->n_steps == TOK_MAX_STEPS) {
+        ds_seterr(err, DS_ERR_UNSUPPORTED, "tokenizer.json: more than %d pre-tokenizer steps", TOK_MAX_STEPS);
+        return NULL;
+    }
+    tok_pretok_step *st = &tok->steps[tok->n_steps++];
+    memset(st, 0, sizeof *st);
+    return st;
+}
+
+static ds_status parse_behavior(const cJSON *beh, tok_split_behavior *out, char *err) {
+    static const struct { const char *name; tok_split_behavior b; } B[] = {
+        {"Isolated", SPLIT_ISOLATED}, {"Removed", SPLIT_REMOVED}, {"MergedWithPrevious", SPLIT_MERGED_PREV},
+        {"MergedWithNext", SPLIT_MERGED_NEXT}, {"Contiguous", SPLIT_CONTIGUOUS}};
+    for (size_t i = 0; cJSON_IsString(beh) && i < sizeof B / sizeof B[0]; i++)
+        if (!strcmp(beh->valuestring, B[i].name)) { *out = B[i].b; return DS_OK; }
+    return ds_seterr(err, DS_ERR_UNSUPPORTED, "tokenizer.json: Split behavior %s", cJSON_IsString(beh) ? beh->valuestring : "?");
+}
+
+static ds_status add_split(ds_tokenizer *tok, const cJSON *p, char *err) {
+    const cJSON *pat = cJSON_GetObjectItemCaseSensitive(p, "pattern");
+    const cJSON *re = cJSON_GetObjectItemCaseSensitive(pat, "Regex"), *lit = cJSON_GetObjectItemCaseSensitive(pat, "String");
+    if (!cJSON_IsString(re) && !cJSON_IsString(lit))
+        return ds_seterr(err, DS_ERR_FORMAT, "tokenizer.json: Split without a Regex or String pattern");
+    tok_split_behavior b = SPLIT_ISOLATED;
+    ds_status st = parse_behavior(cJSON_GetObjectItemCaseSensitive(p, "behavior"), &b, err);
+    if (st) return st;
+    tok_pretok_step *step = new_step(tok, err);
+    if (!step) return DS_ERR_UNSUPPORTED;
+    step->kind = STEP_SPLIT;
+    step->behavior = b;
+    step->invert = json_true(p, "invert");
+    return compile_pattern(cJSON_IsString(re) ? re->valuestring : lit->valuestring, !cJSON_IsString(re), &step->re, err);
 }
 
 static ds_status add_pretok(ds_tokenizer *tok, const cJSON *p, int *saw_byte_level, char *err) {
     const char *type = json_type(p);
     if (*saw_byte_level)
         return ds_seterr(err, DS_ERR_UNSUPPORTED, "tokenizer.json: pre-tokenizer %s after ByteLevel", type);
-    if (!strcmp(type, "Split")) {
-        const cJSON *pat = cJSON_GetObjectItemCaseSensitive(p, "pattern");
-        const cJSON *re = cJSON_GetObjectItemCaseSensitive(pat, "Regex");
-        const cJSON *beh = cJSON_GetObjectItemCaseSensitive(p, "behavior");
-        if (!cJSON_IsString(re))
-            return ds_seterr(err, DS_ERR_UNSUPPORTED, "tokenizer.json: Split pattern other than Regex");
-        if (!cJSON_IsString(beh) || strcmp(beh->valuestring, "Isolated"))
-            return ds_seterr(err, DS_ERR_UNSUPPORTED, "tokenizer.json: Split behavior %s (only Isolated)",
-                             cJSON_IsString(beh) ? beh->valuestring : "?");
-        if (json_true(p, "invert")) return ds_seterr(err, DS_ERR_UNSUPPORTED, "tokenizer.json: Split invert");
-        return add_regex(tok, re->valuestring, err);
-    }
+    if (!strcmp(type, "Split")) return add_split(tok, p, err);
     if (!strcmp(type, "ByteLevel")) {
         *saw_byte_level = 1;
-        if (json_true(p, "add_prefix_space"))
-            return ds_seterr(err, DS_ERR_UNSUPPORTED, "tokenizer.json: ByteLevel pre-tokenizer add_prefix_space");
+        tok_pretok_step *step = new_step(tok, err);
+        if (!step) return DS_ERR_UNSUPPORTED;
+        step->kind = STEP_BYTELEVEL;
+        step->add_prefix_space = json_true(p, "add_prefix_space");
         const cJSON *ur = cJSON_GetObjectItemCaseSensitive(p, "use_regex");
-        if (!cJSON_IsFalse(ur)) return add_regex(tok, GPT2_PATTERN, err);   /* default true */
+        if (!cJSON_IsFalse(ur)) return compile_pattern(GPT2_PATTERN, 0, &step->re, err);   /* default true */
         return DS_OK;
     }
     return ds_seterr(err, DS_ERR_UNSUPPORTED, "tokenizer.json: pre-tokenizer %s", type);
@@ -439,7 +465,7 @@ ds_status ds_tokenizer_load(const char *dir, ds_tokenizer **out, char *err) {
 
 void ds_tokenizer_free(ds_tokenizer *tok) {
     if (!tok) return;
-    for (int i = 0; i < tok->n_steps; i++) pcre2_code_free(tok->steps[i].re);
+    for (int i = 0; i < tok->n_steps; i++) if (tok->steps[i].re) pcre2_code_free(tok->steps[i].re);
     free(tok->trie_raw.n); free(tok->trie_norm.n);
     free(tok->merges);
     tok_strmap_free(&tok->added);

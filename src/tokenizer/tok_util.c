@@ -133,3 +133,35 @@ void tok_strmap_free(tok_strmap *m) {
     m->slot = NULL;
     tok_buf_free(&m->blob);
 }
+
+/* ---- Unicode White_Space ---- */
+static int is_ws(uint32_t c) {
+    return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+           (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+/* Decodes the (valid) UTF-8 char at s; *k = its length. */
+static uint32_t cp_at(const uint8_t *s, size_t *k) {
+    if (s[0] < 0x80) { *k = 1; return s[0]; }
+    if (s[0] < 0xE0) { *k = 2; return ((s[0] & 0x1Fu) << 6) | (s[1] & 0x3Fu); }
+    if (s[0] < 0xF0) { *k = 3; return ((s[0] & 0x0Fu) << 12) | ((s[1] & 0x3Fu) << 6) | (s[2] & 0x3Fu); }
+    *k = 4;
+    return ((s[0] & 0x07u) << 18) | ((s[1] & 0x3Fu) << 12) | ((s[2] & 0x3Fu) << 6) | (s[3] & 0x3Fu);
+}
+
+size_t tok_ws_prefix(const uint8_t *s, size_t n) {
+    size_t i = 0, k;
+    while (i < n && is_ws(cp_at(s + i, &k))) i += k;
+    return i;
+}
+
+size_t tok_ws_suffix(const uint8_t *s, size_t n) {
+    size_t i = n, k;
+    while (i > 0) {
+        size_t j = i - 1;
+        while (j > 0 && (s[j] & 0xC0) == 0x80) j--;
+        if (!is_ws(cp_at(s + j, &k))) break;
+        i = j;
+    }
+    return n - i;
+}

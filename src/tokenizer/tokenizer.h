@@ -26,9 +26,10 @@ typedef struct ds_tokenizer ds_tokenizer;
 
 /* Loads DIR/tokenizer.json (required) and DIR/tokenizer_config.json (optional: bos/eos, add_bos_token,
  * chat_template). Supported: model BPE (byte-level, merges as "a b" or ["a","b"], ignore_merges),
- * normalizer null or an empty Sequence, pre_tokenizer Split(Regex, Isolated) / ByteLevel(use_regex any,
- * add_prefix_space false) or a Sequence of them ending with ByteLevel, decoder ByteLevel, added tokens
- * (lstrip/rstrip/single_word false). Anything else fails with DS_ERR_UNSUPPORTED naming the component.
+ * normalizer null or an empty Sequence, pre_tokenizer Split (Regex or String pattern, any behavior,
+ * invert) and ByteLevel (use_regex, add_prefix_space), alone or in a Sequence ending with ByteLevel,
+ * decoder ByteLevel, added tokens (special or not, normalized or not, lstrip/rstrip). Anything else (other
+ * models, normalizers, pre-tokenizers, decoders, single_word) fails with DS_ERR_UNSUPPORTED naming it.
  * The post_processor is ignored: BOS is added only on request (see ds_tokenizer_encode). */
 ds_status ds_tokenizer_load(const char *dir, ds_tokenizer **out, char *err);
 /* Same, from explicit file paths; config_path may be NULL. */

@@ -17,3 +17,10 @@ node tests/tokenizer/gen_diff.js tests/fixtures/tiny-v3/tokenizer.json "$tmp/min
 # 1 MB inputs (mixed text, a whitespace run, one long word, a digit run) against the reference too
 TOK_DIFF_BIG=1 node tests/tokenizer/gen_diff.js "$V3_MODEL/tokenizer.json" "$tmp/big.jsonl" 5 "$SEED"
 "$BIN_DIR/tests/test_tok_golden" --model "$V3_MODEL" --golden "$tmp/big.jsonl"
+# the loader's generic parts: variants of the small tokenizer (Split behaviors, invert, String patterns,
+# ByteLevel regex + prefix space, lstrip/rstrip added tokens, ignore_merges, "a b" merges)
+node tests/tokenizer/gen_variants.js tests/fixtures/tiny-v3/tokenizer.json "$tmp/var" > "$tmp/variants"
+while read -r v; do
+  node tests/tokenizer/gen_diff.js "$tmp/var/$v/tokenizer.json" "$tmp/$v.jsonl" 1000 "$SEED"
+  "$BIN_DIR/tests/test_tok_golden" --model "$tmp/var/$v" --golden "$tmp/$v.jsonl" --allow-new-unicode
+done < "$tmp/variants"

@@ -111,7 +111,7 @@ static void check_unsupported(const char *from, const char *to, const char *want
 
 static void test_unsupported(void) {
     check_unsupported("\"type\": \"BPE\"", "\"type\": \"WordPiece\"", "model type WordPiece");
-    check_unsupported("\"behavior\": \"Isolated\"", "\"behavior\": \"Removed\"", "Split behavior Removed");
+    check_unsupported("\"behavior\": \"Isolated\"", "\"behavior\": \"Sideways\"", "Split behavior Sideways");
     check_unsupported("\"decoder\": {\n  \"type\": \"ByteLevel\"", "\"decoder\": {\n  \"type\": \"Metaspace\"", "decoder Metaspace");
     check_unsupported("\"normalizers\": []", "\"normalizers\": [{\"type\": \"NFC\"}]", "normalizer NFC");
     check_unsupported("\\\\p{N}{1,3}", "(\\\\p{N}", "regex does not compile");
