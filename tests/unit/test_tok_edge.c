@@ -1,5 +1,6 @@
 /* Tokenizer edge cases on the fixtures' small tokenizer: invalid UTF-8, empty and 1 MB inputs, BOS,
  * decoding with skip_special_tokens, streaming decode of split UTF-8, unsupported tokenizer.json parts. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +83,37 @@ static void test_decode(const ds_tokenizer *tok) {
     free(e);
 }
 
+/* Encoding is reentrant: threads sharing one tokenizer get the single-thread result. */
+typedef struct { const ds_tokenizer *tok; const char *text; size_t len; int32_t *ids; size_t n; } enc_job;
+
+static void *enc_thread(void *arg) {
+    enc_job *j = arg;
+    char err[DS_ERRLEN];
+    for (int r = 0; r < 3; r++) {
+        free(j->ids);
+        if (ds_tokenizer_encode(j->tok, j->text, j->len, 0, &j->ids, &j->n, err)) j->n = (size_t)-1;
+    }
+    return NULL;
+}
+
+static void test_threads(const ds_tokenizer *tok) {
+    size_t len = 0;
+    char *text = malloc(200000);
+    const char *pat = "Threads share the tokenizer; 2024 \xe6\x97\xa5\xe6\x9c\xac <｜Assistant｜> words repeat. ";
+    while (len + strlen(pat) < 200000) { memcpy(text + len, pat, strlen(pat)); len += strlen(pat); }
+    enc_job ref = {tok, text, len, NULL, 0}, jobs[4];
+    enc_thread(&ref);
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) { jobs[i] = (enc_job){tok, text, len, NULL, 0}; pthread_create(&th[i], NULL, enc_thread, &jobs[i]); }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        CHECK(jobs[i].n == ref.n && !memcmp(jobs[i].ids, ref.ids, ref.n * sizeof(int32_t)));
+        free(jobs[i].ids);
+    }
+    free(ref.ids);
+    free(text);
+}
+
 /* Writes a tokenizer.json variant with `from` replaced by `to`, loads it, expects `want` in the error. */
 static void check_unsupported(const char *from, const char *to, const char *want) {
     FILE *f = fopen("tests/fixtures/tiny-v3/tokenizer.json", "rb");
@@ -126,6 +158,7 @@ int main(void) {
     test_invalid_and_empty(tok);
     test_big(tok);
     test_decode(tok);
+    test_threads(tok);
     ds_tokenizer_free(tok);
     test_unsupported();
     char *e2 = NULL;
