@@ -10,7 +10,7 @@
 #include "server/server.h"
 
 enum { O_HOST = 256, O_PORT, O_BACKEND, O_THREADS, O_SEQS, O_BATCHED, O_KV, O_GPU, O_QUEUE, O_NOPC, O_KEY, O_NAME,
-       O_TEMPLATE, O_BODY, O_HELP };
+       O_TEMPLATE, O_BODY, O_SLO_TTFT, O_SLO_TPOT, O_AL_GPU, O_AL_BW, O_AL_WIN, O_DASH_INT, O_HELP };
 
 static const struct option opts[] = {
     {"model", required_argument, 0, 'm'}, {"host", required_argument, 0, O_HOST}, {"port", required_argument, 0, O_PORT},
@@ -20,6 +20,9 @@ static const struct option opts[] = {
     {"max-queue", required_argument, 0, O_QUEUE}, {"no-prefix-caching", no_argument, 0, O_NOPC},
     {"api-key", required_argument, 0, O_KEY}, {"served-model-name", required_argument, 0, O_NAME},
     {"chat-template", required_argument, 0, O_TEMPLATE}, {"max-body-bytes", required_argument, 0, O_BODY},
+    {"slo-ttft-ms", required_argument, 0, O_SLO_TTFT}, {"slo-tpot-ms", required_argument, 0, O_SLO_TPOT},
+    {"alert-gpu-util", required_argument, 0, O_AL_GPU}, {"alert-mem-bw-util", required_argument, 0, O_AL_BW},
+    {"alert-window", required_argument, 0, O_AL_WIN}, {"dashboard-interval", required_argument, 0, O_DASH_INT},
     {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0}};
 
 static void usage(void) {
@@ -28,8 +31,14 @@ static void usage(void) {
             "         [--max-num-seqs 256] [--max-num-batched-tokens 2048] [--kv-cache-memory 256MiB]\n"
             "         [--gpu-memory-utilization 0.9] [--max-queue 1024] [--no-prefix-caching] [--api-key KEY]\n"
             "         [--served-model-name NAME] [--chat-template deepseek-v3|deepseek-r1|deepseek-v2]\n"
-            "         [--max-body-bytes 8MiB]\n"
-            "  an OpenAI-compatible server: /v1/chat/completions, /v1/completions, /v1/models, /health, /metrics.\n"
+            "         [--max-body-bytes 8MiB] [--slo-ttft-ms MS] [--slo-tpot-ms MS] [--alert-gpu-util 70]\n"
+            "         [--alert-mem-bw-util 65] [--alert-window 10] [--dashboard-interval 1]\n"
+            "  an OpenAI-compatible server: /v1/chat/completions, /v1/completions, /v1/models, /health, /metrics,\n"
+            "  and a live dashboard at /dashboard (its JSON at /dashboard/data; `dsinfer top` in a terminal).\n"
+            "  --slo-ttft-ms / --slo-tpot-ms: service levels; an alert fires when the p90 over the alert window\n"
+            "  (seconds) exceeds one, and with --slo-tpot-ms the decode batch limit adapts (at most --max-num-seqs).\n"
+            "  --alert-gpu-util / --alert-mem-bw-util: alert when GPU compute / memory-bandwidth utilisation (NVML,\n"
+            "  cuda backend) stays under the percentage for the alert window while requests run.\n"
             "  --port 0 picks a free port; the line \"listening on http://HOST:PORT\" on stdout says which.\n"
             "  The API key may also come from the environment (DSINFER_API_KEY).\n");
 }
@@ -84,6 +93,12 @@ static int parse(int argc, char **argv, server_config *c) {
         case O_NAME: c->served_model_name = optarg; break;
         case O_TEMPLATE: c->chat_template = optarg; break;
         case O_BODY: bad = bytes("--max-body-bytes", optarg, &c->max_body_bytes); break;
+        case O_SLO_TTFT: bad = num("--slo-ttft-ms", optarg, 0, 1e9, &c->slo_ttft_ms); break;
+        case O_SLO_TPOT: bad = num("--slo-tpot-ms", optarg, 0, 1e9, &c->slo_tpot_ms); break;
+        case O_AL_GPU: bad = num("--alert-gpu-util", optarg, 0, 100, &c->alert_gpu_util); break;
+        case O_AL_BW: bad = num("--alert-mem-bw-util", optarg, 0, 100, &c->alert_mem_bw_util); break;
+        case O_AL_WIN: bad = num("--alert-window", optarg, 0.1, 86400, &c->alert_window_s); break;
+        case O_DASH_INT: bad = num("--dashboard-interval", optarg, 0.05, 3600, &c->dashboard_interval_s); break;
         case O_HELP: usage(); exit(0);
         default:
             fprintf(stderr, "dsinfer serve: unknown or incomplete option \"%s\"\n", argv[optind - 1]);

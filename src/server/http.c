@@ -1,7 +1,8 @@
 /* HTTP over libmicrohttpd, one thread per connection.
  *
  * Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health, GET /metrics
- * (Prometheus text), GET /debug/pool (runs the page-pool integrity check on the engine thread).
+ * (Prometheus text), GET /debug/pool (runs the page-pool integrity check on the engine thread),
+ * GET /dashboard (the live page, dashboard.h) and GET /dashboard/data (its JSON).
  * Paths under /v1/ need "Authorization: Bearer KEY" when the server has an API key.
  *
  * A request body is gathered (up to max_body_bytes; a larger one is read to the end and answered
@@ -27,6 +28,7 @@ struct srv_http {
     server_config cfg;
     srv_engine *e;
     srv_metrics *m;
+    srv_dash *dash;
     struct MHD_Daemon *d;
     const char *model;
     atomic_int in_flight;    /* generation requests whose response is not complete */
@@ -243,7 +245,24 @@ static enum MHD_Result metrics(srv_http *h, struct MHD_Connection *c) {
     char *buf = NULL;
     size_t len = 0;
     srv_metrics_render(h->m, &st, ok, h->model, &buf, &len);
-    return respond(h, c, 200, "text/plain; version=0.0.4", buf, 0);
+    char lbl[512], *more = NULL;   /* the dashboard's alert and limit gauges follow */
+    size_t more_len = 0;
+    snprintf(lbl, sizeof lbl, "model_name=\"%s\"", h->model);
+    FILE *f = open_memstream(&more, &more_len);
+    DS_CHECK(f);
+    fwrite(buf, 1, len, f);
+    srv_dash_prometheus(h->dash, f, lbl);
+    fclose(f);
+    free(buf);
+    return respond(h, c, 200, "text/plain; version=0.0.4", more, 0);
+}
+
+static enum MHD_Result dashboard_page(srv_http *h, struct MHD_Connection *c) {
+    return respond(h, c, 200, "text/html; charset=utf-8", ds_xstrdup(srv_dash_page), 0);
+}
+
+static enum MHD_Result dashboard_data(srv_http *h, struct MHD_Connection *c) {
+    return respond(h, c, 200, "application/json", srv_dash_json(h->dash, h->model, h->cfg.backend), 0);
 }
 
 static enum MHD_Result debug_pool(srv_http *h, struct MHD_Connection *c) {
@@ -274,7 +293,10 @@ static enum MHD_Result route(srv_http *h, struct MHD_Connection *c, const char *
     if (strcmp(url, "/health") == 0 && get) return respond(h, c, 200, "text/plain", ds_xstrdup(""), 0);
     if (strcmp(url, "/metrics") == 0 && get) return metrics(h, c);
     if (strcmp(url, "/debug/pool") == 0 && get) return debug_pool(h, c);
-    static const char *const known[] = {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics", "/debug/pool"};
+    if ((strcmp(url, "/dashboard") == 0 || strcmp(url, "/dashboard/") == 0) && get) return dashboard_page(h, c);
+    if (strcmp(url, "/dashboard/data") == 0 && get) return dashboard_data(h, c);
+    static const char *const known[] = {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics",
+                                        "/debug/pool", "/dashboard", "/dashboard/data"};
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         if (strcmp(url, known[i]) == 0) return fail(h, c, 405, "method_not_allowed", "method not allowed");
     return fail(h, c, 404, "not_found", "no such route");
@@ -326,7 +348,8 @@ static ds_status resolve(const char *host, int port, struct sockaddr_storage *ss
     return DS_OK;
 }
 
-ds_status srv_http_start(const server_config *cfg, srv_engine *e, srv_metrics *m, srv_http **out, int *port, char *err) {
+ds_status srv_http_start(const server_config *cfg, srv_engine *e, srv_metrics *m, srv_dash *d, srv_http **out, int *port,
+                         char *err) {
     struct sockaddr_storage ss;
     int v6 = 0;
     ds_status st = resolve(cfg->host, cfg->port, &ss, &v6, err);
@@ -335,6 +358,7 @@ ds_status srv_http_start(const server_config *cfg, srv_engine *e, srv_metrics *m
     h->cfg = *cfg;
     h->e = e;
     h->m = m;
+    h->dash = d;
     h->model = cfg->served_model_name ? cfg->served_model_name : cfg->model_dir;
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC |
                      (v6 ? MHD_USE_IPv6 : 0);

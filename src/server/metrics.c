@@ -201,3 +201,12 @@ int srv_nvml_sample(unsigned *util_pct, uint64_t *mem_used, uint64_t *mem_total)
     *mem_total = mm.total;
     return 1;
 }
+
+int srv_nvml_rates(unsigned *gpu_pct, unsigned *mem_pct) {
+    pthread_once(&nvml.once, nvml_load);
+    nvml_util u;
+    if (!nvml.ok || nvml.util(nvml.dev, &u) != 0) return 0;
+    *gpu_pct = u.gpu;
+    *mem_pct = u.memory;
+    return 1;
+}

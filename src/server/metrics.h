@@ -25,5 +25,8 @@ void srv_metrics_render(srv_metrics *m, const sched_stats *st, int pool_ok, cons
 
 /* GPU utilisation and memory through NVML, loaded at run time (libnvidia-ml.so.1); 0 if unavailable. */
 int srv_nvml_sample(unsigned *util_pct, uint64_t *mem_used, uint64_t *mem_total);
+/* GPU 0's compute and memory utilisation (NVML's utilization.gpu and utilization.memory: the share of
+ * the last sample period a kernel ran / device memory was read or written), percent; 0 if unavailable. */
+int srv_nvml_rates(unsigned *gpu_pct, unsigned *mem_pct);
 
 #endif

@@ -17,6 +17,18 @@ void server_config_defaults(server_config *c) {
     c->max_queue = 1024;
     c->enable_prefix_caching = 1;
     c->max_body_bytes = 8u << 20;
+    c->alert_gpu_util = 70;
+    c->alert_mem_bw_util = 65;
+    c->alert_window_s = 10;
+    c->dashboard_interval_s = 1;
+}
+
+static srv_dash *dash_new(const server_config *c) {
+    dash_config dc = {.slo_ttft = c->slo_ttft_ms / 1e3, .slo_tpot = c->slo_tpot_ms / 1e3, .gpu_util_min = c->alert_gpu_util,
+                      .mem_bw_min = c->alert_mem_bw_util, .window = c->alert_window_s, .interval = c->dashboard_interval_s,
+                      .max_num_seqs = c->max_num_seqs, .gpu = strcmp(c->backend, "cuda") == 0,
+                      .adaptive = c->slo_tpot_ms > 0};
+    return srv_dash_new(&dc, srv_now());
 }
 
 /* The served name goes into metric labels and JSON built by hand: keep it to printable ASCII. */
@@ -39,20 +51,27 @@ int server_main(const server_config *c) {
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
     srv_metrics *m = srv_metrics_new();
+    srv_dash *d = dash_new(c);
     srv_engine *e = NULL;
     srv_http *h = NULL;
     int port = 0;
-    st = srv_engine_start(c, m, &e, err);
-    if (!st) st = srv_http_start(c, e, m, &h, &port, err);
+    st = srv_engine_start(c, m, d, &e, err);
+    if (!st && srv_dash_start(d, e) != 0) st = ds_seterr(err, DS_ERR_NOMEM, "cannot start the dashboard sampler thread");
+    if (!st) st = srv_http_start(c, e, m, d, &h, &port, err);
     if (st) {
         fprintf(stderr, "dsinfer serve: error: %s\n", err);
+        srv_dash_stop(d);
         srv_engine_stop(e);
+        srv_dash_free(d);
         srv_metrics_free(m);
         return st == DS_ERR_ARG ? 2 : 1;
     }
     fprintf(stderr, "dsinfer serve: model \"%s\" on http://%s:%d (max-num-seqs %d, max-num-batched-tokens %d, prefix caching %s)\n",
             c->served_model_name ? c->served_model_name : c->model_dir, c->host, port, c->max_num_seqs,
             c->max_num_batched_tokens, c->enable_prefix_caching ? "on" : "off");
+    fprintf(stderr, "dsinfer serve: dashboard on http://%s:%d/dashboard (SLO: TTFT %s, TPOT %s%s)\n", c->host, port,
+            c->slo_ttft_ms > 0 ? "set" : "none", c->slo_tpot_ms > 0 ? "set" : "none",
+            c->slo_tpot_ms > 0 ? "; adaptive batch limit on" : "");
     printf("listening on http://%s:%d\n", c->host, port);
     fflush(stdout);
     int sig = 0;
@@ -61,7 +80,9 @@ int server_main(const server_config *c) {
     srv_http_quiesce(h);
     srv_engine_abort_all(e);
     srv_http_stop(h);
+    srv_dash_stop(d);
     srv_engine_stop(e);
+    srv_dash_free(d);
     srv_metrics_free(m);
     fprintf(stderr, "dsinfer serve: stopped\n");
     return 0;

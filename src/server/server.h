@@ -24,6 +24,14 @@ typedef struct {
     const char *served_model_name; /* NULL = model_dir as given */
     const char *chat_template;   /* NULL or "auto" = from tokenizer_config.json */
     size_t max_body_bytes;       /* larger request bodies get 400 */
+    /* service levels and alerts (/dashboard, /metrics); the TPOT level also drives the adaptive
+     * decode batch limit (src/sched/adaptive.h) */
+    double slo_ttft_ms;          /* 0 = no TTFT alert */
+    double slo_tpot_ms;          /* 0 = no per-token latency alert, fixed batch limit (max_num_seqs) */
+    double alert_gpu_util;       /* percent: alert when compute utilisation stays under it (default 70) */
+    double alert_mem_bw_util;    /* percent: the same for memory-bandwidth utilisation (default 65) */
+    double alert_window_s;       /* seconds: latency percentile window and "stays under" (default 10) */
+    double dashboard_interval_s; /* seconds between dashboard samples (default 1) */
 } server_config;
 
 void server_config_defaults(server_config *c);

@@ -18,6 +18,7 @@
 
 #include "dsinfer.h"
 #include "sched/sched.h"
+#include "server/dashboard.h"
 #include "server/metrics.h"
 #include "server/server.h"
 #include "tokenizer/tokenizer.h"
@@ -73,8 +74,9 @@ void srv_req_release(srv_req *r);
 /* ---- the engine thread (worker.c) ----------------------------------------------------------- */
 typedef struct srv_engine srv_engine;
 
-/* Opens the engine and tokenizer, runs a warm-up forward, sizes the pool, starts the thread. */
-ds_status srv_engine_start(const server_config *cfg, srv_metrics *m, srv_engine **out, char *err);
+/* Opens the engine and tokenizer, runs a warm-up forward, sizes the pool, starts the thread. The
+ * thread reports steps and first tokens to d, and adapts the batch limit when cfg->slo_tpot_ms > 0. */
+ds_status srv_engine_start(const server_config *cfg, srv_metrics *m, srv_dash *d, srv_engine **out, char *err);
 /* 0: queued; -1: queue full (503); -2: shutting down (503). Takes a reference on success. */
 int srv_engine_submit(srv_engine *e, srv_req *r);
 /* Shutdown, part 1: every in-flight request ends with finish_reason "abort"; later submits fail. */
@@ -128,8 +130,8 @@ char *srv_render_full(srv_render *rr);
 
 /* ---- HTTP (http.c) -------------------------------------------------------------------------- */
 typedef struct srv_http srv_http;
-ds_status srv_http_start(const server_config *cfg, srv_engine *e, srv_metrics *m, srv_http **out, int *port,
-                         char *err);
+ds_status srv_http_start(const server_config *cfg, srv_engine *e, srv_metrics *m, srv_dash *d, srv_http **out,
+                         int *port, char *err);
 void srv_http_quiesce(srv_http *h);   /* stop accepting connections */
 void srv_http_stop(srv_http *h);      /* close connections, join threads, free */
 

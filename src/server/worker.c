@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "core/status.h"
+#include "sched/adaptive.h"
 #include "server/srv_internal.h"
 
 /* The engine thread's state for one request. */
@@ -32,6 +33,8 @@ typedef struct gen {
 struct srv_engine {
     server_config cfg;
     srv_metrics *metrics;
+    srv_dash *dash;
+    adapt_ctl adapt;         /* the decode batch limit under --slo-tpot-ms (engine thread only) */
     ds_engine *eng;
     ds_tokenizer *tok;
     ds_chat_template tpl;
@@ -134,7 +137,10 @@ static void publish(srv_engine *e, gen *g, const srv_tok *t, const char *reason,
             r->toks = ds_xrealloc(r->toks, sizeof(srv_tok) * (size_t)r->cap_toks);
         }
         r->toks[r->n_toks++] = *t;
-        if (!r->t_first) r->t_first = srv_now();
+        if (!r->t_first) {
+            r->t_first = srv_now();
+            srv_dash_ttft(e->dash, r->t_first, r->t_first - r->t_arrival);
+        }
     }
     if (upto > g->released) {
         size_t n = upto - g->released;
@@ -155,7 +161,6 @@ static void publish(srv_engine *e, gen *g, const srv_tok *t, const char *reason,
     if (g->sr) r->n_cached = g->sr->n_cached;
     pthread_cond_broadcast(&r->cv);
     pthread_mutex_unlock(&r->mu);
-    (void)e;
 }
 
 /* ---- requests ------------------------------------------------------------------------------- */
@@ -265,7 +270,17 @@ static void sample_and_emit(srv_engine *e, gen *g, float *row) {
 }
 
 /* ---- the step ------------------------------------------------------------------------------- */
+/* After a step that began at t0: reports it to the dashboard and, when it decoded, feeds its duration
+ * (the per-token latency of the requests in it) to the adaptive limit. `sampled` items gave a token,
+ * `decode` of them were decode tokens (counted before sampling, which may free requests). */
+static void step_done(srv_engine *e, const sched_batch *b, double t0, int sampled, int decode) {
+    double now = srv_now();
+    srv_dash_step(e->dash, now, now - t0, b->n_items, b->n_tokens, sampled, decode);
+    if (decode) sched_set_seq_limit(e->sch, adapt_observe(&e->adapt, now, now - t0, b->n_items));
+}
+
 static void run_step(srv_engine *e) {
+    double t0 = srv_now();
     sched_batch b;
     int n = sched_schedule(e->sch, &b);
     if (b.stuck) {
@@ -284,8 +299,14 @@ static void run_step(srv_engine *e) {
         return;
     }
     sched_step_done(e->sch, &b);
+    int sampled = 0, decode = 0;   /* read before sampling: sample_and_emit may finish (free) a request */
+    for (int i = 0; i < n; i++) {
+        sampled += b.items[i].sample;
+        decode += b.items[i].sample && b.items[i].n == 1 && b.items[i].start >= b.items[i].req->n_prompt;
+    }
     for (int i = 0; i < n; i++)
         if (b.items[i].sample) sample_and_emit(e, b.items[i].req->user, e->logits + (size_t)i * e->vocab);
+    step_done(e, &b, t0, sampled, decode);
 }
 
 /* Integrity of the pool: the scheduler's view and the engine's own. */
@@ -462,11 +483,13 @@ static ds_status open_model(srv_engine *e, char *err) {
     return st;
 }
 
-ds_status srv_engine_start(const server_config *cfg, srv_metrics *m, srv_engine **out, char *err) {
+ds_status srv_engine_start(const server_config *cfg, srv_metrics *m, srv_dash *d, srv_engine **out, char *err) {
     *out = NULL;
     srv_engine *e = ds_xcalloc(1, sizeof(*e));
     e->cfg = *cfg;
     e->metrics = m;
+    e->dash = d;
+    adapt_init(&e->adapt, &(adapt_config){.min_limit = 1, .max_limit = cfg->max_num_seqs, .slo = cfg->slo_tpot_ms / 1e3});
     e->pool_ok = -1;
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
