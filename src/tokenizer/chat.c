@@ -10,7 +10,11 @@
  *   - R1: V3 plus (a) a historical assistant content is cut to the text after its last "</think>" and
  *     (b) the generation prompt is "<｜Assistant｜><think>\n" (spec 15.2).
  *   - V2: "User: ...\n\n", "Assistant: ..." + EOS, system content + "\n\n"; prompt "Assistant:".
- * The family of a model folder is detected from its chat_template text (ds_chat_template_detect). */
+ *   - older V3/R1 texts keep only the last system message ({% set ns.system_prompt = message['content'] %});
+ *     that variant is detected and followed.
+ * The family of a model folder is detected from its chat_template text (ds_chat_template_detect). Later
+ * DeepSeek templates (V3-0324 / R1-0528 / V3.1 style: is_last_user, enable_thinking) differ in ways not
+ * reproduced here, so they are refused rather than rendered almost right. */
 #include "tokenizer/tok_internal.h"
 
 #include <cjson/cJSON.h>
@@ -38,9 +42,18 @@ const char *ds_chat_template_name(ds_chat_template t) {
     return "?";
 }
 
-ds_status ds_chat_template_detect(const char *jinja, ds_chat_template *out, char *err) {
+ds_status tok_chat_detect(const char *jinja, ds_chat_template *out, int *sys_last, char *err) {
+    *sys_last = 0;
+    const char *newer[] = {"is_last_user", "enable_thinking"};
+    for (size_t i = 0; i < 2; i++)
+        if (strstr(jinja, newer[i]))
+            return ds_seterr(err, DS_ERR_UNSUPPORTED,
+                             "the model's chat_template is a later DeepSeek variant (it uses %s) that is not "
+                             "reproduced exactly; choose one explicitly (--chat-template deepseek-v3|deepseek-r1)",
+                             newer[i]);
     if (strstr(jinja, "<｜User｜>") && strstr(jinja, "<｜Assistant｜>")) {
         *out = strstr(jinja, "</think>") ? DS_CHAT_DEEPSEEK_R1 : DS_CHAT_DEEPSEEK_V3;
+        *sys_last = !strstr(jinja, "is_first_sp") && strstr(jinja, "set ns.system_prompt = message['content']");
         return DS_OK;
     }
     if (strstr(jinja, "'User: '") && strstr(jinja, "'Assistant:")) {
@@ -50,6 +63,11 @@ ds_status ds_chat_template_detect(const char *jinja, ds_chat_template *out, char
     return ds_seterr(err, DS_ERR_UNSUPPORTED,
                      "the model's chat_template is not a known family (DeepSeek V3, R1, V2); "
                      "choose one explicitly (--chat-template deepseek-v3|deepseek-r1|deepseek-v2)");
+}
+
+ds_status ds_chat_template_detect(const char *jinja, ds_chat_template *out, char *err) {
+    int sys_last;
+    return tok_chat_detect(jinja, out, &sys_last, err);
 }
 
 /* ---- message helpers ---- */
@@ -163,17 +181,26 @@ static void v3_tool(const ds_chat_msg *m, v3_state *ns, tok_buf *o) {
     tok_buf_puts(o, "<｜tool▁output▁end｜>");
 }
 
-static ds_status render_v3(const char *bos, const ds_chat_msg *msgs, int n, int gen, int r1, tok_buf *o,
-                           char *err) {
-    tok_buf_puts(o, bos);
-    int first_sp = 1;
+/* The system prompt: all system contents joined by "\n\n", or only the last one (sys_last). */
+static ds_status v3_system(const ds_chat_msg *msgs, int n, int sys_last, tok_buf *o, char *err) {
+    int first = 1, last = -1;
     for (int i = 0; i < n; i++) {
         if (!is_role(&msgs[i], "system")) continue;
         if (need_content(&msgs[i], i, err)) return DS_ERR_ARG;
-        if (!first_sp) tok_buf_puts(o, "\n\n");
+        last = i;
+        if (sys_last) continue;
+        if (!first) tok_buf_puts(o, "\n\n");
         tok_buf_puts(o, msgs[i].content);
-        first_sp = 0;
+        first = 0;
     }
+    if (sys_last && last >= 0) tok_buf_puts(o, msgs[last].content);
+    return DS_OK;
+}
+
+static ds_status render_v3(const char *bos, const ds_chat_msg *msgs, int n, int gen, int r1, int sys_last,
+                           tok_buf *o, char *err) {
+    tok_buf_puts(o, bos);
+    if (v3_system(msgs, n, sys_last, o, err)) return DS_ERR_ARG;
     v3_state ns = {.is_output_first = 1};
     for (int i = 0; i < n; i++) {
         const ds_chat_msg *m = &msgs[i];
@@ -220,19 +247,22 @@ static ds_status render_v2(const char *bos, const char *eos, const ds_chat_msg *
 ds_status ds_chat_render(const ds_tokenizer *tok, ds_chat_template tpl, const ds_chat_msg *msgs,
                          int n_msgs, int add_generation_prompt, char **out, char *err) {
     *out = NULL;
+    int sys_last = 0;   /* explicit templates follow the spec: system messages joined */
     if (tpl == DS_CHAT_AUTO) {
         if (!tok) return ds_seterr(err, DS_ERR_ARG, "no tokenizer and no explicit chat template");
         if (!tok->chat_template)
             return ds_seterr(err, DS_ERR_UNSUPPORTED, "the model has no chat_template; choose one with --chat-template");
         if (tok->tpl == DS_CHAT_AUTO) return ds_seterr(err, DS_ERR_UNSUPPORTED, "%s", tok->tpl_err);
         tpl = tok->tpl;
+        sys_last = tok->tpl_sys_last;
     }
     const char *bos = tok && tok->bos_text ? tok->bos_text : BOS_DEEPSEEK;
     const char *eos = tok && tok->eos_text ? tok->eos_text : EOS_DEEPSEEK;
     tok_buf o = {0};
     ds_status st = tpl == DS_CHAT_DEEPSEEK_V2
                        ? render_v2(bos, eos, msgs, n_msgs, add_generation_prompt, &o, err)
-                       : render_v3(bos, msgs, n_msgs, add_generation_prompt, tpl == DS_CHAT_DEEPSEEK_R1, &o, err);
+                       : render_v3(bos, msgs, n_msgs, add_generation_prompt, tpl == DS_CHAT_DEEPSEEK_R1, sys_last,
+                                   &o, err);
     if (st) { tok_buf_free(&o); return st; }
     *out = tok_buf_take(&o, NULL);
     return DS_OK;

@@ -107,8 +107,13 @@ struct ds_tokenizer {
     char *bos_text, *eos_text; /* NUL-terminated; may be NULL */
     char *chat_template;       /* may be NULL */
     ds_chat_template tpl;      /* detected family, DS_CHAT_AUTO if unknown */
+    int tpl_sys_last;          /* the template keeps only the last system message (else joins with "\n\n") */
     char tpl_err[DS_ERRLEN];   /* why detection failed */
 };
+
+/* ds_chat_template_detect plus the variant flag: *sys_last = 1 when the template keeps only the last system
+ * message (older DeepSeek templates) instead of joining them with "\n\n". */
+ds_status tok_chat_detect(const char *jinja, ds_chat_template *out, int *sys_last, char *err);
 
 /* Looks up a key of n bytes; -1 if absent. */
 int tok_strmap_get(const tok_strmap *m, const char *s, size_t n);

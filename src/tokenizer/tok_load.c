@@ -407,7 +407,7 @@ static ds_status load_config(ds_tokenizer *tok, const char *path, char *err) {
     cJSON_Delete(cfg);
     if (tok->bos_text) tok->bos_id = ds_tokenizer_token_id(tok, tok->bos_text);
     if (tok->eos_text) tok->eos_id = ds_tokenizer_token_id(tok, tok->eos_text);
-    if (tok->chat_template && ds_chat_template_detect(tok->chat_template, &tok->tpl, tok->tpl_err))
+    if (tok->chat_template && tok_chat_detect(tok->chat_template, &tok->tpl, &tok->tpl_sys_last, tok->tpl_err))
         tok->tpl = DS_CHAT_AUTO;
     return DS_OK;
 }

@@ -27,6 +27,19 @@ const cfg = JSON.parse(fs.readFileSync(path.join(v3Dir, 'tokenizer_config.json')
 const r1Template = fs.readFileSync(path.join(__dirname, 'deepseek-r1.jinja'), 'utf8');
 fs.writeFileSync(path.join(r1Dir, 'tokenizer_config.json'), JSON.stringify({ ...cfg, chat_template: r1Template }));
 
+// A "system: last" variant of the R1 template (older DeepSeek texts keep only the last system message,
+// spec 15.1), derived here from the same text.
+const sysJoin = "{%- if ns.is_first_sp %}{% set ns.system_prompt = ns.system_prompt + message['content'] %}" +
+  "{% set ns.is_first_sp = false %}{%- else %}{% set ns.system_prompt = ns.system_prompt + '\n\n' + " +
+  "message['content'] %}{%- endif %}";
+if (!r1Template.includes(sysJoin)) throw new Error('deepseek-r1.jinja: system block not found');
+const r1LastTemplate = r1Template.replace(sysJoin, "{% set ns.system_prompt = message['content'] %}")
+  .replace(', is_first_sp=true', '');
+const r1LastDir = path.join(outDir, 'r1-syslast');
+fs.mkdirSync(r1LastDir, { recursive: true });
+fs.copyFileSync(path.join(r1Dir, 'tokenizer.json'), path.join(r1LastDir, 'tokenizer.json'));
+fs.writeFileSync(path.join(r1LastDir, 'tokenizer_config.json'), JSON.stringify({ ...cfg, chat_template: r1LastTemplate }));
+
 const call = (name, args) => ({ type: 'function', function: { name, arguments: JSON.stringify(args) } });
 const U = (c) => ({ role: 'user', content: c });
 const A = (c) => ({ role: 'assistant', content: c });
@@ -67,7 +80,8 @@ async function main() {
   const out = [];
   for (const gen of [true, false]) {
     for (const m of [...plain, ...tools]) {
-      for (const [model, tpl, tok] of [[v3Dir, v3Template, tokV3], [r1Dir, r1Template, tokR1]]) {
+      for (const [model, tpl, tok] of [[v3Dir, v3Template, tokV3], [r1Dir, r1Template, tokR1],
+        [r1LastDir, r1LastTemplate, tokR1]]) {
         const text = render(tpl, m, gen);
         const ids = (await tok.encode(text, null, { addSpecialTokens: false })).getIds();
         out.push({ model, template_file: null, messages: m, add_generation_prompt: gen, expected: text, ids });

@@ -41,6 +41,9 @@ static void builtin(void) {
     CHECK(ds_chat_template_detect("{% for m in messages %}<|im_start|>{{ m.content }}{% endfor %}", &t, err) ==
           DS_ERR_UNSUPPORTED);
     CHECK(strstr(err, "--chat-template") != NULL);
+    /* later DeepSeek variants are refused, not rendered almost right */
+    CHECK(ds_chat_template_detect("{{'<｜User｜>' + c}}{% set ns.is_last_user = true %}<｜Assistant｜>", &t, err) ==
+          DS_ERR_UNSUPPORTED && strstr(err, "is_last_user"));
     /* the fixture model folder carries the V3 template */
     ds_tokenizer *tok;
     CHECK(ds_tokenizer_load("tests/fixtures/tiny-v3", &tok, err) == DS_OK);
