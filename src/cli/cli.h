@@ -14,6 +14,7 @@ int cli_tokenize(int argc, char **argv);     /* src/cli/cmd_tok.c */
 int cli_detokenize(int argc, char **argv);   /* src/cli/cmd_tok.c */
 int cli_serve(int argc, char **argv);        /* src/cli/cmd_serve.c */
 int cli_bench(int argc, char **argv);        /* src/cli/cmd_bench.c */
+int cli_top(int argc, char **argv);          /* src/cli/cmd_top.c */
 
 /* Exit code of a failed call: 2 argument, 3 i/o, 4 bad format, 5 unsupported, 6 memory, 7 backend. */
 int ds_cli_exit_code(ds_status st);

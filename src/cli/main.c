@@ -20,6 +20,7 @@ static const command commands[] = {
     {"detokenize", cli_detokenize, "print the text of token ids"},
     {"serve", cli_serve, "an OpenAI-compatible HTTP server with continuous batching"},
     {"bench", cli_bench, "bench serve: load-test a running server (TTFT, TPOT, ITL, throughput)"},
+    {"top", cli_top, "live figures and alerts of a running server in the terminal"},
 };
 
 static void usage(void) {
