@@ -86,8 +86,9 @@ async function main() {
     const enc = await tok.encodeBatch(chunk, { addSpecialTokens: false });
     const ids = enc.map((e) => e.getIds());
     const dec = await tok.decodeBatch(ids, false);
+    const decSkip = await tok.decodeBatch(ids, true);
     let lines = '';
-    for (let j = 0; j < chunk.length; j++) lines += JSON.stringify({ text: chunk[j], ids: ids[j], decoded: dec[j], text_hex: hex(chunk[j]), decoded_hex: hex(dec[j]) }) + '\n';
+    for (let j = 0; j < chunk.length; j++) lines += JSON.stringify({ text: chunk[j], ids: ids[j], decoded: dec[j], text_hex: hex(chunk[j]), decoded_hex: hex(dec[j]), decoded_skip_hex: hex(decSkip[j]) }) + '\n';
     fs.writeSync(out, lines);
   }
   fs.closeSync(out);

@@ -5,7 +5,8 @@
  *   test_tok_golden                          the fixtures' small tokenizer vs its golden file
  *   test_tok_golden --model DIR --golden F   any tokenizer folder vs any file (used by tests/scripts)
  *
- * "text_hex"/"decoded_hex" (UTF-8 as hex), when present, replace "text"/"decoded" (they keep U+0000).
+ * "text_hex"/"decoded_hex" (UTF-8 as hex), when present, replace "text"/"decoded" (they keep U+0000);
+ * "decoded_skip_hex", when present, is the reference decode with skip_special_tokens.
  * With --allow-new-unicode, a case whose ids differ only counts as a known difference (printed, not a
  * failure) when its text holds a character that this PCRE2's Unicode tables call unassigned: the
  * reference (Oniguruma) knows a newer Unicode, so it may class such a character as a letter or digit. */
@@ -121,6 +122,16 @@ static void check_case(const ds_tokenizer *tok, const cJSON *c, int line) {
         size_t blen;
         ds_tokenizer_decode(tok, got, n, 0, &back, &blen, err);
         CHECKF(blen == wlen && !memcmp(back, want_text, wlen), "line %d: decode differs: \"%s\"", line, back);
+        size_t slen;
+        char *want_skip = field(c, "decoded_skip", &slen);
+        if (want_skip) {
+            char *skip;
+            size_t klen;
+            ds_tokenizer_decode(tok, got, n, 1, &skip, &klen, err);
+            CHECKF(klen == slen && !memcmp(skip, want_skip, slen), "line %d: skip_special_tokens decode differs", line);
+            free(skip);
+            free(want_skip);
+        }
         char *streamed = stream_decode(tok, got, n);
         CHECKF(!strcmp(streamed, back), "line %d: streamed decode differs", line);
         free(streamed);
