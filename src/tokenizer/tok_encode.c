@@ -372,8 +372,13 @@ ds_status ds_tokenizer_encode(const ds_tokenizer *tok, const char *text, size_t 
     if (ok != len) return ds_seterr(err, DS_ERR_ARG, "input is not valid UTF-8 (byte offset %zu)", ok);
     if (add_bos && tok->bos_id < 0) return ds_seterr(err, DS_ERR_ARG, "this tokenizer has no BOS token");
     enc_ctx c = {.tok = tok, .err = err};
-    c.md = pcre2_match_data_create(1, NULL);
     if (add_bos) push_id(&c, tok->bos_id);
+    if (!len) {   /* nothing to split (text may be NULL) */
+        *ids = c.ids ? c.ids : ds_xmalloc(sizeof(int32_t));
+        *n_ids = c.n;
+        return DS_OK;
+    }
+    c.md = pcre2_match_data_create(1, NULL);
     split_added(&c, (const uint8_t *)text, len, 0);
     pcre2_match_data_free(c.md);
     memo_free(&c.memo);

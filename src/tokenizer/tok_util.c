@@ -67,6 +67,7 @@ size_t tok_utf8_valid_prefix(const uint8_t *s, size_t n) {
 
 void tok_utf8_lossy(tok_buf *out, const uint8_t *s, size_t n) {
     size_t i = 0, run = 0, used;
+    if (!n) return;   /* s may be NULL */
     while (i < n) {
         int r = s[i] < 0x80 ? 1 : utf8_seq(s + i, n - i, &used);
         if (r == 1) { i += s[i] < 0x80 ? 1 : used; continue; }

@@ -22,6 +22,8 @@ static void test_invalid_and_empty(const ds_tokenizer *tok) {
     }
     CHECK(ds_tokenizer_encode(tok, "", 0, 0, &ids, &n, err) == DS_OK && n == 0);
     free(ids);
+    CHECK(ds_tokenizer_encode(tok, NULL, 0, 0, &ids, &n, err) == DS_OK && n == 0);
+    free(ids);
     CHECK(ds_tokenizer_encode(tok, "", 0, 1, &ids, &n, err) == DS_OK && n == 1 && ids[0] == 0);
     free(ids);
     char *text; size_t len;
