@@ -49,7 +49,7 @@ help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' Makefile | sed 's/:.*## /\t/'
 
 deps:  ## install missing Debian packages (needs root or sudo)
-	@missing=""; for p in gcc make pkg-config libcjson-dev libpcre2-dev libmicrohttpd-dev nodejs npm; do \
+	@missing=""; for p in gcc make pkg-config libcjson-dev libpcre2-dev libmicrohttpd-dev nodejs npm chromium; do \
 	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then echo "installing:$$missing"; \
 	  SUDO=$$( [ $$(id -u) = 0 ] || echo sudo ); $$SUDO apt-get update && $$SUDO apt-get install -y $$missing; \
