@@ -100,7 +100,47 @@ static void test_tools(void) {
     CHECK(o.begins == 1 && o.ends == 1 && !strcmp(o.final_args, "{\"a\": 1;") && o.valid == 0);
 }
 
+/* Generated ids -> streaming detokenizer -> reasoning splitter -> tool-call parser, one id at a time, as
+ * the server chains them (fixture tokenizer: <think> 5 and </think> 6 are added tokens). */
+static void test_pipeline(void) {
+    ds_tokenizer *tok;
+    char err[DS_ERRLEN];
+    if (ds_tokenizer_load("tests/fixtures/tiny-v3", &tok, err)) { CHECKF(0, "%s", err); return; }
+    const char *out = "Weather needed \xe2\x98\x81 first.\n</think>\n\nChecking.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>"
+                      "function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Oslo\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
+    int32_t *ids; size_t n;
+    CHECK(ds_tokenizer_encode(tok, out, strlen(out), 0, &ids, &n, err) == DS_OK);
+    ds_detok *d = ds_detok_new(tok, 0);
+    ds_reasoning *r = ds_reasoning_new(1);
+    ds_toolparse *p = ds_toolparse_new();
+    tool_out o;
+    memset(&o, 0, sizeof o);
+    char reasoning[512] = "";
+    ds_reasoning_delta rd;
+    const ds_tool_event *ev;
+    int nev;
+    for (size_t i = 0; i <= n; i++) {
+        size_t k;
+        const char *text = i < n ? ds_detok_push(d, ids[i], &k) : ds_detok_flush(d, &k);
+        if (i < n) ds_reasoning_feed(r, text, k, &rd); else ds_reasoning_finish(r, &rd);
+        strncat(reasoning, rd.reasoning, rd.reasoning_len);
+        ds_toolparse_feed(p, rd.content, rd.content_len, &ev, &nev);
+        collect(ev, nev, &o);
+    }
+    ds_toolparse_finish(p, &ev, &nev);
+    collect(ev, nev, &o);
+    CHECKF(!strcmp(reasoning, "Weather needed \xe2\x98\x81 first.\n"), "reasoning \"%s\"", reasoning);
+    CHECKF(!strcmp(o.content, "\n\nChecking."), "content \"%s\"", o.content);
+    CHECK(!strcmp(o.names, "get_weather;") && !strcmp(o.final_args, "{\"city\": \"Oslo\"};") && o.valid == 1);
+    ds_toolparse_free(p);
+    ds_reasoning_free(r);
+    ds_detok_free(d);
+    free(ids);
+    ds_tokenizer_free(tok);
+}
+
 int main(void) {
+    test_pipeline();
     test_reasoning();
     test_tools();
     return test_result("test_tok_parse");
