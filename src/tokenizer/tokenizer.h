@@ -53,7 +53,9 @@ const char *ds_tokenizer_chat_template_text(const ds_tokenizer *tok);
  * (special or not) matched first, leftmost-longest, then the pre-tokenizer, then BPE by merge rank.
  * add_bos = 1 prepends the BOS id (callers that render a chat template must pass 0: the template already
  * starts with the BOS text). *ids is malloc'd (free it); *n_ids may be 0 for empty text.
- * Fails with DS_ERR_ARG on invalid UTF-8 (message names the byte offset). */
+ * Fails with DS_ERR_ARG on invalid UTF-8 (message names the byte offset). Known difference: regex classes
+ * (\p{L}, \p{N}, ...) use the Unicode tables of the system's PCRE2 (Unicode 14 for 10.42), so characters
+ * assigned later may pre-tokenize differently from HF's Oniguruma. */
 ds_status ds_tokenizer_encode(const ds_tokenizer *tok, const char *text, size_t len, int add_bos,
                               int32_t **ids, size_t *n_ids, char *err);
 
@@ -86,7 +88,8 @@ typedef enum {
 /* "deepseek-v3", "deepseek-r1", "deepseek-v2" (and "auto"). */
 ds_status ds_chat_template_from_name(const char *name, ds_chat_template *out, char *err);
 const char *ds_chat_template_name(ds_chat_template t);
-/* Identifies the family of a Jinja chat_template text; DS_ERR_UNSUPPORTED for an unknown one. */
+/* Identifies the family of a Jinja chat_template text; DS_ERR_UNSUPPORTED for an unknown one, and for later
+ * DeepSeek variants (V3-0324 / R1-0528 / V3.1 style) whose differences are not reproduced. */
 ds_status ds_chat_template_detect(const char *jinja, ds_chat_template *out, char *err);
 
 /* One chat message, OpenAI style. Strings are UTF-8, NUL-terminated; NULL = absent. */
