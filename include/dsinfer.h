@@ -40,6 +40,9 @@ typedef struct {
     size_t kv_cache_bytes; /* size the pool to this many bytes of KV cache; 0 = default (4 full
                               contexts of at most 8192 tokens, capped at 1 GiB) */
     int force_absorbed;    /* 1: attend with the absorbed (latent) form for prefill too (tests) */
+    const char *kv_cache_dtype; /* "auto" (NULL: the backend's precision, fp32 today) or "fp8": the latent
+                                   in e4m3 with one scale per 128 values, k_pe in bf16 (656 bytes per token
+                                   per layer for the V3 shape); CPU backend only for now */
     int dummy_weights;     /* 1: no checkpoint: deterministic random weights of the config's shapes and
                               dtypes, made on the device (backend cuda only); the model path may then
                               name a config .json file instead of a folder */

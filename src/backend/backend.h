@@ -6,8 +6,9 @@
  * allocated with alloc(). Weights are ds_weight views of the checkpoint in their stored dtype; a
  * backend may keep its own copy after prepare_weights (CUDA uploads them).
  *
- * The KV cache of one layer is `cache` = [n_pages, page_size, C + dr] float32: per token the
- * normalised latent c_kv (C) then k_pe after RoPE (dr). A sequence's token at position p lives in
+ * The KV cache of one layer is `cache` = [n_pages, page_size, ds_kv_token_bytes(cfg)] bytes: per token
+ * the normalised latent c_kv (C) then k_pe after RoPE (dr), as float32, or in the FP8 layout when
+ * cfg->kv_fp8 (see loader/config.h). A sequence's token at position p lives in
  * page page_table[seq][p / page_size], slot p % page_size. */
 #ifndef DS_BACKEND_H
 #define DS_BACKEND_H
@@ -40,7 +41,8 @@ struct ds_backend {
     /* Backend memory for activations and the KV cache. NULL on failure. */
     float *(*alloc)(ds_backend *be, size_t n_floats);
     void (*release)(ds_backend *be, float *p);
-    /* Fills n floats with NaN (poisons unused KV pages so a read of one shows). */
+    /* Fills n floats with bytes 0xFF, a NaN in fp32, bf16 and e4m3 alike (poisons unused KV pages so a
+     * read of one shows). */
     void (*fill_nan)(ds_backend *be, float *p, size_t n);
     /* Copies n floats from backend memory to host memory. */
     void (*to_host)(ds_backend *be, float *dst, const float *src, size_t n);
@@ -60,14 +62,14 @@ struct ds_backend {
      * token m at positions[m] and head h < n_heads; rows are row_stride floats apart. */
     void (*rope)(ds_backend *be, float *x, int row_stride, int n_heads, int head_stride, int offset);
     /* Writes kv[m, 0 : C+dr] (latent after norm, k_pe after RoPE) of every new token into its slot. */
-    void (*kv_store)(ds_backend *be, float *cache, const float *kv);
+    void (*kv_store)(ds_backend *be, void *cache, const float *kv);
     /* Naive MLA (spec 6.2) for the listed sequences: decompresses K/V of the whole context from the
      * cache with kv_b, causal softmax attention. q[M, H*dqk] (rope part already rotated),
      * out[M, H*dv]. */
-    void (*attn_naive)(ds_backend *be, float *out, const float *q, const float *cache,
+    void (*attn_naive)(ds_backend *be, float *out, const float *q, const void *cache,
                        const ds_weight *kv_b, const int *seqs, int n_seqs);
     /* Absorbed MLA (spec 6.3) over the latent cache for the listed sequences; same in and out. */
-    void (*attn_absorbed)(ds_backend *be, float *out, const float *q, const float *cache,
+    void (*attn_absorbed)(ds_backend *be, float *out, const float *q, const void *cache,
                           const ds_weight *kv_b, const int *seqs, int n_seqs);
     /* Dense MLP: out[M, D] = down(SiLU(gate(x)) * up(x)). */
     void (*mlp)(ds_backend *be, float *out, const float *x, const ds_weight *gate, const ds_weight *up,

@@ -9,7 +9,7 @@
 
 enum { OPT_THREADS = 256, OPT_BACKEND, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_MINP, OPT_SEED, OPT_REP, OPT_PRES,
        OPT_FREQ, OPT_PRINT_IDS, OPT_IGNORE_EOS, OPT_ABSORBED, OPT_HELP, OPT_PROMPT, OPT_TEMPLATE, OPT_SYSTEM,
-       OPT_FILE, OPT_CTX, OPT_DUMMY };
+       OPT_FILE, OPT_CTX, OPT_DUMMY, OPT_KV_DTYPE };
 
 static const struct option long_opts[] = {
     {"model", required_argument, 0, 'm'}, {"ids", required_argument, 0, 'i'}, {"out", required_argument, 0, 'o'},
@@ -22,25 +22,26 @@ static const struct option long_opts[] = {
     {"absorbed", no_argument, 0, OPT_ABSORBED}, {"help", no_argument, 0, OPT_HELP},
     {"prompt", required_argument, 0, OPT_PROMPT}, {"chat-template", required_argument, 0, OPT_TEMPLATE},
     {"system", required_argument, 0, OPT_SYSTEM}, {"file", required_argument, 0, OPT_FILE},
-    {"ctx", required_argument, 0, OPT_CTX}, {"dummy-weights", no_argument, 0, OPT_DUMMY}, {0, 0, 0, 0}};
+    {"ctx", required_argument, 0, OPT_CTX}, {"dummy-weights", no_argument, 0, OPT_DUMMY},
+    {"kv-cache-dtype", required_argument, 0, OPT_KV_DTYPE}, {0, 0, 0, 0}};
 
 static void usage(const char *cmd) {
     if (strcmp(cmd, "logits") == 0)
-        fprintf(stderr, "usage: dsinfer logits --model DIR --ids 0,17,99 --out FILE.npy [--threads N] [--backend cpu|cuda] [--dummy-weights]\n"
+        fprintf(stderr, "usage: dsinfer logits --model DIR --ids 0,17,99 --out FILE.npy [--threads N] [--backend cpu|cuda] [--dummy-weights] [--kv-cache-dtype auto|fp8]\n"
                         "  writes float32 [T, vocab] logits at every prompt position\n");
     else if (strcmp(cmd, "perplexity") == 0)
-        fprintf(stderr, "usage: dsinfer perplexity --model DIR --file TEXT [--ctx N] [--threads N] [--backend cpu|cuda] [--dummy-weights]\n"
+        fprintf(stderr, "usage: dsinfer perplexity --model DIR --file TEXT [--ctx N] [--threads N] [--backend cpu|cuda] [--dummy-weights] [--kv-cache-dtype auto|fp8]\n"
                         "  perplexity of the file's text: windows of N tokens (default: the model's context), each\n"
                         "  starting with BOS, predicting every token after the BOS\n");
     else if (strcmp(cmd, "chat") == 0)
         fprintf(stderr, "usage: dsinfer chat --model DIR [--system TEXT] [--chat-template deepseek-v3|deepseek-r1|deepseek-v2]\n"
-                        "         [-n 512] [sampling flags as for generate] [--threads N] [--backend cpu|cuda] [--dummy-weights]\n"
+                        "         [-n 512] [sampling flags as for generate] [--threads N] [--backend cpu|cuda] [--dummy-weights] [--kv-cache-dtype auto|fp8]\n"
                         "  an interactive chat on the terminal; an empty line or end of input quits\n");
     else
         fprintf(stderr,
                 "usage: dsinfer generate --model DIR (--ids 0,17,99 | --prompt TEXT) [-n 32] [--temperature 0.7] [--top-k K]\n"
                 "         [--top-p P] [--min-p P] [--seed S] [--repetition-penalty R] [--presence-penalty P]\n"
-                "         [--frequency-penalty F] [--ignore-eos] [--print-ids] [--threads N] [--backend cpu|cuda] [--dummy-weights]\n");
+                "         [--frequency-penalty F] [--ignore-eos] [--print-ids] [--threads N] [--backend cpu|cuda] [--dummy-weights] [--kv-cache-dtype auto|fp8]\n");
 }
 
 static int parse_num(const char *flag, const char *v, double lo, double hi, double *out) {
@@ -91,6 +92,7 @@ int model_args_parse(int argc, char **argv, model_args *a) {
         case OPT_FILE: a->file = optarg; break;
         case OPT_CTX: bad = parse_num("--ctx", optarg, 2, 1 << 30, &x); a->ctx = (int)x; break;
         case OPT_DUMMY: a->dummy_weights = 1; break;
+        case OPT_KV_DTYPE: a->kv_cache_dtype = optarg; break;
         case OPT_HELP: usage(argv[0]); exit(0);
         default:
             fprintf(stderr, "dsinfer %s: unknown or incomplete option \"%s\"\n", argv[0], argv[optind - 1]);
@@ -119,7 +121,7 @@ int model_args_parse(int argc, char **argv, model_args *a) {
 
 ds_status model_args_open_engine(const model_args *a, ds_engine **eng, char *err) {
     ds_engine_opts o = {.backend = a->backend, .n_threads = a->threads, .force_absorbed = a->force_absorbed,
-                        .dummy_weights = a->dummy_weights};
+                        .dummy_weights = a->dummy_weights, .kv_cache_dtype = a->kv_cache_dtype};
     return ds_engine_open(a->model, &o, eng, err);
 }
 

@@ -42,6 +42,7 @@ typedef struct {
     int fp8;                 /* quantization_config fp8 with 128x128 blocks */
     int fp8_block[2];
     int nvfp4;               /* quantization_config modelopt NVFP4 (weights may be U8 + scales) */
+    int kv_fp8;              /* engine choice, not from the file: FP8 KV cache (see ds_kv_token_bytes) */
 
     /* rope / yarn */
     double rope_theta;
@@ -61,6 +62,11 @@ typedef struct {
 ds_status ds_config_load(const char *dir, ds_config *cfg, char *err);
 /* Parses config text (for tests). `where` names the source in messages. */
 ds_status ds_config_parse(const char *json, const char *where, ds_config *cfg, char *err);
+
+/* Bytes of one token's KV entry in one layer. fp32 cache: (C + dr) floats. FP8 cache (issue 9):
+ * C e4m3 values, then ceil(C/128) fp32 scales (one per 128 latent values), then dr bf16 k_pe values;
+ * 656 bytes for the V3 shape. */
+size_t ds_kv_token_bytes(const ds_config *cfg);
 
 /* 1 iff layer i uses MoE (spec 9.1). */
 int ds_config_layer_is_moe(const ds_config *cfg, int layer);

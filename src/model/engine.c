@@ -14,19 +14,20 @@
 #define DEFAULT_PAGE_SIZE 16
 #define DEFAULT_CACHE_BYTES (1ull << 30)
 
-static size_t cache_floats_per_page(const ds_engine *e) {
-    return (size_t)e->page_size * (size_t)(e->cfg.kv_lora_rank + e->cfg.qk_rope_head_dim);
+/* Bytes of one page of one layer, rounded up to whole floats (the backend allocates floats). */
+static size_t cache_page_bytes(const ds_engine *e) {
+    return ((size_t)e->page_size * ds_kv_token_bytes(&e->cfg) + 3) / 4 * 4;
 }
 
-float *ds_engine_layer_cache(ds_engine *e, int layer) {
-    return e->cache + (size_t)layer * (size_t)ds_kv_pool_total(e->pool) * cache_floats_per_page(e);
+void *ds_engine_layer_cache(ds_engine *e, int layer) {
+    return (char *)e->cache + (size_t)layer * (size_t)ds_kv_pool_total(e->pool) * cache_page_bytes(e);
 }
 
 /* Default pool: room for 4 full contexts (capped at max_position_embeddings 8192) within 1 GiB. */
 static int default_pages(const ds_engine *e) {
     int ctx = e->cfg.max_position_embeddings < 8192 ? e->cfg.max_position_embeddings : 8192;
     size_t want = 4 * (size_t)((ctx + e->page_size - 1) / e->page_size);
-    size_t page_bytes = cache_floats_per_page(e) * sizeof(float) * (size_t)e->cfg.num_layers;
+    size_t page_bytes = cache_page_bytes(e) * (size_t)e->cfg.num_layers;
     size_t cap = DEFAULT_CACHE_BYTES / page_bytes;
     if (cap < 16) cap = 16;
     return (int)(want < cap ? want : cap);
@@ -65,9 +66,19 @@ static ds_status load_config(const char *path, const ds_engine_opts *o, ds_confi
     return st;
 }
 
+static ds_status set_kv_dtype(ds_config *c, const ds_engine_opts *o, int cuda, char *err) {
+    const char *kv = o && o->kv_cache_dtype ? o->kv_cache_dtype : "auto";
+    if (!strcmp(kv, "auto")) return DS_OK;
+    if (strcmp(kv, "fp8") && strcmp(kv, "fp8_e4m3"))
+        return ds_seterr(err, DS_ERR_ARG, "unknown KV cache dtype \"%s\" (expected auto or fp8)", kv);
+    if (cuda) return ds_seterr(err, DS_ERR_UNSUPPORTED, "the FP8 KV cache is not on the cuda backend yet (use --backend cpu)");
+    c->kv_fp8 = 1;
+    return DS_OK;
+}
+
 static ds_status create_cache(ds_engine *e, const ds_engine_opts *o, char *err) {
     e->page_size = o && o->page_size > 0 ? o->page_size : DEFAULT_PAGE_SIZE;
-    size_t page_bytes = cache_floats_per_page(e) * sizeof(float) * (size_t)e->cfg.num_layers;
+    size_t page_bytes = cache_page_bytes(e) * (size_t)e->cfg.num_layers;
     int n_pages = default_pages(e);
     if (o && o->max_pages > 0) n_pages = o->max_pages;
     else if (o && o->kv_cache_bytes) {
@@ -76,7 +87,7 @@ static ds_status create_cache(ds_engine *e, const ds_engine_opts *o, char *err) 
                              o->kv_cache_bytes, e->page_size, page_bytes);
         n_pages = (int)(o->kv_cache_bytes / page_bytes < (1u << 30) ? o->kv_cache_bytes / page_bytes : (1u << 30));
     }
-    size_t n = (size_t)n_pages * cache_floats_per_page(e) * (size_t)e->cfg.num_layers;
+    size_t n = (size_t)n_pages * page_bytes / sizeof(float);
     e->cache = e->be->alloc(e->be, n);
     if (!e->cache)
         return ds_seterr(err, DS_ERR_NOMEM, "cannot allocate the KV cache (%d pages, %.1f MiB)", n_pages,
@@ -107,6 +118,7 @@ ds_status ds_engine_open(const char *dir, const ds_engine_opts *o, ds_engine **o
     if (!st && dummy && !(o->backend && strcmp(o->backend, "cuda") == 0))
         st = ds_seterr(err, DS_ERR_UNSUPPORTED, "dummy weights are generated on the GPU: use backend cuda");
     int cuda = o && o->backend && strcmp(o->backend, "cuda") == 0;
+    if (!st) st = set_kv_dtype(&e->cfg, o, cuda, err);
     if (!st && cuda && ds_weights_count_dtype(&e->cfg, &e->w, DS_DTYPE_NVFP4))
         st = ds_seterr(err, DS_ERR_UNSUPPORTED, "%s: NVFP4 weights are not supported by the cuda backend yet "
                        "(use --backend cpu)", dir);
@@ -161,8 +173,9 @@ ds_status ds_seq_new(ds_engine *e, ds_seq **out, char *err) {
 /* A page given back is refilled with NaN in every layer, so that reading it later shows. */
 void ds_engine_release_page(ds_engine *e, int page) {
     if (!ds_kv_pool_unref(e->pool, page)) return;
-    size_t n = cache_floats_per_page(e);
-    for (int l = 0; l < e->cfg.num_layers; l++) e->be->fill_nan(e->be, ds_engine_layer_cache(e, l) + (size_t)page * n, n);
+    size_t n = cache_page_bytes(e);
+    for (int l = 0; l < e->cfg.num_layers; l++)
+        e->be->fill_nan(e->be, (float *)(void *)((char *)ds_engine_layer_cache(e, l) + (size_t)page * n), n / sizeof(float));
 }
 
 void ds_seq_free(ds_seq *s) {

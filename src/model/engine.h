@@ -28,7 +28,7 @@ struct ds_engine {
     ds_model_weights w;
     ds_backend *be;
     ds_kv_pool *pool;
-    float *cache;        /* [num_layers, n_pages, page_size, C+dr] */
+    void *cache;         /* [num_layers, n_pages, page_size, ds_kv_token_bytes(cfg)] bytes */
     int page_size;
     int force_absorbed;
     ds_acts a;
@@ -43,7 +43,7 @@ struct ds_seq {
 };
 
 /* The KV cache of `layer` inside eng->cache. */
-float *ds_engine_layer_cache(ds_engine *eng, int layer);
+void *ds_engine_layer_cache(ds_engine *eng, int layer);
 /* Drops one reference to a page; a page that becomes free is poisoned with NaN. */
 void ds_engine_release_page(ds_engine *eng, int page);
 /* Grows the activation buffers to hold M tokens. */

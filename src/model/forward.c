@@ -123,7 +123,7 @@ static void attention(ds_engine *e, const step_plan *p, int layer) {
     be->rmsnorm(be, a->kv, C + dr, a->kv, C + dr, &L->kv_a_norm, M, C, 1e-6f);  /* latent part only */
     be->rope(be, a->q, H * c->qk_head_dim, H, c->qk_head_dim, c->qk_nope_head_dim);
     be->rope(be, a->kv, C + dr, 1, 0, C);
-    float *cache = ds_engine_layer_cache(e, layer);
+    void *cache = ds_engine_layer_cache(e, layer);
     be->kv_store(be, cache, a->kv);
     if (p->n_naive) be->attn_naive(be, a->ao, a->q, cache, &L->kv_b, p->naive, p->n_naive);
     if (p->n_absorbed) be->attn_absorbed(be, a->ao, a->q, cache, &L->kv_b, p->absorbed, p->n_absorbed);

@@ -49,10 +49,13 @@ size_t cpu_linear_scratch_floats(int max_cols);
 void cpu_linear(ds_backend *be, float *out, const float *x, const ds_weight *w, int M);
 void cpu_mlp(ds_backend *be, float *out, const float *x, const ds_weight *gate, const ds_weight *up,
              const ds_weight *down, int M);
-void cpu_attn_naive(ds_backend *be, float *out, const float *q, const float *cache, const ds_weight *kv_b,
+void cpu_attn_naive(ds_backend *be, float *out, const float *q, const void *cache, const ds_weight *kv_b,
                     const int *seqs, int n_seqs);
-void cpu_attn_absorbed(ds_backend *be, float *out, const float *q, const float *cache, const ds_weight *kv_b,
+void cpu_attn_absorbed(ds_backend *be, float *out, const float *q, const void *cache, const ds_weight *kv_b,
                        const int *seqs, int n_seqs);
+/* One token's KV entry to and from the FP8 cache layout ((C + dr) floats <-> ds_kv_token_bytes). */
+void cpu_kv_pack_fp8(const ds_config *cfg, const float *src, unsigned char *dst);
+void cpu_kv_unpack_fp8(const ds_config *cfg, const unsigned char *src, float *dst);
 void cpu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M);
 
 /* Routing of one token (spec 9.2): router logits [E] (fp32) -> K expert ids and weights.

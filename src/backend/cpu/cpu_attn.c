@@ -11,10 +11,17 @@
 #include "backend/cpu/cpu.h"
 #include "core/status.h"
 
-/* The cache row of context token p of batch sequence s. */
-static const float *cache_row(const ds_batch_meta *b, const float *cache, int s, int p, size_t w) {
+/* The KV entry of context token p of batch sequence s as (C + dr) floats: a pointer into an fp32
+ * cache, or the entry dequantized into tmp for an FP8 cache. */
+static const float *cache_row(const ds_cpu_backend *cb, const void *cache, int s, int p, float *tmp) {
+    const ds_batch_meta *b = &cb->b;
+    const ds_config *c = cb->base.cfg;
     int page = b->page_table[(size_t)s * b->pt_stride + p / b->page_size];
-    return cache + ((size_t)page * b->page_size + (size_t)(p % b->page_size)) * w;
+    const unsigned char *e = (const unsigned char *)cache +
+                             ((size_t)page * b->page_size + (size_t)(p % b->page_size)) * ds_kv_token_bytes(c);
+    if (!c->kv_fp8) return (const float *)(const void *)e;
+    cpu_kv_unpack_fp8(c, e, tmp);
+    return tmp;
 }
 
 /* In-place softmax of x[0:n]; returns nothing, fp32 like the reference. */
@@ -28,24 +35,24 @@ static void softmax_inplace(float *x, int n) {
 }
 
 /* Copies the context's latents [L, C] and k_pe [L, dr] of sequence s out of the pages. */
-static void gather_context(const ds_batch_meta *b, const ds_config *c, const float *cache, int s, float *lat,
-                           float *kpe) {
-    size_t C = (size_t)c->kv_lora_rank, dr = (size_t)c->qk_rope_head_dim, w = C + dr;
-    for (int p = 0; p < b->seq_ctx[s]; p++) {
-        const float *row = cache_row(b, cache, s, p, w);
+static void gather_context(const ds_cpu_backend *cb, const void *cache, int s, float *lat, float *kpe, float *tmp) {
+    const ds_config *c = cb->base.cfg;
+    size_t C = (size_t)c->kv_lora_rank, dr = (size_t)c->qk_rope_head_dim;
+    for (int p = 0; p < cb->b.seq_ctx[s]; p++) {
+        const float *row = cache_row(cb, cache, s, p, tmp);
         memcpy(lat + (size_t)p * C, row, C * sizeof(float));
         memcpy(kpe + (size_t)p * dr, row + C, dr * sizeof(float));
     }
 }
 
-static void naive_one_seq(ds_cpu_backend *cb, float *out, const float *q, const float *cache, const ds_weight *kv_b,
+static void naive_one_seq(ds_cpu_backend *cb, float *out, const float *q, const void *cache, const ds_weight *kv_b,
                           int s) {
     const ds_config *c = cb->base.cfg;
     const ds_batch_meta *b = &cb->b;
     int L = b->seq_ctx[s], H = c->num_heads, dn = c->qk_nope_head_dim, dr = c->qk_rope_head_dim;
     int dv = c->v_head_dim, dqk = c->qk_head_dim, hw = dn + dv;
     float *lat = cb->work, *kpe = lat + (size_t)L * c->kv_lora_rank, *kvb = kpe + (size_t)L * dr;
-    gather_context(b, c, cache, s, lat, kpe);
+    gather_context(cb, cache, s, lat, kpe, cb->thread_work);
     cpu_linear(&cb->base, kvb, lat, kv_b, L);   /* [L, H*(dn+dv)] */
     int t0 = b->seq_start[s], T = b->seq_start[s + 1] - t0;
 #pragma omp parallel for collapse(2) num_threads(cb->n_threads) schedule(dynamic) if (CPU_PAR((double)H * T * L * (dn + dr + dv)))
@@ -65,31 +72,30 @@ static void naive_one_seq(ds_cpu_backend *cb, float *out, const float *q, const 
         }
 }
 
-void cpu_attn_naive(ds_backend *be, float *out, const float *q, const float *cache, const ds_weight *kv_b,
+void cpu_attn_naive(ds_backend *be, float *out, const float *q, const void *cache, const ds_weight *kv_b,
                     const int *seqs, int n_seqs) {
     for (int i = 0; i < n_seqs; i++) naive_one_seq(cpu_of(be), out, q, cache, kv_b, seqs[i]);
 }
 
 /* One head of one query token in absorbed form. wkv: the head's kv_b rows [dn+dv, C] in fp32. */
-static void absorbed_head(ds_cpu_backend *cb, float *o, const float *qh, const float *wkv, const float *cache,
+static void absorbed_head(ds_cpu_backend *cb, float *o, const float *qh, const float *wkv, const void *cache,
                           int s, int n_ctx, float *work) {
     const ds_config *c = cb->base.cfg;
     int C = c->kv_lora_rank, dn = c->qk_nope_head_dim, dr = c->qk_rope_head_dim, dv = c->v_head_dim;
-    size_t w = (size_t)C + (size_t)dr;
-    float *q_lat = work, *o_lat = q_lat + C, *sc = o_lat + C;
+    float *q_lat = work, *o_lat = q_lat + C, *tmp = o_lat + C, *sc = tmp + C + dr;
     memset(q_lat, 0, (size_t)C * sizeof(float));
     for (int d = 0; d < dn; d++) cpu_axpy(q_lat, qh[d], wkv + (size_t)d * C, C);   /* q_lat = W_UK^T q_nope */
     for (int j = 0; j < n_ctx; j++) {
-        const float *row = cache_row(&cb->b, cache, s, j, w);
+        const float *row = cache_row(cb, cache, s, j, tmp);
         sc[j] = (cpu_dot(q_lat, row, C) + cpu_dot(qh + dn, row + C, dr)) * c->softmax_scale;
     }
     softmax_inplace(sc, n_ctx);
     memset(o_lat, 0, (size_t)C * sizeof(float));
-    for (int j = 0; j < n_ctx; j++) cpu_axpy(o_lat, sc[j], cache_row(&cb->b, cache, s, j, w), C);
+    for (int j = 0; j < n_ctx; j++) cpu_axpy(o_lat, sc[j], cache_row(cb, cache, s, j, tmp), C);
     for (int d = 0; d < dv; d++) o[d] = cpu_dot(wkv + (size_t)(dn + d) * C, o_lat, C);  /* o = W_UV o_lat */
 }
 
-void cpu_attn_absorbed(ds_backend *be, float *out, const float *q, const float *cache, const ds_weight *kv_b,
+void cpu_attn_absorbed(ds_backend *be, float *out, const float *q, const void *cache, const ds_weight *kv_b,
                        const int *seqs, int n_seqs) {
     ds_cpu_backend *cb = cpu_of(be);
     const ds_config *c = be->cfg;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "backend/cpu/cpu.h"
+#include "core/dtype.h"
 #include "core/status.h"
 
 float *cpu_thread_scratch(ds_cpu_backend *cb) {
@@ -26,7 +27,7 @@ static void cpu_release(ds_backend *be, float *p) {
 
 static void cpu_fill_nan(ds_backend *be, float *p, size_t n) {
     (void)be;
-    for (size_t i = 0; i < n; i++) p[i] = NAN;
+    memset(p, 0xff, n * sizeof(float));
 }
 
 static void cpu_to_host(ds_backend *be, float *dst, const float *src, size_t n) {
@@ -73,7 +74,7 @@ static ds_status cpu_set_batch(ds_backend *be, const ds_batch_meta *b, char *err
         cb->moe_work_n = moe_need;
     }
     size_t tneed = cpu_linear_scratch_floats((int)max_weight_cols(c));
-    size_t attn_need = per_head * C + 2 * C + L + 2 * (size_t)c->n_routed_experts + 64;
+    size_t attn_need = per_head * C + 3 * C + dr + L + 2 * (size_t)c->n_routed_experts + 64;
     tneed = tneed > attn_need ? tneed : attn_need;
     if (tneed > cb->thread_work_n) {
         free(cb->thread_work);
@@ -136,15 +137,50 @@ static void cpu_rope(ds_backend *be, float *x, int row_stride, int n_heads, int 
     }
 }
 
-static void cpu_kv_store(ds_backend *be, float *cache, const float *kv) {
+/* One token's FP8 KV entry (layout: loader/config.h ds_kv_token_bytes): the latent in e4m3 with one
+ * fp32 scale (amax / 448) per 128 values, k_pe in bf16. */
+void cpu_kv_pack_fp8(const ds_config *c, const float *src, unsigned char *dst) {
+    int C = c->kv_lora_rank, dr = c->qk_rope_head_dim, nb = (C + 127) / 128;
+    for (int b0 = 0; b0 < nb; b0++) {
+        int lo = b0 * 128, hi = lo + 128 < C ? lo + 128 : C;
+        float amax = 0;
+        for (int i = lo; i < hi; i++) amax = fmaxf(amax, fabsf(src[i]));
+        float scale = fmaxf(amax, 1e-12f) / 448.0f;
+        memcpy(dst + C + 4 * b0, &scale, 4);
+        for (int i = lo; i < hi; i++) dst[i] = ds_f32_to_fp8_e4m3(src[i] / scale);
+    }
+    for (int i = 0; i < dr; i++) {
+        uint16_t h = ds_f32_to_bf16(src[C + i]);
+        memcpy(dst + C + 4 * nb + 2 * i, &h, 2);
+    }
+}
+
+void cpu_kv_unpack_fp8(const ds_config *c, const unsigned char *src, float *dst) {
+    int C = c->kv_lora_rank, dr = c->qk_rope_head_dim, nb = (C + 127) / 128;
+    for (int b0 = 0; b0 < nb; b0++) {
+        float scale;
+        memcpy(&scale, src + C + 4 * b0, 4);
+        int hi = b0 * 128 + 128 < C ? b0 * 128 + 128 : C;
+        for (int i = b0 * 128; i < hi; i++) dst[i] = ds_fp8_e4m3_to_f32(src[i]) * scale;
+    }
+    for (int i = 0; i < dr; i++) {
+        uint16_t h;
+        memcpy(&h, src + C + 4 * nb + 2 * i, 2);
+        dst[C + i] = ds_bf16_to_f32(h);
+    }
+}
+
+static void cpu_kv_store(ds_backend *be, void *cache, const float *kv) {
     const ds_batch_meta *b = &cpu_of(be)->b;
-    size_t w = (size_t)be->cfg->kv_lora_rank + (size_t)be->cfg->qk_rope_head_dim;
+    const ds_config *c = be->cfg;
+    size_t w = (size_t)c->kv_lora_rank + (size_t)c->qk_rope_head_dim, tb = ds_kv_token_bytes(c);
     for (int s = 0; s < b->n_seqs; s++)
         for (int m = b->seq_start[s]; m < b->seq_start[s + 1]; m++) {
             int p = b->positions[m];
             int page = b->page_table[(size_t)s * b->pt_stride + p / b->page_size];
-            float *dst = cache + ((size_t)page * b->page_size + (size_t)(p % b->page_size)) * w;
-            memcpy(dst, kv + (size_t)m * w, w * sizeof(float));
+            unsigned char *dst = (unsigned char *)cache + ((size_t)page * b->page_size + (size_t)(p % b->page_size)) * tb;
+            if (c->kv_fp8) cpu_kv_pack_fp8(c, kv + (size_t)m * w, dst);
+            else memcpy(dst, kv + (size_t)m * w, w * sizeof(float));
         }
 }
 

@@ -116,9 +116,9 @@ static inline unsigned cu_blocks(size_t n, unsigned threads) { return (unsigned)
 void cu_linear(ds_backend *be, float *out, const float *x, const ds_weight *w, int M);
 void cu_mlp(ds_backend *be, float *out, const float *x, const ds_weight *gate, const ds_weight *up,
             const ds_weight *down, int M);
-void cu_attn_naive(ds_backend *be, float *out, const float *q, const float *cache, const ds_weight *kv_b,
+void cu_attn_naive(ds_backend *be, float *out, const float *q, const void *cache_v, const ds_weight *kv_b,
                    const int *seqs, int n_seqs);
-void cu_attn_absorbed(ds_backend *be, float *out, const float *q, const float *cache, const ds_weight *kv_b,
+void cu_attn_absorbed(ds_backend *be, float *out, const float *q, const void *cache_v, const ds_weight *kv_b,
                       const int *seqs, int n_seqs);
 void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M);
 ds_status cu_prepare_weights(ds_backend *be, ds_model_weights *w, char *err);

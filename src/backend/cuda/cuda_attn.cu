@@ -81,8 +81,9 @@ __global__ void naive_attn_kernel(float *out, const float *q, const float *kvb, 
     }
 }
 
-void cu_attn_naive(ds_backend *be, float *out, const float *q, const float *cache, const ds_weight *kv_b,
+void cu_attn_naive(ds_backend *be, float *out, const float *q, const void *cache_v, const ds_weight *kv_b,
                    const int *seqs, int n_seqs) {
+    const float *cache = (const float *)cache_v;   /* fp32 cache (FP8 KV is not on the cuda backend yet) */
     ds_cuda_backend *cb = cu_of(be);
     const ds_config *c = be->cfg;
     const ds_batch_meta *b = &cb->b;
@@ -180,8 +181,9 @@ __global__ void absorbed_attn_kernel(float *out, const float *q, const float *ca
     }
 }
 
-void cu_attn_absorbed(ds_backend *be, float *out, const float *q, const float *cache, const ds_weight *kv_b,
+void cu_attn_absorbed(ds_backend *be, float *out, const float *q, const void *cache_v, const ds_weight *kv_b,
                       const int *seqs, int n_seqs) {
+    const float *cache = (const float *)cache_v;   /* fp32 cache (FP8 KV is not on the cuda backend yet) */
     ds_cuda_backend *cb = cu_of(be);
     const ds_config *c = be->cfg;
     const ds_batch_meta *b = &cb->b;

@@ -250,7 +250,8 @@ __global__ void kv_store_kernel(float *cache, const float *kv, int w, const int3
     for (int i = threadIdx.x; i < w; i += blockDim.x) dst[i] = kv[(size_t)m * w + i];
 }
 
-static void cu_kv_store(ds_backend *be, float *cache, const float *kv) {
+static void cu_kv_store(ds_backend *be, void *cache_v, const float *kv) {
+    float *cache = (float *)cache_v;   /* the cuda backend keeps an fp32 cache (FP8 KV: not yet) */
     ds_cuda_backend *cb = cu_of(be);
     int w = be->cfg->kv_lora_rank + be->cfg->qk_rope_head_dim;
     if (!cb->b.n_tokens) return;
