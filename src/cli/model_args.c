@@ -9,7 +9,7 @@
 
 enum { OPT_THREADS = 256, OPT_BACKEND, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_MINP, OPT_SEED, OPT_REP, OPT_PRES,
        OPT_FREQ, OPT_PRINT_IDS, OPT_IGNORE_EOS, OPT_ABSORBED, OPT_HELP, OPT_PROMPT, OPT_TEMPLATE, OPT_SYSTEM,
-       OPT_FILE, OPT_CTX, OPT_DUMMY, OPT_KV_DTYPE };
+       OPT_FILE, OPT_CTX, OPT_DUMMY, OPT_KV_DTYPE, OPT_REF_MODEL };
 
 static const struct option long_opts[] = {
     {"model", required_argument, 0, 'm'}, {"ids", required_argument, 0, 'i'}, {"out", required_argument, 0, 'o'},
@@ -23,12 +23,18 @@ static const struct option long_opts[] = {
     {"prompt", required_argument, 0, OPT_PROMPT}, {"chat-template", required_argument, 0, OPT_TEMPLATE},
     {"system", required_argument, 0, OPT_SYSTEM}, {"file", required_argument, 0, OPT_FILE},
     {"ctx", required_argument, 0, OPT_CTX}, {"dummy-weights", no_argument, 0, OPT_DUMMY},
-    {"kv-cache-dtype", required_argument, 0, OPT_KV_DTYPE}, {0, 0, 0, 0}};
+    {"kv-cache-dtype", required_argument, 0, OPT_KV_DTYPE}, {"ref-model", required_argument, 0, OPT_REF_MODEL},
+    {0, 0, 0, 0}};
 
 static void usage(const char *cmd) {
     if (strcmp(cmd, "logits") == 0)
         fprintf(stderr, "usage: dsinfer logits --model DIR --ids 0,17,99 --out FILE.npy [--threads N] [--backend cpu|cuda] [--dummy-weights] [--kv-cache-dtype auto|fp8]\n"
                         "  writes float32 [T, vocab] logits at every prompt position\n");
+    else if (strcmp(cmd, "compare") == 0)
+        fprintf(stderr, "usage: dsinfer compare --model DIR [--ref-model DIR] --file TEXT [--ctx N] [--kv-cache-dtype fp8]\n"
+                        "         [--threads N] [--backend cpu|cuda]\n"
+                        "  KL divergence, top-1 agreement and max logit difference of --model (with its options)\n"
+                        "  against --ref-model (default: the same folder, default options), and both perplexities\n");
     else if (strcmp(cmd, "perplexity") == 0)
         fprintf(stderr, "usage: dsinfer perplexity --model DIR --file TEXT [--ctx N] [--threads N] [--backend cpu|cuda] [--dummy-weights] [--kv-cache-dtype auto|fp8]\n"
                         "  perplexity of the file's text: windows of N tokens (default: the model's context), each\n"
@@ -93,6 +99,7 @@ int model_args_parse(int argc, char **argv, model_args *a) {
         case OPT_CTX: bad = parse_num("--ctx", optarg, 2, 1 << 30, &x); a->ctx = (int)x; break;
         case OPT_DUMMY: a->dummy_weights = 1; break;
         case OPT_KV_DTYPE: a->kv_cache_dtype = optarg; break;
+        case OPT_REF_MODEL: a->ref_model = optarg; break;
         case OPT_HELP: usage(argv[0]); exit(0);
         default:
             fprintf(stderr, "dsinfer %s: unknown or incomplete option \"%s\"\n", argv[0], argv[optind - 1]);

@@ -8,6 +8,7 @@ typedef struct {
     const char *model, *ids, *prompt, *out, *backend, *chat_template, *system, *file;
     int threads, n_new, print_ids, ignore_eos, force_absorbed, ctx;
     const char *kv_cache_dtype;   /* --kv-cache-dtype auto|fp8 */
+    const char *ref_model;        /* compare: --ref-model DIR */
     int dummy_weights;   /* --dummy-weights: random weights made on the GPU; --model may be a config .json */
     ds_sampling_params sp;
 } model_args;

@@ -22,4 +22,13 @@ set +e
 "$BIN" generate --model "$M" --prompt x --ids 1 2>/dev/null; [ $? = 2 ] || { echo "--prompt with --ids not refused"; exit 1; }
 "$BIN" generate --model "$M" --ids 0 --temperature -1 2>/dev/null; [ $? = 2 ] || { echo "negative temperature not refused"; exit 1; }
 "$BIN" perplexity --model "$M" --file /nonexistent 2>/dev/null; [ $? = 3 ] || { echo "missing file not exit 3"; exit 1; }
+
+# compare: a configuration against itself is identical; the FP8 KV cache is close but not identical
+head -c 3000 tests/data/demo-heldout.txt > "$tmp"
+same=$("$BIN" compare --model models/demo --file "$tmp" --threads 1)
+case "$same" in *"kl_mean 0 "*"top1_agreement 1.0000 "*"max_abs_logit_diff 0 "*) ;; *) echo "compare with itself: $same"; exit 1;; esac
+kv=$("$BIN" compare --model models/demo --kv-cache-dtype fp8 --file "$tmp" --threads 1)
+agree=$(printf '%s' "$kv" | sed 's/.*top1_agreement \([0-9.]*\).*/\1/')
+awk -v a="$agree" 'BEGIN { exit !(a > 0.9 && a < 1.0) }' || { echo "fp8 KV compare: $kv"; exit 1; }
+echo "compare: ok ($kv)"
 echo "cli_text: ok"
