@@ -293,7 +293,7 @@ static void check_cli(const char *name, int p) {
 }
 
 int main(void) {
-    const char *names[] = {"tiny-v3", "tiny-v3-fp8", "tiny-v2", "tiny-v2-group"};
+    const char *names[] = {"tiny-v3", "tiny-v3-fp8", "tiny-v2", "tiny-v2-group", "tiny-v3-nvfp4"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) check_fixture(names[i]);
     check_cli("tiny-v3", 1);
     check_cli("tiny-v2", 1);

@@ -119,12 +119,35 @@ static void test_fp4(const char *tmp) {
     free(l4);
 }
 
+/* Our NVFP4 quantizer and the PyTorch one that made tests/fixtures/tiny-v3-nvfp4
+ * (tools/make_nvfp4_fixture.py, from spec 13.4) produce the same bytes from the same BF16 weights. */
+static void test_fp4_matches_reference(const char *tmp) {
+    char out[600], err[DS_ERRLEN];
+    snprintf(out, sizeof out, "%s/tiny-v3-fp4", tmp);
+    CHECKF(ds_quantize_checkpoint("tests/fixtures/tiny-v3", out, DS_QUANT_FP4, 0, err) == DS_OK, "%s", err);
+    ds_st_set *a, *b;
+    CHECK(ds_st_open_dir(out, &a, err) == DS_OK);
+    CHECK(ds_st_open_dir("tests/fixtures/tiny-v3-nvfp4", &b, err) == DS_OK);
+    int differ = 0, n = 0;
+    for (int i = 0; i < ds_st_count(b); i++) {
+        const ds_st_tensor *r = ds_st_at(b, i), *t = ds_st_find(a, r->name);
+        n++;
+        if (!t || t->dtype != r->dtype || t->nbytes != r->nbytes || memcmp(t->data, r->data, r->nbytes)) {
+            if (differ++ < 5) fprintf(stderr, "tensor %s differs from the PyTorch quantizer's\n", r->name);
+        }
+    }
+    CHECKF(differ == 0 && ds_st_count(a) == ds_st_count(b), "%d of %d tensors differ", differ, n);
+    ds_st_close(a);
+    ds_st_close(b);
+}
+
 int main(void) {
     char tmp[] = "/tmp/dsinfer-quant-XXXXXX";
     if (!mkdtemp(tmp)) return 1;
     test_elements();
     test_fp8_matches_reference(tmp);
     test_fp4(tmp);
+    test_fp4_matches_reference(tmp);
     char cmd[200];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
     if (system(cmd)) fprintf(stderr, "cannot remove %s\n", tmp);
