@@ -40,6 +40,7 @@ typedef struct {
     size_t kv_cache_bytes; /* size the pool to this many bytes of KV cache; 0 = default (4 full
                               contexts of at most 8192 tokens, capped at 1 GiB) */
     int force_absorbed;    /* 1: attend with the absorbed (latent) form for prefill too (tests) */
+    const char *quantization; /* NULL, "fp8" or "fp4": quantize the linear weights at load (a copy in RAM) */
     const char *kv_cache_dtype; /* "auto" (NULL: the backend's precision, fp32 today) or "fp8": the latent
                                    in e4m3 with one scale per 128 values, k_pe in bf16 (656 bytes per token
                                    per layer for the V3 shape); CPU backend only for now */
@@ -82,6 +83,11 @@ ds_status ds_seq_adopt_prefix(ds_seq *seq, const int *pages, int n_pages, char *
 /* Drops the sequence's tokens from position n_tokens on (n_tokens <= len), freeing whole pages past it
  * (used to roll back, e.g. rejected speculative tokens). */
 void ds_seq_truncate(ds_seq *seq, int n_tokens);
+/* An empty sequence `dst` gets a private copy of src's KV cache (fresh pages, every layer copied on
+ * the backend) and src's length: a fork for parallel sampling, or many distinct contexts for a benchmark
+ * without prefilling each. DS_ERR_ARG if dst is not empty; DS_ERR_NOMEM (nothing taken) when the pool
+ * lacks the pages. */
+ds_status ds_seq_fork(ds_seq *dst, const ds_seq *src, char *err);
 /* Integrity of the page pool: every page free or held, free + held == total. */
 ds_status ds_engine_check_pages(const ds_engine *eng, char *err);
 

@@ -181,6 +181,7 @@ int cli_compare(int argc, char **argv) {
     model_args r = a;
     r.model = a.ref_model ? a.ref_model : a.model;
     r.kv_cache_dtype = NULL;
+    r.quantization = NULL;
     r.backend = "cpu";
     char err[DS_ERRLEN];
     ds_engine *cand = NULL, *ref = NULL;

@@ -9,6 +9,7 @@ typedef struct {
     int threads, n_new, print_ids, ignore_eos, force_absorbed, ctx;
     const char *kv_cache_dtype;   /* --kv-cache-dtype auto|fp8 */
     const char *ref_model;        /* compare: --ref-model DIR */
+    const char *quantization;     /* --quantization fp8|fp4 (at load) */
     int dummy_weights;   /* --dummy-weights: random weights made on the GPU; --model may be a config .json */
     ds_sampling_params sp;
 } model_args;

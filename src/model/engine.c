@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/status.h"
+#include "model/quantize.h"
 #ifdef DS_HAVE_CUDA
 #include "backend/cuda/cuda_api.h"
 #endif
@@ -66,6 +67,15 @@ static ds_status load_config(const char *path, const ds_engine_opts *o, ds_confi
     return st;
 }
 
+static ds_status quantize_at_load(ds_engine *e, const char *how, int dummy, char *err) {
+    ds_quant q;
+    ds_status st = ds_quant_parse(how, &q, err);
+    if (st) return st;
+    if (dummy) return ds_seterr(err, DS_ERR_UNSUPPORTED, "--quantization does not apply to dummy weights");
+    ds_weights_quantize(&e->cfg, &e->w, q, &e->quant_owned);
+    return DS_OK;
+}
+
 static ds_status set_kv_dtype(ds_config *c, const ds_engine_opts *o, int cuda, char *err) {
     const char *kv = o && o->kv_cache_dtype ? o->kv_cache_dtype : "auto";
     if (!strcmp(kv, "auto")) return DS_OK;
@@ -117,6 +127,7 @@ ds_status ds_engine_open(const char *dir, const ds_engine_opts *o, ds_engine **o
     if (!st) st = dummy ? ds_weights_dummy(&e->cfg, &e->w, err) : ds_weights_bind(&e->cfg, e->st, &e->w, err);
     if (!st && dummy && !(o->backend && strcmp(o->backend, "cuda") == 0))
         st = ds_seterr(err, DS_ERR_UNSUPPORTED, "dummy weights are generated on the GPU: use backend cuda");
+    if (!st && o && o->quantization) st = quantize_at_load(e, o->quantization, dummy, err);
     int cuda = o && o->backend && strcmp(o->backend, "cuda") == 0;
     if (!st) st = set_kv_dtype(&e->cfg, o, cuda, err);
     if (!st && cuda && ds_weights_count_dtype(&e->cfg, &e->w, DS_DTYPE_NVFP4))
@@ -152,6 +163,7 @@ void ds_engine_free(ds_engine *e) {
     }
     ds_kv_pool_free(e->pool);
     ds_weights_free(&e->w);
+    free(e->quant_owned);
     ds_st_close(e->st);
     free(e);
 }
@@ -246,4 +258,29 @@ void ds_seq_truncate(ds_seq *s, int n_tokens) {
     int keep = (n_tokens + s->eng->page_size - 1) / s->eng->page_size;
     while (s->n_pages > keep) ds_engine_release_page(s->eng, s->pages[--s->n_pages]);
     s->len = n_tokens;
+}
+
+ds_status ds_seq_fork(ds_seq *dst, const ds_seq *src, char *err) {
+    ds_engine *e = dst->eng;
+    if (src->eng != e) return ds_seterr(err, DS_ERR_ARG, "fork: sequences of different engines");
+    if (dst->len || dst->n_pages) return ds_seterr(err, DS_ERR_ARG, "fork: the destination sequence is not empty");
+    if (ds_kv_pool_free_count(e->pool) < src->n_pages)
+        return ds_seterr(err, DS_ERR_NOMEM, "fork: %d KV pages needed, %d free", src->n_pages, ds_kv_pool_free_count(e->pool));
+    dst->pages = ds_xrealloc(dst->pages, sizeof(int) * (size_t)(src->n_pages + 1));
+    dst->cap_pages = src->n_pages + 1;
+    size_t pb = cache_page_bytes(e);
+    for (int i = 0; i < src->n_pages; i++) {
+        int page = ds_kv_pool_take(e->pool);
+        DS_CHECK(page >= 0);
+        dst->pages[dst->n_pages++] = page;
+        for (int l = 0; l < e->cfg.num_layers; l++) {
+            char *base = ds_engine_layer_cache(e, l);
+            void *d = base + (size_t)page * pb;
+            const void *s = base + (size_t)src->pages[i] * pb;
+            if (e->be->copy_bytes) e->be->copy_bytes(e->be, d, s, pb);
+            else memcpy(d, s, pb);
+        }
+    }
+    dst->len = src->len;
+    return DS_OK;
 }

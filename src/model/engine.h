@@ -26,6 +26,7 @@ struct ds_engine {
     ds_config cfg;
     ds_st_set *st;
     ds_model_weights w;
+    void *quant_owned;   /* weights quantized at load (--quantization), or NULL */
     ds_backend *be;
     ds_kv_pool *pool;
     void *cache;         /* [num_layers, n_pages, page_size, ds_kv_token_bytes(cfg)] bytes */

@@ -76,6 +76,8 @@ static void build_plan(ds_engine *e, const ds_batch_item *it, int n, step_plan *
         M += it[i].n_tokens;
         pt_stride = it[i].seq->n_pages > pt_stride ? it[i].seq->n_pages : pt_stride;
     }
+    /* a power of two: the page-table width changes rarely, so a decode step's graph is reused */
+    while (pt_stride & (pt_stride - 1)) pt_stride += pt_stride & -pt_stride;
     p->tokens = ds_xmalloc(sizeof(int32_t) * (size_t)M);
     p->positions = ds_xmalloc(sizeof(int32_t) * (size_t)M);
     p->out_rows = ds_xmalloc(sizeof(int32_t) * (size_t)M);
@@ -152,15 +154,52 @@ static void run_layers(ds_engine *e, const step_plan *p) {
     }
 }
 
-/* Final norm and lm_head over the rows asked for; copies the logits to the caller. */
-static void head(ds_engine *e, const step_plan *p, float *logits) {
+/* 1 when the logits rows are every token in order (decode steps): no gather needed. */
+static int rows_are_all(const step_plan *p) {
+    if (p->n_out != p->meta.n_tokens) return 0;
+    for (int i = 0; i < p->n_out; i++)
+        if (p->out_rows[i] != i) return 0;
+    return 1;
+}
+
+/* Final norm and lm_head over the rows asked for (the logits stay in backend memory). */
+static void head(ds_engine *e, const step_plan *p) {
     const ds_config *c = &e->cfg;
     ds_backend *be = e->be;
     int D = c->hidden_size, R = p->n_out;
-    be->gather_rows(be, e->a.ff, e->a.h, p->out_rows, R, D);
-    be->rmsnorm(be, e->a.xn, D, e->a.ff, D, &e->w.final_norm, R, D, c->rms_norm_eps);
+    const float *rows = e->a.h;
+    if (!rows_are_all(p)) {
+        be->gather_rows(be, e->a.ff, e->a.h, p->out_rows, R, D);
+        rows = e->a.ff;
+    }
+    be->rmsnorm(be, e->a.xn, D, rows, D, &e->w.final_norm, R, D, c->rms_norm_eps);
     be->linear(be, e->a.logits, e->a.xn, &e->w.lm_head, R);
-    be->to_host(be, logits, e->a.logits, (size_t)R * c->vocab_size);
+}
+
+typedef struct {
+    ds_engine *e;
+    const step_plan *p;
+} step_ctx;
+
+static void step_fn(void *ctx) {
+    step_ctx *s = ctx;
+    run_layers(s->e, s->p);
+    head(s->e, s->p);
+}
+
+/* The layers and the head, as a replayed graph for decode steps when the backend has them (the key
+ * names everything the captured ops bake in), else directly. */
+static ds_status run_step(ds_engine *e, const step_plan *p, char *err) {
+    step_ctx s = {e, p};
+    if (!e->be->run_graph || !rows_are_all(p) || p->n_naive || p->meta.n_tokens != p->meta.n_seqs) {
+        step_fn(&s);
+        return DS_OK;
+    }
+    uint64_t vals[] = {(uint64_t)p->meta.n_tokens, (uint64_t)p->meta.n_seqs, (uint64_t)p->meta.pt_stride,
+                       (uint64_t)(uintptr_t)e->a.h, (uint64_t)e->a.cap, (uint64_t)(uintptr_t)e->cache};
+    uint64_t key = 1469598103934665603ull;
+    for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) key = (key ^ vals[i]) * 1099511628211ull;
+    return e->be->run_graph(e->be, key, step_fn, &s, err);
 }
 
 ds_status ds_engine_forward(ds_engine *e, const ds_batch_item *it, int n, float *logits, char *err) {
@@ -174,9 +213,9 @@ ds_status ds_engine_forward(ds_engine *e, const ds_batch_item *it, int n, float 
         st = ds_engine_reserve_acts(e, p.meta.n_tokens, err);
     }
     if (!st) st = e->be->set_batch(e->be, &p.meta, err);
+    if (!st) st = run_step(e, &p, err);
     if (!st) {
-        run_layers(e, &p);
-        head(e, &p, logits);
+        e->be->to_host(e->be, logits, e->a.logits, (size_t)p.n_out * e->cfg.vocab_size);
         for (int i = 0; i < n; i++) it[i].seq->len += it[i].n_tokens;
     } else {
         for (int i = 0; i < n; i++)

@@ -73,3 +73,49 @@ void ds_quant_nvfp4(const ds_weight *w, uint8_t *packed, uint8_t *block_scale, f
     }
     free(row);
 }
+
+/* Bytes of w's data and scales in format `to`, each part padded to 16 bytes. */
+static size_t quant_bytes(const ds_weight *w, ds_quant to) {
+    size_t R = (size_t)w->rows, K = (size_t)w->cols;
+    if (to == DS_QUANT_FP8) return (R * K + 15) / 16 * 16 + ((R + 127) / 128) * ((K + 127) / 128) * 4;
+    return (R * K / 2 + 15) / 16 * 16 + R * K / 16;
+}
+
+static int quantizable(const ds_weight *w, ds_quant to) {
+    if (w->dtype == DS_DTYPE_NVFP4) return 0;
+    if (to == DS_QUANT_FP8) return w->dtype != DS_DTYPE_F8_E4M3;
+    return w->cols % 16 == 0;
+}
+
+static void quantize_one(ds_weight *w, ds_quant to, unsigned char *dst) {
+    size_t R = (size_t)w->rows, K = (size_t)w->cols;
+    ds_weight src = *w;
+    if (to == DS_QUANT_FP8) {
+        float *scale = (float *)(void *)(dst + (R * K + 15) / 16 * 16);
+        ds_quant_fp8_blocks(&src, dst, scale);
+        *w = (ds_weight){.data = dst, .dtype = DS_DTYPE_F8_E4M3, .rows = w->rows, .cols = w->cols, .scale = scale,
+                         .scale_cols = (int)((K + 127) / 128), .name = w->name};
+    } else {
+        uint8_t *bs = dst + (R * K / 2 + 15) / 16 * 16;
+        float g;
+        ds_quant_nvfp4(&src, dst, bs, &g);
+        *w = (ds_weight){.data = dst, .dtype = DS_DTYPE_NVFP4, .rows = w->rows, .cols = w->cols, .block_scale = bs,
+                         .global_scale = g, .name = w->name};
+    }
+}
+
+void ds_weights_quantize(const ds_config *cfg, ds_model_weights *w, ds_quant to, void **owned) {
+    ds_weight **list;
+    int n = ds_weights_linear_list(cfg, w, &list);
+    size_t total = 0;
+    for (int i = 0; i < n; i++) total += quantizable(list[i], to) ? quant_bytes(list[i], to) : 0;
+    unsigned char *buf = ds_xmalloc(total ? total : 1), *p = buf;
+    for (int i = 0; i < n; i++) {
+        if (!quantizable(list[i], to)) continue;
+        size_t b = quant_bytes(list[i], to);
+        quantize_one(list[i], to, p);
+        p += b;
+    }
+    free(list);
+    *owned = buf;
+}

@@ -25,6 +25,11 @@ void ds_quant_fp8_blocks(const ds_weight *w, uint8_t *q, float *scale_inv);
  * cols must be a multiple of 16. */
 void ds_quant_nvfp4(const ds_weight *w, uint8_t *packed, uint8_t *block_scale, float *global);
 
+/* Quantizes every linear weight of w in memory (--quantization at load). The new data lives in one
+ * malloc'd block returned in *owned (free it after the weights); weights already in the target format,
+ * NVFP4 weights, and (for fp4) weights whose columns are not a multiple of 16 are left as they are. */
+void ds_weights_quantize(const ds_config *cfg, ds_model_weights *w, ds_quant to, void **owned);
+
 /* Writes in_dir's model quantized to `to` into out_dir (created if needed): model.safetensors,
  * config.json with its quantization_config, the tokenizer files copied. Prints one line per 10% done
  * to stderr when progress is set. */

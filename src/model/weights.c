@@ -293,3 +293,25 @@ int ds_weights_count_dtype(const ds_config *c, const ds_model_weights *w, ds_dty
     if (w->mtp.present) n += count_layer(c, &w->mtp.layer, t);
     return n;
 }
+
+static void list_layer(const ds_config *c, ds_layer_weights *L, ds_weight ***out, int *n) {
+    ds_weight *fixed[] = {&L->q_a, &L->q_b, &L->q, &L->kv_a, &L->kv_b, &L->o, &L->gate, &L->up, &L->down,
+                          &L->sh_gate, &L->sh_up, &L->sh_down};
+    int extra = L->is_moe && L->exp_gate ? 3 * c->n_routed_experts : 0;
+    *out = ds_xrealloc(*out, sizeof(ds_weight *) * (size_t)(*n + 12 + extra));
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+        if (fixed[i]->data) (*out)[(*n)++] = fixed[i];
+    for (int e = 0; extra && e < c->n_routed_experts; e++) {
+        (*out)[(*n)++] = &L->exp_gate[e];
+        (*out)[(*n)++] = &L->exp_up[e];
+        (*out)[(*n)++] = &L->exp_down[e];
+    }
+}
+
+int ds_weights_linear_list(const ds_config *c, ds_model_weights *w, ds_weight ***out) {
+    int n = 0;
+    *out = NULL;
+    for (int i = 0; i < w->n_layers; i++) list_layer(c, &w->layers[i], out, &n);
+    if (w->mtp.present) list_layer(c, &w->mtp.layer, out, &n);
+    return n;
+}

@@ -81,6 +81,10 @@ extern const unsigned char ds_weight_dummy_tag[1];
 ds_status ds_weights_dummy(const ds_config *cfg, ds_model_weights *w, char *err);
 void ds_weights_free(ds_model_weights *w);
 
+/* Pointers to every linear projection weight (attention, dense MLP, experts, shared experts; MTP layer
+ * included), the ones the releases quantize; *out is malloc'd. Returns the count. */
+int ds_weights_linear_list(const ds_config *cfg, ds_model_weights *w, ds_weight ***out);
+
 /* Number of bound weights (all layers, MTP included) stored in dtype t. */
 int ds_weights_count_dtype(const ds_config *cfg, const ds_model_weights *w, ds_dtype t);
 

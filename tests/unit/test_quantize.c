@@ -49,10 +49,10 @@ static void test_fp8_matches_reference(const char *tmp) {
 }
 
 /* NLL of BOS + ids predicting ids, and the logits of the last position. */
-static double nll(const char *dir, const int32_t *ids, int n, float *last) {
+static double nll_q(const char *dir, const char *quant, const int32_t *ids, int n, float *last) {
     char err[DS_ERRLEN];
     ds_engine *e = NULL;
-    ds_engine_opts o = {.n_threads = 2};
+    ds_engine_opts o = {.n_threads = 2, .quantization = quant};
     if (ds_engine_open(dir, &o, &e, err) != DS_OK) { CHECKF(0, "%s: %s", dir, err); return NAN; }
     int V = ds_engine_vocab_size(e);
     float *lg = malloc(sizeof(float) * (size_t)n * V);
@@ -73,6 +73,19 @@ static double nll(const char *dir, const int32_t *ids, int n, float *last) {
     ds_seq_free(s);
     ds_engine_free(e);
     return sum / (n - 1);
+}
+
+static double nll(const char *dir, const int32_t *ids, int n, float *last) { return nll_q(dir, NULL, ids, n, last); }
+
+/* --quantization at load gives the same model as the quantized file: same NLL, same logits. */
+static void test_at_load(void) {
+    int32_t ids[64];
+    for (int i = 0; i < 64; i++) ids[i] = i ? (int32_t)((i * 104729) % 3500 + 200) : 0;
+    float *a = malloc(sizeof(float) * 4096), *b = malloc(sizeof(float) * 4096);
+    double x = nll_q("models/demo", "fp8", ids, 64, a), y = nll("models/demo-fp8", ids, 64, b);
+    CHECKF(x == y && memcmp(a, b, sizeof(float) * 4096) == 0, "fp8 at load %.6f, from the file %.6f", x, y);
+    free(a);
+    free(b);
 }
 
 static void test_fp4(const char *tmp) {
@@ -148,6 +161,7 @@ int main(void) {
     test_fp8_matches_reference(tmp);
     test_fp4(tmp);
     test_fp4_matches_reference(tmp);
+    test_at_load();
     char cmd[200];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
     if (system(cmd)) fprintf(stderr, "cannot remove %s\n", tmp);
