@@ -11,6 +11,7 @@ int cli_chat(int argc, char **argv);
 int cli_perplexity(int argc, char **argv);
 int cli_quantize(int argc, char **argv);
 int cli_compare(int argc, char **argv);
+int cli_plan(int argc, char **argv);
 int cli_tokenize(int argc, char **argv);     /* src/cli/cmd_tok.c */
 int cli_detokenize(int argc, char **argv);   /* src/cli/cmd_tok.c */
 int cli_serve(int argc, char **argv);        /* src/cli/cmd_serve.c */

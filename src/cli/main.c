@@ -16,6 +16,7 @@ static const command commands[] = {
     {"chat", cli_chat, "chat with the model in the terminal"},
     {"perplexity", cli_perplexity, "perplexity of a text file"},
     {"quantize", cli_quantize, "write an FP8 or NVFP4 copy of a checkpoint"},
+    {"plan", cli_plan, "memory plan of a model on N GPUs (weights, KV tokens that fit)"},
     {"compare", cli_compare, "accuracy of one configuration against another (KL, top-1, perplexity)"},
     {"tokenize", cli_tokenize, "print the token ids of the text on stdin"},
     {"detokenize", cli_detokenize, "print the text of token ids"},
