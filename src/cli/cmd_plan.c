@@ -11,18 +11,6 @@
 #include "core/status.h"
 #include "loader/config.h"
 
-static ds_status load_any(const char *path, ds_config *c, char *err) {
-    size_t n = strlen(path);
-    if (n < 5 || strcmp(path + n - 5, ".json")) return ds_config_load(path, c, err);
-    FILE *f = fopen(path, "rb");
-    if (!f) return ds_seterr(err, DS_ERR_IO, "%s: cannot open", path);
-    static char buf[1 << 16];
-    size_t got = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[got] = 0;
-    return ds_config_parse(buf, path, c, err);
-}
-
 static void usage(void) {
     fprintf(stderr, "usage: dsinfer plan --model DIR|config.json [--gpus N] [--parallel dp-ep|tp] [--weights fp8|bf16]\n"
                     "         [--kv-cache-dtype fp8|bf16] [--gpu-mem-gb 141] [--utilization 0.9] [--activations-gb 4]\n");
@@ -59,7 +47,7 @@ int cli_plan(int argc, char **argv) {
     if (!model || optind < argc) { usage(); return 2; }
     char err[DS_ERRLEN];
     ds_config cfg;
-    ds_status st = load_any(model, &cfg, err);
+    ds_status st = ds_config_load(model, &cfg, err);
     if (st) { fprintf(stderr, "dsinfer: error: %s\n", err); return ds_cli_exit_code(st); }
     ds_plan p;
     ds_memory_plan(&cfg, &in, &p);

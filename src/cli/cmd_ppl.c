@@ -19,23 +19,14 @@
 
 #include "cli/cli.h"
 #include "cli/model_args.h"
+#include "core/file.h"
 #include "core/status.h"
 #include "tokenizer/tokenizer.h"
 
+/* The text of path, or NULL with *st set. */
 static char *read_file(const char *path, size_t *len, char *err, ds_status *st) {
-    FILE *f = fopen(path, "rb");
-    if (!f) { *st = ds_seterr(err, DS_ERR_IO, "%s: cannot open", path); return NULL; }
-    char *buf = NULL;
-    size_t n = 0, cap = 0, got;
-    do {
-        if (n + 65536 >= cap) buf = ds_xrealloc(buf, cap = cap * 2 + 65536);
-        got = fread(buf + n, 1, cap - n - 1, f);
-        n += got;
-    } while (got > 0);
-    fclose(f);
-    buf[n] = 0;
-    *len = n;
-    *st = DS_OK;
+    char *buf = ds_read_file(path, (size_t)1 << 31, len);
+    *st = buf ? DS_OK : ds_seterr(err, DS_ERR_IO, "%s: cannot read", path);
     return buf;
 }
 

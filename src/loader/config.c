@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/file.h"
 #include "core/status.h"
 
 typedef struct {
@@ -249,18 +250,11 @@ ds_status ds_config_parse(const char *json, const char *where, ds_config *cfg, c
 
 ds_status ds_config_load(const char *dir, ds_config *cfg, char *err) {
     char path[4096];
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    FILE *f = fopen(path, "rb");
-    if (!f) return ds_seterr(err, DS_ERR_IO, "%s: cannot open", path);
-    char *buf = NULL;
-    size_t n = 0, cap = 0, got;
-    do {
-        if (n + 4096 >= cap) buf = ds_xrealloc(buf, cap = cap * 2 + 8192);
-        got = fread(buf + n, 1, cap - n - 1, f);
-        n += got;
-    } while (got > 0 && n < (16u << 20));
-    fclose(f);
-    buf[n] = 0;
+    size_t n = strlen(dir);
+    if (n > 5 && strcmp(dir + n - 5, ".json") == 0) snprintf(path, sizeof path, "%s", dir);   /* a config file itself */
+    else snprintf(path, sizeof path, "%s/config.json", dir);
+    char *buf = ds_read_file(path, 16u << 20, NULL);
+    if (!buf) return ds_seterr(err, DS_ERR_IO, "%s: cannot open", path);
     ds_status st = ds_config_parse(buf, path, cfg, err);
     free(buf);
     return st;

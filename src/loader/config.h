@@ -57,7 +57,8 @@ typedef struct {
     double inv_freq[DS_MAX_ROPE_DIM / 2];  /* [dr/2] */
 } ds_config;
 
-/* Parses `dir`/config.json. Unknown architectures, missing or out-of-range fields give an error that
+/* Parses `dir`/config.json, or `dir` itself when it names a .json file (a config without weights, for
+ * dummy-weight runs and memory plans). Unknown architectures, missing or out-of-range fields give an error that
  * names the file and the field. */
 ds_status ds_config_load(const char *dir, ds_config *cfg, char *err);
 /* Parses config text (for tests). `where` names the source in messages. */

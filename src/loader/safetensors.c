@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/file.h"
 #include "core/status.h"
 
 #define MAX_HEADER_BYTES (100u << 20)
@@ -187,23 +188,6 @@ ds_status ds_st_open_file(const char *path, ds_st_set **out, char *err) {
     return DS_OK;
 }
 
-static char *read_text_file(const char *path, size_t max, size_t *len) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return NULL;
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n + 4096 + 1 > cap) buf = ds_xrealloc(buf, cap = cap * 2 + 8192);
-        size_t r = fread(buf + n, 1, cap - n - 1, fp);
-        n += r;
-        if (r == 0 || n > max) break;
-    }
-    fclose(fp);
-    buf[n] = 0;
-    if (len) *len = n;
-    return buf;
-}
-
 /* Collects the distinct shard names of an index's weight_map, each joined to dir. */
 static ds_status index_shards(const char *dir, const char *ipath, const cJSON *map, char ***paths, int *n,
                               char *err) {
@@ -234,7 +218,7 @@ static ds_status check_index_complete(const ds_st_set *s, const cJSON *map, cons
 }
 
 static ds_status open_index(const char *dir, const char *ipath, ds_st_set *s, char *err) {
-    char *text = read_text_file(ipath, 64u << 20, NULL);
+    char *text = ds_read_file(ipath, 64u << 20, NULL);
     if (!text) return ds_seterr(err, DS_ERR_IO, "%s: cannot read", ipath);
     cJSON *root = cJSON_Parse(text);
     free(text);

@@ -52,21 +52,6 @@ static ds_status create_backend(ds_engine *e, const ds_engine_opts *o, char *err
     return ds_seterr(err, DS_ERR_ARG, "unknown backend \"%s\" (expected cpu or cuda)", name);
 }
 
-/* Dummy weights: config from `path`, a folder holding config.json or a config .json file itself. */
-static ds_status load_config(const char *path, const ds_engine_opts *o, ds_config *cfg, char *err) {
-    size_t n = strlen(path);
-    if (!(o && o->dummy_weights && n > 5 && strcmp(path + n - 5, ".json") == 0)) return ds_config_load(path, cfg, err);
-    FILE *f = fopen(path, "rb");
-    if (!f) return ds_seterr(err, DS_ERR_IO, "%s: cannot open", path);
-    char *buf = ds_xmalloc(1 << 20);
-    size_t got = fread(buf, 1, (1 << 20) - 1, f);
-    fclose(f);
-    buf[got] = 0;
-    ds_status st = ds_config_parse(buf, path, cfg, err);
-    free(buf);
-    return st;
-}
-
 static ds_status quantize_at_load(ds_engine *e, const char *how, int dummy, char *err) {
     ds_quant q;
     ds_status st = ds_quant_parse(how, &q, err);
@@ -122,7 +107,7 @@ ds_status ds_engine_open(const char *dir, const ds_engine_opts *o, ds_engine **o
     *out = NULL;
     ds_engine *e = ds_xcalloc(1, sizeof(*e));
     int dummy = o && o->dummy_weights;
-    ds_status st = load_config(dir, o, &e->cfg, err);
+    ds_status st = ds_config_load(dir, &e->cfg, err);
     if (!st && !dummy) st = ds_st_open_dir(dir, &e->st, err);
     if (!st) st = dummy ? ds_weights_dummy(&e->cfg, &e->w, err) : ds_weights_bind(&e->cfg, e->st, &e->w, err);
     if (!st && dummy && !(o->backend && strcmp(o->backend, "cuda") == 0))

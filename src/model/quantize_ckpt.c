@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/file.h"
 #include "core/status.h"
 #include "loader/safetensors.h"
 #include "loader/st_write.h"
@@ -148,18 +149,6 @@ static ds_status write_model(const ds_st_set *s, const plan *p, ds_quant to, con
     return st;
 }
 
-static char *read_text(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = ds_xmalloc((size_t)n + 1);
-    b[fread(b, 1, (size_t)n, f)] = 0;
-    fclose(f);
-    return b;
-}
-
 static ds_status write_text(const char *path, const char *text, char *err) {
     FILE *f = fopen(path, "wb");
     if (!f) return ds_seterr(err, DS_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
@@ -172,7 +161,7 @@ static ds_status write_text(const char *path, const char *text, char *err) {
 static ds_status write_configs(const char *in, const char *out, ds_quant to, char *err) {
     char p[4096];
     snprintf(p, sizeof p, "%s/config.json", in);
-    char *txt = read_text(p);
+    char *txt = ds_read_file(p, 64u << 20, NULL);
     cJSON *cfg = txt ? cJSON_Parse(txt) : NULL;
     free(txt);
     if (!cfg) return ds_seterr(err, DS_ERR_FORMAT, "%s: cannot read as JSON", p);
@@ -206,7 +195,7 @@ static ds_status copy_aux_files(const char *in, const char *out, char *err) {
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char p[4096];
         snprintf(p, sizeof p, "%s/%s", in, names[i]);
-        char *t = read_text(p);
+        char *t = ds_read_file(p, 64u << 20, NULL);
         if (!t) continue;
         snprintf(p, sizeof p, "%s/%s", out, names[i]);
         ds_status st = write_text(p, t, err);
