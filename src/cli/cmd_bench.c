@@ -394,8 +394,11 @@ static int bench_serve(int argc, char **argv) {
     return failed == a.num_prompts ? 1 : 0;
 }
 
+int cli_bench_offline(int argc, char **argv);   /* src/cli/cmd_bench_offline.c: `dsinfer bench` without serve */
+
 int cli_bench(int argc, char **argv) {
     if (argc >= 2 && strcmp(argv[1], "serve") == 0) return bench_serve(argc - 1, argv + 1);
+    if (argc < 2 || argv[1][0] == '-') return cli_bench_offline(argc, argv);
     fprintf(stderr, "usage: dsinfer bench serve [options]   (dsinfer bench serve --help)\n");
     return 2;
 }

@@ -31,13 +31,34 @@ void ds_cuda_die(const char *file, int line, const char *what, const char *msg) 
 /* After every kernel launch. */
 #define CUDA_LAUNCH_CHECK() CUDA_CHECK(cudaGetLastError())
 
-/* A device buffer that only grows (reallocated when a larger size is asked for). */
+/* Every op runs on this one stream (created blocking, so the synchronous cudaMemcpy calls of the legacy
+ * stream still order with it); a decode step is captured from it into a CUDA graph (cuda_graph.cu). */
+extern cudaStream_t cu_stream;
+
+/* A device buffer that only grows (reallocated when a larger size is asked for). A reallocation bumps
+ * cu_ws_epoch: captured graphs hold the old addresses and are dropped when the epoch moved. */
 typedef struct {
     void *p;
     size_t bytes;
 } cu_ws;
+extern unsigned long cu_ws_epoch;
 void *cu_ws_get(cu_ws *w, size_t bytes);
 void cu_ws_free(cu_ws *w);
+
+/* The speed techniques, each switchable by an environment variable (read once at backend creation):
+ *   DSINFER_CUDA_TC=1        BF16 tensor-core GEMMs (fp32 accumulate) for M > GEMV_MAX_M; default 0:
+ *                            exact fp32 SGEMM, what the op tests compare strictly.
+ *   DSINFER_CUDA_GRAPHS=0    no CUDA graphs for decode steps (default 1: one graph per batch size).
+ *   DSINFER_CUDA_FUSED_ATTN=0  the per-(token, head) absorbed kernel, one launch per sequence (default 1:
+ *                            one launch for all tokens, all heads of a token share one pass over the KV,
+ *                            split-KV).
+ *   DSINFER_CUDA_MOE_GROUPED=0 the MoE with a host sync per layer and per-expert launches (default 1:
+ *                            device-side expert offsets, grouped expert GEMV kernels, no host sync, for
+ *                            M <= DSINFER_CUDA_MOE_GROUPED_MAX_M, default 256).
+ *   DSINFER_CUDA_VEC_GEMV=0  the scalar GEMV (default 1: 16-byte weight loads, fused gate/up/SiLU). */
+typedef struct {
+    int tc, graphs, fused_attn, moe_grouped, moe_grouped_max_m, vec_gemv;
+} cu_opts;
 
 typedef struct {
     ds_backend base;
@@ -63,6 +84,17 @@ typedef struct {
     int n_owned, cap_owned;
     void *weight_pool;          /* one allocation holding every prepared weight */
     size_t weight_bytes;
+    /* speed paths (cuda_backend.cu reads them from the environment at creation; see cu_opts_read) */
+    cu_opts opt;
+    cublasHandle_t cublas_tc;   /* default math: BF16 tensor-core GEMMs (opt.tc) */
+    void *cublas_ws;            /* fixed cuBLAS workspaces, so GEMMs can be captured into graphs */
+    cu_ws ws_tc;                /* BF16 activations and dequantized BF16 weight tiles */
+    cu_ws ws_abs;               /* absorbed attention: q_lat, split partials, o_lat, token list */
+    cu_ws ws_moe2;              /* grouped MoE: intermediates and expert outputs */
+    struct cu_moe_tab *moe_tabs;   /* per MoE layer: device table of expert weight views */
+    int n_moe_tabs;
+    struct cu_graphs *graphs;   /* captured decode steps (cuda_graph.cu) */
+    int n_sm;
 } ds_cuda_backend;
 
 static inline ds_cuda_backend *cu_of(ds_backend *be) { return (ds_cuda_backend *)be; }
@@ -121,6 +153,18 @@ void cu_attn_naive(ds_backend *be, float *out, const float *q, const void *cache
 void cu_attn_absorbed(ds_backend *be, float *out, const float *q, const void *cache_v, const ds_weight *kv_b,
                       const int *seqs, int n_seqs);
 void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M);
+/* out[M, N] = x . W^T in fp32 for M <= GEMV_MAX_M (16-byte loads of the weight in its stored dtype). */
+#define GEMV_MAX_M 8
+/* Grouped row-dot GEMV (cuda_linear.cu): for each group e < E (blockIdx.y) with rows r in
+ * [off[e], off[e+1]) (off NULL: one group of rows [0, M)), out[r, e*out_e + n] = W_e[n, :] . x[xr[r] (or r), e*x_e + :]
+ * for n < max_rows, W_e row row0 + e*row_e + n (row_e for groups that are row blocks of one view v0); pair: out = SiLU(W_e x) * (W1_e x) (gate/up). W_e is tab0[e] (device array) or v0
+ * when tab0 is NULL. No host sync; any M. */
+void cu_gemv_group(float *out, int ldo, int out_e, const float *x, int ldx, int x_e, const int32_t *xr,
+                   const int32_t *off, int M, int E, const cu_wview *tab0, const cu_wview *tab1, cu_wview v0,
+                   cu_wview v1, int pair, int max_rows, int vec, int row0, int row_e);
+void cu_moe_tabs_free(ds_cuda_backend *cb);
+ds_status cu_graph_run(ds_backend *be, uint64_t key, void (*fn)(void *), void *ctx, char *err);
+void cu_graphs_free(ds_cuda_backend *cb);
 ds_status cu_prepare_weights(ds_backend *be, ds_model_weights *w, char *err);
 /* Remembers a device allocation so destroy frees it. */
 void cu_own(ds_cuda_backend *cb, void *p);

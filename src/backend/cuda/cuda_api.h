@@ -42,6 +42,13 @@ void ds_cuda_route(ds_backend *be, const float *logits, const float *bias, int32
 void ds_cuda_sample(ds_backend *be, const float *logits, int n_rows, int vocab, float temperature, int top_k,
                     float top_p, uint64_t *rng, int32_t *out);
 
+/* The ceilings of `dsinfer bench`: device-to-device copy bandwidth (GB/s, bytes read + written) and the
+ * cuBLAS BF16 GEMM rate (TFLOP/s, 8192^3, fp32 accumulation, random data). */
+ds_status ds_cuda_ceilings(double *copy_gbs, double *bf16_tflops, char *err);
+/* The absorbed MLA decode op alone (cfg's heads and widths; fp32 latent cache of n_seqs x ctx tokens in
+ * shuffled pages; kv_b BF16): median ms and GB/s (cache + kv_b + q/out bytes over time). */
+ds_status ds_cuda_bench_mla(const ds_config *cfg, int n_seqs, int ctx, double *ms, double *gbs, char *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -96,12 +96,12 @@ void cu_attn_naive(ds_backend *be, float *out, const float *q, const void *cache
         size_t n_lat = (size_t)L * C, n_kpe = (size_t)L * dr, n_kvb = (size_t)L * H * hw;
         float *lat = (float *)cu_ws_get(&cb->ws_attn, (n_lat + n_kpe + n_kvb) * sizeof(float));
         float *kpe = lat + n_lat, *kvb = kpe + n_kpe;
-        gather_ctx_kernel<<<L, 128>>>(lat, kpe, cache, cb->d_page_table + (size_t)s * b->pt_stride, b->page_size, C, dr);
+        gather_ctx_kernel<<<L, 128, 0, cu_stream>>>(lat, kpe, cache, cb->d_page_table + (size_t)s * b->pt_stride, b->page_size, C, dr);
         CUDA_LAUNCH_CHECK();
         cu_linear(be, kvb, lat, kv_b, L);
         dim3 grid(T, H);
         size_t smem = sizeof(float) * (size_t)(dn + dr + NAIVE_CHUNK);
-        naive_attn_kernel<<<grid, NAIVE_THREADS, smem>>>(out, q, kvb, kpe, cb->d_positions, t0, H, dn, dr, dv,
+        naive_attn_kernel<<<grid, NAIVE_THREADS, smem, cu_stream>>>(out, q, kvb, kpe, cb->d_positions, t0, H, dn, dr, dv,
                                                          c->softmax_scale);
         CUDA_LAUNCH_CHECK();
     }
@@ -181,8 +181,261 @@ __global__ void absorbed_attn_kernel(float *out, const float *q, const float *ca
     }
 }
 
+/* ---- fused absorbed decode (one launch for all tokens) ------------------------------------------------
+ * Four launches per layer whatever the batch: (1) q_lat = W_UK^T q_nope for every (token, head); (2) the
+ * attention core, grid (token, KV split, head group of 16): all heads of a group share one pass over the
+ * token's latent cache rows (staged 32 rows at a time in shared memory), scores and an online softmax per
+ * head, o_lat partials per split; (3) the splits combined (log-sum-exp); (4) o = W_UV o_lat as a grouped
+ * GEMV over the heads. fp32 throughout like the CPU. The token list is NULL when every token of the batch
+ * is attended here (decode), so nothing depends on the host between steps (CUDA graphs). */
+#define FA_THREADS 256
+#define FA_HG 16          /* heads per block */
+#define FA_CHUNK 32       /* KV rows per shared-memory stage */
+#define FA_MAX_C 512      /* C <= 2 * FA_THREADS */
+
+/* grid (H, ceil(T / 8)), block 128: qlat[i, h, k] = sum_d W[h*hw + d, k] q[m_i, h*dqk + d]. */
+__global__ void absorb_q_kernel(float *qlat, const float *q, cu_wview kvb, const int32_t *tok, int T, int H, int C,
+                                int dn, int dqk, int hw) {
+    __shared__ float qs[8][256];
+    int h = blockIdx.x, i0 = blockIdx.y * 8, nt = T - i0 < 8 ? T - i0 : 8;
+    for (int t = 0; t < nt; t++) {
+        int m = tok ? tok[i0 + t] : i0 + t;
+        for (int d = threadIdx.x; d < dn; d += blockDim.x) qs[t][d] = q[(size_t)m * H * dqk + (size_t)h * dqk + d];
+    }
+    __syncthreads();
+    for (int k = threadIdx.x; k < C; k += blockDim.x) {
+        float a[8];
+#pragma unroll
+        for (int t = 0; t < 8; t++) a[t] = 0.0f;
+        for (int d = 0; d < dn; d++) {
+            float wv = cu_w(kvb, h * hw + d, k);
+#pragma unroll
+            for (int t = 0; t < 8; t++) a[t] += qs[t][d] * wv;
+        }
+        for (int t = 0; t < nt; t++) qlat[((size_t)(i0 + t) * H + h) * C + k] = a[t];
+    }
+}
+
+typedef struct {
+    const float *qlat;       /* [T, H, C] */
+    const float *q;          /* [M, H*dqk]: q_pe read from here */
+    const float *cache;      /* [n_pages, page_size, C + dr] */
+    const int32_t *tok;      /* [T] token of each list entry; NULL: entry i is token i */
+    const int32_t *positions, *tok_seq, *page_table;
+    float *part;             /* [T, S, H, C] unnormalised o_lat per split */
+    float *ml;               /* [T, S, H, 2] running max and sum per split */
+    int H, C, dr, dn, dqk, pt_stride, page_size, n_splits;
+    float scale;
+} fa_params;
+
+__global__ void __launch_bounds__(FA_THREADS) mla_decode_kernel(fa_params p) {
+    extern __shared__ float sm[];
+    const int W = p.C + p.dr, QS = (W + 3) & ~3, KS = W + 1;
+    float *Qs = sm, *Ks = Qs + FA_HG * QS, *P = Ks + FA_CHUNK * KS, *st = P + FA_CHUNK * FA_HG;
+    float *run_max = st, *run_sum = st + FA_HG, *corr = st + 2 * FA_HG;
+    int i = blockIdx.x, split = blockIdx.y, h0 = blockIdx.z * FA_HG;
+    int nh = p.H - h0 < FA_HG ? p.H - h0 : FA_HG;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int m = p.tok ? p.tok[i] : i, s = p.tok_seq[m], ctx = p.positions[m] + 1;
+    const int32_t *pt = p.page_table + (size_t)s * p.pt_stride;
+    int n_chunks = (ctx + FA_CHUNK - 1) / FA_CHUNK, per = (n_chunks + p.n_splits - 1) / p.n_splits;
+    int c_begin = split * per * FA_CHUNK, c_end = min(ctx, (split + 1) * per * FA_CHUNK);
+    for (int x = threadIdx.x; x < FA_HG * QS; x += FA_THREADS) {
+        int hh = x / QS, k = x % QS;
+        float v = 0.0f;
+        if (hh < nh && k < p.C) v = p.qlat[((size_t)i * p.H + h0 + hh) * p.C + k];
+        else if (hh < nh && k < W) v = p.q[(size_t)m * p.H * p.dqk + (size_t)(h0 + hh) * p.dqk + p.dn + (k - p.C)];
+        Qs[x] = v;
+    }
+    if (threadIdx.x < FA_HG) {
+        run_max[threadIdx.x] = -INFINITY;
+        run_sum[threadIdx.x] = 0.0f;
+    }
+    float acc[2][FA_HG];
+#pragma unroll
+    for (int a = 0; a < 2; a++)
+#pragma unroll
+        for (int hh = 0; hh < FA_HG; hh++) acc[a][hh] = 0.0f;
+    const int c0 = threadIdx.x, c1 = threadIdx.x + FA_THREADS;
+    for (int base = c_begin; base < c_end; base += FA_CHUNK) {
+        int nc = c_end - base < FA_CHUNK ? c_end - base : FA_CHUNK;
+        __syncthreads();   /* the previous chunk's readers are done; Qs/stats written */
+        for (int j = warp; j < nc; j += FA_THREADS / 32) {
+            int pos = base + j;
+            const float *row = p.cache + ((size_t)pt[pos / p.page_size] * p.page_size + (size_t)(pos % p.page_size)) * W;
+            float *dst = Ks + j * KS;
+            if ((W & 3) == 0) {
+                for (int k = lane * 4; k < W; k += 128) {
+                    float4 v = __ldg((const float4 *)(row + k));
+                    dst[k] = v.x; dst[k + 1] = v.y; dst[k + 2] = v.z; dst[k + 3] = v.w;
+                }
+            } else {
+                for (int k = lane; k < W; k += 32) dst[k] = row[k];
+            }
+        }
+        __syncthreads();
+        /* scores: warp w -> heads 2w, 2w+1; lane -> row j */
+        {
+            int ha = 2 * warp, hb = 2 * warp + 1, j = lane;
+            float sa = 0.0f, sb = 0.0f;
+            if (j < nc) {
+                const float *kr = Ks + j * KS, *qa = Qs + ha * QS, *qb = Qs + hb * QS;
+                int k = 0;
+                for (; k + 4 <= W; k += 4) {
+                    float4 a4 = *(const float4 *)(qa + k), b4 = *(const float4 *)(qb + k);
+                    float k0 = kr[k], k1 = kr[k + 1], k2 = kr[k + 2], k3 = kr[k + 3];
+                    sa += a4.x * k0 + a4.y * k1 + a4.z * k2 + a4.w * k3;
+                    sb += b4.x * k0 + b4.y * k1 + b4.z * k2 + b4.w * k3;
+                }
+                for (; k < W; k++) {
+                    sa += qa[k] * kr[k];
+                    sb += qb[k] * kr[k];
+                }
+            }
+            /* online softmax for heads ha, hb over this chunk */
+            float sv[2] = {sa * p.scale, sb * p.scale};
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                int hh = 2 * warp + u;
+                float v = j < nc ? sv[u] : -INFINITY;
+                float cmax = cu_warp_max(v);
+                float old = run_max[hh], nm = fmaxf(old, cmax), cr = expf(old - nm);
+                float e = j < nc ? expf(sv[u] - nm) : 0.0f;
+                float cs = cu_warp_sum(e);
+                P[j * FA_HG + hh] = e;
+                if (lane == 0) {
+                    run_sum[hh] = run_sum[hh] * cr + cs;
+                    run_max[hh] = nm;
+                    corr[hh] = cr;
+                }
+            }
+        }
+        __syncthreads();
+        float cr[FA_HG];
+#pragma unroll
+        for (int hh = 0; hh < FA_HG; hh++) cr[hh] = corr[hh];
+#pragma unroll
+        for (int hh = 0; hh < FA_HG; hh++) {
+            acc[0][hh] *= cr[hh];
+            acc[1][hh] *= cr[hh];
+        }
+        for (int j = 0; j < nc; j++) {
+            const float *kr = Ks + j * KS;
+            float v0 = c0 < p.C ? kr[c0] : 0.0f, v1 = c1 < p.C ? kr[c1] : 0.0f;
+            const float4 *pj = (const float4 *)(P + j * FA_HG);
+#pragma unroll
+            for (int q4 = 0; q4 < FA_HG / 4; q4++) {
+                float4 pv = pj[q4];
+                acc[0][4 * q4] += pv.x * v0; acc[1][4 * q4] += pv.x * v1;
+                acc[0][4 * q4 + 1] += pv.y * v0; acc[1][4 * q4 + 1] += pv.y * v1;
+                acc[0][4 * q4 + 2] += pv.z * v0; acc[1][4 * q4 + 2] += pv.z * v1;
+                acc[0][4 * q4 + 3] += pv.w * v0; acc[1][4 * q4 + 3] += pv.w * v1;
+            }
+        }
+    }
+    __syncthreads();
+    size_t base_o = ((size_t)i * p.n_splits + split) * p.H + h0;
+#pragma unroll
+    for (int hh = 0; hh < FA_HG; hh++) {
+        if (hh >= nh) break;
+        if (c0 < p.C) p.part[(base_o + hh) * p.C + c0] = acc[0][hh];
+        if (c1 < p.C) p.part[(base_o + hh) * p.C + c1] = acc[1][hh];
+    }
+    if (threadIdx.x < nh) {
+        p.ml[(base_o + threadIdx.x) * 2] = run_max[threadIdx.x];
+        p.ml[(base_o + threadIdx.x) * 2 + 1] = run_sum[threadIdx.x];
+    }
+}
+
+/* grid (T, H), block 128: olat[i, h, :] from the splits' partials. */
+__global__ void mla_combine_kernel(float *olat, const float *part, const float *ml, int S, int H, int C) {
+    int i = blockIdx.x, h = blockIdx.y;
+    float mx = -INFINITY;
+    for (int s = 0; s < S; s++) mx = fmaxf(mx, ml[(((size_t)i * S + s) * H + h) * 2]);
+    float den = 0.0f;
+    for (int s = 0; s < S; s++) {
+        float ms = ml[(((size_t)i * S + s) * H + h) * 2];
+        den += ms == -INFINITY ? 0.0f : expf(ms - mx) * ml[(((size_t)i * S + s) * H + h) * 2 + 1];
+    }
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float a = 0.0f;
+        for (int s = 0; s < S; s++) {
+            float ms = ml[(((size_t)i * S + s) * H + h) * 2];
+            if (ms != -INFINITY) a += expf(ms - mx) * part[(((size_t)i * S + s) * H + h) * C + c];
+        }
+        olat[((size_t)i * H + h) * C + c] = a / den;
+    }
+}
+
+/* grid (T): out[tok[i], :] = src[i, :]. */
+__global__ void scatter_rows_kernel(float *out, const float *src, const int32_t *tok, int n_cols) {
+    int i = blockIdx.x;
+    for (int c = threadIdx.x; c < n_cols; c += blockDim.x) out[(size_t)tok[i] * n_cols + c] = src[(size_t)i * n_cols + c];
+}
+
+static void attn_fused(ds_cuda_backend *cb, float *out, const float *q, const float *cache, const ds_weight *kv_b,
+                       const int *seqs, int n_seqs) {
+    const ds_config *c = cb->base.cfg;
+    const ds_batch_meta *b = &cb->b;
+    int H = c->num_heads, C = c->kv_lora_rank, dr = c->qk_rope_head_dim, dn = c->qk_nope_head_dim;
+    int dv = c->v_head_dim, dqk = dn + dr, hw = dn + dv, W = C + dr;
+    /* the token list: NULL when every sequence of the batch is here (all tokens, in order) */
+    int T = 0, all = n_seqs == b->n_seqs;
+    for (int k = 0; k < n_seqs && all; k++) all = seqs[k] == k;
+    for (int k = 0; k < n_seqs; k++) T += b->seq_start[seqs[k] + 1] - b->seq_start[seqs[k]];
+    if (T <= 0) return;
+    int HGn = (H + FA_HG - 1) / FA_HG;
+    /* splits: enough blocks for two waves of the SMs, from the page-table width (a bound on any context,
+     * the same for every step of a graph's key) */
+    int max_ctx = b->pt_stride * b->page_size, max_chunks = (max_ctx + FA_CHUNK - 1) / FA_CHUNK;
+    int want = (2 * cb->n_sm + T * HGn - 1) / (T * HGn);
+    int S = want < 1 ? 1 : want;
+    if (S > max_chunks) S = max_chunks;
+    if (S > 64) S = 64;
+    if (S < 1) S = 1;
+    size_t n_q = (size_t)T * H * C, n_part = (size_t)T * S * H * C, n_ml = (size_t)T * S * H * 2;
+    size_t n_ao = (size_t)T * H * dv;
+    float *qlat = (float *)cu_ws_get(&cb->ws_abs, (2 * n_q + n_part + n_ml + n_ao + (size_t)T + 64) * sizeof(float));
+    float *part = qlat + n_q, *ml = part + n_part, *olat = ml + n_ml, *ao = olat + n_q;
+    int32_t *tok = NULL;
+    if (!all) {
+        int32_t *h = (int32_t *)ds_xmalloc(sizeof(int32_t) * (size_t)T);
+        int n = 0;
+        for (int k = 0; k < n_seqs; k++)
+            for (int m = b->seq_start[seqs[k]]; m < b->seq_start[seqs[k] + 1]; m++) h[n++] = m;
+        tok = (int32_t *)(ao + n_ao);
+        CUDA_CHECK(cudaMemcpy(tok, h, sizeof(int32_t) * (size_t)T, cudaMemcpyHostToDevice));
+        free(h);
+    }
+    cu_wview kv = cu_view(kv_b);
+    absorb_q_kernel<<<dim3(H, (T + 7) / 8), 128, 0, cu_stream>>>(qlat, q, kv, tok, T, H, C, dn, dqk, hw);
+    CUDA_LAUNCH_CHECK();
+    fa_params p = {qlat, q, cache, tok, cb->d_positions, cb->d_tok_seq, cb->d_page_table, part, ml,
+                   H, C, dr, dn, dqk, b->pt_stride, b->page_size, S, c->softmax_scale};
+    size_t smem = sizeof(float) * ((size_t)FA_HG * ((W + 3) & ~3) + (size_t)FA_CHUNK * (W + 1) + FA_CHUNK * FA_HG + 3 * FA_HG);
+    static size_t smem_set = 0;
+    if (smem > smem_set) {
+        CUDA_CHECK(cudaFuncSetAttribute(mla_decode_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        smem_set = smem;
+    }
+    mla_decode_kernel<<<dim3(T, S, HGn), FA_THREADS, smem, cu_stream>>>(p);
+    CUDA_LAUNCH_CHECK();
+    mla_combine_kernel<<<dim3(T, H), 128, 0, cu_stream>>>(olat, part, ml, S, H, C);
+    CUDA_LAUNCH_CHECK();
+    float *dst = all ? out : ao;
+    cu_gemv_group(dst, H * dv, dv, olat, H * C, C, NULL, NULL, T, H, NULL, NULL, kv, kv, 0, dv, cb->opt.vec_gemv, dn, hw);
+    if (!all) {
+        scatter_rows_kernel<<<T, 128, 0, cu_stream>>>(out, ao, tok, H * dv);
+        CUDA_LAUNCH_CHECK();
+    }
+}
+
 void cu_attn_absorbed(ds_backend *be, float *out, const float *q, const void *cache_v, const ds_weight *kv_b,
                       const int *seqs, int n_seqs) {
+    if (cu_of(be)->opt.fused_attn && be->cfg->kv_lora_rank <= FA_MAX_C && be->cfg->qk_nope_head_dim <= 256) {
+        attn_fused(cu_of(be), out, q, (const float *)cache_v, kv_b, seqs, n_seqs);
+        return;
+    }
     const float *cache = (const float *)cache_v;   /* fp32 cache (FP8 KV is not on the cuda backend yet) */
     ds_cuda_backend *cb = cu_of(be);
     const ds_config *c = be->cfg;
@@ -194,7 +447,7 @@ void cu_attn_absorbed(ds_backend *be, float *out, const float *q, const void *ca
         int s = seqs[i], t0 = b->seq_start[s], T = b->seq_start[s + 1] - t0;
         if (T <= 0) continue;
         dim3 grid(T, H);
-        absorbed_attn_kernel<<<grid, ABS_THREADS, smem>>>(out, q, cache, cu_view(kv_b), cb->d_positions,
+        absorbed_attn_kernel<<<grid, ABS_THREADS, smem, cu_stream>>>(out, q, cache, cu_view(kv_b), cb->d_positions,
                                                           cb->d_page_table + (size_t)s * b->pt_stride, b->page_size,
                                                           t0, H, C, dn, dr, c->v_head_dim, c->softmax_scale);
         CUDA_LAUNCH_CHECK();

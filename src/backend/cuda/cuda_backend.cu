@@ -1,7 +1,8 @@
 /* CUDA backend: the op table, device memory, the batch layout on the device, and the elementwise
  * ops (embedding, RMSNorm, add, RoPE, KV store, row gather, NaN fill). GEMMs live in cuda_linear.cu,
  * attention in cuda_attn.cu, MoE in cuda_moe.cu, weight upload in cuda_weights.cu, sampling in
- * cuda_sample.cu. All work goes to the legacy default stream, so ops run in call order. */
+ * cuda_sample.cu, decode-step graphs in cuda_graph.cu. All work goes to one stream (cu_stream), so ops
+ * run in call order; the speed paths are switched by environment variables read here (cu_opts_read). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,8 +17,12 @@ void ds_cuda_die(const char *file, int line, const char *what, const char *msg) 
     abort();
 }
 
+cudaStream_t cu_stream;
+unsigned long cu_ws_epoch;
+
 void *cu_ws_get(cu_ws *w, size_t bytes) {
     if (bytes <= w->bytes && w->p) return w->p;
+    cu_ws_epoch++;
     if (w->p) CUDA_CHECK(cudaFree(w->p));
     size_t n = bytes < 256 ? 256 : bytes;
     CUDA_CHECK(cudaMalloc(&w->p, n));
@@ -81,7 +86,7 @@ static void cu_fill_nan(ds_backend *be, float *p, size_t n) {
     (void)be;
     if (!n) return;
     size_t blocks = cu_blocks(n, 256);
-    fill_kernel<<<(unsigned)(blocks < 65536 ? blocks : 65536), 256>>>(p, n, NAN);
+    fill_kernel<<<(unsigned)(blocks < 65536 ? blocks : 65536), 256, 0, cu_stream>>>(p, n, NAN);
     CUDA_LAUNCH_CHECK();
 }
 
@@ -168,7 +173,7 @@ __global__ void embed_kernel(float *out, cu_wview emb, const int32_t *tokens) {
 static void cu_embed(ds_backend *be, float *out, const ds_weight *emb) {
     ds_cuda_backend *cb = cu_of(be);
     if (!cb->b.n_tokens) return;
-    embed_kernel<<<cb->b.n_tokens, 256>>>(out, cu_view(emb), cb->d_tokens);
+    embed_kernel<<<cb->b.n_tokens, 256, 0, cu_stream>>>(out, cu_view(emb), cb->d_tokens);
     CUDA_LAUNCH_CHECK();
 }
 
@@ -198,7 +203,7 @@ static void cu_rmsnorm(ds_backend *be, float *out, int out_stride, const float *
                        int M, int n, float eps) {
     (void)be;
     if (M <= 0) return;
-    rmsnorm_kernel<<<M, 256>>>(out, out_stride, x, x_stride, cu_view(w), n, eps);
+    rmsnorm_kernel<<<M, 256, 0, cu_stream>>>(out, out_stride, x, x_stride, cu_view(w), n, eps);
     CUDA_LAUNCH_CHECK();
 }
 
@@ -211,7 +216,7 @@ static void cu_add(ds_backend *be, float *h, const float *x, size_t n) {
     (void)be;
     if (!n) return;
     size_t blocks = cu_blocks(n, 256);
-    add_kernel<<<(unsigned)(blocks < 65536 ? blocks : 65536), 256>>>(h, x, n);
+    add_kernel<<<(unsigned)(blocks < 65536 ? blocks : 65536), 256, 0, cu_stream>>>(h, x, n);
     CUDA_LAUNCH_CHECK();
 }
 
@@ -236,7 +241,7 @@ static void cu_rope(ds_backend *be, float *x, int row_stride, int n_heads, int h
     int half = be->cfg->qk_rope_head_dim / 2;
     if (!cb->b.n_tokens || !n_heads || !half) return;
     dim3 grid(cb->b.n_tokens, n_heads);
-    rope_kernel<<<grid, 32>>>(x, row_stride, head_stride, offset, cb->d_positions, cb->inv_freq, half,
+    rope_kernel<<<grid, 32, 0, cu_stream>>>(x, row_stride, head_stride, offset, cb->d_positions, cb->inv_freq, half,
                               be->cfg->rope_amplitude);
     CUDA_LAUNCH_CHECK();
 }
@@ -255,7 +260,7 @@ static void cu_kv_store(ds_backend *be, void *cache_v, const float *kv) {
     ds_cuda_backend *cb = cu_of(be);
     int w = be->cfg->kv_lora_rank + be->cfg->qk_rope_head_dim;
     if (!cb->b.n_tokens) return;
-    kv_store_kernel<<<cb->b.n_tokens, 128>>>(cache, kv, w, cb->d_positions, cb->d_tok_seq, cb->d_page_table,
+    kv_store_kernel<<<cb->b.n_tokens, 128, 0, cu_stream>>>(cache, kv, w, cb->d_positions, cb->d_tok_seq, cb->d_page_table,
                                              cb->b.pt_stride, cb->b.page_size);
     CUDA_LAUNCH_CHECK();
 }
@@ -271,7 +276,7 @@ static void cu_gather_rows(ds_backend *be, float *out, const float *x, const int
     if (n <= 0) return;
     int32_t *d_rows = (int32_t *)cu_ws_get(&cb->ws_rows, (size_t)n * sizeof(int32_t));
     CUDA_CHECK(cudaMemcpy(d_rows, rows, (size_t)n * sizeof(int32_t), cudaMemcpyHostToDevice));
-    gather_rows_kernel<<<n, 256>>>(out, x, d_rows, n_cols);
+    gather_rows_kernel<<<n, 256, 0, cu_stream>>>(out, x, d_rows, n_cols);
     CUDA_LAUNCH_CHECK();
 }
 
@@ -279,18 +284,46 @@ static void cu_gather_rows(ds_backend *be, float *out, const float *x, const int
 static void cu_destroy(ds_backend *be) {
     ds_cuda_backend *cb = cu_of(be);
     cudaDeviceSynchronize();
-    cu_ws *ws[] = {&cb->ws_meta, &cb->ws_deq, &cb->ws_rows, &cb->ws_attn, &cb->ws_mlp, &cb->ws_moe, &cb->ws_sample};
+    cu_graphs_free(cb);
+    cu_moe_tabs_free(cb);
+    cu_ws *ws[] = {&cb->ws_meta, &cb->ws_deq, &cb->ws_rows, &cb->ws_attn, &cb->ws_mlp, &cb->ws_moe, &cb->ws_sample,
+                   &cb->ws_tc, &cb->ws_abs, &cb->ws_moe2};
     for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) cu_ws_free(ws[i]);
     for (int i = 0; i < cb->n_owned; i++) cudaFree(cb->owned[i]);
     if (cb->weight_pool) cudaFree(cb->weight_pool);
     if (cb->inv_freq) cudaFree(cb->inv_freq);
     if (cb->cublas) cublasDestroy(cb->cublas);
+    if (cb->cublas_tc) cublasDestroy(cb->cublas_tc);
+    if (cb->cublas_ws) cudaFree(cb->cublas_ws);
     free(cb->owned);
     free(cb->h_tokens);
     free(cb->h_seq_start);
     free(cb->h_page_table);
     free(cb);
 }
+
+static int env_int(const char *name, int dflt) {
+    const char *v = getenv(name);
+    return v && *v ? atoi(v) : dflt;
+}
+
+static cu_opts cu_opts_read(void) {
+    cu_opts o;
+    o.tc = env_int("DSINFER_CUDA_TC", 0);
+    o.graphs = env_int("DSINFER_CUDA_GRAPHS", 1);
+    o.fused_attn = env_int("DSINFER_CUDA_FUSED_ATTN", 1);
+    o.moe_grouped = env_int("DSINFER_CUDA_MOE_GROUPED", 1);
+    o.moe_grouped_max_m = env_int("DSINFER_CUDA_MOE_GROUPED_MAX_M", 256);
+    o.vec_gemv = env_int("DSINFER_CUDA_VEC_GEMV", 1);
+    return o;
+}
+
+static void cu_copy_bytes(ds_backend *be, void *dst, const void *src, size_t n) {
+    (void)be;
+    if (n) CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, cu_stream));
+}
+
+#define CUBLAS_WS_BYTES ((size_t)32 << 20)
 
 ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     char why[256];
@@ -307,6 +340,15 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     }
     /* plain fp32 SGEMM: no TF32 (the CPU reference is fp32) */
     CUBLAS_CHECK(cublasSetMathMode(cb->cublas, CUBLAS_PEDANTIC_MATH));
+    if (!cu_stream) CUDA_CHECK(cudaStreamCreate(&cu_stream));   /* blocking: orders with the legacy stream */
+    CUBLAS_CHECK(cublasCreate(&cb->cublas_tc));
+    CUDA_CHECK(cudaMalloc(&cb->cublas_ws, 2 * CUBLAS_WS_BYTES));   /* fixed: GEMMs can be captured */
+    CUBLAS_CHECK(cublasSetStream(cb->cublas, cu_stream));
+    CUBLAS_CHECK(cublasSetStream(cb->cublas_tc, cu_stream));
+    CUBLAS_CHECK(cublasSetWorkspace(cb->cublas, cb->cublas_ws, CUBLAS_WS_BYTES));
+    CUBLAS_CHECK(cublasSetWorkspace(cb->cublas_tc, (char *)cb->cublas_ws + CUBLAS_WS_BYTES, CUBLAS_WS_BYTES));
+    cb->opt = cu_opts_read();
+    CUDA_CHECK(cudaDeviceGetAttribute(&cb->n_sm, cudaDevAttrMultiProcessorCount, 0));
     int half = cfg->qk_rope_head_dim / 2;
     float f[DS_MAX_ROPE_DIM / 2];
     for (int i = 0; i < half; i++) f[i] = (float)cfg->inv_freq[i];
@@ -333,5 +375,7 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     be->moe = cu_moe;
     be->gather_rows = cu_gather_rows;
     be->prepare_weights = cu_prepare_weights;
+    be->run_graph = cu_graph_run;
+    be->copy_bytes = cu_copy_bytes;
     return be;
 }

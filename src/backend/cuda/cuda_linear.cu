@@ -7,11 +7,14 @@
  *    weight byte once.
  *  - larger M (prefill, experts with many tokens): the weight is dequantized to fp32 in tiles of rows
  *    (at most DEQ_TILE_FLOATS) and multiplied with cuBLAS SGEMM in pedantic fp32 (no TF32).
- * Tensor-core paths (BF16 cublasGemmEx, the cuBLASLt FP8 block-scaled GEMM of spec 12.5) trade this
- * exactness for speed and belong to the speed work. */
+ *  - with DSINFER_CUDA_TC=1 (cu_opts.tc), larger M runs on the tensor cores instead: activations
+ *    rounded to BF16, BF16 weights used in place (FP8 dequantized to BF16 tiles), cublasGemmEx with fp32
+ *    accumulation and fp32 out. Not exact: bf16-level error (NMSE ~1e-5), so it is opt-in.
+ * The vectorised GEMV (cu_gemv_group) is also the grouped expert kernel of the MoE and the W_UV
+ * projection of the absorbed attention: one warp per output row, the row read once with 16-byte loads
+ * and dotted with up to 8 activation rows at a time (more rows: the row is re-read from L1/L2). */
 #include "backend/cuda/cuda.h"
 
-#define GEMV_MAX_M 8
 #define GEMV_WARPS 8
 #define DEQ_TILE_FLOATS ((size_t)64 << 20)
 
@@ -46,6 +49,8 @@ __global__ void dequant_kernel(float *dst, cu_wview w, int r0, int nr) {
     }
 }
 
+static void linear_tc(ds_cuda_backend *cb, float *out, const float *x, const ds_weight *w, int M);
+
 static void sgemm_rows(ds_cuda_backend *cb, float *out, int ldo, const float *x, const float *wf, int M, int nr, int K) {
     const float one = 1.0f, zero = 0.0f;
     /* column-major view: out^T[nr, M] (ld ldo) = wf^T ... i.e. C = op(A) B with A = wf as [K, nr] (ld K)
@@ -58,8 +63,16 @@ void cu_linear(ds_backend *be, float *out, const float *x, const ds_weight *w, i
     int N = w->rows, K = w->cols;
     if (M <= 0 || N <= 0) return;
     cu_wview v = cu_view(w);
+    if (M <= GEMV_MAX_M && cb->opt.vec_gemv) {
+        cu_gemv_group(out, N, 0, x, K, 0, NULL, NULL, M, 1, NULL, NULL, v, v, 0, N, 1, 0, 0);
+        return;
+    }
+    if (M > GEMV_MAX_M && cb->opt.tc) {
+        linear_tc(cb, out, x, w, M);
+        return;
+    }
     if (M <= GEMV_MAX_M) {
-        gemv_kernel<<<cu_blocks((size_t)N, GEMV_WARPS), GEMV_WARPS * 32>>>(out, x, v, M);
+        gemv_kernel<<<cu_blocks((size_t)N, GEMV_WARPS), GEMV_WARPS * 32, 0, cu_stream>>>(out, x, v, M);
         CUDA_LAUNCH_CHECK();
         return;
     }
@@ -73,7 +86,7 @@ void cu_linear(ds_backend *be, float *out, const float *x, const ds_weight *w, i
     for (int r0 = 0; r0 < N; r0 += rows) {
         int nr = N - r0 < rows ? N - r0 : rows;
         size_t blocks = cu_blocks((size_t)nr * (size_t)K, 256);
-        dequant_kernel<<<(unsigned)(blocks < 65536 ? blocks : 65536), 256>>>(wf, v, r0, nr);
+        dequant_kernel<<<(unsigned)(blocks < 65536 ? blocks : 65536), 256, 0, cu_stream>>>(wf, v, r0, nr);
         CUDA_LAUNCH_CHECK();
         sgemm_rows(cb, out + r0, N, x, wf, M, nr, K);
     }
@@ -93,10 +106,222 @@ void cu_mlp(ds_backend *be, float *out, const float *x, const ds_weight *gate, c
     if (M <= 0) return;
     size_t n = (size_t)M * (size_t)gate->rows;
     float *g = (float *)cu_ws_get(&cb->ws_mlp, 2 * n * sizeof(float)), *u = g + n;
+    if (M <= GEMV_MAX_M && cb->opt.vec_gemv) {   /* gate, up and SiLU*mul in one pass over both weights */
+        cu_gemv_group(g, gate->rows, 0, x, gate->cols, 0, NULL, NULL, M, 1, NULL, NULL, cu_view(gate), cu_view(up),
+                      1, gate->rows, 1, 0, 0);
+        cu_linear(be, out, g, down, M);
+        return;
+    }
     cu_linear(be, g, x, gate, M);
     cu_linear(be, u, x, up, M);
     size_t blocks = cu_blocks(n, 256);
-    silu_mul_kernel<<<(unsigned)(blocks < 65536 ? blocks : 65536), 256>>>(g, u, n);
+    silu_mul_kernel<<<(unsigned)(blocks < 65536 ? blocks : 65536), 256, 0, cu_stream>>>(g, u, n);
     CUDA_LAUNCH_CHECK();
     cu_linear(be, out, g, down, M);
+}
+
+/* ---- vectorised grouped GEMV ---------------------------------------------------------------------- */
+enum { VT_GEN = 0, VT_F32 = 1, VT_BF16 = 2, VT_FP8 = 3 };
+template <int VT> struct vt_traits { static constexpr int V = 1; };
+template <> struct vt_traits<VT_F32> { static constexpr int V = 4; };
+template <> struct vt_traits<VT_BF16> { static constexpr int V = 8; };
+template <> struct vt_traits<VT_FP8> { static constexpr int V = 16; };
+
+/* Loads values [c*V, c*V + V) of row n as fp32 (FP8 times its block scale; a 16-value chunk never crosses
+ * a 128-column block). */
+template <int VT>
+__device__ __forceinline__ void ld_chunk(const cu_wview &w, int n, int c, float *v) {
+    constexpr int V = vt_traits<VT>::V;
+    if constexpr (VT == VT_GEN) {
+        v[0] = cu_w(w, n, c);
+    } else {
+        const uint4 *p = (const uint4 *)((const char *)w.data + ((size_t)n * (size_t)w.cols + (size_t)c * V) *
+                                                                   (VT == VT_F32 ? 4 : VT == VT_BF16 ? 2 : 1));
+        uint4 raw = __ldg(p);
+        const uint32_t u[4] = {raw.x, raw.y, raw.z, raw.w};
+        if constexpr (VT == VT_F32) {
+#pragma unroll
+            for (int i = 0; i < 4; i++) v[i] = __uint_as_float(u[i]);
+        } else if constexpr (VT == VT_BF16) {
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                v[2 * i] = __uint_as_float(u[i] << 16);
+                v[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
+            }
+        } else {
+            float s = w.scale[(size_t)(n >> 7) * (size_t)w.scale_cols + (size_t)((c * V) >> 7)];
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                __half2_raw h0 = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(u[i] & 0xffff), __NV_E4M3);
+                __half2_raw h1 = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(u[i] >> 16), __NV_E4M3);
+                float2 f0 = __half22float2(__half2(h0)), f1 = __half22float2(__half2(h1));
+                v[4 * i] = f0.x * s;
+                v[4 * i + 1] = f0.y * s;
+                v[4 * i + 2] = f1.x * s;
+                v[4 * i + 3] = f1.y * s;
+            }
+        }
+    }
+}
+
+/* a0[j] (+ a1[j] with pair) = W0[n] . xp[j] for j < TM (rows j >= nt are never read). */
+template <int VT, int TM, bool PAIR>
+__device__ __forceinline__ void warp_dots(float *a0, float *a1, const cu_wview &w0, const cu_wview &w1, int n,
+                                          const float *const *xp, int nt, int lane) {
+    constexpr int V = vt_traits<VT>::V;
+    const int nc = w0.cols / V;
+#pragma unroll 2
+    for (int c = lane; c < nc; c += 32) {
+        float wv[V], uv[V];
+        ld_chunk<VT>(w0, n, c, wv);
+        if (PAIR) ld_chunk<VT>(w1, n, c, uv);
+#pragma unroll
+        for (int j = 0; j < TM; j++) {
+            if (j >= nt) break;
+            const float *xr = xp[j] + (size_t)c * V;
+            float s0 = 0.0f, s1 = 0.0f;
+            if constexpr (V >= 4) {
+#pragma unroll
+                for (int i = 0; i < V; i += 4) {
+                    float4 xv = __ldg((const float4 *)(xr + i));
+                    s0 += wv[i] * xv.x + wv[i + 1] * xv.y + wv[i + 2] * xv.z + wv[i + 3] * xv.w;
+                    if (PAIR) s1 += uv[i] * xv.x + uv[i + 1] * xv.y + uv[i + 2] * xv.z + uv[i + 3] * xv.w;
+                }
+            } else {
+                s0 = wv[0] * xr[0];
+                if (PAIR) s1 = uv[0] * xr[0];
+            }
+            a0[j] += s0;
+            if (PAIR) a1[j] += s1;
+        }
+    }
+}
+
+template <int VT, int TM, bool PAIR>
+__device__ __forceinline__ void grp_rows(float *out, int ldo, int out_e, const float *x, int ldx, int x_e,
+                                         const int32_t *xr, int e, int r, int nt, const cu_wview &w0,
+                                         const cu_wview &w1, int wn, int n, int lane) {
+    const float *xp[TM];
+#pragma unroll
+    for (int j = 0; j < TM; j++) {
+        int row = j < nt ? (xr ? xr[r + j] : r + j) : 0;
+        xp[j] = x + (size_t)row * ldx + (size_t)e * x_e;
+    }
+    float a0[TM], a1[TM];
+#pragma unroll
+    for (int j = 0; j < TM; j++) a0[j] = a1[j] = 0.0f;
+    warp_dots<VT, TM, PAIR>(a0, a1, w0, w1, wn, xp, nt, lane);
+#pragma unroll
+    for (int j = 0; j < TM; j++) {
+        if (j >= nt) break;
+        float g = cu_warp_sum(a0[j]);
+        float v = g;
+        if (PAIR) {
+            float u = cu_warp_sum(a1[j]);
+            v = g / (1.0f + expf(-g)) * u;
+        }
+        if (lane == 0) out[(size_t)(r + j) * ldo + (size_t)e * out_e + n] = v;
+    }
+}
+
+/* grid (ceil(max_rows / GEMV_WARPS), E), block GEMV_WARPS * 32. */
+template <int VT, bool PAIR>
+__global__ void gemv_group_kernel(float *out, int ldo, int out_e, const float *x, int ldx, int x_e,
+                                  const int32_t *xr, const int32_t *off, int M, const cu_wview *tab0,
+                                  const cu_wview *tab1, cu_wview v0, cu_wview v1, int n_rows, int row0, int row_e) {
+    int e = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int r0 = 0, cnt = M;
+    if (off) {
+        r0 = off[e];
+        cnt = off[e + 1] - r0;
+    }
+    if (cnt <= 0) return;
+    cu_wview w0 = tab0 ? tab0[e] : v0, w1 = PAIR ? (tab1 ? tab1[e] : v1) : w0;
+    int n = blockIdx.x * GEMV_WARPS + warp;
+    if (n >= n_rows) return;   /* whole warp */
+    int wn = row0 + e * row_e + n;   /* the weight row */
+    for (int j0 = 0; j0 < cnt; j0 += 8) {
+        int nt = cnt - j0 < 8 ? cnt - j0 : 8;
+        if (nt == 1) grp_rows<VT, 1, PAIR>(out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, nt, w0, w1, wn, n, lane);
+        else if (nt <= 2) grp_rows<VT, 2, PAIR>(out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, nt, w0, w1, wn, n, lane);
+        else if (nt <= 4) grp_rows<VT, 4, PAIR>(out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, nt, w0, w1, wn, n, lane);
+        else grp_rows<VT, 8, PAIR>(out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, nt, w0, w1, wn, n, lane);
+    }
+}
+
+/* The vector type a weight can be read with: 16-byte rows and chunks (x rows must then be 16-byte
+ * aligned too: ldx, x_e multiples of 4 and x itself aligned, checked by the caller). */
+static int vt_of(const cu_wview &v) {
+    if (v.dtype == DS_DTYPE_BF16 && v.cols % 8 == 0 && !v.scale) return VT_BF16;
+    if (v.dtype == DS_DTYPE_F8_E4M3 && v.cols % 16 == 0 && v.scale) return VT_FP8;
+    if (v.dtype == DS_DTYPE_F32 && v.cols % 4 == 0 && !v.scale) return VT_F32;
+    return VT_GEN;
+}
+
+void cu_gemv_group(float *out, int ldo, int out_e, const float *x, int ldx, int x_e, const int32_t *xr,
+                   const int32_t *off, int M, int E, const cu_wview *tab0, const cu_wview *tab1, cu_wview v0,
+                   cu_wview v1, int pair, int max_rows, int vec, int row0, int row_e) {
+    if (E <= 0 || max_rows <= 0 || (!off && M <= 0)) return;
+    int vt = vec ? vt_of(v0) : VT_GEN;   /* v0: a representative view (every group has the same shape) */
+    if (vt != VT_GEN && (((uintptr_t)x & 15) || ldx % 4 || x_e % 4)) vt = VT_GEN;
+    dim3 grid(cu_blocks((size_t)max_rows, GEMV_WARPS), E);
+    unsigned th = GEMV_WARPS * 32;
+#define GRP_LAUNCH(VT)                                                                                         \
+    do {                                                                                                       \
+        if (pair) gemv_group_kernel<VT, true><<<grid, th, 0, cu_stream>>>(out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e); \
+        else gemv_group_kernel<VT, false><<<grid, th, 0, cu_stream>>>(out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e); \
+    } while (0)
+    switch (vt) {
+    case VT_BF16: GRP_LAUNCH(VT_BF16); break;
+    case VT_FP8: GRP_LAUNCH(VT_FP8); break;
+    case VT_F32: GRP_LAUNCH(VT_F32); break;
+    default: GRP_LAUNCH(VT_GEN); break;
+    }
+#undef GRP_LAUNCH
+    CUDA_LAUNCH_CHECK();
+}
+
+/* ---- BF16 tensor-core GEMM (opt-in) ----------------------------------------------------------------- */
+__global__ void to_bf16_kernel(__nv_bfloat16 *dst, const float *src, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = __float2bfloat16(src[i]);
+}
+
+__global__ void dequant_bf16_kernel(__nv_bfloat16 *dst, cu_wview w, int r0, int nr) {
+    size_t n = (size_t)nr * (size_t)w.cols;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        int r = (int)(i / (size_t)w.cols), c = (int)(i % (size_t)w.cols);
+        dst[i] = __float2bfloat16(cu_w(w, r0 + r, c));
+    }
+}
+
+static void grid_launch_bf16(__nv_bfloat16 *dst, const float *src, size_t n) {
+    size_t blocks = cu_blocks(n, 256);
+    to_bf16_kernel<<<(unsigned)(blocks < 65536 ? blocks : 65536), 256, 0, cu_stream>>>(dst, src, n);
+    CUDA_LAUNCH_CHECK();
+}
+
+static void linear_tc(ds_cuda_backend *cb, float *out, const float *x, const ds_weight *w, int M) {
+    int N = w->rows, K = w->cols;
+    size_t xb = ((size_t)M * K * 2 + 255) / 256 * 256;
+    int bf = w->dtype == DS_DTYPE_BF16 && !w->scale;
+    size_t tile_elems = bf ? 0 : ((size_t)32 << 20);
+    int rows = bf ? N : (int)(tile_elems / (size_t)K >= (size_t)N ? N : (tile_elems / (size_t)K / 128 * 128 > 0 ? tile_elems / (size_t)K / 128 * 128 : 1));
+    char *ws = (char *)cu_ws_get(&cb->ws_tc, xb + (bf ? 0 : (size_t)rows * K * 2));
+    __nv_bfloat16 *xh = (__nv_bfloat16 *)ws, *wt = (__nv_bfloat16 *)(ws + xb);
+    grid_launch_bf16(xh, x, (size_t)M * K);
+    const float one = 1.0f, zero = 0.0f;
+    cu_wview v = cu_view(w);
+    for (int r0 = 0; r0 < N; r0 += rows) {
+        int nr = N - r0 < rows ? N - r0 : rows;
+        const void *A = bf ? (const void *)w->data : (const void *)wt;
+        if (!bf) {
+            size_t blocks = cu_blocks((size_t)nr * K, 256);
+            dequant_bf16_kernel<<<(unsigned)(blocks < 65536 ? blocks : 65536), 256, 0, cu_stream>>>(wt, v, r0, nr);
+            CUDA_LAUNCH_CHECK();
+        }
+        CUBLAS_CHECK(cublasGemmEx(cb->cublas_tc, CUBLAS_OP_T, CUBLAS_OP_N, nr, M, K, &one, A, CUDA_R_16BF, K, xh,
+                                  CUDA_R_16BF, K, &zero, out + r0, CUDA_R_32F, N, CUBLAS_COMPUTE_32F,
+                                  CUBLAS_GEMM_DEFAULT));
+    }
 }

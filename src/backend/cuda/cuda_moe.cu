@@ -3,8 +3,16 @@
  * expert on the device (stable: token order within an expert), then per expert with tokens: gather its
  * rows, MLP (gate/up GEMMs, SiLU*mul, down GEMM), and add weight * output back into the token rows.
  * The shared experts run first over all tokens, then the routed experts are added in expert order, as
- * on the CPU, so each output row sums in the same order. The expert counts come back to the host (one
- * small copy per MoE layer) to size the expert GEMMs. */
+ * on the CPU, so each output row sums in the same order.
+ *
+ * Two ways to run the experts:
+ *  - grouped (default for M <= opt.moe_grouped_max_m): no host sync, a fixed number of launches
+ *    whatever the routing: one gate/up/SiLU kernel and one down kernel over all experts (grid y = expert,
+ *    blocks of experts without tokens leave at once; each expert's weight rows are read once per 8 of its
+ *    tokens), then one combine kernel adds, per token, weight * expert output in ascending expert order
+ *    (the CPU's order). Expert weight views live in a device table per layer (built once).
+ *  - per expert (prefill): the expert counts come back to the host (one small copy per MoE layer) to
+ *    size one MLP (GEMMs) per expert with tokens. */
 #include <math.h>
 
 #include "backend/cuda/cuda.h"
@@ -102,7 +110,7 @@ __global__ void route_kernel(const float *logits, const float *bias, int32_t *id
 }
 
 static void launch_route(const float *logits, const float *bias, int32_t *ids, float *w, int M, route_cfg rc) {
-    route_kernel<<<cu_blocks((size_t)M, 64), 64>>>(logits, bias, ids, w, M, rc);
+    route_kernel<<<cu_blocks((size_t)M, 64), 64, 0, cu_stream>>>(logits, bias, ids, w, M, rc);
     CUDA_LAUNCH_CHECK();
 }
 
@@ -112,7 +120,7 @@ void ds_cuda_route(ds_backend *be, const float *logits, const float *bias, int32
 
 /* One block; thread e lists expert e's (token, weight) pairs in token order at offsets[e]. */
 __global__ void group_kernel(const int32_t *ids, const float *w, int M, int K, int E, int32_t *offsets, int32_t *rows,
-                             float *rw) {
+                             float *rw, int32_t *pos_of) {
     __shared__ int cnt[MOE_MAX_EXPERTS + 1];
     int n = M * K;
     for (int e = threadIdx.x; e < E; e += blockDim.x) {
@@ -136,6 +144,7 @@ __global__ void group_kernel(const int32_t *ids, const float *w, int M, int K, i
         int pos = cnt[e];
         for (int i = 0; i < n; i++)
             if (ids[i] == e) {
+                if (pos_of) pos_of[i] = pos;
                 rows[pos] = i / K;
                 rw[pos] = w[i];
                 pos++;
@@ -160,6 +169,97 @@ __global__ void weight_row_kernel(float *dst, cu_wview w) {
     for (int c = threadIdx.x; c < w.cols; c += blockDim.x) dst[c] = cu_w(w, 0, c);
 }
 
+/* ---- grouped experts ------------------------------------------------------------------------------ */
+/* A layer's expert views on the device: gate [E], up [E], down [E]. `key` holds the host data pointers
+ * the table was built from, so a table is rebuilt when the weights behind L change (op tests). */
+struct cu_moe_tab {
+    const ds_layer_weights *L;
+    const void **key;   /* [3E] */
+    cu_wview *d;        /* [3E] device */
+    int E;
+};
+
+static const cu_wview *moe_table(ds_cuda_backend *cb, const ds_layer_weights *L, int E) {
+    struct cu_moe_tab *t = NULL;
+    for (int i = 0; i < cb->n_moe_tabs && !t; i++)
+        if (cb->moe_tabs[i].L == L && cb->moe_tabs[i].E == E) t = &cb->moe_tabs[i];
+    int fresh = 0;
+    if (!t) {
+        cb->moe_tabs = (struct cu_moe_tab *)ds_xrealloc(cb->moe_tabs, sizeof(*t) * (size_t)(cb->n_moe_tabs + 1));
+        t = &cb->moe_tabs[cb->n_moe_tabs++];
+        t->L = L;
+        t->E = E;
+        t->key = (const void **)ds_xcalloc((size_t)3 * E, sizeof(void *));
+        CUDA_CHECK(cudaMalloc(&t->d, sizeof(cu_wview) * 3 * (size_t)E));
+        fresh = 1;
+    }
+    for (int e = 0; e < E && !fresh; e++)
+        fresh = t->key[e] != L->exp_gate[e].data || t->key[E + e] != L->exp_up[e].data ||
+                t->key[2 * E + e] != L->exp_down[e].data;
+    if (fresh) {
+        cu_wview *h = (cu_wview *)ds_xmalloc(sizeof(cu_wview) * 3 * (size_t)E);
+        for (int e = 0; e < E; e++) {
+            h[e] = cu_view(&L->exp_gate[e]);
+            h[E + e] = cu_view(&L->exp_up[e]);
+            h[2 * E + e] = cu_view(&L->exp_down[e]);
+            t->key[e] = L->exp_gate[e].data;
+            t->key[E + e] = L->exp_up[e].data;
+            t->key[2 * E + e] = L->exp_down[e].data;
+        }
+        CUDA_CHECK(cudaMemcpy(t->d, h, sizeof(cu_wview) * 3 * (size_t)E, cudaMemcpyHostToDevice));
+        free(h);
+    }
+    return t->d;
+}
+
+void cu_moe_tabs_free(ds_cuda_backend *cb) {
+    for (int i = 0; i < cb->n_moe_tabs; i++) {
+        cudaFree(cb->moe_tabs[i].d);
+        free(cb->moe_tabs[i].key);
+    }
+    free(cb->moe_tabs);
+    cb->moe_tabs = NULL;
+    cb->n_moe_tabs = 0;
+}
+
+/* grid (M): out[m, :] += w_k * y[pos_k, :] over the token's K experts in ascending expert id. */
+__global__ void moe_combine_sorted_kernel(float *out, const float *y, const int32_t *ids, const int32_t *pos,
+                                          const float *w, int K, int D) {
+    int m = blockIdx.x;
+    int ord[MOE_MAX_K];
+    for (int k = 0; k < K; k++) {   /* insertion sort of the K slots by expert id */
+        int j = k;
+        while (j > 0 && ids[(size_t)m * K + ord[j - 1]] > ids[(size_t)m * K + k]) {
+            ord[j] = ord[j - 1];
+            j--;
+        }
+        ord[j] = k;
+    }
+    for (int c = threadIdx.x; c < D; c += blockDim.x) {
+        float a = out[(size_t)m * D + c];
+        for (int k = 0; k < K; k++) {
+            int i = m * K + ord[k];
+            a += w[i] * y[(size_t)pos[i] * D + c];
+        }
+        out[(size_t)m * D + c] = a;
+    }
+}
+
+/* The routed experts of the grouped path: gate/up/SiLU over every expert's rows, down, combine. */
+static void moe_grouped(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weights *L, int M,
+                        const int32_t *ids, const float *w, const int32_t *rows, const int32_t *d_off,
+                        const int32_t *pos, float *inter, float *y, int E, int K) {
+    int D = cb->base.cfg->hidden_size, I = L->exp_gate[0].rows;
+    const cu_wview *tab = moe_table(cb, L, E);
+    int vec = cb->opt.vec_gemv;
+    cu_gemv_group(inter, I, 0, x, D, 0, rows, d_off, 0, E, tab, tab + E, cu_view(&L->exp_gate[0]),
+                  cu_view(&L->exp_up[0]), 1, I, vec, 0, 0);
+    cu_gemv_group(y, D, 0, inter, I, 0, NULL, d_off, 0, E, tab + 2 * E, NULL, cu_view(&L->exp_down[0]),
+                  cu_view(&L->exp_down[0]), 0, D, vec, 0, 0);
+    moe_combine_sorted_kernel<<<M, 256, 0, cu_stream>>>(out, y, ids, pos, w, K, D);
+    CUDA_LAUNCH_CHECK();
+}
+
 void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M) {
     ds_cuda_backend *cb = cu_of(be);
     const ds_config *c = be->cfg;
@@ -176,24 +276,37 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
     cu_linear(be, logits, x, &L->router, M);
     const float *biasp = NULL;
     if (L->router_bias.data) {
-        weight_row_kernel<<<1, 256>>>(bias, cu_view(&L->router_bias));
+        weight_row_kernel<<<1, 256, 0, cu_stream>>>(bias, cu_view(&L->router_bias));
         CUDA_LAUNCH_CHECK();
         biasp = bias;
     }
     launch_route(logits, biasp, ids, w, M, rc);
-    group_kernel<<<1, E < 1024 ? E : 1024>>>(ids, w, M, K, E, d_off, rows, rw);
+    if (cb->opt.moe_grouped && M <= cb->opt.moe_grouped_max_m) {
+        int I = L->exp_gate[0].rows;
+        /* ws_moe2: inter [MK, I], y [MK, D] floats; pos [MK] int32 */
+        float *inter = (float *)cu_ws_get(&cb->ws_moe2, (MK * (size_t)I + MK * (size_t)D) * sizeof(float) + MK * 4);
+        float *y = inter + MK * (size_t)I;
+        int32_t *pos = (int32_t *)(y + MK * (size_t)D);
+        group_kernel<<<1, E < 1024 ? E : 1024, 0, cu_stream>>>(ids, w, M, K, E, d_off, rows, rw, pos);
+        CUDA_LAUNCH_CHECK();
+        if (c->n_shared_experts) cu_mlp(be, out, x, &L->sh_gate, &L->sh_up, &L->sh_down, M);
+        else CUDA_CHECK(cudaMemsetAsync(out, 0, MD * sizeof(float), cu_stream));
+        moe_grouped(cb, out, x, L, M, ids, w, rows, d_off, pos, inter, y, E, K);
+        return;
+    }
+    group_kernel<<<1, E < 1024 ? E : 1024, 0, cu_stream>>>(ids, w, M, K, E, d_off, rows, rw, NULL);
     CUDA_LAUNCH_CHECK();
     int32_t off[MOE_MAX_EXPERTS + 1];
     CUDA_CHECK(cudaMemcpy(off, d_off, sizeof(int32_t) * (size_t)(E + 1), cudaMemcpyDeviceToHost));
     if (c->n_shared_experts) cu_mlp(be, out, x, &L->sh_gate, &L->sh_up, &L->sh_down, M);
-    else CUDA_CHECK(cudaMemset(out, 0, MD * sizeof(float)));
+    else CUDA_CHECK(cudaMemsetAsync(out, 0, MD * sizeof(float), cu_stream));
     for (int e = 0; e < E; e++) {
         int n = off[e + 1] - off[e];
         if (!n) continue;
-        moe_gather_kernel<<<n, 256>>>(xin, x, rows + off[e], D);
+        moe_gather_kernel<<<n, 256, 0, cu_stream>>>(xin, x, rows + off[e], D);
         CUDA_LAUNCH_CHECK();
         cu_mlp(be, yout, xin, &L->exp_gate[e], &L->exp_up[e], &L->exp_down[e], n);
-        moe_combine_kernel<<<n, 256>>>(out, yout, rows + off[e], rw + off[e], D);
+        moe_combine_kernel<<<n, 256, 0, cu_stream>>>(out, yout, rows + off[e], rw + off[e], D);
         CUDA_LAUNCH_CHECK();
     }
 }

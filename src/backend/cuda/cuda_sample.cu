@@ -102,16 +102,16 @@ void ds_cuda_sample(ds_backend *be, const float *logits, int n_rows, int vocab, 
     for (int r = 0; r < n_rows; r++) {
         const float *row = logits + (size_t)r * v;
         if (temperature == 0.0f) {
-            argmax_kernel<<<1, ARGMAX_THREADS>>>(row, vocab, d_out);
+            argmax_kernel<<<1, ARGMAX_THREADS, 0, cu_stream>>>(row, vocab, d_out);
             CUDA_LAUNCH_CHECK();
         } else {
             double u = next_unit(rng);
-            scale_iota_kernel<<<cu_blocks(v, 256) < 4096 ? cu_blocks(v, 256) : 4096, 256>>>(row, vocab, 1.0f / temperature,
+            scale_iota_kernel<<<cu_blocks(v, 256) < 4096 ? cu_blocks(v, 256) : 4096, 256, 0, cu_stream>>>(row, vocab, 1.0f / temperature,
                                                                                            temperature, keys, idx);
             CUDA_LAUNCH_CHECK();
             CUDA_CHECK(cub::DeviceRadixSort::SortPairsDescending(ws + off_tmp, tmp_bytes, keys, keys_out, idx, idx_out,
                                                                  vocab));
-            draw_kernel<<<1, 1>>>(keys_out, idx_out, vocab, top_k, top_p, u, d_out);
+            draw_kernel<<<1, 1, 0, cu_stream>>>(keys_out, idx_out, vocab, top_k, top_p, u, d_out);
             CUDA_LAUNCH_CHECK();
         }
         CUDA_CHECK(cudaMemcpy(&out[r], d_out, sizeof(int32_t), cudaMemcpyDeviceToHost));

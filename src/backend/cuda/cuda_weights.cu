@@ -123,7 +123,7 @@ __global__ void dummy_kernel(void *dst, int dtype, size_t n, uint64_t key, int k
 
 static void dummy_fill(void *dst, int dtype, size_t n, uint64_t key, int kind) {
     size_t blocks = cu_blocks(n, 256);
-    dummy_kernel<<<(unsigned)(blocks < 16384 ? blocks : 16384), 256>>>(dst, dtype, n, key, kind);
+    dummy_kernel<<<(unsigned)(blocks < 16384 ? blocks : 16384), 256, 0, cu_stream>>>(dst, dtype, n, key, kind);
     CUDA_LAUNCH_CHECK();
 }
 

@@ -1,0 +1,179 @@
+/* Measurements for `dsinfer bench` on the GPU: the two ceilings every roofline is drawn against (a large
+ * device-to-device copy, bytes read + written over time; a large BF16 GEMM through cuBLAS on random
+ * data, fp32 accumulation) and the absorbed MLA decode op alone over a paged latent cache (distinct
+ * shuffled pages, random latents). Times with CUDA events on the backend's stream, after a warm-up,
+ * median of the repetitions. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "backend/cuda/cuda.h"
+
+__global__ void bench_fill_kernel(void *p, size_t n, uint64_t seed, int bf16) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        uint64_t z = seed + (i + 1) * 0x9e3779b97f4a7c15ull;
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        float u = (float)((z ^ (z >> 31)) >> 40) * (1.0f / 8388608.0f) - 1.0f;
+        if (bf16) ((__nv_bfloat16 *)p)[i] = __float2bfloat16(u);
+        else ((float *)p)[i] = u;
+    }
+}
+
+static void fill_random(void *p, size_t n, uint64_t seed, int bf16) {
+    bench_fill_kernel<<<4096, 256, 0, cu_stream>>>(p, n, seed, bf16);
+    CUDA_LAUNCH_CHECK();
+}
+
+static int cmp_f(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median milliseconds of `reps` runs of fn(ctx) timed with events (after one warm-up run). */
+static double time_median(void (*fn)(void *), void *ctx, int reps) {
+    cudaEvent_t a, b;
+    CUDA_CHECK(cudaEventCreate(&a));
+    CUDA_CHECK(cudaEventCreate(&b));
+    fn(ctx);
+    float t[64];
+    if (reps > 64) reps = 64;
+    for (int r = 0; r < reps; r++) {
+        CUDA_CHECK(cudaEventRecord(a, cu_stream));
+        fn(ctx);
+        CUDA_CHECK(cudaEventRecord(b, cu_stream));
+        CUDA_CHECK(cudaEventSynchronize(b));
+        CUDA_CHECK(cudaEventElapsedTime(&t[r], a, b));
+    }
+    qsort(t, (size_t)reps, sizeof(float), cmp_f);
+    CUDA_CHECK(cudaEventDestroy(a));
+    CUDA_CHECK(cudaEventDestroy(b));
+    return t[reps / 2];
+}
+
+typedef struct { void *dst; const void *src; size_t n; } copy_ctx;
+static void do_copy(void *c) {
+    copy_ctx *x = (copy_ctx *)c;
+    CUDA_CHECK(cudaMemcpyAsync(x->dst, x->src, x->n, cudaMemcpyDeviceToDevice, cu_stream));
+}
+
+typedef struct { cublasHandle_t h; const void *A, *B; float *C; int n; } gemm_ctx;
+static void do_gemm(void *c) {
+    gemm_ctx *g = (gemm_ctx *)c;
+    const float one = 1.0f, zero = 0.0f;
+    CUBLAS_CHECK(cublasGemmEx(g->h, CUBLAS_OP_T, CUBLAS_OP_N, g->n, g->n, g->n, &one, g->A, CUDA_R_16BF, g->n, g->B,
+                              CUDA_R_16BF, g->n, &zero, g->C, CUDA_R_32F, g->n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+extern "C" ds_status ds_cuda_ceilings(double *copy_gbs, double *bf16_tflops, char *err) {
+    char why[256];
+    if (!ds_cuda_available(why, sizeof why)) return ds_seterr(err, DS_ERR_BACKEND, "%s", why);
+    if (!cu_stream) CUDA_CHECK(cudaStreamCreate(&cu_stream));
+    size_t n = (size_t)2 << 30;   /* 2 GiB each way: far past the 50 MB L2 */
+    void *a = NULL, *b = NULL;
+    if (cudaMalloc(&a, n) != cudaSuccess || cudaMalloc(&b, n) != cudaSuccess) {
+        cudaGetLastError();
+        if (a) cudaFree(a);
+        return ds_seterr(err, DS_ERR_NOMEM, "ceilings: cannot allocate 4 GiB on the GPU");
+    }
+    fill_random(a, n / 4, 1, 0);
+    copy_ctx cc = {b, a, n};
+    double ms = time_median(do_copy, &cc, 9);
+    *copy_gbs = 2.0 * (double)n / (ms * 1e-3) / 1e9;
+    CUDA_CHECK(cudaFree(b));
+    int N = 8192;
+    size_t e = (size_t)N * N;
+    float *C = (float *)a;   /* 256 MiB of the 2 GiB */
+    void *A, *B;
+    CUDA_CHECK(cudaMalloc(&A, 2 * e * 2));
+    B = (char *)A + e * 2;
+    fill_random(A, 2 * e, 2, 1);
+    gemm_ctx g = {NULL, A, B, C, N};
+    CUBLAS_CHECK(cublasCreate(&g.h));
+    CUBLAS_CHECK(cublasSetStream(g.h, cu_stream));
+    ms = time_median(do_gemm, &g, 9);
+    *bf16_tflops = 2.0 * (double)N * N * N / (ms * 1e-3) / 1e12;
+    cublasDestroy(g.h);
+    CUDA_CHECK(cudaFree(A));
+    CUDA_CHECK(cudaFree(a));
+    return DS_OK;
+}
+
+typedef struct {
+    ds_backend *be;
+    float *out, *q;
+    void *cache;
+    ds_weight kvb;
+    int *seqs, n;
+} mla_ctx;
+static void do_mla(void *c) {
+    mla_ctx *m = (mla_ctx *)c;
+    m->be->attn_absorbed(m->be, m->out, m->q, m->cache, &m->kvb, m->seqs, m->n);
+}
+
+/* The absorbed decode op alone: n_seqs sequences of ctx tokens each (one new token), pages shuffled. */
+extern "C" ds_status ds_cuda_bench_mla(const ds_config *cfg, int n_seqs, int ctx, double *ms_out, double *gbs,
+                                       char *err) {
+    ds_backend *be = ds_backend_cuda_new(cfg, err);
+    if (!be) return DS_ERR_BACKEND;
+    ds_cuda_backend *cb = cu_of(be);
+    int H = cfg->num_heads, C = cfg->kv_lora_rank, dr = cfg->qk_rope_head_dim, dn = cfg->qk_nope_head_dim;
+    int dv = cfg->v_head_dim, W = C + dr, ps = 64;
+    int pages_per = (ctx + ps - 1) / ps, n_pages = pages_per * n_seqs;
+    size_t cache_n = (size_t)n_pages * ps * W;
+    mla_ctx m;
+    m.be = be;
+    m.cache = be->alloc(be, cache_n);   /* fp32 cache */
+    m.q = be->alloc(be, (size_t)n_seqs * H * (dn + dr));
+    m.out = be->alloc(be, (size_t)n_seqs * H * dv);
+    if (!m.cache || !m.q || !m.out) {
+        be->destroy(be);
+        return ds_seterr(err, DS_ERR_NOMEM, "bench mla: cannot allocate the cache (%zu floats)", cache_n);
+    }
+    fill_random(m.cache, cache_n, 3, 0);
+    fill_random(m.q, (size_t)n_seqs * H * (dn + dr), 4, 0);
+    void *kvb_d = NULL;
+    size_t kvb_n = (size_t)H * (dn + dv) * C;
+    CUDA_CHECK(cudaMalloc(&kvb_d, kvb_n * 2));
+    fill_random(kvb_d, kvb_n, 5, 1);
+    cu_own(cb, kvb_d);
+    memset(&m.kvb, 0, sizeof m.kvb);
+    m.kvb.data = kvb_d;
+    m.kvb.dtype = DS_DTYPE_BF16;
+    m.kvb.rows = H * (dn + dv);
+    m.kvb.cols = C;
+    /* the batch: one token per sequence at position ctx - 1; pages shuffled over the pool */
+    int32_t *tok = (int32_t *)calloc((size_t)n_seqs, 4), *pos = (int32_t *)calloc((size_t)n_seqs, 4);
+    int32_t *start = (int32_t *)calloc((size_t)n_seqs + 1, 4), *sctx = (int32_t *)calloc((size_t)n_seqs, 4);
+    int32_t *pt = (int32_t *)calloc((size_t)n_pages, 4);
+    m.seqs = (int *)calloc((size_t)n_seqs, sizeof(int));
+    for (int i = 0; i < n_pages; i++) pt[i] = i;
+    uint64_t r = 12345;
+    for (int i = n_pages - 1; i > 0; i--) {
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        int j = (int)((r >> 33) % (uint64_t)(i + 1)), t = pt[i];
+        pt[i] = pt[j];
+        pt[j] = t;
+    }
+    for (int s = 0; s < n_seqs; s++) {
+        pos[s] = ctx - 1;
+        start[s] = s;
+        sctx[s] = ctx;
+        m.seqs[s] = s;
+    }
+    start[n_seqs] = n_seqs;
+    m.n = n_seqs;
+    ds_batch_meta b = {n_seqs, n_seqs, tok, pos, start, sctx, pt, pages_per, ps};
+    ds_status st = be->set_batch(be, &b, err);
+    if (!st) {
+        double ms = time_median(do_mla, &m, 20);
+        double bytes = (double)n_seqs * ctx * W * 4 + (double)kvb_n * 2 + (double)n_seqs * H * (dn + dr + dv) * 4;
+        *ms_out = ms;
+        *gbs = bytes / (ms * 1e-3) / 1e9;
+    }
+    free(tok); free(pos); free(start); free(sctx); free(pt); free(m.seqs);
+    be->release(be, (float *)m.cache);
+    be->release(be, m.q);
+    be->release(be, m.out);
+    be->destroy(be);
+    return st;
+}

@@ -1,0 +1,361 @@
+/* `dsinfer bench` (offline, no server): decode and prefill throughput of one model on the CUDA backend
+ * with dummy weights, each row beside its roofline.
+ *
+ *   decode  tokens/s at batch B and context L: B sequences holding L tokens each (one prefilled
+ *           sequence forked B times, so every sequence reads its own KV pages), then timed decode steps
+ *           (one new token per sequence, logits copied to the host as the API returns them);
+ *   prefill tokens/s of one prompt of P tokens in one forward.
+ * Roofline of a row = max(bytes / copy bandwidth, FLOPs / BF16 matrix rate), both ceilings measured on
+ * the same GPU (`dsinfer bench --ceilings`, or at the start of every run). Bytes: the weights the step
+ * must read (experts: the expected number of distinct experts B tokens route to under uniform routing,
+ * E (1 - (1 - K/E)^B)), the KV cache rows read and written in the backend's layout, embeddings and the
+ * fp32 logits written. FLOPs: 2 x active parameters per token plus attention (absorbed for decode,
+ * naive for prefill). The achieved fraction is roofline time over measured time.
+ * Rows go to stdout as a table and, with --csv, to a CSV file. `--mla` times the absorbed MLA decode op
+ * alone (64 sequences x 4K context, 16 and 128 heads) against the copy bandwidth. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/cli.h"
+#include "core/status.h"
+#include "loader/config.h"
+#ifdef DS_HAVE_CUDA
+#include "backend/cuda/cuda_api.h"
+#endif
+
+#define MAX_LIST 16
+
+typedef struct {
+    const char *model, *dtype, *csv, *label;
+    int batches[MAX_LIST], n_batches, ctxs[MAX_LIST], n_ctxs, prompts[MAX_LIST], n_prompts;
+    int steps, ceilings_only, mla;
+    double bw_gbs, tflops;
+} bench_opts;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int parse_list(const char *s, int *out) {
+    int n = 0;
+    while (s && *s && n < MAX_LIST) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s || v <= 0) return -1;
+        if (*end == 'K' || *end == 'k') { v *= 1024; end++; }
+        out[n++] = (int)v;
+        s = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',') return -1;
+    }
+    return n;
+}
+
+/* ---- the byte and FLOP model ----------------------------------------------------------------------- */
+typedef struct {
+    double attn, dense, router, shared, expert;   /* parameters per layer (attention, ...) */
+    double head, wsz;                             /* lm_head parameters; bytes per linear weight */
+    int n_dense, n_moe;
+} model_sizes;
+
+static model_sizes sizes_of(const ds_config *c) {
+    model_sizes s;
+    double D = c->hidden_size, H = c->num_heads, dqk = c->qk_head_dim, C = c->kv_lora_rank, dr = c->qk_rope_head_dim;
+    double q = c->q_lora_rank ? D * c->q_lora_rank + (double)c->q_lora_rank * H * dqk : D * H * dqk;
+    s.attn = q + D * (C + dr) + C * H * (c->qk_nope_head_dim + c->v_head_dim) + H * c->v_head_dim * D;
+    s.dense = 3 * D * c->intermediate_size;
+    s.router = (double)c->n_routed_experts * D;
+    s.shared = 3 * D * (double)c->moe_intermediate_size * c->n_shared_experts;
+    s.expert = 3 * D * (double)c->moe_intermediate_size;
+    s.head = (double)c->vocab_size * D;
+    s.wsz = c->fp8 ? 1.0 + 4.0 / (128.0 * 128.0) : 2.0;
+    s.n_moe = 0;
+    for (int l = 0; l < c->num_layers; l++) s.n_moe += ds_config_layer_is_moe(c, l);
+    s.n_dense = c->num_layers - s.n_moe;
+    return s;
+}
+
+static double experts_touched(const ds_config *c, double tokens) {
+    double E = c->n_routed_experts, K = c->num_experts_per_tok;
+    return E ? E * (1.0 - pow(1.0 - K / E, tokens)) : 0;
+}
+
+/* Bytes and FLOPs of one step: T new tokens over B sequences whose contexts sum to ctx_sum tokens
+ * (read), attention work att_flops. */
+static void step_cost(const ds_config *c, double T, double att_flops, double kv_read_tokens, double *bytes,
+                      double *flops) {
+    model_sizes s = sizes_of(c);
+    double ex = experts_touched(c, T), kvb = (double)ds_kv_token_bytes(c);
+    double w = s.n_dense * (s.attn + s.dense) * s.wsz + s.n_moe * ((s.attn + s.shared + ex * s.expert) * s.wsz + s.router * 2);
+    *bytes = w + s.head * 2 + T * c->hidden_size * 2 + (kv_read_tokens + T) * c->num_layers * kvb + T * c->vocab_size * 4.0;
+    double active = s.n_dense * (s.attn + s.dense) + s.n_moe * (s.attn + s.shared + s.router +
+                                                                c->num_experts_per_tok * s.expert) + s.head;
+    *flops = 2 * T * active + att_flops;
+}
+
+/* ---- rows ----------------------------------------------------------------------------------------- */
+typedef struct {
+    FILE *csv;
+    const bench_opts *o;
+    const ds_config *cfg;
+} out_ctx;
+
+static void emit(out_ctx *x, const char *kind, int batch, int len, double tok_s, double step_ms, double bytes,
+                 double flops) {
+    double t_mem = bytes / (x->o->bw_gbs * 1e9), t_fl = flops / (x->o->tflops * 1e12);
+    double roof_ms = 1e3 * (t_mem > t_fl ? t_mem : t_fl);
+    const char *bound = t_mem > t_fl ? "memory" : "compute";
+    printf("%-8s %-5s batch %4d %s %6d  %10.1f tok/s  %9.3f ms  %8.2f GB  %9.1f GFLOP  roofline %8.3f ms (%s)  %5.1f%%\n",
+           kind, x->o->dtype, batch, strcmp(kind, "prefill") ? "ctx" : "len", len, tok_s, step_ms, bytes / 1e9,
+           flops / 1e9, roof_ms, bound, 100.0 * roof_ms / step_ms);
+    fflush(stdout);
+    if (x->csv)
+        fprintf(x->csv, "%s,%s,%s,%d,%d,%.2f,%.4f,%.4f,%.2f,%.4f,%s,%.4f,%.1f,%.1f\n", x->o->label, kind, x->o->dtype,
+                batch, len, tok_s, step_ms, bytes / 1e9, flops / 1e9, roof_ms, bound, roof_ms / step_ms, x->o->bw_gbs,
+                x->o->tflops);
+}
+
+static uint32_t rng_next(uint64_t *s) {
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return (uint32_t)(*s >> 33);
+}
+
+/* Feeds n random tokens to seq in chunks of at most 8192. */
+static ds_status prefill(ds_engine *e, ds_seq *seq, int n, float *logits, uint64_t *rng, char *err) {
+    int V = ds_engine_vocab_size(e);
+    int32_t *ids = ds_xmalloc(sizeof(int32_t) * 8192);
+    ds_status st = DS_OK;
+    for (int done = 0; done < n && !st; done += 8192) {
+        int k = n - done < 8192 ? n - done : 8192;
+        for (int i = 0; i < k; i++) ids[i] = (int32_t)(rng_next(rng) % (uint32_t)V);
+        ds_batch_item it = {seq, ids, k, 0};
+        st = ds_engine_forward(e, &it, 1, logits, err);
+    }
+    free(ids);
+    return st;
+}
+
+static double attn_decode_flops(const ds_config *c, double B, double L) {
+    double H = c->num_heads, C = c->kv_lora_rank, dr = c->qk_rope_head_dim;
+    return c->num_layers * B * H * (2.0 * c->qk_nope_head_dim * C + 2.0 * (C + dr) * L + 2.0 * C * L + 2.0 * C * c->v_head_dim);
+}
+
+static ds_status bench_decode(ds_engine *e, out_ctx *x, int ctx, char *err) {
+    const bench_opts *o = x->o;
+    int Bmax = 0, V = ds_engine_vocab_size(e);
+    for (int i = 0; i < o->n_batches; i++) Bmax = o->batches[i] > Bmax ? o->batches[i] : Bmax;
+    float *logits = ds_xmalloc(sizeof(float) * (size_t)V * (size_t)Bmax);
+    ds_seq **seqs = ds_xcalloc((size_t)Bmax + 1, sizeof(ds_seq *));
+    uint64_t rng = 42;
+    ds_status st = ds_seq_new(e, &seqs[Bmax], err);
+    if (!st) st = prefill(e, seqs[Bmax], ctx, logits, &rng, err);
+    for (int i = 0; i < Bmax && !st; i++) {
+        st = ds_seq_new(e, &seqs[i], err);
+        if (!st) st = ds_seq_fork(seqs[i], seqs[Bmax], err);
+    }
+    ds_batch_item *it = ds_xcalloc((size_t)Bmax, sizeof(ds_batch_item));
+    int32_t *tok = ds_xmalloc(sizeof(int32_t) * (size_t)Bmax);
+    for (int bi = 0; bi < o->n_batches && !st; bi++) {
+        int B = o->batches[bi];
+        for (int i = 0; i < B; i++) it[i] = (ds_batch_item){seqs[i], &tok[i], 1, 0};
+        double t0 = 0;
+        int warm = 3;
+        for (int s = 0; s < warm + o->steps && !st; s++) {
+            if (s == warm) t0 = now_s();
+            for (int i = 0; i < B; i++) tok[i] = (int32_t)(rng_next(&rng) % (uint32_t)V);
+            st = ds_engine_forward(e, it, B, logits, err);
+        }
+        if (st) break;
+        double dt = now_s() - t0, step_ms = 1e3 * dt / o->steps;
+        double L = ctx + warm + o->steps / 2.0, bytes, flops;
+        step_cost(x->cfg, B, attn_decode_flops(x->cfg, B, L), B * L, &bytes, &flops);
+        emit(x, "decode", B, ctx, B * o->steps / dt, step_ms, bytes, flops);
+        for (int i = 0; i < B; i++) ds_seq_truncate(seqs[i], ctx);
+    }
+    for (int i = 0; i <= Bmax; i++) ds_seq_free(seqs[i]);
+    free(seqs); free(it); free(tok); free(logits);
+    return st;
+}
+
+static ds_status bench_prefill(ds_engine *e, out_ctx *x, char *err) {
+    const bench_opts *o = x->o;
+    const ds_config *c = x->cfg;
+    float *logits = ds_xmalloc(sizeof(float) * (size_t)ds_engine_vocab_size(e));
+    uint64_t rng = 7;
+    ds_status st = DS_OK;
+    for (int pi = -1; pi < o->n_prompts && !st; pi++) {   /* pi -1: warm-up at the first length */
+        int P = o->prompts[pi < 0 ? 0 : pi];
+        ds_seq *s = NULL;
+        st = ds_seq_new(e, &s, err);
+        double t0 = now_s();
+        if (!st) st = prefill(e, s, P, logits, &rng, err);
+        double dt = now_s() - t0;
+        ds_seq_free(s);
+        if (st || pi < 0) continue;
+        double H = c->num_heads, tri = (double)P * (P + 1) / 2, bytes, flops;
+        double att = c->num_layers * (2.0 * P * c->kv_lora_rank * H * (c->qk_nope_head_dim + c->v_head_dim) +
+                                      2.0 * tri * H * (c->qk_head_dim + c->v_head_dim));
+        step_cost(c, P, att, 0, &bytes, &flops);
+        bytes -= (double)P * c->vocab_size * 4.0 - c->vocab_size * 4.0;   /* logits of the last token only */
+        emit(x, "prefill", 1, P, P / dt, 1e3 * dt, bytes, flops);
+    }
+    free(logits);
+    return st;
+}
+
+/* ---- setup ---------------------------------------------------------------------------------------- */
+static ds_status load_cfg(const bench_opts *o, ds_config *cfg, char **json_out, char *err) {
+    FILE *f = fopen(o->model, "rb");
+    if (!f) return ds_seterr(err, DS_ERR_IO, "%s: cannot open (give a config .json)", o->model);
+    char *txt = ds_xmalloc(1 << 20);
+    size_t n = fread(txt, 1, (1 << 20) - 256, f);
+    fclose(f);
+    txt[n] = 0;
+    if (!strcmp(o->dtype, "fp8") && !strstr(txt, "quantization_config")) {   /* FP8 weights, 128x128 blocks */
+        char *brace = strchr(txt, '{');
+        if (!brace) { free(txt); return ds_seterr(err, DS_ERR_FORMAT, "%s: not a JSON object", o->model); }
+        const char *q = "\n  \"quantization_config\": {\"activation_scheme\": \"dynamic\", \"fmt\": \"e4m3\", "
+                        "\"quant_method\": \"fp8\", \"weight_block_size\": [128, 128]},";
+        memmove(brace + 1 + strlen(q), brace + 1, strlen(brace + 1) + 1);
+        memcpy(brace + 1, q, strlen(q));
+    }
+    ds_status st = ds_config_parse(txt, o->model, cfg, err);
+    *json_out = txt;
+    return st;
+}
+
+static void usage(void) {
+    fprintf(stderr,
+            "usage: dsinfer bench [--model CONFIG.json] [--dtype bf16|fp8] [--batch 1,8,32,64,128,256] [--ctx 1K,4K]\n"
+            "                     [--prompt 512,2K,8K] [--steps N] [--csv FILE] [--label NAME] [--bw GB/s --tflops T]\n"
+            "       dsinfer bench --ceilings        measure copy bandwidth and the BF16 matrix rate only\n"
+            "       dsinfer bench --mla             the absorbed MLA decode op alone (64 seqs x 4K, 16 and 128 heads)\n"
+            "       dsinfer bench serve ...         load-test a running server (dsinfer bench serve --help)\n"
+            "  Offline throughput on the CUDA backend with dummy weights (default configs/deepseek-v2-lite.json);\n"
+            "  --batch/--ctx/--prompt take comma lists (0 rows: give an empty list as ''); each row prints its\n"
+            "  roofline and the achieved fraction. Speed paths: DSINFER_CUDA_* variables (src/backend/cuda/cuda.h).\n");
+}
+
+static int parse_opts(int argc, char **argv, bench_opts *o) {
+    static const struct option lo[] = {
+        {"model", 1, 0, 'm'}, {"dtype", 1, 0, 'd'}, {"batch", 1, 0, 'b'}, {"ctx", 1, 0, 'c'}, {"prompt", 1, 0, 'p'},
+        {"steps", 1, 0, 's'}, {"csv", 1, 0, 'o'}, {"label", 1, 0, 'l'}, {"bw", 1, 0, 'w'}, {"tflops", 1, 0, 't'},
+        {"ceilings", 0, 0, 'C'}, {"mla", 0, 0, 'A'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    *o = (bench_opts){.model = "configs/deepseek-v2-lite.json", .dtype = "bf16", .label = "dsinfer", .steps = 16};
+    o->n_batches = parse_list("1,8,32,64,128,256", o->batches);
+    o->n_ctxs = parse_list("1024,4096", o->ctxs);
+    o->n_prompts = parse_list("512,2048,8192", o->prompts);
+    optind = 1;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+        switch (ch) {
+        case 'm': o->model = optarg; break;
+        case 'd': o->dtype = optarg; break;
+        case 'b': o->n_batches = parse_list(optarg, o->batches); break;
+        case 'c': o->n_ctxs = parse_list(optarg, o->ctxs); break;
+        case 'p': o->n_prompts = parse_list(optarg, o->prompts); break;
+        case 's': o->steps = atoi(optarg); break;
+        case 'o': o->csv = optarg; break;
+        case 'l': o->label = optarg; break;
+        case 'w': o->bw_gbs = atof(optarg); break;
+        case 't': o->tflops = atof(optarg); break;
+        case 'C': o->ceilings_only = 1; break;
+        case 'A': o->mla = 1; break;
+        case 'h': usage(); return 1;
+        default: usage(); return 2;
+        }
+    }
+    if (o->n_batches < 0 || o->n_ctxs < 0 || o->n_prompts < 0 || o->steps <= 0 ||
+        (strcmp(o->dtype, "bf16") && strcmp(o->dtype, "fp8"))) {
+        fprintf(stderr, "dsinfer bench: bad lists, --steps or --dtype (bf16 or fp8)\n");
+        return 2;
+    }
+    return 0;
+}
+
+#ifdef DS_HAVE_CUDA
+static int run_mla(const ds_config *base) {
+    char err[DS_ERRLEN];
+    int heads[2] = {16, 128};
+    for (int hi = 0; hi < 2; hi++)
+        for (int fused = 1; fused >= 0; fused--) {
+            ds_config c = *base;
+            c.num_heads = heads[hi];
+            setenv("DSINFER_CUDA_FUSED_ATTN", fused ? "1" : "0", 1);
+            double ms = 0, gbs = 0;
+            if (ds_cuda_bench_mla(&c, 64, 4096, &ms, &gbs, err)) {
+                fprintf(stderr, "bench mla: %s\n", err);
+                return 1;
+            }
+            printf("mla-decode %-9s heads %3d  64 seqs x 4096 ctx  %8.3f ms  %7.1f GB/s\n", fused ? "fused" : "per-seq",
+                   heads[hi], ms, gbs);
+        }
+    unsetenv("DSINFER_CUDA_FUSED_ATTN");
+    return 0;
+}
+#endif
+
+int cli_bench_offline(int argc, char **argv) {
+    bench_opts o;
+    int rc = parse_opts(argc, argv, &o);
+    if (rc) return rc == 1 ? 0 : rc;
+#ifndef DS_HAVE_CUDA
+    fprintf(stderr, "dsinfer bench: this dsinfer is built without CUDA\n");
+    return 1;
+#else
+    char err[DS_ERRLEN];
+    if (!o.bw_gbs || !o.tflops) {
+        double bw, tf;
+        if (ds_cuda_ceilings(&bw, &tf, err)) { fprintf(stderr, "dsinfer bench: %s\n", err); return 1; }
+        if (!o.bw_gbs) o.bw_gbs = bw;
+        if (!o.tflops) o.tflops = tf;
+        printf("ceilings: device-to-device copy %.1f GB/s (read + write), BF16 GEMM 8192^3 %.1f TFLOP/s\n", bw, tf);
+    }
+    if (o.ceilings_only) return 0;
+    ds_config cfg;
+    char *json = NULL;
+    ds_status st = load_cfg(&o, &cfg, &json, err);
+    if (st) { fprintf(stderr, "dsinfer bench: %s\n", err); free(json); return 1; }
+    if (o.mla) { free(json); return run_mla(&cfg); }
+    /* the engine reads the (possibly FP8-patched) config from a temporary file */
+    char path[] = "/tmp/dsinfer-bench-XXXXXX.json";
+    int fd = mkstemps(path, 5);
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (!f) { fprintf(stderr, "dsinfer bench: cannot write a temporary config\n"); free(json); return 1; }
+    fputs(json, f);
+    fclose(f);
+    free(json);
+    int Bmax = 1, Lmax = 1, Pmax = 1;
+    for (int i = 0; i < o.n_batches; i++) Bmax = o.batches[i] > Bmax ? o.batches[i] : Bmax;
+    for (int i = 0; i < o.n_ctxs; i++) Lmax = o.ctxs[i] > Lmax ? o.ctxs[i] : Lmax;
+    for (int i = 0; i < o.n_prompts; i++) Pmax = o.prompts[i] > Pmax ? o.prompts[i] : Pmax;
+    size_t tokens = (size_t)(Bmax + 1) * (size_t)(Lmax + o.steps + 64) + (size_t)Pmax + 64;
+    ds_engine_opts eo = {.backend = "cuda", .dummy_weights = 1,
+                         .kv_cache_bytes = tokens * ds_kv_token_bytes(&cfg) * (size_t)cfg.num_layers};
+    ds_engine *e = NULL;
+    double t0 = now_s();
+    st = ds_engine_open(path, &eo, &e, err);
+    remove(path);
+    if (st) { fprintf(stderr, "dsinfer bench: %s\n", err); return 1; }
+    printf("model: %s (opened in %.1f s)\n", ds_engine_describe(e), now_s() - t0);
+    out_ctx x = {NULL, &o, &cfg};
+    if (o.csv) {
+        x.csv = fopen(o.csv, "a");
+        if (!x.csv) { fprintf(stderr, "dsinfer bench: cannot open %s\n", o.csv); ds_engine_free(e); return 1; }
+        fseek(x.csv, 0, SEEK_END);
+        if (ftell(x.csv) == 0)
+            fprintf(x.csv, "label,kind,dtype,batch,len,tok_s,step_ms,gbytes,gflop,roof_ms,bound,roof_frac,bw_gbs,tflops\n");
+    }
+    for (int ci = 0; ci < o.n_ctxs && !st; ci++) st = bench_decode(e, &x, o.ctxs[ci], err);
+    if (!st && o.n_prompts) st = bench_prefill(e, &x, err);
+    if (st) fprintf(stderr, "dsinfer bench: %s\n", err);
+    if (x.csv) fclose(x.csv);
+    ds_engine_free(e);
+    return st ? 1 : 0;
+#endif
+}
