@@ -49,8 +49,10 @@ help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' Makefile | sed 's/:.*## /\t/'
 
 deps:  ## install missing Debian packages (needs root or sudo)
-	@missing=""; for p in gcc make pkg-config libcjson-dev libpcre2-dev libmicrohttpd-dev nodejs npm chromium; do \
+	@missing=""; for p in gcc make pkg-config libcjson-dev libpcre2-dev libmicrohttpd-dev; do \
 	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	for pc in nodejs:node npm:npm chromium:chromium; do \
+	  command -v $${pc#*:} >/dev/null 2>&1 || missing="$$missing $${pc%%:*}"; done; \
 	if [ -n "$$missing" ]; then echo "installing:$$missing"; \
 	  SUDO=$$( [ $$(id -u) = 0 ] || echo sudo ); $$SUDO apt-get update && $$SUDO apt-get install -y $$missing; \
 	else echo "all Debian packages present"; fi
