@@ -10,7 +10,10 @@
  * Both backends compute in fp32 from the same stored-dtype weights, so the thresholds are those of fp32
  * summation order, the same for BF16 and FP8 weights (THR_*).
  * The seed is printed; DSINFER_SEED=<n> repeats a run. DSINFER_OPS_SMALL=1 runs only the small shapes
- * (for compute-sanitizer). Skips (exit 77) without a CUDA build or a Hopper GPU. */
+ * (for compute-sanitizer); DSINFER_OPS_MAX_M=<n> skips the cases with more than n tokens (quick GPU runs:
+ * the CPU reference of the 4096-token cases is most of the time). The opt-in BF16 tensor-core GEMM path
+ * (DSINFER_CUDA_TC=1) is checked on a second CUDA backend against the same fp32 CPU op with a bf16-level
+ * threshold (THR_TC). Skips (exit 77) without a CUDA build or a Hopper GPU. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -37,6 +40,8 @@ int main(void) { test_skip("built without CUDA (nvcc not found at build time)");
 #define THR_GEMM 1e-9          /* fp32 dot products in another order */
 #define THR_ATTN 1e-9
 #define THR_MOE 1e-8
+#define THR_TC 1e-4            /* BF16 tensor cores: activations rounded to bf16 (NMSE ~1e-6 expected) */
+static int max_m = 1 << 30;    /* DSINFER_OPS_MAX_M */
 
 static uint64_t rng_state;
 static uint64_t rnd(void) {
@@ -322,23 +327,39 @@ static void check_elementwise(setup *s, int M) {
     free_weight(&emb); free_weight(&nw); free_weight(&kvn);
 }
 
-static void check_linear(setup *s, const char *what, int N, int K, ds_dtype dt, const int *Ms, int nM) {
+/* tc: the linear runs on a second CUDA backend created with DSINFER_CUDA_TC=1 (M > GEMV_MAX_M on the
+ * tensor cores), compared with THR_TC. */
+static void check_linear_on(setup *s, const char *what, int N, int K, ds_dtype dt, const int *Ms, int nM, int tc) {
+    ds_backend *gpu = s->gpu;
+    if (tc) {
+        char err[DS_ERRLEN];
+        setenv("DSINFER_CUDA_TC", "1", 1);
+        gpu = ds_backend_cuda_new(&s->cfg, err);
+        unsetenv("DSINFER_CUDA_TC");
+        if (!gpu) { CHECKF(0, "%s", err); return; }
+    }
     wpair w = mk_weight(s, N, K, dt, dt == DS_DTYPE_F8_E4M3 ? 0.5f / sqrtf((float)K) : 1.0f / sqrtf((float)K), what);
     for (int i = 0; i < nM; i++) {
         int M = Ms[i];
+        if (M > max_m) continue;
         prime(s, M);
         buf x = buf_new(s, (size_t)M * K), out = buf_new(s, (size_t)M * N);
         buf_rand(&x, 1.0f);
         buf_poison(&out);
         s->cpu->linear(s->cpu, out.h, x.h, &w.h, M);
-        s->gpu->linear(s->gpu, out.d, x.d, &w.d, M);
+        gpu->linear(gpu, out.d, x.d, &w.d, M);
         char name[96];
-        snprintf(name, sizeof name, "linear %s %s", what, ds_dtype_name(dt));
-        compare(s, name, M, &out, THR_GEMM, 0);
+        snprintf(name, sizeof name, "linear%s %s %s", tc ? " TC" : "", what, ds_dtype_name(dt));
+        compare(s, name, M, &out, tc ? THR_TC : THR_GEMM, 0);
         buf_free(s, &x);
         buf_free(s, &out);
     }
     free_weight(&w);
+    if (tc) gpu->destroy(gpu);
+}
+
+static void check_linear(setup *s, const char *what, int N, int K, ds_dtype dt, const int *Ms, int nM) {
+    check_linear_on(s, what, N, K, dt, Ms, nM, 0);
 }
 
 /* Both attention forms over one ragged batch; the same q, cache and kv_b on both sides. */
@@ -375,6 +396,7 @@ static void check_mlp(setup *s, int I, const int *Ms, int nM) {
     wpair dn = mk_weight(s, D, I, dt, linear_amp(s, I), "down");
     for (int i = 0; i < nM; i++) {
         int M = Ms[i];
+        if (M > max_m) continue;
         prime(s, M);
         buf x = buf_new(s, (size_t)M * D), out = buf_new(s, (size_t)M * D);
         buf_rand(&x, 1.0f);
@@ -455,6 +477,7 @@ static void check_moe(setup *s, const int *Ms, int nM) {
     Lh.is_moe = Ld.is_moe = 1;
     for (int i = 0; i < nM; i++) {
         int M = Ms[i];
+        if (M > max_m) continue;
         prime(s, M);
         buf x = buf_new(s, (size_t)M * D), out = buf_new(s, (size_t)M * D);
         buf_rand(&x, 1.0f);
@@ -560,7 +583,7 @@ static void run_v3(void) {
     setup s;
     if (!load_setup(&s, "v3", "configs/deepseek-v3.json", 0, 16)) return;
     const int all[] = {1, 4, 128, 4096}, gemm[] = {1, 4, 128}, big[] = {1, 4}, moe[] = {1, 4, 128};
-    for (int i = 0; i < NM(all); i++) check_elementwise(&s, all[i]);
+    for (int i = 0; i < NM(all); i++) if (all[i] <= max_m) check_elementwise(&s, all[i]);
     struct { const char *n; int N, K; ds_dtype dt; } L[] = {
         {"q_a", 1536, 7168, DS_DTYPE_F8_E4M3}, {"q_b", 24576, 1536, DS_DTYPE_F8_E4M3},
         {"kv_a", 576, 7168, DS_DTYPE_F8_E4M3}, {"kv_b", 32768, 512, DS_DTYPE_F8_E4M3},
@@ -571,7 +594,9 @@ static void run_v3(void) {
     for (int i = 0; i < NM(gemm); i++) check_attention(&s, gemm[i], 200);
     check_mlp(&s, s.cfg.intermediate_size, big, NM(big));
     for (int i = 0; i < NM(gemm); i++) check_route(&s, gemm[i]);
-    check_route(&s, 4096);
+    if (4096 <= max_m) check_route(&s, 4096);
+    const int tcm[] = {128};
+    check_linear_on(&s, "q_a", 1536, 7168, DS_DTYPE_F8_E4M3, tcm, NM(tcm), 1);
     check_moe(&s, moe, NM(moe));
     check_sample(&s);
     free_setup(&s);
@@ -582,16 +607,18 @@ static void run_lite(void) {
     if (!load_setup(&s, "v2-lite", "configs/deepseek-v2-lite.json", 0, 16)) return;
     const int all[] = {1, 4, 128, 4096}, gemm[] = {1, 4, 128};
     const int kva[] = {1, 4, 128, 4096};
-    for (int i = 0; i < NM(all); i++) check_elementwise(&s, all[i]);
+    for (int i = 0; i < NM(all); i++) if (all[i] <= max_m) check_elementwise(&s, all[i]);
     check_linear(&s, "kv_a", 576, 2048, DS_DTYPE_BF16, kva, NM(kva));
     struct { const char *n; int N, K; } L[] = {{"q", 3072, 2048}, {"kv_b", 4096, 512}, {"o", 2048, 2048},
                                                 {"gate/up", 10944, 2048}, {"down", 2048, 10944}, {"router", 64, 2048}};
     for (int i = 0; i < NM(L); i++) check_linear(&s, L[i].n, L[i].N, L[i].K, DS_DTYPE_BF16, gemm, NM(gemm));
     check_linear(&s, "lm_head", 102400, 2048, DS_DTYPE_BF16, gemm, 2);
     for (int i = 0; i < NM(gemm); i++) check_attention(&s, gemm[i], 300);
-    check_attention(&s, 4096, 64);
+    if (4096 <= max_m) check_attention(&s, 4096, 64);
+    const int tcm[] = {128};
+    check_linear_on(&s, "q", 3072, 2048, DS_DTYPE_BF16, tcm, NM(tcm), 1);
     check_mlp(&s, s.cfg.intermediate_size, all, NM(all));
-    for (int i = 0; i < NM(all); i++) check_route(&s, all[i]);
+    for (int i = 0; i < NM(all); i++) if (all[i] <= max_m) check_route(&s, all[i]);
     check_moe(&s, all, NM(all));
     free_setup(&s);
 }
@@ -605,6 +632,9 @@ static void run_odd(const char *name, const char *path, int heads) {
     check_linear(&s, "odd", 200, 300, DS_DTYPE_F8_E4M3, Ms, NM(Ms));
     check_linear(&s, "odd", 129, 77, DS_DTYPE_BF16, Ms, NM(Ms));
     check_linear(&s, "odd", 33, 65, DS_DTYPE_F32, Ms, NM(Ms));
+    const int tcm[] = {63};
+    check_linear_on(&s, "odd", 200, 300, DS_DTYPE_F8_E4M3, tcm, NM(tcm), 1);
+    check_linear_on(&s, "odd", 129, 77, DS_DTYPE_BF16, tcm, NM(tcm), 1);
     for (int i = 0; i < NM(Ms); i++) check_attention(&s, Ms[i], 23);
     check_mlp(&s, s.cfg.intermediate_size > 512 ? 333 : s.cfg.intermediate_size, Ms, NM(Ms));
     for (int i = 0; i < NM(Ms); i++) check_route(&s, Ms[i]);
@@ -621,6 +651,7 @@ int main(void) {
     rng_state = seed ? strtoull(seed, NULL, 0) : (uint64_t)time(NULL);
     printf("test_cuda_ops: seed %llu (DSINFER_SEED repeats it)\n", (unsigned long long)rng_state);
     int small = getenv("DSINFER_OPS_SMALL") != NULL;
+    if (getenv("DSINFER_OPS_MAX_M")) max_m = atoi(getenv("DSINFER_OPS_MAX_M"));
     run_odd("h1", "configs/deepseek-v2-lite.json", 1);
     run_odd("h3-fp8", "tests/fixtures/tiny-v3-fp8/config.json", 3);
     run_odd("h63", "configs/deepseek-v2-lite.json", 63);

@@ -55,7 +55,10 @@ void cu_ws_free(cu_ws *w);
  *   DSINFER_CUDA_MOE_GROUPED=0 the MoE with a host sync per layer and per-expert launches (default 1:
  *                            device-side expert offsets, grouped expert GEMV kernels, no host sync, for
  *                            M <= DSINFER_CUDA_MOE_GROUPED_MAX_M, default 256).
- *   DSINFER_CUDA_VEC_GEMV=0  the scalar GEMV (default 1: 16-byte weight loads, fused gate/up/SiLU). */
+ *   DSINFER_CUDA_VEC_GEMV=0  the scalar GEMV (default 1: 16-byte weight loads, fused gate/up/SiLU).
+ *   DSINFER_CUDA_GEMV2=0     the first vectorised GEMV (one warp per row, two loads in flight per lane);
+ *                            default 1: GEMV v2 (up to 8 independent 16-byte loads per lane, split-K
+ *                            across warps when rows are few). Only with VEC_GEMV on. */
 typedef struct {
     int tc, graphs, fused_attn, moe_grouped, moe_grouped_max_m, vec_gemv;
 } cu_opts;
@@ -162,6 +165,11 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
 void cu_gemv_group(float *out, int ldo, int out_e, const float *x, int ldx, int x_e, const int32_t *xr,
                    const int32_t *off, int M, int E, const cu_wview *tab0, const cu_wview *tab1, cu_wview v0,
                    cu_wview v1, int pair, int max_rows, int vec, int row0, int row_e);
+/* GEMV v2 switch and the SM count it sizes its split-K by (cuda_linear.cu; set at backend creation). */
+extern int cu_gemv_v2, cu_gemv_sms;
+/* DSINFER_CUDA_ABSORB2=0: the first-pass q_lat = W_UK^T q_nope kernel (one thread per column, dn
+ * dependent loads); default 1: absorb_q_v2_kernel (cuda_attn.cu). */
+extern int cu_absorb_v2;
 void cu_moe_tabs_free(ds_cuda_backend *cb);
 ds_status cu_graph_run(ds_backend *be, uint64_t key, void (*fn)(void *), void *ctx, char *err);
 void cu_graphs_free(ds_cuda_backend *cb);

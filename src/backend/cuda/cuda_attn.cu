@@ -185,7 +185,7 @@ __global__ void absorbed_attn_kernel(float *out, const float *q, const float *ca
  * Four launches per layer whatever the batch: (1) q_lat = W_UK^T q_nope for every (token, head); (2) the
  * attention core, grid (token, KV split, head group of 16): all heads of a group share one pass over the
  * token's latent cache rows (staged 32 rows at a time in shared memory), scores and an online softmax per
- * head, o_lat partials per split; (3) the splits combined (log-sum-exp); (4) o = W_UV o_lat as a grouped
+ * head, o_lat partials per split (blocks ordered head group fastest); (3) the splits combined (log-sum-exp); (4) o = W_UV o_lat as a grouped
  * GEMV over the heads. fp32 throughout like the CPU. The token list is NULL when every token of the batch
  * is attended here (decode), so nothing depends on the host between steps (CUDA graphs). */
 #define FA_THREADS 256
@@ -216,6 +216,88 @@ __global__ void absorb_q_kernel(float *qlat, const float *q, cu_wview kvb, const
     }
 }
 
+/* The same product, latency-bound no more: grid (H, ceil(C / 256), ceil(T / AQ_TG)), block 256 = 8 warps.
+ * Warp w takes rows d = w, w + 8, ... of head h's W_UK block, lane l 8 adjacent columns (one 16-byte load
+ * of BF16, 8 bytes of FP8 with its block scale), so a lane has dn / 8 independent loads in flight and a
+ * warp reads 512 contiguous bytes per row; the 8 warps' partial sums meet in shared memory. Needs C % 8 == 0
+ * (else the generic loads). Default on; DSINFER_CUDA_ABSORB2=0 selects absorb_q_kernel. */
+#define AQ_TG 4
+__global__ void __launch_bounds__(256) absorb_q_v2_kernel(float *qlat, const float *q, cu_wview kvb, const int32_t *tok,
+                                                          int T, int H, int C, int dn, int dqk, int hw) {
+    __shared__ float qs[AQ_TG][256];
+    __shared__ float red[8][AQ_TG][256];
+    int h = blockIdx.x, k0 = blockIdx.y * 256, i0 = blockIdx.z * AQ_TG, nt = T - i0 < AQ_TG ? T - i0 : AQ_TG;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    for (int x = threadIdx.x; x < AQ_TG * 256; x += 256) {
+        int t = x / 256, d = x % 256;
+        float v = 0.0f;
+        if (t < nt && d < dn) v = q[(size_t)(tok ? tok[i0 + t] : i0 + t) * H * dqk + (size_t)h * dqk + d];
+        qs[t][d] = v;
+    }
+    __syncthreads();
+    float a[AQ_TG][8];
+#pragma unroll
+    for (int t = 0; t < AQ_TG; t++)
+#pragma unroll
+        for (int c = 0; c < 8; c++) a[t][c] = 0.0f;
+    int kc = k0 + lane * 8;   /* this lane's first column */
+    bool vec = (C & 7) == 0 && (kvb.dtype == DS_DTYPE_BF16 || kvb.dtype == DS_DTYPE_F8_E4M3);
+    if (kc < C) {
+#pragma unroll 4
+        for (int d = warp; d < dn; d += 8) {
+            size_t r = (size_t)h * hw + d;
+            float wv[8];
+            if (vec && kvb.dtype == DS_DTYPE_BF16) {
+                uint4 u = __ldg((const uint4 *)((const __nv_bfloat16 *)kvb.data + r * C + kc));
+                const uint32_t uu[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    wv[2 * i] = __uint_as_float(uu[i] << 16);
+                    wv[2 * i + 1] = __uint_as_float(uu[i] & 0xffff0000u);
+                }
+            } else if (vec) {
+                uint2 u = __ldg((const uint2 *)((const uint8_t *)kvb.data + r * C + kc));
+                float sc = kvb.scale ? kvb.scale[(r >> 7) * (size_t)kvb.scale_cols + (size_t)(kc >> 7)] : 1.0f;
+                const uint32_t uu[2] = {u.x, u.y};
+#pragma unroll
+                for (int i = 0; i < 2; i++) {
+                    __half2_raw h0 = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(uu[i] & 0xffff), __NV_E4M3);
+                    __half2_raw h1 = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(uu[i] >> 16), __NV_E4M3);
+                    float2 f0 = __half22float2(__half2(h0)), f1 = __half22float2(__half2(h1));
+                    wv[4 * i] = f0.x * sc;
+                    wv[4 * i + 1] = f0.y * sc;
+                    wv[4 * i + 2] = f1.x * sc;
+                    wv[4 * i + 3] = f1.y * sc;
+                }
+            } else {
+#pragma unroll
+                for (int c = 0; c < 8; c++) wv[c] = kc + c < C ? cu_w(kvb, (int)r, kc + c) : 0.0f;
+            }
+#pragma unroll
+            for (int t = 0; t < AQ_TG; t++) {
+                float qv = qs[t][d];
+#pragma unroll
+                for (int c = 0; c < 8; c++) a[t][c] += qv * wv[c];
+            }
+        }
+    }
+    /* this block's 256 columns: red[warp][t][lane * 8 + c] */
+#pragma unroll
+    for (int t = 0; t < AQ_TG; t++)
+#pragma unroll
+        for (int c = 0; c < 8; c++) red[warp][t][lane * 8 + c] = a[t][c];
+    __syncthreads();
+    for (int x = threadIdx.x; x < AQ_TG * 256; x += 256) {
+        int t = x / 256, c = x % 256;
+        if (t >= nt || k0 + c >= C) continue;
+        float v = 0.0f;
+#pragma unroll
+        for (int w = 0; w < 8; w++) v += red[w][t][c];
+        qlat[((size_t)(i0 + t) * H + h) * C + k0 + c] = v;
+    }
+}
+int cu_absorb_v2 = 1;   /* DSINFER_CUDA_ABSORB2 (read at backend creation) */
+
 typedef struct {
     const float *qlat;       /* [T, H, C] */
     const float *q;          /* [M, H*dqk]: q_pe read from here */
@@ -233,7 +315,10 @@ __global__ void __launch_bounds__(FA_THREADS) mla_decode_kernel(fa_params p) {
     const int W = p.C + p.dr, QS = (W + 3) & ~3, KS = W + 1;
     float *Qs = sm, *Ks = Qs + FA_HG * QS, *P = Ks + FA_CHUNK * KS, *st = P + FA_CHUNK * FA_HG;
     float *run_max = st, *run_sum = st + FA_HG, *corr = st + 2 * FA_HG;
-    int i = blockIdx.x, split = blockIdx.y, h0 = blockIdx.z * FA_HG;
+    /* flat grid, head group fastest: the head groups of one (token, split) read the same cache rows close
+     * in time, so with many heads (V3: 8 groups) all but the first read hit L2 */
+    int HGn = (p.H + FA_HG - 1) / FA_HG, bx = blockIdx.x;
+    int h0 = (bx % HGn) * FA_HG, split = (bx / HGn) % p.n_splits, i = bx / HGn / p.n_splits;
     int nh = p.H - h0 < FA_HG ? p.H - h0 : FA_HG;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int m = p.tok ? p.tok[i] : i, s = p.tok_seq[m], ctx = p.positions[m] + 1;
@@ -347,21 +432,34 @@ __global__ void __launch_bounds__(FA_THREADS) mla_decode_kernel(fa_params p) {
     }
 }
 
-/* grid (T, H), block 128: olat[i, h, :] from the splits' partials. */
+/* grid (T, H), block 128: olat[i, h, :] from the splits' partials (S <= 64). The split weights
+ * exp(m_s - max) are computed once into shared memory, so the loop over the splits issues independent
+ * loads (the first version recomputed them per column: a serial chain of S loads and exps per column,
+ * 63 us a layer at batch 1). Same additions in the same order as before. */
 __global__ void mla_combine_kernel(float *olat, const float *part, const float *ml, int S, int H, int C) {
+    __shared__ float wgt[64];
+    __shared__ int live[64];
+    __shared__ float msh[64];
     int i = blockIdx.x, h = blockIdx.y;
+    if (threadIdx.x < S) msh[threadIdx.x] = ml[(((size_t)i * S + threadIdx.x) * H + h) * 2];
+    __syncthreads();
     float mx = -INFINITY;
-    for (int s = 0; s < S; s++) mx = fmaxf(mx, ml[(((size_t)i * S + s) * H + h) * 2]);
-    float den = 0.0f;
-    for (int s = 0; s < S; s++) {
-        float ms = ml[(((size_t)i * S + s) * H + h) * 2];
-        den += ms == -INFINITY ? 0.0f : expf(ms - mx) * ml[(((size_t)i * S + s) * H + h) * 2 + 1];
+    for (int s = 0; s < S; s++) mx = fmaxf(mx, msh[s]);
+    if (threadIdx.x < S) {
+        float ms = msh[threadIdx.x];
+        live[threadIdx.x] = ms != -INFINITY;
+        wgt[threadIdx.x] = ms == -INFINITY ? 0.0f : expf(ms - mx);
     }
+    __syncthreads();
+    float den = 0.0f;
+    for (int s = 0; s < S; s++)
+        den += live[s] ? wgt[s] * ml[(((size_t)i * S + s) * H + h) * 2 + 1] : 0.0f;
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
         float a = 0.0f;
+#pragma unroll 8
         for (int s = 0; s < S; s++) {
-            float ms = ml[(((size_t)i * S + s) * H + h) * 2];
-            if (ms != -INFINITY) a += expf(ms - mx) * part[(((size_t)i * S + s) * H + h) * C + c];
+            float pv = part[(((size_t)i * S + s) * H + h) * C + c];
+            if (live[s]) a += wgt[s] * pv;
         }
         olat[((size_t)i * H + h) * C + c] = a / den;
     }
@@ -408,7 +506,10 @@ static void attn_fused(ds_cuda_backend *cb, float *out, const float *q, const fl
         free(h);
     }
     cu_wview kv = cu_view(kv_b);
-    absorb_q_kernel<<<dim3(H, (T + 7) / 8), 128, 0, cu_stream>>>(qlat, q, kv, tok, T, H, C, dn, dqk, hw);
+    if (cu_absorb_v2 && dn <= 256)
+        absorb_q_v2_kernel<<<dim3(H, (C + 255) / 256, (T + AQ_TG - 1) / AQ_TG), 256, 0, cu_stream>>>(qlat, q, kv, tok, T, H, C, dn, dqk, hw);
+    else
+        absorb_q_kernel<<<dim3(H, (T + 7) / 8), 128, 0, cu_stream>>>(qlat, q, kv, tok, T, H, C, dn, dqk, hw);
     CUDA_LAUNCH_CHECK();
     fa_params p = {qlat, q, cache, tok, cb->d_positions, cb->d_tok_seq, cb->d_page_table, part, ml,
                    H, C, dr, dn, dqk, b->pt_stride, b->page_size, S, c->softmax_scale};
@@ -418,7 +519,7 @@ static void attn_fused(ds_cuda_backend *cb, float *out, const float *q, const fl
         CUDA_CHECK(cudaFuncSetAttribute(mla_decode_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
         smem_set = smem;
     }
-    mla_decode_kernel<<<dim3(T, S, HGn), FA_THREADS, smem, cu_stream>>>(p);
+    mla_decode_kernel<<<(unsigned)((size_t)T * S * HGn), FA_THREADS, smem, cu_stream>>>(p);
     CUDA_LAUNCH_CHECK();
     mla_combine_kernel<<<dim3(T, H), 128, 0, cu_stream>>>(olat, part, ml, S, H, C);
     CUDA_LAUNCH_CHECK();

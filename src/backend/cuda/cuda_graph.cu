@@ -8,6 +8,9 @@
  * thrown away and the step runs eagerly. Switched off with DSINFER_CUDA_GRAPHS=0. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include <cuda_profiler_api.h>
 
 #include "backend/cuda/cuda.h"
 
@@ -43,9 +46,38 @@ static graph_entry *find_or_add(struct cu_graphs *g, uint64_t key) {
     return v;
 }
 
+/* DSINFER_CUDA_PROFILE_STEPS=a,b,...: profiler range (cudaProfilerStart/Stop, for `ncu --profile-from-start
+ * off`) around the a-th, b-th ... call of run_graph (1-based, counted over the process). */
+static void profile_hook(void) {
+    static int n_calls, n_want = -1, want[8], active;
+    if (n_want < 0) {
+        n_want = 0;
+        const char *v = getenv("DSINFER_CUDA_PROFILE_STEPS");
+        while (v && *v && n_want < 8) {
+            want[n_want++] = atoi(v);
+            v = strchr(v, ',');
+            if (v) v++;
+        }
+    }
+    if (!n_want) return;
+    n_calls++;
+    if (active) {
+        CUDA_CHECK(cudaStreamSynchronize(cu_stream));
+        cudaProfilerStop();
+        active = 0;
+    }
+    for (int i = 0; i < n_want; i++)
+        if (want[i] == n_calls) {
+            CUDA_CHECK(cudaStreamSynchronize(cu_stream));
+            cudaProfilerStart();
+            active = 1;
+        }
+}
+
 ds_status cu_graph_run(ds_backend *be, uint64_t key, void (*fn)(void *), void *ctx, char *err) {
     ds_cuda_backend *cb = cu_of(be);
     (void)err;
+    profile_hook();
     /* the per-expert MoE path syncs with the host: such steps run eagerly */
     int moe_sync = be->cfg->n_routed_experts && (!cb->opt.moe_grouped || cb->b.n_tokens > cb->opt.moe_grouped_max_m);
     if (!cb->opt.graphs || moe_sync) {

@@ -249,6 +249,183 @@ __global__ void gemv_group_kernel(float *out, int ldo, int out_e, const float *x
     }
 }
 
+/* ---- GEMV v2: many 16-byte weight loads in flight per lane, split-K across warps ---------------------
+ * Same contract as gemv_group_kernel. Each block of GEMV_WARPS warps owns GEMV_WARPS / KS weight rows;
+ * the KS warps of a row split its 16-byte chunks (lane l of warp k reads chunks k*32 + l, + 32*KS, ...),
+ * so a warp still reads 512 contiguous bytes per load. Each lane first issues U independent loads
+ * (ld.global.nc.L1::no_allocate: weights are read once and stay out of L1, where the activation rows
+ * are re-read), then converts and dots them; partial sums of the KS warps meet in shared memory.
+ * KS is chosen on the host so that there are enough warps for the GPU (cu_gemv_sms) when rows are few
+ * (kv_a, router, W_UV per head). fp32 accumulation; the order of additions differs from the CPU's. */
+int cu_gemv_v2 = 1;       /* DSINFER_CUDA_GEMV2 (read at backend creation) */
+int cu_gemv_sms = 132;    /* SM count (set at backend creation) */
+
+__device__ __forceinline__ uint4 ld_stream16(const void *p) {
+    uint4 r;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+        : "l"(p));
+    return r;
+}
+
+/* 4 fp32 weights, values [4*i4, 4*i4 + 4) of a 16-byte chunk (times s for FP8). */
+template <int VT>
+__device__ __forceinline__ float4 cvt4(const uint4 &q, int i4, float s) {
+    const uint32_t u[4] = {q.x, q.y, q.z, q.w};
+    if constexpr (VT == VT_F32) {
+        return make_float4(__uint_as_float(q.x), __uint_as_float(q.y), __uint_as_float(q.z), __uint_as_float(q.w));
+    } else if constexpr (VT == VT_BF16) {
+        uint32_t a = u[2 * i4], b = u[2 * i4 + 1];
+        return make_float4(__uint_as_float(a << 16), __uint_as_float(a & 0xffff0000u), __uint_as_float(b << 16),
+                           __uint_as_float(b & 0xffff0000u));
+    } else {
+        uint32_t a = u[i4];
+        __half2_raw h0 = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(a & 0xffff), __NV_E4M3);
+        __half2_raw h1 = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(a >> 16), __NV_E4M3);
+        float2 f0 = __half22float2(__half2(h0)), f1 = __half22float2(__half2(h1));
+        return make_float4(f0.x * s, f0.y * s, f1.x * s, f1.y * s);
+    }
+}
+
+template <int VT, int TM, int U, bool PAIR>
+__device__ __forceinline__ void dots_v2(float *a0, float *a1, const cu_wview &w0, const cu_wview &w1, int n,
+                                        const float *const *xp, int nt, int c_first, int c_step) {
+    constexpr int V = vt_traits<VT>::V;
+    constexpr int EB = VT == VT_F32 ? 4 : VT == VT_BF16 ? 2 : 1;
+    const int nc = w0.cols / V;
+    const char *r0 = (const char *)w0.data + (size_t)n * (size_t)w0.cols * EB;
+    const char *r1 = (const char *)w1.data + (size_t)n * (size_t)w1.cols * EB;
+    const float *sc0 = VT == VT_FP8 ? w0.scale + (size_t)(n >> 7) * (size_t)w0.scale_cols : nullptr;
+    const float *sc1 = VT == VT_FP8 && PAIR ? w1.scale + (size_t)(n >> 7) * (size_t)w1.scale_cols : nullptr;
+    for (int cb = c_first; cb < nc; cb += U * c_step) {
+        uint4 q0[U], q1[U];
+        float s0[U], s1[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            int c = cb + u * c_step;
+            q0[u] = q1[u] = make_uint4(0, 0, 0, 0);
+            s0[u] = s1[u] = 0.0f;
+            if (c < nc) {
+                q0[u] = ld_stream16(r0 + (size_t)c * 16);
+                if (PAIR) q1[u] = ld_stream16(r1 + (size_t)c * 16);
+                if (VT == VT_FP8) {
+                    s0[u] = __ldg(sc0 + ((c * V) >> 7));
+                    if (PAIR) s1[u] = __ldg(sc1 + ((c * V) >> 7));
+                }
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            int c = cb + u * c_step;
+            if (c >= nc) break;
+#pragma unroll
+            for (int i4 = 0; i4 < V / 4; i4++) {
+                float4 wv = cvt4<VT>(q0[u], i4, s0[u]);
+                float4 uv = PAIR ? cvt4<VT>(q1[u], i4, s1[u]) : wv;
+#pragma unroll
+                for (int j = 0; j < TM; j++) {
+                    if (j >= nt) break;
+                    float4 xv = __ldg((const float4 *)(xp[j] + (size_t)c * V + 4 * i4));
+                    a0[j] += wv.x * xv.x + wv.y * xv.y + wv.z * xv.z + wv.w * xv.w;
+                    if (PAIR) a1[j] += uv.x * xv.x + uv.y * xv.y + uv.z * xv.z + uv.w * xv.w;
+                }
+            }
+        }
+    }
+}
+
+template <int VT, int TM, bool PAIR, int KS>
+__device__ __forceinline__ void grp_rows_v2(float (*red)[8][2], float *out, int ldo, int out_e, const float *x,
+                                            int ldx, int x_e, const int32_t *xr, int e, int r, int nt,
+                                            const cu_wview &w0, const cu_wview &w1, int wn, int n, bool valid,
+                                            int warp, int ks, int lane) {
+    constexpr int U = PAIR ? 4 : (TM <= 2 ? 8 : 4);
+    const float *xp[TM];
+#pragma unroll
+    for (int j = 0; j < TM; j++) {
+        int row = j < nt ? (xr ? xr[r + j] : r + j) : 0;
+        xp[j] = x + (size_t)row * ldx + (size_t)e * x_e;
+    }
+    float a0[TM], a1[TM];
+#pragma unroll
+    for (int j = 0; j < TM; j++) a0[j] = a1[j] = 0.0f;
+    if (valid) dots_v2<VT, TM, U, PAIR>(a0, a1, w0, w1, wn, xp, nt, ks * 32 + lane, 32 * KS);
+#pragma unroll
+    for (int j = 0; j < TM; j++) {
+        a0[j] = cu_warp_sum(a0[j]);
+        if (PAIR) a1[j] = cu_warp_sum(a1[j]);
+    }
+    if (KS > 1) {
+        if (lane == 0) {
+#pragma unroll
+            for (int j = 0; j < TM; j++) {
+                red[warp][j][0] = a0[j];
+                red[warp][j][1] = a1[j];
+            }
+        }
+        __syncthreads();
+        if (ks == 0 && lane == 0) {
+#pragma unroll
+            for (int j = 0; j < TM; j++) {
+                float g = 0.0f, u = 0.0f;
+                for (int k = 0; k < KS; k++) {
+                    g += red[warp + k][j][0];
+                    u += red[warp + k][j][1];
+                }
+                a0[j] = g;
+                a1[j] = u;
+            }
+        }
+        __syncthreads();   /* red is reused by the next group of rows */
+    }
+    if (!valid || ks != 0 || lane != 0) return;
+#pragma unroll
+    for (int j = 0; j < TM; j++) {
+        if (j >= nt) break;
+        float g = a0[j], v = g;
+        if (PAIR) v = g / (1.0f + expf(-g)) * a1[j];
+        out[(size_t)(r + j) * ldo + (size_t)e * out_e + n] = v;
+    }
+}
+
+/* grid (ceil(max_rows / (GEMV_WARPS / KS)), E), block GEMV_WARPS * 32. */
+template <int VT, bool PAIR, int KS>
+__global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_v2_kernel(float *out, int ldo, int out_e, const float *x, int ldx,
+                                                            int x_e, const int32_t *xr, const int32_t *off, int M,
+                                                            const cu_wview *tab0, const cu_wview *tab1, cu_wview v0,
+                                                            cu_wview v1, int n_rows, int row0, int row_e) {
+    __shared__ float red[GEMV_WARPS][8][2];
+    int e = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int r0 = 0, cnt = M;
+    if (off) {
+        r0 = off[e];
+        cnt = off[e + 1] - r0;
+    }
+    if (cnt <= 0) return;   /* whole block */
+    cu_wview w0 = tab0 ? tab0[e] : v0, w1 = PAIR ? (tab1 ? tab1[e] : v1) : w0;
+    constexpr int RPB = GEMV_WARPS / KS;
+    int ks = warp % KS, n = blockIdx.x * RPB + warp / KS;
+    bool valid = n < n_rows;
+    if (KS == 1 && !valid) return;   /* no barriers when KS == 1 */
+    int wn = row0 + e * row_e + (valid ? n : 0);
+    for (int j0 = 0; j0 < cnt; j0 += 8) {
+        int nt = cnt - j0 < 8 ? cnt - j0 : 8;   /* the same in the whole block */
+        if (nt == 1) grp_rows_v2<VT, 1, PAIR, KS>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, nt, w0, w1, wn, n, valid, warp, ks, lane);
+        else if (nt <= 2) grp_rows_v2<VT, 2, PAIR, KS>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, nt, w0, w1, wn, n, valid, warp, ks, lane);
+        else if (nt <= 4) grp_rows_v2<VT, 4, PAIR, KS>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, nt, w0, w1, wn, n, valid, warp, ks, lane);
+        else grp_rows_v2<VT, 8, PAIR, KS>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, nt, w0, w1, wn, n, valid, warp, ks, lane);
+    }
+}
+
+/* The split of K: the fewest warps per row that still give the GPU about cu_gemv_sms * 32 warps (grouped
+ * calls with device offsets count at most 8 live groups), keeping at least one chunk per lane. */
+static int gemv_v2_ks(int max_rows, int E, int has_off, int nc) {
+    long eff = (long)max_rows * (has_off ? (E < 8 ? E : 8) : E), target = (long)cu_gemv_sms * 32;
+    int ks = 1;
+    while (ks < GEMV_WARPS && eff * ks < target && nc >= 32 * 2 * ks) ks *= 2;
+    return ks;
+}
+
 /* The vector type a weight can be read with: 16-byte rows and chunks (x rows must then be 16-byte
  * aligned too: ldx, x_e multiples of 4 and x itself aligned, checked by the caller). */
 static int vt_of(const cu_wview &v) {
@@ -264,8 +441,32 @@ void cu_gemv_group(float *out, int ldo, int out_e, const float *x, int ldx, int 
     if (E <= 0 || max_rows <= 0 || (!off && M <= 0)) return;
     int vt = vec ? vt_of(v0) : VT_GEN;   /* v0: a representative view (every group has the same shape) */
     if (vt != VT_GEN && (((uintptr_t)x & 15) || ldx % 4 || x_e % 4)) vt = VT_GEN;
-    dim3 grid(cu_blocks((size_t)max_rows, GEMV_WARPS), E);
     unsigned th = GEMV_WARPS * 32;
+    if (vt != VT_GEN && cu_gemv_v2) {
+        int V = vt == VT_BF16 ? 8 : vt == VT_FP8 ? 16 : 4;
+        int ks = gemv_v2_ks(max_rows, E, off != NULL, v0.cols / V);
+        dim3 g2(cu_blocks((size_t)max_rows, GEMV_WARPS / ks), E);
+#define V2_LAUNCH(VT, KS)                                                                                      \
+    do {                                                                                                       \
+        if (pair) gemv_v2_kernel<VT, true, KS><<<g2, th, 0, cu_stream>>>(out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e); \
+        else gemv_v2_kernel<VT, false, KS><<<g2, th, 0, cu_stream>>>(out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e); \
+    } while (0)
+#define V2_KS(VT)                                                                                              \
+    do {                                                                                                       \
+        if (ks == 1) V2_LAUNCH(VT, 1);                                                                         \
+        else if (ks == 2) V2_LAUNCH(VT, 2);                                                                    \
+        else if (ks == 4) V2_LAUNCH(VT, 4);                                                                    \
+        else V2_LAUNCH(VT, 8);                                                                                 \
+    } while (0)
+        if (vt == VT_BF16) V2_KS(VT_BF16);
+        else if (vt == VT_FP8) V2_KS(VT_FP8);
+        else V2_KS(VT_F32);
+#undef V2_KS
+#undef V2_LAUNCH
+        CUDA_LAUNCH_CHECK();
+        return;
+    }
+    dim3 grid(cu_blocks((size_t)max_rows, GEMV_WARPS), E);
 #define GRP_LAUNCH(VT)                                                                                         \
     do {                                                                                                       \
         if (pair) gemv_group_kernel<VT, true><<<grid, th, 0, cu_stream>>>(out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e); \
