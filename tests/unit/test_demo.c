@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/file.h"
 #include "dsinfer.h"
 #include "testutil.h"
 #include "tokenizer/tokenizer.h"
@@ -22,18 +23,8 @@
 #define PPL_WINDOWS 0   /* all */
 #endif
 
-static char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)sz + 1);
-    *n = fread(b, 1, (size_t)sz, f);
-    b[*n] = 0;
-    fclose(f);
-    return b;
-}
+/* The whole file (NUL-terminated), or NULL. */
+static char *slurp(const char *path, size_t *n) { return ds_read_file(path, (size_t)1 << 30, n); }
 
 static int32_t *json_ids(const cJSON *arr, int *n) {
     *n = cJSON_GetArraySize(arr);

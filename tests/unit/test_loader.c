@@ -11,24 +11,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/file.h"
 #include "dsinfer.h"
 #include "golden.h"
 #include "testutil.h"
 
 static char tmp_root[256];
 
-static char *read_all(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)sz + 1);
-    *n = fread(buf, 1, (size_t)sz, f);
-    buf[*n] = 0;
-    fclose(f);
-    return buf;
-}
+/* The whole file (NUL-terminated), or NULL. */
+static char *read_all(const char *path, size_t *n) { return ds_read_file(path, (size_t)1 << 30, n); }
 
 static void write_all(const char *path, const void *data, size_t n) {
     FILE *f = fopen(path, "wb");
