@@ -86,13 +86,13 @@ struct ds_backend {
      * weights do not fit. */
     ds_status (*prepare_weights)(ds_backend *be, ds_model_weights *w, char *err);
 
-    /* ---- optional entries (NULL where a backend has none; the CPU backend leaves them NULL) ---- */
+    /* ---- optional entries (NULL where a backend has none), but copy_bytes, which all backends have ---- */
     /* Runs fn(ctx) (ops of one step, after set_batch) as a replay of a graph captured for `key`: the
      * first call for a key runs fn eagerly, the second captures and replays it, later ones replay. The
      * key must name everything the ops bake in (batch size, page-table width, activation and cache
      * addresses); the backend drops its graphs itself when its workspaces move. NULL: call fn directly. */
     ds_status (*run_graph)(ds_backend *be, uint64_t key, void (*fn)(void *ctx), void *ctx, char *err);
-    /* Copies n bytes within backend memory (KV pages). NULL: host memory, memcpy. */
+    /* Copies n bytes within backend memory (KV pages, for ds_seq_fork). Required. */
     void (*copy_bytes)(ds_backend *be, void *dst, const void *src, size_t n);
 };
 

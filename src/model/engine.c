@@ -262,8 +262,7 @@ ds_status ds_seq_fork(ds_seq *dst, const ds_seq *src, char *err) {
             char *base = ds_engine_layer_cache(e, l);
             void *d = base + (size_t)page * pb;
             const void *s = base + (size_t)src->pages[i] * pb;
-            if (e->be->copy_bytes) e->be->copy_bytes(e->be, d, s, pb);
-            else memcpy(d, s, pb);
+            e->be->copy_bytes(e->be, d, s, pb);
         }
     }
     dst->len = src->len;

@@ -170,6 +170,21 @@ static void check_prefix_and_truncate(const fixture *fx, ds_engine *e, int p) {
     check_rows("after truncate", fx, p, out, (const float *)ref->data + (size_t)(ps / 2 + 1) * V, T - ps / 2 - 1);
     CHECKF(ds_engine_check_pages(e, err) == DS_OK, "%s", err);
     CHECK(ds_seq_adopt_prefix(b, pages, 1, err) == DS_ERR_ARG);   /* b is not empty */
+    /* a fork has its own copy of the cache: both continue with the reference's logits */
+    ds_seq *f;
+    ds_seq_new(e, &f, err);
+    CHECKF(ds_seq_fork(f, a, err) == DS_OK, "%s", err);
+    CHECK(ds_seq_len(f) == T && ds_seq_page(f, 0) != ds_seq_page(a, 0));
+    CHECK(ds_seq_fork(f, a, err) == DS_ERR_ARG);   /* f is not empty */
+    int32_t next = ((const int32_t *)golden_get(fx->g, p, "greedy_ids")->data)[0];
+    const float *gl = golden_get(fx->g, p, "greedy_logits")->data;
+    ds_seq *both[2] = {a, f};
+    for (int i = 0; i < 2; i++) {
+        it = (ds_batch_item){.seq = both[i], .tokens = &next, .n_tokens = 1};
+        CHECK(ds_engine_forward(e, &it, 1, out, err) == DS_OK);
+        check_rows("after fork", fx, p, out, gl + V, 1);
+    }
+    ds_seq_free(f);
     ds_seq_free(a);
     ds_seq_free(b);
     CHECK(ds_engine_pages_free(e) == free0);

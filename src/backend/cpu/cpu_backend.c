@@ -30,6 +30,11 @@ static void cpu_fill_nan(ds_backend *be, float *p, size_t n) {
     memset(p, 0xff, n * sizeof(float));
 }
 
+static void cpu_copy_bytes(ds_backend *be, void *dst, const void *src, size_t n) {
+    (void)be;
+    memcpy(dst, src, n);
+}
+
 static void cpu_to_host(ds_backend *be, float *dst, const float *src, size_t n) {
     (void)be;
     memcpy(dst, src, n * sizeof(float));
@@ -210,6 +215,7 @@ ds_backend *ds_backend_cpu_new(const ds_config *cfg, int n_threads) {
     be->release = cpu_release;
     be->fill_nan = cpu_fill_nan;
     be->to_host = cpu_to_host;
+    be->copy_bytes = cpu_copy_bytes;
     be->set_batch = cpu_set_batch;
     be->embed = cpu_embed;
     be->rmsnorm = cpu_rmsnorm;
