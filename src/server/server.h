@@ -17,6 +17,8 @@ typedef struct {
     int max_num_seqs;            /* running requests at most */
     int max_num_batched_tokens;  /* tokens per step at most */
     size_t kv_cache_bytes;       /* KV pool size (0 = the engine's default) */
+    const char *kv_cache_dtype;  /* NULL/"auto" or "fp8" (ds_engine_opts) */
+    const char *quantization;    /* NULL, "fp8" or "fp4": quantize the weights at load */
     double gpu_memory_utilization; /* > 0: size the pool to this fraction of GPU memory (cuda) */
     int max_queue;               /* waiting requests at most; more get 503 */
     int enable_prefix_caching;

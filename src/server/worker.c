@@ -465,7 +465,8 @@ static ds_status size_pool_for_gpu(const server_config *c, ds_engine_opts *o, ch
 
 static ds_status open_model(srv_engine *e, char *err) {
     const server_config *c = &e->cfg;
-    ds_engine_opts o = {.backend = c->backend, .n_threads = c->threads, .kv_cache_bytes = c->kv_cache_bytes};
+    ds_engine_opts o = {.backend = c->backend, .n_threads = c->threads, .kv_cache_bytes = c->kv_cache_bytes,
+                        .kv_cache_dtype = c->kv_cache_dtype, .quantization = c->quantization};
     ds_status st = DS_OK;
     if (c->gpu_memory_utilization > 0) {
         if (strcmp(c->backend, "cuda") != 0)
