@@ -116,11 +116,47 @@ static int by_logit_desc(const void *a, const void *b, void *key) {
 
 /* Sorted candidate list after top-k, with softmax probabilities in s->prob (same order); returns the
  * number of candidates kept by top-k, top-p and min-p. */
+/* 1 if token a ranks before token b: higher logit, then lower id (the sort's order). */
+static int ranks_before(const float *logits, int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+}
+
+static void sift_down(int32_t *heap, int n, int i, const float *logits) {
+    for (;;) {
+        int w = i, l = 2 * i + 1, r = l + 1;   /* the root holds the worst-ranked of the kept tokens */
+        if (l < n && ranks_before(logits, heap[w], heap[l])) w = l;
+        if (r < n && ranks_before(logits, heap[w], heap[r])) w = r;
+        if (w == i) return;
+        int32_t t = heap[i];
+        heap[i] = heap[w];
+        heap[w] = t;
+        i = w;
+    }
+}
+
+/* order[0:k] = the k best-ranked tokens, in rank order: the same as the first k of a full sort, in
+ * O(V log k) instead of O(V log V). */
+static void top_k_order(ds_sampler *s, const float *logits, int k) {
+    int32_t *h = s->order;
+    for (int i = 0; i < k; i++) h[i] = i;
+    for (int i = k / 2 - 1; i >= 0; i--) sift_down(h, k, i, logits);
+    for (int32_t t = k; t < s->vocab; t++)
+        if (ranks_before(logits, t, h[0])) {
+            h[0] = t;
+            sift_down(h, k, 0, logits);
+        }
+    qsort_r(h, (size_t)k, sizeof(int32_t), by_logit_desc, (void *)logits);
+}
+
 static int filter_candidates(ds_sampler *s, const float *logits) {
     int n = s->vocab;
-    for (int i = 0; i < n; i++) s->order[i] = i;
-    qsort_r(s->order, (size_t)n, sizeof(int32_t), by_logit_desc, (void *)logits);
-    if (s->p.top_k > 0 && s->p.top_k < n) n = s->p.top_k;
+    if (s->p.top_k > 0 && s->p.top_k < n) {
+        n = s->p.top_k;
+        top_k_order(s, logits, n);
+    } else {
+        for (int i = 0; i < n; i++) s->order[i] = i;
+        qsort_r(s->order, (size_t)n, sizeof(int32_t), by_logit_desc, (void *)logits);
+    }
     double sum = 0;
     float mx = logits[s->order[0]];
     for (int i = 0; i < n; i++) sum += (s->prob[i] = expf(logits[s->order[i]] - mx));

@@ -213,7 +213,53 @@ static void test_sampler(void) {
     CHECK(ds_sampler_new(&sp, V, &s, err) == DS_ERR_ARG && strstr(err, "top_p"));
 }
 
+/* top-k by partial selection equals top-k of the full sort: same tokens drawn for the same seeds,
+ * ties (equal logits) included. */
+static void test_top_k_selection(void) {
+    enum { V = 5000 };
+    float *logits = malloc(sizeof(float) * V), *a = malloc(sizeof(float) * V), *b = malloc(sizeof(float) * V);
+    uint64_t st = 99;
+    for (int i = 0; i < V; i++) {
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        logits[i] = (float)((st >> 40) % 200) / 10.0f;   /* many exact ties */
+    }
+    /* the rank order of a full sort (higher logit first, then lower id), by insertion: slow but plain */
+    int32_t *idx = malloc(sizeof(int32_t) * V);
+    for (int i = 0; i < V; i++) {
+        int j = i;
+        for (; j > 0 && (logits[i] > logits[idx[j - 1]] || (logits[i] == logits[idx[j - 1]] && i < idx[j - 1])); j--)
+            idx[j] = idx[j - 1];
+        idx[j] = i;
+    }
+    char err[DS_ERRLEN];
+    int same = 1;
+    for (int k = 1; k <= 4096; k *= 4)
+        for (uint64_t seed = 0; seed < 50; seed++) {
+            ds_sampling_params p;
+            ds_sampling_defaults(&p);
+            p.seed = seed;
+            p.top_p = 0.9f;
+            ds_sampler *s1, *s2;
+            p.top_k = k;
+            ds_sampler_new(&p, V, &s1, err);
+            p.top_k = 0;   /* reference: the full sort over logits masked outside the k best */
+            ds_sampler_new(&p, V, &s2, err);
+            memcpy(a, logits, sizeof(float) * V);
+            for (int i = 0; i < V; i++) b[i] = -INFINITY;
+            for (int i = 0; i < k; i++) b[idx[i]] = logits[idx[i]];
+            same &= ds_sampler_sample(s1, a) == ds_sampler_sample(s2, b);
+            ds_sampler_free(s1);
+            ds_sampler_free(s2);
+        }
+    free(idx);
+    CHECK(same);
+    free(logits);
+    free(a);
+    free(b);
+}
+
 int main(void) {
+    test_top_k_selection();
     test_dtypes();
     test_config_v3();
     test_config_variants();
