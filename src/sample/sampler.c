@@ -114,8 +114,6 @@ static int by_logit_desc(const void *a, const void *b, void *key) {
     return *(const int32_t *)a - *(const int32_t *)b;
 }
 
-/* Sorted candidate list after top-k, with softmax probabilities in s->prob (same order); returns the
- * number of candidates kept by top-k, top-p and min-p. */
 /* 1 if token a ranks before token b: higher logit, then lower id (the sort's order). */
 static int ranks_before(const float *logits, int32_t a, int32_t b) {
     return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
@@ -148,48 +146,78 @@ static void top_k_order(ds_sampler *s, const float *logits, int k) {
     qsort_r(h, (size_t)k, sizeof(int32_t), by_logit_desc, (void *)logits);
 }
 
-static int filter_candidates(ds_sampler *s, const float *logits) {
-    int n = s->vocab;
-    if (s->p.top_k > 0 && s->p.top_k < n) {
-        n = s->p.top_k;
-        top_k_order(s, logits, n);
-    } else {
-        for (int i = 0; i < n; i++) s->order[i] = i;
-        qsort_r(s->order, (size_t)n, sizeof(int32_t), by_logit_desc, (void *)logits);
+/* Tokens kept by top-p and min-p among the sorted prefix order[0:k] whose probabilities are prob[0:k]:
+ * the count, or -1 when the cut may lie past the prefix (more of the order is needed). */
+static int kept_in_prefix(const ds_sampler *s, int k, int whole) {
+    int keep = -1;
+    if (s->p.top_p < 1.0f) {
+        double cum = 0;
+        for (int i = 0; i < k && keep < 0; i++)
+            if ((cum += s->prob[i]) >= s->p.top_p) keep = i + 1;
     }
+    int limit = keep >= 0 ? keep : k;
+    if (s->p.min_p > 0) {
+        float floor_p = s->p.min_p * s->prob[0];
+        int m = 1;
+        while (m < limit && s->prob[m] >= floor_p) m++;
+        if (m < limit) keep = m;
+    }
+    return keep < 0 && whole ? k : keep;
+}
+
+/* Draws from prob[0:n] (sorted order) with u in [0, 1), total = their sum. */
+static int32_t draw(const ds_sampler *s, int n, double u) {
+    double total = 0, cum = 0;
+    for (int i = 0; i < n; i++) total += s->prob[i];
+    double r = u * total;
+    for (int i = 0; i < n; i++)
+        if (r < (cum += s->prob[i])) return s->order[i];
+    return s->order[n - 1];
+}
+
+/* Sampling over the whole vocabulary (no top-k) without sorting all of it: the order is built as a
+ * prefix of the best-ranked tokens, grown 16x until the top-p / min-p cut, or the draw itself, falls
+ * inside it. Probabilities are normalised over every token (sum in id order). */
+static int32_t sample_untruncated(ds_sampler *s, const float *logits) {
+    int V = s->vocab;
+    float mx = logits[argmax(logits, V)];
+    double z = 0;
+    for (int i = 0; i < V; i++) z += expf(logits[i] - mx);
+    double u = next_unit(&s->rng), total_all = -1;
+    int plain = s->p.top_p >= 1.0f && s->p.min_p <= 0;
+    for (int k = V < 256 ? V : 256;; k = k > V / 16 ? V : k * 16) {
+        top_k_order(s, logits, k);
+        for (int i = 0; i < k; i++) s->prob[i] = (float)(expf(logits[s->order[i]] - mx) / z);
+        int keep = kept_in_prefix(s, k, k == V);
+        if (keep > 0) return draw(s, keep, u);
+        if (!plain) continue;
+        if (total_all < 0) {   /* no cut: the draw spans all tokens; find it in the prefix if it is there */
+            total_all = 0;
+            for (int i = 0; i < V; i++) total_all += (float)(expf(logits[i] - mx) / z);
+        }
+        double r = u * total_all, cum = 0;
+        for (int i = 0; i < k; i++)
+            if (r < (cum += s->prob[i])) return s->order[i];
+    }
+}
+
+/* Top-k candidates in rank order with their softmax probabilities over the k (s->prob), cut by top-p
+ * and min-p; returns how many are kept. */
+static int filter_top_k(ds_sampler *s, const float *logits) {
+    int n = s->p.top_k;
+    top_k_order(s, logits, n);
     double sum = 0;
     float mx = logits[s->order[0]];
     for (int i = 0; i < n; i++) sum += (s->prob[i] = expf(logits[s->order[i]] - mx));
     for (int i = 0; i < n; i++) s->prob[i] = (float)(s->prob[i] / sum);
-    if (s->p.top_p < 1.0f) {
-        double cum = 0;
-        int keep = n;
-        for (int i = 0; i < n; i++) {
-            cum += s->prob[i];
-            if (cum >= s->p.top_p) { keep = i + 1; break; }
-        }
-        n = keep;
-    }
-    if (s->p.min_p > 0) {
-        float floor_p = s->p.min_p * s->prob[0];
-        int keep = 1;
-        while (keep < n && s->prob[keep] >= floor_p) keep++;
-        n = keep;
-    }
-    return n;
+    return kept_in_prefix(s, n, 1);
 }
 
 int32_t ds_sampler_sample(ds_sampler *s, float *logits) {
     apply_penalties(s, logits);
     if (s->p.temperature == 0.0f) return argmax(logits, s->vocab);
     for (int i = 0; i < s->vocab; i++) logits[i] /= s->p.temperature;
-    int n = filter_candidates(s, logits);
-    double total = 0;
-    for (int i = 0; i < n; i++) total += s->prob[i];
-    double r = next_unit(&s->rng) * total, cum = 0;
-    for (int i = 0; i < n; i++) {
-        cum += s->prob[i];
-        if (r < cum) return s->order[i];
-    }
-    return s->order[n - 1];
+    if (s->p.top_k <= 0 || s->p.top_k >= s->vocab) return sample_untruncated(s, logits);
+    int n = filter_top_k(s, logits);
+    return draw(s, n, next_unit(&s->rng));
 }

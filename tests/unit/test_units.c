@@ -258,7 +258,95 @@ static void test_top_k_selection(void) {
     free(b);
 }
 
+/* The oracle: the plain definition (sort the whole vocabulary, softmax over the top-k or all, top-p, min-p,
+ * draw with the same splitmix64 stream), against which the sampler's partial-order fast path must pick
+ * the same tokens. */
+static const float *oracle_key;
+static int oracle_cmp(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    if (oracle_key[x] != oracle_key[y]) return oracle_key[x] > oracle_key[y] ? -1 : 1;
+    return x - y;
+}
+
+static int32_t oracle_sample(const float *raw, int V, const ds_sampling_params *p, uint64_t *rng) {
+    float *l = malloc(sizeof(float) * V), *pr = malloc(sizeof(float) * V);
+    int32_t *o = malloc(sizeof(int32_t) * V);
+    for (int i = 0; i < V; i++) l[i] = raw[i] / p->temperature, o[i] = i;
+    oracle_key = l;
+    qsort(o, (size_t)V, sizeof(int32_t), oracle_cmp);
+    int n = p->top_k > 0 && p->top_k < V ? p->top_k : V;
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += (pr[i] = expf(l[o[i]] - l[o[0]]));
+    for (int i = 0; i < n; i++) pr[i] = (float)(pr[i] / sum);
+    if (p->top_p < 1) {
+        double cum = 0;
+        for (int i = 0; i < n; i++)
+            if ((cum += pr[i]) >= p->top_p) { n = i + 1; break; }
+    }
+    if (p->min_p > 0) {
+        int keep = 1;
+        while (keep < n && pr[keep] >= p->min_p * pr[0]) keep++;
+        n = keep;
+    }
+    double total = 0, cum = 0;
+    for (int i = 0; i < n; i++) total += pr[i];
+    uint64_t z = (*rng += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    double r = (double)(z >> 11) * (1.0 / 9007199254740992.0) * total;
+    int32_t pick = o[n - 1];
+    for (int i = 0; i < n; i++)
+        if (r < (cum += pr[i])) { pick = o[i]; break; }
+    free(l);
+    free(pr);
+    free(o);
+    return pick;
+}
+
+static void test_sampler_vs_oracle(void) {
+    enum { V = 3000 };
+    float *logits = malloc(sizeof(float) * V), *work = malloc(sizeof(float) * V);
+    const float temps[] = {0.3f, 1.0f, 3.0f}, top_ps[] = {1.0f, 0.9f, 0.5f}, min_ps[] = {0, 0.05f};
+    const int top_ks[] = {0, 7, 200};
+    char err[DS_ERRLEN];
+    int cases = 0, differ = 0;
+    uint64_t st = 12345;
+    for (int shape = 0; shape < 3; shape++) {
+        for (int i = 0; i < V; i++) {
+            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            double u = (double)(st >> 11) / 9007199254740992.0;
+            logits[i] = shape == 0 ? (float)(u * 4) : shape == 1 ? (float)(u * 30) : (float)((int)(u * 8));  /* flat, peaked, tied */
+        }
+        for (size_t a = 0; a < 3; a++)
+            for (size_t b = 0; b < 3; b++)
+                for (size_t c = 0; c < 2; c++)
+                    for (size_t d = 0; d < 3; d++) {
+                        ds_sampling_params p;
+                        ds_sampling_defaults(&p);
+                        p.temperature = temps[a];
+                        p.top_p = top_ps[b];
+                        p.min_p = min_ps[c];
+                        p.top_k = top_ks[d];
+                        p.seed = 1000 + cases;
+                        ds_sampler *smp;
+                        ds_sampler_new(&p, V, &smp, err);
+                        uint64_t rng = p.seed;
+                        for (int draw = 0; draw < 4; draw++) {
+                            memcpy(work, logits, sizeof(float) * V);
+                            differ += ds_sampler_sample(smp, work) != oracle_sample(logits, V, &p, &rng);
+                            cases++;
+                        }
+                        ds_sampler_free(smp);
+                    }
+    }
+    CHECKF(differ == 0, "%d of %d draws differ from the oracle", differ, cases);
+    free(logits);
+    free(work);
+}
+
 int main(void) {
+    test_sampler_vs_oracle();
     test_top_k_selection();
     test_dtypes();
     test_config_v3();
