@@ -270,10 +270,15 @@ static enum MHD_Result debug_pool(srv_http *h, struct MHD_Connection *c) {
     char err[DS_ERRLEN] = "", *body;
     ds_status s = srv_engine_check(h->e, &st, err);
     for (char *p = err; *p; p++) if (*p == '"' || *p == '\\') *p = '\'';
+    long sub[64];
+    int n = srv_engine_replicas(h->e, sub, 64);
+    char reps[64 * 24] = "";
+    for (int i = 0; i < n && i < 64; i++) snprintf(reps + strlen(reps), sizeof reps - strlen(reps), "%s%ld", i ? "," : "", sub[i]);
     if (asprintf(&body, "{\"ok\":%s,\"error\":\"%s\",\"pages_total\":%d,\"pages_free\":%d,\"pages_used\":%d,"
-                        "\"pages_cached\":%d,\"running\":%d,\"waiting\":%d,\"prefix_hits\":%llu,\"preemptions\":%llu}",
+                        "\"pages_cached\":%d,\"running\":%d,\"waiting\":%d,\"prefix_hits\":%llu,\"preemptions\":%llu,"
+                        "\"replica_requests\":[%s]}",
                  s ? "false" : "true", err, st.pages_total, st.pages_free, st.pages_used, st.pages_cached, st.n_running,
-                 st.n_waiting, (unsigned long long)st.prefix_hits, (unsigned long long)st.n_preemptions) < 0)
+                 st.n_waiting, (unsigned long long)st.prefix_hits, (unsigned long long)st.n_preemptions, reps) < 0)
         return MHD_NO;
     return respond(h, c, s ? 500 : 200, "application/json", body, 0);
 }

@@ -79,6 +79,8 @@ typedef struct srv_engine srv_engine;
 ds_status srv_engine_start(const server_config *cfg, srv_metrics *m, srv_dash *d, srv_engine **out, char *err);
 /* 0: queued; -1: queue full (503); -2: shutting down (503). Takes a reference on success. */
 int srv_engine_submit(srv_engine *e, srv_req *r);
+/* Data-parallel replicas: their count, and the requests each was given (submitted[0 : min(n, max)]). */
+int srv_engine_replicas(srv_engine *e, long *submitted, int max);
 /* Shutdown, part 1: every in-flight request ends with finish_reason "abort"; later submits fail. */
 void srv_engine_abort_all(srv_engine *e);
 /* Shutdown, part 2: stops and joins the thread, frees everything. */

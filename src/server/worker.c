@@ -12,10 +12,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/status.h"
 #include "sched/adaptive.h"
 #include "server/srv_internal.h"
+
+typedef struct replica replica;
+static void replica_stop(replica *e);
 
 /* The engine thread's state for one request. */
 typedef struct gen {
@@ -30,7 +34,7 @@ typedef struct gen {
     struct gen *prev, *next;
 } gen;
 
-struct srv_engine {
+struct replica {
     server_config cfg;
     srv_metrics *metrics;
     srv_dash *dash;
@@ -127,7 +131,7 @@ static size_t releasable(const gen *g, int final) {
 }
 
 /* Publishes a token (may be NULL) and the releasable text; finishes when reason is not NULL. */
-static void publish(srv_engine *e, gen *g, const srv_tok *t, const char *reason, int stop_index) {
+static void publish(replica *e, gen *g, const srv_tok *t, const char *reason, int stop_index) {
     srv_req *r = g->req;
     size_t upto = releasable(g, reason != NULL);
     pthread_mutex_lock(&r->mu);
@@ -164,14 +168,14 @@ static void publish(srv_engine *e, gen *g, const srv_tok *t, const char *reason,
 }
 
 /* ---- requests ------------------------------------------------------------------------------- */
-static void gen_unlink(srv_engine *e, gen *g) {
+static void gen_unlink(replica *e, gen *g) {
     if (g->prev) g->prev->next = g->next; else e->active = g->next;
     if (g->next) g->next->prev = g->prev;
 }
 
 /* Ends a request: reason "stop"/"length" flush the detokenizer first; "abort"/"error" do not.
  * status != 0 marks an error (message in err). Frees the engine side; drops the engine's reference. */
-static void gen_finish(srv_engine *e, gen *g, const char *reason, int stop_index, int status, const char *err) {
+static void gen_finish(replica *e, gen *g, const char *reason, int stop_index, int status, const char *err) {
     srv_req *r = g->req;
     if (status == 0 && strcmp(reason, "abort") != 0 && stop_index < 0) {
         size_t n, from = g->len;
@@ -205,7 +209,7 @@ static void gen_finish(srv_engine *e, gen *g, const char *reason, int stop_index
     srv_req_release(r);
 }
 
-static void gen_start(srv_engine *e, srv_req *r) {
+static void gen_start(replica *e, srv_req *r) {
     gen *g = ds_xcalloc(1, sizeof(*g));
     g->req = r;
     g->next = e->active;
@@ -246,7 +250,7 @@ static void logprobs_of(const float *row, int vocab, int32_t chosen, int k, srv_
 }
 
 /* Samples the request's next token from its logits row and handles it. */
-static void sample_and_emit(srv_engine *e, gen *g, float *row) {
+static void sample_and_emit(replica *e, gen *g, float *row) {
     srv_req *r = g->req;
     srv_tok t = {0};
     if (r->logprobs) memcpy(e->raw, row, sizeof(float) * (size_t)e->vocab);   /* the sampler edits the row */
@@ -273,13 +277,13 @@ static void sample_and_emit(srv_engine *e, gen *g, float *row) {
 /* After a step that began at t0: reports it to the dashboard and, when it decoded, feeds its duration
  * (the per-token latency of the requests in it) to the adaptive limit. `sampled` items gave a token,
  * `decode` of them were decode tokens (counted before sampling, which may free requests). */
-static void step_done(srv_engine *e, const sched_batch *b, double t0, int sampled, int decode) {
+static void step_done(replica *e, const sched_batch *b, double t0, int sampled, int decode) {
     double now = srv_now();
     srv_dash_step(e->dash, now, now - t0, b->n_items, b->n_tokens, sampled, decode);
     if (decode) sched_set_seq_limit(e->sch, adapt_observe(&e->adapt, now, now - t0, b->n_items));
 }
 
-static void run_step(srv_engine *e) {
+static void run_step(replica *e) {
     double t0 = srv_now();
     sched_batch b;
     int n = sched_schedule(e->sch, &b);
@@ -310,13 +314,13 @@ static void run_step(srv_engine *e) {
 }
 
 /* Integrity of the pool: the scheduler's view and the engine's own. */
-static ds_status check_pool(srv_engine *e, char *err) {
+static ds_status check_pool(replica *e, char *err) {
     ds_status st = sched_check(e->sch, err);
     return st ? st : ds_engine_check_pages(e->eng, err);
 }
 
 /* ---- the thread ------------------------------------------------------------------------------ */
-static void publish_stats(srv_engine *e, int pool_ok) {
+static void publish_stats(replica *e, int pool_ok) {
     sched_stats st;
     sched_get_stats(e->sch, &st);
     pthread_mutex_lock(&e->mu);
@@ -326,7 +330,7 @@ static void publish_stats(srv_engine *e, int pool_ok) {
 }
 
 /* Takes the inbox, answers a check request, handles stop/cancel. Returns 0 when the thread must exit. */
-static int intake(srv_engine *e) {
+static int intake(replica *e) {
     pthread_mutex_lock(&e->mu);
     while (!e->in_head && !e->check_req && !e->quit && !e->active)
         pthread_cond_wait(&e->cv, &e->mu);
@@ -359,7 +363,7 @@ static int intake(srv_engine *e) {
 }
 
 static void *engine_main(void *arg) {
-    srv_engine *e = arg;
+    replica *e = arg;
     while (intake(e)) {
         run_step(e);
         if (e->active) { publish_stats(e, -2); continue; }
@@ -371,7 +375,7 @@ static void *engine_main(void *arg) {
     return NULL;
 }
 
-int srv_engine_submit(srv_engine *e, srv_req *r) {
+static int replica_submit(replica *e, srv_req *r) {
     pthread_mutex_lock(&e->mu);
     int rc = e->stopping ? -2 : e->stats.n_waiting + e->in_n >= e->cfg.max_queue ? -1 : 0;
     if (!rc) {
@@ -388,7 +392,7 @@ int srv_engine_submit(srv_engine *e, srv_req *r) {
     return rc;
 }
 
-ds_status srv_engine_check(srv_engine *e, sched_stats *st, char *err) {
+static ds_status replica_check(replica *e, sched_stats *st, char *err) {
     pthread_mutex_lock(&e->mu);
     int target = e->check_gen + 1;
     e->check_req = 1;
@@ -401,7 +405,7 @@ ds_status srv_engine_check(srv_engine *e, sched_stats *st, char *err) {
     return s;
 }
 
-void srv_engine_stats(srv_engine *e, sched_stats *st, int *pool_ok) {
+static void replica_stats(replica *e, sched_stats *st, int *pool_ok) {
     pthread_mutex_lock(&e->mu);
     *st = e->stats;
     st->n_waiting += e->in_n;
@@ -409,12 +413,12 @@ void srv_engine_stats(srv_engine *e, sched_stats *st, int *pool_ok) {
     pthread_mutex_unlock(&e->mu);
 }
 
-const ds_tokenizer *srv_engine_tokenizer(const srv_engine *e) { return e->tok; }
-ds_chat_template srv_engine_template(const srv_engine *e) { return e->tpl; }
-int srv_engine_max_context(const srv_engine *e) { return e->max_ctx; }
-int srv_engine_vocab(const srv_engine *e) { return e->vocab; }
+static const ds_tokenizer *replica_tokenizer(const replica *e) { return e->tok; }
+static ds_chat_template replica_template(const replica *e) { return e->tpl; }
+static int replica_max_context(const replica *e) { return e->max_ctx; }
+static int replica_vocab(const replica *e) { return e->vocab; }
 
-int srv_engine_max_tokens_in_pool(const srv_engine *e) {
+static int replica_max_tokens_in_pool(const replica *e) {
     long n = (long)ds_engine_pages_total(e->eng) * ds_engine_page_size(e->eng);
     return n < e->max_ctx ? (int)n : e->max_ctx;
 }
@@ -463,7 +467,7 @@ static ds_status size_pool_for_gpu(const server_config *c, ds_engine_opts *o, ch
     return DS_OK;
 }
 
-static ds_status open_model(srv_engine *e, char *err) {
+static ds_status open_model(replica *e, char *err) {
     const server_config *c = &e->cfg;
     ds_engine_opts o = {.backend = c->backend, .n_threads = c->threads, .kv_cache_bytes = c->kv_cache_bytes,
                         .kv_cache_dtype = c->kv_cache_dtype, .quantization = c->quantization};
@@ -484,9 +488,9 @@ static ds_status open_model(srv_engine *e, char *err) {
     return st;
 }
 
-ds_status srv_engine_start(const server_config *cfg, srv_metrics *m, srv_dash *d, srv_engine **out, char *err) {
+static ds_status replica_start(const server_config *cfg, srv_metrics *m, srv_dash *d, replica **out, char *err) {
     *out = NULL;
-    srv_engine *e = ds_xcalloc(1, sizeof(*e));
+    replica *e = ds_xcalloc(1, sizeof(*e));
     e->cfg = *cfg;
     e->metrics = m;
     e->dash = d;
@@ -518,19 +522,19 @@ ds_status srv_engine_start(const server_config *cfg, srv_metrics *m, srv_dash *d
         else
             e->started = 1;
     }
-    if (st) { srv_engine_stop(e); return st; }
+    if (st) { replica_stop(e); return st; }
     *out = e;
     return DS_OK;
 }
 
-void srv_engine_abort_all(srv_engine *e) {
+static void replica_abort_all(replica *e) {
     pthread_mutex_lock(&e->mu);
     e->stopping = 1;
     pthread_cond_signal(&e->cv);
     pthread_mutex_unlock(&e->mu);
 }
 
-void srv_engine_stop(srv_engine *e) {
+static void replica_stop(replica *e) {
     if (!e) return;
     if (e->started) {
         pthread_mutex_lock(&e->mu);
@@ -556,4 +560,141 @@ void srv_engine_stop(srv_engine *e) {
     pthread_cond_destroy(&e->cv);
     pthread_mutex_destroy(&e->mu);
     free(e);
+}
+
+/* ---- data parallelism: replicas behind one server ----------------------------------------------
+ * --data-parallel-size N runs N replicas, each an engine with its own KV pool, scheduler and thread
+ * (on GPUs: one per device, attention data parallelism without a duplicated KV cache; on the CPU the
+ * cores are split between them). A request goes to the replica with the fewest running + waiting
+ * requests; stats and integrity checks cover all replicas. */
+struct srv_engine {
+    int n;
+    replica **r;   /* [n] */
+    pthread_mutex_t mu;
+    long *submitted;   /* [n] requests given to each replica (under mu) */
+};
+
+static int replica_load(replica *e) {
+    pthread_mutex_lock(&e->mu);
+    int load = e->stats.n_running + e->stats.n_waiting + e->in_n;
+    pthread_mutex_unlock(&e->mu);
+    return load;
+}
+
+/* The config of one of n replicas: its share of the CPU threads and of the queue. */
+static server_config replica_config(const server_config *cfg, int n) {
+    server_config rc = *cfg;
+    if (n > 1) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        int threads = cfg->threads > 0 ? cfg->threads : (int)(cores > 0 ? cores : 1);
+        rc.threads = threads / n > 0 ? threads / n : 1;
+        rc.max_queue = cfg->max_queue / n > 0 ? cfg->max_queue / n : 1;
+    }
+    return rc;
+}
+
+ds_status srv_engine_start(const server_config *cfg, srv_metrics *m, srv_dash *d, srv_engine **out, char *err) {
+    *out = NULL;
+    int n = cfg->data_parallel_size > 0 ? cfg->data_parallel_size : 1;
+    if (n > 1 && strcmp(cfg->backend, "cpu") != 0)
+        return ds_seterr(err, DS_ERR_UNSUPPORTED, "--data-parallel-size > 1 runs on the cpu backend only so far "
+                         "(one GPU per replica is not wired yet)");
+    srv_engine *g = ds_xcalloc(1, sizeof(*g));
+    g->r = ds_xcalloc((size_t)n, sizeof(replica *));
+    g->submitted = ds_xcalloc((size_t)n, sizeof(long));
+    pthread_mutex_init(&g->mu, NULL);
+    server_config rc = replica_config(cfg, n);
+    ds_status st = DS_OK;
+    for (int i = 0; i < n && !st; i++) {
+        st = replica_start(&rc, m, d, &g->r[i], err);
+        if (!st) g->n++;
+    }
+    if (st) {
+        srv_engine_stop(g);
+        return st;
+    }
+    *out = g;
+    return DS_OK;
+}
+
+int srv_engine_submit(srv_engine *g, srv_req *r) {
+    int best = 0, best_load = replica_load(g->r[0]);
+    for (int i = 1; i < g->n; i++) {
+        int load = replica_load(g->r[i]);
+        if (load < best_load) best = i, best_load = load;
+    }
+    int rc = replica_submit(g->r[best], r);
+    if (!rc) {
+        pthread_mutex_lock(&g->mu);
+        g->submitted[best]++;
+        pthread_mutex_unlock(&g->mu);
+    }
+    return rc;
+}
+
+int srv_engine_replicas(srv_engine *g, long *submitted, int max) {
+    pthread_mutex_lock(&g->mu);
+    for (int i = 0; i < g->n && i < max; i++) submitted[i] = g->submitted[i];
+    pthread_mutex_unlock(&g->mu);
+    return g->n;
+}
+
+static void add_stats(sched_stats *sum, const sched_stats *s) {
+    sum->n_running += s->n_running;
+    sum->n_waiting += s->n_waiting;
+    sum->pages_total += s->pages_total;
+    sum->pages_free += s->pages_free;
+    sum->pages_used += s->pages_used;
+    sum->pages_cached += s->pages_cached;
+    sum->prefix_queries += s->prefix_queries;
+    sum->prefix_hits += s->prefix_hits;
+    sum->n_preemptions += s->n_preemptions;
+    sum->seq_limit += s->seq_limit;
+}
+
+ds_status srv_engine_check(srv_engine *g, sched_stats *st, char *err) {
+    ds_status first = DS_OK;
+    memset(st, 0, sizeof(*st));
+    for (int i = 0; i < g->n; i++) {
+        sched_stats one;
+        char e1[DS_ERRLEN] = "";
+        ds_status s = replica_check(g->r[i], &one, e1);
+        add_stats(st, &one);
+        if (s && !first) {
+            first = s;
+            snprintf(err, DS_ERRLEN, "%s%s", g->n > 1 ? "replica: " : "", e1);
+        }
+    }
+    return first;
+}
+
+void srv_engine_stats(srv_engine *g, sched_stats *st, int *pool_ok) {
+    memset(st, 0, sizeof(*st));
+    *pool_ok = 1;
+    for (int i = 0; i < g->n; i++) {
+        sched_stats one;
+        int ok;
+        replica_stats(g->r[i], &one, &ok);
+        add_stats(st, &one);
+        if (ok == 0 || (ok == -1 && *pool_ok == 1)) *pool_ok = ok;   /* broken wins over unknown over intact */
+    }
+}
+
+const ds_tokenizer *srv_engine_tokenizer(const srv_engine *g) { return replica_tokenizer(g->r[0]); }
+ds_chat_template srv_engine_template(const srv_engine *g) { return replica_template(g->r[0]); }
+int srv_engine_max_context(const srv_engine *g) { return replica_max_context(g->r[0]); }
+int srv_engine_vocab(const srv_engine *g) { return replica_vocab(g->r[0]); }
+int srv_engine_max_tokens_in_pool(const srv_engine *g) { return replica_max_tokens_in_pool(g->r[0]); }
+
+void srv_engine_abort_all(srv_engine *g) {
+    for (int i = 0; i < g->n; i++) replica_abort_all(g->r[i]);
+}
+
+void srv_engine_stop(srv_engine *g) {
+    if (!g) return;
+    for (int i = 0; i < g->n; i++) replica_stop(g->r[i]);
+    pthread_mutex_destroy(&g->mu);
+    free(g->submitted);
+    free(g->r);
+    free(g);
 }
