@@ -8,7 +8,7 @@ cd "$(dirname "$0")/../.."
 BIN=${DSINFER_BIN:-build/dsinfer}
 command -v curl >/dev/null || { echo "SKIP: curl not found"; exit 77; }
 M=tests/fixtures/tiny-v3
-tmp=$(mktemp -d); trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$tmp"' EXIT
+tmp=$(mktemp -d); trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$tmp"' EXIT
 "$BIN" serve --model $M --port 0 --threads 2 --data-parallel-size 2 --kv-cache-memory 4MiB >"$tmp/log" 2>&1 & pid=$!
 for _ in $(seq 1 100); do grep -q "^listening on" "$tmp/log" && break; sleep 0.2; done
 url=$(sed -n 's/^listening on \(http[^ ]*\).*/\1/p' "$tmp/log")

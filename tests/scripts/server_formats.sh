@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${DSINFER_BIN:-build/dsinfer}
 command -v curl >/dev/null || { echo "SKIP: curl not found"; exit 77; }
-log=$(mktemp); trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -f "$log"' EXIT
+log=$(mktemp); trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -f "$log"' EXIT
 "$BIN" serve --model models/demo --port 0 --threads 1 --kv-cache-dtype fp8 --quantization fp4 >"$log" 2>&1 & pid=$!
 for _ in $(seq 1 100); do grep -q "^listening on" "$log" && break; sleep 0.2; done
 url=$(sed -n 's/^listening on \(http[^ ]*\).*/\1/p' "$log")
