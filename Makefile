@@ -63,7 +63,7 @@ $(BUILD)/libdsinfer.a: $(LIB_OBJ) $(CU_OBJ)
 $(BUILD)/dsinfer: $(CLI_OBJ) $(BUILD)/libdsinfer.a
 	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libdsinfer.a $(LDLIBS)
 
-$(BUILD)/tests/%: tests/unit/%.c tests/unit/testutil.h $(BUILD)/libdsinfer.a
+$(BUILD)/tests/%: tests/unit/%.c $(wildcard tests/unit/*.h) $(BUILD)/libdsinfer.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/unit $(LDFLAGS) -o $@ $< $(BUILD)/libdsinfer.a $(LDLIBS)
 
