@@ -4,8 +4,10 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "dsinfer.h"
 #include "loader/safetensors.h"
 
 static inline const char *fixtures_dir(void) {
@@ -33,6 +35,59 @@ static inline diff_stats diff_f32(const float *got, const float *ref, size_t n) 
         if (fabs(d) > mx) mx = fabs(d);
     }
     return (diff_stats){mx, sqrt(num / (den > 0 ? den : 1))};
+}
+
+/* Feeds ids[0:T] to seq in chunks of `chunk` tokens (0 = whole); out [T, V] gets every position's logits. */
+static inline ds_status golden_feed(ds_engine *e, ds_seq *s, const int32_t *ids, int T, int chunk, int V, float *out,
+                                    char *err) {
+    for (int t = 0; t < T;) {
+        int n = chunk && T - t > chunk ? chunk : T - t;
+        ds_batch_item it = {.seq = s, .tokens = ids + t, .n_tokens = n, .all_logits = 1};
+        ds_status st = ds_engine_forward(e, &it, 1, out + (size_t)t * V, err);
+        if (st) return st;
+        t += n;
+    }
+    return DS_OK;
+}
+
+/* Every prompt of golden set g (n <= 8) in one batch per step: prompt i advances by 1 token (i = 0) or
+ * 5i + 2, so prefill chunks of different sizes and single tokens mix in the same forward. got[i] gets
+ * prompt i's logits [T_i, V] (malloc'd; the caller frees them). */
+static inline ds_status golden_feed_batched(ds_engine *e, const ds_st_set *g, int n, int V, float **got, char *err) {
+    ds_seq *seqs[8];
+    int T[8], done[8];
+    const int32_t *ids[8];
+    ds_status st = DS_OK;
+    for (int i = 0; i < n; i++) {
+        ds_seq_new(e, &seqs[i], err);
+        const ds_st_tensor *t = golden_get(g, i, "input_ids");
+        ids[i] = (const int32_t *)t->data;
+        T[i] = (int)t->numel;
+        done[i] = 0;
+        got[i] = (float *)malloc(sizeof(float) * (size_t)T[i] * V);
+    }
+    float *out = (float *)malloc(sizeof(float) * 512 * (size_t)V);
+    while (!st) {
+        ds_batch_item items[8];
+        int m = 0, who[8];
+        for (int i = 0; i < n; i++) {
+            int chunk = i == 0 ? 1 : 5 * i + 2, k = T[i] - done[i] < chunk ? T[i] - done[i] : chunk;
+            if (k == 0) continue;
+            who[m] = i;
+            items[m++] = (ds_batch_item){.seq = seqs[i], .tokens = ids[i] + done[i], .n_tokens = k, .all_logits = 1};
+        }
+        if (!m) break;
+        st = ds_engine_forward(e, items, m, out, err);
+        size_t off = 0;
+        for (int j = 0; !st && j < m; j++) {
+            memcpy(got[who[j]] + (size_t)done[who[j]] * V, out + off, sizeof(float) * (size_t)items[j].n_tokens * V);
+            off += (size_t)items[j].n_tokens * V;
+            done[who[j]] += items[j].n_tokens;
+        }
+    }
+    for (int i = 0; i < n; i++) ds_seq_free(seqs[i]);
+    free(out);
+    return st;
 }
 
 static inline int argmax_f32(const float *x, int n) {

@@ -45,12 +45,7 @@ static float *run_prompt(ds_engine *e, const int32_t *ids, int T, int chunk, int
     ds_seq *s;
     char err[DS_ERRLEN];
     CHECK(ds_seq_new(e, &s, err) == DS_OK);
-    for (int t = 0; t < T;) {
-        int n = chunk && T - t > chunk ? chunk : T - t;
-        ds_batch_item it = {.seq = s, .tokens = ids + t, .n_tokens = n, .all_logits = 1};
-        CHECKF(ds_engine_forward(e, &it, 1, out + (size_t)t * V, err) == DS_OK, "forward: %s", err);
-        t += n;
-    }
+    CHECKF(golden_feed(e, s, ids, T, chunk, V, out, err) == DS_OK, "forward: %s", err);
     ds_seq_free(s);
     return out;
 }
@@ -111,47 +106,14 @@ static int check_greedy(fixture *fx, ds_engine *e, int p) {
 }
 
 static void check_batched(fixture *fx, ds_engine *e) {
-    int n = fx->n_prompts, V = fx->V;
-    ds_seq *seqs[8];
     float *got[8];
-    int T[8], done[8], chunk[8];
-    const int32_t *ids[8];
     char err[DS_ERRLEN];
-    for (int i = 0; i < n; i++) {
-        ds_seq_new(e, &seqs[i], err);
-        const ds_st_tensor *t = golden_get(fx->g, i, "input_ids");
-        ids[i] = t->data;
-        T[i] = (int)t->numel;
-        done[i] = 0;
-        chunk[i] = i == 0 ? 1 : 5 * i + 2;
-        got[i] = malloc(sizeof(float) * (size_t)T[i] * V);
-    }
-    float *out = malloc(sizeof(float) * 512 * (size_t)V);
-    for (;;) {
-        ds_batch_item items[8];
-        int m = 0;
-        for (int i = 0; i < n; i++) {
-            if (done[i] == T[i]) continue;
-            int k = T[i] - done[i] < chunk[i] ? T[i] - done[i] : chunk[i];
-            items[m++] = (ds_batch_item){.seq = seqs[i], .tokens = ids[i] + done[i], .n_tokens = k, .all_logits = 1};
-        }
-        if (!m) break;
-        CHECKF(ds_engine_forward(e, items, m, out, err) == DS_OK, "batched forward: %s", err);
-        size_t off = 0;
-        for (int j = 0; j < m; j++) {
-            int i = 0;
-            while (seqs[i] != items[j].seq) i++;
-            memcpy(got[i] + (size_t)done[i] * V, out + off, sizeof(float) * (size_t)items[j].n_tokens * V);
-            off += (size_t)items[j].n_tokens * V;
-            done[i] += items[j].n_tokens;
-        }
-    }
-    for (int i = 0; i < n; i++) {
-        check_rows("batched", fx, i, got[i], golden_get(fx->g, i, "logits")->data, T[i]);
-        ds_seq_free(seqs[i]);
+    CHECKF(golden_feed_batched(e, fx->g, fx->n_prompts, fx->V, got, err) == DS_OK, "batched forward: %s", err);
+    for (int i = 0; i < fx->n_prompts; i++) {
+        const ds_st_tensor *ids = golden_get(fx->g, i, "input_ids");
+        check_rows("batched", fx, i, got[i], golden_get(fx->g, i, "logits")->data, (int)ids->numel);
         free(got[i]);
     }
-    free(out);
 }
 
 static void check_fixture(const char *name) {
