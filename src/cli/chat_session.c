@@ -37,12 +37,7 @@ ds_status chat_session_open(const model_args *a, chat_session **out, char *err) 
     cs->a = *a;
     ds_status st = model_args_open_engine(a, &cs->eng, err);
     if (!st) st = ds_tokenizer_load(a->model, &cs->tok, err);
-    if (!st) st = ds_chat_template_from_name(a->chat_template ? a->chat_template : "auto", &cs->tpl, err);
-    if (!st && cs->tpl == DS_CHAT_AUTO) {
-        const char *jinja = ds_tokenizer_chat_template_text(cs->tok);
-        st = jinja ? ds_chat_template_detect(jinja, &cs->tpl, err)
-                   : ds_seterr(err, DS_ERR_UNSUPPORTED, "%s has no chat_template; choose one with --chat-template", a->model);
-    }
+    if (!st) st = ds_chat_template_choose(cs->tok, a->chat_template, &cs->tpl, err);
     if (!st) st = ds_seq_new(cs->eng, &cs->seq, err);
     if (st) { chat_session_free(cs); return st; }
     if (a->system) add_msg(cs, "system", a->system);

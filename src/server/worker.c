@@ -479,12 +479,7 @@ static ds_status open_model(replica *e, char *err) {
     }
     if (!st) st = ds_engine_open(c->model_dir, &o, &e->eng, err);
     if (!st) st = ds_tokenizer_load(c->model_dir, &e->tok, err);
-    if (!st) st = ds_chat_template_from_name(c->chat_template ? c->chat_template : "auto", &e->tpl, err);
-    if (!st && e->tpl == DS_CHAT_AUTO) {
-        const char *jinja = ds_tokenizer_chat_template_text(e->tok);
-        st = jinja ? ds_chat_template_detect(jinja, &e->tpl, err)
-                   : ds_seterr(err, DS_ERR_UNSUPPORTED, "%s has no chat_template; choose one with --chat-template", c->model_dir);
-    }
+    if (!st) st = ds_chat_template_choose(e->tok, c->chat_template, &e->tpl, err);
     return st;
 }
 

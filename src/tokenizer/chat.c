@@ -267,3 +267,11 @@ ds_status ds_chat_render(const ds_tokenizer *tok, ds_chat_template tpl, const ds
     *out = tok_buf_take(&o, NULL);
     return DS_OK;
 }
+
+ds_status ds_chat_template_choose(const ds_tokenizer *tok, const char *name, ds_chat_template *out, char *err) {
+    ds_status st = ds_chat_template_from_name(name ? name : "auto", out, err);
+    if (st || *out != DS_CHAT_AUTO) return st;
+    const char *jinja = ds_tokenizer_chat_template_text(tok);
+    if (!jinja) return ds_seterr(err, DS_ERR_UNSUPPORTED, "the model has no chat_template; choose one with --chat-template");
+    return ds_chat_template_detect(jinja, out, err);
+}

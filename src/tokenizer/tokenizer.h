@@ -91,6 +91,9 @@ const char *ds_chat_template_name(ds_chat_template t);
 /* Identifies the family of a Jinja chat_template text; DS_ERR_UNSUPPORTED for an unknown one, and for later
  * DeepSeek variants (V3-0324 / R1-0528 / V3.1 style) whose differences are not reproduced. */
 ds_status ds_chat_template_detect(const char *jinja, ds_chat_template *out, char *err);
+/* The template to use: `name` (a --chat-template choice; NULL or "auto" = detect from the tokenizer's
+ * chat_template text). DS_ERR_UNSUPPORTED when the model has no template or an unknown one. */
+ds_status ds_chat_template_choose(const ds_tokenizer *tok, const char *name, ds_chat_template *out, char *err);
 
 /* One chat message, OpenAI style. Strings are UTF-8, NUL-terminated; NULL = absent. */
 typedef struct {
