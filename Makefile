@@ -32,12 +32,25 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
+# The toolkit root holds include/ and lib64/ (cudart, cuBLAS, cuBLASLt). nvcc may be a wrapper script
+# outside it (CI has /usr/local/bin/nvcc exec'ing the real one), so the root is the first candidate
+# that has lib64/ (or lib/) libcudart.so; without one the CUDA sources are not built.
+CUDA_LIBDIR := $(firstword $(foreach d,$(CUDA_HOME) $(CUDA_PATH) /usr/local/cuda $(patsubst %/bin/nvcc,%,$(NVCC)),\
+                 $(wildcard $(d)/lib64/libcudart.so $(d)/lib/libcudart.so)))
+CUDA_LIBDIR := $(patsubst %/libcudart.so,%,$(CUDA_LIBDIR))
+CUDA_HOME   := $(patsubst %/,%,$(dir $(CUDA_LIBDIR)))
+ifeq ($(CUDA_LIBDIR),)
+  ifneq ($(NVCC),)
+    $(info nvcc found at $(NVCC) but no CUDA toolkit with lib64/libcudart.so: building without CUDA)
+  endif
+  NVCC :=
+endif
+
 ifneq ($(NVCC),)
 ifneq ($(CU_SRC),)
-  CUDA_HOME := $(patsubst %/bin/nvcc,%,$(NVCC))
   CU_OBJ    := $(CU_SRC:%.cu=$(BUILD)/%.o)
   CFLAGS    += -DDS_HAVE_CUDA -I$(CUDA_HOME)/include
-  LDLIBS    += -L$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++
+  LDLIBS    += -L$(CUDA_LIBDIR) -lcublasLt -lcublas -lcudart -lstdc++
   NVFLAGS   := -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Iinclude -Isrc -Xcompiler -Wall,-Werror
 endif
 endif
