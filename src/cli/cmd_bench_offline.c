@@ -30,7 +30,8 @@
 #define MAX_LIST 16
 
 typedef struct {
-    const char *model, *dtype, *csv, *label;
+    const char *model, *dtype, *csv, *label, *kv;   /* kv: --kv-cache-dtype, "auto" or "fp8" */
+    char dtype_col[24];                              /* the table's dtype column: weights, "+kv8" for an FP8 cache */
     int batches[MAX_LIST], n_batches, ctxs[MAX_LIST], n_ctxs, prompts[MAX_LIST], n_prompts;
     int steps, ceilings_only, mla;
     double bw_gbs, tflops;
@@ -111,11 +112,11 @@ static void emit(out_ctx *x, const char *kind, int batch, int len, double tok_s,
     double roof_ms = 1e3 * (t_mem > t_fl ? t_mem : t_fl);
     const char *bound = t_mem > t_fl ? "memory" : "compute";
     printf("%-8s %-5s batch %4d %s %6d  %10.1f tok/s  %9.3f ms  %8.2f GB  %9.1f GFLOP  roofline %8.3f ms (%s)  %5.1f%%\n",
-           kind, x->o->dtype, batch, strcmp(kind, "prefill") ? "ctx" : "len", len, tok_s, step_ms, bytes / 1e9,
+           kind, x->o->dtype_col, batch, strcmp(kind, "prefill") ? "ctx" : "len", len, tok_s, step_ms, bytes / 1e9,
            flops / 1e9, roof_ms, bound, 100.0 * roof_ms / step_ms);
     fflush(stdout);
     if (x->csv)
-        fprintf(x->csv, "%s,%s,%s,%d,%d,%.2f,%.4f,%.4f,%.2f,%.4f,%s,%.4f,%.1f,%.1f\n", x->o->label, kind, x->o->dtype,
+        fprintf(x->csv, "%s,%s,%s,%d,%d,%.2f,%.4f,%.4f,%.2f,%.4f,%s,%.4f,%.1f,%.1f\n", x->o->label, kind, x->o->dtype_col,
                 batch, len, tok_s, step_ms, bytes / 1e9, flops / 1e9, roof_ms, bound, roof_ms / step_ms, x->o->bw_gbs,
                 x->o->tflops);
 }
@@ -233,6 +234,7 @@ static void usage(void) {
     fprintf(stderr,
             "usage: dsinfer bench [--model CONFIG.json] [--dtype bf16|fp8] [--batch 1,8,32,64,128,256] [--ctx 1K,4K]\n"
             "                     [--prompt 512,2K,8K] [--steps N] [--csv FILE] [--label NAME] [--bw GB/s --tflops T]\n"
+            "                     [--kv-cache-dtype auto|fp8]\n"
             "       dsinfer bench --ceilings        measure copy bandwidth and the BF16 matrix rate only\n"
             "       dsinfer bench --mla             the absorbed MLA decode op alone (64 seqs x 4K, 16 and 128 heads)\n"
             "       dsinfer bench serve ...         load-test a running server (dsinfer bench serve --help)\n"
@@ -245,8 +247,9 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
     static const struct option lo[] = {
         {"model", 1, 0, 'm'}, {"dtype", 1, 0, 'd'}, {"batch", 1, 0, 'b'}, {"ctx", 1, 0, 'c'}, {"prompt", 1, 0, 'p'},
         {"steps", 1, 0, 's'}, {"csv", 1, 0, 'o'}, {"label", 1, 0, 'l'}, {"bw", 1, 0, 'w'}, {"tflops", 1, 0, 't'},
-        {"ceilings", 0, 0, 'C'}, {"mla", 0, 0, 'A'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
-    *o = (bench_opts){.model = "configs/deepseek-v2-lite.json", .dtype = "bf16", .label = "dsinfer", .steps = 16};
+        {"ceilings", 0, 0, 'C'}, {"mla", 0, 0, 'A'}, {"kv-cache-dtype", 1, 0, 'k'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    *o = (bench_opts){.model = "configs/deepseek-v2-lite.json", .dtype = "bf16", .label = "dsinfer", .steps = 16,
+                      .kv = "auto"};
     o->n_batches = parse_list("1,8,32,64,128,256", o->batches);
     o->n_ctxs = parse_list("1024,4096", o->ctxs);
     o->n_prompts = parse_list("512,2048,8192", o->prompts);
@@ -266,6 +269,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
         case 't': o->tflops = atof(optarg); break;
         case 'C': o->ceilings_only = 1; break;
         case 'A': o->mla = 1; break;
+        case 'k': o->kv = optarg; break;
         case 'h': usage(); return 1;
         default: usage(); return 2;
         }
@@ -275,6 +279,11 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
         fprintf(stderr, "dsinfer bench: bad lists, --steps or --dtype (bf16 or fp8)\n");
         return 2;
     }
+    if (strcmp(o->kv, "auto") && strcmp(o->kv, "fp8")) {
+        fprintf(stderr, "dsinfer bench: unknown --kv-cache-dtype \"%s\" (expected auto or fp8)\n", o->kv);
+        return 2;
+    }
+    snprintf(o->dtype_col, sizeof o->dtype_col, "%s%s", o->dtype, strcmp(o->kv, "fp8") ? "" : "+kv8");
     return 0;
 }
 
@@ -292,8 +301,8 @@ static int run_mla(const ds_config *base) {
                 fprintf(stderr, "bench mla: %s\n", err);
                 return 1;
             }
-            printf("mla-decode %-9s heads %3d  64 seqs x 4096 ctx  %8.3f ms  %7.1f GB/s\n", fused ? "fused" : "per-seq",
-                   heads[hi], ms, gbs);
+            printf("mla-decode %-9s heads %3d  64 seqs x 4096 ctx  %s cache  %8.3f ms  %7.1f GB/s\n",
+                   fused ? "fused" : "per-seq", heads[hi], c.kv_fp8 ? "fp8 " : "fp32", ms, gbs);
         }
     unsetenv("DSINFER_CUDA_FUSED_ATTN");
     return 0;
@@ -321,6 +330,7 @@ int cli_bench_offline(int argc, char **argv) {
     char *json = NULL;
     ds_status st = load_cfg(&o, &cfg, &json, err);
     if (st) { fprintf(stderr, "dsinfer bench: %s\n", err); free(json); return 1; }
+    cfg.kv_fp8 = !strcmp(o.kv, "fp8");   /* the rooflines' KV bytes (ds_kv_token_bytes) and --mla's cache */
     if (o.mla) { free(json); return run_mla(&cfg); }
     /* the engine reads the (possibly FP8-patched) config from a temporary file */
     char path[] = "/tmp/dsinfer-bench-XXXXXX.json";
@@ -335,7 +345,7 @@ int cli_bench_offline(int argc, char **argv) {
     for (int i = 0; i < o.n_ctxs; i++) Lmax = o.ctxs[i] > Lmax ? o.ctxs[i] : Lmax;
     for (int i = 0; i < o.n_prompts; i++) Pmax = o.prompts[i] > Pmax ? o.prompts[i] : Pmax;
     size_t tokens = (size_t)(Bmax + 1) * (size_t)(Lmax + o.steps + 64) + (size_t)Pmax + 64;
-    ds_engine_opts eo = {.backend = "cuda", .dummy_weights = 1,
+    ds_engine_opts eo = {.backend = "cuda", .dummy_weights = 1, .kv_cache_dtype = o.kv,
                          .kv_cache_bytes = tokens * ds_kv_token_bytes(&cfg) * (size_t)cfg.num_layers};
     ds_engine *e = NULL;
     double t0 = now_s();

@@ -194,8 +194,17 @@ static wpair mk_weight(setup *s, int rows, int cols, ds_dtype dt, float amp, con
     w.h.rows = rows;
     w.h.cols = cols;
     w.h.name = name;
-    void *data = malloc(n * ds_dtype_size(dt) + 1);
-    if (dt == DS_DTYPE_F8_E4M3) {
+    void *data = malloc(dt == DS_DTYPE_NVFP4 ? n / 2 + 1 : n * ds_dtype_size(dt) + 1);
+    if (dt == DS_DTYPE_NVFP4) {   /* cols % 16 == 0: random E2M1 codes, block scales in [0.25, 3.75], global amp/4 */
+        uint8_t *p = data, *bs = malloc(n / 16 + 1);
+        for (size_t i = 0; i < n / 2; i++) p[i] = (uint8_t)rnd();
+        for (size_t i = 0; i < n / 16; i++) {
+            uint8_t b = (uint8_t)rnd();
+            bs[i] = (uint8_t)(((5 + ((b >> 3) & 3)) << 3) | (b & 7));   /* positive, like the checkpoints' */
+        }
+        w.h.block_scale = bs;
+        w.h.global_scale = amp * 0.25f;
+    } else if (dt == DS_DTYPE_F8_E4M3) {
         uint8_t *p = data;
         uint64_t seed = rnd();
 #pragma omp parallel for schedule(static)
@@ -230,6 +239,7 @@ static wpair mk_weight(setup *s, int rows, int cols, ds_dtype dt, float amp, con
 static void free_weight(wpair *w) {
     free((void *)w->h.data);
     free((void *)w->h.scale);
+    free((void *)w->h.block_scale);
 }
 
 static ds_dtype linear_dtype(const setup *s) { return s->cfg.fp8 ? DS_DTYPE_F8_E4M3 : DS_DTYPE_BF16; }
@@ -318,19 +328,45 @@ static void prime_cpu(setup *s, int R) {
     free(b.pt);
 }
 
-/* A KV cache for b: every context position random, unused pages NaN. */
+/* A KV cache for b: every context position random, unused pages NaN (bytes 0xFF, NaN in fp32 and in
+ * e4m3 alike). With cfg.kv_fp8 the entries are in the FP8 layout (packed by the CPU's packer) and the
+ * buffer holds the bytes rounded up to whole floats. */
 static buf mk_cache(setup *s, const batch *b) {
     int w = s->cfg.kv_lora_rank + s->cfg.qk_rope_head_dim, ps = s->page_size;
-    buf c = buf_new(s, (size_t)b->n_pages * ps * w);
-    for (size_t i = 0; i < c.n; i++) c.h[i] = NAN;
+    size_t tb = ds_kv_token_bytes(&s->cfg), bytes = (size_t)b->n_pages * ps * tb;
+    buf c = buf_new(s, (bytes + 3) / 4);
+    memset(c.h, 0xFF, c.n * sizeof(float));
+    float *row = malloc(sizeof(float) * w);
     for (int i = 0; i < b->m.n_seqs; i++)
         for (int p = 0; p < b->seq_ctx[i]; p++) {
-            float *row = c.h + ((size_t)b->pt[(size_t)i * b->m.pt_stride + p / ps] * ps + p % ps) * w;
+            unsigned char *e = (unsigned char *)c.h + ((size_t)b->pt[(size_t)i * b->m.pt_stride + p / ps] * ps + p % ps) * tb;
             for (int k = 0; k < w; k++) row[k] = unif();
+            if (s->cfg.kv_fp8) cpu_kv_pack_fp8(&s->cfg, row, e);
+            else memcpy(e, row, sizeof(float) * w);
         }
+    free(row);
     for (size_t i = 0; i < PAD; i++) c.h[c.n + i] = SENTINEL;
     ds_cuda_from_host(NULL, c.d, c.h, c.n + PAD);
     return c;
+}
+
+/* The FP8 cache after kv_store on both sides: byte for byte equal (same packer arithmetic), the
+ * untouched NaN pages and the sentinel included. */
+static void compare_cache_bytes(setup *s, int M, const buf *c) {
+    size_t nb = (c->n + PAD) * sizeof(float), differ = 0, first = (size_t)-1;
+    unsigned char *g = malloc(nb);
+    ds_cuda_download_bytes(s->gpu, g, c->d, nb);
+    const unsigned char *h = (const unsigned char *)c->h;
+    for (size_t i = 0; i < nb; i++)
+        if (g[i] != h[i]) {
+            differ++;
+            if (first == (size_t)-1) first = i;
+        }
+    printf("  %-8s %-22s M=%-5d bytes=%-9zu %zu bytes differ%s\n", s->name, "kv_store FP8 (NaN pages)", M, nb, differ,
+           differ ? "  MISMATCH!" : "");
+    CHECKF(!differ, "%s kv_store fp8 M=%d: %zu of %zu bytes differ (first at byte %zu, entry %zu)", s->name, M, differ, nb,
+           first, first / ds_kv_token_bytes(&s->cfg));
+    free(g);
 }
 
 /* ---- op checks ---------------------------------------------------------------------------------- */
@@ -385,7 +421,8 @@ static void check_elementwise(setup *s, int M) {
     buf cache = mk_cache(s, &b);
     s->cpu->kv_store(s->cpu, cache.h, kv.h);
     s->gpu->kv_store(s->gpu, cache.d, kv.d);
-    compare(s, "kv_store (NaN pages)", M, &cache, THR_EXACT, 1);
+    if (c->kv_fp8) compare_cache_bytes(s, M, &cache);
+    else compare(s, "kv_store (NaN pages)", M, &cache, THR_EXACT, 1);
 
     int R = M < 3 ? M : M / 3 + 1;
     int32_t *rows = malloc(sizeof(int32_t) * R);
@@ -602,10 +639,9 @@ static void check_route(setup *s, int M) {
 
 /* The whole MoE block. A token whose router logits differ in the last bit between the two GEMMs may
  * pick another expert at a near-tie; at most M/100 such rows are tolerated (and reported). */
-static void check_moe(setup *s, const int *Ms, int nM) {
+static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt) {
     const ds_config *c = &s->cfg;
     int D = c->hidden_size, E = c->n_routed_experts, mI = c->moe_intermediate_size, sI = mI * c->n_shared_experts;
-    ds_dtype dt = linear_dtype(s);
     ds_layer_weights Lh, Ld;
     memset(&Lh, 0, sizeof Lh);
     memset(&Ld, 0, sizeof Ld);
@@ -672,7 +708,7 @@ static void check_moe(setup *s, const int *Ms, int nM) {
             }
         }
         char name[64];
-        snprintf(name, sizeof name, "moe E=%d top-%d", E, c->num_experts_per_tok);
+        snprintf(name, sizeof name, "moe E=%d top-%d %s", E, c->num_experts_per_tok, ds_dtype_name(dt));
         compare_rows(s, name, M, out.d, D, out.h, rows, R, exclude, THR_MOE);
         free(exclude);
         free(rows);
@@ -684,6 +720,8 @@ static void check_moe(setup *s, const int *Ms, int nM) {
     free(ws);
     free(Lh.exp_gate); free(Lh.exp_up); free(Lh.exp_down); free(Ld.exp_gate); free(Ld.exp_up); free(Ld.exp_down);
 }
+
+static void check_moe(setup *s, const int *Ms, int nM) { check_moe_dt(s, Ms, nM, linear_dtype(s)); }
 
 /* GPU sampling against the CPU sampler (no penalties, no min_p): same logits, same seed, same tokens. */
 static void check_sample(setup *s) {
@@ -725,7 +763,8 @@ static void check_sample(setup *s) {
 }
 
 /* ---- setups ------------------------------------------------------------------------------------- */
-static int load_setup(setup *s, const char *name, const char *path, int heads, int page_size) {
+/* kv_rank (0: the config's) overrides kv_lora_rank; kv_fp8 selects the FP8 KV cache layout. */
+static int load_setup_kv(setup *s, const char *name, const char *path, int heads, int page_size, int kv_rank, int kv_fp8) {
     FILE *f = fopen(path, "rb");
     if (!f) { CHECKF(0, "cannot open %s", path); return 0; }
     static char txt[1 << 16];
@@ -736,12 +775,18 @@ static int load_setup(setup *s, const char *name, const char *path, int heads, i
     memset(s, 0, sizeof *s);
     if (ds_config_parse(txt, path, &s->cfg, err) != DS_OK) { CHECKF(0, "%s", err); return 0; }
     if (heads) s->cfg.num_heads = heads;
+    if (kv_rank) s->cfg.kv_lora_rank = kv_rank;
+    s->cfg.kv_fp8 = kv_fp8;
     s->name = name;
     s->page_size = page_size;
     s->cpu = ds_backend_cpu_new(&s->cfg, 0);
     s->gpu = ds_backend_cuda_new(&s->cfg, err);
     if (!s->gpu) { CHECKF(0, "%s", err); return 0; }
     return 1;
+}
+
+static int load_setup(setup *s, const char *name, const char *path, int heads, int page_size) {
+    return load_setup_kv(s, name, path, heads, page_size, 0, 0);
 }
 
 static void free_setup(setup *s) {
@@ -770,6 +815,7 @@ static void run_v3(void) {
     if (4096 <= max_m) check_route(&s, 4096);
     const int tcm[] = {128};
     check_linear_on(&s, "q_a", 1536, 7168, DS_DTYPE_F8_E4M3, tcm, NM(tcm), 1);
+    check_linear(&s, "gate/up", 18432, 7168, DS_DTYPE_NVFP4, all, NM(all));
     check_moe(&s, all, NM(all));
     check_sample(&s);
     free_setup(&s);
@@ -790,9 +836,12 @@ static void run_lite(void) {
     if (4096 <= max_m) check_attention(&s, 4096, 64);
     const int tcm[] = {128};
     check_linear_on(&s, "q", 3072, 2048, DS_DTYPE_BF16, tcm, NM(tcm), 1);
+    check_linear(&s, "q", 3072, 2048, DS_DTYPE_NVFP4, all, NM(all));
+    check_linear_on(&s, "q", 3072, 2048, DS_DTYPE_NVFP4, tcm, NM(tcm), 1);
     check_mlp(&s, s.cfg.intermediate_size, all, NM(all));
     for (int i = 0; i < NM(all); i++) if (all[i] <= max_m) check_route(&s, all[i]);
     check_moe(&s, all, NM(all));
+    check_moe_dt(&s, gemm, NM(gemm), DS_DTYPE_NVFP4);
     free_setup(&s);
 }
 
@@ -805,14 +854,32 @@ static void run_odd(const char *name, const char *path, int heads) {
     check_linear(&s, "odd", 200, 300, DS_DTYPE_F8_E4M3, Ms, NM(Ms));
     check_linear(&s, "odd", 129, 77, DS_DTYPE_BF16, Ms, NM(Ms));
     check_linear(&s, "odd", 33, 65, DS_DTYPE_F32, Ms, NM(Ms));
+    check_linear(&s, "odd", 200, 304, DS_DTYPE_NVFP4, Ms, NM(Ms));
     const int tcm[] = {63};
     check_linear_on(&s, "odd", 200, 300, DS_DTYPE_F8_E4M3, tcm, NM(tcm), 1);
     check_linear_on(&s, "odd", 129, 77, DS_DTYPE_BF16, tcm, NM(tcm), 1);
+    check_linear_on(&s, "odd", 200, 304, DS_DTYPE_NVFP4, tcm, NM(tcm), 1);
     for (int i = 0; i < NM(Ms); i++) check_attention(&s, Ms[i], 23);
     check_mlp(&s, s.cfg.intermediate_size > 512 ? 333 : s.cfg.intermediate_size, Ms, NM(Ms));
     for (int i = 0; i < NM(Ms); i++) check_route(&s, Ms[i]);
     check_moe(&s, Ms, NM(Ms));
+    if (s.cfg.hidden_size % 16 == 0 && s.cfg.moe_intermediate_size % 16 == 0) check_moe_dt(&s, Ms, NM(Ms), DS_DTYPE_NVFP4);
     check_sample(&s);
+    free_setup(&s);
+}
+
+/* The FP8 KV cache (issue 9): kv_store byte for byte equal to the CPU's packer, both attention forms
+ * over an FP8 cache (NaN pages, shuffled tables) against the CPU reading the same bytes. unfused: the
+ * absorbed form through the per-sequence kernel instead of the fused decode (DSINFER_CUDA_FUSED_ATTN=0). */
+static void run_fp8kv(const char *name, const char *path, int heads, int kv_rank, int page_size, int unfused,
+                      const int *Ms, int nM, int max_cached) {
+    setup s;
+    if (unfused) setenv("DSINFER_CUDA_FUSED_ATTN", "0", 1);
+    int ok = load_setup_kv(&s, name, path, heads, page_size, kv_rank, 1);
+    unsetenv("DSINFER_CUDA_FUSED_ATTN");
+    if (!ok) return;
+    for (int i = 0; i < nM; i++) if (Ms[i] <= max_m) check_elementwise(&s, Ms[i]);
+    for (int i = 0; i < nM; i++) if (Ms[i] <= max_m) check_attention(&s, Ms[i], max_cached);
     free_setup(&s);
 }
 
@@ -828,7 +895,13 @@ int main(void) {
     run_odd("h1", "configs/deepseek-v2-lite.json", 1);
     run_odd("h3-fp8", "tests/fixtures/tiny-v3-fp8/config.json", 3);
     run_odd("h63", "configs/deepseek-v2-lite.json", 63);
+    const int kv_small[] = {1, 3, 4, 63}, kv_big[] = {1, 4, 128};
+    /* C = 199: two scale blocks, the second partial, entries at odd byte offsets (335 bytes) */
+    run_fp8kv("h3-kv8", "configs/deepseek-v2-lite.json", 3, 199, 5, 0, kv_small, NM(kv_small), 23);
+    run_fp8kv("h3-kv8u", "configs/deepseek-v2-lite.json", 3, 199, 5, 1, kv_small, NM(kv_small), 23);
     if (!small) {
+        run_fp8kv("v2l-kv8", "configs/deepseek-v2-lite.json", 0, 0, 16, 0, kv_big, NM(kv_big), 300);
+        run_fp8kv("v3-kv8", "configs/deepseek-v3.json", 0, 0, 16, 0, kv_big, NM(kv_big), 200);
         run_lite();
         run_v3();
     }

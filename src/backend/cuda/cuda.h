@@ -13,6 +13,8 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
+#include <math.h>
+#include <string.h>
 
 extern "C" {
 #include "backend/backend.h"
@@ -116,20 +118,99 @@ __device__ __forceinline__ float cu_ld(const void *p, int dtype, size_t i) {
     }
 }
 
+/* ---- the KV cache entry of one token ----------------------------------------------------------------
+ * fp32 layout: (C + dr) floats. FP8 layout (loader/config.h ds_kv_token_bytes, the CPU's
+ * cpu_kv_pack_fp8): C bytes of e4m3, then one fp32 scale per 128 latent columns, then dr bf16 k_pe.
+ * An entry starts at byte (page * page_size + slot) * tb; in the FP8 layout nothing is aligned beyond a
+ * byte in general, so multi-byte fields are assembled from bytes. The conversions are the CPU's
+ * (core/dtype.c), operation for operation, so both backends store the same bytes. These helpers are
+ * __host__ __device__ so that cuda_selftest.cu can check them against the CPU's functions on the host
+ * (tests/unit/test_cuda_host.c, runs without a GPU). */
+#define CU_HD __host__ __device__ __forceinline__
+CU_HD float cu_bits_f32(unsigned u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+CU_HD unsigned cu_f32_bits(float f) {
+    unsigned u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+CU_HD float cu_ld_f32_bytes(const unsigned char *p) {
+    return cu_bits_f32((unsigned)p[0] | (unsigned)p[1] << 8 | (unsigned)p[2] << 16 | (unsigned)p[3] << 24);
+}
+CU_HD float cu_fp8_to_f32(unsigned char b) {
+    __half_raw h = __nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)b, __NV_E4M3);
+    return __half2float(__half(h));
+}
+/* element k of the entry at e: k < C latent, C <= k < C + dr k_pe */
+CU_HD float cu_kv_at(const unsigned char *e, int fp8, int C, int k) {
+    if (!fp8) return ((const float *)(const void *)e)[k];
+    if (k < C) return cu_fp8_to_f32(e[k]) * cu_ld_f32_bytes(e + C + 4 * (k >> 7));
+    const unsigned char *b = e + C + 4 * ((C + 127) >> 7) + 2 * (k - C);
+    return cu_bits_f32(((unsigned)b[0] | (unsigned)b[1] << 8) << 16);
+}
+/* ds_f32_to_fp8_e4m3 (core/dtype.c) on the device: round half to even, saturating at 448, values
+ * below 2^-10 to signed zero, NaN to 0x7f. */
+CU_HD unsigned char cu_f32_to_fp8(float x) {
+    if (isnan(x)) return 0x7f;
+    unsigned char sign = signbit(x) ? 0x80 : 0;
+    float a = fabsf(x);
+    if (a >= 448.0f) return sign | 0x7e;
+    if (a < ldexpf(1.0f, -10)) return sign;
+    int e;
+    frexpf(a, &e);
+    int ex = e - 1;
+    if (ex < -6) ex = -6;
+    float step = ldexpf(1.0f, ex - 3);
+    float q = rintf(a / step) * step;
+    if (q >= 448.0f) return sign | 0x7e;
+    int qe;
+    frexpf(q, &qe);
+    qe -= 1;
+    if (qe < -6 || q < ldexpf(1.0f, -6)) return sign | (unsigned char)(q / ldexpf(1.0f, -9));
+    int mant = (int)(q / ldexpf(1.0f, qe) * 8.0f) - 8;
+    return sign | (unsigned char)((qe + 7) << 3) | (unsigned char)mant;
+}
+/* ds_f32_to_bf16 (core/dtype.h): round half to even, NaN kept quiet */
+CU_HD unsigned short cu_f32_to_bf16_bits(float f) {
+    unsigned u = cu_f32_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (unsigned short)(u >> 16);
+}
+
 /* Flat view of a ds_weight for kernels (passed by value). */
 typedef struct {
     const void *data;
     const float *scale;    /* FP8 only, else NULL */
     int dtype, rows, cols, scale_cols;
+    const unsigned char *bscale;   /* NVFP4 only: F8_E4M3 [rows, cols/16] block scales; else NULL */
+    float gscale;                  /* NVFP4 only: the global scale */
 } cu_wview;
 
 static inline cu_wview cu_view(const ds_weight *w) {
-    cu_wview v = {w->data, w->scale, (int)w->dtype, w->rows, w->cols, w->scale_cols};
+    cu_wview v = {w->data, w->scale, (int)w->dtype, w->rows, w->cols, w->scale_cols, w->block_scale, w->global_scale};
     return v;
 }
 
-/* W[r, c] as fp32, FP8 times its block scale. */
+/* NVFP4 element (spec 13): E2M1 code (bit 3 sign) times fp8(block scale) * global scale, the factors
+ * multiplied in the CPU's order (model/weights.c nvfp4_row_f32) so both give the same fp32 value. */
+CU_HD float cu_e2m1(unsigned code) {
+    unsigned m = code & 7;   /* magnitudes 0, .5, 1, 1.5, 2, 3, 4, 6 */
+    float v = m < 4 ? 0.5f * (float)m : (float)(1u << ((m >> 1) - 1)) * (1.0f + 0.5f * (float)(m & 1));
+    return code & 8 ? -v : v;
+}
+CU_HD float cu_w_nvfp4(const cu_wview &w, int r, int c) {
+    unsigned char byte = ((const unsigned char *)w.data)[((size_t)r * (size_t)w.cols + (size_t)c) >> 1];
+    float s = cu_fp8_to_f32(w.bscale[(size_t)r * (size_t)(w.cols >> 4) + (size_t)(c >> 4)]) * w.gscale;
+    return cu_e2m1(c & 1 ? byte >> 4 : byte & 15) * s;
+}
+
+/* W[r, c] as fp32, FP8 times its block scale, NVFP4 decoded. */
 __device__ __forceinline__ float cu_w(const cu_wview &w, int r, int c) {
+    if (w.dtype == DS_DTYPE_NVFP4) return cu_w_nvfp4(w, r, c);
     float x = cu_ld(w.data, w.dtype, (size_t)r * (size_t)w.cols + (size_t)c);
     if (w.scale) x *= w.scale[(size_t)(r >> 7) * (size_t)w.scale_cols + (size_t)(c >> 7)];
     return x;

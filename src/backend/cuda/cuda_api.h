@@ -15,6 +15,9 @@ extern "C" {
 
 /* 1 if a CUDA device of compute capability 9.x can be used; else 0 with the reason in `why`. */
 int ds_cuda_available(char *why, size_t why_len);
+/* Host-side check of the element conversions the kernels share with the CPU (cuda_selftest.cu); needs
+ * no GPU. Returns the number of mismatches, the first described in msg. */
+long ds_cuda_host_selftest(char *msg, size_t len);
 
 /* Creates the CUDA backend on device 0 (cuBLAS handle, constants). NULL with a message in err. */
 ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err);

@@ -7,7 +7,9 @@
  * [c_kv ; k_pe] rows read straight from the pages, o_lat accumulated with an online softmax, then
  * o = W_UV o_lat. kv_b is read in its stored dtype.
  * The softmax is computed chunk by chunk (running max and sum), equal to the CPU's exact softmax up to
- * fp32 rounding; a NaN anywhere in the context's rows propagates to the output. */
+ * fp32 rounding; a NaN anywhere in the context's rows propagates to the output.
+ * The cache is fp32 or, with cfg->kv_fp8, the FP8 layout (cuda.h cu_kv_at): every reader dequantizes an
+ * entry exactly as the CPU does, so both backends attend over the same fp32 values. */
 #include <math.h>
 
 #include "backend/cuda/cuda.h"
@@ -19,14 +21,15 @@
 #define ABS_CHUNK 64
 #define ABS_MAX_C (4 * ABS_THREADS)
 
-/* grid (L): lat[p, 0:C] and kpe[p, 0:dr] of context token p of one sequence. */
-__global__ void gather_ctx_kernel(float *lat, float *kpe, const float *cache, const int32_t *pt_row, int page_size,
-                                  int C, int dr) {
+/* grid (L): lat[p, 0:C] and kpe[p, 0:dr] of context token p of one sequence; entries tb bytes. */
+__global__ void gather_ctx_kernel(float *lat, float *kpe, const unsigned char *cache, const int32_t *pt_row,
+                                  int page_size, int C, int dr, int fp8, size_t tb) {
     int p = blockIdx.x;
-    const float *row = cache + ((size_t)pt_row[p / page_size] * page_size + (size_t)(p % page_size)) * (size_t)(C + dr);
+    const unsigned char *e = cache + ((size_t)pt_row[p / page_size] * page_size + (size_t)(p % page_size)) * tb;
     for (int i = threadIdx.x; i < C + dr; i += blockDim.x) {
-        if (i < C) lat[(size_t)p * C + i] = row[i];
-        else kpe[(size_t)p * dr + (i - C)] = row[i];
+        float v = cu_kv_at(e, fp8, C, i);
+        if (i < C) lat[(size_t)p * C + i] = v;
+        else kpe[(size_t)p * dr + (i - C)] = v;
     }
 }
 
@@ -83,12 +86,13 @@ __global__ void naive_attn_kernel(float *out, const float *q, const float *kvb, 
 
 void cu_attn_naive(ds_backend *be, float *out, const float *q, const void *cache_v, const ds_weight *kv_b,
                    const int *seqs, int n_seqs) {
-    const float *cache = (const float *)cache_v;   /* fp32 cache (FP8 KV is not on the cuda backend yet) */
+    const unsigned char *cache = (const unsigned char *)cache_v;
     ds_cuda_backend *cb = cu_of(be);
     const ds_config *c = be->cfg;
     const ds_batch_meta *b = &cb->b;
     int H = c->num_heads, C = c->kv_lora_rank, dr = c->qk_rope_head_dim, dn = c->qk_nope_head_dim;
     int dv = c->v_head_dim, hw = dn + dv;
+    size_t tb = ds_kv_token_bytes(c);
     DS_CHECK(dv <= NAIVE_MAX_DV);
     for (int i = 0; i < n_seqs; i++) {
         int s = seqs[i], L = b->seq_ctx[s], t0 = b->seq_start[s], T = b->seq_start[s + 1] - t0;
@@ -96,7 +100,8 @@ void cu_attn_naive(ds_backend *be, float *out, const float *q, const void *cache
         size_t n_lat = (size_t)L * C, n_kpe = (size_t)L * dr, n_kvb = (size_t)L * H * hw;
         float *lat = (float *)cu_ws_get(&cb->ws_attn, (n_lat + n_kpe + n_kvb) * sizeof(float));
         float *kpe = lat + n_lat, *kvb = kpe + n_kpe;
-        gather_ctx_kernel<<<L, 128, 0, cu_stream>>>(lat, kpe, cache, cb->d_page_table + (size_t)s * b->pt_stride, b->page_size, C, dr);
+        gather_ctx_kernel<<<L, 128, 0, cu_stream>>>(lat, kpe, cache, cb->d_page_table + (size_t)s * b->pt_stride, b->page_size, C,
+                                                    dr, c->kv_fp8, tb);
         CUDA_LAUNCH_CHECK();
         cu_linear(be, kvb, lat, kv_b, L);
         dim3 grid(T, H);
@@ -108,11 +113,11 @@ void cu_attn_naive(ds_backend *be, float *out, const float *q, const void *cache
 }
 
 /* grid (T, H), block ABS_THREADS; dynamic smem (dn + dr + 2C + ABS_CHUNK) floats. */
-__global__ void absorbed_attn_kernel(float *out, const float *q, const float *cache, cu_wview kvb,
+__global__ void absorbed_attn_kernel(float *out, const float *q, const unsigned char *cache, cu_wview kvb,
                                      const int32_t *positions, const int32_t *pt_row, int page_size, int t0, int H,
-                                     int C, int dn, int dr, int dv, float scale) {
+                                     int C, int dn, int dr, int dv, float scale, int fp8, size_t tb) {
     extern __shared__ float sm[];
-    int m = t0 + blockIdx.x, h = blockIdx.y, dqk = dn + dr, hw = dn + dv, w = C + dr;
+    int m = t0 + blockIdx.x, h = blockIdx.y, dqk = dn + dr, hw = dn + dv;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, n_warps = blockDim.x >> 5;
     float *qn = sm, *qpe = qn + dn, *q_lat = qpe + dr, *o_lat = q_lat + C, *p = o_lat + C;
     int n_ctx = positions[m] + 1;
@@ -136,10 +141,10 @@ __global__ void absorbed_attn_kernel(float *out, const float *q, const float *ca
         int nc = n_ctx - c0 < ABS_CHUNK ? n_ctx - c0 : ABS_CHUNK;
         for (int j = warp; j < nc; j += n_warps) {
             int pos = c0 + j;
-            const float *row = cache + ((size_t)pt_row[pos / page_size] * page_size + (size_t)(pos % page_size)) * w;
+            const unsigned char *row = cache + ((size_t)pt_row[pos / page_size] * page_size + (size_t)(pos % page_size)) * tb;
             float a = 0.0f;
-            for (int k = lane; k < C; k += 32) a += q_lat[k] * row[k];
-            for (int k = lane; k < dr; k += 32) a += qpe[k] * row[C + k];
+            for (int k = lane; k < C; k += 32) a += q_lat[k] * cu_kv_at(row, fp8, C, k);
+            for (int k = lane; k < dr; k += 32) a += qpe[k] * cu_kv_at(row, fp8, C, C + k);
             a = cu_warp_sum(a);
             if (lane == 0) p[j] = a * scale;
         }
@@ -161,7 +166,8 @@ __global__ void absorbed_attn_kernel(float *out, const float *q, const float *ca
             float a = acc[i] * corr;
             for (int j = 0; j < nc; j++) {
                 int pos = c0 + j;
-                a += p[j] * cache[((size_t)pt_row[pos / page_size] * page_size + (size_t)(pos % page_size)) * w + k];
+                a += p[j] * cu_kv_at(cache + ((size_t)pt_row[pos / page_size] * page_size + (size_t)(pos % page_size)) * tb,
+                                     fp8, C, k);
             }
             acc[i] = a;
         }
@@ -301,7 +307,9 @@ int cu_absorb_v2 = 1;   /* DSINFER_CUDA_ABSORB2 (read at backend creation) */
 typedef struct {
     const float *qlat;       /* [T, H, C] */
     const float *q;          /* [M, H*dqk]: q_pe read from here */
-    const float *cache;      /* [n_pages, page_size, C + dr] */
+    const unsigned char *cache;   /* [n_pages, page_size] entries of tb bytes (fp32 or the FP8 layout) */
+    size_t tb;
+    int kv_fp8;
     const int32_t *tok;      /* [T] token of each list entry; NULL: entry i is token i */
     const int32_t *positions, *tok_seq, *page_table;
     float *part;             /* [T, S, H, C] unnormalised o_lat per split */
@@ -347,9 +355,12 @@ __global__ void __launch_bounds__(FA_THREADS) mla_decode_kernel(fa_params p) {
         __syncthreads();   /* the previous chunk's readers are done; Qs/stats written */
         for (int j = warp; j < nc; j += FA_THREADS / 32) {
             int pos = base + j;
-            const float *row = p.cache + ((size_t)pt[pos / p.page_size] * p.page_size + (size_t)(pos % p.page_size)) * W;
+            const unsigned char *e = p.cache + ((size_t)pt[pos / p.page_size] * p.page_size + (size_t)(pos % p.page_size)) * p.tb;
+            const float *row = (const float *)(const void *)e;
             float *dst = Ks + j * KS;
-            if ((W & 3) == 0) {
+            if (p.kv_fp8) {
+                for (int k = lane; k < W; k += 32) dst[k] = cu_kv_at(e, 1, p.C, k);
+            } else if ((W & 3) == 0) {
                 for (int k = lane * 4; k < W; k += 128) {
                     float4 v = __ldg((const float4 *)(row + k));
                     dst[k] = v.x; dst[k + 1] = v.y; dst[k + 2] = v.z; dst[k + 3] = v.w;
@@ -471,7 +482,7 @@ __global__ void scatter_rows_kernel(float *out, const float *src, const int32_t 
     for (int c = threadIdx.x; c < n_cols; c += blockDim.x) out[(size_t)tok[i] * n_cols + c] = src[(size_t)i * n_cols + c];
 }
 
-static void attn_fused(ds_cuda_backend *cb, float *out, const float *q, const float *cache, const ds_weight *kv_b,
+static void attn_fused(ds_cuda_backend *cb, float *out, const float *q, const unsigned char *cache, const ds_weight *kv_b,
                        const int *seqs, int n_seqs) {
     const ds_config *c = cb->base.cfg;
     const ds_batch_meta *b = &cb->b;
@@ -511,8 +522,8 @@ static void attn_fused(ds_cuda_backend *cb, float *out, const float *q, const fl
     else
         absorb_q_kernel<<<dim3(H, (T + 7) / 8), 128, 0, cu_stream>>>(qlat, q, kv, tok, T, H, C, dn, dqk, hw);
     CUDA_LAUNCH_CHECK();
-    fa_params p = {qlat, q, cache, tok, cb->d_positions, cb->d_tok_seq, cb->d_page_table, part, ml,
-                   H, C, dr, dn, dqk, b->pt_stride, b->page_size, S, c->softmax_scale};
+    fa_params p = {qlat, q, cache, ds_kv_token_bytes(c), c->kv_fp8, tok, cb->d_positions, cb->d_tok_seq, cb->d_page_table,
+                   part, ml, H, C, dr, dn, dqk, b->pt_stride, b->page_size, S, c->softmax_scale};
     size_t smem = sizeof(float) * ((size_t)FA_HG * ((W + 3) & ~3) + (size_t)FA_CHUNK * (W + 1) + FA_CHUNK * FA_HG + 3 * FA_HG);
     static size_t smem_set = 0;
     if (smem > smem_set) {
@@ -534,10 +545,10 @@ static void attn_fused(ds_cuda_backend *cb, float *out, const float *q, const fl
 void cu_attn_absorbed(ds_backend *be, float *out, const float *q, const void *cache_v, const ds_weight *kv_b,
                       const int *seqs, int n_seqs) {
     if (cu_of(be)->opt.fused_attn && be->cfg->kv_lora_rank <= FA_MAX_C && be->cfg->qk_nope_head_dim <= 256) {
-        attn_fused(cu_of(be), out, q, (const float *)cache_v, kv_b, seqs, n_seqs);
+        attn_fused(cu_of(be), out, q, (const unsigned char *)cache_v, kv_b, seqs, n_seqs);
         return;
     }
-    const float *cache = (const float *)cache_v;   /* fp32 cache (FP8 KV is not on the cuda backend yet) */
+    const unsigned char *cache = (const unsigned char *)cache_v;
     ds_cuda_backend *cb = cu_of(be);
     const ds_config *c = be->cfg;
     const ds_batch_meta *b = &cb->b;
@@ -550,7 +561,8 @@ void cu_attn_absorbed(ds_backend *be, float *out, const float *q, const void *ca
         dim3 grid(T, H);
         absorbed_attn_kernel<<<grid, ABS_THREADS, smem, cu_stream>>>(out, q, cache, cu_view(kv_b), cb->d_positions,
                                                           cb->d_page_table + (size_t)s * b->pt_stride, b->page_size,
-                                                          t0, H, C, dn, dr, c->v_head_dim, c->softmax_scale);
+                                                          t0, H, C, dn, dr, c->v_head_dim, c->softmax_scale, c->kv_fp8,
+                                                          ds_kv_token_bytes(c));
         CUDA_LAUNCH_CHECK();
     }
 }

@@ -255,13 +255,46 @@ __global__ void kv_store_kernel(float *cache, const float *kv, int w, const int3
     for (int i = threadIdx.x; i < w; i += blockDim.x) dst[i] = kv[(size_t)m * w + i];
 }
 
+/* grid (M), block 128 (4 warps): token m's entry in the FP8 layout (cuda.h), the same bytes as the CPU's
+ * cpu_kv_pack_fp8: per 128-column block of the latent, scale = max(amax, 1e-12) / 448 and each value
+ * x / scale in e4m3; k_pe in bf16. One warp per block of columns. */
+__global__ void kv_store_fp8_kernel(unsigned char *cache, const float *kv, int C, int dr, size_t tb,
+                                    const int32_t *positions, const int32_t *tok_seq, const int32_t *page_table,
+                                    int pt_stride, int page_size) {
+    int m = blockIdx.x, p = positions[m], s = tok_seq[m], w = C + dr, nb = (C + 127) >> 7;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int page = page_table[(size_t)s * pt_stride + p / page_size];
+    unsigned char *dst = cache + ((size_t)page * page_size + (size_t)(p % page_size)) * tb;
+    const float *src = kv + (size_t)m * w;
+    for (int b0 = warp; b0 < nb; b0 += blockDim.x >> 5) {
+        int lo = b0 * 128, hi = lo + 128 < C ? lo + 128 : C;
+        float amax = 0.0f;
+        for (int i = lo + lane; i < hi; i += 32) amax = fmaxf(amax, fabsf(src[i]));
+        amax = cu_warp_max(amax);
+        float scale = fmaxf(amax, 1e-12f) / 448.0f;
+        if (lane < 4) dst[C + 4 * b0 + lane] = (unsigned char)(__float_as_uint(scale) >> (8 * lane));
+        for (int i = lo + lane; i < hi; i += 32) dst[i] = cu_f32_to_fp8(src[i] / scale);
+    }
+    for (int i = threadIdx.x; i < dr; i += blockDim.x) {
+        unsigned short h = cu_f32_to_bf16_bits(src[C + i]);
+        dst[C + 4 * nb + 2 * i] = (unsigned char)h;
+        dst[C + 4 * nb + 2 * i + 1] = (unsigned char)(h >> 8);
+    }
+}
+
 static void cu_kv_store(ds_backend *be, void *cache_v, const float *kv) {
-    float *cache = (float *)cache_v;   /* the cuda backend keeps an fp32 cache (FP8 KV: not yet) */
     ds_cuda_backend *cb = cu_of(be);
-    int w = be->cfg->kv_lora_rank + be->cfg->qk_rope_head_dim;
+    const ds_config *c = be->cfg;
+    int w = c->kv_lora_rank + c->qk_rope_head_dim;
     if (!cb->b.n_tokens) return;
-    kv_store_kernel<<<cb->b.n_tokens, 128, 0, cu_stream>>>(cache, kv, w, cb->d_positions, cb->d_tok_seq, cb->d_page_table,
-                                             cb->b.pt_stride, cb->b.page_size);
+    if (c->kv_fp8)
+        kv_store_fp8_kernel<<<cb->b.n_tokens, 128, 0, cu_stream>>>((unsigned char *)cache_v, kv, c->kv_lora_rank,
+                                                                   c->qk_rope_head_dim, ds_kv_token_bytes(c),
+                                                                   cb->d_positions, cb->d_tok_seq, cb->d_page_table,
+                                                                   cb->b.pt_stride, cb->b.page_size);
+    else
+        kv_store_kernel<<<cb->b.n_tokens, 128, 0, cu_stream>>>((float *)cache_v, kv, w, cb->d_positions, cb->d_tok_seq,
+                                                               cb->d_page_table, cb->b.pt_stride, cb->b.page_size);
     CUDA_LAUNCH_CHECK();
 }
 

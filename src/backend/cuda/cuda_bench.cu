@@ -19,6 +19,31 @@ __global__ void bench_fill_kernel(void *p, size_t n, uint64_t seed, int bf16) {
     }
 }
 
+/* n_tok entries of the FP8 KV layout (cuda.h): e4m3 bytes with |v| in [0.25, 3.75], scales 1/64, k_pe
+ * bf16 in [-1, 1): finite values like a real cache, so the timing sees no NaN paths. */
+__global__ void bench_fill_kv_fp8_kernel(unsigned char *cache, size_t n_tok, int C, int dr, size_t tb, uint64_t seed) {
+    int nb = (C + 127) >> 7;
+    for (size_t t = blockIdx.x; t < n_tok; t += gridDim.x) {
+        unsigned char *e = cache + t * tb;
+        for (int k = threadIdx.x; k < C + dr; k += blockDim.x) {
+            uint64_t z = seed + (t * 4096 + k + 1) * 0x9e3779b97f4a7c15ull;
+            z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+            z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+            z ^= z >> 31;
+            if (k < C) {
+                unsigned b = (unsigned)z & 0xff;
+                e[k] = (unsigned char)((b & 0x80) | ((5 + ((b >> 3) & 3)) << 3) | (b & 7));
+            } else {
+                unsigned short h = cu_f32_to_bf16_bits((float)(z >> 40) * (1.0f / 8388608.0f) - 1.0f);
+                e[C + 4 * nb + 2 * (k - C)] = (unsigned char)h;
+                e[C + 4 * nb + 2 * (k - C) + 1] = (unsigned char)(h >> 8);
+            }
+        }
+        for (int i = threadIdx.x; i < 4 * nb; i += blockDim.x)
+            e[C + i] = (unsigned char)(__float_as_uint(1.0f / 64) >> (8 * (i & 3)));
+    }
+}
+
 static void fill_random(void *p, size_t n, uint64_t seed, int bf16) {
     bench_fill_kernel<<<4096, 256, 0, cu_stream>>>(p, n, seed, bf16);
     CUDA_LAUNCH_CHECK();
@@ -117,19 +142,24 @@ extern "C" ds_status ds_cuda_bench_mla(const ds_config *cfg, int n_seqs, int ctx
     if (!be) return DS_ERR_BACKEND;
     ds_cuda_backend *cb = cu_of(be);
     int H = cfg->num_heads, C = cfg->kv_lora_rank, dr = cfg->qk_rope_head_dim, dn = cfg->qk_nope_head_dim;
-    int dv = cfg->v_head_dim, W = C + dr, ps = 64;
+    int dv = cfg->v_head_dim, ps = 64;
     int pages_per = (ctx + ps - 1) / ps, n_pages = pages_per * n_seqs;
-    size_t cache_n = (size_t)n_pages * ps * W;
+    size_t tb = ds_kv_token_bytes(cfg), cache_n = ((size_t)n_pages * ps * tb + 3) / 4;   /* floats */
     mla_ctx m;
     m.be = be;
-    m.cache = be->alloc(be, cache_n);   /* fp32 cache */
+    m.cache = be->alloc(be, cache_n);   /* fp32 cache, or the FP8 layout with cfg->kv_fp8 */
     m.q = be->alloc(be, (size_t)n_seqs * H * (dn + dr));
     m.out = be->alloc(be, (size_t)n_seqs * H * dv);
     if (!m.cache || !m.q || !m.out) {
         be->destroy(be);
         return ds_seterr(err, DS_ERR_NOMEM, "bench mla: cannot allocate the cache (%zu floats)", cache_n);
     }
-    fill_random(m.cache, cache_n, 3, 0);
+    if (cfg->kv_fp8) {
+        bench_fill_kv_fp8_kernel<<<4096, 128, 0, cu_stream>>>((unsigned char *)m.cache, (size_t)n_pages * ps, C, dr, tb, 3);
+        CUDA_LAUNCH_CHECK();
+    } else {
+        fill_random(m.cache, cache_n, 3, 0);
+    }
     fill_random(m.q, (size_t)n_seqs * H * (dn + dr), 4, 0);
     void *kvb_d = NULL;
     size_t kvb_n = (size_t)H * (dn + dv) * C;
@@ -166,7 +196,7 @@ extern "C" ds_status ds_cuda_bench_mla(const ds_config *cfg, int n_seqs, int ctx
     ds_status st = be->set_batch(be, &b, err);
     if (!st) {
         double ms = time_median(do_mla, &m, 20);
-        double bytes = (double)n_seqs * ctx * W * 4 + (double)kvb_n * 2 + (double)n_seqs * H * (dn + dr + dv) * 4;
+        double bytes = (double)n_seqs * ctx * tb + (double)kvb_n * 2 + (double)n_seqs * H * (dn + dr + dv) * 4;
         *ms_out = ms;
         *gbs = bytes / (ms * 1e-3) / 1e9;
     }

@@ -62,8 +62,14 @@ static wlist collect(const ds_config *c, ds_model_weights *w) {
 }
 
 static size_t align_up(size_t n) { return (n + WEIGHT_ALIGN - 1) / WEIGHT_ALIGN * WEIGHT_ALIGN; }
-static size_t data_bytes(const ds_weight *w) { return (size_t)w->rows * (size_t)w->cols * ds_dtype_size(w->dtype); }
+/* NVFP4 (spec 13): data U8 [rows, cols/2], its "scale" bytes are the F8_E4M3 block scales [rows, cols/16]
+ * (ds_weight.block_scale); the global scale travels in the ds_weight itself. */
+static size_t data_bytes(const ds_weight *w) {
+    if (w->dtype == DS_DTYPE_NVFP4) return (size_t)w->rows * (size_t)(w->cols / 2);
+    return (size_t)w->rows * (size_t)w->cols * ds_dtype_size(w->dtype);
+}
 static size_t scale_bytes(const ds_weight *w) {
+    if (w->dtype == DS_DTYPE_NVFP4) return (size_t)w->rows * (size_t)(w->cols / 16);
     return w->scale ? (size_t)((w->rows + 127) / 128) * (size_t)w->scale_cols * sizeof(float) : 0;
 }
 
@@ -184,10 +190,11 @@ ds_status cu_prepare_weights(ds_backend *be, ds_model_weights *w, char *err) {
             progress_show(&p, 0);
         } else {
             upload(d, x->data, db, &p);
-            if (sb) upload(s, x->scale, sb, &p);
+            if (sb) upload(s, x->dtype == DS_DTYPE_NVFP4 ? (const void *)x->block_scale : (const void *)x->scale, sb, &p);
         }
         x->data = d;
-        x->scale = sb ? (const float *)s : NULL;
+        if (x->dtype == DS_DTYPE_NVFP4) x->block_scale = (const uint8_t *)s;
+        else x->scale = sb ? (const float *)s : NULL;
     }
     if (c->tie_word_embeddings) w->lm_head = w->embed;
     CUDA_CHECK(cudaDeviceSynchronize());
@@ -209,7 +216,10 @@ ds_status ds_cuda_weight_upload(ds_backend *be, const ds_weight *host, ds_weight
     *dev = *host;
     CUDA_CHECK(cudaMemcpy(p, host->data, db, cudaMemcpyHostToDevice));
     dev->data = p;
-    if (sb) {
+    if (sb && host->dtype == DS_DTYPE_NVFP4) {
+        CUDA_CHECK(cudaMemcpy(p + align_up(db), host->block_scale, sb, cudaMemcpyHostToDevice));
+        dev->block_scale = (const uint8_t *)(p + align_up(db));
+    } else if (sb) {
         CUDA_CHECK(cudaMemcpy(p + align_up(db), host->scale, sb, cudaMemcpyHostToDevice));
         dev->scale = (const float *)(p + align_up(db));
     }

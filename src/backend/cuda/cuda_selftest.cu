@@ -1,0 +1,118 @@
+/* Host-side check of the element conversions the CUDA kernels share with the CPU backend (cuda.h: the
+ * FP8 KV entry, e4m3 and bf16 encoders, the NVFP4 decoder). They are __host__ __device__, so their
+ * logic can be compared with the CPU's functions here, bit for bit, without a GPU; on the device the
+ * same IEEE operations (division, rint, frexp, ldexp, multiply) give the same bits. Called by
+ * tests/unit/test_cuda_host.c (runs in CI). */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "backend/cuda/cuda.h"
+
+extern "C" {
+#include "core/dtype.h"
+/* from backend/cpu/cpu.h (not included here: its OpenMP pragmas are not for nvcc) */
+void cpu_kv_pack_fp8(const ds_config *cfg, const float *src, unsigned char *dst);
+void cpu_kv_unpack_fp8(const ds_config *cfg, const unsigned char *src, float *dst);
+}
+
+static int same_bits(float a, float b) { return (isnan(a) && isnan(b)) || cu_f32_bits(a) == cu_f32_bits(b); }
+
+static uint64_t mix(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Every check below adds its mismatches; the first is described in msg. */
+#define MISMATCH(...)                                                                                 \
+    do {                                                                                              \
+        if (!bad++) snprintf(msg, len, __VA_ARGS__);                                                  \
+    } while (0)
+
+extern "C" long ds_cuda_host_selftest(char *msg, size_t len) {
+    long bad = 0;
+    ds_dtype_init();
+    snprintf(msg, len, "ok");
+    /* e4m3 decode: all 256 codes */
+    for (int b = 0; b < 256; b++)
+        if (!same_bits(cu_fp8_to_f32((unsigned char)b), ds_fp8_e4m3_to_f32((uint8_t)b)))
+            MISMATCH("fp8 decode of 0x%02x: %g vs cpu %g", b, cu_fp8_to_f32((unsigned char)b), ds_fp8_e4m3_to_f32((uint8_t)b));
+    /* e4m3 and bf16 encode: every 97th float bit pattern (44M values: all exponents, signs, NaN, inf)
+     * and the rounding ties of e4m3 around every code */
+    for (uint64_t u = 0; u < (1ull << 32); u += 97) {
+        float x = cu_bits_f32((unsigned)u);
+        if (cu_f32_to_fp8(x) != ds_f32_to_fp8_e4m3(x)) MISMATCH("fp8 encode of %a: 0x%02x vs cpu 0x%02x", x, cu_f32_to_fp8(x), ds_f32_to_fp8_e4m3(x));
+        if (cu_f32_to_bf16_bits(x) != ds_f32_to_bf16(x)) MISMATCH("bf16 encode of %a", x);
+    }
+    for (int b = 0; b < 255; b++) {
+        float lo = ds_fp8_e4m3_to_f32((uint8_t)b), hi = ds_fp8_e4m3_to_f32((uint8_t)(b + 1));
+        if (isnan(lo) || isnan(hi) || (b & 0x7f) == 0x7f) continue;
+        float mid = 0.5f * (lo + hi);
+        float xs[3] = {mid, nextafterf(mid, -INFINITY), nextafterf(mid, INFINITY)};
+        for (int i = 0; i < 3; i++)
+            if (cu_f32_to_fp8(xs[i]) != ds_f32_to_fp8_e4m3(xs[i])) MISMATCH("fp8 encode of the tie %a", xs[i]);
+    }
+    /* e2m1 codes */
+    for (unsigned c = 0; c < 16; c++)
+        if (!same_bits(cu_e2m1(c), ds_e2m1_values[c])) MISMATCH("e2m1 code %u: %g vs cpu %g", c, cu_e2m1(c), ds_e2m1_values[c]);
+    /* FP8 KV entries packed by the CPU, read back element by element: C = 512 (V3) and C = 199 (two
+     * scale blocks, the second partial, odd byte offsets) */
+    int Cs[2] = {512, 199};
+    for (int ci = 0; ci < 2; ci++) {
+        ds_config c;
+        memset(&c, 0, sizeof c);
+        c.kv_lora_rank = Cs[ci];
+        c.qk_rope_head_dim = 64;
+        c.kv_fp8 = 1;
+        int W = c.kv_lora_rank + c.qk_rope_head_dim;
+        size_t tb = ds_kv_token_bytes(&c);
+        unsigned char *e = (unsigned char *)malloc(tb * 3);
+        float *src = (float *)malloc(sizeof(float) * W), *ref = (float *)malloc(sizeof(float) * W);
+        for (int t = 0; t < 3; t++) {
+            for (int k = 0; k < W; k++) src[k] = (float)((int64_t)(mix(t * 1000003ull + k) % 2000001) - 1000000) * (t + 1) * 1e-6f;
+            cpu_kv_pack_fp8(&c, src, e + t * tb);
+            cpu_kv_unpack_fp8(&c, e + t * tb, ref);
+            for (int k = 0; k < W; k++)
+                if (!same_bits(cu_kv_at(e + t * tb, 1, c.kv_lora_rank, k), ref[k]))
+                    MISMATCH("kv entry C=%d token %d element %d: %g vs cpu %g", Cs[ci], t, k,
+                             cu_kv_at(e + t * tb, 1, c.kv_lora_rank, k), ref[k]);
+            /* the packer's arithmetic as the kernel does it: per block scale, x / scale in e4m3 */
+            for (int b0 = 0; b0 * 128 < c.kv_lora_rank; b0++) {
+                int lo = b0 * 128, hi = lo + 128 < c.kv_lora_rank ? lo + 128 : c.kv_lora_rank;
+                float amax = 0.0f;
+                for (int i = lo; i < hi; i++) amax = fmaxf(amax, fabsf(src[i]));
+                float scale = fmaxf(amax, 1e-12f) / 448.0f;
+                if (cu_f32_bits(scale) != cu_f32_bits(cu_ld_f32_bytes(e + t * tb + c.kv_lora_rank + 4 * b0)))
+                    MISMATCH("kv scale C=%d block %d", Cs[ci], b0);
+                for (int i = lo; i < hi; i++)
+                    if (cu_f32_to_fp8(src[i] / scale) != e[t * tb + i]) MISMATCH("kv code C=%d element %d", Cs[ci], i);
+            }
+        }
+        free(e);
+        free(src);
+        free(ref);
+    }
+    /* an NVFP4 weight [3, 48]: every element against the CPU's row decoder */
+    {
+        enum { R = 3, K = 48 };
+        uint8_t q[R * K / 2], bs[R * K / 16];
+        for (int i = 0; i < R * K / 2; i++) q[i] = (uint8_t)mix(i + 7);
+        for (int i = 0; i < R * K / 16; i++) bs[i] = (uint8_t)(0x28 + (mix(i + 99) % 0x30));
+        ds_weight w;
+        memset(&w, 0, sizeof w);
+        w.dtype = DS_DTYPE_NVFP4;
+        w.rows = R;
+        w.cols = K;
+        w.data = q;
+        w.block_scale = bs;
+        w.global_scale = 0.013f;
+        cu_wview v = cu_view(&w);
+        float row[K];
+        for (int r = 0; r < R; r++) {
+            ds_weight_row_f32(&w, r, row);
+            for (int k = 0; k < K; k++)
+                if (!same_bits(cu_w_nvfp4(v, r, k), row[k])) MISMATCH("nvfp4 [%d, %d]: %g vs cpu %g", r, k, cu_w_nvfp4(v, r, k), row[k]);
+        }
+    }
+    return bad;
+}
