@@ -4,7 +4,9 @@
 #     the FP8 KV cache (kv_store byte-exact, attention over FP8 pages) and NVFP4 weights (issue 4, 9);
 #  2. test_cuda_golden: the fixtures incl. tiny-v3-nvfp4, and FP8 KV on the demo model (issue 9);
 #  3. compute-sanitizer memcheck over the small shapes (the new kernels included);
-#  4. the MLA decode op with an fp32 and an FP8 cache; decode throughput with both caches (issue 9).
+#  4. the MLA decode op with an fp32 and an FP8 cache; decode throughput with both caches (issue 9);
+#  5. W8A8 (DSINFER_CUDA_FP8_GEMM=1): the V3 GEMM shapes alone (`dsinfer bench --ops`), its accuracy on
+#     the trained demo-fp8 model against the CPU (`dsinfer compare`), V2-Lite FP8 prefill (issue 8).
 # Binaries carried in .deps/bin with .deps/lib (dev/cuda/README.md): dsinfer, test_cuda_{ops,golden,host}.
 # Logs under $OUT, line-buffered; a summary prints last.
 set -u
@@ -15,7 +17,7 @@ step() { local name=$1 t=$2; shift 2; local t0=$(date +%s%N)
   stdbuf -oL -eL timeout "$t" "$@" >"$OUT/$name.log" 2>&1; local rc=$?
   local dt=$(( ($(date +%s%N) - t0) / 1000000 ))
   summary+=$(printf '%-12s rc=%-3s %6d ms' "$name" "$rc" "$dt")$'\n'
-  echo "== $name rc=$rc ${dt} ms"; grep -E "^(decode|prefill|mla|ceil|model)|M=4096|kv8|NVFP4|FP8 KV|FAIL|fail|rror|: ok" "$OUT/$name.log" | tail -n 45; }
+  echo "== $name rc=$rc ${dt} ms"; grep -E "^(decode|prefill|mla|ceil|model|geomean|KL|top|perplex)|M=4096|kv8|NVFP4|FP8 KV|FAIL|fail|rror|: ok" "$OUT/$name.log" | tail -n 45; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 step host 20 $B/test_cuda_host
 step ops 200 $B/test_cuda_ops
@@ -25,4 +27,9 @@ step mla32 30 $B/dsinfer bench --mla --bw 1 --tflops 1
 step mla8 30 $B/dsinfer bench --mla --bw 1 --tflops 1 --kv-cache-dtype fp8
 step dec32 60 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 1K,4K --prompt '' --steps 8 --csv $CSV --label kv-fp32
 step dec8 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_FP8_KV=1 $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 1K,4K --prompt '' --steps 8 --csv $CSV --kv-cache-dtype fp8 --label kv-fp8
+step ops_bench 200 $B/dsinfer bench --ops --ops-m 1,64,128,4096 --csv $OUT/ops.csv --label w8a8-cublaslt
+step cmp_w8a8 60 env DSINFER_CUDA_FP8_GEMM=1 $B/dsinfer compare --model models/demo-fp8 --backend cuda --file tests/data/demo-heldout.txt --ctx 256
+step cmp_w8a16 60 $B/dsinfer compare --model models/demo-fp8 --backend cuda --file tests/data/demo-heldout.txt --ctx 256
+step pre_w8a8 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_FP8_GEMM=1 $B/dsinfer bench --dtype fp8 --batch '' --ctx '' --prompt 512,2K,8K --steps 4 --csv $CSV --label w8a8
+step pre_w8a16 60 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch '' --ctx '' --prompt 512,2K,8K --steps 4 --csv $CSV --label w8a16-tc
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

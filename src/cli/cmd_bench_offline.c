@@ -33,7 +33,8 @@ typedef struct {
     const char *model, *dtype, *csv, *label, *kv;   /* kv: --kv-cache-dtype, "auto" or "fp8" */
     char dtype_col[24];                              /* the table's dtype column: weights, "+kv8" for an FP8 cache */
     int batches[MAX_LIST], n_batches, ctxs[MAX_LIST], n_ctxs, prompts[MAX_LIST], n_prompts;
-    int steps, ceilings_only, mla;
+    int steps, ceilings_only, mla, ops;
+    int ops_ms[MAX_LIST], n_ops_ms;                   /* --ops-m */
     double bw_gbs, tflops;
 } bench_opts;
 
@@ -237,6 +238,8 @@ static void usage(void) {
             "                     [--kv-cache-dtype auto|fp8]\n"
             "       dsinfer bench --ceilings        measure copy bandwidth and the BF16 matrix rate only\n"
             "       dsinfer bench --mla             the absorbed MLA decode op alone (64 seqs x 4K, 16 and 128 heads)\n"
+            "       dsinfer bench --ops [--ops-m 1,64,128,4096]  the FP8 GEMMs of the V3 shapes alone: W8A8 as the\n"
+            "                                       engine runs it, cuBLASLt block-scaled FP8, cuBLAS BF16\n"
             "       dsinfer bench serve ...         load-test a running server (dsinfer bench serve --help)\n"
             "  Offline throughput on the CUDA backend with dummy weights (default configs/deepseek-v2-lite.json);\n"
             "  --batch/--ctx/--prompt take comma lists (0 rows: give an empty list as ''); each row prints its\n"
@@ -247,12 +250,14 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
     static const struct option lo[] = {
         {"model", 1, 0, 'm'}, {"dtype", 1, 0, 'd'}, {"batch", 1, 0, 'b'}, {"ctx", 1, 0, 'c'}, {"prompt", 1, 0, 'p'},
         {"steps", 1, 0, 's'}, {"csv", 1, 0, 'o'}, {"label", 1, 0, 'l'}, {"bw", 1, 0, 'w'}, {"tflops", 1, 0, 't'},
-        {"ceilings", 0, 0, 'C'}, {"mla", 0, 0, 'A'}, {"kv-cache-dtype", 1, 0, 'k'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"ceilings", 0, 0, 'C'}, {"mla", 0, 0, 'A'}, {"kv-cache-dtype", 1, 0, 'k'}, {"ops", 0, 0, 'O'},
+        {"ops-m", 1, 0, 'M'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     *o = (bench_opts){.model = "configs/deepseek-v2-lite.json", .dtype = "bf16", .label = "dsinfer", .steps = 16,
                       .kv = "auto"};
     o->n_batches = parse_list("1,8,32,64,128,256", o->batches);
     o->n_ctxs = parse_list("1024,4096", o->ctxs);
     o->n_prompts = parse_list("512,2048,8192", o->prompts);
+    o->n_ops_ms = parse_list("1,64,128,4096", o->ops_ms);
     optind = 1;
     int ch;
     while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -270,11 +275,13 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
         case 'C': o->ceilings_only = 1; break;
         case 'A': o->mla = 1; break;
         case 'k': o->kv = optarg; break;
+        case 'O': o->ops = 1; break;
+        case 'M': o->n_ops_ms = parse_list(optarg, o->ops_ms); break;
         case 'h': usage(); return 1;
         default: usage(); return 2;
         }
     }
-    if (o->n_batches < 0 || o->n_ctxs < 0 || o->n_prompts < 0 || o->steps <= 0 ||
+    if (o->n_batches < 0 || o->n_ctxs < 0 || o->n_prompts < 0 || o->n_ops_ms <= 0 || o->steps <= 0 ||
         (strcmp(o->dtype, "bf16") && strcmp(o->dtype, "fp8"))) {
         fprintf(stderr, "dsinfer bench: bad lists, --steps or --dtype (bf16 or fp8)\n");
         return 2;
@@ -288,6 +295,64 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
 }
 
 #ifdef DS_HAVE_CUDA
+/* The GEMM shapes of issue 8 (DeepSeek-V3, N x K): q_a + kv_a fused, q_b, kv_b, o, dense gate/up (one of
+ * the two), expert down, router, lm_head. */
+static const int OPS_SHAPES[][2] = {{2112, 7168}, {24576, 1536}, {32768, 512}, {7168, 16384},
+                                    {4096, 7168}, {7168, 2048}, {256, 7168}, {129280, 7168}};
+
+static double tflops_of(const ds_ops_row *r, double us) { return 2.0 * r->M * (double)r->N * r->K / (us * 1e-6) / 1e12; }
+
+static int run_ops(const ds_config *cfg, const bench_opts *o) {
+    char err[DS_ERRLEN];
+    double fp8_peak = 0;
+    if (ds_cuda_fp8_peak(&fp8_peak, err)) { fprintf(stderr, "dsinfer bench --ops: %s\n", err); return 1; }
+    printf("ceilings: FP8 GEMM 8192^3 (cuBLASLt, per-tensor scale) %.1f TFLOP/s, BF16 GEMM %.1f TFLOP/s\n", fp8_peak,
+           o->tflops);
+    FILE *csv = NULL;
+    if (o->csv && !(csv = fopen(o->csv, "a"))) { fprintf(stderr, "dsinfer bench: cannot open %s\n", o->csv); return 1; }
+    if (csv) {
+        fseek(csv, 0, SEEK_END);
+        if (ftell(csv) == 0) fprintf(csv, "label,N,K,M,engine_us,engine_tflops,lt_us,lt_tflops,lt_ok,bf16_us,bf16_tflops,fp8_peak,bf16_peak\n");
+    }
+    printf("%-13s %5s | %9s %8s %6s | %9s %8s %6s | %6s | %9s %8s %6s\n", "N x K", "M", "engine us", "TFLOP/s", "%fp8",
+           "cuBLASLt", "TFLOP/s", "%fp8", "ratio", "BF16 us", "TFLOP/s", "%bf16");
+    double lg_eng[MAX_LIST] = {0}, lg_lt[MAX_LIST] = {0};
+    int n_lg[MAX_LIST] = {0};
+    int n_shapes = (int)(sizeof OPS_SHAPES / sizeof OPS_SHAPES[0]);
+    for (int si = 0; si < n_shapes; si++) {
+        ds_ops_row rows[MAX_LIST];
+        if (ds_cuda_bench_ops(cfg, OPS_SHAPES[si][0], OPS_SHAPES[si][1], o->ops_ms, o->n_ops_ms, rows, err)) {
+            fprintf(stderr, "dsinfer bench --ops: %s\n", err);
+            if (csv) fclose(csv);
+            return 1;
+        }
+        for (int i = 0; i < o->n_ops_ms; i++) {
+            const ds_ops_row *r = &rows[i];
+            double te = tflops_of(r, r->w8a8_us), tl = r->lt_ok ? tflops_of(r, r->lt_us) : 0, tb = tflops_of(r, r->bf16_us);
+            char nk[32];
+            snprintf(nk, sizeof nk, "%dx%d", r->N, r->K);
+            printf("%-13s %5d | %9.1f %8.1f %5.1f%% | %9.1f %8.1f %5.1f%% | %6.2f | %9.1f %8.1f %5.1f%%\n", nk, r->M,
+                   r->w8a8_us, te, 100 * te / fp8_peak, r->lt_ok ? r->lt_us : 0.0, tl, 100 * tl / fp8_peak,
+                   r->lt_ok ? te / tl : 0.0, r->bf16_us, tb, o->tflops > 0 ? 100 * tb / o->tflops : 0.0);
+            if (csv)
+                fprintf(csv, "%s,%d,%d,%d,%.2f,%.2f,%.2f,%.2f,%d,%.2f,%.2f,%.1f,%.1f\n", o->label, r->N, r->K, r->M,
+                        r->w8a8_us, te, r->lt_us, tl, r->lt_ok, r->bf16_us, tb, fp8_peak, o->tflops);
+            if (r->lt_ok) {
+                lg_eng[i] += log(te);
+                lg_lt[i] += log(tl);
+                n_lg[i]++;
+            }
+        }
+    }
+    for (int i = 0; i < o->n_ops_ms; i++)
+        if (n_lg[i])
+            printf("geomean M=%-5d over %d shapes: engine %.1f TFLOP/s, cuBLASLt block-scaled %.1f TFLOP/s (%.1f%% of FP8 peak)\n",
+                   o->ops_ms[i], n_lg[i], exp(lg_eng[i] / n_lg[i]), exp(lg_lt[i] / n_lg[i]),
+                   100 * exp(lg_lt[i] / n_lg[i]) / fp8_peak);
+    if (csv) fclose(csv);
+    return 0;
+}
+
 static int run_mla(const ds_config *base) {
     char err[DS_ERRLEN];
     int heads[2] = {16, 128};
@@ -332,6 +397,7 @@ int cli_bench_offline(int argc, char **argv) {
     if (st) { fprintf(stderr, "dsinfer bench: %s\n", err); free(json); return 1; }
     cfg.kv_fp8 = !strcmp(o.kv, "fp8");   /* the rooflines' KV bytes (ds_kv_token_bytes) and --mla's cache */
     if (o.mla) { free(json); return run_mla(&cfg); }
+    if (o.ops) { free(json); return run_ops(&cfg, &o); }
     /* the engine reads the (possibly FP8-patched) config from a temporary file */
     char path[] = "/tmp/dsinfer-bench-XXXXXX.json";
     int fd = mkstemps(path, 5);

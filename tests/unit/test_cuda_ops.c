@@ -45,6 +45,8 @@ int main(void) { test_skip("built without CUDA (nvcc not found at build time)");
 #define THR_ATTN 1e-9
 #define THR_MOE 1e-8
 #define THR_TC 1e-4            /* BF16 tensor cores: activations rounded to bf16 (NMSE ~1e-6 expected) */
+#define THR_W8A8 1e-6          /* FP8 GEMM vs a CPU reference quantizing x the same way: FP8 tensor-core
+                                  accumulation inside each 128-block (~14 bits), fp32 across blocks */
 #define REF_FULL_MACS 5e11   /* above this many multiply-adds the CPU reference runs on sampled rows */
 #define REF_ROWS 192           /* rows sampled (the first and the last always among them) */
 static int max_m = 1 << 30;    /* DSINFER_OPS_MAX_M */
@@ -481,6 +483,62 @@ static void check_linear_on(setup *s, const char *what, int N, int K, ds_dtype d
     if (tc) gpu->destroy(gpu);
 }
 
+/* x quantized per row x 128 columns as the W8A8 path does (cuda_fp8gemm.cu, spec 12.2), dequantized. */
+static void act_quant_ref(float *dst, const float *x, int M, int K) {
+    for (int m = 0; m < M; m++)
+        for (int b0 = 0; b0 < K; b0 += 128) {
+            const float *r = x + (size_t)m * K + b0;
+            float amax = 0.0f;
+            for (int k = 0; k < 128; k++) amax = fmaxf(amax, fabsf(r[k]));
+            float sc = fmaxf(amax, 1e-4f) / 448.0f;
+            for (int k = 0; k < 128; k++)
+                dst[(size_t)m * K + b0 + k] = ds_fp8_e4m3_to_f32(ds_f32_to_fp8_e4m3(r[k] / sc)) * sc;
+        }
+}
+
+/* W8A8 (DSINFER_CUDA_FP8_GEMM=1, cuBLASLt block-scaled FP8) on a second CUDA backend, against the CPU
+ * linear of the same weight on x quantized the same way (THR_W8A8); the distance to the fp32-activation
+ * result is printed (the accuracy cost of quantizing activations, not a check). M not a multiple of 4
+ * exercises the padding. */
+static void check_linear_w8a8(setup *s, const char *what, int N, int K, const int *Ms, int nM) {
+    char err[DS_ERRLEN];
+    setenv("DSINFER_CUDA_FP8_GEMM", "1", 1);
+    ds_backend *gpu = ds_backend_cuda_new(&s->cfg, err);
+    unsetenv("DSINFER_CUDA_FP8_GEMM");
+    if (!gpu) { CHECKF(0, "%s", err); return; }
+    wpair w = mk_weight(s, N, K, DS_DTYPE_F8_E4M3, 0.5f / sqrtf((float)K), what);
+    for (int i = 0; i < nM; i++) {
+        int M = Ms[i];
+        if (M > max_m) continue;
+        prime(s, M);
+        buf x = buf_new(s, (size_t)M * K), out = buf_new(s, (size_t)M * N);
+        buf_rand(&x, 1.0f);
+        for (int m = 0; m < M; m++) x.h[(size_t)m * K + (size_t)(m % K)] *= 40.0f;   /* an outlier per row */
+        ds_cuda_from_host(NULL, x.d, x.h, x.n + PAD);
+        buf_poison(&out);
+        gpu->linear(gpu, out.d, x.d, &w.d, M);
+        float *xq = malloc(sizeof(float) * (size_t)M * K), *exact = malloc(sizeof(float) * (size_t)M * N);
+        act_quant_ref(xq, x.h, M, K);
+        s->cpu->linear(s->cpu, exact, x.h, &w.h, M);
+        s->cpu->linear(s->cpu, out.h, xq, &w.h, M);
+        double num = 0, den = 0;
+        for (size_t k = 0; k < (size_t)M * N; k++) {
+            num += ((double)out.h[k] - exact[k]) * ((double)out.h[k] - exact[k]);
+            den += (double)exact[k] * exact[k];
+        }
+        printf("  %-8s W8A8 %s: activation quantization alone moves the output by nmse %.2e\n", s->name, what, num / den);
+        char name[96];
+        snprintf(name, sizeof name, "linear W8A8 %s", what);
+        compare(s, name, M, &out, THR_W8A8, 0);
+        free(xq);
+        free(exact);
+        buf_free(s, &x);
+        buf_free(s, &out);
+    }
+    free_weight(&w);
+    gpu->destroy(gpu);
+}
+
 static void check_linear(setup *s, const char *what, int N, int K, ds_dtype dt, const int *Ms, int nM) {
     check_linear_on(s, what, N, K, dt, Ms, nM, 0);
 }
@@ -816,6 +874,12 @@ static void run_v3(void) {
     const int tcm[] = {128};
     check_linear_on(&s, "q_a", 1536, 7168, DS_DTYPE_F8_E4M3, tcm, NM(tcm), 1);
     check_linear(&s, "gate/up", 18432, 7168, DS_DTYPE_NVFP4, all, NM(all));
+    /* W8A8 at the V3 shapes of issue 8 (q_a+kv_a fused 2112, q_b, kv_b, o, dense gate/up 2x, expert down) */
+    const int w8m[] = {9, 131, 1024};
+    struct { const char *n; int N, K; } W8[] = {{"q_a+kv_a", 2112, 7168}, {"q_b", 24576, 1536}, {"kv_b", 32768, 512},
+                                               {"o", 7168, 16384}, {"expert down", 7168, 2048},
+                                               {"v2l down", 2048, 1408}};
+    for (int i = 0; i < NM(W8); i++) check_linear_w8a8(&s, W8[i].n, W8[i].N, W8[i].K, w8m, NM(w8m));
     check_moe(&s, all, NM(all));
     check_sample(&s);
     free_setup(&s);
@@ -859,6 +923,9 @@ static void run_odd(const char *name, const char *path, int heads) {
     check_linear_on(&s, "odd", 200, 300, DS_DTYPE_F8_E4M3, tcm, NM(tcm), 1);
     check_linear_on(&s, "odd", 129, 77, DS_DTYPE_BF16, tcm, NM(tcm), 1);
     check_linear_on(&s, "odd", 200, 304, DS_DTYPE_NVFP4, tcm, NM(tcm), 1);
+    const int w8m[] = {9, 63};
+    check_linear_w8a8(&s, "odd", 132, 512, w8m, NM(w8m));   /* K/128 = 4: the scales used in place */
+    check_linear_w8a8(&s, "odd", 260, 384, w8m, NM(w8m));   /* K/128 = 3: re-packed scales, partial N block */
     for (int i = 0; i < NM(Ms); i++) check_attention(&s, Ms[i], 23);
     check_mlp(&s, s.cfg.intermediate_size > 512 ? 333 : s.cfg.intermediate_size, Ms, NM(Ms));
     for (int i = 0; i < NM(Ms); i++) check_route(&s, Ms[i]);

@@ -8,6 +8,7 @@
 #ifndef DS_BACKEND_CUDA_H
 #define DS_BACKEND_CUDA_H
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -60,9 +61,12 @@ void cu_ws_free(cu_ws *w);
  *   DSINFER_CUDA_VEC_GEMV=0  the scalar GEMV (default 1: 16-byte weight loads, fused gate/up/SiLU).
  *   DSINFER_CUDA_GEMV2=0     the first vectorised GEMV (one warp per row, two loads in flight per lane);
  *                            default 1: GEMV v2 (up to 8 independent 16-byte loads per lane, split-K
- *                            across warps when rows are few). Only with VEC_GEMV on. */
+ *                            across warps when rows are few). Only with VEC_GEMV on.
+ *   DSINFER_CUDA_FP8_GEMM=1  W8A8 for FP8 weights at M > GEMV_MAX_M (cuda_fp8gemm.cu): activations
+ *                            quantized per token x 128 columns (spec 12.2), cuBLASLt's block-scaled FP8
+ *                            GEMM (spec 12.5). Default 0: activations stay fp32 (W8A16, exact). */
 typedef struct {
-    int tc, graphs, fused_attn, moe_grouped, moe_grouped_max_m, vec_gemv;
+    int tc, graphs, fused_attn, moe_grouped, moe_grouped_max_m, vec_gemv, fp8_gemm;
 } cu_opts;
 
 typedef struct {
@@ -96,6 +100,9 @@ typedef struct {
     cu_ws ws_tc;                /* BF16 activations and dequantized BF16 weight tiles */
     cu_ws ws_abs;               /* absorbed attention: q_lat, split partials, o_lat, token list */
     cu_ws ws_moe2;              /* grouped MoE: intermediates and expert outputs */
+    cublasLtHandle_t lt;        /* cuBLASLt (FP8 block-scaled GEMM), created at first use */
+    cu_ws ws_fp8;               /* W8A8: quantized activations, their scales, the padded output */
+    void *lt_ws;                /* fixed cuBLASLt workspace (LT_WS_BYTES) */
     struct cu_moe_tab *moe_tabs;   /* per MoE layer: device table of expert weight views */
     int n_moe_tabs;
     struct cu_graphs *graphs;   /* captured decode steps (cuda_graph.cu) */
@@ -230,6 +237,18 @@ static inline unsigned cu_blocks(size_t n, unsigned threads) { return (unsigned)
 
 /* ---- ops implemented across the .cu files ------------------------------------------------------- */
 void cu_linear(ds_backend *be, float *out, const float *x, const ds_weight *w, int M);
+/* W8A8 (cuda_fp8gemm.cu): 1 if w can take the block-scaled FP8 path (FP8 with 128x128 scales, K a
+ * multiple of 128, N a multiple of 4, scale rows a multiple of 4 floats); then cu_linear_fp8 computes
+ * out[M, N] = q(x) . W^T with x quantized per token x 128 columns, or returns 0 having done nothing
+ * (no cuBLASLt algorithm for the shape: the caller takes another path). */
+int cu_fp8_gemm_ok(const ds_weight *w);
+int cu_linear_fp8(ds_cuda_backend *cb, float *out, const float *x, const ds_weight *w, int M);
+/* Its two halves (also timed apart by `dsinfer bench --ops`): x [M, K] to q [Mp, K] e4m3 with scales
+ * s [K/128][Mp] (rows M..Mp-1 zero); d [Mp, N] = the block-scaled GEMM (0: no algorithm). */
+void cu_act_quant_fp8(unsigned char *q, float *s, const float *x, int M, int Mp, int K);
+int cu_fp8_gemm_quantized(ds_cuda_backend *cb, float *d, const unsigned char *q, const float *s, const ds_weight *w,
+                          int Mp);
+void cu_fp8_free(ds_cuda_backend *cb);
 void cu_mlp(ds_backend *be, float *out, const float *x, const ds_weight *gate, const ds_weight *up,
             const ds_weight *down, int M);
 void cu_attn_naive(ds_backend *be, float *out, const float *q, const void *cache_v, const ds_weight *kv_b,

@@ -51,6 +51,17 @@ ds_status ds_cuda_ceilings(double *copy_gbs, double *bf16_tflops, char *err);
 /* The absorbed MLA decode op alone (cfg's heads and widths; fp32 latent cache of n_seqs x ctx tokens in
  * shuffled pages; kv_b BF16): median ms and GB/s (cache + kv_b + q/out bytes over time). */
 ds_status ds_cuda_bench_mla(const ds_config *cfg, int n_seqs, int ctx, double *ms, double *gbs, char *err);
+/* `dsinfer bench --ops` (issue 8): one FP8 weight [N, K] (K % 128 == 0, N % 4 == 0, random codes, scales
+ * 1/256) and, per M of Ms, the median microseconds of: the W8A8 linear as the engine runs it (activation
+ * quantization + cuBLASLt block-scaled FP8, DSINFER_CUDA_FP8_GEMM=1), cuBLASLt's block-scaled GEMM alone on
+ * quantized activations (lt_ok 0: no algorithm), and cuBLAS's BF16 GEMM of the same shape. */
+typedef struct {
+    int N, K, M, lt_ok;
+    double w8a8_us, lt_us, bf16_us;
+} ds_ops_row;
+ds_status ds_cuda_bench_ops(const ds_config *cfg, int N, int K, const int *Ms, int nM, ds_ops_row *rows, char *err);
+/* The FP8 matrix rate (TFLOP/s): cuBLASLt E4M3 GEMM 8192^3, per-tensor scales, BF16 output. */
+ds_status ds_cuda_fp8_peak(double *tflops, char *err);
 
 #ifdef __cplusplus
 }

@@ -319,6 +319,7 @@ static void cu_destroy(ds_backend *be) {
     cudaDeviceSynchronize();
     cu_graphs_free(cb);
     cu_moe_tabs_free(cb);
+    cu_fp8_free(cb);
     cu_ws *ws[] = {&cb->ws_meta, &cb->ws_deq, &cb->ws_rows, &cb->ws_attn, &cb->ws_mlp, &cb->ws_moe, &cb->ws_sample,
                    &cb->ws_tc, &cb->ws_abs, &cb->ws_moe2};
     for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) cu_ws_free(ws[i]);
@@ -348,6 +349,7 @@ static cu_opts cu_opts_read(void) {
     o.moe_grouped = env_int("DSINFER_CUDA_MOE_GROUPED", 1);
     o.moe_grouped_max_m = env_int("DSINFER_CUDA_MOE_GROUPED_MAX_M", 256);
     o.vec_gemv = env_int("DSINFER_CUDA_VEC_GEMV", 1);
+    o.fp8_gemm = env_int("DSINFER_CUDA_FP8_GEMM", 0);
     return o;
 }
 

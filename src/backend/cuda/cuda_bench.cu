@@ -207,3 +207,182 @@ extern "C" ds_status ds_cuda_bench_mla(const ds_config *cfg, int n_seqs, int ctx
     be->destroy(be);
     return st;
 }
+
+/* ---- `dsinfer bench --ops`: the GEMMs of issue 8 alone ---------------------------------------------- */
+
+/* n bytes of valid e4m3 codes (|v| in [0.25, 3.75], no NaN) */
+__global__ void bench_fill_fp8_kernel(unsigned char *p, size_t n, uint64_t seed) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        uint64_t z = seed + (i + 1) * 0x9e3779b97f4a7c15ull;
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        unsigned b = (unsigned)(z ^ (z >> 31)) & 0xff;
+        p[i] = (unsigned char)((b & 0x80) | ((5 + ((b >> 3) & 3)) << 3) | (b & 7));
+    }
+}
+
+__global__ void bench_const_kernel(float *p, size_t n, float v) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) p[i] = v;
+}
+
+typedef struct {
+    ds_backend *be;
+    ds_weight w;               /* FP8 [N, K] with scales, on the device */
+    float *x, *out;            /* [M, K], [Mp, N] */
+    unsigned char *q;          /* [Mp, K] */
+    float *s;                  /* [K/128][Mp] */
+    const void *wb, *xb;       /* BF16 weight [N, K] and activations [M, K] */
+    int M, Mp;
+    int ok;
+} ops_ctx;
+
+static void do_w8a8(void *c) {
+    ops_ctx *o = (ops_ctx *)c;
+    o->be->linear(o->be, o->out, o->x, &o->w, o->M);
+}
+static void do_lt_only(void *c) {
+    ops_ctx *o = (ops_ctx *)c;
+    o->ok = cu_fp8_gemm_quantized(cu_of(o->be), o->out, o->q, o->s, &o->w, o->Mp);
+}
+static void do_bf16(void *c) {
+    ops_ctx *o = (ops_ctx *)c;
+    const float one = 1.0f, zero = 0.0f;
+    ds_cuda_backend *cb = cu_of(o->be);
+    CUBLAS_CHECK(cublasGemmEx(cb->cublas_tc, CUBLAS_OP_T, CUBLAS_OP_N, o->w.rows, o->M, o->w.cols, &one, o->wb, CUDA_R_16BF,
+                              o->w.cols, o->xb, CUDA_R_16BF, o->w.cols, &zero, o->out, CUDA_R_32F, o->w.rows,
+                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+extern "C" ds_status ds_cuda_bench_ops(const ds_config *cfg, int N, int K, const int *Ms, int nM, ds_ops_row *rows,
+                                       char *err) {
+    if (K % 128 || N % 4) return ds_seterr(err, DS_ERR_ARG, "bench ops: N %% 4 and K %% 128 must be 0 (N=%d K=%d)", N, K);
+    setenv("DSINFER_CUDA_FP8_GEMM", "1", 1);
+    ds_backend *be = ds_backend_cuda_new(cfg, err);
+    unsetenv("DSINFER_CUDA_FP8_GEMM");
+    if (!be) return DS_ERR_BACKEND;
+    int Mmax = 4;
+    for (int i = 0; i < nM; i++) Mmax = Ms[i] > Mmax ? Ms[i] : Mmax;
+    int Mpmax = (Mmax + 3) & ~3, L = K / 128, SR = (N + 127) / 128;
+    ops_ctx o;
+    memset(&o, 0, sizeof o);
+    o.be = be;
+    void *wq = NULL, *ws = NULL, *wb = NULL, *xb = NULL, *q = NULL, *s = NULL;
+    size_t need = (size_t)N * K * 3 + (size_t)Mpmax * K * 7 + (size_t)Mpmax * N * 4;
+    if (cudaMalloc(&wq, (size_t)N * K) != cudaSuccess || cudaMalloc(&ws, sizeof(float) * (size_t)SR * L) != cudaSuccess ||
+        cudaMalloc(&wb, (size_t)N * K * 2) != cudaSuccess || cudaMalloc(&xb, (size_t)Mpmax * K * 2) != cudaSuccess ||
+        cudaMalloc(&q, (size_t)Mpmax * K) != cudaSuccess || cudaMalloc(&s, sizeof(float) * (size_t)L * Mpmax) != cudaSuccess) {
+        cudaGetLastError();
+        be->destroy(be);
+        return ds_seterr(err, DS_ERR_NOMEM, "bench ops: cannot allocate about %.1f GiB for N=%d K=%d M=%d", need / 1073741824.0,
+                         N, K, Mmax);
+    }
+    void *own[] = {wq, ws, wb, xb, q, s};
+    for (int i = 0; i < 6; i++) cu_own(cu_of(be), own[i]);
+    bench_fill_fp8_kernel<<<4096, 256, 0, cu_stream>>>((unsigned char *)wq, (size_t)N * K, 11);
+    CUDA_LAUNCH_CHECK();
+    bench_const_kernel<<<64, 256, 0, cu_stream>>>((float *)ws, (size_t)SR * L, 1.0f / 256);
+    CUDA_LAUNCH_CHECK();
+    fill_random(wb, (size_t)N * K, 12, 1);
+    fill_random(xb, (size_t)Mpmax * K, 13, 1);
+    o.w.dtype = DS_DTYPE_F8_E4M3;
+    o.w.rows = N;
+    o.w.cols = K;
+    o.w.data = wq;
+    o.w.scale = (const float *)ws;
+    o.w.scale_cols = L;
+    o.w.name = "bench";
+    o.wb = wb;
+    o.xb = xb;
+    o.q = (unsigned char *)q;
+    o.s = (float *)s;
+    o.x = be->alloc(be, (size_t)Mpmax * K);
+    o.out = be->alloc(be, (size_t)Mpmax * N);
+    ds_status st = o.x && o.out ? DS_OK : ds_seterr(err, DS_ERR_NOMEM, "bench ops: cannot allocate activations");
+    if (!st) fill_random(o.x, (size_t)Mpmax * K, 14, 0);
+    for (int i = 0; i < nM && !st; i++) {
+        o.M = Ms[i];
+        o.Mp = (o.M + 3) & ~3;
+        ds_ops_row *r = &rows[i];
+        memset(r, 0, sizeof *r);
+        r->N = N;
+        r->K = K;
+        r->M = o.M;
+        r->w8a8_us = 1e3 * time_median(do_w8a8, &o, 15);
+        cu_act_quant_fp8(o.q, o.s, o.x, o.M, o.Mp, K);
+        r->lt_us = 1e3 * time_median(do_lt_only, &o, 15);
+        r->lt_ok = o.ok;
+        r->bf16_us = 1e3 * time_median(do_bf16, &o, 15);
+    }
+    if (o.x) be->release(be, o.x);
+    if (o.out) be->release(be, o.out);
+    be->destroy(be);   /* frees the owned buffers */
+    return st;
+}
+
+/* The FP8 matrix rate: cuBLASLt E4M3 GEMM 8192^3 (TN, per-tensor scale 1, BF16 out, fp32 compute). */
+extern "C" ds_status ds_cuda_fp8_peak(double *tflops, char *err) {
+    char why[256];
+    if (!ds_cuda_available(why, sizeof why)) return ds_seterr(err, DS_ERR_BACKEND, "%s", why);
+    if (!cu_stream) CUDA_CHECK(cudaStreamCreate(&cu_stream));
+    const int n = 8192;
+    void *A = NULL, *B = NULL, *D = NULL, *W = NULL;
+    size_t wsb = (size_t)32 << 20;
+    if (cudaMalloc(&A, (size_t)n * n) != cudaSuccess || cudaMalloc(&B, (size_t)n * n) != cudaSuccess ||
+        cudaMalloc(&D, (size_t)n * n * 2) != cudaSuccess || cudaMalloc(&W, wsb) != cudaSuccess) {
+        cudaGetLastError();
+        return ds_seterr(err, DS_ERR_NOMEM, "fp8 peak: cannot allocate 256 MiB");
+    }
+    bench_fill_fp8_kernel<<<4096, 256, 0, cu_stream>>>((unsigned char *)A, (size_t)n * n, 1);
+    CUDA_LAUNCH_CHECK();
+    bench_fill_fp8_kernel<<<4096, 256, 0, cu_stream>>>((unsigned char *)B, (size_t)n * n, 2);
+    CUDA_LAUNCH_CHECK();
+    cublasLtHandle_t lt;
+    CUBLAS_CHECK(cublasLtCreate(&lt));
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, ld;
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, CUDA_R_8F_E4M3, n, n, n));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_8F_E4M3, n, n, n));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ld, CUDA_R_16BF, n, n, n));
+    cublasLtMatmulPreference_t pref;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb));
+    cublasLtMatmulHeuristicResult_t res;
+    int got = 0;
+    ds_status st = DS_OK;
+    if (cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, ld, ld, pref, 1, &res, &got) != CUBLAS_STATUS_SUCCESS || !got) {
+        st = ds_seterr(err, DS_ERR_BACKEND, "fp8 peak: cuBLASLt has no E4M3 algorithm for 8192^3");
+    } else {
+        cudaEvent_t a, b;
+        CUDA_CHECK(cudaEventCreate(&a));
+        CUDA_CHECK(cudaEventCreate(&b));
+        const float one = 1.0f, zero = 0.0f;
+        float best = 1e30f;
+        for (int r = 0; r < 8; r++) {
+            CUDA_CHECK(cudaEventRecord(a, cu_stream));
+            CUBLAS_CHECK(cublasLtMatmul(lt, desc, &one, A, la, B, lb, &zero, D, ld, D, ld, &res.algo, W, wsb, cu_stream));
+            CUDA_CHECK(cudaEventRecord(b, cu_stream));
+            CUDA_CHECK(cudaEventSynchronize(b));
+            float ms;
+            CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+            if (r > 0 && ms < best) best = ms;   /* the first run warms up */
+        }
+        *tflops = 2.0 * n * (double)n * n / (best * 1e-3) / 1e12;
+        CUDA_CHECK(cudaEventDestroy(a));
+        CUDA_CHECK(cudaEventDestroy(b));
+    }
+    CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(la));
+    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(lb));
+    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(ld));
+    CUBLAS_CHECK(cublasLtMatmulDescDestroy(desc));
+    CUBLAS_CHECK(cublasLtDestroy(lt));
+    cudaFree(A);
+    cudaFree(B);
+    cudaFree(D);
+    cudaFree(W);
+    return st;
+}

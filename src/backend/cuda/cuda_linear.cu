@@ -67,6 +67,7 @@ void cu_linear(ds_backend *be, float *out, const float *x, const ds_weight *w, i
         cu_gemv_group(out, N, 0, x, K, 0, NULL, NULL, M, 1, NULL, NULL, v, v, 0, N, 1, 0, 0);
         return;
     }
+    if (M > GEMV_MAX_M && cb->opt.fp8_gemm && cu_fp8_gemm_ok(w) && cu_linear_fp8(cb, out, x, w, M)) return;
     if (M > GEMV_MAX_M && cb->opt.tc) {
         linear_tc(cb, out, x, w, M);
         return;
