@@ -47,6 +47,9 @@ typedef struct {
     int dummy_weights;     /* 1: no checkpoint: deterministic random weights of the config's shapes and
                               dtypes, made on the device (backend cuda only); the model path may then
                               name a config .json file instead of a folder */
+    int attn_no_measure;   /* 1: pick the attention form (naive / absorbed) by counted multiply-adds
+                              alone; default 0: both forms are timed on the backend at open and each
+                              step takes the one predicted faster */
 } ds_engine_opts;
 
 /* Opens the model folder `dir` (config.json + safetensors). Weights are mmapped, not copied. */
@@ -59,6 +62,10 @@ int ds_engine_bos_id(const ds_engine *eng);
 int ds_engine_eos_id(const ds_engine *eng);
 /* One line describing the model (architecture, layers, widths, dtype). */
 const char *ds_engine_describe(const ds_engine *eng);
+/* 1 when a sequence step of n_new tokens over a context of ctx (cached + new) attends in the absorbed
+ * (latent) form, 0 for the naive one; ds_engine_attn_measured: 1 if the choice rests on timings. */
+int ds_engine_prefers_absorbed(const ds_engine *eng, int n_new, int ctx);
+int ds_engine_attn_measured(const ds_engine *eng);
 
 /* A sequence owns its KV pages; it starts empty. */
 ds_status ds_seq_new(ds_engine *eng, ds_seq **out, char *err);

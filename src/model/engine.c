@@ -132,6 +132,12 @@ ds_status ds_engine_open(const char *dir, const ds_engine_opts *o, ds_engine **o
         return st;
     }
     e->force_absorbed = o ? o->force_absorbed : 0;
+    e->attn_cost = ds_attn_cost_model_only();
+    if (!(o && (o->attn_no_measure || o->force_absorbed))) {
+        char why[DS_ERRLEN];   /* a pool with no free page keeps the multiply-add model */
+        ds_attn_cost m;
+        if (ds_attn_cost_measure(e, &m, why) == DS_OK) e->attn_cost = m;
+    }
     describe(e);
     *out = e;
     return DS_OK;
@@ -165,6 +171,10 @@ int ds_engine_max_context(const ds_engine *e) { return e->cfg.max_position_embed
 int ds_engine_bos_id(const ds_engine *e) { return e->cfg.bos_token_id; }
 int ds_engine_eos_id(const ds_engine *e) { return e->cfg.eos_token_id; }
 const char *ds_engine_describe(const ds_engine *e) { return e->desc; }
+int ds_engine_prefers_absorbed(const ds_engine *e, int n_new, int ctx) {
+    return e->force_absorbed || ds_attn_prefers_absorbed(&e->attn_cost, &e->cfg, n_new, ctx);
+}
+int ds_engine_attn_measured(const ds_engine *e) { return e->attn_cost.measured; }
 
 ds_status ds_seq_new(ds_engine *e, ds_seq **out, char *err) {
     (void)err;

@@ -7,6 +7,7 @@
 #include "kv/kv_pool.h"
 #include "loader/config.h"
 #include "loader/safetensors.h"
+#include "model/attn_cost.h"
 #include "model/weights.h"
 
 /* Activations of one step, in backend memory, for up to `cap` tokens. */
@@ -32,6 +33,7 @@ struct ds_engine {
     void *cache;         /* [num_layers, n_pages, page_size, ds_kv_token_bytes(cfg)] bytes */
     int page_size;
     int force_absorbed;
+    ds_attn_cost attn_cost;   /* per step and sequence: naive or absorbed attention (attn_cost.h) */
     ds_acts a;
     char desc[256];
 };

@@ -6,9 +6,9 @@
  *
  * Every sequence of the batch brings its new tokens; their latents go into the sequence's KV pages
  * before attention, so a token attends over the cached prefix and the new tokens up to itself.
- * Each sequence attends in the form that costs less for its step (absorbed_is_cheaper): prefill of a
- * fresh prompt in the naive form, decode tokens and short chunks over long prefixes in the absorbed
- * form over the latent cache (spec 6.4). Only backend ops are called here. */
+ * Each sequence attends in the form predicted faster for its step (model/attn_cost.h, timed on the
+ * backend at open): typically prefill of a fresh prompt in the naive form, decode tokens and short chunks
+ * over long prefixes in the absorbed form over the latent cache (spec 6.4). Only backend ops are called here. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,19 +71,6 @@ static ds_status reserve_pages(ds_engine *e, const ds_batch_item *it, int n, int
     return DS_OK;
 }
 
-/* 1 when the absorbed form costs fewer multiply-adds than the naive one for T new tokens over a
- * context of L (spec 6.2-6.3). Naive: decompress K and V of all L tokens (L H (dn+dv) C), then attend
- * with head dims dqk and dv. Absorbed: fold W_UK into each query and W_UV into each output
- * (T H (dn+dv) C), attend over the 576-wide latent rows (T L H (2C+dr)). Short chunks over long
- * prefixes go absorbed; a fresh prompt (T = L) goes naive. */
-static int absorbed_is_cheaper(const ds_config *c, double T, double L) {
-    double H = c->num_heads, C = c->kv_lora_rank, dn = c->qk_nope_head_dim, dv = c->v_head_dim;
-    double dr = c->qk_rope_head_dim;
-    double naive = L * H * (dn + dv) * C + T * L * H * (dn + dr + dv);
-    double absorbed = T * H * (dn + dv) * C + T * L * H * (2 * C + dr);
-    return absorbed < naive;
-}
-
 static void build_plan(ds_engine *e, const ds_batch_item *it, int n, step_plan *p) {
     int M = 0, pt_stride = 1;
     for (int i = 0; i < n; i++) {
@@ -112,8 +99,7 @@ static void build_plan(ds_engine *e, const ds_batch_item *it, int n, step_plan *
             p->positions[m] = s->len + t;
             if (it[i].all_logits || t == it[i].n_tokens - 1) p->out_rows[p->n_out++] = m;
         }
-        int absorbed = e->force_absorbed || it[i].n_tokens == 1 ||
-                       absorbed_is_cheaper(&e->cfg, it[i].n_tokens, p->seq_ctx[i]);
+        int absorbed = ds_engine_prefers_absorbed(e, it[i].n_tokens, p->seq_ctx[i]);
         if (absorbed) p->absorbed[p->n_absorbed++] = i;
         else p->naive[p->n_naive++] = i;
     }
