@@ -44,8 +44,9 @@ struct ds_backend {
     /* Fills n floats with bytes 0xFF, a NaN in fp32, bf16 and e4m3 alike (poisons unused KV pages so a
      * read of one shows). */
     void (*fill_nan)(ds_backend *be, float *p, size_t n);
-    /* Copies n floats from backend memory to host memory. */
+    /* Copies n floats from backend memory to host memory, and from host memory to backend memory. */
     void (*to_host)(ds_backend *be, float *dst, const float *src, size_t n);
+    void (*from_host)(ds_backend *be, float *dst, const float *src, size_t n);
     /* Makes the batch layout visible to the ops that follow (CUDA copies it to the device). */
     ds_status (*set_batch)(ds_backend *be, const ds_batch_meta *b, char *err);
 
@@ -78,6 +79,11 @@ struct ds_backend {
     void (*moe)(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M);
     /* out[i, :] = x[rows[i], :] for i < n, rows of width n_cols. */
     void (*gather_rows)(ds_backend *be, float *out, const float *x, const int32_t *rows, int n, int n_cols);
+    /* The MoE combine of expert outputs computed elsewhere (expert parallelism): for m < M,
+     * out[m, :] = (accumulate ? out[m, :] : 0) + sum_{j < K} w[m*K + j] * y[m*K + j, :], the terms added
+     * in j order. y [M*K, D] and w [M*K] in backend memory. */
+    void (*combine_rows)(ds_backend *be, float *out, const float *y, const float *w, int M, int K, int D,
+                         int accumulate);
 
     /* Makes the weights resident in the backend's memory, once, before the first op; NULL where the
      * ops read the mmapped checkpoint directly (CPU). CUDA copies every tensor to the device in its

@@ -37,7 +37,22 @@ static void cpu_copy_bytes(ds_backend *be, void *dst, const void *src, size_t n)
 
 static void cpu_to_host(ds_backend *be, float *dst, const float *src, size_t n) {
     (void)be;
-    memcpy(dst, src, n * sizeof(float));
+    if (n) memcpy(dst, src, n * sizeof(float));
+}
+
+static void cpu_combine_rows(ds_backend *be, float *out, const float *y, const float *w, int M, int K, int D,
+                             int accumulate) {
+    ds_cpu_backend *cb = cpu_of(be);
+#pragma omp parallel for num_threads(cb->n_threads) schedule(static) if (CPU_PAR((double)M * K * D))
+    for (int m = 0; m < M; m++) {
+        float *o = out + (size_t)m * D;
+        if (!accumulate) memset(o, 0, sizeof(float) * (size_t)D);
+        for (int j = 0; j < K; j++) {
+            const float *r = y + ((size_t)m * K + j) * D;
+            float wj = w[(size_t)m * K + j];
+            for (int d = 0; d < D; d++) o[d] += wj * r[d];
+        }
+    }
 }
 
 /* Largest row any linear op reads, so one weight row always fits the per-thread scratch. */
@@ -215,6 +230,7 @@ ds_backend *ds_backend_cpu_new(const ds_config *cfg, int n_threads) {
     be->release = cpu_release;
     be->fill_nan = cpu_fill_nan;
     be->to_host = cpu_to_host;
+    be->from_host = cpu_to_host;   /* one memory */
     be->copy_bytes = cpu_copy_bytes;
     be->set_batch = cpu_set_batch;
     be->embed = cpu_embed;
@@ -228,5 +244,6 @@ ds_backend *ds_backend_cpu_new(const ds_config *cfg, int n_threads) {
     be->mlp = cpu_mlp;
     be->moe = cpu_moe;
     be->gather_rows = cpu_gather_rows;
+    be->combine_rows = cpu_combine_rows;
     return be;
 }

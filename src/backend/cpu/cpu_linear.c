@@ -5,6 +5,7 @@
  * outputs per pass, so every weight element is read once per call whatever M is, and the inner loop is
  * NB-wide SIMD. The kernel is compiled for AVX2+FMA and for baseline x86-64, chosen at run time. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/cpu/cpu.h"
@@ -91,13 +92,18 @@ void cpu_linear(ds_backend *be, float *out, const float *x, const ds_weight *w, 
 static inline float silu(float z) { return z / (1.0f + expf(-z)); }
 
 /* Dense MLP / one expert (spec 8): out = down(SiLU(gate x) * up x). The [M, I] intermediates live in
- * the backend's mlp_work, sized by set_batch for the step's token count. */
+ * the backend's mlp_work, sized by set_batch for the step's token count and grown here when an expert
+ * gets more rows than that (expert parallelism: rows arrive from other ranks). */
 void cpu_mlp(ds_backend *be, float *out, const float *x, const ds_weight *gate, const ds_weight *up,
              const ds_weight *down, int M) {
     ds_cpu_backend *cb = cpu_of(be);
     int I = gate->rows;
     size_t n = (size_t)M * (size_t)I;
-    DS_CHECK(2 * n <= cb->mlp_work_n);
+    if (2 * n > cb->mlp_work_n) {
+        free(cb->mlp_work);
+        cb->mlp_work = ds_xmalloc(2 * n * sizeof(float));
+        cb->mlp_work_n = 2 * n;
+    }
     float *g = cb->mlp_work, *u = cb->mlp_work + n;
     cpu_linear(be, g, x, gate, M);
     cpu_linear(be, u, x, up, M);

@@ -95,6 +95,23 @@ static void cu_to_host(ds_backend *be, float *dst, const float *src, size_t n) {
     if (n) CUDA_CHECK(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyDeviceToHost));
 }
 
+/* grid (M), block 256: out[m] = (acc ? out[m] : 0) + sum_j w[m*K+j] y[m*K+j], j in order (the CPU's). */
+__global__ void combine_rows_kernel(float *out, const float *y, const float *w, int K, int D, int acc) {
+    int m = blockIdx.x;
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+        float o = acc ? out[(size_t)m * D + d] : 0.0f;
+        for (int j = 0; j < K; j++) o += w[(size_t)m * K + j] * y[((size_t)m * K + j) * D + d];
+        out[(size_t)m * D + d] = o;
+    }
+}
+
+static void cu_combine_rows(ds_backend *be, float *out, const float *y, const float *w, int M, int K, int D, int acc) {
+    (void)be;
+    if (M <= 0) return;
+    combine_rows_kernel<<<M, 256, 0, cu_stream>>>(out, y, w, K, D, acc);
+    CUDA_LAUNCH_CHECK();
+}
+
 void ds_cuda_from_host(ds_backend *be, float *dst, const float *src, size_t n) {
     (void)be;
     if (n) CUDA_CHECK(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyHostToDevice));
@@ -400,6 +417,7 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     be->release = cu_release;
     be->fill_nan = cu_fill_nan;
     be->to_host = cu_to_host;
+    be->from_host = ds_cuda_from_host;
     be->set_batch = cu_set_batch;
     be->embed = cu_embed;
     be->rmsnorm = cu_rmsnorm;
@@ -412,6 +430,7 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     be->mlp = cu_mlp;
     be->moe = cu_moe;
     be->gather_rows = cu_gather_rows;
+    be->combine_rows = cu_combine_rows;
     be->prepare_weights = cu_prepare_weights;
     be->run_graph = cu_graph_run;
     be->copy_bytes = cu_copy_bytes;

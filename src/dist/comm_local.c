@@ -1,0 +1,88 @@
+/* Ranks as threads of one process (dist/comm.h): a collective posts this rank's send description in the
+ * group's shared table, waits for every rank (barrier), copies its part from each peer's send buffer,
+ * and waits again so no rank reuses its send buffer while a peer still reads it. Host memory only (the
+ * CPU backend's); for tests of the parallel algorithms, never a multi-GPU transport. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/status.h"
+#include "dist/comm.h"
+
+typedef struct {
+    const void *send;
+    const size_t *send_bytes, *send_off;
+    const int64_t *counts;
+} posted;
+
+struct ds_comm_local_group {
+    int size;
+    pthread_barrier_t bar;
+    posted *post;   /* [size] */
+};
+
+typedef struct {
+    ds_comm base;
+    ds_comm_local_group *g;
+} local_comm;
+
+ds_comm_local_group *ds_comm_local_group_new(int size) {
+    ds_comm_local_group *g = ds_xcalloc(1, sizeof *g);
+    g->size = size;
+    g->post = ds_xcalloc((size_t)size, sizeof(posted));
+    pthread_barrier_init(&g->bar, NULL, (unsigned)size);
+    return g;
+}
+
+void ds_comm_local_group_free(ds_comm_local_group *g) {
+    if (!g) return;
+    pthread_barrier_destroy(&g->bar);
+    free(g->post);
+    free(g);
+}
+
+static ds_status local_all_to_all_v(ds_comm *c, const void *send, const size_t *send_bytes, const size_t *send_off,
+                                    void *recv, const size_t *recv_bytes, const size_t *recv_off, char *err) {
+    ds_comm_local_group *g = ((local_comm *)c)->g;
+    posted *me = &g->post[c->rank];
+    me->send = send;
+    me->send_bytes = send_bytes;
+    me->send_off = send_off;
+    pthread_barrier_wait(&g->bar);
+    ds_status st = DS_OK;
+    for (int s = 0; s < g->size; s++) {
+        const posted *p = &g->post[s];
+        size_t n = p->send_bytes[c->rank];
+        if (n != recv_bytes[s]) {
+            if (!st) st = ds_seterr(err, DS_ERR_ARG, "all_to_all_v: rank %d sends %zu bytes to rank %d, which expects %zu",
+                                    s, n, c->rank, recv_bytes[s]);
+            continue;
+        }
+        if (n) memcpy((char *)recv + recv_off[s], (const char *)p->send + p->send_off[c->rank], n);
+    }
+    pthread_barrier_wait(&g->bar);
+    return st;
+}
+
+static ds_status local_exchange_counts(ds_comm *c, const int64_t *send, int64_t *recv, char *err) {
+    (void)err;
+    ds_comm_local_group *g = ((local_comm *)c)->g;
+    g->post[c->rank].counts = send;
+    pthread_barrier_wait(&g->bar);
+    for (int s = 0; s < g->size; s++) recv[s] = g->post[s].counts[c->rank];
+    pthread_barrier_wait(&g->bar);
+    return DS_OK;
+}
+
+static void local_destroy(ds_comm *c) { free(c); }
+
+ds_comm *ds_comm_local_new(ds_comm_local_group *g, int rank) {
+    local_comm *lc = ds_xcalloc(1, sizeof *lc);
+    lc->g = g;
+    lc->base.rank = rank;
+    lc->base.size = g->size;
+    lc->base.all_to_all_v = local_all_to_all_v;
+    lc->base.exchange_counts = local_exchange_counts;
+    lc->base.destroy = local_destroy;
+    return &lc->base;
+}

@@ -1,0 +1,27 @@
+/* The MoE block under expert parallelism (issue 10): each rank holds the routed experts of its placement
+ * slots (dist/placement.h), runs routing for its own tokens, and exchanges token rows with the ranks
+ * holding their experts through a communicator (dist/comm.h). Built from backend ops only, so the CPU
+ * backend with ranks as threads checks the algorithm in CI and the CUDA backend runs it over NCCL. */
+#ifndef DS_DIST_EP_MOE_H
+#define DS_DIST_EP_MOE_H
+
+#include "backend/backend.h"
+#include "dist/comm.h"
+#include "dist/placement.h"
+
+typedef struct {
+    ds_comm *comm;               /* rank = comm->rank, n_ranks = comm->size = pl->n_ranks */
+    const ds_ep_placement *pl;
+} ds_ep;
+
+/* out[M, D] = the MoE block of layer L for this rank's tokens x[M, D] (backend memory); M may be 0: the
+ * rank still serves its experts. Steps: router logits (backend) and routing (host, ds_route_token);
+ * the (token, choice) rows sent to the rank of the chosen expert's replica (all-to-all); each local
+ * slot's expert over the rows it received (backend mlp); the outputs sent back (all-to-all) and combined
+ * with the routing weights in ascending expert order per token, after the shared experts. The same sums
+ * as be->moe: rows meet their experts in another order, so results agree to fp32 rounding of the
+ * expert GEMMs. Every rank must call it together for the same layer. */
+ds_status ds_ep_moe(const ds_ep *ep, ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M,
+                    char *err);
+
+#endif

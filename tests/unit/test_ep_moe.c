@@ -1,0 +1,143 @@
+/* Expert parallelism (issue 10) on the CPU: the MoE block split over R ranks (threads, dist/comm_local.c)
+ * with dist/ep_moe.c gives the single-rank MoE's output (be->moe) for every token, on the fixtures'
+ * MoE layers (sigmoid + noaux_tc, softmax greedy, group-limited):
+ *  - R = 1, 2, 3, 4; tokens split unevenly, one rank with no tokens at all (it still serves experts);
+ *  - redundant replicas of hot experts (placement from a skewed load), so one expert runs on two ranks;
+ *  - every output element a number, NMSE against the reference within fp32 reordering (1e-12).
+ * The same code runs the CUDA backend over NCCL (dist/comm_nccl.cu); that run needs two GPUs. */
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/cpu.h"
+#include "dist/ep_moe.h"
+#include "golden.h"
+#include "model/engine.h"
+#include "testutil.h"
+
+typedef struct {
+    ds_comm_local_group *g;
+    const ds_ep_placement *pl;
+    const ds_config *cfg;
+    const ds_layer_weights *L;
+    const float *x;    /* this rank's rows */
+    float *out;
+    int rank, M;
+    ds_status st;
+    char err[DS_ERRLEN];
+} rank_job;
+
+/* The CPU backend sizes its scratch in set_batch: a plain batch of n tokens. */
+static void prime(ds_backend *be, int n) {
+    int32_t z[1] = {0}, start[2] = {0, n}, ctx[1] = {n};
+    int32_t *tok = calloc((size_t)(n > 0 ? n : 1), sizeof(int32_t)), *pos = calloc((size_t)(n > 0 ? n : 1), sizeof(int32_t));
+    for (int i = 0; i < n; i++) pos[i] = i;
+    ds_batch_meta b = {.n_tokens = n, .n_seqs = 1, .tokens = tok, .positions = pos, .seq_start = start, .seq_ctx = ctx,
+                       .page_table = z, .pt_stride = 1, .page_size = n > 0 ? n : 1};
+    char err[DS_ERRLEN];
+    CHECK(be->set_batch(be, &b, err) == DS_OK);
+    free(tok);
+    free(pos);
+}
+
+static void *rank_main(void *arg) {
+    rank_job *j = arg;
+    ds_backend *be = ds_backend_cpu_new(j->cfg, 1);
+    prime(be, j->M);
+    ds_comm *cm = ds_comm_local_new(j->g, j->rank);
+    ds_ep ep = {cm, j->pl};
+    j->st = ds_ep_moe(&ep, be, j->out, j->x, j->L, j->M, j->err);
+    cm->destroy(cm);
+    be->destroy(be);
+    return NULL;
+}
+
+/* One split: R ranks with counts[r] tokens each (sum = M), placement with `red` redundant slots. */
+static void run_split(const char *name, const ds_config *cfg, const ds_layer_weights *L, const float *x,
+                      const float *ref, int M, int R, const int *counts, int red) {
+    int E = cfg->n_routed_experts, D = cfg->hidden_size;
+    double *load = malloc(sizeof(double) * E);
+    for (int e = 0; e < E; e++) load[e] = e == 0 ? 8.0 : e == 1 ? 4.0 : 1.0;   /* experts 0, 1 hot */
+    ds_ep_placement pl;
+    char err[DS_ERRLEN];
+    CHECKF(ds_ep_place(E, R, red, red ? load : NULL, &pl, err) == DS_OK, "%s", err);
+    ds_comm_local_group *g = ds_comm_local_group_new(R);
+    rank_job *jobs = calloc((size_t)R, sizeof *jobs);
+    pthread_t *th = calloc((size_t)R, sizeof *th);
+    float *out = malloc(sizeof(float) * ((size_t)M * D + 1));
+    for (size_t i = 0; i < (size_t)M * D; i++) out[i] = NAN;
+    int off = 0;
+    for (int r = 0; r < R; r++) {
+        jobs[r] = (rank_job){g, &pl, cfg, L, x + (size_t)off * D, out + (size_t)off * D, r, counts[r], DS_OK, ""};
+        off += counts[r];
+        pthread_create(&th[r], NULL, rank_main, &jobs[r]);
+    }
+    for (int r = 0; r < R; r++) {
+        pthread_join(th[r], NULL);
+        CHECKF(jobs[r].st == DS_OK, "%s rank %d: %s", name, r, jobs[r].err);
+    }
+    double num = 0, den = 0;
+    size_t nan_n = 0;
+    for (size_t i = 0; i < (size_t)M * D; i++) {
+        if (isnan(out[i])) { nan_n++; continue; }
+        double e = (double)out[i] - ref[i];
+        num += e * e;
+        den += (double)ref[i] * ref[i];
+    }
+    int replicated = 0;
+    for (int e = 0; e < E; e++) replicated += pl.n_replicas[e] > 1;
+    printf("  %-14s R=%d tokens", name, R);
+    for (int r = 0; r < R; r++) printf(" %d", counts[r]);
+    printf(", %d experts replicated: nmse %.2e, %zu NaN\n", replicated, num / (den > 0 ? den : 1), nan_n);
+    CHECKF(nan_n == 0 && num <= 1e-12 * den, "%s R=%d: nmse %g, %zu NaN", name, R, num / den, nan_n);
+    if (red) CHECKF(replicated > 0, "%s: no expert replicated with %d redundant slots", name, red);
+    free(out);
+    free(jobs);
+    free(th);
+    free(load);
+    ds_comm_local_group_free(g);
+    ds_ep_placement_free(&pl);
+}
+
+static void check_fixture(const char *fx) {
+    char dir[512], err[DS_ERRLEN];
+    snprintf(dir, sizeof dir, "%s/%s", fixtures_dir(), fx);
+    ds_engine *e = NULL;
+    ds_engine_opts o = {.n_threads = 1, .attn_no_measure = 1};
+    CHECKF(ds_engine_open(dir, &o, &e, err) == DS_OK, "%s", err);
+    if (!e) return;
+    const ds_config *c = &e->cfg;
+    const ds_layer_weights *L = NULL;
+    for (int l = 0; l < c->num_layers && !L; l++)
+        if (e->w.layers[l].is_moe) L = &e->w.layers[l];
+    CHECKF(L != NULL, "%s: no MoE layer", fx);
+    if (!L) { ds_engine_free(e); return; }
+    int M = 37, D = c->hidden_size;
+    float *x = malloc(sizeof(float) * (size_t)M * D), *ref = malloc(sizeof(float) * (size_t)M * D);
+    uint64_t z = 0x1234;
+    for (size_t i = 0; i < (size_t)M * D; i++) {
+        z = z * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = (float)((double)(z >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
+    }
+    ds_backend *be = ds_backend_cpu_new(c, 1);
+    prime(be, M);
+    be->moe(be, ref, x, L, M);
+    be->destroy(be);
+    int c1[] = {37}, c2[] = {20, 17}, c3[] = {30, 0, 7}, c4[] = {5, 11, 1, 20};
+    run_split(fx, c, L, x, ref, M, 1, c1, 0);
+    run_split(fx, c, L, x, ref, M, 2, c2, 0);
+    run_split(fx, c, L, x, ref, M, 3, c3, 0);
+    run_split(fx, c, L, x, ref, M, 4, c4, 1);
+    run_split(fx, c, L, x, ref, M, 2, c2, 2);
+    free(x);
+    free(ref);
+    ds_engine_free(e);
+}
+
+int main(void) {
+    check_fixture("tiny-v3");
+    check_fixture("tiny-v2");
+    check_fixture("tiny-v2-group");
+    return test_result("test_ep_moe");
+}
