@@ -1,5 +1,6 @@
 /* Expert-parallel MoE block: see ep_moe.h. Host arrays hold the routing and the exchange plans; rows
- * stay in backend memory. Buffers are allocated per call (a workspace is a later speed step). */
+ * stay in backend memory. Buffers are allocated per call (a workspace is a later speed step); running
+ * out of backend memory here aborts (a rank cannot leave the exchange half way). */
 #include "dist/ep_moe.h"
 
 #include <stdlib.h>
@@ -81,13 +82,16 @@ ds_status ds_ep_moe(const ds_ep *ep, ds_backend *be, float *out, const float *x,
     ds_status st = M > 0 ? route(be, &bs, x, L, M, ids, w, err) : DS_OK;
     if (!st) st = ds_ep_plan_dispatch(pl, ids, M, K, &d, err);
     /* 1. counts, then the rows and their destination slots */
+    /* From here every rank makes every collective call, whatever failed locally (counts are then zero),
+     * so a local error never leaves the other ranks waiting. */
     for (int r = 0; r < R && !st; r++) send_n[r] = d.send_count[r];
-    if (!st) st = cm->exchange_counts(cm, send_n, recv_n, err);
+    ds_status cst = cm->exchange_counts(cm, send_n, recv_n, err);
+    if (!st) st = cst;
     int64_t n_recv = 0;
     for (int r = 0; r < R; r++) n_recv += recv_n[r];
     float *send_x = NULL, *recv_x = NULL, *slot_s = NULL, *slot_r = NULL, *grp_x = NULL, *grp_y = NULL;
     float *back = NULL, *pairs = NULL, *d_w = NULL;
-    if (!st) {
+    {
         send_x = bnew(&bs, (size_t)n * D);
         recv_x = bnew(&bs, (size_t)n_recv * D);
         slot_s = bnew(&bs, (size_t)n);
@@ -97,26 +101,23 @@ ds_status ds_ep_moe(const ds_ep *ep, ds_backend *be, float *out, const float *x,
         back = bnew(&bs, (size_t)n * D);
         pairs = bnew(&bs, (size_t)n * D);
         d_w = bnew(&bs, (size_t)n);
-        if (!send_x || !recv_x || !slot_s || !slot_r || !grp_x || !grp_y || !back || !pairs || !d_w)
-            st = ds_seterr(err, DS_ERR_NOMEM, "expert parallel: cannot allocate exchange buffers");
+        DS_CHECK(send_x && recv_x && slot_s && slot_r && grp_x && grp_y && back && pairs && d_w);   /* see above */
     }
-    if (!st && n) {
+    if (!st && n && d.pair) {
         int32_t *src = ds_xmalloc(sizeof(int32_t) * (size_t)n);
         for (int i = 0; i < n; i++) src[i] = d.pair[i] / K;
         be->gather_rows(be, send_x, x, src, n, D);
         free(src);
         be->from_host(be, slot_s, (const float *)(const void *)d.slot, (size_t)n);   /* int32 bits */
     }
-    if (!st) {
-        bytes_of(send_n, R, sizeof(float) * (size_t)D, sb, so);
-        bytes_of(recv_n, R, sizeof(float) * (size_t)D, rb, ro);
-        st = cm->all_to_all_v(cm, send_x, sb, so, recv_x, rb, ro, err);
-    }
-    if (!st) {
-        bytes_of(send_n, R, sizeof(int32_t), sb, so);
-        bytes_of(recv_n, R, sizeof(int32_t), rb, ro);
-        st = cm->all_to_all_v(cm, slot_s, sb, so, slot_r, rb, ro, err);
-    }
+    bytes_of(send_n, R, sizeof(float) * (size_t)D, sb, so);
+    bytes_of(recv_n, R, sizeof(float) * (size_t)D, rb, ro);
+    cst = cm->all_to_all_v(cm, send_x, sb, so, recv_x, rb, ro, err);
+    if (!st) st = cst;
+    bytes_of(send_n, R, sizeof(int32_t), sb, so);
+    bytes_of(recv_n, R, sizeof(int32_t), rb, ro);
+    cst = cm->all_to_all_v(cm, slot_s, sb, so, slot_r, rb, ro, err);
+    if (!st) st = cst;
     /* 2. this rank's experts over the rows received, grouped by local slot */
     int S = pl->rank_n_slots[me];
     int64_t *seg = ds_xcalloc((size_t)pl->max_slots + 1, sizeof(int64_t));
@@ -151,11 +152,10 @@ ds_status ds_ep_moe(const ds_ep *ep, ds_backend *be, float *out, const float *x,
     }
     free(seg);
     /* 3. outputs back to the ranks that sent the rows */
-    if (!st) {
-        bytes_of(recv_n, R, sizeof(float) * (size_t)D, sb, so);
-        bytes_of(send_n, R, sizeof(float) * (size_t)D, rb, ro);
-        st = cm->all_to_all_v(cm, recv_x, sb, so, back, rb, ro, err);
-    }
+    bytes_of(recv_n, R, sizeof(float) * (size_t)D, sb, so);
+    bytes_of(send_n, R, sizeof(float) * (size_t)D, rb, ro);
+    cst = cm->all_to_all_v(cm, recv_x, sb, so, back, rb, ro, err);
+    if (!st) st = cst;
     /* 4. combine: per token its choices in ascending expert order (the CPU MoE's order), after the shared
      * experts */
     if (!st && M > 0) {

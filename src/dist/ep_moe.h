@@ -9,7 +9,7 @@
 #include "dist/comm.h"
 #include "dist/placement.h"
 
-typedef struct {
+typedef struct ds_ep_s {
     ds_comm *comm;               /* rank = comm->rank, n_ranks = comm->size = pl->n_ranks */
     const ds_ep_placement *pl;
 } ds_ep;

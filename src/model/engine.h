@@ -34,6 +34,9 @@ struct ds_engine {
     int page_size;
     int force_absorbed;
     ds_attn_cost attn_cost;   /* per step and sequence: naive or absorbed attention (attn_cost.h) */
+    const struct ds_ep_s *ep; /* expert parallelism (dist/ep_moe.h), or NULL: every expert here */
+    ds_status step_st;        /* the first error of an expert-parallel MoE in the current step */
+    char step_err[DS_ERRLEN];
     ds_acts a;
     char desc[256];
 };
@@ -51,5 +54,13 @@ void *ds_engine_layer_cache(ds_engine *eng, int layer);
 void ds_engine_release_page(ds_engine *eng, int page);
 /* Grows the activation buffers to hold M tokens. */
 ds_status ds_engine_reserve_acts(ds_engine *eng, int M, char *err);
+
+/* Expert parallelism (issue 10; dist/ep_moe.h): from now on the MoE layers of this engine run through
+ * ep (this rank's experts, token rows exchanged with the other ranks' engines). Every rank's engine
+ * must then step together: a rank with nothing to do calls ds_engine_forward_idle for each step the
+ * others take. ep must outlive the engine's use of it. Checks the placement against the model. */
+ds_status ds_engine_set_expert_parallel(ds_engine *eng, const struct ds_ep_s *ep, char *err);
+/* One step with no tokens: only the MoE layers' exchanges (this rank serves its experts). */
+ds_status ds_engine_forward_idle(ds_engine *eng, char *err);
 
 #endif

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/status.h"
+#include "dist/ep_moe.h"
 #include "model/engine.h"
 
 /* Host-side layout of one step, built from the batch items. */
@@ -134,9 +135,21 @@ static void attention(ds_engine *e, const step_plan *p, int layer) {
     be->linear(be, a->ff, a->ao, &L->o, M);
 }
 
+/* An expert-parallel MoE layer; its first error is kept for the end of the step (the other layers
+ * still run: every rank makes the same exchanges). */
+static void ep_moe(ds_engine *e, const ds_layer_weights *L, float *out, const float *x, int M) {
+    char err[DS_ERRLEN];
+    ds_status st = ds_ep_moe(e->ep, e->be, out, x, L, M, err);
+    if (st && !e->step_st) {
+        e->step_st = st;
+        memcpy(e->step_err, err, sizeof err);
+    }
+}
+
 static void ffn(ds_engine *e, int layer, int M) {
     const ds_layer_weights *L = &e->w.layers[layer];
-    if (L->is_moe) e->be->moe(e->be, e->a.ff, e->a.xn, L, M);
+    if (L->is_moe && e->ep) ep_moe(e, L, e->a.ff, e->a.xn, M);
+    else if (L->is_moe) e->be->moe(e->be, e->a.ff, e->a.xn, L, M);
     else e->be->mlp(e->be, e->a.ff, e->a.xn, &L->gate, &L->up, &L->down, M);
 }
 
@@ -193,6 +206,12 @@ static void step_fn(void *ctx) {
  * names everything the captured ops bake in), else directly. */
 static ds_status run_step(ds_engine *e, const step_plan *p, char *err) {
     step_ctx s = {e, p};
+    if (e->ep) {   /* host routing and exchanges: not capturable */
+        e->step_st = DS_OK;
+        step_fn(&s);
+        if (e->step_st) return ds_seterr(err, e->step_st, "%s", e->step_err);
+        return DS_OK;
+    }
     if (!e->be->run_graph || !rows_are_all(p) || p->n_naive || p->meta.n_tokens != p->meta.n_seqs) {
         step_fn(&s);
         return DS_OK;
@@ -202,6 +221,31 @@ static ds_status run_step(ds_engine *e, const step_plan *p, char *err) {
     uint64_t key = 1469598103934665603ull;
     for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) key = (key ^ vals[i]) * 1099511628211ull;
     return e->be->run_graph(e->be, key, step_fn, &s, err);
+}
+
+ds_status ds_engine_forward_idle(ds_engine *e, char *err) {
+    if (!e->ep) return ds_seterr(err, DS_ERR_ARG, "an idle step is for expert-parallel engines");
+    e->step_st = DS_OK;
+    for (int l = 0; l < e->cfg.num_layers; l++)
+        if (e->w.layers[l].is_moe) ep_moe(e, &e->w.layers[l], NULL, NULL, 0);
+    if (e->step_st) return ds_seterr(err, e->step_st, "%s", e->step_err);
+    return DS_OK;
+}
+
+ds_status ds_engine_set_expert_parallel(ds_engine *e, const ds_ep *ep, char *err) {
+    const ds_config *c = &e->cfg;
+    if (!ep || !ep->comm || !ep->pl) return ds_seterr(err, DS_ERR_ARG, "expert parallel: no communicator or placement");
+    if (ep->pl->n_experts != c->n_routed_experts || ep->pl->n_ranks != ep->comm->size)
+        return ds_seterr(err, DS_ERR_ARG, "expert parallel: placement of %d experts over %d ranks, model has %d experts, "
+                         "group %d ranks", ep->pl->n_experts, ep->pl->n_ranks, c->n_routed_experts, ep->comm->size);
+    for (int l = 0; l < c->num_layers; l++) {
+        const ds_weight *b = &e->w.layers[l].router_bias;
+        if (e->w.layers[l].is_moe && b->data && b->dtype != DS_DTYPE_F32)
+            return ds_seterr(err, DS_ERR_UNSUPPORTED, "expert parallel: layer %d router bias is %s, not F32", l,
+                             ds_dtype_name(b->dtype));
+    }
+    e->ep = ep;
+    return DS_OK;
 }
 
 ds_status ds_engine_forward(ds_engine *e, const ds_batch_item *it, int n, float *logits, char *err) {

@@ -245,5 +245,11 @@ ds_backend *ds_backend_cpu_new(const ds_config *cfg, int n_threads) {
     be->moe = cpu_moe;
     be->gather_rows = cpu_gather_rows;
     be->combine_rows = cpu_combine_rows;
+    /* scratch for an empty batch: the per-thread GEMM rows (set_batch grows what a step needs); an
+     * expert-parallel rank may run its experts before it ever has a batch of its own */
+    int32_t none = 0, start[1] = {0};
+    ds_batch_meta empty = {.n_tokens = 0, .n_seqs = 0, .tokens = &none, .positions = &none, .seq_start = start,
+                           .seq_ctx = &none, .page_table = &none, .pt_stride = 1, .page_size = 1};
+    cpu_set_batch(be, &empty, NULL);
     return be;
 }
