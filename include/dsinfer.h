@@ -66,6 +66,26 @@ const char *ds_engine_describe(const ds_engine *eng);
  * (latent) form, 0 for the naive one; ds_engine_attn_measured: 1 if the choice rests on timings. */
 int ds_engine_prefers_absorbed(const ds_engine *eng, int n_new, int ctx);
 int ds_engine_attn_measured(const ds_engine *eng);
+/* Routed experts per MoE layer (0 for a dense model). */
+int ds_engine_routed_experts(const ds_engine *eng);
+
+/* ---- expert parallelism (attention data parallel: one engine per rank with its own requests and KV
+ * cache; the routed experts split over the ranks, token rows exchanged in every MoE layer) ----
+ * A group of n_ranks engines of one model. The transport today is ranks as threads of this process
+ * over host memory (the CPU backend); GPUs will use NCCL (dist/comm.h). Every engine of the group must
+ * then step together: each step, every rank calls ds_ep_agree, and if any rank has work, every rank
+ * steps: ds_engine_forward with its batch, or ds_engine_forward_idle with none. */
+typedef struct ds_ep_group ds_ep_group;
+/* Experts placed evenly (contiguous shares), plus redundant_slots replicas of the hottest experts per
+ * rank when a load estimate is given later (none yet: 0). */
+ds_status ds_ep_group_new(int n_ranks, int n_experts, int redundant_slots, ds_ep_group **out, char *err);
+void ds_ep_group_free(ds_ep_group *g);   /* after every engine that joined it is freed */
+/* eng becomes rank `rank` of g (once, before its first step as a member). */
+ds_status ds_engine_join_expert_parallel(ds_engine *eng, ds_ep_group *g, int rank, char *err);
+/* One step without tokens: this rank only serves its experts. */
+ds_status ds_engine_forward_idle(ds_engine *eng, char *err);
+/* Every rank gives flags (small non-negative bit sets) and gets the OR over the group in *any. */
+ds_status ds_ep_agree(ds_engine *eng, int flags, int *any, char *err);
 
 /* A sequence owns its KV pages; it starts empty. */
 ds_status ds_seq_new(ds_engine *eng, ds_seq **out, char *err);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/status.h"
+#include "dist/ep_moe.h"
 #include "model/quantize.h"
 #ifdef DS_HAVE_CUDA
 #include "backend/cuda/cuda_api.h"
@@ -159,6 +160,10 @@ void ds_engine_free(ds_engine *e) {
         if (e->cache) e->be->release(e->be, e->cache);
         e->be->destroy(e->be);
     }
+    if (e->ep_owned) {
+        e->ep_owned->comm->destroy(e->ep_owned->comm);
+        free(e->ep_owned);
+    }
     ds_kv_pool_free(e->pool);
     ds_weights_free(&e->w);
     free(e->quant_owned);
@@ -175,6 +180,7 @@ int ds_engine_prefers_absorbed(const ds_engine *e, int n_new, int ctx) {
     return e->force_absorbed || ds_attn_prefers_absorbed(&e->attn_cost, &e->cfg, n_new, ctx);
 }
 int ds_engine_attn_measured(const ds_engine *e) { return e->attn_cost.measured; }
+int ds_engine_routed_experts(const ds_engine *e) { return e->cfg.n_routed_experts; }
 
 ds_status ds_seq_new(ds_engine *e, ds_seq **out, char *err) {
     (void)err;

@@ -35,6 +35,7 @@ struct ds_engine {
     int force_absorbed;
     ds_attn_cost attn_cost;   /* per step and sequence: naive or absorbed attention (attn_cost.h) */
     const struct ds_ep_s *ep; /* expert parallelism (dist/ep_moe.h), or NULL: every expert here */
+    struct ds_ep_s *ep_owned; /* ep when made by ds_engine_join_expert_parallel (freed with the engine) */
     ds_status step_st;        /* the first error of an expert-parallel MoE in the current step */
     char step_err[DS_ERRLEN];
     ds_acts a;

@@ -21,6 +21,23 @@
 typedef struct replica replica;
 static void replica_stop(replica *e);
 
+/* Expert parallelism: the replicas step together (ds_ep_agree each round). A round where no replica
+ * has work ends in a wait on this condition; anything that gives a replica work (a request, a check,
+ * a stop) bumps gen and wakes them all. */
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    unsigned long gen;
+} ep_sync;
+
+static void ep_kick(ep_sync *s) {
+    if (!s) return;
+    pthread_mutex_lock(&s->mu);
+    s->gen++;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
 /* The engine thread's state for one request. */
 typedef struct gen {
     srv_req *req;
@@ -48,6 +65,7 @@ struct replica {
     float *raw;              /* [vocab] a row's raw logits, kept for logprobs */
     ds_batch_item *items;    /* [max_num_seqs] */
     gen *active;             /* requests in the scheduler (engine thread only) */
+    ep_sync *ep;             /* expert parallel: the group's wake-up, else NULL */
     pthread_t thread;
     int started;
     /* shared with the HTTP threads, under mu */
@@ -283,15 +301,17 @@ static void step_done(replica *e, const sched_batch *b, double t0, int sampled, 
     if (decode) sched_set_seq_limit(e->sch, adapt_observe(&e->adapt, now, now - t0, b->n_items));
 }
 
-static void run_step(replica *e) {
+/* One scheduler step; returns 1 if it ran the engine (expert parallel: else the caller takes an idle
+ * step, every replica must step each round). */
+static int run_step(replica *e) {
     double t0 = srv_now();
     sched_batch b;
     int n = sched_schedule(e->sch, &b);
     if (b.stuck) {
         gen_finish(e, b.stuck->user, "error", -1, 400, "the request needs more KV cache pages than the pool holds");
-        return;
+        return 0;
     }
-    if (!n) return;
+    if (!n) return 0;
     for (int i = 0; i < n; i++)
         e->items[i] = (ds_batch_item){.seq = b.items[i].req->seq, .tokens = b.items[i].req->tokens + b.items[i].start,
                                       .n_tokens = b.items[i].n, .all_logits = 0};
@@ -300,7 +320,7 @@ static void run_step(replica *e) {
     if (st) {   /* nothing was appended: end every request of the step */
         fprintf(stderr, "dsinfer serve: forward failed: %s\n", err);
         for (int i = 0; i < n; i++) gen_finish(e, b.items[i].req->user, "error", -1, 500, err);
-        return;
+        return 1;
     }
     sched_step_done(e->sch, &b);
     int sampled = 0, decode = 0;   /* read before sampling: sample_and_emit may finish (free) a request */
@@ -311,6 +331,7 @@ static void run_step(replica *e) {
     for (int i = 0; i < n; i++)
         if (b.items[i].sample) sample_and_emit(e, b.items[i].req->user, e->logits + (size_t)i * e->vocab);
     step_done(e, &b, t0, sampled, decode);
+    return 1;
 }
 
 /* Integrity of the pool: the scheduler's view and the engine's own. */
@@ -329,10 +350,11 @@ static void publish_stats(replica *e, int pool_ok) {
     pthread_mutex_unlock(&e->mu);
 }
 
-/* Takes the inbox, answers a check request, handles stop/cancel. Returns 0 when the thread must exit. */
-static int intake(replica *e) {
+/* Takes the inbox, answers a check request, handles stop/cancel. Returns 0 when the thread must exit.
+ * wait: sleep until there is something to do (expert parallel: the group round decides instead). */
+static int intake(replica *e, int wait) {
     pthread_mutex_lock(&e->mu);
-    while (!e->in_head && !e->check_req && !e->quit && !e->active)
+    while (wait && !e->in_head && !e->check_req && !e->quit && !e->active)
         pthread_cond_wait(&e->cv, &e->mu);
     srv_req *in = e->in_head;
     e->in_head = e->in_tail = NULL;
@@ -362,15 +384,49 @@ static int intake(replica *e) {
     return !quit;
 }
 
+static void idle_check(replica *e) {
+    char err[DS_ERRLEN];
+    ds_status st = check_pool(e, err);   /* idle: the pool must be intact */
+    if (st) fprintf(stderr, "dsinfer serve: page pool check failed: %s\n", err);
+    publish_stats(e, st == DS_OK);
+}
+
 static void *engine_main(void *arg) {
     replica *e = arg;
-    while (intake(e)) {
+    while (intake(e, 1)) {
         run_step(e);
         if (e->active) { publish_stats(e, -2); continue; }
+        idle_check(e);
+    }
+    return NULL;
+}
+
+/* Expert parallel: rounds in step with the other replicas. Each round every replica says whether it has
+ * work (bit 1) or must stop (bit 2); if any stops, all stop; if any has work, all step (an idle step
+ * where there is none here); else all wait for the next kick. */
+static void *engine_main_ep(void *arg) {
+    replica *e = arg;
+    for (;;) {
+        pthread_mutex_lock(&e->ep->mu);
+        unsigned long seen = e->ep->gen;
+        pthread_mutex_unlock(&e->ep->mu);
+        int alive = intake(e, 0), any = 0;
         char err[DS_ERRLEN];
-        ds_status st = check_pool(e, err);   /* idle: the pool must be intact */
-        if (st) fprintf(stderr, "dsinfer serve: page pool check failed: %s\n", err);
-        publish_stats(e, st == DS_OK);
+        if (ds_ep_agree(e->eng, (e->active ? 1 : 0) | (alive ? 0 : 2), &any, err)) {
+            fprintf(stderr, "dsinfer serve: expert-parallel round failed: %s\n", err);
+            break;
+        }
+        if (any & 2) break;
+        if (any & 1) {
+            if (!run_step(e) && ds_engine_forward_idle(e->eng, err))
+                fprintf(stderr, "dsinfer serve: idle expert-parallel step failed: %s\n", err);
+            if (e->active) publish_stats(e, -2);
+            continue;
+        }
+        idle_check(e);
+        pthread_mutex_lock(&e->ep->mu);
+        while (e->ep->gen == seen) pthread_cond_wait(&e->ep->cv, &e->ep->mu);
+        pthread_mutex_unlock(&e->ep->mu);
     }
     return NULL;
 }
@@ -389,6 +445,7 @@ static int replica_submit(replica *e, srv_req *r) {
         pthread_cond_signal(&e->cv);
     }
     pthread_mutex_unlock(&e->mu);
+    if (!rc) ep_kick(e->ep);
     return rc;
 }
 
@@ -397,6 +454,9 @@ static ds_status replica_check(replica *e, sched_stats *st, char *err) {
     int target = e->check_gen + 1;
     e->check_req = 1;
     pthread_cond_signal(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    ep_kick(e->ep);
+    pthread_mutex_lock(&e->mu);
     while (e->check_gen < target && !e->quit) pthread_cond_wait(&e->check_cv, &e->mu);
     ds_status s = e->quit ? ds_seterr(err, DS_ERR_ARG, "shutting down") : e->check_st;
     if (!e->quit && s) snprintf(err, DS_ERRLEN, "%s", e->check_err);
@@ -483,7 +543,17 @@ static ds_status open_model(replica *e, char *err) {
     return st;
 }
 
-static ds_status replica_start(const server_config *cfg, srv_metrics *m, srv_dash *d, replica **out, char *err) {
+static ds_status replica_run(replica *e, char *err) {
+    if (pthread_create(&e->thread, NULL, e->ep ? engine_main_ep : engine_main, e) != 0)
+        return ds_seterr(err, DS_ERR_NOMEM, "cannot start the engine thread");
+    e->started = 1;
+    return DS_OK;
+}
+
+/* Opens the replica's engine; its thread starts now, or with replica_run when defer (expert parallel:
+ * every replica joins the group first). */
+static ds_status replica_start(const server_config *cfg, srv_metrics *m, srv_dash *d, int defer, replica **out,
+                               char *err) {
     *out = NULL;
     replica *e = ds_xcalloc(1, sizeof(*e));
     e->cfg = *cfg;
@@ -512,10 +582,7 @@ static ds_status replica_start(const server_config *cfg, srv_metrics *m, srv_das
         e->items = ds_xcalloc((size_t)cfg->max_num_seqs, sizeof(ds_batch_item));
         e->raw = ds_xmalloc(sizeof(float) * (size_t)e->vocab);
         publish_stats(e, -1);
-        if (pthread_create(&e->thread, NULL, engine_main, e) != 0)
-            st = ds_seterr(err, DS_ERR_NOMEM, "cannot start the engine thread");
-        else
-            e->started = 1;
+        if (!defer) st = replica_run(e, err);
     }
     if (st) { replica_stop(e); return st; }
     *out = e;
@@ -527,6 +594,7 @@ static void replica_abort_all(replica *e) {
     e->stopping = 1;
     pthread_cond_signal(&e->cv);
     pthread_mutex_unlock(&e->mu);
+    ep_kick(e->ep);
 }
 
 static void replica_stop(replica *e) {
@@ -536,6 +604,7 @@ static void replica_stop(replica *e) {
         e->stopping = e->quit = 1;
         pthread_cond_signal(&e->cv);
         pthread_mutex_unlock(&e->mu);
+        ep_kick(e->ep);
         pthread_join(e->thread, NULL);
         while (e->active) gen_finish(e, e->active, "abort", -1, 0, "");
         for (srv_req *r = e->in_head, *next; r; r = next) {   /* submitted after the last intake */
@@ -567,6 +636,8 @@ struct srv_engine {
     replica **r;   /* [n] */
     pthread_mutex_t mu;
     long *submitted;   /* [n] requests given to each replica (under mu) */
+    ds_ep_group *epg;  /* --enable-expert-parallel: the replicas' shared experts, else NULL */
+    ep_sync sync;
 };
 
 static int replica_load(replica *e) {
@@ -590,19 +661,33 @@ static server_config replica_config(const server_config *cfg, int n) {
 
 ds_status srv_engine_start(const server_config *cfg, srv_metrics *m, srv_dash *d, srv_engine **out, char *err) {
     *out = NULL;
-    int n = cfg->data_parallel_size > 0 ? cfg->data_parallel_size : 1;
+    int n = cfg->data_parallel_size > 0 ? cfg->data_parallel_size : 1, ep = cfg->enable_expert_parallel;
     if (n > 1 && strcmp(cfg->backend, "cpu") != 0)
         return ds_seterr(err, DS_ERR_UNSUPPORTED, "--data-parallel-size > 1 runs on the cpu backend only so far "
                          "(one GPU per replica is not wired yet)");
+    if (ep && n < 2)
+        return ds_seterr(err, DS_ERR_ARG, "--enable-expert-parallel needs --data-parallel-size 2 or more");
     srv_engine *g = ds_xcalloc(1, sizeof(*g));
     g->r = ds_xcalloc((size_t)n, sizeof(replica *));
     g->submitted = ds_xcalloc((size_t)n, sizeof(long));
     pthread_mutex_init(&g->mu, NULL);
+    pthread_mutex_init(&g->sync.mu, NULL);
+    pthread_cond_init(&g->sync.cv, NULL);
     server_config rc = replica_config(cfg, n);
     ds_status st = DS_OK;
     for (int i = 0; i < n && !st; i++) {
-        st = replica_start(&rc, m, d, &g->r[i], err);
+        st = replica_start(&rc, m, d, ep, &g->r[i], err);
         if (!st) g->n++;
+    }
+    if (!st && ep) {   /* the group, every replica in it, then the threads */
+        int E = ds_engine_routed_experts(g->r[0]->eng);
+        if (!E) st = ds_seterr(err, DS_ERR_ARG, "--enable-expert-parallel: %s has no routed experts", cfg->model_dir);
+        if (!st) st = ds_ep_group_new(n, E, 0, &g->epg, err);
+        for (int i = 0; i < n && !st; i++) {
+            st = ds_engine_join_expert_parallel(g->r[i]->eng, g->epg, i, err);
+            g->r[i]->ep = &g->sync;
+        }
+        for (int i = 0; i < n && !st; i++) st = replica_run(g->r[i], err);
     }
     if (st) {
         srv_engine_stop(g);
@@ -688,6 +773,9 @@ void srv_engine_abort_all(srv_engine *g) {
 void srv_engine_stop(srv_engine *g) {
     if (!g) return;
     for (int i = 0; i < g->n; i++) replica_stop(g->r[i]);
+    ds_ep_group_free(g->epg);   /* after the engines (replica_stop) */
+    pthread_cond_destroy(&g->sync.cv);
+    pthread_mutex_destroy(&g->sync.mu);
     pthread_mutex_destroy(&g->mu);
     free(g->submitted);
     free(g->r);

@@ -1,0 +1,68 @@
+/* The public expert-parallel group (dsinfer.h): a placement shared by the ranks and their transport
+ * (ranks as threads, dist/comm_local.c, today). Each engine that joins gets its own communicator and
+ * ds_ep (dist/ep_moe.h), owned by the engine. */
+#include <stdlib.h>
+
+#include "core/status.h"
+#include "dist/ep_moe.h"
+#include "model/engine.h"
+
+struct ds_ep_group {
+    int n_ranks;
+    ds_comm_local_group *local;
+    ds_ep_placement pl;
+};
+
+ds_status ds_ep_group_new(int n_ranks, int n_experts, int redundant_slots, ds_ep_group **out, char *err) {
+    *out = NULL;
+    if (n_ranks < 1 || n_ranks > 64) return ds_seterr(err, DS_ERR_ARG, "expert parallel: %d ranks (1 to 64)", n_ranks);
+    if (n_experts < n_ranks)
+        return ds_seterr(err, DS_ERR_ARG, "expert parallel: %d routed experts cannot be split over %d ranks", n_experts,
+                         n_ranks);
+    ds_ep_group *g = ds_xcalloc(1, sizeof *g);
+    ds_status st = ds_ep_place(n_experts, n_ranks, redundant_slots, NULL, &g->pl, err);
+    if (st) {
+        free(g);
+        return st;
+    }
+    g->n_ranks = n_ranks;
+    g->local = ds_comm_local_group_new(n_ranks);
+    *out = g;
+    return DS_OK;
+}
+
+void ds_ep_group_free(ds_ep_group *g) {
+    if (!g) return;
+    ds_comm_local_group_free(g->local);
+    ds_ep_placement_free(&g->pl);
+    free(g);
+}
+
+ds_status ds_engine_join_expert_parallel(ds_engine *e, ds_ep_group *g, int rank, char *err) {
+    if (!g || rank < 0 || rank >= g->n_ranks)
+        return ds_seterr(err, DS_ERR_ARG, "expert parallel: rank %d of a group of %d", rank, g ? g->n_ranks : 0);
+    if (e->ep) return ds_seterr(err, DS_ERR_ARG, "expert parallel: the engine is already in a group");
+    ds_ep *ep = ds_xcalloc(1, sizeof *ep);
+    ep->comm = ds_comm_local_new(g->local, rank);
+    ep->pl = &g->pl;
+    ds_status st = ds_engine_set_expert_parallel(e, ep, err);
+    if (st) {
+        ep->comm->destroy(ep->comm);
+        free(ep);
+        return st;
+    }
+    e->ep_owned = ep;
+    return DS_OK;
+}
+
+ds_status ds_ep_agree(ds_engine *e, int flags, int *any, char *err) {
+    if (!e->ep) return ds_seterr(err, DS_ERR_ARG, "expert parallel: the engine is in no group");
+    ds_comm *c = e->ep->comm;
+    int64_t send[64], recv[64];
+    for (int r = 0; r < c->size; r++) send[r] = flags;
+    ds_status st = c->exchange_counts(c, send, recv, err);
+    int v = 0;
+    for (int r = 0; r < c->size; r++) v |= (int)recv[r];
+    *any = v;
+    return st;
+}
