@@ -18,6 +18,8 @@ int ds_cuda_available(char *why, size_t why_len);
 /* Host-side check of the element conversions the kernels share with the CPU (cuda_selftest.cu); needs
  * no GPU. Returns the number of mismatches, the first described in msg. */
 long ds_cuda_host_selftest(char *msg, size_t len);
+/* The stream every op of the CUDA backend runs on (a cudaStream_t), for NCCL (dist/comm_nccl.c). */
+void *ds_cuda_stream(void);
 
 /* Creates the CUDA backend on device 0 (cuBLAS handle, constants). NULL with a message in err. */
 ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err);

@@ -20,6 +20,11 @@ void ds_cuda_die(const char *file, int line, const char *what, const char *msg) 
 cudaStream_t cu_stream;
 unsigned long cu_ws_epoch;
 
+extern "C" void *ds_cuda_stream(void) {
+    if (!cu_stream) CUDA_CHECK(cudaStreamCreate(&cu_stream));
+    return (void *)cu_stream;
+}
+
 void *cu_ws_get(cu_ws *w, size_t bytes) {
     if (bytes <= w->bytes && w->p) return w->p;
     cu_ws_epoch++;
