@@ -80,12 +80,17 @@ typedef struct ds_ep_group ds_ep_group;
  * rank when a load estimate is given later (none yet: 0). */
 ds_status ds_ep_group_new(int n_ranks, int n_experts, int redundant_slots, ds_ep_group **out, char *err);
 void ds_ep_group_free(ds_ep_group *g);   /* after every engine that joined it is freed */
+/* 1: token rows travel to the experts in FP8 (e4m3 with a scale per 128 values, about a quarter of the
+ * fp32 bytes; results come back in fp32). Changes the outputs by the rounding (bench/RESULTS.md); set
+ * before engines join. Default 0. */
+void ds_ep_group_set_fp8_dispatch(ds_ep_group *g, int on);
 /* eng becomes rank `rank` of g (once, before its first step as a member). */
 ds_status ds_engine_join_expert_parallel(ds_engine *eng, ds_ep_group *g, int rank, char *err);
 /* One step without tokens: this rank only serves its experts. */
 ds_status ds_engine_forward_idle(ds_engine *eng, char *err);
-/* Every rank gives flags (small non-negative bit sets) and gets the OR over the group in *any. */
-ds_status ds_ep_agree(ds_engine *eng, int flags, int *any, char *err);
+/* Every rank gives flags (a few bits) and a mark (e.g. a wake-up counter read before looking for work);
+ * every rank gets the OR of the flags and the smallest mark over the group. */
+ds_status ds_ep_agree(ds_engine *eng, int flags, uint64_t mark, int *any, uint64_t *min_mark, char *err);
 
 /* A sequence owns its KV pages; it starts empty. */
 ds_status ds_seq_new(ds_engine *eng, ds_seq **out, char *err);

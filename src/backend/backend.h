@@ -19,6 +19,8 @@
 #include "loader/config.h"
 #include "model/weights.h"
 
+#define DS_FP8_ROW_BYTES(D) ((size_t)(D) + 4 * (size_t)((D) / 128))
+
 /* One forward step's layout, built by the model on the host. */
 typedef struct {
     int n_tokens;               /* M: new tokens over all sequences */
@@ -84,6 +86,12 @@ struct ds_backend {
      * in j order. y [M*K, D] and w [M*K] in backend memory. */
     void (*combine_rows)(ds_backend *be, float *out, const float *y, const float *w, int M, int K, int D,
                          int accumulate);
+    /* FP8 rows for the wire (expert parallelism's dispatch), D % 128 == 0: row i of x[n, D] becomes a
+     * record of DS_FP8_ROW_BYTES(D) bytes at rec + i * that: D e4m3 codes, then D/128 fp32 scales, with
+     * the activation rule of spec 12.2 (s = max(amax, 1e-4) / 448 per 128 columns, round half to even).
+     * dequant_rows_fp8 gives back x = code * s. rec in backend memory. */
+    void (*quant_rows_fp8)(ds_backend *be, void *rec, const float *x, int n, int D);
+    void (*dequant_rows_fp8)(ds_backend *be, float *x, const void *rec, int n, int D);
 
     /* Makes the weights resident in the backend's memory, once, before the first op; NULL where the
      * ops read the mmapped checkpoint directly (CPU). CUDA copies every tensor to the device in its

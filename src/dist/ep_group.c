@@ -8,7 +8,7 @@
 #include "model/engine.h"
 
 struct ds_ep_group {
-    int n_ranks;
+    int n_ranks, fp8_dispatch;
     ds_comm_local_group *local;
     ds_ep_placement pl;
 };
@@ -31,6 +31,8 @@ ds_status ds_ep_group_new(int n_ranks, int n_experts, int redundant_slots, ds_ep
     return DS_OK;
 }
 
+void ds_ep_group_set_fp8_dispatch(ds_ep_group *g, int on) { g->fp8_dispatch = on != 0; }
+
 void ds_ep_group_free(ds_ep_group *g) {
     if (!g) return;
     ds_comm_local_group_free(g->local);
@@ -45,6 +47,7 @@ ds_status ds_engine_join_expert_parallel(ds_engine *e, ds_ep_group *g, int rank,
     ds_ep *ep = ds_xcalloc(1, sizeof *ep);
     ep->comm = ds_comm_local_new(g->local, rank);
     ep->pl = &g->pl;
+    ep->fp8_dispatch = g->fp8_dispatch;
     ds_status st = ds_engine_set_expert_parallel(e, ep, err);
     if (st) {
         ep->comm->destroy(ep->comm);
@@ -55,14 +58,21 @@ ds_status ds_engine_join_expert_parallel(ds_engine *e, ds_ep_group *g, int rank,
     return DS_OK;
 }
 
-ds_status ds_ep_agree(ds_engine *e, int flags, int *any, char *err) {
+/* One exchange: mark in the high bits, flags in the low 8 (marks beyond 2^55 are not expected). */
+ds_status ds_ep_agree(ds_engine *e, int flags, uint64_t mark, int *any, uint64_t *min_mark, char *err) {
     if (!e->ep) return ds_seterr(err, DS_ERR_ARG, "expert parallel: the engine is in no group");
     ds_comm *c = e->ep->comm;
     int64_t send[64], recv[64];
-    for (int r = 0; r < c->size; r++) send[r] = flags;
+    for (int r = 0; r < c->size; r++) send[r] = (int64_t)((mark << 8) | ((uint64_t)flags & 0xff));
     ds_status st = c->exchange_counts(c, send, recv, err);
     int v = 0;
-    for (int r = 0; r < c->size; r++) v |= (int)recv[r];
+    uint64_t m = UINT64_MAX;
+    for (int r = 0; r < c->size; r++) {
+        v |= (int)(recv[r] & 0xff);
+        uint64_t mk = (uint64_t)recv[r] >> 8;
+        m = mk < m ? mk : m;
+    }
     *any = v;
+    *min_mark = m;
     return st;
 }

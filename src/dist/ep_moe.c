@@ -11,7 +11,7 @@
 
 typedef struct {
     ds_backend *be;
-    float *p[12];
+    float *p[16];
     int n;
 } bufset;
 
@@ -90,7 +90,9 @@ ds_status ds_ep_moe(const ds_ep *ep, ds_backend *be, float *out, const float *x,
     int64_t n_recv = 0;
     for (int r = 0; r < R; r++) n_recv += recv_n[r];
     float *send_x = NULL, *recv_x = NULL, *slot_s = NULL, *slot_r = NULL, *grp_x = NULL, *grp_y = NULL;
-    float *back = NULL, *pairs = NULL, *d_w = NULL;
+    float *back = NULL, *pairs = NULL, *d_w = NULL, *rec_s = NULL, *rec_r = NULL;
+    int fp8 = ep->fp8_dispatch && D % 128 == 0 && be->quant_rows_fp8 && be->dequant_rows_fp8;
+    size_t row_bytes = fp8 ? DS_FP8_ROW_BYTES(D) : sizeof(float) * (size_t)D;
     {
         send_x = bnew(&bs, (size_t)n * D);
         recv_x = bnew(&bs, (size_t)n_recv * D);
@@ -101,19 +103,26 @@ ds_status ds_ep_moe(const ds_ep *ep, ds_backend *be, float *out, const float *x,
         back = bnew(&bs, (size_t)n * D);
         pairs = bnew(&bs, (size_t)n * D);
         d_w = bnew(&bs, (size_t)n);
+        if (fp8) {
+            rec_s = bnew(&bs, (size_t)n * row_bytes / sizeof(float));
+            rec_r = bnew(&bs, (size_t)n_recv * row_bytes / sizeof(float));
+            DS_CHECK(rec_s && rec_r);
+        }
         DS_CHECK(send_x && recv_x && slot_s && slot_r && grp_x && grp_y && back && pairs && d_w);   /* see above */
     }
     if (!st && n && d.pair) {
         int32_t *src = ds_xmalloc(sizeof(int32_t) * (size_t)n);
         for (int i = 0; i < n; i++) src[i] = d.pair[i] / K;
         be->gather_rows(be, send_x, x, src, n, D);
+        if (fp8) be->quant_rows_fp8(be, rec_s, send_x, n, D);
         free(src);
         be->from_host(be, slot_s, (const float *)(const void *)d.slot, (size_t)n);   /* int32 bits */
     }
-    bytes_of(send_n, R, sizeof(float) * (size_t)D, sb, so);
-    bytes_of(recv_n, R, sizeof(float) * (size_t)D, rb, ro);
-    cst = cm->all_to_all_v(cm, send_x, sb, so, recv_x, rb, ro, err);
+    bytes_of(send_n, R, row_bytes, sb, so);
+    bytes_of(recv_n, R, row_bytes, rb, ro);
+    cst = cm->all_to_all_v(cm, fp8 ? rec_s : send_x, sb, so, fp8 ? rec_r : recv_x, rb, ro, err);
     if (!st) st = cst;
+    if (!st && fp8) be->dequant_rows_fp8(be, recv_x, rec_r, (int)n_recv, D);
     bytes_of(send_n, R, sizeof(int32_t), sb, so);
     bytes_of(recv_n, R, sizeof(int32_t), rb, ro);
     cst = cm->all_to_all_v(cm, slot_s, sb, so, slot_r, rb, ro, err);

@@ -12,6 +12,9 @@
 typedef struct ds_ep_s {
     ds_comm *comm;               /* rank = comm->rank, n_ranks = comm->size = pl->n_ranks */
     const ds_ep_placement *pl;
+    int fp8_dispatch;            /* 1: token rows travel to the experts as FP8 records (backend.h
+                                    quant_rows_fp8: 1 byte per value + a scale per 128, about a quarter of
+                                    fp32) when the width is a multiple of 128; results come back in fp32 */
 } ds_ep;
 
 /* out[M, D] = the MoE block of layer L for this rank's tokens x[M, D] (backend memory); M may be 0: the

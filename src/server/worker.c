@@ -402,8 +402,10 @@ static void *engine_main(void *arg) {
 }
 
 /* Expert parallel: rounds in step with the other replicas. Each round every replica says whether it has
- * work (bit 1) or must stop (bit 2); if any stops, all stop; if any has work, all step (an idle step
- * where there is none here); else all wait for the next kick. */
+ * work (bit 1) or must stop (bit 2), and which kick count it read before looking at its inbox; if any
+ * stops, all stop; if any has work, all step (an idle step where there is none here); else each waits
+ * for a kick after the oldest count read: a kick that came while some replica was already past its
+ * inbox is not lost (everyone loops again instead of sleeping on it). */
 static void *engine_main_ep(void *arg) {
     replica *e = arg;
     for (;;) {
@@ -412,7 +414,8 @@ static void *engine_main_ep(void *arg) {
         pthread_mutex_unlock(&e->ep->mu);
         int alive = intake(e, 0), any = 0;
         char err[DS_ERRLEN];
-        if (ds_ep_agree(e->eng, (e->active ? 1 : 0) | (alive ? 0 : 2), &any, err)) {
+        uint64_t oldest = 0;
+        if (ds_ep_agree(e->eng, (e->active ? 1 : 0) | (alive ? 0 : 2), seen, &any, &oldest, err)) {
             fprintf(stderr, "dsinfer serve: expert-parallel round failed: %s\n", err);
             break;
         }
@@ -425,7 +428,7 @@ static void *engine_main_ep(void *arg) {
         }
         idle_check(e);
         pthread_mutex_lock(&e->ep->mu);
-        while (e->ep->gen == seen) pthread_cond_wait(&e->ep->cv, &e->ep->mu);
+        while (e->ep->gen == oldest) pthread_cond_wait(&e->ep->cv, &e->ep->mu);
         pthread_mutex_unlock(&e->ep->mu);
     }
     return NULL;
@@ -683,6 +686,7 @@ ds_status srv_engine_start(const server_config *cfg, srv_metrics *m, srv_dash *d
         int E = ds_engine_routed_experts(g->r[0]->eng);
         if (!E) st = ds_seterr(err, DS_ERR_ARG, "--enable-expert-parallel: %s has no routed experts", cfg->model_dir);
         if (!st) st = ds_ep_group_new(n, E, 0, &g->epg, err);
+        if (!st) ds_ep_group_set_fp8_dispatch(g->epg, cfg->ep_fp8_dispatch);
         for (int i = 0; i < n && !st; i++) {
             st = ds_engine_join_expert_parallel(g->r[i]->eng, g->epg, i, err);
             g->r[i]->ep = &g->sync;

@@ -5,7 +5,7 @@
 # together (a replica without requests takes idle steps). 12 concurrent greedy completions, each equal
 # to `dsinfer generate` for its prompt; every replica served requests; the pools are intact; SIGTERM
 # stops it with exit 0. N = 2 and 3. Also: --enable-expert-parallel without --data-parallel-size is
-# refused with a clear message.
+# refused with a clear message; --ep-dispatch fp8 serves every request to its length.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${DSINFER_BIN:-build/dsinfer}
@@ -51,4 +51,26 @@ for N in 2 3; do
   kill -TERM $pid; set +e; wait $pid; rc=$?; set -e; pid=
   [ $rc = 0 ] || { echo "N=$N: server exited $rc after SIGTERM"; tail -n 20 "$tmp/log"; exit 1; }
 done
+# FP8 dispatch: rows travel in e4m3, so the text may differ from generate; every request must still
+# complete with its 10 tokens, and a bad --ep-dispatch is refused
+set +e; "$BIN" serve --model $M --port 0 --data-parallel-size 2 --enable-expert-parallel --ep-dispatch fp16 >"$tmp/bad" 2>&1; rc=$?; set -e
+[ $rc = 2 ] && grep -q "ep-dispatch must be fp32 or fp8" "$tmp/bad" || { echo "bad --ep-dispatch not refused:"; cat "$tmp/bad"; exit 1; }
+"$BIN" serve --model $M --port 0 --threads 2 --data-parallel-size 2 --enable-expert-parallel --ep-dispatch fp8 \
+  --kv-cache-memory 4MiB >"$tmp/log" 2>&1 & pid=$!
+for _ in $(seq 1 100); do grep -q "^listening on" "$tmp/log" && break; sleep 0.2; done
+url=$(sed -n 's/^listening on \(http[^ ]*\).*/\1/p' "$tmp/log")
+[ -n "$url" ] || { echo "server did not start:"; cat "$tmp/log"; exit 1; }
+cpids=()
+for i in 0 1 2 3; do
+  curl -s "$url/v1/completions" -H 'Content-Type: application/json' \
+    -d "{\"model\":\"$M\",\"prompt\":\"The ${words[$i]} of the day\",\"max_tokens\":10,\"temperature\":0,\"ignore_eos\":true}" \
+    >"$tmp/f$i.json" & cpids+=($!)
+done
+wait "${cpids[@]}"
+for i in 0 1 2 3; do
+  node -e 'const r=JSON.parse(require("fs").readFileSync(process.argv[1]));if(r.usage.completion_tokens!==10){console.log(JSON.stringify(r));process.exit(1)}' "$tmp/f$i.json"
+done
+[ "$(curl -s "$url/debug/pool" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).ok))')" = true ] || { echo "fp8: pool check failed"; exit 1; }
+kill -TERM $pid; set +e; wait $pid; rc=$?; set -e; pid=
+[ $rc = 0 ] || { echo "fp8 dispatch: server exited $rc after SIGTERM"; tail -n 20 "$tmp/log"; exit 1; }
 echo "server_ep: ok"

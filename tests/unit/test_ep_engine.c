@@ -4,7 +4,8 @@
  * idle step (ds_engine_forward_idle: it still serves its experts). Every rank's logits at every step
  * equal those of a single ordinary engine fed the same tokens in the same chunks (greedy continuation
  * decided by the EP engines). Fixtures: tiny-v3 (sigmoid, noaux_tc) and tiny-v2-group (softmax,
- * group-limited); 2 ranks, and 3 ranks with one always idle and replicated hot experts. */
+ * group-limited); 2 ranks, and 3 ranks with one always idle and replicated hot experts. The agreement
+ * round (ds_ep_agree: OR of flags, smallest mark) is checked on the way. */
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -39,7 +40,7 @@ static void *rank_main(void *arg) {
     ds_engine *e = NULL;
     ds_engine_opts o = {.n_threads = 1, .attn_no_measure = 1};
     ds_comm *cm = ds_comm_local_new(j->g, j->rank);
-    ds_ep ep = {cm, j->pl};
+    ds_ep ep = {cm, j->pl, 0};
     /* opening cannot fail differently on one rank than another here; if it fails the test fails and
      * the other ranks would wait: every rank opens the same fixture */
     if (ds_engine_open(j->dir, &o, &e, j->err) || ds_engine_set_expert_parallel(e, &ep, j->err)) {
@@ -47,6 +48,14 @@ static void *rank_main(void *arg) {
         return NULL;
     }
     j->V = ds_engine_vocab_size(e);
+    /* the agreement round the server uses: OR of the flags, smallest mark */
+    int any = -1;
+    uint64_t oldest = 0;
+    if (ds_ep_agree(e, j->rank == 1 ? 4 : 0, 100 + (uint64_t)j->rank, &any, &oldest, j->err) || any != 4 || oldest != 100) {
+        snprintf(j->err, sizeof j->err, "ds_ep_agree: any %d (4 expected), oldest %llu (100 expected)", any,
+                 (unsigned long long)oldest);
+        j->failed = 1;
+    }
     ds_seq *s;
     ds_seq_new(e, &s, j->err);
     int32_t next = 0;

@@ -3,7 +3,9 @@
  * MoE layers (sigmoid + noaux_tc, softmax greedy, group-limited):
  *  - R = 1, 2, 3, 4; tokens split unevenly, one rank with no tokens at all (it still serves experts);
  *  - redundant replicas of hot experts (placement from a skewed load), so one expert runs on two ranks;
- *  - every output element a number, NMSE against the reference within fp32 reordering (1e-12).
+ *  - every output element a number, NMSE against the reference within fp32 reordering (1e-12);
+ *  - FP8 dispatch (rows travel as e4m3 records): equal to a reference computed here that routes on x and
+ *    feeds the experts the FP8-rounded rows; its distance to the fp32 MoE is printed and bounded.
  * The same code runs the CUDA backend over NCCL (dist/comm_nccl.cu); that run needs two GPUs. */
 #include <math.h>
 #include <pthread.h>
@@ -23,7 +25,7 @@ typedef struct {
     const ds_layer_weights *L;
     const float *x;    /* this rank's rows */
     float *out;
-    int rank, M;
+    int rank, M, fp8;
     ds_status st;
     char err[DS_ERRLEN];
 } rank_job;
@@ -46,7 +48,7 @@ static void *rank_main(void *arg) {
     ds_backend *be = ds_backend_cpu_new(j->cfg, 1);
     prime(be, j->M);
     ds_comm *cm = ds_comm_local_new(j->g, j->rank);
-    ds_ep ep = {cm, j->pl};
+    ds_ep ep = {cm, j->pl, j->fp8};
     j->st = ds_ep_moe(&ep, be, j->out, j->x, j->L, j->M, j->err);
     cm->destroy(cm);
     be->destroy(be);
@@ -55,7 +57,7 @@ static void *rank_main(void *arg) {
 
 /* One split: R ranks with counts[r] tokens each (sum = M), placement with `red` redundant slots. */
 static void run_split(const char *name, const ds_config *cfg, const ds_layer_weights *L, const float *x,
-                      const float *ref, int M, int R, const int *counts, int red) {
+                      const float *ref, int M, int R, const int *counts, int red, int fp8) {
     int E = cfg->n_routed_experts, D = cfg->hidden_size;
     double *load = malloc(sizeof(double) * E);
     for (int e = 0; e < E; e++) load[e] = e == 0 ? 8.0 : e == 1 ? 4.0 : 1.0;   /* experts 0, 1 hot */
@@ -69,7 +71,7 @@ static void run_split(const char *name, const ds_config *cfg, const ds_layer_wei
     for (size_t i = 0; i < (size_t)M * D; i++) out[i] = NAN;
     int off = 0;
     for (int r = 0; r < R; r++) {
-        jobs[r] = (rank_job){g, &pl, cfg, L, x + (size_t)off * D, out + (size_t)off * D, r, counts[r], DS_OK, ""};
+        jobs[r] = (rank_job){g, &pl, cfg, L, x + (size_t)off * D, out + (size_t)off * D, r, counts[r], fp8, DS_OK, ""};
         off += counts[r];
         pthread_create(&th[r], NULL, rank_main, &jobs[r]);
     }
@@ -87,7 +89,7 @@ static void run_split(const char *name, const ds_config *cfg, const ds_layer_wei
     }
     int replicated = 0;
     for (int e = 0; e < E; e++) replicated += pl.n_replicas[e] > 1;
-    printf("  %-14s R=%d tokens", name, R);
+    printf("  %-14s %s R=%d tokens", name, fp8 ? "fp8 " : "fp32", R);
     for (int r = 0; r < R; r++) printf(" %d", counts[r]);
     printf(", %d experts replicated: nmse %.2e, %zu NaN\n", replicated, num / (den > 0 ? den : 1), nan_n);
     CHECKF(nan_n == 0 && num <= 1e-12 * den, "%s R=%d: nmse %g, %zu NaN", name, R, num / den, nan_n);
@@ -98,6 +100,43 @@ static void run_split(const char *name, const ds_config *cfg, const ds_layer_wei
     free(load);
     ds_comm_local_group_free(g);
     ds_ep_placement_free(&pl);
+}
+
+/* The MoE with FP8 dispatch computed directly: routing (router logits, ds_route_token) on x, the routed
+ * experts on x's rows rounded through an FP8 record (quant/dequant_rows_fp8), the shared experts on x,
+ * contributions added in ascending expert order after the shared ones (as cpu_moe and combine_rows). */
+static void ref_fp8_dispatch(const ds_config *c, const ds_layer_weights *L, const float *x, int M, float *out) {
+    int E = c->n_routed_experts, K = c->num_experts_per_tok, D = c->hidden_size;
+    ds_backend *be = ds_backend_cpu_new(c, 1);
+    prime(be, M);
+    float *lg = malloc(sizeof(float) * (size_t)M * E), *bias = malloc(sizeof(float) * E), *scr = malloc(sizeof(float) * 2 * E);
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)M * K);
+    float *w = malloc(sizeof(float) * (size_t)M * K), *xq = malloc(sizeof(float) * (size_t)M * D);
+    unsigned char *rec = malloc(DS_FP8_ROW_BYTES(D) * (size_t)M);
+    float *xin = malloc(sizeof(float) * (size_t)M * D), *y = malloc(sizeof(float) * (size_t)M * D);
+    int32_t *rows = malloc(sizeof(int32_t) * (size_t)M);
+    float *rw = malloc(sizeof(float) * (size_t)M);
+    be->linear(be, lg, x, &L->router, M);
+    if (L->router_bias.data) ds_weight_row_f32(&L->router_bias, 0, bias);
+    for (int m = 0; m < M; m++)
+        ds_route_token(c, lg + (size_t)m * E, L->router_bias.data ? bias : NULL, ids + (size_t)m * K, w + (size_t)m * K, scr);
+    be->quant_rows_fp8(be, rec, x, M, D);
+    be->dequant_rows_fp8(be, xq, rec, M, D);
+    if (c->n_shared_experts) be->mlp(be, out, x, &L->sh_gate, &L->sh_up, &L->sh_down, M);
+    else memset(out, 0, sizeof(float) * (size_t)M * D);
+    for (int e = 0; e < E; e++) {
+        int n = 0;
+        for (int m = 0; m < M; m++)
+            for (int k = 0; k < K; k++)
+                if (ids[(size_t)m * K + k] == e) { rows[n] = m; rw[n++] = w[(size_t)m * K + k]; }
+        if (!n) continue;
+        be->gather_rows(be, xin, xq, rows, n, D);
+        be->mlp(be, y, xin, &L->exp_gate[e], &L->exp_up[e], &L->exp_down[e], n);
+        for (int i = 0; i < n; i++)
+            for (int d = 0; d < D; d++) out[(size_t)rows[i] * D + d] += rw[i] * y[(size_t)i * D + d];
+    }
+    be->destroy(be);
+    free(lg); free(bias); free(scr); free(ids); free(w); free(xq); free(rec); free(xin); free(y); free(rows); free(rw);
 }
 
 static void check_fixture(const char *fx) {
@@ -125,11 +164,24 @@ static void check_fixture(const char *fx) {
     be->moe(be, ref, x, L, M);
     be->destroy(be);
     int c1[] = {37}, c2[] = {20, 17}, c3[] = {30, 0, 7}, c4[] = {5, 11, 1, 20};
-    run_split(fx, c, L, x, ref, M, 1, c1, 0);
-    run_split(fx, c, L, x, ref, M, 2, c2, 0);
-    run_split(fx, c, L, x, ref, M, 3, c3, 0);
-    run_split(fx, c, L, x, ref, M, 4, c4, 1);
-    run_split(fx, c, L, x, ref, M, 2, c2, 2);
+    run_split(fx, c, L, x, ref, M, 1, c1, 0, 0);
+    run_split(fx, c, L, x, ref, M, 2, c2, 0, 0);
+    run_split(fx, c, L, x, ref, M, 3, c3, 0, 0);
+    run_split(fx, c, L, x, ref, M, 4, c4, 1, 0);
+    run_split(fx, c, L, x, ref, M, 2, c2, 2, 0);
+    float *ref8 = malloc(sizeof(float) * (size_t)M * D);
+    ref_fp8_dispatch(c, L, x, M, ref8);
+    double num = 0, den = 0;
+    for (size_t i = 0; i < (size_t)M * D; i++) {
+        num += ((double)ref8[i] - ref[i]) * ((double)ref8[i] - ref[i]);
+        den += (double)ref[i] * ref[i];
+    }
+    printf("  %-14s FP8 dispatch moves the MoE output by nmse %.2e against fp32 rows\n", fx, num / den);
+    CHECKF(num > 0 && num <= 1e-2 * den, "%s: FP8 dispatch nmse %g (expected small and non-zero)", fx, num / den);
+    run_split(fx, c, L, x, ref8, M, 1, c1, 0, 1);
+    run_split(fx, c, L, x, ref8, M, 3, c3, 0, 1);
+    run_split(fx, c, L, x, ref8, M, 4, c4, 1, 1);
+    free(ref8);
     free(x);
     free(ref);
     ds_engine_free(e);

@@ -70,7 +70,7 @@ static int rank_run(int rank, int port, const char *model, int dummy, const char
     ds_ep_placement pl;
     memset(&pl, 0, sizeof pl);
     if (!st) st = ds_ep_place(e->cfg.n_routed_experts, 2, 0, NULL, &pl, err);
-    ds_ep ep = {cm, &pl};
+    ds_ep ep = {cm, &pl, 0};
     if (!st) st = ds_engine_set_expert_parallel(e, &ep, err);
     if (st) {
         fprintf(stderr, "rank %d: %s\n", rank, err);

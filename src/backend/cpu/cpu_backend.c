@@ -40,6 +40,37 @@ static void cpu_to_host(ds_backend *be, float *dst, const float *src, size_t n) 
     if (n) memcpy(dst, src, n * sizeof(float));
 }
 
+static void cpu_quant_rows_fp8(ds_backend *be, void *rec, const float *x, int n, int D) {
+    ds_cpu_backend *cb = cpu_of(be);
+    size_t rb = DS_FP8_ROW_BYTES(D);
+#pragma omp parallel for num_threads(cb->n_threads) schedule(static) if (CPU_PAR((double)n * D * 8))
+    for (int i = 0; i < n; i++) {
+        unsigned char *r = (unsigned char *)rec + (size_t)i * rb;
+        const float *xr = x + (size_t)i * D;
+        for (int b = 0; b < D / 128; b++) {
+            float amax = 0.0f;
+            for (int k = 0; k < 128; k++) amax = fmaxf(amax, fabsf(xr[b * 128 + k]));
+            float s = fmaxf(amax, 1e-4f) / 448.0f;
+            memcpy(r + D + 4 * (size_t)b, &s, 4);
+            for (int k = 0; k < 128; k++) r[b * 128 + k] = ds_f32_to_fp8_e4m3(xr[b * 128 + k] / s);
+        }
+    }
+}
+
+static void cpu_dequant_rows_fp8(ds_backend *be, float *x, const void *rec, int n, int D) {
+    ds_cpu_backend *cb = cpu_of(be);
+    size_t rb = DS_FP8_ROW_BYTES(D);
+#pragma omp parallel for num_threads(cb->n_threads) schedule(static) if (CPU_PAR((double)n * D * 4))
+    for (int i = 0; i < n; i++) {
+        const unsigned char *r = (const unsigned char *)rec + (size_t)i * rb;
+        for (int b = 0; b < D / 128; b++) {
+            float s;
+            memcpy(&s, r + D + 4 * (size_t)b, 4);
+            for (int k = 0; k < 128; k++) x[(size_t)i * D + b * 128 + k] = ds_fp8_e4m3_to_f32(r[b * 128 + k]) * s;
+        }
+    }
+}
+
 static void cpu_combine_rows(ds_backend *be, float *out, const float *y, const float *w, int M, int K, int D,
                              int accumulate) {
     ds_cpu_backend *cb = cpu_of(be);
@@ -245,6 +276,8 @@ ds_backend *ds_backend_cpu_new(const ds_config *cfg, int n_threads) {
     be->moe = cpu_moe;
     be->gather_rows = cpu_gather_rows;
     be->combine_rows = cpu_combine_rows;
+    be->quant_rows_fp8 = cpu_quant_rows_fp8;
+    be->dequant_rows_fp8 = cpu_dequant_rows_fp8;
     /* scratch for an empty batch: the per-thread GEMM rows (set_batch grows what a step needs); an
      * expert-parallel rank may run its experts before it ever has a batch of its own */
     int32_t none = 0, start[1] = {0};

@@ -117,6 +117,45 @@ static void cu_combine_rows(ds_backend *be, float *out, const float *y, const fl
     CUDA_LAUNCH_CHECK();
 }
 
+/* grid (D/128, n), block 128: one 128-column block of row i into its FP8 record (backend.h). */
+__global__ void quant_rows_fp8_kernel(unsigned char *rec, const float *x, int n, int D) {
+    __shared__ float red[4];
+    int b = blockIdx.x;
+    for (int i = blockIdx.y; i < n; i += gridDim.y) {
+        float v = x[(size_t)i * D + b * 128 + threadIdx.x];
+        float a = cu_warp_max(fabsf(v));
+        __syncthreads();   /* red of the previous row read */
+        if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = a;
+        __syncthreads();
+        float s = fmaxf(fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3])), 1e-4f) / 448.0f;
+        unsigned char *r = rec + (size_t)i * DS_FP8_ROW_BYTES(D);
+        r[b * 128 + threadIdx.x] = cu_f32_to_fp8(v / s);
+        if (threadIdx.x < 4) r[D + 4 * b + threadIdx.x] = (unsigned char)(cu_f32_bits(s) >> (8 * threadIdx.x));
+    }
+}
+
+__global__ void dequant_rows_fp8_kernel(float *x, const unsigned char *rec, int n, int D) {
+    int b = blockIdx.x;
+    for (int i = blockIdx.y; i < n; i += gridDim.y) {
+        const unsigned char *r = rec + (size_t)i * DS_FP8_ROW_BYTES(D);
+        x[(size_t)i * D + b * 128 + threadIdx.x] = cu_fp8_to_f32(r[b * 128 + threadIdx.x]) * cu_ld_f32_bytes(r + D + 4 * b);
+    }
+}
+
+static void cu_quant_rows_fp8(ds_backend *be, void *rec, const float *x, int n, int D) {
+    (void)be;
+    if (n <= 0) return;
+    quant_rows_fp8_kernel<<<dim3(D / 128, n < 65535 ? n : 65535), 128, 0, cu_stream>>>((unsigned char *)rec, x, n, D);
+    CUDA_LAUNCH_CHECK();
+}
+
+static void cu_dequant_rows_fp8(ds_backend *be, float *x, const void *rec, int n, int D) {
+    (void)be;
+    if (n <= 0) return;
+    dequant_rows_fp8_kernel<<<dim3(D / 128, n < 65535 ? n : 65535), 128, 0, cu_stream>>>(x, (const unsigned char *)rec, n, D);
+    CUDA_LAUNCH_CHECK();
+}
+
 void ds_cuda_from_host(ds_backend *be, float *dst, const float *src, size_t n) {
     (void)be;
     if (n) CUDA_CHECK(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyHostToDevice));
@@ -436,6 +475,8 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     be->moe = cu_moe;
     be->gather_rows = cu_gather_rows;
     be->combine_rows = cu_combine_rows;
+    be->quant_rows_fp8 = cu_quant_rows_fp8;
+    be->dequant_rows_fp8 = cu_dequant_rows_fp8;
     be->prepare_weights = cu_prepare_weights;
     be->run_graph = cu_graph_run;
     be->copy_bytes = cu_copy_bytes;
