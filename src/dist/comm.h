@@ -22,6 +22,8 @@ struct ds_comm {
                               void *recv, const size_t *recv_bytes, const size_t *recv_off, char *err);
     /* Host memory: recv[s] = the value rank s gave for this rank in its send[] (both [size]). */
     ds_status (*exchange_counts)(ds_comm *c, const int64_t *send, int64_t *recv, char *err);
+    /* buf[0:n] (backend memory) = the sum of every rank's buf, the same bits on every rank. */
+    ds_status (*all_reduce_sum)(ds_comm *c, float *buf, size_t n, char *err);
     void (*destroy)(ds_comm *c);
 };
 

@@ -41,6 +41,7 @@ typedef struct {
     ncclResult_t (*group_start)(void);
     ncclResult_t (*group_end)(void);
     const char *(*error_string)(ncclResult_t);
+    ncclResult_t (*all_reduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
 } nccl_api;
 static nccl_api api;
 
@@ -55,7 +56,7 @@ static ds_status load_api(char *err) {
         {(void **)&api.get_unique_id, "ncclGetUniqueId"}, {(void **)&api.init_rank, "ncclCommInitRank"},
         {(void **)&api.destroy, "ncclCommDestroy"}, {(void **)&api.send, "ncclSend"}, {(void **)&api.recv, "ncclRecv"},
         {(void **)&api.group_start, "ncclGroupStart"}, {(void **)&api.group_end, "ncclGroupEnd"},
-        {(void **)&api.error_string, "ncclGetErrorString"}};
+        {(void **)&api.error_string, "ncclGetErrorString"}, {(void **)&api.all_reduce, "ncclAllReduce"}};
     for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
         *syms[i].fn = dlsym(lib, syms[i].name);
         if (!*syms[i].fn) {
@@ -118,6 +119,13 @@ static ds_status nccl_exchange_counts(ds_comm *c, const int64_t *send, int64_t *
     return st;
 }
 
+static ds_status nccl_all_reduce_sum(ds_comm *c, float *buf, size_t n, char *err) {
+    nccl_comm *nc = (nccl_comm *)c;
+    if (!n) return DS_OK;
+    NCCL_TRY(api.all_reduce(buf, buf, n, ncclFloat32, ncclSum, nc->comm, (cudaStream_t)ds_cuda_stream()), "all-reduce");
+    return DS_OK;
+}
+
 static void nccl_destroy(ds_comm *c) {
     nccl_comm *nc = (nccl_comm *)c;
     if (nc->comm) api.destroy(nc->comm);
@@ -155,6 +163,7 @@ ds_status ds_comm_nccl_new(int rank, int n, const void *id, ds_comm **out, char 
     nc->base.size = n;
     nc->base.all_to_all_v = nccl_all_to_all_v;
     nc->base.exchange_counts = nccl_exchange_counts;
+    nc->base.all_reduce_sum = nccl_all_reduce_sum;
     nc->base.destroy = nccl_destroy;
     *out = &nc->base;
     return DS_OK;

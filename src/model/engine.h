@@ -36,6 +36,7 @@ struct ds_engine {
     ds_attn_cost attn_cost;   /* per step and sequence: naive or absorbed attention (attn_cost.h) */
     const struct ds_ep_s *ep; /* expert parallelism (dist/ep_moe.h), or NULL: every expert here */
     struct ds_ep_s *ep_owned; /* ep when made by ds_engine_join_expert_parallel (freed with the engine) */
+    struct ds_comm *tp;       /* tensor parallelism (dist/tp.h): partial sums all-reduced over it, or NULL */
     ds_status step_st;        /* the first error of an expert-parallel MoE in the current step */
     char step_err[DS_ERRLEN];
     ds_acts a;
@@ -63,5 +64,9 @@ ds_status ds_engine_reserve_acts(ds_engine *eng, int M, char *err);
 ds_status ds_engine_set_expert_parallel(ds_engine *eng, const struct ds_ep_s *ep, char *err);
 /* One step with no tokens: only the MoE layers' exchanges (this rank serves its experts). */
 ds_status ds_engine_forward_idle(ds_engine *eng, char *err);
+
+/* Tensor parallelism (dist/tp.h): this engine becomes rank comm->rank of comm->size, keeping its share
+ * of heads and MLP widths; every rank must then run the same batches. On error the engine is unusable. */
+ds_status ds_engine_set_tensor_parallel(ds_engine *eng, struct ds_comm *comm, char *err);
 
 #endif

@@ -14,6 +14,7 @@
 
 #include "core/status.h"
 #include "dist/ep_moe.h"
+#include "dist/tp.h"
 #include "model/engine.h"
 
 /* Host-side layout of one step, built from the batch items. */
@@ -110,6 +111,17 @@ static void build_plan(ds_engine *e, const ds_batch_item *it, int n, step_plan *
                               .pt_stride = pt_stride, .page_size = e->page_size};
 }
 
+/* Tensor parallel: buf holds this rank's partial sum; after this, the whole sum (every rank the same). */
+static void tp_reduce(ds_engine *e, float *buf, size_t n) {
+    if (!e->tp) return;
+    char err[DS_ERRLEN];
+    ds_status st = e->tp->all_reduce_sum(e->tp, buf, n, err);
+    if (st && !e->step_st) {
+        e->step_st = st;
+        memcpy(e->step_err, err, sizeof err);
+    }
+}
+
 /* MLA block (spec 6): xn -> ff (the attention output projected back to D). */
 static void attention(ds_engine *e, const step_plan *p, int layer) {
     const ds_config *c = &e->cfg;
@@ -133,6 +145,7 @@ static void attention(ds_engine *e, const step_plan *p, int layer) {
     if (p->n_naive) be->attn_naive(be, a->ao, a->q, cache, &L->kv_b, p->naive, p->n_naive);
     if (p->n_absorbed) be->attn_absorbed(be, a->ao, a->q, cache, &L->kv_b, p->absorbed, p->n_absorbed);
     be->linear(be, a->ff, a->ao, &L->o, M);
+    tp_reduce(e, a->ff, (size_t)M * c->hidden_size);
 }
 
 /* An expert-parallel MoE layer; its first error is kept for the end of the step (the other layers
@@ -151,6 +164,7 @@ static void ffn(ds_engine *e, int layer, int M) {
     if (L->is_moe && e->ep) ep_moe(e, L, e->a.ff, e->a.xn, M);
     else if (L->is_moe) e->be->moe(e->be, e->a.ff, e->a.xn, L, M);
     else e->be->mlp(e->be, e->a.ff, e->a.xn, &L->gate, &L->up, &L->down, M);
+    tp_reduce(e, e->a.ff, (size_t)M * e->cfg.hidden_size);
 }
 
 static void run_layers(ds_engine *e, const step_plan *p) {
@@ -206,7 +220,7 @@ static void step_fn(void *ctx) {
  * names everything the captured ops bake in), else directly. */
 static ds_status run_step(ds_engine *e, const step_plan *p, char *err) {
     step_ctx s = {e, p};
-    if (e->ep) {   /* host routing and exchanges: not capturable */
+    if (e->ep || e->tp) {   /* host routing, exchanges and reductions: not captured */
         e->step_st = DS_OK;
         step_fn(&s);
         if (e->step_st) return ds_seterr(err, e->step_st, "%s", e->step_err);

@@ -238,8 +238,9 @@ void ds_weights_free(ds_model_weights *w) {
 }
 
 static void nvfp4_row_f32(const ds_weight *w, int r, float *dst) {
-    const uint8_t *q = (const uint8_t *)w->data + (size_t)r * (size_t)(w->cols / 2);
-    const uint8_t *bs = w->block_scale + (size_t)r * (size_t)(w->cols / 16);
+    size_t ld = (size_t)(w->ld ? w->ld : w->cols);
+    const uint8_t *q = (const uint8_t *)w->data + (size_t)r * (ld / 2);
+    const uint8_t *bs = w->block_scale + (size_t)r * (ld / 16);
     for (int c0 = 0; c0 < w->cols; c0 += 16) {
         float s = ds_fp8_e4m3_to_f32(bs[c0 / 16]) * w->global_scale;
         for (int j = 0; j < 16; j += 2) {
@@ -256,7 +257,7 @@ void ds_weight_row_f32(const ds_weight *w, int r, float *dst) {
         return;
     }
     size_t esz = ds_dtype_size(w->dtype);
-    const char *row = (const char *)w->data + (size_t)r * (size_t)w->cols * esz;
+    const char *row = (const char *)w->data + (size_t)r * (size_t)(w->ld ? w->ld : w->cols) * esz;
     ds_convert_to_f32(w->dtype, row, dst, (size_t)w->cols);
     if (!w->scale) return;
     const unsigned char *srow = (const unsigned char *)(w->scale + (size_t)(r / 128) * (size_t)w->scale_cols);

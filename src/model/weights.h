@@ -21,6 +21,10 @@ typedef struct {
     const uint8_t *block_scale;  /* F8_E4M3 [rows, cols/16] (weight_scale) */
     float global_scale;          /* weight_scale_2 */
     const char *name;     /* tensor name in the checkpoint */
+    /* A view of columns of a larger tensor (tensor parallelism, dist/tp.c): elements between the starts
+     * of two rows; 0 = cols. data (and scale / block_scale) then point at the view's first column, and
+     * scale_cols stays the full tensor's scale row length. Only the CPU backend reads such views. */
+    int ld;
 } ds_weight;
 
 typedef struct {

@@ -1,0 +1,99 @@
+/* Tensor parallelism: weight views and the engine's switch (see tp.h). */
+#include "dist/tp.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "model/engine.h"
+
+static size_t elem_bytes(const ds_weight *w) { return w->dtype == DS_DTYPE_NVFP4 ? 0 : ds_dtype_size(w->dtype); }
+
+ds_status ds_weight_slice_rows(const ds_weight *w, int r0, int r1, ds_weight *out, char *err) {
+    const char *nm = w->name ? w->name : "?";
+    if (r0 < 0 || r1 > w->rows || r0 >= r1) return ds_seterr(err, DS_ERR_ARG, "%s: rows [%d, %d) of %d", nm, r0, r1, w->rows);
+    if (w->data == DS_WEIGHT_DUMMY) return ds_seterr(err, DS_ERR_UNSUPPORTED, "%s: dummy weights cannot be sliced", nm);
+    if (w->scale && r0 % 128)
+        return ds_seterr(err, DS_ERR_UNSUPPORTED, "%s: an FP8 slice must start on a 128-row block (row %d)", nm, r0);
+    *out = *w;
+    size_t ld = (size_t)(w->ld ? w->ld : w->cols);
+    if (w->dtype == DS_DTYPE_NVFP4) {
+        out->data = (const uint8_t *)w->data + (size_t)r0 * (ld / 2);
+        out->block_scale = w->block_scale + (size_t)r0 * (ld / 16);
+    } else {
+        out->data = (const char *)w->data + (size_t)r0 * ld * elem_bytes(w);
+    }
+    if (w->scale) out->scale = w->scale + (size_t)(r0 / 128) * (size_t)w->scale_cols;
+    out->rows = r1 - r0;
+    return DS_OK;
+}
+
+ds_status ds_weight_slice_cols(const ds_weight *w, int c0, int c1, ds_weight *out, char *err) {
+    const char *nm = w->name ? w->name : "?";
+    if (c0 < 0 || c1 > w->cols || c0 >= c1) return ds_seterr(err, DS_ERR_ARG, "%s: columns [%d, %d) of %d", nm, c0, c1, w->cols);
+    if (w->data == DS_WEIGHT_DUMMY) return ds_seterr(err, DS_ERR_UNSUPPORTED, "%s: dummy weights cannot be sliced", nm);
+    if (w->scale && c0 % 128)
+        return ds_seterr(err, DS_ERR_UNSUPPORTED, "%s: an FP8 slice must start on a 128-column block (column %d)", nm, c0);
+    if (w->dtype == DS_DTYPE_NVFP4 && (c0 % 16 || (c1 - c0) % 16))
+        return ds_seterr(err, DS_ERR_UNSUPPORTED, "%s: an NVFP4 slice must cover whole 16-column blocks", nm);
+    *out = *w;
+    out->ld = w->ld ? w->ld : w->cols;
+    if (w->dtype == DS_DTYPE_NVFP4) {
+        out->data = (const uint8_t *)w->data + c0 / 2;
+        out->block_scale = w->block_scale + c0 / 16;
+    } else {
+        out->data = (const char *)w->data + (size_t)c0 * elem_bytes(w);
+    }
+    if (w->scale) out->scale = w->scale + c0 / 128;   /* scale_cols stays the full row's length */
+    out->cols = c1 - c0;
+    return DS_OK;
+}
+
+/* rows / columns [rank * n/R, (rank + 1) * n/R) of w, in place */
+static ds_status rows_share(ds_weight *w, int R, int rank, char *err) {
+    int n = w->rows / R;
+    return ds_weight_slice_rows(w, rank * n, (rank + 1) * n, w, err);
+}
+static ds_status cols_share(ds_weight *w, int R, int rank, char *err) {
+    int n = w->cols / R;
+    return ds_weight_slice_cols(w, rank * n, (rank + 1) * n, w, err);
+}
+
+static ds_status slice_mlp(ds_weight *gate, ds_weight *up, ds_weight *down, int R, int r, char *err) {
+    ds_status st = rows_share(gate, R, r, err);
+    if (!st) st = rows_share(up, R, r, err);
+    if (!st) st = cols_share(down, R, r, err);
+    return st;
+}
+
+ds_status ds_engine_set_tensor_parallel(ds_engine *e, ds_comm *comm, char *err) {
+    ds_config *c = &e->cfg;
+    int R = comm->size, r = comm->rank;
+    if (e->ep || e->tp) return ds_seterr(err, DS_ERR_ARG, "tensor parallel: the engine is already parallel");
+    if (strcmp(e->be->name, "cpu") != 0)
+        return ds_seterr(err, DS_ERR_UNSUPPORTED, "tensor parallel runs on the cpu backend only so far");
+    int I = c->intermediate_size, mI = c->moe_intermediate_size;
+    if (c->num_heads % R || I % R || (c->n_routed_experts && mI % R))
+        return ds_seterr(err, DS_ERR_ARG, "tensor parallel %d: %d heads, intermediate %d, expert intermediate %d do not "
+                         "split evenly", R, c->num_heads, I, mI);
+    int hw = c->qk_nope_head_dim + c->v_head_dim;
+    ds_status st = DS_OK;
+    for (int l = 0; l < c->num_layers && !st; l++) {
+        ds_layer_weights *L = &e->w.layers[l];
+        st = rows_share(c->q_lora_rank ? &L->q_b : &L->q, R, r, err);   /* [H * dqk, .] by heads */
+        if (!st) st = rows_share(&L->kv_b, R, r, err);                  /* [H * (dn + dv), C] by heads */
+        if (!st && L->kv_b.rows % hw) st = ds_seterr(err, DS_ERR_ARG, "tensor parallel: kv_b rows not whole heads");
+        if (!st) st = cols_share(&L->o, R, r, err);                     /* [D, H * dv] by heads */
+        if (!st && !L->is_moe) st = slice_mlp(&L->gate, &L->up, &L->down, R, r, err);
+        for (int x = 0; !st && L->is_moe && x < c->n_routed_experts; x++)
+            st = slice_mlp(&L->exp_gate[x], &L->exp_up[x], &L->exp_down[x], R, r, err);
+        if (!st && L->is_moe && c->n_shared_experts) st = slice_mlp(&L->sh_gate, &L->sh_up, &L->sh_down, R, r, err);
+    }
+    if (st) return st;   /* the engine is then unusable: the caller frees it */
+    c->num_heads /= R;
+    c->intermediate_size /= R;
+    c->moe_intermediate_size /= R;
+    e->tp = comm;
+    return DS_OK;
+}
