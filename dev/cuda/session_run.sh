@@ -6,7 +6,8 @@
 #  3. compute-sanitizer memcheck over the small shapes (the new kernels included);
 #  4. the MLA decode op with an fp32 and an FP8 cache; decode throughput with both caches (issue 9);
 #  5. W8A8 (DSINFER_CUDA_FP8_GEMM=1): the V3 GEMM shapes alone (`dsinfer bench --ops`), its accuracy on
-#     the trained demo-fp8 model against the CPU (`dsinfer compare`), V2-Lite FP8 prefill (issue 8).
+#     the trained demo-fp8 model against the CPU (`dsinfer compare`), V2-Lite FP8 prefill (issue 8);
+#  6. the router v2 (DSINFER_CUDA_ROUTE2=1, one warp per token): goldens and decode rows on/off (issue 7).
 # Binaries carried in .deps/bin with .deps/lib (dev/cuda/README.md): dsinfer, test_cuda_{ops,golden,host}.
 # Logs under $OUT, line-buffered; a summary prints last.
 set -u
@@ -27,6 +28,9 @@ step mla32 30 $B/dsinfer bench --mla --bw 1 --tflops 1
 step mla8 30 $B/dsinfer bench --mla --bw 1 --tflops 1 --kv-cache-dtype fp8
 step dec32 60 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 1K,4K --prompt '' --steps 8 --csv $CSV --label kv-fp32
 step dec8 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_FP8_KV=1 $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 1K,4K --prompt '' --steps 8 --csv $CSV --kv-cache-dtype fp8 --label kv-fp8
+step golden_r2 120 env DSINFER_CUDA_ROUTE2=1 $B/test_cuda_golden
+step route1 40 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label route-v1
+step route2 40 env DSINFER_CUDA_TC=1 DSINFER_CUDA_ROUTE2=1 $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label route-v2
 step ops_bench 200 $B/dsinfer bench --ops --ops-m 1,64,128,4096 --csv $OUT/ops.csv --label w8a8-cublaslt
 step cmp_w8a8 60 env DSINFER_CUDA_FP8_GEMM=1 $B/dsinfer compare --model models/demo-fp8 --backend cuda --file tests/data/demo-heldout.txt --ctx 256
 step cmp_w8a16 60 $B/dsinfer compare --model models/demo-fp8 --backend cuda --file tests/data/demo-heldout.txt --ctx 256

@@ -695,6 +695,21 @@ static void check_route(setup *s, int M) {
     free(lg); free(bias); free(ids); free(gids); free(w); free(gw); free(scratch);
 }
 
+/* The router v2 (one warp per token, DSINFER_CUDA_ROUTE2=1): the switch is read at backend creation
+ * (a process-wide flag), so a throwaway backend turns it on for these checks and another turns it off. */
+static void check_route_v2(setup *s, const int *Ms, int nM) {
+    char err[DS_ERRLEN];
+    setenv("DSINFER_CUDA_ROUTE2", "1", 1);
+    ds_backend *on = ds_backend_cuda_new(&s->cfg, err);
+    unsetenv("DSINFER_CUDA_ROUTE2");
+    if (!on) { CHECKF(0, "%s", err); return; }
+    printf("  %-8s router v2 (warp per token):\n", s->name);
+    for (int i = 0; i < nM; i++) if (Ms[i] <= max_m) check_route(s, Ms[i]);
+    on->destroy(on);
+    ds_backend *off = ds_backend_cuda_new(&s->cfg, err);
+    if (off) off->destroy(off);
+}
+
 /* The whole MoE block. A token whose router logits differ in the last bit between the two GEMMs may
  * pick another expert at a near-tie; at most M/100 such rows are tolerated (and reported). */
 static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt) {
@@ -871,6 +886,7 @@ static void run_v3(void) {
     check_mlp(&s, s.cfg.intermediate_size, all, NM(all));
     for (int i = 0; i < NM(gemm); i++) check_route(&s, gemm[i]);
     if (4096 <= max_m) check_route(&s, 4096);
+    check_route_v2(&s, all, NM(all));
     const int tcm[] = {128};
     check_linear_on(&s, "q_a", 1536, 7168, DS_DTYPE_F8_E4M3, tcm, NM(tcm), 1);
     check_linear(&s, "gate/up", 18432, 7168, DS_DTYPE_NVFP4, all, NM(all));
@@ -904,6 +920,7 @@ static void run_lite(void) {
     check_linear_on(&s, "q", 3072, 2048, DS_DTYPE_NVFP4, tcm, NM(tcm), 1);
     check_mlp(&s, s.cfg.intermediate_size, all, NM(all));
     for (int i = 0; i < NM(all); i++) if (all[i] <= max_m) check_route(&s, all[i]);
+    check_route_v2(&s, all, NM(all));
     check_moe(&s, all, NM(all));
     check_moe_dt(&s, gemm, NM(gemm), DS_DTYPE_NVFP4);
     free_setup(&s);
@@ -929,6 +946,7 @@ static void run_odd(const char *name, const char *path, int heads) {
     for (int i = 0; i < NM(Ms); i++) check_attention(&s, Ms[i], 23);
     check_mlp(&s, s.cfg.intermediate_size > 512 ? 333 : s.cfg.intermediate_size, Ms, NM(Ms));
     for (int i = 0; i < NM(Ms); i++) check_route(&s, Ms[i]);
+    check_route_v2(&s, Ms, NM(Ms));
     check_moe(&s, Ms, NM(Ms));
     if (s.cfg.hidden_size % 16 == 0 && s.cfg.moe_intermediate_size % 16 == 0) check_moe_dt(&s, Ms, NM(Ms), DS_DTYPE_NVFP4);
     check_sample(&s);

@@ -62,6 +62,8 @@ void cu_ws_free(cu_ws *w);
  *   DSINFER_CUDA_GEMV2=0     the first vectorised GEMV (one warp per row, two loads in flight per lane);
  *                            default 1: GEMV v2 (up to 8 independent 16-byte loads per lane, split-K
  *                            across warps when rows are few). Only with VEC_GEMV on.
+ *   DSINFER_CUDA_ROUTE2=1    the router as one warp per token (cuda_moe.cu route_v2_kernel); default 0:
+ *                            one thread per token with local arrays (written 2026-11-30, not yet timed).
  *   DSINFER_CUDA_FP8_GEMM=1  W8A8 for FP8 weights at M > GEMV_MAX_M (cuda_fp8gemm.cu): activations
  *                            quantized per token x 128 columns (spec 12.2), cuBLASLt's block-scaled FP8
  *                            GEMM (spec 12.5). Default 0: activations stay fp32 (W8A16, exact). */
@@ -249,6 +251,7 @@ void cu_act_quant_fp8(unsigned char *q, float *s, const float *x, int M, int Mp,
 int cu_fp8_gemm_quantized(ds_cuda_backend *cb, float *d, const unsigned char *q, const float *s, const ds_weight *w,
                           int Mp);
 void cu_fp8_free(ds_cuda_backend *cb);
+extern int cu_route_v2;   /* DSINFER_CUDA_ROUTE2 */
 void cu_mlp(ds_backend *be, float *out, const float *x, const ds_weight *gate, const ds_weight *up,
             const ds_weight *down, int M);
 void cu_attn_naive(ds_backend *be, float *out, const float *q, const void *cache_v, const ds_weight *kv_b,

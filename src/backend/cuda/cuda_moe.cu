@@ -109,12 +109,130 @@ __global__ void route_kernel(const float *logits, const float *bias, int32_t *id
     }
 }
 
+/* ---- router v2 (DSINFER_CUDA_ROUTE2=1): one warp per token ----------------------------------------
+ * The same rule and the same arithmetic as route_kernel (and the CPU): per-expert scores and biased
+ * choice scores computed by the lanes (expert e on lane e % 32) into shared memory; the sums the CPU
+ * makes in expert order (softmax denominator, group top-2, weight normaliser) made by one lane in that
+ * order; the top-k selections as rounds of a warp argmax with ties to the lower index, which is the
+ * CPU's sequential "strictly greater" scan for finite scores (NaN scores may choose differently).
+ * Registers and shared memory instead of a thread's local arrays; 4 tokens a block. */
+#define R2_WARPS 4
+
+__device__ static void warp_argmax(float v, int idx, float *bv, int *bi) {
+    for (int o = 16; o > 0; o >>= 1) {
+        float ov = __shfl_xor_sync(0xffffffffu, v, o);
+        int oi = __shfl_xor_sync(0xffffffffu, idx, o);
+        int take = oi >= 0 && (idx < 0 || ov > v || (ov == v && oi < idx));
+        if (take) { v = ov; idx = oi; }
+    }
+    *bv = v;
+    *bi = idx;
+}
+
+/* idx[0:k] = the k largest of v[0:n] (shared memory), descending, ties to the lower index; taken marks
+ * chosen entries (shared, n bytes, cleared here). Every lane gets the same idx. */
+__device__ static void warp_topk(const float *v, unsigned char *taken, int n, int k, int *idx) {
+    int lane = threadIdx.x & 31;
+    for (int j = lane; j < n; j += 32) taken[j] = 0;
+    __syncwarp();
+    for (int t = 0; t < k; t++) {
+        float bv = -INFINITY;
+        int bi = -1;
+        for (int j = lane; j < n; j += 32) {   /* this lane's best untaken, lowest index on ties */
+            if (taken[j]) continue;
+            if (bi < 0 || v[j] > bv) { bv = v[j]; bi = j; }
+        }
+        warp_argmax(bv, bi, &bv, &bi);
+        idx[t] = bi;
+        if (lane == 0) taken[bi] = 1;
+        __syncwarp();
+    }
+}
+
+__global__ void __launch_bounds__(R2_WARPS * 32) route_v2_kernel(const float *logits, const float *bias, int32_t *ids,
+                                                                 float *wout, int M, route_cfg rc) {
+    __shared__ float s_sh[R2_WARPS][MOE_MAX_EXPERTS], b_sh[R2_WARPS][MOE_MAX_EXPERTS];
+    __shared__ float g_sh[R2_WARPS][MOE_MAX_GROUPS];
+    __shared__ unsigned char taken[R2_WARPS][MOE_MAX_EXPERTS];
+    __shared__ float red[R2_WARPS];
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, m = blockIdx.x * R2_WARPS + warp;
+    if (m >= M) return;   /* whole warp */
+    float *s = s_sh[warp], *b = b_sh[warp];
+    const float *lg = logits + (size_t)m * rc.E;
+    int E = rc.E, K = rc.K;
+    if (rc.sigmoid) {
+        for (int e = lane; e < E; e += 32) s[e] = 1.0f / (1.0f + expf(-lg[e]));
+    } else {
+        float mx = -INFINITY;
+        for (int e = lane; e < E; e += 32) mx = lg[e] > mx ? lg[e] : mx;
+        mx = cu_warp_max(mx);
+        for (int e = lane; e < E; e += 32) s[e] = expf(lg[e] - mx);
+        __syncwarp();
+        if (lane == 0) {   /* the denominator in expert order, as the CPU */
+            float sum = 0.0f;
+            for (int e = 0; e < E; e++) sum += s[e];
+            red[warp] = sum;
+        }
+        __syncwarp();
+        float sum = red[warp];
+        for (int e = lane; e < E; e += 32) s[e] /= sum;
+    }
+    __syncwarp();
+    for (int e = lane; e < E; e += 32) b[e] = s[e] + (rc.method == DS_TOPK_NOAUX_TC && bias ? bias[e] : 0.0f);
+    __syncwarp();
+    int idx[MOE_MAX_K];
+    if (rc.method != DS_TOPK_GREEDY && rc.G > 1) {
+        int per = E / rc.G;
+        for (int g = lane; g < rc.G; g += 32) {   /* each group's score, its elements in order */
+            const float *bg = b + g * per, *sg = s + g * per;
+            if (rc.method == DS_TOPK_NOAUX_TC) {
+                float m1 = -INFINITY, m2 = -INFINITY;
+                for (int j = 0; j < per; j++) {
+                    if (bg[j] > m1) { m2 = m1; m1 = bg[j]; }
+                    else if (bg[j] > m2) m2 = bg[j];
+                }
+                g_sh[warp][g] = per > 1 ? m1 + m2 : m1;
+            } else {
+                float mxs = -INFINITY;
+                for (int j = 0; j < per; j++) mxs = sg[j] > mxs ? sg[j] : mxs;
+                g_sh[warp][g] = mxs;
+            }
+        }
+        __syncwarp();
+        int keep[MOE_MAX_GROUPS];
+        warp_topk(g_sh[warp], taken[warp], rc.G, rc.topk_group, keep);
+        for (int e = lane; e < E; e += 32) {
+            int g = e / per, kept = 0;
+            for (int t = 0; t < rc.topk_group && !kept; t++) kept = keep[t] == g;
+            if (!kept) b[e] = -INFINITY;
+        }
+        __syncwarp();
+    }
+    warp_topk(b, taken[warp], E, K, idx);
+    if (lane == 0) {   /* weights: the CPU's order of operations */
+        float w[MOE_MAX_K], sum = 0.0f;
+        for (int k = 0; k < K; k++) sum += (w[k] = s[idx[k]]);
+        for (int k = 0; k < K; k++) {
+            if (rc.normalise) w[k] /= sum + 1e-20f;
+            if (rc.v3 || !rc.normalise) w[k] *= rc.scaling;
+            ids[(size_t)m * K + k] = idx[k];
+            wout[(size_t)m * K + k] = w[k];
+        }
+    }
+}
+
+int cu_route_v2 = 0;   /* DSINFER_CUDA_ROUTE2 (read at backend creation) */
+
 static void launch_route(const float *logits, const float *bias, int32_t *ids, float *w, int M, route_cfg rc) {
-    route_kernel<<<cu_blocks((size_t)M, 64), 64, 0, cu_stream>>>(logits, bias, ids, w, M, rc);
+    if (cu_route_v2)
+        route_v2_kernel<<<cu_blocks((size_t)M, R2_WARPS), R2_WARPS * 32, 0, cu_stream>>>(logits, bias, ids, w, M, rc);
+    else
+        route_kernel<<<cu_blocks((size_t)M, 64), 64, 0, cu_stream>>>(logits, bias, ids, w, M, rc);
     CUDA_LAUNCH_CHECK();
 }
 
 void ds_cuda_route(ds_backend *be, const float *logits, const float *bias, int32_t *ids, float *weights, int M) {
+    (void)be;
     if (M > 0) launch_route(logits, bias, ids, weights, M, route_cfg_of(be->cfg));
 }
 
