@@ -47,6 +47,11 @@ typedef struct {
     int dummy_weights;     /* 1: no checkpoint: deterministic random weights of the config's shapes and
                               dtypes, made on the device (backend cuda only); the model path may then
                               name a config .json file instead of a folder */
+    int expert_parallel_size, expert_parallel_rank;
+                           /* > 1: this engine will be rank expert_parallel_rank of an expert-parallel
+                              group of that size (ds_engine_join_expert_parallel): it keeps only that
+                              rank's routed experts (an even split), so the backend holds 1/size of them,
+                              and it cannot step before it has joined */
     int attn_no_measure;   /* 1: pick the attention form (naive / absorbed) by counted multiply-adds
                               alone; default 0: both forms are timed on the backend at open and each
                               step takes the one predicted faster */

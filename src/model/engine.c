@@ -35,6 +35,38 @@ static int default_pages(const ds_engine *e) {
     return (int)(want < cap ? want : cap);
 }
 
+/* opts.expert_parallel_size > 1: the routed experts of the other ranks (the even placement of
+ * ds_ep_group_new) are dropped before the backend takes the weights, so the CUDA backend uploads only
+ * this rank's share. */
+static void drop_layer_experts(ds_layer_weights *L, const char *mine, int E) {
+    if (!L->is_moe || !L->exp_gate) return;
+    for (int x = 0; x < E; x++)
+        if (!mine[x]) {
+            memset(&L->exp_gate[x], 0, sizeof(ds_weight));
+            memset(&L->exp_up[x], 0, sizeof(ds_weight));
+            memset(&L->exp_down[x], 0, sizeof(ds_weight));
+        }
+}
+
+static ds_status trim_experts(ds_engine *e, const ds_engine_opts *o, char *err) {
+    int size = o ? o->expert_parallel_size : 0, rank = o ? o->expert_parallel_rank : 0, E = e->cfg.n_routed_experts;
+    if (size <= 1) return DS_OK;
+    if (!E) return ds_seterr(err, DS_ERR_ARG, "expert parallel size %d: the model has no routed experts", size);
+    if (rank < 0 || rank >= size) return ds_seterr(err, DS_ERR_ARG, "expert parallel rank %d of %d", rank, size);
+    ds_ep_placement pl;
+    ds_status st = ds_ep_place(E, size, 0, NULL, &pl, err);
+    if (st) return st;
+    char *mine = ds_xcalloc((size_t)E, 1);
+    for (int s = 0; s < pl.rank_n_slots[rank]; s++) mine[pl.rank_experts[(size_t)rank * pl.max_slots + s]] = 1;
+    for (int l = 0; l < e->w.n_layers; l++) drop_layer_experts(&e->w.layers[l], mine, E);
+    if (e->w.mtp.present) drop_layer_experts(&e->w.mtp.layer, mine, E);
+    free(mine);
+    ds_ep_placement_free(&pl);
+    e->ep_trim_size = size;
+    e->ep_trim_rank = rank;
+    return DS_OK;
+}
+
 static ds_status create_backend(ds_engine *e, const ds_engine_opts *o, char *err) {
     const char *name = o && o->backend ? o->backend : "cpu";
     if (strcmp(name, "cpu") == 0) {
@@ -126,6 +158,7 @@ ds_status ds_engine_open(const char *dir, const ds_engine_opts *o, ds_engine **o
     if (!st && cuda && ds_weights_count_dtype(&e->cfg, &e->w, DS_DTYPE_NVFP4) && !getenv("DSINFER_CUDA_NVFP4"))
         st = ds_seterr(err, DS_ERR_UNSUPPORTED, "%s: NVFP4 weights on the cuda backend are not yet validated on a GPU "
                        "(use --backend cpu, or set DSINFER_CUDA_NVFP4=1 to try the unvalidated kernels)", dir);
+    if (!st) st = trim_experts(e, o, err);
     if (!st) st = create_backend(e, o, err);
     if (!st) st = create_cache(e, o, err);
     if (st) {

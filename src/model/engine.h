@@ -37,6 +37,7 @@ struct ds_engine {
     const struct ds_ep_s *ep; /* expert parallelism (dist/ep_moe.h), or NULL: every expert here */
     struct ds_ep_s *ep_owned; /* ep when made by ds_engine_join_expert_parallel (freed with the engine) */
     struct ds_comm *tp;       /* tensor parallelism (dist/tp.h): partial sums all-reduced over it, or NULL */
+    int ep_trim_size, ep_trim_rank;   /* opts.expert_parallel_*: only that rank's experts are loaded */
     ds_status step_st;        /* the first error of an expert-parallel MoE in the current step */
     char step_err[DS_ERRLEN];
     ds_acts a;

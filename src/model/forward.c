@@ -258,11 +258,30 @@ ds_status ds_engine_set_expert_parallel(ds_engine *e, const ds_ep *ep, char *err
             return ds_seterr(err, DS_ERR_UNSUPPORTED, "expert parallel: layer %d router bias is %s, not F32", l,
                              ds_dtype_name(b->dtype));
     }
+    if (e->ep_trim_size) {   /* opened with only this rank's experts: they must be the ones it serves */
+        const ds_ep_placement *pl = ep->pl;
+        if (pl->n_ranks != e->ep_trim_size || ep->comm->rank != e->ep_trim_rank)
+            return ds_seterr(err, DS_ERR_ARG, "expert parallel: the engine was opened as rank %d of %d, joins as rank %d "
+                             "of %d", e->ep_trim_rank, e->ep_trim_size, ep->comm->rank, pl->n_ranks);
+        for (int l = 0; l < c->num_layers; l++) {
+            const ds_layer_weights *L = &e->w.layers[l];
+            for (int s = 0; L->is_moe && s < pl->rank_n_slots[ep->comm->rank]; s++) {
+                int x = pl->rank_experts[(size_t)ep->comm->rank * pl->max_slots + s];
+                if (!L->exp_gate[x].data)
+                    return ds_seterr(err, DS_ERR_ARG, "expert parallel: rank %d serves expert %d, which this engine did not "
+                                     "load (a placement with replicas needs the engine opened with all experts)",
+                                     ep->comm->rank, x);
+            }
+        }
+    }
     e->ep = ep;
     return DS_OK;
 }
 
 ds_status ds_engine_forward(ds_engine *e, const ds_batch_item *it, int n, float *logits, char *err) {
+    if (e->ep_trim_size && !e->ep)
+        return ds_seterr(err, DS_ERR_ARG, "this engine holds only its share of the routed experts (expert parallel rank %d "
+                         "of %d): it steps only after joining its group", e->ep_trim_rank, e->ep_trim_size);
     ds_status st = validate_items(e, it, n, err);
     if (st) return st;
     int *old_n_pages = ds_xmalloc(sizeof(int) * (size_t)n);

@@ -530,10 +530,13 @@ static ds_status size_pool_for_gpu(const server_config *c, ds_engine_opts *o, ch
     return DS_OK;
 }
 
-static ds_status open_model(replica *e, char *err) {
+/* ep_rank >= 0: the engine keeps only that rank's routed experts (of data_parallel_size ranks). */
+static ds_status open_model(replica *e, int ep_rank, char *err) {
     const server_config *c = &e->cfg;
     ds_engine_opts o = {.backend = c->backend, .n_threads = c->threads, .kv_cache_bytes = c->kv_cache_bytes,
-                        .kv_cache_dtype = c->kv_cache_dtype, .quantization = c->quantization};
+                        .kv_cache_dtype = c->kv_cache_dtype, .quantization = c->quantization,
+                        .expert_parallel_size = ep_rank >= 0 ? c->data_parallel_size : 0,
+                        .expert_parallel_rank = ep_rank >= 0 ? ep_rank : 0};
     ds_status st = DS_OK;
     if (c->gpu_memory_utilization > 0) {
         if (strcmp(c->backend, "cuda") != 0)
@@ -553,9 +556,9 @@ static ds_status replica_run(replica *e, char *err) {
     return DS_OK;
 }
 
-/* Opens the replica's engine; its thread starts now, or with replica_run when defer (expert parallel:
- * every replica joins the group first). */
-static ds_status replica_start(const server_config *cfg, srv_metrics *m, srv_dash *d, int defer, replica **out,
+/* Opens the replica's engine; its thread starts now, or (ep_rank >= 0: expert parallel, the engine with
+ * only that rank's experts) with replica_run once every replica has joined the group. */
+static ds_status replica_start(const server_config *cfg, srv_metrics *m, srv_dash *d, int ep_rank, replica **out,
                                char *err) {
     *out = NULL;
     replica *e = ds_xcalloc(1, sizeof(*e));
@@ -567,12 +570,13 @@ static ds_status replica_start(const server_config *cfg, srv_metrics *m, srv_das
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
     pthread_cond_init(&e->check_cv, NULL);
-    ds_status st = open_model(e, err);
+    ds_status st = open_model(e, ep_rank, err);
     if (!st) {
         e->vocab = ds_engine_vocab_size(e->eng);
         e->max_ctx = ds_engine_max_context(e->eng);
         e->eos = ds_engine_eos_id(e->eng);
-        st = warm_up(e->eng, cfg->max_num_batched_tokens, err);
+        /* an expert-parallel engine steps only with its group: its first step allocates instead */
+        if (ep_rank < 0) st = warm_up(e->eng, cfg->max_num_batched_tokens, err);
     }
     if (!st) {
         sched_config sc = {.max_num_seqs = cfg->max_num_seqs, .max_num_batched_tokens = cfg->max_num_batched_tokens,
@@ -585,7 +589,7 @@ static ds_status replica_start(const server_config *cfg, srv_metrics *m, srv_das
         e->items = ds_xcalloc((size_t)cfg->max_num_seqs, sizeof(ds_batch_item));
         e->raw = ds_xmalloc(sizeof(float) * (size_t)e->vocab);
         publish_stats(e, -1);
-        if (!defer) st = replica_run(e, err);
+        if (ep_rank < 0) st = replica_run(e, err);
     }
     if (st) { replica_stop(e); return st; }
     *out = e;
@@ -679,7 +683,7 @@ ds_status srv_engine_start(const server_config *cfg, srv_metrics *m, srv_dash *d
     server_config rc = replica_config(cfg, n);
     ds_status st = DS_OK;
     for (int i = 0; i < n && !st; i++) {
-        st = replica_start(&rc, m, d, ep, &g->r[i], err);
+        st = replica_start(&rc, m, d, ep ? i : -1, &g->r[i], err);
         if (!st) g->n++;
     }
     if (!st && ep) {   /* the group, every replica in it, then the threads */

@@ -5,7 +5,9 @@
  * equal those of a single ordinary engine fed the same tokens in the same chunks (greedy continuation
  * decided by the EP engines). Fixtures: tiny-v3 (sigmoid, noaux_tc) and tiny-v2-group (softmax,
  * group-limited); 2 ranks, and 3 ranks with one always idle and replicated hot experts. The agreement
- * round (ds_ep_agree: OR of flags, smallest mark) is checked on the way. */
+ * round (ds_ep_agree: OR of flags, smallest mark) is checked on the way. Engines opened with only their
+ * rank's experts (opts.expert_parallel_size / _rank) give the same logits, refuse to step before joining,
+ * and refuse a placement that would make them serve an expert they did not load. */
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -29,6 +31,7 @@ typedef struct {
     ds_comm_local_group *g;
     const ds_ep_placement *pl;
     int rank, prompt_len, start_step;   /* the rank prefills prompt_len tokens at start_step, then decodes */
+    int trim;                           /* open with only this rank's experts */
     step_in in[STEPS];
     float *logits[STEPS];               /* last-token logits of each step it worked */
     int V, failed;
@@ -38,7 +41,8 @@ typedef struct {
 static void *rank_main(void *arg) {
     rank_job *j = arg;
     ds_engine *e = NULL;
-    ds_engine_opts o = {.n_threads = 1, .attn_no_measure = 1};
+    ds_engine_opts o = {.n_threads = 1, .attn_no_measure = 1, .expert_parallel_size = j->trim ? j->pl->n_ranks : 0,
+                        .expert_parallel_rank = j->rank};
     ds_comm *cm = ds_comm_local_new(j->g, j->rank);
     ds_ep ep = {cm, j->pl, 0};
     /* opening cannot fail differently on one rank than another here; if it fails the test fails and
@@ -86,7 +90,7 @@ static void *rank_main(void *arg) {
     return NULL;
 }
 
-static void run(const char *fx, int R, int red, const int *prompt_len, const int *start) {
+static void run(const char *fx, int R, int red, const int *prompt_len, const int *start, int trim) {
     char dir[512], err[DS_ERRLEN];
     snprintf(dir, sizeof dir, "%s/%s", fixtures_dir(), fx);
     ds_engine *ref = NULL;
@@ -108,6 +112,7 @@ static void run(const char *fx, int R, int red, const int *prompt_len, const int
         jobs[r].rank = r;
         jobs[r].prompt_len = prompt_len[r];
         jobs[r].start_step = start[r];
+        jobs[r].trim = trim;
         pthread_create(&th[r], NULL, rank_main, &jobs[r]);
     }
     for (int r = 0; r < R; r++) pthread_join(th[r], NULL);
@@ -133,8 +138,8 @@ static void run(const char *fx, int R, int red, const int *prompt_len, const int
         ds_seq_free(s);
         for (int t = 0; t < STEPS; t++) free(jobs[r].logits[t]);
     }
-    printf("  %-14s R=%d (%d redundant slots): %d rank-steps against one engine, worst rel L2 %.2e\n", fx, R, red,
-           steps_checked, worst);
+    printf("  %-14s R=%d (%d redundant slots)%s: %d rank-steps against one engine, worst rel L2 %.2e\n", fx, R, red,
+           trim ? ", own experts only" : "", steps_checked, worst);
     CHECK(steps_checked > 0);
     free(row);
     free(jobs);
@@ -145,13 +150,56 @@ static void run(const char *fx, int R, int red, const int *prompt_len, const int
     ds_engine_free(ref);
 }
 
+/* An engine opened as rank 1 of 2 with its experts only: no step before joining; a placement with
+ * replicas (which may ask it to serve an expert it did not load) or another rank number is refused. */
+static void check_trim_errors(void) {
+    char dir[512], err[DS_ERRLEN];
+    snprintf(dir, sizeof dir, "%s/tiny-v3", fixtures_dir());
+    ds_engine *e = NULL;
+    ds_engine_opts o = {.n_threads = 1, .attn_no_measure = 1, .expert_parallel_size = 2, .expert_parallel_rank = 1};
+    CHECKF(ds_engine_open(dir, &o, &e, err) == DS_OK, "%s", err);
+    if (!e) return;
+    ds_seq *s;
+    ds_seq_new(e, &s, err);
+    int32_t tok[2] = {1, 2};
+    float *row = malloc(sizeof(float) * (size_t)ds_engine_vocab_size(e));
+    ds_batch_item it = {.seq = s, .tokens = tok, .n_tokens = 2};
+    ds_status st = ds_engine_forward(e, &it, 1, row, err);
+    CHECKF(st == DS_ERR_ARG && strstr(err, "after joining"), "step before joining: %d %s", st, err);
+    CHECK(ds_seq_len(s) == 0);
+    ds_comm_local_group *g = ds_comm_local_group_new(2);
+    ds_comm *c0 = ds_comm_local_new(g, 0), *c1 = ds_comm_local_new(g, 1);
+    ds_ep_placement pl_red, pl;
+    double load[16];
+    for (int x = 0; x < 16; x++) load[x] = x < 2 ? 9 : 1;
+    CHECK(ds_ep_place(16, 2, 2, load, &pl_red, err) == DS_OK);
+    CHECK(ds_ep_place(16, 2, 0, NULL, &pl, err) == DS_OK);
+    ds_ep ep_red = {c1, &pl_red, 0}, ep_wrong = {c0, &pl, 0};
+    st = ds_engine_set_expert_parallel(e, &ep_red, err);
+    printf("  own experts only, placement with replicas: %s\n", err);
+    CHECKF(st == DS_ERR_ARG && strstr(err, "did not load"), "%d %s", st, err);
+    st = ds_engine_set_expert_parallel(e, &ep_wrong, err);
+    CHECKF(st == DS_ERR_ARG && strstr(err, "opened as rank 1 of 2"), "%d %s", st, err);
+    free(row);
+    ds_seq_free(s);
+    ds_engine_free(e);
+    c0->destroy(c0);
+    c1->destroy(c1);
+    ds_comm_local_group_free(g);
+    ds_ep_placement_free(&pl_red);
+    ds_ep_placement_free(&pl);
+}
+
 int main(void) {
     const int p2[] = {12, 7}, s2[] = {0, 2};
     const int p3[] = {9, 0, 5}, s3[] = {1, 0, 0};   /* rank 1 never has tokens */
     const char *fx[] = {"tiny-v3", "tiny-v2-group"};
     for (int i = 0; i < 2; i++) {
-        run(fx[i], 2, 0, p2, s2);
-        run(fx[i], 3, 1, p3, s3);
+        run(fx[i], 2, 0, p2, s2, 0);
+        run(fx[i], 3, 1, p3, s3, 0);
+        run(fx[i], 2, 0, p2, s2, 1);
+        run(fx[i], 3, 0, p3, s3, 1);
     }
+    check_trim_errors();
     return test_result("test_ep_engine");
 }
