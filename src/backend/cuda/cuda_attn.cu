@@ -309,7 +309,7 @@ typedef struct {
     const float *q;          /* [M, H*dqk]: q_pe read from here */
     const unsigned char *cache;   /* [n_pages, page_size] entries of tb bytes (fp32 or the FP8 layout) */
     size_t tb;
-    int kv_fp8;
+    int kv_fp8, fp8_vec;   /* fp8_vec: entries, codes, scales and k_pe all 16-byte aligned (V3, V2-Lite) */
     const int32_t *tok;      /* [T] token of each list entry; NULL: entry i is token i */
     const int32_t *positions, *tok_seq, *page_table;
     float *part;             /* [T, S, H, C] unnormalised o_lat per split */
@@ -358,7 +358,30 @@ __global__ void __launch_bounds__(FA_THREADS) mla_decode_kernel(fa_params p) {
             const unsigned char *e = p.cache + ((size_t)pt[pos / p.page_size] * p.page_size + (size_t)(pos % p.page_size)) * p.tb;
             const float *row = (const float *)(const void *)e;
             float *dst = Ks + j * KS;
-            if (p.kv_fp8) {
+            if (p.kv_fp8 && p.fp8_vec) {
+                /* 16-byte loads: 16 e4m3 codes (one 128-block's scale) or 8 bf16 k_pe values per lane and
+                 * step, decoded with the same conversions as cu_kv_at (so the same fp32 values) */
+                const int nb = (p.C + 127) >> 7;
+                for (int k = lane * 16; k < p.C; k += 32 * 16) {
+                    uint4 u = __ldg((const uint4 *)(e + k));
+                    float sc = __ldg((const float *)(e + p.C) + (k >> 7));
+                    const uint32_t uu[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+                    for (int q = 0; q < 4; q++)
+#pragma unroll
+                        for (int b = 0; b < 4; b++) dst[k + 4 * q + b] = cu_fp8_to_f32((unsigned char)(uu[q] >> (8 * b))) * sc;
+                }
+                const unsigned char *pe = e + p.C + 4 * nb;
+                for (int k = lane * 8; k < p.dr; k += 32 * 8) {
+                    uint4 u = __ldg((const uint4 *)(pe + 2 * k));
+                    const uint32_t uu[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+                    for (int q = 0; q < 4; q++) {
+                        dst[p.C + k + 2 * q] = __uint_as_float(uu[q] << 16);
+                        dst[p.C + k + 2 * q + 1] = __uint_as_float(uu[q] & 0xffff0000u);
+                    }
+                }
+            } else if (p.kv_fp8) {
                 for (int k = lane; k < W; k += 32) dst[k] = cu_kv_at(e, 1, p.C, k);
             } else if ((W & 3) == 0) {
                 for (int k = lane * 4; k < W; k += 128) {
@@ -522,7 +545,10 @@ static void attn_fused(ds_cuda_backend *cb, float *out, const float *q, const un
     else
         absorb_q_kernel<<<dim3(H, (T + 7) / 8), 128, 0, cu_stream>>>(qlat, q, kv, tok, T, H, C, dn, dqk, hw);
     CUDA_LAUNCH_CHECK();
-    fa_params p = {qlat, q, cache, ds_kv_token_bytes(c), c->kv_fp8, tok, cb->d_positions, cb->d_tok_seq, cb->d_page_table,
+    size_t tb = ds_kv_token_bytes(c);
+    int fp8_vec = c->kv_fp8 && tb % 16 == 0 && C % 128 == 0 && (C + 4 * (C / 128)) % 16 == 0 && dr % 8 == 0 &&
+                  ((uintptr_t)cache & 15) == 0;
+    fa_params p = {qlat, q, cache, tb, c->kv_fp8, fp8_vec, tok, cb->d_positions, cb->d_tok_seq, cb->d_page_table,
                    part, ml, H, C, dr, dn, dqk, b->pt_stride, b->page_size, S, c->softmax_scale};
     size_t smem = sizeof(float) * ((size_t)FA_HG * ((W + 3) & ~3) + (size_t)FA_CHUNK * (W + 1) + FA_CHUNK * FA_HG + 3 * FA_HG);
     static size_t smem_set = 0;
