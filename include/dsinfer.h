@@ -47,6 +47,9 @@ typedef struct {
     int dummy_weights;     /* 1: no checkpoint: deterministic random weights of the config's shapes and
                               dtypes, made on the device (backend cuda only); the model path may then
                               name a config .json file instead of a folder */
+    int tensor_parallel_size; /* > 1 (cpu backend): this handle drives that many engines (threads), each
+                              with 1/N of the heads and MLP widths, partial sums all-reduced; the same
+                              results as one engine up to fp32 summation order; no prefix sharing */
     int expert_parallel_size, expert_parallel_rank;
                            /* > 1: this engine will be rank expert_parallel_rank of an expert-parallel
                               group of that size (ds_engine_join_expert_parallel): it keeps only that

@@ -173,6 +173,14 @@ ds_status ds_engine_open(const char *dir, const ds_engine_opts *o, ds_engine **o
         if (ds_attn_cost_measure(e, &m, why) == DS_OK) e->attn_cost = m;
     }
     describe(e);
+    if (o && o->tensor_parallel_size > 1) {
+        e->attn_cost = ds_attn_cost_model_only();   /* the followers' choice: every rank attends alike */
+        st = ds_tp_group_start(e, dir, o, o->tensor_parallel_size, err);
+        if (st) {
+            ds_engine_free(e);
+            return st;
+        }
+    }
     *out = e;
     return DS_OK;
 }
@@ -188,6 +196,7 @@ static void free_acts(ds_engine *e) {
 
 void ds_engine_free(ds_engine *e) {
     if (!e) return;
+    ds_tp_group_free(e->tpg);   /* the followers first: they share nothing with e but the group */
     if (e->be) {
         free_acts(e);
         if (e->cache) e->be->release(e->be, e->cache);
@@ -233,6 +242,7 @@ void ds_engine_release_page(ds_engine *e, int page) {
 
 void ds_seq_free(ds_seq *s) {
     if (!s) return;
+    if (s->eng->tpg) ds_tp_seq_free(s);
     for (int i = 0; i < s->n_pages; i++) ds_engine_release_page(s->eng, s->pages[i]);
     free(s->pages);
     free(s);
@@ -276,6 +286,7 @@ ds_status ds_engine_check_pages(const ds_engine *e, char *err) { return ds_kv_po
 
 ds_status ds_seq_adopt_prefix(ds_seq *s, const int *pages, int n_pages, char *err) {
     ds_engine *e = s->eng;
+    if (e->tpg) return ds_seterr(err, DS_ERR_UNSUPPORTED, "prefix sharing is not available with tensor parallelism");
     if (s->len || s->n_pages) return ds_seterr(err, DS_ERR_ARG, "adopt_prefix: the sequence is not empty");
     if ((long)n_pages * e->page_size > e->cfg.max_position_embeddings)
         return ds_seterr(err, DS_ERR_ARG, "adopt_prefix: %d pages exceed the model's context", n_pages);
@@ -295,6 +306,7 @@ ds_status ds_seq_adopt_prefix(ds_seq *s, const int *pages, int n_pages, char *er
 
 void ds_seq_truncate(ds_seq *s, int n_tokens) {
     if (n_tokens < 0) n_tokens = 0;
+    if (s->eng->tpg) ds_tp_seq_truncate(s, n_tokens);
     if (n_tokens >= s->len) return;
     int keep = (n_tokens + s->eng->page_size - 1) / s->eng->page_size;
     while (s->n_pages > keep) ds_engine_release_page(s->eng, s->pages[--s->n_pages]);
@@ -303,6 +315,7 @@ void ds_seq_truncate(ds_seq *s, int n_tokens) {
 
 ds_status ds_seq_fork(ds_seq *dst, const ds_seq *src, char *err) {
     ds_engine *e = dst->eng;
+    if (e->tpg) return ds_seterr(err, DS_ERR_UNSUPPORTED, "forking a sequence is not available with tensor parallelism");
     if (src->eng != e) return ds_seterr(err, DS_ERR_ARG, "fork: sequences of different engines");
     if (dst->len || dst->n_pages) return ds_seterr(err, DS_ERR_ARG, "fork: the destination sequence is not empty");
     if (ds_kv_pool_free_count(e->pool) < src->n_pages)

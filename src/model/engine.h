@@ -38,6 +38,9 @@ struct ds_engine {
     struct ds_ep_s *ep_owned; /* ep when made by ds_engine_join_expert_parallel (freed with the engine) */
     struct ds_comm *tp;       /* tensor parallelism (dist/tp.h): partial sums all-reduced over it, or NULL */
     int ep_trim_size, ep_trim_rank;   /* opts.expert_parallel_*: only that rank's experts are loaded */
+    struct ds_tp_group *tpg;          /* opts.tensor_parallel_size > 1: the leader's followers (dist/tp_group.c) */
+    struct ds_tp_group *tp_follower_of;
+    int tp_rank;
     ds_status step_st;        /* the first error of an expert-parallel MoE in the current step */
     char step_err[DS_ERRLEN];
     ds_acts a;
@@ -46,6 +49,7 @@ struct ds_engine {
 
 struct ds_seq {
     ds_engine *eng;
+    struct ds_seq **shadow;   /* tensor parallel leader: this sequence on each follower ([n], 0 unused) */
     int len;          /* tokens in the cache */
     int *pages;       /* [n_pages] page ids, in position order */
     int n_pages, cap_pages;
@@ -65,6 +69,16 @@ ds_status ds_engine_reserve_acts(ds_engine *eng, int M, char *err);
 ds_status ds_engine_set_expert_parallel(ds_engine *eng, const struct ds_ep_s *ep, char *err);
 /* One step with no tokens: only the MoE layers' exchanges (this rank serves its experts). */
 ds_status ds_engine_forward_idle(ds_engine *eng, char *err);
+
+/* The forward of this engine alone (ds_engine_forward adds the tensor-parallel followers). */
+ds_status ds_engine_forward_local(ds_engine *eng, const ds_batch_item *items, int n, float *logits, char *err);
+/* dist/tp_group.c */
+typedef struct ds_tp_group ds_tp_group;
+ds_status ds_tp_group_start(ds_engine *leader, const char *dir, const ds_engine_opts *o, int n, char *err);
+void ds_tp_group_free(ds_tp_group *g);
+ds_status ds_tp_forward(ds_engine *leader, const ds_batch_item *items, int n, float *logits, char *err);
+void ds_tp_seq_free(ds_seq *s);
+void ds_tp_seq_truncate(ds_seq *s, int n_tokens);
 
 /* Tensor parallelism (dist/tp.h): this engine becomes rank comm->rank of comm->size, keeping its share
  * of heads and MLP widths; every rank must then run the same batches. On error the engine is unusable. */

@@ -279,6 +279,11 @@ ds_status ds_engine_set_expert_parallel(ds_engine *e, const ds_ep *ep, char *err
 }
 
 ds_status ds_engine_forward(ds_engine *e, const ds_batch_item *it, int n, float *logits, char *err) {
+    if (e->tpg) return ds_tp_forward(e, it, n, logits, err);
+    return ds_engine_forward_local(e, it, n, logits, err);
+}
+
+ds_status ds_engine_forward_local(ds_engine *e, const ds_batch_item *it, int n, float *logits, char *err) {
     if (e->ep_trim_size && !e->ep)
         return ds_seterr(err, DS_ERR_ARG, "this engine holds only its share of the routed experts (expert parallel rank %d "
                          "of %d): it steps only after joining its group", e->ep_trim_rank, e->ep_trim_size);

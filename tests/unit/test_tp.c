@@ -3,7 +3,9 @@
  * ordinary engine's within the fp32-reordering tolerance of the golden tests (max abs 1e-3, rel L2 1e-4),
  * the greedy picks identical. tiny-v3 (q-LoRA, sigmoid MoE) and tiny-v2 (no q-LoRA, 2 shared experts),
  * R = 2 and 4. The FP8 fixture, whose head slices do not fall on 128-row blocks, is refused with a
- * message saying so. */
+ * message saying so. The same through one handle (opts.tensor_parallel_size: followers behind the
+ * engine): two sequences in one batch, chunked prefill, decode, a truncation and its re-feed, against
+ * a plain engine; prefix sharing and fork refused. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,10 +121,74 @@ static void check_refusal(void) {
     ds_comm_local_group_free(g);
 }
 
+static void feed2(ds_engine *e, ds_seq **s, const int32_t *const *tok, const int *n, float *out, char *err) {
+    ds_batch_item it[2] = {{.seq = s[0], .tokens = tok[0], .n_tokens = n[0]}, {.seq = s[1], .tokens = tok[1], .n_tokens = n[1]}};
+    CHECKF(ds_engine_forward(e, it, 2, out, err) == DS_OK, "%s", err);
+}
+
+static void check_handle(const char *fx, int R) {
+    char dir[512], err[DS_ERRLEN];
+    snprintf(dir, sizeof dir, "%s/%s", fixtures_dir(), fx);
+    ds_engine *tp = NULL, *ref = NULL;
+    ds_engine_opts ot = {.n_threads = 1, .attn_no_measure = 1, .tensor_parallel_size = R};
+    ds_engine_opts o = {.n_threads = 1, .attn_no_measure = 1};
+    CHECKF(ds_engine_open(dir, &ot, &tp, err) == DS_OK, "%s", err);
+    CHECKF(ds_engine_open(dir, &o, &ref, err) == DS_OK, "%s", err);
+    if (!tp || !ref) { ds_engine_free(tp); ds_engine_free(ref); return; }
+    int V = ds_engine_vocab_size(ref), steps = 0;
+    double worst = 0;
+    float *a = malloc(sizeof(float) * 2 * (size_t)V), *b = malloc(sizeof(float) * 2 * (size_t)V);
+    ds_seq *st[2], *sr[2];
+    for (int i = 0; i < 2; i++) { ds_seq_new(tp, &st[i], err); ds_seq_new(ref, &sr[i], err); }
+    int32_t p0[9], p1[6];
+    for (int i = 0; i < 9; i++) p0[i] = (int32_t)((5 * i + 1) % V);
+    for (int i = 0; i < 6; i++) p1[i] = (int32_t)((3 * i + 7) % V);
+    /* chunked prefill of both, then decode; a truncation of the first after step 3 */
+    const int32_t *t1[2] = {p0, p1}, *t2[2] = {p0 + 4, p1 + 3};
+    int n1[2] = {4, 3}, n2[2] = {5, 3};
+    for (int k = 0; k < 2; k++) {
+        feed2(tp, st, k ? t2 : t1, k ? n2 : n1, a, err);
+        feed2(ref, sr, k ? t2 : t1, k ? n2 : n1, b, err);
+    }
+    for (int step = 0; step < 6; step++) {
+        diff_stats d = diff_f32(a, b, 2 * (size_t)V);
+        worst = d.rel_l2 > worst ? d.rel_l2 : worst;
+        CHECKF(d.max_abs <= 1e-3 && d.rel_l2 <= 1e-4, "%s TP%d handle step %d: max abs %g rel L2 %g", fx, R, step,
+               d.max_abs, d.rel_l2);
+        int32_t nx[2] = {argmax_f32(b, V), argmax_f32(b + V, V)};
+        CHECK(argmax_f32(a, V) == nx[0] && argmax_f32(a + V, V) == nx[1]);
+        if (step == 3) {   /* roll the first sequence back two tokens and feed them again */
+            ds_seq_truncate(st[0], ds_seq_len(st[0]) - 2);
+            ds_seq_truncate(sr[0], ds_seq_len(sr[0]) - 2);
+        }
+        const int32_t *tn[2] = {&nx[0], &nx[1]};
+        int nn[2] = {1, 1};
+        feed2(tp, st, tn, nn, a, err);
+        feed2(ref, sr, tn, nn, b, err);
+        steps++;
+    }
+    CHECK(ds_seq_len(st[0]) == ds_seq_len(sr[0]) && ds_seq_len(st[1]) == ds_seq_len(sr[1]));
+    ds_seq *f;
+    ds_seq_new(tp, &f, err);
+    CHECK(ds_seq_fork(f, st[0], err) == DS_ERR_UNSUPPORTED);
+    int page = ds_seq_page(st[1], 0);
+    CHECK(ds_seq_adopt_prefix(f, &page, 1, err) == DS_ERR_UNSUPPORTED && strstr(err, "tensor parallel"));
+    ds_seq_free(f);
+    printf("  %-8s TP%d through one handle: %d batched steps, worst rel L2 %.2e\n", fx, R, steps, worst);
+    for (int i = 0; i < 2; i++) { ds_seq_free(st[i]); ds_seq_free(sr[i]); }
+    CHECK(ds_engine_pages_free(tp) == ds_engine_pages_total(tp));
+    free(a);
+    free(b);
+    ds_engine_free(tp);
+    ds_engine_free(ref);
+}
+
 int main(void) {
     run("tiny-v3", 2);
     run("tiny-v3", 4);
     run("tiny-v2", 2);
     check_refusal();
+    check_handle("tiny-v3", 2);
+    check_handle("tiny-v2", 4);
     return test_result("test_tp");
 }
