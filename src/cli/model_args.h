@@ -11,6 +11,7 @@ typedef struct {
     const char *ref_model;        /* compare: --ref-model DIR */
     const char *quantization;     /* --quantization fp8|fp4 (at load) */
     int dummy_weights;   /* --dummy-weights: random weights made on the GPU; --model may be a config .json */
+    int tensor_parallel_size;     /* --tensor-parallel-size N (cpu backend: N ranks as threads) */
     ds_sampling_params sp;
 } model_args;
 

@@ -11,6 +11,12 @@ command -v curl >/dev/null || { echo "SKIP: curl not found"; exit 77; }
 M=tests/fixtures/tiny-v3
 tmp=$(mktemp -d); pid=
 trap '[ -n "$pid" ] && kill $pid 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT
+# the CLI flag: the same greedy ids as one engine; a split that does not divide is refused (exit 2)
+a=$("$BIN" generate --model $M --ids 0,17,99,5 -n 16 --temperature 0 --print-ids --tensor-parallel-size 2)
+b=$("$BIN" generate --model $M --ids 0,17,99,5 -n 16 --temperature 0 --print-ids)
+[ "$a" = "$b" ] || { echo "generate TP2 [$a] vs one engine [$b]"; exit 1; }
+set +e; "$BIN" generate --model $M --ids 0,17 -n 2 --tensor-parallel-size 3 >"$tmp/bad" 2>&1; rc=$?; set -e
+[ $rc = 2 ] && grep -q "do not split evenly" "$tmp/bad" || { echo "TP3 of 4 heads not refused (rc $rc)"; cat "$tmp/bad"; exit 1; }
 words=(alpha beta gamma delta epsilon zeta eta theta)
 for i in "${!words[@]}"; do
   "$BIN" generate --model $M --prompt "A ${words[$i]} said" -n 12 --temperature 0 --threads 1 --ignore-eos \
