@@ -50,6 +50,9 @@ typedef struct {
     int tensor_parallel_size; /* > 1 (cpu backend): this handle drives that many engines (threads), each
                               with 1/N of the heads and MLP widths, partial sums all-reduced; the same
                               results as one engine up to fp32 summation order; no prefix sharing */
+    int pipeline_parallel_size; /* > 1 (cpu backend): this handle drives that many engines (threads), each
+                              running a contiguous share of the layers, the hidden state handed from one to
+                              the next; the same results as one engine; no prefix sharing; not with TP yet */
     int expert_parallel_size, expert_parallel_rank;
                            /* > 1: this engine will be rank expert_parallel_rank of an expert-parallel
                               group of that size (ds_engine_join_expert_parallel): it keeps only that

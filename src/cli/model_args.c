@@ -9,7 +9,7 @@
 
 enum { OPT_THREADS = 256, OPT_BACKEND, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_MINP, OPT_SEED, OPT_REP, OPT_PRES,
        OPT_FREQ, OPT_PRINT_IDS, OPT_IGNORE_EOS, OPT_ABSORBED, OPT_HELP, OPT_PROMPT, OPT_TEMPLATE, OPT_SYSTEM,
-       OPT_FILE, OPT_CTX, OPT_DUMMY, OPT_KV_DTYPE, OPT_REF_MODEL, OPT_QUANT, OPT_TP };
+       OPT_FILE, OPT_CTX, OPT_DUMMY, OPT_KV_DTYPE, OPT_REF_MODEL, OPT_QUANT, OPT_TP, OPT_PP };
 
 static const struct option long_opts[] = {
     {"model", required_argument, 0, 'm'}, {"ids", required_argument, 0, 'i'}, {"out", required_argument, 0, 'o'},
@@ -25,11 +25,12 @@ static const struct option long_opts[] = {
     {"ctx", required_argument, 0, OPT_CTX}, {"dummy-weights", no_argument, 0, OPT_DUMMY},
     {"kv-cache-dtype", required_argument, 0, OPT_KV_DTYPE}, {"ref-model", required_argument, 0, OPT_REF_MODEL},
     {"quantization", required_argument, 0, OPT_QUANT}, {"tensor-parallel-size", required_argument, 0, OPT_TP},
+    {"pipeline-parallel-size", required_argument, 0, OPT_PP},
     {0, 0, 0, 0}};
 
 static void usage(const char *cmd) {
     if (strcmp(cmd, "logits") == 0)
-        fprintf(stderr, "usage: dsinfer logits --model DIR --ids 0,17,99 --out FILE.npy [--threads N] [--backend cpu|cuda] [--dummy-weights] [--kv-cache-dtype auto|fp8] [--quantization fp8|fp4] [--tensor-parallel-size N]\n"
+        fprintf(stderr, "usage: dsinfer logits --model DIR --ids 0,17,99 --out FILE.npy [--threads N] [--backend cpu|cuda] [--dummy-weights] [--kv-cache-dtype auto|fp8] [--quantization fp8|fp4] [--tensor-parallel-size N] [--pipeline-parallel-size N]\n"
                         "  writes float32 [T, vocab] logits at every prompt position\n");
     else if (strcmp(cmd, "compare") == 0)
         fprintf(stderr, "usage: dsinfer compare --model DIR [--ref-model DIR] --file TEXT [--ctx N] [--kv-cache-dtype fp8]\n"
@@ -37,18 +38,18 @@ static void usage(const char *cmd) {
                         "  KL divergence, top-1 agreement and max logit difference of --model (with its options)\n"
                         "  against --ref-model (default: the same folder, default options), and both perplexities\n");
     else if (strcmp(cmd, "perplexity") == 0)
-        fprintf(stderr, "usage: dsinfer perplexity --model DIR --file TEXT [--ctx N] [--threads N] [--backend cpu|cuda] [--dummy-weights] [--kv-cache-dtype auto|fp8] [--quantization fp8|fp4] [--tensor-parallel-size N]\n"
+        fprintf(stderr, "usage: dsinfer perplexity --model DIR --file TEXT [--ctx N] [--threads N] [--backend cpu|cuda] [--dummy-weights] [--kv-cache-dtype auto|fp8] [--quantization fp8|fp4] [--tensor-parallel-size N] [--pipeline-parallel-size N]\n"
                         "  perplexity of the file's text: windows of N tokens (default: the model's context), each\n"
                         "  starting with BOS, predicting every token after the BOS\n");
     else if (strcmp(cmd, "chat") == 0)
         fprintf(stderr, "usage: dsinfer chat --model DIR [--system TEXT] [--chat-template deepseek-v3|deepseek-r1|deepseek-v2]\n"
-                        "         [-n 512] [sampling flags as for generate] [--threads N] [--backend cpu|cuda] [--dummy-weights] [--kv-cache-dtype auto|fp8] [--quantization fp8|fp4] [--tensor-parallel-size N]\n"
+                        "         [-n 512] [sampling flags as for generate] [--threads N] [--backend cpu|cuda] [--dummy-weights] [--kv-cache-dtype auto|fp8] [--quantization fp8|fp4] [--tensor-parallel-size N] [--pipeline-parallel-size N]\n"
                         "  an interactive chat on the terminal; an empty line or end of input quits\n");
     else
         fprintf(stderr,
                 "usage: dsinfer generate --model DIR (--ids 0,17,99 | --prompt TEXT) [-n 32] [--temperature 0.7] [--top-k K]\n"
                 "         [--top-p P] [--min-p P] [--seed S] [--repetition-penalty R] [--presence-penalty P]\n"
-                "         [--frequency-penalty F] [--ignore-eos] [--print-ids] [--threads N] [--backend cpu|cuda] [--dummy-weights] [--kv-cache-dtype auto|fp8] [--quantization fp8|fp4] [--tensor-parallel-size N]\n");
+                "         [--frequency-penalty F] [--ignore-eos] [--print-ids] [--threads N] [--backend cpu|cuda] [--dummy-weights] [--kv-cache-dtype auto|fp8] [--quantization fp8|fp4] [--tensor-parallel-size N] [--pipeline-parallel-size N]\n");
 }
 
 static int parse_num(const char *flag, const char *v, double lo, double hi, double *out) {
@@ -103,6 +104,7 @@ int model_args_parse(int argc, char **argv, model_args *a) {
         case OPT_REF_MODEL: a->ref_model = optarg; break;
         case OPT_QUANT: a->quantization = optarg; break;
         case OPT_TP: bad = parse_num("--tensor-parallel-size", optarg, 1, 64, &x); a->tensor_parallel_size = (int)x; break;
+        case OPT_PP: bad = parse_num("--pipeline-parallel-size", optarg, 1, 64, &x); a->pipeline_parallel_size = (int)x; break;
         case OPT_HELP: usage(argv[0]); exit(0);
         default:
             fprintf(stderr, "dsinfer %s: unknown or incomplete option \"%s\"\n", argv[0], argv[optind - 1]);
@@ -132,7 +134,8 @@ int model_args_parse(int argc, char **argv, model_args *a) {
 ds_status model_args_open_engine(const model_args *a, ds_engine **eng, char *err) {
     ds_engine_opts o = {.backend = a->backend, .n_threads = a->threads, .force_absorbed = a->force_absorbed,
                         .dummy_weights = a->dummy_weights, .kv_cache_dtype = a->kv_cache_dtype,
-                        .quantization = a->quantization, .tensor_parallel_size = a->tensor_parallel_size};
+                        .quantization = a->quantization, .tensor_parallel_size = a->tensor_parallel_size,
+                        .pipeline_parallel_size = a->pipeline_parallel_size};
     return ds_engine_open(a->model, &o, eng, err);
 }
 

@@ -12,6 +12,7 @@ typedef struct {
     const char *quantization;     /* --quantization fp8|fp4 (at load) */
     int dummy_weights;   /* --dummy-weights: random weights made on the GPU; --model may be a config .json */
     int tensor_parallel_size;     /* --tensor-parallel-size N (cpu backend: N ranks as threads) */
+    int pipeline_parallel_size;   /* --pipeline-parallel-size N (cpu backend: N stages as threads) */
     ds_sampling_params sp;
 } model_args;
 

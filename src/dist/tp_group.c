@@ -1,6 +1,7 @@
-/* Tensor parallelism behind one engine handle (opts.tensor_parallel_size = N, CPU backend): the engine
- * the caller holds is rank 0; it opens N - 1 follower engines (same model and options), each keeping its
- * share of the heads and widths (dist/tp.c), with a thread each. A forward on the leader hands the same
+/* Tensor or pipeline parallelism behind one engine handle (opts.tensor_parallel_size or
+ * pipeline_parallel_size = N, CPU backend): the engine the caller holds is rank 0; it opens N - 1 follower
+ * engines (same model and options), each keeping its share of the heads and widths (dist/tp.c) or of
+ * the layers (forward.c pp_step), with a thread each. A forward on the leader hands the same
  * batch to the followers (their own shadow of every sequence) and runs its share; the all-reduces inside
  * meet. Sequence life (new, free, truncate) is mirrored on the shadows by the leader's calls (between
  * steps, when the followers are idle); prefix sharing and fork are refused (pages differ per rank).
@@ -96,12 +97,15 @@ ds_status ds_tp_group_start(ds_engine *leader, const char *dir, const ds_engine_
     g->eng[0] = leader;
     ds_engine_opts fo = *o;
     fo.tensor_parallel_size = 0;
+    fo.pipeline_parallel_size = 0;
+    int pipeline = o->pipeline_parallel_size > 1;
     fo.attn_no_measure = 1;
     ds_status st = DS_OK;
     for (int r = 1; r < n && !st; r++) st = ds_engine_open(dir, &fo, &g->eng[r], err);
     for (int r = 0; r < n && !st; r++) {
         g->comm[r] = ds_comm_local_new(g->lg, r);
-        st = ds_engine_set_tensor_parallel(g->eng[r], g->comm[r], err);
+        st = pipeline ? ds_engine_set_pipeline_stage(g->eng[r], g->comm[r], err)
+                      : ds_engine_set_tensor_parallel(g->eng[r], g->comm[r], err);
         g->eng[r]->tp_rank = r;
         g->eng[r]->tp_follower_of = r ? g : NULL;
     }

@@ -173,9 +173,20 @@ ds_status ds_engine_open(const char *dir, const ds_engine_opts *o, ds_engine **o
         if (ds_attn_cost_measure(e, &m, why) == DS_OK) e->attn_cost = m;
     }
     describe(e);
-    if (o && o->tensor_parallel_size > 1) {
+    e->layer_end = e->cfg.num_layers;
+    int tp = o ? o->tensor_parallel_size : 0, pp = o ? o->pipeline_parallel_size : 0;
+    if (tp > 1 && pp > 1) {
+        ds_engine_free(e);
+        return ds_seterr(err, DS_ERR_UNSUPPORTED, "tensor and pipeline parallelism together are not supported yet");
+    }
+    if (pp > e->cfg.num_layers) {
+        int L = e->cfg.num_layers;
+        ds_engine_free(e);
+        return ds_seterr(err, DS_ERR_ARG, "pipeline parallel %d: the model has %d layers", pp, L);
+    }
+    if (tp > 1 || pp > 1) {
         e->attn_cost = ds_attn_cost_model_only();   /* the followers' choice: every rank attends alike */
-        st = ds_tp_group_start(e, dir, o, o->tensor_parallel_size, err);
+        st = ds_tp_group_start(e, dir, o, tp > 1 ? tp : pp, err);
         if (st) {
             ds_engine_free(e);
             return st;

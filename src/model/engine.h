@@ -37,6 +37,8 @@ struct ds_engine {
     const struct ds_ep_s *ep; /* expert parallelism (dist/ep_moe.h), or NULL: every expert here */
     struct ds_ep_s *ep_owned; /* ep when made by ds_engine_join_expert_parallel (freed with the engine) */
     struct ds_comm *tp;       /* tensor parallelism (dist/tp.h): partial sums all-reduced over it, or NULL */
+    struct ds_comm *pp;       /* pipeline parallelism: this rank runs layers [layer_begin, layer_end) */
+    int layer_begin, layer_end;
     int ep_trim_size, ep_trim_rank;   /* opts.expert_parallel_*: only that rank's experts are loaded */
     struct ds_tp_group *tpg;          /* opts.tensor_parallel_size > 1: the leader's followers (dist/tp_group.c) */
     struct ds_tp_group *tp_follower_of;
@@ -79,6 +81,11 @@ void ds_tp_group_free(ds_tp_group *g);
 ds_status ds_tp_forward(ds_engine *leader, const ds_batch_item *items, int n, float *logits, char *err);
 void ds_tp_seq_free(ds_seq *s);
 void ds_tp_seq_truncate(ds_seq *s, int n_tokens);
+
+/* Pipeline parallelism: this engine becomes stage comm->rank of comm->size and runs layers
+ * [rank * L / size, (rank + 1) * L / size); the stages hand the hidden state on, the last one's logits
+ * go back to stage 0. Every stage must run the same batches. */
+ds_status ds_engine_set_pipeline_stage(ds_engine *eng, struct ds_comm *comm, char *err);
 
 /* Tensor parallelism (dist/tp.h): this engine becomes rank comm->rank of comm->size, keeping its share
  * of heads and MLP widths; every rank must then run the same batches. On error the engine is unusable. */

@@ -167,12 +167,12 @@ static void ffn(ds_engine *e, int layer, int M) {
     tp_reduce(e, e->a.ff, (size_t)M * e->cfg.hidden_size);
 }
 
-static void run_layers(ds_engine *e, const step_plan *p) {
+/* Layers [l0, l1) on the residual stream e->a.h. */
+static void run_layer_range(ds_engine *e, const step_plan *p, int l0, int l1) {
     const ds_config *c = &e->cfg;
     ds_backend *be = e->be;
     int M = p->meta.n_tokens, D = c->hidden_size;
-    be->embed(be, e->a.h, &e->w.embed);
-    for (int l = 0; l < c->num_layers; l++) {
+    for (int l = l0; l < l1; l++) {
         const ds_layer_weights *L = &e->w.layers[l];
         be->rmsnorm(be, e->a.xn, D, e->a.h, D, &L->input_norm, M, D, c->rms_norm_eps);
         attention(e, p, l);
@@ -181,6 +181,44 @@ static void run_layers(ds_engine *e, const step_plan *p) {
         ffn(e, l, M);
         be->add(be, e->a.h, e->a.ff, (size_t)M * D);
     }
+}
+
+static void run_layers(ds_engine *e, const step_plan *p) {
+    e->be->embed(e->be, e->a.h, &e->w.embed);
+    run_layer_range(e, p, 0, e->cfg.num_layers);
+}
+
+/* Pipeline: n floats of buf go from stage `from` to stage `to` (every stage takes part in the call). */
+static void pp_pass(ds_engine *e, int from, int to, float *buf, size_t n) {
+    ds_comm *c = e->pp;
+    size_t z[64 * 4] = {0}, *sb = z, *so = z + 64, *rb = z + 128, *ro = z + 192;
+    if (c->rank == from) sb[to] = n * sizeof(float);
+    if (c->rank == to) rb[from] = n * sizeof(float);
+    char err[DS_ERRLEN];
+    ds_status st = c->all_to_all_v(c, buf, sb, so, buf, rb, ro, err);
+    if (st && !e->step_st) {
+        e->step_st = st;
+        memcpy(e->step_err, err, sizeof err);
+    }
+}
+
+static void head(ds_engine *e, const step_plan *p);
+
+/* One step of a pipeline stage: stage 0 embeds; each stage runs its layers after the previous one's
+ * hidden state arrived and hands its own on; the last stage's logits go back to stage 0. */
+static void pp_step(ds_engine *e, const step_plan *p) {
+    int R = e->pp->size, r = e->pp->rank;
+    size_t hd = (size_t)p->meta.n_tokens * (size_t)e->cfg.hidden_size;
+    if (r == 0) {
+        e->be->embed(e->be, e->a.h, &e->w.embed);
+        run_layer_range(e, p, e->layer_begin, e->layer_end);
+    }
+    for (int s = 0; s + 1 < R; s++) {
+        pp_pass(e, s, s + 1, e->a.h, hd);
+        if (r == s + 1) run_layer_range(e, p, e->layer_begin, e->layer_end);
+    }
+    if (r == R - 1) head(e, p);
+    if (R > 1) pp_pass(e, R - 1, 0, e->a.logits, (size_t)p->n_out * (size_t)e->cfg.vocab_size);
 }
 
 /* 1 when the logits rows are every token in order (decode steps): no gather needed. */
@@ -212,6 +250,10 @@ typedef struct {
 
 static void step_fn(void *ctx) {
     step_ctx *s = ctx;
+    if (s->e->pp) {
+        pp_step(s->e, s->p);
+        return;
+    }
     run_layers(s->e, s->p);
     head(s->e, s->p);
 }
@@ -220,7 +262,7 @@ static void step_fn(void *ctx) {
  * names everything the captured ops bake in), else directly. */
 static ds_status run_step(ds_engine *e, const step_plan *p, char *err) {
     step_ctx s = {e, p};
-    if (e->ep || e->tp) {   /* host routing, exchanges and reductions: not captured */
+    if (e->ep || e->tp || e->pp) {   /* host routing, exchanges and reductions: not captured */
         e->step_st = DS_OK;
         step_fn(&s);
         if (e->step_st) return ds_seterr(err, e->step_st, "%s", e->step_err);
@@ -243,6 +285,19 @@ ds_status ds_engine_forward_idle(ds_engine *e, char *err) {
     for (int l = 0; l < e->cfg.num_layers; l++)
         if (e->w.layers[l].is_moe) ep_moe(e, &e->w.layers[l], NULL, NULL, 0);
     if (e->step_st) return ds_seterr(err, e->step_st, "%s", e->step_err);
+    return DS_OK;
+}
+
+ds_status ds_engine_set_pipeline_stage(ds_engine *e, ds_comm *comm, char *err) {
+    int L = e->cfg.num_layers, R = comm->size, r = comm->rank;
+    if (e->ep || e->tp || e->pp) return ds_seterr(err, DS_ERR_ARG, "pipeline parallel: the engine is already parallel");
+    if (R < 1 || R > 64 || R > L)
+        return ds_seterr(err, DS_ERR_ARG, "pipeline parallel %d: the model has %d layers", R, L);
+    if (strcmp(e->be->name, "cpu") != 0)
+        return ds_seterr(err, DS_ERR_UNSUPPORTED, "pipeline parallel runs on the cpu backend only so far");
+    e->layer_begin = r * L / R;
+    e->layer_end = (r + 1) * L / R;
+    e->pp = comm;
     return DS_OK;
 }
 

@@ -17,6 +17,8 @@ typedef struct {
     int data_parallel_size;      /* replicas, each an engine with its own KV pool and scheduler (>= 1) */
     int enable_expert_parallel;  /* the replicas share the routed experts (ds_ep_group) and step together */
     int ep_fp8_dispatch;         /* token rows to the experts in FP8 (--ep-dispatch fp8) */
+    int pipeline_parallel_size;  /* each replica's engine's layers split over this many stages (cpu backend;
+                                    prefix caching off as with TP) */
     int tensor_parallel_size;    /* each replica's engine split over this many ranks (cpu backend); turns
                                     prefix caching off (its pages are per rank) */
     int max_num_seqs;            /* running requests at most */

@@ -536,6 +536,7 @@ static ds_status open_model(replica *e, int ep_rank, char *err) {
     ds_engine_opts o = {.backend = c->backend, .n_threads = c->threads, .kv_cache_bytes = c->kv_cache_bytes,
                         .kv_cache_dtype = c->kv_cache_dtype, .quantization = c->quantization,
                         .tensor_parallel_size = c->tensor_parallel_size,
+                        .pipeline_parallel_size = c->pipeline_parallel_size,
                         .expert_parallel_size = ep_rank >= 0 ? c->data_parallel_size : 0,
                         .expert_parallel_rank = ep_rank >= 0 ? ep_rank : 0};
     ds_status st = DS_OK;

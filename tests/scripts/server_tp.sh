@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# `dsinfer serve --tensor-parallel-size N` (issue 10) on the CPU backend and the tiny-v3 fixture: one
+# `dsinfer serve --tensor-parallel-size N` and `--pipeline-parallel-size N` (issue 10) on the CPU backend and the tiny-v3 fixture: one
 # scheduler whose engine drives N ranks (threads), each with 1/N of the heads and MLP widths, partial sums
 # all-reduced. 8 concurrent greedy completions, each equal to `dsinfer generate` for its prompt (the sums
 # differ from one engine's only in fp32 order, 1e-6 relative: no greedy pick moves here); prefix caching
-# is off (logged); the pool is intact; SIGTERM stops it with exit 0. N = 2 and 4, and TP2 beside DP2.
+# is off (logged); the pool is intact; SIGTERM stops it with exit 0. N = 2 and 4, TP2 beside DP2, and
+# pipeline parallelism over 3 stages (--pipeline-parallel-size; bitwise one engine's sums).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${DSINFER_BIN:-build/dsinfer}
@@ -22,7 +23,10 @@ for i in "${!words[@]}"; do
   "$BIN" generate --model $M --prompt "A ${words[$i]} said" -n 12 --temperature 0 --threads 1 --ignore-eos \
     | tr -d '\000' >"$tmp/want$i"
 done
-for args in "--tensor-parallel-size 2" "--tensor-parallel-size 4" "--tensor-parallel-size 2 --data-parallel-size 2"; do
+c=$("$BIN" generate --model $M --ids 0,17,99,5 -n 16 --temperature 0 --print-ids --pipeline-parallel-size 3)
+[ "$c" = "$b" ] || { echo "generate PP3 [$c] vs one engine [$b]"; exit 1; }
+for args in "--tensor-parallel-size 2" "--tensor-parallel-size 4" "--tensor-parallel-size 2 --data-parallel-size 2" \
+            "--pipeline-parallel-size 3"; do
   "$BIN" serve --model $M --port 0 --threads 2 $args --kv-cache-memory 4MiB >"$tmp/log" 2>&1 & pid=$!
   for _ in $(seq 1 100); do grep -q "^listening on" "$tmp/log" && break; sleep 0.2; done
   url=$(sed -n 's/^listening on \(http[^ ]*\).*/\1/p' "$tmp/log")

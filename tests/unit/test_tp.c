@@ -126,11 +126,13 @@ static void feed2(ds_engine *e, ds_seq **s, const int32_t *const *tok, const int
     CHECKF(ds_engine_forward(e, it, 2, out, err) == DS_OK, "%s", err);
 }
 
-static void check_handle(const char *fx, int R) {
+/* pp: the handle drives R pipeline stages instead of R tensor-parallel ranks. */
+static void check_handle(const char *fx, int R, int pp) {
     char dir[512], err[DS_ERRLEN];
     snprintf(dir, sizeof dir, "%s/%s", fixtures_dir(), fx);
     ds_engine *tp = NULL, *ref = NULL;
-    ds_engine_opts ot = {.n_threads = 1, .attn_no_measure = 1, .tensor_parallel_size = R};
+    ds_engine_opts ot = {.n_threads = 1, .attn_no_measure = 1, .tensor_parallel_size = pp ? 0 : R,
+                         .pipeline_parallel_size = pp ? R : 0};
     ds_engine_opts o = {.n_threads = 1, .attn_no_measure = 1};
     CHECKF(ds_engine_open(dir, &ot, &tp, err) == DS_OK, "%s", err);
     CHECKF(ds_engine_open(dir, &o, &ref, err) == DS_OK, "%s", err);
@@ -174,7 +176,8 @@ static void check_handle(const char *fx, int R) {
     int page = ds_seq_page(st[1], 0);
     CHECK(ds_seq_adopt_prefix(f, &page, 1, err) == DS_ERR_UNSUPPORTED && strstr(err, "tensor parallel"));
     ds_seq_free(f);
-    printf("  %-8s TP%d through one handle: %d batched steps, worst rel L2 %.2e\n", fx, R, steps, worst);
+    printf("  %-8s %s%d through one handle: %d batched steps, worst rel L2 %.2e\n", fx, pp ? "PP" : "TP", R, steps, worst);
+    if (pp) CHECKF(worst == 0, "%s PP%d: the stages compute exactly one engine's sums (rel L2 %g)", fx, R, worst);
     for (int i = 0; i < 2; i++) { ds_seq_free(st[i]); ds_seq_free(sr[i]); }
     CHECK(ds_engine_pages_free(tp) == ds_engine_pages_total(tp));
     free(a);
@@ -188,7 +191,18 @@ int main(void) {
     run("tiny-v3", 4);
     run("tiny-v2", 2);
     check_refusal();
-    check_handle("tiny-v3", 2);
-    check_handle("tiny-v2", 4);
+    check_handle("tiny-v3", 2, 0);
+    check_handle("tiny-v2", 4, 0);
+    check_handle("tiny-v3", 2, 1);
+    check_handle("tiny-v3", 3, 1);
+    {   /* more stages than layers, and TP with PP, are refused */
+        char dir[512], err[DS_ERRLEN];
+        snprintf(dir, sizeof dir, "%s/tiny-v2", fixtures_dir());
+        ds_engine *e = NULL;
+        ds_engine_opts o1 = {.n_threads = 1, .pipeline_parallel_size = 64}, o2 = {.n_threads = 1, .pipeline_parallel_size = 2,
+                                                                                   .tensor_parallel_size = 2};
+        CHECK(ds_engine_open(dir, &o1, &e, err) == DS_ERR_ARG && strstr(err, "layers") && !e);
+        CHECK(ds_engine_open(dir, &o2, &e, err) == DS_ERR_UNSUPPORTED && !e);
+    }
     return test_result("test_tp");
 }
