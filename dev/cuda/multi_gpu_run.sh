@@ -4,6 +4,7 @@
 # loaded at run time; NVLink multicast stays off (the machines' rule). Carry .deps/bin/test_nccl_ep and
 # .deps/lib as in dev/cuda/README.md. Logs in $OUT.
 set -u
+[ -f .deps.tar.xz ] && tar xJf .deps.tar.xz   # dev/cuda/pack.sh
 OUT=${OUT:-/tmp/dsinfer-gpu}; mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 NCCL_DIR=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(os.path.dirname(nvidia.nccl.__file__), "lib"))' 2>/dev/null)

@@ -11,6 +11,7 @@
 # Binaries carried in .deps/bin with .deps/lib (dev/cuda/README.md): dsinfer, test_cuda_{ops,golden,host}.
 # Logs under $OUT, line-buffered; a summary prints last.
 set -u
+[ -f .deps.tar.xz ] && tar xJf .deps.tar.xz   # dev/cuda/pack.sh
 OUT=${OUT:-/tmp/dsinfer-gpu}; mkdir -p "$OUT"
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$PWD/.deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 B=.deps/bin; CSV=$OUT/bench.csv; summary=""
