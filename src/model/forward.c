@@ -9,6 +9,7 @@
  * Each sequence attends in the form predicted faster for its step (model/attn_cost.h, timed on the
  * backend at open): typically prefill of a fresh prompt in the naive form, decode tokens and short chunks
  * over long prefixes in the absorbed form over the latent cache (spec 6.4). Only backend ops are called here. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -111,15 +112,21 @@ static void build_plan(ds_engine *e, const ds_batch_item *it, int n, step_plan *
                               .pt_stride = pt_stride, .page_size = e->page_size};
 }
 
+/* The first failure of a collective inside a step, reported when the step ends (the other layers still
+ * run: every rank makes the same calls). */
+static void keep_step_error(ds_engine *e, ds_status st, const char *err) {
+    if (st && !e->step_st) {
+        e->step_st = st;
+        snprintf(e->step_err, sizeof e->step_err, "%s", err);
+    }
+}
+
 /* Tensor parallel: buf holds this rank's partial sum; after this, the whole sum (every rank the same). */
 static void tp_reduce(ds_engine *e, float *buf, size_t n) {
     if (!e->tp) return;
     char err[DS_ERRLEN];
     ds_status st = e->tp->all_reduce_sum(e->tp, buf, n, err);
-    if (st && !e->step_st) {
-        e->step_st = st;
-        memcpy(e->step_err, err, sizeof err);
-    }
+    keep_step_error(e, st, err);
 }
 
 /* MLA block (spec 6): xn -> ff (the attention output projected back to D). */
@@ -153,10 +160,7 @@ static void attention(ds_engine *e, const step_plan *p, int layer) {
 static void ep_moe(ds_engine *e, const ds_layer_weights *L, float *out, const float *x, int M) {
     char err[DS_ERRLEN];
     ds_status st = ds_ep_moe(e->ep, e->be, out, x, L, M, err);
-    if (st && !e->step_st) {
-        e->step_st = st;
-        memcpy(e->step_err, err, sizeof err);
-    }
+    keep_step_error(e, st, err);
 }
 
 static void ffn(ds_engine *e, int layer, int M) {
@@ -196,10 +200,7 @@ static void pp_pass(ds_engine *e, int from, int to, float *buf, size_t n) {
     if (c->rank == to) rb[from] = n * sizeof(float);
     char err[DS_ERRLEN];
     ds_status st = c->all_to_all_v(c, buf, sb, so, buf, rb, ro, err);
-    if (st && !e->step_st) {
-        e->step_st = st;
-        memcpy(e->step_err, err, sizeof err);
-    }
+    keep_step_error(e, st, err);
 }
 
 static void head(ds_engine *e, const step_plan *p);
