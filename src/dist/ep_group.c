@@ -48,8 +48,11 @@ ds_status ds_engine_join_expert_parallel(ds_engine *e, ds_ep_group *g, int rank,
     ep->comm = ds_comm_local_new(g->local, rank);
     ep->pl = &g->pl;
     ep->fp8_dispatch = g->fp8_dispatch;
+    ep->ws = ds_xcalloc(1, sizeof(ds_ep_ws));
+    ep->ws->be = e->be;
     ds_status st = ds_engine_set_expert_parallel(e, ep, err);
     if (st) {
+        ds_ep_ws_free(ep->ws);
         ep->comm->destroy(ep->comm);
         free(ep);
         return st;

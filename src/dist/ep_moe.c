@@ -1,5 +1,5 @@
 /* Expert-parallel MoE block: see ep_moe.h. Host arrays hold the routing and the exchange plans; rows
- * stay in backend memory. Buffers are allocated per call (a workspace is a later speed step); running
+ * stay in backend memory, in the ds_ep's workspace when it has one (else allocated per call); running
  * out of backend memory here aborts (a rank cannot leave the exchange half way). */
 #include "dist/ep_moe.h"
 
@@ -9,14 +9,27 @@
 #include "backend/cpu/cpu.h"   /* ds_route_token: the routing rules, one token at a time */
 #include "core/status.h"
 
+/* The call's buffers: from the workspace (kept) or allocated now (released by bfree). */
 typedef struct {
     ds_backend *be;
-    float *p[16];
+    ds_ep_ws *ws;
+    float *p[DS_EP_WS_SLOTS];
     int n;
 } bufset;
+enum { B_LOGITS, B_SEND_X, B_RECV_X, B_SLOT_S, B_SLOT_R, B_GRP_X, B_GRP_Y, B_BACK, B_PAIRS, B_W, B_REC_S, B_REC_R };
 
-static float *bnew(bufset *b, size_t n_floats) {
-    float *p = b->be->alloc(b->be, n_floats ? n_floats : 1);
+static float *bnew(bufset *b, int slot, size_t n_floats) {
+    size_t n = n_floats ? n_floats : 1;
+    ds_ep_ws *ws = b->ws;
+    if (ws) {
+        if (ws->cap[slot] < n) {
+            if (ws->p[slot]) b->be->release(b->be, ws->p[slot]);
+            ws->p[slot] = b->be->alloc(b->be, n);
+            ws->cap[slot] = ws->p[slot] ? n : 0;
+        }
+        return ws->p[slot];
+    }
+    float *p = b->be->alloc(b->be, n);
     if (p) b->p[b->n++] = p;
     return p;
 }
@@ -26,12 +39,19 @@ static void bfree(bufset *b) {
     b->n = 0;
 }
 
+void ds_ep_ws_free(ds_ep_ws *ws) {
+    if (!ws) return;
+    for (int i = 0; i < DS_EP_WS_SLOTS; i++)
+        if (ws->p[i]) ws->be->release(ws->be, ws->p[i]);
+    free(ws);
+}
+
 /* ids[M, K], w[M, K] on the host from the router logits of x. */
 static ds_status route(ds_backend *be, bufset *bs, const float *x, const ds_layer_weights *L, int M, int32_t *ids,
                        float *w, char *err) {
     const ds_config *c = be->cfg;
     int E = c->n_routed_experts, K = c->num_experts_per_tok;
-    float *d_logits = bnew(bs, (size_t)M * E);
+    float *d_logits = bnew(bs, B_LOGITS, (size_t)M * E);
     if (!d_logits) return ds_seterr(err, DS_ERR_NOMEM, "expert parallel: cannot allocate router logits");
     be->linear(be, d_logits, x, &L->router, M);
     float *logits = ds_xmalloc(sizeof(float) * ((size_t)M * E + 3 * (size_t)E));
@@ -71,7 +91,7 @@ ds_status ds_ep_moe(const ds_ep *ep, ds_backend *be, float *out, const float *x,
     if (pl->n_ranks != R || pl->n_experts != c->n_routed_experts)
         return ds_seterr(err, DS_ERR_ARG, "expert parallel: placement for %d ranks / %d experts, group of %d, model %d",
                          pl->n_ranks, pl->n_experts, R, c->n_routed_experts);
-    bufset bs = {be, {0}, 0};
+    bufset bs = {be, ep->ws, {0}, 0};
     int32_t *ids = ds_xmalloc(sizeof(int32_t) * (size_t)(n + 1));
     float *w = ds_xmalloc(sizeof(float) * (size_t)(n + 1));
     int64_t *send_n = ds_xcalloc((size_t)R, sizeof(int64_t)), *recv_n = ds_xcalloc((size_t)R, sizeof(int64_t));
@@ -94,18 +114,18 @@ ds_status ds_ep_moe(const ds_ep *ep, ds_backend *be, float *out, const float *x,
     int fp8 = ep->fp8_dispatch && D % 128 == 0 && be->quant_rows_fp8 && be->dequant_rows_fp8;
     size_t row_bytes = fp8 ? DS_FP8_ROW_BYTES(D) : sizeof(float) * (size_t)D;
     {
-        send_x = bnew(&bs, (size_t)n * D);
-        recv_x = bnew(&bs, (size_t)n_recv * D);
-        slot_s = bnew(&bs, (size_t)n);
-        slot_r = bnew(&bs, (size_t)n_recv);
-        grp_x = bnew(&bs, (size_t)n_recv * D);
-        grp_y = bnew(&bs, (size_t)n_recv * D);
-        back = bnew(&bs, (size_t)n * D);
-        pairs = bnew(&bs, (size_t)n * D);
-        d_w = bnew(&bs, (size_t)n);
+        send_x = bnew(&bs, B_SEND_X, (size_t)n * D);
+        recv_x = bnew(&bs, B_RECV_X, (size_t)n_recv * D);
+        slot_s = bnew(&bs, B_SLOT_S, (size_t)n);
+        slot_r = bnew(&bs, B_SLOT_R, (size_t)n_recv);
+        grp_x = bnew(&bs, B_GRP_X, (size_t)n_recv * D);
+        grp_y = bnew(&bs, B_GRP_Y, (size_t)n_recv * D);
+        back = bnew(&bs, B_BACK, (size_t)n * D);
+        pairs = bnew(&bs, B_PAIRS, (size_t)n * D);
+        d_w = bnew(&bs, B_W, (size_t)n);
         if (fp8) {
-            rec_s = bnew(&bs, (size_t)n * row_bytes / sizeof(float));
-            rec_r = bnew(&bs, (size_t)n_recv * row_bytes / sizeof(float));
+            rec_s = bnew(&bs, B_REC_S, (size_t)n * row_bytes / sizeof(float));
+            rec_r = bnew(&bs, B_REC_R, (size_t)n_recv * row_bytes / sizeof(float));
             DS_CHECK(rec_s && rec_r);
         }
         DS_CHECK(send_x && recv_x && slot_s && slot_r && grp_x && grp_y && back && pairs && d_w);   /* see above */

@@ -9,12 +9,23 @@
 #include "dist/comm.h"
 #include "dist/placement.h"
 
+/* Backend buffers kept from one MoE call to the next (grow only), so a step allocates nothing once warm
+ * (cudaMalloc would synchronise the device every layer). */
+#define DS_EP_WS_SLOTS 12
+typedef struct ds_ep_ws {
+    ds_backend *be;
+    float *p[DS_EP_WS_SLOTS];
+    size_t cap[DS_EP_WS_SLOTS];   /* floats */
+} ds_ep_ws;
+void ds_ep_ws_free(ds_ep_ws *ws);   /* releases the buffers (before the backend goes) and ws */
+
 typedef struct ds_ep_s {
     ds_comm *comm;               /* rank = comm->rank, n_ranks = comm->size = pl->n_ranks */
     const ds_ep_placement *pl;
     int fp8_dispatch;            /* 1: token rows travel to the experts as FP8 records (backend.h
                                     quant_rows_fp8: 1 byte per value + a scale per 128, about a quarter of
                                     fp32) when the width is a multiple of 128; results come back in fp32 */
+    ds_ep_ws *ws;                /* NULL: buffers allocated and released per call */
 } ds_ep;
 
 /* out[M, D] = the MoE block of layer L for this rank's tokens x[M, D] (backend memory); M may be 0: the

@@ -208,14 +208,15 @@ static void free_acts(ds_engine *e) {
 void ds_engine_free(ds_engine *e) {
     if (!e) return;
     ds_tp_group_free(e->tpg);   /* the followers first: they share nothing with e but the group */
+    if (e->ep_owned) {          /* its workspace lives in the backend: before the backend goes */
+        ds_ep_ws_free(e->ep_owned->ws);
+        e->ep_owned->comm->destroy(e->ep_owned->comm);
+        free(e->ep_owned);
+    }
     if (e->be) {
         free_acts(e);
         if (e->cache) e->be->release(e->be, e->cache);
         e->be->destroy(e->be);
-    }
-    if (e->ep_owned) {
-        e->ep_owned->comm->destroy(e->ep_owned->comm);
-        free(e->ep_owned);
     }
     ds_kv_pool_free(e->pool);
     ds_weights_free(&e->w);

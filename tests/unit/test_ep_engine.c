@@ -44,7 +44,7 @@ static void *rank_main(void *arg) {
     ds_engine_opts o = {.n_threads = 1, .attn_no_measure = 1, .expert_parallel_size = j->trim ? j->pl->n_ranks : 0,
                         .expert_parallel_rank = j->rank};
     ds_comm *cm = ds_comm_local_new(j->g, j->rank);
-    ds_ep ep = {cm, j->pl, 0};
+    ds_ep ep = {cm, j->pl, 0, NULL};   /* buffers per call (the server's engines keep a workspace) */
     /* opening cannot fail differently on one rank than another here; if it fails the test fails and
      * the other ranks would wait: every rank opens the same fixture */
     if (ds_engine_open(j->dir, &o, &e, j->err) || ds_engine_set_expert_parallel(e, &ep, j->err)) {
@@ -174,7 +174,7 @@ static void check_trim_errors(void) {
     for (int x = 0; x < 16; x++) load[x] = x < 2 ? 9 : 1;
     CHECK(ds_ep_place(16, 2, 2, load, &pl_red, err) == DS_OK);
     CHECK(ds_ep_place(16, 2, 0, NULL, &pl, err) == DS_OK);
-    ds_ep ep_red = {c1, &pl_red, 0}, ep_wrong = {c0, &pl, 0};
+    ds_ep ep_red = {c1, &pl_red, 0, NULL}, ep_wrong = {c0, &pl, 0, NULL};
     st = ds_engine_set_expert_parallel(e, &ep_red, err);
     printf("  own experts only, placement with replicas: %s\n", err);
     CHECKF(st == DS_ERR_ARG && strstr(err, "did not load"), "%d %s", st, err);

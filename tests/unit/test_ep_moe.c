@@ -48,8 +48,12 @@ static void *rank_main(void *arg) {
     ds_backend *be = ds_backend_cpu_new(j->cfg, 1);
     prime(be, j->M);
     ds_comm *cm = ds_comm_local_new(j->g, j->rank);
-    ds_ep ep = {cm, j->pl, j->fp8};
+    ds_ep_ws *ws = calloc(1, sizeof *ws);   /* a workspace, used twice: the second call reuses it */
+    ws->be = be;
+    ds_ep ep = {cm, j->pl, j->fp8, ws};
     j->st = ds_ep_moe(&ep, be, j->out, j->x, j->L, j->M, j->err);
+    if (!j->st) j->st = ds_ep_moe(&ep, be, j->out, j->x, j->L, j->M, j->err);
+    ds_ep_ws_free(ws);
     cm->destroy(cm);
     be->destroy(be);
     return NULL;

@@ -70,7 +70,9 @@ static int rank_run(int rank, int port, const char *model, int dummy, const char
     ds_ep_placement pl;
     memset(&pl, 0, sizeof pl);
     if (!st) st = ds_ep_place(e->cfg.n_routed_experts, 2, 0, NULL, &pl, err);
-    ds_ep ep = {cm, &pl, 0};
+    ds_ep_ws *ws = calloc(1, sizeof *ws);   /* the buffers stay from layer to layer, as in the server */
+    if (e) ws->be = e->be;
+    ds_ep ep = {cm, &pl, 0, ws};
     if (!st) st = ds_engine_set_expert_parallel(e, &ep, err);
     if (st) {
         fprintf(stderr, "rank %d: %s\n", rank, err);
@@ -109,6 +111,7 @@ static int rank_run(int rank, int port, const char *model, int dummy, const char
     }
     fclose(f);
     ds_seq_free(s);
+    ds_ep_ws_free(ws);
     ds_engine_free(e);
     cm->destroy(cm);
     ds_ep_placement_free(&pl);
