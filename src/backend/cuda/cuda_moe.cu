@@ -55,6 +55,36 @@ __device__ static void topk_idx(const float *v, int n, int k, int *idx) {
     }
 }
 
+/* Group score (spec 9.2 step 4) from the group's biased (bg) and unbiased (sg) scores, elements in order
+ * as on the CPU: noaux_tc the sum of the two largest biased ones, else the largest unbiased one. */
+__device__ static float group_score(const route_cfg &rc, const float *bg, const float *sg, int per) {
+    if (rc.method == DS_TOPK_NOAUX_TC) {
+        float m1 = -INFINITY, m2 = -INFINITY;
+        for (int j = 0; j < per; j++) {
+            if (bg[j] > m1) { m2 = m1; m1 = bg[j]; }
+            else if (bg[j] > m2) m2 = bg[j];
+        }
+        return per > 1 ? m1 + m2 : m1;
+    }
+    float mx = -INFINITY;
+    for (int j = 0; j < per; j++) mx = sg[j] > mx ? sg[j] : mx;
+    return mx;
+}
+
+/* Token m's choices idx[0:K] and their weights from the scores s (the CPU's order of operations). */
+__device__ static void write_choices(const route_cfg &rc, const float *s, const int *idx, int32_t *ids, float *wout,
+                                     int m) {
+    int K = rc.K;
+    float w[MOE_MAX_K], sum = 0.0f;
+    for (int k = 0; k < K; k++) sum += (w[k] = s[idx[k]]);
+    for (int k = 0; k < K; k++) {
+        if (rc.normalise) w[k] /= sum + 1e-20f;
+        if (rc.v3 || !rc.normalise) w[k] *= rc.scaling;
+        ids[(size_t)m * K + k] = idx[k];
+        wout[(size_t)m * K + k] = w[k];
+    }
+}
+
 /* One thread per token m < M. */
 __global__ void route_kernel(const float *logits, const float *bias, int32_t *ids, float *wout, int M, route_cfg rc) {
     int m = blockIdx.x * blockDim.x + threadIdx.x;
@@ -74,21 +104,7 @@ __global__ void route_kernel(const float *logits, const float *bias, int32_t *id
     if (rc.method != DS_TOPK_GREEDY && rc.G > 1) {   /* keep the topk_group best groups */
         int per = E / rc.G, keep[MOE_MAX_GROUPS];
         float gscore[MOE_MAX_GROUPS];
-        for (int g = 0; g < rc.G; g++) {
-            const float *bg = b + g * per, *sg = s + g * per;
-            if (rc.method == DS_TOPK_NOAUX_TC) {
-                float m1 = -INFINITY, m2 = -INFINITY;
-                for (int j = 0; j < per; j++) {
-                    if (bg[j] > m1) { m2 = m1; m1 = bg[j]; }
-                    else if (bg[j] > m2) m2 = bg[j];
-                }
-                gscore[g] = per > 1 ? m1 + m2 : m1;
-            } else {
-                float mx = -INFINITY;
-                for (int j = 0; j < per; j++) mx = sg[j] > mx ? sg[j] : mx;
-                gscore[g] = mx;
-            }
-        }
+        for (int g = 0; g < rc.G; g++) gscore[g] = group_score(rc, b + g * per, s + g * per, per);
         topk_idx(gscore, rc.G, rc.topk_group, keep);
         for (int g = 0; g < rc.G; g++) {
             int kept = 0;
@@ -99,14 +115,7 @@ __global__ void route_kernel(const float *logits, const float *bias, int32_t *id
     }
     int idx[MOE_MAX_K];
     topk_idx(b, E, K, idx);
-    float w[MOE_MAX_K], sum = 0.0f;
-    for (int k = 0; k < K; k++) sum += (w[k] = s[idx[k]]);
-    for (int k = 0; k < K; k++) {
-        if (rc.normalise) w[k] /= sum + 1e-20f;
-        if (rc.v3 || !rc.normalise) w[k] *= rc.scaling;
-        ids[(size_t)m * K + k] = idx[k];
-        wout[(size_t)m * K + k] = w[k];
-    }
+    write_choices(rc, s, idx, ids, wout, m);
 }
 
 /* ---- router v2 (DSINFER_CUDA_ROUTE2=1): one warp per token ----------------------------------------
@@ -183,21 +192,7 @@ __global__ void __launch_bounds__(R2_WARPS * 32) route_v2_kernel(const float *lo
     int idx[MOE_MAX_K];
     if (rc.method != DS_TOPK_GREEDY && rc.G > 1) {
         int per = E / rc.G;
-        for (int g = lane; g < rc.G; g += 32) {   /* each group's score, its elements in order */
-            const float *bg = b + g * per, *sg = s + g * per;
-            if (rc.method == DS_TOPK_NOAUX_TC) {
-                float m1 = -INFINITY, m2 = -INFINITY;
-                for (int j = 0; j < per; j++) {
-                    if (bg[j] > m1) { m2 = m1; m1 = bg[j]; }
-                    else if (bg[j] > m2) m2 = bg[j];
-                }
-                g_sh[warp][g] = per > 1 ? m1 + m2 : m1;
-            } else {
-                float mxs = -INFINITY;
-                for (int j = 0; j < per; j++) mxs = sg[j] > mxs ? sg[j] : mxs;
-                g_sh[warp][g] = mxs;
-            }
-        }
+        for (int g = lane; g < rc.G; g += 32) g_sh[warp][g] = group_score(rc, b + g * per, s + g * per, per);
         __syncwarp();
         int keep[MOE_MAX_GROUPS];
         warp_topk(g_sh[warp], taken[warp], rc.G, rc.topk_group, keep);
@@ -209,16 +204,7 @@ __global__ void __launch_bounds__(R2_WARPS * 32) route_v2_kernel(const float *lo
         __syncwarp();
     }
     warp_topk(b, taken[warp], E, K, idx);
-    if (lane == 0) {   /* weights: the CPU's order of operations */
-        float w[MOE_MAX_K], sum = 0.0f;
-        for (int k = 0; k < K; k++) sum += (w[k] = s[idx[k]]);
-        for (int k = 0; k < K; k++) {
-            if (rc.normalise) w[k] /= sum + 1e-20f;
-            if (rc.v3 || !rc.normalise) w[k] *= rc.scaling;
-            ids[(size_t)m * K + k] = idx[k];
-            wout[(size_t)m * K + k] = w[k];
-        }
-    }
+    if (lane == 0) write_choices(rc, s, idx, ids, wout, m);
 }
 
 int cu_route_v2 = 0;   /* DSINFER_CUDA_ROUTE2 (read at backend creation) */
@@ -232,7 +218,6 @@ static void launch_route(const float *logits, const float *bias, int32_t *ids, f
 }
 
 void ds_cuda_route(ds_backend *be, const float *logits, const float *bias, int32_t *ids, float *weights, int M) {
-    (void)be;
     if (M > 0) launch_route(logits, bias, ids, weights, M, route_cfg_of(be->cfg));
 }
 
