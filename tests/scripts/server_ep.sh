@@ -13,29 +13,22 @@ command -v curl >/dev/null || { echo "SKIP: curl not found"; exit 77; }
 M=tests/fixtures/tiny-v3
 tmp=$(mktemp -d); pid=
 trap '[ -n "$pid" ] && kill $pid 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT
+. tests/scripts/lib/serve.bash
 set +e; "$BIN" serve --model $M --port 0 --enable-expert-parallel >"$tmp/bad" 2>&1; rc=$?; set -e
 [ $rc != 0 ] && grep -q "enable-expert-parallel needs --data-parallel-size" "$tmp/bad" || { echo "no clear refusal:"; cat "$tmp/bad"; exit 1; }
 words=(alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu)
+prompts=()
 for i in "${!words[@]}"; do
-  "$BIN" generate --model $M --prompt "The ${words[$i]} of the day" -n 10 --temperature 0 --threads 1 --ignore-eos \
+  prompts+=("The ${words[$i]} of the day")
+  "$BIN" generate --model $M --prompt "${prompts[$i]}" -n 10 --temperature 0 --threads 1 --ignore-eos \
     | tr -d '\000' >"$tmp/want$i"
 done
 for N in 2 3; do
-  "$BIN" serve --model $M --port 0 --threads 3 --data-parallel-size $N --enable-expert-parallel --kv-cache-memory 4MiB \
-    >"$tmp/log" 2>&1 & pid=$!
-  for _ in $(seq 1 100); do grep -q "^listening on" "$tmp/log" && break; sleep 0.2; done
-  url=$(sed -n 's/^listening on \(http[^ ]*\).*/\1/p' "$tmp/log")
-  [ -n "$url" ] || { echo "server did not start:"; cat "$tmp/log"; exit 1; }
-  cpids=()
-  for i in "${!words[@]}"; do
-    curl -s "$url/v1/completions" -H 'Content-Type: application/json' \
-      -d "{\"model\":\"$M\",\"prompt\":\"The ${words[$i]} of the day\",\"max_tokens\":10,\"temperature\":0,\"ignore_eos\":true}" \
-      >"$tmp/r$i.json" & cpids+=($!)
-  done
-  wait "${cpids[@]}"
-  for i in "${!words[@]}"; do
-    got=$(node -e 'const r=JSON.parse(require("fs").readFileSync(process.argv[1]));process.stdout.write(r.choices[0].text)' "$tmp/r$i.json" | tr -d '\000')
-    [ "The ${words[$i]} of the day$got" = "$(cat "$tmp/want$i")" ] || { echo "N=$N prompt $i: server [$got] generate [$(cat "$tmp/want$i")]"; exit 1; }
+  serve_start "$tmp/log" --model $M --port 0 --threads 3 --data-parallel-size $N --enable-expert-parallel --kv-cache-memory 4MiB
+  complete_all "$tmp/r" 10 "${prompts[@]}"
+  for i in "${!prompts[@]}"; do
+    got=$(completion_text "$tmp/r$i.json")
+    [ "${prompts[$i]}$got" = "$(cat "$tmp/want$i")" ] || { echo "N=$N prompt $i: server [$got] generate [$(cat "$tmp/want$i")]"; exit 1; }
   done
   pool=$(curl -s "$url/debug/pool")
   echo "N=$N: $pool"
@@ -48,29 +41,18 @@ for N in 2 3; do
   if (b.replica_requests.reduce((a, x) => a + x, 0) !== 12) fail("requests lost");
   if (b.pages_free + b.pages_used + b.pages_cached !== b.pages_total) fail("pool accounting");
   ' "$pool" $N
-  kill -TERM $pid; set +e; wait $pid; rc=$?; set -e; pid=
-  [ $rc = 0 ] || { echo "N=$N: server exited $rc after SIGTERM"; tail -n 20 "$tmp/log"; exit 1; }
+  serve_stop "$tmp/log" "N=$N"
 done
 # FP8 dispatch: rows travel in e4m3, so the text may differ from generate; every request must still
 # complete with its 10 tokens, and a bad --ep-dispatch is refused
 set +e; "$BIN" serve --model $M --port 0 --data-parallel-size 2 --enable-expert-parallel --ep-dispatch fp16 >"$tmp/bad" 2>&1; rc=$?; set -e
 [ $rc = 2 ] && grep -q "ep-dispatch must be fp32 or fp8" "$tmp/bad" || { echo "bad --ep-dispatch not refused:"; cat "$tmp/bad"; exit 1; }
-"$BIN" serve --model $M --port 0 --threads 2 --data-parallel-size 2 --enable-expert-parallel --ep-dispatch fp8 \
-  --kv-cache-memory 4MiB >"$tmp/log" 2>&1 & pid=$!
-for _ in $(seq 1 100); do grep -q "^listening on" "$tmp/log" && break; sleep 0.2; done
-url=$(sed -n 's/^listening on \(http[^ ]*\).*/\1/p' "$tmp/log")
-[ -n "$url" ] || { echo "server did not start:"; cat "$tmp/log"; exit 1; }
-cpids=()
-for i in 0 1 2 3; do
-  curl -s "$url/v1/completions" -H 'Content-Type: application/json' \
-    -d "{\"model\":\"$M\",\"prompt\":\"The ${words[$i]} of the day\",\"max_tokens\":10,\"temperature\":0,\"ignore_eos\":true}" \
-    >"$tmp/f$i.json" & cpids+=($!)
-done
-wait "${cpids[@]}"
+serve_start "$tmp/log" --model $M --port 0 --threads 2 --data-parallel-size 2 --enable-expert-parallel --ep-dispatch fp8 \
+  --kv-cache-memory 4MiB
+complete_all "$tmp/f" 10 "${prompts[@]:0:4}"
 for i in 0 1 2 3; do
   node -e 'const r=JSON.parse(require("fs").readFileSync(process.argv[1]));if(r.usage.completion_tokens!==10){console.log(JSON.stringify(r));process.exit(1)}' "$tmp/f$i.json"
 done
 [ "$(curl -s "$url/debug/pool" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).ok))')" = true ] || { echo "fp8: pool check failed"; exit 1; }
-kill -TERM $pid; set +e; wait $pid; rc=$?; set -e; pid=
-[ $rc = 0 ] || { echo "fp8 dispatch: server exited $rc after SIGTERM"; tail -n 20 "$tmp/log"; exit 1; }
+serve_stop "$tmp/log" "fp8 dispatch"
 echo "server_ep: ok"

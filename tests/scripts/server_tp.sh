@@ -12,6 +12,7 @@ command -v curl >/dev/null || { echo "SKIP: curl not found"; exit 77; }
 M=tests/fixtures/tiny-v3
 tmp=$(mktemp -d); pid=
 trap '[ -n "$pid" ] && kill $pid 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT
+. tests/scripts/lib/serve.bash
 # the CLI flag: the same greedy ids as one engine; a split that does not divide is refused (exit 2)
 a=$("$BIN" generate --model $M --ids 0,17,99,5 -n 16 --temperature 0 --print-ids --tensor-parallel-size 2)
 b=$("$BIN" generate --model $M --ids 0,17,99,5 -n 16 --temperature 0 --print-ids)
@@ -19,35 +20,27 @@ b=$("$BIN" generate --model $M --ids 0,17,99,5 -n 16 --temperature 0 --print-ids
 set +e; "$BIN" generate --model $M --ids 0,17 -n 2 --tensor-parallel-size 3 >"$tmp/bad" 2>&1; rc=$?; set -e
 [ $rc = 2 ] && grep -q "do not split evenly" "$tmp/bad" || { echo "TP3 of 4 heads not refused (rc $rc)"; cat "$tmp/bad"; exit 1; }
 words=(alpha beta gamma delta epsilon zeta eta theta)
+prompts=()
 for i in "${!words[@]}"; do
-  "$BIN" generate --model $M --prompt "A ${words[$i]} said" -n 12 --temperature 0 --threads 1 --ignore-eos \
+  prompts+=("A ${words[$i]} said")
+  "$BIN" generate --model $M --prompt "${prompts[$i]}" -n 12 --temperature 0 --threads 1 --ignore-eos \
     | tr -d '\000' >"$tmp/want$i"
 done
 c=$("$BIN" generate --model $M --ids 0,17,99,5 -n 16 --temperature 0 --print-ids --pipeline-parallel-size 3)
 [ "$c" = "$b" ] || { echo "generate PP3 [$c] vs one engine [$b]"; exit 1; }
 for args in "--tensor-parallel-size 2" "--tensor-parallel-size 4" "--tensor-parallel-size 2 --data-parallel-size 2" \
             "--pipeline-parallel-size 3"; do
-  "$BIN" serve --model $M --port 0 --threads 2 $args --kv-cache-memory 4MiB >"$tmp/log" 2>&1 & pid=$!
-  for _ in $(seq 1 100); do grep -q "^listening on" "$tmp/log" && break; sleep 0.2; done
-  url=$(sed -n 's/^listening on \(http[^ ]*\).*/\1/p' "$tmp/log")
-  [ -n "$url" ] || { echo "$args: server did not start:"; cat "$tmp/log"; exit 1; }
+  serve_start "$tmp/log" --model $M --port 0 --threads 2 $args --kv-cache-memory 4MiB
   grep -q "prefix caching off" "$tmp/log" || { echo "$args: prefix caching not turned off"; cat "$tmp/log"; exit 1; }
-  cpids=()
-  for i in "${!words[@]}"; do
-    curl -s "$url/v1/completions" -H 'Content-Type: application/json' \
-      -d "{\"model\":\"$M\",\"prompt\":\"A ${words[$i]} said\",\"max_tokens\":12,\"temperature\":0,\"ignore_eos\":true}" \
-      >"$tmp/r$i.json" & cpids+=($!)
-  done
-  wait "${cpids[@]}"
-  for i in "${!words[@]}"; do
-    got=$(node -e 'const r=JSON.parse(require("fs").readFileSync(process.argv[1]));process.stdout.write(r.choices[0].text)' "$tmp/r$i.json" | tr -d '\000')
-    [ "A ${words[$i]} said$got" = "$(cat "$tmp/want$i")" ] || { echo "$args prompt $i: server [$got] generate [$(cat "$tmp/want$i")]"; exit 1; }
+  complete_all "$tmp/r" 12 "${prompts[@]}"
+  for i in "${!prompts[@]}"; do
+    got=$(completion_text "$tmp/r$i.json")
+    [ "${prompts[$i]}$got" = "$(cat "$tmp/want$i")" ] || { echo "$args prompt $i: server [$got] generate [$(cat "$tmp/want$i")]"; exit 1; }
   done
   pool=$(curl -s "$url/debug/pool")
   echo "$args: $pool"
   node -e 'const b=JSON.parse(process.argv[1]);if(!b.ok||b.pages_free+b.pages_used+b.pages_cached!==b.pages_total){console.log("pool");process.exit(1)}' "$pool"
-  kill -TERM $pid; set +e; wait $pid; rc=$?; set -e; pid=
-  [ $rc = 0 ] || { echo "$args: server exited $rc after SIGTERM"; tail -n 20 "$tmp/log"; exit 1; }
+  serve_stop "$tmp/log" "$args"
 done
 set +e; "$BIN" serve --model $M --port 0 --tensor-parallel-size 0 >"$tmp/bad" 2>&1; rc=$?; set -e
 [ $rc = 2 ] || { echo "--tensor-parallel-size 0 not refused (rc $rc)"; cat "$tmp/bad"; exit 1; }
