@@ -353,23 +353,31 @@ static int run_ops(const ds_config *cfg, const bench_opts *o) {
     return 0;
 }
 
-static int run_mla(const ds_config *base) {
+/* The absorbed decode op alone, 64 sequences x 4096 tokens, 16 and 128 heads, in its three kernels:
+ * tensor cores (DSINFER_CUDA_MLA_TC=1), the fp32 fused kernel, the per-sequence one. bw: the copy
+ * bandwidth for the fraction column (GB/s; 1 or less prints none). */
+static int run_mla(const ds_config *base, double bw) {
     char err[DS_ERRLEN];
     int heads[2] = {16, 128};
+    const char *name[3] = {"tc", "fused", "per-seq"}, *fused_env[3] = {"1", "1", "0"}, *tc_env[3] = {"1", "0", "0"};
     for (int hi = 0; hi < 2; hi++)
-        for (int fused = 1; fused >= 0; fused--) {
+        for (int k = 0; k < 3; k++) {
             ds_config c = *base;
             c.num_heads = heads[hi];
-            setenv("DSINFER_CUDA_FUSED_ATTN", fused ? "1" : "0", 1);
+            setenv("DSINFER_CUDA_FUSED_ATTN", fused_env[k], 1);
+            setenv("DSINFER_CUDA_MLA_TC", tc_env[k], 1);
             double ms = 0, gbs = 0;
             if (ds_cuda_bench_mla(&c, 64, 4096, &ms, &gbs, err)) {
                 fprintf(stderr, "bench mla: %s\n", err);
                 return 1;
             }
-            printf("mla-decode %-9s heads %3d  64 seqs x 4096 ctx  %s cache  %8.3f ms  %7.1f GB/s\n",
-                   fused ? "fused" : "per-seq", heads[hi], c.kv_fp8 ? "fp8 " : "fp32", ms, gbs);
+            printf("mla-decode %-9s heads %3d  64 seqs x 4096 ctx  %s cache  %8.3f ms  %7.1f GB/s", name[k], heads[hi],
+                   c.kv_fp8 ? "fp8 " : "fp32", ms, gbs);
+            if (bw > 1) printf("  %5.1f%% of %.0f GB/s", 100 * gbs / bw, bw);
+            printf("\n");
         }
     unsetenv("DSINFER_CUDA_FUSED_ATTN");
+    unsetenv("DSINFER_CUDA_MLA_TC");
     return 0;
 }
 #endif
@@ -396,7 +404,7 @@ int cli_bench_offline(int argc, char **argv) {
     ds_status st = load_cfg(&o, &cfg, &json, err);
     if (st) { fprintf(stderr, "dsinfer bench: %s\n", err); free(json); return 1; }
     cfg.kv_fp8 = !strcmp(o.kv, "fp8");   /* the rooflines' KV bytes (ds_kv_token_bytes) and --mla's cache */
-    if (o.mla) { free(json); return run_mla(&cfg); }
+    if (o.mla) { free(json); return run_mla(&cfg, o.bw_gbs); }
     if (o.ops) { free(json); return run_ops(&cfg, &o); }
     /* the engine reads the (possibly FP8-patched) config from a temporary file */
     char path[] = "/tmp/dsinfer-bench-XXXXXX.json";

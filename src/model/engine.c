@@ -94,17 +94,11 @@ static ds_status quantize_at_load(ds_engine *e, const char *how, int dummy, char
     return DS_OK;
 }
 
-static ds_status set_kv_dtype(ds_config *c, const ds_engine_opts *o, int cuda, char *err) {
+static ds_status set_kv_dtype(ds_config *c, const ds_engine_opts *o, char *err) {
     const char *kv = o && o->kv_cache_dtype ? o->kv_cache_dtype : "auto";
     if (!strcmp(kv, "auto")) return DS_OK;
     if (strcmp(kv, "fp8") && strcmp(kv, "fp8_e4m3"))
         return ds_seterr(err, DS_ERR_ARG, "unknown KV cache dtype \"%s\" (expected auto or fp8)", kv);
-    /* The CUDA kernels for the FP8 layout exist (cuda_backend.cu kv_store, cuda_attn.cu readers) but stay
-     * opt-in until the GPU op and golden tests have passed on them (dev/cuda/README.md). */
-    if (cuda && !getenv("DSINFER_CUDA_FP8_KV"))
-        return ds_seterr(err, DS_ERR_UNSUPPORTED,
-                         "the FP8 KV cache on the cuda backend is not yet validated on a GPU (use --backend cpu, or set "
-                         "DSINFER_CUDA_FP8_KV=1 to try the unvalidated kernels)");
     c->kv_fp8 = 1;
     return DS_OK;
 }
@@ -151,13 +145,7 @@ ds_status ds_engine_open(const char *dir, const ds_engine_opts *o, ds_engine **o
     if (!st && dummy && !(o->backend && strcmp(o->backend, "cuda") == 0))
         st = ds_seterr(err, DS_ERR_UNSUPPORTED, "dummy weights are generated on the GPU: use backend cuda");
     if (!st && o && o->quantization) st = quantize_at_load(e, o->quantization, dummy, err);
-    int cuda = o && o->backend && strcmp(o->backend, "cuda") == 0;
-    if (!st) st = set_kv_dtype(&e->cfg, o, cuda, err);
-    /* NVFP4 on the cuda backend (cuda.h cu_w_nvfp4, the generic GEMV/GEMM paths) is opt-in until the GPU
-     * op and golden tests have passed on it (dev/cuda/README.md). */
-    if (!st && cuda && ds_weights_count_dtype(&e->cfg, &e->w, DS_DTYPE_NVFP4) && !getenv("DSINFER_CUDA_NVFP4"))
-        st = ds_seterr(err, DS_ERR_UNSUPPORTED, "%s: NVFP4 weights on the cuda backend are not yet validated on a GPU "
-                       "(use --backend cpu, or set DSINFER_CUDA_NVFP4=1 to try the unvalidated kernels)", dir);
+    if (!st) st = set_kv_dtype(&e->cfg, o, err);
     if (!st) st = trim_experts(e, o, err);
     if (!st) st = create_backend(e, o, err);
     if (!st) st = create_cache(e, o, err);

@@ -160,7 +160,6 @@ static void check_fixture(const char *name) {
 static void check_fp8kv_demo(void) {
     const char *dir = "models/demo";
     char err[DS_ERRLEN];
-    setenv("DSINFER_CUDA_FP8_KV", "1", 1);   /* the opt-in while the kernels are new (engine.c) */
     ds_engine *e = NULL, *cpu = NULL, *e32 = NULL;
     ds_engine_opts o = {.backend = "cuda", .kv_cache_dtype = "fp8"}, oc = {.kv_cache_dtype = "fp8"};
     ds_engine_opts o32 = {.backend = "cuda"};
@@ -188,7 +187,6 @@ static void check_fp8kv_demo(void) {
         }
         CHECK(ds_engine_pages_free(e) == ds_engine_pages_total(e));
     }
-    unsetenv("DSINFER_CUDA_FP8_KV");
     ds_engine_free(e);
     ds_engine_free(cpu);
     ds_engine_free(e32);
@@ -197,7 +195,6 @@ static void check_fp8kv_demo(void) {
 int main(void) {
     char why[256];
     if (!ds_cuda_available(why, sizeof why)) test_skip(why);
-    setenv("DSINFER_CUDA_NVFP4", "1", 1);   /* the opt-in while the NVFP4 path is new (engine.c) */
     const char *names[] = {"tiny-v3", "tiny-v3-fp8", "tiny-v2", "tiny-v2-group", "tiny-v3-nvfp4"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) check_fixture(names[i]);
     check_fp8kv_demo();

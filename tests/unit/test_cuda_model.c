@@ -56,16 +56,22 @@ static int config_with_layers(const char *src, const char *dst, int layers) {
     return 0;
 }
 
-static void run_model(const char *label, const char *cfg_path) {
+/* mla_tc: the absorbed decode on the tensor cores (DSINFER_CUDA_MLA_TC=1: q, cache rows and probabilities
+ * in BF16), so the token-by-token logits may differ from the fp32 naive prefill by a BF16-level amount
+ * (threshold 4e-3, about one BF16 ulp, 2^-8); 0: the fp32 kernel (threshold 1e-3). */
+static void run_model(const char *label, const char *cfg_path, int mla_tc) {
     char err[DS_ERRLEN];
     ds_engine *e = NULL;
     ds_engine_opts o = {.backend = "cuda", .dummy_weights = 1};
-    double t0 = now_s();
+    double t0 = now_s(), thr = mla_tc ? 4e-3 : 1e-3;
+    setenv("DSINFER_CUDA_MLA_TC", mla_tc ? "1" : "0", 1);
     ds_status st = ds_engine_open(cfg_path, &o, &e, err);
+    unsetenv("DSINFER_CUDA_MLA_TC");
     CHECKF(st == DS_OK, "%s: %s", label, err);
     if (st) return;
     double t_load = now_s() - t0;
-    printf("%s: %s\n  opened in %.1f s\n", label, ds_engine_describe(e), t_load);
+    printf("%s, MLA decode %s: %s\n  opened in %.1f s\n", label, mla_tc ? "tensor cores" : "fp32", ds_engine_describe(e),
+           t_load);
     int V = ds_engine_vocab_size(e);
     int32_t ids[PROMPT];
     for (int i = 0; i < PROMPT; i++) ids[i] = (int32_t)((i * 7919 + 13) % V);
@@ -97,7 +103,7 @@ static void run_model(const char *label, const char *cfg_path) {
     }
     diff_stats d = diff_f32(step, whole, (size_t)V);
     printf("  whole prompt (naive) vs token by token (absorbed): max abs %.3g rel L2 %.3g\n", d.max_abs, d.rel_l2);
-    CHECKF(d.rel_l2 <= 1e-3, "%s: naive and absorbed paths disagree (rel L2 %.3g)", label, d.rel_l2);
+    CHECKF(d.rel_l2 <= thr, "%s: naive and absorbed paths disagree (rel L2 %.3g > %.0e)", label, d.rel_l2, thr);
     ds_seq_free(s);
     ds_seq_free(s2);
     free(whole);
@@ -108,10 +114,10 @@ static void run_model(const char *label, const char *cfg_path) {
 int main(void) {
     char why[256];
     if (!ds_cuda_available(why, sizeof why)) test_skip(why);
-    run_model("DeepSeek-V2-Lite (dummy weights)", "configs/deepseek-v2-lite.json");
+    for (int tc = 0; tc < 2; tc++) run_model("DeepSeek-V2-Lite (dummy weights)", "configs/deepseek-v2-lite.json", tc);
     const char *v3_4 = "/tmp/dsinfer-test-v3-4layers.json";
     CHECK(config_with_layers("configs/deepseek-v3.json", v3_4, 4) == 0);
-    run_model("DeepSeek-V3 shape, 4 layers (dummy weights)", v3_4);
+    for (int tc = 0; tc < 2; tc++) run_model("DeepSeek-V3 shape, 4 layers (dummy weights)", v3_4, tc);
     /* the full V3 does not fit one GPU: a clear error, nothing allocated */
     char err[DS_ERRLEN];
     ds_engine *e = NULL;

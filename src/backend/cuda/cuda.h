@@ -55,6 +55,9 @@ void cu_ws_free(cu_ws *w);
  *   DSINFER_CUDA_FUSED_ATTN=0  the per-(token, head) absorbed kernel, one launch per sequence (default 1:
  *                            one launch for all tokens, all heads of a token share one pass over the KV,
  *                            split-KV).
+ *   DSINFER_CUDA_MLA_TC=0    the fused decode on fp32 CUDA cores (exact: what THR_ATTN compares); default 1:
+ *                            on the tensor cores where kv_lora_rank is 512 and rope 64 (cuda_mla_tc.cu: BF16
+ *                            MMAs, fp32 sums; op NMSE ~5e-6; H200 64 x 4K, 16 heads: 1.09 -> 0.28 ms).
  *   DSINFER_CUDA_MOE_GROUPED=0 the MoE with a host sync per layer and per-expert launches (default 1:
  *                            device-side expert offsets, grouped expert GEMV kernels, no host sync, for
  *                            M <= DSINFER_CUDA_MOE_GROUPED_MAX_M, default 256).
@@ -62,13 +65,13 @@ void cu_ws_free(cu_ws *w);
  *   DSINFER_CUDA_GEMV2=0     the first vectorised GEMV (one warp per row, two loads in flight per lane);
  *                            default 1: GEMV v2 (up to 8 independent 16-byte loads per lane, split-K
  *                            across warps when rows are few). Only with VEC_GEMV on.
- *   DSINFER_CUDA_ROUTE2=1    the router as one warp per token (cuda_moe.cu route_v2_kernel); default 0:
- *                            one thread per token with local arrays (written 2026-11-30, not yet timed).
+ *   DSINFER_CUDA_ROUTE2=0    the router as one thread per token with local arrays; default 1: one warp
+ *                            per token (cuda_moe.cu route_v2_kernel; H200 V2-Lite batch 1: 139 -> 177 tok/s).
  *   DSINFER_CUDA_FP8_GEMM=1  W8A8 for FP8 weights at M > GEMV_MAX_M (cuda_fp8gemm.cu): activations
  *                            quantized per token x 128 columns (spec 12.2), cuBLASLt's block-scaled FP8
  *                            GEMM (spec 12.5). Default 0: activations stay fp32 (W8A16, exact). */
 typedef struct {
-    int tc, graphs, fused_attn, moe_grouped, moe_grouped_max_m, vec_gemv, fp8_gemm;
+    int tc, graphs, fused_attn, mla_tc, moe_grouped, moe_grouped_max_m, vec_gemv, fp8_gemm;
 } cu_opts;
 
 typedef struct {
@@ -112,6 +115,28 @@ typedef struct {
 } ds_cuda_backend;
 
 static inline ds_cuda_backend *cu_of(ds_backend *be) { return (ds_cuda_backend *)be; }
+
+/* The fused absorbed decode (cuda_attn.cu attn_fused): one block per (list entry, split, head group)
+ * writes split partials that mla_combine_kernel merges. */
+typedef struct {
+    const float *qlat;       /* [T, H, C] */
+    const float *q;          /* [M, H*dqk]: q_pe read from here */
+    const unsigned char *cache;   /* [n_pages, page_size] entries of tb bytes (fp32 or the FP8 layout) */
+    size_t tb;
+    int kv_fp8, fp8_vec;   /* fp8_vec: entries, codes, scales and k_pe all 16-byte aligned (V3, V2-Lite) */
+    const int32_t *tok;      /* [T] token of each list entry; NULL: entry i is token i */
+    const int32_t *positions, *tok_seq, *page_table;
+    float *part;             /* [T, S, H, C] unnormalised o_lat per split */
+    float *ml;               /* [T, S, H, 2] running max and sum per split */
+    int H, C, dr, dn, dqk, pt_stride, page_size, n_splits;
+    float scale;
+} fa_params;
+
+/* The tensor-core variant (cuda_mla_tc.cu, opt.mla_tc) for kv_lora_rank 512 and rope 64: fits, the split
+ * count for T entries, and the launch (p->n_splits from cu_mla_tc_splits). */
+int cu_mla_tc_fits(const ds_config *c);
+int cu_mla_tc_splits(int T, int H, int max_ctx, int n_sm);
+void cu_mla_decode_tc(const fa_params *p, int T);
 
 /* ---- element loads by stored dtype -------------------------------------------------------------- */
 __device__ __forceinline__ float cu_ld(const void *p, int dtype, size_t i) {

@@ -304,19 +304,6 @@ __global__ void __launch_bounds__(256) absorb_q_v2_kernel(float *qlat, const flo
 }
 int cu_absorb_v2 = 1;   /* DSINFER_CUDA_ABSORB2 (read at backend creation) */
 
-typedef struct {
-    const float *qlat;       /* [T, H, C] */
-    const float *q;          /* [M, H*dqk]: q_pe read from here */
-    const unsigned char *cache;   /* [n_pages, page_size] entries of tb bytes (fp32 or the FP8 layout) */
-    size_t tb;
-    int kv_fp8, fp8_vec;   /* fp8_vec: entries, codes, scales and k_pe all 16-byte aligned (V3, V2-Lite) */
-    const int32_t *tok;      /* [T] token of each list entry; NULL: entry i is token i */
-    const int32_t *positions, *tok_seq, *page_table;
-    float *part;             /* [T, S, H, C] unnormalised o_lat per split */
-    float *ml;               /* [T, S, H, 2] running max and sum per split */
-    int H, C, dr, dn, dqk, pt_stride, page_size, n_splits;
-    float scale;
-} fa_params;
 
 __global__ void __launch_bounds__(FA_THREADS) mla_decode_kernel(fa_params p) {
     extern __shared__ float sm[];
@@ -517,6 +504,10 @@ static void attn_fused(ds_cuda_backend *cb, float *out, const float *q, const un
     for (int k = 0; k < n_seqs; k++) T += b->seq_start[seqs[k] + 1] - b->seq_start[seqs[k]];
     if (T <= 0) return;
     int HGn = (H + FA_HG - 1) / FA_HG;
+    size_t tb = ds_kv_token_bytes(c);
+    int fp8_vec = c->kv_fp8 && tb % 16 == 0 && C % 128 == 0 && (C + 4 * (C / 128)) % 16 == 0 && dr % 8 == 0 &&
+                  ((uintptr_t)cache & 15) == 0;
+    int tc = cb->opt.mla_tc && cu_mla_tc_fits(c) && (c->kv_fp8 ? fp8_vec : ((uintptr_t)cache & 15) == 0);
     /* splits: enough blocks for two waves of the SMs, from the page-table width (a bound on any context,
      * the same for every step of a graph's key) */
     int max_ctx = b->pt_stride * b->page_size, max_chunks = (max_ctx + FA_CHUNK - 1) / FA_CHUNK;
@@ -525,6 +516,7 @@ static void attn_fused(ds_cuda_backend *cb, float *out, const float *q, const un
     if (S > max_chunks) S = max_chunks;
     if (S > 64) S = 64;
     if (S < 1) S = 1;
+    if (tc) S = cu_mla_tc_splits(T, H, max_ctx, cb->n_sm);
     size_t n_q = (size_t)T * H * C, n_part = (size_t)T * S * H * C, n_ml = (size_t)T * S * H * 2;
     size_t n_ao = (size_t)T * H * dv;
     float *qlat = (float *)cu_ws_get(&cb->ws_abs, (2 * n_q + n_part + n_ml + n_ao + (size_t)T + 64) * sizeof(float));
@@ -545,19 +537,20 @@ static void attn_fused(ds_cuda_backend *cb, float *out, const float *q, const un
     else
         absorb_q_kernel<<<dim3(H, (T + 7) / 8), 128, 0, cu_stream>>>(qlat, q, kv, tok, T, H, C, dn, dqk, hw);
     CUDA_LAUNCH_CHECK();
-    size_t tb = ds_kv_token_bytes(c);
-    int fp8_vec = c->kv_fp8 && tb % 16 == 0 && C % 128 == 0 && (C + 4 * (C / 128)) % 16 == 0 && dr % 8 == 0 &&
-                  ((uintptr_t)cache & 15) == 0;
     fa_params p = {qlat, q, cache, tb, c->kv_fp8, fp8_vec, tok, cb->d_positions, cb->d_tok_seq, cb->d_page_table,
                    part, ml, H, C, dr, dn, dqk, b->pt_stride, b->page_size, S, c->softmax_scale};
-    size_t smem = sizeof(float) * ((size_t)FA_HG * ((W + 3) & ~3) + (size_t)FA_CHUNK * (W + 1) + FA_CHUNK * FA_HG + 3 * FA_HG);
-    static size_t smem_set = 0;
-    if (smem > smem_set) {
-        CUDA_CHECK(cudaFuncSetAttribute(mla_decode_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        smem_set = smem;
+    if (tc) {
+        cu_mla_decode_tc(&p, T);
+    } else {
+        size_t smem = sizeof(float) * ((size_t)FA_HG * ((W + 3) & ~3) + (size_t)FA_CHUNK * (W + 1) + FA_CHUNK * FA_HG + 3 * FA_HG);
+        static size_t smem_set = 0;
+        if (smem > smem_set) {
+            CUDA_CHECK(cudaFuncSetAttribute(mla_decode_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+            smem_set = smem;
+        }
+        mla_decode_kernel<<<(unsigned)((size_t)T * S * HGn), FA_THREADS, smem, cu_stream>>>(p);
+        CUDA_LAUNCH_CHECK();
     }
-    mla_decode_kernel<<<(unsigned)((size_t)T * S * HGn), FA_THREADS, smem, cu_stream>>>(p);
-    CUDA_LAUNCH_CHECK();
     mla_combine_kernel<<<dim3(T, H), 128, 0, cu_stream>>>(olat, part, ml, S, H, C);
     CUDA_LAUNCH_CHECK();
     float *dst = all ? out : ao;

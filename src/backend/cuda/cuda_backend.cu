@@ -407,6 +407,7 @@ static cu_opts cu_opts_read(void) {
     o.tc = env_int("DSINFER_CUDA_TC", 0);
     o.graphs = env_int("DSINFER_CUDA_GRAPHS", 1);
     o.fused_attn = env_int("DSINFER_CUDA_FUSED_ATTN", 1);
+    o.mla_tc = env_int("DSINFER_CUDA_MLA_TC", 1);
     o.moe_grouped = env_int("DSINFER_CUDA_MOE_GROUPED", 1);
     o.moe_grouped_max_m = env_int("DSINFER_CUDA_MOE_GROUPED_MAX_M", 256);
     o.vec_gemv = env_int("DSINFER_CUDA_VEC_GEMV", 1);
@@ -448,7 +449,7 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     cu_gemv_sms = cb->n_sm > 0 ? cb->n_sm : 132;
     cu_gemv_v2 = env_int("DSINFER_CUDA_GEMV2", 1);
     cu_absorb_v2 = env_int("DSINFER_CUDA_ABSORB2", 1);
-    cu_route_v2 = env_int("DSINFER_CUDA_ROUTE2", 0);
+    cu_route_v2 = env_int("DSINFER_CUDA_ROUTE2", 1);
     int half = cfg->qk_rope_head_dim / 2;
     float f[DS_MAX_ROPE_DIM / 2];
     for (int i = 0; i < half; i++) f[i] = (float)cfg->inv_freq[i];

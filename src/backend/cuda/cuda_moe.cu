@@ -118,7 +118,7 @@ __global__ void route_kernel(const float *logits, const float *bias, int32_t *id
     write_choices(rc, s, idx, ids, wout, m);
 }
 
-/* ---- router v2 (DSINFER_CUDA_ROUTE2=1): one warp per token ----------------------------------------
+/* ---- router v2 (default; DSINFER_CUDA_ROUTE2=0 for v1): one warp per token ----------------------------------------
  * The same rule and the same arithmetic as route_kernel (and the CPU): per-expert scores and biased
  * choice scores computed by the lanes (expert e on lane e % 32) into shared memory; the sums the CPU
  * makes in expert order (softmax denominator, group top-2, weight normaliser) made by one lane in that
@@ -207,7 +207,7 @@ __global__ void __launch_bounds__(R2_WARPS * 32) route_v2_kernel(const float *lo
     if (lane == 0) write_choices(rc, s, idx, ids, wout, m);
 }
 
-int cu_route_v2 = 0;   /* DSINFER_CUDA_ROUTE2 (read at backend creation) */
+int cu_route_v2 = 1;   /* DSINFER_CUDA_ROUTE2 (read at backend creation) */
 
 static void launch_route(const float *logits, const float *bias, int32_t *ids, float *w, int M, route_cfg rc) {
     if (cu_route_v2)

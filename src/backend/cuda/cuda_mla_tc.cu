@@ -1,0 +1,322 @@
+/* MLA decode attention on the tensor cores (issue 7, 9): the absorbed form over the paged latent cache,
+ * mma.sync m16n8k16 BF16 with fp32 accumulation, for the DeepSeek widths (kv_lora_rank 512, rope 64).
+ *
+ * The contract is mla_decode_kernel's (cuda_attn.cu, fa_params): for list entry i (token m), head h and
+ * split s, write the unnormalised o_lat partial part[i, s, h, 0:C] = sum_j exp(l_j - max) v_j and
+ * ml[i, s, h] = (max, sum exp(l_j - max)) over the split's context rows j, where l_j = scale * (q_lat .
+ * c_j + q_pe . k_pe_j); mla_combine_kernel merges the splits. What differs is the arithmetic: q, the
+ * cache rows and the probabilities are rounded to BF16 before the products (the cache dequantised first,
+ * so an FP8 cache costs one rounding more), sums stay fp32. The op test compares it with the fp32 CPU op
+ * at a bf16-level threshold (THR_TC), not the exact one.
+ *
+ * One block = (entry i, split s, 16 heads), 8 warps. Per 64-row tile of the split's context:
+ *   stage:  the rows (fp32 or the FP8 layout, 16-byte loads) -> BF16 tile Ks [64][576] in shared memory,
+ *           rows past the context zeroed (unused pages may hold NaN, and 0 * NaN is NaN);
+ *   scores: warp w: S[16 heads][8 rows 8w..8w+7] = Q Ks^T over k = 576 (36 MMAs);
+ *   softmax: tile max per head across the warps (shared), running max / rescale as in FlashAttention-2,
+ *           P = exp(S - max) in BF16 to shared memory;
+ *   values: warp w: O[16 heads][128 columns (w & 3)] += P[:, rows of half w >> 2] V (2 x 16 MMAs).
+ * The two halves' O are summed at the end. Two blocks fit on an SM (96 KB of shared memory each), so one
+ * stages while the other multiplies.
+ * Shared rows are 584 BF16 (1168 bytes = 292 words, 4 mod 32): ldmatrix's eight row addresses of one
+ * 8x8 matrix fall in distinct banks. */
+#include "backend/cuda/cuda.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+
+#define TC_HEADS 16
+#define TC_TILE 64
+#define TC_WARPS 8
+#define TC_THREADS (32 * TC_WARPS)
+#define TC_C 512
+#define TC_DR 64
+#define TC_W (TC_C + TC_DR)
+#define TC_KS 584     /* Ks / Qs row stride in BF16 elements */
+#define TC_PS 72      /* Ps row stride (36 words, 4 mod 32) */
+#define TC_SMEM (sizeof(__nv_bfloat16) * (size_t)(TC_TILE * TC_KS + TC_HEADS * TC_KS + TC_HEADS * TC_PS) + \
+                 sizeof(float) * TC_WARPS * TC_HEADS)
+
+int cu_mla_tc_fits(const ds_config *c) { return c->kv_lora_rank == TC_C && c->qk_rope_head_dim == TC_DR; }
+
+__device__ __forceinline__ unsigned smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void ldsm_x4(uint32_t r[4], const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t r[4], const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(p)));
+}
+/* d[16x8] += a[16x16] b[16x8], BF16 in, fp32 accumulate */
+__device__ __forceinline__ void mma_bf16(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *(uint32_t *)&v;
+}
+
+__device__ __forceinline__ const unsigned char *entry_of(const fa_params &p, const int32_t *pt, int pos) {
+    return p.cache + ((size_t)pt[pos / p.page_size] * p.page_size + (size_t)(pos % p.page_size)) * p.tb;
+}
+
+/* Rows base .. base + nc - 1 of the context into Ks (fp32 cache): warp w takes rows w + 8k, two at a
+ * time, each lane 4-5 float4 of a row (144 per row), all loads issued before the conversions. */
+__device__ __forceinline__ void stage_f32(const fa_params &p, const int32_t *pt, int base, int nc, __nv_bfloat16 *Ks,
+                                          int warp, int lane) {
+    for (int r0 = warp; r0 < TC_TILE; r0 += 2 * TC_WARPS) {
+        float4 v[2][5];
+#pragma unroll
+        for (int rr = 0; rr < 2; rr++) {
+            int r = r0 + rr * TC_WARPS;
+            const float4 *row = r < nc ? (const float4 *)(const void *)entry_of(p, pt, base + r) : NULL;
+#pragma unroll
+            for (int k = 0; k < 5; k++) {
+                int q = lane + 32 * k;
+                v[rr][k] = row && q < TC_W / 4 ? __ldg(row + q) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            }
+        }
+#pragma unroll
+        for (int rr = 0; rr < 2; rr++) {
+            int r = r0 + rr * TC_WARPS;
+#pragma unroll
+            for (int k = 0; k < 5; k++) {
+                int q = lane + 32 * k;
+                if (q < TC_W / 4) {
+                    uint2 u = make_uint2(pack_bf16(v[rr][k].x, v[rr][k].y), pack_bf16(v[rr][k].z, v[rr][k].w));
+                    *(uint2 *)(Ks + r * TC_KS + 4 * q) = u;
+                }
+            }
+        }
+    }
+}
+
+/* The FP8 layout (656 bytes a row for C = 512, 16-byte aligned: fa_params.fp8_vec): lane L decodes the
+ * codes 16L .. 16L+15 with their block's scale (the CPU's value: e4m3 * scale in fp32), lanes 0-7 copy
+ * the BF16 k_pe as it is. Four rows at a time per warp. */
+__device__ __forceinline__ void stage_fp8(const fa_params &p, const int32_t *pt, int base, int nc, __nv_bfloat16 *Ks,
+                                          int warp, int lane) {
+    for (int r0 = warp; r0 < TC_TILE; r0 += 4 * TC_WARPS) {
+        uint4 code[4], pe[4];
+        float sc[4];
+#pragma unroll
+        for (int rr = 0; rr < 4; rr++) {
+            int r = r0 + rr * TC_WARPS;
+            code[rr] = make_uint4(0, 0, 0, 0);
+            pe[rr] = make_uint4(0, 0, 0, 0);
+            sc[rr] = 0.0f;
+            if (r < nc) {
+                const unsigned char *e = entry_of(p, pt, base + r);
+                code[rr] = __ldg((const uint4 *)(e + 16 * lane));
+                sc[rr] = __ldg((const float *)(e + TC_C) + (lane >> 3));
+                if (lane < 8) pe[rr] = __ldg((const uint4 *)(e + TC_C + 4 * (TC_C / 128)) + lane);
+            }
+        }
+#pragma unroll
+        for (int rr = 0; rr < 4; rr++) {
+            int r = r0 + rr * TC_WARPS;
+            const uint32_t w4[4] = {code[rr].x, code[rr].y, code[rr].z, code[rr].w};
+            uint32_t o[8];
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(w4[q] >> (16 * h)), __NV_E4M3);
+                    float2 f = __half22float2(__half2(hr));
+                    o[2 * q + h] = pack_bf16(f.x * sc[rr], f.y * sc[rr]);
+                }
+            }
+            uint4 *dst = (uint4 *)(Ks + r * TC_KS + 16 * lane);
+            dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
+            dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
+            if (lane < 8) *(uint4 *)(Ks + r * TC_KS + TC_C + 8 * lane) = pe[rr];
+        }
+    }
+}
+
+__global__ void __launch_bounds__(TC_THREADS, 2) mla_decode_tc_kernel(fa_params p) {
+    extern __shared__ __align__(16) unsigned char tc_smem[];
+    __nv_bfloat16 *Ks = (__nv_bfloat16 *)tc_smem, *Qs = Ks + TC_TILE * TC_KS, *Ps = Qs + TC_HEADS * TC_KS;
+    float *red = (float *)(Ps + TC_HEADS * TC_PS);   /* [TC_WARPS][TC_HEADS] */
+    int HGn = (p.H + TC_HEADS - 1) / TC_HEADS, bx = blockIdx.x;
+    int h0 = (bx % HGn) * TC_HEADS, split = (bx / HGn) % p.n_splits, i = bx / HGn / p.n_splits;
+    int nh = p.H - h0 < TC_HEADS ? p.H - h0 : TC_HEADS;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    int m = p.tok ? p.tok[i] : i, s = p.tok_seq[m], ctx = p.positions[m] + 1;
+    const int32_t *pt = p.page_table + (size_t)s * p.pt_stride;
+    int n_tiles = (ctx + TC_TILE - 1) / TC_TILE, per = (n_tiles + p.n_splits - 1) / p.n_splits;
+    int c_begin = split * per * TC_TILE, c_end = min(ctx, (split + 1) * per * TC_TILE);
+
+    /* Q tile: q_lat then q_pe per head, BF16; heads past H zero */
+    for (int x = threadIdx.x; x < TC_HEADS * TC_W; x += TC_THREADS) {
+        int hh = x / TC_W, k = x % TC_W;
+        float v = 0.0f;
+        if (hh < nh && k < TC_C) v = p.qlat[((size_t)i * p.H + h0 + hh) * TC_C + k];
+        else if (hh < nh) v = p.q[(size_t)m * p.H * p.dqk + (size_t)(h0 + hh) * p.dqk + p.dn + (k - TC_C)];
+        Qs[hh * TC_KS + k] = __float2bfloat16_rn(v);
+    }
+    /* ldmatrix addresses: A operands (16 rows) and the x4 B loads (8 rows, 4 column blocks / 2 row blocks) */
+    const int a_row = (lane & 7) + 8 * ((lane >> 3) & 1), a_col = 8 * (lane >> 4);
+    const int n0 = 8 * warp, slice = warp & 3, half = warp >> 2;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;   /* heads g, g + 8 */
+    float o[16][4];
+#pragma unroll
+    for (int n = 0; n < 16; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+
+    for (int base = c_begin; base < c_end; base += TC_TILE) {
+        int nc = c_end - base < TC_TILE ? c_end - base : TC_TILE;
+        __syncthreads();   /* the previous tile's readers are done (and the Q tile is written) */
+        if (p.kv_fp8) stage_fp8(p, pt, base, nc, Ks, warp, lane);
+        else stage_f32(p, pt, base, nc, Ks, warp, lane);
+        __syncthreads();
+
+        /* scores of rows n0 .. n0 + 7: sc[0..1] head g, rows n0 + 2t, +1; sc[2..3] head g + 8 */
+        float sc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll 6
+        for (int k0 = 0; k0 < TC_W; k0 += 32) {
+            uint32_t a[4], a2[4], b[4];
+            ldsm_x4(a, Qs + a_row * TC_KS + k0 + a_col);
+            ldsm_x4(a2, Qs + a_row * TC_KS + k0 + 16 + a_col);
+            ldsm_x4(b, Ks + (n0 + (lane & 7)) * TC_KS + k0 + 8 * (lane >> 3));
+            mma_bf16(sc, a, b[0], b[1]);
+            mma_bf16(sc, a2, b[2], b[3]);
+        }
+        int j = n0 + 2 * t;
+        sc[0] = j < nc ? sc[0] * p.scale : -INFINITY;
+        sc[1] = j + 1 < nc ? sc[1] * p.scale : -INFINITY;
+        sc[2] = j < nc ? sc[2] * p.scale : -INFINITY;
+        sc[3] = j + 1 < nc ? sc[3] * p.scale : -INFINITY;
+        float x0 = fmaxf(sc[0], sc[1]), x1 = fmaxf(sc[2], sc[3]);
+        x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 1));
+        x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 2));
+        x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 1));
+        x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 2));
+        if (t == 0) {
+            red[warp * TC_HEADS + g] = x0;
+            red[warp * TC_HEADS + g + 8] = x1;
+        }
+        __syncthreads();
+        float tm0 = -INFINITY, tm1 = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < TC_WARPS; w++) {
+            tm0 = fmaxf(tm0, red[w * TC_HEADS + g]);
+            tm1 = fmaxf(tm1, red[w * TC_HEADS + g + 8]);
+        }
+        float nm0 = fmaxf(m0, tm0), nm1 = fmaxf(m1, tm1);
+        /* a head with no finite score yet keeps factor 1 and probabilities 0 (its sums are still 0) */
+        float cr0 = nm0 == -INFINITY ? 1.0f : expf(m0 - nm0), cr1 = nm1 == -INFINITY ? 1.0f : expf(m1 - nm1);
+        __nv_bfloat162 p0 = __floats2bfloat162_rn(nm0 == -INFINITY ? 0.0f : expf(sc[0] - nm0),
+                                                  nm0 == -INFINITY ? 0.0f : expf(sc[1] - nm0));
+        __nv_bfloat162 p1 = __floats2bfloat162_rn(nm1 == -INFINITY ? 0.0f : expf(sc[2] - nm1),
+                                                  nm1 == -INFINITY ? 0.0f : expf(sc[3] - nm1));
+        /* the sums add the BF16 probabilities the products use */
+        l0 = l0 * cr0 + __low2float(p0) + __high2float(p0);
+        l1 = l1 * cr1 + __low2float(p1) + __high2float(p1);
+        m0 = nm0;
+        m1 = nm1;
+        *(__nv_bfloat162 *)(Ps + g * TC_PS + j) = p0;
+        *(__nv_bfloat162 *)(Ps + (g + 8) * TC_PS + j) = p1;
+        __syncthreads();
+
+        /* O[:, slice] += P[:, half's 32 rows] V[those rows, slice's 128 columns] */
+#pragma unroll
+        for (int n = 0; n < 16; n++) {
+            o[n][0] *= cr0; o[n][1] *= cr0;
+            o[n][2] *= cr1; o[n][3] *= cr1;
+        }
+#pragma unroll
+        for (int kk = 0; kk < 2; kk++) {
+            int tk = 32 * half + 16 * kk;
+            uint32_t a[4];
+            ldsm_x4(a, Ps + a_row * TC_PS + tk + a_col);
+#pragma unroll
+            for (int n = 0; n < 16; n += 2) {
+                uint32_t b[4];
+                ldsm_x4_trans(b, Ks + (tk + a_row) * TC_KS + 128 * slice + 8 * n + a_col);
+                mma_bf16(o[n], a, b[0], b[1]);
+                mma_bf16(o[n + 1], a, b[2], b[3]);
+            }
+        }
+    }
+
+    /* the halves' O summed through shared memory (Ks reused as fp32 [16][512]); sums over t and warps */
+    __syncthreads();
+    float *xs = (float *)(void *)Ks;
+    if (half == 1) {
+#pragma unroll
+        for (int n = 0; n < 16; n++) {
+            int col = 128 * slice + 8 * n + 2 * t;
+            xs[g * TC_C + col] = o[n][0];
+            xs[g * TC_C + col + 1] = o[n][1];
+            xs[(g + 8) * TC_C + col] = o[n][2];
+            xs[(g + 8) * TC_C + col + 1] = o[n][3];
+        }
+    }
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    if (t == 0) {
+        red[warp * TC_HEADS + g] = l0;
+        red[warp * TC_HEADS + g + 8] = l1;
+    }
+    __syncthreads();
+    size_t base_o = ((size_t)i * p.n_splits + split) * p.H + h0;
+    if (half == 0) {
+#pragma unroll
+        for (int n = 0; n < 16; n++) {
+            int col = 128 * slice + 8 * n + 2 * t;
+            if (g < nh) {
+                float *dst = p.part + (base_o + g) * TC_C + col;
+                dst[0] = o[n][0] + xs[g * TC_C + col];
+                dst[1] = o[n][1] + xs[g * TC_C + col + 1];
+            }
+            if (g + 8 < nh) {
+                float *dst = p.part + (base_o + g + 8) * TC_C + col;
+                dst[0] = o[n][2] + xs[(g + 8) * TC_C + col];
+                dst[1] = o[n][3] + xs[(g + 8) * TC_C + col + 1];
+            }
+        }
+    }
+    if (warp == 0 && t == 0) {
+        float s0 = 0.0f, s1 = 0.0f;
+        for (int w = 0; w < TC_WARPS; w++) {
+            s0 += red[w * TC_HEADS + g];
+            s1 += red[w * TC_HEADS + g + 8];
+        }
+        if (g < nh) {
+            p.ml[(base_o + g) * 2] = m0;
+            p.ml[(base_o + g) * 2 + 1] = s0;
+        }
+        if (g + 8 < nh) {
+            p.ml[(base_o + g + 8) * 2] = m1;
+            p.ml[(base_o + g + 8) * 2 + 1] = s1;
+        }
+    }
+}
+
+/* Splits for T entries: about two blocks per SM in one wave (the kernel's occupancy), at most one tile
+ * of 64 rows per split of the longest context the page table can hold, at most 64 (mla_combine). */
+int cu_mla_tc_splits(int T, int H, int max_ctx, int n_sm) {
+    int blocks = T * ((H + TC_HEADS - 1) / TC_HEADS), slots = 2 * n_sm;
+    int S = blocks >= slots ? 1 : slots / blocks, max_tiles = (max_ctx + TC_TILE - 1) / TC_TILE;
+    if (S > max_tiles) S = max_tiles;
+    if (S > 64) S = 64;
+    return S < 1 ? 1 : S;
+}
+
+void cu_mla_decode_tc(const fa_params *p, int T) {
+    static int smem_set = 0;
+    if (!smem_set) {
+        CUDA_CHECK(cudaFuncSetAttribute(mla_decode_tc_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)TC_SMEM));
+        smem_set = 1;
+    }
+    int HGn = (p->H + TC_HEADS - 1) / TC_HEADS;
+    mla_decode_tc_kernel<<<(unsigned)((size_t)T * p->n_splits * HGn), TC_THREADS, TC_SMEM, cu_stream>>>(*p);
+    CUDA_LAUNCH_CHECK();
+}
