@@ -6,7 +6,8 @@
 #         small shapes; test_cuda_model with the tensor-core MLA decode;
 #  speed: the MLA decode op (three kernels, fp32 and FP8 cache) and V2-Lite decode throughput with both
 #         caches, tensor-core MLA on and off;
-#  model: test_cuda_model (dummy V2-Lite and 4-layer V3 generate).
+#  model: test_cuda_model (dummy V2-Lite and 4-layer V3 generate);
+#  capacity: `bench --batch fit --ctx 4K`, BF16 weights with the fp32 and the FP8 cache (issue 9).
 # (The W8A8 `bench --ops`, `compare` and router rows of the first run are in bench/RESULTS.md.)
 # Binaries carried in .deps/bin with .deps/lib (dev/cuda/README.md): dsinfer, test_cuda_{ops,golden,host}.
 # Logs under $OUT, line-buffered; a summary prints last.
@@ -19,7 +20,7 @@ step() { local name=$1 t=$2; shift 2; local t0=$(date +%s%N)
   stdbuf -oL -eL timeout "$t" "$@" >"$OUT/$name.log" 2>&1; local rc=$?
   local dt=$(( ($(date +%s%N) - t0) / 1000000 ))
   summary+=$(printf '%-12s rc=%-3s %6d ms' "$name" "$rc" "$dt")$'\n'
-  echo "== $name rc=$rc ${dt} ms"; grep -E "^(decode|prefill|mla|ceil|model|geomean|KL|top|perplex)|M=4096|kv8|NVFP4|FP8 KV|FAIL|fail|rror|: ok" "$OUT/$name.log" | tail -n 45; }
+  echo "== $name rc=$rc ${dt} ms"; grep -E "^(decode|prefill|mla|ceil|model|geomean|capacity|KL|top|perplex)|M=4096|kv8|NVFP4|FP8 KV|FAIL|fail|rror|: ok" "$OUT/$name.log" | tail -n 45; }
 # usage: session_run.sh [check|speed|model|all]   (check: tests and memcheck; speed: the benchmarks; about
 # 5 min each, so one device call (600 s at most) per part; model: test_cuda_model, the dummy V2-Lite and
 # 4-layer V3)
@@ -30,11 +31,14 @@ want check && step host 20 $B/test_cuda_host
 want check && step ops 240 $B/test_cuda_ops
 want check && step golden 120 $B/test_cuda_golden
 want check && step sanitize 150 env DSINFER_OPS_SMALL=1 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 $B/test_cuda_ops
-want check && step model_tc 200 env DSINFER_CUDA_MLA_TC=1 $B/test_cuda_model
+want check && step model 200 $B/test_cuda_model   # both MLA decode kernels
 want speed && step mla32 60 $B/dsinfer bench --mla
 want speed && step mla8 60 $B/dsinfer bench --mla --kv-cache-dtype fp8
 for kv in fp32 fp8; do for tcv in 0 1; do
   want speed && step dec_${kv}_tc$tcv 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MLA_TC=$tcv $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 1K,4K --prompt '' --steps 8 --csv $CSV $([ $kv = fp8 ] && echo --kv-cache-dtype fp8) --label kv-$kv-mlatc$tcv
 done; done
-want model && step model 200 $B/test_cuda_model
+want model && [ "$PART" != all ] && step model 200 $B/test_cuda_model
+# capacity (issue 9): the most 4K-token sequences that fit next to the weights, and decode at that batch
+want capacity && step fit_bf16_kv32 280 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch fit --ctx 4K --prompt '' --steps 4 --csv $CSV --label fit-bf16-kv32
+want capacity && step fit_bf16_kv8 280 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch fit --ctx 4K --prompt '' --steps 4 --csv $CSV --kv-cache-dtype fp8 --label fit-bf16-kv8
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

@@ -34,6 +34,7 @@ typedef struct {
     char dtype_col[24];                              /* the table's dtype column: weights, "+kv8" for an FP8 cache */
     int batches[MAX_LIST], n_batches, ctxs[MAX_LIST], n_ctxs, prompts[MAX_LIST], n_prompts;
     int steps, ceilings_only, mla, ops;
+    int batch_fit;                                   /* --batch fit: the most sequences of the (one) context that fit */
     int ops_ms[MAX_LIST], n_ops_ms;                   /* --ops-m */
     double bw_gbs, tflops;
 } bench_opts;
@@ -236,6 +237,8 @@ static void usage(void) {
             "usage: dsinfer bench [--model CONFIG.json] [--dtype bf16|fp8] [--batch 1,8,32,64,128,256] [--ctx 1K,4K]\n"
             "                     [--prompt 512,2K,8K] [--steps N] [--csv FILE] [--label NAME] [--bw GB/s --tflops T]\n"
             "                     [--kv-cache-dtype auto|fp8]\n"
+            "       --batch fit: one batch, the most sequences of --ctx tokens whose KV fits in the GPU memory left\n"
+            "                    after the weights (less a reserve for activations); prints the capacity\n"
             "       dsinfer bench --ceilings        measure copy bandwidth and the BF16 matrix rate only\n"
             "       dsinfer bench --mla             the absorbed MLA decode op alone (64 seqs x 4K, 16 and 128 heads)\n"
             "       dsinfer bench --ops [--ops-m 1,64,128,4096]  the FP8 GEMMs of the V3 shapes alone: W8A8 as the\n"
@@ -264,7 +267,11 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
         switch (ch) {
         case 'm': o->model = optarg; break;
         case 'd': o->dtype = optarg; break;
-        case 'b': o->n_batches = parse_list(optarg, o->batches); break;
+        case 'b':
+            o->batch_fit = !strcmp(optarg, "fit");
+            o->n_batches = o->batch_fit ? 1 : parse_list(optarg, o->batches);
+            if (o->batch_fit) o->batches[0] = 1;   /* set after the weights are on the device */
+            break;
         case 'c': o->n_ctxs = parse_list(optarg, o->ctxs); break;
         case 'p': o->n_prompts = parse_list(optarg, o->prompts); break;
         case 's': o->steps = atoi(optarg); break;
@@ -284,6 +291,10 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
     if (o->n_batches < 0 || o->n_ctxs < 0 || o->n_prompts < 0 || o->n_ops_ms <= 0 || o->steps <= 0 ||
         (strcmp(o->dtype, "bf16") && strcmp(o->dtype, "fp8"))) {
         fprintf(stderr, "dsinfer bench: bad lists, --steps or --dtype (bf16 or fp8)\n");
+        return 2;
+    }
+    if (o->batch_fit && o->n_ctxs != 1) {
+        fprintf(stderr, "dsinfer bench: --batch fit needs exactly one --ctx\n");
         return 2;
     }
     if (strcmp(o->kv, "auto") && strcmp(o->kv, "fp8")) {
@@ -356,6 +367,36 @@ static int run_ops(const ds_config *cfg, const bench_opts *o) {
 /* The absorbed decode op alone, 64 sequences x 4096 tokens, 16 and 128 heads, in its three kernels:
  * tensor cores (DSINFER_CUDA_MLA_TC=1), the fp32 fused kernel, the per-sequence one. bw: the copy
  * bandwidth for the fraction column (GB/s; 1 or less prints none). */
+/* --batch fit: opens the model with a one-page cache to learn what the weights leave free, then sets the
+ * batch to the most sequences of o->ctxs[0] (+ steps and margin) tokens whose KV fits in that memory less
+ * a reserve (workspaces, logits of every row, cuBLAS); prints the capacity line. */
+static ds_status fit_batch(const char *cfg_path, bench_opts *o, const ds_config *cfg, char *err) {
+    size_t token_bytes = ds_kv_token_bytes(cfg) * (size_t)cfg->num_layers, free0, free1, total;
+    ds_status st = ds_cuda_mem_info(&free0, &total, err);
+    if (st) return st;
+    ds_engine_opts eo = {.backend = "cuda", .dummy_weights = 1, .kv_cache_dtype = o->kv, .kv_cache_bytes = 64 * token_bytes};
+    ds_engine *e = NULL;
+    st = ds_engine_open(cfg_path, &eo, &e, err);
+    if (st) return st;
+    st = ds_cuda_mem_info(&free1, &total, err);
+    int V = ds_engine_vocab_size(e);
+    ds_engine_free(e);
+    if (st) return st;
+    size_t per_seq = (size_t)(o->ctxs[0] + o->steps + 64) * token_bytes;
+    double reserve = 6.0 * (1u << 30);
+    double room = (double)free1 - reserve;
+    long fit = room > 0 ? (long)(room / ((double)per_seq + 2.0 * 4 * V)) - 1 : 0;
+    if (fit < 1)
+        return ds_seterr(err, DS_ERR_NOMEM, "--batch fit: no sequence of %d tokens fits (%.2f GiB free after the weights)",
+                         o->ctxs[0], (double)free1 / (1u << 30));
+    printf("capacity: weights %.2f GiB; %.2f GiB free of %.2f GiB after them; KV %zu bytes per token (%d layers); "
+           "%ld sequences of %d tokens fit (%.2f GiB kept for activations)\n",
+           (double)(free0 - free1) / (1u << 30), (double)free1 / (1u << 30), (double)total / (1u << 30), token_bytes,
+           cfg->num_layers, fit, o->ctxs[0], reserve / (1u << 30));
+    o->batches[0] = (int)fit;
+    return DS_OK;
+}
+
 static int run_mla(const ds_config *base, double bw) {
     char err[DS_ERRLEN];
     int heads[2] = {16, 128};
@@ -414,6 +455,11 @@ int cli_bench_offline(int argc, char **argv) {
     fputs(json, f);
     fclose(f);
     free(json);
+    if (o.batch_fit && fit_batch(path, &o, &cfg, err)) {
+        fprintf(stderr, "dsinfer bench: %s\n", err);
+        remove(path);
+        return 1;
+    }
     int Bmax = 1, Lmax = 1, Pmax = 1;
     for (int i = 0; i < o.n_batches; i++) Bmax = o.batches[i] > Bmax ? o.batches[i] : Bmax;
     for (int i = 0; i < o.n_ctxs; i++) Lmax = o.ctxs[i] > Lmax ? o.ctxs[i] : Lmax;

@@ -18,6 +18,8 @@ int ds_cuda_available(char *why, size_t why_len);
 /* Host-side check of the element conversions the kernels share with the CPU (cuda_selftest.cu); needs
  * no GPU. Returns the number of mismatches, the first described in msg. */
 long ds_cuda_host_selftest(char *msg, size_t len);
+/* Free and total memory of the current device in bytes (cudaMemGetInfo). */
+ds_status ds_cuda_mem_info(size_t *free_bytes, size_t *total_bytes, char *err);
 /* The stream every op of the CUDA backend runs on (a cudaStream_t), for NCCL (dist/comm_nccl.c). */
 void *ds_cuda_stream(void);
 

@@ -65,6 +65,12 @@ int ds_cuda_available(char *why, size_t why_len) {
     return 1;
 }
 
+ds_status ds_cuda_mem_info(size_t *free_bytes, size_t *total_bytes, char *err) {
+    cudaError_t e = cudaMemGetInfo(free_bytes, total_bytes);
+    if (e != cudaSuccess) return ds_seterr(err, DS_ERR_BACKEND, "cudaMemGetInfo: %s", cudaGetErrorString(e));
+    return DS_OK;
+}
+
 /* ---- memory ------------------------------------------------------------------------------------ */
 static float *cu_alloc(ds_backend *be, size_t n) {
     (void)be;
