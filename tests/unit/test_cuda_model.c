@@ -3,8 +3,9 @@
  *  - DeepSeek-V3 shaped with 4 layers (configs/deepseek-v3.json with num_hidden_layers 4: 3 dense
  *    layers and 1 MoE layer of 256 FP8 experts, full widths and vocabulary);
  * each opened, a 64-token prompt prefilled, 16 tokens generated greedily; the logits are finite and the
- * prompt fed token by token (absorbed decode path) ends in the same logits as the whole prompt (naive
- * path). Prints load time, prefill and decode rates.
+ * prompt fed token by token (absorbed decode path) ends in the same logits as the whole prompt (within
+ * 1e-3 with fp32 math; the tensor-core MLA decode within a bound set by a BF16-GEMM run: check_model).
+ * Prints load time, prefill and decode rates.
  *  - the full DeepSeek-V3 (61 layers) must fail to open with DS_ERR_NOMEM and say how much it needs.
  * Skips (exit 77) without a CUDA build or a Hopper GPU. */
 #include <math.h>
@@ -56,26 +57,33 @@ static int config_with_layers(const char *src, const char *dst, int layers) {
     return 0;
 }
 
-/* mla_tc: the absorbed decode on the tensor cores (DSINFER_CUDA_MLA_TC=1: q, cache rows and probabilities
- * in BF16), so the token-by-token logits may differ from the fp32 naive prefill by a BF16-level amount
- * (threshold 4e-3, about one BF16 ulp, 2^-8); 0: the fp32 kernel (threshold 1e-3). */
-static void run_model(const char *label, const char *cfg_path, int mla_tc) {
+/* One model on the GPU with the math chosen by the two switches (read at engine open):
+ *   mla_tc:  the absorbed decode on the tensor cores (DSINFER_CUDA_MLA_TC=1: q, cache rows and
+ *            probabilities in BF16) or on fp32 CUDA cores;
+ *   gemm_tc: BF16 tensor-core GEMMs for more than 8 rows (DSINFER_CUDA_TC=1: the prompt's projections).
+ * Prefills the prompt whole (whole_out), generates N_GEN tokens greedily, feeds the prompt again token by
+ * token into a second sequence (absorbed decode path; step_out: the last logits). Returns the rel L2 of
+ * step_out against whole_out (and the vocabulary size in *vocab), or -1 when the engine did not open. */
+static double run_model(const char *label, const char *cfg_path, int mla_tc, int gemm_tc, float *whole, float *step,
+                        int *vocab) {
     char err[DS_ERRLEN];
     ds_engine *e = NULL;
     ds_engine_opts o = {.backend = "cuda", .dummy_weights = 1};
-    double t0 = now_s(), thr = mla_tc ? 4e-3 : 1e-3;
+    double t0 = now_s();
     setenv("DSINFER_CUDA_MLA_TC", mla_tc ? "1" : "0", 1);
+    setenv("DSINFER_CUDA_TC", gemm_tc ? "1" : "0", 1);
     ds_status st = ds_engine_open(cfg_path, &o, &e, err);
     unsetenv("DSINFER_CUDA_MLA_TC");
+    unsetenv("DSINFER_CUDA_TC");
     CHECKF(st == DS_OK, "%s: %s", label, err);
-    if (st) return;
+    if (st) return -1;
     double t_load = now_s() - t0;
-    printf("%s, MLA decode %s: %s\n  opened in %.1f s\n", label, mla_tc ? "tensor cores" : "fp32", ds_engine_describe(e),
-           t_load);
+    printf("%s, MLA decode %s, GEMMs %s: %s\n  opened in %.1f s\n", label, mla_tc ? "tensor cores" : "fp32",
+           gemm_tc ? "BF16 tensor cores" : "fp32", ds_engine_describe(e), t_load);
     int V = ds_engine_vocab_size(e);
+    *vocab = V;
     int32_t ids[PROMPT];
     for (int i = 0; i < PROMPT; i++) ids[i] = (int32_t)((i * 7919 + 13) % V);
-    float *whole = malloc(sizeof(float) * V), *step = malloc(sizeof(float) * V);
     ds_seq *s, *s2;
     ds_seq_new(e, &s, err);
     ds_seq_new(e, &s2, err);
@@ -102,22 +110,48 @@ static void run_model(const char *label, const char *cfg_path, int mla_tc) {
         CHECKF(ds_engine_forward(e, &it, 1, step, err) == DS_OK, "%s: %s", label, err);
     }
     diff_stats d = diff_f32(step, whole, (size_t)V);
-    printf("  whole prompt (naive) vs token by token (absorbed): max abs %.3g rel L2 %.3g\n", d.max_abs, d.rel_l2);
-    CHECKF(d.rel_l2 <= thr, "%s: naive and absorbed paths disagree (rel L2 %.3g > %.0e)", label, d.rel_l2, thr);
+    printf("  whole prompt vs token by token (absorbed): max abs %.3g rel L2 %.3g\n", d.max_abs, d.rel_l2);
     ds_seq_free(s);
     ds_seq_free(s2);
-    free(whole);
-    free(step);
     ds_engine_free(e);
+    return d.rel_l2;
+}
+
+/* The exact paths agree within 1e-3 (fp32 everywhere). The tensor-core MLA decode is judged against a
+ * known BF16-level perturbation of the same model: its token-by-token logits vs the exact prefill may
+ * move at most 4x as far as the exact token-by-token logits move when only the prefill's GEMMs run in
+ * BF16 (random-weight models amplify any rounding through their layers, so a fixed bound says little;
+ * the perturbation counts as at least 1e-3), and never more than 4e-2. Prints the three distances. */
+static void check_model(const char *label, const char *cfg_path) {
+    size_t V = 130000;   /* >= the vocabularies here (V2-Lite 102400, V3 129280) */
+    float *whole0 = malloc(sizeof(float) * V), *step0 = malloc(sizeof(float) * V);
+    float *whole_g = malloc(sizeof(float) * V), *step_g = malloc(sizeof(float) * V);
+    float *whole_t = malloc(sizeof(float) * V), *step_t = malloc(sizeof(float) * V);
+    int nv = 0;
+    double exact = run_model(label, cfg_path, 0, 0, whole0, step0, &nv);
+    double g = run_model(label, cfg_path, 0, 1, whole_g, step_g, &nv);
+    double t = run_model(label, cfg_path, 1, 0, whole_t, step_t, &nv);
+    if (exact >= 0 && g >= 0 && t >= 0) {
+        diff_stats bf16_gemm = diff_f32(step0, whole_g, (size_t)nv), mla = diff_f32(step_t, whole0, (size_t)nv);
+        printf("  %s: exact token by token vs exact prefill rel L2 %.3g; vs prefill with BF16 GEMMs %.3g; "
+               "tensor-core MLA token by token vs exact prefill %.3g\n",
+               label, exact, bf16_gemm.rel_l2, mla.rel_l2);
+        CHECKF(exact <= 1e-3, "%s: naive and absorbed paths disagree (rel L2 %.3g)", label, exact);
+        double bound = 4 * (bf16_gemm.rel_l2 > 1e-3 ? bf16_gemm.rel_l2 : 1e-3);
+        if (bound > 4e-2) bound = 4e-2;
+        CHECKF(mla.rel_l2 <= bound, "%s: tensor-core MLA moves the logits by rel L2 %.3g, more than %.3g (4x the BF16-GEMM "
+               "perturbation %.3g)", label, mla.rel_l2, bound, bf16_gemm.rel_l2);
+    }
+    free(whole0); free(step0); free(whole_g); free(step_g); free(whole_t); free(step_t);
 }
 
 int main(void) {
     char why[256];
     if (!ds_cuda_available(why, sizeof why)) test_skip(why);
-    for (int tc = 0; tc < 2; tc++) run_model("DeepSeek-V2-Lite (dummy weights)", "configs/deepseek-v2-lite.json", tc);
+    check_model("DeepSeek-V2-Lite (dummy weights)", "configs/deepseek-v2-lite.json");
     const char *v3_4 = "/tmp/dsinfer-test-v3-4layers.json";
     CHECK(config_with_layers("configs/deepseek-v3.json", v3_4, 4) == 0);
-    for (int tc = 0; tc < 2; tc++) run_model("DeepSeek-V3 shape, 4 layers (dummy weights)", v3_4, tc);
+    check_model("DeepSeek-V3 shape, 4 layers (dummy weights)", v3_4);
     /* the full V3 does not fit one GPU: a clear error, nothing allocated */
     char err[DS_ERRLEN];
     ds_engine *e = NULL;
