@@ -4,8 +4,8 @@
 #         largest cases; FP8 KV cache, NVFP4, W8A8, routers, the tensor-core MLA decode); test_cuda_golden
 #         (fixtures incl. tiny-v3-nvfp4, FP8 KV on the demo model); compute-sanitizer memcheck over the
 #         small shapes; test_cuda_model with the tensor-core MLA decode;
-#  speed: the MLA decode op (three kernels, fp32 and FP8 cache) and V2-Lite decode throughput with both
-#         caches, tensor-core MLA on and off;
+#  speed: the MLA decode op (three kernels, fp32 and FP8 cache) and V2-Lite decode throughput, BF16 and
+#         FP8 weights, grouped experts on the tensor cores on and off (DSINFER_CUDA_MOE_TC);
 #  model: test_cuda_model (dummy V2-Lite and 4-layer V3 generate);
 #  capacity: `bench --batch fit --ctx 4K`, BF16 weights with the fp32 and the FP8 cache (issue 9).
 # (The W8A8 `bench --ops`, `compare` and router rows of the first run are in bench/RESULTS.md.)
@@ -34,9 +34,11 @@ want check && step sanitize 150 env DSINFER_OPS_SMALL=1 compute-sanitizer --tool
 want check && step model 200 $B/test_cuda_model   # both MLA decode kernels
 want speed && step mla32 60 $B/dsinfer bench --mla
 want speed && step mla8 60 $B/dsinfer bench --mla --kv-cache-dtype fp8
-for kv in fp32 fp8; do for tcv in 0 1; do
-  want speed && step dec_${kv}_tc$tcv 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MLA_TC=$tcv $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 1K,4K --prompt '' --steps 8 --csv $CSV $([ $kv = fp8 ] && echo --kv-cache-dtype fp8) --label kv-$kv-mlatc$tcv
-done; done
+for m in 0 1; do
+  want speed && step dec_bf16_moetc$m 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_TC=$m $B/dsinfer bench --dtype bf16 --batch 1,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label moetc$m
+  want speed && step dec_fp8_moetc$m 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_TC=$m $B/dsinfer bench --dtype fp8 --batch 1,64,256 --ctx 1K,4K --prompt '' --steps 8 --csv $CSV --label fp8-moetc$m
+done
+want speed && step dec_bf16_4k 90 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,8,32,64,128,256 --ctx 4K --prompt '' --steps 8 --csv $CSV --label all-on-4k
 want model && [ "$PART" != all ] && step model 200 $B/test_cuda_model
 # capacity (issue 9): the most 4K-token sequences that fit next to the weights, and decode at that batch
 want capacity && step fit_bf16_kv32 280 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch fit --ctx 4K --prompt '' --steps 4 --csv $CSV --label fit-bf16-kv32

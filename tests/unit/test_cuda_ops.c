@@ -61,6 +61,7 @@ int main(void) { test_skip("built without CUDA (nvcc not found at build time)");
 #define THR_GEMM 1e-9          /* fp32 dot products in another order */
 #define THR_ATTN 1e-9
 #define THR_MOE 1e-8
+#define MAX_TC_MS 8
 #define THR_TC 1e-4            /* BF16 tensor cores: activations rounded to bf16 (NMSE ~1e-6 expected) */
 #define THR_W8A8 1e-6          /* FP8 GEMM vs a CPU reference quantizing x the same way: FP8 tensor-core
                                   accumulation inside each 128-block (~14 bits), fp32 across blocks */
@@ -734,8 +735,19 @@ static void check_route_v1(setup *s, const int *Ms, int nM) {
 
 /* The whole MoE block. A token whose router logits differ in the last bit between the two GEMMs may
  * pick another expert at a near-tie; at most M/100 such rows are tolerated (and reported). */
-static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt) {
+/* tc: on a second CUDA backend with DSINFER_CUDA_TC=1 (grouped routed experts on the tensor cores,
+ * cuda_moe_tc.cu, and BF16 GEMMs for the shared expert above GEMV_MAX_M rows; the router stays fp32),
+ * compared at THR_TC; a row counts as a routing near-tie above NMSE 1e-3 then. */
+static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc) {
     const ds_config *c = &s->cfg;
+    ds_backend *gpu = s->gpu;
+    char err[DS_ERRLEN];
+    if (tc) {
+        setenv("DSINFER_CUDA_TC", "1", 1);
+        gpu = ds_backend_cuda_new(&s->cfg, err);
+        unsetenv("DSINFER_CUDA_TC");
+        if (!gpu) { CHECKF(0, "%s", err); return; }
+    }
     int D = c->hidden_size, E = c->n_routed_experts, mI = c->moe_intermediate_size, sI = mI * c->n_shared_experts;
     ds_layer_weights Lh, Ld;
     memset(&Lh, 0, sizeof Lh);
@@ -765,10 +777,16 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt) {
         int M = Ms[i];
         if (M > max_m) continue;
         prime(s, M);
+        if (tc) {
+            batch b;
+            mk_batch(s, &b, M, 0, 16);
+            CHECK(gpu->set_batch(gpu, &b.m, err) == DS_OK);
+            free(b.pt);
+        }
         buf x = buf_new(s, (size_t)M * D), out = buf_new(s, (size_t)M * D);
         buf_rand(&x, 1.0f);
         buf_poison(&out);
-        s->gpu->moe(s->gpu, out.d, x.d, &Ld, M);
+        gpu->moe(gpu, out.d, x.d, &Ld, M);
         /* the CPU reference on all rows, or on sampled ones (rows[r] = r when all) */
         int32_t *rows = malloc(sizeof(int32_t) * (size_t)M);
         int R = M;
@@ -796,15 +814,15 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt) {
                 num += e * e;
                 den += (double)hr[d] * hr[d];
             }
-            if (num > 1e-6 * den && flips < R / 100) {   /* NaN is never tolerated: NaN > x is false */
+            if (num > (tc ? 1e-3 : 1e-6) * den && flips < R / 100) {   /* NaN is never tolerated: NaN > x is false */
                 flips++;
                 exclude[r] = 1;
                 printf("  %-8s moe M=%d: row %d differs (routing near-tie), excluded\n", s->name, M, rows[r]);
             }
         }
         char name[64];
-        snprintf(name, sizeof name, "moe E=%d top-%d %s", E, c->num_experts_per_tok, ds_dtype_name(dt));
-        compare_rows(s, name, M, out.d, D, out.h, rows, R, exclude, THR_MOE);
+        snprintf(name, sizeof name, "moe%s E=%d top-%d %s", tc ? " TC" : "", E, c->num_experts_per_tok, ds_dtype_name(dt));
+        compare_rows(s, name, M, out.d, D, out.h, rows, R, exclude, tc ? THR_TC : THR_MOE);
         free(exclude);
         free(rows);
         free(g);
@@ -814,9 +832,16 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt) {
     for (int i = 0; i < nw; i++) free_weight(&ws[i]);
     free(ws);
     free(Lh.exp_gate); free(Lh.exp_up); free(Lh.exp_down); free(Ld.exp_gate); free(Ld.exp_up); free(Ld.exp_down);
+    if (tc) gpu->destroy(gpu);
 }
 
-static void check_moe(setup *s, const int *Ms, int nM) { check_moe_dt(s, Ms, nM, linear_dtype(s)); }
+/* the exact MoE at every M; the tensor-core one at the M where it runs (above GEMV_MAX_M) */
+static void check_moe(setup *s, const int *Ms, int nM) {
+    check_moe_dt(s, Ms, nM, linear_dtype(s), 0);
+    int tcM[MAX_TC_MS], n = 0;
+    for (int i = 0; i < nM && n < MAX_TC_MS; i++) if (Ms[i] > 8) tcM[n++] = Ms[i];
+    if (n) check_moe_dt(s, tcM, n, linear_dtype(s), 1);
+}
 
 /* GPU sampling against the CPU sampler (no penalties, no min_p): same logits, same seed, same tokens. */
 static void check_sample(setup *s) {
@@ -948,7 +973,7 @@ static void run_lite(void) {
     for (int i = 0; i < NM(all); i++) if (all[i] <= max_m) check_route(&s, all[i]);
     check_route_v1(&s, all, NM(all));
     check_moe(&s, all, NM(all));
-    check_moe_dt(&s, gemm, NM(gemm), DS_DTYPE_NVFP4);
+    check_moe_dt(&s, gemm, NM(gemm), DS_DTYPE_NVFP4, 0);
     free_setup(&s);
 }
 
@@ -974,7 +999,7 @@ static void run_odd(const char *name, const char *path, int heads) {
     for (int i = 0; i < NM(Ms); i++) check_route(&s, Ms[i]);
     check_route_v1(&s, Ms, NM(Ms));
     check_moe(&s, Ms, NM(Ms));
-    if (s.cfg.hidden_size % 16 == 0 && s.cfg.moe_intermediate_size % 16 == 0) check_moe_dt(&s, Ms, NM(Ms), DS_DTYPE_NVFP4);
+    if (s.cfg.hidden_size % 16 == 0 && s.cfg.moe_intermediate_size % 16 == 0) check_moe_dt(&s, Ms, NM(Ms), DS_DTYPE_NVFP4, 0);
     check_sample(&s);
     free_setup(&s);
 }

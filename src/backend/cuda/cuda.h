@@ -51,6 +51,8 @@ void cu_ws_free(cu_ws *w);
 /* The speed techniques, each switchable by an environment variable (read once at backend creation):
  *   DSINFER_CUDA_TC=1        BF16 tensor-core GEMMs (fp32 accumulate) for M > GEMV_MAX_M; default 0:
  *                            exact fp32 SGEMM, what the op tests compare strictly.
+ *   DSINFER_CUDA_MOE_TC=0    with TC on, the grouped routed experts stay on the GEMV kernels; default 1: on
+ *                            the tensor cores above GEMV_MAX_M tokens (cuda_moe_tc.cu; BF16 activations).
  *   DSINFER_CUDA_GRAPHS=0    no CUDA graphs for decode steps (default 1: one graph per batch size).
  *   DSINFER_CUDA_FUSED_ATTN=0  the per-(token, head) absorbed kernel, one launch per sequence (default 1:
  *                            one launch for all tokens, all heads of a token share one pass over the KV,
@@ -71,7 +73,7 @@ void cu_ws_free(cu_ws *w);
  *                            quantized per token x 128 columns (spec 12.2), cuBLASLt's block-scaled FP8
  *                            GEMM (spec 12.5). Default 0: activations stay fp32 (W8A16, exact). */
 typedef struct {
-    int tc, graphs, fused_attn, mla_tc, moe_grouped, moe_grouped_max_m, vec_gemv, fp8_gemm;
+    int tc, moe_tc, graphs, fused_attn, mla_tc, moe_grouped, moe_grouped_max_m, vec_gemv, fp8_gemm;
 } cu_opts;
 
 typedef struct {
@@ -105,6 +107,7 @@ typedef struct {
     cu_ws ws_tc;                /* BF16 activations and dequantized BF16 weight tiles */
     cu_ws ws_abs;               /* absorbed attention: q_lat, split partials, o_lat, token list */
     cu_ws ws_moe2;              /* grouped MoE: intermediates and expert outputs */
+    cu_ws ws_moe_tc;            /* grouped MoE on the tensor cores: BF16 gathered tokens and intermediates */
     cublasLtHandle_t lt;        /* cuBLASLt (FP8 block-scaled GEMM), created at first use */
     cu_ws ws_fp8;               /* W8A8: quantized activations, their scales, the padded output */
     void *lt_ws;                /* fixed cuBLASLt workspace (LT_WS_BYTES) */
@@ -223,6 +226,13 @@ typedef struct {
     const unsigned char *bscale;   /* NVFP4 only: F8_E4M3 [rows, cols/16] block scales; else NULL */
     float gscale;                  /* NVFP4 only: the global scale */
 } cu_wview;
+
+/* The grouped routed experts on the tensor cores (cuda_moe_tc.cu, opt.tc with M > GEMV_MAX_M): whether
+ * the expert weights suit it (BF16, or FP8 with 128-blocks; K multiple of 32 / 128), and the two
+ * launches plus the BF16 gather for n_rows sorted rows (tab: the layer's gate/up/down views [3E]). */
+int cu_moe_tc_fits(const cu_wview *gate, const cu_wview *down);
+void cu_moe_tc(float *y, const float *x, const int32_t *rows, const int32_t *off, int n_rows, int E, int D, int I,
+               const cu_wview *tab, const cu_wview *gate, void *xs_ws);
 
 static inline cu_wview cu_view(const ds_weight *w) {
     cu_wview v = {w->data, w->scale, (int)w->dtype, w->rows, w->cols, w->scale_cols, w->block_scale, w->global_scale};

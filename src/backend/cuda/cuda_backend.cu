@@ -388,7 +388,7 @@ static void cu_destroy(ds_backend *be) {
     cu_moe_tabs_free(cb);
     cu_fp8_free(cb);
     cu_ws *ws[] = {&cb->ws_meta, &cb->ws_deq, &cb->ws_rows, &cb->ws_attn, &cb->ws_mlp, &cb->ws_moe, &cb->ws_sample,
-                   &cb->ws_tc, &cb->ws_abs, &cb->ws_moe2};
+                   &cb->ws_tc, &cb->ws_abs, &cb->ws_moe2, &cb->ws_moe_tc};
     for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) cu_ws_free(ws[i]);
     for (int i = 0; i < cb->n_owned; i++) cudaFree(cb->owned[i]);
     if (cb->weight_pool) cudaFree(cb->weight_pool);
@@ -411,6 +411,7 @@ static int env_int(const char *name, int dflt) {
 static cu_opts cu_opts_read(void) {
     cu_opts o;
     o.tc = env_int("DSINFER_CUDA_TC", 0);
+    o.moe_tc = env_int("DSINFER_CUDA_MOE_TC", 1);
     o.graphs = env_int("DSINFER_CUDA_GRAPHS", 1);
     o.fused_attn = env_int("DSINFER_CUDA_FUSED_ATTN", 1);
     o.mla_tc = env_int("DSINFER_CUDA_MLA_TC", 1);

@@ -354,6 +354,15 @@ static void moe_grouped(ds_cuda_backend *cb, float *out, const float *x, const d
                         const int32_t *pos, float *inter, float *y, int E, int K) {
     int D = cb->base.cfg->hidden_size, I = L->exp_gate[0].rows;
     const cu_wview *tab = moe_table(cb, L, E);
+    cu_wview gv = cu_view(&L->exp_gate[0]), dv = cu_view(&L->exp_down[0]);
+    if (cb->opt.tc && cb->opt.moe_tc && M > GEMV_MAX_M && cu_moe_tc_fits(&gv, &dv)) {   /* cuda_moe_tc.cu */
+        int n_rows = M * K;
+        void *xs = cu_ws_get(&cb->ws_moe_tc, (size_t)n_rows * (size_t)(D + I) * 2);
+        cu_moe_tc(y, x, rows, d_off, n_rows, E, D, I, tab, &gv, xs);
+        moe_combine_sorted_kernel<<<M, 256, 0, cu_stream>>>(out, y, ids, pos, w, K, D);
+        CUDA_LAUNCH_CHECK();
+        return;
+    }
     int vec = cb->opt.vec_gemv;
     cu_gemv_group(inter, I, 0, x, D, 0, rows, d_off, 0, E, tab, tab + E, cu_view(&L->exp_gate[0]),
                   cu_view(&L->exp_up[0]), 1, I, vec, 0, 0);
@@ -376,7 +385,13 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
     float *logits = (float *)cu_ws_get(&cb->ws_moe, (nf + ni) * 4);
     float *bias = logits + (size_t)M * E, *w = bias + E, *rw = w + MK, *xin = rw + MK, *yout = xin + MD;
     int32_t *ids = (int32_t *)(yout + MD), *rows = ids + MK, *d_off = rows + MK;
+    /* the router GEMM stays fp32 when the tensor-core options are on: expert choices are discrete and
+     * BF16 logits would flip near-ties (the op test compares the choices with the CPU's) */
+    cu_opts keep = cb->opt;
+    cb->opt.tc = 0;
+    cb->opt.fp8_gemm = 0;
     cu_linear(be, logits, x, &L->router, M);
+    cb->opt = keep;
     const float *biasp = NULL;
     if (L->router_bias.data) {
         weight_row_kernel<<<1, 256, 0, cu_stream>>>(bias, cu_view(&L->router_bias));

@@ -1,0 +1,187 @@
+/* The routed experts of the grouped MoE on the tensor cores (issue 7, 8), with DSINFER_CUDA_TC=1 and more
+ * than GEMV_MAX_M tokens: every expert's rows (tokens sorted by expert, offsets on the device, no host
+ * sync) times its weight, in two launches for all experts: gate and up with SiLU(g) * u in the epilogue,
+ * then down. BF16 or FP8 (128 x 128 block-scaled) weights are read once from memory in their stored form,
+ * activations in BF16; mma.sync m16n8k16 with fp32 accumulation.
+ *
+ * The weight is the MMA's A operand (16 output rows), the tokens are its N (8 per group, up to MT_TG
+ * groups a pass, so a weight row is read once for up to 32 tokens). Lane (g, t) loads 8 consecutive
+ * values of weight rows g and g + 8 (k0 + 8t .. + 7) and the same 8 columns of token g's row; the two
+ * MMAs of a 32-column chunk take them in a permuted k order, the same for A and B, which leaves each dot
+ * product unchanged (k-step 0: logical k {2t, 2t+1 | 2t+8, 2t+9} = columns 8t + {0,1 | 2,3}; k-step 1:
+ * 8t + {4,5 | 6,7}). So weights need no shared memory: 16-byte (BF16) or 8-byte (FP8) loads straight
+ * into the fragments, four chunks in flight per lane.
+ * FP8: codes become BF16 exactly (e4m3 fits); each 128-column block is summed apart and added times its
+ * block scale (a 16-row tile and a 32-column chunk never straddle a scale block). */
+#include "backend/cuda/cuda.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+
+#define MT_WARPS 4   /* warps per block, 16 output rows each */
+#define MT_TG 4      /* token groups of 8 per pass */
+#define MT_U 4       /* 32-column chunks loaded before use (= one 128-column scale block) */
+
+__device__ __forceinline__ void mt_mma(float d[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                       uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* two e4m3 codes (low byte first) -> BF16x2, exact */
+__device__ __forceinline__ uint32_t fp8x2_to_bf16x2(uint32_t two) {
+    __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(two & 0xffffu), __NV_E4M3);
+    float2 f = __half22float2(__half2(h));
+    __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
+    return *(uint32_t *)&b;
+}
+
+/* 8 weight values of row n at column c (multiple of 8) as four BF16x2 words */
+template <bool FP8>
+__device__ __forceinline__ uint4 ld_w8(const cu_wview &w, int n, int c) {
+    if (FP8) {
+        uint2 r = __ldg((const uint2 *)((const unsigned char *)w.data + (size_t)n * w.cols + c));
+        return make_uint4(fp8x2_to_bf16x2(r.x), fp8x2_to_bf16x2(r.x >> 16), fp8x2_to_bf16x2(r.y),
+                          fp8x2_to_bf16x2(r.y >> 16));
+    }
+    return __ldg((const uint4 *)((const __nv_bfloat16 *)w.data + (size_t)n * w.cols + c));
+}
+
+/* acc[q] += W[rows g, g+8][k0 .. k0+31] X[tokens of group q][same]^T for one 32-column chunk */
+__device__ __forceinline__ void mt_chunk(float (*acc)[4], const uint4 &wa, const uint4 &wb, const uint4 *xv, int ng) {
+#pragma unroll
+    for (int q = 0; q < MT_TG; q++) {
+        if (q >= ng) break;
+        mt_mma(acc[q], wa.x, wb.x, wa.y, wb.y, xv[q].x, xv[q].y);
+        mt_mma(acc[q], wa.z, wb.z, wa.w, wb.w, xv[q].z, xv[q].w);
+    }
+}
+
+/* grid (ceil(N / (16 * MT_WARPS)), E), block MT_WARPS * 32.
+ * Expert e's rows r0 = off[e] .. off[e+1]-1 of xs ([*, ldx] BF16, K columns) -> out rows r0.. ([*, ldo]):
+ * PAIR: BF16 SiLU(xs W0^T) * (xs W1^T) (the down projection's input); else fp32 xs W0^T. */
+template <bool FP8, bool PAIR>
+__global__ void __launch_bounds__(MT_WARPS * 32) moe_tc_kernel(void *out, int ldo, const __nv_bfloat16 *xs, int ldx,
+                                                               const int32_t *off, const cu_wview *tab0,
+                                                               const cu_wview *tab1, int N, int K) {
+    int e = blockIdx.y, r0 = off[e], cnt = off[e + 1] - r0;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    int n0 = (blockIdx.x * MT_WARPS + warp) * 16;
+    if (cnt <= 0 || n0 >= N) return;   /* no barriers below */
+    const cu_wview w0 = tab0[e], w1 = PAIR ? tab1[e] : w0;
+    int ra = min(n0 + g, N - 1), rb = min(n0 + g + 8, N - 1);
+    const float *sc0 = FP8 ? w0.scale + (size_t)(n0 >> 7) * w0.scale_cols : nullptr;
+    const float *sc1 = FP8 && PAIR ? w1.scale + (size_t)(n0 >> 7) * w1.scale_cols : nullptr;
+    for (int j0 = 0; j0 < cnt; j0 += 8 * MT_TG) {
+        int left = cnt - j0, ng = (left + 7) / 8 < MT_TG ? (left + 7) / 8 : MT_TG;
+        const __nv_bfloat16 *xr[MT_TG];
+#pragma unroll
+        for (int q = 0; q < MT_TG; q++) {
+            int j = j0 + 8 * q + g;
+            xr[q] = j < cnt ? xs + (size_t)(r0 + j) * ldx : nullptr;   /* rows past the expert's: zeros */
+        }
+        float a0[MT_TG][4], a1[MT_TG][4];
+#pragma unroll
+        for (int q = 0; q < MT_TG; q++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) a0[q][i] = a1[q][i] = 0.0f;
+        for (int kb = 0; kb < K; kb += 32 * MT_U) {
+            uint4 wa[MT_U], wb[MT_U], ua[MT_U], ub[MT_U];
+            int nu = (K - kb) / 32 < MT_U ? (K - kb) / 32 : MT_U;
+#pragma unroll
+            for (int u = 0; u < MT_U; u++) {
+                if (u < nu) {
+                    int c = kb + 32 * u + 8 * t;
+                    wa[u] = ld_w8<FP8>(w0, ra, c);
+                    wb[u] = ld_w8<FP8>(w0, rb, c);
+                    if (PAIR) {
+                        ua[u] = ld_w8<FP8>(w1, ra, c);
+                        ub[u] = ld_w8<FP8>(w1, rb, c);
+                    }
+                }
+            }
+            float p0[MT_TG][4], p1[MT_TG][4];   /* FP8: this 128-column block's sums */
+#pragma unroll
+            for (int q = 0; q < MT_TG; q++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) p0[q][i] = p1[q][i] = 0.0f;
+#pragma unroll
+            for (int u = 0; u < MT_U; u++) {
+                if (u >= nu) break;
+                int c = kb + 32 * u + 8 * t;
+                uint4 xv[MT_TG];
+#pragma unroll
+                for (int q = 0; q < MT_TG; q++) xv[q] = xr[q] ? __ldg((const uint4 *)(xr[q] + c)) : make_uint4(0, 0, 0, 0);
+                mt_chunk(FP8 ? p0 : a0, wa[u], wb[u], xv, ng);
+                if (PAIR) mt_chunk(FP8 ? p1 : a1, ua[u], ub[u], xv, ng);
+            }
+            if (FP8) {
+                float s0 = __ldg(sc0 + (kb >> 7)), s1 = PAIR ? __ldg(sc1 + (kb >> 7)) : 0.0f;
+#pragma unroll
+                for (int q = 0; q < MT_TG; q++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        a0[q][i] += s0 * p0[q][i];
+                        if (PAIR) a1[q][i] += s1 * p1[q][i];
+                    }
+            }
+        }
+        /* a[q]: [0] row g token 8q+2t, [1] row g token 8q+2t+1, [2] row g+8 token 8q+2t, [3] row g+8 token 8q+2t+1 */
+#pragma unroll
+        for (int q = 0; q < MT_TG; q++) {
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                int j = j0 + 8 * q + 2 * t + (i & 1), n = n0 + g + 8 * (i >> 1);
+                if (j >= cnt || n >= N) continue;
+                size_t o = (size_t)(r0 + j) * ldo + n;
+                if (PAIR) {
+                    float gv = a0[q][i];
+                    ((__nv_bfloat16 *)out)[o] = __float2bfloat16_rn(gv / (1.0f + expf(-gv)) * a1[q][i]);
+                } else {
+                    ((float *)out)[o] = a0[q][i];
+                }
+            }
+        }
+    }
+}
+
+/* grid (n): dst[i, :] = BF16(src[rows ? rows[i] : i, :]) */
+__global__ void moe_rows_bf16_kernel(__nv_bfloat16 *dst, const float *src, const int32_t *rows, int D) {
+    const float *s = src + (size_t)(rows ? rows[blockIdx.x] : blockIdx.x) * D;
+    __nv_bfloat16 *d = dst + (size_t)blockIdx.x * D;
+    for (int c = threadIdx.x; c < D; c += blockDim.x) d[c] = __float2bfloat16_rn(s[c]);
+}
+
+int cu_moe_tc_fits(const cu_wview *gate, const cu_wview *down) {
+    const cu_wview *v[2] = {gate, down};
+    for (int i = 0; i < 2; i++) {
+        if (v[i]->dtype == DS_DTYPE_BF16 && !v[i]->scale && v[i]->cols % 32 == 0) continue;
+        if (v[i]->dtype == DS_DTYPE_F8_E4M3 && v[i]->scale && v[i]->cols % 128 == 0) continue;
+        return 0;
+    }
+    return gate->dtype == down->dtype;
+}
+
+/* The routed experts for n_rows = M * K sorted rows: xs_ws holds BF16 [n_rows, D] (the gathered
+ * tokens) then BF16 [n_rows, I] (the down projection's input); y: fp32 [n_rows, D]. */
+void cu_moe_tc(float *y, const float *x, const int32_t *rows, const int32_t *off, int n_rows, int E, int D, int I,
+               const cu_wview *tab, const cu_wview *gate, void *xs_ws) {
+    __nv_bfloat16 *xs = (__nv_bfloat16 *)xs_ws, *inter = xs + (size_t)n_rows * D;
+    int fp8 = gate->dtype == DS_DTYPE_F8_E4M3;
+    moe_rows_bf16_kernel<<<n_rows, 256, 0, cu_stream>>>(xs, x, rows, D);
+    CUDA_LAUNCH_CHECK();
+    dim3 g1((unsigned)((I + 16 * MT_WARPS - 1) / (16 * MT_WARPS)), (unsigned)E);
+    dim3 g2((unsigned)((D + 16 * MT_WARPS - 1) / (16 * MT_WARPS)), (unsigned)E);
+    if (fp8) {
+        moe_tc_kernel<true, true><<<g1, MT_WARPS * 32, 0, cu_stream>>>(inter, I, xs, D, off, tab, tab + E, I, D);
+        CUDA_LAUNCH_CHECK();
+        moe_tc_kernel<true, false><<<g2, MT_WARPS * 32, 0, cu_stream>>>(y, D, inter, I, off, tab + 2 * E, NULL, D, I);
+    } else {
+        moe_tc_kernel<false, true><<<g1, MT_WARPS * 32, 0, cu_stream>>>(inter, I, xs, D, off, tab, tab + E, I, D);
+        CUDA_LAUNCH_CHECK();
+        moe_tc_kernel<false, false><<<g2, MT_WARPS * 32, 0, cu_stream>>>(y, D, inter, I, off, tab + 2 * E, NULL, D, I);
+    }
+    CUDA_LAUNCH_CHECK();
+}
