@@ -25,7 +25,7 @@ step() { local name=$1 t=$2; shift 2; local t0=$(date +%s%N)
 # 5 min each, so one device call (600 s at most) per part; model: test_cuda_model, the dummy V2-Lite and
 # 4-layer V3)
 PART=${1:-all}
-want() { [ "$PART" = all ] || [ "$PART" = "$1" ]; }
+want() { [ "$PART" = all ] || [[ ",$PART," == *",$1,"* ]]; }   # PART: one part or a comma list
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 want check && step host 20 $B/test_cuda_host
 want check && step ops 240 $B/test_cuda_ops
@@ -39,6 +39,15 @@ for m in 0 1; do
   want speed && step dec_fp8_moetc$m 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_TC=$m $B/dsinfer bench --dtype fp8 --batch 1,64,256 --ctx 1K,4K --prompt '' --steps 8 --csv $CSV --label fp8-moetc$m
 done
 want speed && step dec_bf16_4k 90 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,8,32,64,128,256 --ctx 4K --prompt '' --steps 8 --csv $CSV --label all-on-4k
+# skinny FP8 linears on/off (issue 7, 8)
+for k in 0 1; do
+  want skinny && step dec_fp8_skinny$k 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_SKINNY=$k $B/dsinfer bench --dtype fp8 --batch 1,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label fp8-skinny$k
+done
+# where a decode step's time goes: ncu kernel durations (caches not flushed), graphs off, one step
+for cfg in "bf16 1" "bf16 64" "fp8 64"; do set -- $cfg
+  want profile && step ncu_$1_b$2 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=4 ncu --clock-control none --cache-control none --profile-from-start off --metrics gpu__time_duration.sum --csv --page raw --log-file $OUT/ncu_$1_b$2.csv $B/dsinfer bench --dtype $1 --batch $2 --ctx 1K --prompt '' --steps 2 --bw 4221 --tflops 780
+  want profile && python3 dev/cuda/ncu_sum.py $OUT/ncu_$1_b$2.csv > $OUT/ncu_$1_b$2.txt 2>&1; want profile && head -25 $OUT/ncu_$1_b$2.txt
+done
 want model && [ "$PART" != all ] && step model 200 $B/test_cuda_model
 # capacity (issue 9): the most 4K-token sequences that fit next to the weights, and decode at that batch
 want capacity && step fit_bf16_kv32 280 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch fit --ctx 4K --prompt '' --steps 4 --csv $CSV --label fit-bf16-kv32

@@ -938,7 +938,7 @@ static void run_v3(void) {
     for (int i = 0; i < NM(gemm); i++) check_route(&s, gemm[i]);
     if (4096 <= max_m) check_route(&s, 4096);
     check_route_v1(&s, all, NM(all));
-    const int tcm[] = {128};
+    const int tcm[] = {64, 128, 256};   /* FP8 at 9..256 rows: the skinny tensor-core kernel (cuda_moe_tc.cu) */
     check_linear_on(&s, "q_a", 1536, 7168, DS_DTYPE_F8_E4M3, tcm, NM(tcm), 1);
     check_linear(&s, "gate/up", 18432, 7168, DS_DTYPE_NVFP4, all, NM(all));
     /* W8A8 at the V3 shapes of issue 8 (q_a+kv_a fused 2112, q_b, kv_b, o, dense gate/up 2x, expert down) */
@@ -989,6 +989,9 @@ static void run_odd(const char *name, const char *path, int heads) {
     check_linear(&s, "odd", 200, 304, DS_DTYPE_NVFP4, Ms, NM(Ms));
     const int tcm[] = {63};
     check_linear_on(&s, "odd", 200, 300, DS_DTYPE_F8_E4M3, tcm, NM(tcm), 1);
+    /* the skinny FP8 kernel: rows not a multiple of 16, partial token groups, the largest M it takes */
+    const int skm[] = {9, 63, 256};
+    check_linear_on(&s, "skinny", 200, 384, DS_DTYPE_F8_E4M3, skm, NM(skm), 1);
     check_linear_on(&s, "odd", 129, 77, DS_DTYPE_BF16, tcm, NM(tcm), 1);
     check_linear_on(&s, "odd", 200, 304, DS_DTYPE_NVFP4, tcm, NM(tcm), 1);
     const int w8m[] = {9, 63};

@@ -53,6 +53,8 @@ void cu_ws_free(cu_ws *w);
  *                            exact fp32 SGEMM, what the op tests compare strictly.
  *   DSINFER_CUDA_MOE_TC=0    with TC on, the grouped routed experts stay on the GEMV kernels; default 1: on
  *                            the tensor cores above GEMV_MAX_M tokens (cuda_moe_tc.cu; BF16 activations).
+ *   DSINFER_CUDA_SKINNY=0    with TC on, FP8 linears of 9..SKINNY_MAX_M rows dequantise the weight to BF16 for
+ *                            cuBLAS (the path above that); default 1: read in place by cuda_moe_tc.cu's kernel.
  *   DSINFER_CUDA_GRAPHS=0    no CUDA graphs for decode steps (default 1: one graph per batch size).
  *   DSINFER_CUDA_FUSED_ATTN=0  the per-(token, head) absorbed kernel, one launch per sequence (default 1:
  *                            one launch for all tokens, all heads of a token share one pass over the KV,
@@ -73,7 +75,7 @@ void cu_ws_free(cu_ws *w);
  *                            quantized per token x 128 columns (spec 12.2), cuBLASLt's block-scaled FP8
  *                            GEMM (spec 12.5). Default 0: activations stay fp32 (W8A16, exact). */
 typedef struct {
-    int tc, moe_tc, graphs, fused_attn, mla_tc, moe_grouped, moe_grouped_max_m, vec_gemv, fp8_gemm;
+    int tc, moe_tc, skinny, graphs, fused_attn, mla_tc, moe_grouped, moe_grouped_max_m, vec_gemv, fp8_gemm;
 } cu_opts;
 
 typedef struct {
@@ -231,6 +233,11 @@ typedef struct {
  * the expert weights suit it (BF16, or FP8 with 128-blocks; K multiple of 32 / 128), and the two
  * launches plus the BF16 gather for n_rows sorted rows (tab: the layer's gate/up/down views [3E]). */
 int cu_moe_tc_fits(const cu_wview *gate, const cu_wview *down);
+/* The same kernel for one FP8 weight and 8 < M <= SKINNY_MAX_M rows (opt.tc and opt.skinny): the weight
+ * read in place instead of dequantised to a BF16 copy for cuBLAS every call. xs_ws: M * K BF16. */
+#define SKINNY_MAX_M 256
+int cu_skinny_tc_fits(const cu_wview *w);
+void cu_skinny_tc(float *out, const float *x, int M, const cu_wview *w, void *xs_ws);
 void cu_moe_tc(float *y, const float *x, const int32_t *rows, const int32_t *off, int n_rows, int E, int D, int I,
                const cu_wview *tab, const cu_wview *gate, void *xs_ws);
 

@@ -59,22 +59,29 @@ __device__ __forceinline__ void mt_chunk(float (*acc)[4], const uint4 &wa, const
     }
 }
 
-/* grid (ceil(N / (16 * MT_WARPS)), E), block MT_WARPS * 32.
- * Expert e's rows r0 = off[e] .. off[e+1]-1 of xs ([*, ldx] BF16, K columns) -> out rows r0.. ([*, ldo]):
- * PAIR: BF16 SiLU(xs W0^T) * (xs W1^T) (the down projection's input); else fp32 xs W0^T. */
+/* Grouped (off != NULL): grid (ceil(N / (16 * MT_WARPS)), E); expert e's rows r0 = off[e] .. off[e+1]-1 of
+ * xs ([*, ldx] BF16, K columns) -> out rows r0.. ([*, ldo]), weights tab0[e] (tab1[e]).
+ * One weight (off == NULL, the skinny linear): grid (ceil(M / (8 * MT_TG)), 1, ceil(N / (16 * MT_WARPS))),
+ * rows 0 .. M-1, weight v0; each block takes one chunk of 8 * MT_TG rows, chunks fastest in the grid so
+ * the blocks reading the same weight rows run together (L2 hits).
+ * PAIR: BF16 SiLU(xs W0^T) * (xs W1^T) (the down projection's input); else fp32 xs W0^T.
+ * block MT_WARPS * 32. */
 template <bool FP8, bool PAIR>
 __global__ void __launch_bounds__(MT_WARPS * 32) moe_tc_kernel(void *out, int ldo, const __nv_bfloat16 *xs, int ldx,
                                                                const int32_t *off, const cu_wview *tab0,
-                                                               const cu_wview *tab1, int N, int K) {
-    int e = blockIdx.y, r0 = off[e], cnt = off[e + 1] - r0;
+                                                               const cu_wview *tab1, int N, int K, int M,
+                                                               cu_wview v0) {
+    int e = blockIdx.y, r0 = off ? off[e] : 0, cnt = off ? off[e + 1] - r0 : M;
+    int tile = off ? blockIdx.x : blockIdx.z;
+    int j_first = off ? 0 : blockIdx.x * 8 * MT_TG, j_step = off ? 8 * MT_TG : cnt;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    int n0 = (blockIdx.x * MT_WARPS + warp) * 16;
+    int n0 = (tile * MT_WARPS + warp) * 16;
     if (cnt <= 0 || n0 >= N) return;   /* no barriers below */
-    const cu_wview w0 = tab0[e], w1 = PAIR ? tab1[e] : w0;
+    const cu_wview w0 = off ? tab0[e] : v0, w1 = PAIR ? tab1[e] : w0;
     int ra = min(n0 + g, N - 1), rb = min(n0 + g + 8, N - 1);
     const float *sc0 = FP8 ? w0.scale + (size_t)(n0 >> 7) * w0.scale_cols : nullptr;
     const float *sc1 = FP8 && PAIR ? w1.scale + (size_t)(n0 >> 7) * w1.scale_cols : nullptr;
-    for (int j0 = 0; j0 < cnt; j0 += 8 * MT_TG) {
+    for (int j0 = j_first; j0 < cnt; j0 += j_step) {
         int left = cnt - j0, ng = (left + 7) / 8 < MT_TG ? (left + 7) / 8 : MT_TG;
         const __nv_bfloat16 *xr[MT_TG];
 #pragma unroll
@@ -175,13 +182,29 @@ void cu_moe_tc(float *y, const float *x, const int32_t *rows, const int32_t *off
     dim3 g1((unsigned)((I + 16 * MT_WARPS - 1) / (16 * MT_WARPS)), (unsigned)E);
     dim3 g2((unsigned)((D + 16 * MT_WARPS - 1) / (16 * MT_WARPS)), (unsigned)E);
     if (fp8) {
-        moe_tc_kernel<true, true><<<g1, MT_WARPS * 32, 0, cu_stream>>>(inter, I, xs, D, off, tab, tab + E, I, D);
+        moe_tc_kernel<true, true><<<g1, MT_WARPS * 32, 0, cu_stream>>>(inter, I, xs, D, off, tab, tab + E, I, D, 0, *gate);
         CUDA_LAUNCH_CHECK();
-        moe_tc_kernel<true, false><<<g2, MT_WARPS * 32, 0, cu_stream>>>(y, D, inter, I, off, tab + 2 * E, NULL, D, I);
+        moe_tc_kernel<true, false><<<g2, MT_WARPS * 32, 0, cu_stream>>>(y, D, inter, I, off, tab + 2 * E, NULL, D, I, 0, *gate);
     } else {
-        moe_tc_kernel<false, true><<<g1, MT_WARPS * 32, 0, cu_stream>>>(inter, I, xs, D, off, tab, tab + E, I, D);
+        moe_tc_kernel<false, true><<<g1, MT_WARPS * 32, 0, cu_stream>>>(inter, I, xs, D, off, tab, tab + E, I, D, 0, *gate);
         CUDA_LAUNCH_CHECK();
-        moe_tc_kernel<false, false><<<g2, MT_WARPS * 32, 0, cu_stream>>>(y, D, inter, I, off, tab + 2 * E, NULL, D, I);
+        moe_tc_kernel<false, false><<<g2, MT_WARPS * 32, 0, cu_stream>>>(y, D, inter, I, off, tab + 2 * E, NULL, D, I, 0, *gate);
     }
+    CUDA_LAUNCH_CHECK();
+}
+
+int cu_skinny_tc_fits(const cu_wview *w) {
+    return w->dtype == DS_DTYPE_F8_E4M3 && w->scale && w->cols % 128 == 0;
+}
+
+/* out[M, N] (fp32, ld N) = x[M, K] (fp32) W^T for an FP8 weight, W read in place (no BF16 copy of it):
+ * x rounded to BF16 into xs_ws ([M, K] BF16), then the kernel above with one weight. */
+void cu_skinny_tc(float *out, const float *x, int M, const cu_wview *w, void *xs_ws) {
+    __nv_bfloat16 *xs = (__nv_bfloat16 *)xs_ws;
+    int N = w->rows, K = w->cols;
+    moe_rows_bf16_kernel<<<M, 256, 0, cu_stream>>>(xs, x, NULL, K);
+    CUDA_LAUNCH_CHECK();
+    dim3 grid((unsigned)((M + 8 * MT_TG - 1) / (8 * MT_TG)), 1, (unsigned)((N + 16 * MT_WARPS - 1) / (16 * MT_WARPS)));
+    moe_tc_kernel<true, false><<<grid, MT_WARPS * 32, 0, cu_stream>>>(out, N, xs, K, NULL, NULL, NULL, N, K, M, *w);
     CUDA_LAUNCH_CHECK();
 }
