@@ -39,6 +39,10 @@ for m in 0 1; do
   want speed && step dec_fp8_moetc$m 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_TC=$m $B/dsinfer bench --dtype fp8 --batch 1,64,256 --ctx 1K,4K --prompt '' --steps 8 --csv $CSV --label fp8-moetc$m
 done
 want speed && step dec_bf16_4k 90 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,8,32,64,128,256 --ctx 4K --prompt '' --steps 8 --csv $CSV --label all-on-4k
+# the defaults at the end of the third session, everything on (TC on as for every speed row)
+want final && step final_mla 60 $B/dsinfer bench --mla
+want final && step final_bf16 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,8,32,64,128,256 --ctx 1K,4K --prompt '' --steps 8 --csv $CSV --label final-bf16
+want final && step final_fp8 90 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1,8,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label final-fp8
 # skinny FP8 linears on/off (issue 7, 8)
 for k in 0 1; do
   want skinny && step dec_fp8_skinny$k 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_SKINNY=$k $B/dsinfer bench --dtype fp8 --batch 1,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label fp8-skinny$k

@@ -471,8 +471,10 @@ static void check_linear_on(setup *s, const char *what, int N, int K, ds_dtype d
     if (tc) {
         char err[DS_ERRLEN];
         setenv("DSINFER_CUDA_TC", "1", 1);
+        if (!strcmp(what, "skinny")) setenv("DSINFER_CUDA_SKINNY", "1", 1);   /* opt-in: cuda_moe_tc.cu */
         gpu = ds_backend_cuda_new(&s->cfg, err);
         unsetenv("DSINFER_CUDA_TC");
+        unsetenv("DSINFER_CUDA_SKINNY");
         if (!gpu) { CHECKF(0, "%s", err); return; }
     }
     wpair w = mk_weight(s, N, K, dt, dt == DS_DTYPE_F8_E4M3 ? 0.5f / sqrtf((float)K) : 1.0f / sqrtf((float)K), what);
@@ -938,8 +940,9 @@ static void run_v3(void) {
     for (int i = 0; i < NM(gemm); i++) check_route(&s, gemm[i]);
     if (4096 <= max_m) check_route(&s, 4096);
     check_route_v1(&s, all, NM(all));
-    const int tcm[] = {64, 128, 256};   /* FP8 at 9..256 rows: the skinny tensor-core kernel (cuda_moe_tc.cu) */
+    const int tcm[] = {64, 128, 256};
     check_linear_on(&s, "q_a", 1536, 7168, DS_DTYPE_F8_E4M3, tcm, NM(tcm), 1);
+    check_linear_on(&s, "skinny", 1536, 7168, DS_DTYPE_F8_E4M3, tcm, NM(tcm), 1);   /* the opt-in kernel, V3 q_a */
     check_linear(&s, "gate/up", 18432, 7168, DS_DTYPE_NVFP4, all, NM(all));
     /* W8A8 at the V3 shapes of issue 8 (q_a+kv_a fused 2112, q_b, kv_b, o, dense gate/up 2x, expert down) */
     const int w8m[] = {9, 131, 1024};

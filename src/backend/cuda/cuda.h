@@ -53,8 +53,10 @@ void cu_ws_free(cu_ws *w);
  *                            exact fp32 SGEMM, what the op tests compare strictly.
  *   DSINFER_CUDA_MOE_TC=0    with TC on, the grouped routed experts stay on the GEMV kernels; default 1: on
  *                            the tensor cores above GEMV_MAX_M tokens (cuda_moe_tc.cu; BF16 activations).
- *   DSINFER_CUDA_SKINNY=0    with TC on, FP8 linears of 9..SKINNY_MAX_M rows dequantise the weight to BF16 for
- *                            cuBLAS (the path above that); default 1: read in place by cuda_moe_tc.cu's kernel.
+ *   DSINFER_CUDA_SKINNY=1    with TC on, FP8 linears of 9..SKINNY_MAX_M rows read the weight in place with
+ *                            cuda_moe_tc.cu's kernel; default 0: dequantised to BF16 for cuBLAS. Measured
+ *                            slower on the H200 (V2-Lite FP8 batch 64: 33.2 vs 28.4 ms a step): the FP8 ->
+ *                            BF16 conversion in registers bounds the kernel (bench/RESULTS.md).
  *   DSINFER_CUDA_GRAPHS=0    no CUDA graphs for decode steps (default 1: one graph per batch size).
  *   DSINFER_CUDA_FUSED_ATTN=0  the per-(token, head) absorbed kernel, one launch per sequence (default 1:
  *                            one launch for all tokens, all heads of a token share one pass over the KV,

@@ -475,13 +475,13 @@ __global__ void mla_combine_kernel(float *olat, const float *part, const float *
     float den = 0.0f;
     for (int s = 0; s < S; s++)
         den += live[s] ? wgt[s] * ml[(((size_t)i * S + s) * H + h) * 2 + 1] : 0.0f;
+    /* splits without context rows (the split count follows the page-table width, not the context) are
+     * not read at all: their partials may be unwritten (cuda_mla_tc.cu skips them) */
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
         float a = 0.0f;
 #pragma unroll 8
-        for (int s = 0; s < S; s++) {
-            float pv = part[(((size_t)i * S + s) * H + h) * C + c];
-            if (live[s]) a += wgt[s] * pv;
-        }
+        for (int s = 0; s < S; s++)
+            if (live[s]) a += wgt[s] * part[(((size_t)i * S + s) * H + h) * C + c];
         olat[((size_t)i * H + h) * C + c] = a / den;
     }
 }

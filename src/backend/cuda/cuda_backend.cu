@@ -412,7 +412,7 @@ static cu_opts cu_opts_read(void) {
     cu_opts o;
     o.tc = env_int("DSINFER_CUDA_TC", 0);
     o.moe_tc = env_int("DSINFER_CUDA_MOE_TC", 1);
-    o.skinny = env_int("DSINFER_CUDA_SKINNY", 1);
+    o.skinny = env_int("DSINFER_CUDA_SKINNY", 0);
     o.graphs = env_int("DSINFER_CUDA_GRAPHS", 1);
     o.fused_attn = env_int("DSINFER_CUDA_FUSED_ATTN", 1);
     o.mla_tc = env_int("DSINFER_CUDA_MLA_TC", 1);

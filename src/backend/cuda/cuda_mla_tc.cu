@@ -151,6 +151,14 @@ __global__ void __launch_bounds__(TC_THREADS, 2) mla_decode_tc_kernel(fa_params 
     const int32_t *pt = p.page_table + (size_t)s * p.pt_stride;
     int n_tiles = (ctx + TC_TILE - 1) / TC_TILE, per = (n_tiles + p.n_splits - 1) / p.n_splits;
     int c_begin = split * per * TC_TILE, c_end = min(ctx, (split + 1) * per * TC_TILE);
+    size_t base_o = ((size_t)i * p.n_splits + split) * p.H + h0;
+    if (c_begin >= c_end) {   /* no rows: (max, sum) = (-inf, 0), which mla_combine skips with its partial */
+        if (threadIdx.x < nh) {
+            p.ml[(base_o + threadIdx.x) * 2] = -INFINITY;
+            p.ml[(base_o + threadIdx.x) * 2 + 1] = 0.0f;
+        }
+        return;
+    }
 
     /* Q tile: q_lat then q_pe per head, BF16; heads past H zero */
     for (int x = threadIdx.x; x < TC_HEADS * TC_W; x += TC_THREADS) {
@@ -266,7 +274,6 @@ __global__ void __launch_bounds__(TC_THREADS, 2) mla_decode_tc_kernel(fa_params 
         red[warp * TC_HEADS + g + 8] = l1;
     }
     __syncthreads();
-    size_t base_o = ((size_t)i * p.n_splits + split) * p.H + h0;
     if (half == 0) {
 #pragma unroll
         for (int n = 0; n < 16; n++) {
