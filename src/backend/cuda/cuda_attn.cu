@@ -453,35 +453,38 @@ __global__ void __launch_bounds__(FA_THREADS) mla_decode_kernel(fa_params p) {
     }
 }
 
-/* grid (T, H), block 128: olat[i, h, :] from the splits' partials (S <= 64). The split weights
- * exp(m_s - max) are computed once into shared memory, so the loop over the splits issues independent
- * loads (the first version recomputed them per column: a serial chain of S loads and exps per column,
- * 63 us a layer at batch 1). Same additions in the same order as before. */
+/* grid (T, H), block 128: olat[i, h, :] from the splits' partials (S <= 64). The splits' (max, sum) go to
+ * shared memory first, read by S threads at once, and the split weights exp(m_s - max) are computed once
+ * there: every loop below reads shared memory or issues independent loads (a per-column chain of S loads
+ * and exps was 63 us a layer at batch 1, a serial loop over the sums in global memory still 20 us).
+ * Splits with context rows are a prefix (split s covers tiles s * per .. : empty once past the context):
+ * only those n_live are read; the rest may be unwritten (cuda_mla_tc.cu skips them). Same additions in
+ * the same order as before. */
 __global__ void mla_combine_kernel(float *olat, const float *part, const float *ml, int S, int H, int C) {
-    __shared__ float wgt[64];
-    __shared__ int live[64];
-    __shared__ float msh[64];
+    __shared__ float wgt[64], msh[64], ssh[64];
+    __shared__ int n_live;
     int i = blockIdx.x, h = blockIdx.y;
-    if (threadIdx.x < S) msh[threadIdx.x] = ml[(((size_t)i * S + threadIdx.x) * H + h) * 2];
+    if (threadIdx.x < S) {
+        msh[threadIdx.x] = ml[(((size_t)i * S + threadIdx.x) * H + h) * 2];
+        ssh[threadIdx.x] = ml[(((size_t)i * S + threadIdx.x) * H + h) * 2 + 1];
+    }
     __syncthreads();
     float mx = -INFINITY;
     for (int s = 0; s < S; s++) mx = fmaxf(mx, msh[s]);
-    if (threadIdx.x < S) {
-        float ms = msh[threadIdx.x];
-        live[threadIdx.x] = ms != -INFINITY;
-        wgt[threadIdx.x] = ms == -INFINITY ? 0.0f : expf(ms - mx);
+    if (threadIdx.x < S) wgt[threadIdx.x] = msh[threadIdx.x] == -INFINITY ? 0.0f : expf(msh[threadIdx.x] - mx);
+    if (threadIdx.x == 0) {
+        int n = 0;
+        while (n < S && msh[n] != -INFINITY) n++;
+        n_live = n;
     }
     __syncthreads();
+    int nl = n_live;
     float den = 0.0f;
-    for (int s = 0; s < S; s++)
-        den += live[s] ? wgt[s] * ml[(((size_t)i * S + s) * H + h) * 2 + 1] : 0.0f;
-    /* splits without context rows (the split count follows the page-table width, not the context) are
-     * not read at all: their partials may be unwritten (cuda_mla_tc.cu skips them) */
+    for (int s = 0; s < nl; s++) den += wgt[s] * ssh[s];
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
         float a = 0.0f;
 #pragma unroll 8
-        for (int s = 0; s < S; s++)
-            if (live[s]) a += wgt[s] * part[(((size_t)i * S + s) * H + h) * C + c];
+        for (int s = 0; s < nl; s++) a += wgt[s] * part[(((size_t)i * S + s) * H + h) * C + c];
         olat[((size_t)i * H + h) * C + c] = a / den;
     }
 }
