@@ -43,6 +43,10 @@ want speed && step dec_bf16_4k 90 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype
 want final && step final_mla 60 $B/dsinfer bench --mla
 want final && step final_bf16 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,8,32,64,128,256 --ctx 1K,4K --prompt '' --steps 8 --csv $CSV --label final-bf16
 want final && step final_fp8 90 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1,8,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label final-fp8
+# prefill (issue 8): the FlashAttention kernel on (default) and off (DSINFER_CUDA_ATTN_TC=0)
+want prefill && step pre_bf16_fa1 120 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch '' --ctx '' --prompt 512,2K,8K --steps 2 --csv $CSV --label prefill-fa
+want prefill && step pre_fp8_fa1 120 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch '' --ctx '' --prompt 512,2K,8K --steps 2 --csv $CSV --label prefill-fp8-fa
+want prefill && step pre_bf16_fa0 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_ATTN_TC=0 $B/dsinfer bench --dtype bf16 --batch '' --ctx '' --prompt 512,2K --steps 2 --csv $CSV --label prefill-naive-fp32
 # skinny FP8 linears on/off (issue 7, 8)
 for k in 0 1; do
   want skinny && step dec_fp8_skinny$k 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_SKINNY=$k $B/dsinfer bench --dtype fp8 --batch 1,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label fp8-skinny$k

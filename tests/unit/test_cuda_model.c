@@ -58,8 +58,8 @@ static int config_with_layers(const char *src, const char *dst, int layers) {
 }
 
 /* One model on the GPU with the math chosen by the two switches (read at engine open):
- *   mla_tc:  the absorbed decode on the tensor cores (DSINFER_CUDA_MLA_TC=1: q, cache rows and
- *            probabilities in BF16) or on fp32 CUDA cores;
+ *   mla_tc:  both attention forms on the tensor cores (DSINFER_CUDA_MLA_TC=1 and DSINFER_CUDA_ATTN_TC=1: q,
+ *            k/v or cache rows and probabilities in BF16) or on fp32 CUDA cores;
  *   gemm_tc: BF16 tensor-core GEMMs for more than 8 rows (DSINFER_CUDA_TC=1: the prompt's projections).
  * Prefills the prompt whole (whole_out), generates N_GEN tokens greedily, feeds the prompt again token by
  * token into a second sequence (absorbed decode path; step_out: the last logits). Returns the rel L2 of
@@ -71,9 +71,11 @@ static double run_model(const char *label, const char *cfg_path, int mla_tc, int
     ds_engine_opts o = {.backend = "cuda", .dummy_weights = 1};
     double t0 = now_s();
     setenv("DSINFER_CUDA_MLA_TC", mla_tc ? "1" : "0", 1);
+    setenv("DSINFER_CUDA_ATTN_TC", mla_tc ? "1" : "0", 1);
     setenv("DSINFER_CUDA_TC", gemm_tc ? "1" : "0", 1);
     ds_status st = ds_engine_open(cfg_path, &o, &e, err);
     unsetenv("DSINFER_CUDA_MLA_TC");
+    unsetenv("DSINFER_CUDA_ATTN_TC");
     unsetenv("DSINFER_CUDA_TC");
     CHECKF(st == DS_OK, "%s: %s", label, err);
     if (st) return -1;
@@ -117,11 +119,12 @@ static double run_model(const char *label, const char *cfg_path, int mla_tc, int
     return d.rel_l2;
 }
 
-/* The exact paths agree within 1e-3 (fp32 everywhere). The tensor-core MLA decode is judged against a
- * known BF16-level perturbation of the same model: its token-by-token logits vs the exact prefill may
- * move at most 4x as far as the exact token-by-token logits move when only the prefill's GEMMs run in
- * BF16 (random-weight models amplify any rounding through their layers, so a fixed bound says little;
- * the perturbation counts as at least 1e-3), and never more than 4e-2. Prints the three distances. */
+/* The exact paths agree within 1e-3 (fp32 everywhere). The tensor-core attention is judged against a
+ * known BF16-level perturbation of the same model: its token-by-token logits (decode kernel) and its
+ * prefill logits (prefill kernel) may each move from the exact prefill at most 4x as far as the exact
+ * token-by-token logits move when only the prefill's GEMMs run in BF16 (random-weight models amplify any
+ * rounding through their layers, so a fixed bound says little; the perturbation counts as at least
+ * 1e-3), and never more than 4e-2. Prints the distances. */
 static void check_model(const char *label, const char *cfg_path) {
     size_t V = 130000;   /* >= the vocabularies here (V2-Lite 102400, V3 129280) */
     float *whole0 = malloc(sizeof(float) * V), *step0 = malloc(sizeof(float) * V);
@@ -133,14 +136,17 @@ static void check_model(const char *label, const char *cfg_path) {
     double t = run_model(label, cfg_path, 1, 0, whole_t, step_t, &nv);
     if (exact >= 0 && g >= 0 && t >= 0) {
         diff_stats bf16_gemm = diff_f32(step0, whole_g, (size_t)nv), mla = diff_f32(step_t, whole0, (size_t)nv);
+        diff_stats pre = diff_f32(whole_t, whole0, (size_t)nv);
         printf("  %s: exact token by token vs exact prefill rel L2 %.3g; vs prefill with BF16 GEMMs %.3g; "
-               "tensor-core MLA token by token vs exact prefill %.3g\n",
-               label, exact, bf16_gemm.rel_l2, mla.rel_l2);
+               "tensor-core MLA token by token vs exact prefill %.3g; tensor-core prefill vs exact prefill %.3g\n",
+               label, exact, bf16_gemm.rel_l2, mla.rel_l2, pre.rel_l2);
         CHECKF(exact <= 1e-3, "%s: naive and absorbed paths disagree (rel L2 %.3g)", label, exact);
         double bound = 4 * (bf16_gemm.rel_l2 > 1e-3 ? bf16_gemm.rel_l2 : 1e-3);
         if (bound > 4e-2) bound = 4e-2;
         CHECKF(mla.rel_l2 <= bound, "%s: tensor-core MLA moves the logits by rel L2 %.3g, more than %.3g (4x the BF16-GEMM "
                "perturbation %.3g)", label, mla.rel_l2, bound, bf16_gemm.rel_l2);
+        CHECKF(pre.rel_l2 <= bound, "%s: tensor-core prefill attention moves the logits by rel L2 %.3g, more than %.3g",
+               label, pre.rel_l2, bound);
     }
     free(whole0); free(step0); free(whole_g); free(step_g); free(whole_t); free(step_t);
 }

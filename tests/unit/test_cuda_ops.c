@@ -34,19 +34,23 @@
 #include "testutil.h"
 
 #ifndef DS_HAVE_CUDA
-/* The tensor-core MLA decode (DSINFER_CUDA_MLA_TC=1, cuda_mla_tc.cu) at the widths it serves (kv_lora_rank
- * 512, rope 64): the absorbed form against the fp32 CPU op at THR_TC (q, cache rows and probabilities in
- * BF16); fp32 and FP8 caches, 16 and 128 heads and odd counts (3: one partial group; 20: a full and a
+/* The tensor-core attention kernels at the widths they serve (kv_lora_rank 512, rope 64, heads 128 + 64 /
+ * 128): the MLA decode (DSINFER_CUDA_MLA_TC=1, cuda_mla_tc.cu) for the absorbed form and the FlashAttention
+ * prefill (DSINFER_CUDA_ATTN_TC=1, cuda_fa_tc.cu) for the naive form, against the fp32 CPU ops at THR_TC
+ * (q, cache rows and probabilities in BF16); fp32 and FP8 caches, 16 and 128 heads and odd counts (3: one partial group; 20: a full and a
  * partial one), ragged batches over shuffled tables with NaN in the unused pages, contexts of several
  * 64-row tiles, splits left empty. */
 static void run_mla_tc(const char *name, const char *path, int heads, int kv_fp8, int page_size, const int *Ms,
                        int nM, int max_cached) {
     setup s;
     setenv("DSINFER_CUDA_MLA_TC", "1", 1);
+    setenv("DSINFER_CUDA_ATTN_TC", "1", 1);
     int ok = load_setup_kv(&s, name, path, heads, page_size, 0, kv_fp8);
     unsetenv("DSINFER_CUDA_MLA_TC");
+    unsetenv("DSINFER_CUDA_ATTN_TC");
     if (!ok) return;
     s.thr_absorbed = THR_TC;
+    s.thr_naive = THR_TC;
     for (int i = 0; i < nM; i++) if (Ms[i] <= max_m) check_attention(&s, Ms[i], max_cached);
     free_setup(&s);
 }
@@ -85,6 +89,7 @@ typedef struct {
     ds_backend *cpu, *gpu;
     int page_size;
     double thr_absorbed;   /* the absorbed attention's threshold; 0: THR_ATTN */
+    double thr_naive;      /* the naive attention's threshold; 0: THR_ATTN */
 } setup;
 
 /* ---- buffers: host reference and device copy, both with sentinels ------------------------------- */
@@ -583,7 +588,7 @@ static void check_attention(setup *s, int M, int max_cached) {
     s->gpu->attn_naive(s->gpu, out.d, q.d, cache.d, &kvb.d, b.seqs, b.m.n_seqs);
     char name[64];
     snprintf(name, sizeof name, "attn naive (%d seqs)", b.m.n_seqs);
-    compare(s, name, M, &out, THR_ATTN, 0);
+    compare(s, name, M, &out, s->thr_naive ? s->thr_naive : THR_ATTN, 0);
     buf_poison(&out);
     s->cpu->attn_absorbed(s->cpu, out.h, q.h, cache.h, &kvb.h, b.seqs, b.m.n_seqs);
     s->gpu->attn_absorbed(s->gpu, out.d, q.d, cache.d, &kvb.d, b.seqs, b.m.n_seqs);
@@ -643,7 +648,7 @@ static void check_attention_sampled(setup *s, int M, int max_cached, int tail) {
     char name[64];
     s->cpu->attn_naive(s->cpu, ref, qs, cache.h, &kvb.h, sb->seqs, b.m.n_seqs);
     snprintf(name, sizeof name, "attn naive (%d seqs)", b.m.n_seqs);
-    compare_rows(s, name, M, out.d, Wo, ref, rows, R, NULL, THR_ATTN);
+    compare_rows(s, name, M, out.d, Wo, ref, rows, R, NULL, s->thr_naive ? s->thr_naive : THR_ATTN);
     s->cpu->attn_absorbed(s->cpu, ref, qs, cache.h, &kvb.h, sb->seqs, b.m.n_seqs);
     snprintf(name, sizeof name, "attn absorbed (%d seqs)", b.m.n_seqs);
     compare_rows(s, name, M, out2.d, Wo, ref, rows, R, NULL, s->thr_absorbed ? s->thr_absorbed : THR_ATTN);
@@ -902,11 +907,17 @@ static int load_setup_kv(setup *s, const char *name, const char *path, int heads
     s->name = name;
     s->page_size = page_size;
     s->cpu = ds_backend_cpu_new(&s->cfg, 0);
-    /* the fp32 MLA decode kernel (THR_ATTN) unless the caller asked for the tensor-core one (run_mla_tc) */
+    /* the fp32 attention kernels (THR_ATTN) unless the caller asked for the tensor-core ones (run_mla_tc) */
     int tc_set = getenv("DSINFER_CUDA_MLA_TC") != NULL;
-    if (!tc_set) setenv("DSINFER_CUDA_MLA_TC", "0", 1);
+    if (!tc_set) {
+        setenv("DSINFER_CUDA_MLA_TC", "0", 1);
+        setenv("DSINFER_CUDA_ATTN_TC", "0", 1);
+    }
     s->gpu = ds_backend_cuda_new(&s->cfg, err);
-    if (!tc_set) unsetenv("DSINFER_CUDA_MLA_TC");
+    if (!tc_set) {
+        unsetenv("DSINFER_CUDA_MLA_TC");
+        unsetenv("DSINFER_CUDA_ATTN_TC");
+    }
     if (!s->gpu) { CHECKF(0, "%s", err); return 0; }
     return 1;
 }
@@ -1025,19 +1036,23 @@ static void run_fp8kv(const char *name, const char *path, int heads, int kv_rank
     free_setup(&s);
 }
 
-/* The tensor-core MLA decode (DSINFER_CUDA_MLA_TC=1, cuda_mla_tc.cu) at the widths it serves (kv_lora_rank
- * 512, rope 64): the absorbed form against the fp32 CPU op at THR_TC (q, cache rows and probabilities in
- * BF16); fp32 and FP8 caches, 16 and 128 heads and odd counts (3: one partial group; 20: a full and a
+/* The tensor-core attention kernels at the widths they serve (kv_lora_rank 512, rope 64, heads 128 + 64 /
+ * 128): the MLA decode (DSINFER_CUDA_MLA_TC=1, cuda_mla_tc.cu) for the absorbed form and the FlashAttention
+ * prefill (DSINFER_CUDA_ATTN_TC=1, cuda_fa_tc.cu) for the naive form, against the fp32 CPU ops at THR_TC
+ * (q, cache rows and probabilities in BF16); fp32 and FP8 caches, 16 and 128 heads and odd counts (3: one partial group; 20: a full and a
  * partial one), ragged batches over shuffled tables with NaN in the unused pages, contexts of several
  * 64-row tiles, splits left empty. */
 static void run_mla_tc(const char *name, const char *path, int heads, int kv_fp8, int page_size, const int *Ms,
                        int nM, int max_cached) {
     setup s;
     setenv("DSINFER_CUDA_MLA_TC", "1", 1);
+    setenv("DSINFER_CUDA_ATTN_TC", "1", 1);
     int ok = load_setup_kv(&s, name, path, heads, page_size, 0, kv_fp8);
     unsetenv("DSINFER_CUDA_MLA_TC");
+    unsetenv("DSINFER_CUDA_ATTN_TC");
     if (!ok) return;
     s.thr_absorbed = THR_TC;
+    s.thr_naive = THR_TC;
     for (int i = 0; i < nM; i++) if (Ms[i] <= max_m) check_attention(&s, Ms[i], max_cached);
     free_setup(&s);
 }

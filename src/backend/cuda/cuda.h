@@ -51,6 +51,9 @@ void cu_ws_free(cu_ws *w);
 /* The speed techniques, each switchable by an environment variable (read once at backend creation):
  *   DSINFER_CUDA_TC=1        BF16 tensor-core GEMMs (fp32 accumulate) for M > GEMV_MAX_M; default 0:
  *                            exact fp32 SGEMM, what the op tests compare strictly.
+ *   DSINFER_CUDA_ATTN_TC=0   the naive (prefill) attention on fp32 CUDA cores, one block per (token, head);
+ *                            default 1: FlashAttention-2 style on the tensor cores where the heads are 128 + 64
+ *                            / 128 (cuda_fa_tc.cu: BF16 MMAs, fp32 sums).
  *   DSINFER_CUDA_MOE_TC=0    with TC on, the grouped routed experts stay on the GEMV kernels; default 1: on
  *                            the tensor cores above GEMV_MAX_M tokens (cuda_moe_tc.cu; BF16 activations).
  *   DSINFER_CUDA_SKINNY=1    with TC on, FP8 linears of 9..SKINNY_MAX_M rows read the weight in place with
@@ -77,7 +80,7 @@ void cu_ws_free(cu_ws *w);
  *                            quantized per token x 128 columns (spec 12.2), cuBLASLt's block-scaled FP8
  *                            GEMM (spec 12.5). Default 0: activations stay fp32 (W8A16, exact). */
 typedef struct {
-    int tc, moe_tc, skinny, graphs, fused_attn, mla_tc, moe_grouped, moe_grouped_max_m, vec_gemv, fp8_gemm;
+    int tc, moe_tc, skinny, graphs, fused_attn, mla_tc, attn_tc, moe_grouped, moe_grouped_max_m, vec_gemv, fp8_gemm;
 } cu_opts;
 
 typedef struct {
@@ -142,6 +145,11 @@ typedef struct {
 /* The tensor-core variant (cuda_mla_tc.cu, opt.mla_tc) for kv_lora_rank 512 and rope 64: fits, the split
  * count for T entries, and the launch (p->n_splits from cu_mla_tc_splits). */
 int cu_mla_tc_fits(const ds_config *c);
+/* The naive (prefill) attention on the tensor cores (cuda_fa_tc.cu, opt.attn_tc): fits for q/k 128 + 64 and
+ * v 128; the launch for the T new tokens t0.. of one sequence over kvb [L, H * 256] and kpe [L, 64]. */
+int cu_fa_tc_fits(const ds_config *c);
+void cu_fa_prefill_tc(float *out, const float *q, const float *kvb, const float *kpe, const int32_t *positions, int t0,
+                      int T, int H, float scale);
 int cu_mla_tc_splits(int T, int H, int max_ctx, int n_sm);
 void cu_mla_decode_tc(const fa_params *p, int T);
 

@@ -104,6 +104,10 @@ void cu_attn_naive(ds_backend *be, float *out, const float *q, const void *cache
                                                     dr, c->kv_fp8, tb);
         CUDA_LAUNCH_CHECK();
         cu_linear(be, kvb, lat, kv_b, L);
+        if (cb->opt.attn_tc && cu_fa_tc_fits(c) && ((uintptr_t)q & 15) == 0) {
+            cu_fa_prefill_tc(out, q, kvb, kpe, cb->d_positions, t0, T, H, c->softmax_scale);
+            continue;
+        }
         dim3 grid(T, H);
         size_t smem = sizeof(float) * (size_t)(dn + dr + NAIVE_CHUNK);
         naive_attn_kernel<<<grid, NAIVE_THREADS, smem, cu_stream>>>(out, q, kvb, kpe, cb->d_positions, t0, H, dn, dr, dv,

@@ -416,6 +416,7 @@ static cu_opts cu_opts_read(void) {
     o.graphs = env_int("DSINFER_CUDA_GRAPHS", 1);
     o.fused_attn = env_int("DSINFER_CUDA_FUSED_ATTN", 1);
     o.mla_tc = env_int("DSINFER_CUDA_MLA_TC", 1);
+    o.attn_tc = env_int("DSINFER_CUDA_ATTN_TC", 1);
     o.moe_grouped = env_int("DSINFER_CUDA_MOE_GROUPED", 1);
     o.moe_grouped_max_m = env_int("DSINFER_CUDA_MOE_GROUPED_MAX_M", 256);
     o.vec_gemv = env_int("DSINFER_CUDA_VEC_GEMV", 1);

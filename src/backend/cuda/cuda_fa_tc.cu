@@ -1,0 +1,208 @@
+/* Prefill attention in the naive MLA form on the tensor cores (issue 8): FlashAttention-2 style, mma.sync
+ * m16n8k16 BF16 with fp32 accumulation, for the DeepSeek head widths (q/k 128 + 64 rope, v 128).
+ *
+ * The contract is naive_attn_kernel's (cuda_attn.cu): for the T new tokens t0 .. t0+T-1 of one sequence,
+ * out[m, h, :] = softmax_p(scale * q[m, h] . [k_nope[p, h] ; k_pe[p]]) v[p, h] over the context rows
+ * p <= positions[m], with K_nope and V decompressed in kvb ([L, H * 256]: 128 k_nope then 128 v per head)
+ * and k_pe in kpe ([L, 64]). What differs is the arithmetic: q, k, v and the probabilities are rounded to
+ * BF16 before the products (sums fp32); the op test compares it with the fp32 CPU op at THR_TC.
+ *
+ * One block = 64 new tokens x one head, 4 warps of 16 rows. Each warp keeps its Q rows as A fragments in
+ * registers; per 64-row tile of the context the block stages K [64][192] and V [64][128] in BF16 in shared
+ * memory, and each warp computes S = Q K^T (16 x 64), the online softmax of its rows (max / sum across the
+ * 4 lanes of a row), and O += P V with P taken straight from the S accumulators as A fragments (the
+ * FA-2 register layout). Tiles past the block's last position are never loaded; positions above a row's
+ * own are masked. Row strides of 200 (K, Q) and 136 (V) BF16 are 4 words mod 32, so ldmatrix's row
+ * addresses fall in distinct banks. */
+#include "backend/cuda/cuda.h"
+
+#include <cuda_bf16.h>
+
+#define FQ 64      /* new tokens per block */
+#define FK 64      /* context rows per tile */
+#define FDN 128
+#define FDR 64
+#define FDQK (FDN + FDR)
+#define FDV 128
+#define FHW (FDN + FDV)
+#define FKS 200
+#define FVS 136
+
+int cu_fa_tc_fits(const ds_config *c) {
+    return c->qk_nope_head_dim == FDN && c->qk_rope_head_dim == FDR && c->v_head_dim == FDV;
+}
+
+__device__ __forceinline__ unsigned fa_smem(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void fa_ldsm_x4(uint32_t r[4], const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(fa_smem(p)));
+}
+__device__ __forceinline__ void fa_ldsm_x4_t(uint32_t r[4], const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(fa_smem(p)));
+}
+__device__ __forceinline__ void fa_mma(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ uint32_t fa_pack(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *(uint32_t *)&v;
+}
+/* 4 fp32 -> 4 BF16 at dst (8-byte store) */
+__device__ __forceinline__ void fa_st4(__nv_bfloat16 *dst, float4 v) {
+    *(uint2 *)dst = make_uint2(fa_pack(v.x, v.y), fa_pack(v.z, v.w));
+}
+
+/* grid (ceil(T / FQ), H), block 128. */
+__global__ void __launch_bounds__(128) fa_prefill_kernel(float *out, const float *q, const float *kvb, const float *kpe,
+                                                         const int32_t *positions, int t0, int T, int H, float scale) {
+    __shared__ __align__(16) __nv_bfloat16 Ks[FK * FKS];   /* also the Q staging area (FQ rows) */
+    __shared__ __align__(16) __nv_bfloat16 Vs[FK * FVS];
+    __shared__ int pos_s[FQ];
+    __shared__ int max_pos;
+    int q0 = blockIdx.x * FQ, h = blockIdx.y, tid = threadIdx.x;
+    int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int a_row = (lane & 7) + 8 * ((lane >> 3) & 1), a_col = 8 * (lane >> 4);
+    if (tid < FQ) pos_s[tid] = q0 + tid < T ? positions[t0 + q0 + tid] : -1;
+    /* Q rows in BF16 (rows past T zero) */
+    for (int x = tid; x < FQ * (FDQK / 4); x += 128) {
+        int r = x / (FDQK / 4), c = 4 * (x % (FDQK / 4));
+        float4 v = q0 + r < T ? __ldg((const float4 *)(q + ((size_t)(t0 + q0 + r) * H + h) * FDQK + c))
+                              : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        fa_st4(Ks + r * FKS + c, v);
+    }
+    __syncthreads();
+    if (tid == 0) {
+        int mx = -1;
+        for (int r = 0; r < FQ; r++) mx = pos_s[r] > mx ? pos_s[r] : mx;
+        max_pos = mx;
+    }
+    uint32_t qf[FDQK / 16][4];
+#pragma unroll
+    for (int ks = 0; ks < FDQK / 16; ks++) fa_ldsm_x4(qf[ks], Ks + (16 * warp + a_row) * FKS + 16 * ks + a_col);
+    int pos0 = pos_s[16 * warp + g], pos1 = pos_s[16 * warp + g + 8];
+    __syncthreads();   /* Q read out of Ks; max_pos written */
+    int n_keys = max_pos + 1;
+    float o[FDV / 8][4];
+#pragma unroll
+    for (int n = 0; n < FDV / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;   /* rows g, g + 8 */
+
+    for (int kb = 0; kb < n_keys; kb += FK) {
+        int nk = n_keys - kb < FK ? n_keys - kb : FK;
+        /* K = [k_nope | k_pe] and V of rows kb .. kb + nk - 1 in BF16; rows past nk zero */
+#pragma unroll 4
+        for (int x = tid; x < FK * (FDQK / 4); x += 128) {
+            int r = x / (FDQK / 4), c = 4 * (x % (FDQK / 4));
+            float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (r < nk)
+                v = c < FDN ? __ldg((const float4 *)(kvb + ((size_t)(kb + r) * H + h) * FHW + c))
+                            : __ldg((const float4 *)(kpe + (size_t)(kb + r) * FDR + (c - FDN)));
+            fa_st4(Ks + r * FKS + c, v);
+        }
+#pragma unroll 4
+        for (int x = tid; x < FK * (FDV / 4); x += 128) {
+            int r = x / (FDV / 4), c = 4 * (x % (FDV / 4));
+            float4 v = r < nk ? __ldg((const float4 *)(kvb + ((size_t)(kb + r) * H + h) * FHW + FDN + c))
+                              : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            fa_st4(Vs + r * FVS + c, v);
+        }
+        __syncthreads();
+
+        /* S = Q K^T: s[j] = rows g / g+8, keys kb + 8j + 2t (+1) */
+        float s[FK / 8][4];
+#pragma unroll
+        for (int j = 0; j < FK / 8; j++) {
+            s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll
+            for (int kp = 0; kp < FDQK / 32; kp++) {
+                uint32_t b[4];
+                fa_ldsm_x4(b, Ks + (8 * j + (lane & 7)) * FKS + 32 * kp + 8 * (lane >> 3));
+                fa_mma(s[j], qf[2 * kp], b[0], b[1]);
+                fa_mma(s[j], qf[2 * kp + 1], b[2], b[3]);
+            }
+        }
+        /* causal mask, scale, row max */
+        float x0 = -INFINITY, x1 = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < FK / 8; j++) {
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                int key = kb + 8 * j + 2 * t + i;
+                s[j][i] = key <= pos0 ? s[j][i] * scale : -INFINITY;
+                s[j][2 + i] = key <= pos1 ? s[j][2 + i] * scale : -INFINITY;
+                x0 = fmaxf(x0, s[j][i]);
+                x1 = fmaxf(x1, s[j][2 + i]);
+            }
+        }
+        x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 1));
+        x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 2));
+        x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 1));
+        x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 2));
+        float nm0 = fmaxf(m0, x0), nm1 = fmaxf(m1, x1);
+        float cr0 = nm0 == -INFINITY ? 1.0f : expf(m0 - nm0), cr1 = nm1 == -INFINITY ? 1.0f : expf(m1 - nm1);
+        m0 = nm0;
+        m1 = nm1;
+        /* P in BF16 as the A fragments of P V (k-step kk: keys 16kk .. 16kk + 15 = S tiles 2kk, 2kk+1) */
+        uint32_t pf[FK / 16][4];
+        float ps0 = 0.0f, ps1 = 0.0f;
+#pragma unroll
+        for (int j = 0; j < FK / 8; j++) {
+            float p00 = nm0 == -INFINITY ? 0.0f : expf(s[j][0] - nm0), p01 = nm0 == -INFINITY ? 0.0f : expf(s[j][1] - nm0);
+            float p10 = nm1 == -INFINITY ? 0.0f : expf(s[j][2] - nm1), p11 = nm1 == -INFINITY ? 0.0f : expf(s[j][3] - nm1);
+            __nv_bfloat162 b0 = __floats2bfloat162_rn(p00, p01), b1 = __floats2bfloat162_rn(p10, p11);
+            ps0 += __low2float(b0) + __high2float(b0);   /* the sums add what the products use */
+            ps1 += __low2float(b1) + __high2float(b1);
+            pf[j >> 1][(j & 1) * 2] = *(uint32_t *)&b0;
+            pf[j >> 1][(j & 1) * 2 + 1] = *(uint32_t *)&b1;
+        }
+        l0 = l0 * cr0 + ps0;
+        l1 = l1 * cr1 + ps1;
+#pragma unroll
+        for (int n = 0; n < FDV / 8; n++) {
+            o[n][0] *= cr0; o[n][1] *= cr0;
+            o[n][2] *= cr1; o[n][3] *= cr1;
+        }
+        /* O += P V */
+#pragma unroll
+        for (int kk = 0; kk < FK / 16; kk++) {
+#pragma unroll
+            for (int n = 0; n < FDV / 8; n += 2) {
+                uint32_t b[4];
+                fa_ldsm_x4_t(b, Vs + (16 * kk + a_row) * FVS + 8 * n + a_col);
+                fa_mma(o[n], pf[kk], b[0], b[1]);
+                fa_mma(o[n + 1], pf[kk], b[2], b[3]);
+            }
+        }
+        __syncthreads();   /* the tile's readers are done before the next staging */
+    }
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    int r0 = q0 + 16 * warp + g, r1 = r0 + 8;
+#pragma unroll
+    for (int n = 0; n < FDV / 8; n++) {
+        int col = 8 * n + 2 * t;
+        if (r0 < T) {
+            float *dst = out + ((size_t)(t0 + r0) * H + h) * FDV + col;
+            dst[0] = o[n][0] / l0;
+            dst[1] = o[n][1] / l0;
+        }
+        if (r1 < T) {
+            float *dst = out + ((size_t)(t0 + r1) * H + h) * FDV + col;
+            dst[0] = o[n][2] / l1;
+            dst[1] = o[n][3] / l1;
+        }
+    }
+}
+
+void cu_fa_prefill_tc(float *out, const float *q, const float *kvb, const float *kpe, const int32_t *positions, int t0,
+                      int T, int H, float scale) {
+    dim3 grid((unsigned)((T + FQ - 1) / FQ), (unsigned)H);
+    fa_prefill_kernel<<<grid, 128, 0, cu_stream>>>(out, q, kvb, kpe, positions, t0, T, H, scale);
+    CUDA_LAUNCH_CHECK();
+}
