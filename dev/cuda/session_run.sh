@@ -47,6 +47,10 @@ want final && step final_fp8 90 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype f
 want prefill && step pre_bf16_fa1 120 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch '' --ctx '' --prompt 512,2K,8K --steps 2 --csv $CSV --label prefill-fa
 want prefill && step pre_fp8_fa1 120 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch '' --ctx '' --prompt 512,2K,8K --steps 2 --csv $CSV --label prefill-fp8-fa
 want prefill && step pre_bf16_fa0 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_ATTN_TC=0 $B/dsinfer bench --dtype bf16 --batch '' --ctx '' --prompt 512,2K --steps 2 --csv $CSV --label prefill-naive-fp32
+# prefill MoE: the grouped tensor-core experts at every M (no per-expert host sync) vs the default cap of 256
+want prefill2 && step pre_bf16_grp 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_GROUPED_MAX_M=1000000 $B/dsinfer bench --dtype bf16 --batch '' --ctx '' --prompt 512,2K,8K --steps 2 --csv $CSV --label prefill-grouped
+want prefill2 && step pre_fp8_grp 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_GROUPED_MAX_M=1000000 $B/dsinfer bench --dtype fp8 --batch '' --ctx '' --prompt 512,2K,8K --steps 2 --csv $CSV --label prefill-fp8-grouped
+want prefill2 && step pre_bf16_def 120 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch '' --ctx '' --prompt 512,2K,8K --steps 2 --csv $CSV --label prefill-default
 # skinny FP8 linears on/off (issue 7, 8)
 for k in 0 1; do
   want skinny && step dec_fp8_skinny$k 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_SKINNY=$k $B/dsinfer bench --dtype fp8 --batch 1,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label fp8-skinny$k
