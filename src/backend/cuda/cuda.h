@@ -55,7 +55,8 @@ void cu_ws_free(cu_ws *w);
  *                            default 1: FlashAttention-2 style on the tensor cores where the heads are 128 + 64
  *                            / 128 (cuda_fa_tc.cu: BF16 MMAs, fp32 sums).
  *   DSINFER_CUDA_MOE_TC=0    with TC on, the grouped routed experts stay on the GEMV kernels; default 1: on
- *                            the tensor cores above GEMV_MAX_M tokens (cuda_moe_tc.cu; BF16 activations).
+ *                            the tensor cores above GEMV_MAX_M tokens (cuda_moe_tc.cu; BF16 activations),
+ *                            then at any M (no per-expert host sync in prefill either).
  *   DSINFER_CUDA_SKINNY=1    with TC on, FP8 linears of 9..SKINNY_MAX_M rows read the weight in place with
  *                            cuda_moe_tc.cu's kernel; default 0: dequantised to BF16 for cuBLAS. Measured
  *                            slower on the H200 (V2-Lite FP8 batch 64: 33.2 vs 28.4 ms a step): the FP8 ->
