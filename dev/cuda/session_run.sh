@@ -20,7 +20,7 @@ step() { local name=$1 t=$2; shift 2; local t0=$(date +%s%N)
   stdbuf -oL -eL timeout "$t" "$@" >"$OUT/$name.log" 2>&1; local rc=$?
   local dt=$(( ($(date +%s%N) - t0) / 1000000 ))
   summary+=$(printf '%-12s rc=%-3s %6d ms' "$name" "$rc" "$dt")$'\n'
-  echo "== $name rc=$rc ${dt} ms"; grep -E "^(decode|prefill|mla|ceil|model|geomean|capacity|KL|top|perplex)|M=4096|kv8|NVFP4|FP8 KV|FAIL|fail|rror|: ok" "$OUT/$name.log" | tail -n 45; }
+  echo "== $name rc=$rc ${dt} ms"; grep -E "^(decode|prefill|mla|ceil|model|geomean|capacity|KL|top|perplex)|M=4096|kv8|kv16|NVFP4|FP8 KV|bf16 KV|FAIL|fail|rror|: ok" "$OUT/$name.log" | tail -n 45; }
 # usage: session_run.sh [check|speed|model|all]   (check: tests and memcheck; speed: the benchmarks; about
 # 5 min each, so one device call (600 s at most) per part; model: test_cuda_model, the dummy V2-Lite and
 # 4-layer V3)
@@ -51,6 +51,10 @@ want prefill && step pre_bf16_fa0 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_ATTN_TC
 want prefill2 && step pre_bf16_grp 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_GROUPED_MAX_M=1000000 $B/dsinfer bench --dtype bf16 --batch '' --ctx '' --prompt 512,2K,8K --steps 2 --csv $CSV --label prefill-grouped
 want prefill2 && step pre_fp8_grp 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_GROUPED_MAX_M=1000000 $B/dsinfer bench --dtype fp8 --batch '' --ctx '' --prompt 512,2K,8K --steps 2 --csv $CSV --label prefill-fp8-grouped
 want prefill2 && step pre_bf16_def 120 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch '' --ctx '' --prompt 512,2K,8K --steps 2 --csv $CSV --label prefill-default
+# the BF16 KV cache (issue 9): the MLA op, decode rows and the capacity of one H200
+want kv16 && step mla16 60 $B/dsinfer bench --mla --kv-cache-dtype bf16
+want kv16 && step dec_kv16 90 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 1K,4K --prompt '' --steps 8 --csv $CSV --kv-cache-dtype bf16 --label kv-bf16
+want kv16 && step fit_bf16_kv16 280 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch fit --ctx 4K --prompt '' --steps 4 --csv $CSV --kv-cache-dtype bf16 --label fit-bf16-kv16
 # skinny FP8 linears on/off (issue 7, 8)
 for k in 0 1; do
   want skinny && step dec_fp8_skinny$k 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_SKINNY=$k $B/dsinfer bench --dtype fp8 --batch 1,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label fp8-skinny$k

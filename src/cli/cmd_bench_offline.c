@@ -236,7 +236,7 @@ static void usage(void) {
     fprintf(stderr,
             "usage: dsinfer bench [--model CONFIG.json] [--dtype bf16|fp8] [--batch 1,8,32,64,128,256] [--ctx 1K,4K]\n"
             "                     [--prompt 512,2K,8K] [--steps N] [--csv FILE] [--label NAME] [--bw GB/s --tflops T]\n"
-            "                     [--kv-cache-dtype auto|fp8]\n"
+            "                     [--kv-cache-dtype auto|bf16|fp8]\n"
             "       --batch fit: one batch, the most sequences of --ctx tokens whose KV fits in the GPU memory left\n"
             "                    after the weights (less a reserve for activations); prints the capacity\n"
             "       dsinfer bench --ceilings        measure copy bandwidth and the BF16 matrix rate only\n"
@@ -297,11 +297,11 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
         fprintf(stderr, "dsinfer bench: --batch fit needs exactly one --ctx\n");
         return 2;
     }
-    if (strcmp(o->kv, "auto") && strcmp(o->kv, "fp8")) {
-        fprintf(stderr, "dsinfer bench: unknown --kv-cache-dtype \"%s\" (expected auto or fp8)\n", o->kv);
+    if (strcmp(o->kv, "auto") && strcmp(o->kv, "fp8") && strcmp(o->kv, "bf16")) {
+        fprintf(stderr, "dsinfer bench: unknown --kv-cache-dtype \"%s\" (expected auto, bf16 or fp8)\n", o->kv);
         return 2;
     }
-    snprintf(o->dtype_col, sizeof o->dtype_col, "%s%s", o->dtype, strcmp(o->kv, "fp8") ? "" : "+kv8");
+    snprintf(o->dtype_col, sizeof o->dtype_col, "%s%s", o->dtype, !strcmp(o->kv, "fp8") ? "+kv8" : !strcmp(o->kv, "bf16") ? "+kv16" : "");
     return 0;
 }
 
@@ -413,7 +413,7 @@ static int run_mla(const ds_config *base, double bw) {
                 return 1;
             }
             printf("mla-decode %-9s heads %3d  64 seqs x 4096 ctx  %s cache  %8.3f ms  %7.1f GB/s", name[k], heads[hi],
-                   c.kv_fp8 ? "fp8 " : "fp32", ms, gbs);
+                   c.kv_fp8 ? "fp8 " : c.kv_bf16 ? "bf16" : "fp32", ms, gbs);
             if (bw > 1) printf("  %5.1f%% of %.0f GB/s", 100 * gbs / bw, bw);
             printf("\n");
         }
@@ -445,6 +445,7 @@ int cli_bench_offline(int argc, char **argv) {
     ds_status st = load_cfg(&o, &cfg, &json, err);
     if (st) { fprintf(stderr, "dsinfer bench: %s\n", err); free(json); return 1; }
     cfg.kv_fp8 = !strcmp(o.kv, "fp8");   /* the rooflines' KV bytes (ds_kv_token_bytes) and --mla's cache */
+    cfg.kv_bf16 = !strcmp(o.kv, "bf16");
     if (o.mla) { free(json); return run_mla(&cfg, o.bw_gbs); }
     if (o.ops) { free(json); return run_ops(&cfg, &o); }
     /* the engine reads the (possibly FP8-patched) config from a temporary file */

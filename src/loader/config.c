@@ -262,7 +262,8 @@ ds_status ds_config_load(const char *dir, ds_config *cfg, char *err) {
 
 size_t ds_kv_token_bytes(const ds_config *c) {
     size_t C = (size_t)c->kv_lora_rank, dr = (size_t)c->qk_rope_head_dim;
-    return c->kv_fp8 ? C + 4 * ((C + 127) / 128) + 2 * dr : 4 * (C + dr);
+    if (c->kv_fp8) return C + 4 * ((C + 127) / 128) + 2 * dr;
+    return c->kv_bf16 ? 2 * (C + dr) : 4 * (C + dr);
 }
 
 int ds_config_layer_is_moe(const ds_config *c, int layer) {

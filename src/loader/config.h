@@ -43,6 +43,7 @@ typedef struct {
     int fp8_block[2];
     int nvfp4;               /* quantization_config modelopt NVFP4 (weights may be U8 + scales) */
     int kv_fp8;              /* engine choice, not from the file: FP8 KV cache (see ds_kv_token_bytes) */
+    int kv_bf16;             /* engine choice: BF16 KV cache (latent and k_pe in bf16); never with kv_fp8 */
 
     /* rope / yarn */
     double rope_theta;

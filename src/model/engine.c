@@ -94,11 +94,17 @@ static ds_status quantize_at_load(ds_engine *e, const char *how, int dummy, char
     return DS_OK;
 }
 
+/* "auto" keeps the cache in the engine's compute precision (fp32: the reference's numbers); "bf16" halves
+ * it (latent and k_pe rounded to bf16), "fp8" stores the latent in e4m3 with a scale per 128 values. */
 static ds_status set_kv_dtype(ds_config *c, const ds_engine_opts *o, char *err) {
     const char *kv = o && o->kv_cache_dtype ? o->kv_cache_dtype : "auto";
     if (!strcmp(kv, "auto")) return DS_OK;
+    if (!strcmp(kv, "bf16")) {
+        c->kv_bf16 = 1;
+        return DS_OK;
+    }
     if (strcmp(kv, "fp8") && strcmp(kv, "fp8_e4m3"))
-        return ds_seterr(err, DS_ERR_ARG, "unknown KV cache dtype \"%s\" (expected auto or fp8)", kv);
+        return ds_seterr(err, DS_ERR_ARG, "unknown KV cache dtype \"%s\" (expected auto, bf16 or fp8)", kv);
     c->kv_fp8 = 1;
     return DS_OK;
 }

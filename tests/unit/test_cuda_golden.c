@@ -149,7 +149,8 @@ static void check_fixture(const char *name) {
     ds_st_close(fx.g);
 }
 
-/* The FP8 KV cache (issue 9) on the GPU against the CPU engine with the FP8 cache, on the trained demo
+/* A reduced KV cache (issue 9, dtype "fp8" or "bf16") on the GPU against the CPU engine with the same cache,
+ * on the trained demo
  * model (models/demo: the random-weight fixtures amplify any perturbation, see test_golden's
  * check_fp8_kv). Both sides store the same bytes for the same latent (test_cuda_ops: byte for byte) and
  * attend over the same dequantized values; the latents themselves differ by fp32 rounding between the
@@ -157,11 +158,11 @@ static void check_fixture(const char *name) {
  * values). Hence a bf16-level bound here (rel L2 1e-3), not the fp32 one. 160 pseudo-random ids, fed
  * whole (naive attention over the FP8 cache) and token by token (absorbed decode). */
 #define FP8KV_REL 1e-3
-static void check_fp8kv_demo(void) {
+static void check_kv_demo(const char *dtype) {
     const char *dir = "models/demo";
     char err[DS_ERRLEN];
     ds_engine *e = NULL, *cpu = NULL, *e32 = NULL;
-    ds_engine_opts o = {.backend = "cuda", .kv_cache_dtype = "fp8"}, oc = {.kv_cache_dtype = "fp8"};
+    ds_engine_opts o = {.backend = "cuda", .kv_cache_dtype = dtype}, oc = {.kv_cache_dtype = dtype};
     ds_engine_opts o32 = {.backend = "cuda"};
     CHECKF(ds_engine_open(dir, &o, &e, err) == DS_OK, "%s", err);
     CHECKF(ds_engine_open(dir, &oc, &cpu, err) == DS_OK, "%s", err);
@@ -178,9 +179,9 @@ static void check_fp8kv_demo(void) {
             float *got = run_prompt(e, ids, T, chunk, V), *cl = run_prompt(cpu, ids, T, chunk, V);
             float *f32 = run_prompt(e32, ids, T, chunk, V);
             diff_stats d = diff_f32(got, cl, (size_t)T * V), q = diff_f32(got, f32, (size_t)T * V);
-            printf("  demo FP8 KV %s: cuda vs cpu (both FP8 KV) max abs %.3g rel L2 %.3g; cuda FP8 vs fp32 cache rel L2 %.3g\n",
-                   chunk ? "token by token" : "whole", d.max_abs, d.rel_l2, q.rel_l2);
-            CHECKF(d.rel_l2 <= FP8KV_REL, "demo FP8 KV chunk %d: cuda vs cpu rel L2 %.3g", chunk, d.rel_l2);
+            printf("  demo %s KV %s: cuda vs cpu (both %s KV) max abs %.3g rel L2 %.3g; cuda %s vs fp32 cache rel L2 %.3g\n",
+                   dtype, chunk ? "token by token" : "whole", dtype, d.max_abs, d.rel_l2, dtype, q.rel_l2);
+            CHECKF(d.rel_l2 <= FP8KV_REL, "demo %s KV chunk %d: cuda vs cpu rel L2 %.3g", dtype, chunk, d.rel_l2);
             free(got);
             free(cl);
             free(f32);
@@ -197,7 +198,8 @@ int main(void) {
     if (!ds_cuda_available(why, sizeof why)) test_skip(why);
     const char *names[] = {"tiny-v3", "tiny-v3-fp8", "tiny-v2", "tiny-v2-group", "tiny-v3-nvfp4"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) check_fixture(names[i]);
-    check_fp8kv_demo();
+    check_kv_demo("fp8");
+    check_kv_demo("bf16");
     return test_result("test_cuda_golden");
 }
 #endif

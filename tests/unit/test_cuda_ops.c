@@ -34,27 +34,6 @@
 #include "testutil.h"
 
 #ifndef DS_HAVE_CUDA
-/* The tensor-core attention kernels at the widths they serve (kv_lora_rank 512, rope 64, heads 128 + 64 /
- * 128): the MLA decode (DSINFER_CUDA_MLA_TC=1, cuda_mla_tc.cu) for the absorbed form and the FlashAttention
- * prefill (DSINFER_CUDA_ATTN_TC=1, cuda_fa_tc.cu) for the naive form, against the fp32 CPU ops at THR_TC
- * (q, cache rows and probabilities in BF16); fp32 and FP8 caches, 16 and 128 heads and odd counts (3: one partial group; 20: a full and a
- * partial one), ragged batches over shuffled tables with NaN in the unused pages, contexts of several
- * 64-row tiles, splits left empty. */
-static void run_mla_tc(const char *name, const char *path, int heads, int kv_fp8, int page_size, const int *Ms,
-                       int nM, int max_cached) {
-    setup s;
-    setenv("DSINFER_CUDA_MLA_TC", "1", 1);
-    setenv("DSINFER_CUDA_ATTN_TC", "1", 1);
-    int ok = load_setup_kv(&s, name, path, heads, page_size, 0, kv_fp8);
-    unsetenv("DSINFER_CUDA_MLA_TC");
-    unsetenv("DSINFER_CUDA_ATTN_TC");
-    if (!ok) return;
-    s.thr_absorbed = THR_TC;
-    s.thr_naive = THR_TC;
-    for (int i = 0; i < nM; i++) if (Ms[i] <= max_m) check_attention(&s, Ms[i], max_cached);
-    free_setup(&s);
-}
-
 int main(void) { test_skip("built without CUDA (nvcc not found at build time)"); }
 #else
 #include "backend/cuda/cuda_api.h"
@@ -355,7 +334,7 @@ static void prime_cpu(setup *s, int R) {
 }
 
 /* A KV cache for b: every context position random, unused pages NaN (bytes 0xFF, NaN in fp32 and in
- * e4m3 alike). With cfg.kv_fp8 the entries are in the FP8 layout (packed by the CPU's packer) and the
+ * e4m3 alike). With cfg.kv_fp8 / kv_bf16 the entries are in that layout (packed by the CPU's packer) and the
  * buffer holds the bytes rounded up to whole floats. */
 static buf mk_cache(setup *s, const batch *b) {
     int w = s->cfg.kv_lora_rank + s->cfg.qk_rope_head_dim, ps = s->page_size;
@@ -367,8 +346,7 @@ static buf mk_cache(setup *s, const batch *b) {
         for (int p = 0; p < b->seq_ctx[i]; p++) {
             unsigned char *e = (unsigned char *)c.h + ((size_t)b->pt[(size_t)i * b->m.pt_stride + p / ps] * ps + p % ps) * tb;
             for (int k = 0; k < w; k++) row[k] = unif();
-            if (s->cfg.kv_fp8) cpu_kv_pack_fp8(&s->cfg, row, e);
-            else memcpy(e, row, sizeof(float) * w);
+            cpu_kv_pack(&s->cfg, row, e);
         }
     free(row);
     for (size_t i = 0; i < PAD; i++) c.h[c.n + i] = SENTINEL;
@@ -450,7 +428,7 @@ static void check_elementwise(setup *s, int M) {
     ds_cuda_from_host(NULL, kv.d, kv.h, kv.n + PAD);
     s->cpu->kv_store(s->cpu, cache.h, kv.h);
     s->gpu->kv_store(s->gpu, cache.d, kv.d);
-    if (c->kv_fp8) compare_cache_bytes(s, M, &cache);
+    if (c->kv_fp8 || c->kv_bf16) compare_cache_bytes(s, M, &cache);
     else compare(s, "kv_store (NaN pages)", M, &cache, THR_EXACT, 1);
 
     int R = M < 3 ? M : M / 3 + 1;
@@ -890,8 +868,10 @@ static void check_sample(setup *s) {
 }
 
 /* ---- setups ------------------------------------------------------------------------------------- */
-/* kv_rank (0: the config's) overrides kv_lora_rank; kv_fp8 selects the FP8 KV cache layout. */
-static int load_setup_kv(setup *s, const char *name, const char *path, int heads, int page_size, int kv_rank, int kv_fp8) {
+/* kv_rank (0: the config's) overrides kv_lora_rank; kv_layout selects the KV cache layout (KV_F32, KV_FP8,
+ * KV_BF16). */
+enum { KV_F32 = 0, KV_FP8 = 1, KV_BF16 = 2 };
+static int load_setup_kv(setup *s, const char *name, const char *path, int heads, int page_size, int kv_rank, int kv_layout) {
     FILE *f = fopen(path, "rb");
     if (!f) { CHECKF(0, "cannot open %s", path); return 0; }
     static char txt[1 << 16];
@@ -903,7 +883,8 @@ static int load_setup_kv(setup *s, const char *name, const char *path, int heads
     if (ds_config_parse(txt, path, &s->cfg, err) != DS_OK) { CHECKF(0, "%s", err); return 0; }
     if (heads) s->cfg.num_heads = heads;
     if (kv_rank) s->cfg.kv_lora_rank = kv_rank;
-    s->cfg.kv_fp8 = kv_fp8;
+    s->cfg.kv_fp8 = kv_layout == KV_FP8;
+    s->cfg.kv_bf16 = kv_layout == KV_BF16;
     s->name = name;
     s->page_size = page_size;
     s->cpu = ds_backend_cpu_new(&s->cfg, 0);
@@ -1021,14 +1002,15 @@ static void run_odd(const char *name, const char *path, int heads) {
     free_setup(&s);
 }
 
-/* The FP8 KV cache (issue 9): kv_store byte for byte equal to the CPU's packer, both attention forms
- * over an FP8 cache (NaN pages, shuffled tables) against the CPU reading the same bytes. unfused: the
- * absorbed form through the per-sequence kernel instead of the fused decode (DSINFER_CUDA_FUSED_ATTN=0). */
-static void run_fp8kv(const char *name, const char *path, int heads, int kv_rank, int page_size, int unfused,
-                      const int *Ms, int nM, int max_cached) {
+/* The FP8 and BF16 KV caches (issue 9): kv_store byte for byte equal to the CPU's packer, both attention
+ * forms over such a cache (NaN pages, shuffled tables) against the CPU reading the same bytes. unfused:
+ * the absorbed form through the per-sequence kernel instead of the fused decode
+ * (DSINFER_CUDA_FUSED_ATTN=0). */
+static void run_kv(const char *name, const char *path, int heads, int kv_rank, int page_size, int unfused, int kv_layout,
+                   const int *Ms, int nM, int max_cached) {
     setup s;
     if (unfused) setenv("DSINFER_CUDA_FUSED_ATTN", "0", 1);
-    int ok = load_setup_kv(&s, name, path, heads, page_size, kv_rank, 1);
+    int ok = load_setup_kv(&s, name, path, heads, page_size, kv_rank, kv_layout);
     unsetenv("DSINFER_CUDA_FUSED_ATTN");
     if (!ok) return;
     for (int i = 0; i < nM; i++) if (Ms[i] <= max_m) check_elementwise(&s, Ms[i]);
@@ -1042,12 +1024,12 @@ static void run_fp8kv(const char *name, const char *path, int heads, int kv_rank
  * (q, cache rows and probabilities in BF16); fp32 and FP8 caches, 16 and 128 heads and odd counts (3: one partial group; 20: a full and a
  * partial one), ragged batches over shuffled tables with NaN in the unused pages, contexts of several
  * 64-row tiles, splits left empty. */
-static void run_mla_tc(const char *name, const char *path, int heads, int kv_fp8, int page_size, const int *Ms,
+static void run_mla_tc(const char *name, const char *path, int heads, int kv_layout, int page_size, const int *Ms,
                        int nM, int max_cached) {
     setup s;
     setenv("DSINFER_CUDA_MLA_TC", "1", 1);
     setenv("DSINFER_CUDA_ATTN_TC", "1", 1);
-    int ok = load_setup_kv(&s, name, path, heads, page_size, 0, kv_fp8);
+    int ok = load_setup_kv(&s, name, path, heads, page_size, 0, kv_layout);
     unsetenv("DSINFER_CUDA_MLA_TC");
     unsetenv("DSINFER_CUDA_ATTN_TC");
     if (!ok) return;
@@ -1071,17 +1053,22 @@ int main(void) {
     run_odd("h63", "configs/deepseek-v2-lite.json", 63);
     const int kv_small[] = {1, 3, 4, 63}, kv_big[] = {1, 4, 128};
     /* C = 199: two scale blocks, the second partial, entries at odd byte offsets (335 bytes) */
-    run_fp8kv("h3-kv8", "configs/deepseek-v2-lite.json", 3, 199, 5, 0, kv_small, NM(kv_small), 23);
-    run_fp8kv("h3-kv8u", "configs/deepseek-v2-lite.json", 3, 199, 5, 1, kv_small, NM(kv_small), 23);
-    run_mla_tc("h3-tc", "configs/deepseek-v2-lite.json", 3, 0, 5, kv_small, NM(kv_small), 150);
-    run_mla_tc("h20-tc8", "configs/deepseek-v2-lite.json", 20, 1, 5, kv_small, NM(kv_small), 150);
+    run_kv("h3-kv8", "configs/deepseek-v2-lite.json", 3, 199, 5, 0, KV_FP8, kv_small, NM(kv_small), 23);
+    run_kv("h3-kv8u", "configs/deepseek-v2-lite.json", 3, 199, 5, 1, KV_FP8, kv_small, NM(kv_small), 23);
+    run_kv("h3-kv16", "configs/deepseek-v2-lite.json", 3, 199, 5, 0, KV_BF16, kv_small, NM(kv_small), 23);
+    run_kv("h3-kv16u", "configs/deepseek-v2-lite.json", 3, 199, 5, 1, KV_BF16, kv_small, NM(kv_small), 23);
+    run_mla_tc("h3-tc", "configs/deepseek-v2-lite.json", 3, KV_F32, 5, kv_small, NM(kv_small), 150);
+    run_mla_tc("h20-tc8", "configs/deepseek-v2-lite.json", 20, KV_FP8, 5, kv_small, NM(kv_small), 150);
+    run_mla_tc("h3-tc16", "configs/deepseek-v2-lite.json", 3, KV_BF16, 5, kv_small, NM(kv_small), 150);
     if (!small) {
-        run_mla_tc("v2l-tc", "configs/deepseek-v2-lite.json", 0, 0, 16, kv_big, NM(kv_big), 300);
-        run_mla_tc("v2l-tc8", "configs/deepseek-v2-lite.json", 0, 1, 16, kv_big, NM(kv_big), 300);
-        run_mla_tc("v3-tc", "configs/deepseek-v3.json", 0, 0, 16, kv_big, NM(kv_big), 300);
-        run_mla_tc("v3-tc8", "configs/deepseek-v3.json", 0, 1, 16, kv_big, NM(kv_big), 300);
-        run_fp8kv("v2l-kv8", "configs/deepseek-v2-lite.json", 0, 0, 16, 0, kv_big, NM(kv_big), 300);
-        run_fp8kv("v3-kv8", "configs/deepseek-v3.json", 0, 0, 16, 0, kv_big, NM(kv_big), 200);
+        run_mla_tc("v2l-tc", "configs/deepseek-v2-lite.json", 0, KV_F32, 16, kv_big, NM(kv_big), 300);
+        run_mla_tc("v2l-tc8", "configs/deepseek-v2-lite.json", 0, KV_FP8, 16, kv_big, NM(kv_big), 300);
+        run_mla_tc("v2l-tc16", "configs/deepseek-v2-lite.json", 0, KV_BF16, 16, kv_big, NM(kv_big), 300);
+        run_mla_tc("v3-tc", "configs/deepseek-v3.json", 0, KV_F32, 16, kv_big, NM(kv_big), 300);
+        run_mla_tc("v3-tc8", "configs/deepseek-v3.json", 0, KV_FP8, 16, kv_big, NM(kv_big), 300);
+        run_kv("v2l-kv8", "configs/deepseek-v2-lite.json", 0, 0, 16, 0, KV_FP8, kv_big, NM(kv_big), 300);
+        run_kv("v3-kv8", "configs/deepseek-v3.json", 0, 0, 16, 0, KV_FP8, kv_big, NM(kv_big), 200);
+        run_kv("v2l-kv16", "configs/deepseek-v2-lite.json", 0, 0, 16, 0, KV_BF16, kv_big, NM(kv_big), 300);
         run_lite();
         run_v3();
     }

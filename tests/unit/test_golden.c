@@ -15,6 +15,7 @@
 
 #define MAX_ABS 1e-3
 #define MAX_REL 1e-4
+#define KV_FORM_REL 5e-4
 #define TIE 1e-2
 
 typedef struct {
@@ -153,21 +154,22 @@ static void check_prefix_and_truncate(const fixture *fx, ds_engine *e, int p) {
     free(out);
 }
 
-/* FP8 KV cache (issue 9): the same logits whether fed whole, in chunks, or in the absorbed form (all
- * read the same dequantized cache), and the pool holds more pages in the same memory. The distance to
- * the reference is printed, not checked: these random-weight models amplify any perturbation (rel L2
- * 0.04-0.4); the accuracy cost is checked on the trained demo model (test_demo). */
-static void check_fp8_kv(const fixture *fx, const char *dir) {
+/* A reduced KV cache, FP8 or BF16 (issue 9): the same logits whether fed whole, in chunks, or in the
+ * absorbed form (all read the same dequantized cache), and the pool holds more pages in the same memory
+ * (FP8: more than 2x the fp32 pages; BF16: 2x). The distance to the reference is printed, not checked:
+ * these random-weight models amplify any perturbation (FP8: rel L2 0.04-0.4); the accuracy cost is
+ * checked on the trained demo model (test_demo). */
+static void check_kv_dtype(const fixture *fx, const char *dir, const char *dtype, double min_ratio) {
     char err[DS_ERRLEN];
     ds_engine *e = NULL, *ea = NULL, *e32 = NULL;
-    ds_engine_opts o = {.n_threads = 2, .kv_cache_dtype = "fp8", .kv_cache_bytes = 4u << 20};
+    ds_engine_opts o = {.n_threads = 2, .kv_cache_dtype = dtype, .kv_cache_bytes = 4u << 20};
     ds_engine_opts oa = o, o32 = {.n_threads = 2, .kv_cache_bytes = 4u << 20};
     oa.force_absorbed = 1;
     CHECKF(ds_engine_open(dir, &o, &e, err) == DS_OK, "%s", err);
     CHECKF(ds_engine_open(dir, &oa, &ea, err) == DS_OK, "%s", err);
     CHECKF(ds_engine_open(dir, &o32, &e32, err) == DS_OK, "%s", err);
     if (!e || !ea || !e32) goto done;
-    CHECKF(ds_engine_pages_total(e) > 2 * ds_engine_pages_total(e32), "fp8 pool %d pages, fp32 pool %d",
+    CHECKF(ds_engine_pages_total(e) >= min_ratio * ds_engine_pages_total(e32), "%s pool %d pages, fp32 pool %d", dtype,
            ds_engine_pages_total(e), ds_engine_pages_total(e32));
     double worst = 0;
     for (int p = 0; p < fx->n_prompts; p++) {
@@ -176,15 +178,17 @@ static void check_fp8_kv(const fixture *fx, const char *dir) {
         float *whole = run_prompt(e, ids->data, T, 0, fx->V), *chunked = run_prompt(e, ids->data, T, 3, fx->V);
         float *abs_ = run_prompt(ea, ids->data, T, 0, fx->V);
         diff_stats d1 = diff_f32(chunked, whole, (size_t)T * fx->V), d2 = diff_f32(abs_, whole, (size_t)T * fx->V);
-        CHECKF(d1.rel_l2 <= MAX_REL && d2.rel_l2 <= MAX_REL, "%s p%d fp8 kv: chunked %g absorbed %g", fx->name, p,
-               d1.rel_l2, d2.rel_l2);
+        /* 5e-4: fp32 op-order differences amplified by the random layers (up to 1.04e-4 seen with BF16); a
+         * form that read unrounded values would be off by the cache's rounding itself (BF16: 3.5e-3 and up) */
+        CHECKF(d1.rel_l2 <= KV_FORM_REL && d2.rel_l2 <= KV_FORM_REL, "%s p%d %s kv: chunked %g absorbed %g", fx->name, p,
+               dtype, d1.rel_l2, d2.rel_l2);
         diff_stats d = diff_f32(whole, ref->data, (size_t)T * fx->V);
         worst = d.rel_l2 > worst ? d.rel_l2 : worst;
         free(whole);
         free(chunked);
         free(abs_);
     }
-    printf("%s: fp8 KV cache, worst rel L2 vs reference %.2e\n", fx->name, worst);
+    printf("%s: %s KV cache, worst rel L2 vs reference %.2e\n", fx->name, dtype, worst);
 done:
     ds_engine_free(e);
     ds_engine_free(ea);
@@ -211,7 +215,8 @@ static void check_fixture(const char *name) {
         }
         check_batched(&fx, e);
         check_prefix_and_truncate(&fx, e, fx.n_prompts - 1);
-        check_fp8_kv(&fx, dir);
+        check_kv_dtype(&fx, dir, "fp8", 2.01);
+        check_kv_dtype(&fx, dir, "bf16", 1.99);
         CHECK(ds_engine_pages_free(e) == ds_engine_pages_total(e));
         printf("%s: %d prompts checked (%s)\n", name, fx.n_prompts, ds_engine_describe(e));
     }

@@ -56,6 +56,10 @@ void cpu_attn_absorbed(ds_backend *be, float *out, const float *q, const void *c
 /* One token's KV entry to and from the FP8 cache layout ((C + dr) floats <-> ds_kv_token_bytes). */
 void cpu_kv_pack_fp8(const ds_config *cfg, const float *src, unsigned char *dst);
 void cpu_kv_unpack_fp8(const ds_config *cfg, const unsigned char *src, float *dst);
+/* One token's KV entry in the cache's layout (fp32, FP8 or BF16: ds_kv_token_bytes bytes) from / to
+ * (C + dr) floats. */
+void cpu_kv_pack(const ds_config *cfg, const float *src, unsigned char *dst);
+void cpu_kv_unpack(const ds_config *cfg, const unsigned char *src, float *dst);
 void cpu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M);
 
 /* Routing of one token (spec 9.2): router logits [E] (fp32) -> K expert ids and weights.

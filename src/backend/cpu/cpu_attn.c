@@ -12,15 +12,15 @@
 #include "core/status.h"
 
 /* The KV entry of context token p of batch sequence s as (C + dr) floats: a pointer into an fp32
- * cache, or the entry dequantized into tmp for an FP8 cache. */
+ * cache, or the entry widened into tmp for an FP8 or BF16 cache. */
 static const float *cache_row(const ds_cpu_backend *cb, const void *cache, int s, int p, float *tmp) {
     const ds_batch_meta *b = &cb->b;
     const ds_config *c = cb->base.cfg;
     int page = b->page_table[(size_t)s * b->pt_stride + p / b->page_size];
     const unsigned char *e = (const unsigned char *)cache +
                              ((size_t)page * b->page_size + (size_t)(p % b->page_size)) * ds_kv_token_bytes(c);
-    if (!c->kv_fp8) return (const float *)(const void *)e;
-    cpu_kv_unpack_fp8(c, e, tmp);
+    if (!c->kv_fp8 && !c->kv_bf16) return (const float *)(const void *)e;
+    cpu_kv_unpack(c, e, tmp);
     return tmp;
 }
 

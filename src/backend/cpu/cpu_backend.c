@@ -221,6 +221,35 @@ void cpu_kv_unpack_fp8(const ds_config *c, const unsigned char *src, float *dst)
     }
 }
 
+void cpu_kv_pack(const ds_config *c, const float *src, unsigned char *dst) {
+    size_t w = (size_t)c->kv_lora_rank + (size_t)c->qk_rope_head_dim;
+    if (c->kv_fp8) {
+        cpu_kv_pack_fp8(c, src, dst);
+    } else if (c->kv_bf16) {
+        for (size_t i = 0; i < w; i++) {
+            uint16_t h = ds_f32_to_bf16(src[i]);
+            memcpy(dst + 2 * i, &h, 2);
+        }
+    } else {
+        memcpy(dst, src, w * sizeof(float));
+    }
+}
+
+void cpu_kv_unpack(const ds_config *c, const unsigned char *src, float *dst) {
+    size_t w = (size_t)c->kv_lora_rank + (size_t)c->qk_rope_head_dim;
+    if (c->kv_fp8) {
+        cpu_kv_unpack_fp8(c, src, dst);
+    } else if (c->kv_bf16) {
+        for (size_t i = 0; i < w; i++) {
+            uint16_t h;
+            memcpy(&h, src + 2 * i, 2);
+            dst[i] = ds_bf16_to_f32(h);
+        }
+    } else {
+        memcpy(dst, src, w * sizeof(float));
+    }
+}
+
 static void cpu_kv_store(ds_backend *be, void *cache, const float *kv) {
     const ds_batch_meta *b = &cpu_of(be)->b;
     const ds_config *c = be->cfg;
@@ -230,8 +259,7 @@ static void cpu_kv_store(ds_backend *be, void *cache, const float *kv) {
             int p = b->positions[m];
             int page = b->page_table[(size_t)s * b->pt_stride + p / b->page_size];
             unsigned char *dst = (unsigned char *)cache + ((size_t)page * b->page_size + (size_t)(p % b->page_size)) * tb;
-            if (c->kv_fp8) cpu_kv_pack_fp8(c, kv + (size_t)m * w, dst);
-            else memcpy(dst, kv + (size_t)m * w, w * sizeof(float));
+            cpu_kv_pack(c, kv + (size_t)m * w, dst);
         }
 }
 

@@ -135,6 +135,7 @@ typedef struct {
     const unsigned char *cache;   /* [n_pages, page_size] entries of tb bytes (fp32 or the FP8 layout) */
     size_t tb;
     int kv_fp8, fp8_vec;   /* fp8_vec: entries, codes, scales and k_pe all 16-byte aligned (V3, V2-Lite) */
+    int kv_layout;         /* CU_KV_* */
     const int32_t *tok;      /* [T] token of each list entry; NULL: entry i is token i */
     const int32_t *positions, *tok_seq, *page_table;
     float *part;             /* [T, S, H, C] unnormalised o_lat per split */
@@ -194,9 +195,15 @@ CU_HD float cu_fp8_to_f32(unsigned char b) {
     __half_raw h = __nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)b, __NV_E4M3);
     return __half2float(__half(h));
 }
-/* element k of the entry at e: k < C latent, C <= k < C + dr k_pe */
-CU_HD float cu_kv_at(const unsigned char *e, int fp8, int C, int k) {
-    if (!fp8) return ((const float *)(const void *)e)[k];
+/* The cache layout of a config: fp32, FP8 (above) or BF16 ((C + dr) bf16, little-endian). */
+#define CU_KV_F32 0
+#define CU_KV_FP8 1
+#define CU_KV_BF16 2
+static inline int cu_kv_layout(const ds_config *c) { return c->kv_fp8 ? CU_KV_FP8 : c->kv_bf16 ? CU_KV_BF16 : CU_KV_F32; }
+/* element k of the entry at e (layout CU_KV_*): k < C latent, C <= k < C + dr k_pe */
+CU_HD float cu_kv_at(const unsigned char *e, int layout, int C, int k) {
+    if (layout == CU_KV_F32) return ((const float *)(const void *)e)[k];
+    if (layout == CU_KV_BF16) return cu_bits_f32(((unsigned)e[2 * k] | (unsigned)e[2 * k + 1] << 8) << 16);
     if (k < C) return cu_fp8_to_f32(e[k]) * cu_ld_f32_bytes(e + C + 4 * (k >> 7));
     const unsigned char *b = e + C + 4 * ((C + 127) >> 7) + 2 * (k - C);
     return cu_bits_f32(((unsigned)b[0] | (unsigned)b[1] << 8) << 16);

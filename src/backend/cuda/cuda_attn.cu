@@ -8,7 +8,7 @@
  * o = W_UV o_lat. kv_b is read in its stored dtype.
  * The softmax is computed chunk by chunk (running max and sum), equal to the CPU's exact softmax up to
  * fp32 rounding; a NaN anywhere in the context's rows propagates to the output.
- * The cache is fp32 or, with cfg->kv_fp8, the FP8 layout (cuda.h cu_kv_at): every reader dequantizes an
+ * The cache is fp32, or the FP8 or BF16 layout (cfg->kv_fp8 / kv_bf16; cuda.h cu_kv_at): every reader widens an
  * entry exactly as the CPU does, so both backends attend over the same fp32 values. */
 #include <math.h>
 
@@ -101,7 +101,7 @@ void cu_attn_naive(ds_backend *be, float *out, const float *q, const void *cache
         float *lat = (float *)cu_ws_get(&cb->ws_attn, (n_lat + n_kpe + n_kvb) * sizeof(float));
         float *kpe = lat + n_lat, *kvb = kpe + n_kpe;
         gather_ctx_kernel<<<L, 128, 0, cu_stream>>>(lat, kpe, cache, cb->d_page_table + (size_t)s * b->pt_stride, b->page_size, C,
-                                                    dr, c->kv_fp8, tb);
+                                                    dr, cu_kv_layout(c), tb);
         CUDA_LAUNCH_CHECK();
         cu_linear(be, kvb, lat, kv_b, L);
         if (cb->opt.attn_tc && cu_fa_tc_fits(c) && ((uintptr_t)q & 15) == 0) {
@@ -372,8 +372,8 @@ __global__ void __launch_bounds__(FA_THREADS) mla_decode_kernel(fa_params p) {
                         dst[p.C + k + 2 * q + 1] = __uint_as_float(uu[q] & 0xffff0000u);
                     }
                 }
-            } else if (p.kv_fp8) {
-                for (int k = lane; k < W; k += 32) dst[k] = cu_kv_at(e, 1, p.C, k);
+            } else if (p.kv_layout != CU_KV_F32) {
+                for (int k = lane; k < W; k += 32) dst[k] = cu_kv_at(e, p.kv_layout, p.C, k);
             } else if ((W & 3) == 0) {
                 for (int k = lane * 4; k < W; k += 128) {
                     float4 v = __ldg((const float4 *)(row + k));
@@ -514,7 +514,7 @@ static void attn_fused(ds_cuda_backend *cb, float *out, const float *q, const un
     size_t tb = ds_kv_token_bytes(c);
     int fp8_vec = c->kv_fp8 && tb % 16 == 0 && C % 128 == 0 && (C + 4 * (C / 128)) % 16 == 0 && dr % 8 == 0 &&
                   ((uintptr_t)cache & 15) == 0;
-    int tc = cb->opt.mla_tc && cu_mla_tc_fits(c) && (c->kv_fp8 ? fp8_vec : ((uintptr_t)cache & 15) == 0);
+    int tc = cb->opt.mla_tc && cu_mla_tc_fits(c) && (c->kv_fp8 ? fp8_vec : ((uintptr_t)cache & 15) == 0 && tb % 16 == 0);
     /* splits: enough blocks for two waves of the SMs, from the page-table width (a bound on any context,
      * the same for every step of a graph's key) */
     int max_ctx = b->pt_stride * b->page_size, max_chunks = (max_ctx + FA_CHUNK - 1) / FA_CHUNK;
@@ -544,7 +544,7 @@ static void attn_fused(ds_cuda_backend *cb, float *out, const float *q, const un
     else
         absorb_q_kernel<<<dim3(H, (T + 7) / 8), 128, 0, cu_stream>>>(qlat, q, kv, tok, T, H, C, dn, dqk, hw);
     CUDA_LAUNCH_CHECK();
-    fa_params p = {qlat, q, cache, tb, c->kv_fp8, fp8_vec, tok, cb->d_positions, cb->d_tok_seq, cb->d_page_table,
+    fa_params p = {qlat, q, cache, tb, c->kv_fp8, fp8_vec, cu_kv_layout(c), tok, cb->d_positions, cb->d_tok_seq, cb->d_page_table,
                    part, ml, H, C, dr, dn, dqk, b->pt_stride, b->page_size, S, c->softmax_scale};
     if (tc) {
         cu_mla_decode_tc(&p, T);
@@ -587,7 +587,7 @@ void cu_attn_absorbed(ds_backend *be, float *out, const float *q, const void *ca
         dim3 grid(T, H);
         absorbed_attn_kernel<<<grid, ABS_THREADS, smem, cu_stream>>>(out, q, cache, cu_view(kv_b), cb->d_positions,
                                                           cb->d_page_table + (size_t)s * b->pt_stride, b->page_size,
-                                                          t0, H, C, dn, dr, c->v_head_dim, c->softmax_scale, c->kv_fp8,
+                                                          t0, H, C, dn, dr, c->v_head_dim, c->softmax_scale, cu_kv_layout(c),
                                                           ds_kv_token_bytes(c));
         CUDA_LAUNCH_CHECK();
     }

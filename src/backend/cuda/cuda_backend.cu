@@ -349,6 +349,15 @@ __global__ void kv_store_fp8_kernel(unsigned char *cache, const float *kv, int C
     }
 }
 
+/* grid (M): token m's row kv[m, 0:w] into its page slot in BF16 (ds_f32_to_bf16, as the CPU's cpu_kv_pack). */
+__global__ void kv_store_bf16_kernel(unsigned short *cache, const float *kv, int w, const int32_t *positions,
+                                     const int32_t *tok_seq, const int32_t *page_table, int pt_stride, int page_size) {
+    int m = blockIdx.x, p = positions[m], s = tok_seq[m];
+    int page = page_table[(size_t)s * pt_stride + p / page_size];
+    unsigned short *dst = cache + ((size_t)page * page_size + (size_t)(p % page_size)) * w;
+    for (int i = threadIdx.x; i < w; i += blockDim.x) dst[i] = cu_f32_to_bf16_bits(kv[(size_t)m * w + i]);
+}
+
 static void cu_kv_store(ds_backend *be, void *cache_v, const float *kv) {
     ds_cuda_backend *cb = cu_of(be);
     const ds_config *c = be->cfg;
@@ -359,6 +368,10 @@ static void cu_kv_store(ds_backend *be, void *cache_v, const float *kv) {
                                                                    c->qk_rope_head_dim, ds_kv_token_bytes(c),
                                                                    cb->d_positions, cb->d_tok_seq, cb->d_page_table,
                                                                    cb->b.pt_stride, cb->b.page_size);
+    else if (c->kv_bf16)
+        kv_store_bf16_kernel<<<cb->b.n_tokens, 128, 0, cu_stream>>>((unsigned short *)cache_v, kv, w, cb->d_positions,
+                                                                    cb->d_tok_seq, cb->d_page_table, cb->b.pt_stride,
+                                                                    cb->b.page_size);
     else
         kv_store_kernel<<<cb->b.n_tokens, 128, 0, cu_stream>>>((float *)cache_v, kv, w, cb->d_positions, cb->d_tok_seq,
                                                                cb->d_page_table, cb->b.pt_stride, cb->b.page_size);

@@ -147,7 +147,7 @@ extern "C" ds_status ds_cuda_bench_mla(const ds_config *cfg, int n_seqs, int ctx
     size_t tb = ds_kv_token_bytes(cfg), cache_n = ((size_t)n_pages * ps * tb + 3) / 4;   /* floats */
     mla_ctx m;
     m.be = be;
-    m.cache = be->alloc(be, cache_n);   /* fp32 cache, or the FP8 layout with cfg->kv_fp8 */
+    m.cache = be->alloc(be, cache_n);   /* fp32 cache, or the FP8 / BF16 layout with cfg->kv_fp8 / kv_bf16 */
     m.q = be->alloc(be, (size_t)n_seqs * H * (dn + dr));
     m.out = be->alloc(be, (size_t)n_seqs * H * dv);
     if (!m.cache || !m.q || !m.out) {
@@ -158,7 +158,7 @@ extern "C" ds_status ds_cuda_bench_mla(const ds_config *cfg, int n_seqs, int ctx
         bench_fill_kv_fp8_kernel<<<4096, 128, 0, cu_stream>>>((unsigned char *)m.cache, (size_t)n_pages * ps, C, dr, tb, 3);
         CUDA_LAUNCH_CHECK();
     } else {
-        fill_random(m.cache, cache_n, 3, 0);
+        fill_random(m.cache, cfg->kv_bf16 ? 2 * cache_n : cache_n, 3, cfg->kv_bf16);   /* n elements of its dtype */
     }
     fill_random(m.q, (size_t)n_seqs * H * (dn + dr), 4, 0);
     void *kvb_d = NULL;

@@ -139,6 +139,31 @@ __device__ __forceinline__ void stage_fp8(const fa_params &p, const int32_t *pt,
     }
 }
 
+/* The BF16 layout (1152 bytes a row): copied as it is, 72 x 16 bytes a row, two rows at a time per warp. */
+__device__ __forceinline__ void stage_bf16(const fa_params &p, const int32_t *pt, int base, int nc, __nv_bfloat16 *Ks,
+                                           int warp, int lane) {
+    for (int r0 = warp; r0 < TC_TILE; r0 += 2 * TC_WARPS) {
+        uint4 v[2][3];
+#pragma unroll
+        for (int rr = 0; rr < 2; rr++) {
+            int r = r0 + rr * TC_WARPS;
+            const uint4 *row = r < nc ? (const uint4 *)(const void *)entry_of(p, pt, base + r) : NULL;
+#pragma unroll
+            for (int k = 0; k < 3; k++) {
+                int q = lane + 32 * k;
+                v[rr][k] = row && q < TC_W / 8 ? __ldg(row + q) : make_uint4(0, 0, 0, 0);
+            }
+        }
+#pragma unroll
+        for (int rr = 0; rr < 2; rr++)
+#pragma unroll
+            for (int k = 0; k < 3; k++) {
+                int q = lane + 32 * k;
+                if (q < TC_W / 8) *(uint4 *)(Ks + (r0 + rr * TC_WARPS) * TC_KS + 8 * q) = v[rr][k];
+            }
+    }
+}
+
 __global__ void __launch_bounds__(TC_THREADS, 2) mla_decode_tc_kernel(fa_params p) {
     extern __shared__ __align__(16) unsigned char tc_smem[];
     __nv_bfloat16 *Ks = (__nv_bfloat16 *)tc_smem, *Qs = Ks + TC_TILE * TC_KS, *Ps = Qs + TC_HEADS * TC_KS;
@@ -180,6 +205,7 @@ __global__ void __launch_bounds__(TC_THREADS, 2) mla_decode_tc_kernel(fa_params 
         int nc = c_end - base < TC_TILE ? c_end - base : TC_TILE;
         __syncthreads();   /* the previous tile's readers are done (and the Q tile is written) */
         if (p.kv_fp8) stage_fp8(p, pt, base, nc, Ks, warp, lane);
+        else if (p.kv_layout == CU_KV_BF16) stage_bf16(p, pt, base, nc, Ks, warp, lane);
         else stage_f32(p, pt, base, nc, Ks, warp, lane);
         __syncthreads();
 
