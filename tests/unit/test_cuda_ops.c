@@ -366,10 +366,11 @@ static void compare_cache_bytes(setup *s, int M, const buf *c) {
             differ++;
             if (first == (size_t)-1) first = i;
         }
-    printf("  %-8s %-22s M=%-5d bytes=%-9zu %zu bytes differ%s\n", s->name, "kv_store FP8 (NaN pages)", M, nb, differ,
+    const char *layout = s->cfg.kv_fp8 ? "FP8" : "BF16";
+    printf("  %-8s kv_store %-4s (NaN pages) M=%-5d bytes=%-9zu %zu bytes differ%s\n", s->name, layout, M, nb, differ,
            differ ? "  MISMATCH!" : "");
-    CHECKF(!differ, "%s kv_store fp8 M=%d: %zu of %zu bytes differ (first at byte %zu, entry %zu)", s->name, M, differ, nb,
-           first, first / ds_kv_token_bytes(&s->cfg));
+    CHECKF(!differ, "%s kv_store %s M=%d: %zu of %zu bytes differ (first at byte %zu, entry %zu)", s->name, layout, M, differ,
+           nb, first, first / ds_kv_token_bytes(&s->cfg));
     free(g);
 }
 
