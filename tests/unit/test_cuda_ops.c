@@ -970,6 +970,8 @@ static void run_lite(void) {
     check_route_v1(&s, all, NM(all));
     check_moe(&s, all, NM(all));
     check_moe_dt(&s, gemm, NM(gemm), DS_DTYPE_NVFP4, 0);
+    const int tcm128[] = {128};
+    check_moe_dt(&s, tcm128, 1, DS_DTYPE_NVFP4, 1);
     free_setup(&s);
 }
 
@@ -988,6 +990,7 @@ static void run_odd(const char *name, const char *path, int heads) {
     /* the skinny FP8 kernel: rows not a multiple of 16, partial token groups, the largest M it takes */
     const int skm[] = {9, 63, 256};
     check_linear_on(&s, "skinny", 200, 384, DS_DTYPE_F8_E4M3, skm, NM(skm), 1);
+    check_linear_on(&s, "skinny", 200, 384, DS_DTYPE_NVFP4, skm, NM(skm), 1);   /* NVFP4 in registers, TC */
     check_linear_on(&s, "odd", 129, 77, DS_DTYPE_BF16, tcm, NM(tcm), 1);
     check_linear_on(&s, "odd", 200, 304, DS_DTYPE_NVFP4, tcm, NM(tcm), 1);
     const int w8m[] = {9, 63};
@@ -998,7 +1001,11 @@ static void run_odd(const char *name, const char *path, int heads) {
     for (int i = 0; i < NM(Ms); i++) check_route(&s, Ms[i]);
     check_route_v1(&s, Ms, NM(Ms));
     check_moe(&s, Ms, NM(Ms));
-    if (s.cfg.hidden_size % 16 == 0 && s.cfg.moe_intermediate_size % 16 == 0) check_moe_dt(&s, Ms, NM(Ms), DS_DTYPE_NVFP4, 0);
+    if (s.cfg.hidden_size % 16 == 0 && s.cfg.moe_intermediate_size % 16 == 0) {
+        check_moe_dt(&s, Ms, NM(Ms), DS_DTYPE_NVFP4, 0);
+        const int tcm63[] = {63};   /* NVFP4 experts decoded in registers on the tensor cores (cuda_moe_tc.cu) */
+        check_moe_dt(&s, tcm63, 1, DS_DTYPE_NVFP4, 1);
+    }
     check_sample(&s);
     free_setup(&s);
 }

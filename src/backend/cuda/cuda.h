@@ -251,8 +251,9 @@ typedef struct {
  * the expert weights suit it (BF16, or FP8 with 128-blocks; K multiple of 32 / 128), and the two
  * launches plus the BF16 gather for n_rows sorted rows (tab: the layer's gate/up/down views [3E]). */
 int cu_moe_tc_fits(const cu_wview *gate, const cu_wview *down);
-/* The same kernel for one FP8 weight and 8 < M <= SKINNY_MAX_M rows (opt.tc and opt.skinny): the weight
- * read in place instead of dequantised to a BF16 copy for cuBLAS every call. xs_ws: M * K BF16. */
+/* The same kernel for one weight read in place: FP8 at 8 < M <= SKINNY_MAX_M rows (opt.tc and opt.skinny)
+ * instead of a BF16 copy for cuBLAS every call; NVFP4 at every M > 8 with opt.tc (decoded in registers).
+ * xs_ws: M * K BF16. */
 #define SKINNY_MAX_M 256
 int cu_skinny_tc_fits(const cu_wview *w);
 void cu_skinny_tc(float *out, const float *x, int M, const cu_wview *w, void *xs_ws);

@@ -68,7 +68,10 @@ void cu_linear(ds_backend *be, float *out, const float *x, const ds_weight *w, i
         return;
     }
     if (M > GEMV_MAX_M && cb->opt.fp8_gemm && cu_fp8_gemm_ok(w) && cu_linear_fp8(cb, out, x, w, M)) return;
-    if (M > GEMV_MAX_M && M <= SKINNY_MAX_M && cb->opt.tc && cb->opt.skinny && cu_skinny_tc_fits(&v)) {
+    /* NVFP4 on the tensor cores: always decoded in registers (the weight stays 4-bit, no BF16 copy, at every
+     * M); FP8: in place up to SKINNY_MAX_M rows when opted in (slower than a BF16 copy + cuBLAS here) */
+    int nv = w->dtype == DS_DTYPE_NVFP4;
+    if (M > GEMV_MAX_M && cb->opt.tc && cu_skinny_tc_fits(&v) && (nv || (M <= SKINNY_MAX_M && cb->opt.skinny))) {
         cu_skinny_tc(out, x, M, &v, cu_ws_get(&cb->ws_tc, (size_t)M * (size_t)K * 2));
         return;
     }

@@ -1,7 +1,8 @@
 /* The routed experts of the grouped MoE on the tensor cores (issue 7, 8), with DSINFER_CUDA_TC=1 and more
  * than GEMV_MAX_M tokens: every expert's rows (tokens sorted by expert, offsets on the device, no host
  * sync) times its weight, in two launches for all experts: gate and up with SiLU(g) * u in the epilogue,
- * then down. BF16 or FP8 (128 x 128 block-scaled) weights are read once from memory in their stored form,
+ * then down. BF16, FP8 (128 x 128 block-scaled) or NVFP4 weights are read once from memory in their stored form
+ * (NVFP4 decoded in registers: Hopper has no FP4 MMA),
  * activations in BF16; mma.sync m16n8k16 with fp32 accumulation.
  *
  * The weight is the MMA's A operand (16 output rows), the tokens are its N (8 per group, up to MT_TG
@@ -38,10 +39,28 @@ __device__ __forceinline__ uint32_t fp8x2_to_bf16x2(uint32_t two) {
     return *(uint32_t *)&b;
 }
 
-/* 8 weight values of row n at column c (multiple of 8) as four BF16x2 words */
-template <bool FP8>
+/* The stored weight kinds the kernel reads: BF16, FP8 (128 x 128 block scales, applied to the sums) and
+ * NVFP4 (E2M1 codes, an e4m3 scale per 16 values and a global scale, applied to the values: spec 13). */
+enum { MT_BF16 = 0, MT_FP8 = 1, MT_NVFP4 = 2 };
+
+/* 8 weight values of row n at column c (multiple of 8) as four BF16x2 words: BF16 as stored, FP8 codes
+ * exactly (unscaled), NVFP4 decoded as the CPU does (cu_w_nvfp4: code times fp8(block) * global) and
+ * rounded to BF16 */
+template <int WT>
 __device__ __forceinline__ uint4 ld_w8(const cu_wview &w, int n, int c) {
-    if (FP8) {
+    if (WT == MT_NVFP4) {
+        uint32_t q = __ldg((const uint32_t *)((const unsigned char *)w.data + (((size_t)n * w.cols + c) >> 1)));
+        float s = cu_fp8_to_f32(w.bscale[(size_t)n * (size_t)(w.cols >> 4) + (size_t)(c >> 4)]) * w.gscale;
+        uint32_t o[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            unsigned b = (q >> (8 * i)) & 0xffu;
+            __nv_bfloat162 v = __floats2bfloat162_rn(cu_e2m1(b & 15u) * s, cu_e2m1(b >> 4) * s);
+            o[i] = *(uint32_t *)&v;
+        }
+        return make_uint4(o[0], o[1], o[2], o[3]);
+    }
+    if (WT == MT_FP8) {
         uint2 r = __ldg((const uint2 *)((const unsigned char *)w.data + (size_t)n * w.cols + c));
         return make_uint4(fp8x2_to_bf16x2(r.x), fp8x2_to_bf16x2(r.x >> 16), fp8x2_to_bf16x2(r.y),
                           fp8x2_to_bf16x2(r.y >> 16));
@@ -66,7 +85,7 @@ __device__ __forceinline__ void mt_chunk(float (*acc)[4], const uint4 &wa, const
  * the blocks reading the same weight rows run together (L2 hits).
  * PAIR: BF16 SiLU(xs W0^T) * (xs W1^T) (the down projection's input); else fp32 xs W0^T.
  * block MT_WARPS * 32. */
-template <bool FP8, bool PAIR>
+template <int WT, bool PAIR>
 __global__ void __launch_bounds__(MT_WARPS * 32) moe_tc_kernel(void *out, int ldo, const __nv_bfloat16 *xs, int ldx,
                                                                const int32_t *off, const cu_wview *tab0,
                                                                const cu_wview *tab1, int N, int K, int M,
@@ -74,6 +93,7 @@ __global__ void __launch_bounds__(MT_WARPS * 32) moe_tc_kernel(void *out, int ld
     int e = blockIdx.y, r0 = off ? off[e] : 0, cnt = off ? off[e + 1] - r0 : M;
     int tile = off ? blockIdx.x : blockIdx.z;
     int j_first = off ? 0 : blockIdx.x * 8 * MT_TG, j_step = off ? 8 * MT_TG : cnt;
+    constexpr bool FP8 = WT == MT_FP8;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     int n0 = (tile * MT_WARPS + warp) * 16;
     if (cnt <= 0 || n0 >= N) return;   /* no barriers below */
@@ -101,11 +121,11 @@ __global__ void __launch_bounds__(MT_WARPS * 32) moe_tc_kernel(void *out, int ld
             for (int u = 0; u < MT_U; u++) {
                 if (u < nu) {
                     int c = kb + 32 * u + 8 * t;
-                    wa[u] = ld_w8<FP8>(w0, ra, c);
-                    wb[u] = ld_w8<FP8>(w0, rb, c);
+                    wa[u] = ld_w8<WT>(w0, ra, c);
+                    wb[u] = ld_w8<WT>(w0, rb, c);
                     if (PAIR) {
-                        ua[u] = ld_w8<FP8>(w1, ra, c);
-                        ub[u] = ld_w8<FP8>(w1, rb, c);
+                        ua[u] = ld_w8<WT>(w1, ra, c);
+                        ub[u] = ld_w8<WT>(w1, rb, c);
                     }
                 }
             }
@@ -166,6 +186,7 @@ int cu_moe_tc_fits(const cu_wview *gate, const cu_wview *down) {
     for (int i = 0; i < 2; i++) {
         if (v[i]->dtype == DS_DTYPE_BF16 && !v[i]->scale && v[i]->cols % 32 == 0) continue;
         if (v[i]->dtype == DS_DTYPE_F8_E4M3 && v[i]->scale && v[i]->cols % 128 == 0) continue;
+        if (v[i]->dtype == DS_DTYPE_NVFP4 && v[i]->bscale && v[i]->cols % 32 == 0) continue;
         return 0;
     }
     return gate->dtype == down->dtype;
@@ -176,35 +197,40 @@ int cu_moe_tc_fits(const cu_wview *gate, const cu_wview *down) {
 void cu_moe_tc(float *y, const float *x, const int32_t *rows, const int32_t *off, int n_rows, int E, int D, int I,
                const cu_wview *tab, const cu_wview *gate, void *xs_ws) {
     __nv_bfloat16 *xs = (__nv_bfloat16 *)xs_ws, *inter = xs + (size_t)n_rows * D;
-    int fp8 = gate->dtype == DS_DTYPE_F8_E4M3;
     moe_rows_bf16_kernel<<<n_rows, 256, 0, cu_stream>>>(xs, x, rows, D);
     CUDA_LAUNCH_CHECK();
     dim3 g1((unsigned)((I + 16 * MT_WARPS - 1) / (16 * MT_WARPS)), (unsigned)E);
     dim3 g2((unsigned)((D + 16 * MT_WARPS - 1) / (16 * MT_WARPS)), (unsigned)E);
-    if (fp8) {
-        moe_tc_kernel<true, true><<<g1, MT_WARPS * 32, 0, cu_stream>>>(inter, I, xs, D, off, tab, tab + E, I, D, 0, *gate);
-        CUDA_LAUNCH_CHECK();
-        moe_tc_kernel<true, false><<<g2, MT_WARPS * 32, 0, cu_stream>>>(y, D, inter, I, off, tab + 2 * E, NULL, D, I, 0, *gate);
-    } else {
-        moe_tc_kernel<false, true><<<g1, MT_WARPS * 32, 0, cu_stream>>>(inter, I, xs, D, off, tab, tab + E, I, D, 0, *gate);
-        CUDA_LAUNCH_CHECK();
-        moe_tc_kernel<false, false><<<g2, MT_WARPS * 32, 0, cu_stream>>>(y, D, inter, I, off, tab + 2 * E, NULL, D, I, 0, *gate);
-    }
-    CUDA_LAUNCH_CHECK();
+#define MT_PAIR(WT)                                                                                                      \
+    do {                                                                                                                 \
+        moe_tc_kernel<WT, true><<<g1, MT_WARPS * 32, 0, cu_stream>>>(inter, I, xs, D, off, tab, tab + E, I, D, 0, *gate);  \
+        CUDA_LAUNCH_CHECK();                                                                                             \
+        moe_tc_kernel<WT, false><<<g2, MT_WARPS * 32, 0, cu_stream>>>(y, D, inter, I, off, tab + 2 * E, NULL, D, I, 0, *gate); \
+        CUDA_LAUNCH_CHECK();                                                                                             \
+    } while (0)
+    if (gate->dtype == DS_DTYPE_F8_E4M3) MT_PAIR(MT_FP8);
+    else if (gate->dtype == DS_DTYPE_NVFP4) MT_PAIR(MT_NVFP4);
+    else MT_PAIR(MT_BF16);
+#undef MT_PAIR
 }
 
 int cu_skinny_tc_fits(const cu_wview *w) {
-    return w->dtype == DS_DTYPE_F8_E4M3 && w->scale && w->cols % 128 == 0;
+    return (w->dtype == DS_DTYPE_F8_E4M3 && w->scale && w->cols % 128 == 0) ||
+           (w->dtype == DS_DTYPE_NVFP4 && w->bscale && w->cols % 32 == 0);
 }
 
-/* out[M, N] (fp32, ld N) = x[M, K] (fp32) W^T for an FP8 weight, W read in place (no BF16 copy of it):
- * x rounded to BF16 into xs_ws ([M, K] BF16), then the kernel above with one weight. */
+/* out[M, N] (fp32, ld N) = x[M, K] (fp32) W^T for an FP8 or NVFP4 weight, W read in place and decoded in
+ * registers (no BF16 copy of it): x rounded to BF16 into xs_ws ([M, K] BF16), then the kernel above with
+ * one weight. */
 void cu_skinny_tc(float *out, const float *x, int M, const cu_wview *w, void *xs_ws) {
     __nv_bfloat16 *xs = (__nv_bfloat16 *)xs_ws;
     int N = w->rows, K = w->cols;
     moe_rows_bf16_kernel<<<M, 256, 0, cu_stream>>>(xs, x, NULL, K);
     CUDA_LAUNCH_CHECK();
     dim3 grid((unsigned)((M + 8 * MT_TG - 1) / (8 * MT_TG)), 1, (unsigned)((N + 16 * MT_WARPS - 1) / (16 * MT_WARPS)));
-    moe_tc_kernel<true, false><<<grid, MT_WARPS * 32, 0, cu_stream>>>(out, N, xs, K, NULL, NULL, NULL, N, K, M, *w);
+    if (w->dtype == DS_DTYPE_NVFP4)
+        moe_tc_kernel<MT_NVFP4, false><<<grid, MT_WARPS * 32, 0, cu_stream>>>(out, N, xs, K, NULL, NULL, NULL, N, K, M, *w);
+    else
+        moe_tc_kernel<MT_FP8, false><<<grid, MT_WARPS * 32, 0, cu_stream>>>(out, N, xs, K, NULL, NULL, NULL, N, K, M, *w);
     CUDA_LAUNCH_CHECK();
 }
