@@ -21,8 +21,34 @@ static size_t cache_page_bytes(const ds_engine *e) {
     return ((size_t)e->page_size * ds_kv_token_bytes(&e->cfg) + 3) / 4 * 4;
 }
 
+/* The cache holds the layers layer_begin .. layer_end - 1 (all of them, or a pipeline stage's). */
 void *ds_engine_layer_cache(ds_engine *e, int layer) {
-    return (char *)e->cache + (size_t)layer * (size_t)ds_kv_pool_total(e->pool) * cache_page_bytes(e);
+    DS_CHECK(layer >= e->layer_begin && layer < e->layer_end);
+    return (char *)e->cache + (size_t)(layer - e->layer_begin) * (size_t)ds_kv_pool_total(e->pool) * cache_page_bytes(e);
+}
+
+/* A pipeline stage keeps the KV of its own layers only (layer_begin .. layer_end - 1 set by the caller):
+ * the cache is allocated again for those layers with the whole model's page count times L / ceil(L / R),
+ * the same count on every stage (they hold the same sequences), in no more memory than the cache it
+ * replaces. Only while no page is in use. */
+ds_status ds_engine_restrict_cache(ds_engine *e, int n_stages, char *err) {
+    int L = e->cfg.num_layers, max_stage = (L + n_stages - 1) / n_stages;
+    int total = ds_kv_pool_total(e->pool);
+    if (ds_kv_pool_free_count(e->pool) != total)
+        return ds_seterr(err, DS_ERR_ARG, "pipeline stage: the KV cache is in use");
+    long pages = (long)total * L / max_stage;
+    if (pages > (1L << 30)) pages = 1L << 30;
+    size_t n = (size_t)pages * cache_page_bytes(e) * (size_t)(e->layer_end - e->layer_begin) / sizeof(float);
+    float *cache = e->be->alloc(e->be, n);
+    if (!cache)
+        return ds_seterr(err, DS_ERR_NOMEM, "pipeline stage: cannot allocate the KV cache of layers %d..%d (%ld pages)",
+                         e->layer_begin, e->layer_end - 1, pages);
+    e->be->release(e->be, e->cache);
+    e->cache = cache;
+    e->be->fill_nan(e->be, e->cache, n);
+    ds_kv_pool_free(e->pool);
+    e->pool = ds_kv_pool_new((int)pages);
+    return DS_OK;
 }
 
 /* Default pool: room for 4 full contexts (capped at max_position_embeddings 8192) within 1 GiB. */
@@ -154,6 +180,7 @@ ds_status ds_engine_open(const char *dir, const ds_engine_opts *o, ds_engine **o
     if (!st) st = set_kv_dtype(&e->cfg, o, err);
     if (!st) st = trim_experts(e, o, err);
     if (!st) st = create_backend(e, o, err);
+    e->layer_end = e->cfg.num_layers;   /* every layer's KV here, until a pipeline stage narrows it */
     if (!st) st = create_cache(e, o, err);
     if (st) {
         ds_engine_free(e);
@@ -167,7 +194,6 @@ ds_status ds_engine_open(const char *dir, const ds_engine_opts *o, ds_engine **o
         if (ds_attn_cost_measure(e, &m, why) == DS_OK) e->attn_cost = m;
     }
     describe(e);
-    e->layer_end = e->cfg.num_layers;
     int tp = o ? o->tensor_parallel_size : 0, pp = o ? o->pipeline_parallel_size : 0;
     if (tp > 1 && pp > 1) {
         ds_engine_free(e);
@@ -242,7 +268,7 @@ ds_status ds_seq_new(ds_engine *e, ds_seq **out, char *err) {
 void ds_engine_release_page(ds_engine *e, int page) {
     if (!ds_kv_pool_unref(e->pool, page)) return;
     size_t n = cache_page_bytes(e);
-    for (int l = 0; l < e->cfg.num_layers; l++)
+    for (int l = e->layer_begin; l < e->layer_end; l++)
         e->be->fill_nan(e->be, (float *)(void *)((char *)ds_engine_layer_cache(e, l) + (size_t)page * n), n / sizeof(float));
 }
 
@@ -333,7 +359,7 @@ ds_status ds_seq_fork(ds_seq *dst, const ds_seq *src, char *err) {
         int page = ds_kv_pool_take(e->pool);
         DS_CHECK(page >= 0);
         dst->pages[dst->n_pages++] = page;
-        for (int l = 0; l < e->cfg.num_layers; l++) {
+        for (int l = e->layer_begin; l < e->layer_end; l++) {
             char *base = ds_engine_layer_cache(e, l);
             void *d = base + (size_t)page * pb;
             const void *s = base + (size_t)src->pages[i] * pb;

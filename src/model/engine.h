@@ -59,6 +59,7 @@ struct ds_seq {
 
 /* The KV cache of `layer` inside eng->cache. */
 void *ds_engine_layer_cache(ds_engine *eng, int layer);
+ds_status ds_engine_restrict_cache(ds_engine *eng, int n_stages, char *err);
 /* Drops one reference to a page; a page that becomes free is poisoned with NaN. */
 void ds_engine_release_page(ds_engine *eng, int page);
 /* Grows the activation buffers to hold M tokens. */

@@ -296,8 +296,15 @@ ds_status ds_engine_set_pipeline_stage(ds_engine *e, ds_comm *comm, char *err) {
         return ds_seterr(err, DS_ERR_ARG, "pipeline parallel %d: the model has %d layers", R, L);
     if (strcmp(e->be->name, "cpu") != 0)
         return ds_seterr(err, DS_ERR_UNSUPPORTED, "pipeline parallel runs on the cpu backend only so far");
+    int begin = e->layer_begin, end = e->layer_end;
     e->layer_begin = r * L / R;
     e->layer_end = (r + 1) * L / R;
+    ds_status st = ds_engine_restrict_cache(e, R, err);   /* this stage's layers only, more pages */
+    if (st) {
+        e->layer_begin = begin;
+        e->layer_end = end;
+        return st;
+    }
     e->pp = comm;
     return DS_OK;
 }

@@ -177,7 +177,14 @@ static void check_handle(const char *fx, int R, int pp) {
     CHECK(ds_seq_adopt_prefix(f, &page, 1, err) == DS_ERR_UNSUPPORTED && strstr(err, "tensor parallel"));
     ds_seq_free(f);
     printf("  %-8s %s%d through one handle: %d batched steps, worst rel L2 %.2e\n", fx, pp ? "PP" : "TP", R, steps, worst);
-    if (pp) CHECKF(worst == 0, "%s PP%d: the stages compute exactly one engine's sums (rel L2 %g)", fx, R, worst);
+    if (pp) {
+        CHECKF(worst == 0, "%s PP%d: the stages compute exactly one engine's sums (rel L2 %g)", fx, R, worst);
+        /* each stage keeps only its layers' KV: in the same bytes, L / ceil(L / R) times the pages */
+        printf("  %-8s PP%d KV pages per stage %d, one engine %d\n", fx, R, ds_engine_pages_total(tp),
+               ds_engine_pages_total(ref));
+        CHECKF(ds_engine_pages_total(tp) > ds_engine_pages_total(ref), "%s PP%d: %d pages per stage, one engine %d", fx,
+               R, ds_engine_pages_total(tp), ds_engine_pages_total(ref));
+    }
     for (int i = 0; i < 2; i++) { ds_seq_free(st[i]); ds_seq_free(sr[i]); }
     CHECK(ds_engine_pages_free(tp) == ds_engine_pages_total(tp));
     free(a);
