@@ -41,15 +41,18 @@ typedef struct {
                               contexts of at most 8192 tokens, capped at 1 GiB) */
     int force_absorbed;    /* 1: attend with the absorbed (latent) form for prefill too (tests) */
     const char *quantization; /* NULL, "fp8" or "fp4": quantize the linear weights at load (a copy in RAM) */
-    const char *kv_cache_dtype; /* "auto" (NULL: the backend's precision, fp32 today) or "fp8": the latent
-                                   in e4m3 with one scale per 128 values, k_pe in bf16 (656 bytes per token
-                                   per layer for the V3 shape); CPU backend only for now */
+    const char *kv_cache_dtype; /* "auto" (NULL: the engine's compute precision, fp32), "bf16" (latent and
+                                   k_pe in bf16) or "fp8" (the latent in e4m3 with one scale per 128 values,
+                                   k_pe in bf16: 656 bytes per token per layer for the V3 shape); both backends */
     int dummy_weights;     /* 1: no checkpoint: deterministic random weights of the config's shapes and
                               dtypes, made on the device (backend cuda only); the model path may then
                               name a config .json file instead of a folder */
     int tensor_parallel_size; /* > 1 (cpu backend): this handle drives that many engines (threads), each
                               with 1/N of the heads and MLP widths, partial sums all-reduced; the same
                               results as one engine up to fp32 summation order; no prefix sharing */
+    int tensor_expert_parallel; /* with tensor_parallel_size > 1: the routed experts are split whole across the
+                              ranks (rank r keeps experts r*E/N .. (r+1)*E/N - 1 and computes them for all
+                              tokens; the MoE's all-reduce sums them) instead of each expert by columns */
     int pipeline_parallel_size; /* > 1 (cpu backend): this handle drives that many engines (threads), each
                               running a contiguous share of the layers, the hidden state handed from one to
                               the next; the same results as one engine; no prefix sharing; not with TP yet */

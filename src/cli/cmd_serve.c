@@ -126,11 +126,13 @@ static int parse(int argc, char **argv, server_config *c) {
     }
     if (optind < argc) { fprintf(stderr, "dsinfer serve: unexpected argument \"%s\"\n", argv[optind]); return 2; }
     if (!c->model_dir) { fprintf(stderr, "dsinfer serve: --model DIR is required\n"); return 2; }
-    if (c->tensor_parallel_size > 1 && c->enable_expert_parallel) {
-        fprintf(stderr, "dsinfer serve: --tensor-parallel-size with --enable-expert-parallel is not supported yet\n");
+    /* --tensor-parallel-size N --enable-expert-parallel: one TP group whose ranks hold whole experts */
+    if (c->tensor_parallel_size > 1 && c->enable_expert_parallel && c->data_parallel_size > 1) {
+        fprintf(stderr, "dsinfer serve: --tensor-parallel-size with --enable-expert-parallel and --data-parallel-size "
+                        "is not supported yet (use one of TP+EP or DP+EP)\n");
         return 2;
     }
-    if ((c->tensor_parallel_size > 1 || c->pipeline_parallel_size > 1) && c->enable_expert_parallel) {
+    if (c->pipeline_parallel_size > 1 && c->enable_expert_parallel) {
         fprintf(stderr, "dsinfer serve: --pipeline-parallel-size with --enable-expert-parallel is not supported yet\n");
         return 2;
     }

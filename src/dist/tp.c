@@ -67,14 +67,27 @@ static ds_status slice_mlp(ds_weight *gate, ds_weight *up, ds_weight *down, int 
     return st;
 }
 
-ds_status ds_engine_set_tensor_parallel(ds_engine *e, ds_comm *comm, char *err) {
+/* Expert parallelism inside the TP group: rank r keeps the routed experts r*E/R .. (r+1)*E/R - 1 whole and
+ * forgets the others' views (the backend's MoE skips an expert without weights), so each rank adds its
+ * experts' share for every token and the all-reduce after the MoE completes the sum. */
+static void keep_own_experts(ds_layer_weights *L, int E, int R, int r) {
+    for (int x = 0; x < E; x++)
+        if (x < r * E / R || x >= (r + 1) * E / R) {
+            memset(&L->exp_gate[x], 0, sizeof L->exp_gate[x]);
+            memset(&L->exp_up[x], 0, sizeof L->exp_up[x]);
+            memset(&L->exp_down[x], 0, sizeof L->exp_down[x]);
+        }
+}
+
+ds_status ds_engine_set_tensor_parallel(ds_engine *e, ds_comm *comm, int whole_experts, char *err) {
     ds_config *c = &e->cfg;
     int R = comm->size, r = comm->rank;
     if (e->ep || e->tp) return ds_seterr(err, DS_ERR_ARG, "tensor parallel: the engine is already parallel");
     if (strcmp(e->be->name, "cpu") != 0)
         return ds_seterr(err, DS_ERR_UNSUPPORTED, "tensor parallel runs on the cpu backend only so far");
     int I = c->intermediate_size, mI = c->moe_intermediate_size;
-    if (c->num_heads % R || I % R || (c->n_routed_experts && mI % R))
+    if (c->num_heads % R || I % R || (c->n_routed_experts && !whole_experts && mI % R) ||
+        (c->n_routed_experts && c->n_shared_experts && whole_experts && mI % R))
         return ds_seterr(err, DS_ERR_ARG, "tensor parallel %d: %d heads, intermediate %d, expert intermediate %d do not "
                          "split evenly", R, c->num_heads, I, mI);
     int hw = c->qk_nope_head_dim + c->v_head_dim;
@@ -86,14 +99,16 @@ ds_status ds_engine_set_tensor_parallel(ds_engine *e, ds_comm *comm, char *err) 
         if (!st && L->kv_b.rows % hw) st = ds_seterr(err, DS_ERR_ARG, "tensor parallel: kv_b rows not whole heads");
         if (!st) st = cols_share(&L->o, R, r, err);                     /* [D, H * dv] by heads */
         if (!st && !L->is_moe) st = slice_mlp(&L->gate, &L->up, &L->down, R, r, err);
-        for (int x = 0; !st && L->is_moe && x < c->n_routed_experts; x++)
+        if (L->is_moe && whole_experts) keep_own_experts(L, c->n_routed_experts, R, r);
+        for (int x = 0; !st && L->is_moe && !whole_experts && x < c->n_routed_experts; x++)
             st = slice_mlp(&L->exp_gate[x], &L->exp_up[x], &L->exp_down[x], R, r, err);
         if (!st && L->is_moe && c->n_shared_experts) st = slice_mlp(&L->sh_gate, &L->sh_up, &L->sh_down, R, r, err);
     }
     if (st) return st;   /* the engine is then unusable: the caller frees it */
     c->num_heads /= R;
     c->intermediate_size /= R;
-    c->moe_intermediate_size /= R;
+    if (!whole_experts) c->moe_intermediate_size /= R;   /* whole experts keep their width (the shared one
+                                                           is sliced by its own weight rows) */
     e->tp = comm;
     return DS_OK;
 }

@@ -105,7 +105,7 @@ ds_status ds_tp_group_start(ds_engine *leader, const char *dir, const ds_engine_
     for (int r = 0; r < n && !st; r++) {
         g->comm[r] = ds_comm_local_new(g->lg, r);
         st = pipeline ? ds_engine_set_pipeline_stage(g->eng[r], g->comm[r], err)
-                      : ds_engine_set_tensor_parallel(g->eng[r], g->comm[r], err);
+                      : ds_engine_set_tensor_parallel(g->eng[r], g->comm[r], o->tensor_expert_parallel, err);
         g->eng[r]->tp_rank = r;
         g->eng[r]->tp_follower_of = r ? g : NULL;
     }

@@ -90,6 +90,7 @@ ds_status ds_engine_set_pipeline_stage(ds_engine *eng, struct ds_comm *comm, cha
 
 /* Tensor parallelism (dist/tp.h): this engine becomes rank comm->rank of comm->size, keeping its share
  * of heads and MLP widths; every rank must then run the same batches. On error the engine is unusable. */
-ds_status ds_engine_set_tensor_parallel(ds_engine *eng, struct ds_comm *comm, char *err);
+/* whole_experts: the routed experts split whole across the ranks (opts.tensor_expert_parallel). */
+ds_status ds_engine_set_tensor_parallel(ds_engine *eng, struct ds_comm *comm, int whole_experts, char *err);
 
 #endif

@@ -536,6 +536,7 @@ static ds_status open_model(replica *e, int ep_rank, char *err) {
     ds_engine_opts o = {.backend = c->backend, .n_threads = c->threads, .kv_cache_bytes = c->kv_cache_bytes,
                         .kv_cache_dtype = c->kv_cache_dtype, .quantization = c->quantization,
                         .tensor_parallel_size = c->tensor_parallel_size,
+                        .tensor_expert_parallel = c->enable_expert_parallel && c->tensor_parallel_size > 1,
                         .pipeline_parallel_size = c->pipeline_parallel_size,
                         .expert_parallel_size = ep_rank >= 0 ? c->data_parallel_size : 0,
                         .expert_parallel_rank = ep_rank >= 0 ? ep_rank : 0};
@@ -670,12 +671,16 @@ static server_config replica_config(const server_config *cfg, int n) {
 
 ds_status srv_engine_start(const server_config *cfg, srv_metrics *m, srv_dash *d, srv_engine **out, char *err) {
     *out = NULL;
-    int n = cfg->data_parallel_size > 0 ? cfg->data_parallel_size : 1, ep = cfg->enable_expert_parallel;
+    int n = cfg->data_parallel_size > 0 ? cfg->data_parallel_size : 1;
+    /* expert parallelism across the data-parallel replicas; with one replica and --tensor-parallel-size
+     * it lives inside the TP group instead (open_model: opts.tensor_expert_parallel) */
+    int ep = cfg->enable_expert_parallel && !(n < 2 && cfg->tensor_parallel_size > 1);
     if (n > 1 && strcmp(cfg->backend, "cpu") != 0)
         return ds_seterr(err, DS_ERR_UNSUPPORTED, "--data-parallel-size > 1 runs on the cpu backend only so far "
                          "(one GPU per replica is not wired yet)");
     if (ep && n < 2)
-        return ds_seterr(err, DS_ERR_ARG, "--enable-expert-parallel needs --data-parallel-size 2 or more");
+        return ds_seterr(err, DS_ERR_ARG, "--enable-expert-parallel needs --data-parallel-size 2 or more, or "
+                         "--tensor-parallel-size 2 or more");
     srv_engine *g = ds_xcalloc(1, sizeof(*g));
     g->r = ds_xcalloc((size_t)n, sizeof(replica *));
     g->submitted = ds_xcalloc((size_t)n, sizeof(long));

@@ -4,7 +4,8 @@
 # all-reduced. 8 concurrent greedy completions, each equal to `dsinfer generate` for its prompt (the sums
 # differ from one engine's only in fp32 order, 1e-6 relative: no greedy pick moves here); prefix caching
 # is off (logged); the pool is intact; SIGTERM stops it with exit 0. N = 2 and 4, TP2 beside DP2, and
-# pipeline parallelism over 3 stages (--pipeline-parallel-size; bitwise one engine's sums).
+# pipeline parallelism over 3 stages (--pipeline-parallel-size; bitwise one engine's sums), and TP2 with the
+# experts split whole across the ranks (--enable-expert-parallel without --data-parallel-size).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${DSINFER_BIN:-build/dsinfer}
@@ -29,7 +30,7 @@ done
 c=$("$BIN" generate --model $M --ids 0,17,99,5 -n 16 --temperature 0 --print-ids --pipeline-parallel-size 3)
 [ "$c" = "$b" ] || { echo "generate PP3 [$c] vs one engine [$b]"; exit 1; }
 for args in "--tensor-parallel-size 2" "--tensor-parallel-size 4" "--tensor-parallel-size 2 --data-parallel-size 2" \
-            "--pipeline-parallel-size 3"; do
+            "--pipeline-parallel-size 3" "--tensor-parallel-size 2 --enable-expert-parallel"; do
   serve_start "$tmp/log" --model $M --port 0 --threads 2 $args --kv-cache-memory 4MiB
   grep -q "prefix caching off" "$tmp/log" || { echo "$args: prefix caching not turned off"; cat "$tmp/log"; exit 1; }
   complete_all "$tmp/r" 12 "${prompts[@]}"

@@ -32,7 +32,7 @@ static void *rank_main(void *arg) {
     ds_comm *cm = ds_comm_local_new(j->g, j->rank);
     ds_engine *e = NULL;
     ds_engine_opts o = {.n_threads = 1, .attn_no_measure = 1};
-    if (ds_engine_open(j->dir, &o, &e, j->err) || ds_engine_set_tensor_parallel(e, cm, j->err)) {
+    if (ds_engine_open(j->dir, &o, &e, j->err) || ds_engine_set_tensor_parallel(e, cm, 0, j->err)) {
         j->failed = 1;
     } else {
         j->V = ds_engine_vocab_size(e);
@@ -112,7 +112,7 @@ static void check_refusal(void) {
     ds_engine_opts o = {.n_threads = 1, .attn_no_measure = 1};
     CHECKF(ds_engine_open(dir, &o, &e, err) == DS_OK, "%s", err);
     if (e) {
-        ds_status st = ds_engine_set_tensor_parallel(e, cm, err);
+        ds_status st = ds_engine_set_tensor_parallel(e, cm, 0, err);
         printf("  tiny-v3-fp8 TP2: %s\n", err);
         CHECKF(st == DS_ERR_UNSUPPORTED && strstr(err, "128-row block") && strstr(err, "q_b"), "%d %s", st, err);
     }
@@ -126,13 +126,14 @@ static void feed2(ds_engine *e, ds_seq **s, const int32_t *const *tok, const int
     CHECKF(ds_engine_forward(e, it, 2, out, err) == DS_OK, "%s", err);
 }
 
-/* pp: the handle drives R pipeline stages instead of R tensor-parallel ranks. */
-static void check_handle(const char *fx, int R, int pp) {
+/* pp: the handle drives R pipeline stages instead of R tensor-parallel ranks; tep: TP with the routed
+ * experts split whole across the ranks (opts.tensor_expert_parallel) instead of by columns. */
+static void check_handle_ep(const char *fx, int R, int pp, int tep) {
     char dir[512], err[DS_ERRLEN];
     snprintf(dir, sizeof dir, "%s/%s", fixtures_dir(), fx);
     ds_engine *tp = NULL, *ref = NULL;
     ds_engine_opts ot = {.n_threads = 1, .attn_no_measure = 1, .tensor_parallel_size = pp ? 0 : R,
-                         .pipeline_parallel_size = pp ? R : 0};
+                         .pipeline_parallel_size = pp ? R : 0, .tensor_expert_parallel = tep};
     ds_engine_opts o = {.n_threads = 1, .attn_no_measure = 1};
     CHECKF(ds_engine_open(dir, &ot, &tp, err) == DS_OK, "%s", err);
     CHECKF(ds_engine_open(dir, &o, &ref, err) == DS_OK, "%s", err);
@@ -176,7 +177,8 @@ static void check_handle(const char *fx, int R, int pp) {
     int page = ds_seq_page(st[1], 0);
     CHECK(ds_seq_adopt_prefix(f, &page, 1, err) == DS_ERR_UNSUPPORTED && strstr(err, "tensor parallel"));
     ds_seq_free(f);
-    printf("  %-8s %s%d through one handle: %d batched steps, worst rel L2 %.2e\n", fx, pp ? "PP" : "TP", R, steps, worst);
+    printf("  %-8s %s%d%s through one handle: %d batched steps, worst rel L2 %.2e\n", fx, pp ? "PP" : "TP", R,
+           tep ? " (experts whole, EP inside)" : "", steps, worst);
     if (pp) {
         CHECKF(worst == 0, "%s PP%d: the stages compute exactly one engine's sums (rel L2 %g)", fx, R, worst);
         /* each stage keeps only its layers' KV: in the same bytes, L / ceil(L / R) times the pages */
@@ -193,6 +195,8 @@ static void check_handle(const char *fx, int R, int pp) {
     ds_engine_free(ref);
 }
 
+static void check_handle(const char *fx, int R, int pp) { check_handle_ep(fx, R, pp, 0); }
+
 int main(void) {
     run("tiny-v3", 2);
     run("tiny-v3", 4);
@@ -202,6 +206,8 @@ int main(void) {
     check_handle("tiny-v2", 4, 0);
     check_handle("tiny-v3", 2, 1);
     check_handle("tiny-v3", 3, 1);
+    check_handle_ep("tiny-v3", 2, 0, 1);   /* TP attention, EP experts */
+    check_handle_ep("tiny-v2", 4, 0, 1);
     {   /* more stages than layers, and TP with PP, are refused */
         char dir[512], err[DS_ERRLEN];
         snprintf(dir, sizeof dir, "%s/tiny-v2", fixtures_dir());

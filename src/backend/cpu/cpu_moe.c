@@ -148,6 +148,6 @@ void cpu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights 
         for (int m = 0; m < M; m++)
             for (int k = 0; k < K; k++)
                 if (b.ids[(size_t)m * K + k] == e) { b.rows[n] = m; b.rw[n++] = b.w[(size_t)m * K + k]; }
-        if (n) run_expert(be, out, x, L, e, n, &b);
+        if (n && L->exp_gate[e].data) run_expert(be, out, x, L, e, n, &b);   /* no weights: another rank's expert */
     }
 }
