@@ -263,6 +263,14 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
     o->n_ops_ms = parse_list("1,64,128,4096", o->ops_ms);
     optind = 1;
     int ch;
+    /* a list flag that does not parse is named with its value; -1 from parse_list */
+#define LIST_OR_FAIL(flag, n, v)                                                                               \
+    do {                                                                                                       \
+        if ((n) < 0) {                                                                                         \
+            fprintf(stderr, "dsinfer bench: bad " flag " list \"%s\" (positive integers, K = 1024, commas)\n", v); \
+            return 2;                                                                                          \
+        }                                                                                                      \
+    } while (0)
     while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         switch (ch) {
         case 'm': o->model = optarg; break;
@@ -271,10 +279,17 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
             o->batch_fit = !strcmp(optarg, "fit");
             o->n_batches = o->batch_fit ? 1 : parse_list(optarg, o->batches);
             if (o->batch_fit) o->batches[0] = 1;   /* set after the weights are on the device */
+            LIST_OR_FAIL("--batch", o->n_batches, optarg);
             break;
-        case 'c': o->n_ctxs = parse_list(optarg, o->ctxs); break;
-        case 'p': o->n_prompts = parse_list(optarg, o->prompts); break;
-        case 's': o->steps = atoi(optarg); break;
+        case 'c': o->n_ctxs = parse_list(optarg, o->ctxs); LIST_OR_FAIL("--ctx", o->n_ctxs, optarg); break;
+        case 'p': o->n_prompts = parse_list(optarg, o->prompts); LIST_OR_FAIL("--prompt", o->n_prompts, optarg); break;
+        case 's':
+            o->steps = atoi(optarg);
+            if (o->steps <= 0 || o->steps > 100000) {
+                fprintf(stderr, "dsinfer bench: bad --steps \"%s\" (1 to 100000)\n", optarg);
+                return 2;
+            }
+            break;
         case 'o': o->csv = optarg; break;
         case 'l': o->label = optarg; break;
         case 'w': o->bw_gbs = atof(optarg); break;
@@ -283,14 +298,21 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
         case 'A': o->mla = 1; break;
         case 'k': o->kv = optarg; break;
         case 'O': o->ops = 1; break;
-        case 'M': o->n_ops_ms = parse_list(optarg, o->ops_ms); break;
+        case 'M':
+            o->n_ops_ms = parse_list(optarg, o->ops_ms);
+            LIST_OR_FAIL("--ops-m", o->n_ops_ms, optarg);
+            if (!o->n_ops_ms) {
+                fprintf(stderr, "dsinfer bench: --ops-m needs at least one M\n");
+                return 2;
+            }
+            break;
         case 'h': usage(); return 1;
         default: usage(); return 2;
         }
     }
-    if (o->n_batches < 0 || o->n_ctxs < 0 || o->n_prompts < 0 || o->n_ops_ms <= 0 || o->steps <= 0 ||
-        (strcmp(o->dtype, "bf16") && strcmp(o->dtype, "fp8"))) {
-        fprintf(stderr, "dsinfer bench: bad lists, --steps or --dtype (bf16 or fp8)\n");
+#undef LIST_OR_FAIL
+    if (strcmp(o->dtype, "bf16") && strcmp(o->dtype, "fp8")) {
+        fprintf(stderr, "dsinfer bench: unknown --dtype \"%s\" (expected bf16 or fp8)\n", o->dtype);
         return 2;
     }
     if (o->batch_fit && o->n_ctxs != 1) {

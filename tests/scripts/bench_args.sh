@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# `dsinfer bench` refuses bad flags with exit 2 and a message naming the flag and its value (before it
+# touches a GPU), and without a usable GPU exits 1 with a message instead of crashing.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BIN=${DSINFER_BIN:-build/dsinfer}
+tmp=$(mktemp); trap 'rm -f "$tmp"' EXIT
+expect() {   # expect RC PATTERN ARGS...
+  local want=$1 pat=$2; shift 2
+  set +e; "$BIN" bench "$@" >"$tmp" 2>&1; local rc=$?; set -e
+  [ "$rc" = "$want" ] && grep -q -- "$pat" "$tmp" || { echo "bench $*: rc $rc (want $want), output:"; cat "$tmp"; exit 1; }
+}
+expect 2 'bad --batch list "0"' --batch 0
+expect 2 'bad --batch list "1,x"' --batch 1,x
+expect 2 'bad --ctx list "4Q"' --ctx 4Q
+expect 2 'bad --prompt list "2K,-1"' --prompt 2K,-1
+expect 2 'bad --steps "0"' --steps 0
+expect 2 'unknown --dtype "fp4"' --dtype fp4
+expect 2 'unknown --kv-cache-dtype "fp16"' --kv-cache-dtype fp16
+expect 2 '--batch fit needs exactly one --ctx' --batch fit --ctx 1K,4K
+expect 2 '--ops-m needs at least one M' --ops --ops-m ''
+expect 0 'usage: dsinfer bench' --help
+# a valid request on a machine without a usable GPU (CI): a clear error, exit 1
+if ! nvidia-smi -L >/dev/null 2>&1; then
+  expect 1 'dsinfer bench: ' --batch 1 --ctx 1K --prompt '' --steps 1 --bw 1 --tflops 1
+fi
+echo "bench_args: ok"
