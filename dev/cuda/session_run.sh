@@ -55,6 +55,11 @@ want prefill2 && step pre_bf16_def 120 env DSINFER_CUDA_TC=1 $B/dsinfer bench --
 want kv16 && step mla16 60 $B/dsinfer bench --mla --kv-cache-dtype bf16
 want kv16 && step dec_kv16 90 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 1K,4K --prompt '' --steps 8 --csv $CSV --kv-cache-dtype bf16 --label kv-bf16
 want kv16 && step fit_bf16_kv16 280 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch fit --ctx 4K --prompt '' --steps 4 --csv $CSV --kv-cache-dtype bf16 --label fit-bf16-kv16
+# FP8 weights decoded without the conversion unit (DSINFER_CUDA_FP8_FAST, written 2026-11-30 after the
+# session's device time ran out: checked on the host for every code, not yet run on a GPU)
+for f in 0 1; do
+  want fp8fast && step dec_fp8_fast$f 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_FP8_FAST=$f $B/dsinfer bench --dtype fp8 --batch 1,8,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label fp8-fast$f
+done
 # skinny FP8 linears on/off (issue 7, 8)
 for k in 0 1; do
   want skinny && step dec_fp8_skinny$k 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_SKINNY=$k $B/dsinfer bench --dtype fp8 --batch 1,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label fp8-skinny$k

@@ -1047,6 +1047,31 @@ static void run_mla_tc(const char *name, const char *path, int heads, int kv_lay
     free_setup(&s);
 }
 
+/* FP8 weights decoded without the conversion unit (DSINFER_CUDA_FP8_FAST=1, cuda.h cu_fp8_scaled: the same
+ * values as the cvt path, checked code by code on the host by test_cuda_host): the GEMV v2 at the exact
+ * thresholds (M = 1, 4: V3 q_a, an odd 200x304), the grouped MoE on it (M = 1, 4) and on the tensor cores
+ * (M = 63 / 128 at THR_TC), the skinny kernel (M = 9, 63). The switch is a process-wide flag read at
+ * backend creation; the setup's backend turns it on and the last line creates one to turn it off. */
+static void run_fp8_fast(void) {
+    setup s;
+    setenv("DSINFER_CUDA_FP8_FAST", "1", 1);
+    if (load_setup(&s, "v3-f8f", "configs/deepseek-v3.json", 0, 16)) {
+        const int g[] = {1, 4}, sk[] = {9, 63};
+        check_linear(&s, "q_a fast", 1536, 7168, DS_DTYPE_F8_E4M3, g, NM(g));
+        check_linear(&s, "odd fast", 200, 304, DS_DTYPE_F8_E4M3, g, NM(g));
+        check_linear_on(&s, "skinny", 200, 384, DS_DTYPE_F8_E4M3, sk, NM(sk), 1);
+        free_setup(&s);
+    }
+    if (load_setup(&s, "v2l-f8f", "configs/deepseek-v2-lite.json", 3, 16)) {   /* FP8 experts of V2-Lite's widths */
+        const int m[] = {1, 4, 63}, t[] = {63};
+        check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 0);
+        check_moe_dt(&s, t, NM(t), DS_DTYPE_F8_E4M3, 1);
+        free_setup(&s);
+    }
+    unsetenv("DSINFER_CUDA_FP8_FAST");
+    if (load_setup(&s, "f8f-off", "tests/fixtures/tiny-v3-fp8/config.json", 3, 16)) free_setup(&s);   /* flag back off */
+}
+
 int main(void) {
     char why[256];
     if (!ds_cuda_available(why, sizeof why)) test_skip(why);
@@ -1059,6 +1084,7 @@ int main(void) {
     run_odd("h1", "configs/deepseek-v2-lite.json", 1);
     run_odd("h3-fp8", "tests/fixtures/tiny-v3-fp8/config.json", 3);
     run_odd("h63", "configs/deepseek-v2-lite.json", 63);
+    run_fp8_fast();
     const int kv_small[] = {1, 3, 4, 63}, kv_big[] = {1, 4, 128};
     /* C = 199: two scale blocks, the second partial, entries at odd byte offsets (335 bytes) */
     run_kv("h3-kv8", "configs/deepseek-v2-lite.json", 3, 199, 5, 0, KV_FP8, kv_small, NM(kv_small), 23);

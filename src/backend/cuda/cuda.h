@@ -61,6 +61,9 @@ void cu_ws_free(cu_ws *w);
  *                            cuda_moe_tc.cu's kernel; default 0: dequantised to BF16 for cuBLAS. Measured
  *                            slower on the H200 (V2-Lite FP8 batch 64: 33.2 vs 28.4 ms a step): the FP8 ->
  *                            BF16 conversion in registers bounds the kernel (bench/RESULTS.md).
+ *   DSINFER_CUDA_FP8_FAST=1  FP8 weights decoded by integer moves and one multiply (cu_fp8_scaled, the same
+ *                            values) instead of the cvt instructions, in the GEMV v2 and tensor-core expert
+ *                            kernels; default 0 until timed on a GPU (the expert kernel was conversion-bound).
  *   DSINFER_CUDA_GRAPHS=0    no CUDA graphs for decode steps (default 1: one graph per batch size).
  *   DSINFER_CUDA_FUSED_ATTN=0  the per-(token, head) absorbed kernel, one launch per sequence (default 1:
  *                            one launch for all tokens, all heads of a token share one pass over the KV,
@@ -208,6 +211,18 @@ CU_HD float cu_kv_at(const unsigned char *e, int layout, int C, int k) {
     const unsigned char *b = e + C + 4 * ((C + 127) >> 7) + 2 * (k - C);
     return cu_bits_f32(((unsigned)b[0] | (unsigned)b[1] << 8) << 16);
 }
+/* e4m3 code b times the scale s without the conversion unit (issue 7: the cvt instructions run at a
+ * fraction of the FMA rate and bounded the FP8 weight kernels): the code's magnitude bits placed in an
+ * fp32 (exponent field 0..15, three mantissa bits) are exactly e4m3(b) * 2^-120, subnormal codes included;
+ * times s120 = s * 2^120 that is e4m3(b) * s rounded once, as the CPU computes it. s120 overflows only for
+ * s >= 2^7, then the product is taken in two exact-then-rounded steps. NaN codes give NaN. s = 1 gives
+ * e4m3(b) itself, whose 4 significant bits fit a BF16 exactly. cuda_selftest.cu checks every code. */
+CU_HD float cu_fp8_scaled(unsigned b, float s, float s120) {
+    unsigned mag = b & 0x7fu;
+    float x = cu_bits_f32((mag << 20) | ((b & 0x80u) << 24));
+    float v = s120 <= 3.0e38f ? x * s120 : (x * 0x1p120f) * s;
+    return mag == 0x7fu ? cu_bits_f32(0x7fc00000u) : v;
+}
 /* ds_f32_to_fp8_e4m3 (core/dtype.c) on the device: round half to even, saturating at 448, values
  * below 2^-10 to signed zero, NaN to 0x7f. */
 CU_HD unsigned char cu_f32_to_fp8(float x) {
@@ -330,7 +345,7 @@ void cu_gemv_group(float *out, int ldo, int out_e, const float *x, int ldx, int 
                    const int32_t *off, int M, int E, const cu_wview *tab0, const cu_wview *tab1, cu_wview v0,
                    cu_wview v1, int pair, int max_rows, int vec, int row0, int row_e);
 /* GEMV v2 switch and the SM count it sizes its split-K by (cuda_linear.cu; set at backend creation). */
-extern int cu_gemv_v2, cu_gemv_sms;
+extern int cu_gemv_v2, cu_gemv_sms, cu_fp8_fast;
 /* DSINFER_CUDA_ABSORB2=0: the first-pass q_lat = W_UK^T q_nope kernel (one thread per column, dn
  * dependent loads); default 1: absorb_q_v2_kernel (cuda_attn.cu). */
 extern int cu_absorb_v2;

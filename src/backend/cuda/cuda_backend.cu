@@ -470,6 +470,7 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     CUDA_CHECK(cudaDeviceGetAttribute(&cb->n_sm, cudaDevAttrMultiProcessorCount, 0));
     cu_gemv_sms = cb->n_sm > 0 ? cb->n_sm : 132;
     cu_gemv_v2 = env_int("DSINFER_CUDA_GEMV2", 1);
+    cu_fp8_fast = env_int("DSINFER_CUDA_FP8_FAST", 0);
     cu_absorb_v2 = env_int("DSINFER_CUDA_ABSORB2", 1);
     cu_route_v2 = env_int("DSINFER_CUDA_ROUTE2", 1);
     int half = cfg->qk_rope_head_dim / 2;

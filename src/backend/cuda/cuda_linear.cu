@@ -129,11 +129,14 @@ void cu_mlp(ds_backend *be, float *out, const float *x, const ds_weight *gate, c
 }
 
 /* ---- vectorised grouped GEMV ---------------------------------------------------------------------- */
-enum { VT_GEN = 0, VT_F32 = 1, VT_BF16 = 2, VT_FP8 = 3 };
+/* VT_FP8F: FP8 decoded without the conversion unit (cu_fp8_scaled, DSINFER_CUDA_FP8_FAST=1; the same values),
+ * only in the v2 kernels */
+enum { VT_GEN = 0, VT_F32 = 1, VT_BF16 = 2, VT_FP8 = 3, VT_FP8F = 4 };
 template <int VT> struct vt_traits { static constexpr int V = 1; };
 template <> struct vt_traits<VT_F32> { static constexpr int V = 4; };
 template <> struct vt_traits<VT_BF16> { static constexpr int V = 8; };
 template <> struct vt_traits<VT_FP8> { static constexpr int V = 16; };
+template <> struct vt_traits<VT_FP8F> { static constexpr int V = 16; };
 
 /* Loads values [c*V, c*V + V) of row n as fp32 (FP8 times its block scale; a 16-value chunk never crosses
  * a 128-column block). */
@@ -266,6 +269,7 @@ __global__ void gemv_group_kernel(float *out, int ldo, int out_e, const float *x
  * KS is chosen on the host so that there are enough warps for the GPU (cu_gemv_sms) when rows are few
  * (kv_a, router, W_UV per head). fp32 accumulation; the order of additions differs from the CPU's. */
 int cu_gemv_v2 = 1;       /* DSINFER_CUDA_GEMV2 (read at backend creation) */
+int cu_fp8_fast = 0;      /* DSINFER_CUDA_FP8_FAST (read at backend creation) */
 int cu_gemv_sms = 132;    /* SM count (set at backend creation) */
 
 __device__ __forceinline__ uint4 ld_stream16(const void *p) {
@@ -286,6 +290,11 @@ __device__ __forceinline__ float4 cvt4(const uint4 &q, int i4, float s) {
         uint32_t a = u[2 * i4], b = u[2 * i4 + 1];
         return make_float4(__uint_as_float(a << 16), __uint_as_float(a & 0xffff0000u), __uint_as_float(b << 16),
                            __uint_as_float(b & 0xffff0000u));
+    } else if constexpr (VT == VT_FP8F) {
+        uint32_t a = u[i4];
+        float s120 = s * 0x1p120f;
+        return make_float4(cu_fp8_scaled(a & 0xffu, s, s120), cu_fp8_scaled((a >> 8) & 0xffu, s, s120),
+                           cu_fp8_scaled((a >> 16) & 0xffu, s, s120), cu_fp8_scaled(a >> 24, s, s120));
     } else {
         uint32_t a = u[i4];
         __half2_raw h0 = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(a & 0xffff), __NV_E4M3);
@@ -303,8 +312,9 @@ __device__ __forceinline__ void dots_v2(float *a0, float *a1, const cu_wview &w0
     const int nc = w0.cols / V;
     const char *r0 = (const char *)w0.data + (size_t)n * (size_t)w0.cols * EB;
     const char *r1 = (const char *)w1.data + (size_t)n * (size_t)w1.cols * EB;
-    const float *sc0 = VT == VT_FP8 ? w0.scale + (size_t)(n >> 7) * (size_t)w0.scale_cols : nullptr;
-    const float *sc1 = VT == VT_FP8 && PAIR ? w1.scale + (size_t)(n >> 7) * (size_t)w1.scale_cols : nullptr;
+    constexpr bool F8 = VT == VT_FP8 || VT == VT_FP8F;
+    const float *sc0 = F8 ? w0.scale + (size_t)(n >> 7) * (size_t)w0.scale_cols : nullptr;
+    const float *sc1 = F8 && PAIR ? w1.scale + (size_t)(n >> 7) * (size_t)w1.scale_cols : nullptr;
     for (int cb = c_first; cb < nc; cb += U * c_step) {
         uint4 q0[U], q1[U];
         float s0[U], s1[U];
@@ -316,7 +326,7 @@ __device__ __forceinline__ void dots_v2(float *a0, float *a1, const cu_wview &w0
             if (c < nc) {
                 q0[u] = ld_stream16(r0 + (size_t)c * 16);
                 if (PAIR) q1[u] = ld_stream16(r1 + (size_t)c * 16);
-                if (VT == VT_FP8) {
+                if (F8) {
                     s0[u] = __ldg(sc0 + ((c * V) >> 7));
                     if (PAIR) s1[u] = __ldg(sc1 + ((c * V) >> 7));
                 }
@@ -452,6 +462,7 @@ void cu_gemv_group(float *out, int ldo, int out_e, const float *x, int ldx, int 
     unsigned th = GEMV_WARPS * 32;
     if (vt != VT_GEN && cu_gemv_v2) {
         int V = vt == VT_BF16 ? 8 : vt == VT_FP8 ? 16 : 4;
+        if (vt == VT_FP8 && cu_fp8_fast) vt = VT_FP8F;
         int ks = gemv_v2_ks(max_rows, E, off != NULL, v0.cols / V);
         dim3 g2(cu_blocks((size_t)max_rows, GEMV_WARPS / ks), E);
 #define V2_LAUNCH(VT, KS)                                                                                      \
@@ -468,6 +479,7 @@ void cu_gemv_group(float *out, int ldo, int out_e, const float *x, int ldx, int 
     } while (0)
         if (vt == VT_BF16) V2_KS(VT_BF16);
         else if (vt == VT_FP8) V2_KS(VT_FP8);
+        else if (vt == VT_FP8F) V2_KS(VT_FP8F);
         else V2_KS(VT_F32);
 #undef V2_KS
 #undef V2_LAUNCH

@@ -41,7 +41,7 @@ __device__ __forceinline__ uint32_t fp8x2_to_bf16x2(uint32_t two) {
 
 /* The stored weight kinds the kernel reads: BF16, FP8 (128 x 128 block scales, applied to the sums) and
  * NVFP4 (E2M1 codes, an e4m3 scale per 16 values and a global scale, applied to the values: spec 13). */
-enum { MT_BF16 = 0, MT_FP8 = 1, MT_NVFP4 = 2 };
+enum { MT_BF16 = 0, MT_FP8 = 1, MT_NVFP4 = 2, MT_FP8F = 3 };   /* MT_FP8F: FP8 decoded without cvt (cu_fp8_scaled) */
 
 /* 8 weight values of row n at column c (multiple of 8) as four BF16x2 words: BF16 as stored, FP8 codes
  * exactly (unscaled), NVFP4 decoded as the CPU does (cu_w_nvfp4: code times fp8(block) * global) and
@@ -57,6 +57,19 @@ __device__ __forceinline__ uint4 ld_w8(const cu_wview &w, int n, int c) {
             unsigned b = (q >> (8 * i)) & 0xffu;
             __nv_bfloat162 v = __floats2bfloat162_rn(cu_e2m1(b & 15u) * s, cu_e2m1(b >> 4) * s);
             o[i] = *(uint32_t *)&v;
+        }
+        return make_uint4(o[0], o[1], o[2], o[3]);
+    }
+    if (WT == MT_FP8F) {   /* e4m3 value exact in fp32, its upper half is the BF16 (cuda.h cu_fp8_scaled) */
+        uint2 r = __ldg((const uint2 *)((const unsigned char *)w.data + (size_t)n * w.cols + c));
+        const uint32_t u[2] = {r.x, r.y};
+        uint32_t o[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            uint32_t word = u[i >> 1] >> (16 * (i & 1));
+            uint32_t lo = cu_f32_bits(cu_fp8_scaled(word & 0xffu, 1.0f, 0x1p120f));
+            uint32_t hi = cu_f32_bits(cu_fp8_scaled((word >> 8) & 0xffu, 1.0f, 0x1p120f));
+            o[i] = __byte_perm(lo, hi, 0x7632);   /* {hi[31:16], lo[31:16]} */
         }
         return make_uint4(o[0], o[1], o[2], o[3]);
     }
@@ -93,7 +106,7 @@ __global__ void __launch_bounds__(MT_WARPS * 32) moe_tc_kernel(void *out, int ld
     int e = blockIdx.y, r0 = off ? off[e] : 0, cnt = off ? off[e + 1] - r0 : M;
     int tile = off ? blockIdx.x : blockIdx.z;
     int j_first = off ? 0 : blockIdx.x * 8 * MT_TG, j_step = off ? 8 * MT_TG : cnt;
-    constexpr bool FP8 = WT == MT_FP8;
+    constexpr bool FP8 = WT == MT_FP8 || WT == MT_FP8F;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     int n0 = (tile * MT_WARPS + warp) * 16;
     if (cnt <= 0 || n0 >= N) return;   /* no barriers below */
@@ -208,7 +221,8 @@ void cu_moe_tc(float *y, const float *x, const int32_t *rows, const int32_t *off
         moe_tc_kernel<WT, false><<<g2, MT_WARPS * 32, 0, cu_stream>>>(y, D, inter, I, off, tab + 2 * E, NULL, D, I, 0, *gate); \
         CUDA_LAUNCH_CHECK();                                                                                             \
     } while (0)
-    if (gate->dtype == DS_DTYPE_F8_E4M3) MT_PAIR(MT_FP8);
+    if (gate->dtype == DS_DTYPE_F8_E4M3 && cu_fp8_fast) MT_PAIR(MT_FP8F);
+    else if (gate->dtype == DS_DTYPE_F8_E4M3) MT_PAIR(MT_FP8);
     else if (gate->dtype == DS_DTYPE_NVFP4) MT_PAIR(MT_NVFP4);
     else MT_PAIR(MT_BF16);
 #undef MT_PAIR
@@ -230,6 +244,8 @@ void cu_skinny_tc(float *out, const float *x, int M, const cu_wview *w, void *xs
     dim3 grid((unsigned)((M + 8 * MT_TG - 1) / (8 * MT_TG)), 1, (unsigned)((N + 16 * MT_WARPS - 1) / (16 * MT_WARPS)));
     if (w->dtype == DS_DTYPE_NVFP4)
         moe_tc_kernel<MT_NVFP4, false><<<grid, MT_WARPS * 32, 0, cu_stream>>>(out, N, xs, K, NULL, NULL, NULL, N, K, M, *w);
+    else if (cu_fp8_fast)
+        moe_tc_kernel<MT_FP8F, false><<<grid, MT_WARPS * 32, 0, cu_stream>>>(out, N, xs, K, NULL, NULL, NULL, N, K, M, *w);
     else
         moe_tc_kernel<MT_FP8, false><<<grid, MT_WARPS * 32, 0, cu_stream>>>(out, N, xs, K, NULL, NULL, NULL, N, K, M, *w);
     CUDA_LAUNCH_CHECK();

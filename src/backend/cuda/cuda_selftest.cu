@@ -52,6 +52,19 @@ extern "C" long ds_cuda_host_selftest(char *msg, size_t len) {
         for (int i = 0; i < 3; i++)
             if (cu_f32_to_fp8(xs[i]) != ds_f32_to_fp8_e4m3(xs[i])) MISMATCH("fp8 encode of the tie %a", xs[i]);
     }
+    /* the conversion-free e4m3 decode (cu_fp8_scaled): every code times scales from tiny to past 2^7 (the
+     * two-step branch), against the CPU's decode times the scale, bit for bit; s = 1 gives the code's
+     * value, which must fit a BF16 exactly (the tensor-core kernels take its upper half) */
+    const float scales[] = {1.0f, 0.001953125f, 3.7e-3f, 1.1754944e-38f, 2.5e-7f, 0.75f, 100.0f, 200.0f, 6.0e4f};
+    for (size_t k = 0; k < sizeof scales / sizeof scales[0]; k++) {
+        float s = scales[k], s120 = s * 0x1p120f;
+        for (int b = 0; b < 256; b++) {
+            float got = cu_fp8_scaled((unsigned)b, s, s120), want = ds_fp8_e4m3_to_f32((uint8_t)b) * s;
+            if (!same_bits(got, want)) MISMATCH("fp8 scaled decode of 0x%02x times %g: %a vs cpu %a", b, s, got, want);
+            if (s == 1.0f && !isnan(got) && (cu_f32_bits(got) & 0xffffu))
+                MISMATCH("fp8 code 0x%02x is not exact in bf16 (%a)", b, got);
+        }
+    }
     /* e2m1 codes */
     for (unsigned c = 0; c < 16; c++)
         if (!same_bits(cu_e2m1(c), ds_e2m1_values[c])) MISMATCH("e2m1 code %u: %g vs cpu %g", c, cu_e2m1(c), ds_e2m1_values[c]);
