@@ -18,6 +18,8 @@
 
 #include <cuda_bf16.h>
 
+#include "backend/cuda/cuda_mma.h"
+
 #define FQ 64      /* new tokens per block */
 #define FK 64      /* context rows per tile */
 #define FDN 128
@@ -32,28 +34,9 @@ int cu_fa_tc_fits(const ds_config *c) {
     return c->qk_nope_head_dim == FDN && c->qk_rope_head_dim == FDR && c->v_head_dim == FDV;
 }
 
-__device__ __forceinline__ unsigned fa_smem(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void fa_ldsm_x4(uint32_t r[4], const void *p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(fa_smem(p)));
-}
-__device__ __forceinline__ void fa_ldsm_x4_t(uint32_t r[4], const void *p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(fa_smem(p)));
-}
-__device__ __forceinline__ void fa_mma(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-__device__ __forceinline__ uint32_t fa_pack(float lo, float hi) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *(uint32_t *)&v;
-}
 /* 4 fp32 -> 4 BF16 at dst (8-byte store) */
 __device__ __forceinline__ void fa_st4(__nv_bfloat16 *dst, float4 v) {
-    *(uint2 *)dst = make_uint2(fa_pack(v.x, v.y), fa_pack(v.z, v.w));
+    *(uint2 *)dst = make_uint2(cu_pack_bf16(v.x, v.y), cu_pack_bf16(v.z, v.w));
 }
 
 /* grid (ceil(T / FQ), H), block 128. */
@@ -82,7 +65,7 @@ __global__ void __launch_bounds__(128) fa_prefill_kernel(float *out, const float
     }
     uint32_t qf[FDQK / 16][4];
 #pragma unroll
-    for (int ks = 0; ks < FDQK / 16; ks++) fa_ldsm_x4(qf[ks], Ks + (16 * warp + a_row) * FKS + 16 * ks + a_col);
+    for (int ks = 0; ks < FDQK / 16; ks++) cu_ldsm_x4(qf[ks], Ks + (16 * warp + a_row) * FKS + 16 * ks + a_col);
     int pos0 = pos_s[16 * warp + g], pos1 = pos_s[16 * warp + g + 8];
     __syncthreads();   /* Q read out of Ks; max_pos written */
     int n_keys = max_pos + 1;
@@ -120,9 +103,9 @@ __global__ void __launch_bounds__(128) fa_prefill_kernel(float *out, const float
 #pragma unroll
             for (int kp = 0; kp < FDQK / 32; kp++) {
                 uint32_t b[4];
-                fa_ldsm_x4(b, Ks + (8 * j + (lane & 7)) * FKS + 32 * kp + 8 * (lane >> 3));
-                fa_mma(s[j], qf[2 * kp], b[0], b[1]);
-                fa_mma(s[j], qf[2 * kp + 1], b[2], b[3]);
+                cu_ldsm_x4(b, Ks + (8 * j + (lane & 7)) * FKS + 32 * kp + 8 * (lane >> 3));
+                cu_mma_bf16(s[j], qf[2 * kp], b[0], b[1]);
+                cu_mma_bf16(s[j], qf[2 * kp + 1], b[2], b[3]);
             }
         }
         /* causal mask, scale, row max */
@@ -172,9 +155,9 @@ __global__ void __launch_bounds__(128) fa_prefill_kernel(float *out, const float
 #pragma unroll
             for (int n = 0; n < FDV / 8; n += 2) {
                 uint32_t b[4];
-                fa_ldsm_x4_t(b, Vs + (16 * kk + a_row) * FVS + 8 * n + a_col);
-                fa_mma(o[n], pf[kk], b[0], b[1]);
-                fa_mma(o[n + 1], pf[kk], b[2], b[3]);
+                cu_ldsm_x4_trans(b, Vs + (16 * kk + a_row) * FVS + 8 * n + a_col);
+                cu_mma_bf16(o[n], pf[kk], b[0], b[1]);
+                cu_mma_bf16(o[n + 1], pf[kk], b[2], b[3]);
             }
         }
         __syncthreads();   /* the tile's readers are done before the next staging */

@@ -25,6 +25,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
+#include "backend/cuda/cuda_mma.h"
+
 #define TC_HEADS 16
 #define TC_TILE 64
 #define TC_WARPS 8
@@ -38,28 +40,6 @@
                  sizeof(float) * TC_WARPS * TC_HEADS)
 
 int cu_mla_tc_fits(const ds_config *c) { return c->kv_lora_rank == TC_C && c->qk_rope_head_dim == TC_DR; }
-
-__device__ __forceinline__ unsigned smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
-
-__device__ __forceinline__ void ldsm_x4(uint32_t r[4], const void *p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(p)));
-}
-__device__ __forceinline__ void ldsm_x4_trans(uint32_t r[4], const void *p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(p)));
-}
-/* d[16x8] += a[16x16] b[16x8], BF16 in, fp32 accumulate */
-__device__ __forceinline__ void mma_bf16(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *(uint32_t *)&v;
-}
 
 __device__ __forceinline__ const unsigned char *entry_of(const fa_params &p, const int32_t *pt, int pos) {
     return p.cache + ((size_t)pt[pos / p.page_size] * p.page_size + (size_t)(pos % p.page_size)) * p.tb;
@@ -88,7 +68,7 @@ __device__ __forceinline__ void stage_f32(const fa_params &p, const int32_t *pt,
             for (int k = 0; k < 5; k++) {
                 int q = lane + 32 * k;
                 if (q < TC_W / 4) {
-                    uint2 u = make_uint2(pack_bf16(v[rr][k].x, v[rr][k].y), pack_bf16(v[rr][k].z, v[rr][k].w));
+                    uint2 u = make_uint2(cu_pack_bf16(v[rr][k].x, v[rr][k].y), cu_pack_bf16(v[rr][k].z, v[rr][k].w));
                     *(uint2 *)(Ks + r * TC_KS + 4 * q) = u;
                 }
             }
@@ -128,7 +108,7 @@ __device__ __forceinline__ void stage_fp8(const fa_params &p, const int32_t *pt,
                 for (int h = 0; h < 2; h++) {
                     __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(w4[q] >> (16 * h)), __NV_E4M3);
                     float2 f = __half22float2(__half2(hr));
-                    o[2 * q + h] = pack_bf16(f.x * sc[rr], f.y * sc[rr]);
+                    o[2 * q + h] = cu_pack_bf16(f.x * sc[rr], f.y * sc[rr]);
                 }
             }
             uint4 *dst = (uint4 *)(Ks + r * TC_KS + 16 * lane);
@@ -214,11 +194,11 @@ __global__ void __launch_bounds__(TC_THREADS, 2) mla_decode_tc_kernel(fa_params 
 #pragma unroll 6
         for (int k0 = 0; k0 < TC_W; k0 += 32) {
             uint32_t a[4], a2[4], b[4];
-            ldsm_x4(a, Qs + a_row * TC_KS + k0 + a_col);
-            ldsm_x4(a2, Qs + a_row * TC_KS + k0 + 16 + a_col);
-            ldsm_x4(b, Ks + (n0 + (lane & 7)) * TC_KS + k0 + 8 * (lane >> 3));
-            mma_bf16(sc, a, b[0], b[1]);
-            mma_bf16(sc, a2, b[2], b[3]);
+            cu_ldsm_x4(a, Qs + a_row * TC_KS + k0 + a_col);
+            cu_ldsm_x4(a2, Qs + a_row * TC_KS + k0 + 16 + a_col);
+            cu_ldsm_x4(b, Ks + (n0 + (lane & 7)) * TC_KS + k0 + 8 * (lane >> 3));
+            cu_mma_bf16(sc, a, b[0], b[1]);
+            cu_mma_bf16(sc, a2, b[2], b[3]);
         }
         int j = n0 + 2 * t;
         sc[0] = j < nc ? sc[0] * p.scale : -INFINITY;
@@ -267,13 +247,13 @@ __global__ void __launch_bounds__(TC_THREADS, 2) mla_decode_tc_kernel(fa_params 
         for (int kk = 0; kk < 2; kk++) {
             int tk = 32 * half + 16 * kk;
             uint32_t a[4];
-            ldsm_x4(a, Ps + a_row * TC_PS + tk + a_col);
+            cu_ldsm_x4(a, Ps + a_row * TC_PS + tk + a_col);
 #pragma unroll
             for (int n = 0; n < 16; n += 2) {
                 uint32_t b[4];
-                ldsm_x4_trans(b, Ks + (tk + a_row) * TC_KS + 128 * slice + 8 * n + a_col);
-                mma_bf16(o[n], a, b[0], b[1]);
-                mma_bf16(o[n + 1], a, b[2], b[3]);
+                cu_ldsm_x4_trans(b, Ks + (tk + a_row) * TC_KS + 128 * slice + 8 * n + a_col);
+                cu_mma_bf16(o[n], a, b[0], b[1]);
+                cu_mma_bf16(o[n + 1], a, b[2], b[3]);
             }
         }
     }

@@ -19,17 +19,11 @@
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
+#include "backend/cuda/cuda_mma.h"
+
 #define MT_WARPS 4   /* warps per block, 16 output rows each */
 #define MT_TG 4      /* token groups of 8 per pass */
 #define MT_U 4       /* 32-column chunks loaded before use (= one 128-column scale block) */
-
-__device__ __forceinline__ void mt_mma(float d[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                       uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
 
 /* two e4m3 codes (low byte first) -> BF16x2, exact */
 __device__ __forceinline__ uint32_t fp8x2_to_bf16x2(uint32_t two) {
@@ -86,8 +80,8 @@ __device__ __forceinline__ void mt_chunk(float (*acc)[4], const uint4 &wa, const
 #pragma unroll
     for (int q = 0; q < MT_TG; q++) {
         if (q >= ng) break;
-        mt_mma(acc[q], wa.x, wb.x, wa.y, wb.y, xv[q].x, xv[q].y);
-        mt_mma(acc[q], wa.z, wb.z, wa.w, wb.w, xv[q].z, xv[q].w);
+        cu_mma_bf16(acc[q], wa.x, wb.x, wa.y, wb.y, xv[q].x, xv[q].y);
+        cu_mma_bf16(acc[q], wa.z, wb.z, wa.w, wb.w, xv[q].z, xv[q].w);
     }
 }
 

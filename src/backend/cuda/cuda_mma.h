@@ -1,0 +1,39 @@
+/* The warp-level tensor-core pieces the hand-written kernels share (cuda_mla_tc.cu, cuda_fa_tc.cu,
+ * cuda_moe_tc.cu): ldmatrix loads of 8x8 BF16 tiles from shared memory and the m16n8k16 BF16 MMA with fp32
+ * accumulation (PTX ISA: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32; fragment layouts there). */
+#ifndef DS_CUDA_MMA_H
+#define DS_CUDA_MMA_H
+
+#include <cuda_bf16.h>
+#include <stdint.h>
+
+__device__ __forceinline__ unsigned cu_smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+/* four 8x8 BF16 tiles: lanes 8j .. 8j+7 give the row addresses of tile j; r[j] holds this lane's pair */
+__device__ __forceinline__ void cu_ldsm_x4(uint32_t r[4], const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(cu_smem_addr(p)));
+}
+/* the same, each tile transposed (B fragments of a row-major [k][n] tile) */
+__device__ __forceinline__ void cu_ldsm_x4_trans(uint32_t r[4], const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(cu_smem_addr(p)));
+}
+/* d[16x8] += a[16x16] b[16x8]: a0..a3 the A fragment, b0 b1 the B fragment, BF16 pairs; fp32 d */
+__device__ __forceinline__ void cu_mma_bf16(float d[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                            uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void cu_mma_bf16(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    cu_mma_bf16(d, a[0], a[1], a[2], a[3], b0, b1);
+}
+/* two floats rounded to a BF16 pair, lo in the low half */
+__device__ __forceinline__ uint32_t cu_pack_bf16(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *(uint32_t *)&v;
+}
+
+#endif
