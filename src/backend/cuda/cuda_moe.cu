@@ -349,14 +349,15 @@ __global__ void moe_combine_sorted_kernel(float *out, const float *y, const int3
     }
 }
 
-/* The routed experts of the grouped path: gate/up/SiLU over every expert's rows, down, combine. */
+/* The routed experts of the grouped path: gate/up/SiLU over every expert's rows, down, combine. tc: on
+ * the tensor cores (cuda_moe_tc.cu; the caller checked that the weights suit it). */
 static void moe_grouped(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weights *L, int M,
                         const int32_t *ids, const float *w, const int32_t *rows, const int32_t *d_off,
-                        const int32_t *pos, float *inter, float *y, int E, int K) {
+                        const int32_t *pos, float *inter, float *y, int E, int K, int tc) {
     int D = cb->base.cfg->hidden_size, I = L->exp_gate[0].rows;
     const cu_wview *tab = moe_table(cb, L, E);
-    cu_wview gv = cu_view(&L->exp_gate[0]), dv = cu_view(&L->exp_down[0]);
-    if (cb->opt.tc && cb->opt.moe_tc && M > GEMV_MAX_M && cu_moe_tc_fits(&gv, &dv)) {   /* cuda_moe_tc.cu */
+    if (tc) {
+        cu_wview gv = cu_view(&L->exp_gate[0]);
         int n_rows = M * K;
         void *xs = cu_ws_get(&cb->ws_moe_tc, (size_t)n_rows * (size_t)(D + I) * 2);
         cu_moe_tc(y, x, rows, d_off, n_rows, E, D, I, tab, &gv, xs);
@@ -415,7 +416,7 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
         CUDA_LAUNCH_CHECK();
         if (c->n_shared_experts) cu_mlp(be, out, x, &L->sh_gate, &L->sh_up, &L->sh_down, M);
         else CUDA_CHECK(cudaMemsetAsync(out, 0, MD * sizeof(float), cu_stream));
-        moe_grouped(cb, out, x, L, M, ids, w, rows, d_off, pos, inter, y, E, K);
+        moe_grouped(cb, out, x, L, M, ids, w, rows, d_off, pos, inter, y, E, K, grouped_tc);
         return;
     }
     group_kernel<<<1, E < 1024 ? E : 1024, 0, cu_stream>>>(ids, w, M, K, E, d_off, rows, rw, NULL);
