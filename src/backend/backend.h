@@ -59,6 +59,10 @@ struct ds_backend {
                     const ds_weight *w, int M, int n, float eps);
     /* h[0:n] += x[0:n] */
     void (*add)(ds_backend *be, float *h, const float *x, size_t n);
+    /* The residual add and the next norm in one pass: h[M, n] += x[M, n], then xn[M, n] = RMSNorm(h) * w
+     * (rows contiguous). The same values as add then rmsnorm. Optional: NULL means call those two. */
+    void (*add_rmsnorm)(ds_backend *be, float *xn, float *h, const float *x, const ds_weight *w, int M, int n,
+                        float eps);
     /* out[M, w->rows] = x[M, w->cols] . w^T (fp32 accumulation) */
     void (*linear)(ds_backend *be, float *out, const float *x, const ds_weight *w, int M);
     /* Interleaved-pair RoPE (spec 7.4) in place on x[m, h*head_stride + offset + 0 .. dr), for every

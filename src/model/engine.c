@@ -187,6 +187,8 @@ ds_status ds_engine_open(const char *dir, const ds_engine_opts *o, ds_engine **o
         return st;
     }
     e->force_absorbed = o ? o->force_absorbed : 0;
+    const char *fan = getenv("DSINFER_FUSED_ADD_NORM");   /* 0: the residual add and the norm as two ops */
+    e->fused_add_norm = !(fan && !strcmp(fan, "0"));
     e->attn_cost = ds_attn_cost_model_only();
     if (!(o && (o->attn_no_measure || o->force_absorbed))) {
         char why[DS_ERRLEN];   /* a pool with no free page keeps the multiply-add model */

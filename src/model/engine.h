@@ -33,6 +33,7 @@ struct ds_engine {
     void *cache;         /* [num_layers, n_pages, page_size, ds_kv_token_bytes(cfg)] bytes */
     int page_size;
     int force_absorbed;
+    int fused_add_norm;  /* be->add_rmsnorm where the backend has it (DSINFER_FUSED_ADD_NORM=0: off) */
     ds_attn_cost attn_cost;   /* per step and sequence: naive or absorbed attention (attn_cost.h) */
     const struct ds_ep_s *ep; /* expert parallelism (dist/ep_moe.h), or NULL: every expert here */
     struct ds_ep_s *ep_owned; /* ep when made by ds_engine_join_expert_parallel (freed with the engine) */

@@ -171,19 +171,32 @@ static void ffn(ds_engine *e, int layer, int M) {
     tp_reduce(e, e->a.ff, (size_t)M * e->cfg.hidden_size);
 }
 
+/* h += ff, then xn = RMSNorm(h) * w: one op where the backend fuses them (DSINFER_FUSED_ADD_NORM=0: two). */
+static void add_norm(ds_engine *e, const ds_weight *w, int M) {
+    ds_backend *be = e->be;
+    int D = e->cfg.hidden_size;
+    float eps = e->cfg.rms_norm_eps;
+    if (be->add_rmsnorm && e->fused_add_norm) {
+        be->add_rmsnorm(be, e->a.xn, e->a.h, e->a.ff, w, M, D, eps);
+        return;
+    }
+    be->add(be, e->a.h, e->a.ff, (size_t)M * D);
+    be->rmsnorm(be, e->a.xn, D, e->a.h, D, w, M, D, eps);
+}
+
 /* Layers [l0, l1) on the residual stream e->a.h. */
 static void run_layer_range(ds_engine *e, const step_plan *p, int l0, int l1) {
     const ds_config *c = &e->cfg;
     ds_backend *be = e->be;
     int M = p->meta.n_tokens, D = c->hidden_size;
+    if (l0 < l1) be->rmsnorm(be, e->a.xn, D, e->a.h, D, &e->w.layers[l0].input_norm, M, D, c->rms_norm_eps);
     for (int l = l0; l < l1; l++) {
         const ds_layer_weights *L = &e->w.layers[l];
-        be->rmsnorm(be, e->a.xn, D, e->a.h, D, &L->input_norm, M, D, c->rms_norm_eps);
         attention(e, p, l);
-        be->add(be, e->a.h, e->a.ff, (size_t)M * D);
-        be->rmsnorm(be, e->a.xn, D, e->a.h, D, &L->post_norm, M, D, c->rms_norm_eps);
+        add_norm(e, &L->post_norm, M);
         ffn(e, l, M);
-        be->add(be, e->a.h, e->a.ff, (size_t)M * D);
+        if (l + 1 < l1) add_norm(e, &e->w.layers[l + 1].input_norm, M);   /* the next layer's input norm */
+        else be->add(be, e->a.h, e->a.ff, (size_t)M * D);
     }
 }
 

@@ -401,6 +401,16 @@ static void check_elementwise(setup *s, int M) {
     s->gpu->add(s->gpu, out.d, x.d, (size_t)M * D);
     compare(s, "add", M, &out, THR_EXACT, 0);
 
+    /* the fused residual add + norm: both the residual stream (h += x) and the normed rows; and the
+     * latent norm's odd width through it (n % 4 != 0: the unfused kernels) */
+    buf xn = buf_new(s, (size_t)M * D);
+    buf_poison(&xn);
+    s->cpu->add_rmsnorm(s->cpu, xn.h, out.h, x.h, &nw.h, M, D, c->rms_norm_eps);
+    s->gpu->add_rmsnorm(s->gpu, xn.d, out.d, x.d, &nw.d, M, D, c->rms_norm_eps);
+    compare(s, "add_rmsnorm residual", M, &out, THR_EXACT, 0);
+    compare(s, "add_rmsnorm normed", M, &xn, THR_GEMM, 0);
+    buf_free(s, &xn);
+
     /* latent norm in place on [M, C+dr] rows: the k_pe part must stay as it is */
     wpair kvn = mk_weight(s, 1, C, DS_DTYPE_BF16, 1.0f, "kv_norm");
     buf kv = buf_new(s, (size_t)M * (C + dr));

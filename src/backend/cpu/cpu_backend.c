@@ -163,6 +163,12 @@ static void cpu_add(ds_backend *be, float *h, const float *x, size_t n) {
     for (size_t i = 0; i < n; i++) h[i] += x[i];
 }
 
+static void cpu_add_rmsnorm(ds_backend *be, float *xn, float *h, const float *x, const ds_weight *w, int M, int n,
+                            float eps) {
+    cpu_add(be, h, x, (size_t)M * n);
+    cpu_rmsnorm(be, xn, n, h, n, w, M, n, eps);
+}
+
 static void cpu_rope(ds_backend *be, float *x, int row_stride, int n_heads, int head_stride, int offset) {
     ds_cpu_backend *cb = cpu_of(be);
     const ds_config *c = be->cfg;
@@ -295,6 +301,7 @@ ds_backend *ds_backend_cpu_new(const ds_config *cfg, int n_threads) {
     be->embed = cpu_embed;
     be->rmsnorm = cpu_rmsnorm;
     be->add = cpu_add;
+    be->add_rmsnorm = cpu_add_rmsnorm;
     be->linear = cpu_linear;
     be->rope = cpu_rope;
     be->kv_store = cpu_kv_store;

@@ -85,6 +85,7 @@ void cu_ws_free(cu_ws *w);
  *                            GEMM (spec 12.5). Default 0: activations stay fp32 (W8A16, exact). */
 typedef struct {
     int tc, moe_tc, skinny, graphs, fused_attn, mla_tc, attn_tc, moe_grouped, moe_grouped_max_m, vec_gemv, fp8_gemm;
+    int moe_live;   /* grouped GEMV experts: blocks for the live experts only (DSINFER_CUDA_MOE_LIVE, default 1) */
 } cu_opts;
 
 typedef struct {
@@ -340,12 +341,16 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
 /* Grouped row-dot GEMV (cuda_linear.cu): for each group e < E (blockIdx.y) with rows r in
  * [off[e], off[e+1]) (off NULL: one group of rows [0, M)), out[r, e*out_e + n] = W_e[n, :] . x[xr[r] (or r), e*x_e + :]
  * for n < max_rows, W_e row row0 + e*row_e + n (row_e for groups that are row blocks of one view v0); pair: out = SiLU(W_e x) * (W1_e x) (gate/up). W_e is tab0[e] (device array) or v0
- * when tab0 is NULL. No host sync; any M. */
+ * when tab0 is NULL. No host sync; any M. slots > 0 (with off): at most that many groups have rows, and
+ * off[E + 1] = their number, off[E + 2 ...] their indices (group_kernel writes them): only those groups'
+ * blocks are launched (decode: M * top-k of E experts live; 0 = launch all E). */
 void cu_gemv_group(float *out, int ldo, int out_e, const float *x, int ldx, int x_e, const int32_t *xr,
                    const int32_t *off, int M, int E, const cu_wview *tab0, const cu_wview *tab1, cu_wview v0,
-                   cu_wview v1, int pair, int max_rows, int vec, int row0, int row_e);
+                   cu_wview v1, int pair, int max_rows, int vec, int row0, int row_e, int slots);
 /* GEMV v2 switch and the SM count it sizes its split-K by (cuda_linear.cu; set at backend creation). */
 extern int cu_gemv_v2, cu_gemv_sms, cu_fp8_fast;
+/* DSINFER_CUDA_RMS_VEC=0: rmsnorm_kernel only (cuda_backend.cu); default 1: the register-cached kernel. */
+extern int cu_rms_vec;
 /* DSINFER_CUDA_ABSORB2=0: the first-pass q_lat = W_UK^T q_nope kernel (one thread per column, dn
  * dependent loads); default 1: absorb_q_v2_kernel (cuda_attn.cu). */
 extern int cu_absorb_v2;

@@ -246,6 +246,8 @@ static void cu_embed(ds_backend *be, float *out, const ds_weight *emb) {
 
 /* One block per row: sum of squares in fp32, then out = x * rsqrt(mean + eps) * w. In place is fine:
  * each element is read and written by one thread, the write after the block-wide reduction. */
+int cu_rms_vec = 1;   /* DSINFER_CUDA_RMS_VEC (read at backend creation): rmsnorm_vec_kernel */
+
 __global__ void rmsnorm_kernel(float *out, int out_stride, const float *x, int x_stride, cu_wview w, int n,
                                float eps) {
     __shared__ float red[32];
@@ -266,12 +268,89 @@ __global__ void rmsnorm_kernel(float *out, int out_stride, const float *x, int x
     for (int i = threadIdx.x; i < n; i += blockDim.x) yr[i] = xr[i] * r * cu_w(w, 0, i);
 }
 
+/* The latency-bound form (decode rows are few, one block each): a thread keeps its NV float4s of the row
+ * in registers (n <= NV * 4 * RMS_THREADS, n % 4 == 0, 16-byte aligned rows), loads its weights before
+ * the reduction, and writes once. With add (ADD): h += add first, written back to x (the residual
+ * stream), then the norm of the sum; in place (out == x) is fine as above. */
+#define RMS_THREADS 256
+template <int NV, bool ADD>
+__global__ void __launch_bounds__(RMS_THREADS) rmsnorm_vec_kernel(float *out, int out_stride, float *x, int x_stride,
+                                                                  const float *add, cu_wview w, int n, float eps) {
+    __shared__ float red[RMS_THREADS / 32];
+    float4 *xr = (float4 *)(x + (size_t)blockIdx.x * x_stride);
+    float4 *yr = (float4 *)(out + (size_t)blockIdx.x * out_stride);
+    const float4 *ar = ADD ? (const float4 *)(add + (size_t)blockIdx.x * x_stride) : nullptr;
+    int n4 = n >> 2;
+    float4 v[NV], g[NV];
+    float ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        int j = threadIdx.x + k * RMS_THREADS;
+        v[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (j < n4) {
+            v[k] = xr[j];
+            if (ADD) {
+                float4 a = ar[j];
+                v[k].x += a.x; v[k].y += a.y; v[k].z += a.z; v[k].w += a.w;
+                xr[j] = v[k];
+            }
+            g[k] = make_float4(cu_w(w, 0, 4 * j), cu_w(w, 0, 4 * j + 1), cu_w(w, 0, 4 * j + 2), cu_w(w, 0, 4 * j + 3));
+        }
+        ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
+    }
+    ss = cu_warp_sum(ss);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    float tot = 0.0f;
+#pragma unroll
+    for (int i = 0; i < RMS_THREADS / 32; i++) tot += red[i];
+    float r = 1.0f / sqrtf(tot / (float)n + eps);
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        int j = threadIdx.x + k * RMS_THREADS;
+        if (j < n4) yr[j] = make_float4(v[k].x * r * g[k].x, v[k].y * r * g[k].y, v[k].z * r * g[k].z, v[k].w * r * g[k].w);
+    }
+}
+
+/* launches rmsnorm_vec_kernel when the shape suits it (returns 0 otherwise) */
+static int rmsnorm_vec(float *out, int out_stride, float *x, int x_stride, const float *add, const ds_weight *w, int M,
+                       int n, float eps) {
+    int n4 = n / 4, nv = (n4 + RMS_THREADS - 1) / RMS_THREADS;
+    if (!cu_rms_vec || n % 4 || nv > 8 || x_stride % 4 || out_stride % 4 || ((uintptr_t)x & 15) || ((uintptr_t)out & 15) ||
+        (add && ((uintptr_t)add & 15)))
+        return 0;
+    cu_wview wv = cu_view(w);
+#define RMS_LAUNCH(NV)                                                                                            \
+    do {                                                                                                          \
+        if (add) rmsnorm_vec_kernel<NV, true><<<M, RMS_THREADS, 0, cu_stream>>>(out, out_stride, x, x_stride, add, wv, n, eps); \
+        else rmsnorm_vec_kernel<NV, false><<<M, RMS_THREADS, 0, cu_stream>>>(out, out_stride, x, x_stride, add, wv, n, eps); \
+    } while (0)
+    if (nv <= 1) RMS_LAUNCH(1);
+    else if (nv <= 2) RMS_LAUNCH(2);
+    else if (nv <= 4) RMS_LAUNCH(4);
+    else RMS_LAUNCH(8);
+#undef RMS_LAUNCH
+    CUDA_LAUNCH_CHECK();
+    return 1;
+}
+
 static void cu_rmsnorm(ds_backend *be, float *out, int out_stride, const float *x, int x_stride, const ds_weight *w,
                        int M, int n, float eps) {
     (void)be;
     if (M <= 0) return;
+    if (rmsnorm_vec(out, out_stride, (float *)x, x_stride, NULL, w, M, n, eps)) return;   /* x is only read */
     rmsnorm_kernel<<<M, 256, 0, cu_stream>>>(out, out_stride, x, x_stride, cu_view(w), n, eps);
     CUDA_LAUNCH_CHECK();
+}
+
+static void cu_add(ds_backend *be, float *h, const float *x, size_t n);
+
+static void cu_add_rmsnorm(ds_backend *be, float *xn, float *h, const float *x, const ds_weight *w, int M, int n,
+                           float eps) {
+    if (M <= 0) return;
+    if (rmsnorm_vec(xn, n, h, n, x, w, M, n, eps)) return;
+    cu_add(be, h, x, (size_t)M * n);
+    cu_rmsnorm(be, xn, n, h, n, w, M, n, eps);
 }
 
 __global__ void add_kernel(float *h, const float *x, size_t n) {
@@ -432,6 +511,7 @@ static cu_opts cu_opts_read(void) {
     o.attn_tc = env_int("DSINFER_CUDA_ATTN_TC", 1);
     o.moe_grouped = env_int("DSINFER_CUDA_MOE_GROUPED", 1);
     o.moe_grouped_max_m = env_int("DSINFER_CUDA_MOE_GROUPED_MAX_M", 256);
+    o.moe_live = env_int("DSINFER_CUDA_MOE_LIVE", 1);
     o.vec_gemv = env_int("DSINFER_CUDA_VEC_GEMV", 1);
     o.fp8_gemm = env_int("DSINFER_CUDA_FP8_GEMM", 0);
     return o;
@@ -471,6 +551,7 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     cu_gemv_sms = cb->n_sm > 0 ? cb->n_sm : 132;
     cu_gemv_v2 = env_int("DSINFER_CUDA_GEMV2", 1);
     cu_fp8_fast = env_int("DSINFER_CUDA_FP8_FAST", 0);
+    cu_rms_vec = env_int("DSINFER_CUDA_RMS_VEC", 1);
     cu_absorb_v2 = env_int("DSINFER_CUDA_ABSORB2", 1);
     cu_route_v2 = env_int("DSINFER_CUDA_ROUTE2", 1);
     int half = cfg->qk_rope_head_dim / 2;
@@ -491,6 +572,7 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     be->embed = cu_embed;
     be->rmsnorm = cu_rmsnorm;
     be->add = cu_add;
+    be->add_rmsnorm = cu_add_rmsnorm;
     be->linear = cu_linear;
     be->rope = cu_rope;
     be->kv_store = cu_kv_store;

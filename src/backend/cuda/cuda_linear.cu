@@ -64,7 +64,7 @@ void cu_linear(ds_backend *be, float *out, const float *x, const ds_weight *w, i
     if (M <= 0 || N <= 0) return;
     cu_wview v = cu_view(w);
     if (M <= GEMV_MAX_M && cb->opt.vec_gemv) {
-        cu_gemv_group(out, N, 0, x, K, 0, NULL, NULL, M, 1, NULL, NULL, v, v, 0, N, 1, 0, 0);
+        cu_gemv_group(out, N, 0, x, K, 0, NULL, NULL, M, 1, NULL, NULL, v, v, 0, N, 1, 0, 0, 0);
         return;
     }
     if (M > GEMV_MAX_M && cb->opt.fp8_gemm && cu_fp8_gemm_ok(w) && cu_linear_fp8(cb, out, x, w, M)) return;
@@ -116,7 +116,7 @@ void cu_mlp(ds_backend *be, float *out, const float *x, const ds_weight *gate, c
     float *g = (float *)cu_ws_get(&cb->ws_mlp, 2 * n * sizeof(float)), *u = g + n;
     if (M <= GEMV_MAX_M && cb->opt.vec_gemv) {   /* gate, up and SiLU*mul in one pass over both weights */
         cu_gemv_group(g, gate->rows, 0, x, gate->cols, 0, NULL, NULL, M, 1, NULL, NULL, cu_view(gate), cu_view(up),
-                      1, gate->rows, 1, 0, 0);
+                      1, gate->rows, 1, 0, 0, 0);
         cu_linear(be, out, g, down, M);
         return;
     }
@@ -406,14 +406,19 @@ __device__ __forceinline__ void grp_rows_v2(float (*red)[8][2], float *out, int 
     }
 }
 
-/* grid (ceil(max_rows / (GEMV_WARPS / KS)), E), block GEMV_WARPS * 32. */
+/* grid (ceil(max_rows / (GEMV_WARPS / KS)), E or the live slots), block GEMV_WARPS * 32. */
 template <int VT, bool PAIR, int KS>
 __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_v2_kernel(float *out, int ldo, int out_e, const float *x, int ldx,
                                                             int x_e, const int32_t *xr, const int32_t *off, int M,
                                                             const cu_wview *tab0, const cu_wview *tab1, cu_wview v0,
-                                                            cu_wview v1, int n_rows, int row0, int row_e) {
+                                                            cu_wview v1, int n_rows, int row0, int row_e, int E,
+                                                            int live) {
     __shared__ float red[GEMV_WARPS][8][2];
     int e = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (live) {   /* slot y: the y-th group with rows (off[E + 1] of them, listed from off[E + 2]) */
+        if (e >= off[E + 1]) return;   /* whole block */
+        e = off[E + 2 + e];
+    }
     int r0 = 0, cnt = M;
     if (off) {
         r0 = off[e];
@@ -455,20 +460,21 @@ static int vt_of(const cu_wview &v) {
 
 void cu_gemv_group(float *out, int ldo, int out_e, const float *x, int ldx, int x_e, const int32_t *xr,
                    const int32_t *off, int M, int E, const cu_wview *tab0, const cu_wview *tab1, cu_wview v0,
-                   cu_wview v1, int pair, int max_rows, int vec, int row0, int row_e) {
+                   cu_wview v1, int pair, int max_rows, int vec, int row0, int row_e, int slots) {
     if (E <= 0 || max_rows <= 0 || (!off && M <= 0)) return;
+    int live = off && slots > 0 && slots < E;   /* launch only the live groups' blocks (v2 kernel) */
     int vt = vec ? vt_of(v0) : VT_GEN;   /* v0: a representative view (every group has the same shape) */
     if (vt != VT_GEN && (((uintptr_t)x & 15) || ldx % 4 || x_e % 4)) vt = VT_GEN;
     unsigned th = GEMV_WARPS * 32;
     if (vt != VT_GEN && cu_gemv_v2) {
         int V = vt == VT_BF16 ? 8 : vt == VT_FP8 ? 16 : 4;
         if (vt == VT_FP8 && cu_fp8_fast) vt = VT_FP8F;
-        int ks = gemv_v2_ks(max_rows, E, off != NULL, v0.cols / V);
-        dim3 g2(cu_blocks((size_t)max_rows, GEMV_WARPS / ks), E);
+        int ks = gemv_v2_ks(max_rows, live ? slots : E, off != NULL, v0.cols / V);
+        dim3 g2(cu_blocks((size_t)max_rows, GEMV_WARPS / ks), live ? slots : E);
 #define V2_LAUNCH(VT, KS)                                                                                      \
     do {                                                                                                       \
-        if (pair) gemv_v2_kernel<VT, true, KS><<<g2, th, 0, cu_stream>>>(out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e); \
-        else gemv_v2_kernel<VT, false, KS><<<g2, th, 0, cu_stream>>>(out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e); \
+        if (pair) gemv_v2_kernel<VT, true, KS><<<g2, th, 0, cu_stream>>>(out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live); \
+        else gemv_v2_kernel<VT, false, KS><<<g2, th, 0, cu_stream>>>(out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live); \
     } while (0)
 #define V2_KS(VT)                                                                                              \
     do {                                                                                                       \

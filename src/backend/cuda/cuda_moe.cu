@@ -221,7 +221,9 @@ void ds_cuda_route(ds_backend *be, const float *logits, const float *bias, int32
     if (M > 0) launch_route(logits, bias, ids, weights, M, route_cfg_of(be->cfg));
 }
 
-/* One block; thread e lists expert e's (token, weight) pairs in token order at offsets[e]. */
+/* One block; thread e lists expert e's (token, weight) pairs in token order at offsets[e]. offsets holds
+ * 2E + 2 ints: [0, E] the row offsets, [E + 1] the number of experts with rows, [E + 2 ...] those experts
+ * in increasing order (the live slots of cu_gemv_group). */
 __global__ void group_kernel(const int32_t *ids, const float *w, int M, int K, int E, int32_t *offsets, int32_t *rows,
                              float *rw, int32_t *pos_of) {
     __shared__ int cnt[MOE_MAX_EXPERTS + 1];
@@ -233,14 +235,16 @@ __global__ void group_kernel(const int32_t *ids, const float *w, int M, int K, i
     }
     __syncthreads();
     if (threadIdx.x == 0) {
-        int acc = 0;
+        int acc = 0, n_live = 0;
         for (int e = 0; e < E; e++) {
             int c = cnt[e];
             cnt[e] = acc;
             offsets[e] = acc;
             acc += c;
+            if (c) offsets[E + 2 + n_live++] = e;
         }
         offsets[E] = acc;
+        offsets[E + 1] = n_live;
     }
     __syncthreads();
     for (int e = threadIdx.x; e < E; e += blockDim.x) {
@@ -366,10 +370,13 @@ static void moe_grouped(ds_cuda_backend *cb, float *out, const float *x, const d
         return;
     }
     int vec = cb->opt.vec_gemv;
+    /* at most M * K experts have rows: launch blocks for those only (at batch 1, 6 of V2-Lite's 64; the
+     * other experts' blocks were 91% of the launched blocks, each started only to exit) */
+    int slots = cb->opt.moe_live ? (M * K < E ? M * K : E) : 0;
     cu_gemv_group(inter, I, 0, x, D, 0, rows, d_off, 0, E, tab, tab + E, cu_view(&L->exp_gate[0]),
-                  cu_view(&L->exp_up[0]), 1, I, vec, 0, 0);
+                  cu_view(&L->exp_up[0]), 1, I, vec, 0, 0, slots);
     cu_gemv_group(y, D, 0, inter, I, 0, NULL, d_off, 0, E, tab + 2 * E, NULL, cu_view(&L->exp_down[0]),
-                  cu_view(&L->exp_down[0]), 0, D, vec, 0, 0);
+                  cu_view(&L->exp_down[0]), 0, D, vec, 0, 0, slots);
     moe_combine_sorted_kernel<<<dim3(M, (D + 255) / 256), 256, 0, cu_stream>>>(out, y, ids, pos, w, K, D);
     CUDA_LAUNCH_CHECK();
 }
@@ -382,8 +389,8 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
     int E = rc.E, K = rc.K, D = c->hidden_size;
     size_t MK = (size_t)M * K, MD = (size_t)M * D;
     /* workspace: logits [M, E], bias [E], weights [M, K], rw [M, K], xin/yout [M, D] (floats); then ids,
-     * rows [M, K] and offsets [E + 1] (int32) */
-    size_t nf = (size_t)M * E + E + 2 * MK + 2 * MD, ni = 2 * MK + E + 1;
+     * rows [M, K] and offsets [2E + 2] (int32; group_kernel) */
+    size_t nf = (size_t)M * E + E + 2 * MK + 2 * MD, ni = 2 * MK + 2 * (size_t)E + 2;
     float *logits = (float *)cu_ws_get(&cb->ws_moe, (nf + ni) * 4);
     float *bias = logits + (size_t)M * E, *w = bias + E, *rw = w + MK, *xin = rw + MK, *yout = xin + MD;
     int32_t *ids = (int32_t *)(yout + MD), *rows = ids + MK, *d_off = rows + MK;
