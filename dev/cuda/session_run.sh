@@ -69,6 +69,13 @@ for cfg in "bf16 1" "bf16 64" "fp8 64"; do set -- $cfg
   want profile && step ncu_$1_b$2 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=4 ncu --clock-control none --cache-control none --profile-from-start off --metrics gpu__time_duration.sum --csv --page raw --log-file $OUT/ncu_$1_b$2.csv $B/dsinfer bench --dtype $1 --batch $2 --ctx 1K --prompt '' --steps 2 --bw 4221 --tflops 780
   want profile && python3 dev/cuda/ncu_sum.py $OUT/ncu_$1_b$2.csv > $OUT/ncu_$1_b$2.txt 2>&1; want profile && head -25 $OUT/ncu_$1_b$2.txt
 done
+# fourth session (issue 7): the decode-step changes, all on (the defaults) and each off alone, then all off
+want s4 && step s4_bf16 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,8,32,64,128,256 --ctx 1K,4K --prompt '' --steps 8 --csv $CSV --label s4-bf16
+want s4 && step s4_fp8 90 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1,8,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s4-fp8
+for v in DSINFER_CUDA_MOE_LIVE DSINFER_FUSED_ADD_NORM DSINFER_CUDA_RMS_VEC DSINFER_CUDA_GROUP2; do
+  want s4 && step s4_off_$v 60 env DSINFER_CUDA_TC=1 $v=0 $B/dsinfer bench --dtype bf16 --batch 1,8,64 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s4-off-$v
+done
+want s4 && step s4_alloff 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_LIVE=0 DSINFER_FUSED_ADD_NORM=0 DSINFER_CUDA_RMS_VEC=0 DSINFER_CUDA_GROUP2=0 $B/dsinfer bench --dtype bf16 --batch 1,8,64 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s4-alloff
 want model && [ "$PART" != all ] && step model 200 $B/test_cuda_model
 # capacity (issue 9): the most 4K-token sequences that fit next to the weights, and decode at that batch
 want capacity && step fit_bf16_kv32 280 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch fit --ctx 4K --prompt '' --steps 4 --csv $CSV --label fit-bf16-kv32

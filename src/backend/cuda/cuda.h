@@ -351,6 +351,8 @@ void cu_gemv_group(float *out, int ldo, int out_e, const float *x, int ldx, int 
 extern int cu_gemv_v2, cu_gemv_sms, cu_fp8_fast;
 /* DSINFER_CUDA_RMS_VEC=0: rmsnorm_kernel only (cuda_backend.cu); default 1: the register-cached kernel. */
 extern int cu_rms_vec;
+/* DSINFER_CUDA_GROUP2=0: group_kernel (a thread per expert); default 1: group_v2_kernel (cuda_moe.cu). */
+extern int cu_group_v2;
 /* DSINFER_CUDA_ABSORB2=0: the first-pass q_lat = W_UK^T q_nope kernel (one thread per column, dn
  * dependent loads); default 1: absorb_q_v2_kernel (cuda_attn.cu). */
 extern int cu_absorb_v2;

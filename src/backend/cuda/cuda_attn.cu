@@ -232,6 +232,7 @@ __global__ void absorb_q_kernel(float *qlat, const float *q, cu_wview kvb, const
  * warp reads 512 contiguous bytes per row; the 8 warps' partial sums meet in shared memory. Needs C % 8 == 0
  * (else the generic loads). Default on; DSINFER_CUDA_ABSORB2=0 selects absorb_q_kernel. */
 #define AQ_TG 4
+#define AQ_U 16   /* weight rows a lane loads at once */
 __global__ void __launch_bounds__(256) absorb_q_v2_kernel(float *qlat, const float *q, cu_wview kvb, const int32_t *tok,
                                                           int T, int H, int C, int dn, int dqk, int hw) {
     __shared__ float qs[AQ_TG][256];
@@ -252,42 +253,66 @@ __global__ void __launch_bounds__(256) absorb_q_v2_kernel(float *qlat, const flo
         for (int c = 0; c < 8; c++) a[t][c] = 0.0f;
     int kc = k0 + lane * 8;   /* this lane's first column */
     bool vec = (C & 7) == 0 && (kvb.dtype == DS_DTYPE_BF16 || kvb.dtype == DS_DTYPE_F8_E4M3);
+    bool f8 = kvb.dtype == DS_DTYPE_F8_E4M3;
     if (kc < C) {
-#pragma unroll 4
-        for (int d = warp; d < dn; d += 8) {
-            size_t r = (size_t)h * hw + d;
-            float wv[8];
-            if (vec && kvb.dtype == DS_DTYPE_BF16) {
-                uint4 u = __ldg((const uint4 *)((const __nv_bfloat16 *)kvb.data + r * C + kc));
-                const uint32_t uu[4] = {u.x, u.y, u.z, u.w};
+        /* AQ_U rows (d, d + 8, ...) loaded before any is used: AQ_U loads in flight per lane (dn = 128:
+         * all 16 of a warp's rows in one batch) */
+        for (int d0 = warp; d0 < dn; d0 += 8 * AQ_U) {
+            uint4 raw[AQ_U];
+            float sc[AQ_U];
+            if (vec) {
 #pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    wv[2 * i] = __uint_as_float(uu[i] << 16);
-                    wv[2 * i + 1] = __uint_as_float(uu[i] & 0xffff0000u);
+                for (int u = 0; u < AQ_U; u++) {
+                    int d = d0 + 8 * u;
+                    raw[u] = make_uint4(0, 0, 0, 0);
+                    sc[u] = 0.0f;
+                    if (d >= dn) continue;
+                    size_t r = (size_t)h * hw + d;
+                    if (!f8) {
+                        raw[u] = __ldg((const uint4 *)((const __nv_bfloat16 *)kvb.data + r * C + kc));
+                    } else {
+                        uint2 v2 = __ldg((const uint2 *)((const uint8_t *)kvb.data + r * C + kc));
+                        raw[u].x = v2.x;
+                        raw[u].y = v2.y;
+                        sc[u] = kvb.scale ? kvb.scale[(r >> 7) * (size_t)kvb.scale_cols + (size_t)(kc >> 7)] : 1.0f;
+                    }
                 }
-            } else if (vec) {
-                uint2 u = __ldg((const uint2 *)((const uint8_t *)kvb.data + r * C + kc));
-                float sc = kvb.scale ? kvb.scale[(r >> 7) * (size_t)kvb.scale_cols + (size_t)(kc >> 7)] : 1.0f;
-                const uint32_t uu[2] = {u.x, u.y};
-#pragma unroll
-                for (int i = 0; i < 2; i++) {
-                    __half2_raw h0 = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(uu[i] & 0xffff), __NV_E4M3);
-                    __half2_raw h1 = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(uu[i] >> 16), __NV_E4M3);
-                    float2 f0 = __half22float2(__half2(h0)), f1 = __half22float2(__half2(h1));
-                    wv[4 * i] = f0.x * sc;
-                    wv[4 * i + 1] = f0.y * sc;
-                    wv[4 * i + 2] = f1.x * sc;
-                    wv[4 * i + 3] = f1.y * sc;
-                }
-            } else {
-#pragma unroll
-                for (int c = 0; c < 8; c++) wv[c] = kc + c < C ? cu_w(kvb, (int)r, kc + c) : 0.0f;
             }
 #pragma unroll
-            for (int t = 0; t < AQ_TG; t++) {
-                float qv = qs[t][d];
+            for (int u = 0; u < AQ_U; u++) {
+                int d = d0 + 8 * u;
+                if (d >= dn) break;
+                size_t r = (size_t)h * hw + d;
+                float wv[8];
+                if (vec && !f8) {
+                    const uint32_t uu[4] = {raw[u].x, raw[u].y, raw[u].z, raw[u].w};
 #pragma unroll
-                for (int c = 0; c < 8; c++) a[t][c] += qv * wv[c];
+                    for (int i = 0; i < 4; i++) {
+                        wv[2 * i] = __uint_as_float(uu[i] << 16);
+                        wv[2 * i + 1] = __uint_as_float(uu[i] & 0xffff0000u);
+                    }
+                } else if (vec) {
+                    const uint32_t uu[2] = {raw[u].x, raw[u].y};
+#pragma unroll
+                    for (int i = 0; i < 2; i++) {
+                        __half2_raw h0 = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(uu[i] & 0xffff), __NV_E4M3);
+                        __half2_raw h1 = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(uu[i] >> 16), __NV_E4M3);
+                        float2 f0 = __half22float2(__half2(h0)), f1 = __half22float2(__half2(h1));
+                        wv[4 * i] = f0.x * sc[u];
+                        wv[4 * i + 1] = f0.y * sc[u];
+                        wv[4 * i + 2] = f1.x * sc[u];
+                        wv[4 * i + 3] = f1.y * sc[u];
+                    }
+                } else {
+#pragma unroll
+                    for (int c = 0; c < 8; c++) wv[c] = kc + c < C ? cu_w(kvb, (int)r, kc + c) : 0.0f;
+                }
+#pragma unroll
+                for (int t = 0; t < AQ_TG; t++) {
+                    float qv = qs[t][d];
+#pragma unroll
+                    for (int c = 0; c < 8; c++) a[t][c] += qv * wv[c];
+                }
             }
         }
     }

@@ -552,6 +552,7 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     cu_gemv_v2 = env_int("DSINFER_CUDA_GEMV2", 1);
     cu_fp8_fast = env_int("DSINFER_CUDA_FP8_FAST", 0);
     cu_rms_vec = env_int("DSINFER_CUDA_RMS_VEC", 1);
+    cu_group_v2 = env_int("DSINFER_CUDA_GROUP2", 1);
     cu_absorb_v2 = env_int("DSINFER_CUDA_ABSORB2", 1);
     cu_route_v2 = env_int("DSINFER_CUDA_ROUTE2", 1);
     int half = cfg->qk_rope_head_dim / 2;

@@ -165,13 +165,33 @@ __global__ void __launch_bounds__(TC_THREADS, 2) mla_decode_tc_kernel(fa_params 
         return;
     }
 
-    /* Q tile: q_lat then q_pe per head, BF16; heads past H zero */
-    for (int x = threadIdx.x; x < TC_HEADS * TC_W; x += TC_THREADS) {
-        int hh = x / TC_W, k = x % TC_W;
-        float v = 0.0f;
-        if (hh < nh && k < TC_C) v = p.qlat[((size_t)i * p.H + h0 + hh) * TC_C + k];
-        else if (hh < nh) v = p.q[(size_t)m * p.H * p.dqk + (size_t)(h0 + hh) * p.dqk + p.dn + (k - TC_C)];
-        Qs[hh * TC_KS + k] = __float2bfloat16_rn(v);
+    /* Q tile: q_lat then q_pe per head, BF16; heads past H zero. All of a thread's loads are issued
+     * before the first conversion: one load, convert, store per iteration put ~36 L2 round trips in a row
+     * (about 15 us, most of the kernel at batch 1). q_lat rows are 16-byte aligned (C = 512); q_pe is
+     * read as float4 when its offset allows. */
+    {
+        constexpr int QV = TC_W / 4, QN = (TC_HEADS * QV + TC_THREADS - 1) / TC_THREADS;   /* 144 float4 a head, 9 a thread */
+        bool pe_vec = ((p.dqk | p.dn) & 3) == 0 && ((uintptr_t)p.q & 15) == 0;
+        float4 qv[QN];
+#pragma unroll
+        for (int u = 0; u < QN; u++) {
+            int x = threadIdx.x + u * TC_THREADS, hh = x / QV, k = 4 * (x % QV);
+            qv[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (x >= TC_HEADS * QV || hh >= nh) continue;
+            if (k < TC_C) {
+                qv[u] = __ldg((const float4 *)(p.qlat + ((size_t)i * p.H + h0 + hh) * TC_C + k));
+            } else {
+                const float *src = p.q + (size_t)m * p.H * p.dqk + (size_t)(h0 + hh) * p.dqk + p.dn + (k - TC_C);
+                if (pe_vec) qv[u] = __ldg((const float4 *)src);
+                else qv[u] = make_float4(src[0], src[1], src[2], src[3]);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < QN; u++) {
+            int x = threadIdx.x + u * TC_THREADS, hh = x / QV, k = 4 * (x % QV);
+            if (x < TC_HEADS * QV)
+                *(uint2 *)(Qs + hh * TC_KS + k) = make_uint2(cu_pack_bf16(qv[u].x, qv[u].y), cu_pack_bf16(qv[u].z, qv[u].w));
+        }
     }
     /* ldmatrix addresses: A operands (16 rows) and the x4 B loads (8 rows, 4 column blocks / 2 row blocks) */
     const int a_row = (lane & 7) + 8 * ((lane >> 3) & 1), a_col = 8 * (lane >> 4);
