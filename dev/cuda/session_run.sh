@@ -76,6 +76,14 @@ for v in DSINFER_CUDA_MOE_LIVE DSINFER_FUSED_ADD_NORM DSINFER_CUDA_RMS_VEC DSINF
   want s4 && step s4_off_$v 60 env DSINFER_CUDA_TC=1 $v=0 $B/dsinfer bench --dtype bf16 --batch 1,8,64 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s4-off-$v
 done
 want s4 && step s4_alloff 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_LIVE=0 DSINFER_FUSED_ADD_NORM=0 DSINFER_CUDA_RMS_VEC=0 DSINFER_CUDA_GROUP2=0 $B/dsinfer bench --dtype bf16 --batch 1,8,64 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s4-alloff
+# programmatic dependent launch (DSINFER_CUDA_PDL): the checks with it on, and decode on/off
+want pdlcheck && step pdl_ops 240 env DSINFER_CUDA_PDL=1 $B/test_cuda_ops
+want pdlcheck && step pdl_golden 120 env DSINFER_CUDA_PDL=1 $B/test_cuda_golden
+want pdlcheck && step pdl_model 200 env DSINFER_CUDA_PDL=1 $B/test_cuda_model
+for f in 0 1; do
+  want pdl && step pdl${f}_bf16 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_PDL=$f $B/dsinfer bench --dtype bf16 --batch 1,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label pdl$f-bf16
+  want pdl && step pdl${f}_fp8 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_PDL=$f $B/dsinfer bench --dtype fp8 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label pdl$f-fp8
+done
 want model && [ "$PART" != all ] && step model 200 $B/test_cuda_model
 # capacity (issue 9): the most 4K-token sequences that fit next to the weights, and decode at that batch
 want capacity && step fit_bf16_kv32 280 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch fit --ctx 4K --prompt '' --steps 4 --csv $CSV --label fit-bf16-kv32

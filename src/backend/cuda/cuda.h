@@ -38,6 +38,37 @@ void ds_cuda_die(const char *file, int line, const char *what, const char *msg) 
  * stream still order with it); a decode step is captured from it into a CUDA graph (cuda_graph.cu). */
 extern cudaStream_t cu_stream;
 
+/* Programmatic dependent launch (Hopper; DSINFER_CUDA_PDL, read at backend creation): a kernel launched
+ * with cu_launch may start while the kernel before it on the stream is still running, once every block of
+ * that one has called cu_pdl_trigger() (or exited). Contract of every kernel launched this way: nothing it
+ * reads that an earlier kernel wrote, and nothing it writes, is touched before cu_pdl_wait() (which returns
+ * when the earlier kernels are complete and their writes visible); before it, only reads of data no kernel
+ * writes (weights; cu_prefetch_l2). Both are no-ops for a kernel launched without the attribute, so every
+ * kernel here that calls them is correct either way. Captured into CUDA graphs as programmatic edges. */
+extern int cu_pdl;
+__device__ __forceinline__ void cu_pdl_wait(void) { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void cu_pdl_trigger(void) { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+/* Starts pulling [p, p + bytes) into L2 (weights a kernel will read after cu_pdl_wait); thread t of n
+ * takes the 128-byte lines t, t + n, ... */
+__device__ __forceinline__ void cu_prefetch_l2(const void *p, size_t bytes, int t, int n) {
+    const char *c = (const char *)p;
+    for (size_t o = (size_t)t * 128; o < bytes; o += (size_t)n * 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(c + o));
+}
+template <typename... P, typename... A>
+static inline void cu_launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, A... args) {
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = cu_stream;
+    cfg.attrs = at;
+    cfg.numAttrs = cu_pdl ? 1 : 0;
+    CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, ((P)args)...));
+}
+
 /* A device buffer that only grows (reallocated when a larger size is asked for). A reallocation bumps
  * cu_ws_epoch: captured graphs hold the old addresses and are dropped when the epoch moved. */
 typedef struct {
@@ -262,6 +293,17 @@ typedef struct {
     const unsigned char *bscale;   /* NVFP4 only: F8_E4M3 [rows, cols/16] block scales; else NULL */
     float gscale;                  /* NVFP4 only: the global scale */
 } cu_wview;
+
+/* Bytes of one row of a weight stored row after row (BF16, FP8, fp32); 0 for other dtypes. */
+__device__ __forceinline__ size_t cu_row_bytes(const cu_wview &w) {
+    int eb = w.dtype == DS_DTYPE_BF16 ? 2 : w.dtype == DS_DTYPE_F8_E4M3 ? 1 : w.dtype == DS_DTYPE_F32 ? 4 : 0;
+    return (size_t)eb * (size_t)w.cols;
+}
+/* Rows [r0, r0 + n) of w towards L2 (see cu_pdl_wait), shared by the block's threads. */
+__device__ __forceinline__ void cu_prefetch_rows(const cu_wview &w, int r0, int n) {
+    size_t rb = cu_row_bytes(w);
+    if (rb && n > 0) cu_prefetch_l2((const char *)w.data + (size_t)r0 * rb, (size_t)n * rb, threadIdx.x, blockDim.x);
+}
 
 /* The grouped routed experts on the tensor cores (cuda_moe_tc.cu, opt.tc with M > GEMV_MAX_M): whether
  * the expert weights suit it (BF16, or FP8 with 128-blocks; K multiple of 32 / 128), and the two

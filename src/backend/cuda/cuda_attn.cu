@@ -239,6 +239,13 @@ __global__ void __launch_bounds__(256) absorb_q_v2_kernel(float *qlat, const flo
     __shared__ float red[8][AQ_TG][256];
     int h = blockIdx.x, k0 = blockIdx.y * 256, i0 = blockIdx.z * AQ_TG, nt = T - i0 < AQ_TG ? T - i0 : AQ_TG;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    cu_pdl_trigger();
+    {   /* W_UK rows of head h, this block's columns, towards L2 while the previous kernel runs */
+        size_t eb = cu_row_bytes(kvb) / (size_t)C, seg = (size_t)(C - k0 < 256 ? C - k0 : 256) * eb;
+        for (int d = warp; eb && d < dn; d += 8)
+            cu_prefetch_l2((const char *)kvb.data + (((size_t)h * hw + d) * C + k0) * eb, seg, lane, 32);
+    }
+    cu_pdl_wait();
     for (int x = threadIdx.x; x < AQ_TG * 256; x += 256) {
         int t = x / 256, d = x % 256;
         float v = 0.0f;
@@ -493,6 +500,8 @@ __global__ void __launch_bounds__(FA_THREADS) mla_decode_kernel(fa_params p) {
 __global__ void mla_combine_kernel(float *olat, const float *part, const float *ml, int S, int H, int C) {
     __shared__ float wgt[64], msh[64], ssh[64];
     __shared__ int n_live;
+    cu_pdl_trigger();
+    cu_pdl_wait();
     int i = blockIdx.x, h = blockIdx.y;
     if (threadIdx.x < S) {
         msh[threadIdx.x] = ml[(((size_t)i * S + threadIdx.x) * H + h) * 2];
@@ -566,7 +575,7 @@ static void attn_fused(ds_cuda_backend *cb, float *out, const float *q, const un
     }
     cu_wview kv = cu_view(kv_b);
     if (cu_absorb_v2 && dn <= 256)
-        absorb_q_v2_kernel<<<dim3(H, (C + 255) / 256, (T + AQ_TG - 1) / AQ_TG), 256, 0, cu_stream>>>(qlat, q, kv, tok, T, H, C, dn, dqk, hw);
+        cu_launch(absorb_q_v2_kernel, dim3(H, (C + 255) / 256, (T + AQ_TG - 1) / AQ_TG), 256, 0, qlat, q, kv, tok, T, H, C, dn, dqk, hw);
     else
         absorb_q_kernel<<<dim3(H, (T + 7) / 8), 128, 0, cu_stream>>>(qlat, q, kv, tok, T, H, C, dn, dqk, hw);
     CUDA_LAUNCH_CHECK();
@@ -587,7 +596,7 @@ static void attn_fused(ds_cuda_backend *cb, float *out, const float *q, const un
     /* column blocks: enough blocks for the SMs at small T, one per head from T * H >= 2 waves */
     int cz = (C + 127) / 128, want_z = (2 * cb->n_sm + T * H - 1) / (T * H);
     if (want_z < cz) cz = want_z < 1 ? 1 : want_z;
-    mla_combine_kernel<<<dim3(T, H, cz), 128, 0, cu_stream>>>(olat, part, ml, S, H, C);
+    cu_launch(mla_combine_kernel, dim3(T, H, cz), 128, 0, olat, part, ml, S, H, C);
     CUDA_LAUNCH_CHECK();
     float *dst = all ? out : ao;
     cu_gemv_group(dst, H * dv, dv, olat, H * C, C, NULL, NULL, T, H, NULL, NULL, kv, kv, 0, dv, cb->opt.vec_gemv, dn, hw, 0);

@@ -246,7 +246,8 @@ static void cu_embed(ds_backend *be, float *out, const ds_weight *emb) {
 
 /* One block per row: sum of squares in fp32, then out = x * rsqrt(mean + eps) * w. In place is fine:
  * each element is read and written by one thread, the write after the block-wide reduction. */
-int cu_rms_vec = 1;   /* DSINFER_CUDA_RMS_VEC (read at backend creation): rmsnorm_vec_kernel */
+int cu_rms_vec = 1;
+int cu_pdl = 0;       /* DSINFER_CUDA_PDL (read at backend creation): cu_launch's programmatic dependent launch */   /* DSINFER_CUDA_RMS_VEC (read at backend creation): rmsnorm_vec_kernel */
 
 __global__ void rmsnorm_kernel(float *out, int out_stride, const float *x, int x_stride, cu_wview w, int n,
                                float eps) {
@@ -277,6 +278,8 @@ template <int NV, bool ADD>
 __global__ void __launch_bounds__(RMS_THREADS) rmsnorm_vec_kernel(float *out, int out_stride, float *x, int x_stride,
                                                                   const float *add, cu_wview w, int n, float eps) {
     __shared__ float red[RMS_THREADS / 32];
+    cu_pdl_trigger();
+    cu_pdl_wait();
     float4 *xr = (float4 *)(x + (size_t)blockIdx.x * x_stride);
     float4 *yr = (float4 *)(out + (size_t)blockIdx.x * out_stride);
     const float4 *ar = ADD ? (const float4 *)(add + (size_t)blockIdx.x * x_stride) : nullptr;
@@ -322,8 +325,8 @@ static int rmsnorm_vec(float *out, int out_stride, float *x, int x_stride, const
     cu_wview wv = cu_view(w);
 #define RMS_LAUNCH(NV)                                                                                            \
     do {                                                                                                          \
-        if (add) rmsnorm_vec_kernel<NV, true><<<M, RMS_THREADS, 0, cu_stream>>>(out, out_stride, x, x_stride, add, wv, n, eps); \
-        else rmsnorm_vec_kernel<NV, false><<<M, RMS_THREADS, 0, cu_stream>>>(out, out_stride, x, x_stride, add, wv, n, eps); \
+        if (add) cu_launch(rmsnorm_vec_kernel<NV, true>, M, RMS_THREADS, 0, out, out_stride, x, x_stride, add, wv, n, eps); \
+        else cu_launch(rmsnorm_vec_kernel<NV, false>, M, RMS_THREADS, 0, out, out_stride, x, x_stride, add, wv, n, eps); \
     } while (0)
     if (nv <= 1) RMS_LAUNCH(1);
     else if (nv <= 2) RMS_LAUNCH(2);
@@ -370,6 +373,8 @@ static void cu_add(ds_backend *be, float *h, const float *x, size_t n) {
  * the position as fp32); cosf/sinf are the accurate (non fast-math) versions. */
 __global__ void rope_kernel(float *x, int row_stride, int head_stride, int offset, const int32_t *positions,
                             const float *inv_freq, int half, float amp) {
+    cu_pdl_trigger();
+    cu_pdl_wait();
     int m = blockIdx.x, h = blockIdx.y;
     float pos = (float)positions[m];
     float *v = x + (size_t)m * row_stride + (size_t)h * head_stride + offset;
@@ -387,14 +392,16 @@ static void cu_rope(ds_backend *be, float *x, int row_stride, int n_heads, int h
     int half = be->cfg->qk_rope_head_dim / 2;
     if (!cb->b.n_tokens || !n_heads || !half) return;
     dim3 grid(cb->b.n_tokens, n_heads);
-    rope_kernel<<<grid, 32, 0, cu_stream>>>(x, row_stride, head_stride, offset, cb->d_positions, cb->inv_freq, half,
-                              be->cfg->rope_amplitude);
+    cu_launch(rope_kernel, grid, 32, 0, x, row_stride, head_stride, offset, cb->d_positions, cb->inv_freq, half,
+              be->cfg->rope_amplitude);
     CUDA_LAUNCH_CHECK();
 }
 
 /* grid (M): token m's row kv[m, 0:w] into its page slot. */
 __global__ void kv_store_kernel(float *cache, const float *kv, int w, const int32_t *positions, const int32_t *tok_seq,
                                 const int32_t *page_table, int pt_stride, int page_size) {
+    cu_pdl_trigger();
+    cu_pdl_wait();
     int m = blockIdx.x, p = positions[m], s = tok_seq[m];
     int page = page_table[(size_t)s * pt_stride + p / page_size];
     float *dst = cache + ((size_t)page * page_size + (size_t)(p % page_size)) * w;
@@ -452,8 +459,8 @@ static void cu_kv_store(ds_backend *be, void *cache_v, const float *kv) {
                                                                     cb->d_tok_seq, cb->d_page_table, cb->b.pt_stride,
                                                                     cb->b.page_size);
     else
-        kv_store_kernel<<<cb->b.n_tokens, 128, 0, cu_stream>>>((float *)cache_v, kv, w, cb->d_positions, cb->d_tok_seq,
-                                                               cb->d_page_table, cb->b.pt_stride, cb->b.page_size);
+        cu_launch(kv_store_kernel, cb->b.n_tokens, 128, 0, (float *)cache_v, kv, w, cb->d_positions, cb->d_tok_seq,
+                  cb->d_page_table, cb->b.pt_stride, cb->b.page_size);
     CUDA_LAUNCH_CHECK();
 }
 
@@ -553,6 +560,7 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     cu_fp8_fast = env_int("DSINFER_CUDA_FP8_FAST", 0);
     cu_rms_vec = env_int("DSINFER_CUDA_RMS_VEC", 1);
     cu_group_v2 = env_int("DSINFER_CUDA_GROUP2", 1);
+    cu_pdl = env_int("DSINFER_CUDA_PDL", 0);
     cu_absorb_v2 = env_int("DSINFER_CUDA_ABSORB2", 1);
     cu_route_v2 = env_int("DSINFER_CUDA_ROUTE2", 1);
     int half = cfg->qk_rope_head_dim / 2;

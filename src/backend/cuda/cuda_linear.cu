@@ -415,6 +415,15 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_v2_kernel(float *out, in
                                                             int live) {
     __shared__ float red[GEMV_WARPS][8][2];
     int e = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    constexpr int RPB = GEMV_WARPS / KS;
+    cu_pdl_trigger();
+    if (!off) {   /* the rows are known before the previous kernel ends: start them towards L2 */
+        cu_wview p0 = tab0 ? tab0[e] : v0;
+        int nb = n_rows - (int)blockIdx.x * RPB < RPB ? n_rows - (int)blockIdx.x * RPB : RPB;
+        cu_prefetch_rows(p0, row0 + e * row_e + (int)blockIdx.x * RPB, nb);
+        if (PAIR) cu_prefetch_rows(tab1 ? tab1[e] : v1, row0 + e * row_e + (int)blockIdx.x * RPB, nb);
+    }
+    cu_pdl_wait();
     if (live) {   /* slot y: the y-th group with rows (off[E + 1] of them, listed from off[E + 2]) */
         if (e >= off[E + 1]) return;   /* whole block */
         e = off[E + 2 + e];
@@ -426,7 +435,6 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_v2_kernel(float *out, in
     }
     if (cnt <= 0) return;   /* whole block */
     cu_wview w0 = tab0 ? tab0[e] : v0, w1 = PAIR ? (tab1 ? tab1[e] : v1) : w0;
-    constexpr int RPB = GEMV_WARPS / KS;
     int ks = warp % KS, n = blockIdx.x * RPB + warp / KS;
     bool valid = n < n_rows;
     if (KS == 1 && !valid) return;   /* no barriers when KS == 1 */
@@ -473,8 +481,8 @@ void cu_gemv_group(float *out, int ldo, int out_e, const float *x, int ldx, int 
         dim3 g2(cu_blocks((size_t)max_rows, GEMV_WARPS / ks), live ? slots : E);
 #define V2_LAUNCH(VT, KS)                                                                                      \
     do {                                                                                                       \
-        if (pair) gemv_v2_kernel<VT, true, KS><<<g2, th, 0, cu_stream>>>(out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live); \
-        else gemv_v2_kernel<VT, false, KS><<<g2, th, 0, cu_stream>>>(out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live); \
+        if (pair) cu_launch(gemv_v2_kernel<VT, true, KS>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live); \
+        else cu_launch(gemv_v2_kernel<VT, false, KS>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live); \
     } while (0)
 #define V2_KS(VT)                                                                                              \
     do {                                                                                                       \

@@ -148,6 +148,8 @@ __global__ void __launch_bounds__(TC_THREADS, 2) mla_decode_tc_kernel(fa_params 
     extern __shared__ __align__(16) unsigned char tc_smem[];
     __nv_bfloat16 *Ks = (__nv_bfloat16 *)tc_smem, *Qs = Ks + TC_TILE * TC_KS, *Ps = Qs + TC_HEADS * TC_KS;
     float *red = (float *)(Ps + TC_HEADS * TC_PS);   /* [TC_WARPS][TC_HEADS] */
+    cu_pdl_trigger();
+    cu_pdl_wait();
     int HGn = (p.H + TC_HEADS - 1) / TC_HEADS, bx = blockIdx.x;
     int h0 = (bx % HGn) * TC_HEADS, split = (bx / HGn) % p.n_splits, i = bx / HGn / p.n_splits;
     int nh = p.H - h0 < TC_HEADS ? p.H - h0 : TC_HEADS;
@@ -350,6 +352,6 @@ void cu_mla_decode_tc(const fa_params *p, int T) {
         smem_set = 1;
     }
     int HGn = (p->H + TC_HEADS - 1) / TC_HEADS;
-    mla_decode_tc_kernel<<<(unsigned)((size_t)T * p->n_splits * HGn), TC_THREADS, TC_SMEM, cu_stream>>>(*p);
+    cu_launch(mla_decode_tc_kernel, (unsigned)((size_t)T * p->n_splits * HGn), TC_THREADS, TC_SMEM, *p);
     CUDA_LAUNCH_CHECK();
 }

@@ -164,6 +164,8 @@ __global__ void __launch_bounds__(R2_WARPS * 32) route_v2_kernel(const float *lo
     __shared__ float g_sh[R2_WARPS][MOE_MAX_GROUPS];
     __shared__ unsigned char taken[R2_WARPS][MOE_MAX_EXPERTS];
     __shared__ float red[R2_WARPS];
+    cu_pdl_trigger();
+    cu_pdl_wait();
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, m = blockIdx.x * R2_WARPS + warp;
     if (m >= M) return;   /* whole warp */
     float *s = s_sh[warp], *b = b_sh[warp];
@@ -211,7 +213,7 @@ int cu_route_v2 = 1;   /* DSINFER_CUDA_ROUTE2 (read at backend creation) */
 
 static void launch_route(const float *logits, const float *bias, int32_t *ids, float *w, int M, route_cfg rc) {
     if (cu_route_v2)
-        route_v2_kernel<<<cu_blocks((size_t)M, R2_WARPS), R2_WARPS * 32, 0, cu_stream>>>(logits, bias, ids, w, M, rc);
+        cu_launch(route_v2_kernel, (unsigned)cu_blocks((size_t)M, R2_WARPS), R2_WARPS * 32, 0, logits, bias, ids, w, M, rc);
     else
         route_kernel<<<cu_blocks((size_t)M, 64), 64, 0, cu_stream>>>(logits, bias, ids, w, M, rc);
     CUDA_LAUNCH_CHECK();
@@ -268,6 +270,8 @@ __global__ void group_v2_kernel(const int32_t *ids_g, const float *w, int M, int
                                 int32_t *rows, float *rw, int32_t *pos_of) {
     __shared__ int cnt[MOE_MAX_EXPERTS + 1];
     __shared__ int32_t ids_s[GROUP_SMEM_IDS];
+    cu_pdl_trigger();
+    cu_pdl_wait();
     int n = M * K, warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
     const int32_t *ids = ids_g;
     if (n <= GROUP_SMEM_IDS) {
@@ -317,7 +321,7 @@ int cu_group_v2 = 1;   /* DSINFER_CUDA_GROUP2 (read at backend creation) */
 
 static void launch_group(const int32_t *ids, const float *w, int M, int K, int E, int32_t *d_off, int32_t *rows,
                          float *rw, int32_t *pos) {
-    if (cu_group_v2) group_v2_kernel<<<1, 1024, 0, cu_stream>>>(ids, w, M, K, E, d_off, rows, rw, pos);
+    if (cu_group_v2) cu_launch(group_v2_kernel, 1, 1024, 0, ids, w, M, K, E, d_off, rows, rw, pos);
     else group_kernel<<<1, E < 1024 ? E : 1024, 0, cu_stream>>>(ids, w, M, K, E, d_off, rows, rw, pos);
     CUDA_LAUNCH_CHECK();
 }
@@ -396,6 +400,8 @@ void cu_moe_tabs_free(ds_cuda_backend *cb) {
  * ascending expert id (columns split across blocks: at batch 1 one block was latency-bound, 11 us). */
 __global__ void moe_combine_sorted_kernel(float *out, const float *y, const int32_t *ids, const int32_t *pos,
                                           const float *w, int K, int D) {
+    cu_pdl_trigger();
+    cu_pdl_wait();
     int m = blockIdx.x;
     int ord[MOE_MAX_K];
     for (int k = 0; k < K; k++) {   /* insertion sort of the K slots by expert id */
@@ -428,7 +434,7 @@ static void moe_grouped(ds_cuda_backend *cb, float *out, const float *x, const d
         int n_rows = M * K;
         void *xs = cu_ws_get(&cb->ws_moe_tc, (size_t)n_rows * (size_t)(D + I) * 2);
         cu_moe_tc(y, x, rows, d_off, n_rows, E, D, I, tab, &gv, xs);
-        moe_combine_sorted_kernel<<<dim3(M, (D + 255) / 256), 256, 0, cu_stream>>>(out, y, ids, pos, w, K, D);
+        cu_launch(moe_combine_sorted_kernel, dim3(M, (D + 255) / 256), 256, 0, out, y, ids, pos, w, K, D);
         CUDA_LAUNCH_CHECK();
         return;
     }
@@ -440,7 +446,7 @@ static void moe_grouped(ds_cuda_backend *cb, float *out, const float *x, const d
                   cu_view(&L->exp_up[0]), 1, I, vec, 0, 0, slots);
     cu_gemv_group(y, D, 0, inter, I, 0, NULL, d_off, 0, E, tab + 2 * E, NULL, cu_view(&L->exp_down[0]),
                   cu_view(&L->exp_down[0]), 0, D, vec, 0, 0, slots);
-    moe_combine_sorted_kernel<<<dim3(M, (D + 255) / 256), 256, 0, cu_stream>>>(out, y, ids, pos, w, K, D);
+    cu_launch(moe_combine_sorted_kernel, dim3(M, (D + 255) / 256), 256, 0, out, y, ids, pos, w, K, D);
     CUDA_LAUNCH_CHECK();
 }
 
