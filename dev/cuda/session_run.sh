@@ -84,6 +84,18 @@ for f in 0 1; do
   want pdl && step pdl${f}_bf16 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_PDL=$f $B/dsinfer bench --dtype bf16 --batch 1,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label pdl$f-bf16
   want pdl && step pdl${f}_fp8 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_PDL=$f $B/dsinfer bench --dtype fp8 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label pdl$f-fp8
 done
+# s5: batched BF16 GEMMs for W_UK / W_UV above 8 tokens (ABSORB_TC), the vectorised FP8 -> BF16 dequant
+# (DEQUANT_VEC), PDL with and without the L2 prefetch
+want s5 && step s5_bf16 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,8,32,64,128,256 --ctx 1K,4K --prompt '' --steps 8 --csv $CSV --label s5-bf16
+want s5 && step s5_fp8 90 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1,8,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s5-fp8
+want s5 && step s5_absorb0 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_ABSORB_TC=0 $B/dsinfer bench --dtype bf16 --batch 64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s5-absorbtc0
+want s5 && step s5_deq0 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_DEQUANT_VEC=0 $B/dsinfer bench --dtype fp8 --batch 64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s5-dequantvec0
+want s5 && step s5_pdl1 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_PDL=1 $B/dsinfer bench --dtype bf16 --batch 1,8,64 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s5-pdl1
+want s5 && step s5_pdl1_nopf 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_PDL=1 DSINFER_CUDA_PDL_PREFETCH=0 $B/dsinfer bench --dtype bf16 --batch 1,8,64 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s5-pdl1-noprefetch
+for cfg in "bf16 1" "bf16 64" "fp8 64"; do set -- $cfg
+  want s5prof && step ncu5_$1_b$2 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=4 ncu --clock-control none --cache-control none --profile-from-start off --metrics gpu__time_duration.sum --csv --page raw --log-file $OUT/ncu5_$1_b$2.csv $B/dsinfer bench --dtype $1 --batch $2 --ctx 1K --prompt '' --steps 2 --bw 4221 --tflops 780
+  want s5prof && python3 dev/cuda/ncu_sum.py $OUT/ncu5_$1_b$2.csv > $OUT/ncu5_$1_b$2.txt 2>&1; want s5prof && head -25 $OUT/ncu5_$1_b$2.txt
+done
 want model && [ "$PART" != all ] && step model 200 $B/test_cuda_model
 # capacity (issue 9): the most 4K-token sequences that fit next to the weights, and decode at that batch
 want capacity && step fit_bf16_kv32 280 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch fit --ctx 4K --prompt '' --steps 4 --csv $CSV --label fit-bf16-kv32

@@ -1047,9 +1047,11 @@ static void run_mla_tc(const char *name, const char *path, int heads, int kv_lay
     setup s;
     setenv("DSINFER_CUDA_MLA_TC", "1", 1);
     setenv("DSINFER_CUDA_ATTN_TC", "1", 1);
+    setenv("DSINFER_CUDA_TC", "1", 1);   /* and above 8 tokens the W_UK / W_UV products as batched BF16 GEMMs */
     int ok = load_setup_kv(&s, name, path, heads, page_size, 0, kv_layout);
     unsetenv("DSINFER_CUDA_MLA_TC");
     unsetenv("DSINFER_CUDA_ATTN_TC");
+    unsetenv("DSINFER_CUDA_TC");
     if (!ok) return;
     s.thr_absorbed = THR_TC;
     s.thr_naive = THR_TC;

@@ -46,6 +46,9 @@ extern cudaStream_t cu_stream;
  * writes (weights; cu_prefetch_l2). Both are no-ops for a kernel launched without the attribute, so every
  * kernel here that calls them is correct either way. Captured into CUDA graphs as programmatic edges. */
 extern int cu_pdl;
+/* With cu_pdl: the GEMV and absorb_q kernels prefetch their weights to L2 before cu_pdl_wait
+ * (DSINFER_CUDA_PDL_PREFETCH, default 1; always 0 without PDL, where it only delays the real loads). */
+extern int cu_pdl_prefetch;
 __device__ __forceinline__ void cu_pdl_wait(void) { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 __device__ __forceinline__ void cu_pdl_trigger(void) { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 /* Starts pulling [p, p + bytes) into L2 (weights a kernel will read after cu_pdl_wait); thread t of n
@@ -117,6 +120,7 @@ void cu_ws_free(cu_ws *w);
 typedef struct {
     int tc, moe_tc, skinny, graphs, fused_attn, mla_tc, attn_tc, moe_grouped, moe_grouped_max_m, vec_gemv, fp8_gemm;
     int moe_live;   /* grouped GEMV experts: blocks for the live experts only (DSINFER_CUDA_MOE_LIVE, default 1) */
+    int absorb_tc;  /* with tc: W_UK / W_UV products as batched BF16 GEMMs above GEMV_MAX_M tokens (DSINFER_CUDA_ABSORB_TC, default 1) */
 } cu_opts;
 
 typedef struct {
@@ -149,6 +153,7 @@ typedef struct {
     void *cublas_ws;            /* fixed cuBLAS workspaces, so GEMMs can be captured into graphs */
     cu_ws ws_tc;                /* BF16 activations and dequantized BF16 weight tiles */
     cu_ws ws_abs;               /* absorbed attention: q_lat, split partials, o_lat, token list */
+    cu_ws ws_abs_tc;            /* absorbed attention's batched GEMMs: BF16 q_nope, o_lat and kv_b copy */
     cu_ws ws_moe2;              /* grouped MoE: intermediates and expert outputs */
     cu_ws ws_moe_tc;            /* grouped MoE on the tensor cores: BF16 gathered tokens and intermediates */
     cublasLtHandle_t lt;        /* cuBLASLt (FP8 block-scaled GEMM), created at first use */
@@ -358,6 +363,11 @@ static inline unsigned cu_blocks(size_t n, unsigned threads) { return (unsigned)
 
 /* ---- ops implemented across the .cu files ------------------------------------------------------- */
 void cu_linear(ds_backend *be, float *out, const float *x, const ds_weight *w, int M);
+/* dst[nr, cols] = rows r0 .. r0 + nr - 1 of v in BF16 (cu_w's values rounded to nearest even; FP8 16 codes
+ * a thread unless DSINFER_CUDA_DEQUANT_VEC=0), and dst[0:n] = src[0:n] rounded to BF16 (cuda_linear.cu). */
+void cu_weight_bf16(__nv_bfloat16 *dst, const cu_wview &v, int r0, int nr);
+void cu_to_bf16(__nv_bfloat16 *dst, const float *src, size_t n);
+extern int cu_dequant_vec;
 /* W8A8 (cuda_fp8gemm.cu): 1 if w can take the block-scaled FP8 path (FP8 with 128x128 scales, K a
  * multiple of 128, N a multiple of 4, scale rows a multiple of 4 floats); then cu_linear_fp8 computes
  * out[M, N] = q(x) . W^T with x quantized per token x 128 columns, or returns 0 having done nothing

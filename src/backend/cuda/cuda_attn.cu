@@ -234,13 +234,13 @@ __global__ void absorb_q_kernel(float *qlat, const float *q, cu_wview kvb, const
 #define AQ_TG 4
 #define AQ_U 16   /* weight rows a lane loads at once */
 __global__ void __launch_bounds__(256) absorb_q_v2_kernel(float *qlat, const float *q, cu_wview kvb, const int32_t *tok,
-                                                          int T, int H, int C, int dn, int dqk, int hw) {
+                                                          int T, int H, int C, int dn, int dqk, int hw, int prefetch) {
     __shared__ float qs[AQ_TG][256];
     __shared__ float red[8][AQ_TG][256];
     int h = blockIdx.x, k0 = blockIdx.y * 256, i0 = blockIdx.z * AQ_TG, nt = T - i0 < AQ_TG ? T - i0 : AQ_TG;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     cu_pdl_trigger();
-    {   /* W_UK rows of head h, this block's columns, towards L2 while the previous kernel runs */
+    if (prefetch) {   /* W_UK rows of head h, this block's columns, towards L2 while the previous kernel runs */
         size_t eb = cu_row_bytes(kvb) / (size_t)C, seg = (size_t)(C - k0 < 256 ? C - k0 : 256) * eb;
         for (int d = warp; eb && d < dn; d += 8)
             cu_prefetch_l2((const char *)kvb.data + (((size_t)h * hw + d) * C + k0) * eb, seg, lane, 32);
@@ -534,6 +534,39 @@ __global__ void scatter_rows_kernel(float *out, const float *src, const int32_t 
     for (int c = threadIdx.x; c < n_cols; c += blockDim.x) out[(size_t)tok[i] * n_cols + c] = src[(size_t)i * n_cols + c];
 }
 
+/* The two per-head products of the absorbed form as strided batched BF16 GEMMs on the tensor cores (one
+ * batch entry per head, fp32 accumulation and output), for every token of the batch (no token list):
+ *   absorb:  q_lat[t, h, :] = W_UK[h]^T q_nope[t, h]    (C x dn times dn x T per head)
+ *   values:  out[t, h * dv :] = W_UV[h] o_lat[t, h]      (dv x C times C x T per head)
+ * in cuBLAS's column-major terms: W_UK[h] (rows h*hw .. h*hw+dn-1 of kv_b, row-major [., C]) is a C x dn
+ * matrix with lda C; q_nope[., h] a dn x T matrix with ldb H*dqk; q_lat[., h] C x T with ldc H*C. Inputs
+ * rounded to BF16 (the tensor-core contract, THR_TC); kv_b used in place when BF16, else a BF16 copy made
+ * per call (cu_weight_bf16: 2 x 4 MB for V2-Lite). At 64 tokens the GEMV forms were 28 + 55 us a layer. */
+static const __nv_bfloat16 *kvb_bf16(ds_cuda_backend *cb, const ds_weight *kv_b, __nv_bfloat16 *copy) {
+    if (kv_b->dtype == DS_DTYPE_BF16 && !kv_b->scale) return (const __nv_bfloat16 *)kv_b->data;
+    cu_weight_bf16(copy, cu_view(kv_b), 0, kv_b->rows);
+    (void)cb;
+    return copy;
+}
+
+static void absorb_q_tc(ds_cuda_backend *cb, float *qlat, const float *q, const __nv_bfloat16 *wb, __nv_bfloat16 *qb,
+                        int T, int H, int C, int dn, int dqk, int hw) {
+    const float one = 1.0f, zero = 0.0f;
+    cu_to_bf16(qb, q, (size_t)T * H * dqk);
+    CUBLAS_CHECK(cublasGemmStridedBatchedEx(cb->cublas_tc, CUBLAS_OP_N, CUBLAS_OP_N, C, T, dn, &one, wb, CUDA_R_16BF, C,
+                                            (long long)hw * C, qb, CUDA_R_16BF, H * dqk, dqk, &zero, qlat, CUDA_R_32F,
+                                            H * C, C, H, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+static void values_tc(ds_cuda_backend *cb, float *out, const float *olat, const __nv_bfloat16 *wb, __nv_bfloat16 *ob,
+                      int T, int H, int C, int dn, int dv, int hw) {
+    const float one = 1.0f, zero = 0.0f;
+    cu_to_bf16(ob, olat, (size_t)T * H * C);
+    CUBLAS_CHECK(cublasGemmStridedBatchedEx(cb->cublas_tc, CUBLAS_OP_T, CUBLAS_OP_N, dv, T, C, &one, wb + (size_t)dn * C,
+                                            CUDA_R_16BF, C, (long long)hw * C, ob, CUDA_R_16BF, H * C, C, &zero, out,
+                                            CUDA_R_32F, H * dv, dv, H, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
 static void attn_fused(ds_cuda_backend *cb, float *out, const float *q, const unsigned char *cache, const ds_weight *kv_b,
                        const int *seqs, int n_seqs) {
     const ds_config *c = cb->base.cfg;
@@ -574,8 +607,20 @@ static void attn_fused(ds_cuda_backend *cb, float *out, const float *q, const un
         free(h);
     }
     cu_wview kv = cu_view(kv_b);
-    if (cu_absorb_v2 && dn <= 256)
-        cu_launch(absorb_q_v2_kernel, dim3(H, (C + 255) / 256, (T + AQ_TG - 1) / AQ_TG), 256, 0, qlat, q, kv, tok, T, H, C, dn, dqk, hw);
+    /* the batched GEMMs: tensor cores on, more tokens than a GEMV takes, all of the batch's tokens */
+    int gemm = cb->opt.tc && cb->opt.absorb_tc && all && T > GEMV_MAX_M;
+    const __nv_bfloat16 *wb = NULL;
+    __nv_bfloat16 *qb = NULL, *ob = NULL;
+    if (gemm) {
+        size_t nw = kv_b->dtype == DS_DTYPE_BF16 && !kv_b->scale ? 0 : (size_t)kv_b->rows * kv_b->cols;
+        size_t nq = ((size_t)T * H * dqk + 127) / 128 * 128, no = ((size_t)T * H * C + 127) / 128 * 128;
+        __nv_bfloat16 *ws = (__nv_bfloat16 *)cu_ws_get(&cb->ws_abs_tc, (nq + no + nw) * sizeof(__nv_bfloat16));
+        qb = ws;
+        ob = ws + nq;
+        wb = kvb_bf16(cb, kv_b, ob + no);
+        absorb_q_tc(cb, qlat, q, wb, qb, T, H, C, dn, dqk, hw);
+    } else if (cu_absorb_v2 && dn <= 256)
+        cu_launch(absorb_q_v2_kernel, dim3(H, (C + 255) / 256, (T + AQ_TG - 1) / AQ_TG), 256, 0, qlat, q, kv, tok, T, H, C, dn, dqk, hw, cu_pdl_prefetch);
     else
         absorb_q_kernel<<<dim3(H, (T + 7) / 8), 128, 0, cu_stream>>>(qlat, q, kv, tok, T, H, C, dn, dqk, hw);
     CUDA_LAUNCH_CHECK();
@@ -599,7 +644,8 @@ static void attn_fused(ds_cuda_backend *cb, float *out, const float *q, const un
     cu_launch(mla_combine_kernel, dim3(T, H, cz), 128, 0, olat, part, ml, S, H, C);
     CUDA_LAUNCH_CHECK();
     float *dst = all ? out : ao;
-    cu_gemv_group(dst, H * dv, dv, olat, H * C, C, NULL, NULL, T, H, NULL, NULL, kv, kv, 0, dv, cb->opt.vec_gemv, dn, hw, 0);
+    if (gemm) values_tc(cb, dst, olat, wb, ob, T, H, C, dn, dv, hw);
+    else cu_gemv_group(dst, H * dv, dv, olat, H * C, C, NULL, NULL, T, H, NULL, NULL, kv, kv, 0, dv, cb->opt.vec_gemv, dn, hw, 0);
     if (!all) {
         scatter_rows_kernel<<<T, 128, 0, cu_stream>>>(out, ao, tok, H * dv);
         CUDA_LAUNCH_CHECK();

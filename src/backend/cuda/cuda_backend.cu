@@ -247,7 +247,8 @@ static void cu_embed(ds_backend *be, float *out, const ds_weight *emb) {
 /* One block per row: sum of squares in fp32, then out = x * rsqrt(mean + eps) * w. In place is fine:
  * each element is read and written by one thread, the write after the block-wide reduction. */
 int cu_rms_vec = 1;
-int cu_pdl = 0;       /* DSINFER_CUDA_PDL (read at backend creation): cu_launch's programmatic dependent launch */   /* DSINFER_CUDA_RMS_VEC (read at backend creation): rmsnorm_vec_kernel */
+int cu_pdl = 0;       /* DSINFER_CUDA_PDL (read at backend creation): cu_launch's programmatic dependent launch */
+int cu_pdl_prefetch = 0;   /* DSINFER_CUDA_RMS_VEC (read at backend creation): rmsnorm_vec_kernel */
 
 __global__ void rmsnorm_kernel(float *out, int out_stride, const float *x, int x_stride, cu_wview w, int n,
                                float eps) {
@@ -487,7 +488,7 @@ static void cu_destroy(ds_backend *be) {
     cu_moe_tabs_free(cb);
     cu_fp8_free(cb);
     cu_ws *ws[] = {&cb->ws_meta, &cb->ws_deq, &cb->ws_rows, &cb->ws_attn, &cb->ws_mlp, &cb->ws_moe, &cb->ws_sample,
-                   &cb->ws_tc, &cb->ws_abs, &cb->ws_moe2, &cb->ws_moe_tc};
+                   &cb->ws_tc, &cb->ws_abs, &cb->ws_abs_tc, &cb->ws_moe2, &cb->ws_moe_tc};
     for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) cu_ws_free(ws[i]);
     for (int i = 0; i < cb->n_owned; i++) cudaFree(cb->owned[i]);
     if (cb->weight_pool) cudaFree(cb->weight_pool);
@@ -519,6 +520,7 @@ static cu_opts cu_opts_read(void) {
     o.moe_grouped = env_int("DSINFER_CUDA_MOE_GROUPED", 1);
     o.moe_grouped_max_m = env_int("DSINFER_CUDA_MOE_GROUPED_MAX_M", 256);
     o.moe_live = env_int("DSINFER_CUDA_MOE_LIVE", 1);
+    o.absorb_tc = env_int("DSINFER_CUDA_ABSORB_TC", 1);
     o.vec_gemv = env_int("DSINFER_CUDA_VEC_GEMV", 1);
     o.fp8_gemm = env_int("DSINFER_CUDA_FP8_GEMM", 0);
     return o;
@@ -561,6 +563,8 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     cu_rms_vec = env_int("DSINFER_CUDA_RMS_VEC", 1);
     cu_group_v2 = env_int("DSINFER_CUDA_GROUP2", 1);
     cu_pdl = env_int("DSINFER_CUDA_PDL", 0);
+    cu_dequant_vec = env_int("DSINFER_CUDA_DEQUANT_VEC", 1);
+    cu_pdl_prefetch = cu_pdl && env_int("DSINFER_CUDA_PDL_PREFETCH", 1);
     cu_absorb_v2 = env_int("DSINFER_CUDA_ABSORB2", 1);
     cu_route_v2 = env_int("DSINFER_CUDA_ROUTE2", 1);
     int half = cfg->qk_rope_head_dim / 2;
