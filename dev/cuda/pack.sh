@@ -12,6 +12,9 @@ for f in build/dsinfer build/tests/test_cuda_ops build/tests/test_cuda_golden bu
          build/tests/test_cuda_model build/tests/test_nccl_ep; do
   cp "$f" .deps/bin/ && strip ".deps/bin/$(basename "$f")"
 done
+# optional: the same dsinfer built with -DCU_NO_PDL (make BUILD=build-nopdl NVFLAGS="... -DCU_NO_PDL"), to time
+# the PDL instructions' cost when PDL is off
+[ -x build-nopdl/dsinfer ] && cp build-nopdl/dsinfer .deps/bin/dsinfer_nopdl && strip .deps/bin/dsinfer_nopdl
 cp -L /usr/lib/x86_64-linux-gnu/{libcjson.so.1,libpcre2-8.so.0,libmicrohttpd.so.12} .deps/lib/
 for l in libgnutls.so.30 libp11-kit.so.0 libidn2.so.0 libunistring.so.2 libtasn1.so.6 libnettle.so.8 \
          libhogweed.so.6 libgmp.so.10 libffi.so.8 libgomp.so.1; do cp -L "/lib/x86_64-linux-gnu/$l" .deps/lib/; done

@@ -96,6 +96,14 @@ for cfg in "bf16 1" "bf16 64" "fp8 64"; do set -- $cfg
   want s5prof && step ncu5_$1_b$2 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=4 ncu --clock-control none --cache-control none --profile-from-start off --metrics gpu__time_duration.sum --csv --page raw --log-file $OUT/ncu5_$1_b$2.csv $B/dsinfer bench --dtype $1 --batch $2 --ctx 1K --prompt '' --steps 2 --bw 4221 --tflops 780
   want s5prof && python3 dev/cuda/ncu_sum.py $OUT/ncu5_$1_b$2.csv > $OUT/ncu5_$1_b$2.txt 2>&1; want s5prof && head -25 $OUT/ncu5_$1_b$2.txt
 done
+# s6: moe_tc_kernel's token groups a pass from the mean rows per expert (auto) vs 4 (before); the PDL
+# instructions' cost when PDL is off (a build without them), with the default binary again for the noise
+want s6 && step s6_bf16 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,8,32,64,128,256 --ctx 1K,4K --prompt '' --steps 8 --csv $CSV --label s6-bf16
+want s6 && step s6_fp8 90 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1,8,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s6-fp8
+want s6 && step s6_tg4 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_TG=4 $B/dsinfer bench --dtype bf16 --batch 64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s6-tg4
+want s6 && step s6_tg4_fp8 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_TG=4 $B/dsinfer bench --dtype fp8 --batch 64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s6-tg4-fp8
+[ -x $B/dsinfer_nopdl ] && want s6 && step s6_nopdl 60 env DSINFER_CUDA_TC=1 $B/dsinfer_nopdl bench --dtype bf16 --batch 1,8,64 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s6-nopdl-build
+want s6 && step s6_again 60 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,8,64 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s6-default-again
 want model && [ "$PART" != all ] && step model 200 $B/test_cuda_model
 # capacity (issue 9): the most 4K-token sequences that fit next to the weights, and decode at that batch
 want capacity && step fit_bf16_kv32 280 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch fit --ctx 4K --prompt '' --steps 4 --csv $CSV --label fit-bf16-kv32

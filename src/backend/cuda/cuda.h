@@ -368,6 +368,8 @@ void cu_linear(ds_backend *be, float *out, const float *x, const ds_weight *w, i
 void cu_weight_bf16(__nv_bfloat16 *dst, const cu_wview &v, int r0, int nr);
 void cu_to_bf16(__nv_bfloat16 *dst, const float *src, size_t n);
 extern int cu_dequant_vec;
+/* moe_tc_kernel's token groups a pass (DSINFER_CUDA_MOE_TG: 0 = from the mean rows per expert). */
+extern int cu_moe_tg;
 /* W8A8 (cuda_fp8gemm.cu): 1 if w can take the block-scaled FP8 path (FP8 with 128x128 scales, K a
  * multiple of 128, N a multiple of 4, scale rows a multiple of 4 floats); then cu_linear_fp8 computes
  * out[M, N] = q(x) . W^T with x quantized per token x 128 columns, or returns 0 having done nothing

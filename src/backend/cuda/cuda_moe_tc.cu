@@ -76,9 +76,10 @@ __device__ __forceinline__ uint4 ld_w8(const cu_wview &w, int n, int c) {
 }
 
 /* acc[q] += W[rows g, g+8][k0 .. k0+31] X[tokens of group q][same]^T for one 32-column chunk */
+template <int TG>
 __device__ __forceinline__ void mt_chunk(float (*acc)[4], const uint4 &wa, const uint4 &wb, const uint4 *xv, int ng) {
 #pragma unroll
-    for (int q = 0; q < MT_TG; q++) {
+    for (int q = 0; q < TG; q++) {
         if (q >= ng) break;
         cu_mma_bf16(acc[q], wa.x, wb.x, wa.y, wb.y, xv[q].x, xv[q].y);
         cu_mma_bf16(acc[q], wa.z, wb.z, wa.w, wb.w, xv[q].z, xv[q].w);
@@ -92,14 +93,18 @@ __device__ __forceinline__ void mt_chunk(float (*acc)[4], const uint4 &wa, const
  * the blocks reading the same weight rows run together (L2 hits).
  * PAIR: BF16 SiLU(xs W0^T) * (xs W1^T) (the down projection's input); else fp32 xs W0^T.
  * block MT_WARPS * 32. */
-template <int WT, bool PAIR>
+/* TG: token groups of 8 a pass (MT_TG at most; the host picks it from the mean rows per expert: at decode
+ * an expert has few tokens, and a pass of 1-2 groups keeps fewer registers, so more warps stream weights).
+ * With TG <= 2 a lane's token loads for the whole 128-column step are issued with its weight loads, not
+ * one L2 round trip per 32-column chunk after them. */
+template <int WT, bool PAIR, int TG>
 __global__ void __launch_bounds__(MT_WARPS * 32) moe_tc_kernel(void *out, int ldo, const __nv_bfloat16 *xs, int ldx,
                                                                const int32_t *off, const cu_wview *tab0,
                                                                const cu_wview *tab1, int N, int K, int M,
                                                                cu_wview v0) {
     int e = blockIdx.y, r0 = off ? off[e] : 0, cnt = off ? off[e + 1] - r0 : M;
     int tile = off ? blockIdx.x : blockIdx.z;
-    int j_first = off ? 0 : blockIdx.x * 8 * MT_TG, j_step = off ? 8 * MT_TG : cnt;
+    int j_first = off ? 0 : blockIdx.x * 8 * TG, j_step = off ? 8 * TG : cnt;
     constexpr bool FP8 = WT == MT_FP8 || WT == MT_FP8F;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     int n0 = (tile * MT_WARPS + warp) * 16;
@@ -109,16 +114,16 @@ __global__ void __launch_bounds__(MT_WARPS * 32) moe_tc_kernel(void *out, int ld
     const float *sc0 = FP8 ? w0.scale + (size_t)(n0 >> 7) * w0.scale_cols : nullptr;
     const float *sc1 = FP8 && PAIR ? w1.scale + (size_t)(n0 >> 7) * w1.scale_cols : nullptr;
     for (int j0 = j_first; j0 < cnt; j0 += j_step) {
-        int left = cnt - j0, ng = (left + 7) / 8 < MT_TG ? (left + 7) / 8 : MT_TG;
-        const __nv_bfloat16 *xr[MT_TG];
+        int left = cnt - j0, ng = (left + 7) / 8 < TG ? (left + 7) / 8 : TG;
+        const __nv_bfloat16 *xr[TG];
 #pragma unroll
-        for (int q = 0; q < MT_TG; q++) {
+        for (int q = 0; q < TG; q++) {
             int j = j0 + 8 * q + g;
             xr[q] = j < cnt ? xs + (size_t)(r0 + j) * ldx : nullptr;   /* rows past the expert's: zeros */
         }
-        float a0[MT_TG][4], a1[MT_TG][4];
+        float a0[TG][4], a1[TG][4];
 #pragma unroll
-        for (int q = 0; q < MT_TG; q++)
+        for (int q = 0; q < TG; q++)
 #pragma unroll
             for (int i = 0; i < 4; i++) a0[q][i] = a1[q][i] = 0.0f;
         for (int kb = 0; kb < K; kb += 32 * MT_U) {
@@ -136,25 +141,37 @@ __global__ void __launch_bounds__(MT_WARPS * 32) moe_tc_kernel(void *out, int ld
                     }
                 }
             }
-            float p0[MT_TG][4], p1[MT_TG][4];   /* FP8: this 128-column block's sums */
+            constexpr int XP = TG <= 2 ? MT_U : 1;   /* chunks whose token loads go out with the weights' */
+            uint4 xall[XP][TG];
+            if (TG <= 2) {
 #pragma unroll
-            for (int q = 0; q < MT_TG; q++)
+                for (int u = 0; u < XP; u++)
+#pragma unroll
+                    for (int q = 0; q < TG; q++) {
+                        int c = kb + 32 * u + 8 * t;
+                        xall[u][q] = u < nu && xr[q] ? __ldg((const uint4 *)(xr[q] + c)) : make_uint4(0, 0, 0, 0);
+                    }
+            }
+            float p0[TG][4], p1[TG][4];   /* FP8: this 128-column block's sums */
+#pragma unroll
+            for (int q = 0; q < TG; q++)
 #pragma unroll
                 for (int i = 0; i < 4; i++) p0[q][i] = p1[q][i] = 0.0f;
 #pragma unroll
             for (int u = 0; u < MT_U; u++) {
                 if (u >= nu) break;
                 int c = kb + 32 * u + 8 * t;
-                uint4 xv[MT_TG];
+                uint4 xv[TG];
 #pragma unroll
-                for (int q = 0; q < MT_TG; q++) xv[q] = xr[q] ? __ldg((const uint4 *)(xr[q] + c)) : make_uint4(0, 0, 0, 0);
-                mt_chunk(FP8 ? p0 : a0, wa[u], wb[u], xv, ng);
-                if (PAIR) mt_chunk(FP8 ? p1 : a1, ua[u], ub[u], xv, ng);
+                for (int q = 0; q < TG; q++)
+                    xv[q] = TG <= 2 ? xall[TG <= 2 ? u : 0][q] : xr[q] ? __ldg((const uint4 *)(xr[q] + c)) : make_uint4(0, 0, 0, 0);
+                mt_chunk<TG>(FP8 ? p0 : a0, wa[u], wb[u], xv, ng);
+                if (PAIR) mt_chunk<TG>(FP8 ? p1 : a1, ua[u], ub[u], xv, ng);
             }
             if (FP8) {
                 float s0 = __ldg(sc0 + (kb >> 7)), s1 = PAIR ? __ldg(sc1 + (kb >> 7)) : 0.0f;
 #pragma unroll
-                for (int q = 0; q < MT_TG; q++)
+                for (int q = 0; q < TG; q++)
 #pragma unroll
                     for (int i = 0; i < 4; i++) {
                         a0[q][i] += s0 * p0[q][i];
@@ -164,7 +181,7 @@ __global__ void __launch_bounds__(MT_WARPS * 32) moe_tc_kernel(void *out, int ld
         }
         /* a[q]: [0] row g token 8q+2t, [1] row g token 8q+2t+1, [2] row g+8 token 8q+2t, [3] row g+8 token 8q+2t+1 */
 #pragma unroll
-        for (int q = 0; q < MT_TG; q++) {
+        for (int q = 0; q < TG; q++) {
 #pragma unroll
             for (int i = 0; i < 4; i++) {
                 int j = j0 + 8 * q + 2 * t + (i & 1), n = n0 + g + 8 * (i >> 1);
@@ -188,6 +205,8 @@ __global__ void moe_rows_bf16_kernel(__nv_bfloat16 *dst, const float *src, const
     for (int c = threadIdx.x; c < D; c += blockDim.x) d[c] = __float2bfloat16_rn(s[c]);
 }
 
+int cu_moe_tg = 0;   /* DSINFER_CUDA_MOE_TG (read at backend creation) */
+
 int cu_moe_tc_fits(const cu_wview *gate, const cu_wview *down) {
     const cu_wview *v[2] = {gate, down};
     for (int i = 0; i < 2; i++) {
@@ -208,18 +227,27 @@ void cu_moe_tc(float *y, const float *x, const int32_t *rows, const int32_t *off
     CUDA_LAUNCH_CHECK();
     dim3 g1((unsigned)((I + 16 * MT_WARPS - 1) / (16 * MT_WARPS)), (unsigned)E);
     dim3 g2((unsigned)((D + 16 * MT_WARPS - 1) / (16 * MT_WARPS)), (unsigned)E);
+    /* token groups a pass from the mean rows per expert (DSINFER_CUDA_MOE_TG: 1, 2 or 4 fixed, 0 auto) */
+    int mean = (n_rows + E - 1) / E, tg = cu_moe_tg ? cu_moe_tg : mean <= 8 ? 1 : mean <= 16 ? 2 : MT_TG;
+#define MT_PAIR_TG(WT, TG)                                                                                               \
+    do {                                                                                                                 \
+        moe_tc_kernel<WT, true, TG><<<g1, MT_WARPS * 32, 0, cu_stream>>>(inter, I, xs, D, off, tab, tab + E, I, D, 0, *gate); \
+        CUDA_LAUNCH_CHECK();                                                                                             \
+        moe_tc_kernel<WT, false, TG><<<g2, MT_WARPS * 32, 0, cu_stream>>>(y, D, inter, I, off, tab + 2 * E, NULL, D, I, 0, *gate); \
+        CUDA_LAUNCH_CHECK();                                                                                             \
+    } while (0)
 #define MT_PAIR(WT)                                                                                                      \
     do {                                                                                                                 \
-        moe_tc_kernel<WT, true><<<g1, MT_WARPS * 32, 0, cu_stream>>>(inter, I, xs, D, off, tab, tab + E, I, D, 0, *gate);  \
-        CUDA_LAUNCH_CHECK();                                                                                             \
-        moe_tc_kernel<WT, false><<<g2, MT_WARPS * 32, 0, cu_stream>>>(y, D, inter, I, off, tab + 2 * E, NULL, D, I, 0, *gate); \
-        CUDA_LAUNCH_CHECK();                                                                                             \
+        if (tg == 1) MT_PAIR_TG(WT, 1);                                                                                  \
+        else if (tg == 2) MT_PAIR_TG(WT, 2);                                                                             \
+        else MT_PAIR_TG(WT, MT_TG);                                                                                      \
     } while (0)
     if (gate->dtype == DS_DTYPE_F8_E4M3 && cu_fp8_fast) MT_PAIR(MT_FP8F);
     else if (gate->dtype == DS_DTYPE_F8_E4M3) MT_PAIR(MT_FP8);
     else if (gate->dtype == DS_DTYPE_NVFP4) MT_PAIR(MT_NVFP4);
     else MT_PAIR(MT_BF16);
 #undef MT_PAIR
+#undef MT_PAIR_TG
 }
 
 int cu_skinny_tc_fits(const cu_wview *w) {
@@ -237,10 +265,10 @@ void cu_skinny_tc(float *out, const float *x, int M, const cu_wview *w, void *xs
     CUDA_LAUNCH_CHECK();
     dim3 grid((unsigned)((M + 8 * MT_TG - 1) / (8 * MT_TG)), 1, (unsigned)((N + 16 * MT_WARPS - 1) / (16 * MT_WARPS)));
     if (w->dtype == DS_DTYPE_NVFP4)
-        moe_tc_kernel<MT_NVFP4, false><<<grid, MT_WARPS * 32, 0, cu_stream>>>(out, N, xs, K, NULL, NULL, NULL, N, K, M, *w);
+        moe_tc_kernel<MT_NVFP4, false, MT_TG><<<grid, MT_WARPS * 32, 0, cu_stream>>>(out, N, xs, K, NULL, NULL, NULL, N, K, M, *w);
     else if (cu_fp8_fast)
-        moe_tc_kernel<MT_FP8F, false><<<grid, MT_WARPS * 32, 0, cu_stream>>>(out, N, xs, K, NULL, NULL, NULL, N, K, M, *w);
+        moe_tc_kernel<MT_FP8F, false, MT_TG><<<grid, MT_WARPS * 32, 0, cu_stream>>>(out, N, xs, K, NULL, NULL, NULL, N, K, M, *w);
     else
-        moe_tc_kernel<MT_FP8, false><<<grid, MT_WARPS * 32, 0, cu_stream>>>(out, N, xs, K, NULL, NULL, NULL, N, K, M, *w);
+        moe_tc_kernel<MT_FP8, false, MT_TG><<<grid, MT_WARPS * 32, 0, cu_stream>>>(out, N, xs, K, NULL, NULL, NULL, N, K, M, *w);
     CUDA_LAUNCH_CHECK();
 }
