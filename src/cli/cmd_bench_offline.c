@@ -22,21 +22,27 @@
 
 #include "cli/cli.h"
 #include "core/status.h"
+#include "dist/launch.h"
 #include "loader/config.h"
 #ifdef DS_HAVE_CUDA
 #include "backend/cuda/cuda_api.h"
+#include "dist/ep_moe.h"
+#include "model/engine.h"
 #endif
 
 #define MAX_LIST 16
 
 typedef struct {
     const char *model, *dtype, *csv, *label, *kv;   /* kv: --kv-cache-dtype, "auto" or "fp8" */
-    char dtype_col[24];                              /* the table's dtype column: weights, "+kv8" for an FP8 cache */
+    char dtype_col[40];                              /* the table's dtype column: weights, "+kv8" for an FP8 cache,
+                                                        " dp2+ep" for a data-parallel group */
     int batches[MAX_LIST], n_batches, ctxs[MAX_LIST], n_ctxs, prompts[MAX_LIST], n_prompts;
     int steps, ceilings_only, mla, ops;
     int batch_fit;                                   /* --batch fit: the most sequences of the (one) context that fit */
     int ops_ms[MAX_LIST], n_ops_ms;                   /* --ops-m */
     double bw_gbs, tflops;
+    ds_dp_spec dp;                                   /* --data-parallel-size ...: one process per GPU (dist/launch.h) */
+    int ep;                                          /* --enable-expert-parallel: the routed experts split over them */
 } bench_opts;
 
 static double now_s(void) {
@@ -101,11 +107,32 @@ static void step_cost(const ds_config *c, double T, double att_flops, double kv_
     *flops = 2 * T * active + att_flops;
 }
 
+/* One GPU's share of a data-parallel step of B sequences per rank over n ranks: every rank reads the
+ * non-expert weights (attention, dense layers, shared experts, router, head); with expert parallelism the
+ * routed experts the n * B tokens touch are read once across the group (each by the rank holding it),
+ * without it every rank reads those its own B tokens touch. Bytes and FLOPs per GPU (the group's total
+ * over n), so the roofline is per GPU and comparable with a one-GPU row. */
+static void dp_step_cost(const ds_config *c, int n, int ep, double B, double att_flops_per_rank, double kv_per_rank,
+                         double *bytes, double *flops) {
+    if (!ep) {
+        step_cost(c, B, att_flops_per_rank, kv_per_rank, bytes, flops);
+        return;
+    }
+    model_sizes s = sizes_of(c);
+    double nonexp = s.n_dense * (s.attn + s.dense) * s.wsz + s.n_moe * ((s.attn + s.shared) * s.wsz + s.router * 2) +
+                    s.head * 2;
+    double tb, tf;
+    step_cost(c, n * B, n * att_flops_per_rank, n * kv_per_rank, &tb, &tf);
+    *bytes = (tb + (n - 1) * nonexp) / n;
+    *flops = tf / n;
+}
+
 /* ---- rows ----------------------------------------------------------------------------------------- */
 typedef struct {
     FILE *csv;
     const bench_opts *o;
     const ds_config *cfg;
+    ds_comm *dp;   /* a data-parallel group (this process one rank of it), or NULL */
 } out_ctx;
 
 static void emit(out_ctx *x, const char *kind, int batch, int len, double tok_s, double step_ms, double bytes,
@@ -148,6 +175,16 @@ static double attn_decode_flops(const ds_config *c, double B, double L) {
     return c->num_layers * B * H * (2.0 * c->qk_nope_head_dim * C + 2.0 * (C + dr) * L + 2.0 * C * L + 2.0 * C * c->v_head_dim);
 }
 
+/* *dt = the largest of the ranks' *dt (microseconds through the group's host exchange). */
+static ds_status dp_slowest(ds_comm *cm, double *dt, char *err) {
+    int64_t send[64], recv[64];
+    for (int r = 0; r < cm->size; r++) send[r] = (int64_t)(*dt * 1e6);
+    ds_status st = cm->exchange_counts(cm, send, recv, err);
+    for (int r = 0; r < cm->size && !st; r++) *dt = recv[r] / 1e6 > *dt ? recv[r] / 1e6 : *dt;
+    return st;
+}
+
+/* decode rows: B sequences of ctx tokens (per rank in a data-parallel group, whose row counts all ranks') */
 static ds_status bench_decode(ds_engine *e, out_ctx *x, int ctx, char *err) {
     const bench_opts *o = x->o;
     int Bmax = 0, V = ds_engine_vocab_size(e);
@@ -174,10 +211,12 @@ static ds_status bench_decode(ds_engine *e, out_ctx *x, int ctx, char *err) {
             st = ds_engine_forward(e, it, B, logits, err);
         }
         if (st) break;
-        double dt = now_s() - t0, step_ms = 1e3 * dt / o->steps;
-        double L = ctx + warm + o->steps / 2.0, bytes, flops;
-        step_cost(x->cfg, B, attn_decode_flops(x->cfg, B, L), B * L, &bytes, &flops);
-        emit(x, "decode", B, ctx, B * o->steps / dt, step_ms, bytes, flops);
+        double dt = now_s() - t0, L = ctx + warm + o->steps / 2.0, bytes, flops;
+        int n = x->dp ? x->dp->size : 1;
+        if (x->dp && (st = dp_slowest(x->dp, &dt, err))) break;   /* the group's step: its slowest rank */
+        if (x->dp) dp_step_cost(x->cfg, n, o->ep, B, attn_decode_flops(x->cfg, B, L), B * L, &bytes, &flops);
+        else step_cost(x->cfg, B, attn_decode_flops(x->cfg, B, L), B * L, &bytes, &flops);
+        emit(x, "decode", n * B, ctx, (double)n * B * o->steps / dt, 1e3 * dt / o->steps, bytes, flops);
         for (int i = 0; i < B; i++) ds_seq_truncate(seqs[i], ctx);
     }
     for (int i = 0; i <= Bmax; i++) ds_seq_free(seqs[i]);
@@ -237,12 +276,18 @@ static void usage(void) {
             "usage: dsinfer bench [--model CONFIG.json] [--dtype bf16|fp8] [--batch 1,8,32,64,128,256] [--ctx 1K,4K]\n"
             "                     [--prompt 512,2K,8K] [--steps N] [--csv FILE] [--label NAME] [--bw GB/s --tflops T]\n"
             "                     [--kv-cache-dtype auto|bf16|fp8]\n"
+            "                     [--data-parallel-size N [--enable-expert-parallel]\n"
+            "                      [--nnodes K --node-rank R --master-addr HOST --master-port P]]\n"
             "       --batch fit: one batch, the most sequences of --ctx tokens whose KV fits in the GPU memory left\n"
             "                    after the weights (less a reserve for activations); prints the capacity\n"
             "       dsinfer bench --ceilings        measure copy bandwidth and the BF16 matrix rate only\n"
             "       dsinfer bench --mla             the absorbed MLA decode op alone (64 seqs x 4K, 16 and 128 heads)\n"
             "       dsinfer bench --ops [--ops-m 1,64,128,4096]  the FP8 GEMMs of the V3 shapes alone: W8A8 as the\n"
             "                                       engine runs it, cuBLASLt block-scaled FP8, cuBLAS BF16\n"
+            "       --data-parallel-size N: one process per GPU (N / K on each of K nodes, rank 0 at --master-addr:\n"
+            "                    --master-port; one node: 127.0.0.1 and a free port), each decoding --batch sequences of\n"
+            "                    its own; rows count the whole group (batch N x B, the slowest rank's step);\n"
+            "                    --enable-expert-parallel splits the routed experts over the ranks (NCCL exchanges)\n"
             "       dsinfer bench serve ...         load-test a running server (dsinfer bench serve --help)\n"
             "  Offline throughput on the CUDA backend with dummy weights (default configs/deepseek-v2-lite.json);\n"
             "  --batch/--ctx/--prompt take comma lists (0 rows: give an empty list as ''); each row prints its\n"
@@ -254,9 +299,12 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
         {"model", 1, 0, 'm'}, {"dtype", 1, 0, 'd'}, {"batch", 1, 0, 'b'}, {"ctx", 1, 0, 'c'}, {"prompt", 1, 0, 'p'},
         {"steps", 1, 0, 's'}, {"csv", 1, 0, 'o'}, {"label", 1, 0, 'l'}, {"bw", 1, 0, 'w'}, {"tflops", 1, 0, 't'},
         {"ceilings", 0, 0, 'C'}, {"mla", 0, 0, 'A'}, {"kv-cache-dtype", 1, 0, 'k'}, {"ops", 0, 0, 'O'},
-        {"ops-m", 1, 0, 'M'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"ops-m", 1, 0, 'M'}, {"help", 0, 0, 'h'}, {"data-parallel-size", 1, 0, 'D'},
+        {"enable-expert-parallel", 0, 0, 'E'}, {"nnodes", 1, 0, 'N'}, {"node-rank", 1, 0, 'R'},
+        {"master-addr", 1, 0, 'a'}, {"master-port", 1, 0, 'P'}, {0, 0, 0, 0}};
     *o = (bench_opts){.model = "configs/deepseek-v2-lite.json", .dtype = "bf16", .label = "dsinfer", .steps = 16,
-                      .kv = "auto"};
+                      .kv = "auto", .dp = {.size = 1, .nnodes = 1}};
+    int prompts_given = 0;
     o->n_batches = parse_list("1,8,32,64,128,256", o->batches);
     o->n_ctxs = parse_list("1024,4096", o->ctxs);
     o->n_prompts = parse_list("512,2048,8192", o->prompts);
@@ -282,7 +330,27 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
             LIST_OR_FAIL("--batch", o->n_batches, optarg);
             break;
         case 'c': o->n_ctxs = parse_list(optarg, o->ctxs); LIST_OR_FAIL("--ctx", o->n_ctxs, optarg); break;
-        case 'p': o->n_prompts = parse_list(optarg, o->prompts); LIST_OR_FAIL("--prompt", o->n_prompts, optarg); break;
+        case 'p':
+            o->n_prompts = parse_list(optarg, o->prompts);
+            LIST_OR_FAIL("--prompt", o->n_prompts, optarg);
+            prompts_given = o->n_prompts > 0;
+            break;
+        case 'D': case 'N': case 'R': case 'P': {   /* whole numbers; the ranges are checked with the spec */
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            if (!*optarg || *end || v < 0 || v > 1000000) {
+                fprintf(stderr, "dsinfer bench: bad --%s \"%s\" (a whole number)\n",
+                        ch == 'D' ? "data-parallel-size" : ch == 'N' ? "nnodes" : ch == 'R' ? "node-rank" : "master-port", optarg);
+                return 2;
+            }
+            if (ch == 'D') o->dp.size = (int)v;
+            else if (ch == 'N') o->dp.nnodes = (int)v;
+            else if (ch == 'R') o->dp.node_rank = (int)v;
+            else o->dp.port = (int)v;
+            break;
+        }
+        case 'E': o->ep = 1; break;
+        case 'a': o->dp.addr = optarg; break;
         case 's':
             o->steps = atoi(optarg);
             if (o->steps <= 0 || o->steps > 100000) {
@@ -323,7 +391,27 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
         fprintf(stderr, "dsinfer bench: unknown --kv-cache-dtype \"%s\" (expected auto, bf16 or fp8)\n", o->kv);
         return 2;
     }
-    snprintf(o->dtype_col, sizeof o->dtype_col, "%s%s", o->dtype, !strcmp(o->kv, "fp8") ? "+kv8" : !strcmp(o->kv, "bf16") ? "+kv16" : "");
+    if (o->dp.size != 1 || o->ep || o->dp.nnodes != 1 || o->dp.node_rank || o->dp.addr || o->dp.port) {
+        char err[DS_ERRLEN];
+        if (ds_dp_spec_check(&o->dp, err)) {
+            fprintf(stderr, "dsinfer bench: %s\n", err);
+            return 2;
+        }
+        if (o->dp.size < 2) {
+            fprintf(stderr, "dsinfer bench: --enable-expert-parallel, --nnodes, --node-rank and --master-* need "
+                            "--data-parallel-size of 2 or more\n");
+            return 2;
+        }
+        if (o->batch_fit || o->mla || o->ops || o->ceilings_only || prompts_given) {
+            fprintf(stderr, "dsinfer bench: --data-parallel-size times decode rows only (not with --batch fit, --mla, "
+                            "--ops, --ceilings or --prompt)\n");
+            return 2;
+        }
+        o->n_prompts = 0;
+    }
+    char par[24] = "";
+    if (o->dp.size > 1) snprintf(par, sizeof par, " dp%d%s", o->dp.size, o->ep ? "+ep" : "");
+    snprintf(o->dtype_col, sizeof o->dtype_col, "%s%s%s", o->dtype, !strcmp(o->kv, "fp8") ? "+kv8" : !strcmp(o->kv, "bf16") ? "+kv16" : "", par);
     return 0;
 }
 
@@ -445,6 +533,29 @@ static int run_mla(const ds_config *base, double bw) {
 }
 #endif
 
+#ifdef DS_HAVE_CUDA
+/* Joins this rank's engine to the group's expert parallelism (its experts were the only ones loaded). The
+ * placement and the ds_ep live as long as the engine (freed by the caller after it). */
+static ds_status join_ep(ds_engine *e, ds_comm *cm, ds_ep_placement *pl, ds_ep *ep, char *err) {
+    ds_status st = ds_ep_place(e->cfg.n_routed_experts, cm->size, 0, NULL, pl, err);
+    if (st) return st;
+    ep->comm = cm;
+    ep->pl = pl;
+    ep->fp8_dispatch = 0;
+    ep->ws = ds_xcalloc(1, sizeof(ds_ep_ws));
+    ep->ws->be = e->be;
+    return ds_engine_set_expert_parallel(e, ep, err);
+}
+
+static int run_bench(bench_opts *op, ds_comm *dp);
+
+/* A rank of `dsinfer bench --data-parallel-size N`: the same run on its GPU, rank 0's rows printed */
+static int bench_rank(int rank, ds_comm *cm, void *arg) {
+    if (rank != 0 && !freopen("/dev/null", "w", stdout)) return 1;
+    return run_bench((bench_opts *)arg, cm);
+}
+#endif
+
 int cli_bench_offline(int argc, char **argv) {
     bench_opts o;
     int rc = parse_opts(argc, argv, &o);
@@ -453,6 +564,22 @@ int cli_bench_offline(int argc, char **argv) {
     fprintf(stderr, "dsinfer bench: this dsinfer is built without CUDA\n");
     return 1;
 #else
+    if (o.dp.size > 1) {
+        char err[DS_ERRLEN];
+        if (ds_dp_launch(&o.dp, bench_rank, &o, err)) {
+            fprintf(stderr, "dsinfer bench: %s\n", err);
+            return 1;
+        }
+        return 0;
+    }
+    return run_bench(&o, NULL);
+#endif
+}
+
+#ifdef DS_HAVE_CUDA
+/* One process's bench on its GPU; dp: its data-parallel group, or NULL. */
+static int run_bench(bench_opts *op, ds_comm *dp) {
+    bench_opts o = *op;
     char err[DS_ERRLEN];
     if (!o.bw_gbs || !o.tflops) {
         double bw, tf;
@@ -490,14 +617,30 @@ int cli_bench_offline(int argc, char **argv) {
     size_t tokens = (size_t)(Bmax + 1) * (size_t)(Lmax + o.steps + 64) + (size_t)Pmax + 64;
     ds_engine_opts eo = {.backend = "cuda", .dummy_weights = 1, .kv_cache_dtype = o.kv,
                          .kv_cache_bytes = tokens * ds_kv_token_bytes(&cfg) * (size_t)cfg.num_layers};
+    if (dp && o.ep) {   /* only this rank's routed experts are loaded */
+        eo.expert_parallel_size = dp->size;
+        eo.expert_parallel_rank = dp->rank;
+    }
     ds_engine *e = NULL;
     double t0 = now_s();
     st = ds_engine_open(path, &eo, &e, err);
     remove(path);
-    if (st) { fprintf(stderr, "dsinfer bench: %s\n", err); return 1; }
-    printf("model: %s (opened in %.1f s)\n", ds_engine_describe(e), now_s() - t0);
-    out_ctx x = {NULL, &o, &cfg};
-    if (o.csv) {
+    ds_ep_placement pl;
+    ds_ep ep;
+    memset(&pl, 0, sizeof pl);
+    memset(&ep, 0, sizeof ep);
+    if (!st && dp && o.ep) st = join_ep(e, dp, &pl, &ep, err);
+    if (st) {
+        fprintf(stderr, "dsinfer bench%s: %s\n", dp ? " (a data-parallel rank)" : "", err);
+        ds_ep_ws_free(ep.ws);   /* its buffers before the backend they live in */
+        ds_engine_free(e);
+        ds_ep_placement_free(&pl);
+        return 1;
+    }
+    printf("model: %s (opened in %.1f s)%s\n", ds_engine_describe(e), now_s() - t0,
+           dp ? (o.ep ? ", one GPU of a data-parallel group with the routed experts split" : ", one GPU of a data-parallel group") : "");
+    out_ctx x = {NULL, &o, &cfg, dp};
+    if (o.csv && (!dp || dp->rank == 0)) {
         x.csv = fopen(o.csv, "a");
         if (!x.csv) { fprintf(stderr, "dsinfer bench: cannot open %s\n", o.csv); ds_engine_free(e); return 1; }
         fseek(x.csv, 0, SEEK_END);
@@ -508,7 +651,9 @@ int cli_bench_offline(int argc, char **argv) {
     if (!st && o.n_prompts) st = bench_prefill(e, &x, err);
     if (st) fprintf(stderr, "dsinfer bench: %s\n", err);
     if (x.csv) fclose(x.csv);
+    ds_ep_ws_free(ep.ws);
     ds_engine_free(e);
+    ds_ep_placement_free(&pl);
     return st ? 1 : 0;
-#endif
 }
+#endif

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Issue 10 on nvidia-h200-x2 in one call: DP2+EP2 correctness (test_nccl_ep) and decode throughput of one
+# GPU against `dsinfer bench --data-parallel-size 2` (one process per GPU, dist/launch.c) without and with
+# the routed experts split (--enable-expert-parallel, NCCL exchanges), V2-Lite BF16 with dummy weights;
+# plus the fixture goldens with the tensor-core paths on (issue 7's "every technique on"). NCCL from the
+# image's PyTorch wheel; NVLink multicast off. Carry .deps.tar.xz (dev/cuda/pack.sh). Logs in $OUT.
+set -u
+[ -f .deps.tar.xz ] && tar xJf .deps.tar.xz
+OUT=${OUT:-/tmp/dsinfer-gpu}; mkdir -p "$OUT"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+NCCL_DIR=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(os.path.dirname(nvidia.nccl.__file__), "lib"))' 2>/dev/null)
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$PWD/.deps/lib${NCCL_DIR:+:$NCCL_DIR}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+B=.deps/bin; CSV=$OUT/bench.csv
+nvidia-smi -L | tee "$OUT/gpus.txt"
+run() { local name=$1 t=$2; shift 2; local t0=$(date +%s)
+  stdbuf -oL -eL timeout "$t" "$@" >"$OUT/$name.log" 2>&1; local rc=$?
+  echo "== $name rc=$rc $(( $(date +%s) - t0 )) s"; grep -E "^decode|rror|FAIL|: ok|rank" "$OUT/$name.log" | tail -n 12; }
+run golden_tc 120 env CUDA_VISIBLE_DEVICES=0 DSINFER_CUDA_TC=1 $B/test_cuda_golden
+run nccl_ep 300 env DSINFER_NCCL_SMALL=1 $B/test_nccl_ep
+ARGS=(--dtype bf16 --batch 32,64,128 --ctx 1K --prompt '' --steps 8 --csv $CSV)
+run one_gpu 120 env CUDA_VISIBLE_DEVICES=0 DSINFER_CUDA_TC=1 $B/dsinfer bench "${ARGS[@]}" --label one-gpu
+run dp2 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench "${ARGS[@]}" --label dp2 --data-parallel-size 2
+run dp2ep2 240 env DSINFER_CUDA_TC=1 $B/dsinfer bench "${ARGS[@]}" --label dp2-ep2 --data-parallel-size 2 --enable-expert-parallel
