@@ -83,6 +83,10 @@ struct ds_backend {
                 const ds_weight *down, int M);
     /* MoE block (spec 9): routing, routed experts weighted, plus shared experts. out[M, D]. */
     void (*moe)(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M);
+    /* out[M, D] = the routed experts e0 <= e < e1 only (no shared experts), routing over all experts as moe
+     * does: for each token, the sum of w_k * expert(x) over its choices in that range, in ascending expert
+     * order (expert parallelism over gathered tokens: dist/ep_moe.c). Optional (NULL: not available). */
+    void (*moe_routed)(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M, int e0, int e1);
     /* out[i, :] = x[rows[i], :] for i < n, rows of width n_cols. */
     void (*gather_rows)(ds_backend *be, float *out, const float *x, const int32_t *rows, int n, int n_cols);
     /* The MoE combine of expert outputs computed elsewhere (expert parallelism): for m < M,

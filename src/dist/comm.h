@@ -24,6 +24,11 @@ struct ds_comm {
     ds_status (*exchange_counts)(ds_comm *c, const int64_t *send, int64_t *recv, char *err);
     /* buf[0:n] (backend memory) = the sum of every rank's buf, the same bits on every rank. */
     ds_status (*all_reduce_sum)(ds_comm *c, float *buf, size_t n, char *err);
+    /* Backend memory, n floats a rank: recv[r * n + i] = rank r's send[i] (recv holds size * n). */
+    ds_status (*all_gather)(ds_comm *c, const float *send, float *recv, size_t n, char *err);
+    /* Backend memory: recv[i] = the sum over ranks r of r's send[rank * n + i] (send holds size * n), added
+     * in the same order on every rank for a given element. */
+    ds_status (*reduce_scatter_sum)(ds_comm *c, const float *send, float *recv, size_t n, char *err);
     void (*destroy)(ds_comm *c);
 };
 

@@ -13,7 +13,7 @@ typedef struct {
     const void *send;
     const size_t *send_bytes, *send_off;
     const int64_t *counts;
-    const float *reduce;
+    const float *reduce;   /* all_reduce, all_gather, reduce_scatter: this rank's buffer */
     size_t reduce_n;
 } posted;
 
@@ -98,6 +98,46 @@ static ds_status local_all_reduce_sum(ds_comm *c, float *buf, size_t n, char *er
     return st;
 }
 
+static ds_status local_all_gather(ds_comm *c, const float *send, float *recv, size_t n, char *err) {
+    ds_comm_local_group *g = ((local_comm *)c)->g;
+    g->post[c->rank].reduce = send;
+    g->post[c->rank].reduce_n = n;
+    pthread_barrier_wait(&g->bar);
+    ds_status st = DS_OK;
+    for (int s = 0; s < g->size; s++) {
+        if (g->post[s].reduce_n != n) {
+            if (!st) st = ds_seterr(err, DS_ERR_ARG, "all_gather: rank %d gives %zu floats, rank %d %zu", s,
+                                    g->post[s].reduce_n, c->rank, n);
+            continue;
+        }
+        memcpy(recv + (size_t)s * n, g->post[s].reduce, sizeof(float) * n);
+    }
+    pthread_barrier_wait(&g->bar);
+    return st;
+}
+
+/* Each rank sums its part of every rank's buffer in rank order. */
+static ds_status local_reduce_scatter_sum(ds_comm *c, const float *send, float *recv, size_t n, char *err) {
+    ds_comm_local_group *g = ((local_comm *)c)->g;
+    g->post[c->rank].reduce = send;
+    g->post[c->rank].reduce_n = n;
+    pthread_barrier_wait(&g->bar);
+    ds_status st = DS_OK;
+    for (int s = 0; s < g->size && !st; s++)
+        if (g->post[s].reduce_n != n) st = ds_seterr(err, DS_ERR_ARG, "reduce_scatter: rank %d gives %zu floats, rank %d %zu",
+                                                   s, g->post[s].reduce_n, c->rank, n);
+    float *sum = malloc(sizeof(float) * (n ? n : 1));
+    if (!st) {
+        memcpy(sum, g->post[0].reduce + (size_t)c->rank * n, sizeof(float) * n);
+        for (int s = 1; s < g->size; s++)
+            for (size_t i = 0; i < n; i++) sum[i] += g->post[s].reduce[(size_t)c->rank * n + i];
+    }
+    pthread_barrier_wait(&g->bar);   /* every rank has read every buffer (recv may alias a send) */
+    if (!st) memcpy(recv, sum, sizeof(float) * n);
+    free(sum);
+    return st;
+}
+
 static void local_destroy(ds_comm *c) { free(c); }
 
 ds_comm *ds_comm_local_new(ds_comm_local_group *g, int rank) {
@@ -108,6 +148,8 @@ ds_comm *ds_comm_local_new(ds_comm_local_group *g, int rank) {
     lc->base.all_to_all_v = local_all_to_all_v;
     lc->base.exchange_counts = local_exchange_counts;
     lc->base.all_reduce_sum = local_all_reduce_sum;
+    lc->base.all_gather = local_all_gather;
+    lc->base.reduce_scatter_sum = local_reduce_scatter_sum;
     lc->base.destroy = local_destroy;
     return &lc->base;
 }

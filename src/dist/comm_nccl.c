@@ -42,6 +42,8 @@ typedef struct {
     ncclResult_t (*group_end)(void);
     const char *(*error_string)(ncclResult_t);
     ncclResult_t (*all_reduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
+    ncclResult_t (*all_gather)(const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t);
+    ncclResult_t (*reduce_scatter)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
 } nccl_api;
 static nccl_api api;
 
@@ -56,7 +58,8 @@ static ds_status load_api(char *err) {
         {(void **)&api.get_unique_id, "ncclGetUniqueId"}, {(void **)&api.init_rank, "ncclCommInitRank"},
         {(void **)&api.destroy, "ncclCommDestroy"}, {(void **)&api.send, "ncclSend"}, {(void **)&api.recv, "ncclRecv"},
         {(void **)&api.group_start, "ncclGroupStart"}, {(void **)&api.group_end, "ncclGroupEnd"},
-        {(void **)&api.error_string, "ncclGetErrorString"}, {(void **)&api.all_reduce, "ncclAllReduce"}};
+        {(void **)&api.error_string, "ncclGetErrorString"}, {(void **)&api.all_reduce, "ncclAllReduce"},
+        {(void **)&api.all_gather, "ncclAllGather"}, {(void **)&api.reduce_scatter, "ncclReduceScatter"}};
     for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
         *syms[i].fn = dlsym(lib, syms[i].name);
         if (!*syms[i].fn) {
@@ -126,6 +129,21 @@ static ds_status nccl_all_reduce_sum(ds_comm *c, float *buf, size_t n, char *err
     return DS_OK;
 }
 
+static ds_status nccl_all_gather(ds_comm *c, const float *send, float *recv, size_t n, char *err) {
+    nccl_comm *nc = (nccl_comm *)c;
+    if (!n) return DS_OK;
+    NCCL_TRY(api.all_gather(send, recv, n, ncclFloat32, nc->comm, (cudaStream_t)ds_cuda_stream()), "all-gather");
+    return DS_OK;
+}
+
+static ds_status nccl_reduce_scatter_sum(ds_comm *c, const float *send, float *recv, size_t n, char *err) {
+    nccl_comm *nc = (nccl_comm *)c;
+    if (!n) return DS_OK;
+    NCCL_TRY(api.reduce_scatter(send, recv, n, ncclFloat32, ncclSum, nc->comm, (cudaStream_t)ds_cuda_stream()),
+             "reduce-scatter");
+    return DS_OK;
+}
+
 static void nccl_destroy(ds_comm *c) {
     nccl_comm *nc = (nccl_comm *)c;
     if (nc->comm) api.destroy(nc->comm);
@@ -164,6 +182,8 @@ ds_status ds_comm_nccl_new(int rank, int n, const void *id, ds_comm **out, char 
     nc->base.all_to_all_v = nccl_all_to_all_v;
     nc->base.exchange_counts = nccl_exchange_counts;
     nc->base.all_reduce_sum = nccl_all_reduce_sum;
+    nc->base.all_gather = nccl_all_gather;
+    nc->base.reduce_scatter_sum = nccl_reduce_scatter_sum;
     nc->base.destroy = nccl_destroy;
     *out = &nc->base;
     return DS_OK;

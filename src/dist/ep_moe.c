@@ -220,3 +220,62 @@ ds_status ds_ep_moe(const ds_ep *ep, ds_backend *be, float *out, const float *x,
     free(rslot); free(perm); free(inv); free(idx);
     return st;
 }
+
+int ds_ep_gather_ok(const ds_ep *ep, const ds_backend *be, int *e0, int *e1) {
+    const ds_comm *cm = ep->comm;
+    const ds_ep_placement *pl = ep->pl;
+    if (!be->moe_routed || !cm->all_gather || !cm->reduce_scatter_sum || pl->redundant_slots) return 0;
+    int r = cm->rank, n = pl->rank_n_slots[r], lo = pl->n_experts, hi = -1;
+    for (int s = 0; s < n; s++) {
+        int x = pl->rank_experts[(size_t)r * pl->max_slots + s];
+        lo = x < lo ? x : lo;
+        hi = x > hi ? x : hi;
+    }
+    if (n <= 0 || hi - lo + 1 != n) return 0;   /* not one contiguous range */
+    *e0 = lo;
+    *e1 = hi + 1;
+    return 1;
+}
+
+ds_status ds_ep_moe_gathered(const ds_ep *ep, ds_backend *be, float *out, const float *x, const ds_layer_weights *L,
+                             int M, int M_max, char *err) {
+    int e0, e1;
+    if (!ds_ep_gather_ok(ep, be, &e0, &e1))
+        return ds_seterr(err, DS_ERR_UNSUPPORTED, "expert parallel: the gathered form needs moe_routed, all-gather, "
+                         "reduce-scatter and one contiguous expert range per rank");
+    ds_comm *cm = ep->comm;
+    const ds_config *c = be->cfg;
+    int n = cm->size, D = c->hidden_size;
+    size_t rows = (size_t)M_max * D;
+    bufset bs = {be, ep->ws, {0}, 0};
+    const float *send = x;
+    if (M < M_max) {   /* this rank's rows, then zero rows up to M_max */
+        float *pad = bnew(&bs, B_SEND_X, rows);
+        if (M > 0) {
+            int32_t *id = ds_xmalloc(sizeof(int32_t) * (size_t)M);
+            for (int i = 0; i < M; i++) id[i] = i;
+            be->gather_rows(be, pad, x, id, M, D);
+            free(id);
+        }
+        float *z = ds_xcalloc(rows - (size_t)M * D, sizeof(float));
+        be->from_host(be, pad + (size_t)M * D, z, rows - (size_t)M * D);
+        free(z);
+        send = pad;
+    }
+    float *xg = bnew(&bs, B_RECV_X, (size_t)n * rows), *yg = bnew(&bs, B_GRP_Y, (size_t)n * rows);
+    float *y = bnew(&bs, B_BACK, rows);
+    ds_status st = cm->all_gather(cm, send, xg, rows, err);
+    if (!st) be->moe_routed(be, yg, xg, L, n * M_max, e0, e1);
+    if (!st) st = cm->reduce_scatter_sum(cm, yg, y, rows, err);
+    if (!st && M > 0) {
+        if (c->n_shared_experts) be->mlp(be, out, x, &L->sh_gate, &L->sh_up, &L->sh_down, M);
+        else {
+            float *z = ds_xcalloc((size_t)M * D, sizeof(float));
+            be->from_host(be, out, z, (size_t)M * D);
+            free(z);
+        }
+        be->add(be, out, y, (size_t)M * D);
+    }
+    bfree(&bs);
+    return st;
+}

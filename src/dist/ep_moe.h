@@ -38,4 +38,16 @@ typedef struct ds_ep_s {
 ds_status ds_ep_moe(const ds_ep *ep, ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M,
                     char *err);
 
+/* The gathered form (graph-capturable, for few ranks over fast links): every rank's token rows are
+ * all-gathered (M_max rows a rank, zero-padded), each rank runs the routing for all of them and its own
+ * contiguous range of experts (be->moe_routed), a reduce-scatter sums the ranks' partial outputs back to
+ * the rows' owners, and the shared experts run on the owner's rows. No host step: the exchanges are NCCL
+ * collectives on the backend's stream. M_max: the largest M of the group this step (every rank passes
+ * the same). Returns DS_ERR_UNSUPPORTED (before any exchange) when the backend or communicator lacks
+ * the ops or the placement is not one contiguous range per rank (replicas): use ds_ep_moe then. */
+ds_status ds_ep_moe_gathered(const ds_ep *ep, ds_backend *be, float *out, const float *x, const ds_layer_weights *L,
+                             int M, int M_max, char *err);
+/* 1 when ds_ep_moe_gathered can serve this rank: the ops exist and its experts are [*e0, *e1). */
+int ds_ep_gather_ok(const ds_ep *ep, const ds_backend *be, int *e0, int *e1);
+
 #endif

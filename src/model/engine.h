@@ -36,6 +36,8 @@ struct ds_engine {
     int fused_add_norm;  /* be->add_rmsnorm where the backend has it (DSINFER_FUSED_ADD_NORM=0: off) */
     ds_attn_cost attn_cost;   /* per step and sequence: naive or absorbed attention (attn_cost.h) */
     const struct ds_ep_s *ep; /* expert parallelism (dist/ep_moe.h), or NULL: every expert here */
+    int ep_gather;            /* 1: the gathered form (ds_ep_moe_gathered; DSINFER_EP_GATHER=0: the all-to-all one) */
+    int ep_mmax;              /* with ep_gather: the group's largest token count this step */
     struct ds_ep_s *ep_owned; /* ep when made by ds_engine_join_expert_parallel (freed with the engine) */
     struct ds_comm *tp;       /* tensor parallelism (dist/tp.h): partial sums all-reduced over it, or NULL */
     struct ds_comm *pp;       /* pipeline parallelism: this rank runs layers [layer_begin, layer_end) */

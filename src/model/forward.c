@@ -159,7 +159,8 @@ static void attention(ds_engine *e, const step_plan *p, int layer) {
  * still run: every rank makes the same exchanges). */
 static void ep_moe(ds_engine *e, const ds_layer_weights *L, float *out, const float *x, int M) {
     char err[DS_ERRLEN];
-    ds_status st = ds_ep_moe(e->ep, e->be, out, x, L, M, err);
+    ds_status st = e->ep_gather ? ds_ep_moe_gathered(e->ep, e->be, out, x, L, M, e->ep_mmax, err)
+                                : ds_ep_moe(e->ep, e->be, out, x, L, M, err);
     keep_step_error(e, st, err);
 }
 
@@ -274,27 +275,58 @@ static void step_fn(void *ctx) {
 
 /* The layers and the head, as a replayed graph for decode steps when the backend has them (the key
  * names everything the captured ops bake in), else directly. */
+/* Gathered expert parallelism: every rank learns the group's largest token count of this step (one host
+ * exchange a step; every rank's forward or idle step makes it once). */
+static ds_status ep_agree_rows(ds_engine *e, int M, char *err) {
+    if (!e->ep || !e->ep_gather) return DS_OK;
+    ds_comm *cm = e->ep->comm;
+    int64_t send[64], recv[64];
+    for (int r = 0; r < cm->size; r++) send[r] = M;
+    ds_status st = cm->exchange_counts(cm, send, recv, err);
+    int mx = 0;
+    for (int r = 0; r < cm->size && !st; r++) mx = recv[r] > mx ? (int)recv[r] : mx;
+    e->ep_mmax = mx;
+    return st;
+}
+
+/* 1 when this step may be a replayed graph under gathered expert parallelism: every rank has the same
+ * token count (no padding, which copies through the host), and DSINFER_EP_GRAPHS is not 0 */
+static int ep_graph_ok(const ds_engine *e, int M) {
+    const char *v = getenv("DSINFER_EP_GRAPHS");
+    return e->ep && e->ep_gather && !e->tp && !e->pp && M == e->ep_mmax && !(v && !strcmp(v, "0"));
+}
+
 static ds_status run_step(ds_engine *e, const step_plan *p, char *err) {
     step_ctx s = {e, p};
-    if (e->ep || e->tp || e->pp) {   /* host routing, exchanges and reductions: not captured */
+    ds_status ast = ep_agree_rows(e, p->meta.n_tokens, err);
+    if (ast) return ast;
+    int ep_graph = ep_graph_ok(e, p->meta.n_tokens);
+    if ((e->ep && !ep_graph) || e->tp || e->pp) {   /* host routing, exchanges and reductions: not captured */
         e->step_st = DS_OK;
         step_fn(&s);
         if (e->step_st) return ds_seterr(err, e->step_st, "%s", e->step_err);
         return DS_OK;
     }
     if (!e->be->run_graph || !rows_are_all(p) || p->n_naive || p->meta.n_tokens != p->meta.n_seqs) {
+        e->step_st = DS_OK;
         step_fn(&s);
+        if (e->step_st) return ds_seterr(err, e->step_st, "%s", e->step_err);
         return DS_OK;
     }
     uint64_t vals[] = {(uint64_t)p->meta.n_tokens, (uint64_t)p->meta.n_seqs, (uint64_t)p->meta.pt_stride,
                        (uint64_t)(uintptr_t)e->a.h, (uint64_t)e->a.cap, (uint64_t)(uintptr_t)e->cache};
     uint64_t key = 1469598103934665603ull;
     for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) key = (key ^ vals[i]) * 1099511628211ull;
-    return e->be->run_graph(e->be, key, step_fn, &s, err);
+    e->step_st = DS_OK;
+    ds_status st = e->be->run_graph(e->be, key, step_fn, &s, err);
+    if (!st && e->step_st) return ds_seterr(err, e->step_st, "%s", e->step_err);   /* an exchange that failed while captured or run */
+    return st;
 }
 
 ds_status ds_engine_forward_idle(ds_engine *e, char *err) {
     if (!e->ep) return ds_seterr(err, DS_ERR_ARG, "an idle step is for expert-parallel engines");
+    ds_status ast = ep_agree_rows(e, 0, err);
+    if (ast) return ast;
     e->step_st = DS_OK;
     for (int l = 0; l < e->cfg.num_layers; l++)
         if (e->w.layers[l].is_moe) ep_moe(e, &e->w.layers[l], NULL, NULL, 0);
@@ -351,6 +383,9 @@ ds_status ds_engine_set_expert_parallel(ds_engine *e, const ds_ep *ep, char *err
         }
     }
     e->ep = ep;
+    int e0, e1;
+    const char *g = getenv("DSINFER_EP_GATHER");
+    e->ep_gather = ds_ep_gather_ok(ep, e->be, &e0, &e1) && !(g && !strcmp(g, "0"));
     return DS_OK;
 }
 

@@ -7,7 +7,8 @@
  * group-limited); 2 ranks, and 3 ranks with one always idle and replicated hot experts. The agreement
  * round (ds_ep_agree: OR of flags, smallest mark) is checked on the way. Engines opened with only their
  * rank's experts (opts.expert_parallel_size / _rank) give the same logits, refuse to step before joining,
- * and refuse a placement that would make them serve an expert they did not load. */
+ * and refuse a placement that would make them serve an expert they did not load. Both exchange forms: the
+ * gathered one (all-gather, own expert range, reduce-scatter) and the all-to-all one. */
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -35,6 +36,7 @@ typedef struct {
     step_in in[STEPS];
     float *logits[STEPS];               /* last-token logits of each step it worked */
     int V, failed;
+    int gathered;                       /* the engine took the gathered form (ds_ep_moe_gathered) */
     char err[DS_ERRLEN];
 } rank_job;
 
@@ -47,7 +49,8 @@ static void *rank_main(void *arg) {
     ds_ep ep = {cm, j->pl, 0, NULL};   /* buffers per call (the server's engines keep a workspace) */
     /* opening cannot fail differently on one rank than another here; if it fails the test fails and
      * the other ranks would wait: every rank opens the same fixture */
-    if (ds_engine_open(j->dir, &o, &e, j->err) || ds_engine_set_expert_parallel(e, &ep, j->err)) {
+    if (ds_engine_open(j->dir, &o, &e, j->err) || ds_engine_set_expert_parallel(e, &ep, j->err) ||
+        !(j->gathered = e->ep_gather, 1)) {
         j->failed = 1;
         return NULL;
     }
@@ -90,7 +93,10 @@ static void *rank_main(void *arg) {
     return NULL;
 }
 
-static void run(const char *fx, int R, int red, const int *prompt_len, const int *start, int trim) {
+/* gather: 1 lets the engines take the gathered form (all-gather, own expert range, reduce-scatter), which
+ * they do exactly when the placement has no replicas; 0 keeps the all-to-all form (DSINFER_EP_GATHER=0). */
+static void run(const char *fx, int R, int red, const int *prompt_len, const int *start, int trim, int gather) {
+    setenv("DSINFER_EP_GATHER", gather ? "1" : "0", 1);
     char dir[512], err[DS_ERRLEN];
     snprintf(dir, sizeof dir, "%s/%s", fixtures_dir(), fx);
     ds_engine *ref = NULL;
@@ -123,6 +129,8 @@ static void run(const char *fx, int R, int red, const int *prompt_len, const int
     for (int r = 0; r < R; r++) {
         CHECKF(!jobs[r].failed, "%s rank %d: %s", fx, r, jobs[r].err);
         if (jobs[r].failed) continue;
+        CHECKF(jobs[r].gathered == (gather && !red), "%s R=%d rank %d: gathered form %d, expected %d", fx, R, r,
+               jobs[r].gathered, gather && !red);
         ds_seq *s;
         ds_seq_new(ref, &s, err);
         for (int t = 0; t < STEPS; t++) {
@@ -138,8 +146,8 @@ static void run(const char *fx, int R, int red, const int *prompt_len, const int
         ds_seq_free(s);
         for (int t = 0; t < STEPS; t++) free(jobs[r].logits[t]);
     }
-    printf("  %-14s R=%d (%d redundant slots)%s: %d rank-steps against one engine, worst rel L2 %.2e\n", fx, R, red,
-           trim ? ", own experts only" : "", steps_checked, worst);
+    printf("  %-14s R=%d (%d redundant slots)%s, %s: %d rank-steps against one engine, worst rel L2 %.2e\n", fx, R, red,
+           trim ? ", own experts only" : "", gather && !red ? "gathered" : "all-to-all", steps_checked, worst);
     CHECK(steps_checked > 0);
     free(row);
     free(jobs);
@@ -195,11 +203,14 @@ int main(void) {
     const int p3[] = {9, 0, 5}, s3[] = {1, 0, 0};   /* rank 1 never has tokens */
     const char *fx[] = {"tiny-v3", "tiny-v2-group"};
     for (int i = 0; i < 2; i++) {
-        run(fx[i], 2, 0, p2, s2, 0);
-        run(fx[i], 3, 1, p3, s3, 0);
-        run(fx[i], 2, 0, p2, s2, 1);
-        run(fx[i], 3, 0, p3, s3, 1);
+        for (int gather = 0; gather < 2; gather++) {
+            run(fx[i], 2, 0, p2, s2, 0, gather);
+            run(fx[i], 3, 0, p3, s3, 1, gather);   /* rank 1 idle every step: zero rows only */
+        }
+        run(fx[i], 3, 1, p3, s3, 0, 1);   /* replicas: the all-to-all form either way */
+        run(fx[i], 2, 0, p2, s2, 1, 1);
     }
+    unsetenv("DSINFER_EP_GATHER");
     check_trim_errors();
     return test_result("test_ep_engine");
 }

@@ -4,7 +4,8 @@
  * dist/comm_nccl.c), stepping together with idle steps (test_ep_engine's schedule). Rank 0 then replays
  * both ranks' tokens through one ordinary engine on its GPU: every step's logits within rel L2 1e-4, and
  * the greedy picks equal (near-ties of 1e-2 excepted). Models: the tiny-v3 fixture and, unless
- * DSINFER_NCCL_SMALL is set, V2-Lite with dummy weights (configs/deepseek-v2-lite.json).
+ * DSINFER_NCCL_SMALL is set, V2-Lite with dummy weights (configs/deepseek-v2-lite.json); both exchange forms
+ * (gathered: all-gather, own experts, reduce-scatter, decode steps replayed as graphs; and all-to-all).
  * Skips (77) without a CUDA build, without two GPUs, or without libnccl.so.2. */
 #include <dlfcn.h>
 #include <math.h>
@@ -206,8 +207,13 @@ int main(void) {
     dlclose(h);
     char dir[512];
     snprintf(dir, sizeof dir, "%s/tiny-v3", fixtures_dir());
-    CHECKF(run_model(dir, 0) == 0, "tiny-v3 DP2+EP2");
-    if (!getenv("DSINFER_NCCL_SMALL")) CHECKF(run_model("configs/deepseek-v2-lite.json", 1) == 0, "V2-Lite DP2+EP2");
+    for (int gather = 1; gather >= 0; gather--) {   /* the gathered form (default; decode steps as graphs), then all-to-all */
+        setenv("DSINFER_EP_GATHER", gather ? "1" : "0", 1);
+        printf("  %s form:\n", gather ? "gathered" : "all-to-all");
+        CHECKF(run_model(dir, 0) == 0, "tiny-v3 DP2+EP2 (%s)", gather ? "gathered" : "all-to-all");
+        if (!getenv("DSINFER_NCCL_SMALL"))
+            CHECKF(run_model("configs/deepseek-v2-lite.json", 1) == 0, "V2-Lite DP2+EP2 (%s)", gather ? "gathered" : "all-to-all");
+    }
     return test_result("test_nccl_ep");
 }
 #endif

@@ -43,6 +43,7 @@ static inline void cpu_axpy(float *y, float a, const float *x, int n) {
 }
 /* Floats of moe_work needed for M tokens. */
 size_t cpu_moe_work_floats(const ds_config *cfg, int M);
+void cpu_reserve_rows(ds_cpu_backend *cb, int M);
 
 /* Per-thread scratch floats cpu_linear needs for weights of max_cols columns. */
 size_t cpu_linear_scratch_floats(int max_cols);
@@ -61,6 +62,7 @@ void cpu_kv_unpack_fp8(const ds_config *cfg, const unsigned char *src, float *ds
 void cpu_kv_pack(const ds_config *cfg, const float *src, unsigned char *dst);
 void cpu_kv_unpack(const ds_config *cfg, const unsigned char *src, float *dst);
 void cpu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M);
+void cpu_moe_routed(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M, int e0, int e1);
 
 /* Routing of one token (spec 9.2): router logits [E] (fp32) -> K expert ids and weights.
  * bias may be NULL. scratch holds 2*E floats. */

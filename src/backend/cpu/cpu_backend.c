@@ -96,6 +96,24 @@ static size_t max_weight_cols(const ds_config *c) {
 }
 
 /* Sizes the workspaces for the batch: naive attention decompresses the longest context. */
+/* The MLP and MoE scratch for M rows (set_batch's tokens, or more: the gathered rows of expert parallelism). */
+void cpu_reserve_rows(ds_cpu_backend *cb, int M_rows) {
+    const ds_config *c = cb->base.cfg;
+    size_t M = (size_t)M_rows, I = (size_t)c->intermediate_size;
+    size_t sI = (size_t)c->moe_intermediate_size * (size_t)(c->n_shared_experts > 1 ? c->n_shared_experts : 1);
+    size_t mlp_need = 2 * M * (I > sI ? I : sI), moe_need = cpu_moe_work_floats(c, (int)M);
+    if (mlp_need > cb->mlp_work_n) {
+        free(cb->mlp_work);
+        cb->mlp_work = ds_xmalloc(mlp_need * sizeof(float));
+        cb->mlp_work_n = mlp_need;
+    }
+    if (moe_need > cb->moe_work_n) {
+        free(cb->moe_work);
+        cb->moe_work = ds_xmalloc(moe_need * sizeof(float));
+        cb->moe_work_n = moe_need;
+    }
+}
+
 static ds_status cpu_set_batch(ds_backend *be, const ds_batch_meta *b, char *err) {
     ds_cpu_backend *cb = cpu_of(be);
     const ds_config *c = be->cfg;
@@ -111,19 +129,7 @@ static ds_status cpu_set_batch(ds_backend *be, const ds_batch_meta *b, char *err
         cb->work = ds_xmalloc(need * sizeof(float));
         cb->work_n = need;
     }
-    size_t M = (size_t)b->n_tokens, I = (size_t)c->intermediate_size;
-    size_t sI = (size_t)c->moe_intermediate_size * (size_t)(c->n_shared_experts > 1 ? c->n_shared_experts : 1);
-    size_t mlp_need = 2 * M * (I > sI ? I : sI), moe_need = cpu_moe_work_floats(c, (int)M);
-    if (mlp_need > cb->mlp_work_n) {
-        free(cb->mlp_work);
-        cb->mlp_work = ds_xmalloc(mlp_need * sizeof(float));
-        cb->mlp_work_n = mlp_need;
-    }
-    if (moe_need > cb->moe_work_n) {
-        free(cb->moe_work);
-        cb->moe_work = ds_xmalloc(moe_need * sizeof(float));
-        cb->moe_work_n = moe_need;
-    }
+    cpu_reserve_rows(cb, b->n_tokens);
     size_t tneed = cpu_linear_scratch_floats((int)max_weight_cols(c));
     size_t attn_need = per_head * C + 3 * C + dr + L + 2 * (size_t)c->n_routed_experts + 64;
     tneed = tneed > attn_need ? tneed : attn_need;
@@ -302,6 +308,7 @@ ds_backend *ds_backend_cpu_new(const ds_config *cfg, int n_threads) {
     be->rmsnorm = cpu_rmsnorm;
     be->add = cpu_add;
     be->add_rmsnorm = cpu_add_rmsnorm;
+    be->moe_routed = cpu_moe_routed;
     be->linear = cpu_linear;
     be->rope = cpu_rope;
     be->kv_store = cpu_kv_store;

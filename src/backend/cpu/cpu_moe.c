@@ -136,18 +136,33 @@ static void run_expert(ds_backend *be, float *out, const float *x, const ds_laye
     }
 }
 
+/* out += the routed experts e0 <= e < e1 over the tokens that chose them, in ascending expert order */
+static void add_experts(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M, int e0, int e1,
+                        moe_bufs *b) {
+    int K = be->cfg->num_experts_per_tok;
+    for (int e = e0; e < e1; e++) {
+        int n = 0;
+        for (int m = 0; m < M; m++)
+            for (int k = 0; k < K; k++)
+                if (b->ids[(size_t)m * K + k] == e) { b->rows[n] = m; b->rw[n++] = b->w[(size_t)m * K + k]; }
+        if (n && L->exp_gate[e].data) run_expert(be, out, x, L, e, n, b);   /* no weights: another rank's expert */
+    }
+}
+
 void cpu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M) {
     const ds_config *c = be->cfg;
-    int E = c->n_routed_experts, K = c->num_experts_per_tok, D = c->hidden_size;
+    int D = c->hidden_size;
     moe_bufs b = moe_carve(cpu_of(be), M);
     route_all(be, x, L, M, &b);
     if (c->n_shared_experts) cpu_mlp(be, out, x, &L->sh_gate, &L->sh_up, &L->sh_down, M);
     else memset(out, 0, (size_t)M * D * sizeof(float));
-    for (int e = 0; e < E; e++) {
-        int n = 0;
-        for (int m = 0; m < M; m++)
-            for (int k = 0; k < K; k++)
-                if (b.ids[(size_t)m * K + k] == e) { b.rows[n] = m; b.rw[n++] = b.w[(size_t)m * K + k]; }
-        if (n && L->exp_gate[e].data) run_expert(be, out, x, L, e, n, &b);   /* no weights: another rank's expert */
-    }
+    add_experts(be, out, x, L, M, 0, c->n_routed_experts, &b);
+}
+
+void cpu_moe_routed(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M, int e0, int e1) {
+    cpu_reserve_rows(cpu_of(be), M);   /* M may be more rows than the batch's (gathered from other ranks) */
+    moe_bufs b = moe_carve(cpu_of(be), M);
+    route_all(be, x, L, M, &b);
+    memset(out, 0, (size_t)M * be->cfg->hidden_size * sizeof(float));
+    add_experts(be, out, x, L, M, e0, e1, &b);
 }

@@ -390,6 +390,7 @@ void cu_attn_naive(ds_backend *be, float *out, const float *q, const void *cache
 void cu_attn_absorbed(ds_backend *be, float *out, const float *q, const void *cache_v, const ds_weight *kv_b,
                       const int *seqs, int n_seqs);
 void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M);
+void cu_moe_routed(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M, int e0, int e1);
 /* out[M, N] = x . W^T in fp32 for M <= GEMV_MAX_M (16-byte loads of the weight in its stored dtype). */
 #define GEMV_MAX_M 8
 /* Grouped row-dot GEMV (cuda_linear.cu): for each group e < E (blockIdx.y) with rows r in

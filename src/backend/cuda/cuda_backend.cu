@@ -588,6 +588,7 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     be->rmsnorm = cu_rmsnorm;
     be->add = cu_add;
     be->add_rmsnorm = cu_add_rmsnorm;
+    be->moe_routed = cu_moe_routed;
     be->linear = cu_linear;
     be->rope = cu_rope;
     be->kv_store = cu_kv_store;

@@ -266,8 +266,10 @@ __global__ void group_kernel(const int32_t *ids, const float *w, int M, int K, i
  * them in token order by the ballot's prefix. The ids are first copied to shared memory when they fit
  * (GROUP_SMEM_IDS); block 1024 threads. */
 #define GROUP_SMEM_IDS 8192
+/* e0 <= e < e1: only those experts' rows are listed (the others get none; pos_of -1 for their pairs, and
+ * the rows past the listed ones are 0, a valid row for the gather); 0, E for all. */
 __global__ void group_v2_kernel(const int32_t *ids_g, const float *w, int M, int K, int E, int32_t *offsets,
-                                int32_t *rows, float *rw, int32_t *pos_of) {
+                                int32_t *rows, float *rw, int32_t *pos_of, int e0, int e1) {
     __shared__ int cnt[MOE_MAX_EXPERTS + 1];
     __shared__ int32_t ids_s[GROUP_SMEM_IDS];
     cu_pdl_trigger();
@@ -281,6 +283,10 @@ __global__ void group_v2_kernel(const int32_t *ids_g, const float *w, int M, int
     __syncthreads();
     for (int e = warp; e < E; e += nw) {
         int c = 0;
+        if (e < e0 || e >= e1) {
+            if (lane == 0) cnt[e] = 0;
+            continue;
+        }
         for (int i0 = 0; i0 < n; i0 += 32) {
             int i = i0 + lane;
             c += __popc(__ballot_sync(0xffffffffu, i < n && ids[i] == e));
@@ -300,8 +306,13 @@ __global__ void group_v2_kernel(const int32_t *ids_g, const float *w, int M, int
         offsets[E] = acc;
         offsets[E + 1] = n_live;
     }
+    if (e0 > 0 || e1 < E)
+        for (int i = threadIdx.x; i < n; i += blockDim.x) {
+            if (pos_of) pos_of[i] = -1;   /* overwritten below for the range's pairs */
+            rows[i] = 0;
+        }
     __syncthreads();
-    for (int e = warp; e < E; e += nw) {
+    for (int e = e0 + warp; e < e1; e += nw) {
         int pos = cnt[e];
         for (int i0 = 0; i0 < n; i0 += 32) {
             int i = i0 + lane;
@@ -321,7 +332,7 @@ int cu_group_v2 = 1;   /* DSINFER_CUDA_GROUP2 (read at backend creation) */
 
 static void launch_group(const int32_t *ids, const float *w, int M, int K, int E, int32_t *d_off, int32_t *rows,
                          float *rw, int32_t *pos) {
-    if (cu_group_v2) cu_launch(group_v2_kernel, 1, 1024, 0, ids, w, M, K, E, d_off, rows, rw, pos);
+    if (cu_group_v2) cu_launch(group_v2_kernel, 1, 1024, 0, ids, w, M, K, E, d_off, rows, rw, pos, 0, E);
     else group_kernel<<<1, E < 1024 ? E : 1024, 0, cu_stream>>>(ids, w, M, K, E, d_off, rows, rw, pos);
     CUDA_LAUNCH_CHECK();
 }
@@ -416,7 +427,7 @@ __global__ void moe_combine_sorted_kernel(float *out, const float *y, const int3
         float a = out[(size_t)m * D + c];
         for (int k = 0; k < K; k++) {
             int i = m * K + ord[k];
-            a += w[i] * y[(size_t)pos[i] * D + c];
+            if (pos[i] >= 0) a += w[i] * y[(size_t)pos[i] * D + c];   /* < 0: another rank's expert */
         }
         out[(size_t)m * D + c] = a;
     }
@@ -426,11 +437,12 @@ __global__ void moe_combine_sorted_kernel(float *out, const float *y, const int3
  * the tensor cores (cuda_moe_tc.cu; the caller checked that the weights suit it). */
 static void moe_grouped(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weights *L, int M,
                         const int32_t *ids, const float *w, const int32_t *rows, const int32_t *d_off,
-                        const int32_t *pos, float *inter, float *y, int E, int K, int tc) {
-    int D = cb->base.cfg->hidden_size, I = L->exp_gate[0].rows;
+                        const int32_t *pos, float *inter, float *y, int E, int K, int tc, int e_rep) {
+    /* e_rep: an expert this backend holds (all have the same shape and dtype) */
+    int D = cb->base.cfg->hidden_size, I = L->exp_gate[e_rep].rows;
     const cu_wview *tab = moe_table(cb, L, E);
     if (tc) {
-        cu_wview gv = cu_view(&L->exp_gate[0]);
+        cu_wview gv = cu_view(&L->exp_gate[e_rep]);
         int n_rows = M * K;
         void *xs = cu_ws_get(&cb->ws_moe_tc, (size_t)n_rows * (size_t)(D + I) * 2);
         cu_moe_tc(y, x, rows, d_off, n_rows, E, D, I, tab, &gv, xs);
@@ -442,10 +454,10 @@ static void moe_grouped(ds_cuda_backend *cb, float *out, const float *x, const d
     /* at most M * K experts have rows: launch blocks for those only (at batch 1, 6 of V2-Lite's 64; the
      * other experts' blocks were 91% of the launched blocks, each started only to exit) */
     int slots = cb->opt.moe_live ? (M * K < E ? M * K : E) : 0;
-    cu_gemv_group(inter, I, 0, x, D, 0, rows, d_off, 0, E, tab, tab + E, cu_view(&L->exp_gate[0]),
-                  cu_view(&L->exp_up[0]), 1, I, vec, 0, 0, slots);
-    cu_gemv_group(y, D, 0, inter, I, 0, NULL, d_off, 0, E, tab + 2 * E, NULL, cu_view(&L->exp_down[0]),
-                  cu_view(&L->exp_down[0]), 0, D, vec, 0, 0, slots);
+    cu_gemv_group(inter, I, 0, x, D, 0, rows, d_off, 0, E, tab, tab + E, cu_view(&L->exp_gate[e_rep]),
+                  cu_view(&L->exp_up[e_rep]), 1, I, vec, 0, 0, slots);
+    cu_gemv_group(y, D, 0, inter, I, 0, NULL, d_off, 0, E, tab + 2 * E, NULL, cu_view(&L->exp_down[e_rep]),
+                  cu_view(&L->exp_down[e_rep]), 0, D, vec, 0, 0, slots);
     cu_launch(moe_combine_sorted_kernel, dim3(M, (D + 255) / 256), 256, 0, out, y, ids, pos, w, K, D);
     CUDA_LAUNCH_CHECK();
 }
@@ -491,7 +503,7 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
         launch_group(ids, w, M, K, E, d_off, rows, rw, pos);
         if (c->n_shared_experts) cu_mlp(be, out, x, &L->sh_gate, &L->sh_up, &L->sh_down, M);
         else CUDA_CHECK(cudaMemsetAsync(out, 0, MD * sizeof(float), cu_stream));
-        moe_grouped(cb, out, x, L, M, ids, w, rows, d_off, pos, inter, y, E, K, grouped_tc);
+        moe_grouped(cb, out, x, L, M, ids, w, rows, d_off, pos, inter, y, E, K, grouped_tc, 0);
         return;
     }
     launch_group(ids, w, M, K, E, d_off, rows, rw, NULL);
@@ -508,4 +520,41 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
         moe_combine_kernel<<<n, 256, 0, cu_stream>>>(out, yout, rows + off[e], rw + off[e], D);
         CUDA_LAUNCH_CHECK();
     }
+}
+
+/* The routed experts e0 <= e < e1 only (backend.h moe_routed): routing over all experts as cu_moe, the
+ * grouped path always (no host sync: it runs inside the expert-parallel step's graph), out = 0 plus the
+ * range's weighted outputs; pairs that chose another rank's expert have no row (group_v2_kernel's range). */
+void cu_moe_routed(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M, int e0, int e1) {
+    ds_cuda_backend *cb = cu_of(be);
+    const ds_config *c = be->cfg;
+    if (M <= 0) return;
+    route_cfg rc = route_cfg_of(c);
+    int E = rc.E, K = rc.K, D = c->hidden_size;
+    size_t MK = (size_t)M * K, MD = (size_t)M * D;
+    size_t nf = (size_t)M * E + E + 2 * MK, ni = 2 * MK + 2 * (size_t)E + 2;
+    float *logits = (float *)cu_ws_get(&cb->ws_moe, (nf + ni) * 4);
+    float *bias = logits + (size_t)M * E, *w = bias + E, *rw = w + MK;
+    int32_t *ids = (int32_t *)(rw + MK), *rows = ids + MK, *d_off = rows + MK;
+    cu_opts keep = cb->opt;   /* the router stays fp32, as in cu_moe */
+    cb->opt.tc = 0;
+    cb->opt.fp8_gemm = 0;
+    cu_linear(be, logits, x, &L->router, M);
+    cb->opt = keep;
+    const float *biasp = NULL;
+    if (L->router_bias.data) {
+        weight_row_kernel<<<1, 256, 0, cu_stream>>>(bias, cu_view(&L->router_bias));
+        CUDA_LAUNCH_CHECK();
+        biasp = bias;
+    }
+    launch_route(logits, biasp, ids, w, M, rc);
+    cu_wview gv = cu_view(&L->exp_gate[e0]), dv = cu_view(&L->exp_down[e0]);
+    int tc = cb->opt.tc && cb->opt.moe_tc && M > GEMV_MAX_M && cu_moe_tc_fits(&gv, &dv);
+    int I = L->exp_gate[e0].rows;
+    float *inter = (float *)cu_ws_get(&cb->ws_moe2, (MK * (size_t)I + MK * (size_t)D) * sizeof(float) + MK * 4);
+    float *y = inter + MK * (size_t)I;
+    int32_t *pos = (int32_t *)(y + MK * (size_t)D);
+    cu_launch(group_v2_kernel, 1, 1024, 0, (const int32_t *)ids, (const float *)w, M, K, E, d_off, rows, rw, pos, e0, e1);
+    CUDA_CHECK(cudaMemsetAsync(out, 0, MD * sizeof(float), cu_stream));
+    moe_grouped(cb, out, x, L, M, ids, w, rows, d_off, pos, inter, y, E, K, tc, e0);
 }
