@@ -734,7 +734,9 @@ static void check_route_v1(setup *s, const int *Ms, int nM) {
 /* tc: on a second CUDA backend with DSINFER_CUDA_TC=1 (grouped routed experts on the tensor cores,
  * cuda_moe_tc.cu, and BF16 GEMMs for the shared expert above GEMV_MAX_M rows; the router stays fp32),
  * compared at THR_TC; a row counts as a routing near-tie above NMSE 1e-3 then. */
-static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc) {
+/* routed: the routed experts of one expert range only (backend moe_routed, [E/3, 2E/3): the gathered
+ * expert-parallel form), against the CPU's moe_routed. */
+static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc, int routed) {
     const ds_config *c = &s->cfg;
     ds_backend *gpu = s->gpu;
     char err[DS_ERRLEN];
@@ -782,7 +784,9 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc) {
         buf x = buf_new(s, (size_t)M * D), out = buf_new(s, (size_t)M * D);
         buf_rand(&x, 1.0f);
         buf_poison(&out);
-        gpu->moe(gpu, out.d, x.d, &Ld, M);
+        int e0 = E / 3, e1 = 2 * E / 3;
+        if (routed) gpu->moe_routed(gpu, out.d, x.d, &Ld, M, e0, e1);
+        else gpu->moe(gpu, out.d, x.d, &Ld, M);
         /* the CPU reference on all rows, or on sampled ones (rows[r] = r when all) */
         int32_t *rows = malloc(sizeof(int32_t) * (size_t)M);
         int R = M;
@@ -791,11 +795,13 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc) {
             R = sample_rows(M, REF_ROWS, rows);
             float *xs = take_rows(x.h, D, rows, R);
             prime_cpu(s, R);
-            s->cpu->moe(s->cpu, out.h, xs, &Lh, R);
+            if (routed) s->cpu->moe_routed(s->cpu, out.h, xs, &Lh, R, e0, e1);
+            else s->cpu->moe(s->cpu, out.h, xs, &Lh, R);
             free(xs);
         } else {
             for (int m = 0; m < M; m++) rows[m] = m;
-            s->cpu->moe(s->cpu, out.h, x.h, &Lh, M);
+            if (routed) s->cpu->moe_routed(s->cpu, out.h, x.h, &Lh, M, e0, e1);
+            else s->cpu->moe(s->cpu, out.h, x.h, &Lh, M);
         }
         /* rows that differ by more than fp32 rounding: routing near-ties, at most 1 in 100 left out */
         float *g = malloc(sizeof(float) * (size_t)M * D);
@@ -817,7 +823,8 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc) {
             }
         }
         char name[64];
-        snprintf(name, sizeof name, "moe%s E=%d top-%d %s", tc ? " TC" : "", E, c->num_experts_per_tok, ds_dtype_name(dt));
+        snprintf(name, sizeof name, "moe%s%s E=%d top-%d %s", routed ? " routed" : "", tc ? " TC" : "", E,
+                 c->num_experts_per_tok, ds_dtype_name(dt));
         compare_rows(s, name, M, out.d, D, out.h, rows, R, exclude, tc ? THR_TC : THR_MOE);
         free(exclude);
         free(rows);
@@ -833,10 +840,12 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc) {
 
 /* the exact MoE at every M; the tensor-core one at the M where it runs (above GEMV_MAX_M) */
 static void check_moe(setup *s, const int *Ms, int nM) {
-    check_moe_dt(s, Ms, nM, linear_dtype(s), 0);
+    check_moe_dt(s, Ms, nM, linear_dtype(s), 0, 0);
+    check_moe_dt(s, Ms, nM, linear_dtype(s), 0, 1);
     int tcM[MAX_TC_MS], n = 0;
     for (int i = 0; i < nM && n < MAX_TC_MS; i++) if (Ms[i] > 8) tcM[n++] = Ms[i];
-    if (n) check_moe_dt(s, tcM, n, linear_dtype(s), 1);
+    if (n) check_moe_dt(s, tcM, n, linear_dtype(s), 1, 0);
+    if (n) check_moe_dt(s, tcM, n, linear_dtype(s), 1, 1);
 }
 
 /* GPU sampling against the CPU sampler (no penalties, no min_p): same logits, same seed, same tokens. */
@@ -979,9 +988,9 @@ static void run_lite(void) {
     for (int i = 0; i < NM(all); i++) if (all[i] <= max_m) check_route(&s, all[i]);
     check_route_v1(&s, all, NM(all));
     check_moe(&s, all, NM(all));
-    check_moe_dt(&s, gemm, NM(gemm), DS_DTYPE_NVFP4, 0);
+    check_moe_dt(&s, gemm, NM(gemm), DS_DTYPE_NVFP4, 0, 0);
     const int tcm128[] = {128};
-    check_moe_dt(&s, tcm128, 1, DS_DTYPE_NVFP4, 1);
+    check_moe_dt(&s, tcm128, 1, DS_DTYPE_NVFP4, 1, 0);
     free_setup(&s);
 }
 
@@ -1012,9 +1021,9 @@ static void run_odd(const char *name, const char *path, int heads) {
     check_route_v1(&s, Ms, NM(Ms));
     check_moe(&s, Ms, NM(Ms));
     if (s.cfg.hidden_size % 16 == 0 && s.cfg.moe_intermediate_size % 16 == 0) {
-        check_moe_dt(&s, Ms, NM(Ms), DS_DTYPE_NVFP4, 0);
+        check_moe_dt(&s, Ms, NM(Ms), DS_DTYPE_NVFP4, 0, 0);
         const int tcm63[] = {63};   /* NVFP4 experts decoded in registers on the tensor cores (cuda_moe_tc.cu) */
-        check_moe_dt(&s, tcm63, 1, DS_DTYPE_NVFP4, 1);
+        check_moe_dt(&s, tcm63, 1, DS_DTYPE_NVFP4, 1, 0);
     }
     check_sample(&s);
     free_setup(&s);
@@ -1076,8 +1085,8 @@ static void run_fp8_fast(void) {
     }
     if (load_setup(&s, "v2l-f8f", "configs/deepseek-v2-lite.json", 3, 16)) {   /* FP8 experts of V2-Lite's widths */
         const int m[] = {1, 4, 63}, t[] = {63};
-        check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 0);
-        check_moe_dt(&s, t, NM(t), DS_DTYPE_F8_E4M3, 1);
+        check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 0, 0);
+        check_moe_dt(&s, t, NM(t), DS_DTYPE_F8_E4M3, 1, 0);
         free_setup(&s);
     }
     unsetenv("DSINFER_CUDA_FP8_FAST");
