@@ -207,7 +207,9 @@ int main(void) {
     dlclose(h);
     char dir[512];
     snprintf(dir, sizeof dir, "%s/tiny-v3", fixtures_dir());
+    const char *forms = getenv("DSINFER_NCCL_FORMS");   /* "gathered" or "a2a": that form only */
     for (int gather = 1; gather >= 0; gather--) {   /* the gathered form (default; decode steps as graphs), then all-to-all */
+        if (forms && strcmp(forms, gather ? "gathered" : "a2a")) continue;
         setenv("DSINFER_EP_GATHER", gather ? "1" : "0", 1);
         printf("  %s form:\n", gather ? "gathered" : "all-to-all");
         CHECKF(run_model(dir, 0) == 0, "tiny-v3 DP2+EP2 (%s)", gather ? "gathered" : "all-to-all");
