@@ -69,6 +69,7 @@ static int parse_list(const char *s, int *out) {
 typedef struct {
     double attn, dense, router, shared, expert;   /* parameters per layer (attention, ...) */
     double head, wsz;                             /* lm_head parameters; bytes per linear weight */
+    double mlp_wsz;                               /* bytes per MLP / expert weight (NVFP4: 0.5 + a scale per 16) */
     int n_dense, n_moe;
 } model_sizes;
 
@@ -83,6 +84,7 @@ static model_sizes sizes_of(const ds_config *c) {
     s.expert = 3 * D * (double)c->moe_intermediate_size;
     s.head = (double)c->vocab_size * D;
     s.wsz = c->fp8 ? 1.0 + 4.0 / (128.0 * 128.0) : 2.0;
+    s.mlp_wsz = c->nvfp4 ? 0.5 + 1.0 / 16.0 : s.wsz;
     s.n_moe = 0;
     for (int l = 0; l < c->num_layers; l++) s.n_moe += ds_config_layer_is_moe(c, l);
     s.n_dense = c->num_layers - s.n_moe;
@@ -100,7 +102,8 @@ static void step_cost(const ds_config *c, double T, double att_flops, double kv_
                       double *flops) {
     model_sizes s = sizes_of(c);
     double ex = experts_touched(c, T), kvb = (double)ds_kv_token_bytes(c);
-    double w = s.n_dense * (s.attn + s.dense) * s.wsz + s.n_moe * ((s.attn + s.shared + ex * s.expert) * s.wsz + s.router * 2);
+    double w = s.n_dense * (s.attn * s.wsz + s.dense * s.mlp_wsz) +
+               s.n_moe * (s.attn * s.wsz + (s.shared + ex * s.expert) * s.mlp_wsz + s.router * 2);
     *bytes = w + s.head * 2 + T * c->hidden_size * 2 + (kv_read_tokens + T) * c->num_layers * kvb + T * c->vocab_size * 4.0;
     double active = s.n_dense * (s.attn + s.dense) + s.n_moe * (s.attn + s.shared + s.router +
                                                                 c->num_experts_per_tok * s.expert) + s.head;
@@ -119,8 +122,8 @@ static void dp_step_cost(const ds_config *c, int n, int ep, double B, double att
         return;
     }
     model_sizes s = sizes_of(c);
-    double nonexp = s.n_dense * (s.attn + s.dense) * s.wsz + s.n_moe * ((s.attn + s.shared) * s.wsz + s.router * 2) +
-                    s.head * 2;
+    double nonexp = s.n_dense * (s.attn * s.wsz + s.dense * s.mlp_wsz) +
+                    s.n_moe * (s.attn * s.wsz + s.shared * s.mlp_wsz + s.router * 2) + s.head * 2;
     double tb, tf;
     step_cost(c, n * B, n * att_flops_per_rank, n * kv_per_rank, &tb, &tf);
     *bytes = (tb + (n - 1) * nonexp) / n;
@@ -258,11 +261,14 @@ static ds_status load_cfg(const bench_opts *o, ds_config *cfg, char **json_out, 
     size_t n = fread(txt, 1, (1 << 20) - 256, f);
     fclose(f);
     txt[n] = 0;
-    if (!strcmp(o->dtype, "fp8") && !strstr(txt, "quantization_config")) {   /* FP8 weights, 128x128 blocks */
+    if (strcmp(o->dtype, "bf16") && !strstr(txt, "quantization_config")) {   /* FP8 128x128 blocks, or NVFP4 */
         char *brace = strchr(txt, '{');
         if (!brace) { free(txt); return ds_seterr(err, DS_ERR_FORMAT, "%s: not a JSON object", o->model); }
-        const char *q = "\n  \"quantization_config\": {\"activation_scheme\": \"dynamic\", \"fmt\": \"e4m3\", "
-                        "\"quant_method\": \"fp8\", \"weight_block_size\": [128, 128]},";
+        const char *q = !strcmp(o->dtype, "fp8")
+                            ? "\n  \"quantization_config\": {\"activation_scheme\": \"dynamic\", \"fmt\": \"e4m3\", "
+                              "\"quant_method\": \"fp8\", \"weight_block_size\": [128, 128]},"
+                            : "\n  \"quantization_config\": {\"quant_method\": \"modelopt\", \"quant_algo\": \"NVFP4\", "
+                              "\"group_size\": 16},";
         memmove(brace + 1 + strlen(q), brace + 1, strlen(brace + 1) + 1);
         memcpy(brace + 1, q, strlen(q));
     }
@@ -273,7 +279,7 @@ static ds_status load_cfg(const bench_opts *o, ds_config *cfg, char **json_out, 
 
 static void usage(void) {
     fprintf(stderr,
-            "usage: dsinfer bench [--model CONFIG.json] [--dtype bf16|fp8] [--batch 1,8,32,64,128,256] [--ctx 1K,4K]\n"
+            "usage: dsinfer bench [--model CONFIG.json] [--dtype bf16|fp8|fp4] [--batch 1,8,32,64,128,256] [--ctx 1K,4K]\n"
             "                     [--prompt 512,2K,8K] [--steps N] [--csv FILE] [--label NAME] [--bw GB/s --tflops T]\n"
             "                     [--kv-cache-dtype auto|bf16|fp8]\n"
             "                     [--data-parallel-size N [--enable-expert-parallel]\n"
@@ -379,8 +385,8 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
         }
     }
 #undef LIST_OR_FAIL
-    if (strcmp(o->dtype, "bf16") && strcmp(o->dtype, "fp8")) {
-        fprintf(stderr, "dsinfer bench: unknown --dtype \"%s\" (expected bf16 or fp8)\n", o->dtype);
+    if (strcmp(o->dtype, "bf16") && strcmp(o->dtype, "fp8") && strcmp(o->dtype, "fp4")) {
+        fprintf(stderr, "dsinfer bench: unknown --dtype \"%s\" (expected bf16, fp8 or fp4)\n", o->dtype);
         return 2;
     }
     if (o->batch_fit && o->n_ctxs != 1) {
@@ -402,9 +408,9 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
                             "--data-parallel-size of 2 or more\n");
             return 2;
         }
-        if (o->batch_fit || o->mla || o->ops || o->ceilings_only || prompts_given) {
-            fprintf(stderr, "dsinfer bench: --data-parallel-size times decode rows only (not with --batch fit, --mla, "
-                            "--ops, --ceilings or --prompt)\n");
+        if (o->mla || o->ops || o->ceilings_only || prompts_given) {
+            fprintf(stderr, "dsinfer bench: --data-parallel-size times decode rows only (not with --mla, --ops, "
+                            "--ceilings or --prompt)\n");
             return 2;
         }
         o->n_prompts = 0;
@@ -480,11 +486,17 @@ static int run_ops(const ds_config *cfg, const bench_opts *o) {
 /* --batch fit: opens the model with a one-page cache to learn what the weights leave free, then sets the
  * batch to the most sequences of o->ctxs[0] (+ steps and margin) tokens whose KV fits in that memory less
  * a reserve (workspaces, logits of every row, cuBLAS); prints the capacity line. */
-static ds_status fit_batch(const char *cfg_path, bench_opts *o, const ds_config *cfg, char *err) {
+/* dp: one rank of a data-parallel group (its share of the experts with --enable-expert-parallel); every rank
+ * then takes the group's smallest fit, and the line counts the group. */
+static ds_status fit_batch(const char *cfg_path, bench_opts *o, const ds_config *cfg, ds_comm *dp, char *err) {
     size_t token_bytes = ds_kv_token_bytes(cfg) * (size_t)cfg->num_layers, free0, free1, total;
     ds_status st = ds_cuda_mem_info(&free0, &total, err);
     if (st) return st;
     ds_engine_opts eo = {.backend = "cuda", .dummy_weights = 1, .kv_cache_dtype = o->kv, .kv_cache_bytes = 64 * token_bytes};
+    if (dp && o->ep) {
+        eo.expert_parallel_size = dp->size;
+        eo.expert_parallel_rank = dp->rank;
+    }
     ds_engine *e = NULL;
     st = ds_engine_open(cfg_path, &eo, &e, err);
     if (st) return st;
@@ -496,6 +508,12 @@ static ds_status fit_batch(const char *cfg_path, bench_opts *o, const ds_config 
     double reserve = 6.0 * (1u << 30);
     double room = (double)free1 - reserve;
     long fit = room > 0 ? (long)(room / ((double)per_seq + 2.0 * 4 * V)) - 1 : 0;
+    if (dp) {   /* the group's smallest */
+        int64_t send[64], recv[64];
+        for (int r = 0; r < dp->size; r++) send[r] = fit;
+        if ((st = dp->exchange_counts(dp, send, recv, err))) return st;
+        for (int r = 0; r < dp->size; r++) fit = recv[r] < fit ? (long)recv[r] : fit;
+    }
     if (fit < 1)
         return ds_seterr(err, DS_ERR_NOMEM, "--batch fit: no sequence of %d tokens fits (%.2f GiB free after the weights)",
                          o->ctxs[0], (double)free1 / (1u << 30));
@@ -503,6 +521,10 @@ static ds_status fit_batch(const char *cfg_path, bench_opts *o, const ds_config 
            "%ld sequences of %d tokens fit (%.2f GiB kept for activations)\n",
            (double)(free0 - free1) / (1u << 30), (double)free1 / (1u << 30), (double)total / (1u << 30), token_bytes,
            cfg->num_layers, fit, o->ctxs[0], reserve / (1u << 30));
+    if (dp)
+        printf("capacity: %s: %ld sequences a GPU (the smallest of the group), %ld on the %d GPUs\n",
+               o->ep ? "data parallel with the routed experts split" : "data parallel, every GPU all experts", fit,
+               fit * dp->size, dp->size);
     o->batches[0] = (int)fit;
     return DS_OK;
 }
@@ -605,7 +627,7 @@ static int run_bench(bench_opts *op, ds_comm *dp) {
     fputs(json, f);
     fclose(f);
     free(json);
-    if (o.batch_fit && fit_batch(path, &o, &cfg, err)) {
+    if (o.batch_fit && fit_batch(path, &o, &cfg, dp, err)) {
         fprintf(stderr, "dsinfer bench: %s\n", err);
         remove(path);
         return 1;

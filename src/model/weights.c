@@ -15,13 +15,16 @@ typedef struct {
 
 const unsigned char ds_weight_dummy_tag[1];
 
-/* The stored dtype of tensor `name` in a released checkpoint of this config (spec 12.1): FP8 for the
- * linears of attention and MLPs when the config is FP8-quantized, F32 for the routing bias, else BF16. */
+/* The stored dtype of tensor `name` in a released checkpoint of this config (spec 12.1, 13): FP8 for the
+ * linears of attention and MLPs when the config is FP8-quantized; NVFP4 (ModelOpt) for the MLP linears
+ * (dense, shared and routed experts; attention, router, embeddings and head stay BF16, as in
+ * nvidia/DeepSeek-R1-FP4); F32 for the routing bias; else BF16. */
 static ds_dtype dummy_dtype(const ds_config *c, const char *name, int cols) {
     if (!cols) return strstr(name, "e_score_correction_bias") ? DS_DTYPE_F32 : DS_DTYPE_BF16;
     const char *bf16[] = {"embed_tokens", "lm_head", "mlp.gate.weight", "eh_proj", "shared_head"};
     for (size_t i = 0; i < sizeof bf16 / sizeof bf16[0]; i++)
         if (strstr(name, bf16[i])) return DS_DTYPE_BF16;
+    if (c->nvfp4) return strstr(name, ".mlp.") && cols % 16 == 0 ? DS_DTYPE_NVFP4 : DS_DTYPE_BF16;
     return c->fp8 ? DS_DTYPE_F8_E4M3 : DS_DTYPE_BF16;
 }
 
@@ -35,6 +38,10 @@ static ds_status bind_dummy(binder *b, ds_weight *w, const char *name, int rows,
     if (w->dtype == DS_DTYPE_F8_E4M3) {
         w->scale = (const float *)DS_WEIGHT_DUMMY;
         w->scale_cols = (w->cols + 127) / 128;
+    }
+    if (w->dtype == DS_DTYPE_NVFP4) {   /* codes, block scales near 1 (made on the device), a global scale */
+        w->block_scale = (const uint8_t *)DS_WEIGHT_DUMMY;
+        w->global_scale = DS_DUMMY_NVFP4_GSCALE;
     }
     b->n_bound++;
     return DS_OK;

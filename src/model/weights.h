@@ -82,6 +82,9 @@ ds_status ds_weights_bind(const ds_config *cfg, const ds_st_set *set, ds_model_w
  * Only a backend whose prepare_weights generates them (CUDA) can run such weights. */
 extern const unsigned char ds_weight_dummy_tag[1];
 #define DS_WEIGHT_DUMMY ((const void *)ds_weight_dummy_tag)
+/* Dummy NVFP4 weights: uniform random E2M1 codes (rms 2.93) times block scales near 1 times this global
+ * scale have about the standard deviation of the other dummy linears (0.02). */
+#define DS_DUMMY_NVFP4_GSCALE 0.0068f
 ds_status ds_weights_dummy(const ds_config *cfg, ds_model_weights *w, char *err);
 void ds_weights_free(ds_model_weights *w);
 

@@ -15,7 +15,7 @@ expect 2 'bad --batch list "1,x"' --batch 1,x
 expect 2 'bad --ctx list "4Q"' --ctx 4Q
 expect 2 'bad --prompt list "2K,-1"' --prompt 2K,-1
 expect 2 'bad --steps "0"' --steps 0
-expect 2 'unknown --dtype "fp4"' --dtype fp4
+expect 2 'unknown --dtype "fp16"' --dtype fp16
 expect 2 'unknown --kv-cache-dtype "fp16"' --kv-cache-dtype fp16
 expect 2 '--batch fit needs exactly one --ctx' --batch fit --ctx 1K,4K
 expect 2 '--ops-m needs at least one M' --ops --ops-m ''

@@ -2,6 +2,8 @@
  *  - DeepSeek-V2-Lite (configs/deepseek-v2-lite.json, all 27 layers, BF16);
  *  - DeepSeek-V3 shaped with 4 layers (configs/deepseek-v3.json with num_hidden_layers 4: 3 dense
  *    layers and 1 MoE layer of 256 FP8 experts, full widths and vocabulary);
+ *  - DeepSeek-V2-Lite with NVFP4 MLP weights (a ModelOpt quantization_config: dense, shared and routed
+ *    experts 4-bit in GPU memory, attention BF16);
  * each opened, a 64-token prompt prefilled, 16 tokens generated greedily; the logits are finite and the
  * prompt fed token by token (absorbed decode path) ends in the same logits as the whole prompt (within
  * 1e-3 with fp32 math; the tensor-core MLA decode within a bound set by a BF16-GEMM run: check_model).
@@ -53,6 +55,24 @@ static int config_with_layers(const char *src, const char *dst, int layers) {
     f = fopen(dst, "wb");
     if (!f) return -1;
     fprintf(f, "%.*s %d%s", (int)(colon + 1 - txt), txt, layers, end);
+    fclose(f);
+    return 0;
+}
+
+/* src with an NVFP4 quantization_config (ModelOpt: the MLP linears NVFP4, the rest BF16) written to dst */
+static int config_with_nvfp4(const char *src, const char *dst) {
+    FILE *f = fopen(src, "rb");
+    if (!f) return -1;
+    static char txt[1 << 16];
+    size_t n = fread(txt, 1, sizeof txt - 1, f);
+    fclose(f);
+    txt[n] = 0;
+    char *brace = strchr(txt, '{');
+    if (!brace || strstr(txt, "quantization_config")) return -1;
+    f = fopen(dst, "wb");
+    if (!f) return -1;
+    fprintf(f, "%.*s\n  \"quantization_config\": {\"quant_method\": \"modelopt\", \"quant_algo\": \"NVFP4\", "
+               "\"group_size\": 16},%s", (int)(brace + 1 - txt), txt, brace + 1);
     fclose(f);
     return 0;
 }
@@ -158,6 +178,9 @@ int main(void) {
     const char *v3_4 = "/tmp/dsinfer-test-v3-4layers.json";
     CHECK(config_with_layers("configs/deepseek-v3.json", v3_4, 4) == 0);
     check_model("DeepSeek-V3 shape, 4 layers (dummy weights)", v3_4);
+    const char *v2l_fp4 = "/tmp/dsinfer-test-v2-lite-nvfp4.json";   /* NVFP4 dummy weights (the MLPs 4-bit) */
+    CHECK(config_with_nvfp4("configs/deepseek-v2-lite.json", v2l_fp4) == 0);
+    check_model("DeepSeek-V2-Lite NVFP4 MLPs (dummy weights)", v2l_fp4);
     /* the full V3 does not fit one GPU: a clear error, nothing allocated */
     char err[DS_ERRLEN];
     ds_engine *e = NULL;

@@ -108,7 +108,8 @@ __device__ __forceinline__ float hash_unit(uint64_t key, uint64_t i) {   /* unif
 }
 
 /* kind 0: a 1-D norm weight (1 + 0.1u); 1: a 1-D fp32 bias (0.01u); 2: a linear (std DUMMY_STD);
- * 3: FP8 block scales. */
+ * 3: FP8 block scales; 4: NVFP4 block scales (e4m3 near 1); 5: NVFP4 codes (uniform random bytes, two
+ * E2M1 codes each; dtype U8). */
 __global__ void dummy_kernel(void *dst, int dtype, size_t n, uint64_t key, int kind) {
     const float amp = DUMMY_STD * 1.7320508f;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
@@ -116,6 +117,11 @@ __global__ void dummy_kernel(void *dst, int dtype, size_t n, uint64_t key, int k
         if (kind == 0) v = 1.0f + 0.1f * u;
         else if (kind == 1) v = 0.01f * u;
         else if (kind == 3) v = amp / DUMMY_FP8_RANGE * (1.0f + 0.25f * u);
+        else if (kind == 4) v = 1.0f + 0.25f * u;
+        else if (kind == 5) {
+            ((uint8_t *)dst)[i] = (uint8_t)((u + 1.0f) * 128.0f);
+            continue;
+        }
         else v = dtype == DS_DTYPE_F8_E4M3 ? u * DUMMY_FP8_RANGE : amp * u;
         switch (dtype) {
         case DS_DTYPE_F32: ((float *)dst)[i] = v; break;
@@ -184,8 +190,13 @@ ds_status cu_prepare_weights(ds_backend *be, ds_model_weights *w, char *err) {
         pool = s + align_up(sb);
         if (x->data == DS_WEIGHT_DUMMY) {
             int kind = x->rows == 1 ? (x->dtype == DS_DTYPE_F32 ? 1 : 0) : 2;
-            dummy_fill(d, x->dtype, (size_t)x->rows * x->cols, DUMMY_SEED * (uint64_t)(2 * i + 1), kind);
-            if (sb) dummy_fill(s, DS_DTYPE_F32, sb / sizeof(float), DUMMY_SEED * (uint64_t)(2 * i + 2), 3);
+            if (x->dtype == DS_DTYPE_NVFP4) {
+                dummy_fill(d, DS_DTYPE_U8, db, DUMMY_SEED * (uint64_t)(2 * i + 1), 5);
+                dummy_fill(s, DS_DTYPE_F8_E4M3, sb, DUMMY_SEED * (uint64_t)(2 * i + 2), 4);
+            } else {
+                dummy_fill(d, x->dtype, (size_t)x->rows * x->cols, DUMMY_SEED * (uint64_t)(2 * i + 1), kind);
+                if (sb) dummy_fill(s, DS_DTYPE_F32, sb / sizeof(float), DUMMY_SEED * (uint64_t)(2 * i + 2), 3);
+            }
             p.done += db + sb;
             progress_show(&p, 0);
         } else {
