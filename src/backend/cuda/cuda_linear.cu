@@ -131,12 +131,14 @@ void cu_mlp(ds_backend *be, float *out, const float *x, const ds_weight *gate, c
 /* ---- vectorised grouped GEMV ---------------------------------------------------------------------- */
 /* VT_FP8F: FP8 decoded without the conversion unit (cu_fp8_scaled, DSINFER_CUDA_FP8_FAST=1; the same values),
  * only in the v2 kernels */
-enum { VT_GEN = 0, VT_F32 = 1, VT_BF16 = 2, VT_FP8 = 3, VT_FP8F = 4 };
+/* VT_NVFP4: 32 E2M1 codes a 16-byte chunk with its two block scales (v2 kernels only) */
+enum { VT_GEN = 0, VT_F32 = 1, VT_BF16 = 2, VT_FP8 = 3, VT_FP8F = 4, VT_NVFP4 = 5 };
 template <int VT> struct vt_traits { static constexpr int V = 1; };
 template <> struct vt_traits<VT_F32> { static constexpr int V = 4; };
 template <> struct vt_traits<VT_BF16> { static constexpr int V = 8; };
 template <> struct vt_traits<VT_FP8> { static constexpr int V = 16; };
 template <> struct vt_traits<VT_FP8F> { static constexpr int V = 16; };
+template <> struct vt_traits<VT_NVFP4> { static constexpr int V = 32; };
 
 /* Loads values [c*V, c*V + V) of row n as fp32 (FP8 times its block scale; a 16-value chunk never crosses
  * a 128-column block). */
@@ -281,10 +283,17 @@ __device__ __forceinline__ uint4 ld_stream16(const void *p) {
 }
 
 /* 4 fp32 weights, values [4*i4, 4*i4 + 4) of a 16-byte chunk (times s for FP8). */
+/* NVFP4: values 4*i4 .. 4*i4+3 of the chunk's 32 (bytes 2*i4, 2*i4 + 1, low nibble first), times s (the
+ * first 16 values' block scale x the global scale) or t (the second 16's): cu_w_nvfp4's values. */
 template <int VT>
-__device__ __forceinline__ float4 cvt4(const uint4 &q, int i4, float s) {
+__device__ __forceinline__ float4 cvt4(const uint4 &q, int i4, float s, float t = 0.0f) {
     const uint32_t u[4] = {q.x, q.y, q.z, q.w};
-    if constexpr (VT == VT_F32) {
+    if constexpr (VT == VT_NVFP4) {
+        uint32_t word = u[i4 >> 1] >> (16 * (i4 & 1));
+        float sc = i4 < 4 ? s : t;
+        return make_float4(cu_e2m1(word & 15u) * sc, cu_e2m1((word >> 4) & 15u) * sc, cu_e2m1((word >> 8) & 15u) * sc,
+                           cu_e2m1((word >> 12) & 15u) * sc);
+    } else if constexpr (VT == VT_F32) {
         return make_float4(__uint_as_float(q.x), __uint_as_float(q.y), __uint_as_float(q.z), __uint_as_float(q.w));
     } else if constexpr (VT == VT_BF16) {
         uint32_t a = u[2 * i4], b = u[2 * i4 + 1];
@@ -308,27 +317,39 @@ template <int VT, int TM, int U, bool PAIR>
 __device__ __forceinline__ void dots_v2(float *a0, float *a1, const cu_wview &w0, const cu_wview &w1, int n,
                                         const float *const *xp, int nt, int c_first, int c_step) {
     constexpr int V = vt_traits<VT>::V;
+    constexpr bool F4 = VT == VT_NVFP4;
     constexpr int EB = VT == VT_F32 ? 4 : VT == VT_BF16 ? 2 : 1;
     const int nc = w0.cols / V;
-    const char *r0 = (const char *)w0.data + (size_t)n * (size_t)w0.cols * EB;
-    const char *r1 = (const char *)w1.data + (size_t)n * (size_t)w1.cols * EB;
+    /* row n's bytes: cols * EB, NVFP4 cols / 2 */
+    const char *r0 = (const char *)w0.data + (F4 ? (size_t)n * (size_t)(w0.cols / 2) : (size_t)n * (size_t)w0.cols * EB);
+    const char *r1 = (const char *)w1.data + (F4 ? (size_t)n * (size_t)(w1.cols / 2) : (size_t)n * (size_t)w1.cols * EB);
     constexpr bool F8 = VT == VT_FP8 || VT == VT_FP8F;
     const float *sc0 = F8 ? w0.scale + (size_t)(n >> 7) * (size_t)w0.scale_cols : nullptr;
     const float *sc1 = F8 && PAIR ? w1.scale + (size_t)(n >> 7) * (size_t)w1.scale_cols : nullptr;
+    const unsigned char *bs0 = F4 ? w0.bscale + (size_t)n * (size_t)(w0.cols >> 4) : nullptr;
+    const unsigned char *bs1 = F4 && PAIR ? w1.bscale + (size_t)n * (size_t)(w1.cols >> 4) : nullptr;
     for (int cb = c_first; cb < nc; cb += U * c_step) {
         uint4 q0[U], q1[U];
-        float s0[U], s1[U];
+        float s0[U], s1[U], t0[U], t1[U];   /* t: NVFP4's second block scale of the chunk */
 #pragma unroll
         for (int u = 0; u < U; u++) {
             int c = cb + u * c_step;
             q0[u] = q1[u] = make_uint4(0, 0, 0, 0);
-            s0[u] = s1[u] = 0.0f;
+            s0[u] = s1[u] = t0[u] = t1[u] = 0.0f;
             if (c < nc) {
                 q0[u] = ld_stream16(r0 + (size_t)c * 16);
                 if (PAIR) q1[u] = ld_stream16(r1 + (size_t)c * 16);
                 if (F8) {
                     s0[u] = __ldg(sc0 + ((c * V) >> 7));
                     if (PAIR) s1[u] = __ldg(sc1 + ((c * V) >> 7));
+                }
+                if (F4) {
+                    s0[u] = cu_fp8_to_f32(__ldg(bs0 + 2 * c)) * w0.gscale;
+                    t0[u] = cu_fp8_to_f32(__ldg(bs0 + 2 * c + 1)) * w0.gscale;
+                    if (PAIR) {
+                        s1[u] = cu_fp8_to_f32(__ldg(bs1 + 2 * c)) * w1.gscale;
+                        t1[u] = cu_fp8_to_f32(__ldg(bs1 + 2 * c + 1)) * w1.gscale;
+                    }
                 }
             }
         }
@@ -338,8 +359,8 @@ __device__ __forceinline__ void dots_v2(float *a0, float *a1, const cu_wview &w0
             if (c >= nc) break;
 #pragma unroll
             for (int i4 = 0; i4 < V / 4; i4++) {
-                float4 wv = cvt4<VT>(q0[u], i4, s0[u]);
-                float4 uv = PAIR ? cvt4<VT>(q1[u], i4, s1[u]) : wv;
+                float4 wv = cvt4<VT>(q0[u], i4, s0[u], t0[u]);
+                float4 uv = PAIR ? cvt4<VT>(q1[u], i4, s1[u], t1[u]) : wv;
 #pragma unroll
                 for (int j = 0; j < TM; j++) {
                     if (j >= nt) break;
@@ -463,6 +484,7 @@ static int vt_of(const cu_wview &v) {
     if (v.dtype == DS_DTYPE_BF16 && v.cols % 8 == 0 && !v.scale) return VT_BF16;
     if (v.dtype == DS_DTYPE_F8_E4M3 && v.cols % 16 == 0 && v.scale) return VT_FP8;
     if (v.dtype == DS_DTYPE_F32 && v.cols % 4 == 0 && !v.scale) return VT_F32;
+    if (v.dtype == DS_DTYPE_NVFP4 && v.cols % 32 == 0 && v.bscale && cu_gemv_v2) return VT_NVFP4;   /* v2 only */
     return VT_GEN;
 }
 
@@ -475,7 +497,7 @@ void cu_gemv_group(float *out, int ldo, int out_e, const float *x, int ldx, int 
     if (vt != VT_GEN && (((uintptr_t)x & 15) || ldx % 4 || x_e % 4)) vt = VT_GEN;
     unsigned th = GEMV_WARPS * 32;
     if (vt != VT_GEN && cu_gemv_v2) {
-        int V = vt == VT_BF16 ? 8 : vt == VT_FP8 ? 16 : 4;
+        int V = vt == VT_BF16 ? 8 : vt == VT_FP8 ? 16 : vt == VT_NVFP4 ? 32 : 4;
         if (vt == VT_FP8 && cu_fp8_fast) vt = VT_FP8F;
         int ks = gemv_v2_ks(max_rows, live ? slots : E, off != NULL, v0.cols / V);
         dim3 g2(cu_blocks((size_t)max_rows, GEMV_WARPS / ks), live ? slots : E);
@@ -494,6 +516,7 @@ void cu_gemv_group(float *out, int ldo, int out_e, const float *x, int ldx, int 
         if (vt == VT_BF16) V2_KS(VT_BF16);
         else if (vt == VT_FP8) V2_KS(VT_FP8);
         else if (vt == VT_FP8F) V2_KS(VT_FP8F);
+        else if (vt == VT_NVFP4) V2_KS(VT_NVFP4);
         else V2_KS(VT_F32);
 #undef V2_KS
 #undef V2_LAUNCH
