@@ -116,7 +116,22 @@ void cu_ws_free(cu_ws *w);
  *                            per token (cuda_moe.cu route_v2_kernel; H200 V2-Lite batch 1: 139 -> 177 tok/s).
  *   DSINFER_CUDA_FP8_GEMM=1  W8A8 for FP8 weights at M > GEMV_MAX_M (cuda_fp8gemm.cu): activations
  *                            quantized per token x 128 columns (spec 12.2), cuBLASLt's block-scaled FP8
- *                            GEMM (spec 12.5). Default 0: activations stay fp32 (W8A16, exact). */
+ *                            GEMM (spec 12.5). Default 0: activations stay fp32 (W8A16, exact).
+ * Fourth session (H200 figures in bench/RESULTS.md, "GPU runs of the fourth session"):
+ *   DSINFER_CUDA_MOE_LIVE=0  grouped expert GEMVs launch blocks for every expert; default 1: only for the
+ *                            experts with rows (batch 1: 247 -> 280 tok/s).
+ *   DSINFER_CUDA_RMS_VEC=0   rmsnorm_kernel only; default 1: register-cached rows (rmsnorm_vec_kernel).
+ *   DSINFER_CUDA_GROUP2=0    group_kernel (a thread per expert); default 1: a warp per expert with ballots.
+ *   DSINFER_CUDA_ABSORB_TC=0 with TC, W_UK / W_UV stay GEMV-style kernels; default 1: strided batched BF16
+ *                            GEMMs above 8 tokens (batch 256: 6830 -> 8250 tok/s).
+ *   DSINFER_CUDA_DEQUANT_VEC=0 the per-element FP8 -> BF16 dequant; default 1: 16 codes a thread.
+ *   DSINFER_CUDA_MOE_TG=1|2|4 moe_tc_kernel's token groups a pass; default 0: from the mean rows per expert.
+ *   DSINFER_CUDA_PDL=1       programmatic dependent launch (cu_launch; with DSINFER_CUDA_PDL_PREFETCH=0 no
+ *                            L2 prefetch); default 0: measured no gain.
+ *   DSINFER_CUDA_FP8_FAST=1  FP8 decoded by integer moves (cu_fp8_scaled); default 0: measured slower.
+ * Engine-level (model/forward.c): DSINFER_FUSED_ADD_NORM=0 (residual add and norm as two ops),
+ * DSINFER_EP_GATHER=0 (expert parallelism's all-to-all form), DSINFER_EP_GRAPHS=0 (gathered EP steps
+ * not captured). */
 typedef struct {
     int tc, moe_tc, skinny, graphs, fused_attn, mla_tc, attn_tc, moe_grouped, moe_grouped_max_m, vec_gemv, fp8_gemm;
     int moe_live;   /* grouped GEMV experts: blocks for the live experts only (DSINFER_CUDA_MOE_LIVE, default 1) */
