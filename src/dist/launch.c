@@ -54,6 +54,10 @@ static int child_main(const ds_dp_spec *s, int rank, int local, int listen_fd, i
     const char *addr = s->addr ? s->addr : "127.0.0.1";
     double to = s->timeout_s > 0 ? s->timeout_s : 300;
     pick_gpu(local);
+    if (s->no_comm) {
+        if (listen_fd >= 0) close(listen_fd);
+        return fn(rank, NULL, arg);
+    }
     ds_status st;
     if (rank == 0) {
         st = ds_nccl_unique_id(id, err);
@@ -77,7 +81,7 @@ static int child_main(const ds_dp_spec *s, int rank, int local, int listen_fd, i
 int ds_dp_launch(const ds_dp_spec *s, ds_dp_rank_fn fn, void *arg, char *err) {
     if (ds_dp_spec_check(s, err)) return 1;
     int local_n = s->size / s->nnodes, base = s->node_rank * local_n, port = s->port, fd = -1;
-    if (s->nnodes == 1 && !port &&
+    if (s->nnodes == 1 && !port && !s->no_comm &&
         ds_bootstrap_listen(s->addr ? s->addr : "127.0.0.1", &port, &fd, err))   /* a free port, held open */
         return 1;
     fflush(stdout);

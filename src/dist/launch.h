@@ -15,6 +15,7 @@ typedef struct {
     const char *addr;   /* rank 0's node; NULL = 127.0.0.1 */
     int port;           /* 0 with nnodes 1: a free port */
     double timeout_s;   /* the rendezvous; 0 = 300 s */
+    int no_comm;        /* tests: no rendezvous and no communicator (fn gets comm NULL) */
 } ds_dp_spec;
 
 /* Checks a spec before anything starts (err names the wrong field). */
