@@ -50,6 +50,11 @@ typedef struct {
     int tensor_parallel_size; /* > 1 (cpu backend): this handle drives that many engines (threads), each
                               with 1/N of the heads and MLP widths, partial sums all-reduced; the same
                               results as one engine up to fp32 summation order; no prefix sharing */
+    int tensor_parallel_one_rank, tensor_parallel_rank;
+                           /* one_rank = 1 with tensor_parallel_size > 1: this engine is rank tensor_parallel_rank
+                              of a group whose other ranks are other processes (one per GPU); it keeps only its
+                              share of the weights, cut before they reach the backend, and steps once it has
+                              joined the group's communicator (ds_engine_set_tensor_parallel, engine.h) */
     int tensor_expert_parallel; /* with tensor_parallel_size > 1: the routed experts are split whole across the
                               ranks (rank r keeps experts r*E/N .. (r+1)*E/N - 1 and computes them for all
                               tokens; the MoE's all-reduce sums them) instead of each expert by columns */

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/../.."
 make -j2 tests-build >/dev/null
 rm -rf .deps && mkdir -p .deps/bin .deps/lib
 for f in build/dsinfer build/tests/test_cuda_ops build/tests/test_cuda_golden build/tests/test_cuda_host \
-         build/tests/test_cuda_model build/tests/test_nccl_ep; do
+         build/tests/test_cuda_model build/tests/test_nccl_ep build/tests/test_nccl_tp; do
   cp "$f" .deps/bin/ && strip ".deps/bin/$(basename "$f")"
 done
 # optional: the same dsinfer built with -DCU_NO_PDL (make BUILD=build-nopdl NVFLAGS="... -DCU_NO_PDL"), to time

@@ -43,6 +43,7 @@ typedef struct {
     double bw_gbs, tflops;
     ds_dp_spec dp;                                   /* --data-parallel-size ...: one process per GPU (dist/launch.h) */
     int ep;                                          /* --enable-expert-parallel: the routed experts split over them */
+    int tp;                                          /* --tensor-parallel-size: the group (dp) is one TP group */
 } bench_opts;
 
 static double now_s(void) {
@@ -130,6 +131,24 @@ static void dp_step_cost(const ds_config *c, int n, int ep, double B, double att
     *flops = tf / n;
 }
 
+/* One GPU's share of a tensor-parallel step over R ranks: the head-split attention weights (q_b or q,
+ * kv_b, o), every MLP and expert width are 1/R a GPU; q_a, kv_a, router, embeddings and lm_head, the KV
+ * cache (MLA's latent is not split) and the logits are whole on every GPU. FLOPs: the split share / R. */
+static void tp_step_cost(const ds_config *c, int R, double B, double att_flops, double kv_tokens, double *bytes,
+                         double *flops) {
+    model_sizes s = sizes_of(c);
+    double D = c->hidden_size, H = c->num_heads, dqk = c->qk_head_dim;
+    double qb = c->q_lora_rank ? (double)c->q_lora_rank * H * dqk : D * H * dqk;
+    double split_attn = qb + (double)c->kv_lora_rank * H * (c->qk_nope_head_dim + c->v_head_dim) + H * c->v_head_dim * D;
+    double ex = experts_touched(c, B);
+    double split = s.n_dense * (split_attn * s.wsz + s.dense * s.mlp_wsz) +
+                   s.n_moe * (split_attn * s.wsz + (s.shared + ex * s.expert) * s.mlp_wsz);
+    double tb, tf;
+    step_cost(c, B, att_flops, kv_tokens, &tb, &tf);
+    *bytes = tb - split * (1.0 - 1.0 / R);
+    *flops = tf / R;   /* attention heads and MLP widths split; the whole parts are small beside them */
+}
+
 /* ---- rows ----------------------------------------------------------------------------------------- */
 typedef struct {
     FILE *csv;
@@ -215,9 +234,10 @@ static ds_status bench_decode(ds_engine *e, out_ctx *x, int ctx, char *err) {
         }
         if (st) break;
         double dt = now_s() - t0, L = ctx + warm + o->steps / 2.0, bytes, flops;
-        int n = x->dp ? x->dp->size : 1;
+        int n = x->dp && !o->tp ? x->dp->size : 1;   /* tensor parallel: every rank runs the same B sequences */
         if (x->dp && (st = dp_slowest(x->dp, &dt, err))) break;   /* the group's step: its slowest rank */
-        if (x->dp) dp_step_cost(x->cfg, n, o->ep, B, attn_decode_flops(x->cfg, B, L), B * L, &bytes, &flops);
+        if (x->dp && o->tp) tp_step_cost(x->cfg, x->dp->size, B, attn_decode_flops(x->cfg, B, L), B * L, &bytes, &flops);
+        else if (x->dp) dp_step_cost(x->cfg, n, o->ep, B, attn_decode_flops(x->cfg, B, L), B * L, &bytes, &flops);
         else step_cost(x->cfg, B, attn_decode_flops(x->cfg, B, L), B * L, &bytes, &flops);
         emit(x, "decode", n * B, ctx, (double)n * B * o->steps / dt, 1e3 * dt / o->steps, bytes, flops);
         for (int i = 0; i < B; i++) ds_seq_truncate(seqs[i], ctx);
@@ -284,6 +304,7 @@ static void usage(void) {
             "                     [--kv-cache-dtype auto|bf16|fp8]\n"
             "                     [--data-parallel-size N [--enable-expert-parallel]\n"
             "                      [--nnodes K --node-rank R --master-addr HOST --master-port P]]\n"
+            "                     [--tensor-parallel-size N]\n"
             "       --batch fit: one batch, the most sequences of --ctx tokens whose KV fits in the GPU memory left\n"
             "                    after the weights (less a reserve for activations); prints the capacity\n"
             "       dsinfer bench --ceilings        measure copy bandwidth and the BF16 matrix rate only\n"
@@ -294,6 +315,8 @@ static void usage(void) {
             "                    --master-port; one node: 127.0.0.1 and a free port), each decoding --batch sequences of\n"
             "                    its own; rows count the whole group (batch N x B, the slowest rank's step);\n"
             "                    --enable-expert-parallel splits the routed experts over the ranks (NCCL exchanges)\n"
+            "       --tensor-parallel-size N: one process per GPU as above, the group one engine (heads and widths\n"
+            "                    split, all-reduces over NCCL); every rank runs the same --batch sequences\n"
             "       dsinfer bench serve ...         load-test a running server (dsinfer bench serve --help)\n"
             "  Offline throughput on the CUDA backend with dummy weights (default configs/deepseek-v2-lite.json);\n"
             "  --batch/--ctx/--prompt take comma lists (0 rows: give an empty list as ''); each row prints its\n"
@@ -307,7 +330,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
         {"ceilings", 0, 0, 'C'}, {"mla", 0, 0, 'A'}, {"kv-cache-dtype", 1, 0, 'k'}, {"ops", 0, 0, 'O'},
         {"ops-m", 1, 0, 'M'}, {"help", 0, 0, 'h'}, {"data-parallel-size", 1, 0, 'D'},
         {"enable-expert-parallel", 0, 0, 'E'}, {"nnodes", 1, 0, 'N'}, {"node-rank", 1, 0, 'R'},
-        {"master-addr", 1, 0, 'a'}, {"master-port", 1, 0, 'P'}, {0, 0, 0, 0}};
+        {"master-addr", 1, 0, 'a'}, {"master-port", 1, 0, 'P'}, {"tensor-parallel-size", 1, 0, 'T'}, {0, 0, 0, 0}};
     *o = (bench_opts){.model = "configs/deepseek-v2-lite.json", .dtype = "bf16", .label = "dsinfer", .steps = 16,
                       .kv = "auto", .dp = {.size = 1, .nnodes = 1}};
     int prompts_given = 0;
@@ -341,15 +364,17 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
             LIST_OR_FAIL("--prompt", o->n_prompts, optarg);
             prompts_given = o->n_prompts > 0;
             break;
-        case 'D': case 'N': case 'R': case 'P': {   /* whole numbers; the ranges are checked with the spec */
+        case 'D': case 'N': case 'R': case 'P': case 'T': {   /* whole numbers; the ranges are checked with the spec */
             char *end;
             long v = strtol(optarg, &end, 10);
             if (!*optarg || *end || v < 0 || v > 1000000) {
                 fprintf(stderr, "dsinfer bench: bad --%s \"%s\" (a whole number)\n",
-                        ch == 'D' ? "data-parallel-size" : ch == 'N' ? "nnodes" : ch == 'R' ? "node-rank" : "master-port", optarg);
+                        ch == 'D' ? "data-parallel-size" : ch == 'N' ? "nnodes" : ch == 'R' ? "node-rank" :
+                        ch == 'T' ? "tensor-parallel-size" : "master-port", optarg);
                 return 2;
             }
-            if (ch == 'D') o->dp.size = (int)v;
+            if (ch == 'T') o->tp = (int)v;
+            else if (ch == 'D') o->dp.size = (int)v;
             else if (ch == 'N') o->dp.nnodes = (int)v;
             else if (ch == 'R') o->dp.node_rank = (int)v;
             else o->dp.port = (int)v;
@@ -397,6 +422,14 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
         fprintf(stderr, "dsinfer bench: unknown --kv-cache-dtype \"%s\" (expected auto, bf16 or fp8)\n", o->kv);
         return 2;
     }
+    if (o->tp) {   /* one process per GPU as for data parallelism, the group one tensor-parallel engine */
+        if (o->dp.size != 1 || o->ep) {
+            fprintf(stderr, "dsinfer bench: --tensor-parallel-size with --data-parallel-size or --enable-expert-parallel "
+                            "is not supported yet\n");
+            return 2;
+        }
+        o->dp.size = o->tp;
+    }
     if (o->dp.size != 1 || o->ep || o->dp.nnodes != 1 || o->dp.node_rank || o->dp.addr || o->dp.port) {
         char err[DS_ERRLEN];
         if (ds_dp_spec_check(&o->dp, err)) {
@@ -405,7 +438,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
         }
         if (o->dp.size < 2) {
             fprintf(stderr, "dsinfer bench: --enable-expert-parallel, --nnodes, --node-rank and --master-* need "
-                            "--data-parallel-size of 2 or more\n");
+                            "--data-parallel-size (or --tensor-parallel-size) of 2 or more\n");
             return 2;
         }
         if (o->mla || o->ops || o->ceilings_only || prompts_given) {
@@ -416,7 +449,8 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
         o->n_prompts = 0;
     }
     char par[24] = "";
-    if (o->dp.size > 1) snprintf(par, sizeof par, " dp%d%s", o->dp.size, o->ep ? "+ep" : "");
+    if (o->tp > 1) snprintf(par, sizeof par, " tp%d", o->tp);
+    else if (o->dp.size > 1) snprintf(par, sizeof par, " dp%d%s", o->dp.size, o->ep ? "+ep" : "");
     snprintf(o->dtype_col, sizeof o->dtype_col, "%s%s%s", o->dtype, !strcmp(o->kv, "fp8") ? "+kv8" : !strcmp(o->kv, "bf16") ? "+kv16" : "", par);
     return 0;
 }
@@ -643,6 +677,11 @@ static int run_bench(bench_opts *op, ds_comm *dp) {
         eo.expert_parallel_size = dp->size;
         eo.expert_parallel_rank = dp->rank;
     }
+    if (dp && o.tp) {   /* only this rank's share of heads and widths reaches the GPU */
+        eo.tensor_parallel_size = dp->size;
+        eo.tensor_parallel_one_rank = 1;
+        eo.tensor_parallel_rank = dp->rank;
+    }
     ds_engine *e = NULL;
     double t0 = now_s();
     st = ds_engine_open(path, &eo, &e, err);
@@ -652,6 +691,7 @@ static int run_bench(bench_opts *op, ds_comm *dp) {
     memset(&pl, 0, sizeof pl);
     memset(&ep, 0, sizeof ep);
     if (!st && dp && o.ep) st = join_ep(e, dp, &pl, &ep, err);
+    if (!st && dp && o.tp) st = ds_engine_set_tensor_parallel(e, dp, 0, err);
     if (st) {
         fprintf(stderr, "dsinfer bench%s: %s\n", dp ? " (a data-parallel rank)" : "", err);
         ds_ep_ws_free(ep.ws);   /* its buffers before the backend they live in */
@@ -660,7 +700,8 @@ static int run_bench(bench_opts *op, ds_comm *dp) {
         return 1;
     }
     printf("model: %s (opened in %.1f s)%s\n", ds_engine_describe(e), now_s() - t0,
-           dp ? (o.ep ? ", one GPU of a data-parallel group with the routed experts split" : ", one GPU of a data-parallel group") : "");
+           !dp ? "" : o.tp ? ", one GPU of a tensor-parallel group (its share of heads and widths)"
+                : o.ep ? ", one GPU of a data-parallel group with the routed experts split" : ", one GPU of a data-parallel group");
     out_ctx x = {NULL, &o, &cfg, dp};
     if (o.csv && (!dp || dp->rank == 0)) {
         x.csv = fopen(o.csv, "a");

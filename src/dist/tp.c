@@ -13,7 +13,11 @@ static size_t elem_bytes(const ds_weight *w) { return w->dtype == DS_DTYPE_NVFP4
 ds_status ds_weight_slice_rows(const ds_weight *w, int r0, int r1, ds_weight *out, char *err) {
     const char *nm = w->name ? w->name : "?";
     if (r0 < 0 || r1 > w->rows || r0 >= r1) return ds_seterr(err, DS_ERR_ARG, "%s: rows [%d, %d) of %d", nm, r0, r1, w->rows);
-    if (w->data == DS_WEIGHT_DUMMY) return ds_seterr(err, DS_ERR_UNSUPPORTED, "%s: dummy weights cannot be sliced", nm);
+    if (w->data == DS_WEIGHT_DUMMY) {   /* made later on the device: the slice is a dummy of the slice's shape */
+        *out = *w;
+        out->rows = r1 - r0;
+        return DS_OK;
+    }
     if (w->scale && r0 % 128)
         return ds_seterr(err, DS_ERR_UNSUPPORTED, "%s: an FP8 slice must start on a 128-row block (row %d)", nm, r0);
     *out = *w;
@@ -32,7 +36,12 @@ ds_status ds_weight_slice_rows(const ds_weight *w, int r0, int r1, ds_weight *ou
 ds_status ds_weight_slice_cols(const ds_weight *w, int c0, int c1, ds_weight *out, char *err) {
     const char *nm = w->name ? w->name : "?";
     if (c0 < 0 || c1 > w->cols || c0 >= c1) return ds_seterr(err, DS_ERR_ARG, "%s: columns [%d, %d) of %d", nm, c0, c1, w->cols);
-    if (w->data == DS_WEIGHT_DUMMY) return ds_seterr(err, DS_ERR_UNSUPPORTED, "%s: dummy weights cannot be sliced", nm);
+    if (w->data == DS_WEIGHT_DUMMY) {   /* its values are not the full weight's slice: shapes only (benchmarks) */
+        *out = *w;
+        out->cols = c1 - c0;
+        if (w->scale) out->scale_cols = (out->cols + 127) / 128;
+        return DS_OK;
+    }
     if (w->scale && c0 % 128)
         return ds_seterr(err, DS_ERR_UNSUPPORTED, "%s: an FP8 slice must start on a 128-column block (column %d)", nm, c0);
     if (w->dtype == DS_DTYPE_NVFP4 && (c0 % 16 || (c1 - c0) % 16))
@@ -79,12 +88,11 @@ static void keep_own_experts(ds_layer_weights *L, int E, int R, int r) {
         }
 }
 
-ds_status ds_engine_set_tensor_parallel(ds_engine *e, ds_comm *comm, int whole_experts, char *err) {
+/* Rank r of R keeps its share of the weights (views; dummy weights change shape) and the config its share
+ * of the heads and widths. On error the engine is unusable. */
+ds_status ds_tp_slice(ds_engine *e, int R, int r, int whole_experts, char *err) {
     ds_config *c = &e->cfg;
-    int R = comm->size, r = comm->rank;
-    if (e->ep || e->tp) return ds_seterr(err, DS_ERR_ARG, "tensor parallel: the engine is already parallel");
-    if (strcmp(e->be->name, "cpu") != 0)
-        return ds_seterr(err, DS_ERR_UNSUPPORTED, "tensor parallel runs on the cpu backend only so far");
+    if (R < 2 || R > 64 || r < 0 || r >= R) return ds_seterr(err, DS_ERR_ARG, "tensor parallel rank %d of %d", r, R);
     int I = c->intermediate_size, mI = c->moe_intermediate_size;
     if (c->num_heads % R || I % R || (c->n_routed_experts && !whole_experts && mI % R) ||
         (c->n_routed_experts && c->n_shared_experts && whole_experts && mI % R))
@@ -109,6 +117,26 @@ ds_status ds_engine_set_tensor_parallel(ds_engine *e, ds_comm *comm, int whole_e
     c->intermediate_size /= R;
     if (!whole_experts) c->moe_intermediate_size /= R;   /* whole experts keep their width (the shared one
                                                            is sliced by its own weight rows) */
+    e->tp_size = R;
+    e->tp_rank = r;
+    return DS_OK;
+}
+
+ds_status ds_engine_set_tensor_parallel(ds_engine *e, ds_comm *comm, int whole_experts, char *err) {
+    int R = comm->size, r = comm->rank;
+    if (e->ep || e->tp) return ds_seterr(err, DS_ERR_ARG, "tensor parallel: the engine is already parallel");
+    if (e->tp_sliced) {   /* opened as one rank (opts.tensor_parallel_one_rank): its share is already cut */
+        if (R != e->tp_size || r != e->tp_rank)
+            return ds_seterr(err, DS_ERR_ARG, "tensor parallel: the engine was opened as rank %d of %d, joins as rank %d of %d",
+                             e->tp_rank, e->tp_size, r, R);
+        e->tp = comm;
+        return DS_OK;
+    }
+    if (strcmp(e->be->name, "cpu") != 0)
+        return ds_seterr(err, DS_ERR_UNSUPPORTED, "tensor parallel on the %s backend: open the engine as one rank "
+                         "(opts.tensor_parallel_one_rank), its weights cut before they reach the device", e->be->name);
+    ds_status st = ds_tp_slice(e, R, r, whole_experts, err);
+    if (st) return st;
     e->tp = comm;
     return DS_OK;
 }

@@ -8,6 +8,7 @@
 
 #include "core/status.h"
 #include "dist/ep_moe.h"
+#include "dist/tp.h"
 #include "model/quantize.h"
 #ifdef DS_HAVE_CUDA
 #include "backend/cuda/cuda_api.h"
@@ -91,6 +92,21 @@ static ds_status trim_experts(ds_engine *e, const ds_engine_opts *o, char *err) 
     e->ep_trim_size = size;
     e->ep_trim_rank = rank;
     return DS_OK;
+}
+
+/* opts.tensor_parallel_one_rank: this rank's share of the weights before the backend takes them */
+static ds_status cut_one_tp_rank(ds_engine *e, const ds_engine_opts *o, char *err) {
+    if (!o || !o->tensor_parallel_one_rank) return DS_OK;
+    int R = o->tensor_parallel_size, r = o->tensor_parallel_rank;
+    if (R < 2) return ds_seterr(err, DS_ERR_ARG, "tensor parallel one rank: a group of %d", R);
+    if (o->pipeline_parallel_size > 1 || o->expert_parallel_size > 1)
+        return ds_seterr(err, DS_ERR_UNSUPPORTED, "tensor parallel one rank: not with pipeline or expert parallelism yet");
+    const char *b = o->backend ? o->backend : "cpu";
+    if (o->tensor_expert_parallel && strcmp(b, "cpu") != 0)   /* cu_moe has no rows for absent experts */
+        return ds_seterr(err, DS_ERR_UNSUPPORTED, "tensor parallel with whole experts runs on the cpu backend only so far");
+    ds_status st = ds_tp_slice(e, R, r, o->tensor_expert_parallel, err);
+    if (!st) e->tp_sliced = 1;
+    return st;
 }
 
 static ds_status create_backend(ds_engine *e, const ds_engine_opts *o, char *err) {
@@ -179,6 +195,7 @@ ds_status ds_engine_open(const char *dir, const ds_engine_opts *o, ds_engine **o
     if (!st && o && o->quantization) st = quantize_at_load(e, o->quantization, dummy, err);
     if (!st) st = set_kv_dtype(&e->cfg, o, err);
     if (!st) st = trim_experts(e, o, err);
+    if (!st) st = cut_one_tp_rank(e, o, err);
     if (!st) st = create_backend(e, o, err);
     e->layer_end = e->cfg.num_layers;   /* every layer's KV here, until a pipeline stage narrows it */
     if (!st) st = create_cache(e, o, err);
@@ -195,8 +212,9 @@ ds_status ds_engine_open(const char *dir, const ds_engine_opts *o, ds_engine **o
         ds_attn_cost m;
         if (ds_attn_cost_measure(e, &m, why) == DS_OK) e->attn_cost = m;
     }
+    if (e->tp_sliced) e->attn_cost = ds_attn_cost_model_only();   /* every rank must attend alike */
     describe(e);
-    int tp = o ? o->tensor_parallel_size : 0, pp = o ? o->pipeline_parallel_size : 0;
+    int tp = o && !o->tensor_parallel_one_rank ? o->tensor_parallel_size : 0, pp = o ? o->pipeline_parallel_size : 0;
     if (tp > 1 && pp > 1) {
         ds_engine_free(e);
         return ds_seterr(err, DS_ERR_UNSUPPORTED, "tensor and pipeline parallelism together are not supported yet");

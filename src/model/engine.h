@@ -45,7 +45,8 @@ struct ds_engine {
     int ep_trim_size, ep_trim_rank;   /* opts.expert_parallel_*: only that rank's experts are loaded */
     struct ds_tp_group *tpg;          /* opts.tensor_parallel_size > 1: the leader's followers (dist/tp_group.c) */
     struct ds_tp_group *tp_follower_of;
-    int tp_rank;
+    int tp_rank, tp_size;             /* this engine's tensor-parallel rank and group size (ds_tp_slice) */
+    int tp_sliced;                    /* opened as one rank (opts.tensor_parallel_one_rank): cut at open */
     ds_status step_st;        /* the first error of an expert-parallel MoE in the current step */
     char step_err[DS_ERRLEN];
     ds_acts a;

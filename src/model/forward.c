@@ -301,7 +301,12 @@ static ds_status run_step(ds_engine *e, const step_plan *p, char *err) {
     ds_status ast = ep_agree_rows(e, p->meta.n_tokens, err);
     if (ast) return ast;
     int ep_graph = ep_graph_ok(e, p->meta.n_tokens);
-    if ((e->ep && !ep_graph) || e->tp || e->pp) {   /* host routing, exchanges and reductions: not captured */
+    /* tensor parallelism on a rank of its own (one process per GPU): the all-reduces are collectives on
+     * the backend's stream, captured with the step (DSINFER_TP_GRAPHS=0: eager); the thread group of the
+     * CPU backend has no graphs anyway */
+    const char *tg = getenv("DSINFER_TP_GRAPHS");
+    int tp_graph = e->tp && e->tp_sliced && !e->ep && !e->pp && !(tg && !strcmp(tg, "0"));
+    if ((e->ep && !ep_graph) || (e->tp && !tp_graph) || e->pp) {   /* host routing, exchanges: not captured */
         e->step_st = DS_OK;
         step_fn(&s);
         if (e->step_st) return ds_seterr(err, e->step_st, "%s", e->step_err);
@@ -395,6 +400,9 @@ ds_status ds_engine_forward(ds_engine *e, const ds_batch_item *it, int n, float 
 }
 
 ds_status ds_engine_forward_local(ds_engine *e, const ds_batch_item *it, int n, float *logits, char *err) {
+    if (e->tp_sliced && !e->tp)
+        return ds_seterr(err, DS_ERR_ARG, "this engine holds only its tensor-parallel share (rank %d of %d): it steps "
+                         "only after joining its group", e->tp_rank, e->tp_size);
     if (e->ep_trim_size && !e->ep)
         return ds_seterr(err, DS_ERR_ARG, "this engine holds only its share of the routed experts (expert parallel rank %d "
                          "of %d): it steps only after joining its group", e->ep_trim_rank, e->ep_trim_size);

@@ -20,12 +20,14 @@ expect 2 'unknown --kv-cache-dtype "fp16"' --kv-cache-dtype fp16
 expect 2 '--batch fit needs exactly one --ctx' --batch fit --ctx 1K,4K
 expect 2 '--ops-m needs at least one M' --ops --ops-m ''
 expect 2 '--nnodes 3: between 1 and the data parallel size 2' --data-parallel-size 2 --nnodes 3
-expect 2 'need --data-parallel-size of 2 or more' --enable-expert-parallel
+expect 2 'need --data-parallel-size (or --tensor-parallel-size) of 2 or more' --enable-expert-parallel
 expect 2 'decode rows only' --data-parallel-size 2 --prompt 512
 expect 2 'bad --data-parallel-size "x"' --data-parallel-size x
 expect 2 'data parallel size 0 (1 to 64)' --data-parallel-size 0
 expect 2 'several nodes need --master-addr and --master-port' --data-parallel-size 4 --nnodes 2 --node-rank 1
 expect 2 '--node-rank 2: 0 to 1' --data-parallel-size 4 --nnodes 2 --node-rank 2 --master-addr 10.0.0.1 --master-port 29500
+expect 2 '--tensor-parallel-size with --data-parallel-size' --tensor-parallel-size 2 --data-parallel-size 2
+expect 2 'bad --tensor-parallel-size "two"' --tensor-parallel-size two
 expect 0 'usage: dsinfer bench' --help
 # a valid request on a machine without a usable GPU (CI): a clear error, exit 1
 if ! nvidia-smi -L >/dev/null 2>&1; then

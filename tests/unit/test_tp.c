@@ -21,18 +21,43 @@ typedef struct {
     const char *dir;
     ds_comm_local_group *g;
     int rank, V, failed;
+    int one_rank;        /* opened as one rank (its share cut at open), then joined */
     float *logits[STEPS];
     int32_t toks[STEPS][16];
     int n[STEPS];
     char err[DS_ERRLEN];
 } tp_job;
 
+/* An engine opened as one rank holds a share: it must not step before joining its group. */
+static int refuses_before_join(ds_engine *e, char *err) {
+    ds_seq *s;
+    if (ds_seq_new(e, &s, err)) return 0;
+    int32_t t = 1;
+    ds_batch_item it = {.seq = s, .tokens = &t, .n_tokens = 1};
+    float *row = malloc(sizeof(float) * (size_t)ds_engine_vocab_size(e));
+    ds_status st = ds_engine_forward(e, &it, 1, row, err);
+    free(row);
+    ds_seq_free(s);
+    if (st == DS_ERR_ARG && strstr(err, "only after joining")) return 1;
+    snprintf(err, DS_ERRLEN, "a one-rank engine stepped before joining (status %d)", (int)st);
+    return 0;
+}
+
 static void *rank_main(void *arg) {
     tp_job *j = arg;
     ds_comm *cm = ds_comm_local_new(j->g, j->rank);
     ds_engine *e = NULL;
     ds_engine_opts o = {.n_threads = 1, .attn_no_measure = 1};
-    if (ds_engine_open(j->dir, &o, &e, j->err) || ds_engine_set_tensor_parallel(e, cm, 0, j->err)) {
+    if (j->one_rank) {
+        o.tensor_parallel_size = cm->size;
+        o.tensor_parallel_one_rank = 1;
+        o.tensor_parallel_rank = j->rank;
+    }
+    if (ds_engine_open(j->dir, &o, &e, j->err)) {
+        j->failed = 1;
+    } else if (j->one_rank && !refuses_before_join(e, j->err)) {
+        j->failed = 1;
+    } else if (ds_engine_set_tensor_parallel(e, cm, 0, j->err)) {
         j->failed = 1;
     } else {
         j->V = ds_engine_vocab_size(e);
@@ -54,7 +79,7 @@ static void *rank_main(void *arg) {
     return NULL;
 }
 
-static void run(const char *fx, int R) {
+static void run_as(const char *fx, int R, int one_rank) {
     char dir[512], err[DS_ERRLEN];
     snprintf(dir, sizeof dir, "%s/%s", fixtures_dir(), fx);
     ds_comm_local_group *g = ds_comm_local_group_new(R);
@@ -64,6 +89,7 @@ static void run(const char *fx, int R) {
         jobs[r].dir = dir;
         jobs[r].g = g;
         jobs[r].rank = r;
+        jobs[r].one_rank = one_rank;
         pthread_create(&th[r], NULL, rank_main, &jobs[r]);
     }
     for (int r = 0; r < R; r++) pthread_join(th[r], NULL);
@@ -94,12 +120,35 @@ static void run(const char *fx, int R) {
         free(row);
         ds_engine_free(ref);
     }
-    printf("  %-8s TP%d: %d steps on every rank against one engine, worst rel L2 %.2e\n", fx, R, STEPS, worst);
+    printf("  %-8s TP%d%s: %d steps on every rank against one engine, worst rel L2 %.2e\n", fx, R,
+           one_rank ? " (each rank opened alone, its share cut at open)" : "", STEPS, worst);
     for (int r = 0; r < R; r++)
         for (int t = 0; t < STEPS; t++) free(jobs[r].logits[t]);
     free(jobs);
     free(th);
     ds_comm_local_group_free(g);
+}
+
+static void run(const char *fx, int R) { run_as(fx, R, 0); }
+
+/* A rank opened alone joining as another rank, or a group of another size: refused. */
+static void check_one_rank_mismatch(void) {
+    char dir[512], err[DS_ERRLEN];
+    snprintf(dir, sizeof dir, "%s/tiny-v3", fixtures_dir());
+    ds_engine *e = NULL;
+    ds_engine_opts o = {.n_threads = 1, .attn_no_measure = 1, .tensor_parallel_size = 2, .tensor_parallel_one_rank = 1,
+                        .tensor_parallel_rank = 1};
+    CHECKF(ds_engine_open(dir, &o, &e, err) == DS_OK, "%s", err);
+    ds_comm_local_group *g = ds_comm_local_group_new(2);
+    ds_comm *cm = ds_comm_local_new(g, 0);
+    if (e) CHECK(ds_engine_set_tensor_parallel(e, cm, 0, err) == DS_ERR_ARG && strstr(err, "opened as rank 1 of 2"));
+    printf("  one rank joining as another: %s\n", err);
+    cm->destroy(cm);
+    ds_comm_local_group_free(g);
+    ds_engine_free(e);
+    ds_engine_opts bad = {.n_threads = 1, .tensor_parallel_size = 2, .tensor_parallel_one_rank = 1, .tensor_parallel_rank = 2};
+    e = NULL;
+    CHECK(ds_engine_open(dir, &bad, &e, err) == DS_ERR_ARG && strstr(err, "rank 2 of 2") && !e);
 }
 
 /* FP8 fixture: 4 heads of 48 query rows, so a TP2 slice starts at row 96: refused, naming the tensor. */
@@ -201,6 +250,9 @@ int main(void) {
     run("tiny-v3", 2);
     run("tiny-v3", 4);
     run("tiny-v2", 2);
+    run_as("tiny-v3", 2, 1);   /* one engine per rank (the multi-process form), cut at open */
+    run_as("tiny-v2", 4, 1);
+    check_one_rank_mismatch();
     check_refusal();
     check_handle("tiny-v3", 2, 0);
     check_handle("tiny-v2", 4, 0);

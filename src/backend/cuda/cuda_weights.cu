@@ -68,9 +68,11 @@ static size_t data_bytes(const ds_weight *w) {
     if (w->dtype == DS_DTYPE_NVFP4) return (size_t)w->rows * (size_t)(w->cols / 2);
     return (size_t)w->rows * (size_t)w->cols * ds_dtype_size(w->dtype);
 }
+/* FP8 scales on the device: [ceil(rows / 128), ceil(cols / 128)], compact even when the host view is a
+ * column slice whose scale rows are longer (scale_cols of the whole weight) */
 static size_t scale_bytes(const ds_weight *w) {
     if (w->dtype == DS_DTYPE_NVFP4) return (size_t)w->rows * (size_t)(w->cols / 16);
-    return w->scale ? (size_t)((w->rows + 127) / 128) * (size_t)w->scale_cols * sizeof(float) : 0;
+    return w->scale ? (size_t)((w->rows + 127) / 128) * (size_t)((w->cols + 127) / 128) * sizeof(float) : 0;
 }
 
 /* ---- progress on a terminal ----------------------------------------------------------------------- */
@@ -149,6 +151,17 @@ static void upload(void *dst, const void *src, size_t n, progress *p) {
     }
 }
 
+/* rows of width bytes, pitch bytes apart on the host (a column slice, tensor parallelism), packed on the device */
+static void upload_rows(void *dst, const void *src, size_t width, size_t pitch, size_t rows, progress *p) {
+    if (pitch == width) {
+        upload(dst, src, width * rows, p);
+        return;
+    }
+    CUDA_CHECK(cudaMemcpy2D(dst, width, src, pitch, width, rows, cudaMemcpyHostToDevice));
+    p->done += width * rows;
+    progress_show(p, 0);
+}
+
 static ds_status check_fits(size_t need, char *err) {
     size_t free_b = 0, total_b = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
@@ -200,8 +213,21 @@ ds_status cu_prepare_weights(ds_backend *be, ds_model_weights *w, char *err) {
             p.done += db + sb;
             progress_show(&p, 0);
         } else {
-            upload(d, x->data, db, &p);
-            if (sb) upload(s, x->dtype == DS_DTYPE_NVFP4 ? (const void *)x->block_scale : (const void *)x->scale, sb, &p);
+            /* a view with ld != cols (a tensor-parallel column slice) is packed row by row */
+            size_t ld = (size_t)(x->ld ? x->ld : x->cols), rows = (size_t)x->rows, cols = (size_t)x->cols;
+            if (x->dtype == DS_DTYPE_NVFP4) {
+                upload_rows(d, x->data, cols / 2, ld / 2, rows, &p);
+                upload_rows(s, x->block_scale, cols / 16, ld / 16, rows, &p);
+            } else {
+                size_t eb = ds_dtype_size(x->dtype);
+                upload_rows(d, x->data, cols * eb, ld * eb, rows, &p);
+                if (sb) {
+                    size_t sr = (rows + 127) / 128, sc = (cols + 127) / 128;
+                    upload_rows(s, x->scale, sc * sizeof(float), (size_t)x->scale_cols * sizeof(float), sr, &p);
+                }
+            }
+            x->ld = 0;
+            if (x->scale) x->scale_cols = (x->cols + 127) / 128;
         }
         x->data = d;
         if (x->dtype == DS_DTYPE_NVFP4) x->block_scale = (const uint8_t *)s;
