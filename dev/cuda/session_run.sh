@@ -110,6 +110,11 @@ want fp4 && step fp4_dec 120 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp4 
 want fp4 && step fp4_fit 200 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp4 --batch fit --ctx 4K --prompt '' --steps 2 --kv-cache-dtype bf16 --csv $CSV --label fp4-fit-kv16
 want fp4dec && step fp4_dec2 120 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp4 --batch 1,8,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label fp4-gemv
 want fp4dec && step fp4_dec2_v1 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GEMV2=0 $B/dsinfer bench --dtype fp4 --batch 1,8 --ctx 1K --prompt '' --steps 4 --csv $CSV --label fp4-generic
+# nvfp4simt (written 2026-11-30 after the device time ran out): the exact NVFP4 GEMM decoded in the kernel is
+# in test_cuda_ops (run_nvfp4_simt, part of check); its prefill timing against the default exact path
+for f in 0 1; do
+  want nvfp4simt && step f4simt$f 150 env DSINFER_CUDA_NVFP4_SIMT=$f $B/dsinfer bench --dtype fp4 --batch '' --ctx '' --prompt 512,2K --steps 2 --csv $CSV --label fp4-exact-simt$f
+done
 # moeprof: where the grouped expert kernel's time goes at batch 64 (memory and warp-state sections)
 want moeprof && step ncu_moe 200 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=4 ncu --clock-control none --profile-from-start off -k regex:moe_tc_kernel --launch-count 4 --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy --section LaunchStats --section SpeedOfLight $B/dsinfer bench --dtype bf16 --batch 64 --ctx 1K --prompt '' --steps 2 --bw 4221 --tflops 780
 want model && [ "$PART" != all ] && step model 200 $B/test_cuda_model

@@ -1093,6 +1093,28 @@ static void run_fp8_fast(void) {
     if (load_setup(&s, "f8f-off", "tests/fixtures/tiny-v3-fp8/config.json", 3, 16)) free_setup(&s);   /* flag back off */
 }
 
+/* The exact NVFP4 GEMM with the weight decoded in the kernel (DSINFER_CUDA_NVFP4_SIMT=1, cuda_linear.cu
+ * nvfp4_sgemm_kernel) at the exact threshold: V2-Lite q (3072 x 2048) and a V3 expert's gate (2048 x 7168) at
+ * M = 9, 63, 128 and 4096 (sampled rows), a 200 x 320 weight (partial 64-tiles in both directions). The
+ * switch is read at backend creation; the last setup turns it off again. */
+static void run_nvfp4_simt(void) {
+    setup s;
+    setenv("DSINFER_CUDA_NVFP4_SIMT", "1", 1);
+    if (load_setup(&s, "v2l-f4s", "configs/deepseek-v2-lite.json", 0, 16)) {
+        const int m[] = {9, 63, 128, 4096}, odd[] = {9, 63, 130};
+        check_linear(&s, "q simt", 3072, 2048, DS_DTYPE_NVFP4, m, NM(m));
+        check_linear(&s, "odd simt", 200, 320, DS_DTYPE_NVFP4, odd, NM(odd));
+        free_setup(&s);
+    }
+    if (load_setup(&s, "v3-f4s", "configs/deepseek-v3.json", 0, 16)) {
+        const int m[] = {9, 128};
+        check_linear(&s, "gate simt", 2048, 7168, DS_DTYPE_NVFP4, m, NM(m));
+        free_setup(&s);
+    }
+    unsetenv("DSINFER_CUDA_NVFP4_SIMT");
+    if (load_setup(&s, "f4s-off", "tests/fixtures/tiny-v3-fp8/config.json", 3, 16)) free_setup(&s);   /* flag back off */
+}
+
 int main(void) {
     char why[256];
     if (!ds_cuda_available(why, sizeof why)) test_skip(why);
@@ -1106,6 +1128,7 @@ int main(void) {
     run_odd("h3-fp8", "tests/fixtures/tiny-v3-fp8/config.json", 3);
     run_odd("h63", "configs/deepseek-v2-lite.json", 63);
     run_fp8_fast();
+    run_nvfp4_simt();
     const int kv_small[] = {1, 3, 4, 63}, kv_big[] = {1, 4, 128};
     /* C = 199: two scale blocks, the second partial, entries at odd byte offsets (335 bytes) */
     run_kv("h3-kv8", "configs/deepseek-v2-lite.json", 3, 199, 5, 0, KV_FP8, kv_small, NM(kv_small), 23);

@@ -383,6 +383,9 @@ void cu_linear(ds_backend *be, float *out, const float *x, const ds_weight *w, i
 void cu_weight_bf16(__nv_bfloat16 *dst, const cu_wview &v, int r0, int nr);
 void cu_to_bf16(__nv_bfloat16 *dst, const float *src, size_t n);
 extern int cu_dequant_vec;
+/* DSINFER_CUDA_NVFP4_SIMT=1: the exact NVFP4 GEMM above 8 rows decodes the weight in the kernel
+ * (nvfp4_sgemm_kernel, cuda_linear.cu) instead of into a global fp32 tile for SGEMM; opt-in until run. */
+extern int cu_nvfp4_simt;
 /* moe_tc_kernel's token groups a pass (DSINFER_CUDA_MOE_TG: 0 = from the mean rows per expert). */
 extern int cu_moe_tg;
 /* W8A8 (cuda_fp8gemm.cu): 1 if w can take the block-scaled FP8 path (FP8 with 128x128 scales, K a

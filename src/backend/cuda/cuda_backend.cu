@@ -564,6 +564,7 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     cu_group_v2 = env_int("DSINFER_CUDA_GROUP2", 1);
     cu_pdl = env_int("DSINFER_CUDA_PDL", 0);
     cu_dequant_vec = env_int("DSINFER_CUDA_DEQUANT_VEC", 1);
+    cu_nvfp4_simt = env_int("DSINFER_CUDA_NVFP4_SIMT", 0);
     cu_moe_tg = env_int("DSINFER_CUDA_MOE_TG", 0);
     if (cu_moe_tg != 1 && cu_moe_tg != 2 && cu_moe_tg != 4) cu_moe_tg = 0;
     cu_pdl_prefetch = cu_pdl && env_int("DSINFER_CUDA_PDL_PREFETCH", 1);

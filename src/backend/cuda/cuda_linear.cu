@@ -51,6 +51,78 @@ __global__ void dequant_kernel(float *dst, cu_wview w, int r0, int nr) {
 
 static void linear_tc(ds_cuda_backend *cb, float *out, const float *x, const ds_weight *w, int M);
 
+/* The exact NVFP4 GEMM above GEMV_MAX_M rows, the weight decoded inside the kernel (issue 9): out[M, N] =
+ * x[M, K] W^T for W NVFP4 [N, K], K % 32 == 0. A block of 256 threads owns a 64 x 64 output tile (4 x 4 a
+ * thread); per 32 columns of K it stages the x tile and the weight tile, decoded to fp32 with cu_w_nvfp4's
+ * values (e2m1 x (fp8(block) x global)), in shared memory, then fp32 FMAs. The decoded weight exists only
+ * in the block's shared memory (the default exact path decodes a 32M-value fp32 tile into global memory
+ * for cuBLAS SGEMM). Opt-in (DSINFER_CUDA_NVFP4_SIMT=1) until the op tests have run it on a GPU. */
+#define NS_T 64
+#define NS_K 32
+__global__ void __launch_bounds__(256) nvfp4_sgemm_kernel(float *out, const float *x, cu_wview w, int M) {
+    __shared__ float Xs[NS_K][NS_T + 4];
+    __shared__ float Ws[NS_K][NS_T + 4];
+    int N = w.rows, K = w.cols, m0 = blockIdx.y * NS_T, n0 = blockIdx.x * NS_T;
+    int t = threadIdx.x, tx = t % 16, ty = t / 16;
+    int lr = t / 4, lk = (t % 4) * 8;   /* the loads: row lr of the tile, 8 values from column lk */
+    float acc[4][4];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) acc[i][j] = 0.0f;
+    for (int k0 = 0; k0 < K; k0 += NS_K) {
+        float xv[8], wv[8];
+        int m = m0 + lr, n = n0 + lr;
+        if (m < M) {
+            const float4 *p = (const float4 *)(x + (size_t)m * K + k0 + lk);
+            float4 a = __ldg(p), b = __ldg(p + 1);
+            xv[0] = a.x; xv[1] = a.y; xv[2] = a.z; xv[3] = a.w; xv[4] = b.x; xv[5] = b.y; xv[6] = b.z; xv[7] = b.w;
+        } else {
+#pragma unroll
+            for (int j = 0; j < 8; j++) xv[j] = 0.0f;
+        }
+        if (n < N) {   /* 8 codes (4 bytes, even element in the low nibble) of one 16-value scale block */
+            uint32_t q = __ldg((const uint32_t *)((const unsigned char *)w.data + (((size_t)n * K + k0 + lk) >> 1)));
+            float sc = cu_fp8_to_f32(w.bscale[(size_t)n * (size_t)(K >> 4) + (size_t)((k0 + lk) >> 4)]) * w.gscale;
+#pragma unroll
+            for (int j = 0; j < 8; j++) wv[j] = cu_e2m1((q >> (4 * j)) & 15u) * sc;
+        } else {
+#pragma unroll
+            for (int j = 0; j < 8; j++) wv[j] = 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            Xs[lk + j][lr] = xv[j];
+            Ws[lk + j][lr] = wv[j];
+        }
+        __syncthreads();
+#pragma unroll 8
+        for (int kk = 0; kk < NS_K; kk++) {
+            float a[4], b[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) a[i] = Xs[kk][ty * 4 + i];
+#pragma unroll
+            for (int j = 0; j < 4; j++) b[j] = Ws[kk][tx * 4 + j];
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int j = 0; j < 4; j++) acc[i][j] += a[i] * b[j];
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        int m = m0 + ty * 4 + i;
+        if (m >= M) continue;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            int n = n0 + tx * 4 + j;
+            if (n < N) out[(size_t)m * N + n] = acc[i][j];
+        }
+    }
+}
+int cu_nvfp4_simt = 0;   /* DSINFER_CUDA_NVFP4_SIMT (read at backend creation) */
+
 static void sgemm_rows(ds_cuda_backend *cb, float *out, int ldo, const float *x, const float *wf, int M, int nr, int K) {
     const float one = 1.0f, zero = 0.0f;
     /* column-major view: out^T[nr, M] (ld ldo) = wf^T ... i.e. C = op(A) B with A = wf as [K, nr] (ld K)
@@ -86,6 +158,12 @@ void cu_linear(ds_backend *be, float *out, const float *x, const ds_weight *w, i
     }
     if (w->dtype == DS_DTYPE_F32 && !w->scale) {
         sgemm_rows(cb, out, N, x, (const float *)w->data, M, N, K);
+        return;
+    }
+    if (cu_nvfp4_simt && w->dtype == DS_DTYPE_NVFP4 && K % 32 == 0 && ((uintptr_t)x & 15) == 0) {
+        dim3 grid((unsigned)((N + NS_T - 1) / NS_T), (unsigned)((M + NS_T - 1) / NS_T));
+        nvfp4_sgemm_kernel<<<grid, 256, 0, cu_stream>>>(out, x, v, M);
+        CUDA_LAUNCH_CHECK();
         return;
     }
     size_t tile = DEQ_TILE_FLOATS / (size_t)K;
