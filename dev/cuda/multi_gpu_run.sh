@@ -6,9 +6,7 @@
 set -u
 [ -f .deps.tar.xz ] && tar xJf .deps.tar.xz   # dev/cuda/pack.sh
 OUT=${OUT:-/tmp/dsinfer-gpu}; mkdir -p "$OUT"
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-NCCL_DIR=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(os.path.dirname(nvidia.nccl.__file__), "lib"))' 2>/dev/null)
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$PWD/.deps/lib${NCCL_DIR:+:$NCCL_DIR}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+source dev/cuda/nccl_env.sh
 nvidia-smi -L | tee "$OUT/gpus.txt"
 echo "NCCL from: ${NCCL_DIR:-not found}"
 stdbuf -oL -eL timeout 400 .deps/bin/test_nccl_ep 2>&1 | tee "$OUT/nccl_ep.log"

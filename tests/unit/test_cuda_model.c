@@ -41,18 +41,25 @@ static int all_finite(const float *x, size_t n) {
 }
 
 /* Writes `src` with "num_hidden_layers": <layers> into dst; returns 0 on success. */
-static int config_with_layers(const char *src, const char *dst, int layers) {
-    FILE *f = fopen(src, "rb");
-    if (!f) return -1;
+/* the text of a config file (at most 64 KiB), or NULL */
+static char *read_config(const char *src) {
     static char txt[1 << 16];
+    FILE *f = fopen(src, "rb");
+    if (!f) return NULL;
     size_t n = fread(txt, 1, sizeof txt - 1, f);
     fclose(f);
     txt[n] = 0;
+    return txt;
+}
+
+static int config_with_layers(const char *src, const char *dst, int layers) {
+    char *txt = read_config(src);
+    if (!txt) return -1;
     char *p = strstr(txt, "\"num_hidden_layers\"");
     if (!p) return -1;
     char *colon = strchr(p, ':'), *end = colon + 1;
     while (*end == ' ' || (*end >= '0' && *end <= '9')) end++;
-    f = fopen(dst, "wb");
+    FILE *f = fopen(dst, "wb");
     if (!f) return -1;
     fprintf(f, "%.*s %d%s", (int)(colon + 1 - txt), txt, layers, end);
     fclose(f);
@@ -61,15 +68,11 @@ static int config_with_layers(const char *src, const char *dst, int layers) {
 
 /* src with an NVFP4 quantization_config (ModelOpt: the MLP linears NVFP4, the rest BF16) written to dst */
 static int config_with_nvfp4(const char *src, const char *dst) {
-    FILE *f = fopen(src, "rb");
-    if (!f) return -1;
-    static char txt[1 << 16];
-    size_t n = fread(txt, 1, sizeof txt - 1, f);
-    fclose(f);
-    txt[n] = 0;
+    char *txt = read_config(src);
+    if (!txt) return -1;
     char *brace = strchr(txt, '{');
     if (!brace || strstr(txt, "quantization_config")) return -1;
-    f = fopen(dst, "wb");
+    FILE *f = fopen(dst, "wb");
     if (!f) return -1;
     fprintf(f, "%.*s\n  \"quantization_config\": {\"quant_method\": \"modelopt\", \"quant_algo\": \"NVFP4\", "
                "\"group_size\": 16},%s", (int)(brace + 1 - txt), txt, brace + 1);

@@ -36,15 +36,6 @@ typedef struct {
     int32_t ids[MAXT];
 } step_in;
 
-static int gpu_count(void) {   /* without initializing CUDA in this (forking) process */
-    FILE *p = popen("nvidia-smi -L 2>/dev/null", "r");
-    if (!p) return 0;
-    int n = 0;
-    char line[512];
-    while (fgets(line, sizeof line, p)) n += strncmp(line, "GPU ", 4) == 0;
-    pclose(p);
-    return n;
-}
 
 static int argmax(const float *v, int n) {
     int b = 0;
@@ -200,7 +191,7 @@ static int run_model(const char *model, int dummy) {
 }
 
 int main(void) {
-    if (gpu_count() < 2) test_skip("needs two GPUs (nvidia-smi -L lists fewer)");
+    if (test_gpus_listed() < 2) test_skip("needs two GPUs (nvidia-smi -L lists fewer)");
     const char *lib = getenv("DSINFER_NCCL_LIB");
     void *h = dlopen(lib && *lib ? lib : "libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
     if (!h) test_skip("libnccl.so.2 cannot be loaded (LD_LIBRARY_PATH or DSINFER_NCCL_LIB)");

@@ -29,15 +29,6 @@ typedef struct {
     char path[2][256];
 } tp_run;
 
-static int gpu_count(void) {   /* without initializing CUDA in this (forking) process */
-    FILE *p = popen("nvidia-smi -L 2>/dev/null", "r");
-    if (!p) return 0;
-    int n = 0;
-    char line[512];
-    while (fgets(line, sizeof line, p)) n += strncmp(line, "GPU ", 4) == 0;
-    pclose(p);
-    return n;
-}
 
 /* The steps' tokens: a 12-token prompt, then the greedy picks; [STEPS] counts and ids, then logits. */
 static int rank_fn(int rank, ds_comm *cm, void *arg) {
@@ -146,7 +137,7 @@ static int run_fixture(const char *fx) {
 }
 
 int main(void) {
-    if (gpu_count() < 2) test_skip("needs two GPUs (nvidia-smi -L lists fewer)");
+    if (test_gpus_listed() < 2) test_skip("needs two GPUs (nvidia-smi -L lists fewer)");
     const char *lib = getenv("DSINFER_NCCL_LIB");
     void *h = dlopen(lib && *lib ? lib : "libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
     if (!h) test_skip("libnccl.so.2 cannot be loaded (LD_LIBRARY_PATH or DSINFER_NCCL_LIB)");

@@ -17,4 +17,16 @@ static inline int test_result(const char *name) {
     return 0;
 }
 static inline void test_skip(const char *reason) { printf("SKIP: %s\n", reason); exit(77); }
+
+/* GPUs nvidia-smi lists (0 without it), without initializing CUDA in this process (tests that fork one
+ * process per GPU must not have a CUDA context before the fork). */
+static inline int test_gpus_listed(void) {
+    FILE *p = popen("nvidia-smi -L 2>/dev/null", "r");
+    if (!p) return 0;
+    int n = 0;
+    char line[512];
+    while (fgets(line, sizeof line, p)) n += line[0] == 'G' && line[1] == 'P' && line[2] == 'U' && line[3] == ' ';
+    pclose(p);
+    return n;
+}
 #endif

@@ -223,6 +223,21 @@ void ds_cuda_route(ds_backend *be, const float *logits, const float *bias, int32
     if (M > 0) launch_route(logits, bias, ids, weights, M, route_cfg_of(be->cfg));
 }
 
+/* Thread 0 of a grouping kernel: cnt[e] (rows of expert e) becomes its first row, and offsets gets the
+ * row offsets [0, E], the number of experts with rows [E + 1] and those experts [E + 2 ...]. */
+__device__ void write_offsets(int *cnt, int32_t *offsets, int E) {
+    int acc = 0, n_live = 0;
+    for (int e = 0; e < E; e++) {
+        int c = cnt[e];
+        cnt[e] = acc;
+        offsets[e] = acc;
+        acc += c;
+        if (c) offsets[E + 2 + n_live++] = e;
+    }
+    offsets[E] = acc;
+    offsets[E + 1] = n_live;
+}
+
 /* One block; thread e lists expert e's (token, weight) pairs in token order at offsets[e]. offsets holds
  * 2E + 2 ints: [0, E] the row offsets, [E + 1] the number of experts with rows, [E + 2 ...] those experts
  * in increasing order (the live slots of cu_gemv_group). */
@@ -236,18 +251,7 @@ __global__ void group_kernel(const int32_t *ids, const float *w, int M, int K, i
         cnt[e] = c;
     }
     __syncthreads();
-    if (threadIdx.x == 0) {
-        int acc = 0, n_live = 0;
-        for (int e = 0; e < E; e++) {
-            int c = cnt[e];
-            cnt[e] = acc;
-            offsets[e] = acc;
-            acc += c;
-            if (c) offsets[E + 2 + n_live++] = e;
-        }
-        offsets[E] = acc;
-        offsets[E + 1] = n_live;
-    }
+    if (threadIdx.x == 0) write_offsets(cnt, offsets, E);
     __syncthreads();
     for (int e = threadIdx.x; e < E; e += blockDim.x) {
         int pos = cnt[e];
@@ -294,18 +298,7 @@ __global__ void group_v2_kernel(const int32_t *ids_g, const float *w, int M, int
         if (lane == 0) cnt[e] = c;
     }
     __syncthreads();
-    if (threadIdx.x == 0) {
-        int acc = 0, n_live = 0;
-        for (int e = 0; e < E; e++) {
-            int c = cnt[e];
-            cnt[e] = acc;
-            offsets[e] = acc;
-            acc += c;
-            if (c) offsets[E + 2 + n_live++] = e;
-        }
-        offsets[E] = acc;
-        offsets[E + 1] = n_live;
-    }
+    if (threadIdx.x == 0) write_offsets(cnt, offsets, E);
     if (e0 > 0 || e1 < E)
         for (int i = threadIdx.x; i < n; i += blockDim.x) {
             if (pos_of) pos_of[i] = -1;   /* overwritten below for the range's pairs */
@@ -462,6 +455,26 @@ static void moe_grouped(ds_cuda_backend *cb, float *out, const float *x, const d
     CUDA_LAUNCH_CHECK();
 }
 
+/* Router logits [M, E] (bias [E] staged) and the choices ids / weights [M, K]. The router GEMM stays fp32
+ * when the tensor-core options are on: expert choices are discrete and BF16 logits would flip near-ties
+ * (the op test compares the choices with the CPU's). */
+static void route_rows(ds_backend *be, const ds_layer_weights *L, const float *x, int M, float *logits, float *bias,
+                       int32_t *ids, float *w) {
+    ds_cuda_backend *cb = cu_of(be);
+    cu_opts keep = cb->opt;
+    cb->opt.tc = 0;
+    cb->opt.fp8_gemm = 0;
+    cu_linear(be, logits, x, &L->router, M);
+    cb->opt = keep;
+    const float *biasp = NULL;
+    if (L->router_bias.data) {
+        weight_row_kernel<<<1, 256, 0, cu_stream>>>(bias, cu_view(&L->router_bias));
+        CUDA_LAUNCH_CHECK();
+        biasp = bias;
+    }
+    launch_route(logits, biasp, ids, w, M, route_cfg_of(be->cfg));
+}
+
 void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M) {
     ds_cuda_backend *cb = cu_of(be);
     const ds_config *c = be->cfg;
@@ -475,20 +488,7 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
     float *logits = (float *)cu_ws_get(&cb->ws_moe, (nf + ni) * 4);
     float *bias = logits + (size_t)M * E, *w = bias + E, *rw = w + MK, *xin = rw + MK, *yout = xin + MD;
     int32_t *ids = (int32_t *)(yout + MD), *rows = ids + MK, *d_off = rows + MK;
-    /* the router GEMM stays fp32 when the tensor-core options are on: expert choices are discrete and
-     * BF16 logits would flip near-ties (the op test compares the choices with the CPU's) */
-    cu_opts keep = cb->opt;
-    cb->opt.tc = 0;
-    cb->opt.fp8_gemm = 0;
-    cu_linear(be, logits, x, &L->router, M);
-    cb->opt = keep;
-    const float *biasp = NULL;
-    if (L->router_bias.data) {
-        weight_row_kernel<<<1, 256, 0, cu_stream>>>(bias, cu_view(&L->router_bias));
-        CUDA_LAUNCH_CHECK();
-        biasp = bias;
-    }
-    launch_route(logits, biasp, ids, w, M, rc);
+    route_rows(be, L, x, M, logits, bias, ids, w);
     cu_wview gv0 = cu_view(&L->exp_gate[0]), dv0 = cu_view(&L->exp_down[0]);
     /* the grouped path up to moe_grouped_max_m rows, and at any M when its experts run on the tensor
      * cores (V2-Lite prefill, H200: 512 tokens 4736 -> 11637 tok/s, 8K 10236 -> 10866 against the
@@ -536,18 +536,7 @@ void cu_moe_routed(ds_backend *be, float *out, const float *x, const ds_layer_we
     float *logits = (float *)cu_ws_get(&cb->ws_moe, (nf + ni) * 4);
     float *bias = logits + (size_t)M * E, *w = bias + E, *rw = w + MK;
     int32_t *ids = (int32_t *)(rw + MK), *rows = ids + MK, *d_off = rows + MK;
-    cu_opts keep = cb->opt;   /* the router stays fp32, as in cu_moe */
-    cb->opt.tc = 0;
-    cb->opt.fp8_gemm = 0;
-    cu_linear(be, logits, x, &L->router, M);
-    cb->opt = keep;
-    const float *biasp = NULL;
-    if (L->router_bias.data) {
-        weight_row_kernel<<<1, 256, 0, cu_stream>>>(bias, cu_view(&L->router_bias));
-        CUDA_LAUNCH_CHECK();
-        biasp = bias;
-    }
-    launch_route(logits, biasp, ids, w, M, rc);
+    route_rows(be, L, x, M, logits, bias, ids, w);
     cu_wview gv = cu_view(&L->exp_gate[e0]), dv = cu_view(&L->exp_down[e0]);
     int tc = cb->opt.tc && cb->opt.moe_tc && M > GEMV_MAX_M && cu_moe_tc_fits(&gv, &dv);
     int I = L->exp_gate[e0].rows;
