@@ -7,7 +7,6 @@
  * DSINFER_NCCL_SMALL is set, V2-Lite with dummy weights (configs/deepseek-v2-lite.json); both exchange forms
  * (gathered: all-gather, own experts, reduce-scatter, decode steps replayed as graphs; and all-to-all).
  * Skips (77) without a CUDA build, without two GPUs, or without libnccl.so.2. */
-#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -191,11 +190,7 @@ static int run_model(const char *model, int dummy) {
 }
 
 int main(void) {
-    if (test_gpus_listed() < 2) test_skip("needs two GPUs (nvidia-smi -L lists fewer)");
-    const char *lib = getenv("DSINFER_NCCL_LIB");
-    void *h = dlopen(lib && *lib ? lib : "libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
-    if (!h) test_skip("libnccl.so.2 cannot be loaded (LD_LIBRARY_PATH or DSINFER_NCCL_LIB)");
-    dlclose(h);
+    test_need_two_gpus_and_nccl();
     char dir[512];
     snprintf(dir, sizeof dir, "%s/tiny-v3", fixtures_dir());
     /* The attention kernels exact (fp32): the default tensor-core ones round q, the cache rows and the

@@ -5,7 +5,6 @@
  * rel L2 1e-4 and the same greedy picks (near-ties of 1e-2 excepted), on both ranks. Fixtures with real
  * weights (tiny-v3: q-LoRA, sigmoid MoE; tiny-v2: two shared experts), attention kernels exact (see
  * test_nccl_ep for why). Skips (77) without a CUDA build, two GPUs or libnccl.so.2. */
-#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,11 +136,7 @@ static int run_fixture(const char *fx) {
 }
 
 int main(void) {
-    if (test_gpus_listed() < 2) test_skip("needs two GPUs (nvidia-smi -L lists fewer)");
-    const char *lib = getenv("DSINFER_NCCL_LIB");
-    void *h = dlopen(lib && *lib ? lib : "libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
-    if (!h) test_skip("libnccl.so.2 cannot be loaded (LD_LIBRARY_PATH or DSINFER_NCCL_LIB)");
-    dlclose(h);
+    test_need_two_gpus_and_nccl();
     setenv("DSINFER_CUDA_MLA_TC", "0", 1);
     setenv("DSINFER_CUDA_ATTN_TC", "0", 1);
     CHECKF(run_fixture("tiny-v3") == 0, "tiny-v3 TP2");

@@ -2,6 +2,7 @@
  * that cannot run here calls test_skip(reason), which prints the reason and exits 77. */
 #ifndef DS_TESTUTIL_H
 #define DS_TESTUTIL_H
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -28,5 +29,14 @@ static inline int test_gpus_listed(void) {
     while (fgets(line, sizeof line, p)) n += line[0] == 'G' && line[1] == 'P' && line[2] == 'U' && line[3] == ' ';
     pclose(p);
     return n;
+}
+
+/* The multi-GPU NCCL tests: skip (77) with fewer than two GPUs or no loadable libnccl.so.2. */
+static inline void test_need_two_gpus_and_nccl(void) {
+    if (test_gpus_listed() < 2) test_skip("needs two GPUs (nvidia-smi -L lists fewer)");
+    const char *lib = getenv("DSINFER_NCCL_LIB");
+    void *h = dlopen(lib && *lib ? lib : "libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+    if (!h) test_skip("libnccl.so.2 cannot be loaded (LD_LIBRARY_PATH or DSINFER_NCCL_LIB)");
+    dlclose(h);
 }
 #endif

@@ -475,6 +475,14 @@ static void route_rows(ds_backend *be, const ds_layer_weights *L, const float *x
     launch_route(logits, biasp, ids, w, M, route_cfg_of(be->cfg));
 }
 
+/* The grouped path's buffers in ws_moe2 for MK (token, choice) rows: inter [MK, I], y [MK, D] floats, then
+ * pos [MK] int32. */
+static void grouped_ws(ds_cuda_backend *cb, size_t MK, int I, int D, float **inter, float **y, int32_t **pos) {
+    *inter = (float *)cu_ws_get(&cb->ws_moe2, (MK * (size_t)I + MK * (size_t)D) * sizeof(float) + MK * 4);
+    *y = *inter + MK * (size_t)I;
+    *pos = (int32_t *)(*y + MK * (size_t)D);
+}
+
 void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M) {
     ds_cuda_backend *cb = cu_of(be);
     const ds_config *c = be->cfg;
@@ -496,10 +504,9 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
     int grouped_tc = cb->opt.tc && cb->opt.moe_tc && M > GEMV_MAX_M && cu_moe_tc_fits(&gv0, &dv0);
     if (cb->opt.moe_grouped && (M <= cb->opt.moe_grouped_max_m || grouped_tc)) {
         int I = L->exp_gate[0].rows;
-        /* ws_moe2: inter [MK, I], y [MK, D] floats; pos [MK] int32 */
-        float *inter = (float *)cu_ws_get(&cb->ws_moe2, (MK * (size_t)I + MK * (size_t)D) * sizeof(float) + MK * 4);
-        float *y = inter + MK * (size_t)I;
-        int32_t *pos = (int32_t *)(y + MK * (size_t)D);
+        float *inter, *y;
+        int32_t *pos;
+        grouped_ws(cb, MK, I, D, &inter, &y, &pos);
         launch_group(ids, w, M, K, E, d_off, rows, rw, pos);
         if (c->n_shared_experts) cu_mlp(be, out, x, &L->sh_gate, &L->sh_up, &L->sh_down, M);
         else CUDA_CHECK(cudaMemsetAsync(out, 0, MD * sizeof(float), cu_stream));
@@ -540,9 +547,9 @@ void cu_moe_routed(ds_backend *be, float *out, const float *x, const ds_layer_we
     cu_wview gv = cu_view(&L->exp_gate[e0]), dv = cu_view(&L->exp_down[e0]);
     int tc = cb->opt.tc && cb->opt.moe_tc && M > GEMV_MAX_M && cu_moe_tc_fits(&gv, &dv);
     int I = L->exp_gate[e0].rows;
-    float *inter = (float *)cu_ws_get(&cb->ws_moe2, (MK * (size_t)I + MK * (size_t)D) * sizeof(float) + MK * 4);
-    float *y = inter + MK * (size_t)I;
-    int32_t *pos = (int32_t *)(y + MK * (size_t)D);
+    float *inter, *y;
+    int32_t *pos;
+    grouped_ws(cb, MK, I, D, &inter, &y, &pos);
     cu_launch(group_v2_kernel, 1, 1024, 0, (const int32_t *)ids, (const float *)w, M, K, E, d_off, rows, rw, pos, e0, e1);
     CUDA_CHECK(cudaMemsetAsync(out, 0, MD * sizeof(float), cu_stream));
     moe_grouped(cb, out, x, L, M, ids, w, rows, d_off, pos, inter, y, E, K, tc, e0);
