@@ -531,6 +531,11 @@ static ds_status fit_batch(const char *cfg_path, bench_opts *o, const ds_config 
         eo.expert_parallel_size = dp->size;
         eo.expert_parallel_rank = dp->rank;
     }
+    if (dp && o->tp) {   /* this rank's share of the weights; the latent KV is whole on every rank */
+        eo.tensor_parallel_size = dp->size;
+        eo.tensor_parallel_one_rank = 1;
+        eo.tensor_parallel_rank = dp->rank;
+    }
     ds_engine *e = NULL;
     st = ds_engine_open(cfg_path, &eo, &e, err);
     if (st) return st;
@@ -555,7 +560,10 @@ static ds_status fit_batch(const char *cfg_path, bench_opts *o, const ds_config 
            "%ld sequences of %d tokens fit (%.2f GiB kept for activations)\n",
            (double)(free0 - free1) / (1u << 30), (double)free1 / (1u << 30), (double)total / (1u << 30), token_bytes,
            cfg->num_layers, fit, o->ctxs[0], reserve / (1u << 30));
-    if (dp)
+    if (dp && o->tp)   /* every rank holds every sequence's latent cache: the group holds what one rank does */
+        printf("capacity: tensor parallel %d: %ld sequences on the %d GPUs (the latent KV is replicated, not split)\n",
+               dp->size, fit, dp->size);
+    else if (dp)
         printf("capacity: %s: %ld sequences a GPU (the smallest of the group), %ld on the %d GPUs\n",
                o->ep ? "data parallel with the routed experts split" : "data parallel, every GPU all experts", fit,
                fit * dp->size, dp->size);

@@ -13,8 +13,10 @@ static size_t elem_bytes(const ds_weight *w) { return w->dtype == DS_DTYPE_NVFP4
 ds_status ds_weight_slice_rows(const ds_weight *w, int r0, int r1, ds_weight *out, char *err) {
     const char *nm = w->name ? w->name : "?";
     if (r0 < 0 || r1 > w->rows || r0 >= r1) return ds_seterr(err, DS_ERR_ARG, "%s: rows [%d, %d) of %d", nm, r0, r1, w->rows);
-    if (w->data == DS_WEIGHT_DUMMY) {   /* made later on the device: the slice is a dummy of the slice's shape */
+    if (w->data == DS_WEIGHT_DUMMY) {   /* made later on the device, with the whole tensor's values there */
         *out = *w;
+        out->dummy_full_cols = w->dummy_full_cols ? w->dummy_full_cols : w->cols;
+        out->dummy_r0 = w->dummy_r0 + r0;
         out->rows = r1 - r0;
         return DS_OK;
     }
@@ -36,8 +38,10 @@ ds_status ds_weight_slice_rows(const ds_weight *w, int r0, int r1, ds_weight *ou
 ds_status ds_weight_slice_cols(const ds_weight *w, int c0, int c1, ds_weight *out, char *err) {
     const char *nm = w->name ? w->name : "?";
     if (c0 < 0 || c1 > w->cols || c0 >= c1) return ds_seterr(err, DS_ERR_ARG, "%s: columns [%d, %d) of %d", nm, c0, c1, w->cols);
-    if (w->data == DS_WEIGHT_DUMMY) {   /* its values are not the full weight's slice: shapes only (benchmarks) */
+    if (w->data == DS_WEIGHT_DUMMY) {   /* made later on the device, with the whole tensor's values there */
         *out = *w;
+        out->dummy_full_cols = w->dummy_full_cols ? w->dummy_full_cols : w->cols;
+        out->dummy_c0 = w->dummy_c0 + c0;
         out->cols = c1 - c0;
         if (w->scale) out->scale_cols = (out->cols + 127) / 128;
         return DS_OK;

@@ -25,6 +25,10 @@ typedef struct {
      * of two rows; 0 = cols. data (and scale / block_scale) then point at the view's first column, and
      * scale_cols stays the full tensor's scale row length. Only the CPU backend reads such views. */
     int ld;
+    /* A tensor-parallel slice of a dummy weight (data == DS_WEIGHT_DUMMY): where it sits in the whole
+     * tensor, so the device generates the whole tensor's values there (a slice equals the one-GPU model's
+     * share); dummy_full_cols 0 = not a slice. */
+    int dummy_r0, dummy_c0, dummy_full_cols;
 } ds_weight;
 
 typedef struct {

@@ -3,8 +3,8 @@
  * column slices packed on the device), joined with the NCCL communicator; both run the same prompt and
  * greedy continuation. A third process then runs one ordinary engine on GPU 0: every step's logits within
  * rel L2 1e-4 and the same greedy picks (near-ties of 1e-2 excepted), on both ranks. Fixtures with real
- * weights (tiny-v3: q-LoRA, sigmoid MoE; tiny-v2: two shared experts), attention kernels exact (see
- * test_nccl_ep for why). Skips (77) without a CUDA build, two GPUs or libnccl.so.2. */
+ * weights (tiny-v3: q-LoRA, sigmoid MoE; tiny-v2: two shared experts) and V2-Lite with dummy weights (each
+ * rank's slices generated with the whole tensor's values), attention kernels exact (see test_nccl_ep for why). Skips (77) without a CUDA build, two GPUs or libnccl.so.2. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +24,8 @@ int main(void) { test_skip("built without CUDA (nvcc not found at build time)");
 #define STEPS 6
 
 typedef struct {
-    const char *dir;
+    const char *dir;   /* a checkpoint directory, or a config.json with dummy set */
+    int dummy;         /* dummy weights (generated on the GPU; a rank's slices hold the whole model's values) */
     char path[2][256];
 } tp_run;
 
@@ -34,8 +35,8 @@ static int rank_fn(int rank, ds_comm *cm, void *arg) {
     tp_run *t = arg;
     char err[DS_ERRLEN];
     ds_engine *e = NULL;
-    ds_engine_opts o = {.backend = "cuda", .attn_no_measure = 1, .tensor_parallel_size = cm->size,
-                        .tensor_parallel_one_rank = 1, .tensor_parallel_rank = rank};
+    ds_engine_opts o = {.backend = "cuda", .attn_no_measure = 1, .dummy_weights = t->dummy,
+                        .tensor_parallel_size = cm->size, .tensor_parallel_one_rank = 1, .tensor_parallel_rank = rank};
     if (ds_engine_open(t->dir, &o, &e, err) || ds_engine_set_tensor_parallel(e, cm, 0, err)) {
         fprintf(stderr, "rank %d: %s\n", rank, err);
         ds_engine_free(e);
@@ -71,7 +72,7 @@ static int rank_fn(int rank, ds_comm *cm, void *arg) {
 static int replay(tp_run *t) {
     char err[DS_ERRLEN];
     ds_engine *e = NULL;
-    ds_engine_opts o = {.backend = "cuda", .attn_no_measure = 1};
+    ds_engine_opts o = {.backend = "cuda", .attn_no_measure = 1, .dummy_weights = t->dummy};
     if (ds_engine_open(t->dir, &o, &e, err)) {
         fprintf(stderr, "reference: %s\n", err);
         return 1;
@@ -111,11 +112,14 @@ static int replay(tp_run *t) {
     return bad || checked != 2 * STEPS;
 }
 
-static int run_fixture(const char *fx) {
+/* fx: a fixture's name, or (dummy) a config path */
+static int run_model(const char *fx, int dummy) {
     tp_run t;
     char dir[512], err[DS_ERRLEN];
-    snprintf(dir, sizeof dir, "%s/%s", fixtures_dir(), fx);
+    if (dummy) snprintf(dir, sizeof dir, "%s", fx);
+    else snprintf(dir, sizeof dir, "%s/%s", fixtures_dir(), fx);
     t.dir = dir;
+    t.dummy = dummy;
     for (int r = 0; r < 2; r++) snprintf(t.path[r], sizeof t.path[r], "/tmp/dsinfer-tp-%d-%d.bin", (int)getpid(), r);
     ds_dp_spec spec = {.size = 2, .nnodes = 1, .timeout_s = 120};
     int bad = ds_dp_launch(&spec, rank_fn, &t, err);
@@ -139,8 +143,9 @@ int main(void) {
     test_need_two_gpus_and_nccl();
     setenv("DSINFER_CUDA_MLA_TC", "0", 1);
     setenv("DSINFER_CUDA_ATTN_TC", "0", 1);
-    CHECKF(run_fixture("tiny-v3") == 0, "tiny-v3 TP2");
-    CHECKF(run_fixture("tiny-v2") == 0, "tiny-v2 TP2");
+    CHECKF(run_model("tiny-v3", 0) == 0, "tiny-v3 TP2");
+    CHECKF(run_model("tiny-v2", 0) == 0, "tiny-v2 TP2");
+    CHECKF(run_model("configs/deepseek-v2-lite.json", 1) == 0, "V2-Lite dummy TP2");
     return test_result("test_nccl_tp");
 }
 #endif

@@ -246,7 +246,22 @@ static void check_handle_ep(const char *fx, int R, int pp, int tep) {
 
 static void check_handle(const char *fx, int R, int pp) { check_handle_ep(fx, R, pp, 0); }
 
+/* A slice of a dummy weight keeps where it sits in the whole tensor (the device generates the whole
+ * tensor's values there: test_nccl_tp compares TP2 with one GPU on V2-Lite dummy weights). */
+static void check_dummy_slice(void) {
+    char err[DS_ERRLEN];
+    ds_weight w = {.data = DS_WEIGHT_DUMMY, .dtype = DS_DTYPE_BF16, .rows = 256, .cols = 512, .name = "w"}, a, b, c;
+    CHECK(ds_weight_slice_rows(&w, 64, 192, &a, err) == DS_OK);
+    CHECK(a.rows == 128 && a.dummy_r0 == 64 && a.dummy_c0 == 0 && a.dummy_full_cols == 512);
+    CHECK(ds_weight_slice_cols(&a, 128, 384, &b, err) == DS_OK);
+    CHECK(b.rows == 128 && b.cols == 256 && b.dummy_r0 == 64 && b.dummy_c0 == 128 && b.dummy_full_cols == 512);
+    CHECK(ds_weight_slice_rows(&b, 32, 64, &c, err) == DS_OK);   /* offsets add up through nested slices */
+    CHECK(c.rows == 32 && c.dummy_r0 == 96 && c.dummy_c0 == 128 && c.dummy_full_cols == 512);
+    CHECK(ds_weight_slice_cols(&b, 0, 300, &c, err) == DS_ERR_ARG);   /* past the slice's own width */
+}
+
 int main(void) {
+    check_dummy_slice();
     run("tiny-v3", 2);
     run("tiny-v3", 4);
     run("tiny-v2", 2);

@@ -109,13 +109,20 @@ __device__ __forceinline__ float hash_unit(uint64_t key, uint64_t i) {   /* unif
     return (float)(z >> 40) * (1.0f / 8388608.0f) - 1.0f;
 }
 
+/* Where element i of an array [n / cols, cols] sits in the whole array [., full_cols] it was cut from at
+ * (r0, c0): the hash takes that index, so a tensor-parallel slice holds the one-GPU model's values. */
+typedef struct {
+    size_t cols, full_cols, r0, c0;
+} dummy_slice;
+
 /* kind 0: a 1-D norm weight (1 + 0.1u); 1: a 1-D fp32 bias (0.01u); 2: a linear (std DUMMY_STD);
  * 3: FP8 block scales; 4: NVFP4 block scales (e4m3 near 1); 5: NVFP4 codes (uniform random bytes, two
  * E2M1 codes each; dtype U8). */
-__global__ void dummy_kernel(void *dst, int dtype, size_t n, uint64_t key, int kind) {
+__global__ void dummy_kernel(void *dst, int dtype, size_t n, uint64_t key, int kind, dummy_slice sl) {
     const float amp = DUMMY_STD * 1.7320508f;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float u = hash_unit(key, i), v;
+        size_t whole = (sl.r0 + i / sl.cols) * sl.full_cols + sl.c0 + i % sl.cols;
+        float u = hash_unit(key, whole), v;
         if (kind == 0) v = 1.0f + 0.1f * u;
         else if (kind == 1) v = 0.01f * u;
         else if (kind == 3) v = amp / DUMMY_FP8_RANGE * (1.0f + 0.25f * u);
@@ -135,9 +142,19 @@ __global__ void dummy_kernel(void *dst, int dtype, size_t n, uint64_t key, int k
     }
 }
 
-static void dummy_fill(void *dst, int dtype, size_t n, uint64_t key, int kind) {
+/* n values of an array with cols columns; the weight x says where its slice sits in the whole tensor;
+ * div: how many of the weight's columns (and, for FP8 block scales, rows) one array entry covers (1 for
+ * the values, 128 for FP8 block scales, 16 for NVFP4 block scales; NVFP4 codes: 2 columns a byte). */
+static void dummy_fill(void *dst, int dtype, size_t n, size_t cols, const ds_weight *x, int div, int row_div,
+                       uint64_t key, int kind) {
+    dummy_slice sl = {cols ? cols : 1, cols ? cols : 1, 0, 0};
+    if (x->dummy_full_cols) {
+        sl.full_cols = ((size_t)x->dummy_full_cols + div - 1) / div;
+        sl.r0 = (size_t)x->dummy_r0 / row_div;
+        sl.c0 = (size_t)x->dummy_c0 / div;
+    }
     size_t blocks = cu_blocks(n, 256);
-    dummy_kernel<<<(unsigned)(blocks < 16384 ? blocks : 16384), 256, 0, cu_stream>>>(dst, dtype, n, key, kind);
+    dummy_kernel<<<(unsigned)(blocks < 16384 ? blocks : 16384), 256, 0, cu_stream>>>(dst, dtype, n, key, kind, sl);
     CUDA_LAUNCH_CHECK();
 }
 
@@ -203,12 +220,14 @@ ds_status cu_prepare_weights(ds_backend *be, ds_model_weights *w, char *err) {
         pool = s + align_up(sb);
         if (x->data == DS_WEIGHT_DUMMY) {
             int kind = x->rows == 1 ? (x->dtype == DS_DTYPE_F32 ? 1 : 0) : 2;
+            uint64_t kd = DUMMY_SEED * (uint64_t)(2 * i + 1), ks = DUMMY_SEED * (uint64_t)(2 * i + 2);
+            size_t cols = (size_t)x->cols;
             if (x->dtype == DS_DTYPE_NVFP4) {
-                dummy_fill(d, DS_DTYPE_U8, db, DUMMY_SEED * (uint64_t)(2 * i + 1), 5);
-                dummy_fill(s, DS_DTYPE_F8_E4M3, sb, DUMMY_SEED * (uint64_t)(2 * i + 2), 4);
+                dummy_fill(d, DS_DTYPE_U8, db, cols / 2, x, 2, 1, kd, 5);
+                dummy_fill(s, DS_DTYPE_F8_E4M3, sb, cols / 16, x, 16, 1, ks, 4);
             } else {
-                dummy_fill(d, x->dtype, (size_t)x->rows * x->cols, DUMMY_SEED * (uint64_t)(2 * i + 1), kind);
-                if (sb) dummy_fill(s, DS_DTYPE_F32, sb / sizeof(float), DUMMY_SEED * (uint64_t)(2 * i + 2), 3);
+                dummy_fill(d, x->dtype, (size_t)x->rows * cols, cols, x, 1, 1, kd, kind);
+                if (sb) dummy_fill(s, DS_DTYPE_F32, sb / sizeof(float), (cols + 127) / 128, x, 128, 128, ks, 3);
             }
             p.done += db + sb;
             progress_show(&p, 0);
