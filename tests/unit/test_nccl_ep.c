@@ -165,7 +165,9 @@ static int run_model(const char *model, int dummy) {
             char dev[8];
             snprintf(dev, sizeof dev, "%d", r);
             setenv("CUDA_VISIBLE_DEVICES", dev, 1);
-            _exit(rank_run(r, port, model, dummy, paths[r]));
+            int rc = rank_run(r, port, model, dummy, paths[r]);
+            fflush(stdout);   /* _exit does not flush */
+            _exit(rc);
         }
     }
     int bad = 0;
@@ -178,7 +180,9 @@ static int run_model(const char *model, int dummy) {
         pid_t p = fork();
         if (p == 0) {
             setenv("CUDA_VISIBLE_DEVICES", "0", 1);
-            _exit(replay(model, dummy, paths));
+            int rc = replay(model, dummy, paths);
+            fflush(stdout);   /* _exit does not flush: keep the comparison's line */
+            _exit(rc);
         }
         int status = 0;
         waitpid(p, &status, 0);

@@ -128,7 +128,9 @@ static int run_model(const char *fx, int dummy) {
         pid_t p = fork();
         if (p == 0) {
             setenv("CUDA_VISIBLE_DEVICES", "0", 1);
-            _exit(replay(&t));
+            int rc = replay(&t);
+            fflush(stdout);   /* _exit does not flush: keep the comparison's line */
+            _exit(rc);
         }
         int status = 0;
         waitpid(p, &status, 0);
