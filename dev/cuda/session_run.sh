@@ -121,4 +121,22 @@ want model && [ "$PART" != all ] && step model 200 $B/test_cuda_model
 # capacity (issue 9): the most 4K-token sequences that fit next to the weights, and decode at that batch
 want capacity && step fit_bf16_kv32 280 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch fit --ctx 4K --prompt '' --steps 4 --csv $CSV --label fit-bf16-kv32
 want capacity && step fit_bf16_kv8 280 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch fit --ctx 4K --prompt '' --steps 4 --csv $CSV --kv-cache-dtype fp8 --label fit-bf16-kv8
+# lt (issue 7, fifth session): BF16 linears through cuBLASLt with the algorithm timed per shape and kept on disk
+# (DSINFER_CUDA_LT_TUNE, default 1) against cublasGemmEx's default (0). A first run fills the cache file (the
+# searches happen at first use of each shape, i.e. inside the prefill timings of a first run); the timed runs
+# then read it, as a user's second start would.
+if want lt; then
+  export DSINFER_CACHE_DIR=$OUT/ltcache
+  step lt_fill 200 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,8,32,64,128,256 --ctx 1K --prompt 512,2K,8K --steps 2 --csv $OUT/fill.csv --label lt-fill
+  step lt_fill8 120 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 64,256 --ctx 1K --prompt 2K --steps 2 --csv $OUT/fill.csv --label lt-fill-fp8
+  for t in 1 0 1 0; do
+    step dec_lt$t 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_LT_TUNE=$t $B/dsinfer bench --dtype bf16 --batch 1,8,32,64,128,256 --ctx 1K --prompt 512,2K,8K --steps 8 --csv $CSV --label lt$t
+  done
+  for t in 1 0; do
+    step fp8_lt$t 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_LT_TUNE=$t $B/dsinfer bench --dtype fp8 --batch 64,256 --ctx 1K --prompt 2K --steps 8 --csv $CSV --label fp8-lt$t
+  done
+  unset DSINFER_CACHE_DIR
+fi
+# torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
+want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

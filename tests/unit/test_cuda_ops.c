@@ -24,10 +24,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu.h"
 #include "core/dtype.h"
+#include "core/tune_cache.h"
 #include "core/status.h"
 #include "dsinfer.h"
 #include "loader/config.h"
@@ -1115,6 +1117,95 @@ static void run_nvfp4_simt(void) {
     if (load_setup(&s, "f4s-off", "tests/fixtures/tiny-v3-fp8/config.json", 3, 16)) free_setup(&s);   /* flag back off */
 }
 
+/* One TC linear on gpu against the CPU (THR_TC); M small enough for the whole reference. */
+static void lt_linear_once(setup *s, ds_backend *gpu, wpair *w, int N, int K, int M, const char *name) {
+    prime(s, M);
+    buf x = buf_new(s, (size_t)M * K), out = buf_new(s, (size_t)M * N);
+    buf_rand(&x, 1.0f);
+    buf_poison(&out);
+    gpu->linear(gpu, out.d, x.d, &w->d, M);
+    s->cpu->linear(s->cpu, out.h, x.h, &w->h, M);
+    compare(s, name, M, &out, THR_TC, 0);
+    buf_free(s, &x);
+    buf_free(s, &out);
+}
+
+static ds_backend *tc_backend(setup *s, const char *lt_tune) {
+    char err[DS_ERRLEN];
+    setenv("DSINFER_CUDA_TC", "1", 1);
+    setenv("DSINFER_CUDA_LT_TUNE", lt_tune, 1);
+    ds_backend *gpu = ds_backend_cuda_new(&s->cfg, err);
+    unsetenv("DSINFER_CUDA_TC");
+    unsetenv("DSINFER_CUDA_LT_TUNE");
+    CHECKF(gpu != NULL, "%s", err);
+    return gpu;
+}
+
+/* The tuned cuBLASLt BF16 GEMMs (DSINFER_CUDA_LT_TUNE, cuda_lt_tune.cu) in a cache directory of their own:
+ * a first set of backends searches each shape (BF16 weights at M 9 .. 4096, an odd 200 x 320, FP8 through
+ * the BF16 tile) and writes the file; a new backend takes the same shape from the file without a search;
+ * a file that does not parse is reported, searched again and rewritten; LT_TUNE=0 leaves it unused. Every
+ * result against the CPU at THR_TC. */
+static void run_lt_tune(void) {
+    setup s;
+    char dir[128], path[512], err[DS_ERRLEN];
+    snprintf(dir, sizeof dir, "/tmp/dsinfer-lt-%d", (int)getpid());
+    setenv("DSINFER_CACHE_DIR", dir, 1);
+    if (!load_setup(&s, "v2l-lt", "configs/deepseek-v2-lite.json", 0, 16)) {
+        unsetenv("DSINFER_CACHE_DIR");
+        return;
+    }
+    CHECK(ds_cuda_lt_tune_path(path, sizeof path, err) == DS_OK);
+    setenv("DSINFER_CUDA_LT_TUNE", "1", 1);   /* check_linear_on's TC backends read it at creation */
+    const int m[] = {9, 64, 130, 4096}, odd[] = {9, 33}, f8[] = {64};
+    check_linear_on(&s, "q lt", 3072, 2048, DS_DTYPE_BF16, m, NM(m), 1);
+    check_linear_on(&s, "odd lt", 200, 320, DS_DTYPE_BF16, odd, NM(odd), 1);
+    check_linear_on(&s, "fp8 lt", 3072, 2048, DS_DTYPE_F8_E4M3, f8, NM(f8), 1);
+    unsetenv("DSINFER_CUDA_LT_TUNE");
+    ds_tune_cache c = {0};
+    CHECKF(ds_tune_cache_load(&c, path, err) == DS_OK && c.n >= 6, "%s: %d entries (%s)", path, c.n, err);
+    CHECK(ds_tune_cache_find(&c, "bf16f32:N3072:K2048:M64") != NULL);
+    CHECK(ds_tune_cache_find(&c, "bf16f32:N200:K320:M64") != NULL);
+    printf("  %-8s tuned cuBLASLt algorithms: %d shapes in %s\n", s.name, c.n, path);
+    ds_tune_cache_free(&c);
+
+    wpair w = mk_weight(&s, 3072, 2048, DS_DTYPE_BF16, 1.0f / sqrtf(2048.0f), "q lt2");
+    int searched, from_disk, untimed;
+    ds_backend *gpu = tc_backend(&s, "1");   /* the shape from the file */
+    if (gpu) {
+        lt_linear_once(&s, gpu, &w, 3072, 2048, 50, "linear TC lt from file");   /* bucket 64, M 50 */
+        ds_cuda_lt_tune_stats(gpu, &searched, &from_disk, &untimed);
+        CHECKF(searched == 0 && from_disk == 1 && untimed == 0, "searched %d, from file %d", searched, from_disk);
+        gpu->destroy(gpu);
+    }
+    FILE *f = fopen(path, "w");   /* a file that does not parse */
+    if (f) {
+        fputs("# dsinfer tune cache v1\nbf16f32:N3072:K2048:M64 1 2 three\n", f);
+        fclose(f);
+    }
+    gpu = tc_backend(&s, "1");
+    if (gpu) {
+        lt_linear_once(&s, gpu, &w, 3072, 2048, 64, "linear TC lt after a bad file");
+        ds_cuda_lt_tune_stats(gpu, &searched, &from_disk, &untimed);
+        CHECKF(searched == 1 && from_disk == 0, "searched %d, from file %d", searched, from_disk);
+        gpu->destroy(gpu);
+    }
+    CHECKF(ds_tune_cache_load(&c, path, err) == DS_OK && c.n == 1, "rewritten: %d entries (%s)", c.n, err);
+    ds_tune_cache_free(&c);
+    gpu = tc_backend(&s, "0");   /* switched off: cuBLAS's default algorithm, the tuner untouched */
+    if (gpu) {
+        lt_linear_once(&s, gpu, &w, 3072, 2048, 64, "linear TC cuBLAS default");
+        ds_cuda_lt_tune_stats(gpu, &searched, &from_disk, &untimed);
+        CHECK(searched == 0 && from_disk == 0 && untimed == 0);
+        gpu->destroy(gpu);
+    }
+    free_weight(&w);
+    free_setup(&s);
+    remove(path);
+    rmdir(dir);
+    unsetenv("DSINFER_CACHE_DIR");
+}
+
 int main(void) {
     char why[256];
     if (!ds_cuda_available(why, sizeof why)) test_skip(why);
@@ -1129,6 +1220,7 @@ int main(void) {
     run_odd("h63", "configs/deepseek-v2-lite.json", 63);
     run_fp8_fast();
     run_nvfp4_simt();
+    run_lt_tune();
     const int kv_small[] = {1, 3, 4, 63}, kv_big[] = {1, 4, 128};
     /* C = 199: two scale blocks, the second partial, entries at odd byte offsets (335 bytes) */
     run_kv("h3-kv8", "configs/deepseek-v2-lite.json", 3, 199, 5, 0, KV_FP8, kv_small, NM(kv_small), 23);

@@ -129,6 +129,9 @@ void cu_ws_free(cu_ws *w);
  *   DSINFER_CUDA_PDL=1       programmatic dependent launch (cu_launch; with DSINFER_CUDA_PDL_PREFETCH=0 no
  *                            L2 prefetch); default 0: measured no gain.
  *   DSINFER_CUDA_FP8_FAST=1  FP8 decoded by integer moves (cu_fp8_scaled); default 0: measured slower.
+ * Fifth session:
+ *   DSINFER_CUDA_LT_TUNE=0   with TC, BF16 linears through cublasGemmEx's default algorithm; default 1: through
+ *                            cuBLASLt with the algorithm timed per shape once and kept on disk (cuda_lt_tune.cu).
  * Engine-level (model/forward.c): DSINFER_FUSED_ADD_NORM=0 (residual add and norm as two ops),
  * DSINFER_EP_GATHER=0 (expert parallelism's all-to-all form), DSINFER_EP_GRAPHS=0 (gathered EP steps
  * not captured). */
@@ -136,6 +139,7 @@ typedef struct {
     int tc, moe_tc, skinny, graphs, fused_attn, mla_tc, attn_tc, moe_grouped, moe_grouped_max_m, vec_gemv, fp8_gemm;
     int moe_live;   /* grouped GEMV experts: blocks for the live experts only (DSINFER_CUDA_MOE_LIVE, default 1) */
     int absorb_tc;  /* with tc: W_UK / W_UV products as batched BF16 GEMMs above GEMV_MAX_M tokens (DSINFER_CUDA_ABSORB_TC, default 1) */
+    int lt_tune;    /* with tc: BF16 linears through cuBLASLt with the algorithm searched per shape, cached on disk (DSINFER_CUDA_LT_TUNE) */
 } cu_opts;
 
 typedef struct {
@@ -174,6 +178,7 @@ typedef struct {
     cublasLtHandle_t lt;        /* cuBLASLt (FP8 block-scaled GEMM), created at first use */
     cu_ws ws_fp8;               /* W8A8: quantized activations, their scales, the padded output */
     void *lt_ws;                /* fixed cuBLASLt workspace (LT_WS_BYTES) */
+    struct cu_lt_tune *lt_tune; /* tuned BF16 GEMM algorithms per shape (cuda_lt_tune.cu), made at first use */
     struct cu_moe_tab *moe_tabs;   /* per MoE layer: device table of expert weight views */
     int n_moe_tabs;
     struct cu_graphs *graphs;   /* captured decode steps (cuda_graph.cu) */
@@ -400,6 +405,15 @@ void cu_act_quant_fp8(unsigned char *q, float *s, const float *x, int M, int Mp,
 int cu_fp8_gemm_quantized(ds_cuda_backend *cb, float *d, const unsigned char *q, const float *s, const ds_weight *w,
                           int Mp);
 void cu_fp8_free(ds_cuda_backend *cb);
+/* cuBLASLt handle and its fixed workspace (LT_WS_BYTES), made once (cuda_fp8gemm.cu). */
+#define LT_WS_BYTES ((size_t)32 << 20)
+void cu_lt_init(ds_cuda_backend *cb);
+/* out[m, 0:N] (row stride ldo) = x[M, K] . A[N, K]^T, BF16 inputs, fp32 accumulate and output, through
+ * cuBLASLt with the algorithm searched for the shape once and kept on disk (cuda_lt_tune.cu). 0: nothing
+ * done (no algorithm for the shape, or the plan table full): the caller takes cuBLAS's default. */
+extern "C" int cu_lt_gemm_bf16(ds_cuda_backend *cb, float *out, int ldo, const __nv_bfloat16 *A,
+                               const __nv_bfloat16 *x, int N, int M, int K);
+void cu_lt_tune_free(ds_cuda_backend *cb);
 extern int cu_route_v2;   /* DSINFER_CUDA_ROUTE2 */
 void cu_mlp(ds_backend *be, float *out, const float *x, const ds_weight *gate, const ds_weight *up,
             const ds_weight *down, int M);

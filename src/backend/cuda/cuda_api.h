@@ -64,6 +64,11 @@ typedef struct {
     double w8a8_us, lt_us, bf16_us;
 } ds_ops_row;
 ds_status ds_cuda_bench_ops(const ds_config *cfg, int N, int K, const int *Ms, int nM, ds_ops_row *rows, char *err);
+/* The tuned cuBLASLt GEMMs (DSINFER_CUDA_LT_TUNE, cuda_lt_tune.cu): the file this device's choices are
+ * kept in, and what a backend did so far: shapes searched (timed), taken from the file, and chosen
+ * without timing (first met inside a CUDA graph capture). */
+ds_status ds_cuda_lt_tune_path(char *out, size_t n, char *err);
+void ds_cuda_lt_tune_stats(ds_backend *be, int *searched, int *from_disk, int *untimed);
 /* The FP8 matrix rate (TFLOP/s): cuBLASLt E4M3 GEMM 8192^3, per-tensor scales, BF16 output. */
 ds_status ds_cuda_fp8_peak(double *tflops, char *err);
 

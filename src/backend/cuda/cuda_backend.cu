@@ -486,6 +486,7 @@ static void cu_destroy(ds_backend *be) {
     cudaDeviceSynchronize();
     cu_graphs_free(cb);
     cu_moe_tabs_free(cb);
+    cu_lt_tune_free(cb);   /* its plans before the cuBLASLt handle */
     cu_fp8_free(cb);
     cu_ws *ws[] = {&cb->ws_meta, &cb->ws_deq, &cb->ws_rows, &cb->ws_attn, &cb->ws_mlp, &cb->ws_moe, &cb->ws_sample,
                    &cb->ws_tc, &cb->ws_abs, &cb->ws_abs_tc, &cb->ws_moe2, &cb->ws_moe_tc};
@@ -523,6 +524,7 @@ static cu_opts cu_opts_read(void) {
     o.absorb_tc = env_int("DSINFER_CUDA_ABSORB_TC", 1);
     o.vec_gemv = env_int("DSINFER_CUDA_VEC_GEMV", 1);
     o.fp8_gemm = env_int("DSINFER_CUDA_FP8_GEMM", 0);
+    o.lt_tune = env_int("DSINFER_CUDA_LT_TUNE", 1);
     return o;
 }
 

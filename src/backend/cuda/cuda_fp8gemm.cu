@@ -11,7 +11,6 @@
  * test_cuda_ops compares with a CPU reference that quantizes the same way). */
 #include "backend/cuda/cuda.h"
 
-#define LT_WS_BYTES ((size_t)32 << 20)
 #define ACT_AMAX_MIN 1e-4f
 #define N_PLANS 64
 
@@ -120,7 +119,7 @@ static void set_attr(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a, c
 
 static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
 
-static void lt_init(ds_cuda_backend *cb) {
+void cu_lt_init(ds_cuda_backend *cb) {
     if (cb->lt) return;
     CUBLAS_CHECK(cublasLtCreate(&cb->lt));
     CUDA_CHECK(cudaMalloc(&cb->lt_ws, LT_WS_BYTES));
@@ -130,7 +129,7 @@ static void lt_init(ds_cuda_backend *cb) {
  * Returns 0 (nothing done) when cuBLASLt has no algorithm for the shape. */
 int cu_fp8_gemm_quantized(ds_cuda_backend *cb, float *d, const unsigned char *q, const float *s, const ds_weight *w,
                           int Mp) {
-    lt_init(cb);
+    cu_lt_init(cb);
     int N = w->rows, K = w->cols;
     const float *wscale = scales_for_lt(cb, w);
     if (!wscale) return 0;
