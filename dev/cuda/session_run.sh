@@ -27,6 +27,8 @@ step() { local name=$1 t=$2; shift 2; local t0=$(date +%s%N)
 PART=${1:-all}
 want() { [ "$PART" = all ] || [[ ",$PART," == *",$1,"* ]]; }   # PART: one part or a comma list
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+# ltops: test_cuda_ops up to 130 tokens (incl. run_lt_tune), a quick check after a kernel change
+want ltops && step ops_m130 150 env DSINFER_OPS_MAX_M=130 $B/test_cuda_ops
 want check && step host 20 $B/test_cuda_host
 want check && step ops 240 $B/test_cuda_ops
 want check && step golden 120 $B/test_cuda_golden
@@ -129,12 +131,10 @@ if want lt; then
   export DSINFER_CACHE_DIR=$OUT/ltcache
   step lt_fill 200 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,8,32,64,128,256 --ctx 1K --prompt 512,2K,8K --steps 2 --csv $OUT/fill.csv --label lt-fill
   step lt_fill8 120 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 64,256 --ctx 1K --prompt 2K --steps 2 --csv $OUT/fill.csv --label lt-fill-fp8
-  for t in 1 0 1 0; do
-    step dec_lt$t 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_LT_TUNE=$t $B/dsinfer bench --dtype bf16 --batch 1,8,32,64,128,256 --ctx 1K --prompt 512,2K,8K --steps 8 --csv $CSV --label lt$t
-  done
-  for t in 1 0; do
-    step fp8_lt$t 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_LT_TUNE=$t $B/dsinfer bench --dtype fp8 --batch 64,256 --ctx 1K --prompt 2K --steps 8 --csv $CSV --label fp8-lt$t
-  done
+  for r in a b c; do for t in 1 0; do
+    step dec_lt${t}$r 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_LT_TUNE=$t $B/dsinfer bench --dtype bf16 --batch 32,64,128,256 --ctx 1K --prompt 2K,8K --steps 8 --csv $CSV --label lt$t
+    step fp8_lt${t}$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_LT_TUNE=$t $B/dsinfer bench --dtype fp8 --batch 64,256 --ctx 1K --prompt 2K --steps 8 --csv $CSV --label fp8-lt$t
+  done; done
   unset DSINFER_CACHE_DIR
 fi
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
