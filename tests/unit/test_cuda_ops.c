@@ -1142,8 +1142,8 @@ static ds_backend *tc_backend(setup *s, const char *lt_tune) {
 }
 
 /* The tuned cuBLASLt BF16 GEMMs (DSINFER_CUDA_LT_TUNE, cuda_lt_tune.cu) in a cache directory of their own:
- * a first set of backends searches each shape (BF16 weights at M 9 .. 4096, an odd 200 x 320, FP8 through
- * the BF16 tile) and writes the file; a new backend takes the same shape from the file without a search;
+ * a first set of backends searches each shape (BF16 weights at M 9 .. 4096, an odd 200 x 320; FP8 weights,
+ * dequantised to a BF16 tile, stay on cuBLAS's default) and writes the file; a new backend takes the same shape from the file without a search;
  * a file that does not parse is reported, searched again and rewritten; LT_TUNE=0 leaves it unused. Every
  * result against the CPU at THR_TC. */
 static void run_lt_tune(void) {
@@ -1160,10 +1160,11 @@ static void run_lt_tune(void) {
     const int m[] = {9, 64, 130, 4096}, odd[] = {9, 33}, f8[] = {64};
     check_linear_on(&s, "q lt", 3072, 2048, DS_DTYPE_BF16, m, NM(m), 1);
     check_linear_on(&s, "odd lt", 200, 320, DS_DTYPE_BF16, odd, NM(odd), 1);
-    check_linear_on(&s, "fp8 lt", 3072, 2048, DS_DTYPE_F8_E4M3, f8, NM(f8), 1);
+    check_linear_on(&s, "fp8 no lt", 3072, 2048, DS_DTYPE_F8_E4M3, f8, NM(f8), 1);   /* its tile stays on cuBLAS */
     unsetenv("DSINFER_CUDA_LT_TUNE");
     ds_tune_cache c = {0};
-    CHECKF(ds_tune_cache_load(&c, path, err) == DS_OK && c.n >= 6, "%s: %d entries (%s)", path, c.n, err);
+    int want = max_m >= 4096 ? 6 : 5;   /* buckets: q 16, 64, 256 (4096); odd 16, 64; FP8 none */
+    CHECKF(ds_tune_cache_load(&c, path, err) == DS_OK && c.n == want, "%s: %d entries, want %d (%s)", path, c.n, want, err);
     CHECK(ds_tune_cache_find(&c, "bf16f32:N3072:K2048:M64") != NULL);
     CHECK(ds_tune_cache_find(&c, "bf16f32:N200:K320:M64") != NULL);
     printf("  %-8s tuned cuBLASLt algorithms: %d shapes in %s\n", s.name, c.n, path);

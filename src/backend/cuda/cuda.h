@@ -130,8 +130,10 @@ void cu_ws_free(cu_ws *w);
  *                            L2 prefetch); default 0: measured no gain.
  *   DSINFER_CUDA_FP8_FAST=1  FP8 decoded by integer moves (cu_fp8_scaled); default 0: measured slower.
  * Fifth session:
- *   DSINFER_CUDA_LT_TUNE=0   with TC, BF16 linears through cublasGemmEx's default algorithm; default 1: through
- *                            cuBLASLt with the algorithm timed per shape once and kept on disk (cuda_lt_tune.cu).
+ *   DSINFER_CUDA_LT_TUNE=0   with TC, BF16-weight linears through cublasGemmEx's default algorithm; default 1:
+ *                            through cuBLASLt with the algorithm timed per shape once and kept on disk
+ *                            (cuda_lt_tune.cu; V2-Lite decode b128/b256 +2.6%/+4.1%, 8K prefill +1.5%; FP8
+ *                            weights' BF16 tiles stay on cuBLAS: tuned they were 2.5-4.8% slower).
  * Engine-level (model/forward.c): DSINFER_FUSED_ADD_NORM=0 (residual add and norm as two ops),
  * DSINFER_EP_GATHER=0 (expert parallelism's all-to-all form), DSINFER_EP_GRAPHS=0 (gathered EP steps
  * not captured). */
