@@ -137,6 +137,13 @@ if want lt; then
   done; done
   unset DSINFER_CACHE_DIR
 fi
+# optimes / optimes2 (issues 7, 8): where the time goes per backend op (DSINFER_CUDA_OP_TIMES=1: each op alone,
+# the table on stderr at exit), prefill 8K / 2K and decode steps with graphs off
+want optimes && step ot_pre8k 200 env DSINFER_CUDA_TC=1 DSINFER_CUDA_OP_TIMES=1 $B/dsinfer bench --dtype bf16 --batch '' --ctx '' --prompt 8K --steps 1
+want optimes && step ot_pre2k_fp8 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_OP_TIMES=1 $B/dsinfer bench --dtype fp8 --batch '' --ctx '' --prompt 2K --steps 1
+for b in 1 64 256; do
+  want optimes2 && step ot_dec$b 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_OP_TIMES=1 $B/dsinfer bench --dtype bf16 --batch $b --ctx 1K --prompt '' --steps 4
+done
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

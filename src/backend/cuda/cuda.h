@@ -134,6 +134,7 @@ void cu_ws_free(cu_ws *w);
  *                            through cuBLASLt with the algorithm timed per shape once and kept on disk
  *                            (cuda_lt_tune.cu; V2-Lite decode b128/b256 +2.6%/+4.1%, 8K prefill +1.5%; FP8
  *                            weights' BF16 tiles stay on cuBLAS: tuned they were 2.5-4.8% slower).
+ *   DSINFER_CUDA_OP_TIMES=1  a diagnostic: each backend op timed alone, a table on stderr at exit (cuda_optimes.cu).
  * Engine-level (model/forward.c): DSINFER_FUSED_ADD_NORM=0 (residual add and norm as two ops),
  * DSINFER_EP_GATHER=0 (expert parallelism's all-to-all form), DSINFER_EP_GRAPHS=0 (gathered EP steps
  * not captured). */
@@ -181,6 +182,7 @@ typedef struct {
     cu_ws ws_fp8;               /* W8A8: quantized activations, their scales, the padded output */
     void *lt_ws;                /* fixed cuBLASLt workspace (LT_WS_BYTES) */
     struct cu_lt_tune *lt_tune; /* tuned BF16 GEMM algorithms per shape (cuda_lt_tune.cu), made at first use */
+    struct cu_optimes *optimes; /* DSINFER_CUDA_OP_TIMES=1: per-op timing wrappers (cuda_optimes.cu); else NULL */
     struct cu_moe_tab *moe_tabs;   /* per MoE layer: device table of expert weight views */
     int n_moe_tabs;
     struct cu_graphs *graphs;   /* captured decode steps (cuda_graph.cu) */
@@ -416,6 +418,10 @@ void cu_lt_init(ds_cuda_backend *cb);
 extern "C" int cu_lt_gemm_bf16(ds_cuda_backend *cb, float *out, int ldo, const __nv_bfloat16 *A,
                                const __nv_bfloat16 *x, int N, int M, int K);
 void cu_lt_tune_free(ds_cuda_backend *cb);
+/* DSINFER_CUDA_OP_TIMES=1 (cuda_optimes.cu): wraps the backend's ops with per-op timing; the table prints
+ * to stderr (and the wrappers go) when the backend is destroyed. */
+void cu_optimes_install(ds_cuda_backend *cb);
+void cu_optimes_report_free(ds_cuda_backend *cb);
 extern int cu_route_v2;   /* DSINFER_CUDA_ROUTE2 */
 void cu_mlp(ds_backend *be, float *out, const float *x, const ds_weight *gate, const ds_weight *up,
             const ds_weight *down, int M);

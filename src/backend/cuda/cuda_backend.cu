@@ -484,6 +484,7 @@ static void cu_gather_rows(ds_backend *be, float *out, const float *x, const int
 static void cu_destroy(ds_backend *be) {
     ds_cuda_backend *cb = cu_of(be);
     cudaDeviceSynchronize();
+    cu_optimes_report_free(cb);
     cu_graphs_free(cb);
     cu_moe_tabs_free(cb);
     cu_lt_tune_free(cb);   /* its plans before the cuBLASLt handle */
@@ -606,5 +607,6 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     be->prepare_weights = cu_prepare_weights;
     be->run_graph = cu_graph_run;
     be->copy_bytes = cu_copy_bytes;
+    if (env_int("DSINFER_CUDA_OP_TIMES", 0)) cu_optimes_install(cb);
     return be;
 }
