@@ -144,6 +144,16 @@ want optimes && step ot_pre2k_fp8 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_OP_TIME
 for b in 1 64 256; do
   want optimes2 && step ot_dec$b 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_OP_TIMES=1 $B/dsinfer bench --dtype bf16 --batch $b --ctx 1K --prompt '' --steps 4
 done
+# moegemm (issue 8): prefill with the routed experts as cuBLAS GEMMs per expert (DSINFER_CUDA_MOE_GEMM, from
+# DSINFER_CUDA_MOE_GEMM_MIN_M tokens) against the grouped tensor-core kernel, and the op breakdown with it
+if want moegemm; then
+  for g in 1 0; do
+    step pre_mg$g 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_GEMM=$g $B/dsinfer bench --dtype bf16 --batch '' --ctx '' --prompt 512,2K,8K --steps 2 --csv $CSV --label moegemm$g
+    step pre8_mg$g 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_GEMM=$g $B/dsinfer bench --dtype fp8 --batch '' --ctx '' --prompt 2K,8K --steps 2 --csv $CSV --label fp8-moegemm$g
+  done
+  step pre_mg_min256 100 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_GEMM_MIN_M=256 $B/dsinfer bench --dtype bf16 --batch '' --ctx '' --prompt 512 --steps 2 --csv $CSV --label moegemm-min256
+  step ot_pre8k_mg 200 env DSINFER_CUDA_TC=1 DSINFER_CUDA_OP_TIMES=1 $B/dsinfer bench --dtype bf16 --batch '' --ctx '' --prompt 8K --steps 1
+fi
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

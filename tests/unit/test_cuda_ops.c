@@ -1117,6 +1117,27 @@ static void run_nvfp4_simt(void) {
     if (load_setup(&s, "f4s-off", "tests/fixtures/tiny-v3-fp8/config.json", 3, 16)) free_setup(&s);   /* flag back off */
 }
 
+/* The MoE as one cuBLAS GEMM per expert (DSINFER_CUDA_MOE_GEMM, cuda_moe_gemm.cu) from 9 tokens on
+ * (MIN_M=9, so experts with no row, one row and a few rows occur): V2-Lite BF16 (in place) and NVFP4
+ * (dequantised per expert), the FP8 fixture's partial 128-blocks, at THR_TC. By default the path starts at
+ * 1024 tokens, which check_moe's 4096-token tensor-core rows reach (V2-Lite, V3 FP8 with 256 experts). */
+static void run_moe_gemm(void) {
+    setup s;
+    setenv("DSINFER_CUDA_MOE_GEMM_MIN_M", "9", 1);
+    const int m[] = {9, 63, 130};
+    if (load_setup(&s, "v2l-mg", "configs/deepseek-v2-lite.json", 0, 16)) {
+        printf("  %-8s (MoE as GEMMs per expert from 9 tokens)\n", s.name);
+        check_moe_dt(&s, m, NM(m), DS_DTYPE_BF16, 1, 0);
+        check_moe_dt(&s, m, NM(m), DS_DTYPE_NVFP4, 1, 0);
+        free_setup(&s);
+    }
+    if (load_setup(&s, "f8-mg", "tests/fixtures/tiny-v3-fp8/config.json", 3, 16)) {
+        check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 1, 0);
+        free_setup(&s);
+    }
+    unsetenv("DSINFER_CUDA_MOE_GEMM_MIN_M");
+}
+
 /* One TC linear on gpu against the CPU (THR_TC); M small enough for the whole reference. */
 static void lt_linear_once(setup *s, ds_backend *gpu, wpair *w, int N, int K, int M, const char *name) {
     prime(s, M);
@@ -1222,6 +1243,7 @@ int main(void) {
     run_fp8_fast();
     run_nvfp4_simt();
     run_lt_tune();
+    run_moe_gemm();
     const int kv_small[] = {1, 3, 4, 63}, kv_big[] = {1, 4, 128};
     /* C = 199: two scale blocks, the second partial, entries at odd byte offsets (335 bytes) */
     run_kv("h3-kv8", "configs/deepseek-v2-lite.json", 3, 199, 5, 0, KV_FP8, kv_small, NM(kv_small), 23);

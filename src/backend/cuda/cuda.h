@@ -134,6 +134,9 @@ void cu_ws_free(cu_ws *w);
  *                            through cuBLASLt with the algorithm timed per shape once and kept on disk
  *                            (cuda_lt_tune.cu; V2-Lite decode b128/b256 +2.6%/+4.1%, 8K prefill +1.5%; FP8
  *                            weights' BF16 tiles stay on cuBLAS: tuned they were 2.5-4.8% slower).
+ *   DSINFER_CUDA_MOE_GEMM=0  with TC, prefill-sized MoE batches stay on the grouped tensor-core kernel; default 1:
+ *                            from DSINFER_CUDA_MOE_GEMM_MIN_M tokens (default 1024) one cuBLAS GEMM per expert
+ *                            and projection (cuda_moe_gemm.cu; one host sync a layer for the expert offsets).
  *   DSINFER_CUDA_OP_TIMES=1  a diagnostic: each backend op timed alone, a table on stderr at exit (cuda_optimes.cu).
  * Engine-level (model/forward.c): DSINFER_FUSED_ADD_NORM=0 (residual add and norm as two ops),
  * DSINFER_EP_GATHER=0 (expert parallelism's all-to-all form), DSINFER_EP_GRAPHS=0 (gathered EP steps
@@ -143,6 +146,7 @@ typedef struct {
     int moe_live;   /* grouped GEMV experts: blocks for the live experts only (DSINFER_CUDA_MOE_LIVE, default 1) */
     int absorb_tc;  /* with tc: W_UK / W_UV products as batched BF16 GEMMs above GEMV_MAX_M tokens (DSINFER_CUDA_ABSORB_TC, default 1) */
     int lt_tune;    /* with tc: BF16 linears through cuBLASLt with the algorithm searched per shape, cached on disk (DSINFER_CUDA_LT_TUNE) */
+    int moe_gemm, moe_gemm_min_m;   /* with tc: routed experts of >= min_m tokens as cuBLAS GEMMs per expert (DSINFER_CUDA_MOE_GEMM[_MIN_M]) */
 } cu_opts;
 
 typedef struct {
@@ -178,6 +182,7 @@ typedef struct {
     cu_ws ws_abs_tc;            /* absorbed attention's batched GEMMs: BF16 q_nope, o_lat and kv_b copy */
     cu_ws ws_moe2;              /* grouped MoE: intermediates and expert outputs */
     cu_ws ws_moe_tc;            /* grouped MoE on the tensor cores: BF16 gathered tokens and intermediates */
+    cu_ws ws_moe_gemm;          /* MoE as GEMMs per expert: BF16 rows, gate/up, activations, dequantised experts */
     cublasLtHandle_t lt;        /* cuBLASLt (FP8 block-scaled GEMM), created at first use */
     cu_ws ws_fp8;               /* W8A8: quantized activations, their scales, the padded output */
     void *lt_ws;                /* fixed cuBLASLt workspace (LT_WS_BYTES) */
@@ -418,6 +423,12 @@ void cu_lt_init(ds_cuda_backend *cb);
 extern "C" int cu_lt_gemm_bf16(ds_cuda_backend *cb, float *out, int ldo, const __nv_bfloat16 *A,
                                const __nv_bfloat16 *x, int N, int M, int K);
 void cu_lt_tune_free(ds_cuda_backend *cb);
+/* The routed experts as cuBLAS GEMMs per expert (cuda_moe_gemm.cu): whether a batch of M tokens takes that
+ * path, and the path: y[slot, :] (fp32 [off[E], D]) for the rows grouped by expert (rows[slot] = the token,
+ * off[E + 1] on the host). */
+int cu_moe_gemm_on(const ds_cuda_backend *cb, int M);
+void cu_moe_gemm(ds_cuda_backend *cb, float *y, const float *x, const int32_t *rows, const int32_t *off, int E, int D,
+                 int I, const ds_layer_weights *L);
 /* DSINFER_CUDA_OP_TIMES=1 (cuda_optimes.cu): wraps the backend's ops with per-op timing; the table prints
  * to stderr (and the wrappers go) when the backend is destroyed. */
 void cu_optimes_install(ds_cuda_backend *cb);
