@@ -27,6 +27,8 @@ step() { local name=$1 t=$2; shift 2; local t0=$(date +%s%N)
 PART=${1:-all}
 want() { [ "$PART" = all ] || [[ ",$PART," == *",$1,"* ]]; }   # PART: one part or a comma list
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+# opsfull: test_cuda_ops alone, every M
+want opsfull && step ops_full 240 $B/test_cuda_ops
 # ltops: test_cuda_ops up to 130 tokens (incl. run_lt_tune), a quick check after a kernel change
 want ltops && step ops_m130 150 env DSINFER_OPS_MAX_M=130 $B/test_cuda_ops
 want check && step host 20 $B/test_cuda_host

@@ -418,17 +418,18 @@ void cu_fp8_free(ds_cuda_backend *cb);
 #define LT_WS_BYTES ((size_t)32 << 20)
 void cu_lt_init(ds_cuda_backend *cb);
 /* out[m, 0:N] (row stride ldo) = x[M, K] . A[N, K]^T, BF16 inputs, fp32 accumulate and output, through
- * cuBLASLt with the algorithm searched for the shape once and kept on disk (cuda_lt_tune.cu). 0: nothing
- * done (no algorithm for the shape, or the plan table full): the caller takes cuBLAS's default. */
+ * cuBLASLt with a plan kept per shape: tune 1, the algorithm searched for the shape once and kept on disk;
+ * 0, the heuristic's first (cuda_lt_tune.cu). 0 returned: nothing done (no algorithm for the shape, or the
+ * plan table full): the caller takes cuBLAS's default. */
 extern "C" int cu_lt_gemm_bf16(ds_cuda_backend *cb, float *out, int ldo, const __nv_bfloat16 *A,
-                               const __nv_bfloat16 *x, int N, int M, int K);
+                               const __nv_bfloat16 *x, int N, int M, int K, int tune);
 void cu_lt_tune_free(ds_cuda_backend *cb);
 /* The routed experts as cuBLAS GEMMs per expert (cuda_moe_gemm.cu): whether a batch of M tokens takes that
- * path, and the path: y[slot, :] (fp32 [off[E], D]) for the rows grouped by expert (rows[slot] = the token,
- * off[E + 1] on the host). */
+ * path, and the path: returns y (fp32 [off[E], D] in a workspace, valid until the next call; NULL when no
+ * row) for the rows grouped by expert (rows[slot] = the token, off[E + 1] on the host). */
 int cu_moe_gemm_on(const ds_cuda_backend *cb, int M);
-void cu_moe_gemm(ds_cuda_backend *cb, float *y, const float *x, const int32_t *rows, const int32_t *off, int E, int D,
-                 int I, const ds_layer_weights *L);
+const float *cu_moe_gemm(ds_cuda_backend *cb, const float *x, const int32_t *rows, const int32_t *off, int E, int D,
+                         int I, const ds_layer_weights *L);
 /* DSINFER_CUDA_OP_TIMES=1 (cuda_optimes.cu): wraps the backend's ops with per-op timing; the table prints
  * to stderr (and the wrappers go) when the backend is destroyed. */
 void cu_optimes_install(ds_cuda_backend *cb);

@@ -694,7 +694,7 @@ static void linear_tc(ds_cuda_backend *cb, float *out, const float *x, const ds_
         if (!bf) cu_weight_bf16(wt, v, r0, nr);
         /* tuned cuBLASLt for BF16 weights read in place; a freshly dequantised tile (FP8, NVFP4) sits in L2, where
          * the algorithms searched for weights from DRAM were slower (FP8 decode -2.5% / -4.8%, RESULTS fifth session) */
-        if (bf && cb->opt.lt_tune && cu_lt_gemm_bf16(cb, out + r0, N, (const __nv_bfloat16 *)A, xh, nr, M, K)) continue;
+        if (bf && cb->opt.lt_tune && cu_lt_gemm_bf16(cb, out + r0, N, (const __nv_bfloat16 *)A, xh, nr, M, K, 1)) continue;
         CUBLAS_CHECK(cublasGemmEx(cb->cublas_tc, CUBLAS_OP_T, CUBLAS_OP_N, nr, M, K, &one, A, CUDA_R_16BF, K, xh,
                                   CUDA_R_16BF, K, &zero, out + r0, CUDA_R_32F, N, CUBLAS_COMPUTE_32F,
                                   CUBLAS_GEMM_DEFAULT));

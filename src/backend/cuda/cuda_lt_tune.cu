@@ -15,6 +15,9 @@
  * graphs run each batch size eagerly once before capturing it (cuda_graph.cu), which is when the search
  * happens. A shape first met during capture takes the heuristic's first algorithm and is not stored.
  *
+ * tune = 0: the heuristic's first algorithm, nothing timed or stored; the plan (descriptors and algorithm)
+ * is still kept per exact shape, which spares cuBLAS's per-call heuristic query (the MoE's per-expert GEMMs,
+ * cuda_moe_gemm.cu, whose row counts vary call to call).
  * On disk (core/tune_cache.c): key "bf16f32:N<N>:K<K>:M<bucket>", the bucket being M rounded up to a power
  * of two (at least 16): the first M met in a bucket is searched, the other M of the bucket reuse its
  * algorithm once cublasLtMatmulAlgoCheck accepts it for their shape (else they are searched too, in memory
@@ -269,7 +272,7 @@ static int choose(ds_cuda_backend *cb, struct cu_lt_tune *t, lt_plan *p, float *
 }
 
 extern "C" int cu_lt_gemm_bf16(ds_cuda_backend *cb, float *out, int ldo, const __nv_bfloat16 *A,
-                               const __nv_bfloat16 *x, int N, int M, int K) {
+                               const __nv_bfloat16 *x, int N, int M, int K, int tune) {
     if (N <= 0 || M <= 0 || K <= 0) return 0;
     cu_lt_init(cb);
     if (!cb->lt_tune) cb->lt_tune = (struct cu_lt_tune *)ds_xcalloc(1, sizeof(struct cu_lt_tune));
@@ -284,7 +287,7 @@ extern "C" int cu_lt_gemm_bf16(ds_cuda_backend *cb, float *out, int ldo, const _
         p->ldo = ldo;
         make_descs(p);
         int done = 0;
-        p->ok = choose(cb, t, p, out, A, x, &done);
+        p->ok = tune ? choose(cb, t, p, out, A, x, &done) : first_heuristic(cb, p);
         if (done) return 1;   /* the search left the kept algorithm's result in out */
     }
     if (!p->ok) return 0;

@@ -504,15 +504,16 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
     int grouped_tc = cb->opt.tc && cb->opt.moe_tc && M > GEMV_MAX_M && cu_moe_tc_fits(&gv0, &dv0);
     if (cu_moe_gemm_on(cb, M) && E <= MOE_MAX_EXPERTS) {   /* prefill-sized: a GEMM per expert (cuda_moe_gemm.cu) */
         int I = L->exp_gate[0].rows;
-        float *inter, *y;
+        float *inter, *y0;
         int32_t *pos;
-        grouped_ws(cb, MK, 0, D, &inter, &y, &pos);
+        grouped_ws(cb, MK, 0, 0, &inter, &y0, &pos);   /* pos only */
         launch_group(ids, w, M, K, E, d_off, rows, rw, pos);
         int32_t off[MOE_MAX_EXPERTS + 1];
         CUDA_CHECK(cudaMemcpy(off, d_off, sizeof(int32_t) * (size_t)(E + 1), cudaMemcpyDeviceToHost));
         if (c->n_shared_experts) cu_mlp(be, out, x, &L->sh_gate, &L->sh_up, &L->sh_down, M);
         else CUDA_CHECK(cudaMemsetAsync(out, 0, MD * sizeof(float), cu_stream));
-        cu_moe_gemm(cb, y, x, rows, off, E, D, I, L);
+        const float *y = cu_moe_gemm(cb, x, rows, off, E, D, I, L);
+        if (!y) return;
         cu_launch(moe_combine_sorted_kernel, dim3(M, (D + 255) / 256), 256, 0, (float *)out, (const float *)y,
                   (const int32_t *)ids, (const int32_t *)pos, (const float *)w, K, D);
         CUDA_LAUNCH_CHECK();

@@ -11,7 +11,7 @@
  *   xs[slot, :]        = bf16(x[rows[slot], :])                       one gather for all experts
  *   gu[slot, 0:I]      = xs . gate_e^T,  gu[slot, I:2I] = xs . up_e^T   fp32 out, fp32 accumulate
  *   act[slot, :]       = bf16(SiLU(gu[:, 0:I]) * gu[:, I:2I])          one kernel for all experts
- *   y[slot, :]         = act . down_e^T                                fp32
+ *   y[slot, :]         = act . down_e^T                                fp32, returned (workspace)
  * BF16 weights are used in place; FP8 / NVFP4 experts are dequantised to a BF16 copy of the expert first
  * (cu_weight_bf16, the values cu_w gives) - the same rounding points as the BF16 tensor-core path, so the
  * op test holds it to THR_TC. */
@@ -38,10 +38,14 @@ int cu_moe_gemm_on(const ds_cuda_backend *cb, int M) {
     return cb->opt.moe_gemm && cb->opt.tc && M >= cb->opt.moe_gemm_min_m && M > GEMV_MAX_M;
 }
 
-/* out[M, N] (ld ldo) = x[M, K] . A[N, K]^T, BF16 in, fp32 out and accumulate (cuBLAS's default algorithm:
- * the per-expert M varies call to call, so no per-shape tuning here) */
+/* out[M, N] (ld ldo) = x[M, K] . A[N, K]^T, BF16 in, fp32 out and accumulate: a cuBLASLt plan kept per shape
+ * (the heuristic's first algorithm, not timed); cublasGemmEx where cuBLASLt has none. The first version
+ * called cublasGemmEx with each expert's exact row count: every new count cost cuBLAS a heuristic query on
+ * the host (about 60 us, 192 calls a layer), which bounded the layer (V2-Lite 2K prefill 13194 -> 4897
+ * tok/s, RESULTS fifth session run 8). Row counts are padded to ROW_PAD so few shapes recur. */
 static void gemm_bf16(ds_cuda_backend *cb, float *out, int ldo, const __nv_bfloat16 *A, const __nv_bfloat16 *x, int N,
                       int M, int K) {
+    if (cu_lt_gemm_bf16(cb, out, ldo, A, x, N, M, K, 0)) return;
     const float one = 1.0f, zero = 0.0f;
     CUBLAS_CHECK(cublasGemmEx(cb->cublas_tc, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one, A, CUDA_R_16BF, K, x, CUDA_R_16BF, K,
                               &zero, out, CUDA_R_32F, ldo, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
@@ -54,16 +58,24 @@ static const __nv_bfloat16 *bf16_of(const ds_weight *w, __nv_bfloat16 *tile) {
     return tile;
 }
 
-void cu_moe_gemm(ds_cuda_backend *cb, float *y, const float *x, const int32_t *rows, const int32_t *off, int E, int D,
-                 int I, const ds_layer_weights *L) {
+/* Rows an expert's GEMMs are padded to. The padding rows of expert e are the first rows of the experts after
+ * it (or scratch past the last one): e's GEMMs write them first and the owning expert's GEMMs, later on the
+ * same stream, overwrite them; nothing reads a row past R but the last expert's padded GEMMs. */
+#define ROW_PAD 64
+static int padded(int n) { return (n + ROW_PAD - 1) / ROW_PAD * ROW_PAD; }
+
+const float *cu_moe_gemm(ds_cuda_backend *cb, const float *x, const int32_t *rows, const int32_t *off, int E, int D,
+                         int I, const ds_layer_weights *L) {
     size_t R = (size_t)off[E];
-    if (!R) return;
-    size_t xs_b = (R * (size_t)D * 2 + 255) / 256 * 256, gu_b = R * 2 * (size_t)I * 4, act_b = (R * (size_t)I * 2 + 255) / 256 * 256;
+    if (!R) return NULL;
+    size_t Rp = R + ROW_PAD;   /* room for the last expert's padding */
+    size_t xs_b = (Rp * (size_t)D * 2 + 255) / 256 * 256, gu_b = Rp * 2 * (size_t)I * 4;
+    size_t act_b = (Rp * (size_t)I * 2 + 255) / 256 * 256, y_b = Rp * (size_t)D * 4;
     size_t tile_b = (size_t)I * (size_t)D * 2;
-    char *ws = (char *)cu_ws_get(&cb->ws_moe_gemm, xs_b + gu_b + act_b + 2 * tile_b);
+    char *ws = (char *)cu_ws_get(&cb->ws_moe_gemm, xs_b + gu_b + act_b + y_b + 2 * tile_b);
     __nv_bfloat16 *xs = (__nv_bfloat16 *)ws, *act = (__nv_bfloat16 *)(ws + xs_b + gu_b);
-    float *gu = (float *)(ws + xs_b);
-    __nv_bfloat16 *t0 = (__nv_bfloat16 *)(ws + xs_b + gu_b + act_b), *t1 = t0 + (size_t)I * D;
+    float *gu = (float *)(ws + xs_b), *yp = (float *)(ws + xs_b + gu_b + act_b);
+    __nv_bfloat16 *t0 = (__nv_bfloat16 *)(ws + xs_b + gu_b + act_b + y_b), *t1 = t0 + (size_t)I * D;
     moe_gather_bf16_kernel<<<(unsigned)R, 256, 0, cu_stream>>>(xs, x, rows, D);
     CUDA_LAUNCH_CHECK();
     for (int e = 0; e < E; e++) {
@@ -71,8 +83,8 @@ void cu_moe_gemm(ds_cuda_backend *cb, float *y, const float *x, const int32_t *r
         if (!n) continue;
         const __nv_bfloat16 *g = bf16_of(&L->exp_gate[e], t0), *u = bf16_of(&L->exp_up[e], t1);
         const __nv_bfloat16 *xe = xs + (size_t)off[e] * D;
-        gemm_bf16(cb, gu + (size_t)off[e] * 2 * I, 2 * I, g, xe, I, n, D);
-        gemm_bf16(cb, gu + (size_t)off[e] * 2 * I + I, 2 * I, u, xe, I, n, D);
+        gemm_bf16(cb, gu + (size_t)off[e] * 2 * I, 2 * I, g, xe, I, padded(n), D);
+        gemm_bf16(cb, gu + (size_t)off[e] * 2 * I + I, 2 * I, u, xe, I, padded(n), D);
     }
     size_t blocks = cu_blocks(R * (size_t)I, 256);
     moe_silu_mul_bf16_kernel<<<(unsigned)(blocks < 65536 ? blocks : 65536), 256, 0, cu_stream>>>(act, gu, R, I);
@@ -81,6 +93,7 @@ void cu_moe_gemm(ds_cuda_backend *cb, float *y, const float *x, const int32_t *r
         int n = off[e + 1] - off[e];
         if (!n) continue;
         const __nv_bfloat16 *d = bf16_of(&L->exp_down[e], t0);
-        gemm_bf16(cb, y + (size_t)off[e] * D, D, d, act + (size_t)off[e] * I, D, n, I);
+        gemm_bf16(cb, yp + (size_t)off[e] * D, D, d, act + (size_t)off[e] * I, D, padded(n), I);
     }
+    return yp;
 }
