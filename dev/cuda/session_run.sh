@@ -156,6 +156,14 @@ if want moegemm; then
   step pre_mg_min256 100 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_GEMM_MIN_M=256 $B/dsinfer bench --dtype bf16 --batch '' --ctx '' --prompt 512 --steps 2 --csv $CSV --label moegemm-min256
   step ot_pre8k_mg 200 env DSINFER_CUDA_TC=1 DSINFER_CUDA_OP_TIMES=1 $B/dsinfer bench --dtype bf16 --batch '' --ctx '' --prompt 8K --steps 1
 fi
+# fa2 (issue 8): the prefill attention v2 (BF16 K/V, cp.async double buffering, 128 queries a block) against v1
+if want fa2; then
+  for f in 1 0; do
+    step pre_fa2_$f 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_FA2=$f $B/dsinfer bench --dtype bf16 --batch '' --ctx '' --prompt 512,2K,8K --steps 2 --csv $CSV --label fa2-$f
+  done
+  step pre8_fa2 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch '' --ctx '' --prompt 2K,8K --steps 2 --csv $CSV --label fp8-fa2
+  step ot_pre8k_fa2 200 env DSINFER_CUDA_TC=1 DSINFER_CUDA_OP_TIMES=1 $B/dsinfer bench --dtype bf16 --batch '' --ctx '' --prompt 8K --steps 1
+fi
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

@@ -1257,6 +1257,10 @@ int main(void) {
         run_mla_tc("v2l-tc", "configs/deepseek-v2-lite.json", 0, KV_F32, 16, kv_big, NM(kv_big), 300);
         run_mla_tc("v2l-tc8", "configs/deepseek-v2-lite.json", 0, KV_FP8, 16, kv_big, NM(kv_big), 300);
         run_mla_tc("v2l-tc16", "configs/deepseek-v2-lite.json", 0, KV_BF16, 16, kv_big, NM(kv_big), 300);
+        /* 600 new tokens over ragged sequences: several 128-query blocks of one sequence (FA v2), contexts of
+         * many 64-row tiles through both cp.async stages, partial last blocks and tiles */
+        const int long_m[] = {600};
+        run_mla_tc("v2l-tcL", "configs/deepseek-v2-lite.json", 0, KV_BF16, 16, long_m, NM(long_m), 300);
         run_mla_tc("v3-tc", "configs/deepseek-v3.json", 0, KV_F32, 16, kv_big, NM(kv_big), 300);
         run_mla_tc("v3-tc8", "configs/deepseek-v3.json", 0, KV_FP8, 16, kv_big, NM(kv_big), 300);
         run_kv("v2l-kv8", "configs/deepseek-v2-lite.json", 0, 0, 16, 0, KV_FP8, kv_big, NM(kv_big), 300);

@@ -137,6 +137,8 @@ void cu_ws_free(cu_ws *w);
  *   DSINFER_CUDA_MOE_GEMM=0  with TC, prefill-sized MoE batches stay on the grouped tensor-core kernel; default 1:
  *                            from DSINFER_CUDA_MOE_GEMM_MIN_M tokens (default 1024) one cuBLAS GEMM per expert
  *                            and projection (cuda_moe_gemm.cu; one host sync a layer for the expert offsets).
+ *   DSINFER_CUDA_FA2=0       the first tensor-core prefill attention (fp32 K/V staged per tile); default 1: BF16
+ *                            K/V, cp.async double buffering, 128 queries a block (cuda_fa_tc.cu fa_prefill2).
  *   DSINFER_CUDA_OP_TIMES=1  a diagnostic: each backend op timed alone, a table on stderr at exit (cuda_optimes.cu).
  * Engine-level (model/forward.c): DSINFER_FUSED_ADD_NORM=0 (residual add and norm as two ops),
  * DSINFER_EP_GATHER=0 (expert parallelism's all-to-all form), DSINFER_EP_GRAPHS=0 (gathered EP steps
@@ -221,6 +223,11 @@ int cu_mla_tc_fits(const ds_config *c);
 int cu_fa_tc_fits(const ds_config *c);
 void cu_fa_prefill_tc(float *out, const float *q, const float *kvb, const float *kpe, const int32_t *positions, int t0,
                       int T, int H, float scale);
+/* v2 (DSINFER_CUDA_FA2, default 1): kvb / kpe rounded to BF16 into kvb16 [L, H*256] / kpe16 [L, 64] first
+ * (16-byte aligned), then BF16 tiles by cp.async, double-buffered, 128 queries a block (cuda_fa_tc.cu). */
+extern int cu_fa2;
+void cu_fa_prefill2_tc(float *out, const float *q, const float *kvb, const float *kpe, __nv_bfloat16 *kvb16,
+                       __nv_bfloat16 *kpe16, const int32_t *positions, int t0, int T, int L, int H, float scale);
 int cu_mla_tc_splits(int T, int H, int max_ctx, int n_sm);
 void cu_mla_decode_tc(const fa_params *p, int T);
 

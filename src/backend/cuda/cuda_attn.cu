@@ -98,14 +98,18 @@ void cu_attn_naive(ds_backend *be, float *out, const float *q, const void *cache
         int s = seqs[i], L = b->seq_ctx[s], t0 = b->seq_start[s], T = b->seq_start[s + 1] - t0;
         if (T <= 0 || L <= 0) continue;
         size_t n_lat = (size_t)L * C, n_kpe = (size_t)L * dr, n_kvb = (size_t)L * H * hw;
-        float *lat = (float *)cu_ws_get(&cb->ws_attn, (n_lat + n_kpe + n_kvb) * sizeof(float));
+        size_t n16 = (n_kvb + n_kpe + 16) / 2 + 8;   /* floats holding the BF16 copies of kvb and kpe (FA v2) */
+        float *lat = (float *)cu_ws_get(&cb->ws_attn, (n_lat + n_kpe + n_kvb + n16) * sizeof(float));
         float *kpe = lat + n_lat, *kvb = kpe + n_kpe;
+        __nv_bfloat16 *kvb16 = (__nv_bfloat16 *)(((uintptr_t)(kvb + n_kvb) + 15) & ~(uintptr_t)15);
+        __nv_bfloat16 *kpe16 = (__nv_bfloat16 *)(((uintptr_t)(kvb16 + n_kvb) + 15) & ~(uintptr_t)15);
         gather_ctx_kernel<<<L, 128, 0, cu_stream>>>(lat, kpe, cache, cb->d_page_table + (size_t)s * b->pt_stride, b->page_size, C,
                                                     dr, cu_kv_layout(c), tb);
         CUDA_LAUNCH_CHECK();
         cu_linear(be, kvb, lat, kv_b, L);
         if (cb->opt.attn_tc && cu_fa_tc_fits(c) && ((uintptr_t)q & 15) == 0) {
-            cu_fa_prefill_tc(out, q, kvb, kpe, cb->d_positions, t0, T, H, c->softmax_scale);
+            if (cu_fa2) cu_fa_prefill2_tc(out, q, kvb, kpe, kvb16, kpe16, cb->d_positions, t0, T, L, H, c->softmax_scale);
+            else cu_fa_prefill_tc(out, q, kvb, kpe, cb->d_positions, t0, T, H, c->softmax_scale);
             continue;
         }
         dim3 grid(T, H);

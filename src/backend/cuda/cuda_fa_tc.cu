@@ -189,3 +189,188 @@ void cu_fa_prefill_tc(float *out, const float *q, const float *kvb, const float 
     fa_prefill_kernel<<<grid, 128, 0, cu_stream>>>(out, q, kvb, kpe, positions, t0, T, H, scale);
     CUDA_LAUNCH_CHECK();
 }
+
+/* ---- v2 (fifth session): BF16 K/V in global memory, cp.async double buffering, 128 queries a block ------
+ * Same contract and the same arithmetic as fa_prefill_kernel (the K/V values are the BF16 roundings that
+ * kernel made while staging: kvb16 / kpe16 = bf16(kvb / kpe), made once per layer by the caller), so the
+ * outputs match it up to the order of the softmax sums. What changes is the memory side: v1 read fp32
+ * K/V (a block re-read its head's whole context: 8 GB a V2-Lite layer at 8K tokens) and converted them while
+ * staging, with no overlap of the loads and the MMAs (6.8 ms a layer at 8K, about 5% of the BF16 rate).
+ * v2 reads BF16 with cp.async into one of two stages while the MMAs run on the other, serves 128 queries (8
+ * warps) per K/V tile, skips a warp's MMAs on tiles entirely above its rows' positions, and hands out the
+ * longest (last) query blocks first. Dynamic shared memory: 2 stages x (K 64x200 + V 64x136) BF16 = 86 KB;
+ * the Q staging at the start reuses the K stages (128 x 200). */
+#define F2Q 128
+#define F2_THREADS 256
+#define F2_KSTAGE (FK * FKS)
+#define F2_VSTAGE (FK * FVS)
+#define F2_SMEM ((size_t)2 * (F2_KSTAGE + F2_VSTAGE) * 2)
+
+/* stage the K [64][192] and V [64][128] BF16 rows kb .. kb + nk - 1 (rows past nk zero-filled) */
+__device__ __forceinline__ void fa2_load_tile(__nv_bfloat16 *Ks, __nv_bfloat16 *Vs, const __nv_bfloat16 *kvb,
+                                              const __nv_bfloat16 *kpe, int kb, int nk, int H, int h, int tid) {
+    /* K: 24 chunks of 16 bytes a row (16 of k_nope, 8 of k_pe); V: 16 chunks a row */
+    for (int x = tid; x < FK * 24; x += F2_THREADS) {
+        int r = x / 24, c = 8 * (x % 24), ok = r < nk;
+        int rr = ok ? kb + r : kb;   /* a valid address even when zero-filling */
+        const __nv_bfloat16 *src = c < FDN ? kvb + ((size_t)rr * H + h) * FHW + c : kpe + (size_t)rr * FDR + (c - FDN);
+        cu_cp_async16(Ks + r * FKS + c, src, ok ? 16 : 0);
+    }
+    for (int x = tid; x < FK * 16; x += F2_THREADS) {
+        int r = x / 16, c = 8 * (x % 16), ok = r < nk;
+        int rr = ok ? kb + r : kb;
+        cu_cp_async16(Vs + r * FVS + c, kvb + ((size_t)rr * H + h) * FHW + FDN + c, ok ? 16 : 0);
+    }
+}
+
+/* grid (ceil(T / F2Q), H), block F2_THREADS, dynamic smem F2_SMEM */
+__global__ void __launch_bounds__(F2_THREADS) fa_prefill2_kernel(float *out, const float *q, const __nv_bfloat16 *kvb,
+                                                                  const __nv_bfloat16 *kpe, const int32_t *positions,
+                                                                  int t0, int T, int H, float scale) {
+    extern __shared__ __align__(16) unsigned char f2_smem[];
+    __nv_bfloat16 *Ks = (__nv_bfloat16 *)f2_smem, *Vs = Ks + 2 * F2_KSTAGE;
+    __shared__ int pos_s[F2Q];
+    __shared__ int max_pos;
+    int q0 = (gridDim.x - 1 - blockIdx.x) * F2Q, h = blockIdx.y, tid = threadIdx.x;   /* longest blocks first */
+    int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int a_row = (lane & 7) + 8 * ((lane >> 3) & 1), a_col = 8 * (lane >> 4);
+    if (tid < F2Q) pos_s[tid] = q0 + tid < T ? positions[t0 + q0 + tid] : -1;
+    for (int x = tid; x < F2Q * (FDQK / 4); x += F2_THREADS) {   /* Q rows in BF16 across both K stages */
+        int r = x / (FDQK / 4), c = 4 * (x % (FDQK / 4));
+        float4 v = q0 + r < T ? __ldg((const float4 *)(q + ((size_t)(t0 + q0 + r) * H + h) * FDQK + c))
+                              : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        fa_st4(Ks + r * FKS + c, v);
+    }
+    __syncthreads();
+    if (tid == 0) {
+        int mx = -1;
+        for (int r = 0; r < F2Q; r++) mx = pos_s[r] > mx ? pos_s[r] : mx;
+        max_pos = mx;
+    }
+    uint32_t qf[FDQK / 16][4];
+#pragma unroll
+    for (int ks = 0; ks < FDQK / 16; ks++) cu_ldsm_x4(qf[ks], Ks + (16 * warp + a_row) * FKS + 16 * ks + a_col);
+    int pos0 = pos_s[16 * warp + g], pos1 = pos_s[16 * warp + g + 8];
+    int wmax = -1;   /* the warp's largest position: tiles above it need no MMA */
+    for (int r = 0; r < 16; r++) wmax = pos_s[16 * warp + r] > wmax ? pos_s[16 * warp + r] : wmax;
+    __syncthreads();   /* Q read out of the K stages; max_pos written */
+    int n_keys = max_pos + 1, n_tiles = (n_keys + FK - 1) / FK;
+    float o[FDV / 8][4];
+#pragma unroll
+    for (int n = 0; n < FDV / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+    if (n_tiles > 0) {
+        fa2_load_tile(Ks, Vs, kvb, kpe, 0, n_keys < FK ? n_keys : FK, H, h, tid);
+        cu_cp_async_commit();
+    }
+    for (int it = 0; it < n_tiles; it++) {
+        int kb = it * FK, st = it & 1;
+        if (it + 1 < n_tiles) {   /* the next tile into the other stage, while this one computes */
+            int kb1 = kb + FK, nk1 = n_keys - kb1 < FK ? n_keys - kb1 : FK;
+            fa2_load_tile(Ks + (st ^ 1) * F2_KSTAGE, Vs + (st ^ 1) * F2_VSTAGE, kvb, kpe, kb1, nk1, H, h, tid);
+            cu_cp_async_commit();
+            cu_cp_async_wait<1>();
+        } else {
+            cu_cp_async_wait<0>();
+        }
+        __syncthreads();
+        const __nv_bfloat16 *Kt = Ks + st * F2_KSTAGE, *Vt = Vs + st * F2_VSTAGE;
+        if (kb <= wmax) {
+            float s[FK / 8][4];
+#pragma unroll
+            for (int j = 0; j < FK / 8; j++) {
+                s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll
+                for (int kp = 0; kp < FDQK / 32; kp++) {
+                    uint32_t b[4];
+                    cu_ldsm_x4(b, Kt + (8 * j + (lane & 7)) * FKS + 32 * kp + 8 * (lane >> 3));
+                    cu_mma_bf16(s[j], qf[2 * kp], b[0], b[1]);
+                    cu_mma_bf16(s[j], qf[2 * kp + 1], b[2], b[3]);
+                }
+            }
+            float x0 = -INFINITY, x1 = -INFINITY;
+#pragma unroll
+            for (int j = 0; j < FK / 8; j++) {
+#pragma unroll
+                for (int i = 0; i < 2; i++) {
+                    int key = kb + 8 * j + 2 * t + i;
+                    s[j][i] = key <= pos0 ? s[j][i] * scale : -INFINITY;
+                    s[j][2 + i] = key <= pos1 ? s[j][2 + i] * scale : -INFINITY;
+                    x0 = fmaxf(x0, s[j][i]);
+                    x1 = fmaxf(x1, s[j][2 + i]);
+                }
+            }
+            x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 1));
+            x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 2));
+            x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 1));
+            x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 2));
+            float nm0 = fmaxf(m0, x0), nm1 = fmaxf(m1, x1);
+            float cr0 = nm0 == -INFINITY ? 1.0f : expf(m0 - nm0), cr1 = nm1 == -INFINITY ? 1.0f : expf(m1 - nm1);
+            m0 = nm0;
+            m1 = nm1;
+            uint32_t pf[FK / 16][4];
+            float ps0 = 0.0f, ps1 = 0.0f;
+#pragma unroll
+            for (int j = 0; j < FK / 8; j++) {
+                float p00 = nm0 == -INFINITY ? 0.0f : expf(s[j][0] - nm0), p01 = nm0 == -INFINITY ? 0.0f : expf(s[j][1] - nm0);
+                float p10 = nm1 == -INFINITY ? 0.0f : expf(s[j][2] - nm1), p11 = nm1 == -INFINITY ? 0.0f : expf(s[j][3] - nm1);
+                __nv_bfloat162 b0 = __floats2bfloat162_rn(p00, p01), b1 = __floats2bfloat162_rn(p10, p11);
+                ps0 += __low2float(b0) + __high2float(b0);
+                ps1 += __low2float(b1) + __high2float(b1);
+                pf[j >> 1][(j & 1) * 2] = *(uint32_t *)&b0;
+                pf[j >> 1][(j & 1) * 2 + 1] = *(uint32_t *)&b1;
+            }
+            l0 = l0 * cr0 + ps0;
+            l1 = l1 * cr1 + ps1;
+#pragma unroll
+            for (int n = 0; n < FDV / 8; n++) {
+                o[n][0] *= cr0; o[n][1] *= cr0;
+                o[n][2] *= cr1; o[n][3] *= cr1;
+            }
+#pragma unroll
+            for (int kk = 0; kk < FK / 16; kk++) {
+#pragma unroll
+                for (int n = 0; n < FDV / 8; n += 2) {
+                    uint32_t b[4];
+                    cu_ldsm_x4_trans(b, Vt + (16 * kk + a_row) * FVS + 8 * n + a_col);
+                    cu_mma_bf16(o[n], pf[kk], b[0], b[1]);
+                    cu_mma_bf16(o[n + 1], pf[kk], b[2], b[3]);
+                }
+            }
+        }
+        __syncthreads();   /* this stage's readers are done before the next iteration's load refills it */
+    }
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    int r0 = q0 + 16 * warp + g, r1 = r0 + 8;
+#pragma unroll
+    for (int n = 0; n < FDV / 8; n++) {
+        int col = 8 * n + 2 * t;
+        if (r0 < T) *(float2 *)(out + ((size_t)(t0 + r0) * H + h) * FDV + col) = make_float2(o[n][0] / l0, o[n][1] / l0);
+        if (r1 < T) *(float2 *)(out + ((size_t)(t0 + r1) * H + h) * FDV + col) = make_float2(o[n][2] / l1, o[n][3] / l1);
+    }
+}
+
+/* n fp32 -> BF16 (n % 4 == 0, both 16-byte aligned) */
+__global__ void fa2_to_bf16_kernel(__nv_bfloat16 *dst, const float *src, size_t n4) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4; i += (size_t)gridDim.x * blockDim.x)
+        fa_st4(dst + 4 * i, __ldg((const float4 *)src + i));
+}
+
+int cu_fa2 = 1;   /* DSINFER_CUDA_FA2 (read at backend creation) */
+
+void cu_fa_prefill2_tc(float *out, const float *q, const float *kvb, const float *kpe, __nv_bfloat16 *kvb16,
+                       __nv_bfloat16 *kpe16, const int32_t *positions, int t0, int T, int L, int H, float scale) {
+    CUDA_CHECK(cudaFuncSetAttribute(fa_prefill2_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)F2_SMEM));
+    size_t n_kvb4 = (size_t)L * H * FHW / 4, n_kpe4 = (size_t)L * FDR / 4;
+    size_t b1 = cu_blocks(n_kvb4, 256), b2 = cu_blocks(n_kpe4, 256);
+    fa2_to_bf16_kernel<<<(unsigned)(b1 < 65536 ? b1 : 65536), 256, 0, cu_stream>>>(kvb16, kvb, n_kvb4);
+    CUDA_LAUNCH_CHECK();
+    fa2_to_bf16_kernel<<<(unsigned)(b2 < 65536 ? b2 : 65536), 256, 0, cu_stream>>>(kpe16, kpe, n_kpe4);
+    CUDA_LAUNCH_CHECK();
+    dim3 grid((unsigned)((T + F2Q - 1) / F2Q), (unsigned)H);
+    fa_prefill2_kernel<<<grid, F2_THREADS, F2_SMEM, cu_stream>>>(out, q, kvb16, kpe16, positions, t0, T, H, scale);
+    CUDA_LAUNCH_CHECK();
+}

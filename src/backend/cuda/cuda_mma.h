@@ -31,6 +31,14 @@ __device__ __forceinline__ void cu_mma_bf16(float d[4], const uint32_t a[4], uin
     cu_mma_bf16(d, a[0], a[1], a[2], a[3], b0, b1);
 }
 /* two floats rounded to a BF16 pair, lo in the low half */
+/* 16 bytes global -> shared without the registers (cp.async.cg: L2 only); bytes 0 zero-fills the 16 */
+__device__ __forceinline__ void cu_cp_async16(void *smem, const void *gmem, int bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(cu_smem_addr(smem)), "l"(gmem), "r"(bytes));
+}
+__device__ __forceinline__ void cu_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+/* waits until at most n of this thread's committed groups are pending */
+template <int n> __device__ __forceinline__ void cu_cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(n)); }
+
 __device__ __forceinline__ uint32_t cu_pack_bf16(float lo, float hi) {
     __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
     return *(uint32_t *)&v;
