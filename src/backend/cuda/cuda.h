@@ -136,7 +136,8 @@ void cu_ws_free(cu_ws *w);
  *                            weights' BF16 tiles stay on cuBLAS: tuned they were 2.5-4.8% slower).
  *   DSINFER_CUDA_MOE_GEMM=0  with TC, prefill-sized MoE batches stay on the grouped tensor-core kernel; default 1:
  *                            from DSINFER_CUDA_MOE_GEMM_MIN_M tokens (default 1024) one cuBLAS GEMM per expert
- *                            and projection (cuda_moe_gemm.cu; one host sync a layer for the expert offsets).
+ *                            and projection (cuda_moe_gemm.cu; one host sync a layer for the expert offsets);
+ *                            2: BF16 experts through cuBLAS's grouped GEMM, two calls a layer.
  *   DSINFER_CUDA_FA2=0       the first tensor-core prefill attention (fp32 K/V staged per tile); default 1: BF16
  *                            K/V, cp.async double buffering, 128 queries a block (cuda_fa_tc.cu fa_prefill2).
  *   DSINFER_CUDA_OP_TIMES=1  a diagnostic: each backend op timed alone, a table on stderr at exit (cuda_optimes.cu).
@@ -185,6 +186,7 @@ typedef struct {
     cu_ws ws_moe2;              /* grouped MoE: intermediates and expert outputs */
     cu_ws ws_moe_tc;            /* grouped MoE on the tensor cores: BF16 gathered tokens and intermediates */
     cu_ws ws_moe_gemm;          /* MoE as GEMMs per expert: BF16 rows, gate/up, activations, dequantised experts */
+    cu_ws ws_moe_ptrs;          /* MoE grouped GEMM (DSINFER_CUDA_MOE_GEMM=2): device arrays of operand pointers */
     cublasLtHandle_t lt;        /* cuBLASLt (FP8 block-scaled GEMM), created at first use */
     cu_ws ws_fp8;               /* W8A8: quantized activations, their scales, the padded output */
     void *lt_ws;                /* fixed cuBLASLt workspace (LT_WS_BYTES) */
