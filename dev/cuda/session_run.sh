@@ -166,13 +166,16 @@ if want fa2; then
 fi
 # mg2 (issue 8): the MoE GEMMs with gate and up fused per expert (MOE_GEMM=1) against cuBLAS's grouped GEMM (2)
 if want mg2; then
-  for g in 1 2 1 2; do
+  for g in 1 2 1 2; do   # (2 was cuBLAS's grouped GEMM: refused for BF16 in / fp32 out by cuBLAS 13.1, removed)
     step pre_mgv$g 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_GEMM=$g $B/dsinfer bench --dtype bf16 --batch '' --ctx '' --prompt 2K,8K --steps 2 --csv $CSV --label mg-v$g
   done
   step pre8_mgv1 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch '' --ctx '' --prompt 2K,8K --steps 2 --csv $CSV --label fp8-mg-v1
   step ot_pre8k_mgv1 200 env DSINFER_CUDA_TC=1 DSINFER_CUDA_OP_TIMES=1 $B/dsinfer bench --dtype bf16 --batch '' --ctx '' --prompt 8K --steps 1
   step ot_pre8k_mgv2 200 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_GEMM=2 DSINFER_CUDA_OP_TIMES=1 $B/dsinfer bench --dtype bf16 --batch '' --ctx '' --prompt 8K --steps 1
 fi
+# phases (issue 8): the op times at 8K with the MoE's phases (route/group/host sync, shared experts, gather,
+# gate/up GEMMs, SiLU, down GEMMs, combine)
+want phases && step ot_pre8k_phases 200 env DSINFER_CUDA_TC=1 DSINFER_CUDA_OP_TIMES=1 $B/dsinfer bench --dtype bf16 --batch '' --ctx '' --prompt 8K --steps 1
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

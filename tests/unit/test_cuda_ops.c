@@ -1119,8 +1119,8 @@ static void run_nvfp4_simt(void) {
 
 /* The MoE as one cuBLAS GEMM per expert (DSINFER_CUDA_MOE_GEMM, cuda_moe_gemm.cu) from 9 tokens on
  * (MIN_M=9, so experts with no row, one row and a few rows occur): V2-Lite BF16 (in place; gate and up
- * apart, two GEMMs) and NVFP4 (dequantised per expert into adjacent tiles: gate and up as one GEMM), BF16
- * through cuBLAS's grouped GEMM (MOE_GEMM=2), the FP8 fixture's partial 128-blocks, at THR_TC. By default the path starts at
+ * apart, two GEMMs) and NVFP4 (dequantised per expert into adjacent tiles: gate and up as one GEMM), the FP8
+ * fixture's partial 128-blocks, at THR_TC. By default the path starts at
  * 1024 tokens, which check_moe's 4096-token tensor-core rows reach (V2-Lite, V3 FP8 with 256 experts). */
 static void run_moe_gemm(void) {
     setup s;
@@ -1130,10 +1130,6 @@ static void run_moe_gemm(void) {
         printf("  %-8s (MoE as GEMMs per expert from 9 tokens)\n", s.name);
         check_moe_dt(&s, m, NM(m), DS_DTYPE_BF16, 1, 0);
         check_moe_dt(&s, m, NM(m), DS_DTYPE_NVFP4, 1, 0);
-        printf("  %-8s (the same through cuBLAS's grouped GEMM, DSINFER_CUDA_MOE_GEMM=2)\n", s.name);
-        setenv("DSINFER_CUDA_MOE_GEMM", "2", 1);
-        check_moe_dt(&s, m, NM(m), DS_DTYPE_BF16, 1, 0);
-        unsetenv("DSINFER_CUDA_MOE_GEMM");
         free_setup(&s);
     }
     if (load_setup(&s, "f8-mg", "tests/fixtures/tiny-v3-fp8/config.json", 3, 16)) {

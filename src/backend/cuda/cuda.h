@@ -136,8 +136,7 @@ void cu_ws_free(cu_ws *w);
  *                            weights' BF16 tiles stay on cuBLAS: tuned they were 2.5-4.8% slower).
  *   DSINFER_CUDA_MOE_GEMM=0  with TC, prefill-sized MoE batches stay on the grouped tensor-core kernel; default 1:
  *                            from DSINFER_CUDA_MOE_GEMM_MIN_M tokens (default 1024) one cuBLAS GEMM per expert
- *                            and projection (cuda_moe_gemm.cu; one host sync a layer for the expert offsets);
- *                            2: BF16 experts through cuBLAS's grouped GEMM, two calls a layer.
+ *                            and projection (cuda_moe_gemm.cu; one host sync a layer for the expert offsets).
  *   DSINFER_CUDA_FA2=0       the first tensor-core prefill attention (fp32 K/V staged per tile); default 1: BF16
  *                            K/V, cp.async double buffering, 128 queries a block (cuda_fa_tc.cu fa_prefill2).
  *   DSINFER_CUDA_OP_TIMES=1  a diagnostic: each backend op timed alone, a table on stderr at exit (cuda_optimes.cu).
@@ -186,7 +185,6 @@ typedef struct {
     cu_ws ws_moe2;              /* grouped MoE: intermediates and expert outputs */
     cu_ws ws_moe_tc;            /* grouped MoE on the tensor cores: BF16 gathered tokens and intermediates */
     cu_ws ws_moe_gemm;          /* MoE as GEMMs per expert: BF16 rows, gate/up, activations, dequantised experts */
-    cu_ws ws_moe_ptrs;          /* MoE grouped GEMM (DSINFER_CUDA_MOE_GEMM=2): device arrays of operand pointers */
     cublasLtHandle_t lt;        /* cuBLASLt (FP8 block-scaled GEMM), created at first use */
     cu_ws ws_fp8;               /* W8A8: quantized activations, their scales, the padded output */
     void *lt_ws;                /* fixed cuBLASLt workspace (LT_WS_BYTES) */
@@ -442,6 +440,9 @@ const float *cu_moe_gemm(ds_cuda_backend *cb, const float *x, const int32_t *row
 /* DSINFER_CUDA_OP_TIMES=1 (cuda_optimes.cu): wraps the backend's ops with per-op timing; the table prints
  * to stderr (and the wrappers go) when the backend is destroyed. */
 void cu_optimes_install(ds_cuda_backend *cb);
+/* Within an op: the time since its start or its previous phase, as a row of its own (no-op when the
+ * diagnostic is off, or inside a graph capture). Names start with spaces. */
+void cu_optimes_phase(ds_cuda_backend *cb, const char *name);
 void cu_optimes_report_free(ds_cuda_backend *cb);
 extern int cu_route_v2;   /* DSINFER_CUDA_ROUTE2 */
 void cu_mlp(ds_backend *be, float *out, const float *x, const ds_weight *gate, const ds_weight *up,

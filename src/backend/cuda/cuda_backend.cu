@@ -490,8 +490,7 @@ static void cu_destroy(ds_backend *be) {
     cu_lt_tune_free(cb);   /* its plans before the cuBLASLt handle */
     cu_fp8_free(cb);
     cu_ws *ws[] = {&cb->ws_meta, &cb->ws_deq, &cb->ws_rows, &cb->ws_attn, &cb->ws_mlp, &cb->ws_moe, &cb->ws_sample,
-                   &cb->ws_tc, &cb->ws_abs, &cb->ws_abs_tc, &cb->ws_moe2, &cb->ws_moe_tc, &cb->ws_moe_gemm,
-                   &cb->ws_moe_ptrs};
+                   &cb->ws_tc, &cb->ws_abs, &cb->ws_abs_tc, &cb->ws_moe2, &cb->ws_moe_tc, &cb->ws_moe_gemm};
     for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) cu_ws_free(ws[i]);
     for (int i = 0; i < cb->n_owned; i++) cudaFree(cb->owned[i]);
     if (cb->weight_pool) cudaFree(cb->weight_pool);

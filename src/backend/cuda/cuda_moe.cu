@@ -510,13 +510,16 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
         launch_group(ids, w, M, K, E, d_off, rows, rw, pos);
         int32_t off[MOE_MAX_EXPERTS + 1];
         CUDA_CHECK(cudaMemcpy(off, d_off, sizeof(int32_t) * (size_t)(E + 1), cudaMemcpyDeviceToHost));
+        cu_optimes_phase(cb, "  moe: route, group, offsets to host");
         if (c->n_shared_experts) cu_mlp(be, out, x, &L->sh_gate, &L->sh_up, &L->sh_down, M);
         else CUDA_CHECK(cudaMemsetAsync(out, 0, MD * sizeof(float), cu_stream));
+        cu_optimes_phase(cb, "  moe: shared experts");
         const float *y = cu_moe_gemm(cb, x, rows, off, E, D, I, L);
         if (!y) return;
         cu_launch(moe_combine_sorted_kernel, dim3(M, (D + 255) / 256), 256, 0, (float *)out, (const float *)y,
                   (const int32_t *)ids, (const int32_t *)pos, (const float *)w, K, D);
         CUDA_LAUNCH_CHECK();
+        cu_optimes_phase(cb, "  moe: combine");
         return;
     }
     if (cb->opt.moe_grouped && (M <= cb->opt.moe_grouped_max_m || grouped_tc)) {

@@ -64,67 +64,6 @@ static void silu_mul(__nv_bfloat16 *act, const float *gu, size_t R, int I) {
     CUDA_LAUNCH_CHECK();
 }
 
-/* DSINFER_CUDA_MOE_GEMM=2, BF16 experts used in place: the per-expert products as two calls of cuBLAS's
- * grouped GEMM (cublasGemmGroupedBatchedEx, one problem a group, the exact row counts) instead of a launch
- * per expert and projection. 0: cuBLAS refused (the caller runs the per-expert loop). */
-static int moe_gemm_grouped(ds_cuda_backend *cb, float *gu, float *yp, __nv_bfloat16 *act, const __nv_bfloat16 *xs,
-                            const int32_t *off, int E, int D, int I, size_t R, const ds_layer_weights *L) {
-    enum { MAXG = 2 * 512 };
-    static cublasOperation_t ta[MAXG], tb[MAXG];
-    static int m[MAXG], n[MAXG], k[MAXG], lda[MAXG], ldb[MAXG], ldc[MAXG], gs[MAXG];
-    static float alpha[MAXG], beta[MAXG];
-    static const void *hA[MAXG], *hB[MAXG];
-    static void *hC[MAXG];
-    int G = 0;
-    for (int e = 0; e < E && G + 2 <= MAXG; e++) {   /* gate, up */
-        int ne = off[e + 1] - off[e];
-        if (!ne) continue;
-        for (int p = 0; p < 2; p++, G++) {
-            ta[G] = CUBLAS_OP_T; tb[G] = CUBLAS_OP_N;
-            m[G] = I; n[G] = ne; k[G] = D; lda[G] = D; ldb[G] = D; ldc[G] = 2 * I; gs[G] = 1;
-            alpha[G] = 1.0f; beta[G] = 0.0f;
-            hA[G] = (p ? L->exp_up[e] : L->exp_gate[e]).data;
-            hB[G] = xs + (size_t)off[e] * D;
-            hC[G] = gu + (size_t)off[e] * 2 * I + (size_t)p * I;
-        }
-    }
-    void **dev = (void **)cu_ws_get(&cb->ws_moe_ptrs, sizeof(void *) * 3 * MAXG);
-    int ok = 1;
-    for (int pass = 0; pass < 2 && ok; pass++) {
-        if (pass == 1) {   /* down: y = act . down^T */
-            silu_mul(act, gu, R, I);
-            G = 0;
-            for (int e = 0; e < E && G < MAXG; e++) {
-                int ne = off[e + 1] - off[e];
-                if (!ne) continue;
-                ta[G] = CUBLAS_OP_T; tb[G] = CUBLAS_OP_N;
-                m[G] = D; n[G] = ne; k[G] = I; lda[G] = I; ldb[G] = I; ldc[G] = D; gs[G] = 1;
-                alpha[G] = 1.0f; beta[G] = 0.0f;
-                hA[G] = L->exp_down[e].data;
-                hB[G] = act + (size_t)off[e] * I;
-                hC[G] = yp + (size_t)off[e] * D;
-                G++;
-            }
-        }
-        CUDA_CHECK(cudaMemcpyAsync(dev, hA, sizeof(void *) * (size_t)G, cudaMemcpyHostToDevice, cu_stream));
-        CUDA_CHECK(cudaMemcpyAsync(dev + MAXG, hB, sizeof(void *) * (size_t)G, cudaMemcpyHostToDevice, cu_stream));
-        CUDA_CHECK(cudaMemcpyAsync(dev + 2 * MAXG, hC, sizeof(void *) * (size_t)G, cudaMemcpyHostToDevice, cu_stream));
-        CUDA_CHECK(cudaStreamSynchronize(cu_stream));   /* the host arrays are reused by the next pass */
-        cublasStatus_t st = cublasGemmGroupedBatchedEx(cb->cublas_tc, ta, tb, m, n, k, alpha, (const void *const *)dev,
-                                                       CUDA_R_16BF, lda, (const void *const *)(dev + MAXG), CUDA_R_16BF,
-                                                       ldb, beta, dev + 2 * MAXG, CUDA_R_32F, ldc, G, gs,
-                                                       CUBLAS_COMPUTE_32F);
-        if (st != CUBLAS_STATUS_SUCCESS) {
-            static int warned = 0;
-            if (!warned++) fprintf(stderr, "dsinfer: cuBLAS grouped GEMM refused (%s); the MoE runs a GEMM per expert\n",
-                                   cublasGetStatusString(st));
-            ok = 0;
-        }
-    }
-    if (!ok) CUDA_CHECK(cudaStreamSynchronize(cu_stream));
-    return ok;
-}
-
 /* Rows an expert's GEMMs are padded to. The padding rows of expert e are the first rows of the experts after
  * it (or scratch past the last one): e's GEMMs write them first and the owning expert's GEMMs, later on the
  * same stream, overwrite them; nothing reads a row past R but the last expert's padded GEMMs. */
@@ -145,8 +84,7 @@ const float *cu_moe_gemm(ds_cuda_backend *cb, const float *x, const int32_t *row
     __nv_bfloat16 *t0 = (__nv_bfloat16 *)(ws + xs_b + gu_b + act_b + y_b), *t1 = t0 + (size_t)I * D;
     moe_gather_bf16_kernel<<<(unsigned)R, 256, 0, cu_stream>>>(xs, x, rows, D);
     CUDA_LAUNCH_CHECK();
-    int in_place = L->exp_gate[0].dtype == DS_DTYPE_BF16 && !L->exp_gate[0].scale;
-    if (cb->opt.moe_gemm == 2 && in_place && moe_gemm_grouped(cb, gu, yp, act, xs, off, E, D, I, R, L)) return yp;
+    cu_optimes_phase(cb, "  moe: gather rows (bf16)");
     for (int e = 0; e < E; e++) {
         int n = off[e + 1] - off[e];
         if (!n) continue;
@@ -159,12 +97,15 @@ const float *cu_moe_gemm(ds_cuda_backend *cb, const float *x, const int32_t *row
         gemm_bf16(cb, gu + (size_t)off[e] * 2 * I, 2 * I, g, xe, I, padded(n), D);
         gemm_bf16(cb, gu + (size_t)off[e] * 2 * I + I, 2 * I, u, xe, I, padded(n), D);
     }
+    cu_optimes_phase(cb, "  moe: gate/up GEMMs");
     silu_mul(act, gu, R, I);
+    cu_optimes_phase(cb, "  moe: SiLU * up");
     for (int e = 0; e < E; e++) {
         int n = off[e + 1] - off[e];
         if (!n) continue;
         const __nv_bfloat16 *d = bf16_of(&L->exp_down[e], t0);
         gemm_bf16(cb, yp + (size_t)off[e] * D, D, d, act + (size_t)off[e] * I, D, padded(n), I);
     }
+    cu_optimes_phase(cb, "  moe: down GEMMs");
     return yp;
 }

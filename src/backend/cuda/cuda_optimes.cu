@@ -19,6 +19,8 @@ typedef struct {
 struct cu_optimes {
     ds_backend orig;   /* the entries before wrapping */
     cudaEvent_t e0, e1;
+    cudaEvent_t op0;   /* the op's own start (e0 moves with the phases) */
+    int in_op;         /* inside a timed op: phases may be recorded */
     op_row row[N_NAMES];
     int n;
 };
@@ -30,16 +32,18 @@ static int t_begin(struct cu_optimes *t) {
     cudaStreamCaptureStatus cs;
     CUDA_CHECK(cudaStreamIsCapturing(cu_stream, &cs));
     if (cs != cudaStreamCaptureStatusNone) return 0;
+    CUDA_CHECK(cudaEventRecord(t->op0, cu_stream));
     CUDA_CHECK(cudaEventRecord(t->e0, cu_stream));
+    t->in_op = 1;
     return 1;
 }
 
-static void t_end(struct cu_optimes *t, int timed, const char *name) {
-    if (!timed) return;
+/* adds the time from e0 (op: from op0) to now under name */
+static void t_add(struct cu_optimes *t, const char *name, int whole_op) {
     CUDA_CHECK(cudaEventRecord(t->e1, cu_stream));
     CUDA_CHECK(cudaEventSynchronize(t->e1));
     float ms = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, t->e0, t->e1));
+    CUDA_CHECK(cudaEventElapsedTime(&ms, whole_op ? t->op0 : t->e0, t->e1));
     op_row *r = NULL;
     for (int i = 0; i < t->n && !r; i++)
         if (!strcmp(t->row[i].name, name)) r = &t->row[i];
@@ -50,6 +54,25 @@ static void t_end(struct cu_optimes *t, int timed, const char *name) {
     if (!r) r = &t->row[N_NAMES - 1];   /* full: the last row takes the rest */
     r->calls++;
     r->ms += ms;
+}
+
+static void t_end(struct cu_optimes *t, int timed, const char *name) {
+    if (!timed) return;
+    if (name[0] == ' ') {   /* a phase (cu_optimes_phase) */
+        t_add(t, name, 0);
+        return;
+    }
+    t_add(t, name, 1);
+    t->in_op = 0;
+}
+
+/* Phases inside an op: the time since the op began or since the previous phase, under its own row (rows
+ * whose names start with spaces are parts of the op row above them, not extra time). */
+void cu_optimes_phase(ds_cuda_backend *cb, const char *name) {
+    struct cu_optimes *t = cb->optimes;
+    if (!t || !t->in_op) return;
+    t_end(t, 1, name);
+    CUDA_CHECK(cudaEventRecord(t->e0, cu_stream));
 }
 
 static const char *m_class(int M) { return M <= GEMV_MAX_M ? "M<=8" : "M>8"; }
@@ -120,6 +143,7 @@ void cu_optimes_install(ds_cuda_backend *cb) {
     t->orig = *be;
     CUDA_CHECK(cudaEventCreate(&t->e0));
     CUDA_CHECK(cudaEventCreate(&t->e1));
+    CUDA_CHECK(cudaEventCreate(&t->op0));
     cb->optimes = t;
     be->embed = w_embed;
     be->rmsnorm = w_rmsnorm;
@@ -147,7 +171,8 @@ void cu_optimes_report_free(ds_cuda_backend *cb) {
     if (!t) return;
     qsort(t->row, (size_t)t->n, sizeof t->row[0], by_ms);
     double total = 0;
-    for (int i = 0; i < t->n; i++) total += t->row[i].ms;
+    for (int i = 0; i < t->n; i++)
+        if (t->row[i].name[0] != ' ') total += t->row[i].ms;   /* phases are inside their op's time */
     if (t->n) {
         fprintf(stderr, "op times (DSINFER_CUDA_OP_TIMES: each op alone, host waits after each; %.3f ms in all)\n", total);
         fprintf(stderr, "  %-44s %8s %12s %7s %10s\n", "op", "calls", "ms", "%", "us/call");
@@ -157,6 +182,7 @@ void cu_optimes_report_free(ds_cuda_backend *cb) {
     }
     cudaEventDestroy(t->e0);
     cudaEventDestroy(t->e1);
+    cudaEventDestroy(t->op0);
     free(t);
     cb->optimes = NULL;
 }
