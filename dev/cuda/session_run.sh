@@ -175,6 +175,11 @@ if want mg2; then
 fi
 # phases (issue 8): the op times at 8K with the MoE's phases (route/group/host sync, shared experts, gather,
 # gate/up GEMMs, SiLU, down GEMMs, combine)
+if want final5; then   # the fifth session's last prefill figures, every default on, and the grouping off for comparison
+  step pre_final5 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch '' --ctx '' --prompt 512,2K,8K --steps 2 --csv $CSV --label final5
+  step pre8_final5 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch '' --ctx '' --prompt 2K,8K --steps 2 --csv $CSV --label final5-fp8
+  step pre_gw0 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GROUP_WIDE=0 $B/dsinfer bench --dtype bf16 --batch '' --ctx '' --prompt 2K,8K --steps 2 --csv $CSV --label group-wide0
+fi
 want phases && step ot_pre8k_phases 200 env DSINFER_CUDA_TC=1 DSINFER_CUDA_OP_TIMES=1 $B/dsinfer bench --dtype bf16 --batch '' --ctx '' --prompt 8K --steps 1
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV

@@ -470,6 +470,9 @@ extern int cu_gemv_v2, cu_gemv_sms, cu_fp8_fast;
 extern int cu_rms_vec;
 /* DSINFER_CUDA_GROUP2=0: group_kernel (a thread per expert); default 1: group_v2_kernel (cuda_moe.cu). */
 extern int cu_group_v2;
+/* DSINFER_CUDA_GROUP_WIDE=0: the MoE-as-GEMMs path groups its pairs with group_v2_kernel (one block); default
+ * 1: over many blocks (cuda_moe.cu launch_group_wide, the same rows in the same order). */
+extern int cu_group_wide;
 /* DSINFER_CUDA_ABSORB2=0: the first-pass q_lat = W_UK^T q_nope kernel (one thread per column, dn
  * dependent loads); default 1: absorb_q_v2_kernel (cuda_attn.cu). */
 extern int cu_absorb_v2;

@@ -322,6 +322,83 @@ __global__ void group_v2_kernel(const int32_t *ids_g, const float *w, int M, int
     }
 }
 int cu_group_v2 = 1;   /* DSINFER_CUDA_GROUP2 (read at backend creation) */
+int cu_group_wide = 1; /* DSINFER_CUDA_GROUP_WIDE (read at backend creation) */
+
+/* ---- grouping over many blocks (prefill-sized batches) ----------------------------------------------
+ * group_v2_kernel is one block; at 8K tokens x top-6 it walked 49152 pairs from global memory for 3.4 ms a
+ * layer (RESULTS fifth session, run 12). The same output (rows of each expert in pair order, pos_of,
+ * offsets with the live list) from three kernels over GROUP_CHUNK-pair chunks: per-chunk histograms, one
+ * block turning them into each chunk's first row per expert, then each chunk placing its pairs: a pair's
+ * row is its chunk's first row for the expert plus the pairs of that expert before it in the chunk (warps
+ * in turn, ranks within a warp by __match_any_sync), so the order is the pairs' order, as in v2. All
+ * experts (no e0/e1 range). ws: chunks x E ints. */
+#define GROUP_CHUNK 1024
+
+__global__ void __launch_bounds__(GROUP_CHUNK) group_hist_kernel(const int32_t *ids, int n, int E, int32_t *hist) {
+    __shared__ int h[MOE_MAX_EXPERTS];
+    for (int e = threadIdx.x; e < E; e += blockDim.x) h[e] = 0;
+    __syncthreads();
+    int i = blockIdx.x * GROUP_CHUNK + threadIdx.x;
+    if (i < n) atomicAdd(&h[ids[i]], 1);
+    __syncthreads();
+    for (int e = threadIdx.x; e < E; e += blockDim.x) hist[(size_t)blockIdx.x * E + e] = h[e];
+}
+
+/* one block: hist[c][e] becomes chunk c's first row for expert e; offsets as write_offsets */
+__global__ void group_scan_kernel(int32_t *hist, int n_chunks, int E, int32_t *offsets) {
+    __shared__ int cnt[MOE_MAX_EXPERTS + 1];
+    for (int e = threadIdx.x; e < E; e += blockDim.x) {
+        int acc = 0;
+        for (int c = 0; c < n_chunks; c++) {
+            int v = hist[(size_t)c * E + e];
+            hist[(size_t)c * E + e] = acc;
+            acc += v;
+        }
+        cnt[e] = acc;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) write_offsets(cnt, offsets, E);
+    __syncthreads();
+    for (int e = threadIdx.x; e < E; e += blockDim.x)
+        for (int c = 0; c < n_chunks; c++) hist[(size_t)c * E + e] += cnt[e];
+}
+
+__global__ void __launch_bounds__(GROUP_CHUNK) group_place_kernel(const int32_t *ids, const float *w, int n, int K, int E,
+                                                                  const int32_t *first, int32_t *rows, float *rw,
+                                                                  int32_t *pos_of) {
+    __shared__ int cur[MOE_MAX_EXPERTS];
+    for (int e = threadIdx.x; e < E; e += blockDim.x) cur[e] = first[(size_t)blockIdx.x * E + e];
+    __syncthreads();
+    int i = blockIdx.x * GROUP_CHUNK + threadIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int e = i < n ? ids[i] : -1 - lane;   /* past the end: a key no other lane has */
+    unsigned mask = __match_any_sync(0xffffffffu, e);
+    int rank = __popc(mask & ((1u << lane) - 1u)), leader = __ffs(mask) - 1, p = 0;
+    for (int wv = 0; wv < GROUP_CHUNK / 32; wv++) {   /* warps in turn: the chunk's pairs in order */
+        if (warp == wv) {
+            if (e >= 0) p = cur[e] + rank;
+            __syncwarp();
+            if (e >= 0 && lane == leader) cur[e] += __popc(mask);
+        }
+        __syncthreads();
+    }
+    if (e >= 0) {
+        if (pos_of) pos_of[i] = p;
+        rows[p] = i / K;
+        rw[p] = w[i];
+    }
+}
+
+/* group_v2_kernel's result for all experts, over many blocks (hist: ceil(M K / GROUP_CHUNK) x E ints) */
+static void launch_group_wide(const int32_t *ids, const float *w, int M, int K, int E, int32_t *d_off, int32_t *rows,
+                              float *rw, int32_t *pos, int32_t *hist) {
+    int n = M * K, chunks = (n + GROUP_CHUNK - 1) / GROUP_CHUNK;
+    group_hist_kernel<<<chunks, GROUP_CHUNK, 0, cu_stream>>>(ids, n, E, hist);
+    CUDA_LAUNCH_CHECK();
+    group_scan_kernel<<<1, 512, 0, cu_stream>>>(hist, chunks, E, d_off);
+    CUDA_LAUNCH_CHECK();
+    group_place_kernel<<<chunks, GROUP_CHUNK, 0, cu_stream>>>(ids, w, n, K, E, hist, rows, rw, pos);
+    CUDA_LAUNCH_CHECK();
+}
 
 static void launch_group(const int32_t *ids, const float *w, int M, int K, int E, int32_t *d_off, int32_t *rows,
                          float *rw, int32_t *pos) {
@@ -506,8 +583,10 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
         int I = L->exp_gate[0].rows;
         float *inter, *y0;
         int32_t *pos;
-        grouped_ws(cb, MK, 0, 0, &inter, &y0, &pos);   /* pos only */
-        launch_group(ids, w, M, K, E, d_off, rows, rw, pos);
+        size_t chunks = (MK + GROUP_CHUNK - 1) / GROUP_CHUNK;
+        grouped_ws(cb, MK + chunks * (size_t)E, 0, 0, &inter, &y0, &pos);   /* pos [MK], then the chunk histograms */
+        if (cu_group_wide) launch_group_wide(ids, w, M, K, E, d_off, rows, rw, pos, pos + MK);
+        else launch_group(ids, w, M, K, E, d_off, rows, rw, pos);
         int32_t off[MOE_MAX_EXPERTS + 1];
         CUDA_CHECK(cudaMemcpy(off, d_off, sizeof(int32_t) * (size_t)(E + 1), cudaMemcpyDeviceToHost));
         cu_optimes_phase(cb, "  moe: route, group, offsets to host");
