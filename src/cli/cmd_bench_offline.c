@@ -319,7 +319,8 @@ static void usage(void) {
             "                    its own; rows count the whole group (batch N x B, the slowest rank's step);\n"
             "                    --enable-expert-parallel splits the routed experts over the ranks (NCCL exchanges)\n"
             "       --tensor-parallel-size N: one process per GPU as above, the group one engine (heads and widths\n"
-            "                    split, all-reduces over NCCL); every rank runs the same --batch sequences\n"
+            "                    split, all-reduces over NCCL); every rank runs the same --batch sequences; with\n"
+            "                    --enable-expert-parallel the routed experts stay whole, split across the ranks\n"
             "       dsinfer bench serve ...         load-test a running server (dsinfer bench serve --help)\n"
             "  Offline throughput on the CUDA backend with dummy weights (default configs/deepseek-v2-lite.json);\n"
             "  --batch/--ctx/--prompt take comma lists (0 rows: give an empty list as ''); each row prints its\n"
@@ -426,9 +427,8 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
         return 2;
     }
     if (o->tp) {   /* one process per GPU as for data parallelism, the group one tensor-parallel engine */
-        if (o->dp.size != 1 || o->ep) {
-            fprintf(stderr, "dsinfer bench: --tensor-parallel-size with --data-parallel-size or --enable-expert-parallel "
-                            "is not supported yet\n");
+        if (o->dp.size != 1) {   /* with --enable-expert-parallel: TP attention, the routed experts whole per rank */
+            fprintf(stderr, "dsinfer bench: --tensor-parallel-size with --data-parallel-size is not supported yet\n");
             return 2;
         }
         o->dp.size = o->tp;
@@ -452,7 +452,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
         o->n_prompts = 0;
     }
     char par[24] = "";
-    if (o->tp > 1) snprintf(par, sizeof par, " tp%d", o->tp);
+    if (o->tp > 1) snprintf(par, sizeof par, " tp%d%s", o->tp, o->ep ? "+ep" : "");
     else if (o->dp.size > 1) snprintf(par, sizeof par, " dp%d%s", o->dp.size, o->ep ? "+ep" : "");
     snprintf(o->dtype_col, sizeof o->dtype_col, "%s%s%s", o->dtype, !strcmp(o->kv, "fp8") ? "+kv8" : !strcmp(o->kv, "bf16") ? "+kv16" : "", par);
     return 0;
@@ -530,7 +530,7 @@ static ds_status fit_batch(const char *cfg_path, bench_opts *o, const ds_config 
     ds_status st = ds_cuda_mem_info(&free0, &total, err);
     if (st) return st;
     ds_engine_opts eo = {.backend = "cuda", .dummy_weights = 1, .kv_cache_dtype = o->kv, .kv_cache_bytes = 64 * token_bytes};
-    if (dp && o->ep) {
+    if (dp && o->ep && !o->tp) {
         eo.expert_parallel_size = dp->size;
         eo.expert_parallel_rank = dp->rank;
     }
@@ -538,6 +538,7 @@ static ds_status fit_batch(const char *cfg_path, bench_opts *o, const ds_config 
         eo.tensor_parallel_size = dp->size;
         eo.tensor_parallel_one_rank = 1;
         eo.tensor_parallel_rank = dp->rank;
+        eo.tensor_expert_parallel = o->ep;
     }
     ds_engine *e = NULL;
     st = ds_engine_open(cfg_path, &eo, &e, err);
@@ -684,14 +685,15 @@ static int run_bench(bench_opts *op, ds_comm *dp) {
     size_t tokens = (size_t)(Bmax + 1) * (size_t)(Lmax + o.steps + 64) + (size_t)Pmax + 64;
     ds_engine_opts eo = {.backend = "cuda", .dummy_weights = 1, .kv_cache_dtype = o.kv,
                          .kv_cache_bytes = tokens * ds_kv_token_bytes(&cfg) * (size_t)cfg.num_layers};
-    if (dp && o.ep) {   /* only this rank's routed experts are loaded */
+    if (dp && o.ep && !o.tp) {   /* only this rank's routed experts are loaded */
         eo.expert_parallel_size = dp->size;
         eo.expert_parallel_rank = dp->rank;
     }
-    if (dp && o.tp) {   /* only this rank's share of heads and widths reaches the GPU */
+    if (dp && o.tp) {   /* only this rank's share of heads and widths (and, with EP, of whole experts) reaches the GPU */
         eo.tensor_parallel_size = dp->size;
         eo.tensor_parallel_one_rank = 1;
         eo.tensor_parallel_rank = dp->rank;
+        eo.tensor_expert_parallel = o.ep;
     }
     ds_engine *e = NULL;
     double t0 = now_s();
@@ -701,8 +703,8 @@ static int run_bench(bench_opts *op, ds_comm *dp) {
     ds_ep ep;
     memset(&pl, 0, sizeof pl);
     memset(&ep, 0, sizeof ep);
-    if (!st && dp && o.ep) st = join_ep(e, dp, &pl, &ep, err);
-    if (!st && dp && o.tp) st = ds_engine_set_tensor_parallel(e, dp, 0, err);
+    if (!st && dp && o.ep && !o.tp) st = join_ep(e, dp, &pl, &ep, err);
+    if (!st && dp && o.tp) st = ds_engine_set_tensor_parallel(e, dp, o.ep, err);
     if (st) {
         fprintf(stderr, "dsinfer bench%s: %s\n", dp ? " (a data-parallel rank)" : "", err);
         ds_ep_ws_free(ep.ws);   /* its buffers before the backend they live in */

@@ -123,6 +123,11 @@ ds_status ds_tp_slice(ds_engine *e, int R, int r, int whole_experts, char *err) 
                                                            is sliced by its own weight rows) */
     e->tp_size = R;
     e->tp_rank = r;
+    if (whole_experts && c->n_routed_experts) {   /* forward.c runs this range with be->moe_routed */
+        e->tp_expert_e0 = r * c->n_routed_experts / R;
+        e->tp_expert_e1 = (r + 1) * c->n_routed_experts / R;
+    }
+    ds_engine_drop_acts(e);   /* widths changed (heads, and ff2 for whole experts) */
     return DS_OK;
 }
 

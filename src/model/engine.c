@@ -102,8 +102,7 @@ static ds_status cut_one_tp_rank(ds_engine *e, const ds_engine_opts *o, char *er
     if (o->pipeline_parallel_size > 1 || o->expert_parallel_size > 1)
         return ds_seterr(err, DS_ERR_UNSUPPORTED, "tensor parallel one rank: not with pipeline or expert parallelism yet");
     const char *b = o->backend ? o->backend : "cpu";
-    if (o->tensor_expert_parallel && strcmp(b, "cpu") != 0)   /* cu_moe has no rows for absent experts */
-        return ds_seterr(err, DS_ERR_UNSUPPORTED, "tensor parallel with whole experts runs on the cpu backend only so far");
+    (void)b;
     ds_status st = ds_tp_slice(e, R, r, o->tensor_expert_parallel, err);
     if (!st) e->tp_sliced = 1;
     return st;
@@ -237,7 +236,7 @@ ds_status ds_engine_open(const char *dir, const ds_engine_opts *o, ds_engine **o
 }
 
 static void free_acts(ds_engine *e) {
-    float **bufs[] = {&e->a.h, &e->a.xn, &e->a.qa, &e->a.q, &e->a.kv, &e->a.ao, &e->a.ff, &e->a.logits};
+    float **bufs[] = {&e->a.h, &e->a.xn, &e->a.qa, &e->a.q, &e->a.kv, &e->a.ao, &e->a.ff, &e->a.logits, &e->a.ff2};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         if (*bufs[i]) e->be->release(e->be, *bufs[i]);
         *bufs[i] = NULL;
@@ -303,6 +302,10 @@ void ds_seq_free(ds_seq *s) {
 int ds_seq_len(const ds_seq *s) { return s->len; }
 
 /* Grows the activation buffers to hold M tokens (only when a larger step than ever before comes). */
+void ds_engine_drop_acts(ds_engine *e) {
+    if (e->be) free_acts(e);
+}
+
 ds_status ds_engine_reserve_acts(ds_engine *e, int M, char *err) {
     if (M <= e->a.cap) return DS_OK;
     const ds_config *c = &e->cfg;
@@ -312,7 +315,8 @@ ds_status ds_engine_reserve_acts(ds_engine *e, int M, char *err) {
     struct { float **p; size_t w; } bufs[] = {
         {&e->a.h, D}, {&e->a.xn, D}, {&e->a.qa, (size_t)(c->q_lora_rank ? c->q_lora_rank : 1)},
         {&e->a.q, (size_t)c->num_heads * c->qk_head_dim}, {&e->a.kv, (size_t)c->kv_lora_rank + c->qk_rope_head_dim},
-        {&e->a.ao, (size_t)c->num_heads * c->v_head_dim}, {&e->a.ff, D}, {&e->a.logits, (size_t)c->vocab_size}};
+        {&e->a.ao, (size_t)c->num_heads * c->v_head_dim}, {&e->a.ff, D}, {&e->a.logits, (size_t)c->vocab_size},
+        {&e->a.ff2, e->tp_expert_e1 > e->tp_expert_e0 ? D : 1}};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         *bufs[i].p = e->be->alloc(e->be, n * bufs[i].w);
         if (!*bufs[i].p) {

@@ -21,6 +21,7 @@ typedef struct {
     float *ao;       /* [cap, H*dv] attention output per head */
     float *ff;       /* [cap, D] block output */
     float *logits;   /* [cap, vocab] */
+    float *ff2;      /* [cap, D] with tensor parallelism over whole experts (the shared experts' part), else [cap, 1] */
 } ds_acts;
 
 struct ds_engine {
@@ -47,6 +48,7 @@ struct ds_engine {
     struct ds_tp_group *tp_follower_of;
     int tp_rank, tp_size;             /* this engine's tensor-parallel rank and group size (ds_tp_slice) */
     int tp_sliced;                    /* opened as one rank (opts.tensor_parallel_one_rank): cut at open */
+    int tp_expert_e0, tp_expert_e1;   /* TP with whole experts: this rank's routed experts [e0, e1); else 0, 0 */
     ds_status step_st;        /* the first error of an expert-parallel MoE in the current step */
     char step_err[DS_ERRLEN];
     ds_acts a;
@@ -66,6 +68,8 @@ void *ds_engine_layer_cache(ds_engine *eng, int layer);
 ds_status ds_engine_restrict_cache(ds_engine *eng, int n_stages, char *err);
 /* Drops one reference to a page; a page that becomes free is poisoned with NaN. */
 void ds_engine_release_page(ds_engine *eng, int page);
+/* Frees the activation buffers (the next step allocates them at the current widths). */
+void ds_engine_drop_acts(ds_engine *eng);
 /* Grows the activation buffers to hold M tokens. */
 ds_status ds_engine_reserve_acts(ds_engine *eng, int M, char *err);
 

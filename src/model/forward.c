@@ -164,9 +164,23 @@ static void ep_moe(ds_engine *e, const ds_layer_weights *L, float *out, const fl
     keep_step_error(e, st, err);
 }
 
+/* Tensor parallelism over whole experts (ds_tp_slice with whole_experts): this rank's routed experts for
+ * every token (be->moe_routed over its range: the routing is over all experts, as on one GPU) plus its slice
+ * of the shared experts; the all-reduce after the block adds the ranks' parts. */
+static void tp_whole_moe(ds_engine *e, const ds_layer_weights *L, int M) {
+    ds_backend *be = e->be;
+    size_t n = (size_t)M * e->cfg.hidden_size;
+    be->moe_routed(be, e->a.ff, e->a.xn, L, M, e->tp_expert_e0, e->tp_expert_e1);
+    if (e->cfg.n_shared_experts) {
+        be->mlp(be, e->a.ff2, e->a.xn, &L->sh_gate, &L->sh_up, &L->sh_down, M);
+        be->add(be, e->a.ff, e->a.ff2, n);
+    }
+}
+
 static void ffn(ds_engine *e, int layer, int M) {
     const ds_layer_weights *L = &e->w.layers[layer];
     if (L->is_moe && e->ep) ep_moe(e, L, e->a.ff, e->a.xn, M);
+    else if (L->is_moe && e->tp_expert_e1 > e->tp_expert_e0 && e->be->moe_routed) tp_whole_moe(e, L, M);
     else if (L->is_moe) e->be->moe(e->be, e->a.ff, e->a.xn, L, M);
     else e->be->mlp(e->be, e->a.ff, e->a.xn, &L->gate, &L->up, &L->down, M);
     tp_reduce(e, e->a.ff, (size_t)M * e->cfg.hidden_size);

@@ -4,7 +4,9 @@
  * greedy continuation. A third process then runs one ordinary engine on GPU 0: every step's logits within
  * rel L2 1e-4 and the same greedy picks (near-ties of 1e-2 excepted), on both ranks. Fixtures with real
  * weights (tiny-v3: q-LoRA, sigmoid MoE; tiny-v2: two shared experts) and V2-Lite with dummy weights (each
- * rank's slices generated with the whole tensor's values), attention kernels exact (see test_nccl_ep for why). Skips (77) without a CUDA build, two GPUs or libnccl.so.2. */
+ * rank's slices generated with the whole tensor's values), attention kernels exact (see test_nccl_ep for why);
+ * each also with the routed experts whole per rank (opts.tensor_expert_parallel). Skips (77) without a CUDA
+ * build, two GPUs or libnccl.so.2. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +28,7 @@ int main(void) { test_skip("built without CUDA (nvcc not found at build time)");
 typedef struct {
     const char *dir;   /* a checkpoint directory, or a config.json with dummy set */
     int dummy;         /* dummy weights (generated on the GPU; a rank's slices hold the whole model's values) */
+    int whole;         /* the routed experts whole per rank (opts.tensor_expert_parallel: TP attention, EP experts) */
     char path[2][256];
 } tp_run;
 
@@ -36,8 +39,9 @@ static int rank_fn(int rank, ds_comm *cm, void *arg) {
     char err[DS_ERRLEN];
     ds_engine *e = NULL;
     ds_engine_opts o = {.backend = "cuda", .attn_no_measure = 1, .dummy_weights = t->dummy,
-                        .tensor_parallel_size = cm->size, .tensor_parallel_one_rank = 1, .tensor_parallel_rank = rank};
-    if (ds_engine_open(t->dir, &o, &e, err) || ds_engine_set_tensor_parallel(e, cm, 0, err)) {
+                        .tensor_parallel_size = cm->size, .tensor_parallel_one_rank = 1, .tensor_parallel_rank = rank,
+                        .tensor_expert_parallel = t->whole};
+    if (ds_engine_open(t->dir, &o, &e, err) || ds_engine_set_tensor_parallel(e, cm, t->whole, err)) {
         fprintf(stderr, "rank %d: %s\n", rank, err);
         ds_engine_free(e);
         return 1;
@@ -105,21 +109,23 @@ static int replay(tp_run *t) {
         if (f) fclose(f);
         ds_seq_free(s);
     }
-    printf("  %s: TP2 vs one GPU, %d rank-steps, worst rel L2 %.2e%s\n", t->dir, checked, worst, bad ? "  FAILED" : "");
+    printf("  %s: TP2%s vs one GPU, %d rank-steps, worst rel L2 %.2e%s\n", t->dir, t->whole ? " (experts whole per rank)" : "",
+           checked, worst, bad ? "  FAILED" : "");
     ds_engine_free(e);
     free(got);
     free(row);
     return bad || checked != 2 * STEPS;
 }
 
-/* fx: a fixture's name, or (dummy) a config path */
-static int run_model(const char *fx, int dummy) {
+/* fx: a fixture's name, or (dummy) a config path; whole: experts whole per rank */
+static int run_model(const char *fx, int dummy, int whole) {
     tp_run t;
     char dir[512], err[DS_ERRLEN];
     if (dummy) snprintf(dir, sizeof dir, "%s", fx);
     else snprintf(dir, sizeof dir, "%s/%s", fixtures_dir(), fx);
     t.dir = dir;
     t.dummy = dummy;
+    t.whole = whole;
     for (int r = 0; r < 2; r++) snprintf(t.path[r], sizeof t.path[r], "/tmp/dsinfer-tp-%d-%d.bin", (int)getpid(), r);
     ds_dp_spec spec = {.size = 2, .nnodes = 1, .timeout_s = 120};
     int bad = ds_dp_launch(&spec, rank_fn, &t, err);
@@ -145,9 +151,13 @@ int main(void) {
     test_need_two_gpus_and_nccl();
     setenv("DSINFER_CUDA_MLA_TC", "0", 1);
     setenv("DSINFER_CUDA_ATTN_TC", "0", 1);
-    CHECKF(run_model("tiny-v3", 0) == 0, "tiny-v3 TP2");
-    CHECKF(run_model("tiny-v2", 0) == 0, "tiny-v2 TP2");
-    CHECKF(run_model("configs/deepseek-v2-lite.json", 1) == 0, "V2-Lite dummy TP2");
+    CHECKF(run_model("tiny-v3", 0, 0) == 0, "tiny-v3 TP2");
+    CHECKF(run_model("tiny-v2", 0, 0) == 0, "tiny-v2 TP2");
+    CHECKF(run_model("configs/deepseek-v2-lite.json", 1, 0) == 0, "V2-Lite dummy TP2");
+    /* TP attention with the routed experts whole per rank (be->moe_routed over the rank's range) */
+    CHECKF(run_model("tiny-v3", 0, 1) == 0, "tiny-v3 TP2 whole experts");
+    CHECKF(run_model("tiny-v2", 0, 1) == 0, "tiny-v2 TP2 whole experts");
+    CHECKF(run_model("configs/deepseek-v2-lite.json", 1, 1) == 0, "V2-Lite dummy TP2 whole experts");
     return test_result("test_nccl_tp");
 }
 #endif
