@@ -10,7 +10,7 @@
 #include "server/server.h"
 
 enum { O_HOST = 256, O_PORT, O_BACKEND, O_THREADS, O_SEQS, O_BATCHED, O_KV, O_GPU, O_QUEUE, O_NOPC, O_KEY, O_NAME,
-       O_TEMPLATE, O_BODY, O_SLO_TTFT, O_SLO_TPOT, O_AL_GPU, O_AL_BW, O_AL_WIN, O_DASH_INT, O_KV_DTYPE, O_QUANT, O_DP, O_EP, O_EP_DISPATCH, O_TP, O_PP, O_HELP };
+       O_TEMPLATE, O_BODY, O_SLO_TTFT, O_SLO_TPOT, O_AL_GPU, O_AL_BW, O_AL_WIN, O_DASH_INT, O_KV_DTYPE, O_QUANT, O_DP, O_EP, O_EP_DISPATCH, O_TP, O_PP, O_DPB, O_HELP };
 
 static const struct option opts[] = {
     {"model", required_argument, 0, 'm'}, {"host", required_argument, 0, O_HOST}, {"port", required_argument, 0, O_PORT},
@@ -26,7 +26,7 @@ static const struct option opts[] = {
     {"kv-cache-dtype", required_argument, 0, O_KV_DTYPE}, {"quantization", required_argument, 0, O_QUANT},
     {"data-parallel-size", required_argument, 0, O_DP}, {"enable-expert-parallel", no_argument, 0, O_EP},
     {"ep-dispatch", required_argument, 0, O_EP_DISPATCH}, {"tensor-parallel-size", required_argument, 0, O_TP},
-    {"pipeline-parallel-size", required_argument, 0, O_PP},
+    {"pipeline-parallel-size", required_argument, 0, O_PP}, {"data-parallel-backend", required_argument, 0, O_DPB},
     {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0}};
 
 static void usage(void) {
@@ -39,7 +39,7 @@ static void usage(void) {
             "         [--alert-mem-bw-util 65] [--alert-window 10] [--dashboard-interval 1]\n"
             "         [--kv-cache-dtype auto|bf16|fp8] [--quantization fp8|fp4] [--data-parallel-size N]\n"
             "         [--enable-expert-parallel [--ep-dispatch fp32|fp8]] [--tensor-parallel-size N]\n"
-            "         [--pipeline-parallel-size N]\n"
+            "         [--pipeline-parallel-size N] [--data-parallel-backend mp|threads]\n"
             "  an OpenAI-compatible server: /v1/chat/completions, /v1/completions, /v1/models, /health, /metrics,\n"
             "  and a live dashboard at /dashboard (its JSON at /dashboard/data; `dsinfer top` in a terminal).\n"
             "  --slo-ttft-ms / --slo-tpot-ms: service levels; an alert fires when the p90 over the alert window\n"
@@ -47,7 +47,9 @@ static void usage(void) {
             "  --alert-gpu-util / --alert-mem-bw-util: alert when GPU compute / memory-bandwidth utilisation (NVML,\n"
             "  cuda backend) stays under the percentage for the alert window while requests run.\n"
             "  --port 0 picks a free port; the line \"listening on http://HOST:PORT\" on stdout says which.\n"
-            "  The API key may also come from the environment (DSINFER_API_KEY).\n");
+            "  The API key may also come from the environment (DSINFER_API_KEY).\n"
+            "  --data-parallel-backend: mp runs each replica in a process of its own (one GPU each; the default\n"
+            "  on cuda), threads runs them in this process (the default on cpu; with expert parallelism).\n");
 }
 
 static int num(const char *flag, const char *v, double lo, double hi, double *out) {
@@ -80,6 +82,7 @@ static int bytes(const char *flag, const char *v, size_t *out) {
 static int parse(int argc, char **argv, server_config *c) {
     int ch;
     double x;
+    const char *dpb = NULL;   /* --data-parallel-backend */
     optind = 1;
     opterr = 0;
     while ((ch = getopt_long(argc, argv, "m:", opts, NULL)) != -1) {
@@ -99,6 +102,11 @@ static int parse(int argc, char **argv, server_config *c) {
         case O_EP: c->enable_expert_parallel = 1; break;
         case O_TP: bad = num("--tensor-parallel-size", optarg, 1, 64, &x); c->tensor_parallel_size = (int)x; break;
         case O_PP: bad = num("--pipeline-parallel-size", optarg, 1, 64, &x); c->pipeline_parallel_size = (int)x; break;
+        case O_DPB:
+            bad = strcmp(optarg, "mp") && strcmp(optarg, "threads");
+            if (bad) fprintf(stderr, "dsinfer serve: --data-parallel-backend must be mp or threads, not \"%s\"\n", optarg);
+            dpb = optarg;
+            break;
         case O_EP_DISPATCH:
             bad = strcmp(optarg, "fp8") && strcmp(optarg, "fp32");
             if (bad) fprintf(stderr, "dsinfer serve: --ep-dispatch must be fp32 or fp8, not \"%s\"\n", optarg);
@@ -137,6 +145,13 @@ static int parse(int argc, char **argv, server_config *c) {
         return 2;
     }
     if (c->tensor_parallel_size > 1 || c->pipeline_parallel_size > 1) c->enable_prefix_caching = 0;   /* pages differ per rank */
+    /* replicas in processes: the only way to put them on several GPUs (one CUDA context each) */
+    c->data_parallel_mp = dpb ? !strcmp(dpb, "mp") : !strcmp(c->backend, "cuda");
+    if (c->data_parallel_mp && c->data_parallel_size > 1 && c->enable_expert_parallel) {
+        fprintf(stderr, "dsinfer serve: --enable-expert-parallel with --data-parallel-size runs its replicas as threads "
+                        "so far (--data-parallel-backend threads, cpu backend)\n");
+        return 2;
+    }
     return 0;
 }
 

@@ -16,7 +16,10 @@
 
 #include "core/status.h"
 #include "sched/adaptive.h"
+#include "server/remote.h"
 #include "server/srv_internal.h"
+
+void (*srv_step_hook)(double now, double dur, int n_items, int n_tokens, int n_sampled, int n_decode);
 
 typedef struct replica replica;
 static void replica_stop(replica *e);
@@ -298,6 +301,7 @@ static void sample_and_emit(replica *e, gen *g, float *row) {
 static void step_done(replica *e, const sched_batch *b, double t0, int sampled, int decode) {
     double now = srv_now();
     srv_dash_step(e->dash, now, now - t0, b->n_items, b->n_tokens, sampled, decode);
+    if (srv_step_hook) srv_step_hook(now, now - t0, b->n_items, b->n_tokens, sampled, decode);
     if (decode) sched_set_seq_limit(e->sch, adapt_observe(&e->adapt, now, now - t0, b->n_items));
 }
 
@@ -644,6 +648,9 @@ static void replica_stop(replica *e) {
 struct srv_engine {
     int n;
     replica **r;   /* [n] */
+    srv_remote **rem;  /* [n] --data-parallel-backend mp: the replica processes (r unused), else NULL */
+    ds_tokenizer *tok; /* mp: the front end's own tokenizer and template */
+    ds_chat_template tpl;
     pthread_mutex_t mu;
     long *submitted;   /* [n] requests given to each replica (under mu) */
     ds_ep_group *epg;  /* --enable-expert-parallel: the replicas' shared experts, else NULL */
@@ -669,15 +676,47 @@ static server_config replica_config(const server_config *cfg, int n) {
     return rc;
 }
 
+/* --data-parallel-backend mp: the replica processes (remote.c), started before any thread */
+static ds_status start_processes(const server_config *cfg, srv_metrics *m, srv_dash *d, srv_engine *g, int n, char *err) {
+    if (cfg->enable_expert_parallel || cfg->tensor_parallel_size > 1 || cfg->pipeline_parallel_size > 1)
+        return ds_seterr(err, DS_ERR_UNSUPPORTED, "--data-parallel-backend mp: one plain replica a process so far (no "
+                         "--enable-expert-parallel, --tensor-parallel-size or --pipeline-parallel-size)");
+    ds_status st = ds_tokenizer_load(cfg->model_dir, &g->tok, err);
+    if (!st) st = ds_chat_template_choose(g->tok, cfg->chat_template, &g->tpl, err);
+    g->rem = ds_xcalloc((size_t)n, sizeof(srv_remote *));
+    server_config rc = *cfg;
+    if (strcmp(cfg->backend, "cuda") != 0) rc = replica_config(cfg, n);   /* cpu: the cores split between them */
+    for (int i = 0; i < n && !st; i++) {   /* every fork before any thread */
+        st = srv_remote_spawn(&rc, i, n, m, d, g->rem, &g->rem[i], err);
+        if (!st) g->n++;
+    }
+    for (int i = 0; i < g->n && !st; i++) st = srv_remote_ready(g->rem[i], i, err);
+    return st;
+}
+
 ds_status srv_engine_start(const server_config *cfg, srv_metrics *m, srv_dash *d, srv_engine **out, char *err) {
     *out = NULL;
     int n = cfg->data_parallel_size > 0 ? cfg->data_parallel_size : 1;
     /* expert parallelism across the data-parallel replicas; with one replica and --tensor-parallel-size
      * it lives inside the TP group instead (open_model: opts.tensor_expert_parallel) */
     int ep = cfg->enable_expert_parallel && !(n < 2 && cfg->tensor_parallel_size > 1);
+    if (n > 1 && cfg->data_parallel_mp) {
+        srv_engine *g = ds_xcalloc(1, sizeof(*g));
+        g->submitted = ds_xcalloc((size_t)n, sizeof(long));
+        pthread_mutex_init(&g->mu, NULL);
+        pthread_mutex_init(&g->sync.mu, NULL);
+        pthread_cond_init(&g->sync.cv, NULL);
+        ds_status st = start_processes(cfg, m, d, g, n, err);
+        if (st) {
+            srv_engine_stop(g);
+            return st;
+        }
+        *out = g;
+        return DS_OK;
+    }
     if (n > 1 && strcmp(cfg->backend, "cpu") != 0)
-        return ds_seterr(err, DS_ERR_UNSUPPORTED, "--data-parallel-size > 1 runs on the cpu backend only so far "
-                         "(one GPU per replica is not wired yet)");
+        return ds_seterr(err, DS_ERR_UNSUPPORTED, "--data-parallel-size > 1 on %s needs a process per GPU "
+                         "(--data-parallel-backend mp, the default there)", cfg->backend);
     if (ep && n < 2)
         return ds_seterr(err, DS_ERR_ARG, "--enable-expert-parallel needs --data-parallel-size 2 or more, or "
                          "--tensor-parallel-size 2 or more");
@@ -713,12 +752,12 @@ ds_status srv_engine_start(const server_config *cfg, srv_metrics *m, srv_dash *d
 }
 
 int srv_engine_submit(srv_engine *g, srv_req *r) {
-    int best = 0, best_load = replica_load(g->r[0]);
+    int best = 0, best_load = g->rem ? srv_remote_load(g->rem[0]) : replica_load(g->r[0]);
     for (int i = 1; i < g->n; i++) {
-        int load = replica_load(g->r[i]);
+        int load = g->rem ? srv_remote_load(g->rem[i]) : replica_load(g->r[i]);
         if (load < best_load) best = i, best_load = load;
     }
-    int rc = replica_submit(g->r[best], r);
+    int rc = g->rem ? srv_remote_submit(g->rem[best], r) : replica_submit(g->r[best], r);
     if (!rc) {
         pthread_mutex_lock(&g->mu);
         g->submitted[best]++;
@@ -753,7 +792,7 @@ ds_status srv_engine_check(srv_engine *g, sched_stats *st, char *err) {
     for (int i = 0; i < g->n; i++) {
         sched_stats one;
         char e1[DS_ERRLEN] = "";
-        ds_status s = replica_check(g->r[i], &one, e1);
+        ds_status s = g->rem ? srv_remote_check(g->rem[i], &one, e1) : replica_check(g->r[i], &one, e1);
         add_stats(st, &one);
         if (s && !first) {
             first = s;
@@ -769,25 +808,38 @@ void srv_engine_stats(srv_engine *g, sched_stats *st, int *pool_ok) {
     for (int i = 0; i < g->n; i++) {
         sched_stats one;
         int ok;
-        replica_stats(g->r[i], &one, &ok);
+        if (g->rem) srv_remote_stats(g->rem[i], &one, &ok);
+        else replica_stats(g->r[i], &one, &ok);
         add_stats(st, &one);
         if (ok == 0 || (ok == -1 && *pool_ok == 1)) *pool_ok = ok;   /* broken wins over unknown over intact */
     }
 }
 
-const ds_tokenizer *srv_engine_tokenizer(const srv_engine *g) { return replica_tokenizer(g->r[0]); }
-ds_chat_template srv_engine_template(const srv_engine *g) { return replica_template(g->r[0]); }
-int srv_engine_max_context(const srv_engine *g) { return replica_max_context(g->r[0]); }
-int srv_engine_vocab(const srv_engine *g) { return replica_vocab(g->r[0]); }
-int srv_engine_max_tokens_in_pool(const srv_engine *g) { return replica_max_tokens_in_pool(g->r[0]); }
+const ds_tokenizer *srv_engine_tokenizer(const srv_engine *g) { return g->rem ? g->tok : replica_tokenizer(g->r[0]); }
+ds_chat_template srv_engine_template(const srv_engine *g) { return g->rem ? g->tpl : replica_template(g->r[0]); }
+int srv_engine_max_context(const srv_engine *g) {
+    return g->rem ? srv_remote_max_context(g->rem[0]) : replica_max_context(g->r[0]);
+}
+int srv_engine_vocab(const srv_engine *g) { return g->rem ? srv_remote_vocab(g->rem[0]) : replica_vocab(g->r[0]); }
+int srv_engine_max_tokens_in_pool(const srv_engine *g) {
+    return g->rem ? srv_remote_max_tokens_in_pool(g->rem[0]) : replica_max_tokens_in_pool(g->r[0]);
+}
 
 void srv_engine_abort_all(srv_engine *g) {
-    for (int i = 0; i < g->n; i++) replica_abort_all(g->r[i]);
+    for (int i = 0; i < g->n; i++) {
+        if (g->rem) srv_remote_abort_all(g->rem[i]);
+        else replica_abort_all(g->r[i]);
+    }
 }
 
 void srv_engine_stop(srv_engine *g) {
     if (!g) return;
-    for (int i = 0; i < g->n; i++) replica_stop(g->r[i]);
+    for (int i = 0; i < g->n; i++) {
+        if (g->rem) srv_remote_stop(g->rem[i]);
+        else replica_stop(g->r[i]);
+    }
+    free(g->rem);
+    ds_tokenizer_free(g->tok);
     ds_ep_group_free(g->epg);   /* after the engines (replica_stop) */
     pthread_cond_destroy(&g->sync.cv);
     pthread_mutex_destroy(&g->sync.mu);
