@@ -10,8 +10,9 @@ cd "$(dirname "$0")/../.."
 BIN=${DSINFER_BIN:-build/dsinfer}
 command -v curl >/dev/null || { echo "SKIP: curl not found"; exit 77; }
 M=tests/fixtures/tiny-v3
+BE=${DSINFER_SERVE_BACKEND:-cpu}   # cuda on a GPU machine with two GPUs (dev/cuda/serve_dp_run.sh)
 tmp=$(mktemp -d); trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$tmp"' EXIT
-"$BIN" serve --model $M --port 0 --threads 2 --data-parallel-size 2 --data-parallel-backend mp --kv-cache-memory 4MiB \
+"$BIN" serve --model $M --backend $BE --port 0 --threads 2 --data-parallel-size 2 --data-parallel-backend mp --kv-cache-memory 4MiB \
   >"$tmp/log" 2>&1 & pid=$!
 for _ in $(seq 1 150); do grep -q "^listening on" "$tmp/log" && break; sleep 0.2; done
 url=$(sed -n 's/^listening on \(http[^ ]*\).*/\1/p' "$tmp/log")
@@ -28,7 +29,7 @@ for i in "${!words[@]}"; do complete "The ${words[$i]} of the day" >"$tmp/r$i.js
 wait $(jobs -p | grep -v "^$pid$") 2>/dev/null || true
 for i in "${!words[@]}"; do
   got=$(text_of "$tmp/r$i.json")
-  want=$("$BIN" generate --model $M --prompt "The ${words[$i]} of the day" -n 10 --temperature 0 --threads 1 --ignore-eos | tr -d '\000')
+  want=$("$BIN" generate --model $M --backend $BE --prompt "The ${words[$i]} of the day" -n 10 --temperature 0 --threads 1 --ignore-eos | tr -d '\000')
   [ "The ${words[$i]} of the day$got" = "$want" ] || { echo "prompt $i: server [$got] generate [$want]"; exit 1; }
 done
 # streamed: the deltas add up to the same text
