@@ -61,6 +61,13 @@ typedef struct {
     int pipeline_parallel_size; /* > 1 (cpu backend): this handle drives that many engines (threads), each
                               running a contiguous share of the layers, the hidden state handed from one to
                               the next; the same results as one engine; no prefix sharing; not with TP yet */
+    int pipeline_parallel_one_rank, pipeline_parallel_rank;
+                           /* with pipeline_parallel_size = N > 1: this engine is stage pipeline_parallel_rank
+                              of a pipeline whose other stages are other processes (one per GPU): it keeps
+                              only its layers' weights (and the embedding on stage 0, the final norm and
+                              lm_head on the last), cut before they reach the backend, and steps once it
+                              has joined the group (ds_engine_set_pipeline_stage, engine.h); every stage
+                              steps the same batch; the logits are valid on stage 0 */
     int expert_parallel_size, expert_parallel_rank;
                            /* > 1: this engine will be rank expert_parallel_rank of an expert-parallel
                               group of that size (ds_engine_join_expert_parallel): it keeps only that

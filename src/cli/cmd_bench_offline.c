@@ -44,13 +44,17 @@ typedef struct {
     ds_dp_spec dp;                                   /* --data-parallel-size ...: one process per GPU (dist/launch.h) */
     int ep;                                          /* --enable-expert-parallel: the routed experts split over them */
     int tp;                                          /* --tensor-parallel-size: the group (dp) is one TP group */
+    int pp;                                          /* --pipeline-parallel-size: the group (dp) is one pipeline */
 } bench_opts;
 
+#ifdef DS_HAVE_CUDA   /* the timing runs exist only in a CUDA build */
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+
+#endif
 
 static int parse_list(const char *s, int *out) {
     int n = 0;
@@ -74,6 +78,7 @@ typedef struct {
     int n_dense, n_moe;
 } model_sizes;
 
+#ifdef DS_HAVE_CUDA
 static model_sizes sizes_of(const ds_config *c) {
     model_sizes s;
     double D = c->hidden_size, H = c->num_heads, dqk = c->qk_head_dim, C = c->kv_lora_rank, dr = c->qk_rope_head_dim;
@@ -234,9 +239,10 @@ static ds_status bench_decode(ds_engine *e, out_ctx *x, int ctx, char *err) {
         }
         if (st) break;
         double dt = now_s() - t0, L = ctx + warm + o->steps / 2.0, bytes, flops;
-        int n = x->dp && !o->tp ? x->dp->size : 1;   /* tensor parallel: every rank runs the same B sequences */
+        int n = x->dp && !o->tp && !o->pp ? x->dp->size : 1;   /* TP, PP: every rank runs the same B sequences */
         if (x->dp && (st = dp_slowest(x->dp, &dt, err))) break;   /* the group's step: its slowest rank */
-        if (x->dp && o->tp) tp_step_cost(x->cfg, x->dp->size, B, attn_decode_flops(x->cfg, B, L), B * L, &bytes, &flops);
+        if (x->dp && o->pp) step_cost(x->cfg, B, attn_decode_flops(x->cfg, B, L), B * L, &bytes, &flops);   /* stages in turn */
+        else if (x->dp && o->tp) tp_step_cost(x->cfg, x->dp->size, B, attn_decode_flops(x->cfg, B, L), B * L, &bytes, &flops);
         else if (x->dp) dp_step_cost(x->cfg, n, o->ep, B, attn_decode_flops(x->cfg, B, L), B * L, &bytes, &flops);
         else step_cost(x->cfg, B, attn_decode_flops(x->cfg, B, L), B * L, &bytes, &flops);
         emit(x, "decode", n * B, ctx, (double)n * B * o->steps / dt, 1e3 * dt / o->steps, bytes, flops);
@@ -300,6 +306,8 @@ static ds_status load_cfg(const bench_opts *o, ds_config *cfg, char **json_out, 
     return st;
 }
 
+#endif
+
 static void usage(void) {
     fprintf(stderr,
             "usage: dsinfer bench [--model CONFIG.json] [--dtype bf16|fp8|fp4] [--batch 1,8,32,64,128,256] [--ctx 1K,4K]\n"
@@ -318,6 +326,8 @@ static void usage(void) {
             "                    --master-port; one node: 127.0.0.1 and a free port), each decoding --batch sequences of\n"
             "                    its own; rows count the whole group (batch N x B, the slowest rank's step);\n"
             "                    --enable-expert-parallel splits the routed experts over the ranks (NCCL exchanges)\n"
+            "       --pipeline-parallel-size N: one process per GPU, each a stage of the layers (its KV cache holds only\n"
+            "                    its layers: about N times the sequences); the stages run one after another\n"
             "       --tensor-parallel-size N: one process per GPU as above, the group one engine (heads and widths\n"
             "                    split, all-reduces over NCCL); every rank runs the same --batch sequences; with\n"
             "                    --enable-expert-parallel the routed experts stay whole, split across the ranks\n"
@@ -334,7 +344,8 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
         {"ceilings", 0, 0, 'C'}, {"mla", 0, 0, 'A'}, {"kv-cache-dtype", 1, 0, 'k'}, {"ops", 0, 0, 'O'},
         {"ops-m", 1, 0, 'M'}, {"help", 0, 0, 'h'}, {"data-parallel-size", 1, 0, 'D'},
         {"enable-expert-parallel", 0, 0, 'E'}, {"nnodes", 1, 0, 'N'}, {"node-rank", 1, 0, 'R'},
-        {"master-addr", 1, 0, 'a'}, {"master-port", 1, 0, 'P'}, {"tensor-parallel-size", 1, 0, 'T'}, {0, 0, 0, 0}};
+        {"master-addr", 1, 0, 'a'}, {"master-port", 1, 0, 'P'}, {"tensor-parallel-size", 1, 0, 'T'},
+        {"pipeline-parallel-size", 1, 0, 'L'}, {0, 0, 0, 0}};
     *o = (bench_opts){.model = "configs/deepseek-v2-lite.json", .dtype = "bf16", .label = "dsinfer", .steps = 16,
                       .kv = "auto", .dp = {.size = 1, .nnodes = 1}};
     int prompts_given = 0;
@@ -368,16 +379,17 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
             LIST_OR_FAIL("--prompt", o->n_prompts, optarg);
             prompts_given = o->n_prompts > 0;
             break;
-        case 'D': case 'N': case 'R': case 'P': case 'T': {   /* whole numbers; the ranges are checked with the spec */
+        case 'D': case 'N': case 'R': case 'P': case 'T': case 'L': {   /* whole numbers; the ranges are checked with the spec */
             char *end;
             long v = strtol(optarg, &end, 10);
             if (!*optarg || *end || v < 0 || v > 1000000) {
                 fprintf(stderr, "dsinfer bench: bad --%s \"%s\" (a whole number)\n",
                         ch == 'D' ? "data-parallel-size" : ch == 'N' ? "nnodes" : ch == 'R' ? "node-rank" :
-                        ch == 'T' ? "tensor-parallel-size" : "master-port", optarg);
+                        ch == 'T' ? "tensor-parallel-size" : ch == 'L' ? "pipeline-parallel-size" : "master-port", optarg);
                 return 2;
             }
             if (ch == 'T') o->tp = (int)v;
+            else if (ch == 'L') o->pp = (int)v;
             else if (ch == 'D') o->dp.size = (int)v;
             else if (ch == 'N') o->dp.nnodes = (int)v;
             else if (ch == 'R') o->dp.node_rank = (int)v;
@@ -426,6 +438,14 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
         fprintf(stderr, "dsinfer bench: unknown --kv-cache-dtype \"%s\" (expected auto, bf16 or fp8)\n", o->kv);
         return 2;
     }
+    if (o->pp) {   /* one process per GPU, each a stage of one pipeline */
+        if (o->tp || o->dp.size != 1 || o->ep || o->batch_fit) {
+            fprintf(stderr, "dsinfer bench: --pipeline-parallel-size with --tensor-parallel-size, --data-parallel-size, "
+                            "--enable-expert-parallel or --batch fit is not supported yet\n");
+            return 2;
+        }
+        o->dp.size = o->pp;
+    }
     if (o->tp) {   /* one process per GPU as for data parallelism, the group one tensor-parallel engine */
         if (o->dp.size != 1) {   /* with --enable-expert-parallel: TP attention, the routed experts whole per rank */
             fprintf(stderr, "dsinfer bench: --tensor-parallel-size with --data-parallel-size is not supported yet\n");
@@ -453,6 +473,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
     }
     char par[24] = "";
     if (o->tp > 1) snprintf(par, sizeof par, " tp%d%s", o->tp, o->ep ? "+ep" : "");
+    else if (o->pp > 1) snprintf(par, sizeof par, " pp%d", o->pp);
     else if (o->dp.size > 1) snprintf(par, sizeof par, " dp%d%s", o->dp.size, o->ep ? "+ep" : "");
     snprintf(o->dtype_col, sizeof o->dtype_col, "%s%s%s", o->dtype, !strcmp(o->kv, "fp8") ? "+kv8" : !strcmp(o->kv, "bf16") ? "+kv16" : "", par);
     return 0;
@@ -689,6 +710,11 @@ static int run_bench(bench_opts *op, ds_comm *dp) {
         eo.expert_parallel_size = dp->size;
         eo.expert_parallel_rank = dp->rank;
     }
+    if (dp && o.pp) {   /* only this stage's layers reach the GPU */
+        eo.pipeline_parallel_size = dp->size;
+        eo.pipeline_parallel_one_rank = 1;
+        eo.pipeline_parallel_rank = dp->rank;
+    }
     if (dp && o.tp) {   /* only this rank's share of heads and widths (and, with EP, of whole experts) reaches the GPU */
         eo.tensor_parallel_size = dp->size;
         eo.tensor_parallel_one_rank = 1;
@@ -705,6 +731,7 @@ static int run_bench(bench_opts *op, ds_comm *dp) {
     memset(&ep, 0, sizeof ep);
     if (!st && dp && o.ep && !o.tp) st = join_ep(e, dp, &pl, &ep, err);
     if (!st && dp && o.tp) st = ds_engine_set_tensor_parallel(e, dp, o.ep, err);
+    if (!st && dp && o.pp) st = ds_engine_set_pipeline_stage(e, dp, err);
     if (st) {
         fprintf(stderr, "dsinfer bench%s: %s\n", dp ? " (a data-parallel rank)" : "", err);
         ds_ep_ws_free(ep.ws);   /* its buffers before the backend they live in */
@@ -713,7 +740,8 @@ static int run_bench(bench_opts *op, ds_comm *dp) {
         return 1;
     }
     printf("model: %s (opened in %.1f s)%s\n", ds_engine_describe(e), now_s() - t0,
-           !dp ? "" : o.tp ? ", one GPU of a tensor-parallel group (its share of heads and widths)"
+           !dp ? "" : o.pp ? ", one stage of a pipeline (its layers)"
+                : o.tp ? ", one GPU of a tensor-parallel group (its share of heads and widths)"
                 : o.ep ? ", one GPU of a data-parallel group with the routed experts split" : ", one GPU of a data-parallel group");
     out_ctx x = {NULL, &o, &cfg, dp};
     if (o.csv && (!dp || dp->rank == 0)) {

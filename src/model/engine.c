@@ -40,12 +40,11 @@ ds_status ds_engine_restrict_cache(ds_engine *e, int n_stages, char *err) {
     long pages = (long)total * L / max_stage;
     if (pages > (1L << 30)) pages = 1L << 30;
     size_t n = (size_t)pages * cache_page_bytes(e) * (size_t)(e->layer_end - e->layer_begin) / sizeof(float);
-    float *cache = e->be->alloc(e->be, n);
-    if (!cache)
-        return ds_seterr(err, DS_ERR_NOMEM, "pipeline stage: cannot allocate the KV cache of layers %d..%d (%ld pages)",
-                         e->layer_begin, e->layer_end - 1, pages);
-    e->be->release(e->be, e->cache);
-    e->cache = cache;
+    e->be->release(e->be, e->cache);   /* first: the two caches together may not fit on a GPU */
+    e->cache = e->be->alloc(e->be, n);
+    if (!e->cache)
+        return ds_seterr(err, DS_ERR_NOMEM, "pipeline stage: cannot allocate the KV cache of layers %d..%d (%ld pages); "
+                         "the engine has no cache now", e->layer_begin, e->layer_end - 1, pages);
     e->be->fill_nan(e->be, e->cache, n);
     ds_kv_pool_free(e->pool);
     e->pool = ds_kv_pool_new((int)pages);
@@ -106,6 +105,47 @@ static ds_status cut_one_tp_rank(ds_engine *e, const ds_engine_opts *o, char *er
     ds_status st = ds_tp_slice(e, R, r, o->tensor_expert_parallel, err);
     if (!st) e->tp_sliced = 1;
     return st;
+}
+
+static void forget(ds_weight *w) { memset(w, 0, sizeof *w); }
+
+static void forget_layer(ds_layer_weights *L, int E) {
+    ds_weight *fixed[] = {&L->input_norm, &L->post_norm, &L->q_a, &L->q_a_norm, &L->q_b, &L->q, &L->kv_a,
+                          &L->kv_a_norm, &L->kv_b, &L->o, &L->gate, &L->up, &L->down, &L->router,
+                          &L->router_bias, &L->sh_gate, &L->sh_up, &L->sh_down};
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) forget(fixed[i]);
+    for (int x = 0; L->is_moe && x < E; x++) {
+        forget(&L->exp_gate[x]);
+        forget(&L->exp_up[x]);
+        forget(&L->exp_down[x]);
+    }
+}
+
+/* opts.pipeline_parallel_one_rank: this stage's weights only, before the backend takes them (the other
+ * layers' views are forgotten, so the backend never uploads them) */
+static ds_status cut_one_pp_stage(ds_engine *e, const ds_engine_opts *o, char *err) {
+    if (!o || !o->pipeline_parallel_one_rank) return DS_OK;
+    int R = o->pipeline_parallel_size, r = o->pipeline_parallel_rank, L = e->cfg.num_layers;
+    if (R < 2 || R > L || r < 0 || r >= R)
+        return ds_seterr(err, DS_ERR_ARG, "pipeline stage %d of %d: the model has %d layers", r, R, L);
+    if (o->tensor_parallel_size > 1 || o->expert_parallel_size > 1)
+        return ds_seterr(err, DS_ERR_UNSUPPORTED, "pipeline stage: not with tensor or expert parallelism yet");
+    int b = r * L / R, end = (r + 1) * L / R;
+    for (int l = 0; l < L; l++)
+        if (l < b || l >= end) forget_layer(&e->w.layers[l], e->cfg.n_routed_experts);
+    if (r != 0 && !(e->cfg.tie_word_embeddings && r == R - 1)) forget(&e->w.embed);
+    if (r != R - 1) {
+        forget(&e->w.final_norm);
+        forget(&e->w.lm_head);
+    }
+    if (e->w.mtp.present) {   /* the MTP module is not run by the pipeline */
+        ds_weight *m[] = {&e->w.mtp.enorm, &e->w.mtp.hnorm, &e->w.mtp.eh_proj, &e->w.mtp.head_norm, &e->w.mtp.head};
+        for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) forget(m[i]);
+        forget_layer(&e->w.mtp.layer, e->cfg.n_routed_experts);
+    }
+    e->pp_cut_size = R;
+    e->pp_cut_rank = r;
+    return DS_OK;
 }
 
 static ds_status create_backend(ds_engine *e, const ds_engine_opts *o, char *err) {
@@ -173,7 +213,7 @@ static ds_status create_cache(ds_engine *e, const ds_engine_opts *o, char *err) 
 
 static void describe(ds_engine *e) {
     const ds_config *c = &e->cfg;
-    const char *dt = ds_dtype_name(e->w.layers[0].kv_a.dtype);
+    const char *dt = ds_dtype_name(e->w.layers[e->pp_cut_size ? e->pp_cut_rank * c->num_layers / e->pp_cut_size : 0].kv_a.dtype);
     snprintf(e->desc, sizeof e->desc,
              "%s: %d layers, hidden %d, %d heads, kv_lora %d+%d, %d experts top-%d, vocab %d, weights %s%s, "
              "backend %s", c->architecture, c->num_layers, c->hidden_size, c->num_heads, c->kv_lora_rank,
@@ -195,6 +235,7 @@ ds_status ds_engine_open(const char *dir, const ds_engine_opts *o, ds_engine **o
     if (!st) st = set_kv_dtype(&e->cfg, o, err);
     if (!st) st = trim_experts(e, o, err);
     if (!st) st = cut_one_tp_rank(e, o, err);
+    if (!st) st = cut_one_pp_stage(e, o, err);
     if (!st) st = create_backend(e, o, err);
     e->layer_end = e->cfg.num_layers;   /* every layer's KV here, until a pipeline stage narrows it */
     if (!st) st = create_cache(e, o, err);
@@ -206,14 +247,15 @@ ds_status ds_engine_open(const char *dir, const ds_engine_opts *o, ds_engine **o
     const char *fan = getenv("DSINFER_FUSED_ADD_NORM");   /* 0: the residual add and the norm as two ops */
     e->fused_add_norm = !(fan && !strcmp(fan, "0"));
     e->attn_cost = ds_attn_cost_model_only();
-    if (!(o && (o->attn_no_measure || o->force_absorbed))) {
+    if (!(o && (o->attn_no_measure || o->force_absorbed || o->pipeline_parallel_one_rank))) {   /* a stage may lack layer 0 */
         char why[DS_ERRLEN];   /* a pool with no free page keeps the multiply-add model */
         ds_attn_cost m;
         if (ds_attn_cost_measure(e, &m, why) == DS_OK) e->attn_cost = m;
     }
-    if (e->tp_sliced) e->attn_cost = ds_attn_cost_model_only();   /* every rank must attend alike */
+    if (e->tp_sliced || e->pp_cut_size) e->attn_cost = ds_attn_cost_model_only();   /* every rank must attend alike */
     describe(e);
-    int tp = o && !o->tensor_parallel_one_rank ? o->tensor_parallel_size : 0, pp = o ? o->pipeline_parallel_size : 0;
+    int tp = o && !o->tensor_parallel_one_rank ? o->tensor_parallel_size : 0;
+    int pp = o && !o->pipeline_parallel_one_rank ? o->pipeline_parallel_size : 0;
     if (tp > 1 && pp > 1) {
         ds_engine_free(e);
         return ds_seterr(err, DS_ERR_UNSUPPORTED, "tensor and pipeline parallelism together are not supported yet");

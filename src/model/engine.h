@@ -49,6 +49,7 @@ struct ds_engine {
     int tp_rank, tp_size;             /* this engine's tensor-parallel rank and group size (ds_tp_slice) */
     int tp_sliced;                    /* opened as one rank (opts.tensor_parallel_one_rank): cut at open */
     int tp_expert_e0, tp_expert_e1;   /* TP with whole experts: this rank's routed experts [e0, e1); else 0, 0 */
+    int pp_cut_size, pp_cut_rank;     /* opened as one pipeline stage (opts.pipeline_parallel_one_rank), else 0, 0 */
     ds_status step_st;        /* the first error of an expert-parallel MoE in the current step */
     char step_err[DS_ERRLEN];
     ds_acts a;

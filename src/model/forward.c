@@ -358,8 +358,12 @@ ds_status ds_engine_set_pipeline_stage(ds_engine *e, ds_comm *comm, char *err) {
     if (e->ep || e->tp || e->pp) return ds_seterr(err, DS_ERR_ARG, "pipeline parallel: the engine is already parallel");
     if (R < 1 || R > 64 || R > L)
         return ds_seterr(err, DS_ERR_ARG, "pipeline parallel %d: the model has %d layers", R, L);
-    if (strcmp(e->be->name, "cpu") != 0)
-        return ds_seterr(err, DS_ERR_UNSUPPORTED, "pipeline parallel runs on the cpu backend only so far");
+    if (e->pp_cut_size && (e->pp_cut_size != R || e->pp_cut_rank != r))
+        return ds_seterr(err, DS_ERR_ARG, "pipeline parallel: the engine was opened as stage %d of %d, joins as stage %d of %d",
+                         e->pp_cut_rank, e->pp_cut_size, r, R);
+    if (!e->pp_cut_size && strcmp(e->be->name, "cpu") != 0)   /* a whole model on each GPU: open it as one stage */
+        return ds_seterr(err, DS_ERR_UNSUPPORTED, "pipeline parallel on the %s backend: open the engine as one stage "
+                         "(opts.pipeline_parallel_one_rank), its layers cut before they reach the device", e->be->name);
     int begin = e->layer_begin, end = e->layer_end;
     e->layer_begin = r * L / R;
     e->layer_end = (r + 1) * L / R;
@@ -417,6 +421,9 @@ ds_status ds_engine_forward_local(ds_engine *e, const ds_batch_item *it, int n, 
     if (e->tp_sliced && !e->tp)
         return ds_seterr(err, DS_ERR_ARG, "this engine holds only its tensor-parallel share (rank %d of %d): it steps "
                          "only after joining its group", e->tp_rank, e->tp_size);
+    if (e->pp_cut_size && !e->pp)
+        return ds_seterr(err, DS_ERR_ARG, "this engine holds only pipeline stage %d of %d: it steps only after joining "
+                         "its group", e->pp_cut_rank, e->pp_cut_size);
     if (e->ep_trim_size && !e->ep)
         return ds_seterr(err, DS_ERR_ARG, "this engine holds only its share of the routed experts (expert parallel rank %d "
                          "of %d): it steps only after joining its group", e->ep_trim_rank, e->ep_trim_size);

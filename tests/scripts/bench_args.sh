@@ -28,6 +28,9 @@ expect 2 'several nodes need --master-addr and --master-port' --data-parallel-si
 expect 2 '--node-rank 2: 0 to 1' --data-parallel-size 4 --nnodes 2 --node-rank 2 --master-addr 10.0.0.1 --master-port 29500
 expect 2 '--tensor-parallel-size with --data-parallel-size' --tensor-parallel-size 2 --data-parallel-size 2
 expect 2 'bad --tensor-parallel-size "two"' --tensor-parallel-size two
+expect 2 '--pipeline-parallel-size with --tensor-parallel-size' --pipeline-parallel-size 2 --tensor-parallel-size 2
+expect 2 '--pipeline-parallel-size with' --pipeline-parallel-size 2 --batch fit --ctx 4K
+expect 2 'bad --pipeline-parallel-size "x"' --pipeline-parallel-size x
 expect 0 'usage: dsinfer bench' --help
 # a valid request on a machine without a usable GPU (CI): a clear error, exit 1
 if ! nvidia-smi -L >/dev/null 2>&1; then

@@ -5,8 +5,9 @@
  * rel L2 1e-4 and the same greedy picks (near-ties of 1e-2 excepted), on both ranks. Fixtures with real
  * weights (tiny-v3: q-LoRA, sigmoid MoE; tiny-v2: two shared experts) and V2-Lite with dummy weights (each
  * rank's slices generated with the whole tensor's values), attention kernels exact (see test_nccl_ep for why);
- * each also with the routed experts whole per rank (opts.tensor_expert_parallel). Skips (77) without a CUDA
- * build, two GPUs or libnccl.so.2. */
+ * each also with the routed experts whole per rank (opts.tensor_expert_parallel); and two pipeline stages
+ * (opts.pipeline_parallel_one_rank; stage 0's logits, fixed tokens). Skips (77) without a CUDA build, two GPUs
+ * or libnccl.so.2. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,7 @@ typedef struct {
     const char *dir;   /* a checkpoint directory, or a config.json with dummy set */
     int dummy;         /* dummy weights (generated on the GPU; a rank's slices hold the whole model's values) */
     int whole;         /* the routed experts whole per rank (opts.tensor_expert_parallel: TP attention, EP experts) */
+    int pp;            /* two pipeline stages instead (opts.pipeline_parallel_one_rank); the logits are stage 0's */
     char path[2][256];
 } tp_run;
 
@@ -38,10 +40,19 @@ static int rank_fn(int rank, ds_comm *cm, void *arg) {
     tp_run *t = arg;
     char err[DS_ERRLEN];
     ds_engine *e = NULL;
-    ds_engine_opts o = {.backend = "cuda", .attn_no_measure = 1, .dummy_weights = t->dummy,
-                        .tensor_parallel_size = cm->size, .tensor_parallel_one_rank = 1, .tensor_parallel_rank = rank,
-                        .tensor_expert_parallel = t->whole};
-    if (ds_engine_open(t->dir, &o, &e, err) || ds_engine_set_tensor_parallel(e, cm, t->whole, err)) {
+    ds_engine_opts o = {.backend = "cuda", .attn_no_measure = 1, .dummy_weights = t->dummy};
+    if (t->pp) {
+        o.pipeline_parallel_size = cm->size;
+        o.pipeline_parallel_one_rank = 1;
+        o.pipeline_parallel_rank = rank;
+    } else {
+        o.tensor_parallel_size = cm->size;
+        o.tensor_parallel_one_rank = 1;
+        o.tensor_parallel_rank = rank;
+        o.tensor_expert_parallel = t->whole;
+    }
+    if (ds_engine_open(t->dir, &o, &e, err) ||
+        (t->pp ? ds_engine_set_pipeline_stage(e, cm, err) : ds_engine_set_tensor_parallel(e, cm, t->whole, err))) {
         fprintf(stderr, "rank %d: %s\n", rank, err);
         ds_engine_free(e);
         return 1;
@@ -61,7 +72,7 @@ static int rank_fn(int rank, ds_comm *cm, void *arg) {
             bad = 1;
             break;
         }
-        next = argmax_f32(row, V);
+        next = t->pp ? (int32_t)((7 * k + 1) % V) : argmax_f32(row, V);   /* PP: only stage 0 has logits */
         fwrite(&n, sizeof n, 1, f);
         fwrite(ids, sizeof(int32_t), (size_t)n, f);
         fwrite(row, sizeof(float), (size_t)V, f);
@@ -84,7 +95,7 @@ static int replay(tp_run *t) {
     int V = ds_engine_vocab_size(e), bad = 0, checked = 0;
     float *got = malloc(sizeof(float) * (size_t)V), *row = malloc(sizeof(float) * (size_t)V);
     double worst = 0;
-    for (int r = 0; r < 2; r++) {
+    for (int r = 0; r < (t->pp ? 1 : 2); r++) {
         FILE *f = fopen(t->path[r], "rb");
         ds_seq *s;
         ds_seq_new(e, &s, err);
@@ -109,16 +120,17 @@ static int replay(tp_run *t) {
         if (f) fclose(f);
         ds_seq_free(s);
     }
-    printf("  %s: TP2%s vs one GPU, %d rank-steps, worst rel L2 %.2e%s\n", t->dir, t->whole ? " (experts whole per rank)" : "",
-           checked, worst, bad ? "  FAILED" : "");
+    printf("  %s: %s vs one GPU, %d rank-steps, worst rel L2 %.2e%s\n", t->dir,
+           t->pp ? "PP2 (stage 0's logits)" : t->whole ? "TP2 (experts whole per rank)" : "TP2", checked, worst,
+           bad ? "  FAILED" : "");
     ds_engine_free(e);
     free(got);
     free(row);
-    return bad || checked != 2 * STEPS;
+    return bad || checked != (t->pp ? 1 : 2) * STEPS;
 }
 
-/* fx: a fixture's name, or (dummy) a config path; whole: experts whole per rank */
-static int run_model(const char *fx, int dummy, int whole) {
+/* fx: a fixture's name, or (dummy) a config path; whole: experts whole per rank; pp: two pipeline stages */
+static int run_model(const char *fx, int dummy, int whole, int pp) {
     tp_run t;
     char dir[512], err[DS_ERRLEN];
     if (dummy) snprintf(dir, sizeof dir, "%s", fx);
@@ -126,6 +138,7 @@ static int run_model(const char *fx, int dummy, int whole) {
     t.dir = dir;
     t.dummy = dummy;
     t.whole = whole;
+    t.pp = pp;
     for (int r = 0; r < 2; r++) snprintf(t.path[r], sizeof t.path[r], "/tmp/dsinfer-tp-%d-%d.bin", (int)getpid(), r);
     ds_dp_spec spec = {.size = 2, .nnodes = 1, .timeout_s = 120};
     int bad = ds_dp_launch(&spec, rank_fn, &t, err);
@@ -151,13 +164,16 @@ int main(void) {
     test_need_two_gpus_and_nccl();
     setenv("DSINFER_CUDA_MLA_TC", "0", 1);
     setenv("DSINFER_CUDA_ATTN_TC", "0", 1);
-    CHECKF(run_model("tiny-v3", 0, 0) == 0, "tiny-v3 TP2");
-    CHECKF(run_model("tiny-v2", 0, 0) == 0, "tiny-v2 TP2");
-    CHECKF(run_model("configs/deepseek-v2-lite.json", 1, 0) == 0, "V2-Lite dummy TP2");
+    CHECKF(run_model("tiny-v3", 0, 0, 0) == 0, "tiny-v3 TP2");
+    CHECKF(run_model("tiny-v2", 0, 0, 0) == 0, "tiny-v2 TP2");
+    CHECKF(run_model("configs/deepseek-v2-lite.json", 1, 0, 0) == 0, "V2-Lite dummy TP2");
     /* TP attention with the routed experts whole per rank (be->moe_routed over the rank's range) */
-    CHECKF(run_model("tiny-v3", 0, 1) == 0, "tiny-v3 TP2 whole experts");
-    CHECKF(run_model("tiny-v2", 0, 1) == 0, "tiny-v2 TP2 whole experts");
-    CHECKF(run_model("configs/deepseek-v2-lite.json", 1, 1) == 0, "V2-Lite dummy TP2 whole experts");
+    CHECKF(run_model("tiny-v3", 0, 1, 0) == 0, "tiny-v3 TP2 whole experts");
+    CHECKF(run_model("tiny-v2", 0, 1, 0) == 0, "tiny-v2 TP2 whole experts");
+    CHECKF(run_model("configs/deepseek-v2-lite.json", 1, 1, 0) == 0, "V2-Lite dummy TP2 whole experts");
+    /* two pipeline stages, each opened alone with its layers (hidden states over NCCL) */
+    CHECKF(run_model("tiny-v3", 0, 0, 1) == 0, "tiny-v3 PP2");
+    CHECKF(run_model("configs/deepseek-v2-lite.json", 1, 0, 1) == 0, "V2-Lite dummy PP2");
     return test_result("test_nccl_tp");
 }
 #endif

@@ -22,6 +22,8 @@ typedef struct {
     ds_comm_local_group *g;
     int rank, V, failed;
     int one_rank;        /* opened as one rank (its share cut at open), then joined */
+    int pp;              /* with one_rank: a pipeline stage instead of a TP rank (fixed tokens: the logits are
+                            stage 0's only) */
     float *logits[STEPS];
     int32_t toks[STEPS][16];
     int n[STEPS];
@@ -48,16 +50,21 @@ static void *rank_main(void *arg) {
     ds_comm *cm = ds_comm_local_new(j->g, j->rank);
     ds_engine *e = NULL;
     ds_engine_opts o = {.n_threads = 1, .attn_no_measure = 1};
-    if (j->one_rank) {
+    if (j->one_rank && !j->pp) {
         o.tensor_parallel_size = cm->size;
         o.tensor_parallel_one_rank = 1;
         o.tensor_parallel_rank = j->rank;
+    }
+    if (j->pp) {
+        o.pipeline_parallel_size = cm->size;
+        o.pipeline_parallel_one_rank = 1;
+        o.pipeline_parallel_rank = j->rank;
     }
     if (ds_engine_open(j->dir, &o, &e, j->err)) {
         j->failed = 1;
     } else if (j->one_rank && !refuses_before_join(e, j->err)) {
         j->failed = 1;
-    } else if (ds_engine_set_tensor_parallel(e, cm, 0, j->err)) {
+    } else if (j->pp ? ds_engine_set_pipeline_stage(e, cm, j->err) : ds_engine_set_tensor_parallel(e, cm, 0, j->err)) {
         j->failed = 1;
     } else {
         j->V = ds_engine_vocab_size(e);
@@ -70,7 +77,7 @@ static void *rank_main(void *arg) {
             j->logits[t] = malloc(sizeof(float) * (size_t)j->V);
             ds_batch_item it = {.seq = s, .tokens = j->toks[t], .n_tokens = j->n[t]};
             if (ds_engine_forward(e, &it, 1, j->logits[t], j->err)) j->failed = 1;
-            next = argmax_f32(j->logits[t], j->V);
+            next = j->pp ? (int32_t)((7 * t + 1) % j->V) : argmax_f32(j->logits[t], j->V);
         }
         ds_seq_free(s);
     }
@@ -79,7 +86,7 @@ static void *rank_main(void *arg) {
     return NULL;
 }
 
-static void run_as(const char *fx, int R, int one_rank) {
+static void run_job(const char *fx, int R, int one_rank, int pp) {
     char dir[512], err[DS_ERRLEN];
     snprintf(dir, sizeof dir, "%s/%s", fixtures_dir(), fx);
     ds_comm_local_group *g = ds_comm_local_group_new(R);
@@ -90,6 +97,7 @@ static void run_as(const char *fx, int R, int one_rank) {
         jobs[r].g = g;
         jobs[r].rank = r;
         jobs[r].one_rank = one_rank;
+        jobs[r].pp = pp;
         pthread_create(&th[r], NULL, rank_main, &jobs[r]);
     }
     for (int r = 0; r < R; r++) pthread_join(th[r], NULL);
@@ -106,8 +114,8 @@ static void run_as(const char *fx, int R, int one_rank) {
             ds_batch_item it = {.seq = s, .tokens = jobs[0].toks[t], .n_tokens = jobs[0].n[t]};
             CHECK(ds_engine_forward(ref, &it, 1, row, err) == DS_OK);
             for (int r = 0; r < R; r++) {
-                CHECKF(!jobs[r].failed, "%s TP%d rank %d: %s", fx, R, r, jobs[r].err);
-                if (jobs[r].failed || !jobs[r].logits[t]) continue;
+                CHECKF(!jobs[r].failed, "%s %s%d rank %d: %s", fx, pp ? "PP" : "TP", R, r, jobs[r].err);
+                if (jobs[r].failed || !jobs[r].logits[t] || (pp && r > 0)) continue;   /* PP: stage 0 has the logits */
                 diff_stats d = diff_f32(jobs[r].logits[t], row, (size_t)V);
                 worst = d.rel_l2 > worst ? d.rel_l2 : worst;
                 CHECKF(d.max_abs <= 1e-3 && d.rel_l2 <= 1e-4, "%s TP%d rank %d step %d: max abs %g rel L2 %g", fx, R, r, t,
@@ -120,8 +128,9 @@ static void run_as(const char *fx, int R, int one_rank) {
         free(row);
         ds_engine_free(ref);
     }
-    printf("  %-8s TP%d%s: %d steps on every rank against one engine, worst rel L2 %.2e\n", fx, R,
-           one_rank ? " (each rank opened alone, its share cut at open)" : "", STEPS, worst);
+    printf("  %-8s %s%d%s: %d steps against one engine, worst rel L2 %.2e\n", fx, pp ? "PP" : "TP", R,
+           pp ? " (each stage opened alone, its layers cut at open; stage 0's logits)"
+              : one_rank ? " (each rank opened alone, its share cut at open)" : "", STEPS, worst);
     for (int r = 0; r < R; r++)
         for (int t = 0; t < STEPS; t++) free(jobs[r].logits[t]);
     free(jobs);
@@ -129,6 +138,7 @@ static void run_as(const char *fx, int R, int one_rank) {
     ds_comm_local_group_free(g);
 }
 
+static void run_as(const char *fx, int R, int one_rank) { run_job(fx, R, one_rank, 0); }
 static void run(const char *fx, int R) { run_as(fx, R, 0); }
 
 /* A rank opened alone joining as another rank, or a group of another size: refused. */
@@ -267,6 +277,8 @@ int main(void) {
     run("tiny-v2", 2);
     run_as("tiny-v3", 2, 1);   /* one engine per rank (the multi-process form), cut at open */
     run_as("tiny-v2", 4, 1);
+    run_job("tiny-v3", 2, 1, 1);   /* pipeline stages opened alone (the multi-process form) */
+    run_job("tiny-v2", 3, 1, 1);
     check_one_rank_mismatch();
     check_refusal();
     check_handle("tiny-v3", 2, 0);

@@ -19,17 +19,24 @@
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
 /* ---- the list of tensors --------------------------------------------------------------------------- */
+/* slot[i]: w[i]'s place among every tensor the model could have (absent ones, and those a parallel rank
+ * forgot, counted too): dummy weights are generated from it, so every rank's copy of a tensor holds the
+ * same values as the one-GPU model's */
 typedef struct {
     ds_weight **w;
-    int n, cap;
+    int *slot;
+    int n, cap, next_slot;
 } wlist;
 
 static void wl_add(wlist *l, ds_weight *w) {
-    if (!w->data) return;   /* absent optional tensor */
+    int slot = l->next_slot++;
+    if (!w->data) return;   /* absent optional tensor, or one this rank does not hold */
     if (l->n == l->cap) {
         l->cap = l->cap ? 2 * l->cap : 256;
         l->w = (ds_weight **)ds_xrealloc(l->w, sizeof(ds_weight *) * (size_t)l->cap);
+        l->slot = (int *)ds_xrealloc(l->slot, sizeof(int) * (size_t)l->cap);
     }
+    l->slot[l->n] = slot;
     l->w[l->n++] = w;
 }
 
@@ -38,7 +45,7 @@ static void wl_layer(wlist *l, ds_layer_weights *L, int n_experts) {
                           &L->kv_a_norm, &L->kv_b, &L->o, &L->gate, &L->up, &L->down, &L->router,
                           &L->router_bias, &L->sh_gate, &L->sh_up, &L->sh_down};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) wl_add(l, fixed[i]);
-    if (L->is_moe)
+    if (L->is_moe)   /* every expert counts a slot, held or not */
         for (int e = 0; e < n_experts; e++) {
             wl_add(l, &L->exp_gate[e]);
             wl_add(l, &L->exp_up[e]);
@@ -202,10 +209,11 @@ ds_status cu_prepare_weights(ds_backend *be, ds_model_weights *w, char *err) {
     size_t need = 0;
     for (int i = 0; i < l.n; i++) need += align_up(data_bytes(l.w[i])) + align_up(scale_bytes(l.w[i]));
     ds_status st = check_fits(need, err);
-    if (st) { free(l.w); return st; }
+    if (st) { free(l.w); free(l.slot); return st; }
     if (cudaMalloc(&cb->weight_pool, need ? need : WEIGHT_ALIGN) != cudaSuccess) {
         cudaGetLastError();
         free(l.w);
+        free(l.slot);
         return ds_seterr(err, DS_ERR_NOMEM, "cannot allocate %.2f GiB of GPU memory for the weights", (double)need / GIB);
     }
     cb->weight_bytes = need;
@@ -220,7 +228,7 @@ ds_status cu_prepare_weights(ds_backend *be, ds_model_weights *w, char *err) {
         pool = s + align_up(sb);
         if (x->data == DS_WEIGHT_DUMMY) {
             int kind = x->rows == 1 ? (x->dtype == DS_DTYPE_F32 ? 1 : 0) : 2;
-            uint64_t kd = DUMMY_SEED * (uint64_t)(2 * i + 1), ks = DUMMY_SEED * (uint64_t)(2 * i + 2);
+            uint64_t kd = DUMMY_SEED * (uint64_t)(2 * l.slot[i] + 1), ks = DUMMY_SEED * (uint64_t)(2 * l.slot[i] + 2);
             size_t cols = (size_t)x->cols;
             if (x->dtype == DS_DTYPE_NVFP4) {
                 dummy_fill(d, DS_DTYPE_U8, db, cols / 2, x, 2, 1, kd, 5);
@@ -256,6 +264,7 @@ ds_status cu_prepare_weights(ds_backend *be, ds_model_weights *w, char *err) {
     CUDA_CHECK(cudaDeviceSynchronize());
     progress_show(&p, 1);
     free(l.w);
+    free(l.slot);
     return DS_OK;
 }
 
