@@ -6,7 +6,9 @@
  *    compared, the pick equal to the golden id unless the reference was at a near-tie;
  *  - all prompts in one batch of mixed chunk sizes;
  *  - the CUDA logits against the CPU engine's on the same prompt (reported; same tolerance);
- *  - with the FP8 KV cache on both sides, the CUDA logits against the CPU's (check_fp8kv_demo).
+ *  - with the FP8 KV cache on both sides, the CUDA logits against the CPU's (check_fp8kv_demo);
+ *  - all of it again with DSINFER_CUDA_TC=1 (every speed path on) at a BF16-level judge (MAX_REL_TC, picks
+ *    that differ only where that step's measured logit error explains them).
  * Skips (exit 77) without a CUDA build or a Hopper GPU. */
 #include <stdlib.h>
 #include <string.h>
@@ -23,12 +25,21 @@ int main(void) { test_skip("built without CUDA (nvcc not found at build time)");
 #define MAX_ABS 1e-3
 #define MAX_REL 1e-4
 #define TIE 1e-2
+/* The second pass, every speed path on (DSINFER_CUDA_TC=1: BF16 GEMM inputs, BF16 expert kernels): the
+ * logits within a BF16-level bound (BF16 keeps 8 significant bits, 2^-9 relative per rounding, compounded
+ * over the layers; measured on V2-Lite-shaped random weights: 2-3e-2 rel L2 against the exact path,
+ * test_cuda_model), and a greedy pick may differ from the reference only where this step's own measured
+ * error explains it: the reference's margin between its pick and ours at most twice the row's largest
+ * logit error (each of the two logits can move by that much). */
+#define MAX_REL_TC 5e-2
 
 typedef struct {
     const char *name;
     ds_st_set *g;
     int n_prompts, V;
+    int tc;                    /* the DSINFER_CUDA_TC=1 pass: MAX_REL_TC, no max-abs bound, explained flips */
     double worst_abs, worst_rel;
+    int explained;             /* tc: picks that differ, each explained by that step's error */
 } fixture;
 
 static void check_rows(const char *what, fixture *fx, int p, const float *got, const float *ref, int rows) {
@@ -36,8 +47,9 @@ static void check_rows(const char *what, fixture *fx, int p, const float *got, c
         diff_stats d = diff_f32(got + (size_t)r * fx->V, ref + (size_t)r * fx->V, (size_t)fx->V);
         if (d.max_abs > fx->worst_abs) fx->worst_abs = d.max_abs;
         if (d.rel_l2 > fx->worst_rel) fx->worst_rel = d.rel_l2;
-        CHECKF(d.max_abs <= MAX_ABS && d.rel_l2 <= MAX_REL, "%s %s p%d row %d: max abs %.3g rel L2 %.3g", fx->name,
-               what, p, r, d.max_abs, d.rel_l2);
+        int ok = fx->tc ? d.rel_l2 <= MAX_REL_TC : d.max_abs <= MAX_ABS && d.rel_l2 <= MAX_REL;
+        CHECKF(ok, "%s%s %s p%d row %d: max abs %.3g rel L2 %.3g", fx->name, fx->tc ? " (TC)" : "", what, p, r,
+               d.max_abs, d.rel_l2);
     }
 }
 
@@ -63,8 +75,10 @@ static void check_prompt(fixture *fx, ds_engine *e, ds_engine *e_abs, ds_engine 
         if (c == 0) {   /* CUDA against the CPU engine */
             float *cl = run_prompt(cpu, ids->data, T, 0, fx->V);
             diff_stats d = diff_f32(got, cl, (size_t)T * fx->V);
-            printf("  %s p%d: cuda vs cpu logits max abs %.3g rel L2 %.3g\n", fx->name, p, d.max_abs, d.rel_l2);
-            CHECKF(d.max_abs <= MAX_ABS && d.rel_l2 <= MAX_REL, "%s p%d cuda vs cpu", fx->name, p);
+            printf("  %s%s p%d: cuda vs cpu logits max abs %.3g rel L2 %.3g\n", fx->name, fx->tc ? " (TC)" : "", p,
+                   d.max_abs, d.rel_l2);
+            CHECKF(fx->tc ? d.rel_l2 <= MAX_REL_TC : d.max_abs <= MAX_ABS && d.rel_l2 <= MAX_REL, "%s p%d cuda vs cpu",
+                   fx->name, p);
             free(cl);
         }
         free(got);
@@ -94,8 +108,13 @@ static int check_greedy(fixture *fx, ds_engine *e, int p) {
             float second = -INFINITY;
             for (int v = 0; v < V; v++)
                 if (v != top && ref[v] > second) second = ref[v];
-            CHECKF(ref[top] - second <= TIE && ref[top] - ref[pick] <= TIE,
-                   "%s p%d step %d: picked %d, reference %d, not a near-tie", fx->name, p, k, pick, gid[k]);
+            int tie = ref[top] - second <= TIE && ref[top] - ref[pick] <= TIE;
+            double err_here = diff_f32(row, ref, (size_t)V).max_abs;
+            int explained = fx->tc && ref[top] - ref[pick] <= 2.0 * err_here;
+            fx->explained += explained && !tie;
+            CHECKF(tie || explained, "%s%s p%d step %d: picked %d, reference %d, margin %.3g, this step's max logit "
+                   "error %.3g: %s", fx->name, fx->tc ? " (TC)" : "", p, k, pick, gid[k], ref[top] - ref[pick], err_here,
+                   fx->tc ? "not explained by it" : "not a near-tie");
         }
         it = (ds_batch_item){.seq = s, .tokens = &gid[k], .n_tokens = 1};
         CHECK(ds_engine_forward(e, &it, 1, row, err) == DS_OK);
@@ -117,11 +136,12 @@ static void check_batched(fixture *fx, ds_engine *e) {
     }
 }
 
-static void check_fixture(const char *name) {
+static void check_fixture(const char *name, int tc) {
     char dir[512], gpath[600], err[DS_ERRLEN];
     snprintf(dir, sizeof dir, "%s/%s", fixtures_dir(), name);
     snprintf(gpath, sizeof gpath, "%s/golden.safetensors", dir);
-    fixture fx = {.name = name};
+    fixture fx = {.name = name, .tc = tc};
+    if (tc) setenv("DSINFER_CUDA_TC", "1", 1);   /* read when each CUDA backend is created */
     if (ds_st_open_file(gpath, &fx.g, err) != DS_OK) { CHECKF(0, "%s", err); return; }
     while (golden_get(fx.g, fx.n_prompts, "input_ids") && fx.n_prompts < 8) fx.n_prompts++;
     ds_engine *e = NULL, *e_abs = NULL, *cpu = NULL;
@@ -129,6 +149,7 @@ static void check_fixture(const char *name) {
     CHECKF(ds_engine_open(dir, &o, &e, err) == DS_OK, "%s", err);
     CHECKF(ds_engine_open(dir, &oa, &e_abs, err) == DS_OK, "%s", err);
     CHECKF(ds_engine_open(dir, &oc, &cpu, err) == DS_OK, "%s", err);
+    unsetenv("DSINFER_CUDA_TC");
     if (e && e_abs && cpu) {
         printf("%s\n", ds_engine_describe(e));
         fx.V = ds_engine_vocab_size(e);
@@ -140,8 +161,10 @@ static void check_fixture(const char *name) {
         }
         check_batched(&fx, e);
         CHECK(ds_engine_pages_free(e) == ds_engine_pages_total(e));
-        printf("%s: greedy ids %d/%d identical; worst logits vs golden: max abs %.3g, rel L2 %.3g\n", name, same,
-               total, fx.worst_abs, fx.worst_rel);
+        printf("%s%s: greedy ids %d/%d identical; worst logits vs golden: max abs %.3g, rel L2 %.3g\n", name,
+               tc ? " (DSINFER_CUDA_TC=1)" : "", same, total, fx.worst_abs, fx.worst_rel);
+        if (tc) printf("%s (DSINFER_CUDA_TC=1): %d differing picks explained by their step's logit error\n", name,
+                       fx.explained);
     }
     ds_engine_free(e);
     ds_engine_free(e_abs);
@@ -197,7 +220,9 @@ int main(void) {
     char why[256];
     if (!ds_cuda_available(why, sizeof why)) test_skip(why);
     const char *names[] = {"tiny-v3", "tiny-v3-fp8", "tiny-v2", "tiny-v2-group", "tiny-v3-nvfp4"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) check_fixture(names[i]);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) check_fixture(names[i], 0);
+    /* every speed path on (issue 7: the goldens with every technique on), at the BF16-level judge */
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) check_fixture(names[i], 1);
     check_kv_demo("fp8");
     check_kv_demo("bf16");
     return test_result("test_cuda_golden");
