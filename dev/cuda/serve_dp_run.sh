@@ -3,7 +3,8 @@
 # `dsinfer serve --backend cuda --data-parallel-size 2` with a replica process per GPU, the same checks as
 # tests/scripts/server_dp_mp.sh on the CPU (greedy completions equal `dsinfer generate --backend cuda`,
 # streaming, both replicas used, a killed replica process, clean shutdown); then test_nccl_tp (TP2 with the
-# routed experts whole per rank, new) and a TP2 + EP decode beside TP2. Logs in $OUT.
+# routed experts whole per rank, and PP2 with a stage per process: new) and TP2 + EP and PP2 decode beside
+# TP2. Logs in $OUT. (test_cuda_golden's new DSINFER_CUDA_TC=1 pass runs in session_run.sh's `check`.)
 set -u
 [ -f .deps.tar.xz ] && tar xJf .deps.tar.xz
 OUT=${OUT:-/tmp/dsinfer-gpu}; mkdir -p "$OUT"
@@ -15,4 +16,5 @@ echo "######## test_nccl_tp"; timeout 300 $B/test_nccl_tp 2>&1 | tail -n 12
 ARGS=(--dtype bf16 --batch 1,32,64,128 --ctx 1K --prompt '' --steps 8)
 echo "######## TP2"; DSINFER_CUDA_TC=1 timeout 200 $B/dsinfer bench "${ARGS[@]}" --tensor-parallel-size 2 2>&1 | grep -E "^decode|rror"
 echo "######## TP2 + EP (experts whole per rank)"; DSINFER_CUDA_TC=1 timeout 200 $B/dsinfer bench "${ARGS[@]}" --tensor-parallel-size 2 --enable-expert-parallel 2>&1 | grep -E "^decode|rror"
+echo "######## PP2 (a stage per GPU)"; DSINFER_CUDA_TC=1 timeout 200 $B/dsinfer bench "${ARGS[@]}" --pipeline-parallel-size 2 2>&1 | grep -E "^decode|rror"
 } 2>&1 | tee "$OUT/serve_dp.log"
