@@ -181,6 +181,12 @@ if want final5; then   # the fifth session's last prefill figures, every default
   step pre_gw0 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GROUP_WIDE=0 $B/dsinfer bench --dtype bf16 --batch '' --ctx '' --prompt 2K,8K --steps 2 --csv $CSV --label group-wide0
 fi
 want phases && step ot_pre8k_phases 200 env DSINFER_CUDA_TC=1 DSINFER_CUDA_OP_TIMES=1 $B/dsinfer bench --dtype bf16 --batch '' --ctx '' --prompt 8K --steps 1
+# mlaasync (issue 7, written after the fifth session's device time ran out): the MLA decode's BF16 cache staged
+# by cp.async (DSINFER_CUDA_MLA_ASYNC=1) against the register path; its op test is in test_cuda_ops (check)
+for a in 0 1; do
+  want mlaasync && step mla16_async$a 60 env DSINFER_CUDA_MLA_ASYNC=$a $B/dsinfer bench --mla --kv-cache-dtype bf16
+  want mlaasync && step dec16_async$a 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MLA_ASYNC=$a $B/dsinfer bench --dtype bf16 --batch 64,256 --ctx 4K --prompt '' --steps 8 --kv-cache-dtype bf16 --csv $CSV --label mla-async$a
+done
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

@@ -1260,6 +1260,13 @@ int main(void) {
         run_mla_tc("v2l-tc16", "configs/deepseek-v2-lite.json", 0, KV_BF16, 16, kv_big, NM(kv_big), 300);
         /* 600 new tokens over ragged sequences: several 128-query blocks of one sequence (FA v2), contexts of
          * many 64-row tiles through both cp.async stages, partial last blocks and tiles */
+        /* the BF16 cache staged by cp.async (DSINFER_CUDA_MLA_ASYNC, opt-in until run) */
+        setenv("DSINFER_CUDA_MLA_ASYNC", "1", 1);
+        run_mla_tc("v2l-tc16a", "configs/deepseek-v2-lite.json", 0, KV_BF16, 16, kv_big, NM(kv_big), 300);
+        run_mla_tc("h3-tc16a", "configs/deepseek-v2-lite.json", 3, KV_BF16, 5, kv_small, NM(kv_small), 150);
+        unsetenv("DSINFER_CUDA_MLA_ASYNC");
+        setup s_off;   /* the flag is process-wide, read when a backend is created: one more turns it back off */
+        if (load_setup(&s_off, "async-off", "tests/fixtures/tiny-v3-fp8/config.json", 3, 16)) free_setup(&s_off);
         const int long_m[] = {600};
         run_mla_tc("v2l-tcL", "configs/deepseek-v2-lite.json", 0, KV_BF16, 16, long_m, NM(long_m), 300);
         run_mla_tc("v3-tc", "configs/deepseek-v3.json", 0, KV_F32, 16, kv_big, NM(kv_big), 300);

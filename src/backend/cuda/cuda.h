@@ -213,6 +213,8 @@ typedef struct {
     float *ml;               /* [T, S, H, 2] running max and sum per split */
     int H, C, dr, dn, dqk, pt_stride, page_size, n_splits;
     float scale;
+    int bf16_async;        /* BF16 cache rows staged by cp.async (DSINFER_CUDA_MLA_ASYNC, cuda_mla_tc.cu); set after
+                              the positional initialisers */
 } fa_params;
 
 /* The tensor-core variant (cuda_mla_tc.cu, opt.mla_tc) for kv_lora_rank 512 and rope 64: fits, the split
@@ -476,6 +478,9 @@ extern int cu_group_wide;
 /* DSINFER_CUDA_ABSORB2=0: the first-pass q_lat = W_UK^T q_nope kernel (one thread per column, dn
  * dependent loads); default 1: absorb_q_v2_kernel (cuda_attn.cu). */
 extern int cu_absorb_v2;
+/* DSINFER_CUDA_MLA_ASYNC=1: the tensor-core MLA decode stages BF16 cache tiles by cp.async (cuda_mla_tc.cu);
+ * default 0 until it has run on a GPU. */
+extern int cu_mla_async;
 void cu_moe_tabs_free(ds_cuda_backend *cb);
 ds_status cu_graph_run(ds_backend *be, uint64_t key, void (*fn)(void *), void *ctx, char *err);
 void cu_graphs_free(ds_cuda_backend *cb);

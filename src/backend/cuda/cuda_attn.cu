@@ -630,6 +630,7 @@ static void attn_fused(ds_cuda_backend *cb, float *out, const float *q, const un
     CUDA_LAUNCH_CHECK();
     fa_params p = {qlat, q, cache, tb, c->kv_fp8, fp8_vec, cu_kv_layout(c), tok, cb->d_positions, cb->d_tok_seq, cb->d_page_table,
                    part, ml, H, C, dr, dn, dqk, b->pt_stride, b->page_size, S, c->softmax_scale};
+    p.bf16_async = cu_mla_async;
     if (tc) {
         cu_mla_decode_tc(&p, T);
     } else {

@@ -119,6 +119,25 @@ __device__ __forceinline__ void stage_fp8(const fa_params &p, const int32_t *pt,
     }
 }
 
+int cu_mla_async = 0;   /* DSINFER_CUDA_MLA_ASYNC (read at backend creation) */
+
+/* The BF16 layout by cp.async (DSINFER_CUDA_MLA_ASYNC=1, written in the fifth session after its device time
+ * ran out: op-tested next session, then timed with `bench --mla --kv-cache-dtype bf16`): every 16-byte chunk
+ * of the 64-row tile (64 x 72) issued at once, one wait. The register path below keeps 2 rows of a warp in
+ * flight (18 KB a block), which at 2 blocks an SM is under what the H200 needs in flight (~32 KB an SM at
+ * 4.2 TB/s and ~1 us): the BF16 cache ran at 29% of the copy bandwidth against the fp32 cache's 51%
+ * (bench/RESULTS.md, session 3 run 9). Rows past the context are zero-filled (src-size 0). */
+__device__ __forceinline__ void stage_bf16_async(const fa_params &p, const int32_t *pt, int base, int nc,
+                                                 __nv_bfloat16 *Ks) {
+    for (int x = threadIdx.x; x < TC_TILE * (TC_W / 8); x += TC_THREADS) {
+        int r = x / (TC_W / 8), q = x % (TC_W / 8), ok = r < nc;
+        const unsigned char *row = entry_of(p, pt, base + (ok ? r : 0));
+        cu_cp_async16(Ks + r * TC_KS + 8 * q, row + 16 * q, ok ? 16 : 0);
+    }
+    cu_cp_async_commit();
+    cu_cp_async_wait<0>();
+}
+
 /* The BF16 layout (1152 bytes a row): copied as it is, 72 x 16 bytes a row, two rows at a time per warp. */
 __device__ __forceinline__ void stage_bf16(const fa_params &p, const int32_t *pt, int base, int nc, __nv_bfloat16 *Ks,
                                            int warp, int lane) {
@@ -207,6 +226,7 @@ __global__ void __launch_bounds__(TC_THREADS, 2) mla_decode_tc_kernel(fa_params 
         int nc = c_end - base < TC_TILE ? c_end - base : TC_TILE;
         __syncthreads();   /* the previous tile's readers are done (and the Q tile is written) */
         if (p.kv_fp8) stage_fp8(p, pt, base, nc, Ks, warp, lane);
+        else if (p.kv_layout == CU_KV_BF16 && p.bf16_async) stage_bf16_async(p, pt, base, nc, Ks);
         else if (p.kv_layout == CU_KV_BF16) stage_bf16(p, pt, base, nc, Ks, warp, lane);
         else stage_f32(p, pt, base, nc, Ks, warp, lane);
         __syncthreads();
