@@ -9,6 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${DSINFER_BIN:-build/dsinfer}
 command -v curl >/dev/null || { echo "SKIP: curl not found"; exit 77; }
+command -v python3 >/dev/null || { echo "SKIP: python3 not found (JSON checks)"; exit 77; }   # the GPU machine has no node
 M=tests/fixtures/tiny-v3
 BE=${DSINFER_SERVE_BACKEND:-cpu}   # cuda on a GPU machine with two GPUs (dev/cuda/serve_dp_run.sh)
 tmp=$(mktemp -d); trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$tmp"' EXIT
@@ -24,7 +25,7 @@ complete() {   # prompt -> the completion's text
   curl -s "$url/v1/completions" -H 'Content-Type: application/json' \
     -d "{\"model\":\"$M\",\"prompt\":\"$1\",\"max_tokens\":10,\"temperature\":0,\"ignore_eos\":true}"
 }
-text_of() { node -e 'const r=JSON.parse(require("fs").readFileSync(process.argv[1]));process.stdout.write(r.choices[0].text)' "$1" | tr -d '\000'; }
+text_of() { python3 -c 'import json,sys; sys.stdout.write(json.load(open(sys.argv[1]))["choices"][0]["text"])' "$1" | tr -d '\000'; }
 for i in "${!words[@]}"; do complete "The ${words[$i]} of the day" >"$tmp/r$i.json" & done
 wait $(jobs -p | grep -v "^$pid$") 2>/dev/null || true
 for i in "${!words[@]}"; do
@@ -35,21 +36,24 @@ done
 # streamed: the deltas add up to the same text
 curl -sN "$url/v1/completions" -H 'Content-Type: application/json' \
   -d "{\"model\":\"$M\",\"prompt\":\"The alpha of the day\",\"max_tokens\":10,\"temperature\":0,\"ignore_eos\":true,\"stream\":true}" >"$tmp/stream"
-streamed=$(node -e '
-const lines = require("fs").readFileSync(process.argv[1], "utf8").split("\n").filter(l => l.startsWith("data: ") && l !== "data: [DONE]");
-process.stdout.write(lines.map(l => JSON.parse(l.slice(6)).choices.map(c => c.text).join("")).join(""));' "$tmp/stream" | tr -d '\000')
+streamed=$(python3 -c '
+import json, sys
+lines = [l for l in open(sys.argv[1]).read().split("\n") if l.startswith("data: ") and l != "data: [DONE]"]
+sys.stdout.write("".join(c["text"] for l in lines for c in json.loads(l[6:])["choices"]))' "$tmp/stream" | tr -d '\000')
 [ "$streamed" = "$(text_of "$tmp/r0.json")" ] || { echo "streamed [$streamed] vs [$(text_of "$tmp/r0.json")]"; exit 1; }
 grep -q "data: \[DONE\]" "$tmp/stream" || { echo "stream not terminated"; exit 1; }
 pool=$(curl -s "$url/debug/pool")
 echo "$pool"
-node -e '
-const b = JSON.parse(process.argv[1]);
-const fail = m => { console.log(m); process.exit(1); };
-if (!b.ok) fail("pool check failed");
-if (b.replica_requests.length !== 2) fail("expected 2 replicas");
-if (!(b.replica_requests[0] > 0 && b.replica_requests[1] > 0)) fail("a replica got no request");
-if (b.replica_requests[0] + b.replica_requests[1] !== 13) fail("requests lost");
-if (b.pages_free + b.pages_used + b.pages_cached !== b.pages_total) fail("pool accounting");
+python3 -c '
+import json, sys
+b = json.loads(sys.argv[1])
+def fail(m): print(m); sys.exit(1)
+if not b["ok"]: fail("pool check failed")
+r = b["replica_requests"]
+if len(r) != 2: fail("expected 2 replicas")
+if not (r[0] > 0 and r[1] > 0): fail("a replica got no request")
+if r[0] + r[1] != 13: fail("requests lost")
+if b["pages_free"] + b["pages_used"] + b["pages_cached"] != b["pages_total"]: fail("pool accounting")
 ' "$pool"
 # one replica process dies: the other serves everything after, the server stays up
 kill -9 $(echo $kids | cut -d' ' -f1)
