@@ -26,8 +26,7 @@ ds_status ds_dp_spec_check(const ds_dp_spec *s, char *err) {
     return DS_OK;
 }
 
-/* The GPU of local rank l: the l-th entry of the parent's CUDA_VISIBLE_DEVICES, or l. */
-static void pick_gpu(int l) {
+void ds_dp_pick_gpu(int l) {
     const char *vis = getenv("CUDA_VISIBLE_DEVICES");
     char buf[64];
     snprintf(buf, sizeof buf, "%d", l);
@@ -53,7 +52,7 @@ static int child_main(const ds_dp_spec *s, int rank, int local, int listen_fd, i
     unsigned char id[DS_NCCL_ID_BYTES];
     const char *addr = s->addr ? s->addr : "127.0.0.1";
     double to = s->timeout_s > 0 ? s->timeout_s : 300;
-    pick_gpu(local);
+    ds_dp_pick_gpu(local);
     if (s->no_comm) {
         if (listen_fd >= 0) close(listen_fd);
         return fn(rank, NULL, arg);

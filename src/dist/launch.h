@@ -18,6 +18,10 @@ typedef struct {
     int no_comm;        /* tests: no rendezvous and no communicator (fn gets comm NULL) */
 } ds_dp_spec;
 
+/* Sets CUDA_VISIBLE_DEVICES for local rank l: the l-th entry of the current list, or l (before any CUDA call
+ * in the process; also the server's replica processes, server/remote.c). */
+void ds_dp_pick_gpu(int l);
+
 /* Checks a spec before anything starts (err names the wrong field). */
 ds_status ds_dp_spec_check(const ds_dp_spec *s, char *err);
 

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "core/status.h"
+#include "dist/launch.h"
 #include "server/remote.h"
 
 enum { M_HELLO = 1, M_SUBMIT, M_CANCEL, M_ABORT_ALL, M_CHECK, M_CHECK_REPLY, M_STOP, M_PROGRESS, M_STATS, M_STEP };
@@ -529,25 +530,6 @@ static void *watcher_main(void *arg) {
     return NULL;
 }
 
-/* The i-th visible GPU for replica i: the parent's CUDA_VISIBLE_DEVICES list, else i. */
-static void set_device(int i) {
-    const char *v = getenv("CUDA_VISIBLE_DEVICES");
-    char dev[64];
-    snprintf(dev, sizeof dev, "%d", i);
-    if (v && *v) {
-        const char *p = v;
-        for (int k = 0; k < i && p; k++) {
-            p = strchr(p, ',');
-            if (p) p++;
-        }
-        if (p && *p) {
-            size_t n = strcspn(p, ",");
-            snprintf(dev, sizeof dev, "%.*s", (int)(n < 60 ? n : 60), p);
-        }
-    }
-    setenv("CUDA_VISIBLE_DEVICES", dev, 1);
-}
-
 ds_status srv_remote_spawn(const server_config *cfg, int index, int n, srv_metrics *m, srv_dash *d,
                            srv_remote *const *earlier, srv_remote **out, char *err) {
     *out = NULL;
@@ -565,7 +547,7 @@ ds_status srv_remote_spawn(const server_config *cfg, int index, int n, srv_metri
         close(sv[0]);
         for (int i = 0; i < index; i++)
             if (earlier[i]) close(earlier[i]->fd);
-        if (!strcmp(cfg->backend, "cuda")) set_device(index);
+        if (!strcmp(cfg->backend, "cuda")) ds_dp_pick_gpu(index);
         _exit(child_main(cfg, sv[1], m, d));
     }
     close(sv[1]);

@@ -426,6 +426,10 @@ void cu_fp8_free(ds_cuda_backend *cb);
 /* cuBLASLt handle and its fixed workspace (LT_WS_BYTES), made once (cuda_fp8gemm.cu). */
 #define LT_WS_BYTES ((size_t)32 << 20)
 void cu_lt_init(ds_cuda_backend *cb);
+/* cuBLASLt's first `want` algorithms for D = op(A) op(B) in desc's layouts (C = D), workspace at most
+ * LT_WS_BYTES; how many it gave (0: none, or a cuBLASLt error). */
+int cu_lt_heuristics(ds_cuda_backend *cb, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t la, cublasLtMatrixLayout_t lb,
+                     cublasLtMatrixLayout_t ld, int want, cublasLtMatmulHeuristicResult_t *res);
 /* out[m, 0:N] (row stride ldo) = x[M, K] . A[N, K]^T, BF16 inputs, fp32 accumulate and output, through
  * cuBLASLt with a plan kept per shape: tune 1, the algorithm searched for the shape once and kept on disk;
  * 0, the heuristic's first (cuda_lt_tune.cu). 0 returned: nothing done (no algorithm for the shape, or the

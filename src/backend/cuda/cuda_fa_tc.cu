@@ -39,6 +39,98 @@ __device__ __forceinline__ void fa_st4(__nv_bfloat16 *dst, float4 v) {
     *(uint2 *)dst = make_uint2(cu_pack_bf16(v.x, v.y), cu_pack_bf16(v.z, v.w));
 }
 
+/* One 64-row K/V tile for a warp's 16 query rows (rows g and g + 8 of the A fragments; both kernels): S = Q K^T
+ * over the 192 q/k columns, the causal mask from the rows' positions, the online-softmax update of (m, l) and
+ * O = O * correction + P V with P in BF16 straight from the S accumulators (the FA-2 register layout). Kt
+ * [64][FKS] and Vt [64][FVS] BF16 in shared memory; kb: the tile's first context row. */
+__device__ __forceinline__ void fa_tile(const __nv_bfloat16 *Kt, const __nv_bfloat16 *Vt, const uint32_t (*qf)[4], int kb,
+                                        int pos0, int pos1, float scale, int lane, float &m0, float &m1, float &l0,
+                                        float &l1, float (*o)[4]) {
+    const int t = lane & 3, a_row = (lane & 7) + 8 * ((lane >> 3) & 1), a_col = 8 * (lane >> 4);
+    /* S = Q K^T: s[j] = rows g / g+8, keys kb + 8j + 2t (+1) */
+    float s[FK / 8][4];
+#pragma unroll
+    for (int j = 0; j < FK / 8; j++) {
+        s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll
+        for (int kp = 0; kp < FDQK / 32; kp++) {
+            uint32_t b[4];
+            cu_ldsm_x4(b, Kt + (8 * j + (lane & 7)) * FKS + 32 * kp + 8 * (lane >> 3));
+            cu_mma_bf16(s[j], qf[2 * kp], b[0], b[1]);
+            cu_mma_bf16(s[j], qf[2 * kp + 1], b[2], b[3]);
+        }
+    }
+    /* causal mask, scale, row max */
+    float x0 = -INFINITY, x1 = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < FK / 8; j++) {
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            int key = kb + 8 * j + 2 * t + i;
+            s[j][i] = key <= pos0 ? s[j][i] * scale : -INFINITY;
+            s[j][2 + i] = key <= pos1 ? s[j][2 + i] * scale : -INFINITY;
+            x0 = fmaxf(x0, s[j][i]);
+            x1 = fmaxf(x1, s[j][2 + i]);
+        }
+    }
+    x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 1));
+    x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 2));
+    x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 1));
+    x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 2));
+    float nm0 = fmaxf(m0, x0), nm1 = fmaxf(m1, x1);
+    float cr0 = nm0 == -INFINITY ? 1.0f : expf(m0 - nm0), cr1 = nm1 == -INFINITY ? 1.0f : expf(m1 - nm1);
+    m0 = nm0;
+    m1 = nm1;
+    /* P in BF16 as the A fragments of P V (k-step kk: keys 16kk .. 16kk + 15 = S tiles 2kk, 2kk+1) */
+    uint32_t pf[FK / 16][4];
+    float ps0 = 0.0f, ps1 = 0.0f;
+#pragma unroll
+    for (int j = 0; j < FK / 8; j++) {
+        float p00 = nm0 == -INFINITY ? 0.0f : expf(s[j][0] - nm0), p01 = nm0 == -INFINITY ? 0.0f : expf(s[j][1] - nm0);
+        float p10 = nm1 == -INFINITY ? 0.0f : expf(s[j][2] - nm1), p11 = nm1 == -INFINITY ? 0.0f : expf(s[j][3] - nm1);
+        __nv_bfloat162 b0 = __floats2bfloat162_rn(p00, p01), b1 = __floats2bfloat162_rn(p10, p11);
+        ps0 += __low2float(b0) + __high2float(b0);   /* the sums add what the products use */
+        ps1 += __low2float(b1) + __high2float(b1);
+        pf[j >> 1][(j & 1) * 2] = *(uint32_t *)&b0;
+        pf[j >> 1][(j & 1) * 2 + 1] = *(uint32_t *)&b1;
+    }
+    l0 = l0 * cr0 + ps0;
+    l1 = l1 * cr1 + ps1;
+#pragma unroll
+    for (int n = 0; n < FDV / 8; n++) {
+        o[n][0] *= cr0; o[n][1] *= cr0;
+        o[n][2] *= cr1; o[n][3] *= cr1;
+    }
+    /* O += P V */
+#pragma unroll
+    for (int kk = 0; kk < FK / 16; kk++) {
+#pragma unroll
+        for (int n = 0; n < FDV / 8; n += 2) {
+            uint32_t b[4];
+            cu_ldsm_x4_trans(b, Vt + (16 * kk + a_row) * FVS + 8 * n + a_col);
+            cu_mma_bf16(o[n], pf[kk], b[0], b[1]);
+            cu_mma_bf16(o[n + 1], pf[kk], b[2], b[3]);
+        }
+    }
+}
+
+/* The end of a query block: the row sums across a row's 4 lanes, O / l to out (rows < T only). */
+__device__ __forceinline__ void fa_store(float *out, float (*o)[4], float l0, float l1, int r0, int t0, int T, int H,
+                                         int h, int lane) {
+    const int t = lane & 3;
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    int r1 = r0 + 8;
+#pragma unroll
+    for (int n = 0; n < FDV / 8; n++) {
+        int col = 8 * n + 2 * t;
+        if (r0 < T) *(float2 *)(out + ((size_t)(t0 + r0) * H + h) * FDV + col) = make_float2(o[n][0] / l0, o[n][1] / l0);
+        if (r1 < T) *(float2 *)(out + ((size_t)(t0 + r1) * H + h) * FDV + col) = make_float2(o[n][2] / l1, o[n][3] / l1);
+    }
+}
+
 /* grid (ceil(T / FQ), H), block 128. */
 __global__ void __launch_bounds__(128) fa_prefill_kernel(float *out, const float *q, const float *kvb, const float *kpe,
                                                          const int32_t *positions, int t0, int T, int H, float scale) {
@@ -47,7 +139,7 @@ __global__ void __launch_bounds__(128) fa_prefill_kernel(float *out, const float
     __shared__ int pos_s[FQ];
     __shared__ int max_pos;
     int q0 = blockIdx.x * FQ, h = blockIdx.y, tid = threadIdx.x;
-    int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    int warp = tid >> 5, lane = tid & 31, g = lane >> 2;
     const int a_row = (lane & 7) + 8 * ((lane >> 3) & 1), a_col = 8 * (lane >> 4);
     if (tid < FQ) pos_s[tid] = q0 + tid < T ? positions[t0 + q0 + tid] : -1;
     /* Q rows in BF16 (rows past T zero) */
@@ -95,92 +187,10 @@ __global__ void __launch_bounds__(128) fa_prefill_kernel(float *out, const float
         }
         __syncthreads();
 
-        /* S = Q K^T: s[j] = rows g / g+8, keys kb + 8j + 2t (+1) */
-        float s[FK / 8][4];
-#pragma unroll
-        for (int j = 0; j < FK / 8; j++) {
-            s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-#pragma unroll
-            for (int kp = 0; kp < FDQK / 32; kp++) {
-                uint32_t b[4];
-                cu_ldsm_x4(b, Ks + (8 * j + (lane & 7)) * FKS + 32 * kp + 8 * (lane >> 3));
-                cu_mma_bf16(s[j], qf[2 * kp], b[0], b[1]);
-                cu_mma_bf16(s[j], qf[2 * kp + 1], b[2], b[3]);
-            }
-        }
-        /* causal mask, scale, row max */
-        float x0 = -INFINITY, x1 = -INFINITY;
-#pragma unroll
-        for (int j = 0; j < FK / 8; j++) {
-#pragma unroll
-            for (int i = 0; i < 2; i++) {
-                int key = kb + 8 * j + 2 * t + i;
-                s[j][i] = key <= pos0 ? s[j][i] * scale : -INFINITY;
-                s[j][2 + i] = key <= pos1 ? s[j][2 + i] * scale : -INFINITY;
-                x0 = fmaxf(x0, s[j][i]);
-                x1 = fmaxf(x1, s[j][2 + i]);
-            }
-        }
-        x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 1));
-        x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 2));
-        x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 1));
-        x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 2));
-        float nm0 = fmaxf(m0, x0), nm1 = fmaxf(m1, x1);
-        float cr0 = nm0 == -INFINITY ? 1.0f : expf(m0 - nm0), cr1 = nm1 == -INFINITY ? 1.0f : expf(m1 - nm1);
-        m0 = nm0;
-        m1 = nm1;
-        /* P in BF16 as the A fragments of P V (k-step kk: keys 16kk .. 16kk + 15 = S tiles 2kk, 2kk+1) */
-        uint32_t pf[FK / 16][4];
-        float ps0 = 0.0f, ps1 = 0.0f;
-#pragma unroll
-        for (int j = 0; j < FK / 8; j++) {
-            float p00 = nm0 == -INFINITY ? 0.0f : expf(s[j][0] - nm0), p01 = nm0 == -INFINITY ? 0.0f : expf(s[j][1] - nm0);
-            float p10 = nm1 == -INFINITY ? 0.0f : expf(s[j][2] - nm1), p11 = nm1 == -INFINITY ? 0.0f : expf(s[j][3] - nm1);
-            __nv_bfloat162 b0 = __floats2bfloat162_rn(p00, p01), b1 = __floats2bfloat162_rn(p10, p11);
-            ps0 += __low2float(b0) + __high2float(b0);   /* the sums add what the products use */
-            ps1 += __low2float(b1) + __high2float(b1);
-            pf[j >> 1][(j & 1) * 2] = *(uint32_t *)&b0;
-            pf[j >> 1][(j & 1) * 2 + 1] = *(uint32_t *)&b1;
-        }
-        l0 = l0 * cr0 + ps0;
-        l1 = l1 * cr1 + ps1;
-#pragma unroll
-        for (int n = 0; n < FDV / 8; n++) {
-            o[n][0] *= cr0; o[n][1] *= cr0;
-            o[n][2] *= cr1; o[n][3] *= cr1;
-        }
-        /* O += P V */
-#pragma unroll
-        for (int kk = 0; kk < FK / 16; kk++) {
-#pragma unroll
-            for (int n = 0; n < FDV / 8; n += 2) {
-                uint32_t b[4];
-                cu_ldsm_x4_trans(b, Vs + (16 * kk + a_row) * FVS + 8 * n + a_col);
-                cu_mma_bf16(o[n], pf[kk], b[0], b[1]);
-                cu_mma_bf16(o[n + 1], pf[kk], b[2], b[3]);
-            }
-        }
+        fa_tile(Ks, Vs, qf, kb, pos0, pos1, scale, lane, m0, m1, l0, l1, o);
         __syncthreads();   /* the tile's readers are done before the next staging */
     }
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-    int r0 = q0 + 16 * warp + g, r1 = r0 + 8;
-#pragma unroll
-    for (int n = 0; n < FDV / 8; n++) {
-        int col = 8 * n + 2 * t;
-        if (r0 < T) {
-            float *dst = out + ((size_t)(t0 + r0) * H + h) * FDV + col;
-            dst[0] = o[n][0] / l0;
-            dst[1] = o[n][1] / l0;
-        }
-        if (r1 < T) {
-            float *dst = out + ((size_t)(t0 + r1) * H + h) * FDV + col;
-            dst[0] = o[n][2] / l1;
-            dst[1] = o[n][3] / l1;
-        }
-    }
+    fa_store(out, o, l0, l1, q0 + 16 * warp + g, t0, T, H, h, lane);
 }
 
 void cu_fa_prefill_tc(float *out, const float *q, const float *kvb, const float *kpe, const int32_t *positions, int t0,
@@ -232,7 +242,7 @@ __global__ void __launch_bounds__(F2_THREADS) fa_prefill2_kernel(float *out, con
     __shared__ int pos_s[F2Q];
     __shared__ int max_pos;
     int q0 = (gridDim.x - 1 - blockIdx.x) * F2Q, h = blockIdx.y, tid = threadIdx.x;   /* longest blocks first */
-    int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    int warp = tid >> 5, lane = tid & 31, g = lane >> 2;
     const int a_row = (lane & 7) + 8 * ((lane >> 3) & 1), a_col = 8 * (lane >> 4);
     if (tid < F2Q) pos_s[tid] = q0 + tid < T ? positions[t0 + q0 + tid] : -1;
     for (int x = tid; x < F2Q * (FDQK / 4); x += F2_THREADS) {   /* Q rows in BF16 across both K stages */
@@ -275,82 +285,10 @@ __global__ void __launch_bounds__(F2_THREADS) fa_prefill2_kernel(float *out, con
         }
         __syncthreads();
         const __nv_bfloat16 *Kt = Ks + st * F2_KSTAGE, *Vt = Vs + st * F2_VSTAGE;
-        if (kb <= wmax) {
-            float s[FK / 8][4];
-#pragma unroll
-            for (int j = 0; j < FK / 8; j++) {
-                s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-#pragma unroll
-                for (int kp = 0; kp < FDQK / 32; kp++) {
-                    uint32_t b[4];
-                    cu_ldsm_x4(b, Kt + (8 * j + (lane & 7)) * FKS + 32 * kp + 8 * (lane >> 3));
-                    cu_mma_bf16(s[j], qf[2 * kp], b[0], b[1]);
-                    cu_mma_bf16(s[j], qf[2 * kp + 1], b[2], b[3]);
-                }
-            }
-            float x0 = -INFINITY, x1 = -INFINITY;
-#pragma unroll
-            for (int j = 0; j < FK / 8; j++) {
-#pragma unroll
-                for (int i = 0; i < 2; i++) {
-                    int key = kb + 8 * j + 2 * t + i;
-                    s[j][i] = key <= pos0 ? s[j][i] * scale : -INFINITY;
-                    s[j][2 + i] = key <= pos1 ? s[j][2 + i] * scale : -INFINITY;
-                    x0 = fmaxf(x0, s[j][i]);
-                    x1 = fmaxf(x1, s[j][2 + i]);
-                }
-            }
-            x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 1));
-            x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 2));
-            x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 1));
-            x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 2));
-            float nm0 = fmaxf(m0, x0), nm1 = fmaxf(m1, x1);
-            float cr0 = nm0 == -INFINITY ? 1.0f : expf(m0 - nm0), cr1 = nm1 == -INFINITY ? 1.0f : expf(m1 - nm1);
-            m0 = nm0;
-            m1 = nm1;
-            uint32_t pf[FK / 16][4];
-            float ps0 = 0.0f, ps1 = 0.0f;
-#pragma unroll
-            for (int j = 0; j < FK / 8; j++) {
-                float p00 = nm0 == -INFINITY ? 0.0f : expf(s[j][0] - nm0), p01 = nm0 == -INFINITY ? 0.0f : expf(s[j][1] - nm0);
-                float p10 = nm1 == -INFINITY ? 0.0f : expf(s[j][2] - nm1), p11 = nm1 == -INFINITY ? 0.0f : expf(s[j][3] - nm1);
-                __nv_bfloat162 b0 = __floats2bfloat162_rn(p00, p01), b1 = __floats2bfloat162_rn(p10, p11);
-                ps0 += __low2float(b0) + __high2float(b0);
-                ps1 += __low2float(b1) + __high2float(b1);
-                pf[j >> 1][(j & 1) * 2] = *(uint32_t *)&b0;
-                pf[j >> 1][(j & 1) * 2 + 1] = *(uint32_t *)&b1;
-            }
-            l0 = l0 * cr0 + ps0;
-            l1 = l1 * cr1 + ps1;
-#pragma unroll
-            for (int n = 0; n < FDV / 8; n++) {
-                o[n][0] *= cr0; o[n][1] *= cr0;
-                o[n][2] *= cr1; o[n][3] *= cr1;
-            }
-#pragma unroll
-            for (int kk = 0; kk < FK / 16; kk++) {
-#pragma unroll
-                for (int n = 0; n < FDV / 8; n += 2) {
-                    uint32_t b[4];
-                    cu_ldsm_x4_trans(b, Vt + (16 * kk + a_row) * FVS + 8 * n + a_col);
-                    cu_mma_bf16(o[n], pf[kk], b[0], b[1]);
-                    cu_mma_bf16(o[n + 1], pf[kk], b[2], b[3]);
-                }
-            }
-        }
+        if (kb <= wmax) fa_tile(Kt, Vt, qf, kb, pos0, pos1, scale, lane, m0, m1, l0, l1, o);
         __syncthreads();   /* this stage's readers are done before the next iteration's load refills it */
     }
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-    int r0 = q0 + 16 * warp + g, r1 = r0 + 8;
-#pragma unroll
-    for (int n = 0; n < FDV / 8; n++) {
-        int col = 8 * n + 2 * t;
-        if (r0 < T) *(float2 *)(out + ((size_t)(t0 + r0) * H + h) * FDV + col) = make_float2(o[n][0] / l0, o[n][1] / l0);
-        if (r1 < T) *(float2 *)(out + ((size_t)(t0 + r1) * H + h) * FDV + col) = make_float2(o[n][2] / l1, o[n][3] / l1);
-    }
+    fa_store(out, o, l0, l1, q0 + 16 * warp + g, t0, T, H, h, lane);
 }
 
 /* n fp32 -> BF16 (n % 4 == 0, both 16-byte aligned) */

@@ -98,18 +98,11 @@ static const fp8_plan *find_plan(ds_cuda_backend *cb, cublasLtMatmulDesc_t desc,
     p->N = N;
     p->K = K;
     p->Mp = Mp;
-    cublasLtMatmulPreference_t pref;
-    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    size_t wsb = LT_WS_BYTES;
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb));
     cublasLtMatmulHeuristicResult_t res;
-    int n = 0;
-    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(cb->lt, desc, la, lb, ld, ld, pref, 1, &res, &n);
-    CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
-    p->ok = st == CUBLAS_STATUS_SUCCESS && n > 0;
+    p->ok = cu_lt_heuristics(cb, desc, la, lb, ld, 1, &res) > 0;
     if (p->ok) p->algo = res.algo;
-    else fprintf(stderr, "dsinfer: cuBLASLt has no block-scaled FP8 algorithm for N=%d K=%d M=%d (%s); using the "
-                         "fp32-activation path for it\n", N, K, Mp, cublasGetStatusString(st));
+    else fprintf(stderr, "dsinfer: cuBLASLt has no block-scaled FP8 algorithm for N=%d K=%d M=%d; using the "
+                         "fp32-activation path for it\n", N, K, Mp);
     return p;
 }
 
@@ -118,6 +111,18 @@ static void set_attr(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a, c
 }
 
 static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
+
+int cu_lt_heuristics(ds_cuda_backend *cb, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t la, cublasLtMatrixLayout_t lb,
+                     cublasLtMatrixLayout_t ld, int want, cublasLtMatmulHeuristicResult_t *res) {
+    cublasLtMatmulPreference_t pref;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    size_t wsb = LT_WS_BYTES;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb));
+    int n = 0;
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(cb->lt, desc, la, lb, ld, ld, pref, want, res, &n);
+    CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+    return st == CUBLAS_STATUS_SUCCESS ? n : 0;
+}
 
 void cu_lt_init(ds_cuda_backend *cb) {
     if (cb->lt) return;

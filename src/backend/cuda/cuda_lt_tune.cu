@@ -147,16 +147,9 @@ static void run_algo(ds_cuda_backend *cb, const lt_plan *p, const cublasLtMatmul
 /* Times the heuristic's candidates on this call's buffers; the fastest goes into p (0: none ran). */
 static int search(ds_cuda_backend *cb, lt_plan *p, float *out, const __nv_bfloat16 *A, const __nv_bfloat16 *x,
                   double *best_us) {
-    cublasLtMatmulPreference_t pref;
-    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    size_t wsb = LT_WS_BYTES;
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb));
     cublasLtMatmulHeuristicResult_t res[LT_CANDIDATES];
-    int n = 0;
-    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(cb->lt, p->desc, p->la, p->lb, p->ld, p->ld, pref, LT_CANDIDATES,
-                                                       res, &n);
-    CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
-    if (st != CUBLAS_STATUS_SUCCESS || n <= 0) return 0;
+    int n = cu_lt_heuristics(cb, p->desc, p->la, p->lb, p->ld, LT_CANDIDATES, res);
+    if (n <= 0) return 0;
     int dev = 0, l2 = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
     CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
@@ -207,15 +200,8 @@ static int search(ds_cuda_backend *cb, lt_plan *p, float *out, const __nv_bfloat
 
 /* The heuristic's first algorithm (inside stream capture: nothing timed, nothing stored). */
 static int first_heuristic(ds_cuda_backend *cb, lt_plan *p) {
-    cublasLtMatmulPreference_t pref;
-    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    size_t wsb = LT_WS_BYTES;
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb));
     cublasLtMatmulHeuristicResult_t r;
-    int n = 0;
-    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(cb->lt, p->desc, p->la, p->lb, p->ld, p->ld, pref, 1, &r, &n);
-    CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
-    if (st != CUBLAS_STATUS_SUCCESS || n <= 0) return 0;
+    if (cu_lt_heuristics(cb, p->desc, p->la, p->lb, p->ld, 1, &r) <= 0) return 0;
     p->algo = r.algo;
     return 1;
 }
