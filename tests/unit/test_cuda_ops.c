@@ -1265,8 +1265,12 @@ int main(void) {
         run_mla_tc("v2l-tc16a", "configs/deepseek-v2-lite.json", 0, KV_BF16, 16, kv_big, NM(kv_big), 300);
         run_mla_tc("h3-tc16a", "configs/deepseek-v2-lite.json", 3, KV_BF16, 5, kv_small, NM(kv_small), 150);
         unsetenv("DSINFER_CUDA_MLA_ASYNC");
-        setup s_off;   /* the flag is process-wide, read when a backend is created: one more turns it back off */
-        if (load_setup(&s_off, "async-off", "tests/fixtures/tiny-v3-fp8/config.json", 3, 16)) free_setup(&s_off);
+        /* the first prefill attention kernel (DSINFER_CUDA_FA2=0), still selectable */
+        setenv("DSINFER_CUDA_FA2", "0", 1);
+        run_mla_tc("h3-tcfa1", "configs/deepseek-v2-lite.json", 3, KV_BF16, 5, kv_small, NM(kv_small), 150);
+        unsetenv("DSINFER_CUDA_FA2");
+        setup s_off;   /* the flags are process-wide, read when a backend is created: one more turns them back */
+        if (load_setup(&s_off, "flags-off", "tests/fixtures/tiny-v3-fp8/config.json", 3, 16)) free_setup(&s_off);
         const int long_m[] = {600};
         run_mla_tc("v2l-tcL", "configs/deepseek-v2-lite.json", 0, KV_BF16, 16, long_m, NM(long_m), 300);
         run_mla_tc("v3-tc", "configs/deepseek-v3.json", 0, KV_F32, 16, kv_big, NM(kv_big), 300);
