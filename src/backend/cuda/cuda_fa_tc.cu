@@ -39,6 +39,30 @@ __device__ __forceinline__ void fa_st4(__nv_bfloat16 *dst, float4 v) {
     *(uint2 *)dst = make_uint2(cu_pack_bf16(v.x, v.y), cu_pack_bf16(v.z, v.w));
 }
 
+/* The block's nq query rows q0 .. (their positions into pos_s, -1 past T, the largest into *max_pos) in BF16
+ * into Qs (row stride FKS, rows past T zero), then warp w's 16 rows as the A fragments qf of its MMAs.
+ * Qs is the K staging area: the caller syncs before staging K over it. */
+__device__ __forceinline__ void fa_load_q(__nv_bfloat16 *Qs, int *pos_s, int *max_pos, const float *q,
+                                          const int32_t *positions, int t0, int T, int H, int h, int q0, int nq,
+                                          int nthreads, uint32_t (*qf)[4], int warp, int a_row, int a_col) {
+    int tid = threadIdx.x;
+    if (tid < nq) pos_s[tid] = q0 + tid < T ? positions[t0 + q0 + tid] : -1;
+    for (int x = tid; x < nq * (FDQK / 4); x += nthreads) {
+        int r = x / (FDQK / 4), c = 4 * (x % (FDQK / 4));
+        float4 v = q0 + r < T ? __ldg((const float4 *)(q + ((size_t)(t0 + q0 + r) * H + h) * FDQK + c))
+                              : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        fa_st4(Qs + r * FKS + c, v);
+    }
+    __syncthreads();
+    if (tid == 0) {
+        int mx = -1;
+        for (int r = 0; r < nq; r++) mx = pos_s[r] > mx ? pos_s[r] : mx;
+        *max_pos = mx;
+    }
+#pragma unroll
+    for (int ks = 0; ks < FDQK / 16; ks++) cu_ldsm_x4(qf[ks], Qs + (16 * warp + a_row) * FKS + 16 * ks + a_col);
+}
+
 /* One 64-row K/V tile for a warp's 16 query rows (rows g and g + 8 of the A fragments; both kernels): S = Q K^T
  * over the 192 q/k columns, the causal mask from the rows' positions, the online-softmax update of (m, l) and
  * O = O * correction + P V with P in BF16 straight from the S accumulators (the FA-2 register layout). Kt
@@ -141,23 +165,8 @@ __global__ void __launch_bounds__(128) fa_prefill_kernel(float *out, const float
     int q0 = blockIdx.x * FQ, h = blockIdx.y, tid = threadIdx.x;
     int warp = tid >> 5, lane = tid & 31, g = lane >> 2;
     const int a_row = (lane & 7) + 8 * ((lane >> 3) & 1), a_col = 8 * (lane >> 4);
-    if (tid < FQ) pos_s[tid] = q0 + tid < T ? positions[t0 + q0 + tid] : -1;
-    /* Q rows in BF16 (rows past T zero) */
-    for (int x = tid; x < FQ * (FDQK / 4); x += 128) {
-        int r = x / (FDQK / 4), c = 4 * (x % (FDQK / 4));
-        float4 v = q0 + r < T ? __ldg((const float4 *)(q + ((size_t)(t0 + q0 + r) * H + h) * FDQK + c))
-                              : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        fa_st4(Ks + r * FKS + c, v);
-    }
-    __syncthreads();
-    if (tid == 0) {
-        int mx = -1;
-        for (int r = 0; r < FQ; r++) mx = pos_s[r] > mx ? pos_s[r] : mx;
-        max_pos = mx;
-    }
     uint32_t qf[FDQK / 16][4];
-#pragma unroll
-    for (int ks = 0; ks < FDQK / 16; ks++) cu_ldsm_x4(qf[ks], Ks + (16 * warp + a_row) * FKS + 16 * ks + a_col);
+    fa_load_q(Ks, pos_s, &max_pos, q, positions, t0, T, H, h, q0, FQ, 128, qf, warp, a_row, a_col);
     int pos0 = pos_s[16 * warp + g], pos1 = pos_s[16 * warp + g + 8];
     __syncthreads();   /* Q read out of Ks; max_pos written */
     int n_keys = max_pos + 1;
@@ -244,22 +253,8 @@ __global__ void __launch_bounds__(F2_THREADS) fa_prefill2_kernel(float *out, con
     int q0 = (gridDim.x - 1 - blockIdx.x) * F2Q, h = blockIdx.y, tid = threadIdx.x;   /* longest blocks first */
     int warp = tid >> 5, lane = tid & 31, g = lane >> 2;
     const int a_row = (lane & 7) + 8 * ((lane >> 3) & 1), a_col = 8 * (lane >> 4);
-    if (tid < F2Q) pos_s[tid] = q0 + tid < T ? positions[t0 + q0 + tid] : -1;
-    for (int x = tid; x < F2Q * (FDQK / 4); x += F2_THREADS) {   /* Q rows in BF16 across both K stages */
-        int r = x / (FDQK / 4), c = 4 * (x % (FDQK / 4));
-        float4 v = q0 + r < T ? __ldg((const float4 *)(q + ((size_t)(t0 + q0 + r) * H + h) * FDQK + c))
-                              : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        fa_st4(Ks + r * FKS + c, v);
-    }
-    __syncthreads();
-    if (tid == 0) {
-        int mx = -1;
-        for (int r = 0; r < F2Q; r++) mx = pos_s[r] > mx ? pos_s[r] : mx;
-        max_pos = mx;
-    }
-    uint32_t qf[FDQK / 16][4];
-#pragma unroll
-    for (int ks = 0; ks < FDQK / 16; ks++) cu_ldsm_x4(qf[ks], Ks + (16 * warp + a_row) * FKS + 16 * ks + a_col);
+    uint32_t qf[FDQK / 16][4];   /* the Q staging spans both K stages (128 x 200) */
+    fa_load_q(Ks, pos_s, &max_pos, q, positions, t0, T, H, h, q0, F2Q, F2_THREADS, qf, warp, a_row, a_col);
     int pos0 = pos_s[16 * warp + g], pos1 = pos_s[16 * warp + g + 8];
     int wmax = -1;   /* the warp's largest position: tiles above it need no MMA */
     for (int r = 0; r < 16; r++) wmax = pos_s[16 * warp + r] > wmax ? pos_s[16 * warp + r] : wmax;
