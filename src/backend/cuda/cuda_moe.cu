@@ -560,6 +560,28 @@ static void grouped_ws(ds_cuda_backend *cb, size_t MK, int I, int D, float **int
     *pos = (int32_t *)(*y + MK * (size_t)D);
 }
 
+/* Routing's buffers in ws_moe for M tokens, E experts, top-K: logits [M, E], bias [E], weights w [M, K], rw
+ * [M, K], then `extra` floats for the caller (*xtra; NULL when 0), then ids and rows [M, K] and offsets
+ * [2E + 2] (int32; the grouping kernels). */
+typedef struct {
+    float *logits, *bias, *w, *rw, *xtra;
+    int32_t *ids, *rows, *d_off;
+} route_ws;
+
+static route_ws route_ws_get(ds_cuda_backend *cb, int M, int E, int K, size_t extra) {
+    size_t MK = (size_t)M * K, nf = (size_t)M * E + E + 2 * MK + extra, ni = 2 * MK + 2 * (size_t)E + 2;
+    route_ws r;
+    r.logits = (float *)cu_ws_get(&cb->ws_moe, (nf + ni) * 4);
+    r.bias = r.logits + (size_t)M * E;
+    r.w = r.bias + E;
+    r.rw = r.w + MK;
+    r.xtra = extra ? r.rw + MK : NULL;
+    r.ids = (int32_t *)(r.rw + MK + extra);
+    r.rows = r.ids + MK;
+    r.d_off = r.rows + MK;
+    return r;
+}
+
 void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M) {
     ds_cuda_backend *cb = cu_of(be);
     const ds_config *c = be->cfg;
@@ -567,12 +589,9 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
     route_cfg rc = route_cfg_of(c);
     int E = rc.E, K = rc.K, D = c->hidden_size;
     size_t MK = (size_t)M * K, MD = (size_t)M * D;
-    /* workspace: logits [M, E], bias [E], weights [M, K], rw [M, K], xin/yout [M, D] (floats); then ids,
-     * rows [M, K] and offsets [2E + 2] (int32; group_kernel) */
-    size_t nf = (size_t)M * E + E + 2 * MK + 2 * MD, ni = 2 * MK + 2 * (size_t)E + 2;
-    float *logits = (float *)cu_ws_get(&cb->ws_moe, (nf + ni) * 4);
-    float *bias = logits + (size_t)M * E, *w = bias + E, *rw = w + MK, *xin = rw + MK, *yout = xin + MD;
-    int32_t *ids = (int32_t *)(yout + MD), *rows = ids + MK, *d_off = rows + MK;
+    route_ws r = route_ws_get(cb, M, E, K, 2 * MD);   /* extra: xin / yout [M, D] of the per-expert path */
+    float *logits = r.logits, *bias = r.bias, *w = r.w, *rw = r.rw, *xin = r.xtra, *yout = xin + MD;
+    int32_t *ids = r.ids, *rows = r.rows, *d_off = r.d_off;
     route_rows(be, L, x, M, logits, bias, ids, w);
     cu_wview gv0 = cu_view(&L->exp_gate[0]), dv0 = cu_view(&L->exp_down[0]);
     /* the grouped path up to moe_grouped_max_m rows, and at any M when its experts run on the tensor
@@ -638,10 +657,9 @@ void cu_moe_routed(ds_backend *be, float *out, const float *x, const ds_layer_we
     route_cfg rc = route_cfg_of(c);
     int E = rc.E, K = rc.K, D = c->hidden_size;
     size_t MK = (size_t)M * K, MD = (size_t)M * D;
-    size_t nf = (size_t)M * E + E + 2 * MK, ni = 2 * MK + 2 * (size_t)E + 2;
-    float *logits = (float *)cu_ws_get(&cb->ws_moe, (nf + ni) * 4);
-    float *bias = logits + (size_t)M * E, *w = bias + E, *rw = w + MK;
-    int32_t *ids = (int32_t *)(rw + MK), *rows = ids + MK, *d_off = rows + MK;
+    route_ws r = route_ws_get(cb, M, E, K, 0);
+    float *logits = r.logits, *bias = r.bias, *w = r.w, *rw = r.rw;
+    int32_t *ids = r.ids, *rows = r.rows, *d_off = r.d_off;
     route_rows(be, L, x, M, logits, bias, ids, w);
     cu_wview gv = cu_view(&L->exp_gate[e0]), dv = cu_view(&L->exp_down[e0]);
     int tc = cb->opt.tc && cb->opt.moe_tc && M > GEMV_MAX_M && cu_moe_tc_fits(&gv, &dv);
