@@ -187,6 +187,27 @@ for a in 0 1; do
   want mlaasync && step mla16_async$a 60 env DSINFER_CUDA_MLA_ASYNC=$a $B/dsinfer bench --mla --kv-cache-dtype bf16
   want mlaasync && step dec16_async$a 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MLA_ASYNC=$a $B/dsinfer bench --dtype bf16 --batch 64,256 --ctx 4K --prompt '' --steps 8 --kv-cache-dtype bf16 --csv $CSV --label mla-async$a
 done
+# moetc2 (issue 7, sixth session): the BF16 routed experts by moe_tc2_kernel (weights staged in shared memory by
+# cp.async, 32 tokens a pass) against moe_tc_kernel, alternating twice; then the op times of a batch-64 step
+if want moetc2; then
+  for r in 1 2; do for m in 1 0; do
+    step dec_tc2_$m.$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_TC2=$m $B/dsinfer bench --dtype bf16 --batch 32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label moetc2-$m
+  done; done
+  step pre_tc2 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_TC2=1 $B/dsinfer bench --dtype bf16 --batch '' --ctx '' --prompt 512 --steps 2 --csv $CSV --label moetc2-1
+  step pre_tc2_0 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_TC2=0 $B/dsinfer bench --dtype bf16 --batch '' --ctx '' --prompt 512 --steps 2 --csv $CSV --label moetc2-0
+fi
+# tc2st (sixth session): moe_tc2_kernel's stage count (default 4), TC2 off once, then where a batch-64 and a
+# batch-256 step's time goes with it (ncu kernel durations, graphs off)
+if want tc2st; then
+  for st in 4 3 6 4; do
+    step dec_st$st 100 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_TC2_ST=$st $B/dsinfer bench --dtype bf16 --batch 64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label tc2-st$st
+  done
+  step dec_tc2off 100 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_TC2=0 $B/dsinfer bench --dtype bf16 --batch 64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label tc2-off
+  for b in 64 256; do
+    step ncu6_b$b 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=4 ncu --clock-control none --cache-control none --profile-from-start off --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv --page raw --log-file $OUT/ncu6_b$b.csv $B/dsinfer bench --dtype bf16 --batch $b --ctx 1K --prompt '' --steps 2 --bw 4221 --tflops 780
+    python3 dev/cuda/ncu_sum.py $OUT/ncu6_b$b.csv > $OUT/ncu6_b$b.txt 2>&1; head -22 $OUT/ncu6_b$b.txt
+  done
+fi
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

@@ -144,10 +144,13 @@ static double run_model(const char *label, const char *cfg_path, int mla_tc, int
 
 /* The exact paths agree within 1e-3 (fp32 everywhere). The tensor-core attention is judged against a
  * known BF16-level perturbation of the same model: its token-by-token logits (decode kernel) and its
- * prefill logits (prefill kernel) may each move from the exact prefill at most 4x as far as the exact
+ * prefill logits (prefill kernel) may each move from the exact prefill at most 2x as far as the exact
  * token-by-token logits move when only the prefill's GEMMs run in BF16 (random-weight models amplify any
  * rounding through their layers, so a fixed bound says little; the perturbation counts as at least
- * 1e-3), and never more than 4e-2. Prints the distances. */
+ * 1e-3). A fixed cap of 4e-2 on top was dropped in the sixth session: with the dummy weights keyed by
+ * slot (fifth session) the 4-layer V3 model moves 0.109 under BF16 GEMMs and 0.076 under the tensor-core
+ * decode, a BF16-level move the cap called a failure (each kernel's own error is bounded by
+ * test_cuda_ops, NMSE 1e-4). Prints the distances. */
 static void check_model(const char *label, const char *cfg_path) {
     size_t V = 130000;   /* >= the vocabularies here (V2-Lite 102400, V3 129280) */
     float *whole0 = malloc(sizeof(float) * V), *step0 = malloc(sizeof(float) * V);
@@ -164,9 +167,8 @@ static void check_model(const char *label, const char *cfg_path) {
                "tensor-core MLA token by token vs exact prefill %.3g; tensor-core prefill vs exact prefill %.3g\n",
                label, exact, bf16_gemm.rel_l2, mla.rel_l2, pre.rel_l2);
         CHECKF(exact <= 1e-3, "%s: naive and absorbed paths disagree (rel L2 %.3g)", label, exact);
-        double bound = 4 * (bf16_gemm.rel_l2 > 1e-3 ? bf16_gemm.rel_l2 : 1e-3);
-        if (bound > 4e-2) bound = 4e-2;
-        CHECKF(mla.rel_l2 <= bound, "%s: tensor-core MLA moves the logits by rel L2 %.3g, more than %.3g (4x the BF16-GEMM "
+        double bound = 2 * (bf16_gemm.rel_l2 > 1e-3 ? bf16_gemm.rel_l2 : 1e-3);
+        CHECKF(mla.rel_l2 <= bound, "%s: tensor-core MLA moves the logits by rel L2 %.3g, more than %.3g (2x the BF16-GEMM "
                "perturbation %.3g)", label, mla.rel_l2, bound, bf16_gemm.rel_l2);
         CHECKF(pre.rel_l2 <= bound, "%s: tensor-core prefill attention moves the logits by rel L2 %.3g, more than %.3g",
                label, pre.rel_l2, bound);

@@ -736,6 +736,9 @@ static void check_route_v1(setup *s, const int *Ms, int nM) {
 /* tc: on a second CUDA backend with DSINFER_CUDA_TC=1 (grouped routed experts on the tensor cores,
  * cuda_moe_tc.cu, and BF16 GEMMs for the shared expert above GEMV_MAX_M rows; the router stays fp32),
  * compared at THR_TC; a row counts as a routing near-tie above NMSE 1e-3 then. */
+/* tc 1 runs BF16 experts by moe_tc_kernel (DSINFER_CUDA_MOE_TC2=0); tc 2 by moe_tc2_kernel at every M
+ * (DSINFER_CUDA_MOE_TC2=2: weights staged in shared memory, 32 tokens a pass; by default it takes a mean of
+ * up to 32 rows per expert). */
 /* routed: the routed experts of one expert range only (backend moe_routed, [E/3, 2E/3): the gathered
  * expert-parallel form), against the CPU's moe_routed. */
 static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc, int routed) {
@@ -744,8 +747,10 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc, i
     char err[DS_ERRLEN];
     if (tc) {
         setenv("DSINFER_CUDA_TC", "1", 1);
+        setenv("DSINFER_CUDA_MOE_TC2", tc == 2 ? "2" : "0", 1);
         gpu = ds_backend_cuda_new(&s->cfg, err);
         unsetenv("DSINFER_CUDA_TC");
+        unsetenv("DSINFER_CUDA_MOE_TC2");
         if (!gpu) { CHECKF(0, "%s", err); return; }
     }
     int D = c->hidden_size, E = c->n_routed_experts, mI = c->moe_intermediate_size, sI = mI * c->n_shared_experts;
@@ -825,7 +830,7 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc, i
             }
         }
         char name[64];
-        snprintf(name, sizeof name, "moe%s%s E=%d top-%d %s", routed ? " routed" : "", tc ? " TC" : "", E,
+        snprintf(name, sizeof name, "moe%s%s E=%d top-%d %s", routed ? " routed" : "", tc == 2 ? " TC2" : tc ? " TC" : "", E,
                  c->num_experts_per_tok, ds_dtype_name(dt));
         compare_rows(s, name, M, out.d, D, out.h, rows, R, exclude, tc ? THR_TC : THR_MOE);
         free(exclude);
@@ -848,6 +853,10 @@ static void check_moe(setup *s, const int *Ms, int nM) {
     for (int i = 0; i < nM && n < MAX_TC_MS; i++) if (Ms[i] > 8) tcM[n++] = Ms[i];
     if (n) check_moe_dt(s, tcM, n, linear_dtype(s), 1, 0);
     if (n) check_moe_dt(s, tcM, n, linear_dtype(s), 1, 1);
+    if (n && linear_dtype(s) == DS_DTYPE_BF16) {
+        check_moe_dt(s, tcM, n, DS_DTYPE_BF16, 2, 0);
+        check_moe_dt(s, tcM, n, DS_DTYPE_BF16, 2, 1);
+    }
 }
 
 /* GPU sampling against the CPU sampler (no penalties, no min_p): same logits, same seed, same tokens. */
@@ -993,6 +1002,10 @@ static void run_lite(void) {
     check_moe_dt(&s, gemm, NM(gemm), DS_DTYPE_NVFP4, 0, 0);
     const int tcm128[] = {128};
     check_moe_dt(&s, tcm128, 1, DS_DTYPE_NVFP4, 1, 0);
+    /* moe_tc2_kernel at 9 tokens (most experts empty), 33 (odd counts) and 600 (a mean of 56 rows: experts
+     * with two passes of 32) */
+    const int tc2m[] = {9, 33, 600};
+    check_moe_dt(&s, tc2m, NM(tc2m), DS_DTYPE_BF16, 2, 0);
     free_setup(&s);
 }
 

@@ -126,6 +126,11 @@ void cu_ws_free(cu_ws *w);
  *                            GEMMs above 8 tokens (batch 256: 6830 -> 8250 tok/s).
  *   DSINFER_CUDA_DEQUANT_VEC=0 the per-element FP8 -> BF16 dequant; default 1: 16 codes a thread.
  *   DSINFER_CUDA_MOE_TG=1|2|4 moe_tc_kernel's token groups a pass; default 0: from the mean rows per expert.
+ * Sixth session:
+ *   DSINFER_CUDA_MOE_TC2=0   BF16 routed experts through moe_tc_kernel only; default 1: moe_tc2_kernel (cp.async
+ *                            stages in shared memory, an expert's rows up to 32 in one pass over its weights)
+ *                            at a mean of <= 32 rows per expert (batch 64 +8%, 256 +12%); 2: at every M.
+ *   DSINFER_CUDA_MOE_TC2_ST=3|4|6 its pipeline stages (default 4).
  *   DSINFER_CUDA_PDL=1       programmatic dependent launch (cu_launch; with DSINFER_CUDA_PDL_PREFETCH=0 no
  *                            L2 prefetch); default 0: measured no gain.
  *   DSINFER_CUDA_FP8_FAST=1  FP8 decoded by integer moves (cu_fp8_scaled); default 0: measured slower.
@@ -411,6 +416,12 @@ extern int cu_dequant_vec;
 extern int cu_nvfp4_simt;
 /* moe_tc_kernel's token groups a pass (DSINFER_CUDA_MOE_TG: 0 = from the mean rows per expert). */
 extern int cu_moe_tg;
+/* DSINFER_CUDA_MOE_TC2 (default 1): BF16 routed experts by moe_tc2_kernel (weights staged in shared memory
+ * by cp.async, 32 tokens a pass) at a mean of up to 32 rows per expert; 2: at every M; 0: never.
+ * DSINFER_CUDA_MOE_TC2_ST: its stages (3, 4 or 6). cu_moe_tc2_init sets the kernels' shared-memory limits
+ * (backend creation). */
+extern int cu_moe_tc2, cu_moe_tc2_st;
+void cu_moe_tc2_init(void);
 /* W8A8 (cuda_fp8gemm.cu): 1 if w can take the block-scaled FP8 path (FP8 with 128x128 scales, K a
  * multiple of 128, N a multiple of 4, scale rows a multiple of 4 floats); then cu_linear_fp8 computes
  * out[M, N] = q(x) . W^T with x quantized per token x 128 columns, or returns 0 having done nothing

@@ -205,6 +205,161 @@ __global__ void moe_rows_bf16_kernel(__nv_bfloat16 *dst, const float *src, const
     for (int c = threadIdx.x; c < D; c += blockDim.x) d[c] = __float2bfloat16_rn(s[c]);
 }
 
+/* ---- v2 for BF16 weights (DSINFER_CUDA_MOE_TC2, sixth session): the weights staged in shared memory ----
+ * v1 above holds the weight chunks it has in flight in registers (124 registers a thread, 4 blocks of 4
+ * warps an SM), and with one token group a pass (decode, a mean of <= 8 rows per expert) an expert with 9+
+ * rows streams its weights twice from DRAM: ncu at batch 64 counted 3.83 TB/s of DRAM reads over the
+ * gate/up kernel against 3.14 TB/s of weight bytes (bench/RESULTS.md, fourth session run 10).
+ * v2: a block = 4 warps x 16 output rows (64 rows of W0, and of W1 with PAIR) and up to 32 tokens a pass
+ * (all of an expert's rows at decode). Each 64-column stage of the weights and the tokens goes to shared
+ * memory by cp.async, ST stages in a ring (ST - 1 in flight while one is multiplied: with 4 stages 48 KB of
+ * weight rows in flight a block, two blocks an SM; DSINFER_CUDA_MOE_TC2_ST = 3, 4 or 6), one barrier a stage. Fragments come by ldmatrix from 128-byte
+ * rows whose 16-byte chunks are XOR-swizzled by the row (chunk ^ (row & 7): the 8 rows of an 8x8 tile hit
+ * 8 different bank groups). Rows past N, columns past K and tokens past the expert's count are zero-filled
+ * (cp.async with src-size 0). */
+#define M2_BK 64                         /* columns a stage: 128 bytes of BF16 per row */
+#define M2_ROWS (16 * MT_WARPS)          /* weight rows a block */
+#define M2_TOK 32                        /* tokens a pass: 4 groups of 8 */
+#define M2_STAGE_ELEMS(PAIR) ((PAIR ? 2 : 1) * M2_ROWS * M2_BK + M2_TOK * M2_BK)
+
+int cu_moe_tc2 = 1, cu_moe_tc2_st = 4;   /* DSINFER_CUDA_MOE_TC2, DSINFER_CUDA_MOE_TC2_ST (backend creation) */
+
+static size_t m2_smem_bytes(bool pair, int st) { return sizeof(__nv_bfloat16) * (size_t)st * M2_STAGE_ELEMS(pair); }
+
+/* element offset of (row, 16-byte chunk) in a [rows][64] BF16 tile with swizzled chunks */
+__device__ __forceinline__ int m2_off(int row, int chunk) { return row * M2_BK + ((chunk ^ (row & 7)) << 3); }
+
+/* one stage: columns kc0 .. kc0 + 63 of the block's weight rows (W0, W1: [N, >= K] BF16, rows ldw apart)
+ * and of the pass's token rows */
+template <bool PAIR>
+__device__ __forceinline__ void m2_load_stage(__nv_bfloat16 *st, const __nv_bfloat16 *W0, const __nv_bfloat16 *W1,
+                                              int ldw, int n_base, int N, const __nv_bfloat16 *xs, int ldx, int r0, int j0,
+                                              int cnt, int ntok, int K, int kc0) {
+    const int nw = PAIR ? 2 : 1;
+    for (int x = threadIdx.x; x < nw * M2_ROWS * 8; x += MT_WARPS * 32) {
+        int wsel = x / (M2_ROWS * 8), rem = x % (M2_ROWS * 8), row = rem >> 3, ch = rem & 7;
+        int n = n_base + row, c = kc0 + 8 * ch, ok = n < N && c < K;
+        const __nv_bfloat16 *src = (wsel ? W1 : W0) + (ok ? (size_t)n * ldw + c : 0);
+        cu_cp_async16(st + wsel * M2_ROWS * M2_BK + m2_off(row, ch), src, ok ? 16 : 0);
+    }
+    __nv_bfloat16 *xt = st + nw * M2_ROWS * M2_BK;
+    for (int x = threadIdx.x; x < ntok * 8; x += MT_WARPS * 32) {
+        int row = x >> 3, ch = x & 7, j = j0 + row, c = kc0 + 8 * ch, ok = j < cnt && c < K;
+        const __nv_bfloat16 *src = xs + (ok ? (size_t)(r0 + j) * ldx + c : 0);
+        cu_cp_async16(xt + m2_off(row, ch), src, ok ? 16 : 0);
+    }
+}
+
+/* Grouped only: grid (ceil(N / M2_ROWS), E), block MT_WARPS * 32, dynamic shared memory m2_smem_bytes(PAIR, ST).
+ * Same contract as moe_tc_kernel's grouped form (BF16 weights). */
+template <bool PAIR, int M2_ST>
+__global__ void __launch_bounds__(MT_WARPS * 32, 2) moe_tc2_kernel(void *out, int ldo, const __nv_bfloat16 *xs, int ldx,
+                                                                   const int32_t *off, const cu_wview *tab0,
+                                                                   const cu_wview *tab1, int N, int K) {
+    extern __shared__ __align__(128) __nv_bfloat16 m2_smem[];
+    int e = blockIdx.y, r0 = off[e], cnt = off[e + 1] - r0, n_base = blockIdx.x * M2_ROWS;
+    if (cnt <= 0 || n_base >= N) return;   /* the whole block: no barrier reached */
+    const __nv_bfloat16 *W0 = (const __nv_bfloat16 *)tab0[e].data, *W1 = PAIR ? (const __nv_bfloat16 *)tab1[e].data : W0;
+    int ldw = tab0[e].cols;   /* a row's stride, as moe_tc_kernel (gate and up share the shape) */
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int nw = PAIR ? 2 : 1, nk = (K + M2_BK - 1) / M2_BK;
+    /* ldmatrix row addresses: A tiles (rows 0-7 | 8-15) x (k 0-7 | 8-15) of this warp's 16 rows; B tiles:
+     * 8 tokens x (k chunk 0 .. 3 of a 32-column half) */
+    int a_row = 16 * warp + (lane & 7) + 8 * ((lane >> 3) & 1), a_hi = lane >> 4;
+    int b_row = lane & 7, b_ch = lane >> 3;
+    for (int j0 = 0; j0 < cnt; j0 += M2_TOK) {
+        int ntok = cnt - j0 < M2_TOK ? cnt - j0 : M2_TOK, ng = (ntok + 7) >> 3, nrows = 8 * ng;
+        float a0[4][4], a1[4][4];
+#pragma unroll
+        for (int q = 0; q < 4; q++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) a0[q][i] = a1[q][i] = 0.0f;
+#pragma unroll
+        for (int s = 0; s < M2_ST - 1; s++) {
+            if (s < nk)
+                m2_load_stage<PAIR>(m2_smem + s * M2_STAGE_ELEMS(PAIR), W0, W1, ldw, n_base, N, xs, ldx, r0, j0, cnt, nrows,
+                                    K, s * M2_BK);
+            cu_cp_async_commit();
+        }
+        for (int kt = 0; kt < nk; kt++) {
+            cu_cp_async_wait<M2_ST - 2>();   /* stage kt has landed (this thread's part) */
+            __syncthreads();                 /* everyone's part; and stage kt - 1's readers are done */
+            int pf = kt + M2_ST - 1;
+            if (pf < nk)
+                m2_load_stage<PAIR>(m2_smem + (pf % M2_ST) * M2_STAGE_ELEMS(PAIR), W0, W1, ldw, n_base, N, xs, ldx, r0, j0,
+                                    cnt, nrows, K, pf * M2_BK);
+            cu_cp_async_commit();
+            const __nv_bfloat16 *st = m2_smem + (kt % M2_ST) * M2_STAGE_ELEMS(PAIR);
+            const __nv_bfloat16 *xt = st + nw * M2_ROWS * M2_BK;
+#pragma unroll
+            for (int half = 0; half < 2; half++) {   /* 32 columns: two k-steps of 16 */
+                uint32_t b[4][4];
+#pragma unroll
+                for (int q = 0; q < 4; q++)
+                    if (q < ng) cu_ldsm_x4(b[q], xt + m2_off(8 * q + b_row, 4 * half + b_ch));
+#pragma unroll
+                for (int ks = 0; ks < 2; ks++) {
+                    int ch = 4 * half + 2 * ks + a_hi;
+                    uint32_t fa[4], fb[4];
+                    cu_ldsm_x4(fa, st + m2_off(a_row, ch));
+                    if (PAIR) cu_ldsm_x4(fb, st + M2_ROWS * M2_BK + m2_off(a_row, ch));
+#pragma unroll
+                    for (int q = 0; q < 4; q++) {
+                        if (q >= ng) break;
+                        cu_mma_bf16(a0[q], fa, b[q][2 * ks], b[q][2 * ks + 1]);
+                        if (PAIR) cu_mma_bf16(a1[q], fb, b[q][2 * ks], b[q][2 * ks + 1]);
+                    }
+                }
+            }
+        }
+        cu_cp_async_wait<0>();
+        __syncthreads();   /* the ring is free for the next pass */
+        int n0 = n_base + 16 * warp;
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            if (q >= ng) break;
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                int j = j0 + 8 * q + 2 * t + (i & 1), n = n0 + g + 8 * (i >> 1);
+                if (j >= cnt || n >= N) continue;
+                size_t o = (size_t)(r0 + j) * ldo + n;
+                if (PAIR) {
+                    float gv = a0[q][i];
+                    ((__nv_bfloat16 *)out)[o] = __float2bfloat16_rn(gv / (1.0f + expf(-gv)) * a1[q][i]);
+                } else {
+                    ((float *)out)[o] = a0[q][i];
+                }
+            }
+        }
+    }
+}
+
+/* once per process, before any launch (and outside graph capture): v2's dynamic shared memory above 48 KB */
+#define M2_SET_SMEM(ST)                                                                                               \
+    do {                                                                                                              \
+        CUDA_CHECK(cudaFuncSetAttribute(moe_tc2_kernel<true, ST>, cudaFuncAttributeMaxDynamicSharedMemorySize,      \
+                                        (int)m2_smem_bytes(true, ST)));                                               \
+        CUDA_CHECK(cudaFuncSetAttribute(moe_tc2_kernel<false, ST>, cudaFuncAttributeMaxDynamicSharedMemorySize,     \
+                                        (int)m2_smem_bytes(false, ST)));                                              \
+    } while (0)
+void cu_moe_tc2_init(void) {
+    M2_SET_SMEM(3);
+    M2_SET_SMEM(4);
+    M2_SET_SMEM(6);
+}
+#undef M2_SET_SMEM
+
+/* gate/up then down for all experts by moe_tc2_kernel with ST stages */
+template <int ST>
+static void m2_pair(float *y, __nv_bfloat16 *inter, const __nv_bfloat16 *xs, const int32_t *off, int E, int D, int I,
+                    const cu_wview *tab) {
+    dim3 g1((unsigned)((I + M2_ROWS - 1) / M2_ROWS), (unsigned)E), g2((unsigned)((D + M2_ROWS - 1) / M2_ROWS), (unsigned)E);
+    moe_tc2_kernel<true, ST><<<g1, MT_WARPS * 32, m2_smem_bytes(true, ST), cu_stream>>>(inter, I, xs, D, off, tab, tab + E, I, D);
+    CUDA_LAUNCH_CHECK();
+    moe_tc2_kernel<false, ST><<<g2, MT_WARPS * 32, m2_smem_bytes(false, ST), cu_stream>>>(y, D, inter, I, off, tab + 2 * E, NULL, D, I);
+    CUDA_LAUNCH_CHECK();
+}
+
 int cu_moe_tg = 0;   /* DSINFER_CUDA_MOE_TG (read at backend creation) */
 
 int cu_moe_tc_fits(const cu_wview *gate, const cu_wview *down) {
@@ -242,7 +397,13 @@ void cu_moe_tc(float *y, const float *x, const int32_t *rows, const int32_t *off
         else if (tg == 2) MT_PAIR_TG(WT, 2);                                                                             \
         else MT_PAIR_TG(WT, MT_TG);                                                                                      \
     } while (0)
-    if (gate->dtype == DS_DTYPE_F8_E4M3 && cu_fp8_fast) MT_PAIR(MT_FP8F);
+    /* v2 for BF16 weights at a mean of up to 32 rows per expert (decode; measured: batch 64 +8%, 256 +12%,
+     * and slower than v1 at a 512-token prefill, a mean of 48: bench/RESULTS.md sixth session) */
+    if (gate->dtype == DS_DTYPE_BF16 && cu_moe_tc2 && (cu_moe_tc2 == 2 || mean <= M2_TOK)) {
+        if (cu_moe_tc2_st == 3) m2_pair<3>(y, inter, xs, off, E, D, I, tab);
+        else if (cu_moe_tc2_st == 6) m2_pair<6>(y, inter, xs, off, E, D, I, tab);
+        else m2_pair<4>(y, inter, xs, off, E, D, I, tab);
+    } else if (gate->dtype == DS_DTYPE_F8_E4M3 && cu_fp8_fast) MT_PAIR(MT_FP8F);
     else if (gate->dtype == DS_DTYPE_F8_E4M3) MT_PAIR(MT_FP8);
     else if (gate->dtype == DS_DTYPE_NVFP4) MT_PAIR(MT_NVFP4);
     else MT_PAIR(MT_BF16);
