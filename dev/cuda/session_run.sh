@@ -208,6 +208,19 @@ if want tc2st; then
     python3 dev/cuda/ncu_sum.py $OUT/ncu6_b$b.csv > $OUT/ncu6_b$b.txt 2>&1; head -22 $OUT/ncu6_b$b.txt
   done
 fi
+# quick6: the GPU tests a host-side change touches (test_cuda_host, goldens, test_cuda_model)
+want quick6 && step host 20 $B/test_cuda_host
+want quick6 && step golden 120 $B/test_cuda_golden
+want quick6 && step model 200 $B/test_cuda_model
+# pinned (sixth session): a decode step's logits copied into page-locked memory (ds_engine_logits_alloc,
+# default) against plain memory (DSINFER_PINNED_LOGITS=0), alternating twice; then the session's final rows
+if want pinned; then
+  for r in 1 2; do for p in 1 0; do
+    step dec_pin$p.$r 100 env DSINFER_CUDA_TC=1 DSINFER_PINNED_LOGITS=$p $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label pinned$p
+  done; done
+  step final6_bf16 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,8,32,64,128,256 --ctx 1K,4K --prompt '' --steps 8 --csv $CSV --label final6-bf16
+  step final6_fp8 100 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label final6-fp8
+fi
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

@@ -49,6 +49,9 @@ struct ds_backend {
     /* Copies n floats from backend memory to host memory, and from host memory to backend memory. */
     void (*to_host)(ds_backend *be, float *dst, const float *src, size_t n);
     void (*from_host)(ds_backend *be, float *dst, const float *src, size_t n);
+    /* Optional (NULL: malloc / free): host memory that to_host copies into fastest (CUDA: page-locked). */
+    void *(*host_alloc)(ds_backend *be, size_t bytes);
+    void (*host_free)(ds_backend *be, void *p);
     /* Makes the batch layout visible to the ops that follow (CUDA copies it to the device). */
     ds_status (*set_batch)(ds_backend *be, const ds_batch_meta *b, char *err);
 

@@ -216,7 +216,11 @@ static ds_status bench_decode(ds_engine *e, out_ctx *x, int ctx, char *err) {
     const bench_opts *o = x->o;
     int Bmax = 0, V = ds_engine_vocab_size(e);
     for (int i = 0; i < o->n_batches; i++) Bmax = o->batches[i] > Bmax ? o->batches[i] : Bmax;
-    float *logits = ds_xmalloc(sizeof(float) * (size_t)V * (size_t)Bmax);
+    float *logits = ds_engine_logits_alloc(e, Bmax);   /* page-locked on the GPU, as the server's */
+    if (!logits) {
+        snprintf(err, DS_ERRLEN, "out of host memory for %d rows of logits", Bmax);
+        return DS_ERR_NOMEM;
+    }
     ds_seq **seqs = ds_xcalloc((size_t)Bmax + 1, sizeof(ds_seq *));
     uint64_t rng = 42;
     ds_status st = ds_seq_new(e, &seqs[Bmax], err);
@@ -249,7 +253,8 @@ static ds_status bench_decode(ds_engine *e, out_ctx *x, int ctx, char *err) {
         for (int i = 0; i < B; i++) ds_seq_truncate(seqs[i], ctx);
     }
     for (int i = 0; i <= Bmax; i++) ds_seq_free(seqs[i]);
-    free(seqs); free(it); free(tok); free(logits);
+    free(seqs); free(it); free(tok);
+    ds_engine_logits_free(e, logits);
     return st;
 }
 

@@ -307,6 +307,29 @@ void ds_engine_free(ds_engine *e) {
 }
 
 int ds_engine_vocab_size(const ds_engine *e) { return e->cfg.vocab_size; }
+
+/* DSINFER_PINNED_LOGITS=0: logits buffers in plain memory on every backend (to measure what page-locking
+ * buys); read once per process, so a buffer is always freed the way it was allocated */
+static int pinned_logits(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *v = getenv("DSINFER_PINNED_LOGITS");
+        on = !(v && !strcmp(v, "0"));
+    }
+    return on;
+}
+
+float *ds_engine_logits_alloc(ds_engine *e, int rows) {
+    size_t bytes = sizeof(float) * (size_t)(rows > 0 ? rows : 1) * (size_t)e->cfg.vocab_size;
+    if (pinned_logits() && e->be && e->be->host_alloc) return e->be->host_alloc(e->be, bytes);
+    return malloc(bytes);
+}
+
+void ds_engine_logits_free(ds_engine *e, float *logits) {
+    if (!logits) return;
+    if (pinned_logits() && e->be && e->be->host_free) e->be->host_free(e->be, logits);
+    else free(logits);
+}
 int ds_engine_max_context(const ds_engine *e) { return e->cfg.max_position_embeddings; }
 int ds_engine_bos_id(const ds_engine *e) { return e->cfg.bos_token_id; }
 int ds_engine_eos_id(const ds_engine *e) { return e->cfg.eos_token_id; }

@@ -591,8 +591,14 @@ static ds_status replica_start(const server_config *cfg, srv_metrics *m, srv_das
         sched_kv kv = sched_kv_engine(e->eng);
         st = sched_new(&sc, &kv, &e->sch, err);
     }
+    if (!st) {   /* the step's logits: page-locked with the CUDA backend (ds_engine_logits_alloc) */
+        e->logits = ds_engine_logits_alloc(e->eng, cfg->max_num_seqs);
+        if (!e->logits) {
+            snprintf(err, DS_ERRLEN, "out of host memory for %d rows of logits", cfg->max_num_seqs);
+            st = DS_ERR_NOMEM;
+        }
+    }
     if (!st) {
-        e->logits = ds_xmalloc(sizeof(float) * (size_t)cfg->max_num_seqs * (size_t)e->vocab);
         e->items = ds_xcalloc((size_t)cfg->max_num_seqs, sizeof(ds_batch_item));
         e->raw = ds_xmalloc(sizeof(float) * (size_t)e->vocab);
         publish_stats(e, -1);
@@ -629,7 +635,7 @@ static void replica_stop(replica *e) {
         pthread_cond_broadcast(&e->check_cv);
     }
     sched_free(e->sch);
-    free(e->logits);
+    ds_engine_logits_free(e->eng, e->logits);
     free(e->raw);
     free(e->items);
     ds_tokenizer_free(e->tok);

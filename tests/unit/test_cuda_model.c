@@ -130,10 +130,14 @@ static double run_model(const char *label, const char *cfg_path, int mla_tc, int
            t_prefill, PROMPT / t_prefill, N_GEN, t_decode, N_GEN / t_decode);
     for (int k = 0; k < N_GEN; k++) printf(" %d", out[k]);
     printf("\n");
-    for (int i = 0; i < PROMPT; i++) {   /* the same prompt token by token: absorbed path */
+    float *pinned = ds_engine_logits_alloc(e, 1);   /* page-locked: the copy path the server and bench use */
+    CHECKF(pinned != NULL, "%s: no page-locked logits buffer", label);
+    for (int i = 0; i < PROMPT && pinned; i++) {   /* the same prompt token by token: absorbed path */
         it = (ds_batch_item){.seq = s2, .tokens = &ids[i], .n_tokens = 1};
-        CHECKF(ds_engine_forward(e, &it, 1, step, err) == DS_OK, "%s: %s", label, err);
+        CHECKF(ds_engine_forward(e, &it, 1, pinned, err) == DS_OK, "%s: %s", label, err);
     }
+    if (pinned) memcpy(step, pinned, sizeof(float) * (size_t)V);
+    ds_engine_logits_free(e, pinned);
     diff_stats d = diff_f32(step, whole, (size_t)V);
     printf("  whole prompt vs token by token (absorbed): max abs %.3g rel L2 %.3g\n", d.max_abs, d.rel_l2);
     ds_seq_free(s);

@@ -106,6 +106,22 @@ static void cu_to_host(ds_backend *be, float *dst, const float *src, size_t n) {
     if (n) CUDA_CHECK(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyDeviceToHost));
 }
 
+/* page-locked host memory (to_host into it runs at the bus's rate); NULL when the allocation fails */
+static void *cu_host_alloc(ds_backend *be, size_t bytes) {
+    (void)be;
+    void *p = NULL;
+    if (cudaMallocHost(&p, bytes) != cudaSuccess) {
+        (void)cudaGetLastError();   /* not sticky: clear it */
+        return NULL;
+    }
+    return p;
+}
+
+static void cu_host_free(ds_backend *be, void *p) {
+    (void)be;
+    if (p) CUDA_CHECK(cudaFreeHost(p));
+}
+
 /* grid (M), block 256: out[m] = (acc ? out[m] : 0) + sum_j w[m*K+j] y[m*K+j], j in order (the CPU's). */
 __global__ void combine_rows_kernel(float *out, const float *y, const float *w, int K, int D, int acc) {
     int m = blockIdx.x;
@@ -595,6 +611,8 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     be->fill_nan = cu_fill_nan;
     be->to_host = cu_to_host;
     be->from_host = ds_cuda_from_host;
+    be->host_alloc = cu_host_alloc;
+    be->host_free = cu_host_free;
     be->set_batch = cu_set_batch;
     be->embed = cu_embed;
     be->rmsnorm = cu_rmsnorm;
