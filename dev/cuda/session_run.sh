@@ -221,6 +221,17 @@ if want pinned; then
   step final6_bf16 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,8,32,64,128,256 --ctx 1K,4K --prompt '' --steps 8 --csv $CSV --label final6-bf16
   step final6_fp8 100 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label final6-fp8
 fi
+# tc2tok (sixth session): moe_tc2_kernel with 64 tokens a pass (default above a mean of 16 rows per expert)
+# against 32, decode; then prefill with v2 at every M (TC2=2) against v1 (TC2=0)
+if want tc2tok; then
+  for r in 1 2; do for k in 0 32; do
+    step dec_tok$k.$r 100 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_TC2_TOK=$k $B/dsinfer bench --dtype bf16 --batch 128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label tc2-tok$k
+  done; done
+  step dec_gw_off 100 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GROUP_WIDE_MIN=100000000 $B/dsinfer bench --dtype bf16 --batch 128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label group-wide-min-off
+  for m in 2 0; do
+    step pre_tc2m$m 100 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_TC2=$m $B/dsinfer bench --dtype bf16 --batch '' --ctx '' --prompt 256,512 --steps 2 --csv $CSV --label prefill-tc2-$m
+  done
+fi
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

@@ -736,9 +736,8 @@ static void check_route_v1(setup *s, const int *Ms, int nM) {
 /* tc: on a second CUDA backend with DSINFER_CUDA_TC=1 (grouped routed experts on the tensor cores,
  * cuda_moe_tc.cu, and BF16 GEMMs for the shared expert above GEMV_MAX_M rows; the router stays fp32),
  * compared at THR_TC; a row counts as a routing near-tie above NMSE 1e-3 then. */
-/* tc 1 runs BF16 experts by moe_tc_kernel (DSINFER_CUDA_MOE_TC2=0); tc 2 by moe_tc2_kernel at every M
- * (DSINFER_CUDA_MOE_TC2=2: weights staged in shared memory, 32 tokens a pass; by default it takes a mean of
- * up to 32 rows per expert). */
+/* tc 1 runs BF16 experts by moe_tc_kernel (DSINFER_CUDA_MOE_TC2=0); tc 2 by moe_tc2_kernel (the default:
+ * weights staged in shared memory, 32 or 64 tokens a pass). */
 /* routed: the routed experts of one expert range only (backend moe_routed, [E/3, 2E/3): the gathered
  * expert-parallel form), against the CPU's moe_routed. */
 static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc, int routed) {
@@ -747,7 +746,7 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc, i
     char err[DS_ERRLEN];
     if (tc) {
         setenv("DSINFER_CUDA_TC", "1", 1);
-        setenv("DSINFER_CUDA_MOE_TC2", tc == 2 ? "2" : "0", 1);
+        setenv("DSINFER_CUDA_MOE_TC2", tc == 2 ? "1" : "0", 1);
         gpu = ds_backend_cuda_new(&s->cfg, err);
         unsetenv("DSINFER_CUDA_TC");
         unsetenv("DSINFER_CUDA_MOE_TC2");
@@ -1002,10 +1001,14 @@ static void run_lite(void) {
     check_moe_dt(&s, gemm, NM(gemm), DS_DTYPE_NVFP4, 0, 0);
     const int tcm128[] = {128};
     check_moe_dt(&s, tcm128, 1, DS_DTYPE_NVFP4, 1, 0);
-    /* moe_tc2_kernel at 9 tokens (most experts empty), 33 (odd counts) and 600 (a mean of 56 rows: experts
-     * with two passes of 32) */
-    const int tc2m[] = {9, 33, 600};
+    /* moe_tc2_kernel at 9 tokens (most experts empty), 33 (odd counts) and 600 (a mean of 56 rows: 64 tokens
+     * a pass, experts with two passes); then 600 again at 32 tokens a pass (two or three passes) */
+    const int tc2m[] = {9, 33, 600}, tc2m600[] = {600};
     check_moe_dt(&s, tc2m, NM(tc2m), DS_DTYPE_BF16, 2, 0);
+    printf("  %-8s (moe_tc2_kernel at 32 tokens a pass)\n", s.name);
+    setenv("DSINFER_CUDA_MOE_TC2_TOK", "32", 1);
+    check_moe_dt(&s, tc2m600, 1, DS_DTYPE_BF16, 2, 0);
+    unsetenv("DSINFER_CUDA_MOE_TC2_TOK");
     free_setup(&s);
 }
 

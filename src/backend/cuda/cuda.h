@@ -127,10 +127,13 @@ void cu_ws_free(cu_ws *w);
  *   DSINFER_CUDA_DEQUANT_VEC=0 the per-element FP8 -> BF16 dequant; default 1: 16 codes a thread.
  *   DSINFER_CUDA_MOE_TG=1|2|4 moe_tc_kernel's token groups a pass; default 0: from the mean rows per expert.
  * Sixth session:
- *   DSINFER_CUDA_MOE_TC2=0   BF16 routed experts through moe_tc_kernel only; default 1: moe_tc2_kernel (cp.async
- *                            stages in shared memory, an expert's rows up to 32 in one pass over its weights)
- *                            at a mean of <= 32 rows per expert (batch 64 +8%, 256 +12%); 2: at every M.
- *   DSINFER_CUDA_MOE_TC2_ST=3|4|6 its pipeline stages (default 4).
+ *   DSINFER_CUDA_MOE_TC2=0   BF16 routed experts through moe_tc_kernel; default 1: moe_tc2_kernel (cp.async
+ *                            stages in shared memory, an expert's rows up to 32 or 64 in one pass over its
+ *                            weights; decode batch 64 +8%, 256 +12%, prefill 512 +42%).
+ *   DSINFER_CUDA_GROUP_WIDE_MIN pairs from which the grouped MoE path groups over many blocks (default 1024;
+ *                            decode batch 256 +2%).
+ *   DSINFER_CUDA_MOE_TC2_ST=3|4|6 its pipeline stages (default 4; 6 only with 32 tokens a pass).
+ *   DSINFER_CUDA_MOE_TC2_TOK=32|64 its tokens a pass; default 0: 32 at a mean of <= 16 rows per expert, else 64.
  *   DSINFER_CUDA_PDL=1       programmatic dependent launch (cu_launch; with DSINFER_CUDA_PDL_PREFETCH=0 no
  *                            L2 prefetch); default 0: measured no gain.
  *   DSINFER_CUDA_FP8_FAST=1  FP8 decoded by integer moves (cu_fp8_scaled); default 0: measured slower.
@@ -417,10 +420,10 @@ extern int cu_nvfp4_simt;
 /* moe_tc_kernel's token groups a pass (DSINFER_CUDA_MOE_TG: 0 = from the mean rows per expert). */
 extern int cu_moe_tg;
 /* DSINFER_CUDA_MOE_TC2 (default 1): BF16 routed experts by moe_tc2_kernel (weights staged in shared memory
- * by cp.async, 32 tokens a pass) at a mean of up to 32 rows per expert; 2: at every M; 0: never.
- * DSINFER_CUDA_MOE_TC2_ST: its stages (3, 4 or 6). cu_moe_tc2_init sets the kernels' shared-memory limits
+ * by cp.async, 32 or 64 tokens a pass); 0: by moe_tc_kernel.
+ * DSINFER_CUDA_MOE_TC2_ST: its stages (3, 4 or 6); DSINFER_CUDA_MOE_TC2_TOK: tokens a pass (32, 64; 0 auto). cu_moe_tc2_init sets the kernels' shared-memory limits
  * (backend creation). */
-extern int cu_moe_tc2, cu_moe_tc2_st;
+extern int cu_moe_tc2, cu_moe_tc2_st, cu_moe_tc2_tok;
 void cu_moe_tc2_init(void);
 /* W8A8 (cuda_fp8gemm.cu): 1 if w can take the block-scaled FP8 path (FP8 with 128x128 scales, K a
  * multiple of 128, N a multiple of 4, scale rows a multiple of 4 floats); then cu_linear_fp8 computes
@@ -490,6 +493,9 @@ extern int cu_group_v2;
 /* DSINFER_CUDA_GROUP_WIDE=0: the MoE-as-GEMMs path groups its pairs with group_v2_kernel (one block); default
  * 1: over many blocks (cuda_moe.cu launch_group_wide, the same rows in the same order). */
 extern int cu_group_wide;
+/* DSINFER_CUDA_GROUP_WIDE_MIN (sixth session): (token, expert) pairs from which the grouped decode-sized MoE
+ * path also groups over several blocks (default 1024: batch 171+ at top-6). */
+extern int cu_group_wide_min;
 /* DSINFER_CUDA_ABSORB2=0: the first-pass q_lat = W_UK^T q_nope kernel (one thread per column, dn
  * dependent loads); default 1: absorb_q_v2_kernel (cuda_attn.cu). */
 extern int cu_absorb_v2;

@@ -323,6 +323,7 @@ __global__ void group_v2_kernel(const int32_t *ids_g, const float *w, int M, int
 }
 int cu_group_v2 = 1;   /* DSINFER_CUDA_GROUP2 (read at backend creation) */
 int cu_group_wide = 1; /* DSINFER_CUDA_GROUP_WIDE (read at backend creation) */
+int cu_group_wide_min = 1024;   /* DSINFER_CUDA_GROUP_WIDE_MIN: pairs from which the grouped MoE path uses it */
 
 /* ---- grouping over many blocks (prefill-sized batches) ----------------------------------------------
  * group_v2_kernel is one block; at 8K tokens x top-6 it walked 49152 pairs from global memory for 3.4 ms a
@@ -553,9 +554,11 @@ static void route_rows(ds_backend *be, const ds_layer_weights *L, const float *x
 }
 
 /* The grouped path's buffers in ws_moe2 for MK (token, choice) rows: inter [MK, I], y [MK, D] floats, then
- * pos [MK] int32. */
+ * pos [MK] int32, then the chunk histograms of launch_group_wide (ceil(MK / GROUP_CHUNK) x E int32). */
 static void grouped_ws(ds_cuda_backend *cb, size_t MK, int I, int D, float **inter, float **y, int32_t **pos) {
-    *inter = (float *)cu_ws_get(&cb->ws_moe2, (MK * (size_t)I + MK * (size_t)D) * sizeof(float) + MK * 4);
+    size_t chunks = (MK + GROUP_CHUNK - 1) / GROUP_CHUNK;   /* + room for group_wide's chunk histograms */
+    *inter = (float *)cu_ws_get(&cb->ws_moe2, (MK * (size_t)I + MK * (size_t)D) * sizeof(float) +
+                                                  (MK + chunks * MOE_MAX_EXPERTS) * 4);
     *y = *inter + MK * (size_t)I;
     *pos = (int32_t *)(*y + MK * (size_t)D);
 }
@@ -625,7 +628,11 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
         float *inter, *y;
         int32_t *pos;
         grouped_ws(cb, MK, I, D, &inter, &y, &pos);
-        launch_group(ids, w, M, K, E, d_off, rows, rw, pos);
+        /* two or more chunks of pairs (decode batch 256 x top-6): the grouping over several blocks, 27 -> ~10 us
+         * a layer expected against the one-block group_v2_kernel (ncu, sixth session run 4); the same rows,
+         * offsets and pos_of */
+        if (cu_group_wide && MK >= (size_t)cu_group_wide_min) launch_group_wide(ids, w, M, K, E, d_off, rows, rw, pos, pos + MK);
+        else launch_group(ids, w, M, K, E, d_off, rows, rw, pos);
         if (c->n_shared_experts) cu_mlp(be, out, x, &L->sh_gate, &L->sh_up, &L->sh_down, M);
         else CUDA_CHECK(cudaMemsetAsync(out, 0, MD * sizeof(float), cu_stream));
         moe_grouped(cb, out, x, L, M, ids, w, rows, d_off, pos, inter, y, E, K, grouped_tc, 0);

@@ -210,21 +210,23 @@ __global__ void moe_rows_bf16_kernel(__nv_bfloat16 *dst, const float *src, const
  * warps an SM), and with one token group a pass (decode, a mean of <= 8 rows per expert) an expert with 9+
  * rows streams its weights twice from DRAM: ncu at batch 64 counted 3.83 TB/s of DRAM reads over the
  * gate/up kernel against 3.14 TB/s of weight bytes (bench/RESULTS.md, fourth session run 10).
- * v2: a block = 4 warps x 16 output rows (64 rows of W0, and of W1 with PAIR) and up to 32 tokens a pass
- * (all of an expert's rows at decode). Each 64-column stage of the weights and the tokens goes to shared
- * memory by cp.async, ST stages in a ring (ST - 1 in flight while one is multiplied: with 4 stages 48 KB of
- * weight rows in flight a block, two blocks an SM; DSINFER_CUDA_MOE_TC2_ST = 3, 4 or 6), one barrier a stage. Fragments come by ldmatrix from 128-byte
+ * v2: a block = 4 warps x 16 output rows (64 rows of W0, and of W1 with PAIR) and up to TOK tokens a pass
+ * (32, or 64 at a mean above 16 rows per expert: all of an expert's rows at decode). Each 64-column stage
+ * of the weights and the tokens goes to shared memory by cp.async, ST stages in a ring (ST - 1 in flight
+ * while one is multiplied: with 4 stages 48 KB of weight rows in flight a block, two blocks an SM;
+ * DSINFER_CUDA_MOE_TC2_ST = 3, 4 or 6), one barrier a stage. Fragments come by ldmatrix from 128-byte
  * rows whose 16-byte chunks are XOR-swizzled by the row (chunk ^ (row & 7): the 8 rows of an 8x8 tile hit
  * 8 different bank groups). Rows past N, columns past K and tokens past the expert's count are zero-filled
  * (cp.async with src-size 0). */
 #define M2_BK 64                         /* columns a stage: 128 bytes of BF16 per row */
 #define M2_ROWS (16 * MT_WARPS)          /* weight rows a block */
-#define M2_TOK 32                        /* tokens a pass: 4 groups of 8 */
-#define M2_STAGE_ELEMS(PAIR) ((PAIR ? 2 : 1) * M2_ROWS * M2_BK + M2_TOK * M2_BK)
+#define M2_STAGE_ELEMS(PAIR, TOK) ((PAIR ? 2 : 1) * M2_ROWS * M2_BK + (TOK) * M2_BK)
 
-int cu_moe_tc2 = 1, cu_moe_tc2_st = 4;   /* DSINFER_CUDA_MOE_TC2, DSINFER_CUDA_MOE_TC2_ST (backend creation) */
+int cu_moe_tc2 = 1, cu_moe_tc2_st = 4, cu_moe_tc2_tok = 0;   /* DSINFER_CUDA_MOE_TC2, _ST, _TOK (backend creation) */
 
-static size_t m2_smem_bytes(bool pair, int st) { return sizeof(__nv_bfloat16) * (size_t)st * M2_STAGE_ELEMS(pair); }
+static size_t m2_smem_bytes(bool pair, int st, int tok) {
+    return sizeof(__nv_bfloat16) * (size_t)st * M2_STAGE_ELEMS(pair, tok);
+}
 
 /* element offset of (row, 16-byte chunk) in a [rows][64] BF16 tile with swizzled chunks */
 __device__ __forceinline__ int m2_off(int row, int chunk) { return row * M2_BK + ((chunk ^ (row & 7)) << 3); }
@@ -250,9 +252,9 @@ __device__ __forceinline__ void m2_load_stage(__nv_bfloat16 *st, const __nv_bflo
     }
 }
 
-/* Grouped only: grid (ceil(N / M2_ROWS), E), block MT_WARPS * 32, dynamic shared memory m2_smem_bytes(PAIR, ST).
- * Same contract as moe_tc_kernel's grouped form (BF16 weights). */
-template <bool PAIR, int M2_ST>
+/* Grouped only: grid (ceil(N / M2_ROWS), E), block MT_WARPS * 32, dynamic shared memory
+ * m2_smem_bytes(PAIR, ST, TOK). Same contract as moe_tc_kernel's grouped form (BF16 weights). */
+template <bool PAIR, int M2_ST, int TOK>
 __global__ void __launch_bounds__(MT_WARPS * 32, 2) moe_tc2_kernel(void *out, int ldo, const __nv_bfloat16 *xs, int ldx,
                                                                    const int32_t *off, const cu_wview *tab0,
                                                                    const cu_wview *tab1, int N, int K) {
@@ -267,17 +269,18 @@ __global__ void __launch_bounds__(MT_WARPS * 32, 2) moe_tc2_kernel(void *out, in
      * 8 tokens x (k chunk 0 .. 3 of a 32-column half) */
     int a_row = 16 * warp + (lane & 7) + 8 * ((lane >> 3) & 1), a_hi = lane >> 4;
     int b_row = lane & 7, b_ch = lane >> 3;
-    for (int j0 = 0; j0 < cnt; j0 += M2_TOK) {
-        int ntok = cnt - j0 < M2_TOK ? cnt - j0 : M2_TOK, ng = (ntok + 7) >> 3, nrows = 8 * ng;
-        float a0[4][4], a1[4][4];
+    constexpr int NG = TOK / 8;   /* token groups of 8 a pass */
+    for (int j0 = 0; j0 < cnt; j0 += TOK) {
+        int ntok = cnt - j0 < TOK ? cnt - j0 : TOK, ng = (ntok + 7) >> 3, nrows = 8 * ng;
+        float a0[NG][4], a1[NG][4];
 #pragma unroll
-        for (int q = 0; q < 4; q++)
+        for (int q = 0; q < NG; q++)
 #pragma unroll
             for (int i = 0; i < 4; i++) a0[q][i] = a1[q][i] = 0.0f;
 #pragma unroll
         for (int s = 0; s < M2_ST - 1; s++) {
             if (s < nk)
-                m2_load_stage<PAIR>(m2_smem + s * M2_STAGE_ELEMS(PAIR), W0, W1, ldw, n_base, N, xs, ldx, r0, j0, cnt, nrows,
+                m2_load_stage<PAIR>(m2_smem + s * M2_STAGE_ELEMS(PAIR, TOK), W0, W1, ldw, n_base, N, xs, ldx, r0, j0, cnt, nrows,
                                     K, s * M2_BK);
             cu_cp_async_commit();
         }
@@ -286,16 +289,16 @@ __global__ void __launch_bounds__(MT_WARPS * 32, 2) moe_tc2_kernel(void *out, in
             __syncthreads();                 /* everyone's part; and stage kt - 1's readers are done */
             int pf = kt + M2_ST - 1;
             if (pf < nk)
-                m2_load_stage<PAIR>(m2_smem + (pf % M2_ST) * M2_STAGE_ELEMS(PAIR), W0, W1, ldw, n_base, N, xs, ldx, r0, j0,
+                m2_load_stage<PAIR>(m2_smem + (pf % M2_ST) * M2_STAGE_ELEMS(PAIR, TOK), W0, W1, ldw, n_base, N, xs, ldx, r0, j0,
                                     cnt, nrows, K, pf * M2_BK);
             cu_cp_async_commit();
-            const __nv_bfloat16 *st = m2_smem + (kt % M2_ST) * M2_STAGE_ELEMS(PAIR);
+            const __nv_bfloat16 *st = m2_smem + (kt % M2_ST) * M2_STAGE_ELEMS(PAIR, TOK);
             const __nv_bfloat16 *xt = st + nw * M2_ROWS * M2_BK;
 #pragma unroll
             for (int half = 0; half < 2; half++) {   /* 32 columns: two k-steps of 16 */
-                uint32_t b[4][4];
+                uint32_t b[NG][4];
 #pragma unroll
-                for (int q = 0; q < 4; q++)
+                for (int q = 0; q < NG; q++)
                     if (q < ng) cu_ldsm_x4(b[q], xt + m2_off(8 * q + b_row, 4 * half + b_ch));
 #pragma unroll
                 for (int ks = 0; ks < 2; ks++) {
@@ -304,7 +307,7 @@ __global__ void __launch_bounds__(MT_WARPS * 32, 2) moe_tc2_kernel(void *out, in
                     cu_ldsm_x4(fa, st + m2_off(a_row, ch));
                     if (PAIR) cu_ldsm_x4(fb, st + M2_ROWS * M2_BK + m2_off(a_row, ch));
 #pragma unroll
-                    for (int q = 0; q < 4; q++) {
+                    for (int q = 0; q < NG; q++) {
                         if (q >= ng) break;
                         cu_mma_bf16(a0[q], fa, b[q][2 * ks], b[q][2 * ks + 1]);
                         if (PAIR) cu_mma_bf16(a1[q], fb, b[q][2 * ks], b[q][2 * ks + 1]);
@@ -316,7 +319,7 @@ __global__ void __launch_bounds__(MT_WARPS * 32, 2) moe_tc2_kernel(void *out, in
         __syncthreads();   /* the ring is free for the next pass */
         int n0 = n_base + 16 * warp;
 #pragma unroll
-        for (int q = 0; q < 4; q++) {
+        for (int q = 0; q < NG; q++) {
             if (q >= ng) break;
 #pragma unroll
             for (int i = 0; i < 4; i++) {
@@ -335,29 +338,46 @@ __global__ void __launch_bounds__(MT_WARPS * 32, 2) moe_tc2_kernel(void *out, in
 }
 
 /* once per process, before any launch (and outside graph capture): v2's dynamic shared memory above 48 KB */
-#define M2_SET_SMEM(ST)                                                                                               \
+#define M2_SET_SMEM(ST, TOK)                                                                                          \
     do {                                                                                                              \
-        CUDA_CHECK(cudaFuncSetAttribute(moe_tc2_kernel<true, ST>, cudaFuncAttributeMaxDynamicSharedMemorySize,      \
-                                        (int)m2_smem_bytes(true, ST)));                                               \
-        CUDA_CHECK(cudaFuncSetAttribute(moe_tc2_kernel<false, ST>, cudaFuncAttributeMaxDynamicSharedMemorySize,     \
-                                        (int)m2_smem_bytes(false, ST)));                                              \
+        CUDA_CHECK(cudaFuncSetAttribute(moe_tc2_kernel<true, ST, TOK>, cudaFuncAttributeMaxDynamicSharedMemorySize, \
+                                        (int)m2_smem_bytes(true, ST, TOK)));                                          \
+        CUDA_CHECK(cudaFuncSetAttribute(moe_tc2_kernel<false, ST, TOK>, cudaFuncAttributeMaxDynamicSharedMemorySize, \
+                                        (int)m2_smem_bytes(false, ST, TOK)));                                         \
     } while (0)
 void cu_moe_tc2_init(void) {
-    M2_SET_SMEM(3);
-    M2_SET_SMEM(4);
-    M2_SET_SMEM(6);
+    M2_SET_SMEM(3, 32);
+    M2_SET_SMEM(4, 32);
+    M2_SET_SMEM(6, 32);
+    M2_SET_SMEM(3, 64);
+    M2_SET_SMEM(4, 64);
 }
 #undef M2_SET_SMEM
 
-/* gate/up then down for all experts by moe_tc2_kernel with ST stages */
-template <int ST>
+/* gate/up then down for all experts by moe_tc2_kernel with ST stages and TOK tokens a pass */
+template <int ST, int TOK>
 static void m2_pair(float *y, __nv_bfloat16 *inter, const __nv_bfloat16 *xs, const int32_t *off, int E, int D, int I,
                     const cu_wview *tab) {
     dim3 g1((unsigned)((I + M2_ROWS - 1) / M2_ROWS), (unsigned)E), g2((unsigned)((D + M2_ROWS - 1) / M2_ROWS), (unsigned)E);
-    moe_tc2_kernel<true, ST><<<g1, MT_WARPS * 32, m2_smem_bytes(true, ST), cu_stream>>>(inter, I, xs, D, off, tab, tab + E, I, D);
+    moe_tc2_kernel<true, ST, TOK><<<g1, MT_WARPS * 32, m2_smem_bytes(true, ST, TOK), cu_stream>>>(inter, I, xs, D, off, tab,
+                                                                                                tab + E, I, D);
     CUDA_LAUNCH_CHECK();
-    moe_tc2_kernel<false, ST><<<g2, MT_WARPS * 32, m2_smem_bytes(false, ST), cu_stream>>>(y, D, inter, I, off, tab + 2 * E, NULL, D, I);
+    moe_tc2_kernel<false, ST, TOK><<<g2, MT_WARPS * 32, m2_smem_bytes(false, ST, TOK), cu_stream>>>(y, D, inter, I, off,
+                                                                                                  tab + 2 * E, NULL, D, I);
     CUDA_LAUNCH_CHECK();
+}
+
+/* tokens a pass (DSINFER_CUDA_MOE_TC2_TOK: 32 or 64 fixed; 0: 32 at a mean of <= 16 rows per expert, else
+ * 64) and stages (3, 4 or 6 with 32 tokens; 3 or 4 with 64) */
+static void m2_run(float *y, __nv_bfloat16 *inter, const __nv_bfloat16 *xs, const int32_t *off, int E, int D, int I,
+                   const cu_wview *tab, int mean) {
+    int tok = cu_moe_tc2_tok ? cu_moe_tc2_tok : mean <= 16 ? 32 : 64;
+    if (tok == 64) {
+        if (cu_moe_tc2_st == 3) m2_pair<3, 64>(y, inter, xs, off, E, D, I, tab);
+        else m2_pair<4, 64>(y, inter, xs, off, E, D, I, tab);
+    } else if (cu_moe_tc2_st == 3) m2_pair<3, 32>(y, inter, xs, off, E, D, I, tab);
+    else if (cu_moe_tc2_st == 6) m2_pair<6, 32>(y, inter, xs, off, E, D, I, tab);
+    else m2_pair<4, 32>(y, inter, xs, off, E, D, I, tab);
 }
 
 int cu_moe_tg = 0;   /* DSINFER_CUDA_MOE_TG (read at backend creation) */
@@ -397,13 +417,10 @@ void cu_moe_tc(float *y, const float *x, const int32_t *rows, const int32_t *off
         else if (tg == 2) MT_PAIR_TG(WT, 2);                                                                             \
         else MT_PAIR_TG(WT, MT_TG);                                                                                      \
     } while (0)
-    /* v2 for BF16 weights at a mean of up to 32 rows per expert (decode; measured: batch 64 +8%, 256 +12%,
-     * and slower than v1 at a 512-token prefill, a mean of 48: bench/RESULTS.md sixth session) */
-    if (gate->dtype == DS_DTYPE_BF16 && cu_moe_tc2 && (cu_moe_tc2 == 2 || mean <= M2_TOK)) {
-        if (cu_moe_tc2_st == 3) m2_pair<3>(y, inter, xs, off, E, D, I, tab);
-        else if (cu_moe_tc2_st == 6) m2_pair<6>(y, inter, xs, off, E, D, I, tab);
-        else m2_pair<4>(y, inter, xs, off, E, D, I, tab);
-    } else if (gate->dtype == DS_DTYPE_F8_E4M3 && cu_fp8_fast) MT_PAIR(MT_FP8F);
+    /* v2 for BF16 weights (measured against v1, bench/RESULTS.md sixth session: decode batch 64 +8%, 256
+     * +12%; prefill 256 / 512 tokens +30% / +42% with 64 tokens a pass, where 32 a pass was 21% slower) */
+    if (gate->dtype == DS_DTYPE_BF16 && cu_moe_tc2) m2_run(y, inter, xs, off, E, D, I, tab, mean);
+    else if (gate->dtype == DS_DTYPE_F8_E4M3 && cu_fp8_fast) MT_PAIR(MT_FP8F);
     else if (gate->dtype == DS_DTYPE_F8_E4M3) MT_PAIR(MT_FP8);
     else if (gate->dtype == DS_DTYPE_NVFP4) MT_PAIR(MT_NVFP4);
     else MT_PAIR(MT_BF16);
