@@ -232,6 +232,14 @@ if want tc2tok; then
     step pre_tc2m$m 100 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_TC2=$m $B/dsinfer bench --dtype bf16 --batch '' --ctx '' --prompt 256,512 --steps 2 --csv $CSV --label prefill-tc2-$m
   done
 fi
+# pre8prof (issue 8, sixth session): the kernels of one 8K-token BF16 prefill (ncu durations and DRAM bytes,
+# the second forward of the process = the timed one), then the prefill rows with every default
+if want pre8prof; then
+  step ncu_pre8k 200 env DSINFER_CUDA_TC=1 DSINFER_CUDA_PROFILE_STEPS=2 ncu --clock-control none --cache-control none --profile-from-start off --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv --page raw --log-file $OUT/ncu_pre8k.csv $B/dsinfer bench --dtype bf16 --batch '' --ctx '' --prompt 8K --steps 1 --bw 4221 --tflops 780
+  python3 dev/cuda/ncu_sum.py $OUT/ncu_pre8k.csv > $OUT/ncu_pre8k.txt 2>&1; head -40 $OUT/ncu_pre8k.txt
+  step pre_final6 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch '' --ctx '' --prompt 512,2K,8K --steps 2 --csv $CSV --label final6-prefill
+  step pre8_final6 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch '' --ctx '' --prompt 512,2K,8K --steps 2 --csv $CSV --label final6-prefill-fp8
+fi
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"
