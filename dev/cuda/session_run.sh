@@ -240,6 +240,16 @@ if want pre8prof; then
   step pre_final6 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch '' --ctx '' --prompt 512,2K,8K --steps 2 --csv $CSV --label final6-prefill
   step pre8_final6 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch '' --ctx '' --prompt 512,2K,8K --steps 2 --csv $CSV --label final6-prefill-fp8
 fi
+# sn (issue 8, sixth session): the router's exact fp32 GEMM by sgemm_small_n_kernel (default) against cuBLAS's
+# SGEMM (DSINFER_CUDA_SGEMM_SMALL_N=0): prefill and decode rows, then the 8K op times with it
+if want sn; then
+  for v in 1 0; do
+    step pre_sn$v 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_SGEMM_SMALL_N=$v $B/dsinfer bench --dtype bf16 --batch 64,256 --ctx 1K --prompt 512,2K,8K --steps 2 --csv $CSV --label sgemm-small-n$v
+  done
+  step pre8_sn1 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch '' --ctx '' --prompt 512,2K,8K --steps 2 --csv $CSV --label sgemm-small-n1-fp8
+  step ot_pre8k_sn 200 env DSINFER_CUDA_TC=1 DSINFER_CUDA_OP_TIMES=1 $B/dsinfer bench --dtype bf16 --batch '' --ctx '' --prompt 8K --steps 1
+  grep -A14 "op times" $OUT/ot_pre8k_sn.log
+fi
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

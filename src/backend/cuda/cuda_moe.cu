@@ -544,6 +544,7 @@ static void route_rows(ds_backend *be, const ds_layer_weights *L, const float *x
     cb->opt.fp8_gemm = 0;
     cu_linear(be, logits, x, &L->router, M);
     cb->opt = keep;
+    cu_optimes_phase(cb, "  moe: router GEMM (fp32)");
     const float *biasp = NULL;
     if (L->router_bias.data) {
         weight_row_kernel<<<1, 256, 0, cu_stream>>>(bias, cu_view(&L->router_bias));
@@ -551,6 +552,7 @@ static void route_rows(ds_backend *be, const ds_layer_weights *L, const float *x
         biasp = bias;
     }
     launch_route(logits, biasp, ids, w, M, route_cfg_of(be->cfg));
+    cu_optimes_phase(cb, "  moe: top-k");
 }
 
 /* The grouped path's buffers in ws_moe2 for MK (token, choice) rows: inter [MK, I], y [MK, D] floats, then
@@ -609,9 +611,10 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
         grouped_ws(cb, MK + chunks * (size_t)E, 0, 0, &inter, &y0, &pos);   /* pos [MK], then the chunk histograms */
         if (cu_group_wide) launch_group_wide(ids, w, M, K, E, d_off, rows, rw, pos, pos + MK);
         else launch_group(ids, w, M, K, E, d_off, rows, rw, pos);
+        cu_optimes_phase(cb, "  moe: grouping");
         int32_t off[MOE_MAX_EXPERTS + 1];
         CUDA_CHECK(cudaMemcpy(off, d_off, sizeof(int32_t) * (size_t)(E + 1), cudaMemcpyDeviceToHost));
-        cu_optimes_phase(cb, "  moe: route, group, offsets to host");
+        cu_optimes_phase(cb, "  moe: offsets to host");
         if (c->n_shared_experts) cu_mlp(be, out, x, &L->sh_gate, &L->sh_up, &L->sh_down, M);
         else CUDA_CHECK(cudaMemsetAsync(out, 0, MD * sizeof(float), cu_stream));
         cu_optimes_phase(cb, "  moe: shared experts");
