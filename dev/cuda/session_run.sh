@@ -240,8 +240,8 @@ if want pre8prof; then
   step pre_final6 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch '' --ctx '' --prompt 512,2K,8K --steps 2 --csv $CSV --label final6-prefill
   step pre8_final6 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch '' --ctx '' --prompt 512,2K,8K --steps 2 --csv $CSV --label final6-prefill-fp8
 fi
-# sn (issue 8, sixth session): the router's exact fp32 GEMM by sgemm_small_n_kernel (default) against cuBLAS's
-# SGEMM (DSINFER_CUDA_SGEMM_SMALL_N=0): prefill and decode rows, then the 8K op times with it
+# sn (issue 8, sixth session, run 9): the router's exact fp32 GEMM by an own SIMT kernel (sgemm_small_n_kernel,
+# then DSINFER_CUDA_SGEMM_SMALL_N=1) against cuBLAS's SGEMM (=0); measured slower, the kernel removed (RESULTS)
 if want sn; then
   for v in 1 0; do
     step pre_sn$v 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_SGEMM_SMALL_N=$v $B/dsinfer bench --dtype bf16 --batch 64,256 --ctx 1K --prompt 512,2K,8K --steps 2 --csv $CSV --label sgemm-small-n$v

@@ -593,7 +593,6 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     cu_route_v2 = env_int("DSINFER_CUDA_ROUTE2", 1);
     cu_fa2 = env_int("DSINFER_CUDA_FA2", 1);
     cu_group_wide = env_int("DSINFER_CUDA_GROUP_WIDE", 1);
-    cu_sgemm_small_n = env_int("DSINFER_CUDA_SGEMM_SMALL_N", 1);
     cu_group_wide_min = env_int("DSINFER_CUDA_GROUP_WIDE_MIN", 1024);
     cu_mla_async = env_int("DSINFER_CUDA_MLA_ASYNC", 0);
     cu_moe_tc2 = env_int("DSINFER_CUDA_MOE_TC2", 1);

@@ -123,69 +123,7 @@ __global__ void __launch_bounds__(256) nvfp4_sgemm_kernel(float *out, const floa
 }
 int cu_nvfp4_simt = 0;   /* DSINFER_CUDA_NVFP4_SIMT (read at backend creation) */
 
-/* The exact fp32 GEMM for few outputs (the router: N = E = 64 .. 256) and many rows (prefill). cuBLAS's
- * SGEMM under CUBLAS_PEDANTIC_MATH took 2.0 ms a layer for the V2-Lite router at 8K tokens (1 TFLOP/s;
- * bench/RESULTS.md sixth session run 8). out[M, N] (ld ldo) = x[M, K] wf[N, K]^T, fp32 FMAs in k order per
- * output. grid (ceil(N / 64), ceil(M / 32)), block 256: a block 32 rows x 64 outputs, a thread 2 x 4, k
- * tiles of 32 staged transposed in shared memory. */
-#define SN_BM 32
-#define SN_BN 64
-#define SN_BK 32
-int cu_sgemm_small_n = 1;   /* DSINFER_CUDA_SGEMM_SMALL_N (read at backend creation) */
-
-__global__ void __launch_bounds__(256) sgemm_small_n_kernel(float *out, int ldo, const float *x, const float *wf, int M,
-                                                            int N, int K) {
-    __shared__ __align__(16) float Xs[SN_BK][SN_BM + 4];
-    __shared__ __align__(16) float Ws[SN_BK][SN_BN + 4];
-    int t = threadIdx.x, tx = t % 16, ty = t / 16, m0 = blockIdx.y * SN_BM, n0 = blockIdx.x * SN_BN;
-    float acc[2][4];
-#pragma unroll
-    for (int i = 0; i < 2; i++)
-#pragma unroll
-        for (int j = 0; j < 4; j++) acc[i][j] = 0.0f;
-    for (int k0 = 0; k0 < K; k0 += SN_BK) {
-#pragma unroll
-        for (int i = 0; i < SN_BM * SN_BK / 256; i++) {   /* coalesced: 32 consecutive k of a row per warp */
-            int idx = t + 256 * i, r = idx / SN_BK, c = idx % SN_BK, m = m0 + r, k = k0 + c;
-            Xs[c][r] = m < M && k < K ? __ldg(x + (size_t)m * K + k) : 0.0f;
-        }
-#pragma unroll
-        for (int i = 0; i < SN_BN * SN_BK / 256; i++) {
-            int idx = t + 256 * i, r = idx / SN_BK, c = idx % SN_BK, n = n0 + r, k = k0 + c;
-            Ws[c][r] = n < N && k < K ? __ldg(wf + (size_t)n * K + k) : 0.0f;
-        }
-        __syncthreads();
-#pragma unroll 8
-        for (int kk = 0; kk < SN_BK; kk++) {
-            float2 a = *(const float2 *)&Xs[kk][ty * 2];
-            float4 b = *(const float4 *)&Ws[kk][tx * 4];
-            const float av[2] = {a.x, a.y}, bv[4] = {b.x, b.y, b.z, b.w};
-#pragma unroll
-            for (int i = 0; i < 2; i++)
-#pragma unroll
-                for (int j = 0; j < 4; j++) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
-        }
-        __syncthreads();
-    }
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        int m = m0 + ty * 2 + i;
-        if (m >= M) continue;
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            int n = n0 + tx * 4 + j;
-            if (n < N) out[(size_t)m * ldo + n] = acc[i][j];
-        }
-    }
-}
-
 static void sgemm_rows(ds_cuda_backend *cb, float *out, int ldo, const float *x, const float *wf, int M, int nr, int K) {
-    if (cu_sgemm_small_n && nr <= 256 && M > GEMV_MAX_M) {
-        dim3 grid((unsigned)((nr + SN_BN - 1) / SN_BN), (unsigned)((M + SN_BM - 1) / SN_BM));
-        sgemm_small_n_kernel<<<grid, 256, 0, cu_stream>>>(out, ldo, x, wf, M, nr, K);
-        CUDA_LAUNCH_CHECK();
-        return;
-    }
     const float one = 1.0f, zero = 0.0f;
     /* column-major view: out^T[nr, M] (ld ldo) = wf^T ... i.e. C = op(A) B with A = wf as [K, nr] (ld K)
      * transposed and B = x as [K, M] (ld K). */
