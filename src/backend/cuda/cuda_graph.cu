@@ -47,8 +47,9 @@ static graph_entry *find_or_add(struct cu_graphs *g, uint64_t key) {
 }
 
 /* DSINFER_CUDA_PROFILE_STEPS=a,b,...: profiler range (cudaProfilerStart/Stop, for `ncu --profile-from-start
- * off`) around the a-th, b-th ... call of run_graph (1-based, counted over the process). */
-static void profile_hook(void) {
+ * off`) around the a-th, b-th ... forward of the process (1-based; counted at each set_batch, so prefill
+ * forwards count and can be profiled too: before the sixth session only decode graph runs counted). */
+void cu_profile_hook(void) {
     static int n_calls, n_want = -1, want[8], active;
     if (n_want < 0) {
         n_want = 0;
@@ -77,7 +78,6 @@ static void profile_hook(void) {
 ds_status cu_graph_run(ds_backend *be, uint64_t key, void (*fn)(void *), void *ctx, char *err) {
     ds_cuda_backend *cb = cu_of(be);
     (void)err;
-    profile_hook();
     /* the per-expert MoE path syncs with the host: such steps run eagerly */
     int moe_sync = be->cfg->n_routed_experts && (!cb->opt.moe_grouped || cb->b.n_tokens > cb->opt.moe_grouped_max_m);
     if (!cb->opt.graphs || moe_sync) {
