@@ -235,7 +235,10 @@ fi
 # pre8prof (issue 8, sixth session): the kernels of one 8K-token BF16 prefill (ncu durations and DRAM bytes,
 # the second forward of the process = the timed one), then the prefill rows with every default
 if want pre8prof; then
-  step ncu_pre8k 200 env DSINFER_CUDA_TC=1 DSINFER_CUDA_PROFILE_STEPS=2 ncu --clock-control none --cache-control none --profile-from-start off --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv --page raw --log-file $OUT/ncu_pre8k.csv $B/dsinfer bench --dtype bf16 --batch '' --ctx '' --prompt 8K --steps 1 --bw 4221 --tflops 780
+  # the timed forward: the last one of 8192 tokens (bench runs calibration forwards and a warm-up first)
+  N8=$(DSINFER_CUDA_TC=1 DSINFER_CUDA_PROFILE_STEPS=list $B/dsinfer bench --dtype bf16 --batch '' --ctx '' --prompt 8K --steps 1 2>&1 | awk '/^profile: forward .* 8192 tokens/{gsub(",","",$3); n=$3} END{print n}')
+  echo "profiling forward $N8"
+  step ncu_pre8k 200 env DSINFER_CUDA_TC=1 DSINFER_CUDA_PROFILE_STEPS=$N8 ncu --clock-control none --cache-control none --profile-from-start off --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv --page raw --log-file $OUT/ncu_pre8k.csv $B/dsinfer bench --dtype bf16 --batch '' --ctx '' --prompt 8K --steps 1 --bw 4221 --tflops 780
   python3 dev/cuda/ncu_sum.py $OUT/ncu_pre8k.csv > $OUT/ncu_pre8k.txt 2>&1; head -40 $OUT/ncu_pre8k.txt
   step pre_final6 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch '' --ctx '' --prompt 512,2K,8K --steps 2 --csv $CSV --label final6-prefill
   step pre8_final6 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch '' --ctx '' --prompt 512,2K,8K --steps 2 --csv $CSV --label final6-prefill-fp8

@@ -494,7 +494,7 @@ extern int cu_group_v2;
  * 1: over many blocks (cuda_moe.cu launch_group_wide, the same rows in the same order). */
 extern int cu_group_wide;
 /* DSINFER_CUDA_PROFILE_STEPS (cuda_graph.cu): starts / stops the profiler range; called once per forward. */
-void cu_profile_hook(void);
+void cu_profile_hook(int n_tokens);
 /* DSINFER_CUDA_GROUP_WIDE_MIN (sixth session): (token, expert) pairs from which the grouped decode-sized MoE
  * path also groups over several blocks (default 1024: batch 171+ at top-6). */
 extern int cu_group_wide_min;

@@ -205,7 +205,7 @@ static void *grow_host(void *p, size_t *cap, size_t need, size_t elem) {
 static ds_status cu_set_batch(ds_backend *be, const ds_batch_meta *b, char *err) {
     ds_cuda_backend *cb = cu_of(be);
     (void)err;
-    cu_profile_hook();   /* DSINFER_CUDA_PROFILE_STEPS (cuda_graph.cu): one count per forward */
+    cu_profile_hook(b->n_tokens);   /* DSINFER_CUDA_PROFILE_STEPS (cuda_graph.cu): one count per forward */
     size_t M = (size_t)b->n_tokens, S = (size_t)b->n_seqs, PT = S * (size_t)b->pt_stride;
     cb->h_tokens = (int32_t *)grow_host(cb->h_tokens, &cb->h_cap_tok, M + 1, 3 * sizeof(int32_t));
     cb->h_positions = cb->h_tokens + cb->h_cap_tok;

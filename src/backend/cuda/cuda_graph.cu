@@ -48,18 +48,22 @@ static graph_entry *find_or_add(struct cu_graphs *g, uint64_t key) {
 
 /* DSINFER_CUDA_PROFILE_STEPS=a,b,...: profiler range (cudaProfilerStart/Stop, for `ncu --profile-from-start
  * off`) around the a-th, b-th ... forward of the process (1-based; counted at each set_batch, so prefill
- * forwards count and can be profiled too: before the sixth session only decode graph runs counted). */
-void cu_profile_hook(void) {
-    static int n_calls, n_want = -1, want[8], active;
+ * forwards count and can be profiled too: before the sixth session only decode graph runs counted; `bench`
+ * runs calibration forwards first). DSINFER_CUDA_PROFILE_STEPS=list prints each forward's number and token
+ * count on stderr instead, to find the one to profile. */
+void cu_profile_hook(int n_tokens) {
+    static int n_calls, n_want = -1, want[8], active, list;
     if (n_want < 0) {
         n_want = 0;
         const char *v = getenv("DSINFER_CUDA_PROFILE_STEPS");
-        while (v && *v && n_want < 8) {
+        list = v && !strcmp(v, "list");
+        while (!list && v && *v && n_want < 8) {
             want[n_want++] = atoi(v);
             v = strchr(v, ',');
             if (v) v++;
         }
     }
+    if (list) fprintf(stderr, "profile: forward %d, %d tokens\n", ++n_calls, n_tokens);
     if (!n_want) return;
     n_calls++;
     if (active) {
