@@ -348,18 +348,38 @@ ds_status ds_seq_new(ds_engine *e, ds_seq **out, char *err) {
     return DS_OK;
 }
 
-/* A page given back is refilled with NaN in every layer, so that reading it later shows. */
-void ds_engine_release_page(ds_engine *e, int page) {
-    if (!ds_kv_pool_unref(e->pool, page)) return;
-    size_t n = cache_page_bytes(e);
-    for (int l = e->layer_begin; l < e->layer_end; l++)
-        e->be->fill_nan(e->be, (float *)(void *)((char *)ds_engine_layer_cache(e, l) + (size_t)page * n), n / sizeof(float));
+static int cmp_int(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
 }
+
+/* Pages given back are refilled with NaN in every layer, so that reading one later shows. The pages that
+ * become free are sorted and each run of consecutive ids is filled with one fill_nan per layer: a sequence's
+ * pages are mostly consecutive, and one call per page and layer cost an 8K-token sequence 5706 kernel
+ * launches (10 ms of GPU time, bench/RESULTS.md sixth session runs 10-11). */
+void ds_engine_release_pages(ds_engine *e, const int *pages, int n) {
+    int *freed = ds_xmalloc(sizeof(int) * (size_t)(n > 0 ? n : 1)), nf = 0;
+    for (int i = 0; i < n; i++)
+        if (ds_kv_pool_unref(e->pool, pages[i])) freed[nf++] = pages[i];
+    qsort(freed, (size_t)nf, sizeof(int), cmp_int);
+    size_t pb = cache_page_bytes(e);
+    for (int i = 0; i < nf;) {
+        int j = i + 1;
+        while (j < nf && freed[j] == freed[j - 1] + 1) j++;   /* freed[i .. j-1] consecutive */
+        for (int l = e->layer_begin; l < e->layer_end; l++)
+            e->be->fill_nan(e->be, (float *)(void *)((char *)ds_engine_layer_cache(e, l) + (size_t)freed[i] * pb),
+                            (size_t)(j - i) * pb / sizeof(float));
+        i = j;
+    }
+    free(freed);
+}
+
+void ds_engine_release_page(ds_engine *e, int page) { ds_engine_release_pages(e, &page, 1); }
 
 void ds_seq_free(ds_seq *s) {
     if (!s) return;
     if (s->eng->tpg) ds_tp_seq_free(s);
-    for (int i = 0; i < s->n_pages; i++) ds_engine_release_page(s->eng, s->pages[i]);
+    ds_engine_release_pages(s->eng, s->pages, s->n_pages);
     free(s->pages);
     free(s);
 }

@@ -69,6 +69,9 @@ void *ds_engine_layer_cache(ds_engine *eng, int layer);
 ds_status ds_engine_restrict_cache(ds_engine *eng, int n_stages, char *err);
 /* Drops one reference to a page; a page that becomes free is poisoned with NaN. */
 void ds_engine_release_page(ds_engine *eng, int page);
+/* The same for n pages (a page may appear more than once: one reference each); the freed ones are
+ * poisoned with one fill per layer for each run of consecutive page ids. */
+void ds_engine_release_pages(ds_engine *eng, const int *pages, int n);
 /* Frees the activation buffers (the next step allocates them at the current widths). */
 void ds_engine_drop_acts(ds_engine *eng);
 /* Grows the activation buffers to hold M tokens. */
