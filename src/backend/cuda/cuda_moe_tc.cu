@@ -86,6 +86,31 @@ __device__ __forceinline__ void mt_chunk(float (*acc)[4], const uint4 &wa, const
     }
 }
 
+/* A pass's accumulators to the output, for both kernels below. a[q][i]: output row n0 + g (+ 8 for i >= 2),
+ * token 8q + 2t (+ 1 for odd i) of the pass, i.e. row r0 + j of out with j = j0 + 8q + 2t (+1) < cnt;
+ * outputs n >= N and groups from ng on (tokens past cnt) are skipped. PAIR: BF16 SiLU(a0) * a1 (the down
+ * projection's input), else fp32 a0. */
+template <bool PAIR, int NG>
+__device__ __forceinline__ void mt_store(void *out, int ldo, const float (*a0)[4], const float (*a1)[4], int ng, int j0,
+                                         int cnt, int r0, int n0, int N, int g, int t) {
+#pragma unroll
+    for (int q = 0; q < NG; q++) {
+        if (q >= ng) break;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            int j = j0 + 8 * q + 2 * t + (i & 1), n = n0 + g + 8 * (i >> 1);
+            if (j >= cnt || n >= N) continue;
+            size_t o = (size_t)(r0 + j) * ldo + n;
+            if (PAIR) {
+                float gv = a0[q][i];
+                ((__nv_bfloat16 *)out)[o] = __float2bfloat16_rn(gv / (1.0f + expf(-gv)) * a1[q][i]);
+            } else {
+                ((float *)out)[o] = a0[q][i];
+            }
+        }
+    }
+}
+
 /* Grouped (off != NULL): grid (ceil(N / (16 * MT_WARPS)), E); expert e's rows r0 = off[e] .. off[e+1]-1 of
  * xs ([*, ldx] BF16, K columns) -> out rows r0.. ([*, ldo]), weights tab0[e] (tab1[e]).
  * One weight (off == NULL, the skinny linear): grid (ceil(M / (8 * MT_TG)), 1, ceil(N / (16 * MT_WARPS))),
@@ -179,22 +204,7 @@ __global__ void __launch_bounds__(MT_WARPS * 32) moe_tc_kernel(void *out, int ld
                     }
             }
         }
-        /* a[q]: [0] row g token 8q+2t, [1] row g token 8q+2t+1, [2] row g+8 token 8q+2t, [3] row g+8 token 8q+2t+1 */
-#pragma unroll
-        for (int q = 0; q < TG; q++) {
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                int j = j0 + 8 * q + 2 * t + (i & 1), n = n0 + g + 8 * (i >> 1);
-                if (j >= cnt || n >= N) continue;
-                size_t o = (size_t)(r0 + j) * ldo + n;
-                if (PAIR) {
-                    float gv = a0[q][i];
-                    ((__nv_bfloat16 *)out)[o] = __float2bfloat16_rn(gv / (1.0f + expf(-gv)) * a1[q][i]);
-                } else {
-                    ((float *)out)[o] = a0[q][i];
-                }
-            }
-        }
+        mt_store<PAIR, TG>(out, ldo, a0, a1, TG, j0, cnt, r0, n0, N, g, t);
     }
 }
 
@@ -317,23 +327,7 @@ __global__ void __launch_bounds__(MT_WARPS * 32, 2) moe_tc2_kernel(void *out, in
         }
         cu_cp_async_wait<0>();
         __syncthreads();   /* the ring is free for the next pass */
-        int n0 = n_base + 16 * warp;
-#pragma unroll
-        for (int q = 0; q < NG; q++) {
-            if (q >= ng) break;
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                int j = j0 + 8 * q + 2 * t + (i & 1), n = n0 + g + 8 * (i >> 1);
-                if (j >= cnt || n >= N) continue;
-                size_t o = (size_t)(r0 + j) * ldo + n;
-                if (PAIR) {
-                    float gv = a0[q][i];
-                    ((__nv_bfloat16 *)out)[o] = __float2bfloat16_rn(gv / (1.0f + expf(-gv)) * a1[q][i]);
-                } else {
-                    ((float *)out)[o] = a0[q][i];
-                }
-            }
-        }
+        mt_store<PAIR, NG>(out, ldo, a0, a1, ng, j0, cnt, r0, n_base + 16 * warp, N, g, t);
     }
 }
 
