@@ -607,8 +607,7 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
         int I = L->exp_gate[0].rows;
         float *inter, *y0;
         int32_t *pos;
-        size_t chunks = (MK + GROUP_CHUNK - 1) / GROUP_CHUNK;
-        grouped_ws(cb, MK + chunks * (size_t)E, 0, 0, &inter, &y0, &pos);   /* pos [MK], then the chunk histograms */
+        grouped_ws(cb, MK, 0, 0, &inter, &y0, &pos);   /* pos [MK], then room for the chunk histograms */
         if (cu_group_wide) launch_group_wide(ids, w, M, K, E, d_off, rows, rw, pos, pos + MK);
         else launch_group(ids, w, M, K, E, d_off, rows, rw, pos);
         cu_optimes_phase(cb, "  moe: grouping");
