@@ -253,6 +253,21 @@ if want sn; then
   step ot_pre8k_sn 200 env DSINFER_CUDA_TC=1 DSINFER_CUDA_OP_TIMES=1 $B/dsinfer bench --dtype bf16 --batch '' --ctx '' --prompt 8K --steps 1
   grep -A14 "op times" $OUT/ot_pre8k_sn.log
 fi
+# mla2 (issue 7, seventh session): mla_decode_tc2_kernel (BF16 cache, cp.async two-tile ring): its op tests
+# (and v1's), then the op alone against v1 (16 and 128 heads; the kernel's time printed beside the op's)
+if want mla2; then
+  step ops_mla 200 env DSINFER_OPS_ONLY=mla $B/test_cuda_ops
+  step mla16_v2 150 $B/dsinfer bench --mla --kv-cache-dtype bf16
+  step mla32_v2 100 $B/dsinfer bench --mla
+  step ncu_mla2 120 ncu --clock-control none -k regex:mla_decode_tc2 -c 1 --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis --section LaunchStats --section Occupancy $B/dsinfer bench --mla --kv-cache-dtype bf16
+  grep -E "Duration|Throughput|Stall|Warp Cycles|Issued|Registers|Achieved|Eligible|Bank" $OUT/ncu_mla2.log | head -40
+fi
+# mla2dec: decode with the BF16 cache, v2 (default) against v1 (DSINFER_CUDA_MLA_TC2=0), alternating
+if want mla2dec; then
+  for r in 1 2; do for v in 1 0; do
+    step dec_mla2_$v.$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MLA_TC2=$v $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 1K,4K --prompt '' --steps 8 --kv-cache-dtype bf16 --csv $CSV --label mla-tc2-$v
+  done; done
+fi
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

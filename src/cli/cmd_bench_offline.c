@@ -604,25 +604,35 @@ static ds_status fit_batch(const char *cfg_path, bench_opts *o, const ds_config 
 static int run_mla(const ds_config *base, double bw) {
     char err[DS_ERRLEN];
     int heads[2] = {16, 128};
-    const char *name[3] = {"tc", "fused", "per-seq"}, *fused_env[3] = {"1", "1", "0"}, *tc_env[3] = {"1", "0", "0"};
+    /* tc: the default tensor-core kernel (v2 for the BF16 cache), tc-v1 its first version (BF16 cache only) */
+    const char *name[4] = {"tc", "tc-v1", "fused", "per-seq"}, *fused_env[4] = {"1", "1", "1", "0"};
+    const char *tc_env[4] = {"1", "1", "0", "0"}, *tc2_env[4] = {"1", "0", "1", "1"};
     for (int hi = 0; hi < 2; hi++)
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < 4; k++) {
+            if (k == 1 && !base->kv_bf16) continue;
             ds_config c = *base;
             c.num_heads = heads[hi];
             setenv("DSINFER_CUDA_FUSED_ATTN", fused_env[k], 1);
             setenv("DSINFER_CUDA_MLA_TC", tc_env[k], 1);
-            double ms = 0, gbs = 0;
-            if (ds_cuda_bench_mla(&c, 64, 4096, &ms, &gbs, err)) {
+            setenv("DSINFER_CUDA_MLA_TC2", tc2_env[k], 1);
+            double ms = 0, gbs = 0, kms = 0, kgbs = 0;
+            if (ds_cuda_bench_mla(&c, 64, 4096, &ms, &gbs, &kms, &kgbs, err)) {
                 fprintf(stderr, "bench mla: %s\n", err);
                 return 1;
             }
-            printf("mla-decode %-9s heads %3d  64 seqs x 4096 ctx  %s cache  %8.3f ms  %7.1f GB/s", name[k], heads[hi],
+            printf("mla-decode %-9s heads %3d  64 seqs x 4096 ctx  %s cache  op %8.3f ms  %7.1f GB/s", name[k], heads[hi],
                    c.kv_fp8 ? "fp8 " : c.kv_bf16 ? "bf16" : "fp32", ms, gbs);
-            if (bw > 1) printf("  %5.1f%% of %.0f GB/s", 100 * gbs / bw, bw);
+            if (bw > 1) printf(" %5.1f%%", 100 * gbs / bw);
+            if (k < 3) {   /* per-seq is not one kernel */
+                printf("  kernel %8.3f ms  %7.1f GB/s", kms, kgbs);
+                if (bw > 1) printf(" %5.1f%%", 100 * kgbs / bw);
+            }
+            if (bw > 1) printf("  (of %.0f GB/s)", bw);
             printf("\n");
         }
     unsetenv("DSINFER_CUDA_FUSED_ATTN");
     unsetenv("DSINFER_CUDA_MLA_TC");
+    unsetenv("DSINFER_CUDA_MLA_TC2");
     return 0;
 }
 #endif

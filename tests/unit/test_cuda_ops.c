@@ -944,7 +944,10 @@ static void free_setup(setup *s) {
 
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
+static int only_mla;   /* DSINFER_OPS_ONLY=mla (main): every run_* but run_mla_tc returns at once */
+
 static void run_v3(void) {
+    if (only_mla) return;
     setup s;
     if (!load_setup(&s, "v3", "configs/deepseek-v3.json", 0, 16)) return;
     const int all[] = {1, 4, 128, 4096}, gemm[] = {1, 4, 128};
@@ -978,6 +981,7 @@ static void run_v3(void) {
 }
 
 static void run_lite(void) {
+    if (only_mla) return;
     setup s;
     if (!load_setup(&s, "v2-lite", "configs/deepseek-v2-lite.json", 0, 16)) return;
     const int all[] = {1, 4, 128, 4096}, gemm[] = {1, 4, 128};
@@ -1014,6 +1018,7 @@ static void run_lite(void) {
 
 /* Odd head counts, page size 5, partial FP8 blocks; small enough for compute-sanitizer. */
 static void run_odd(const char *name, const char *path, int heads) {
+    if (only_mla) return;
     setup s;
     if (!load_setup(&s, name, path, heads, 5)) return;
     const int Ms[] = {1, 3, 4, 63};
@@ -1053,6 +1058,7 @@ static void run_odd(const char *name, const char *path, int heads) {
  * (DSINFER_CUDA_FUSED_ATTN=0). */
 static void run_kv(const char *name, const char *path, int heads, int kv_rank, int page_size, int unfused, int kv_layout,
                    const int *Ms, int nM, int max_cached) {
+    if (only_mla) return;
     setup s;
     if (unfused) setenv("DSINFER_CUDA_FUSED_ATTN", "0", 1);
     int ok = load_setup_kv(&s, name, path, heads, page_size, kv_rank, kv_layout);
@@ -1092,6 +1098,7 @@ static void run_mla_tc(const char *name, const char *path, int heads, int kv_lay
  * (M = 63 / 128 at THR_TC), the skinny kernel (M = 9, 63). The switch is a process-wide flag read at
  * backend creation; the setup's backend turns it on and the last line creates one to turn it off. */
 static void run_fp8_fast(void) {
+    if (only_mla) return;
     setup s;
     setenv("DSINFER_CUDA_FP8_FAST", "1", 1);
     if (load_setup(&s, "v3-f8f", "configs/deepseek-v3.json", 0, 16)) {
@@ -1116,6 +1123,7 @@ static void run_fp8_fast(void) {
  * M = 9, 63, 128 and 4096 (sampled rows), a 200 x 320 weight (partial 64-tiles in both directions). The
  * switch is read at backend creation; the last setup turns it off again. */
 static void run_nvfp4_simt(void) {
+    if (only_mla) return;
     setup s;
     setenv("DSINFER_CUDA_NVFP4_SIMT", "1", 1);
     if (load_setup(&s, "v2l-f4s", "configs/deepseek-v2-lite.json", 0, 16)) {
@@ -1139,6 +1147,7 @@ static void run_nvfp4_simt(void) {
  * fixture's partial 128-blocks, at THR_TC. By default the path starts at
  * 1024 tokens, which check_moe's 4096-token tensor-core rows reach (V2-Lite, V3 FP8 with 256 experts). */
 static void run_moe_gemm(void) {
+    if (only_mla) return;
     setup s;
     setenv("DSINFER_CUDA_MOE_GEMM_MIN_M", "9", 1);
     const int m[] = {9, 63, 130};
@@ -1185,6 +1194,7 @@ static ds_backend *tc_backend(setup *s, const char *lt_tune) {
  * a file that does not parse is reported, searched again and rewritten; LT_TUNE=0 leaves it unused. Every
  * result against the CPU at THR_TC. */
 static void run_lt_tune(void) {
+    if (only_mla) return;
     setup s;
     char dir[128], path[512], err[DS_ERRLEN];
     snprintf(dir, sizeof dir, "/tmp/dsinfer-lt-%d", (int)getpid());
@@ -1254,6 +1264,8 @@ int main(void) {
     printf("test_cuda_ops: seed %llu (DSINFER_SEED repeats it)\n", (unsigned long long)rng_state);
     int small = getenv("DSINFER_OPS_SMALL") != NULL;
     if (getenv("DSINFER_OPS_MAX_M")) max_m = atoi(getenv("DSINFER_OPS_MAX_M"));
+    /* DSINFER_OPS_ONLY=mla: the tensor-core MLA decode cases alone (a quick check after a change to them) */
+    only_mla = getenv("DSINFER_OPS_ONLY") && !strcmp(getenv("DSINFER_OPS_ONLY"), "mla");
     run_odd("h1", "configs/deepseek-v2-lite.json", 1);
     run_odd("h3-fp8", "tests/fixtures/tiny-v3-fp8/config.json", 3);
     run_odd("h63", "configs/deepseek-v2-lite.json", 63);
@@ -1276,11 +1288,18 @@ int main(void) {
         run_mla_tc("v2l-tc16", "configs/deepseek-v2-lite.json", 0, KV_BF16, 16, kv_big, NM(kv_big), 300);
         /* 600 new tokens over ragged sequences: several 128-query blocks of one sequence (FA v2), contexts of
          * many 64-row tiles through both cp.async stages, partial last blocks and tiles */
-        /* the BF16 cache staged by cp.async (DSINFER_CUDA_MLA_ASYNC, opt-in until run) */
+        /* the BF16 cache through the first kernel (DSINFER_CUDA_MLA_TC2=0; the cases above run v2), its tile
+         * staged by registers and by cp.async (DSINFER_CUDA_MLA_ASYNC, opt-in) */
+        setenv("DSINFER_CUDA_MLA_TC2", "0", 1);
+        run_mla_tc("v2l-tc16v1", "configs/deepseek-v2-lite.json", 0, KV_BF16, 16, kv_big, NM(kv_big), 300);
         setenv("DSINFER_CUDA_MLA_ASYNC", "1", 1);
         run_mla_tc("v2l-tc16a", "configs/deepseek-v2-lite.json", 0, KV_BF16, 16, kv_big, NM(kv_big), 300);
         run_mla_tc("h3-tc16a", "configs/deepseek-v2-lite.json", 3, KV_BF16, 5, kv_small, NM(kv_small), 150);
         unsetenv("DSINFER_CUDA_MLA_ASYNC");
+        unsetenv("DSINFER_CUDA_MLA_TC2");
+        /* v2 at 128 heads (8 blocks of 16 heads per entry and split) and 20 (a partial head group) */
+        run_mla_tc("v3-tc16", "configs/deepseek-v3.json", 0, KV_BF16, 16, kv_big, NM(kv_big), 300);
+        run_mla_tc("h20-tc16", "configs/deepseek-v2-lite.json", 20, KV_BF16, 7, kv_small, NM(kv_small), 150);
         /* the first prefill attention kernel (DSINFER_CUDA_FA2=0), still selectable */
         setenv("DSINFER_CUDA_FA2", "0", 1);
         run_mla_tc("h3-tcfa1", "configs/deepseek-v2-lite.json", 3, KV_BF16, 5, kv_small, NM(kv_small), 150);

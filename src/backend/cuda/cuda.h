@@ -238,7 +238,7 @@ void cu_fa_prefill_tc(float *out, const float *q, const float *kvb, const float 
 extern int cu_fa2;
 void cu_fa_prefill2_tc(float *out, const float *q, const float *kvb, const float *kpe, __nv_bfloat16 *kvb16,
                        __nv_bfloat16 *kpe16, const int32_t *positions, int t0, int T, int L, int H, float scale);
-int cu_mla_tc_splits(int T, int H, int max_ctx, int n_sm);
+int cu_mla_tc_splits(int T, int H, int max_ctx, int n_sm, int kv_layout);
 void cu_mla_decode_tc(const fa_params *p, int T);
 
 /* ---- element loads by stored dtype -------------------------------------------------------------- */
@@ -504,6 +504,13 @@ extern int cu_absorb_v2;
 /* DSINFER_CUDA_MLA_ASYNC=1: the tensor-core MLA decode stages BF16 cache tiles by cp.async (cuda_mla_tc.cu);
  * default 0 until it has run on a GPU. */
 extern int cu_mla_async;
+/* DSINFER_CUDA_MLA_TC2=0: the BF16 cache through the first tensor-core MLA decode kernel (one tile buffer);
+ * default 1: mla_decode_tc2_kernel, the rows by cp.async into a two-tile ring (cuda_mla_tc.cu). */
+extern int cu_mla_tc2;
+/* `dsinfer bench --mla`: with cu_mla_ev_on, attn_fused records cu_mla_ev[0] / [1] on the stream around the
+ * decode attention kernel (the kernel's time alone); off in the engine. */
+extern int cu_mla_ev_on;
+extern cudaEvent_t cu_mla_ev[2];
 void cu_moe_tabs_free(ds_cuda_backend *cb);
 ds_status cu_graph_run(ds_backend *be, uint64_t key, void (*fn)(void *), void *ctx, char *err);
 void cu_graphs_free(ds_cuda_backend *cb);

@@ -53,8 +53,10 @@ void ds_cuda_sample(ds_backend *be, const float *logits, int n_rows, int vocab, 
  * cuBLAS BF16 GEMM rate (TFLOP/s, 8192^3, fp32 accumulation, random data). */
 ds_status ds_cuda_ceilings(double *copy_gbs, double *bf16_tflops, char *err);
 /* The absorbed MLA decode op alone (cfg's heads and widths; fp32 latent cache of n_seqs x ctx tokens in
- * shuffled pages; kv_b BF16): median ms and GB/s (cache + kv_b + q/out bytes over time). */
-ds_status ds_cuda_bench_mla(const ds_config *cfg, int n_seqs, int ctx, double *ms, double *gbs, char *err);
+ * shuffled pages; kv_b BF16): median ms and GB/s (cache + kv_b + q/out bytes over time) of the whole op, and
+ * of its attention kernel alone (kern_ms, kern_gbs: the cache bytes over the kernel's time). */
+ds_status ds_cuda_bench_mla(const ds_config *cfg, int n_seqs, int ctx, double *ms, double *gbs, double *kern_ms,
+                             double *kern_gbs, char *err);
 /* `dsinfer bench --ops` (issue 8): one FP8 weight [N, K] (K % 128 == 0, N % 4 == 0, random codes, scales
  * 1/256) and, per M of Ms, the median microseconds of: the W8A8 linear as the engine runs it (activation
  * quantization + cuBLASLt block-scaled FP8, DSINFER_CUDA_FP8_GEMM=1), cuBLASLt's block-scaled GEMM alone on

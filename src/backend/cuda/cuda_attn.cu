@@ -571,6 +571,9 @@ static void values_tc(ds_cuda_backend *cb, float *out, const float *olat, const 
                                             CUDA_R_32F, H * dv, dv, H, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
+int cu_mla_ev_on = 0;
+cudaEvent_t cu_mla_ev[2];
+
 static void attn_fused(ds_cuda_backend *cb, float *out, const float *q, const unsigned char *cache, const ds_weight *kv_b,
                        const int *seqs, int n_seqs) {
     const ds_config *c = cb->base.cfg;
@@ -595,7 +598,7 @@ static void attn_fused(ds_cuda_backend *cb, float *out, const float *q, const un
     if (S > max_chunks) S = max_chunks;
     if (S > 64) S = 64;
     if (S < 1) S = 1;
-    if (tc) S = cu_mla_tc_splits(T, H, max_ctx, cb->n_sm);
+    if (tc) S = cu_mla_tc_splits(T, H, max_ctx, cb->n_sm, cu_kv_layout(c));
     size_t n_q = (size_t)T * H * C, n_part = (size_t)T * S * H * C, n_ml = (size_t)T * S * H * 2;
     size_t n_ao = (size_t)T * H * dv;
     float *qlat = (float *)cu_ws_get(&cb->ws_abs, (2 * n_q + n_part + n_ml + n_ao + (size_t)T + 64) * sizeof(float));
@@ -631,6 +634,7 @@ static void attn_fused(ds_cuda_backend *cb, float *out, const float *q, const un
     fa_params p = {qlat, q, cache, tb, c->kv_fp8, fp8_vec, cu_kv_layout(c), tok, cb->d_positions, cb->d_tok_seq, cb->d_page_table,
                    part, ml, H, C, dr, dn, dqk, b->pt_stride, b->page_size, S, c->softmax_scale};
     p.bf16_async = cu_mla_async;
+    if (cu_mla_ev_on) CUDA_CHECK(cudaEventRecord(cu_mla_ev[0], cu_stream));
     if (tc) {
         cu_mla_decode_tc(&p, T);
     } else {
@@ -643,6 +647,7 @@ static void attn_fused(ds_cuda_backend *cb, float *out, const float *q, const un
         mla_decode_kernel<<<(unsigned)((size_t)T * S * HGn), FA_THREADS, smem, cu_stream>>>(p);
         CUDA_LAUNCH_CHECK();
     }
+    if (cu_mla_ev_on) CUDA_CHECK(cudaEventRecord(cu_mla_ev[1], cu_stream));
     /* column blocks: enough blocks for the SMs at small T, one per head from T * H >= 2 waves */
     int cz = (C + 127) / 128, want_z = (2 * cb->n_sm + T * H - 1) / (T * H);
     if (want_z < cz) cz = want_z < 1 ? 1 : want_z;

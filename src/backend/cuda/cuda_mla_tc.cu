@@ -355,11 +355,229 @@ __global__ void __launch_bounds__(TC_THREADS, 2) mla_decode_tc_kernel(fa_params 
     }
 }
 
-/* Splits for T entries: about two blocks per SM in one wave (the kernel's occupancy), at most one tile
- * of 64 rows per split of the longest context the page table can hold, at most 64 (mla_combine). */
-int cu_mla_tc_splits(int T, int H, int max_ctx, int n_sm) {
-    int blocks = T * ((H + TC_HEADS - 1) / TC_HEADS), slots = 2 * n_sm;
-    int S = blocks >= slots ? 1 : slots / blocks, max_tiles = (max_ctx + TC_TILE - 1) / TC_TILE;
+/* ---- v2 (DSINFER_CUDA_MLA_TC2, default 1): the BF16 cache, rows by cp.async into a two-tile ring ------
+ *
+ * v1 keeps one tile buffer: stage, barrier, multiply, so a block's loads and its MMAs never overlap (and its
+ * register staging has four load round trips a tile): the BF16 cache ran at 50% of the copy bandwidth in the
+ * kernel alone. v2, for the BF16 layout (the rows are the MMA's operand type already, no conversion): one
+ * block = (entry i, split s, 16 heads), 4 warps, 32-row tiles in a ring of two in shared memory filled by
+ * cp.async (16 bytes a copy, no registers): tile k+1 is in flight while tile k multiplies. Per tile:
+ *   wait for tile k, barrier (every warp is also done with tile k-1, whose buffer tile k+1 now takes);
+ *   issue tile k+1: warp w copies rows 8w..8w+7; lanes 0-7 look up the eight rows' addresses (page
+ *           table) and pass them by shuffle, so a copy costs no address arithmetic (a lookup per copy, 18
+ *           a thread, was most of the instructions of the first cut: 55% of the bandwidth, KERNELS.md);
+ *   scores: warp w: S[16 heads][rows 8w..8w+7] = Q Ks^T over k = 576, two accumulator chains (18 MMAs
+ *           each instead of one of 36);
+ *   softmax: the tile max per head across the 4 warps (shared), FlashAttention-2 rescale, P in BF16 to
+ *           shared memory, barrier (each lane exponentiates 4 scores: the softmax is not repeated per warp,
+ *           which cost more than it saved in a variant with 8 warps and one block an SM, KERNELS.md);
+ *   values: warp w: O[16 heads][columns 128w..128w+127] += P V over the tile's 32 rows (2 x 16 MMAs).
+ * Shared memory 92.75 KB, two blocks an SM: two tiles (75 KB) in flight an SM while both multiply. Same
+ * contract and rounding as v1 (q, rows and P in BF16, fp32 sums), so the same op-test threshold; the
+ * arithmetic differs only in the order of the fp32 additions of the scores. */
+#define T2_TILE 32
+#define T2_WARPS 4
+#define T2_THREADS (32 * T2_WARPS)
+#define T2_ST 2
+#define T2_PS 40      /* Ps row stride (20 words: ldmatrix's 8 row addresses in distinct 4-word bank groups) */
+#define T2_SMEM (sizeof(__nv_bfloat16) * (size_t)(T2_ST * T2_TILE * TC_KS + TC_HEADS * TC_KS + TC_HEADS * T2_PS) + \
+                 sizeof(float) * T2_WARPS * TC_HEADS)
+
+int cu_mla_tc2 = 1;   /* DSINFER_CUDA_MLA_TC2 (read at backend creation) */
+
+static int tc2_on(int kv_layout) { return kv_layout == CU_KV_BF16 && cu_mla_tc2; }
+
+/* rows base + 8w .. base + 8w + 7 of the context into Ks (warp w; rows at or past nc zero-filled: unused
+ * pages may hold NaN, and 0 * NaN is NaN) */
+__device__ __forceinline__ void t2_issue(const fa_params &p, const int32_t *pt, int base, int nc, __nv_bfloat16 *Ks,
+                                         int warp, int lane) {
+    int r = 8 * warp + (lane & 7);
+    const unsigned char *mine = entry_of(p, pt, base + (r < nc ? r : 0));
+#pragma unroll
+    for (int rr = 0; rr < 8; rr++) {
+        int row = 8 * warp + rr, bytes = row < nc ? 16 : 0;
+        const unsigned char *src = (const unsigned char *)__shfl_sync(0xffffffffu, (unsigned long long)mine, rr);
+        __nv_bfloat16 *dst = Ks + row * TC_KS;
+        cu_cp_async16(dst + 8 * lane, src + 16 * lane, bytes);
+        cu_cp_async16(dst + 8 * (lane + 32), src + 16 * (lane + 32), bytes);
+        if (lane < TC_W / 8 - 64) cu_cp_async16(dst + 8 * (lane + 64), src + 16 * (lane + 64), bytes);
+    }
+}
+
+__global__ void __launch_bounds__(T2_THREADS, 2) mla_decode_tc2_kernel(fa_params p) {
+    extern __shared__ __align__(16) unsigned char tc_smem[];
+    __nv_bfloat16 *Kr = (__nv_bfloat16 *)tc_smem;                   /* [T2_ST][T2_TILE][TC_KS] */
+    __nv_bfloat16 *Qs = Kr + T2_ST * T2_TILE * TC_KS;                 /* [16][TC_KS] */
+    __nv_bfloat16 *Ps = Qs + TC_HEADS * TC_KS;                        /* [16][T2_PS] */
+    float *red = (float *)(Ps + TC_HEADS * T2_PS);                    /* [T2_WARPS][16] */
+    cu_pdl_trigger();
+    cu_pdl_wait();
+    int HGn = (p.H + TC_HEADS - 1) / TC_HEADS, bx = blockIdx.x;
+    int h0 = (bx % HGn) * TC_HEADS, split = (bx / HGn) % p.n_splits, i = bx / HGn / p.n_splits;
+    int nh = p.H - h0 < TC_HEADS ? p.H - h0 : TC_HEADS;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    int m = p.tok ? p.tok[i] : i, s = p.tok_seq[m], ctx = p.positions[m] + 1;
+    const int32_t *pt = p.page_table + (size_t)s * p.pt_stride;
+    int n_tiles = (ctx + T2_TILE - 1) / T2_TILE, per = (n_tiles + p.n_splits - 1) / p.n_splits;
+    int c_begin = split * per * T2_TILE, c_end = min(ctx, (split + 1) * per * T2_TILE);
+    size_t base_o = ((size_t)i * p.n_splits + split) * p.H + h0;
+    if (c_begin >= c_end) {   /* no rows: (max, sum) = (-inf, 0), which mla_combine skips with its partial */
+        if (threadIdx.x < nh) {
+            p.ml[(base_o + threadIdx.x) * 2] = -INFINITY;
+            p.ml[(base_o + threadIdx.x) * 2 + 1] = 0.0f;
+        }
+        return;
+    }
+    int nt = (c_end - c_begin + T2_TILE - 1) / T2_TILE;
+    t2_issue(p, pt, c_begin, min(T2_TILE, c_end - c_begin), Kr, warp, lane);   /* in flight while the Q tile loads */
+    cu_cp_async_commit();
+    {   /* the Q tile as in v1: all loads of a thread issued before the conversions */
+        constexpr int QV = TC_W / 4, QN = (TC_HEADS * QV + T2_THREADS - 1) / T2_THREADS;   /* 18 float4 a thread */
+        bool pe_vec = ((p.dqk | p.dn) & 3) == 0 && ((uintptr_t)p.q & 15) == 0;
+        float4 qv[QN];
+#pragma unroll
+        for (int u = 0; u < QN; u++) {
+            int x = threadIdx.x + u * T2_THREADS, hh = x / QV, k = 4 * (x % QV);
+            qv[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (x >= TC_HEADS * QV || hh >= nh) continue;
+            if (k < TC_C) {
+                qv[u] = __ldg((const float4 *)(p.qlat + ((size_t)i * p.H + h0 + hh) * TC_C + k));
+            } else {
+                const float *src = p.q + (size_t)m * p.H * p.dqk + (size_t)(h0 + hh) * p.dqk + p.dn + (k - TC_C);
+                if (pe_vec) qv[u] = __ldg((const float4 *)src);
+                else qv[u] = make_float4(src[0], src[1], src[2], src[3]);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < QN; u++) {
+            int x = threadIdx.x + u * T2_THREADS, hh = x / QV, k = 4 * (x % QV);
+            if (x < TC_HEADS * QV)
+                *(uint2 *)(Qs + hh * TC_KS + k) = make_uint2(cu_pack_bf16(qv[u].x, qv[u].y), cu_pack_bf16(qv[u].z, qv[u].w));
+        }
+    }
+    const int a_row = (lane & 7) + 8 * ((lane >> 3) & 1), a_col = 8 * (lane >> 4), n0 = 8 * warp;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;   /* heads g, g + 8 */
+    float o[16][4];
+#pragma unroll
+    for (int n = 0; n < 16; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+
+    for (int k = 0; k < nt; k++) {
+        int base = c_begin + k * T2_TILE, nc = min(T2_TILE, c_end - base);
+        const __nv_bfloat16 *Ks = Kr + (k % T2_ST) * T2_TILE * TC_KS;
+        cu_cp_async_wait<0>();
+        __syncthreads();   /* tile k (and the Q tile) visible to all; every reader of tile k-1 is done */
+        if (k + 1 < nt)
+            t2_issue(p, pt, base + T2_TILE, min(T2_TILE, c_end - base - T2_TILE), Kr + ((k + 1) % T2_ST) * T2_TILE * TC_KS,
+                     warp, lane);
+        cu_cp_async_commit();
+
+        /* scores of rows n0 .. n0 + 7: sc[0..1] head g, rows n0 + 2t, +1; sc[2..3] head g + 8 */
+        float sa[4] = {0.0f, 0.0f, 0.0f, 0.0f}, sb[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll 6
+        for (int k0 = 0; k0 < TC_W; k0 += 32) {
+            uint32_t a[4], a2[4], b[4];
+            cu_ldsm_x4(a, Qs + a_row * TC_KS + k0 + a_col);
+            cu_ldsm_x4(a2, Qs + a_row * TC_KS + k0 + 16 + a_col);
+            cu_ldsm_x4(b, Ks + (n0 + (lane & 7)) * TC_KS + k0 + 8 * (lane >> 3));
+            cu_mma_bf16(sa, a, b[0], b[1]);
+            cu_mma_bf16(sb, a2, b[2], b[3]);
+        }
+        int j = n0 + 2 * t;
+        float sc[4];
+        sc[0] = j < nc ? (sa[0] + sb[0]) * p.scale : -INFINITY;
+        sc[1] = j + 1 < nc ? (sa[1] + sb[1]) * p.scale : -INFINITY;
+        sc[2] = j < nc ? (sa[2] + sb[2]) * p.scale : -INFINITY;
+        sc[3] = j + 1 < nc ? (sa[3] + sb[3]) * p.scale : -INFINITY;
+        float x0 = fmaxf(sc[0], sc[1]), x1 = fmaxf(sc[2], sc[3]);
+        x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 1));
+        x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 2));
+        x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 1));
+        x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 2));
+        if (t == 0) {
+            red[warp * TC_HEADS + g] = x0;
+            red[warp * TC_HEADS + g + 8] = x1;
+        }
+        __syncthreads();
+        float tm0 = -INFINITY, tm1 = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < T2_WARPS; w++) {
+            tm0 = fmaxf(tm0, red[w * TC_HEADS + g]);
+            tm1 = fmaxf(tm1, red[w * TC_HEADS + g + 8]);
+        }
+        float nm0 = fmaxf(m0, tm0), nm1 = fmaxf(m1, tm1);
+        /* a head with no finite score yet keeps factor 1 and probabilities 0 (its sums are still 0) */
+        float cr0 = nm0 == -INFINITY ? 1.0f : expf(m0 - nm0), cr1 = nm1 == -INFINITY ? 1.0f : expf(m1 - nm1);
+        __nv_bfloat162 p0 = __floats2bfloat162_rn(nm0 == -INFINITY ? 0.0f : expf(sc[0] - nm0),
+                                                  nm0 == -INFINITY ? 0.0f : expf(sc[1] - nm0));
+        __nv_bfloat162 p1 = __floats2bfloat162_rn(nm1 == -INFINITY ? 0.0f : expf(sc[2] - nm1),
+                                                  nm1 == -INFINITY ? 0.0f : expf(sc[3] - nm1));
+        l0 = l0 * cr0 + __low2float(p0) + __high2float(p0);   /* the sums add the BF16 values the MMAs use */
+        l1 = l1 * cr1 + __low2float(p1) + __high2float(p1);
+        m0 = nm0;
+        m1 = nm1;
+        *(__nv_bfloat162 *)(Ps + g * T2_PS + j) = p0;
+        *(__nv_bfloat162 *)(Ps + (g + 8) * T2_PS + j) = p1;
+        __syncthreads();
+
+        /* O[:, 128w ..] += P[:, 32 rows] V[32 rows, 128w .. 128w + 127] */
+#pragma unroll
+        for (int n = 0; n < 16; n++) {
+            o[n][0] *= cr0; o[n][1] *= cr0;
+            o[n][2] *= cr1; o[n][3] *= cr1;
+        }
+#pragma unroll
+        for (int tk = 0; tk < T2_TILE; tk += 16) {
+            uint32_t a[4];
+            cu_ldsm_x4(a, Ps + a_row * T2_PS + tk + a_col);
+#pragma unroll
+            for (int n = 0; n < 16; n += 2) {
+                uint32_t b[4];
+                cu_ldsm_x4_trans(b, Ks + (tk + a_row) * TC_KS + 128 * warp + 8 * n + a_col);
+                cu_mma_bf16(o[n], a, b[0], b[1]);
+                cu_mma_bf16(o[n + 1], a, b[2], b[3]);
+            }
+        }
+    }
+
+    /* every warp holds whole columns of all 16 heads: O written as it is; the sums over t and warps */
+#pragma unroll
+    for (int n = 0; n < 16; n++) {
+        int col = 128 * warp + 8 * n + 2 * t;
+        if (g < nh) *(float2 *)(p.part + (base_o + g) * TC_C + col) = make_float2(o[n][0], o[n][1]);
+        if (g + 8 < nh) *(float2 *)(p.part + (base_o + g + 8) * TC_C + col) = make_float2(o[n][2], o[n][3]);
+    }
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    if (t == 0) {   /* every warp passed the last tile's P barrier: done reading red */
+        red[warp * TC_HEADS + g] = l0;
+        red[warp * TC_HEADS + g + 8] = l1;
+    }
+    __syncthreads();
+    if (warp == 0 && t == 0) {
+        float s0 = 0.0f, s1 = 0.0f;
+        for (int w = 0; w < T2_WARPS; w++) {
+            s0 += red[w * TC_HEADS + g];
+            s1 += red[w * TC_HEADS + g + 8];
+        }
+        if (g < nh) {
+            p.ml[(base_o + g) * 2] = m0;
+            p.ml[(base_o + g) * 2 + 1] = s0;
+        }
+        if (g + 8 < nh) {
+            p.ml[(base_o + g + 8) * 2] = m1;
+            p.ml[(base_o + g + 8) * 2 + 1] = s1;
+        }
+    }
+}
+
+/* Splits for T entries: about two blocks per SM in one wave (both kernels' occupancy), at most one tile
+ * of the layout's kernel (64 rows, 32 for v2) per split of the longest context the page table can hold, at
+ * most 64 (mla_combine). */
+int cu_mla_tc_splits(int T, int H, int max_ctx, int n_sm, int kv_layout) {
+    int blocks = T * ((H + TC_HEADS - 1) / TC_HEADS), slots = 2 * n_sm, tile = tc2_on(kv_layout) ? T2_TILE : TC_TILE;
+    int S = blocks >= slots ? 1 : slots / blocks, max_tiles = (max_ctx + tile - 1) / tile;
     if (S > max_tiles) S = max_tiles;
     if (S > 64) S = 64;
     return S < 1 ? 1 : S;
@@ -372,6 +590,16 @@ void cu_mla_decode_tc(const fa_params *p, int T) {
         smem_set = 1;
     }
     int HGn = (p->H + TC_HEADS - 1) / TC_HEADS;
+    if (tc2_on(p->kv_layout)) {
+        static int smem2_set = 0;
+        if (!smem2_set) {
+            CUDA_CHECK(cudaFuncSetAttribute(mla_decode_tc2_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)T2_SMEM));
+            smem2_set = 1;
+        }
+        cu_launch(mla_decode_tc2_kernel, (unsigned)((size_t)T * p->n_splits * HGn), T2_THREADS, T2_SMEM, *p);
+        CUDA_LAUNCH_CHECK();
+        return;
+    }
     cu_launch(mla_decode_tc_kernel, (unsigned)((size_t)T * p->n_splits * HGn), TC_THREADS, TC_SMEM, *p);
     CUDA_LAUNCH_CHECK();
 }
