@@ -258,15 +258,22 @@ fi
 if want mla2; then
   step ops_mla 200 env DSINFER_OPS_ONLY=mla $B/test_cuda_ops
   step mla16_v2 150 $B/dsinfer bench --mla --kv-cache-dtype bf16
+  for q in 18 0; do step mla16_q$q 150 env DSINFER_CUDA_MLA_QREG=$q $B/dsinfer bench --mla --kv-cache-dtype bf16; done
   step mla32_v2 100 $B/dsinfer bench --mla
-  step ncu_mla2 120 ncu --clock-control none -k regex:mla_decode_tc2 -c 1 --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis --section LaunchStats --section Occupancy $B/dsinfer bench --mla --kv-cache-dtype bf16
-  grep -E "Duration|Throughput|Stall|Warp Cycles|Issued|Registers|Achieved|Eligible|Bank" $OUT/ncu_mla2.log | head -40
+  step ncu_mla2 120 ncu --clock-control none -k regex:mla_decode_tc2 -c 1 --section SpeedOfLight --section WarpStateStats --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active.ratio,smsp__inst_executed.sum,sm__cycles_elapsed.avg $B/dsinfer bench --mla --kv-cache-dtype bf16
+  grep -E "Duration|DRAM Throughput|Warp Cycles Per Issued|SM Frequency|stalled|inst_executed|cycles_elapsed" $OUT/ncu_mla2.log | awk '$NF+0 > 0.05' | head -40
 fi
 # mla2dec: decode with the BF16 cache, v2 (default) against v1 (DSINFER_CUDA_MLA_TC2=0), alternating
 if want mla2dec; then
   for r in 1 2; do for v in 1 0; do
     step dec_mla2_$v.$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MLA_TC2=$v $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 1K,4K --prompt '' --steps 8 --kv-cache-dtype bf16 --csv $CSV --label mla-tc2-$v
   done; done
+fi
+# final7: the decode and prefill rows at the seventh session's defaults (fp32 and BF16 caches, FP8 weights)
+if want final7; then
+  step final7_bf16 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,8,32,64,128,256 --ctx 1K,4K --prompt '' --steps 8 --csv $CSV --label final7-bf16
+  step final7_kv16 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,8,32,64,128,256 --ctx 1K,4K --prompt '' --steps 8 --kv-cache-dtype bf16 --csv $CSV --label final7-bf16-kv16
+  step final7_fp8 100 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label final7-fp8
 fi
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV

@@ -1297,6 +1297,12 @@ int main(void) {
         run_mla_tc("h3-tc16a", "configs/deepseek-v2-lite.json", 3, KV_BF16, 5, kv_small, NM(kv_small), 150);
         unsetenv("DSINFER_CUDA_MLA_ASYNC");
         unsetenv("DSINFER_CUDA_MLA_TC2");
+        /* v2 with part (18) or none (0) of Q's fragments in registers (DSINFER_CUDA_MLA_QREG; default all) */
+        setenv("DSINFER_CUDA_MLA_QREG", "18", 1);
+        run_mla_tc("v2l-tc16q18", "configs/deepseek-v2-lite.json", 0, KV_BF16, 16, kv_big, NM(kv_big), 300);
+        setenv("DSINFER_CUDA_MLA_QREG", "0", 1);
+        run_mla_tc("h3-tc16q0", "configs/deepseek-v2-lite.json", 3, KV_BF16, 5, kv_small, NM(kv_small), 150);
+        unsetenv("DSINFER_CUDA_MLA_QREG");
         /* v2 at 128 heads (8 blocks of 16 heads per entry and split) and 20 (a partial head group) */
         run_mla_tc("v3-tc16", "configs/deepseek-v3.json", 0, KV_BF16, 16, kv_big, NM(kv_big), 300);
         run_mla_tc("h20-tc16", "configs/deepseek-v2-lite.json", 20, KV_BF16, 7, kv_small, NM(kv_small), 150);

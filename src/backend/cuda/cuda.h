@@ -507,6 +507,9 @@ extern int cu_mla_async;
 /* DSINFER_CUDA_MLA_TC2=0: the BF16 cache through the first tensor-core MLA decode kernel (one tile buffer);
  * default 1: mla_decode_tc2_kernel, the rows by cp.async into a two-tile ring (cuda_mla_tc.cu). */
 extern int cu_mla_tc2;
+/* DSINFER_CUDA_MLA_QREG: the k-steps of 16 whose Q fragments v2 keeps in registers: 36 (default, all), 18 or
+ * 0 (the rest read from shared memory every tile). */
+extern int cu_mla_qreg;
 /* `dsinfer bench --mla`: with cu_mla_ev_on, attn_fused records cu_mla_ev[0] / [1] on the stream around the
  * decode attention kernel (the kernel's time alone); off in the engine. */
 extern int cu_mla_ev_on;

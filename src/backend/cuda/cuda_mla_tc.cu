@@ -366,8 +366,8 @@ __global__ void __launch_bounds__(TC_THREADS, 2) mla_decode_tc_kernel(fa_params 
  *   issue tile k+1: warp w copies rows 8w..8w+7; lanes 0-7 look up the eight rows' addresses (page
  *           table) and pass them by shuffle, so a copy costs no address arithmetic (a lookup per copy, 18
  *           a thread, was most of the instructions of the first cut: 55% of the bandwidth, KERNELS.md);
- *   scores: warp w: S[16 heads][rows 8w..8w+7] = Q Ks^T over k = 576, two accumulator chains (18 MMAs
- *           each instead of one of 36);
+ *   scores: warp w: S[16 heads][rows 8w..8w+7] = Q Ks^T over k = 576, four accumulator chains (9 MMAs
+ *           each instead of one of 36), each step's fragments loaded one step ahead;
  *   softmax: the tile max per head across the 4 warps (shared), FlashAttention-2 rescale, P in BF16 to
  *           shared memory, barrier (each lane exponentiates 4 scores: the softmax is not repeated per warp,
  *           which cost more than it saved in a variant with 8 warps and one block an SM, KERNELS.md);
@@ -384,6 +384,7 @@ __global__ void __launch_bounds__(TC_THREADS, 2) mla_decode_tc_kernel(fa_params 
                  sizeof(float) * T2_WARPS * TC_HEADS)
 
 int cu_mla_tc2 = 1;   /* DSINFER_CUDA_MLA_TC2 (read at backend creation) */
+int cu_mla_qreg = 36;   /* DSINFER_CUDA_MLA_QREG: 36 (all of Q in registers), 18 or 0 */
 
 static int tc2_on(int kv_layout) { return kv_layout == CU_KV_BF16 && cu_mla_tc2; }
 
@@ -404,6 +405,8 @@ __device__ __forceinline__ void t2_issue(const fa_params &p, const int32_t *pt, 
     }
 }
 
+/* QREG: the k-steps of 16 (even, at most 36) whose Q fragments stay in registers */
+template <int QREG>
 __global__ void __launch_bounds__(T2_THREADS, 2) mla_decode_tc2_kernel(fa_params p) {
     extern __shared__ __align__(16) unsigned char tc_smem[];
     __nv_bfloat16 *Kr = (__nv_bfloat16 *)tc_smem;                   /* [T2_ST][T2_TILE][TC_KS] */
@@ -456,6 +459,12 @@ __global__ void __launch_bounds__(T2_THREADS, 2) mla_decode_tc2_kernel(fa_params
         }
     }
     const int a_row = (lane & 7) + 8 * ((lane >> 3) & 1), a_col = 8 * (lane >> 4), n0 = 8 * warp;
+    /* Q's A fragments of the first QREG k-steps kept in registers: every warp read all of Q from shared
+     * memory every tile (twice the tile's own bytes), and the shared-memory pipe was a top stall (mio) */
+    uint32_t qf[QREG > 0 ? QREG : 1][4];
+    __syncthreads();   /* the Q tile written */
+#pragma unroll
+    for (int q = 0; q < QREG; q++) cu_ldsm_x4(qf[q], Qs + a_row * TC_KS + 16 * q + a_col);
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;   /* heads g, g + 8 */
     float o[16][4];
 #pragma unroll
@@ -471,23 +480,44 @@ __global__ void __launch_bounds__(T2_THREADS, 2) mla_decode_tc2_kernel(fa_params
                      warp, lane);
         cu_cp_async_commit();
 
-        /* scores of rows n0 .. n0 + 7: sc[0..1] head g, rows n0 + 2t, +1; sc[2..3] head g + 8 */
-        float sa[4] = {0.0f, 0.0f, 0.0f, 0.0f}, sb[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll 6
-        for (int k0 = 0; k0 < TC_W; k0 += 32) {
-            uint32_t a[4], a2[4], b[4];
-            cu_ldsm_x4(a, Qs + a_row * TC_KS + k0 + a_col);
-            cu_ldsm_x4(a2, Qs + a_row * TC_KS + k0 + 16 + a_col);
-            cu_ldsm_x4(b, Ks + (n0 + (lane & 7)) * TC_KS + k0 + 8 * (lane >> 3));
-            cu_mma_bf16(sa, a, b[0], b[1]);
-            cu_mma_bf16(sb, a2, b[2], b[3]);
+        /* scores of rows n0 .. n0 + 7: acc[.][0..1] head g, rows n0 + 2t, +1; [2..3] head g + 8. Four
+         * accumulator chains of 9 MMAs; the fragments of step k+1 are loaded before the MMAs of step k (the
+         * asm statements keep their order, so the compiler cannot hoist the loads itself) */
+        float acc[4][4];
+#pragma unroll
+        for (int c = 0; c < 4; c++) acc[c][0] = acc[c][1] = acc[c][2] = acc[c][3] = 0.0f;
+        {
+            const __nv_bfloat16 *qa = Qs + a_row * TC_KS + a_col, *kb = Ks + (n0 + (lane & 7)) * TC_KS + 8 * (lane >> 3);
+            uint32_t fa[2][4], fa2[2][4], fb[2][4];
+            cu_ldsm_x4(fb[0], kb);
+            if (QREG == 0) {   /* step 0's Q from shared memory too */
+                cu_ldsm_x4(fa[0], qa);
+                cu_ldsm_x4(fa2[0], qa + 16);
+            }
+#pragma unroll
+            for (int it = 0; it < TC_W / 32; it++) {
+                const int cur = it & 1, nx = cur ^ 1;
+                if (it + 1 < TC_W / 32) {
+                    if (it + 1 >= QREG / 2) {
+                        cu_ldsm_x4(fa[nx], qa + 32 * (it + 1));
+                        cu_ldsm_x4(fa2[nx], qa + 32 * (it + 1) + 16);
+                    }
+                    cu_ldsm_x4(fb[nx], kb + 32 * (it + 1));
+                }
+                if (it < QREG / 2) {   /* the first k-steps' Q fragments live in registers */
+                    cu_mma_bf16(acc[2 * cur], qf[2 * it], fb[cur][0], fb[cur][1]);
+                    cu_mma_bf16(acc[2 * cur + 1], qf[2 * it + 1], fb[cur][2], fb[cur][3]);
+                } else {
+                    cu_mma_bf16(acc[2 * cur], fa[cur], fb[cur][0], fb[cur][1]);
+                    cu_mma_bf16(acc[2 * cur + 1], fa2[cur], fb[cur][2], fb[cur][3]);
+                }
+            }
         }
         int j = n0 + 2 * t;
         float sc[4];
-        sc[0] = j < nc ? (sa[0] + sb[0]) * p.scale : -INFINITY;
-        sc[1] = j + 1 < nc ? (sa[1] + sb[1]) * p.scale : -INFINITY;
-        sc[2] = j < nc ? (sa[2] + sb[2]) * p.scale : -INFINITY;
-        sc[3] = j + 1 < nc ? (sa[3] + sb[3]) * p.scale : -INFINITY;
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            sc[e] = j + (e & 1) < nc ? ((acc[0][e] + acc[1][e]) + (acc[2][e] + acc[3][e])) * p.scale : -INFINITY;
         float x0 = fmaxf(sc[0], sc[1]), x1 = fmaxf(sc[2], sc[3]);
         x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 1));
         x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 2));
@@ -506,11 +536,12 @@ __global__ void __launch_bounds__(T2_THREADS, 2) mla_decode_tc2_kernel(fa_params
         }
         float nm0 = fmaxf(m0, tm0), nm1 = fmaxf(m1, tm1);
         /* a head with no finite score yet keeps factor 1 and probabilities 0 (its sums are still 0) */
-        float cr0 = nm0 == -INFINITY ? 1.0f : expf(m0 - nm0), cr1 = nm1 == -INFINITY ? 1.0f : expf(m1 - nm1);
-        __nv_bfloat162 p0 = __floats2bfloat162_rn(nm0 == -INFINITY ? 0.0f : expf(sc[0] - nm0),
-                                                  nm0 == -INFINITY ? 0.0f : expf(sc[1] - nm0));
-        __nv_bfloat162 p1 = __floats2bfloat162_rn(nm1 == -INFINITY ? 0.0f : expf(sc[2] - nm1),
-                                                  nm1 == -INFINITY ? 0.0f : expf(sc[3] - nm1));
+        /* __expf (ex2.approx, 2 ulp): P is rounded to BF16 (2^-9) right after */
+        float cr0 = nm0 == -INFINITY ? 1.0f : __expf(m0 - nm0), cr1 = nm1 == -INFINITY ? 1.0f : __expf(m1 - nm1);
+        __nv_bfloat162 p0 = __floats2bfloat162_rn(nm0 == -INFINITY ? 0.0f : __expf(sc[0] - nm0),
+                                                  nm0 == -INFINITY ? 0.0f : __expf(sc[1] - nm0));
+        __nv_bfloat162 p1 = __floats2bfloat162_rn(nm1 == -INFINITY ? 0.0f : __expf(sc[2] - nm1),
+                                                  nm1 == -INFINITY ? 0.0f : __expf(sc[3] - nm1));
         l0 = l0 * cr0 + __low2float(p0) + __high2float(p0);   /* the sums add the BF16 values the MMAs use */
         l1 = l1 * cr1 + __low2float(p1) + __high2float(p1);
         m0 = nm0;
@@ -519,22 +550,25 @@ __global__ void __launch_bounds__(T2_THREADS, 2) mla_decode_tc2_kernel(fa_params
         *(__nv_bfloat162 *)(Ps + (g + 8) * T2_PS + j) = p1;
         __syncthreads();
 
-        /* O[:, 128w ..] += P[:, 32 rows] V[32 rows, 128w .. 128w + 127] */
+        /* O[:, 128w ..] += P[:, 32 rows] V[32 rows, 128w .. 128w + 127]; O rescaled only when a max of the
+         * warp's heads moved (64 multiplies by exactly 1 skipped: after the first tiles the max rarely moves) */
+        if (__any_sync(0xffffffffu, cr0 != 1.0f || cr1 != 1.0f)) {
 #pragma unroll
-        for (int n = 0; n < 16; n++) {
-            o[n][0] *= cr0; o[n][1] *= cr0;
-            o[n][2] *= cr1; o[n][3] *= cr1;
+            for (int n = 0; n < 16; n++) {
+                o[n][0] *= cr0; o[n][1] *= cr0;
+                o[n][2] *= cr1; o[n][3] *= cr1;
+            }
         }
 #pragma unroll
-        for (int tk = 0; tk < T2_TILE; tk += 16) {
-            uint32_t a[4];
+        for (int tk = 0; tk < T2_TILE; tk += 16) {   /* a k-step's fragments all loaded before its 16 MMAs */
+            uint32_t a[4], b[8][4];
             cu_ldsm_x4(a, Ps + a_row * T2_PS + tk + a_col);
 #pragma unroll
+            for (int n = 0; n < 16; n += 2) cu_ldsm_x4_trans(b[n / 2], Ks + (tk + a_row) * TC_KS + 128 * warp + 8 * n + a_col);
+#pragma unroll
             for (int n = 0; n < 16; n += 2) {
-                uint32_t b[4];
-                cu_ldsm_x4_trans(b, Ks + (tk + a_row) * TC_KS + 128 * warp + 8 * n + a_col);
-                cu_mma_bf16(o[n], a, b[0], b[1]);
-                cu_mma_bf16(o[n + 1], a, b[2], b[3]);
+                cu_mma_bf16(o[n], a, b[n / 2][0], b[n / 2][1]);
+                cu_mma_bf16(o[n + 1], a, b[n / 2][2], b[n / 2][3]);
             }
         }
     }
@@ -593,10 +627,15 @@ void cu_mla_decode_tc(const fa_params *p, int T) {
     if (tc2_on(p->kv_layout)) {
         static int smem2_set = 0;
         if (!smem2_set) {
-            CUDA_CHECK(cudaFuncSetAttribute(mla_decode_tc2_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)T2_SMEM));
+            CUDA_CHECK(cudaFuncSetAttribute(mla_decode_tc2_kernel<36>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)T2_SMEM));
+            CUDA_CHECK(cudaFuncSetAttribute(mla_decode_tc2_kernel<18>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)T2_SMEM));
+            CUDA_CHECK(cudaFuncSetAttribute(mla_decode_tc2_kernel<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)T2_SMEM));
             smem2_set = 1;
         }
-        cu_launch(mla_decode_tc2_kernel, (unsigned)((size_t)T * p->n_splits * HGn), T2_THREADS, T2_SMEM, *p);
+        unsigned blocks = (unsigned)((size_t)T * p->n_splits * HGn);
+        if (cu_mla_qreg == 36) cu_launch(mla_decode_tc2_kernel<36>, blocks, T2_THREADS, T2_SMEM, *p);
+        else if (cu_mla_qreg == 18) cu_launch(mla_decode_tc2_kernel<18>, blocks, T2_THREADS, T2_SMEM, *p);
+        else cu_launch(mla_decode_tc2_kernel<0>, blocks, T2_THREADS, T2_SMEM, *p);
         CUDA_LAUNCH_CHECK();
         return;
     }
