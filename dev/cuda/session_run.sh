@@ -269,6 +269,25 @@ if want mla2dec; then
     step dec_mla2_$v.$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MLA_TC2=$v $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 1K,4K --prompt '' --steps 8 --kv-cache-dtype bf16 --csv $CSV --label mla-tc2-$v
   done; done
 fi
+# w8a8 (issue 7, seventh session): FP8 experts with FP8 MMAs (DSINFER_MOE_W8A8=1): op tests, then FP8 decode
+# and prefill rows with and without it, alternating
+if want w8a8; then
+  step ops_w8a8 200 env DSINFER_OPS_ONLY=w8a8 $B/test_cuda_ops
+  for r in 1 2; do for v in 1 0; do
+    step dec_w8a8_$v.$r 100 env DSINFER_CUDA_TC=1 DSINFER_MOE_W8A8=$v $B/dsinfer bench --dtype fp8 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label w8a8-$v
+  done; done
+  for v in 1 0; do
+    step pre_w8a8_$v 120 env DSINFER_CUDA_TC=1 DSINFER_MOE_W8A8=$v $B/dsinfer bench --dtype fp8 --batch '' --ctx '' --prompt 512,2K,8K --steps 2 --csv $CSV --label w8a8-prefill-$v
+  done
+fi
+# w8a8b: FP8 prefill with the W8A8 experts at every M (DSINFER_CUDA_MOE_GEMM=0: no per-expert cuBLAS above
+# 1024 rows) against the default; FP8 decode rows at the new default (W8A8 on)
+if want w8a8b; then
+  for g in 0 1; do
+    step pre_w8gemm$g 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_GEMM=$g $B/dsinfer bench --dtype fp8 --batch '' --ctx '' --prompt 512,2K,8K --steps 2 --csv $CSV --label w8a8-moegemm$g
+  done
+  step dec_fp8_w8 100 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1,8,32,64,128,256 --ctx 1K,4K --prompt '' --steps 8 --csv $CSV --label final7-fp8-w8a8
+fi
 # final7: the decode and prefill rows at the seventh session's defaults (fp32 and BF16 caches, FP8 weights)
 if want final7; then
   step final7_bf16 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,8,32,64,128,256 --ctx 1K,4K --prompt '' --steps 8 --csv $CSV --label final7-bf16

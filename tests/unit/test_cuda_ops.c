@@ -747,9 +747,12 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc, i
     if (tc) {
         setenv("DSINFER_CUDA_TC", "1", 1);
         setenv("DSINFER_CUDA_MOE_TC2", tc == 2 ? "1" : "0", 1);
+        int w8_set = getenv("DSINFER_MOE_W8A8") != NULL;   /* W8A8 experts (default on the GPU) only where asked */
+        if (!w8_set) setenv("DSINFER_MOE_W8A8", "0", 1);
         gpu = ds_backend_cuda_new(&s->cfg, err);
         unsetenv("DSINFER_CUDA_TC");
         unsetenv("DSINFER_CUDA_MOE_TC2");
+        if (!w8_set) unsetenv("DSINFER_MOE_W8A8");
         if (!gpu) { CHECKF(0, "%s", err); return; }
     }
     int D = c->hidden_size, E = c->n_routed_experts, mI = c->moe_intermediate_size, sI = mI * c->n_shared_experts;
@@ -944,10 +947,10 @@ static void free_setup(setup *s) {
 
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
-static int only_mla;   /* DSINFER_OPS_ONLY=mla (main): every run_* but run_mla_tc returns at once */
+static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 (main): only run_mla_tc or run_moe_w8a8 runs */
 
 static void run_v3(void) {
-    if (only_mla) return;
+    if (only) return;
     setup s;
     if (!load_setup(&s, "v3", "configs/deepseek-v3.json", 0, 16)) return;
     const int all[] = {1, 4, 128, 4096}, gemm[] = {1, 4, 128};
@@ -981,7 +984,7 @@ static void run_v3(void) {
 }
 
 static void run_lite(void) {
-    if (only_mla) return;
+    if (only) return;
     setup s;
     if (!load_setup(&s, "v2-lite", "configs/deepseek-v2-lite.json", 0, 16)) return;
     const int all[] = {1, 4, 128, 4096}, gemm[] = {1, 4, 128};
@@ -1018,7 +1021,7 @@ static void run_lite(void) {
 
 /* Odd head counts, page size 5, partial FP8 blocks; small enough for compute-sanitizer. */
 static void run_odd(const char *name, const char *path, int heads) {
-    if (only_mla) return;
+    if (only) return;
     setup s;
     if (!load_setup(&s, name, path, heads, 5)) return;
     const int Ms[] = {1, 3, 4, 63};
@@ -1058,7 +1061,7 @@ static void run_odd(const char *name, const char *path, int heads) {
  * (DSINFER_CUDA_FUSED_ATTN=0). */
 static void run_kv(const char *name, const char *path, int heads, int kv_rank, int page_size, int unfused, int kv_layout,
                    const int *Ms, int nM, int max_cached) {
-    if (only_mla) return;
+    if (only) return;
     setup s;
     if (unfused) setenv("DSINFER_CUDA_FUSED_ATTN", "0", 1);
     int ok = load_setup_kv(&s, name, path, heads, page_size, kv_rank, kv_layout);
@@ -1077,6 +1080,7 @@ static void run_kv(const char *name, const char *path, int heads, int kv_rank, i
  * 64-row tiles, splits left empty. */
 static void run_mla_tc(const char *name, const char *path, int heads, int kv_layout, int page_size, const int *Ms,
                        int nM, int max_cached) {
+    if (only && strcmp(only, "mla")) return;
     setup s;
     setenv("DSINFER_CUDA_MLA_TC", "1", 1);
     setenv("DSINFER_CUDA_ATTN_TC", "1", 1);
@@ -1098,7 +1102,7 @@ static void run_mla_tc(const char *name, const char *path, int heads, int kv_lay
  * (M = 63 / 128 at THR_TC), the skinny kernel (M = 9, 63). The switch is a process-wide flag read at
  * backend creation; the setup's backend turns it on and the last line creates one to turn it off. */
 static void run_fp8_fast(void) {
-    if (only_mla) return;
+    if (only) return;
     setup s;
     setenv("DSINFER_CUDA_FP8_FAST", "1", 1);
     if (load_setup(&s, "v3-f8f", "configs/deepseek-v3.json", 0, 16)) {
@@ -1118,12 +1122,36 @@ static void run_fp8_fast(void) {
     if (load_setup(&s, "f8f-off", "tests/fixtures/tiny-v3-fp8/config.json", 3, 16)) free_setup(&s);   /* flag back off */
 }
 
+/* W8A8 FP8 experts (DSINFER_MOE_W8A8=1: activations quantized per token x 128 columns, FP8 MMAs,
+ * moe_f8_kernel) against the CPU backend emulating the same quantization under the same switch, at THR_TC
+ * (the shared expert is a BF16 GEMM there; quantizing the activations alone moves the output by ~1e-3, so a
+ * path that skipped the quantization on either side fails). V2-Lite's widths (I = 1408: 11 blocks of 128)
+ * at 63 rows (32 tokens a pass) and 256 (64 a pass, a mean of 24 rows per expert); V3's at 64. Both
+ * backends read the switch at creation; the last setup turns it off again. */
+static void run_moe_w8a8(void) {
+    if (only && strcmp(only, "w8a8")) return;
+    setup s;
+    setenv("DSINFER_MOE_W8A8", "1", 1);
+    if (load_setup(&s, "v2l-w8a8", "configs/deepseek-v2-lite.json", 3, 16)) {
+        const int m[] = {63, 256};
+        check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
+        free_setup(&s);
+    }
+    if (load_setup(&s, "v3-w8a8", "configs/deepseek-v3.json", 3, 16)) {
+        const int m[] = {64};
+        check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
+        free_setup(&s);
+    }
+    unsetenv("DSINFER_MOE_W8A8");
+    if (load_setup(&s, "w8a8-off", "tests/fixtures/tiny-v3-fp8/config.json", 3, 16)) free_setup(&s);   /* flag back off */
+}
+
 /* The exact NVFP4 GEMM with the weight decoded in the kernel (DSINFER_CUDA_NVFP4_SIMT=1, cuda_linear.cu
  * nvfp4_sgemm_kernel) at the exact threshold: V2-Lite q (3072 x 2048) and a V3 expert's gate (2048 x 7168) at
  * M = 9, 63, 128 and 4096 (sampled rows), a 200 x 320 weight (partial 64-tiles in both directions). The
  * switch is read at backend creation; the last setup turns it off again. */
 static void run_nvfp4_simt(void) {
-    if (only_mla) return;
+    if (only) return;
     setup s;
     setenv("DSINFER_CUDA_NVFP4_SIMT", "1", 1);
     if (load_setup(&s, "v2l-f4s", "configs/deepseek-v2-lite.json", 0, 16)) {
@@ -1147,7 +1175,7 @@ static void run_nvfp4_simt(void) {
  * fixture's partial 128-blocks, at THR_TC. By default the path starts at
  * 1024 tokens, which check_moe's 4096-token tensor-core rows reach (V2-Lite, V3 FP8 with 256 experts). */
 static void run_moe_gemm(void) {
-    if (only_mla) return;
+    if (only) return;
     setup s;
     setenv("DSINFER_CUDA_MOE_GEMM_MIN_M", "9", 1);
     const int m[] = {9, 63, 130};
@@ -1194,7 +1222,7 @@ static ds_backend *tc_backend(setup *s, const char *lt_tune) {
  * a file that does not parse is reported, searched again and rewritten; LT_TUNE=0 leaves it unused. Every
  * result against the CPU at THR_TC. */
 static void run_lt_tune(void) {
-    if (only_mla) return;
+    if (only) return;
     setup s;
     char dir[128], path[512], err[DS_ERRLEN];
     snprintf(dir, sizeof dir, "/tmp/dsinfer-lt-%d", (int)getpid());
@@ -1264,12 +1292,14 @@ int main(void) {
     printf("test_cuda_ops: seed %llu (DSINFER_SEED repeats it)\n", (unsigned long long)rng_state);
     int small = getenv("DSINFER_OPS_SMALL") != NULL;
     if (getenv("DSINFER_OPS_MAX_M")) max_m = atoi(getenv("DSINFER_OPS_MAX_M"));
-    /* DSINFER_OPS_ONLY=mla: the tensor-core MLA decode cases alone (a quick check after a change to them) */
-    only_mla = getenv("DSINFER_OPS_ONLY") && !strcmp(getenv("DSINFER_OPS_ONLY"), "mla");
+    /* DSINFER_OPS_ONLY=mla or w8a8: the tensor-core MLA decode cases or the W8A8 experts alone (a quick
+     * check after a change to them) */
+    only = getenv("DSINFER_OPS_ONLY");
     run_odd("h1", "configs/deepseek-v2-lite.json", 1);
     run_odd("h3-fp8", "tests/fixtures/tiny-v3-fp8/config.json", 3);
     run_odd("h63", "configs/deepseek-v2-lite.json", 63);
     run_fp8_fast();
+    run_moe_w8a8();
     run_nvfp4_simt();
     run_lt_tune();
     run_moe_gemm();

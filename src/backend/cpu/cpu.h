@@ -17,6 +17,7 @@ typedef struct {
     float *mlp_work;          /* [2, M, I_max]: gate and up outputs of a dense MLP or an expert */
     float *moe_work;          /* MoE routing and gathered rows for M tokens (see cpu_moe.c) */
     size_t mlp_work_n, moe_work_n;
+    int moe_w8a8;             /* DSINFER_MOE_W8A8=1 at creation: FP8 experts quantize their activations (cpu_moe.c) */
 } ds_cpu_backend;
 
 /* Work (multiply-adds or elements) below which an op runs on the calling thread: waking the team costs
@@ -50,6 +51,13 @@ size_t cpu_linear_scratch_floats(int max_cols);
 void cpu_linear(ds_backend *be, float *out, const float *x, const ds_weight *w, int M);
 void cpu_mlp(ds_backend *be, float *out, const float *x, const ds_weight *gate, const ds_weight *up,
              const ds_weight *down, int M);
+/* cpu_mlp with act_fp8: the down projection's input (SiLU(g) * u, rounded to BF16) quantized by
+ * cpu_act_fp8 first, as the W8A8 experts do (cpu_moe.c). */
+void cpu_mlp_act(ds_backend *be, float *out, const float *x, const ds_weight *gate, const ds_weight *up,
+                 const ds_weight *down, int M, int act_fp8);
+/* x [n, K] (K % 128 == 0) quantized in place to e4m3 per row x 128 columns with scale max(amax, 1e-4) / 448
+ * (the W8A8 rule of the CUDA kernels): each value becomes e4m3(v / scale) * scale. */
+void cpu_act_fp8(float *x, int n, int K);
 void cpu_attn_naive(ds_backend *be, float *out, const float *q, const void *cache, const ds_weight *kv_b,
                     const int *seqs, int n_seqs);
 void cpu_attn_absorbed(ds_backend *be, float *out, const float *q, const void *cache, const ds_weight *kv_b,

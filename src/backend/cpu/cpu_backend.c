@@ -293,6 +293,8 @@ static void cpu_destroy(ds_backend *be) {
 ds_backend *ds_backend_cpu_new(const ds_config *cfg, int n_threads) {
     ds_cpu_backend *cb = ds_xcalloc(1, sizeof(*cb));
     cb->n_threads = n_threads > 0 ? n_threads : omp_get_num_procs();
+    const char *w8 = getenv("DSINFER_MOE_W8A8");
+    cb->moe_w8a8 = w8 && atoi(w8) == 1;
     ds_backend *be = &cb->base;
     be->name = "cpu";
     be->cfg = cfg;

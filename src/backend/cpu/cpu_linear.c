@@ -94,8 +94,23 @@ static inline float silu(float z) { return z / (1.0f + expf(-z)); }
 /* Dense MLP / one expert (spec 8): out = down(SiLU(gate x) * up x). The [M, I] intermediates live in
  * the backend's mlp_work, sized by set_batch for the step's token count and grown here when an expert
  * gets more rows than that (expert parallelism: rows arrive from other ranks). */
+void cpu_act_fp8(float *x, int n, int K) {
+    for (size_t i = 0; i < (size_t)n; i++)
+        for (int b = 0; b < K; b += 128) {
+            float *r = x + i * (size_t)K + b, amax = 0.0f;
+            for (int k = 0; k < 128; k++) amax = fmaxf(amax, fabsf(r[k]));
+            float sc = fmaxf(amax, 1e-4f) / 448.0f;
+            for (int k = 0; k < 128; k++) r[k] = ds_fp8_e4m3_to_f32(ds_f32_to_fp8_e4m3(r[k] / sc)) * sc;
+        }
+}
+
 void cpu_mlp(ds_backend *be, float *out, const float *x, const ds_weight *gate, const ds_weight *up,
              const ds_weight *down, int M) {
+    cpu_mlp_act(be, out, x, gate, up, down, M, 0);
+}
+
+void cpu_mlp_act(ds_backend *be, float *out, const float *x, const ds_weight *gate, const ds_weight *up,
+                 const ds_weight *down, int M, int act_fp8) {
     ds_cpu_backend *cb = cpu_of(be);
     int I = gate->rows;
     size_t n = (size_t)M * (size_t)I;
@@ -109,5 +124,9 @@ void cpu_mlp(ds_backend *be, float *out, const float *x, const ds_weight *gate, 
     cpu_linear(be, u, x, up, M);
 #pragma omp parallel for num_threads(cb->n_threads) schedule(static) if (CPU_PAR(n * 16))
     for (size_t i = 0; i < n; i++) g[i] = silu(g[i]) * u[i];
+    if (act_fp8) {   /* the engine's W8A8 experts store SiLU(g) * u in BF16, then quantize it */
+        for (size_t i = 0; i < n; i++) g[i] = ds_bf16_to_f32(ds_f32_to_bf16(g[i]));
+        cpu_act_fp8(g, M, I);
+    }
     cpu_linear(be, out, g, down, M);
 }

@@ -123,12 +123,17 @@ static void route_all(ds_backend *be, const float *x, const ds_layer_weights *L,
                        cpu_thread_scratch(cb));
 }
 
-/* Runs expert e over its n tokens (b->rows, b->rw) and adds weight * output into out. */
+/* Runs expert e over its n tokens (b->rows, b->rw) and adds weight * output into out. With DSINFER_MOE_W8A8
+ * and FP8 expert weights (block-scaled, both widths multiples of 128), the expert's inputs are quantized to
+ * e4m3 per token x 128 columns first, as the CUDA backend's FP8-MMA experts do (cuda_moe_tc.cu). */
 static void run_expert(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int e, int n,
                        const moe_bufs *b) {
     int D = be->cfg->hidden_size;
+    const ds_weight *gw = &L->exp_gate[e];
+    int w8a8 = cpu_of(be)->moe_w8a8 && gw->dtype == DS_DTYPE_F8_E4M3 && gw->scale && D % 128 == 0 && gw->rows % 128 == 0;
     for (int i = 0; i < n; i++) memcpy(b->xin + (size_t)i * D, x + (size_t)b->rows[i] * D, (size_t)D * sizeof(float));
-    cpu_mlp(be, b->yout, b->xin, &L->exp_gate[e], &L->exp_up[e], &L->exp_down[e], n);
+    if (w8a8) cpu_act_fp8(b->xin, n, D);
+    cpu_mlp_act(be, b->yout, b->xin, gw, &L->exp_up[e], &L->exp_down[e], n, w8a8);
     for (int i = 0; i < n; i++) {
         float *o = out + (size_t)b->rows[i] * D;
         const float *y = b->yout + (size_t)i * D;

@@ -424,6 +424,12 @@ extern int cu_moe_tg;
  * DSINFER_CUDA_MOE_TC2_ST: its stages (3, 4 or 6); DSINFER_CUDA_MOE_TC2_TOK: tokens a pass (32, 64; 0 auto). cu_moe_tc2_init sets the kernels' shared-memory limits
  * (backend creation). */
 extern int cu_moe_tc2, cu_moe_tc2_st, cu_moe_tc2_tok;
+/* DSINFER_MOE_W8A8 (default 1): FP8 routed experts on the tensor cores (DSINFER_CUDA_TC=1, more than 8 rows)
+ * quantize their activations to e4m3 per token x 128 columns and multiply by FP8 MMAs (moe_f8_kernel,
+ * cuda_moe_tc.cu), as DeepSeek's, vLLM's and SGLang's FP8 inference do; 0: the codes are converted to BF16 per
+ * weight (moe_tc_kernel). The CPU backend, the exact reference, emulates the quantization only when the
+ * variable is 1 (cpu_moe.c). */
+extern int cu_moe_w8a8;
 void cu_moe_tc2_init(void);
 /* W8A8 (cuda_fp8gemm.cu): 1 if w can take the block-scaled FP8 path (FP8 with 128x128 scales, K a
  * multiple of 128, N a multiple of 4, scale rows a multiple of 4 floats); then cu_linear_fp8 computes

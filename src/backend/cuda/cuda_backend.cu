@@ -599,6 +599,7 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     cu_mla_tc2 = env_int("DSINFER_CUDA_MLA_TC2", 1);
     cu_mla_qreg = env_int("DSINFER_CUDA_MLA_QREG", 36);
     cu_moe_tc2 = env_int("DSINFER_CUDA_MOE_TC2", 1);
+    cu_moe_w8a8 = env_int("DSINFER_MOE_W8A8", 1);
     cu_moe_tc2_st = env_int("DSINFER_CUDA_MOE_TC2_ST", 4);
     cu_moe_tc2_tok = env_int("DSINFER_CUDA_MOE_TC2_TOK", 0);
     if (cu_moe_tc2_tok != 32 && cu_moe_tc2_tok != 64) cu_moe_tc2_tok = 0;

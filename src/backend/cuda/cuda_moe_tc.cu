@@ -331,6 +331,8 @@ __global__ void __launch_bounds__(MT_WARPS * 32, 2) moe_tc2_kernel(void *out, in
     }
 }
 
+static void f8_init(void);
+
 /* once per process, before any launch (and outside graph capture): v2's dynamic shared memory above 48 KB */
 #define M2_SET_SMEM(ST, TOK)                                                                                          \
     do {                                                                                                              \
@@ -340,6 +342,7 @@ __global__ void __launch_bounds__(MT_WARPS * 32, 2) moe_tc2_kernel(void *out, in
                                         (int)m2_smem_bytes(false, ST, TOK)));                                         \
     } while (0)
 void cu_moe_tc2_init(void) {
+    f8_init();
     M2_SET_SMEM(3, 32);
     M2_SET_SMEM(4, 32);
     M2_SET_SMEM(6, 32);
@@ -374,6 +377,195 @@ static void m2_run(float *y, __nv_bfloat16 *inter, const __nv_bfloat16 *xs, cons
     else m2_pair<4, 32>(y, inter, xs, off, E, D, I, tab);
 }
 
+/* ---- W8A8 for FP8 experts (DSINFER_MOE_W8A8, default 1, seventh session): FP8 MMAs, no conversion ----
+ * The FP8 weights went through moe_tc_kernel, which turns every code into BF16 before the MMA: two
+ * conversion-unit instructions per weight value, so FP8 decode ran at 24-30% of its bandwidth roofline,
+ * slower per byte than BF16 (KERNELS.md). Here the activations are quantized too, as DeepSeek's own
+ * inference does (spec 12.2): e4m3 per token x 128 columns with one fp32 scale (amax / 448, the W8A8
+ * linear's rule, cuda_fp8gemm.cu), and mma.sync m16n8k32 e4m3 multiplies codes with codes. The structure is
+ * moe_tc2_kernel's (a block = 4 warps x 16 weight rows and up to TOK tokens a pass, stages in a cp.async ring,
+ * swizzled 128-byte rows, ldmatrix): a stage is 128 columns of codes, which is one scale block of both
+ * operands, so each stage's sums are taken apart and added times (weight block scale x token scale) in
+ * fp32, the promotion DeepGEMM does every 128 columns. The 8x8 b16 tiles of ldmatrix carry 8x16 codes, which
+ * is the e4m3 fragments' layout (4 codes a register), so the addressing is moe_tc2_kernel's. The down
+ * projection's input (SiLU(g) * u, BF16 from the gate/up epilogue) is quantized by a second pass.
+ * The CPU backend emulates the same quantization under the same switch (cpu_moe.c), the op test's reference. */
+#define F8_BK 128   /* columns (bytes) a stage */
+
+/* byte offset of (row, 16-byte chunk) in a [rows][128] code tile with swizzled chunks */
+__device__ __forceinline__ int f8_off(int row, int chunk) { return row * F8_BK + ((chunk ^ (row & 7)) << 4); }
+
+/* d[16x8] += a[16x32] b[32x8], e4m3 codes (4 a register), fp32 d */
+__device__ __forceinline__ void cu_mma_e4m3(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* grid (K / 128, n): codes q[i, :] and scales s[i, K / 128] of row rows[i] (or i) of src ([*, K] fp32 or BF16),
+ * per 128 columns: scale = max(amax, 1e-4) / 448, code = e4m3(v / scale); block 128 */
+template <typename T>
+__global__ void moe_rows_fp8_kernel(unsigned char *q, float *s, const T *src, const int32_t *rows, int K) {
+    __shared__ float red[4];
+    int b = blockIdx.x, i = blockIdx.y, k = b * 128 + threadIdx.x;
+    float v = (float)src[(size_t)(rows ? rows[i] : i) * K + k];
+    float a = cu_warp_max(fabsf(v));
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = a;
+    __syncthreads();
+    float scale = fmaxf(fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3])), 1e-4f) / 448.0f;
+    q[(size_t)i * K + k] = cu_f32_to_fp8(v / scale);
+    if (threadIdx.x == 0) s[(size_t)i * (K / 128) + b] = scale;
+}
+
+/* one stage: columns kc0 .. kc0 + 127 of the block's weight rows (W0, W1: [N, K] codes, rows ldw bytes
+ * apart) and of the pass's token rows (xq: [*, K] codes) */
+template <bool PAIR>
+__device__ __forceinline__ void f8_load_stage(unsigned char *st, const unsigned char *W0, const unsigned char *W1,
+                                              int ldw, int n_base, int N, const unsigned char *xq, int r0, int j0,
+                                              int cnt, int ntok, int K, int kc0) {
+    const int nw = PAIR ? 2 : 1;
+    for (int x = threadIdx.x; x < nw * M2_ROWS * 8; x += MT_WARPS * 32) {
+        int wsel = x / (M2_ROWS * 8), rem = x % (M2_ROWS * 8), row = rem >> 3, ch = rem & 7;
+        int n = n_base + row, c = kc0 + 16 * ch, ok = n < N;
+        const unsigned char *src = (wsel ? W1 : W0) + (ok ? (size_t)n * ldw + c : 0);
+        cu_cp_async16(st + wsel * M2_ROWS * F8_BK + f8_off(row, ch), src, ok ? 16 : 0);
+    }
+    unsigned char *xt = st + nw * M2_ROWS * F8_BK;
+    for (int x = threadIdx.x; x < ntok * 8; x += MT_WARPS * 32) {
+        int row = x >> 3, ch = x & 7, j = j0 + row, c = kc0 + 16 * ch, ok = j < cnt;
+        const unsigned char *src = xq + (ok ? (size_t)(r0 + j) * K + c : 0);
+        cu_cp_async16(xt + f8_off(row, ch), src, ok ? 16 : 0);
+    }
+}
+
+/* Grouped only: grid (ceil(N / M2_ROWS), E), block MT_WARPS * 32, dynamic shared memory
+ * m2_smem_bytes(PAIR, ST, TOK) (a stage's bytes are moe_tc2_kernel's). Expert e's rows r0 = off[e] ..
+ * off[e+1]-1 of xq ([*, K] codes) with scales xs ([*, K / 128]) -> out rows r0.. ([*, ldo]); weights tab0[e]
+ * (tab1[e]): FP8 [N, K] with 128 x 128 block scales. K % 128 == 0. PAIR: BF16 SiLU(g) * u, else fp32. */
+template <bool PAIR, int ST, int TOK>
+__global__ void __launch_bounds__(MT_WARPS * 32, 2) moe_f8_kernel(void *out, int ldo, const unsigned char *xq,
+                                                                  const float *xsc, const int32_t *off,
+                                                                  const cu_wview *tab0, const cu_wview *tab1, int N, int K) {
+    extern __shared__ __align__(128) unsigned char f8_smem[];
+    int e = blockIdx.y, r0 = off[e], cnt = off[e + 1] - r0, n_base = blockIdx.x * M2_ROWS;
+    if (cnt <= 0 || n_base >= N) return;   /* the whole block: no barrier reached */
+    const cu_wview v0 = tab0[e], v1 = PAIR ? tab1[e] : v0;
+    const unsigned char *W0 = (const unsigned char *)v0.data, *W1 = (const unsigned char *)v1.data;
+    const float *ws0 = v0.scale + (size_t)(n_base >> 7) * v0.scale_cols, *ws1 = v1.scale + (size_t)(n_base >> 7) * v1.scale_cols;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int nw = PAIR ? 2 : 1, nk = K / F8_BK, stage_bytes = (int)(2 * M2_STAGE_ELEMS(PAIR, TOK));
+    int a_row = 16 * warp + (lane & 7) + 8 * ((lane >> 3) & 1), a_hi = lane >> 4;
+    int b_row = lane & 7, b_ch = lane >> 3;
+    constexpr int NG = TOK / 8;
+    for (int j0 = 0; j0 < cnt; j0 += TOK) {
+        int ntok = cnt - j0 < TOK ? cnt - j0 : TOK, ng = (ntok + 7) >> 3, nrows = 8 * ng;
+        float a0[NG][4], a1[NG][4];
+        const float *tsc[NG][2];   /* the scales of this lane's two tokens of group q (NULL past the count) */
+#pragma unroll
+        for (int q = 0; q < NG; q++) {
+#pragma unroll
+            for (int i = 0; i < 4; i++) a0[q][i] = a1[q][i] = 0.0f;
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                int j = j0 + 8 * q + 2 * t + h;
+                tsc[q][h] = j < cnt ? xsc + (size_t)(r0 + j) * nk : nullptr;
+            }
+        }
+#pragma unroll
+        for (int s = 0; s < ST - 1; s++) {
+            if (s < nk) f8_load_stage<PAIR>(f8_smem + s * stage_bytes, W0, W1, v0.cols, n_base, N, xq, r0, j0, cnt, nrows, K, s * F8_BK);
+            cu_cp_async_commit();
+        }
+        for (int kt = 0; kt < nk; kt++) {
+            cu_cp_async_wait<ST - 2>();
+            __syncthreads();
+            int pf = kt + ST - 1;
+            if (pf < nk)
+                f8_load_stage<PAIR>(f8_smem + (pf % ST) * stage_bytes, W0, W1, v0.cols, n_base, N, xq, r0, j0, cnt, nrows, K,
+                                    pf * F8_BK);
+            cu_cp_async_commit();
+            const unsigned char *st = f8_smem + (kt % ST) * stage_bytes, *xt = st + nw * M2_ROWS * F8_BK;
+            float p0[NG][4], p1[NG][4];   /* this stage's (scale block's) sums */
+#pragma unroll
+            for (int q = 0; q < NG; q++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) p0[q][i] = p1[q][i] = 0.0f;
+#pragma unroll
+            for (int half = 0; half < 2; half++) {   /* 64 columns: two k-steps of 32 */
+                uint32_t b[NG][4];
+#pragma unroll
+                for (int q = 0; q < NG; q++)
+                    if (q < ng) cu_ldsm_x4(b[q], xt + f8_off(8 * q + b_row, 4 * half + b_ch));
+#pragma unroll
+                for (int ks = 0; ks < 2; ks++) {
+                    int ch = 4 * half + 2 * ks + a_hi;
+                    uint32_t fa[4], fb[4];
+                    cu_ldsm_x4(fa, st + f8_off(a_row, ch));
+                    if (PAIR) cu_ldsm_x4(fb, st + M2_ROWS * F8_BK + f8_off(a_row, ch));
+#pragma unroll
+                    for (int q = 0; q < NG; q++) {
+                        if (q >= ng) break;
+                        cu_mma_e4m3(p0[q], fa, b[q][2 * ks], b[q][2 * ks + 1]);
+                        if (PAIR) cu_mma_e4m3(p1[q], fb, b[q][2 * ks], b[q][2 * ks + 1]);
+                    }
+                }
+            }
+            float s0 = __ldg(ws0 + kt), s1 = PAIR ? __ldg(ws1 + kt) : 0.0f;
+#pragma unroll
+            for (int q = 0; q < NG; q++) {
+                if (q >= ng) break;
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    float xs = tsc[q][h] ? __ldg(tsc[q][h] + kt) : 0.0f;
+                    a0[q][h] += p0[q][h] * (s0 * xs);
+                    a0[q][2 + h] += p0[q][2 + h] * (s0 * xs);
+                    if (PAIR) {
+                        a1[q][h] += p1[q][h] * (s1 * xs);
+                        a1[q][2 + h] += p1[q][2 + h] * (s1 * xs);
+                    }
+                }
+            }
+        }
+        cu_cp_async_wait<0>();
+        __syncthreads();   /* the ring is free for the next pass */
+        mt_store<PAIR, NG>(out, ldo, a0, a1, ng, j0, cnt, r0, n_base + 16 * warp, N, g, t);
+    }
+}
+
+int cu_moe_w8a8 = 0;   /* DSINFER_MOE_W8A8 (read at backend creation) */
+
+static void f8_init(void) {
+    CUDA_CHECK(cudaFuncSetAttribute(moe_f8_kernel<true, 4, 32>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)m2_smem_bytes(true, 4, 32)));
+    CUDA_CHECK(cudaFuncSetAttribute(moe_f8_kernel<false, 4, 32>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)m2_smem_bytes(false, 4, 32)));
+    CUDA_CHECK(cudaFuncSetAttribute(moe_f8_kernel<true, 4, 64>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)m2_smem_bytes(true, 4, 64)));
+    CUDA_CHECK(cudaFuncSetAttribute(moe_f8_kernel<false, 4, 64>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)m2_smem_bytes(false, 4, 64)));
+}
+
+template <int TOK>
+static void f8_pair(float *y, __nv_bfloat16 *inter, unsigned char *q, float *qs, const int32_t *off, int n_rows, int E,
+                    int D, int I, const cu_wview *tab) {
+    dim3 g1((unsigned)((I + M2_ROWS - 1) / M2_ROWS), (unsigned)E), g2((unsigned)((D + M2_ROWS - 1) / M2_ROWS), (unsigned)E);
+    moe_f8_kernel<true, 4, TOK><<<g1, MT_WARPS * 32, m2_smem_bytes(true, 4, TOK), cu_stream>>>(inter, I, q, qs, off, tab,
+                                                                                             tab + E, I, D);
+    CUDA_LAUNCH_CHECK();
+    /* the gathered rows' codes are done with: the down projection's input quantized over them */
+    unsigned char *iq = q;
+    float *is = (float *)(iq + (size_t)n_rows * I);
+    moe_rows_fp8_kernel<__nv_bfloat16><<<dim3((unsigned)(I / 128), (unsigned)n_rows), 128, 0, cu_stream>>>(iq, is, inter, NULL, I);
+    CUDA_LAUNCH_CHECK();
+    moe_f8_kernel<false, 4, TOK><<<g2, MT_WARPS * 32, m2_smem_bytes(false, 4, TOK), cu_stream>>>(y, D, iq, is, off,
+                                                                                              tab + 2 * E, NULL, D, I);
+    CUDA_LAUNCH_CHECK();
+}
+
+/* the W8A8 form fits: FP8 weights with block scales, D and I multiples of 128, and the down projection's
+ * codes and scales (n_rows x I x 33/32 bytes) fit where the gathered rows' BF16 would be (n_rows x D x 2) */
+static int f8_fits(const cu_wview *gate, int D, int I) {
+    return cu_moe_w8a8 && gate->dtype == DS_DTYPE_F8_E4M3 && gate->scale && D % 128 == 0 && I % 128 == 0 &&
+           (size_t)I * 33 / 32 <= (size_t)D * 2;
+}
+
 int cu_moe_tg = 0;   /* DSINFER_CUDA_MOE_TG (read at backend creation) */
 
 int cu_moe_tc_fits(const cu_wview *gate, const cu_wview *down) {
@@ -392,12 +584,23 @@ int cu_moe_tc_fits(const cu_wview *gate, const cu_wview *down) {
 void cu_moe_tc(float *y, const float *x, const int32_t *rows, const int32_t *off, int n_rows, int E, int D, int I,
                const cu_wview *tab, const cu_wview *gate, void *xs_ws) {
     __nv_bfloat16 *xs = (__nv_bfloat16 *)xs_ws, *inter = xs + (size_t)n_rows * D;
+    int mean = (n_rows + E - 1) / E;
+    if (f8_fits(gate, D, I)) {   /* W8A8: the gathered rows as codes + scales where their BF16 would be */
+        unsigned char *q = (unsigned char *)xs_ws;
+        float *qs = (float *)(q + (size_t)n_rows * D);
+        moe_rows_fp8_kernel<float><<<dim3((unsigned)(D / 128), (unsigned)n_rows), 128, 0, cu_stream>>>(q, qs, x, rows, D);
+        CUDA_LAUNCH_CHECK();
+        int tok = cu_moe_tc2_tok ? cu_moe_tc2_tok : mean <= 16 ? 32 : 64;
+        if (tok == 64) f8_pair<64>(y, inter, q, qs, off, n_rows, E, D, I, tab);
+        else f8_pair<32>(y, inter, q, qs, off, n_rows, E, D, I, tab);
+        return;
+    }
     moe_rows_bf16_kernel<<<n_rows, 256, 0, cu_stream>>>(xs, x, rows, D);
     CUDA_LAUNCH_CHECK();
     dim3 g1((unsigned)((I + 16 * MT_WARPS - 1) / (16 * MT_WARPS)), (unsigned)E);
     dim3 g2((unsigned)((D + 16 * MT_WARPS - 1) / (16 * MT_WARPS)), (unsigned)E);
     /* token groups a pass from the mean rows per expert (DSINFER_CUDA_MOE_TG: 1, 2 or 4 fixed, 0 auto) */
-    int mean = (n_rows + E - 1) / E, tg = cu_moe_tg ? cu_moe_tg : mean <= 8 ? 1 : mean <= 16 ? 2 : MT_TG;
+    int tg = cu_moe_tg ? cu_moe_tg : mean <= 8 ? 1 : mean <= 16 ? 2 : MT_TG;
 #define MT_PAIR_TG(WT, TG)                                                                                               \
     do {                                                                                                                 \
         moe_tc_kernel<WT, true, TG><<<g1, MT_WARPS * 32, 0, cu_stream>>>(inter, I, xs, D, off, tab, tab + E, I, D, 0, *gate); \
