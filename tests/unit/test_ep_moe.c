@@ -5,7 +5,8 @@
  *  - redundant replicas of hot experts (placement from a skewed load), so one expert runs on two ranks;
  *  - every output element a number, NMSE against the reference within fp32 reordering (1e-12);
  *  - FP8 dispatch (rows travel as e4m3 records): equal to a reference computed here that routes on x and
- *    feeds the experts the FP8-rounded rows; its distance to the fp32 MoE is printed and bounded.
+ *    feeds the experts the FP8-rounded rows; its distance to the fp32 MoE is printed and bounded;
+ *  - the W8A8 experts' CPU emulation (DSINFER_MOE_W8A8=1) against a reference built from the same records.
  * The same code runs the CUDA backend over NCCL (dist/comm_nccl.cu); that run needs two GPUs. */
 #include <math.h>
 #include <pthread.h>
@@ -191,7 +192,92 @@ static void check_fixture(const char *fx) {
     ds_engine_free(e);
 }
 
+/* W8A8 experts emulated on the CPU (DSINFER_MOE_W8A8=1 at backend creation, cpu_moe.c cpu_act_fp8): be->moe
+ * against a reference computed here through the FP8 records of the dispatch path (quant/dequant_rows_fp8,
+ * the same rule written apart): routing on x, each expert's rows quantized, gate and up, SiLU(g) * u rounded
+ * to BF16 and quantized, down; shared experts on x. Must agree to fp32 reordering and differ from the exact
+ * MoE (the switch did something). Needs FP8 experts with widths that are multiples of 128 (tiny-v3-fp8). */
+static void check_w8a8(const char *fx) {
+    char dir[512], err[DS_ERRLEN];
+    snprintf(dir, sizeof dir, "%s/%s", fixtures_dir(), fx);
+    ds_engine *e = NULL;
+    ds_engine_opts o = {.n_threads = 1, .attn_no_measure = 1};
+    CHECKF(ds_engine_open(dir, &o, &e, err) == DS_OK, "%s", err);
+    if (!e) return;
+    const ds_config *c = &e->cfg;
+    const ds_layer_weights *L = NULL;
+    for (int l = 0; l < c->num_layers && !L; l++)
+        if (e->w.layers[l].is_moe) L = &e->w.layers[l];
+    CHECKF(L && L->exp_gate[0].dtype == DS_DTYPE_F8_E4M3, "%s: no FP8 MoE layer", fx);
+    if (!L || L->exp_gate[0].dtype != DS_DTYPE_F8_E4M3) { ds_engine_free(e); return; }
+    int M = 29, D = c->hidden_size, E = c->n_routed_experts, K = c->num_experts_per_tok, I = L->exp_gate[0].rows;
+    size_t MD = (size_t)M * D;
+    float *x = malloc(sizeof(float) * MD), *exact = malloc(sizeof(float) * MD), *w8 = malloc(sizeof(float) * MD);
+    float *ref = malloc(sizeof(float) * MD);
+    uint64_t z = 0x5678;
+    for (size_t i = 0; i < MD; i++) {
+        z = z * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = (float)((double)(z >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
+    }
+    ds_backend *be = ds_backend_cpu_new(c, 1);
+    prime(be, M);
+    be->moe(be, exact, x, L, M);
+    setenv("DSINFER_MOE_W8A8", "1", 1);
+    ds_backend *bq = ds_backend_cpu_new(c, 1);
+    unsetenv("DSINFER_MOE_W8A8");
+    prime(bq, M);
+    bq->moe(bq, w8, x, L, M);
+    bq->destroy(bq);
+    /* the reference */
+    float *lg = malloc(sizeof(float) * (size_t)M * E), *bias = malloc(sizeof(float) * E), *scr = malloc(sizeof(float) * 2 * E);
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)M * K), *rows = malloc(sizeof(int32_t) * (size_t)M);
+    float *w = malloc(sizeof(float) * (size_t)M * K), *rw = malloc(sizeof(float) * (size_t)M);
+    float *xin = malloc(sizeof(float) * MD), *y = malloc(sizeof(float) * MD);
+    float *g = malloc(sizeof(float) * (size_t)M * I), *u = malloc(sizeof(float) * (size_t)M * I);
+    size_t rb = DS_FP8_ROW_BYTES(D > I ? D : I);
+    unsigned char *rec = malloc(rb * (size_t)M);
+    be->linear(be, lg, x, &L->router, M);
+    if (L->router_bias.data) ds_weight_row_f32(&L->router_bias, 0, bias);
+    for (int m = 0; m < M; m++)
+        ds_route_token(c, lg + (size_t)m * E, L->router_bias.data ? bias : NULL, ids + (size_t)m * K, w + (size_t)m * K, scr);
+    if (c->n_shared_experts) be->mlp(be, ref, x, &L->sh_gate, &L->sh_up, &L->sh_down, M);
+    else memset(ref, 0, sizeof(float) * MD);
+    for (int ex = 0; ex < E; ex++) {
+        int n = 0;
+        for (int m = 0; m < M; m++)
+            for (int k = 0; k < K; k++)
+                if (ids[(size_t)m * K + k] == ex) { rows[n] = m; rw[n++] = w[(size_t)m * K + k]; }
+        if (!n) continue;
+        be->gather_rows(be, xin, x, rows, n, D);
+        be->quant_rows_fp8(be, rec, xin, n, D);
+        be->dequant_rows_fp8(be, xin, rec, n, D);
+        be->linear(be, g, xin, &L->exp_gate[ex], n);
+        be->linear(be, u, xin, &L->exp_up[ex], n);
+        for (size_t i = 0; i < (size_t)n * I; i++)
+            g[i] = ds_bf16_to_f32(ds_f32_to_bf16(g[i] / (1.0f + expf(-g[i])) * u[i]));
+        be->quant_rows_fp8(be, rec, g, n, I);
+        be->dequant_rows_fp8(be, g, rec, n, I);
+        be->linear(be, y, g, &L->exp_down[ex], n);
+        for (int i = 0; i < n; i++)
+            for (int d = 0; d < D; d++) ref[(size_t)rows[i] * D + d] += rw[i] * y[(size_t)i * D + d];
+    }
+    be->destroy(be);
+    double num = 0, den = 0, nq = 0;
+    for (size_t i = 0; i < MD; i++) {
+        num += ((double)w8[i] - ref[i]) * ((double)w8[i] - ref[i]);
+        nq += ((double)w8[i] - exact[i]) * ((double)w8[i] - exact[i]);
+        den += (double)exact[i] * exact[i];
+    }
+    printf("  %-14s W8A8 experts: nmse %.2e against the reference, %.2e against the exact MoE\n", fx, num / den, nq / den);
+    CHECKF(num <= 1e-8 * den, "%s: W8A8 MoE nmse %g against the reference", fx, num / den);
+    CHECKF(nq > 1e-7 * den && nq < 1e-2 * den, "%s: W8A8 moves the MoE by nmse %g (expected 1e-7 .. 1e-2)", fx, nq / den);
+    free(lg); free(bias); free(scr); free(ids); free(rows); free(w); free(rw); free(xin); free(y); free(g); free(u); free(rec);
+    free(x); free(exact); free(w8); free(ref);
+    ds_engine_free(e);
+}
+
 int main(void) {
+    check_w8a8("tiny-v3-fp8");
     check_fixture("tiny-v3");
     check_fixture("tiny-v2");
     check_fixture("tiny-v2-group");
