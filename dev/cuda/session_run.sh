@@ -288,6 +288,30 @@ if want w8a8b; then
   done
   step dec_fp8_w8 100 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1,8,32,64,128,256 --ctx 1K,4K --prompt '' --steps 8 --csv $CSV --label final7-fp8-w8a8
 fi
+# prof7 (seventh session): FP8 decode with the W8A8 linears through cuBLASLt (DSINFER_CUDA_FP8_GEMM=1) against the
+# default; the kernels of one FP8 batch-64 step and of one BF16 batch-1 step (ncu, graphs off)
+if want prof7; then
+  for v in 1 0; do
+    step dec_fp8gemm$v 100 env DSINFER_CUDA_TC=1 DSINFER_CUDA_FP8_GEMM=$v $B/dsinfer bench --dtype fp8 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label fp8gemm$v
+  done
+  nf() { DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=list $B/dsinfer bench --dtype $1 --batch $2 --ctx 1K --prompt '' --steps 2 2>&1 | awk -v t="$2 tokens" '$0 ~ "^profile: forward .* " t {gsub(",","",$3); n=$3} END{print n}'; }
+  N=$(nf fp8 64); echo "fp8 b64: profiling forward $N"
+  step ncu7_fp8_b64 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=$N ncu --clock-control none --cache-control none --profile-from-start off --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv --page raw --log-file $OUT/ncu7_fp8_b64.csv $B/dsinfer bench --dtype fp8 --batch 64 --ctx 1K --prompt '' --steps 2 --bw 4221 --tflops 780
+  python3 dev/cuda/ncu_sum.py $OUT/ncu7_fp8_b64.csv > $OUT/ncu7_fp8_b64.txt 2>&1; head -30 $OUT/ncu7_fp8_b64.txt
+  N=$(nf bf16 1); echo "bf16 b1: profiling forward $N"
+  step ncu7_bf16_b1 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=$N ncu --clock-control none --cache-control none --profile-from-start off --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv --page raw --log-file $OUT/ncu7_bf16_b1.csv $B/dsinfer bench --dtype bf16 --batch 1 --ctx 1K --prompt '' --steps 2 --bw 4221 --tflops 780
+  python3 dev/cuda/ncu_sum.py $OUT/ncu7_bf16_b1.csv > $OUT/ncu7_bf16_b1.txt 2>&1; head -30 $OUT/ncu7_bf16_b1.txt
+  rm -f $OUT/*.csv
+fi
+# own8 (issues 7, 8): the W8A8 linear by the own FP8-MMA kernel up to 256 rows (DSINFER_CUDA_FP8_GEMM=1): op tests
+# (W8A8 experts and linears), `bench --ops` at 64 and 128 rows against cuBLASLt, FP8 decode with it on / off
+if want own8; then
+  step ops_w8 200 env DSINFER_OPS_ONLY=w8a8 $B/test_cuda_ops
+  step ops_bench 120 $B/dsinfer bench --ops --ops-m 64,128 --csv $OUT/ops_own8.csv
+  for v in 1 0; do
+    step dec_own8_$v 100 env DSINFER_CUDA_TC=1 DSINFER_CUDA_FP8_GEMM=$v $B/dsinfer bench --dtype fp8 --batch 64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label fp8-w8a8-linear$v
+  done
+fi
 # final7: the decode and prefill rows at the seventh session's defaults (fp32 and BF16 caches, FP8 weights)
 if want final7; then
   step final7_bf16 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,8,32,64,128,256 --ctx 1K,4K --prompt '' --steps 8 --csv $CSV --label final7-bf16

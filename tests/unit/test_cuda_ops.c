@@ -972,12 +972,6 @@ static void run_v3(void) {
     check_linear_on(&s, "q_a", 1536, 7168, DS_DTYPE_F8_E4M3, tcm, NM(tcm), 1);
     check_linear_on(&s, "skinny", 1536, 7168, DS_DTYPE_F8_E4M3, tcm, NM(tcm), 1);   /* the opt-in kernel, V3 q_a */
     check_linear(&s, "gate/up", 18432, 7168, DS_DTYPE_NVFP4, all, NM(all));
-    /* W8A8 at the V3 shapes of issue 8 (q_a+kv_a fused 2112, q_b, kv_b, o, dense gate/up 2x, expert down) */
-    const int w8m[] = {9, 131, 1024};
-    struct { const char *n; int N, K; } W8[] = {{"q_a+kv_a", 2112, 7168}, {"q_b", 24576, 1536}, {"kv_b", 32768, 512},
-                                               {"o", 7168, 16384}, {"expert down", 7168, 2048},
-                                               {"v2l down", 2048, 1408}};
-    for (int i = 0; i < NM(W8); i++) check_linear_w8a8(&s, W8[i].n, W8[i].N, W8[i].K, w8m, NM(w8m));
     check_moe(&s, all, NM(all));
     check_sample(&s);
     free_setup(&s);
@@ -1038,9 +1032,6 @@ static void run_odd(const char *name, const char *path, int heads) {
     check_linear_on(&s, "skinny", 200, 384, DS_DTYPE_NVFP4, skm, NM(skm), 1);   /* NVFP4 in registers, TC */
     check_linear_on(&s, "odd", 129, 77, DS_DTYPE_BF16, tcm, NM(tcm), 1);
     check_linear_on(&s, "odd", 200, 304, DS_DTYPE_NVFP4, tcm, NM(tcm), 1);
-    const int w8m[] = {9, 63};
-    check_linear_w8a8(&s, "odd", 132, 512, w8m, NM(w8m));   /* K/128 = 4: the scales used in place */
-    check_linear_w8a8(&s, "odd", 260, 384, w8m, NM(w8m));   /* K/128 = 3: re-packed scales, partial N block */
     for (int i = 0; i < NM(Ms); i++) check_attention(&s, Ms[i], 23);
     check_mlp(&s, s.cfg.intermediate_size > 512 ? 333 : s.cfg.intermediate_size, Ms, NM(Ms));
     for (int i = 0; i < NM(Ms); i++) check_route(&s, Ms[i]);
@@ -1120,6 +1111,32 @@ static void run_fp8_fast(void) {
     }
     unsetenv("DSINFER_CUDA_FP8_FAST");
     if (load_setup(&s, "f8f-off", "tests/fixtures/tiny-v3-fp8/config.json", 3, 16)) free_setup(&s);   /* flag back off */
+}
+
+/* The W8A8 linear (DSINFER_CUDA_FP8_GEMM=1) at the V3 shapes of issue 8 (q_a+kv_a fused 2112, q_b, kv_b, o,
+ * expert down) and V2-Lite's expert down: up to 256 rows the own FP8-MMA kernel (DSINFER_CUDA_FP8_OWN=1,
+ * opt-in; split K; 9 and 64 rows: 32 and 64 tokens a block, 131: two token blocks, the second partial), 1024
+ * cuBLASLt; odd shapes (K/128 = 4 and 3, N not a multiple of 64) at 9, 63, 200; and cuBLASLt at 64 rows (the
+ * default). */
+static void run_w8a8_linear(void) {
+    if (only && strcmp(only, "w8a8")) return;
+    setup s;
+    setenv("DSINFER_CUDA_FP8_OWN", "1", 1);   /* opt-in; read by check_linear_w8a8's backends */
+    if (load_setup(&s, "v3-w8l", "configs/deepseek-v3.json", 3, 16)) {
+        const int w8m[] = {9, 64, 131, 1024};
+        struct { const char *n; int N, K; } W8[] = {{"q_a+kv_a", 2112, 7168}, {"q_b", 24576, 1536}, {"kv_b", 32768, 512},
+                                                   {"o", 7168, 16384}, {"expert down", 7168, 2048},
+                                                   {"v2l down", 2048, 1408}};
+        for (int i = 0; i < NM(W8); i++) check_linear_w8a8(&s, W8[i].n, W8[i].N, W8[i].K, w8m, NM(w8m));
+        const int odd[] = {9, 63, 200};
+        check_linear_w8a8(&s, "odd", 132, 512, odd, NM(odd));   /* K/128 = 4: the scales used in place */
+        check_linear_w8a8(&s, "odd", 260, 384, odd, NM(odd));   /* K/128 = 3: re-packed scales, partial N block */
+        const int lt[] = {64};
+        unsetenv("DSINFER_CUDA_FP8_OWN");   /* the default: cuBLASLt */
+        check_linear_w8a8(&s, "cublasLt q_a+kv_a", 2112, 7168, lt, NM(lt));
+        free_setup(&s);
+    }
+    unsetenv("DSINFER_CUDA_FP8_OWN");
 }
 
 /* W8A8 FP8 experts (DSINFER_MOE_W8A8=1: activations quantized per token x 128 columns, FP8 MMAs,
@@ -1300,6 +1317,7 @@ int main(void) {
     run_odd("h63", "configs/deepseek-v2-lite.json", 63);
     run_fp8_fast();
     run_moe_w8a8();
+    run_w8a8_linear();
     run_nvfp4_simt();
     run_lt_tune();
     run_moe_gemm();

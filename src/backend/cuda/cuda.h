@@ -430,6 +430,12 @@ extern int cu_moe_tc2, cu_moe_tc2_st, cu_moe_tc2_tok;
  * weight (moe_tc_kernel). The CPU backend, the exact reference, emulates the quantization only when the
  * variable is 1 (cpu_moe.c). */
 extern int cu_moe_w8a8;
+/* DSINFER_CUDA_FP8_OWN=1 (default 0: slower than cuBLASLt, cuda_moe_tc.cu): the W8A8 linear
+ * (DSINFER_CUDA_FP8_GEMM=1) up to DSINFER_CUDA_FP8_OWN_MAX_M rows (default 256) by the own kernel
+ * (moe_f8_kernel with one weight, split K) instead of cuBLASLt's block-scaled GEMM. cu_f8_linear returns 0
+ * (nothing done) where it does not apply. */
+extern int cu_fp8_own, cu_fp8_own_max_m;
+int cu_f8_linear(ds_cuda_backend *cb, float *out, const float *x, const ds_weight *w, int M);
 void cu_moe_tc2_init(void);
 /* W8A8 (cuda_fp8gemm.cu): 1 if w can take the block-scaled FP8 path (FP8 with 128x128 scales, K a
  * multiple of 128, N a multiple of 4, scale rows a multiple of 4 floats); then cu_linear_fp8 computes

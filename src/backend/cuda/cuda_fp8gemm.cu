@@ -173,6 +173,7 @@ void cu_act_quant_fp8(unsigned char *q, float *s, const float *x, int M, int Mp,
 
 int cu_linear_fp8(ds_cuda_backend *cb, float *out, const float *x, const ds_weight *w, int M) {
     if (M <= 0 || M > 65535) return 0;   /* grid.y bound of the quantizer */
+    if (cu_f8_linear(cb, out, x, w, M)) return 1;   /* up to 256 rows: the own FP8-MMA kernel (cuda_moe_tc.cu) */
     int N = w->rows, K = w->cols, L = K / 128, Mp = (M + 3) & ~3;
     size_t q_bytes = align256((size_t)Mp * K), s_bytes = align256(sizeof(float) * (size_t)L * Mp);
     size_t d_bytes = Mp != M ? sizeof(float) * (size_t)Mp * N : 0;

@@ -382,7 +382,9 @@ static void m2_run(float *y, __nv_bfloat16 *inter, const __nv_bfloat16 *xs, cons
  * conversion-unit instructions per weight value, so FP8 decode ran at 24-30% of its bandwidth roofline,
  * slower per byte than BF16 (KERNELS.md). Here the activations are quantized too, as DeepSeek's own
  * inference does (spec 12.2): e4m3 per token x 128 columns with one fp32 scale (amax / 448, the W8A8
- * linear's rule, cuda_fp8gemm.cu), and mma.sync m16n8k32 e4m3 multiplies codes with codes. The structure is
+ * linear's rule, cuda_fp8gemm.cu), and mma.sync m16n8k32 e4m3 multiplies codes with codes (on sm_90 ptxas
+ * emulates it: the codes become FP16 fragments for FP16 MMAs, exact, in registers; cheaper than v1's BF16
+ * conversion of every weight, measured +29-37% at decode, but compute-heavy with many tokens). The structure is
  * moe_tc2_kernel's (a block = 4 warps x 16 weight rows and up to TOK tokens a pass, stages in a cp.async ring,
  * swizzled 128-byte rows, ldmatrix): a stage is 128 columns of codes, which is one scale block of both
  * operands, so each stage's sums are taken apart and added times (weight block scale x token scale) in
@@ -439,22 +441,30 @@ __device__ __forceinline__ void f8_load_stage(unsigned char *st, const unsigned 
     }
 }
 
-/* Grouped only: grid (ceil(N / M2_ROWS), E), block MT_WARPS * 32, dynamic shared memory
+/* Grouped (ONE false): grid (ceil(N / M2_ROWS), E), block MT_WARPS * 32, dynamic shared memory
  * m2_smem_bytes(PAIR, ST, TOK) (a stage's bytes are moe_tc2_kernel's). Expert e's rows r0 = off[e] ..
  * off[e+1]-1 of xq ([*, K] codes) with scales xs ([*, K / 128]) -> out rows r0.. ([*, ldo]); weights tab0[e]
- * (tab1[e]): FP8 [N, K] with 128 x 128 block scales. K % 128 == 0. PAIR: BF16 SiLU(g) * u, else fp32. */
-template <bool PAIR, int ST, int TOK>
+ * (tab1[e]): FP8 [N, K] with 128 x 128 block scales. K % 128 == 0. PAIR: BF16 SiLU(g) * u, else fp32.
+ * One weight (ONE, the W8A8 linear of M rows): grid (ceil(M / TOK), ceil(N / M2_ROWS), KS), weight vw; block
+ * (x, y, z) takes rows TOK x .. of xq, weight rows 64 y .. and columns kc z .. kc (z + 1) - 1 (split K, kc a
+ * multiple of 128), and with KS > 1 writes its fp32 partial to out + z * M * ldo (summed by f8_reduce_kernel);
+ * the token chunk is the fastest grid index so the blocks reading the same weight rows run together. */
+template <bool PAIR, int ST, int TOK, bool ONE>
 __global__ void __launch_bounds__(MT_WARPS * 32, 2) moe_f8_kernel(void *out, int ldo, const unsigned char *xq,
                                                                   const float *xsc, const int32_t *off,
-                                                                  const cu_wview *tab0, const cu_wview *tab1, int N, int K) {
+                                                                  const cu_wview *tab0, const cu_wview *tab1, int N, int K,
+                                                                  cu_wview vw, int M, int kc) {
     extern __shared__ __align__(128) unsigned char f8_smem[];
-    int e = blockIdx.y, r0 = off[e], cnt = off[e + 1] - r0, n_base = blockIdx.x * M2_ROWS;
+    int e = ONE ? 0 : blockIdx.y, r0 = ONE ? blockIdx.x * TOK : off[e];
+    int cnt = ONE ? min(TOK, M - r0) : off[e + 1] - r0, n_base = (ONE ? blockIdx.y : blockIdx.x) * M2_ROWS;
+    int kb0 = ONE ? blockIdx.z * (kc / F8_BK) : 0, kb1 = ONE ? min(K, (int)(blockIdx.z + 1) * kc) / F8_BK : K / F8_BK;
+    if (ONE && gridDim.z > 1) out = (float *)out + (size_t)blockIdx.z * M * ldo;
     if (cnt <= 0 || n_base >= N) return;   /* the whole block: no barrier reached */
-    const cu_wview v0 = tab0[e], v1 = PAIR ? tab1[e] : v0;
+    const cu_wview v0 = ONE ? vw : tab0[e], v1 = PAIR ? tab1[e] : v0;
     const unsigned char *W0 = (const unsigned char *)v0.data, *W1 = (const unsigned char *)v1.data;
     const float *ws0 = v0.scale + (size_t)(n_base >> 7) * v0.scale_cols, *ws1 = v1.scale + (size_t)(n_base >> 7) * v1.scale_cols;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int nw = PAIR ? 2 : 1, nk = K / F8_BK, stage_bytes = (int)(2 * M2_STAGE_ELEMS(PAIR, TOK));
+    const int nw = PAIR ? 2 : 1, nk = K / F8_BK, stage_bytes = (int)(2 * M2_STAGE_ELEMS(PAIR, TOK));   /* nk: scale stride */
     int a_row = 16 * warp + (lane & 7) + 8 * ((lane >> 3) & 1), a_hi = lane >> 4;
     int b_row = lane & 7, b_ch = lane >> 3;
     constexpr int NG = TOK / 8;
@@ -474,18 +484,26 @@ __global__ void __launch_bounds__(MT_WARPS * 32, 2) moe_f8_kernel(void *out, int
         }
 #pragma unroll
         for (int s = 0; s < ST - 1; s++) {
-            if (s < nk) f8_load_stage<PAIR>(f8_smem + s * stage_bytes, W0, W1, v0.cols, n_base, N, xq, r0, j0, cnt, nrows, K, s * F8_BK);
+            if (kb0 + s < kb1)
+                f8_load_stage<PAIR>(f8_smem + s * stage_bytes, W0, W1, v0.cols, n_base, N, xq, r0, j0, cnt, nrows, K,
+                                    (kb0 + s) * F8_BK);
             cu_cp_async_commit();
         }
-        for (int kt = 0; kt < nk; kt++) {
+        for (int kt = kb0; kt < kb1; kt++) {
             cu_cp_async_wait<ST - 2>();
             __syncthreads();
             int pf = kt + ST - 1;
-            if (pf < nk)
-                f8_load_stage<PAIR>(f8_smem + (pf % ST) * stage_bytes, W0, W1, v0.cols, n_base, N, xq, r0, j0, cnt, nrows, K,
-                                    pf * F8_BK);
+            if (pf < kb1)
+                f8_load_stage<PAIR>(f8_smem + ((pf - kb0) % ST) * stage_bytes, W0, W1, v0.cols, n_base, N, xq, r0, j0, cnt,
+                                    nrows, K, pf * F8_BK);
             cu_cp_async_commit();
-            const unsigned char *st = f8_smem + (kt % ST) * stage_bytes, *xt = st + nw * M2_ROWS * F8_BK;
+            /* the stage's scales first: their loads go out before the MMAs, not after them */
+            float s0 = __ldg(ws0 + kt), s1 = PAIR ? __ldg(ws1 + kt) : 0.0f, xs[NG][2];
+#pragma unroll
+            for (int q = 0; q < NG; q++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) xs[q][h] = q < ng && tsc[q][h] ? __ldg(tsc[q][h] + kt) : 0.0f;
+            const unsigned char *st = f8_smem + ((kt - kb0) % ST) * stage_bytes, *xt = st + nw * M2_ROWS * F8_BK;
             float p0[NG][4], p1[NG][4];   /* this stage's (scale block's) sums */
 #pragma unroll
             for (int q = 0; q < NG; q++)
@@ -511,18 +529,16 @@ __global__ void __launch_bounds__(MT_WARPS * 32, 2) moe_f8_kernel(void *out, int
                     }
                 }
             }
-            float s0 = __ldg(ws0 + kt), s1 = PAIR ? __ldg(ws1 + kt) : 0.0f;
 #pragma unroll
             for (int q = 0; q < NG; q++) {
                 if (q >= ng) break;
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
-                    float xs = tsc[q][h] ? __ldg(tsc[q][h] + kt) : 0.0f;
-                    a0[q][h] += p0[q][h] * (s0 * xs);
-                    a0[q][2 + h] += p0[q][2 + h] * (s0 * xs);
+                    a0[q][h] += p0[q][h] * (s0 * xs[q][h]);
+                    a0[q][2 + h] += p0[q][2 + h] * (s0 * xs[q][h]);
                     if (PAIR) {
-                        a1[q][h] += p1[q][h] * (s1 * xs);
-                        a1[q][2 + h] += p1[q][2 + h] * (s1 * xs);
+                        a1[q][h] += p1[q][h] * (s1 * xs[q][h]);
+                        a1[q][2 + h] += p1[q][2 + h] * (s1 * xs[q][h]);
                     }
                 }
             }
@@ -536,26 +552,79 @@ __global__ void __launch_bounds__(MT_WARPS * 32, 2) moe_f8_kernel(void *out, int
 int cu_moe_w8a8 = 0;   /* DSINFER_MOE_W8A8 (read at backend creation) */
 
 static void f8_init(void) {
-    CUDA_CHECK(cudaFuncSetAttribute(moe_f8_kernel<true, 4, 32>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)m2_smem_bytes(true, 4, 32)));
-    CUDA_CHECK(cudaFuncSetAttribute(moe_f8_kernel<false, 4, 32>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)m2_smem_bytes(false, 4, 32)));
-    CUDA_CHECK(cudaFuncSetAttribute(moe_f8_kernel<true, 4, 64>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)m2_smem_bytes(true, 4, 64)));
-    CUDA_CHECK(cudaFuncSetAttribute(moe_f8_kernel<false, 4, 64>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)m2_smem_bytes(false, 4, 64)));
+    CUDA_CHECK(cudaFuncSetAttribute(moe_f8_kernel<true, 4, 32, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)m2_smem_bytes(true, 4, 32)));
+    CUDA_CHECK(cudaFuncSetAttribute(moe_f8_kernel<false, 4, 32, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)m2_smem_bytes(false, 4, 32)));
+    CUDA_CHECK(cudaFuncSetAttribute(moe_f8_kernel<true, 4, 64, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)m2_smem_bytes(true, 4, 64)));
+    CUDA_CHECK(cudaFuncSetAttribute(moe_f8_kernel<false, 4, 64, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)m2_smem_bytes(false, 4, 64)));
+    CUDA_CHECK(cudaFuncSetAttribute(moe_f8_kernel<false, 4, 32, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)m2_smem_bytes(false, 4, 32)));
+    CUDA_CHECK(cudaFuncSetAttribute(moe_f8_kernel<false, 4, 64, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)m2_smem_bytes(false, 4, 64)));
+}
+
+/* grid-stride: out[i] = sum over z < KS of part[z * n + i] (the split-K partials, in z order) */
+__global__ void f8_reduce_kernel(float *out, const float *part, size_t n, int KS) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float v = part[i];
+        for (int z = 1; z < KS; z++) v += part[(size_t)z * n + i];
+        out[i] = v;
+    }
+}
+
+/* DSINFER_CUDA_FP8_OWN (default 0), _FP8_OWN_MAX_M (backend creation). Measured slower than cuBLASLt's
+ * block-scaled GEMM at 64 and 128 rows (bench/RESULTS.md seventh session run 11: geomean 46.5 vs 113 TFLOP/s):
+ * sm_90 has no FP8 mma.sync, ptxas emulates m16n8k32 e4m3 by converting to FP16 MMAs, which is cheap with the
+ * few tokens an expert has at decode but compute-bound with 64 rows. Kept opt-in and tested, the base for a
+ * wgmma version. */
+int cu_fp8_own = 0, cu_fp8_own_max_m = 256;
+
+int cu_f8_linear(ds_cuda_backend *cb, float *out, const float *x, const ds_weight *w, int M) {
+    int N = w->rows, K = w->cols;
+    if (!cu_fp8_own || M < 1 || M > cu_fp8_own_max_m || w->dtype != DS_DTYPE_F8_E4M3 || !w->scale || K % 128) return 0;
+    int tok = M <= 32 ? 32 : 64, mb = (M + tok - 1) / tok, nb = (N + M2_ROWS - 1) / M2_ROWS, nkb = K / 128;
+    /* split K until the grid fills two blocks an SM, at least 4 stages (512 columns) a split */
+    int ks = (2 * cb->n_sm + mb * nb - 1) / (mb * nb), max_ks = nkb / 4 > 0 ? nkb / 4 : 1;
+    if (ks > max_ks) ks = max_ks;
+    if (ks < 1) ks = 1;
+    int kc = (nkb + ks - 1) / ks * 128;
+    ks = (K + kc - 1) / kc;
+    size_t qb = ((size_t)M * K + 255) / 256 * 256, sb = ((size_t)M * nkb * 4 + 255) / 256 * 256;
+    size_t pb = ks > 1 ? (size_t)ks * M * N * 4 : 0;
+    char *ws = (char *)cu_ws_get(&cb->ws_fp8, qb + sb + pb);
+    unsigned char *q = (unsigned char *)ws;
+    float *qs = (float *)(ws + qb), *part = ks > 1 ? (float *)(ws + qb + sb) : out;
+    moe_rows_fp8_kernel<float><<<dim3((unsigned)nkb, (unsigned)M), 128, 0, cu_stream>>>(q, qs, x, NULL, K);
+    CUDA_LAUNCH_CHECK();
+    dim3 grid((unsigned)mb, (unsigned)nb, (unsigned)ks);
+    cu_wview v = cu_view(w);
+    if (tok == 32)
+        moe_f8_kernel<false, 4, 32, true><<<grid, MT_WARPS * 32, m2_smem_bytes(false, 4, 32), cu_stream>>>(part, N, q, qs, NULL, NULL,
+                                                                                                       NULL, N, K, v, M, kc);
+    else
+        moe_f8_kernel<false, 4, 64, true><<<grid, MT_WARPS * 32, m2_smem_bytes(false, 4, 64), cu_stream>>>(part, N, q, qs, NULL, NULL,
+                                                                                                       NULL, N, K, v, M, kc);
+    CUDA_LAUNCH_CHECK();
+    if (ks > 1) {
+        size_t n = (size_t)M * N, blocks = cu_blocks(n, 256);
+        f8_reduce_kernel<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256, 0, cu_stream>>>(out, part, n, ks);
+        CUDA_LAUNCH_CHECK();
+    }
+    return 1;
 }
 
 template <int TOK>
 static void f8_pair(float *y, __nv_bfloat16 *inter, unsigned char *q, float *qs, const int32_t *off, int n_rows, int E,
                     int D, int I, const cu_wview *tab) {
     dim3 g1((unsigned)((I + M2_ROWS - 1) / M2_ROWS), (unsigned)E), g2((unsigned)((D + M2_ROWS - 1) / M2_ROWS), (unsigned)E);
-    moe_f8_kernel<true, 4, TOK><<<g1, MT_WARPS * 32, m2_smem_bytes(true, 4, TOK), cu_stream>>>(inter, I, q, qs, off, tab,
-                                                                                             tab + E, I, D);
+    moe_f8_kernel<true, 4, TOK, false><<<g1, MT_WARPS * 32, m2_smem_bytes(true, 4, TOK), cu_stream>>>(inter, I, q, qs, off, tab,
+                                                                                                    tab + E, I, D, cu_wview{}, 0, D);
     CUDA_LAUNCH_CHECK();
     /* the gathered rows' codes are done with: the down projection's input quantized over them */
     unsigned char *iq = q;
     float *is = (float *)(iq + (size_t)n_rows * I);
     moe_rows_fp8_kernel<__nv_bfloat16><<<dim3((unsigned)(I / 128), (unsigned)n_rows), 128, 0, cu_stream>>>(iq, is, inter, NULL, I);
     CUDA_LAUNCH_CHECK();
-    moe_f8_kernel<false, 4, TOK><<<g2, MT_WARPS * 32, m2_smem_bytes(false, 4, TOK), cu_stream>>>(y, D, iq, is, off,
-                                                                                              tab + 2 * E, NULL, D, I);
+    moe_f8_kernel<false, 4, TOK, false><<<g2, MT_WARPS * 32, m2_smem_bytes(false, 4, TOK), cu_stream>>>(y, D, iq, is, off,
+                                                                                                     tab + 2 * E, NULL, D, I,
+                                                                                                     cu_wview{}, 0, I);
     CUDA_LAUNCH_CHECK();
 }
 
