@@ -4,12 +4,16 @@
 # tests/scripts/server_dp_mp.sh on the CPU (greedy completions equal `dsinfer generate --backend cuda`,
 # streaming, both replicas used, a killed replica process, clean shutdown); then test_nccl_tp (TP2 with the
 # routed experts whole per rank, and PP2 with a stage per process: new) and TP2 + EP and PP2 decode beside
-# TP2. Logs in $OUT. (test_cuda_golden's new DSINFER_CUDA_TC=1 pass runs in session_run.sh's `check`.)
+# TP2. Logs in $OUT. `serve_dp_run.sh epmp`: tests/scripts/server_ep_mp.sh on the GPUs only (seventh session). (test_cuda_golden's new DSINFER_CUDA_TC=1 pass runs in session_run.sh's `check`.)
 set -u
 [ -f .deps.tar.xz ] && tar xJf .deps.tar.xz
 OUT=${OUT:-/tmp/dsinfer-gpu}; mkdir -p "$OUT"
 source dev/cuda/nccl_env.sh
 B=.deps/bin
+if [ "${1:-}" = epmp ]; then   # seventh session: serving with expert parallelism across the replica processes
+  DSINFER_SERVE_BACKEND=cuda DSINFER_BIN=$B/dsinfer timeout 300 bash tests/scripts/server_ep_mp.sh 2>&1 | tail -n 20 | tee "$OUT/serve_ep_mp.log"
+  exit 0
+fi
 {
 echo "######## serve dp2 (mp)"; DSINFER_SERVE_BACKEND=cuda DSINFER_BIN=$B/dsinfer timeout 200 bash tests/scripts/server_dp_mp.sh 2>&1 | tail -n 8
 echo "######## test_nccl_tp"; timeout 300 $B/test_nccl_tp 2>&1 | tail -n 12

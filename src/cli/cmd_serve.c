@@ -147,9 +147,9 @@ static int parse(int argc, char **argv, server_config *c) {
     if (c->tensor_parallel_size > 1 || c->pipeline_parallel_size > 1) c->enable_prefix_caching = 0;   /* pages differ per rank */
     /* replicas in processes: the only way to put them on several GPUs (one CUDA context each) */
     c->data_parallel_mp = dpb ? !strcmp(dpb, "mp") : !strcmp(c->backend, "cuda");
-    if (c->data_parallel_mp && c->data_parallel_size > 1 && c->enable_expert_parallel) {
-        fprintf(stderr, "dsinfer serve: --enable-expert-parallel with --data-parallel-size runs its replicas as threads "
-                        "so far (--data-parallel-backend threads, cpu backend)\n");
+    if (c->data_parallel_mp && c->data_parallel_size > 1 && c->enable_expert_parallel && strcmp(c->backend, "cuda") != 0) {
+        fprintf(stderr, "dsinfer serve: --enable-expert-parallel with --data-parallel-backend mp needs --backend cuda "
+                        "(NCCL between the replica processes); on the CPU use --data-parallel-backend threads\n");
         return 2;
     }
     return 0;

@@ -61,6 +61,28 @@ ds_status ds_engine_join_expert_parallel(ds_engine *e, ds_ep_group *g, int rank,
     return DS_OK;
 }
 
+ds_status ds_engine_join_expert_parallel_comm(ds_engine *e, ds_comm *comm, const ds_ep_placement *pl, int fp8_dispatch,
+                                             char *err) {
+    if (!comm || !pl || pl->n_ranks != comm->size)
+        return ds_seterr(err, DS_ERR_ARG, "expert parallel: a placement over %d ranks for a group of %d", pl ? pl->n_ranks : 0,
+                         comm ? comm->size : 0);
+    if (e->ep) return ds_seterr(err, DS_ERR_ARG, "expert parallel: the engine is already in a group");
+    ds_ep *ep = ds_xcalloc(1, sizeof *ep);
+    ep->comm = comm;
+    ep->pl = pl;
+    ep->fp8_dispatch = fp8_dispatch != 0;
+    ep->ws = ds_xcalloc(1, sizeof(ds_ep_ws));
+    ep->ws->be = e->be;
+    ds_status st = ds_engine_set_expert_parallel(e, ep, err);
+    if (st) {   /* the comm stays the caller's */
+        ds_ep_ws_free(ep->ws);
+        free(ep);
+        return st;
+    }
+    e->ep_owned = ep;   /* the engine destroys the comm with it */
+    return DS_OK;
+}
+
 /* One exchange: mark in the high bits, flags in the low 8 (marks beyond 2^55 are not expected). */
 ds_status ds_ep_agree(ds_engine *e, int flags, uint64_t mark, int *any, uint64_t *min_mark, char *err) {
     if (!e->ep) return ds_seterr(err, DS_ERR_ARG, "expert parallel: the engine is in no group");

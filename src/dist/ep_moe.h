@@ -38,6 +38,13 @@ typedef struct ds_ep_s {
 ds_status ds_ep_moe(const ds_ep *ep, ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M,
                     char *err);
 
+struct ds_engine;
+/* Joins engine e (opened with only this rank's experts) to expert parallelism over comm (a rank a process,
+ * e.g. NCCL between the server's replica processes), experts placed by pl (pl->n_ranks == comm->size; it
+ * must outlive the engine). On success the engine owns comm (destroyed with it); on failure the caller does. */
+ds_status ds_engine_join_expert_parallel_comm(struct ds_engine *e, ds_comm *comm, const ds_ep_placement *pl,
+                                             int fp8_dispatch, char *err);
+
 /* The gathered form (graph-capturable, for few ranks over fast links): every rank's token rows are
  * all-gathered (M_max rows a rank, zero-padded), each rank runs the routing for all of them and its own
  * contiguous range of experts (be->moe_routed), a reduce-scatter sums the ranks' partial outputs back to

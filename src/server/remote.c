@@ -24,8 +24,12 @@
 #include <unistd.h>
 
 #include "core/status.h"
+#include "dist/bootstrap.h"
 #include "dist/launch.h"
 #include "server/remote.h"
+#ifdef DS_HAVE_CUDA
+#include "dist/comm_nccl.h"
+#endif
 
 enum { M_HELLO = 1, M_SUBMIT, M_CANCEL, M_ABORT_ALL, M_CHECK, M_CHECK_REPLY, M_STOP, M_PROGRESS, M_STATS, M_STEP };
 #define MAX_MSG ((uint32_t)256 << 20)
@@ -305,9 +309,41 @@ static void *relay_main(void *arg) {
     return NULL;
 }
 
-/* the replica process: its engine (one replica, in-process), then the parent's commands until STOP or
- * until the parent is gone */
-static int child_main(const server_config *cfg, int fd, srv_metrics *m, srv_dash *d) {
+/* The expert-parallel group of the replica processes (srv_remote_ep_group): rank 0's listening socket and
+ * its port, set in the parent before the forks; the parent's handles, to kill the rest when one dies. */
+static int ep_listen_fd = -1, ep_port = 0, ep_on = 0;
+static pthread_mutex_t ep_mu = PTHREAD_MUTEX_INITIALIZER;
+static srv_remote *ep_members[64];   /* under ep_mu; NULL once stopped */
+static int ep_n_members;
+
+/* A replica process of the group: the rendezvous (rank 0 makes the NCCL id and serves it on the inherited
+ * socket; the others fetch it), the communicator, then its engine as that rank. */
+static ds_status child_start_ep(const server_config *cfg, int index, int n, srv_metrics *m, srv_dash *d, srv_engine **eng,
+                                char *err) {
+#ifdef DS_HAVE_CUDA
+    unsigned char id[DS_NCCL_ID_BYTES];
+    ds_status st;
+    if (index == 0) {
+        st = ds_nccl_unique_id(id, err);
+        if (!st) st = ds_bootstrap_serve_fd(ep_listen_fd, n, id, sizeof id, 300, err);
+    } else {
+        close(ep_listen_fd);
+        st = ds_bootstrap_join("127.0.0.1", ep_port, index, id, sizeof id, 300, err);
+    }
+    ep_listen_fd = -1;
+    ds_comm *cm = NULL;
+    if (!st) st = ds_comm_nccl_new(index, n, id, &cm, err);
+    if (!st) st = srv_engine_start_ep_rank(cfg, m, d, index, cm, eng, err);   /* it destroys cm when it fails */
+    return st;
+#else
+    (void)cfg, (void)index, (void)n, (void)m, (void)d, (void)eng, (void)ep_port;
+    return ds_seterr(err, DS_ERR_UNSUPPORTED, "expert parallelism across replica processes needs the CUDA build (NCCL)");
+#endif
+}
+
+/* the replica process: its engine (one replica, in-process; or its rank of the expert-parallel group), then
+ * the parent's commands until STOP or until the parent is gone */
+static int child_main(const server_config *cfg, int index, int n, int fd, srv_metrics *m, srv_dash *d) {
     child c = {.fd = fd};
     pthread_mutex_init(&c.wmu, NULL);
     pthread_mutex_init(&c.mu, NULL);
@@ -316,7 +352,7 @@ static int child_main(const server_config *cfg, int fd, srv_metrics *m, srv_dash
     one.data_parallel_mp = 0;
     hello_msg h;
     memset(&h, 0, sizeof h);
-    ds_status st = srv_engine_start(&one, m, d, &c.eng, h.err);
+    ds_status st = ep_on ? child_start_ep(cfg, index, n, m, d, &c.eng, h.err) : srv_engine_start(&one, m, d, &c.eng, h.err);
     h.status = st;
     if (!st) {
         h.max_ctx = srv_engine_max_context(c.eng);
@@ -463,6 +499,7 @@ static void apply_progress(srv_remote *x, const char *body, uint32_t len) {
 /* the replica process is gone: its requests end with an error, it takes no more */
 static void mark_dead(srv_remote *x) {
     pthread_mutex_lock(&x->mu);
+    int was_dead = x->dead, stopping = x->quit;
     x->dead = 1;
     pend *l = x->live;
     x->live = NULL;
@@ -477,6 +514,12 @@ static void mark_dead(srv_remote *x) {
         finish_local(x, l->r, "error", 500, "the replica process serving this request exited");
         free(l);
         l = n;
+    }
+    if (ep_on && !was_dead && !stopping) {   /* a rank is gone: the group's collectives cannot complete */
+        pthread_mutex_lock(&ep_mu);
+        for (int i = 0; i < ep_n_members; i++)
+            if (ep_members[i] && ep_members[i] != x && ep_members[i]->pid > 0) kill(ep_members[i]->pid, SIGKILL);
+        pthread_mutex_unlock(&ep_mu);
     }
 }
 
@@ -548,7 +591,7 @@ ds_status srv_remote_spawn(const server_config *cfg, int index, int n, srv_metri
         for (int i = 0; i < index; i++)
             if (earlier[i]) close(earlier[i]->fd);
         if (!strcmp(cfg->backend, "cuda")) ds_dp_pick_gpu(index);
-        _exit(child_main(cfg, sv[1], m, d));
+        _exit(child_main(cfg, index, n, sv[1], m, d));
     }
     close(sv[1]);
     srv_remote *x = ds_xcalloc(1, sizeof *x);
@@ -562,8 +605,27 @@ ds_status srv_remote_spawn(const server_config *cfg, int index, int n, srv_metri
     pthread_mutex_init(&x->wmu, NULL);
     pthread_mutex_init(&x->mu, NULL);
     pthread_cond_init(&x->cv, NULL);
+    pthread_mutex_lock(&ep_mu);
+    if (ep_on && ep_n_members < 64) ep_members[ep_n_members++] = x;
+    pthread_mutex_unlock(&ep_mu);
     *out = x;
     return DS_OK;
+}
+
+ds_status srv_remote_ep_group(char *err) {
+#ifdef DS_HAVE_CUDA
+    ep_port = 0;
+    ds_status st = ds_bootstrap_listen("127.0.0.1", &ep_port, &ep_listen_fd, err);
+    if (!st) ep_on = 1;
+    return st;
+#else
+    return ds_seterr(err, DS_ERR_UNSUPPORTED, "expert parallelism across replica processes needs the CUDA build (NCCL)");
+#endif
+}
+
+void srv_remote_ep_group_done(void) {
+    if (ep_listen_fd >= 0) close(ep_listen_fd);
+    ep_listen_fd = -1;
 }
 
 ds_status srv_remote_ready(srv_remote *x, int index, char *err) {
@@ -664,6 +726,10 @@ void srv_remote_stop(srv_remote *x) {
     pthread_mutex_lock(&x->mu);
     x->quit = 1;
     pthread_mutex_unlock(&x->mu);
+    pthread_mutex_lock(&ep_mu);
+    for (int i = 0; i < ep_n_members; i++)
+        if (ep_members[i] == x) ep_members[i] = NULL;
+    pthread_mutex_unlock(&ep_mu);
     if (x->watcher_started) pthread_join(x->watcher, NULL);
     send_msg(x->fd, &x->wmu, M_STOP, NULL, 0);
     if (!x->reader_started) shutdown(x->fd, SHUT_RDWR);   /* not readied: EOF tells it to go */

@@ -12,6 +12,12 @@ typedef struct srv_remote srv_remote;
  * replicas spawned before (their sockets are closed in the new process). */
 ds_status srv_remote_spawn(const server_config *cfg, int index, int n, srv_metrics *m, srv_dash *d,
                            srv_remote *const *earlier, srv_remote **out, char *err);
+/* --enable-expert-parallel (cfg): the replicas are the ranks of one group over NCCL (cuda backend). Call before
+ * spawning them: a free port on 127.0.0.1, held open, where replica 0 serves the group's NCCL id to the others
+ * (dist/bootstrap.h); and ep_group_done after the last spawn (the parent's copy of the socket closed). When a
+ * rank dies, the parent kills the others: they would wait in a collective forever. */
+ds_status srv_remote_ep_group(char *err);
+void srv_remote_ep_group_done(void);
 /* Waits for the replica's ready report (its error, when its engine did not open) and starts the parent's
  * reader thread, which relays its requests' progress, stats and steps (to m and d), and the thread that
  * passes cancellations on. */

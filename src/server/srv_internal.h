@@ -77,6 +77,13 @@ typedef struct srv_engine srv_engine;
 /* Opens the engine and tokenizer, runs a warm-up forward, sizes the pool, starts the thread. The
  * thread reports steps and first tokens to d, and adapts the batch limit when cfg->slo_tpot_ms > 0. */
 ds_status srv_engine_start(const server_config *cfg, srv_metrics *m, srv_dash *d, srv_engine **out, char *err);
+/* One rank of an expert-parallel group whose ranks are processes (the replica processes of `serve
+ * --data-parallel-backend mp --enable-expert-parallel`, server/remote.c): this process's replica with only
+ * rank's experts, stepping in rounds with the others over comm (comm->size ranks; owned by the engine once
+ * this succeeds, destroyed here when it fails). */
+struct ds_comm;
+ds_status srv_engine_start_ep_rank(const server_config *cfg, srv_metrics *m, srv_dash *d, int rank,
+                                   struct ds_comm *comm, srv_engine **out, char *err);
 /* 0: queued; -1: queue full (503); -2: shutting down (503). Takes a reference on success. */
 int srv_engine_submit(srv_engine *e, srv_req *r);
 /* Data-parallel replicas: their count, and the requests each was given (submitted[0 : min(n, max)]). */

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/status.h"
+#include "dist/ep_moe.h"
 #include "sched/adaptive.h"
 #include "server/remote.h"
 #include "server/srv_internal.h"
@@ -69,6 +70,7 @@ struct replica {
     ds_batch_item *items;    /* [max_num_seqs] */
     gen *active;             /* requests in the scheduler (engine thread only) */
     ep_sync *ep;             /* expert parallel: the group's wake-up, else NULL */
+    int ep_remote;           /* the group's other ranks are other processes (their kicks do not reach ep) */
     pthread_t thread;
     int started;
     /* shared with the HTTP threads, under mu */
@@ -432,7 +434,15 @@ static void *engine_main_ep(void *arg) {
         }
         idle_check(e);
         pthread_mutex_lock(&e->ep->mu);
-        while (e->ep->gen == oldest) pthread_cond_wait(&e->ep->cv, &e->ep->mu);
+        if (e->ep_remote) {   /* other processes cannot kick this one: a round every 2 ms while all are idle */
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 2000000;
+            if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
+            if (e->ep->gen == seen) pthread_cond_timedwait(&e->ep->cv, &e->ep->mu, &ts);
+        } else {
+            while (e->ep->gen == oldest) pthread_cond_wait(&e->ep->cv, &e->ep->mu);
+        }
         pthread_mutex_unlock(&e->ep->mu);
     }
     return NULL;
@@ -660,6 +670,7 @@ struct srv_engine {
     pthread_mutex_t mu;
     long *submitted;   /* [n] requests given to each replica (under mu) */
     ds_ep_group *epg;  /* --enable-expert-parallel: the replicas' shared experts, else NULL */
+    ds_ep_placement *ep_pl;   /* a replica process's rank of a group over processes: the placement, else NULL */
     ep_sync sync;
 };
 
@@ -684,11 +695,15 @@ static server_config replica_config(const server_config *cfg, int n) {
 
 /* --data-parallel-backend mp: the replica processes (remote.c), started before any thread */
 static ds_status start_processes(const server_config *cfg, srv_metrics *m, srv_dash *d, srv_engine *g, int n, char *err) {
-    if (cfg->enable_expert_parallel || cfg->tensor_parallel_size > 1 || cfg->pipeline_parallel_size > 1)
-        return ds_seterr(err, DS_ERR_UNSUPPORTED, "--data-parallel-backend mp: one plain replica a process so far (no "
-                         "--enable-expert-parallel, --tensor-parallel-size or --pipeline-parallel-size)");
+    if (cfg->tensor_parallel_size > 1 || cfg->pipeline_parallel_size > 1)
+        return ds_seterr(err, DS_ERR_UNSUPPORTED, "--data-parallel-backend mp: one replica a process so far (no "
+                         "--tensor-parallel-size or --pipeline-parallel-size)");
+    if (cfg->enable_expert_parallel && strcmp(cfg->backend, "cuda") != 0)
+        return ds_seterr(err, DS_ERR_UNSUPPORTED, "--enable-expert-parallel with --data-parallel-backend mp needs --backend "
+                         "cuda (NCCL between the replica processes); on the CPU use --data-parallel-backend threads");
     ds_status st = ds_tokenizer_load(cfg->model_dir, &g->tok, err);
     if (!st) st = ds_chat_template_choose(g->tok, cfg->chat_template, &g->tpl, err);
+    if (!st && cfg->enable_expert_parallel) st = srv_remote_ep_group(err);   /* the group's rendezvous socket */
     g->rem = ds_xcalloc((size_t)n, sizeof(srv_remote *));
     server_config rc = *cfg;
     if (strcmp(cfg->backend, "cuda") != 0) rc = replica_config(cfg, n);   /* cpu: the cores split between them */
@@ -696,6 +711,7 @@ static ds_status start_processes(const server_config *cfg, srv_metrics *m, srv_d
         st = srv_remote_spawn(&rc, i, n, m, d, g->rem, &g->rem[i], err);
         if (!st) g->n++;
     }
+    if (cfg->enable_expert_parallel) srv_remote_ep_group_done();
     for (int i = 0; i < g->n && !st; i++) st = srv_remote_ready(g->rem[i], i, err);
     return st;
 }
@@ -750,6 +766,43 @@ ds_status srv_engine_start(const server_config *cfg, srv_metrics *m, srv_dash *d
         for (int i = 0; i < n && !st; i++) st = replica_run(g->r[i], err);
     }
     if (st) {
+        srv_engine_stop(g);
+        return st;
+    }
+    *out = g;
+    return DS_OK;
+}
+
+ds_status srv_engine_start_ep_rank(const server_config *cfg, srv_metrics *m, srv_dash *d, int rank, ds_comm *comm,
+                                   srv_engine **out, char *err) {
+    *out = NULL;
+    srv_engine *g = ds_xcalloc(1, sizeof(*g));
+    g->r = ds_xcalloc(1, sizeof(replica *));
+    g->submitted = ds_xcalloc(1, sizeof(long));
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_mutex_init(&g->sync.mu, NULL);
+    pthread_cond_init(&g->sync.cv, NULL);
+    server_config rc = *cfg;   /* data_parallel_size: the group's, for this rank's share of the experts */
+    rc.data_parallel_size = comm->size;
+    rc.data_parallel_mp = 0;
+    ds_status st = replica_start(&rc, m, d, rank, &g->r[0], err);
+    if (!st) g->n = 1;
+    int E = st ? 0 : ds_engine_routed_experts(g->r[0]->eng);
+    if (!st && !E) st = ds_seterr(err, DS_ERR_ARG, "--enable-expert-parallel: %s has no routed experts", cfg->model_dir);
+    if (!st) {
+        g->ep_pl = ds_xcalloc(1, sizeof *g->ep_pl);
+        st = ds_ep_place(E, comm->size, 0, NULL, g->ep_pl, err);
+    }
+    int taken = 0;
+    if (!st) st = ds_engine_join_expert_parallel_comm(g->r[0]->eng, comm, g->ep_pl, cfg->ep_fp8_dispatch, err);
+    if (!st) {
+        taken = 1;
+        g->r[0]->ep = &g->sync;
+        g->r[0]->ep_remote = 1;
+        st = replica_run(g->r[0], err);
+    }
+    if (st) {
+        if (!taken) comm->destroy(comm);
         srv_engine_stop(g);
         return st;
     }
@@ -847,6 +900,8 @@ void srv_engine_stop(srv_engine *g) {
     free(g->rem);
     ds_tokenizer_free(g->tok);
     ds_ep_group_free(g->epg);   /* after the engines (replica_stop) */
+    if (g->ep_pl) ds_ep_placement_free(g->ep_pl);
+    free(g->ep_pl);
     pthread_cond_destroy(&g->sync.cv);
     pthread_mutex_destroy(&g->sync.mu);
     pthread_mutex_destroy(&g->mu);

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# `dsinfer serve --data-parallel-size 2 --enable-expert-parallel --data-parallel-backend mp` (issue 10): the
+# replicas are processes, one GPU each, and the ranks of one expert-parallel group over NCCL (each holds half
+# the routed experts; they step in rounds; an idle one joins a round every 2 ms). Everywhere: the CPU backend
+# refuses the combination with a clear message (no NCCL between CPU processes; threads do it there,
+# server_ep.sh). With DSINFER_SERVE_BACKEND=cuda on a machine with two GPUs (dev/cuda/serve_dp_run.sh): 12
+# concurrent greedy completions, each equal to `dsinfer generate --backend cuda` for its prompt; a streamed
+# one with the same text; both replica processes served requests; the pools are intact; a replica process
+# killed with SIGKILL takes the group down (the other is stopped, it would wait in a collective forever):
+# requests then fail with an error, none hangs, the server stays up; SIGTERM stops it with exit 0 and no
+# replica process is left.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BIN=${DSINFER_BIN:-build/dsinfer}
+M=tests/fixtures/tiny-v3
+BE=${DSINFER_SERVE_BACKEND:-cpu}
+tmp=$(mktemp -d); pid=
+trap '[ -n "$pid" ] && kill $pid 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT
+set +e; "$BIN" serve --model $M --backend cpu --port 0 --data-parallel-size 2 --data-parallel-backend mp \
+  --enable-expert-parallel >"$tmp/bad" 2>&1; rc=$?; set -e
+[ $rc = 2 ] && grep -q "needs --backend cuda" "$tmp/bad" || { echo "cpu mp + EP not refused clearly (rc $rc):"; cat "$tmp/bad"; exit 1; }
+if [ "$BE" != cuda ]; then
+  echo "server_ep_mp: the CPU refusal ok; SKIP the rest: it needs two GPUs (DSINFER_SERVE_BACKEND=cuda, dev/cuda/serve_dp_run.sh)"
+  exit 0
+fi
+command -v curl >/dev/null || { echo "SKIP: curl not found"; exit 77; }
+command -v python3 >/dev/null || { echo "SKIP: python3 not found (JSON checks)"; exit 77; }
+"$BIN" serve --model $M --backend cuda --port 0 --data-parallel-size 2 --enable-expert-parallel --kv-cache-memory 64MiB \
+  >"$tmp/log" 2>&1 & pid=$!
+for _ in $(seq 1 300); do grep -q "^listening on" "$tmp/log" && break; sleep 0.2; done
+url=$(sed -n 's/^listening on \(http[^ ]*\).*/\1/p' "$tmp/log")
+[ -n "$url" ] || { echo "server did not start:"; cat "$tmp/log"; exit 1; }
+kids=$(pgrep -P $pid || true)
+[ "$(echo $kids | wc -w)" = 2 ] || { echo "expected 2 replica processes, got [$kids]"; exit 1; }
+words=(alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu)
+complete() {   # prompt -> the completion's answer (30 s at most: a hang is a failure)
+  curl -s --max-time 30 "$url/v1/completions" -H 'Content-Type: application/json' \
+    -d "{\"model\":\"$M\",\"prompt\":\"$1\",\"max_tokens\":10,\"temperature\":0,\"ignore_eos\":true}"
+}
+text_of() { python3 -c 'import json,sys; sys.stdout.write(json.load(open(sys.argv[1]))["choices"][0]["text"])' "$1" | tr -d '\000'; }
+for i in "${!words[@]}"; do complete "The ${words[$i]} of the day" >"$tmp/r$i.json" & done
+wait $(jobs -p | grep -v "^$pid$") 2>/dev/null || true
+for i in "${!words[@]}"; do
+  got=$(text_of "$tmp/r$i.json")
+  want=$("$BIN" generate --model $M --backend cuda --prompt "The ${words[$i]} of the day" -n 10 --temperature 0 --ignore-eos | tr -d '\000')
+  [ "The ${words[$i]} of the day$got" = "$want" ] || { echo "prompt $i: server [$got] generate [$want]"; exit 1; }
+done
+curl -sN --max-time 30 "$url/v1/completions" -H 'Content-Type: application/json' \
+  -d "{\"model\":\"$M\",\"prompt\":\"The alpha of the day\",\"max_tokens\":10,\"temperature\":0,\"ignore_eos\":true,\"stream\":true}" >"$tmp/stream"
+streamed=$(python3 -c '
+import json, sys
+lines = [l for l in open(sys.argv[1]).read().split("\n") if l.startswith("data: ") and l != "data: [DONE]"]
+sys.stdout.write("".join(c["text"] for l in lines for c in json.loads(l[6:])["choices"]))' "$tmp/stream" | tr -d '\000')
+[ "$streamed" = "$(text_of "$tmp/r0.json")" ] || { echo "streamed [$streamed] vs [$(text_of "$tmp/r0.json")]"; exit 1; }
+pool=$(curl -s --max-time 30 "$url/debug/pool")
+echo "$pool"
+python3 -c '
+import json, sys
+b = json.loads(sys.argv[1])
+def fail(m): print(m); sys.exit(1)
+if not b["ok"]: fail("pool check failed")
+r = b["replica_requests"]
+if len(r) != 2: fail("expected 2 replicas")
+if not (r[0] > 0 and r[1] > 0): fail("a replica got no request")
+if r[0] + r[1] != 13: fail("requests lost")
+' "$pool"
+# one rank dies: the group cannot step; every request after it ends with an error, none hangs
+kill -9 $(echo $kids | cut -d' ' -f1)
+sleep 1
+for i in 0 1; do
+  code=$(curl -s --max-time 30 -o "$tmp/k$i.json" -w '%{http_code}' "$url/v1/completions" -H 'Content-Type: application/json' \
+    -d "{\"model\":\"$M\",\"prompt\":\"The ${words[$i]} of the day\",\"max_tokens\":10,\"temperature\":0,\"ignore_eos\":true}") || true
+  case $code in 5??) ;; *) echo "after the kill, request $i: HTTP $code"; cat "$tmp/k$i.json"; exit 1;; esac
+done
+curl -sf --max-time 10 "$url/health" >/dev/null || curl -s --max-time 10 -o /dev/null -w '%{http_code}' "$url/health" | grep -q '^5' \
+  || { echo "health did not answer after a rank died"; exit 1; }
+kill -TERM $pid
+rc=0; wait $pid || rc=$?; pid=
+[ $rc = 0 ] || { echo "server exited $rc"; tail -5 "$tmp/log"; exit 1; }
+for k in $kids; do kill -0 $k 2>/dev/null && { echo "replica process $k left behind"; exit 1; }; done
+echo "server_ep_mp: ok"
