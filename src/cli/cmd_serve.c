@@ -49,7 +49,8 @@ static void usage(void) {
             "  --port 0 picks a free port; the line \"listening on http://HOST:PORT\" on stdout says which.\n"
             "  The API key may also come from the environment (DSINFER_API_KEY).\n"
             "  --data-parallel-backend: mp runs each replica in a process of its own (one GPU each; the default\n"
-            "  on cuda), threads runs them in this process (the default on cpu; with expert parallelism).\n");
+            "  on cuda; with --enable-expert-parallel they form one group over NCCL), threads runs them in this\n"
+            "  process (the default on cpu, also with expert parallelism).\n");
 }
 
 static int num(const char *flag, const char *v, double lo, double hi, double *out) {
