@@ -10,6 +10,10 @@ set -u
 OUT=${OUT:-/tmp/dsinfer-gpu}; mkdir -p "$OUT"
 source dev/cuda/nccl_env.sh
 B=.deps/bin
+if [ "${1:-}" = multinode ]; then   # two serve processes as two nodes, a GPU each, one expert-parallel group
+  DSINFER_SERVE_BACKEND=cuda DSINFER_BIN=$B/dsinfer timeout 300 bash tests/scripts/server_multinode.sh 2>&1 | tail -n 20 | tee "$OUT/serve_multinode.log"
+  exit 0
+fi
 if [ "${1:-}" = epmp ]; then   # seventh session: serving with expert parallelism across the replica processes
   DSINFER_SERVE_BACKEND=cuda DSINFER_BIN=$B/dsinfer timeout 300 bash tests/scripts/server_ep_mp.sh 2>&1 | tail -n 20 | tee "$OUT/serve_ep_mp.log"
   exit 0

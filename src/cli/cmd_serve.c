@@ -10,7 +10,7 @@
 #include "server/server.h"
 
 enum { O_HOST = 256, O_PORT, O_BACKEND, O_THREADS, O_SEQS, O_BATCHED, O_KV, O_GPU, O_QUEUE, O_NOPC, O_KEY, O_NAME,
-       O_TEMPLATE, O_BODY, O_SLO_TTFT, O_SLO_TPOT, O_AL_GPU, O_AL_BW, O_AL_WIN, O_DASH_INT, O_KV_DTYPE, O_QUANT, O_DP, O_EP, O_EP_DISPATCH, O_TP, O_PP, O_DPB, O_HELP };
+       O_TEMPLATE, O_BODY, O_SLO_TTFT, O_SLO_TPOT, O_AL_GPU, O_AL_BW, O_AL_WIN, O_DASH_INT, O_KV_DTYPE, O_QUANT, O_DP, O_EP, O_EP_DISPATCH, O_TP, O_PP, O_DPB, O_NNODES, O_NODE_RANK, O_MADDR, O_MPORT, O_HELP };
 
 static const struct option opts[] = {
     {"model", required_argument, 0, 'm'}, {"host", required_argument, 0, O_HOST}, {"port", required_argument, 0, O_PORT},
@@ -27,6 +27,8 @@ static const struct option opts[] = {
     {"data-parallel-size", required_argument, 0, O_DP}, {"enable-expert-parallel", no_argument, 0, O_EP},
     {"ep-dispatch", required_argument, 0, O_EP_DISPATCH}, {"tensor-parallel-size", required_argument, 0, O_TP},
     {"pipeline-parallel-size", required_argument, 0, O_PP}, {"data-parallel-backend", required_argument, 0, O_DPB},
+    {"nnodes", required_argument, 0, O_NNODES}, {"node-rank", required_argument, 0, O_NODE_RANK},
+    {"master-addr", required_argument, 0, O_MADDR}, {"master-port", required_argument, 0, O_MPORT},
     {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0}};
 
 static void usage(void) {
@@ -40,6 +42,7 @@ static void usage(void) {
             "         [--kv-cache-dtype auto|bf16|fp8] [--quantization fp8|fp4] [--data-parallel-size N]\n"
             "         [--enable-expert-parallel [--ep-dispatch fp32|fp8]] [--tensor-parallel-size N]\n"
             "         [--pipeline-parallel-size N] [--data-parallel-backend mp|threads]\n"
+            "         [--nnodes K --node-rank R --master-addr HOST --master-port P]\n"
             "  an OpenAI-compatible server: /v1/chat/completions, /v1/completions, /v1/models, /health, /metrics,\n"
             "  and a live dashboard at /dashboard (its JSON at /dashboard/data; `dsinfer top` in a terminal).\n"
             "  --slo-ttft-ms / --slo-tpot-ms: service levels; an alert fires when the p90 over the alert window\n"
@@ -50,7 +53,11 @@ static void usage(void) {
             "  The API key may also come from the environment (DSINFER_API_KEY).\n"
             "  --data-parallel-backend: mp runs each replica in a process of its own (one GPU each; the default\n"
             "  on cuda; with --enable-expert-parallel they form one group over NCCL), threads runs them in this\n"
-            "  process (the default on cpu, also with expert parallelism).\n");
+            "  process (the default on cpu, also with expert parallelism).\n"
+            "  --nnodes K: the mp replicas over K nodes (data-parallel-size / K on each); start one serve per node\n"
+            "  with the same flags and its --node-rank; node 0 serves HTTP and listens for the other nodes'\n"
+            "  replicas at --master-addr:--master-port (its own address; with expert parallelism the NCCL id on\n"
+            "  the port after it); the other nodes run replicas only and exit when node 0 stops them.\n");
 }
 
 static int num(const char *flag, const char *v, double lo, double hi, double *out) {
@@ -113,6 +120,10 @@ static int parse(int argc, char **argv, server_config *c) {
             if (bad) fprintf(stderr, "dsinfer serve: --ep-dispatch must be fp32 or fp8, not \"%s\"\n", optarg);
             c->ep_fp8_dispatch = !strcmp(optarg, "fp8");
             break;
+        case O_NNODES: bad = num("--nnodes", optarg, 1, 64, &x); c->nnodes = (int)x; break;
+        case O_NODE_RANK: bad = num("--node-rank", optarg, 0, 63, &x); c->node_rank = (int)x; break;
+        case O_MADDR: c->master_addr = optarg; break;
+        case O_MPORT: bad = num("--master-port", optarg, 1, 65534, &x); c->master_port = (int)x; break;
         case O_GPU: bad = num("--gpu-memory-utilization", optarg, 0.01, 1, &x); c->gpu_memory_utilization = x; break;
         case O_QUEUE: bad = num("--max-queue", optarg, 1, 1 << 24, &x); c->max_queue = (int)x; break;
         case O_NOPC: c->enable_prefix_caching = 0; break;
@@ -148,6 +159,18 @@ static int parse(int argc, char **argv, server_config *c) {
     if (c->tensor_parallel_size > 1 || c->pipeline_parallel_size > 1) c->enable_prefix_caching = 0;   /* pages differ per rank */
     /* replicas in processes: the only way to put them on several GPUs (one CUDA context each) */
     c->data_parallel_mp = dpb ? !strcmp(dpb, "mp") : !strcmp(c->backend, "cuda");
+    if (c->nnodes > 1 || c->node_rank > 0 || c->master_addr || c->master_port) {   /* several nodes */
+        const char *why = c->nnodes < 2 ? "--node-rank, --master-addr and --master-port go with --nnodes 2 or more"
+                          : c->node_rank >= c->nnodes ? "--node-rank must be below --nnodes"
+                          : !c->master_addr || !c->master_port ? "--nnodes needs --master-addr and --master-port (node 0's)"
+                          : !c->data_parallel_mp ? "--nnodes runs the replicas as processes (--data-parallel-backend mp)"
+                          : c->data_parallel_size < c->nnodes ? "--nnodes K needs --data-parallel-size K or more"
+                          : c->data_parallel_size % c->nnodes ? "--data-parallel-size must be a multiple of --nnodes"
+                          : c->tensor_parallel_size > 1 || c->pipeline_parallel_size > 1 ? "--nnodes with tensor or pipeline "
+                                                                                            "parallelism is not supported yet"
+                          : NULL;
+        if (why) { fprintf(stderr, "dsinfer serve: %s\n", why); return 2; }
+    }
     if (c->data_parallel_mp && c->data_parallel_size > 1 && c->enable_expert_parallel && strcmp(c->backend, "cuda") != 0) {
         fprintf(stderr, "dsinfer serve: --enable-expert-parallel with --data-parallel-backend mp needs --backend cuda "
                         "(NCCL between the replica processes); on the CPU use --data-parallel-backend threads\n");

@@ -159,3 +159,46 @@ ds_status ds_bootstrap_join(const char *addr, int port, int rank, void *blob, si
         usleep(50 * 1000);
     }
 }
+
+ds_status ds_bootstrap_connect(const char *addr, int port, int rank, double timeout_s, int *fd_out, char *err) {
+    struct sockaddr_storage sa;
+    socklen_t sl;
+    ds_status st = resolve(addr, port, &sa, &sl, err);
+    if (st) return st;
+    double deadline = now_s() + timeout_s;
+    for (;;) {   /* the listener may not be up yet: retry until the deadline */
+        int fd = socket(sa.ss_family, SOCK_STREAM, 0);
+        if (fd < 0) return ds_seterr(err, DS_ERR_IO, "bootstrap: socket: %s", strerror(errno));
+        if (!connect(fd, (struct sockaddr *)&sa, sl)) {
+            uint32_t r_net = htonl((uint32_t)rank);
+            if (io_all(fd, &r_net, 4, 1, deadline)) {
+                close(fd);
+                return ds_seterr(err, DS_ERR_IO, "bootstrap: rank %d: the connection to %s:%d broke", rank, addr, port);
+            }
+            *fd_out = fd;
+            return DS_OK;
+        }
+        close(fd);
+        if (now_s() > deadline)
+            return ds_seterr(err, DS_ERR_IO, "bootstrap: rank %d cannot reach %s:%d within %.0f s", rank, addr, port, timeout_s);
+        usleep(50 * 1000);
+    }
+}
+
+ds_status ds_bootstrap_accept(int listen_fd, double timeout_s, int *fd_out, int *rank_out, char *err) {
+    double deadline = now_s() + timeout_s;
+    for (;;) {
+        if (!wait_fd(listen_fd, POLLIN, deadline))
+            return ds_seterr(err, DS_ERR_IO, "bootstrap: nobody connected within %.0f s", timeout_s);
+        int c = accept(listen_fd, NULL, NULL);
+        if (c < 0) continue;
+        uint32_t r_net = 0;
+        if (io_all(c, &r_net, 4, 0, deadline)) {
+            close(c);
+            continue;
+        }
+        *fd_out = c;
+        *rank_out = (int)ntohl(r_net);
+        return DS_OK;
+    }
+}

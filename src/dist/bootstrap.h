@@ -19,4 +19,10 @@ ds_status ds_bootstrap_join(const char *addr, int port, int rank, void *blob, si
 ds_status ds_bootstrap_listen(const char *addr, int *port_inout, int *fd_out, char *err);
 ds_status ds_bootstrap_serve_fd(int fd, int n_ranks, const void *blob, size_t len, double timeout_s, char *err);
 
+/* A plain channel (the server's replicas on other nodes, server/remote.c): connect to addr:port (retrying
+ * until timeout_s), send the rank (4 bytes), and keep the socket (*fd_out); the listener takes one with
+ * ds_bootstrap_accept (the rank it sent in *rank_out; bounded by timeout_s). */
+ds_status ds_bootstrap_connect(const char *addr, int port, int rank, double timeout_s, int *fd_out, char *err);
+ds_status ds_bootstrap_accept(int listen_fd, double timeout_s, int *fd_out, int *rank_out, char *err);
+
 #endif

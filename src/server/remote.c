@@ -312,6 +312,8 @@ static void *relay_main(void *arg) {
 /* The expert-parallel group of the replica processes (srv_remote_ep_group): rank 0's listening socket and
  * its port, set in the parent before the forks; the parent's handles, to kill the rest when one dies. */
 static int ep_listen_fd = -1, ep_port = 0, ep_on = 0;
+static const char *ep_addr = "127.0.0.1";   /* where the ranks fetch the NCCL id (node 0's address, several nodes) */
+static int nodes_listen_fd = -1;            /* the front: where the other nodes' replicas connect (children close it) */
 static pthread_mutex_t ep_mu = PTHREAD_MUTEX_INITIALIZER;
 static srv_remote *ep_members[64];   /* under ep_mu; NULL once stopped */
 static int ep_n_members;
@@ -327,8 +329,8 @@ static ds_status child_start_ep(const server_config *cfg, int index, int n, srv_
         st = ds_nccl_unique_id(id, err);
         if (!st) st = ds_bootstrap_serve_fd(ep_listen_fd, n, id, sizeof id, 300, err);
     } else {
-        close(ep_listen_fd);
-        st = ds_bootstrap_join("127.0.0.1", ep_port, index, id, sizeof id, 300, err);
+        if (ep_listen_fd >= 0) close(ep_listen_fd);
+        st = ds_bootstrap_join(ep_addr, ep_port, index, id, sizeof id, 300, err);
     }
     ep_listen_fd = -1;
     ds_comm *cm = NULL;
@@ -350,6 +352,7 @@ static int child_main(const server_config *cfg, int index, int n, int fd, srv_me
     server_config one = *cfg;
     one.data_parallel_size = 1;
     one.data_parallel_mp = 0;
+    one.nnodes = one.node_rank = 0;
     hello_msg h;
     memset(&h, 0, sizeof h);
     ds_status st = ep_on ? child_start_ep(cfg, index, n, m, d, &c.eng, h.err) : srv_engine_start(&one, m, d, &c.eng, h.err);
@@ -368,7 +371,10 @@ static int child_main(const server_config *cfg, int index, int n, int fd, srv_me
     for (;;) {
         uint32_t type, len;
         char *body = recv_msg(fd, &type, &len);
-        if (!body) break;   /* the parent is gone */
+        if (!body) {   /* the parent is gone (or, expert parallel, it dropped us: a rank died) */
+            if (ep_on) _exit(1);   /* the engine may wait in a collective for a dead rank: no clean stop */
+            break;
+        }
         if (type == M_SUBMIT) child_submit(&c, body, len);
         else if (type == M_CANCEL && len == sizeof(uint64_t)) child_cancel(&c, *(uint64_t *)body);
         else if (type == M_ABORT_ALL) srv_engine_abort_all(c.eng);
@@ -518,7 +524,10 @@ static void mark_dead(srv_remote *x) {
     if (ep_on && !was_dead && !stopping) {   /* a rank is gone: the group's collectives cannot complete */
         pthread_mutex_lock(&ep_mu);
         for (int i = 0; i < ep_n_members; i++)
-            if (ep_members[i] && ep_members[i] != x && ep_members[i]->pid > 0) kill(ep_members[i]->pid, SIGKILL);
+            if (ep_members[i] && ep_members[i] != x) {
+                if (ep_members[i]->pid > 0) kill(ep_members[i]->pid, SIGKILL);
+                else shutdown(ep_members[i]->fd, SHUT_RDWR);   /* on another node: it exits on the EOF */
+            }
         pthread_mutex_unlock(&ep_mu);
     }
 }
@@ -573,6 +582,8 @@ static void *watcher_main(void *arg) {
     return NULL;
 }
 
+static srv_remote *remote_new(const server_config *cfg, pid_t pid, int fd, int n, srv_metrics *m, srv_dash *d);
+
 ds_status srv_remote_spawn(const server_config *cfg, int index, int n, srv_metrics *m, srv_dash *d,
                            srv_remote *const *earlier, srv_remote **out, char *err) {
     *out = NULL;
@@ -590,13 +601,21 @@ ds_status srv_remote_spawn(const server_config *cfg, int index, int n, srv_metri
         close(sv[0]);
         for (int i = 0; i < index; i++)
             if (earlier[i]) close(earlier[i]->fd);
-        if (!strcmp(cfg->backend, "cuda")) ds_dp_pick_gpu(index);
+        if (nodes_listen_fd >= 0) close(nodes_listen_fd);
+        int local = cfg->nnodes > 1 ? index - cfg->node_rank * (n / cfg->nnodes) : index;
+        if (!strcmp(cfg->backend, "cuda")) ds_dp_pick_gpu(local);
         _exit(child_main(cfg, index, n, sv[1], m, d));
     }
     close(sv[1]);
+    *out = remote_new(cfg, pid, sv[0], n, m, d);
+    return DS_OK;
+}
+
+/* The parent's handle on a replica reached by fd: a child process (pid), or one on another node (pid 0). */
+static srv_remote *remote_new(const server_config *cfg, pid_t pid, int fd, int n, srv_metrics *m, srv_dash *d) {
     srv_remote *x = ds_xcalloc(1, sizeof *x);
     x->pid = pid;
-    x->fd = sv[0];
+    x->fd = fd;
     x->m = m;
     x->d = d;
     x->max_queue = cfg->max_queue / n > 0 ? cfg->max_queue / n : 1;
@@ -608,19 +627,99 @@ ds_status srv_remote_spawn(const server_config *cfg, int index, int n, srv_metri
     pthread_mutex_lock(&ep_mu);
     if (ep_on && ep_n_members < 64) ep_members[ep_n_members++] = x;
     pthread_mutex_unlock(&ep_mu);
-    *out = x;
-    return DS_OK;
+    return x;
 }
 
-ds_status srv_remote_ep_group(char *err) {
+ds_status srv_remote_ep_group(const server_config *cfg, char *err) {
 #ifdef DS_HAVE_CUDA
-    ep_port = 0;
-    ds_status st = ds_bootstrap_listen("127.0.0.1", &ep_port, &ep_listen_fd, err);
+    int nodes = cfg->nnodes > 1;
+    ep_addr = nodes ? cfg->master_addr : "127.0.0.1";
+    ep_port = nodes ? cfg->master_port + 1 : 0;
+    ds_status st = nodes && cfg->node_rank > 0 ? DS_OK : ds_bootstrap_listen(ep_addr, &ep_port, &ep_listen_fd, err);
     if (!st) ep_on = 1;
     return st;
 #else
+    (void)cfg;
     return ds_seterr(err, DS_ERR_UNSUPPORTED, "expert parallelism across replica processes needs the CUDA build (NCCL)");
 #endif
+}
+
+ds_status srv_remote_nodes_listen(const server_config *cfg, char *err) {
+    int port = cfg->master_port;
+    return ds_bootstrap_listen(cfg->master_addr, &port, &nodes_listen_fd, err);
+}
+
+ds_status srv_remote_adopt_all(const server_config *cfg, int n, srv_metrics *m, srv_dash *d, srv_remote **rem, char *err) {
+    int local = n / cfg->nnodes, want = n - local;
+    ds_status st = DS_OK;
+    for (int got = 0; got < want && !st;) {
+        int fd = -1, idx = -1;
+        st = ds_bootstrap_accept(nodes_listen_fd, 300, &fd, &idx, err);
+        if (st) {
+            ds_seterr(err, DS_ERR_IO, "%d of the other nodes' %d replicas connected to %s:%d within 300 s", got, want,
+                      cfg->master_addr, cfg->master_port);
+            break;
+        }
+        if (idx < local || idx >= n || rem[idx]) {   /* not a replica of another node, or one already here */
+            fprintf(stderr, "dsinfer serve: a connection to %s:%d claimed replica %d: dropped\n", cfg->master_addr,
+                    cfg->master_port, idx);
+            close(fd);
+            continue;
+        }
+        rem[idx] = remote_new(cfg, 0, fd, n, m, d);
+        got++;
+    }
+    close(nodes_listen_fd);
+    nodes_listen_fd = -1;
+    return st;
+}
+
+int srv_remote_node_main(const server_config *cfg, srv_metrics *m, srv_dash *d) {
+    int n = cfg->data_parallel_size, local = n / cfg->nnodes, base = cfg->node_rank * local;
+    char err[DS_ERRLEN];
+    if (cfg->enable_expert_parallel && srv_remote_ep_group(cfg, err)) {
+        fprintf(stderr, "dsinfer serve: node %d: %s\n", cfg->node_rank, err);
+        return 1;
+    }
+    sigset_t sigs, old;   /* SIGINT / SIGTERM taken below (and passed on), default in the replicas */
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    sigprocmask(SIG_BLOCK, &sigs, &old);
+    fflush(NULL);
+    pid_t pid[64];
+    int started = 0;
+    for (int l = 0; l < local; l++, started++) {
+        pid[l] = fork();
+        if (pid[l] < 0) break;
+        if (pid[l] == 0) {
+            sigprocmask(SIG_SETMASK, &old, NULL);
+            if (!strcmp(cfg->backend, "cuda")) ds_dp_pick_gpu(l);
+            int fd = -1;
+            if (ds_bootstrap_connect(cfg->master_addr, cfg->master_port, base + l, 300, &fd, err)) {
+                fprintf(stderr, "dsinfer serve: node %d replica %d: %s\n", cfg->node_rank, base + l, err);
+                _exit(1);
+            }
+            _exit(child_main(cfg, base + l, n, fd, m, d));
+        }
+    }
+    fprintf(stderr, "dsinfer serve: node %d of %d: replicas %d-%d for %s:%d\n", cfg->node_rank, cfg->nnodes, base,
+            base + started - 1, cfg->master_addr, cfg->master_port);
+    int rc = started == local ? 0 : 1, left = started;
+    while (left > 0) {   /* until every replica has exited; a signal is passed on to them */
+        int status;
+        pid_t w = waitpid(-1, &status, WNOHANG);
+        if (w > 0) {
+            left--;
+            if (!WIFEXITED(status) || WEXITSTATUS(status)) rc = 1;
+            continue;
+        }
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        int sig = sigtimedwait(&sigs, NULL, &ts);
+        if (sig > 0)
+            for (int l = 0; l < started; l++) kill(pid[l], SIGTERM);
+    }
+    return rc;
 }
 
 void srv_remote_ep_group_done(void) {
@@ -733,8 +832,18 @@ void srv_remote_stop(srv_remote *x) {
     if (x->watcher_started) pthread_join(x->watcher, NULL);
     send_msg(x->fd, &x->wmu, M_STOP, NULL, 0);
     if (!x->reader_started) shutdown(x->fd, SHUT_RDWR);   /* not readied: EOF tells it to go */
+    if (x->pid == 0) {   /* on another node: its reader sees EOF when it exits; 10 s, then the socket is cut */
+        int gone = 0;
+        for (int i = 0; i < 1000 && !gone; i++) {
+            pthread_mutex_lock(&x->mu);
+            gone = x->dead || !x->reader_started;
+            pthread_mutex_unlock(&x->mu);
+            if (!gone) usleep(10000);
+        }
+        if (!gone) shutdown(x->fd, SHUT_RDWR);
+    }
     int status;
-    pid_t w = 0;
+    pid_t w = x->pid == 0 ? 1 : 0;   /* pid 0: no process of ours to wait for */
     for (int i = 0; i < 1000 && w == 0; i++) {   /* 10 s to stop, then SIGKILL: a stuck replica must not hang us */
         w = waitpid(x->pid, &status, WNOHANG);
         if (w == 0) usleep(10000);

@@ -16,7 +16,14 @@ ds_status srv_remote_spawn(const server_config *cfg, int index, int n, srv_metri
  * spawning them: a free port on 127.0.0.1, held open, where replica 0 serves the group's NCCL id to the others
  * (dist/bootstrap.h); and ep_group_done after the last spawn (the parent's copy of the socket closed). When a
  * rank dies, the parent kills the others: they would wait in a collective forever. */
-ds_status srv_remote_ep_group(char *err);
+ds_status srv_remote_ep_group(const server_config *cfg, char *err);
+/* Several nodes (cfg->nnodes > 1). The front (node 0): listen at master_addr:master_port before the forks, then,
+ * after spawning its own replicas, take the other nodes' (each connects and says its index; rem[index] set,
+ * pid 0: not a child of ours). Another node: srv_remote_node_main forks its replicas, each connects to the
+ * front and serves it like a local one; returns when they have all exited (0 when each exited 0). */
+ds_status srv_remote_nodes_listen(const server_config *cfg, char *err);
+ds_status srv_remote_adopt_all(const server_config *cfg, int n, srv_metrics *m, srv_dash *d, srv_remote **rem, char *err);
+int srv_remote_node_main(const server_config *cfg, srv_metrics *m, srv_dash *d);
 void srv_remote_ep_group_done(void);
 /* Waits for the replica's ready report (its error, when its engine did not open) and starts the parent's
  * reader thread, which relays its requests' progress, stats and steps (to m and d), and the thread that

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/status.h"
+#include "server/remote.h"
 #include "server/srv_internal.h"
 
 void server_config_defaults(server_config *c) {
@@ -52,6 +53,13 @@ int server_main(const server_config *c) {
     signal(SIGPIPE, SIG_IGN);
     srv_metrics *m = srv_metrics_new();
     srv_dash *d = dash_new(c);
+    if (c->nnodes > 1 && c->node_rank > 0) {   /* replicas only: node 0 runs the front */
+        pthread_sigmask(SIG_UNBLOCK, &sigs, NULL);
+        int rc = srv_remote_node_main(c, m, d);
+        srv_dash_free(d);
+        srv_metrics_free(m);
+        return rc;
+    }
     srv_engine *e = NULL;
     srv_http *h = NULL;
     int port = 0;

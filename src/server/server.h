@@ -16,6 +16,11 @@ typedef struct {
     int threads;                 /* CPU threads for the engine; 0 = all cores */
     int data_parallel_size;      /* replicas, each an engine with its own KV pool and scheduler (>= 1) */
     int data_parallel_mp;        /* 1: each replica in a process of its own (server/remote.c; one per GPU on cuda) */
+    int nnodes, node_rank;       /* mp replicas over several nodes, data_parallel_size / nnodes on each: node 0
+                                    runs the HTTP front and its replicas; the others only replicas, which connect
+                                    to the front at master_addr:master_port (0, 0: one node) */
+    const char *master_addr;
+    int master_port;
     int enable_expert_parallel;  /* the replicas share the routed experts (ds_ep_group) and step together */
     int ep_fp8_dispatch;         /* token rows to the experts in FP8 (--ep-dispatch fp8) */
     int pipeline_parallel_size;  /* each replica's engine's layers split over this many stages (cpu backend;

@@ -703,15 +703,21 @@ static ds_status start_processes(const server_config *cfg, srv_metrics *m, srv_d
                          "cuda (NCCL between the replica processes); on the CPU use --data-parallel-backend threads");
     ds_status st = ds_tokenizer_load(cfg->model_dir, &g->tok, err);
     if (!st) st = ds_chat_template_choose(g->tok, cfg->chat_template, &g->tpl, err);
-    if (!st && cfg->enable_expert_parallel) st = srv_remote_ep_group(err);   /* the group's rendezvous socket */
+    if (!st && cfg->enable_expert_parallel) st = srv_remote_ep_group(cfg, err);   /* the group's rendezvous socket */
+    int nodes = cfg->nnodes > 1, local = nodes ? n / cfg->nnodes : n;   /* this node (0) spawns replicas 0 .. local-1 */
+    if (!st && nodes) st = srv_remote_nodes_listen(cfg, err);
     g->rem = ds_xcalloc((size_t)n, sizeof(srv_remote *));
     server_config rc = *cfg;
-    if (strcmp(cfg->backend, "cuda") != 0) rc = replica_config(cfg, n);   /* cpu: the cores split between them */
-    for (int i = 0; i < n && !st; i++) {   /* every fork before any thread */
+    if (strcmp(cfg->backend, "cuda") != 0) rc = replica_config(cfg, local);   /* cpu: the cores split between them */
+    for (int i = 0; i < local && !st; i++) {   /* every fork before any thread */
         st = srv_remote_spawn(&rc, i, n, m, d, g->rem, &g->rem[i], err);
         if (!st) g->n++;
     }
     if (cfg->enable_expert_parallel) srv_remote_ep_group_done();
+    if (!st && nodes) {
+        st = srv_remote_adopt_all(&rc, n, m, d, g->rem, err);
+        while (g->n < n && g->rem[g->n]) g->n++;
+    }
     for (int i = 0; i < g->n && !st; i++) st = srv_remote_ready(g->rem[i], i, err);
     return st;
 }

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# `dsinfer serve --nnodes 2` (issue 10: the same replicas over several nodes): two serve processes on this
+# machine stand for two nodes (127.0.0.1 as the master address), CPU backend, tiny-v3, 2 replicas, one per
+# node. Node 1 starts first (its replica waits for the front); node 0 serves HTTP with its own replica and
+# node 1's. 8 concurrent greedy completions, each equal to `dsinfer generate`; both replicas served requests;
+# the pools are intact; SIGTERM on node 0 stops it with exit 0, and node 1 exits 0 on its own (its replica was
+# told to stop). Bad combinations of the node flags are refused with exit 2 and a message naming the flag.
+# With DSINFER_SERVE_BACKEND=cuda on a machine with two GPUs (dev/cuda/serve_dp_run.sh multinode): node 0 on
+# GPU 0 and node 1 on GPU 1 (CUDA_VISIBLE_DEVICES), the replicas one expert-parallel group over NCCL
+# (--enable-expert-parallel; the NCCL id from node 0 at the master port + 1), compared with generate on one GPU.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BIN=${DSINFER_BIN:-build/dsinfer}
+command -v curl >/dev/null || { echo "SKIP: curl not found"; exit 77; }
+command -v python3 >/dev/null || { echo "SKIP: python3 not found (JSON checks)"; exit 77; }
+M=tests/fixtures/tiny-v3
+tmp=$(mktemp -d); pid=; pid1=
+trap '[ -n "$pid" ] && kill $pid 2>/dev/null; [ -n "$pid1" ] && kill $pid1 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT
+. tests/scripts/lib/serve.bash
+refuse() {   # message args...: exit 2 and the message
+  local msg=$1; shift
+  set +e; "$BIN" serve --model $M --port 0 "$@" >"$tmp/bad" 2>&1; local rc=$?; set -e
+  [ $rc = 2 ] && grep -q -- "$msg" "$tmp/bad" || { echo "not refused ($*): rc $rc"; cat "$tmp/bad"; exit 1; }
+}
+refuse "go with --nnodes 2 or more" --node-rank 1
+refuse "node-rank must be below --nnodes" --nnodes 2 --node-rank 2 --master-addr 127.0.0.1 --master-port 29000 \
+  --data-parallel-size 2 --data-parallel-backend mp
+refuse "needs --master-addr and --master-port" --nnodes 2 --data-parallel-size 2 --data-parallel-backend mp
+refuse "data-parallel-backend mp" --nnodes 2 --master-addr 127.0.0.1 --master-port 29000 --data-parallel-size 2 \
+  --data-parallel-backend threads
+refuse "must be a multiple of --nnodes" --nnodes 2 --master-addr 127.0.0.1 --master-port 29000 --data-parallel-size 3 \
+  --data-parallel-backend mp
+BE=${DSINFER_SERVE_BACKEND:-cpu}
+if command -v node >/dev/null; then
+  port=$(node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
+else   # the GPU machine has python3, not node
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+fi
+NODE=(--model $M --backend $BE --threads 1 --data-parallel-size 2 --data-parallel-backend mp --nnodes 2
+      --master-addr 127.0.0.1 --master-port $port --kv-cache-memory 4MiB)
+GEN=(--backend $BE)
+if [ "$BE" = cuda ]; then NODE+=(--enable-expert-parallel); fi
+CUDA_VISIBLE_DEVICES=1 "$BIN" serve "${NODE[@]}" --node-rank 1 >"$tmp/log1" 2>&1 & pid1=$!
+if [ "$BE" = cuda ]; then export CUDA_VISIBLE_DEVICES=0; fi
+serve_start "$tmp/log0" "${NODE[@]}" --node-rank 0 --port 0
+words=(alpha beta gamma delta epsilon zeta eta theta)
+prompts=()
+for w in "${words[@]}"; do prompts+=("The $w of the day"); done
+complete_all "$tmp/r" 10 "${prompts[@]}"
+for i in "${!prompts[@]}"; do
+  if command -v node >/dev/null; then got=$(completion_text "$tmp/r$i.json")
+  else got=$(python3 -c 'import json,sys; sys.stdout.write(json.load(open(sys.argv[1]))["choices"][0]["text"])' "$tmp/r$i.json" | tr -d '\000'); fi
+  want=$("$BIN" generate --model $M "${GEN[@]}" --prompt "${prompts[$i]}" -n 10 --temperature 0 --threads 1 --ignore-eos | tr -d '\000')
+  [ "${prompts[$i]}$got" = "$want" ] || { echo "prompt $i: server [$got] generate [$want]"; exit 1; }
+done
+pool=$(curl -s "$url/debug/pool")
+echo "$pool"
+python3 -c '
+import json, sys
+b = json.loads(sys.argv[1])
+def fail(m): print(m); sys.exit(1)
+if not b["ok"]: fail("pool check failed")
+r = b["replica_requests"]
+if len(r) != 2: fail("expected 2 replicas")
+if not (r[0] > 0 and r[1] > 0): fail("a replica got no request")
+if r[0] + r[1] != 8: fail("requests lost")
+' "$pool"
+serve_stop "$tmp/log0" "node 0"
+for _ in $(seq 1 75); do kill -0 $pid1 2>/dev/null || break; sleep 0.2; done
+kill -0 $pid1 2>/dev/null && { echo "node 1 still running 15 s after node 0 stopped"; cat "$tmp/log1"; exit 1; }
+rc=0; wait $pid1 || rc=$?; pid1=
+[ $rc = 0 ] || { echo "node 1 exited $rc"; cat "$tmp/log1"; exit 1; }
+echo "server_multinode: ok"
