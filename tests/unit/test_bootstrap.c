@@ -22,7 +22,56 @@ static void *join_main(void *arg) {
     return NULL;
 }
 
+typedef struct {
+    int port, rank, fd;
+    ds_status st;
+    char err[DS_ERRLEN];
+} channel;
+
+static void *connect_main(void *arg) {
+    channel *c = arg;
+    c->st = ds_bootstrap_connect("127.0.0.1", c->port, c->rank, 10, &c->fd, c->err);
+    if (!c->st) {   /* echo one message back on the kept socket */
+        char b[8];
+        if (read(c->fd, b, sizeof b) == (ssize_t)sizeof b && write(c->fd, b, sizeof b) == (ssize_t)sizeof b) {}
+        close(c->fd);
+    }
+    return NULL;
+}
+
+/* The kept channel (ds_bootstrap_connect / accept, the server's replicas on other nodes): two connect, the
+ * listener learns each one's rank and talks to it on the returned socket; nobody connecting is an error
+ * within the timeout. */
+static void check_channels(void) {
+    char err[DS_ERRLEN];
+    int port = 0, fd = -1;
+    CHECKF(ds_bootstrap_listen("127.0.0.1", &port, &fd, err) == DS_OK, "%s", err);
+    channel c[2] = {{.port = port, .rank = 7}, {.port = port, .rank = 3}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, connect_main, &c[i]);
+    int seen = 0;
+    for (int i = 0; i < 2; i++) {
+        int cfd = -1, rank = -1;
+        CHECKF(ds_bootstrap_accept(fd, 10, &cfd, &rank, err) == DS_OK, "%s", err);
+        seen |= rank == 7 ? 1 : rank == 3 ? 2 : 4;
+        char msg[8] = "abcdefg", back[8] = {0};
+        CHECK(write(cfd, msg, sizeof msg) == (ssize_t)sizeof msg);
+        CHECK(read(cfd, back, sizeof back) == (ssize_t)sizeof back && !memcmp(msg, back, sizeof msg));
+        close(cfd);
+    }
+    CHECKF(seen == 3, "ranks seen: mask %d (7 and 3 expected)", seen);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(th[i], NULL);
+        CHECKF(c[i].st == DS_OK, "rank %d: %s", c[i].rank, c[i].err);
+    }
+    int cfd = -1, rank = -1;
+    ds_status st = ds_bootstrap_accept(fd, 0.3, &cfd, &rank, err);
+    CHECKF(st == DS_ERR_IO && strstr(err, "nobody connected"), "%d %s", st, err);
+    close(fd);
+}
+
 int main(void) {
+    check_channels();
     unsigned char blob[128];
     for (int i = 0; i < 128; i++) blob[i] = (unsigned char)(i * 37 + 11);
     char err[DS_ERRLEN];
