@@ -25,7 +25,8 @@ complete() {   # prompt -> the completion's text
   curl -s "$url/v1/completions" -H 'Content-Type: application/json' \
     -d "{\"model\":\"$M\",\"prompt\":\"$1\",\"max_tokens\":10,\"temperature\":0,\"ignore_eos\":true}"
 }
-text_of() { python3 -c 'import json,sys; sys.stdout.write(json.load(open(sys.argv[1]))["choices"][0]["text"])' "$1" | tr -d '\000'; }
+. tests/scripts/lib/serve.bash
+text_of() { py_text "$1"; }
 for i in "${!words[@]}"; do complete "The ${words[$i]} of the day" >"$tmp/r$i.json" & done
 wait $(jobs -p | grep -v "^$pid$") 2>/dev/null || true
 for i in "${!words[@]}"; do
@@ -44,17 +45,7 @@ sys.stdout.write("".join(c["text"] for l in lines for c in json.loads(l[6:])["ch
 grep -q "data: \[DONE\]" "$tmp/stream" || { echo "stream not terminated"; exit 1; }
 pool=$(curl -s "$url/debug/pool")
 echo "$pool"
-python3 -c '
-import json, sys
-b = json.loads(sys.argv[1])
-def fail(m): print(m); sys.exit(1)
-if not b["ok"]: fail("pool check failed")
-r = b["replica_requests"]
-if len(r) != 2: fail("expected 2 replicas")
-if not (r[0] > 0 and r[1] > 0): fail("a replica got no request")
-if r[0] + r[1] != 13: fail("requests lost")
-if b["pages_free"] + b["pages_used"] + b["pages_cached"] != b["pages_total"]: fail("pool accounting")
-' "$pool"
+py_pool_check "$pool" 2 13
 # one replica process dies: the other serves everything after, the server stays up
 kill -9 $(echo $kids | cut -d' ' -f1)
 sleep 0.5

@@ -37,7 +37,8 @@ complete() {   # prompt -> the completion's answer (30 s at most: a hang is a fa
   curl -s --max-time 30 "$url/v1/completions" -H 'Content-Type: application/json' \
     -d "{\"model\":\"$M\",\"prompt\":\"$1\",\"max_tokens\":10,\"temperature\":0,\"ignore_eos\":true}"
 }
-text_of() { python3 -c 'import json,sys; sys.stdout.write(json.load(open(sys.argv[1]))["choices"][0]["text"])' "$1" | tr -d '\000'; }
+. tests/scripts/lib/serve.bash
+text_of() { py_text "$1"; }
 for i in "${!words[@]}"; do complete "The ${words[$i]} of the day" >"$tmp/r$i.json" & done
 wait $(jobs -p | grep -v "^$pid$") 2>/dev/null || true
 for i in "${!words[@]}"; do
@@ -54,16 +55,7 @@ sys.stdout.write("".join(c["text"] for l in lines for c in json.loads(l[6:])["ch
 [ "$streamed" = "$(text_of "$tmp/r0.json")" ] || { echo "streamed [$streamed] vs [$(text_of "$tmp/r0.json")]"; exit 1; }
 pool=$(curl -s --max-time 30 "$url/debug/pool")
 echo "$pool"
-python3 -c '
-import json, sys
-b = json.loads(sys.argv[1])
-def fail(m): print(m); sys.exit(1)
-if not b["ok"]: fail("pool check failed")
-r = b["replica_requests"]
-if len(r) != 2: fail("expected 2 replicas")
-if not (r[0] > 0 and r[1] > 0): fail("a replica got no request")
-if r[0] + r[1] != 13: fail("requests lost")
-' "$pool"
+py_pool_check "$pool" 2 13
 # one rank dies: the group cannot step; every request after it ends with an error, none hangs
 kill -9 $(echo $kids | cut -d' ' -f1)
 sleep 1

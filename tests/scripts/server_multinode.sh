@@ -48,23 +48,13 @@ prompts=()
 for w in "${words[@]}"; do prompts+=("The $w of the day"); done
 complete_all "$tmp/r" 10 "${prompts[@]}"
 for i in "${!prompts[@]}"; do
-  if command -v node >/dev/null; then got=$(completion_text "$tmp/r$i.json")
-  else got=$(python3 -c 'import json,sys; sys.stdout.write(json.load(open(sys.argv[1]))["choices"][0]["text"])' "$tmp/r$i.json" | tr -d '\000'); fi
+  got=$(py_text "$tmp/r$i.json")
   want=$("$BIN" generate --model $M "${GEN[@]}" --prompt "${prompts[$i]}" -n 10 --temperature 0 --threads 1 --ignore-eos | tr -d '\000')
   [ "${prompts[$i]}$got" = "$want" ] || { echo "prompt $i: server [$got] generate [$want]"; exit 1; }
 done
 pool=$(curl -s "$url/debug/pool")
 echo "$pool"
-python3 -c '
-import json, sys
-b = json.loads(sys.argv[1])
-def fail(m): print(m); sys.exit(1)
-if not b["ok"]: fail("pool check failed")
-r = b["replica_requests"]
-if len(r) != 2: fail("expected 2 replicas")
-if not (r[0] > 0 and r[1] > 0): fail("a replica got no request")
-if r[0] + r[1] != 8: fail("requests lost")
-' "$pool"
+py_pool_check "$pool" 2 8
 serve_stop "$tmp/log0" "node 0"
 for _ in $(seq 1 75); do kill -0 $pid1 2>/dev/null || break; sleep 0.2; done
 kill -0 $pid1 2>/dev/null && { echo "node 1 still running 15 s after node 0 stopped"; cat "$tmp/log1"; exit 1; }

@@ -107,6 +107,44 @@ static void run_split(const char *name, const ds_config *cfg, const ds_layer_wei
     ds_ep_placement_free(&pl);
 }
 
+/* The fixture's engine (CPU, one thread) and its first MoE layer in *L; NULL (a failed check) when it has none. */
+static ds_engine *open_moe_fixture(const char *fx, const ds_layer_weights **L) {
+    char dir[512], err[DS_ERRLEN];
+    snprintf(dir, sizeof dir, "%s/%s", fixtures_dir(), fx);
+    ds_engine *e = NULL;
+    ds_engine_opts o = {.n_threads = 1, .attn_no_measure = 1};
+    CHECKF(ds_engine_open(dir, &o, &e, err) == DS_OK, "%s", err);
+    if (!e) return NULL;
+    *L = NULL;
+    for (int l = 0; l < e->cfg.num_layers && !*L; l++)
+        if (e->w.layers[l].is_moe) *L = &e->w.layers[l];
+    CHECKF(*L != NULL, "%s: no MoE layer", fx);
+    if (!*L) { ds_engine_free(e); return NULL; }
+    return e;
+}
+
+/* n values uniform in [-1, 1) from a fixed LCG seed */
+static float *rand_values(size_t n, uint64_t z) {
+    float *x = malloc(sizeof(float) * n);
+    for (size_t i = 0; i < n; i++) {
+        z = z * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = (float)((double)(z >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
+    }
+    return x;
+}
+
+/* Each of the M tokens' top-K experts (ids [M, K]) and weights (w [M, K]): router logits on be, ds_route_token. */
+static void route_tokens(ds_backend *be, const ds_config *c, const ds_layer_weights *L, const float *x, int M, int32_t *ids,
+                         float *w) {
+    int E = c->n_routed_experts, K = c->num_experts_per_tok;
+    float *lg = malloc(sizeof(float) * (size_t)M * E), *bias = malloc(sizeof(float) * E), *scr = malloc(sizeof(float) * 2 * E);
+    be->linear(be, lg, x, &L->router, M);
+    if (L->router_bias.data) ds_weight_row_f32(&L->router_bias, 0, bias);
+    for (int m = 0; m < M; m++)
+        ds_route_token(c, lg + (size_t)m * E, L->router_bias.data ? bias : NULL, ids + (size_t)m * K, w + (size_t)m * K, scr);
+    free(lg); free(bias); free(scr);
+}
+
 /* The MoE with FP8 dispatch computed directly: routing (router logits, ds_route_token) on x, the routed
  * experts on x's rows rounded through an FP8 record (quant/dequant_rows_fp8), the shared experts on x,
  * contributions added in ascending expert order after the shared ones (as cpu_moe and combine_rows). */
@@ -114,17 +152,13 @@ static void ref_fp8_dispatch(const ds_config *c, const ds_layer_weights *L, cons
     int E = c->n_routed_experts, K = c->num_experts_per_tok, D = c->hidden_size;
     ds_backend *be = ds_backend_cpu_new(c, 1);
     prime(be, M);
-    float *lg = malloc(sizeof(float) * (size_t)M * E), *bias = malloc(sizeof(float) * E), *scr = malloc(sizeof(float) * 2 * E);
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)M * K);
     float *w = malloc(sizeof(float) * (size_t)M * K), *xq = malloc(sizeof(float) * (size_t)M * D);
     unsigned char *rec = malloc(DS_FP8_ROW_BYTES(D) * (size_t)M);
     float *xin = malloc(sizeof(float) * (size_t)M * D), *y = malloc(sizeof(float) * (size_t)M * D);
     int32_t *rows = malloc(sizeof(int32_t) * (size_t)M);
     float *rw = malloc(sizeof(float) * (size_t)M);
-    be->linear(be, lg, x, &L->router, M);
-    if (L->router_bias.data) ds_weight_row_f32(&L->router_bias, 0, bias);
-    for (int m = 0; m < M; m++)
-        ds_route_token(c, lg + (size_t)m * E, L->router_bias.data ? bias : NULL, ids + (size_t)m * K, w + (size_t)m * K, scr);
+    route_tokens(be, c, L, x, M, ids, w);
     be->quant_rows_fp8(be, rec, x, M, D);
     be->dequant_rows_fp8(be, xq, rec, M, D);
     if (c->n_shared_experts) be->mlp(be, out, x, &L->sh_gate, &L->sh_up, &L->sh_down, M);
@@ -141,29 +175,16 @@ static void ref_fp8_dispatch(const ds_config *c, const ds_layer_weights *L, cons
             for (int d = 0; d < D; d++) out[(size_t)rows[i] * D + d] += rw[i] * y[(size_t)i * D + d];
     }
     be->destroy(be);
-    free(lg); free(bias); free(scr); free(ids); free(w); free(xq); free(rec); free(xin); free(y); free(rows); free(rw);
+    free(ids); free(w); free(xq); free(rec); free(xin); free(y); free(rows); free(rw);
 }
 
 static void check_fixture(const char *fx) {
-    char dir[512], err[DS_ERRLEN];
-    snprintf(dir, sizeof dir, "%s/%s", fixtures_dir(), fx);
-    ds_engine *e = NULL;
-    ds_engine_opts o = {.n_threads = 1, .attn_no_measure = 1};
-    CHECKF(ds_engine_open(dir, &o, &e, err) == DS_OK, "%s", err);
+    const ds_layer_weights *L = NULL;
+    ds_engine *e = open_moe_fixture(fx, &L);
     if (!e) return;
     const ds_config *c = &e->cfg;
-    const ds_layer_weights *L = NULL;
-    for (int l = 0; l < c->num_layers && !L; l++)
-        if (e->w.layers[l].is_moe) L = &e->w.layers[l];
-    CHECKF(L != NULL, "%s: no MoE layer", fx);
-    if (!L) { ds_engine_free(e); return; }
     int M = 37, D = c->hidden_size;
-    float *x = malloc(sizeof(float) * (size_t)M * D), *ref = malloc(sizeof(float) * (size_t)M * D);
-    uint64_t z = 0x1234;
-    for (size_t i = 0; i < (size_t)M * D; i++) {
-        z = z * 6364136223846793005ull + 1442695040888963407ull;
-        x[i] = (float)((double)(z >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
-    }
+    float *x = rand_values((size_t)M * D, 0x1234), *ref = malloc(sizeof(float) * (size_t)M * D);
     ds_backend *be = ds_backend_cpu_new(c, 1);
     prime(be, M);
     be->moe(be, ref, x, L, M);
@@ -198,27 +219,16 @@ static void check_fixture(const char *fx) {
  * to BF16 and quantized, down; shared experts on x. Must agree to fp32 reordering and differ from the exact
  * MoE (the switch did something). Needs FP8 experts with widths that are multiples of 128 (tiny-v3-fp8). */
 static void check_w8a8(const char *fx) {
-    char dir[512], err[DS_ERRLEN];
-    snprintf(dir, sizeof dir, "%s/%s", fixtures_dir(), fx);
-    ds_engine *e = NULL;
-    ds_engine_opts o = {.n_threads = 1, .attn_no_measure = 1};
-    CHECKF(ds_engine_open(dir, &o, &e, err) == DS_OK, "%s", err);
+    const ds_layer_weights *L = NULL;
+    ds_engine *e = open_moe_fixture(fx, &L);
     if (!e) return;
     const ds_config *c = &e->cfg;
-    const ds_layer_weights *L = NULL;
-    for (int l = 0; l < c->num_layers && !L; l++)
-        if (e->w.layers[l].is_moe) L = &e->w.layers[l];
-    CHECKF(L && L->exp_gate[0].dtype == DS_DTYPE_F8_E4M3, "%s: no FP8 MoE layer", fx);
-    if (!L || L->exp_gate[0].dtype != DS_DTYPE_F8_E4M3) { ds_engine_free(e); return; }
+    CHECKF(L->exp_gate[0].dtype == DS_DTYPE_F8_E4M3, "%s: its MoE experts are not FP8", fx);
+    if (L->exp_gate[0].dtype != DS_DTYPE_F8_E4M3) { ds_engine_free(e); return; }
     int M = 29, D = c->hidden_size, E = c->n_routed_experts, K = c->num_experts_per_tok, I = L->exp_gate[0].rows;
     size_t MD = (size_t)M * D;
-    float *x = malloc(sizeof(float) * MD), *exact = malloc(sizeof(float) * MD), *w8 = malloc(sizeof(float) * MD);
+    float *x = rand_values(MD, 0x5678), *exact = malloc(sizeof(float) * MD), *w8 = malloc(sizeof(float) * MD);
     float *ref = malloc(sizeof(float) * MD);
-    uint64_t z = 0x5678;
-    for (size_t i = 0; i < MD; i++) {
-        z = z * 6364136223846793005ull + 1442695040888963407ull;
-        x[i] = (float)((double)(z >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
-    }
     ds_backend *be = ds_backend_cpu_new(c, 1);
     prime(be, M);
     be->moe(be, exact, x, L, M);
@@ -229,17 +239,13 @@ static void check_w8a8(const char *fx) {
     bq->moe(bq, w8, x, L, M);
     bq->destroy(bq);
     /* the reference */
-    float *lg = malloc(sizeof(float) * (size_t)M * E), *bias = malloc(sizeof(float) * E), *scr = malloc(sizeof(float) * 2 * E);
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)M * K), *rows = malloc(sizeof(int32_t) * (size_t)M);
     float *w = malloc(sizeof(float) * (size_t)M * K), *rw = malloc(sizeof(float) * (size_t)M);
     float *xin = malloc(sizeof(float) * MD), *y = malloc(sizeof(float) * MD);
     float *g = malloc(sizeof(float) * (size_t)M * I), *u = malloc(sizeof(float) * (size_t)M * I);
     size_t rb = DS_FP8_ROW_BYTES(D > I ? D : I);
     unsigned char *rec = malloc(rb * (size_t)M);
-    be->linear(be, lg, x, &L->router, M);
-    if (L->router_bias.data) ds_weight_row_f32(&L->router_bias, 0, bias);
-    for (int m = 0; m < M; m++)
-        ds_route_token(c, lg + (size_t)m * E, L->router_bias.data ? bias : NULL, ids + (size_t)m * K, w + (size_t)m * K, scr);
+    route_tokens(be, c, L, x, M, ids, w);
     if (c->n_shared_experts) be->mlp(be, ref, x, &L->sh_gate, &L->sh_up, &L->sh_down, M);
     else memset(ref, 0, sizeof(float) * MD);
     for (int ex = 0; ex < E; ex++) {
@@ -271,7 +277,7 @@ static void check_w8a8(const char *fx) {
     printf("  %-14s W8A8 experts: nmse %.2e against the reference, %.2e against the exact MoE\n", fx, num / den, nq / den);
     CHECKF(num <= 1e-8 * den, "%s: W8A8 MoE nmse %g against the reference", fx, num / den);
     CHECKF(nq > 1e-7 * den && nq < 1e-2 * den, "%s: W8A8 moves the MoE by nmse %g (expected 1e-7 .. 1e-2)", fx, nq / den);
-    free(lg); free(bias); free(scr); free(ids); free(rows); free(w); free(rw); free(xin); free(y); free(g); free(u); free(rec);
+    free(ids); free(rows); free(w); free(rw); free(xin); free(y); free(g); free(u); free(rec);
     free(x); free(exact); free(w8); free(ref);
     ds_engine_free(e);
 }

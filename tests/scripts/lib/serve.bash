@@ -36,3 +36,25 @@ serve_stop() {
   kill -TERM $pid; set +e; wait $pid; local rc=$?; set -e; pid=
   [ $rc = 0 ] || { echo "$2: server exited $rc after SIGTERM"; tail -n 20 "$1"; exit 1; }
 }
+
+# Where node is missing (the GPU machine), the same checks in python3:
+# py_text FILE: the text of a completion answer.
+py_text() {
+  python3 -c 'import json,sys; sys.stdout.write(json.load(open(sys.argv[1]))["choices"][0]["text"])' "$1" | tr -d '\000'
+}
+
+# py_pool_check POOL_JSON N TOTAL: /debug/pool says ok, N replicas, each served a request, TOTAL in all, and the
+# pages add up.
+py_pool_check() {
+  python3 -c '
+import json, sys
+b, n, total = json.loads(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+def fail(m): print(m); sys.exit(1)
+if not b["ok"]: fail("pool check failed")
+r = b["replica_requests"]
+if len(r) != n: fail("expected %d replicas" % n)
+if not all(x > 0 for x in r): fail("a replica got no request")
+if sum(r) != total: fail("requests lost")
+if b["pages_free"] + b["pages_used"] + b["pages_cached"] != b["pages_total"]: fail("pool accounting")
+' "$1" "$2" "$3"
+}
