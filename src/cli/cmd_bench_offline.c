@@ -601,7 +601,7 @@ static ds_status fit_batch(const char *cfg_path, bench_opts *o, const ds_config 
     return DS_OK;
 }
 
-static int run_mla(const ds_config *base, double bw) {
+static int run_mla(const ds_config *base, double bw, double tflops) {
     char err[DS_ERRLEN];
     int heads[2] = {16, 128};
     /* tc: the default tensor-core kernel (v2 for the BF16 cache), tc-v1 its first version (BF16 cache only) */
@@ -626,8 +626,13 @@ static int run_mla(const ds_config *base, double bw) {
             if (k < 3) {   /* per-seq is not one kernel */
                 printf("  kernel %8.3f ms  %7.1f GB/s", kms, kgbs);
                 if (bw > 1) printf(" %5.1f%%", 100 * kgbs / bw);
+                /* its FLOPs: scores over 576 and values over 512 columns, per head and cached row (at 128 heads
+                 * with BF16 MMAs the matrix rate, not the bytes, is the roofline) */
+                double fl = 2.0 * heads[hi] * 64 * 4096 * (double)(c.kv_lora_rank + c.qk_rope_head_dim + c.kv_lora_rank);
+                printf("  %6.1f TFLOP/s", fl / (kms * 1e-3) / 1e12);
+                if (tflops > 1) printf(" %5.1f%%", 100 * fl / (kms * 1e-3) / 1e12 / tflops);
             }
-            if (bw > 1) printf("  (of %.0f GB/s)", bw);
+            if (bw > 1) printf("  (of %.0f GB/s, %.0f TFLOP/s)", bw, tflops);
             printf("\n");
         }
     unsetenv("DSINFER_CUDA_FUSED_ATTN");
@@ -699,7 +704,7 @@ static int run_bench(bench_opts *op, ds_comm *dp) {
     if (st) { fprintf(stderr, "dsinfer bench: %s\n", err); free(json); return 1; }
     cfg.kv_fp8 = !strcmp(o.kv, "fp8");   /* the rooflines' KV bytes (ds_kv_token_bytes) and --mla's cache */
     cfg.kv_bf16 = !strcmp(o.kv, "bf16");
-    if (o.mla) { free(json); return run_mla(&cfg, o.bw_gbs); }
+    if (o.mla) { free(json); return run_mla(&cfg, o.bw_gbs, o.tflops); }
     if (o.ops) { free(json); return run_ops(&cfg, &o); }
     /* the engine reads the (possibly FP8-patched) config from a temporary file */
     char path[] = "/tmp/dsinfer-bench-XXXXXX.json";

@@ -338,7 +338,7 @@ static ds_status child_start_ep(const server_config *cfg, int index, int n, srv_
     if (!st) st = srv_engine_start_ep_rank(cfg, m, d, index, cm, eng, err);   /* it destroys cm when it fails */
     return st;
 #else
-    (void)cfg, (void)index, (void)n, (void)m, (void)d, (void)eng, (void)ep_port;
+    (void)cfg, (void)index, (void)n, (void)m, (void)d, (void)eng, (void)ep_port, (void)ep_addr;
     return ds_seterr(err, DS_ERR_UNSUPPORTED, "expert parallelism across replica processes needs the CUDA build (NCCL)");
 #endif
 }
