@@ -52,8 +52,8 @@ static void usage(void) {
             "  --port 0 picks a free port; the line \"listening on http://HOST:PORT\" on stdout says which.\n"
             "  The API key may also come from the environment (DSINFER_API_KEY).\n"
             "  --data-parallel-backend: mp runs each replica in a process of its own (one GPU each; the default\n"
-            "  on cuda; with --enable-expert-parallel they form one group over NCCL), threads runs them in this\n"
-            "  process (the default on cpu, also with expert parallelism).\n"
+            "  on cuda; with --enable-expert-parallel they form one group, over NCCL on cuda and TCP on cpu),\n"
+            "  threads runs them in this process (the default on cpu).\n"
             "  --nnodes K: the mp replicas over K nodes (data-parallel-size / K on each); start one serve per node\n"
             "  with the same flags and its --node-rank; node 0 serves HTTP and listens for the other nodes'\n"
             "  replicas at --master-addr:--master-port (its own address; with expert parallelism the NCCL id on\n"
@@ -170,11 +170,6 @@ static int parse(int argc, char **argv, server_config *c) {
                                                                                             "parallelism is not supported yet"
                           : NULL;
         if (why) { fprintf(stderr, "dsinfer serve: %s\n", why); return 2; }
-    }
-    if (c->data_parallel_mp && c->data_parallel_size > 1 && c->enable_expert_parallel && strcmp(c->backend, "cuda") != 0) {
-        fprintf(stderr, "dsinfer serve: --enable-expert-parallel with --data-parallel-backend mp needs --backend cuda "
-                        "(NCCL between the replica processes); on the CPU use --data-parallel-backend threads\n");
-        return 2;
     }
     return 0;
 }

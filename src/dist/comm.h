@@ -1,8 +1,9 @@
 /* Collective communication between the ranks of a parallel group (issue 10).
  *
- * Implementations: NCCL over GPUs (comm_nccl.cu; the only one multi-GPU runs use) and ranks as threads of
+ * Implementations: NCCL over GPUs (comm_nccl.cu; the only one multi-GPU runs use), ranks as threads of
  * one process over host memory (comm_local.c), with which the CPU backend's tests check the parallel
- * algorithms (expert parallelism: dist/ep_moe.c) in CI. Every rank of the group makes the same calls in
+ * algorithms (expert parallelism: dist/ep_moe.c) in CI, and ranks as processes over TCP (comm_tcp.c; the
+ * CPU backend's server replicas in processes). Every rank of the group makes the same calls in
  * the same order; a call returns when this rank's part is done. */
 #ifndef DS_DIST_COMM_H
 #define DS_DIST_COMM_H
@@ -38,5 +39,11 @@ typedef struct ds_comm_local_group ds_comm_local_group;
 ds_comm_local_group *ds_comm_local_group_new(int size);
 void ds_comm_local_group_free(ds_comm_local_group *g);
 ds_comm *ds_comm_local_new(ds_comm_local_group *g, int rank);
+
+/* ---- ranks as processes over TCP (comm_tcp.c; host memory) ---- */
+/* Joins a group of `size` ranks: rank 0 listens at addr:port (or on listen_fd when >= 0, which it leaves
+ * open), the others connect there (retrying until timeout_s), then every pair gets a socket of its own. */
+ds_status ds_comm_tcp_new(int rank, int size, const char *addr, int port, int listen_fd, double timeout_s, ds_comm **out,
+                          char *err);
 
 #endif

@@ -25,6 +25,7 @@
 
 #include "core/status.h"
 #include "dist/bootstrap.h"
+#include "dist/comm.h"
 #include "dist/launch.h"
 #include "server/remote.h"
 #ifdef DS_HAVE_CUDA
@@ -318,29 +319,37 @@ static pthread_mutex_t ep_mu = PTHREAD_MUTEX_INITIALIZER;
 static srv_remote *ep_members[64];   /* under ep_mu; NULL once stopped */
 static int ep_n_members;
 
-/* A replica process of the group: the rendezvous (rank 0 makes the NCCL id and serves it on the inherited
- * socket; the others fetch it), the communicator, then its engine as that rank. */
+/* A replica process of the group: its communicator, then its engine as that rank. On cuda, NCCL: rank 0 makes
+ * the NCCL id and serves it on the inherited socket, the others fetch it; on the CPU backend, ranks over TCP
+ * (dist/comm_tcp.c) meeting at the same socket. */
 static ds_status child_start_ep(const server_config *cfg, int index, int n, srv_metrics *m, srv_dash *d, srv_engine **eng,
                                 char *err) {
-#ifdef DS_HAVE_CUDA
-    unsigned char id[DS_NCCL_ID_BYTES];
     ds_status st;
-    if (index == 0) {
-        st = ds_nccl_unique_id(id, err);
-        if (!st) st = ds_bootstrap_serve_fd(ep_listen_fd, n, id, sizeof id, 300, err);
-    } else {
-        if (ep_listen_fd >= 0) close(ep_listen_fd);
-        st = ds_bootstrap_join(ep_addr, ep_port, index, id, sizeof id, 300, err);
-    }
-    ep_listen_fd = -1;
     ds_comm *cm = NULL;
-    if (!st) st = ds_comm_nccl_new(index, n, id, &cm, err);
+    int lfd = index == 0 ? ep_listen_fd : -1;
+    if (index != 0 && ep_listen_fd >= 0) close(ep_listen_fd);
+    ep_listen_fd = -1;
+    if (strcmp(cfg->backend, "cuda") != 0) {
+        st = ds_comm_tcp_new(index, n, ep_addr, ep_port, lfd, 300, &cm, err);
+        if (lfd >= 0) close(lfd);
+    } else {
+#ifdef DS_HAVE_CUDA
+        unsigned char id[DS_NCCL_ID_BYTES];
+        if (index == 0) {
+            st = ds_nccl_unique_id(id, err);
+            if (!st) st = ds_bootstrap_serve_fd(lfd, n, id, sizeof id, 300, err);
+        } else {
+            st = ds_bootstrap_join(ep_addr, ep_port, index, id, sizeof id, 300, err);
+        }
+        if (lfd >= 0) close(lfd);
+        if (!st) st = ds_comm_nccl_new(index, n, id, &cm, err);
+#else
+        if (lfd >= 0) close(lfd);
+        st = ds_seterr(err, DS_ERR_UNSUPPORTED, "expert parallelism over cuda replica processes needs the CUDA build");
+#endif
+    }
     if (!st) st = srv_engine_start_ep_rank(cfg, m, d, index, cm, eng, err);   /* it destroys cm when it fails */
     return st;
-#else
-    (void)cfg, (void)index, (void)n, (void)m, (void)d, (void)eng, (void)ep_port, (void)ep_addr;
-    return ds_seterr(err, DS_ERR_UNSUPPORTED, "expert parallelism across replica processes needs the CUDA build (NCCL)");
-#endif
 }
 
 /* the replica process: its engine (one replica, in-process; or its rank of the expert-parallel group), then
@@ -631,17 +640,12 @@ static srv_remote *remote_new(const server_config *cfg, pid_t pid, int fd, int n
 }
 
 ds_status srv_remote_ep_group(const server_config *cfg, char *err) {
-#ifdef DS_HAVE_CUDA
     int nodes = cfg->nnodes > 1;
     ep_addr = nodes ? cfg->master_addr : "127.0.0.1";
     ep_port = nodes ? cfg->master_port + 1 : 0;
     ds_status st = nodes && cfg->node_rank > 0 ? DS_OK : ds_bootstrap_listen(ep_addr, &ep_port, &ep_listen_fd, err);
     if (!st) ep_on = 1;
     return st;
-#else
-    (void)cfg;
-    return ds_seterr(err, DS_ERR_UNSUPPORTED, "expert parallelism across replica processes needs the CUDA build (NCCL)");
-#endif
 }
 
 ds_status srv_remote_nodes_listen(const server_config *cfg, char *err) {

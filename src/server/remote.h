@@ -12,10 +12,11 @@ typedef struct srv_remote srv_remote;
  * replicas spawned before (their sockets are closed in the new process). */
 ds_status srv_remote_spawn(const server_config *cfg, int index, int n, srv_metrics *m, srv_dash *d,
                            srv_remote *const *earlier, srv_remote **out, char *err);
-/* --enable-expert-parallel (cfg): the replicas are the ranks of one group over NCCL (cuda backend). Call before
- * spawning them: a free port on 127.0.0.1, held open, where replica 0 serves the group's NCCL id to the others
- * (dist/bootstrap.h); and ep_group_done after the last spawn (the parent's copy of the socket closed). When a
- * rank dies, the parent kills the others: they would wait in a collective forever. */
+/* --enable-expert-parallel (cfg): the replicas are the ranks of one group, over NCCL (cuda) or TCP (cpu,
+ * dist/comm_tcp.c). Call before spawning them: a free port on 127.0.0.1 (several nodes: the master port + 1 on
+ * node 0), held open, where replica 0 meets the others (the NCCL id, or the TCP mesh); and ep_group_done after
+ * the last spawn (the parent's copy of the socket closed). When a rank dies, the parent kills the others: they
+ * would wait in a collective forever. */
 ds_status srv_remote_ep_group(const server_config *cfg, char *err);
 /* Several nodes (cfg->nnodes > 1). The front (node 0): listen at master_addr:master_port before the forks, then,
  * after spawning its own replicas, take the other nodes' (each connects and says its index; rem[index] set,

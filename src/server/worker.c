@@ -698,9 +698,6 @@ static ds_status start_processes(const server_config *cfg, srv_metrics *m, srv_d
     if (cfg->tensor_parallel_size > 1 || cfg->pipeline_parallel_size > 1)
         return ds_seterr(err, DS_ERR_UNSUPPORTED, "--data-parallel-backend mp: one replica a process so far (no "
                          "--tensor-parallel-size or --pipeline-parallel-size)");
-    if (cfg->enable_expert_parallel && strcmp(cfg->backend, "cuda") != 0)
-        return ds_seterr(err, DS_ERR_UNSUPPORTED, "--enable-expert-parallel with --data-parallel-backend mp needs --backend "
-                         "cuda (NCCL between the replica processes); on the CPU use --data-parallel-backend threads");
     ds_status st = ds_tokenizer_load(cfg->model_dir, &g->tok, err);
     if (!st) st = ds_chat_template_choose(g->tok, cfg->chat_template, &g->tpl, err);
     if (!st && cfg->enable_expert_parallel) st = srv_remote_ep_group(cfg, err);   /* the group's rendezvous socket */

@@ -1,14 +1,12 @@
 #!/usr/bin/env bash
 # `dsinfer serve --data-parallel-size 2 --enable-expert-parallel --data-parallel-backend mp` (issue 10): the
-# replicas are processes, one GPU each, and the ranks of one expert-parallel group over NCCL (each holds half
-# the routed experts; they step in rounds; an idle one joins a round every 2 ms). Everywhere: the CPU backend
-# refuses the combination with a clear message (no NCCL between CPU processes; threads do it there,
-# server_ep.sh). With DSINFER_SERVE_BACKEND=cuda on a machine with two GPUs (dev/cuda/serve_dp_run.sh): 12
-# concurrent greedy completions, each equal to `dsinfer generate --backend cuda` for its prompt; a streamed
-# one with the same text; both replica processes served requests; the pools are intact; a replica process
-# killed with SIGKILL takes the group down (the other is stopped, it would wait in a collective forever):
-# requests then fail with an error, none hangs, the server stays up; SIGTERM stops it with exit 0 and no
-# replica process is left.
+# replicas are processes and the ranks of one expert-parallel group (each holds half the routed experts; they
+# step in rounds; an idle one joins a round every 2 ms), over TCP on the CPU backend (dist/comm_tcp.c, in CI)
+# and over NCCL with a GPU each (DSINFER_SERVE_BACKEND=cuda on two GPUs, dev/cuda/serve_dp_run.sh epmp). 12
+# concurrent greedy completions, each equal to `dsinfer generate` for its prompt; a streamed one with the same
+# text; both replica processes served requests; the pools are intact; a replica process killed with SIGKILL
+# takes the group down (the other is stopped, it would wait in a collective forever): requests then fail with
+# an error, none hangs, the server stays up; SIGTERM stops it with exit 0 and no replica process is left.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${DSINFER_BIN:-build/dsinfer}
@@ -16,17 +14,10 @@ M=tests/fixtures/tiny-v3
 BE=${DSINFER_SERVE_BACKEND:-cpu}
 tmp=$(mktemp -d); pid=
 trap '[ -n "$pid" ] && kill $pid 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT
-set +e; "$BIN" serve --model $M --backend cpu --port 0 --data-parallel-size 2 --data-parallel-backend mp \
-  --enable-expert-parallel >"$tmp/bad" 2>&1; rc=$?; set -e
-[ $rc = 2 ] && grep -q "needs --backend cuda" "$tmp/bad" || { echo "cpu mp + EP not refused clearly (rc $rc):"; cat "$tmp/bad"; exit 1; }
-if [ "$BE" != cuda ]; then
-  echo "server_ep_mp: the CPU refusal ok; SKIP the rest: it needs two GPUs (DSINFER_SERVE_BACKEND=cuda, dev/cuda/serve_dp_run.sh)"
-  exit 0
-fi
 command -v curl >/dev/null || { echo "SKIP: curl not found"; exit 77; }
 command -v python3 >/dev/null || { echo "SKIP: python3 not found (JSON checks)"; exit 77; }
-"$BIN" serve --model $M --backend cuda --port 0 --data-parallel-size 2 --enable-expert-parallel --kv-cache-memory 64MiB \
-  >"$tmp/log" 2>&1 & pid=$!
+"$BIN" serve --model $M --backend $BE --threads 1 --port 0 --data-parallel-size 2 --data-parallel-backend mp \
+  --enable-expert-parallel --kv-cache-memory 64MiB >"$tmp/log" 2>&1 & pid=$!
 for _ in $(seq 1 300); do grep -q "^listening on" "$tmp/log" && break; sleep 0.2; done
 url=$(sed -n 's/^listening on \(http[^ ]*\).*/\1/p' "$tmp/log")
 [ -n "$url" ] || { echo "server did not start:"; cat "$tmp/log"; exit 1; }
@@ -43,7 +34,7 @@ for i in "${!words[@]}"; do complete "The ${words[$i]} of the day" >"$tmp/r$i.js
 wait $(jobs -p | grep -v "^$pid$") 2>/dev/null || true
 for i in "${!words[@]}"; do
   got=$(text_of "$tmp/r$i.json")
-  want=$("$BIN" generate --model $M --backend cuda --prompt "The ${words[$i]} of the day" -n 10 --temperature 0 --ignore-eos | tr -d '\000')
+  want=$("$BIN" generate --model $M --backend $BE --threads 1 --prompt "The ${words[$i]} of the day" -n 10 --temperature 0 --ignore-eos | tr -d '\000')
   [ "The ${words[$i]} of the day$got" = "$want" ] || { echo "prompt $i: server [$got] generate [$want]"; exit 1; }
 done
 curl -sN --max-time 30 "$url/v1/completions" -H 'Content-Type: application/json' \

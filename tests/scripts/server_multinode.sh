@@ -4,10 +4,11 @@
 # node. Node 1 starts first (its replica waits for the front); node 0 serves HTTP with its own replica and
 # node 1's. 8 concurrent greedy completions, each equal to `dsinfer generate`; both replicas served requests;
 # the pools are intact; SIGTERM on node 0 stops it with exit 0, and node 1 exits 0 on its own (its replica was
-# told to stop). Bad combinations of the node flags are refused with exit 2 and a message naming the flag.
-# With DSINFER_SERVE_BACKEND=cuda on a machine with two GPUs (dev/cuda/serve_dp_run.sh multinode): node 0 on
-# GPU 0 and node 1 on GPU 1 (CUDA_VISIBLE_DEVICES), the replicas one expert-parallel group over NCCL
-# (--enable-expert-parallel; the NCCL id from node 0 at the master port + 1), compared with generate on one GPU.
+# told to stop). Then the same with --enable-expert-parallel: the two replicas one group over the nodes (TCP on
+# the CPU, meeting at the master port + 1). Bad combinations of the node flags are refused with exit 2 and a
+# message naming the flag. With DSINFER_SERVE_BACKEND=cuda on a machine with two GPUs (dev/cuda/serve_dp_run.sh
+# multinode): the expert-parallel form only, node 0 on GPU 0 and node 1 on GPU 1, over NCCL (the id from node 0
+# at the master port + 1), compared with generate on one GPU.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${DSINFER_BIN:-build/dsinfer}
@@ -31,33 +32,38 @@ refuse "data-parallel-backend mp" --nnodes 2 --master-addr 127.0.0.1 --master-po
 refuse "must be a multiple of --nnodes" --nnodes 2 --master-addr 127.0.0.1 --master-port 29000 --data-parallel-size 3 \
   --data-parallel-backend mp
 BE=${DSINFER_SERVE_BACKEND:-cpu}
-if command -v node >/dev/null; then
-  port=$(node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
-else   # the GPU machine has python3, not node
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-fi
-NODE=(--model $M --backend $BE --threads 1 --data-parallel-size 2 --data-parallel-backend mp --nnodes 2
-      --master-addr 127.0.0.1 --master-port $port --kv-cache-memory 4MiB)
-GEN=(--backend $BE)
-if [ "$BE" = cuda ]; then NODE+=(--enable-expert-parallel); fi
-CUDA_VISIBLE_DEVICES=1 "$BIN" serve "${NODE[@]}" --node-rank 1 >"$tmp/log1" 2>&1 & pid1=$!
-if [ "$BE" = cuda ]; then export CUDA_VISIBLE_DEVICES=0; fi
-serve_start "$tmp/log0" "${NODE[@]}" --node-rank 0 --port 0
+free_port() {
+  if command -v node >/dev/null; then
+    node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'
+  else   # the GPU machine has python3, not node
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+  fi
+}
 words=(alpha beta gamma delta epsilon zeta eta theta)
 prompts=()
 for w in "${words[@]}"; do prompts+=("The $w of the day"); done
-complete_all "$tmp/r" 10 "${prompts[@]}"
-for i in "${!prompts[@]}"; do
-  got=$(py_text "$tmp/r$i.json")
-  want=$("$BIN" generate --model $M "${GEN[@]}" --prompt "${prompts[$i]}" -n 10 --temperature 0 --threads 1 --ignore-eos | tr -d '\000')
-  [ "${prompts[$i]}$got" = "$want" ] || { echo "prompt $i: server [$got] generate [$want]"; exit 1; }
+# plain replicas (cpu only), then one expert-parallel group over the two nodes (TCP on cpu, NCCL on cuda)
+modes=(ep); [ "$BE" = cuda ] || modes=(plain ep)
+for mode in "${modes[@]}"; do
+  port=$(free_port)
+  NODE=(--model $M --backend $BE --threads 1 --data-parallel-size 2 --data-parallel-backend mp --nnodes 2
+        --master-addr 127.0.0.1 --master-port $port --kv-cache-memory 4MiB)
+  [ $mode = ep ] && NODE+=(--enable-expert-parallel)
+  CUDA_VISIBLE_DEVICES=1 "$BIN" serve "${NODE[@]}" --node-rank 1 >"$tmp/log1" 2>&1 & pid1=$!
+  CUDA_VISIBLE_DEVICES=0 serve_start "$tmp/log0" "${NODE[@]}" --node-rank 0 --port 0
+  complete_all "$tmp/r" 10 "${prompts[@]}"
+  for i in "${!prompts[@]}"; do
+    got=$(py_text "$tmp/r$i.json")
+    want=$("$BIN" generate --model $M --backend $BE --prompt "${prompts[$i]}" -n 10 --temperature 0 --threads 1 --ignore-eos | tr -d '\000')
+    [ "${prompts[$i]}$got" = "$want" ] || { echo "$mode: prompt $i: server [$got] generate [$want]"; exit 1; }
+  done
+  pool=$(curl -s "$url/debug/pool")
+  echo "$mode: $pool"
+  py_pool_check "$pool" 2 8
+  serve_stop "$tmp/log0" "$mode: node 0"
+  for _ in $(seq 1 75); do kill -0 $pid1 2>/dev/null || break; sleep 0.2; done
+  kill -0 $pid1 2>/dev/null && { echo "$mode: node 1 still running 15 s after node 0 stopped"; cat "$tmp/log1"; exit 1; }
+  rc=0; wait $pid1 || rc=$?; pid1=
+  [ $rc = 0 ] || { echo "$mode: node 1 exited $rc"; cat "$tmp/log1"; exit 1; }
 done
-pool=$(curl -s "$url/debug/pool")
-echo "$pool"
-py_pool_check "$pool" 2 8
-serve_stop "$tmp/log0" "node 0"
-for _ in $(seq 1 75); do kill -0 $pid1 2>/dev/null || break; sleep 0.2; done
-kill -0 $pid1 2>/dev/null && { echo "node 1 still running 15 s after node 0 stopped"; cat "$tmp/log1"; exit 1; }
-rc=0; wait $pid1 || rc=$?; pid1=
-[ $rc = 0 ] || { echo "node 1 exited $rc"; cat "$tmp/log1"; exit 1; }
 echo "server_multinode: ok"
