@@ -137,46 +137,36 @@ static ds_status tcp_all_to_all_v(ds_comm *c, const void *send, const size_t *se
     return st;
 }
 
-/* Every peer gets the same n bytes at src; peer p's arrive at dst + p * n (this rank's copied). */
-static ds_status tcp_gather_bytes(ds_comm *c, const void *src, void *dst, size_t n, const char *what, char *err) {
+/* n bytes from peer p into dst + p * dst_stride, and to peer p the n bytes at src + p * src_stride (src_stride 0:
+ * the same bytes to every peer); this rank's own part copied. */
+static ds_status tcp_exchange_strided(ds_comm *c, const void *src, size_t src_stride, void *dst, size_t dst_stride,
+                                      size_t n, const char *what, char *err) {
     int R = c->size;
     const char **sp = calloc((size_t)R, sizeof(char *));
     char **rp = calloc((size_t)R, sizeof(char *));
     size_t *len = calloc((size_t)R, sizeof(size_t));
     for (int p = 0; p < R; p++) {
-        sp[p] = src;
-        rp[p] = (char *)dst + (size_t)p * n;
+        sp[p] = (const char *)src + (size_t)p * src_stride;
+        rp[p] = (char *)dst + (size_t)p * dst_stride;
         len[p] = n;
     }
-    memcpy((char *)dst + (size_t)c->rank * n, src, n);
+    memcpy(rp[c->rank], sp[c->rank], n);
     ds_status st = tcp_exchange((tcp_comm *)c, sp, len, rp, len, what, err);
     free(sp); free(rp); free(len);
     return st;
 }
 
 static ds_status tcp_exchange_counts(ds_comm *c, const int64_t *send, int64_t *recv, char *err) {
-    int R = c->size;
-    const char **sp = calloc((size_t)R, sizeof(char *));
-    char **rp = calloc((size_t)R, sizeof(char *));
-    size_t *len = calloc((size_t)R, sizeof(size_t));
-    for (int p = 0; p < R; p++) {
-        sp[p] = (const char *)&send[p];
-        rp[p] = (char *)&recv[p];
-        len[p] = sizeof(int64_t);
-    }
-    recv[c->rank] = send[c->rank];
-    ds_status st = tcp_exchange((tcp_comm *)c, sp, len, rp, len, "exchange_counts", err);
-    free(sp); free(rp); free(len);
-    return st;
+    return tcp_exchange_strided(c, send, sizeof(int64_t), recv, sizeof(int64_t), sizeof(int64_t), "exchange_counts", err);
 }
 
 static ds_status tcp_all_gather(ds_comm *c, const float *send, float *recv, size_t n, char *err) {
-    return tcp_gather_bytes(c, send, recv, n * sizeof(float), "all_gather", err);
+    return tcp_exchange_strided(c, send, 0, recv, n * sizeof(float), n * sizeof(float), "all_gather", err);
 }
 
 static ds_status tcp_all_reduce_sum(ds_comm *c, float *buf, size_t n, char *err) {
     float *all = malloc(sizeof(float) * (size_t)c->size * (n ? n : 1));
-    ds_status st = tcp_gather_bytes(c, buf, all, n * sizeof(float), "all_reduce", err);
+    ds_status st = tcp_exchange_strided(c, buf, 0, all, n * sizeof(float), n * sizeof(float), "all_reduce", err);
     if (!st)
         for (size_t i = 0; i < n; i++) {
             float s = all[i];
@@ -188,25 +178,17 @@ static ds_status tcp_all_reduce_sum(ds_comm *c, float *buf, size_t n, char *err)
 }
 
 static ds_status tcp_reduce_scatter_sum(ds_comm *c, const float *send, float *recv, size_t n, char *err) {
-    int R = c->size, me = c->rank;
+    int R = c->size;
     float *parts = malloc(sizeof(float) * (size_t)R * (n ? n : 1));   /* [R][n]: rank r's segment for this rank */
-    const char **sp = calloc((size_t)R, sizeof(char *));
-    char **rp = calloc((size_t)R, sizeof(char *));
-    size_t *len = calloc((size_t)R, sizeof(size_t));
-    for (int p = 0; p < R; p++) {
-        sp[p] = (const char *)(send + (size_t)p * n);
-        rp[p] = (char *)(parts + (size_t)p * n);
-        len[p] = n * sizeof(float);
-    }
-    memcpy(parts + (size_t)me * n, send + (size_t)me * n, n * sizeof(float));
-    ds_status st = tcp_exchange((tcp_comm *)c, sp, len, rp, len, "reduce_scatter", err);
+    ds_status st = tcp_exchange_strided(c, send, n * sizeof(float), parts, n * sizeof(float), n * sizeof(float),
+                                        "reduce_scatter", err);
     if (!st)
         for (size_t i = 0; i < n; i++) {
             float s = parts[i];
             for (int r = 1; r < R; r++) s += parts[(size_t)r * n + i];
             recv[i] = s;
         }
-    free(parts); free(sp); free(rp); free(len);
+    free(parts);
     return st;
 }
 
