@@ -312,6 +312,17 @@ if want own8; then
     step dec_own8_$v 100 env DSINFER_CUDA_TC=1 DSINFER_CUDA_FP8_GEMM=$v $B/dsinfer bench --dtype fp8 --batch 64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label fp8-w8a8-linear$v
   done
 fi
+# wg8 (eighth session, issues 8, 7): the W8A8 linear on wgmma (DSINFER_CUDA_FP8_OWN=2): op tests (W8A8 experts
+# and linears), `bench --ops` at 64, 128 and 4096 rows against cuBLASLt, FP8 decode with it against the default
+if want wg8; then
+  step ops_w8 240 env DSINFER_OPS_ONLY=w8a8 $B/test_cuda_ops
+  step ops_wg8 150 env DSINFER_CUDA_FP8_OWN=2 $B/dsinfer bench --ops --ops-m 64,128,4096 --csv $OUT/ops_wg8.csv
+  cat $OUT/ops_wg8.log
+  step ops_wg8_notma 150 env DSINFER_CUDA_FP8_OWN=2 DSINFER_CUDA_FP8_TMA=0 $B/dsinfer bench --ops --ops-m 128,4096 --csv $OUT/ops_wg8_notma.csv
+  for v in 2 0; do
+    step dec_wg8_$v 100 env DSINFER_CUDA_TC=1 DSINFER_CUDA_FP8_GEMM=$((v > 0)) DSINFER_CUDA_FP8_OWN=$v $B/dsinfer bench --dtype fp8 --batch 64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label fp8-wgmma$v
+  done
+fi
 # final7: the decode and prefill rows at the seventh session's defaults (fp32 and BF16 caches, FP8 weights)
 if want final7; then
   step final7_bf16 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,8,32,64,128,256 --ctx 1K,4K --prompt '' --steps 8 --csv $CSV --label final7-bf16

@@ -1121,18 +1121,27 @@ static void run_fp8_fast(void) {
 static void run_w8a8_linear(void) {
     if (only && strcmp(only, "w8a8")) return;
     setup s;
-    setenv("DSINFER_CUDA_FP8_OWN", "1", 1);   /* opt-in; read by check_linear_w8a8's backends */
     if (load_setup(&s, "v3-w8l", "configs/deepseek-v3.json", 3, 16)) {
         const int w8m[] = {9, 64, 131, 1024};
         struct { const char *n; int N, K; } W8[] = {{"q_a+kv_a", 2112, 7168}, {"q_b", 24576, 1536}, {"kv_b", 32768, 512},
                                                    {"o", 7168, 16384}, {"expert down", 7168, 2048},
                                                    {"v2l down", 2048, 1408}};
-        for (int i = 0; i < NM(W8); i++) check_linear_w8a8(&s, W8[i].n, W8[i].N, W8[i].K, w8m, NM(w8m));
         const int odd[] = {9, 63, 200};
-        check_linear_w8a8(&s, "odd", 132, 512, odd, NM(odd));   /* K/128 = 4: the scales used in place */
-        check_linear_w8a8(&s, "odd", 260, 384, odd, NM(odd));   /* K/128 = 3: re-packed scales, partial N block */
+        /* own = 1: moe_f8_kernel up to 256 rows (1024: cuBLASLt); 2: wgmma at every M (9, 64: the cp.async
+         * kernel, one warpgroup a block; 131, 200, 1024: the TMA kernel, partial row blocks); 3: wgmma with
+         * DSINFER_CUDA_FP8_TMA=0 (131, 200, 1024: the cp.async kernel with two warpgroups) */
+        for (int own = 1; own <= 3; own++) {
+            setenv("DSINFER_CUDA_FP8_OWN", own == 1 ? "1" : "2", 1);   /* opt-in; read by check_linear_w8a8's backends */
+            setenv("DSINFER_CUDA_FP8_TMA", own == 3 ? "0" : "1", 1);
+            printf("  DSINFER_CUDA_FP8_OWN=%d DSINFER_CUDA_FP8_TMA=%d\n", own == 1 ? 1 : 2, own != 3);
+            for (int i = 0; i < NM(W8); i++) check_linear_w8a8(&s, W8[i].n, W8[i].N, W8[i].K, w8m, NM(w8m));
+            check_linear_w8a8(&s, "odd", 132, 512, odd, NM(odd));   /* K/128 = 4: the scales used in place */
+            check_linear_w8a8(&s, "odd", 260, 384, odd, NM(odd));   /* K/128 = 3: re-packed scales, partial N block */
+            check_linear_w8a8(&s, "odd", 92, 1280, odd, NM(odd));   /* one partial N block, K/128 = 10 */
+        }
         const int lt[] = {64};
         unsetenv("DSINFER_CUDA_FP8_OWN");   /* the default: cuBLASLt */
+        unsetenv("DSINFER_CUDA_FP8_TMA");
         check_linear_w8a8(&s, "cublasLt q_a+kv_a", 2112, 7168, lt, NM(lt));
         free_setup(&s);
     }
@@ -1304,6 +1313,12 @@ int main(void) {
     char why[256];
     if (!ds_cuda_available(why, sizeof why)) test_skip(why);
     ds_dtype_init();
+    {   /* the device-only conversions (the e4m3 encoder by the conversion unit) over every float */
+        char msg[256];
+        long bad = ds_cuda_device_selftest(msg, sizeof msg);
+        printf("  device conversions: %ld mismatches (%s)\n", bad, msg);
+        CHECKF(bad == 0, "device conversions: %ld mismatches, first: %s", bad, msg);
+    }
     const char *seed = getenv("DSINFER_SEED");
     rng_state = seed ? strtoull(seed, NULL, 0) : (uint64_t)time(NULL);
     printf("test_cuda_ops: seed %llu (DSINFER_SEED repeats it)\n", (unsigned long long)rng_state);

@@ -195,6 +195,7 @@ typedef struct {
     cu_ws ws_moe_gemm;          /* MoE as GEMMs per expert: BF16 rows, gate/up, activations, dequantised experts */
     cublasLtHandle_t lt;        /* cuBLASLt (FP8 block-scaled GEMM), created at first use */
     cu_ws ws_fp8;               /* W8A8: quantized activations, their scales, the padded output */
+    cu_ws ws_f8part;            /* W8A8 on wgmma: the split-K partials */
     void *lt_ws;                /* fixed cuBLASLt workspace (LT_WS_BYTES) */
     struct cu_lt_tune *lt_tune; /* tuned BF16 GEMM algorithms per shape (cuda_lt_tune.cu), made at first use */
     struct cu_optimes *optimes; /* DSINFER_CUDA_OP_TIMES=1: per-op timing wrappers (cuda_optimes.cu); else NULL */
@@ -328,6 +329,14 @@ CU_HD unsigned char cu_f32_to_fp8(float x) {
     int mant = (int)(q / ldexpf(1.0f, qe) * 8.0f) - 8;
     return sign | (unsigned char)((qe + 7) << 3) | (unsigned char)mant;
 }
+#ifdef __CUDACC__
+/* cu_f32_to_fp8 by the conversion unit (cvt.rn.satfinite.e4m3x2.f32, NaN to 0x7f as the CPU), a few
+ * instructions instead of the software encoder's ~100: the same code for every float, which
+ * ds_cuda_device_selftest checks over all 2^32 on the GPU (test_cuda_ops). Device only. */
+__device__ __forceinline__ unsigned char cu_f32_to_fp8_hw(float x) {
+    return isnan(x) ? (unsigned char)0x7f : (unsigned char)__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3);
+}
+#endif
 /* ds_f32_to_bf16 (core/dtype.h): round half to even, NaN kept quiet */
 CU_HD unsigned short cu_f32_to_bf16_bits(float f) {
     unsigned u = cu_f32_bits(f);
@@ -436,6 +445,18 @@ extern int cu_moe_w8a8;
  * (nothing done) where it does not apply. */
 extern int cu_fp8_own, cu_fp8_own_max_m;
 int cu_f8_linear(ds_cuda_backend *cb, float *out, const float *x, const ds_weight *w, int M);
+/* DSINFER_CUDA_FP8_OWN=2: the same product on wgmma (cuda_fp8_wgmma.cu; _FP8_OWN_MAX_M default 65535):
+ * x quantized per token x 128 columns, then the block-scaled GEMM with split K and a reduce. */
+void cu_f8_wgmma_linear(ds_cuda_backend *cb, float *out, const float *x, const ds_weight *w, int M);
+/* its GEMM alone: out [M, N] from codes q [M, K] and scales qs [M][K/128] (cu_rows_fp8_f32's) */
+void cu_f8_wgmma_gemm(ds_cuda_backend *cb, float *out, const unsigned char *q, const float *qs, const ds_weight *w, int M);
+void cu_f8_wgmma_init(void);
+/* DSINFER_CUDA_FP8_TMA (default 1): above 64 rows the warp-specialized TMA kernel; 0: the cp.async one */
+extern int cu_fp8_tma;
+/* shared pieces of the own W8A8 linears: x [M, K] fp32 -> codes q [M, K] and scales s [M][K/128]
+ * (moe_rows_fp8_kernel); out[i] = sum over z < ks of part[z n + i], in z order */
+void cu_rows_fp8_f32(unsigned char *q, float *s, const float *x, int M, int K);
+void cu_f8_reduce(float *out, const float *part, size_t n, int ks);
 void cu_moe_tc2_init(void);
 /* W8A8 (cuda_fp8gemm.cu): 1 if w can take the block-scaled FP8 path (FP8 with 128x128 scales, K a
  * multiple of 128, N a multiple of 4, scale rows a multiple of 4 floats); then cu_linear_fp8 computes

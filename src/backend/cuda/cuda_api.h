@@ -18,6 +18,8 @@ int ds_cuda_available(char *why, size_t why_len);
 /* Host-side check of the element conversions the kernels share with the CPU (cuda_selftest.cu); needs
  * no GPU. Returns the number of mismatches, the first described in msg. */
 long ds_cuda_host_selftest(char *msg, size_t len);
+/* the device-only conversions against their host-checked twins, on the GPU: mismatches (0: msg "ok") */
+long ds_cuda_device_selftest(char *msg, size_t len);
 /* Free and total memory of the current device in bytes (cudaMemGetInfo). */
 ds_status ds_cuda_mem_info(size_t *free_bytes, size_t *total_bytes, char *err);
 /* The stream every op of the CUDA backend runs on (a cudaStream_t), for NCCL (dist/comm_nccl.c). */
@@ -58,12 +60,13 @@ ds_status ds_cuda_ceilings(double *copy_gbs, double *bf16_tflops, char *err);
 ds_status ds_cuda_bench_mla(const ds_config *cfg, int n_seqs, int ctx, double *ms, double *gbs, double *kern_ms,
                              double *kern_gbs, char *err);
 /* `dsinfer bench --ops` (issue 8): one FP8 weight [N, K] (K % 128 == 0, N % 4 == 0, random codes, scales
- * 1/256) and, per M of Ms, the median microseconds of: the W8A8 linear as the engine runs it (activation
- * quantization + cuBLASLt block-scaled FP8, DSINFER_CUDA_FP8_GEMM=1), cuBLASLt's block-scaled GEMM alone on
- * quantized activations (lt_ok 0: no algorithm), and cuBLAS's BF16 GEMM of the same shape. */
+ * 1/256) and, per M of Ms, the median GPU microseconds (cold L2, the host's issue time excluded) of: the W8A8
+ * linear as the engine runs it (activation quantization + the GEMM the switches pick, DSINFER_CUDA_FP8_GEMM=1),
+ * the own wgmma GEMM alone on quantized activations (cu_f8_wgmma_gemm), cuBLASLt's block-scaled GEMM alone
+ * on quantized activations (lt_ok 0: no algorithm), and cuBLAS's BF16 GEMM of the same shape. */
 typedef struct {
     int N, K, M, lt_ok;
-    double w8a8_us, lt_us, bf16_us;
+    double w8a8_us, own_us, lt_us, bf16_us;
 } ds_ops_row;
 ds_status ds_cuda_bench_ops(const ds_config *cfg, int N, int K, const int *Ms, int nM, ds_ops_row *rows, char *err);
 /* The tuned cuBLASLt GEMMs (DSINFER_CUDA_LT_TUNE, cuda_lt_tune.cu): the file this device's choices are

@@ -75,6 +75,55 @@ static double time_median(void (*fn)(void *), void *ctx, int reps) {
     return t[reps / 2];
 }
 
+/* Reads n float4 (the L2 flush: the lines it leaves are clean, so the timed kernel's misses do not wait on
+ * write-backs as after a memset); the sum is stored only if it equals an unlikely value. */
+__global__ void bench_read_kernel(const float4 *p, size_t n, float *sink) {
+    float acc = 0.0f;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float4 v = p[i];
+        acc += v.x + v.y + v.z + v.w;
+    }
+    if (acc == 1234.5678f) *sink = acc;
+}
+
+/* Keeps the GPU busy for `cycles` SM clocks (time_gpu_median: the host issues the timed work meanwhile). */
+__global__ void bench_spin_kernel(long long cycles) {
+    long long t0 = clock64();
+    while (clock64() - t0 < cycles) {
+    }
+}
+
+/* Median GPU milliseconds of `reps` runs of fn(ctx), each from a cold L2 (flush: a buffer larger than the L2
+ * read first, or NULL) and without the host's issue time: a spin kernel of ~200 us runs while the host
+ * issues fn's launches behind the start event, so the events bracket the kernels alone. (time_median's
+ * figures include the host's issue time when it exceeds the kernels', about 20 us for a cuBLASLt call.) */
+static double time_gpu_median(void (*fn)(void *), void *ctx, int reps, void *flush, size_t flush_bytes) {
+    cudaEvent_t a, b;
+    CUDA_CHECK(cudaEventCreate(&a));
+    CUDA_CHECK(cudaEventCreate(&b));
+    fn(ctx);
+    float t[64];
+    if (reps > 64) reps = 64;
+    for (int r = 0; r < reps; r++) {
+        if (flush) {
+            bench_read_kernel<<<1024, 256, 0, cu_stream>>>((const float4 *)flush, flush_bytes / 16 - 1,
+                                                           (float *)flush + flush_bytes / 4 - 1);
+            CUDA_LAUNCH_CHECK();
+        }
+        bench_spin_kernel<<<1, 1, 0, cu_stream>>>(400000);
+        CUDA_LAUNCH_CHECK();
+        CUDA_CHECK(cudaEventRecord(a, cu_stream));
+        fn(ctx);
+        CUDA_CHECK(cudaEventRecord(b, cu_stream));
+        CUDA_CHECK(cudaEventSynchronize(b));
+        CUDA_CHECK(cudaEventElapsedTime(&t[r], a, b));
+    }
+    qsort(t, (size_t)reps, sizeof(float), cmp_f);
+    CUDA_CHECK(cudaEventDestroy(a));
+    CUDA_CHECK(cudaEventDestroy(b));
+    return t[reps / 2];
+}
+
 typedef struct { void *dst; const void *src; size_t n; } copy_ctx;
 static void do_copy(void *c) {
     copy_ctx *x = (copy_ctx *)c;
@@ -248,12 +297,16 @@ __global__ void bench_const_kernel(float *p, size_t n, float v) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) p[i] = v;
 }
 
+#define FLUSH_BYTES ((size_t)256 << 20)
+
 typedef struct {
     ds_backend *be;
     ds_weight w;               /* FP8 [N, K] with scales, on the device */
     float *x, *out;            /* [M, K], [Mp, N] */
     unsigned char *q;          /* [Mp, K] */
     float *s;                  /* [K/128][Mp] */
+    unsigned char *oq;         /* [M, K]: the own GEMM's codes */
+    float *os;                 /* [M][K/128]: and scales */
     const void *wb, *xb;       /* BF16 weight [N, K] and activations [M, K] */
     int M, Mp;
     int ok;
@@ -266,6 +319,10 @@ static void do_w8a8(void *c) {
 static void do_lt_only(void *c) {
     ops_ctx *o = (ops_ctx *)c;
     o->ok = cu_fp8_gemm_quantized(cu_of(o->be), o->out, o->q, o->s, &o->w, o->Mp);
+}
+static void do_own_only(void *c) {
+    ops_ctx *o = (ops_ctx *)c;
+    cu_f8_wgmma_gemm(cu_of(o->be), o->out, o->oq, o->os, &o->w, o->M);
 }
 static void do_bf16(void *c) {
     ops_ctx *o = (ops_ctx *)c;
@@ -289,18 +346,19 @@ extern "C" ds_status ds_cuda_bench_ops(const ds_config *cfg, int N, int K, const
     ops_ctx o;
     memset(&o, 0, sizeof o);
     o.be = be;
-    void *wq = NULL, *ws = NULL, *wb = NULL, *xb = NULL, *q = NULL, *s = NULL;
-    size_t need = (size_t)N * K * 3 + (size_t)Mpmax * K * 7 + (size_t)Mpmax * N * 4;
+    void *wq = NULL, *ws = NULL, *wb = NULL, *xb = NULL, *q = NULL, *s = NULL, *oq = NULL, *os = NULL;
+    size_t need = (size_t)N * K * 3 + (size_t)Mpmax * K * 8 + (size_t)Mpmax * N * 4;
     if (cudaMalloc(&wq, (size_t)N * K) != cudaSuccess || cudaMalloc(&ws, sizeof(float) * (size_t)SR * L) != cudaSuccess ||
         cudaMalloc(&wb, (size_t)N * K * 2) != cudaSuccess || cudaMalloc(&xb, (size_t)Mpmax * K * 2) != cudaSuccess ||
-        cudaMalloc(&q, (size_t)Mpmax * K) != cudaSuccess || cudaMalloc(&s, sizeof(float) * (size_t)L * Mpmax) != cudaSuccess) {
+        cudaMalloc(&q, (size_t)Mpmax * K) != cudaSuccess || cudaMalloc(&s, sizeof(float) * (size_t)L * Mpmax) != cudaSuccess ||
+        cudaMalloc(&oq, (size_t)Mpmax * K) != cudaSuccess || cudaMalloc(&os, sizeof(float) * (size_t)L * Mpmax) != cudaSuccess) {
         cudaGetLastError();
         be->destroy(be);
         return ds_seterr(err, DS_ERR_NOMEM, "bench ops: cannot allocate about %.1f GiB for N=%d K=%d M=%d", need / 1073741824.0,
                          N, K, Mmax);
     }
-    void *own[] = {wq, ws, wb, xb, q, s};
-    for (int i = 0; i < 6; i++) cu_own(cu_of(be), own[i]);
+    void *own[] = {wq, ws, wb, xb, q, s, oq, os};
+    for (int i = 0; i < 8; i++) cu_own(cu_of(be), own[i]);
     bench_fill_fp8_kernel<<<4096, 256, 0, cu_stream>>>((unsigned char *)wq, (size_t)N * K, 11);
     CUDA_LAUNCH_CHECK();
     bench_const_kernel<<<64, 256, 0, cu_stream>>>((float *)ws, (size_t)SR * L, 1.0f / 256);
@@ -318,10 +376,22 @@ extern "C" ds_status ds_cuda_bench_ops(const ds_config *cfg, int N, int K, const
     o.xb = xb;
     o.q = (unsigned char *)q;
     o.s = (float *)s;
+    o.oq = (unsigned char *)oq;
+    o.os = (float *)os;
     o.x = be->alloc(be, (size_t)Mpmax * K);
     o.out = be->alloc(be, (size_t)Mpmax * N);
     ds_status st = o.x && o.out ? DS_OK : ds_seterr(err, DS_ERR_NOMEM, "bench ops: cannot allocate activations");
     if (!st) fill_random(o.x, (size_t)Mpmax * K, 14, 0);
+    void *flush = NULL;   /* the L2 (50 MB on an H200) emptied before each timed run, as in a decode step */
+    if (!st && cudaMalloc(&flush, FLUSH_BYTES) != cudaSuccess) {
+        cudaGetLastError();
+        flush = NULL;
+        fprintf(stderr, "bench ops: no memory for the L2 flush buffer; timing with a warm L2\n");
+    }
+    if (flush) {
+        cu_own(cu_of(be), flush);
+        CUDA_CHECK(cudaMemset(flush, 0, FLUSH_BYTES));
+    }
     for (int i = 0; i < nM && !st; i++) {
         o.M = Ms[i];
         o.Mp = (o.M + 3) & ~3;
@@ -330,11 +400,13 @@ extern "C" ds_status ds_cuda_bench_ops(const ds_config *cfg, int N, int K, const
         r->N = N;
         r->K = K;
         r->M = o.M;
-        r->w8a8_us = 1e3 * time_median(do_w8a8, &o, 15);
+        r->w8a8_us = 1e3 * time_gpu_median(do_w8a8, &o, 15, flush, FLUSH_BYTES);
+        cu_rows_fp8_f32(o.oq, o.os, o.x, o.M, K);
+        r->own_us = 1e3 * time_gpu_median(do_own_only, &o, 15, flush, FLUSH_BYTES);
         cu_act_quant_fp8(o.q, o.s, o.x, o.M, o.Mp, K);
-        r->lt_us = 1e3 * time_median(do_lt_only, &o, 15);
+        r->lt_us = 1e3 * time_gpu_median(do_lt_only, &o, 15, flush, FLUSH_BYTES);
         r->lt_ok = o.ok;
-        r->bf16_us = 1e3 * time_median(do_bf16, &o, 15);
+        r->bf16_us = 1e3 * time_gpu_median(do_bf16, &o, 15, flush, FLUSH_BYTES);
     }
     if (o.x) be->release(be, o.x);
     if (o.out) be->release(be, o.out);

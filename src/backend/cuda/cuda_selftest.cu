@@ -129,3 +129,37 @@ extern "C" long ds_cuda_host_selftest(char *msg, size_t len) {
     }
     return bad;
 }
+
+/* The conversion unit's e4m3 encoder (cu_f32_to_fp8_hw) against the software one (cu_f32_to_fp8, checked
+ * against the CPU above) for every float bit pattern; on the GPU. */
+__global__ void fp8_hw_check_kernel(unsigned long long *bad, unsigned *first) {
+    for (uint64_t u = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; u < (1ull << 32); u += (uint64_t)gridDim.x * blockDim.x) {
+        float x = cu_bits_f32((unsigned)u);
+        if (cu_f32_to_fp8_hw(x) != cu_f32_to_fp8(x)) {
+            if (atomicAdd(bad, 1ull) == 0) *first = (unsigned)u;
+        }
+    }
+}
+
+extern "C" long ds_cuda_device_selftest(char *msg, size_t len) {
+    unsigned long long *bad = NULL, h_bad = 0;
+    unsigned *first = NULL, h_first = 0;
+    snprintf(msg, len, "ok");
+    if (cudaMalloc(&bad, sizeof *bad) != cudaSuccess || cudaMalloc(&first, sizeof *first) != cudaSuccess) {
+        snprintf(msg, len, "cudaMalloc failed");
+        return 1;
+    }
+    CUDA_CHECK(cudaMemset(bad, 0, sizeof *bad));
+    fp8_hw_check_kernel<<<4096, 256>>>(bad, first);
+    CUDA_LAUNCH_CHECK();
+    CUDA_CHECK(cudaMemcpy(&h_bad, bad, sizeof h_bad, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(&h_first, first, sizeof h_first, cudaMemcpyDeviceToHost));
+    if (h_bad) {
+        float x = cu_bits_f32(h_first);
+        snprintf(msg, len, "fp8 encode of %a (bits 0x%08x): the conversion unit differs from the software code 0x%02x", x,
+                 h_first, cu_f32_to_fp8(x));
+    }
+    cudaFree(bad);
+    cudaFree(first);
+    return (long)h_bad;
+}

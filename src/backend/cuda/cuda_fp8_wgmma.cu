@@ -1,0 +1,331 @@
+/* W8A8 linear on Hopper's warpgroup MMAs (issues 8, 7; DSINFER_CUDA_FP8_OWN=2 with DSINFER_CUDA_FP8_GEMM=1).
+ *
+ * Y[m, n] = sum_b s_x[m, b] s_w[n / 128, b] sum_{k in block b} q_x[m, k] q_w[n, k]: the same block-scaled
+ * product as cuBLASLt's path and the mma.sync kernel (cu_f8_linear), here with
+ * wgmma.mma_async m64n128k32 e4m3 x e4m3 -> f32, which sm_90 runs natively (mma.sync's FP8 form is an sm_89
+ * instruction that ptxas emulates with FP16 MMAs on sm_90; bench/RESULTS.md seventh session run 11).
+ *
+ * A block: WG warpgroups (128 threads each) x 64 activation rows, 128 weight rows (one scale block), a
+ * K range of kc columns (split K below 2 waves of blocks; partials summed in z order by f8_reduce_kernel).
+ * Stages of 128 columns (one scale block) go global -> shared by cp.async into a WG_ST-deep ring, in the
+ * 128-byte swizzled K-major layout the MMA descriptors name; each stage is 4 MMAs of k32 into a fresh
+ * accumulator (scale-d = 0 on the first), which is then promoted into the fp32 total with s_x * s_w (the
+ * per-128 promotion of DeepSeek-V3's recipe: the tensor cores' FP8 accumulation is not full fp32).
+ * Shared-memory layout of a stage (base 1024-byte aligned): A [64 WG rows][128 B], then B [128 rows][128 B];
+ * 16-byte chunk c of row r sits at chunk c ^ (r % 8) (SWIZZLE_128B). Rows past M or N are zero-filled.
+ *
+ * Two kernels share the MMA and the promotion:
+ *  - f8_wgmma_kernel (up to 64 rows, or DSINFER_CUDA_FP8_TMA=0): every thread loads by cp.async, one
+ *    __syncthreads a stage;
+ *  - f8_tma_kernel (more than 64 rows): warp-specialized as on Hopper's fast GEMMs: one thread of a producer
+ *    warpgroup loads the stages by TMA (tensor maps with the same 128-byte swizzle; rows past M or N are
+ *    filled with zeros by the copy engine) into a TM_ST-deep ring guarded by mbarriers (full: the bytes
+ *    landed; empty: the 8 consumer warps are done with it); two consumer warpgroups take 64 rows each of a
+ *    128 x 128 output tile. Tiles are ordered in groups of TM_GROUP_M row blocks so that the blocks running
+ *    at once share weight tiles in L2 (a plain row-major order re-reads the whole weight per row block). */
+#include "backend/cuda/cuda.h"
+#include "backend/cuda/cuda_mma.h"
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#define WG_BN 128   /* weight rows a block (one row block of the weight's scales) */
+#define WG_BK 128   /* columns a stage (one column block of both operands' scales) */
+#define WG_ST 4     /* stages in the ring */
+
+static size_t wg_smem_bytes(int wg) { return (size_t)WG_ST * (64 * wg + WG_BN) * WG_BK + 1024; }
+
+/* shared-memory matrix descriptor (PTX ISA "matrix descriptor" for wgmma): start address >> 4 in bits
+ * 0-13, leading byte offset 0 (unused for a swizzled K-major operand whose k32 slice lies inside one
+ * 128-byte row), stride byte offset 1024 >> 4 (8 rows of 128 B) in bits 32-45, layout SWIZZLE_128B (1)
+ * in bits 62-63 */
+__device__ __forceinline__ uint64_t wg_desc(const void *p) {
+    uint64_t a = cu_smem_addr(p);
+    return ((a & 0x3FFFF) >> 4) | ((uint64_t)(1024 >> 4) << 32) | (1ull << 62);
+}
+__device__ __forceinline__ void wg_fence(void) { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit(void) { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_wait0(void) { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+/* this thread's generic-proxy writes to shared memory (cp.async) made visible to the async proxy (wgmma) */
+__device__ __forceinline__ void wg_fence_smem(void) { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+/* d[64 x 128] (+)= a[64 x 32] b[128 x 32]^T, both e4m3 from shared memory; acc = 0 starts from zero.
+ * d's layout (per warp w of the warpgroup, lane l): d[4j + h] is row 16w + l/4 + 8 (h / 2), column
+ * 8j + 2 (l % 4) + h % 2. */
+__device__ __forceinline__ void wg_mma_n128(float (&d)[64], uint64_t da, uint64_t db, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "l"(da), "l"(db), "r"(acc));
+}
+
+/* one stage: columns [128 kb, 128 kb + 128) of activation rows m0 .. m0 + 64 WG - 1 and weight rows
+ * n0 .. n0 + 127, 16 bytes a cp.async */
+template <int WG>
+__device__ __forceinline__ void wg_load_stage(unsigned char *st, const unsigned char *xq, const unsigned char *w, int m0,
+                                              int n0, int M, int N, int K, int kb) {
+    const int BM = 64 * WG;
+    size_t col = (size_t)kb * WG_BK;
+    for (int x = threadIdx.x; x < (BM + WG_BN) * 8; x += WG * 128) {
+        int row = x >> 3, ch = x & 7, a = row < BM, r = a ? row : row - BM, g = a ? m0 + r : n0 + r;
+        int ok = g < (a ? M : N);
+        const unsigned char *src = (a ? xq : w) + (ok ? (size_t)g * K + col + 16 * ch : 0);
+        unsigned char *dst = st + (a ? 0 : BM * WG_BK) + r * WG_BK + ((ch ^ (r & 7)) << 4);
+        cu_cp_async16(dst, src, ok ? 16 : 0);
+    }
+}
+
+/* out (+ blockIdx.z * M * N when split) [M, N] fp32 = the block-scaled product over columns
+ * [blockIdx.z * kc, + kc) (kc a multiple of 128). xq [M, K] e4m3, xs [M][K/128]; w [N, K] e4m3, ws
+ * [ceil(N/128)][ws_cols]. Grid (ceil(N/128), ceil(M/(64 WG)), splits), WG * 128 threads. */
+template <int WG>
+__global__ void __launch_bounds__(WG * 128) f8_wgmma_kernel(float *out, const unsigned char *xq, const float *xs,
+                                                          const unsigned char *w, const float *ws, int ws_cols, int M,
+                                                          int N, int K, int kc) {
+    extern __shared__ unsigned char wg_raw[];
+    unsigned char *sm = (unsigned char *)(((uintptr_t)wg_raw + 1023) & ~(uintptr_t)1023);
+    const int BM = 64 * WG, STAGE = (BM + WG_BN) * WG_BK, LK = K / WG_BK;
+    int n0 = blockIdx.x * WG_BN, m0 = blockIdx.y * BM, kb0 = blockIdx.z * (kc / WG_BK);
+    int nkb = (K - blockIdx.z * kc < kc ? K - blockIdx.z * kc : kc) / WG_BK;
+    int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+    int r0 = m0 + 64 * wg + 16 * warp + (lane >> 2), r1 = r0 + 8;   /* this thread's two output rows */
+    const float *sw = ws + (size_t)(n0 / WG_BN) * ws_cols;
+    float acc[64], tot[64];
+    for (int i = 0; i < 64; i++) acc[i] = tot[i] = 0.0f;
+    for (int s = 0; s < WG_ST - 1; s++) {
+        if (s < nkb) wg_load_stage<WG>(sm + s * STAGE, xq, w, m0, n0, M, N, K, kb0 + s);
+        cu_cp_async_commit();
+    }
+    for (int i = 0; i < nkb; i++) {
+        int kb = kb0 + i;
+        float s0 = r0 < M ? xs[(size_t)r0 * LK + kb] : 0.0f, s1 = r1 < M ? xs[(size_t)r1 * LK + kb] : 0.0f;
+        float swb = sw[kb];
+        cu_cp_async_wait<WG_ST - 2>();   /* stage i has landed (this thread's part) */
+        wg_fence_smem();
+        __syncthreads();                 /* ... and every thread's; stage i - 1 is read by nobody now */
+        const unsigned char *a = sm + (i % WG_ST) * STAGE + wg * 64 * WG_BK, *b = sm + (i % WG_ST) * STAGE + BM * WG_BK;
+        wg_fence();
+#pragma unroll
+        for (int j = 0; j < 4; j++) wg_mma_n128(acc, wg_desc(a + 32 * j), wg_desc(b + 32 * j), j);
+        wg_commit();
+        int nx = i + WG_ST - 1;   /* into the stage the previous MMAs read */
+        if (nx < nkb) wg_load_stage<WG>(sm + (nx % WG_ST) * STAGE, xq, w, m0, n0, M, N, K, kb0 + nx);
+        cu_cp_async_commit();
+        wg_wait0();
+        s0 *= swb;
+        s1 *= swb;
+#pragma unroll
+        for (int q = 0; q < 64; q += 4) {
+            tot[q] += acc[q] * s0;
+            tot[q + 1] += acc[q + 1] * s0;
+            tot[q + 2] += acc[q + 2] * s1;
+            tot[q + 3] += acc[q + 3] * s1;
+        }
+    }
+    cu_cp_async_wait<0>();
+    float *o = out + (size_t)blockIdx.z * M * N;
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        int c = n0 + 8 * j + 2 * (lane & 3);
+        for (int h = 0; h < 2; h++) {
+            int r = h ? r1 : r0;
+            if (r >= M) continue;
+            if (c < N) o[(size_t)r * N + c] = tot[4 * j + 2 * h];
+            if (c + 1 < N) o[(size_t)r * N + c + 1] = tot[4 * j + 2 * h + 1];
+        }
+    }
+}
+
+/* ---- the TMA kernel ---- */
+#define TM_BM 128     /* activation rows a block: two consumer warpgroups of 64 */
+#define TM_ST 6       /* stages of 32 KB */
+#define TM_GROUP_M 8  /* row blocks a group in the tile order */
+#define TM_STAGE ((TM_BM + WG_BN) * WG_BK)
+
+static size_t tm_smem_bytes(void) { return (size_t)TM_ST * TM_STAGE + 2 * TM_ST * 8 + 1024; }
+
+__device__ __forceinline__ void mbar_init(uint64_t *b, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(cu_smem_addr(b)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint64_t *b, int bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(cu_smem_addr(b)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t *b) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(cu_smem_addr(b)) : "memory");
+}
+/* returns once the phase with this parity has completed */
+__device__ __forceinline__ void mbar_wait(uint64_t *b, int parity) {
+    uint32_t done = 0;
+    while (!done)
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(cu_smem_addr(b)), "r"(parity)
+                     : "memory");
+}
+/* box {128 columns, 128 rows} at (col, row) of the 2-D tensor map -> dst; completes bytes on bar */
+__device__ __forceinline__ void tma_load(void *dst, const CUtensorMap *map, int col, int row, uint64_t *bar) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+                 ::"r"(cu_smem_addr(dst)), "l"((uint64_t)map), "r"(col), "r"(row), "r"(cu_smem_addr(bar))
+                 : "memory");
+}
+
+/* tile t of mb x nb output tiles x ks splits -> its first row and column and its stages [kb0, kb0 + nkb):
+ * splits outermost, then groups of TM_GROUP_M row blocks, column blocks within a group, row blocks fastest */
+__device__ __forceinline__ void tm_tile(int t, int mb, int nb, int K, int kc, int *m0, int *n0, int *kb0, int *nkb) {
+    int z = t / (mb * nb), r = t % (mb * nb), per = TM_GROUP_M * nb, g = r / per;
+    int gm = mb - g * TM_GROUP_M < TM_GROUP_M ? mb - g * TM_GROUP_M : TM_GROUP_M;
+    *m0 = (g * TM_GROUP_M + (r % per) % gm) * TM_BM;
+    *n0 = (r % per) / gm * WG_BN;
+    *kb0 = z * (kc / WG_BK);
+    *nkb = (K - z * kc < kc ? K - z * kc : kc) / WG_BK;
+}
+
+/* As f8_wgmma_kernel with 128-row tiles, persistent: block b takes tiles b, b + gridDim.x, ... of the
+ * mb x nb x ks tiles (split z's partial at out + z M N). 384 threads: warpgroup 0 produces (one thread, the
+ * stages of every tile in order, so it runs ahead into the next tile while the consumers store the last),
+ * 1 and 2 consume. ta: the codes [M, K], tb: the weight [N, K], boxes of 128 x 128 bytes. The ring's use
+ * count `it` runs on across tiles: stage it % TM_ST, phase (it / TM_ST) & 1. */
+__global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ CUtensorMap ta,
+                                                        const __grid_constant__ CUtensorMap tb, float *out,
+                                                        const float *xs, const float *ws, int ws_cols, int M, int N,
+                                                        int K, int kc, int ks) {
+    extern __shared__ unsigned char wg_raw[];
+    unsigned char *sm = (unsigned char *)(((uintptr_t)wg_raw + 1023) & ~(uintptr_t)1023);
+    uint64_t *full = (uint64_t *)(sm + TM_ST * TM_STAGE), *empty = full + TM_ST;
+    int mb = (M + TM_BM - 1) / TM_BM, nb = (N + WG_BN - 1) / WG_BN, tiles = mb * nb * ks;
+    int m0, n0, kb0, nkb;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < TM_ST; s++) {
+            mbar_init(&full[s], 1);
+            mbar_init(&empty[s], 8);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    int wg = threadIdx.x >> 7;
+    if (wg == 0) {   /* producer: one thread */
+        if (threadIdx.x == 0) {
+            int it = 0;
+            for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+                tm_tile(t, mb, nb, K, kc, &m0, &n0, &kb0, &nkb);
+                for (int i = 0; i < nkb; i++, it++) {
+                    int s = it % TM_ST;
+                    if (it >= TM_ST) mbar_wait(&empty[s], (it / TM_ST - 1) & 1);
+                    mbar_expect_tx(&full[s], TM_STAGE);
+                    unsigned char *st = sm + s * TM_STAGE;
+                    tma_load(st, &ta, (kb0 + i) * WG_BK, m0, &full[s]);
+                    tma_load(st + TM_BM * WG_BK, &tb, (kb0 + i) * WG_BK, n0, &full[s]);
+                }
+            }
+        }
+        return;
+    }
+    int cw = wg - 1, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, LK = K / WG_BK, it = 0;
+    float acc[64], tot[64];
+    for (int i = 0; i < 64; i++) acc[i] = 0.0f;
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+        tm_tile(t, mb, nb, K, kc, &m0, &n0, &kb0, &nkb);
+        int r0 = m0 + 64 * cw + 16 * warp + (lane >> 2), r1 = r0 + 8;
+        const float *sw = ws + (size_t)(n0 / WG_BN) * ws_cols;
+        for (int i = 0; i < 64; i++) tot[i] = 0.0f;
+        for (int i = 0; i < nkb; i++, it++) {
+            int s = it % TM_ST, kb = kb0 + i;
+            float s0 = r0 < M ? xs[(size_t)r0 * LK + kb] : 0.0f, s1 = r1 < M ? xs[(size_t)r1 * LK + kb] : 0.0f;
+            float swb = sw[kb];
+            mbar_wait(&full[s], (it / TM_ST) & 1);
+            const unsigned char *a = sm + s * TM_STAGE + cw * 64 * WG_BK, *b = sm + s * TM_STAGE + TM_BM * WG_BK;
+            wg_fence();
+#pragma unroll
+            for (int j = 0; j < 4; j++) wg_mma_n128(acc, wg_desc(a + 32 * j), wg_desc(b + 32 * j), j);
+            wg_commit();
+            wg_wait0();
+            if (lane == 0) mbar_arrive(&empty[s]);
+            s0 *= swb;
+            s1 *= swb;
+#pragma unroll
+            for (int q = 0; q < 64; q += 4) {
+                tot[q] += acc[q] * s0;
+                tot[q + 1] += acc[q + 1] * s0;
+                tot[q + 2] += acc[q + 2] * s1;
+                tot[q + 3] += acc[q + 3] * s1;
+            }
+        }
+        float *o = out + (size_t)(t / (mb * nb)) * M * N;
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            int c = n0 + 8 * j + 2 * (lane & 3);
+            for (int h = 0; h < 2; h++) {
+                int r = h ? r1 : r0;
+                if (r >= M) continue;
+                if (c + 1 < N) *(float2 *)&o[(size_t)r * N + c] = make_float2(tot[4 * j + 2 * h], tot[4 * j + 2 * h + 1]);
+                else if (c < N) o[(size_t)r * N + c] = tot[4 * j + 2 * h];
+            }
+        }
+    }
+}
+
+static PFN_cuTensorMapEncodeTiled_v12000 encode_tiled;
+int cu_fp8_tma = 1;   /* DSINFER_CUDA_FP8_TMA (backend creation) */
+
+/* a 2-D map of a row-major [rows, K] byte matrix, boxes of 128 x 128, 128-byte swizzle; 0 on failure */
+static int tma_map(CUtensorMap *map, const void *p, int rows, int K) {
+    cuuint64_t dim[2] = {(cuuint64_t)K, (cuuint64_t)rows}, stride[1] = {(cuuint64_t)K};
+    cuuint32_t box[2] = {WG_BK, 128}, es[2] = {1, 1};
+    CUresult r = encode_tiled(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, (void *)p, dim, stride, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                              CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    return r == CUDA_SUCCESS;
+}
+
+void cu_f8_wgmma_init(void) {
+    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes()));
+    if (!encode_tiled) {
+        cudaDriverEntryPointQueryResult q;
+        void *fn = NULL;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) == cudaSuccess &&
+            q == cudaDriverEntryPointSuccess)
+            encode_tiled = (PFN_cuTensorMapEncodeTiled_v12000)fn;
+        else
+            cudaGetLastError();   /* no TMA maps: the cp.async kernel at every M */
+    }
+
+    CUDA_CHECK(cudaFuncSetAttribute(f8_wgmma_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)wg_smem_bytes(1)));
+    CUDA_CHECK(cudaFuncSetAttribute(f8_wgmma_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)wg_smem_bytes(2)));
+}
+
+/* out [M, N] = the block-scaled product of codes q [M, K] (scales qs [M][K/128]) with w (FP8, 128 x 128
+ * scales). Split K when the blocks are fewer than the GPU holds at once (2 an SM with one warpgroup, 1 with
+ * two: shared memory), into as many splits as still fit in that one wave (a second, partial wave would
+ * double the time), each split at least 4 stages. */
+void cu_f8_wgmma_gemm(ds_cuda_backend *cb, float *out, const unsigned char *q, const float *qs, const ds_weight *w, int M) {
+    int N = w->rows, K = w->cols, nkb = K / WG_BK, wgs = M <= 64 ? 1 : 2, tma = wgs == 2 && cu_fp8_tma && encode_tiled;
+    int mb = (M + 64 * wgs - 1) / (64 * wgs), nb = (N + WG_BN - 1) / WG_BN, blocks = mb * nb;
+    int ks = (wgs == 1 ? 2 : 1) * cb->n_sm / blocks, max_ks = nkb / 4 > 0 ? nkb / 4 : 1;
+    if (ks > max_ks) ks = max_ks;
+    if (ks < 1) ks = 1;
+    int kc = (nkb + ks - 1) / ks * WG_BK;
+    ks = (K + kc - 1) / kc;
+    float *part = ks > 1 ? (float *)cu_ws_get(&cb->ws_f8part, (size_t)ks * M * N * 4) : out;
+    dim3 grid((unsigned)nb, (unsigned)mb, (unsigned)ks);
+    const unsigned char *wd = (const unsigned char *)w->data;
+    CUtensorMap ta, tb;
+    if (tma && tma_map(&ta, q, M, K) && tma_map(&tb, wd, N, K)) {
+        int tiles = mb * nb * ks, grid_p = tiles < cb->n_sm ? tiles : cb->n_sm;
+        f8_tma_kernel<<<(unsigned)grid_p, 384, tm_smem_bytes(), cu_stream>>>(ta, tb, part, qs, w->scale, w->scale_cols, M, N, K,
+                                                                           kc, ks);
+    } else if (wgs == 1)
+        f8_wgmma_kernel<1><<<grid, 128, wg_smem_bytes(1), cu_stream>>>(part, q, qs, wd, w->scale, w->scale_cols, M, N, K, kc);
+    else
+        f8_wgmma_kernel<2><<<grid, 256, wg_smem_bytes(2), cu_stream>>>(part, q, qs, wd, w->scale, w->scale_cols, M, N, K, kc);
+    CUDA_LAUNCH_CHECK();
+    if (ks > 1) cu_f8_reduce(out, part, (size_t)M * N, ks);
+}
+
+/* out [M, N] = the W8A8 product of x [M, K] fp32, quantized here per token x 128 columns (as the experts'
+ * activations are), with w */
+void cu_f8_wgmma_linear(ds_cuda_backend *cb, float *out, const float *x, const ds_weight *w, int M) {
+    int K = w->cols;
+    size_t qb = ((size_t)M * K + 255) / 256 * 256, sb = (size_t)M * (K / WG_BK) * 4;
+    unsigned char *q = (unsigned char *)cu_ws_get(&cb->ws_fp8, qb + sb);
+    float *qs = (float *)(q + qb);
+    cu_rows_fp8_f32(q, qs, x, M, K);
+    cu_f8_wgmma_gemm(cb, out, q, qs, w, M);
+}
