@@ -323,6 +323,31 @@ if want wg8; then
     step dec_wg8_$v 100 env DSINFER_CUDA_TC=1 DSINFER_CUDA_FP8_GEMM=$((v > 0)) DSINFER_CUDA_FP8_OWN=$v $B/dsinfer bench --dtype fp8 --batch 64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label fp8-wgmma$v
   done
 fi
+# wg8q: the op tests of the W8A8 paths and `bench --ops` alone (a kernel change)
+if want wg8q; then
+  step ops_w8 240 env DSINFER_OPS_ONLY=w8a8 $B/test_cuda_ops
+  step ops_wg8 150 env DSINFER_CUDA_FP8_OWN=2 $B/dsinfer bench --ops --ops-m 64,128,4096 --csv $OUT/ops_wg8.csv
+  cat $OUT/ops_wg8.log
+fi
+# wg8d: the W8A8 linears on wgmma (DSINFER_CUDA_FP8_GEMM=1 DSINFER_CUDA_FP8_OWN=2) against the default (FP8 weights
+# dequantized for cuBLAS's BF16 GEMMs): FP8 prefill and decode rows, alternated; the fixture goldens with it on
+if want wg8d; then
+  for v in 2 0 2 0; do
+    step pre_wg8_$v 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_FP8_GEMM=$((v > 0)) DSINFER_CUDA_FP8_OWN=$v $B/dsinfer bench --dtype fp8 --batch '' --ctx '' --prompt 512,2K,8K --steps 2 --csv $CSV --label pre-wgmma$v
+  done
+  for v in 2 0; do
+    step dec8_wg8_$v 100 env DSINFER_CUDA_TC=1 DSINFER_CUDA_FP8_GEMM=$((v > 0)) DSINFER_CUDA_FP8_OWN=$v $B/dsinfer bench --dtype fp8 --batch 1,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label dec-wgmma$v
+  done
+  step golden_wg8 120 env DSINFER_CUDA_FP8_GEMM=1 DSINFER_CUDA_FP8_OWN=2 $B/test_cuda_golden
+fi
+# ncu8: ncu of the TMA kernel and of cuBLASLt's block-scaled kernel at 2112x7168 and 7168x16384, M = 4096
+if want ncu8; then
+  for k in f8_tma_kernel 'regex:sm90|gemm|cutlass'; do
+    tag=$(echo "$k" | tr -cd 'a-z0-9_' | head -c 12)
+    step ncu8_$tag 200 ncu --kernel-name "$k" --launch-skip 3 --launch-count 1 --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --section Occupancy --section LaunchStats --page details $B/dsinfer bench --ops --ops-m 4096
+    grep -E "^  [a-zA-Z_0-9]+.*\(|Duration|Throughput|Pipe|Stall|Issued|Eligible|Registers|Shared Memory Config|L2 Hit|Mem Busy|Max Bandwidth|Achieved Occ|Waves|Tensor" $OUT/ncu8_$tag.log | head -60
+  done
+fi
 # final7: the decode and prefill rows at the seventh session's defaults (fp32 and BF16 caches, FP8 weights)
 if want final7; then
   step final7_bf16 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,8,32,64,128,256 --ctx 1K,4K --prompt '' --steps 8 --csv $CSV --label final7-bf16

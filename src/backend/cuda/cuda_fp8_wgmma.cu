@@ -45,6 +45,8 @@ __device__ __forceinline__ uint64_t wg_desc(const void *p) {
 __device__ __forceinline__ void wg_fence(void) { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_commit(void) { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_wait0(void) { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+/* waits until at most one committed group of this warpgroup is pending */
+__device__ __forceinline__ void wg_wait1(void) { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
 /* this thread's generic-proxy writes to shared memory (cp.async) made visible to the async proxy (wgmma) */
 __device__ __forceinline__ void wg_fence_smem(void) { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
@@ -179,6 +181,41 @@ __device__ __forceinline__ void tm_tile(int t, int mb, int nb, int K, int kc, in
     *nkb = (K - z * kc < kc ? K - z * kc : kc) / WG_BK;
 }
 
+/* a consumer warpgroup's view of one tile */
+typedef struct {
+    unsigned char *sm;
+    uint64_t *full, *empty;
+    const float *xs, *sw;   /* the codes' scales [M][LK]; the tile's row of weight scales */
+    int M, LK, kb0, nkb, it0, cw, r0, r1;
+} tm_ctx;
+
+/* k-block i of the tile: wait for its stage, then its 4 MMAs into acc from zero, committed as one group */
+__device__ __forceinline__ void tm_issue(float (&acc)[64], const tm_ctx *c, int i) {
+    int it = c->it0 + i, s = it % TM_ST;
+    mbar_wait(&c->full[s], (it / TM_ST) & 1);
+    const unsigned char *a = c->sm + s * TM_STAGE + c->cw * 64 * WG_BK, *b = c->sm + s * TM_STAGE + TM_BM * WG_BK;
+    wg_fence();
+#pragma unroll
+    for (int j = 0; j < 4; j++) wg_mma_n128(acc, wg_desc(a + 32 * j), wg_desc(b + 32 * j), j);
+    wg_commit();
+}
+
+/* k-block i's scales and its stage given back after its MMAs completed: the promotion of acc into tot */
+__device__ __forceinline__ void tm_promote(const float (&acc)[64], float (&tot)[64], const tm_ctx *c, int i, int lane) {
+    int kb = c->kb0 + i;
+    float sw = c->sw[kb];
+    float s0 = c->r0 < c->M ? c->xs[(size_t)c->r0 * c->LK + kb] * sw : 0.0f;
+    float s1 = c->r1 < c->M ? c->xs[(size_t)c->r1 * c->LK + kb] * sw : 0.0f;
+    if (lane == 0) mbar_arrive(&c->empty[(c->it0 + i) % TM_ST]);
+#pragma unroll
+    for (int q = 0; q < 64; q += 4) {
+        tot[q] += acc[q] * s0;
+        tot[q + 1] += acc[q + 1] * s0;
+        tot[q + 2] += acc[q + 2] * s1;
+        tot[q + 3] += acc[q + 3] * s1;
+    }
+}
+
 /* As f8_wgmma_kernel with 128-row tiles, persistent: block b takes tiles b, b + gridDim.x, ... of the
  * mb x nb x ks tiles (split z's partial at out + z M N). 384 threads: warpgroup 0 produces (one thread, the
  * stages of every tile in order, so it runs ahead into the next tile while the consumers store the last),
@@ -203,6 +240,7 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
     __syncthreads();
     int wg = threadIdx.x >> 7;
     if (wg == 0) {   /* producer: one thread */
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
         if (threadIdx.x == 0) {
             int it = 0;
             for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
@@ -219,45 +257,47 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
         }
         return;
     }
-    int cw = wg - 1, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, LK = K / WG_BK, it = 0;
-    float acc[64], tot[64];
-    for (int i = 0; i < 64; i++) acc[i] = 0.0f;
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");   /* the producer gave its registers up */
+    int cw = wg - 1, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, it = 0;
+    float acc_a[64], acc_b[64], tot[64];
+    for (int i = 0; i < 64; i++) acc_a[i] = acc_b[i] = 0.0f;
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
         tm_tile(t, mb, nb, K, kc, &m0, &n0, &kb0, &nkb);
-        int r0 = m0 + 64 * cw + 16 * warp + (lane >> 2), r1 = r0 + 8;
-        const float *sw = ws + (size_t)(n0 / WG_BN) * ws_cols;
+        tm_ctx c = {sm, full, empty, xs, ws + (size_t)(n0 / WG_BN) * ws_cols, M, K / WG_BK, kb0, nkb, it, cw, 0, 0};
+        c.r0 = m0 + 64 * cw + 16 * warp + (lane >> 2);
+        c.r1 = c.r0 + 8;
         for (int i = 0; i < 64; i++) tot[i] = 0.0f;
-        for (int i = 0; i < nkb; i++, it++) {
-            int s = it % TM_ST, kb = kb0 + i;
-            float s0 = r0 < M ? xs[(size_t)r0 * LK + kb] : 0.0f, s1 = r1 < M ? xs[(size_t)r1 * LK + kb] : 0.0f;
-            float swb = sw[kb];
-            mbar_wait(&full[s], (it / TM_ST) & 1);
-            const unsigned char *a = sm + s * TM_STAGE + cw * 64 * WG_BK, *b = sm + s * TM_STAGE + TM_BM * WG_BK;
-            wg_fence();
-#pragma unroll
-            for (int j = 0; j < 4; j++) wg_mma_n128(acc, wg_desc(a + 32 * j), wg_desc(b + 32 * j), j);
-            wg_commit();
-            wg_wait0();
-            if (lane == 0) mbar_arrive(&empty[s]);
-            s0 *= swb;
-            s1 *= swb;
-#pragma unroll
-            for (int q = 0; q < 64; q += 4) {
-                tot[q] += acc[q] * s0;
-                tot[q + 1] += acc[q + 1] * s0;
-                tot[q + 2] += acc[q + 2] * s1;
-                tot[q + 3] += acc[q + 3] * s1;
-            }
+        /* two accumulators in turn: k-block i + 1's MMAs run while i is promoted (wait_group 1 retires i) */
+        tm_issue(acc_a, &c, 0);
+        int i = 0;
+        for (; i + 2 < nkb; i += 2) {   /* i in flight in acc_a */
+            tm_issue(acc_b, &c, i + 1);
+            wg_wait1();
+            tm_promote(acc_a, tot, &c, i, lane);
+            tm_issue(acc_a, &c, i + 2);
+            wg_wait1();
+            tm_promote(acc_b, tot, &c, i + 1, lane);
         }
+        if (i + 1 < nkb) {   /* i in acc_a and one more */
+            tm_issue(acc_b, &c, i + 1);
+            wg_wait1();
+            tm_promote(acc_a, tot, &c, i, lane);
+            wg_wait0();
+            tm_promote(acc_b, tot, &c, i + 1, lane);
+        } else {
+            wg_wait0();
+            tm_promote(acc_a, tot, &c, i, lane);
+        }
+        it += nkb;
         float *o = out + (size_t)(t / (mb * nb)) * M * N;
 #pragma unroll
         for (int j = 0; j < 16; j++) {
-            int c = n0 + 8 * j + 2 * (lane & 3);
+            int col = n0 + 8 * j + 2 * (lane & 3);
             for (int h = 0; h < 2; h++) {
-                int r = h ? r1 : r0;
+                int r = h ? c.r1 : c.r0;
                 if (r >= M) continue;
-                if (c + 1 < N) *(float2 *)&o[(size_t)r * N + c] = make_float2(tot[4 * j + 2 * h], tot[4 * j + 2 * h + 1]);
-                else if (c < N) o[(size_t)r * N + c] = tot[4 * j + 2 * h];
+                if (col + 1 < N) *(float2 *)&o[(size_t)r * N + col] = make_float2(tot[4 * j + 2 * h], tot[4 * j + 2 * h + 1]);
+                else if (col < N) o[(size_t)r * N + col] = tot[4 * j + 2 * h];
             }
         }
     }
