@@ -468,9 +468,12 @@ static void check_linear_on(setup *s, const char *what, int N, int K, ds_dtype d
         char err[DS_ERRLEN];
         setenv("DSINFER_CUDA_TC", "1", 1);
         if (!strcmp(what, "skinny")) setenv("DSINFER_CUDA_SKINNY", "1", 1);   /* opt-in: cuda_moe_tc.cu */
+        int w8_set = getenv("DSINFER_CUDA_FP8_GEMM") != NULL;   /* W8A8 linears (default with TC) where asked */
+        if (!w8_set) setenv("DSINFER_CUDA_FP8_GEMM", "0", 1);
         gpu = ds_backend_cuda_new(&s->cfg, err);
         unsetenv("DSINFER_CUDA_TC");
         unsetenv("DSINFER_CUDA_SKINNY");
+        if (!w8_set) unsetenv("DSINFER_CUDA_FP8_GEMM");
         if (!gpu) { CHECKF(0, "%s", err); return; }
     }
     wpair w = mk_weight(s, N, K, dt, dt == DS_DTYPE_F8_E4M3 ? 0.5f / sqrtf((float)K) : 1.0f / sqrtf((float)K), what);
@@ -749,10 +752,13 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc, i
         setenv("DSINFER_CUDA_MOE_TC2", tc == 2 ? "1" : "0", 1);
         int w8_set = getenv("DSINFER_MOE_W8A8") != NULL;   /* W8A8 experts (default on the GPU) only where asked */
         if (!w8_set) setenv("DSINFER_MOE_W8A8", "0", 1);
+        int l8_set = getenv("DSINFER_CUDA_FP8_GEMM") != NULL;   /* and W8A8 linears (the shared expert's) */
+        if (!l8_set) setenv("DSINFER_CUDA_FP8_GEMM", "0", 1);
         gpu = ds_backend_cuda_new(&s->cfg, err);
         unsetenv("DSINFER_CUDA_TC");
         unsetenv("DSINFER_CUDA_MOE_TC2");
         if (!w8_set) unsetenv("DSINFER_MOE_W8A8");
+        if (!l8_set) unsetenv("DSINFER_CUDA_FP8_GEMM");
         if (!gpu) { CHECKF(0, "%s", err); return; }
     }
     int D = c->hidden_size, E = c->n_routed_experts, mI = c->moe_intermediate_size, sI = mI * c->n_shared_experts;
@@ -1076,10 +1082,12 @@ static void run_mla_tc(const char *name, const char *path, int heads, int kv_lay
     setenv("DSINFER_CUDA_MLA_TC", "1", 1);
     setenv("DSINFER_CUDA_ATTN_TC", "1", 1);
     setenv("DSINFER_CUDA_TC", "1", 1);   /* and above 8 tokens the W_UK / W_UV products as batched BF16 GEMMs */
+    setenv("DSINFER_CUDA_FP8_GEMM", "0", 1);   /* the attention alone (no W8A8 linear in these checks) */
     int ok = load_setup_kv(&s, name, path, heads, page_size, 0, kv_layout);
     unsetenv("DSINFER_CUDA_MLA_TC");
     unsetenv("DSINFER_CUDA_ATTN_TC");
     unsetenv("DSINFER_CUDA_TC");
+    unsetenv("DSINFER_CUDA_FP8_GEMM");
     if (!ok) return;
     s.thr_absorbed = THR_TC;
     s.thr_naive = THR_TC;
@@ -1140,7 +1148,7 @@ static void run_w8a8_linear(void) {
             check_linear_w8a8(&s, "odd", 92, 1280, odd, NM(odd));   /* one partial N block, K/128 = 10 */
         }
         const int lt[] = {64};
-        unsetenv("DSINFER_CUDA_FP8_OWN");   /* the default: cuBLASLt */
+        setenv("DSINFER_CUDA_FP8_OWN", "0", 1);   /* cuBLASLt */
         unsetenv("DSINFER_CUDA_FP8_TMA");
         check_linear_w8a8(&s, "cublasLt q_a+kv_a", 2112, 7168, lt, NM(lt));
         free_setup(&s);

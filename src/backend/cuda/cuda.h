@@ -115,8 +115,10 @@ void cu_ws_free(cu_ws *w);
  *   DSINFER_CUDA_ROUTE2=0    the router as one thread per token with local arrays; default 1: one warp
  *                            per token (cuda_moe.cu route_v2_kernel; H200 V2-Lite batch 1: 139 -> 177 tok/s).
  *   DSINFER_CUDA_FP8_GEMM=1  W8A8 for FP8 weights at M > GEMV_MAX_M (cuda_fp8gemm.cu): activations
- *                            quantized per token x 128 columns (spec 12.2), cuBLASLt's block-scaled FP8
- *                            GEMM (spec 12.5). Default 0: activations stay fp32 (W8A16, exact).
+ *                            quantized per token x 128 columns (spec 12.2), then the block-scaled FP8 GEMM:
+ *                            the own wgmma kernels (DSINFER_CUDA_FP8_OWN=2, default) or cuBLASLt's (spec
+ *                            12.5, _FP8_OWN=0). Default: on with DSINFER_CUDA_TC=1 (eighth session: FP8 decode
+ *                            b32 +8%, b64 +4%, prefill 512 +4%), else 0: activations stay fp32 (W8A16, exact).
  * Fourth session (H200 figures in bench/RESULTS.md, "GPU runs of the fourth session"):
  *   DSINFER_CUDA_MOE_LIVE=0  grouped expert GEMVs launch blocks for every expert; default 1: only for the
  *                            experts with rows (batch 1: 247 -> 280 tok/s).
@@ -439,10 +441,11 @@ extern int cu_moe_tc2, cu_moe_tc2_st, cu_moe_tc2_tok;
  * weight (moe_tc_kernel). The CPU backend, the exact reference, emulates the quantization only when the
  * variable is 1 (cpu_moe.c). */
 extern int cu_moe_w8a8;
-/* DSINFER_CUDA_FP8_OWN=1 (default 0: slower than cuBLASLt, cuda_moe_tc.cu): the W8A8 linear
- * (DSINFER_CUDA_FP8_GEMM=1) up to DSINFER_CUDA_FP8_OWN_MAX_M rows (default 256) by the own kernel
- * (moe_f8_kernel with one weight, split K) instead of cuBLASLt's block-scaled GEMM. cu_f8_linear returns 0
- * (nothing done) where it does not apply. */
+/* The W8A8 linear's GEMM (DSINFER_CUDA_FP8_GEMM=1), DSINFER_CUDA_FP8_OWN: 2 (default) the wgmma kernels
+ * (cuda_fp8_wgmma.cu); 1 the mma.sync kernel (moe_f8_kernel with one weight, split K; slower than cuBLASLt:
+ * sm_90 emulates FP8 mma.sync); 0 cuBLASLt's block-scaled GEMM. Up to DSINFER_CUDA_FP8_OWN_MAX_M rows
+ * (default 256 with 1, 65535 with 2), cuBLASLt above. cu_f8_linear returns 0 (nothing done) where it does
+ * not apply. */
 extern int cu_fp8_own, cu_fp8_own_max_m;
 int cu_f8_linear(ds_cuda_backend *cb, float *out, const float *x, const ds_weight *w, int M);
 /* DSINFER_CUDA_FP8_OWN=2: the same product on wgmma (cuda_fp8_wgmma.cu; _FP8_OWN_MAX_M default 65535):

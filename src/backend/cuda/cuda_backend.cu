@@ -541,7 +541,7 @@ static cu_opts cu_opts_read(void) {
     o.moe_live = env_int("DSINFER_CUDA_MOE_LIVE", 1);
     o.absorb_tc = env_int("DSINFER_CUDA_ABSORB_TC", 1);
     o.vec_gemv = env_int("DSINFER_CUDA_VEC_GEMV", 1);
-    o.fp8_gemm = env_int("DSINFER_CUDA_FP8_GEMM", 0);
+    o.fp8_gemm = env_int("DSINFER_CUDA_FP8_GEMM", o.tc);   /* W8A8 linears with the tensor-core paths */
     o.lt_tune = env_int("DSINFER_CUDA_LT_TUNE", 1);
     o.moe_gemm = env_int("DSINFER_CUDA_MOE_GEMM", 1);
     o.moe_gemm_min_m = env_int("DSINFER_CUDA_MOE_GEMM_MIN_M", 1024);
@@ -600,7 +600,7 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     cu_mla_qreg = env_int("DSINFER_CUDA_MLA_QREG", 36);
     cu_moe_tc2 = env_int("DSINFER_CUDA_MOE_TC2", 1);
     cu_moe_w8a8 = env_int("DSINFER_MOE_W8A8", 1);
-    cu_fp8_own = env_int("DSINFER_CUDA_FP8_OWN", 0);
+    cu_fp8_own = env_int("DSINFER_CUDA_FP8_OWN", 2);
     cu_fp8_tma = env_int("DSINFER_CUDA_FP8_TMA", 1);
     cu_fp8_own_max_m = env_int("DSINFER_CUDA_FP8_OWN_MAX_M", cu_fp8_own == 2 ? 65535 : 256);
     cu_moe_tc2_st = env_int("DSINFER_CUDA_MOE_TC2_ST", 4);

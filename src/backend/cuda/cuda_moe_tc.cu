@@ -575,7 +575,7 @@ __global__ void f8_reduce_kernel(float *out, const float *part, size_t n, int KS
  * sm_90 has no FP8 mma.sync, ptxas emulates m16n8k32 e4m3 by converting to FP16 MMAs, which is cheap with the
  * few tokens an expert has at decode but compute-bound with 64 rows. Kept opt-in and tested, the base for a
  * wgmma version. */
-int cu_fp8_own = 0, cu_fp8_own_max_m = 256;
+int cu_fp8_own = 2, cu_fp8_own_max_m = 65535;
 
 /* moe_rows_fp8_kernel's result with a warp a 128-column block (4 values a lane, one 16-byte load, the
  * maximum by shuffles: no shared memory, no block barrier), 8 blocks a CTA, codes by the conversion unit:
