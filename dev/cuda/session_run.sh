@@ -340,6 +340,20 @@ if want wg8d; then
   done
   step golden_wg8 120 env DSINFER_CUDA_FP8_GEMM=1 DSINFER_CUDA_FP8_OWN=2 $B/test_cuda_golden
 fi
+# wg8m: the routed experts of prefill as two grouped wgmma launches (DSINFER_CUDA_MOE_WGMMA, FP8 experts, 1024+
+# tokens): the op tests of the W8A8 paths; FP8 prefill rows on / off; one V3 MoE layer with 4096 tokens, its
+# phases by DSINFER_CUDA_OP_TIMES (a one-layer V3 config made here: every layer a MoE layer)
+if want wg8m; then
+  step ops_w8 300 env DSINFER_OPS_ONLY=w8a8 $B/test_cuda_ops
+  for v in 1 0 1 0; do
+    step pre_mw_$v 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_WGMMA=$v $B/dsinfer bench --dtype fp8 --batch '' --ctx '' --prompt 512,2K,8K --steps 2 --csv $CSV --label pre-moewgmma$v
+  done
+  python3 -c "import json; c=json.load(open('configs/deepseek-v3.json')); c['num_hidden_layers']=1; c['first_k_dense_replace']=0; json.dump(c, open('/tmp/v3-1moe.json','w'))"
+  for v in 1 0; do
+    step v3moe_$v 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_OP_TIMES=1 DSINFER_CUDA_MOE_WGMMA=$v $B/dsinfer bench --model /tmp/v3-1moe.json --dtype fp8 --batch '' --ctx '' --prompt 4K --steps 1
+    grep -E "moe|prefill" $OUT/v3moe_$v.log | head -30
+  done
+fi
 # ncu8: ncu of the TMA kernel and of cuBLASLt's block-scaled kernel at 2112x7168 and 7168x16384, M = 4096
 if want ncu8; then
   for k in f8_tma_kernel 'regex:sm90|gemm|cutlass'; do

@@ -1160,19 +1160,21 @@ static void run_w8a8_linear(void) {
  * moe_f8_kernel) against the CPU backend emulating the same quantization under the same switch, at THR_TC
  * (the shared expert is a BF16 GEMM there; quantizing the activations alone moves the output by ~1e-3, so a
  * path that skipped the quantization on either side fails). V2-Lite's widths (I = 1408: 11 blocks of 128)
- * at 63 rows (32 tokens a pass) and 256 (64 a pass, a mean of 24 rows per expert); V3's at 64. Both
- * backends read the switch at creation; the last setup turns it off again. */
+ * at 63 rows (32 tokens a pass) and 256 (64 a pass, a mean of 24 rows per expert); V3's at 64. Prefill sizes
+ * (1024 tokens and more: the grouped wgmma launches of cu_moe_gemm_f8): V2-Lite at 1100 tokens (~103 rows an
+ * expert, partial 128-row tiles), V3 at 1024 (256 experts, ~32 rows each). Both backends read the switch at
+ * creation; the last setup turns it off again. */
 static void run_moe_w8a8(void) {
     if (only && strcmp(only, "w8a8")) return;
     setup s;
     setenv("DSINFER_MOE_W8A8", "1", 1);
     if (load_setup(&s, "v2l-w8a8", "configs/deepseek-v2-lite.json", 3, 16)) {
-        const int m[] = {63, 256};
+        const int m[] = {63, 256, 1100};
         check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
         free_setup(&s);
     }
     if (load_setup(&s, "v3-w8a8", "configs/deepseek-v3.json", 3, 16)) {
-        const int m[] = {64};
+        const int m[] = {64, 1024};
         check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
         free_setup(&s);
     }

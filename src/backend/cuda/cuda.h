@@ -459,6 +459,17 @@ extern int cu_fp8_tma;
 /* shared pieces of the own W8A8 linears: x [M, K] fp32 -> codes q [M, K] and scales s [M][K/128]
  * (moe_rows_fp8_kernel); out[i] = sum over z < ks of part[z n + i], in z order */
 void cu_rows_fp8_f32(unsigned char *q, float *s, const float *x, int M, int K);
+/* the same of rows x[rows[i]] (rows NULL: i) */
+void cu_rows_fp8_gather(unsigned char *q, float *s, const float *x, const int32_t *rows, int M, int K);
+/* The routed experts of a prefill-sized batch as W8A8 on wgmma (cuda_fp8_wgmma.cu; DSINFER_CUDA_MOE_WGMMA,
+ * default 1, with DSINFER_MOE_W8A8 and FP8 experts): the rows (sorted by expert, off[] on the host) quantized
+ * per token x 128, gate and up of every expert as one grouped launch (fp32 [R, 2I]), SiLU(g) * u rounded to
+ * BF16 and quantized, the down projections as a second grouped launch; returns y fp32 [R, D] in slot order,
+ * or NULL where it does not apply (nothing done). */
+extern int cu_moe_wgmma;
+const float *cu_moe_gemm_f8(ds_cuda_backend *cb, const float *x, const int32_t *rows, const int32_t *off, int E, int D,
+                            int I, const ds_layer_weights *L);
+void cu_f8_wgmma_free(void);
 void cu_f8_reduce(float *out, const float *part, size_t n, int ks);
 void cu_moe_tc2_init(void);
 /* W8A8 (cuda_fp8gemm.cu): 1 if w can take the block-scaled FP8 path (FP8 with 128x128 scales, K a

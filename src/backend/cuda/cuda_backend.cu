@@ -602,6 +602,7 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     cu_moe_w8a8 = env_int("DSINFER_MOE_W8A8", 1);
     cu_fp8_own = env_int("DSINFER_CUDA_FP8_OWN", 2);
     cu_fp8_tma = env_int("DSINFER_CUDA_FP8_TMA", 1);
+    cu_moe_wgmma = env_int("DSINFER_CUDA_MOE_WGMMA", 1);
     cu_fp8_own_max_m = env_int("DSINFER_CUDA_FP8_OWN_MAX_M", cu_fp8_own == 2 ? 65535 : 256);
     cu_moe_tc2_st = env_int("DSINFER_CUDA_MOE_TC2_ST", 4);
     cu_moe_tc2_tok = env_int("DSINFER_CUDA_MOE_TC2_TOK", 0);

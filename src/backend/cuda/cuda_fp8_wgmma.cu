@@ -181,12 +181,59 @@ __device__ __forceinline__ void tm_tile(int t, int mb, int nb, int K, int kc, in
     *nkb = (K - z * kc < kc ? K - z * kc : kc) / WG_BK;
 }
 
+/* One output tile's work: activation rows m0 .. m0 + 127 loaded, rows below mend valid; weight rows
+ * n0 .. n0 + 127 of the map mapb (valid below nvalid, scale row sw), written at column ocol + (n - n0) of out
+ * (row stride ldo; out already offset for a split); stages [kb0, kb0 + nkb). */
+typedef struct {
+    int m0, mend, n0, nvalid, ocol, kb0, nkb;
+    const CUtensorMap *mapb;
+    const float *sw;
+    float *out;
+} tm_job;
+
+/* the grouped form (the MoE's experts in one launch): a tile table and the experts' weight maps */
+typedef struct {
+    const int4 *tiles;           /* (expert, first row, first output column, the expert's row end) */
+    int n_tiles;
+    const CUtensorMap *maps;     /* [E * n_maps]: per expert, gate then up (n_maps 2) or the one weight */
+    const float *const *scales;  /* [E * n_maps]: their 128 x 128 scales */
+    int n_maps, n_split;         /* output columns >= n_split come from the second map at column - n_split */
+} tm_groups;
+
+template <bool GROUPED>
+__device__ __forceinline__ void tm_job_of(tm_job *j, int t, const CUtensorMap *tb, const tm_groups &g, float *out,
+                                          const float *ws, int ws_cols, int M, int N, int K, int kc) {
+    if (GROUPED) {
+        int4 e = g.tiles[t];
+        int sel = g.n_maps == 2 && e.z >= g.n_split;
+        j->m0 = e.y;
+        j->mend = e.w;
+        j->n0 = e.z - (sel ? g.n_split : 0);
+        j->nvalid = g.n_split;
+        j->ocol = e.z;
+        j->kb0 = 0;
+        j->nkb = K / WG_BK;
+        j->mapb = &g.maps[e.x * g.n_maps + sel];
+        j->sw = g.scales[e.x * g.n_maps + sel] + (size_t)(j->n0 / WG_BN) * ws_cols;
+        j->out = out;
+    } else {
+        int mb = (M + TM_BM - 1) / TM_BM, nb = (N + WG_BN - 1) / WG_BN;
+        tm_tile(t, mb, nb, K, kc, &j->m0, &j->n0, &j->kb0, &j->nkb);
+        j->mend = M;
+        j->nvalid = N;
+        j->ocol = j->n0;
+        j->mapb = tb;
+        j->sw = ws + (size_t)(j->n0 / WG_BN) * ws_cols;
+        j->out = out + (size_t)(t / (mb * nb)) * M * N;
+    }
+}
+
 /* a consumer warpgroup's view of one tile */
 typedef struct {
     unsigned char *sm;
     uint64_t *full, *empty;
-    const float *xs, *sw;   /* the codes' scales [M][LK]; the tile's row of weight scales */
-    int M, LK, kb0, nkb, it0, cw, r0, r1;
+    const float *xs, *sw;   /* the codes' scales [rows][LK]; the tile's row of weight scales */
+    int mend, LK, kb0, nkb, it0, cw, r0, r1;
 } tm_ctx;
 
 /* k-block i of the tile: wait for its stage, then its 4 MMAs into acc from zero, committed as one group */
@@ -204,8 +251,8 @@ __device__ __forceinline__ void tm_issue(float (&acc)[64], const tm_ctx *c, int 
 __device__ __forceinline__ void tm_promote(const float (&acc)[64], float (&tot)[64], const tm_ctx *c, int i, int lane) {
     int kb = c->kb0 + i;
     float sw = c->sw[kb];
-    float s0 = c->r0 < c->M ? c->xs[(size_t)c->r0 * c->LK + kb] * sw : 0.0f;
-    float s1 = c->r1 < c->M ? c->xs[(size_t)c->r1 * c->LK + kb] * sw : 0.0f;
+    float s0 = c->r0 < c->mend ? c->xs[(size_t)c->r0 * c->LK + kb] * sw : 0.0f;
+    float s1 = c->r1 < c->mend ? c->xs[(size_t)c->r1 * c->LK + kb] * sw : 0.0f;
     if (lane == 0) mbar_arrive(&c->empty[(c->it0 + i) % TM_ST]);
 #pragma unroll
     for (int q = 0; q < 64; q += 4) {
@@ -216,20 +263,22 @@ __device__ __forceinline__ void tm_promote(const float (&acc)[64], float (&tot)[
     }
 }
 
-/* As f8_wgmma_kernel with 128-row tiles, persistent: block b takes tiles b, b + gridDim.x, ... of the
- * mb x nb x ks tiles (split z's partial at out + z M N). 384 threads: warpgroup 0 produces (one thread, the
- * stages of every tile in order, so it runs ahead into the next tile while the consumers store the last),
- * 1 and 2 consume. ta: the codes [M, K], tb: the weight [N, K], boxes of 128 x 128 bytes. The ring's use
- * count `it` runs on across tiles: stage it % TM_ST, phase (it / TM_ST) & 1. */
+/* As f8_wgmma_kernel with 128-row tiles, persistent: block b takes tiles b, b + gridDim.x, ... (dense: the
+ * mb x nb x ks tiles of out [M, N], split z's partial at out + z M N; GROUPED: the tile table of g, each
+ * expert's rows against its own weight map, out's row stride ldo). 384 threads: warpgroup 0 produces (one
+ * thread, the stages of every tile in order, so it runs ahead into the next tile while the consumers store
+ * the last), 1 and 2 consume. ta: the codes [rows, K], tb: the weight [N, K] (dense), boxes of 128 x 128
+ * bytes. The ring's use count `it` runs on across tiles: stage it % TM_ST, phase (it / TM_ST) & 1. */
+template <bool GROUPED>
 __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ CUtensorMap ta,
-                                                        const __grid_constant__ CUtensorMap tb, float *out,
-                                                        const float *xs, const float *ws, int ws_cols, int M, int N,
-                                                        int K, int kc, int ks) {
+                                                        const __grid_constant__ CUtensorMap tb, const tm_groups g,
+                                                        float *out, int ldo, const float *xs, const float *ws, int ws_cols,
+                                                        int M, int N, int K, int kc, int ks) {
     extern __shared__ unsigned char wg_raw[];
     unsigned char *sm = (unsigned char *)(((uintptr_t)wg_raw + 1023) & ~(uintptr_t)1023);
     uint64_t *full = (uint64_t *)(sm + TM_ST * TM_STAGE), *empty = full + TM_ST;
-    int mb = (M + TM_BM - 1) / TM_BM, nb = (N + WG_BN - 1) / WG_BN, tiles = mb * nb * ks;
-    int m0, n0, kb0, nkb;
+    int tiles = GROUPED ? g.n_tiles : ((M + TM_BM - 1) / TM_BM) * ((N + WG_BN - 1) / WG_BN) * ks;
+    tm_job j;
     if (threadIdx.x == 0) {
         for (int s = 0; s < TM_ST; s++) {
             mbar_init(&full[s], 1);
@@ -244,14 +293,14 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
         if (threadIdx.x == 0) {
             int it = 0;
             for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-                tm_tile(t, mb, nb, K, kc, &m0, &n0, &kb0, &nkb);
-                for (int i = 0; i < nkb; i++, it++) {
+                tm_job_of<GROUPED>(&j, t, &tb, g, out, ws, ws_cols, M, N, K, kc);
+                for (int i = 0; i < j.nkb; i++, it++) {
                     int s = it % TM_ST;
                     if (it >= TM_ST) mbar_wait(&empty[s], (it / TM_ST - 1) & 1);
                     mbar_expect_tx(&full[s], TM_STAGE);
                     unsigned char *st = sm + s * TM_STAGE;
-                    tma_load(st, &ta, (kb0 + i) * WG_BK, m0, &full[s]);
-                    tma_load(st + TM_BM * WG_BK, &tb, (kb0 + i) * WG_BK, n0, &full[s]);
+                    tma_load(st, &ta, (j.kb0 + i) * WG_BK, j.m0, &full[s]);
+                    tma_load(st + TM_BM * WG_BK, j.mapb, (j.kb0 + i) * WG_BK, j.n0, &full[s]);
                 }
             }
         }
@@ -262,9 +311,10 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
     float acc_a[64], acc_b[64], tot[64];
     for (int i = 0; i < 64; i++) acc_a[i] = acc_b[i] = 0.0f;
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-        tm_tile(t, mb, nb, K, kc, &m0, &n0, &kb0, &nkb);
-        tm_ctx c = {sm, full, empty, xs, ws + (size_t)(n0 / WG_BN) * ws_cols, M, K / WG_BK, kb0, nkb, it, cw, 0, 0};
-        c.r0 = m0 + 64 * cw + 16 * warp + (lane >> 2);
+        tm_job_of<GROUPED>(&j, t, &tb, g, out, ws, ws_cols, M, N, K, kc);
+        int nkb = j.nkb;
+        tm_ctx c = {sm, full, empty, xs, j.sw, j.mend, K / WG_BK, j.kb0, nkb, it, cw, 0, 0};
+        c.r0 = j.m0 + 64 * cw + 16 * warp + (lane >> 2);
         c.r1 = c.r0 + 8;
         for (int i = 0; i < 64; i++) tot[i] = 0.0f;
         /* two accumulators in turn: k-block i + 1's MMAs run while i is promoted (wait_group 1 retires i) */
@@ -289,15 +339,15 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
             tm_promote(acc_a, tot, &c, i, lane);
         }
         it += nkb;
-        float *o = out + (size_t)(t / (mb * nb)) * M * N;
 #pragma unroll
-        for (int j = 0; j < 16; j++) {
-            int col = n0 + 8 * j + 2 * (lane & 3);
+        for (int q = 0; q < 16; q++) {
+            int n = j.n0 + 8 * q + 2 * (lane & 3);
+            float *o = j.out + j.ocol + (n - j.n0);
             for (int h = 0; h < 2; h++) {
                 int r = h ? c.r1 : c.r0;
-                if (r >= M) continue;
-                if (col + 1 < N) *(float2 *)&o[(size_t)r * N + col] = make_float2(tot[4 * j + 2 * h], tot[4 * j + 2 * h + 1]);
-                else if (col < N) o[(size_t)r * N + col] = tot[4 * j + 2 * h];
+                if (r >= j.mend) continue;
+                if (n + 1 < j.nvalid) *(float2 *)&o[(size_t)r * ldo] = make_float2(tot[4 * q + 2 * h], tot[4 * q + 2 * h + 1]);
+                else if (n < j.nvalid) o[(size_t)r * ldo] = tot[4 * q + 2 * h];
             }
         }
     }
@@ -316,7 +366,8 @@ static int tma_map(CUtensorMap *map, const void *p, int rows, int K) {
 }
 
 void cu_f8_wgmma_init(void) {
-    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes()));
+    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes()));
+    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes()));
     if (!encode_tiled) {
         cudaDriverEntryPointQueryResult q;
         void *fn = NULL;
@@ -349,8 +400,10 @@ void cu_f8_wgmma_gemm(ds_cuda_backend *cb, float *out, const unsigned char *q, c
     CUtensorMap ta, tb;
     if (tma && tma_map(&ta, q, M, K) && tma_map(&tb, wd, N, K)) {
         int tiles = mb * nb * ks, grid_p = tiles < cb->n_sm ? tiles : cb->n_sm;
-        f8_tma_kernel<<<(unsigned)grid_p, 384, tm_smem_bytes(), cu_stream>>>(ta, tb, part, qs, w->scale, w->scale_cols, M, N, K,
-                                                                           kc, ks);
+        tm_groups none;
+        memset(&none, 0, sizeof none);
+        f8_tma_kernel<false><<<(unsigned)grid_p, 384, tm_smem_bytes(), cu_stream>>>(ta, tb, none, part, N, qs, w->scale,
+                                                                                  w->scale_cols, M, N, K, kc, ks);
     } else if (wgs == 1)
         f8_wgmma_kernel<1><<<grid, 128, wg_smem_bytes(1), cu_stream>>>(part, q, qs, wd, w->scale, w->scale_cols, M, N, K, kc);
     else
@@ -368,4 +421,147 @@ void cu_f8_wgmma_linear(ds_cuda_backend *cb, float *out, const float *x, const d
     float *qs = (float *)(q + qb);
     cu_rows_fp8_f32(q, qs, x, M, K);
     cu_f8_wgmma_gemm(cb, out, q, qs, w, M);
+}
+
+/* ---- the grouped form: the routed experts of a prefill-sized batch ---- */
+int cu_moe_wgmma = 1;   /* DSINFER_CUDA_MOE_WGMMA (backend creation) */
+
+/* One layer's expert weight maps, made once per layer (keyed by its first gate weight's data; the table is
+ * emptied with the backend, which owns the device copies). */
+typedef struct {
+    const void *key;
+    CUtensorMap *maps;   /* device: [2E] gate, up per expert, then [E] down */
+    const float **sc;    /* device: their scale pointers, same order */
+} moe_maps;
+#define N_MOE_MAPS 1024
+static moe_maps moe_cache[N_MOE_MAPS];
+
+void cu_f8_wgmma_free(void) { memset(moe_cache, 0, sizeof moe_cache); }
+
+static int expert_fits(const ds_weight *w, int rows, int cols) {
+    return w->dtype == DS_DTYPE_F8_E4M3 && w->scale && w->rows == rows && w->cols == cols && ((uintptr_t)w->data & 15) == 0;
+}
+
+static const moe_maps *layer_maps(ds_cuda_backend *cb, const ds_layer_weights *L, int E, int D, int I) {
+    size_t h = ((uintptr_t)L->exp_gate[0].data >> 8) % N_MOE_MAPS;
+    for (size_t n = 0; n < N_MOE_MAPS; n++, h = (h + 1) % N_MOE_MAPS) {
+        moe_maps *m = &moe_cache[h];
+        if (m->key == L->exp_gate[0].data) return m;
+        if (m->key) continue;
+        CUtensorMap *hm = (CUtensorMap *)calloc((size_t)3 * E, sizeof(CUtensorMap));
+        const float **hs = (const float **)calloc((size_t)3 * E, sizeof(float *));
+        int ok = hm && hs;
+        for (int e = 0; e < E && ok; e++) {
+            ok = expert_fits(&L->exp_gate[e], I, D) && expert_fits(&L->exp_up[e], I, D) && expert_fits(&L->exp_down[e], D, I) &&
+                 tma_map(&hm[2 * e], L->exp_gate[e].data, I, D) && tma_map(&hm[2 * e + 1], L->exp_up[e].data, I, D) &&
+                 tma_map(&hm[2 * E + e], L->exp_down[e].data, D, I);
+            if (!ok) break;
+            hs[2 * e] = L->exp_gate[e].scale;
+            hs[2 * e + 1] = L->exp_up[e].scale;
+            hs[2 * E + e] = L->exp_down[e].scale;
+        }
+        void *d = NULL;
+        size_t mb = sizeof(CUtensorMap) * 3 * (size_t)E;
+        if (ok) {
+            CUDA_CHECK(cudaMalloc(&d, mb + sizeof(float *) * 3 * (size_t)E));
+            cu_own(cb, d);
+            CUDA_CHECK(cudaMemcpy(d, hm, mb, cudaMemcpyHostToDevice));
+            CUDA_CHECK(cudaMemcpy((char *)d + mb, hs, sizeof(float *) * 3 * (size_t)E, cudaMemcpyHostToDevice));
+        }
+        free(hm);
+        free(hs);
+        if (!ok) return NULL;   /* not cached: checked again next time (cheap next to the bf16 path it leaves) */
+        m->key = L->exp_gate[0].data;
+        m->maps = (CUtensorMap *)d;
+        m->sc = (const float **)((char *)d + mb);
+        return m;
+    }
+    return NULL;
+}
+
+/* act codes q [R, I] and scales s [R][I/128] of SiLU(g) * u rounded to BF16, from gu fp32 [R, 2I] (gate then
+ * up): as moe_f8_kernel's epilogue and the down pass's quantizer do at decode, and the CPU under
+ * DSINFER_MOE_W8A8 (cpu_mlp_act). A warp per 128-column block, 8 a CTA. */
+__global__ void moe_silu_fp8_kernel(unsigned char *q, float *s, const float *gu, int R, int I) {
+    int LK = I / 128;
+    size_t blk = (size_t)blockIdx.x * 8 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (blk >= (size_t)R * LK) return;
+    size_t i = blk / LK, b = blk % LK, c = b * 128 + 4 * lane;
+    float4 g = *(const float4 *)(gu + i * 2 * I + c), u = *(const float4 *)(gu + i * 2 * I + I + c);
+    float a[4] = {g.x / (1.0f + expf(-g.x)) * u.x, g.y / (1.0f + expf(-g.y)) * u.y, g.z / (1.0f + expf(-g.z)) * u.z,
+                  g.w / (1.0f + expf(-g.w)) * u.w};
+    float amax = 0.0f;
+    for (int k = 0; k < 4; k++) {
+        a[k] = __bfloat162float(__float2bfloat16(a[k]));
+        amax = fmaxf(amax, fabsf(a[k]));
+    }
+    float scale = fmaxf(cu_warp_max(amax), 1e-4f) / 448.0f;
+    *(uchar4 *)(q + i * I + c) = make_uchar4(cu_f32_to_fp8_hw(a[0] / scale), cu_f32_to_fp8_hw(a[1] / scale),
+                                             cu_f32_to_fp8_hw(a[2] / scale), cu_f32_to_fp8_hw(a[3] / scale));
+    if (lane == 0) s[i * LK + b] = scale;
+}
+
+/* the tiles of each expert's rows [off[e], off[e+1]) against n_cols output columns, 128 x 128 each */
+static int expert_tiles(int4 *t, const int32_t *off, int E, int n_cols) {
+    int n = 0;
+    for (int e = 0; e < E; e++)
+        for (int m = off[e]; m < off[e + 1]; m += TM_BM)
+            for (int c = 0; c < n_cols; c += WG_BN) t[n++] = make_int4(e, m, c, off[e + 1]);
+    return n;
+}
+
+/* ta: the map of the activation codes [R, K] */
+static void grouped_launch(ds_cuda_backend *cb, const CUtensorMap &ta, int R, int K, const float *qs, const tm_groups *g,
+                           float *out, int ldo, int ws_cols) {
+    int grid = g->n_tiles < cb->n_sm ? g->n_tiles : cb->n_sm;
+    f8_tma_kernel<true><<<(unsigned)grid, 384, tm_smem_bytes(), cu_stream>>>(ta, ta, *g, out, ldo, qs, NULL, ws_cols, R, 0, K,
+                                                                             K, 1);
+    CUDA_LAUNCH_CHECK();
+}
+
+static size_t al256(size_t n) { return (n + 255) & ~(size_t)255; }
+
+const float *cu_moe_gemm_f8(ds_cuda_backend *cb, const float *x, const int32_t *rows, const int32_t *off, int E, int D,
+                            int I, const ds_layer_weights *L) {
+    int R = off[E];
+    if (!cu_moe_wgmma || !cu_moe_w8a8 || !encode_tiled || R <= 0 || D % 128 || I % 128 ||
+        L->exp_gate[0].dtype != DS_DTYPE_F8_E4M3)
+        return NULL;
+    const moe_maps *mm = layer_maps(cb, L, E, D, I);
+    if (!mm) return NULL;
+    int T1 = 0, T2 = 0;
+    for (int e = 0; e < E; e++) {
+        int mbk = (off[e + 1] - off[e] + TM_BM - 1) / TM_BM;
+        T1 += mbk * (2 * I / WG_BN);
+        T2 += mbk * (D / WG_BN);
+    }
+    size_t q_b = al256((size_t)R * D), qs_b = al256((size_t)R * (D / 128) * 4), gu_b = al256((size_t)R * 2 * I * 4);
+    size_t aq_b = al256((size_t)R * I), as_b = al256((size_t)R * (I / 128) * 4), y_b = al256((size_t)R * D * 4);
+    size_t t_b = sizeof(int4) * (size_t)(T1 + T2);
+    char *ws = (char *)cu_ws_get(&cb->ws_moe_gemm, q_b + qs_b + gu_b + aq_b + as_b + y_b + t_b);
+    unsigned char *q = (unsigned char *)ws, *aq = (unsigned char *)(ws + q_b + qs_b + gu_b);
+    float *qs = (float *)(ws + q_b), *gu = (float *)(ws + q_b + qs_b), *as = (float *)(ws + q_b + qs_b + gu_b + aq_b);
+    float *y = (float *)(ws + q_b + qs_b + gu_b + aq_b + as_b);
+    int4 *dt = (int4 *)(ws + q_b + qs_b + gu_b + aq_b + as_b + y_b);
+    CUtensorMap ta1, ta2;   /* the codes of the rows and of the SiLU products (workspace: 256-byte aligned) */
+    if (!tma_map(&ta1, q, R, D) || !tma_map(&ta2, aq, R, I)) return NULL;
+    int4 *ht = (int4 *)malloc(t_b);
+    if (!ht) return NULL;
+    expert_tiles(ht, off, E, 2 * I);
+    expert_tiles(ht + T1, off, E, D);
+    CUDA_CHECK(cudaMemcpyAsync(dt, ht, t_b, cudaMemcpyHostToDevice, cu_stream));   /* pageable: staged before return */
+    free(ht);
+    cu_rows_fp8_gather(q, qs, x, rows, R, D);
+    cu_optimes_phase(cb, "  moe: gather rows (fp8)");
+    tm_groups g1 = {dt, T1, mm->maps, mm->sc, 2, I};
+    grouped_launch(cb, ta1, R, D, qs, &g1, gu, 2 * I, L->exp_gate[0].scale_cols);
+    cu_optimes_phase(cb, "  moe: gate/up (wgmma, grouped)");
+    size_t blocks = ((size_t)R * (I / 128) + 7) / 8;
+    moe_silu_fp8_kernel<<<(unsigned)blocks, 256, 0, cu_stream>>>(aq, as, gu, R, I);
+    CUDA_LAUNCH_CHECK();
+    cu_optimes_phase(cb, "  moe: SiLU * up (fp8)");
+    tm_groups g2 = {dt + T1, T2, mm->maps + 2 * E, mm->sc + 2 * E, 1, D};
+    grouped_launch(cb, ta2, R, I, as, &g2, y, D, L->exp_down[0].scale_cols);
+    cu_optimes_phase(cb, "  moe: down (wgmma, grouped)");
+    return y;
 }

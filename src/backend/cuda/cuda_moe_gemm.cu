@@ -74,6 +74,8 @@ const float *cu_moe_gemm(ds_cuda_backend *cb, const float *x, const int32_t *row
                          int I, const ds_layer_weights *L) {
     size_t R = (size_t)off[E];
     if (!R) return NULL;
+    const float *y8 = cu_moe_gemm_f8(cb, x, rows, off, E, D, I, L);   /* FP8 experts as W8A8 on wgmma */
+    if (y8) return y8;
     size_t Rp = R + ROW_PAD;   /* room for the last expert's padding */
     size_t xs_b = (Rp * (size_t)D * 2 + 255) / 256 * 256, gu_b = Rp * 2 * (size_t)I * 4;
     size_t act_b = (Rp * (size_t)I * 2 + 255) / 256 * 256, y_b = Rp * (size_t)D * 4;

@@ -581,12 +581,12 @@ int cu_fp8_own = 2, cu_fp8_own_max_m = 65535;
  * maximum by shuffles: no shared memory, no block barrier), 8 blocks a CTA, codes by the conversion unit:
  * the same codes and scales, at the bandwidth for large M (the software encoder and a block of 128 threads
  * per 128 values made it ~0.9 TB/s: 140 us of fp32 input at 4096 x 7168). */
-__global__ void rows_fp8_warp_kernel(unsigned char *q, float *s, const float *x, int M, int K) {
+__global__ void rows_fp8_warp_kernel(unsigned char *q, float *s, const float *x, const int32_t *rows, int M, int K) {
     int LK = K / 128;
     size_t blk = (size_t)blockIdx.x * 8 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (blk >= (size_t)M * LK) return;
     size_t i = blk / LK, b = blk % LK, off = i * K + b * 128 + 4 * lane;
-    float4 v = *(const float4 *)(x + off);
+    float4 v = *(const float4 *)(x + (rows ? (size_t)rows[i] * K + b * 128 + 4 * lane : off));
     float a = cu_warp_max(fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
     float scale = fmaxf(a, 1e-4f) / 448.0f;
     uchar4 c = make_uchar4(cu_f32_to_fp8_hw(v.x / scale), cu_f32_to_fp8_hw(v.y / scale), cu_f32_to_fp8_hw(v.z / scale),
@@ -595,12 +595,14 @@ __global__ void rows_fp8_warp_kernel(unsigned char *q, float *s, const float *x,
     if (lane == 0) s[i * LK + b] = scale;
 }
 
-void cu_rows_fp8_f32(unsigned char *q, float *s, const float *x, int M, int K) {
+void cu_rows_fp8_f32(unsigned char *q, float *s, const float *x, int M, int K) { cu_rows_fp8_gather(q, s, x, NULL, M, K); }
+
+void cu_rows_fp8_gather(unsigned char *q, float *s, const float *x, const int32_t *rows, int M, int K) {
     if (((uintptr_t)x & 15) == 0) {
         size_t blocks = ((size_t)M * (K / 128) + 7) / 8;
-        rows_fp8_warp_kernel<<<(unsigned)blocks, 256, 0, cu_stream>>>(q, s, x, M, K);
+        rows_fp8_warp_kernel<<<(unsigned)blocks, 256, 0, cu_stream>>>(q, s, x, rows, M, K);
     } else {
-        moe_rows_fp8_kernel<float><<<dim3((unsigned)(K / 128), (unsigned)M), 128, 0, cu_stream>>>(q, s, x, NULL, K);
+        moe_rows_fp8_kernel<float><<<dim3((unsigned)(K / 128), (unsigned)M), 128, 0, cu_stream>>>(q, s, x, rows, K);
     }
     CUDA_LAUNCH_CHECK();
 }
