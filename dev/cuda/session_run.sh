@@ -354,6 +354,29 @@ if want wg8m; then
     grep -E "moe|prefill" $OUT/v3moe_$v.log | head -30
   done
 fi
+# mla8: the FP8 cache through mla_decode_tc2_kernel (DSINFER_CUDA_MLA_TC2_FP8): the MLA op tests; `bench --mla` FP8
+# (v2 / v1) and BF16; FP8-cache decode rows v2 / v1; the accuracy of the TC defaults on demo-fp8 (W8A8 linears on
+# wgmma vs on cuBLASLt, both W8A8 experts) against the CPU fp32 engine
+if want mla8; then
+  step ops_mla 200 env DSINFER_OPS_ONLY=mla $B/test_cuda_ops
+  for v in 1 0; do step mla_fp8_$v 60 env DSINFER_CUDA_MLA_TC2_FP8=$v $B/dsinfer bench --mla --kv-cache-dtype fp8; done
+  step mla_bf16 60 $B/dsinfer bench --mla --kv-cache-dtype bf16
+  for v in 1 0; do
+    step dec_kv8_$v 100 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MLA_TC2_FP8=$v $B/dsinfer bench --dtype bf16 --batch 64,256 --ctx 1K,4K --prompt '' --steps 8 --kv-cache-dtype fp8 --csv $CSV --label kv8-tc2fp8-$v
+  done
+  for o in 2 0; do
+    step cmp_own$o 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_FP8_OWN=$o $B/dsinfer compare --model models/demo-fp8 --backend cuda --file tests/data/demo-heldout.txt --ctx 256
+  done
+fi
+# final8: the eighth session's defaults: one V3 MoE layer with 4096 tokens (phases), FP8 prefill and decode rows,
+# BF16 weights with the FP8 cache (mla_decode_tc2_kernel's FP8 form)
+if want final8; then
+  python3 -c "import json; c=json.load(open('configs/deepseek-v3.json')); c['num_hidden_layers']=1; c['first_k_dense_replace']=0; json.dump(c, open('/tmp/v3-1moe.json','w'))"
+  step v3moe 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_OP_TIMES=1 $B/dsinfer bench --model /tmp/v3-1moe.json --dtype fp8 --batch '' --ctx '' --prompt 4K --steps 1
+  grep -E "moe: (gate|down|SiLU|gather)" $OUT/v3moe.log | head
+  step final8_fp8 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1,8,32,64,128,256 --ctx 1K --prompt 512,2K,8K --steps 4 --csv $CSV --label final8-fp8
+  step final8_kv8 100 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 1K,4K --prompt '' --steps 8 --kv-cache-dtype fp8 --csv $CSV --label final8-bf16-kv8
+fi
 # ncu8: ncu of the TMA kernel and of cuBLASLt's block-scaled kernel at 2112x7168 and 7168x16384, M = 4096
 if want ncu8; then
   for k in f8_tma_kernel 'regex:sm90|gemm|cutlass'; do

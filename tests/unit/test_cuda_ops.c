@@ -1365,6 +1365,7 @@ int main(void) {
          * staged by registers and by cp.async (DSINFER_CUDA_MLA_ASYNC, opt-in) */
         setenv("DSINFER_CUDA_MLA_TC2", "0", 1);
         run_mla_tc("v2l-tc16v1", "configs/deepseek-v2-lite.json", 0, KV_BF16, 16, kv_big, NM(kv_big), 300);
+        run_mla_tc("v2l-tc8v1", "configs/deepseek-v2-lite.json", 0, KV_FP8, 16, kv_big, NM(kv_big), 300);   /* FP8 in v1 */
         setenv("DSINFER_CUDA_MLA_ASYNC", "1", 1);
         run_mla_tc("v2l-tc16a", "configs/deepseek-v2-lite.json", 0, KV_BF16, 16, kv_big, NM(kv_big), 300);
         run_mla_tc("h3-tc16a", "configs/deepseek-v2-lite.json", 3, KV_BF16, 5, kv_small, NM(kv_small), 150);

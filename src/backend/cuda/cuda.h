@@ -554,6 +554,9 @@ extern int cu_mla_async;
 /* DSINFER_CUDA_MLA_TC2=0: the BF16 cache through the first tensor-core MLA decode kernel (one tile buffer);
  * default 1: mla_decode_tc2_kernel, the rows by cp.async into a two-tile ring (cuda_mla_tc.cu). */
 extern int cu_mla_tc2;
+/* DSINFER_CUDA_MLA_TC2_FP8 (default 1): the FP8 cache through mla_decode_tc2_kernel too (raw entries by
+ * cp.async, decoded per warp in shared memory); 0: the first kernel (decoded while staging) */
+extern int cu_mla_tc2_fp8;
 /* DSINFER_CUDA_MLA_QREG: the k-steps of 16 whose Q fragments v2 keeps in registers: 36 (default, all), 18 or
  * 0 (the rest read from shared memory every tile). */
 extern int cu_mla_qreg;

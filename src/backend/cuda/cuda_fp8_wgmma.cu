@@ -313,6 +313,15 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
         tm_job_of<GROUPED>(&j, t, &tb, g, out, ws, ws_cols, M, N, K, kc);
         int nkb = j.nkb;
+        if (j.m0 + 64 * cw >= j.mend) {   /* none of this warpgroup's 64 rows is valid (an expert's last, partial
+                                           * tile; M's last): no MMAs, the stages still waited for and released in
+                                           * step so the empty barriers count each use once */
+            for (int i = 0; i < nkb; i++, it++) {
+                mbar_wait(&full[it % TM_ST], (it / TM_ST) & 1);
+                if (lane == 0) mbar_arrive(&empty[it % TM_ST]);
+            }
+            continue;
+        }
         tm_ctx c = {sm, full, empty, xs, j.sw, j.mend, K / WG_BK, j.kb0, nkb, it, cw, 0, 0};
         c.r0 = j.m0 + 64 * cw + 16 * warp + (lane >> 2);
         c.r1 = c.r0 + 8;

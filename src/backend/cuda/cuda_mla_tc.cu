@@ -76,6 +76,20 @@ __device__ __forceinline__ void stage_f32(const fa_params &p, const int32_t *pt,
     }
 }
 
+/* 16 e4m3 codes times their block's scale (the CPU's value: e4m3 * scale in fp32) as 8 BF16 pairs */
+__device__ __forceinline__ void fp8x16_bf16(uint4 code, float sc, uint32_t o[8]) {
+    const uint32_t w4[4] = {code.x, code.y, code.z, code.w};
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(w4[q] >> (16 * h)), __NV_E4M3);
+            float2 f = __half22float2(__half2(hr));
+            o[2 * q + h] = cu_pack_bf16(f.x * sc, f.y * sc);
+        }
+    }
+}
+
 /* The FP8 layout (656 bytes a row for C = 512, 16-byte aligned: fa_params.fp8_vec): lane L decodes the
  * codes 16L .. 16L+15 with their block's scale (the CPU's value: e4m3 * scale in fp32), lanes 0-7 copy
  * the BF16 k_pe as it is. Four rows at a time per warp. */
@@ -100,17 +114,8 @@ __device__ __forceinline__ void stage_fp8(const fa_params &p, const int32_t *pt,
 #pragma unroll
         for (int rr = 0; rr < 4; rr++) {
             int r = r0 + rr * TC_WARPS;
-            const uint32_t w4[4] = {code[rr].x, code[rr].y, code[rr].z, code[rr].w};
             uint32_t o[8];
-#pragma unroll
-            for (int q = 0; q < 4; q++) {
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(w4[q] >> (16 * h)), __NV_E4M3);
-                    float2 f = __half22float2(__half2(hr));
-                    o[2 * q + h] = cu_pack_bf16(f.x * sc[rr], f.y * sc[rr]);
-                }
-            }
+            fp8x16_bf16(code[rr], sc[rr], o);
             uint4 *dst = (uint4 *)(Ks + r * TC_KS + 16 * lane);
             dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
             dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
@@ -382,11 +387,19 @@ __global__ void __launch_bounds__(TC_THREADS, 2) mla_decode_tc_kernel(fa_params 
 #define T2_PS 40      /* Ps row stride (20 words: ldmatrix's 8 row addresses in distinct 4-word bank groups) */
 #define T2_SMEM (sizeof(__nv_bfloat16) * (size_t)(T2_ST * T2_TILE * TC_KS + TC_HEADS * TC_KS + TC_HEADS * T2_PS) + \
                  sizeof(float) * T2_WARPS * TC_HEADS)
+/* the FP8 cache: a ring of raw 656-byte entries (cp.async), one BF16 tile they are decoded into */
+#define T2_E8 (TC_C + 4 * (TC_C / 128) + 2 * TC_DR)
+#define T2_SMEM8 ((size_t)T2_ST * T2_TILE * T2_E8 + \
+                  sizeof(__nv_bfloat16) * (size_t)(T2_TILE * TC_KS + TC_HEADS * TC_KS + TC_HEADS * T2_PS) + \
+                  sizeof(float) * T2_WARPS * TC_HEADS)
 
 int cu_mla_tc2 = 1;   /* DSINFER_CUDA_MLA_TC2 (read at backend creation) */
 int cu_mla_qreg = 36;   /* DSINFER_CUDA_MLA_QREG: 36 (all of Q in registers), 18 or 0 */
+int cu_mla_tc2_fp8 = 1;   /* DSINFER_CUDA_MLA_TC2_FP8 (read at backend creation) */
 
-static int tc2_on(int kv_layout) { return kv_layout == CU_KV_BF16 && cu_mla_tc2; }
+static int tc2_on(int kv_layout) {
+    return cu_mla_tc2 && (kv_layout == CU_KV_BF16 || (kv_layout == CU_KV_FP8 && cu_mla_tc2_fp8));
+}
 
 /* rows base + 8w .. base + 8w + 7 of the context into Ks (warp w; rows at or past nc zero-filled: unused
  * pages may hold NaN, and 0 * NaN is NaN) */
@@ -405,12 +418,48 @@ __device__ __forceinline__ void t2_issue(const fa_params &p, const int32_t *pt, 
     }
 }
 
-/* QREG: the k-steps of 16 (even, at most 36) whose Q fragments stay in registers */
-template <int QREG>
+/* the FP8 cache's raw entries of rows base + 8w .. base + 8w + 7 into Raw [T2_TILE][T2_E8] (warp w; 41
+ * 16-byte chunks a row; rows at or past nc zero-filled: zero codes and scales decode to 0, not NaN) */
+__device__ __forceinline__ void t2_issue8(const fa_params &p, const int32_t *pt, int base, int nc, unsigned char *Raw,
+                                          int warp, int lane) {
+    int r = 8 * warp + (lane & 7);
+    const unsigned char *mine = entry_of(p, pt, base + (r < nc ? r : 0));
+#pragma unroll
+    for (int rr = 0; rr < 8; rr++) {
+        int row = 8 * warp + rr, bytes = row < nc ? 16 : 0;
+        const unsigned char *src = (const unsigned char *)__shfl_sync(0xffffffffu, (unsigned long long)mine, rr);
+        unsigned char *dst = Raw + row * T2_E8;
+        cu_cp_async16(dst + 16 * lane, src + 16 * lane, bytes);
+        if (lane < T2_E8 / 16 - 32) cu_cp_async16(dst + 16 * (lane + 32), src + 16 * (lane + 32), bytes);
+    }
+}
+
+/* warp w's rows 8w .. 8w + 7 of Raw decoded into Ks as stage_fp8 does (lane L: codes 16L .. 16L + 15; lanes
+ * 0-7 the BF16 k_pe) */
+__device__ __forceinline__ void t2_decode8(const unsigned char *Raw, __nv_bfloat16 *Ks, int warp, int lane) {
+#pragma unroll 4
+    for (int rr = 0; rr < 8; rr++) {
+        int row = 8 * warp + rr;
+        const unsigned char *e = Raw + row * T2_E8;
+        uint32_t o[8];
+        fp8x16_bf16(*(const uint4 *)(e + 16 * lane), *(const float *)(e + TC_C + 4 * (lane >> 3)), o);
+        uint4 *dst = (uint4 *)(Ks + row * TC_KS + 16 * lane);
+        dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
+        dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
+        if (lane < 8) *(uint4 *)(Ks + row * TC_KS + TC_C + 8 * lane) = *(const uint4 *)(e + TC_C + 4 * (TC_C / 128) + 16 * lane);
+    }
+}
+
+/* QREG: the k-steps of 16 (even, at most 36) whose Q fragments stay in registers. FP8: the cache's rows
+ * arrive raw (656 bytes: about half the BF16 row's 1152) and each warp decodes its own 8 rows of a tile into
+ * the one BF16 tile before its score MMAs (a __syncwarp: the rows a warp's scores read are the rows it
+ * decoded; the other warps' rows are read by the value MMAs only, after the softmax's barriers). */
+template <int QREG, bool FP8>
 __global__ void __launch_bounds__(T2_THREADS, 2) mla_decode_tc2_kernel(fa_params p) {
     extern __shared__ __align__(16) unsigned char tc_smem[];
-    __nv_bfloat16 *Kr = (__nv_bfloat16 *)tc_smem;                   /* [T2_ST][T2_TILE][TC_KS] */
-    __nv_bfloat16 *Qs = Kr + T2_ST * T2_TILE * TC_KS;                 /* [16][TC_KS] */
+    unsigned char *Raw = tc_smem;                                      /* FP8: [T2_ST][T2_TILE][T2_E8] */
+    __nv_bfloat16 *Kr = (__nv_bfloat16 *)(tc_smem + (FP8 ? T2_ST * T2_TILE * T2_E8 : 0));   /* [T2_ST or 1][T2_TILE][TC_KS] */
+    __nv_bfloat16 *Qs = Kr + (FP8 ? 1 : T2_ST) * T2_TILE * TC_KS;     /* [16][TC_KS] */
     __nv_bfloat16 *Ps = Qs + TC_HEADS * TC_KS;                        /* [16][T2_PS] */
     float *red = (float *)(Ps + TC_HEADS * T2_PS);                    /* [T2_WARPS][16] */
     cu_pdl_trigger();
@@ -432,7 +481,8 @@ __global__ void __launch_bounds__(T2_THREADS, 2) mla_decode_tc2_kernel(fa_params
         return;
     }
     int nt = (c_end - c_begin + T2_TILE - 1) / T2_TILE;
-    t2_issue(p, pt, c_begin, min(T2_TILE, c_end - c_begin), Kr, warp, lane);   /* in flight while the Q tile loads */
+    if (FP8) t2_issue8(p, pt, c_begin, min(T2_TILE, c_end - c_begin), Raw, warp, lane);   /* in flight while Q loads */
+    else t2_issue(p, pt, c_begin, min(T2_TILE, c_end - c_begin), Kr, warp, lane);
     cu_cp_async_commit();
     {   /* the Q tile as in v1: all loads of a thread issued before the conversions */
         constexpr int QV = TC_W / 4, QN = (TC_HEADS * QV + T2_THREADS - 1) / T2_THREADS;   /* 18 float4 a thread */
@@ -472,13 +522,19 @@ __global__ void __launch_bounds__(T2_THREADS, 2) mla_decode_tc2_kernel(fa_params
 
     for (int k = 0; k < nt; k++) {
         int base = c_begin + k * T2_TILE, nc = min(T2_TILE, c_end - base);
-        const __nv_bfloat16 *Ks = Kr + (k % T2_ST) * T2_TILE * TC_KS;
+        const __nv_bfloat16 *Ks = FP8 ? Kr : Kr + (k % T2_ST) * T2_TILE * TC_KS;
         cu_cp_async_wait<0>();
         __syncthreads();   /* tile k (and the Q tile) visible to all; every reader of tile k-1 is done */
-        if (k + 1 < nt)
-            t2_issue(p, pt, base + T2_TILE, min(T2_TILE, c_end - base - T2_TILE), Kr + ((k + 1) % T2_ST) * T2_TILE * TC_KS,
-                     warp, lane);
+        if (k + 1 < nt) {
+            int nn = min(T2_TILE, c_end - base - T2_TILE);
+            if (FP8) t2_issue8(p, pt, base + T2_TILE, nn, Raw + ((k + 1) % T2_ST) * T2_TILE * T2_E8, warp, lane);
+            else t2_issue(p, pt, base + T2_TILE, nn, Kr + ((k + 1) % T2_ST) * T2_TILE * TC_KS, warp, lane);
+        }
         cu_cp_async_commit();
+        if (FP8) {
+            t2_decode8(Raw + (k % T2_ST) * T2_TILE * T2_E8, Kr, warp, lane);
+            __syncwarp();
+        }
 
         /* scores of rows n0 .. n0 + 7: acc[.][0..1] head g, rows n0 + 2t, +1; [2..3] head g + 8. Four
          * accumulator chains of 9 MMAs; the fragments of step k+1 are loaded before the MMAs of step k (the
@@ -624,18 +680,27 @@ void cu_mla_decode_tc(const fa_params *p, int T) {
         smem_set = 1;
     }
     int HGn = (p->H + TC_HEADS - 1) / TC_HEADS;
-    if (tc2_on(p->kv_layout)) {
+    if (tc2_on(p->kv_layout) && (p->kv_layout != CU_KV_FP8 || p->fp8_vec)) {
         static int smem2_set = 0;
         if (!smem2_set) {
-            CUDA_CHECK(cudaFuncSetAttribute(mla_decode_tc2_kernel<36>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)T2_SMEM));
-            CUDA_CHECK(cudaFuncSetAttribute(mla_decode_tc2_kernel<18>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)T2_SMEM));
-            CUDA_CHECK(cudaFuncSetAttribute(mla_decode_tc2_kernel<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)T2_SMEM));
+            CUDA_CHECK(cudaFuncSetAttribute(mla_decode_tc2_kernel<36, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)T2_SMEM));
+            CUDA_CHECK(cudaFuncSetAttribute(mla_decode_tc2_kernel<18, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)T2_SMEM));
+            CUDA_CHECK(cudaFuncSetAttribute(mla_decode_tc2_kernel<0, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)T2_SMEM));
+            CUDA_CHECK(cudaFuncSetAttribute(mla_decode_tc2_kernel<36, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)T2_SMEM8));
+            CUDA_CHECK(cudaFuncSetAttribute(mla_decode_tc2_kernel<18, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)T2_SMEM8));
+            CUDA_CHECK(cudaFuncSetAttribute(mla_decode_tc2_kernel<0, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)T2_SMEM8));
             smem2_set = 1;
         }
         unsigned blocks = (unsigned)((size_t)T * p->n_splits * HGn);
-        if (cu_mla_qreg == 36) cu_launch(mla_decode_tc2_kernel<36>, blocks, T2_THREADS, T2_SMEM, *p);
-        else if (cu_mla_qreg == 18) cu_launch(mla_decode_tc2_kernel<18>, blocks, T2_THREADS, T2_SMEM, *p);
-        else cu_launch(mla_decode_tc2_kernel<0>, blocks, T2_THREADS, T2_SMEM, *p);
+        if (p->kv_layout == CU_KV_FP8) {
+            if (cu_mla_qreg == 36) cu_launch(mla_decode_tc2_kernel<36, true>, blocks, T2_THREADS, T2_SMEM8, *p);
+            else if (cu_mla_qreg == 18) cu_launch(mla_decode_tc2_kernel<18, true>, blocks, T2_THREADS, T2_SMEM8, *p);
+            else cu_launch(mla_decode_tc2_kernel<0, true>, blocks, T2_THREADS, T2_SMEM8, *p);
+        } else {
+            if (cu_mla_qreg == 36) cu_launch(mla_decode_tc2_kernel<36, false>, blocks, T2_THREADS, T2_SMEM, *p);
+            else if (cu_mla_qreg == 18) cu_launch(mla_decode_tc2_kernel<18, false>, blocks, T2_THREADS, T2_SMEM, *p);
+            else cu_launch(mla_decode_tc2_kernel<0, false>, blocks, T2_THREADS, T2_SMEM, *p);
+        }
         CUDA_LAUNCH_CHECK();
         return;
     }
