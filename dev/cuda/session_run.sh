@@ -377,6 +377,14 @@ if want final8; then
   step final8_fp8 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1,8,32,64,128,256 --ctx 1K --prompt 512,2K,8K --steps 4 --csv $CSV --label final8-fp8
   step final8_kv8 100 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 1K,4K --prompt '' --steps 8 --kv-cache-dtype fp8 --csv $CSV --label final8-bf16-kv8
 fi
+# dedup8: after the review's dedups (MLA kernels' shared Q load / empty split / tile max; the wgmma kernels'
+# promotion and store): the MLA and W8A8 op tests, `bench --mla` (both 2-byte and 1-byte caches), `bench --ops`
+if want dedup8; then
+  step ops_mla 200 env DSINFER_OPS_ONLY=mla $B/test_cuda_ops
+  step ops_w8 300 env DSINFER_OPS_ONLY=w8a8 $B/test_cuda_ops
+  for k in bf16 fp8; do step mla_$k 60 $B/dsinfer bench --mla --kv-cache-dtype $k; done
+  step ops_wg8 150 $B/dsinfer bench --ops --ops-m 64,4096 --csv $OUT/ops_dedup8.csv
+fi
 # ncu8: ncu of the TMA kernel and of cuBLASLt's block-scaled kernel at 2112x7168 and 7168x16384, M = 4096
 if want ncu8; then
   for k in f8_tma_kernel 'regex:sm90|gemm|cutlass'; do

@@ -54,27 +54,6 @@ static int cmp_f(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* Median milliseconds of `reps` runs of fn(ctx) timed with events (after one warm-up run). */
-static double time_median(void (*fn)(void *), void *ctx, int reps) {
-    cudaEvent_t a, b;
-    CUDA_CHECK(cudaEventCreate(&a));
-    CUDA_CHECK(cudaEventCreate(&b));
-    fn(ctx);
-    float t[64];
-    if (reps > 64) reps = 64;
-    for (int r = 0; r < reps; r++) {
-        CUDA_CHECK(cudaEventRecord(a, cu_stream));
-        fn(ctx);
-        CUDA_CHECK(cudaEventRecord(b, cu_stream));
-        CUDA_CHECK(cudaEventSynchronize(b));
-        CUDA_CHECK(cudaEventElapsedTime(&t[r], a, b));
-    }
-    qsort(t, (size_t)reps, sizeof(float), cmp_f);
-    CUDA_CHECK(cudaEventDestroy(a));
-    CUDA_CHECK(cudaEventDestroy(b));
-    return t[reps / 2];
-}
-
 /* Reads n float4 (the L2 flush: the lines it leaves are clean, so the timed kernel's misses do not wait on
  * write-backs as after a memset); the sum is stored only if it equals an unlikely value. */
 __global__ void bench_read_kernel(const float4 *p, size_t n, float *sink) {
@@ -93,11 +72,12 @@ __global__ void bench_spin_kernel(long long cycles) {
     }
 }
 
-/* Median GPU milliseconds of `reps` runs of fn(ctx), each from a cold L2 (flush: a buffer larger than the L2
- * read first, or NULL) and without the host's issue time: a spin kernel of ~200 us runs while the host
- * issues fn's launches behind the start event, so the events bracket the kernels alone. (time_median's
- * figures include the host's issue time when it exceeds the kernels', about 20 us for a cuBLASLt call.) */
-static double time_gpu_median(void (*fn)(void *), void *ctx, int reps, void *flush, size_t flush_bytes) {
+/* Median milliseconds of `reps` runs of fn(ctx) timed with events (after one warm-up run). gpu_only: each
+ * run from a cold L2 (flush: a buffer larger than the L2 read first, or NULL) and without the host's issue
+ * time: a spin kernel of ~200 us runs while the host issues fn's launches behind the start event, so the
+ * events bracket the kernels alone. Otherwise the figure includes the host's issue time when it exceeds the
+ * kernels' (about 20 us for a cuBLASLt call). */
+static double time_runs(void (*fn)(void *), void *ctx, int reps, int gpu_only, void *flush, size_t flush_bytes) {
     cudaEvent_t a, b;
     CUDA_CHECK(cudaEventCreate(&a));
     CUDA_CHECK(cudaEventCreate(&b));
@@ -105,13 +85,15 @@ static double time_gpu_median(void (*fn)(void *), void *ctx, int reps, void *flu
     float t[64];
     if (reps > 64) reps = 64;
     for (int r = 0; r < reps; r++) {
-        if (flush) {
+        if (gpu_only && flush) {
             bench_read_kernel<<<1024, 256, 0, cu_stream>>>((const float4 *)flush, flush_bytes / 16 - 1,
                                                            (float *)flush + flush_bytes / 4 - 1);
             CUDA_LAUNCH_CHECK();
         }
-        bench_spin_kernel<<<1, 1, 0, cu_stream>>>(400000);
-        CUDA_LAUNCH_CHECK();
+        if (gpu_only) {
+            bench_spin_kernel<<<1, 1, 0, cu_stream>>>(400000);
+            CUDA_LAUNCH_CHECK();
+        }
         CUDA_CHECK(cudaEventRecord(a, cu_stream));
         fn(ctx);
         CUDA_CHECK(cudaEventRecord(b, cu_stream));
@@ -122,6 +104,10 @@ static double time_gpu_median(void (*fn)(void *), void *ctx, int reps, void *flu
     CUDA_CHECK(cudaEventDestroy(a));
     CUDA_CHECK(cudaEventDestroy(b));
     return t[reps / 2];
+}
+static double time_median(void (*fn)(void *), void *ctx, int reps) { return time_runs(fn, ctx, reps, 0, NULL, 0); }
+static double time_gpu_median(void (*fn)(void *), void *ctx, int reps, void *flush, size_t flush_bytes) {
+    return time_runs(fn, ctx, reps, 1, flush, flush_bytes);
 }
 
 typedef struct { void *dst; const void *src; size_t n; } copy_ctx;

@@ -60,6 +60,37 @@ __device__ __forceinline__ void wg_mma_n128(float (&d)[64], uint64_t da, uint64_
                  : "l"(da), "l"(db), "r"(acc));
 }
 
+/* tot += acc times the row scales: s0 for row r0 (acc[4j], acc[4j + 1]), s1 for r1 = r0 + 8 ([4j + 2], [4j + 3]) */
+__device__ __forceinline__ void wg_promote(float (&tot)[64], const float (&acc)[64], float s0, float s1) {
+#pragma unroll
+    for (int q = 0; q < 64; q += 4) {
+        tot[q] += acc[q] * s0;
+        tot[q + 1] += acc[q + 1] * s0;
+        tot[q + 2] += acc[q + 2] * s1;
+        tot[q + 3] += acc[q + 3] * s1;
+    }
+}
+
+/* this thread's sums of a 64 x 128 tile: rows r0, r1 (stored below mend), weight rows n = n0 + 8j + 2 (lane % 4)
+ * and n + 1 (stored below nvalid) at out[r ldo + n - n0] (out: the tile's first output column) */
+__device__ __forceinline__ void wg_store(const float (&tot)[64], float *out, size_t ldo, int r0, int r1, int mend, int n0,
+                                         int nvalid, int lane) {
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        int n = n0 + 8 * j + 2 * (lane & 3);
+        for (int h = 0; h < 2; h++) {
+            int r = h ? r1 : r0;
+            if (r >= mend) continue;
+            float *o = out + (size_t)r * ldo + (n - n0);
+            if (n + 1 < nvalid && ((uintptr_t)o & 7) == 0) *(float2 *)o = make_float2(tot[4 * j + 2 * h], tot[4 * j + 2 * h + 1]);
+            else {
+                if (n < nvalid) o[0] = tot[4 * j + 2 * h];
+                if (n + 1 < nvalid) o[1] = tot[4 * j + 2 * h + 1];
+            }
+        }
+    }
+}
+
 /* one stage: columns [128 kb, 128 kb + 128) of activation rows m0 .. m0 + 64 WG - 1 and weight rows
  * n0 .. n0 + 127, 16 bytes a cp.async */
 template <int WG>
@@ -113,28 +144,10 @@ __global__ void __launch_bounds__(WG * 128) f8_wgmma_kernel(float *out, const un
         if (nx < nkb) wg_load_stage<WG>(sm + (nx % WG_ST) * STAGE, xq, w, m0, n0, M, N, K, kb0 + nx);
         cu_cp_async_commit();
         wg_wait0();
-        s0 *= swb;
-        s1 *= swb;
-#pragma unroll
-        for (int q = 0; q < 64; q += 4) {
-            tot[q] += acc[q] * s0;
-            tot[q + 1] += acc[q + 1] * s0;
-            tot[q + 2] += acc[q + 2] * s1;
-            tot[q + 3] += acc[q + 3] * s1;
-        }
+        wg_promote(tot, acc, s0 * swb, s1 * swb);
     }
     cu_cp_async_wait<0>();
-    float *o = out + (size_t)blockIdx.z * M * N;
-#pragma unroll
-    for (int j = 0; j < 16; j++) {
-        int c = n0 + 8 * j + 2 * (lane & 3);
-        for (int h = 0; h < 2; h++) {
-            int r = h ? r1 : r0;
-            if (r >= M) continue;
-            if (c < N) o[(size_t)r * N + c] = tot[4 * j + 2 * h];
-            if (c + 1 < N) o[(size_t)r * N + c + 1] = tot[4 * j + 2 * h + 1];
-        }
-    }
+    wg_store(tot, out + (size_t)blockIdx.z * M * N + n0, (size_t)N, r0, r1, M, n0, N, lane);
 }
 
 /* ---- the TMA kernel ---- */
@@ -254,13 +267,7 @@ __device__ __forceinline__ void tm_promote(const float (&acc)[64], float (&tot)[
     float s0 = c->r0 < c->mend ? c->xs[(size_t)c->r0 * c->LK + kb] * sw : 0.0f;
     float s1 = c->r1 < c->mend ? c->xs[(size_t)c->r1 * c->LK + kb] * sw : 0.0f;
     if (lane == 0) mbar_arrive(&c->empty[(c->it0 + i) % TM_ST]);
-#pragma unroll
-    for (int q = 0; q < 64; q += 4) {
-        tot[q] += acc[q] * s0;
-        tot[q + 1] += acc[q + 1] * s0;
-        tot[q + 2] += acc[q + 2] * s1;
-        tot[q + 3] += acc[q + 3] * s1;
-    }
+    wg_promote(tot, acc, s0, s1);
 }
 
 /* As f8_wgmma_kernel with 128-row tiles, persistent: block b takes tiles b, b + gridDim.x, ... (dense: the
@@ -348,17 +355,7 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
             tm_promote(acc_a, tot, &c, i, lane);
         }
         it += nkb;
-#pragma unroll
-        for (int q = 0; q < 16; q++) {
-            int n = j.n0 + 8 * q + 2 * (lane & 3);
-            float *o = j.out + j.ocol + (n - j.n0);
-            for (int h = 0; h < 2; h++) {
-                int r = h ? c.r1 : c.r0;
-                if (r >= j.mend) continue;
-                if (n + 1 < j.nvalid) *(float2 *)&o[(size_t)r * ldo] = make_float2(tot[4 * q + 2 * h], tot[4 * q + 2 * h + 1]);
-                else if (n < j.nvalid) o[(size_t)r * ldo] = tot[4 * q + 2 * h];
-            }
-        }
+        wg_store(tot, j.out + j.ocol, (size_t)ldo, c.r0, c.r1, j.mend, j.n0, j.nvalid, lane);
     }
 }
 

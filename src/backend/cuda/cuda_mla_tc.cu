@@ -124,6 +124,69 @@ __device__ __forceinline__ void stage_fp8(const fa_params &p, const int32_t *pt,
     }
 }
 
+/* Shared by both kernels (NT threads a block, NW warps). */
+
+/* a split with no rows: (max, sum) = (-inf, 0) for its heads, which mla_combine skips with its partial */
+__device__ __forceinline__ void mla_empty_split(const fa_params &p, size_t base_o, int nh) {
+    if (threadIdx.x < nh) {
+        p.ml[(base_o + threadIdx.x) * 2] = -INFINITY;
+        p.ml[(base_o + threadIdx.x) * 2 + 1] = 0.0f;
+    }
+}
+
+/* Q tile Qs [16][TC_KS]: q_lat then q_pe per head, BF16; heads past nh zero. All of a thread's loads are
+ * issued before the first conversion: one load, convert, store per iteration put ~36 L2 round trips in a row
+ * (about 15 us, most of the kernel at batch 1). q_lat rows are 16-byte aligned (C = 512); q_pe is read as
+ * float4 when its offset allows. */
+template <int NT>
+__device__ __forceinline__ void mla_load_q(const fa_params &p, __nv_bfloat16 *Qs, int i, int m, int h0, int nh) {
+    constexpr int QV = TC_W / 4, QN = (TC_HEADS * QV + NT - 1) / NT;   /* 144 float4 a head */
+    bool pe_vec = ((p.dqk | p.dn) & 3) == 0 && ((uintptr_t)p.q & 15) == 0;
+    float4 qv[QN];
+#pragma unroll
+    for (int u = 0; u < QN; u++) {
+        int x = threadIdx.x + u * NT, hh = x / QV, k = 4 * (x % QV);
+        qv[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (x >= TC_HEADS * QV || hh >= nh) continue;
+        if (k < TC_C) {
+            qv[u] = __ldg((const float4 *)(p.qlat + ((size_t)i * p.H + h0 + hh) * TC_C + k));
+        } else {
+            const float *src = p.q + (size_t)m * p.H * p.dqk + (size_t)(h0 + hh) * p.dqk + p.dn + (k - TC_C);
+            if (pe_vec) qv[u] = __ldg((const float4 *)src);
+            else qv[u] = make_float4(src[0], src[1], src[2], src[3]);
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < QN; u++) {
+        int x = threadIdx.x + u * NT, hh = x / QV, k = 4 * (x % QV);
+        if (x < TC_HEADS * QV)
+            *(uint2 *)(Qs + hh * TC_KS + k) = make_uint2(cu_pack_bf16(qv[u].x, qv[u].y), cu_pack_bf16(qv[u].z, qv[u].w));
+    }
+}
+
+/* the tile's score max of heads g (sc[0..1]) and g + 8 (sc[2..3]) over all warps' rows: a quad's by
+ * shuffles, the warps' through red [NW][16] after a barrier; every thread gets both */
+template <int NW>
+__device__ __forceinline__ void mla_tile_max(const float sc[4], float *red, int warp, int g, int t, float *tm0, float *tm1) {
+    float x0 = fmaxf(sc[0], sc[1]), x1 = fmaxf(sc[2], sc[3]);
+    x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 1));
+    x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 2));
+    x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 1));
+    x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 2));
+    if (t == 0) {
+        red[warp * TC_HEADS + g] = x0;
+        red[warp * TC_HEADS + g + 8] = x1;
+    }
+    __syncthreads();
+    *tm0 = -INFINITY;
+    *tm1 = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < NW; w++) {
+        *tm0 = fmaxf(*tm0, red[w * TC_HEADS + g]);
+        *tm1 = fmaxf(*tm1, red[w * TC_HEADS + g + 8]);
+    }
+}
+
 int cu_mla_async = 0;   /* DSINFER_CUDA_MLA_ASYNC (read at backend creation) */
 
 /* The BF16 layout by cp.async (DSINFER_CUDA_MLA_ASYNC=1, written in the fifth session after its device time
@@ -183,42 +246,12 @@ __global__ void __launch_bounds__(TC_THREADS, 2) mla_decode_tc_kernel(fa_params 
     int n_tiles = (ctx + TC_TILE - 1) / TC_TILE, per = (n_tiles + p.n_splits - 1) / p.n_splits;
     int c_begin = split * per * TC_TILE, c_end = min(ctx, (split + 1) * per * TC_TILE);
     size_t base_o = ((size_t)i * p.n_splits + split) * p.H + h0;
-    if (c_begin >= c_end) {   /* no rows: (max, sum) = (-inf, 0), which mla_combine skips with its partial */
-        if (threadIdx.x < nh) {
-            p.ml[(base_o + threadIdx.x) * 2] = -INFINITY;
-            p.ml[(base_o + threadIdx.x) * 2 + 1] = 0.0f;
-        }
+    if (c_begin >= c_end) {
+        mla_empty_split(p, base_o, nh);
         return;
     }
 
-    /* Q tile: q_lat then q_pe per head, BF16; heads past H zero. All of a thread's loads are issued
-     * before the first conversion: one load, convert, store per iteration put ~36 L2 round trips in a row
-     * (about 15 us, most of the kernel at batch 1). q_lat rows are 16-byte aligned (C = 512); q_pe is
-     * read as float4 when its offset allows. */
-    {
-        constexpr int QV = TC_W / 4, QN = (TC_HEADS * QV + TC_THREADS - 1) / TC_THREADS;   /* 144 float4 a head, 9 a thread */
-        bool pe_vec = ((p.dqk | p.dn) & 3) == 0 && ((uintptr_t)p.q & 15) == 0;
-        float4 qv[QN];
-#pragma unroll
-        for (int u = 0; u < QN; u++) {
-            int x = threadIdx.x + u * TC_THREADS, hh = x / QV, k = 4 * (x % QV);
-            qv[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            if (x >= TC_HEADS * QV || hh >= nh) continue;
-            if (k < TC_C) {
-                qv[u] = __ldg((const float4 *)(p.qlat + ((size_t)i * p.H + h0 + hh) * TC_C + k));
-            } else {
-                const float *src = p.q + (size_t)m * p.H * p.dqk + (size_t)(h0 + hh) * p.dqk + p.dn + (k - TC_C);
-                if (pe_vec) qv[u] = __ldg((const float4 *)src);
-                else qv[u] = make_float4(src[0], src[1], src[2], src[3]);
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < QN; u++) {
-            int x = threadIdx.x + u * TC_THREADS, hh = x / QV, k = 4 * (x % QV);
-            if (x < TC_HEADS * QV)
-                *(uint2 *)(Qs + hh * TC_KS + k) = make_uint2(cu_pack_bf16(qv[u].x, qv[u].y), cu_pack_bf16(qv[u].z, qv[u].w));
-        }
-    }
+    mla_load_q<TC_THREADS>(p, Qs, i, m, h0, nh);
     /* ldmatrix addresses: A operands (16 rows) and the x4 B loads (8 rows, 4 column blocks / 2 row blocks) */
     const int a_row = (lane & 7) + 8 * ((lane >> 3) & 1), a_col = 8 * (lane >> 4);
     const int n0 = 8 * warp, slice = warp & 3, half = warp >> 2;
@@ -252,22 +285,8 @@ __global__ void __launch_bounds__(TC_THREADS, 2) mla_decode_tc_kernel(fa_params 
         sc[1] = j + 1 < nc ? sc[1] * p.scale : -INFINITY;
         sc[2] = j < nc ? sc[2] * p.scale : -INFINITY;
         sc[3] = j + 1 < nc ? sc[3] * p.scale : -INFINITY;
-        float x0 = fmaxf(sc[0], sc[1]), x1 = fmaxf(sc[2], sc[3]);
-        x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 1));
-        x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 2));
-        x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 1));
-        x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 2));
-        if (t == 0) {
-            red[warp * TC_HEADS + g] = x0;
-            red[warp * TC_HEADS + g + 8] = x1;
-        }
-        __syncthreads();
-        float tm0 = -INFINITY, tm1 = -INFINITY;
-#pragma unroll
-        for (int w = 0; w < TC_WARPS; w++) {
-            tm0 = fmaxf(tm0, red[w * TC_HEADS + g]);
-            tm1 = fmaxf(tm1, red[w * TC_HEADS + g + 8]);
-        }
+        float tm0, tm1;
+        mla_tile_max<TC_WARPS>(sc, red, warp, g, t, &tm0, &tm1);
         float nm0 = fmaxf(m0, tm0), nm1 = fmaxf(m1, tm1);
         /* a head with no finite score yet keeps factor 1 and probabilities 0 (its sums are still 0) */
         float cr0 = nm0 == -INFINITY ? 1.0f : expf(m0 - nm0), cr1 = nm1 == -INFINITY ? 1.0f : expf(m1 - nm1);
@@ -473,41 +492,15 @@ __global__ void __launch_bounds__(T2_THREADS, 2) mla_decode_tc2_kernel(fa_params
     int n_tiles = (ctx + T2_TILE - 1) / T2_TILE, per = (n_tiles + p.n_splits - 1) / p.n_splits;
     int c_begin = split * per * T2_TILE, c_end = min(ctx, (split + 1) * per * T2_TILE);
     size_t base_o = ((size_t)i * p.n_splits + split) * p.H + h0;
-    if (c_begin >= c_end) {   /* no rows: (max, sum) = (-inf, 0), which mla_combine skips with its partial */
-        if (threadIdx.x < nh) {
-            p.ml[(base_o + threadIdx.x) * 2] = -INFINITY;
-            p.ml[(base_o + threadIdx.x) * 2 + 1] = 0.0f;
-        }
+    if (c_begin >= c_end) {
+        mla_empty_split(p, base_o, nh);
         return;
     }
     int nt = (c_end - c_begin + T2_TILE - 1) / T2_TILE;
     if (FP8) t2_issue8(p, pt, c_begin, min(T2_TILE, c_end - c_begin), Raw, warp, lane);   /* in flight while Q loads */
     else t2_issue(p, pt, c_begin, min(T2_TILE, c_end - c_begin), Kr, warp, lane);
     cu_cp_async_commit();
-    {   /* the Q tile as in v1: all loads of a thread issued before the conversions */
-        constexpr int QV = TC_W / 4, QN = (TC_HEADS * QV + T2_THREADS - 1) / T2_THREADS;   /* 18 float4 a thread */
-        bool pe_vec = ((p.dqk | p.dn) & 3) == 0 && ((uintptr_t)p.q & 15) == 0;
-        float4 qv[QN];
-#pragma unroll
-        for (int u = 0; u < QN; u++) {
-            int x = threadIdx.x + u * T2_THREADS, hh = x / QV, k = 4 * (x % QV);
-            qv[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            if (x >= TC_HEADS * QV || hh >= nh) continue;
-            if (k < TC_C) {
-                qv[u] = __ldg((const float4 *)(p.qlat + ((size_t)i * p.H + h0 + hh) * TC_C + k));
-            } else {
-                const float *src = p.q + (size_t)m * p.H * p.dqk + (size_t)(h0 + hh) * p.dqk + p.dn + (k - TC_C);
-                if (pe_vec) qv[u] = __ldg((const float4 *)src);
-                else qv[u] = make_float4(src[0], src[1], src[2], src[3]);
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < QN; u++) {
-            int x = threadIdx.x + u * T2_THREADS, hh = x / QV, k = 4 * (x % QV);
-            if (x < TC_HEADS * QV)
-                *(uint2 *)(Qs + hh * TC_KS + k) = make_uint2(cu_pack_bf16(qv[u].x, qv[u].y), cu_pack_bf16(qv[u].z, qv[u].w));
-        }
-    }
+    mla_load_q<T2_THREADS>(p, Qs, i, m, h0, nh);
     const int a_row = (lane & 7) + 8 * ((lane >> 3) & 1), a_col = 8 * (lane >> 4), n0 = 8 * warp;
     /* Q's A fragments of the first QREG k-steps kept in registers: every warp read all of Q from shared
      * memory every tile (twice the tile's own bytes), and the shared-memory pipe was a top stall (mio) */
@@ -574,22 +567,8 @@ __global__ void __launch_bounds__(T2_THREADS, 2) mla_decode_tc2_kernel(fa_params
 #pragma unroll
         for (int e = 0; e < 4; e++)
             sc[e] = j + (e & 1) < nc ? ((acc[0][e] + acc[1][e]) + (acc[2][e] + acc[3][e])) * p.scale : -INFINITY;
-        float x0 = fmaxf(sc[0], sc[1]), x1 = fmaxf(sc[2], sc[3]);
-        x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 1));
-        x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 2));
-        x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 1));
-        x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 2));
-        if (t == 0) {
-            red[warp * TC_HEADS + g] = x0;
-            red[warp * TC_HEADS + g + 8] = x1;
-        }
-        __syncthreads();
-        float tm0 = -INFINITY, tm1 = -INFINITY;
-#pragma unroll
-        for (int w = 0; w < T2_WARPS; w++) {
-            tm0 = fmaxf(tm0, red[w * TC_HEADS + g]);
-            tm1 = fmaxf(tm1, red[w * TC_HEADS + g + 8]);
-        }
+        float tm0, tm1;
+        mla_tile_max<T2_WARPS>(sc, red, warp, g, t, &tm0, &tm1);
         float nm0 = fmaxf(m0, tm0), nm1 = fmaxf(m1, tm1);
         /* a head with no finite score yet keeps factor 1 and probabilities 0 (its sums are still 0) */
         /* __expf (ex2.approx, 2 ulp): P is rounded to BF16 (2^-9) right after */
