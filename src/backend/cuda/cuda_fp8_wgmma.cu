@@ -27,6 +27,7 @@
 #include "backend/cuda/cuda_mma.h"
 #include <cuda.h>
 #include <cudaTypedefs.h>
+#include <pthread.h>
 
 #define WG_BN 128   /* weight rows a block (one row block of the weight's scales) */
 #define WG_BK 128   /* columns a stage (one column block of both operands' scales) */
@@ -441,14 +442,20 @@ typedef struct {
 } moe_maps;
 #define N_MOE_MAPS 1024
 static moe_maps moe_cache[N_MOE_MAPS];
+/* the table is shared by the backends of one process (tensor parallelism runs a backend per GPU in threads) */
+static pthread_mutex_t moe_cache_lock = PTHREAD_MUTEX_INITIALIZER;
 
-void cu_f8_wgmma_free(void) { memset(moe_cache, 0, sizeof moe_cache); }
+void cu_f8_wgmma_free(void) {
+    pthread_mutex_lock(&moe_cache_lock);
+    memset(moe_cache, 0, sizeof moe_cache);
+    pthread_mutex_unlock(&moe_cache_lock);
+}
 
 static int expert_fits(const ds_weight *w, int rows, int cols) {
     return w->dtype == DS_DTYPE_F8_E4M3 && w->scale && w->rows == rows && w->cols == cols && ((uintptr_t)w->data & 15) == 0;
 }
 
-static const moe_maps *layer_maps(ds_cuda_backend *cb, const ds_layer_weights *L, int E, int D, int I) {
+static const moe_maps *layer_maps_locked(ds_cuda_backend *cb, const ds_layer_weights *L, int E, int D, int I) {
     size_t h = ((uintptr_t)L->exp_gate[0].data >> 8) % N_MOE_MAPS;
     for (size_t n = 0; n < N_MOE_MAPS; n++, h = (h + 1) % N_MOE_MAPS) {
         moe_maps *m = &moe_cache[h];
@@ -483,6 +490,15 @@ static const moe_maps *layer_maps(ds_cuda_backend *cb, const ds_layer_weights *L
         return m;
     }
     return NULL;
+}
+
+/* the layer's maps, made on first use; the entry's device pointers are the caller's backend's (its weights) */
+static int layer_maps(ds_cuda_backend *cb, const ds_layer_weights *L, int E, int D, int I, moe_maps *out) {
+    pthread_mutex_lock(&moe_cache_lock);
+    const moe_maps *m = layer_maps_locked(cb, L, E, D, I);
+    if (m) *out = *m;
+    pthread_mutex_unlock(&moe_cache_lock);
+    return m != NULL;
 }
 
 /* act codes q [R, I] and scales s [R][I/128] of SiLU(g) * u rounded to BF16, from gu fp32 [R, 2I] (gate then
@@ -533,8 +549,9 @@ const float *cu_moe_gemm_f8(ds_cuda_backend *cb, const float *x, const int32_t *
     if (!cu_moe_wgmma || !cu_moe_w8a8 || !encode_tiled || R <= 0 || D % 128 || I % 128 ||
         L->exp_gate[0].dtype != DS_DTYPE_F8_E4M3)
         return NULL;
-    const moe_maps *mm = layer_maps(cb, L, E, D, I);
-    if (!mm) return NULL;
+    moe_maps mmv;
+    if (!layer_maps(cb, L, E, D, I, &mmv)) return NULL;
+    const moe_maps *mm = &mmv;
     int T1 = 0, T2 = 0;
     for (int e = 0; e < E; e++) {
         int mbk = (off[e + 1] - off[e] + TM_BM - 1) / TM_BM;
