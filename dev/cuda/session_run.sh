@@ -385,6 +385,11 @@ if want dedup8; then
   for k in bf16 fp8; do step mla_$k 60 $B/dsinfer bench --mla --kv-cache-dtype $k; done
   step ops_wg8 150 $B/dsinfer bench --ops --ops-m 64,4096 --csv $OUT/ops_dedup8.csv
 fi
+# last8: the final tree's W8A8 op tests (the grouped experts' map table behind a mutex) and the goldens
+if want last8; then
+  step ops_w8 300 env DSINFER_OPS_ONLY=w8a8 $B/test_cuda_ops
+  step golden 120 $B/test_cuda_golden
+fi
 # ncu8: ncu of the TMA kernel and of cuBLASLt's block-scaled kernel at 2112x7168 and 7168x16384, M = 4096
 if want ncu8; then
   for k in f8_tma_kernel 'regex:sm90|gemm|cutlass'; do
