@@ -454,6 +454,9 @@ void cu_f8_wgmma_linear(ds_cuda_backend *cb, float *out, const float *x, const d
 /* its GEMM alone: out [M, N] from codes q [M, K] and scales qs [M][K/128] (cu_rows_fp8_f32's) */
 void cu_f8_wgmma_gemm(ds_cuda_backend *cb, float *out, const unsigned char *q, const float *qs, const ds_weight *w, int M);
 void cu_f8_wgmma_init(void);
+/* host-side pieces (checked by ds_cuda_host_selftest): the K splits of the GEMM, the MoE's tile table */
+int cu_f8_splits(int M, int N, int K, int n_sm, int *kc);
+int cu_f8_expert_tiles(int4 *t, const int32_t *off, int E, int n_cols);
 /* DSINFER_CUDA_FP8_TMA (default 1): above 64 rows the warp-specialized TMA kernel; 0: the cp.async one */
 extern int cu_fp8_tma;
 /* shared pieces of the own W8A8 linears: x [M, K] fp32 -> codes q [M, K] and scales s [M][K/128]

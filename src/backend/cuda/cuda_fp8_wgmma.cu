@@ -389,18 +389,27 @@ void cu_f8_wgmma_init(void) {
     CUDA_CHECK(cudaFuncSetAttribute(f8_wgmma_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)wg_smem_bytes(2)));
 }
 
-/* out [M, N] = the block-scaled product of codes q [M, K] (scales qs [M][K/128]) with w (FP8, 128 x 128
- * scales). Split K when the blocks are fewer than the GPU holds at once (2 an SM with one warpgroup, 1 with
- * two: shared memory), into as many splits as still fit in that one wave (a second, partial wave would
- * double the time), each split at least 4 stages. */
-void cu_f8_wgmma_gemm(ds_cuda_backend *cb, float *out, const unsigned char *q, const float *qs, const ds_weight *w, int M) {
-    int N = w->rows, K = w->cols, nkb = K / WG_BK, wgs = M <= 64 ? 1 : 2, tma = wgs == 2 && cu_fp8_tma && encode_tiled;
-    int mb = (M + 64 * wgs - 1) / (64 * wgs), nb = (N + WG_BN - 1) / WG_BN, blocks = mb * nb;
-    int ks = (wgs == 1 ? 2 : 1) * cb->n_sm / blocks, max_ks = nkb / 4 > 0 ? nkb / 4 : 1;
+/* The K splits of an M x N x K product (K % 128 == 0): split when the blocks (64-row blocks up to 64 rows,
+ * else 128) are fewer than the GPU holds at once (2 an SM with one warpgroup, 1 with two: shared memory),
+ * into as many splits as still fit in that one wave (a second, partial wave would double the time), each
+ * split at least 4 stages of 128 columns. Returns the count; *kc: the columns a split (a multiple of 128; the
+ * last split may be shorter, none is empty). */
+int cu_f8_splits(int M, int N, int K, int n_sm, int *kc) {
+    int nkb = K / WG_BK, wgs = M <= 64 ? 1 : 2;
+    int blocks = ((M + 64 * wgs - 1) / (64 * wgs)) * ((N + WG_BN - 1) / WG_BN);
+    int ks = (wgs == 1 ? 2 : 1) * n_sm / blocks, max_ks = nkb / 4 > 0 ? nkb / 4 : 1;
     if (ks > max_ks) ks = max_ks;
     if (ks < 1) ks = 1;
-    int kc = (nkb + ks - 1) / ks * WG_BK;
-    ks = (K + kc - 1) / kc;
+    *kc = (nkb + ks - 1) / ks * WG_BK;
+    return (K + *kc - 1) / *kc;
+}
+
+/* out [M, N] = the block-scaled product of codes q [M, K] (scales qs [M][K/128]) with w (FP8, 128 x 128
+ * scales), split in K by cu_f8_splits. */
+void cu_f8_wgmma_gemm(ds_cuda_backend *cb, float *out, const unsigned char *q, const float *qs, const ds_weight *w, int M) {
+    int N = w->rows, K = w->cols, wgs = M <= 64 ? 1 : 2, tma = wgs == 2 && cu_fp8_tma && encode_tiled;
+    int mb = (M + 64 * wgs - 1) / (64 * wgs), nb = (N + WG_BN - 1) / WG_BN, kc;
+    int ks = cu_f8_splits(M, N, K, cb->n_sm, &kc);
     float *part = ks > 1 ? (float *)cu_ws_get(&cb->ws_f8part, (size_t)ks * M * N * 4) : out;
     dim3 grid((unsigned)nb, (unsigned)mb, (unsigned)ks);
     const unsigned char *wd = (const unsigned char *)w->data;
@@ -523,12 +532,15 @@ __global__ void moe_silu_fp8_kernel(unsigned char *q, float *s, const float *gu,
     if (lane == 0) s[i * LK + b] = scale;
 }
 
-/* the tiles of each expert's rows [off[e], off[e+1]) against n_cols output columns, 128 x 128 each */
-static int expert_tiles(int4 *t, const int32_t *off, int E, int n_cols) {
+/* the tiles of each expert's rows [off[e], off[e+1]) against n_cols output columns, 128 x 128 each:
+ * (expert, first row, first column, the expert's row end); returns their count, sum over e of
+ * ceil(rows_e / 128) x ceil(n_cols / 128) */
+int cu_f8_expert_tiles(int4 *t, const int32_t *off, int E, int n_cols) {
     int n = 0;
     for (int e = 0; e < E; e++)
         for (int m = off[e]; m < off[e + 1]; m += TM_BM)
-            for (int c = 0; c < n_cols; c += WG_BN) t[n++] = make_int4(e, m, c, off[e + 1]);
+            for (int c = 0; c < n_cols; c += WG_BN, n++)
+                if (t) t[n] = make_int4(e, m, c, off[e + 1]);   /* t NULL: count only */
     return n;
 }
 
@@ -552,12 +564,7 @@ const float *cu_moe_gemm_f8(ds_cuda_backend *cb, const float *x, const int32_t *
     moe_maps mmv;
     if (!layer_maps(cb, L, E, D, I, &mmv)) return NULL;
     const moe_maps *mm = &mmv;
-    int T1 = 0, T2 = 0;
-    for (int e = 0; e < E; e++) {
-        int mbk = (off[e + 1] - off[e] + TM_BM - 1) / TM_BM;
-        T1 += mbk * (2 * I / WG_BN);
-        T2 += mbk * (D / WG_BN);
-    }
+    int T1 = cu_f8_expert_tiles(NULL, off, E, 2 * I), T2 = cu_f8_expert_tiles(NULL, off, E, D);   /* counts */
     size_t q_b = al256((size_t)R * D), qs_b = al256((size_t)R * (D / 128) * 4), gu_b = al256((size_t)R * 2 * I * 4);
     size_t aq_b = al256((size_t)R * I), as_b = al256((size_t)R * (I / 128) * 4), y_b = al256((size_t)R * D * 4);
     size_t t_b = sizeof(int4) * (size_t)(T1 + T2);
@@ -570,8 +577,8 @@ const float *cu_moe_gemm_f8(ds_cuda_backend *cb, const float *x, const int32_t *
     if (!tma_map(&ta1, q, R, D) || !tma_map(&ta2, aq, R, I)) return NULL;
     int4 *ht = (int4 *)malloc(t_b);
     if (!ht) return NULL;
-    expert_tiles(ht, off, E, 2 * I);
-    expert_tiles(ht + T1, off, E, D);
+    cu_f8_expert_tiles(ht, off, E, 2 * I);
+    cu_f8_expert_tiles(ht + T1, off, E, D);
     CUDA_CHECK(cudaMemcpyAsync(dt, ht, t_b, cudaMemcpyHostToDevice, cu_stream));   /* pageable: staged before return */
     free(ht);
     cu_rows_fp8_gather(q, qs, x, rows, R, D);

@@ -1,8 +1,9 @@
 /* Host-side check of the element conversions the CUDA kernels share with the CPU backend (cuda.h: the
  * FP8 KV entry, e4m3 and bf16 encoders, the NVFP4 decoder). They are __host__ __device__, so their
  * logic can be compared with the CPU's functions here, bit for bit, without a GPU; on the device the
- * same IEEE operations (division, rint, frexp, ldexp, multiply) give the same bits. Called by
- * tests/unit/test_cuda_host.c (runs in CI). */
+ * same IEEE operations (division, rint, frexp, ldexp, multiply) give the same bits. Also the host-side
+ * planning of the wgmma GEMMs (K splits, the MoE's tile table). Called by tests/unit/test_cuda_host.c (runs
+ * in CI). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -105,6 +106,55 @@ extern "C" long ds_cuda_host_selftest(char *msg, size_t len) {
         free(src);
         free(ref);
     }
+    /* the wgmma GEMM's K splits: 128-column multiples, none empty, covering K; split only when the blocks
+     * leave room in one wave, and then within it; at least 4 stages a split when split */
+    {
+        const int NK[][2] = {{2112, 7168}, {24576, 1536}, {32768, 512}, {7168, 16384}, {4096, 7168},
+                             {7168, 2048}, {256, 7168}, {129280, 7168}, {92, 1280}, {260, 384}};
+        const int Ms[] = {1, 9, 63, 64, 65, 128, 131, 1024, 4096};
+        for (size_t a = 0; a < sizeof NK / sizeof NK[0]; a++)
+            for (size_t b = 0; b < sizeof Ms / sizeof Ms[0]; b++) {
+                int N = NK[a][0], K = NK[a][1], M = Ms[b], kc = 0, ks = cu_f8_splits(M, N, K, 132, &kc);
+                int rows = M <= 64 ? 64 : 128, room = M <= 64 ? 264 : 132;
+                int blocks = ((M + rows - 1) / rows) * ((N + 127) / 128);
+                if (kc <= 0 || kc % 128 || (long)ks * kc < K || (long)(ks - 1) * kc >= K)
+                    MISMATCH("splits of %dx%dx%d: %d of %d columns do not tile K", M, N, K, ks, kc);
+                else if (ks > 1 && ((long)blocks * ks > room || kc < 4 * 128))
+                    MISMATCH("splits of %dx%dx%d: %d splits of %d columns for %d blocks", M, N, K, ks, kc, blocks);
+            }
+    }
+    /* the grouped MoE's tile table: each expert's rows x column blocks exactly once, rows from off[e] in steps
+     * of 128, row end off[e+1]; the count as announced (the caller sizes the table with a NULL pass) */
+    {
+        enum { E = 37, COLS = 384 };
+        int32_t off[E + 1];
+        off[0] = 0;
+        for (int e = 0; e < E; e++) off[e + 1] = off[e] + (int)(mix(e + 5) % 300) * (e % 5 != 0);   /* some empty */
+        int n = cu_f8_expert_tiles(NULL, off, E, COLS);
+        int4 *t = (int4 *)malloc(sizeof(int4) * (size_t)(n > 0 ? n : 1));
+        unsigned char *seen = (unsigned char *)calloc((size_t)off[E] * (COLS / 128) + 1, 1);
+        if (!t || !seen) {
+            MISMATCH("tile table check: out of memory");
+        } else {
+            int want = 0;
+            for (int e = 0; e < E; e++) want += (off[e + 1] - off[e] + 127) / 128 * (COLS / 128);
+            if (cu_f8_expert_tiles(t, off, E, COLS) != n || n != want) MISMATCH("tile table: %d tiles, expected %d", n, want);
+            for (int i = 0; i < n && i < want; i++) {
+                int e = t[i].x, r0 = t[i].y, c = t[i].z;
+                if (e < 0 || e >= E || t[i].w != off[e + 1] || (r0 - off[e]) % 128 || r0 < off[e] || r0 >= off[e + 1] ||
+                    c % 128 || c < 0 || c >= COLS) {
+                    MISMATCH("tile %d: (%d, %d, %d, %d) outside expert %d's rows", i, e, r0, c, t[i].w, e);
+                    continue;
+                }
+                for (int r = r0; r < r0 + 128 && r < off[e + 1]; r++) seen[(size_t)r * (COLS / 128) + c / 128]++;
+            }
+            for (int i = 0; i < off[E] * (COLS / 128); i++)
+                if (seen[i] != 1) MISMATCH("tile table: row %d column block %d covered %d times", i / (COLS / 128),
+                                           i % (COLS / 128), seen[i]);
+        }
+        free(t);
+        free(seen);
+    }
     /* an NVFP4 weight [3, 48]: every element against the CPU's row decoder */
     {
         enum { R = 3, K = 48 };
@@ -146,6 +196,8 @@ extern "C" long ds_cuda_device_selftest(char *msg, size_t len) {
     unsigned *first = NULL, h_first = 0;
     snprintf(msg, len, "ok");
     if (cudaMalloc(&bad, sizeof *bad) != cudaSuccess || cudaMalloc(&first, sizeof *first) != cudaSuccess) {
+        cudaGetLastError();
+        if (bad) cudaFree(bad);
         snprintf(msg, len, "cudaMalloc failed");
         return 1;
     }
