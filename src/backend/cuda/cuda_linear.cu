@@ -14,6 +14,7 @@
  * projection of the absorbed attention: one warp per output row, the row read once with 16-byte loads
  * and dotted with up to 8 activation rows at a time (more rows: the row is re-read from L1/L2). */
 #include "backend/cuda/cuda.h"
+#include "backend/cuda/cuda_mma.h"
 
 #define GEMV_WARPS 8
 #define DEQ_TILE_FLOATS ((size_t)64 << 20)
@@ -640,18 +641,8 @@ __global__ void dequant_fp8_bf16_vec_kernel(__nv_bfloat16 *dst, cu_wview w, int 
         int r = r0 + (int)(i / nc), c = (int)(i % nc) * 16;
         uint4 q = __ldg((const uint4 *)((const uint8_t *)w.data + (size_t)r * w.cols + c));
         float sc = w.scale[(size_t)(r >> 7) * (size_t)w.scale_cols + (size_t)(c >> 7)];
-        const uint32_t u[4] = {q.x, q.y, q.z, q.w};
         uint32_t o[8];
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(u[k] >> (16 * h)), __NV_E4M3);
-                float2 f = __half22float2(__half2(hr));
-                __nv_bfloat162 b = __floats2bfloat162_rn(f.x * sc, f.y * sc);
-                o[2 * k + h] = *(uint32_t *)&b;
-            }
-        }
+        fp8x16_bf16(q, sc, o);
         uint4 *d = (uint4 *)(dst + i * 16);
         d[0] = make_uint4(o[0], o[1], o[2], o[3]);
         d[1] = make_uint4(o[4], o[5], o[6], o[7]);

@@ -76,20 +76,6 @@ __device__ __forceinline__ void stage_f32(const fa_params &p, const int32_t *pt,
     }
 }
 
-/* 16 e4m3 codes times their block's scale (the CPU's value: e4m3 * scale in fp32) as 8 BF16 pairs */
-__device__ __forceinline__ void fp8x16_bf16(uint4 code, float sc, uint32_t o[8]) {
-    const uint32_t w4[4] = {code.x, code.y, code.z, code.w};
-#pragma unroll
-    for (int q = 0; q < 4; q++) {
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(w4[q] >> (16 * h)), __NV_E4M3);
-            float2 f = __half22float2(__half2(hr));
-            o[2 * q + h] = cu_pack_bf16(f.x * sc, f.y * sc);
-        }
-    }
-}
-
 /* The FP8 layout (656 bytes a row for C = 512, 16-byte aligned: fa_params.fp8_vec): lane L decodes the
  * codes 16L .. 16L+15 with their block's scale (the CPU's value: e4m3 * scale in fp32), lanes 0-7 copy
  * the BF16 k_pe as it is. Four rows at a time per warp. */

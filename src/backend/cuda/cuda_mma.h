@@ -5,6 +5,8 @@
 #define DS_CUDA_MMA_H
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <stdint.h>
 
 __device__ __forceinline__ unsigned cu_smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
@@ -42,6 +44,21 @@ template <int n> __device__ __forceinline__ void cu_cp_async_wait() { asm volati
 __device__ __forceinline__ uint32_t cu_pack_bf16(float lo, float hi) {
     __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
     return *(uint32_t *)&v;
+}
+
+/* 16 e4m3 codes times their block's scale (the CPU's value: e4m3 * scale in fp32) as 8 BF16 pairs, codes
+ * in order (the FP8 cache's rows, FP8 weights dequantized for cuBLAS) */
+__device__ __forceinline__ void fp8x16_bf16(uint4 code, float sc, uint32_t o[8]) {
+    const uint32_t w4[4] = {code.x, code.y, code.z, code.w};
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(w4[q] >> (16 * h)), __NV_E4M3);
+            float2 f = __half22float2(__half2(hr));
+            o[2 * q + h] = cu_pack_bf16(f.x * sc, f.y * sc);
+        }
+    }
 }
 
 #endif
