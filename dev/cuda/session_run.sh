@@ -368,6 +368,39 @@ if want mla8; then
     step cmp_own$o 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_FP8_OWN=$o $B/dsinfer compare --model models/demo-fp8 --backend cuda --file tests/data/demo-heldout.txt --ctx 256
   done
 fi
+# mla9: the FP8 cache through v3 (mla_decode_f8h_kernel, DSINFER_CUDA_MLA_TC2_FP8=2) against v2 (=1) and the BF16
+# cache: the MLA op tests; `bench --mla`; decode rows v3 / v2
+if want mla9; then
+  step ops_mla 200 env DSINFER_OPS_ONLY=mla $B/test_cuda_ops
+  grep -E "tc8v3|v3-tc8 |v2l-tc8 |FAIL|: ok" $OUT/ops_mla.log | head -40
+  for st in 4 3 5; do step mla_v3_st$st 60 env DSINFER_CUDA_MLA_TC2_FP8=2 DSINFER_CUDA_MLA_F8_ST=$st $B/dsinfer bench --mla --kv-cache-dtype fp8; done
+  step mla_v2 60 env DSINFER_CUDA_MLA_TC2_FP8=1 $B/dsinfer bench --mla --kv-cache-dtype fp8
+  step mla_bf16 60 $B/dsinfer bench --mla --kv-cache-dtype bf16
+  for v in 2 1; do
+    step dec_kv8_$v 100 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MLA_TC2_FP8=$v $B/dsinfer bench --dtype bf16 --batch 64,256 --ctx 1K,4K --prompt '' --steps 8 --kv-cache-dtype fp8 --csv $CSV --label kv8-v$v
+  done
+fi
+# kv9: the FP8 cache at the ninth session's default (v3): `bench --mla`, BF16-weight decode rows
+if want kv9; then
+  step mla_kv8 60 $B/dsinfer bench --mla --kv-cache-dtype fp8
+  step dec_kv8 100 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 1K,4K --prompt '' --steps 8 --kv-cache-dtype fp8 --csv $CSV --label kv8-v3
+fi
+# mut9: test_cuda_ops built from mutated copies of mla_decode_f8h_kernel (no byte swap in the value MMAs; no 2^-qe on
+# the scores; Q's latent part in the plain k order), each must fail the MLA op tests (.deps/bin/test_cuda_ops_mut_*)
+if want mut9; then
+  for f in .deps/bin/test_cuda_ops_mut_*; do
+    n=$(basename $f); env DSINFER_OPS_ONLY=mla DSINFER_OPS_SMALL=1 timeout 100 $f > $OUT/$n.log 2>&1; rc=$?
+    echo "== $n rc=$rc (must be non-zero): $(grep -c "CHECK failed" $OUT/$n.log) failed checks"; grep "CHECK failed" $OUT/$n.log | head -3
+  done
+fi
+# ncu9: where the FP8-cache kernels' time goes (v3, v2) beside the BF16 cache's v2: stalls, pipes, occupancy
+if want ncu9; then
+  NCUS="--section SpeedOfLight --section WarpStateStats --section ComputeWorkloadAnalysis --section Occupancy --section SchedulerStats --metrics smsp__inst_executed.sum,sm__cycles_elapsed.avg,smsp__inst_executed_pipe_xu.sum,smsp__inst_executed_pipe_alu.sum,smsp__inst_executed_pipe_fma.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,smsp__inst_executed_op_ldsm.sum"
+  step ncu_v3 120 env DSINFER_CUDA_MLA_TC2_FP8=2 ncu --clock-control none -k regex:mla_decode_f8h -c 1 $NCUS $B/dsinfer bench --mla --kv-cache-dtype fp8
+  step ncu_v2f8 120 env DSINFER_CUDA_MLA_TC2_FP8=1 ncu --clock-control none -k regex:mla_decode_tc2 -c 1 $NCUS $B/dsinfer bench --mla --kv-cache-dtype fp8
+  step ncu_bf16 120 ncu --clock-control none -k regex:mla_decode_tc2 -c 1 $NCUS $B/dsinfer bench --mla --kv-cache-dtype bf16
+  for f in ncu_v3 ncu_v2f8 ncu_bf16; do echo "#### $f"; grep -E "Duration|DRAM Throughput|Warp Cycles Per Issued|Issued Ipc|SM Frequency|Stall|stalled|inst_executed|cycles_elapsed|wavefronts|Achieved Occupancy|Theoretical Occupancy|Pipe|One or More|No Eligible|Registers|Shared Memory Config|Block Limit" $OUT/$f.log | head -60; done
+fi
 # final8: the eighth session's defaults: one V3 MoE layer with 4096 tokens (phases), FP8 prefill and decode rows,
 # BF16 weights with the FP8 cache (mla_decode_tc2_kernel's FP8 form)
 if want final8; then

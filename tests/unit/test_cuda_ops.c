@@ -1354,6 +1354,7 @@ int main(void) {
     run_kv("h3-kv16u", "configs/deepseek-v2-lite.json", 3, 199, 5, 1, KV_BF16, kv_small, NM(kv_small), 23);
     run_mla_tc("h3-tc", "configs/deepseek-v2-lite.json", 3, KV_F32, 5, kv_small, NM(kv_small), 150);
     run_mla_tc("h20-tc8", "configs/deepseek-v2-lite.json", 20, KV_FP8, 5, kv_small, NM(kv_small), 150);
+    run_mla_tc("h3-tc8", "configs/deepseek-v2-lite.json", 3, KV_FP8, 7, kv_small, NM(kv_small), 150);
     run_mla_tc("h3-tc16", "configs/deepseek-v2-lite.json", 3, KV_BF16, 5, kv_small, NM(kv_small), 150);
     if (!small) {
         run_mla_tc("v2l-tc", "configs/deepseek-v2-lite.json", 0, KV_F32, 16, kv_big, NM(kv_big), 300);
@@ -1377,6 +1378,14 @@ int main(void) {
         setenv("DSINFER_CUDA_MLA_QREG", "0", 1);
         run_mla_tc("h3-tc16q0", "configs/deepseek-v2-lite.json", 3, KV_BF16, 5, kv_small, NM(kv_small), 150);
         unsetenv("DSINFER_CUDA_MLA_QREG");
+        /* the FP8 cache through v2 (DSINFER_CUDA_MLA_TC2_FP8=1: rows decoded into a BF16 tile; the default, 2,
+         * runs the cases above through mla_decode_f8h_kernel): 16 heads, 3 and 20 (partial groups), 128 (V3) */
+        setenv("DSINFER_CUDA_MLA_TC2_FP8", "1", 1);
+        run_mla_tc("v2l-tc8v2", "configs/deepseek-v2-lite.json", 0, KV_FP8, 16, kv_big, NM(kv_big), 300);
+        run_mla_tc("h20-tc8v2", "configs/deepseek-v2-lite.json", 20, KV_FP8, 5, kv_small, NM(kv_small), 150);
+        run_mla_tc("h3-tc8v2", "configs/deepseek-v2-lite.json", 3, KV_FP8, 7, kv_small, NM(kv_small), 150);
+        run_mla_tc("v3-tc8v2", "configs/deepseek-v3.json", 0, KV_FP8, 16, kv_big, NM(kv_big), 300);
+        unsetenv("DSINFER_CUDA_MLA_TC2_FP8");
         /* v2 at 128 heads (8 blocks of 16 heads per entry and split) and 20 (a partial head group) */
         run_mla_tc("v3-tc16", "configs/deepseek-v3.json", 0, KV_BF16, 16, kv_big, NM(kv_big), 300);
         run_mla_tc("h20-tc16", "configs/deepseek-v2-lite.json", 20, KV_BF16, 7, kv_small, NM(kv_small), 150);

@@ -557,8 +557,10 @@ extern int cu_mla_async;
 /* DSINFER_CUDA_MLA_TC2=0: the BF16 cache through the first tensor-core MLA decode kernel (one tile buffer);
  * default 1: mla_decode_tc2_kernel, the rows by cp.async into a two-tile ring (cuda_mla_tc.cu). */
 extern int cu_mla_tc2;
-/* DSINFER_CUDA_MLA_TC2_FP8 (default 1): the FP8 cache through mla_decode_tc2_kernel too (raw entries by
- * cp.async, decoded per warp in shared memory); 0: the first kernel (decoded while staging) */
+/* DSINFER_CUDA_MLA_TC2_FP8: how the FP8 cache is read. 2 (default): mla_decode_f8h_kernel, the MMAs take the
+ * raw rows (codes to FP16 in registers, without their scales; the scales on the blocks' partial scores and on
+ * P; a four-stage ring of raw tiles); 1: mla_decode_tc2_kernel (raw entries by cp.async, decoded per warp into
+ * a BF16 tile, times the scales); 0: the first kernel (decoded while staging) */
 extern int cu_mla_tc2_fp8;
 /* DSINFER_CUDA_MLA_QREG: the k-steps of 16 whose Q fragments v2 keeps in registers: 36 (default, all), 18 or
  * 0 (the rest read from shared memory every tile). */

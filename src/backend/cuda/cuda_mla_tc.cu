@@ -124,11 +124,12 @@ __device__ __forceinline__ void mla_empty_split(const fa_params &p, size_t base_
  * issued before the first conversion: one load, convert, store per iteration put ~36 L2 round trips in a row
  * (about 15 us, most of the kernel at batch 1). q_lat rows are 16-byte aligned (C = 512); q_pe is read as
  * float4 when its offset allows. */
+#define MLA_QV (TC_W / 4)   /* 144 float4 a head */
 template <int NT>
-__device__ __forceinline__ void mla_load_q(const fa_params &p, __nv_bfloat16 *Qs, int i, int m, int h0, int nh) {
-    constexpr int QV = TC_W / 4, QN = (TC_HEADS * QV + NT - 1) / NT;   /* 144 float4 a head */
+__device__ __forceinline__ void mla_fetch_q(const fa_params &p, float4 qv[(TC_HEADS * MLA_QV + NT - 1) / NT], int i, int m,
+                                            int h0, int nh) {
+    constexpr int QV = MLA_QV, QN = (TC_HEADS * QV + NT - 1) / NT;
     bool pe_vec = ((p.dqk | p.dn) & 3) == 0 && ((uintptr_t)p.q & 15) == 0;
-    float4 qv[QN];
 #pragma unroll
     for (int u = 0; u < QN; u++) {
         int x = threadIdx.x + u * NT, hh = x / QV, k = 4 * (x % QV);
@@ -142,6 +143,13 @@ __device__ __forceinline__ void mla_load_q(const fa_params &p, __nv_bfloat16 *Qs
             else qv[u] = make_float4(src[0], src[1], src[2], src[3]);
         }
     }
+}
+
+template <int NT>
+__device__ __forceinline__ void mla_load_q(const fa_params &p, __nv_bfloat16 *Qs, int i, int m, int h0, int nh) {
+    constexpr int QV = MLA_QV, QN = (TC_HEADS * QV + NT - 1) / NT;
+    float4 qv[QN];
+    mla_fetch_q<NT>(p, qv, i, m, h0, nh);
 #pragma unroll
     for (int u = 0; u < QN; u++) {
         int x = threadIdx.x + u * NT, hh = x / QV, k = 4 * (x % QV);
@@ -400,7 +408,7 @@ __global__ void __launch_bounds__(TC_THREADS, 2) mla_decode_tc_kernel(fa_params 
 
 int cu_mla_tc2 = 1;   /* DSINFER_CUDA_MLA_TC2 (read at backend creation) */
 int cu_mla_qreg = 36;   /* DSINFER_CUDA_MLA_QREG: 36 (all of Q in registers), 18 or 0 */
-int cu_mla_tc2_fp8 = 1;   /* DSINFER_CUDA_MLA_TC2_FP8 (read at backend creation) */
+int cu_mla_tc2_fp8 = 2;   /* DSINFER_CUDA_MLA_TC2_FP8 (read at backend creation): 0 v1, 1 v2 (BF16 decode), 2 v3 (raw rows) */
 
 static int tc2_on(int kv_layout) {
     return cu_mla_tc2 && (kv_layout == CU_KV_BF16 || (kv_layout == CU_KV_FP8 && cu_mla_tc2_fp8));
@@ -453,6 +461,48 @@ __device__ __forceinline__ void t2_decode8(const unsigned char *Raw, __nv_bfloat
         dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
         if (lane < 8) *(uint4 *)(Ks + row * TC_KS + TC_C + 8 * lane) = *(const uint4 *)(e + TC_C + 4 * (TC_C / 128) + 16 * lane);
     }
+}
+
+/* the split's (max, sum) of heads g, g + 8 from the kernels with T2_WARPS warps: the sums over t and warps */
+__device__ __forceinline__ void t2_write_ml(const fa_params &p, float l0, float l1, float m0, float m1, float *red, size_t base_o,
+                                            int nh, int warp, int g, int t) {
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    if (t == 0) {   /* every warp passed the last tile's P barrier: done reading red */
+        red[warp * TC_HEADS + g] = l0;
+        red[warp * TC_HEADS + g + 8] = l1;
+    }
+    __syncthreads();
+    if (warp == 0 && t == 0) {
+        float s0 = 0.0f, s1 = 0.0f;
+        for (int w = 0; w < T2_WARPS; w++) {
+            s0 += red[w * TC_HEADS + g];
+            s1 += red[w * TC_HEADS + g + 8];
+        }
+        if (g < nh) {
+            p.ml[(base_o + g) * 2] = m0;
+            p.ml[(base_o + g) * 2 + 1] = s0;
+        }
+        if (g + 8 < nh) {
+            p.ml[(base_o + g + 8) * 2] = m1;
+            p.ml[(base_o + g + 8) * 2 + 1] = s1;
+        }
+    }
+}
+
+/* the split's partials of the kernels with T2_WARPS warps: every warp holds whole columns of all 16 heads
+ * (o[n]: columns 128w + 8n + 2t, +1 of heads g, g + 8), written as they are; then (max, sum) */
+__device__ __forceinline__ void t2_write(const fa_params &p, const float o[16][4], float l0, float l1, float m0, float m1,
+                                         float *red, size_t base_o, int nh, int warp, int g, int t) {
+#pragma unroll
+    for (int n = 0; n < 16; n++) {
+        int col = 128 * warp + 8 * n + 2 * t;
+        if (g < nh) *(float2 *)(p.part + (base_o + g) * TC_C + col) = make_float2(o[n][0], o[n][1]);
+        if (g + 8 < nh) *(float2 *)(p.part + (base_o + g + 8) * TC_C + col) = make_float2(o[n][2], o[n][3]);
+    }
+    t2_write_ml(p, l0, l1, m0, m1, red, base_o, nh, warp, g, t);
 }
 
 /* QREG: the k-steps of 16 (even, at most 36) whose Q fragments stay in registers. FP8: the cache's rows
@@ -594,37 +644,252 @@ __global__ void __launch_bounds__(T2_THREADS, 2) mla_decode_tc2_kernel(fa_params
         }
     }
 
-    /* every warp holds whole columns of all 16 heads: O written as it is; the sums over t and warps */
+    t2_write(p, o, l0, l1, m0, m1, red, base_o, nh, warp, g, t);
+}
+
+/* v3 for the FP8 cache (DSINFER_CUDA_MLA_TC2_FP8=2). v2's FP8 form decodes every row (e4m3 -> half -> float,
+ * times the scale, -> BF16: six instructions per two codes) into a BF16 tile before its score MMAs, a chain
+ * of shared-memory round trips per tile at two warps per scheduler. Here:
+ *   - the codes become FP16 without their scale, one cvt.rn.f16x2.e4m3x2 per two codes (exact: every e4m3
+ *     value is an FP16 value); the scales go where they are constant: a row's block b scale multiplies that
+ *     block's partial score (k-steps 8b .. 8b + 7 summed apart), and P per warp (warp w's value columns
+ *     128w .. 128w + 127 are block w: P_w[h][j] = p[h][j] * scale[j][w], rounded to FP16 for the MMA);
+ *   - the score MMAs take the codes straight from the raw rows: ldmatrix gives lane (g, t) the bytes 4t ..
+ *     4t + 3 of a 16-code chunk of row g, converted to the B fragment's two pairs; the k order within a chunk
+ *     is thus (0, 1, 4, 5, 8, 9, 12, 13 | 2, 3, 6, 7, 10, 11, 14, 15), and Q's latent part is stored in that
+ *     order (t3_load_q), which leaves every dot product unchanged;
+ *   - the value MMAs take them from the raw rows too: ldmatrix.trans over 16-byte chunks gives lane (g, t) the
+ *     codes 2g, 2g + 1 of rows 2t, 2t + 1; a byte swap pairs them by column, so one load feeds two MMAs, one
+ *     over the chunk's even columns and one over its odd columns (t3_write puts the columns back in order);
+ *   - so there is no decoded tile at all: shared memory holds a ring of T3_ST raw stages (the last one is the
+ *     Q tile's space, free once Q's latent fragments are in registers; q_pe waits in a small tile Qr), three
+ *     tiles in flight.
+ * q_lat is FP16 times 2^qe, qe chosen per block from the tile's largest |q_lat| (exact, and no FP16
+ * overflow); q_pe and k_pe stay BF16 (k_pe is not normalised, its range is BF16's): the 4 RoPE k-steps are
+ * BF16 MMAs, the 32 latent ones FP16 MMAs. Rounding: q_lat and P to FP16 (2^-11) where v2 has BF16 (2^-8),
+ * the cache's values exact. */
+#define T3_PS 40      /* Ps row stride in floats (P in fp32; 8 mod 32: a half-warp's float2 reads hit distinct banks) */
+#define T3_RAW ((size_t)T2_TILE * T2_E8)                          /* one raw stage, 20,992 bytes */
+#define T3_QU (T3_RAW > sizeof(__nv_bfloat16) * TC_HEADS * TC_KS ? T3_RAW : sizeof(__nv_bfloat16) * TC_HEADS * TC_KS)
+#define T3_QR 72      /* Qr row stride in BF16 (36 words, 4 mod 32) */
+/* raw stages: 4 x 21 KB + the small tiles = 88 KB, two blocks an SM (run 5 of the ninth session: 3 stages
+ * as fast, 5 (110 KB) 7% slower) */
+#define T3_STAGES 4
+#define T3_SMEM(T3_ST) ((T3_ST - 1) * T3_RAW + T3_QU + sizeof(__nv_bfloat16) * (size_t)TC_HEADS * T3_QR + \
+                 sizeof(float) * (size_t)(TC_HEADS * T3_PS + T2_WARPS * TC_HEADS))
+
+/* Q tile Qs [16][TC_KS]: q_lat * 2^qe in FP16 in the chunks' k order (above); Qr [16][T3_QR]: q_pe in BF16
+ * (kept in shared memory: the registers hold the 32 latent k-steps' fragments); heads past nh zero; returns
+ * 2^-qe. qe puts the block's largest |q_lat| in [2^14, 2^15) (clamped to +-100, and 0 for a
+ * non-finite q: those give the reference's zero or non-finite scores anyway). red [T2_WARPS] is free when it
+ * returns, and Qs written. */
+__device__ __forceinline__ float t3_load_q(const fa_params &p, __nv_bfloat16 *Qs, __nv_bfloat16 *Qr, float *red, int i, int m,
+                                           int h0, int nh, int warp, int lane) {
+    constexpr int QV = MLA_QV, QN = (TC_HEADS * QV + T2_THREADS - 1) / T2_THREADS;
+    float4 qv[QN];
+    mla_fetch_q<T2_THREADS>(p, qv, i, m, h0, nh);
+    float mx = 0.0f;
 #pragma unroll
-    for (int n = 0; n < 16; n++) {
-        int col = 128 * warp + 8 * n + 2 * t;
-        if (g < nh) *(float2 *)(p.part + (base_o + g) * TC_C + col) = make_float2(o[n][0], o[n][1]);
-        if (g + 8 < nh) *(float2 *)(p.part + (base_o + g + 8) * TC_C + col) = make_float2(o[n][2], o[n][3]);
+    for (int u = 0; u < QN; u++) {
+        int x = threadIdx.x + u * T2_THREADS;
+        if (x < TC_HEADS * QV && 4 * (x % QV) < TC_C)
+            mx = fmaxf(mx, fmaxf(fmaxf(fabsf(qv[u].x), fabsf(qv[u].y)), fmaxf(fabsf(qv[u].z), fabsf(qv[u].w))));
     }
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-    if (t == 0) {   /* every warp passed the last tile's P barrier: done reading red */
-        red[warp * TC_HEADS + g] = l0;
-        red[warp * TC_HEADS + g + 8] = l1;
-    }
+    for (int d = 16; d > 0; d >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, d));
+    if (lane == 0) red[warp] = mx;
     __syncthreads();
-    if (warp == 0 && t == 0) {
-        float s0 = 0.0f, s1 = 0.0f;
-        for (int w = 0; w < T2_WARPS; w++) {
-            s0 += red[w * TC_HEADS + g];
-            s1 += red[w * TC_HEADS + g + 8];
-        }
-        if (g < nh) {
-            p.ml[(base_o + g) * 2] = m0;
-            p.ml[(base_o + g) * 2 + 1] = s0;
-        }
-        if (g + 8 < nh) {
-            p.ml[(base_o + g + 8) * 2] = m1;
-            p.ml[(base_o + g + 8) * 2 + 1] = s1;
+    mx = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
+    int ex = 0;
+    frexpf(mx, &ex);   /* mx < 2^ex */
+    int qe = isfinite(mx) ? min(max(15 - ex, -100), 100) : 0;
+    float up = ldexpf(1.0f, qe);
+#pragma unroll
+    for (int u = 0; u < QN; u++) {
+        int x = threadIdx.x + u * T2_THREADS, hh = x / QV, k = 4 * (x % QV);
+        if (x >= TC_HEADS * QV) continue;
+        if (k < TC_C) {   /* codes k .. k + 3 = 4t .. 4t + 3 of chunk k / 16: slots 2t, 2t + 1 and 2t + 8, 2t + 9 */
+            __nv_bfloat16 *row = Qs + hh * TC_KS + (k & ~15) + 2 * ((k & 15) >> 2);
+            *(uint32_t *)row = cu_pack_f16(qv[u].x * up, qv[u].y * up);
+            *(uint32_t *)(row + 8) = cu_pack_f16(qv[u].z * up, qv[u].w * up);
+        } else {
+            *(uint2 *)(Qr + hh * T3_QR + k - TC_C) = make_uint2(cu_pack_bf16(qv[u].x, qv[u].y), cu_pack_bf16(qv[u].z, qv[u].w));
         }
     }
+    __syncthreads();   /* every thread has read red; Qs complete */
+    return ldexpf(1.0f, -qe);
+}
+
+/* scores of the warp's rows j = n0 + 2t, j + 1 (tot[0..1] head g, [2..3] head g + 8, before p.scale) from
+ * the raw rows Rk: per 128-code block four chains of 2 MMAs, their sum times the row's block scale (times
+ * 2^-qe) into tot; then the 4 RoPE k-steps (BF16). Fragments of group q + 1 loaded before group q's MMAs. */
+__device__ __forceinline__ void t3_scores(const unsigned char *Rk, const uint32_t qf[32][4], const __nv_bfloat16 *Qr,
+                                          float q_down, int n0, int lane, float tot[4]) {
+    const float *sj = (const float *)(Rk + (n0 + 2 * (lane & 3)) * T2_E8 + TC_C);   /* row j's block scales; j + 1's */
+    const unsigned char *kr = Rk + (n0 + (lane & 7)) * T2_E8 + 16 * (lane >> 3);   /* chunk (lane >> 3) of row lane & 7 */
+    const unsigned char *kp = Rk + (n0 + (lane & 7)) * T2_E8 + TC_C + 4 * (TC_C / 128) + 16 * (lane >> 3);   /* k_pe */
+    uint32_t raw[2][4], pe[2][4];
+    float acc[4][4];
+    cu_ldsm_x4(raw[0], kr);
+#pragma unroll
+    for (int q = 0; q < TC_C / 64; q++) {   /* group q: chunks 4q .. 4q + 3 = k-steps 4q .. 4q + 3 */
+        if (q + 1 < TC_C / 64) cu_ldsm_x4(raw[(q + 1) & 1], kr + 64 * (q + 1));
+        else cu_ldsm_x4(pe[0], kp);
+        if (q % 2 == 0) {
+#pragma unroll
+            for (int c = 0; c < 4; c++) acc[c][0] = acc[c][1] = acc[c][2] = acc[c][3] = 0.0f;
+        }
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+            uint32_t b0, b1;
+            cu_e4m3x4_f16(raw[q & 1][c], &b0, &b1);
+            cu_mma_f16(acc[c], qf[4 * q + c], b0, b1);
+        }
+        if (q % 2 == 1) {   /* block q / 2 done (scales read here: fewer live registers than all 8 held) */
+            const float s0 = sj[q / 2] * q_down, s1 = sj[T2_E8 / 4 + q / 2] * q_down;
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                tot[e] = fmaf(e & 1 ? s1 : s0, (acc[0][e] + acc[1][e]) + (acc[2][e] + acc[3][e]), tot[e]);
+        }
+    }
+    cu_ldsm_x4(pe[1], kp + 64);
+#pragma unroll
+    for (int c = 0; c < 4; c++) acc[c][0] = acc[c][1] = acc[c][2] = acc[c][3] = 0.0f;
+    const __nv_bfloat16 *qa = Qr + ((lane & 7) + 8 * ((lane >> 3) & 1)) * T3_QR + 8 * (lane >> 4);
+#pragma unroll
+    for (int c = 0; c < 4; c++) {   /* k-steps 32 .. 35: pe[c / 2] holds two */
+        uint32_t a[4];
+        cu_ldsm_x4(a, qa + 16 * c);
+        cu_mma_bf16(acc[c], a, pe[c / 2][2 * (c & 1)], pe[c / 2][2 * (c & 1) + 1]);
+    }
+#pragma unroll
+    for (int e = 0; e < 4; e++) tot[e] += (acc[0][e] + acc[1][e]) + (acc[2][e] + acc[3][e]);
+}
+
+/* O[:, 128w ..] += P_w[:, 32 rows] V[32 rows, 128w .. 128w + 127] from the raw rows Rk, P_w = P (fp32, Ps) times
+ * the rows' block w scale, in FP16. o[2c] holds chunk c's even columns 16c + 2n, o[2c + 1] its odd ones. */
+__device__ __forceinline__ void t3_values(const unsigned char *Rk, const float *Ps, float o[16][4], int warp, int lane) {
+    const int g = lane >> 2, t = lane & 3;
+    /* ldmatrix.trans row addresses: matrix j = lane >> 3: rows +8 for j odd, chunk +1 for j >= 2 */
+    const unsigned char *vr = Rk + ((lane & 7) + 8 * ((lane >> 3) & 1)) * T2_E8 + 128 * warp + 16 * (lane >> 4);
+#pragma unroll
+    for (int tk = 0; tk < T2_TILE; tk += 16) {
+        const int r0 = tk + 2 * t;
+        const float *bs = (const float *)(Rk + TC_C) + warp;
+        float s0 = bs[r0 * (T2_E8 / 4)], s1 = bs[(r0 + 1) * (T2_E8 / 4)];
+        float s8 = bs[(r0 + 8) * (T2_E8 / 4)], s9 = bs[(r0 + 9) * (T2_E8 / 4)];
+        float2 x00 = *(const float2 *)(Ps + g * T3_PS + r0), x10 = *(const float2 *)(Ps + (g + 8) * T3_PS + r0);
+        float2 x01 = *(const float2 *)(Ps + g * T3_PS + r0 + 8), x11 = *(const float2 *)(Ps + (g + 8) * T3_PS + r0 + 8);
+        const uint32_t a[4] = {cu_pack_f16(x00.x * s0, x00.y * s1), cu_pack_f16(x10.x * s0, x10.y * s1),
+                               cu_pack_f16(x01.x * s8, x01.y * s9), cu_pack_f16(x11.x * s8, x11.y * s9)};
+        uint32_t r[4][4];
+#pragma unroll
+        for (int c = 0; c < 8; c += 2) cu_ldsm_x4_trans(r[c / 2], vr + tk * T2_E8 + 16 * c);
+#pragma unroll
+        for (int c = 0; c < 8; c++) {   /* r[c / 2][2 (c & 1)]: rows 2t, 2t + 1; [.. + 1]: rows 2t + 8, 2t + 9 */
+            uint32_t e0, d0, e1, d1;
+            cu_e4m3x4_f16(cu_swap_mid_bytes(r[c / 2][2 * (c & 1)]), &e0, &d0);
+            cu_e4m3x4_f16(cu_swap_mid_bytes(r[c / 2][2 * (c & 1) + 1]), &e1, &d1);
+            cu_mma_f16(o[2 * c], a, e0, e1);
+            cu_mma_f16(o[2 * c + 1], a, d0, d1);
+        }
+    }
+}
+
+/* t2_write's contract with t3_values' column order: lane (g, t) holds columns 16c + 4t .. 16c + 4t + 3 of
+ * chunk c of the warp's 128 (even ones in o[2c], odd ones in o[2c + 1]), written as one float4 a head */
+__device__ __forceinline__ void t3_write(const fa_params &p, const float o[16][4], float l0, float l1, float m0, float m1,
+                                         float *red, size_t base_o, int nh, int warp, int g, int t) {
+#pragma unroll
+    for (int c = 0; c < 8; c++) {
+        int col = 128 * warp + 16 * c + 4 * t;
+        if (g < nh)
+            *(float4 *)(p.part + (base_o + g) * TC_C + col) = make_float4(o[2 * c][0], o[2 * c + 1][0], o[2 * c][1], o[2 * c + 1][1]);
+        if (g + 8 < nh)
+            *(float4 *)(p.part + (base_o + g + 8) * TC_C + col) = make_float4(o[2 * c][2], o[2 * c + 1][2], o[2 * c][3], o[2 * c + 1][3]);
+    }
+    t2_write_ml(p, l0, l1, m0, m1, red, base_o, nh, warp, g, t);
+}
+
+template <int T3_ST>
+__global__ void __launch_bounds__(T2_THREADS, 2) mla_decode_f8h_kernel(fa_params p) {
+    extern __shared__ __align__(16) unsigned char tc_smem[];
+    unsigned char *qu = tc_smem + (T3_ST - 1) * T3_RAW;                   /* Qs, then raw stage T3_ST - 1 */
+    __nv_bfloat16 *Qs = (__nv_bfloat16 *)qu;                              /* [16][TC_KS], FP16 */
+    __nv_bfloat16 *Qr = (__nv_bfloat16 *)(qu + T3_QU);                   /* [16][T3_QR], BF16 */
+    float *Ps = (float *)(Qr + TC_HEADS * T3_QR);                          /* [16][T3_PS] */
+    float *red = Ps + TC_HEADS * T3_PS;                                    /* [T2_WARPS][16] */
+    cu_pdl_trigger();
+    cu_pdl_wait();
+    int HGn = (p.H + TC_HEADS - 1) / TC_HEADS, bx = blockIdx.x;
+    int h0 = (bx % HGn) * TC_HEADS, split = (bx / HGn) % p.n_splits, i = bx / HGn / p.n_splits;
+    int nh = p.H - h0 < TC_HEADS ? p.H - h0 : TC_HEADS;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    int m = p.tok ? p.tok[i] : i, s = p.tok_seq[m], ctx = p.positions[m] + 1;
+    const int32_t *pt = p.page_table + (size_t)s * p.pt_stride;
+    int n_tiles = (ctx + T2_TILE - 1) / T2_TILE, per = (n_tiles + p.n_splits - 1) / p.n_splits;
+    int c_begin = split * per * T2_TILE, c_end = min(ctx, (split + 1) * per * T2_TILE);
+    size_t base_o = ((size_t)i * p.n_splits + split) * p.H + h0;
+    if (c_begin >= c_end) {
+        mla_empty_split(p, base_o, nh);
+        return;
+    }
+    int nt = (c_end - c_begin + T2_TILE - 1) / T2_TILE;
+    /* tiles 0 .. T3_ST - 2 in flight while Q loads (the last stage is Q's until the loop starts) */
+#pragma unroll
+    for (int st = 0; st < T3_ST - 1; st++) {
+        int b0 = c_begin + st * T2_TILE;
+        if (st < nt) t2_issue8(p, pt, b0, min(T2_TILE, c_end - b0), tc_smem + st * T3_RAW, warp, lane);
+        cu_cp_async_commit();
+    }
+    float q_down = t3_load_q(p, Qs, Qr, red, i, m, h0, nh, warp, lane);
+    const int a_row = (lane & 7) + 8 * ((lane >> 3) & 1), a_col = 8 * (lane >> 4), n0 = 8 * warp;
+    uint32_t qf[TC_C / 16][4];   /* the latent k-steps' A fragments */
+#pragma unroll
+    for (int q = 0; q < TC_C / 16; q++) cu_ldsm_x4(qf[q], Qs + a_row * TC_KS + 16 * q + a_col);
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;   /* heads g, g + 8 */
+    float o[16][4];
+#pragma unroll
+    for (int n = 0; n < 16; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+
+    for (int k = 0; k < nt; k++) {
+        int base = c_begin + k * T2_TILE, nc = min(T2_TILE, c_end - base);
+        const unsigned char *Rk = tc_smem + (k % T3_ST) * T3_RAW;
+        cu_cp_async_wait<T3_ST - 2>();   /* every group but the newest T3_ST - 2 (tiles k + 1 ..) done */
+        __syncthreads();   /* tile k visible to all; every reader of tile k-1 (its stage; at k = 0, Qs) is done */
+        int nb = base + (T3_ST - 1) * T2_TILE;   /* into tile k-1's stage (at k = 0 the Q tile's) */
+        if (nb < c_end) t2_issue8(p, pt, nb, min(T2_TILE, c_end - nb), tc_smem + ((k + T3_ST - 1) % T3_ST) * T3_RAW, warp, lane);
+        cu_cp_async_commit();   /* a group every iteration, empty or not: the wait's count stays right */
+
+        int j = n0 + 2 * t;
+        float tot[4] = {0.0f, 0.0f, 0.0f, 0.0f}, sc[4];
+        t3_scores(Rk, qf, Qr, q_down, n0, lane, tot);
+#pragma unroll
+        for (int e = 0; e < 4; e++) sc[e] = j + (e & 1) < nc ? tot[e] * p.scale : -INFINITY;
+        float tm0, tm1;
+        mla_tile_max<T2_WARPS>(sc, red, warp, g, t, &tm0, &tm1);
+        float nm0 = fmaxf(m0, tm0), nm1 = fmaxf(m1, tm1);
+        /* a head with no finite score yet keeps factor 1 and probabilities 0 (its sums are still 0) */
+        float cr0 = nm0 == -INFINITY ? 1.0f : __expf(m0 - nm0), cr1 = nm1 == -INFINITY ? 1.0f : __expf(m1 - nm1);
+        float2 p0 = make_float2(nm0 == -INFINITY ? 0.0f : __expf(sc[0] - nm0), nm0 == -INFINITY ? 0.0f : __expf(sc[1] - nm0));
+        float2 p1 = make_float2(nm1 == -INFINITY ? 0.0f : __expf(sc[2] - nm1), nm1 == -INFINITY ? 0.0f : __expf(sc[3] - nm1));
+        l0 = l0 * cr0 + p0.x + p0.y;
+        l1 = l1 * cr1 + p1.x + p1.y;
+        m0 = nm0;
+        m1 = nm1;
+        *(float2 *)(Ps + g * T3_PS + j) = p0;
+        *(float2 *)(Ps + (g + 8) * T3_PS + j) = p1;
+        __syncthreads();   /* P written */
+        /* O rescaled only when a max of the warp's heads moved */
+        if (__any_sync(0xffffffffu, cr0 != 1.0f || cr1 != 1.0f)) {
+#pragma unroll
+            for (int n = 0; n < 16; n++) {
+                o[n][0] *= cr0; o[n][1] *= cr0;
+                o[n][2] *= cr1; o[n][3] *= cr1;
+            }
+        }
+        t3_values(Rk, Ps, o, warp, lane);
+    }
+    t3_write(p, o, l0, l1, m0, m1, red, base_o, nh, warp, g, t);
 }
 
 /* Splits for T entries: about two blocks per SM in one wave (both kernels' occupancy), at most one tile
@@ -657,7 +922,15 @@ void cu_mla_decode_tc(const fa_params *p, int T) {
             smem2_set = 1;
         }
         unsigned blocks = (unsigned)((size_t)T * p->n_splits * HGn);
-        if (p->kv_layout == CU_KV_FP8) {
+        if (p->kv_layout == CU_KV_FP8 && cu_mla_tc2_fp8 == 2) {
+            static int smem3_set = 0;
+            if (!smem3_set) {
+                CUDA_CHECK(cudaFuncSetAttribute(mla_decode_f8h_kernel<T3_STAGES>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                (int)T3_SMEM(T3_STAGES)));
+                smem3_set = 1;
+            }
+            cu_launch(mla_decode_f8h_kernel<T3_STAGES>, blocks, T2_THREADS, T3_SMEM(T3_STAGES), *p);
+        } else if (p->kv_layout == CU_KV_FP8) {
             if (cu_mla_qreg == 36) cu_launch(mla_decode_tc2_kernel<36, true>, blocks, T2_THREADS, T2_SMEM8, *p);
             else if (cu_mla_qreg == 18) cu_launch(mla_decode_tc2_kernel<18, true>, blocks, T2_THREADS, T2_SMEM8, *p);
             else cu_launch(mla_decode_tc2_kernel<0, true>, blocks, T2_THREADS, T2_SMEM8, *p);

@@ -32,6 +32,25 @@ __device__ __forceinline__ void cu_mma_bf16(float d[4], uint32_t a0, uint32_t a1
 __device__ __forceinline__ void cu_mma_bf16(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
     cu_mma_bf16(d, a[0], a[1], a[2], a[3], b0, b1);
 }
+/* the same with FP16 A and B (mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32) */
+__device__ __forceinline__ void cu_mma_f16(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+/* four e4m3 codes (byte 0 first) as two FP16 pairs, exactly (every e4m3 value is an FP16 value): one
+ * cvt.rn.f16x2.e4m3x2 per pair, native from sm_89 on */
+__device__ __forceinline__ void cu_e4m3x4_f16(uint32_t w, uint32_t *lo, uint32_t *hi) {
+    asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e4m3x2 %0, l;\ncvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
+        : "=r"(*lo), "=r"(*hi) : "r"(w));
+}
+/* bytes (b0, b1, b2, b3) -> (b0, b2, b1, b3): a transposed 2x2 byte block */
+__device__ __forceinline__ uint32_t cu_swap_mid_bytes(uint32_t w) { return __byte_perm(w, 0, 0x3120); }
+__device__ __forceinline__ uint32_t cu_pack_f16(float lo, float hi) {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *(uint32_t *)&v;
+}
 /* two floats rounded to a BF16 pair, lo in the low half */
 /* 16 bytes global -> shared without the registers (cp.async.cg: L2 only); bytes 0 zero-fills the 16 */
 __device__ __forceinline__ void cu_cp_async16(void *smem, const void *gmem, int bytes) {
