@@ -41,9 +41,10 @@ typedef struct {
                               contexts of at most 8192 tokens, capped at 1 GiB) */
     int force_absorbed;    /* 1: attend with the absorbed (latent) form for prefill too (tests) */
     const char *quantization; /* NULL, "fp8" or "fp4": quantize the linear weights at load (a copy in RAM) */
-    const char *kv_cache_dtype; /* "auto" (NULL: the engine's compute precision, fp32), "bf16" (latent and
-                                   k_pe in bf16) or "fp8" (the latent in e4m3 with one scale per 128 values,
-                                   k_pe in bf16: 656 bytes per token per layer for the V3 shape); both backends */
+    const char *kv_cache_dtype; /* "auto" (or NULL) = "bf16" (latent and k_pe in bf16), "fp8" (the latent in
+                                   e4m3 with one scale per 128 values, k_pe in bf16: 656 bytes per token per layer
+                                   for the V3 shape) or "fp32" (the engine's compute precision: the reference's
+                                   numbers, twice bf16's bytes); both backends */
     int dummy_weights;     /* 1: no checkpoint: deterministic random weights of the config's shapes and
                               dtypes, made on the device (backend cuda only); the model path may then
                               name a config .json file instead of a folder */

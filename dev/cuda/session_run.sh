@@ -385,6 +385,19 @@ if want kv9; then
   step mla_kv8 60 $B/dsinfer bench --mla --kv-cache-dtype fp8
   step dec_kv8 100 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 1K,4K --prompt '' --steps 8 --kv-cache-dtype fp8 --csv $CSV --label kv8-v3
 fi
+# prof9: the KV default (auto = BF16) checks on the GPU (goldens and model with the explicit fp32 cache, the
+# demo's BF16 / FP8 caches), then the kernels of one FP8 batch-64 and one BF16 batch-256 step at the defaults
+if want prof9; then
+  step golden 120 $B/test_cuda_golden
+  step model 200 $B/test_cuda_model
+  nf() { DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=list $B/dsinfer bench --dtype $1 --batch $2 --ctx 1K --prompt '' --steps 2 2>&1 | awk -v t="$2 tokens" '$0 ~ "^profile: forward .* " t {gsub(",","",$3); n=$3} END{print n}'; }
+  for dt_b in fp8:64 bf16:256 fp8:256; do
+    dt=${dt_b%:*}; b=${dt_b#*:}; N=$(nf $dt $b); echo "$dt b$b: profiling forward $N"
+    step ncu9_${dt}_b$b 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=$N ncu --clock-control none --cache-control none --profile-from-start off --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv --page raw --log-file $OUT/ncu9_${dt}_b$b.csv $B/dsinfer bench --dtype $dt --batch $b --ctx 1K --prompt '' --steps 2 --bw 4221 --tflops 780
+    python3 dev/cuda/ncu_sum.py $OUT/ncu9_${dt}_b$b.csv > $OUT/ncu9_${dt}_b$b.txt 2>&1; head -24 $OUT/ncu9_${dt}_b$b.txt
+    rm -f $OUT/ncu9_${dt}_b$b.csv
+  done
+fi
 # mut9: test_cuda_ops built from mutated copies of mla_decode_f8h_kernel (no byte swap in the value MMAs; no 2^-qe on
 # the scores; Q's latent part in the plain k order), each must fail the MLA op tests (.deps/bin/test_cuda_ops_mut_*)
 if want mut9; then

@@ -317,7 +317,7 @@ static void usage(void) {
     fprintf(stderr,
             "usage: dsinfer bench [--model CONFIG.json] [--dtype bf16|fp8|fp4] [--batch 1,8,32,64,128,256] [--ctx 1K,4K]\n"
             "                     [--prompt 512,2K,8K] [--steps N] [--csv FILE] [--label NAME] [--bw GB/s --tflops T]\n"
-            "                     [--kv-cache-dtype auto|bf16|fp8]\n"
+            "                     [--kv-cache-dtype auto|bf16|fp8|fp32]\n"
             "                     [--data-parallel-size N [--enable-expert-parallel]\n"
             "                      [--nnodes K --node-rank R --master-addr HOST --master-port P]]\n"
             "                     [--tensor-parallel-size N]\n"
@@ -439,8 +439,8 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
         fprintf(stderr, "dsinfer bench: --batch fit needs exactly one --ctx\n");
         return 2;
     }
-    if (strcmp(o->kv, "auto") && strcmp(o->kv, "fp8") && strcmp(o->kv, "bf16")) {
-        fprintf(stderr, "dsinfer bench: unknown --kv-cache-dtype \"%s\" (expected auto, bf16 or fp8)\n", o->kv);
+    if (strcmp(o->kv, "auto") && strcmp(o->kv, "fp8") && strcmp(o->kv, "bf16") && strcmp(o->kv, "fp32")) {
+        fprintf(stderr, "dsinfer bench: unknown --kv-cache-dtype \"%s\" (expected auto, bf16, fp8 or fp32)\n", o->kv);
         return 2;
     }
     if (o->pp) {   /* one process per GPU, each a stage of one pipeline */
@@ -480,7 +480,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
     if (o->tp > 1) snprintf(par, sizeof par, " tp%d%s", o->tp, o->ep ? "+ep" : "");
     else if (o->pp > 1) snprintf(par, sizeof par, " pp%d", o->pp);
     else if (o->dp.size > 1) snprintf(par, sizeof par, " dp%d%s", o->dp.size, o->ep ? "+ep" : "");
-    snprintf(o->dtype_col, sizeof o->dtype_col, "%s%s%s", o->dtype, !strcmp(o->kv, "fp8") ? "+kv8" : !strcmp(o->kv, "bf16") ? "+kv16" : "", par);
+    snprintf(o->dtype_col, sizeof o->dtype_col, "%s%s%s", o->dtype, !strcmp(o->kv, "fp8") ? "+kv8" : !strcmp(o->kv, "fp32") ? "+kv32" : "", par);
     return 0;
 }
 
@@ -709,7 +709,7 @@ static int run_bench(bench_opts *op, ds_comm *dp) {
     ds_status st = load_cfg(&o, &cfg, &json, err);
     if (st) { fprintf(stderr, "dsinfer bench: %s\n", err); free(json); return 1; }
     cfg.kv_fp8 = !strcmp(o.kv, "fp8");   /* the rooflines' KV bytes (ds_kv_token_bytes) and --mla's cache */
-    cfg.kv_bf16 = !strcmp(o.kv, "bf16");
+    cfg.kv_bf16 = !strcmp(o.kv, "bf16") || !strcmp(o.kv, "auto");   /* auto is BF16 (engine.c) */
     if (o.mla) { free(json); return run_mla(&cfg, o.bw_gbs, o.tflops); }
     if (o.ops) { free(json); return run_ops(&cfg, &o); }
     /* the engine reads the (possibly FP8-patched) config from a temporary file */

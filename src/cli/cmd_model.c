@@ -129,6 +129,8 @@ int cli_logits(int argc, char **argv) {
     int rc = model_args_parse(argc, argv, &a);
     if (rc) return rc;
     if (!a.out) { fprintf(stderr, "dsinfer logits: --out FILE.npy is required\n"); return 2; }
+    /* logits is the tool that compares with a reference: its cache defaults to the reference's fp32 */
+    if (!a.kv_cache_dtype) a.kv_cache_dtype = "fp32";
     char err[DS_ERRLEN];
     ds_engine *eng = NULL;
     ds_status st = model_args_open_engine(&a, &eng, err);

@@ -8,8 +8,8 @@
  * log-softmax taken in double precision.
  *
  * compare runs the same windows through a reference configuration (--ref-model, default the same
- * folder, with default options) and the candidate (--model with the given options: a quantized copy,
- * --kv-cache-dtype fp8, another backend) and reports, over every predicted position, the mean and max
+ * folder, on the CPU, unquantized, with the fp32 KV cache) and the candidate (--model with the given options: a quantized copy,
+ * --kv-cache-dtype fp8 or the default bf16, another backend) and reports, over every predicted position, the mean and max
  * KL divergence KL(ref || cand), top-1 agreement, the max absolute logit difference, and both
  * perplexities: what a choice of format costs in accuracy. */
 #include <math.h>
@@ -171,7 +171,7 @@ int cli_compare(int argc, char **argv) {
     if (!a.file) { fprintf(stderr, "dsinfer compare: --file TEXT is required\n"); return 2; }
     model_args r = a;
     r.model = a.ref_model ? a.ref_model : a.model;
-    r.kv_cache_dtype = NULL;
+    r.kv_cache_dtype = "fp32";   /* the reference's numbers: the default (BF16) cache is a candidate like FP8 */
     r.quantization = NULL;
     r.backend = "cpu";
     char err[DS_ERRLEN];

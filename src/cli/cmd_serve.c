@@ -39,7 +39,7 @@ static void usage(void) {
             "         [--served-model-name NAME] [--chat-template deepseek-v3|deepseek-r1|deepseek-v2]\n"
             "         [--max-body-bytes 8MiB] [--slo-ttft-ms MS] [--slo-tpot-ms MS] [--alert-gpu-util 70]\n"
             "         [--alert-mem-bw-util 65] [--alert-window 10] [--dashboard-interval 1]\n"
-            "         [--kv-cache-dtype auto|bf16|fp8] [--quantization fp8|fp4] [--data-parallel-size N]\n"
+            "         [--kv-cache-dtype auto|bf16|fp8|fp32] [--quantization fp8|fp4] [--data-parallel-size N]\n"
             "         [--enable-expert-parallel [--ep-dispatch fp32|fp8]] [--tensor-parallel-size N]\n"
             "         [--pipeline-parallel-size N] [--data-parallel-backend mp|threads]\n"
             "         [--nnodes K --node-rank R --master-addr HOST --master-port P]\n"

@@ -30,26 +30,26 @@ static const struct option long_opts[] = {
 
 static void usage(const char *cmd) {
     if (strcmp(cmd, "logits") == 0)
-        fprintf(stderr, "usage: dsinfer logits --model DIR --ids 0,17,99 --out FILE.npy [--threads N] [--backend cpu|cuda] [--dummy-weights] [--kv-cache-dtype auto|bf16|fp8] [--quantization fp8|fp4] [--tensor-parallel-size N] [--pipeline-parallel-size N]\n"
+        fprintf(stderr, "usage: dsinfer logits --model DIR --ids 0,17,99 --out FILE.npy [--threads N] [--backend cpu|cuda] [--dummy-weights] [--kv-cache-dtype auto|bf16|fp8|fp32] [--quantization fp8|fp4] [--tensor-parallel-size N] [--pipeline-parallel-size N]\n"
                         "  writes float32 [T, vocab] logits at every prompt position\n");
     else if (strcmp(cmd, "compare") == 0)
-        fprintf(stderr, "usage: dsinfer compare --model DIR [--ref-model DIR] --file TEXT [--ctx N] [--kv-cache-dtype fp8]\n"
+        fprintf(stderr, "usage: dsinfer compare --model DIR [--ref-model DIR] --file TEXT [--ctx N] [--kv-cache-dtype fp8|bf16|fp32]\n"
                         "         [--threads N] [--backend cpu|cuda]\n"
                         "  KL divergence, top-1 agreement and max logit difference of --model (with its options)\n"
                         "  against --ref-model (default: the same folder, default options), and both perplexities\n");
     else if (strcmp(cmd, "perplexity") == 0)
-        fprintf(stderr, "usage: dsinfer perplexity --model DIR --file TEXT [--ctx N] [--threads N] [--backend cpu|cuda] [--dummy-weights] [--kv-cache-dtype auto|bf16|fp8] [--quantization fp8|fp4] [--tensor-parallel-size N] [--pipeline-parallel-size N]\n"
+        fprintf(stderr, "usage: dsinfer perplexity --model DIR --file TEXT [--ctx N] [--threads N] [--backend cpu|cuda] [--dummy-weights] [--kv-cache-dtype auto|bf16|fp8|fp32] [--quantization fp8|fp4] [--tensor-parallel-size N] [--pipeline-parallel-size N]\n"
                         "  perplexity of the file's text: windows of N tokens (default: the model's context), each\n"
                         "  starting with BOS, predicting every token after the BOS\n");
     else if (strcmp(cmd, "chat") == 0)
         fprintf(stderr, "usage: dsinfer chat --model DIR [--system TEXT] [--chat-template deepseek-v3|deepseek-r1|deepseek-v2]\n"
-                        "         [-n 512] [sampling flags as for generate] [--threads N] [--backend cpu|cuda] [--dummy-weights] [--kv-cache-dtype auto|bf16|fp8] [--quantization fp8|fp4] [--tensor-parallel-size N] [--pipeline-parallel-size N]\n"
+                        "         [-n 512] [sampling flags as for generate] [--threads N] [--backend cpu|cuda] [--dummy-weights] [--kv-cache-dtype auto|bf16|fp8|fp32] [--quantization fp8|fp4] [--tensor-parallel-size N] [--pipeline-parallel-size N]\n"
                         "  an interactive chat on the terminal; an empty line or end of input quits\n");
     else
         fprintf(stderr,
                 "usage: dsinfer generate --model DIR (--ids 0,17,99 | --prompt TEXT) [-n 32] [--temperature 0.7] [--top-k K]\n"
                 "         [--top-p P] [--min-p P] [--seed S] [--repetition-penalty R] [--presence-penalty P]\n"
-                "         [--frequency-penalty F] [--ignore-eos] [--print-ids] [--threads N] [--backend cpu|cuda] [--dummy-weights] [--kv-cache-dtype auto|bf16|fp8] [--quantization fp8|fp4] [--tensor-parallel-size N] [--pipeline-parallel-size N]\n");
+                "         [--frequency-penalty F] [--ignore-eos] [--print-ids] [--threads N] [--backend cpu|cuda] [--dummy-weights] [--kv-cache-dtype auto|bf16|fp8|fp32] [--quantization fp8|fp4] [--tensor-parallel-size N] [--pipeline-parallel-size N]\n");
 }
 
 static int parse_num(const char *flag, const char *v, double lo, double hi, double *out) {

@@ -175,17 +175,19 @@ static ds_status quantize_at_load(ds_engine *e, const char *how, int dummy, char
     return DS_OK;
 }
 
-/* "auto" keeps the cache in the engine's compute precision (fp32: the reference's numbers); "bf16" halves
- * it (latent and k_pe rounded to bf16), "fp8" stores the latent in e4m3 with a scale per 128 values. */
+/* "auto" (and NULL) is "bf16", the checkpoints' activation precision, as "auto" is for vLLM and SGLang: the
+ * latent and k_pe rounded to bf16, half the fp32 cache's bytes; "fp32" keeps the engine's compute precision
+ * (the reference's numbers, what the exact golden tests use); "fp8" stores the latent in e4m3 with a scale
+ * per 128 values. */
 static ds_status set_kv_dtype(ds_config *c, const ds_engine_opts *o, char *err) {
     const char *kv = o && o->kv_cache_dtype ? o->kv_cache_dtype : "auto";
-    if (!strcmp(kv, "auto")) return DS_OK;
-    if (!strcmp(kv, "bf16")) {
+    if (!strcmp(kv, "fp32") || !strcmp(kv, "float32")) return DS_OK;
+    if (!strcmp(kv, "auto") || !strcmp(kv, "bf16") || !strcmp(kv, "bfloat16")) {
         c->kv_bf16 = 1;
         return DS_OK;
     }
     if (strcmp(kv, "fp8") && strcmp(kv, "fp8_e4m3"))
-        return ds_seterr(err, DS_ERR_ARG, "unknown KV cache dtype \"%s\" (expected auto, bf16 or fp8)", kv);
+        return ds_seterr(err, DS_ERR_ARG, "unknown KV cache dtype \"%s\" (expected auto, bf16, fp8 or fp32)", kv);
     c->kv_fp8 = 1;
     return DS_OK;
 }

@@ -23,12 +23,17 @@ set +e
 "$BIN" generate --model "$M" --ids 0 --temperature -1 2>/dev/null; [ $? = 2 ] || { echo "negative temperature not refused"; exit 1; }
 "$BIN" perplexity --model "$M" --file /nonexistent 2>/dev/null; [ $? = 3 ] || { echo "missing file not exit 3"; exit 1; }
 
-# compare: a configuration against itself is identical; the FP8 KV cache is close but not identical
+# compare: the reference configuration (fp32 cache) against itself is identical; the FP8 KV cache is close but
+# not identical; so is the default (BF16) cache
 head -c 3000 tests/data/demo-heldout.txt > "$tmp"
-same=$("$BIN" compare --model models/demo --file "$tmp" --threads 1)
+same=$("$BIN" compare --model models/demo --kv-cache-dtype fp32 --file "$tmp" --threads 1)
 case "$same" in *"kl_mean 0 "*"top1_agreement 1.0000 "*"max_abs_logit_diff 0 "*) ;; *) echo "compare with itself: $same"; exit 1;; esac
 kv=$("$BIN" compare --model models/demo --kv-cache-dtype fp8 --file "$tmp" --threads 1)
 agree=$(printf '%s' "$kv" | sed 's/.*top1_agreement \([0-9.]*\).*/\1/')
 awk -v a="$agree" 'BEGIN { exit !(a > 0.9 && a < 1.0) }' || { echo "fp8 KV compare: $kv"; exit 1; }
-echo "compare: ok ($kv)"
+def=$("$BIN" compare --model models/demo --file "$tmp" --threads 1)
+agree=$(printf '%s' "$def" | sed 's/.*top1_agreement \([0-9.]*\).*/\1/')
+awk -v a="$agree" 'BEGIN { exit !(a > 0.95 && a <= 1.0) }' || { echo "default (bf16) KV compare: $def"; exit 1; }
+case "$def" in *"max_abs_logit_diff 0 "*) echo "default KV compare is identical to fp32: $def"; exit 1;; esac
+echo "compare: ok ($kv; default: $def)"
 echo "cli_text: ok"

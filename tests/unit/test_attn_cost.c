@@ -34,8 +34,8 @@ static void check_mac_model(void) {
 static void check_engine(const char *dir) {
     char err[DS_ERRLEN];
     ds_engine *e = NULL, *em = NULL, *ea = NULL;
-    ds_engine_opts o = {.n_threads = 2}, om = {.n_threads = 2, .attn_no_measure = 1};
-    ds_engine_opts oa = {.n_threads = 2, .force_absorbed = 1};
+    ds_engine_opts o = {.n_threads = 2, .kv_cache_dtype = "fp32"}, om = {.n_threads = 2, .kv_cache_dtype = "fp32", .attn_no_measure = 1};
+    ds_engine_opts oa = {.n_threads = 2, .kv_cache_dtype = "fp32", .force_absorbed = 1};
     CHECKF(ds_engine_open(dir, &o, &e, err) == DS_OK, "%s", err);
     CHECKF(ds_engine_open(dir, &om, &em, err) == DS_OK, "%s", err);
     CHECKF(ds_engine_open(dir, &oa, &ea, err) == DS_OK, "%s", err);

@@ -147,7 +147,9 @@ static void check_fixture(const char *name, int tc) {
     if (ds_st_open_file(gpath, &fx.g, err) != DS_OK) { CHECKF(0, "%s", err); return; }
     while (golden_get(fx.g, fx.n_prompts, "input_ids") && fx.n_prompts < 8) fx.n_prompts++;
     ds_engine *e = NULL, *e_abs = NULL, *cpu = NULL;
-    ds_engine_opts o = {.backend = "cuda"}, oa = {.backend = "cuda", .force_absorbed = 1}, oc = {.n_threads = 0};
+    /* the fp32 cache: the reference's numbers (the default BF16 cache: check_kv_demo("bf16")) */
+    ds_engine_opts o = {.backend = "cuda", .kv_cache_dtype = "fp32"}, oa = {.backend = "cuda", .kv_cache_dtype = "fp32", .force_absorbed = 1};
+    ds_engine_opts oc = {.n_threads = 0, .kv_cache_dtype = "fp32"};
     CHECKF(ds_engine_open(dir, &o, &e, err) == DS_OK, "%s", err);
     CHECKF(ds_engine_open(dir, &oa, &e_abs, err) == DS_OK, "%s", err);
     CHECKF(ds_engine_open(dir, &oc, &cpu, err) == DS_OK, "%s", err);
@@ -188,7 +190,7 @@ static void check_kv_demo(const char *dtype) {
     char err[DS_ERRLEN];
     ds_engine *e = NULL, *cpu = NULL, *e32 = NULL;
     ds_engine_opts o = {.backend = "cuda", .kv_cache_dtype = dtype}, oc = {.kv_cache_dtype = dtype};
-    ds_engine_opts o32 = {.backend = "cuda"};
+    ds_engine_opts o32 = {.backend = "cuda", .kv_cache_dtype = "fp32"};
     CHECKF(ds_engine_open(dir, &o, &e, err) == DS_OK, "%s", err);
     CHECKF(ds_engine_open(dir, &oc, &cpu, err) == DS_OK, "%s", err);
     CHECKF(ds_engine_open(dir, &o32, &e32, err) == DS_OK, "%s", err);

@@ -91,7 +91,7 @@ static double run_model(const char *label, const char *cfg_path, int mla_tc, int
                         int *vocab) {
     char err[DS_ERRLEN];
     ds_engine *e = NULL;
-    ds_engine_opts o = {.backend = "cuda", .dummy_weights = 1};
+    ds_engine_opts o = {.backend = "cuda", .dummy_weights = 1, .kv_cache_dtype = "fp32"};
     double t0 = now_s();
     setenv("DSINFER_CUDA_MLA_TC", mla_tc ? "1" : "0", 1);
     setenv("DSINFER_CUDA_ATTN_TC", mla_tc ? "1" : "0", 1);
@@ -193,7 +193,7 @@ int main(void) {
     /* the full V3 does not fit one GPU: a clear error, nothing allocated */
     char err[DS_ERRLEN];
     ds_engine *e = NULL;
-    ds_engine_opts o = {.backend = "cuda", .dummy_weights = 1};
+    ds_engine_opts o = {.backend = "cuda", .dummy_weights = 1, .kv_cache_dtype = "fp32"};
     ds_status st = ds_engine_open("configs/deepseek-v3.json", &o, &e, err);
     printf("full DeepSeek-V3 on one GPU: %s: %s\n", ds_status_name(st), err);
     CHECK(st == DS_ERR_NOMEM && strstr(err, "GiB") && !e);

@@ -184,7 +184,7 @@ static void check_model(const char *dir, const char *name, const cJSON *root) {
     char err[DS_ERRLEN];
     ds_engine *e = NULL;
     ds_tokenizer *tok = NULL;
-    ds_engine_opts o = {.n_threads = 2};
+    ds_engine_opts o = {.n_threads = 2, .kv_cache_dtype = "fp32"};   /* the reference's numbers (the BF16 default: check_kv_dtype) */
     CHECKF(ds_engine_open(dir, &o, &e, err) == DS_OK, "%s", err);
     CHECKF(ds_tokenizer_load(dir, &tok, err) == DS_OK, "%s", err);
     if (!e || !tok) { ds_engine_free(e); ds_tokenizer_free(tok); return; }

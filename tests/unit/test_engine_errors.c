@@ -12,7 +12,7 @@
 static ds_engine *open_small(int max_pages) {
     char dir[512], err[DS_ERRLEN];
     snprintf(dir, sizeof dir, "%s/tiny-v3", fixtures_dir());
-    ds_engine_opts o = {.n_threads = 1, .page_size = 16, .max_pages = max_pages};
+    ds_engine_opts o = {.n_threads = 1, .page_size = 16, .max_pages = max_pages, .kv_cache_dtype = "fp32"};
     ds_engine *e = NULL;
     CHECKF(ds_engine_open(dir, &o, &e, err) == DS_OK, "%s", err);
     return e;

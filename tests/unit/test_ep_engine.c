@@ -44,7 +44,7 @@ static void *rank_main(void *arg) {
     rank_job *j = arg;
     ds_engine *e = NULL;
     ds_engine_opts o = {.n_threads = 1, .attn_no_measure = 1, .expert_parallel_size = j->trim ? j->pl->n_ranks : 0,
-                        .expert_parallel_rank = j->rank};
+                        .expert_parallel_rank = j->rank, .kv_cache_dtype = "fp32"};
     ds_comm *cm = ds_comm_local_new(j->g, j->rank);
     ds_ep ep = {cm, j->pl, 0, NULL};   /* buffers per call (the server's engines keep a workspace) */
     /* opening cannot fail differently on one rank than another here; if it fails the test fails and
@@ -100,7 +100,7 @@ static void run(const char *fx, int R, int red, const int *prompt_len, const int
     char dir[512], err[DS_ERRLEN];
     snprintf(dir, sizeof dir, "%s/%s", fixtures_dir(), fx);
     ds_engine *ref = NULL;
-    ds_engine_opts o = {.n_threads = 1, .attn_no_measure = 1};
+    ds_engine_opts o = {.n_threads = 1, .attn_no_measure = 1, .kv_cache_dtype = "fp32"};   /* ranks as the reference: sums in fp32 */
     CHECKF(ds_engine_open(dir, &o, &ref, err) == DS_OK, "%s", err);
     if (!ref) return;
     int E = ref->cfg.n_routed_experts, V = ds_engine_vocab_size(ref);

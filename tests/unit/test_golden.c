@@ -163,7 +163,7 @@ static void check_kv_dtype(const fixture *fx, const char *dir, const char *dtype
     char err[DS_ERRLEN];
     ds_engine *e = NULL, *ea = NULL, *e32 = NULL;
     ds_engine_opts o = {.n_threads = 2, .kv_cache_dtype = dtype, .kv_cache_bytes = 4u << 20};
-    ds_engine_opts oa = o, o32 = {.n_threads = 2, .kv_cache_bytes = 4u << 20};
+    ds_engine_opts oa = o, o32 = {.n_threads = 2, .kv_cache_dtype = "fp32", .kv_cache_bytes = 4u << 20};
     oa.force_absorbed = 1;
     CHECKF(ds_engine_open(dir, &o, &e, err) == DS_OK, "%s", err);
     CHECKF(ds_engine_open(dir, &oa, &ea, err) == DS_OK, "%s", err);
@@ -195,6 +195,39 @@ done:
     ds_engine_free(e32);
 }
 
+/* The default KV cache (kv_cache_dtype NULL, and "auto") is BF16, as vLLM's and SGLang's "auto" is the model's
+ * dtype: the same pool size as "bf16" and bitwise the same logits; "fp32" holds half the pages. */
+static void check_kv_default(const fixture *fx, const char *dir) {
+    char err[DS_ERRLEN];
+    const char *kinds[3] = {NULL, "auto", "fp32"};
+    ds_engine *eb = NULL, *e[3] = {NULL, NULL, NULL};
+    ds_engine_opts ob = {.n_threads = 2, .kv_cache_dtype = "bf16", .kv_cache_bytes = 4u << 20};
+    CHECKF(ds_engine_open(dir, &ob, &eb, err) == DS_OK, "%s", err);
+    for (int k = 0; k < 3; k++) {
+        ds_engine_opts o = ob;
+        o.kv_cache_dtype = kinds[k];
+        CHECKF(ds_engine_open(dir, &o, &e[k], err) == DS_OK, "%s", err);
+    }
+    if (eb && e[0] && e[1] && e[2]) {
+        const ds_st_tensor *ids = golden_get(fx->g, 0, "input_ids");
+        int T = (int)ids->numel;
+        float *want = run_prompt(eb, ids->data, T, 0, fx->V);
+        for (int k = 0; k < 2; k++) {
+            float *got = run_prompt(e[k], ids->data, T, 0, fx->V);
+            CHECKF(memcmp(got, want, sizeof(float) * (size_t)T * fx->V) == 0, "%s: kv_cache_dtype %s differs from bf16", fx->name,
+                   kinds[k] ? kinds[k] : "NULL");
+            CHECKF(ds_engine_pages_total(e[k]) == ds_engine_pages_total(eb), "%s: %s pool %d pages, bf16 %d", fx->name,
+                   kinds[k] ? kinds[k] : "NULL", ds_engine_pages_total(e[k]), ds_engine_pages_total(eb));
+            free(got);
+        }
+        CHECKF(2 * ds_engine_pages_total(e[2]) <= ds_engine_pages_total(eb) + 1, "%s: fp32 pool %d pages, bf16 %d", fx->name,
+               ds_engine_pages_total(e[2]), ds_engine_pages_total(eb));
+        free(want);
+    }
+    ds_engine_free(eb);
+    for (int k = 0; k < 3; k++) ds_engine_free(e[k]);
+}
+
 static void check_fixture(const char *name) {
     char dir[512], gpath[600], err[DS_ERRLEN];
     snprintf(dir, sizeof dir, "%s/%s", fixtures_dir(), name);
@@ -204,7 +237,7 @@ static void check_fixture(const char *name) {
     while (golden_get(fx.g, fx.n_prompts, "input_ids") && fx.n_prompts < 8) fx.n_prompts++;
     CHECK(fx.n_prompts > 0);
     ds_engine *e = NULL, *e_abs = NULL;
-    ds_engine_opts o = {.n_threads = 2}, oa = {.n_threads = 2, .force_absorbed = 1};
+    ds_engine_opts o = {.n_threads = 2, .kv_cache_dtype = "fp32"}, oa = {.n_threads = 2, .kv_cache_dtype = "fp32", .force_absorbed = 1};
     CHECKF(ds_engine_open(dir, &o, &e, err) == DS_OK, "%s", err);
     CHECKF(ds_engine_open(dir, &oa, &e_abs, err) == DS_OK, "%s", err);
     if (e && e_abs) {
@@ -217,6 +250,7 @@ static void check_fixture(const char *name) {
         check_prefix_and_truncate(&fx, e, fx.n_prompts - 1);
         check_kv_dtype(&fx, dir, "fp8", 2.01);
         check_kv_dtype(&fx, dir, "bf16", 1.99);
+        check_kv_default(&fx, dir);
         CHECK(ds_engine_pages_free(e) == ds_engine_pages_total(e));
         printf("%s: %d prompts checked (%s)\n", name, fx.n_prompts, ds_engine_describe(e));
     }

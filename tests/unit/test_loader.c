@@ -227,7 +227,7 @@ static void test_sharded(const char *src) {
     snprintf(gp, sizeof gp, "%s/%s/golden.safetensors", fixtures_dir(), src);
     ds_st_set *g;
     ds_engine *e;
-    ds_engine_opts o = {.n_threads = 2};
+    ds_engine_opts o = {.n_threads = 2, .kv_cache_dtype = "fp32"};   /* the reference's numbers */
     CHECK(ds_st_open_file(gp, &g, err) == DS_OK);
     CHECKF(ds_engine_open(d, &o, &e, err) == DS_OK, "sharded %s: %s", src, err);
     const ds_st_tensor *ids = golden_get(g, 0, "input_ids"), *ref = golden_get(g, 0, "logits");

@@ -56,7 +56,7 @@ static int rank_run(int rank, int port, const char *model, int dummy, const char
     ds_comm *cm = NULL;
     if (!st) st = ds_comm_nccl_new(rank, 2, id, &cm, err);
     ds_engine *e = NULL;
-    ds_engine_opts o = {.backend = "cuda", .dummy_weights = dummy, .attn_no_measure = 1};
+    ds_engine_opts o = {.backend = "cuda", .dummy_weights = dummy, .attn_no_measure = 1, .kv_cache_dtype = "fp32"};
     if (!st) st = ds_engine_open(model, &o, &e, err);
     ds_ep_placement pl;
     memset(&pl, 0, sizeof pl);
@@ -114,7 +114,7 @@ static int rank_run(int rank, int port, const char *model, int dummy, const char
 static int replay(const char *model, int dummy, char paths[2][256]) {
     char err[DS_ERRLEN];
     ds_engine *e = NULL;
-    ds_engine_opts o = {.backend = "cuda", .dummy_weights = dummy, .attn_no_measure = 1};
+    ds_engine_opts o = {.backend = "cuda", .dummy_weights = dummy, .attn_no_measure = 1, .kv_cache_dtype = "fp32"};
     if (ds_engine_open(model, &o, &e, err)) {
         fprintf(stderr, "reference engine: %s\n", err);
         return 1;

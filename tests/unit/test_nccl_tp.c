@@ -40,7 +40,7 @@ static int rank_fn(int rank, ds_comm *cm, void *arg) {
     tp_run *t = arg;
     char err[DS_ERRLEN];
     ds_engine *e = NULL;
-    ds_engine_opts o = {.backend = "cuda", .attn_no_measure = 1, .dummy_weights = t->dummy};
+    ds_engine_opts o = {.backend = "cuda", .attn_no_measure = 1, .dummy_weights = t->dummy, .kv_cache_dtype = "fp32"};
     if (t->pp) {
         o.pipeline_parallel_size = cm->size;
         o.pipeline_parallel_one_rank = 1;
@@ -87,7 +87,7 @@ static int rank_fn(int rank, ds_comm *cm, void *arg) {
 static int replay(tp_run *t) {
     char err[DS_ERRLEN];
     ds_engine *e = NULL;
-    ds_engine_opts o = {.backend = "cuda", .attn_no_measure = 1, .dummy_weights = t->dummy};
+    ds_engine_opts o = {.backend = "cuda", .attn_no_measure = 1, .dummy_weights = t->dummy, .kv_cache_dtype = "fp32"};
     if (ds_engine_open(t->dir, &o, &e, err)) {
         fprintf(stderr, "reference: %s\n", err);
         return 1;
