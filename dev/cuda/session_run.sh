@@ -398,6 +398,14 @@ if want prof9; then
     rm -f $OUT/ncu9_${dt}_b$b.csv
   done
 fi
+# cap9: capacity of one H200 at 4K context with the FP8 cache (v3 kernel) and the new default (BF16) cache, and the
+# default decode rows (auto = BF16 cache) for BF16 and FP8 weights
+if want cap9; then
+  step fit_kv8 110 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch fit --ctx 4K --prompt '' --steps 4 --kv-cache-dtype fp8 --csv $CSV --label fit-kv8-v3
+  step fit_auto 110 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch fit --ctx 4K --prompt '' --steps 4 --csv $CSV --label fit-auto
+  step dec_def 60 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 1K,4K --prompt '' --steps 8 --csv $CSV --label def9-bf16
+  step dec_def8 40 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label def9-fp8
+fi
 # mut9: test_cuda_ops built from mutated copies of mla_decode_f8h_kernel (no byte swap in the value MMAs; no 2^-qe on
 # the scores; Q's latent part in the plain k order), each must fail the MLA op tests (.deps/bin/test_cuda_ops_mut_*)
 if want mut9; then
