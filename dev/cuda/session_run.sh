@@ -406,6 +406,19 @@ if want cap9; then
   step dec_def 60 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 1K,4K --prompt '' --steps 8 --csv $CSV --label def9-bf16
   step dec_def8 40 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label def9-fp8
 fi
+# cvt9: moe_f8_kernel with each fragment converted once for FP16 MMAs (DSINFER_CUDA_MOE_F8_CVT=1) against the emulated
+# e4m3 mma.sync (=0): the W8A8 op tests (both forms), a mutated build (wrong k slots: must fail), the goldens, FP8
+# decode and 512-token prefill (the W8A8 experts below 1024 rows) on / off
+if want cvt9; then
+  step ops_w8a8 200 env DSINFER_OPS_ONLY=w8a8 $B/test_cuda_ops
+  grep -E "w8a8|w8e" $OUT/ops_w8a8.log | grep -i "moe" | head -12
+  env DSINFER_OPS_ONLY=w8a8 timeout 100 $B/test_cuda_ops_mut_f8cvt > $OUT/mut_f8cvt.log 2>&1
+  echo "== mut_f8cvt rc=$? (must be non-zero): $(grep -c "CHECK failed" $OUT/mut_f8cvt.log) failed checks"
+  step golden 120 $B/test_cuda_golden
+  for v in 1 0 1 0; do
+    step dec_cvt$v 40 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_F8_CVT=$v $B/dsinfer bench --dtype fp8 --batch 1,64,256 --ctx 1K --prompt 512 --steps 8 --csv $CSV --label cvt$v
+  done
+fi
 # mut9: test_cuda_ops built from mutated copies of mla_decode_f8h_kernel (no byte swap in the value MMAs; no 2^-qe on
 # the scores; Q's latent part in the plain k order), each must fail the MLA op tests (.deps/bin/test_cuda_ops_mut_*)
 if want mut9; then

@@ -1178,8 +1178,17 @@ static void run_moe_w8a8(void) {
         check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
         free_setup(&s);
     }
+    /* the experts' e4m3 products by ptxas's emulated FP8 mma.sync (DSINFER_CUDA_MOE_F8_CVT=0; the cases above
+     * convert each fragment once for FP16 MMAs): 32 and 64 tokens a pass */
+    setenv("DSINFER_CUDA_MOE_F8_CVT", "0", 1);
+    if (load_setup(&s, "v2l-w8e", "configs/deepseek-v2-lite.json", 3, 16)) {
+        const int m[] = {63, 256};
+        check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
+        free_setup(&s);
+    }
+    unsetenv("DSINFER_CUDA_MOE_F8_CVT");
     unsetenv("DSINFER_MOE_W8A8");
-    if (load_setup(&s, "w8a8-off", "tests/fixtures/tiny-v3-fp8/config.json", 3, 16)) free_setup(&s);   /* flag back off */
+    if (load_setup(&s, "w8a8-off", "tests/fixtures/tiny-v3-fp8/config.json", 3, 16)) free_setup(&s);   /* flags back off */
 }
 
 /* The exact NVFP4 GEMM with the weight decoded in the kernel (DSINFER_CUDA_NVFP4_SIMT=1, cuda_linear.cu

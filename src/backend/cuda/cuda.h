@@ -435,6 +435,9 @@ extern int cu_moe_tg;
  * DSINFER_CUDA_MOE_TC2_ST: its stages (3, 4 or 6); DSINFER_CUDA_MOE_TC2_TOK: tokens a pass (32, 64; 0 auto). cu_moe_tc2_init sets the kernels' shared-memory limits
  * (backend creation). */
 extern int cu_moe_tc2, cu_moe_tc2_st, cu_moe_tc2_tok;
+/* DSINFER_CUDA_MOE_F8_CVT (default 1): moe_f8_kernel's e4m3 products as FP16 MMAs with each fragment converted
+ * once (cuda_moe_tc.cu f8_frag_a16); 0: the e4m3 mma.sync, which ptxas emulates converting at every MMA. */
+extern int cu_moe_f8_cvt;
 /* DSINFER_MOE_W8A8 (default 1): FP8 routed experts on the tensor cores (DSINFER_CUDA_TC=1, more than 8 rows)
  * quantize their activations to e4m3 per token x 128 columns and multiply by FP8 MMAs (moe_f8_kernel,
  * cuda_moe_tc.cu), as DeepSeek's, vLLM's and SGLang's FP8 inference do; 0: the codes are converted to BF16 per

@@ -601,6 +601,7 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     cu_mla_qreg = env_int("DSINFER_CUDA_MLA_QREG", 36);
     cu_moe_tc2 = env_int("DSINFER_CUDA_MOE_TC2", 1);
     cu_moe_w8a8 = env_int("DSINFER_MOE_W8A8", 1);
+    cu_moe_f8_cvt = env_int("DSINFER_CUDA_MOE_F8_CVT", 1);
     cu_fp8_own = env_int("DSINFER_CUDA_FP8_OWN", 2);
     cu_fp8_tma = env_int("DSINFER_CUDA_FP8_TMA", 1);
     cu_moe_wgmma = env_int("DSINFER_CUDA_MOE_WGMMA", 1);

@@ -406,6 +406,19 @@ __device__ __forceinline__ void cu_mma_e4m3(float d[4], const uint32_t a[4], uin
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+/* The same product by FP16 MMAs with the conversions in the open (DSINFER_CUDA_MOE_F8_CVT, default 1): sm_90
+ * has no FP8 mma.sync, and ptxas's emulation of cu_mma_e4m3 converts both fragments at every MMA, so a weight
+ * fragment was converted once per token group and per gate / up MMA. Here each is converted once: the e4m3
+ * fragment a0 (row g, codes 4t .. 4t+3 of the k32 step) becomes FP16 pairs (4t, 4t+1) and (4t+2, 4t+3), which
+ * the k16 MMA takes as its k slots (2t, 2t+1) and (2t+8, 2t+9); the B fragment the same way, so every product
+ * pairs the same codes as the e4m3 MMA (exact conversions, fp32 sums: the same result up to summation order). */
+__device__ __forceinline__ void f8_frag_a16(const uint32_t a[4], uint32_t lo[4], uint32_t hi[4]) {
+    cu_e4m3x4_f16(a[0], &lo[0], &lo[2]);   /* codes 0 .. 15 of the k32 step: rows g (a0), g + 8 (a1) */
+    cu_e4m3x4_f16(a[1], &lo[1], &lo[3]);
+    cu_e4m3x4_f16(a[2], &hi[0], &hi[2]);   /* codes 16 .. 31 (a2, a3) */
+    cu_e4m3x4_f16(a[3], &hi[1], &hi[3]);
+}
+
 /* grid (K / 128, n): codes q[i, :] and scales s[i, K / 128] of row rows[i] (or i) of src ([*, K] fp32 or BF16),
  * per 128 columns: scale = max(amax, 1e-4) / 448, code = e4m3(v / scale); block 128 */
 template <typename T>
@@ -450,7 +463,7 @@ __device__ __forceinline__ void f8_load_stage(unsigned char *st, const unsigned 
  * (x, y, z) takes rows TOK x .. of xq, weight rows 64 y .. and columns kc z .. kc (z + 1) - 1 (split K, kc a
  * multiple of 128), and with KS > 1 writes its fp32 partial to out + z * M * ldo (summed by f8_reduce_kernel);
  * the token chunk is the fastest grid index so the blocks reading the same weight rows run together. */
-template <bool PAIR, int ST, int TOK, bool ONE>
+template <bool PAIR, int ST, int TOK, bool ONE, bool CVT>
 __global__ void __launch_bounds__(MT_WARPS * 32, 2) moe_f8_kernel(void *out, int ldo, const unsigned char *xq,
                                                                   const float *xsc, const int32_t *off,
                                                                   const cu_wview *tab0, const cu_wview *tab1, int N, int K,
@@ -522,11 +535,30 @@ __global__ void __launch_bounds__(MT_WARPS * 32, 2) moe_f8_kernel(void *out, int
                     uint32_t fa[4], fb[4];
                     cu_ldsm_x4(fa, st + f8_off(a_row, ch));
                     if (PAIR) cu_ldsm_x4(fb, st + M2_ROWS * F8_BK + f8_off(a_row, ch));
+                    if (CVT) {
+                        uint32_t al[4], ah[4], bl[4], bh[4];
+                        f8_frag_a16(fa, al, ah);
+                        if (PAIR) f8_frag_a16(fb, bl, bh);
 #pragma unroll
-                    for (int q = 0; q < NG; q++) {
-                        if (q >= ng) break;
-                        cu_mma_e4m3(p0[q], fa, b[q][2 * ks], b[q][2 * ks + 1]);
-                        if (PAIR) cu_mma_e4m3(p1[q], fb, b[q][2 * ks], b[q][2 * ks + 1]);
+                        for (int q = 0; q < NG; q++) {
+                            if (q >= ng) break;
+                            uint32_t x0, x1, y0, y1;   /* B: codes 0 .. 15 (x), 16 .. 31 (y) as FP16 pairs */
+                            cu_e4m3x4_f16(b[q][2 * ks], &x0, &x1);
+                            cu_e4m3x4_f16(b[q][2 * ks + 1], &y0, &y1);
+                            cu_mma_f16(p0[q], al, x0, x1);
+                            cu_mma_f16(p0[q], ah, y0, y1);
+                            if (PAIR) {
+                                cu_mma_f16(p1[q], bl, x0, x1);
+                                cu_mma_f16(p1[q], bh, y0, y1);
+                            }
+                        }
+                    } else {
+#pragma unroll
+                        for (int q = 0; q < NG; q++) {
+                            if (q >= ng) break;
+                            cu_mma_e4m3(p0[q], fa, b[q][2 * ks], b[q][2 * ks + 1]);
+                            if (PAIR) cu_mma_e4m3(p1[q], fb, b[q][2 * ks], b[q][2 * ks + 1]);
+                        }
                     }
                 }
             }
@@ -552,13 +584,21 @@ __global__ void __launch_bounds__(MT_WARPS * 32, 2) moe_f8_kernel(void *out, int
 
 int cu_moe_w8a8 = 0;   /* DSINFER_MOE_W8A8 (read at backend creation) */
 
+int cu_moe_f8_cvt = 1;   /* DSINFER_CUDA_MOE_F8_CVT (read at backend creation) */
+
+template <bool CVT>
+static void f8_init_cvt(void) {
+    CUDA_CHECK(cudaFuncSetAttribute(moe_f8_kernel<true, 4, 32, false, CVT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)m2_smem_bytes(true, 4, 32)));
+    CUDA_CHECK(cudaFuncSetAttribute(moe_f8_kernel<false, 4, 32, false, CVT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)m2_smem_bytes(false, 4, 32)));
+    CUDA_CHECK(cudaFuncSetAttribute(moe_f8_kernel<true, 4, 64, false, CVT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)m2_smem_bytes(true, 4, 64)));
+    CUDA_CHECK(cudaFuncSetAttribute(moe_f8_kernel<false, 4, 64, false, CVT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)m2_smem_bytes(false, 4, 64)));
+    CUDA_CHECK(cudaFuncSetAttribute(moe_f8_kernel<false, 4, 32, true, CVT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)m2_smem_bytes(false, 4, 32)));
+    CUDA_CHECK(cudaFuncSetAttribute(moe_f8_kernel<false, 4, 64, true, CVT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)m2_smem_bytes(false, 4, 64)));
+}
+
 static void f8_init(void) {
-    CUDA_CHECK(cudaFuncSetAttribute(moe_f8_kernel<true, 4, 32, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)m2_smem_bytes(true, 4, 32)));
-    CUDA_CHECK(cudaFuncSetAttribute(moe_f8_kernel<false, 4, 32, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)m2_smem_bytes(false, 4, 32)));
-    CUDA_CHECK(cudaFuncSetAttribute(moe_f8_kernel<true, 4, 64, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)m2_smem_bytes(true, 4, 64)));
-    CUDA_CHECK(cudaFuncSetAttribute(moe_f8_kernel<false, 4, 64, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)m2_smem_bytes(false, 4, 64)));
-    CUDA_CHECK(cudaFuncSetAttribute(moe_f8_kernel<false, 4, 32, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)m2_smem_bytes(false, 4, 32)));
-    CUDA_CHECK(cudaFuncSetAttribute(moe_f8_kernel<false, 4, 64, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)m2_smem_bytes(false, 4, 64)));
+    f8_init_cvt<true>();
+    f8_init_cvt<false>();
 }
 
 /* grid-stride: out[i] = sum over z < KS of part[z * n + i] (the split-K partials, in z order) */
@@ -635,22 +675,28 @@ int cu_f8_linear(ds_cuda_backend *cb, float *out, const float *x, const ds_weigh
     cu_rows_fp8_f32(q, qs, x, M, K);
     dim3 grid((unsigned)mb, (unsigned)nb, (unsigned)ks);
     cu_wview v = cu_view(w);
-    if (tok == 32)
-        moe_f8_kernel<false, 4, 32, true><<<grid, MT_WARPS * 32, m2_smem_bytes(false, 4, 32), cu_stream>>>(part, N, q, qs, NULL, NULL,
-                                                                                                       NULL, N, K, v, M, kc);
+    if (tok == 32 && cu_moe_f8_cvt)
+        moe_f8_kernel<false, 4, 32, true, true><<<grid, MT_WARPS * 32, m2_smem_bytes(false, 4, 32), cu_stream>>>(
+            part, N, q, qs, NULL, NULL, NULL, N, K, v, M, kc);
+    else if (tok == 32)
+        moe_f8_kernel<false, 4, 32, true, false><<<grid, MT_WARPS * 32, m2_smem_bytes(false, 4, 32), cu_stream>>>(
+            part, N, q, qs, NULL, NULL, NULL, N, K, v, M, kc);
+    else if (cu_moe_f8_cvt)
+        moe_f8_kernel<false, 4, 64, true, true><<<grid, MT_WARPS * 32, m2_smem_bytes(false, 4, 64), cu_stream>>>(
+            part, N, q, qs, NULL, NULL, NULL, N, K, v, M, kc);
     else
-        moe_f8_kernel<false, 4, 64, true><<<grid, MT_WARPS * 32, m2_smem_bytes(false, 4, 64), cu_stream>>>(part, N, q, qs, NULL, NULL,
-                                                                                                       NULL, N, K, v, M, kc);
+        moe_f8_kernel<false, 4, 64, true, false><<<grid, MT_WARPS * 32, m2_smem_bytes(false, 4, 64), cu_stream>>>(
+            part, N, q, qs, NULL, NULL, NULL, N, K, v, M, kc);
     CUDA_LAUNCH_CHECK();
     if (ks > 1) cu_f8_reduce(out, part, (size_t)M * N, ks);
     return 1;
 }
 
-template <int TOK>
+template <int TOK, bool CVT>
 static void f8_pair(float *y, __nv_bfloat16 *inter, unsigned char *q, float *qs, const int32_t *off, int n_rows, int E,
                     int D, int I, const cu_wview *tab) {
     dim3 g1((unsigned)((I + M2_ROWS - 1) / M2_ROWS), (unsigned)E), g2((unsigned)((D + M2_ROWS - 1) / M2_ROWS), (unsigned)E);
-    moe_f8_kernel<true, 4, TOK, false><<<g1, MT_WARPS * 32, m2_smem_bytes(true, 4, TOK), cu_stream>>>(inter, I, q, qs, off, tab,
+    moe_f8_kernel<true, 4, TOK, false, CVT><<<g1, MT_WARPS * 32, m2_smem_bytes(true, 4, TOK), cu_stream>>>(inter, I, q, qs, off, tab,
                                                                                                     tab + E, I, D, cu_wview{}, 0, D);
     CUDA_LAUNCH_CHECK();
     /* the gathered rows' codes are done with: the down projection's input quantized over them */
@@ -658,7 +704,7 @@ static void f8_pair(float *y, __nv_bfloat16 *inter, unsigned char *q, float *qs,
     float *is = (float *)(iq + (size_t)n_rows * I);
     moe_rows_fp8_kernel<__nv_bfloat16><<<dim3((unsigned)(I / 128), (unsigned)n_rows), 128, 0, cu_stream>>>(iq, is, inter, NULL, I);
     CUDA_LAUNCH_CHECK();
-    moe_f8_kernel<false, 4, TOK, false><<<g2, MT_WARPS * 32, m2_smem_bytes(false, 4, TOK), cu_stream>>>(y, D, iq, is, off,
+    moe_f8_kernel<false, 4, TOK, false, CVT><<<g2, MT_WARPS * 32, m2_smem_bytes(false, 4, TOK), cu_stream>>>(y, D, iq, is, off,
                                                                                                      tab + 2 * E, NULL, D, I,
                                                                                                      cu_wview{}, 0, I);
     CUDA_LAUNCH_CHECK();
@@ -696,8 +742,10 @@ void cu_moe_tc(float *y, const float *x, const int32_t *rows, const int32_t *off
         moe_rows_fp8_kernel<float><<<dim3((unsigned)(D / 128), (unsigned)n_rows), 128, 0, cu_stream>>>(q, qs, x, rows, D);
         CUDA_LAUNCH_CHECK();
         int tok = cu_moe_tc2_tok ? cu_moe_tc2_tok : mean <= 16 ? 32 : 64;
-        if (tok == 64) f8_pair<64>(y, inter, q, qs, off, n_rows, E, D, I, tab);
-        else f8_pair<32>(y, inter, q, qs, off, n_rows, E, D, I, tab);
+        if (tok == 64 && cu_moe_f8_cvt) f8_pair<64, true>(y, inter, q, qs, off, n_rows, E, D, I, tab);
+        else if (tok == 64) f8_pair<64, false>(y, inter, q, qs, off, n_rows, E, D, I, tab);
+        else if (cu_moe_f8_cvt) f8_pair<32, true>(y, inter, q, qs, off, n_rows, E, D, I, tab);
+        else f8_pair<32, false>(y, inter, q, qs, off, n_rows, E, D, I, tab);
         return;
     }
     moe_rows_bf16_kernel<<<n_rows, 256, 0, cu_stream>>>(xs, x, rows, D);
