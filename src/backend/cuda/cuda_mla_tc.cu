@@ -647,9 +647,9 @@ __global__ void __launch_bounds__(T2_THREADS, 2) mla_decode_tc2_kernel(fa_params
     t2_write(p, o, l0, l1, m0, m1, red, base_o, nh, warp, g, t);
 }
 
-/* v3 for the FP8 cache (DSINFER_CUDA_MLA_TC2_FP8=2). v2's FP8 form decodes every row (e4m3 -> half -> float,
- * times the scale, -> BF16: six instructions per two codes) into a BF16 tile before its score MMAs, a chain
- * of shared-memory round trips per tile at two warps per scheduler. Here:
+/* v3 for the FP8 cache (DSINFER_CUDA_MLA_TC2_FP8=2, the default). v2's FP8 form decodes every row (e4m3 ->
+ * half -> float, times the scale, -> BF16: six instructions per two codes) into a BF16 tile before its score
+ * MMAs, a chain of shared-memory round trips per tile at two warps per scheduler. Here:
  *   - the codes become FP16 without their scale, one cvt.rn.f16x2.e4m3x2 per two codes (exact: every e4m3
  *     value is an FP16 value); the scales go where they are constant: a row's block b scale multiplies that
  *     block's partial score (k-steps 8b .. 8b + 7 summed apart), and P per warp (warp w's value columns
