@@ -22,6 +22,9 @@ set +e
 "$BIN" generate --model "$M" --prompt x --ids 1 2>/dev/null; [ $? = 2 ] || { echo "--prompt with --ids not refused"; exit 1; }
 "$BIN" generate --model "$M" --ids 0 --temperature -1 2>/dev/null; [ $? = 2 ] || { echo "negative temperature not refused"; exit 1; }
 "$BIN" perplexity --model "$M" --file /nonexistent 2>/dev/null; [ $? = 3 ] || { echo "missing file not exit 3"; exit 1; }
+msg=$("$BIN" generate --model "$M" --ids 1 -n 1 --kv-cache-dtype fp16 2>&1 >/dev/null); rc=$?
+[ $rc = 2 ] && case "$msg" in *'unknown KV cache dtype "fp16"'*) true;; *) false;; esac ||
+  { echo "--kv-cache-dtype fp16: rc $rc, message: $msg"; exit 1; }
 
 # compare: the reference configuration (fp32 cache) against itself is identical; the FP8 KV cache is close but
 # not identical; so is the default (BF16) cache
