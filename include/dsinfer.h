@@ -95,6 +95,9 @@ int ds_engine_bos_id(const ds_engine *eng);
 int ds_engine_eos_id(const ds_engine *eng);
 /* One line describing the model (architecture, layers, widths, dtype). */
 const char *ds_engine_describe(const ds_engine *eng);
+/* The KV cache dtype a --kv-cache-dtype value (ds_engine_opts.kv_cache_dtype) selects: "bf16" (also for NULL,
+ * "auto" and "bfloat16"), "fp8" ("fp8_e4m3") or "fp32" ("float32"); NULL for an unknown name. */
+const char *ds_kv_cache_dtype_resolve(const char *name);
 /* 1 when a sequence step of n_new tokens over a context of ctx (cached + new) attends in the absorbed
  * (latent) form, 0 for the naive one; ds_engine_attn_measured: 1 if the choice rests on timings. */
 int ds_engine_prefers_absorbed(const ds_engine *eng, int n_new, int ctx);

@@ -179,16 +179,18 @@ static ds_status quantize_at_load(ds_engine *e, const char *how, int dummy, char
  * latent and k_pe rounded to bf16, half the fp32 cache's bytes; "fp32" keeps the engine's compute precision
  * (the reference's numbers, what the exact golden tests use); "fp8" stores the latent in e4m3 with a scale
  * per 128 values. */
+const char *ds_kv_cache_dtype_resolve(const char *name) {
+    if (!name || !strcmp(name, "auto") || !strcmp(name, "bf16") || !strcmp(name, "bfloat16")) return "bf16";
+    if (!strcmp(name, "fp8") || !strcmp(name, "fp8_e4m3")) return "fp8";
+    if (!strcmp(name, "fp32") || !strcmp(name, "float32")) return "fp32";
+    return NULL;
+}
+
 static ds_status set_kv_dtype(ds_config *c, const ds_engine_opts *o, char *err) {
-    const char *kv = o && o->kv_cache_dtype ? o->kv_cache_dtype : "auto";
-    if (!strcmp(kv, "fp32") || !strcmp(kv, "float32")) return DS_OK;
-    if (!strcmp(kv, "auto") || !strcmp(kv, "bf16") || !strcmp(kv, "bfloat16")) {
-        c->kv_bf16 = 1;
-        return DS_OK;
-    }
-    if (strcmp(kv, "fp8") && strcmp(kv, "fp8_e4m3"))
-        return ds_seterr(err, DS_ERR_ARG, "unknown KV cache dtype \"%s\" (expected auto, bf16, fp8 or fp32)", kv);
-    c->kv_fp8 = 1;
+    const char *kv = o ? o->kv_cache_dtype : NULL, *dt = ds_kv_cache_dtype_resolve(kv);
+    if (!dt) return ds_seterr(err, DS_ERR_ARG, "unknown KV cache dtype \"%s\" (expected auto, bf16, fp8 or fp32)", kv);
+    c->kv_bf16 = !strcmp(dt, "bf16");
+    c->kv_fp8 = !strcmp(dt, "fp8");
     return DS_OK;
 }
 

@@ -244,7 +244,8 @@ static enum MHD_Result metrics(srv_http *h, struct MHD_Connection *c) {
     srv_engine_stats(h->e, &st, &ok);
     char *buf = NULL;
     size_t len = 0;
-    srv_metrics_render(h->m, &st, ok, h->model, &buf, &len);
+    const char *dt = ds_kv_cache_dtype_resolve(h->cfg.kv_cache_dtype);   /* checked when the engines opened */
+    srv_metrics_render(h->m, &st, ok, h->model, dt ? dt : "unknown", &buf, &len);
     char lbl[512], *more = NULL;   /* the dashboard's alert and limit gauges follow */
     size_t more_len = 0;
     snprintf(lbl, sizeof lbl, "model_name=\"%s\"", h->model);

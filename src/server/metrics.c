@@ -135,12 +135,14 @@ static void put_gpu(FILE *f, const char *lbl) {
     put(f, "gauge", "dsinfer:gpu_memory_total_bytes", "GPU 0 memory (NVML).", lbl, (double)total);
 }
 
-void srv_metrics_render(srv_metrics *m, const sched_stats *st, int pool_ok, const char *model, char **buf,
-                        size_t *len) {
+void srv_metrics_render(srv_metrics *m, const sched_stats *st, int pool_ok, const char *model, const char *cache_dtype,
+                        char **buf, size_t *len) {
     FILE *f = open_memstream(buf, len);
     DS_CHECK(f);
-    char lbl[512];
+    char lbl[512], info[600];
     snprintf(lbl, sizeof lbl, "model_name=\"%s\"", model);   /* the name is checked printable at start-up */
+    snprintf(info, sizeof info, "%s,cache_dtype=\"%s\"", lbl, cache_dtype);
+    put(f, "gauge", "dsinfer:cache_config_info", "The KV cache's configuration, in the labels (value 1).", info, 1);
     put_pool(f, st, pool_ok, lbl);
     pthread_mutex_lock(&m->mu);
     put(f, "counter", "dsinfer:prompt_tokens_total", "Prompt tokens of finished requests.", lbl, (double)m->prompt_tokens);

@@ -19,9 +19,10 @@ void srv_metrics_request(srv_metrics *m, const char *reason, int n_prompt, int n
 /* Counts an HTTP response by status code. */
 void srv_metrics_http(srv_metrics *m, int status);
 /* Appends the Prometheus text exposition to *buf (malloc'd, grown as needed). `st` is the scheduler's
- * latest stats, pool_ok the latest integrity check (1 ok, 0 broken, -1 not run). */
-void srv_metrics_render(srv_metrics *m, const sched_stats *st, int pool_ok, const char *model, char **buf,
-                        size_t *len);
+ * latest stats, pool_ok the latest integrity check (1 ok, 0 broken, -1 not run), cache_dtype the KV cache's
+ * dtype (ds_kv_cache_dtype_resolve), shown as a label of dsinfer:cache_config_info. */
+void srv_metrics_render(srv_metrics *m, const sched_stats *st, int pool_ok, const char *model, const char *cache_dtype,
+                        char **buf, size_t *len);
 
 /* GPU utilisation and memory through NVML, loaded at run time (libnvidia-ml.so.1); 0 if unavailable. */
 int srv_nvml_sample(unsigned *util_pct, uint64_t *mem_used, uint64_t *mem_total);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `dsinfer serve --kv-cache-dtype fp8 --quantization fp4` serves the demo model: greedy completions
-# through the server equal `dsinfer generate` with the same flags; a bad --kv-cache-dtype is refused at
-# start with exit code 2.
+# through the server equal `dsinfer generate` with the same flags, /metrics names the cache's dtype; a bad
+# --kv-cache-dtype is refused at start with exit code 2.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${DSINFER_BIN:-build/dsinfer}
@@ -17,6 +17,8 @@ got=$(curl -s "$url/v1/completions" -H 'Content-Type: application/json' \
 want=$("$BIN" generate --model models/demo --prompt "And God said" -n 12 --temperature 0 --threads 1 \
   --kv-cache-dtype fp8 --quantization fp4 --ignore-eos)
 [ "And God said$got" = "$want" ] || { echo "server: [$got] generate: [$want]"; exit 1; }
+curl -s "$url/metrics" | grep -q '^dsinfer:cache_config_info{model_name="models/demo",cache_dtype="fp8"} 1$' ||
+  { echo "/metrics lacks cache_config_info with cache_dtype fp8:"; curl -s "$url/metrics" | grep cache_config; exit 1; }
 set +e
 "$BIN" serve --model models/demo --port 0 --kv-cache-dtype fp16 >/dev/null 2>"$log.err"; rc=$?
 set -e

@@ -145,6 +145,7 @@ async function metrics(base) {
     check(r.body.includes(name), `/metrics has ${name}`);
   check(r.headers['content-type'].startsWith('text/plain'), '/metrics is text/plain');
   check(await metricValue(base, 'dsinfer:generation_tokens_total') > 0, 'generation tokens counted');
+  check(await metricValue(base, 'dsinfer:cache_config_info', 'cache_dtype="bf16"') === 1, 'the default KV cache is bf16 (cache_config_info)');
 }
 
 async function shutdownInFlight() {

@@ -201,6 +201,13 @@ static void check_kv_default(const fixture *fx, const char *dir) {
     char err[DS_ERRLEN];
     const char *kinds[3] = {NULL, "auto", "fp32"};
     ds_engine *eb = NULL, *e[3] = {NULL, NULL, NULL};
+    const char *names[7][2] = {{NULL, "bf16"}, {"auto", "bf16"}, {"bfloat16", "bf16"}, {"fp8_e4m3", "fp8"},
+                               {"float32", "fp32"}, {"fp16", NULL}, {"", NULL}};
+    for (int k = 0; k < 7; k++) {   /* the names the engine, the CLI and the server's /metrics resolve alike */
+        const char *got = ds_kv_cache_dtype_resolve(names[k][0]);
+        CHECKF(names[k][1] ? got && !strcmp(got, names[k][1]) : !got, "kv dtype \"%s\" resolved to %s",
+               names[k][0] ? names[k][0] : "NULL", got ? got : "NULL");
+    }
     ds_engine_opts ob = {.n_threads = 2, .kv_cache_dtype = "bf16", .kv_cache_bytes = 4u << 20};
     CHECKF(ds_engine_open(dir, &ob, &eb, err) == DS_OK, "%s", err);
     for (int k = 0; k < 3; k++) {
