@@ -677,6 +677,9 @@ __global__ void __launch_bounds__(T2_THREADS, 2) mla_decode_tc2_kernel(fa_params
 #define T3_STAGES 4
 #define T3_SMEM(T3_ST) ((T3_ST - 1) * T3_RAW + T3_QU + sizeof(__nv_bfloat16) * (size_t)TC_HEADS * T3_QR + \
                  sizeof(float) * (size_t)(TC_HEADS * T3_PS + T2_WARPS * TC_HEADS))
+/* two blocks an SM: 228 KB of shared memory, 1 KB of it reserved per block */
+static_assert(2 * (T3_SMEM(T3_STAGES) + 1024) <= 228 * 1024, "mla_decode_f8h_kernel: two blocks must fit an SM");
+static_assert(T3_QU >= T3_RAW, "the Q tile's space must hold a raw stage");
 
 /* Q tile Qs [16][TC_KS]: q_lat * 2^qe in FP16 in the chunks' k order (above); Qr [16][T3_QR]: q_pe in BF16
  * (kept in shared memory: the registers hold the 32 latent k-steps' fragments); heads past nh zero; returns
