@@ -220,9 +220,9 @@ static void describe(ds_engine *e) {
     const char *dt = ds_dtype_name(e->w.layers[e->pp_cut_size ? e->pp_cut_rank * c->num_layers / e->pp_cut_size : 0].kv_a.dtype);
     snprintf(e->desc, sizeof e->desc,
              "%s: %d layers, hidden %d, %d heads, kv_lora %d+%d, %d experts top-%d, vocab %d, weights %s%s, "
-             "backend %s", c->architecture, c->num_layers, c->hidden_size, c->num_heads, c->kv_lora_rank,
+             "KV cache %s, backend %s", c->architecture, c->num_layers, c->hidden_size, c->num_heads, c->kv_lora_rank,
              c->qk_rope_head_dim, c->n_routed_experts, c->num_experts_per_tok, c->vocab_size, dt,
-             e->w.mtp.present ? ", MTP layer present" : "", e->be->name);
+             e->w.mtp.present ? ", MTP layer present" : "", c->kv_fp8 ? "fp8" : c->kv_bf16 ? "bf16" : "fp32", e->be->name);
 }
 
 ds_status ds_engine_open(const char *dir, const ds_engine_opts *o, ds_engine **out, char *err) {

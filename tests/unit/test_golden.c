@@ -229,6 +229,8 @@ static void check_kv_default(const fixture *fx, const char *dir) {
         }
         CHECKF(2 * ds_engine_pages_total(e[2]) <= ds_engine_pages_total(eb) + 1, "%s: fp32 pool %d pages, bf16 %d", fx->name,
                ds_engine_pages_total(e[2]), ds_engine_pages_total(eb));
+        CHECKF(strstr(ds_engine_describe(e[0]), ", KV cache bf16,") && strstr(ds_engine_describe(e[2]), ", KV cache fp32,"),
+               "the description names the cache: %s / %s", ds_engine_describe(e[0]), ds_engine_describe(e[2]));
         free(want);
     }
     ds_engine_free(eb);
