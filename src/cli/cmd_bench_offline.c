@@ -439,10 +439,12 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
         fprintf(stderr, "dsinfer bench: --batch fit needs exactly one --ctx\n");
         return 2;
     }
-    if (strcmp(o->kv, "auto") && strcmp(o->kv, "fp8") && strcmp(o->kv, "bf16") && strcmp(o->kv, "fp32")) {
+    const char *kv = ds_kv_cache_dtype_resolve(o->kv);   /* the engine's names: from here on bf16, fp8 or fp32 */
+    if (!kv) {
         fprintf(stderr, "dsinfer bench: unknown --kv-cache-dtype \"%s\" (expected auto, bf16, fp8 or fp32)\n", o->kv);
         return 2;
     }
+    o->kv = kv;
     if (o->pp) {   /* one process per GPU, each a stage of one pipeline */
         if (o->tp || o->dp.size != 1 || o->ep || o->batch_fit) {
             fprintf(stderr, "dsinfer bench: --pipeline-parallel-size with --tensor-parallel-size, --data-parallel-size, "
@@ -709,7 +711,7 @@ static int run_bench(bench_opts *op, ds_comm *dp) {
     ds_status st = load_cfg(&o, &cfg, &json, err);
     if (st) { fprintf(stderr, "dsinfer bench: %s\n", err); free(json); return 1; }
     cfg.kv_fp8 = !strcmp(o.kv, "fp8");   /* the rooflines' KV bytes (ds_kv_token_bytes) and --mla's cache */
-    cfg.kv_bf16 = !strcmp(o.kv, "bf16") || !strcmp(o.kv, "auto");   /* auto is BF16 (engine.c) */
+    cfg.kv_bf16 = !strcmp(o.kv, "bf16");
     if (o.mla) { free(json); return run_mla(&cfg, o.bw_gbs, o.tflops); }
     if (o.ops) { free(json); return run_ops(&cfg, &o); }
     /* the engine reads the (possibly FP8-patched) config from a temporary file */

@@ -653,6 +653,13 @@ void cu_f8_reduce(float *out, const float *part, size_t n, int ks) {
     CUDA_LAUNCH_CHECK();
 }
 
+/* moe_f8_kernel as one weight's W8A8 linear (ONE), TOK tokens a block, the conversions per CVT */
+template <int TOK, bool CVT>
+static void f8_one(dim3 grid, float *part, const unsigned char *q, const float *qs, int N, int K, cu_wview v, int M, int kc) {
+    moe_f8_kernel<false, 4, TOK, true, CVT><<<grid, MT_WARPS * 32, m2_smem_bytes(false, 4, TOK), cu_stream>>>(
+        part, N, q, qs, NULL, NULL, NULL, N, K, v, M, kc);
+}
+
 int cu_f8_linear(ds_cuda_backend *cb, float *out, const float *x, const ds_weight *w, int M) {
     int N = w->rows, K = w->cols;
     if (!cu_fp8_own || M < 1 || M > cu_fp8_own_max_m || w->dtype != DS_DTYPE_F8_E4M3 || !w->scale || K % 128) return 0;
@@ -675,18 +682,8 @@ int cu_f8_linear(ds_cuda_backend *cb, float *out, const float *x, const ds_weigh
     cu_rows_fp8_f32(q, qs, x, M, K);
     dim3 grid((unsigned)mb, (unsigned)nb, (unsigned)ks);
     cu_wview v = cu_view(w);
-    if (tok == 32 && cu_moe_f8_cvt)
-        moe_f8_kernel<false, 4, 32, true, true><<<grid, MT_WARPS * 32, m2_smem_bytes(false, 4, 32), cu_stream>>>(
-            part, N, q, qs, NULL, NULL, NULL, N, K, v, M, kc);
-    else if (tok == 32)
-        moe_f8_kernel<false, 4, 32, true, false><<<grid, MT_WARPS * 32, m2_smem_bytes(false, 4, 32), cu_stream>>>(
-            part, N, q, qs, NULL, NULL, NULL, N, K, v, M, kc);
-    else if (cu_moe_f8_cvt)
-        moe_f8_kernel<false, 4, 64, true, true><<<grid, MT_WARPS * 32, m2_smem_bytes(false, 4, 64), cu_stream>>>(
-            part, N, q, qs, NULL, NULL, NULL, N, K, v, M, kc);
-    else
-        moe_f8_kernel<false, 4, 64, true, false><<<grid, MT_WARPS * 32, m2_smem_bytes(false, 4, 64), cu_stream>>>(
-            part, N, q, qs, NULL, NULL, NULL, N, K, v, M, kc);
+    if (tok == 32) (cu_moe_f8_cvt ? f8_one<32, true> : f8_one<32, false>)(grid, part, q, qs, N, K, v, M, kc);
+    else (cu_moe_f8_cvt ? f8_one<64, true> : f8_one<64, false>)(grid, part, q, qs, N, K, v, M, kc);
     CUDA_LAUNCH_CHECK();
     if (ks > 1) cu_f8_reduce(out, part, (size_t)M * N, ks);
     return 1;
@@ -742,10 +739,8 @@ void cu_moe_tc(float *y, const float *x, const int32_t *rows, const int32_t *off
         moe_rows_fp8_kernel<float><<<dim3((unsigned)(D / 128), (unsigned)n_rows), 128, 0, cu_stream>>>(q, qs, x, rows, D);
         CUDA_LAUNCH_CHECK();
         int tok = cu_moe_tc2_tok ? cu_moe_tc2_tok : mean <= 16 ? 32 : 64;
-        if (tok == 64 && cu_moe_f8_cvt) f8_pair<64, true>(y, inter, q, qs, off, n_rows, E, D, I, tab);
-        else if (tok == 64) f8_pair<64, false>(y, inter, q, qs, off, n_rows, E, D, I, tab);
-        else if (cu_moe_f8_cvt) f8_pair<32, true>(y, inter, q, qs, off, n_rows, E, D, I, tab);
-        else f8_pair<32, false>(y, inter, q, qs, off, n_rows, E, D, I, tab);
+        if (tok == 64) (cu_moe_f8_cvt ? f8_pair<64, true> : f8_pair<64, false>)(y, inter, q, qs, off, n_rows, E, D, I, tab);
+        else (cu_moe_f8_cvt ? f8_pair<32, true> : f8_pair<32, false>)(y, inter, q, qs, off, n_rows, E, D, I, tab);
         return;
     }
     moe_rows_bf16_kernel<<<n_rows, 256, 0, cu_stream>>>(xs, x, rows, D);
