@@ -471,6 +471,37 @@ if want final7; then
   step final7_kv16 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,8,32,64,128,256 --ctx 1K,4K --prompt '' --steps 8 --kv-cache-dtype bf16 --csv $CSV --label final7-bf16-kv16
   step final7_fp8 100 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label final7-fp8
 fi
+# wg10 (issue 7, 8): moe_wg_kernel, the weights as wgmma's M: the decode experts (DSINFER_CUDA_MOE_WG) and the W8A8
+# linears up to 256 rows (DSINFER_CUDA_FP8_WG_MAX_M): their op tests; mutated builds must fail them
+# (.deps/bin/test_cuda_ops_mut_wg_*: the experts, _mut_wl_*: the dense form); FP8 decode rows with both, the
+# experts only, neither, alternated; `bench --ops` at 64 and 128 rows; the goldens; ncu of one FP8 batch-64 step's
+# moe_wg launches (graphs off)
+if want wg10; then
+  step ops_moe8 240 env DSINFER_OPS_ONLY=moe8 $B/test_cuda_ops
+  grep -E "moe .*(TC2|routed)" $OUT/ops_moe8.log | head -20
+  step ops_w8 300 env DSINFER_OPS_ONLY=w8a8 DSINFER_OPS_MAX_M=256 $B/test_cuda_ops
+  grep -E "W8A8 .*M=|OWN" $OUT/ops_w8.log | grep -v "moves the output" | head -40
+  for f in .deps/bin/test_cuda_ops_mut_w*; do
+    [ -x "$f" ] || continue
+    n=$(basename $f); o=moe8; [[ $n == *_wl_* ]] && o=w8a8
+    env DSINFER_OPS_ONLY=$o DSINFER_OPS_MAX_M=256 timeout 150 $f > $OUT/$n.log 2>&1; rc=$?
+    echo "== $n rc=$rc (must be non-zero): $(grep -c "CHECK failed" $OUT/$n.log) failed checks" | tee -a $OUT/mutants.txt
+    grep "CHECK failed" $OUT/$n.log | head -3
+  done
+  for r in 1 2; do
+    for v in "1 256" "1 0" "0 0"; do set -- $v
+      step dec_wg$1$2 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_WG=$1 DSINFER_CUDA_FP8_WG_MAX_M=$2 $B/dsinfer bench --dtype fp8 --batch 1,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label wg$1-$2
+    done
+  done
+  step ops_wg10 150 $B/dsinfer bench --ops --ops-m 64,128 --csv $OUT/ops_wg10.csv
+  cat $OUT/ops_wg10.log | tail -25
+  step golden 120 $B/test_cuda_golden
+  step ncu_wg 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_FP8_WG_MAX_M=0 ncu --clock-control none -k regex:moe_wg -c 4 --section SpeedOfLight $B/dsinfer bench --dtype fp8 --batch 64,256 --ctx 1K --prompt '' --steps 1
+  grep -E "moe_wg|Duration|DRAM Throughput" $OUT/ncu_wg.log | head -40
+  step ncu_wl 120 ncu --clock-control none -k regex:moe_wg -c 3 --section SpeedOfLight --section WarpStateStats --section LaunchStats $B/dsinfer bench --ops --ops-m 64
+  grep -E "moe_wg|Duration|DRAM Throughput|Stall|Warp Cycles|Eligible|Issued" $OUT/ncu_wl.log | head -40
+  cat $OUT/mutants.txt
+fi
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

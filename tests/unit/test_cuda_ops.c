@@ -540,6 +540,8 @@ static void check_linear_w8a8(setup *s, const char *what, int N, int K, const in
         ds_cuda_from_host(NULL, x.d, x.h, x.n + PAD);
         buf_poison(&out);
         gpu->linear(gpu, out.d, x.d, &w.d, M);
+        buf_poison(&out);   /* twice: a second launch finds the split-K tickets the first one left (zero) */
+        gpu->linear(gpu, out.d, x.d, &w.d, M);
         float *xq = malloc(sizeof(float) * (size_t)M * K), *exact = malloc(sizeof(float) * (size_t)M * N);
         act_quant_ref(xq, x.h, M, K);
         s->cpu->linear(s->cpu, exact, x.h, &w.h, M);
@@ -953,7 +955,7 @@ static void free_setup(setup *s) {
 
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
-static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 (main): only run_mla_tc or run_moe_w8a8 runs */
+static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 (main): only run_mla_tc, the W8A8 runs, or run_moe_w8a8 */
 
 static void run_v3(void) {
     if (only) return;
@@ -1135,13 +1137,17 @@ static void run_w8a8_linear(void) {
                                                    {"o", 7168, 16384}, {"expert down", 7168, 2048},
                                                    {"v2l down", 2048, 1408}};
         const int odd[] = {9, 63, 200};
-        /* own = 1: moe_f8_kernel up to 256 rows (1024: cuBLASLt); 2: wgmma at every M (9, 64: the cp.async
-         * kernel, one warpgroup a block; 131, 200, 1024: the TMA kernel, partial row blocks); 3: wgmma with
-         * DSINFER_CUDA_FP8_TMA=0 (131, 200, 1024: the cp.async kernel with two warpgroups) */
-        for (int own = 1; own <= 3; own++) {
-            setenv("DSINFER_CUDA_FP8_OWN", own == 1 ? "1" : "2", 1);   /* opt-in; read by check_linear_w8a8's backends */
-            setenv("DSINFER_CUDA_FP8_TMA", own == 3 ? "0" : "1", 1);
-            printf("  DSINFER_CUDA_FP8_OWN=%d DSINFER_CUDA_FP8_TMA=%d\n", own == 1 ? 1 : 2, own != 3);
+        /* own = 1: moe_f8_kernel up to 256 rows (1024: cuBLASLt); 2 (the default): moe_wg_kernel's dense form up
+         * to 256 rows (9, 63, 64: 32 / 64 tokens a chunk; 131, 200: chunks of 64, the last partial; split K where
+         * the tiles are few), the TMA kernel at 1024; 3: wgmma with DSINFER_CUDA_FP8_WG_MAX_M=0 (9, 64: the
+         * cp.async kernel, one warpgroup a block; 131, 200, 1024: the TMA kernel, partial row blocks); 4: that
+         * with DSINFER_CUDA_FP8_TMA=0 (131, 200, 1024: the cp.async kernel with two warpgroups) */
+        for (int own = 1; own <= 4; own++) {
+            setenv("DSINFER_CUDA_FP8_OWN", own == 1 ? "1" : "2", 1);   /* read by check_linear_w8a8's backends */
+            setenv("DSINFER_CUDA_FP8_TMA", own == 4 ? "0" : "1", 1);
+            setenv("DSINFER_CUDA_FP8_WG_MAX_M", own >= 3 ? "0" : "256", 1);
+            printf("  DSINFER_CUDA_FP8_OWN=%d DSINFER_CUDA_FP8_TMA=%d DSINFER_CUDA_FP8_WG_MAX_M=%d\n", own == 1 ? 1 : 2,
+                   own != 4, own >= 3 ? 0 : 256);
             for (int i = 0; i < NM(W8); i++) check_linear_w8a8(&s, W8[i].n, W8[i].N, W8[i].K, w8m, NM(w8m));
             check_linear_w8a8(&s, "odd", 132, 512, odd, NM(odd));   /* K/128 = 4: the scales used in place */
             check_linear_w8a8(&s, "odd", 260, 384, odd, NM(odd));   /* K/128 = 3: re-packed scales, partial N block */
@@ -1154,10 +1160,11 @@ static void run_w8a8_linear(void) {
         free_setup(&s);
     }
     unsetenv("DSINFER_CUDA_FP8_OWN");
+    unsetenv("DSINFER_CUDA_FP8_WG_MAX_M");
 }
 
 /* W8A8 FP8 experts (DSINFER_MOE_W8A8=1: activations quantized per token x 128 columns, FP8 MMAs,
- * moe_f8_kernel) against the CPU backend emulating the same quantization under the same switch, at THR_TC
+ * moe_wg_kernel at decode sizes, moe_f8_kernel under DSINFER_CUDA_MOE_WG=0) against the CPU backend emulating the same quantization under the same switch, at THR_TC
  * (the shared expert is a BF16 GEMM there; quantizing the activations alone moves the output by ~1e-3, so a
  * path that skipped the quantization on either side fails). V2-Lite's widths (I = 1408: 11 blocks of 128)
  * at 63 rows (32 tokens a pass) and 256 (64 a pass, a mean of 24 rows per expert); V3's at 64. Prefill sizes
@@ -1165,12 +1172,13 @@ static void run_w8a8_linear(void) {
  * expert, partial 128-row tiles), V3 at 1024 (256 experts, ~32 rows each). Both backends read the switch at
  * creation; the last setup turns it off again. */
 static void run_moe_w8a8(void) {
-    if (only && strcmp(only, "w8a8")) return;
+    if (only && strcmp(only, "w8a8") && strcmp(only, "moe8")) return;
     setup s;
     setenv("DSINFER_MOE_W8A8", "1", 1);
     if (load_setup(&s, "v2l-w8a8", "configs/deepseek-v2-lite.json", 3, 16)) {
-        const int m[] = {63, 256, 1100};
+        const int m[] = {63, 256, 1100}, r[] = {63};
         check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
+        check_moe_dt(&s, r, NM(r), DS_DTYPE_F8_E4M3, 2, 1);   /* an expert range only: most experts without rows */
         free_setup(&s);
     }
     if (load_setup(&s, "v3-w8a8", "configs/deepseek-v3.json", 3, 16)) {
@@ -1178,8 +1186,23 @@ static void run_moe_w8a8(void) {
         check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
         free_setup(&s);
     }
-    /* the experts' e4m3 products by ptxas's emulated FP8 mma.sync (DSINFER_CUDA_MOE_F8_CVT=0; the cases above
-     * convert each fragment once for FP16 MMAs): 32 and 64 tokens a pass */
+    /* moe_wg_kernel (the decode sizes above) with 32 tokens a chunk at a mean of 24 rows an expert: experts of
+     * two chunks, each reading the weight again */
+    setenv("DSINFER_CUDA_MOE_WG_NT", "32", 1);
+    if (load_setup(&s, "v2l-wg32", "configs/deepseek-v2-lite.json", 3, 16)) {
+        const int m[] = {256};
+        check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
+        free_setup(&s);
+    }
+    unsetenv("DSINFER_CUDA_MOE_WG_NT");
+    /* the mma.sync kernel moe_f8_kernel (DSINFER_CUDA_MOE_WG=0), its fragments converted once for FP16 MMAs,
+     * then by ptxas's emulated FP8 mma.sync (DSINFER_CUDA_MOE_F8_CVT=0): 32 and 64 tokens a pass */
+    setenv("DSINFER_CUDA_MOE_WG", "0", 1);
+    if (load_setup(&s, "v2l-w8f", "configs/deepseek-v2-lite.json", 3, 16)) {
+        const int m[] = {63, 256};
+        check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
+        free_setup(&s);
+    }
     setenv("DSINFER_CUDA_MOE_F8_CVT", "0", 1);
     if (load_setup(&s, "v2l-w8e", "configs/deepseek-v2-lite.json", 3, 16)) {
         const int m[] = {63, 256};
@@ -1187,6 +1210,7 @@ static void run_moe_w8a8(void) {
         free_setup(&s);
     }
     unsetenv("DSINFER_CUDA_MOE_F8_CVT");
+    unsetenv("DSINFER_CUDA_MOE_WG");
     unsetenv("DSINFER_MOE_W8A8");
     if (load_setup(&s, "w8a8-off", "tests/fixtures/tiny-v3-fp8/config.json", 3, 16)) free_setup(&s);   /* flags back off */
 }
@@ -1343,8 +1367,8 @@ int main(void) {
     printf("test_cuda_ops: seed %llu (DSINFER_SEED repeats it)\n", (unsigned long long)rng_state);
     int small = getenv("DSINFER_OPS_SMALL") != NULL;
     if (getenv("DSINFER_OPS_MAX_M")) max_m = atoi(getenv("DSINFER_OPS_MAX_M"));
-    /* DSINFER_OPS_ONLY=mla or w8a8: the tensor-core MLA decode cases or the W8A8 experts alone (a quick
-     * check after a change to them) */
+    /* DSINFER_OPS_ONLY=mla, w8a8 or moe8: the tensor-core MLA decode cases, the W8A8 paths, or the W8A8
+     * experts alone (a quick check after a change to them) */
     only = getenv("DSINFER_OPS_ONLY");
     run_odd("h1", "configs/deepseek-v2-lite.json", 1);
     run_odd("h3-fp8", "tests/fixtures/tiny-v3-fp8/config.json", 3);

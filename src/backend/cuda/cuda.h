@@ -198,6 +198,7 @@ typedef struct {
     cublasLtHandle_t lt;        /* cuBLASLt (FP8 block-scaled GEMM), created at first use */
     cu_ws ws_fp8;               /* W8A8: quantized activations, their scales, the padded output */
     cu_ws ws_f8part;            /* W8A8 on wgmma: the split-K partials */
+    int *f8_tickets;            /* W8A8 linear on moe_wg_kernel: a split-K ticket per tile [CU_F8_WG_TICKETS], zero between launches */
     void *lt_ws;                /* fixed cuBLASLt workspace (LT_WS_BYTES) */
     struct cu_lt_tune *lt_tune; /* tuned BF16 GEMM algorithms per shape (cuda_lt_tune.cu), made at first use */
     struct cu_optimes *optimes; /* DSINFER_CUDA_OP_TIMES=1: per-op timing wrappers (cuda_optimes.cu); else NULL */
@@ -476,6 +477,28 @@ extern int cu_moe_wgmma;
 const float *cu_moe_gemm_f8(ds_cuda_backend *cb, const float *x, const int32_t *rows, const int32_t *off, int E, int D,
                             int I, const ds_layer_weights *L);
 void cu_f8_wgmma_free(void);
+/* The routed experts of a decode batch as W8A8 on wgmma with the weights as the MMA's M (cuda_moe_wg.cu;
+ * DSINFER_CUDA_MOE_WG, default 1; DSINFER_CUDA_MOE_WG_NT: tokens a chunk, 32 or 64, 0 = cu_moe_wg_chunk's
+ * choice): cu_moe_tc's W8A8 form (the same xs_ws layout, y fp32 [n_rows, D]) with off[] on the device, graph-safe.
+ * Returns 0 (nothing done) where it does not apply: not FP8 experts with scales, more than 256 experts, shapes
+ * not multiples of 128, the layer's weight maps not made (first met inside a stream capture). */
+extern int cu_moe_wg, cu_moe_wg_nt;
+void cu_moe_wg_init(void);
+int cu_moe_wg_chunk(int n_rows, int E);
+int cu_moe_wg_run(ds_cuda_backend *cb, float *y, const float *x, const int32_t *rows, const int32_t *off, int n_rows, int E,
+                  int D, int I, const ds_layer_weights *L, void *xs_ws);
+/* The W8A8 linear of 9 .. DSINFER_CUDA_FP8_WG_MAX_M rows (default 0 = off: slower than cu_f8_wgmma_gemm at decode,
+ * bench/RESULTS.md tenth session) on the same kernel with one weight
+ * (cuda_moe_wg.cu): x quantized per token x 128 columns, the weight as the MMA's M by TMA, split K where its tiles
+ * are fewer than the SMs, the splits summed in order by the tile's last one (no second launch). Returns 0 where it
+ * does not apply (nothing done). cu_f8_wg_splits: the K splits (host-checked in ds_cuda_host_selftest). */
+#define CU_F8_WG_TICKETS 16384
+#define CU_MOE_WG_XS 4096   /* token scales an item of moe_wg_kernel holds in shared memory: tokens x stages */
+extern int cu_f8_wg_max_m;
+int cu_f8_wg_linear(ds_cuda_backend *cb, float *out, const float *x, const ds_weight *w, int M);
+int cu_f8_wg_splits(int M, int N, int K, int n_sm, int nt, int *kc);
+/* codes q [M, K] and scales s [M][K/128] of BF16 rows x [M, K] (moe_rows_fp8_kernel: the down projection's input) */
+void cu_rows_fp8_bf16(unsigned char *q, float *s, const void *x, int M, int K);
 void cu_f8_reduce(float *out, const float *part, size_t n, int ks);
 void cu_moe_tc2_init(void);
 /* W8A8 (cuda_fp8gemm.cu): 1 if w can take the block-scaled FP8 path (FP8 with 128x128 scales, K a

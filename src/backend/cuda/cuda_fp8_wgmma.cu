@@ -25,7 +25,7 @@
  *    at once share weight tiles in L2 (a plain row-major order re-reads the whole weight per row block). */
 #include "backend/cuda/cuda.h"
 #include "backend/cuda/cuda_mma.h"
-#include <cuda.h>
+#include "backend/cuda/cuda_wgmma.h"
 #include <cudaTypedefs.h>
 #include <pthread.h>
 
@@ -34,22 +34,6 @@
 #define WG_ST 4     /* stages in the ring */
 
 static size_t wg_smem_bytes(int wg) { return (size_t)WG_ST * (64 * wg + WG_BN) * WG_BK + 1024; }
-
-/* shared-memory matrix descriptor (PTX ISA "matrix descriptor" for wgmma): start address >> 4 in bits
- * 0-13, leading byte offset 0 (unused for a swizzled K-major operand whose k32 slice lies inside one
- * 128-byte row), stride byte offset 1024 >> 4 (8 rows of 128 B) in bits 32-45, layout SWIZZLE_128B (1)
- * in bits 62-63 */
-__device__ __forceinline__ uint64_t wg_desc(const void *p) {
-    uint64_t a = cu_smem_addr(p);
-    return ((a & 0x3FFFF) >> 4) | ((uint64_t)(1024 >> 4) << 32) | (1ull << 62);
-}
-__device__ __forceinline__ void wg_fence(void) { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wg_commit(void) { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wg_wait0(void) { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
-/* waits until at most one committed group of this warpgroup is pending */
-__device__ __forceinline__ void wg_wait1(void) { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
-/* this thread's generic-proxy writes to shared memory (cp.async) made visible to the async proxy (wgmma) */
-__device__ __forceinline__ void wg_fence_smem(void) { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 /* d[64 x 128] (+)= a[64 x 32] b[128 x 32]^T, both e4m3 from shared memory; acc = 0 starts from zero.
  * d's layout (per warp w of the warpgroup, lane l): d[4j + h] is row 16w + l/4 + 8 (h / 2), column
@@ -158,31 +142,6 @@ __global__ void __launch_bounds__(WG * 128) f8_wgmma_kernel(float *out, const un
 #define TM_STAGE ((TM_BM + WG_BN) * WG_BK)
 
 static size_t tm_smem_bytes(void) { return (size_t)TM_ST * TM_STAGE + 2 * TM_ST * 8 + 1024; }
-
-__device__ __forceinline__ void mbar_init(uint64_t *b, int count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(cu_smem_addr(b)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(uint64_t *b, int bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(cu_smem_addr(b)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint64_t *b) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(cu_smem_addr(b)) : "memory");
-}
-/* returns once the phase with this parity has completed */
-__device__ __forceinline__ void mbar_wait(uint64_t *b, int parity) {
-    uint32_t done = 0;
-    while (!done)
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done)
-                     : "r"(cu_smem_addr(b)), "r"(parity)
-                     : "memory");
-}
-/* box {128 columns, 128 rows} at (col, row) of the 2-D tensor map -> dst; completes bytes on bar */
-__device__ __forceinline__ void tma_load(void *dst, const CUtensorMap *map, int col, int row, uint64_t *bar) {
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
-                 ::"r"(cu_smem_addr(dst)), "l"((uint64_t)map), "r"(col), "r"(row), "r"(cu_smem_addr(bar))
-                 : "memory");
-}
 
 /* tile t of mb x nb output tiles x ks splits -> its first row and column and its stages [kb0, kb0 + nkb):
  * splits outermost, then groups of TM_GROUP_M row blocks, column blocks within a group, row blocks fastest */
@@ -363,14 +322,17 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
 static PFN_cuTensorMapEncodeTiled_v12000 encode_tiled;
 int cu_fp8_tma = 1;   /* DSINFER_CUDA_FP8_TMA (backend creation) */
 
-/* a 2-D map of a row-major [rows, K] byte matrix, boxes of 128 x 128, 128-byte swizzle; 0 on failure */
-static int tma_map(CUtensorMap *map, const void *p, int rows, int K) {
+int cu_tma_map(CUtensorMap *map, const void *p, int rows, int K, int box_rows) {
+    if (!encode_tiled || rows < 1 || K < WG_BK || K % 16 || ((uintptr_t)p & 15) || box_rows < 1 || box_rows > 256) return 0;
     cuuint64_t dim[2] = {(cuuint64_t)K, (cuuint64_t)rows}, stride[1] = {(cuuint64_t)K};
-    cuuint32_t box[2] = {WG_BK, 128}, es[2] = {1, 1};
+    cuuint32_t box[2] = {WG_BK, (cuuint32_t)box_rows}, es[2] = {1, 1};
     CUresult r = encode_tiled(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, (void *)p, dim, stride, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
                               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     return r == CUDA_SUCCESS;
 }
+
+/* a 2-D map of a row-major [rows, K] byte matrix, boxes of 128 x 128; 0 on failure */
+static int tma_map(CUtensorMap *map, const void *p, int rows, int K) { return cu_tma_map(map, p, rows, K, 128); }
 
 void cu_f8_wgmma_init(void) {
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes()));
@@ -464,12 +426,13 @@ static int expert_fits(const ds_weight *w, int rows, int cols) {
     return w->dtype == DS_DTYPE_F8_E4M3 && w->scale && w->rows == rows && w->cols == cols && ((uintptr_t)w->data & 15) == 0;
 }
 
-static const moe_maps *layer_maps_locked(ds_cuda_backend *cb, const ds_layer_weights *L, int E, int D, int I) {
+static const moe_maps *layer_maps_locked(ds_cuda_backend *cb, const ds_layer_weights *L, int E, int D, int I, int create) {
     size_t h = ((uintptr_t)L->exp_gate[0].data >> 8) % N_MOE_MAPS;
     for (size_t n = 0; n < N_MOE_MAPS; n++, h = (h + 1) % N_MOE_MAPS) {
         moe_maps *m = &moe_cache[h];
         if (m->key == L->exp_gate[0].data) return m;
         if (m->key) continue;
+        if (!create) return NULL;
         CUtensorMap *hm = (CUtensorMap *)calloc((size_t)3 * E, sizeof(CUtensorMap));
         const float **hs = (const float **)calloc((size_t)3 * E, sizeof(float *));
         int ok = hm && hs;
@@ -502,12 +465,21 @@ static const moe_maps *layer_maps_locked(ds_cuda_backend *cb, const ds_layer_wei
 }
 
 /* the layer's maps, made on first use; the entry's device pointers are the caller's backend's (its weights) */
-static int layer_maps(ds_cuda_backend *cb, const ds_layer_weights *L, int E, int D, int I, moe_maps *out) {
+static int layer_maps(ds_cuda_backend *cb, const ds_layer_weights *L, int E, int D, int I, int create, moe_maps *out) {
     pthread_mutex_lock(&moe_cache_lock);
-    const moe_maps *m = layer_maps_locked(cb, L, E, D, I);
+    const moe_maps *m = layer_maps_locked(cb, L, E, D, I, create);
     if (m) *out = *m;
     pthread_mutex_unlock(&moe_cache_lock);
     return m != NULL;
+}
+
+int cu_f8_expert_maps(ds_cuda_backend *cb, const ds_layer_weights *L, int E, int D, int I, int create,
+                      const CUtensorMap **maps, const float *const **scales) {
+    moe_maps m;
+    if (!encode_tiled || E < 1 || !L->exp_gate || !L->exp_gate[0].data || !layer_maps(cb, L, E, D, I, create, &m)) return 0;
+    *maps = m.maps;
+    *scales = m.sc;
+    return 1;
 }
 
 /* act codes q [R, I] and scales s [R][I/128] of SiLU(g) * u rounded to BF16, from gu fp32 [R, 2I] (gate then
@@ -562,7 +534,7 @@ const float *cu_moe_gemm_f8(ds_cuda_backend *cb, const float *x, const int32_t *
         L->exp_gate[0].dtype != DS_DTYPE_F8_E4M3)
         return NULL;
     moe_maps mmv;
-    if (!layer_maps(cb, L, E, D, I, &mmv)) return NULL;
+    if (!layer_maps(cb, L, E, D, I, 1, &mmv)) return NULL;
     const moe_maps *mm = &mmv;
     int T1 = cu_f8_expert_tiles(NULL, off, E, 2 * I), T2 = cu_f8_expert_tiles(NULL, off, E, D);   /* counts */
     size_t q_b = al256((size_t)R * D), qs_b = al256((size_t)R * (D / 128) * 4), gu_b = al256((size_t)R * 2 * I * 4);

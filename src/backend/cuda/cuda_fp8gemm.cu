@@ -80,6 +80,8 @@ static const float *scales_for_lt(ds_cuda_backend *cb, const ds_weight *w) {
 void cu_fp8_free(ds_cuda_backend *cb) {
     cu_ws_free(&cb->ws_fp8);
     cu_ws_free(&cb->ws_f8part);
+    if (cb->f8_tickets) cudaFree(cb->f8_tickets);
+    cb->f8_tickets = NULL;
     cu_f8_wgmma_free();
     if (cb->lt_ws) cudaFree(cb->lt_ws);
     if (cb->lt) cublasLtDestroy(cb->lt);

@@ -516,7 +516,7 @@ static void moe_grouped(ds_cuda_backend *cb, float *out, const float *x, const d
         cu_wview gv = cu_view(&L->exp_gate[e_rep]);
         int n_rows = M * K;
         void *xs = cu_ws_get(&cb->ws_moe_tc, (size_t)n_rows * (size_t)(D + I) * 2);
-        cu_moe_tc(y, x, rows, d_off, n_rows, E, D, I, tab, &gv, xs);
+        if (!cu_moe_wg_run(cb, y, x, rows, d_off, n_rows, E, D, I, L, xs)) cu_moe_tc(y, x, rows, d_off, n_rows, E, D, I, tab, &gv, xs);
         cu_launch(moe_combine_sorted_kernel, dim3(M, (D + 255) / 256), 256, 0, out, y, ids, pos, w, K, D);
         CUDA_LAUNCH_CHECK();
         return;

@@ -344,6 +344,7 @@ static void f8_init(void);
 void cu_moe_tc2_init(void) {
     f8_init();
     cu_f8_wgmma_init();
+    cu_moe_wg_init();
     M2_SET_SMEM(3, 32);
     M2_SET_SMEM(4, 32);
     M2_SET_SMEM(6, 32);
@@ -647,6 +648,12 @@ void cu_rows_fp8_gather(unsigned char *q, float *s, const float *x, const int32_
     CUDA_LAUNCH_CHECK();
 }
 
+void cu_rows_fp8_bf16(unsigned char *q, float *s, const void *x, int M, int K) {
+    moe_rows_fp8_kernel<__nv_bfloat16><<<dim3((unsigned)(K / 128), (unsigned)M), 128, 0, cu_stream>>>(q, s, (const __nv_bfloat16 *)x,
+                                                                                                    NULL, K);
+    CUDA_LAUNCH_CHECK();
+}
+
 void cu_f8_reduce(float *out, const float *part, size_t n, int ks) {
     size_t blocks = cu_blocks(n, 256);
     f8_reduce_kernel<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256, 0, cu_stream>>>(out, part, n, ks);
@@ -663,6 +670,7 @@ static void f8_one(dim3 grid, float *part, const unsigned char *q, const float *
 int cu_f8_linear(ds_cuda_backend *cb, float *out, const float *x, const ds_weight *w, int M) {
     int N = w->rows, K = w->cols;
     if (!cu_fp8_own || M < 1 || M > cu_fp8_own_max_m || w->dtype != DS_DTYPE_F8_E4M3 || !w->scale || K % 128) return 0;
+    if (cu_fp8_own == 2 && cu_f8_wg_linear(cb, out, x, w, M)) return 1;   /* the weight as wgmma's M (cuda_moe_wg.cu) */
     if (cu_fp8_own == 2) {   /* wgmma (cuda_fp8_wgmma.cu) */
         cu_f8_wgmma_linear(cb, out, x, w, M);
         return 1;

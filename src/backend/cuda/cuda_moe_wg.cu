@@ -1,0 +1,388 @@
+/* The routed experts of a decode batch as W8A8 on wgmma, the weights as the MMA's M (issue 7;
+ * DSINFER_CUDA_MOE_WG, default 1, with DSINFER_MOE_W8A8 and FP8 experts on the grouped tensor-core path).
+ *
+ * At decode an expert has a few tokens (V2-Lite at batch 64 x top-6 over 64 experts: 6 on average), so its
+ * product is a stream of the expert's weight past a handful of token rows. moe_f8_kernel (cuda_moe_tc.cu)
+ * streams it at 2.4-2.7 TB/s by cp.async with FP16 MMAs on converted codes (sm_90 has no FP8 mma.sync). Here
+ * the weight tile is wgmma's A operand (64 rows a warpgroup, e4m3 from shared memory, native) and the
+ * expert's tokens its N (a chunk of NT = 32 or 64 rows of codes as B; the rows past the chunk belong to the
+ * next expert or read as zeros, and their columns are not stored), so nothing is converted and the weights
+ * come by TMA.
+ *
+ * Work items (expert e, token chunk c of NT rows, 128-row weight block nb) are enumerated on the device from
+ * off[] (graph-safe: the host never sees the counts): every expert's chunks in expert order, nb fastest. A
+ * persistent grid (a CTA an SM) takes items blockIdx.x, + gridDim.x, ...; warpgroup 0's first thread loads each
+ * item's stages by TMA into a ring that runs on across items (full / empty mbarriers), warpgroups 1 and 2
+ * take 64 weight rows each. A stage is one 128-column block of the weight tile (gate and up for PAIR) and of
+ * the chunk's codes: one scale block of both, so its 4 MMAs of k32 go into a fresh accumulator that is
+ * promoted with s_w(e, nb, kb) x s_x(token, kb) into fp32 sums (DeepSeek-V3's per-128 promotion, as
+ * f8_tma_kernel and the CPU's W8A8 emulation). PAIR writes BF16 SiLU(g) * u [rows, I] (moe_f8_kernel's
+ * epilogue), else fp32 [rows, D]. */
+#include "backend/cuda/cuda_wgmma.h"
+
+#define MW_BN 128              /* weight rows an item (two consumer warpgroups of 64) */
+#define MW_BK 128              /* columns a stage */
+#define MW_RING (200 * 1024)   /* bytes of the stage ring */
+#define MW_MAX_ST 16           /* mbarriers reserved per kind */
+#define MW_MAX_E 256           /* experts the item tables hold */
+#define MW_XS CU_MOE_WG_XS     /* token scales an item stages in shared memory (NT x its stages) */
+
+/* a stage: the weight tile(s) [128 rows][128 B] each, then the chunk's NT rows of codes [NT][128 B], every
+ * part 1024-byte aligned (the 128-byte swizzle's period) */
+template <bool PAIR, int NT>
+struct mw_shape {
+    static constexpr int W = MW_BN * MW_BK;
+    static constexpr int STAGE = (PAIR ? 2 : 1) * W + NT * MW_BK;
+    static constexpr int ST = MW_RING / STAGE;
+    static_assert(ST >= 2 && ST <= MW_MAX_ST, "the ring holds 2 .. MW_MAX_ST stages");
+    static_assert((NT * MW_BK) % 1024 == 0, "the codes' tile keeps the swizzle's alignment");
+};
+
+static size_t mw_smem_bytes(void) { return MW_RING + 2 * MW_MAX_ST * 8 + (2 * (MW_MAX_E + 1) + 4 + MW_XS) * 4 + 1024; }
+
+/* d[64 x N] (+)= a[64 x 32] b[N x 32]^T, e4m3 from shared memory; acc = 0 starts from zero. d[4q + h]: row
+ * 16 warp + lane / 4 + 8 (h / 2), column (token) 8q + 2 (lane % 4) + h % 2. */
+template <int N>
+__device__ __forceinline__ void mw_mma(float (&d)[N / 2], uint64_t da, uint64_t db, int acc);
+template <> __device__ __forceinline__ void mw_mma<32>(float (&d)[16], uint64_t da, uint64_t db, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+                 : "l"(da), "l"(db), "r"(acc));
+}
+template <> __device__ __forceinline__ void mw_mma<64>(float (&d)[32], uint64_t da, uint64_t db, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "l"(da), "l"(db), "r"(acc));
+}
+
+/* one work item: expert e's rows row0 .. row0 + cnt - 1 (cnt <= NT) against its weight rows 128 nb .. and
+ * the stages kb0 .. kb1 - 1 (split z of the K splits; the grouped form has one); tile: the (chunk, nb) index */
+typedef struct {
+    int e, row0, cnt, nb, z, kb0, kb1, tile;
+} mw_item;
+
+/* What a launch multiplies. Grouped (maps != NULL): the experts' weight maps and scale pointers, rows by off[].
+ * Dense (maps == NULL): one weight (the kernel's tw, scales w_scale), rows 0 .. R - 1, split K in ks parts of
+ * kc stages; with ks > 1 each split writes its fp32 partial (mw_store's layout) and the last of a tile's
+ * splits to finish (tickets[tile], zero before the launch and again after) sums them in z order into out. */
+typedef struct {
+    const CUtensorMap *maps;     /* [E * NM] or NULL */
+    const float *const *scales;  /* [E * NM] */
+    const float *w_scale;        /* dense: [ceil(N / 128)][ws_cols] */
+    const float *xs;             /* the rows' scales [R][K / 128] */
+    const int32_t *off;          /* [E + 1] (grouped) */
+    void *out;                   /* [R, ldo] */
+    float *part;                 /* dense, ks > 1: [ks][tiles][256][NT / 2] */
+    int *tickets;                /* dense, ks > 1: [chunks x NB] */
+    int R, E, N, K, ws_cols, ldo, ks, kc;
+} mw_args;
+
+/* item t of the tables: pre [E + 1] (pre[e]: the chunks of the experts before e), offs [E + 1] (off[] in shared
+ * memory); NB weight blocks, ks splits of kc stages a chunk (order: chunk, split, weight block fastest). The
+ * expert is the last e with pre[e] <= chunk (empty experts have no chunk, so that e has one). */
+template <int NT>
+__device__ __forceinline__ mw_item mw_item_of(int t, int NB, const int *pre, const int *offs, int E, int ks, int kc, int LK) {
+    int gc = t / (NB * ks), lo = 0, hi = E;
+    while (hi - lo > 1) {
+        int mid = (lo + hi) >> 1;
+        if (pre[mid] <= gc) lo = mid;
+        else hi = mid;
+    }
+    mw_item m;
+    m.e = lo;
+    m.row0 = offs[lo] + (gc - pre[lo]) * NT;
+    m.cnt = offs[lo + 1] - m.row0 < NT ? offs[lo + 1] - m.row0 : NT;
+    m.nb = t % NB;
+    m.z = t / NB % ks;
+    m.kb0 = m.z * kc;
+    m.kb1 = m.kb0 + kc < LK ? m.kb0 + kc : LK;
+    m.tile = gc * NB + m.nb;
+    return m;
+}
+
+/* warp 0: pre and offs from off[] (E <= MW_MAX_E; off NULL: one range of R rows): lane l counts the chunks of
+ * experts l per .. l per + per - 1, an exclusive scan over the lanes gives each its start */
+template <int NT>
+__device__ void mw_tables(int *pre, int *offs, const int32_t *off, int E, int R) {
+    int lane = threadIdx.x & 31;
+    if (!off) {
+        if (lane == 0) {
+            pre[0] = 0;
+            pre[1] = (R + NT - 1) / NT;
+            offs[0] = 0;
+            offs[1] = R;
+        }
+        return;
+    }
+    int per = (E + 31) / 32, e0 = lane * per, e1 = e0 + per < E ? e0 + per : E, s = 0;
+    for (int e = e0; e < e1; e++) s += (off[e + 1] - off[e] + NT - 1) / NT;
+    int inc = s;
+    for (int d = 1; d < 32; d <<= 1) {
+        int v = __shfl_up_sync(0xffffffffu, inc, d);
+        if (lane >= d) inc += v;
+    }
+    int run = inc - s;
+    for (int e = e0; e < e1; e++) {
+        pre[e] = run;
+        offs[e] = off[e];
+        run += (off[e + 1] - off[e] + NT - 1) / NT;
+    }
+    if (lane == 31) {
+        pre[E] = inc;
+        offs[E] = off[E];
+    }
+}
+
+/* the 256 consumer threads' barrier (named barrier 1; the producer warpgroup has left) */
+__device__ __forceinline__ void mw_consumers_sync(void) { asm volatile("bar.sync 1, 256;\n" ::: "memory"); }
+
+/* The item's token scales into shared memory, xsm[j NT + c] = s_x(row0 + c, kb0 + j) (0 past the chunk), by the
+ * 256 consumer threads (tid), between two barriers: the first keeps the previous item's readers, the second
+ * makes the copy visible. Read per stage from here (a thread needs NT / 4 of them a stage: as global loads,
+ * 256 x NT / 4 requests a stage bounded the stream at small stages). NT x (kb1 - kb0) <= MW_XS (host). */
+template <int NT>
+__device__ __forceinline__ void mw_stage_scales(float *xsm, const float *xs, const mw_item &m, int LK, int tid) {
+    int nk = m.kb1 - m.kb0;
+    mw_consumers_sync();
+    for (int i = tid; i < NT * nk; i += 256) {
+        int c = i / nk, j = i % nk;
+        xsm[j * NT + c] = c < m.cnt ? xs[(size_t)(m.row0 + c) * LK + m.kb0 + j] : 0.0f;
+    }
+    mw_consumers_sync();
+}
+
+/* The epilogue of one item: this thread's sums at rows (tokens) row0 + c, columns n. PAIR: BF16 SiLU(g) * u;
+ * one split: fp32 sums. ks splits: each stores its NT / 2 sums contiguous at part[((z tiles + tile) 256 + tid)
+ * NT / 2] (tid: the consumer thread; 16-byte stores), then the tile's last split to take its ticket sums the ks
+ * partials of its own positions in z order (deterministic) into out. */
+template <bool PAIR, int NT>
+__device__ __forceinline__ void mw_store(const float (&tot0)[NT / 2], const float (&tot1)[NT / 2], const mw_args &a,
+                                         const mw_item &m, int tiles, int cw, int warp, int lane, int *flag) {
+    const int tid = threadIdx.x - 128;
+    if (!PAIR && a.ks > 1) {
+        float4 *p = (float4 *)(a.part + ((size_t)(m.z * tiles + m.tile) * 256 + tid) * (NT / 2));
+#pragma unroll
+        for (int i = 0; i < NT / 8; i++) p[i] = make_float4(tot0[4 * i], tot0[4 * i + 1], tot0[4 * i + 2], tot0[4 * i + 3]);
+        __threadfence();   /* this split's partial is visible device-wide before its ticket */
+        mw_consumers_sync();
+        if (tid == 0) {
+            int last = atomicAdd(&a.tickets[m.tile], 1) == a.ks - 1;
+            if (last) a.tickets[m.tile] = 0;   /* every split has taken its ticket: ready for the next launch */
+            *flag = last;
+        }
+        mw_consumers_sync();
+        if (!*flag) return;   /* (read before the next item's first barrier, after which thread 128 may write it) */
+        __threadfence();
+    }
+    float sum[NT / 2];
+#pragma unroll
+    for (int i = 0; i < NT / 2; i++) sum[i] = PAIR || a.ks == 1 ? tot0[i] : 0.0f;
+    if (!PAIR && a.ks > 1)
+        for (int z = 0; z < a.ks; z++) {   /* in z order; one split's NT / 2 values in flight at once */
+            const float4 *p = (const float4 *)(a.part + ((size_t)(z * tiles + m.tile) * 256 + tid) * (NT / 2));
+            float4 v[NT / 8];
+#pragma unroll
+            for (int i = 0; i < NT / 8; i++) v[i] = __ldcg(p + i);
+#pragma unroll
+            for (int i = 0; i < NT / 8; i++) {
+                sum[4 * i] += v[i].x;
+                sum[4 * i + 1] += v[i].y;
+                sum[4 * i + 2] += v[i].z;
+                sum[4 * i + 3] += v[i].w;
+            }
+        }
+#pragma unroll
+    for (int q = 0; q < NT / 8; q++)
+#pragma unroll
+        for (int h = 0; h < 4; h++) {
+            int c = 8 * q + 2 * (lane & 3) + (h & 1), n = m.nb * MW_BN + cw * 64 + 16 * warp + (lane >> 2) + 8 * (h >> 1);
+            if (c >= m.cnt || n >= a.N) continue;
+            size_t o = (size_t)(m.row0 + c) * a.ldo + n;
+            if (PAIR) {
+                float g = sum[4 * q + h];
+                ((__nv_bfloat16 *)a.out)[o] = __float2bfloat16_rn(g / (1.0f + expf(-g)) * tot1[4 * q + h]);
+            } else {
+                ((float *)a.out)[o] = sum[4 * q + h];
+            }
+        }
+}
+
+/* Grid: any number of CTAs (the SMs), 384 threads, mw_smem_bytes() of dynamic shared memory.
+ * tx: the rows' codes [R, K] (boxes of 128 columns x NT rows); tw: the dense form's weight map (boxes of
+ * 128 x 128); a: the rest (mw_args). Weights [N, K] with [ceil(N / 128)][ws_cols] block scales; PAIR (grouped
+ * only): gate and up per expert, out BF16 SiLU(g) * u, else fp32. K % 128 == 0. */
+template <bool PAIR, int NT>
+__global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ CUtensorMap tx,
+                                                        const __grid_constant__ CUtensorMap tw, const mw_args a) {
+    typedef mw_shape<PAIR, NT> S;
+    const int NM = PAIR ? 2 : 1, NB = (a.N + MW_BN - 1) / MW_BN, LK = a.K / MW_BK, E = a.maps ? a.E : 1;
+    extern __shared__ unsigned char mw_raw[];
+    unsigned char *sm = (unsigned char *)(((uintptr_t)mw_raw + 1023) & ~(uintptr_t)1023);
+    uint64_t *full = (uint64_t *)(sm + MW_RING), *empty = full + MW_MAX_ST;
+    int *pre = (int *)(empty + MW_MAX_ST), *offs = pre + MW_MAX_E + 1, *flag = offs + MW_MAX_E + 1;
+    float *xsm = (float *)(flag + 4);   /* [MW_XS]: the item's token scales */
+    if (threadIdx.x < 32) mw_tables<NT>(pre, offs, a.maps ? a.off : NULL, E, a.R);
+    if (threadIdx.x == 32) {
+        for (int s = 0; s < S::ST; s++) {
+            mbar_init(&full[s], 1);
+            mbar_init(&empty[s], 8);   /* the 8 consumer warps */
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    int items = pre[E] * NB * a.ks, wg = threadIdx.x >> 7;
+    if (wg == 0) {   /* producer: one thread */
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+        if (threadIdx.x == 0) {
+            int it = 0;
+            for (int t = blockIdx.x; t < items; t += gridDim.x) {
+                mw_item m = mw_item_of<NT>(t, NB, pre, offs, E, a.ks, a.kc, LK);
+                const CUtensorMap *wm = a.maps ? a.maps + (size_t)m.e * NM : &tw;
+                for (int kb = m.kb0; kb < m.kb1; kb++, it++) {
+                    int s = it % S::ST;
+                    if (it >= S::ST) mbar_wait(&empty[s], (it / S::ST - 1) & 1);
+                    mbar_expect_tx(&full[s], S::STAGE);
+                    unsigned char *st = sm + s * S::STAGE;
+                    tma_load(st, wm, kb * MW_BK, m.nb * MW_BN, &full[s]);
+                    if (PAIR) tma_load(st + S::W, wm + 1, kb * MW_BK, m.nb * MW_BN, &full[s]);
+                    tma_load(st + NM * S::W, &tx, kb * MW_BK, m.row0, &full[s]);
+                }
+            }
+        }
+        return;
+    }
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+    int cw = wg - 1, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, it = 0;
+    float acc0[NT / 2], acc1[NT / 2], tot0[NT / 2], tot1[NT / 2];
+    for (int i = 0; i < NT / 2; i++) acc0[i] = acc1[i] = 0.0f;
+    for (int t = blockIdx.x; t < items; t += gridDim.x) {
+        mw_item m = mw_item_of<NT>(t, NB, pre, offs, E, a.ks, a.kc, LK);
+        const float *sw0 = (a.maps ? a.scales[m.e * NM] : a.w_scale) + (size_t)m.nb * a.ws_cols;
+        const float *sw1 = (a.maps ? a.scales[m.e * NM + NM - 1] : a.w_scale) + (size_t)m.nb * a.ws_cols;
+        for (int i = 0; i < NT / 2; i++) tot0[i] = tot1[i] = 0.0f;
+        mw_stage_scales<NT>(xsm, a.xs, m, LK, threadIdx.x - 128);
+        float g0 = sw0[m.kb0], g1 = sw1[m.kb0];   /* the weight tiles' scales, loaded one block ahead */
+        for (int kb = m.kb0; kb < m.kb1; kb++, it++) {
+            int s = it % S::ST;
+            mbar_wait(&full[s], (it / S::ST) & 1);
+            const unsigned char *a0 = sm + s * S::STAGE + cw * 64 * MW_BK, *a1 = a0 + S::W, *b = sm + s * S::STAGE + NM * S::W;
+            wg_fence();
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                mw_mma<NT>(acc0, wg_desc(a0 + 32 * j), wg_desc(b + 32 * j), j);
+                if (PAIR) mw_mma<NT>(acc1, wg_desc(a1 + 32 * j), wg_desc(b + 32 * j), j);
+            }
+            wg_commit();
+            float n0 = kb + 1 < m.kb1 ? sw0[kb + 1] : 0.0f, n1 = kb + 1 < m.kb1 ? sw1[kb + 1] : 0.0f;
+            const float *sx = xsm + (kb - m.kb0) * NT + 2 * (lane & 3);   /* this thread's tokens 8q + 2 (lane % 4) + h */
+            wg_wait0();
+            if (lane == 0) mbar_arrive(&empty[s]);
+#pragma unroll
+            for (int q = 0; q < NT / 8; q++)
+#pragma unroll
+                for (int h = 0; h < 4; h++) {
+                    tot0[4 * q + h] += acc0[4 * q + h] * (g0 * sx[8 * q + (h & 1)]);
+                    if (PAIR) tot1[4 * q + h] += acc1[4 * q + h] * (g1 * sx[8 * q + (h & 1)]);
+                }
+            g0 = n0;
+            g1 = n1;
+        }
+        mw_store<PAIR, NT>(tot0, tot1, a, m, pre[E] * NB, cw, warp, lane, flag);
+    }
+}
+
+int cu_moe_wg = 1, cu_moe_wg_nt = 0;   /* DSINFER_CUDA_MOE_WG, DSINFER_CUDA_MOE_WG_NT (backend creation) */
+int cu_f8_wg_max_m = 0;               /* DSINFER_CUDA_FP8_WG_MAX_M (backend creation; opt-in, RESULTS tenth session) */
+
+void cu_moe_wg_init(void) {
+    CUDA_CHECK(cudaFuncSetAttribute(moe_wg_kernel<true, 32>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mw_smem_bytes()));
+    CUDA_CHECK(cudaFuncSetAttribute(moe_wg_kernel<false, 32>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mw_smem_bytes()));
+    CUDA_CHECK(cudaFuncSetAttribute(moe_wg_kernel<true, 64>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mw_smem_bytes()));
+    CUDA_CHECK(cudaFuncSetAttribute(moe_wg_kernel<false, 64>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mw_smem_bytes()));
+}
+
+template <bool PAIR, int NT>
+static void mw_launch(ds_cuda_backend *cb, const CUtensorMap &tx, const CUtensorMap &tw, const mw_args &a) {
+    moe_wg_kernel<PAIR, NT><<<(unsigned)cb->n_sm, 384, mw_smem_bytes(), cu_stream>>>(tx, tw, a);
+    CUDA_LAUNCH_CHECK();
+}
+
+/* tokens a chunk: 32 up to a mean of 12 rows an expert (V2-Lite batch 128), else 64; an expert with more
+ * rows than a chunk takes several (its weight read again for each) */
+int cu_moe_wg_chunk(int n_rows, int E) {
+    if (cu_moe_wg_nt == 32 || cu_moe_wg_nt == 64) return cu_moe_wg_nt;
+    return (n_rows + E - 1) / E <= 12 ? 32 : 64;
+}
+
+int cu_moe_wg_run(ds_cuda_backend *cb, float *y, const float *x, const int32_t *rows, const int32_t *off, int n_rows, int E,
+                  int D, int I, const ds_layer_weights *L, void *xs_ws) {
+    if (!cu_moe_wg || !cu_moe_w8a8 || n_rows < 1 || E < 1 || E > MW_MAX_E || D % MW_BK || I % MW_BK ||
+        64 * (D > I ? D : I) / MW_BK > MW_XS ||
+        (size_t)I * 33 / 32 > (size_t)D * 2 || L->exp_gate[0].dtype != DS_DTYPE_F8_E4M3 || !L->exp_gate[0].scale)
+        return 0;
+    cudaStreamCaptureStatus cs;
+    CUDA_CHECK(cudaStreamIsCapturing(cu_stream, &cs));
+    const CUtensorMap *maps;
+    const float *const *sc;
+    if (!cu_f8_expert_maps(cb, L, E, D, I, cs == cudaStreamCaptureStatusNone, &maps, &sc)) return 0;
+    int nt = cu_moe_wg_chunk(n_rows, E);
+    /* xs_ws as cu_moe_tc's W8A8 form: the gathered rows' codes [n_rows, D] and scales, BF16 SiLU(g) * u
+     * [n_rows, I] after n_rows x D x 2 bytes, then its codes and scales over the first ones' */
+    unsigned char *q = (unsigned char *)xs_ws;
+    float *qs = (float *)(q + (size_t)n_rows * D), *is = (float *)(q + (size_t)n_rows * I);
+    __nv_bfloat16 *inter = (__nv_bfloat16 *)xs_ws + (size_t)n_rows * D;
+    CUtensorMap t1, t2;
+    if (!cu_tma_map(&t1, q, n_rows, D, nt) || !cu_tma_map(&t2, q, n_rows, I, nt)) return 0;
+    cu_rows_fp8_gather(q, qs, x, rows, n_rows, D);
+    mw_args a1 = {maps, sc, NULL, qs, off, inter, NULL, NULL, n_rows, E, I, D, L->exp_gate[0].scale_cols, I, 1, D / MW_BK};
+    if (nt == 32) mw_launch<true, 32>(cb, t1, t1, a1);
+    else mw_launch<true, 64>(cb, t1, t1, a1);
+    cu_rows_fp8_bf16(q, is, inter, n_rows, I);
+    mw_args a2 = {maps + 2 * E, sc + 2 * E, NULL, is, off, y, NULL, NULL, n_rows, E, D, I, L->exp_down[0].scale_cols, D, 1, I / MW_BK};
+    if (nt == 32) mw_launch<false, 32>(cb, t2, t2, a2);
+    else mw_launch<false, 64>(cb, t2, t2, a2);
+    return 1;
+}
+
+/* The K splits of the dense form: tiles (chunks x weight blocks) fewer than the SMs are split as far as one
+ * wave holds, each split at least 2 stages, and at most MW_XS / nt stages a split (its token scales in shared
+ * memory). 0: not possible (more tiles than tickets with a split needed). *kc: stages a split. */
+int cu_f8_wg_splits(int M, int N, int K, int n_sm, int nt, int *kc) {
+    int tiles = (M + nt - 1) / nt * ((N + MW_BN - 1) / MW_BN), LK = K / MW_BK;
+    int ks = n_sm / tiles, max_ks = LK / 2 > 0 ? LK / 2 : 1;   /* one wave: a second, partial one would double the time */
+    if (ks > max_ks) ks = max_ks;
+    if (ks < (LK * nt + MW_XS - 1) / MW_XS) ks = (LK * nt + MW_XS - 1) / MW_XS;   /* an item's scales fit in shared memory */
+    if (ks < 1) ks = 1;
+    if (ks > 1 && tiles > CU_F8_WG_TICKETS) return 0;
+    *kc = (LK + ks - 1) / ks;
+    return (LK + *kc - 1) / *kc;   /* no empty split */
+}
+
+int cu_f8_wg_linear(ds_cuda_backend *cb, float *out, const float *x, const ds_weight *w, int M) {
+    int N = w->rows, K = w->cols;
+    if (M < 1 || M > cu_f8_wg_max_m || w->dtype != DS_DTYPE_F8_E4M3 || !w->scale || K % MW_BK ||
+        ((uintptr_t)w->data & 15))
+        return 0;
+    if (!cb->f8_tickets) {   /* made once, zero; outside a capture (the first, eager step makes it) */
+        cudaStreamCaptureStatus cs;
+        CUDA_CHECK(cudaStreamIsCapturing(cu_stream, &cs));
+        if (cs != cudaStreamCaptureStatusNone) return 0;
+        CUDA_CHECK(cudaMalloc(&cb->f8_tickets, sizeof(int) * CU_F8_WG_TICKETS));
+        CUDA_CHECK(cudaMemset(cb->f8_tickets, 0, sizeof(int) * CU_F8_WG_TICKETS));
+    }
+    int nt = M <= 32 ? 32 : 64, kc, ks = cu_f8_wg_splits(M, N, K, cb->n_sm, nt, &kc);
+    if (!ks) return 0;
+    size_t qb = ((size_t)M * K + 255) / 256 * 256, sb = (size_t)M * (K / MW_BK) * 4;
+    unsigned char *q = (unsigned char *)cu_ws_get(&cb->ws_fp8, qb + sb);
+    size_t tiles = (size_t)(M + nt - 1) / nt * ((N + MW_BN - 1) / MW_BN);   /* the partials: 256 threads x nt / 2 a tile */
+    float *qs = (float *)(q + qb), *part = ks > 1 ? (float *)cu_ws_get(&cb->ws_f8part, (size_t)ks * tiles * 256 * (nt / 2) * 4) : NULL;
+    CUtensorMap tx, tw;
+    if (!cu_tma_map(&tx, q, M, K, nt) || !cu_tma_map(&tw, w->data, N, K, MW_BN)) return 0;
+    cu_rows_fp8_f32(q, qs, x, M, K);
+    mw_args a = {NULL, NULL, w->scale, qs, NULL, out, part, cb->f8_tickets, M, 1, N, K, w->scale_cols, N, ks, kc};
+    if (nt == 32) mw_launch<false, 32>(cb, tx, tw, a);
+    else mw_launch<false, 64>(cb, tx, tw, a);
+    return 1;
+}

@@ -1,0 +1,65 @@
+/* Hopper's asynchronous pieces the wgmma kernels share (cuda_fp8_wgmma.cu, cuda_moe_wg.cu): shared-memory
+ * matrix descriptors and the wgmma group fences (PTX ISA "asynchronous warpgroup level matrix instructions"),
+ * mbarriers, and TMA 2-D tile loads completing on an mbarrier. */
+#ifndef DS_CUDA_WGMMA_H
+#define DS_CUDA_WGMMA_H
+
+#include <cuda.h>
+#include <stdint.h>
+
+#include "backend/cuda/cuda.h"
+#include "backend/cuda/cuda_mma.h"
+
+/* shared-memory matrix descriptor (PTX ISA "matrix descriptor" for wgmma): start address >> 4 in bits
+ * 0-13, leading byte offset 0 (unused for a swizzled K-major operand whose k32 slice lies inside one
+ * 128-byte row), stride byte offset 1024 >> 4 (8 rows of 128 B) in bits 32-45, layout SWIZZLE_128B (1)
+ * in bits 62-63 */
+__device__ __forceinline__ uint64_t wg_desc(const void *p) {
+    uint64_t a = cu_smem_addr(p);
+    return ((a & 0x3FFFF) >> 4) | ((uint64_t)(1024 >> 4) << 32) | (1ull << 62);
+}
+__device__ __forceinline__ void wg_fence(void) { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit(void) { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_wait0(void) { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+/* waits until at most one committed group of this warpgroup is pending */
+__device__ __forceinline__ void wg_wait1(void) { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
+/* this thread's generic-proxy writes to shared memory (cp.async) made visible to the async proxy (wgmma) */
+__device__ __forceinline__ void wg_fence_smem(void) { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+__device__ __forceinline__ void mbar_init(uint64_t *b, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(cu_smem_addr(b)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint64_t *b, int bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(cu_smem_addr(b)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t *b) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(cu_smem_addr(b)) : "memory");
+}
+/* returns once the phase with this parity has completed */
+__device__ __forceinline__ void mbar_wait(uint64_t *b, int parity) {
+    uint32_t done = 0;
+    while (!done)
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(cu_smem_addr(b)), "r"(parity)
+                     : "memory");
+}
+/* the map's box (its columns x rows) at (col, row) of the 2-D tensor map -> dst; completes its bytes on bar */
+__device__ __forceinline__ void tma_load(void *dst, const CUtensorMap *map, int col, int row, uint64_t *bar) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+                 ::"r"(cu_smem_addr(dst)), "l"((uint64_t)map), "r"(col), "r"(row), "r"(cu_smem_addr(bar))
+                 : "memory");
+}
+
+/* Host side (cuda_fp8_wgmma.cu). A 2-D map of a row-major [rows, K] byte matrix (16-byte aligned, K a multiple of
+ * 16), boxes of 128 columns x box_rows rows, 128-byte swizzle, rows past the end read as zeros; 0 on failure
+ * (no driver entry point, bad shape). */
+int cu_tma_map(CUtensorMap *map, const void *p, int rows, int K, int box_rows);
+/* One layer's FP8 expert weight maps (boxes 128 x 128) on the device, made on first use unless `create` is 0
+ * (inside a stream capture: cudaMalloc and the synchronous copies are not allowed there): *maps [3E]: gate, up
+ * of expert e at 2e, 2e + 1, down at 2E + e; *scales the same order (their 128 x 128 block scales). 0 when the
+ * layer's experts do not all fit (FP8 with scales, 16-byte aligned, the shapes I x D and D x I) or not made. */
+int cu_f8_expert_maps(ds_cuda_backend *cb, const ds_layer_weights *L, int E, int D, int I, int create,
+                      const CUtensorMap **maps, const float *const **scales);
+
+#endif
