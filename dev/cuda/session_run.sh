@@ -502,6 +502,28 @@ if want wg10; then
   grep -E "moe_wg|Duration|DRAM Throughput|Stall|Warp Cycles|Eligible|Issued" $OUT/ncu_wl.log | head -40
   cat $OUT/mutants.txt
 fi
+# wgbf (issue 7): moe_wg_kernel's BF16 form for the BF16 decode experts (DSINFER_CUDA_MOE_WG_BF16): its op tests and
+# the FP8 ones (the map table now serves both); mutated builds must fail them (.deps/bin/test_cuda_ops_mut_bf_*);
+# BF16 decode rows on / off alternated (ctx 1K and 4K); the goldens; ncu of its launches at batch 64
+if want wgbf; then
+  step ops_moebf 240 env DSINFER_OPS_ONLY=moebf $B/test_cuda_ops
+  grep -E "moe .*WG" $OUT/ops_moebf.log | head -20
+  step ops_moe8 240 env DSINFER_OPS_ONLY=moe8 DSINFER_OPS_MAX_M=256 $B/test_cuda_ops
+  for f in .deps/bin/test_cuda_ops_mut_bf_*; do
+    [ -x "$f" ] || continue
+    n=$(basename $f); env DSINFER_OPS_ONLY=moebf timeout 150 $f > $OUT/$n.log 2>&1; rc=$?
+    echo "== $n rc=$rc (must be non-zero): $(grep -c "CHECK failed" $OUT/$n.log) failed checks" | tee -a $OUT/mutants.txt
+  done
+  for r in 1 2; do
+    for v in 1 0; do
+      step dec_bf$v 80 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_WG_BF16=$v $B/dsinfer bench --dtype bf16 --batch 1,64,128,256 --ctx 1K,4K --prompt '' --steps 8 --csv $CSV --label wgbf$v
+    done
+  done
+  step golden 120 $B/test_cuda_golden
+  step ncu_bf 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 ncu --clock-control none -k regex:moe_wg -c 2 --section SpeedOfLight $B/dsinfer bench --dtype bf16 --batch 64 --ctx 1K --prompt '' --steps 1
+  grep -E "moe_wg|Duration|DRAM Throughput" $OUT/ncu_bf.log | head
+  cat $OUT/mutants.txt
+fi
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

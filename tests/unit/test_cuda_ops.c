@@ -741,8 +741,9 @@ static void check_route_v1(setup *s, const int *Ms, int nM) {
 /* tc: on a second CUDA backend with DSINFER_CUDA_TC=1 (grouped routed experts on the tensor cores,
  * cuda_moe_tc.cu, and BF16 GEMMs for the shared expert above GEMV_MAX_M rows; the router stays fp32),
  * compared at THR_TC; a row counts as a routing near-tie above NMSE 1e-3 then. */
-/* tc 1 runs BF16 experts by moe_tc_kernel (DSINFER_CUDA_MOE_TC2=0); tc 2 by moe_tc2_kernel (the default:
- * weights staged in shared memory, 32 or 64 tokens a pass). */
+/* tc 1 runs BF16 experts by moe_tc_kernel (DSINFER_CUDA_MOE_TC2=0); tc 2 by moe_tc2_kernel (weights staged in
+ * shared memory, 32 or 64 tokens a pass; DSINFER_CUDA_MOE_WG_BF16=0); tc 3 by moe_wg_kernel (the default: BF16
+ * wgmma, the weights by TMA). FP8 experts go by DSINFER_CUDA_MOE_WG and DSINFER_MOE_W8A8 (run_moe_w8a8). */
 /* routed: the routed experts of one expert range only (backend moe_routed, [E/3, 2E/3): the gathered
  * expert-parallel form), against the CPU's moe_routed. */
 static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc, int routed) {
@@ -751,7 +752,8 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc, i
     char err[DS_ERRLEN];
     if (tc) {
         setenv("DSINFER_CUDA_TC", "1", 1);
-        setenv("DSINFER_CUDA_MOE_TC2", tc == 2 ? "1" : "0", 1);
+        setenv("DSINFER_CUDA_MOE_TC2", tc >= 2 ? "1" : "0", 1);
+        setenv("DSINFER_CUDA_MOE_WG_BF16", tc == 3 ? "1" : "0", 1);
         int w8_set = getenv("DSINFER_MOE_W8A8") != NULL;   /* W8A8 experts (default on the GPU) only where asked */
         if (!w8_set) setenv("DSINFER_MOE_W8A8", "0", 1);
         int l8_set = getenv("DSINFER_CUDA_FP8_GEMM") != NULL;   /* and W8A8 linears (the shared expert's) */
@@ -759,6 +761,7 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc, i
         gpu = ds_backend_cuda_new(&s->cfg, err);
         unsetenv("DSINFER_CUDA_TC");
         unsetenv("DSINFER_CUDA_MOE_TC2");
+        unsetenv("DSINFER_CUDA_MOE_WG_BF16");
         if (!w8_set) unsetenv("DSINFER_MOE_W8A8");
         if (!l8_set) unsetenv("DSINFER_CUDA_FP8_GEMM");
         if (!gpu) { CHECKF(0, "%s", err); return; }
@@ -840,7 +843,7 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc, i
             }
         }
         char name[64];
-        snprintf(name, sizeof name, "moe%s%s E=%d top-%d %s", routed ? " routed" : "", tc == 2 ? " TC2" : tc ? " TC" : "", E,
+        snprintf(name, sizeof name, "moe%s%s E=%d top-%d %s", routed ? " routed" : "", tc == 3 ? " WG" : tc == 2 ? " TC2" : tc ? " TC" : "", E,
                  c->num_experts_per_tok, ds_dtype_name(dt));
         compare_rows(s, name, M, out.d, D, out.h, rows, R, exclude, tc ? THR_TC : THR_MOE);
         free(exclude);
@@ -864,8 +867,10 @@ static void check_moe(setup *s, const int *Ms, int nM) {
     if (n) check_moe_dt(s, tcM, n, linear_dtype(s), 1, 0);
     if (n) check_moe_dt(s, tcM, n, linear_dtype(s), 1, 1);
     if (n && linear_dtype(s) == DS_DTYPE_BF16) {
-        check_moe_dt(s, tcM, n, DS_DTYPE_BF16, 2, 0);
-        check_moe_dt(s, tcM, n, DS_DTYPE_BF16, 2, 1);
+        for (int tc = 2; tc <= 3; tc++) {
+            check_moe_dt(s, tcM, n, DS_DTYPE_BF16, tc, 0);
+            check_moe_dt(s, tcM, n, DS_DTYPE_BF16, tc, 1);
+        }
     }
 }
 
@@ -955,7 +960,8 @@ static void free_setup(setup *s) {
 
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
-static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 (main): only run_mla_tc, the W8A8 runs, or run_moe_w8a8 */
+static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf (main): only run_mla_tc, the W8A8 runs,
+                            * run_moe_w8a8, or run_moe_wg_bf16 */
 
 static void run_v3(void) {
     if (only) return;
@@ -1019,6 +1025,29 @@ static void run_lite(void) {
     check_moe_dt(&s, tc2m600, 1, DS_DTYPE_BF16, 2, 0);
     unsetenv("DSINFER_CUDA_MOE_TC2_TOK");
     free_setup(&s);
+}
+
+/* moe_wg_kernel's BF16 form (the default for BF16 experts above GEMV_MAX_M rows, DSINFER_CUDA_MOE_WG_BF16) against
+ * the CPU at THR_TC: V2-Lite at 9 tokens (most experts empty), 33 (odd counts), 63 and 256 (32 / 64 tokens a
+ * chunk), 600 (a mean of 56: experts of two chunks), 600 again at 32 a chunk (two or three), the expert-range
+ * form at 63; V3 (256 experts, K = 7168) at 64. DSINFER_OPS_ONLY=moebf runs these alone. */
+static void run_moe_wg_bf16(void) {
+    if (only && strcmp(only, "moebf")) return;
+    setup s;
+    if (load_setup(&s, "v2l-wgbf", "configs/deepseek-v2-lite.json", 3, 16)) {
+        const int m[] = {9, 33, 63, 256, 600}, m600[] = {600}, r[] = {63};
+        check_moe_dt(&s, m, NM(m), DS_DTYPE_BF16, 3, 0);
+        check_moe_dt(&s, r, NM(r), DS_DTYPE_BF16, 3, 1);
+        setenv("DSINFER_CUDA_MOE_WG_NT", "32", 1);
+        check_moe_dt(&s, m600, 1, DS_DTYPE_BF16, 3, 0);
+        unsetenv("DSINFER_CUDA_MOE_WG_NT");
+        free_setup(&s);
+    }
+    if (load_setup(&s, "v3-wgbf", "configs/deepseek-v3.json", 3, 16)) {
+        const int m[] = {64};
+        check_moe_dt(&s, m, NM(m), DS_DTYPE_BF16, 3, 0);
+        free_setup(&s);
+    }
 }
 
 /* Odd head counts, page size 5, partial FP8 blocks; small enough for compute-sanitizer. */
@@ -1367,14 +1396,15 @@ int main(void) {
     printf("test_cuda_ops: seed %llu (DSINFER_SEED repeats it)\n", (unsigned long long)rng_state);
     int small = getenv("DSINFER_OPS_SMALL") != NULL;
     if (getenv("DSINFER_OPS_MAX_M")) max_m = atoi(getenv("DSINFER_OPS_MAX_M"));
-    /* DSINFER_OPS_ONLY=mla, w8a8 or moe8: the tensor-core MLA decode cases, the W8A8 paths, or the W8A8
-     * experts alone (a quick check after a change to them) */
+    /* DSINFER_OPS_ONLY=mla, w8a8, moe8 or moebf: the tensor-core MLA decode cases, the W8A8 paths, the W8A8
+     * experts, or the BF16 experts on wgmma alone (a quick check after a change to them) */
     only = getenv("DSINFER_OPS_ONLY");
     run_odd("h1", "configs/deepseek-v2-lite.json", 1);
     run_odd("h3-fp8", "tests/fixtures/tiny-v3-fp8/config.json", 3);
     run_odd("h63", "configs/deepseek-v2-lite.json", 63);
     run_fp8_fast();
     run_moe_w8a8();
+    run_moe_wg_bf16();
     run_w8a8_linear();
     run_nvfp4_simt();
     run_lt_tune();

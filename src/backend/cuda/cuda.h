@@ -483,6 +483,11 @@ void cu_f8_wgmma_free(void);
  * Returns 0 (nothing done) where it does not apply: not FP8 experts with scales, more than 256 experts, shapes
  * not multiples of 128, the layer's weight maps not made (first met inside a stream capture). */
 extern int cu_moe_wg, cu_moe_wg_nt;
+/* DSINFER_CUDA_MOE_WG_BF16 (default 1): the BF16 experts of a decode batch on the same kernel (BF16 wgmma, no
+ * scales); 0: moe_tc2_kernel */
+extern int cu_moe_wg_bf16;
+/* BF16 rows dst[i, :] = src[rows ? rows[i] : i, :] (moe_rows_bf16_kernel) */
+void cu_rows_bf16_gather(void *dst, const float *src, const int32_t *rows, int M, int D);
 void cu_moe_wg_init(void);
 int cu_moe_wg_chunk(int n_rows, int E);
 int cu_moe_wg_run(ds_cuda_backend *cb, float *y, const float *x, const int32_t *rows, const int32_t *off, int n_rows, int E,

@@ -607,6 +607,7 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     cu_moe_wgmma = env_int("DSINFER_CUDA_MOE_WGMMA", 1);
     cu_moe_wg = env_int("DSINFER_CUDA_MOE_WG", 1);
     cu_moe_wg_nt = env_int("DSINFER_CUDA_MOE_WG_NT", 0);
+    cu_moe_wg_bf16 = env_int("DSINFER_CUDA_MOE_WG_BF16", 1);
     cu_f8_wg_max_m = env_int("DSINFER_CUDA_FP8_WG_MAX_M", 0);
     cu_fp8_own_max_m = env_int("DSINFER_CUDA_FP8_OWN_MAX_M", cu_fp8_own == 2 ? 65535 : 256);
     cu_moe_tc2_st = env_int("DSINFER_CUDA_MOE_TC2_ST", 4);

@@ -422,8 +422,10 @@ void cu_f8_wgmma_free(void) {
     pthread_mutex_unlock(&moe_cache_lock);
 }
 
+/* FP8 with block scales, or BF16 (the decode kernel of cuda_moe_wg.cu), of the given shape, 16-byte aligned */
 static int expert_fits(const ds_weight *w, int rows, int cols) {
-    return w->dtype == DS_DTYPE_F8_E4M3 && w->scale && w->rows == rows && w->cols == cols && ((uintptr_t)w->data & 15) == 0;
+    int kind = (w->dtype == DS_DTYPE_F8_E4M3 && w->scale) || (w->dtype == DS_DTYPE_BF16 && !w->scale);
+    return kind && w->rows == rows && w->cols == cols && ((uintptr_t)w->data & 15) == 0;
 }
 
 static const moe_maps *layer_maps_locked(ds_cuda_backend *cb, const ds_layer_weights *L, int E, int D, int I, int create) {
@@ -436,10 +438,13 @@ static const moe_maps *layer_maps_locked(ds_cuda_backend *cb, const ds_layer_wei
         CUtensorMap *hm = (CUtensorMap *)calloc((size_t)3 * E, sizeof(CUtensorMap));
         const float **hs = (const float **)calloc((size_t)3 * E, sizeof(float *));
         int ok = hm && hs;
+        ds_dtype dt = L->exp_gate[0].dtype;
+        int es = dt == DS_DTYPE_BF16 ? 2 : 1;   /* the maps are over bytes: a BF16 row is 2K of them */
         for (int e = 0; e < E && ok; e++) {
             ok = expert_fits(&L->exp_gate[e], I, D) && expert_fits(&L->exp_up[e], I, D) && expert_fits(&L->exp_down[e], D, I) &&
-                 tma_map(&hm[2 * e], L->exp_gate[e].data, I, D) && tma_map(&hm[2 * e + 1], L->exp_up[e].data, I, D) &&
-                 tma_map(&hm[2 * E + e], L->exp_down[e].data, D, I);
+                 L->exp_gate[e].dtype == dt && L->exp_up[e].dtype == dt && L->exp_down[e].dtype == dt &&
+                 tma_map(&hm[2 * e], L->exp_gate[e].data, I, es * D) && tma_map(&hm[2 * e + 1], L->exp_up[e].data, I, es * D) &&
+                 tma_map(&hm[2 * E + e], L->exp_down[e].data, D, es * I);
             if (!ok) break;
             hs[2 * e] = L->exp_gate[e].scale;
             hs[2 * e + 1] = L->exp_up[e].scale;
@@ -473,8 +478,8 @@ static int layer_maps(ds_cuda_backend *cb, const ds_layer_weights *L, int E, int
     return m != NULL;
 }
 
-int cu_f8_expert_maps(ds_cuda_backend *cb, const ds_layer_weights *L, int E, int D, int I, int create,
-                      const CUtensorMap **maps, const float *const **scales) {
+int cu_expert_maps(ds_cuda_backend *cb, const ds_layer_weights *L, int E, int D, int I, int create,
+                   const CUtensorMap **maps, const float *const **scales) {
     moe_maps m;
     if (!encode_tiled || E < 1 || !L->exp_gate || !L->exp_gate[0].data || !layer_maps(cb, L, E, D, I, create, &m)) return 0;
     *maps = m.maps;

@@ -648,6 +648,11 @@ void cu_rows_fp8_gather(unsigned char *q, float *s, const float *x, const int32_
     CUDA_LAUNCH_CHECK();
 }
 
+void cu_rows_bf16_gather(void *dst, const float *src, const int32_t *rows, int M, int D) {
+    moe_rows_bf16_kernel<<<M, 256, 0, cu_stream>>>((__nv_bfloat16 *)dst, src, rows, D);
+    CUDA_LAUNCH_CHECK();
+}
+
 void cu_rows_fp8_bf16(unsigned char *q, float *s, const void *x, int M, int K) {
     moe_rows_fp8_kernel<__nv_bfloat16><<<dim3((unsigned)(K / 128), (unsigned)M), 128, 0, cu_stream>>>(q, s, (const __nv_bfloat16 *)x,
                                                                                                     NULL, K);

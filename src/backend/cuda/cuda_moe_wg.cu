@@ -57,6 +57,22 @@ template <> __device__ __forceinline__ void mw_mma<64>(float (&d)[32], uint64_t 
                  : "l"(da), "l"(db), "r"(acc));
 }
 
+/* the same with BF16 operands, k16 (32 bytes of each row: the same descriptor steps as e4m3's k32), both K-major */
+template <int N>
+__device__ __forceinline__ void mw_mma_bf(float (&d)[N / 2], uint64_t da, uint64_t db, int acc);
+template <> __device__ __forceinline__ void mw_mma_bf<32>(float (&d)[16], uint64_t da, uint64_t db, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+                 : "l"(da), "l"(db), "r"(acc));
+}
+template <> __device__ __forceinline__ void mw_mma_bf<64>(float (&d)[32], uint64_t da, uint64_t db, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "l"(da), "l"(db), "r"(acc));
+}
+
 /* one work item: expert e's rows row0 .. row0 + cnt - 1 (cnt <= NT) against its weight rows 128 nb .. and
  * the stages kb0 .. kb1 - 1 (split z of the K splits; the grouped form has one); tile: the (chunk, nb) index */
 typedef struct {
@@ -212,8 +228,10 @@ __device__ __forceinline__ void mw_store(const float (&tot0)[NT / 2], const floa
 /* Grid: any number of CTAs (the SMs), 384 threads, mw_smem_bytes() of dynamic shared memory.
  * tx: the rows' codes [R, K] (boxes of 128 columns x NT rows); tw: the dense form's weight map (boxes of
  * 128 x 128); a: the rest (mw_args). Weights [N, K] with [ceil(N / 128)][ws_cols] block scales; PAIR (grouped
- * only): gate and up per expert, out BF16 SiLU(g) * u, else fp32. K % 128 == 0. */
-template <bool PAIR, int NT>
+ * only): gate and up per expert, out BF16 SiLU(g) * u, else fp32. K % 128 == 0.
+ * BF (grouped only): BF16 weights and rows instead (a.K their row's bytes, 2K; no scales), a stage 64 columns,
+ * k16 MMAs summed into one accumulator over the item's stages. */
+template <bool PAIR, int NT, bool BF>
 __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ CUtensorMap tx,
                                                         const __grid_constant__ CUtensorMap tw, const mw_args a) {
     typedef mw_shape<PAIR, NT> S;
@@ -259,6 +277,24 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
     for (int i = 0; i < NT / 2; i++) acc0[i] = acc1[i] = 0.0f;
     for (int t = blockIdx.x; t < items; t += gridDim.x) {
         mw_item m = mw_item_of<NT>(t, NB, pre, offs, E, a.ks, a.kc, LK);
+        if (BF) {   /* no scales: the item's stages straight into acc (zeroed by its first MMA) */
+            for (int kb = m.kb0; kb < m.kb1; kb++, it++) {
+                int s = it % S::ST;
+                mbar_wait(&full[s], (it / S::ST) & 1);
+                const unsigned char *a0 = sm + s * S::STAGE + cw * 64 * MW_BK, *a1 = a0 + S::W, *b = sm + s * S::STAGE + NM * S::W;
+                wg_fence();
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    mw_mma_bf<NT>(acc0, wg_desc(a0 + 32 * j), wg_desc(b + 32 * j), kb > m.kb0 || j > 0);
+                    if (PAIR) mw_mma_bf<NT>(acc1, wg_desc(a1 + 32 * j), wg_desc(b + 32 * j), kb > m.kb0 || j > 0);
+                }
+                wg_commit();
+                wg_wait0();
+                if (lane == 0) mbar_arrive(&empty[s]);
+            }
+            mw_store<PAIR, NT>(acc0, acc1, a, m, pre[E] * NB, cw, warp, lane, flag);
+            continue;
+        }
         const float *sw0 = (a.maps ? a.scales[m.e * NM] : a.w_scale) + (size_t)m.nb * a.ws_cols;
         const float *sw1 = (a.maps ? a.scales[m.e * NM + NM - 1] : a.w_scale) + (size_t)m.nb * a.ws_cols;
         for (int i = 0; i < NT / 2; i++) tot0[i] = tot1[i] = 0.0f;
@@ -294,18 +330,25 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
 }
 
 int cu_moe_wg = 1, cu_moe_wg_nt = 0;   /* DSINFER_CUDA_MOE_WG, DSINFER_CUDA_MOE_WG_NT (backend creation) */
+int cu_moe_wg_bf16 = 1;                /* DSINFER_CUDA_MOE_WG_BF16 (backend creation) */
 int cu_f8_wg_max_m = 0;               /* DSINFER_CUDA_FP8_WG_MAX_M (backend creation; opt-in, RESULTS tenth session) */
 
-void cu_moe_wg_init(void) {
-    CUDA_CHECK(cudaFuncSetAttribute(moe_wg_kernel<true, 32>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mw_smem_bytes()));
-    CUDA_CHECK(cudaFuncSetAttribute(moe_wg_kernel<false, 32>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mw_smem_bytes()));
-    CUDA_CHECK(cudaFuncSetAttribute(moe_wg_kernel<true, 64>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mw_smem_bytes()));
-    CUDA_CHECK(cudaFuncSetAttribute(moe_wg_kernel<false, 64>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mw_smem_bytes()));
+template <bool BF>
+static void mw_init(void) {
+    CUDA_CHECK(cudaFuncSetAttribute(moe_wg_kernel<true, 32, BF>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mw_smem_bytes()));
+    CUDA_CHECK(cudaFuncSetAttribute(moe_wg_kernel<false, 32, BF>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mw_smem_bytes()));
+    CUDA_CHECK(cudaFuncSetAttribute(moe_wg_kernel<true, 64, BF>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mw_smem_bytes()));
+    CUDA_CHECK(cudaFuncSetAttribute(moe_wg_kernel<false, 64, BF>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mw_smem_bytes()));
 }
 
-template <bool PAIR, int NT>
+void cu_moe_wg_init(void) {
+    mw_init<false>();
+    mw_init<true>();
+}
+
+template <bool PAIR, int NT, bool BF = false>
 static void mw_launch(ds_cuda_backend *cb, const CUtensorMap &tx, const CUtensorMap &tw, const mw_args &a) {
-    moe_wg_kernel<PAIR, NT><<<(unsigned)cb->n_sm, 384, mw_smem_bytes(), cu_stream>>>(tx, tw, a);
+    moe_wg_kernel<PAIR, NT, BF><<<(unsigned)cb->n_sm, 384, mw_smem_bytes(), cu_stream>>>(tx, tw, a);
     CUDA_LAUNCH_CHECK();
 }
 
@@ -316,8 +359,35 @@ int cu_moe_wg_chunk(int n_rows, int E) {
     return (n_rows + E - 1) / E <= 12 ? 32 : 64;
 }
 
+/* The BF16 experts: rows gathered as BF16 [n_rows, D] into xs_ws, gate/up writing BF16 SiLU(g) * u [n_rows, I]
+ * after them, down reading it: cu_moe_tc's BF16 layout, no quantization. */
+static int mw_run_bf16(ds_cuda_backend *cb, float *y, const float *x, const int32_t *rows, const int32_t *off, int n_rows,
+                       int E, int D, int I, const ds_layer_weights *L, void *xs_ws, int create) {
+    const CUtensorMap *maps;
+    const float *const *sc;
+    if (!cu_expert_maps(cb, L, E, D, I, create, &maps, &sc)) return 0;
+    int nt = cu_moe_wg_chunk(n_rows, E);
+    __nv_bfloat16 *xs = (__nv_bfloat16 *)xs_ws, *inter = xs + (size_t)n_rows * D;
+    CUtensorMap t1, t2;
+    if (!cu_tma_map(&t1, xs, n_rows, 2 * D, nt) || !cu_tma_map(&t2, inter, n_rows, 2 * I, nt)) return 0;
+    cu_rows_bf16_gather(xs, x, rows, n_rows, D);
+    mw_args a1 = {maps, sc, NULL, NULL, off, inter, NULL, NULL, n_rows, E, I, 2 * D, 0, I, 1, 2 * D / MW_BK};
+    if (nt == 32) mw_launch<true, 32, true>(cb, t1, t1, a1);
+    else mw_launch<true, 64, true>(cb, t1, t1, a1);
+    mw_args a2 = {maps + 2 * E, sc + 2 * E, NULL, NULL, off, y, NULL, NULL, n_rows, E, D, 2 * I, 0, D, 1, 2 * I / MW_BK};
+    if (nt == 32) mw_launch<false, 32, true>(cb, t2, t2, a2);
+    else mw_launch<false, 64, true>(cb, t2, t2, a2);
+    return 1;
+}
+
 int cu_moe_wg_run(ds_cuda_backend *cb, float *y, const float *x, const int32_t *rows, const int32_t *off, int n_rows, int E,
                   int D, int I, const ds_layer_weights *L, void *xs_ws) {
+    if (cu_moe_wg_bf16 && n_rows >= 1 && E >= 1 && E <= MW_MAX_E && D % 64 == 0 && I % 64 == 0 &&
+        L->exp_gate[0].dtype == DS_DTYPE_BF16 && !L->exp_gate[0].scale) {
+        cudaStreamCaptureStatus cs;
+        CUDA_CHECK(cudaStreamIsCapturing(cu_stream, &cs));
+        return mw_run_bf16(cb, y, x, rows, off, n_rows, E, D, I, L, xs_ws, cs == cudaStreamCaptureStatusNone);
+    }
     if (!cu_moe_wg || !cu_moe_w8a8 || n_rows < 1 || E < 1 || E > MW_MAX_E || D % MW_BK || I % MW_BK ||
         64 * (D > I ? D : I) / MW_BK > MW_XS ||
         (size_t)I * 33 / 32 > (size_t)D * 2 || L->exp_gate[0].dtype != DS_DTYPE_F8_E4M3 || !L->exp_gate[0].scale)
@@ -326,7 +396,7 @@ int cu_moe_wg_run(ds_cuda_backend *cb, float *y, const float *x, const int32_t *
     CUDA_CHECK(cudaStreamIsCapturing(cu_stream, &cs));
     const CUtensorMap *maps;
     const float *const *sc;
-    if (!cu_f8_expert_maps(cb, L, E, D, I, cs == cudaStreamCaptureStatusNone, &maps, &sc)) return 0;
+    if (!cu_expert_maps(cb, L, E, D, I, cs == cudaStreamCaptureStatusNone, &maps, &sc)) return 0;
     int nt = cu_moe_wg_chunk(n_rows, E);
     /* xs_ws as cu_moe_tc's W8A8 form: the gathered rows' codes [n_rows, D] and scales, BF16 SiLU(g) * u
      * [n_rows, I] after n_rows x D x 2 bytes, then its codes and scales over the first ones' */

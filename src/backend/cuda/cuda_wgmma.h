@@ -55,11 +55,12 @@ __device__ __forceinline__ void tma_load(void *dst, const CUtensorMap *map, int 
  * 16), boxes of 128 columns x box_rows rows, 128-byte swizzle, rows past the end read as zeros; 0 on failure
  * (no driver entry point, bad shape). */
 int cu_tma_map(CUtensorMap *map, const void *p, int rows, int K, int box_rows);
-/* One layer's FP8 expert weight maps (boxes 128 x 128) on the device, made on first use unless `create` is 0
- * (inside a stream capture: cudaMalloc and the synchronous copies are not allowed there): *maps [3E]: gate, up
- * of expert e at 2e, 2e + 1, down at 2E + e; *scales the same order (their 128 x 128 block scales). 0 when the
- * layer's experts do not all fit (FP8 with scales, 16-byte aligned, the shapes I x D and D x I) or not made. */
-int cu_f8_expert_maps(ds_cuda_backend *cb, const ds_layer_weights *L, int E, int D, int I, int create,
-                      const CUtensorMap **maps, const float *const **scales);
+/* One layer's expert weight maps (boxes of 128 bytes x 128 rows) on the device, made on first use unless `create`
+ * is 0 (inside a stream capture: cudaMalloc and the synchronous copies are not allowed there): *maps [3E]: gate,
+ * up of expert e at 2e, 2e + 1, down at 2E + e; *scales the same order (FP8: their 128 x 128 block scales; BF16:
+ * NULL). 0 when the layer's experts do not all fit (all FP8 with scales or all BF16, 16-byte aligned, the shapes
+ * I x D and D x I) or were not made. The prefill path (cu_moe_gemm_f8) asks for FP8 layers only. */
+int cu_expert_maps(ds_cuda_backend *cb, const ds_layer_weights *L, int E, int D, int I, int create,
+                   const CUtensorMap **maps, const float *const **scales);
 
 #endif
