@@ -524,6 +524,28 @@ if want wgbf; then
   grep -E "moe_wg|Duration|DRAM Throughput" $OUT/ncu_bf.log | head
   cat $OUT/mutants.txt
 fi
+# wg10b: after the dense form's split cap (4) and pairwise partial reads, and the experts' token scales prefetched
+# one item ahead: the FP8 op tests, mutants, FP8 decode rows (dense form on / off), `bench --ops`, ncu of the experts
+if want wg10b; then
+  step ops_moe8 240 env DSINFER_OPS_ONLY=moe8 DSINFER_OPS_MAX_M=256 $B/test_cuda_ops
+  step ops_w8 300 env DSINFER_OPS_ONLY=w8a8 DSINFER_OPS_MAX_M=256 $B/test_cuda_ops
+  for f in .deps/bin/test_cuda_ops_mut_w*; do
+    [ -x "$f" ] || continue
+    n=$(basename $f); o=moe8; [[ $n == *_wl_* ]] && o=w8a8
+    env DSINFER_OPS_ONLY=$o DSINFER_OPS_MAX_M=256 timeout 150 $f > $OUT/$n.log 2>&1; rc=$?
+    echo "== $n rc=$rc (must be non-zero): $(grep -c "CHECK failed" $OUT/$n.log) failed checks" | tee -a $OUT/mutants.txt
+  done
+  for r in 1 2; do
+    for v in 256 0; do
+      step dec_wl$v 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_FP8_WG_MAX_M=$v $B/dsinfer bench --dtype fp8 --batch 64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label wl$v
+    done
+  done
+  step ops_wl 150 env DSINFER_CUDA_FP8_WG_MAX_M=256 $B/dsinfer bench --ops --ops-m 64,128 --csv $OUT/ops_wl.csv
+  grep -E "geomean|^[0-9]+x[0-9]+ " $OUT/ops_wl.log | head -20
+  step ncu_wg 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 ncu --clock-control none -k regex:moe_wg -c 2 --section SpeedOfLight $B/dsinfer bench --dtype fp8 --batch 64 --ctx 1K --prompt '' --steps 1
+  grep -E "moe_wg|Duration|DRAM Throughput" $OUT/ncu_wg.log | head
+  cat $OUT/mutants.txt
+fi
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

@@ -26,6 +26,7 @@
 #define MW_MAX_ST 16           /* mbarriers reserved per kind */
 #define MW_MAX_E 256           /* experts the item tables hold */
 #define MW_XS CU_MOE_WG_XS     /* token scales an item stages in shared memory (NT x its stages) */
+#define MW_MAX_KS 4            /* K splits of the dense form, unless more are needed for MW_XS */
 
 /* a stage: the weight tile(s) [128 rows][128 B] each, then the chunk's NT rows of codes [NT][128 B], every
  * part 1024-byte aligned (the 128-byte swizzle's period) */
@@ -196,17 +197,28 @@ __device__ __forceinline__ void mw_store(const float (&tot0)[NT / 2], const floa
 #pragma unroll
     for (int i = 0; i < NT / 2; i++) sum[i] = PAIR || a.ks == 1 ? tot0[i] : 0.0f;
     if (!PAIR && a.ks > 1)
-        for (int z = 0; z < a.ks; z++) {   /* in z order; one split's NT / 2 values in flight at once */
-            const float4 *p = (const float4 *)(a.part + ((size_t)(z * tiles + m.tile) * 256 + tid) * (NT / 2));
-            float4 v[NT / 8];
-#pragma unroll
-            for (int i = 0; i < NT / 8; i++) v[i] = __ldcg(p + i);
+        for (int z = 0; z < a.ks; z += 2) {   /* in z order; two splits' values in flight at once */
+            const float4 *p0 = (const float4 *)(a.part + ((size_t)(z * tiles + m.tile) * 256 + tid) * (NT / 2));
+            const float4 *p1 = p0 + (size_t)tiles * 256 * (NT / 8);   /* split z + 1 */
+            int two = z + 1 < a.ks;
+            float4 v0[NT / 8], v1[NT / 8];
 #pragma unroll
             for (int i = 0; i < NT / 8; i++) {
-                sum[4 * i] += v[i].x;
-                sum[4 * i + 1] += v[i].y;
-                sum[4 * i + 2] += v[i].z;
-                sum[4 * i + 3] += v[i].w;
+                v0[i] = __ldcg(p0 + i);
+                v1[i] = two ? __ldcg(p1 + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            }
+#pragma unroll
+            for (int i = 0; i < NT / 8; i++) {
+                sum[4 * i] += v0[i].x;
+                sum[4 * i + 1] += v0[i].y;
+                sum[4 * i + 2] += v0[i].z;
+                sum[4 * i + 3] += v0[i].w;
+                if (two) {
+                    sum[4 * i] += v1[i].x;
+                    sum[4 * i + 1] += v1[i].y;
+                    sum[4 * i + 2] += v1[i].z;
+                    sum[4 * i + 3] += v1[i].w;
+                }
             }
         }
 #pragma unroll
@@ -421,7 +433,10 @@ int cu_moe_wg_run(ds_cuda_backend *cb, float *y, const float *x, const int32_t *
  * memory). 0: not possible (more tiles than tickets with a split needed). *kc: stages a split. */
 int cu_f8_wg_splits(int M, int N, int K, int n_sm, int nt, int *kc) {
     int tiles = (M + nt - 1) / nt * ((N + MW_BN - 1) / MW_BN), LK = K / MW_BK;
-    int ks = n_sm / tiles, max_ks = LK / 2 > 0 ? LK / 2 : 1;   /* one wave: a second, partial one would double the time */
+    /* one wave (a second, partial one would double the time), at most MW_MAX_KS splits: the last one's sum reads
+     * the others' partials two at a time (ks = 28 at 256 x 7168 cost ~45 us in run 4) */
+    int ks = n_sm / tiles, max_ks = LK / 2 > 0 ? LK / 2 : 1;
+    if (max_ks > MW_MAX_KS) max_ks = MW_MAX_KS;
     if (ks > max_ks) ks = max_ks;
     if (ks < (LK * nt + MW_XS - 1) / MW_XS) ks = (LK * nt + MW_XS - 1) / MW_XS;   /* an item's scales fit in shared memory */
     if (ks < 1) ks = 1;

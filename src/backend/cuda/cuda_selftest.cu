@@ -124,8 +124,8 @@ extern "C" long ds_cuda_host_selftest(char *msg, size_t len) {
             }
     }
     /* the dense form of moe_wg_kernel: splits of whole stages that tile K with none empty, each holding its token
-     * scales in shared memory; beyond what that needs, at least 2 stages each, all in one wave of the SMs, never
-     * more tiles than tickets */
+     * scales in shared memory; beyond what that needs, at most 4, at least 2 stages each, all in one wave of the
+     * SMs, never more tiles than tickets */
     {
         const int NK[][2] = {{2112, 7168}, {576, 2048}, {3072, 2048}, {7168, 16384}, {92, 1280}, {260, 384}, {129280, 7168}};
         const int Ms[] = {9, 32, 33, 64, 131, 256};
@@ -137,7 +137,7 @@ extern "C" long ds_cuda_host_selftest(char *msg, size_t len) {
                 int forced = (LK * nt + CU_MOE_WG_XS - 1) / CU_MOE_WG_XS;   /* the item's scales must fit */
                 if (ks < 1 || kc < 1 || (long)ks * kc < LK || (long)(ks - 1) * kc >= LK || kc * nt > CU_MOE_WG_XS)
                     MISMATCH("wg splits of %dx%dx%d: %d of %d stages do not tile %d", M, N, K, ks, kc, LK);
-                else if (ks > 1 && ks > forced && (kc < 2 || tiles > CU_F8_WG_TICKETS || (long)tiles * ks > 132))
+                else if (ks > 1 && ks > forced && (kc < 2 || ks > 4 || tiles > CU_F8_WG_TICKETS || (long)tiles * ks > 132))
                     MISMATCH("wg splits of %dx%dx%d: %d splits of %d stages for %d tiles", M, N, K, ks, kc, tiles);
             }
     }
