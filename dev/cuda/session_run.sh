@@ -32,7 +32,7 @@ want opsfull && step ops_full 240 $B/test_cuda_ops
 # ltops: test_cuda_ops up to 130 tokens (incl. run_lt_tune), a quick check after a kernel change
 want ltops && step ops_m130 150 env DSINFER_OPS_MAX_M=130 $B/test_cuda_ops
 want check && step host 20 $B/test_cuda_host
-want check && step ops 240 $B/test_cuda_ops
+want check && step ops 320 $B/test_cuda_ops
 want check && step golden 120 $B/test_cuda_golden
 want check && step sanitize 150 env DSINFER_OPS_SMALL=1 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 $B/test_cuda_ops
 want check && step model 200 $B/test_cuda_model   # both MLA decode kernels
