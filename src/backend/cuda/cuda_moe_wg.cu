@@ -17,7 +17,11 @@
  * the chunk's codes: one scale block of both, so its 4 MMAs of k32 go into a fresh accumulator that is
  * promoted with s_w(e, nb, kb) x s_x(token, kb) into fp32 sums (DeepSeek-V3's per-128 promotion, as
  * f8_tma_kernel and the CPU's W8A8 emulation). PAIR writes BF16 SiLU(g) * u [rows, I] (moe_f8_kernel's
- * epilogue), else fp32 [rows, D]. */
+ * epilogue), else fp32 [rows, D].
+ *
+ * Two more forms of the same kernel: BF16 experts (DSINFER_CUDA_MOE_WG_BF16, default 1: BF16 wgmma k16, 64 columns
+ * a stage, no scales) and one dense W8A8 weight with split K (DSINFER_CUDA_FP8_WG_MAX_M, opt-in: slower than
+ * cu_f8_wgmma_gemm so far). Measured figures: bench/RESULTS.md tenth session; notes: dev/cuda/KERNELS.md. */
 #include "backend/cuda/cuda_wgmma.h"
 
 #define MW_BN 128              /* weight rows an item (two consumer warpgroups of 64) */
