@@ -490,6 +490,10 @@ extern int cu_moe_wg_bf16;
 void cu_rows_bf16_gather(void *dst, const float *src, const int32_t *rows, int M, int D);
 void cu_moe_wg_init(void);
 int cu_moe_wg_chunk(int n_rows, int E);
+/* moe_wg_kernel's work item t on the host (ds_cuda_host_selftest): pre [E + 1] (each expert's first chunk, chunks of
+ * nt rows), offs [E + 1] (the experts' row offsets); out: expert, first row, rows, weight block, split, first and
+ * end stage, tile */
+void cu_moe_wg_item(int t, int NB, const int *pre, const int *offs, int E, int ks, int kc, int LK, int nt, int out[8]);
 int cu_moe_wg_run(ds_cuda_backend *cb, float *y, const float *x, const int32_t *rows, const int32_t *off, int n_rows, int E,
                   int D, int I, const ds_layer_weights *L, void *xs_ws);
 /* The W8A8 linear of 9 .. DSINFER_CUDA_FP8_WG_MAX_M rows (default 0 = off: slower than cu_f8_wgmma_gemm at decode,

@@ -104,7 +104,8 @@ typedef struct {
  * memory); NB weight blocks, ks splits of kc stages a chunk (order: chunk, split, weight block fastest). The
  * expert is the last e with pre[e] <= chunk (empty experts have no chunk, so that e has one). */
 template <int NT>
-__device__ __forceinline__ mw_item mw_item_of(int t, int NB, const int *pre, const int *offs, int E, int ks, int kc, int LK) {
+__host__ __device__ __forceinline__ mw_item mw_item_of(int t, int NB, const int *pre, const int *offs, int E, int ks, int kc,
+                                                       int LK) {
     int gc = t / (NB * ks), lo = 0, hi = E;
     while (hi - lo > 1) {
         int mid = (lo + hi) >> 1;
@@ -430,6 +431,12 @@ int cu_moe_wg_run(ds_cuda_backend *cb, float *y, const float *x, const int32_t *
     if (nt == 32) mw_launch<false, 32>(cb, t2, t2, a2);
     else mw_launch<false, 64>(cb, t2, t2, a2);
     return 1;
+}
+
+void cu_moe_wg_item(int t, int NB, const int *pre, const int *offs, int E, int ks, int kc, int LK, int nt, int out[8]) {
+    mw_item m = nt == 32 ? mw_item_of<32>(t, NB, pre, offs, E, ks, kc, LK) : mw_item_of<64>(t, NB, pre, offs, E, ks, kc, LK);
+    int v[8] = {m.e, m.row0, m.cnt, m.nb, m.z, m.kb0, m.kb1, m.tile};
+    memcpy(out, v, sizeof v);
 }
 
 /* The K splits of the dense form: tiles (chunks x weight blocks) fewer than the SMs are split as far as one

@@ -173,6 +173,47 @@ extern "C" long ds_cuda_host_selftest(char *msg, size_t len) {
         free(t);
         free(seen);
     }
+    /* moe_wg_kernel's work items: over t < chunks x NB x ks, every (row, weight block, stage) of every expert exactly
+     * once, each item inside its expert's rows with 1 .. nt of them, whole splits of kc stages, tiles in range;
+     * experts without rows (every fifth) have no item */
+    {
+        enum { E = 37, NB = 3 };
+        int32_t off[E + 1];
+        int pre[E + 1];
+        off[0] = 0;
+        for (int e = 0; e < E; e++) off[e + 1] = off[e] + (int)(mix(e + 11) % 150) * (e % 5 != 0);
+        const int cfg[][3] = {{1, 16, 16}, {3, 6, 16}, {2, 2, 3}};   /* ks, kc, LK */
+        unsigned char *seen = (unsigned char *)malloc((size_t)off[E] * NB * 16 + 1);
+        for (int nt = 32; nt <= 64 && seen; nt += 32)
+            for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
+                int ks = cfg[c][0], kc = cfg[c][1], LK = cfg[c][2], stop = 0;   /* the first mismatch of a case ends it */
+                pre[0] = 0;
+                for (int e = 0; e < E; e++) pre[e + 1] = pre[e] + (off[e + 1] - off[e] + nt - 1) / nt;
+                memset(seen, 0, (size_t)off[E] * NB * LK);
+                for (int t = 0; t < pre[E] * NB * ks && !stop; t++) {
+                    int m[8];
+                    cu_moe_wg_item(t, NB, pre, off, E, ks, kc, LK, nt, m);
+                    int e = m[0], r0 = m[1], cnt = m[2], nb = m[3], kb0 = m[5], kb1 = m[6];
+                    if (e < 0 || e >= E || r0 < off[e] || cnt < 1 || cnt > nt || r0 + cnt > off[e + 1] || nb < 0 || nb >= NB ||
+                        kb0 != m[4] * kc || kb1 != (kb0 + kc < LK ? kb0 + kc : LK) || m[7] < 0 || m[7] >= pre[E] * NB) {
+                        MISMATCH("wg item %d (nt %d, ks %d): expert %d rows %d+%d block %d stages %d..%d tile %d", t, nt, ks, e,
+                                 r0, cnt, nb, kb0, kb1, m[7]);
+                        stop = 1;
+                        continue;
+                    }
+                    for (int r = r0; r < r0 + cnt; r++)
+                        for (int kb = kb0; kb < kb1; kb++) seen[((size_t)r * NB + nb) * LK + kb]++;
+                }
+                for (size_t i = 0; i < (size_t)off[E] * NB * LK && !stop; i++)
+                    if (seen[i] != 1) {
+                        MISMATCH("wg items (nt %d, ks %d): row %zu block %zu stage %zu covered %d times", nt, ks,
+                                 i / LK / NB, i / LK % NB, i % LK, seen[i]);
+                        stop = 1;
+                    }
+            }
+        if (!seen) MISMATCH("wg item check: out of memory");
+        free(seen);
+    }
     /* an NVFP4 weight [3, 48]: every element against the CPU's row decoder */
     {
         enum { R = 3, K = 48 };
