@@ -37,6 +37,12 @@ void ds_cuda_die(const char *file, int line, const char *what, const char *msg) 
 /* Every op runs on this one stream (created blocking, so the synchronous cudaMemcpy calls of the legacy
  * stream still order with it); a decode step is captured from it into a CUDA graph (cuda_graph.cu). */
 extern cudaStream_t cu_stream;
+/* 1 while cu_stream is being captured into a graph (no cudaMalloc, synchronous copies or timing then) */
+static inline int cu_capturing(void) {
+    cudaStreamCaptureStatus cs;
+    CUDA_CHECK(cudaStreamIsCapturing(cu_stream, &cs));
+    return cs != cudaStreamCaptureStatusNone;
+}
 
 /* Programmatic dependent launch (Hopper; DSINFER_CUDA_PDL, read at backend creation): a kernel launched
  * with cu_launch may start while the kernel before it on the stream is still running, once every block of

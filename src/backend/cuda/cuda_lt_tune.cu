@@ -237,9 +237,7 @@ static int choose(ds_cuda_backend *cb, struct cu_lt_tune *t, lt_plan *p, float *
         t->from_disk++;
         return 1;
     }
-    cudaStreamCaptureStatus cs;
-    CUDA_CHECK(cudaStreamIsCapturing(cu_stream, &cs));
-    if (cs != cudaStreamCaptureStatusNone) {
+    if (cu_capturing()) {
         t->untimed++;
         return first_heuristic(cb, p);
     }

@@ -712,8 +712,7 @@ static void f8_pair(float *y, __nv_bfloat16 *inter, unsigned char *q, float *qs,
     /* the gathered rows' codes are done with: the down projection's input quantized over them */
     unsigned char *iq = q;
     float *is = (float *)(iq + (size_t)n_rows * I);
-    moe_rows_fp8_kernel<__nv_bfloat16><<<dim3((unsigned)(I / 128), (unsigned)n_rows), 128, 0, cu_stream>>>(iq, is, inter, NULL, I);
-    CUDA_LAUNCH_CHECK();
+    cu_rows_fp8_bf16(iq, is, inter, n_rows, I);
     moe_f8_kernel<false, 4, TOK, false, CVT><<<g2, MT_WARPS * 32, m2_smem_bytes(false, 4, TOK), cu_stream>>>(y, D, iq, is, off,
                                                                                                      tab + 2 * E, NULL, D, I,
                                                                                                      cu_wview{}, 0, I);
@@ -756,8 +755,7 @@ void cu_moe_tc(float *y, const float *x, const int32_t *rows, const int32_t *off
         else (cu_moe_f8_cvt ? f8_pair<32, true> : f8_pair<32, false>)(y, inter, q, qs, off, n_rows, E, D, I, tab);
         return;
     }
-    moe_rows_bf16_kernel<<<n_rows, 256, 0, cu_stream>>>(xs, x, rows, D);
-    CUDA_LAUNCH_CHECK();
+    cu_rows_bf16_gather(xs, x, rows, n_rows, D);
     dim3 g1((unsigned)((I + 16 * MT_WARPS - 1) / (16 * MT_WARPS)), (unsigned)E);
     dim3 g2((unsigned)((D + 16 * MT_WARPS - 1) / (16 * MT_WARPS)), (unsigned)E);
     /* token groups a pass from the mean rows per expert (DSINFER_CUDA_MOE_TG: 1, 2 or 4 fixed, 0 auto) */

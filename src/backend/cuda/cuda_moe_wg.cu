@@ -363,9 +363,11 @@ void cu_moe_wg_init(void) {
     mw_init<true>();
 }
 
-template <bool PAIR, int NT, bool BF = false>
-static void mw_launch(ds_cuda_backend *cb, const CUtensorMap &tx, const CUtensorMap &tw, const mw_args &a) {
-    moe_wg_kernel<PAIR, NT, BF><<<(unsigned)cb->n_sm, 384, mw_smem_bytes(), cu_stream>>>(tx, tw, a);
+/* the kernel with nt (32 or 64) tokens a chunk on a CTA an SM */
+template <bool PAIR, bool BF = false>
+static void mw_launch(ds_cuda_backend *cb, int nt, const CUtensorMap &tx, const CUtensorMap &tw, const mw_args &a) {
+    if (nt == 32) moe_wg_kernel<PAIR, 32, BF><<<(unsigned)cb->n_sm, 384, mw_smem_bytes(), cu_stream>>>(tx, tw, a);
+    else moe_wg_kernel<PAIR, 64, BF><<<(unsigned)cb->n_sm, 384, mw_smem_bytes(), cu_stream>>>(tx, tw, a);
     CUDA_LAUNCH_CHECK();
 }
 
@@ -379,44 +381,23 @@ int cu_moe_wg_chunk(int n_rows, int E) {
 /* The BF16 experts: rows gathered as BF16 [n_rows, D] into xs_ws, gate/up writing BF16 SiLU(g) * u [n_rows, I]
  * after them, down reading it: cu_moe_tc's BF16 layout, no quantization. */
 static int mw_run_bf16(ds_cuda_backend *cb, float *y, const float *x, const int32_t *rows, const int32_t *off, int n_rows,
-                       int E, int D, int I, const ds_layer_weights *L, void *xs_ws, int create) {
-    const CUtensorMap *maps;
-    const float *const *sc;
-    if (!cu_expert_maps(cb, L, E, D, I, create, &maps, &sc)) return 0;
-    int nt = cu_moe_wg_chunk(n_rows, E);
+                       int E, int D, int I, const CUtensorMap *maps, const float *const *sc, int nt, void *xs_ws) {
     __nv_bfloat16 *xs = (__nv_bfloat16 *)xs_ws, *inter = xs + (size_t)n_rows * D;
     CUtensorMap t1, t2;
     if (!cu_tma_map(&t1, xs, n_rows, 2 * D, nt) || !cu_tma_map(&t2, inter, n_rows, 2 * I, nt)) return 0;
     cu_rows_bf16_gather(xs, x, rows, n_rows, D);
     mw_args a1 = {maps, sc, NULL, NULL, off, inter, NULL, NULL, n_rows, E, I, 2 * D, 0, I, 1, 2 * D / MW_BK};
-    if (nt == 32) mw_launch<true, 32, true>(cb, t1, t1, a1);
-    else mw_launch<true, 64, true>(cb, t1, t1, a1);
+    mw_launch<true, true>(cb, nt, t1, t1, a1);
     mw_args a2 = {maps + 2 * E, sc + 2 * E, NULL, NULL, off, y, NULL, NULL, n_rows, E, D, 2 * I, 0, D, 1, 2 * I / MW_BK};
-    if (nt == 32) mw_launch<false, 32, true>(cb, t2, t2, a2);
-    else mw_launch<false, 64, true>(cb, t2, t2, a2);
+    mw_launch<false, true>(cb, nt, t2, t2, a2);
     return 1;
 }
 
-int cu_moe_wg_run(ds_cuda_backend *cb, float *y, const float *x, const int32_t *rows, const int32_t *off, int n_rows, int E,
-                  int D, int I, const ds_layer_weights *L, void *xs_ws) {
-    if (cu_moe_wg_bf16 && n_rows >= 1 && E >= 1 && E <= MW_MAX_E && D % 64 == 0 && I % 64 == 0 &&
-        L->exp_gate[0].dtype == DS_DTYPE_BF16 && !L->exp_gate[0].scale) {
-        cudaStreamCaptureStatus cs;
-        CUDA_CHECK(cudaStreamIsCapturing(cu_stream, &cs));
-        return mw_run_bf16(cb, y, x, rows, off, n_rows, E, D, I, L, xs_ws, cs == cudaStreamCaptureStatusNone);
-    }
-    if (!cu_moe_wg || !cu_moe_w8a8 || n_rows < 1 || E < 1 || E > MW_MAX_E || D % MW_BK || I % MW_BK ||
-        64 * (D > I ? D : I) / MW_BK > MW_XS ||
-        (size_t)I * 33 / 32 > (size_t)D * 2 || L->exp_gate[0].dtype != DS_DTYPE_F8_E4M3 || !L->exp_gate[0].scale)
-        return 0;
-    cudaStreamCaptureStatus cs;
-    CUDA_CHECK(cudaStreamIsCapturing(cu_stream, &cs));
-    const CUtensorMap *maps;
-    const float *const *sc;
-    if (!cu_expert_maps(cb, L, E, D, I, cs == cudaStreamCaptureStatusNone, &maps, &sc)) return 0;
-    int nt = cu_moe_wg_chunk(n_rows, E);
-    /* xs_ws as cu_moe_tc's W8A8 form: the gathered rows' codes [n_rows, D] and scales, BF16 SiLU(g) * u
-     * [n_rows, I] after n_rows x D x 2 bytes, then its codes and scales over the first ones' */
+/* The FP8 experts as W8A8. xs_ws as cu_moe_tc's W8A8 form: the gathered rows' codes [n_rows, D] and scales, BF16
+ * SiLU(g) * u [n_rows, I] after n_rows x D x 2 bytes, then its codes and scales over the first ones'. */
+static int mw_run_f8(ds_cuda_backend *cb, float *y, const float *x, const int32_t *rows, const int32_t *off, int n_rows,
+                     int E, int D, int I, const CUtensorMap *maps, const float *const *sc, int nt, const ds_layer_weights *L,
+                     void *xs_ws) {
     unsigned char *q = (unsigned char *)xs_ws;
     float *qs = (float *)(q + (size_t)n_rows * D), *is = (float *)(q + (size_t)n_rows * I);
     __nv_bfloat16 *inter = (__nv_bfloat16 *)xs_ws + (size_t)n_rows * D;
@@ -424,13 +405,26 @@ int cu_moe_wg_run(ds_cuda_backend *cb, float *y, const float *x, const int32_t *
     if (!cu_tma_map(&t1, q, n_rows, D, nt) || !cu_tma_map(&t2, q, n_rows, I, nt)) return 0;
     cu_rows_fp8_gather(q, qs, x, rows, n_rows, D);
     mw_args a1 = {maps, sc, NULL, qs, off, inter, NULL, NULL, n_rows, E, I, D, L->exp_gate[0].scale_cols, I, 1, D / MW_BK};
-    if (nt == 32) mw_launch<true, 32>(cb, t1, t1, a1);
-    else mw_launch<true, 64>(cb, t1, t1, a1);
+    mw_launch<true>(cb, nt, t1, t1, a1);
     cu_rows_fp8_bf16(q, is, inter, n_rows, I);
     mw_args a2 = {maps + 2 * E, sc + 2 * E, NULL, is, off, y, NULL, NULL, n_rows, E, D, I, L->exp_down[0].scale_cols, D, 1, I / MW_BK};
-    if (nt == 32) mw_launch<false, 32>(cb, t2, t2, a2);
-    else mw_launch<false, 64>(cb, t2, t2, a2);
+    mw_launch<false>(cb, nt, t2, t2, a2);
     return 1;
+}
+
+int cu_moe_wg_run(ds_cuda_backend *cb, float *y, const float *x, const int32_t *rows, const int32_t *off, int n_rows, int E,
+                  int D, int I, const ds_layer_weights *L, void *xs_ws) {
+    const ds_weight *g = &L->exp_gate[0];
+    int bf = cu_moe_wg_bf16 && g->dtype == DS_DTYPE_BF16 && !g->scale && D % 64 == 0 && I % 64 == 0;
+    int f8 = cu_moe_wg && cu_moe_w8a8 && g->dtype == DS_DTYPE_F8_E4M3 && g->scale && D % MW_BK == 0 && I % MW_BK == 0 &&
+             64 * (D > I ? D : I) / MW_BK <= MW_XS && (size_t)I * 33 / 32 <= (size_t)D * 2;
+    const CUtensorMap *maps;
+    const float *const *sc;
+    if ((!bf && !f8) || n_rows < 1 || E < 1 || E > MW_MAX_E || !cu_expert_maps(cb, L, E, D, I, !cu_capturing(), &maps, &sc))
+        return 0;
+    int nt = cu_moe_wg_chunk(n_rows, E);
+    return bf ? mw_run_bf16(cb, y, x, rows, off, n_rows, E, D, I, maps, sc, nt, xs_ws)
+              : mw_run_f8(cb, y, x, rows, off, n_rows, E, D, I, maps, sc, nt, L, xs_ws);
 }
 
 void cu_moe_wg_item(int t, int NB, const int *pre, const int *offs, int E, int ks, int kc, int LK, int nt, int out[8]) {
@@ -462,9 +456,7 @@ int cu_f8_wg_linear(ds_cuda_backend *cb, float *out, const float *x, const ds_we
         ((uintptr_t)w->data & 15))
         return 0;
     if (!cb->f8_tickets) {   /* made once, zero; outside a capture (the first, eager step makes it) */
-        cudaStreamCaptureStatus cs;
-        CUDA_CHECK(cudaStreamIsCapturing(cu_stream, &cs));
-        if (cs != cudaStreamCaptureStatusNone) return 0;
+        if (cu_capturing()) return 0;
         CUDA_CHECK(cudaMalloc(&cb->f8_tickets, sizeof(int) * CU_F8_WG_TICKETS));
         CUDA_CHECK(cudaMemset(cb->f8_tickets, 0, sizeof(int) * CU_F8_WG_TICKETS));
     }
@@ -478,7 +470,6 @@ int cu_f8_wg_linear(ds_cuda_backend *cb, float *out, const float *x, const ds_we
     if (!cu_tma_map(&tx, q, M, K, nt) || !cu_tma_map(&tw, w->data, N, K, MW_BN)) return 0;
     cu_rows_fp8_f32(q, qs, x, M, K);
     mw_args a = {NULL, NULL, w->scale, qs, NULL, out, part, cb->f8_tickets, M, 1, N, K, w->scale_cols, N, ks, kc};
-    if (nt == 32) mw_launch<false, 32>(cb, tx, tw, a);
-    else mw_launch<false, 64>(cb, tx, tw, a);
+    mw_launch<false>(cb, nt, tx, tw, a);
     return 1;
 }

@@ -29,9 +29,7 @@ static struct cu_optimes *ot_of(ds_backend *be) { return cu_of(be)->optimes; }
 
 /* 1 if this call is timed (not capturing): e0 recorded */
 static int t_begin(struct cu_optimes *t) {
-    cudaStreamCaptureStatus cs;
-    CUDA_CHECK(cudaStreamIsCapturing(cu_stream, &cs));
-    if (cs != cudaStreamCaptureStatusNone) return 0;
+    if (cu_capturing()) return 0;
     CUDA_CHECK(cudaEventRecord(t->op0, cu_stream));
     CUDA_CHECK(cudaEventRecord(t->e0, cu_stream));
     t->in_op = 1;
