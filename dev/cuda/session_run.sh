@@ -546,6 +546,68 @@ if want wg10b; then
   grep -E "moe_wg|Duration|DRAM Throughput" $OUT/ncu_wg.log | head
   cat $OUT/mutants.txt
 fi
+# prof11 (eleventh session): the GPU check of c78853a's host refactor (moe8 / moebf op tests), the session's
+# starting FP8 / BF16 decode rows, and ncu kernel sums of one FP8 batch-64, FP8 batch-128 and BF16 batch-1 step
+if want prof11; then
+  step ops_moe8 200 env DSINFER_OPS_ONLY=moe8 DSINFER_OPS_MAX_M=256 $B/test_cuda_ops
+  step ops_moebf 200 env DSINFER_OPS_ONLY=moebf $B/test_cuda_ops
+  step dec_fp8 60 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s11-fp8
+  step dec_bf16 60 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s11-bf16
+  nf() { DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=list $B/dsinfer bench --dtype $1 --batch $2 --ctx 1K --prompt '' --steps 2 2>&1 | awk -v t="$2 tokens" '$0 ~ "^profile: forward .* " t {gsub(",","",$3); n=$3} END{print n}'; }
+  for dt_b in fp8:64 fp8:128 bf16:1; do
+    dt=${dt_b%:*}; b=${dt_b#*:}; N=$(nf $dt $b); echo "$dt b$b: profiling forward $N"
+    step ncu11_${dt}_b$b 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=$N ncu --clock-control none --cache-control none --profile-from-start off --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv --page raw --log-file $OUT/ncu11_${dt}_b$b.csv $B/dsinfer bench --dtype $dt --batch $b --ctx 1K --prompt '' --steps 2 --bw 4221 --tflops 780
+    python3 dev/cuda/ncu_sum.py $OUT/ncu11_${dt}_b$b.csv > $OUT/ncu11_${dt}_b$b.txt 2>&1; head -24 $OUT/ncu11_${dt}_b$b.txt
+    rm -f $OUT/ncu11_${dt}_b$b.csv
+  done
+fi
+# side11 (eleventh session, issue 7): the shared experts on a second stream (DSINFER_CUDA_SHARED_STREAM) and the
+# cp.async W8A8 kernel's split-K sum in the kernel (DSINFER_CUDA_F8_TICKETS): op tests (side, W8A8 linears and
+# experts), mutated builds (each must fail), decode rows with each switch on / off, alternated
+if want side11; then
+  step ops_side 200 env DSINFER_OPS_ONLY=side $B/test_cuda_ops
+  grep -E "moe|side|line" $OUT/ops_side.log | head -12
+  step ops_w8 300 env DSINFER_OPS_ONLY=w8a8 DSINFER_OPS_MAX_M=256 $B/test_cuda_ops
+  for f in .deps/bin/test_cuda_ops_mut_s11_*; do
+    [ -x "$f" ] || continue
+    n=$(basename $f); o=side; [[ $n == *_tk_* ]] && o=w8a8
+    env DSINFER_OPS_ONLY=$o DSINFER_OPS_MAX_M=256 timeout 200 $f > $OUT/$n.log 2>&1; rc=$?
+    echo "== $n rc=$rc (must be non-zero): $(grep -c "CHECK failed" $OUT/$n.log) failed checks" | tee -a $OUT/mutants.txt
+  done
+  for r in 1 2; do
+    for v in 11 01 10 00; do
+      step dec_s$v 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_SHARED_STREAM=${v:0:1} DSINFER_CUDA_F8_TICKETS=${v:1:1} $B/dsinfer bench --dtype fp8 --batch 1,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s11-fp8-side${v:0:1}-tk${v:1:1}
+    done
+    for v in 1 0; do
+      step dec_bs$v 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_SHARED_STREAM=$v $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s11-bf16-side$v
+    done
+  done
+  cat $OUT/mutants.txt
+fi
+# tk11 (eleventh session): the split-K tickets of the cp.async W8A8 kernel: the side-stream and W8A8 op tests (the
+# tests now change the input between the two launches), mutants, `bench --ops` at 64 rows with the tickets on / off,
+# and ncu kernel sums of one FP8 batch-64 step with them on
+if want tk11; then
+  step ops_side 200 env DSINFER_OPS_ONLY=side $B/test_cuda_ops
+  grep -E "line:|FAIL|failed" $OUT/ops_side.log | head -12
+  step ops_w8 300 env DSINFER_OPS_ONLY=w8a8 DSINFER_OPS_MAX_M=256 $B/test_cuda_ops
+  for f in .deps/bin/test_cuda_ops_mut_s11_*; do
+    [ -x "$f" ] || continue
+    n=$(basename $f); o=side; [[ $n == *_tk_* ]] && o=w8a8
+    env DSINFER_OPS_ONLY=$o DSINFER_OPS_MAX_M=256 timeout 200 $f > $OUT/$n.log 2>&1; rc=$?
+    echo "== $n rc=$rc (must be non-zero): $(grep -c "CHECK failed" $OUT/$n.log) failed checks" | tee -a $OUT/mutants.txt
+  done
+  for v in 1 0; do
+    step opsb_tk$v 100 env DSINFER_CUDA_F8_TICKETS=$v $B/dsinfer bench --ops --ops-m 64
+    grep -E "geomean|^ *[0-9]+ *x *[0-9]+|us" $OUT/opsb_tk$v.log | head -12
+  done
+  nf() { DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=list $B/dsinfer bench --dtype $1 --batch $2 --ctx 1K --prompt '' --steps 2 2>&1 | awk -v t="$2 tokens" '$0 ~ "^profile: forward .* " t {gsub(",","",$3); n=$3} END{print n}'; }
+  N=$(nf fp8 64); echo "fp8 b64: profiling forward $N"
+  step ncu11_tk 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=$N ncu --clock-control none --cache-control none --profile-from-start off --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv --page raw --log-file $OUT/ncu11_tk.csv $B/dsinfer bench --dtype fp8 --batch 64 --ctx 1K --prompt '' --steps 2 --bw 4221 --tflops 780
+  python3 dev/cuda/ncu_sum.py $OUT/ncu11_tk.csv > $OUT/ncu11_tk.txt 2>&1; head -16 $OUT/ncu11_tk.txt
+  rm -f $OUT/ncu11_tk.csv
+  cat $OUT/mutants.txt
+fi
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

@@ -535,13 +535,15 @@ static void check_linear_w8a8(setup *s, const char *what, int N, int K, const in
         if (M > max_m) continue;
         prime(s, M);
         buf x = buf_new(s, (size_t)M * K), out = buf_new(s, (size_t)M * N);
-        buf_rand(&x, 1.0f);
-        for (int m = 0; m < M; m++) x.h[(size_t)m * K + (size_t)(m % K)] *= 40.0f;   /* an outlier per row */
-        ds_cuda_from_host(NULL, x.d, x.h, x.n + PAD);
-        buf_poison(&out);
-        gpu->linear(gpu, out.d, x.d, &w.d, M);
-        buf_poison(&out);   /* twice: a second launch finds the split-K tickets the first one left (zero) */
-        gpu->linear(gpu, out.d, x.d, &w.d, M);
+        /* twice, on different inputs: the second launch finds the split-K tickets the first one left (zero) and
+         * the first one's partials in the split-K buffer, which a sum taken too early would read */
+        for (int pass = 0; pass < 2; pass++) {
+            buf_rand(&x, 1.0f);
+            for (int m = 0; m < M; m++) x.h[(size_t)m * K + (size_t)(m % K)] *= 40.0f;   /* an outlier per row */
+            ds_cuda_from_host(NULL, x.d, x.h, x.n + PAD);
+            buf_poison(&out);
+            gpu->linear(gpu, out.d, x.d, &w.d, M);
+        }
         float *xq = malloc(sizeof(float) * (size_t)M * K), *exact = malloc(sizeof(float) * (size_t)M * N);
         act_quant_ref(xq, x.h, M, K);
         s->cpu->linear(s->cpu, exact, x.h, &w.h, M);
@@ -746,9 +748,15 @@ static void check_route_v1(setup *s, const int *Ms, int nM) {
  * wgmma, the weights by TMA). FP8 experts go by DSINFER_CUDA_MOE_WG and DSINFER_MOE_W8A8 (run_moe_w8a8). */
 /* routed: the routed experts of one expert range only (backend moe_routed, [E/3, 2E/3): the gathered
  * expert-parallel form), against the CPU's moe_routed. */
+/* run_side_stream's settings for check_moe_dt: twin: a second backend made with the shared experts in line
+ * (DSINFER_CUDA_SHARED_STREAM=0), whose output must equal the first one's bit for bit (the same kernels, one
+ * stream instead of two); thr: the CPU comparison's threshold instead of THR_TC (0: THR_TC) */
+static int moe_twin;
+static double moe_thr_tc;
+
 static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc, int routed) {
     const ds_config *c = &s->cfg;
-    ds_backend *gpu = s->gpu;
+    ds_backend *gpu = s->gpu, *twin = NULL;
     char err[DS_ERRLEN];
     if (tc) {
         setenv("DSINFER_CUDA_TC", "1", 1);
@@ -759,6 +767,13 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc, i
         int l8_set = getenv("DSINFER_CUDA_FP8_GEMM") != NULL;   /* and W8A8 linears (the shared expert's) */
         if (!l8_set) setenv("DSINFER_CUDA_FP8_GEMM", "0", 1);
         gpu = ds_backend_cuda_new(&s->cfg, err);
+        if (gpu && moe_twin) {
+            setenv("DSINFER_CUDA_SHARED_STREAM", "0", 1);
+            twin = ds_backend_cuda_new(&s->cfg, err);
+            unsetenv("DSINFER_CUDA_SHARED_STREAM");
+            if (!twin) gpu->destroy(gpu);
+            gpu = twin ? gpu : NULL;
+        }
         unsetenv("DSINFER_CUDA_TC");
         unsetenv("DSINFER_CUDA_MOE_TC2");
         unsetenv("DSINFER_CUDA_MOE_WG_BF16");
@@ -799,6 +814,7 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc, i
             batch b;
             mk_batch(s, &b, M, 0, 16);
             CHECK(gpu->set_batch(gpu, &b.m, err) == DS_OK);
+            if (twin) CHECK(twin->set_batch(twin, &b.m, err) == DS_OK);
             free(b.pt);
         }
         buf x = buf_new(s, (size_t)M * D), out = buf_new(s, (size_t)M * D);
@@ -807,6 +823,26 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc, i
         int e0 = E / 3, e1 = 2 * E / 3;
         if (routed) gpu->moe_routed(gpu, out.d, x.d, &Ld, M, e0, e1);
         else gpu->moe(gpu, out.d, x.d, &Ld, M);
+        if (moe_twin && !routed) {   /* again, now that workspaces and tables exist: no first-use copies between */
+            buf_poison(&out);
+            gpu->moe(gpu, out.d, x.d, &Ld, M);
+        }
+        if (twin && !routed) {   /* the same op with the shared experts in line: the same bits */
+            buf o2 = buf_new(s, (size_t)M * D);
+            buf_poison(&o2);
+            twin->moe(twin, o2.d, x.d, &Ld, M);
+            float *a = malloc(sizeof(float) * (size_t)M * D), *b2 = malloc(sizeof(float) * (size_t)M * D);
+            ds_cuda_download_bytes(s->gpu, a, out.d, sizeof(float) * (size_t)M * D);
+            ds_cuda_download_bytes(s->gpu, b2, o2.d, sizeof(float) * (size_t)M * D);
+            size_t diff = 0;
+            for (size_t k = 0; k < (size_t)M * D; k++) diff += memcmp(&a[k], &b2[k], sizeof(float)) != 0;
+            printf("  %-8s moe M=%d %s: second stream against in line: %zu of %zu values differ\n", s->name, M,
+                   ds_dtype_name(dt), diff, (size_t)M * D);
+            CHECKF(diff == 0, "%s moe M=%d: the shared experts on the second stream change %zu values", s->name, M, diff);
+            free(a);
+            free(b2);
+            buf_free(s, &o2);
+        }
         /* the CPU reference on all rows, or on sampled ones (rows[r] = r when all) */
         int32_t *rows = malloc(sizeof(int32_t) * (size_t)M);
         int R = M;
@@ -845,7 +881,7 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc, i
         char name[64];
         snprintf(name, sizeof name, "moe%s%s E=%d top-%d %s", routed ? " routed" : "", tc == 3 ? " WG" : tc == 2 ? " TC2" : tc ? " TC" : "", E,
                  c->num_experts_per_tok, ds_dtype_name(dt));
-        compare_rows(s, name, M, out.d, D, out.h, rows, R, exclude, tc ? THR_TC : THR_MOE);
+        compare_rows(s, name, M, out.d, D, out.h, rows, R, exclude, tc ? (moe_thr_tc > 0 ? moe_thr_tc : THR_TC) : THR_MOE);
         free(exclude);
         free(rows);
         free(g);
@@ -856,6 +892,7 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc, i
     free(ws);
     free(Lh.exp_gate); free(Lh.exp_up); free(Lh.exp_down); free(Ld.exp_gate); free(Ld.exp_up); free(Ld.exp_down);
     if (tc) gpu->destroy(gpu);
+    if (twin) twin->destroy(twin);
 }
 
 /* the exact MoE at every M; the tensor-core one at the M where it runs (above GEMV_MAX_M) */
@@ -960,8 +997,8 @@ static void free_setup(setup *s) {
 
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
-static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf (main): only run_mla_tc, the W8A8 runs,
-                            * run_moe_w8a8, or run_moe_wg_bf16 */
+static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf | side (main): only run_mla_tc, the W8A8
+                            * runs, run_moe_w8a8, run_moe_wg_bf16 or run_side_stream */
 
 static void run_v3(void) {
     if (only) return;
@@ -1176,14 +1213,16 @@ static void run_w8a8_linear(void) {
          * to 256 rows (9, 63, 64: 32 / 64 tokens a chunk; 131, 200: chunks of 64, the last partial; split K where
          * the tiles are few), the TMA kernel at 1024; 3: wgmma with DSINFER_CUDA_FP8_WG_MAX_M=0 (9, 64: the
          * cp.async kernel, one warpgroup a block; 131, 200, 1024: the TMA kernel, partial row blocks); 4: that
-         * with DSINFER_CUDA_FP8_TMA=0 (131, 200, 1024: the cp.async kernel with two warpgroups) */
-        for (int own = 1; own <= 4; own++) {
+         * with DSINFER_CUDA_FP8_TMA=0 (131, 200, 1024: the cp.async kernel with two warpgroups); 5: 3 with the
+         * split-K sums by the reduce kernel (DSINFER_CUDA_F8_TICKETS=0; 3 and 4 sum in the kernel), 9 and 64 rows */
+        for (int own = 1; own <= 5; own++) {
             setenv("DSINFER_CUDA_FP8_OWN", own == 1 ? "1" : "2", 1);   /* read by check_linear_w8a8's backends */
             setenv("DSINFER_CUDA_FP8_TMA", own == 4 ? "0" : "1", 1);
             setenv("DSINFER_CUDA_FP8_WG_MAX_M", own >= 3 ? "0" : "256", 1);
-            printf("  DSINFER_CUDA_FP8_OWN=%d DSINFER_CUDA_FP8_TMA=%d DSINFER_CUDA_FP8_WG_MAX_M=%d\n", own == 1 ? 1 : 2,
-                   own != 4, own >= 3 ? 0 : 256);
-            for (int i = 0; i < NM(W8); i++) check_linear_w8a8(&s, W8[i].n, W8[i].N, W8[i].K, w8m, NM(w8m));
+            setenv("DSINFER_CUDA_F8_TICKETS", own == 5 ? "0" : "1", 1);
+            printf("  DSINFER_CUDA_FP8_OWN=%d DSINFER_CUDA_FP8_TMA=%d DSINFER_CUDA_FP8_WG_MAX_M=%d DSINFER_CUDA_F8_TICKETS=%d\n",
+                   own == 1 ? 1 : 2, own != 4, own >= 3 ? 0 : 256, own != 5);
+            for (int i = 0; i < NM(W8); i++) check_linear_w8a8(&s, W8[i].n, W8[i].N, W8[i].K, w8m, own == 5 ? 2 : NM(w8m));
             check_linear_w8a8(&s, "odd", 132, 512, odd, NM(odd));   /* K/128 = 4: the scales used in place */
             check_linear_w8a8(&s, "odd", 260, 384, odd, NM(odd));   /* K/128 = 3: re-packed scales, partial N block */
             check_linear_w8a8(&s, "odd", 92, 1280, odd, NM(odd));   /* one partial N block, K/128 = 10 */
@@ -1196,6 +1235,7 @@ static void run_w8a8_linear(void) {
     }
     unsetenv("DSINFER_CUDA_FP8_OWN");
     unsetenv("DSINFER_CUDA_FP8_WG_MAX_M");
+    unsetenv("DSINFER_CUDA_F8_TICKETS");
 }
 
 /* W8A8 FP8 experts (DSINFER_MOE_W8A8=1: activations quantized per token x 128 columns, FP8 MMAs,
@@ -1294,6 +1334,48 @@ static void run_moe_gemm(void) {
         free_setup(&s);
     }
     unsetenv("DSINFER_CUDA_MOE_GEMM_MIN_M");
+}
+
+/* The shared experts on the second stream (cuda_side.cu, DSINFER_CUDA_SHARED_STREAM, default 1), with the side
+ * stream held back 300 us before its work (DSINFER_CUDA_SIDE_DELAY_NS) so that the routed experts always finish
+ * first: the sum is right only if the combine waits for the shared experts. V2-Lite (two shared experts): the
+ * grouped GEMVs (1, 9 tokens), BF16 experts on wgmma with BF16 shared GEMMs (63, 256), W8A8 experts with the
+ * shared expert's W8A8 linears (63, 64: the split-K tickets; 200: the TMA kernel), the GEMM-per-expert path of
+ * prefill (1100: cuBLAS on both streams), each op run twice (the second time with no first-use copies, which
+ * synchronise) and, on the tensor-core paths, against a twin backend with the shared experts in line (bit for
+ * bit); then the switch off (63). DSINFER_OPS_ONLY=side runs these alone. */
+static void run_side_stream(void) {
+    if (only && strcmp(only, "side")) return;
+    setup s;
+    setenv("DSINFER_CUDA_SIDE_DELAY_NS", "300000", 1);
+    setenv("DSINFER_CUDA_SHARED_STREAM_MIN_M", "1", 1);   /* at every size (the default: 9 .. 128 tokens) */
+    setenv("DSINFER_CUDA_SHARED_STREAM_MAX_M", "100000", 1);
+    if (load_setup(&s, "v2l-side", "configs/deepseek-v2-lite.json", 0, 16)) {
+        const int g[] = {1, 9}, m[] = {63, 256}, m63[] = {63}, pre[] = {1100};
+        moe_twin = 1;
+        check_moe_dt(&s, g, NM(g), DS_DTYPE_BF16, 0, 0);
+        check_moe_dt(&s, m, NM(m), DS_DTYPE_BF16, 3, 0);
+        /* W8A8 experts and the shared experts' W8A8 linears (the CPU reference keeps the shared expert's input
+         * unquantized: ~2e-3 apart, so the CPU bound is loose here and the exact check is the twin's) */
+        setenv("DSINFER_MOE_W8A8", "1", 1);
+        setenv("DSINFER_CUDA_FP8_GEMM", "1", 1);
+        moe_thr_tc = 1e-2;
+        const int f8m[] = {63, 64, 200};
+        check_moe_dt(&s, f8m, NM(f8m), DS_DTYPE_F8_E4M3, 2, 0);
+        moe_thr_tc = 0;
+        unsetenv("DSINFER_MOE_W8A8");
+        unsetenv("DSINFER_CUDA_FP8_GEMM");
+        check_moe_dt(&s, pre, NM(pre), DS_DTYPE_BF16, 3, 0);
+        moe_twin = 0;
+        setenv("DSINFER_CUDA_SHARED_STREAM", "0", 1);
+        printf("  %-8s (shared experts in line)\n", s.name);
+        check_moe_dt(&s, m63, 1, DS_DTYPE_BF16, 3, 0);
+        unsetenv("DSINFER_CUDA_SHARED_STREAM");
+        free_setup(&s);
+    }
+    unsetenv("DSINFER_CUDA_SIDE_DELAY_NS");
+    unsetenv("DSINFER_CUDA_SHARED_STREAM_MIN_M");
+    unsetenv("DSINFER_CUDA_SHARED_STREAM_MAX_M");
 }
 
 /* One TC linear on gpu against the CPU (THR_TC); M small enough for the whole reference. */
@@ -1402,8 +1484,9 @@ int main(void) {
     printf("test_cuda_ops: seed %llu (DSINFER_SEED repeats it)\n", (unsigned long long)rng_state);
     int small = getenv("DSINFER_OPS_SMALL") != NULL;
     if (getenv("DSINFER_OPS_MAX_M")) max_m = atoi(getenv("DSINFER_OPS_MAX_M"));
-    /* DSINFER_OPS_ONLY=mla, w8a8, moe8 or moebf: the tensor-core MLA decode cases, the W8A8 paths, the W8A8
-     * experts, or the BF16 experts on wgmma alone (a quick check after a change to them) */
+    /* DSINFER_OPS_ONLY=mla, w8a8, moe8, moebf or side: the tensor-core MLA decode cases, the W8A8 paths, the W8A8
+     * experts, the BF16 experts on wgmma, or the shared experts' second stream alone (a quick check after a change
+     * to them) */
     only = getenv("DSINFER_OPS_ONLY");
     run_odd("h1", "configs/deepseek-v2-lite.json", 1);
     run_odd("h3-fp8", "tests/fixtures/tiny-v3-fp8/config.json", 3);
@@ -1415,6 +1498,7 @@ int main(void) {
     run_nvfp4_simt();
     run_lt_tune();
     run_moe_gemm();
+    run_side_stream();
     const int kv_small[] = {1, 3, 4, 63}, kv_big[] = {1, 4, 128};
     /* C = 199: two scale blocks, the second partial, entries at odd byte offsets (335 bytes) */
     run_kv("h3-kv8", "configs/deepseek-v2-lite.json", 3, 199, 5, 0, KV_FP8, kv_small, NM(kv_small), 23);

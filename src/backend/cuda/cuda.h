@@ -165,7 +165,22 @@ typedef struct {
     int absorb_tc;  /* with tc: W_UK / W_UV products as batched BF16 GEMMs above GEMV_MAX_M tokens (DSINFER_CUDA_ABSORB_TC, default 1) */
     int lt_tune;    /* with tc: BF16 linears through cuBLASLt with the algorithm searched per shape, cached on disk (DSINFER_CUDA_LT_TUNE) */
     int moe_gemm, moe_gemm_min_m;   /* with tc: routed experts of >= min_m tokens as cuBLAS GEMMs per expert (DSINFER_CUDA_MOE_GEMM[_MIN_M]) */
+    int shared_stream;   /* the shared experts on a second stream (cuda_side.cu; DSINFER_CUDA_SHARED_STREAM, default 1) */
+    int shared_stream_min_m, shared_stream_max_m;   /* ... for batches of this many tokens (_MIN_M, _MAX_M; default 9 .. 128) */
 } cu_opts;
+
+/* The second stream of the shared experts (cuda_side.cu): its stream, cuBLAS handles and workspace, swapped
+ * with the backend's own between cu_side_begin and cu_side_end */
+typedef struct {
+    cudaStream_t stream;
+    cudaEvent_t fork, join;
+    cublasHandle_t cublas, cublas_tc;
+    void *ws;                   /* LT_WS_BYTES: the side's cuBLAS and cuBLASLt workspace */
+    cu_ws ws_tc;
+    int active;                 /* between begin and end: cu_stream is the side stream */
+    int pending;                /* ended, not yet joined into the main stream */
+    long long delay_ns;         /* DSINFER_CUDA_SIDE_DELAY_NS: tests only (cuda_side.cu) */
+} cu_side;
 
 typedef struct {
     ds_backend base;
@@ -212,9 +227,20 @@ typedef struct {
     int n_moe_tabs;
     struct cu_graphs *graphs;   /* captured decode steps (cuda_graph.cu) */
     int n_sm;
+    cu_side side;               /* the shared experts' second stream; side.stream NULL when off */
 } ds_cuda_backend;
 
 static inline ds_cuda_backend *cu_of(ds_backend *be) { return (ds_cuda_backend *)be; }
+
+/* The shared experts' second stream (cuda_side.cu): init / free with the backend; between begin and end every
+ * launch and cuBLAS call of the backend goes to the side stream (forked from the main stream's work so far);
+ * join makes the main stream wait for the side's work (no-op when nothing is pending). */
+void cu_side_init(ds_cuda_backend *cb);
+void cu_side_free(ds_cuda_backend *cb);
+int cu_side_ok(ds_cuda_backend *cb);
+void cu_side_begin(ds_cuda_backend *cb);
+void cu_side_end(ds_cuda_backend *cb);
+void cu_side_join(ds_cuda_backend *cb);
 
 /* The fused absorbed decode (cuda_attn.cu attn_fused): one block per (list entry, split, head group)
  * writes split partials that mla_combine_kernel merges. */
@@ -469,6 +495,8 @@ int cu_f8_splits(int M, int N, int K, int n_sm, int *kc);
 int cu_f8_expert_tiles(int4 *t, const int32_t *off, int E, int n_cols);
 /* DSINFER_CUDA_FP8_TMA (default 1): above 64 rows the warp-specialized TMA kernel; 0: the cp.async one */
 extern int cu_fp8_tma;
+/* DSINFER_CUDA_F8_TICKETS (default 1): the cp.async kernel's split-K partials summed by the tile's last split (0: a reduce kernel) */
+extern int cu_f8_tickets;
 /* shared pieces of the own W8A8 linears: x [M, K] fp32 -> codes q [M, K] and scales s [M][K/128]
  * (moe_rows_fp8_kernel); out[i] = sum over z < ks of part[z n + i], in z order */
 void cu_rows_fp8_f32(unsigned char *q, float *s, const float *x, int M, int K);

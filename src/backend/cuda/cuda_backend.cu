@@ -504,6 +504,7 @@ static void cu_destroy(ds_backend *be) {
     cu_optimes_report_free(cb);
     cu_graphs_free(cb);
     cu_moe_tabs_free(cb);
+    cu_side_free(cb);
     cu_lt_tune_free(cb);   /* its plans before the cuBLASLt handle */
     cu_fp8_free(cb);
     cu_ws *ws[] = {&cb->ws_meta, &cb->ws_deq, &cb->ws_rows, &cb->ws_attn, &cb->ws_mlp, &cb->ws_moe, &cb->ws_sample,
@@ -545,6 +546,10 @@ static cu_opts cu_opts_read(void) {
     o.lt_tune = env_int("DSINFER_CUDA_LT_TUNE", 1);
     o.moe_gemm = env_int("DSINFER_CUDA_MOE_GEMM", 1);
     o.moe_gemm_min_m = env_int("DSINFER_CUDA_MOE_GEMM_MIN_M", 1024);
+    o.shared_stream = env_int("DSINFER_CUDA_SHARED_STREAM", 1);
+    /* where it was measured faster (RESULTS eleventh session run 2: batch 64 and 128 +2%, batch 1 and 256 -1 to -2%) */
+    o.shared_stream_min_m = env_int("DSINFER_CUDA_SHARED_STREAM_MIN_M", GEMV_MAX_M + 1);
+    o.shared_stream_max_m = env_int("DSINFER_CUDA_SHARED_STREAM_MAX_M", 128);
     return o;
 }
 
@@ -604,6 +609,7 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     cu_moe_f8_cvt = env_int("DSINFER_CUDA_MOE_F8_CVT", 1);
     cu_fp8_own = env_int("DSINFER_CUDA_FP8_OWN", 2);
     cu_fp8_tma = env_int("DSINFER_CUDA_FP8_TMA", 1);
+    cu_f8_tickets = env_int("DSINFER_CUDA_F8_TICKETS", 1);
     cu_moe_wgmma = env_int("DSINFER_CUDA_MOE_WGMMA", 1);
     cu_moe_wg = env_int("DSINFER_CUDA_MOE_WG", 1);
     cu_moe_wg_nt = env_int("DSINFER_CUDA_MOE_WG_NT", 0);
@@ -650,6 +656,7 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     be->prepare_weights = cu_prepare_weights;
     be->run_graph = cu_graph_run;
     be->copy_bytes = cu_copy_bytes;
-    if (env_int("DSINFER_CUDA_OP_TIMES", 0)) cu_optimes_install(cb);
+    if (env_int("DSINFER_CUDA_OP_TIMES", 0)) cu_optimes_install(cb);   /* times ops one by one: no second stream */
+    else if (cb->opt.shared_stream && cfg->n_shared_experts) cu_side_init(cb);
     return be;
 }

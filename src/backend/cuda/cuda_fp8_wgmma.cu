@@ -6,7 +6,8 @@
  * instruction that ptxas emulates with FP16 MMAs on sm_90; bench/RESULTS.md seventh session run 11).
  *
  * A block: WG warpgroups (128 threads each) x 64 activation rows, 128 weight rows (one scale block), a
- * K range of kc columns (split K below 2 waves of blocks; partials summed in z order by f8_reduce_kernel).
+ * K range of kc columns (split K below 2 waves of blocks; partials summed in z order, by the tile's last split
+ * to finish (a ticket per tile, DSINFER_CUDA_F8_TICKETS, default 1) or by f8_reduce_kernel).
  * Stages of 128 columns (one scale block) go global -> shared by cp.async into a WG_ST-deep ring, in the
  * 128-byte swizzled K-major layout the MMA descriptors name; each stage is 4 MMAs of k32 into a fresh
  * accumulator (scale-d = 0 on the first), which is then promoted into the fp32 total with s_x * s_w (the
@@ -76,6 +77,37 @@ __device__ __forceinline__ void wg_store(const float (&tot)[64], float *out, siz
     }
 }
 
+/* tot = the sum in z order of the ks partials at this thread's positions of the tile (wg_store's, in the partial
+ * buffers part + z M N, ldo N): the same additions in the same order as f8_reduce_kernel. All 64 values of a split
+ * are loaded before any is added (a thread's loads in flight at once; rows past mend and columns past nvalid read
+ * row 0 / column n0 of the tile instead, and are not stored): a sum that added as it loaded ran one L2 round trip
+ * per value (256 x 7168 at 64 rows, 14 splits: 113 us against 12 us, RESULTS eleventh session run 3). */
+__device__ __forceinline__ void wg_sum_partials(float (&tot)[64], const float *part, size_t MN, int ks, size_t ldo, int r0,
+                                                int r1, int mend, int n0, int nvalid, int lane) {
+    size_t off[32];
+    unsigned pair = 0;   /* bit i: position i's second column exists (else its first is read twice) */
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        int n = n0 + 8 * j + 2 * (lane & 3);
+        if (n + 1 < nvalid) pair |= 3u << (2 * j);
+        n = n < nvalid ? n : n0;
+#pragma unroll
+        for (int h = 0; h < 2; h++) off[2 * j + h] = (size_t)((h ? r1 : r0) < mend ? (h ? r1 : r0) : 0) * ldo + n;
+    }
+    for (int z = 0; z < ks; z++) {
+        const float *pz = part + (size_t)z * MN;
+        float2 v[32];
+#pragma unroll
+        for (int i = 0; i < 32; i++) v[i] = make_float2(__ldcg(pz + off[i]), __ldcg(pz + off[i] + ((pair >> i) & 1)));
+#pragma unroll
+        for (int i = 0; i < 32; i++) {
+            int q = 4 * (i >> 1) + 2 * (i & 1);
+            tot[q] = z ? tot[q] + v[i].x : v[i].x;
+            tot[q + 1] = z ? tot[q + 1] + v[i].y : v[i].y;
+        }
+    }
+}
+
 /* one stage: columns [128 kb, 128 kb + 128) of activation rows m0 .. m0 + 64 WG - 1 and weight rows
  * n0 .. n0 + 127, 16 bytes a cp.async */
 template <int WG>
@@ -94,11 +126,14 @@ __device__ __forceinline__ void wg_load_stage(unsigned char *st, const unsigned 
 
 /* out (+ blockIdx.z * M * N when split) [M, N] fp32 = the block-scaled product over columns
  * [blockIdx.z * kc, + kc) (kc a multiple of 128). xq [M, K] e4m3, xs [M][K/128]; w [N, K] e4m3, ws
- * [ceil(N/128)][ws_cols]. Grid (ceil(N/128), ceil(M/(64 WG)), splits), WG * 128 threads. */
+ * [ceil(N/128)][ws_cols]. Grid (ceil(N/128), ceil(M/(64 WG)), splits), WG * 128 threads.
+ * tickets (split K only; NULL: f8_reduce_kernel sums): out is then the partials' buffer and fin [M, N] the
+ * result: a split stores its partial, takes the tile's ticket (tickets[y gridDim.x + x], zero before the
+ * launch); the last of the tile's splits puts it back to zero and writes the sum in z order to fin. */
 template <int WG>
 __global__ void __launch_bounds__(WG * 128) f8_wgmma_kernel(float *out, const unsigned char *xq, const float *xs,
                                                           const unsigned char *w, const float *ws, int ws_cols, int M,
-                                                          int N, int K, int kc) {
+                                                          int N, int K, int kc, int *tickets, float *fin) {
     extern __shared__ unsigned char wg_raw[];
     unsigned char *sm = (unsigned char *)(((uintptr_t)wg_raw + 1023) & ~(uintptr_t)1023);
     const int BM = 64 * WG, STAGE = (BM + WG_BN) * WG_BK, LK = K / WG_BK;
@@ -133,6 +168,20 @@ __global__ void __launch_bounds__(WG * 128) f8_wgmma_kernel(float *out, const un
     }
     cu_cp_async_wait<0>();
     wg_store(tot, out + (size_t)blockIdx.z * M * N + n0, (size_t)N, r0, r1, M, n0, N, lane);
+    if (!tickets) return;
+    __shared__ int last;
+    __threadfence();   /* this split's partial is visible device-wide before its ticket */
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int *t = tickets + blockIdx.y * gridDim.x + blockIdx.x;
+        last = atomicAdd(t, 1) == (int)gridDim.z - 1;
+        if (last) *t = 0;   /* every split has taken its ticket: ready for the next launch */
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    wg_sum_partials(tot, out, (size_t)M * N, gridDim.z, (size_t)N, r0, r1, M, n0, N, lane);
+    wg_store(tot, fin + n0, (size_t)N, r0, r1, M, n0, N, lane);
 }
 
 /* ---- the TMA kernel ---- */
@@ -321,6 +370,10 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
 
 static PFN_cuTensorMapEncodeTiled_v12000 encode_tiled;
 int cu_fp8_tma = 1;   /* DSINFER_CUDA_FP8_TMA (backend creation) */
+/* the in-kernel sum up to this many splits: its last split reads them all (32 KB each) while the reduce kernel
+ * spreads the sum over the GPU */
+#define F8_TICKET_MAX_KS 4
+int cu_f8_tickets = 1;   /* DSINFER_CUDA_F8_TICKETS (backend creation): the cp.async kernel's split-K sum in the kernel */
 
 int cu_tma_map(CUtensorMap *map, const void *p, int rows, int K, int box_rows) {
     if (!encode_tiled || rows < 1 || K < WG_BK || K % 16 || ((uintptr_t)p & 15) || box_rows < 1 || box_rows > 256) return 0;
@@ -366,6 +419,20 @@ int cu_f8_splits(int M, int N, int K, int n_sm, int *kc) {
     return (K + *kc - 1) / *kc;
 }
 
+/* The split-K tickets of the cp.async kernel for `tiles` tiles (zero between launches: each launch's last splits
+ * put theirs back), made at first use outside a stream capture; NULL (the reduce kernel sums) when off, too
+ * many tiles, or first asked for inside a capture. The moe_wg_kernel's dense form (cuda_moe_wg.cu) uses the
+ * same array: the two never run at once (one W8A8 linear at a time, on one stream). */
+static int *f8_tickets(ds_cuda_backend *cb, int tiles) {
+    if (!cu_f8_tickets || tiles > CU_F8_WG_TICKETS) return NULL;
+    if (!cb->f8_tickets) {
+        if (cu_capturing()) return NULL;
+        CUDA_CHECK(cudaMalloc(&cb->f8_tickets, sizeof(int) * CU_F8_WG_TICKETS));
+        CUDA_CHECK(cudaMemset(cb->f8_tickets, 0, sizeof(int) * CU_F8_WG_TICKETS));
+    }
+    return cb->f8_tickets;
+}
+
 /* out [M, N] = the block-scaled product of codes q [M, K] (scales qs [M][K/128]) with w (FP8, 128 x 128
  * scales), split in K by cu_f8_splits. */
 void cu_f8_wgmma_gemm(ds_cuda_backend *cb, float *out, const unsigned char *q, const float *qs, const ds_weight *w, int M) {
@@ -374,6 +441,7 @@ void cu_f8_wgmma_gemm(ds_cuda_backend *cb, float *out, const unsigned char *q, c
     int ks = cu_f8_splits(M, N, K, cb->n_sm, &kc);
     float *part = ks > 1 ? (float *)cu_ws_get(&cb->ws_f8part, (size_t)ks * M * N * 4) : out;
     dim3 grid((unsigned)nb, (unsigned)mb, (unsigned)ks);
+    int *tk = ks > 1 && ks <= F8_TICKET_MAX_KS && !tma ? f8_tickets(cb, nb * mb) : NULL;   /* the split-K sum in the kernel */
     const unsigned char *wd = (const unsigned char *)w->data;
     CUtensorMap ta, tb;
     if (tma && tma_map(&ta, q, M, K) && tma_map(&tb, wd, N, K)) {
@@ -383,11 +451,11 @@ void cu_f8_wgmma_gemm(ds_cuda_backend *cb, float *out, const unsigned char *q, c
         f8_tma_kernel<false><<<(unsigned)grid_p, 384, tm_smem_bytes(), cu_stream>>>(ta, tb, none, part, N, qs, w->scale,
                                                                                   w->scale_cols, M, N, K, kc, ks);
     } else if (wgs == 1)
-        f8_wgmma_kernel<1><<<grid, 128, wg_smem_bytes(1), cu_stream>>>(part, q, qs, wd, w->scale, w->scale_cols, M, N, K, kc);
+        f8_wgmma_kernel<1><<<grid, 128, wg_smem_bytes(1), cu_stream>>>(part, q, qs, wd, w->scale, w->scale_cols, M, N, K, kc, tk, out);
     else
-        f8_wgmma_kernel<2><<<grid, 256, wg_smem_bytes(2), cu_stream>>>(part, q, qs, wd, w->scale, w->scale_cols, M, N, K, kc);
+        f8_wgmma_kernel<2><<<grid, 256, wg_smem_bytes(2), cu_stream>>>(part, q, qs, wd, w->scale, w->scale_cols, M, N, K, kc, tk, out);
     CUDA_LAUNCH_CHECK();
-    if (ks > 1) cu_f8_reduce(out, part, (size_t)M * N, ks);
+    if (ks > 1 && !tk) cu_f8_reduce(out, part, (size_t)M * N, ks);
 }
 
 /* out [M, N] = the W8A8 product of x [M, K] fp32, quantized here per token x 128 columns (as the experts'

@@ -517,6 +517,7 @@ static void moe_grouped(ds_cuda_backend *cb, float *out, const float *x, const d
         int n_rows = M * K;
         void *xs = cu_ws_get(&cb->ws_moe_tc, (size_t)n_rows * (size_t)(D + I) * 2);
         if (!cu_moe_wg_run(cb, y, x, rows, d_off, n_rows, E, D, I, L, xs)) cu_moe_tc(y, x, rows, d_off, n_rows, E, D, I, tab, &gv, xs);
+        cu_side_join(cb);   /* the shared experts' out (second stream) before the routed outputs are added */
         cu_launch(moe_combine_sorted_kernel, dim3(M, (D + 255) / 256), 256, 0, out, y, ids, pos, w, K, D);
         CUDA_LAUNCH_CHECK();
         return;
@@ -529,6 +530,7 @@ static void moe_grouped(ds_cuda_backend *cb, float *out, const float *x, const d
                   cu_view(&L->exp_up[e_rep]), 1, I, vec, 0, 0, slots);
     cu_gemv_group(y, D, 0, inter, I, 0, NULL, d_off, 0, E, tab + 2 * E, NULL, cu_view(&L->exp_down[e_rep]),
                   cu_view(&L->exp_down[e_rep]), 0, D, vec, 0, 0, slots);
+    cu_side_join(cb);
     cu_launch(moe_combine_sorted_kernel, dim3(M, (D + 255) / 256), 256, 0, out, y, ids, pos, w, K, D);
     CUDA_LAUNCH_CHECK();
 }
@@ -597,13 +599,24 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
     route_ws r = route_ws_get(cb, M, E, K, 2 * MD);   /* extra: xin / yout [M, D] of the per-expert path */
     float *logits = r.logits, *bias = r.bias, *w = r.w, *rw = r.rw, *xin = r.xtra, *yout = xin + MD;
     int32_t *ids = r.ids, *rows = r.rows, *d_off = r.d_off;
-    route_rows(be, L, x, M, logits, bias, ids, w);
     cu_wview gv0 = cu_view(&L->exp_gate[0]), dv0 = cu_view(&L->exp_down[0]);
     /* the grouped path up to moe_grouped_max_m rows, and at any M when its experts run on the tensor
      * cores (V2-Lite prefill, H200: 512 tokens 4736 -> 11637 tok/s, 8K 10236 -> 10866 against the
      * per-expert path with its host sync) */
     int grouped_tc = cb->opt.tc && cb->opt.moe_tc && M > GEMV_MAX_M && cu_moe_tc_fits(&gv0, &dv0);
-    if (cu_moe_gemm_on(cb, M) && E <= MOE_MAX_EXPERTS) {   /* prefill-sized: a GEMM per expert (cuda_moe_gemm.cu) */
+    int gemm_path = cu_moe_gemm_on(cb, M) && E <= MOE_MAX_EXPERTS;
+    int grouped_path = !gemm_path && cb->opt.moe_grouped && (M <= cb->opt.moe_grouped_max_m || grouped_tc);
+    /* the shared experts on the second stream, from before the router to the combine (cuda_side.cu); the
+     * per-expert path below keeps them in line */
+    int side = c->n_shared_experts && (gemm_path || grouped_path) && cu_side_ok(cb) && !cb->side.active &&
+               M >= cb->opt.shared_stream_min_m && M <= cb->opt.shared_stream_max_m;
+    if (side) {
+        cu_side_begin(cb);
+        cu_mlp(be, out, x, &L->sh_gate, &L->sh_up, &L->sh_down, M);
+        cu_side_end(cb);
+    }
+    route_rows(be, L, x, M, logits, bias, ids, w);
+    if (gemm_path) {   /* prefill-sized: a GEMM per expert (cuda_moe_gemm.cu) */
         int I = L->exp_gate[0].rows;
         float *inter, *y0;
         int32_t *pos;
@@ -614,10 +627,11 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
         int32_t off[MOE_MAX_EXPERTS + 1];
         CUDA_CHECK(cudaMemcpy(off, d_off, sizeof(int32_t) * (size_t)(E + 1), cudaMemcpyDeviceToHost));
         cu_optimes_phase(cb, "  moe: offsets to host");
-        if (c->n_shared_experts) cu_mlp(be, out, x, &L->sh_gate, &L->sh_up, &L->sh_down, M);
-        else CUDA_CHECK(cudaMemsetAsync(out, 0, MD * sizeof(float), cu_stream));
+        if (!c->n_shared_experts) CUDA_CHECK(cudaMemsetAsync(out, 0, MD * sizeof(float), cu_stream));
+        else if (!side) cu_mlp(be, out, x, &L->sh_gate, &L->sh_up, &L->sh_down, M);
         cu_optimes_phase(cb, "  moe: shared experts");
         const float *y = cu_moe_gemm(cb, x, rows, off, E, D, I, L);
+        cu_side_join(cb);
         if (!y) return;
         cu_launch(moe_combine_sorted_kernel, dim3(M, (D + 255) / 256), 256, 0, (float *)out, (const float *)y,
                   (const int32_t *)ids, (const int32_t *)pos, (const float *)w, K, D);
@@ -625,7 +639,7 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
         cu_optimes_phase(cb, "  moe: combine");
         return;
     }
-    if (cb->opt.moe_grouped && (M <= cb->opt.moe_grouped_max_m || grouped_tc)) {
+    if (grouped_path) {
         int I = L->exp_gate[0].rows;
         float *inter, *y;
         int32_t *pos;
@@ -635,8 +649,8 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
          * offsets and pos_of */
         if (cu_group_wide && MK >= (size_t)cu_group_wide_min) launch_group_wide(ids, w, M, K, E, d_off, rows, rw, pos, pos + MK);
         else launch_group(ids, w, M, K, E, d_off, rows, rw, pos);
-        if (c->n_shared_experts) cu_mlp(be, out, x, &L->sh_gate, &L->sh_up, &L->sh_down, M);
-        else CUDA_CHECK(cudaMemsetAsync(out, 0, MD * sizeof(float), cu_stream));
+        if (!c->n_shared_experts) CUDA_CHECK(cudaMemsetAsync(out, 0, MD * sizeof(float), cu_stream));
+        else if (!side) cu_mlp(be, out, x, &L->sh_gate, &L->sh_up, &L->sh_down, M);
         moe_grouped(cb, out, x, L, M, ids, w, rows, d_off, pos, inter, y, E, K, grouped_tc, 0);
         return;
     }
