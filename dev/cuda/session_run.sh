@@ -608,6 +608,52 @@ if want tk11; then
   rm -f $OUT/ncu11_tk.csv
   cat $OUT/mutants.txt
 fi
+# hf11 (eleventh session): the q / kv_a projections in one launch (backend linear2, DSINFER_CUDA_HFUSE) and the
+# W8A8 split-K tickets after batching the last split's loads: op tests (linear2, side, W8A8), mutants, `bench
+# --ops` at 64 rows tickets on / off, decode rows with each switch on / off (alternated, twice), goldens, model
+if want hf11; then
+  step ops_l2 200 env DSINFER_OPS_ONLY=linear2 $B/test_cuda_ops
+  grep -E "linear2.*(M=1 |M=9 |M=64 |M=130)" $OUT/ops_l2.log | head -8
+  step ops_side 200 env DSINFER_OPS_ONLY=side $B/test_cuda_ops
+  step ops_w8 300 env DSINFER_OPS_ONLY=w8a8 DSINFER_OPS_MAX_M=256 $B/test_cuda_ops
+  for f in .deps/bin/test_cuda_ops_mut_s11_* .deps/bin/test_cuda_ops_mut_l2_*; do
+    [ -x "$f" ] || continue
+    n=$(basename $f); o=side; [[ $n == *_tk_* ]] && o=w8a8; [[ $n == *_l2_* ]] && o=linear2
+    env DSINFER_OPS_ONLY=$o DSINFER_OPS_MAX_M=256 timeout 200 $f > $OUT/$n.log 2>&1; rc=$?
+    echo "== $n rc=$rc (must be non-zero): $(grep -c "CHECK failed" $OUT/$n.log) failed checks" | tee -a $OUT/mutants.txt
+  done
+  for v in 1 0; do
+    step opsb_tk$v 100 env DSINFER_CUDA_F8_TICKETS=$v $B/dsinfer bench --ops --ops-m 64
+    grep -E "geomean" $OUT/opsb_tk$v.log | head -1
+  done
+  for r in 1 2; do
+    for v in 11 01 10; do
+      step dec_h$v 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_HFUSE=${v:0:1} DSINFER_CUDA_F8_TICKETS=${v:1:1} $B/dsinfer bench --dtype fp8 --batch 1,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s11-fp8-hf${v:0:1}-tk${v:1:1}
+    done
+    for v in 1 0; do
+      step dec_bh$v 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_HFUSE=$v $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s11-bf16-hf$v
+    done
+  done
+  step golden 120 $B/test_cuda_golden
+  step model 200 $B/test_cuda_model
+  cat $OUT/mutants.txt
+fi
+# fin11 (eleventh session): after the side stream's workspace fix and the ticket default (off): the side and
+# linear2 op tests, mutants, the session's final decode rows at the defaults; then `check` (run with it: fin11,check)
+if want fin11; then
+  step ops_side 200 env DSINFER_OPS_ONLY=side $B/test_cuda_ops
+  grep -E "line:" $OUT/ops_side.log | head -4
+  step ops_l2 200 env DSINFER_OPS_ONLY=linear2 $B/test_cuda_ops
+  for f in .deps/bin/test_cuda_ops_mut_s11_* .deps/bin/test_cuda_ops_mut_l2_*; do
+    [ -x "$f" ] || continue
+    n=$(basename $f); o=side; [[ $n == *_l2_* ]] && o=linear2
+    env DSINFER_OPS_ONLY=$o timeout 200 $f > $OUT/$n.log 2>&1; rc=$?
+    echo "== $n rc=$rc (must be non-zero): $(grep -c "CHECK failed" $OUT/$n.log) failed checks" | tee -a $OUT/mutants.txt
+  done
+  step dec_fin8 60 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s11-final-fp8
+  step dec_fin16 60 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s11-final-bf16
+  cat $OUT/mutants.txt
+fi
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

@@ -68,6 +68,12 @@ struct ds_backend {
                         float eps);
     /* out[M, w->rows] = x[M, w->cols] . w^T (fp32 accumulation) */
     void (*linear)(ds_backend *be, float *out, const float *x, const ds_weight *w, int M);
+    /* out1[M, w1->rows] = x . w1^T and out2[M, w2->rows] = x . w2^T for one x[M, K] (w1->cols == w2->cols == K):
+     * the q (or q_a) and kv_a projections of an MLA block, which read the same normed input. The same values as
+     * two linear calls. Optional: NULL means call linear twice (the CUDA backend runs both weights in one launch
+     * where it can: horizontal fusion). */
+    void (*linear2)(ds_backend *be, float *out1, float *out2, const float *x, const ds_weight *w1, const ds_weight *w2,
+                    int M);
     /* Interleaved-pair RoPE (spec 7.4) in place on x[m, h*head_stride + offset + 0 .. dr), for every
      * token m at positions[m] and head h < n_heads; rows are row_stride floats apart. */
     void (*rope)(ds_backend *be, float *x, int row_stride, int n_heads, int head_stride, int offset);

@@ -136,14 +136,19 @@ static void attention(ds_engine *e, const step_plan *p, int layer) {
     ds_backend *be = e->be;
     ds_acts *a = &e->a;
     int M = p->meta.n_tokens, H = c->num_heads, C = c->kv_lora_rank, dr = c->qk_rope_head_dim;
+    /* the two projections of xn: q_a (V3) or q (V2-Lite), and kv_a; one backend call where it has linear2 */
+    float *q_in_out = c->q_lora_rank ? a->qa : a->q;
+    const ds_weight *wq = c->q_lora_rank ? &L->q_a : &L->q;
+    if (be->linear2) {
+        be->linear2(be, q_in_out, a->kv, a->xn, wq, &L->kv_a, M);
+    } else {
+        be->linear(be, q_in_out, a->xn, wq, M);
+        be->linear(be, a->kv, a->xn, &L->kv_a, M);
+    }
     if (c->q_lora_rank) {
-        be->linear(be, a->qa, a->xn, &L->q_a, M);
         be->rmsnorm(be, a->qa, c->q_lora_rank, a->qa, c->q_lora_rank, &L->q_a_norm, M, c->q_lora_rank, 1e-6f);
         be->linear(be, a->q, a->qa, &L->q_b, M);
-    } else {
-        be->linear(be, a->q, a->xn, &L->q, M);
     }
-    be->linear(be, a->kv, a->xn, &L->kv_a, M);
     be->rmsnorm(be, a->kv, C + dr, a->kv, C + dr, &L->kv_a_norm, M, C, 1e-6f);  /* latent part only */
     be->rope(be, a->q, H * c->qk_head_dim, H, c->qk_head_dim, c->qk_nope_head_dim);
     be->rope(be, a->kv, C + dr, 1, 0, C);

@@ -47,6 +47,7 @@ int main(void) { test_skip("built without CUDA (nvcc not found at build time)");
 #define THR_ATTN 1e-9
 #define THR_MOE 1e-8
 #define MAX_TC_MS 8
+#define GEMV_MAX_M_TEST 8     /* the CUDA backend's GEMV_MAX_M (cuda.h): GEMV kernels up to this many rows */
 #define THR_TC 1e-4            /* BF16 tensor cores: activations rounded to bf16 (NMSE ~1e-6 expected) */
 #define THR_W8A8 1e-6          /* FP8 GEMM vs a CPU reference quantizing x the same way: FP8 tensor-core
                                   accumulation inside each 128-block (~14 bits), fp32 across blocks */
@@ -563,6 +564,60 @@ static void check_linear_w8a8(setup *s, const char *what, int N, int K, const in
         buf_free(s, &out);
     }
     free_weight(&w);
+    gpu->destroy(gpu);
+}
+
+/* linear2 (two weights of one input, backend.h; cuda_linear.cu cu_linear2: one launch where it can, DSINFER_CUDA_HFUSE)
+ * against the CPU's two linears, on a backend with the W8A8 linears on (DSINFER_CUDA_FP8_GEMM=1): the v2 GEMV in
+ * its two-weight form at 1, 4 and 8 rows (THR_GEMM against fp32 activations), above that FP8 weights by the W8A8
+ * kernel (9, 63, 64: both weights in one launch, split K; 65, 130: two linears) against the CPU on x quantized the
+ * same way (THR_W8A8), BF16 ones by two tensor-core linears (THR_TC). Each launch twice, the second on a new x (the
+ * split-K tickets and partials the first one left). */
+static void check_linear2(setup *s, const char *what, int N1, int N2, int K, ds_dtype dt) {
+    char err[DS_ERRLEN];
+    setenv("DSINFER_CUDA_FP8_GEMM", "1", 1);
+    setenv("DSINFER_CUDA_TC", "1", 1);
+    ds_backend *gpu = ds_backend_cuda_new(&s->cfg, err);
+    unsetenv("DSINFER_CUDA_FP8_GEMM");
+    unsetenv("DSINFER_CUDA_TC");
+    if (!gpu) { CHECKF(0, "%s", err); return; }
+    float amp = dt == DS_DTYPE_F8_E4M3 ? 0.5f / sqrtf((float)K) : 1.0f / sqrtf((float)K);
+    wpair w1 = mk_weight(s, N1, K, dt, amp, what), w2 = mk_weight(s, N2, K, dt, amp, what);
+    const int Ms[] = {1, 4, 8, 9, 63, 64, 65, 130};
+    for (int i = 0; i < (int)(sizeof Ms / sizeof Ms[0]); i++) {
+        int M = Ms[i];
+        if (M > max_m) continue;
+        prime(s, M);
+        buf x = buf_new(s, (size_t)M * K), o1 = buf_new(s, (size_t)M * N1), o2 = buf_new(s, (size_t)M * N2);
+        for (int pass = 0; pass < 2; pass++) {
+            buf_rand(&x, 1.0f);
+            for (int m = 0; m < M; m++) x.h[(size_t)m * K + (size_t)(m % K)] *= 40.0f;   /* an outlier per row */
+            ds_cuda_from_host(NULL, x.d, x.h, x.n + PAD);
+            buf_poison(&o1);
+            buf_poison(&o2);
+            gpu->linear2(gpu, o1.d, o2.d, x.d, &w1.d, &w2.d, M);
+        }
+        int w8 = M > GEMV_MAX_M_TEST && dt == DS_DTYPE_F8_E4M3;
+        float *xr = x.h;
+        if (w8) {
+            xr = malloc(sizeof(float) * (size_t)M * K);
+            act_quant_ref(xr, x.h, M, K);
+        }
+        s->cpu->linear(s->cpu, o1.h, xr, &w1.h, M);
+        s->cpu->linear(s->cpu, o2.h, xr, &w2.h, M);
+        double thr = M <= GEMV_MAX_M_TEST ? THR_GEMM : w8 ? THR_W8A8 : THR_TC;
+        char name[96];
+        snprintf(name, sizeof name, "linear2 %s %s (first)", what, ds_dtype_name(dt));
+        compare(s, name, M, &o1, thr, 0);
+        snprintf(name, sizeof name, "linear2 %s %s (second)", what, ds_dtype_name(dt));
+        compare(s, name, M, &o2, thr, 0);
+        if (w8) free(xr);
+        buf_free(s, &x);
+        buf_free(s, &o1);
+        buf_free(s, &o2);
+    }
+    free_weight(&w1);
+    free_weight(&w2);
     gpu->destroy(gpu);
 }
 
@@ -1336,6 +1391,24 @@ static void run_moe_gemm(void) {
     unsetenv("DSINFER_CUDA_MOE_GEMM_MIN_M");
 }
 
+/* linear2 at the MLA shapes: V2-Lite's q + kv_a, V3's q_a + kv_a, an odd pair (partial column blocks, K = 384);
+ * BF16 and FP8. DSINFER_OPS_ONLY=linear2 runs these alone. */
+static void run_linear2(void) {
+    if (only && strcmp(only, "linear2")) return;
+    setup s;
+    if (load_setup(&s, "v3-lin2", "configs/deepseek-v3.json", 3, 16)) {
+        for (int f = 0; f < 3; f++) {   /* BF16, FP8, FP8 with the split-K sums in the kernel (DSINFER_CUDA_F8_TICKETS) */
+            ds_dtype dt = f ? DS_DTYPE_F8_E4M3 : DS_DTYPE_BF16;
+            if (f == 2) setenv("DSINFER_CUDA_F8_TICKETS", "1", 1);
+            check_linear2(&s, "v2l q+kv_a", 3072, 576, 2048, dt);
+            check_linear2(&s, "v3 q_a+kv_a", 1536, 576, 7168, dt);
+            check_linear2(&s, "odd", 260, 92, 384, dt);
+            unsetenv("DSINFER_CUDA_F8_TICKETS");
+        }
+        free_setup(&s);
+    }
+}
+
 /* The shared experts on the second stream (cuda_side.cu, DSINFER_CUDA_SHARED_STREAM, default 1), with the side
  * stream held back 300 us before its work (DSINFER_CUDA_SIDE_DELAY_NS) so that the routed experts always finish
  * first: the sum is right only if the combine waits for the shared experts. V2-Lite (two shared experts): the
@@ -1343,14 +1416,19 @@ static void run_moe_gemm(void) {
  * shared expert's W8A8 linears (63, 64: the split-K tickets; 200: the TMA kernel), the GEMM-per-expert path of
  * prefill (1100: cuBLAS on both streams), each op run twice (the second time with no first-use copies, which
  * synchronise) and, on the tensor-core paths, against a twin backend with the shared experts in line (bit for
- * bit); then the switch off (63). DSINFER_OPS_ONLY=side runs these alone. */
+ * bit); then the switch off (63). Then the same without holding the side back (the streams overlap: a buffer both
+ * use shows; the grouped GEMV case at 9 tokens, whose router and shared GEMMs both dequantize into ws_deq without
+ * the tensor cores, found one). DSINFER_OPS_ONLY=side runs these alone. */
 static void run_side_stream(void) {
     if (only && strcmp(only, "side")) return;
     setup s;
-    setenv("DSINFER_CUDA_SIDE_DELAY_NS", "300000", 1);
     setenv("DSINFER_CUDA_SHARED_STREAM_MIN_M", "1", 1);   /* at every size (the default: 9 .. 128 tokens) */
     setenv("DSINFER_CUDA_SHARED_STREAM_MAX_M", "100000", 1);
-    if (load_setup(&s, "v2l-side", "configs/deepseek-v2-lite.json", 0, 16)) {
+    /* held back (the routed experts finish first: a missing join), then not (the two overlap: a shared buffer) */
+    for (int held = 1; held >= 0; held--) {
+        if (held) setenv("DSINFER_CUDA_SIDE_DELAY_NS", "300000", 1);
+        else unsetenv("DSINFER_CUDA_SIDE_DELAY_NS");
+        if (!load_setup(&s, held ? "v2l-side" : "v2l-sid0", "configs/deepseek-v2-lite.json", 0, 16)) continue;
         const int g[] = {1, 9}, m[] = {63, 256}, m63[] = {63}, pre[] = {1100};
         moe_twin = 1;
         check_moe_dt(&s, g, NM(g), DS_DTYPE_BF16, 0, 0);
@@ -1365,12 +1443,14 @@ static void run_side_stream(void) {
         moe_thr_tc = 0;
         unsetenv("DSINFER_MOE_W8A8");
         unsetenv("DSINFER_CUDA_FP8_GEMM");
-        check_moe_dt(&s, pre, NM(pre), DS_DTYPE_BF16, 3, 0);
+        if (held) check_moe_dt(&s, pre, NM(pre), DS_DTYPE_BF16, 3, 0);
         moe_twin = 0;
-        setenv("DSINFER_CUDA_SHARED_STREAM", "0", 1);
-        printf("  %-8s (shared experts in line)\n", s.name);
-        check_moe_dt(&s, m63, 1, DS_DTYPE_BF16, 3, 0);
-        unsetenv("DSINFER_CUDA_SHARED_STREAM");
+        if (held) {
+            setenv("DSINFER_CUDA_SHARED_STREAM", "0", 1);
+            printf("  %-8s (shared experts in line)\n", s.name);
+            check_moe_dt(&s, m63, 1, DS_DTYPE_BF16, 3, 0);
+            unsetenv("DSINFER_CUDA_SHARED_STREAM");
+        }
         free_setup(&s);
     }
     unsetenv("DSINFER_CUDA_SIDE_DELAY_NS");
@@ -1499,6 +1579,7 @@ int main(void) {
     run_lt_tune();
     run_moe_gemm();
     run_side_stream();
+    run_linear2();
     const int kv_small[] = {1, 3, 4, 63}, kv_big[] = {1, 4, 128};
     /* C = 199: two scale blocks, the second partial, entries at odd byte offsets (335 bytes) */
     run_kv("h3-kv8", "configs/deepseek-v2-lite.json", 3, 199, 5, 0, KV_FP8, kv_small, NM(kv_small), 23);

@@ -166,7 +166,8 @@ typedef struct {
     int lt_tune;    /* with tc: BF16 linears through cuBLASLt with the algorithm searched per shape, cached on disk (DSINFER_CUDA_LT_TUNE) */
     int moe_gemm, moe_gemm_min_m;   /* with tc: routed experts of >= min_m tokens as cuBLAS GEMMs per expert (DSINFER_CUDA_MOE_GEMM[_MIN_M]) */
     int shared_stream;   /* the shared experts on a second stream (cuda_side.cu; DSINFER_CUDA_SHARED_STREAM, default 1) */
-    int shared_stream_min_m, shared_stream_max_m;   /* ... for batches of this many tokens (_MIN_M, _MAX_M; default 9 .. 128) */
+    int shared_stream_min_m, shared_stream_max_m;
+    int hfuse;   /* the q (q_a) and kv_a projections in one launch (backend linear2; DSINFER_CUDA_HFUSE, default 1) */   /* ... for batches of this many tokens (_MIN_M, _MAX_M; default 9 .. 128) */
 } cu_opts;
 
 /* The second stream of the shared experts (cuda_side.cu): its stream, cuBLAS handles and workspace, swapped
@@ -175,8 +176,8 @@ typedef struct {
     cudaStream_t stream;
     cudaEvent_t fork, join;
     cublasHandle_t cublas, cublas_tc;
-    void *ws;                   /* LT_WS_BYTES: the side's cuBLAS and cuBLASLt workspace */
-    cu_ws ws_tc;
+    void *lt_ws;                /* LT_WS_BYTES: the side's cuBLAS and cuBLASLt workspace */
+    cu_ws ws[4];                /* the side's ws_deq, ws_tc, ws_fp8, ws_f8part */
     int active;                 /* between begin and end: cu_stream is the side stream */
     int pending;                /* ended, not yet joined into the main stream */
     long long delay_ns;         /* DSINFER_CUDA_SIDE_DELAY_NS: tests only (cuda_side.cu) */
@@ -453,6 +454,8 @@ static inline unsigned cu_blocks(size_t n, unsigned threads) { return (unsigned)
 
 /* ---- ops implemented across the .cu files ------------------------------------------------------- */
 void cu_linear(ds_backend *be, float *out, const float *x, const ds_weight *w, int M);
+/* backend.h linear2: two weights of one input, one launch where the path allows (opt.hfuse; cuda_linear.cu) */
+void cu_linear2(ds_backend *be, float *out1, float *out2, const float *x, const ds_weight *w1, const ds_weight *w2, int M);
 /* dst[nr, cols] = rows r0 .. r0 + nr - 1 of v in BF16 (cu_w's values rounded to nearest even; FP8 16 codes
  * a thread unless DSINFER_CUDA_DEQUANT_VEC=0), and dst[0:n] = src[0:n] rounded to BF16 (cuda_linear.cu). */
 void cu_weight_bf16(__nv_bfloat16 *dst, const cu_wview &v, int r0, int nr);
@@ -487,6 +490,11 @@ int cu_f8_linear(ds_cuda_backend *cb, float *out, const float *x, const ds_weigh
 /* DSINFER_CUDA_FP8_OWN=2: the same product on wgmma (cuda_fp8_wgmma.cu; _FP8_OWN_MAX_M default 65535):
  * x quantized per token x 128 columns, then the block-scaled GEMM with split K and a reduce. */
 void cu_f8_wgmma_linear(ds_cuda_backend *cb, float *out, const float *x, const ds_weight *w, int M);
+/* both weights would go to cu_f8_wgmma_linear's cp.async kernel at M rows (cuda_moe_tc.cu); then the two in one
+ * launch (cuda_fp8_wgmma.cu; 0: nothing done) */
+int cu_f8_wgmma_two_ok(const ds_weight *w1, const ds_weight *w2, int M);
+int cu_f8_wgmma_linear2(ds_cuda_backend *cb, float *out1, float *out2, const float *x, const ds_weight *w1,
+                        const ds_weight *w2, int M);
 /* its GEMM alone: out [M, N] from codes q [M, K] and scales qs [M][K/128] (cu_rows_fp8_f32's) */
 void cu_f8_wgmma_gemm(ds_cuda_backend *cb, float *out, const unsigned char *q, const float *qs, const ds_weight *w, int M);
 void cu_f8_wgmma_init(void);
@@ -495,7 +503,8 @@ int cu_f8_splits(int M, int N, int K, int n_sm, int *kc);
 int cu_f8_expert_tiles(int4 *t, const int32_t *off, int E, int n_cols);
 /* DSINFER_CUDA_FP8_TMA (default 1): above 64 rows the warp-specialized TMA kernel; 0: the cp.async one */
 extern int cu_fp8_tma;
-/* DSINFER_CUDA_F8_TICKETS (default 1): the cp.async kernel's split-K partials summed by the tile's last split (0: a reduce kernel) */
+/* DSINFER_CUDA_F8_TICKETS (default 0, opt-in: slower, RESULTS eleventh session run 4): the cp.async kernel's split-K
+ * partials summed by the tile's last split (0: a reduce kernel) */
 extern int cu_f8_tickets;
 /* shared pieces of the own W8A8 linears: x [M, K] fp32 -> codes q [M, K] and scales s [M][K/128]
  * (moe_rows_fp8_kernel); out[i] = sum over z < ks of part[z n + i], in z order */
@@ -603,6 +612,9 @@ void cu_moe_routed(ds_backend *be, float *out, const float *x, const ds_layer_we
 void cu_gemv_group(float *out, int ldo, int out_e, const float *x, int ldx, int x_e, const int32_t *xr,
                    const int32_t *off, int M, int E, const cu_wview *tab0, const cu_wview *tab1, cu_wview v0,
                    cu_wview v1, int pair, int max_rows, int vec, int row0, int row_e, int slots);
+/* out1 [M, w1.rows] and out2 [M, w2.rows] = x [M, K] by w1 and w2 in one launch of the v2 GEMV (M <= GEMV_MAX_M);
+ * 0 (nothing done) when the v2 kernel cannot read both the same way */
+int cu_gemv_two(float *out1, float *out2, const float *x, int M, cu_wview w1, cu_wview w2);
 /* GEMV v2 switch and the SM count it sizes its split-K by (cuda_linear.cu; set at backend creation). */
 extern int cu_gemv_v2, cu_gemv_sms, cu_fp8_fast;
 /* DSINFER_CUDA_RMS_VEC=0: rmsnorm_kernel only (cuda_backend.cu); default 1: the register-cached kernel. */

@@ -547,6 +547,7 @@ static cu_opts cu_opts_read(void) {
     o.moe_gemm = env_int("DSINFER_CUDA_MOE_GEMM", 1);
     o.moe_gemm_min_m = env_int("DSINFER_CUDA_MOE_GEMM_MIN_M", 1024);
     o.shared_stream = env_int("DSINFER_CUDA_SHARED_STREAM", 1);
+    o.hfuse = env_int("DSINFER_CUDA_HFUSE", 1);
     /* where it was measured faster (RESULTS eleventh session run 2: batch 64 and 128 +2%, batch 1 and 256 -1 to -2%) */
     o.shared_stream_min_m = env_int("DSINFER_CUDA_SHARED_STREAM_MIN_M", GEMV_MAX_M + 1);
     o.shared_stream_max_m = env_int("DSINFER_CUDA_SHARED_STREAM_MAX_M", 128);
@@ -609,7 +610,7 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     cu_moe_f8_cvt = env_int("DSINFER_CUDA_MOE_F8_CVT", 1);
     cu_fp8_own = env_int("DSINFER_CUDA_FP8_OWN", 2);
     cu_fp8_tma = env_int("DSINFER_CUDA_FP8_TMA", 1);
-    cu_f8_tickets = env_int("DSINFER_CUDA_F8_TICKETS", 1);
+    cu_f8_tickets = env_int("DSINFER_CUDA_F8_TICKETS", 0);
     cu_moe_wgmma = env_int("DSINFER_CUDA_MOE_WGMMA", 1);
     cu_moe_wg = env_int("DSINFER_CUDA_MOE_WG", 1);
     cu_moe_wg_nt = env_int("DSINFER_CUDA_MOE_WG_NT", 0);
@@ -643,6 +644,7 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     be->add_rmsnorm = cu_add_rmsnorm;
     be->moe_routed = cu_moe_routed;
     be->linear = cu_linear;
+    be->linear2 = cu_linear2;
     be->rope = cu_rope;
     be->kv_store = cu_kv_store;
     be->attn_naive = cu_attn_naive;

@@ -6,8 +6,8 @@
  * instruction that ptxas emulates with FP16 MMAs on sm_90; bench/RESULTS.md seventh session run 11).
  *
  * A block: WG warpgroups (128 threads each) x 64 activation rows, 128 weight rows (one scale block), a
- * K range of kc columns (split K below 2 waves of blocks; partials summed in z order, by the tile's last split
- * to finish (a ticket per tile, DSINFER_CUDA_F8_TICKETS, default 1) or by f8_reduce_kernel).
+ * K range of kc columns (split K below 2 waves of blocks; partials summed in z order by f8_reduce_kernel, or
+ * by the tile's last split to finish: a ticket per tile, DSINFER_CUDA_F8_TICKETS, opt-in).
  * Stages of 128 columns (one scale block) go global -> shared by cp.async into a WG_ST-deep ring, in the
  * 128-byte swizzled K-major layout the MMA descriptors name; each stage is 4 MMAs of k32 into a fresh
  * accumulator (scale-d = 0 on the first), which is then promoted into the fp32 total with s_x * s_w (the
@@ -124,20 +124,34 @@ __device__ __forceinline__ void wg_load_stage(unsigned char *st, const unsigned 
     }
 }
 
-/* out (+ blockIdx.z * M * N when split) [M, N] fp32 = the block-scaled product over columns
- * [blockIdx.z * kc, + kc) (kc a multiple of 128). xq [M, K] e4m3, xs [M][K/128]; w [N, K] e4m3, ws
- * [ceil(N/128)][ws_cols]. Grid (ceil(N/128), ceil(M/(64 WG)), splits), WG * 128 threads.
- * tickets (split K only; NULL: f8_reduce_kernel sums): out is then the partials' buffer and fin [M, N] the
+/* One weight of f8_wgmma_kernel: w [N, K] e4m3 with scales ws [ceil(N/128)][ws_cols]; out: the result [M, N], or
+ * with split K its partials (out + z M N); fin: the result when the kernel sums the partials (tickets) */
+typedef struct {
+    const unsigned char *w;
+    const float *ws;
+    int ws_cols, N;
+    float *out, *fin;
+} f8_wt;
+
+/* t.out (+ blockIdx.z * M * N when split) [M, N] fp32 = the block-scaled product over columns
+ * [blockIdx.z * kc, + kc) (kc a multiple of 128), for t = wa in the first nb_a column blocks and t = wb in the
+ * rest (two weights of one input in one launch: horizontal fusion; one weight: wb = wa, nb_a = gridDim.x).
+ * xq [M, K] e4m3, xs [M][K/128]. Grid (column blocks of both, ceil(M/(64 WG)), splits), WG * 128 threads.
+ * tickets (split K only; NULL: f8_reduce_kernel sums): t.out is then the partials' buffer and t.fin [M, N] the
  * result: a split stores its partial, takes the tile's ticket (tickets[y gridDim.x + x], zero before the
- * launch); the last of the tile's splits puts it back to zero and writes the sum in z order to fin. */
+ * launch); the last of the tile's splits puts it back to zero and writes the sum in z order to t.fin. */
 template <int WG>
-__global__ void __launch_bounds__(WG * 128) f8_wgmma_kernel(float *out, const unsigned char *xq, const float *xs,
-                                                          const unsigned char *w, const float *ws, int ws_cols, int M,
-                                                          int N, int K, int kc, int *tickets, float *fin) {
+__global__ void __launch_bounds__(WG * 128) f8_wgmma_kernel(f8_wt wa, f8_wt wb, int nb_a, const unsigned char *xq,
+                                                          const float *xs, int M, int K, int kc, int *tickets) {
     extern __shared__ unsigned char wg_raw[];
     unsigned char *sm = (unsigned char *)(((uintptr_t)wg_raw + 1023) & ~(uintptr_t)1023);
     const int BM = 64 * WG, STAGE = (BM + WG_BN) * WG_BK, LK = K / WG_BK;
-    int n0 = blockIdx.x * WG_BN, m0 = blockIdx.y * BM, kb0 = blockIdx.z * (kc / WG_BK);
+    const bool second = (int)blockIdx.x >= nb_a;
+    const unsigned char *w = second ? wb.w : wa.w;   /* field by field: no copy of a parameter to local memory */
+    const float *ws = second ? wb.ws : wa.ws;
+    const int ws_cols = second ? wb.ws_cols : wa.ws_cols, N = second ? wb.N : wa.N;
+    float *out = second ? wb.out : wa.out, *fin = second ? wb.fin : wa.fin;
+    int n0 = ((int)blockIdx.x - (second ? nb_a : 0)) * WG_BN, m0 = blockIdx.y * BM, kb0 = blockIdx.z * (kc / WG_BK);
     int nkb = (K - blockIdx.z * kc < kc ? K - blockIdx.z * kc : kc) / WG_BK;
     int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
     int r0 = m0 + 64 * wg + 16 * warp + (lane >> 2), r1 = r0 + 8;   /* this thread's two output rows */
@@ -373,7 +387,9 @@ int cu_fp8_tma = 1;   /* DSINFER_CUDA_FP8_TMA (backend creation) */
 /* the in-kernel sum up to this many splits: its last split reads them all (32 KB each) while the reduce kernel
  * spreads the sum over the GPU */
 #define F8_TICKET_MAX_KS 4
-int cu_f8_tickets = 1;   /* DSINFER_CUDA_F8_TICKETS (backend creation): the cp.async kernel's split-K sum in the kernel */
+int cu_f8_tickets = 0;   /* DSINFER_CUDA_F8_TICKETS (backend creation): the cp.async kernel's split-K sum in the kernel;
+                          * opt-in: the last split's extra pass cost more than the reduce kernel's launch (`bench --ops`
+                          * at 64 rows 149.6 vs 166.8 TFLOP/s geomean, FP8 decode b64 -6.5%, RESULTS eleventh session) */
 
 int cu_tma_map(CUtensorMap *map, const void *p, int rows, int K, int box_rows) {
     if (!encode_tiled || rows < 1 || K < WG_BK || K % 16 || ((uintptr_t)p & 15) || box_rows < 1 || box_rows > 256) return 0;
@@ -442,6 +458,7 @@ void cu_f8_wgmma_gemm(ds_cuda_backend *cb, float *out, const unsigned char *q, c
     float *part = ks > 1 ? (float *)cu_ws_get(&cb->ws_f8part, (size_t)ks * M * N * 4) : out;
     dim3 grid((unsigned)nb, (unsigned)mb, (unsigned)ks);
     int *tk = ks > 1 && ks <= F8_TICKET_MAX_KS && !tma ? f8_tickets(cb, nb * mb) : NULL;   /* the split-K sum in the kernel */
+    f8_wt t = {(const unsigned char *)w->data, w->scale, w->scale_cols, N, part, out};
     const unsigned char *wd = (const unsigned char *)w->data;
     CUtensorMap ta, tb;
     if (tma && tma_map(&ta, q, M, K) && tma_map(&tb, wd, N, K)) {
@@ -451,9 +468,9 @@ void cu_f8_wgmma_gemm(ds_cuda_backend *cb, float *out, const unsigned char *q, c
         f8_tma_kernel<false><<<(unsigned)grid_p, 384, tm_smem_bytes(), cu_stream>>>(ta, tb, none, part, N, qs, w->scale,
                                                                                   w->scale_cols, M, N, K, kc, ks);
     } else if (wgs == 1)
-        f8_wgmma_kernel<1><<<grid, 128, wg_smem_bytes(1), cu_stream>>>(part, q, qs, wd, w->scale, w->scale_cols, M, N, K, kc, tk, out);
+        f8_wgmma_kernel<1><<<grid, 128, wg_smem_bytes(1), cu_stream>>>(t, t, nb, q, qs, M, K, kc, tk);
     else
-        f8_wgmma_kernel<2><<<grid, 256, wg_smem_bytes(2), cu_stream>>>(part, q, qs, wd, w->scale, w->scale_cols, M, N, K, kc, tk, out);
+        f8_wgmma_kernel<2><<<grid, 256, wg_smem_bytes(2), cu_stream>>>(t, t, nb, q, qs, M, K, kc, tk);
     CUDA_LAUNCH_CHECK();
     if (ks > 1 && !tk) cu_f8_reduce(out, part, (size_t)M * N, ks);
 }
@@ -467,6 +484,34 @@ void cu_f8_wgmma_linear(ds_cuda_backend *cb, float *out, const float *x, const d
     float *qs = (float *)(q + qb);
     cu_rows_fp8_f32(q, qs, x, M, K);
     cu_f8_wgmma_gemm(cb, out, q, qs, w, M);
+}
+
+/* out1 [M, N1] and out2 [M, N2]: the W8A8 products of one x [M, K] with w1 and w2 in one launch of the cp.async
+ * kernel (x quantized once): the q / kv_a projections of an MLA block at decode sizes. Returns 0 (nothing done)
+ * above 64 rows (the TMA kernel's sizes), or when the weights differ in K. */
+int cu_f8_wgmma_linear2(ds_cuda_backend *cb, float *out1, float *out2, const float *x, const ds_weight *w1,
+                        const ds_weight *w2, int M) {
+    int K = w1->cols, N1 = w1->rows, N2 = w2->rows;
+    if (M < 1 || M > 64 || w2->cols != K || K % WG_BK) return 0;
+    int nb1 = (N1 + WG_BN - 1) / WG_BN, nb2 = (N2 + WG_BN - 1) / WG_BN, kc;
+    int ks = cu_f8_splits(M, (nb1 + nb2) * WG_BN, K, cb->n_sm, &kc);
+    size_t qb = ((size_t)M * K + 255) / 256 * 256, sb = (size_t)M * (K / WG_BK) * 4;
+    unsigned char *q = (unsigned char *)cu_ws_get(&cb->ws_fp8, qb + sb);
+    float *qs = (float *)(q + qb);
+    float *p1 = ks > 1 ? (float *)cu_ws_get(&cb->ws_f8part, (size_t)ks * M * (N1 + N2) * 4) : out1;
+    float *p2 = ks > 1 ? p1 + (size_t)ks * M * N1 : out2;
+    int *tk = ks > 1 && ks <= F8_TICKET_MAX_KS ? f8_tickets(cb, nb1 + nb2) : NULL;
+    cu_rows_fp8_f32(q, qs, x, M, K);
+    f8_wt a = {(const unsigned char *)w1->data, w1->scale, w1->scale_cols, N1, p1, out1};
+    f8_wt b = {(const unsigned char *)w2->data, w2->scale, w2->scale_cols, N2, p2, out2};
+    dim3 grid((unsigned)(nb1 + nb2), 1, (unsigned)ks);
+    f8_wgmma_kernel<1><<<grid, 128, wg_smem_bytes(1), cu_stream>>>(a, b, nb1, q, qs, M, K, kc, tk);
+    CUDA_LAUNCH_CHECK();
+    if (ks > 1 && !tk) {
+        cu_f8_reduce(out1, p1, (size_t)M * N1, ks);
+        cu_f8_reduce(out2, p2, (size_t)M * N2, ks);
+    }
+    return 1;
 }
 
 /* ---- the grouped form: the routed experts of a prefill-sized batch ---- */

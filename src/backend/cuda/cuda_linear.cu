@@ -179,6 +179,21 @@ void cu_linear(ds_backend *be, float *out, const float *x, const ds_weight *w, i
     }
 }
 
+/* Two weights of one input (backend.h linear2): one launch for both where the path allows (DSINFER_CUDA_HFUSE,
+ * default 1): the v2 GEMV up to GEMV_MAX_M rows, the W8A8 cp.async kernel up to 64 rows; else two linears. */
+void cu_linear2(ds_backend *be, float *out1, float *out2, const float *x, const ds_weight *w1, const ds_weight *w2, int M) {
+    ds_cuda_backend *cb = cu_of(be);
+    if (M <= 0) return;
+    if (cb->opt.hfuse && w1->cols == w2->cols && w1->rows > 0 && w2->rows > 0) {
+        if (M <= GEMV_MAX_M && cb->opt.vec_gemv && cu_gemv_two(out1, out2, x, M, cu_view(w1), cu_view(w2))) return;
+        if (M > GEMV_MAX_M && cb->opt.fp8_gemm && cu_f8_wgmma_two_ok(w1, w2, M) &&
+            cu_f8_wgmma_linear2(cb, out1, out2, x, w1, w2, M))
+            return;
+    }
+    cu_linear(be, out1, x, w1, M);
+    cu_linear(be, out2, x, w2, M);
+}
+
 /* g = SiLU(g) * u, SiLU(z) = z / (1 + exp(-z)) as on the CPU. */
 __global__ void silu_mul_kernel(float *g, const float *u, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
@@ -506,18 +521,20 @@ __device__ __forceinline__ void grp_rows_v2(float (*red)[8][2], float *out, int 
     }
 }
 
-/* grid (ceil(max_rows / (GEMV_WARPS / KS)), E or the live slots), block GEMV_WARPS * 32. */
+/* grid (ceil(max_rows / (GEMV_WARPS / KS)), E or the live slots), block GEMV_WARPS * 32.
+ * out2 (not PAIR, no groups; NULL otherwise): two weights of one x (horizontal fusion): rows n < v0.rows are v0's
+ * into out, the next v1.rows v1's into out2 [M, ldo2] (n_rows = v0.rows + v1.rows). */
 template <int VT, bool PAIR, int KS>
 __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_v2_kernel(float *out, int ldo, int out_e, const float *x, int ldx,
                                                             int x_e, const int32_t *xr, const int32_t *off, int M,
                                                             const cu_wview *tab0, const cu_wview *tab1, cu_wview v0,
                                                             cu_wview v1, int n_rows, int row0, int row_e, int E,
-                                                            int live, int prefetch) {
+                                                            int live, int prefetch, float *out2, int ldo2) {
     __shared__ float red[GEMV_WARPS][8][2];
     int e = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     constexpr int RPB = GEMV_WARPS / KS;
     cu_pdl_trigger();
-    if (prefetch && !off) {   /* the rows are known before the previous kernel ends: start them towards L2 */
+    if (prefetch && !off && !out2) {   /* the rows are known before the previous kernel ends: start them towards L2 */
         cu_wview p0 = tab0 ? tab0[e] : v0;
         int nb = n_rows - (int)blockIdx.x * RPB < RPB ? n_rows - (int)blockIdx.x * RPB : RPB;
         cu_prefetch_rows(p0, row0 + e * row_e + (int)blockIdx.x * RPB, nb);
@@ -538,6 +555,12 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_v2_kernel(float *out, in
     int ks = warp % KS, n = blockIdx.x * RPB + warp / KS;
     bool valid = n < n_rows;
     if (KS == 1 && !valid) return;   /* no barriers when KS == 1 */
+    if (!PAIR && out2 && n >= v0.rows) {   /* the second weight's rows (a warp's row, whole: KS warps agree) */
+        w0 = w1 = v1;
+        n -= v0.rows;
+        out = out2;
+        ldo = ldo2;
+    }
     int wn = row0 + e * row_e + (valid ? n : 0);
     for (int j0 = 0; j0 < cnt; j0 += 8) {
         int nt = cnt - j0 < 8 ? cnt - j0 : 8;   /* the same in the whole block */
@@ -567,23 +590,25 @@ static int vt_of(const cu_wview &v) {
     return VT_GEN;
 }
 
-void cu_gemv_group(float *out, int ldo, int out_e, const float *x, int ldx, int x_e, const int32_t *xr,
-                   const int32_t *off, int M, int E, const cu_wview *tab0, const cu_wview *tab1, cu_wview v0,
-                   cu_wview v1, int pair, int max_rows, int vec, int row0, int row_e, int slots) {
+/* cu_gemv_group's body; out2 / ldo2: the two-weight form of gemv_v2_kernel (NULL: not) */
+static void gemv_group_launch(float *out, int ldo, int out_e, const float *x, int ldx, int x_e, const int32_t *xr,
+                              const int32_t *off, int M, int E, const cu_wview *tab0, const cu_wview *tab1, cu_wview v0,
+                              cu_wview v1, int pair, int max_rows, int vec, int row0, int row_e, int slots, float *out2,
+                              int ldo2) {
     if (E <= 0 || max_rows <= 0 || (!off && M <= 0)) return;
     int live = off && slots > 0 && slots < E;   /* launch only the live groups' blocks (v2 kernel) */
     int vt = vec ? vt_of(v0) : VT_GEN;   /* v0: a representative view (every group has the same shape) */
     if (vt != VT_GEN && (((uintptr_t)x & 15) || ldx % 4 || x_e % 4)) vt = VT_GEN;
     unsigned th = GEMV_WARPS * 32;
-    if (vt != VT_GEN && cu_gemv_v2) {
+    if (vt != VT_GEN && cu_gemv_v2) {   /* (out2 is only passed here: cu_gemv_two checked the v2 kernel takes it) */
         int V = vt == VT_BF16 ? 8 : vt == VT_FP8 ? 16 : vt == VT_NVFP4 ? 32 : 4;
         if (vt == VT_FP8 && cu_fp8_fast) vt = VT_FP8F;
         int ks = gemv_v2_ks(max_rows, live ? slots : E, off != NULL, v0.cols / V);
         dim3 g2(cu_blocks((size_t)max_rows, GEMV_WARPS / ks), live ? slots : E);
 #define V2_LAUNCH(VT, KS)                                                                                      \
     do {                                                                                                       \
-        if (pair) cu_launch(gemv_v2_kernel<VT, true, KS>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, cu_pdl_prefetch); \
-        else cu_launch(gemv_v2_kernel<VT, false, KS>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, cu_pdl_prefetch); \
+        if (pair) cu_launch(gemv_v2_kernel<VT, true, KS>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, cu_pdl_prefetch, out2, ldo2); \
+        else cu_launch(gemv_v2_kernel<VT, false, KS>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, cu_pdl_prefetch, out2, ldo2); \
     } while (0)
 #define V2_KS(VT)                                                                                              \
     do {                                                                                                       \
@@ -616,6 +641,23 @@ void cu_gemv_group(float *out, int ldo, int out_e, const float *x, int ldx, int 
     }
 #undef GRP_LAUNCH
     CUDA_LAUNCH_CHECK();
+}
+
+void cu_gemv_group(float *out, int ldo, int out_e, const float *x, int ldx, int x_e, const int32_t *xr,
+                   const int32_t *off, int M, int E, const cu_wview *tab0, const cu_wview *tab1, cu_wview v0,
+                   cu_wview v1, int pair, int max_rows, int vec, int row0, int row_e, int slots) {
+    gemv_group_launch(out, ldo, out_e, x, ldx, x_e, xr, off, M, E, tab0, tab1, v0, v1, pair, max_rows, vec, row0, row_e,
+                      slots, NULL, 0);
+}
+
+/* out1 [M, w1.rows] and out2 [M, w2.rows] from one x [M, K] by one launch of gemv_v2_kernel (M <= GEMV_MAX_M);
+ * 0 (nothing done) when the two weights are not read the same way by the v2 kernel */
+int cu_gemv_two(float *out1, float *out2, const float *x, int M, cu_wview w1, cu_wview w2) {
+    int vt = vt_of(w1);
+    if (!cu_gemv_v2 || vt == VT_GEN || vt_of(w2) != vt || w1.cols != w2.cols || ((uintptr_t)x & 15) || w1.cols % 4) return 0;
+    gemv_group_launch(out1, w1.rows, 0, x, w1.cols, 0, NULL, NULL, M, 1, NULL, NULL, w1, w2, 0, w1.rows + w2.rows, 1, 0, 0, 0,
+                      out2, w2.rows);
+    return 1;
 }
 
 /* ---- BF16 tensor-core GEMM (opt-in) ----------------------------------------------------------------- */

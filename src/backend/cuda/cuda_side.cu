@@ -14,11 +14,14 @@
  * Every kernel launch of the backend goes to the global cu_stream, and its cuBLAS calls to the handles in the
  * backend; cu_side_begin points both at the side stream's own (its own cuBLAS handles and one workspace
  * shared by them and cuBLASLt: work on one stream runs in order, so one workspace serves the three), so the
- * shared expert's code path is the same as on the main stream. The backend's other workspaces are disjoint
- * between the two branches (audited: the shared experts use ws_mlp, ws_tc, ws_fp8, ws_f8part; routing and
- * the routed experts ws_moe, ws_moe2, ws_moe_tc, ws_moe_gemm); ws_tc is also swapped, so a BF16 path of the
- * routed experts that ever used it would not race. Events and stream waits are captured into CUDA graphs as
- * edges: the fork and join hold inside a decode step's graph. */
+ * shared expert's code path is the same as on the main stream. The workspaces of the linear paths (ws_deq,
+ * ws_tc, ws_fp8, ws_f8part) are swapped too: the router on the main stream is a linear as well (fp32 SGEMM on a
+ * dequantized tile in ws_deq without the tensor cores, as the shared experts' GEMMs then are: sharing ws_deq
+ * was a race that the tiny NVFP4 golden caught, RESULTS eleventh session run 4). The MLP's ws_mlp is the shared
+ * experts' alone; routing and the routed experts use ws_moe, ws_moe2, ws_moe_tc, ws_moe_gemm. The split-K
+ * tickets (f8_tickets) serve the shared experts' W8A8 linears only: the main stream's router is never W8A8.
+ * Events and stream waits are captured into CUDA graphs as edges: the fork and join hold inside a decode step's
+ * graph. */
 #include <stdlib.h>
 
 #include "backend/cuda/cuda.h"
@@ -45,11 +48,11 @@ void cu_side_init(ds_cuda_backend *cb) {
     CUBLAS_CHECK(cublasSetMathMode(s->cublas, CUBLAS_PEDANTIC_MATH));   /* as cb->cublas: plain fp32 */
     CUBLAS_CHECK(cublasCreate(&s->cublas_tc));
     cu_lt_init(cb);   /* the main stream's cuBLASLt workspace exists before the first swap */
-    CUDA_CHECK(cudaMalloc(&s->ws, LT_WS_BYTES));
+    CUDA_CHECK(cudaMalloc(&s->lt_ws, LT_WS_BYTES));
     CUBLAS_CHECK(cublasSetStream(s->cublas, s->stream));
     CUBLAS_CHECK(cublasSetStream(s->cublas_tc, s->stream));
-    CUBLAS_CHECK(cublasSetWorkspace(s->cublas, s->ws, LT_WS_BYTES));
-    CUBLAS_CHECK(cublasSetWorkspace(s->cublas_tc, s->ws, LT_WS_BYTES));
+    CUBLAS_CHECK(cublasSetWorkspace(s->cublas, s->lt_ws, LT_WS_BYTES));
+    CUBLAS_CHECK(cublasSetWorkspace(s->cublas_tc, s->lt_ws, LT_WS_BYTES));
     const char *d = getenv("DSINFER_CUDA_SIDE_DELAY_NS");
     s->delay_ns = d && *d ? atoll(d) : 0;
 }
@@ -57,17 +60,18 @@ void cu_side_init(ds_cuda_backend *cb) {
 void cu_side_free(ds_cuda_backend *cb) {
     cu_side *s = &cb->side;
     if (!s->stream) return;
-    cu_ws_free(&s->ws_tc);
+    for (int i = 0; i < 4; i++) cu_ws_free(&s->ws[i]);
     cublasDestroy(s->cublas);
     cublasDestroy(s->cublas_tc);
-    cudaFree(s->ws);
+    cudaFree(s->lt_ws);
     cudaEventDestroy(s->fork);
     cudaEventDestroy(s->join);
     cudaStreamDestroy(s->stream);
     memset(s, 0, sizeof *s);
 }
 
-/* exchanges the stream, the cuBLAS handles, the cuBLASLt workspace and ws_tc between the backend and the side */
+/* exchanges the stream, the cuBLAS handles, the cuBLASLt workspace and the linears' workspaces between the backend
+ * and the side */
 static void side_swap(ds_cuda_backend *cb) {
     cu_side *s = &cb->side;
     cudaStream_t st = cu_stream;
@@ -80,11 +84,14 @@ static void side_swap(ds_cuda_backend *cb) {
     cb->cublas_tc = s->cublas_tc;
     s->cublas_tc = h;
     void *w = cb->lt_ws;
-    cb->lt_ws = s->ws;
-    s->ws = w;
-    cu_ws t = cb->ws_tc;
-    cb->ws_tc = s->ws_tc;
-    s->ws_tc = t;
+    cb->lt_ws = s->lt_ws;
+    s->lt_ws = w;
+    cu_ws *mine[4] = {&cb->ws_deq, &cb->ws_tc, &cb->ws_fp8, &cb->ws_f8part};
+    for (int i = 0; i < 4; i++) {
+        cu_ws t = *mine[i];
+        *mine[i] = s->ws[i];
+        s->ws[i] = t;
+    }
 }
 
 void cu_side_begin(ds_cuda_backend *cb) {
