@@ -823,9 +823,13 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc, i
         if (!l8_set) setenv("DSINFER_CUDA_FP8_GEMM", "0", 1);
         gpu = ds_backend_cuda_new(&s->cfg, err);
         if (gpu && moe_twin) {
+            const char *was = getenv("DSINFER_CUDA_SHARED_STREAM");
+            char keep[16];
+            snprintf(keep, sizeof keep, "%s", was ? was : "");
             setenv("DSINFER_CUDA_SHARED_STREAM", "0", 1);
             twin = ds_backend_cuda_new(&s->cfg, err);
-            unsetenv("DSINFER_CUDA_SHARED_STREAM");
+            if (was) setenv("DSINFER_CUDA_SHARED_STREAM", keep, 1);
+            else unsetenv("DSINFER_CUDA_SHARED_STREAM");
             if (!twin) gpu->destroy(gpu);
             gpu = twin ? gpu : NULL;
         }
@@ -1409,7 +1413,7 @@ static void run_linear2(void) {
     }
 }
 
-/* The shared experts on the second stream (cuda_side.cu, DSINFER_CUDA_SHARED_STREAM, default 1), with the side
+/* The shared experts on the second stream (cuda_side.cu, DSINFER_CUDA_SHARED_STREAM, opt-in), with the side
  * stream held back 300 us before its work (DSINFER_CUDA_SIDE_DELAY_NS) so that the routed experts always finish
  * first: the sum is right only if the combine waits for the shared experts. V2-Lite (two shared experts): the
  * grouped GEMVs (1, 9 tokens), BF16 experts on wgmma with BF16 shared GEMMs (63, 256), W8A8 experts with the
@@ -1422,6 +1426,7 @@ static void run_linear2(void) {
 static void run_side_stream(void) {
     if (only && strcmp(only, "side")) return;
     setup s;
+    setenv("DSINFER_CUDA_SHARED_STREAM", "1", 1);          /* opt-in */
     setenv("DSINFER_CUDA_SHARED_STREAM_MIN_M", "1", 1);   /* at every size (the default: 9 .. 128 tokens) */
     setenv("DSINFER_CUDA_SHARED_STREAM_MAX_M", "100000", 1);
     /* held back (the routed experts finish first: a missing join), then not (the two overlap: a shared buffer) */
@@ -1449,11 +1454,12 @@ static void run_side_stream(void) {
             setenv("DSINFER_CUDA_SHARED_STREAM", "0", 1);
             printf("  %-8s (shared experts in line)\n", s.name);
             check_moe_dt(&s, m63, 1, DS_DTYPE_BF16, 3, 0);
-            unsetenv("DSINFER_CUDA_SHARED_STREAM");
+            setenv("DSINFER_CUDA_SHARED_STREAM", "1", 1);
         }
         free_setup(&s);
     }
     unsetenv("DSINFER_CUDA_SIDE_DELAY_NS");
+    unsetenv("DSINFER_CUDA_SHARED_STREAM");
     unsetenv("DSINFER_CUDA_SHARED_STREAM_MIN_M");
     unsetenv("DSINFER_CUDA_SHARED_STREAM_MAX_M");
 }

@@ -156,6 +156,16 @@ void cu_ws_free(cu_ws *w);
  *   DSINFER_CUDA_FA2=0       the first tensor-core prefill attention (fp32 K/V staged per tile); default 1: BF16
  *                            K/V, cp.async double buffering, 128 queries a block (cuda_fa_tc.cu fa_prefill2).
  *   DSINFER_CUDA_OP_TIMES=1  a diagnostic: each backend op timed alone, a table on stderr at exit (cuda_optimes.cu).
+ * Eleventh session (bench/RESULTS.md, "GPU runs of the eleventh session"):
+ *   DSINFER_CUDA_SHARED_STREAM=1  the shared experts on a second stream from before the router to the combine
+ *                            (cuda_side.cu), for batches of DSINFER_CUDA_SHARED_STREAM_MIN_M .. _MAX_M tokens (default
+ *                            9 .. 128: batch 64 / 128 +2%, batch 1 and 256 1-2% slower); default 0: in line (a
+ *                            process that used it at batch 64 ran batch 256 3% slower afterwards, not explained yet).
+ *   DSINFER_CUDA_HFUSE=0     q (or q_a) and kv_a as two linears; default 1: one launch over both weights (backend
+ *                            linear2: the v2 GEMV up to 8 rows, the W8A8 cp.async kernel up to 64; batch 1 +2%,
+ *                            FP8 batch 64 +2 .. 6%).
+ *   DSINFER_CUDA_F8_TICKETS=1 the W8A8 cp.async kernel's split-K partials summed by each tile's last split (at most 4
+ *                            splits); default 0: the reduce kernel (measured faster).
  * Engine-level (model/forward.c): DSINFER_FUSED_ADD_NORM=0 (residual add and norm as two ops),
  * DSINFER_EP_GATHER=0 (expert parallelism's all-to-all form), DSINFER_EP_GRAPHS=0 (gathered EP steps
  * not captured). */
@@ -165,9 +175,9 @@ typedef struct {
     int absorb_tc;  /* with tc: W_UK / W_UV products as batched BF16 GEMMs above GEMV_MAX_M tokens (DSINFER_CUDA_ABSORB_TC, default 1) */
     int lt_tune;    /* with tc: BF16 linears through cuBLASLt with the algorithm searched per shape, cached on disk (DSINFER_CUDA_LT_TUNE) */
     int moe_gemm, moe_gemm_min_m;   /* with tc: routed experts of >= min_m tokens as cuBLAS GEMMs per expert (DSINFER_CUDA_MOE_GEMM[_MIN_M]) */
-    int shared_stream;   /* the shared experts on a second stream (cuda_side.cu; DSINFER_CUDA_SHARED_STREAM, default 1) */
-    int shared_stream_min_m, shared_stream_max_m;
-    int hfuse;   /* the q (q_a) and kv_a projections in one launch (backend linear2; DSINFER_CUDA_HFUSE, default 1) */   /* ... for batches of this many tokens (_MIN_M, _MAX_M; default 9 .. 128) */
+    int shared_stream;   /* the shared experts on a second stream (cuda_side.cu; DSINFER_CUDA_SHARED_STREAM, default 0) */
+    int shared_stream_min_m, shared_stream_max_m;   /* ... for batches of this many tokens (_MIN_M, _MAX_M; default 9 .. 128) */
+    int hfuse;   /* the q (q_a) and kv_a projections in one launch (backend linear2; DSINFER_CUDA_HFUSE, default 1) */
 } cu_opts;
 
 /* The second stream of the shared experts (cuda_side.cu): its stream, cuBLAS handles and workspace, swapped

@@ -546,9 +546,11 @@ static cu_opts cu_opts_read(void) {
     o.lt_tune = env_int("DSINFER_CUDA_LT_TUNE", 1);
     o.moe_gemm = env_int("DSINFER_CUDA_MOE_GEMM", 1);
     o.moe_gemm_min_m = env_int("DSINFER_CUDA_MOE_GEMM_MIN_M", 1024);
-    o.shared_stream = env_int("DSINFER_CUDA_SHARED_STREAM", 1);
+    /* opt-in: +2.5% at batch 64, but a process that used it at batch 64 then ran batch 256 3% slower than one that
+     * never did (not explained yet; RESULTS eleventh session run 6) */
+    o.shared_stream = env_int("DSINFER_CUDA_SHARED_STREAM", 0);
     o.hfuse = env_int("DSINFER_CUDA_HFUSE", 1);
-    /* where it was measured faster (RESULTS eleventh session run 2: batch 64 and 128 +2%, batch 1 and 256 -1 to -2%) */
+    /* when on, where it was measured faster (RESULTS eleventh session run 2: batch 64, 128 +2%, 1 and 256 -1 to -2%) */
     o.shared_stream_min_m = env_int("DSINFER_CUDA_SHARED_STREAM_MIN_M", GEMV_MAX_M + 1);
     o.shared_stream_max_m = env_int("DSINFER_CUDA_SHARED_STREAM_MAX_M", 128);
     return o;

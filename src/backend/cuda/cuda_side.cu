@@ -1,4 +1,4 @@
-/* The shared experts on a second stream (issue 7; opt.shared_stream, DSINFER_CUDA_SHARED_STREAM, default 1).
+/* The shared experts on a second stream (issue 7; opt.shared_stream, DSINFER_CUDA_SHARED_STREAM, opt-in: see cuda.h).
  *
  * A MoE layer's shared experts read the same input as its router and write the layer's output, to which the
  * combine then adds the routed experts' weighted outputs. They do not depend on the routing, so they can
