@@ -654,6 +654,18 @@ if want fin11; then
   step dec_fin16 60 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s11-final-bf16
   cat $OUT/mutants.txt
 fi
+# hf12 (written in the eleventh session for the next one): DSINFER_CUDA_HFUSE=2 (an MLP's gate and up through
+# linear2: not yet run on a GPU): the linear2 op tests (now with the W8A8 MLP at hfuse 1 and 2), FP8 decode rows
+# with hfuse 2 / 1 alternated, the side stream's b64-then-b256 slowdown with the b64 graphs dropped first
+if want hf12; then
+  step ops_l2 200 env DSINFER_OPS_ONLY=linear2 $B/test_cuda_ops
+  grep -E "mlp W8A8" $OUT/ops_l2.log | head -8
+  for r in 1 2; do
+    for v in 2 1; do
+      step dec_hf$v 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_HFUSE=$v $B/dsinfer bench --dtype fp8 --batch 1,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s12-fp8-hf$v
+    done
+  done
+fi
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

@@ -1395,8 +1395,53 @@ static void run_moe_gemm(void) {
     unsetenv("DSINFER_CUDA_MOE_GEMM_MIN_M");
 }
 
+/* The MLP with W8A8 linears (DSINFER_CUDA_FP8_GEMM=1) on FP8 weights, gate and up as two linears (hfuse "1") or
+ * as one linear2 launch ("2"), against the CPU quantizing as the GPU does: x per token x 128 columns for gate / up,
+ * then SiLU(g) * u the same way for down (THR_TC: a code of the intermediate may round the other way where the
+ * GPU's g differs from the CPU's in its last bits). */
+static void check_mlp_w8a8(setup *s, int I, const char *hfuse) {
+    char err[DS_ERRLEN];
+    int D = s->cfg.hidden_size;
+    setenv("DSINFER_CUDA_FP8_GEMM", "1", 1);
+    setenv("DSINFER_CUDA_HFUSE", hfuse, 1);
+    ds_backend *gpu = ds_backend_cuda_new(&s->cfg, err);
+    unsetenv("DSINFER_CUDA_FP8_GEMM");
+    unsetenv("DSINFER_CUDA_HFUSE");
+    if (!gpu) { CHECKF(0, "%s", err); return; }
+    wpair g = mk_weight(s, I, D, DS_DTYPE_F8_E4M3, 0.5f / sqrtf((float)D), "gate");
+    wpair u = mk_weight(s, I, D, DS_DTYPE_F8_E4M3, 0.5f / sqrtf((float)D), "up");
+    wpair dn = mk_weight(s, D, I, DS_DTYPE_F8_E4M3, 0.5f / sqrtf((float)I), "down");
+    const int Ms[] = {9, 63, 64, 65};
+    for (int i = 0; i < (int)(sizeof Ms / sizeof Ms[0]); i++) {
+        int M = Ms[i];
+        if (M > max_m) continue;
+        prime(s, M);
+        buf x = buf_new(s, (size_t)M * D), out = buf_new(s, (size_t)M * D);
+        buf_rand(&x, 1.0f);
+        buf_poison(&out);
+        gpu->mlp(gpu, out.d, x.d, &g.d, &u.d, &dn.d, M);
+        float *xq = malloc(sizeof(float) * (size_t)M * D), *gh = malloc(sizeof(float) * (size_t)M * I);
+        float *uh = malloc(sizeof(float) * (size_t)M * I), *hq = malloc(sizeof(float) * (size_t)M * I);
+        act_quant_ref(xq, x.h, M, D);
+        s->cpu->linear(s->cpu, gh, xq, &g.h, M);
+        s->cpu->linear(s->cpu, uh, xq, &u.h, M);
+        for (size_t k = 0; k < (size_t)M * I; k++) gh[k] = gh[k] / (1.0f + expf(-gh[k])) * uh[k];
+        act_quant_ref(hq, gh, M, I);
+        s->cpu->linear(s->cpu, out.h, hq, &dn.h, M);
+        char name[64];
+        snprintf(name, sizeof name, "mlp W8A8 hfuse %s I=%d", hfuse, I);
+        compare(s, name, M, &out, THR_TC, 0);
+        free(xq); free(gh); free(uh); free(hq);
+        buf_free(s, &x);
+        buf_free(s, &out);
+    }
+    free_weight(&g); free_weight(&u); free_weight(&dn);
+    gpu->destroy(gpu);
+}
+
 /* linear2 at the MLA shapes: V2-Lite's q + kv_a, V3's q_a + kv_a, an odd pair (partial column blocks, K = 384);
- * BF16 and FP8. DSINFER_OPS_ONLY=linear2 runs these alone. */
+ * BF16 and FP8; then the W8A8 MLP at V2-Lite's shared-expert width with gate / up as two linears and as one
+ * (DSINFER_CUDA_HFUSE=2). DSINFER_OPS_ONLY=linear2 runs these alone. */
 static void run_linear2(void) {
     if (only && strcmp(only, "linear2")) return;
     setup s;
@@ -1409,6 +1454,11 @@ static void run_linear2(void) {
             check_linear2(&s, "odd", 260, 92, 384, dt);
             unsetenv("DSINFER_CUDA_F8_TICKETS");
         }
+        free_setup(&s);
+    }
+    if (load_setup(&s, "v2l-mlp8", "configs/deepseek-v2-lite.json", 0, 16)) {   /* the shared experts' width */
+        check_mlp_w8a8(&s, 2816, "1");
+        check_mlp_w8a8(&s, 2816, "2");
         free_setup(&s);
     }
 }

@@ -163,7 +163,8 @@ void cu_ws_free(cu_ws *w);
  *                            process that used it at batch 64 ran batch 256 3% slower afterwards, not explained yet).
  *   DSINFER_CUDA_HFUSE=0     q (or q_a) and kv_a as two linears; default 1: one launch over both weights (backend
  *                            linear2: the v2 GEMV up to 8 rows, the W8A8 cp.async kernel up to 64; batch 1 +2%,
- *                            FP8 batch 64 +2 .. 6%).
+ *                            FP8 batch 64 +2 .. 6%).  =2: also an MLP's gate and up above 8 rows (the shared
+ *                            experts, dense layers; written in the eleventh session, not yet run on a GPU).
  *   DSINFER_CUDA_F8_TICKETS=1 the W8A8 cp.async kernel's split-K partials summed by each tile's last split (at most 4
  *                            splits); default 0: the reduce kernel (measured faster).
  * Engine-level (model/forward.c): DSINFER_FUSED_ADD_NORM=0 (residual add and norm as two ops),
@@ -177,7 +178,7 @@ typedef struct {
     int moe_gemm, moe_gemm_min_m;   /* with tc: routed experts of >= min_m tokens as cuBLAS GEMMs per expert (DSINFER_CUDA_MOE_GEMM[_MIN_M]) */
     int shared_stream;   /* the shared experts on a second stream (cuda_side.cu; DSINFER_CUDA_SHARED_STREAM, default 0) */
     int shared_stream_min_m, shared_stream_max_m;   /* ... for batches of this many tokens (_MIN_M, _MAX_M; default 9 .. 128) */
-    int hfuse;   /* the q (q_a) and kv_a projections in one launch (backend linear2; DSINFER_CUDA_HFUSE, default 1) */
+    int hfuse;   /* the q (q_a) and kv_a projections in one launch (backend linear2; DSINFER_CUDA_HFUSE, default 1); 2: and an MLP's gate / up */
 } cu_opts;
 
 /* The second stream of the shared experts (cuda_side.cu): its stream, cuBLAS handles and workspace, swapped
