@@ -25,6 +25,8 @@ step() { local name=$1 t=$2; shift 2; local t0=$(date +%s%N)
 # 5 min each, so one device call (600 s at most) per part; model: test_cuda_model, the dummy V2-Lite and
 # 4-layer V3)
 PART=${1:-all}
+# nf DTYPE BATCH: the index of the first decode forward at BATCH tokens (for DSINFER_CUDA_PROFILE_STEPS, ncu parts)
+nf() { DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=list $B/dsinfer bench --dtype $1 --batch $2 --ctx 1K --prompt '' --steps 2 2>&1 | awk -v t="$2 tokens" '$0 ~ "^profile: forward .* " t {gsub(",","",$3); n=$3} END{print n}'; }
 want() { [ "$PART" = all ] || [[ ",$PART," == *",$1,"* ]]; }   # PART: one part or a comma list
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 # opsfull: test_cuda_ops alone, every M
@@ -294,7 +296,6 @@ if want prof7; then
   for v in 1 0; do
     step dec_fp8gemm$v 100 env DSINFER_CUDA_TC=1 DSINFER_CUDA_FP8_GEMM=$v $B/dsinfer bench --dtype fp8 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label fp8gemm$v
   done
-  nf() { DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=list $B/dsinfer bench --dtype $1 --batch $2 --ctx 1K --prompt '' --steps 2 2>&1 | awk -v t="$2 tokens" '$0 ~ "^profile: forward .* " t {gsub(",","",$3); n=$3} END{print n}'; }
   N=$(nf fp8 64); echo "fp8 b64: profiling forward $N"
   step ncu7_fp8_b64 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=$N ncu --clock-control none --cache-control none --profile-from-start off --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv --page raw --log-file $OUT/ncu7_fp8_b64.csv $B/dsinfer bench --dtype fp8 --batch 64 --ctx 1K --prompt '' --steps 2 --bw 4221 --tflops 780
   python3 dev/cuda/ncu_sum.py $OUT/ncu7_fp8_b64.csv > $OUT/ncu7_fp8_b64.txt 2>&1; head -30 $OUT/ncu7_fp8_b64.txt
@@ -390,7 +391,6 @@ fi
 if want prof9; then
   step golden 120 $B/test_cuda_golden
   step model 200 $B/test_cuda_model
-  nf() { DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=list $B/dsinfer bench --dtype $1 --batch $2 --ctx 1K --prompt '' --steps 2 2>&1 | awk -v t="$2 tokens" '$0 ~ "^profile: forward .* " t {gsub(",","",$3); n=$3} END{print n}'; }
   for dt_b in fp8:64 bf16:256 fp8:256; do
     dt=${dt_b%:*}; b=${dt_b#*:}; N=$(nf $dt $b); echo "$dt b$b: profiling forward $N"
     step ncu9_${dt}_b$b 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=$N ncu --clock-control none --cache-control none --profile-from-start off --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv --page raw --log-file $OUT/ncu9_${dt}_b$b.csv $B/dsinfer bench --dtype $dt --batch $b --ctx 1K --prompt '' --steps 2 --bw 4221 --tflops 780
@@ -553,7 +553,6 @@ if want prof11; then
   step ops_moebf 200 env DSINFER_OPS_ONLY=moebf $B/test_cuda_ops
   step dec_fp8 60 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s11-fp8
   step dec_bf16 60 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s11-bf16
-  nf() { DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=list $B/dsinfer bench --dtype $1 --batch $2 --ctx 1K --prompt '' --steps 2 2>&1 | awk -v t="$2 tokens" '$0 ~ "^profile: forward .* " t {gsub(",","",$3); n=$3} END{print n}'; }
   for dt_b in fp8:64 fp8:128 bf16:1; do
     dt=${dt_b%:*}; b=${dt_b#*:}; N=$(nf $dt $b); echo "$dt b$b: profiling forward $N"
     step ncu11_${dt}_b$b 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=$N ncu --clock-control none --cache-control none --profile-from-start off --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv --page raw --log-file $OUT/ncu11_${dt}_b$b.csv $B/dsinfer bench --dtype $dt --batch $b --ctx 1K --prompt '' --steps 2 --bw 4221 --tflops 780
@@ -601,7 +600,6 @@ if want tk11; then
     step opsb_tk$v 100 env DSINFER_CUDA_F8_TICKETS=$v $B/dsinfer bench --ops --ops-m 64
     grep -E "geomean|^ *[0-9]+ *x *[0-9]+|us" $OUT/opsb_tk$v.log | head -12
   done
-  nf() { DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=list $B/dsinfer bench --dtype $1 --batch $2 --ctx 1K --prompt '' --steps 2 2>&1 | awk -v t="$2 tokens" '$0 ~ "^profile: forward .* " t {gsub(",","",$3); n=$3} END{print n}'; }
   N=$(nf fp8 64); echo "fp8 b64: profiling forward $N"
   step ncu11_tk 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=$N ncu --clock-control none --cache-control none --profile-from-start off --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv --page raw --log-file $OUT/ncu11_tk.csv $B/dsinfer bench --dtype fp8 --batch 64 --ctx 1K --prompt '' --steps 2 --bw 4221 --tflops 780
   python3 dev/cuda/ncu_sum.py $OUT/ncu11_tk.csv > $OUT/ncu11_tk.txt 2>&1; head -16 $OUT/ncu11_tk.txt

@@ -137,12 +137,12 @@ static void attention(ds_engine *e, const step_plan *p, int layer) {
     ds_acts *a = &e->a;
     int M = p->meta.n_tokens, H = c->num_heads, C = c->kv_lora_rank, dr = c->qk_rope_head_dim;
     /* the two projections of xn: q_a (V3) or q (V2-Lite), and kv_a; one backend call where it has linear2 */
-    float *q_in_out = c->q_lora_rank ? a->qa : a->q;
+    float *q_out = c->q_lora_rank ? a->qa : a->q;
     const ds_weight *wq = c->q_lora_rank ? &L->q_a : &L->q;
     if (be->linear2) {
-        be->linear2(be, q_in_out, a->kv, a->xn, wq, &L->kv_a, M);
+        be->linear2(be, q_out, a->kv, a->xn, wq, &L->kv_a, M);
     } else {
-        be->linear(be, q_in_out, a->xn, wq, M);
+        be->linear(be, q_out, a->xn, wq, M);
         be->linear(be, a->kv, a->xn, &L->kv_a, M);
     }
     if (c->q_lora_rank) {

@@ -449,40 +449,65 @@ static int *f8_tickets(ds_cuda_backend *cb, int tiles) {
     return cb->f8_tickets;
 }
 
+/* The cp.async kernel (WG warpgroups) over the column blocks of w1, and of w2 when not NULL (two weights of one
+ * input in one launch), for codes q [M, K] with scales qs [M][K/128]: out1 [M, N1] (and out2 [M, N2]). Split in K
+ * by cu_f8_splits over both weights' blocks; the splits' partials (ws_f8part: w1's, then w2's) summed in the
+ * kernel (tickets, at most F8_TICKET_MAX_KS splits) or by f8_reduce_kernel. */
+template <int WG>
+static void cpasync_gemm(ds_cuda_backend *cb, const unsigned char *q, const float *qs, int M, int K, const ds_weight *w1,
+                         float *out1, const ds_weight *w2, float *out2) {
+    int N1 = w1->rows, N2 = w2 ? w2->rows : 0, kc;
+    int nb1 = (N1 + WG_BN - 1) / WG_BN, nb2 = (N2 + WG_BN - 1) / WG_BN, mb = (M + 64 * WG - 1) / (64 * WG);
+    int ks = cu_f8_splits(M, (nb1 + nb2) * WG_BN, K, cb->n_sm, &kc);
+    float *p1 = ks > 1 ? (float *)cu_ws_get(&cb->ws_f8part, (size_t)ks * M * (N1 + N2) * 4) : out1;
+    float *p2 = ks > 1 ? p1 + (size_t)ks * M * N1 : out2;
+    int *tk = ks > 1 && ks <= F8_TICKET_MAX_KS ? f8_tickets(cb, (nb1 + nb2) * mb) : NULL;
+    f8_wt a = {(const unsigned char *)w1->data, w1->scale, w1->scale_cols, N1, p1, out1};
+    f8_wt b = w2 ? f8_wt{(const unsigned char *)w2->data, w2->scale, w2->scale_cols, N2, p2, out2} : a;
+    dim3 grid((unsigned)(nb1 + nb2), (unsigned)mb, (unsigned)ks);
+    f8_wgmma_kernel<WG><<<grid, WG * 128, wg_smem_bytes(WG), cu_stream>>>(a, b, nb1, q, qs, M, K, kc, tk);
+    CUDA_LAUNCH_CHECK();
+    if (ks > 1 && !tk) {
+        cu_f8_reduce(out1, p1, (size_t)M * N1, ks);
+        if (w2) cu_f8_reduce(out2, p2, (size_t)M * N2, ks);
+    }
+}
+
 /* out [M, N] = the block-scaled product of codes q [M, K] (scales qs [M][K/128]) with w (FP8, 128 x 128
- * scales), split in K by cu_f8_splits. */
+ * scales), split in K by cu_f8_splits: the TMA kernel above 64 rows (DSINFER_CUDA_FP8_TMA), else cp.async. */
 void cu_f8_wgmma_gemm(ds_cuda_backend *cb, float *out, const unsigned char *q, const float *qs, const ds_weight *w, int M) {
-    int N = w->rows, K = w->cols, wgs = M <= 64 ? 1 : 2, tma = wgs == 2 && cu_fp8_tma && encode_tiled;
-    int mb = (M + 64 * wgs - 1) / (64 * wgs), nb = (N + WG_BN - 1) / WG_BN, kc;
-    int ks = cu_f8_splits(M, N, K, cb->n_sm, &kc);
-    float *part = ks > 1 ? (float *)cu_ws_get(&cb->ws_f8part, (size_t)ks * M * N * 4) : out;
-    dim3 grid((unsigned)nb, (unsigned)mb, (unsigned)ks);
-    int *tk = ks > 1 && ks <= F8_TICKET_MAX_KS && !tma ? f8_tickets(cb, nb * mb) : NULL;   /* the split-K sum in the kernel */
-    f8_wt t = {(const unsigned char *)w->data, w->scale, w->scale_cols, N, part, out};
-    const unsigned char *wd = (const unsigned char *)w->data;
+    int N = w->rows, K = w->cols, wgs = M <= 64 ? 1 : 2;
     CUtensorMap ta, tb;
-    if (tma && tma_map(&ta, q, M, K) && tma_map(&tb, wd, N, K)) {
+    if (wgs == 2 && cu_fp8_tma && encode_tiled && tma_map(&ta, q, M, K) && tma_map(&tb, w->data, N, K)) {
+        int mb = (M + 127) / 128, nb = (N + WG_BN - 1) / WG_BN, kc;
+        int ks = cu_f8_splits(M, N, K, cb->n_sm, &kc);
+        float *part = ks > 1 ? (float *)cu_ws_get(&cb->ws_f8part, (size_t)ks * M * N * 4) : out;
         int tiles = mb * nb * ks, grid_p = tiles < cb->n_sm ? tiles : cb->n_sm;
         tm_groups none;
         memset(&none, 0, sizeof none);
         f8_tma_kernel<false><<<(unsigned)grid_p, 384, tm_smem_bytes(), cu_stream>>>(ta, tb, none, part, N, qs, w->scale,
                                                                                   w->scale_cols, M, N, K, kc, ks);
+        CUDA_LAUNCH_CHECK();
+        if (ks > 1) cu_f8_reduce(out, part, (size_t)M * N, ks);
     } else if (wgs == 1)
-        f8_wgmma_kernel<1><<<grid, 128, wg_smem_bytes(1), cu_stream>>>(t, t, nb, q, qs, M, K, kc, tk);
+        cpasync_gemm<1>(cb, q, qs, M, K, w, out, NULL, NULL);
     else
-        f8_wgmma_kernel<2><<<grid, 256, wg_smem_bytes(2), cu_stream>>>(t, t, nb, q, qs, M, K, kc, tk);
-    CUDA_LAUNCH_CHECK();
-    if (ks > 1 && !tk) cu_f8_reduce(out, part, (size_t)M * N, ks);
+        cpasync_gemm<2>(cb, q, qs, M, K, w, out, NULL, NULL);
 }
 
-/* out [M, N] = the W8A8 product of x [M, K] fp32, quantized here per token x 128 columns (as the experts'
- * activations are), with w */
-void cu_f8_wgmma_linear(ds_cuda_backend *cb, float *out, const float *x, const ds_weight *w, int M) {
-    int K = w->cols;
+/* codes and scales of x [M, K] fp32 per token x 128 columns (as the experts' activations are), in ws_fp8 */
+static unsigned char *quantize_rows(ds_cuda_backend *cb, const float *x, int M, int K, float **qs) {
     size_t qb = ((size_t)M * K + 255) / 256 * 256, sb = (size_t)M * (K / WG_BK) * 4;
     unsigned char *q = (unsigned char *)cu_ws_get(&cb->ws_fp8, qb + sb);
-    float *qs = (float *)(q + qb);
-    cu_rows_fp8_f32(q, qs, x, M, K);
+    *qs = (float *)(q + qb);
+    cu_rows_fp8_f32(q, *qs, x, M, K);
+    return q;
+}
+
+/* out [M, N] = the W8A8 product of x [M, K] fp32, quantized here, with w */
+void cu_f8_wgmma_linear(ds_cuda_backend *cb, float *out, const float *x, const ds_weight *w, int M) {
+    float *qs;
+    const unsigned char *q = quantize_rows(cb, x, M, w->cols, &qs);
     cu_f8_wgmma_gemm(cb, out, q, qs, w, M);
 }
 
@@ -491,26 +516,11 @@ void cu_f8_wgmma_linear(ds_cuda_backend *cb, float *out, const float *x, const d
  * above 64 rows (the TMA kernel's sizes), or when the weights differ in K. */
 int cu_f8_wgmma_linear2(ds_cuda_backend *cb, float *out1, float *out2, const float *x, const ds_weight *w1,
                         const ds_weight *w2, int M) {
-    int K = w1->cols, N1 = w1->rows, N2 = w2->rows;
+    int K = w1->cols;
     if (M < 1 || M > 64 || w2->cols != K || K % WG_BK) return 0;
-    int nb1 = (N1 + WG_BN - 1) / WG_BN, nb2 = (N2 + WG_BN - 1) / WG_BN, kc;
-    int ks = cu_f8_splits(M, (nb1 + nb2) * WG_BN, K, cb->n_sm, &kc);
-    size_t qb = ((size_t)M * K + 255) / 256 * 256, sb = (size_t)M * (K / WG_BK) * 4;
-    unsigned char *q = (unsigned char *)cu_ws_get(&cb->ws_fp8, qb + sb);
-    float *qs = (float *)(q + qb);
-    float *p1 = ks > 1 ? (float *)cu_ws_get(&cb->ws_f8part, (size_t)ks * M * (N1 + N2) * 4) : out1;
-    float *p2 = ks > 1 ? p1 + (size_t)ks * M * N1 : out2;
-    int *tk = ks > 1 && ks <= F8_TICKET_MAX_KS ? f8_tickets(cb, nb1 + nb2) : NULL;
-    cu_rows_fp8_f32(q, qs, x, M, K);
-    f8_wt a = {(const unsigned char *)w1->data, w1->scale, w1->scale_cols, N1, p1, out1};
-    f8_wt b = {(const unsigned char *)w2->data, w2->scale, w2->scale_cols, N2, p2, out2};
-    dim3 grid((unsigned)(nb1 + nb2), 1, (unsigned)ks);
-    f8_wgmma_kernel<1><<<grid, 128, wg_smem_bytes(1), cu_stream>>>(a, b, nb1, q, qs, M, K, kc, tk);
-    CUDA_LAUNCH_CHECK();
-    if (ks > 1 && !tk) {
-        cu_f8_reduce(out1, p1, (size_t)M * N1, ks);
-        cu_f8_reduce(out2, p2, (size_t)M * N2, ks);
-    }
+    float *qs;
+    const unsigned char *q = quantize_rows(cb, x, M, K, &qs);
+    cpasync_gemm<1>(cb, q, qs, M, K, w1, out1, w2, out2);
     return 1;
 }
 

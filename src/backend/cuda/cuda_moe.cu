@@ -589,6 +589,13 @@ static route_ws route_ws_get(ds_cuda_backend *cb, int M, int E, int K, size_t ex
     return r;
 }
 
+/* out [M, D] = the shared experts' output for x, or zero without shared experts: what the routed outputs are then
+ * added to (on the main stream; cuda_side.cu runs the shared experts on a second one instead) */
+static void shared_in_line(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M) {
+    if (be->cfg->n_shared_experts) cu_mlp(be, out, x, &L->sh_gate, &L->sh_up, &L->sh_down, M);
+    else CUDA_CHECK(cudaMemsetAsync(out, 0, (size_t)M * be->cfg->hidden_size * sizeof(float), cu_stream));
+}
+
 void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M) {
     ds_cuda_backend *cb = cu_of(be);
     const ds_config *c = be->cfg;
@@ -627,8 +634,7 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
         int32_t off[MOE_MAX_EXPERTS + 1];
         CUDA_CHECK(cudaMemcpy(off, d_off, sizeof(int32_t) * (size_t)(E + 1), cudaMemcpyDeviceToHost));
         cu_optimes_phase(cb, "  moe: offsets to host");
-        if (!c->n_shared_experts) CUDA_CHECK(cudaMemsetAsync(out, 0, MD * sizeof(float), cu_stream));
-        else if (!side) cu_mlp(be, out, x, &L->sh_gate, &L->sh_up, &L->sh_down, M);
+        if (!side) shared_in_line(be, out, x, L, M);
         cu_optimes_phase(cb, "  moe: shared experts");
         const float *y = cu_moe_gemm(cb, x, rows, off, E, D, I, L);
         cu_side_join(cb);
@@ -649,16 +655,14 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
          * offsets and pos_of */
         if (cu_group_wide && MK >= (size_t)cu_group_wide_min) launch_group_wide(ids, w, M, K, E, d_off, rows, rw, pos, pos + MK);
         else launch_group(ids, w, M, K, E, d_off, rows, rw, pos);
-        if (!c->n_shared_experts) CUDA_CHECK(cudaMemsetAsync(out, 0, MD * sizeof(float), cu_stream));
-        else if (!side) cu_mlp(be, out, x, &L->sh_gate, &L->sh_up, &L->sh_down, M);
+        if (!side) shared_in_line(be, out, x, L, M);
         moe_grouped(cb, out, x, L, M, ids, w, rows, d_off, pos, inter, y, E, K, grouped_tc, 0);
         return;
     }
     launch_group(ids, w, M, K, E, d_off, rows, rw, NULL);
     int32_t off[MOE_MAX_EXPERTS + 1];
     CUDA_CHECK(cudaMemcpy(off, d_off, sizeof(int32_t) * (size_t)(E + 1), cudaMemcpyDeviceToHost));
-    if (c->n_shared_experts) cu_mlp(be, out, x, &L->sh_gate, &L->sh_up, &L->sh_down, M);
-    else CUDA_CHECK(cudaMemsetAsync(out, 0, MD * sizeof(float), cu_stream));
+    shared_in_line(be, out, x, L, M);
     for (int e = 0; e < E; e++) {
         int n = off[e + 1] - off[e];
         if (!n) continue;
