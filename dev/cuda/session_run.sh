@@ -652,17 +652,27 @@ if want fin11; then
   step dec_fin16 60 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s11-final-bf16
   cat $OUT/mutants.txt
 fi
-# hf12 (written in the eleventh session for the next one): DSINFER_CUDA_HFUSE=2 (an MLP's gate and up through
-# linear2: not yet run on a GPU): the linear2 op tests (now with the W8A8 MLP at hfuse 1 and 2), FP8 decode rows
-# with hfuse 2 / 1 alternated, the side stream's b64-then-b256 slowdown with the b64 graphs dropped first
+# hf12 (written in the eleventh session for the next one; nothing of it run yet): DSINFER_CUDA_HFUSE=2 (an MLP's
+# gate and up through linear2) and DSINFER_CUDA_MLP_FUSE=1 (the W8A8 MLP in five launches), and the eleventh
+# session's review refactor of the W8A8 launches: the W8A8 and linear2 op tests (the W8A8 MLP at hfuse 1 / 2 /
+# fused, the fused one bit for bit against the unfused), the mutants of dev/cuda/mutants_s12.sh, FP8 decode rows
+# with hfuse 1 / 2 / 2 + fused alternated, twice
 if want hf12; then
+  step ops_w8 300 env DSINFER_OPS_ONLY=w8a8 DSINFER_OPS_MAX_M=256 $B/test_cuda_ops
   step ops_l2 200 env DSINFER_OPS_ONLY=linear2 $B/test_cuda_ops
-  grep -E "mlp W8A8" $OUT/ops_l2.log | head -8
+  grep -E "mlp W8A8|fused against" $OUT/ops_l2.log | head -12
+  for f in .deps/bin/test_cuda_ops_mut_f12_* .deps/bin/test_cuda_ops_mut_l2_*; do
+    [ -x "$f" ] || continue
+    n=$(basename $f); env DSINFER_OPS_ONLY=linear2 timeout 200 $f > $OUT/$n.log 2>&1; rc=$?
+    echo "== $n rc=$rc (must be non-zero): $(grep -c "CHECK failed" $OUT/$n.log) failed checks" | tee -a $OUT/mutants.txt
+  done
   for r in 1 2; do
-    for v in 2 1; do
-      step dec_hf$v 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_HFUSE=$v $B/dsinfer bench --dtype fp8 --batch 1,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s12-fp8-hf$v
+    for v in 1:0 2:0 2:1; do
+      step dec_hf${v/:/} 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_HFUSE=${v%:*} DSINFER_CUDA_MLP_FUSE=${v#*:} $B/dsinfer bench --dtype fp8 --batch 1,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s12-fp8-hf${v%:*}-fuse${v#*:}
     done
   done
+  step golden 120 $B/test_cuda_golden
+  cat $OUT/mutants.txt
 fi
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV

@@ -1396,18 +1396,27 @@ static void run_moe_gemm(void) {
 }
 
 /* The MLP with W8A8 linears (DSINFER_CUDA_FP8_GEMM=1) on FP8 weights, gate and up as two linears (hfuse "1") or
- * as one linear2 launch ("2"), against the CPU quantizing as the GPU does: x per token x 128 columns for gate / up,
- * then SiLU(g) * u the same way for down (THR_TC: a code of the intermediate may round the other way where the
- * GPU's g differs from the CPU's in its last bits). */
-static void check_mlp_w8a8(setup *s, int I, const char *hfuse) {
-    char err[DS_ERRLEN];
-    int D = s->cfg.hidden_size;
+ * as one linear2 launch ("2"), or in the fused form (fuse: DSINFER_CUDA_MLP_FUSE=1), against the CPU quantizing as
+ * the GPU does: x per token x 128 columns for gate / up, then SiLU(g) * u the same way for down (THR_TC: a code of
+ * the intermediate may round the other way where the GPU's g differs from the CPU's in its last bits). The fused
+ * form also against a twin backend with hfuse 2 unfused: the same bits (same splits, sums, SiLU and quantizer). */
+static ds_backend *mlp_backend(setup *s, const char *hfuse, const char *fuse, char *err) {
     setenv("DSINFER_CUDA_FP8_GEMM", "1", 1);
     setenv("DSINFER_CUDA_HFUSE", hfuse, 1);
+    setenv("DSINFER_CUDA_MLP_FUSE", fuse, 1);
     ds_backend *gpu = ds_backend_cuda_new(&s->cfg, err);
     unsetenv("DSINFER_CUDA_FP8_GEMM");
     unsetenv("DSINFER_CUDA_HFUSE");
-    if (!gpu) { CHECKF(0, "%s", err); return; }
+    unsetenv("DSINFER_CUDA_MLP_FUSE");
+    return gpu;
+}
+
+static void check_mlp_w8a8(setup *s, int I, const char *hfuse, int fuse) {
+    char err[DS_ERRLEN];
+    int D = s->cfg.hidden_size;
+    ds_backend *gpu = mlp_backend(s, hfuse, fuse ? "1" : "0", err), *twin = NULL;
+    if (gpu && fuse && !(twin = mlp_backend(s, "2", "0", err))) gpu->destroy(gpu);
+    if (!gpu || (fuse && !twin)) { CHECKF(0, "%s", err); return; }
     wpair g = mk_weight(s, I, D, DS_DTYPE_F8_E4M3, 0.5f / sqrtf((float)D), "gate");
     wpair u = mk_weight(s, I, D, DS_DTYPE_F8_E4M3, 0.5f / sqrtf((float)D), "up");
     wpair dn = mk_weight(s, D, I, DS_DTYPE_F8_E4M3, 0.5f / sqrtf((float)I), "down");
@@ -1420,6 +1429,21 @@ static void check_mlp_w8a8(setup *s, int I, const char *hfuse) {
         buf_rand(&x, 1.0f);
         buf_poison(&out);
         gpu->mlp(gpu, out.d, x.d, &g.d, &u.d, &dn.d, M);
+        if (twin) {
+            buf o2 = buf_new(s, (size_t)M * D);
+            buf_poison(&o2);
+            twin->mlp(twin, o2.d, x.d, &g.d, &u.d, &dn.d, M);
+            float *a = malloc(sizeof(float) * (size_t)M * D), *b = malloc(sizeof(float) * (size_t)M * D);
+            ds_cuda_download_bytes(s->gpu, a, out.d, sizeof(float) * (size_t)M * D);
+            ds_cuda_download_bytes(s->gpu, b, o2.d, sizeof(float) * (size_t)M * D);
+            size_t diff = 0;
+            for (size_t k = 0; k < (size_t)M * D; k++) diff += memcmp(&a[k], &b[k], sizeof(float)) != 0;
+            printf("  %-8s mlp W8A8 M=%d: fused against unfused: %zu of %zu values differ\n", s->name, M, diff, (size_t)M * D);
+            CHECKF(diff == 0, "%s mlp W8A8 M=%d: the fused epilogue changes %zu values", s->name, M, diff);
+            free(a);
+            free(b);
+            buf_free(s, &o2);
+        }
         float *xq = malloc(sizeof(float) * (size_t)M * D), *gh = malloc(sizeof(float) * (size_t)M * I);
         float *uh = malloc(sizeof(float) * (size_t)M * I), *hq = malloc(sizeof(float) * (size_t)M * I);
         act_quant_ref(xq, x.h, M, D);
@@ -1429,7 +1453,7 @@ static void check_mlp_w8a8(setup *s, int I, const char *hfuse) {
         act_quant_ref(hq, gh, M, I);
         s->cpu->linear(s->cpu, out.h, hq, &dn.h, M);
         char name[64];
-        snprintf(name, sizeof name, "mlp W8A8 hfuse %s I=%d", hfuse, I);
+        snprintf(name, sizeof name, "mlp W8A8 hfuse %s%s I=%d", hfuse, fuse ? " fused" : "", I);
         compare(s, name, M, &out, THR_TC, 0);
         free(xq); free(gh); free(uh); free(hq);
         buf_free(s, &x);
@@ -1437,11 +1461,13 @@ static void check_mlp_w8a8(setup *s, int I, const char *hfuse) {
     }
     free_weight(&g); free_weight(&u); free_weight(&dn);
     gpu->destroy(gpu);
+    if (twin) twin->destroy(twin);
 }
 
 /* linear2 at the MLA shapes: V2-Lite's q + kv_a, V3's q_a + kv_a, an odd pair (partial column blocks, K = 384);
  * BF16 and FP8; then the W8A8 MLP at V2-Lite's shared-expert width with gate / up as two linears and as one
- * (DSINFER_CUDA_HFUSE=2). DSINFER_OPS_ONLY=linear2 runs these alone. */
+ * (DSINFER_CUDA_HFUSE=2), and fused (DSINFER_CUDA_MLP_FUSE=1; also at 1408). DSINFER_OPS_ONLY=linear2 runs these
+ * alone. */
 static void run_linear2(void) {
     if (only && strcmp(only, "linear2")) return;
     setup s;
@@ -1457,8 +1483,10 @@ static void run_linear2(void) {
         free_setup(&s);
     }
     if (load_setup(&s, "v2l-mlp8", "configs/deepseek-v2-lite.json", 0, 16)) {   /* the shared experts' width */
-        check_mlp_w8a8(&s, 2816, "1");
-        check_mlp_w8a8(&s, 2816, "2");
+        check_mlp_w8a8(&s, 2816, "1", 0);
+        check_mlp_w8a8(&s, 2816, "2", 0);
+        check_mlp_w8a8(&s, 2816, "2", 1);
+        check_mlp_w8a8(&s, 1408, "2", 1);   /* 11 column blocks */
         free_setup(&s);
     }
 }

@@ -167,6 +167,9 @@ void cu_ws_free(cu_ws *w);
  *                            experts, dense layers; written in the eleventh session, not yet run on a GPU).
  *   DSINFER_CUDA_F8_TICKETS=1 the W8A8 cp.async kernel's split-K partials summed by each tile's last split (at most 4
  *                            splits); default 0: the reduce kernel (measured faster).
+ *   DSINFER_CUDA_MLP_FUSE=1  the W8A8 MLP up to 64 rows in five launches (quantize x; gate and up in one GEMM; one
+ *                            kernel for their split-K sums, SiLU * up and the down input's quantization; down; its
+ *                            reduce) instead of ten; default 0 (written in the eleventh session, not yet run on a GPU).
  * Engine-level (model/forward.c): DSINFER_FUSED_ADD_NORM=0 (residual add and norm as two ops),
  * DSINFER_EP_GATHER=0 (expert parallelism's all-to-all form), DSINFER_EP_GRAPHS=0 (gathered EP steps
  * not captured). */
@@ -179,6 +182,7 @@ typedef struct {
     int shared_stream;   /* the shared experts on a second stream (cuda_side.cu; DSINFER_CUDA_SHARED_STREAM, default 0) */
     int shared_stream_min_m, shared_stream_max_m;   /* ... for batches of this many tokens (_MIN_M, _MAX_M; default 9 .. 128) */
     int hfuse;   /* the q (q_a) and kv_a projections in one launch (backend linear2; DSINFER_CUDA_HFUSE, default 1); 2: and an MLP's gate / up */
+    int mlp_fuse;   /* the W8A8 MLP's split-K sums, SiLU * up and the down input's quantization in one kernel (DSINFER_CUDA_MLP_FUSE, default 0) */
 } cu_opts;
 
 /* The second stream of the shared experts (cuda_side.cu): its stream, cuBLAS handles and workspace, swapped
@@ -456,6 +460,10 @@ __device__ __forceinline__ float cu_warp_sum(float v) {
     return v;
 }
 
+/* SiLU(g) * u = g / (1 + exp(-g)) * u, the CPU's formula, each step rounded on its own (no contraction): the
+ * unfused MLP (silu_mul_kernel) and the fused W8A8 epilogue (cuda_fp8_wgmma.cu) give the same bits */
+__device__ __forceinline__ float cu_silu_mul(float g, float u) { return __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), u); }
+
 __device__ __forceinline__ float cu_warp_max(float v) {
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
@@ -506,6 +514,10 @@ void cu_f8_wgmma_linear(ds_cuda_backend *cb, float *out, const float *x, const d
 int cu_f8_wgmma_two_ok(const ds_weight *w1, const ds_weight *w2, int M);
 int cu_f8_wgmma_linear2(ds_cuda_backend *cb, float *out1, float *out2, const float *x, const ds_weight *w1,
                         const ds_weight *w2, int M);
+/* The W8A8 MLP at decode sizes in five launches (opt.mlp_fuse; cuda_fp8_wgmma.cu): 0 (nothing done) where it does
+ * not apply */
+int cu_f8_mlp(ds_cuda_backend *cb, float *out, const float *x, const ds_weight *gate, const ds_weight *up,
+              const ds_weight *down, int M);
 /* its GEMM alone: out [M, N] from codes q [M, K] and scales qs [M][K/128] (cu_rows_fp8_f32's) */
 void cu_f8_wgmma_gemm(ds_cuda_backend *cb, float *out, const unsigned char *q, const float *qs, const ds_weight *w, int M);
 void cu_f8_wgmma_init(void);

@@ -550,6 +550,7 @@ static cu_opts cu_opts_read(void) {
      * never did (not explained yet; RESULTS eleventh session run 6) */
     o.shared_stream = env_int("DSINFER_CUDA_SHARED_STREAM", 0);
     o.hfuse = env_int("DSINFER_CUDA_HFUSE", 1);
+    o.mlp_fuse = env_int("DSINFER_CUDA_MLP_FUSE", 0);
     /* when on, where it was measured faster (RESULTS eleventh session run 2: batch 64, 128 +2%, 1 and 256 -1 to -2%) */
     o.shared_stream_min_m = env_int("DSINFER_CUDA_SHARED_STREAM_MIN_M", GEMV_MAX_M + 1);
     o.shared_stream_max_m = env_int("DSINFER_CUDA_SHARED_STREAM_MAX_M", 128);

@@ -524,6 +524,58 @@ int cu_f8_wgmma_linear2(ds_cuda_backend *cb, float *out1, float *out2, const flo
     return 1;
 }
 
+/* The epilogue of the fused W8A8 MLP: for token i and column block b (a warp; lane l: columns 128 b + 4 l ..
+ * + 3), g and u = the sums in z order of the ks split-K partials pg / pu [ks][M][I] (f8_reduce_kernel's order),
+ * h = SiLU(g) * u (silu_mul_kernel's cu_silu_mul), then h's codes qh [M, I] and scale sh [M][I/128] as
+ * rows_fp8_warp_kernel makes them (the amax of the 128 values, floored at 1e-4, over 448): the same bits as those
+ * four launches. Grid ceil(M (I/128) / 8), 256 threads. */
+__global__ void silu_quant_kernel(unsigned char *qh, float *sh, const float *pg, const float *pu, int M, int I, int ks) {
+    int LK = I / 128;
+    size_t blk = (size_t)blockIdx.x * 8 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (blk >= (size_t)M * LK) return;
+    size_t i = blk / LK, b = blk % LK, off = i * I + b * 128 + 4 * lane, MI = (size_t)M * I;
+    float4 g = *(const float4 *)(pg + off), u = *(const float4 *)(pu + off);
+    for (int z = 1; z < ks; z++) {
+        float4 gz = *(const float4 *)(pg + z * MI + off), uz = *(const float4 *)(pu + z * MI + off);
+        g.x += gz.x; g.y += gz.y; g.z += gz.z; g.w += gz.w;
+        u.x += uz.x; u.y += uz.y; u.z += uz.z; u.w += uz.w;
+    }
+    float4 h = make_float4(cu_silu_mul(g.x, u.x), cu_silu_mul(g.y, u.y), cu_silu_mul(g.z, u.z), cu_silu_mul(g.w, u.w));
+    float a = cu_warp_max(fmaxf(fmaxf(fabsf(h.x), fabsf(h.y)), fmaxf(fabsf(h.z), fabsf(h.w))));
+    float scale = fmaxf(a, 1e-4f) / 448.0f;
+    *(uchar4 *)(qh + off) = make_uchar4(cu_f32_to_fp8_hw(h.x / scale), cu_f32_to_fp8_hw(h.y / scale),
+                                        cu_f32_to_fp8_hw(h.z / scale), cu_f32_to_fp8_hw(h.w / scale));
+    if (lane == 0) sh[i * LK + b] = scale;
+}
+
+int cu_f8_mlp(ds_cuda_backend *cb, float *out, const float *x, const ds_weight *gate, const ds_weight *up,
+              const ds_weight *down, int M) {
+    int D = gate->cols, I = gate->rows;
+    if (!cu_f8_wgmma_two_ok(gate, up, M) || !cu_f8_wgmma_two_ok(down, down, M) || up->rows != I || up->cols != D ||
+        down->cols != I || down->rows != D || I % 128 || ((uintptr_t)x & 15))
+        return 0;
+    int nb = (I + WG_BN - 1) / WG_BN, nbd = (D + WG_BN - 1) / WG_BN, kc, kcd;
+    int ks = cu_f8_splits(M, 2 * nb * WG_BN, D, cb->n_sm, &kc), ksd = cu_f8_splits(M, nbd * WG_BN, I, cb->n_sm, &kcd);
+    /* every buffer asked for once, at its largest, before any launch: a workspace that grew between two launches
+     * would move under a queued kernel's pointers inside a capture */
+    size_t xq = ((size_t)M * D + 255) / 256 * 256, xsb = ((size_t)M * (D / 128) * 4 + 255) / 256 * 256;
+    size_t hq = ((size_t)M * I + 255) / 256 * 256, hsb = (size_t)M * (I / 128) * 4;
+    unsigned char *q = (unsigned char *)cu_ws_get(&cb->ws_fp8, xq + xsb + hq + hsb);
+    float *qs = (float *)(q + xq), *hs = (float *)(q + xq + xsb + hq);
+    unsigned char *qh = q + xq + xsb;
+    size_t part = (size_t)ks * M * 2 * I > (size_t)ksd * M * D ? (size_t)ks * M * 2 * I : (size_t)ksd * M * D;
+    float *pg = (float *)cu_ws_get(&cb->ws_f8part, part * 4), *pu = pg + (size_t)ks * M * I;
+    cu_rows_fp8_f32(q, qs, x, M, D);
+    f8_wt a = {(const unsigned char *)gate->data, gate->scale, gate->scale_cols, I, pg, NULL};
+    f8_wt b = {(const unsigned char *)up->data, up->scale, up->scale_cols, I, pu, NULL};
+    f8_wgmma_kernel<1><<<dim3((unsigned)(2 * nb), 1, (unsigned)ks), 128, wg_smem_bytes(1), cu_stream>>>(a, b, nb, q, qs, M, D, kc, NULL);
+    CUDA_LAUNCH_CHECK();
+    silu_quant_kernel<<<(unsigned)(((size_t)M * (I / 128) + 7) / 8), 256, 0, cu_stream>>>(qh, hs, pg, pu, M, I, ks);
+    CUDA_LAUNCH_CHECK();
+    cu_f8_wgmma_gemm(cb, out, qh, hs, down, M);
+    return 1;
+}
+
 /* ---- the grouped form: the routed experts of a prefill-sized batch ---- */
 int cu_moe_wgmma = 1;   /* DSINFER_CUDA_MOE_WGMMA (backend creation) */
 

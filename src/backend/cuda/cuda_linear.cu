@@ -197,8 +197,7 @@ void cu_linear2(ds_backend *be, float *out1, float *out2, const float *x, const 
 /* g = SiLU(g) * u, SiLU(z) = z / (1 + exp(-z)) as on the CPU. */
 __global__ void silu_mul_kernel(float *g, const float *u, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float z = g[i];
-        g[i] = z / (1.0f + expf(-z)) * u[i];
+        g[i] = cu_silu_mul(g[i], u[i]);
     }
 }
 
@@ -208,6 +207,7 @@ void cu_mlp(ds_backend *be, float *out, const float *x, const ds_weight *gate, c
     if (M <= 0) return;
     size_t n = (size_t)M * (size_t)gate->rows;
     float *g = (float *)cu_ws_get(&cb->ws_mlp, 2 * n * sizeof(float)), *u = g + n;
+    if (M > GEMV_MAX_M && cb->opt.mlp_fuse && cb->opt.fp8_gemm && cu_f8_mlp(cb, out, x, gate, up, down, M)) return;
     if (M <= GEMV_MAX_M && cb->opt.vec_gemv) {   /* gate, up and SiLU*mul in one pass over both weights */
         cu_gemv_group(g, gate->rows, 0, x, gate->cols, 0, NULL, NULL, M, 1, NULL, NULL, cu_view(gate), cu_view(up),
                       1, gate->rows, 1, 0, 0, 0);
