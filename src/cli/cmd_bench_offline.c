@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "cli/cli.h"
+#include "core/bench_plot.h"
 #include "core/status.h"
 #include "dist/launch.h"
 #include "loader/config.h"
@@ -34,6 +35,7 @@
 
 typedef struct {
     const char *model, *dtype, *csv, *label, *kv;   /* kv: --kv-cache-dtype, "auto" or "fp8" */
+    const char *plot, *plot_from;                    /* --plot SVG (of --csv after the run, or of --plot-from) */
     char dtype_col[40];                              /* the table's dtype column: weights, "+kv8" for an FP8 cache,
                                                         " dp2+ep" for a data-parallel group */
     int batches[MAX_LIST], n_batches, ctxs[MAX_LIST], n_ctxs, prompts[MAX_LIST], n_prompts;
@@ -316,7 +318,8 @@ static ds_status load_cfg(const bench_opts *o, ds_config *cfg, char **json_out, 
 static void usage(void) {
     fprintf(stderr,
             "usage: dsinfer bench [--model CONFIG.json] [--dtype bf16|fp8|fp4] [--batch 1,8,32,64,128,256] [--ctx 1K,4K]\n"
-            "                     [--prompt 512,2K,8K] [--steps N] [--csv FILE] [--label NAME] [--bw GB/s --tflops T]\n"
+            "                     [--prompt 512,2K,8K] [--steps N] [--csv FILE [--plot FILE.svg]] [--label NAME]\n"
+            "                     [--bw GB/s --tflops T]\n"
             "                     [--kv-cache-dtype auto|bf16|fp8|fp32]\n"
             "                     [--data-parallel-size N [--enable-expert-parallel]\n"
             "                      [--nnodes K --node-rank R --master-addr HOST --master-port P]]\n"
@@ -336,6 +339,9 @@ static void usage(void) {
             "       --tensor-parallel-size N: one process per GPU as above, the group one engine (heads and widths\n"
             "                    split, all-reduces over NCCL); every rank runs the same --batch sequences; with\n"
             "                    --enable-expert-parallel the routed experts stay whole, split across the ranks\n"
+            "       dsinfer bench --plot-from FILE.csv --plot FILE.svg  draw a bench CSV (no GPU): decode rows' roofline\n"
+            "                                       fraction against the batch, prefill rows' against the prompt length;\n"
+            "                                       --plot with --csv draws the CSV after the run\n"
             "       dsinfer bench serve ...         load-test a running server (dsinfer bench serve --help)\n"
             "  Offline throughput on the CUDA backend with dummy weights (default configs/deepseek-v2-lite.json);\n"
             "  --batch/--ctx/--prompt take comma lists (0 rows: give an empty list as ''); each row prints its\n"
@@ -350,7 +356,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
         {"ops-m", 1, 0, 'M'}, {"help", 0, 0, 'h'}, {"data-parallel-size", 1, 0, 'D'},
         {"enable-expert-parallel", 0, 0, 'E'}, {"nnodes", 1, 0, 'N'}, {"node-rank", 1, 0, 'R'},
         {"master-addr", 1, 0, 'a'}, {"master-port", 1, 0, 'P'}, {"tensor-parallel-size", 1, 0, 'T'},
-        {"pipeline-parallel-size", 1, 0, 'L'}, {0, 0, 0, 0}};
+        {"pipeline-parallel-size", 1, 0, 'L'}, {"plot", 1, 0, 'G'}, {"plot-from", 1, 0, 'F'}, {0, 0, 0, 0}};
     *o = (bench_opts){.model = "configs/deepseek-v2-lite.json", .dtype = "bf16", .label = "dsinfer", .steps = 16,
                       .kv = "auto", .dp = {.size = 1, .nnodes = 1}};
     int prompts_given = 0;
@@ -411,6 +417,8 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
             }
             break;
         case 'o': o->csv = optarg; break;
+        case 'G': o->plot = optarg; break;
+        case 'F': o->plot_from = optarg; break;
         case 'l': o->label = optarg; break;
         case 'w': o->bw_gbs = atof(optarg); break;
         case 't': o->tflops = atof(optarg); break;
@@ -431,6 +439,18 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
         }
     }
 #undef LIST_OR_FAIL
+    if (o->plot_from && !o->plot) {
+        fprintf(stderr, "dsinfer bench: --plot-from needs --plot FILE.svg\n");
+        return 2;
+    }
+    if (o->plot && (o->ops || o->mla || o->ceilings_only)) {
+        fprintf(stderr, "dsinfer bench: --plot draws decode and prefill rows, not --ops, --mla or --ceilings\n");
+        return 2;
+    }
+    if (o->plot && !o->plot_from && !o->csv) {
+        fprintf(stderr, "dsinfer bench: --plot needs --csv FILE (the rows it draws) or --plot-from FILE\n");
+        return 2;
+    }
     if (strcmp(o->dtype, "bf16") && strcmp(o->dtype, "fp8") && strcmp(o->dtype, "fp4")) {
         fprintf(stderr, "dsinfer bench: unknown --dtype \"%s\" (expected bf16, fp8 or fp4)\n", o->dtype);
         return 2;
@@ -673,10 +693,22 @@ static int bench_rank(int rank, ds_comm *cm, void *arg) {
 }
 #endif
 
+/* the SVG of a bench CSV (core/bench_plot.h); 0, or 1 with the error printed */
+static int draw_plot(const char *csv, const char *svg) {
+    char err[DS_ERRLEN];
+    if (ds_bench_plot(csv, svg, err)) {
+        fprintf(stderr, "dsinfer bench: plot: %s\n", err);
+        return 1;
+    }
+    printf("plot: %s (from %s)\n", svg, csv);
+    return 0;
+}
+
 int cli_bench_offline(int argc, char **argv) {
     bench_opts o;
     int rc = parse_opts(argc, argv, &o);
     if (rc) return rc == 1 ? 0 : rc;
+    if (o.plot_from) return draw_plot(o.plot_from, o.plot);
 #ifndef DS_HAVE_CUDA
     fprintf(stderr, "dsinfer bench: this dsinfer is built without CUDA\n");
     return 1;
@@ -687,9 +719,10 @@ int cli_bench_offline(int argc, char **argv) {
             fprintf(stderr, "dsinfer bench: %s\n", err);
             return 1;
         }
-        return 0;
+        return o.plot ? draw_plot(o.csv, o.plot) : 0;
     }
-    return run_bench(&o, NULL);
+    rc = run_bench(&o, NULL);
+    return !rc && o.plot ? draw_plot(o.csv, o.plot) : rc;
 #endif
 }
 

@@ -32,6 +32,17 @@ expect 2 '--pipeline-parallel-size with --tensor-parallel-size' --pipeline-paral
 expect 2 '--pipeline-parallel-size with' --pipeline-parallel-size 2 --batch fit --ctx 4K
 expect 2 'bad --pipeline-parallel-size "x"' --pipeline-parallel-size x
 expect 0 'usage: dsinfer bench' --help
+# the plot of a bench CSV (core/bench_plot.c; no GPU needed): flag errors, a file error, then a drawing
+expect 2 '--plot-from needs --plot FILE.svg' --plot-from x.csv
+expect 2 '--plot needs --csv FILE' --plot x.svg
+expect 2 '--plot draws decode and prefill rows, not --ops' --ops --csv x.csv --plot x.svg
+pdir=$(mktemp -d); trap 'rm -f "$tmp"; rm -rf "$pdir"' EXIT
+expect 1 "plot: cannot open $pdir/none.csv" --plot-from "$pdir/none.csv" --plot "$pdir/p.svg"
+printf 'label,kind,dtype,batch,len,tok_s,roof_frac\nrun,decode,bf16,1,1024,280.5,0.32\nrun,decode,bf16,64,1024,5500,0.67\n' > "$pdir/r.csv"
+expect 0 "plot: $pdir/p.svg (from $pdir/r.csv)" --plot-from "$pdir/r.csv" --plot "$pdir/p.svg"
+grep -q '<svg ' "$pdir/p.svg" && grep -q 'run bf16 ctx 1024, batch 64: 5500.0 tok/s, 67.0% of the roofline' "$pdir/p.svg" || { echo "bench --plot-from: unexpected SVG"; exit 1; }
+printf 'label,kind\nrun,decode,bf16\n' > "$pdir/bad.csv"
+expect 1 'no column "dtype"' --plot-from "$pdir/bad.csv" --plot "$pdir/p2.svg"
 # a valid request on a machine without a usable GPU (CI): a clear error, exit 1
 if ! nvidia-smi -L >/dev/null 2>&1; then
   expect 1 'dsinfer bench: ' --batch 1 --ctx 1K --prompt '' --steps 1 --bw 1 --tflops 1
