@@ -1056,8 +1056,9 @@ static void free_setup(setup *s) {
 
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
-static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf | side (main): only run_mla_tc, the W8A8
-                            * runs, run_moe_w8a8, run_moe_wg_bf16 or run_side_stream */
+static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf | side | linear2 | kvb (main): only
+                            * run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16, run_side_stream, run_linear2
+                            * or run_kvb_copy */
 
 static void run_v3(void) {
     if (only) return;
@@ -1225,6 +1226,67 @@ static void run_mla_tc(const char *name, const char *path, int heads, int kv_lay
     s.thr_absorbed = THR_TC;
     s.thr_naive = THR_TC;
     for (int i = 0; i < nM; i++) if (Ms[i] <= max_m) check_attention(&s, Ms[i], max_cached);
+    free_setup(&s);
+}
+
+/* kv_b's BF16 copy made once (ds_cuda_kvb_copy; DSINFER_CUDA_KVB_BF16 makes one a layer at weight upload), read by
+ * the absorbed attention's batched GEMMs (tensor cores, all of a batch's tokens, more than 8): the same bits as
+ * the per-call conversion it replaces, and the CPU at THR_TC. V2-Lite with an FP8 kv_b, ragged sequences with
+ * cached prefixes. DSINFER_OPS_ONLY=kvb runs these alone. */
+static void check_kvb_copy(setup *s, int M) {
+    const ds_config *c = &s->cfg;
+    char err[DS_ERRLEN];
+    int H = c->num_heads, C = c->kv_lora_rank, hw = c->qk_nope_head_dim + c->v_head_dim;
+    batch b;
+    mk_batch(s, &b, M, 64, 16);
+    set_batch(s, &b);
+    buf cache = mk_cache(s, &b);
+    wpair kvb = mk_weight(s, H * hw, C, DS_DTYPE_F8_E4M3, 0.5f / sqrtf((float)C), "kv_b");
+    size_t n = (size_t)M * H * c->v_head_dim;
+    buf q = buf_new(s, (size_t)M * H * c->qk_head_dim), o1 = buf_new(s, n), o2 = buf_new(s, n);
+    buf_rand(&q, 1.0f);
+    buf_poison(&o1);
+    buf_poison(&o2);
+    s->gpu->attn_absorbed(s->gpu, o1.d, q.d, cache.d, &kvb.d, b.seqs, b.m.n_seqs);   /* converted in the call */
+    CHECKF(ds_cuda_kvb_copy(s->gpu, &kvb.d, err) == DS_OK, "%s", err);
+    s->gpu->attn_absorbed(s->gpu, o2.d, q.d, cache.d, &kvb.d, b.seqs, b.m.n_seqs);   /* the copy */
+    float *a = malloc(sizeof(float) * n), *g = malloc(sizeof(float) * n);
+    ds_cuda_download_bytes(s->gpu, a, o1.d, sizeof(float) * n);
+    ds_cuda_download_bytes(s->gpu, g, o2.d, sizeof(float) * n);
+    size_t diff = 0;
+    for (size_t k = 0; k < n; k++) diff += memcmp(&a[k], &g[k], sizeof(float)) != 0;
+    printf("  %-8s attn absorbed M=%d: kv_b's BF16 copy against the per-call conversion: %zu of %zu values differ\n",
+           s->name, M, diff, n);
+    CHECKF(diff == 0, "%s M=%d: kv_b's BF16 copy changes %zu values", s->name, M, diff);
+    s->cpu->attn_absorbed(s->cpu, o2.h, q.h, cache.h, &kvb.h, b.seqs, b.m.n_seqs);
+    compare(s, "attn absorbed, kv_b's BF16 copy", M, &o2, THR_TC, 0);
+    free(a);
+    free(g);
+    free(b.pt);
+    buf_free(s, &cache); buf_free(s, &q); buf_free(s, &o1); buf_free(s, &o2);
+    free_weight(&kvb);
+}
+
+static void run_kvb_copy(void) {
+    if (only && strcmp(only, "kvb")) return;
+    setup s;
+    setenv("DSINFER_CUDA_MLA_TC", "1", 1);
+    setenv("DSINFER_CUDA_ATTN_TC", "1", 1);
+    setenv("DSINFER_CUDA_TC", "1", 1);
+    setenv("DSINFER_CUDA_FP8_GEMM", "0", 1);
+    int ok = load_setup(&s, "v2l-kvb", "configs/deepseek-v2-lite.json", 0, 16);
+    unsetenv("DSINFER_CUDA_MLA_TC");
+    unsetenv("DSINFER_CUDA_ATTN_TC");
+    unsetenv("DSINFER_CUDA_TC");
+    unsetenv("DSINFER_CUDA_FP8_GEMM");
+    if (!ok) return;
+    check_kvb_copy(&s, 40);
+    check_kvb_copy(&s, 9);
+    char err[DS_ERRLEN];
+    ds_weight bf = {0};
+    bf.dtype = DS_DTYPE_BF16;
+    bf.data = &bf;   /* any non-NULL address: refused before it is read */
+    CHECK(ds_cuda_kvb_copy(s.gpu, &bf, err) == DS_ERR_ARG && strstr(err, "not FP8"));
     free_setup(&s);
 }
 
@@ -1648,9 +1710,9 @@ int main(void) {
     printf("test_cuda_ops: seed %llu (DSINFER_SEED repeats it)\n", (unsigned long long)rng_state);
     int small = getenv("DSINFER_OPS_SMALL") != NULL;
     if (getenv("DSINFER_OPS_MAX_M")) max_m = atoi(getenv("DSINFER_OPS_MAX_M"));
-    /* DSINFER_OPS_ONLY=mla, w8a8, moe8, moebf or side: the tensor-core MLA decode cases, the W8A8 paths, the W8A8
-     * experts, the BF16 experts on wgmma, or the shared experts' second stream alone (a quick check after a change
-     * to them) */
+    /* DSINFER_OPS_ONLY=mla, w8a8, moe8, moebf, side, linear2 or kvb: the tensor-core MLA decode cases, the W8A8
+     * paths, the W8A8 experts, the BF16 experts on wgmma, the shared experts' second stream, linear2 and the W8A8
+     * MLP, or kv_b's BF16 copy alone (a quick check after a change to them) */
     only = getenv("DSINFER_OPS_ONLY");
     run_odd("h1", "configs/deepseek-v2-lite.json", 1);
     run_odd("h3-fp8", "tests/fixtures/tiny-v3-fp8/config.json", 3);
@@ -1664,6 +1726,7 @@ int main(void) {
     run_moe_gemm();
     run_side_stream();
     run_linear2();
+    run_kvb_copy();
     const int kv_small[] = {1, 3, 4, 63}, kv_big[] = {1, 4, 128};
     /* C = 199: two scale blocks, the second partial, entries at odd byte offsets (335 bytes) */
     run_kv("h3-kv8", "configs/deepseek-v2-lite.json", 3, 199, 5, 0, KV_FP8, kv_small, NM(kv_small), 23);

@@ -167,6 +167,9 @@ void cu_ws_free(cu_ws *w);
  *                            experts, dense layers; written in the eleventh session, not yet run on a GPU).
  *   DSINFER_CUDA_F8_TICKETS=1 the W8A8 cp.async kernel's split-K partials summed by each tile's last split (at most 4
  *                            splits); default 0: the reduce kernel (measured faster).
+ *   DSINFER_CUDA_KVB_BF16=1  with TC, each layer's FP8 kv_b converted to BF16 once at weight upload for the absorbed
+ *                            attention's batched GEMMs (default 0: at every step, 137 us a step at V2-Lite FP8 b64;
+ *                            +4 MB a layer on V2-Lite, +32 MB on V3; written in the eleventh session, not yet run).
  *   DSINFER_CUDA_MLP_FUSE=1  the W8A8 MLP up to 64 rows in five launches (quantize x; gate and up in one GEMM; one
  *                            kernel for their split-K sums, SiLU * up and the down input's quantization; down; its
  *                            reduce) instead of ten; default 0 (written in the eleventh session, not yet run on a GPU).
@@ -183,7 +186,14 @@ typedef struct {
     int shared_stream_min_m, shared_stream_max_m;   /* ... for batches of this many tokens (_MIN_M, _MAX_M; default 9 .. 128) */
     int hfuse;   /* the q (q_a) and kv_a projections in one launch (backend linear2; DSINFER_CUDA_HFUSE, default 1); 2: and an MLP's gate / up */
     int mlp_fuse;   /* the W8A8 MLP's split-K sums, SiLU * up and the down input's quantization in one kernel (DSINFER_CUDA_MLP_FUSE, default 0) */
+    int kvb_bf16;   /* FP8 kv_b's BF16 copy made once per layer at weight upload (DSINFER_CUDA_KVB_BF16, default 0) */
 } cu_opts;
+
+/* a prepared FP8 kv_b (its device data: the key) and its BF16 copy (opt.kvb_bf16) */
+typedef struct {
+    const void *key;
+    const __nv_bfloat16 *bf16;
+} cu_kvb16;
 
 /* The second stream of the shared experts (cuda_side.cu): its stream, cuBLAS handles and workspace, swapped
  * with the backend's own between cu_side_begin and cu_side_end */
@@ -244,6 +254,8 @@ typedef struct {
     struct cu_graphs *graphs;   /* captured decode steps (cuda_graph.cu) */
     int n_sm;
     cu_side side;               /* the shared experts' second stream; side.stream NULL when off */
+    cu_kvb16 *kvb16;            /* prepared FP8 kv_b -> its BF16 copy (cuda_weights.cu kvb_copies) */
+    int n_kvb16;
 } ds_cuda_backend;
 
 static inline ds_cuda_backend *cu_of(ds_backend *be) { return (ds_cuda_backend *)be; }

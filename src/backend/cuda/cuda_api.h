@@ -38,6 +38,11 @@ void *ds_cuda_alloc_bytes(ds_backend *be, size_t n);
 
 /* A device copy of one host weight view (data and scale), owned by the backend until destroy. */
 ds_status ds_cuda_weight_upload(ds_backend *be, const ds_weight *host, ds_weight *dev, char *err);
+/* Makes the BF16 copy of a device FP8 kv_b that the absorbed attention's batched GEMMs then read instead of
+ * converting it at every call (what DSINFER_CUDA_KVB_BF16 does for each layer at weight upload; the op tests call
+ * it on their own weight). Its memory is the backend's. DS_ERR_ARG for a weight that is not FP8 with scales,
+ * DS_ERR_NOMEM when it does not fit. */
+ds_status ds_cuda_kvb_copy(ds_backend *be, const ds_weight *kv_b, char *err);
 
 /* The fused router kernel alone: logits [M, E] (device), bias [E] (device fp32, may be NULL) ->
  * ids [M, K] and weights [M, K] (device), same rules as ds_route_token. */

@@ -544,12 +544,13 @@ __global__ void scatter_rows_kernel(float *out, const float *src, const int32_t 
  *   values:  out[t, h * dv :] = W_UV[h] o_lat[t, h]      (dv x C times C x T per head)
  * in cuBLAS's column-major terms: W_UK[h] (rows h*hw .. h*hw+dn-1 of kv_b, row-major [., C]) is a C x dn
  * matrix with lda C; q_nope[., h] a dn x T matrix with ldb H*dqk; q_lat[., h] C x T with ldc H*C. Inputs
- * rounded to BF16 (the tensor-core contract, THR_TC); kv_b used in place when BF16, else a BF16 copy made
- * per call (cu_weight_bf16: 2 x 4 MB for V2-Lite). At 64 tokens the GEMV forms were 28 + 55 us a layer. */
+ * rounded to BF16 (the tensor-core contract, THR_TC); kv_b used in place when BF16, else its BF16 copy made at
+ * upload (DSINFER_CUDA_KVB_BF16) or per call (cu_weight_bf16: 2 x 4 MB for V2-Lite). At 64 tokens the GEMV forms were 28 + 55 us a layer. */
 static const __nv_bfloat16 *kvb_bf16(ds_cuda_backend *cb, const ds_weight *kv_b, __nv_bfloat16 *copy) {
     if (kv_b->dtype == DS_DTYPE_BF16 && !kv_b->scale) return (const __nv_bfloat16 *)kv_b->data;
+    for (int i = 0; i < cb->n_kvb16; i++)   /* made once at upload (DSINFER_CUDA_KVB_BF16, cuda_weights.cu) */
+        if (cb->kvb16[i].key == kv_b->data) return cb->kvb16[i].bf16;
     cu_weight_bf16(copy, cu_view(kv_b), 0, kv_b->rows);
-    (void)cb;
     return copy;
 }
 

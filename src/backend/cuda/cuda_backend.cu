@@ -517,6 +517,7 @@ static void cu_destroy(ds_backend *be) {
     if (cb->cublas_tc) cublasDestroy(cb->cublas_tc);
     if (cb->cublas_ws) cudaFree(cb->cublas_ws);
     free(cb->owned);
+    free(cb->kvb16);   /* the copies themselves are in owned */
     free(cb->h_tokens);
     free(cb->h_seq_start);
     free(cb->h_page_table);
@@ -551,6 +552,7 @@ static cu_opts cu_opts_read(void) {
     o.shared_stream = env_int("DSINFER_CUDA_SHARED_STREAM", 0);
     o.hfuse = env_int("DSINFER_CUDA_HFUSE", 1);
     o.mlp_fuse = env_int("DSINFER_CUDA_MLP_FUSE", 0);
+    o.kvb_bf16 = env_int("DSINFER_CUDA_KVB_BF16", 0);
     /* when on, where it was measured faster (RESULTS eleventh session run 2: batch 64, 128 +2%, 1 and 256 -1 to -2%) */
     o.shared_stream_min_m = env_int("DSINFER_CUDA_SHARED_STREAM_MIN_M", GEMV_MAX_M + 1);
     o.shared_stream_max_m = env_int("DSINFER_CUDA_SHARED_STREAM_MAX_M", 128);

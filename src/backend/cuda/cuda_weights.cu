@@ -202,6 +202,43 @@ static ds_status check_fits(size_t need, char *err) {
     return DS_OK;
 }
 
+/* The absorbed attention's W_UK / W_UV in BF16 (cuda_attn.cu kvb_bf16): for an FP8 kv_b, a copy per layer made here,
+ * once (opt.kvb_bf16), instead of at every step; keyed by the prepared weight's address, which does not change while
+ * the backend lives. A copy that does not fit is not made (those layers keep the per-step conversion). */
+ds_status ds_cuda_kvb_copy(ds_backend *be, const ds_weight *kv, char *err) {
+    ds_cuda_backend *cb = cu_of(be);
+    if (!kv->data || kv->dtype != DS_DTYPE_F8_E4M3 || !kv->scale)
+        return ds_seterr(err, DS_ERR_ARG, "kv_b's BF16 copy: the weight is not FP8 with block scales");
+    void *p = NULL;
+    if (cudaMalloc(&p, (size_t)kv->rows * kv->cols * 2) != cudaSuccess) {
+        cudaGetLastError();
+        return ds_seterr(err, DS_ERR_NOMEM, "kv_b's BF16 copy: %zu bytes of GPU memory not available", (size_t)kv->rows * kv->cols * 2);
+    }
+    cu_own(cb, p);
+    cu_weight_bf16((__nv_bfloat16 *)p, cu_view(kv), 0, kv->rows);
+    cu_kvb16 e = {kv->data, (const __nv_bfloat16 *)p};
+    for (int i = 0; i < cb->n_kvb16; i++)
+        if (cb->kvb16[i].key == kv->data) {   /* made again for the same address: the new copy replaces it */
+            cb->kvb16[i] = e;
+            return DS_OK;
+        }
+    cb->kvb16 = (cu_kvb16 *)ds_xrealloc(cb->kvb16, sizeof(*cb->kvb16) * (size_t)(cb->n_kvb16 + 1));
+    cb->kvb16[cb->n_kvb16++] = e;
+    return DS_OK;
+}
+
+static void kvb_copies(ds_cuda_backend *cb, const ds_model_weights *w) {
+    char err[DS_ERRLEN];
+    for (int i = 0; i < w->n_layers; i++) {
+        const ds_weight *kv = &w->layers[i].kv_b;
+        if (!kv->data || kv->dtype != DS_DTYPE_F8_E4M3 || !kv->scale) continue;
+        if (ds_cuda_kvb_copy(&cb->base, kv, err)) {
+            fprintf(stderr, "dsinfer: %s (layer %d on convert at every step)\n", err, i);
+            return;
+        }
+    }
+}
+
 ds_status cu_prepare_weights(ds_backend *be, ds_model_weights *w, char *err) {
     ds_cuda_backend *cb = cu_of(be);
     const ds_config *c = be->cfg;
@@ -261,6 +298,7 @@ ds_status cu_prepare_weights(ds_backend *be, ds_model_weights *w, char *err) {
         else x->scale = sb ? (const float *)s : NULL;
     }
     if (c->tie_word_embeddings) w->lm_head = w->embed;
+    if (cb->opt.kvb_bf16 && cb->opt.tc && cb->opt.absorb_tc) kvb_copies(cb, w);
     CUDA_CHECK(cudaDeviceSynchronize());
     progress_show(&p, 1);
     free(l.w);
