@@ -15,3 +15,7 @@ bash $m f12_up $W 'float4 g = *(const float4 *)(pg + off), u = *(const float4 *)
 bash $m f12_qh $W '    cu_f8_wgmma_gemm(cb, out, qh, hs, down, M);' '    cu_f8_wgmma_gemm(cb, out, q, hs, down, M);'
 # linear2: the second weight's first column block computed with the first weight
 bash $m l2_second $W 'const bool second = (int)blockIdx.x >= nb_a;' 'const bool second = (int)blockIdx.x > nb_a;'
+# qkv_finish: kv's RoPE part one pair early (must fail DSINFER_OPS_ONLY=qkv)
+bash $m q12_rope src/backend/cuda/cuda_backend.cu '(size_t)h * dqk + dn : kr + C, i, pos' '(size_t)h * dqk + dn : kr + C - 2, i, pos'
+# kv_b's BF16 copy made from the wrong rows (must fail DSINFER_OPS_ONLY=kvb)
+bash $m k12_rows src/backend/cuda/cuda_weights.cu '    cu_weight_bf16((__nv_bfloat16 *)p, cu_view(kv), 0, kv->rows);' '    cu_weight_bf16((__nv_bfloat16 *)p, cu_view(kv), 1, kv->rows - 1);'

@@ -654,7 +654,8 @@ if want fin11; then
 fi
 # hf12 (written in the eleventh session for the next one; nothing of it run yet): DSINFER_CUDA_HFUSE=2 (an MLP's
 # gate and up through linear2), DSINFER_CUDA_MLP_FUSE=1 (the W8A8 MLP in five launches), DSINFER_CUDA_KVB_BF16=1
-# (kv_b's BF16 copy once per layer: op test `DSINFER_OPS_ONLY=kvb`), and the eleventh
+# (kv_b's BF16 copy once per layer: op test `DSINFER_OPS_ONLY=kvb`), DSINFER_CUDA_QKV_FUSE=1 (qkv_finish in one
+# launch: `DSINFER_OPS_ONLY=qkv`; the refactored rmsnorm_vec / rope / kv_store kernels are under `check`), and the eleventh
 # session's review refactor of the W8A8 launches: the W8A8 and linear2 op tests (the W8A8 MLP at hfuse 1 / 2 /
 # fused, the fused one bit for bit against the unfused), the mutants of dev/cuda/mutants_s12.sh, FP8 decode rows
 # with hfuse 1 / 2 / 2 + fused alternated, twice
@@ -664,15 +665,21 @@ if want hf12; then
   grep -E "mlp W8A8|fused against" $OUT/ops_l2.log | head -12
   step ops_kvb 100 env DSINFER_OPS_ONLY=kvb $B/test_cuda_ops
   grep -E "BF16 copy" $OUT/ops_kvb.log | head -4
-  for f in .deps/bin/test_cuda_ops_mut_f12_* .deps/bin/test_cuda_ops_mut_l2_*; do
+  step ops_qkv 150 env DSINFER_OPS_ONLY=qkv $B/test_cuda_ops
+  grep -E "bytes differ" $OUT/ops_qkv.log | grep -v " 0 of " | head -4
+  for f in .deps/bin/test_cuda_ops_mut_f12_* .deps/bin/test_cuda_ops_mut_l2_* .deps/bin/test_cuda_ops_mut_q12_* .deps/bin/test_cuda_ops_mut_k12_*; do
     [ -x "$f" ] || continue
-    n=$(basename $f); env DSINFER_OPS_ONLY=linear2 timeout 200 $f > $OUT/$n.log 2>&1; rc=$?
+    n=$(basename $f); o=linear2; [[ $n == *_q12_* ]] && o=qkv; [[ $n == *_k12_* ]] && o=kvb
+    env DSINFER_OPS_ONLY=$o timeout 200 $f > $OUT/$n.log 2>&1; rc=$?
     echo "== $n rc=$rc (must be non-zero): $(grep -c "CHECK failed" $OUT/$n.log) failed checks" | tee -a $OUT/mutants.txt
   done
   for r in 1 2; do
-    for v in 1:0:0 2:0:0 2:1:0 2:1:1; do   # hfuse : mlp fuse : kv_b copy
-      IFS=: read -r h f k <<< "$v"
-      step dec_hf$h$f$k 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_HFUSE=$h DSINFER_CUDA_MLP_FUSE=$f DSINFER_CUDA_KVB_BF16=$k $B/dsinfer bench --dtype fp8 --batch 1,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s12-fp8-hf$h-fuse$f-kvb$k
+    for v in 1:0:0:0 2:0:0:0 2:1:0:0 2:1:1:0 2:1:1:1; do   # hfuse : mlp fuse : kv_b copy : qkv fuse
+      IFS=: read -r h f k g <<< "$v"
+      step dec_hf$h$f$k$g 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_HFUSE=$h DSINFER_CUDA_MLP_FUSE=$f DSINFER_CUDA_KVB_BF16=$k DSINFER_CUDA_QKV_FUSE=$g $B/dsinfer bench --dtype fp8 --batch 1,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s12-fp8-hf$h-fuse$f-kvb$k-qkv$g
+    done
+    for g in 1 0; do
+      step dec_bq$g 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_QKV_FUSE=$g $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s12-bf16-qkv$g
     done
   done
   step golden 120 $B/test_cuda_golden

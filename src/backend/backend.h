@@ -79,6 +79,10 @@ struct ds_backend {
     void (*rope)(ds_backend *be, float *x, int row_stride, int n_heads, int head_stride, int offset);
     /* Writes kv[m, 0 : C+dr] (latent after norm, k_pe after RoPE) of every new token into its slot. */
     void (*kv_store)(ds_backend *be, void *cache, const float *kv);
+    /* The MLA block's steps between its projections and its attention, for the batch's tokens: kv's latent part
+     * [0, C) RMS-normed with kv_norm (eps), RoPE on q (every head's rope part) and on kv's (at C), kv stored into
+     * cache: the same values as rmsnorm, rope, rope and kv_store. Optional: NULL means call those four. */
+    void (*qkv_finish)(ds_backend *be, float *q, float *kv, void *cache, const ds_weight *kv_norm, float eps);
     /* Naive MLA (spec 6.2) for the listed sequences: decompresses K/V of the whole context from the
      * cache with kv_b, causal softmax attention. q[M, H*dqk] (rope part already rotated),
      * out[M, H*dv]. */

@@ -149,11 +149,15 @@ static void attention(ds_engine *e, const step_plan *p, int layer) {
         be->rmsnorm(be, a->qa, c->q_lora_rank, a->qa, c->q_lora_rank, &L->q_a_norm, M, c->q_lora_rank, 1e-6f);
         be->linear(be, a->q, a->qa, &L->q_b, M);
     }
-    be->rmsnorm(be, a->kv, C + dr, a->kv, C + dr, &L->kv_a_norm, M, C, 1e-6f);  /* latent part only */
-    be->rope(be, a->q, H * c->qk_head_dim, H, c->qk_head_dim, c->qk_nope_head_dim);
-    be->rope(be, a->kv, C + dr, 1, 0, C);
     void *cache = ds_engine_layer_cache(e, layer);
-    be->kv_store(be, cache, a->kv);
+    if (be->qkv_finish) {
+        be->qkv_finish(be, a->q, a->kv, cache, &L->kv_a_norm, 1e-6f);
+    } else {
+        be->rmsnorm(be, a->kv, C + dr, a->kv, C + dr, &L->kv_a_norm, M, C, 1e-6f);  /* latent part only */
+        be->rope(be, a->q, H * c->qk_head_dim, H, c->qk_head_dim, c->qk_nope_head_dim);
+        be->rope(be, a->kv, C + dr, 1, 0, C);
+        be->kv_store(be, cache, a->kv);
+    }
     if (p->n_naive) be->attn_naive(be, a->ao, a->q, cache, &L->kv_b, p->naive, p->n_naive);
     if (p->n_absorbed) be->attn_absorbed(be, a->ao, a->q, cache, &L->kv_b, p->absorbed, p->n_absorbed);
     be->linear(be, a->ff, a->ao, &L->o, M);

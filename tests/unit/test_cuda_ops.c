@@ -1056,9 +1056,9 @@ static void free_setup(setup *s) {
 
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
-static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf | side | linear2 | kvb (main): only
-                            * run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16, run_side_stream, run_linear2
-                            * or run_kvb_copy */
+static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf | side | linear2 | kvb | qkv (main): only
+                            * run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16, run_side_stream, run_linear2,
+                            * run_kvb_copy or run_qkv_finish */
 
 static void run_v3(void) {
     if (only) return;
@@ -1227,6 +1227,74 @@ static void run_mla_tc(const char *name, const char *path, int heads, int kv_lay
     s.thr_naive = THR_TC;
     for (int i = 0; i < nM; i++) if (Ms[i] <= max_m) check_attention(&s, Ms[i], max_cached);
     free_setup(&s);
+}
+
+/* qkv_finish fused (DSINFER_CUDA_QKV_FUSE=1: the kv_a RMSNorm, both RoPEs and the cache store in one launch) against
+ * the same op on a backend without the switch (the four kernels, each checked against the CPU elsewhere): q, kv and
+ * the whole cache (NaN pages, sentinels) bit for bit. */
+static int bits_equal(setup *s, const buf *a, const buf *b, const char *what, int M) {
+    size_t nb = (a->n + PAD) * sizeof(float), diff = 0;
+    unsigned char *x = malloc(nb), *y = malloc(nb);
+    ds_cuda_download_bytes(s->gpu, x, a->d, nb);
+    ds_cuda_download_bytes(s->gpu, y, b->d, nb);
+    for (size_t i = 0; i < nb; i++) diff += x[i] != y[i];
+    printf("  %-8s qkv_finish M=%-4d %-5s fused against four launches: %zu of %zu bytes differ\n", s->name, M, what, diff, nb);
+    CHECKF(diff == 0, "%s qkv_finish M=%d: %s differs in %zu bytes", s->name, M, what, diff);
+    free(x);
+    free(y);
+    return diff == 0;
+}
+
+static void check_qkv_finish(setup *s, ds_backend *fu, int M) {
+    const ds_config *c = &s->cfg;
+    char err[DS_ERRLEN];
+    int C = c->kv_lora_rank, w = C + c->qk_rope_head_dim, H = c->num_heads;
+    batch b;
+    mk_batch(s, &b, M, 24, 16);
+    set_batch(s, &b);
+    CHECK(fu->set_batch(fu, &b.m, err) == DS_OK);
+    buf c1 = mk_cache(s, &b), c2 = buf_new(s, c1.n);
+    memcpy(c2.h, c1.h, (c1.n + PAD) * sizeof(float));
+    ds_cuda_from_host(NULL, c2.d, c2.h, c2.n + PAD);
+    buf q1 = buf_new(s, (size_t)M * H * c->qk_head_dim), q2 = buf_new(s, q1.n);
+    buf k1 = buf_new(s, (size_t)M * w), k2 = buf_new(s, k1.n);
+    buf_rand(&q1, 2.0f);
+    buf_rand(&k1, 2.0f);
+    memcpy(q2.h, q1.h, (q1.n + PAD) * sizeof(float));
+    memcpy(k2.h, k1.h, (k1.n + PAD) * sizeof(float));
+    ds_cuda_from_host(NULL, q2.d, q2.h, q2.n + PAD);
+    ds_cuda_from_host(NULL, k2.d, k2.h, k2.n + PAD);
+    wpair nw = mk_weight(s, 1, C, DS_DTYPE_F32, 1.0f, "kv_a_norm");
+    s->gpu->qkv_finish(s->gpu, q1.d, k1.d, c1.d, &nw.d, 1e-6f);
+    fu->qkv_finish(fu, q2.d, k2.d, c2.d, &nw.d, 1e-6f);
+    bits_equal(s, &q1, &q2, "q", M);
+    bits_equal(s, &k1, &k2, "kv", M);
+    bits_equal(s, &c1, &c2, "cache", M);
+    free(b.pt);
+    buf *bufs[] = {&c1, &c2, &q1, &q2, &k1, &k2};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) buf_free(s, bufs[i]);
+    free_weight(&nw);
+}
+
+/* V2-Lite (16 heads) and V3 (128 heads: the RoPE pairs loop over the block several times) with the fp32, FP8 and
+ * BF16 caches, 1 to 200 tokens over ragged sequences with cached prefixes. DSINFER_OPS_ONLY=qkv runs these alone. */
+static void run_qkv_finish(void) {
+    if (only && strcmp(only, "qkv")) return;
+    const char *paths[2] = {"configs/deepseek-v2-lite.json", "configs/deepseek-v3.json"};
+    const int layouts[3] = {KV_F32, KV_FP8, KV_BF16}, Ms[] = {1, 4, 63, 200};
+    for (int p = 0; p < 2; p++)
+        for (int l = 0; l < 3; l++) {
+            setup s;
+            if (!load_setup_kv(&s, p ? "v3-qkv" : "v2l-qkv", paths[p], 0, 16, 0, layouts[l])) continue;
+            char err[DS_ERRLEN];
+            setenv("DSINFER_CUDA_QKV_FUSE", "1", 1);
+            ds_backend *fu = ds_backend_cuda_new(&s.cfg, err);
+            unsetenv("DSINFER_CUDA_QKV_FUSE");
+            if (!fu) { CHECKF(0, "%s", err); free_setup(&s); continue; }
+            for (int i = 0; i < NM(Ms); i++) if (Ms[i] <= max_m) check_qkv_finish(&s, fu, Ms[i]);
+            fu->destroy(fu);
+            free_setup(&s);
+        }
 }
 
 /* kv_b's BF16 copy made once (ds_cuda_kvb_copy; DSINFER_CUDA_KVB_BF16 makes one a layer at weight upload), read by
@@ -1710,9 +1778,9 @@ int main(void) {
     printf("test_cuda_ops: seed %llu (DSINFER_SEED repeats it)\n", (unsigned long long)rng_state);
     int small = getenv("DSINFER_OPS_SMALL") != NULL;
     if (getenv("DSINFER_OPS_MAX_M")) max_m = atoi(getenv("DSINFER_OPS_MAX_M"));
-    /* DSINFER_OPS_ONLY=mla, w8a8, moe8, moebf, side, linear2 or kvb: the tensor-core MLA decode cases, the W8A8
+    /* DSINFER_OPS_ONLY=mla, w8a8, moe8, moebf, side, linear2, kvb or qkv: the tensor-core MLA decode cases, the W8A8
      * paths, the W8A8 experts, the BF16 experts on wgmma, the shared experts' second stream, linear2 and the W8A8
-     * MLP, or kv_b's BF16 copy alone (a quick check after a change to them) */
+     * MLP, kv_b's BF16 copy, or the fused qkv_finish alone (a quick check after a change to them) */
     only = getenv("DSINFER_OPS_ONLY");
     run_odd("h1", "configs/deepseek-v2-lite.json", 1);
     run_odd("h3-fp8", "tests/fixtures/tiny-v3-fp8/config.json", 3);
@@ -1727,6 +1795,7 @@ int main(void) {
     run_side_stream();
     run_linear2();
     run_kvb_copy();
+    run_qkv_finish();
     const int kv_small[] = {1, 3, 4, 63}, kv_big[] = {1, 4, 128};
     /* C = 199: two scale blocks, the second partial, entries at odd byte offsets (335 bytes) */
     run_kv("h3-kv8", "configs/deepseek-v2-lite.json", 3, 199, 5, 0, KV_FP8, kv_small, NM(kv_small), 23);

@@ -170,6 +170,9 @@ void cu_ws_free(cu_ws *w);
  *   DSINFER_CUDA_KVB_BF16=1  with TC, each layer's FP8 kv_b converted to BF16 once at weight upload for the absorbed
  *                            attention's batched GEMMs (default 0: at every step, 137 us a step at V2-Lite FP8 b64;
  *                            +4 MB a layer on V2-Lite, +32 MB on V3; written in the eleventh session, not yet run).
+ *   DSINFER_CUDA_QKV_FUSE=1  the kv_a RMSNorm, the RoPE of q and of kv and the KV cache store in one launch a layer
+ *                            (qkv_finish_kernel, the same device code as the four kernels; default 0: written in the
+ *                            eleventh session, not yet run on a GPU).
  *   DSINFER_CUDA_MLP_FUSE=1  the W8A8 MLP up to 64 rows in five launches (quantize x; gate and up in one GEMM; one
  *                            kernel for their split-K sums, SiLU * up and the down input's quantization; down; its
  *                            reduce) instead of ten; default 0 (written in the eleventh session, not yet run on a GPU).
@@ -187,6 +190,7 @@ typedef struct {
     int hfuse;   /* the q (q_a) and kv_a projections in one launch (backend linear2; DSINFER_CUDA_HFUSE, default 1); 2: and an MLP's gate / up */
     int mlp_fuse;   /* the W8A8 MLP's split-K sums, SiLU * up and the down input's quantization in one kernel (DSINFER_CUDA_MLP_FUSE, default 0) */
     int kvb_bf16;   /* FP8 kv_b's BF16 copy made once per layer at weight upload (DSINFER_CUDA_KVB_BF16, default 0) */
+    int qkv_fuse;   /* kv_a RMSNorm, both RoPEs and the cache store in one kernel (backend qkv_finish; DSINFER_CUDA_QKV_FUSE, default 0) */
 } cu_opts;
 
 /* a prepared FP8 kv_b (its device data: the key) and its BF16 copy (opt.kvb_bf16) */

@@ -292,15 +292,10 @@ __global__ void rmsnorm_kernel(float *out, int out_stride, const float *x, int x
  * the reduction, and writes once. With add (ADD): h += add first, written back to x (the residual
  * stream), then the norm of the sum; in place (out == x) is fine as above. */
 #define RMS_THREADS 256
+/* one row of rmsnorm_vec_kernel (RMS_THREADS threads; red: RMS_THREADS / 32 floats of shared memory) */
 template <int NV, bool ADD>
-__global__ void __launch_bounds__(RMS_THREADS) rmsnorm_vec_kernel(float *out, int out_stride, float *x, int x_stride,
-                                                                  const float *add, cu_wview w, int n, float eps) {
-    __shared__ float red[RMS_THREADS / 32];
-    cu_pdl_trigger();
-    cu_pdl_wait();
-    float4 *xr = (float4 *)(x + (size_t)blockIdx.x * x_stride);
-    float4 *yr = (float4 *)(out + (size_t)blockIdx.x * out_stride);
-    const float4 *ar = ADD ? (const float4 *)(add + (size_t)blockIdx.x * x_stride) : nullptr;
+__device__ __forceinline__ void rms_row_vec(float4 *yr, float4 *xr, const float4 *ar, const cu_wview &w, int n, float eps,
+                                            float *red) {
     int n4 = n >> 2;
     float4 v[NV], g[NV];
     float ss = 0.0f;
@@ -317,7 +312,9 @@ __global__ void __launch_bounds__(RMS_THREADS) rmsnorm_vec_kernel(float *out, in
             }
             g[k] = make_float4(cu_w(w, 0, 4 * j), cu_w(w, 0, 4 * j + 1), cu_w(w, 0, 4 * j + 2), cu_w(w, 0, 4 * j + 3));
         }
-        ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
+        /* spelled out: the contraction nvcc chose for `x*x + y*y + z*z + w*w` here before this body was shared
+         * (fma(w, w, fma(z, z, fma(y, y, x*x)))), kept whatever the inlining context */
+        ss += __fmaf_rn(v[k].w, v[k].w, __fmaf_rn(v[k].z, v[k].z, __fmaf_rn(v[k].y, v[k].y, __fmul_rn(v[k].x, v[k].x))));
     }
     ss = cu_warp_sum(ss);
     if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
@@ -331,6 +328,18 @@ __global__ void __launch_bounds__(RMS_THREADS) rmsnorm_vec_kernel(float *out, in
         int j = threadIdx.x + k * RMS_THREADS;
         if (j < n4) yr[j] = make_float4(v[k].x * r * g[k].x, v[k].y * r * g[k].y, v[k].z * r * g[k].z, v[k].w * r * g[k].w);
     }
+}
+
+template <int NV, bool ADD>
+__global__ void __launch_bounds__(RMS_THREADS) rmsnorm_vec_kernel(float *out, int out_stride, float *x, int x_stride,
+                                                                  const float *add, cu_wview w, int n, float eps) {
+    __shared__ float red[RMS_THREADS / 32];
+    cu_pdl_trigger();
+    cu_pdl_wait();
+    float4 *xr = (float4 *)(x + (size_t)blockIdx.x * x_stride);
+    float4 *yr = (float4 *)(out + (size_t)blockIdx.x * out_stride);
+    const float4 *ar = ADD ? (const float4 *)(add + (size_t)blockIdx.x * x_stride) : nullptr;
+    rms_row_vec<NV, ADD>(yr, xr, ar, w, n, eps, red);
 }
 
 /* launches rmsnorm_vec_kernel when the shape suits it (returns 0 otherwise) */
@@ -387,6 +396,15 @@ static void cu_add(ds_backend *be, float *h, const float *x, size_t n) {
     CUDA_LAUNCH_CHECK();
 }
 
+/* pair i of a RoPE part v: rotated by inv_freq[i] * pos, scaled by amp */
+__device__ __forceinline__ void rope_pair(float *v, int i, float pos, const float *inv_freq, float amp) {
+    float ang = inv_freq[i] * pos;
+    float cs = cosf(ang) * amp, sn = sinf(ang) * amp;
+    float a = v[2 * i], b = v[2 * i + 1];
+    v[2 * i] = a * cs - b * sn;
+    v[2 * i + 1] = a * sn + b * cs;
+}
+
 /* grid (M, n_heads), threads over the dr/2 pairs. Angles in fp32 as on the CPU (inv_freq fp32 times
  * the position as fp32); cosf/sinf are the accurate (non fast-math) versions. */
 __global__ void rope_kernel(float *x, int row_stride, int head_stride, int offset, const int32_t *positions,
@@ -396,13 +414,7 @@ __global__ void rope_kernel(float *x, int row_stride, int head_stride, int offse
     int m = blockIdx.x, h = blockIdx.y;
     float pos = (float)positions[m];
     float *v = x + (size_t)m * row_stride + (size_t)h * head_stride + offset;
-    for (int i = threadIdx.x; i < half; i += blockDim.x) {
-        float ang = inv_freq[i] * pos;
-        float cs = cosf(ang) * amp, sn = sinf(ang) * amp;
-        float a = v[2 * i], b = v[2 * i + 1];
-        v[2 * i] = a * cs - b * sn;
-        v[2 * i + 1] = a * sn + b * cs;
-    }
+    for (int i = threadIdx.x; i < half; i += blockDim.x) rope_pair(v, i, pos, inv_freq, amp);
 }
 
 static void cu_rope(ds_backend *be, float *x, int row_stride, int n_heads, int head_stride, int offset) {
@@ -415,28 +427,13 @@ static void cu_rope(ds_backend *be, float *x, int row_stride, int n_heads, int h
     CUDA_LAUNCH_CHECK();
 }
 
-/* grid (M): token m's row kv[m, 0:w] into its page slot. */
-__global__ void kv_store_kernel(float *cache, const float *kv, int w, const int32_t *positions, const int32_t *tok_seq,
-                                const int32_t *page_table, int pt_stride, int page_size) {
-    cu_pdl_trigger();
-    cu_pdl_wait();
-    int m = blockIdx.x, p = positions[m], s = tok_seq[m];
-    int page = page_table[(size_t)s * pt_stride + p / page_size];
-    float *dst = cache + ((size_t)page * page_size + (size_t)(p % page_size)) * w;
-    for (int i = threadIdx.x; i < w; i += blockDim.x) dst[i] = kv[(size_t)m * w + i];
+/* token rows into their cache entries, one block a row: fp32 (a copy), the FP8 layout, BF16 */
+__device__ __forceinline__ void kv_row_f32(float *dst, const float *src, int w) {
+    for (int i = threadIdx.x; i < w; i += blockDim.x) dst[i] = src[i];
 }
 
-/* grid (M), block 128 (4 warps): token m's entry in the FP8 layout (cuda.h), the same bytes as the CPU's
- * cpu_kv_pack_fp8: per 128-column block of the latent, scale = max(amax, 1e-12) / 448 and each value
- * x / scale in e4m3; k_pe in bf16. One warp per block of columns. */
-__global__ void kv_store_fp8_kernel(unsigned char *cache, const float *kv, int C, int dr, size_t tb,
-                                    const int32_t *positions, const int32_t *tok_seq, const int32_t *page_table,
-                                    int pt_stride, int page_size) {
-    int m = blockIdx.x, p = positions[m], s = tok_seq[m], w = C + dr, nb = (C + 127) >> 7;
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    int page = page_table[(size_t)s * pt_stride + p / page_size];
-    unsigned char *dst = cache + ((size_t)page * page_size + (size_t)(p % page_size)) * tb;
-    const float *src = kv + (size_t)m * w;
+__device__ __forceinline__ void kv_row_fp8(unsigned char *dst, const float *src, int C, int dr) {
+    int nb = (C + 127) >> 7, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     for (int b0 = warp; b0 < nb; b0 += blockDim.x >> 5) {
         int lo = b0 * 128, hi = lo + 128 < C ? lo + 128 : C;
         float amax = 0.0f;
@@ -453,13 +450,40 @@ __global__ void kv_store_fp8_kernel(unsigned char *cache, const float *kv, int C
     }
 }
 
+__device__ __forceinline__ void kv_row_bf16(unsigned short *dst, const float *src, int w) {
+    for (int i = threadIdx.x; i < w; i += blockDim.x) dst[i] = cu_f32_to_bf16_bits(src[i]);
+}
+
+/* grid (M): token m's row kv[m, 0:w] into its page slot. */
+__global__ void kv_store_kernel(float *cache, const float *kv, int w, const int32_t *positions, const int32_t *tok_seq,
+                                const int32_t *page_table, int pt_stride, int page_size) {
+    cu_pdl_trigger();
+    cu_pdl_wait();
+    int m = blockIdx.x, p = positions[m], s = tok_seq[m];
+    int page = page_table[(size_t)s * pt_stride + p / page_size];
+    float *dst = cache + ((size_t)page * page_size + (size_t)(p % page_size)) * w;
+    kv_row_f32(dst, kv + (size_t)m * w, w);
+}
+
+/* grid (M), block 128 (4 warps): token m's entry in the FP8 layout (cuda.h), the same bytes as the CPU's
+ * cpu_kv_pack_fp8: per 128-column block of the latent, scale = max(amax, 1e-12) / 448 and each value
+ * x / scale in e4m3; k_pe in bf16. One warp per block of columns. */
+__global__ void kv_store_fp8_kernel(unsigned char *cache, const float *kv, int C, int dr, size_t tb,
+                                    const int32_t *positions, const int32_t *tok_seq, const int32_t *page_table,
+                                    int pt_stride, int page_size) {
+    int m = blockIdx.x, p = positions[m], s = tok_seq[m];
+    int page = page_table[(size_t)s * pt_stride + p / page_size];
+    unsigned char *dst = cache + ((size_t)page * page_size + (size_t)(p % page_size)) * tb;
+    kv_row_fp8(dst, kv + (size_t)m * (C + dr), C, dr);
+}
+
 /* grid (M): token m's row kv[m, 0:w] into its page slot in BF16 (ds_f32_to_bf16, as the CPU's cpu_kv_pack). */
 __global__ void kv_store_bf16_kernel(unsigned short *cache, const float *kv, int w, const int32_t *positions,
                                      const int32_t *tok_seq, const int32_t *page_table, int pt_stride, int page_size) {
     int m = blockIdx.x, p = positions[m], s = tok_seq[m];
     int page = page_table[(size_t)s * pt_stride + p / page_size];
     unsigned short *dst = cache + ((size_t)page * page_size + (size_t)(p % page_size)) * w;
-    for (int i = threadIdx.x; i < w; i += blockDim.x) dst[i] = cu_f32_to_bf16_bits(kv[(size_t)m * w + i]);
+    kv_row_bf16(dst, kv + (size_t)m * w, w);
 }
 
 static void cu_kv_store(ds_backend *be, void *cache_v, const float *kv) {
@@ -479,6 +503,65 @@ static void cu_kv_store(ds_backend *be, void *cache_v, const float *kv) {
     else
         cu_launch(kv_store_kernel, cb->b.n_tokens, 128, 0, (float *)cache_v, kv, w, cb->d_positions, cb->d_tok_seq,
                   cb->d_page_table, cb->b.pt_stride, cb->b.page_size);
+    CUDA_LAUNCH_CHECK();
+}
+
+/* The MLA block's steps between the projections and the attention, for token m = blockIdx.x in one launch
+ * (backend.h qkv_finish; opt.qkv_fuse): kv's latent part [0, C) RMS-normed in place (rms_row_vec<1>: C <= 4
+ * RMS_THREADS), then RoPE on q's H rope parts (at dn of each dqk-wide head) and on kv's (at C), then kv's row into
+ * its cache entry (LAYOUT: CU_KV_F32, _FP8 or _BF16). Each step is the device code of its own kernel (rmsnorm_vec,
+ * rope, the kv_store of the layout) on the same token's rows, in the model's order: the same bits as the four
+ * launches. Block RMS_THREADS. */
+template <int LAYOUT>
+__global__ void __launch_bounds__(RMS_THREADS) qkv_finish_kernel(float *q, float *kv, void *cache, cu_wview nw, float eps,
+                                                                 int H, int dn, int dqk, int C, int dr, size_t tb,
+                                                                 const int32_t *positions, const int32_t *tok_seq,
+                                                                 const int32_t *page_table, int pt_stride, int page_size,
+                                                                 const float *inv_freq, float amp) {
+    __shared__ float red[RMS_THREADS / 32];
+    int m = blockIdx.x, w = C + dr, half = dr / 2;
+    float *kr = kv + (size_t)m * w;
+    rms_row_vec<1, false>((float4 *)kr, (float4 *)kr, nullptr, nw, C, eps, red);
+    __syncthreads();   /* the normed latent is in kr before the store reads it */
+    float pos = (float)positions[m];
+    for (int t = threadIdx.x; t < (H + 1) * half; t += blockDim.x) {
+        int h = t / half, i = t % half;
+        rope_pair(h < H ? q + (size_t)m * H * dqk + (size_t)h * dqk + dn : kr + C, i, pos, inv_freq, amp);
+    }
+    __syncthreads();
+    int p = positions[m], s = tok_seq[m];
+    size_t slot = (size_t)page_table[(size_t)s * pt_stride + p / page_size] * page_size + (size_t)(p % page_size);
+    if (LAYOUT == CU_KV_FP8) kv_row_fp8((unsigned char *)cache + slot * tb, kr, C, dr);
+    else if (LAYOUT == CU_KV_BF16) kv_row_bf16((unsigned short *)cache + slot * w, kr, w);
+    else kv_row_f32((float *)cache + slot * w, kr, w);
+}
+
+static void cu_qkv_finish(ds_backend *be, float *q, float *kv, void *cache, const ds_weight *kv_norm, float eps) {
+    ds_cuda_backend *cb = cu_of(be);
+    const ds_config *c = be->cfg;
+    int C = c->kv_lora_rank, dr = c->qk_rope_head_dim, H = c->num_heads, dn = c->qk_nope_head_dim, w = C + dr;
+    int M = cb->b.n_tokens;
+    if (!M) return;
+    /* the fused kernel where each of its steps is the vectorised one (rmsnorm_vec with one float4 a thread) */
+    int fits = cb->opt.qkv_fuse && cu_rms_vec && C % 4 == 0 && C / 4 <= RMS_THREADS && w % 4 == 0 && dr % 2 == 0 &&
+               ((uintptr_t)kv & 15) == 0;
+    if (!fits) {
+        cu_rmsnorm(be, kv, w, kv, w, kv_norm, M, C, eps);
+        cu_rope(be, q, H * c->qk_head_dim, H, c->qk_head_dim, dn);
+        cu_rope(be, kv, w, 1, 0, C);
+        cu_kv_store(be, cache, kv);
+        return;
+    }
+    cu_wview nw = cu_view(kv_norm);
+    size_t tb = ds_kv_token_bytes(c);
+#define QF_LAUNCH(L)                                                                                                  \
+    qkv_finish_kernel<L><<<M, RMS_THREADS, 0, cu_stream>>>(q, kv, cache, nw, eps, H, dn, c->qk_head_dim, C, dr, tb,   \
+                                                           cb->d_positions, cb->d_tok_seq, cb->d_page_table,          \
+                                                           cb->b.pt_stride, cb->b.page_size, cb->inv_freq, c->rope_amplitude)
+    if (c->kv_fp8) QF_LAUNCH(CU_KV_FP8);
+    else if (c->kv_bf16) QF_LAUNCH(CU_KV_BF16);
+    else QF_LAUNCH(CU_KV_F32);
+#undef QF_LAUNCH
     CUDA_LAUNCH_CHECK();
 }
 
@@ -553,6 +636,7 @@ static cu_opts cu_opts_read(void) {
     o.hfuse = env_int("DSINFER_CUDA_HFUSE", 1);
     o.mlp_fuse = env_int("DSINFER_CUDA_MLP_FUSE", 0);
     o.kvb_bf16 = env_int("DSINFER_CUDA_KVB_BF16", 0);
+    o.qkv_fuse = env_int("DSINFER_CUDA_QKV_FUSE", 0);
     /* when on, where it was measured faster (RESULTS eleventh session run 2: batch 64, 128 +2%, 1 and 256 -1 to -2%) */
     o.shared_stream_min_m = env_int("DSINFER_CUDA_SHARED_STREAM_MIN_M", GEMV_MAX_M + 1);
     o.shared_stream_max_m = env_int("DSINFER_CUDA_SHARED_STREAM_MAX_M", 128);
@@ -652,6 +736,7 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     be->linear2 = cu_linear2;
     be->rope = cu_rope;
     be->kv_store = cu_kv_store;
+    be->qkv_finish = cu_qkv_finish;
     be->attn_naive = cu_attn_naive;
     be->attn_absorbed = cu_attn_absorbed;
     be->mlp = cu_mlp;

@@ -149,6 +149,7 @@ void cu_optimes_install(ds_cuda_backend *cb) {
     if (be->add_rmsnorm) be->add_rmsnorm = w_add_rmsnorm;
     be->linear = w_linear;
     be->linear2 = NULL;   /* the model then calls linear twice: each timed */
+    be->qkv_finish = NULL;   /* and the four steps one by one */
     be->rope = w_rope;
     be->kv_store = w_kv_store;
     be->attn_naive = w_attn_naive;
