@@ -312,8 +312,9 @@ __device__ __forceinline__ void rms_row_vec(float4 *yr, float4 *xr, const float4
             }
             g[k] = make_float4(cu_w(w, 0, 4 * j), cu_w(w, 0, 4 * j + 1), cu_w(w, 0, 4 * j + 2), cu_w(w, 0, 4 * j + 3));
         }
-        /* spelled out: the contraction nvcc chose for `x*x + y*y + z*z + w*w` here before this body was shared
-         * (fma(w, w, fma(z, z, fma(y, y, x*x)))), kept whatever the inlining context */
+        /* spelled out (fma(w, w, fma(z, z, fma(y, y, x*x)))), so that every kernel sharing this body rounds alike
+         * (qkv_finish_kernel gives rmsnorm_vec_kernel's bits); before, nvcc chose the contraction of `x*x + y*y +
+         * z*z + w*w` per instantiation (this one for <1, false>; others could differ by one rounding) */
         ss += __fmaf_rn(v[k].w, v[k].w, __fmaf_rn(v[k].z, v[k].z, __fmaf_rn(v[k].y, v[k].y, __fmul_rn(v[k].x, v[k].x))));
     }
     ss = cu_warp_sum(ss);
