@@ -25,6 +25,10 @@ step() { local name=$1 t=$2; shift 2; local t0=$(date +%s%N)
 # 5 min each, so one device call (600 s at most) per part; model: test_cuda_model, the dummy V2-Lite and
 # 4-layer V3)
 PART=${1:-all}
+# mutant BIN FILTER: a mutated test build (dev/cuda/build_mutant.sh) run with DSINFER_OPS_ONLY=FILTER (at most 256
+# rows): it must fail; the line goes to $OUT/mutants.txt
+mutant() { local n rc; n=$(basename "$1"); env DSINFER_OPS_ONLY=$2 DSINFER_OPS_MAX_M=256 timeout 200 "$1" > "$OUT/$n.log" 2>&1; rc=$?
+  echo "== $n rc=$rc (must be non-zero): $(grep -c "CHECK failed" "$OUT/$n.log") failed checks" | tee -a "$OUT/mutants.txt"; }
 # nf DTYPE BATCH: the index of the first decode forward at BATCH tokens (for DSINFER_CUDA_PROFILE_STEPS, ncu parts)
 nf() { DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=list $B/dsinfer bench --dtype $1 --batch $2 --ctx 1K --prompt '' --steps 2 2>&1 | awk -v t="$2 tokens" '$0 ~ "^profile: forward .* " t {gsub(",","",$3); n=$3} END{print n}'; }
 want() { [ "$PART" = all ] || [[ ",$PART," == *",$1,"* ]]; }   # PART: one part or a comma list
@@ -570,8 +574,7 @@ if want side11; then
   for f in .deps/bin/test_cuda_ops_mut_s11_*; do
     [ -x "$f" ] || continue
     n=$(basename $f); o=side; [[ $n == *_tk_* ]] && o=w8a8
-    env DSINFER_OPS_ONLY=$o DSINFER_OPS_MAX_M=256 timeout 200 $f > $OUT/$n.log 2>&1; rc=$?
-    echo "== $n rc=$rc (must be non-zero): $(grep -c "CHECK failed" $OUT/$n.log) failed checks" | tee -a $OUT/mutants.txt
+    mutant $f $o
   done
   for r in 1 2; do
     for v in 11 01 10 00; do
@@ -593,8 +596,7 @@ if want tk11; then
   for f in .deps/bin/test_cuda_ops_mut_s11_*; do
     [ -x "$f" ] || continue
     n=$(basename $f); o=side; [[ $n == *_tk_* ]] && o=w8a8
-    env DSINFER_OPS_ONLY=$o DSINFER_OPS_MAX_M=256 timeout 200 $f > $OUT/$n.log 2>&1; rc=$?
-    echo "== $n rc=$rc (must be non-zero): $(grep -c "CHECK failed" $OUT/$n.log) failed checks" | tee -a $OUT/mutants.txt
+    mutant $f $o
   done
   for v in 1 0; do
     step opsb_tk$v 100 env DSINFER_CUDA_F8_TICKETS=$v $B/dsinfer bench --ops --ops-m 64
@@ -617,8 +619,7 @@ if want hf11; then
   for f in .deps/bin/test_cuda_ops_mut_s11_* .deps/bin/test_cuda_ops_mut_l2_*; do
     [ -x "$f" ] || continue
     n=$(basename $f); o=side; [[ $n == *_tk_* ]] && o=w8a8; [[ $n == *_l2_* ]] && o=linear2
-    env DSINFER_OPS_ONLY=$o DSINFER_OPS_MAX_M=256 timeout 200 $f > $OUT/$n.log 2>&1; rc=$?
-    echo "== $n rc=$rc (must be non-zero): $(grep -c "CHECK failed" $OUT/$n.log) failed checks" | tee -a $OUT/mutants.txt
+    mutant $f $o
   done
   for v in 1 0; do
     step opsb_tk$v 100 env DSINFER_CUDA_F8_TICKETS=$v $B/dsinfer bench --ops --ops-m 64
@@ -645,8 +646,7 @@ if want fin11; then
   for f in .deps/bin/test_cuda_ops_mut_s11_* .deps/bin/test_cuda_ops_mut_l2_*; do
     [ -x "$f" ] || continue
     n=$(basename $f); o=side; [[ $n == *_l2_* ]] && o=linear2
-    env DSINFER_OPS_ONLY=$o timeout 200 $f > $OUT/$n.log 2>&1; rc=$?
-    echo "== $n rc=$rc (must be non-zero): $(grep -c "CHECK failed" $OUT/$n.log) failed checks" | tee -a $OUT/mutants.txt
+    mutant $f $o
   done
   step dec_fin8 60 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s11-final-fp8
   step dec_fin16 60 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s11-final-bf16
@@ -670,8 +670,7 @@ if want hf12; then
   for f in .deps/bin/test_cuda_ops_mut_f12_* .deps/bin/test_cuda_ops_mut_l2_* .deps/bin/test_cuda_ops_mut_q12_* .deps/bin/test_cuda_ops_mut_k12_*; do
     [ -x "$f" ] || continue
     n=$(basename $f); o=linear2; [[ $n == *_q12_* ]] && o=qkv; [[ $n == *_k12_* ]] && o=kvb
-    env DSINFER_OPS_ONLY=$o timeout 200 $f > $OUT/$n.log 2>&1; rc=$?
-    echo "== $n rc=$rc (must be non-zero): $(grep -c "CHECK failed" $OUT/$n.log) failed checks" | tee -a $OUT/mutants.txt
+    mutant $f $o
   done
   for r in 1 2; do
     for v in 1:0:0:0 2:0:0:0 2:1:0:0 2:1:1:0 2:1:1:1; do   # hfuse : mlp fuse : kv_b copy : qkv fuse
