@@ -25,9 +25,11 @@ step() { local name=$1 t=$2; shift 2; local t0=$(date +%s%N)
 # 5 min each, so one device call (600 s at most) per part; model: test_cuda_model, the dummy V2-Lite and
 # 4-layer V3)
 PART=${1:-all}
-# mutant BIN FILTER: a mutated test build (dev/cuda/build_mutant.sh) run with DSINFER_OPS_ONLY=FILTER (at most 256
-# rows): it must fail; the line goes to $OUT/mutants.txt
-mutant() { local n rc; n=$(basename "$1"); env DSINFER_OPS_ONLY=$2 DSINFER_OPS_MAX_M=256 timeout 200 "$1" > "$OUT/$n.log" 2>&1; rc=$?
+# mutant BIN FILTER [MAX_M [SECONDS]]: a mutated test build (dev/cuda/build_mutant.sh) run with DSINFER_OPS_ONLY=FILTER
+# (and DSINFER_OPS_MAX_M=MAX_M, default 256, none when given as ''; timeout SECONDS, default 200): it must fail; the
+# line goes to $OUT/mutants.txt
+mutant() { local n rc mm=${3-256} t=${4:-200}; n=$(basename "$1")
+  env DSINFER_OPS_ONLY=$2 ${mm:+DSINFER_OPS_MAX_M=$mm} timeout "$t" "$1" > "$OUT/$n.log" 2>&1; rc=$?
   echo "== $n rc=$rc (must be non-zero): $(grep -c "CHECK failed" "$OUT/$n.log") failed checks" | tee -a "$OUT/mutants.txt"; }
 # nf DTYPE BATCH: the index of the first decode forward at BATCH tokens (for DSINFER_CUDA_PROFILE_STEPS, ncu parts)
 nf() { DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=list $B/dsinfer bench --dtype $1 --batch $2 --ctx 1K --prompt '' --steps 2 2>&1 | awk -v t="$2 tokens" '$0 ~ "^profile: forward .* " t {gsub(",","",$3); n=$3} END{print n}'; }
@@ -488,8 +490,7 @@ if want wg10; then
   for f in .deps/bin/test_cuda_ops_mut_w*; do
     [ -x "$f" ] || continue
     n=$(basename $f); o=moe8; [[ $n == *_wl_* ]] && o=w8a8
-    env DSINFER_OPS_ONLY=$o DSINFER_OPS_MAX_M=256 timeout 150 $f > $OUT/$n.log 2>&1; rc=$?
-    echo "== $n rc=$rc (must be non-zero): $(grep -c "CHECK failed" $OUT/$n.log) failed checks" | tee -a $OUT/mutants.txt
+    mutant $f $o 256 150
     grep "CHECK failed" $OUT/$n.log | head -3
   done
   for r in 1 2; do
@@ -515,8 +516,7 @@ if want wgbf; then
   step ops_moe8 240 env DSINFER_OPS_ONLY=moe8 DSINFER_OPS_MAX_M=256 $B/test_cuda_ops
   for f in .deps/bin/test_cuda_ops_mut_bf_*; do
     [ -x "$f" ] || continue
-    n=$(basename $f); env DSINFER_OPS_ONLY=moebf timeout 150 $f > $OUT/$n.log 2>&1; rc=$?
-    echo "== $n rc=$rc (must be non-zero): $(grep -c "CHECK failed" $OUT/$n.log) failed checks" | tee -a $OUT/mutants.txt
+    mutant $f moebf '' 150
   done
   for r in 1 2; do
     for v in 1 0; do
@@ -536,8 +536,7 @@ if want wg10b; then
   for f in .deps/bin/test_cuda_ops_mut_w*; do
     [ -x "$f" ] || continue
     n=$(basename $f); o=moe8; [[ $n == *_wl_* ]] && o=w8a8
-    env DSINFER_OPS_ONLY=$o DSINFER_OPS_MAX_M=256 timeout 150 $f > $OUT/$n.log 2>&1; rc=$?
-    echo "== $n rc=$rc (must be non-zero): $(grep -c "CHECK failed" $OUT/$n.log) failed checks" | tee -a $OUT/mutants.txt
+    mutant $f $o 256 150
   done
   for r in 1 2; do
     for v in 256 0; do

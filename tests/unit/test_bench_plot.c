@@ -13,14 +13,6 @@
 
 static char dir[256];
 
-static void write_text(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    CHECK(f != NULL);
-    if (!f) return;
-    fputs(text, f);
-    fclose(f);
-}
-
 static char *read_all(const char *path) {
     FILE *f = fopen(path, "r");
     if (!f) return NULL;
@@ -57,7 +49,7 @@ static void check_plot(void) {
     char csv[512], svg[512], err[DS_ERRLEN];
     snprintf(csv, sizeof csv, "%s/rows.csv", dir);
     snprintf(svg, sizeof svg, "%s/rows.svg", dir);
-    write_text(csv,
+    test_write_text(csv,
                "label,kind,dtype,batch,len,tok_s,step_ms,gbytes,gflop,roof_ms,bound,roof_frac,bw_gbs,tflops\n"
                "base,decode,fp8,64,1024,7000.0,9.1,17.7,383,4.2,memory,0.455,4221,780\n"
                "base,decode,fp8,1,1024,280.0,3.5,2.7,6,0.6,memory,0.178,4221,780\n"
@@ -88,7 +80,7 @@ static void check_plot(void) {
     free(s);
 
     /* decode rows only: the prefill panel says it has none */
-    write_text(csv, "label,kind,dtype,batch,len,tok_s,roof_frac\nx,decode,bf16,8,1024,900.5,0.5\n");
+    test_write_text(csv, "label,kind,dtype,batch,len,tok_s,roof_frac\nx,decode,bf16,8,1024,900.5,0.5\n");
     CHECKF(ds_bench_plot(csv, svg, err) == DS_OK, "%s", err);
     s = read_all(svg);
     CHECK(s && strstr(s, "no prefill rows") && !strstr(s, "no decode rows"));
@@ -100,18 +92,18 @@ static void check_errors(void) {
     snprintf(csv, sizeof csv, "%s/bad.csv", dir);
     snprintf(svg, sizeof svg, "%s/bad.svg", dir);
     CHECK(ds_bench_plot("/nonexistent/dir/x.csv", svg, err) == DS_ERR_IO && strstr(err, "cannot open /nonexistent/dir/x.csv"));
-    write_text(csv, "label,N,K,M,engine_us\nx,1,2,3,4\n");   /* an --ops CSV */
+    test_write_text(csv, "label,N,K,M,engine_us\nx,1,2,3,4\n");   /* an --ops CSV */
     CHECK(ds_bench_plot(csv, svg, err) == DS_ERR_FORMAT && strstr(err, "no column \"kind\"") && strstr(err, "bad.csv"));
-    write_text(csv, "label,kind,dtype,batch,len,tok_s,roof_frac\nx,decode,bf16,8,1024,900,0.5\nx,decode,bf16,8\n");
+    test_write_text(csv, "label,kind,dtype,batch,len,tok_s,roof_frac\nx,decode,bf16,8,1024,900,0.5\nx,decode,bf16,8\n");
     CHECK(ds_bench_plot(csv, svg, err) == DS_ERR_FORMAT && strstr(err, "bad.csv:3: 4 fields, the header has 7"));
-    write_text(csv, "label,kind,dtype,batch,len,tok_s,roof_frac\nx,decode,bf16,eight,1024,900,0.5\n");
+    test_write_text(csv, "label,kind,dtype,batch,len,tok_s,roof_frac\nx,decode,bf16,eight,1024,900,0.5\n");
     CHECK(ds_bench_plot(csv, svg, err) == DS_ERR_FORMAT && strstr(err, "bad.csv:2: column batch is not a valid number"));
-    write_text(csv, "label,kind,dtype,batch,len,tok_s,roof_frac\nx,decode,bf16,8,1024,900,nan\n");
+    test_write_text(csv, "label,kind,dtype,batch,len,tok_s,roof_frac\nx,decode,bf16,8,1024,900,nan\n");
     CHECK(ds_bench_plot(csv, svg, err) == DS_ERR_FORMAT && strstr(err, "column roof_frac"));
-    write_text(csv, "");
+    test_write_text(csv, "");
     CHECK(ds_bench_plot(csv, svg, err) == DS_ERR_FORMAT && strstr(err, "no header line"));
     CHECK(access(svg, F_OK) != 0);   /* no SVG written for any of these */
-    write_text(csv, "label,kind,dtype,batch,len,tok_s,roof_frac\nx,decode,bf16,8,1024,900,0.5\n");
+    test_write_text(csv, "label,kind,dtype,batch,len,tok_s,roof_frac\nx,decode,bf16,8,1024,900,0.5\n");
     CHECK(ds_bench_plot(csv, "/nonexistent/dir/x.svg", err) == DS_ERR_IO && strstr(err, "cannot write /nonexistent/dir/x.svg"));
 }
 

@@ -357,6 +357,19 @@ static buf mk_cache(setup *s, const batch *b) {
     return c;
 }
 
+/* how many of the n units of `unit` bytes differ between device buffers a and b (the bit-for-bit checks of a path
+ * against the one it replaces) */
+static size_t device_units_differ(setup *s, const void *a, const void *b, size_t n, size_t unit) {
+    unsigned char *x = malloc(n * unit), *y = malloc(n * unit);
+    ds_cuda_download_bytes(s->gpu, x, a, n * unit);
+    ds_cuda_download_bytes(s->gpu, y, b, n * unit);
+    size_t diff = 0;
+    for (size_t i = 0; i < n; i++) diff += memcmp(x + i * unit, y + i * unit, unit) != 0;
+    free(x);
+    free(y);
+    return diff;
+}
+
 /* The FP8 cache after kv_store on both sides: byte for byte equal (same packer arithmetic), the
  * untouched NaN pages and the sentinel included. */
 static void compare_cache_bytes(setup *s, int M, const buf *c) {
@@ -520,6 +533,13 @@ static void act_quant_ref(float *dst, const float *x, int M, int K) {
         }
 }
 
+/* x [M, K]: new uniform values with one outlier a row (x40), uploaded: the W8A8 checks' input */
+static void w8a8_input(buf *x, int M, int K) {
+    buf_rand(x, 1.0f);
+    for (int m = 0; m < M; m++) x->h[(size_t)m * K + (size_t)(m % K)] *= 40.0f;
+    ds_cuda_from_host(NULL, x->d, x->h, x->n + PAD);
+}
+
 /* W8A8 (DSINFER_CUDA_FP8_GEMM=1, cuBLASLt block-scaled FP8) on a second CUDA backend, against the CPU
  * linear of the same weight on x quantized the same way (THR_W8A8); the distance to the fp32-activation
  * result is printed (the accuracy cost of quantizing activations, not a check). M not a multiple of 4
@@ -539,9 +559,7 @@ static void check_linear_w8a8(setup *s, const char *what, int N, int K, const in
         /* twice, on different inputs: the second launch finds the split-K tickets the first one left (zero) and
          * the first one's partials in the split-K buffer, which a sum taken too early would read */
         for (int pass = 0; pass < 2; pass++) {
-            buf_rand(&x, 1.0f);
-            for (int m = 0; m < M; m++) x.h[(size_t)m * K + (size_t)(m % K)] *= 40.0f;   /* an outlier per row */
-            ds_cuda_from_host(NULL, x.d, x.h, x.n + PAD);
+            w8a8_input(&x, M, K);
             buf_poison(&out);
             gpu->linear(gpu, out.d, x.d, &w.d, M);
         }
@@ -590,9 +608,7 @@ static void check_linear2(setup *s, const char *what, int N1, int N2, int K, ds_
         prime(s, M);
         buf x = buf_new(s, (size_t)M * K), o1 = buf_new(s, (size_t)M * N1), o2 = buf_new(s, (size_t)M * N2);
         for (int pass = 0; pass < 2; pass++) {
-            buf_rand(&x, 1.0f);
-            for (int m = 0; m < M; m++) x.h[(size_t)m * K + (size_t)(m % K)] *= 40.0f;   /* an outlier per row */
-            ds_cuda_from_host(NULL, x.d, x.h, x.n + PAD);
+            w8a8_input(&x, M, K);
             buf_poison(&o1);
             buf_poison(&o2);
             gpu->linear2(gpu, o1.d, o2.d, x.d, &w1.d, &w2.d, M);
@@ -890,16 +906,10 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc, i
             buf o2 = buf_new(s, (size_t)M * D);
             buf_poison(&o2);
             twin->moe(twin, o2.d, x.d, &Ld, M);
-            float *a = malloc(sizeof(float) * (size_t)M * D), *b2 = malloc(sizeof(float) * (size_t)M * D);
-            ds_cuda_download_bytes(s->gpu, a, out.d, sizeof(float) * (size_t)M * D);
-            ds_cuda_download_bytes(s->gpu, b2, o2.d, sizeof(float) * (size_t)M * D);
-            size_t diff = 0;
-            for (size_t k = 0; k < (size_t)M * D; k++) diff += memcmp(&a[k], &b2[k], sizeof(float)) != 0;
+            size_t diff = device_units_differ(s, out.d, o2.d, (size_t)M * D, sizeof(float));
             printf("  %-8s moe M=%d %s: second stream against in line: %zu of %zu values differ\n", s->name, M,
                    ds_dtype_name(dt), diff, (size_t)M * D);
             CHECKF(diff == 0, "%s moe M=%d: the shared experts on the second stream change %zu values", s->name, M, diff);
-            free(a);
-            free(b2);
             buf_free(s, &o2);
         }
         /* the CPU reference on all rows, or on sampled ones (rows[r] = r when all) */
@@ -1233,15 +1243,9 @@ static void run_mla_tc(const char *name, const char *path, int heads, int kv_lay
  * the same op on a backend without the switch (the four kernels, each checked against the CPU elsewhere): q, kv and
  * the whole cache (NaN pages, sentinels) bit for bit. */
 static int bits_equal(setup *s, const buf *a, const buf *b, const char *what, int M) {
-    size_t nb = (a->n + PAD) * sizeof(float), diff = 0;
-    unsigned char *x = malloc(nb), *y = malloc(nb);
-    ds_cuda_download_bytes(s->gpu, x, a->d, nb);
-    ds_cuda_download_bytes(s->gpu, y, b->d, nb);
-    for (size_t i = 0; i < nb; i++) diff += x[i] != y[i];
+    size_t nb = (a->n + PAD) * sizeof(float), diff = device_units_differ(s, a->d, b->d, nb, 1);
     printf("  %-8s qkv_finish M=%-4d %-5s fused against four launches: %zu of %zu bytes differ\n", s->name, M, what, diff, nb);
     CHECKF(diff == 0, "%s qkv_finish M=%d: %s differs in %zu bytes", s->name, M, what, diff);
-    free(x);
-    free(y);
     return diff == 0;
 }
 
@@ -1318,18 +1322,12 @@ static void check_kvb_copy(setup *s, int M) {
     s->gpu->attn_absorbed(s->gpu, o1.d, q.d, cache.d, &kvb.d, b.seqs, b.m.n_seqs);   /* converted in the call */
     CHECKF(ds_cuda_kvb_copy(s->gpu, &kvb.d, err) == DS_OK, "%s", err);
     s->gpu->attn_absorbed(s->gpu, o2.d, q.d, cache.d, &kvb.d, b.seqs, b.m.n_seqs);   /* the copy */
-    float *a = malloc(sizeof(float) * n), *g = malloc(sizeof(float) * n);
-    ds_cuda_download_bytes(s->gpu, a, o1.d, sizeof(float) * n);
-    ds_cuda_download_bytes(s->gpu, g, o2.d, sizeof(float) * n);
-    size_t diff = 0;
-    for (size_t k = 0; k < n; k++) diff += memcmp(&a[k], &g[k], sizeof(float)) != 0;
+    size_t diff = device_units_differ(s, o1.d, o2.d, n, sizeof(float));
     printf("  %-8s attn absorbed M=%d: kv_b's BF16 copy against the per-call conversion: %zu of %zu values differ\n",
            s->name, M, diff, n);
     CHECKF(diff == 0, "%s M=%d: kv_b's BF16 copy changes %zu values", s->name, M, diff);
     s->cpu->attn_absorbed(s->cpu, o2.h, q.h, cache.h, &kvb.h, b.seqs, b.m.n_seqs);
     compare(s, "attn absorbed, kv_b's BF16 copy", M, &o2, THR_TC, 0);
-    free(a);
-    free(g);
     free(b.pt);
     buf_free(s, &cache); buf_free(s, &q); buf_free(s, &o1); buf_free(s, &o2);
     free_weight(&kvb);
@@ -1563,15 +1561,9 @@ static void check_mlp_w8a8(setup *s, int I, const char *hfuse, int fuse) {
             buf o2 = buf_new(s, (size_t)M * D);
             buf_poison(&o2);
             twin->mlp(twin, o2.d, x.d, &g.d, &u.d, &dn.d, M);
-            float *a = malloc(sizeof(float) * (size_t)M * D), *b = malloc(sizeof(float) * (size_t)M * D);
-            ds_cuda_download_bytes(s->gpu, a, out.d, sizeof(float) * (size_t)M * D);
-            ds_cuda_download_bytes(s->gpu, b, o2.d, sizeof(float) * (size_t)M * D);
-            size_t diff = 0;
-            for (size_t k = 0; k < (size_t)M * D; k++) diff += memcmp(&a[k], &b[k], sizeof(float)) != 0;
+            size_t diff = device_units_differ(s, out.d, o2.d, (size_t)M * D, sizeof(float));
             printf("  %-8s mlp W8A8 M=%d: fused against unfused: %zu of %zu values differ\n", s->name, M, diff, (size_t)M * D);
             CHECKF(diff == 0, "%s mlp W8A8 M=%d: the fused epilogue changes %zu values", s->name, M, diff);
-            free(a);
-            free(b);
             buf_free(s, &o2);
         }
         float *xq = malloc(sizeof(float) * (size_t)M * D), *gh = malloc(sizeof(float) * (size_t)M * I);

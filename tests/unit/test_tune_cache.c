@@ -12,14 +12,6 @@
 
 static char dir[256];
 
-static void write_text(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    CHECK(f != NULL);
-    if (!f) return;
-    fputs(text, f);
-    fclose(f);
-}
-
 static void check_round_trip(void) {
     char err[512], path[512];
     snprintf(path, sizeof path, "%s/sub/dir/lt.txt", dir);   /* directories made by save */
@@ -65,12 +57,12 @@ static void check_bad_input(void) {
         "# dsinfer tune cache v1\nk 1 2 3 4 5 6 7 8 99999999999999999999 1.0\n",   /* overflow */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        write_text(path, bad[i]);
+        test_write_text(path, bad[i]);
         ds_status st = ds_tune_cache_load(&c, path, err);
         CHECKF(st == DS_ERR_FORMAT && strstr(err, path) && c.n == 0, "case %zu: status %d, %s", i, (int)st, err);
         CHECKF(i == 0 || strstr(err, "line 2"), "case %zu names line 2: %s", i, err);
     }
-    write_text(path, "# dsinfer tune cache v1\n# a comment\n\nk 1 2 3 4 5 6 7 8 9 2.5\n");   /* good */
+    test_write_text(path, "# dsinfer tune cache v1\n# a comment\n\nk 1 2 3 4 5 6 7 8 9 2.5\n");   /* good */
     CHECK(ds_tune_cache_load(&c, path, err) == DS_OK && c.n == 1 && ds_tune_cache_find(&c, "k")->v[8] == 9);
     ds_tune_cache_free(&c);
 

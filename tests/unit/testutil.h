@@ -19,6 +19,15 @@ static inline int test_result(const char *name) {
 }
 static inline void test_skip(const char *reason) { printf("SKIP: %s\n", reason); exit(77); }
 
+/* path's content = text (a CHECK fails when the file cannot be written) */
+static inline void test_write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    fputs(text, f);
+    fclose(f);
+}
+
 /* GPUs nvidia-smi lists (0 without it), without initializing CUDA in this process (tests that fork one
  * process per GPU must not have a CUDA context before the fork). */
 static inline int test_gpus_listed(void) {
