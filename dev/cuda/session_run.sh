@@ -683,6 +683,75 @@ if want hf12; then
   step golden 120 $B/test_cuda_golden
   cat $OUT/mutants.txt
 fi
+# def12 (twelfth session): after turning on hfuse 2, the fused W8A8 MLP, kv_b's BF16 copy and qkv_finish by default
+# (measured in hf12): test_cuda_ops in full at the new defaults, the goldens, test_cuda_model, the decode rows at the
+# defaults, and an ncu list of one FP8 step at batch 1 and at batch 64 (what is left, per kernel)
+if want def12; then
+  step ops 320 $B/test_cuda_ops
+  step golden 120 $B/test_cuda_golden
+  step model 200 $B/test_cuda_model
+  step dec_d8 60 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s12-def-fp8
+  step dec_d16 60 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s12-def-bf16
+  for b in 1 64; do
+    N=$(nf fp8 $b); echo "fp8 b$b: profiling forward $N"
+    step ncu12_b$b 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=$N ncu --clock-control none --cache-control none --profile-from-start off --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv --page raw --log-file $OUT/ncu12_b$b.csv $B/dsinfer bench --dtype fp8 --batch $b --ctx 1K --prompt '' --steps 2 --bw 4221 --tflops 780
+    python3 dev/cuda/ncu_sum.py $OUT/ncu12_b$b.csv > $OUT/ncu12_b$b.txt 2>&1; head -30 $OUT/ncu12_b$b.txt
+    rm -f $OUT/ncu12_b$b.csv
+  done
+  rm -f $OUT/model.log $OUT/host.log $OUT/dec_d8.log $OUT/dec_d16.log   # 8 files come back: bench.csv, the ncu lists, ops, golden, summary
+fi
+# rt12 (twelfth session): the router GEMM and top-k in one kernel (DSINFER_CUDA_ROUTER_FUSED) and the MLA combine
+# writing the W_UV GEMM's BF16 input (DSINFER_CUDA_COMBINE_BF16), both default on: their op tests (router, kvb), the
+# mutants of dev/cuda/mutants_s12b.sh, test_cuda_ops in full, the goldens, test_cuda_model, FP8 and BF16 decode rows
+# with each switch on / off, alternated twice
+if want rt12; then
+  step ops_rt 120 env DSINFER_OPS_ONLY=router $B/test_cuda_ops
+  grep -E "router .*M=(1|64|256|257) .*first" $OUT/ops_rt.log | head -12
+  step ops_kvb 100 env DSINFER_OPS_ONLY=kvb $B/test_cuda_ops
+  grep -E "combine" $OUT/ops_kvb.log | head -4
+  for f in .deps/bin/test_cuda_ops_mut_rt_* .deps/bin/test_cuda_ops_mut_cb_*; do
+    [ -x "$f" ] || continue
+    n=$(basename $f); o=router; [[ $n == *_cb_* ]] && o=kvb
+    mutant $f $o
+  done
+  for r in 1 2; do
+    for v in 11 01 10; do   # router fused : combine bf16
+      step dec_rc$v 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_ROUTER_FUSED=${v:0:1} DSINFER_CUDA_COMBINE_BF16=${v:1:1} $B/dsinfer bench --dtype fp8 --batch 1,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s12-fp8-rt${v:0:1}-cb${v:1:1}
+    done
+    for v in 1 0; do
+      step dec_brt$v 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_ROUTER_FUSED=$v $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s12-bf16-rt$v
+    done
+  done
+  step ops 320 $B/test_cuda_ops
+  step golden 120 $B/test_cuda_golden
+  step model 200 $B/test_cuda_model
+  cat $OUT/mutants.txt
+  rm -f $OUT/dec_*.log $OUT/test_cuda_ops_mut_*.log $OUT/host.log $OUT/model.log   # 8 files come back
+fi
+# fin12 (twelfth session): the fused router's chunk loop unrolled (batch 1 was slower fused in rt12) and its
+# smallest batch (DSINFER_CUDA_ROUTER_FUSED_MIN_M): the router op test, three mutants, FP8 and BF16 rows with the
+# fused router from 1 and from 9 tokens alternated twice, the goldens, test_cuda_model, ncu lists of FP8 b1 / b64
+if want fin12; then
+  step ops_rt 120 env DSINFER_OPS_ONLY=router $B/test_cuda_ops
+  grep -E "router .*M=(1|4|64) .*first" $OUT/ops_rt.log | head -6
+  for f in .deps/bin/test_cuda_ops_mut_rt_*; do [ -x "$f" ] && mutant $f router; done
+  for r in 1 2; do
+    for v in 1 9; do
+      step dec_fm$v 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_ROUTER_FUSED_MIN_M=$v $B/dsinfer bench --dtype fp8 --batch 1,8,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s12-fp8-rtmin$v
+      step dec_bm$v 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_ROUTER_FUSED_MIN_M=$v $B/dsinfer bench --dtype bf16 --batch 1,8,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s12-bf16-rtmin$v
+    done
+  done
+  step golden 120 $B/test_cuda_golden
+  step model 200 $B/test_cuda_model
+  for b in 1 64; do
+    N=$(nf fp8 $b); echo "fp8 b$b: profiling forward $N"
+    step ncu12f_b$b 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=$N ncu --clock-control none --cache-control none --profile-from-start off --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv --page raw --log-file $OUT/ncu12f_b$b.csv $B/dsinfer bench --dtype fp8 --batch $b --ctx 1K --prompt '' --steps 2 --bw 4221 --tflops 780
+    python3 dev/cuda/ncu_sum.py $OUT/ncu12f_b$b.csv > $OUT/ncu12f_b$b.txt 2>&1; head -24 $OUT/ncu12f_b$b.txt
+    rm -f $OUT/ncu12f_b$b.csv
+  done
+  cat $OUT/mutants.txt
+  rm -f $OUT/dec_*.log $OUT/test_cuda_ops_mut_*.log $OUT/host.log $OUT/model.log $OUT/ncu12f_*.log   # 8 files come back
+fi
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

@@ -1289,7 +1289,10 @@ static void run_qkv_finish(void) {
     for (int p = 0; p < 2; p++)
         for (int l = 0; l < 3; l++) {
             setup s;
-            if (!load_setup_kv(&s, p ? "v3-qkv" : "v2l-qkv", paths[p], 0, 16, 0, layouts[l])) continue;
+            setenv("DSINFER_CUDA_QKV_FUSE", "0", 1);   /* s.gpu: the four launches (the default is the fused form) */
+            int ok = load_setup_kv(&s, p ? "v3-qkv" : "v2l-qkv", paths[p], 0, 16, 0, layouts[l]);
+            unsetenv("DSINFER_CUDA_QKV_FUSE");
+            if (!ok) continue;
             char err[DS_ERRLEN];
             setenv("DSINFER_CUDA_QKV_FUSE", "1", 1);
             ds_backend *fu = ds_backend_cuda_new(&s.cfg, err);
@@ -1301,11 +1304,112 @@ static void run_qkv_finish(void) {
         }
 }
 
+/* The MoE routing as the backend runs it (ds_cuda_router): the router GEMM and the top-k in one kernel up to 256
+ * tokens (DSINFER_CUDA_ROUTER_FUSED, default on), the GEMM then the routing kernel above (and with the switch
+ * off). Per case: the logits against the CPU's linear (fp32 sums in another order: THR_GEMM), the choices against
+ * the CPU's ds_route_token on the GPU's own logits (ids equal, weights THR_EXACT: routing near-ties cannot hide
+ * an error here), every output NaN-poisoned before the call. Each M runs twice on new inputs (the kernel's tickets
+ * must be back at zero after a launch). */
+static void check_router(setup *s, ds_backend *gpu, const char *how, int M, const wpair *rw, const wpair *rb) {
+    const ds_config *c = &s->cfg;
+    int D = c->hidden_size, E = c->n_routed_experts, K = c->num_experts_per_tok;
+    for (int rep = 0; rep < 2; rep++) {
+        buf x = buf_new(s, (size_t)M * D), lg = buf_new(s, (size_t)M * E), w = buf_new(s, (size_t)M * K);
+        buf ids = buf_new(s, (size_t)M * K);   /* int32 in float-sized units */
+        buf_rand(&x, 1.0f);
+        buf_poison(&lg);
+        buf_poison(&w);
+        buf_poison(&ids);
+        ds_cuda_router(gpu, x.d, &rw->d, rb ? &rb->d : NULL, M, lg.d, (int32_t *)(void *)ids.d, w.d);
+        s->cpu->linear(s->cpu, lg.h, x.h, &rw->h, M);
+        char name[64];
+        snprintf(name, sizeof name, "router logits %s", how);
+        compare(s, name, M, &lg, THR_GEMM, 0);
+        float *g = malloc(sizeof(float) * (size_t)M * E), *gw = malloc(sizeof(float) * (size_t)M * K);
+        float *rwt = malloc(sizeof(float) * (size_t)M * K), *scratch = malloc(sizeof(float) * 2 * (size_t)E);
+        int32_t *gid = malloc(sizeof(int32_t) * (size_t)M * K), *rid = malloc(sizeof(int32_t) * (size_t)M * K);
+        float *bias = rb ? malloc(sizeof(float) * (size_t)E) : NULL;
+        if (bias) for (int e = 0; e < E; e++) bias[e] = ((const float *)rb->h.data)[e];
+        ds_cuda_download_bytes(gpu, g, lg.d, sizeof(float) * (size_t)M * E);
+        ds_cuda_download_bytes(gpu, gw, w.d, sizeof(float) * (size_t)M * K);
+        ds_cuda_download_bytes(gpu, gid, ids.d, sizeof(int32_t) * (size_t)M * K);
+        for (int m = 0; m < M; m++)
+            ds_route_token(c, g + (size_t)m * E, bias, rid + (size_t)m * K, rwt + (size_t)m * K, scratch);
+        int differ = 0;
+        double num = 0, den = 0;
+        for (size_t i = 0; i < (size_t)M * K; i++) {
+            differ += gid[i] != rid[i];
+            num += ((double)gw[i] - rwt[i]) * ((double)gw[i] - rwt[i]);   /* NaN (unwritten) fails below */
+            den += (double)rwt[i] * rwt[i];
+        }
+        double nmse = num / (den > 0 ? den : 1);
+        printf("  %-8s router %-12s M=%-4d (%s input): ids differing from the CPU's routing of its logits %d of %d, "
+               "weights nmse %.2e\n", s->name, how, M, rep ? "second" : "first", differ, M * K, nmse);
+        CHECKF(differ == 0 && nmse <= THR_EXACT, "%s router %s M=%d: %d ids differ, weights nmse %.3g", s->name, how, M,
+               differ, nmse);
+        free(g); free(gw); free(rwt); free(scratch); free(gid); free(rid); free(bias);
+        buf_free(s, &x); buf_free(s, &lg); buf_free(s, &w); buf_free(s, &ids);
+    }
+}
+
+/* V2-Lite (softmax, greedy, 64 experts), V2-Lite with 60 experts (a partial slice of 8), V3 (sigmoid, noaux_tc
+ * with the bias, 8 groups, 256 experts over 32 slices), each fused and not; 1 .. 257 tokens (257: past the fused
+ * kernel's limit, the two launches). DSINFER_OPS_ONLY=router runs these alone. */
+static void run_router(void) {
+    if (only && strcmp(only, "router")) return;
+    const char *paths[3] = {"configs/deepseek-v2-lite.json", "configs/deepseek-v2-lite.json", "configs/deepseek-v3.json"};
+    const char *names[3] = {"v2l-rt", "v2l60-rt", "v3-rt"};
+    const int Ms[] = {1, 3, 4, 5, 63, 64, 130, 256, 257};
+    for (int p = 0; p < 3; p++) {
+        setup s;
+        memset(&s, 0, sizeof s);
+        FILE *f = fopen(paths[p], "rb");
+        static char txt[1 << 16];
+        size_t n = f ? fread(txt, 1, sizeof txt - 1, f) : 0;
+        if (f) fclose(f);
+        txt[n] = 0;
+        char err[DS_ERRLEN];
+        if (ds_config_parse(txt, paths[p], &s.cfg, err) != DS_OK) { CHECKF(0, "%s", err); continue; }
+        if (p == 1) s.cfg.n_routed_experts = 60;   /* before the backends read the config */
+        s.name = names[p];
+        s.page_size = 16;
+        s.cpu = ds_backend_cpu_new(&s.cfg, 0);
+        setenv("DSINFER_CUDA_ROUTER_FUSED", "0", 1);
+        s.gpu = ds_backend_cuda_new(&s.cfg, err);   /* the router GEMM then the routing kernel */
+        setenv("DSINFER_CUDA_ROUTER_FUSED", "1", 1);
+        setenv("DSINFER_CUDA_ROUTER_FUSED_MIN_M", "1", 1);   /* from one token, whatever the default */
+        ds_backend *fu = ds_backend_cuda_new(&s.cfg, err);
+        unsetenv("DSINFER_CUDA_ROUTER_FUSED");
+        unsetenv("DSINFER_CUDA_ROUTER_FUSED_MIN_M");
+        if (!s.gpu || !fu) {
+            CHECKF(0, "%s", err);
+            if (fu) fu->destroy(fu);
+            free_setup(&s);
+            continue;
+        }
+        int D = s.cfg.hidden_size, E = s.cfg.n_routed_experts;
+        wpair rw = mk_weight(&s, E, D, DS_DTYPE_BF16, 2.0f / sqrtf((float)D), "router");
+        int has_bias = s.cfg.topk_method == DS_TOPK_NOAUX_TC;
+        wpair rb;
+        memset(&rb, 0, sizeof rb);
+        if (has_bias) rb = mk_weight(&s, 1, E, DS_DTYPE_F32, 0.1f, "router_bias");
+        for (int i = 0; i < NM(Ms); i++) {
+            if (Ms[i] > max_m) continue;
+            check_router(&s, fu, "fused", Ms[i], &rw, has_bias ? &rb : NULL);
+            check_router(&s, s.gpu, "two launches", Ms[i], &rw, has_bias ? &rb : NULL);
+        }
+        free_weight(&rw);
+        if (has_bias) free_weight(&rb);
+        fu->destroy(fu);
+        free_setup(&s);
+    }
+}
+
 /* kv_b's BF16 copy made once (ds_cuda_kvb_copy; DSINFER_CUDA_KVB_BF16 makes one a layer at weight upload), read by
  * the absorbed attention's batched GEMMs (tensor cores, all of a batch's tokens, more than 8): the same bits as
  * the per-call conversion it replaces, and the CPU at THR_TC. V2-Lite with an FP8 kv_b, ragged sequences with
  * cached prefixes. DSINFER_OPS_ONLY=kvb runs these alone. */
-static void check_kvb_copy(setup *s, int M) {
+static void check_kvb_copy(setup *s, ds_backend *c32, int M) {
     const ds_config *c = &s->cfg;
     char err[DS_ERRLEN];
     int H = c->num_heads, C = c->kv_lora_rank, hw = c->qk_nope_head_dim + c->v_head_dim;
@@ -1326,6 +1430,14 @@ static void check_kvb_copy(setup *s, int M) {
     printf("  %-8s attn absorbed M=%d: kv_b's BF16 copy against the per-call conversion: %zu of %zu values differ\n",
            s->name, M, diff, n);
     CHECKF(diff == 0, "%s M=%d: kv_b's BF16 copy changes %zu values", s->name, M, diff);
+    /* mla_combine writing the W_UV GEMM's BF16 input itself (s->gpu) against fp32 + a conversion launch (c32) */
+    CHECK(c32->set_batch(c32, &b.m, err) == DS_OK);
+    buf_poison(&o1);
+    c32->attn_absorbed(c32, o1.d, q.d, cache.d, &kvb.d, b.seqs, b.m.n_seqs);
+    diff = device_units_differ(s, o1.d, o2.d, n, sizeof(float));
+    printf("  %-8s attn absorbed M=%d: the combine's BF16 output against fp32 + conversion: %zu of %zu values differ\n",
+           s->name, M, diff, n);
+    CHECKF(diff == 0, "%s M=%d: the combine's BF16 output changes %zu values", s->name, M, diff);
     s->cpu->attn_absorbed(s->cpu, o2.h, q.h, cache.h, &kvb.h, b.seqs, b.m.n_seqs);
     compare(s, "attn absorbed, kv_b's BF16 copy", M, &o2, THR_TC, 0);
     free(b.pt);
@@ -1340,15 +1452,25 @@ static void run_kvb_copy(void) {
     setenv("DSINFER_CUDA_ATTN_TC", "1", 1);
     setenv("DSINFER_CUDA_TC", "1", 1);
     setenv("DSINFER_CUDA_FP8_GEMM", "0", 1);
+    setenv("DSINFER_CUDA_COMBINE_BF16", "1", 1);
     int ok = load_setup(&s, "v2l-kvb", "configs/deepseek-v2-lite.json", 0, 16);
+    char err[DS_ERRLEN];
+    setenv("DSINFER_CUDA_COMBINE_BF16", "0", 1);
+    ds_backend *c32 = ok ? ds_backend_cuda_new(&s.cfg, err) : NULL;
+    unsetenv("DSINFER_CUDA_COMBINE_BF16");
     unsetenv("DSINFER_CUDA_MLA_TC");
     unsetenv("DSINFER_CUDA_ATTN_TC");
     unsetenv("DSINFER_CUDA_TC");
     unsetenv("DSINFER_CUDA_FP8_GEMM");
     if (!ok) return;
-    check_kvb_copy(&s, 40);
-    check_kvb_copy(&s, 9);
-    char err[DS_ERRLEN];
+    if (!c32) {
+        CHECKF(0, "%s", err);
+        free_setup(&s);
+        return;
+    }
+    check_kvb_copy(&s, c32, 40);
+    check_kvb_copy(&s, c32, 9);
+    c32->destroy(c32);
     ds_weight bf = {0};
     bf.dtype = DS_DTYPE_BF16;
     bf.data = &bf;   /* any non-NULL address: refused before it is read */
@@ -1788,6 +1910,7 @@ int main(void) {
     run_linear2();
     run_kvb_copy();
     run_qkv_finish();
+    run_router();
     const int kv_small[] = {1, 3, 4, 63}, kv_big[] = {1, 4, 128};
     /* C = 199: two scale blocks, the second partial, entries at odd byte offsets (335 bytes) */
     run_kv("h3-kv8", "configs/deepseek-v2-lite.json", 3, 199, 5, 0, KV_FP8, kv_small, NM(kv_small), 23);

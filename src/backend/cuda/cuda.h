@@ -161,21 +161,29 @@ void cu_ws_free(cu_ws *w);
  *                            (cuda_side.cu), for batches of DSINFER_CUDA_SHARED_STREAM_MIN_M .. _MAX_M tokens (default
  *                            9 .. 128: batch 64 / 128 +2%, batch 1 and 256 1-2% slower); default 0: in line (a
  *                            process that used it at batch 64 ran batch 256 3% slower afterwards, not explained yet).
- *   DSINFER_CUDA_HFUSE=0     q (or q_a) and kv_a as two linears; default 1: one launch over both weights (backend
- *                            linear2: the v2 GEMV up to 8 rows, the W8A8 cp.async kernel up to 64; batch 1 +2%,
- *                            FP8 batch 64 +2 .. 6%).  =2: also an MLP's gate and up above 8 rows (the shared
- *                            experts, dense layers; written in the eleventh session, not yet run on a GPU).
+ *   DSINFER_CUDA_HFUSE=0     q (or q_a) and kv_a as two linears; =1: one launch over both weights (backend linear2:
+ *                            the v2 GEMV up to 8 rows, the W8A8 cp.async kernel up to 64; batch 1 +2%, FP8 batch 64
+ *                            +2%); default 2: also an MLP's gate and up above 8 rows (shared experts, dense layers;
+ *                            FP8 batch 64 +1.5%, twelfth session run 2).
  *   DSINFER_CUDA_F8_TICKETS=1 the W8A8 cp.async kernel's split-K partials summed by each tile's last split (at most 4
  *                            splits); default 0: the reduce kernel (measured faster).
- *   DSINFER_CUDA_KVB_BF16=1  with TC, each layer's FP8 kv_b converted to BF16 once at weight upload for the absorbed
- *                            attention's batched GEMMs (default 0: at every step, 137 us a step at V2-Lite FP8 b64;
- *                            +4 MB a layer on V2-Lite, +32 MB on V3; written in the eleventh session, not yet run).
- *   DSINFER_CUDA_QKV_FUSE=1  the kv_a RMSNorm, the RoPE of q and of kv and the KV cache store in one launch a layer
- *                            (qkv_finish_kernel, the same device code as the four kernels; default 0: written in the
- *                            eleventh session, not yet run on a GPU).
- *   DSINFER_CUDA_MLP_FUSE=1  the W8A8 MLP up to 64 rows in five launches (quantize x; gate and up in one GEMM; one
- *                            kernel for their split-K sums, SiLU * up and the down input's quantization; down; its
- *                            reduce) instead of ten; default 0 (written in the eleventh session, not yet run on a GPU).
+ *   DSINFER_CUDA_KVB_BF16=0  with TC, each layer's FP8 kv_b converted to BF16 at every step for the absorbed
+ *                            attention's batched GEMMs; default 1: once at weight upload (+4 MB a layer on V2-Lite,
+ *                            +32 MB on V3; FP8 batch 64 -0.11 ms a step, twelfth session run 2).
+ *   DSINFER_CUDA_QKV_FUSE=0  the kv_a RMSNorm, the RoPE of q and of kv and the KV cache store as four launches;
+ *                            default 1: one launch a layer (qkv_finish_kernel, the same device code as the four
+ *                            kernels; batch 1 +1.7%, FP8 batch 64 +1%, BF16 +0.4 .. 1.8%).
+ *   DSINFER_CUDA_MLP_FUSE=0  the W8A8 MLP as ten launches; default 1: up to 64 rows in five (quantize x; gate and up
+ *                            in one GEMM; one kernel for their split-K sums, SiLU * up and the down input's
+ *                            quantization; down; its reduce; FP8 batch 64 +1.5%, the same bits).
+ * Twelfth session:
+ *   DSINFER_CUDA_ROUTER_FUSED=0  the router GEMM (fp32 sums) and the top-k as two launches (three with the
+ *                            dequantize of SGEMM's weight tile); default 1: one kernel (router_fused_kernel: each block
+ *                            a slice of experts' logits for 4 tokens, the group's last block routes them) for
+ *                            DSINFER_CUDA_ROUTER_FUSED_MIN_M .. _MAX_M tokens (default 1 .. 256).
+ *   DSINFER_CUDA_COMBINE_BF16=0  the MLA split combine writes o_lat in fp32 and a conversion kernel makes the W_UV
+ *                            GEMM's BF16 input; default 1: the combine writes it in BF16 (the same bits, a launch
+ *                            fewer a layer above 8 tokens).
  * Engine-level (model/forward.c): DSINFER_FUSED_ADD_NORM=0 (residual add and norm as two ops),
  * DSINFER_EP_GATHER=0 (expert parallelism's all-to-all form), DSINFER_EP_GRAPHS=0 (gathered EP steps
  * not captured). */
@@ -187,10 +195,12 @@ typedef struct {
     int moe_gemm, moe_gemm_min_m;   /* with tc: routed experts of >= min_m tokens as cuBLAS GEMMs per expert (DSINFER_CUDA_MOE_GEMM[_MIN_M]) */
     int shared_stream;   /* the shared experts on a second stream (cuda_side.cu; DSINFER_CUDA_SHARED_STREAM, default 0) */
     int shared_stream_min_m, shared_stream_max_m;   /* ... for batches of this many tokens (_MIN_M, _MAX_M; default 9 .. 128) */
-    int hfuse;   /* the q (q_a) and kv_a projections in one launch (backend linear2; DSINFER_CUDA_HFUSE, default 1); 2: and an MLP's gate / up */
-    int mlp_fuse;   /* the W8A8 MLP's split-K sums, SiLU * up and the down input's quantization in one kernel (DSINFER_CUDA_MLP_FUSE, default 0) */
-    int kvb_bf16;   /* FP8 kv_b's BF16 copy made once per layer at weight upload (DSINFER_CUDA_KVB_BF16, default 0) */
-    int qkv_fuse;   /* kv_a RMSNorm, both RoPEs and the cache store in one kernel (backend qkv_finish; DSINFER_CUDA_QKV_FUSE, default 0) */
+    int hfuse;   /* the q (q_a) and kv_a projections in one launch (backend linear2; DSINFER_CUDA_HFUSE); 2 (default): and an MLP's gate / up */
+    int mlp_fuse;   /* the W8A8 MLP's split-K sums, SiLU * up and the down input's quantization in one kernel (DSINFER_CUDA_MLP_FUSE, default 1) */
+    int kvb_bf16;   /* FP8 kv_b's BF16 copy made once per layer at weight upload (DSINFER_CUDA_KVB_BF16, default 1) */
+    int qkv_fuse;   /* kv_a RMSNorm, both RoPEs and the cache store in one kernel (backend qkv_finish; DSINFER_CUDA_QKV_FUSE, default 1) */
+    int combine_bf16;   /* mla_combine writes o_lat in BF16 for the W_UV GEMM (DSINFER_CUDA_COMBINE_BF16, default 1) */
+    int router_fused, router_fused_min_m, router_fused_max_m;   /* router GEMM + top-k in one kernel for min_m .. max_m tokens (DSINFER_CUDA_ROUTER_FUSED[_MIN_M|_MAX_M]) */
 } cu_opts;
 
 /* a prepared FP8 kv_b (its device data: the key) and its BF16 copy (opt.kvb_bf16) */
@@ -212,6 +222,7 @@ typedef struct {
     long long delay_ns;         /* DSINFER_CUDA_SIDE_DELAY_NS: tests only (cuda_side.cu) */
 } cu_side;
 
+#define CU_ROUTE_TICKETS 64   /* token groups of the fused router kernel (cuda_moe.cu: 256 tokens, 4 a group) */
 typedef struct {
     ds_backend base;
     int device;
@@ -260,6 +271,7 @@ typedef struct {
     cu_side side;               /* the shared experts' second stream; side.stream NULL when off */
     cu_kvb16 *kvb16;            /* prepared FP8 kv_b -> its BF16 copy (cuda_weights.cu kvb_copies) */
     int n_kvb16;
+    unsigned *route_tickets;    /* the fused router's ticket per token group [CU_ROUTE_TICKETS] (cuda_moe.cu), zero between launches */
 } ds_cuda_backend;
 
 static inline ds_cuda_backend *cu_of(ds_backend *be) { return (ds_cuda_backend *)be; }

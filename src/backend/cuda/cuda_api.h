@@ -47,6 +47,11 @@ ds_status ds_cuda_kvb_copy(ds_backend *be, const ds_weight *kv_b, char *err);
 /* The fused router kernel alone: logits [M, E] (device), bias [E] (device fp32, may be NULL) ->
  * ids [M, K] and weights [M, K] (device), same rules as ds_route_token. */
 void ds_cuda_route(ds_backend *be, const float *logits, const float *bias, int32_t *ids, float *weights, int M);
+/* The MoE block's routing as the backend runs it (the fused router kernel where it applies, else the router GEMM
+ * then the routing kernel): x [M, hidden] (device), router [E, hidden] and router_bias (NULL or no data: none)
+ * device weights -> logits [M, E], ids [M, K] and weights [M, K] (device). */
+void ds_cuda_router(ds_backend *be, const float *x, const ds_weight *router, const ds_weight *router_bias, int M,
+                    float *logits, int32_t *ids, float *weights);
 
 /* Sampling on the GPU from rows of logits in device memory (logits [n_rows, vocab], not modified):
  * temperature 0 = greedy (first index of the maximum); else softmax(logits / temperature) restricted to

@@ -501,7 +501,9 @@ __global__ void __launch_bounds__(FA_THREADS) mla_decode_kernel(fa_params p) {
  * Splits with context rows are a prefix (split s covers tiles s * per .. : empty once past the context):
  * only those n_live are read; the rest may be unwritten (cuda_mla_tc.cu skips them). Same additions in
  * the same order as before. */
-__global__ void mla_combine_kernel(float *olat, const float *part, const float *ml, int S, int H, int C) {
+/* ob (NULL: not): the result rounded to BF16 into ob [T, H, C] instead of olat, for values_tc's GEMM (the
+ * conversion to_bf16_kernel would make, in this launch: the same bits) */
+__global__ void mla_combine_kernel(float *olat, __nv_bfloat16 *ob, const float *part, const float *ml, int S, int H, int C) {
     __shared__ float wgt[64], msh[64], ssh[64];
     __shared__ int n_live;
     cu_pdl_trigger();
@@ -528,7 +530,8 @@ __global__ void mla_combine_kernel(float *olat, const float *part, const float *
         float a = 0.0f;
 #pragma unroll 8
         for (int s = 0; s < nl; s++) a += wgt[s] * part[(((size_t)i * S + s) * H + h) * C + c];
-        olat[((size_t)i * H + h) * C + c] = a / den;
+        if (ob) ob[((size_t)i * H + h) * C + c] = __float2bfloat16(a / den);
+        else olat[((size_t)i * H + h) * C + c] = a / den;
     }
 }
 
@@ -563,10 +566,11 @@ static void absorb_q_tc(ds_cuda_backend *cb, float *qlat, const float *q, const 
                                             H * C, C, H, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
+/* olat NULL: ob already holds o_lat in BF16 (mla_combine_kernel wrote it, opt.combine_bf16) */
 static void values_tc(ds_cuda_backend *cb, float *out, const float *olat, const __nv_bfloat16 *wb, __nv_bfloat16 *ob,
                       int T, int H, int C, int dn, int dv, int hw) {
     const float one = 1.0f, zero = 0.0f;
-    cu_to_bf16(ob, olat, (size_t)T * H * C);
+    if (olat) cu_to_bf16(ob, olat, (size_t)T * H * C);
     CUBLAS_CHECK(cublasGemmStridedBatchedEx(cb->cublas_tc, CUBLAS_OP_T, CUBLAS_OP_N, dv, T, C, &one, wb + (size_t)dn * C,
                                             CUDA_R_16BF, C, (long long)hw * C, ob, CUDA_R_16BF, H * C, C, &zero, out,
                                             CUDA_R_32F, H * dv, dv, H, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
@@ -652,10 +656,11 @@ static void attn_fused(ds_cuda_backend *cb, float *out, const float *q, const un
     /* column blocks: enough blocks for the SMs at small T, one per head from T * H >= 2 waves */
     int cz = (C + 127) / 128, want_z = (2 * cb->n_sm + T * H - 1) / (T * H);
     if (want_z < cz) cz = want_z < 1 ? 1 : want_z;
-    cu_launch(mla_combine_kernel, dim3(T, H, cz), 128, 0, olat, part, ml, S, H, C);
+    __nv_bfloat16 *comb16 = gemm && cb->opt.combine_bf16 ? ob : NULL;   /* the combine writes the GEMM's BF16 input */
+    cu_launch(mla_combine_kernel, dim3(T, H, cz), 128, 0, olat, comb16, (const float *)part, (const float *)ml, S, H, C);
     CUDA_LAUNCH_CHECK();
     float *dst = all ? out : ao;
-    if (gemm) values_tc(cb, dst, olat, wb, ob, T, H, C, dn, dv, hw);
+    if (gemm) values_tc(cb, dst, comb16 ? NULL : olat, wb, ob, T, H, C, dn, dv, hw);
     else cu_gemv_group(dst, H * dv, dv, olat, H * C, C, NULL, NULL, T, H, NULL, NULL, kv, kv, 0, dv, cb->opt.vec_gemv, dn, hw, 0);
     if (!all) {
         scatter_rows_kernel<<<T, 128, 0, cu_stream>>>(out, ao, tok, H * dv);

@@ -600,6 +600,7 @@ static void cu_destroy(ds_backend *be) {
     if (cb->cublas) cublasDestroy(cb->cublas);
     if (cb->cublas_tc) cublasDestroy(cb->cublas_tc);
     if (cb->cublas_ws) cudaFree(cb->cublas_ws);
+    if (cb->route_tickets) cudaFree(cb->route_tickets);
     free(cb->owned);
     free(cb->kvb16);   /* the copies themselves are in owned */
     free(cb->h_tokens);
@@ -634,10 +635,15 @@ static cu_opts cu_opts_read(void) {
     /* opt-in: +2.5% at batch 64, but a process that used it at batch 64 then ran batch 256 3% slower than one that
      * never did (not explained yet; RESULTS eleventh session run 6) */
     o.shared_stream = env_int("DSINFER_CUDA_SHARED_STREAM", 0);
-    o.hfuse = env_int("DSINFER_CUDA_HFUSE", 1);
-    o.mlp_fuse = env_int("DSINFER_CUDA_MLP_FUSE", 0);
-    o.kvb_bf16 = env_int("DSINFER_CUDA_KVB_BF16", 0);
-    o.qkv_fuse = env_int("DSINFER_CUDA_QKV_FUSE", 0);
+    /* on by default since the twelfth session's run 2 (FP8 batch 64 9.00 -> 8.54 ms with all four; RESULTS) */
+    o.hfuse = env_int("DSINFER_CUDA_HFUSE", 2);
+    o.mlp_fuse = env_int("DSINFER_CUDA_MLP_FUSE", 1);
+    o.kvb_bf16 = env_int("DSINFER_CUDA_KVB_BF16", 1);
+    o.qkv_fuse = env_int("DSINFER_CUDA_QKV_FUSE", 1);
+    o.router_fused = env_int("DSINFER_CUDA_ROUTER_FUSED", 1);
+    o.router_fused_min_m = env_int("DSINFER_CUDA_ROUTER_FUSED_MIN_M", 1);
+    o.combine_bf16 = env_int("DSINFER_CUDA_COMBINE_BF16", 1);
+    o.router_fused_max_m = env_int("DSINFER_CUDA_ROUTER_FUSED_MAX_M", 256);
     /* when on, where it was measured faster (RESULTS eleventh session run 2: batch 64, 128 +2%, 1 and 256 -1 to -2%) */
     o.shared_stream_min_m = env_int("DSINFER_CUDA_SHARED_STREAM_MIN_M", GEMV_MAX_M + 1);
     o.shared_stream_max_m = env_int("DSINFER_CUDA_SHARED_STREAM_MAX_M", 128);
@@ -669,6 +675,8 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     if (!cu_stream) CUDA_CHECK(cudaStreamCreate(&cu_stream));   /* blocking: orders with the legacy stream */
     CUBLAS_CHECK(cublasCreate(&cb->cublas_tc));
     CUDA_CHECK(cudaMalloc(&cb->cublas_ws, 2 * CUBLAS_WS_BYTES));   /* fixed: GEMMs can be captured */
+    CUDA_CHECK(cudaMalloc(&cb->route_tickets, sizeof(unsigned) * CU_ROUTE_TICKETS));   /* the fused router's, zero */
+    CUDA_CHECK(cudaMemset(cb->route_tickets, 0, sizeof(unsigned) * CU_ROUTE_TICKETS));
     CUBLAS_CHECK(cublasSetStream(cb->cublas, cu_stream));
     CUBLAS_CHECK(cublasSetStream(cb->cublas_tc, cu_stream));
     CUBLAS_CHECK(cublasSetWorkspace(cb->cublas, cb->cublas_ws, CUBLAS_WS_BYTES));

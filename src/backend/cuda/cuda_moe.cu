@@ -158,18 +158,11 @@ __device__ static void warp_topk(const float *v, unsigned char *taken, int n, in
     }
 }
 
-__global__ void __launch_bounds__(R2_WARPS * 32) route_v2_kernel(const float *logits, const float *bias, int32_t *ids,
-                                                                 float *wout, int M, route_cfg rc) {
-    __shared__ float s_sh[R2_WARPS][MOE_MAX_EXPERTS], b_sh[R2_WARPS][MOE_MAX_EXPERTS];
-    __shared__ float g_sh[R2_WARPS][MOE_MAX_GROUPS];
-    __shared__ unsigned char taken[R2_WARPS][MOE_MAX_EXPERTS];
-    __shared__ float red[R2_WARPS];
-    cu_pdl_trigger();
-    cu_pdl_wait();
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, m = blockIdx.x * R2_WARPS + warp;
-    if (m >= M) return;   /* whole warp */
-    float *s = s_sh[warp], *b = b_sh[warp];
-    const float *lg = logits + (size_t)m * rc.E;
+/* One warp routes token m from its logits lg [E] (may be s itself: each lane reads lg[e] before it writes s[e]);
+ * s, b [E], g [G], taken [E] and red [1]: the warp's shared memory. */
+__device__ static void route_warp(const float *lg, const float *bias, int32_t *ids, float *wout, int m,
+                                  const route_cfg &rc, float *s, float *b, float *g, unsigned char *taken, float *red) {
+    int lane = threadIdx.x & 31;
     int E = rc.E, K = rc.K;
     if (rc.sigmoid) {
         for (int e = lane; e < E; e += 32) s[e] = 1.0f / (1.0f + expf(-lg[e]));
@@ -182,10 +175,10 @@ __global__ void __launch_bounds__(R2_WARPS * 32) route_v2_kernel(const float *lo
         if (lane == 0) {   /* the denominator in expert order, as the CPU */
             float sum = 0.0f;
             for (int e = 0; e < E; e++) sum += s[e];
-            red[warp] = sum;
+            *red = sum;
         }
         __syncwarp();
-        float sum = red[warp];
+        float sum = *red;
         for (int e = lane; e < E; e += 32) s[e] /= sum;
     }
     __syncwarp();
@@ -194,19 +187,33 @@ __global__ void __launch_bounds__(R2_WARPS * 32) route_v2_kernel(const float *lo
     int idx[MOE_MAX_K];
     if (rc.method != DS_TOPK_GREEDY && rc.G > 1) {
         int per = E / rc.G;
-        for (int g = lane; g < rc.G; g += 32) g_sh[warp][g] = group_score(rc, b + g * per, s + g * per, per);
+        for (int j = lane; j < rc.G; j += 32) g[j] = group_score(rc, b + j * per, s + j * per, per);
         __syncwarp();
         int keep[MOE_MAX_GROUPS];
-        warp_topk(g_sh[warp], taken[warp], rc.G, rc.topk_group, keep);
+        warp_topk(g, taken, rc.G, rc.topk_group, keep);
         for (int e = lane; e < E; e += 32) {
-            int g = e / per, kept = 0;
-            for (int t = 0; t < rc.topk_group && !kept; t++) kept = keep[t] == g;
+            int ge = e / per, kept = 0;
+            for (int t = 0; t < rc.topk_group && !kept; t++) kept = keep[t] == ge;
             if (!kept) b[e] = -INFINITY;
         }
         __syncwarp();
     }
-    warp_topk(b, taken[warp], E, K, idx);
+    warp_topk(b, taken, E, K, idx);
     if (lane == 0) write_choices(rc, s, idx, ids, wout, m);
+}
+
+__global__ void __launch_bounds__(R2_WARPS * 32) route_v2_kernel(const float *logits, const float *bias, int32_t *ids,
+                                                                 float *wout, int M, route_cfg rc) {
+    __shared__ float s_sh[R2_WARPS][MOE_MAX_EXPERTS], b_sh[R2_WARPS][MOE_MAX_EXPERTS];
+    __shared__ float g_sh[R2_WARPS][MOE_MAX_GROUPS];
+    __shared__ unsigned char taken[R2_WARPS][MOE_MAX_EXPERTS];
+    __shared__ float red[R2_WARPS];
+    cu_pdl_trigger();
+    cu_pdl_wait();
+    int warp = threadIdx.x >> 5, m = blockIdx.x * R2_WARPS + warp;
+    if (m >= M) return;   /* whole warp */
+    route_warp(logits + (size_t)m * rc.E, bias, ids, wout, m, rc, s_sh[warp], b_sh[warp], g_sh[warp], taken[warp],
+               &red[warp]);
 }
 
 int cu_route_v2 = 1;   /* DSINFER_CUDA_ROUTE2 (read at backend creation) */
@@ -221,6 +228,106 @@ static void launch_route(const float *logits, const float *bias, int32_t *ids, f
 
 void ds_cuda_route(ds_backend *be, const float *logits, const float *bias, int32_t *ids, float *weights, int M) {
     if (M > 0) launch_route(logits, bias, ids, weights, M, route_cfg_of(be->cfg));
+}
+
+/* ---- the router GEMM and the top-k in one kernel (opt.router_fused; decode-sized batches) -------------------------
+ * grid (ceil(M / RF_TOK), ceil(E / RF_WARPS)), block RF_WARPS warps. Warp w of block (x, y) computes expert
+ * e = y * RF_WARPS + w's logits for the block's RF_TOK tokens into logits [M, E]: fp32 sums of x (fp32 rows of D)
+ * times the router row (BF16, or fp32 when F32), each lane over its 16-byte weight chunks in order, then the
+ * warp's tree. The last block of a token group to finish (tickets[x], put back to 0 by that block, so the array
+ * is zero between launches) routes the group's tokens, a warp each, with route_warp: the rule and arithmetic of
+ * route_v2_kernel on these logits. Replaces the router GEMM (a dequantize and an SGEMM, or a GEMV) and the
+ * routing launch: two or three launches a MoE layer become one. */
+#define RF_TOK 4
+#define RF_WARPS 8
+#define RF_MAX_M 256
+static_assert(RF_MAX_M / RF_TOK <= CU_ROUTE_TICKETS, "the backend's router tickets (cuda.h) cover RF_MAX_M tokens");
+
+template <bool BF16>
+__global__ void __launch_bounds__(RF_WARPS * 32) router_fused_kernel(const float *x, cu_wview w, float *logits,
+                                                                     const float *bias, int32_t *ids, float *wout,
+                                                                     int M, unsigned *tickets, route_cfg rc) {
+    __shared__ float s_sh[RF_TOK][MOE_MAX_EXPERTS], b_sh[RF_TOK][MOE_MAX_EXPERTS];
+    __shared__ float g_sh[RF_TOK][MOE_MAX_GROUPS];
+    __shared__ unsigned char taken[RF_TOK][MOE_MAX_EXPERTS];
+    __shared__ float red[RF_TOK];
+    __shared__ int last;
+    constexpr int V = BF16 ? 8 : 4;   /* weight values a 16-byte chunk */
+    cu_pdl_trigger();
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, E = rc.E, D = w.cols;
+    int m0 = blockIdx.x * RF_TOK, nt = M - m0 < RF_TOK ? M - m0 : RF_TOK, e = blockIdx.y * RF_WARPS + warp;
+    cu_pdl_wait();
+    if (e < E) {
+        float acc[RF_TOK];
+#pragma unroll
+        for (int j = 0; j < RF_TOK; j++) acc[j] = 0.0f;
+        const uint4 *wr = (const uint4 *)((const char *)w.data + (size_t)e * D * (BF16 ? 2 : 4));
+#pragma unroll 4
+        for (int c = lane * V; c < D; c += 32 * V) {   /* unrolled: 4 chunks' loads in flight (batch 1 waited on each) */
+            uint4 raw = wr[c / V];
+            float wv[V];
+            if (BF16) {
+                const unsigned u[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    wv[2 * i] = __uint_as_float(u[i] << 16);
+                    wv[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
+                }
+            } else {
+                wv[0] = __uint_as_float(raw.x);
+                wv[1] = __uint_as_float(raw.y);
+                wv[2] = __uint_as_float(raw.z);
+                wv[3] = __uint_as_float(raw.w);
+            }
+#pragma unroll
+            for (int j = 0; j < RF_TOK; j++) {
+                if (j >= nt) break;
+                const float4 *xp = (const float4 *)(x + (size_t)(m0 + j) * D + c);
+#pragma unroll
+                for (int q = 0; q < V / 4; q++) {
+                    float4 a = xp[q];
+                    acc[j] = fmaf(wv[4 * q], a.x, acc[j]);
+                    acc[j] = fmaf(wv[4 * q + 1], a.y, acc[j]);
+                    acc[j] = fmaf(wv[4 * q + 2], a.z, acc[j]);
+                    acc[j] = fmaf(wv[4 * q + 3], a.w, acc[j]);
+                }
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < RF_TOK; j++) acc[j] = cu_warp_sum(acc[j]);
+        if (lane == 0)
+            for (int j = 0; j < nt; j++) logits[(size_t)(m0 + j) * E + e] = acc[j];
+    }
+    __threadfence();   /* this block's logits visible before its ticket */
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned t = atomicAdd(&tickets[blockIdx.x], 1u);
+        last = t == gridDim.y - 1;
+        if (last) tickets[blockIdx.x] = 0;   /* every block of the group has taken its ticket */
+    }
+    __syncthreads();
+    if (!last || warp >= nt) return;
+    __threadfence();
+    int m = m0 + warp;
+    float *s = s_sh[warp];
+    for (int i = lane; i < E; i += 32) s[i] = __ldcg(logits + (size_t)m * E + i);   /* from L2: other blocks wrote them */
+    __syncwarp();
+    route_warp(s, bias, ids, wout, m, rc, s, b_sh[warp], g_sh[warp], taken[warp], &red[warp]);
+}
+
+/* The fused router for M tokens where it applies (opt.router_fused for router_fused_min_m .. _max_m rows, a BF16 or fp32
+ * router of E rows, D % 8 (BF16) or % 4 (fp32), 16-byte aligned x and weight); 0 (nothing launched) otherwise. */
+static int router_fused(ds_cuda_backend *cb, const ds_weight *r, const float *x, int M, float *logits,
+                        const float *bias, int32_t *ids, float *w, route_cfg rc) {
+    if (!cb->opt.router_fused || M < cb->opt.router_fused_min_m || M > cb->opt.router_fused_max_m || M > RF_MAX_M) return 0;
+    int bf = r->dtype == DS_DTYPE_BF16 && !r->scale, f32 = r->dtype == DS_DTYPE_F32 && !r->scale;
+    if ((!bf && !f32) || r->rows != rc.E || r->cols % (bf ? 8 : 4) || ((uintptr_t)x & 15) || ((uintptr_t)r->data & 15))
+        return 0;
+    dim3 grid((unsigned)((M + RF_TOK - 1) / RF_TOK), (unsigned)((rc.E + RF_WARPS - 1) / RF_WARPS));
+    if (bf) cu_launch(router_fused_kernel<true>, grid, RF_WARPS * 32, 0, x, cu_view(r), logits, bias, ids, w, M, cb->route_tickets, rc);
+    else cu_launch(router_fused_kernel<false>, grid, RF_WARPS * 32, 0, x, cu_view(r), logits, bias, ids, w, M, cb->route_tickets, rc);
+    CUDA_LAUNCH_CHECK();
+    return 1;
 }
 
 /* Thread 0 of a grouping kernel: cnt[e] (rows of expert e) becomes its first row, and offsets gets the
@@ -535,26 +642,40 @@ static void moe_grouped(ds_cuda_backend *cb, float *out, const float *x, const d
     CUDA_LAUNCH_CHECK();
 }
 
-/* Router logits [M, E] (bias [E] staged) and the choices ids / weights [M, K]. The router GEMM stays fp32
- * when the tensor-core options are on: expert choices are discrete and BF16 logits would flip near-ties
- * (the op test compares the choices with the CPU's). */
-static void route_rows(ds_backend *be, const ds_layer_weights *L, const float *x, int M, float *logits, float *bias,
-                       int32_t *ids, float *w) {
+/* Router logits [M, E] (bias [E] staged from router_bias when it has data) and the choices ids / weights [M, K]:
+ * one fused kernel at decode sizes (router_fused), else the router GEMM then the routing kernel. The router GEMM
+ * stays fp32 when the tensor-core options are on: expert choices are discrete and BF16 logits would flip
+ * near-ties (the op test compares the choices with the CPU's). */
+static void route_rows(ds_backend *be, const ds_weight *router, const ds_weight *router_bias, const float *x, int M,
+                       float *logits, float *bias, int32_t *ids, float *w) {
     ds_cuda_backend *cb = cu_of(be);
-    cu_opts keep = cb->opt;
-    cb->opt.tc = 0;
-    cb->opt.fp8_gemm = 0;
-    cu_linear(be, logits, x, &L->router, M);
-    cb->opt = keep;
-    cu_optimes_phase(cb, "  moe: router GEMM (fp32)");
+    route_cfg rc = route_cfg_of(be->cfg);
     const float *biasp = NULL;
-    if (L->router_bias.data) {
-        weight_row_kernel<<<1, 256, 0, cu_stream>>>(bias, cu_view(&L->router_bias));
+    if (router_bias && router_bias->data) {
+        weight_row_kernel<<<1, 256, 0, cu_stream>>>(bias, cu_view(router_bias));
         CUDA_LAUNCH_CHECK();
         biasp = bias;
     }
-    launch_route(logits, biasp, ids, w, M, route_cfg_of(be->cfg));
+    if (router_fused(cb, router, x, M, logits, biasp, ids, w, rc)) {
+        cu_optimes_phase(cb, "  moe: router GEMM + top-k (one kernel)");
+        return;
+    }
+    cu_opts keep = cb->opt;
+    cb->opt.tc = 0;
+    cb->opt.fp8_gemm = 0;
+    cu_linear(be, logits, x, router, M);
+    cb->opt = keep;
+    cu_optimes_phase(cb, "  moe: router GEMM (fp32)");
+    launch_route(logits, biasp, ids, w, M, rc);
     cu_optimes_phase(cb, "  moe: top-k");
+}
+
+void ds_cuda_router(ds_backend *be, const float *x, const ds_weight *router, const ds_weight *router_bias, int M,
+                    float *logits, int32_t *ids, float *weights) {
+    ds_cuda_backend *cb = cu_of(be);
+    if (M <= 0) return;
+    float *bias = (float *)cu_ws_get(&cb->ws_moe, sizeof(float) * (size_t)be->cfg->n_routed_experts);
+    route_rows(be, router, router_bias, x, M, logits, bias, ids, weights);
 }
 
 /* The grouped path's buffers in ws_moe2 for MK (token, choice) rows: inter [MK, I], y [MK, D] floats, then
@@ -622,7 +743,7 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
         cu_mlp(be, out, x, &L->sh_gate, &L->sh_up, &L->sh_down, M);
         cu_side_end(cb);
     }
-    route_rows(be, L, x, M, logits, bias, ids, w);
+    route_rows(be, &L->router, &L->router_bias, x, M, logits, bias, ids, w);
     if (gemm_path) {   /* prefill-sized: a GEMM per expert (cuda_moe_gemm.cu) */
         int I = L->exp_gate[0].rows;
         float *inter, *y0;
@@ -687,7 +808,7 @@ void cu_moe_routed(ds_backend *be, float *out, const float *x, const ds_layer_we
     route_ws r = route_ws_get(cb, M, E, K, 0);
     float *logits = r.logits, *bias = r.bias, *w = r.w, *rw = r.rw;
     int32_t *ids = r.ids, *rows = r.rows, *d_off = r.d_off;
-    route_rows(be, L, x, M, logits, bias, ids, w);
+    route_rows(be, &L->router, &L->router_bias, x, M, logits, bias, ids, w);
     cu_wview gv = cu_view(&L->exp_gate[e0]), dv = cu_view(&L->exp_down[e0]);
     int tc = cb->opt.tc && cb->opt.moe_tc && M > GEMV_MAX_M && cu_moe_tc_fits(&gv, &dv);
     int I = L->exp_gate[e0].rows;
