@@ -729,8 +729,8 @@ if want rt12; then
   rm -f $OUT/dec_*.log $OUT/test_cuda_ops_mut_*.log $OUT/host.log $OUT/model.log   # 8 files come back
 fi
 # fin12 (twelfth session): the fused router's chunk loop unrolled (batch 1 was slower fused in rt12) and its
-# smallest batch (DSINFER_CUDA_ROUTER_FUSED_MIN_M): the router op test, three mutants, FP8 and BF16 rows with the
-# fused router from 1 and from 9 tokens alternated twice, the goldens, test_cuda_model, ncu lists of FP8 b1 / b64
+# smallest batch (DSINFER_CUDA_ROUTER_FUSED_MIN_M): the router op test, two mutants, FP8 and BF16 rows with the
+# fused router from 1 and from 9 tokens alternated twice, the goldens, test_cuda_model, ncu lists of FP8 b64 / b256
 if want fin12; then
   step ops_rt 120 env DSINFER_OPS_ONLY=router $B/test_cuda_ops
   grep -E "router .*M=(1|4|64) .*first" $OUT/ops_rt.log | head -6
@@ -743,14 +743,48 @@ if want fin12; then
   done
   step golden 120 $B/test_cuda_golden
   step model 200 $B/test_cuda_model
-  for b in 1 64; do
+  for b in 64 256; do   # --launch-count: the forward (~840 kernels), not the pages freed after it (a fill each)
     N=$(nf fp8 $b); echo "fp8 b$b: profiling forward $N"
-    step ncu12f_b$b 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=$N ncu --clock-control none --cache-control none --profile-from-start off --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv --page raw --log-file $OUT/ncu12f_b$b.csv $B/dsinfer bench --dtype fp8 --batch $b --ctx 1K --prompt '' --steps 2 --bw 4221 --tflops 780
+    step ncu12f_b$b 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=$N ncu --clock-control none --cache-control none --profile-from-start off --launch-count 1000 --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv --page raw --log-file $OUT/ncu12f_b$b.csv $B/dsinfer bench --dtype fp8 --batch $b --ctx 1K --prompt '' --steps 2 --bw 4221 --tflops 780
     python3 dev/cuda/ncu_sum.py $OUT/ncu12f_b$b.csv > $OUT/ncu12f_b$b.txt 2>&1; head -24 $OUT/ncu12f_b$b.txt
     rm -f $OUT/ncu12f_b$b.csv
   done
   cat $OUT/mutants.txt
   rm -f $OUT/dec_*.log $OUT/test_cuda_ops_mut_*.log $OUT/host.log $OUT/model.log $OUT/ncu12f_*.log   # 8 files come back
+fi
+# moe12 (twelfth session): the grouped routed experts on the tensor cores below 9 tokens (DSINFER_CUDA_MOE_TC_MIN_M;
+# batch 8 has been at 18% of its roofline on the GEMVs since the fourth session): the W8A8 and BF16 expert op tests
+# at 1 .. 8 tokens, FP8 and BF16 rows at batch 1 .. 16 with the switch at 1 and 9 alternated twice, the goldens, the
+# session's final rows at the defaults, an ncu list of FP8 batch 8
+if want moe12; then
+  step ops_m8 150 env DSINFER_OPS_ONLY=moe8 DSINFER_OPS_MAX_M=8 $B/test_cuda_ops
+  grep -E "moe .*M=(1|8) " $OUT/ops_m8.log | head -4
+  step ops_mb 150 env DSINFER_OPS_ONLY=moebf DSINFER_OPS_MAX_M=8 $B/test_cuda_ops
+  grep -E "moe .*M=(1|8) " $OUT/ops_mb.log | head -4
+  for r in 1 2; do
+    for v in 1 9; do
+      step dec_tm$v 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_TC_MIN_M=$v $B/dsinfer bench --dtype fp8 --batch 1,2,4,8,16 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s12-fp8-moetcmin$v
+      step dec_btm$v 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_TC_MIN_M=$v $B/dsinfer bench --dtype bf16 --batch 1,2,4,8,16 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s12-bf16-moetcmin$v
+    done
+  done
+  step golden 120 $B/test_cuda_golden
+  step fin_fp8 60 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s12-final-fp8
+  step fin_bf16 60 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s12-final-bf16
+  N=$(nf fp8 8); echo "fp8 b8: profiling forward $N"
+  step ncu12_b8 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=$N ncu --clock-control none --cache-control none --profile-from-start off --launch-count 1000 --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv --page raw --log-file $OUT/ncu12_b8.csv $B/dsinfer bench --dtype fp8 --batch 8 --ctx 1K --prompt '' --steps 2 --bw 4221 --tflops 780
+  python3 dev/cuda/ncu_sum.py $OUT/ncu12_b8.csv > $OUT/ncu12_b8.txt 2>&1; head -20 $OUT/ncu12_b8.txt
+  rm -f $OUT/ncu12_b8.csv $OUT/dec_*.log $OUT/ncu12_b8.log $OUT/fin_*.log   # 8 files come back
+fi
+# end12 (twelfth session): after the experts' tensor-core threshold became FP8 2 / BF16 4 tokens by default: the
+# small-M expert op tests, the goldens, test_cuda_model and the session's final decode rows at the defaults
+if want end12; then
+  step ops_m8 150 env DSINFER_OPS_ONLY=moe8 DSINFER_OPS_MAX_M=8 $B/test_cuda_ops
+  step ops_mb 150 env DSINFER_OPS_ONLY=moebf DSINFER_OPS_MAX_M=8 $B/test_cuda_ops
+  step golden 120 $B/test_cuda_golden
+  step model 200 $B/test_cuda_model
+  step end_fp8 60 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1,2,4,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s12-end-fp8
+  step end_bf16 60 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,2,4,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s12-end-bf16
+  rm -f $OUT/end_*.log $OUT/host.log
 fi
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV

@@ -1139,6 +1139,15 @@ static void run_lite(void) {
  * chunk), 600 (a mean of 56: experts of two chunks), 600 again at 32 a chunk (two or three), the expert-range
  * form at 63; V3 (256 experts, K = 7168) at 64 (DSINFER_OPS_SMALL: 9 and 63 only). DSINFER_OPS_ONLY=moebf runs
  * these alone. */
+/* The grouped experts on the tensor cores at 1 .. 8 tokens too (DSINFER_CUDA_MOE_TC_MIN_M=1; by default GEMVs
+ * take them): experts of one to a few rows, most experts without any. */
+static void moe_small_tc(setup *s, ds_dtype dt, int tc) {
+    const int m[] = {1, 2, 5, 8};
+    setenv("DSINFER_CUDA_MOE_TC_MIN_M", "1", 1);
+    check_moe_dt(s, m, NM(m), dt, tc, 0);
+    unsetenv("DSINFER_CUDA_MOE_TC_MIN_M");
+}
+
 static void run_moe_wg_bf16(void) {
     if (only && strcmp(only, "moebf")) return;
     setup s;
@@ -1146,6 +1155,7 @@ static void run_moe_wg_bf16(void) {
     if (load_setup(&s, "v2l-wgbf", "configs/deepseek-v2-lite.json", 3, 16)) {
         const int m[] = {9, 63, 33, 256, 600}, m600[] = {600}, r[] = {63};
         check_moe_dt(&s, m, small ? 2 : NM(m), DS_DTYPE_BF16, 3, 0);
+        moe_small_tc(&s, DS_DTYPE_BF16, 3);
         if (small) {
             free_setup(&s);
             return;
@@ -1563,6 +1573,7 @@ static void run_moe_w8a8(void) {
         const int m[] = {63, 256, 1100}, r[] = {63};
         check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
         check_moe_dt(&s, r, NM(r), DS_DTYPE_F8_E4M3, 2, 1);   /* an expert range only: most experts without rows */
+        moe_small_tc(&s, DS_DTYPE_F8_E4M3, 2);
         free_setup(&s);
     }
     if (load_setup(&s, "v3-w8a8", "configs/deepseek-v3.json", 3, 16)) {

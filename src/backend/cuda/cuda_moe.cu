@@ -717,6 +717,15 @@ static void shared_in_line(ds_backend *be, float *out, const float *x, const ds_
     else CUDA_CHECK(cudaMemsetAsync(out, 0, (size_t)M * be->cfg->hidden_size * sizeof(float), cu_stream));
 }
 
+/* The fewest tokens for which the grouped routed experts run on the tensor cores (moe_wg_kernel) instead of the
+ * grouped GEMV: opt.moe_tc_min_m when set, else by the experts' dtype as measured (twelfth session run 6: FP8 from
+ * 2 tokens, batch 2 / 4 / 8 -8% / -18% / -27% a step, batch 1 +3%; BF16 from 4, batch 4 / 8 -4% / -12%, batch 2
+ * +1%, batch 1 +8%). */
+static int moe_tc_min_m(const ds_cuda_backend *cb, const cu_wview *gate) {
+    if (cb->opt.moe_tc_min_m > 0) return cb->opt.moe_tc_min_m;
+    return gate->dtype == DS_DTYPE_F8_E4M3 ? 2 : gate->dtype == DS_DTYPE_BF16 ? 4 : GEMV_MAX_M + 1;
+}
+
 void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M) {
     ds_cuda_backend *cb = cu_of(be);
     const ds_config *c = be->cfg;
@@ -731,7 +740,7 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
     /* the grouped path up to moe_grouped_max_m rows, and at any M when its experts run on the tensor
      * cores (V2-Lite prefill, H200: 512 tokens 4736 -> 11637 tok/s, 8K 10236 -> 10866 against the
      * per-expert path with its host sync) */
-    int grouped_tc = cb->opt.tc && cb->opt.moe_tc && M > GEMV_MAX_M && cu_moe_tc_fits(&gv0, &dv0);
+    int grouped_tc = cb->opt.tc && cb->opt.moe_tc && M >= moe_tc_min_m(cb, &gv0) && cu_moe_tc_fits(&gv0, &dv0);
     int gemm_path = cu_moe_gemm_on(cb, M) && E <= MOE_MAX_EXPERTS;
     int grouped_path = !gemm_path && cb->opt.moe_grouped && (M <= cb->opt.moe_grouped_max_m || grouped_tc);
     /* the shared experts on the second stream, from before the router to the combine (cuda_side.cu); the
@@ -810,7 +819,7 @@ void cu_moe_routed(ds_backend *be, float *out, const float *x, const ds_layer_we
     int32_t *ids = r.ids, *rows = r.rows, *d_off = r.d_off;
     route_rows(be, &L->router, &L->router_bias, x, M, logits, bias, ids, w);
     cu_wview gv = cu_view(&L->exp_gate[e0]), dv = cu_view(&L->exp_down[e0]);
-    int tc = cb->opt.tc && cb->opt.moe_tc && M > GEMV_MAX_M && cu_moe_tc_fits(&gv, &dv);
+    int tc = cb->opt.tc && cb->opt.moe_tc && M >= moe_tc_min_m(cb, &gv) && cu_moe_tc_fits(&gv, &dv);
     int I = L->exp_gate[e0].rows;
     float *inter, *y;
     int32_t *pos;
