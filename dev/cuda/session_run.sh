@@ -786,6 +786,23 @@ if want end12; then
   step end_bf16 60 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,2,4,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s12-end-bf16
   rm -f $OUT/end_*.log $OUT/host.log
 fi
+# w8s13 (written in the twelfth session for the next one; not yet run): the dense FP8 linears as W8A8 below 9 rows
+# (DSINFER_CUDA_FP8_GEMM_MIN_M, opt-in): op test `DSINFER_OPS_ONLY=w8small` (linear, linear2, the MLP at 1 .. 8
+# rows), the w8_min mutant (dev/cuda/mutants_s12b.sh), FP8 rows at batch 1 .. 8 with the switch at 1, 2, 4 and 9
+# (the default) alternated twice, the goldens with the switch at 1
+if want w8s13; then
+  step ops_w8s 150 env DSINFER_OPS_ONLY=w8small $B/test_cuda_ops
+  grep -E "W8A8|linear2" $OUT/ops_w8s.log | grep -E "M=(1|8) " | head -8
+  for f in .deps/bin/test_cuda_ops_mut_w8_*; do [ -x "$f" ] && mutant $f w8small; done
+  for r in 1 2; do
+    for v in 1 2 4 9; do
+      step dec_w8m$v 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_FP8_GEMM_MIN_M=$v $B/dsinfer bench --dtype fp8 --batch 1,2,4,8,16 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s13-fp8-w8min$v
+    done
+  done
+  step golden_w8 120 env DSINFER_CUDA_FP8_GEMM_MIN_M=1 $B/test_cuda_golden
+  cat $OUT/mutants.txt
+  rm -f $OUT/dec_*.log $OUT/test_cuda_ops_mut_*.log
+fi
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

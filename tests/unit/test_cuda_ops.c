@@ -591,6 +591,8 @@ static void check_linear_w8a8(setup *s, const char *what, int N, int K, const in
  * kernel (9, 63, 64: both weights in one launch, split K; 65, 130: two linears) against the CPU on x quantized the
  * same way (THR_W8A8), BF16 ones by two tensor-core linears (THR_TC). Each launch twice, the second on a new x (the
  * split-K tickets and partials the first one left). */
+static int w8_min_m = GEMV_MAX_M_TEST + 1;   /* rows from which FP8 linears are W8A8 (run_w8a8_small sets it to 1) */
+
 static void check_linear2(setup *s, const char *what, int N1, int N2, int K, ds_dtype dt) {
     char err[DS_ERRLEN];
     setenv("DSINFER_CUDA_FP8_GEMM", "1", 1);
@@ -613,7 +615,7 @@ static void check_linear2(setup *s, const char *what, int N1, int N2, int K, ds_
             buf_poison(&o2);
             gpu->linear2(gpu, o1.d, o2.d, x.d, &w1.d, &w2.d, M);
         }
-        int w8 = M > GEMV_MAX_M_TEST && dt == DS_DTYPE_F8_E4M3;
+        int w8 = M >= w8_min_m && dt == DS_DTYPE_F8_E4M3;
         float *xr = x.h;
         if (w8) {
             xr = malloc(sizeof(float) * (size_t)M * K);
@@ -621,7 +623,7 @@ static void check_linear2(setup *s, const char *what, int N1, int N2, int K, ds_
         }
         s->cpu->linear(s->cpu, o1.h, xr, &w1.h, M);
         s->cpu->linear(s->cpu, o2.h, xr, &w2.h, M);
-        double thr = M <= GEMV_MAX_M_TEST ? THR_GEMM : w8 ? THR_W8A8 : THR_TC;
+        double thr = w8 ? THR_W8A8 : M <= GEMV_MAX_M_TEST ? THR_GEMM : THR_TC;
         char name[96];
         snprintf(name, sizeof name, "linear2 %s %s (first)", what, ds_dtype_name(dt));
         compare(s, name, M, &o1, thr, 0);
@@ -1066,9 +1068,9 @@ static void free_setup(setup *s) {
 
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
-static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf | side | linear2 | kvb | qkv (main): only
-                            * run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16, run_side_stream, run_linear2,
-                            * run_kvb_copy or run_qkv_finish */
+static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf | side | linear2 | kvb | qkv | router | w8small
+                            * (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16, run_side_stream,
+                            * run_linear2, run_kvb_copy, run_qkv_finish, run_router or run_w8a8_small */
 
 static void run_v3(void) {
     if (only) return;
@@ -1681,10 +1683,10 @@ static void check_mlp_w8a8(setup *s, int I, const char *hfuse, int fuse) {
     wpair g = mk_weight(s, I, D, DS_DTYPE_F8_E4M3, 0.5f / sqrtf((float)D), "gate");
     wpair u = mk_weight(s, I, D, DS_DTYPE_F8_E4M3, 0.5f / sqrtf((float)D), "up");
     wpair dn = mk_weight(s, D, I, DS_DTYPE_F8_E4M3, 0.5f / sqrtf((float)I), "down");
-    const int Ms[] = {9, 63, 64, 65};
+    const int Ms[] = {1, 4, 8, 9, 63, 64, 65};
     for (int i = 0; i < (int)(sizeof Ms / sizeof Ms[0]); i++) {
         int M = Ms[i];
-        if (M > max_m) continue;
+        if (M > max_m || M < w8_min_m) continue;   /* below w8_min_m the GEMVs (exact activations) take the MLP */
         prime(s, M);
         buf x = buf_new(s, (size_t)M * D), out = buf_new(s, (size_t)M * D);
         buf_rand(&x, 1.0f);
@@ -1717,6 +1719,34 @@ static void check_mlp_w8a8(setup *s, int I, const char *hfuse, int fuse) {
     free_weight(&g); free_weight(&u); free_weight(&dn);
     gpu->destroy(gpu);
     if (twin) twin->destroy(twin);
+}
+
+/* The dense FP8 linears as W8A8 below 9 rows too (DSINFER_CUDA_FP8_GEMM_MIN_M=1; by default the GEMVs take them):
+ * linear (V3 q_a + kv_a, V2-Lite's shared down, an odd shape), linear2 (V2-Lite q + kv_a, an odd pair) and the W8A8
+ * MLP (two linears, linear2, fused; the fused one bit for bit against the unfused) at 1 .. 8 rows, against the CPU on
+ * x quantized the same way. DSINFER_OPS_ONLY=w8small runs these alone. */
+static void run_w8a8_small(void) {
+    if (only && strcmp(only, "w8small")) return;
+    setup s;
+    setenv("DSINFER_CUDA_FP8_GEMM_MIN_M", "1", 1);
+    w8_min_m = 1;
+    if (load_setup(&s, "v3-w8s", "configs/deepseek-v3.json", 3, 16)) {
+        const int Ms[] = {1, 2, 5, 8};
+        check_linear_w8a8(&s, "q_a+kv_a", 2112, 7168, Ms, NM(Ms));
+        check_linear_w8a8(&s, "v2l down", 2048, 1408, Ms, NM(Ms));
+        check_linear_w8a8(&s, "odd", 260, 384, Ms, NM(Ms));
+        check_linear2(&s, "v2l q+kv_a", 3072, 576, 2048, DS_DTYPE_F8_E4M3);
+        check_linear2(&s, "odd", 260, 92, 384, DS_DTYPE_F8_E4M3);
+        free_setup(&s);
+    }
+    if (load_setup(&s, "v2l-w8s", "configs/deepseek-v2-lite.json", 0, 16)) {
+        check_mlp_w8a8(&s, 2816, "1", 0);
+        check_mlp_w8a8(&s, 2816, "2", 0);
+        check_mlp_w8a8(&s, 2816, "2", 1);
+        free_setup(&s);
+    }
+    w8_min_m = GEMV_MAX_M_TEST + 1;
+    unsetenv("DSINFER_CUDA_FP8_GEMM_MIN_M");
 }
 
 /* linear2 at the MLA shapes: V2-Lite's q + kv_a, V3's q_a + kv_a, an odd pair (partial column blocks, K = 384);
@@ -1922,6 +1952,7 @@ int main(void) {
     run_kvb_copy();
     run_qkv_finish();
     run_router();
+    run_w8a8_small();
     const int kv_small[] = {1, 3, 4, 63}, kv_big[] = {1, 4, 128};
     /* C = 199: two scale blocks, the second partial, entries at odd byte offsets (335 bytes) */
     run_kv("h3-kv8", "configs/deepseek-v2-lite.json", 3, 199, 5, 0, KV_FP8, kv_small, NM(kv_small), 23);

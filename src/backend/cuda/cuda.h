@@ -185,6 +185,9 @@ void cu_ws_free(cu_ws *w);
  *   DSINFER_CUDA_MOE_TC_MIN_M=N  the grouped routed experts on the tensor cores (moe_wg_kernel) from N tokens, the
  *                            grouped GEMV below (default: FP8 experts from 2 tokens, BF16 from 4; before, the GEMV
  *                            took up to 8 and batch 8 ran at 18% of its roofline: FP8 batch 8 12.3 -> 9.0 ms).
+ *   DSINFER_CUDA_FP8_GEMM_MIN_M=N  the dense FP8 linears (linear, linear2, the MLP) as W8A8 from N rows instead of 9,
+ *                            the GEMVs below (opt-in, written in the twelfth session, not yet run on a GPU: at batch 8
+ *                            the FP8 GEMVs of 8 rows read 5-7 MB in 32-43 us, 170 GB/s serialized).
  *   DSINFER_CUDA_COMBINE_BF16=0  the MLA split combine writes o_lat in fp32 and a conversion kernel makes the W_UV
  *                            GEMM's BF16 input; default 1: the combine writes it in BF16 (the same bits, a launch
  *                            fewer a layer above 8 tokens).
@@ -203,6 +206,7 @@ typedef struct {
     int mlp_fuse;   /* the W8A8 MLP's split-K sums, SiLU * up and the down input's quantization in one kernel (DSINFER_CUDA_MLP_FUSE, default 1) */
     int kvb_bf16;   /* FP8 kv_b's BF16 copy made once per layer at weight upload (DSINFER_CUDA_KVB_BF16, default 1) */
     int qkv_fuse;   /* kv_a RMSNorm, both RoPEs and the cache store in one kernel (backend qkv_finish; DSINFER_CUDA_QKV_FUSE, default 1) */
+    int fp8_gemm_min_m;   /* FP8 linears as W8A8 (opt.fp8_gemm) from this many rows, GEMVs below (DSINFER_CUDA_FP8_GEMM_MIN_M, default 9) */
     int moe_tc_min_m;   /* grouped routed experts on the tensor cores from this many tokens (DSINFER_CUDA_MOE_TC_MIN_M; 0, the default: FP8 2, BF16 4) */
     int combine_bf16;   /* mla_combine writes o_lat in BF16 for the W_UV GEMM (DSINFER_CUDA_COMBINE_BF16, default 1) */
     int router_fused, router_fused_min_m, router_fused_max_m;   /* router GEMM + top-k in one kernel for min_m .. max_m tokens (DSINFER_CUDA_ROUTER_FUSED[_MIN_M|_MAX_M]) */

@@ -644,6 +644,7 @@ static cu_opts cu_opts_read(void) {
     /* from 9 tokens: at 1 and 8 the GEMV + routing kernel measured faster (twelfth session run 5: FP8 batch 1
      * 3.53 vs 3.61 ms, BF16 3.47 vs 3.57) */
     o.router_fused_min_m = env_int("DSINFER_CUDA_ROUTER_FUSED_MIN_M", GEMV_MAX_M + 1);
+    o.fp8_gemm_min_m = env_int("DSINFER_CUDA_FP8_GEMM_MIN_M", GEMV_MAX_M + 1);
     o.moe_tc_min_m = env_int("DSINFER_CUDA_MOE_TC_MIN_M", 0);   /* 0: by the experts' dtype (cuda_moe.cu) */
     o.combine_bf16 = env_int("DSINFER_CUDA_COMBINE_BF16", 1);
     o.router_fused_max_m = env_int("DSINFER_CUDA_ROUTER_FUSED_MAX_M", 256);

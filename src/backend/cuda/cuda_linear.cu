@@ -131,16 +131,21 @@ static void sgemm_rows(ds_cuda_backend *cb, float *out, int ldo, const float *x,
     CUBLAS_CHECK(cublasSgemm(cb->cublas, CUBLAS_OP_T, CUBLAS_OP_N, nr, M, K, &one, wf, K, x, K, &zero, out, ldo));
 }
 
+/* Whether an FP8 linear of M rows goes through the W8A8 path (opt.fp8_gemm from opt.fp8_gemm_min_m rows; the GEMVs
+ * below that, by default up to GEMV_MAX_M) */
+static int w8a8_rows(const ds_cuda_backend *cb, int M) { return cb->opt.fp8_gemm && M >= cb->opt.fp8_gemm_min_m; }
+
 void cu_linear(ds_backend *be, float *out, const float *x, const ds_weight *w, int M) {
     ds_cuda_backend *cb = cu_of(be);
     int N = w->rows, K = w->cols;
     if (M <= 0 || N <= 0) return;
     cu_wview v = cu_view(w);
-    if (M <= GEMV_MAX_M && cb->opt.vec_gemv) {
+    int w8 = w8a8_rows(cb, M) && cu_fp8_gemm_ok(w);
+    if (!w8 && M <= GEMV_MAX_M && cb->opt.vec_gemv) {
         cu_gemv_group(out, N, 0, x, K, 0, NULL, NULL, M, 1, NULL, NULL, v, v, 0, N, 1, 0, 0, 0);
         return;
     }
-    if (M > GEMV_MAX_M && cb->opt.fp8_gemm && cu_fp8_gemm_ok(w) && cu_linear_fp8(cb, out, x, w, M)) return;
+    if (w8 && cu_linear_fp8(cb, out, x, w, M)) return;
     /* NVFP4 on the tensor cores: always decoded in registers (the weight stays 4-bit, no BF16 copy, at every
      * M); FP8: in place up to SKINNY_MAX_M rows when opted in (slower than a BF16 copy + cuBLAS here) */
     int nv = w->dtype == DS_DTYPE_NVFP4;
@@ -185,10 +190,9 @@ void cu_linear2(ds_backend *be, float *out1, float *out2, const float *x, const 
     ds_cuda_backend *cb = cu_of(be);
     if (M <= 0) return;
     if (cb->opt.hfuse && w1->cols == w2->cols && w1->rows > 0 && w2->rows > 0) {
-        if (M <= GEMV_MAX_M && cb->opt.vec_gemv && cu_gemv_two(out1, out2, x, M, cu_view(w1), cu_view(w2))) return;
-        if (M > GEMV_MAX_M && cb->opt.fp8_gemm && cu_f8_wgmma_two_ok(w1, w2, M) &&
-            cu_f8_wgmma_linear2(cb, out1, out2, x, w1, w2, M))
-            return;
+        int w8 = w8a8_rows(cb, M) && cu_f8_wgmma_two_ok(w1, w2, M);
+        if (!w8 && M <= GEMV_MAX_M && cb->opt.vec_gemv && cu_gemv_two(out1, out2, x, M, cu_view(w1), cu_view(w2))) return;
+        if (w8 && cu_f8_wgmma_linear2(cb, out1, out2, x, w1, w2, M)) return;
     }
     cu_linear(be, out1, x, w1, M);
     cu_linear(be, out2, x, w2, M);
@@ -207,8 +211,9 @@ void cu_mlp(ds_backend *be, float *out, const float *x, const ds_weight *gate, c
     if (M <= 0) return;
     size_t n = (size_t)M * (size_t)gate->rows;
     float *g = (float *)cu_ws_get(&cb->ws_mlp, 2 * n * sizeof(float)), *u = g + n;
-    if (M > GEMV_MAX_M && cb->opt.mlp_fuse && cb->opt.fp8_gemm && cu_f8_mlp(cb, out, x, gate, up, down, M)) return;
-    if (M <= GEMV_MAX_M && cb->opt.vec_gemv) {   /* gate, up and SiLU*mul in one pass over both weights */
+    int w8 = w8a8_rows(cb, M) && cu_fp8_gemm_ok(gate) && cu_fp8_gemm_ok(up) && cu_fp8_gemm_ok(down);
+    if (w8 && cb->opt.mlp_fuse && cu_f8_mlp(cb, out, x, gate, up, down, M)) return;
+    if (!w8 && M <= GEMV_MAX_M && cb->opt.vec_gemv) {   /* gate, up and SiLU*mul in one pass over both weights */
         cu_gemv_group(g, gate->rows, 0, x, gate->cols, 0, NULL, NULL, M, 1, NULL, NULL, cu_view(gate), cu_view(up),
                       1, gate->rows, 1, 0, 0, 0);
         cu_linear(be, out, g, down, M);
