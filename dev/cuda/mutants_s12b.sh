@@ -18,3 +18,7 @@ bash $m cb_den src/backend/cuda/cuda_attn.cu '__float2bfloat16(a / den)' '__floa
 # (for session_run.sh w8s13) the W8A8 threshold one row late: a 1-row linear goes to the GEMV while the test expects
 # W8A8 (must fail `DSINFER_OPS_ONLY=w8small`)
 bash $m w8_min src/backend/cuda/cuda_linear.cu 'return cb->opt.fp8_gemm && M >= cb->opt.fp8_gemm_min_m;' 'return cb->opt.fp8_gemm && M > cb->opt.fp8_gemm_min_m;'
+# (w8s13) linear2 with x quantized once: the second GEMM reads the scales one place off
+bash $m w8_shx src/backend/cuda/cuda_fp8_wgmma.cu '    cu_f8_wgmma_gemm(cb, out2, q, qs, w2, M);
+}' '    cu_f8_wgmma_gemm(cb, out2, q, qs + 1, w2, M);
+}'

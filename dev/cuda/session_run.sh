@@ -787,9 +787,12 @@ if want end12; then
   rm -f $OUT/end_*.log $OUT/host.log
 fi
 # w8s13 (written in the twelfth session for the next one; not yet run): the dense FP8 linears as W8A8 below 9 rows
-# (DSINFER_CUDA_FP8_GEMM_MIN_M, opt-in): op test `DSINFER_OPS_ONLY=w8small` (linear, linear2, the MLP at 1 .. 8
-# rows), the w8_min mutant (dev/cuda/mutants_s12b.sh), FP8 rows at batch 1 .. 8 with the switch at 1, 2, 4 and 9
-# (the default) alternated twice, the goldens with the switch at 1
+# (DSINFER_CUDA_FP8_GEMM_MIN_M, opt-in) and linear2's x quantized once above 64 rows (DSINFER_CUDA_W8_SHARED_X,
+# opt-in): op test `DSINFER_OPS_ONLY=w8small` (linear, linear2, the MLP at 1 .. 8 rows; linear2 and the MLP at 65 /
+# 130 with the shared x), the w8_* mutants (dev/cuda/mutants_s12b.sh), FP8 rows at batch 1 .. 16 with the first
+# switch at 1, 2, 4 and 9 (the default) and at batch 128 / 256 with the second on / off and with cuBLASLt above 128
+# rows (DSINFER_CUDA_FP8_OWN_MAX_M=128: the b256 dense linears ran at 0.53 TB/s on f8_tma_kernel), alternated
+# twice; the goldens with both switches on
 if want w8s13; then
   step ops_w8s 150 env DSINFER_OPS_ONLY=w8small $B/test_cuda_ops
   grep -E "W8A8|linear2" $OUT/ops_w8s.log | grep -E "M=(1|8) " | head -8
@@ -798,8 +801,11 @@ if want w8s13; then
     for v in 1 2 4 9; do
       step dec_w8m$v 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_FP8_GEMM_MIN_M=$v $B/dsinfer bench --dtype fp8 --batch 1,2,4,8,16 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s13-fp8-w8min$v
     done
+    for v in 10 00 01; do   # shared x : cuBLASLt above 128 rows
+      step dec_shx$v 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_W8_SHARED_X=${v:0:1} DSINFER_CUDA_FP8_OWN_MAX_M=$([ ${v:1:1} = 1 ] && echo 128 || echo 65535) $B/dsinfer bench --dtype fp8 --batch 128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s13-fp8-shx${v:0:1}-lt${v:1:1}
+    done
   done
-  step golden_w8 120 env DSINFER_CUDA_FP8_GEMM_MIN_M=1 $B/test_cuda_golden
+  step golden_w8 120 env DSINFER_CUDA_FP8_GEMM_MIN_M=1 DSINFER_CUDA_W8_SHARED_X=1 $B/test_cuda_golden
   cat $OUT/mutants.txt
   rm -f $OUT/dec_*.log $OUT/test_cuda_ops_mut_*.log
 fi

@@ -1683,7 +1683,7 @@ static void check_mlp_w8a8(setup *s, int I, const char *hfuse, int fuse) {
     wpair g = mk_weight(s, I, D, DS_DTYPE_F8_E4M3, 0.5f / sqrtf((float)D), "gate");
     wpair u = mk_weight(s, I, D, DS_DTYPE_F8_E4M3, 0.5f / sqrtf((float)D), "up");
     wpair dn = mk_weight(s, D, I, DS_DTYPE_F8_E4M3, 0.5f / sqrtf((float)I), "down");
-    const int Ms[] = {1, 4, 8, 9, 63, 64, 65};
+    const int Ms[] = {1, 4, 8, 9, 63, 64, 65, 130};
     for (int i = 0; i < (int)(sizeof Ms / sizeof Ms[0]); i++) {
         int M = Ms[i];
         if (M > max_m || M < w8_min_m) continue;   /* below w8_min_m the GEMVs (exact activations) take the MLP */
@@ -1724,7 +1724,8 @@ static void check_mlp_w8a8(setup *s, int I, const char *hfuse, int fuse) {
 /* The dense FP8 linears as W8A8 below 9 rows too (DSINFER_CUDA_FP8_GEMM_MIN_M=1; by default the GEMVs take them):
  * linear (V3 q_a + kv_a, V2-Lite's shared down, an odd shape), linear2 (V2-Lite q + kv_a, an odd pair) and the W8A8
  * MLP (two linears, linear2, fused; the fused one bit for bit against the unfused) at 1 .. 8 rows, against the CPU on
- * x quantized the same way. DSINFER_OPS_ONLY=w8small runs these alone. */
+ * x quantized the same way; then linear2 with x quantized once above 64 rows (DSINFER_CUDA_W8_SHARED_X=1). Both
+ * opt-in switches of the twelfth session; DSINFER_OPS_ONLY=w8small runs these alone. */
 static void run_w8a8_small(void) {
     if (only && strcmp(only, "w8small")) return;
     setup s;
@@ -1747,6 +1748,19 @@ static void run_w8a8_small(void) {
     }
     w8_min_m = GEMV_MAX_M_TEST + 1;
     unsetenv("DSINFER_CUDA_FP8_GEMM_MIN_M");
+    /* x quantized once for linear2's two W8A8 GEMMs above 64 rows (DSINFER_CUDA_W8_SHARED_X=1): linear2's 65 and 130
+     * rows, the MLP's gate / up at 65 and 130 with hfuse 2 */
+    setenv("DSINFER_CUDA_W8_SHARED_X", "1", 1);
+    if (load_setup(&s, "v3-w8x", "configs/deepseek-v3.json", 3, 16)) {
+        check_linear2(&s, "v3 q_a+kv_a", 1536, 576, 7168, DS_DTYPE_F8_E4M3);
+        check_linear2(&s, "odd", 260, 92, 384, DS_DTYPE_F8_E4M3);
+        free_setup(&s);
+    }
+    if (load_setup(&s, "v2l-w8x", "configs/deepseek-v2-lite.json", 0, 16)) {
+        check_mlp_w8a8(&s, 2816, "2", 0);
+        free_setup(&s);
+    }
+    unsetenv("DSINFER_CUDA_W8_SHARED_X");
 }
 
 /* linear2 at the MLA shapes: V2-Lite's q + kv_a, V3's q_a + kv_a, an odd pair (partial column blocks, K = 384);

@@ -188,6 +188,9 @@ void cu_ws_free(cu_ws *w);
  *   DSINFER_CUDA_FP8_GEMM_MIN_M=N  the dense FP8 linears (linear, linear2, the MLP) as W8A8 from N rows instead of 9,
  *                            the GEMVs below (opt-in, written in the twelfth session, not yet run on a GPU: at batch 8
  *                            the FP8 GEMVs of 8 rows read 5-7 MB in 32-43 us, 170 GB/s serialized).
+ *   DSINFER_CUDA_W8_SHARED_X=1  linear2 of two FP8 weights above 64 rows (q / kv_a; an MLP's gate / up with hfuse 2):
+ *                            x quantized once for both W8A8 GEMMs instead of once per linear (the same bits; opt-in,
+ *                            written in the twelfth session, not yet run on a GPU: 2 launches fewer a layer at b128+).
  *   DSINFER_CUDA_COMBINE_BF16=0  the MLA split combine writes o_lat in fp32 and a conversion kernel makes the W_UV
  *                            GEMM's BF16 input; default 1: the combine writes it in BF16 (the same bits, a launch
  *                            fewer a layer above 8 tokens).
@@ -206,6 +209,7 @@ typedef struct {
     int mlp_fuse;   /* the W8A8 MLP's split-K sums, SiLU * up and the down input's quantization in one kernel (DSINFER_CUDA_MLP_FUSE, default 1) */
     int kvb_bf16;   /* FP8 kv_b's BF16 copy made once per layer at weight upload (DSINFER_CUDA_KVB_BF16, default 1) */
     int qkv_fuse;   /* kv_a RMSNorm, both RoPEs and the cache store in one kernel (backend qkv_finish; DSINFER_CUDA_QKV_FUSE, default 1) */
+    int w8_shared_x;   /* linear2 above 64 rows: x quantized once for both W8A8 GEMMs (DSINFER_CUDA_W8_SHARED_X, default 0) */
     int fp8_gemm_min_m;   /* FP8 linears as W8A8 (opt.fp8_gemm) from this many rows, GEMVs below (DSINFER_CUDA_FP8_GEMM_MIN_M, default 9) */
     int moe_tc_min_m;   /* grouped routed experts on the tensor cores from this many tokens (DSINFER_CUDA_MOE_TC_MIN_M; 0, the default: FP8 2, BF16 4) */
     int combine_bf16;   /* mla_combine writes o_lat in BF16 for the W_UV GEMM (DSINFER_CUDA_COMBINE_BF16, default 1) */
@@ -551,6 +555,11 @@ void cu_f8_wgmma_linear(ds_cuda_backend *cb, float *out, const float *x, const d
 int cu_f8_wgmma_two_ok(const ds_weight *w1, const ds_weight *w2, int M);
 int cu_f8_wgmma_linear2(ds_cuda_backend *cb, float *out1, float *out2, const float *x, const ds_weight *w1,
                         const ds_weight *w2, int M);
+/* both weights would go to cu_f8_wgmma_linear at M rows (any of its kernels; cuda_moe_tc.cu); then x quantized once
+ * and the two GEMMs (cuda_fp8_wgmma.cu; opt.w8_shared_x above the one-launch form's 64 rows) */
+int cu_f8_wgmma_pair_ok(const ds_weight *w1, const ds_weight *w2, int M);
+void cu_f8_wgmma_shared_x(ds_cuda_backend *cb, float *out1, float *out2, const float *x, const ds_weight *w1,
+                          const ds_weight *w2, int M);
 /* The W8A8 MLP at decode sizes in five launches (opt.mlp_fuse; cuda_fp8_wgmma.cu): 0 (nothing done) where it does
  * not apply */
 int cu_f8_mlp(ds_cuda_backend *cb, float *out, const float *x, const ds_weight *gate, const ds_weight *up,

@@ -645,6 +645,7 @@ static cu_opts cu_opts_read(void) {
      * 3.53 vs 3.61 ms, BF16 3.47 vs 3.57) */
     o.router_fused_min_m = env_int("DSINFER_CUDA_ROUTER_FUSED_MIN_M", GEMV_MAX_M + 1);
     o.fp8_gemm_min_m = env_int("DSINFER_CUDA_FP8_GEMM_MIN_M", GEMV_MAX_M + 1);
+    o.w8_shared_x = env_int("DSINFER_CUDA_W8_SHARED_X", 0);
     o.moe_tc_min_m = env_int("DSINFER_CUDA_MOE_TC_MIN_M", 0);   /* 0: by the experts' dtype (cuda_moe.cu) */
     o.combine_bf16 = env_int("DSINFER_CUDA_COMBINE_BF16", 1);
     o.router_fused_max_m = env_int("DSINFER_CUDA_ROUTER_FUSED_MAX_M", 256);

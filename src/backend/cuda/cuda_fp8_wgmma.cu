@@ -524,6 +524,17 @@ int cu_f8_wgmma_linear2(ds_cuda_backend *cb, float *out1, float *out2, const flo
     return 1;
 }
 
+/* out1 [M, N1] and out2 [M, N2] from one x [M, K]: x quantized once, then cu_f8_wgmma_gemm for each weight (at more
+ * than 64 rows, where cu_f8_wgmma_linear2's one launch does not go): what two cu_f8_wgmma_linear calls compute, one
+ * quantizer launch fewer. The caller checked cu_f8_wgmma_pair_ok. */
+void cu_f8_wgmma_shared_x(ds_cuda_backend *cb, float *out1, float *out2, const float *x, const ds_weight *w1,
+                          const ds_weight *w2, int M) {
+    float *qs;
+    const unsigned char *q = quantize_rows(cb, x, M, w1->cols, &qs);
+    cu_f8_wgmma_gemm(cb, out1, q, qs, w1, M);
+    cu_f8_wgmma_gemm(cb, out2, q, qs, w2, M);
+}
+
 /* The epilogue of the fused W8A8 MLP: for token i and column block b (a warp; lane l: columns 128 b + 4 l ..
  * + 3), g and u = the sums in z order of the ks split-K partials pg / pu [ks][M][I] (f8_reduce_kernel's order),
  * h = SiLU(g) * u (silu_mul_kernel's cu_silu_mul), then h's codes qh [M, I] and scale sh [M][I/128] as

@@ -193,6 +193,10 @@ void cu_linear2(ds_backend *be, float *out1, float *out2, const float *x, const 
         int w8 = w8a8_rows(cb, M) && cu_f8_wgmma_two_ok(w1, w2, M);
         if (!w8 && M <= GEMV_MAX_M && cb->opt.vec_gemv && cu_gemv_two(out1, out2, x, M, cu_view(w1), cu_view(w2))) return;
         if (w8 && cu_f8_wgmma_linear2(cb, out1, out2, x, w1, w2, M)) return;
+        if (cb->opt.w8_shared_x && w8a8_rows(cb, M) && cu_f8_wgmma_pair_ok(w1, w2, M)) {
+            cu_f8_wgmma_shared_x(cb, out1, out2, x, w1, w2, M);
+            return;
+        }
     }
     cu_linear(be, out1, x, w1, M);
     cu_linear(be, out2, x, w2, M);
