@@ -33,6 +33,12 @@ mutant() { local n rc mm=${3-256} t=${4:-200}; n=$(basename "$1")
   echo "== $n rc=$rc (must be non-zero): $(grep -c "CHECK failed" "$OUT/$n.log") failed checks" | tee -a "$OUT/mutants.txt"; }
 # nf DTYPE BATCH: the index of the first decode forward at BATCH tokens (for DSINFER_CUDA_PROFILE_STEPS, ncu parts)
 nf() { DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=list $B/dsinfer bench --dtype $1 --batch $2 --ctx 1K --prompt '' --steps 2 2>&1 | awk -v t="$2 tokens" '$0 ~ "^profile: forward .* " t {gsub(",","",$3); n=$3} END{print n}'; }
+# ncu_step NAME DTYPE BATCH [NCU_OPTIONS...]: the kernels of the first decode forward at BATCH tokens (graphs off), ncu's
+# time and DRAM bytes summed per kernel by ncu_sum.py into $OUT/NAME.txt (its head printed; the raw CSV removed)
+ncu_step() { local name=$1 dt=$2 b=$3 N; shift 3; N=$(nf $dt $b); echo "$dt b$b: profiling forward $N"
+  step $name 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=$N ncu --clock-control none --cache-control none --profile-from-start off "$@" --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv --page raw --log-file $OUT/$name.csv $B/dsinfer bench --dtype $dt --batch $b --ctx 1K --prompt '' --steps 2 --bw 4221 --tflops 780
+  python3 dev/cuda/ncu_sum.py $OUT/$name.csv > $OUT/$name.txt 2>&1; head -24 $OUT/$name.txt
+  rm -f $OUT/$name.csv; }
 want() { [ "$PART" = all ] || [[ ",$PART," == *",$1,"* ]]; }   # PART: one part or a comma list
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 # opsfull: test_cuda_ops alone, every M
@@ -302,12 +308,8 @@ if want prof7; then
   for v in 1 0; do
     step dec_fp8gemm$v 100 env DSINFER_CUDA_TC=1 DSINFER_CUDA_FP8_GEMM=$v $B/dsinfer bench --dtype fp8 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label fp8gemm$v
   done
-  N=$(nf fp8 64); echo "fp8 b64: profiling forward $N"
-  step ncu7_fp8_b64 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=$N ncu --clock-control none --cache-control none --profile-from-start off --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv --page raw --log-file $OUT/ncu7_fp8_b64.csv $B/dsinfer bench --dtype fp8 --batch 64 --ctx 1K --prompt '' --steps 2 --bw 4221 --tflops 780
-  python3 dev/cuda/ncu_sum.py $OUT/ncu7_fp8_b64.csv > $OUT/ncu7_fp8_b64.txt 2>&1; head -30 $OUT/ncu7_fp8_b64.txt
-  N=$(nf bf16 1); echo "bf16 b1: profiling forward $N"
-  step ncu7_bf16_b1 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=$N ncu --clock-control none --cache-control none --profile-from-start off --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv --page raw --log-file $OUT/ncu7_bf16_b1.csv $B/dsinfer bench --dtype bf16 --batch 1 --ctx 1K --prompt '' --steps 2 --bw 4221 --tflops 780
-  python3 dev/cuda/ncu_sum.py $OUT/ncu7_bf16_b1.csv > $OUT/ncu7_bf16_b1.txt 2>&1; head -30 $OUT/ncu7_bf16_b1.txt
+  ncu_step ncu7_fp8_b64 fp8 64
+  ncu_step ncu7_bf16_b1 bf16 1
   rm -f $OUT/*.csv
 fi
 # own8 (issues 7, 8): the W8A8 linear by the own FP8-MMA kernel up to 256 rows (DSINFER_CUDA_FP8_GEMM=1): op tests
@@ -398,10 +400,8 @@ if want prof9; then
   step golden 120 $B/test_cuda_golden
   step model 200 $B/test_cuda_model
   for dt_b in fp8:64 bf16:256 fp8:256; do
-    dt=${dt_b%:*}; b=${dt_b#*:}; N=$(nf $dt $b); echo "$dt b$b: profiling forward $N"
-    step ncu9_${dt}_b$b 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=$N ncu --clock-control none --cache-control none --profile-from-start off --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv --page raw --log-file $OUT/ncu9_${dt}_b$b.csv $B/dsinfer bench --dtype $dt --batch $b --ctx 1K --prompt '' --steps 2 --bw 4221 --tflops 780
-    python3 dev/cuda/ncu_sum.py $OUT/ncu9_${dt}_b$b.csv > $OUT/ncu9_${dt}_b$b.txt 2>&1; head -24 $OUT/ncu9_${dt}_b$b.txt
-    rm -f $OUT/ncu9_${dt}_b$b.csv
+    dt=${dt_b%:*}; b=${dt_b#*:}
+    ncu_step ncu9_${dt}_b$b $dt $b
   done
 fi
 # cap9: capacity of one H200 at 4K context with the FP8 cache (v3 kernel) and the new default (BF16) cache, and the
@@ -557,10 +557,8 @@ if want prof11; then
   step dec_fp8 60 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s11-fp8
   step dec_bf16 60 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s11-bf16
   for dt_b in fp8:64 fp8:128 bf16:1; do
-    dt=${dt_b%:*}; b=${dt_b#*:}; N=$(nf $dt $b); echo "$dt b$b: profiling forward $N"
-    step ncu11_${dt}_b$b 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=$N ncu --clock-control none --cache-control none --profile-from-start off --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv --page raw --log-file $OUT/ncu11_${dt}_b$b.csv $B/dsinfer bench --dtype $dt --batch $b --ctx 1K --prompt '' --steps 2 --bw 4221 --tflops 780
-    python3 dev/cuda/ncu_sum.py $OUT/ncu11_${dt}_b$b.csv > $OUT/ncu11_${dt}_b$b.txt 2>&1; head -24 $OUT/ncu11_${dt}_b$b.txt
-    rm -f $OUT/ncu11_${dt}_b$b.csv
+    dt=${dt_b%:*}; b=${dt_b#*:}
+    ncu_step ncu11_${dt}_b$b $dt $b
   done
 fi
 # side11 (eleventh session, issue 7): the shared experts on a second stream (DSINFER_CUDA_SHARED_STREAM) and the
@@ -601,10 +599,7 @@ if want tk11; then
     step opsb_tk$v 100 env DSINFER_CUDA_F8_TICKETS=$v $B/dsinfer bench --ops --ops-m 64
     grep -E "geomean|^ *[0-9]+ *x *[0-9]+|us" $OUT/opsb_tk$v.log | head -12
   done
-  N=$(nf fp8 64); echo "fp8 b64: profiling forward $N"
-  step ncu11_tk 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=$N ncu --clock-control none --cache-control none --profile-from-start off --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv --page raw --log-file $OUT/ncu11_tk.csv $B/dsinfer bench --dtype fp8 --batch 64 --ctx 1K --prompt '' --steps 2 --bw 4221 --tflops 780
-  python3 dev/cuda/ncu_sum.py $OUT/ncu11_tk.csv > $OUT/ncu11_tk.txt 2>&1; head -16 $OUT/ncu11_tk.txt
-  rm -f $OUT/ncu11_tk.csv
+  ncu_step ncu11_tk fp8 64
   cat $OUT/mutants.txt
 fi
 # hf11 (eleventh session): the q / kv_a projections in one launch (backend linear2, DSINFER_CUDA_HFUSE) and the
@@ -693,10 +688,7 @@ if want def12; then
   step dec_d8 60 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s12-def-fp8
   step dec_d16 60 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s12-def-bf16
   for b in 1 64; do
-    N=$(nf fp8 $b); echo "fp8 b$b: profiling forward $N"
-    step ncu12_b$b 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=$N ncu --clock-control none --cache-control none --profile-from-start off --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv --page raw --log-file $OUT/ncu12_b$b.csv $B/dsinfer bench --dtype fp8 --batch $b --ctx 1K --prompt '' --steps 2 --bw 4221 --tflops 780
-    python3 dev/cuda/ncu_sum.py $OUT/ncu12_b$b.csv > $OUT/ncu12_b$b.txt 2>&1; head -30 $OUT/ncu12_b$b.txt
-    rm -f $OUT/ncu12_b$b.csv
+    ncu_step ncu12_b$b fp8 $b
   done
   rm -f $OUT/model.log $OUT/host.log $OUT/dec_d8.log $OUT/dec_d16.log   # 8 files come back: bench.csv, the ncu lists, ops, golden, summary
 fi
@@ -744,10 +736,7 @@ if want fin12; then
   step golden 120 $B/test_cuda_golden
   step model 200 $B/test_cuda_model
   for b in 64 256; do   # --launch-count: the forward (~840 kernels), not the pages freed after it (a fill each)
-    N=$(nf fp8 $b); echo "fp8 b$b: profiling forward $N"
-    step ncu12f_b$b 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=$N ncu --clock-control none --cache-control none --profile-from-start off --launch-count 1000 --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv --page raw --log-file $OUT/ncu12f_b$b.csv $B/dsinfer bench --dtype fp8 --batch $b --ctx 1K --prompt '' --steps 2 --bw 4221 --tflops 780
-    python3 dev/cuda/ncu_sum.py $OUT/ncu12f_b$b.csv > $OUT/ncu12f_b$b.txt 2>&1; head -24 $OUT/ncu12f_b$b.txt
-    rm -f $OUT/ncu12f_b$b.csv
+    ncu_step ncu12f_b$b fp8 $b --launch-count 1000
   done
   cat $OUT/mutants.txt
   rm -f $OUT/dec_*.log $OUT/test_cuda_ops_mut_*.log $OUT/host.log $OUT/model.log $OUT/ncu12f_*.log   # 8 files come back
@@ -770,9 +759,7 @@ if want moe12; then
   step golden 120 $B/test_cuda_golden
   step fin_fp8 60 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s12-final-fp8
   step fin_bf16 60 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s12-final-bf16
-  N=$(nf fp8 8); echo "fp8 b8: profiling forward $N"
-  step ncu12_b8 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=$N ncu --clock-control none --cache-control none --profile-from-start off --launch-count 1000 --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv --page raw --log-file $OUT/ncu12_b8.csv $B/dsinfer bench --dtype fp8 --batch 8 --ctx 1K --prompt '' --steps 2 --bw 4221 --tflops 780
-  python3 dev/cuda/ncu_sum.py $OUT/ncu12_b8.csv > $OUT/ncu12_b8.txt 2>&1; head -20 $OUT/ncu12_b8.txt
+  ncu_step ncu12_b8 fp8 8 --launch-count 1000
   rm -f $OUT/ncu12_b8.csv $OUT/dec_*.log $OUT/ncu12_b8.log $OUT/fin_*.log   # 8 files come back
 fi
 # end12 (twelfth session): after the experts' tensor-core threshold became FP8 2 / BF16 4 tokens by default: the

@@ -1025,7 +1025,8 @@ static void check_sample(setup *s) {
 /* kv_rank (0: the config's) overrides kv_lora_rank; kv_layout selects the KV cache layout (KV_F32, KV_FP8,
  * KV_BF16). */
 enum { KV_F32 = 0, KV_FP8 = 1, KV_BF16 = 2 };
-static int load_setup_kv(setup *s, const char *name, const char *path, int heads, int page_size, int kv_rank, int kv_layout) {
+/* cfg from the config.json at path; 0 (a failed check naming why) when it cannot be read or parsed */
+static int read_config(const char *path, ds_config *cfg) {
     FILE *f = fopen(path, "rb");
     if (!f) { CHECKF(0, "cannot open %s", path); return 0; }
     static char txt[1 << 16];
@@ -1033,8 +1034,14 @@ static int load_setup_kv(setup *s, const char *name, const char *path, int heads
     fclose(f);
     txt[n] = 0;
     char err[DS_ERRLEN];
+    if (ds_config_parse(txt, path, cfg, err) != DS_OK) { CHECKF(0, "%s", err); return 0; }
+    return 1;
+}
+
+static int load_setup_kv(setup *s, const char *name, const char *path, int heads, int page_size, int kv_rank, int kv_layout) {
+    char err[DS_ERRLEN];
     memset(s, 0, sizeof *s);
-    if (ds_config_parse(txt, path, &s->cfg, err) != DS_OK) { CHECKF(0, "%s", err); return 0; }
+    if (!read_config(path, &s->cfg)) return 0;
     if (heads) s->cfg.num_heads = heads;
     if (kv_rank) s->cfg.kv_lora_rank = kv_rank;
     s->cfg.kv_fp8 = kv_layout == KV_FP8;
@@ -1375,13 +1382,8 @@ static void run_router(void) {
     for (int p = 0; p < 3; p++) {
         setup s;
         memset(&s, 0, sizeof s);
-        FILE *f = fopen(paths[p], "rb");
-        static char txt[1 << 16];
-        size_t n = f ? fread(txt, 1, sizeof txt - 1, f) : 0;
-        if (f) fclose(f);
-        txt[n] = 0;
         char err[DS_ERRLEN];
-        if (ds_config_parse(txt, paths[p], &s.cfg, err) != DS_OK) { CHECKF(0, "%s", err); continue; }
+        if (!read_config(paths[p], &s.cfg)) continue;
         if (p == 1) s.cfg.n_routed_experts = 60;   /* before the backends read the config */
         s.name = names[p];
         s.page_size = 16;

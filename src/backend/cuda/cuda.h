@@ -374,6 +374,15 @@ CU_HD float cu_fp8_to_f32(unsigned char b) {
     __half_raw h = __nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)b, __NV_E4M3);
     return __half2float(__half(h));
 }
+/* The 8 BF16 values of a 16-byte chunk (little-endian pairs in each word) as fp32, in memory order: v[0 .. 7]. */
+__device__ __forceinline__ void cu_bf16x8(uint4 raw, float *v) {
+    const unsigned u[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        v[2 * i] = __uint_as_float(u[i] << 16);
+        v[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
+    }
+}
 /* The cache layout of a config: fp32, FP8 (above) or BF16 ((C + dr) bf16, little-endian). */
 #define CU_KV_F32 0
 #define CU_KV_FP8 1

@@ -296,12 +296,7 @@ __global__ void __launch_bounds__(256) absorb_q_v2_kernel(float *qlat, const flo
                 size_t r = (size_t)h * hw + d;
                 float wv[8];
                 if (vec && !f8) {
-                    const uint32_t uu[4] = {raw[u].x, raw[u].y, raw[u].z, raw[u].w};
-#pragma unroll
-                    for (int i = 0; i < 4; i++) {
-                        wv[2 * i] = __uint_as_float(uu[i] << 16);
-                        wv[2 * i + 1] = __uint_as_float(uu[i] & 0xffff0000u);
-                    }
+                    cu_bf16x8(raw[u], wv);
                 } else if (vec) {
                     const uint32_t uu[2] = {raw[u].x, raw[u].y};
 #pragma unroll

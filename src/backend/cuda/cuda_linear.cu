@@ -263,11 +263,7 @@ __device__ __forceinline__ void ld_chunk(const cu_wview &w, int n, int c, float 
 #pragma unroll
             for (int i = 0; i < 4; i++) v[i] = __uint_as_float(u[i]);
         } else if constexpr (VT == VT_BF16) {
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                v[2 * i] = __uint_as_float(u[i] << 16);
-                v[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
-            }
+            cu_bf16x8(raw, v);
         } else {
             float s = w.scale[(size_t)(n >> 7) * (size_t)w.scale_cols + (size_t)((c * V) >> 7)];
 #pragma unroll

@@ -267,12 +267,7 @@ __global__ void __launch_bounds__(RF_WARPS * 32) router_fused_kernel(const float
             uint4 raw = wr[c / V];
             float wv[V];
             if (BF16) {
-                const unsigned u[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    wv[2 * i] = __uint_as_float(u[i] << 16);
-                    wv[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
-                }
+                cu_bf16x8(raw, wv);
             } else {
                 wv[0] = __uint_as_float(raw.x);
                 wv[1] = __uint_as_float(raw.y);
