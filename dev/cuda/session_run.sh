@@ -777,9 +777,10 @@ fi
 # (DSINFER_CUDA_FP8_GEMM_MIN_M, opt-in) and linear2's x quantized once above 64 rows (DSINFER_CUDA_W8_SHARED_X,
 # opt-in): op test `DSINFER_OPS_ONLY=w8small` (linear, linear2, the MLP at 1 .. 8 rows; linear2 and the MLP at 65 /
 # 130 with the shared x), the w8_* mutants (dev/cuda/mutants_s12b.sh), FP8 rows at batch 1 .. 16 with the first
-# switch at 1, 2, 4 and 9 (the default) and at batch 128 / 256 with the second on / off and with cuBLASLt above 128
-# rows (DSINFER_CUDA_FP8_OWN_MAX_M=128: the b256 dense linears ran at 0.53 TB/s on f8_tma_kernel), alternated
-# twice; the goldens with both switches on
+# switch at 1, 2, 4 and 9 (the default); decode at batch 64 .. 256 and prefill at 512 .. 8K with the second on / off
+# and with cuBLASLt's block-scaled GEMM above 128 or 64 rows (DSINFER_CUDA_FP8_OWN_MAX_M: the b256 dense linears ran
+# at 0.53 TB/s on f8_tma_kernel; `bench --ops` had the own GEMM at 0.81-0.83x cuBLASLt at M = 4096 on every V3 shape
+# and 0.91x at 128), alternated twice; the goldens with both switches on
 if want w8s13; then
   step ops_w8s 150 env DSINFER_OPS_ONLY=w8small $B/test_cuda_ops
   grep -E "W8A8|linear2" $OUT/ops_w8s.log | grep -E "M=(1|8) " | head -8
@@ -788,13 +789,27 @@ if want w8s13; then
     for v in 1 2 4 9; do
       step dec_w8m$v 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_FP8_GEMM_MIN_M=$v $B/dsinfer bench --dtype fp8 --batch 1,2,4,8,16 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s13-fp8-w8min$v
     done
-    for v in 10 00 01; do   # shared x : cuBLASLt above 128 rows
-      step dec_shx$v 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_W8_SHARED_X=${v:0:1} DSINFER_CUDA_FP8_OWN_MAX_M=$([ ${v:1:1} = 1 ] && echo 128 || echo 65535) $B/dsinfer bench --dtype fp8 --batch 128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s13-fp8-shx${v:0:1}-lt${v:1:1}
+    for v in 1:65535 0:65535 0:128 0:64; do   # shared x : own W8A8 GEMM up to this many rows, cuBLASLt's above
+      IFS=: read -r x o <<< "$v"
+      step dec_shx$x-$o 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_W8_SHARED_X=$x DSINFER_CUDA_FP8_OWN_MAX_M=$o $B/dsinfer bench --dtype fp8 --batch 64,128,256 --ctx 1K --prompt 512,2K,8K --steps 4 --csv $CSV --label s13-fp8-shx$x-own$o
     done
   done
   step golden_w8 120 env DSINFER_CUDA_FP8_GEMM_MIN_M=1 DSINFER_CUDA_W8_SHARED_X=1 $B/test_cuda_golden
   cat $OUT/mutants.txt
   rm -f $OUT/dec_*.log $OUT/test_cuda_ops_mut_*.log
+fi
+# side13 (written in the twelfth session; not yet run): why a process that ran batch-64 steps with the shared experts
+# on the second stream runs batch 256 3% slower afterwards (RESULTS eleventh session run 6): the same rows with graphs
+# off (is it the captured graphs?), and with batch 256 first (does the order matter?), side on / off, twice
+if want side13; then
+  for r in 1 2; do
+    for v in 1 0; do
+      step side_g$v 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_SHARED_STREAM=$v $B/dsinfer bench --dtype fp8 --batch 64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s13-side$v-graphs
+      step side_n$v 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_SHARED_STREAM=$v DSINFER_CUDA_GRAPHS=0 $B/dsinfer bench --dtype fp8 --batch 64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s13-side$v-nographs
+      step side_r$v 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_SHARED_STREAM=$v $B/dsinfer bench --dtype fp8 --batch 256,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s13-side$v-b256first
+    done
+  done
+  rm -f $OUT/side_*.log
 fi
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV
