@@ -780,7 +780,8 @@ fi
 # switch at 1, 2, 4 and 9 (the default); decode at batch 64 .. 256 and prefill at 512 .. 8K with the second on / off
 # and with cuBLASLt's block-scaled GEMM above 128 or 64 rows (DSINFER_CUDA_FP8_OWN_MAX_M: the b256 dense linears ran
 # at 0.53 TB/s on f8_tma_kernel; `bench --ops` had the own GEMM at 0.81-0.83x cuBLASLt at M = 4096 on every V3 shape
-# and 0.91x at 128), alternated twice; the goldens with both switches on
+# and 0.91x at 128) or the cp.async kernel above 64 rows (DSINFER_CUDA_FP8_TMA=0), alternated twice; the goldens
+# with both switches on
 if want w8s13; then
   step ops_w8s 150 env DSINFER_OPS_ONLY=w8small $B/test_cuda_ops
   grep -E "W8A8|linear2" $OUT/ops_w8s.log | grep -E "M=(1|8) " | head -8
@@ -789,9 +790,11 @@ if want w8s13; then
     for v in 1 2 4 9; do
       step dec_w8m$v 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_FP8_GEMM_MIN_M=$v $B/dsinfer bench --dtype fp8 --batch 1,2,4,8,16 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s13-fp8-w8min$v
     done
-    for v in 1:65535 0:65535 0:128 0:64; do   # shared x : own W8A8 GEMM up to this many rows, cuBLASLt's above
-      IFS=: read -r x o <<< "$v"
-      step dec_shx$x-$o 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_W8_SHARED_X=$x DSINFER_CUDA_FP8_OWN_MAX_M=$o $B/dsinfer bench --dtype fp8 --batch 64,128,256 --ctx 1K --prompt 512,2K,8K --steps 4 --csv $CSV --label s13-fp8-shx$x-own$o
+    # shared x : own W8A8 GEMM up to this many rows (cuBLASLt's above) : the TMA kernel above 64 rows (0: the cp.async
+    # kernel with two warpgroups, DSINFER_CUDA_FP8_TMA=0)
+    for v in 1:65535:1 0:65535:1 0:128:1 0:64:1 0:65535:0; do
+      IFS=: read -r x o t <<< "$v"
+      step dec_shx$x-$o-$t 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_W8_SHARED_X=$x DSINFER_CUDA_FP8_OWN_MAX_M=$o DSINFER_CUDA_FP8_TMA=$t $B/dsinfer bench --dtype fp8 --batch 64,128,256 --ctx 1K --prompt 512,2K,8K --steps 4 --csv $CSV --label s13-fp8-shx$x-own$o-tma$t
     done
   done
   step golden_w8 120 env DSINFER_CUDA_FP8_GEMM_MIN_M=1 DSINFER_CUDA_W8_SHARED_X=1 $B/test_cuda_golden
