@@ -559,8 +559,8 @@ int cu_f8_linear(ds_cuda_backend *cb, float *out, const float *x, const ds_weigh
 /* DSINFER_CUDA_FP8_OWN=2: the same product on wgmma (cuda_fp8_wgmma.cu; _FP8_OWN_MAX_M default 65535):
  * x quantized per token x 128 columns, then the block-scaled GEMM with split K and a reduce. */
 void cu_f8_wgmma_linear(ds_cuda_backend *cb, float *out, const float *x, const ds_weight *w, int M);
-/* both weights would go to cu_f8_wgmma_linear's cp.async kernel at M rows (cuda_moe_tc.cu); then the two in one
- * launch (cuda_fp8_wgmma.cu; 0: nothing done) */
+/* both weights (of equal K) would go to cu_f8_wgmma_linear's cp.async kernel at M rows (cuda_moe_tc.cu); then the
+ * two in one launch (cuda_fp8_wgmma.cu; 0: nothing done) */
 int cu_f8_wgmma_two_ok(const ds_weight *w1, const ds_weight *w2, int M);
 int cu_f8_wgmma_linear2(ds_cuda_backend *cb, float *out1, float *out2, const float *x, const ds_weight *w1,
                         const ds_weight *w2, int M);

@@ -190,10 +190,10 @@ void cu_linear2(ds_backend *be, float *out1, float *out2, const float *x, const 
     ds_cuda_backend *cb = cu_of(be);
     if (M <= 0) return;
     if (cb->opt.hfuse && w1->cols == w2->cols && w1->rows > 0 && w2->rows > 0) {
-        int w8 = w8a8_rows(cb, M) && cu_f8_wgmma_two_ok(w1, w2, M);
+        int rows8 = w8a8_rows(cb, M), w8 = rows8 && cu_f8_wgmma_two_ok(w1, w2, M);
         if (!w8 && M <= GEMV_MAX_M && cb->opt.vec_gemv && cu_gemv_two(out1, out2, x, M, cu_view(w1), cu_view(w2))) return;
         if (w8 && cu_f8_wgmma_linear2(cb, out1, out2, x, w1, w2, M)) return;
-        if (cb->opt.w8_shared_x && w8a8_rows(cb, M) && cu_f8_wgmma_pair_ok(w1, w2, M)) {
+        if (cb->opt.w8_shared_x && rows8 && cu_f8_wgmma_pair_ok(w1, w2, M)) {
             cu_f8_wgmma_shared_x(cb, out1, out2, x, w1, w2, M);
             return;
         }

@@ -672,14 +672,6 @@ static void f8_one(dim3 grid, float *part, const unsigned char *q, const float *
         part, N, q, qs, NULL, NULL, NULL, N, K, v, M, kc);
 }
 
-int cu_f8_wgmma_two_ok(const ds_weight *w1, const ds_weight *w2, int M) {
-    const ds_weight *w[2] = {w1, w2};
-    for (int i = 0; i < 2; i++)
-        if (!cu_fp8_gemm_ok(w[i]) || w[i]->cols % 128) return 0;
-    /* cu_f8_linear's choice below: own = 2, not the moe_wg dense form, the cp.async kernel (at most 64 rows) */
-    return cu_fp8_own == 2 && M >= 1 && M <= 64 && M <= cu_fp8_own_max_m && M > cu_f8_wg_max_m;
-}
-
 int cu_f8_wgmma_pair_ok(const ds_weight *w1, const ds_weight *w2, int M) {
     const ds_weight *w[2] = {w1, w2};
     for (int i = 0; i < 2; i++)
@@ -687,6 +679,9 @@ int cu_f8_wgmma_pair_ok(const ds_weight *w1, const ds_weight *w2, int M) {
     /* cu_linear_fp8 -> cu_f8_linear's choice below: own = 2 up to its rows, not the moe_wg dense form */
     return w1->cols == w2->cols && cu_fp8_own == 2 && M >= 1 && M <= 65535 && M <= cu_fp8_own_max_m && M > cu_f8_wg_max_m;
 }
+
+/* ... and of those, the cp.async kernel's sizes (at most 64 rows) */
+int cu_f8_wgmma_two_ok(const ds_weight *w1, const ds_weight *w2, int M) { return M <= 64 && cu_f8_wgmma_pair_ok(w1, w2, M); }
 
 int cu_f8_linear(ds_cuda_backend *cb, float *out, const float *x, const ds_weight *w, int M) {
     int N = w->rows, K = w->cols;
