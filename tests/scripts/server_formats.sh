@@ -17,8 +17,11 @@ got=$(curl -s "$url/v1/completions" -H 'Content-Type: application/json' \
 want=$("$BIN" generate --model models/demo --prompt "And God said" -n 12 --temperature 0 --threads 1 \
   --kv-cache-dtype fp8 --quantization fp4 --ignore-eos)
 [ "And God said$got" = "$want" ] || { echo "server: [$got] generate: [$want]"; exit 1; }
-curl -s "$url/metrics" | grep -q '^dsinfer:cache_config_info{model_name="models/demo",cache_dtype="fp8"} 1$' ||
-  { echo "/metrics lacks cache_config_info with cache_dtype fp8:"; curl -s "$url/metrics" | grep cache_config; exit 1; }
+# The page is read whole first: `curl | grep -q` under pipefail fails when grep exits at the match and curl,
+# still writing, gets SIGPIPE (CI saw this once under ASan).
+metrics=$(curl -s "$url/metrics")
+grep -q '^dsinfer:cache_config_info{model_name="models/demo",cache_dtype="fp8"} 1$' <<<"$metrics" ||
+  { echo "/metrics lacks cache_config_info with cache_dtype fp8:"; grep cache_config <<<"$metrics"; exit 1; }
 set +e
 "$BIN" serve --model models/demo --port 0 --kv-cache-dtype fp16 >/dev/null 2>"$log.err"; rc=$?
 set -e
