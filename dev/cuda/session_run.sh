@@ -814,6 +814,30 @@ if want side13; then
   done
   rm -f $OUT/side_*.log
 fi
+# f8lab13 (written in the thirteenth session, which had no device time; not yet run): the W8A8 cp.async kernel with
+# its ring all in flight at the start (DSINFER_CUDA_F8_PRELOAD), the split-K reduce four values a thread
+# (DSINFER_CUDA_F8_REDUCE_VEC), at least 2 / 3 / 4 stages a K split (DSINFER_CUDA_F8_SPLIT_KB): op test
+# `DSINFER_OPS_ONLY=f8lab` (the first two bit for bit against their absence, all three against the CPU), the f8_*
+# mutants (dev/cuda/mutants_s13.sh), `bench --ops` at M = 64 / 128 (per-GEMM us against cuBLASLt) with preload off /
+# on, FP8 decode rows at batch 8 .. 256 for each variant "preload:reduce_vec:split_kb", alternated twice; the
+# goldens with the first two on
+if want f8lab13; then
+  step ops_f8lab 200 env DSINFER_OPS_ONLY=f8lab $B/test_cuda_ops
+  grep -E "values differ" $OUT/ops_f8lab.log | head -6
+  for f in .deps/bin/test_cuda_ops_mut_f8_*; do [ -x "$f" ] && mutant $f f8lab; done
+  for v in 0 1; do
+    step ops_pre$v 120 env DSINFER_CUDA_F8_PRELOAD=$v DSINFER_CUDA_F8_REDUCE_VEC=$v $B/dsinfer bench --ops --ops-m 64,128 --csv $CSV --label s13-ops-pre$v
+  done
+  for r in 1 2; do
+    for v in 0:0:4 1:0:4 0:1:4 1:1:4 1:1:3 1:1:2; do
+      IFS=: read -r p q k <<< "$v"
+      step dec_f8l$p$q$k 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_F8_PRELOAD=$p DSINFER_CUDA_F8_REDUCE_VEC=$q DSINFER_CUDA_F8_SPLIT_KB=$k $B/dsinfer bench --dtype fp8 --batch 8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s13-f8lab-pre$p-rv$q-kb$k
+    done
+  done
+  step golden_f8l 120 env DSINFER_CUDA_F8_PRELOAD=1 DSINFER_CUDA_F8_REDUCE_VEC=1 $B/test_cuda_golden
+  cat $OUT/mutants.txt
+  rm -f $OUT/dec_*.log $OUT/test_cuda_ops_mut_*.log
+fi
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

@@ -1076,8 +1076,9 @@ static void free_setup(setup *s) {
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
 static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf | side | linear2 | kvb | qkv | router | w8small
-                            * (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16, run_side_stream,
-                            * run_linear2, run_kvb_copy, run_qkv_finish, run_router or run_w8a8_small */
+                            * | f8lab (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
+                            * run_side_stream, run_linear2, run_kvb_copy, run_qkv_finish, run_router, run_w8a8_small or
+                            * run_f8_lab */
 
 static void run_v3(void) {
     if (only) return;
@@ -1765,6 +1766,98 @@ static void run_w8a8_small(void) {
     unsetenv("DSINFER_CUDA_W8_SHARED_X");
 }
 
+/* A W8A8 backend (DSINFER_CUDA_FP8_GEMM=1, TC on) with env name set to val (NULL: unset) */
+static ds_backend *w8_backend_with(setup *s, const char *name, const char *val, char *err) {
+    setenv("DSINFER_CUDA_FP8_GEMM", "1", 1);
+    setenv("DSINFER_CUDA_TC", "1", 1);
+    if (val) setenv(name, val, 1);
+    ds_backend *gpu = ds_backend_cuda_new(&s->cfg, err);
+    unsetenv("DSINFER_CUDA_FP8_GEMM");
+    unsetenv("DSINFER_CUDA_TC");
+    if (val) unsetenv(name);
+    return gpu;
+}
+
+/* linear (N x K) and linear2 (N x K, N2 x K) on two backends that differ only in name = val: every output value the
+ * same bits (switches that change how the W8A8 kernels load or sum, not what they add). Each M twice on new inputs
+ * (the second launch finds the first one's partials and tickets). */
+static void check_w8_same_bits(setup *s, const char *name, const char *val, int N, int N2, int K, const int *Ms, int nM) {
+    char err[DS_ERRLEN];
+    ds_backend *a = w8_backend_with(s, name, NULL, err), *b = a ? w8_backend_with(s, name, val, err) : NULL;
+    if (!a || !b) {
+        if (a) a->destroy(a);
+        CHECKF(0, "%s", err);
+        return;
+    }
+    wpair w = mk_weight(s, N, K, DS_DTYPE_F8_E4M3, 0.5f / sqrtf((float)K), "w");
+    wpair w2 = mk_weight(s, N2, K, DS_DTYPE_F8_E4M3, 0.5f / sqrtf((float)K), "w2");
+    for (int i = 0; i < nM; i++) {
+        int M = Ms[i];
+        if (M > max_m) continue;
+        prime(s, M);
+        buf x = buf_new(s, (size_t)M * K), oa = buf_new(s, (size_t)M * N), ob = buf_new(s, (size_t)M * N);
+        buf pa = buf_new(s, (size_t)M * N2), pb = buf_new(s, (size_t)M * N2);
+        size_t d1 = 0, d2 = 0;
+        for (int pass = 0; pass < 2; pass++) {
+            w8a8_input(&x, M, K);
+            buf_poison(&oa); buf_poison(&ob);
+            a->linear(a, oa.d, x.d, &w.d, M);
+            b->linear(b, ob.d, x.d, &w.d, M);
+            d1 += device_units_differ(s, oa.d, ob.d, (size_t)M * N, sizeof(float));
+            buf_poison(&oa); buf_poison(&ob); buf_poison(&pa); buf_poison(&pb);
+            a->linear2(a, oa.d, pa.d, x.d, &w.d, &w2.d, M);
+            b->linear2(b, ob.d, pb.d, x.d, &w.d, &w2.d, M);
+            d2 += device_units_differ(s, oa.d, ob.d, (size_t)M * N, sizeof(float)) +
+                  device_units_differ(s, pa.d, pb.d, (size_t)M * N2, sizeof(float));
+        }
+        printf("  %-8s W8A8 %dx%d (+%d) M=%d, %s=%s against unset: %zu (linear) and %zu (linear2) values differ\n", s->name,
+               N, K, N2, M, name, val, d1, d2);
+        CHECKF(d1 == 0 && d2 == 0, "%s W8A8 %dx%d M=%d: %s=%s changes %zu + %zu values", s->name, N, K, M, name, val, d1, d2);
+        buf_free(s, &x); buf_free(s, &oa); buf_free(s, &ob); buf_free(s, &pa); buf_free(s, &pb);
+    }
+    free_weight(&w);
+    free_weight(&w2);
+    a->destroy(a);
+    b->destroy(b);
+}
+
+/* The W8A8 kernels' opt-in switches of the thirteenth session: DSINFER_CUDA_F8_PRELOAD (the cp.async kernel's ring
+ * all in flight at its start) and DSINFER_CUDA_F8_REDUCE_VEC (the split-K sum four values a thread) bit for bit
+ * against their absence (V3 q_a + kv_a at K 7168: 56 stages, splits of 4; V2-Lite q + kv_a at K 2048; an odd pair at
+ * K 384 with partial column blocks; 1 .. 130 rows: GEMV, cp.async kernel with and without split K, TMA kernel); then
+ * each of the three (and DSINFER_CUDA_F8_SPLIT_KB=2, which changes the splits and so the order of the sum) against
+ * the CPU: linear, linear2 and the fused W8A8 MLP. DSINFER_OPS_ONLY=f8lab runs these alone. */
+static void run_f8_lab(void) {
+    if (only && strcmp(only, "f8lab")) return;
+    setup s;
+    if (!load_setup(&s, "v3-f8lab", "configs/deepseek-v3.json", 3, 16)) return;
+    const int Ms[] = {1, 9, 33, 64, 65, 130};
+    const char *bits[] = {"DSINFER_CUDA_F8_PRELOAD", "DSINFER_CUDA_F8_REDUCE_VEC"};
+    for (int v = 0; v < 2; v++) {
+        check_w8_same_bits(&s, bits[v], "1", 1536, 576, 7168, Ms, NM(Ms));
+        check_w8_same_bits(&s, bits[v], "1", 3072, 576, 2048, Ms, NM(Ms));
+        check_w8_same_bits(&s, bits[v], "1", 260, 92, 384, Ms, NM(Ms));
+    }
+    free_setup(&s);
+    const char *envs[][2] = {{"DSINFER_CUDA_F8_PRELOAD", "1"}, {"DSINFER_CUDA_F8_REDUCE_VEC", "1"},
+                             {"DSINFER_CUDA_F8_SPLIT_KB", "2"}};
+    for (int v = 0; v < 3; v++) {
+        setenv(envs[v][0], envs[v][1], 1);
+        printf("  %s=%s against the CPU\n", envs[v][0], envs[v][1]);
+        if (load_setup(&s, "v3-f8lb", "configs/deepseek-v3.json", 3, 16)) {
+            check_linear_w8a8(&s, "q_a+kv_a", 2112, 7168, Ms + 1, NM(Ms) - 1);
+            check_linear_w8a8(&s, "odd", 260, 384, Ms + 1, NM(Ms) - 1);
+            check_linear2(&s, "v2l q+kv_a", 3072, 576, 2048, DS_DTYPE_F8_E4M3);
+            free_setup(&s);
+        }
+        if (load_setup(&s, "v2l-f8lb", "configs/deepseek-v2-lite.json", 0, 16)) {
+            check_mlp_w8a8(&s, 2816, "2", 1);
+            free_setup(&s);
+        }
+        unsetenv(envs[v][0]);
+    }
+}
+
 /* linear2 at the MLA shapes: V2-Lite's q + kv_a, V3's q_a + kv_a, an odd pair (partial column blocks, K = 384);
  * BF16 and FP8; then the W8A8 MLP at V2-Lite's shared-expert width with gate / up as two linears and as one
  * (DSINFER_CUDA_HFUSE=2), and fused (DSINFER_CUDA_MLP_FUSE=1; also at 1408). DSINFER_OPS_ONLY=linear2 runs these
@@ -1969,6 +2062,7 @@ int main(void) {
     run_qkv_finish();
     run_router();
     run_w8a8_small();
+    run_f8_lab();
     const int kv_small[] = {1, 3, 4, 63}, kv_big[] = {1, 4, 128};
     /* C = 199: two scale blocks, the second partial, entries at odd byte offsets (335 bytes) */
     run_kv("h3-kv8", "configs/deepseek-v2-lite.json", 3, 199, 5, 0, KV_FP8, kv_small, NM(kv_small), 23);

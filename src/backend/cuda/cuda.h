@@ -167,6 +167,10 @@ void cu_ws_free(cu_ws *w);
  *                            FP8 batch 64 +1.5%, twelfth session run 2).
  *   DSINFER_CUDA_F8_TICKETS=1 the W8A8 cp.async kernel's split-K partials summed by each tile's last split (at most 4
  *                            splits); default 0: the reduce kernel (measured faster).
+ *   DSINFER_CUDA_F8_PRELOAD=1 the W8A8 cp.async kernel with all 4 ring stages in flight from its start;
+ *                            DSINFER_CUDA_F8_REDUCE_VEC=1 the split-K reduce four values a thread (both the same bits;
+ *                            opt-in, thirteenth session, not yet timed); DSINFER_CUDA_F8_SPLIT_KB=N (default 4): the
+ *                            fewest 128-column stages of a K split of the W8A8 GEMMs.
  *   DSINFER_CUDA_KVB_BF16=0  with TC, each layer's FP8 kv_b converted to BF16 at every step for the absorbed
  *                            attention's batched GEMMs; default 1: once at weight upload (+4 MB a layer on V2-Lite,
  *                            +32 MB on V3; FP8 batch 64 -0.11 ms a step, twelfth session run 2).
@@ -584,6 +588,11 @@ extern int cu_fp8_tma;
 /* DSINFER_CUDA_F8_TICKETS (default 0, opt-in: slower, RESULTS eleventh session run 4): the cp.async kernel's split-K
  * partials summed by the tile's last split (0: a reduce kernel) */
 extern int cu_f8_tickets;
+/* DSINFER_CUDA_F8_PRELOAD (default 0, opt-in until timed): the cp.async kernel starts with all WG_ST stages in flight
+ * (one memory round trip for a split of at most WG_ST stages, not two; the same bits);
+ * DSINFER_CUDA_F8_SPLIT_KB (default 4): the fewest 128-column stages cu_f8_splits gives a split;
+ * DSINFER_CUDA_F8_REDUCE_VEC (default 0, opt-in until timed): the split-K sum four values a thread (the same bits) */
+extern int cu_f8_preload, cu_f8_split_kb, cu_f8_reduce_vec;
 /* shared pieces of the own W8A8 linears: x [M, K] fp32 -> codes q [M, K] and scales s [M][K/128]
  * (moe_rows_fp8_kernel); out[i] = sum over z < ks of part[z n + i], in z order */
 void cu_rows_fp8_f32(unsigned char *q, float *s, const float *x, int M, int K);

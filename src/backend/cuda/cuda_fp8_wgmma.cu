@@ -142,7 +142,8 @@ typedef struct {
  * launch); the last of the tile's splits puts it back to zero and writes the sum in z order to t.fin. */
 template <int WG>
 __global__ void __launch_bounds__(WG * 128) f8_wgmma_kernel(f8_wt wa, f8_wt wb, int nb_a, const unsigned char *xq,
-                                                          const float *xs, int M, int K, int kc, int *tickets) {
+                                                          const float *xs, int M, int K, int kc, int *tickets,
+                                                          int preload) {
     extern __shared__ unsigned char wg_raw[];
     unsigned char *sm = (unsigned char *)(((uintptr_t)wg_raw + 1023) & ~(uintptr_t)1023);
     const int BM = 64 * WG, STAGE = (BM + WG_BN) * WG_BK, LK = K / WG_BK;
@@ -158,7 +159,11 @@ __global__ void __launch_bounds__(WG * 128) f8_wgmma_kernel(f8_wt wa, f8_wt wb, 
     const float *sw = ws + (size_t)(n0 / WG_BN) * ws_cols;
     float acc[64], tot[64];
     for (int i = 0; i < 64; i++) acc[i] = tot[i] = 0.0f;
-    for (int s = 0; s < WG_ST - 1; s++) {
+    /* preload: all WG_ST stages in flight before the first MMA (a split of at most WG_ST stages waits one memory
+     * round trip instead of two); else WG_ST - 1, the ring's last slot filled after the first stage's MMAs. Either
+     * way stage j is cp.async group j: with preload iteration 0 (whose stage WG_ST - 1 is already loading) commits
+     * no group, so it alone may leave WG_ST - 1 groups pending, every other iteration WG_ST - 2. */
+    for (int s = 0; s < (preload ? WG_ST : WG_ST - 1); s++) {
         if (s < nkb) wg_load_stage<WG>(sm + s * STAGE, xq, w, m0, n0, M, N, K, kb0 + s);
         cu_cp_async_commit();
     }
@@ -166,7 +171,9 @@ __global__ void __launch_bounds__(WG * 128) f8_wgmma_kernel(f8_wt wa, f8_wt wb, 
         int kb = kb0 + i;
         float s0 = r0 < M ? xs[(size_t)r0 * LK + kb] : 0.0f, s1 = r1 < M ? xs[(size_t)r1 * LK + kb] : 0.0f;
         float swb = sw[kb];
-        cu_cp_async_wait<WG_ST - 2>();   /* stage i has landed (this thread's part) */
+        const bool first_pre = preload && i == 0;
+        if (first_pre) cu_cp_async_wait<WG_ST - 1>();   /* stage i has landed (this thread's part) */
+        else cu_cp_async_wait<WG_ST - 2>();
         wg_fence_smem();
         __syncthreads();                 /* ... and every thread's; stage i - 1 is read by nobody now */
         const unsigned char *a = sm + (i % WG_ST) * STAGE + wg * 64 * WG_BK, *b = sm + (i % WG_ST) * STAGE + BM * WG_BK;
@@ -175,8 +182,10 @@ __global__ void __launch_bounds__(WG * 128) f8_wgmma_kernel(f8_wt wa, f8_wt wb, 
         for (int j = 0; j < 4; j++) wg_mma_n128(acc, wg_desc(a + 32 * j), wg_desc(b + 32 * j), j);
         wg_commit();
         int nx = i + WG_ST - 1;   /* into the stage the previous MMAs read */
-        if (nx < nkb) wg_load_stage<WG>(sm + (nx % WG_ST) * STAGE, xq, w, m0, n0, M, N, K, kb0 + nx);
-        cu_cp_async_commit();
+        if (!first_pre) {
+            if (nx < nkb) wg_load_stage<WG>(sm + (nx % WG_ST) * STAGE, xq, w, m0, n0, M, N, K, kb0 + nx);
+            cu_cp_async_commit();
+        }
         wg_wait0();
         wg_promote(tot, acc, s0 * swb, s1 * swb);
     }
@@ -387,6 +396,8 @@ int cu_fp8_tma = 1;   /* DSINFER_CUDA_FP8_TMA (backend creation) */
 /* the in-kernel sum up to this many splits: its last split reads them all (32 KB each) while the reduce kernel
  * spreads the sum over the GPU */
 #define F8_TICKET_MAX_KS 4
+int cu_f8_preload = 0;   /* DSINFER_CUDA_F8_PRELOAD (backend creation): f8_wgmma_kernel's ring all in flight at the start */
+int cu_f8_split_kb = 4;  /* DSINFER_CUDA_F8_SPLIT_KB (backend creation): the fewest 128-column stages a K split takes */
 int cu_f8_tickets = 0;   /* DSINFER_CUDA_F8_TICKETS (backend creation): the cp.async kernel's split-K sum in the kernel;
                           * opt-in: the last split's extra pass cost more than the reduce kernel's launch (`bench --ops`
                           * at 64 rows 149.6 vs 166.8 TFLOP/s geomean, FP8 decode b64 -6.5%, RESULTS eleventh session) */
@@ -428,7 +439,8 @@ void cu_f8_wgmma_init(void) {
 int cu_f8_splits(int M, int N, int K, int n_sm, int *kc) {
     int nkb = K / WG_BK, wgs = M <= 64 ? 1 : 2;
     int blocks = ((M + 64 * wgs - 1) / (64 * wgs)) * ((N + WG_BN - 1) / WG_BN);
-    int ks = (wgs == 1 ? 2 : 1) * n_sm / blocks, max_ks = nkb / 4 > 0 ? nkb / 4 : 1;
+    int skb = cu_f8_split_kb >= 1 ? cu_f8_split_kb : 1;
+    int ks = (wgs == 1 ? 2 : 1) * n_sm / blocks, max_ks = nkb / skb > 0 ? nkb / skb : 1;
     if (ks > max_ks) ks = max_ks;
     if (ks < 1) ks = 1;
     *kc = (nkb + ks - 1) / ks * WG_BK;
@@ -465,7 +477,7 @@ static void cpasync_gemm(ds_cuda_backend *cb, const unsigned char *q, const floa
     f8_wt a = {(const unsigned char *)w1->data, w1->scale, w1->scale_cols, N1, p1, out1};
     f8_wt b = w2 ? f8_wt{(const unsigned char *)w2->data, w2->scale, w2->scale_cols, N2, p2, out2} : a;
     dim3 grid((unsigned)(nb1 + nb2), (unsigned)mb, (unsigned)ks);
-    f8_wgmma_kernel<WG><<<grid, WG * 128, wg_smem_bytes(WG), cu_stream>>>(a, b, nb1, q, qs, M, K, kc, tk);
+    f8_wgmma_kernel<WG><<<grid, WG * 128, wg_smem_bytes(WG), cu_stream>>>(a, b, nb1, q, qs, M, K, kc, tk, cu_f8_preload);
     CUDA_LAUNCH_CHECK();
     if (ks > 1 && !tk) {
         cu_f8_reduce(out1, p1, (size_t)M * N1, ks);
@@ -579,7 +591,8 @@ int cu_f8_mlp(ds_cuda_backend *cb, float *out, const float *x, const ds_weight *
     cu_rows_fp8_f32(q, qs, x, M, D);
     f8_wt a = {(const unsigned char *)gate->data, gate->scale, gate->scale_cols, I, pg, NULL};
     f8_wt b = {(const unsigned char *)up->data, up->scale, up->scale_cols, I, pu, NULL};
-    f8_wgmma_kernel<1><<<dim3((unsigned)(2 * nb), 1, (unsigned)ks), 128, wg_smem_bytes(1), cu_stream>>>(a, b, nb, q, qs, M, D, kc, NULL);
+    f8_wgmma_kernel<1><<<dim3((unsigned)(2 * nb), 1, (unsigned)ks), 128, wg_smem_bytes(1), cu_stream>>>(a, b, nb, q, qs, M, D, kc, NULL,
+                                                                                           cu_f8_preload);
     CUDA_LAUNCH_CHECK();
     silu_quant_kernel<<<(unsigned)(((size_t)M * (I / 128) + 7) / 8), 256, 0, cu_stream>>>(qh, hs, pg, pu, M, I, ks);
     CUDA_LAUNCH_CHECK();

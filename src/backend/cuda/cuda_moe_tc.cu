@@ -659,7 +659,29 @@ void cu_rows_fp8_bf16(unsigned char *q, float *s, const void *x, int M, int K) {
     CUDA_LAUNCH_CHECK();
 }
 
+/* f8_reduce_kernel four values a thread (n % 4 == 0, 16-byte aligned): the same additions in the same order, a
+ * quarter of the instructions and four times the bytes in flight a thread */
+__global__ void f8_reduce4_kernel(float4 *out, const float4 *part, size_t n4, int KS) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4; i += (size_t)gridDim.x * blockDim.x) {
+        float4 v = part[i];
+        for (int z = 1; z < KS; z++) {
+            float4 p = part[(size_t)z * n4 + i];
+            v.x += p.x; v.y += p.y; v.z += p.z; v.w += p.w;
+        }
+        out[i] = v;
+    }
+}
+
+int cu_f8_reduce_vec = 0;   /* DSINFER_CUDA_F8_REDUCE_VEC (backend creation) */
+
 void cu_f8_reduce(float *out, const float *part, size_t n, int ks) {
+    if (cu_f8_reduce_vec && n % 4 == 0 && ((uintptr_t)out & 15) == 0 && ((uintptr_t)part & 15) == 0) {
+        size_t blocks = cu_blocks(n / 4, 256);
+        f8_reduce4_kernel<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256, 0, cu_stream>>>((float4 *)out, (const float4 *)part,
+                                                                                          n / 4, ks);
+        CUDA_LAUNCH_CHECK();
+        return;
+    }
     size_t blocks = cu_blocks(n, 256);
     f8_reduce_kernel<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256, 0, cu_stream>>>(out, part, n, ks);
     CUDA_LAUNCH_CHECK();
