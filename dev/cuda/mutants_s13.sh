@@ -15,3 +15,13 @@ bash $m f8_pres $F '            if (nx < nkb) wg_load_stage<WG>' '            if
 bash $m f8_rv src/backend/cuda/cuda_moe_tc.cu '        for (int z = 1; z < KS; z++) {
             float4 p' '        for (int z = 1; z < KS - 1; z++) {
             float4 p'
+# (session_run.sh mlawg13; each must fail `DSINFER_OPS_ONLY=mla`) the values read with the K-major descriptor (the
+# tile's 64-column chunks taken as 8-row groups)
+W=src/backend/cuda/cuda_mla_wg.cu
+bash $m wg_desc $W 'wm_desc_mn(Kt + kk * 16 * 128 + wg * 4 * WM_CHUNK_B)' 'wg_desc(Kt + kk * 16 * 128 + wg * 4 * WM_CHUNK_B)'
+# the rows past the context not masked (zero rows score 0 and enter the softmax's sum)
+bash $m wg_mask $W 'sc[4 * j + e] = row < nc ?' 'sc[4 * j + e] = row < WM_TILE ?'
+# the running output not rescaled when the max moves
+bash $m wg_resc $W '            o[4 * j] *= cA; o[4 * j + 1] *= cA;' '            o[4 * j] *= 1.0f; o[4 * j + 1] *= cA;'
+# the other warpgroup's tile max ignored
+bash $m wg_max $W 'float nA = fmaxf(mA, fmaxf(red_max[hA], red_max[WM_HEADS + hA]));' 'float nA = fmaxf(mA, red_max[wg * WM_HEADS + hA]);'

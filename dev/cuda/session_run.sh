@@ -838,6 +838,24 @@ if want f8lab13; then
   cat $OUT/mutants.txt
   rm -f $OUT/dec_*.log $OUT/test_cuda_ops_mut_*.log
 fi
+# mlawg13 (written in the thirteenth session, which had no device time; not yet run): the BF16 cache's MLA decode
+# with 64 heads a block on wgmma (DSINFER_CUDA_MLA_WG=1, cuda_mla_wg.cu): the MLA op tests (`DSINFER_OPS_ONLY=mla`,
+# which run 128 and 64 heads with the switch), the wg_* mutants (dev/cuda/mutants_s13.sh), compute-sanitizer on the
+# MLA tests, then `bench --mla --kv-cache-dtype bf16` (16 and 128 heads, kernel time) with the switch off / on,
+# alternated twice (prediction in dev/cuda/KERNELS.md "Thirteenth session")
+if want mlawg13; then
+  step ops_mla 240 env DSINFER_OPS_ONLY=mla $B/test_cuda_ops
+  grep -E "wg|FAIL" $OUT/ops_mla.log | head -12
+  for f in .deps/bin/test_cuda_ops_mut_wg_*; do [ -x "$f" ] && mutant $f mla 128 240; done
+  step san_mla 200 env DSINFER_OPS_ONLY=mla DSINFER_OPS_SMALL=1 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 $B/test_cuda_ops
+  for r in 1 2; do
+    for v in 0 1; do
+      step mla_wg$v 60 env DSINFER_CUDA_MLA_WG=$v $B/dsinfer bench --mla --kv-cache-dtype bf16
+    done
+  done
+  cat $OUT/mutants.txt
+  rm -f $OUT/test_cuda_ops_mut_*.log
+fi
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

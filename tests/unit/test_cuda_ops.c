@@ -2106,6 +2106,12 @@ int main(void) {
         /* v2 at 128 heads (8 blocks of 16 heads per entry and split) and 20 (a partial head group) */
         run_mla_tc("v3-tc16", "configs/deepseek-v3.json", 0, KV_BF16, 16, kv_big, NM(kv_big), 300);
         run_mla_tc("h20-tc16", "configs/deepseek-v2-lite.json", 20, KV_BF16, 7, kv_small, NM(kv_small), 150);
+        /* 64 heads a block on wgmma (DSINFER_CUDA_MLA_WG=1, opt-in): V3's 128 heads (two head groups; 1 entry: five
+         * splits of one tile, 128 entries: one split of five tiles through both ring slots), 64 heads on 7-row pages */
+        setenv("DSINFER_CUDA_MLA_WG", "1", 1);
+        run_mla_tc("v3-tc16wg", "configs/deepseek-v3.json", 0, KV_BF16, 16, kv_big, NM(kv_big), 300);
+        run_mla_tc("h64-tc16wg", "configs/deepseek-v2-lite.json", 64, KV_BF16, 7, kv_small, NM(kv_small), 150);
+        unsetenv("DSINFER_CUDA_MLA_WG");
         /* the first prefill attention kernel (DSINFER_CUDA_FA2=0), still selectable */
         setenv("DSINFER_CUDA_FA2", "0", 1);
         run_mla_tc("h3-tcfa1", "configs/deepseek-v2-lite.json", 3, KV_BF16, 5, kv_small, NM(kv_small), 150);

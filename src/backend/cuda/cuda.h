@@ -167,6 +167,8 @@ void cu_ws_free(cu_ws *w);
  *                            FP8 batch 64 +1.5%, twelfth session run 2).
  *   DSINFER_CUDA_F8_TICKETS=1 the W8A8 cp.async kernel's split-K partials summed by each tile's last split (at most 4
  *                            splits); default 0: the reduce kernel (measured faster).
+ *   DSINFER_CUDA_MLA_WG=1    the BF16 cache's MLA decode with 64 heads a block on wgmma where H % 64 == 0 (V3's 128
+ *                            heads; opt-in, thirteenth session, not yet run on a GPU).
  *   DSINFER_CUDA_F8_PRELOAD=1 the W8A8 cp.async kernel with all 4 ring stages in flight from its start;
  *                            DSINFER_CUDA_F8_REDUCE_VEC=1 the split-K reduce four values a thread (both the same bits;
  *                            opt-in, thirteenth session, not yet timed); DSINFER_CUDA_F8_SPLIT_KB=N (default 4): the
@@ -733,6 +735,13 @@ extern int cu_mla_tc2_fp8;
 /* DSINFER_CUDA_MLA_QREG: the k-steps of 16 whose Q fragments v2 keeps in registers: 36 (default, all), 18 or
  * 0 (the rest read from shared memory every tile). */
 extern int cu_mla_qreg;
+/* DSINFER_CUDA_MLA_WG=1 (opt-in, thirteenth session, not yet run on a GPU): the BF16 cache's decode with 64 heads a
+ * block on wgmma (cuda_mla_wg.cu) where H is a multiple of 64 (V3's 128 heads); its splits (one block an SM) and
+ * launch; cu_mla_decode_tc and cu_mla_tc_splits hand over to it */
+extern int cu_mla_wg;
+int cu_mla_wg_on(int kv_layout, int H);
+int cu_mla_wg_splits(int T, int H, int max_ctx, int n_sm);
+void cu_mla_decode_wg(const fa_params *p, int T);
 /* `dsinfer bench --mla`: with cu_mla_ev_on, attn_fused records cu_mla_ev[0] / [1] on the stream around the
  * decode attention kernel (the kernel's time alone); off in the engine. */
 extern int cu_mla_ev_on;

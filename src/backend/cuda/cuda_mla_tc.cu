@@ -26,24 +26,17 @@
 #include <cuda_fp8.h>
 
 #include "backend/cuda/cuda_mma.h"
+#include "backend/cuda/cuda_mla.h"
 
-#define TC_HEADS 16
 #define TC_TILE 64
 #define TC_WARPS 8
 #define TC_THREADS (32 * TC_WARPS)
-#define TC_C 512
-#define TC_DR 64
-#define TC_W (TC_C + TC_DR)
 #define TC_KS 584     /* Ks / Qs row stride in BF16 elements */
 #define TC_PS 72      /* Ps row stride (36 words, 4 mod 32) */
 #define TC_SMEM (sizeof(__nv_bfloat16) * (size_t)(TC_TILE * TC_KS + TC_HEADS * TC_KS + TC_HEADS * TC_PS) + \
                  sizeof(float) * TC_WARPS * TC_HEADS)
 
 int cu_mla_tc_fits(const ds_config *c) { return c->kv_lora_rank == TC_C && c->qk_rope_head_dim == TC_DR; }
-
-__device__ __forceinline__ const unsigned char *entry_of(const fa_params &p, const int32_t *pt, int pos) {
-    return p.cache + ((size_t)pt[pos / p.page_size] * p.page_size + (size_t)(pos % p.page_size)) * p.tb;
-}
 
 /* Rows base .. base + nc - 1 of the context into Ks (fp32 cache): warp w takes rows w + 8k, two at a
  * time, each lane 4-5 float4 of a row (144 per row), all loads issued before the conversions. */
@@ -112,38 +105,7 @@ __device__ __forceinline__ void stage_fp8(const fa_params &p, const int32_t *pt,
 
 /* Shared by both kernels (NT threads a block, NW warps). */
 
-/* a split with no rows: (max, sum) = (-inf, 0) for its heads, which mla_combine skips with its partial */
-__device__ __forceinline__ void mla_empty_split(const fa_params &p, size_t base_o, int nh) {
-    if (threadIdx.x < nh) {
-        p.ml[(base_o + threadIdx.x) * 2] = -INFINITY;
-        p.ml[(base_o + threadIdx.x) * 2 + 1] = 0.0f;
-    }
-}
-
-/* Q tile Qs [16][TC_KS]: q_lat then q_pe per head, BF16; heads past nh zero. All of a thread's loads are
- * issued before the first conversion: one load, convert, store per iteration put ~36 L2 round trips in a row
- * (about 15 us, most of the kernel at batch 1). q_lat rows are 16-byte aligned (C = 512); q_pe is read as
- * float4 when its offset allows. */
-#define MLA_QV (TC_W / 4)   /* 144 float4 a head */
-template <int NT>
-__device__ __forceinline__ void mla_fetch_q(const fa_params &p, float4 qv[(TC_HEADS * MLA_QV + NT - 1) / NT], int i, int m,
-                                            int h0, int nh) {
-    constexpr int QV = MLA_QV, QN = (TC_HEADS * QV + NT - 1) / NT;
-    bool pe_vec = ((p.dqk | p.dn) & 3) == 0 && ((uintptr_t)p.q & 15) == 0;
-#pragma unroll
-    for (int u = 0; u < QN; u++) {
-        int x = threadIdx.x + u * NT, hh = x / QV, k = 4 * (x % QV);
-        qv[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (x >= TC_HEADS * QV || hh >= nh) continue;
-        if (k < TC_C) {
-            qv[u] = __ldg((const float4 *)(p.qlat + ((size_t)i * p.H + h0 + hh) * TC_C + k));
-        } else {
-            const float *src = p.q + (size_t)m * p.H * p.dqk + (size_t)(h0 + hh) * p.dqk + p.dn + (k - TC_C);
-            if (pe_vec) qv[u] = __ldg((const float4 *)src);
-            else qv[u] = make_float4(src[0], src[1], src[2], src[3]);
-        }
-    }
-}
+/* Q tile Qs [16][TC_KS]: q_lat then q_pe per head, BF16; heads past nh zero (mla_fetch_q, cuda_mla.h) */
 
 template <int NT>
 __device__ __forceinline__ void mla_load_q(const fa_params &p, __nv_bfloat16 *Qs, int i, int m, int h0, int nh) {
@@ -899,6 +861,7 @@ __global__ void __launch_bounds__(T2_THREADS, 2) mla_decode_f8h_kernel(fa_params
  * of the layout's kernel (64 rows, 32 for v2) per split of the longest context the page table can hold, at
  * most 64 (mla_combine). */
 int cu_mla_tc_splits(int T, int H, int max_ctx, int n_sm, int kv_layout) {
+    if (cu_mla_wg_on(kv_layout, H)) return cu_mla_wg_splits(T, H, max_ctx, n_sm);
     int blocks = T * ((H + TC_HEADS - 1) / TC_HEADS), slots = 2 * n_sm, tile = tc2_on(kv_layout) ? T2_TILE : TC_TILE;
     int S = blocks >= slots ? 1 : slots / blocks, max_tiles = (max_ctx + tile - 1) / tile;
     if (S > max_tiles) S = max_tiles;
@@ -907,6 +870,10 @@ int cu_mla_tc_splits(int T, int H, int max_ctx, int n_sm, int kv_layout) {
 }
 
 void cu_mla_decode_tc(const fa_params *p, int T) {
+    if (cu_mla_wg_on(p->kv_layout, p->H)) {   /* 64 heads a block on wgmma (cuda_mla_wg.cu) */
+        cu_mla_decode_wg(p, T);
+        return;
+    }
     static int smem_set = 0;
     if (!smem_set) {
         CUDA_CHECK(cudaFuncSetAttribute(mla_decode_tc_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)TC_SMEM));

@@ -1,0 +1,254 @@
+/* MLA decode attention on Hopper's warpgroup MMAs, 64 heads a block (issue 7: the V3 shape's 128 heads;
+ * DSINFER_CUDA_MLA_WG, opt-in until timed; the BF16 cache, H a multiple of 64).
+ *
+ * The contract is mla_decode_tc2_kernel's (cuda_mla_tc.cu): for list entry i, split s and head h, the unnormalised
+ * partial part[i, s, h, 0:C] = sum_j exp(l_j - max) v_j and ml[i, s, h] = (max, sum exp(l_j - max)) over the
+ * split's context rows j, l_j = scale (q_lat . c_j + q_pe . k_pe_j); mla_combine_kernel merges the splits. The
+ * arithmetic is that kernel's: q, the cache rows and P in BF16, sums in fp32.
+ *
+ * Why: at 128 heads the mma.sync kernels run 8 blocks of 16 heads over the same rows, each staging them and
+ * bound by its MMAs (0.470 ms for 64 x 4K, 20% of the BF16 matrix rate, RESULTS seventh session). Here one block
+ * takes 64 heads (FlashMLA's shape): a 64-row tile is staged once for 64 heads, and wgmma runs m64 with the heads
+ * as M.
+ *
+ * One block = (entry i, split s, 64 heads), two warpgroups. Shared memory: Q [64 heads][576], a two-tile ring of
+ * context rows [64][576], P [64 heads][64 rows], all BF16 in 128-byte-swizzled chunks of 64 columns (8 KB a chunk
+ * of 64 rows: row r at r * 128 bytes, 16-byte piece k at k ^ (r % 8)). Per tile:
+ *   scores:  warpgroup w: S[64 heads][rows 32w .. 32w + 31] = Q K^T over k = 576 (36 x m64n32k16; Q is A, the
+ *            rows are B, both K-major);
+ *   softmax: the tile's max per head across both warpgroups (shared), the running max and the rescale as in
+ *            FlashAttention-2; P = exp(S - max) in BF16 to shared memory;
+ *   values:  warpgroup w: O[64 heads][columns 256w .. 256w + 255] += P V (4 x m64n256k16; P is A; V is the same
+ *            tile read as an MN-major B: 64 columns a 128-byte row, 8-row groups 1024 bytes apart, 64-column
+ *            chunks 8 KB apart).
+ * The next tile's rows load (cp.async) while this one is computed. Rows past the context are zero-filled (unused
+ * pages may hold NaN) and their scores masked. */
+#include "backend/cuda/cuda.h"
+
+#include <cuda_bf16.h>
+
+#include "backend/cuda/cuda_mla.h"
+#include "backend/cuda/cuda_mma.h"
+#include "backend/cuda/cuda_wgmma.h"
+
+#define WM_HEADS 64
+#define WM_TILE 64
+#define WM_THREADS 256
+#define WM_CHUNKS (TC_W / 64)                      /* 9 chunks of 64 columns */
+#define WM_CHUNK_B (64 * 128)                      /* a chunk of 64 rows (or heads): 8 KB */
+#define WM_TILE_B (WM_CHUNKS * WM_CHUNK_B)         /* 72 KB */
+#define WM_SMEM (WM_TILE_B + 2 * WM_TILE_B + WM_CHUNK_B + 4 * WM_HEADS * sizeof(float) + 1024)
+static_assert(WM_SMEM <= 227 * 1024, "mla_decode_wg_kernel: Q, two tiles and P must fit the shared memory of an SM");
+
+int cu_mla_wg = 0;   /* DSINFER_CUDA_MLA_WG (backend creation) */
+
+/* byte offset of 16-byte piece k (0 .. 71: column 8k) of row r in a swizzled [64][576] tile */
+__device__ __forceinline__ unsigned wm_off(int r, int k) { return (k >> 3) * WM_CHUNK_B + r * 128 + (((k & 7) ^ (r & 7)) << 4); }
+
+/* the MN-major descriptor of the values: leading byte offset 8 KB (the next 64 columns), stride byte offset 1024
+ * (the next 8 rows), 128-byte swizzle */
+__device__ __forceinline__ uint64_t wm_desc_mn(const void *p) {
+    uint64_t a = cu_smem_addr(p);
+    return ((a & 0x3FFFF) >> 4) | ((uint64_t)(WM_CHUNK_B >> 4) << 16) | ((uint64_t)(1024 >> 4) << 32) | (1ull << 62);
+}
+
+/* d[64 x 32] (+)= a[64 x 16] b[32 x 16]^T, BF16, both K-major from shared memory (d's layout as wg_mma_n128's) */
+__device__ __forceinline__ void wm_mma_scores(float (&d)[16], uint64_t da, uint64_t db, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+                 : "l"(da), "l"(db), "r"(acc));
+}
+
+/* d[64 x 256] += a[64 x 16] b[16 x 256], b MN-major (transposed) from shared memory */
+__device__ __forceinline__ void wm_mma_values(float (&d)[128], uint64_t da, uint64_t db, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, 0, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+                 : "l"(da), "l"(db), "r"(acc));
+}
+
+/* rows base .. base + 63 of the context into the tile Kt (warp w: rows 8w .. 8w + 7; lanes 0-7 look up the eight
+ * entries, passed by shuffle; rows at or past nc zero-filled) */
+__device__ __forceinline__ void wm_issue(const fa_params &p, const int32_t *pt, int base, int nc, unsigned char *Kt, int warp,
+                                         int lane) {
+    int r = 8 * warp + (lane & 7);
+    const unsigned char *mine = entry_of(p, pt, base + (r < nc ? r : 0));
+#pragma unroll
+    for (int rr = 0; rr < 8; rr++) {
+        int row = 8 * warp + rr, bytes = row < nc ? 16 : 0;
+        const unsigned char *src = (const unsigned char *)__shfl_sync(0xffffffffu, (unsigned long long)mine, rr);
+#pragma unroll
+        for (int k = lane; k < TC_W / 8; k += 32) cu_cp_async16(Kt + wm_off(row, k), src + 16 * k, bytes);
+    }
+}
+
+/* Q of heads h0 .. h0 + 63 into Qs (BF16, swizzled as a tile), 32 heads' loads in flight at a time */
+__device__ __forceinline__ void wm_load_q(const fa_params &p, unsigned char *Qs, int i, int m, int h0) {
+    constexpr int QN = (TC_HEADS * MLA_QV + WM_THREADS - 1) / WM_THREADS;
+#pragma unroll 1
+    for (int q = 0; q < WM_HEADS / TC_HEADS; q += 2) {
+        float4 qv[2][QN];
+        mla_fetch_q<WM_THREADS>(p, qv[0], i, m, h0 + TC_HEADS * q, TC_HEADS);
+        mla_fetch_q<WM_THREADS>(p, qv[1], i, m, h0 + TC_HEADS * (q + 1), TC_HEADS);
+#pragma unroll
+        for (int v = 0; v < 2; v++)
+#pragma unroll
+            for (int u = 0; u < QN; u++) {
+                int x = threadIdx.x + u * WM_THREADS, head = TC_HEADS * (q + v) + x / MLA_QV, k = 4 * (x % MLA_QV);
+                if (x < TC_HEADS * MLA_QV)
+                    *(uint2 *)(Qs + wm_off(head, k >> 3) + 2 * (k & 7)) =
+                        make_uint2(cu_pack_bf16(qv[v][u].x, qv[v][u].y), cu_pack_bf16(qv[v][u].z, qv[v][u].w));
+            }
+    }
+}
+
+__global__ void __launch_bounds__(WM_THREADS, 1) mla_decode_wg_kernel(fa_params p) {
+    extern __shared__ unsigned char wm_raw[];
+    unsigned char *Qs = (unsigned char *)(((uintptr_t)wm_raw + 1023) & ~(uintptr_t)1023);
+    unsigned char *Ks = Qs + WM_TILE_B, *Ps = Ks + 2 * WM_TILE_B;
+    float *red_max = (float *)(Ps + WM_CHUNK_B), *red_sum = red_max + 2 * WM_HEADS;   /* [2 warpgroups][64 heads] */
+    cu_pdl_trigger();
+    cu_pdl_wait();
+    int HGn = p.H / WM_HEADS, bx = blockIdx.x;   /* the head groups of an (entry, split) run side by side: the
+                                                    second reads the rows from L2 */
+    int h0 = (bx % HGn) * WM_HEADS, split = (bx / HGn) % p.n_splits, i = bx / HGn / p.n_splits;
+    int warp = threadIdx.x >> 5, wg = warp >> 2, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    int hA = 16 * (warp & 3) + g, hB = hA + 8;   /* this thread's two heads (rows of every accumulator) */
+    int m = p.tok ? p.tok[i] : i, s = p.tok_seq[m], ctx = p.positions[m] + 1;
+    const int32_t *pt = p.page_table + (size_t)s * p.pt_stride;
+    int n_tiles = (ctx + WM_TILE - 1) / WM_TILE, per = (n_tiles + p.n_splits - 1) / p.n_splits;
+    int c_begin = split * per * WM_TILE, c_end = min(ctx, (split + 1) * per * WM_TILE);
+    size_t base_o = ((size_t)i * p.n_splits + split) * p.H + h0;
+    if (c_begin >= c_end) {
+        mla_empty_split(p, base_o, WM_HEADS);
+        return;
+    }
+    int nt = (c_end - c_begin + WM_TILE - 1) / WM_TILE;
+    wm_issue(p, pt, c_begin, min(WM_TILE, c_end - c_begin), Ks, warp, lane);   /* in flight while Q loads */
+    cu_cp_async_commit();
+    wm_load_q(p, Qs, i, m, h0);
+    float mA = -INFINITY, mB = -INFINITY, lA = 0.0f, lB = 0.0f;
+    float o[128];
+#pragma unroll
+    for (int j = 0; j < 128; j++) o[j] = 0.0f;
+
+    for (int k = 0; k < nt; k++) {
+        int base = c_begin + k * WM_TILE, nc = min(WM_TILE, c_end - base);
+        unsigned char *Kt = Ks + (k & 1) * WM_TILE_B;
+        cu_cp_async_wait<0>();
+        wg_fence_smem();   /* the tile's (and Q's) shared-memory writes visible to the MMAs */
+        __syncthreads();   /* ... all threads' parts; every MMA of tile k - 1 is done (its slot and P are free) */
+        if (k + 1 < nt)
+            wm_issue(p, pt, base + WM_TILE, min(WM_TILE, c_end - base - WM_TILE), Ks + ((k + 1) & 1) * WM_TILE_B, warp, lane);
+        cu_cp_async_commit();
+
+        float sacc[16];
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < TC_W / 16; kk++) {
+            unsigned off = (kk >> 2) * WM_CHUNK_B + (kk & 3) * 32;
+            wm_mma_scores(sacc, wg_desc(Qs + off), wg_desc(Kt + off + wg * 32 * 128), kk);
+        }
+        wg_commit();
+        wg_wait0();
+
+        /* sacc[4j + e]: head hA (e < 2) or hB, tile row 32 wg + 8j + 2t + (e & 1) */
+        float sc[16], xA = -INFINITY, xB = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int row = 32 * wg + 8 * j + 2 * t + (e & 1);
+                sc[4 * j + e] = row < nc ? sacc[4 * j + e] * p.scale : -INFINITY;
+                if (e < 2) xA = fmaxf(xA, sc[4 * j + e]);
+                else xB = fmaxf(xB, sc[4 * j + e]);
+            }
+        xA = fmaxf(xA, __shfl_xor_sync(0xffffffffu, xA, 1));
+        xA = fmaxf(xA, __shfl_xor_sync(0xffffffffu, xA, 2));
+        xB = fmaxf(xB, __shfl_xor_sync(0xffffffffu, xB, 1));
+        xB = fmaxf(xB, __shfl_xor_sync(0xffffffffu, xB, 2));
+        if (t == 0) {
+            red_max[wg * WM_HEADS + hA] = xA;
+            red_max[wg * WM_HEADS + hB] = xB;
+        }
+        __syncthreads();   /* both warpgroups' tile maxima */
+        float nA = fmaxf(mA, fmaxf(red_max[hA], red_max[WM_HEADS + hA]));
+        float nB = fmaxf(mB, fmaxf(red_max[hB], red_max[WM_HEADS + hB]));
+        /* a head with no finite score yet keeps factor 1 and probabilities 0; __expf as mla_decode_tc2_kernel */
+        float cA = nA == -INFINITY ? 1.0f : __expf(mA - nA), cB = nB == -INFINITY ? 1.0f : __expf(mB - nB);
+        float sA = 0.0f, sB = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            int col = 32 * wg + 8 * j + 2 * t;
+            __nv_bfloat162 pa = __floats2bfloat162_rn(nA == -INFINITY ? 0.0f : __expf(sc[4 * j] - nA),
+                                                      nA == -INFINITY ? 0.0f : __expf(sc[4 * j + 1] - nA));
+            __nv_bfloat162 pb = __floats2bfloat162_rn(nB == -INFINITY ? 0.0f : __expf(sc[4 * j + 2] - nB),
+                                                      nB == -INFINITY ? 0.0f : __expf(sc[4 * j + 3] - nB));
+            sA += __low2float(pa) + __high2float(pa);   /* the sums add the BF16 values the MMAs use */
+            sB += __low2float(pb) + __high2float(pb);
+            *(__nv_bfloat162 *)(Ps + wm_off(hA, col >> 3) + 2 * (col & 7)) = pa;
+            *(__nv_bfloat162 *)(Ps + wm_off(hB, col >> 3) + 2 * (col & 7)) = pb;
+        }
+        lA = lA * cA + sA;
+        lB = lB * cB + sB;
+        mA = nA;
+        mB = nB;
+#pragma unroll
+        for (int j = 0; j < 32; j++) {
+            o[4 * j] *= cA; o[4 * j + 1] *= cA;
+            o[4 * j + 2] *= cB; o[4 * j + 3] *= cB;
+        }
+        wg_fence_smem();   /* P's stores visible to the MMAs */
+        __syncthreads();   /* all of P written */
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < WM_TILE / 16; kk++)
+            wm_mma_values(o, wg_desc(Ps + 32 * kk), wm_desc_mn(Kt + kk * 16 * 128 + wg * 4 * WM_CHUNK_B), 1);
+        wg_commit();
+        wg_wait0();
+    }
+
+    /* o[4j + e]: head hA (e < 2) or hB, column 256 wg + 8j + 2t + (e & 1) */
+#pragma unroll
+    for (int j = 0; j < 32; j++) {
+        int col = 256 * wg + 8 * j + 2 * t;
+        *(float2 *)(p.part + (base_o + hA) * TC_C + col) = make_float2(o[4 * j], o[4 * j + 1]);
+        *(float2 *)(p.part + (base_o + hB) * TC_C + col) = make_float2(o[4 * j + 2], o[4 * j + 3]);
+    }
+    lA += __shfl_xor_sync(0xffffffffu, lA, 1);
+    lA += __shfl_xor_sync(0xffffffffu, lA, 2);
+    lB += __shfl_xor_sync(0xffffffffu, lB, 1);
+    lB += __shfl_xor_sync(0xffffffffu, lB, 2);
+    if (t == 0) {
+        red_sum[wg * WM_HEADS + hA] = lA;
+        red_sum[wg * WM_HEADS + hB] = lB;
+    }
+    __syncthreads();
+    if (wg == 0 && t == 0) {   /* both warpgroups hold the same running max */
+        p.ml[(base_o + hA) * 2] = mA;
+        p.ml[(base_o + hA) * 2 + 1] = red_sum[hA] + red_sum[WM_HEADS + hA];
+        p.ml[(base_o + hB) * 2] = mB;
+        p.ml[(base_o + hB) * 2 + 1] = red_sum[hB] + red_sum[WM_HEADS + hB];
+    }
+}
+
+int cu_mla_wg_on(int kv_layout, int H) { return cu_mla_wg && kv_layout == CU_KV_BF16 && H >= WM_HEADS && H % WM_HEADS == 0; }
+
+/* splits for T entries: one block an SM (the shared memory), one wave */
+int cu_mla_wg_splits(int T, int H, int max_ctx, int n_sm) {
+    int blocks = T * (H / WM_HEADS), S = blocks >= n_sm ? 1 : n_sm / blocks, max_tiles = (max_ctx + WM_TILE - 1) / WM_TILE;
+    if (S > max_tiles) S = max_tiles;
+    if (S > 64) S = 64;
+    return S < 1 ? 1 : S;
+}
+
+void cu_mla_decode_wg(const fa_params *p, int T) {
+    static int smem_set = 0;
+    if (!smem_set) {
+        CUDA_CHECK(cudaFuncSetAttribute(mla_decode_wg_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)WM_SMEM));
+        smem_set = 1;
+    }
+    cu_launch(mla_decode_wg_kernel, (unsigned)((size_t)T * p->n_splits * (p->H / WM_HEADS)), WM_THREADS, WM_SMEM, *p);
+    CUDA_LAUNCH_CHECK();
+}
