@@ -15,6 +15,33 @@ __device__ __forceinline__ const unsigned char *entry_of(const fa_params &p, con
     return p.cache + ((size_t)pt[pos / p.page_size] * p.page_size + (size_t)(pos % p.page_size)) * p.tb;
 }
 
+/* What block blockIdx.x of a decode kernel with `heads` heads a block and `tile`-row tiles works on: head group h0
+ * (head groups fastest: the groups of one entry and split read the same rows close in time, all but the first from
+ * L2), split, list entry i and its token m, the sequence's page-table row pt, the split's context rows [c_begin,
+ * c_end) (the context's tiles shared out in equal counts; empty when c_begin >= c_end) and the index of its first
+ * partial (part / ml rows base_o ..). */
+typedef struct {
+    int h0, split, i, m, c_begin, c_end;
+    const int32_t *pt;
+    size_t base_o;
+} mla_work;
+
+__device__ __forceinline__ mla_work mla_block_work(const fa_params &p, int heads, int tile) {
+    mla_work w;
+    int HGn = (p.H + heads - 1) / heads, bx = blockIdx.x;
+    w.h0 = (bx % HGn) * heads;
+    w.split = (bx / HGn) % p.n_splits;
+    w.i = bx / HGn / p.n_splits;
+    w.m = p.tok ? p.tok[w.i] : w.i;
+    int s = p.tok_seq[w.m], ctx = p.positions[w.m] + 1;
+    w.pt = p.page_table + (size_t)s * p.pt_stride;
+    int n_tiles = (ctx + tile - 1) / tile, per = (n_tiles + p.n_splits - 1) / p.n_splits;
+    w.c_begin = w.split * per * tile;
+    w.c_end = min(ctx, (w.split + 1) * per * tile);
+    w.base_o = ((size_t)w.i * p.n_splits + w.split) * p.H + w.h0;
+    return w;
+}
+
 /* a split with no rows: (max, sum) = (-inf, 0) for its heads, which mla_combine skips with its partial */
 __device__ __forceinline__ void mla_empty_split(const fa_params &p, size_t base_o, int nh) {
     if (threadIdx.x < nh) {

@@ -193,15 +193,12 @@ __global__ void __launch_bounds__(TC_THREADS, 2) mla_decode_tc_kernel(fa_params 
     float *red = (float *)(Ps + TC_HEADS * TC_PS);   /* [TC_WARPS][TC_HEADS] */
     cu_pdl_trigger();
     cu_pdl_wait();
-    int HGn = (p.H + TC_HEADS - 1) / TC_HEADS, bx = blockIdx.x;
-    int h0 = (bx % HGn) * TC_HEADS, split = (bx / HGn) % p.n_splits, i = bx / HGn / p.n_splits;
+    const mla_work wk = mla_block_work(p, TC_HEADS, TC_TILE);
+    const int h0 = wk.h0, i = wk.i, m = wk.m, c_begin = wk.c_begin, c_end = wk.c_end;
+    const int32_t *pt = wk.pt;
+    const size_t base_o = wk.base_o;
     int nh = p.H - h0 < TC_HEADS ? p.H - h0 : TC_HEADS;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    int m = p.tok ? p.tok[i] : i, s = p.tok_seq[m], ctx = p.positions[m] + 1;
-    const int32_t *pt = p.page_table + (size_t)s * p.pt_stride;
-    int n_tiles = (ctx + TC_TILE - 1) / TC_TILE, per = (n_tiles + p.n_splits - 1) / p.n_splits;
-    int c_begin = split * per * TC_TILE, c_end = min(ctx, (split + 1) * per * TC_TILE);
-    size_t base_o = ((size_t)i * p.n_splits + split) * p.H + h0;
     if (c_begin >= c_end) {
         mla_empty_split(p, base_o, nh);
         return;
@@ -481,15 +478,12 @@ __global__ void __launch_bounds__(T2_THREADS, 2) mla_decode_tc2_kernel(fa_params
     float *red = (float *)(Ps + TC_HEADS * T2_PS);                    /* [T2_WARPS][16] */
     cu_pdl_trigger();
     cu_pdl_wait();
-    int HGn = (p.H + TC_HEADS - 1) / TC_HEADS, bx = blockIdx.x;
-    int h0 = (bx % HGn) * TC_HEADS, split = (bx / HGn) % p.n_splits, i = bx / HGn / p.n_splits;
+    const mla_work wk = mla_block_work(p, TC_HEADS, T2_TILE);
+    const int h0 = wk.h0, i = wk.i, m = wk.m, c_begin = wk.c_begin, c_end = wk.c_end;
+    const int32_t *pt = wk.pt;
+    const size_t base_o = wk.base_o;
     int nh = p.H - h0 < TC_HEADS ? p.H - h0 : TC_HEADS;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    int m = p.tok ? p.tok[i] : i, s = p.tok_seq[m], ctx = p.positions[m] + 1;
-    const int32_t *pt = p.page_table + (size_t)s * p.pt_stride;
-    int n_tiles = (ctx + T2_TILE - 1) / T2_TILE, per = (n_tiles + p.n_splits - 1) / p.n_splits;
-    int c_begin = split * per * T2_TILE, c_end = min(ctx, (split + 1) * per * T2_TILE);
-    size_t base_o = ((size_t)i * p.n_splits + split) * p.H + h0;
     if (c_begin >= c_end) {
         mla_empty_split(p, base_o, nh);
         return;
@@ -785,15 +779,12 @@ __global__ void __launch_bounds__(T2_THREADS, 2) mla_decode_f8h_kernel(fa_params
     float *red = Ps + TC_HEADS * T3_PS;                                    /* [T2_WARPS][16] */
     cu_pdl_trigger();
     cu_pdl_wait();
-    int HGn = (p.H + TC_HEADS - 1) / TC_HEADS, bx = blockIdx.x;
-    int h0 = (bx % HGn) * TC_HEADS, split = (bx / HGn) % p.n_splits, i = bx / HGn / p.n_splits;
+    const mla_work wk = mla_block_work(p, TC_HEADS, T2_TILE);
+    const int h0 = wk.h0, i = wk.i, m = wk.m, c_begin = wk.c_begin, c_end = wk.c_end;
+    const int32_t *pt = wk.pt;
+    const size_t base_o = wk.base_o;
     int nh = p.H - h0 < TC_HEADS ? p.H - h0 : TC_HEADS;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    int m = p.tok ? p.tok[i] : i, s = p.tok_seq[m], ctx = p.positions[m] + 1;
-    const int32_t *pt = p.page_table + (size_t)s * p.pt_stride;
-    int n_tiles = (ctx + T2_TILE - 1) / T2_TILE, per = (n_tiles + p.n_splits - 1) / p.n_splits;
-    int c_begin = split * per * T2_TILE, c_end = min(ctx, (split + 1) * per * T2_TILE);
-    size_t base_o = ((size_t)i * p.n_splits + split) * p.H + h0;
     if (c_begin >= c_end) {
         mla_empty_split(p, base_o, nh);
         return;

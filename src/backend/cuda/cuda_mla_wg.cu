@@ -110,16 +110,12 @@ __global__ void __launch_bounds__(WM_THREADS, 1) mla_decode_wg_kernel(fa_params 
     float *red_max = (float *)(Ps + WM_CHUNK_B), *red_sum = red_max + 2 * WM_HEADS;   /* [2 warpgroups][64 heads] */
     cu_pdl_trigger();
     cu_pdl_wait();
-    int HGn = p.H / WM_HEADS, bx = blockIdx.x;   /* the head groups of an (entry, split) run side by side: the
-                                                    second reads the rows from L2 */
-    int h0 = (bx % HGn) * WM_HEADS, split = (bx / HGn) % p.n_splits, i = bx / HGn / p.n_splits;
+    const mla_work wk = mla_block_work(p, WM_HEADS, WM_TILE);   /* H % 64 == 0: every group has 64 heads */
+    const int h0 = wk.h0, i = wk.i, m = wk.m, c_begin = wk.c_begin, c_end = wk.c_end;
+    const int32_t *pt = wk.pt;
+    const size_t base_o = wk.base_o;
     int warp = threadIdx.x >> 5, wg = warp >> 2, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     int hA = 16 * (warp & 3) + g, hB = hA + 8;   /* this thread's two heads (rows of every accumulator) */
-    int m = p.tok ? p.tok[i] : i, s = p.tok_seq[m], ctx = p.positions[m] + 1;
-    const int32_t *pt = p.page_table + (size_t)s * p.pt_stride;
-    int n_tiles = (ctx + WM_TILE - 1) / WM_TILE, per = (n_tiles + p.n_splits - 1) / p.n_splits;
-    int c_begin = split * per * WM_TILE, c_end = min(ctx, (split + 1) * per * WM_TILE);
-    size_t base_o = ((size_t)i * p.n_splits + split) * p.H + h0;
     if (c_begin >= c_end) {
         mla_empty_split(p, base_o, WM_HEADS);
         return;
