@@ -585,6 +585,18 @@ static void check_linear_w8a8(setup *s, const char *what, int N, int K, const in
     gpu->destroy(gpu);
 }
 
+/* A W8A8 backend (DSINFER_CUDA_FP8_GEMM=1, TC on), with env name set to val unless val is NULL */
+static ds_backend *w8_backend_with(setup *s, const char *name, const char *val, char *err) {
+    setenv("DSINFER_CUDA_FP8_GEMM", "1", 1);
+    setenv("DSINFER_CUDA_TC", "1", 1);
+    if (val) setenv(name, val, 1);
+    ds_backend *gpu = ds_backend_cuda_new(&s->cfg, err);
+    unsetenv("DSINFER_CUDA_FP8_GEMM");
+    unsetenv("DSINFER_CUDA_TC");
+    if (val) unsetenv(name);
+    return gpu;
+}
+
 /* linear2 (two weights of one input, backend.h; cuda_linear.cu cu_linear2: one launch where it can, DSINFER_CUDA_HFUSE)
  * against the CPU's two linears, on a backend with the W8A8 linears on (DSINFER_CUDA_FP8_GEMM=1): the v2 GEMV in
  * its two-weight form at 1, 4 and 8 rows (THR_GEMM against fp32 activations), above that FP8 weights by the W8A8
@@ -595,11 +607,7 @@ static int w8_min_m = GEMV_MAX_M_TEST + 1;   /* rows from which FP8 linears are 
 
 static void check_linear2(setup *s, const char *what, int N1, int N2, int K, ds_dtype dt) {
     char err[DS_ERRLEN];
-    setenv("DSINFER_CUDA_FP8_GEMM", "1", 1);
-    setenv("DSINFER_CUDA_TC", "1", 1);
-    ds_backend *gpu = ds_backend_cuda_new(&s->cfg, err);
-    unsetenv("DSINFER_CUDA_FP8_GEMM");
-    unsetenv("DSINFER_CUDA_TC");
+    ds_backend *gpu = w8_backend_with(s, NULL, NULL, err);
     if (!gpu) { CHECKF(0, "%s", err); return; }
     float amp = dt == DS_DTYPE_F8_E4M3 ? 0.5f / sqrtf((float)K) : 1.0f / sqrtf((float)K);
     wpair w1 = mk_weight(s, N1, K, dt, amp, what), w2 = mk_weight(s, N2, K, dt, amp, what);
@@ -1764,18 +1772,6 @@ static void run_w8a8_small(void) {
         free_setup(&s);
     }
     unsetenv("DSINFER_CUDA_W8_SHARED_X");
-}
-
-/* A W8A8 backend (DSINFER_CUDA_FP8_GEMM=1, TC on) with env name set to val (NULL: unset) */
-static ds_backend *w8_backend_with(setup *s, const char *name, const char *val, char *err) {
-    setenv("DSINFER_CUDA_FP8_GEMM", "1", 1);
-    setenv("DSINFER_CUDA_TC", "1", 1);
-    if (val) setenv(name, val, 1);
-    ds_backend *gpu = ds_backend_cuda_new(&s->cfg, err);
-    unsetenv("DSINFER_CUDA_FP8_GEMM");
-    unsetenv("DSINFER_CUDA_TC");
-    if (val) unsetenv(name);
-    return gpu;
 }
 
 /* linear (N x K) and linear2 (N x K, N2 x K) on two backends that differ only in name = val: every output value the
