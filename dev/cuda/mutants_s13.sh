@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # The mutated builds of the thirteenth session's parts (after dev/cuda/pack.sh; then `tar cJf .deps.tar.xz .deps`):
-# the twelfth's (mutants_s12b.sh: rt_*, cb_den, w8_min, w8_shx for w8s13), then the f8_* ones, each of which must fail
+# the twelfth's w8_min, w8_shx for w8s13, then the f8_* ones, each of which must fail
 # `DSINFER_OPS_ONLY=f8lab test_cuda_ops` (session_run.sh f8lab13).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-bash dev/cuda/mutants_s12b.sh
 m=dev/cuda/build_mutant.sh
+# (w8s13) the twelfth session's w8_* mutants (mutants_s12b.sh; its router ones ran in the twelfth session)
+bash $m w8_min src/backend/cuda/cuda_linear.cu 'return cb->opt.fp8_gemm && M >= cb->opt.fp8_gemm_min_m;' 'return cb->opt.fp8_gemm && M > cb->opt.fp8_gemm_min_m;'
+bash $m w8_shx src/backend/cuda/cuda_fp8_wgmma.cu '    cu_f8_wgmma_gemm(cb, out2, q, qs, w2, M);
+}' '    cu_f8_wgmma_gemm(cb, out2, q, qs + 1, w2, M);
+}'
 F=src/backend/cuda/cuda_fp8_wgmma.cu
 # preload: every iteration may leave WG_ST - 1 groups pending (a stage read before it has landed: a race)
 bash $m f8_prew $F 'if (first_pre) cu_cp_async_wait<WG_ST - 1>();' 'if (preload) cu_cp_async_wait<WG_ST - 1>();'
