@@ -856,6 +856,76 @@ if want mlawg13; then
   cat $OUT/mutants.txt
   rm -f $OUT/test_cuda_ops_mut_*.log
 fi
+# mut14 (fourteenth session): the mutants of the thirteenth session's parts alone (mlawg13's and f8lab13's first
+# runs had none built yet): wg_* must fail `DSINFER_OPS_ONLY=mla`, f8_* `f8lab` (w8s13 runs the w8_* ones)
+if want mut14; then
+  for f in .deps/bin/test_cuda_ops_mut_wg_*; do [ -x "$f" ] && mutant $f mla 128 240; done
+  for f in .deps/bin/test_cuda_ops_mut_f8_*; do [ -x "$f" ] && mutant $f f8lab; done
+  cat $OUT/mutants.txt
+  rm -f $OUT/test_cuda_ops_mut_*.log
+fi
+# rows14 (fourteenth session): the new defaults' rows (FP8 dense linears as W8A8 from 2 rows, x quantized once for
+# linear2, the wgmma MLA decode at 128 heads), FP8 and BF16 decode at batch 1 .. 256, ctx 1K; run after `check`
+if want rows14; then
+  step rows_fp8 120 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1,2,4,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s14-fp8
+  step rows_bf16 120 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,2,4,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s14-bf16
+  rm -f $OUT/rows_*.log
+fi
+# s14b (fourteenth session): the full op test with the new defaults; the MLA combine v2 (DSINFER_CUDA_COMBINE2, the
+# same bits as v1: `DSINFER_OPS_ONLY=combine`) on / off at FP8 and BF16 batch 1 and FP8 64 / 256, twice; ncu of an FP8
+# batch-1 step (kernel times, serialized) and ncu's full sections of the wgmma MLA decode at 128 heads (64 x 4K)
+if want s14b; then
+  step ops_full 420 $B/test_cuda_ops
+  step ops_cb 60 env DSINFER_OPS_ONLY=combine $B/test_cuda_ops
+  grep -E "combine v2" $OUT/ops_cb.log | head -8
+  for r in 1 2; do
+    for v in 0 1; do
+      step dec_cb$v 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_COMBINE2=$v $B/dsinfer bench --dtype fp8 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s14-fp8-cb$v
+      step dec_cbb$v 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_COMBINE2=$v $B/dsinfer bench --dtype bf16 --batch 1 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s14-bf16-cb$v
+    done
+  done
+  rm -f $OUT/dec_cb*.log
+  ncu_step ncu_fp8_b1 fp8 1 --launch-count 1000
+  step ncu_mlawg 120 ncu --set full -k regex:mla_decode_wg -c 1 $B/dsinfer bench --mla --kv-cache-dtype bf16
+fi
+# s14c (fourteenth session): programmatic dependent launch again (DSINFER_CUDA_PDL=1, off since the fourth session,
+# before the CUDA graphs and most of today's kernels) and with the W8A8 chain's launches too (DSINFER_CUDA_F8_PDL=1,
+# f8_wgmma_kernel's weights before its wait): op tests w8small / f8lab / combine and the goldens with both on; FP8
+# rows b1 .. 256 and BF16 b1 / b64 for 0:0, 1:0, 1:1, twice; the combine v2 gate (FP8 b4 / b8 with COMBINE2=0 / 1)
+if want s14c; then
+  step ops_pdl 200 env DSINFER_CUDA_PDL=1 DSINFER_CUDA_F8_PDL=1 DSINFER_OPS_ONLY=w8small $B/test_cuda_ops
+  step ops_pdl2 200 env DSINFER_CUDA_PDL=1 DSINFER_CUDA_F8_PDL=1 DSINFER_OPS_ONLY=f8lab $B/test_cuda_ops
+  step ops_cb2 60 env DSINFER_OPS_ONLY=combine $B/test_cuda_ops
+  step golden_pdl 150 env DSINFER_CUDA_PDL=1 DSINFER_CUDA_F8_PDL=1 $B/test_cuda_golden
+  for r in 1 2; do
+    for v in 0:0 1:0 1:1; do
+      IFS=: read -r a f <<< "$v"
+      step dec_pdl$a$f 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_PDL=$a DSINFER_CUDA_F8_PDL=$f $B/dsinfer bench --dtype fp8 --batch 1,8,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s14-fp8-pdl$a$f
+      step dec_pdlb$a$f 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_PDL=$a DSINFER_CUDA_F8_PDL=$f $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s14-bf16-pdl$a$f
+    done
+    for v in 0 1; do
+      step dec_cbg$v 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_COMBINE2=$v $B/dsinfer bench --dtype fp8 --batch 1,4,8 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s14-fp8-cbg$v
+    done
+  done
+  rm -f $OUT/dec_*.log
+fi
+# wgtma14 (fourteenth session): the wgmma MLA decode's rows by TMA (DSINFER_CUDA_MLA_WG_TMA=1): the MLA op tests (the
+# TMA cases run with the switch set in the test), the wgt_* mutants (dev/cuda/mutants_s14.sh), memcheck on the MLA
+# tests, `bench --mla --kv-cache-dtype bf16` off / on twice, and a V3-shaped decode row is not possible on one GPU, so
+# the op is the measure
+if want wgtma14; then
+  step ops_wgt 240 env DSINFER_OPS_ONLY=mla $B/test_cuda_ops
+  grep -E "wgt|FAIL" $OUT/ops_wgt.log | head -12
+  for f in .deps/bin/test_cuda_ops_mut_wgt_*; do [ -x "$f" ] && mutant $f mla 128 240; done
+  step san_wgt 200 env DSINFER_OPS_ONLY=mla DSINFER_OPS_SMALL=1 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 $B/test_cuda_ops
+  for r in 1 2; do
+    for v in 0 1; do
+      step mla_wgt$v 60 env DSINFER_CUDA_MLA_WG_TMA=$v $B/dsinfer bench --mla --kv-cache-dtype bf16
+    done
+  done
+  cat $OUT/mutants.txt
+  rm -f $OUT/test_cuda_ops_mut_*.log
+fi
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

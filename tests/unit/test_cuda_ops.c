@@ -598,12 +598,14 @@ static ds_backend *w8_backend_with(setup *s, const char *name, const char *val, 
 }
 
 /* linear2 (two weights of one input, backend.h; cuda_linear.cu cu_linear2: one launch where it can, DSINFER_CUDA_HFUSE)
- * against the CPU's two linears, on a backend with the W8A8 linears on (DSINFER_CUDA_FP8_GEMM=1): the v2 GEMV in
- * its two-weight form at 1, 4 and 8 rows (THR_GEMM against fp32 activations), above that FP8 weights by the W8A8
- * kernel (9, 63, 64: both weights in one launch, split K; 65, 130: two linears) against the CPU on x quantized the
- * same way (THR_W8A8), BF16 ones by two tensor-core linears (THR_TC). Each launch twice, the second on a new x (the
+ * against the CPU's two linears, on a backend with the W8A8 linears on (DSINFER_CUDA_FP8_GEMM=1): BF16 weights by
+ * the v2 GEMV in its two-weight form at 1, 4 and 8 rows (THR_GEMM against fp32 activations) and two tensor-core
+ * linears above (THR_TC); FP8 ones by the GEMV below w8_min_m rows (1 by default), from there by the W8A8 kernel (4 ..
+ * 64: both weights in one launch, split K; 65, 130: x quantized once, DSINFER_CUDA_W8_SHARED_X) against the CPU on x
+ * quantized the same way (THR_W8A8). Each launch twice, the second on a new x (the
  * split-K tickets and partials the first one left). */
-static int w8_min_m = GEMV_MAX_M_TEST + 1;   /* rows from which FP8 linears are W8A8 (run_w8a8_small sets it to 1) */
+#define W8_MIN_M_TEST 2   /* the CUDA backend's default DSINFER_CUDA_FP8_GEMM_MIN_M (cuda_backend.cu) */
+static int w8_min_m = W8_MIN_M_TEST;   /* rows from which FP8 linears are W8A8 (run_w8a8_small sets it to 1) */
 
 static void check_linear2(setup *s, const char *what, int N1, int N2, int K, ds_dtype dt) {
     char err[DS_ERRLEN];
@@ -1501,6 +1503,62 @@ static void run_kvb_copy(void) {
     free_setup(&s);
 }
 
+/* The MLA split combine with its loads issued at once (mla_combine_v2_kernel; DSINFER_CUDA_COMBINE2=2: at every grid
+ * size, by default small grids only) against mla_combine_kernel (=0): the absorbed attention's output the same bits.
+ * The switch is a process-wide flag read at backend creation: the setup's backend is made with it off, runs, then a
+ * second backend turns it on and the setup's backend runs again. Ragged batches of M tokens with cached prefixes of up to max_cached rows: at 1
+ * token up to 64 splits (two a lane in the kernel's warp 0), some of them empty. DSINFER_OPS_ONLY=combine. */
+static void check_combine2(const char *name, const char *path, int heads, int M, int max_cached) {
+    setup s;
+    char err[DS_ERRLEN];
+    setenv("DSINFER_CUDA_COMBINE2", "0", 1);
+    int ok = load_setup(&s, name, path, heads, 16);
+    unsetenv("DSINFER_CUDA_COMBINE2");
+    if (!ok) return;
+    const ds_config *c = &s.cfg;
+    int H = c->num_heads, C = c->kv_lora_rank, hw = c->qk_nope_head_dim + c->v_head_dim;
+    batch b;
+    mk_batch(&s, &b, M, max_cached, 16);
+    set_batch(&s, &b);
+    buf cache = mk_cache(&s, &b);
+    wpair kvb = mk_weight(&s, H * hw, C, DS_DTYPE_BF16, 1.0f / sqrtf((float)C), "kv_b");
+    size_t n = (size_t)M * H * c->v_head_dim;
+    buf q = buf_new(&s, (size_t)M * H * c->qk_head_dim), o1 = buf_new(&s, n), o2 = buf_new(&s, n);
+    buf_rand(&q, 1.0f);
+    buf_poison(&o1);
+    buf_poison(&o2);
+    s.gpu->attn_absorbed(s.gpu, o1.d, q.d, cache.d, &kvb.d, b.seqs, b.m.n_seqs);   /* mla_combine_kernel */
+    setenv("DSINFER_CUDA_COMBINE2", "2", 1);
+    ds_backend *on = ds_backend_cuda_new(&s.cfg, err);                              /* v2 at every size */
+    unsetenv("DSINFER_CUDA_COMBINE2");
+    CHECKF(on != NULL, "%s", err);
+    if (on) {
+        s.gpu->attn_absorbed(s.gpu, o2.d, q.d, cache.d, &kvb.d, b.seqs, b.m.n_seqs);   /* mla_combine_v2_kernel */
+        size_t diff = device_units_differ(&s, o1.d, o2.d, n, sizeof(float));
+        printf("  %-8s attn absorbed M=%d (cached <= %d): combine v2 against v1: %zu of %zu values differ\n", s.name, M,
+               max_cached, diff, n);
+        CHECKF(diff == 0, "%s M=%d: mla_combine_v2_kernel changes %zu values", s.name, M, diff);
+        s.cpu->attn_absorbed(s.cpu, o2.h, q.h, cache.h, &kvb.h, b.seqs, b.m.n_seqs);
+        compare(&s, "attn absorbed, combine v2", M, &o2, THR_TC, 0);
+        on->destroy(on);
+        ds_backend *dflt = ds_backend_cuda_new(&s.cfg, err);   /* the flag back to its default for the tests after */
+        if (dflt) dflt->destroy(dflt);
+    }
+    free(b.pt);
+    buf_free(&s, &cache); buf_free(&s, &q); buf_free(&s, &o1); buf_free(&s, &o2);
+    free_weight(&kvb);
+    free_setup(&s);
+}
+
+static void run_combine2(void) {
+    if (only && strcmp(only, "combine")) return;
+    check_combine2("v2l-cb2", "configs/deepseek-v2-lite.json", 0, 1, 3000);
+    check_combine2("v2l-cb2", "configs/deepseek-v2-lite.json", 0, 4, 1500);
+    check_combine2("v2l-cb2", "configs/deepseek-v2-lite.json", 0, 40, 300);
+    check_combine2("v3-cb2", "configs/deepseek-v3.json", 0, 1, 3000);   /* 128 heads: the wgmma decode's splits */
+    check_combine2("h20-cb2", "configs/deepseek-v2-lite.json", 20, 3, 700);
+}
+
 /* FP8 weights decoded without the conversion unit (DSINFER_CUDA_FP8_FAST=1, cuda.h cu_fp8_scaled: the same
  * values as the cvt path, checked code by code on the host by test_cuda_host): the GEMV v2 at the exact
  * thresholds (M = 1, 4: V3 q_a, an odd 200x304), the grouped MoE on it (M = 1, 4) and on the tensor cores
@@ -1732,11 +1790,12 @@ static void check_mlp_w8a8(setup *s, int I, const char *hfuse, int fuse) {
     if (twin) twin->destroy(twin);
 }
 
-/* The dense FP8 linears as W8A8 below 9 rows too (DSINFER_CUDA_FP8_GEMM_MIN_M=1; by default the GEMVs take them):
- * linear (V3 q_a + kv_a, V2-Lite's shared down, an odd shape), linear2 (V2-Lite q + kv_a, an odd pair) and the W8A8
- * MLP (two linears, linear2, fused; the fused one bit for bit against the unfused) at 1 .. 8 rows, against the CPU on
- * x quantized the same way; then linear2 with x quantized once above 64 rows (DSINFER_CUDA_W8_SHARED_X=1). Both
- * opt-in switches of the twelfth session; DSINFER_OPS_ONLY=w8small runs these alone. */
+/* The dense FP8 linears as W8A8 at 1 .. 8 rows (DSINFER_CUDA_FP8_GEMM_MIN_M=1; by default from 2 rows, the GEMVs take
+ * batch 1): linear (V3 q_a + kv_a, V2-Lite's shared down, an odd shape), linear2 (V2-Lite q + kv_a, an odd pair) and
+ * the W8A8 MLP (two linears, linear2, fused; the fused one bit for bit against the unfused), against the CPU on x
+ * quantized the same way; then linear2 above 64 rows with x quantized once (DSINFER_CUDA_W8_SHARED_X, default) and
+ * per GEMM. The twelfth session's switches (defaults since the fourteenth); DSINFER_OPS_ONLY=w8small runs these
+ * alone. */
 static void run_w8a8_small(void) {
     if (only && strcmp(only, "w8small")) return;
     setup s;
@@ -1757,19 +1816,21 @@ static void run_w8a8_small(void) {
         check_mlp_w8a8(&s, 2816, "2", 1);
         free_setup(&s);
     }
-    w8_min_m = GEMV_MAX_M_TEST + 1;
+    w8_min_m = W8_MIN_M_TEST;
     unsetenv("DSINFER_CUDA_FP8_GEMM_MIN_M");
-    /* x quantized once for linear2's two W8A8 GEMMs above 64 rows (DSINFER_CUDA_W8_SHARED_X=1): linear2's 65 and 130
-     * rows, the MLP's gate / up at 65 and 130 with hfuse 2 */
-    setenv("DSINFER_CUDA_W8_SHARED_X", "1", 1);
-    if (load_setup(&s, "v3-w8x", "configs/deepseek-v3.json", 3, 16)) {
-        check_linear2(&s, "v3 q_a+kv_a", 1536, 576, 7168, DS_DTYPE_F8_E4M3);
-        check_linear2(&s, "odd", 260, 92, 384, DS_DTYPE_F8_E4M3);
-        free_setup(&s);
-    }
-    if (load_setup(&s, "v2l-w8x", "configs/deepseek-v2-lite.json", 0, 16)) {
-        check_mlp_w8a8(&s, 2816, "2", 0);
-        free_setup(&s);
+    /* linear2's two W8A8 GEMMs above 64 rows with x quantized once (DSINFER_CUDA_W8_SHARED_X=1, the default) and once
+     * per GEMM (=0): linear2's 65 and 130 rows, the MLP's gate / up at 65 and 130 with hfuse 2 */
+    for (int shared = 1; shared >= 0; shared--) {
+        setenv("DSINFER_CUDA_W8_SHARED_X", shared ? "1" : "0", 1);
+        if (load_setup(&s, shared ? "v3-w8x" : "v3-w8x0", "configs/deepseek-v3.json", 3, 16)) {
+            check_linear2(&s, "v3 q_a+kv_a", 1536, 576, 7168, DS_DTYPE_F8_E4M3);
+            check_linear2(&s, "odd", 260, 92, 384, DS_DTYPE_F8_E4M3);
+            free_setup(&s);
+        }
+        if (load_setup(&s, shared ? "v2l-w8x" : "v2l-w8x0", "configs/deepseek-v2-lite.json", 0, 16)) {
+            check_mlp_w8a8(&s, 2816, "2", 0);
+            free_setup(&s);
+        }
     }
     unsetenv("DSINFER_CUDA_W8_SHARED_X");
 }
@@ -2055,6 +2116,7 @@ int main(void) {
     run_side_stream();
     run_linear2();
     run_kvb_copy();
+    run_combine2();
     run_qkv_finish();
     run_router();
     run_w8a8_small();
@@ -2099,14 +2161,25 @@ int main(void) {
         run_mla_tc("h3-tc8v2", "configs/deepseek-v2-lite.json", 3, KV_FP8, 7, kv_small, NM(kv_small), 150);
         run_mla_tc("v3-tc8v2", "configs/deepseek-v3.json", 0, KV_FP8, 16, kv_big, NM(kv_big), 300);
         unsetenv("DSINFER_CUDA_MLA_TC2_FP8");
-        /* v2 at 128 heads (8 blocks of 16 heads per entry and split) and 20 (a partial head group) */
+        /* v2 at 128 heads (8 blocks of 16 heads per entry and split; the wgmma kernel off) and 20 (a partial head
+         * group) */
+        setenv("DSINFER_CUDA_MLA_WG", "0", 1);
         run_mla_tc("v3-tc16", "configs/deepseek-v3.json", 0, KV_BF16, 16, kv_big, NM(kv_big), 300);
+        unsetenv("DSINFER_CUDA_MLA_WG");
         run_mla_tc("h20-tc16", "configs/deepseek-v2-lite.json", 20, KV_BF16, 7, kv_small, NM(kv_small), 150);
-        /* 64 heads a block on wgmma (DSINFER_CUDA_MLA_WG=1, opt-in): V3's 128 heads (two head groups; 1 entry: five
+        /* 64 heads a block on wgmma (DSINFER_CUDA_MLA_WG, default on; set here in case the environment has it off): V3's 128 heads (two head groups; 1 entry: five
          * splits of one tile, 128 entries: one split of five tiles through both ring slots), 64 heads on 7-row pages */
         setenv("DSINFER_CUDA_MLA_WG", "1", 1);
         run_mla_tc("v3-tc16wg", "configs/deepseek-v3.json", 0, KV_BF16, 16, kv_big, NM(kv_big), 300);
         run_mla_tc("h64-tc16wg", "configs/deepseek-v2-lite.json", 64, KV_BF16, 7, kv_small, NM(kv_small), 150);
+        /* its rows by TMA (DSINFER_CUDA_MLA_WG_TMA=1): pages of 16 (four boxes a tile), 8, 64 (one box) and 128 (a
+         * tile inside a page); partial last tiles over NaN-poisoned pages */
+        setenv("DSINFER_CUDA_MLA_WG_TMA", "1", 1);
+        run_mla_tc("v3-tc16wgt", "configs/deepseek-v3.json", 0, KV_BF16, 16, kv_big, NM(kv_big), 300);
+        run_mla_tc("h64-wgt8", "configs/deepseek-v2-lite.json", 64, KV_BF16, 8, kv_small, NM(kv_small), 150);
+        run_mla_tc("h64-wgt64", "configs/deepseek-v2-lite.json", 64, KV_BF16, 64, kv_small, NM(kv_small), 150);
+        run_mla_tc("h128-wgt128", "configs/deepseek-v2-lite.json", 128, KV_BF16, 128, kv_small, NM(kv_small), 150);
+        unsetenv("DSINFER_CUDA_MLA_WG_TMA");
         unsetenv("DSINFER_CUDA_MLA_WG");
         /* the first prefill attention kernel (DSINFER_CUDA_FA2=0), still selectable */
         setenv("DSINFER_CUDA_FA2", "0", 1);

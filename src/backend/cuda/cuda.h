@@ -63,8 +63,9 @@ __device__ __forceinline__ void cu_prefetch_l2(const void *p, size_t bytes, int 
     const char *c = (const char *)p;
     for (size_t o = (size_t)t * 128; o < bytes; o += (size_t)n * 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(c + o));
 }
+/* kernel<<<grid, block, smem, cu_stream>>>(args), with the programmatic-dependent-launch attribute when pdl */
 template <typename... P, typename... A>
-static inline void cu_launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, A... args) {
+static inline void cu_launch_pdl(int pdl, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, A... args) {
     cudaLaunchAttribute at[1];
     at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     at[0].val.programmaticStreamSerializationAllowed = 1;
@@ -74,9 +75,19 @@ static inline void cu_launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t
     cfg.dynamicSmemBytes = smem;
     cfg.stream = cu_stream;
     cfg.attrs = at;
-    cfg.numAttrs = cu_pdl ? 1 : 0;
+    cfg.numAttrs = pdl ? 1 : 0;
     CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, ((P)args)...));
 }
+template <typename... P, typename... A>
+static inline void cu_launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, A... args) {
+    cu_launch_pdl(cu_pdl, kernel, grid, block, smem, args...);
+}
+/* DSINFER_CUDA_F8_PDL=1 (with DSINFER_CUDA_PDL=1; opt-in, fourteenth session): the W8A8 chain's kernels (the rows'
+ * quantizer rows_fp8_warp_kernel, f8_wgmma_kernel, f8_reduce(4)_kernel, silu_quant_kernel, f8_tma_kernel) launched
+ * with the attribute too; f8_wgmma_kernel requests its first stages' weights before cu_pdl_wait. Default 0: those
+ * launch plainly (each waits for the kernel before it to finish). */
+extern int cu_f8_pdl;
+#define CU_F8_PDL (cu_pdl && cu_f8_pdl)
 
 /* A device buffer that only grows (reallocated when a larger size is asked for). A reallocation bumps
  * cu_ws_epoch: captured graphs hold the old addresses and are dropped when the epoch moved. */
@@ -120,7 +131,7 @@ void cu_ws_free(cu_ws *w);
  *                            across warps when rows are few). Only with VEC_GEMV on.
  *   DSINFER_CUDA_ROUTE2=0    the router as one thread per token with local arrays; default 1: one warp
  *                            per token (cuda_moe.cu route_v2_kernel; H200 V2-Lite batch 1: 139 -> 177 tok/s).
- *   DSINFER_CUDA_FP8_GEMM=1  W8A8 for FP8 weights at M > GEMV_MAX_M (cuda_fp8gemm.cu): activations
+ *   DSINFER_CUDA_FP8_GEMM=1  W8A8 for FP8 weights (cuda_fp8gemm.cu; from DSINFER_CUDA_FP8_GEMM_MIN_M rows): activations
  *                            quantized per token x 128 columns (spec 12.2), then the block-scaled FP8 GEMM:
  *                            the own wgmma kernels (DSINFER_CUDA_FP8_OWN=2, default) or cuBLASLt's (spec
  *                            12.5, _FP8_OWN=0). Default: on with DSINFER_CUDA_TC=1 (eighth session: FP8 decode
@@ -167,8 +178,9 @@ void cu_ws_free(cu_ws *w);
  *                            FP8 batch 64 +1.5%, twelfth session run 2).
  *   DSINFER_CUDA_F8_TICKETS=1 the W8A8 cp.async kernel's split-K partials summed by each tile's last split (at most 4
  *                            splits); default 0: the reduce kernel (measured faster).
- *   DSINFER_CUDA_MLA_WG=1    the BF16 cache's MLA decode with 64 heads a block on wgmma where H % 64 == 0 (V3's 128
- *                            heads; opt-in, thirteenth session, not yet run on a GPU).
+ *   DSINFER_CUDA_MLA_WG=0    the BF16 cache's MLA decode at H % 64 == 0 (V3's 128 heads) on the mma.sync kernels, 16
+ *                            heads a block; default 1: 64 heads a block on wgmma (64 x 4K at 128 heads 0.471 -> 0.227
+ *                            ms kernel time, fourteenth session).
  *   DSINFER_CUDA_F8_PRELOAD=1 the W8A8 cp.async kernel with all 4 ring stages in flight from its start;
  *                            DSINFER_CUDA_F8_REDUCE_VEC=1 the split-K reduce four values a thread (both the same bits;
  *                            opt-in, thirteenth session, not yet timed); DSINFER_CUDA_F8_SPLIT_KB=N (default 4): the
@@ -191,15 +203,24 @@ void cu_ws_free(cu_ws *w);
  *   DSINFER_CUDA_MOE_TC_MIN_M=N  the grouped routed experts on the tensor cores (moe_wg_kernel) from N tokens, the
  *                            grouped GEMV below (default: FP8 experts from 2 tokens, BF16 from 4; before, the GEMV
  *                            took up to 8 and batch 8 ran at 18% of its roofline: FP8 batch 8 12.3 -> 9.0 ms).
- *   DSINFER_CUDA_FP8_GEMM_MIN_M=N  the dense FP8 linears (linear, linear2, the MLP) as W8A8 from N rows instead of 9,
- *                            the GEMVs below (opt-in, written in the twelfth session, not yet run on a GPU: at batch 8
- *                            the FP8 GEMVs of 8 rows read 5-7 MB in 32-43 us, 170 GB/s serialized).
- *   DSINFER_CUDA_W8_SHARED_X=1  linear2 of two FP8 weights above 64 rows (q / kv_a; an MLP's gate / up with hfuse 2):
- *                            x quantized once for both W8A8 GEMMs instead of once per linear (the same bits; opt-in,
- *                            written in the twelfth session, not yet run on a GPU: 2 launches fewer a layer at b128+).
+ *   DSINFER_CUDA_FP8_GEMM_MIN_M=N  the dense FP8 linears (linear, linear2, the MLP) as W8A8 from N rows, the GEMVs
+ *                            below (default 2: FP8 batch 8 8.96 -> 6.31 ms, batch 4 5.96 -> 4.86, batch 2 4.45 -> 4.00;
+ *                            batch 1 on the GEMVs, 3.73 ms as W8A8 against 3.51; fourteenth session; was 9).
+ *   DSINFER_CUDA_W8_SHARED_X=0  linear2 of two FP8 weights above 64 rows (q / kv_a; an MLP's gate / up with hfuse 2)
+ *                            quantizing x once per linear; default 1: once for both W8A8 GEMMs (the same bits; FP8
+ *                            b128 / b256 -0.1 ms, prefill 512 .. 8K -1 .. -2%, fourteenth session).
  *   DSINFER_CUDA_COMBINE_BF16=0  the MLA split combine writes o_lat in fp32 and a conversion kernel makes the W_UV
  *                            GEMM's BF16 input; default 1: the combine writes it in BF16 (the same bits, a launch
  *                            fewer a layer above 8 tokens).
+ *   DSINFER_CUDA_COMBINE2=0  the MLA split combine as before the fourteenth session (mla_combine_kernel); default 1:
+ *                            mla_combine_v2_kernel where the grid has at most two blocks an SM (batch 1 .. ~4), the
+ *                            same bits with its loads issued at once (batch 1: 10.1 -> 5.1 us a layer in ncu, the step
+ *                            -0.1 ms); =2 at every size (batch 64 / 256 +0.14 / +0.34 ms: its registers cost
+ *                            occupancy).
+ *   DSINFER_CUDA_MLA_WG_TMA=1  the wgmma MLA decode's rows by TMA (one copy a page-run and 64-column chunk) instead
+ *                            of cp.async, page sizes 8 .. 64 dividing 64 or multiples of 64 (opt-in, not yet timed).
+ *   DSINFER_CUDA_F8_PDL=1    with DSINFER_CUDA_PDL=1: the W8A8 chain launched with PDL too, f8_wgmma_kernel's first
+ *                            weights requested before its wait (opt-in, fourteenth session; see cu_f8_pdl below).
  * Engine-level (model/forward.c): DSINFER_FUSED_ADD_NORM=0 (residual add and norm as two ops),
  * DSINFER_EP_GATHER=0 (expert parallelism's all-to-all form), DSINFER_EP_GRAPHS=0 (gathered EP steps
  * not captured). */
@@ -215,8 +236,8 @@ typedef struct {
     int mlp_fuse;   /* the W8A8 MLP's split-K sums, SiLU * up and the down input's quantization in one kernel (DSINFER_CUDA_MLP_FUSE, default 1) */
     int kvb_bf16;   /* FP8 kv_b's BF16 copy made once per layer at weight upload (DSINFER_CUDA_KVB_BF16, default 1) */
     int qkv_fuse;   /* kv_a RMSNorm, both RoPEs and the cache store in one kernel (backend qkv_finish; DSINFER_CUDA_QKV_FUSE, default 1) */
-    int w8_shared_x;   /* linear2 above 64 rows: x quantized once for both W8A8 GEMMs (DSINFER_CUDA_W8_SHARED_X, default 0) */
-    int fp8_gemm_min_m;   /* FP8 linears as W8A8 (opt.fp8_gemm) from this many rows, GEMVs below (DSINFER_CUDA_FP8_GEMM_MIN_M, default 9) */
+    int w8_shared_x;   /* linear2 above 64 rows: x quantized once for both W8A8 GEMMs (DSINFER_CUDA_W8_SHARED_X, default 1) */
+    int fp8_gemm_min_m;   /* FP8 linears as W8A8 (opt.fp8_gemm) from this many rows, GEMVs below (DSINFER_CUDA_FP8_GEMM_MIN_M, default 2) */
     int moe_tc_min_m;   /* grouped routed experts on the tensor cores from this many tokens (DSINFER_CUDA_MOE_TC_MIN_M; 0, the default: FP8 2, BF16 4) */
     int combine_bf16;   /* mla_combine writes o_lat in BF16 for the W_UV GEMM (DSINFER_CUDA_COMBINE_BF16, default 1) */
     int router_fused, router_fused_min_m, router_fused_max_m;   /* router GEMM + top-k in one kernel for min_m .. max_m tokens (DSINFER_CUDA_ROUTER_FUSED[_MIN_M|_MAX_M]) */
@@ -721,6 +742,9 @@ extern int cu_group_wide_min;
 /* DSINFER_CUDA_ABSORB2=0: the first-pass q_lat = W_UK^T q_nope kernel (one thread per column, dn
  * dependent loads); default 1: absorb_q_v2_kernel (cuda_attn.cu). */
 extern int cu_absorb_v2;
+/* DSINFER_CUDA_COMBINE2=0: mla_combine_kernel; default 1: mla_combine_v2_kernel for small grids, 2: always
+ * (cuda_attn.cu, the same bits) */
+extern int cu_combine_v2;
 /* DSINFER_CUDA_MLA_ASYNC=1: the tensor-core MLA decode stages BF16 cache tiles by cp.async (cuda_mla_tc.cu);
  * default 0 until it has run on a GPU. */
 extern int cu_mla_async;
@@ -735,10 +759,13 @@ extern int cu_mla_tc2_fp8;
 /* DSINFER_CUDA_MLA_QREG: the k-steps of 16 whose Q fragments v2 keeps in registers: 36 (default, all), 18 or
  * 0 (the rest read from shared memory every tile). */
 extern int cu_mla_qreg;
-/* DSINFER_CUDA_MLA_WG=1 (opt-in, thirteenth session, not yet run on a GPU): the BF16 cache's decode with 64 heads a
+/* DSINFER_CUDA_MLA_WG (default 1; =0 the mma.sync kernels): the BF16 cache's decode with 64 heads a
  * block on wgmma (cuda_mla_wg.cu) where H is a multiple of 64 (V3's 128 heads); its splits (one block an SM) and
  * launch; cu_mla_decode_tc and cu_mla_tc_splits hand over to it */
 extern int cu_mla_wg;
+/* DSINFER_CUDA_MLA_WG_TMA=1 (opt-in, fourteenth session): its rows by TMA copies (a tensor map over the cache rows)
+ * instead of cp.async where the page size is 8, 16, 32, 64 or a multiple of 64 */
+extern int cu_mla_wg_tma;
 int cu_mla_wg_on(int kv_layout, int H);
 int cu_mla_wg_splits(int T, int H, int max_ctx, int n_sm);
 void cu_mla_decode_wg(const fa_params *p, int T);

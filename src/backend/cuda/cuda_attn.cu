@@ -530,6 +530,85 @@ __global__ void mla_combine_kernel(float *olat, __nv_bfloat16 *ob, const float *
     }
 }
 
+/* The same merge with its chain of round trips cut (DSINFER_CUDA_COMBINE2, default 1; =0 the kernel above): at batch
+ * 1 that one was ~10 us a layer in ncu (the (max, sum) loads; three serial loops over the splits in shared memory;
+ * then the partials, 8 loads at a time). Here every thread issues all S loads of its first column at once, before
+ * the split weights are known (those of empty splits are loaded and never added: they may be unwritten), while
+ * warp 0 loads the (max, sum) pairs, split s in lane s % 32 (two a lane above 32 splits), and finds the max, the
+ * weights, the live prefix (a ballot: the first empty split) and the denominator (the serial sum of the kernel
+ * above, in its order, through shuffles). The same products and additions in the same order: the same bits as
+ * mla_combine_kernel (test_cuda_ops run_combine2). Columns past the grid's first pass (large T) load as above. Its
+ * 96 registers a thread (the 64 partials) cost occupancy: taken for small grids only (attn_fused). */
+#define CB_MAX_S 64
+__global__ void __launch_bounds__(128) mla_combine_v2_kernel(float *olat, __nv_bfloat16 *ob, const float *part,
+                                                             const float *ml, int S, int H, int C) {
+    __shared__ float wgt[CB_MAX_S];
+    __shared__ float den_sh;
+    __shared__ int nl_sh;
+    cu_pdl_trigger();
+    cu_pdl_wait();
+    int i = blockIdx.x, h = blockIdx.y, c = blockIdx.z * blockDim.x + threadIdx.x;
+    const size_t step = (size_t)H * C;                          /* part: split s to s + 1 */
+    const float *p0 = part + ((size_t)i * S * H + h) * C;       /* part[i, 0, h, :] */
+    float pv[CB_MAX_S];
+#pragma unroll
+    for (int s = 0; s < CB_MAX_S; s++) pv[s] = s < S && c < C ? p0[s * step + c] : 0.0f;
+    if (threadIdx.x < 32) {
+        int l = threadIdx.x;
+        const float *m0p = ml + ((size_t)i * S * H + h) * 2;   /* ml[i, 0, h, :]; split s at + s * H * 2 */
+        float m0 = -INFINITY, s0 = 0.0f, m1 = -INFINITY, s1 = 0.0f;
+        if (l < S) {
+            m0 = m0p[(size_t)l * H * 2];
+            s0 = m0p[(size_t)l * H * 2 + 1];
+        }
+        if (l + 32 < S) {
+            m1 = m0p[(size_t)(l + 32) * H * 2];
+            s1 = m0p[(size_t)(l + 32) * H * 2 + 1];
+        }
+        float mx = cu_warp_max(fmaxf(m0, m1));
+        float w0 = m0 == -INFINITY ? 0.0f : expf(m0 - mx), w1 = m1 == -INFINITY ? 0.0f : expf(m1 - mx);
+        unsigned e0 = __ballot_sync(0xffffffffu, l < S && m0 == -INFINITY);
+        unsigned e1 = __ballot_sync(0xffffffffu, l + 32 < S && m1 == -INFINITY);
+        int nl = e0 ? __ffs(e0) - 1 : e1 ? 32 + __ffs(e1) - 1 : S;
+        float den = 0.0f;
+#pragma unroll
+        for (int s = 0; s < CB_MAX_S; s++) {
+            if (s >= nl) break;   /* nl is the same in the whole warp */
+            float ws = __shfl_sync(0xffffffffu, s < 32 ? w0 : w1, s & 31);
+            float ss = __shfl_sync(0xffffffffu, s < 32 ? s0 : s1, s & 31);
+            den += ws * ss;
+        }
+        wgt[l] = w0;
+        wgt[l + 32] = w1;
+        if (l == 0) {
+            den_sh = den;
+            nl_sh = nl;
+        }
+    }
+    __syncthreads();
+    int nl = nl_sh;
+    float den = den_sh;
+    if (c < C) {
+        float a = 0.0f;
+#pragma unroll
+        for (int s = 0; s < CB_MAX_S; s++) {
+            if (s >= nl) break;
+            a += wgt[s] * pv[s];
+        }
+        if (ob) ob[((size_t)i * H + h) * C + c] = __float2bfloat16(a / den);
+        else olat[((size_t)i * H + h) * C + c] = a / den;
+    }
+    for (c += gridDim.z * blockDim.x; c < C; c += gridDim.z * blockDim.x) {
+        float a = 0.0f;
+#pragma unroll 8
+        for (int s = 0; s < nl; s++) a += wgt[s] * p0[s * step + c];
+        if (ob) ob[((size_t)i * H + h) * C + c] = __float2bfloat16(a / den);
+        else olat[((size_t)i * H + h) * C + c] = a / den;
+    }
+}
+
+int cu_combine_v2 = 1;   /* DSINFER_CUDA_COMBINE2 (read at backend creation): 0 off, 1 small grids, 2 always */
+
 /* grid (T): out[tok[i], :] = src[i, :]. */
 __global__ void scatter_rows_kernel(float *out, const float *src, const int32_t *tok, int n_cols) {
     int i = blockIdx.x;
@@ -652,7 +731,14 @@ static void attn_fused(ds_cuda_backend *cb, float *out, const float *q, const un
     int cz = (C + 127) / 128, want_z = (2 * cb->n_sm + T * H - 1) / (T * H);
     if (want_z < cz) cz = want_z < 1 ? 1 : want_z;
     __nv_bfloat16 *comb16 = gemm && cb->opt.combine_bf16 ? ob : NULL;   /* the combine writes the GEMM's BF16 input */
-    cu_launch(mla_combine_kernel, dim3(T, H, cz), 128, 0, olat, comb16, (const float *)part, (const float *)ml, S, H, C);
+    /* v2 where the grid is at most two blocks an SM: its 96 registers a thread leave a third of v1's warps resident,
+     * which a large grid needs to keep its loads in flight (fourteenth session: batch 1 -0.1 ms, batch 64 +0.14,
+     * batch 256 +0.34 with v2 at every size); DSINFER_CUDA_COMBINE2=2 takes it at every size */
+    long cb_blocks = (long)T * H * cz;
+    if (S <= CB_MAX_S && (cu_combine_v2 == 2 || (cu_combine_v2 == 1 && cb_blocks <= 2L * cb->n_sm)))
+        cu_launch(mla_combine_v2_kernel, dim3(T, H, cz), 128, 0, olat, comb16, (const float *)part, (const float *)ml, S, H, C);
+    else
+        cu_launch(mla_combine_kernel, dim3(T, H, cz), 128, 0, olat, comb16, (const float *)part, (const float *)ml, S, H, C);
     CUDA_LAUNCH_CHECK();
     float *dst = all ? out : ao;
     if (gemm) values_tc(cb, dst, comb16 ? NULL : olat, wb, ob, T, H, C, dn, dv, hw);

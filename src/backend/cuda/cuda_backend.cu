@@ -265,6 +265,7 @@ static void cu_embed(ds_backend *be, float *out, const ds_weight *emb) {
  * each element is read and written by one thread, the write after the block-wide reduction. */
 int cu_rms_vec = 1;
 int cu_pdl = 0;       /* DSINFER_CUDA_PDL (read at backend creation): cu_launch's programmatic dependent launch */
+int cu_f8_pdl = 0;    /* DSINFER_CUDA_F8_PDL (read at backend creation): the W8A8 chain's launches too (cuda.h) */
 int cu_pdl_prefetch = 0;   /* DSINFER_CUDA_RMS_VEC (read at backend creation): rmsnorm_vec_kernel */
 
 __global__ void rmsnorm_kernel(float *out, int out_stride, const float *x, int x_stride, cu_wview w, int n,
@@ -644,8 +645,8 @@ static cu_opts cu_opts_read(void) {
     /* from 9 tokens: at 1 and 8 the GEMV + routing kernel measured faster (twelfth session run 5: FP8 batch 1
      * 3.53 vs 3.61 ms, BF16 3.47 vs 3.57) */
     o.router_fused_min_m = env_int("DSINFER_CUDA_ROUTER_FUSED_MIN_M", GEMV_MAX_M + 1);
-    o.fp8_gemm_min_m = env_int("DSINFER_CUDA_FP8_GEMM_MIN_M", GEMV_MAX_M + 1);
-    o.w8_shared_x = env_int("DSINFER_CUDA_W8_SHARED_X", 0);
+    o.fp8_gemm_min_m = env_int("DSINFER_CUDA_FP8_GEMM_MIN_M", 2);
+    o.w8_shared_x = env_int("DSINFER_CUDA_W8_SHARED_X", 1);
     o.moe_tc_min_m = env_int("DSINFER_CUDA_MOE_TC_MIN_M", 0);   /* 0: by the experts' dtype (cuda_moe.cu) */
     o.combine_bf16 = env_int("DSINFER_CUDA_COMBINE_BF16", 1);
     o.router_fused_max_m = env_int("DSINFER_CUDA_ROUTER_FUSED_MAX_M", 256);
@@ -694,12 +695,14 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     cu_rms_vec = env_int("DSINFER_CUDA_RMS_VEC", 1);
     cu_group_v2 = env_int("DSINFER_CUDA_GROUP2", 1);
     cu_pdl = env_int("DSINFER_CUDA_PDL", 0);
+    cu_f8_pdl = env_int("DSINFER_CUDA_F8_PDL", 0);
     cu_dequant_vec = env_int("DSINFER_CUDA_DEQUANT_VEC", 1);
     cu_nvfp4_simt = env_int("DSINFER_CUDA_NVFP4_SIMT", 0);
     cu_moe_tg = env_int("DSINFER_CUDA_MOE_TG", 0);
     if (cu_moe_tg != 1 && cu_moe_tg != 2 && cu_moe_tg != 4) cu_moe_tg = 0;
     cu_pdl_prefetch = cu_pdl && env_int("DSINFER_CUDA_PDL_PREFETCH", 1);
     cu_absorb_v2 = env_int("DSINFER_CUDA_ABSORB2", 1);
+    cu_combine_v2 = env_int("DSINFER_CUDA_COMBINE2", 1);
     cu_route_v2 = env_int("DSINFER_CUDA_ROUTE2", 1);
     cu_fa2 = env_int("DSINFER_CUDA_FA2", 1);
     cu_group_wide = env_int("DSINFER_CUDA_GROUP_WIDE", 1);
@@ -707,7 +710,8 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     cu_mla_async = env_int("DSINFER_CUDA_MLA_ASYNC", 0);
     cu_mla_tc2 = env_int("DSINFER_CUDA_MLA_TC2", 1);
     cu_mla_tc2_fp8 = env_int("DSINFER_CUDA_MLA_TC2_FP8", 2);
-    cu_mla_wg = env_int("DSINFER_CUDA_MLA_WG", 0);
+    cu_mla_wg = env_int("DSINFER_CUDA_MLA_WG", 1);
+    cu_mla_wg_tma = env_int("DSINFER_CUDA_MLA_WG_TMA", 0);
     cu_mla_qreg = env_int("DSINFER_CUDA_MLA_QREG", 36);
     cu_moe_tc2 = env_int("DSINFER_CUDA_MOE_TC2", 1);
     cu_moe_w8a8 = env_int("DSINFER_MOE_W8A8", 1);

@@ -109,13 +109,13 @@ __device__ __forceinline__ void wg_sum_partials(float (&tot)[64], const float *p
 }
 
 /* one stage: columns [128 kb, 128 kb + 128) of activation rows m0 .. m0 + 64 WG - 1 and weight rows
- * n0 .. n0 + 127, 16 bytes a cp.async */
-template <int WG>
+ * n0 .. n0 + 127, 16 bytes a cp.async; PART 0: both, 1: the activations' rows only, 2: the weights' only */
+template <int WG, int PART = 0>
 __device__ __forceinline__ void wg_load_stage(unsigned char *st, const unsigned char *xq, const unsigned char *w, int m0,
                                               int n0, int M, int N, int K, int kb) {
     const int BM = 64 * WG;
     size_t col = (size_t)kb * WG_BK;
-    for (int x = threadIdx.x; x < (BM + WG_BN) * 8; x += WG * 128) {
+    for (int x = threadIdx.x + (PART == 2 ? BM * 8 : 0); x < (PART == 1 ? BM : BM + WG_BN) * 8; x += WG * 128) {
         int row = x >> 3, ch = x & 7, a = row < BM, r = a ? row : row - BM, g = a ? m0 + r : n0 + r;
         int ok = g < (a ? M : N);
         const unsigned char *src = (a ? xq : w) + (ok ? (size_t)g * K + col + 16 * ch : 0);
@@ -162,9 +162,17 @@ __global__ void __launch_bounds__(WG * 128) f8_wgmma_kernel(f8_wt wa, f8_wt wb, 
     /* preload: all WG_ST stages in flight before the first MMA (a split of at most WG_ST stages waits one memory
      * round trip instead of two); else WG_ST - 1, the ring's last slot filled after the first stage's MMAs. Either
      * way stage j is cp.async group j: with preload iteration 0 (whose stage WG_ST - 1 is already loading) commits
-     * no group, so it alone may leave WG_ST - 1 groups pending, every other iteration WG_ST - 2. */
-    for (int s = 0; s < (preload ? WG_ST : WG_ST - 1); s++) {
-        if (s < nkb) wg_load_stage<WG>(sm + s * STAGE, xq, w, m0, n0, M, N, K, kb0 + s);
+     * no group, so it alone may leave WG_ST - 1 groups pending, every other iteration WG_ST - 2.
+     * PDL (CU_F8_PDL): the weights are no kernel's output, so the first stages' weight rows are requested before
+     * cu_pdl_wait, while the kernel before (the activations' quantizer) still runs; the activations after it.
+     * They join group 0, so stage j's group j still holds (or follows) everything stage j reads. */
+    const int npre = preload ? WG_ST : WG_ST - 1;
+    cu_pdl_trigger();
+    for (int s = 0; s < npre; s++)
+        if (s < nkb) wg_load_stage<WG, 2>(sm + s * STAGE, xq, w, m0, n0, M, N, K, kb0 + s);
+    cu_pdl_wait();
+    for (int s = 0; s < npre; s++) {
+        if (s < nkb) wg_load_stage<WG, 1>(sm + s * STAGE, xq, w, m0, n0, M, N, K, kb0 + s);
         cu_cp_async_commit();
     }
     for (int i = 0; i < nkb; i++) {
@@ -318,6 +326,8 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
     uint64_t *full = (uint64_t *)(sm + TM_ST * TM_STAGE), *empty = full + TM_ST;
     int tiles = GROUPED ? g.n_tiles : ((M + TM_BM - 1) / TM_BM) * ((N + WG_BN - 1) / WG_BN) * ks;
     tm_job j;
+    cu_pdl_trigger();   /* (the dense form is launched with PDL under CU_F8_PDL) */
+    cu_pdl_wait();
     if (threadIdx.x == 0) {
         for (int s = 0; s < TM_ST; s++) {
             mbar_init(&full[s], 1);
@@ -477,7 +487,8 @@ static void cpasync_gemm(ds_cuda_backend *cb, const unsigned char *q, const floa
     f8_wt a = {(const unsigned char *)w1->data, w1->scale, w1->scale_cols, N1, p1, out1};
     f8_wt b = w2 ? f8_wt{(const unsigned char *)w2->data, w2->scale, w2->scale_cols, N2, p2, out2} : a;
     dim3 grid((unsigned)(nb1 + nb2), (unsigned)mb, (unsigned)ks);
-    f8_wgmma_kernel<WG><<<grid, WG * 128, wg_smem_bytes(WG), cu_stream>>>(a, b, nb1, q, qs, M, K, kc, tk, cu_f8_preload);
+    cu_launch_pdl(CU_F8_PDL, f8_wgmma_kernel<WG>, grid, dim3(WG * 128), wg_smem_bytes(WG), a, b, nb1, q, qs, M, K, kc, tk,
+                  cu_f8_preload);
     CUDA_LAUNCH_CHECK();
     if (ks > 1 && !tk) {
         cu_f8_reduce(out1, p1, (size_t)M * N1, ks);
@@ -497,8 +508,8 @@ void cu_f8_wgmma_gemm(ds_cuda_backend *cb, float *out, const unsigned char *q, c
         int tiles = mb * nb * ks, grid_p = tiles < cb->n_sm ? tiles : cb->n_sm;
         tm_groups none;
         memset(&none, 0, sizeof none);
-        f8_tma_kernel<false><<<(unsigned)grid_p, 384, tm_smem_bytes(), cu_stream>>>(ta, tb, none, part, N, qs, w->scale,
-                                                                                  w->scale_cols, M, N, K, kc, ks);
+        cu_launch_pdl(CU_F8_PDL, f8_tma_kernel<false>, dim3((unsigned)grid_p), dim3(384), tm_smem_bytes(), ta, tb, none, part, N,
+                      qs, (const float *)w->scale, w->scale_cols, M, N, K, kc, ks);
         CUDA_LAUNCH_CHECK();
         if (ks > 1) cu_f8_reduce(out, part, (size_t)M * N, ks);
     } else if (wgs == 1)
@@ -553,6 +564,8 @@ void cu_f8_wgmma_shared_x(ds_cuda_backend *cb, float *out1, float *out2, const f
  * rows_fp8_warp_kernel makes them (the amax of the 128 values, floored at 1e-4, over 448): the same bits as those
  * four launches. Grid ceil(M (I/128) / 8), 256 threads. */
 __global__ void silu_quant_kernel(unsigned char *qh, float *sh, const float *pg, const float *pu, int M, int I, int ks) {
+    cu_pdl_trigger();
+    cu_pdl_wait();
     int LK = I / 128;
     size_t blk = (size_t)blockIdx.x * 8 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (blk >= (size_t)M * LK) return;
@@ -591,10 +604,11 @@ int cu_f8_mlp(ds_cuda_backend *cb, float *out, const float *x, const ds_weight *
     cu_rows_fp8_f32(q, qs, x, M, D);
     f8_wt a = {(const unsigned char *)gate->data, gate->scale, gate->scale_cols, I, pg, NULL};
     f8_wt b = {(const unsigned char *)up->data, up->scale, up->scale_cols, I, pu, NULL};
-    f8_wgmma_kernel<1><<<dim3((unsigned)(2 * nb), 1, (unsigned)ks), 128, wg_smem_bytes(1), cu_stream>>>(a, b, nb, q, qs, M, D, kc, NULL,
-                                                                                           cu_f8_preload);
+    cu_launch_pdl(CU_F8_PDL, f8_wgmma_kernel<1>, dim3((unsigned)(2 * nb), 1, (unsigned)ks), dim3(128), wg_smem_bytes(1), a, b,
+                  nb, q, (const float *)qs, M, D, kc, (int *)NULL, cu_f8_preload);
     CUDA_LAUNCH_CHECK();
-    silu_quant_kernel<<<(unsigned)(((size_t)M * (I / 128) + 7) / 8), 256, 0, cu_stream>>>(qh, hs, pg, pu, M, I, ks);
+    cu_launch_pdl(CU_F8_PDL, silu_quant_kernel, dim3((unsigned)(((size_t)M * (I / 128) + 7) / 8)), dim3(256), 0, qh, hs,
+                  (const float *)pg, (const float *)pu, M, I, ks);
     CUDA_LAUNCH_CHECK();
     cu_f8_wgmma_gemm(cb, out, qh, hs, down, M);
     return 1;

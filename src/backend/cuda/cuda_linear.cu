@@ -132,7 +132,7 @@ static void sgemm_rows(ds_cuda_backend *cb, float *out, int ldo, const float *x,
 }
 
 /* Whether an FP8 linear of M rows goes through the W8A8 path (opt.fp8_gemm from opt.fp8_gemm_min_m rows; the GEMVs
- * below that, by default up to GEMV_MAX_M) */
+ * below that: by default batch 1 alone, fourteenth session) */
 static int w8a8_rows(const ds_cuda_backend *cb, int M) { return cb->opt.fp8_gemm && M >= cb->opt.fp8_gemm_min_m; }
 
 void cu_linear(ds_backend *be, float *out, const float *x, const ds_weight *w, int M) {

@@ -1,5 +1,6 @@
 /* MLA decode attention on Hopper's warpgroup MMAs, 64 heads a block (issue 7: the V3 shape's 128 heads;
- * DSINFER_CUDA_MLA_WG, opt-in until timed; the BF16 cache, H a multiple of 64).
+ * DSINFER_CUDA_MLA_WG, default on (=0: the mma.sync kernels); the BF16 cache, H a multiple of 64. Fourteenth session:
+ * 128 heads, 64 x 4K 0.471 -> 0.227 ms, bench/RESULTS.md).
  *
  * The contract is mla_decode_tc2_kernel's (cuda_mla_tc.cu): for list entry i, split s and head h, the unnormalised
  * partial part[i, s, h, 0:C] = sum_j exp(l_j - max) v_j and ml[i, s, h] = (max, sum exp(l_j - max)) over the
@@ -21,11 +22,15 @@
  *   values:  warpgroup w: O[64 heads][columns 256w .. 256w + 255] += P V (4 x m64n256k16; P is A; V is the same
  *            tile read as an MN-major B: 64 columns a 128-byte row, 8-row groups 1024 bytes apart, 64-column
  *            chunks 8 KB apart).
- * The next tile's rows load (cp.async) while this one is computed. Rows past the context are zero-filled (unused
- * pages may hold NaN) and their scores masked. */
+ * The next tile's rows load while this one is computed: by cp.async (every thread, 16 bytes a copy), or with TMA
+ * (DSINFER_CUDA_MLA_WG_TMA=1; page sizes 8, 16, 32, 64 or a multiple of 64): thread 0 copies each page-run of the tile
+ * and 64-column chunk as one box of a 2-D tensor map over the cache rows, whose 128-byte swizzle lands it in exactly
+ * the tile's layout, completing on the slot's mbarrier. Rows past the context are zeros (unused pages may hold NaN:
+ * cp.async zero-fills them, after a TMA copy they are overwritten) and their scores masked. */
 #include "backend/cuda/cuda.h"
 
 #include <cuda_bf16.h>
+#include <string.h>
 
 #include "backend/cuda/cuda_mla.h"
 #include "backend/cuda/cuda_mma.h"
@@ -37,10 +42,11 @@
 #define WM_CHUNKS (TC_W / 64)                      /* 9 chunks of 64 columns */
 #define WM_CHUNK_B (64 * 128)                      /* a chunk of 64 rows (or heads): 8 KB */
 #define WM_TILE_B (WM_CHUNKS * WM_CHUNK_B)         /* 72 KB */
-#define WM_SMEM (WM_TILE_B + 2 * WM_TILE_B + WM_CHUNK_B + 4 * WM_HEADS * sizeof(float) + 1024)
+#define WM_SMEM (WM_TILE_B + 2 * WM_TILE_B + WM_CHUNK_B + 4 * WM_HEADS * sizeof(float) + 2 * sizeof(uint64_t) + 1024)
 static_assert(WM_SMEM <= 227 * 1024, "mla_decode_wg_kernel: Q, two tiles and P must fit the shared memory of an SM");
 
-int cu_mla_wg = 0;   /* DSINFER_CUDA_MLA_WG (backend creation) */
+int cu_mla_wg = 1;   /* DSINFER_CUDA_MLA_WG (backend creation; default on since the fourteenth session) */
+int cu_mla_wg_tma = 0;   /* DSINFER_CUDA_MLA_WG_TMA (backend creation): the rows by TMA where the page size allows */
 
 /* byte offset of 16-byte piece k (0 .. 71: column 8k) of row r in a swizzled [64][576] tile */
 __device__ __forceinline__ unsigned wm_off(int r, int k) { return (k >> 3) * WM_CHUNK_B + r * 128 + (((k & 7) ^ (r & 7)) << 4); }
@@ -83,6 +89,29 @@ __device__ __forceinline__ void wm_issue(const fa_params &p, const int32_t *pt, 
     }
 }
 
+/* TMA form of wm_issue (one thread): context rows base .. base + nc - 1 (base a multiple of 64 and of the box's
+ * br rows, page size ps: a box never crosses a page) into the tile Kt, box by box (br rows x 64 columns, at row
+ * offset r0 of the tile and chunk c), all completing on bar; boxes wholly past nc are not copied (those rows, and
+ * a last box's rows past nc, are zeroed by wm_zero_tail once the copies have landed) */
+__device__ __forceinline__ void wm_issue_tma(const CUtensorMap *km, const int32_t *pt, int ps, int br, int base, int nc,
+                                             unsigned char *Kt, uint64_t *bar) {
+    int nbox = (nc + br - 1) / br;
+    mbar_expect_tx(bar, nbox * br * 128 * WM_CHUNKS);
+    for (int b = 0; b < nbox; b++) {
+        int pos = base + b * br, row = pt[pos / ps] * ps + pos % ps;
+#pragma unroll
+        for (int c = 0; c < WM_CHUNKS; c++) tma_load(Kt + c * WM_CHUNK_B + b * br * 128, km, c * 128, row, bar);
+    }
+}
+
+/* rows nc .. 63 of the tile Kt set to zero (all threads; generic-proxy stores, fenced for the MMAs by the caller) */
+__device__ __forceinline__ void wm_zero_tail(unsigned char *Kt, int nc) {
+    for (int x = threadIdx.x + nc * 8 * WM_CHUNKS; x < WM_TILE * 8 * WM_CHUNKS; x += WM_THREADS) {
+        int row = x / (8 * WM_CHUNKS), piece = x % (8 * WM_CHUNKS);
+        *(uint4 *)(Kt + wm_off(row, piece)) = make_uint4(0, 0, 0, 0);
+    }
+}
+
 /* Q of heads h0 .. h0 + 63 into Qs (BF16, swizzled as a tile), 32 heads' loads in flight at a time */
 __device__ __forceinline__ void wm_load_q(const fa_params &p, unsigned char *Qs, int i, int m, int h0) {
     constexpr int QN = (TC_HEADS * MLA_QV + WM_THREADS - 1) / WM_THREADS;
@@ -103,13 +132,26 @@ __device__ __forceinline__ void wm_load_q(const fa_params &p, unsigned char *Qs,
     }
 }
 
-__global__ void __launch_bounds__(WM_THREADS, 1) mla_decode_wg_kernel(fa_params p) {
+/* TMA: the rows by tensor-map copies (km: the cache as [rows, 1152] bytes, boxes of 128 bytes x br rows; br = the
+ * page size up to 64, else 64); else by cp.async (km unused) */
+template <bool TMA>
+__global__ void __launch_bounds__(WM_THREADS, 1) mla_decode_wg_kernel(const __grid_constant__ CUtensorMap km, int br,
+                                                                       fa_params p) {
     extern __shared__ unsigned char wm_raw[];
     unsigned char *Qs = (unsigned char *)(((uintptr_t)wm_raw + 1023) & ~(uintptr_t)1023);
     unsigned char *Ks = Qs + WM_TILE_B, *Ps = Ks + 2 * WM_TILE_B;
     float *red_max = (float *)(Ps + WM_CHUNK_B), *red_sum = red_max + 2 * WM_HEADS;   /* [2 warpgroups][64 heads] */
+    uint64_t *bars = (uint64_t *)(red_sum + 2 * WM_HEADS);                             /* TMA: one a ring slot */
     cu_pdl_trigger();
     cu_pdl_wait();
+    if (TMA) {
+        if (threadIdx.x == 0) {
+            mbar_init(&bars[0], 1);
+            mbar_init(&bars[1], 1);
+            asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        }
+        __syncthreads();
+    }
     const mla_work wk = mla_block_work(p, WM_HEADS, WM_TILE);   /* H % 64 == 0: every group has 64 heads */
     const int h0 = wk.h0, i = wk.i, m = wk.m, c_begin = wk.c_begin, c_end = wk.c_end;
     const int32_t *pt = wk.pt;
@@ -121,7 +163,8 @@ __global__ void __launch_bounds__(WM_THREADS, 1) mla_decode_wg_kernel(fa_params 
         return;
     }
     int nt = (c_end - c_begin + WM_TILE - 1) / WM_TILE;
-    wm_issue(p, pt, c_begin, min(WM_TILE, c_end - c_begin), Ks, warp, lane);   /* in flight while Q loads */
+    if (!TMA) wm_issue(p, pt, c_begin, min(WM_TILE, c_end - c_begin), Ks, warp, lane);   /* in flight while Q loads */
+    else if (threadIdx.x == 0) wm_issue_tma(&km, pt, p.page_size, br, c_begin, min(WM_TILE, c_end - c_begin), Ks, &bars[0]);
     cu_cp_async_commit();
     wm_load_q(p, Qs, i, m, h0);
     float mA = -INFINITY, mB = -INFINITY, lA = 0.0f, lB = 0.0f;
@@ -132,11 +175,19 @@ __global__ void __launch_bounds__(WM_THREADS, 1) mla_decode_wg_kernel(fa_params 
     for (int k = 0; k < nt; k++) {
         int base = c_begin + k * WM_TILE, nc = min(WM_TILE, c_end - base);
         unsigned char *Kt = Ks + (k & 1) * WM_TILE_B;
-        cu_cp_async_wait<0>();
+        cu_cp_async_wait<0>();   /* (TMA: only Q's stores, none pending) */
+        if (TMA) {
+            mbar_wait(&bars[k & 1], (k >> 1) & 1);   /* tile k's copies have landed */
+            if (nc < WM_TILE) wm_zero_tail(Kt, nc);
+        }
         wg_fence_smem();   /* the tile's (and Q's) shared-memory writes visible to the MMAs */
         __syncthreads();   /* ... all threads' parts; every MMA of tile k - 1 is done (its slot and P are free) */
-        if (k + 1 < nt)
-            wm_issue(p, pt, base + WM_TILE, min(WM_TILE, c_end - base - WM_TILE), Ks + ((k + 1) & 1) * WM_TILE_B, warp, lane);
+        if (k + 1 < nt) {
+            int nn = min(WM_TILE, c_end - base - WM_TILE);
+            unsigned char *Kn = Ks + ((k + 1) & 1) * WM_TILE_B;
+            if (!TMA) wm_issue(p, pt, base + WM_TILE, nn, Kn, warp, lane);
+            else if (threadIdx.x == 0) wm_issue_tma(&km, pt, p.page_size, br, base + WM_TILE, nn, Kn, &bars[(k + 1) & 1]);
+        }
         cu_cp_async_commit();
 
         float sacc[16];
@@ -239,12 +290,29 @@ int cu_mla_wg_splits(int T, int H, int max_ctx, int n_sm) {
     return S < 1 ? 1 : S;
 }
 
+/* the TMA form's box rows for page size ps (a box within a page, 8-row aligned in the tile: the swizzle's atom), 0
+ * where the page size does not allow it */
+static int wm_box_rows(int ps) {
+    if (ps >= 8 && ps <= WM_TILE && ps % 8 == 0 && WM_TILE % ps == 0) return ps;
+    if (ps > WM_TILE && ps % WM_TILE == 0) return WM_TILE;
+    return 0;
+}
+
 void cu_mla_decode_wg(const fa_params *p, int T) {
     static int smem_set = 0;
     if (!smem_set) {
-        CUDA_CHECK(cudaFuncSetAttribute(mla_decode_wg_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)WM_SMEM));
+        CUDA_CHECK(cudaFuncSetAttribute(mla_decode_wg_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)WM_SMEM));
+        CUDA_CHECK(cudaFuncSetAttribute(mla_decode_wg_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)WM_SMEM));
         smem_set = 1;
     }
-    cu_launch(mla_decode_wg_kernel, (unsigned)((size_t)T * p->n_splits * (p->H / WM_HEADS)), WM_THREADS, WM_SMEM, *p);
+    unsigned grid = (unsigned)((size_t)T * p->n_splits * (p->H / WM_HEADS));
+    CUtensorMap km;
+    memset(&km, 0, sizeof km);
+    int br = cu_mla_wg_tma && p->tb == 2 * TC_W ? wm_box_rows(p->page_size) : 0;
+    /* rows: the map's extent is a bound, not the allocation (only the page table's rows are read) */
+    if (br && cu_tma_map(&km, p->cache, 0x7fffffff, (int)p->tb, br))
+        cu_launch(mla_decode_wg_kernel<true>, grid, WM_THREADS, WM_SMEM, km, br, *p);
+    else
+        cu_launch(mla_decode_wg_kernel<false>, grid, WM_THREADS, WM_SMEM, km, 0, *p);
     CUDA_LAUNCH_CHECK();
 }

@@ -604,6 +604,8 @@ static void f8_init(void) {
 
 /* grid-stride: out[i] = sum over z < KS of part[z * n + i] (the split-K partials, in z order) */
 __global__ void f8_reduce_kernel(float *out, const float *part, size_t n, int KS) {
+    cu_pdl_trigger();
+    cu_pdl_wait();
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         float v = part[i];
         for (int z = 1; z < KS; z++) v += part[(size_t)z * n + i];
@@ -623,6 +625,8 @@ int cu_fp8_own = 2, cu_fp8_own_max_m = 65535;
  * the same codes and scales, at the bandwidth for large M (the software encoder and a block of 128 threads
  * per 128 values made it ~0.9 TB/s: 140 us of fp32 input at 4096 x 7168). */
 __global__ void rows_fp8_warp_kernel(unsigned char *q, float *s, const float *x, const int32_t *rows, int M, int K) {
+    cu_pdl_trigger();   /* (launched with PDL only under CU_F8_PDL) the GEMM after may start loading its weights */
+    cu_pdl_wait();
     int LK = K / 128;
     size_t blk = (size_t)blockIdx.x * 8 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (blk >= (size_t)M * LK) return;
@@ -641,7 +645,7 @@ void cu_rows_fp8_f32(unsigned char *q, float *s, const float *x, int M, int K) {
 void cu_rows_fp8_gather(unsigned char *q, float *s, const float *x, const int32_t *rows, int M, int K) {
     if (((uintptr_t)x & 15) == 0) {
         size_t blocks = ((size_t)M * (K / 128) + 7) / 8;
-        rows_fp8_warp_kernel<<<(unsigned)blocks, 256, 0, cu_stream>>>(q, s, x, rows, M, K);
+        cu_launch_pdl(CU_F8_PDL, rows_fp8_warp_kernel, dim3((unsigned)blocks), dim3(256), 0, q, s, x, rows, M, K);
     } else {
         moe_rows_fp8_kernel<float><<<dim3((unsigned)(K / 128), (unsigned)M), 128, 0, cu_stream>>>(q, s, x, rows, K);
     }
@@ -662,6 +666,8 @@ void cu_rows_fp8_bf16(unsigned char *q, float *s, const void *x, int M, int K) {
 /* f8_reduce_kernel four values a thread (n % 4 == 0, 16-byte aligned): the same additions in the same order, a
  * quarter of the instructions and four times the bytes in flight a thread */
 __global__ void f8_reduce4_kernel(float4 *out, const float4 *part, size_t n4, int KS) {
+    cu_pdl_trigger();
+    cu_pdl_wait();
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4; i += (size_t)gridDim.x * blockDim.x) {
         float4 v = part[i];
         for (int z = 1; z < KS; z++) {
@@ -677,13 +683,13 @@ int cu_f8_reduce_vec = 0;   /* DSINFER_CUDA_F8_REDUCE_VEC (backend creation) */
 void cu_f8_reduce(float *out, const float *part, size_t n, int ks) {
     if (cu_f8_reduce_vec && n % 4 == 0 && ((uintptr_t)out & 15) == 0 && ((uintptr_t)part & 15) == 0) {
         size_t blocks = cu_blocks(n / 4, 256);
-        f8_reduce4_kernel<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256, 0, cu_stream>>>((float4 *)out, (const float4 *)part,
-                                                                                          n / 4, ks);
+        cu_launch_pdl(CU_F8_PDL, f8_reduce4_kernel, dim3((unsigned)(blocks < 4096 ? blocks : 4096)), dim3(256), 0, (float4 *)out,
+                      (const float4 *)part, n / 4, ks);
         CUDA_LAUNCH_CHECK();
         return;
     }
     size_t blocks = cu_blocks(n, 256);
-    f8_reduce_kernel<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256, 0, cu_stream>>>(out, part, n, ks);
+    cu_launch_pdl(CU_F8_PDL, f8_reduce_kernel, dim3((unsigned)(blocks < 4096 ? blocks : 4096)), dim3(256), 0, out, part, n, ks);
     CUDA_LAUNCH_CHECK();
 }
 
