@@ -926,6 +926,18 @@ if want wgtma14; then
   cat $OUT/mutants.txt
   rm -f $OUT/test_cuda_ops_mut_*.log
 fi
+# end14 (fourteenth session): the final defaults: the op tests of the session's changes (mla, w8small, f8lab,
+# combine), goldens, test_cuda_model, rows at batch 1 .. 256 FP8 / BF16, `bench --mla` (BF16 and FP8 cache), then
+# the full op test last (it takes ~265 s)
+if want end14; then
+  for f in mla w8small f8lab combine; do step ops_e$f 240 env DSINFER_OPS_ONLY=$f $B/test_cuda_ops; done
+  step golden_e 150 $B/test_cuda_golden
+  step model_e 200 $B/test_cuda_model
+  step end_fp8 120 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1,2,4,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s14-end-fp8
+  step end_bf16 120 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,2,4,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s14-end-bf16
+  step end_mla 60 $B/dsinfer bench --mla --kv-cache-dtype bf16
+  step ops_efull 330 $B/test_cuda_ops
+fi
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

@@ -2170,9 +2170,10 @@ int main(void) {
         /* 64 heads a block on wgmma (DSINFER_CUDA_MLA_WG, default on; set here in case the environment has it off): V3's 128 heads (two head groups; 1 entry: five
          * splits of one tile, 128 entries: one split of five tiles through both ring slots), 64 heads on 7-row pages */
         setenv("DSINFER_CUDA_MLA_WG", "1", 1);
+        setenv("DSINFER_CUDA_MLA_WG_TMA", "0", 1);   /* the rows by cp.async (page 7 takes it anyway) */
         run_mla_tc("v3-tc16wg", "configs/deepseek-v3.json", 0, KV_BF16, 16, kv_big, NM(kv_big), 300);
         run_mla_tc("h64-tc16wg", "configs/deepseek-v2-lite.json", 64, KV_BF16, 7, kv_small, NM(kv_small), 150);
-        /* its rows by TMA (DSINFER_CUDA_MLA_WG_TMA=1): pages of 16 (four boxes a tile), 8, 64 (one box) and 128 (a
+        /* its rows by TMA (DSINFER_CUDA_MLA_WG_TMA, default): pages of 16 (four boxes a tile), 8, 64 (one box) and 128 (a
          * tile inside a page); partial last tiles over NaN-poisoned pages */
         setenv("DSINFER_CUDA_MLA_WG_TMA", "1", 1);
         run_mla_tc("v3-tc16wgt", "configs/deepseek-v3.json", 0, KV_BF16, 16, kv_big, NM(kv_big), 300);

@@ -217,8 +217,9 @@ void cu_ws_free(cu_ws *w);
  *                            same bits with its loads issued at once (batch 1: 10.1 -> 5.1 us a layer in ncu, the step
  *                            -0.1 ms); =2 at every size (batch 64 / 256 +0.14 / +0.34 ms: its registers cost
  *                            occupancy).
- *   DSINFER_CUDA_MLA_WG_TMA=1  the wgmma MLA decode's rows by TMA (one copy a page-run and 64-column chunk) instead
- *                            of cp.async, page sizes 8 .. 64 dividing 64 or multiples of 64 (opt-in, not yet timed).
+ *   DSINFER_CUDA_MLA_WG_TMA=0  the wgmma MLA decode's rows by cp.async; default 1: by TMA (one copy a page-run and
+ *                            64-column chunk) where the page size is 8 .. 64 dividing 64 or a multiple of 64 (128
+ *                            heads, 64 x 4K: 0.225 -> 0.215 ms kernel time, fourteenth session).
  *   DSINFER_CUDA_F8_PDL=1    with DSINFER_CUDA_PDL=1: the W8A8 chain launched with PDL too, f8_wgmma_kernel's first
  *                            weights requested before its wait (opt-in, fourteenth session; see cu_f8_pdl below).
  * Engine-level (model/forward.c): DSINFER_FUSED_ADD_NORM=0 (residual add and norm as two ops),
@@ -763,8 +764,8 @@ extern int cu_mla_qreg;
  * block on wgmma (cuda_mla_wg.cu) where H is a multiple of 64 (V3's 128 heads); its splits (one block an SM) and
  * launch; cu_mla_decode_tc and cu_mla_tc_splits hand over to it */
 extern int cu_mla_wg;
-/* DSINFER_CUDA_MLA_WG_TMA=1 (opt-in, fourteenth session): its rows by TMA copies (a tensor map over the cache rows)
- * instead of cp.async where the page size is 8, 16, 32, 64 or a multiple of 64 */
+/* DSINFER_CUDA_MLA_WG_TMA (default 1, fourteenth session; =0 cp.async): its rows by TMA copies (a tensor map over the
+ * cache rows) where the page size is 8, 16, 32, 64 or a multiple of 64 */
 extern int cu_mla_wg_tma;
 int cu_mla_wg_on(int kv_layout, int H);
 int cu_mla_wg_splits(int T, int H, int max_ctx, int n_sm);
