@@ -938,6 +938,27 @@ if want end14; then
   step end_mla 60 $B/dsinfer bench --mla --kv-cache-dtype bf16
   step ops_efull 330 $B/test_cuda_ops
 fi
+# f8c15 (written in the fourteenth session after its device time was spent; not yet run): the v2 GEMV's FP8 weights
+# scaled once a 16-code chunk (DSINFER_CUDA_GEMV_F8C=1; ptxas: the VT_FP8 GEMV <3,0,1> spills 44 bytes, the VT_FP8C
+# one none, 288 multiplies against 672): op test `DSINFER_OPS_ONLY=f8c`, the f8c_* mutants (dev/cuda/mutants_s14.sh),
+# FP8 rows at batch 1 (the GEMVs' batch) off / on twice, the goldens with it on, ncu of an FP8 b1 step with it on, and
+# ncu's full sections of the first <3,0,1> and <6,0,1> GEMV launches
+if want f8c15; then
+  step ops_f8c 120 env DSINFER_OPS_ONLY=f8c $B/test_cuda_ops
+  for f in .deps/bin/test_cuda_ops_mut_f8c_*; do [ -x "$f" ] && mutant $f f8c; done
+  for r in 1 2; do
+    for v in 0 1; do
+      step dec_f8c$v 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GEMV_F8C=$v $B/dsinfer bench --dtype fp8 --batch 1 --ctx 1K,4K --prompt '' --steps 8 --csv $CSV --label s15-fp8-f8c$v
+    done
+  done
+  step golden_f8c 150 env DSINFER_CUDA_GEMV_F8C=1 $B/test_cuda_golden
+  DSINFER_CUDA_GEMV_F8C=1 ncu_step ncu_f8c_b1 fp8 1 --launch-count 1000
+  for v in 0 1; do
+    step ncu_gemv$v 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_GEMV_F8C=$v ncu --set full -k regex:gemv_v2_kernel -c 3 $B/dsinfer bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 2
+  done
+  cat $OUT/mutants.txt
+  rm -f $OUT/test_cuda_ops_mut_*.log $OUT/dec_f8c*.log
+fi
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

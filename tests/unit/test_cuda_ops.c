@@ -1559,6 +1559,36 @@ static void run_combine2(void) {
     check_combine2("h20-cb2", "configs/deepseek-v2-lite.json", 20, 3, 700);
 }
 
+/* The v2 GEMV's FP8 weights scaled once a 16-code chunk and token (DSINFER_CUDA_GEMV_F8C=1, cuda_linear.cu VT_FP8C;
+ * another rounding order): linear at 1 and 4 rows (V3 q_a, an odd 200x304: the plain, split-K and partial-block
+ * forms) at THR_GEMM against the CPU, linear2's two-weight form (V2-Lite q + kv_a), the grouped MoE's GEMVs at 1 and 4
+ * tokens. The flag is process-wide, read at backend creation; the last line turns it off. DSINFER_OPS_ONLY=f8c. */
+static void run_gemv_f8c(void) {
+    if (only && strcmp(only, "f8c")) return;
+    setup s;
+    setenv("DSINFER_CUDA_GEMV_F8C", "1", 1);
+    setenv("DSINFER_CUDA_FP8_GEMM_MIN_M", "9", 1);   /* linear2 and the MoE at 4 rows on the GEMVs too */
+    setenv("DSINFER_CUDA_MOE_TC_MIN_M", "9", 1);
+    w8_min_m = GEMV_MAX_M_TEST + 1;
+    if (load_setup(&s, "v3-f8c", "configs/deepseek-v3.json", 0, 16)) {
+        const int g[] = {1, 4};
+        check_linear(&s, "q_a f8c", 1536, 7168, DS_DTYPE_F8_E4M3, g, NM(g));
+        check_linear(&s, "odd f8c", 200, 304, DS_DTYPE_F8_E4M3, g, NM(g));
+        check_linear2(&s, "v2l q+kv_a f8c", 3072, 576, 2048, DS_DTYPE_F8_E4M3);
+        free_setup(&s);
+    }
+    if (load_setup(&s, "v2l-f8c", "configs/deepseek-v2-lite.json", 3, 16)) {   /* FP8 experts of V2-Lite's widths */
+        const int m[] = {1, 4};
+        check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 0, 0);
+        free_setup(&s);
+    }
+    w8_min_m = W8_MIN_M_TEST;
+    unsetenv("DSINFER_CUDA_GEMV_F8C");
+    unsetenv("DSINFER_CUDA_FP8_GEMM_MIN_M");
+    unsetenv("DSINFER_CUDA_MOE_TC_MIN_M");
+    if (load_setup(&s, "f8c-off", "tests/fixtures/tiny-v3-fp8/config.json", 3, 16)) free_setup(&s);   /* flag back off */
+}
+
 /* FP8 weights decoded without the conversion unit (DSINFER_CUDA_FP8_FAST=1, cuda.h cu_fp8_scaled: the same
  * values as the cvt path, checked code by code on the host by test_cuda_host): the GEMV v2 at the exact
  * thresholds (M = 1, 4: V3 q_a, an odd 200x304), the grouped MoE on it (M = 1, 4) and on the tensor cores
@@ -2107,6 +2137,7 @@ int main(void) {
     run_odd("h3-fp8", "tests/fixtures/tiny-v3-fp8/config.json", 3);
     run_odd("h63", "configs/deepseek-v2-lite.json", 63);
     run_fp8_fast();
+    run_gemv_f8c();
     run_moe_w8a8();
     run_moe_wg_bf16();
     run_w8a8_linear();

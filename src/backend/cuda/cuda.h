@@ -220,6 +220,9 @@ void cu_ws_free(cu_ws *w);
  *   DSINFER_CUDA_MLA_WG_TMA=0  the wgmma MLA decode's rows by cp.async; default 1: by TMA (one copy a page-run and
  *                            64-column chunk) where the page size is 8 .. 64 dividing 64 or a multiple of 64 (128
  *                            heads, 64 x 4K: 0.225 -> 0.215 ms kernel time, fourteenth session).
+ *   DSINFER_CUDA_GEMV_F8C=1  the v2 GEMV's FP8 weights scaled once a 16-code chunk and token (opt-in, written in the
+ *                            fourteenth session without device time left: batch 1's FP8 GEMVs ran at 0.55 .. 1.6
+ *                            TB/s, about as long as BF16's for half the bytes).
  *   DSINFER_CUDA_F8_PDL=1    with DSINFER_CUDA_PDL=1: the W8A8 chain launched with PDL too, f8_wgmma_kernel's first
  *                            weights requested before its wait (opt-in, fourteenth session; see cu_f8_pdl below).
  * Engine-level (model/forward.c): DSINFER_FUSED_ADD_NORM=0 (residual add and norm as two ops),
@@ -728,6 +731,9 @@ void cu_gemv_group(float *out, int ldo, int out_e, const float *x, int ldx, int 
 int cu_gemv_two(float *out1, float *out2, const float *x, int M, cu_wview w1, cu_wview w2);
 /* GEMV v2 switch and the SM count it sizes its split-K by (cuda_linear.cu; set at backend creation). */
 extern int cu_gemv_v2, cu_gemv_sms, cu_fp8_fast;
+/* DSINFER_CUDA_GEMV_F8C=1 (opt-in, fourteenth session, not yet run on a GPU): the v2 GEMV's FP8 weights scaled once a
+ * 16-code chunk and token instead of once a code (cuda_linear.cu VT_FP8C) */
+extern int cu_gemv_f8c;
 /* DSINFER_CUDA_RMS_VEC=0: rmsnorm_kernel only (cuda_backend.cu); default 1: the register-cached kernel. */
 extern int cu_rms_vec;
 /* DSINFER_CUDA_GROUP2=0: group_kernel (a thread per expert); default 1: group_v2_kernel (cuda_moe.cu). */

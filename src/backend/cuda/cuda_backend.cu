@@ -692,6 +692,7 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     cu_gemv_sms = cb->n_sm > 0 ? cb->n_sm : 132;
     cu_gemv_v2 = env_int("DSINFER_CUDA_GEMV2", 1);
     cu_fp8_fast = env_int("DSINFER_CUDA_FP8_FAST", 0);
+    cu_gemv_f8c = env_int("DSINFER_CUDA_GEMV_F8C", 0);
     cu_rms_vec = env_int("DSINFER_CUDA_RMS_VEC", 1);
     cu_group_v2 = env_int("DSINFER_CUDA_GROUP2", 1);
     cu_pdl = env_int("DSINFER_CUDA_PDL", 0);

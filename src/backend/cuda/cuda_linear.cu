@@ -239,13 +239,17 @@ void cu_mlp(ds_backend *be, float *out, const float *x, const ds_weight *gate, c
 /* VT_FP8F: FP8 decoded without the conversion unit (cu_fp8_scaled, DSINFER_CUDA_FP8_FAST=1; the same values),
  * only in the v2 kernels */
 /* VT_NVFP4: 32 E2M1 codes a 16-byte chunk with its two block scales (v2 kernels only) */
-enum { VT_GEN = 0, VT_F32 = 1, VT_BF16 = 2, VT_FP8 = 3, VT_FP8F = 4, VT_NVFP4 = 5 };
+/* VT_FP8C: FP8 as VT_FP8 (the cvt path) with the block scale applied once a chunk and token: the chunk's 16 codes
+ * dotted with x unscaled, then a += dot * scale (DSINFER_CUDA_GEMV_F8C=1, v2 kernels only; 16 multiplies fewer a
+ * chunk, another rounding order: at THR_GEMM against the CPU) */
+enum { VT_GEN = 0, VT_F32 = 1, VT_BF16 = 2, VT_FP8 = 3, VT_FP8F = 4, VT_NVFP4 = 5, VT_FP8C = 6 };
 template <int VT> struct vt_traits { static constexpr int V = 1; };
 template <> struct vt_traits<VT_F32> { static constexpr int V = 4; };
 template <> struct vt_traits<VT_BF16> { static constexpr int V = 8; };
 template <> struct vt_traits<VT_FP8> { static constexpr int V = 16; };
 template <> struct vt_traits<VT_FP8F> { static constexpr int V = 16; };
 template <> struct vt_traits<VT_NVFP4> { static constexpr int V = 32; };
+template <> struct vt_traits<VT_FP8C> { static constexpr int V = 16; };
 
 /* Loads values [c*V, c*V + V) of row n as fp32 (FP8 times its block scale; a 16-value chunk never crosses
  * a 128-column block). */
@@ -375,6 +379,7 @@ __global__ void gemv_group_kernel(float *out, int ldo, int out_e, const float *x
  * (kv_a, router, W_UV per head). fp32 accumulation; the order of additions differs from the CPU's. */
 int cu_gemv_v2 = 1;       /* DSINFER_CUDA_GEMV2 (read at backend creation) */
 int cu_fp8_fast = 0;      /* DSINFER_CUDA_FP8_FAST (read at backend creation) */
+int cu_gemv_f8c = 0;      /* DSINFER_CUDA_GEMV_F8C (read at backend creation): VT_FP8C */
 int cu_gemv_sms = 132;    /* SM count (set at backend creation) */
 
 __device__ __forceinline__ uint4 ld_stream16(const void *p) {
@@ -426,7 +431,7 @@ __device__ __forceinline__ void dots_v2(float *a0, float *a1, const cu_wview &w0
     /* row n's bytes: cols * EB, NVFP4 cols / 2 */
     const char *r0 = (const char *)w0.data + (F4 ? (size_t)n * (size_t)(w0.cols / 2) : (size_t)n * (size_t)w0.cols * EB);
     const char *r1 = (const char *)w1.data + (F4 ? (size_t)n * (size_t)(w1.cols / 2) : (size_t)n * (size_t)w1.cols * EB);
-    constexpr bool F8 = VT == VT_FP8 || VT == VT_FP8F;
+    constexpr bool F8 = VT == VT_FP8 || VT == VT_FP8F || VT == VT_FP8C;
     const float *sc0 = F8 ? w0.scale + (size_t)(n >> 7) * (size_t)w0.scale_cols : nullptr;
     const float *sc1 = F8 && PAIR ? w1.scale + (size_t)(n >> 7) * (size_t)w1.scale_cols : nullptr;
     const unsigned char *bs0 = F4 ? w0.bscale + (size_t)n * (size_t)(w0.cols >> 4) : nullptr;
@@ -460,16 +465,38 @@ __device__ __forceinline__ void dots_v2(float *a0, float *a1, const cu_wview &w0
         for (int u = 0; u < U; u++) {
             int c = cb + u * c_step;
             if (c >= nc) break;
+            if constexpr (VT == VT_FP8C) {   /* the codes' values unscaled (cvt4's multiply by 1 folds away) */
+                float d0[TM], d1[TM];
 #pragma unroll
-            for (int i4 = 0; i4 < V / 4; i4++) {
-                float4 wv = cvt4<VT>(q0[u], i4, s0[u], t0[u]);
-                float4 uv = PAIR ? cvt4<VT>(q1[u], i4, s1[u], t1[u]) : wv;
+                for (int j = 0; j < TM; j++) d0[j] = d1[j] = 0.0f;
+#pragma unroll
+                for (int i4 = 0; i4 < V / 4; i4++) {
+                    float4 wv = cvt4<VT_FP8>(q0[u], i4, 1.0f), uv = PAIR ? cvt4<VT_FP8>(q1[u], i4, 1.0f) : wv;
+#pragma unroll
+                    for (int j = 0; j < TM; j++) {
+                        if (j >= nt) break;
+                        float4 xv = __ldg((const float4 *)(xp[j] + (size_t)c * V + 4 * i4));
+                        d0[j] += wv.x * xv.x + wv.y * xv.y + wv.z * xv.z + wv.w * xv.w;
+                        if (PAIR) d1[j] += uv.x * xv.x + uv.y * xv.y + uv.z * xv.z + uv.w * xv.w;
+                    }
+                }
 #pragma unroll
                 for (int j = 0; j < TM; j++) {
-                    if (j >= nt) break;
-                    float4 xv = __ldg((const float4 *)(xp[j] + (size_t)c * V + 4 * i4));
-                    a0[j] += wv.x * xv.x + wv.y * xv.y + wv.z * xv.z + wv.w * xv.w;
-                    if (PAIR) a1[j] += uv.x * xv.x + uv.y * xv.y + uv.z * xv.z + uv.w * xv.w;
+                    a0[j] = fmaf(d0[j], s0[u], a0[j]);
+                    if (PAIR) a1[j] = fmaf(d1[j], s1[u], a1[j]);
+                }
+            } else {
+#pragma unroll
+                for (int i4 = 0; i4 < V / 4; i4++) {
+                    float4 wv = cvt4<VT>(q0[u], i4, s0[u], t0[u]);
+                    float4 uv = PAIR ? cvt4<VT>(q1[u], i4, s1[u], t1[u]) : wv;
+#pragma unroll
+                    for (int j = 0; j < TM; j++) {
+                        if (j >= nt) break;
+                        float4 xv = __ldg((const float4 *)(xp[j] + (size_t)c * V + 4 * i4));
+                        a0[j] += wv.x * xv.x + wv.y * xv.y + wv.z * xv.z + wv.w * xv.w;
+                        if (PAIR) a1[j] += uv.x * xv.x + uv.y * xv.y + uv.z * xv.z + uv.w * xv.w;
+                    }
                 }
             }
         }
@@ -612,6 +639,7 @@ static void gemv_group_launch(float *out, int ldo, int out_e, const float *x, in
     if (vt != VT_GEN && cu_gemv_v2) {   /* (out2 is only passed here: cu_gemv_two checked the v2 kernel takes it) */
         int V = vt == VT_BF16 ? 8 : vt == VT_FP8 ? 16 : vt == VT_NVFP4 ? 32 : 4;
         if (vt == VT_FP8 && cu_fp8_fast) vt = VT_FP8F;
+        else if (vt == VT_FP8 && cu_gemv_f8c) vt = VT_FP8C;
         int ks = gemv_v2_ks(max_rows, live ? slots : E, off != NULL, v0.cols / V);
         dim3 g2(cu_blocks((size_t)max_rows, GEMV_WARPS / ks), live ? slots : E);
 #define V2_LAUNCH(VT, KS)                                                                                      \
@@ -629,6 +657,7 @@ static void gemv_group_launch(float *out, int ldo, int out_e, const float *x, in
         if (vt == VT_BF16) V2_KS(VT_BF16);
         else if (vt == VT_FP8) V2_KS(VT_FP8);
         else if (vt == VT_FP8F) V2_KS(VT_FP8F);
+        else if (vt == VT_FP8C) V2_KS(VT_FP8C);
         else if (vt == VT_NVFP4) V2_KS(VT_NVFP4);
         else V2_KS(VT_F32);
 #undef V2_KS
