@@ -632,26 +632,38 @@ static ds_status fit_batch(const char *cfg_path, bench_opts *o, const ds_config 
 static int run_mla(const ds_config *base, double bw, double tflops) {
     char err[DS_ERRLEN];
     int heads[2] = {16, 128};
-    /* tc: the default tensor-core kernel (v2 for the BF16 cache), tc-v1 its first version (BF16 cache only) */
-    const char *name[4] = {"tc", "tc-v1", "fused", "per-seq"}, *fused_env[4] = {"1", "1", "1", "0"};
-    const char *tc_env[4] = {"1", "1", "0", "0"}, *tc2_env[4] = {"1", "0", "1", "1"};
+    /* tc: the default tensor-core kernel (the BF16 cache: 64 heads a block on wgmma where the heads are a multiple of
+     * 64, else v2); tc-mma: v2 (mma.sync, 16 heads a block) where the default is the wgmma kernel; tc-v1: v2's first
+     * version (BF16 cache only) */
+    enum { MLA_VARIANTS = 5 };
+    const char *name[MLA_VARIANTS] = {"tc", "tc-mma", "tc-v1", "fused", "per-seq"};
+    const char *fused_env[MLA_VARIANTS] = {"1", "1", "1", "1", "0"}, *tc_env[MLA_VARIANTS] = {"1", "1", "1", "0", "0"};
+    const char *tc2_env[MLA_VARIANTS] = {"1", "1", "0", "1", "1"};
+    /* DSINFER_CUDA_MLA_WG as the caller set it, except off for tc-mma and tc-v1 (restored after) */
+    const char *wg_set = getenv("DSINFER_CUDA_MLA_WG");
+    char *wg_user = wg_set ? ds_xstrdup(wg_set) : NULL;
     for (int hi = 0; hi < 2; hi++)
-        for (int k = 0; k < 4; k++) {
-            if (k == 1 && !base->kv_bf16) continue;
+        for (int k = 0; k < MLA_VARIANTS; k++) {
+            if ((k == 1 || k == 2) && !base->kv_bf16) continue;
+            if (k == 1 && heads[hi] % 64) continue;   /* tc is v2 there already */
             ds_config c = *base;
             c.num_heads = heads[hi];
             setenv("DSINFER_CUDA_FUSED_ATTN", fused_env[k], 1);
             setenv("DSINFER_CUDA_MLA_TC", tc_env[k], 1);
             setenv("DSINFER_CUDA_MLA_TC2", tc2_env[k], 1);
+            if (k == 1 || k == 2) setenv("DSINFER_CUDA_MLA_WG", "0", 1);
+            else if (wg_user) setenv("DSINFER_CUDA_MLA_WG", wg_user, 1);
+            else unsetenv("DSINFER_CUDA_MLA_WG");
             double ms = 0, gbs = 0, kms = 0, kgbs = 0;
             if (ds_cuda_bench_mla(&c, 64, 4096, &ms, &gbs, &kms, &kgbs, err)) {
                 fprintf(stderr, "bench mla: %s\n", err);
+                free(wg_user);
                 return 1;
             }
             printf("mla-decode %-9s heads %3d  64 seqs x 4096 ctx  %s cache  op %8.3f ms  %7.1f GB/s", name[k], heads[hi],
                    c.kv_fp8 ? "fp8 " : c.kv_bf16 ? "bf16" : "fp32", ms, gbs);
             if (bw > 1) printf(" %5.1f%%", 100 * gbs / bw);
-            if (k < 3) {   /* per-seq is not one kernel */
+            if (k < MLA_VARIANTS - 1) {   /* per-seq is not one kernel */
                 printf("  kernel %8.3f ms  %7.1f GB/s", kms, kgbs);
                 if (bw > 1) printf(" %5.1f%%", 100 * kgbs / bw);
                 /* its FLOPs: scores over 576 and values over 512 columns, per head and cached row (at 128 heads
@@ -666,6 +678,9 @@ static int run_mla(const ds_config *base, double bw, double tflops) {
     unsetenv("DSINFER_CUDA_FUSED_ATTN");
     unsetenv("DSINFER_CUDA_MLA_TC");
     unsetenv("DSINFER_CUDA_MLA_TC2");
+    if (wg_user) setenv("DSINFER_CUDA_MLA_WG", wg_user, 1);
+    else unsetenv("DSINFER_CUDA_MLA_WG");
+    free(wg_user);
     return 0;
 }
 #endif
