@@ -421,6 +421,25 @@ __device__ __forceinline__ float4 cvt4(const uint4 &q, int i4, float s, float t 
     }
 }
 
+/* a0[j] (a1[j]) += the dot of 16-byte chunk c's values (cvt4: scaled by s / t) with row j's x, j < nt */
+template <int VT, int TM, bool PAIR>
+__device__ __forceinline__ void dot_chunk(float *a0, float *a1, const uint4 &q0, const uint4 &q1, float s0, float s1,
+                                          float t0, float t1, const float *const *xp, int nt, int c) {
+    constexpr int V = vt_traits<VT>::V;
+#pragma unroll
+    for (int i4 = 0; i4 < V / 4; i4++) {
+        float4 wv = cvt4<VT>(q0, i4, s0, t0);
+        float4 uv = PAIR ? cvt4<VT>(q1, i4, s1, t1) : wv;
+#pragma unroll
+        for (int j = 0; j < TM; j++) {
+            if (j >= nt) break;
+            float4 xv = __ldg((const float4 *)(xp[j] + (size_t)c * V + 4 * i4));
+            a0[j] += wv.x * xv.x + wv.y * xv.y + wv.z * xv.z + wv.w * xv.w;
+            if (PAIR) a1[j] += uv.x * xv.x + uv.y * xv.y + uv.z * xv.z + uv.w * xv.w;
+        }
+    }
+}
+
 template <int VT, int TM, int U, bool PAIR>
 __device__ __forceinline__ void dots_v2(float *a0, float *a1, const cu_wview &w0, const cu_wview &w1, int n,
                                         const float *const *xp, int nt, int c_first, int c_step) {
@@ -469,35 +488,14 @@ __device__ __forceinline__ void dots_v2(float *a0, float *a1, const cu_wview &w0
                 float d0[TM], d1[TM];
 #pragma unroll
                 for (int j = 0; j < TM; j++) d0[j] = d1[j] = 0.0f;
-#pragma unroll
-                for (int i4 = 0; i4 < V / 4; i4++) {
-                    float4 wv = cvt4<VT_FP8>(q0[u], i4, 1.0f), uv = PAIR ? cvt4<VT_FP8>(q1[u], i4, 1.0f) : wv;
-#pragma unroll
-                    for (int j = 0; j < TM; j++) {
-                        if (j >= nt) break;
-                        float4 xv = __ldg((const float4 *)(xp[j] + (size_t)c * V + 4 * i4));
-                        d0[j] += wv.x * xv.x + wv.y * xv.y + wv.z * xv.z + wv.w * xv.w;
-                        if (PAIR) d1[j] += uv.x * xv.x + uv.y * xv.y + uv.z * xv.z + uv.w * xv.w;
-                    }
-                }
+                dot_chunk<VT_FP8, TM, PAIR>(d0, d1, q0[u], q1[u], 1.0f, 1.0f, 0.0f, 0.0f, xp, nt, c);
 #pragma unroll
                 for (int j = 0; j < TM; j++) {
                     a0[j] = fmaf(d0[j], s0[u], a0[j]);
                     if (PAIR) a1[j] = fmaf(d1[j], s1[u], a1[j]);
                 }
             } else {
-#pragma unroll
-                for (int i4 = 0; i4 < V / 4; i4++) {
-                    float4 wv = cvt4<VT>(q0[u], i4, s0[u], t0[u]);
-                    float4 uv = PAIR ? cvt4<VT>(q1[u], i4, s1[u], t1[u]) : wv;
-#pragma unroll
-                    for (int j = 0; j < TM; j++) {
-                        if (j >= nt) break;
-                        float4 xv = __ldg((const float4 *)(xp[j] + (size_t)c * V + 4 * i4));
-                        a0[j] += wv.x * xv.x + wv.y * xv.y + wv.z * xv.z + wv.w * xv.w;
-                        if (PAIR) a1[j] += uv.x * xv.x + uv.y * xv.y + uv.z * xv.z + uv.w * xv.w;
-                    }
-                }
+                dot_chunk<VT, TM, PAIR>(a0, a1, q0[u], q1[u], s0[u], s1[u], t0[u], t1[u], xp, nt, c);
             }
         }
     }
