@@ -940,11 +940,13 @@ if want end14; then
 fi
 # f8c15 (written in the fourteenth session after its device time was spent; not yet run): the v2 GEMV's FP8 weights
 # scaled once a 16-code chunk (DSINFER_CUDA_GEMV_F8C=1; ptxas: the VT_FP8 GEMV <3,0,1> spills 44 bytes, the VT_FP8C
-# one none, 288 multiplies against 672): op test `DSINFER_OPS_ONLY=f8c`, the f8c_* mutants (dev/cuda/mutants_s14.sh),
+# one none, 288 multiplies against 672): op test `DSINFER_OPS_ONLY=f8c` and `=f8codes` (weights with every e4m3
+# code, which the random test weights never hold), the f8c_* mutants (dev/cuda/mutants_s14.sh),
 # FP8 rows at batch 1 (the GEMVs' batch) off / on twice, the goldens with it on, ncu of an FP8 b1 step with it on, and
 # ncu's full sections of the first <3,0,1> and <6,0,1> GEMV launches
 if want f8c15; then
   step ops_f8c 120 env DSINFER_OPS_ONLY=f8c $B/test_cuda_ops
+  step ops_codes 120 env DSINFER_OPS_ONLY=f8codes $B/test_cuda_ops   # every e4m3 code (subnormals, zeros) on the GPU paths
   for f in .deps/bin/test_cuda_ops_mut_f8c_*; do [ -x "$f" ] && mutant $f f8c; done
   for r in 1 2; do
     for v in 0 1; do

@@ -193,6 +193,14 @@ typedef struct {
     ds_weight h, d;
 } wpair;
 
+/* FP8 weights from mk_weight hold every e4m3 code but the two NaNs (each run of 256 values a permutation of the codes:
+ * zeros and subnormals included, which the random codes never are) while set (run_fp8_codes) */
+static int w_all_codes = 0;
+static uint8_t all_codes_at(size_t j) {
+    uint8_t b = (uint8_t)((j * 37 + j / 256) & 0xff);
+    return (b & 0x7f) == 0x7f ? (uint8_t)(b ^ 1) : b;   /* NaN (0x7f, 0xff) -> +-448 (0x7e, 0xfe) */
+}
+
 /* A random weight [rows, cols] in dtype (FP8 with random block scales), on the host and the device. */
 static wpair mk_weight(setup *s, int rows, int cols, ds_dtype dt, float amp, const char *name) {
     wpair w;
@@ -223,7 +231,7 @@ static wpair mk_weight(setup *s, int rows, int cols, ds_dtype dt, float amp, con
             z ^= z >> 31;
             for (size_t j = i; j < i + 8 && j < n; j++, z >>= 8) {
                 uint8_t b = (uint8_t)z;   /* sign, mantissa random; exponent 5..8: |v| in [0.25, 3.75] */
-                p[j] = (uint8_t)((b & 0x80) | ((5 + ((b >> 3) & 3)) << 3) | (b & 7));
+                p[j] = w_all_codes ? all_codes_at(j) : (uint8_t)((b & 0x80) | ((5 + ((b >> 3) & 3)) << 3) | (b & 7));
             }
         }
         int sr = (rows + 127) / 128, sc = (cols + 127) / 128;
@@ -1559,6 +1567,34 @@ static void run_combine2(void) {
     check_combine2("h20-cb2", "configs/deepseek-v2-lite.json", 20, 3, 700);
 }
 
+/* FP8 weights with every e4m3 code but NaN (w_all_codes: zeros and subnormals too, absent from the random weights,
+ * whose exponents are 5 .. 8): the GEMV at 1 and 4 rows, also scaling once a chunk (DSINFER_CUDA_GEMV_F8C=1), the
+ * W8A8 linear at 2, 9 and 64 rows, the grouped MoE at 1, 4 and 63 tokens, against the CPU.
+ * DSINFER_OPS_ONLY=f8codes. */
+static void run_fp8_codes(void) {
+    if (only && strcmp(only, "f8codes")) return;
+    setup s;
+    const int g[] = {1, 4}, w8[] = {2, 9, 64}, m[] = {1, 4, 63};
+    w_all_codes = 1;
+    if (load_setup(&s, "v3-codes", "configs/deepseek-v3.json", 0, 16)) {
+        check_linear(&s, "all codes", 512, 2048, DS_DTYPE_F8_E4M3, g, NM(g));
+        check_linear_w8a8(&s, "all codes", 512, 2048, w8, NM(w8));
+        free_setup(&s);
+    }
+    if (load_setup(&s, "v2l-codes", "configs/deepseek-v2-lite.json", 3, 16)) {
+        check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 0, 0);
+        free_setup(&s);
+    }
+    setenv("DSINFER_CUDA_GEMV_F8C", "1", 1);
+    if (load_setup(&s, "v3-codesc", "configs/deepseek-v3.json", 0, 16)) {
+        check_linear(&s, "all codes f8c", 512, 2048, DS_DTYPE_F8_E4M3, g, NM(g));
+        free_setup(&s);
+    }
+    unsetenv("DSINFER_CUDA_GEMV_F8C");
+    w_all_codes = 0;
+    if (load_setup(&s, "codes-off", "tests/fixtures/tiny-v3-fp8/config.json", 3, 16)) free_setup(&s);   /* flag back off */
+}
+
 /* The v2 GEMV's FP8 weights scaled once a 16-code chunk and token (DSINFER_CUDA_GEMV_F8C=1, cuda_linear.cu VT_FP8C;
  * another rounding order): linear at 1 and 4 rows (V3 q_a, an odd 200x304: the plain, split-K and partial-block
  * forms) at THR_GEMM against the CPU, linear2's two-weight form (V2-Lite q + kv_a), the grouped MoE's GEMVs at 1 and 4
@@ -2138,6 +2174,7 @@ int main(void) {
     run_odd("h63", "configs/deepseek-v2-lite.json", 63);
     run_fp8_fast();
     run_gemv_f8c();
+    run_fp8_codes();
     run_moe_w8a8();
     run_moe_wg_bf16();
     run_w8a8_linear();
