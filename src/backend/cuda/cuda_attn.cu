@@ -488,6 +488,12 @@ __global__ void __launch_bounds__(FA_THREADS) mla_decode_kernel(fa_params p) {
     }
 }
 
+/* a merged value: to ob in BF16 when the W_UV GEMM reads it (ob not NULL), else to olat */
+__device__ __forceinline__ void combine_store(float *olat, __nv_bfloat16 *ob, size_t idx, float v) {
+    if (ob) ob[idx] = __float2bfloat16(v);
+    else olat[idx] = v;
+}
+
 /* grid (T, H, column blocks), block 128: olat[i, h, :] from the splits' partials (S <= 64); the columns
  * spread over gridDim.z blocks (at batch 1, 16 blocks of one head each were 14 us a layer). The splits' (max, sum) go to
  * shared memory first, read by S threads at once, and the split weights exp(m_s - max) are computed once
@@ -525,8 +531,7 @@ __global__ void mla_combine_kernel(float *olat, __nv_bfloat16 *ob, const float *
         float a = 0.0f;
 #pragma unroll 8
         for (int s = 0; s < nl; s++) a += wgt[s] * part[(((size_t)i * S + s) * H + h) * C + c];
-        if (ob) ob[((size_t)i * H + h) * C + c] = __float2bfloat16(a / den);
-        else olat[((size_t)i * H + h) * C + c] = a / den;
+        combine_store(olat, ob, ((size_t)i * H + h) * C + c, a / den);
     }
 }
 
@@ -595,15 +600,13 @@ __global__ void __launch_bounds__(128) mla_combine_v2_kernel(float *olat, __nv_b
             if (s >= nl) break;
             a += wgt[s] * pv[s];
         }
-        if (ob) ob[((size_t)i * H + h) * C + c] = __float2bfloat16(a / den);
-        else olat[((size_t)i * H + h) * C + c] = a / den;
+        combine_store(olat, ob, ((size_t)i * H + h) * C + c, a / den);
     }
     for (c += gridDim.z * blockDim.x; c < C; c += gridDim.z * blockDim.x) {
         float a = 0.0f;
 #pragma unroll 8
         for (int s = 0; s < nl; s++) a += wgt[s] * p0[s * step + c];
-        if (ob) ob[((size_t)i * H + h) * C + c] = __float2bfloat16(a / den);
-        else olat[((size_t)i * H + h) * C + c] = a / den;
+        combine_store(olat, ob, ((size_t)i * H + h) * C + c, a / den);
     }
 }
 
