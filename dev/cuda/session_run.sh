@@ -946,6 +946,7 @@ fi
 # ncu's full sections of the first <3,0,1> and <6,0,1> GEMV launches
 if want f8c15; then
   step ops_f8c 120 env DSINFER_OPS_ONLY=f8c $B/test_cuda_ops
+  step ops_cbr 120 env DSINFER_OPS_ONLY=combine $B/test_cuda_ops   # the review commit 2b3f2a3 (combine_store)
   step ops_codes 120 env DSINFER_OPS_ONLY=f8codes $B/test_cuda_ops   # every e4m3 code (subnormals, zeros) on the GPU paths
   for f in .deps/bin/test_cuda_ops_mut_f8c_*; do [ -x "$f" ] && mutant $f f8c; done
   for r in 1 2; do
