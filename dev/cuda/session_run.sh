@@ -959,6 +959,7 @@ if want f8c15; then
   for v in 0 1; do
     step ncu_gemv$v 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_GEMV_F8C=$v ncu --set full -k regex:gemv_v2_kernel -c 3 $B/dsinfer bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 2
   done
+  step mla_tcm 60 $B/dsinfer bench --mla --kv-cache-dtype bf16   # the tc-mma row (never run yet)
   cat $OUT/mutants.txt
   rm -f $OUT/test_cuda_ops_mut_*.log $OUT/dec_f8c*.log
 fi
