@@ -963,6 +963,24 @@ if want f8c15; then
   cat $OUT/mutants.txt
   rm -f $OUT/test_cuda_ops_mut_*.log $OUT/dec_f8c*.log
 fi
+# wg2_15 (fifteenth session): mla_decode_wg2_kernel, FlashMLA's schedule (DSINFER_CUDA_MLA_WG=2): the mla op tests (with
+# the v2 cases), its mutants (dev/cuda/mutants_s15.sh), memcheck over the mla cases, the V3 model test with it on,
+# `bench --mla` with v1 / v2 twice, ptxas' spills in SASS, ncu of its first 128-head launch
+if want wg2_15; then
+  step ops_mla 200 env DSINFER_OPS_ONLY=mla $B/test_cuda_ops
+  for f in .deps/bin/test_cuda_ops_mut_wg2_*; do [ -x "$f" ] && mutant $f mla '' 200; done
+  step memchk 200 env DSINFER_OPS_ONLY=mla DSINFER_OPS_SMALL=1 DSINFER_CUDA_MLA_WG=2 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 $B/test_cuda_ops
+  for r in 1 2; do
+    for v in 1 2; do step mla_wg$v 60 env DSINFER_CUDA_MLA_WG=$v $B/dsinfer bench --mla --kv-cache-dtype bf16; done
+  done
+  (which cuobjdump && cuobjdump -sass -fun _Z21mla_decode_wg2_kernel14CUtensorMap_sti9fa_params $B/dsinfer > $OUT/wg2.sass; grep -n "STL\|LDL" $OUT/wg2.sass | head -30; grep -c HGMMA $OUT/wg2.sass) 2>&1 | tail -32
+  step ncu_wg2 120 env DSINFER_CUDA_MLA_WG=2 ncu --set full -k regex:mla_decode_wg2 -c 1 $B/dsinfer bench --mla --kv-cache-dtype bf16
+  step model_wg2 200 env DSINFER_CUDA_MLA_WG=2 $B/test_cuda_model
+  # batch 1's absorb_q_v2_kernel: 9.8 us a layer for 1 MB (ncu, session14_ncu_fp8_b1.txt)
+  step ncu_absq 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 ncu --set full -k regex:absorb_q_v2 -c 1 $B/dsinfer bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 2
+  cat $OUT/mutants.txt
+  rm -f $OUT/test_cuda_ops_mut_*.log $OUT/mla_wg*.log
+fi
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

@@ -2248,6 +2248,15 @@ int main(void) {
         run_mla_tc("h64-wgt8", "configs/deepseek-v2-lite.json", 64, KV_BF16, 8, kv_small, NM(kv_small), 150);
         run_mla_tc("h64-wgt64", "configs/deepseek-v2-lite.json", 64, KV_BF16, 64, kv_small, NM(kv_small), 150);
         run_mla_tc("h128-wgt128", "configs/deepseek-v2-lite.json", 128, KV_BF16, 128, kv_small, NM(kv_small), 150);
+        /* v2, FlashMLA's schedule (DSINFER_CUDA_MLA_WG=2: a warpgroup's own tiles, the other's P from shared memory;
+         * TMA page sizes only): the same cases; 128 entries give splits of 1 .. 5 tiles (both warpgroups' last-tile
+         * forms), 1 and 4 entries splits of one tile (warpgroup 1 only adds warpgroup 0's) */
+        setenv("DSINFER_CUDA_MLA_WG", "2", 1);
+        run_mla_tc("v3-wg2", "configs/deepseek-v3.json", 0, KV_BF16, 16, kv_big, NM(kv_big), 300);
+        run_mla_tc("h64-wg2p8", "configs/deepseek-v2-lite.json", 64, KV_BF16, 8, kv_small, NM(kv_small), 150);
+        run_mla_tc("h64-wg2p64", "configs/deepseek-v2-lite.json", 64, KV_BF16, 64, kv_small, NM(kv_small), 150);
+        run_mla_tc("h128-wg2p128", "configs/deepseek-v2-lite.json", 128, KV_BF16, 128, kv_small, NM(kv_small), 150);
+        setenv("DSINFER_CUDA_MLA_WG", "1", 1);
         unsetenv("DSINFER_CUDA_MLA_WG_TMA");
         unsetenv("DSINFER_CUDA_MLA_WG");
         /* the first prefill attention kernel (DSINFER_CUDA_FA2=0), still selectable */

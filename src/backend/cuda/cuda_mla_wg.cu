@@ -74,6 +74,30 @@ __device__ __forceinline__ void wm_mma_values(float (&d)[128], uint64_t da, uint
                  : "l"(da), "l"(db), "r"(acc));
 }
 
+/* d[64 x 64] (+)= a[64 x 16] b[64 x 16]^T, BF16, both K-major from shared memory */
+__device__ __forceinline__ void w2_mma_s(float (&d)[32], uint64_t da, uint64_t db, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "l"(da), "l"(db), "r"(acc));
+}
+
+/* the same with a from registers (wgmma's A fragment: mma.sync m16n8k16's A layout, warp i of the warpgroup rows 16i .. 16i + 15) */
+__device__ __forceinline__ void w2_mma_s_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t db, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc));
+}
+
+/* d[64 x 256] += a[64 x 16] b[16 x 256], a from registers, b MN-major (transposed) from shared memory */
+__device__ __forceinline__ void w2_mma_o_rs(float (&d)[128], const uint32_t (&a)[4], uint64_t db, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, {%128, %129, %130, %131}, %132, p, 1, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc));
+}
+
 /* rows base .. base + 63 of the context into the tile Kt (warp w: rows 8w .. 8w + 7; lanes 0-7 look up the eight
  * entries, passed by shuffle; rows at or past nc zero-filled) */
 __device__ __forceinline__ void wm_issue(const fa_params &p, const int32_t *pt, int base, int nc, unsigned char *Kt, int warp,
@@ -280,6 +304,281 @@ __global__ void __launch_bounds__(WM_THREADS, 1) mla_decode_wg_kernel(const __gr
     }
 }
 
+/* ---- v2: FlashMLA's schedule (DSINFER_CUDA_MLA_WG=2; the TMA form only) ------------------------------------------
+ * Why: v1's tile runs its phases in series and is bound by shared memory (KERNELS.md, fourteenth session): both
+ * warpgroups read all of Q for the scores of their 32 rows (m64n32k16: 3 KB a 65 KFLOP step), and the softmax of a
+ * tile waits for both halves of S.
+ * Here warpgroup w owns the tiles k with k % 2 == w (ring slot w) and computes their whole S (m64n64k16: 4 KB a 131
+ * KFLOP step, Q read once a tile), its softmax and P. O's columns stay split: warpgroup w holds O[64 heads][256 w ..
+ * 256 w + 255] and adds every tile in order, its own tiles' P from registers (the S accumulator's layout is wgmma's
+ * A fragment), the other's P from shared memory. While one warpgroup runs its softmax, the other's MMAs keep the
+ * tensor cores busy. Shared memory: Q's first 512 columns (64 KB), P of each warpgroup (2 x 8 KB), two tiles (144
+ * KB); Q's last 64 columns (the RoPE part) are held in registers as the A operand of the scores' last four k-steps
+ * (staged through P's first buffer once), which is what lets it fit in 227 KB.
+ * Per own tile k, warpgroup w: wait for the tile (full[w]); issue S_k; add the other's tile k - 1 (wait ready[1 -
+ * w], rescale O by its factor, O += P_{k-1} V_{k-1}); once S_k is done: the running max from tile k - 1, P_k, its
+ * row sums, publish (m_k, c_k, P_k) and arrive on ready[w]; O *= c_k, O += P_k V_k; arrive on empty[w] (the other
+ * warpgroup arrives there after its use of tile k), and the warpgroup's first thread, once empty[w] completes,
+ * copies tile k + 2 into slot w. The arithmetic is v1's (the same P values, O in the same tile order); the row sums
+ * meet in another order. */
+#define W2_Q_B (8 * WM_CHUNK_B)   /* Q's columns 0 .. 511 */
+#define W2_SMEM (W2_Q_B + 2 * WM_CHUNK_B + 2 * WM_TILE_B + 6 * WM_HEADS * sizeof(float) + 6 * sizeof(uint64_t) + 1024)
+static_assert(W2_SMEM <= 227 * 1024, "mla_decode_wg2_kernel: Q's 512 columns, two P buffers and two tiles must fit");
+
+/* rows nc .. 63 of the tile Kt set to zero by the 128 threads of one warpgroup (x: the thread's index in it) */
+__device__ __forceinline__ void w2_zero_tail(unsigned char *Kt, int nc, int x) {
+    for (x += nc * 8 * WM_CHUNKS; x < WM_TILE * 8 * WM_CHUNKS; x += 128) {
+        int row = x / (8 * WM_CHUNKS), piece = x % (8 * WM_CHUNKS);
+        *(uint4 *)(Kt + wm_off(row, piece)) = make_uint4(0, 0, 0, 0);
+    }
+}
+
+__device__ __forceinline__ void w2_bar_wg(int w) { asm volatile("bar.sync %0, 128;\n" ::"r"(1 + w) : "memory"); }
+
+__device__ __forceinline__ uint32_t w2_pack(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *(uint32_t *)&v;
+}
+
+/* one block's state in v2: shared-memory pointers, this thread's place and the running softmax of its two heads */
+struct w2_state {
+    unsigned char *Qs;   /* the shared-memory base: Q, then P (2 x 8 KB), the ring's two tiles, m_t, c_t, barriers */
+    int w, t, hA, c_begin, c_end, nt, br;   /* hA: the first of this thread's two heads (hA, hA + 8); br: TMA box rows */
+    float mA, mB, lA, lB;                   /* running max after the last tile added; this warpgroup's row sums */
+};
+/* the layout of w2_state's shared memory (constant offsets from Qs, so one register holds them all) */
+__device__ __forceinline__ unsigned char *w2_P(const w2_state &s) { return s.Qs + W2_Q_B; }
+__device__ __forceinline__ unsigned char *w2_K(const w2_state &s) { return s.Qs + W2_Q_B + 2 * WM_CHUNK_B; }
+/* [2 tile parities][64 heads]: m_k, then c_k = exp(m_{k-1} - m_k) */
+__device__ __forceinline__ float *w2_m(const w2_state &s) { return (float *)(w2_K(s) + 2 * WM_TILE_B); }
+__device__ __forceinline__ float *w2_c(const w2_state &s) { return w2_m(s) + 2 * WM_HEADS; }
+__device__ __forceinline__ float *w2_red(const w2_state &s) { return w2_c(s) + 2 * WM_HEADS; }   /* [2][64] */
+/* barriers [2] each, by ring slot (= owning warpgroup): full (the tile landed), ready (its P published), empty */
+__device__ __forceinline__ uint64_t *w2_full(const w2_state &s) { return (uint64_t *)(w2_red(s) + 2 * WM_HEADS); }
+__device__ __forceinline__ uint64_t *w2_ready(const w2_state &s) { return w2_full(s) + 2; }
+__device__ __forceinline__ uint64_t *w2_empty(const w2_state &s) { return w2_full(s) + 4; }
+
+/* O *= the factor of tile k (published by its owner), and the running max and sums follow it */
+__device__ __forceinline__ void w2_take_factor(w2_state &s, float (&o)[128], int k) {
+    int par = k & 1;
+    float cA = w2_c(s)[par * WM_HEADS + s.hA], cB = w2_c(s)[par * WM_HEADS + (s.hA + 8)];
+    s.mA = w2_m(s)[par * WM_HEADS + s.hA];
+    s.mB = w2_m(s)[par * WM_HEADS + (s.hA + 8)];
+    s.lA *= cA;
+    s.lB *= cB;
+#pragma unroll
+    for (int j = 0; j < 32; j++) {
+        o[4 * j] *= cA; o[4 * j + 1] *= cA;
+        o[4 * j + 2] *= cB; o[4 * j + 3] *= cB;
+    }
+}
+
+/* One step of warpgroup s.w: OWN, its tile k (k % 2 == w); OTH, the other warpgroup's tile k - 1. Straight-line
+ * code for each form (a template, not branches), so that ptxas sees where each wgmma group starts and ends and does
+ * not serialize them. Every form ends with no MMA of this warpgroup in flight. */
+template <bool OWN, bool OTH>
+__device__ __forceinline__ void w2_step(w2_state &s, float (&o)[128], const uint32_t (&qr)[4][4], const CUtensorMap *km,
+                                        const int32_t *pt, const fa_params &p, int k) {
+    const int w = s.w, ph = (k >> 1) & 1;   /* own tile k is the (k >> 1)-th use of slot w */
+    unsigned char *Kw = w2_K(s) + w * WM_TILE_B, *Ko = w2_K(s) + (w ^ 1) * WM_TILE_B;
+    const int base = s.c_begin + k * WM_TILE, nc = OWN ? min(WM_TILE, s.c_end - base) : 0;
+    if (OTH) {   /* the other's tile k - 1: its factor first (no MMA in flight touches O now) */
+        mbar_wait(&w2_ready(s)[w ^ 1], ((k - 1) >> 1) & 1);   /* tile k - 1 is the other's ((k - 1) >> 1)-th */
+        w2_take_factor(s, o, k - 1);
+    }
+    float sacc[32];
+    if (OWN) {
+        mbar_wait(&w2_full(s)[w], ph);
+        if (nc < WM_TILE) {   /* the last tile: rows past the context to zero (their pages may hold NaN) */
+            w2_zero_tail(Kw, nc, threadIdx.x & 127);
+            wg_fence_smem();
+            w2_bar_wg(w);
+        }
+    }
+    wg_fence();
+    if (OWN) {   /* S_k = Q K_k^T over 576 columns: 32 k-steps with Q from shared memory, 4 with its RoPE part in registers */
+#pragma unroll
+        for (int kk = 0; kk < 32; kk++) {
+            unsigned off = (kk >> 2) * WM_CHUNK_B + (kk & 3) * 32;
+            w2_mma_s(sacc, wg_desc(s.Qs + off), wg_desc(Kw + off), kk);
+        }
+#pragma unroll
+        for (int j = 0; j < 4; j++) w2_mma_s_rs(sacc, qr[j], wg_desc(Kw + 8 * WM_CHUNK_B + j * 32), 1);
+        wg_commit();
+    }
+    if (OTH) {   /* O[:, 256 w ..] += P_{k-1} V_{k-1}, P from the other's shared-memory buffer */
+        unsigned char *Po = w2_P(s) + (w ^ 1) * WM_CHUNK_B;
+#pragma unroll
+        for (int kk = 0; kk < WM_TILE / 16; kk++)
+            wm_mma_values(o, wg_desc(Po + 32 * kk), wm_desc_mn(Ko + kk * 16 * 128 + w * 4 * WM_CHUNK_B), 1);
+        wg_commit();
+    }
+    if (!OWN) {
+        wg_wait0();
+        mbar_arrive(&w2_empty(s)[w ^ 1]);   /* this warpgroup no longer reads tile k - 1 */
+        return;
+    }
+    if (OTH) wg_wait1(); else wg_wait0();   /* S_k done (the other's P V may still run) */
+    /* sacc[4j + e]: head hA (e < 2) or hB, tile row 8j + 2t + (e & 1); scaled and masked in place */
+    float xA = -INFINITY, xB = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            int row = 8 * j + 2 * s.t + (e & 1);
+            sacc[4 * j + e] = row < nc ? sacc[4 * j + e] * p.scale : -INFINITY;
+            if (e < 2) xA = fmaxf(xA, sacc[4 * j + e]);
+            else xB = fmaxf(xB, sacc[4 * j + e]);
+        }
+    xA = fmaxf(xA, __shfl_xor_sync(0xffffffffu, xA, 1));
+    xA = fmaxf(xA, __shfl_xor_sync(0xffffffffu, xA, 2));
+    xB = fmaxf(xB, __shfl_xor_sync(0xffffffffu, xB, 1));
+    xB = fmaxf(xB, __shfl_xor_sync(0xffffffffu, xB, 2));
+    float nA = fmaxf(s.mA, xA), nB = fmaxf(s.mB, xB);
+    /* a head with no finite score yet keeps factor 1 and probabilities 0; __expf as v1 */
+    float cA = nA == -INFINITY ? 1.0f : __expf(s.mA - nA), cB = nB == -INFINITY ? 1.0f : __expf(s.mB - nB);
+    float sA = 0.0f, sB = 0.0f;
+    uint32_t pr[4][4];   /* P_k as A fragments: k-step kk (tile rows 16 kk ..): rows hA, hB at 2t, then at 8 + 2t */
+    unsigned char *Pw = w2_P(s) + w * WM_CHUNK_B;
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        int col = 8 * j + 2 * s.t;
+        __nv_bfloat162 pa = __floats2bfloat162_rn(nA == -INFINITY ? 0.0f : __expf(sacc[4 * j] - nA),
+                                                  nA == -INFINITY ? 0.0f : __expf(sacc[4 * j + 1] - nA));
+        __nv_bfloat162 pb = __floats2bfloat162_rn(nB == -INFINITY ? 0.0f : __expf(sacc[4 * j + 2] - nB),
+                                                  nB == -INFINITY ? 0.0f : __expf(sacc[4 * j + 3] - nB));
+        sA += __low2float(pa) + __high2float(pa);   /* the sums add the BF16 values the MMAs use */
+        sB += __low2float(pb) + __high2float(pb);
+        *(__nv_bfloat162 *)(Pw + wm_off(s.hA, col >> 3) + 2 * (col & 7)) = pa;
+        *(__nv_bfloat162 *)(Pw + wm_off((s.hA + 8), col >> 3) + 2 * (col & 7)) = pb;
+        pr[j >> 1][(j & 1) * 2] = *(uint32_t *)&pa;
+        pr[j >> 1][(j & 1) * 2 + 1] = *(uint32_t *)&pb;
+    }
+    if (s.t == 0) {
+        w2_m(s)[(k & 1) * WM_HEADS + s.hA] = nA;
+        w2_m(s)[(k & 1) * WM_HEADS + (s.hA + 8)] = nB;
+        w2_c(s)[(k & 1) * WM_HEADS + s.hA] = cA;
+        w2_c(s)[(k & 1) * WM_HEADS + (s.hA + 8)] = cB;
+    }
+    s.lA = s.lA * cA + sA;
+    s.lB = s.lB * cB + sB;
+    s.mA = nA;
+    s.mB = nB;
+    wg_fence_smem();   /* P's stores visible to the other warpgroup's MMAs */
+    mbar_arrive(&w2_ready(s)[w]);
+    if (OTH) {
+        wg_wait0();   /* the other's P V done: O is free, tile k - 1 no longer read here */
+        mbar_arrive(&w2_empty(s)[w ^ 1]);
+    }
+#pragma unroll
+    for (int j = 0; j < 32; j++) {
+        o[4 * j] *= cA; o[4 * j + 1] *= cA;
+        o[4 * j + 2] *= cB; o[4 * j + 3] *= cB;
+    }
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < WM_TILE / 16; kk++) w2_mma_o_rs(o, pr[kk], wm_desc_mn(Kw + kk * 16 * 128 + w * 4 * WM_CHUNK_B), 1);
+    wg_commit();
+    wg_wait0();
+    mbar_arrive(&w2_empty(s)[w]);
+    if (k + 2 < s.nt) {   /* slot w is free once both warpgroups are done with tile k: tile k + 2 into it */
+        mbar_wait(&w2_empty(s)[w], ph);   /* the whole warp waits (a one-thread wait here made ptxas serialize the MMAs) */
+        int nb = base + 2 * WM_TILE;
+        if ((threadIdx.x & 127) == 0) wm_issue_tma(km, pt, p.page_size, s.br, nb, min(WM_TILE, s.c_end - nb), Kw, &w2_full(s)[w]);
+    }
+}
+
+__global__ void __launch_bounds__(WM_THREADS, 1) mla_decode_wg2_kernel(const __grid_constant__ CUtensorMap km, int br,
+                                                                        fa_params p) {
+    extern __shared__ unsigned char wm_raw[];
+    unsigned char *Qs = (unsigned char *)(((uintptr_t)wm_raw + 1023) & ~(uintptr_t)1023);
+    w2_state s;
+    s.Qs = Qs;
+    unsigned char *Ps = w2_P(s), *Ks = w2_K(s);   /* Q's chunk 8 lands in Ps (slot 0) at first */
+    float *red_sum = w2_red(s);
+    uint64_t *full = w2_full(s), *ready = w2_ready(s), *empty = w2_empty(s);
+    cu_pdl_trigger();
+    cu_pdl_wait();
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < 2; s++) {
+            mbar_init(&full[s], 1);
+            mbar_init(&ready[s], 128);
+            mbar_init(&empty[s], WM_THREADS);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    const mla_work wk = mla_block_work(p, WM_HEADS, WM_TILE);
+    const int h0 = wk.h0, i = wk.i, m = wk.m, c_begin = wk.c_begin, c_end = wk.c_end;
+    const int32_t *pt = wk.pt;
+    const size_t base_o = wk.base_o;
+    /* w through a shuffle: the compiler then knows it is the same in a warp, so the MMAs under `own` / `oth` below
+     * are not in a divergent path (which would make ptxas serialize every wgmma) */
+    int warp = threadIdx.x >> 5, w = __shfl_sync(0xffffffffu, warp >> 2, 0), lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    int hA = 16 * (warp & 3) + g, hB = hA + 8;   /* this thread's two heads (rows of every accumulator) */
+    if (c_begin >= c_end) {
+        mla_empty_split(p, base_o, WM_HEADS);
+        return;
+    }
+    const int nt = (c_end - c_begin + WM_TILE - 1) / WM_TILE;
+    if (threadIdx.x == 0)
+        for (int s = 0; s < 2 && s < nt; s++)
+            wm_issue_tma(&km, pt, p.page_size, br, c_begin + s * WM_TILE, min(WM_TILE, c_end - c_begin - s * WM_TILE),
+                         Ks + s * WM_TILE_B, &full[s]);
+    wm_load_q(p, Qs, i, m, h0);   /* columns 512 .. 575 into Ps's first buffer */
+    __syncthreads();
+    uint32_t qr[4][4];   /* Q's RoPE columns as A fragments: k-step j, columns 512 + 16 j .. */
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        int c = 16 * j + 2 * t;
+        qr[j][0] = *(const uint32_t *)(Ps + wm_off(hA, c >> 3) + 2 * (c & 7));
+        qr[j][1] = *(const uint32_t *)(Ps + wm_off(hB, c >> 3) + 2 * (c & 7));
+        qr[j][2] = *(const uint32_t *)(Ps + wm_off(hA, (c + 8) >> 3) + 2 * (c & 7));
+        qr[j][3] = *(const uint32_t *)(Ps + wm_off(hB, (c + 8) >> 3) + 2 * (c & 7));
+    }
+    wg_fence_smem();   /* Q's stores visible to the MMAs */
+    __syncthreads();   /* ... and every thread's RoPE part read before P overwrites it */
+
+    s.w = w; s.t = t; s.hA = hA; s.c_begin = c_begin; s.c_end = c_end; s.nt = nt; s.br = br;
+    s.mA = s.mB = -INFINITY;
+    s.lA = s.lB = 0.0f;
+    float o[128];
+#pragma unroll
+    for (int j = 0; j < 128; j++) o[j] = 0.0f;
+    /* warpgroup 0: tiles 0, 2, ...; 1: tiles 1, 3, ...; each step also adds the other's tile before its own */
+    int k = w;
+    if (w == 0) {
+        w2_step<true, false>(s, o, qr, &km, pt, p, 0);
+        k = 2;
+    }
+    for (; k < nt; k += 2) w2_step<true, true>(s, o, qr, &km, pt, p, k);
+    if (k == nt) w2_step<false, true>(s, o, qr, &km, pt, p, k);   /* the other's last tile */
+    float mA = s.mA, mB = s.mB, lA = s.lA, lB = s.lB;
+
+    /* o[4j + e]: head hA (e < 2) or hB, column 256 w + 8j + 2t + (e & 1) */
+#pragma unroll
+    for (int j = 0; j < 32; j++) {
+        int col = 256 * w + 8 * j + 2 * t;
+        *(float2 *)(p.part + (base_o + hA) * TC_C + col) = make_float2(o[4 * j], o[4 * j + 1]);
+        *(float2 *)(p.part + (base_o + hB) * TC_C + col) = make_float2(o[4 * j + 2], o[4 * j + 3]);
+    }
+    lA += __shfl_xor_sync(0xffffffffu, lA, 1);
+    lA += __shfl_xor_sync(0xffffffffu, lA, 2);
+    lB += __shfl_xor_sync(0xffffffffu, lB, 1);
+    lB += __shfl_xor_sync(0xffffffffu, lB, 2);
+    if (t == 0) {
+        red_sum[w * WM_HEADS + hA] = lA;
+        red_sum[w * WM_HEADS + hB] = lB;
+    }
+    __syncthreads();
+    if (w == 0 && t == 0) {   /* both warpgroups end with the last tile's running max */
+        p.ml[(base_o + hA) * 2] = mA;
+        p.ml[(base_o + hA) * 2 + 1] = red_sum[hA] + red_sum[WM_HEADS + hA];
+        p.ml[(base_o + hB) * 2] = mB;
+        p.ml[(base_o + hB) * 2 + 1] = red_sum[hB] + red_sum[WM_HEADS + hB];
+    }
+}
+
 int cu_mla_wg_on(int kv_layout, int H) { return cu_mla_wg && kv_layout == CU_KV_BF16 && H >= WM_HEADS && H % WM_HEADS == 0; }
 
 /* splits for T entries: one block an SM (the shared memory), one wave */
@@ -303,6 +602,7 @@ void cu_mla_decode_wg(const fa_params *p, int T) {
     if (!smem_set) {
         CUDA_CHECK(cudaFuncSetAttribute(mla_decode_wg_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)WM_SMEM));
         CUDA_CHECK(cudaFuncSetAttribute(mla_decode_wg_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)WM_SMEM));
+        CUDA_CHECK(cudaFuncSetAttribute(mla_decode_wg2_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)W2_SMEM));
         smem_set = 1;
     }
     unsigned grid = (unsigned)((size_t)T * p->n_splits * (p->H / WM_HEADS));
@@ -310,9 +610,10 @@ void cu_mla_decode_wg(const fa_params *p, int T) {
     memset(&km, 0, sizeof km);
     int br = cu_mla_wg_tma && p->tb == 2 * TC_W ? wm_box_rows(p->page_size) : 0;
     /* rows: the map's extent is a bound, not the allocation (only the page table's rows are read) */
-    if (br && cu_tma_map(&km, p->cache, 0x7fffffff, (int)p->tb, br))
-        cu_launch(mla_decode_wg_kernel<true>, grid, WM_THREADS, WM_SMEM, km, br, *p);
-    else
+    if (br && cu_tma_map(&km, p->cache, 0x7fffffff, (int)p->tb, br)) {
+        if (cu_mla_wg == 2) cu_launch(mla_decode_wg2_kernel, grid, WM_THREADS, W2_SMEM, km, br, *p);
+        else cu_launch(mla_decode_wg_kernel<true>, grid, WM_THREADS, WM_SMEM, km, br, *p);
+    } else
         cu_launch(mla_decode_wg_kernel<false>, grid, WM_THREADS, WM_SMEM, km, 0, *p);
     CUDA_LAUNCH_CHECK();
 }
