@@ -981,6 +981,19 @@ if want wg2_15; then
   cat $OUT/mutants.txt
   rm -f $OUT/test_cuda_ops_mut_*.log $OUT/mla_wg*.log
 fi
+# wg2b15: v2 with the other's tile added before the own S (its slot released a whole S earlier): the mla op tests,
+# `bench --mla` v1 / v2 twice, ncu's stall reasons (cycles per issued instruction) of the first 128-head v1 and v2 launch
+if want wg2b15; then
+  step ops_mla 200 env DSINFER_OPS_ONLY=mla $B/test_cuda_ops
+  for r in 1 2; do
+    for v in 1 2; do step mla_wg$v 60 env DSINFER_CUDA_MLA_WG=$v $B/dsinfer bench --mla --kv-cache-dtype bf16; done
+  done
+  for v in 1 2; do
+    step ncu_st$v 120 env DSINFER_CUDA_MLA_WG=$v ncu --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active.ratio,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,gpu__time_duration.sum -k regex:mla_decode_wg -c 1 $B/dsinfer bench --mla --kv-cache-dtype bf16
+    grep -E "stalled|tensor|duration" $OUT/ncu_st$v.log | awk '$NF+0 > 0.05 || /duration|tensor/' | head -30
+  done
+  rm -f $OUT/mla_wg*.log
+fi
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

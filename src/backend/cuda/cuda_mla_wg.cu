@@ -382,9 +382,15 @@ __device__ __forceinline__ void w2_step(w2_state &s, float (&o)[128], const uint
     const int w = s.w, ph = (k >> 1) & 1;   /* own tile k is the (k >> 1)-th use of slot w */
     unsigned char *Kw = w2_K(s) + w * WM_TILE_B, *Ko = w2_K(s) + (w ^ 1) * WM_TILE_B;
     const int base = s.c_begin + k * WM_TILE, nc = OWN ? min(WM_TILE, s.c_end - base) : 0;
-    if (OTH) {   /* the other's tile k - 1: its factor first (no MMA in flight touches O now) */
+    if (OTH) {   /* the other's tile k - 1 first, so that its slot is released early (the other refills it) */
         mbar_wait(&w2_ready(s)[w ^ 1], ((k - 1) >> 1) & 1);   /* tile k - 1 is the other's ((k - 1) >> 1)-th */
-        w2_take_factor(s, o, k - 1);
+        w2_take_factor(s, o, k - 1);   /* no MMA in flight touches O now */
+        wg_fence();
+        /* O[:, 256 w ..] += P_{k-1} V_{k-1}, P from the other's shared-memory buffer */
+        uint64_t da = wg_desc(w2_P(s) + (w ^ 1) * WM_CHUNK_B), db = wm_desc_mn(Ko + w * 4 * WM_CHUNK_B);
+#pragma unroll
+        for (int kk = 0; kk < WM_TILE / 16; kk++) wm_mma_values(o, da + ((32 * kk) >> 4), db + ((kk * 16 * 128) >> 4), 1);
+        wg_commit();
     }
     float sacc[32];
     if (OWN) {
@@ -394,31 +400,26 @@ __device__ __forceinline__ void w2_step(w2_state &s, float (&o)[128], const uint
             wg_fence_smem();
             w2_bar_wg(w);
         }
-    }
-    wg_fence();
-    if (OWN) {   /* S_k = Q K_k^T over 576 columns: 32 k-steps with Q from shared memory, 4 with its RoPE part in registers */
+        wg_fence();
+        /* S_k = Q K_k^T over 576 columns: 32 k-steps with Q from shared memory, 4 with its RoPE part in registers
+         * (descriptors advanced here and below by their start-address field: offset / 16, no carry out of its 14
+         * bits, shared memory being < 256 KB) */
 #pragma unroll
         for (int kk = 0; kk < 32; kk++) {
             unsigned off = (kk >> 2) * WM_CHUNK_B + (kk & 3) * 32;
             w2_mma_s(sacc, wg_desc(s.Qs + off), wg_desc(Kw + off), kk);
         }
+        uint64_t dk = wg_desc(Kw + 8 * WM_CHUNK_B);
 #pragma unroll
-        for (int j = 0; j < 4; j++) w2_mma_s_rs(sacc, qr[j], wg_desc(Kw + 8 * WM_CHUNK_B + j * 32), 1);
+        for (int j = 0; j < 4; j++) w2_mma_s_rs(sacc, qr[j], dk + ((j * 32) >> 4), 1);
         wg_commit();
     }
-    if (OTH) {   /* O[:, 256 w ..] += P_{k-1} V_{k-1}, P from the other's shared-memory buffer */
-        unsigned char *Po = w2_P(s) + (w ^ 1) * WM_CHUNK_B;
-#pragma unroll
-        for (int kk = 0; kk < WM_TILE / 16; kk++)
-            wm_mma_values(o, wg_desc(Po + 32 * kk), wm_desc_mn(Ko + kk * 16 * 128 + w * 4 * WM_CHUNK_B), 1);
-        wg_commit();
-    }
-    if (!OWN) {
-        wg_wait0();
+    if (OTH) {
+        if (OWN) wg_wait1(); else wg_wait0();   /* the other's P V done (S_k may still run) */
         mbar_arrive(&w2_empty(s)[w ^ 1]);   /* this warpgroup no longer reads tile k - 1 */
-        return;
     }
-    if (OTH) wg_wait1(); else wg_wait0();   /* S_k done (the other's P V may still run) */
+    if (!OWN) return;
+    wg_wait0();   /* S_k done */
     /* sacc[4j + e]: head hA (e < 2) or hB, tile row 8j + 2t + (e & 1); scaled and masked in place */
     float xA = -INFINITY, xB = -INFINITY;
 #pragma unroll
@@ -466,18 +467,15 @@ __device__ __forceinline__ void w2_step(w2_state &s, float (&o)[128], const uint
     s.mB = nB;
     wg_fence_smem();   /* P's stores visible to the other warpgroup's MMAs */
     mbar_arrive(&w2_ready(s)[w]);
-    if (OTH) {
-        wg_wait0();   /* the other's P V done: O is free, tile k - 1 no longer read here */
-        mbar_arrive(&w2_empty(s)[w ^ 1]);
-    }
 #pragma unroll
     for (int j = 0; j < 32; j++) {
         o[4 * j] *= cA; o[4 * j + 1] *= cA;
         o[4 * j + 2] *= cB; o[4 * j + 3] *= cB;
     }
     wg_fence();
+    uint64_t dv = wm_desc_mn(Kw + w * 4 * WM_CHUNK_B);
 #pragma unroll
-    for (int kk = 0; kk < WM_TILE / 16; kk++) w2_mma_o_rs(o, pr[kk], wm_desc_mn(Kw + kk * 16 * 128 + w * 4 * WM_CHUNK_B), 1);
+    for (int kk = 0; kk < WM_TILE / 16; kk++) w2_mma_o_rs(o, pr[kk], dv + ((kk * 16 * 128) >> 4), 1);
     wg_commit();
     wg_wait0();
     mbar_arrive(&w2_empty(s)[w]);
