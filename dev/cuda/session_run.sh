@@ -994,6 +994,18 @@ if want wg2b15; then
   done
   rm -f $OUT/mla_wg*.log
 fi
+# wg3_15: v3 (DSINFER_CUDA_MLA_WG=3: the slot refilled in three parts): the mla op tests (v2 and v3 cases), `bench --mla`
+# v1 / v2 / v3 twice, ncu's stall reasons of v3's first 128-head launch
+if want wg3_15; then
+  step ops_mla 200 env DSINFER_OPS_ONLY=mla $B/test_cuda_ops
+  grep -E "wg3|FAIL" $OUT/ops_mla.log | head -20
+  for r in 1 2; do
+    for v in 1 2 3; do step mla_wg$v 60 env DSINFER_CUDA_MLA_WG=$v $B/dsinfer bench --mla --kv-cache-dtype bf16; done
+  done
+  step ncu_st3 120 env DSINFER_CUDA_MLA_WG=3 ncu --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active.ratio,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,gpu__time_duration.sum -k regex:mla_decode_wg -c 1 $B/dsinfer bench --mla --kv-cache-dtype bf16
+  grep -E "stalled|tensor|duration" $OUT/ncu_st3.log | awk '$NF+0 > 0.05 || /duration|tensor/' | head -30
+  rm -f $OUT/mla_wg*.log
+fi
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"
