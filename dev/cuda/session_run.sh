@@ -1006,6 +1006,18 @@ if want wg3_15; then
   grep -E "stalled|tensor|duration" $OUT/ncu_st3.log | awk '$NF+0 > 0.05 || /duration|tensor/' | head -30
   rm -f $OUT/mla_wg*.log
 fi
+# prof15: v2 with the rescale skipped where no factor moved (the same bits): the mla op tests, `bench --mla` v1 / v2
+# twice, then block 0's phase stamps (a -DW2_PROF build, .deps/bin/dsinfer_w2prof: cycles from each step's start)
+if want prof15; then
+  step ops_mla 200 env DSINFER_OPS_ONLY=mla $B/test_cuda_ops
+  grep -E "wg2|FAIL" $OUT/ops_mla.log | tail -4
+  for r in 1 2; do
+    for v in 1 2; do step mla_wg$v 60 env DSINFER_CUDA_MLA_WG=$v $B/dsinfer bench --mla --kv-cache-dtype bf16; done
+  done
+  step w2prof 60 env DSINFER_CUDA_MLA_WG=2 $B/dsinfer_w2prof bench --mla --kv-cache-dtype bf16
+  grep w2prof $OUT/w2prof.log | head -70
+  rm -f $OUT/mla_wg*.log
+fi
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

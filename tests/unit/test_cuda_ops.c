@@ -2256,12 +2256,6 @@ int main(void) {
         run_mla_tc("h64-wg2p8", "configs/deepseek-v2-lite.json", 64, KV_BF16, 8, kv_small, NM(kv_small), 150);
         run_mla_tc("h64-wg2p64", "configs/deepseek-v2-lite.json", 64, KV_BF16, 64, kv_small, NM(kv_small), 150);
         run_mla_tc("h128-wg2p128", "configs/deepseek-v2-lite.json", 128, KV_BF16, 128, kv_small, NM(kv_small), 150);
-        /* v3 (=3: the slot refilled in three parts as each is released, S consuming them in that order): the same */
-        setenv("DSINFER_CUDA_MLA_WG", "3", 1);
-        run_mla_tc("v3-wg3", "configs/deepseek-v3.json", 0, KV_BF16, 16, kv_big, NM(kv_big), 300);
-        run_mla_tc("h64-wg3p8", "configs/deepseek-v2-lite.json", 64, KV_BF16, 8, kv_small, NM(kv_small), 150);
-        run_mla_tc("h64-wg3p64", "configs/deepseek-v2-lite.json", 64, KV_BF16, 64, kv_small, NM(kv_small), 150);
-        run_mla_tc("h128-wg3p128", "configs/deepseek-v2-lite.json", 128, KV_BF16, 128, kv_small, NM(kv_small), 150);
         setenv("DSINFER_CUDA_MLA_WG", "1", 1);
         unsetenv("DSINFER_CUDA_MLA_WG_TMA");
         unsetenv("DSINFER_CUDA_MLA_WG");

@@ -322,7 +322,7 @@ __global__ void __launch_bounds__(WM_THREADS, 1) mla_decode_wg_kernel(const __gr
  * copies tile k + 2 into slot w. The arithmetic is v1's (the same P values, O in the same tile order); the row sums
  * meet in another order. */
 #define W2_Q_B (8 * WM_CHUNK_B)   /* Q's columns 0 .. 511 */
-#define W2_SMEM (W2_Q_B + 2 * WM_CHUNK_B + 2 * WM_TILE_B + 6 * WM_HEADS * sizeof(float) + 8 * sizeof(uint64_t) + 1024)
+#define W2_SMEM (W2_Q_B + 2 * WM_CHUNK_B + 2 * WM_TILE_B + 6 * WM_HEADS * sizeof(float) + 6 * sizeof(uint64_t) + 1024)
 static_assert(W2_SMEM <= 227 * 1024, "mla_decode_wg2_kernel: Q's 512 columns, two P buffers and two tiles must fit");
 
 /* rows nc .. 63 of the tile Kt set to zero by the 128 threads of one warpgroup (x: the thread's index in it) */
@@ -341,10 +341,25 @@ __device__ __forceinline__ uint32_t w2_pack(float lo, float hi) {
 }
 
 /* one block's state in v2: shared-memory pointers, this thread's place and the running softmax of its two heads */
+/* W2_PROF (a diagnostic build, -DW2_PROF): block 0's first thread of each warpgroup stamps clock64() at the phases of
+ * its first W2_PROF_STEPS steps and prints them at the end (bench --mla; dev/cuda/KERNELS.md, fifteenth session) */
+#ifdef W2_PROF
+#define W2_PROF_STEPS 40
+__device__ long long w2_prof_g[2][W2_PROF_STEPS * 10 + 1];   /* [warpgroup][step * 10 + stamp]; [.][last]: the start */
+#define W2_T(i) do { if (blockIdx.x == 0 && (threadIdx.x & 127) == 0 && s.prof_n < W2_PROF_STEPS) w2_prof_g[s.w][s.prof_n * 10 + (i)] = clock64(); } while (0)
+#define W2_NEXT() do { s.prof_n++; } while (0)
+#else
+#define W2_T(i) do { } while (0)
+#define W2_NEXT() do { } while (0)
+#endif
+
 struct w2_state {
     unsigned char *Qs;   /* the shared-memory base: Q, then P (2 x 8 KB), the ring's two tiles, m_t, c_t, barriers */
     int w, t, hA, c_begin, c_end, nt, br;   /* hA: the first of this thread's two heads (hA, hA + 8); br: TMA box rows */
     float mA, mB, lA, lB;                   /* running max after the last tile added; this warpgroup's row sums */
+#ifdef W2_PROF
+    int prof_n;
+#endif
 };
 /* the layout of w2_state's shared memory (constant offsets from Qs, so one register holds them all) */
 __device__ __forceinline__ unsigned char *w2_P(const w2_state &s) { return s.Qs + W2_Q_B; }
@@ -358,6 +373,16 @@ __device__ __forceinline__ uint64_t *w2_full(const w2_state &s) { return (uint64
 __device__ __forceinline__ uint64_t *w2_ready(const w2_state &s) { return w2_full(s) + 2; }
 __device__ __forceinline__ uint64_t *w2_empty(const w2_state &s) { return w2_full(s) + 4; }
 
+/* O *= (cA, cB), skipped when every thread of the warp has factor 1 (the running max did not move: the same bits) */
+__device__ __forceinline__ void w2_rescale(float (&o)[128], float cA, float cB) {
+    if (__all_sync(0xffffffffu, cA == 1.0f && cB == 1.0f)) return;
+#pragma unroll
+    for (int j = 0; j < 32; j++) {
+        o[4 * j] *= cA; o[4 * j + 1] *= cA;
+        o[4 * j + 2] *= cB; o[4 * j + 3] *= cB;
+    }
+}
+
 /* O *= the factor of tile k (published by its owner), and the running max and sums follow it */
 __device__ __forceinline__ void w2_take_factor(w2_state &s, float (&o)[128], int k) {
     int par = k & 1;
@@ -366,11 +391,7 @@ __device__ __forceinline__ void w2_take_factor(w2_state &s, float (&o)[128], int
     s.mB = w2_m(s)[par * WM_HEADS + (s.hA + 8)];
     s.lA *= cA;
     s.lB *= cB;
-#pragma unroll
-    for (int j = 0; j < 32; j++) {
-        o[4 * j] *= cA; o[4 * j + 1] *= cA;
-        o[4 * j + 2] *= cB; o[4 * j + 3] *= cB;
-    }
+    w2_rescale(o, cA, cB);
 }
 
 /* One step of warpgroup s.w: OWN, its tile k (k % 2 == w); OTH, the other warpgroup's tile k - 1. Straight-line
@@ -382,8 +403,10 @@ __device__ __forceinline__ void w2_step(w2_state &s, float (&o)[128], const uint
     const int w = s.w, ph = (k >> 1) & 1;   /* own tile k is the (k >> 1)-th use of slot w */
     unsigned char *Kw = w2_K(s) + w * WM_TILE_B, *Ko = w2_K(s) + (w ^ 1) * WM_TILE_B;
     const int base = s.c_begin + k * WM_TILE, nc = OWN ? min(WM_TILE, s.c_end - base) : 0;
+    W2_T(0);
     if (OTH) {   /* the other's tile k - 1 first, so that its slot is released early (the other refills it) */
         mbar_wait(&w2_ready(s)[w ^ 1], ((k - 1) >> 1) & 1);   /* tile k - 1 is the other's ((k - 1) >> 1)-th */
+    W2_T(1);
         w2_take_factor(s, o, k - 1);   /* no MMA in flight touches O now */
         wg_fence();
         /* O[:, 256 w ..] += P_{k-1} V_{k-1}, P from the other's shared-memory buffer */
@@ -391,10 +414,12 @@ __device__ __forceinline__ void w2_step(w2_state &s, float (&o)[128], const uint
 #pragma unroll
         for (int kk = 0; kk < WM_TILE / 16; kk++) wm_mma_values(o, da + ((32 * kk) >> 4), db + ((kk * 16 * 128) >> 4), 1);
         wg_commit();
+        W2_T(2);
     }
     float sacc[32];
     if (OWN) {
         mbar_wait(&w2_full(s)[w], ph);
+    W2_T(3);
         if (nc < WM_TILE) {   /* the last tile: rows past the context to zero (their pages may hold NaN) */
             w2_zero_tail(Kw, nc, threadIdx.x & 127);
             wg_fence_smem();
@@ -413,13 +438,19 @@ __device__ __forceinline__ void w2_step(w2_state &s, float (&o)[128], const uint
 #pragma unroll
         for (int j = 0; j < 4; j++) w2_mma_s_rs(sacc, qr[j], dk + ((j * 32) >> 4), 1);
         wg_commit();
+        W2_T(4);
     }
     if (OTH) {
         if (OWN) wg_wait1(); else wg_wait0();   /* the other's P V done (S_k may still run) */
+    W2_T(5);
         mbar_arrive(&w2_empty(s)[w ^ 1]);   /* this warpgroup no longer reads tile k - 1 */
     }
-    if (!OWN) return;
+    if (!OWN) {
+        W2_NEXT();
+        return;
+    }
     wg_wait0();   /* S_k done */
+    W2_T(6);
     /* sacc[4j + e]: head hA (e < 2) or hB, tile row 8j + 2t + (e & 1); scaled and masked in place */
     float xA = -INFINITY, xB = -INFINITY;
 #pragma unroll
@@ -467,182 +498,25 @@ __device__ __forceinline__ void w2_step(w2_state &s, float (&o)[128], const uint
     s.mB = nB;
     wg_fence_smem();   /* P's stores visible to the other warpgroup's MMAs */
     mbar_arrive(&w2_ready(s)[w]);
-#pragma unroll
-    for (int j = 0; j < 32; j++) {
-        o[4 * j] *= cA; o[4 * j + 1] *= cA;
-        o[4 * j + 2] *= cB; o[4 * j + 3] *= cB;
-    }
+    W2_T(7);
+    w2_rescale(o, cA, cB);
     wg_fence();
     uint64_t dv = wm_desc_mn(Kw + w * 4 * WM_CHUNK_B);
 #pragma unroll
     for (int kk = 0; kk < WM_TILE / 16; kk++) w2_mma_o_rs(o, pr[kk], dv + ((kk * 16 * 128) >> 4), 1);
     wg_commit();
     wg_wait0();
+    W2_T(8);
     mbar_arrive(&w2_empty(s)[w]);
     if (k + 2 < s.nt) {   /* slot w is free once both warpgroups are done with tile k: tile k + 2 into it */
         mbar_wait(&w2_empty(s)[w], ph);   /* the whole warp waits (a one-thread wait here made ptxas serialize the MMAs) */
+    W2_T(9);
         int nb = base + 2 * WM_TILE;
         if ((threadIdx.x & 127) == 0) wm_issue_tma(km, pt, p.page_size, s.br, nb, min(WM_TILE, s.c_end - nb), Kw, &w2_full(s)[w]);
     }
+    W2_NEXT();
 }
 
-/* ---- v3 (DSINFER_CUDA_MLA_WG=3): v2's schedule with the S of a warpgroup's tile first and each slot refilled in
- * three parts as each is released, instead of whole once both warpgroups are done with it: R (chunk 8, the RoPE
- * columns: read by S only) after the owner's S; O (the owner's half of the values, chunks 4w .. 4w + 3) after the
- * owner's P V; X (the other half) by the other warpgroup after its P V of that tile. Each part completes on its own
- * barrier, and S consumes the parts in that order (R, O, X), so most of a tile's S runs before its last part lands.
- * Why: with v2's whole-slot release, either the slot comes back late (the other's P V waits behind its S) or the
- * tensor cores idle during every softmax (S after the other's P V, which waits for the softmax before it). */
-
-/* chunks c0 .. c0 + n - 1 of context rows base .. base + nc - 1 into the tile Kt by TMA, completing on bar (one thread;
- * boxes wholly past nc are not copied) */
-__device__ __forceinline__ void w3_issue(const CUtensorMap *km, const int32_t *pt, int ps, int br, int base, int nc,
-                                         unsigned char *Kt, int c0, int n, uint64_t *bar) {
-    int nbox = (nc + br - 1) / br;
-    mbar_expect_tx(bar, nbox * br * 128 * n);
-    for (int b = 0; b < nbox; b++) {
-        int pos = base + b * br, row = pt[pos / ps] * ps + pos % ps;
-        for (int c = c0; c < c0 + n; c++) tma_load(Kt + c * WM_CHUNK_B + b * br * 128, km, c * 128, row, bar);
-    }
-}
-
-/* rows nc .. 63 of value half h (chunks 4h .. 4h + 3) of the tile Kt set to zero by one warpgroup's 128 threads
- * (x: the thread's index in it), then made visible to its MMAs */
-__device__ __forceinline__ void w3_zero_half(unsigned char *Kt, int nc, int h, int w, int x) {
-    for (x += nc * 32; x < WM_TILE * 32; x += 128) *(uint4 *)(Kt + wm_off(x / 32, 32 * h + x % 32)) = make_uint4(0, 0, 0, 0);
-    wg_fence_smem();
-    w2_bar_wg(w);
-}
-
-/* O *= (cA, cB), skipped when every thread of the warp has factor 1 (the running max did not move: the same bits) */
-__device__ __forceinline__ void w3_rescale(float (&o)[128], float cA, float cB) {
-    if (__all_sync(0xffffffffu, cA == 1.0f && cB == 1.0f)) return;
-#pragma unroll
-    for (int j = 0; j < 32; j++) {
-        o[4 * j] *= cA; o[4 * j + 1] *= cA;
-        o[4 * j + 2] *= cB; o[4 * j + 3] *= cB;
-    }
-}
-
-/* barriers of v3, [2] each by slot: R, O, X parts landed (w2_full's R; O and X after ready) */
-__device__ __forceinline__ uint64_t *w3_fullO(const w2_state &s) { return w2_full(s) + 4; }
-__device__ __forceinline__ uint64_t *w3_fullX(const w2_state &s) { return w2_full(s) + 6; }
-
-template <bool OWN, bool OTH>
-__device__ __forceinline__ void w3_step(w2_state &s, float (&o)[128], const uint32_t (&qr)[4][4], const CUtensorMap *km,
-                                        const int32_t *pt, const fa_params &p, int k) {
-    const int w = s.w, ph = (k >> 1) & 1, x = threadIdx.x & 127;   /* own tile k is the (k >> 1)-th use of slot w */
-    unsigned char *Kw = w2_K(s) + w * WM_TILE_B, *Ko = w2_K(s) + (w ^ 1) * WM_TILE_B;
-    const int base = s.c_begin + k * WM_TILE, nc = OWN ? min(WM_TILE, s.c_end - base) : 0;
-    float sacc[32];
-    if (OWN) {   /* S_k = Q K_k^T: the RoPE k-steps (Q from registers), then the own half's, then the other half's */
-        mbar_wait(&w2_full(s)[w], ph);
-        wg_fence();
-#pragma unroll
-        for (int j = 0; j < 4; j++) w2_mma_s_rs(sacc, qr[j], wg_desc(Kw + 8 * WM_CHUNK_B + j * 32), j);
-        mbar_wait(&w3_fullO(s)[w], ph);
-        if (nc < WM_TILE) w3_zero_half(Kw, nc, w, w, x);   /* the last tile: rows past the context (NaN pages) */
-#pragma unroll
-        for (int kk = 0; kk < 16; kk++) {
-            unsigned off = (4 * w + (kk >> 2)) * WM_CHUNK_B + (kk & 3) * 32;
-            w2_mma_s(sacc, wg_desc(s.Qs + off), wg_desc(Kw + off), 1);
-        }
-        mbar_wait(&w3_fullX(s)[w], ph);
-#pragma unroll
-        for (int kk = 0; kk < 16; kk++) {
-            unsigned off = (4 * (w ^ 1) + (kk >> 2)) * WM_CHUNK_B + (kk & 3) * 32;
-            w2_mma_s(sacc, wg_desc(s.Qs + off), wg_desc(Kw + off), 1);
-        }
-        wg_commit();
-    }
-    if (OTH) {   /* the other's tile k - 1: its factor, then O[:, 256 w ..] += P_{k-1} V_{k-1} (P from its buffer) */
-        mbar_wait(&w2_ready(s)[w ^ 1], ((k - 1) >> 1) & 1);   /* tile k - 1 is the other's ((k - 1) >> 1)-th */
-        int ncp = min(WM_TILE, s.c_end - (base - WM_TILE));
-        if (ncp < WM_TILE) w3_zero_half(Ko, ncp, w, w, x);   /* its S is done: the rows can be zeroed now */
-        int par = (k - 1) & 1;
-        float cA = w2_c(s)[par * WM_HEADS + s.hA], cB = w2_c(s)[par * WM_HEADS + s.hA + 8];
-        s.mA = w2_m(s)[par * WM_HEADS + s.hA];
-        s.mB = w2_m(s)[par * WM_HEADS + s.hA + 8];
-        s.lA *= cA;
-        s.lB *= cB;
-        w3_rescale(o, cA, cB);   /* no MMA in flight touches O */
-        wg_fence();
-        unsigned char *Po = w2_P(s) + (w ^ 1) * WM_CHUNK_B;
-#pragma unroll
-        for (int kk = 0; kk < WM_TILE / 16; kk++)
-            wm_mma_values(o, wg_desc(Po + 32 * kk), wm_desc_mn(Ko + kk * 16 * 128 + w * 4 * WM_CHUNK_B), 1);
-        wg_commit();
-    }
-    if (!OWN) {
-        wg_wait0();
-        return;   /* k == nt: no tile k + 1 to load */
-    }
-    if (OTH) wg_wait1(); else wg_wait0();   /* S_k done (the other's P V may still run) */
-    if (k + 2 < s.nt && x == 0)   /* chunk 8 of slot w is read by S only: tile k + 2's R part */
-        w3_issue(km, pt, p.page_size, s.br, base + 2 * WM_TILE, min(WM_TILE, s.c_end - base - 2 * WM_TILE), Kw, 8, 1, &w2_full(s)[w]);
-    /* sacc[4j + e]: head hA (e < 2) or hB, tile row 8j + 2t + (e & 1); scaled and masked in place */
-    float xA = -INFINITY, xB = -INFINITY;
-#pragma unroll
-    for (int j = 0; j < 8; j++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            int row = 8 * j + 2 * s.t + (e & 1);
-            sacc[4 * j + e] = row < nc ? sacc[4 * j + e] * p.scale : -INFINITY;
-            if (e < 2) xA = fmaxf(xA, sacc[4 * j + e]);
-            else xB = fmaxf(xB, sacc[4 * j + e]);
-        }
-    xA = fmaxf(xA, __shfl_xor_sync(0xffffffffu, xA, 1));
-    xA = fmaxf(xA, __shfl_xor_sync(0xffffffffu, xA, 2));
-    xB = fmaxf(xB, __shfl_xor_sync(0xffffffffu, xB, 1));
-    xB = fmaxf(xB, __shfl_xor_sync(0xffffffffu, xB, 2));
-    float nA = fmaxf(s.mA, xA), nB = fmaxf(s.mB, xB);
-    float cA = nA == -INFINITY ? 1.0f : __expf(s.mA - nA), cB = nB == -INFINITY ? 1.0f : __expf(s.mB - nB);
-    float sA = 0.0f, sB = 0.0f;
-    uint32_t pr[4][4];   /* P_k as A fragments: k-step kk (tile rows 16 kk ..): rows hA, hB at 2t, then at 8 + 2t */
-    unsigned char *Pw = w2_P(s) + w * WM_CHUNK_B;
-#pragma unroll
-    for (int j = 0; j < 8; j++) {
-        int col = 8 * j + 2 * s.t;
-        __nv_bfloat162 pa = __floats2bfloat162_rn(nA == -INFINITY ? 0.0f : __expf(sacc[4 * j] - nA),
-                                                  nA == -INFINITY ? 0.0f : __expf(sacc[4 * j + 1] - nA));
-        __nv_bfloat162 pb = __floats2bfloat162_rn(nB == -INFINITY ? 0.0f : __expf(sacc[4 * j + 2] - nB),
-                                                  nB == -INFINITY ? 0.0f : __expf(sacc[4 * j + 3] - nB));
-        sA += __low2float(pa) + __high2float(pa);   /* the sums add the BF16 values the MMAs use */
-        sB += __low2float(pb) + __high2float(pb);
-        *(__nv_bfloat162 *)(Pw + wm_off(s.hA, col >> 3) + 2 * (col & 7)) = pa;
-        *(__nv_bfloat162 *)(Pw + wm_off(s.hA + 8, col >> 3) + 2 * (col & 7)) = pb;
-        pr[j >> 1][(j & 1) * 2] = *(uint32_t *)&pa;
-        pr[j >> 1][(j & 1) * 2 + 1] = *(uint32_t *)&pb;
-    }
-    if (s.t == 0) {
-        w2_m(s)[(k & 1) * WM_HEADS + s.hA] = nA;
-        w2_m(s)[(k & 1) * WM_HEADS + s.hA + 8] = nB;
-        w2_c(s)[(k & 1) * WM_HEADS + s.hA] = cA;
-        w2_c(s)[(k & 1) * WM_HEADS + s.hA + 8] = cB;
-    }
-    s.lA = s.lA * cA + sA;
-    s.lB = s.lB * cB + sB;
-    s.mA = nA;
-    s.mB = nB;
-    wg_fence_smem();   /* P's stores visible to the other warpgroup's MMAs */
-    mbar_arrive(&w2_ready(s)[w]);
-    if (OTH) {
-        wg_wait0();   /* the other's P V done: this half of its slot is free: tile k + 1's X part */
-        if (k + 1 < s.nt && x == 0)
-            w3_issue(km, pt, p.page_size, s.br, base + WM_TILE, min(WM_TILE, s.c_end - base - WM_TILE), Ko, 4 * w, 4, &w3_fullX(s)[w ^ 1]);
-    }
-    w3_rescale(o, cA, cB);
-    wg_fence();
-#pragma unroll
-    for (int kk = 0; kk < WM_TILE / 16; kk++) w2_mma_o_rs(o, pr[kk], wm_desc_mn(Kw + kk * 16 * 128 + w * 4 * WM_CHUNK_B), 1);
-    wg_commit();
-    wg_wait0();
-    if (k + 2 < s.nt && x == 0)   /* the own half of slot w: tile k + 2's O part */
-        w3_issue(km, pt, p.page_size, s.br, base + 2 * WM_TILE, min(WM_TILE, s.c_end - base - 2 * WM_TILE), Kw, 4 * w, 4, &w3_fullO(s)[w]);
-}
-
-/* V: 2 (w2_step) or 3 (w3_step) */
-template <int V>
 __global__ void __launch_bounds__(WM_THREADS, 1) mla_decode_wg2_kernel(const __grid_constant__ CUtensorMap km, int br,
                                                                         fa_params p) {
     extern __shared__ unsigned char wm_raw[];
@@ -658,8 +532,7 @@ __global__ void __launch_bounds__(WM_THREADS, 1) mla_decode_wg2_kernel(const __g
         for (int s = 0; s < 2; s++) {
             mbar_init(&full[s], 1);
             mbar_init(&ready[s], 128);
-            mbar_init(&empty[s], V == 2 ? WM_THREADS : 1);   /* v3: the O parts' barriers */
-            mbar_init(&empty[s + 2], 1);                     /* v3: the X parts' */
+            mbar_init(&empty[s], WM_THREADS);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -679,14 +552,8 @@ __global__ void __launch_bounds__(WM_THREADS, 1) mla_decode_wg2_kernel(const __g
     const int nt = (c_end - c_begin + WM_TILE - 1) / WM_TILE;
     if (threadIdx.x == 0)
         for (int s = 0; s < 2 && s < nt; s++) {
-            int b0 = c_begin + s * WM_TILE, n0 = min(WM_TILE, c_end - b0);
-            if (V == 2) {
-                wm_issue_tma(&km, pt, p.page_size, br, b0, n0, Ks + s * WM_TILE_B, &full[s]);
-            } else {
-                w3_issue(&km, pt, p.page_size, br, b0, n0, Ks + s * WM_TILE_B, 8, 1, &full[s]);
-                w3_issue(&km, pt, p.page_size, br, b0, n0, Ks + s * WM_TILE_B, 4 * s, 4, &empty[s]);
-                w3_issue(&km, pt, p.page_size, br, b0, n0, Ks + s * WM_TILE_B, 4 * (s ^ 1), 4, &empty[s + 2]);
-            }
+            int b0 = c_begin + s * WM_TILE;
+            wm_issue_tma(&km, pt, p.page_size, br, b0, min(WM_TILE, c_end - b0), Ks + s * WM_TILE_B, &full[s]);
         }
     wm_load_q(p, Qs, i, m, h0);   /* columns 512 .. 575 into Ps's first buffer */
     __syncthreads();
@@ -705,26 +572,24 @@ __global__ void __launch_bounds__(WM_THREADS, 1) mla_decode_wg2_kernel(const __g
     s.w = w; s.t = t; s.hA = hA; s.c_begin = c_begin; s.c_end = c_end; s.nt = nt; s.br = br;
     s.mA = s.mB = -INFINITY;
     s.lA = s.lB = 0.0f;
+#ifdef W2_PROF
+    s.prof_n = 0;
+    if (blockIdx.x == 0 && (threadIdx.x & 127) == 0) {
+        for (int q = 0; q < W2_PROF_STEPS * 10; q++) w2_prof_g[w][q] = 0;
+        w2_prof_g[w][W2_PROF_STEPS * 10] = clock64();
+    }
+#endif
     float o[128];
 #pragma unroll
     for (int j = 0; j < 128; j++) o[j] = 0.0f;
     /* warpgroup 0: tiles 0, 2, ...; 1: tiles 1, 3, ...; each step also adds the other's tile before its own */
     int k = w;
-    if (V == 2) {
-        if (w == 0) {
-            w2_step<true, false>(s, o, qr, &km, pt, p, 0);
-            k = 2;
-        }
-        for (; k < nt; k += 2) w2_step<true, true>(s, o, qr, &km, pt, p, k);
-        if (k == nt) w2_step<false, true>(s, o, qr, &km, pt, p, k);   /* the other's last tile */
-    } else {
-        if (w == 0) {
-            w3_step<true, false>(s, o, qr, &km, pt, p, 0);
-            k = 2;
-        }
-        for (; k < nt; k += 2) w3_step<true, true>(s, o, qr, &km, pt, p, k);
-        if (k == nt) w3_step<false, true>(s, o, qr, &km, pt, p, k);
+    if (w == 0) {
+        w2_step<true, false>(s, o, qr, &km, pt, p, 0);
+        k = 2;
     }
+    for (; k < nt; k += 2) w2_step<true, true>(s, o, qr, &km, pt, p, k);
+    if (k == nt) w2_step<false, true>(s, o, qr, &km, pt, p, k);   /* the other's last tile */
     float mA = s.mA, mB = s.mB, lA = s.lA, lB = s.lB;
 
     /* o[4j + e]: head hA (e < 2) or hB, column 256 w + 8j + 2t + (e & 1) */
@@ -774,8 +639,7 @@ void cu_mla_decode_wg(const fa_params *p, int T) {
     if (!smem_set) {
         CUDA_CHECK(cudaFuncSetAttribute(mla_decode_wg_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)WM_SMEM));
         CUDA_CHECK(cudaFuncSetAttribute(mla_decode_wg_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)WM_SMEM));
-        CUDA_CHECK(cudaFuncSetAttribute(mla_decode_wg2_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)W2_SMEM));
-        CUDA_CHECK(cudaFuncSetAttribute(mla_decode_wg2_kernel<3>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)W2_SMEM));
+        CUDA_CHECK(cudaFuncSetAttribute(mla_decode_wg2_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)W2_SMEM));
         smem_set = 1;
     }
     unsigned grid = (unsigned)((size_t)T * p->n_splits * (p->H / WM_HEADS));
@@ -784,8 +648,23 @@ void cu_mla_decode_wg(const fa_params *p, int T) {
     int br = cu_mla_wg_tma && p->tb == 2 * TC_W ? wm_box_rows(p->page_size) : 0;
     /* rows: the map's extent is a bound, not the allocation (only the page table's rows are read) */
     if (br && cu_tma_map(&km, p->cache, 0x7fffffff, (int)p->tb, br)) {
-        if (cu_mla_wg == 2) cu_launch(mla_decode_wg2_kernel<2>, grid, WM_THREADS, W2_SMEM, km, br, *p);
-        else if (cu_mla_wg == 3) cu_launch(mla_decode_wg2_kernel<3>, grid, WM_THREADS, W2_SMEM, km, br, *p);
+        if (cu_mla_wg == 2) {
+            cu_launch(mla_decode_wg2_kernel, grid, WM_THREADS, W2_SMEM, km, br, *p);
+#ifdef W2_PROF
+            static int calls = 0;
+            if (++calls == 3) {   /* after the warm-up: block 0's stamps, cycles from each step's start */
+                static long long t[2][W2_PROF_STEPS * 10 + 1];
+                CUDA_CHECK(cudaMemcpyFromSymbol(t, w2_prof_g, sizeof t));
+                const char *nm[10] = {"start", "ready", "oth", "full", "S", "oth_done", "S_done", "pub", "own_done", "empty"};
+                for (int w = 0; w < 2; w++)
+                    for (int q = 0; q < W2_PROF_STEPS && t[w][q * 10]; q++) {
+                        fprintf(stderr, "w2prof wg %d step %2d %s %lld", w, q, nm[0], t[w][q * 10] - t[w][W2_PROF_STEPS * 10]);
+                        for (int i = 1; i < 10; i++) fprintf(stderr, " %s %lld", nm[i], t[w][q * 10 + i] ? t[w][q * 10 + i] - t[w][q * 10] : -1);
+                        fprintf(stderr, "\n");
+                    }
+            }
+#endif
+        }
         else cu_launch(mla_decode_wg_kernel<true>, grid, WM_THREADS, WM_SMEM, km, br, *p);
     } else
         cu_launch(mla_decode_wg_kernel<false>, grid, WM_THREADS, WM_SMEM, km, 0, *p);
