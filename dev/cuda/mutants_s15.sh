@@ -7,8 +7,8 @@ m=dev/cuda/build_mutant.sh
 W=src/backend/cuda/cuda_mla_wg.cu
 # the other warpgroup's factor not applied (its tile added on the old scale)
 bash $m wg2_fac $W 'float cA = w2_c(s)[par * WM_HEADS + s.hA], cB' 'float cA = 1.0f, cB'
-# the scores without Q's RoPE columns (the four register k-steps)
-bash $m wg2_rope $W 'for (int j = 0; j < 4; j++) w2_mma_s_rs(' 'for (int j = 0; j < 3; j++) w2_mma_s_rs('
+# the scores without Q's RoPE columns (the last four k-steps)
+bash $m wg2_rope $W 'w2_mma_s(sacc, wg_desc(s.Qs + off), wg_desc(Kw + off), kk);' 'if (kk < 32) w2_mma_s(sacc, wg_desc(s.Qs + off), wg_desc(Kw + off), kk);'
 # the own P's register fragment with head hA's values where hB's belong (rows 8 .. 15 of each warp)
 bash $m wg2_pr $W 'pr[j >> 1][(j & 1) * 2 + 1] = *(uint32_t *)&pb;' 'pr[j >> 1][(j & 1) * 2 + 1] = *(uint32_t *)&pa;'
 # the last tile's rows past the context not zeroed (NaN-poisoned page rows reach the values MMA)

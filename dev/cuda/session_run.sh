@@ -1018,6 +1018,20 @@ if want prof15; then
   grep w2prof $OUT/w2prof.log | head -70
   rm -f $OUT/mla_wg*.log
 fi
+# prof15b: v2 with Q whole in shared memory and one P buffer (no spills), the page lookups before the slot wait: the
+# mla op tests, the mutants (mutants_s15.sh), `bench --mla` v1 / v2 twice, block 0's phase stamps
+if want prof15b; then
+  step ops_mla 200 env DSINFER_OPS_ONLY=mla $B/test_cuda_ops
+  grep -E "wg2|FAIL" $OUT/ops_mla.log | tail -3
+  for f in .deps/bin/test_cuda_ops_mut_wg2_*; do [ -x "$f" ] && mutant $f mla '' 200; done
+  for r in 1 2; do
+    for v in 1 2; do step mla_wg$v 60 env DSINFER_CUDA_MLA_WG=$v $B/dsinfer bench --mla --kv-cache-dtype bf16; done
+  done
+  step w2prof 60 env DSINFER_CUDA_MLA_WG=2 $B/dsinfer_w2prof bench --mla --kv-cache-dtype bf16
+  grep w2prof $OUT/w2prof.log | awk 'NR % 3 == 1' | head -30
+  cat $OUT/mutants.txt
+  rm -f $OUT/mla_wg*.log $OUT/test_cuda_ops_mut_*.log
+fi
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

@@ -321,9 +321,9 @@ __global__ void __launch_bounds__(WM_THREADS, 1) mla_decode_wg_kernel(const __gr
  * warpgroup arrives there after its use of tile k), and the warpgroup's first thread, once empty[w] completes,
  * copies tile k + 2 into slot w. The arithmetic is v1's (the same P values, O in the same tile order); the row sums
  * meet in another order. */
-#define W2_Q_B (8 * WM_CHUNK_B)   /* Q's columns 0 .. 511 */
-#define W2_SMEM (W2_Q_B + 2 * WM_CHUNK_B + 2 * WM_TILE_B + 6 * WM_HEADS * sizeof(float) + 6 * sizeof(uint64_t) + 1024)
-static_assert(W2_SMEM <= 227 * 1024, "mla_decode_wg2_kernel: Q's 512 columns, two P buffers and two tiles must fit");
+#define W2_Q_B WM_TILE_B   /* Q, all 576 columns */
+#define W2_SMEM (W2_Q_B + WM_CHUNK_B + 2 * WM_TILE_B + 6 * WM_HEADS * sizeof(float) + 6 * sizeof(uint64_t) + 1024)
+static_assert(W2_SMEM <= 227 * 1024, "mla_decode_wg2_kernel: Q, one P buffer and two tiles must fit");
 
 /* rows nc .. 63 of the tile Kt set to zero by the 128 threads of one warpgroup (x: the thread's index in it) */
 __device__ __forceinline__ void w2_zero_tail(unsigned char *Kt, int nc, int x) {
@@ -363,7 +363,7 @@ struct w2_state {
 };
 /* the layout of w2_state's shared memory (constant offsets from Qs, so one register holds them all) */
 __device__ __forceinline__ unsigned char *w2_P(const w2_state &s) { return s.Qs + W2_Q_B; }
-__device__ __forceinline__ unsigned char *w2_K(const w2_state &s) { return s.Qs + W2_Q_B + 2 * WM_CHUNK_B; }
+__device__ __forceinline__ unsigned char *w2_K(const w2_state &s) { return s.Qs + W2_Q_B + WM_CHUNK_B; }
 /* [2 tile parities][64 heads]: m_k, then c_k = exp(m_{k-1} - m_k) */
 __device__ __forceinline__ float *w2_m(const w2_state &s) { return (float *)(w2_K(s) + 2 * WM_TILE_B); }
 __device__ __forceinline__ float *w2_c(const w2_state &s) { return w2_m(s) + 2 * WM_HEADS; }
@@ -397,8 +397,29 @@ __device__ __forceinline__ void w2_take_factor(w2_state &s, float (&o)[128], int
 /* One step of warpgroup s.w: OWN, its tile k (k % 2 == w); OTH, the other warpgroup's tile k - 1. Straight-line
  * code for each form (a template, not branches), so that ptxas sees where each wgmma group starts and ends and does
  * not serialize them. Every form ends with no MMA of this warpgroup in flight. */
+/* the cache rows of the boxes of context rows base .. base + nc - 1 (box b: rows[b]; br rows a box, br >= 8) */
+__device__ __forceinline__ void w2_rows(int (&rows)[WM_TILE / 8], const int32_t *pt, int ps, int br, int base, int nc) {
+    int nbox = (nc + br - 1) / br;
+#pragma unroll
+    for (int b = 0; b < WM_TILE / 8; b++) {
+        int pos = base + b * br;
+        rows[b] = b < nbox ? __ldg(pt + pos / ps) * ps + pos % ps : 0;
+    }
+}
+/* wm_issue_tma with the rows looked up (one thread) */
+__device__ __forceinline__ void w2_issue_rows(const CUtensorMap *km, const int (&rows)[WM_TILE / 8], int br, int nc,
+                                              unsigned char *Kt, uint64_t *bar) {
+    int nbox = (nc + br - 1) / br;
+    mbar_expect_tx(bar, nbox * br * 128 * WM_CHUNKS);
+#pragma unroll
+    for (int b = 0; b < WM_TILE / 8; b++)
+        if (b < nbox)
+#pragma unroll
+            for (int c = 0; c < WM_CHUNKS; c++) tma_load(Kt + c * WM_CHUNK_B + b * br * 128, km, c * 128, rows[b], bar);
+}
+
 template <bool OWN, bool OTH>
-__device__ __forceinline__ void w2_step(w2_state &s, float (&o)[128], const uint32_t (&qr)[4][4], const CUtensorMap *km,
+__device__ __forceinline__ void w2_step(w2_state &s, float (&o)[128], const CUtensorMap *km,
                                         const int32_t *pt, const fa_params &p, int k) {
     const int w = s.w, ph = (k >> 1) & 1;   /* own tile k is the (k >> 1)-th use of slot w */
     unsigned char *Kw = w2_K(s) + w * WM_TILE_B, *Ko = w2_K(s) + (w ^ 1) * WM_TILE_B;
@@ -410,7 +431,7 @@ __device__ __forceinline__ void w2_step(w2_state &s, float (&o)[128], const uint
         w2_take_factor(s, o, k - 1);   /* no MMA in flight touches O now */
         wg_fence();
         /* O[:, 256 w ..] += P_{k-1} V_{k-1}, P from the other's shared-memory buffer */
-        uint64_t da = wg_desc(w2_P(s) + (w ^ 1) * WM_CHUNK_B), db = wm_desc_mn(Ko + w * 4 * WM_CHUNK_B);
+        uint64_t da = wg_desc(w2_P(s)), db = wm_desc_mn(Ko + w * 4 * WM_CHUNK_B);
 #pragma unroll
         for (int kk = 0; kk < WM_TILE / 16; kk++) wm_mma_values(o, da + ((32 * kk) >> 4), db + ((kk * 16 * 128) >> 4), 1);
         wg_commit();
@@ -426,17 +447,13 @@ __device__ __forceinline__ void w2_step(w2_state &s, float (&o)[128], const uint
             w2_bar_wg(w);
         }
         wg_fence();
-        /* S_k = Q K_k^T over 576 columns: 32 k-steps with Q from shared memory, 4 with its RoPE part in registers
-         * (descriptors advanced here and below by their start-address field: offset / 16, no carry out of its 14
-         * bits, shared memory being < 256 KB) */
+        /* S_k = Q K_k^T over 576 columns, both from shared memory (descriptors advanced below by their start-address
+         * field: offset / 16, no carry out of its 14 bits, shared memory being < 256 KB) */
 #pragma unroll
-        for (int kk = 0; kk < 32; kk++) {
+        for (int kk = 0; kk < TC_W / 16; kk++) {
             unsigned off = (kk >> 2) * WM_CHUNK_B + (kk & 3) * 32;
             w2_mma_s(sacc, wg_desc(s.Qs + off), wg_desc(Kw + off), kk);
         }
-        uint64_t dk = wg_desc(Kw + 8 * WM_CHUNK_B);
-#pragma unroll
-        for (int j = 0; j < 4; j++) w2_mma_s_rs(sacc, qr[j], dk + ((j * 32) >> 4), 1);
         wg_commit();
         W2_T(4);
     }
@@ -471,7 +488,7 @@ __device__ __forceinline__ void w2_step(w2_state &s, float (&o)[128], const uint
     float cA = nA == -INFINITY ? 1.0f : __expf(s.mA - nA), cB = nB == -INFINITY ? 1.0f : __expf(s.mB - nB);
     float sA = 0.0f, sB = 0.0f;
     uint32_t pr[4][4];   /* P_k as A fragments: k-step kk (tile rows 16 kk ..): rows hA, hB at 2t, then at 8 + 2t */
-    unsigned char *Pw = w2_P(s) + w * WM_CHUNK_B;
+    unsigned char *Pw = w2_P(s);
 #pragma unroll
     for (int j = 0; j < 8; j++) {
         int col = 8 * j + 2 * s.t;
@@ -509,10 +526,11 @@ __device__ __forceinline__ void w2_step(w2_state &s, float (&o)[128], const uint
     W2_T(8);
     mbar_arrive(&w2_empty(s)[w]);
     if (k + 2 < s.nt) {   /* slot w is free once both warpgroups are done with tile k: tile k + 2 into it */
+        int nb = base + 2 * WM_TILE, nn = min(WM_TILE, s.c_end - nb), rows[WM_TILE / 8];
+        w2_rows(rows, pt, p.page_size, s.br, nb, nn);   /* the page lookups in flight during the wait */
         mbar_wait(&w2_empty(s)[w], ph);   /* the whole warp waits (a one-thread wait here made ptxas serialize the MMAs) */
-    W2_T(9);
-        int nb = base + 2 * WM_TILE;
-        if ((threadIdx.x & 127) == 0) wm_issue_tma(km, pt, p.page_size, s.br, nb, min(WM_TILE, s.c_end - nb), Kw, &w2_full(s)[w]);
+        W2_T(9);
+        if ((threadIdx.x & 127) == 0) w2_issue_rows(km, rows, s.br, nn, Kw, &w2_full(s)[w]);
     }
     W2_NEXT();
 }
@@ -523,7 +541,7 @@ __global__ void __launch_bounds__(WM_THREADS, 1) mla_decode_wg2_kernel(const __g
     unsigned char *Qs = (unsigned char *)(((uintptr_t)wm_raw + 1023) & ~(uintptr_t)1023);
     w2_state s;
     s.Qs = Qs;
-    unsigned char *Ps = w2_P(s), *Ks = w2_K(s);   /* Q's chunk 8 lands in Ps (slot 0) at first */
+    unsigned char *Ks = w2_K(s);
     float *red_sum = w2_red(s);
     uint64_t *full = w2_full(s), *ready = w2_ready(s), *empty = w2_empty(s);
     cu_pdl_trigger();
@@ -555,19 +573,9 @@ __global__ void __launch_bounds__(WM_THREADS, 1) mla_decode_wg2_kernel(const __g
             int b0 = c_begin + s * WM_TILE;
             wm_issue_tma(&km, pt, p.page_size, br, b0, min(WM_TILE, c_end - b0), Ks + s * WM_TILE_B, &full[s]);
         }
-    wm_load_q(p, Qs, i, m, h0);   /* columns 512 .. 575 into Ps's first buffer */
-    __syncthreads();
-    uint32_t qr[4][4];   /* Q's RoPE columns as A fragments: k-step j, columns 512 + 16 j .. */
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        int c = 16 * j + 2 * t;
-        qr[j][0] = *(const uint32_t *)(Ps + wm_off(hA, c >> 3) + 2 * (c & 7));
-        qr[j][1] = *(const uint32_t *)(Ps + wm_off(hB, c >> 3) + 2 * (c & 7));
-        qr[j][2] = *(const uint32_t *)(Ps + wm_off(hA, (c + 8) >> 3) + 2 * (c & 7));
-        qr[j][3] = *(const uint32_t *)(Ps + wm_off(hB, (c + 8) >> 3) + 2 * (c & 7));
-    }
+    wm_load_q(p, Qs, i, m, h0);
     wg_fence_smem();   /* Q's stores visible to the MMAs */
-    __syncthreads();   /* ... and every thread's RoPE part read before P overwrites it */
+    __syncthreads();
 
     s.w = w; s.t = t; s.hA = hA; s.c_begin = c_begin; s.c_end = c_end; s.nt = nt; s.br = br;
     s.mA = s.mB = -INFINITY;
@@ -585,11 +593,11 @@ __global__ void __launch_bounds__(WM_THREADS, 1) mla_decode_wg2_kernel(const __g
     /* warpgroup 0: tiles 0, 2, ...; 1: tiles 1, 3, ...; each step also adds the other's tile before its own */
     int k = w;
     if (w == 0) {
-        w2_step<true, false>(s, o, qr, &km, pt, p, 0);
+        w2_step<true, false>(s, o, &km, pt, p, 0);
         k = 2;
     }
-    for (; k < nt; k += 2) w2_step<true, true>(s, o, qr, &km, pt, p, k);
-    if (k == nt) w2_step<false, true>(s, o, qr, &km, pt, p, k);   /* the other's last tile */
+    for (; k < nt; k += 2) w2_step<true, true>(s, o, &km, pt, p, k);
+    if (k == nt) w2_step<false, true>(s, o, &km, pt, p, k);   /* the other's last tile */
     float mA = s.mA, mB = s.mB, lA = s.lA, lB = s.lB;
 
     /* o[4j + e]: head hA (e < 2) or hB, column 256 w + 8j + 2t + (e & 1) */
