@@ -356,6 +356,7 @@ __device__ long long w2_prof_g[2][W2_PROF_STEPS * 10 + 1];   /* [warpgroup][step
 struct w2_state {
     unsigned char *Qs;   /* the shared-memory base: Q, then P (2 x 8 KB), the ring's two tiles, m_t, c_t, barriers */
     int w, t, hA, c_begin, c_end, nt, br;   /* hA: the first of this thread's two heads (hA, hA + 8); br: TMA box rows */
+    int lane, wq;                           /* lane, and the warp's index in its warpgroup */
     float mA, mB, lA, lB;                   /* running max after the last tile added; this warpgroup's row sums */
 #ifdef W2_PROF
     int prof_n;
@@ -418,6 +419,31 @@ __device__ __forceinline__ void w2_issue_rows(const CUtensorMap *km, const int (
             for (int c = 0; c < WM_CHUNKS; c++) tma_load(Kt + c * WM_CHUNK_B + b * br * 128, km, c * 128, rows[b], bar);
 }
 
+__device__ __forceinline__ float w2_ex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+/* max / sum of v[4j + e0], v[4j + e0 + 1] over j < 8 (16 values) as trees */
+__device__ __forceinline__ float w2_max8(const float (&v)[32], int e0) {
+    float a[8];
+#pragma unroll
+    for (int j = 0; j < 8; j++) a[j] = fmaxf(v[4 * j + e0], v[4 * j + e0 + 1]);
+    return fmaxf(fmaxf(fmaxf(a[0], a[1]), fmaxf(a[2], a[3])), fmaxf(fmaxf(a[4], a[5]), fmaxf(a[6], a[7])));
+}
+__device__ __forceinline__ float w2_sum8(const float (&v)[32], int e0) {
+    float a[8];
+#pragma unroll
+    for (int j = 0; j < 8; j++) a[j] = v[4 * j + e0] + v[4 * j + e0 + 1];
+    return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
+/* four 8 x 8 BF16 matrices to shared memory (this lane's row address; r[i]: its element pair of matrix i) */
+__device__ __forceinline__ void w2_stmatrix4(void *row, const uint32_t (&r)[4]) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(cu_smem_addr(row)), "r"(r[0]),
+                 "r"(r[1]), "r"(r[2]), "r"(r[3])
+                 : "memory");
+}
+
 template <bool OWN, bool OTH>
 __device__ __forceinline__ void w2_step(w2_state &s, float (&o)[128], const CUtensorMap *km,
                                         const int32_t *pt, const fa_params &p, int k) {
@@ -468,40 +494,48 @@ __device__ __forceinline__ void w2_step(w2_state &s, float (&o)[128], const CUte
     }
     wg_wait0();   /* S_k done */
     W2_T(6);
-    /* sacc[4j + e]: head hA (e < 2) or hB, tile row 8j + 2t + (e & 1); scaled and masked in place */
-    float xA = -INFINITY, xB = -INFINITY;
+    /* The softmax runs in one warp an SM sub-partition (the other warpgroup waits for its result), so it is written
+     * for instruction-level parallelism: maxima and sums as trees, exp2 with the scale folded into one FFMA, P to
+     * shared memory by stmatrix. sacc[4j + e]: head hA (e < 2) or hB, tile row 8j + 2t + (e & 1). Every own tile
+     * has a context row (nc >= 1), so every head's new max is finite. */
+    if (nc < WM_TILE) {   /* the last tile: rows past the context masked */
 #pragma unroll
-    for (int j = 0; j < 8; j++)
+        for (int j = 0; j < 8; j++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) {
-            int row = 8 * j + 2 * s.t + (e & 1);
-            sacc[4 * j + e] = row < nc ? sacc[4 * j + e] * p.scale : -INFINITY;
-            if (e < 2) xA = fmaxf(xA, sacc[4 * j + e]);
-            else xB = fmaxf(xB, sacc[4 * j + e]);
-        }
+            for (int e = 0; e < 4; e++)
+                if (8 * j + 2 * s.t + (e & 1) >= nc) sacc[4 * j + e] = -INFINITY;
+    }
+    float xA = w2_max8(sacc, 0), xB = w2_max8(sacc, 2);   /* the raw scores' row maxima */
     xA = fmaxf(xA, __shfl_xor_sync(0xffffffffu, xA, 1));
     xA = fmaxf(xA, __shfl_xor_sync(0xffffffffu, xA, 2));
     xB = fmaxf(xB, __shfl_xor_sync(0xffffffffu, xB, 1));
     xB = fmaxf(xB, __shfl_xor_sync(0xffffffffu, xB, 2));
-    float nA = fmaxf(s.mA, xA), nB = fmaxf(s.mB, xB);
-    /* a head with no finite score yet keeps factor 1 and probabilities 0; __expf as v1 */
-    float cA = nA == -INFINITY ? 1.0f : __expf(s.mA - nA), cB = nB == -INFINITY ? 1.0f : __expf(s.mB - nB);
-    float sA = 0.0f, sB = 0.0f;
+    /* the running max in scaled units (scale > 0: max(s) * scale is the max of the scaled scores, rounded alike) */
+    float nA = fmaxf(s.mA, xA * p.scale), nB = fmaxf(s.mB, xB * p.scale);
+    const float L2E = 1.4426950408889634f, sl = p.scale * L2E, oA = -nA * L2E, oB = -nB * L2E;
+    float cA = w2_ex2((s.mA - nA) * L2E), cB = w2_ex2((s.mB - nB) * L2E);   /* 0 while the old max is -inf */
+#pragma unroll
+    for (int j = 0; j < 8; j++) {   /* P = exp(s * scale - n) in place */
+        sacc[4 * j] = w2_ex2(fmaf(sacc[4 * j], sl, oA));
+        sacc[4 * j + 1] = w2_ex2(fmaf(sacc[4 * j + 1], sl, oA));
+        sacc[4 * j + 2] = w2_ex2(fmaf(sacc[4 * j + 2], sl, oB));
+        sacc[4 * j + 3] = w2_ex2(fmaf(sacc[4 * j + 3], sl, oB));
+    }
+    float sA = w2_sum8(sacc, 0), sB = w2_sum8(sacc, 2);   /* this thread's part of the row sums (fp32 P) */
     uint32_t pr[4][4];   /* P_k as A fragments: k-step kk (tile rows 16 kk ..): rows hA, hB at 2t, then at 8 + 2t */
-    unsigned char *Pw = w2_P(s);
 #pragma unroll
     for (int j = 0; j < 8; j++) {
-        int col = 8 * j + 2 * s.t;
-        __nv_bfloat162 pa = __floats2bfloat162_rn(nA == -INFINITY ? 0.0f : __expf(sacc[4 * j] - nA),
-                                                  nA == -INFINITY ? 0.0f : __expf(sacc[4 * j + 1] - nA));
-        __nv_bfloat162 pb = __floats2bfloat162_rn(nB == -INFINITY ? 0.0f : __expf(sacc[4 * j + 2] - nB),
-                                                  nB == -INFINITY ? 0.0f : __expf(sacc[4 * j + 3] - nB));
-        sA += __low2float(pa) + __high2float(pa);   /* the sums add the BF16 values the MMAs use */
-        sB += __low2float(pb) + __high2float(pb);
-        *(__nv_bfloat162 *)(Pw + wm_off(s.hA, col >> 3) + 2 * (col & 7)) = pa;
-        *(__nv_bfloat162 *)(Pw + wm_off((s.hA + 8), col >> 3) + 2 * (col & 7)) = pb;
-        pr[j >> 1][(j & 1) * 2] = *(uint32_t *)&pa;
-        pr[j >> 1][(j & 1) * 2 + 1] = *(uint32_t *)&pb;
+        pr[j >> 1][(j & 1) * 2] = w2_pack(sacc[4 * j], sacc[4 * j + 1]);
+        pr[j >> 1][(j & 1) * 2 + 1] = w2_pack(sacc[4 * j + 2], sacc[4 * j + 3]);
+    }
+    /* P to shared memory for the other warpgroup: stmatrix x4 a k-step, the four 8 x 8 matrices being exactly the A
+     * fragment's registers; lane l gives the address of row l % 8 of matrix l / 8 (heads + 8 for odd matrices,
+     * columns + 8 for the last two) */
+    {
+        int mat = s.lane >> 3, head = 16 * s.wq + (s.lane & 7) + 8 * (mat & 1);
+        unsigned char *Pw = w2_P(s);
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) w2_stmatrix4(Pw + wm_off(head, 2 * kk + (mat >> 1)), pr[kk]);
     }
     if (s.t == 0) {
         w2_m(s)[(k & 1) * WM_HEADS + s.hA] = nA;
@@ -577,6 +611,7 @@ __global__ void __launch_bounds__(WM_THREADS, 1) mla_decode_wg2_kernel(const __g
     wg_fence_smem();   /* Q's stores visible to the MMAs */
     __syncthreads();
 
+    s.lane = lane; s.wq = warp & 3;
     s.w = w; s.t = t; s.hA = hA; s.c_begin = c_begin; s.c_end = c_end; s.nt = nt; s.br = br;
     s.mA = s.mB = -INFINITY;
     s.lA = s.lB = 0.0f;
