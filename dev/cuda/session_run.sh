@@ -1032,6 +1032,23 @@ if want prof15b; then
   cat $OUT/mutants.txt
   rm -f $OUT/mla_wg*.log $OUT/test_cuda_ops_mut_*.log
 fi
+# prof15c: v2 releasing the other's slot after 8 more k-steps of S (not after all of S's issue), and with 12 k-steps of
+# S before the other's tile (DSINFER_CUDA_MLA_WG2_NB=12): the mla op tests with both, the mutants, `bench --mla` v1 / v2 /
+# v2 NB=12 twice, block 0's phase stamps of both
+if want prof15c; then
+  for nb in 0 12; do step ops_mla$nb 200 env DSINFER_OPS_ONLY=mla DSINFER_CUDA_MLA_WG2_NB=$nb $B/test_cuda_ops; done
+  for f in .deps/bin/test_cuda_ops_mut_wg2_*; do [ -x "$f" ] && mutant $f mla '' 200; done
+  for r in 1 2; do
+    step mla_wg1 60 env DSINFER_CUDA_MLA_WG=1 $B/dsinfer bench --mla --kv-cache-dtype bf16
+    for nb in 0 12; do step mla_wg2nb$nb 60 env DSINFER_CUDA_MLA_WG=2 DSINFER_CUDA_MLA_WG2_NB=$nb $B/dsinfer bench --mla --kv-cache-dtype bf16; done
+  done
+  for nb in 0 12; do
+    step w2prof$nb 60 env DSINFER_CUDA_MLA_WG=2 DSINFER_CUDA_MLA_WG2_NB=$nb $B/dsinfer_w2prof bench --mla --kv-cache-dtype bf16
+    grep w2prof $OUT/w2prof$nb.log | awk 'NR % 4 == 1' | head -16
+  done
+  cat $OUT/mutants.txt
+  rm -f $OUT/mla_wg*.log $OUT/test_cuda_ops_mut_*.log
+fi
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

@@ -773,6 +773,9 @@ extern int cu_mla_wg;
 /* DSINFER_CUDA_MLA_WG_TMA (default 1, fourteenth session; =0 cp.async): its rows by TMA copies (a tensor map over the
  * cache rows) where the page size is 8, 16, 32, 64 or a multiple of 64 */
 extern int cu_mla_wg_tma;
+/* DSINFER_CUDA_MLA_WG2_NB (fifteenth session, opt-in): v2 (=2) issues 12 k-steps of a tile's S before adding the other
+ * warpgroup's tile (0: none) */
+extern int cu_mla_wg2_nb;
 int cu_mla_wg_on(int kv_layout, int H);
 int cu_mla_wg_splits(int T, int H, int max_ctx, int n_sm);
 void cu_mla_decode_wg(const fa_params *p, int T);
