@@ -8,7 +8,7 @@ W=src/backend/cuda/cuda_mla_wg.cu
 # the other warpgroup's factor not applied (its tile added on the old scale)
 bash $m wg2_fac $W 'float cA = w2_c(s)[par * WM_HEADS + s.hA], cB' 'float cA = 1.0f, cB'
 # the scores without Q's RoPE columns (the last four k-steps)
-bash $m wg2_rope $W 'w2_mma_s(sacc, wg_desc(Qs + off), wg_desc(Kt + off), kk);' 'if (kk < 32) w2_mma_s(sacc, wg_desc(Qs + off), wg_desc(Kt + off), kk);'
+bash $m wg2_rope $W 'w2_mma_s(sacc, wg_desc(s.Qs + off), wg_desc(Kw + off), kk);' 'if (kk < 32) w2_mma_s(sacc, wg_desc(s.Qs + off), wg_desc(Kw + off), kk);'
 # the own P's register fragment with head hA's values where hB's belong (rows 8 .. 15 of each warp)
 bash $m wg2_pr $W 'pr[j >> 1][(j & 1) * 2 + 1] = w2_pack(sacc[4 * j + 2], sacc[4 * j + 3]);' 'pr[j >> 1][(j & 1) * 2 + 1] = w2_pack(sacc[4 * j], sacc[4 * j + 1]);'
 # P stored for the other warpgroup with the second column block of each k-step over the first (stmatrix addresses)

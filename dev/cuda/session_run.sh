@@ -1049,6 +1049,16 @@ if want prof15c; then
   cat $OUT/mutants.txt
   rm -f $OUT/mla_wg*.log $OUT/test_cuda_ops_mut_*.log
 fi
+# final15: v2 the default (DSINFER_CUDA_MLA_WG=2; the kernel of c3b4811): the mla op tests, memcheck over them (every case,
+# v2 included), the goldens, test_cuda_model, `bench --mla` (bf16 cache: tc = v2, tc-wg1 = v1) twice
+if want final15; then
+  step ops_mla 200 env DSINFER_OPS_ONLY=mla $B/test_cuda_ops
+  step memchk 240 env DSINFER_OPS_ONLY=mla compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 $B/test_cuda_ops
+  tail -3 $OUT/memchk.log
+  step golden 150 $B/test_cuda_golden
+  step model 200 $B/test_cuda_model
+  for r in 1 2; do step mla_bf$r 60 $B/dsinfer bench --mla --kv-cache-dtype bf16; done
+fi
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

@@ -633,25 +633,27 @@ static int run_mla(const ds_config *base, double bw, double tflops) {
     char err[DS_ERRLEN];
     int heads[2] = {16, 128};
     /* tc: the default tensor-core kernel (the BF16 cache: 64 heads a block on wgmma where the heads are a multiple of
-     * 64, else v2); tc-mma: v2 (mma.sync, 16 heads a block) where the default is the wgmma kernel; tc-v1: v2's first
-     * version (BF16 cache only) */
-    enum { MLA_VARIANTS = 5 };
-    const char *name[MLA_VARIANTS] = {"tc", "tc-mma", "tc-v1", "fused", "per-seq"};
-    const char *fused_env[MLA_VARIANTS] = {"1", "1", "1", "1", "0"}, *tc_env[MLA_VARIANTS] = {"1", "1", "1", "0", "0"};
-    const char *tc2_env[MLA_VARIANTS] = {"1", "1", "0", "1", "1"};
-    /* DSINFER_CUDA_MLA_WG as the caller set it, except off for tc-mma and tc-v1 (restored after) */
+     * 64, v2 of it where TMA can load the rows, else the mma.sync v2); tc-wg1: the wgmma kernel's v1 there; tc-mma:
+     * the mma.sync v2 (16 heads a block) where the default is a wgmma kernel; tc-v1: the mma.sync v2's first version
+     * (BF16 cache only) */
+    enum { MLA_VARIANTS = 6 };
+    const char *name[MLA_VARIANTS] = {"tc", "tc-wg1", "tc-mma", "tc-v1", "fused", "per-seq"};
+    const char *fused_env[MLA_VARIANTS] = {"1", "1", "1", "1", "1", "0"}, *tc_env[MLA_VARIANTS] = {"1", "1", "1", "1", "0", "0"};
+    const char *tc2_env[MLA_VARIANTS] = {"1", "1", "1", "0", "1", "1"};
+    /* DSINFER_CUDA_MLA_WG as the caller set it, except 1 for tc-wg1 and off for tc-mma and tc-v1 (restored after) */
     const char *wg_set = getenv("DSINFER_CUDA_MLA_WG");
     char *wg_user = wg_set ? ds_xstrdup(wg_set) : NULL;
     for (int hi = 0; hi < 2; hi++)
         for (int k = 0; k < MLA_VARIANTS; k++) {
-            if ((k == 1 || k == 2) && !base->kv_bf16) continue;
-            if (k == 1 && heads[hi] % 64) continue;   /* tc is v2 there already */
+            if (k >= 1 && k <= 3 && !base->kv_bf16) continue;
+            if ((k == 1 || k == 2) && heads[hi] % 64) continue;   /* tc is the mma.sync v2 there already */
             ds_config c = *base;
             c.num_heads = heads[hi];
             setenv("DSINFER_CUDA_FUSED_ATTN", fused_env[k], 1);
             setenv("DSINFER_CUDA_MLA_TC", tc_env[k], 1);
             setenv("DSINFER_CUDA_MLA_TC2", tc2_env[k], 1);
-            if (k == 1 || k == 2) setenv("DSINFER_CUDA_MLA_WG", "0", 1);
+            if (k == 1) setenv("DSINFER_CUDA_MLA_WG", "1", 1);
+            else if (k == 2 || k == 3) setenv("DSINFER_CUDA_MLA_WG", "0", 1);
             else if (wg_user) setenv("DSINFER_CUDA_MLA_WG", wg_user, 1);
             else unsetenv("DSINFER_CUDA_MLA_WG");
             double ms = 0, gbs = 0, kms = 0, kgbs = 0;

@@ -179,8 +179,11 @@ void cu_ws_free(cu_ws *w);
  *   DSINFER_CUDA_F8_TICKETS=1 the W8A8 cp.async kernel's split-K partials summed by each tile's last split (at most 4
  *                            splits); default 0: the reduce kernel (measured faster).
  *   DSINFER_CUDA_MLA_WG=0    the BF16 cache's MLA decode at H % 64 == 0 (V3's 128 heads) on the mma.sync kernels, 16
- *                            heads a block; default 1: 64 heads a block on wgmma (64 x 4K at 128 heads 0.471 -> 0.227
- *                            ms kernel time, fourteenth session).
+ *                            heads a block; =1: 64 heads a block on wgmma, both warpgroups on every tile (64 x 4K at
+ *                            128 heads 0.471 -> 0.227 ms kernel time, fourteenth session); default 2 (fifteenth
+ *                            session): v2, FlashMLA's schedule (a warpgroup's own tiles' S, softmax and P, O split by
+ *                            columns; 0.215 -> 0.149 ms) where TMA can load the rows (page 8 .. 64 dividing 64, or a
+ *                            multiple of 64), else v1.
  *   DSINFER_CUDA_F8_PRELOAD=1 the W8A8 cp.async kernel with all 4 ring stages in flight from its start;
  *                            DSINFER_CUDA_F8_REDUCE_VEC=1 the split-K reduce four values a thread (both the same bits;
  *                            opt-in, thirteenth session, not yet timed); DSINFER_CUDA_F8_SPLIT_KB=N (default 4): the
@@ -766,16 +769,13 @@ extern int cu_mla_tc2_fp8;
 /* DSINFER_CUDA_MLA_QREG: the k-steps of 16 whose Q fragments v2 keeps in registers: 36 (default, all), 18 or
  * 0 (the rest read from shared memory every tile). */
 extern int cu_mla_qreg;
-/* DSINFER_CUDA_MLA_WG (default 1; =0 the mma.sync kernels): the BF16 cache's decode with 64 heads a
- * block on wgmma (cuda_mla_wg.cu) where H is a multiple of 64 (V3's 128 heads); its splits (one block an SM) and
- * launch; cu_mla_decode_tc and cu_mla_tc_splits hand over to it */
+/* DSINFER_CUDA_MLA_WG (default 2: v2 where TMA can load the rows, else v1; =1 v1; =0 the mma.sync kernels): the BF16
+ * cache's decode with 64 heads a block on wgmma (cuda_mla_wg.cu) where H is a multiple of 64 (V3's 128 heads); its
+ * splits (one block an SM) and launch; cu_mla_decode_tc and cu_mla_tc_splits hand over to it */
 extern int cu_mla_wg;
 /* DSINFER_CUDA_MLA_WG_TMA (default 1, fourteenth session; =0 cp.async): its rows by TMA copies (a tensor map over the
  * cache rows) where the page size is 8, 16, 32, 64 or a multiple of 64 */
 extern int cu_mla_wg_tma;
-/* DSINFER_CUDA_MLA_WG2_NB (fifteenth session, opt-in): v2 (=2) issues 12 k-steps of a tile's S before adding the other
- * warpgroup's tile (0: none) */
-extern int cu_mla_wg2_nb;
 int cu_mla_wg_on(int kv_layout, int H);
 int cu_mla_wg_splits(int T, int H, int max_ctx, int n_sm);
 void cu_mla_decode_wg(const fa_params *p, int T);

@@ -711,9 +711,8 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     cu_mla_async = env_int("DSINFER_CUDA_MLA_ASYNC", 0);
     cu_mla_tc2 = env_int("DSINFER_CUDA_MLA_TC2", 1);
     cu_mla_tc2_fp8 = env_int("DSINFER_CUDA_MLA_TC2_FP8", 2);
-    cu_mla_wg = env_int("DSINFER_CUDA_MLA_WG", 1);
+    cu_mla_wg = env_int("DSINFER_CUDA_MLA_WG", 2);
     cu_mla_wg_tma = env_int("DSINFER_CUDA_MLA_WG_TMA", 1);
-    cu_mla_wg2_nb = env_int("DSINFER_CUDA_MLA_WG2_NB", 0);
     cu_mla_qreg = env_int("DSINFER_CUDA_MLA_QREG", 36);
     cu_moe_tc2 = env_int("DSINFER_CUDA_MOE_TC2", 1);
     cu_moe_w8a8 = env_int("DSINFER_MOE_W8A8", 1);

@@ -1,6 +1,8 @@
 /* MLA decode attention on Hopper's warpgroup MMAs, 64 heads a block (issue 7: the V3 shape's 128 heads;
- * DSINFER_CUDA_MLA_WG, default on (=0: the mma.sync kernels); the BF16 cache, H a multiple of 64. Fourteenth session:
- * 128 heads, 64 x 4K 0.471 -> 0.227 ms, bench/RESULTS.md).
+ * DSINFER_CUDA_MLA_WG, default 2 (=1 v1 only, =0 the mma.sync kernels); the BF16 cache, H a multiple of 64.
+ * 128 heads, 64 x 4K: 0.471 ms (mma.sync) -> v1 0.227 (fourteenth session), 0.215 with TMA -> v2 0.149 ms
+ * (fifteenth session), bench/RESULTS.md. Two kernels here: v1 (mla_decode_wg_kernel, both warpgroups on every
+ * tile) and v2 (mla_decode_wg2_kernel, FlashMLA's schedule, below; TMA page sizes only, else v1).
  *
  * The contract is mla_decode_tc2_kernel's (cuda_mla_tc.cu): for list entry i, split s and head h, the unnormalised
  * partial part[i, s, h, 0:C] = sum_j exp(l_j - max) v_j and ml[i, s, h] = (max, sum exp(l_j - max)) over the
@@ -45,9 +47,9 @@
 #define WM_SMEM (WM_TILE_B + 2 * WM_TILE_B + WM_CHUNK_B + 4 * WM_HEADS * sizeof(float) + 2 * sizeof(uint64_t) + 1024)
 static_assert(WM_SMEM <= 227 * 1024, "mla_decode_wg_kernel: Q, two tiles and P must fit the shared memory of an SM");
 
-int cu_mla_wg = 1;   /* DSINFER_CUDA_MLA_WG (backend creation; default on since the fourteenth session) */
-int cu_mla_wg_tma = 1;
-int cu_mla_wg2_nb = 0;   /* DSINFER_CUDA_MLA_WG2_NB (backend creation): 0, or 12 k-steps of S before the other's tile */   /* DSINFER_CUDA_MLA_WG_TMA (backend creation): the rows by TMA where the page size allows */
+int cu_mla_wg = 2;   /* DSINFER_CUDA_MLA_WG (backend creation): 2 v2 where TMA can load the rows, else v1 (the default since the
+                      * fifteenth session); 1 v1 (the fourteenth session's); 0 off (the mma.sync kernels) */
+int cu_mla_wg_tma = 1;   /* DSINFER_CUDA_MLA_WG_TMA (backend creation): the rows by TMA where the page size allows */
 
 /* byte offset of 16-byte piece k (0 .. 71: column 8k) of row r in a swizzled [64][576] tile */
 __device__ __forceinline__ unsigned wm_off(int r, int k) { return (k >> 3) * WM_CHUNK_B + r * 128 + (((k & 7) ^ (r & 7)) << 4); }
@@ -445,42 +447,16 @@ __device__ __forceinline__ void w2_stmatrix4(void *row, const uint32_t (&r)[4]) 
                  : "memory");
 }
 
-/* k-steps K0 .. K1 - 1 of S = Q K^T (36 of 16 columns; descriptors advanced by their start-address field: offset / 16,
- * no carry out of its 14 bits, shared memory being < 256 KB); k-step 0 starts the accumulator */
-template <int K0, int K1>
-__device__ __forceinline__ void w2_s_steps(float (&sacc)[32], const unsigned char *Qs, const unsigned char *Kt) {
-#pragma unroll
-    for (int kk = K0; kk < K1; kk++) {
-        unsigned off = (kk >> 2) * WM_CHUNK_B + (kk & 3) * 32;
-        w2_mma_s(sacc, wg_desc(Qs + off), wg_desc(Kt + off), kk);
-    }
-}
-
-template <bool OWN, bool OTH, int NB>
+template <bool OWN, bool OTH>
 __device__ __forceinline__ void w2_step(w2_state &s, float (&o)[128], const CUtensorMap *km,
                                         const int32_t *pt, const fa_params &p, int k) {
     const int w = s.w, ph = (k >> 1) & 1;   /* own tile k is the (k >> 1)-th use of slot w */
     unsigned char *Kw = w2_K(s) + w * WM_TILE_B, *Ko = w2_K(s) + (w ^ 1) * WM_TILE_B;
     const int base = s.c_begin + k * WM_TILE, nc = OWN ? min(WM_TILE, s.c_end - base) : 0;
     W2_T(0);
-    float sacc[32];
-    if (OWN) {
-        mbar_wait(&w2_full(s)[w], ph);
-        W2_T(3);
-        if (nc < WM_TILE) {   /* the last tile: rows past the context to zero (their pages may hold NaN) */
-            w2_zero_tail(Kw, nc, threadIdx.x & 127);
-            wg_fence_smem();
-            w2_bar_wg(w);
-        }
-        wg_fence();
-        /* S_k = Q K_k^T over 576 columns, both from shared memory: its first NB k-steps now, so that the tensor cores
-         * have work while the other warpgroup finishes the softmax this one waits for */
-        w2_s_steps<0, NB>(sacc, s.Qs, Kw);
-        if (NB > 0) wg_commit();
-    }
-    if (OTH) {   /* the other's tile k - 1 (before the rest of S: its slot is released early, the other refills it) */
+    if (OTH) {   /* the other's tile k - 1 first, so that its slot is released early (the other refills it) */
         mbar_wait(&w2_ready(s)[w ^ 1], ((k - 1) >> 1) & 1);   /* tile k - 1 is the other's ((k - 1) >> 1)-th */
-        W2_T(1);
+    W2_T(1);
         w2_take_factor(s, o, k - 1);   /* no MMA in flight touches O now */
         wg_fence();
         /* O[:, 256 w ..] += P_{k-1} V_{k-1}, P from the other's shared-memory buffer */
@@ -490,23 +466,30 @@ __device__ __forceinline__ void w2_step(w2_state &s, float (&o)[128], const CUte
         wg_commit();
         W2_T(2);
     }
-    if (OWN && OTH) {   /* 8 more k-steps, then (those in flight) the other's P V is waited for and its slot released */
-        w2_s_steps<NB, NB + 8>(sacc, s.Qs, Kw);
+    float sacc[32];
+    if (OWN) {
+        mbar_wait(&w2_full(s)[w], ph);
+    W2_T(3);
+        if (nc < WM_TILE) {   /* the last tile: rows past the context to zero (their pages may hold NaN) */
+            w2_zero_tail(Kw, nc, threadIdx.x & 127);
+            wg_fence_smem();
+            w2_bar_wg(w);
+        }
+        wg_fence();
+        /* S_k = Q K_k^T over 576 columns, both from shared memory (descriptors advanced below by their start-address
+         * field: offset / 16, no carry out of its 14 bits, shared memory being < 256 KB) */
+#pragma unroll
+        for (int kk = 0; kk < TC_W / 16; kk++) {
+            unsigned off = (kk >> 2) * WM_CHUNK_B + (kk & 3) * 32;
+            w2_mma_s(sacc, wg_desc(s.Qs + off), wg_desc(Kw + off), kk);
+        }
         wg_commit();
-        wg_wait1();
-        W2_T(5);
+        W2_T(4);
+    }
+    if (OTH) {
+        if (OWN) wg_wait1(); else wg_wait0();   /* the other's P V done (S_k may still run) */
+    W2_T(5);
         mbar_arrive(&w2_empty(s)[w ^ 1]);   /* this warpgroup no longer reads tile k - 1 */
-        w2_s_steps<NB + 8, TC_W / 16>(sacc, s.Qs, Kw);
-        wg_commit();
-        W2_T(4);
-    } else if (OWN) {
-        w2_s_steps<NB, TC_W / 16>(sacc, s.Qs, Kw);
-        wg_commit();
-        W2_T(4);
-    } else {
-        wg_wait0();
-        W2_T(5);
-        mbar_arrive(&w2_empty(s)[w ^ 1]);
     }
     if (!OWN) {
         W2_NEXT();
@@ -589,8 +572,6 @@ __device__ __forceinline__ void w2_step(w2_state &s, float (&o)[128], const CUte
     W2_NEXT();
 }
 
-/* NB: the k-steps of a tile's S issued before the other warpgroup's tile is added (DSINFER_CUDA_MLA_WG2_NB) */
-template <int NB>
 __global__ void __launch_bounds__(WM_THREADS, 1) mla_decode_wg2_kernel(const __grid_constant__ CUtensorMap km, int br,
                                                                         fa_params p) {
     extern __shared__ unsigned char wm_raw[];
@@ -650,11 +631,11 @@ __global__ void __launch_bounds__(WM_THREADS, 1) mla_decode_wg2_kernel(const __g
     /* warpgroup 0: tiles 0, 2, ...; 1: tiles 1, 3, ...; each step also adds the other's tile before its own */
     int k = w;
     if (w == 0) {
-        w2_step<true, false, NB>(s, o, &km, pt, p, 0);
+        w2_step<true, false>(s, o, &km, pt, p, 0);
         k = 2;
     }
-    for (; k < nt; k += 2) w2_step<true, true, NB>(s, o, &km, pt, p, k);
-    if (k == nt) w2_step<false, true, NB>(s, o, &km, pt, p, k);   /* the other's last tile */
+    for (; k < nt; k += 2) w2_step<true, true>(s, o, &km, pt, p, k);
+    if (k == nt) w2_step<false, true>(s, o, &km, pt, p, k);   /* the other's last tile */
     float mA = s.mA, mB = s.mB, lA = s.lA, lB = s.lB;
 
     /* o[4j + e]: head hA (e < 2) or hB, column 256 w + 8j + 2t + (e & 1) */
@@ -704,8 +685,7 @@ void cu_mla_decode_wg(const fa_params *p, int T) {
     if (!smem_set) {
         CUDA_CHECK(cudaFuncSetAttribute(mla_decode_wg_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)WM_SMEM));
         CUDA_CHECK(cudaFuncSetAttribute(mla_decode_wg_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)WM_SMEM));
-        CUDA_CHECK(cudaFuncSetAttribute(mla_decode_wg2_kernel<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)W2_SMEM));
-        CUDA_CHECK(cudaFuncSetAttribute(mla_decode_wg2_kernel<12>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)W2_SMEM));
+        CUDA_CHECK(cudaFuncSetAttribute(mla_decode_wg2_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)W2_SMEM));
         smem_set = 1;
     }
     unsigned grid = (unsigned)((size_t)T * p->n_splits * (p->H / WM_HEADS));
@@ -715,8 +695,7 @@ void cu_mla_decode_wg(const fa_params *p, int T) {
     /* rows: the map's extent is a bound, not the allocation (only the page table's rows are read) */
     if (br && cu_tma_map(&km, p->cache, 0x7fffffff, (int)p->tb, br)) {
         if (cu_mla_wg == 2) {
-            if (cu_mla_wg2_nb) cu_launch(mla_decode_wg2_kernel<12>, grid, WM_THREADS, W2_SMEM, km, br, *p);
-            else cu_launch(mla_decode_wg2_kernel<0>, grid, WM_THREADS, W2_SMEM, km, br, *p);
+            cu_launch(mla_decode_wg2_kernel, grid, WM_THREADS, W2_SMEM, km, br, *p);
 #ifdef W2_PROF
             static int calls = 0;
             if (++calls == 3) {   /* after the warm-up: block 0's stamps, cycles from each step's start */
