@@ -1059,6 +1059,22 @@ if want final15; then
   step model 200 $B/test_cuda_model
   for r in 1 2; do step mla_bf$r 60 $B/dsinfer bench --mla --kv-cache-dtype bf16; done
 fi
+# absq15: the absorbed q's v3 for 1 or 2 tokens (DSINFER_CUDA_ABSORB2=2): the mla op tests (its cases), its mutants
+# (mutants_s15b.sh), FP8 and BF16 rows at batch 1 and 2 with it off / on, alternated twice
+if want absq15; then
+  step ops_mla 200 env DSINFER_OPS_ONLY=mla $B/test_cuda_ops
+  grep -E "abs3|FAIL" $OUT/ops_mla.log | head -12
+  for f in .deps/bin/test_cuda_ops_mut_abs3_*; do [ -x "$f" ] && mutant $f mla '' 200; done
+  for r in 1 2; do
+    for v in 1 2; do
+      for dt in fp8 bf16; do
+        step dec_abs$v$dt 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_ABSORB2=$v $B/dsinfer bench --dtype $dt --batch 1,2 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s15-abs$v-$dt
+      done
+    done
+  done
+  cat $OUT/mutants.txt
+  rm -f $OUT/dec_abs*.log $OUT/test_cuda_ops_mut_*.log
+fi
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

@@ -2259,6 +2259,13 @@ int main(void) {
         setenv("DSINFER_CUDA_MLA_WG", "1", 1);
         unsetenv("DSINFER_CUDA_MLA_WG_TMA");
         unsetenv("DSINFER_CUDA_MLA_WG");
+        /* the absorbed q's v3 for 1 or 2 tokens (DSINFER_CUDA_ABSORB2=2; 3 tokens take v2): V2-Lite's BF16 kv_b and V3's
+         * FP8 (block-scaled) one */
+        setenv("DSINFER_CUDA_ABSORB2", "2", 1);
+        const int abs_m[] = {1, 2, 3};
+        run_mla_tc("v2l-abs3", "configs/deepseek-v2-lite.json", 0, KV_BF16, 16, abs_m, NM(abs_m), 300);
+        run_mla_tc("v3-abs3", "configs/deepseek-v3.json", 0, KV_BF16, 16, abs_m, NM(abs_m), 300);
+        unsetenv("DSINFER_CUDA_ABSORB2");
         /* the first prefill attention kernel (DSINFER_CUDA_FA2=0), still selectable */
         setenv("DSINFER_CUDA_FA2", "0", 1);
         run_mla_tc("h3-tcfa1", "configs/deepseek-v2-lite.json", 3, KV_BF16, 5, kv_small, NM(kv_small), 150);

@@ -337,7 +337,83 @@ __global__ void __launch_bounds__(256) absorb_q_v2_kernel(float *qlat, const flo
         qlat[((size_t)(i0 + t) * H + h) * C + k0 + c] = v;
     }
 }
-int cu_absorb_v2 = 1;   /* DSINFER_CUDA_ABSORB2 (read at backend creation) */
+/* v3 for one or two tokens (batch 1 and 2 decode; DSINFER_CUDA_ABSORB2=2): v2 runs 16 x 2 blocks at V2-Lite's 16
+ * heads (9.8 us a layer for 1 MB at batch 1, ncu fourteenth session: one SM in four busy, each with a long serial
+ * chain: q to shared memory, a barrier, then the loads). Here a block (128 threads) takes 64 columns of one head:
+ * 128 blocks at 16 heads. Thread x reads 16-byte chunk x % CPR of rows x / CPR + RPP u (u < 128 / RPP), and its q
+ * values straight from global memory, every load issued before any is used; the RPP row groups' partial sums meet
+ * in shared memory. Needs C % 64 == 0, dn <= 128 and a BF16 or FP8 (block-scaled) kv_b. */
+#define AQ3_COLS 64
+template <int EB>   /* bytes an element: 1 FP8, 2 BF16 */
+__global__ void __launch_bounds__(128) absorb_q_v3_kernel(float *qlat, const float *q, cu_wview kvb, const int32_t *tok,
+                                                          int T, int H, int C, int dn, int dqk, int hw) {
+    constexpr int CPR = AQ3_COLS * EB / 16, RPP = 128 / CPR, VPC = 16 / EB, NU = 128 / RPP;
+    __shared__ float red[RPP][2][AQ3_COLS];
+    int h = blockIdx.x, k0 = blockIdx.y * AQ3_COLS, i0 = blockIdx.z * 2, nt = T - i0 < 2 ? T - i0 : 2;
+    int ch = threadIdx.x % CPR, r0 = threadIdx.x / CPR, col = k0 + ch * VPC;
+    cu_pdl_trigger();
+    cu_pdl_wait();
+    const float *q0 = q + (size_t)(tok ? tok[i0] : i0) * H * dqk + (size_t)h * dqk;
+    const float *q1 = nt > 1 ? q + (size_t)(tok ? tok[i0 + 1] : i0 + 1) * H * dqk + (size_t)h * dqk : q0;
+    uint4 raw[NU];
+    float sc[NU], qa[NU], qb[NU];
+#pragma unroll
+    for (int u = 0; u < NU; u++) {   /* every load first */
+        int d = r0 + RPP * u;
+        raw[u] = make_uint4(0, 0, 0, 0);
+        sc[u] = qa[u] = qb[u] = 0.0f;
+        if (d < dn) {
+            size_t r = (size_t)h * hw + d;
+            raw[u] = __ldg((const uint4 *)((const char *)kvb.data + (r * C + col) * EB));
+            if (EB == 1) sc[u] = kvb.scale ? __ldg(kvb.scale + (r >> 7) * (size_t)kvb.scale_cols + (size_t)(col >> 7)) : 1.0f;
+            qa[u] = __ldg(q0 + d);
+            qb[u] = __ldg(q1 + d);
+        }
+    }
+    float a0[VPC], a1[VPC];
+#pragma unroll
+    for (int v = 0; v < VPC; v++) a0[v] = a1[v] = 0.0f;
+#pragma unroll
+    for (int u = 0; u < NU; u++) {
+        float wv[VPC];
+        if (EB == 2) {
+            cu_bf16x8(raw[u], wv);
+        } else {
+            const uint32_t uu[4] = {raw[u].x, raw[u].y, raw[u].z, raw[u].w};
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                __half2_raw h0 = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(uu[i] & 0xffff), __NV_E4M3);
+                __half2_raw h1 = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(uu[i] >> 16), __NV_E4M3);
+                float2 f0 = __half22float2(__half2(h0)), f1 = __half22float2(__half2(h1));
+                wv[4 * i] = f0.x * sc[u];
+                wv[4 * i + 1] = f0.y * sc[u];
+                wv[4 * i + 2] = f1.x * sc[u];
+                wv[4 * i + 3] = f1.y * sc[u];
+            }
+        }
+#pragma unroll
+        for (int v = 0; v < VPC; v++) {
+            a0[v] = fmaf(qa[u], wv[v], a0[v]);
+            a1[v] = fmaf(qb[u], wv[v], a1[v]);
+        }
+    }
+#pragma unroll
+    for (int v = 0; v < VPC; v++) {
+        red[r0][0][ch * VPC + v] = a0[v];
+        red[r0][1][ch * VPC + v] = a1[v];
+    }
+    __syncthreads();
+    for (int x = threadIdx.x; x < 2 * AQ3_COLS; x += 128) {
+        int t = x / AQ3_COLS, c = x % AQ3_COLS;
+        if (t >= nt) continue;
+        float v = 0.0f;
+#pragma unroll
+        for (int r = 0; r < RPP; r++) v += red[r][t][c];
+        qlat[((size_t)(i0 + t) * H + h) * C + k0 + c] = v;
+    }
+}
+
+int cu_absorb_v2 = 1;   /* DSINFER_CUDA_ABSORB2 (read at backend creation): 1 v2; 2 v3 for 1 or 2 tokens, else v2 */
 
 
 __global__ void __launch_bounds__(FA_THREADS) mla_decode_kernel(fa_params p) {
@@ -708,7 +784,11 @@ static void attn_fused(ds_cuda_backend *cb, float *out, const float *q, const un
         ob = ws + nq;
         wb = kvb_bf16(cb, kv_b, ob + no);
         absorb_q_tc(cb, qlat, q, wb, qb, T, H, C, dn, dqk, hw);
-    } else if (cu_absorb_v2 && dn <= 256)
+    } else if (cu_absorb_v2 == 2 && T <= 2 && dn <= 128 && C % AQ3_COLS == 0 && kv_b->dtype == DS_DTYPE_BF16 && !kv_b->scale)
+        cu_launch(absorb_q_v3_kernel<2>, dim3(H, C / AQ3_COLS, (T + 1) / 2), 128, 0, qlat, q, kv, tok, T, H, C, dn, dqk, hw);
+    else if (cu_absorb_v2 == 2 && T <= 2 && dn <= 128 && C % AQ3_COLS == 0 && kv_b->dtype == DS_DTYPE_F8_E4M3)
+        cu_launch(absorb_q_v3_kernel<1>, dim3(H, C / AQ3_COLS, (T + 1) / 2), 128, 0, qlat, q, kv, tok, T, H, C, dn, dqk, hw);
+    else if (cu_absorb_v2 && dn <= 256)
         cu_launch(absorb_q_v2_kernel, dim3(H, (C + 255) / 256, (T + AQ_TG - 1) / AQ_TG), 256, 0, qlat, q, kv, tok, T, H, C, dn, dqk, hw, cu_pdl_prefetch);
     else
         absorb_q_kernel<<<dim3(H, (T + 7) / 8), 128, 0, cu_stream>>>(qlat, q, kv, tok, T, H, C, dn, dqk, hw);
