@@ -1085,6 +1085,20 @@ if want end15; then
     step rows_$dt 120 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype $dt --batch 1,2,4,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s15-end-$dt
   done
 fi
+# abs8_15: absorb_q v3 up to 8 tokens (DSINFER_CUDA_ABSORB3_MAX_T=8 against 2): the mla op tests (its t8 cases), FP8 and
+# BF16 rows at batch 1 .. 8 alternated twice
+if want abs8_15; then
+  step ops_mla 200 env DSINFER_OPS_ONLY=mla $B/test_cuda_ops
+  grep -E "abs3t8|FAIL" $OUT/ops_mla.log | head -8
+  for r in 1 2; do
+    for v in 2 8; do
+      for dt in fp8 bf16; do
+        step dec_t$v$dt 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_ABSORB3_MAX_T=$v $B/dsinfer bench --dtype $dt --batch 1,2,4,8 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s15-abst$v-$dt
+      done
+    done
+  done
+  rm -f $OUT/dec_t*.log
+fi
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

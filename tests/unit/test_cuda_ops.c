@@ -2265,6 +2265,11 @@ int main(void) {
         const int abs_m[] = {1, 2, 3};
         run_mla_tc("v2l-abs3", "configs/deepseek-v2-lite.json", 0, KV_BF16, 16, abs_m, NM(abs_m), 300);
         run_mla_tc("v3-abs3", "configs/deepseek-v3.json", 0, KV_BF16, 16, abs_m, NM(abs_m), 300);
+        setenv("DSINFER_CUDA_ABSORB3_MAX_T", "8", 1);   /* v3 up to 8 tokens: 3 (a pair and a single), 8 */
+        const int abs_m8[] = {3, 8};
+        run_mla_tc("v2l-abs3t8", "configs/deepseek-v2-lite.json", 0, KV_BF16, 16, abs_m8, NM(abs_m8), 300);
+        run_mla_tc("v3-abs3t8", "configs/deepseek-v3.json", 0, KV_BF16, 16, abs_m8, NM(abs_m8), 300);
+        unsetenv("DSINFER_CUDA_ABSORB3_MAX_T");
         unsetenv("DSINFER_CUDA_ABSORB2");
         /* the first prefill attention kernel (DSINFER_CUDA_FA2=0), still selectable */
         setenv("DSINFER_CUDA_FA2", "0", 1);

@@ -756,6 +756,8 @@ extern int cu_group_wide_min;
  * dependent loads); 1: absorb_q_v2_kernel (cuda_attn.cu); default 2 (fifteenth session): absorb_q_v3_kernel for 1 or 2
  * tokens (64 columns of a head a block, every load issued first; FP8 b1 -0.15 ms, b2 -0.29), v2 above. */
 extern int cu_absorb_v2;
+/* DSINFER_CUDA_ABSORB3_MAX_T (default 2): the most tokens absorb_q_v3_kernel takes */
+extern int cu_absorb3_max_t;
 /* DSINFER_CUDA_COMBINE2=0: mla_combine_kernel; default 1: mla_combine_v2_kernel for small grids, 2: always
  * (cuda_attn.cu, the same bits) */
 extern int cu_combine_v2;

@@ -416,6 +416,8 @@ __global__ void __launch_bounds__(128) absorb_q_v3_kernel(float *qlat, const flo
 
 int cu_absorb_v2 = 2;   /* DSINFER_CUDA_ABSORB2 (read at backend creation): 2 (default since the fifteenth session) v3 for 1
                          * or 2 tokens, else v2; 1 v2; 0 absorb_q_kernel */
+int cu_absorb3_max_t = 2;   /* DSINFER_CUDA_ABSORB3_MAX_T (backend creation): the most tokens v3 takes (a block pair of
+                             * tokens each; above, v2) */
 
 
 __global__ void __launch_bounds__(FA_THREADS) mla_decode_kernel(fa_params p) {
@@ -786,9 +788,9 @@ static void attn_fused(ds_cuda_backend *cb, float *out, const float *q, const un
         ob = ws + nq;
         wb = kvb_bf16(cb, kv_b, ob + no);
         absorb_q_tc(cb, qlat, q, wb, qb, T, H, C, dn, dqk, hw);
-    } else if (cu_absorb_v2 == 2 && T <= 2 && dn <= 128 && C % AQ3_COLS == 0 && kv_b->dtype == DS_DTYPE_BF16 && !kv_b->scale)
+    } else if (cu_absorb_v2 == 2 && T <= cu_absorb3_max_t && dn <= 128 && C % AQ3_COLS == 0 && kv_b->dtype == DS_DTYPE_BF16 && !kv_b->scale)
         cu_launch(absorb_q_v3_kernel<2>, dim3(H, C / AQ3_COLS, (T + 1) / 2), 128, 0, qlat, q, kv, tok, T, H, C, dn, dqk, hw);
-    else if (cu_absorb_v2 == 2 && T <= 2 && dn <= 128 && C % AQ3_COLS == 0 && kv_b->dtype == DS_DTYPE_F8_E4M3)
+    else if (cu_absorb_v2 == 2 && T <= cu_absorb3_max_t && dn <= 128 && C % AQ3_COLS == 0 && kv_b->dtype == DS_DTYPE_F8_E4M3)
         cu_launch(absorb_q_v3_kernel<1>, dim3(H, C / AQ3_COLS, (T + 1) / 2), 128, 0, qlat, q, kv, tok, T, H, C, dn, dqk, hw);
     else if (cu_absorb_v2 && dn <= 256)
         cu_launch(absorb_q_v2_kernel, dim3(H, (C + 255) / 256, (T + AQ_TG - 1) / AQ_TG), 256, 0, qlat, q, kv, tok, T, H, C, dn, dqk, hw, cu_pdl_prefetch);
