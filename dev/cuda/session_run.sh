@@ -1099,6 +1099,15 @@ if want abs8_15; then
   done
   rm -f $OUT/dec_t*.log
 fi
+# end15b: absorb v3 to 8 tokens by default: the mla op tests, goldens, test_cuda_model, rows FP8 / BF16 at 1 .. 256
+if want end15b; then
+  step ops_mla 200 env DSINFER_OPS_ONLY=mla $B/test_cuda_ops
+  step golden 150 $B/test_cuda_golden
+  step model 200 $B/test_cuda_model
+  for dt in fp8 bf16; do
+    step rows_$dt 120 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype $dt --batch 1,2,4,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s15-end2-$dt
+  done
+fi
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

@@ -2259,13 +2259,14 @@ int main(void) {
         setenv("DSINFER_CUDA_MLA_WG", "1", 1);
         unsetenv("DSINFER_CUDA_MLA_WG_TMA");
         unsetenv("DSINFER_CUDA_MLA_WG");
-        /* the absorbed q's v3 for 1 or 2 tokens (DSINFER_CUDA_ABSORB2=2; 3 tokens take v2): V2-Lite's BF16 kv_b and V3's
-         * FP8 (block-scaled) one */
+        /* the absorbed q's v3 (DSINFER_CUDA_ABSORB2=2): V2-Lite's BF16 kv_b and V3's FP8 (block-scaled) one; to 2 tokens
+         * (DSINFER_CUDA_ABSORB3_MAX_T=2: 3 tokens take v2), then to 8 (the default: 3 is a pair and a single) */
         setenv("DSINFER_CUDA_ABSORB2", "2", 1);
+        setenv("DSINFER_CUDA_ABSORB3_MAX_T", "2", 1);
         const int abs_m[] = {1, 2, 3};
         run_mla_tc("v2l-abs3", "configs/deepseek-v2-lite.json", 0, KV_BF16, 16, abs_m, NM(abs_m), 300);
         run_mla_tc("v3-abs3", "configs/deepseek-v3.json", 0, KV_BF16, 16, abs_m, NM(abs_m), 300);
-        setenv("DSINFER_CUDA_ABSORB3_MAX_T", "8", 1);   /* v3 up to 8 tokens: 3 (a pair and a single), 8 */
+        setenv("DSINFER_CUDA_ABSORB3_MAX_T", "8", 1);
         const int abs_m8[] = {3, 8};
         run_mla_tc("v2l-abs3t8", "configs/deepseek-v2-lite.json", 0, KV_BF16, 16, abs_m8, NM(abs_m8), 300);
         run_mla_tc("v3-abs3t8", "configs/deepseek-v3.json", 0, KV_BF16, 16, abs_m8, NM(abs_m8), 300);

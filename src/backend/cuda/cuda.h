@@ -179,8 +179,9 @@ void cu_ws_free(cu_ws *w);
  *   DSINFER_CUDA_F8_TICKETS=1 the W8A8 cp.async kernel's split-K partials summed by each tile's last split (at most 4
  *                            splits); default 0: the reduce kernel (measured faster).
  *   DSINFER_CUDA_ABSORB2=1   the absorbed q (W_UK^T q_nope) of 1 or 2 tokens by absorb_q_v2_kernel; default 2
- *                            (fifteenth session): absorb_q_v3_kernel, 128 blocks at 16 heads instead of 32 (FP8 b1
- *                            3.43 -> 3.28 ms, b2 3.93 -> 3.63; BF16 b1 3.37 -> 3.23).
+ *                            (fifteenth session): absorb_q_v3_kernel for 1 .. 8 tokens (DSINFER_CUDA_ABSORB3_MAX_T), 128
+ *                            blocks a token pair at 16 heads instead of 32 (FP8 b1 3.43 -> 3.28 ms, b2 3.93 -> 3.63, b4
+ *                            4.78 -> 4.49, b8 6.19 -> 6.00; BF16 b1 3.37 -> 3.23, b4 6.24 -> 5.94).
  *   DSINFER_CUDA_MLA_WG=0    the BF16 cache's MLA decode at H % 64 == 0 (V3's 128 heads) on the mma.sync kernels, 16
  *                            heads a block; =1: 64 heads a block on wgmma, both warpgroups on every tile (64 x 4K at
  *                            128 heads 0.471 -> 0.227 ms kernel time, fourteenth session); default 2 (fifteenth
@@ -754,9 +755,10 @@ void cu_profile_hook(int n_tokens);
 extern int cu_group_wide_min;
 /* DSINFER_CUDA_ABSORB2=0: the first-pass q_lat = W_UK^T q_nope kernel (one thread per column, dn
  * dependent loads); 1: absorb_q_v2_kernel (cuda_attn.cu); default 2 (fifteenth session): absorb_q_v3_kernel for 1 or 2
- * tokens (64 columns of a head a block, every load issued first; FP8 b1 -0.15 ms, b2 -0.29), v2 above. */
+ * tokens (64 columns of a head a block, every load issued first; FP8 b1 -0.15 ms, b2 -0.29), v2 above; to 8 tokens by
+ * DSINFER_CUDA_ABSORB3_MAX_T (default 8). */
 extern int cu_absorb_v2;
-/* DSINFER_CUDA_ABSORB3_MAX_T (default 2): the most tokens absorb_q_v3_kernel takes */
+/* DSINFER_CUDA_ABSORB3_MAX_T (default 8, fifteenth session run 12): the most tokens absorb_q_v3_kernel takes */
 extern int cu_absorb3_max_t;
 /* DSINFER_CUDA_COMBINE2=0: mla_combine_kernel; default 1: mla_combine_v2_kernel for small grids, 2: always
  * (cuda_attn.cu, the same bits) */

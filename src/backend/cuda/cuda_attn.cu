@@ -337,8 +337,8 @@ __global__ void __launch_bounds__(256) absorb_q_v2_kernel(float *qlat, const flo
         qlat[((size_t)(i0 + t) * H + h) * C + k0 + c] = v;
     }
 }
-/* v3 for one or two tokens (batch 1 and 2 decode; DSINFER_CUDA_ABSORB2=2, the default; FP8 b1 3.43 -> 3.28 ms, b2
- * 3.93 -> 3.63, BF16 b1 3.37 -> 3.23, RESULTS fifteenth session run 10): v2 runs 16 x 2 blocks at V2-Lite's 16
+/* v3 for 1 .. 8 tokens (decode batches 1 .. 8; DSINFER_CUDA_ABSORB2=2, the default; FP8 b1 3.43 -> 3.28 ms, b2
+ * 3.93 -> 3.63, b4 4.78 -> 4.49, b8 6.19 -> 6.00; BF16 b1 3.37 -> 3.23, RESULTS fifteenth session runs 10, 12): v2 runs 16 x 2 blocks at V2-Lite's 16
  * heads (9.8 us a layer for 1 MB at batch 1, ncu fourteenth session: one SM in four busy, each with a long serial
  * chain: q to shared memory, a barrier, then the loads). Here a block (128 threads) takes 64 columns of one head:
  * 128 blocks at 16 heads. Thread x reads 16-byte chunk x % CPR of rows x / CPR + RPP u (u < 128 / RPP), and its q
@@ -415,9 +415,9 @@ __global__ void __launch_bounds__(128) absorb_q_v3_kernel(float *qlat, const flo
 }
 
 int cu_absorb_v2 = 2;   /* DSINFER_CUDA_ABSORB2 (read at backend creation): 2 (default since the fifteenth session) v3 for 1
-                         * or 2 tokens, else v2; 1 v2; 0 absorb_q_kernel */
-int cu_absorb3_max_t = 2;   /* DSINFER_CUDA_ABSORB3_MAX_T (backend creation): the most tokens v3 takes (a block pair of
-                             * tokens each; above, v2) */
+                         * to 8 tokens (DSINFER_CUDA_ABSORB3_MAX_T), else v2; 1 v2; 0 absorb_q_kernel */
+int cu_absorb3_max_t = 8;   /* DSINFER_CUDA_ABSORB3_MAX_T (backend creation): the most tokens v3 takes (a block pair of
+                             * tokens each; above, v2 or the batched GEMMs); 8 since run 12 of the fifteenth session */
 
 
 __global__ void __launch_bounds__(FA_THREADS) mla_decode_kernel(fa_params p) {

@@ -703,7 +703,7 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     if (cu_moe_tg != 1 && cu_moe_tg != 2 && cu_moe_tg != 4) cu_moe_tg = 0;
     cu_pdl_prefetch = cu_pdl && env_int("DSINFER_CUDA_PDL_PREFETCH", 1);
     cu_absorb_v2 = env_int("DSINFER_CUDA_ABSORB2", 2);
-    cu_absorb3_max_t = env_int("DSINFER_CUDA_ABSORB3_MAX_T", 2);
+    cu_absorb3_max_t = env_int("DSINFER_CUDA_ABSORB3_MAX_T", 8);
     cu_combine_v2 = env_int("DSINFER_CUDA_COMBINE2", 1);
     cu_route_v2 = env_int("DSINFER_CUDA_ROUTE2", 1);
     cu_fa2 = env_int("DSINFER_CUDA_FA2", 1);
