@@ -298,17 +298,8 @@ __global__ void __launch_bounds__(256) absorb_q_v2_kernel(float *qlat, const flo
                 if (vec && !f8) {
                     cu_bf16x8(raw[u], wv);
                 } else if (vec) {
-                    const uint32_t uu[2] = {raw[u].x, raw[u].y};
-#pragma unroll
-                    for (int i = 0; i < 2; i++) {
-                        __half2_raw h0 = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(uu[i] & 0xffff), __NV_E4M3);
-                        __half2_raw h1 = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(uu[i] >> 16), __NV_E4M3);
-                        float2 f0 = __half22float2(__half2(h0)), f1 = __half22float2(__half2(h1));
-                        wv[4 * i] = f0.x * sc[u];
-                        wv[4 * i + 1] = f0.y * sc[u];
-                        wv[4 * i + 2] = f1.x * sc[u];
-                        wv[4 * i + 3] = f1.y * sc[u];
-                    }
+                    cu_fp8x4(raw[u].x, sc[u], wv);
+                    cu_fp8x4(raw[u].y, sc[u], wv + 4);
                 } else {
 #pragma unroll
                     for (int c = 0; c < 8; c++) wv[c] = kc + c < C ? cu_w(kvb, (int)r, kc + c) : 0.0f;
@@ -382,15 +373,7 @@ __global__ void __launch_bounds__(128) absorb_q_v3_kernel(float *qlat, const flo
         } else {
             const uint32_t uu[4] = {raw[u].x, raw[u].y, raw[u].z, raw[u].w};
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
-                __half2_raw h0 = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(uu[i] & 0xffff), __NV_E4M3);
-                __half2_raw h1 = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(uu[i] >> 16), __NV_E4M3);
-                float2 f0 = __half22float2(__half2(h0)), f1 = __half22float2(__half2(h1));
-                wv[4 * i] = f0.x * sc[u];
-                wv[4 * i + 1] = f0.y * sc[u];
-                wv[4 * i + 2] = f1.x * sc[u];
-                wv[4 * i + 3] = f1.y * sc[u];
-            }
+            for (int i = 0; i < 4; i++) cu_fp8x4(uu[i], sc[u], wv + 4 * i);
         }
 #pragma unroll
         for (int v = 0; v < VPC; v++) {

@@ -271,15 +271,7 @@ __device__ __forceinline__ void ld_chunk(const cu_wview &w, int n, int c, float 
         } else {
             float s = w.scale[(size_t)(n >> 7) * (size_t)w.scale_cols + (size_t)((c * V) >> 7)];
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
-                __half2_raw h0 = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(u[i] & 0xffff), __NV_E4M3);
-                __half2_raw h1 = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(u[i] >> 16), __NV_E4M3);
-                float2 f0 = __half22float2(__half2(h0)), f1 = __half22float2(__half2(h1));
-                v[4 * i] = f0.x * s;
-                v[4 * i + 1] = f0.y * s;
-                v[4 * i + 2] = f1.x * s;
-                v[4 * i + 3] = f1.y * s;
-            }
+            for (int i = 0; i < 4; i++) cu_fp8x4(u[i], s, v + 4 * i);
         }
     }
 }
@@ -413,11 +405,9 @@ __device__ __forceinline__ float4 cvt4(const uint4 &q, int i4, float s, float t 
         return make_float4(cu_fp8_scaled(a & 0xffu, s, s120), cu_fp8_scaled((a >> 8) & 0xffu, s, s120),
                            cu_fp8_scaled((a >> 16) & 0xffu, s, s120), cu_fp8_scaled(a >> 24, s, s120));
     } else {
-        uint32_t a = u[i4];
-        __half2_raw h0 = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(a & 0xffff), __NV_E4M3);
-        __half2_raw h1 = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(a >> 16), __NV_E4M3);
-        float2 f0 = __half22float2(__half2(h0)), f1 = __half22float2(__half2(h1));
-        return make_float4(f0.x * s, f0.y * s, f1.x * s, f1.y * s);
+        float v[4];
+        cu_fp8x4(u[i4], s, v);
+        return make_float4(v[0], v[1], v[2], v[3]);
     }
 }
 

@@ -159,6 +159,35 @@ __device__ __forceinline__ void wm_load_q(const fa_params &p, unsigned char *Qs,
     }
 }
 
+/* The block's results: warpgroup wg's O half (o[4j + e]: head hA (e < 2) or hA + 8, column 256 wg + 8j + 2t + (e & 1))
+ * to the split's partials, and (all threads, a block barrier) the heads' (max, sum) with the two warpgroups' row sums
+ * (lA, lB: this thread's part) added through red_sum [2][64]; mA, mB: the running max, the same in both warpgroups */
+__device__ __forceinline__ void wm_store_out(const fa_params &p, const float (&o)[128], size_t base_o, int wg, int t, int hA,
+                                             float mA, float mB, float lA, float lB, float *red_sum) {
+    int hB = hA + 8;
+#pragma unroll
+    for (int j = 0; j < 32; j++) {
+        int col = 256 * wg + 8 * j + 2 * t;
+        *(float2 *)(p.part + (base_o + hA) * TC_C + col) = make_float2(o[4 * j], o[4 * j + 1]);
+        *(float2 *)(p.part + (base_o + hB) * TC_C + col) = make_float2(o[4 * j + 2], o[4 * j + 3]);
+    }
+    lA += __shfl_xor_sync(0xffffffffu, lA, 1);
+    lA += __shfl_xor_sync(0xffffffffu, lA, 2);
+    lB += __shfl_xor_sync(0xffffffffu, lB, 1);
+    lB += __shfl_xor_sync(0xffffffffu, lB, 2);
+    if (t == 0) {
+        red_sum[wg * WM_HEADS + hA] = lA;
+        red_sum[wg * WM_HEADS + hB] = lB;
+    }
+    __syncthreads();
+    if (wg == 0 && t == 0) {
+        p.ml[(base_o + hA) * 2] = mA;
+        p.ml[(base_o + hA) * 2 + 1] = red_sum[hA] + red_sum[WM_HEADS + hA];
+        p.ml[(base_o + hB) * 2] = mB;
+        p.ml[(base_o + hB) * 2 + 1] = red_sum[hB] + red_sum[WM_HEADS + hB];
+    }
+}
+
 /* TMA: the rows by tensor-map copies (km: the cache as [rows, 1152] bytes, boxes of 128 bytes x br rows; br = the
  * page size up to 64, else 64); else by cp.async (km unused) */
 template <bool TMA>
@@ -283,28 +312,7 @@ __global__ void __launch_bounds__(WM_THREADS, 1) mla_decode_wg_kernel(const __gr
         wg_wait0();
     }
 
-    /* o[4j + e]: head hA (e < 2) or hB, column 256 wg + 8j + 2t + (e & 1) */
-#pragma unroll
-    for (int j = 0; j < 32; j++) {
-        int col = 256 * wg + 8 * j + 2 * t;
-        *(float2 *)(p.part + (base_o + hA) * TC_C + col) = make_float2(o[4 * j], o[4 * j + 1]);
-        *(float2 *)(p.part + (base_o + hB) * TC_C + col) = make_float2(o[4 * j + 2], o[4 * j + 3]);
-    }
-    lA += __shfl_xor_sync(0xffffffffu, lA, 1);
-    lA += __shfl_xor_sync(0xffffffffu, lA, 2);
-    lB += __shfl_xor_sync(0xffffffffu, lB, 1);
-    lB += __shfl_xor_sync(0xffffffffu, lB, 2);
-    if (t == 0) {
-        red_sum[wg * WM_HEADS + hA] = lA;
-        red_sum[wg * WM_HEADS + hB] = lB;
-    }
-    __syncthreads();
-    if (wg == 0 && t == 0) {   /* both warpgroups hold the same running max */
-        p.ml[(base_o + hA) * 2] = mA;
-        p.ml[(base_o + hA) * 2 + 1] = red_sum[hA] + red_sum[WM_HEADS + hA];
-        p.ml[(base_o + hB) * 2] = mB;
-        p.ml[(base_o + hB) * 2 + 1] = red_sum[hB] + red_sum[WM_HEADS + hB];
-    }
+    wm_store_out(p, o, base_o, wg, t, hA, mA, mB, lA, lB, red_sum);   /* both warpgroups hold the same running max */
 }
 
 /* ---- v2: FlashMLA's schedule (DSINFER_CUDA_MLA_WG=2; the TMA form only) ------------------------------------------
@@ -599,7 +607,7 @@ __global__ void __launch_bounds__(WM_THREADS, 1) mla_decode_wg2_kernel(const __g
     /* w through a shuffle: the compiler then knows it is the same in a warp, so the MMAs under `own` / `oth` below
      * are not in a divergent path (which would make ptxas serialize every wgmma) */
     int warp = threadIdx.x >> 5, w = __shfl_sync(0xffffffffu, warp >> 2, 0), lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    int hA = 16 * (warp & 3) + g, hB = hA + 8;   /* this thread's two heads (rows of every accumulator) */
+    int hA = 16 * (warp & 3) + g;   /* this thread's two heads (rows of every accumulator): hA, hA + 8 */
     if (c_begin >= c_end) {
         mla_empty_split(p, base_o, WM_HEADS);
         return;
@@ -638,28 +646,7 @@ __global__ void __launch_bounds__(WM_THREADS, 1) mla_decode_wg2_kernel(const __g
     if (k == nt) w2_step<false, true>(s, o, &km, pt, p, k);   /* the other's last tile */
     float mA = s.mA, mB = s.mB, lA = s.lA, lB = s.lB;
 
-    /* o[4j + e]: head hA (e < 2) or hB, column 256 w + 8j + 2t + (e & 1) */
-#pragma unroll
-    for (int j = 0; j < 32; j++) {
-        int col = 256 * w + 8 * j + 2 * t;
-        *(float2 *)(p.part + (base_o + hA) * TC_C + col) = make_float2(o[4 * j], o[4 * j + 1]);
-        *(float2 *)(p.part + (base_o + hB) * TC_C + col) = make_float2(o[4 * j + 2], o[4 * j + 3]);
-    }
-    lA += __shfl_xor_sync(0xffffffffu, lA, 1);
-    lA += __shfl_xor_sync(0xffffffffu, lA, 2);
-    lB += __shfl_xor_sync(0xffffffffu, lB, 1);
-    lB += __shfl_xor_sync(0xffffffffu, lB, 2);
-    if (t == 0) {
-        red_sum[w * WM_HEADS + hA] = lA;
-        red_sum[w * WM_HEADS + hB] = lB;
-    }
-    __syncthreads();
-    if (w == 0 && t == 0) {   /* both warpgroups end with the last tile's running max */
-        p.ml[(base_o + hA) * 2] = mA;
-        p.ml[(base_o + hA) * 2 + 1] = red_sum[hA] + red_sum[WM_HEADS + hA];
-        p.ml[(base_o + hB) * 2] = mB;
-        p.ml[(base_o + hB) * 2 + 1] = red_sum[hB] + red_sum[WM_HEADS + hB];
-    }
+    wm_store_out(p, o, base_o, w, t, hA, mA, mB, lA, lB, red_sum);   /* both warpgroups end with the last tile's running max */
 }
 
 int cu_mla_wg_on(int kv_layout, int H) { return cu_mla_wg && kv_layout == CU_KV_BF16 && H >= WM_HEADS && H % WM_HEADS == 0; }
