@@ -1108,6 +1108,16 @@ if want end15b; then
     step rows_$dt 120 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype $dt --batch 1,2,4,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s15-end2-$dt
   done
 fi
+# rev15: the review commit 3b6fb80 (cu_fp8x4, wm_store_out): the mla, f8codes, f8c and w8small op tests, the goldens,
+# `bench --mla`
+if want rev15; then
+  step ops_mla 200 env DSINFER_OPS_ONLY=mla $B/test_cuda_ops
+  step ops_codes 120 env DSINFER_OPS_ONLY=f8codes $B/test_cuda_ops
+  step ops_f8c 120 env DSINFER_OPS_ONLY=f8c $B/test_cuda_ops
+  step ops_w8s 120 env DSINFER_OPS_ONLY=w8small $B/test_cuda_ops
+  step golden 150 $B/test_cuda_golden
+  step mla_bf 60 $B/dsinfer bench --mla --kv-cache-dtype bf16
+fi
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"
