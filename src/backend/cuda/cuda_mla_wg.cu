@@ -322,16 +322,17 @@ __global__ void __launch_bounds__(WM_THREADS, 1) mla_decode_wg_kernel(const __gr
  * Here warpgroup w owns the tiles k with k % 2 == w (ring slot w) and computes their whole S (m64n64k16: 4 KB a 131
  * KFLOP step, Q read once a tile), its softmax and P. O's columns stay split: warpgroup w holds O[64 heads][256 w ..
  * 256 w + 255] and adds every tile in order, its own tiles' P from registers (the S accumulator's layout is wgmma's
- * A fragment), the other's P from shared memory. While one warpgroup runs its softmax, the other's MMAs keep the
- * tensor cores busy. Shared memory: Q's first 512 columns (64 KB), P of each warpgroup (2 x 8 KB), two tiles (144
- * KB); Q's last 64 columns (the RoPE part) are held in registers as the A operand of the scores' last four k-steps
- * (staged through P's first buffer once), which is what lets it fit in 227 KB.
- * Per own tile k, warpgroup w: wait for the tile (full[w]); issue S_k; add the other's tile k - 1 (wait ready[1 -
- * w], rescale O by its factor, O += P_{k-1} V_{k-1}); once S_k is done: the running max from tile k - 1, P_k, its
- * row sums, publish (m_k, c_k, P_k) and arrive on ready[w]; O *= c_k, O += P_k V_k; arrive on empty[w] (the other
- * warpgroup arrives there after its use of tile k), and the warpgroup's first thread, once empty[w] completes,
- * copies tile k + 2 into slot w. The arithmetic is v1's (the same P values, O in the same tile order); the row sums
- * meet in another order. */
+ * A fragment), the other's P from shared memory. Shared memory: Q (72 KB), one P buffer (8 KB: each P is read once, by
+ * the other warpgroup, which waits for that read before its own softmax writes the next), two tiles (144 KB).
+ * Per own tile k, warpgroup w: add the other's tile k - 1 first (wait ready[1 - w], rescale O by its factor, O +=
+ * P_{k-1} V_{k-1}), so its slot is released early; wait for tile k (full[w]) and issue S_k; once the other's P V is
+ * done, arrive on empty[1 - w]; once S_k is done: the running max from tile k - 1, P_k (registers and the buffer),
+ * its row sums, publish (m_k, c_k) and arrive on ready[w]; O *= c_k, O += P_k V_k; arrive on empty[w], and once
+ * empty[w] completes (the other warpgroup's arrival after its use of tile k) the warpgroup's first thread copies tile
+ * k + 2 into slot w. The softmax runs in one warp a sub-partition while the other warpgroup waits for it, so it is
+ * written for instruction-level parallelism (KERNELS.md, fifteenth session: 2,100 -> 690 cycles a tile). The
+ * arithmetic is v1's up to roundings: P = exp2(s * scale * log2 e - m * log2 e), the row sums over the fp32 P (v1:
+ * __expf and the BF16 P); O in the same tile order. */
 #define W2_Q_B WM_TILE_B   /* Q, all 576 columns */
 #define W2_SMEM (W2_Q_B + WM_CHUNK_B + 2 * WM_TILE_B + 6 * WM_HEADS * sizeof(float) + 6 * sizeof(uint64_t) + 1024)
 static_assert(W2_SMEM <= 227 * 1024, "mla_decode_wg2_kernel: Q, one P buffer and two tiles must fit");
