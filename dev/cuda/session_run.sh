@@ -994,6 +994,7 @@ if want wg2b15; then
   done
   rm -f $OUT/mla_wg*.log
 fi
+# (Historical: the v3 kernel was removed in 708f884, so today DSINFER_CUDA_MLA_WG=3 runs v1; kept as run 4 ran it, tree 834094d.)
 # wg3_15: v3 (DSINFER_CUDA_MLA_WG=3: the slot refilled in three parts): the mla op tests (v2 and v3 cases), `bench --mla`
 # v1 / v2 / v3 twice, ncu's stall reasons of v3's first 128-head launch
 if want wg3_15; then
@@ -1032,6 +1033,7 @@ if want prof15b; then
   cat $OUT/mutants.txt
   rm -f $OUT/mla_wg*.log $OUT/test_cuda_ops_mut_*.log
 fi
+# (Historical: c3ed4a8's form was reverted in d4ccce1 and DSINFER_CUDA_MLA_WG2_NB no longer exists; kept as run 8 ran it.)
 # prof15c: v2 releasing the other's slot after 8 more k-steps of S (not after all of S's issue), and with 12 k-steps of
 # S before the other's tile (DSINFER_CUDA_MLA_WG2_NB=12): the mla op tests with both, the mutants, `bench --mla` v1 / v2 /
 # v2 NB=12 twice, block 0's phase stamps of both
