@@ -1077,6 +1077,26 @@ if want absq15; then
   cat $OUT/mutants.txt
   rm -f $OUT/dec_abs*.log $OUT/test_cuda_ops_mut_*.log
 fi
+# f8cl16: the W8A8 GEMM's split-K sum inside thread-block clusters (DSINFER_CUDA_F8_CLUSTER=1, cuda_fp8_wgmma.cu
+# cl_sum_store): its op tests (the same bits as the reduce kernel's path where both split alike), `bench
+# --ops` at 64 and 128 rows on and off, FP8 decode rows at 2 .. 256 on and off (alternated twice)
+if want f8cl16; then
+  step ops_f8cl 150 env DSINFER_OPS_ONLY=f8cl $B/test_cuda_ops
+  for v in 0 1; do
+    step ops_cl$v 150 env DSINFER_CUDA_F8_CLUSTER=$v $B/dsinfer bench --ops --ops-m 64,128
+  done
+  for r in 1 2; do
+    for v in 0 1; do
+      step dec_cl$v 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_F8_CLUSTER=$v $B/dsinfer bench --dtype fp8 --batch 2,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s16-fp8-cl$v
+    done
+  done
+fi
+# f8cl16m: f8cl16's mutants and goldens with the cluster sum on; then the kernels of one FP8 b64 step (ncu, graphs off)
+if want f8cl16m; then
+  for f in .deps/bin/test_cuda_ops_mut_cl_*; do [ -x "$f" ] && mutant $f f8cl '' 150; done
+  step golden_cl 150 env DSINFER_CUDA_F8_CLUSTER=1 $B/test_cuda_golden
+  DSINFER_CUDA_F8_CLUSTER=${CL:-0} ncu_step ncu_fp8_b64 fp8 64 --launch-count 1000
+fi
 # end15: the session's defaults (MLA v2, absorb v3): the mla op tests, goldens, test_cuda_model, the rows FP8 / BF16
 # at 1 .. 256, ctx 1K
 if want end15; then

@@ -637,6 +637,12 @@ extern int cu_f8_tickets;
  * DSINFER_CUDA_F8_SPLIT_KB (default 4): the fewest 128-column stages cu_f8_splits gives a split;
  * DSINFER_CUDA_F8_REDUCE_VEC (default 0, opt-in until timed): the split-K sum four values a thread (the same bits) */
 extern int cu_f8_preload, cu_f8_split_kb, cu_f8_reduce_vec;
+/* DSINFER_CUDA_F8_CLUSTER (default 0 until timed): up to DSINFER_CUDA_F8_CLUSTER_MAX_M rows (default 256) the W8A8
+ * GEMM's K splits (more than one) run as one thread-block cluster a tile and are summed through distributed shared
+ * memory in z order (the reduce kernel's additions: the same bits while the splits are at most 8, the portable
+ * cluster size; more are merged into 8), the result stored by the GEMM: no partial buffer, no reduce launch. Above
+ * 64 rows this puts the cp.async kernel (two warpgroups) in the TMA kernel's place. */
+extern int cu_f8_cluster, cu_f8_cluster_max_m;
 /* shared pieces of the own W8A8 linears: x [M, K] fp32 -> codes q [M, K] and scales s [M][K/128]
  * (moe_rows_fp8_kernel); out[i] = sum over z < ks of part[z n + i], in z order */
 void cu_rows_fp8_f32(unsigned char *q, float *s, const float *x, int M, int K);

@@ -124,6 +124,84 @@ __device__ __forceinline__ void wg_load_stage(unsigned char *st, const unsigned 
     }
 }
 
+/* ---- split K summed inside a thread-block cluster (DSINFER_CUDA_F8_CLUSTER) ----
+ * The ks splits of one output tile are the ks blocks of one cluster (cluster dims 1 x 1 x ks, grid z = ks, so a
+ * block's rank in its cluster is blockIdx.z). Each block puts its partial tile into its own shared memory; after a
+ * cluster barrier, block z sums a 1/ks share of the tile's rows over the ks partials, read from the blocks' shared
+ * memories (PTX ISA "distributed shared memory": mapa + ld.shared::cluster) in z order, and stores the result: the
+ * additions and order of f8_reduce_kernel (v = p_0; v += p_z), with no partial buffer and no second launch. A
+ * second cluster barrier keeps every block's shared memory alive until its readers are done. */
+#define CL_MAX_KS 8    /* the portable cluster size */
+#define CL_LD 136      /* floats a row of the partial tile in shared memory: 128 + 8 (a float2 store of 8 rows x 4
+                        * lanes covers the 32 banks twice, the fewest wavefronts for 256 bytes) */
+
+__device__ __forceinline__ void cl_sync(void) {
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+/* the shared-memory address a of this block, as block `rank` of the cluster has it */
+__device__ __forceinline__ uint32_t cl_map(uint32_t a, int rank) {
+    uint32_t r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(rank));
+    return r;
+}
+__device__ __forceinline__ float4 cl_ld4(uint32_t a) {
+    float4 v;
+    asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(a) : "memory");
+    return v;
+}
+
+/* The cluster's sum of this block's partial tot (wg_store's positions; rl0: the thread's first row within the
+ * block's 64 WG rows) into out [M, N] (the result, row stride N): rows m0 .. m0 + 64 WG - 1, columns n0 .. n0 + 127,
+ * rows past M and columns past N not stored. Every thread of every block of the cluster calls it (barriers). */
+template <int WG>
+__device__ __forceinline__ void cl_sum_store(const float (&tot)[64], unsigned char *sm, float *out, int N, int M, int m0,
+                                             int n0, int rl0, int lane) {
+    const int T = WG * 128, ROWS = 64 * WG, ks = gridDim.z, rank = blockIdx.z;
+    float *tile = (float *)sm;   /* [ROWS][CL_LD]: the ring's stages, free once every warpgroup's MMAs are done */
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < 16; j++)
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+            *(float2 *)&tile[(rl0 + 8 * h) * CL_LD + 8 * j + 2 * (lane & 3)] = make_float2(tot[4 * j + 2 * h], tot[4 * j + 2 * h + 1]);
+    cl_sync();
+    /* this block's rows: rank, rank + ks, ... (local); item f = the thread's t + T u: local row index f / 32,
+     * float4 column f % 32. With ks >= 2 a block has at most ROWS / 2 rows: 16 ROWS items, U = 8 a thread. */
+    constexpr int U = 16 * ROWS / T;
+    const int nrows = (ROWS - rank + ks - 1) / ks;
+    const uint32_t base = cu_smem_addr(tile);
+    float4 s[U];
+    for (int z = 0; z < ks; z++) {
+        uint32_t pz = cl_map(base, z);
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            int f = threadIdx.x + T * u, row = rank + ks * (f >> 5);
+            if ((f >> 5) < nrows && m0 + row < M) {
+                float4 v = cl_ld4(pz + 4u * (uint32_t)(row * CL_LD + 4 * (f & 31)));
+                if (z == 0) s[u] = v;
+                else {
+                    s[u].x += v.x; s[u].y += v.y; s[u].z += v.z; s[u].w += v.w;
+                }
+            }
+        }
+    }
+    const bool vec = (N & 3) == 0 && ((uintptr_t)out & 15) == 0;
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        int f = threadIdx.x + T * u, row = rank + ks * (f >> 5), n = n0 + 4 * (f & 31);
+        if ((f >> 5) >= nrows || m0 + row >= M || n >= N) continue;
+        float *o = out + (size_t)(m0 + row) * N + n;
+        if (vec) *(float4 *)o = s[u];
+        else {
+            o[0] = s[u].x;
+            if (n + 1 < N) o[1] = s[u].y;
+            if (n + 2 < N) o[2] = s[u].z;
+            if (n + 3 < N) o[3] = s[u].w;
+        }
+    }
+    cl_sync();
+}
+
 /* One weight of f8_wgmma_kernel: w [N, K] e4m3 with scales ws [ceil(N/128)][ws_cols]; out: the result [M, N], or
  * with split K its partials (out + z M N); fin: the result when the kernel sums the partials (tickets) */
 typedef struct {
@@ -140,7 +218,7 @@ typedef struct {
  * tickets (split K only; NULL: f8_reduce_kernel sums): t.out is then the partials' buffer and t.fin [M, N] the
  * result: a split stores its partial, takes the tile's ticket (tickets[y gridDim.x + x], zero before the
  * launch); the last of the tile's splits puts it back to zero and writes the sum in z order to t.fin. */
-template <int WG>
+template <int WG, bool CL = false>
 __global__ void __launch_bounds__(WG * 128) f8_wgmma_kernel(f8_wt wa, f8_wt wb, int nb_a, const unsigned char *xq,
                                                           const float *xs, int M, int K, int kc, int *tickets,
                                                           int preload) {
@@ -198,6 +276,10 @@ __global__ void __launch_bounds__(WG * 128) f8_wgmma_kernel(f8_wt wa, f8_wt wb, 
         wg_promote(tot, acc, s0 * swb, s1 * swb);
     }
     cu_cp_async_wait<0>();
+    if (CL) {   /* the splits are one cluster: summed through distributed shared memory into out (the result) */
+        cl_sum_store<WG>(tot, sm, out, N, M, m0, n0, r0 - m0, lane);
+        return;
+    }
     wg_store(tot, out + (size_t)blockIdx.z * M * N + n0, (size_t)N, r0, r1, M, n0, N, lane);
     if (!tickets) return;
     __shared__ int last;
@@ -439,6 +521,8 @@ void cu_f8_wgmma_init(void) {
 
     CUDA_CHECK(cudaFuncSetAttribute(f8_wgmma_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)wg_smem_bytes(1)));
     CUDA_CHECK(cudaFuncSetAttribute(f8_wgmma_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)wg_smem_bytes(2)));
+    CUDA_CHECK(cudaFuncSetAttribute(f8_wgmma_kernel<1, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)wg_smem_bytes(1)));
+    CUDA_CHECK(cudaFuncSetAttribute(f8_wgmma_kernel<2, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)wg_smem_bytes(2)));
 }
 
 /* The K splits of an M x N x K product (K % 128 == 0): split when the blocks (64-row blocks up to 64 rows,
@@ -471,6 +555,39 @@ static int *f8_tickets(ds_cuda_backend *cb, int tiles) {
     return cb->f8_tickets;
 }
 
+int cu_f8_cluster = 0;           /* DSINFER_CUDA_F8_CLUSTER (backend creation) */
+int cu_f8_cluster_max_m = 256;   /* DSINFER_CUDA_F8_CLUSTER_MAX_M */
+
+/* The cp.async kernel with its ks K splits (kc columns each; at most CL_MAX_KS after the cap below) as one cluster
+ * each: the results straight into out1 (and out2), no partials. Split as cu_f8_splits (the same bits as the reduce
+ * kernel's path); more splits than a cluster holds are merged into CL_MAX_KS longer ones. */
+template <int WG>
+static void cluster_gemm(const unsigned char *q, const float *qs, int M, int K, const ds_weight *w1, float *out1,
+                         const ds_weight *w2, float *out2, int nb, int nb1, int mb, int ks, int kc) {
+    if (ks > CL_MAX_KS) {
+        kc = (K / WG_BK + CL_MAX_KS - 1) / CL_MAX_KS * WG_BK;
+        ks = (K + kc - 1) / kc;
+    }
+    f8_wt a = {(const unsigned char *)w1->data, w1->scale, w1->scale_cols, w1->rows, out1, out1};
+    f8_wt b = w2 ? f8_wt{(const unsigned char *)w2->data, w2->scale, w2->scale_cols, w2->rows, out2, out2} : a;
+    cudaLaunchAttribute at[2];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = 1;
+    at[0].val.clusterDim.y = 1;
+    at[0].val.clusterDim.z = (unsigned)ks;
+    at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[1].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)nb, (unsigned)mb, (unsigned)ks);
+    cfg.blockDim = dim3(WG * 128);
+    cfg.dynamicSmemBytes = wg_smem_bytes(WG);
+    cfg.stream = cu_stream;
+    cfg.attrs = at;
+    cfg.numAttrs = CU_F8_PDL ? 2 : 1;
+    CUDA_CHECK(cudaLaunchKernelEx(&cfg, f8_wgmma_kernel<WG, true>, a, b, nb1, q, qs, M, K, kc, (int *)NULL, cu_f8_preload));
+    CUDA_LAUNCH_CHECK();
+}
+
 /* The cp.async kernel (WG warpgroups) over the column blocks of w1, and of w2 when not NULL (two weights of one
  * input in one launch), for codes q [M, K] with scales qs [M][K/128]: out1 [M, N1] (and out2 [M, N2]). Split in K
  * by cu_f8_splits over both weights' blocks; the splits' partials (ws_f8part: w1's, then w2's) summed in the
@@ -481,6 +598,10 @@ static void cpasync_gemm(ds_cuda_backend *cb, const unsigned char *q, const floa
     int N1 = w1->rows, N2 = w2 ? w2->rows : 0, kc;
     int nb1 = (N1 + WG_BN - 1) / WG_BN, nb2 = (N2 + WG_BN - 1) / WG_BN, mb = (M + 64 * WG - 1) / (64 * WG);
     int ks = cu_f8_splits(M, (nb1 + nb2) * WG_BN, K, cb->n_sm, &kc);
+    if (cu_f8_cluster && M <= cu_f8_cluster_max_m && ks > 1) {
+        cluster_gemm<WG>(q, qs, M, K, w1, out1, w2, out2, nb1 + nb2, nb1, mb, ks, kc);
+        return;
+    }
     float *p1 = ks > 1 ? (float *)cu_ws_get(&cb->ws_f8part, (size_t)ks * M * (N1 + N2) * 4) : out1;
     float *p2 = ks > 1 ? p1 + (size_t)ks * M * N1 : out2;
     int *tk = ks > 1 && ks <= F8_TICKET_MAX_KS ? f8_tickets(cb, (nb1 + nb2) * mb) : NULL;
@@ -501,7 +622,9 @@ static void cpasync_gemm(ds_cuda_backend *cb, const unsigned char *q, const floa
 void cu_f8_wgmma_gemm(ds_cuda_backend *cb, float *out, const unsigned char *q, const float *qs, const ds_weight *w, int M) {
     int N = w->rows, K = w->cols, wgs = M <= 64 ? 1 : 2;
     CUtensorMap ta, tb;
-    if (wgs == 2 && cu_fp8_tma && encode_tiled && tma_map(&ta, q, M, K) && tma_map(&tb, w->data, N, K)) {
+    int kc1, cl = cu_f8_cluster && M <= cu_f8_cluster_max_m &&   /* the cp.async kernel, split K summed in its clusters */
+                  cu_f8_splits(M, N, K, cb->n_sm, &kc1) > 1;
+    if (wgs == 2 && !cl && cu_fp8_tma && encode_tiled && tma_map(&ta, q, M, K) && tma_map(&tb, w->data, N, K)) {
         int mb = (M + 127) / 128, nb = (N + WG_BN - 1) / WG_BN, kc;
         int ks = cu_f8_splits(M, N, K, cb->n_sm, &kc);
         float *part = ks > 1 ? (float *)cu_ws_get(&cb->ws_f8part, (size_t)ks * M * N * 4) : out;

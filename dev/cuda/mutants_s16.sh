@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The mutated builds for session_run.sh f8cl16 (after dev/cuda/pack.sh; then `tar cJf .deps.tar.xz .deps`): each must
+# fail `DSINFER_OPS_ONLY=f8cl test_cuda_ops` (the W8A8 split-K sum inside a cluster, cuda_fp8_wgmma.cu cl_sum_store).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+m=dev/cuda/build_mutant.sh
+F=src/backend/cuda/cuda_fp8_wgmma.cu
+# the last split left out of the sum
+bash $m cl_last $F '    for (int z = 0; z < ks; z++) {
+        uint32_t pz = cl_map(base, z);' '    for (int z = 0; z < ks - 1; z++) {
+        uint32_t pz = cl_map(base, z);'
+# the splits summed in reverse order (the same sum in exact arithmetic, other bits in fp32)
+bash $m cl_order $F 'uint32_t pz = cl_map(base, z);' 'uint32_t pz = cl_map(base, ks - 1 - z);'
+# the rows of one block read for another's share (rank 0's rows everywhere)
+bash $m cl_rows $F 'float4 v = cl_ld4(pz + 4u * (uint32_t)(row * CL_LD + 4 * (f & 31)));' 'float4 v = cl_ld4(pz + 4u * (uint32_t)(ks * (f >> 5) * CL_LD + 4 * (f & 31)));'
