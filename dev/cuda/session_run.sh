@@ -1091,11 +1091,21 @@ if want f8cl16; then
     done
   done
 fi
-# f8cl16m: f8cl16's mutants and goldens with the cluster sum on; then the kernels of one FP8 b64 step (ncu, graphs off)
+# f8cl16m: f8cl16's mutants and goldens with the cluster sum on
 if want f8cl16m; then
+  step ops_f8cl 150 env DSINFER_OPS_ONLY=f8cl $B/test_cuda_ops
   for f in .deps/bin/test_cuda_ops_mut_cl_*; do [ -x "$f" ] && mutant $f f8cl '' 150; done
   step golden_cl 150 env DSINFER_CUDA_F8_CLUSTER=1 $B/test_cuda_golden
-  DSINFER_CUDA_F8_CLUSTER=${CL:-0} ncu_step ncu_fp8_b64 fp8 64 --launch-count 1000
+fi
+# ncu64: the kernels of one FP8 b64 step (ncu, graphs off; DSINFER_CUDA_F8_CLUSTER=$CL, default 0)
+want ncu64 && DSINFER_CUDA_F8_CLUSTER=${CL:-0} ncu_step ncu_fp8_b64 fp8 64 --launch-count 1000
+# ncufull16: ncu's full sections of the W8A8 GEMM and its reduce at 64 rows (`bench --ops`, the first shape: V3 q_a + kv_a
+# 2112 x 7168), and of the small kernels of one FP8 b64 decode step (router, grouping, norms, the MLA combine, the
+# dense W8A8 chain), graphs off
+if want ncufull16; then
+  step ncu_full_ops 200 ncu --set full -k regex:'f8_wgmma|f8_reduce|rows_fp8' --launch-skip 6 --launch-count 3 $B/dsinfer bench --ops --ops-m 64
+  N=$(nf fp8 64); echo "fp8 b64: profiling forward $N"
+  step ncu_full_b64 250 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=$N ncu --profile-from-start off --set full -k regex:'router_fused|group_v2|f8_wgmma|f8_reduce|rmsnorm|mla_combine|moe_combine|qkv_finish|moe_rows|rows_fp8|silu_quant' --launch-count 14 $B/dsinfer bench --dtype fp8 --batch 64 --ctx 1K --prompt '' --steps 2
 fi
 # end15: the session's defaults (MLA v2, absorb v3): the mla op tests, goldens, test_cuda_model, the rows FP8 / BF16
 # at 1 .. 256, ctx 1K
