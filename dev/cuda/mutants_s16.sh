@@ -13,3 +13,8 @@ bash $m cl_last $F '    for (int z = 0; z < ks; z++) {
 bash $m cl_order $F 'uint32_t pz = cl_map(base, z);' 'uint32_t pz = cl_map(base, ks - 1 - z);'
 # the rows of one block read for another's share (rank 0's rows everywhere)
 bash $m cl_rows $F 'float4 v = cl_ld4(pz + 4u * (uint32_t)(row * CL_LD + 4 * (f & 31)));' 'float4 v = cl_ld4(pz + 4u * (uint32_t)(ks * (f >> 5) * CL_LD + 4 * (f & 31)));'
+# f8_tma1_kernel (DSINFER_OPS_ONLY=f8t1): a slot refilled with the stage before the one it is due (the "wide" case's
+# splits of 5 stages refill one slot)
+bash $m t1_refill $F 'tma_load(sm + slot * T1_STAGE + 64 * WG_BK, tb, (kb + T1_ST) * WG_BK, n0, &full[slot]);' 'tma_load(sm + slot * T1_STAGE + 64 * WG_BK, tb, (kb + T1_ST - 1) * WG_BK, n0, &full[slot]);'
+# linear2's second weight read through the first one's map
+bash $m t1_map2 $F 'const CUtensorMap *tb = second ? &tb2 : &tb1;' 'const CUtensorMap *tb = &tb1;'

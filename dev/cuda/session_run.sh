@@ -1107,6 +1107,22 @@ if want ncufull16; then
   N=$(nf fp8 64); echo "fp8 b64: profiling forward $N"
   step ncu_full_b64 250 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=$N ncu --profile-from-start off --set full -k regex:'router_fused|group_v2|f8_wgmma|f8_reduce|rmsnorm|mla_combine|moe_combine|qkv_finish|moe_rows|rows_fp8|silu_quant' --launch-count 14 $B/dsinfer bench --dtype fp8 --batch 64 --ctx 1K --prompt '' --steps 2
 fi
+# f8t116: the one-warpgroup W8A8 GEMM with TMA stages (DSINFER_CUDA_F8_TMA1=1, f8_tma1_kernel): op tests (the same bits as
+# the cp.async kernel), its mutants, `bench --ops` at 64 rows on and off, FP8 decode rows 2 .. 64 on and off
+# (alternated twice), goldens with it on
+if want f8t116; then
+  step ops_f8t1 150 env DSINFER_OPS_ONLY=f8t1 $B/test_cuda_ops
+  for f in .deps/bin/test_cuda_ops_mut_t1_*; do [ -x "$f" ] && mutant $f f8t1 '' 150; done
+  for v in 0 1; do
+    step ops_t1$v 150 env DSINFER_CUDA_F8_TMA1=$v $B/dsinfer bench --ops --ops-m 64
+  done
+  for r in 1 2; do
+    for v in 0 1; do
+      step dec_t1$v 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_F8_TMA1=$v $B/dsinfer bench --dtype fp8 --batch 2,8,32,64 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s16-fp8-t1$v
+    done
+  done
+  step golden_t1 150 env DSINFER_CUDA_F8_TMA1=1 $B/test_cuda_golden
+fi
 # end15: the session's defaults (MLA v2, absorb v3): the mla op tests, goldens, test_cuda_model, the rows FP8 / BF16
 # at 1 .. 256, ctx 1K
 if want end15; then

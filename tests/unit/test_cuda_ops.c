@@ -1094,7 +1094,7 @@ static void free_setup(setup *s) {
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
 static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf | side | linear2 | kvb | qkv | router | w8small
-                            * | f8cl | f8lab (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
+                            * | f8cl | f8t1 | f8lab (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
                             * run_side_stream, run_linear2, run_kvb_copy, run_qkv_finish, run_router, run_w8a8_small or
                             * run_f8_lab */
 
@@ -1567,11 +1567,12 @@ static void run_combine2(void) {
     check_combine2("h20-cb2", "configs/deepseek-v2-lite.json", 20, 3, 700);
 }
 
-/* One W8A8 linear (w2 NULL) or linear2 of x on a fresh backend with DSINFER_CUDA_F8_CLUSTER=flag (process-wide, read
- * at creation), twice (the second launch finds what the first left), into o1 (o2) poisoned first */
-static void f8cl_run(setup *s, const char *flag, const wpair *w1, const wpair *w2, const buf *x, buf *o1, buf *o2, int M) {
+/* One W8A8 linear (w2 NULL) or linear2 of x on a fresh backend with env=flag (process-wide, read at creation), twice
+ * (the second launch finds what the first left), into o1 (o2) poisoned first */
+static void f8alt_run(setup *s, const char *env, const char *flag, const wpair *w1, const wpair *w2, const buf *x, buf *o1,
+                      buf *o2, int M) {
     char err[DS_ERRLEN];
-    ds_backend *gpu = w8_backend_with(s, "DSINFER_CUDA_F8_CLUSTER", flag, err);
+    ds_backend *gpu = w8_backend_with(s, env, flag, err);
     if (!gpu) { CHECKF(0, "%s", err); return; }
     buf_poison(o1);
     if (w2) buf_poison(o2);
@@ -1582,11 +1583,10 @@ static void f8cl_run(setup *s, const char *flag, const wpair *w1, const wpair *w
     gpu->destroy(gpu);
 }
 
-/* The W8A8 GEMM's K splits summed inside thread-block clusters (DSINFER_CUDA_F8_CLUSTER=1, cuda_fp8_wgmma.cu
- * cl_sum_store) against the reduce kernel's path (=0) on the same x: linear (N x K at each M) or, with N2 > 0,
- * linear2 (two weights; one launch up to 64 rows). `same`: both split K alike (at most 8 splits: K <= 4096), so the
- * outputs must be the same bits; always against the CPU on x quantized the same way (THR_W8A8). */
-static void check_f8_cluster(setup *s, const char *what, int N, int N2, int K, const int *Ms, int nM, int same) {
+/* A W8A8 path switched by env (=1) against the one it replaces (=0) on the same x: linear (N x K at each M) or, with
+ * N2 > 0, linear2 (two weights; one launch up to 64 rows). `same`: the outputs must be the same bits; always against
+ * the CPU on x quantized the same way (THR_W8A8). */
+static void check_f8_alt(setup *s, const char *env, const char *what, int N, int N2, int K, const int *Ms, int nM, int same) {
     wpair w1 = mk_weight(s, N, K, DS_DTYPE_F8_E4M3, 0.5f / sqrtf((float)K), what), w2;
     memset(&w2, 0, sizeof w2);
     if (N2) w2 = mk_weight(s, N2, K, DS_DTYPE_F8_E4M3, 0.5f / sqrtf((float)K), what);
@@ -1597,22 +1597,22 @@ static void check_f8_cluster(setup *s, const char *what, int N, int N2, int K, c
         buf x = buf_new(s, (size_t)M * K), a1 = buf_new(s, (size_t)M * N), b1 = buf_new(s, (size_t)M * N);
         buf a2 = buf_new(s, (size_t)M * (N2 ? N2 : 1)), b2 = buf_new(s, (size_t)M * (N2 ? N2 : 1));
         w8a8_input(&x, M, K);
-        f8cl_run(s, "0", &w1, N2 ? &w2 : NULL, &x, &a1, &a2, M);
-        f8cl_run(s, "1", &w1, N2 ? &w2 : NULL, &x, &b1, &b2, M);
+        f8alt_run(s, env, "0", &w1, N2 ? &w2 : NULL, &x, &a1, &a2, M);
+        f8alt_run(s, env, "1", &w1, N2 ? &w2 : NULL, &x, &b1, &b2, M);
         size_t diff = device_units_differ(s, a1.d, b1.d, a1.n + PAD, sizeof(float));
         if (N2) diff += device_units_differ(s, a2.d, b2.d, a2.n + PAD, sizeof(float));
-        printf("  %-8s W8A8 %s M=%d: cluster sum against the reduce kernel: %zu values differ%s\n", s->name, what, M, diff,
-               same ? "" : " (split differently: not required equal)");
-        if (same) CHECKF(diff == 0, "%s %s M=%d: the cluster sum changes %zu values", s->name, what, M, diff);
+        printf("  %-8s W8A8 %s M=%d: %s=1 against =0: %zu values differ%s\n", s->name, what, M, env, diff,
+               same ? "" : " (not required equal)");
+        if (same) CHECKF(diff == 0, "%s %s M=%d: %s=1 changes %zu values", s->name, what, M, env, diff);
         float *xq = malloc(sizeof(float) * (size_t)M * K);
         act_quant_ref(xq, x.h, M, K);
         char name[96];
         s->cpu->linear(s->cpu, b1.h, xq, &w1.h, M);
-        snprintf(name, sizeof name, "W8A8 cluster %s", what);
+        snprintf(name, sizeof name, "W8A8 %s %s", env + 12, what);
         compare(s, name, M, &b1, THR_W8A8, 0);
         if (N2) {
             s->cpu->linear(s->cpu, b2.h, xq, &w2.h, M);
-            snprintf(name, sizeof name, "W8A8 cluster %s (second)", what);
+            snprintf(name, sizeof name, "W8A8 %s %s (second)", env + 12, what);
             compare(s, name, M, &b2, THR_W8A8, 0);
         }
         free(xq);
@@ -1622,7 +1622,9 @@ static void check_f8_cluster(setup *s, const char *what, int N, int N2, int K, c
     if (N2) free_weight(&w2);
 }
 
-/* DSINFER_OPS_ONLY=f8cl: check_f8_cluster at V2-Lite's decode shapes (q + kv_a as linear2, o, the shared experts'
+/* DSINFER_OPS_ONLY=f8cl: check_f8_alt for the W8A8 GEMM's K splits summed inside thread-block clusters
+ * (DSINFER_CUDA_F8_CLUSTER=1, cuda_fp8_wgmma.cu cl_sum_store) against the reduce kernel's path: the same bits where
+ * both split K alike (at most 8 splits: K <= 4096); at V2-Lite's decode shapes (q + kv_a as linear2, o, the shared experts'
  * down), odd ones (partial column blocks, K/128 = 3 and 10) and V3's q_a + kv_a (K 7168: up to 14 splits merged
  * into 8), from 2 rows (W8A8's start) to 256 (one and two warpgroups a block, partial row blocks) */
 static void run_f8_cluster(void) {
@@ -1630,14 +1632,42 @@ static void run_f8_cluster(void) {
     setup s;
     if (!load_setup(&s, "v2l-f8cl", "configs/deepseek-v2-lite.json", 0, 16)) return;
     const int Ms[] = {2, 9, 63, 64, 65, 130, 200, 256}, M2[] = {4, 33, 64};
-    check_f8_cluster(&s, "v2l o", 2048, 0, 2048, Ms, NM(Ms), 1);
-    check_f8_cluster(&s, "v2l sh down", 2048, 0, 2816, Ms, NM(Ms), 1);
-    check_f8_cluster(&s, "v2l q+kv_a", 3072, 576, 2048, M2, NM(M2), 1);
-    check_f8_cluster(&s, "odd", 260, 0, 384, Ms, NM(Ms), 1);
-    check_f8_cluster(&s, "odd", 92, 132, 1280, M2, NM(M2), 1);
-    check_f8_cluster(&s, "v3 q_a+kv_a", 2112, 0, 7168, Ms, NM(Ms), 0);
+    check_f8_alt(&s, "DSINFER_CUDA_F8_CLUSTER", "v2l o", 2048, 0, 2048, Ms, NM(Ms), 1);
+    check_f8_alt(&s, "DSINFER_CUDA_F8_CLUSTER", "v2l sh down", 2048, 0, 2816, Ms, NM(Ms), 1);
+    check_f8_alt(&s, "DSINFER_CUDA_F8_CLUSTER", "v2l q+kv_a", 3072, 576, 2048, M2, NM(M2), 1);
+    check_f8_alt(&s, "DSINFER_CUDA_F8_CLUSTER", "odd", 260, 0, 384, Ms, NM(Ms), 1);
+    check_f8_alt(&s, "DSINFER_CUDA_F8_CLUSTER", "odd", 92, 132, 1280, M2, NM(M2), 1);
+    check_f8_alt(&s, "DSINFER_CUDA_F8_CLUSTER", "v3 q_a+kv_a", 2112, 0, 7168, Ms, NM(Ms), 0);
     free_setup(&s);
     if (load_setup(&s, "f8cl-off", "tests/fixtures/tiny-v3-fp8/config.json", 3, 16)) free_setup(&s);   /* flag back off */
+}
+
+static void check_mlp_w8a8(setup *s, int I, const char *hfuse, int fuse);
+
+/* DSINFER_OPS_ONLY=f8t1: the one-warpgroup W8A8 GEMM with its stages loaded by TMA (DSINFER_CUDA_F8_TMA1=1,
+ * f8_tma1_kernel) against the cp.async kernel it replaces: the same bits, at V2-Lite's decode shapes (o, the shared
+ * down, q + kv_a as linear2), V3's q_a + kv_a (K 7168, 14 splits), odd shapes (partial column blocks, rows below 64,
+ * K/128 = 3, 10), splits longer than the ring and none; then the fused W8A8 MLP (its gate / up launch) against the
+ * CPU with the switch on. */
+static void run_f8_tma1(void) {
+    if (only && strcmp(only, "f8t1")) return;
+    setup s;
+    if (!load_setup(&s, "v2l-f8t1", "configs/deepseek-v2-lite.json", 0, 16)) return;
+    const char *E = "DSINFER_CUDA_F8_TMA1";
+    const int Ms[] = {2, 9, 63, 64}, M2[] = {4, 33, 64};
+    check_f8_alt(&s, E, "v2l o", 2048, 0, 2048, Ms, NM(Ms), 1);
+    check_f8_alt(&s, E, "v2l sh down", 2048, 0, 2816, Ms, NM(Ms), 1);
+    check_f8_alt(&s, E, "v2l q+kv_a", 3072, 576, 2048, M2, NM(M2), 1);
+    check_f8_alt(&s, E, "odd", 260, 0, 384, Ms, NM(Ms), 1);
+    check_f8_alt(&s, E, "odd", 92, 132, 1280, M2, NM(M2), 1);
+    check_f8_alt(&s, E, "v3 q_a+kv_a", 2112, 0, 7168, Ms, NM(Ms), 1);
+    check_f8_alt(&s, E, "wide", 16384, 0, 1280, Ms, NM(Ms), 1);   /* 2 splits of 5 stages: the ring refilled */
+    check_f8_alt(&s, E, "no split", 33920, 0, 384, Ms, NM(Ms), 1);   /* 265 column blocks: one split */
+    setenv(E, "1", 1);
+    check_mlp_w8a8(&s, 2816, "2", 1);
+    unsetenv(E);
+    free_setup(&s);
+    if (load_setup(&s, "f8t1-off", "tests/fixtures/tiny-v3-fp8/config.json", 3, 16)) free_setup(&s);   /* flag back off */
 }
 
 /* FP8 weights with every e4m3 code but NaN (w_all_codes: zeros and subnormals too, absent from the random weights,
@@ -2262,6 +2292,7 @@ int main(void) {
     run_router();
     run_w8a8_small();
     run_f8_cluster();
+    run_f8_tma1();
     run_f8_lab();
     const int kv_small[] = {1, 3, 4, 63}, kv_big[] = {1, 4, 128};
     /* C = 199: two scale blocks, the second partial, entries at odd byte offsets (335 bytes) */

@@ -643,6 +643,9 @@ extern int cu_f8_preload, cu_f8_split_kb, cu_f8_reduce_vec;
  * cluster size; more are merged into 8), the result stored by the GEMM: no partial buffer, no reduce launch. Above
  * 64 rows this puts the cp.async kernel (two warpgroups) in the TMA kernel's place. */
 extern int cu_f8_cluster, cu_f8_cluster_max_m;
+/* DSINFER_CUDA_F8_TMA1 (default 0 until timed): the W8A8 GEMM's one-warpgroup kernel (up to 64 rows: linear, linear2,
+ * the MLP's gate / up) with its stages loaded by TMA (f8_tma1_kernel) instead of cp.async: the same bits */
+extern int cu_f8_tma1;
 /* shared pieces of the own W8A8 linears: x [M, K] fp32 -> codes q [M, K] and scales s [M][K/128]
  * (moe_rows_fp8_kernel); out[i] = sum over z < ks of part[z n + i], in z order */
 void cu_rows_fp8_f32(unsigned char *q, float *s, const float *x, int M, int K);

@@ -297,6 +297,78 @@ __global__ void __launch_bounds__(WG * 128) f8_wgmma_kernel(f8_wt wa, f8_wt wb, 
     wg_store(tot, fin + n0, (size_t)N, r0, r1, M, n0, N, lane);
 }
 
+/* ---- f8_wgmma_kernel's one-warpgroup form with the stages loaded by TMA (DSINFER_CUDA_F8_TMA1) ----
+ * ncu of f8_wgmma_kernel<1> at 64 rows (RESULTS sixteenth session): ~2,900 instructions a warp, issued at 4.7 cycles
+ * each with 1.8 warps a scheduler: the time goes to instructions, not to waiting on memory, and ~60% of them are the
+ * stages' cp.async (12 a thread a stage, each with its swizzled address). Here thread 0 issues a stage as two TMA
+ * boxes (64 activation rows, 128 weight rows, 128 columns each, the 128-byte swizzle the descriptors name: the
+ * shared-memory bytes of the cp.async form) completing on the stage's mbarrier (full); a warp arrives on empty once
+ * its MMAs on the stage are done, and warp 0 refills the slot when all four have. The MMAs, the promotion, the
+ * split and the partials' store are f8_wgmma_kernel's: the same bits. Rows past M and N are zero-filled by the copy
+ * engine. Grid as f8_wgmma_kernel<1>'s; ta: the codes' map (boxes of 64 rows), tb1 / tb2: the two weights' maps. */
+#define T1_ST 4
+#define T1_STAGE ((64 + WG_BN) * WG_BK)
+static size_t t1_smem_bytes(void) { return (size_t)T1_ST * T1_STAGE + 2 * T1_ST * 8 + 1024; }
+
+__global__ void __launch_bounds__(128) f8_tma1_kernel(const __grid_constant__ CUtensorMap ta,
+                                                      const __grid_constant__ CUtensorMap tb1,
+                                                      const __grid_constant__ CUtensorMap tb2, f8_wt wa, f8_wt wb, int nb_a,
+                                                      const float *xs, int M, int K, int kc) {
+    extern __shared__ unsigned char wg_raw[];
+    unsigned char *sm = (unsigned char *)(((uintptr_t)wg_raw + 1023) & ~(uintptr_t)1023);
+    uint64_t *full = (uint64_t *)(sm + T1_ST * T1_STAGE), *empty = full + T1_ST;
+    const bool second = (int)blockIdx.x >= nb_a;
+    const CUtensorMap *tb = second ? &tb2 : &tb1;
+    const float *ws = second ? wb.ws : wa.ws;
+    const int ws_cols = second ? wb.ws_cols : wa.ws_cols, N = second ? wb.N : wa.N;
+    float *out = second ? wb.out : wa.out;
+    const int LK = K / WG_BK;
+    int n0 = ((int)blockIdx.x - (second ? nb_a : 0)) * WG_BN, m0 = blockIdx.y * 64, kb0 = blockIdx.z * (kc / WG_BK);
+    int nkb = (K - blockIdx.z * kc < kc ? K - blockIdx.z * kc : kc) / WG_BK;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int r0 = m0 + 16 * warp + (lane >> 2), r1 = r0 + 8;   /* this thread's two output rows */
+    const float *sw = ws + (size_t)(n0 / WG_BN) * ws_cols;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < T1_ST; s++) {
+            mbar_init(&full[s], 1);
+            mbar_init(&empty[s], 4);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    if (threadIdx.x == 0)
+        for (int s = 0; s < T1_ST && s < nkb; s++) {
+            mbar_expect_tx(&full[s], T1_STAGE);
+            tma_load(sm + s * T1_STAGE, &ta, (kb0 + s) * WG_BK, m0, &full[s]);
+            tma_load(sm + s * T1_STAGE + 64 * WG_BK, tb, (kb0 + s) * WG_BK, n0, &full[s]);
+        }
+    float acc[64], tot[64];
+    for (int i = 0; i < 64; i++) acc[i] = tot[i] = 0.0f;
+    for (int i = 0; i < nkb; i++) {
+        int kb = kb0 + i, slot = i % T1_ST, ph = (i / T1_ST) & 1;
+        float s0 = r0 < M ? xs[(size_t)r0 * LK + kb] : 0.0f, s1 = r1 < M ? xs[(size_t)r1 * LK + kb] : 0.0f;
+        float swb = sw[kb];
+        mbar_wait(&full[slot], ph);
+        const unsigned char *a = sm + slot * T1_STAGE, *b = a + 64 * WG_BK;
+        wg_fence();
+#pragma unroll
+        for (int j = 0; j < 4; j++) wg_mma_n128(acc, wg_desc(a + 32 * j), wg_desc(b + 32 * j), j);
+        wg_commit();
+        wg_wait0();
+        if (lane == 0) mbar_arrive(&empty[slot]);
+        if (warp == 0 && i + T1_ST < nkb) {   /* the whole warp waits (a one-thread wait here serializes the MMAs) */
+            mbar_wait(&empty[slot], ph);
+            if (lane == 0) {
+                mbar_expect_tx(&full[slot], T1_STAGE);
+                tma_load(sm + slot * T1_STAGE, &ta, (kb + T1_ST) * WG_BK, m0, &full[slot]);
+                tma_load(sm + slot * T1_STAGE + 64 * WG_BK, tb, (kb + T1_ST) * WG_BK, n0, &full[slot]);
+            }
+        }
+        wg_promote(tot, acc, s0 * swb, s1 * swb);
+    }
+    wg_store(tot, out + (size_t)blockIdx.z * M * N + n0, (size_t)N, r0, r1, M, n0, N, lane);
+}
+
 /* ---- the TMA kernel ---- */
 #define TM_BM 128     /* activation rows a block: two consumer warpgroups of 64 */
 #define TM_ST 6       /* stages of 32 KB */
@@ -522,6 +594,7 @@ void cu_f8_wgmma_init(void) {
     CUDA_CHECK(cudaFuncSetAttribute(f8_wgmma_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)wg_smem_bytes(1)));
     CUDA_CHECK(cudaFuncSetAttribute(f8_wgmma_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)wg_smem_bytes(2)));
     CUDA_CHECK(cudaFuncSetAttribute(f8_wgmma_kernel<1, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)wg_smem_bytes(1)));
+    CUDA_CHECK(cudaFuncSetAttribute(f8_tma1_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)t1_smem_bytes()));
     CUDA_CHECK(cudaFuncSetAttribute(f8_wgmma_kernel<2, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)wg_smem_bytes(2)));
 }
 
@@ -592,6 +665,21 @@ static void cluster_gemm(const unsigned char *q, const float *qs, int M, int K, 
  * input in one launch), for codes q [M, K] with scales qs [M][K/128]: out1 [M, N1] (and out2 [M, N2]). Split in K
  * by cu_f8_splits over both weights' blocks; the splits' partials (ws_f8part: w1's, then w2's) summed in the
  * kernel (tickets, at most F8_TICKET_MAX_KS splits) or by f8_reduce_kernel. */
+int cu_f8_tma1 = 0;   /* DSINFER_CUDA_F8_TMA1 (backend creation) */
+
+/* f8_tma1_kernel in f8_wgmma_kernel<1>'s place (grid, a, b, nb_a, codes q with scales qs, M, K, kc as there; w1, w2: the
+ * weights a and b are of, w2 == w1 for one): 1 if launched, 0 (nothing done) when off or a map cannot be made */
+static int tma1_launch(dim3 grid, const f8_wt &a, const f8_wt &b, int nb_a, const unsigned char *q, const float *qs, int M,
+                       int K, int kc, const ds_weight *w1, const ds_weight *w2) {
+    CUtensorMap ta, tb1, tb2;
+    if (!cu_f8_tma1 || !encode_tiled || !cu_tma_map(&ta, q, M, K, 64) || !tma_map(&tb1, w1->data, w1->rows, K) ||
+        !tma_map(&tb2, w2->data, w2->rows, K))
+        return 0;
+    cu_launch_pdl(CU_F8_PDL, f8_tma1_kernel, grid, dim3(128), t1_smem_bytes(), ta, tb1, tb2, a, b, nb_a, qs, M, K, kc);
+    CUDA_LAUNCH_CHECK();
+    return 1;
+}
+
 template <int WG>
 static void cpasync_gemm(ds_cuda_backend *cb, const unsigned char *q, const float *qs, int M, int K, const ds_weight *w1,
                          float *out1, const ds_weight *w2, float *out2) {
@@ -608,9 +696,11 @@ static void cpasync_gemm(ds_cuda_backend *cb, const unsigned char *q, const floa
     f8_wt a = {(const unsigned char *)w1->data, w1->scale, w1->scale_cols, N1, p1, out1};
     f8_wt b = w2 ? f8_wt{(const unsigned char *)w2->data, w2->scale, w2->scale_cols, N2, p2, out2} : a;
     dim3 grid((unsigned)(nb1 + nb2), (unsigned)mb, (unsigned)ks);
-    cu_launch_pdl(CU_F8_PDL, f8_wgmma_kernel<WG>, grid, dim3(WG * 128), wg_smem_bytes(WG), a, b, nb1, q, qs, M, K, kc, tk,
-                  cu_f8_preload);
-    CUDA_LAUNCH_CHECK();
+    if (WG != 1 || tk || !tma1_launch(grid, a, b, nb1, q, qs, M, K, kc, w1, w2 ? w2 : w1)) {
+        cu_launch_pdl(CU_F8_PDL, f8_wgmma_kernel<WG>, grid, dim3(WG * 128), wg_smem_bytes(WG), a, b, nb1, q, qs, M, K, kc, tk,
+                      cu_f8_preload);
+        CUDA_LAUNCH_CHECK();
+    }
     if (ks > 1 && !tk) {
         cu_f8_reduce(out1, p1, (size_t)M * N1, ks);
         if (w2) cu_f8_reduce(out2, p2, (size_t)M * N2, ks);
@@ -727,9 +817,12 @@ int cu_f8_mlp(ds_cuda_backend *cb, float *out, const float *x, const ds_weight *
     cu_rows_fp8_f32(q, qs, x, M, D);
     f8_wt a = {(const unsigned char *)gate->data, gate->scale, gate->scale_cols, I, pg, NULL};
     f8_wt b = {(const unsigned char *)up->data, up->scale, up->scale_cols, I, pu, NULL};
-    cu_launch_pdl(CU_F8_PDL, f8_wgmma_kernel<1>, dim3((unsigned)(2 * nb), 1, (unsigned)ks), dim3(128), wg_smem_bytes(1), a, b,
-                  nb, q, (const float *)qs, M, D, kc, (int *)NULL, cu_f8_preload);
-    CUDA_LAUNCH_CHECK();
+    dim3 grid((unsigned)(2 * nb), 1, (unsigned)ks);
+    if (!tma1_launch(grid, a, b, nb, q, qs, M, D, kc, gate, up)) {
+        cu_launch_pdl(CU_F8_PDL, f8_wgmma_kernel<1>, grid, dim3(128), wg_smem_bytes(1), a, b, nb, q, (const float *)qs, M, D, kc,
+                      (int *)NULL, cu_f8_preload);
+        CUDA_LAUNCH_CHECK();
+    }
     cu_launch_pdl(CU_F8_PDL, silu_quant_kernel, dim3((unsigned)(((size_t)M * (I / 128) + 7) / 8)), dim3(256), 0, qh, hs,
                   (const float *)pg, (const float *)pu, M, I, ks);
     CUDA_LAUNCH_CHECK();
