@@ -18,3 +18,6 @@ bash $m cl_rows $F 'float4 v = cl_ld4(pz + 4u * (uint32_t)(row * CL_LD + 4 * (f 
 bash $m t1_refill $F 'tma_load(sm + slot * T1_STAGE + 64 * WG_BK, tb, (kb + T1_ST) * WG_BK, n0, &full[slot]);' 'tma_load(sm + slot * T1_STAGE + 64 * WG_BK, tb, (kb + T1_ST - 1) * WG_BK, n0, &full[slot]);'
 # linear2's second weight read through the first one's map
 bash $m t1_map2 $F 'const CUtensorMap *tb = second ? &tb2 : &tb1;' 'const CUtensorMap *tb = &tb1;'
+# f8_tma_kernel<*, true> (DSINFER_OPS_ONLY=f8tp): the prefetched scales of k-block i + 1 taken for i + 2 too (acc_a's
+# next k-block promoted with its predecessor's scales)
+bash $m tp_next $F '            if (PREF) sa = tm_scales(&c, i + 2);' '            if (PREF) sa = sb;'

@@ -1123,6 +1123,22 @@ if want f8t116; then
   done
   step golden_t1 150 env DSINFER_CUDA_F8_TMA1=1 $B/test_cuda_golden
 fi
+# tp16: the TMA kernel's scales loaded before the stage wait (DSINFER_CUDA_F8_TM_PREF=1): op tests (the same bits), its
+# mutant, `bench --ops` at 128 rows on and off, FP8 decode rows 128 and 256 on and off (alternated twice); then the
+# f8_tma1 default's rows (batch 1 .. 256, FP8), goldens with TM_PREF on
+if want tp16; then
+  step ops_f8tp 200 env DSINFER_OPS_ONLY=f8tp $B/test_cuda_ops
+  for f in .deps/bin/test_cuda_ops_mut_tp_*; do [ -x "$f" ] && mutant $f f8tp '' 200; done
+  for v in 0 1; do
+    step ops_tp$v 150 env DSINFER_CUDA_F8_TM_PREF=$v $B/dsinfer bench --ops --ops-m 128,4096
+  done
+  for r in 1 2; do
+    for v in 0 1; do
+      step dec_tp$v 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_F8_TM_PREF=$v $B/dsinfer bench --dtype fp8 --batch 128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s16-fp8-tp$v
+    done
+  done
+  step golden_tp 150 env DSINFER_CUDA_F8_TM_PREF=1 $B/test_cuda_golden
+fi
 # end15: the session's defaults (MLA v2, absorb v3): the mla op tests, goldens, test_cuda_model, the rows FP8 / BF16
 # at 1 .. 256, ctx 1K
 if want end15; then

@@ -1094,7 +1094,7 @@ static void free_setup(setup *s) {
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
 static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf | side | linear2 | kvb | qkv | router | w8small
-                            * | f8cl | f8t1 | f8lab (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
+                            * | f8cl | f8t1 | f8tp | f8lab (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
                             * run_side_stream, run_linear2, run_kvb_copy, run_qkv_finish, run_router, run_w8a8_small or
                             * run_f8_lab */
 
@@ -1668,6 +1668,34 @@ static void run_f8_tma1(void) {
     unsetenv(E);
     free_setup(&s);
     if (load_setup(&s, "f8t1-off", "tests/fixtures/tiny-v3-fp8/config.json", 3, 16)) free_setup(&s);   /* flag back off */
+}
+
+/* DSINFER_OPS_ONLY=f8tp: the TMA kernel (above 64 rows) loading a k-block's scales before waiting for its stage
+ * (DSINFER_CUDA_F8_TM_PREF=1) against it loading them after the MMAs: the same bits at V2-Lite's decode shapes, V3's
+ * q_a + kv_a, an odd shape (a partial column block, K/128 = 3: one and two k-blocks a tile's tail), prefill-sized 1024
+ * rows; then the prefill MoE's grouped form (the same kernel, GROUPED) against the CPU with the switch on. */
+static void run_f8_tm_pref(void) {
+    if (only && strcmp(only, "f8tp")) return;
+    setup s;
+    const char *E = "DSINFER_CUDA_F8_TM_PREF";
+    if (load_setup(&s, "v2l-f8tp", "configs/deepseek-v2-lite.json", 3, 16)) {
+        const int Ms[] = {65, 130, 200, 256}, Mb[] = {129, 1024};
+        check_f8_alt(&s, E, "v2l o", 2048, 0, 2048, Ms, NM(Ms), 1);
+        check_f8_alt(&s, E, "v2l sh down", 2048, 0, 2816, Mb, NM(Mb), 1);
+        check_f8_alt(&s, E, "v3 q_a+kv_a", 2112, 0, 7168, Ms, NM(Ms), 1);
+        check_f8_alt(&s, E, "odd", 260, 0, 384, Ms, NM(Ms), 1);
+        free_setup(&s);
+    }
+    setenv("DSINFER_MOE_W8A8", "1", 1);
+    setenv(E, "1", 1);   /* read by the setup's backend at its creation */
+    if (load_setup(&s, "v2l-f8tpm", "configs/deepseek-v2-lite.json", 3, 16)) {
+        const int m[] = {1100};
+        check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
+        free_setup(&s);
+    }
+    unsetenv(E);
+    unsetenv("DSINFER_MOE_W8A8");
+    if (load_setup(&s, "f8tp-off", "tests/fixtures/tiny-v3-fp8/config.json", 3, 16)) free_setup(&s);   /* flags back off */
 }
 
 /* FP8 weights with every e4m3 code but NaN (w_all_codes: zeros and subnormals too, absent from the random weights,
@@ -2293,6 +2321,7 @@ int main(void) {
     run_w8a8_small();
     run_f8_cluster();
     run_f8_tma1();
+    run_f8_tm_pref();
     run_f8_lab();
     const int kv_small[] = {1, 3, 4, 63}, kv_big[] = {1, 4, 128};
     /* C = 199: two scale blocks, the second partial, entries at odd byte offsets (335 bytes) */

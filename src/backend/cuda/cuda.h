@@ -646,6 +646,9 @@ extern int cu_f8_cluster, cu_f8_cluster_max_m;
 /* DSINFER_CUDA_F8_TMA1 (default 0 until timed): the W8A8 GEMM's one-warpgroup kernel (up to 64 rows: linear, linear2,
  * the MLP's gate / up) with its stages loaded by TMA (f8_tma1_kernel) instead of cp.async: the same bits */
 extern int cu_f8_tma1;
+/* DSINFER_CUDA_F8_TM_PREF (default 0 until timed): the TMA kernel (above 64 rows; and the prefill MoE's grouped form)
+ * loads a k-block's scales before waiting for its stage, not after its MMAs: the same bits */
+extern int cu_f8_tm_pref;
 /* shared pieces of the own W8A8 linears: x [M, K] fp32 -> codes q [M, K] and scales s [M][K/128]
  * (moe_rows_fp8_kernel); out[i] = sum over z < ks of part[z n + i], in z order */
 void cu_rows_fp8_f32(unsigned char *q, float *s, const float *x, int M, int K);

@@ -454,12 +454,24 @@ __device__ __forceinline__ void tm_issue(float (&acc)[64], const tm_ctx *c, int 
     wg_commit();
 }
 
-/* k-block i's scales and its stage given back after its MMAs completed: the promotion of acc into tot */
-__device__ __forceinline__ void tm_promote(const float (&acc)[64], float (&tot)[64], const tm_ctx *c, int i, int lane) {
+/* k-block i's scales: the weight block's and this thread's two rows' (0 past the tile's valid rows) */
+typedef struct {
+    float sw, x0, x1;
+} tm_sc;
+__device__ __forceinline__ tm_sc tm_scales(const tm_ctx *c, int i) {
     int kb = c->kb0 + i;
-    float sw = c->sw[kb];
-    float s0 = c->r0 < c->mend ? c->xs[(size_t)c->r0 * c->LK + kb] * sw : 0.0f;
-    float s1 = c->r1 < c->mend ? c->xs[(size_t)c->r1 * c->LK + kb] * sw : 0.0f;
+    tm_sc r;
+    r.sw = c->sw[kb];
+    r.x0 = c->r0 < c->mend ? c->xs[(size_t)c->r0 * c->LK + kb] : 0.0f;
+    r.x1 = c->r1 < c->mend ? c->xs[(size_t)c->r1 * c->LK + kb] : 0.0f;
+    return r;
+}
+
+/* k-block i's stage given back after its MMAs completed, then the promotion of acc into tot with its scales sc */
+__device__ __forceinline__ void tm_promote(const float (&acc)[64], float (&tot)[64], const tm_ctx *c, int i, int lane,
+                                           tm_sc sc) {
+    float s0 = c->r0 < c->mend ? sc.x0 * sc.sw : 0.0f;
+    float s1 = c->r1 < c->mend ? sc.x1 * sc.sw : 0.0f;
     if (lane == 0) mbar_arrive(&c->empty[(c->it0 + i) % TM_ST]);
     wg_promote(tot, acc, s0, s1);
 }
@@ -470,7 +482,7 @@ __device__ __forceinline__ void tm_promote(const float (&acc)[64], float (&tot)[
  * thread, the stages of every tile in order, so it runs ahead into the next tile while the consumers store
  * the last), 1 and 2 consume. ta: the codes [rows, K], tb: the weight [N, K] (dense), boxes of 128 x 128
  * bytes. The ring's use count `it` runs on across tiles: stage it % TM_ST, phase (it / TM_ST) & 1. */
-template <bool GROUPED>
+template <bool GROUPED, bool PREF = false>
 __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ CUtensorMap ta,
                                                         const __grid_constant__ CUtensorMap tb, const tm_groups g,
                                                         float *out, int ldo, const float *xs, const float *ws, int ws_cols,
@@ -529,26 +541,32 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
         c.r0 = j.m0 + 64 * cw + 16 * warp + (lane >> 2);
         c.r1 = c.r0 + 8;
         for (int i = 0; i < 64; i++) tot[i] = 0.0f;
-        /* two accumulators in turn: k-block i + 1's MMAs run while i is promoted (wait_group 1 retires i) */
+        /* two accumulators in turn: k-block i + 1's MMAs run while i is promoted (wait_group 1 retires i). PREF: a
+         * k-block's scales are loaded before its stage is waited for (sa / sb), else after its MMAs (an L2 round
+         * trip in series with each promotion) */
+        tm_sc sa = PREF ? tm_scales(&c, 0) : tm_sc{}, sb = sa;
         tm_issue(acc_a, &c, 0);
         int i = 0;
         for (; i + 2 < nkb; i += 2) {   /* i in flight in acc_a */
+            if (PREF) sb = tm_scales(&c, i + 1);
             tm_issue(acc_b, &c, i + 1);
             wg_wait1();
-            tm_promote(acc_a, tot, &c, i, lane);
+            tm_promote(acc_a, tot, &c, i, lane, PREF ? sa : tm_scales(&c, i));
+            if (PREF) sa = tm_scales(&c, i + 2);
             tm_issue(acc_a, &c, i + 2);
             wg_wait1();
-            tm_promote(acc_b, tot, &c, i + 1, lane);
+            tm_promote(acc_b, tot, &c, i + 1, lane, PREF ? sb : tm_scales(&c, i + 1));
         }
         if (i + 1 < nkb) {   /* i in acc_a and one more */
+            if (PREF) sb = tm_scales(&c, i + 1);
             tm_issue(acc_b, &c, i + 1);
             wg_wait1();
-            tm_promote(acc_a, tot, &c, i, lane);
+            tm_promote(acc_a, tot, &c, i, lane, PREF ? sa : tm_scales(&c, i));
             wg_wait0();
-            tm_promote(acc_b, tot, &c, i + 1, lane);
+            tm_promote(acc_b, tot, &c, i + 1, lane, PREF ? sb : tm_scales(&c, i + 1));
         } else {
             wg_wait0();
-            tm_promote(acc_a, tot, &c, i, lane);
+            tm_promote(acc_a, tot, &c, i, lane, PREF ? sa : tm_scales(&c, i));
         }
         it += nkb;
         wg_store(tot, j.out + j.ocol, (size_t)ldo, c.r0, c.r1, j.mend, j.n0, j.nvalid, lane);
@@ -557,6 +575,7 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
 
 static PFN_cuTensorMapEncodeTiled_v12000 encode_tiled;
 int cu_fp8_tma = 1;   /* DSINFER_CUDA_FP8_TMA (backend creation) */
+int cu_f8_tm_pref = 0;   /* DSINFER_CUDA_F8_TM_PREF (backend creation): f8_tma_kernel<*, true> */
 /* the in-kernel sum up to this many splits: its last split reads them all (32 KB each) while the reduce kernel
  * spreads the sum over the GPU */
 #define F8_TICKET_MAX_KS 4
@@ -581,6 +600,8 @@ static int tma_map(CUtensorMap *map, const void *p, int rows, int K) { return cu
 void cu_f8_wgmma_init(void) {
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes()));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes()));
+    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes()));
+    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes()));
     if (!encode_tiled) {
         cudaDriverEntryPointQueryResult q;
         void *fn = NULL;
@@ -721,7 +742,7 @@ void cu_f8_wgmma_gemm(ds_cuda_backend *cb, float *out, const unsigned char *q, c
         int tiles = mb * nb * ks, grid_p = tiles < cb->n_sm ? tiles : cb->n_sm;
         tm_groups none;
         memset(&none, 0, sizeof none);
-        cu_launch_pdl(CU_F8_PDL, f8_tma_kernel<false>, dim3((unsigned)grid_p), dim3(384), tm_smem_bytes(), ta, tb, none, part, N,
+        cu_launch_pdl(CU_F8_PDL, cu_f8_tm_pref ? f8_tma_kernel<false, true> : f8_tma_kernel<false>, dim3((unsigned)grid_p), dim3(384), tm_smem_bytes(), ta, tb, none, part, N,
                       qs, (const float *)w->scale, w->scale_cols, M, N, K, kc, ks);
         CUDA_LAUNCH_CHECK();
         if (ks > 1) cu_f8_reduce(out, part, (size_t)M * N, ks);
@@ -954,8 +975,12 @@ int cu_f8_expert_tiles(int4 *t, const int32_t *off, int E, int n_cols) {
 static void grouped_launch(ds_cuda_backend *cb, const CUtensorMap &ta, int R, int K, const float *qs, const tm_groups *g,
                            float *out, int ldo, int ws_cols) {
     int grid = g->n_tiles < cb->n_sm ? g->n_tiles : cb->n_sm;
-    f8_tma_kernel<true><<<(unsigned)grid, 384, tm_smem_bytes(), cu_stream>>>(ta, ta, *g, out, ldo, qs, NULL, ws_cols, R, 0, K,
-                                                                             K, 1);
+    if (cu_f8_tm_pref)
+        f8_tma_kernel<true, true><<<(unsigned)grid, 384, tm_smem_bytes(), cu_stream>>>(ta, ta, *g, out, ldo, qs, NULL, ws_cols, R, 0,
+                                                                                       K, K, 1);
+    else
+        f8_tma_kernel<true><<<(unsigned)grid, 384, tm_smem_bytes(), cu_stream>>>(ta, ta, *g, out, ldo, qs, NULL, ws_cols, R, 0, K,
+                                                                                 K, 1);
     CUDA_LAUNCH_CHECK();
 }
 
