@@ -232,6 +232,11 @@ void cu_ws_free(cu_ws *w);
  *                            TB/s, about as long as BF16's for half the bytes).
  *   DSINFER_CUDA_F8_PDL=1    with DSINFER_CUDA_PDL=1: the W8A8 chain launched with PDL too, f8_wgmma_kernel's first
  *                            weights requested before its wait (opt-in, fourteenth session; see cu_f8_pdl below).
+ *   DSINFER_CUDA_F8_TMA1=0   the W8A8 GEMM up to 64 rows with its stages by cp.async (f8_wgmma_kernel<1>); default 1
+ *                            (sixteenth session): by TMA (f8_tma1_kernel, the same bits; FP8 b2 .. b64 -0.1 ms a step).
+ *   DSINFER_CUDA_F8_CLUSTER=1  the W8A8 GEMM's K splits summed in thread-block clusters (opt-in: slower from 64 rows,
+ *                            -0.03 ms at b2 / b8; sixteenth session). DSINFER_CUDA_F8_TM_PREF=1: the TMA kernel's
+ *                            scales loaded before its stage wait (the same bits; opt-in until timed).
  * Engine-level (model/forward.c): DSINFER_FUSED_ADD_NORM=0 (residual add and norm as two ops),
  * DSINFER_EP_GATHER=0 (expert parallelism's all-to-all form), DSINFER_EP_GRAPHS=0 (gathered EP steps
  * not captured). */
