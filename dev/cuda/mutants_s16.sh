@@ -3,21 +3,28 @@
 # fail `DSINFER_OPS_ONLY=f8cl test_cuda_ops` (the W8A8 split-K sum inside a cluster, cuda_fp8_wgmma.cu cl_sum_store).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# ONLY=a,b (name prefixes): build just those (e.g. ONLY=tp_,qf_)
 m=dev/cuda/build_mutant.sh
+mut() { local n=$1; if [ -n "${ONLY:-}" ]; then local ok=0 p; for p in ${ONLY//,/ }; do [[ $n == $p* ]] && ok=1; done
+  [ $ok = 1 ] || return 0; fi; bash $m "$@"; }
 F=src/backend/cuda/cuda_fp8_wgmma.cu
 # the last split left out of the sum
-bash $m cl_last $F '    for (int z = 0; z < ks; z++) {
+mut cl_last $F '    for (int z = 0; z < ks; z++) {
         uint32_t pz = cl_map(base, z);' '    for (int z = 0; z < ks - 1; z++) {
         uint32_t pz = cl_map(base, z);'
 # the splits summed in reverse order (the same sum in exact arithmetic, other bits in fp32)
-bash $m cl_order $F 'uint32_t pz = cl_map(base, z);' 'uint32_t pz = cl_map(base, ks - 1 - z);'
+mut cl_order $F 'uint32_t pz = cl_map(base, z);' 'uint32_t pz = cl_map(base, ks - 1 - z);'
 # the rows of one block read for another's share (rank 0's rows everywhere)
-bash $m cl_rows $F 'float4 v = cl_ld4(pz + 4u * (uint32_t)(row * CL_LD + 4 * (f & 31)));' 'float4 v = cl_ld4(pz + 4u * (uint32_t)(ks * (f >> 5) * CL_LD + 4 * (f & 31)));'
+mut cl_rows $F 'float4 v = cl_ld4(pz + 4u * (uint32_t)(row * CL_LD + 4 * (f & 31)));' 'float4 v = cl_ld4(pz + 4u * (uint32_t)(ks * (f >> 5) * CL_LD + 4 * (f & 31)));'
 # f8_tma1_kernel (DSINFER_OPS_ONLY=f8t1): a slot refilled with the stage before the one it is due (the "wide" case's
 # splits of 5 stages refill one slot)
-bash $m t1_refill $F 'tma_load(sm + slot * T1_STAGE + 64 * WG_BK, tb, (kb + T1_ST) * WG_BK, n0, &full[slot]);' 'tma_load(sm + slot * T1_STAGE + 64 * WG_BK, tb, (kb + T1_ST - 1) * WG_BK, n0, &full[slot]);'
+mut t1_refill $F 'tma_load(sm + slot * T1_STAGE + 64 * WG_BK, tb, (kb + T1_ST) * WG_BK, n0, &full[slot]);' 'tma_load(sm + slot * T1_STAGE + 64 * WG_BK, tb, (kb + T1_ST - 1) * WG_BK, n0, &full[slot]);'
 # linear2's second weight read through the first one's map
-bash $m t1_map2 $F 'const CUtensorMap *tb = second ? &tb2 : &tb1;' 'const CUtensorMap *tb = &tb1;'
+mut t1_map2 $F 'const CUtensorMap *tb = second ? &tb2 : &tb1;' 'const CUtensorMap *tb = &tb1;'
 # f8_tma_kernel<*, true> (DSINFER_OPS_ONLY=f8tp): the prefetched scales of k-block i + 1 taken for i + 2 too (acc_a's
 # next k-block promoted with its predecessor's scales)
-bash $m tp_next $F '            if (PREF) sa = tm_scales(&c, i + 2);' '            if (PREF) sa = sb;'
+mut tp_next $F '            if (PREF) sa = tm_scales(&c, i + 2);' '            if (PREF) sa = sb;'
+# mw_store_qf (DSINFER_OPS_ONLY=moeqf): each warp's own row maximum instead of the item's 128 columns'
+mut qf_max src/backend/cuda/cuda_moe_wg.cu 'for (int w = 1; w < 8; w++) v = fmaxf(v, red[w * NT + c]);' 'for (int w = 1; w < 1; w++) v = fmaxf(v, red[w * NT + c]);'
+# SiLU(g) * u quantized without its BF16 rounding
+mut qf_round src/backend/cuda/cuda_moe_wg.cu 'h[i] = __bfloat162float(__float2bfloat16_rn(g[i] / (1.0f + expf(-g[i])) * u[i]));' 'h[i] = g[i] / (1.0f + expf(-g[i])) * u[i];'

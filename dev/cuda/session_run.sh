@@ -1139,6 +1139,23 @@ if want tp16; then
   done
   step golden_tp 150 env DSINFER_CUDA_F8_TM_PREF=1 $B/test_cuda_golden
 fi
+# qf16: the FP8 decode experts' gate / up epilogue quantizing the down input (DSINFER_CUDA_MOE_WG_QF=1): op tests (the
+# same bits as the BF16 copy + quantizer), its mutants, FP8 decode rows 2 .. 256 on and off (alternated twice)
+if want qf16; then
+  step ops_moeqf 200 env DSINFER_OPS_ONLY=moeqf $B/test_cuda_ops
+  for f in .deps/bin/test_cuda_ops_mut_qf_*; do [ -x "$f" ] && mutant $f moeqf '' 200; done
+  for r in 1 2; do
+    for v in 0 1; do
+      step dec_qf$v 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_WG_QF=$v $B/dsinfer bench --dtype fp8 --batch 2,8,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s16-fp8-qf$v
+    done
+  done
+fi
+# ncusmall16: ncu's full sections (all details) of one FP8 b64 step's MLA combine (layer 0), router and grouping
+# (layer 1), graphs off
+if want ncusmall16; then
+  N=$(nf fp8 64); echo "fp8 b64: profiling forward $N"
+  step ncu_small_b64 200 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=$N ncu --profile-from-start off --set full --print-details all -k regex:'router_fused|group_v2|mla_combine' --launch-count 3 $B/dsinfer bench --dtype fp8 --batch 64 --ctx 1K --prompt '' --steps 2
+fi
 # end15: the session's defaults (MLA v2, absorb v3): the mla op tests, goldens, test_cuda_model, the rows FP8 / BF16
 # at 1 .. 256, ctx 1K
 if want end15; then

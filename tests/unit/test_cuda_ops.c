@@ -839,10 +839,11 @@ static void check_route_v1(setup *s, const int *Ms, int nM) {
  * wgmma, the weights by TMA). FP8 experts go by DSINFER_CUDA_MOE_WG and DSINFER_MOE_W8A8 (run_moe_w8a8). */
 /* routed: the routed experts of one expert range only (backend moe_routed, [E/3, 2E/3): the gathered
  * expert-parallel form), against the CPU's moe_routed. */
-/* run_side_stream's settings for check_moe_dt: twin: a second backend made with the shared experts in line
- * (DSINFER_CUDA_SHARED_STREAM=0), whose output must equal the first one's bit for bit (the same kernels, one
- * stream instead of two); thr: the CPU comparison's threshold instead of THR_TC (0: THR_TC) */
+/* run_side_stream's settings for check_moe_dt: twin: a second backend made with moe_twin_env=moe_twin_val (there: the
+ * shared experts in line, DSINFER_CUDA_SHARED_STREAM=0), whose output must equal the first one's bit for bit (the same
+ * kernels, one stream instead of two); thr: the CPU comparison's threshold instead of THR_TC (0: THR_TC) */
 static int moe_twin;
+static const char *moe_twin_env = "DSINFER_CUDA_SHARED_STREAM", *moe_twin_val = "0";   /* how the twin is made */
 static double moe_thr_tc;
 
 static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc, int routed) {
@@ -859,13 +860,13 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc, i
         if (!l8_set) setenv("DSINFER_CUDA_FP8_GEMM", "0", 1);
         gpu = ds_backend_cuda_new(&s->cfg, err);
         if (gpu && moe_twin) {
-            const char *was = getenv("DSINFER_CUDA_SHARED_STREAM");
+            const char *was = getenv(moe_twin_env);
             char keep[16];
             snprintf(keep, sizeof keep, "%s", was ? was : "");
-            setenv("DSINFER_CUDA_SHARED_STREAM", "0", 1);
+            setenv(moe_twin_env, moe_twin_val, 1);
             twin = ds_backend_cuda_new(&s->cfg, err);
-            if (was) setenv("DSINFER_CUDA_SHARED_STREAM", keep, 1);
-            else unsetenv("DSINFER_CUDA_SHARED_STREAM");
+            if (was) setenv(moe_twin_env, keep, 1);
+            else unsetenv(moe_twin_env);
             if (!twin) gpu->destroy(gpu);
             gpu = twin ? gpu : NULL;
         }
@@ -927,9 +928,9 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc, i
             buf_poison(&o2);
             twin->moe(twin, o2.d, x.d, &Ld, M);
             size_t diff = device_units_differ(s, out.d, o2.d, (size_t)M * D, sizeof(float));
-            printf("  %-8s moe M=%d %s: second stream against in line: %zu of %zu values differ\n", s->name, M,
-                   ds_dtype_name(dt), diff, (size_t)M * D);
-            CHECKF(diff == 0, "%s moe M=%d: the shared experts on the second stream change %zu values", s->name, M, diff);
+            printf("  %-8s moe M=%d %s: against %s=%s: %zu of %zu values differ\n", s->name, M, ds_dtype_name(dt), moe_twin_env,
+                   moe_twin_val, diff, (size_t)M * D);
+            CHECKF(diff == 0, "%s moe M=%d: %zu values differ from %s=%s", s->name, M, diff, moe_twin_env, moe_twin_val);
             buf_free(s, &o2);
         }
         /* the CPU reference on all rows, or on sampled ones (rows[r] = r when all) */
@@ -1094,7 +1095,7 @@ static void free_setup(setup *s) {
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
 static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf | side | linear2 | kvb | qkv | router | w8small
-                            * | f8cl | f8t1 | f8tp | f8lab (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
+                            * | f8cl | f8t1 | f8tp | moeqf | f8lab (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
                             * run_side_stream, run_linear2, run_kvb_copy, run_qkv_finish, run_router, run_w8a8_small or
                             * run_f8_lab */
 
@@ -1696,6 +1697,33 @@ static void run_f8_tm_pref(void) {
     unsetenv(E);
     unsetenv("DSINFER_MOE_W8A8");
     if (load_setup(&s, "f8tp-off", "tests/fixtures/tiny-v3-fp8/config.json", 3, 16)) free_setup(&s);   /* flags back off */
+}
+
+/* DSINFER_OPS_ONLY=moeqf: the FP8 decode experts with gate / up's epilogue quantizing the down input
+ * (DSINFER_CUDA_MOE_WG_QF=1, cuda_moe_wg.cu mw_store_qf) against the BF16 copy and quantizer launch (the twin, =0): the
+ * same bits, at 2 .. 256 tokens (32 and 64 tokens a chunk; experts of several chunks at 256), V2-Lite and V3 (256
+ * experts, K = 7168), and against the CPU. */
+static void run_moe_qf(void) {
+    if (only && strcmp(only, "moeqf")) return;
+    setup s;
+    setenv("DSINFER_MOE_W8A8", "1", 1);
+    setenv("DSINFER_CUDA_MOE_WG_QF", "1", 1);   /* the backends check_moe_dt makes; its twin with =0 */
+    moe_twin = 1;
+    moe_twin_env = "DSINFER_CUDA_MOE_WG_QF";
+    if (load_setup(&s, "v2l-qf", "configs/deepseek-v2-lite.json", 3, 16)) {
+        const int m[] = {2, 9, 63, 130, 256};
+        check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
+        free_setup(&s);
+    }
+    if (load_setup(&s, "v3-qf", "configs/deepseek-v3.json", 3, 16)) {
+        const int m[] = {4, 64};
+        check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
+        free_setup(&s);
+    }
+    moe_twin = 0;
+    moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
+    unsetenv("DSINFER_CUDA_MOE_WG_QF");
+    unsetenv("DSINFER_MOE_W8A8");
 }
 
 /* FP8 weights with every e4m3 code but NaN (w_all_codes: zeros and subnormals too, absent from the random weights,
@@ -2322,6 +2350,7 @@ int main(void) {
     run_f8_cluster();
     run_f8_tma1();
     run_f8_tm_pref();
+    run_moe_qf();
     run_f8_lab();
     const int kv_small[] = {1, 3, 4, 63}, kv_big[] = {1, 4, 128};
     /* C = 199: two scale blocks, the second partial, entries at odd byte offsets (335 bytes) */

@@ -235,8 +235,12 @@ void cu_ws_free(cu_ws *w);
  *   DSINFER_CUDA_F8_TMA1=0   the W8A8 GEMM up to 64 rows with its stages by cp.async (f8_wgmma_kernel<1>); default 1
  *                            (sixteenth session): by TMA (f8_tma1_kernel, the same bits; FP8 b2 .. b64 -0.1 ms a step).
  *   DSINFER_CUDA_F8_CLUSTER=1  the W8A8 GEMM's K splits summed in thread-block clusters (opt-in: slower from 64 rows,
- *                            -0.03 ms at b2 / b8; sixteenth session). DSINFER_CUDA_F8_TM_PREF=1: the TMA kernel's
- *                            scales loaded before its stage wait (the same bits; opt-in until timed).
+ *                            -0.03 ms at b2 / b8; sixteenth session). DSINFER_CUDA_F8_TM_PREF=0: the TMA kernel's
+ *                            scales loaded after its MMAs; default 1 (sixteenth session): before its stage wait (the
+ *                            same bits; `bench --ops` M 128 0.91 -> 0.94x cuBLASLt, decode b128 / b256 unchanged).
+ *   DSINFER_CUDA_MOE_WG_QF=1 the FP8 decode experts' gate / up epilogue (moe_wg_kernel) writes the down projection's
+ *                            input codes and scales itself (no BF16 copy, no quantizer launch; the same bits; opt-in:
+ *                            measured slower, FP8 b8 +0.15 ms, b64 +0.2).
  * Engine-level (model/forward.c): DSINFER_FUSED_ADD_NORM=0 (residual add and norm as two ops),
  * DSINFER_EP_GATHER=0 (expert parallelism's all-to-all form), DSINFER_EP_GRAPHS=0 (gathered EP steps
  * not captured). */
@@ -247,6 +251,7 @@ typedef struct {
     int lt_tune;    /* with tc: BF16 linears through cuBLASLt with the algorithm searched per shape, cached on disk (DSINFER_CUDA_LT_TUNE) */
     int moe_gemm, moe_gemm_min_m;   /* with tc: routed experts of >= min_m tokens as cuBLAS GEMMs per expert (DSINFER_CUDA_MOE_GEMM[_MIN_M]) */
     int shared_stream;   /* the shared experts on a second stream (cuda_side.cu; DSINFER_CUDA_SHARED_STREAM, default 0) */
+    int moe_wg_qf;   /* FP8 decode experts: gate / up's epilogue quantizes the down input (cuda_moe_wg.cu; DSINFER_CUDA_MOE_WG_QF) */
     int shared_stream_min_m, shared_stream_max_m;   /* ... for batches of this many tokens (_MIN_M, _MAX_M; default 9 .. 128) */
     int hfuse;   /* the q (q_a) and kv_a projections in one launch (backend linear2; DSINFER_CUDA_HFUSE); 2 (default): and an MLP's gate / up */
     int mlp_fuse;   /* the W8A8 MLP's split-K sums, SiLU * up and the down input's quantization in one kernel (DSINFER_CUDA_MLP_FUSE, default 1) */
@@ -651,8 +656,8 @@ extern int cu_f8_cluster, cu_f8_cluster_max_m;
 /* DSINFER_CUDA_F8_TMA1 (default 0 until timed): the W8A8 GEMM's one-warpgroup kernel (up to 64 rows: linear, linear2,
  * the MLP's gate / up) with its stages loaded by TMA (f8_tma1_kernel) instead of cp.async: the same bits */
 extern int cu_f8_tma1;
-/* DSINFER_CUDA_F8_TM_PREF (default 0 until timed): the TMA kernel (above 64 rows; and the prefill MoE's grouped form)
- * loads a k-block's scales before waiting for its stage, not after its MMAs: the same bits */
+/* DSINFER_CUDA_F8_TM_PREF (default 1): the TMA kernel (above 64 rows; and the prefill MoE's grouped form) loads a
+ * k-block's scales before waiting for its stage, not after its MMAs: the same bits */
 extern int cu_f8_tm_pref;
 /* shared pieces of the own W8A8 linears: x [M, K] fp32 -> codes q [M, K] and scales s [M][K/128]
  * (moe_rows_fp8_kernel); out[i] = sum over z < ks of part[z n + i], in z order */

@@ -636,6 +636,7 @@ static cu_opts cu_opts_read(void) {
     /* opt-in: +2.5% at batch 64, but a process that used it at batch 64 then ran batch 256 3% slower than one that
      * never did (not explained yet; RESULTS eleventh session run 6) */
     o.shared_stream = env_int("DSINFER_CUDA_SHARED_STREAM", 0);
+    o.moe_wg_qf = env_int("DSINFER_CUDA_MOE_WG_QF", 0);
     /* on by default since the twelfth session's run 2 (FP8 batch 64 9.00 -> 8.54 ms with all four; RESULTS) */
     o.hfuse = env_int("DSINFER_CUDA_HFUSE", 2);
     o.mlp_fuse = env_int("DSINFER_CUDA_MLP_FUSE", 1);
@@ -727,7 +728,7 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     cu_f8_cluster = env_int("DSINFER_CUDA_F8_CLUSTER", 0);
     cu_f8_cluster_max_m = env_int("DSINFER_CUDA_F8_CLUSTER_MAX_M", 256);
     cu_f8_tma1 = env_int("DSINFER_CUDA_F8_TMA1", 1);
-    cu_f8_tm_pref = env_int("DSINFER_CUDA_F8_TM_PREF", 0);
+    cu_f8_tm_pref = env_int("DSINFER_CUDA_F8_TM_PREF", 1);
     cu_moe_wgmma = env_int("DSINFER_CUDA_MOE_WGMMA", 1);
     cu_moe_wg = env_int("DSINFER_CUDA_MOE_WG", 1);
     cu_moe_wg_nt = env_int("DSINFER_CUDA_MOE_WG_NT", 0);

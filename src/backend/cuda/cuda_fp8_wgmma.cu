@@ -575,7 +575,7 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
 
 static PFN_cuTensorMapEncodeTiled_v12000 encode_tiled;
 int cu_fp8_tma = 1;   /* DSINFER_CUDA_FP8_TMA (backend creation) */
-int cu_f8_tm_pref = 0;   /* DSINFER_CUDA_F8_TM_PREF (backend creation): f8_tma_kernel<*, true> */
+int cu_f8_tm_pref = 1;   /* DSINFER_CUDA_F8_TM_PREF (backend creation): f8_tma_kernel<*, true> */
 /* the in-kernel sum up to this many splits: its last split reads them all (32 KB each) while the reduce kernel
  * spreads the sum over the GPU */
 #define F8_TICKET_MAX_KS 4

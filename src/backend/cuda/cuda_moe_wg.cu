@@ -43,7 +43,10 @@ struct mw_shape {
     static_assert((NT * MW_BK) % 1024 == 0, "the codes' tile keeps the swizzle's alignment");
 };
 
-static size_t mw_smem_bytes(void) { return MW_RING + 2 * MW_MAX_ST * 8 + (2 * (MW_MAX_E + 1) + 4 + MW_XS) * 4 + 1024; }
+#define MW_QF_RED (8 * 64)   /* the quantizing epilogue's per-warp row maxima: 8 consumer warps x NT tokens */
+static size_t mw_smem_bytes(void) {
+    return MW_RING + 2 * MW_MAX_ST * 8 + (2 * (MW_MAX_E + 1) + 4 + MW_XS + MW_QF_RED) * 4 + 1024;
+}
 
 /* d[64 x N] (+)= a[64 x 32] b[N x 32]^T, e4m3 from shared memory; acc = 0 starts from zero. d[4q + h]: row
  * 16 warp + lane / 4 + 8 (h / 2), column (token) 8q + 2 (lane % 4) + h % 2. */
@@ -94,7 +97,9 @@ typedef struct {
     const float *w_scale;        /* dense: [ceil(N / 128)][ws_cols] */
     const float *xs;             /* the rows' scales [R][K / 128] */
     const int32_t *off;          /* [E + 1] (grouped) */
-    void *out;                   /* [R, ldo] */
+    void *out;                   /* [R, ldo]; PAIR with qf: the codes of SiLU(g) * u [R, ldo] (bytes) */
+    float *oscale;               /* PAIR with qf: their scales [R][ldo / 128]; else unused */
+    int qf;                      /* PAIR, FP8: the epilogue quantizes SiLU(g) * u (DSINFER_CUDA_MOE_WG_QF) */
     float *part;                 /* dense, ks > 1: [ks][tiles][256][NT / 2] */
     int *tickets;                /* dense, ks > 1: [chunks x NB] */
     int R, E, N, K, ws_cols, ldo, ks, kc;
@@ -179,10 +184,62 @@ __device__ __forceinline__ void mw_stage_scales(float *xsm, const float *xs, con
  * one split: fp32 sums. ks splits: each stores its NT / 2 sums contiguous at part[((z tiles + tile) 256 + tid)
  * NT / 2] (tid: the consumer thread; 16-byte stores), then the tile's last split to take its ticket sums the ks
  * partials of its own positions in z order (deterministic) into out. */
+/* PAIR with a.qf (FP8 experts): h = SiLU(g) * u rounded to BF16 as the plain epilogue stores it, then per token the
+ * item's 128 columns (one scale block of the down projection's input: the two warpgroups' 64 each) quantized as
+ * moe_rows_fp8_kernel does from the BF16 copy: scale = max(amax |h|, 1e-4) / 448, code = e4m3(h / scale) (the
+ * conversion unit's encoder, equal to the software one for every float: ds_cuda_device_selftest). The maximum goes
+ * lanes (shuffles) -> warps (red [8 warps][NT], one consumer barrier). Same bits as the BF16 store plus that launch. */
+template <int NT>
+__device__ __forceinline__ void mw_store_qf(const float (&g)[NT / 2], const float (&u)[NT / 2], const mw_args &a,
+                                            const mw_item &m, int cw, int warp, int lane, float *red) {
+    float h[NT / 2], mx[NT / 4];   /* mx[2q + e]: this lane's maximum for token 8q + 2 (lane % 4) + e */
+#pragma unroll
+    for (int i = 0; i < NT / 2; i++) h[i] = __bfloat162float(__float2bfloat16_rn(g[i] / (1.0f + expf(-g[i])) * u[i]));
+#pragma unroll
+    for (int q = 0; q < NT / 8; q++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            float v = fmaxf(fabsf(h[4 * q + e]), fabsf(h[4 * q + 2 + e]));
+            v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 4));
+            v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 8));
+            v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 16));
+            mx[2 * q + e] = v;
+        }
+    const int w8 = cw * 4 + warp;   /* the consumer warp, 0 .. 7 */
+    if (lane < 4)
+#pragma unroll
+        for (int q = 0; q < NT / 8; q++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) red[w8 * NT + 8 * q + 2 * lane + e] = mx[2 * q + e];
+    mw_consumers_sync();
+    const int LKo = a.ldo / 128;
+#pragma unroll
+    for (int q = 0; q < NT / 8; q++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            int c = 8 * q + 2 * (lane & 3) + e;
+            float v = red[c];
+#pragma unroll
+            for (int w = 1; w < 8; w++) v = fmaxf(v, red[w * NT + c]);
+            float scale = fmaxf(v, 1e-4f) / 448.0f;
+            if (c >= m.cnt) continue;
+            if (w8 == 0 && lane < 4) a.oscale[(size_t)(m.row0 + c) * LKo + m.nb] = scale;
+#pragma unroll
+            for (int hh = 0; hh < 2; hh++) {
+                int n = m.nb * MW_BN + cw * 64 + 16 * warp + (lane >> 2) + 8 * hh;
+                if (n < a.N) ((unsigned char *)a.out)[(size_t)(m.row0 + c) * a.ldo + n] = cu_f32_to_fp8_hw(h[4 * q + 2 * hh + e] / scale);
+            }
+        }
+}
+
 template <bool PAIR, int NT>
 __device__ __forceinline__ void mw_store(const float (&tot0)[NT / 2], const float (&tot1)[NT / 2], const mw_args &a,
-                                         const mw_item &m, int tiles, int cw, int warp, int lane, int *flag) {
+                                         const mw_item &m, int tiles, int cw, int warp, int lane, int *flag, float *red) {
     const int tid = threadIdx.x - 128;
+    if (PAIR && a.qf) {
+        mw_store_qf<NT>(tot0, tot1, a, m, cw, warp, lane, red);
+        return;
+    }
     if (!PAIR && a.ks > 1) {
         float4 *p = (float4 *)(a.part + ((size_t)(m.z * tiles + m.tile) * 256 + tid) * (NT / 2));
 #pragma unroll
@@ -258,6 +315,7 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
     uint64_t *full = (uint64_t *)(sm + MW_RING), *empty = full + MW_MAX_ST;
     int *pre = (int *)(empty + MW_MAX_ST), *offs = pre + MW_MAX_E + 1, *flag = offs + MW_MAX_E + 1;
     float *xsm = (float *)(flag + 4);   /* [MW_XS]: the item's token scales */
+    float *red = xsm + MW_XS;           /* [MW_QF_RED]: mw_store_qf's maxima */
     if (threadIdx.x < 32) mw_tables<NT>(pre, offs, a.maps ? a.off : NULL, E, a.R);
     if (threadIdx.x == 32) {
         for (int s = 0; s < S::ST; s++) {
@@ -309,7 +367,7 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
                 wg_wait0();
                 if (lane == 0) mbar_arrive(&empty[s]);
             }
-            mw_store<PAIR, NT>(acc0, acc1, a, m, pre[E] * NB, cw, warp, lane, flag);
+            mw_store<PAIR, NT>(acc0, acc1, a, m, pre[E] * NB, cw, warp, lane, flag, red);
             continue;
         }
         const float *sw0 = (a.maps ? a.scales[m.e * NM] : a.w_scale) + (size_t)m.nb * a.ws_cols;
@@ -342,7 +400,7 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
             g0 = n0;
             g1 = n1;
         }
-        mw_store<PAIR, NT>(tot0, tot1, a, m, pre[E] * NB, cw, warp, lane, flag);
+        mw_store<PAIR, NT>(tot0, tot1, a, m, pre[E] * NB, cw, warp, lane, flag, red);
     }
 }
 
@@ -386,28 +444,34 @@ static int mw_run_bf16(ds_cuda_backend *cb, float *y, const float *x, const int3
     CUtensorMap t1, t2;
     if (!cu_tma_map(&t1, xs, n_rows, 2 * D, nt) || !cu_tma_map(&t2, inter, n_rows, 2 * I, nt)) return 0;
     cu_rows_bf16_gather(xs, x, rows, n_rows, D);
-    mw_args a1 = {maps, sc, NULL, NULL, off, inter, NULL, NULL, n_rows, E, I, 2 * D, 0, I, 1, 2 * D / MW_BK};
+    mw_args a1 = {maps, sc, NULL, NULL, off, inter, NULL, 0, NULL, NULL, n_rows, E, I, 2 * D, 0, I, 1, 2 * D / MW_BK};
     mw_launch<true, true>(cb, nt, t1, t1, a1);
-    mw_args a2 = {maps + 2 * E, sc + 2 * E, NULL, NULL, off, y, NULL, NULL, n_rows, E, D, 2 * I, 0, D, 1, 2 * I / MW_BK};
+    mw_args a2 = {maps + 2 * E, sc + 2 * E, NULL, NULL, off, y, NULL, 0, NULL, NULL, n_rows, E, D, 2 * I, 0, D, 1, 2 * I / MW_BK};
     mw_launch<false, true>(cb, nt, t2, t2, a2);
     return 1;
 }
 
 /* The FP8 experts as W8A8. xs_ws as cu_moe_tc's W8A8 form: the gathered rows' codes [n_rows, D] and scales, BF16
- * SiLU(g) * u [n_rows, I] after n_rows x D x 2 bytes, then its codes and scales over the first ones'. */
+ * SiLU(g) * u [n_rows, I] after n_rows x D x 2 bytes, then its codes and scales over the first ones'. With
+ * opt.moe_wg_qf the gate / up epilogue writes those codes and scales itself, where the BF16 copy would be (the first
+ * codes are still being read by the launch's other CTAs): one launch fewer, the same bits (opt.moe_wg_qf). */
 static int mw_run_f8(ds_cuda_backend *cb, float *y, const float *x, const int32_t *rows, const int32_t *off, int n_rows,
                      int E, int D, int I, const CUtensorMap *maps, const float *const *sc, int nt, const ds_layer_weights *L,
                      void *xs_ws) {
     unsigned char *q = (unsigned char *)xs_ws;
     float *qs = (float *)(q + (size_t)n_rows * D), *is = (float *)(q + (size_t)n_rows * I);
     __nv_bfloat16 *inter = (__nv_bfloat16 *)xs_ws + (size_t)n_rows * D;
+    const int qf = cb->opt.moe_wg_qf;
+    unsigned char *q2 = qf ? (unsigned char *)inter : q;   /* the down projection's codes */
+    if (qf) is = (float *)(q2 + (size_t)n_rows * I);
     CUtensorMap t1, t2;
-    if (!cu_tma_map(&t1, q, n_rows, D, nt) || !cu_tma_map(&t2, q, n_rows, I, nt)) return 0;
+    if (!cu_tma_map(&t1, q, n_rows, D, nt) || !cu_tma_map(&t2, q2, n_rows, I, nt)) return 0;
     cu_rows_fp8_gather(q, qs, x, rows, n_rows, D);
-    mw_args a1 = {maps, sc, NULL, qs, off, inter, NULL, NULL, n_rows, E, I, D, L->exp_gate[0].scale_cols, I, 1, D / MW_BK};
+    mw_args a1 = {maps, sc, NULL, qs, off, qf ? (void *)q2 : (void *)inter, is, qf, NULL, NULL, n_rows, E, I, D,
+                  L->exp_gate[0].scale_cols, I, 1, D / MW_BK};
     mw_launch<true>(cb, nt, t1, t1, a1);
-    cu_rows_fp8_bf16(q, is, inter, n_rows, I);
-    mw_args a2 = {maps + 2 * E, sc + 2 * E, NULL, is, off, y, NULL, NULL, n_rows, E, D, I, L->exp_down[0].scale_cols, D, 1, I / MW_BK};
+    if (!qf) cu_rows_fp8_bf16(q, is, inter, n_rows, I);
+    mw_args a2 = {maps + 2 * E, sc + 2 * E, NULL, is, off, y, NULL, 0, NULL, NULL, n_rows, E, D, I, L->exp_down[0].scale_cols, D, 1, I / MW_BK};
     mw_launch<false>(cb, nt, t2, t2, a2);
     return 1;
 }
@@ -469,7 +533,7 @@ int cu_f8_wg_linear(ds_cuda_backend *cb, float *out, const float *x, const ds_we
     CUtensorMap tx, tw;
     if (!cu_tma_map(&tx, q, M, K, nt) || !cu_tma_map(&tw, w->data, N, K, MW_BN)) return 0;
     cu_rows_fp8_f32(q, qs, x, M, K);
-    mw_args a = {NULL, NULL, w->scale, qs, NULL, out, part, cb->f8_tickets, M, 1, N, K, w->scale_cols, N, ks, kc};
+    mw_args a = {NULL, NULL, w->scale, qs, NULL, out, NULL, 0, part, cb->f8_tickets, M, 1, N, K, w->scale_cols, N, ks, kc};
     mw_launch<false>(cb, nt, tx, tw, a);
     return 1;
 }
