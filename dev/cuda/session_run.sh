@@ -1156,6 +1156,21 @@ if want ncusmall16; then
   N=$(nf fp8 64); echo "fp8 b64: profiling forward $N"
   step ncu_small_b64 200 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=$N ncu --profile-from-start off --set full --print-details all -k regex:'router_fused|group_v2|mla_combine' --launch-count 3 $B/dsinfer bench --dtype fp8 --batch 64 --ctx 1K --prompt '' --steps 2
 fi
+# rg16: the grouped MoE's grouping done by the routing kernel (DSINFER_CUDA_ROUTE_GROUP=1): op tests (the same bits as the
+# grouping launch), the side-stream tests (check_moe_dt's changed warm-up), its mutants, FP8 / BF16 decode rows on and off
+# (alternated twice)
+if want rg16; then
+  step ops_rgroup 250 env DSINFER_OPS_ONLY=rgroup $B/test_cuda_ops
+  step ops_side 200 env DSINFER_OPS_ONLY=side $B/test_cuda_ops
+  for f in .deps/bin/test_cuda_ops_mut_rg_*; do [ -x "$f" ] && mutant $f rgroup '' 250; done
+  for r in 1 2; do
+    for v in 0 1; do
+      step dec_rg$v 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_ROUTE_GROUP=$v $B/dsinfer bench --dtype fp8 --batch 1,2,8,64,128 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s16-fp8-rg$v
+      step decb_rg$v 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_ROUTE_GROUP=$v $B/dsinfer bench --dtype bf16 --batch 1,64 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s16-bf16-rg$v
+    done
+  done
+  step golden_rg 150 env DSINFER_CUDA_ROUTE_GROUP=1 $B/test_cuda_golden
+fi
 # end15: the session's defaults (MLA v2, absorb v3): the mla op tests, goldens, test_cuda_model, the rows FP8 / BF16
 # at 1 .. 256, ctx 1K
 if want end15; then

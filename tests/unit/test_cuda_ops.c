@@ -917,12 +917,17 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc, i
         buf_rand(&x, 1.0f);
         buf_poison(&out);
         int e0 = E / 3, e1 = 2 * E / 3;
+        if (moe_twin && !routed) {   /* first on another x: workspaces and tables exist before the checked launch (no
+                                      * first-use copies between), and a launch that reused what the one before it left
+                                      * (a grouping ticket not put back) shows */
+            buf x2 = buf_new(s, (size_t)M * D);
+            buf_rand(&x2, 1.0f);
+            gpu->moe(gpu, out.d, x2.d, &Ld, M);
+            buf_free(s, &x2);
+            buf_poison(&out);
+        }
         if (routed) gpu->moe_routed(gpu, out.d, x.d, &Ld, M, e0, e1);
         else gpu->moe(gpu, out.d, x.d, &Ld, M);
-        if (moe_twin && !routed) {   /* again, now that workspaces and tables exist: no first-use copies between */
-            buf_poison(&out);
-            gpu->moe(gpu, out.d, x.d, &Ld, M);
-        }
         if (twin && !routed) {   /* the same op with the shared experts in line: the same bits */
             buf o2 = buf_new(s, (size_t)M * D);
             buf_poison(&o2);
@@ -1095,7 +1100,7 @@ static void free_setup(setup *s) {
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
 static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf | side | linear2 | kvb | qkv | router | w8small
-                            * | f8cl | f8t1 | f8tp | moeqf | f8lab (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
+                            * | f8cl | f8t1 | f8tp | moeqf | rgroup | f8lab (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
                             * run_side_stream, run_linear2, run_kvb_copy, run_qkv_finish, run_router, run_w8a8_small or
                             * run_f8_lab */
 
@@ -1726,6 +1731,39 @@ static void run_moe_qf(void) {
     unsetenv("DSINFER_MOE_W8A8");
 }
 
+/* DSINFER_OPS_ONLY=rgroup: the grouped MoE with its grouping done by the routing kernel (DSINFER_CUDA_ROUTE_GROUP=1:
+ * route_group_kernel up to 8 tokens, the fused router's last token group from 9) against the grouping launch (the twin,
+ * =0): the same bits, and against the CPU; V2-Lite (greedy top-6 of 64) FP8 and BF16 experts at 1 .. 256 tokens (170:
+ * 1020 pairs, the one-block grouping's last size; 171 and 256 group over many blocks either way), V3 (256 experts in 8
+ * groups, top-8, the bias) FP8. */
+static void run_route_group(void) {
+    if (only && strcmp(only, "rgroup")) return;
+    setup s;
+    setenv("DSINFER_CUDA_ROUTE_GROUP", "1", 1);   /* the backends check_moe_dt makes; its twin with =0 */
+    moe_twin = 1;
+    moe_twin_env = "DSINFER_CUDA_ROUTE_GROUP";
+    moe_thr_tc = 1e-2;   /* the shared experts' W8A8 input against the CPU's unquantized one; the exact check is the twin's */
+    setenv("DSINFER_MOE_W8A8", "1", 1);
+    setenv("DSINFER_CUDA_FP8_GEMM", "1", 1);
+    if (load_setup(&s, "v2l-rg", "configs/deepseek-v2-lite.json", 3, 16)) {
+        const int m[] = {1, 2, 8, 9, 33, 64, 170, 171, 256}, b[] = {1, 4, 64};
+        check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
+        check_moe_dt(&s, b, NM(b), DS_DTYPE_BF16, 3, 0);
+        free_setup(&s);
+    }
+    if (load_setup(&s, "v3-rg", "configs/deepseek-v3.json", 3, 16)) {
+        const int m[] = {1, 8, 64, 127};
+        check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
+        free_setup(&s);
+    }
+    unsetenv("DSINFER_MOE_W8A8");
+    unsetenv("DSINFER_CUDA_FP8_GEMM");
+    moe_thr_tc = 0;
+    moe_twin = 0;
+    moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
+    unsetenv("DSINFER_CUDA_ROUTE_GROUP");
+}
+
 /* FP8 weights with every e4m3 code but NaN (w_all_codes: zeros and subnormals too, absent from the random weights,
  * whose exponents are 5 .. 8): the GEMV at 1 and 4 rows, also scaling once a chunk (DSINFER_CUDA_GEMV_F8C=1), the
  * W8A8 linear at 2, 9 and 64 rows, the grouped MoE at 1, 4 and 63 tokens, against the CPU.
@@ -2351,6 +2389,7 @@ int main(void) {
     run_f8_tma1();
     run_f8_tm_pref();
     run_moe_qf();
+    run_route_group();
     run_f8_lab();
     const int kv_small[] = {1, 3, 4, 63}, kv_big[] = {1, 4, 128};
     /* C = 199: two scale blocks, the second partial, entries at odd byte offsets (335 bytes) */

@@ -241,6 +241,10 @@ void cu_ws_free(cu_ws *w);
  *   DSINFER_CUDA_MOE_WG_QF=1 the FP8 decode experts' gate / up epilogue (moe_wg_kernel) writes the down projection's
  *                            input codes and scales itself (no BF16 copy, no quantizer launch; the same bits; opt-in:
  *                            measured slower, FP8 b8 +0.15 ms, b64 +0.2).
+ *   DSINFER_CUDA_ROUTE_GROUP=1 the grouped MoE's expert grouping (group_v2_kernel's rows, offsets, positions) done by the
+ *                            routing kernel: the fused router's last token group (a second ticket), or one block that
+ *                            routes up to 8 tokens and groups them (route_group_kernel): one launch a layer fewer, the
+ *                            same bits (opt-in until timed).
  * Engine-level (model/forward.c): DSINFER_FUSED_ADD_NORM=0 (residual add and norm as two ops),
  * DSINFER_EP_GATHER=0 (expert parallelism's all-to-all form), DSINFER_EP_GRAPHS=0 (gathered EP steps
  * not captured). */
@@ -252,6 +256,7 @@ typedef struct {
     int moe_gemm, moe_gemm_min_m;   /* with tc: routed experts of >= min_m tokens as cuBLAS GEMMs per expert (DSINFER_CUDA_MOE_GEMM[_MIN_M]) */
     int shared_stream;   /* the shared experts on a second stream (cuda_side.cu; DSINFER_CUDA_SHARED_STREAM, default 0) */
     int moe_wg_qf;   /* FP8 decode experts: gate / up's epilogue quantizes the down input (cuda_moe_wg.cu; DSINFER_CUDA_MOE_WG_QF) */
+    int route_group;   /* the grouped MoE's one-block grouping done by the routing kernel (cuda_moe.cu; DSINFER_CUDA_ROUTE_GROUP) */
     int shared_stream_min_m, shared_stream_max_m;   /* ... for batches of this many tokens (_MIN_M, _MAX_M; default 9 .. 128) */
     int hfuse;   /* the q (q_a) and kv_a projections in one launch (backend linear2; DSINFER_CUDA_HFUSE); 2 (default): and an MLP's gate / up */
     int mlp_fuse;   /* the W8A8 MLP's split-K sums, SiLU * up and the down input's quantization in one kernel (DSINFER_CUDA_MLP_FUSE, default 1) */
@@ -283,7 +288,8 @@ typedef struct {
     long long delay_ns;         /* DSINFER_CUDA_SIDE_DELAY_NS: tests only (cuda_side.cu) */
 } cu_side;
 
-#define CU_ROUTE_TICKETS 64   /* token groups of the fused router kernel (cuda_moe.cu: 256 tokens, 4 a group) */
+#define CU_ROUTE_TICKETS 65   /* token groups of the fused router kernel (cuda_moe.cu: 256 tokens, 4 a group), and the
+                                * last one: its groups' ticket for the grouping (DSINFER_CUDA_ROUTE_GROUP) */
 typedef struct {
     ds_backend base;
     int device;

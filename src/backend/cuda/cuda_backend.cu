@@ -637,6 +637,7 @@ static cu_opts cu_opts_read(void) {
      * never did (not explained yet; RESULTS eleventh session run 6) */
     o.shared_stream = env_int("DSINFER_CUDA_SHARED_STREAM", 0);
     o.moe_wg_qf = env_int("DSINFER_CUDA_MOE_WG_QF", 0);
+    o.route_group = env_int("DSINFER_CUDA_ROUTE_GROUP", 0);
     /* on by default since the twelfth session's run 2 (FP8 batch 64 9.00 -> 8.54 ms with all four; RESULTS) */
     o.hfuse = env_int("DSINFER_CUDA_HFUSE", 2);
     o.mlp_fuse = env_int("DSINFER_CUDA_MLP_FUSE", 1);

@@ -238,15 +238,30 @@ void ds_cuda_route(ds_backend *be, const float *logits, const float *bias, int32
  * is zero between launches) routes the group's tokens, a warp each, with route_warp: the rule and arithmetic of
  * route_v2_kernel on these logits. Replaces the router GEMM (a dequantize and an SGEMM, or a GEMV) and the
  * routing launch: two or three launches a MoE layer become one. */
+/* The grouping's outputs (group_v2_kernel's, all experts), for the kernels that group the choices they made
+ * (DSINFER_CUDA_ROUTE_GROUP): offsets [2E + 2], rows / rw / pos_of [M K] */
+typedef struct {
+    int32_t *offsets, *rows;
+    float *rw;
+    int32_t *pos_of;
+} group_out;
+
+__device__ static void group_block(const int32_t *ids_g, const float *w, int M, int K, int E, int32_t *offsets,
+                                   int32_t *rows, float *rw, int32_t *pos_of, int e0, int e1, int *cnt, int32_t *ids_s,
+                                   int cap, bool cg);
+
 #define RF_TOK 4
 #define RF_WARPS 8
 #define RF_MAX_M 256
-static_assert(RF_MAX_M / RF_TOK <= CU_ROUTE_TICKETS, "the backend's router tickets (cuda.h) cover RF_MAX_M tokens");
+#define RF_GROUP_IDS 2048   /* the choices the grouping copies to shared memory (256 tokens x top-8) */
+static_assert(RF_MAX_M / RF_TOK + 1 <= CU_ROUTE_TICKETS, "the backend's router tickets (cuda.h) cover RF_MAX_M tokens and one more");
 
-template <bool BF16>
+/* GROUP (DSINFER_CUDA_ROUTE_GROUP): the token groups' last blocks take a second ticket (tickets[CU_ROUTE_TICKETS - 1]);
+ * the last of them groups every token's choices (group_block, from L2) into go: no grouping launch. */
+template <bool BF16, bool GROUP = false>
 __global__ void __launch_bounds__(RF_WARPS * 32) router_fused_kernel(const float *x, cu_wview w, float *logits,
                                                                      const float *bias, int32_t *ids, float *wout,
-                                                                     int M, unsigned *tickets, route_cfg rc) {
+                                                                     int M, unsigned *tickets, route_cfg rc, group_out go) {
     __shared__ float s_sh[RF_TOK][MOE_MAX_EXPERTS], b_sh[RF_TOK][MOE_MAX_EXPERTS];
     __shared__ float g_sh[RF_TOK][MOE_MAX_GROUPS];
     __shared__ unsigned char taken[RF_TOK][MOE_MAX_EXPERTS];
@@ -301,26 +316,47 @@ __global__ void __launch_bounds__(RF_WARPS * 32) router_fused_kernel(const float
         if (last) tickets[blockIdx.x] = 0;   /* every block of the group has taken its ticket */
     }
     __syncthreads();
-    if (!last || warp >= nt) return;
+    if (!last) return;   /* whole block */
     __threadfence();
-    int m = m0 + warp;
-    float *s = s_sh[warp];
-    for (int i = lane; i < E; i += 32) s[i] = __ldcg(logits + (size_t)m * E + i);   /* from L2: other blocks wrote them */
-    __syncwarp();
-    route_warp(s, bias, ids, wout, m, rc, s, b_sh[warp], g_sh[warp], taken[warp], &red[warp]);
+    if (warp < nt) {
+        int m = m0 + warp;
+        float *s = s_sh[warp];
+        for (int i = lane; i < E; i += 32) s[i] = __ldcg(logits + (size_t)m * E + i);   /* from L2: other blocks wrote them */
+        __syncwarp();
+        route_warp(s, bias, ids, wout, m, rc, s, b_sh[warp], g_sh[warp], taken[warp], &red[warp]);
+    }
+    if (!GROUP) return;
+    __shared__ int last_all;
+    __shared__ int cnt[GROUP ? MOE_MAX_EXPERTS + 1 : 1];
+    __shared__ int32_t ids_s[GROUP ? RF_GROUP_IDS : 1];
+    __threadfence();   /* this group's choices visible before its ticket */
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned t = atomicAdd(&tickets[CU_ROUTE_TICKETS - 1], 1u);
+        last_all = t == gridDim.x - 1;
+        if (last_all) tickets[CU_ROUTE_TICKETS - 1] = 0;   /* every token group has taken its ticket */
+    }
+    __syncthreads();
+    if (!last_all) return;
+    __threadfence();
+    group_block(ids, wout, M, rc.K, E, go.offsets, go.rows, go.rw, go.pos_of, 0, E, cnt, ids_s, RF_GROUP_IDS, true);
 }
 
 /* The fused router for M tokens where it applies (opt.router_fused for router_fused_min_m .. _max_m rows, a BF16 or fp32
  * router of E rows, D % 8 (BF16) or % 4 (fp32), 16-byte aligned x and weight); 0 (nothing launched) otherwise. */
 static int router_fused(ds_cuda_backend *cb, const ds_weight *r, const float *x, int M, float *logits,
-                        const float *bias, int32_t *ids, float *w, route_cfg rc) {
+                        const float *bias, int32_t *ids, float *w, route_cfg rc, const group_out *go) {
     if (!cb->opt.router_fused || M < cb->opt.router_fused_min_m || M > cb->opt.router_fused_max_m || M > RF_MAX_M) return 0;
     int bf = r->dtype == DS_DTYPE_BF16 && !r->scale, f32 = r->dtype == DS_DTYPE_F32 && !r->scale;
     if ((!bf && !f32) || r->rows != rc.E || r->cols % (bf ? 8 : 4) || ((uintptr_t)x & 15) || ((uintptr_t)r->data & 15))
         return 0;
     dim3 grid((unsigned)((M + RF_TOK - 1) / RF_TOK), (unsigned)((rc.E + RF_WARPS - 1) / RF_WARPS));
-    if (bf) cu_launch(router_fused_kernel<true>, grid, RF_WARPS * 32, 0, x, cu_view(r), logits, bias, ids, w, M, cb->route_tickets, rc);
-    else cu_launch(router_fused_kernel<false>, grid, RF_WARPS * 32, 0, x, cu_view(r), logits, bias, ids, w, M, cb->route_tickets, rc);
+    group_out g = go ? *go : group_out{NULL, NULL, NULL, NULL};
+    unsigned *t = cb->route_tickets;
+    if (bf && go) cu_launch(router_fused_kernel<true, true>, grid, RF_WARPS * 32, 0, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
+    else if (bf) cu_launch(router_fused_kernel<true>, grid, RF_WARPS * 32, 0, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
+    else if (go) cu_launch(router_fused_kernel<false, true>, grid, RF_WARPS * 32, 0, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
+    else cu_launch(router_fused_kernel<false>, grid, RF_WARPS * 32, 0, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
     CUDA_LAUNCH_CHECK();
     return 1;
 }
@@ -374,16 +410,17 @@ __global__ void group_kernel(const int32_t *ids, const float *w, int M, int K, i
 #define GROUP_SMEM_IDS 8192
 /* e0 <= e < e1: only those experts' rows are listed (the others get none; pos_of -1 for their pairs, and
  * the rows past the listed ones are 0, a valid row for the gather); 0, E for all. */
-__global__ void group_v2_kernel(const int32_t *ids_g, const float *w, int M, int K, int E, int32_t *offsets,
-                                int32_t *rows, float *rw, int32_t *pos_of, int e0, int e1) {
-    __shared__ int cnt[MOE_MAX_EXPERTS + 1];
-    __shared__ int32_t ids_s[GROUP_SMEM_IDS];
-    cu_pdl_trigger();
-    cu_pdl_wait();
+/* group_v2_kernel's work for a block of any size (warp w takes experts w, w + warps, ...). cnt [MOE_MAX_EXPERTS + 1]
+ * and ids_s [cap]: the block's shared memory (the ids are copied there when they fit). cg: ids and w were written by
+ * other blocks of this launch (read from L2, after the writer's fence and the reader's ticket). */
+__device__ static void group_block(const int32_t *ids_g, const float *w, int M, int K, int E, int32_t *offsets,
+                                   int32_t *rows, float *rw, int32_t *pos_of, int e0, int e1, int *cnt, int32_t *ids_s,
+                                   int cap, bool cg) {
     int n = M * K, warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
     const int32_t *ids = ids_g;
-    if (n <= GROUP_SMEM_IDS) {
-        for (int i = threadIdx.x; i < n; i += blockDim.x) ids_s[i] = ids_g[i];
+    const bool in_smem = n <= cap;
+    if (in_smem) {
+        for (int i = threadIdx.x; i < n; i += blockDim.x) ids_s[i] = cg ? __ldcg(ids_g + i) : ids_g[i];
         ids = ids_s;
     }
     __syncthreads();
@@ -395,7 +432,7 @@ __global__ void group_v2_kernel(const int32_t *ids_g, const float *w, int M, int
         }
         for (int i0 = 0; i0 < n; i0 += 32) {
             int i = i0 + lane;
-            c += __popc(__ballot_sync(0xffffffffu, i < n && ids[i] == e));
+            c += __popc(__ballot_sync(0xffffffffu, i < n && (cg && !in_smem ? __ldcg(ids + i) : ids[i]) == e));
         }
         if (lane == 0) cnt[e] = c;
     }
@@ -411,17 +448,48 @@ __global__ void group_v2_kernel(const int32_t *ids_g, const float *w, int M, int
         int pos = cnt[e];
         for (int i0 = 0; i0 < n; i0 += 32) {
             int i = i0 + lane;
-            bool hit = i < n && ids[i] == e;
+            bool hit = i < n && (cg && !in_smem ? __ldcg(ids + i) : ids[i]) == e;
             unsigned mask = __ballot_sync(0xffffffffu, hit);
             if (hit) {
                 int p = pos + __popc(mask & ((1u << lane) - 1u));
                 if (pos_of) pos_of[i] = p;
                 rows[p] = i / K;
-                rw[p] = w[i];
+                rw[p] = cg ? __ldcg(w + i) : w[i];
             }
             pos += __popc(mask);
         }
     }
+}
+
+__global__ void group_v2_kernel(const int32_t *ids_g, const float *w, int M, int K, int E, int32_t *offsets,
+                                int32_t *rows, float *rw, int32_t *pos_of, int e0, int e1) {
+    __shared__ int cnt[MOE_MAX_EXPERTS + 1];
+    __shared__ int32_t ids_s[GROUP_SMEM_IDS];
+    cu_pdl_trigger();
+    cu_pdl_wait();
+    group_block(ids_g, w, M, K, E, offsets, rows, rw, pos_of, e0, e1, cnt, ids_s, GROUP_SMEM_IDS, false);
+}
+
+/* route_v2_kernel and group_v2_kernel in one block (small batches, M <= RG_MAX_M): warp w routes tokens w, w + RG_WARPS,
+ * ..., then the block groups the choices it wrote (visible to it after the barrier) */
+#define RG_WARPS 8
+#define RG_MAX_M 8
+__global__ void __launch_bounds__(RG_WARPS * 32) route_group_kernel(const float *logits, const float *bias, int32_t *ids,
+                                                                    float *wout, int M, route_cfg rc, group_out go) {
+    __shared__ float s_sh[RG_WARPS][MOE_MAX_EXPERTS], b_sh[RG_WARPS][MOE_MAX_EXPERTS];
+    __shared__ float g_sh[RG_WARPS][MOE_MAX_GROUPS];
+    __shared__ unsigned char taken[RG_WARPS][MOE_MAX_EXPERTS];
+    __shared__ float red[RG_WARPS];
+    __shared__ int cnt[MOE_MAX_EXPERTS + 1];
+    __shared__ int32_t ids_s[RG_MAX_M * 8];
+    cu_pdl_trigger();
+    cu_pdl_wait();
+    int warp = threadIdx.x >> 5;
+    for (int m = warp; m < M; m += RG_WARPS)
+        route_warp(logits + (size_t)m * rc.E, bias, ids, wout, m, rc, s_sh[warp], b_sh[warp], g_sh[warp], taken[warp],
+                   &red[warp]);
+    __syncthreads();
+    group_block(ids, wout, M, rc.K, rc.E, go.offsets, go.rows, go.rw, go.pos_of, 0, rc.E, cnt, ids_s, RG_MAX_M * 8, false);
 }
 int cu_group_v2 = 1;   /* DSINFER_CUDA_GROUP2 (read at backend creation) */
 int cu_group_wide = 1; /* DSINFER_CUDA_GROUP_WIDE (read at backend creation) */
@@ -641,8 +709,11 @@ static void moe_grouped(ds_cuda_backend *cb, float *out, const float *x, const d
  * one fused kernel at decode sizes (router_fused), else the router GEMM then the routing kernel. The router GEMM
  * stays fp32 when the tensor-core options are on: expert choices are discrete and BF16 logits would flip
  * near-ties (the op test compares the choices with the CPU's). */
-static void route_rows(ds_backend *be, const ds_weight *router, const ds_weight *router_bias, const float *x, int M,
-                       float *logits, float *bias, int32_t *ids, float *w) {
+/* go (not NULL): the caller wants the grouping too (group_v2_kernel's outputs over all experts); returns 1 when it was
+ * done here, in the routing's kernel (opt.route_group: the fused router from router_fused_min_m tokens, or
+ * route_group_kernel up to RG_MAX_M), else 0 and the caller groups. */
+static int route_rows(ds_backend *be, const ds_weight *router, const ds_weight *router_bias, const float *x, int M,
+                      float *logits, float *bias, int32_t *ids, float *w, const group_out *go) {
     ds_cuda_backend *cb = cu_of(be);
     route_cfg rc = route_cfg_of(be->cfg);
     const float *biasp = NULL;
@@ -651,9 +722,10 @@ static void route_rows(ds_backend *be, const ds_weight *router, const ds_weight 
         CUDA_LAUNCH_CHECK();
         biasp = bias;
     }
-    if (router_fused(cb, router, x, M, logits, biasp, ids, w, rc)) {
-        cu_optimes_phase(cb, "  moe: router GEMM + top-k (one kernel)");
-        return;
+    const group_out *g = go && cb->opt.route_group && cu_route_v2 ? go : NULL;
+    if (router_fused(cb, router, x, M, logits, biasp, ids, w, rc, g)) {
+        cu_optimes_phase(cb, g ? "  moe: router GEMM + top-k + grouping (one kernel)" : "  moe: router GEMM + top-k (one kernel)");
+        return g != NULL;
     }
     cu_opts keep = cb->opt;
     cb->opt.tc = 0;
@@ -661,8 +733,15 @@ static void route_rows(ds_backend *be, const ds_weight *router, const ds_weight 
     cu_linear(be, logits, x, router, M);
     cb->opt = keep;
     cu_optimes_phase(cb, "  moe: router GEMM (fp32)");
+    if (g && M <= RG_MAX_M) {
+        cu_launch(route_group_kernel, 1, RG_WARPS * 32, 0, (const float *)logits, biasp, ids, w, M, rc, *g);
+        CUDA_LAUNCH_CHECK();
+        cu_optimes_phase(cb, "  moe: top-k + grouping");
+        return 1;
+    }
     launch_route(logits, biasp, ids, w, M, rc);
     cu_optimes_phase(cb, "  moe: top-k");
+    return 0;
 }
 
 void ds_cuda_router(ds_backend *be, const float *x, const ds_weight *router, const ds_weight *router_bias, int M,
@@ -670,7 +749,7 @@ void ds_cuda_router(ds_backend *be, const float *x, const ds_weight *router, con
     ds_cuda_backend *cb = cu_of(be);
     if (M <= 0) return;
     float *bias = (float *)cu_ws_get(&cb->ws_moe, sizeof(float) * (size_t)be->cfg->n_routed_experts);
-    route_rows(be, router, router_bias, x, M, logits, bias, ids, weights);
+    route_rows(be, router, router_bias, x, M, logits, bias, ids, weights, NULL);
 }
 
 /* The grouped path's buffers in ws_moe2 for MK (token, choice) rows: inter [MK, I], y [MK, D] floats, then
@@ -747,7 +826,14 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
         cu_mlp(be, out, x, &L->sh_gate, &L->sh_up, &L->sh_down, M);
         cu_side_end(cb);
     }
-    route_rows(be, &L->router, &L->router_bias, x, M, logits, bias, ids, w);
+    /* the grouped path with one-block grouping: the routing kernel may group too (opt.route_group) */
+    int wide = cu_group_wide && MK >= (size_t)cu_group_wide_min;
+    float *g_inter = NULL, *g_y = NULL;
+    int32_t *g_pos = NULL;
+    if (grouped_path) grouped_ws(cb, MK, L->exp_gate[0].rows, D, &g_inter, &g_y, &g_pos);
+    group_out go = {d_off, rows, rw, g_pos};
+    int grouped = route_rows(be, &L->router, &L->router_bias, x, M, logits, bias, ids, w,
+                             grouped_path && !wide && cu_group_v2 ? &go : NULL);
     if (gemm_path) {   /* prefill-sized: a GEMM per expert (cuda_moe_gemm.cu) */
         int I = L->exp_gate[0].rows;
         float *inter, *y0;
@@ -771,14 +857,13 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
         return;
     }
     if (grouped_path) {
-        int I = L->exp_gate[0].rows;
-        float *inter, *y;
-        int32_t *pos;
-        grouped_ws(cb, MK, I, D, &inter, &y, &pos);
+        float *inter = g_inter, *y = g_y;
+        int32_t *pos = g_pos;
         /* two or more chunks of pairs (decode batch 256 x top-6): the grouping over several blocks, 27 -> ~10 us
          * a layer expected against the one-block group_v2_kernel (ncu, sixth session run 4); the same rows,
          * offsets and pos_of */
-        if (cu_group_wide && MK >= (size_t)cu_group_wide_min) launch_group_wide(ids, w, M, K, E, d_off, rows, rw, pos, pos + MK);
+        if (grouped) cu_optimes_phase(cb, "  moe: (grouped by the routing kernel)");
+        else if (wide) launch_group_wide(ids, w, M, K, E, d_off, rows, rw, pos, pos + MK);
         else launch_group(ids, w, M, K, E, d_off, rows, rw, pos);
         if (!side) shared_in_line(be, out, x, L, M);
         moe_grouped(cb, out, x, L, M, ids, w, rows, d_off, pos, inter, y, E, K, grouped_tc, 0);
@@ -812,7 +897,7 @@ void cu_moe_routed(ds_backend *be, float *out, const float *x, const ds_layer_we
     route_ws r = route_ws_get(cb, M, E, K, 0);
     float *logits = r.logits, *bias = r.bias, *w = r.w, *rw = r.rw;
     int32_t *ids = r.ids, *rows = r.rows, *d_off = r.d_off;
-    route_rows(be, &L->router, &L->router_bias, x, M, logits, bias, ids, w);
+    route_rows(be, &L->router, &L->router_bias, x, M, logits, bias, ids, w, NULL);
     cu_wview gv = cu_view(&L->exp_gate[e0]), dv = cu_view(&L->exp_down[e0]);
     int tc = cb->opt.tc && cb->opt.moe_tc && M >= moe_tc_min_m(cb, &gv) && cu_moe_tc_fits(&gv, &dv);
     int I = L->exp_gate[e0].rows;
