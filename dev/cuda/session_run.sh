@@ -1171,6 +1171,21 @@ if want rg16; then
   done
   step golden_rg 150 env DSINFER_CUDA_ROUTE_GROUP=1 $B/test_cuda_golden
 fi
+# pf16: the next layer's dense weights into L2 on a side stream (DSINFER_CUDA_L2_PREFETCH=1): decode rows on and off
+# (alternated twice), goldens with it on, test_cuda_model off and on (its greedy ids and logit distances must match)
+if want pf16; then
+  for r in 1 2; do
+    for v in 0 1; do
+      step dec_pf$v 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_L2_PREFETCH=$v $B/dsinfer bench --dtype fp8 --batch 1,2,8,64 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s16-fp8-pf$v
+      step decb_pf$v 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_L2_PREFETCH=$v $B/dsinfer bench --dtype bf16 --batch 1,8 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s16-bf16-pf$v
+    done
+  done
+  step golden_pf 150 env DSINFER_CUDA_L2_PREFETCH=1 $B/test_cuda_golden
+  step model_pf0 200 env DSINFER_CUDA_L2_PREFETCH=0 $B/test_cuda_model
+  step model_pf1 200 env DSINFER_CUDA_L2_PREFETCH=1 $B/test_cuda_model
+  grep -E "greedy ids|rel L2" $OUT/model_pf0.log | sed 's/opened in.*//' > $OUT/m0.txt; grep -E "greedy ids|rel L2" $OUT/model_pf1.log | sed 's/opened in.*//' > $OUT/m1.txt
+  if cmp -s $OUT/m0.txt $OUT/m1.txt && [ -s $OUT/m0.txt ]; then echo "model_pf: greedy ids and distances the same ($(wc -l < $OUT/m0.txt) lines)"; else echo "model_pf: DIFFER"; diff $OUT/m0.txt $OUT/m1.txt | head; fi
+fi
 # end15: the session's defaults (MLA v2, absorb v3): the mla op tests, goldens, test_cuda_model, the rows FP8 / BF16
 # at 1 .. 256, ctx 1K
 if want end15; then

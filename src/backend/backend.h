@@ -127,6 +127,9 @@ struct ds_backend {
      * key must name everything the ops bake in (batch size, page-table width, activation and cache
      * addresses); the backend drops its graphs itself when its workspaces move. NULL: call fn directly. */
     ds_status (*run_graph)(ds_backend *be, uint64_t key, void (*fn)(void *ctx), void *ctx, char *err);
+    /* Starts pulling the dense weights of layer L (the ones every token reads) towards the device's cache, beside the
+     * ops that follow; changes no value. NULL: nothing to do. */
+    void (*prefetch_layer)(ds_backend *be, const ds_layer_weights *L);
     /* Copies n bytes within backend memory (KV pages, for ds_seq_fork). Required. */
     void (*copy_bytes)(ds_backend *be, void *dst, const void *src, size_t n);
 };

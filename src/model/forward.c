@@ -219,6 +219,8 @@ static void run_layer_range(ds_engine *e, const step_plan *p, int l0, int l1) {
         attention(e, p, l);
         add_norm(e, &L->post_norm, M);
         ffn(e, l, M);
+        /* the next layer's dense weights towards the cache now: its routed experts would evict them if sooner */
+        if (be->prefetch_layer && l + 1 < l1) be->prefetch_layer(be, &e->w.layers[l + 1]);
         if (l + 1 < l1) add_norm(e, &e->w.layers[l + 1].input_norm, M);   /* the next layer's input norm */
         else be->add(be, e->a.h, e->a.ff, (size_t)M * D);
     }

@@ -245,6 +245,9 @@ void cu_ws_free(cu_ws *w);
  *                            routing kernel: the fused router's last token group (a second ticket), or one block that
  *                            routes up to 8 tokens and groups them (route_group_kernel): one launch a layer fewer, the
  *                            same bits (opt-in until timed).
+ *   DSINFER_CUDA_L2_PREFETCH=1 after each layer's MoE the next layer's dense weights (attention projections, router,
+ *                            shared experts) are pulled into L2 by bulk prefetches on a stream of their own
+ *                            (cuda_prefetch.cu; changes no value; opt-in until timed).
  * Engine-level (model/forward.c): DSINFER_FUSED_ADD_NORM=0 (residual add and norm as two ops),
  * DSINFER_EP_GATHER=0 (expert parallelism's all-to-all form), DSINFER_EP_GRAPHS=0 (gathered EP steps
  * not captured). */
@@ -257,6 +260,7 @@ typedef struct {
     int shared_stream;   /* the shared experts on a second stream (cuda_side.cu; DSINFER_CUDA_SHARED_STREAM, default 0) */
     int moe_wg_qf;   /* FP8 decode experts: gate / up's epilogue quantizes the down input (cuda_moe_wg.cu; DSINFER_CUDA_MOE_WG_QF) */
     int route_group;   /* the grouped MoE's one-block grouping done by the routing kernel (cuda_moe.cu; DSINFER_CUDA_ROUTE_GROUP) */
+    int l2_prefetch;   /* the next layer's dense weights into L2 on a side stream (cuda_prefetch.cu; DSINFER_CUDA_L2_PREFETCH) */
     int shared_stream_min_m, shared_stream_max_m;   /* ... for batches of this many tokens (_MIN_M, _MAX_M; default 9 .. 128) */
     int hfuse;   /* the q (q_a) and kv_a projections in one launch (backend linear2; DSINFER_CUDA_HFUSE); 2 (default): and an MLP's gate / up */
     int mlp_fuse;   /* the W8A8 MLP's split-K sums, SiLU * up and the down input's quantization in one kernel (DSINFER_CUDA_MLP_FUSE, default 1) */
@@ -287,6 +291,13 @@ typedef struct {
     int pending;                /* ended, not yet joined into the main stream */
     long long delay_ns;         /* DSINFER_CUDA_SIDE_DELAY_NS: tests only (cuda_side.cu) */
 } cu_side;
+
+/* the L2 prefetch stream (cuda_prefetch.cu; opt.l2_prefetch) */
+typedef struct {
+    cudaStream_t stream;        /* NULL when off */
+    cudaEvent_t fork, join;
+    int pending;                /* forked, not yet joined into the main stream */
+} cu_pf;
 
 #define CU_ROUTE_TICKETS 65   /* token groups of the fused router kernel (cuda_moe.cu: 256 tokens, 4 a group), and the
                                 * last one: its groups' ticket for the grouping (DSINFER_CUDA_ROUTE_GROUP) */
@@ -336,6 +347,7 @@ typedef struct {
     struct cu_graphs *graphs;   /* captured decode steps (cuda_graph.cu) */
     int n_sm;
     cu_side side;               /* the shared experts' second stream; side.stream NULL when off */
+    cu_pf pf;                   /* the next layer's weights into L2 (cuda_prefetch.cu); pf.stream NULL when off */
     cu_kvb16 *kvb16;            /* prepared FP8 kv_b -> its BF16 copy (cuda_weights.cu kvb_copies) */
     int n_kvb16;
     unsigned *route_tickets;    /* the fused router's ticket per token group [CU_ROUTE_TICKETS] (cuda_moe.cu), zero between launches */
@@ -348,6 +360,10 @@ static inline ds_cuda_backend *cu_of(ds_backend *be) { return (ds_cuda_backend *
  * join makes the main stream wait for the side's work (no-op when nothing is pending). */
 void cu_side_init(ds_cuda_backend *cb);
 void cu_side_free(ds_cuda_backend *cb);
+void cu_prefetch_init(ds_cuda_backend *cb);
+void cu_prefetch_free(ds_cuda_backend *cb);
+void cu_prefetch_join(ds_cuda_backend *cb);
+void cu_prefetch_layer(ds_backend *be, const ds_layer_weights *L);
 int cu_side_ok(ds_cuda_backend *cb);
 void cu_side_begin(ds_cuda_backend *cb);
 void cu_side_end(ds_cuda_backend *cb);

@@ -590,6 +590,7 @@ static void cu_destroy(ds_backend *be) {
     cu_graphs_free(cb);
     cu_moe_tabs_free(cb);
     cu_side_free(cb);
+    cu_prefetch_free(cb);
     cu_lt_tune_free(cb);   /* its plans before the cuBLASLt handle */
     cu_fp8_free(cb);
     cu_ws *ws[] = {&cb->ws_meta, &cb->ws_deq, &cb->ws_rows, &cb->ws_attn, &cb->ws_mlp, &cb->ws_moe, &cb->ws_sample,
@@ -638,6 +639,7 @@ static cu_opts cu_opts_read(void) {
     o.shared_stream = env_int("DSINFER_CUDA_SHARED_STREAM", 0);
     o.moe_wg_qf = env_int("DSINFER_CUDA_MOE_WG_QF", 0);
     o.route_group = env_int("DSINFER_CUDA_ROUTE_GROUP", 0);
+    o.l2_prefetch = env_int("DSINFER_CUDA_L2_PREFETCH", 0);
     /* on by default since the twelfth session's run 2 (FP8 batch 64 9.00 -> 8.54 ms with all four; RESULTS) */
     o.hfuse = env_int("DSINFER_CUDA_HFUSE", 2);
     o.mlp_fuse = env_int("DSINFER_CUDA_MLP_FUSE", 1);
@@ -780,5 +782,9 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     be->copy_bytes = cu_copy_bytes;
     if (env_int("DSINFER_CUDA_OP_TIMES", 0)) cu_optimes_install(cb);   /* times ops one by one: no second stream */
     else if (cb->opt.shared_stream && cfg->n_shared_experts) cu_side_init(cb);
+    if (cb->opt.l2_prefetch) {
+        cu_prefetch_init(cb);
+        be->prefetch_layer = cu_prefetch_layer;
+    }
     return be;
 }

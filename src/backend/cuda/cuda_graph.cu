@@ -108,6 +108,7 @@ ds_status cu_graph_run(ds_backend *be, uint64_t key, void (*fn)(void *), void *c
     cudaGraph_t graph;
     CUDA_CHECK(cudaStreamBeginCapture(cu_stream, cudaStreamCaptureModeThreadLocal));
     fn(ctx);
+    cu_prefetch_join(cb);   /* a forked L2 prefetch joins the capture before it ends */
     CUDA_CHECK(cudaStreamEndCapture(cu_stream, &graph));
     if (cu_ws_epoch != before) {   /* a workspace moved while capturing: the graph is stale */
         CUDA_CHECK(cudaGraphDestroy(graph));
