@@ -106,6 +106,7 @@ ds_status cu_graph_run(ds_backend *be, uint64_t key, void (*fn)(void *), void *c
     }
     unsigned long before = cu_ws_epoch;
     cudaGraph_t graph;
+    cu_prefetch_join(cb);   /* an eager step's last L2 prefetch joins outside the capture (a capture may not wait on it) */
     CUDA_CHECK(cudaStreamBeginCapture(cu_stream, cudaStreamCaptureModeThreadLocal));
     fn(ctx);
     cu_prefetch_join(cb);   /* a forked L2 prefetch joins the capture before it ends */
