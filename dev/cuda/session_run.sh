@@ -1186,6 +1186,18 @@ if want pf16; then
   grep -E "greedy ids|rel L2" $OUT/model_pf0.log | sed 's/opened in.*//' > $OUT/m0.txt; grep -E "greedy ids|rel L2" $OUT/model_pf1.log | sed 's/opened in.*//' > $OUT/m1.txt
   if cmp -s $OUT/m0.txt $OUT/m1.txt && [ -s $OUT/m0.txt ]; then echo "model_pf: greedy ids and distances the same ($(wc -l < $OUT/m0.txt) lines)"; else echo "model_pf: DIFFER"; diff $OUT/m0.txt $OUT/m1.txt | head; fi
 fi
+# end16: the sixteenth session's defaults (F8_TMA1, F8_TM_PREF): test_cuda_model three times (are two runs' printed
+# distances the same?), memcheck over the TMA GEMM cases, the rows FP8 / BF16 at 1 .. 256, ctx 1K; then test_cuda_ops
+# in full (every M) last
+if want end16; then
+  for i in 1 2 3; do step model_r$i 200 $B/test_cuda_model; grep -E "greedy ids|rel L2" $OUT/model_r$i.log > $OUT/mr$i.txt; done
+  for i in 2 3; do if cmp -s $OUT/mr1.txt $OUT/mr$i.txt; then echo "model run $i: the same as run 1"; else echo "model run $i: DIFFERS from run 1"; diff $OUT/mr1.txt $OUT/mr$i.txt | head -8; fi; done
+  step sanitize_t1 250 env DSINFER_OPS_ONLY=f8t1 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 $B/test_cuda_ops
+  for dt in fp8 bf16; do
+    step rows_$dt 120 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype $dt --batch 1,2,4,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s16-end-$dt
+  done
+  step ops_full 280 $B/test_cuda_ops
+fi
 # end15: the session's defaults (MLA v2, absorb v3): the mla op tests, goldens, test_cuda_model, the rows FP8 / BF16
 # at 1 .. 256, ctx 1K
 if want end15; then
