@@ -36,7 +36,7 @@ nf() { DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=list $
 # ncu_step NAME DTYPE BATCH [NCU_OPTIONS...]: the kernels of the first decode forward at BATCH tokens (graphs off), ncu's
 # time and DRAM bytes summed per kernel by ncu_sum.py into $OUT/NAME.txt (its head printed; the raw CSV removed)
 ncu_step() { local name=$1 dt=$2 b=$3 N; shift 3; N=$(nf $dt $b); echo "$dt b$b: profiling forward $N"
-  step $name 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=$N ncu --clock-control none --cache-control none --profile-from-start off "$@" --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv --page raw --log-file $OUT/$name.csv $B/dsinfer bench --dtype $dt --batch $b --ctx 1K --prompt '' --steps 2 --bw 4221 --tflops 780
+  step $name ${NCU_T:-150} env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=$N ncu --clock-control none --cache-control none --profile-from-start off "$@" --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv --page raw --log-file $OUT/$name.csv $B/dsinfer bench --dtype $dt --batch $b --ctx 1K --prompt '' --steps 2 --bw 4221 --tflops 780
   python3 dev/cuda/ncu_sum.py $OUT/$name.csv > $OUT/$name.txt 2>&1; head -24 $OUT/$name.txt
   rm -f $OUT/$name.csv; }
 want() { [ "$PART" = all ] || [[ ",$PART," == *",$1,"* ]]; }   # PART: one part or a comma list
@@ -1185,6 +1185,18 @@ if want pf16; then
   step model_pf1 200 env DSINFER_CUDA_L2_PREFETCH=1 $B/test_cuda_model
   grep -E "greedy ids|rel L2" $OUT/model_pf0.log | sed 's/opened in.*//' > $OUT/m0.txt; grep -E "greedy ids|rel L2" $OUT/model_pf1.log | sed 's/opened in.*//' > $OUT/m1.txt
   if cmp -s $OUT/m0.txt $OUT/m1.txt && [ -s $OUT/m0.txt ]; then echo "model_pf: greedy ids and distances the same ($(wc -l < $OUT/m0.txt) lines)"; else echo "model_pf: DIFFER"; diff $OUT/m0.txt $OUT/m1.txt | head; fi
+fi
+# prof17: where the FP8 steps' time goes now (ncu kernel sums of one step, graphs off) at batch 256 and 1 (prof17b: 64);
+# pdl17: programmatic dependent launch on / off (DSINFER_CUDA_PDL, measured no gain in the fourth session, with
+# most of today's kernels not yet written), FP8 and BF16, alternated twice
+want prof17 && ncu_step ncu_fp8_b256 fp8 256 --launch-count 2000
+want prof17b && ncu_step ncu_fp8_b64 fp8 64 --launch-count 1500
+want prof17 && ncu_step ncu_fp8_b1 fp8 1 --launch-count 1500
+if want pdl17; then
+  for r in 1 2; do for p in 0 1; do for dt in fp8 bf16; do
+    [ $dt = bf16 ] && [ $r = 2 ] && continue
+    step pdl${p}_$dt$r 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_PDL=$p $B/dsinfer bench --dtype $dt --batch 1,2,8,64 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s17-pdl$p-$dt
+  done; done; done
 fi
 # end16: the sixteenth session's defaults (F8_TMA1, F8_TM_PREF): test_cuda_model three times (are two runs' printed
 # distances the same?), memcheck over the TMA GEMM cases, the rows FP8 / BF16 at 1 .. 256, ctx 1K; then test_cuda_ops
