@@ -33,3 +33,9 @@ mut qf_round src/backend/cuda/cuda_moe_wg.cu 'h[i] = __bfloat162float(__float2bf
 mut rg_reset src/backend/cuda/cuda_moe.cu '        if (last_all) tickets[CU_ROUTE_TICKETS - 1] = 0;   /* every token group has taken its ticket */' ''
 # route_group_kernel grouping one token too few
 mut rg_small src/backend/cuda/cuda_moe.cu 'group_block(ids, wout, M, rc.K, rc.E, go.offsets,' 'group_block(ids, wout, M - 1, rc.K, rc.E, go.offsets,'
+# seventeenth session: f8_tma_kernel<*, *, true> (DSINFER_OPS_ONLY=f8tc, the TMA kernel's splits summed in clusters):
+# the splits' K ranges taken in reverse (split z reads split ks - 1 - z's stages: another sum order, and the short last
+# split's length at the wrong place)
+mut tc_split $F '        j->kb0 = z * (kc / WG_BK);' '        j->kb0 = (ks - 1 - z) * (kc / WG_BK);'
+# every block of a cluster sums rank 0's share of the rows (the other shares never stored)
+mut tc_rank $F '        if (CL) cl_sum_store<2, true>(tot, sm, out, N, M, j.m0, j.n0, c.r0 - j.m0, lane, ks, t % ks, threadIdx.x - 128);' '        if (CL) cl_sum_store<2, true>(tot, sm, out, N, M, j.m0, j.n0, c.r0 - j.m0, lane, ks, 0, threadIdx.x - 128);'

@@ -1198,6 +1198,21 @@ if want pdl17; then
     step pdl${p}_$dt$r 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_PDL=$p $B/dsinfer bench --dtype $dt --batch 1,2,8,64 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s17-pdl$p-$dt
   done; done; done
 fi
+# tc17: the TMA GEMM's K splits summed in clusters (DSINFER_CUDA_F8_TM_CLUSTER=1): op tests (the same bits), mutants,
+# `bench --ops` at 128 and 256 rows on and off, FP8 decode rows 96, 128, 256 on and off (alternated twice), goldens
+if want tc17; then
+  step ops_f8tc 200 env DSINFER_OPS_ONLY=f8tc $B/test_cuda_ops
+  for f in .deps/bin/test_cuda_ops_mut_tc_*; do [ -x "$f" ] && mutant $f f8tc '' 150; done
+  for v in 0 1; do
+    step ops_tc$v 150 env DSINFER_CUDA_F8_TM_CLUSTER=$v $B/dsinfer bench --ops --ops-m 128,256
+  done
+  for r in 1 2; do
+    for v in 0 1; do
+      step dec_tc$v 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_F8_TM_CLUSTER=$v $B/dsinfer bench --dtype fp8 --batch 96,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s17-fp8-tc$v
+    done
+  done
+  step golden_tc 150 env DSINFER_CUDA_F8_TM_CLUSTER=1 $B/test_cuda_golden
+fi
 # end16: the sixteenth session's defaults (F8_TMA1, F8_TM_PREF): test_cuda_model three times (are two runs' printed
 # distances the same?), memcheck over the TMA GEMM cases, the rows FP8 / BF16 at 1 .. 256, ctx 1K; then test_cuda_ops
 # in full (every M) last

@@ -1100,7 +1100,7 @@ static void free_setup(setup *s) {
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
 static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf | side | linear2 | kvb | qkv | router | w8small
-                            * | f8cl | f8t1 | f8tp | moeqf | rgroup | f8lab (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
+                            * | f8cl | f8t1 | f8tp | f8tc | moeqf | rgroup | f8lab (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
                             * run_side_stream, run_linear2, run_kvb_copy, run_qkv_finish, run_router, run_w8a8_small or
                             * run_f8_lab */
 
@@ -1702,6 +1702,28 @@ static void run_f8_tm_pref(void) {
     unsetenv(E);
     unsetenv("DSINFER_MOE_W8A8");
     if (load_setup(&s, "f8tp-off", "tests/fixtures/tiny-v3-fp8/config.json", 3, 16)) free_setup(&s);   /* flags back off */
+}
+
+/* DSINFER_OPS_ONLY=f8tc: the TMA kernel's K splits summed inside thread-block clusters (DSINFER_CUDA_F8_TM_CLUSTER=1,
+ * cl_sum_store through distributed shared memory) against the partials and f8_reduce_kernel: the same bits, at
+ * V2-Lite's shapes above 64 rows (o and the shared down: 4 splits at 256 rows; q + kv_a through the shared-x pair:
+ * 2 and 4), V3's q_a + kv_a (7 splits at 65 rows, 3 at 256) and o (K 16384), an odd shape (a partial column block,
+ * K/128 = 10: 2 splits); rows 65 (one warpgroup of the tile idle), 128, 130 (a second row block with no valid rows
+ * for its second warpgroup), 200 and 256. */
+static void run_f8_tm_cluster(void) {
+    if (only && strcmp(only, "f8tc")) return;
+    setup s;
+    const char *E = "DSINFER_CUDA_F8_TM_CLUSTER";
+    if (!load_setup(&s, "v2l-f8tc", "configs/deepseek-v2-lite.json", 3, 16)) return;
+    const int Ms[] = {65, 128, 130, 200, 256}, M2[] = {65, 256};
+    check_f8_alt(&s, E, "v2l o", 2048, 0, 2048, Ms, NM(Ms), 1);
+    check_f8_alt(&s, E, "v2l sh down", 2048, 0, 2816, Ms, NM(Ms), 1);
+    check_f8_alt(&s, E, "v2l q+kv_a", 3072, 576, 2048, M2, NM(M2), 1);
+    check_f8_alt(&s, E, "v3 q_a+kv_a", 2112, 0, 7168, Ms, NM(Ms), 1);
+    check_f8_alt(&s, E, "v3 o", 7168, 0, 16384, M2, NM(M2), 1);
+    check_f8_alt(&s, E, "odd", 260, 0, 1280, Ms, NM(Ms), 1);
+    free_setup(&s);
+    if (load_setup(&s, "f8tc-off", "tests/fixtures/tiny-v3-fp8/config.json", 3, 16)) free_setup(&s);   /* flag back off */
 }
 
 /* DSINFER_OPS_ONLY=moeqf: the FP8 decode experts with gate / up's epilogue quantizing the down input
@@ -2388,6 +2410,7 @@ int main(void) {
     run_f8_cluster();
     run_f8_tma1();
     run_f8_tm_pref();
+    run_f8_tm_cluster();
     run_moe_qf();
     run_route_group();
     run_f8_lab();

@@ -238,6 +238,10 @@ void cu_ws_free(cu_ws *w);
  *                            -0.03 ms at b2 / b8; sixteenth session). DSINFER_CUDA_F8_TM_PREF=0: the TMA kernel's
  *                            scales loaded after its MMAs; default 1 (sixteenth session): before its stage wait (the
  *                            same bits; `bench --ops` M 128 0.91 -> 0.94x cuBLASLt, decode b128 / b256 unchanged).
+ * Seventeenth session:
+ *   DSINFER_CUDA_F8_TM_CLUSTER=1  the TMA W8A8 GEMM (above 64 rows) with its K splits summed inside thread-block
+ *                            clusters through distributed shared memory (cl_sum_store, the same bits) instead of the
+ *                            partials buffer and f8_reduce_kernel's launch; where the clusters fit in one wave.
  *   DSINFER_CUDA_MOE_WG_QF=1 the FP8 decode experts' gate / up epilogue (moe_wg_kernel) writes the down projection's
  *                            input codes and scales itself (no BF16 copy, no quantizer launch; the same bits; opt-in:
  *                            measured slower, FP8 b8 +0.15 ms, b64 +0.2).
@@ -681,6 +685,7 @@ extern int cu_f8_tma1;
 /* DSINFER_CUDA_F8_TM_PREF (default 1): the TMA kernel (above 64 rows; and the prefill MoE's grouped form) loads a
  * k-block's scales before waiting for its stage, not after its MMAs: the same bits */
 extern int cu_f8_tm_pref;
+extern int cu_f8_tm_cluster;
 /* shared pieces of the own W8A8 linears: x [M, K] fp32 -> codes q [M, K] and scales s [M][K/128]
  * (moe_rows_fp8_kernel); out[i] = sum over z < ks of part[z n + i], in z order */
 void cu_rows_fp8_f32(unsigned char *q, float *s, const float *x, int M, int K);

@@ -152,13 +152,17 @@ __device__ __forceinline__ float4 cl_ld4(uint32_t a) {
 
 /* The cluster's sum of this block's partial tot (wg_store's positions; rl0: the thread's first row within the
  * block's 64 WG rows) into out [M, N] (the result, row stride N): rows m0 .. m0 + 64 WG - 1, columns n0 .. n0 + 127,
- * rows past M and columns past N not stored. Every thread of every block of the cluster calls it (barriers). */
-template <int WG>
+ * rows past M and columns past N not stored. ks: the cluster's blocks (the splits), rank: this block's, tid: the
+ * thread's index among the WG * 128 that hold the tile. Every such thread of every block of the cluster calls it;
+ * CONS (the TMA kernel): those threads are warpgroups 1 .. WG of the block (named barrier 1 among them) and the
+ * block's other warps take part in the two cluster barriers only (cl_sum_idle); else they are the whole block. */
+template <int WG, bool CONS = false>
 __device__ __forceinline__ void cl_sum_store(const float (&tot)[64], unsigned char *sm, float *out, int N, int M, int m0,
-                                             int n0, int rl0, int lane) {
-    const int T = WG * 128, ROWS = 64 * WG, ks = gridDim.z, rank = blockIdx.z;
+                                             int n0, int rl0, int lane, int ks, int rank, int tid) {
+    const int T = WG * 128, ROWS = 64 * WG;
     float *tile = (float *)sm;   /* [ROWS][CL_LD]: the ring's stages, free once every warpgroup's MMAs are done */
-    __syncthreads();
+    if (CONS) asm volatile("bar.sync 1, %0;\n" ::"n"(T) : "memory");
+    else __syncthreads();
 #pragma unroll
     for (int j = 0; j < 16; j++)
 #pragma unroll
@@ -175,7 +179,7 @@ __device__ __forceinline__ void cl_sum_store(const float (&tot)[64], unsigned ch
         uint32_t pz = cl_map(base, z);
 #pragma unroll
         for (int u = 0; u < U; u++) {
-            int f = threadIdx.x + T * u, row = rank + ks * (f >> 5);
+            int f = tid + T * u, row = rank + ks * (f >> 5);
             if ((f >> 5) < nrows && m0 + row < M) {
                 float4 v = cl_ld4(pz + 4u * (uint32_t)(row * CL_LD + 4 * (f & 31)));
                 if (z == 0) s[u] = v;
@@ -188,7 +192,7 @@ __device__ __forceinline__ void cl_sum_store(const float (&tot)[64], unsigned ch
     const bool vec = (N & 3) == 0 && ((uintptr_t)out & 15) == 0;
 #pragma unroll
     for (int u = 0; u < U; u++) {
-        int f = threadIdx.x + T * u, row = rank + ks * (f >> 5), n = n0 + 4 * (f & 31);
+        int f = tid + T * u, row = rank + ks * (f >> 5), n = n0 + 4 * (f & 31);
         if ((f >> 5) >= nrows || m0 + row >= M || n >= N) continue;
         float *o = out + (size_t)(m0 + row) * N + n;
         if (vec) *(float4 *)o = s[u];
@@ -199,6 +203,14 @@ __device__ __forceinline__ void cl_sum_store(const float (&tot)[64], unsigned ch
             if (n + 3 < N) o[3] = s[u].w;
         }
     }
+    cl_sync();
+}
+
+/* cl_sum_store's two cluster barriers, for the threads of a block that hold no part of the tile (the TMA kernel's
+ * producer warpgroup): the cluster's blocks keep their shared memory until every reader is done */
+__device__ __forceinline__ void cl_sum_idle(void) {
+    __syncwarp();
+    cl_sync();
     cl_sync();
 }
 
@@ -277,7 +289,7 @@ __global__ void __launch_bounds__(WG * 128) f8_wgmma_kernel(f8_wt wa, f8_wt wb, 
     }
     cu_cp_async_wait<0>();
     if (CL) {   /* the splits are one cluster: summed through distributed shared memory into out (the result) */
-        cl_sum_store<WG>(tot, sm, out, N, M, m0, n0, r0 - m0, lane);
+        cl_sum_store<WG>(tot, sm, out, N, M, m0, n0, r0 - m0, lane, gridDim.z, blockIdx.z, threadIdx.x);
         return;
     }
     wg_store(tot, out + (size_t)blockIdx.z * M * N + n0, (size_t)N, r0, r1, M, n0, N, lane);
@@ -407,10 +419,23 @@ typedef struct {
     int n_maps, n_split;         /* output columns >= n_split come from the second map at column - n_split */
 } tm_groups;
 
-template <bool GROUPED>
+/* CL (dense only): the ks splits of a tile are the ks blocks of one cluster (consecutive block indices): block t is
+ * split t % ks of tile t / ks, and writes (through cl_sum_store) the result, out itself */
+template <bool GROUPED, bool CL = false>
 __device__ __forceinline__ void tm_job_of(tm_job *j, int t, const CUtensorMap *tb, const tm_groups &g, float *out,
-                                          const float *ws, int ws_cols, int M, int N, int K, int kc) {
-    if (GROUPED) {
+                                          const float *ws, int ws_cols, int M, int N, int K, int kc, int ks = 1) {
+    if (CL) {
+        int mb = (M + TM_BM - 1) / TM_BM, nb = (N + WG_BN - 1) / WG_BN, z = t % ks, kb0, nkb;
+        tm_tile(t / ks, mb, nb, K, kc, &j->m0, &j->n0, &kb0, &nkb);   /* (split 0's stages: not these) */
+        j->kb0 = z * (kc / WG_BK);
+        j->nkb = (K - z * kc < kc ? K - z * kc : kc) / WG_BK;
+        j->mend = M;
+        j->nvalid = N;
+        j->ocol = j->n0;
+        j->mapb = tb;
+        j->sw = ws + (size_t)(j->n0 / WG_BN) * ws_cols;
+        j->out = out;
+    } else if (GROUPED) {
         int4 e = g.tiles[t];
         int sel = g.n_maps == 2 && e.z >= g.n_split;
         j->m0 = e.y;
@@ -482,7 +507,7 @@ __device__ __forceinline__ void tm_promote(const float (&acc)[64], float (&tot)[
  * thread, the stages of every tile in order, so it runs ahead into the next tile while the consumers store
  * the last), 1 and 2 consume. ta: the codes [rows, K], tb: the weight [N, K] (dense), boxes of 128 x 128
  * bytes. The ring's use count `it` runs on across tiles: stage it % TM_ST, phase (it / TM_ST) & 1. */
-template <bool GROUPED, bool PREF = false>
+template <bool GROUPED, bool PREF = false, bool CL = false>
 __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ CUtensorMap ta,
                                                         const __grid_constant__ CUtensorMap tb, const tm_groups g,
                                                         float *out, int ldo, const float *xs, const float *ws, int ws_cols,
@@ -508,7 +533,7 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
         if (threadIdx.x == 0) {
             int it = 0;
             for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-                tm_job_of<GROUPED>(&j, t, &tb, g, out, ws, ws_cols, M, N, K, kc);
+                tm_job_of<GROUPED, CL>(&j, t, &tb, g, out, ws, ws_cols, M, N, K, kc, ks);
                 for (int i = 0; i < j.nkb; i++, it++) {
                     int s = it % TM_ST;
                     if (it >= TM_ST) mbar_wait(&empty[s], (it / TM_ST - 1) & 1);
@@ -519,6 +544,7 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
                 }
             }
         }
+        if (CL) cl_sum_idle();   /* (one tile a block: grid = tiles) */
         return;
     }
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");   /* the producer gave its registers up */
@@ -526,7 +552,7 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
     float acc_a[64], acc_b[64], tot[64];
     for (int i = 0; i < 64; i++) acc_a[i] = acc_b[i] = 0.0f;
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-        tm_job_of<GROUPED>(&j, t, &tb, g, out, ws, ws_cols, M, N, K, kc);
+        tm_job_of<GROUPED, CL>(&j, t, &tb, g, out, ws, ws_cols, M, N, K, kc, ks);
         int nkb = j.nkb;
         if (j.m0 + 64 * cw >= j.mend) {   /* none of this warpgroup's 64 rows is valid (an expert's last, partial
                                            * tile; M's last): no MMAs, the stages still waited for and released in
@@ -534,6 +560,11 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
             for (int i = 0; i < nkb; i++, it++) {
                 mbar_wait(&full[it % TM_ST], (it / TM_ST) & 1);
                 if (lane == 0) mbar_arrive(&empty[it % TM_ST]);
+            }
+            if (CL) {   /* its rows of the cluster's sum are past M (not stored); the barriers still counted */
+                for (int i = 0; i < 64; i++) tot[i] = 0.0f;
+                cl_sum_store<2, true>(tot, sm, out, N, M, j.m0, j.n0, 64 * cw + 16 * warp + (lane >> 2), lane, ks,
+                                      t % ks, threadIdx.x - 128);
             }
             continue;
         }
@@ -569,7 +600,8 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
             tm_promote(acc_a, tot, &c, i, lane, PREF ? sa : tm_scales(&c, i));
         }
         it += nkb;
-        wg_store(tot, j.out + j.ocol, (size_t)ldo, c.r0, c.r1, j.mend, j.n0, j.nvalid, lane);
+        if (CL) cl_sum_store<2, true>(tot, sm, out, N, M, j.m0, j.n0, c.r0 - j.m0, lane, ks, t % ks, threadIdx.x - 128);
+        else wg_store(tot, j.out + j.ocol, (size_t)ldo, c.r0, c.r1, j.mend, j.n0, j.nvalid, lane);
     }
 }
 
@@ -597,11 +629,15 @@ int cu_tma_map(CUtensorMap *map, const void *p, int rows, int K, int box_rows) {
 /* a 2-D map of a row-major [rows, K] byte matrix, boxes of 128 x 128; 0 on failure */
 static int tma_map(CUtensorMap *map, const void *p, int rows, int K) { return cu_tma_map(map, p, rows, K, 128); }
 
+static int tm_cluster_fit(int ks);
+
 void cu_f8_wgmma_init(void) {
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes()));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes()));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes()));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes()));
+    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes()));
+    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes()));
     if (!encode_tiled) {
         cudaDriverEntryPointQueryResult q;
         void *fn = NULL;
@@ -617,6 +653,7 @@ void cu_f8_wgmma_init(void) {
     CUDA_CHECK(cudaFuncSetAttribute(f8_wgmma_kernel<1, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)wg_smem_bytes(1)));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma1_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)t1_smem_bytes()));
     CUDA_CHECK(cudaFuncSetAttribute(f8_wgmma_kernel<2, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)wg_smem_bytes(2)));
+    for (int ks = 2; ks <= CL_MAX_KS; ks++) tm_cluster_fit(ks);   /* asked here, outside any stream capture */
 }
 
 /* The K splits of an M x N x K product (K % 128 == 0): split when the blocks (64-row blocks up to 64 rows,
@@ -728,6 +765,72 @@ static void cpasync_gemm(ds_cuda_backend *cb, const unsigned char *q, const floa
     }
 }
 
+/* ---- the TMA kernel's K splits summed inside thread-block clusters (DSINFER_CUDA_F8_TM_CLUSTER) ----
+ * Above 64 rows the splits' partials went to a buffer (ks M N floats) and f8_reduce_kernel summed them: a second
+ * launch a linear (159 of them in a V2-Lite FP8 step at 256 rows, 4.7 us each in ncu, RESULTS seventeenth session).
+ * Here the ks splits of a 128 x 128 tile are one cluster (1-D grid of tiles x ks blocks, cluster ks x 1 x 1), each
+ * block one split, and cl_sum_store adds them in z order through distributed shared memory: the reduce kernel's
+ * additions in its order, so the same bits. Taken when the clusters all fit at once (one wave: the TMA kernel holds
+ * an SM, and a cluster's blocks must share a GPC), else the reduce path. */
+int cu_f8_tm_cluster = 0;   /* DSINFER_CUDA_F8_TM_CLUSTER (backend creation) */
+
+/* the clusters of ks TMA-kernel blocks that can run at once (cudaOccupancyMaxActiveClusters), asked once per ks */
+static int tm_cluster_fit(int ks) {
+    static int fit[CL_MAX_KS + 1];   /* 0: not asked yet (a race between backends asks twice, the same answer) */
+    if (ks < 2 || ks > CL_MAX_KS) return 0;
+    if (!fit[ks]) {
+        cudaLaunchAttribute at;
+        at.id = cudaLaunchAttributeClusterDimension;
+        at.val.clusterDim.x = (unsigned)ks;
+        at.val.clusterDim.y = 1;
+        at.val.clusterDim.z = 1;
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3((unsigned)(ks * 64));
+        cfg.blockDim = dim3(384);
+        cfg.dynamicSmemBytes = tm_smem_bytes();
+        cfg.attrs = &at;
+        cfg.numAttrs = 1;
+        int n = 0;
+        if (cudaOccupancyMaxActiveClusters(&n, f8_tma_kernel<false, true, true>, &cfg) != cudaSuccess) {
+            cudaGetLastError();
+            n = 0;
+        }
+        fit[ks] = n > 0 ? n : -1;
+    }
+    return fit[ks] > 0 ? fit[ks] : 0;
+}
+
+/* f8_tma_kernel<false, *, true> over the mb x nb tiles x ks splits of out [M, N]: 1 if launched, 0 when the
+ * clusters would not all fit in one wave */
+static int tm_cluster_launch(const CUtensorMap &ta, const CUtensorMap &tb, float *out, const float *qs, const ds_weight *w,
+                             int M, int N, int K, int kc, int ks, int tiles) {
+    if (tiles / ks > tm_cluster_fit(ks)) return 0;
+    tm_groups none;
+    memset(&none, 0, sizeof none);
+    cudaLaunchAttribute at[2];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = (unsigned)ks;
+    at[0].val.clusterDim.y = 1;
+    at[0].val.clusterDim.z = 1;
+    at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[1].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)tiles);
+    cfg.blockDim = dim3(384);
+    cfg.dynamicSmemBytes = tm_smem_bytes();
+    cfg.stream = cu_stream;
+    cfg.attrs = at;
+    cfg.numAttrs = CU_F8_PDL ? 2 : 1;
+    if (cu_f8_tm_pref)
+        CUDA_CHECK(cudaLaunchKernelEx(&cfg, f8_tma_kernel<false, true, true>, ta, tb, none, out, N, qs, (const float *)w->scale,
+                                      w->scale_cols, M, N, K, kc, ks));
+    else
+        CUDA_CHECK(cudaLaunchKernelEx(&cfg, f8_tma_kernel<false, false, true>, ta, tb, none, out, N, qs, (const float *)w->scale,
+                                      w->scale_cols, M, N, K, kc, ks));
+    CUDA_LAUNCH_CHECK();
+    return 1;
+}
+
 /* out [M, N] = the block-scaled product of codes q [M, K] (scales qs [M][K/128]) with w (FP8, 128 x 128
  * scales), split in K by cu_f8_splits: the TMA kernel above 64 rows (DSINFER_CUDA_FP8_TMA), else cp.async. */
 void cu_f8_wgmma_gemm(ds_cuda_backend *cb, float *out, const unsigned char *q, const float *qs, const ds_weight *w, int M) {
@@ -738,8 +841,9 @@ void cu_f8_wgmma_gemm(ds_cuda_backend *cb, float *out, const unsigned char *q, c
     if (wgs == 2 && !cl && cu_fp8_tma && encode_tiled && tma_map(&ta, q, M, K) && tma_map(&tb, w->data, N, K)) {
         int mb = (M + 127) / 128, nb = (N + WG_BN - 1) / WG_BN, kc;
         int ks = cu_f8_splits(M, N, K, cb->n_sm, &kc);
-        float *part = ks > 1 ? (float *)cu_ws_get(&cb->ws_f8part, (size_t)ks * M * N * 4) : out;
         int tiles = mb * nb * ks, grid_p = tiles < cb->n_sm ? tiles : cb->n_sm;
+        if (ks > 1 && cu_f8_tm_cluster && tm_cluster_launch(ta, tb, out, qs, w, M, N, K, kc, ks, tiles)) return;
+        float *part = ks > 1 ? (float *)cu_ws_get(&cb->ws_f8part, (size_t)ks * M * N * 4) : out;
         tm_groups none;
         memset(&none, 0, sizeof none);
         cu_launch_pdl(CU_F8_PDL, cu_f8_tm_pref ? f8_tma_kernel<false, true> : f8_tma_kernel<false>, dim3((unsigned)grid_p), dim3(384), tm_smem_bytes(), ta, tb, none, part, N,
