@@ -1213,6 +1213,22 @@ if want tc17; then
   done
   step golden_tc 150 env DSINFER_CUDA_F8_TM_CLUSTER=1 $B/test_cuda_golden
 fi
+# s17b: the W8A8 MLP above 64 rows in five launches (DSINFER_CUDA_MLP_FUSE=2) and the experts' BF16 down input
+# quantized a warp a 128 values (DSINFER_CUDA_QUANT_WARP=1): op tests (twins: the same bits), mutants, goldens with both,
+# then FP8 decode rows 64 .. 256 and prefill 512 / 2K: neither, each, both (alternated twice)
+if want s17b; then
+  step ops_lin2 200 env DSINFER_OPS_ONLY=linear2 $B/test_cuda_ops
+  step ops_qw 150 env DSINFER_OPS_ONLY=quantw $B/test_cuda_ops
+  step ops_f8tc 150 env DSINFER_OPS_ONLY=f8tc $B/test_cuda_ops
+  mutant .deps/bin/test_cuda_ops_mut_mlp_map linear2 '' 200
+  mutant .deps/bin/test_cuda_ops_mut_qw_lane quantw '' 150
+  step golden_17b 150 env DSINFER_CUDA_MLP_FUSE=2 DSINFER_CUDA_QUANT_WARP=1 $B/test_cuda_golden
+  for r in 1 2; do
+    for v in 10 21 12 22; do
+      step dec_$v 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MLP_FUSE=${v:0:1} DSINFER_CUDA_QUANT_WARP=$(( ${v:1:1} - 1 )) $B/dsinfer bench --dtype fp8 --batch 64,128,256 --ctx 1K --prompt 512,2048 --steps 8 --csv $CSV --label s17-fp8-mf${v:0:1}-qw$(( ${v:1:1} - 1 ))
+    done
+  done
+fi
 # end16: the sixteenth session's defaults (F8_TMA1, F8_TM_PREF): test_cuda_model three times (are two runs' printed
 # distances the same?), memcheck over the TMA GEMM cases, the rows FP8 / BF16 at 1 .. 256, ctx 1K; then test_cuda_ops
 # in full (every M) last

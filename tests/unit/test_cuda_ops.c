@@ -1100,7 +1100,7 @@ static void free_setup(setup *s) {
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
 static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf | side | linear2 | kvb | qkv | router | w8small
-                            * | f8cl | f8t1 | f8tp | f8tc | moeqf | rgroup | f8lab (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
+                            * | f8cl | f8t1 | f8tp | f8tc | quantw | moeqf | rgroup | f8lab (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
                             * run_side_stream, run_linear2, run_kvb_copy, run_qkv_finish, run_router, run_w8a8_small or
                             * run_f8_lab */
 
@@ -1707,7 +1707,7 @@ static void run_f8_tm_pref(void) {
 /* DSINFER_OPS_ONLY=f8tc: the TMA kernel's K splits summed inside thread-block clusters (DSINFER_CUDA_F8_TM_CLUSTER=1,
  * cl_sum_store through distributed shared memory) against the partials and f8_reduce_kernel: the same bits, at
  * V2-Lite's shapes above 64 rows (o and the shared down: 4 splits at 256 rows; q + kv_a through the shared-x pair:
- * 2 and 4), V3's q_a + kv_a (7 splits at 65 rows, 3 at 256) and o (K 16384), an odd shape (a partial column block,
+ * 2 and 4), V3's q_a + kv_a (7 splits at 65 rows, 3 at 256), an odd shape (a partial column block,
  * K/128 = 10: 2 splits); rows 65 (one warpgroup of the tile idle), 128, 130 (a second row block with no valid rows
  * for its second warpgroup), 200 and 256. */
 static void run_f8_tm_cluster(void) {
@@ -1720,7 +1720,6 @@ static void run_f8_tm_cluster(void) {
     check_f8_alt(&s, E, "v2l sh down", 2048, 0, 2816, Ms, NM(Ms), 1);
     check_f8_alt(&s, E, "v2l q+kv_a", 3072, 576, 2048, M2, NM(M2), 1);
     check_f8_alt(&s, E, "v3 q_a+kv_a", 2112, 0, 7168, Ms, NM(Ms), 1);
-    check_f8_alt(&s, E, "v3 o", 7168, 0, 16384, M2, NM(M2), 1);
     check_f8_alt(&s, E, "odd", 260, 0, 1280, Ms, NM(Ms), 1);
     free_setup(&s);
     if (load_setup(&s, "f8tc-off", "tests/fixtures/tiny-v3-fp8/config.json", 3, 16)) free_setup(&s);   /* flag back off */
@@ -1750,6 +1749,33 @@ static void run_moe_qf(void) {
     moe_twin = 0;
     moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
     unsetenv("DSINFER_CUDA_MOE_WG_QF");
+    unsetenv("DSINFER_MOE_W8A8");
+}
+
+/* DSINFER_OPS_ONLY=quantw: the FP8 decode experts with their BF16 down input quantized a warp a 128 values
+ * (DSINFER_CUDA_QUANT_WARP=1, rows_fp8_bf16_warp_kernel) against the block-a-128-values kernel (the twin, =0): the MoE
+ * output the same bits, and against the CPU; V2-Lite (I 1408: 11 blocks a row) at 2 .. 256 tokens, V3 (I 2048) at 4
+ * and 64. */
+static void run_quant_warp(void) {
+    if (only && strcmp(only, "quantw")) return;
+    setup s;
+    setenv("DSINFER_MOE_W8A8", "1", 1);
+    setenv("DSINFER_CUDA_QUANT_WARP", "1", 1);   /* the backends check_moe_dt makes; its twin with =0 */
+    moe_twin = 1;
+    moe_twin_env = "DSINFER_CUDA_QUANT_WARP";
+    if (load_setup(&s, "v2l-qw", "configs/deepseek-v2-lite.json", 3, 16)) {
+        const int m[] = {2, 9, 63, 130, 256};
+        check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
+        free_setup(&s);
+    }
+    if (load_setup(&s, "v3-qw", "configs/deepseek-v3.json", 3, 16)) {
+        const int m[] = {4, 64};
+        check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
+        free_setup(&s);
+    }
+    moe_twin = 0;
+    moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
+    unsetenv("DSINFER_CUDA_QUANT_WARP");
     unsetenv("DSINFER_MOE_W8A8");
 }
 
@@ -2013,7 +2039,8 @@ static void run_moe_gemm(void) {
 }
 
 /* The MLP with W8A8 linears (DSINFER_CUDA_FP8_GEMM=1) on FP8 weights, gate and up as two linears (hfuse "1") or
- * as one linear2 launch ("2"), or in the fused form (fuse: DSINFER_CUDA_MLP_FUSE=1), against the CPU quantizing as
+ * as one linear2 launch ("2"), or in the fused form (fuse: DSINFER_CUDA_MLP_FUSE=1 up to 64 rows; 2: also above, at
+ * 65 .. 520 rows: split K, partial row blocks, no split), against the CPU quantizing as
  * the GPU does: x per token x 128 columns for gate / up, then SiLU(g) * u the same way for down (THR_TC: a code of
  * the intermediate may round the other way where the GPU's g differs from the CPU's in its last bits). The fused
  * form also against a twin backend with hfuse 2 unfused: the same bits (same splits, sums, SiLU and quantizer). */
@@ -2031,15 +2058,16 @@ static ds_backend *mlp_backend(setup *s, const char *hfuse, const char *fuse, ch
 static void check_mlp_w8a8(setup *s, int I, const char *hfuse, int fuse) {
     char err[DS_ERRLEN];
     int D = s->cfg.hidden_size;
-    ds_backend *gpu = mlp_backend(s, hfuse, fuse ? "1" : "0", err), *twin = NULL;
+    ds_backend *gpu = mlp_backend(s, hfuse, fuse == 2 ? "2" : fuse ? "1" : "0", err), *twin = NULL;
     if (gpu && fuse && !(twin = mlp_backend(s, "2", "0", err))) gpu->destroy(gpu);
     if (!gpu || (fuse && !twin)) { CHECKF(0, "%s", err); return; }
     wpair g = mk_weight(s, I, D, DS_DTYPE_F8_E4M3, 0.5f / sqrtf((float)D), "gate");
     wpair u = mk_weight(s, I, D, DS_DTYPE_F8_E4M3, 0.5f / sqrtf((float)D), "up");
     wpair dn = mk_weight(s, D, I, DS_DTYPE_F8_E4M3, 0.5f / sqrtf((float)I), "down");
-    const int Ms[] = {1, 4, 8, 9, 63, 64, 65, 130};
-    for (int i = 0; i < (int)(sizeof Ms / sizeof Ms[0]); i++) {
-        int M = Ms[i];
+    const int Ms[] = {1, 4, 8, 9, 63, 64, 65, 130}, M2[] = {65, 130, 200, 256, 520};   /* 2: the TMA kernel's sizes */
+    const int *ms = fuse == 2 ? M2 : Ms, nm = fuse == 2 ? NM(M2) : NM(Ms);
+    for (int i = 0; i < nm; i++) {
+        int M = ms[i];
         if (M > max_m || M < w8_min_m) continue;   /* below w8_min_m the GEMVs (exact activations) take the MLP */
         prime(s, M);
         buf x = buf_new(s, (size_t)M * D), out = buf_new(s, (size_t)M * D);
@@ -2223,6 +2251,8 @@ static void run_linear2(void) {
         check_mlp_w8a8(&s, 2816, "2", 0);
         check_mlp_w8a8(&s, 2816, "2", 1);
         check_mlp_w8a8(&s, 1408, "2", 1);   /* 11 column blocks */
+        check_mlp_w8a8(&s, 2816, "2", 2);   /* above 64 rows: the TMA kernel's partials into silu_quant_kernel */
+        check_mlp_w8a8(&s, 1408, "2", 2);
         free_setup(&s);
     }
 }
@@ -2411,6 +2441,7 @@ int main(void) {
     run_f8_tma1();
     run_f8_tm_pref();
     run_f8_tm_cluster();
+    run_quant_warp();
     run_moe_qf();
     run_route_group();
     run_f8_lab();

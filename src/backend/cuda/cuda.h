@@ -242,6 +242,10 @@ void cu_ws_free(cu_ws *w);
  *   DSINFER_CUDA_F8_TM_CLUSTER=1  the TMA W8A8 GEMM (above 64 rows) with its K splits summed inside thread-block
  *                            clusters through distributed shared memory (cl_sum_store, the same bits) instead of the
  *                            partials buffer and f8_reduce_kernel's launch; where the clusters fit in one wave.
+ *   DSINFER_CUDA_MLP_FUSE=2  the W8A8 MLP above 64 rows too (the TMA GEMMs' partials summed by silu_quant_kernel: five
+ *                            launches for eight, the same bits).
+ *   DSINFER_CUDA_QUANT_WARP=1  the decode experts' BF16 down input quantized a warp a 128 values
+ *                            (rows_fp8_bf16_warp_kernel, the same codes) instead of a block of 128 threads.
  *   DSINFER_CUDA_MOE_WG_QF=1 the FP8 decode experts' gate / up epilogue (moe_wg_kernel) writes the down projection's
  *                            input codes and scales itself (no BF16 copy, no quantizer launch; the same bits; opt-in:
  *                            measured slower, FP8 b8 +0.15 ms, b64 +0.2).
@@ -267,7 +271,7 @@ typedef struct {
     int l2_prefetch;   /* the next layer's dense weights into L2 on a side stream (cuda_prefetch.cu; DSINFER_CUDA_L2_PREFETCH) */
     int shared_stream_min_m, shared_stream_max_m;   /* ... for batches of this many tokens (_MIN_M, _MAX_M; default 9 .. 128) */
     int hfuse;   /* the q (q_a) and kv_a projections in one launch (backend linear2; DSINFER_CUDA_HFUSE); 2 (default): and an MLP's gate / up */
-    int mlp_fuse;   /* the W8A8 MLP's split-K sums, SiLU * up and the down input's quantization in one kernel (DSINFER_CUDA_MLP_FUSE, default 1) */
+    int mlp_fuse;   /* the W8A8 MLP's split-K sums, SiLU * up and the down input's quantization in one kernel (DSINFER_CUDA_MLP_FUSE, default 1: up to 64 rows; 2: above too) */
     int kvb_bf16;   /* FP8 kv_b's BF16 copy made once per layer at weight upload (DSINFER_CUDA_KVB_BF16, default 1) */
     int qkv_fuse;   /* kv_a RMSNorm, both RoPEs and the cache store in one kernel (backend qkv_finish; DSINFER_CUDA_QKV_FUSE, default 1) */
     int w8_shared_x;   /* linear2 above 64 rows: x quantized once for both W8A8 GEMMs (DSINFER_CUDA_W8_SHARED_X, default 1) */
@@ -686,6 +690,7 @@ extern int cu_f8_tma1;
  * k-block's scales before waiting for its stage, not after its MMAs: the same bits */
 extern int cu_f8_tm_pref;
 extern int cu_f8_tm_cluster;
+extern int cu_quant_warp;
 /* shared pieces of the own W8A8 linears: x [M, K] fp32 -> codes q [M, K] and scales s [M][K/128]
  * (moe_rows_fp8_kernel); out[i] = sum over z < ks of part[z n + i], in z order */
 void cu_rows_fp8_f32(unsigned char *q, float *s, const float *x, int M, int K);

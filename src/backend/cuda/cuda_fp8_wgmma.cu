@@ -831,6 +831,19 @@ static int tm_cluster_launch(const CUtensorMap &ta, const CUtensorMap &tb, float
     return 1;
 }
 
+/* f8_tma_kernel (dense, persistent over at most n_sm blocks) for w [N, K] against the codes of map ta ([M, K], scales
+ * qs), tb: w's map: ks K splits of kc columns, split z's partial at dst + z M N (with ks == 1 dst is the result) */
+static void tma_gemm_launch(const CUtensorMap &ta, const CUtensorMap &tb, float *dst, const float *qs, const ds_weight *w,
+                            int M, int kc, int ks, int n_sm) {
+    int N = w->rows, K = w->cols, tiles = ((M + TM_BM - 1) / TM_BM) * ((N + WG_BN - 1) / WG_BN) * ks;
+    int grid_p = tiles < n_sm ? tiles : n_sm;
+    tm_groups none;
+    memset(&none, 0, sizeof none);
+    cu_launch_pdl(CU_F8_PDL, cu_f8_tm_pref ? f8_tma_kernel<false, true> : f8_tma_kernel<false>, dim3((unsigned)grid_p),
+                  dim3(384), tm_smem_bytes(), ta, tb, none, dst, N, qs, (const float *)w->scale, w->scale_cols, M, N, K, kc, ks);
+    CUDA_LAUNCH_CHECK();
+}
+
 /* out [M, N] = the block-scaled product of codes q [M, K] (scales qs [M][K/128]) with w (FP8, 128 x 128
  * scales), split in K by cu_f8_splits: the TMA kernel above 64 rows (DSINFER_CUDA_FP8_TMA), else cp.async. */
 void cu_f8_wgmma_gemm(ds_cuda_backend *cb, float *out, const unsigned char *q, const float *qs, const ds_weight *w, int M) {
@@ -841,14 +854,10 @@ void cu_f8_wgmma_gemm(ds_cuda_backend *cb, float *out, const unsigned char *q, c
     if (wgs == 2 && !cl && cu_fp8_tma && encode_tiled && tma_map(&ta, q, M, K) && tma_map(&tb, w->data, N, K)) {
         int mb = (M + 127) / 128, nb = (N + WG_BN - 1) / WG_BN, kc;
         int ks = cu_f8_splits(M, N, K, cb->n_sm, &kc);
-        int tiles = mb * nb * ks, grid_p = tiles < cb->n_sm ? tiles : cb->n_sm;
+        int tiles = mb * nb * ks;
         if (ks > 1 && cu_f8_tm_cluster && tm_cluster_launch(ta, tb, out, qs, w, M, N, K, kc, ks, tiles)) return;
         float *part = ks > 1 ? (float *)cu_ws_get(&cb->ws_f8part, (size_t)ks * M * N * 4) : out;
-        tm_groups none;
-        memset(&none, 0, sizeof none);
-        cu_launch_pdl(CU_F8_PDL, cu_f8_tm_pref ? f8_tma_kernel<false, true> : f8_tma_kernel<false>, dim3((unsigned)grid_p), dim3(384), tm_smem_bytes(), ta, tb, none, part, N,
-                      qs, (const float *)w->scale, w->scale_cols, M, N, K, kc, ks);
-        CUDA_LAUNCH_CHECK();
+        tma_gemm_launch(ta, tb, part, qs, w, M, kc, ks, cb->n_sm);
         if (ks > 1) cu_f8_reduce(out, part, (size_t)M * N, ks);
     } else if (wgs == 1)
         cpasync_gemm<1>(cb, q, qs, M, K, w, out, NULL, NULL);
@@ -922,12 +931,46 @@ __global__ void silu_quant_kernel(unsigned char *qh, float *sh, const float *pg,
     if (lane == 0) sh[i * LK + b] = scale;
 }
 
+/* Above 64 rows (opt.mlp_fuse 2, the TMA kernel's sizes): x quantized once, gate and up by the TMA kernel into their
+ * split-K partials (no reduce launches), silu_quant_kernel (the sums, SiLU * up and the down input's codes), down by
+ * cu_f8_wgmma_gemm: five launches where the unfused path takes eight (the quantizer, two GEMMs and their reduces,
+ * silu_mul_kernel, the quantizer, down and its reduce); the same bits as that path (its W8A8 pair with x quantized once,
+ * opt.w8_shared_x). 0 (nothing done) where the TMA kernel does not take both GEMMs. */
+static int f8_mlp_tma(ds_cuda_backend *cb, float *out, const float *x, const ds_weight *gate, const ds_weight *up,
+                      const ds_weight *down, int M) {
+    int D = gate->cols, I = gate->rows, kc, kc1;
+    CUtensorMap ta, tg, tu;
+    if (cb->opt.mlp_fuse < 2 || !cb->opt.w8_shared_x || !cu_fp8_tma || !encode_tiled ||
+        (cu_f8_cluster && M <= cu_f8_cluster_max_m && cu_f8_splits(M, I, D, cb->n_sm, &kc1) > 1) ||
+        !cu_f8_wgmma_pair_ok(gate, up, M) || !cu_f8_wgmma_pair_ok(down, down, M))
+        return 0;
+    int ks = cu_f8_splits(M, I, D, cb->n_sm, &kc), kcd, ksd = cu_f8_splits(M, D, I, cb->n_sm, &kcd);
+    /* every buffer asked for once, at its largest, before any launch (the down GEMM's partials included) */
+    size_t xq = ((size_t)M * D + 255) / 256 * 256, xsb = ((size_t)M * (D / 128) * 4 + 255) / 256 * 256;
+    size_t hq = ((size_t)M * I + 255) / 256 * 256, hsb = (size_t)M * (I / 128) * 4;
+    unsigned char *q = (unsigned char *)cu_ws_get(&cb->ws_fp8, xq + xsb + hq + hsb);
+    float *qs = (float *)(q + xq), *hs = (float *)(q + xq + xsb + hq);
+    unsigned char *qh = q + xq + xsb;
+    size_t part = (size_t)ks * M * 2 * I > (size_t)ksd * M * D ? (size_t)ks * M * 2 * I : (size_t)ksd * M * D;
+    float *pg = (float *)cu_ws_get(&cb->ws_f8part, part * 4), *pu = pg + (size_t)ks * M * I;
+    if (!tma_map(&ta, q, M, D) || !tma_map(&tg, gate->data, I, D) || !tma_map(&tu, up->data, I, D)) return 0;
+    cu_rows_fp8_f32(q, qs, x, M, D);
+    tma_gemm_launch(ta, tg, pg, qs, gate, M, kc, ks, cb->n_sm);
+    tma_gemm_launch(ta, tu, pu, qs, up, M, kc, ks, cb->n_sm);
+    cu_launch_pdl(CU_F8_PDL, silu_quant_kernel, dim3((unsigned)(((size_t)M * (I / 128) + 7) / 8)), dim3(256), 0, qh, hs,
+                  (const float *)pg, (const float *)pu, M, I, ks);
+    CUDA_LAUNCH_CHECK();
+    cu_f8_wgmma_gemm(cb, out, qh, hs, down, M);
+    return 1;
+}
+
 int cu_f8_mlp(ds_cuda_backend *cb, float *out, const float *x, const ds_weight *gate, const ds_weight *up,
               const ds_weight *down, int M) {
     int D = gate->cols, I = gate->rows;
-    if (!cu_f8_wgmma_two_ok(gate, up, M) || !cu_f8_wgmma_two_ok(down, down, M) || up->rows != I || up->cols != D ||
-        down->cols != I || down->rows != D || I % 128 || ((uintptr_t)x & 15))
+    if (up->rows != I || up->cols != D || down->cols != I || down->rows != D || I % 128 || D % 128 || ((uintptr_t)x & 15))
         return 0;
+    if (M > 64) return f8_mlp_tma(cb, out, x, gate, up, down, M);
+    if (!cu_f8_wgmma_two_ok(gate, up, M) || !cu_f8_wgmma_two_ok(down, down, M)) return 0;
     int nb = (I + WG_BN - 1) / WG_BN, nbd = (D + WG_BN - 1) / WG_BN, kc, kcd;
     int ks = cu_f8_splits(M, 2 * nb * WG_BN, D, cb->n_sm, &kc), ksd = cu_f8_splits(M, nbd * WG_BN, I, cb->n_sm, &kcd);
     /* every buffer asked for once, at its largest, before any launch: a workspace that grew between two launches
