@@ -44,3 +44,8 @@ mut tc_rank $F '        if (CL) cl_sum_store<2, true>(tot, sm, out, N, M, j.m0, 
 mut mlp_map $F '    tma_gemm_launch(ta, tu, pu, qs, up, M, kc, ks, cb->n_sm);' '    tma_gemm_launch(ta, tg, pu, qs, up, M, kc, ks, cb->n_sm);'
 # rows_fp8_bf16_warp_kernel (DSINFER_OPS_ONLY=quantw): a lane's first two values swapped
 mut qw_lane src/backend/cuda/cuda_moe_tc.cu '    float v[4] = {__uint_as_float(raw.x << 16), __uint_as_float(raw.x & 0xffff0000u), __uint_as_float(raw.y << 16),' '    float v[4] = {__uint_as_float(raw.x & 0xffff0000u), __uint_as_float(raw.x << 16), __uint_as_float(raw.y << 16),'
+# tm_store_tma (DSINFER_OPS_ONLY=f8ts, DSINFER_CUDA_F8_TM_STORE=1): the sums written unswizzled (the TMA store reads
+# them swizzled: columns scrambled within each 8-row group)
+mut ts_swz $F '            *(float2 *)(eb + (j >> 2) * 8192 + r * 128 + ((chunk ^ (r & 7)) << 4) + (lane & 1) * 8) =' '            *(float2 *)(eb + (j >> 2) * 8192 + r * 128 + (chunk << 4) + (lane & 1) * 8) ='
+# every K split's partial stored as split 0's (the others never written)
+mut ts_z $F '            tm_store_tma(tot, epi + cw * (TM_EPI / 2), &tc, j.n0, j.m0 + 64 * cw, t / (mb * nb), c.r0 - j.m0 - 64 * cw,' '            tm_store_tma(tot, epi + cw * (TM_EPI / 2), &tc, j.n0, j.m0 + 64 * cw, 0, c.r0 - j.m0 - 64 * cw,'

@@ -1229,6 +1229,21 @@ if want s17b; then
     done
   done
 fi
+# ts18: the TMA GEMM's sums written by TMA stores (DSINFER_CUDA_F8_TM_STORE): op test (the same bits), mutants, goldens
+# with it on; bench --ops at 128, 256, 4096 off / on; FP8 decode 64 .. 256 and prefill 512 .. 8K off / on (alternated twice)
+if want ts18; then
+  step ops_f8ts 200 env DSINFER_OPS_ONLY=f8ts $B/test_cuda_ops
+  for f in .deps/bin/test_cuda_ops_mut_ts_*; do [ -x "$f" ] && mutant $f f8ts '' 150; done
+  step golden_ts 150 env DSINFER_CUDA_F8_TM_STORE=1 $B/test_cuda_golden
+  for v in 0 1; do
+    step ops_ts$v 150 env DSINFER_CUDA_F8_TM_STORE=$v $B/dsinfer bench --ops --ops-m 128,256,4096 --csv $OUT/ops_ts$v.csv
+  done
+  for r in 1 2; do
+    for v in 0 1; do
+      step dec_ts$v 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_F8_TM_STORE=$v $B/dsinfer bench --dtype fp8 --batch 64,128,256 --ctx 1K --prompt 512,2048,8192 --steps 8 --csv $CSV --label s18-fp8-ts$v
+    done
+  done
+fi
 # end16: the sixteenth session's defaults (F8_TMA1, F8_TM_PREF): test_cuda_model three times (are two runs' printed
 # distances the same?), memcheck over the TMA GEMM cases, the rows FP8 / BF16 at 1 .. 256, ctx 1K; then test_cuda_ops
 # in full (every M) last

@@ -1100,7 +1100,7 @@ static void free_setup(setup *s) {
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
 static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf | side | linear2 | kvb | qkv | router | w8small
-                            * | f8cl | f8t1 | f8tp | f8tc | quantw | moeqf | rgroup | f8lab (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
+                            * | f8cl | f8t1 | f8tp | f8tc | f8ts | quantw | moeqf | rgroup | f8lab (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
                             * run_side_stream, run_linear2, run_kvb_copy, run_qkv_finish, run_router, run_w8a8_small or
                             * run_f8_lab */
 
@@ -1750,6 +1750,34 @@ static void run_moe_qf(void) {
     moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
     unsetenv("DSINFER_CUDA_MOE_WG_QF");
     unsetenv("DSINFER_MOE_W8A8");
+}
+
+/* DSINFER_OPS_ONLY=f8ts: the TMA W8A8 GEMM's sums written by TMA stores through shared memory
+ * (DSINFER_CUDA_F8_TM_STORE=1, tm_store_tma: swizzled boxes of 64 rows x 32 columns, clipped at M and N) against its
+ * direct stores: the same bits, at V2-Lite's o (4 splits at 256 rows: partials), the shared down at 129 and 1024 rows
+ * (a row block with one valid row; no split), a kv_b-like 4096 x 512 at 1024 rows (4 k-blocks: the epilogue often),
+ * V3's q_a + kv_a (K 7168, 7 splits at 65 rows), an odd 260 x 384 (the last box 4 columns wide); rows 65, 130, 200
+ * (partial 64-row halves) and 256. Then the W8A8 MLP above 64 rows (its gate / up partials by this path). */
+static void run_f8_tm_store(void) {
+    if (only && strcmp(only, "f8ts")) return;
+    setup s;
+    const char *E = "DSINFER_CUDA_F8_TM_STORE";
+    if (!load_setup(&s, "v2l-f8ts", "configs/deepseek-v2-lite.json", 3, 16)) return;
+    const int Ms[] = {65, 130, 200, 256}, Mb[] = {129, 1024};
+    check_f8_alt(&s, E, "v2l o", 2048, 0, 2048, Ms, NM(Ms), 1);
+    check_f8_alt(&s, E, "v2l sh down", 2048, 0, 2816, Mb, NM(Mb), 1);
+    check_f8_alt(&s, E, "kv_b-like", 4096, 0, 512, Mb, NM(Mb), 1);
+    check_f8_alt(&s, E, "v3 q_a+kv_a", 2112, 0, 7168, Ms, NM(Ms), 1);
+    check_f8_alt(&s, E, "odd", 260, 0, 384, Ms, NM(Ms), 1);
+    check_f8_alt(&s, E, "v2l q+kv_a", 3072, 576, 2048, Ms, NM(Ms), 1);
+    free_setup(&s);
+    setenv(E, "1", 1);   /* read by the MLP's backends at their creation */
+    if (load_setup(&s, "v2l-f8ts-mlp", "configs/deepseek-v2-lite.json", 3, 16)) {
+        check_mlp_w8a8(&s, 2816, "2", 2);
+        free_setup(&s);
+    }
+    unsetenv(E);
+    if (load_setup(&s, "f8ts-off", "tests/fixtures/tiny-v3-fp8/config.json", 3, 16)) free_setup(&s);   /* flag back off */
 }
 
 /* DSINFER_OPS_ONLY=quantw: the FP8 decode experts with their BF16 down input quantized a warp a 128 values
@@ -2442,6 +2470,7 @@ int main(void) {
     run_f8_tm_pref();
     run_f8_tm_cluster();
     run_quant_warp();
+    run_f8_tm_store();
     run_moe_qf();
     run_route_group();
     run_f8_lab();

@@ -246,6 +246,9 @@ void cu_ws_free(cu_ws *w);
  *                            launches for eight, the same bits).
  *   DSINFER_CUDA_QUANT_WARP=1  the decode experts' BF16 down input quantized a warp a 128 values
  *                            (rows_fp8_bf16_warp_kernel, the same codes) instead of a block of 128 threads.
+ *   DSINFER_CUDA_F8_TM_STORE=1  the dense TMA W8A8 GEMM's sums (its result or K-split partials) written through shared
+ *                            memory by TMA stores that run on while the warpgroup starts its next tile (tm_store_tma;
+ *                            5 stages instead of 6; the same bits), from DSINFER_CUDA_F8_TM_STORE_MIN_M rows (default 1).
  *   DSINFER_CUDA_MOE_WG_QF=1 the FP8 decode experts' gate / up epilogue (moe_wg_kernel) writes the down projection's
  *                            input codes and scales itself (no BF16 copy, no quantizer launch; the same bits; opt-in:
  *                            measured slower, FP8 b8 +0.15 ms, b64 +0.2).
@@ -691,6 +694,7 @@ extern int cu_f8_tma1;
 extern int cu_f8_tm_pref;
 extern int cu_f8_tm_cluster;
 extern int cu_quant_warp;
+extern int cu_f8_tm_store, cu_f8_tm_store_min_m;
 /* shared pieces of the own W8A8 linears: x [M, K] fp32 -> codes q [M, K] and scales s [M][K/128]
  * (moe_rows_fp8_kernel); out[i] = sum over z < ks of part[z n + i], in z order */
 void cu_rows_fp8_f32(unsigned char *q, float *s, const float *x, int M, int K);

@@ -384,10 +384,14 @@ __global__ void __launch_bounds__(128) f8_tma1_kernel(const __grid_constant__ CU
 /* ---- the TMA kernel ---- */
 #define TM_BM 128     /* activation rows a block: two consumer warpgroups of 64 */
 #define TM_ST 6       /* stages of 32 KB */
+#define TM_ST_S 5     /* stages with the TMA-store epilogue (its 64 KB of shared memory take the sixth's place) */
+#define TM_EPI (2 * 64 * WG_BN * 4)   /* that epilogue's buffer: each consumer warpgroup's 64 x 128 fp32 sums */
 #define TM_GROUP_M 8  /* row blocks a group in the tile order */
 #define TM_STAGE ((TM_BM + WG_BN) * WG_BK)
 
-static size_t tm_smem_bytes(void) { return (size_t)TM_ST * TM_STAGE + 2 * TM_ST * 8 + 1024; }
+static size_t tm_smem_bytes(int tst = 0) {
+    return tst ? (size_t)TM_ST_S * TM_STAGE + TM_EPI + 2 * TM_ST_S * 8 + 1024 : (size_t)TM_ST * TM_STAGE + 2 * TM_ST * 8 + 1024;
+}
 
 /* tile t of mb x nb output tiles x ks splits -> its first row and column and its stages [kb0, kb0 + nkb):
  * splits outermost, then groups of TM_GROUP_M row blocks, column blocks within a group, row blocks fastest */
@@ -468,10 +472,12 @@ typedef struct {
     int mend, LK, kb0, nkb, it0, cw, r0, r1;
 } tm_ctx;
 
-/* k-block i of the tile: wait for its stage, then its 4 MMAs into acc from zero, committed as one group */
+/* k-block i of the tile: wait for its stage, then its 4 MMAs into acc from zero, committed as one group (NST: the
+ * ring's stages) */
+template <int NST>
 __device__ __forceinline__ void tm_issue(float (&acc)[64], const tm_ctx *c, int i) {
-    int it = c->it0 + i, s = it % TM_ST;
-    mbar_wait(&c->full[s], (it / TM_ST) & 1);
+    int it = c->it0 + i, s = it % NST;
+    mbar_wait(&c->full[s], (it / NST) & 1);
     const unsigned char *a = c->sm + s * TM_STAGE + c->cw * 64 * WG_BK, *b = c->sm + s * TM_STAGE + TM_BM * WG_BK;
     wg_fence();
 #pragma unroll
@@ -493,12 +499,43 @@ __device__ __forceinline__ tm_sc tm_scales(const tm_ctx *c, int i) {
 }
 
 /* k-block i's stage given back after its MMAs completed, then the promotion of acc into tot with its scales sc */
+template <int NST>
 __device__ __forceinline__ void tm_promote(const float (&acc)[64], float (&tot)[64], const tm_ctx *c, int i, int lane,
                                            tm_sc sc) {
     float s0 = c->r0 < c->mend ? sc.x0 * sc.sw : 0.0f;
     float s1 = c->r1 < c->mend ? sc.x1 * sc.sw : 0.0f;
-    if (lane == 0) mbar_arrive(&c->empty[(c->it0 + i) % TM_ST]);
+    if (lane == 0) mbar_arrive(&c->empty[(c->it0 + i) % NST]);
     wg_promote(tot, acc, s0, s1);
+}
+
+/* TST's epilogue: a consumer warpgroup's 64 x 128 sums (wg_store's positions; rl0 = 16 warp + lane / 4, the
+ * thread's first row within them) -> its shared buffer eb as 4 boxes of 64 rows x 32 columns (128-byte rows,
+ * 16-byte chunk c of row r at c ^ (r % 8): the map's 128-byte swizzle, which also spreads a warp's float2 stores over
+ * all banks) -> out by 4 TMA stores at (col, row, z) of map tc ([ks][M][N] fp32: rows past M and columns past N are
+ * not written). The stores run on while the warpgroup starts its next tile; its leader thread (the one that issued
+ * them) waits until they have read eb before anyone writes it again. Named barrier 2 + cw among the warpgroup. */
+__device__ __forceinline__ void tm_store_tma(const float (&tot)[64], unsigned char *eb, const CUtensorMap *tc, int col,
+                                             int row, int z, int rl0, int lane, int leader, int cw) {
+    if (leader) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+    asm volatile("bar.sync %0, 128;\n" ::"r"(2 + cw) : "memory");
+#pragma unroll
+    for (int j = 0; j < 16; j++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            int r = rl0 + 8 * h, chunk = 2 * (j & 3) + ((lane & 3) >> 1);
+            *(float2 *)(eb + (j >> 2) * 8192 + r * 128 + ((chunk ^ (r & 7)) << 4) + (lane & 1) * 8) =
+                make_float2(tot[4 * j + 2 * h], tot[4 * j + 2 * h + 1]);
+        }
+    wg_fence_smem();   /* the writes made visible to the TMA unit (the async proxy) */
+    asm volatile("bar.sync %0, 128;\n" ::"r"(2 + cw) : "memory");
+    if (leader) {
+#pragma unroll
+        for (int b = 0; b < 4; b++)
+            asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];\n"
+                         ::"l"((uint64_t)tc), "r"(col + 32 * b), "r"(row), "r"(z), "r"(cu_smem_addr(eb + b * 8192))
+                         : "memory");
+        asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+    }
 }
 
 /* As f8_wgmma_kernel with 128-row tiles, persistent: block b takes tiles b, b + gridDim.x, ... (dense: the
@@ -507,20 +544,24 @@ __device__ __forceinline__ void tm_promote(const float (&acc)[64], float (&tot)[
  * thread, the stages of every tile in order, so it runs ahead into the next tile while the consumers store
  * the last), 1 and 2 consume. ta: the codes [rows, K], tb: the weight [N, K] (dense), boxes of 128 x 128
  * bytes. The ring's use count `it` runs on across tiles: stage it % TM_ST, phase (it / TM_ST) & 1. */
-template <bool GROUPED, bool PREF = false, bool CL = false>
+template <bool GROUPED, bool PREF = false, bool CL = false, bool TST = false>
 __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ CUtensorMap ta,
-                                                        const __grid_constant__ CUtensorMap tb, const tm_groups g,
+                                                        const __grid_constant__ CUtensorMap tb,
+                                                        const __grid_constant__ CUtensorMap tc, const tm_groups g,
                                                         float *out, int ldo, const float *xs, const float *ws, int ws_cols,
                                                         int M, int N, int K, int kc, int ks) {
     extern __shared__ unsigned char wg_raw[];
     unsigned char *sm = (unsigned char *)(((uintptr_t)wg_raw + 1023) & ~(uintptr_t)1023);
-    uint64_t *full = (uint64_t *)(sm + TM_ST * TM_STAGE), *empty = full + TM_ST;
+    constexpr int NST = TST ? TM_ST_S : TM_ST;
+    static_assert(!TST || (!GROUPED && !CL), "the TMA-store epilogue is the dense form's");
+    unsigned char *epi = sm + NST * TM_STAGE;   /* TST: the epilogue's buffer */
+    uint64_t *full = (uint64_t *)(sm + NST * TM_STAGE + (TST ? TM_EPI : 0)), *empty = full + NST;
     int tiles = GROUPED ? g.n_tiles : ((M + TM_BM - 1) / TM_BM) * ((N + WG_BN - 1) / WG_BN) * ks;
     tm_job j;
     cu_pdl_trigger();   /* (the dense form is launched with PDL under CU_F8_PDL) */
     cu_pdl_wait();
     if (threadIdx.x == 0) {
-        for (int s = 0; s < TM_ST; s++) {
+        for (int s = 0; s < NST; s++) {
             mbar_init(&full[s], 1);
             mbar_init(&empty[s], 8);
         }
@@ -535,8 +576,8 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
             for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
                 tm_job_of<GROUPED, CL>(&j, t, &tb, g, out, ws, ws_cols, M, N, K, kc, ks);
                 for (int i = 0; i < j.nkb; i++, it++) {
-                    int s = it % TM_ST;
-                    if (it >= TM_ST) mbar_wait(&empty[s], (it / TM_ST - 1) & 1);
+                    int s = it % NST;
+                    if (it >= NST) mbar_wait(&empty[s], (it / NST - 1) & 1);
                     mbar_expect_tx(&full[s], TM_STAGE);
                     unsigned char *st = sm + s * TM_STAGE;
                     tma_load(st, &ta, (j.kb0 + i) * WG_BK, j.m0, &full[s]);
@@ -558,8 +599,8 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
                                            * tile; M's last): no MMAs, the stages still waited for and released in
                                            * step so the empty barriers count each use once */
             for (int i = 0; i < nkb; i++, it++) {
-                mbar_wait(&full[it % TM_ST], (it / TM_ST) & 1);
-                if (lane == 0) mbar_arrive(&empty[it % TM_ST]);
+                mbar_wait(&full[it % NST], (it / NST) & 1);
+                if (lane == 0) mbar_arrive(&empty[it % NST]);
             }
             if (CL) {   /* its rows of the cluster's sum are past M (not stored); the barriers still counted */
                 for (int i = 0; i < 64; i++) tot[i] = 0.0f;
@@ -576,33 +617,39 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
          * k-block's scales are loaded before its stage is waited for (sa / sb), else after its MMAs (an L2 round
          * trip in series with each promotion) */
         tm_sc sa = PREF ? tm_scales(&c, 0) : tm_sc{}, sb = sa;
-        tm_issue(acc_a, &c, 0);
+        tm_issue<NST>(acc_a, &c, 0);
         int i = 0;
         for (; i + 2 < nkb; i += 2) {   /* i in flight in acc_a */
             if (PREF) sb = tm_scales(&c, i + 1);
-            tm_issue(acc_b, &c, i + 1);
+            tm_issue<NST>(acc_b, &c, i + 1);
             wg_wait1();
-            tm_promote(acc_a, tot, &c, i, lane, PREF ? sa : tm_scales(&c, i));
+            tm_promote<NST>(acc_a, tot, &c, i, lane, PREF ? sa : tm_scales(&c, i));
             if (PREF) sa = tm_scales(&c, i + 2);
-            tm_issue(acc_a, &c, i + 2);
+            tm_issue<NST>(acc_a, &c, i + 2);
             wg_wait1();
-            tm_promote(acc_b, tot, &c, i + 1, lane, PREF ? sb : tm_scales(&c, i + 1));
+            tm_promote<NST>(acc_b, tot, &c, i + 1, lane, PREF ? sb : tm_scales(&c, i + 1));
         }
         if (i + 1 < nkb) {   /* i in acc_a and one more */
             if (PREF) sb = tm_scales(&c, i + 1);
-            tm_issue(acc_b, &c, i + 1);
+            tm_issue<NST>(acc_b, &c, i + 1);
             wg_wait1();
-            tm_promote(acc_a, tot, &c, i, lane, PREF ? sa : tm_scales(&c, i));
+            tm_promote<NST>(acc_a, tot, &c, i, lane, PREF ? sa : tm_scales(&c, i));
             wg_wait0();
-            tm_promote(acc_b, tot, &c, i + 1, lane, PREF ? sb : tm_scales(&c, i + 1));
+            tm_promote<NST>(acc_b, tot, &c, i + 1, lane, PREF ? sb : tm_scales(&c, i + 1));
         } else {
             wg_wait0();
-            tm_promote(acc_a, tot, &c, i, lane, PREF ? sa : tm_scales(&c, i));
+            tm_promote<NST>(acc_a, tot, &c, i, lane, PREF ? sa : tm_scales(&c, i));
         }
         it += nkb;
         if (CL) cl_sum_store<2, true>(tot, sm, out, N, M, j.m0, j.n0, c.r0 - j.m0, lane, ks, t % ks, threadIdx.x - 128);
-        else wg_store(tot, j.out + j.ocol, (size_t)ldo, c.r0, c.r1, j.mend, j.n0, j.nvalid, lane);
+        else if (TST) {
+            int mb = (M + TM_BM - 1) / TM_BM, nb = (N + WG_BN - 1) / WG_BN;
+            tm_store_tma(tot, epi + cw * (TM_EPI / 2), &tc, j.n0, j.m0 + 64 * cw, t / (mb * nb), c.r0 - j.m0 - 64 * cw,
+                         lane, threadIdx.x % 128 == 0, cw);
+        } else
+            wg_store(tot, j.out + j.ocol, (size_t)ldo, c.r0, c.r1, j.mend, j.n0, j.nvalid, lane);
     }
+    if (TST && threadIdx.x % 128 == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");   /* all written */
 }
 
 static PFN_cuTensorMapEncodeTiled_v12000 encode_tiled;
@@ -629,6 +676,20 @@ int cu_tma_map(CUtensorMap *map, const void *p, int rows, int K, int box_rows) {
 /* a 2-D map of a row-major [rows, K] byte matrix, boxes of 128 x 128; 0 on failure */
 static int tma_map(CUtensorMap *map, const void *p, int rows, int K) { return cu_tma_map(map, p, rows, K, 128); }
 
+int cu_f8_tm_store = 0;   /* DSINFER_CUDA_F8_TM_STORE (backend creation): f8_tma_kernel<false, *, false, true> */
+int cu_f8_tm_store_min_m = 1;   /* DSINFER_CUDA_F8_TM_STORE_MIN_M: ... from this many rows */
+
+/* the TMA-store epilogue's map of out: ks fp32 [M, N] partials one after another (3-D: N, M, ks), boxes of 32 columns
+ * (128 bytes, 128-byte swizzle) x 64 rows; 0 where out or N does not suit (16-byte alignment) */
+static int out_map(CUtensorMap *map, float *out, int M, int N, int ks) {
+    if (!encode_tiled || M < 1 || N < 32 || N % 4 || ((uintptr_t)out & 15)) return 0;
+    cuuint64_t dim[3] = {(cuuint64_t)N, (cuuint64_t)M, (cuuint64_t)ks};
+    cuuint64_t stride[2] = {(cuuint64_t)N * 4, (cuuint64_t)M * N * 4};
+    cuuint32_t box[3] = {32, 64, 1}, es[3] = {1, 1, 1};
+    return encode_tiled(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, (void *)out, dim, stride, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 static int tm_cluster_fit(int ks);
 
 void cu_f8_wgmma_init(void) {
@@ -638,6 +699,8 @@ void cu_f8_wgmma_init(void) {
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes()));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes()));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes()));
+    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, false, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes(1)));
+    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes(1)));
     if (!encode_tiled) {
         cudaDriverEntryPointQueryResult q;
         void *fn = NULL;
@@ -822,10 +885,10 @@ static int tm_cluster_launch(const CUtensorMap &ta, const CUtensorMap &tb, float
     cfg.attrs = at;
     cfg.numAttrs = CU_F8_PDL ? 2 : 1;
     if (cu_f8_tm_pref)
-        CUDA_CHECK(cudaLaunchKernelEx(&cfg, f8_tma_kernel<false, true, true>, ta, tb, none, out, N, qs, (const float *)w->scale,
+        CUDA_CHECK(cudaLaunchKernelEx(&cfg, f8_tma_kernel<false, true, true>, ta, tb, ta, none, out, N, qs, (const float *)w->scale,
                                       w->scale_cols, M, N, K, kc, ks));
     else
-        CUDA_CHECK(cudaLaunchKernelEx(&cfg, f8_tma_kernel<false, false, true>, ta, tb, none, out, N, qs, (const float *)w->scale,
+        CUDA_CHECK(cudaLaunchKernelEx(&cfg, f8_tma_kernel<false, false, true>, ta, tb, ta, none, out, N, qs, (const float *)w->scale,
                                       w->scale_cols, M, N, K, kc, ks));
     CUDA_LAUNCH_CHECK();
     return 1;
@@ -839,8 +902,16 @@ static void tma_gemm_launch(const CUtensorMap &ta, const CUtensorMap &tb, float 
     int grid_p = tiles < n_sm ? tiles : n_sm;
     tm_groups none;
     memset(&none, 0, sizeof none);
+    CUtensorMap tc;
+    if (cu_f8_tm_store && M >= cu_f8_tm_store_min_m && out_map(&tc, dst, M, N, ks)) {
+        cu_launch_pdl(CU_F8_PDL, cu_f8_tm_pref ? f8_tma_kernel<false, true, false, true> : f8_tma_kernel<false, false, false, true>,
+                      dim3((unsigned)grid_p), dim3(384), tm_smem_bytes(1), ta, tb, tc, none, dst, N, qs, (const float *)w->scale,
+                      w->scale_cols, M, N, K, kc, ks);
+        CUDA_LAUNCH_CHECK();
+        return;
+    }
     cu_launch_pdl(CU_F8_PDL, cu_f8_tm_pref ? f8_tma_kernel<false, true> : f8_tma_kernel<false>, dim3((unsigned)grid_p),
-                  dim3(384), tm_smem_bytes(), ta, tb, none, dst, N, qs, (const float *)w->scale, w->scale_cols, M, N, K, kc, ks);
+                  dim3(384), tm_smem_bytes(), ta, tb, ta, none, dst, N, qs, (const float *)w->scale, w->scale_cols, M, N, K, kc, ks);
     CUDA_LAUNCH_CHECK();
 }
 
@@ -1123,10 +1194,10 @@ static void grouped_launch(ds_cuda_backend *cb, const CUtensorMap &ta, int R, in
                            float *out, int ldo, int ws_cols) {
     int grid = g->n_tiles < cb->n_sm ? g->n_tiles : cb->n_sm;
     if (cu_f8_tm_pref)
-        f8_tma_kernel<true, true><<<(unsigned)grid, 384, tm_smem_bytes(), cu_stream>>>(ta, ta, *g, out, ldo, qs, NULL, ws_cols, R, 0,
+        f8_tma_kernel<true, true><<<(unsigned)grid, 384, tm_smem_bytes(), cu_stream>>>(ta, ta, ta, *g, out, ldo, qs, NULL, ws_cols, R, 0,
                                                                                        K, K, 1);
     else
-        f8_tma_kernel<true><<<(unsigned)grid, 384, tm_smem_bytes(), cu_stream>>>(ta, ta, *g, out, ldo, qs, NULL, ws_cols, R, 0, K,
+        f8_tma_kernel<true><<<(unsigned)grid, 384, tm_smem_bytes(), cu_stream>>>(ta, ta, ta, *g, out, ldo, qs, NULL, ws_cols, R, 0, K,
                                                                                  K, 1);
     CUDA_LAUNCH_CHECK();
 }
