@@ -1216,16 +1216,17 @@ fi
 # s17b: the W8A8 MLP above 64 rows in five launches (DSINFER_CUDA_MLP_FUSE=2) and the experts' BF16 down input
 # quantized a warp a 128 values (DSINFER_CUDA_QUANT_WARP=1): op tests (twins: the same bits), mutants, goldens with both,
 # then FP8 decode rows 64 .. 256 and prefill 512 / 2K: neither, each, both (alternated twice)
-if want s17b; then
-  step ops_lin2 200 env DSINFER_OPS_ONLY=linear2 $B/test_cuda_ops
+# (its first run, 2026-12-02, labelled QUANT_WARP -1 for 0 and ran it on: s17c re-times it)
+if want s17b || want s17c; then
+  want s17c || step ops_lin2 200 env DSINFER_OPS_ONLY=linear2 $B/test_cuda_ops
   step ops_qw 150 env DSINFER_OPS_ONLY=quantw $B/test_cuda_ops
-  step ops_f8tc 150 env DSINFER_OPS_ONLY=f8tc $B/test_cuda_ops
-  mutant .deps/bin/test_cuda_ops_mut_mlp_map linear2 '' 200
+  want s17c || step ops_f8tc 150 env DSINFER_OPS_ONLY=f8tc $B/test_cuda_ops
+  want s17c || mutant .deps/bin/test_cuda_ops_mut_mlp_map linear2 '' 200
   mutant .deps/bin/test_cuda_ops_mut_qw_lane quantw '' 150
-  step golden_17b 150 env DSINFER_CUDA_MLP_FUSE=2 DSINFER_CUDA_QUANT_WARP=1 $B/test_cuda_golden
+  want s17c || step golden_17b 150 env DSINFER_CUDA_MLP_FUSE=2 DSINFER_CUDA_QUANT_WARP=1 $B/test_cuda_golden
   for r in 1 2; do
-    for v in 10 21 12 22; do
-      step dec_$v 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MLP_FUSE=${v:0:1} DSINFER_CUDA_QUANT_WARP=$(( ${v:1:1} - 1 )) $B/dsinfer bench --dtype fp8 --batch 64,128,256 --ctx 1K --prompt 512,2048 --steps 8 --csv $CSV --label s17-fp8-mf${v:0:1}-qw$(( ${v:1:1} - 1 ))
+    for v in 10 20 11 21; do   # MLP_FUSE, QUANT_WARP
+      step dec_$v 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MLP_FUSE=${v:0:1} DSINFER_CUDA_QUANT_WARP=${v:1:1} $B/dsinfer bench --dtype fp8 --batch 64,128,256 --ctx 1K --prompt 512,2048 --steps 8 --csv $CSV --label s17-fp8-mf${v:0:1}-qw${v:1:1}
     done
   done
 fi
@@ -1242,6 +1243,15 @@ if want ts18; then
     for v in 0 1; do
       step dec_ts$v 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_F8_TM_STORE=$v $B/dsinfer bench --dtype fp8 --batch 64,128,256 --ctx 1K --prompt 512,2048,8192 --steps 8 --csv $CSV --label s18-fp8-ts$v
     done
+  done
+fi
+# end18: as end16 with the eighteenth session's defaults, and memcheck over the TMA-store epilogue's cases (f8ts)
+if want end18; then
+  for i in 1 2 3; do step model_r$i 200 $B/test_cuda_model; grep -E "greedy ids|rel L2" $OUT/model_r$i.log > $OUT/mr$i.txt; done
+  for i in 2 3; do if cmp -s $OUT/mr1.txt $OUT/mr$i.txt; then echo "model run $i: the same as run 1"; else echo "model run $i: DIFFERS from run 1"; diff $OUT/mr1.txt $OUT/mr$i.txt | head -8; fi; done
+  step sanitize_ts 250 env DSINFER_OPS_ONLY=f8ts DSINFER_OPS_MAX_M=256 DSINFER_CUDA_F8_TM_STORE=1 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 $B/test_cuda_ops
+  for dt in fp8 bf16; do
+    step rows_$dt 120 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype $dt --batch 1,2,4,8,32,64,128,256 --ctx 1K --prompt 512,2048,8192 --steps 8 --csv $CSV --label s18-end-$dt
   done
 fi
 # end16: the sixteenth session's defaults (F8_TMA1, F8_TM_PREF): test_cuda_model three times (are two runs' printed

@@ -275,6 +275,7 @@ typedef struct {
     int shared_stream_min_m, shared_stream_max_m;   /* ... for batches of this many tokens (_MIN_M, _MAX_M; default 9 .. 128) */
     int hfuse;   /* the q (q_a) and kv_a projections in one launch (backend linear2; DSINFER_CUDA_HFUSE); 2 (default): and an MLP's gate / up */
     int mlp_fuse;   /* the W8A8 MLP's split-K sums, SiLU * up and the down input's quantization in one kernel (DSINFER_CUDA_MLP_FUSE, default 1: up to 64 rows; 2: above too) */
+    int quant_warp;   /* the experts' BF16 down input quantized a warp a 128 values (rows_fp8_bf16_warp_kernel; DSINFER_CUDA_QUANT_WARP) */
     int kvb_bf16;   /* FP8 kv_b's BF16 copy made once per layer at weight upload (DSINFER_CUDA_KVB_BF16, default 1) */
     int qkv_fuse;   /* kv_a RMSNorm, both RoPEs and the cache store in one kernel (backend qkv_finish; DSINFER_CUDA_QKV_FUSE, default 1) */
     int w8_shared_x;   /* linear2 above 64 rows: x quantized once for both W8A8 GEMMs (DSINFER_CUDA_W8_SHARED_X, default 1) */
@@ -693,7 +694,6 @@ extern int cu_f8_tma1;
  * k-block's scales before waiting for its stage, not after its MMAs: the same bits */
 extern int cu_f8_tm_pref;
 extern int cu_f8_tm_cluster;
-extern int cu_quant_warp;
 extern int cu_f8_tm_store, cu_f8_tm_store_min_m;
 /* shared pieces of the own W8A8 linears: x [M, K] fp32 -> codes q [M, K] and scales s [M][K/128]
  * (moe_rows_fp8_kernel); out[i] = sum over z < ks of part[z n + i], in z order */
@@ -738,8 +738,9 @@ int cu_moe_wg_run(ds_cuda_backend *cb, float *y, const float *x, const int32_t *
 extern int cu_f8_wg_max_m;
 int cu_f8_wg_linear(ds_cuda_backend *cb, float *out, const float *x, const ds_weight *w, int M);
 int cu_f8_wg_splits(int M, int N, int K, int n_sm, int nt, int *kc);
-/* codes q [M, K] and scales s [M][K/128] of BF16 rows x [M, K] (moe_rows_fp8_kernel: the down projection's input) */
-void cu_rows_fp8_bf16(unsigned char *q, float *s, const void *x, int M, int K);
+/* codes q [M, K] and scales s [M][K/128] of BF16 rows x [M, K] (the down projection's input): moe_rows_fp8_kernel, or with
+ * warp (opt.quant_warp) rows_fp8_bf16_warp_kernel, the same codes */
+void cu_rows_fp8_bf16(unsigned char *q, float *s, const void *x, int M, int K, int warp);
 void cu_f8_reduce(float *out, const float *part, size_t n, int ks);
 void cu_moe_tc2_init(void);
 /* W8A8 (cuda_fp8gemm.cu): 1 if w can take the block-scaled FP8 path (FP8 with 128x128 scales, K a

@@ -677,10 +677,8 @@ __global__ void rows_fp8_bf16_warp_kernel(unsigned char *q, float *s, const __nv
     if (lane == 0) s[i * LK + b] = scale;
 }
 
-int cu_quant_warp = 0;   /* DSINFER_CUDA_QUANT_WARP (backend creation): rows_fp8_bf16_warp_kernel */
-
-void cu_rows_fp8_bf16(unsigned char *q, float *s, const void *x, int M, int K) {
-    if (cu_quant_warp && ((uintptr_t)x & 7) == 0 && K % 128 == 0) {
+void cu_rows_fp8_bf16(unsigned char *q, float *s, const void *x, int M, int K, int warp) {
+    if (warp && ((uintptr_t)x & 7) == 0 && K % 128 == 0) {
         size_t blocks = ((size_t)M * (K / 128) + 7) / 8;
         if (blocks) rows_fp8_bf16_warp_kernel<<<(unsigned)blocks, 256, 0, cu_stream>>>(q, s, (const __nv_bfloat16 *)x, M, K);
     } else {
@@ -778,7 +776,7 @@ static void f8_pair(float *y, __nv_bfloat16 *inter, unsigned char *q, float *qs,
     /* the gathered rows' codes are done with: the down projection's input quantized over them */
     unsigned char *iq = q;
     float *is = (float *)(iq + (size_t)n_rows * I);
-    cu_rows_fp8_bf16(iq, is, inter, n_rows, I);
+    cu_rows_fp8_bf16(iq, is, inter, n_rows, I, 0);
     moe_f8_kernel<false, 4, TOK, false, CVT><<<g2, MT_WARPS * 32, m2_smem_bytes(false, 4, TOK), cu_stream>>>(y, D, iq, is, off,
                                                                                                      tab + 2 * E, NULL, D, I,
                                                                                                      cu_wview{}, 0, I);

@@ -470,7 +470,7 @@ static int mw_run_f8(ds_cuda_backend *cb, float *y, const float *x, const int32_
     mw_args a1 = {maps, sc, NULL, qs, off, qf ? (void *)q2 : (void *)inter, is, qf, NULL, NULL, n_rows, E, I, D,
                   L->exp_gate[0].scale_cols, I, 1, D / MW_BK};
     mw_launch<true>(cb, nt, t1, t1, a1);
-    if (!qf) cu_rows_fp8_bf16(q, is, inter, n_rows, I);
+    if (!qf) cu_rows_fp8_bf16(q, is, inter, n_rows, I, cb->opt.quant_warp);
     mw_args a2 = {maps + 2 * E, sc + 2 * E, NULL, is, off, y, NULL, 0, NULL, NULL, n_rows, E, D, I, L->exp_down[0].scale_cols, D, 1, I / MW_BK};
     mw_launch<false>(cb, nt, t2, t2, a2);
     return 1;
