@@ -1253,6 +1253,8 @@ if want end18; then
   for dt in fp8 bf16; do
     step rows_$dt 120 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype $dt --batch 1,2,4,8,32,64,128,256 --ctx 1K --prompt 512,2048,8192 --steps 8 --csv $CSV --label s18-end-$dt
   done
+  step golden_end 150 $B/test_cuda_golden
+  step ops_full 280 $B/test_cuda_ops
 fi
 # end16: the sixteenth session's defaults (F8_TMA1, F8_TM_PREF): test_cuda_model three times (are two runs' printed
 # distances the same?), memcheck over the TMA GEMM cases, the rows FP8 / BF16 at 1 .. 256, ctx 1K; then test_cuda_ops

@@ -242,13 +242,18 @@ void cu_ws_free(cu_ws *w);
  *   DSINFER_CUDA_F8_TM_CLUSTER=1  the TMA W8A8 GEMM (above 64 rows) with its K splits summed inside thread-block
  *                            clusters through distributed shared memory (cl_sum_store, the same bits) instead of the
  *                            partials buffer and f8_reduce_kernel's launch; where the clusters fit in one wave.
- *   DSINFER_CUDA_MLP_FUSE=2  the W8A8 MLP above 64 rows too (the TMA GEMMs' partials summed by silu_quant_kernel: five
- *                            launches for eight, the same bits).
- *   DSINFER_CUDA_QUANT_WARP=1  the decode experts' BF16 down input quantized a warp a 128 values
- *                            (rows_fp8_bf16_warp_kernel, the same codes) instead of a block of 128 threads.
- *   DSINFER_CUDA_F8_TM_STORE=1  the dense TMA W8A8 GEMM's sums (its result or K-split partials) written through shared
- *                            memory by TMA stores that run on while the warpgroup starts its next tile (tm_store_tma;
- *                            5 stages instead of 6; the same bits), from DSINFER_CUDA_F8_TM_STORE_MIN_M rows (default 1).
+ * Eighteenth session (each on by default, measured in RESULTS "GPU runs of the eighteenth session"; =0 / =1: the path before):
+ *   DSINFER_CUDA_MLP_FUSE=2  (default) the W8A8 MLP above 64 rows too (the TMA GEMMs' partials summed by
+ *                            silu_quant_kernel: five launches for eight, the same bits; with QUANT_WARP FP8 b128
+ *                            -0.14 ms, b256 -0.17); =1: up to 64 rows only.
+ *   DSINFER_CUDA_QUANT_WARP=1  (default) the decode experts' BF16 down input quantized a warp a 128 values
+ *                            (rows_fp8_bf16_warp_kernel, the same codes) instead of a block of 128 threads (FP8 b128
+ *                            -0.19 ms, b256 -0.36).
+ *   DSINFER_CUDA_F8_TM_STORE=1  (default) the dense TMA W8A8 GEMM's sums (its result or K-split partials) written
+ *                            through shared memory by TMA stores that run on while the warpgroup starts its next tile
+ *                            (tm_store_tma; 5 stages instead of 6; the same bits), from DSINFER_CUDA_F8_TM_STORE_MIN_M
+ *                            rows (default 512: `bench --ops` M 4096 0.82 -> 0.87x cuBLASLt, 32768x512 0.79 -> 1.02x;
+ *                            decode rows unchanged within noise, so left out below 512).
  *   DSINFER_CUDA_MOE_WG_QF=1 the FP8 decode experts' gate / up epilogue (moe_wg_kernel) writes the down projection's
  *                            input codes and scales itself (no BF16 copy, no quantizer launch; the same bits; opt-in:
  *                            measured slower, FP8 b8 +0.15 ms, b64 +0.2).
@@ -274,8 +279,8 @@ typedef struct {
     int l2_prefetch;   /* the next layer's dense weights into L2 on a side stream (cuda_prefetch.cu; DSINFER_CUDA_L2_PREFETCH) */
     int shared_stream_min_m, shared_stream_max_m;   /* ... for batches of this many tokens (_MIN_M, _MAX_M; default 9 .. 128) */
     int hfuse;   /* the q (q_a) and kv_a projections in one launch (backend linear2; DSINFER_CUDA_HFUSE); 2 (default): and an MLP's gate / up */
-    int mlp_fuse;   /* the W8A8 MLP's split-K sums, SiLU * up and the down input's quantization in one kernel (DSINFER_CUDA_MLP_FUSE, default 1: up to 64 rows; 2: above too) */
-    int quant_warp;   /* the experts' BF16 down input quantized a warp a 128 values (rows_fp8_bf16_warp_kernel; DSINFER_CUDA_QUANT_WARP) */
+    int mlp_fuse;   /* the W8A8 MLP's split-K sums, SiLU * up and the down input's quantization in one kernel (DSINFER_CUDA_MLP_FUSE; 1: up to 64 rows; 2 (default): above too) */
+    int quant_warp;   /* the experts' BF16 down input quantized a warp a 128 values (rows_fp8_bf16_warp_kernel; DSINFER_CUDA_QUANT_WARP, default 1) */
     int kvb_bf16;   /* FP8 kv_b's BF16 copy made once per layer at weight upload (DSINFER_CUDA_KVB_BF16, default 1) */
     int qkv_fuse;   /* kv_a RMSNorm, both RoPEs and the cache store in one kernel (backend qkv_finish; DSINFER_CUDA_QKV_FUSE, default 1) */
     int w8_shared_x;   /* linear2 above 64 rows: x quantized once for both W8A8 GEMMs (DSINFER_CUDA_W8_SHARED_X, default 1) */

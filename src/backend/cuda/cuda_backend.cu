@@ -642,8 +642,8 @@ static cu_opts cu_opts_read(void) {
     o.l2_prefetch = env_int("DSINFER_CUDA_L2_PREFETCH", 0);
     /* on by default since the twelfth session's run 2 (FP8 batch 64 9.00 -> 8.54 ms with all four; RESULTS) */
     o.hfuse = env_int("DSINFER_CUDA_HFUSE", 2);
-    o.mlp_fuse = env_int("DSINFER_CUDA_MLP_FUSE", 1);
-    o.quant_warp = env_int("DSINFER_CUDA_QUANT_WARP", 0);
+    o.mlp_fuse = env_int("DSINFER_CUDA_MLP_FUSE", 2);
+    o.quant_warp = env_int("DSINFER_CUDA_QUANT_WARP", 1);
     o.kvb_bf16 = env_int("DSINFER_CUDA_KVB_BF16", 1);
     o.qkv_fuse = env_int("DSINFER_CUDA_QKV_FUSE", 1);
     o.router_fused = env_int("DSINFER_CUDA_ROUTER_FUSED", 1);
@@ -734,8 +734,8 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     cu_f8_tma1 = env_int("DSINFER_CUDA_F8_TMA1", 1);
     cu_f8_tm_pref = env_int("DSINFER_CUDA_F8_TM_PREF", 1);
     cu_f8_tm_cluster = env_int("DSINFER_CUDA_F8_TM_CLUSTER", 0);
-    cu_f8_tm_store = env_int("DSINFER_CUDA_F8_TM_STORE", 0);
-    cu_f8_tm_store_min_m = env_int("DSINFER_CUDA_F8_TM_STORE_MIN_M", 1);
+    cu_f8_tm_store = env_int("DSINFER_CUDA_F8_TM_STORE", 1);
+    cu_f8_tm_store_min_m = env_int("DSINFER_CUDA_F8_TM_STORE_MIN_M", 512);
     cu_moe_wgmma = env_int("DSINFER_CUDA_MOE_WGMMA", 1);
     cu_moe_wg = env_int("DSINFER_CUDA_MOE_WG", 1);
     cu_moe_wg_nt = env_int("DSINFER_CUDA_MOE_WG_NT", 0);
