@@ -49,3 +49,7 @@ mut qw_lane src/backend/cuda/cuda_moe_tc.cu '    float v[4] = {__uint_as_float(r
 mut ts_swz $F '            *(float2 *)(eb + (j >> 2) * 8192 + r * 128 + ((chunk ^ (r & 7)) << 4) + (lane & 1) * 8) =' '            *(float2 *)(eb + (j >> 2) * 8192 + r * 128 + (chunk << 4) + (lane & 1) * 8) ='
 # every K split's partial stored as split 0's (the others never written)
 mut ts_z $F '            tm_store_tma(tot, epi + cw * (TM_EPI / 2), &tc, j.n0, j.m0 + 64 * cw, t / (mb * nb), c.r0 - j.m0 - 64 * cw,' '            tm_store_tma(tot, epi + cw * (TM_EPI / 2), &tc, j.n0, j.m0 + 64 * cw, 0, c.r0 - j.m0 - 64 * cw,'
+# f8_tma192_kernel (DSINFER_OPS_ONLY=f8bn): every column of a tile promoted with its first scale block's scale
+mut bn_bnd $F '                bool first = 8 * j < bnd;' '                bool first = true;'
+# the second row of a thread promoted with the first row's activation scale
+mut bn_row $F '            float x0 = r0 < M ? xs[(size_t)r0 * LK + kb] : 0.0f, x1 = r1 < M ? xs[(size_t)r1 * LK + kb] : 0.0f;' '            float x0 = r0 < M ? xs[(size_t)r0 * LK + kb] : 0.0f, x1 = r1 < M ? xs[(size_t)r0 * LK + kb] : 0.0f;'

@@ -1245,6 +1245,18 @@ if want ts18; then
     done
   done
 fi
+# bn18: the 128 x 192 TMA GEMM (DSINFER_CUDA_F8_BN192): op test (the same bits), mutants; bench --ops at 1024 / 4096 off
+# / on (from 1024 rows), prefill 2K / 8K off / on
+if want bn18; then
+  step ops_f8bn 200 env DSINFER_OPS_ONLY=f8bn $B/test_cuda_ops
+  for f in .deps/bin/test_cuda_ops_mut_bn_*; do [ -x "$f" ] && mutant $f f8bn '' 150; done
+  for v in 0 1; do
+    step ops_bn$v 150 env DSINFER_CUDA_F8_BN192=$v $B/dsinfer bench --ops --ops-m 1024,4096 --csv $OUT/ops_bn$v.csv
+  done
+  for v in 0 1 0 1; do
+    step pre_bn$v 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_F8_BN192=$v $B/dsinfer bench --dtype fp8 --batch '' --prompt 2048,8192 --steps 4 --csv $CSV --label s18-fp8-bn$v
+  done
+fi
 # end18: as end16 with the eighteenth session's defaults, and memcheck over the TMA-store epilogue's cases (f8ts)
 if want end18; then
   for i in 1 2 3; do step model_r$i 200 $B/test_cuda_model; grep -E "greedy ids|rel L2" $OUT/model_r$i.log > $OUT/mr$i.txt; done

@@ -1100,7 +1100,7 @@ static void free_setup(setup *s) {
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
 static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf | side | linear2 | kvb | qkv | router | w8small
-                            * | f8cl | f8t1 | f8tp | f8tc | f8ts | quantw | moeqf | rgroup | f8lab (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
+                            * | f8cl | f8t1 | f8tp | f8tc | f8ts | f8bn | quantw | moeqf | rgroup | f8lab (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
                             * run_side_stream, run_linear2, run_kvb_copy, run_qkv_finish, run_router, run_w8a8_small or
                             * run_f8_lab */
 
@@ -1778,6 +1778,29 @@ static void run_f8_tm_store(void) {
     }
     unsetenv(E);
     if (load_setup(&s, "f8ts-off", "tests/fixtures/tiny-v3-fp8/config.json", 3, 16)) free_setup(&s);   /* flag back off */
+}
+
+/* DSINFER_OPS_ONLY=f8bn: the TMA W8A8 GEMM with 128 x 192 tiles (DSINFER_CUDA_F8_BN192=1, from 1 row here:
+ * _MIN_M=1) against the 128 x 128 kernel: the same bits (the same K splits, the same promotions in the same order), at
+ * V2-Lite's o (K splits below 256 rows: partials), a 7168 x 2048 (the last tile 64 columns wide, past a scale block's
+ * edge), V3's q_a + kv_a (K 7168), an odd 260 x 384 (a tile starting mid scale block, a third scale row), a
+ * 4096 x 512; rows 65 .. 1024 (partial 64-row halves at 65, 130, 200). */
+static void run_f8_bn192(void) {
+    if (only && strcmp(only, "f8bn")) return;
+    setup s;
+    const char *E = "DSINFER_CUDA_F8_BN192";
+    setenv("DSINFER_CUDA_F8_BN192_MIN_M", "1", 1);
+    if (load_setup(&s, "v2l-f8bn", "configs/deepseek-v2-lite.json", 3, 16)) {
+        const int Ms[] = {65, 130, 200, 256, 1024}, Mb[] = {130, 1024}, Mc[] = {65, 256};
+        check_f8_alt(&s, E, "v2l o", 2048, 0, 2048, Ms, NM(Ms), 1);
+        check_f8_alt(&s, E, "7168x2048", 7168, 0, 2048, Mb, NM(Mb), 1);
+        check_f8_alt(&s, E, "v3 q_a+kv_a", 2112, 0, 7168, Mc, NM(Mc), 1);
+        check_f8_alt(&s, E, "odd", 260, 0, 384, Ms, NM(Ms), 1);
+        check_f8_alt(&s, E, "4096x512", 4096, 0, 512, Mb, NM(Mb), 1);
+        free_setup(&s);
+    }
+    unsetenv("DSINFER_CUDA_F8_BN192_MIN_M");
+    if (load_setup(&s, "f8bn-off", "tests/fixtures/tiny-v3-fp8/config.json", 3, 16)) free_setup(&s);   /* flags back off */
 }
 
 /* DSINFER_OPS_ONLY=quantw: the FP8 decode experts with their BF16 down input quantized a warp a 128 values
@@ -2471,6 +2494,7 @@ int main(void) {
     run_f8_tm_cluster();
     run_quant_warp();
     run_f8_tm_store();
+    run_f8_bn192();
     run_moe_qf();
     run_route_group();
     run_f8_lab();

@@ -254,6 +254,9 @@ void cu_ws_free(cu_ws *w);
  *                            (tm_store_tma; 5 stages instead of 6; the same bits), from DSINFER_CUDA_F8_TM_STORE_MIN_M
  *                            rows (default 512: `bench --ops` M 4096 0.82 -> 0.87x cuBLASLt, 32768x512 0.79 -> 1.02x;
  *                            decode rows unchanged within noise, so left out below 512).
+ *   DSINFER_CUDA_F8_BN192=1  the dense TMA W8A8 GEMM from DSINFER_CUDA_F8_BN192_MIN_M rows (default 1024) with 128 x 192
+ *                            tiles (f8_tma192_kernel: less shared-memory traffic a tensor-core clock; one accumulator
+ *                            set; direct stores; the same bits). Opt-in until timed.
  *   DSINFER_CUDA_MOE_WG_QF=1 the FP8 decode experts' gate / up epilogue (moe_wg_kernel) writes the down projection's
  *                            input codes and scales itself (no BF16 copy, no quantizer launch; the same bits; opt-in:
  *                            measured slower, FP8 b8 +0.15 ms, b64 +0.2).
@@ -700,6 +703,7 @@ extern int cu_f8_tma1;
 extern int cu_f8_tm_pref;
 extern int cu_f8_tm_cluster;
 extern int cu_f8_tm_store, cu_f8_tm_store_min_m;
+extern int cu_f8_bn192, cu_f8_bn192_min_m;
 /* shared pieces of the own W8A8 linears: x [M, K] fp32 -> codes q [M, K] and scales s [M][K/128]
  * (moe_rows_fp8_kernel); out[i] = sum over z < ks of part[z n + i], in z order */
 void cu_rows_fp8_f32(unsigned char *q, float *s, const float *x, int M, int K);

@@ -735,6 +735,8 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     cu_f8_tm_pref = env_int("DSINFER_CUDA_F8_TM_PREF", 1);
     cu_f8_tm_cluster = env_int("DSINFER_CUDA_F8_TM_CLUSTER", 0);
     cu_f8_tm_store = env_int("DSINFER_CUDA_F8_TM_STORE", 1);
+    cu_f8_bn192 = env_int("DSINFER_CUDA_F8_BN192", 0);
+    cu_f8_bn192_min_m = env_int("DSINFER_CUDA_F8_BN192_MIN_M", 1024);
     cu_f8_tm_store_min_m = env_int("DSINFER_CUDA_F8_TM_STORE_MIN_M", 512);
     cu_moe_wgmma = env_int("DSINFER_CUDA_MOE_WGMMA", 1);
     cu_moe_wg = env_int("DSINFER_CUDA_MOE_WG", 1);

@@ -46,6 +46,15 @@ __device__ __forceinline__ void wg_mma_n128(float (&d)[64], uint64_t da, uint64_
                  : "l"(da), "l"(db), "r"(acc));
 }
 
+/* d [64 x 192] (+)= A [64 x 32] B [192 x 32]^T, e4m3 both from shared memory (descriptors da, db); acc = 0: d = A B^T.
+ * d's layout as wg_mma_n128's with 24 column groups: d[4j + h] is row 16w + l/4 + 8 (h / 2), column 8j + 2 (l % 4) + h % 2 */
+__device__ __forceinline__ void wg_mma_n192(float (&d)[96], uint64_t da, uint64_t db, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n192k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}, %96, %97, p, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+                 : "l"(da), "l"(db), "r"(acc));
+}
+
 /* tot += acc times the row scales: s0 for row r0 (acc[4j], acc[4j + 1]), s1 for r1 = r0 + 8 ([4j + 2], [4j + 3]) */
 __device__ __forceinline__ void wg_promote(float (&tot)[64], const float (&acc)[64], float s0, float s1) {
 #pragma unroll
@@ -652,6 +661,137 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
     if (TST && threadIdx.x % 128 == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");   /* all written */
 }
 
+
+/* ---- the 192-column TMA kernel (DSINFER_CUDA_F8_BN192) ----
+ * f8_tma_kernel's 128 x 128 tiles read 160 bytes of shared memory a tensor-core clock (TMA's 32 KB a k-block plus each
+ * m64n128k32's 2 KB of A and 4 KB of B, 512 clocks of MMAs a k-block), past the SM's 128 B / clock: at M = 4096 it
+ * stays near 73% of the FP8 rate on the long-K shapes. 128 x 192 tiles read 135 B / clock (40 KB + 2 x 4 x 8 KB over 768
+ * clocks). Their 96 accumulators a thread leave no room for a second set (96 sums + 96 + addresses fit the 232
+ * registers; 288 would not), so a warpgroup waits for its own MMAs before promoting and the other warpgroup's MMAs fill
+ * the tensor cores meanwhile. A tile spans two weight-scale blocks (n0 % 128 is 0 or 64): columns below bnd take the
+ * first block's scale. Dense only; K splits as f8_tma_kernel (partials at out + z M N). */
+#define T9_BN 192
+#define T9_ST 5
+#define T9_STAGE ((TM_BM + T9_BN) * WG_BK)   /* 40 KB */
+
+static size_t t9_smem_bytes(void) { return (size_t)T9_ST * T9_STAGE + 2 * T9_ST * 8 + 1024; }
+
+/* tm_tile with 192-column blocks */
+__device__ __forceinline__ void t9_tile(int t, int mb, int nb, int K, int kc, int *m0, int *n0, int *kb0, int *nkb) {
+    int z = t / (mb * nb), r = t % (mb * nb), per = TM_GROUP_M * nb, g = r / per;
+    int gm = mb - g * TM_GROUP_M < TM_GROUP_M ? mb - g * TM_GROUP_M : TM_GROUP_M;
+    *m0 = (g * TM_GROUP_M + (r % per) % gm) * TM_BM;
+    *n0 = (r % per) / gm * T9_BN;
+    *kb0 = z * (kc / WG_BK);
+    *nkb = (K - z * kc < kc ? K - z * kc : kc) / WG_BK;
+}
+
+/* wg_store for 24 column groups (192 columns) */
+__device__ __forceinline__ void t9_store(const float (&tot)[96], float *out, size_t ldo, int r0, int r1, int mend, int n0,
+                                         int nvalid, int lane) {
+#pragma unroll
+    for (int j = 0; j < 24; j++) {
+        int n = n0 + 8 * j + 2 * (lane & 3);
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            int r = h ? r1 : r0;
+            if (r >= mend) continue;
+            float *o = out + (size_t)r * ldo + (n - n0);
+            if (n + 1 < nvalid && ((uintptr_t)o & 7) == 0) *(float2 *)o = make_float2(tot[4 * j + 2 * h], tot[4 * j + 2 * h + 1]);
+            else {
+                if (n < nvalid) o[0] = tot[4 * j + 2 * h];
+                if (n + 1 < nvalid) o[1] = tot[4 * j + 2 * h + 1];
+            }
+        }
+    }
+}
+
+/* grid: at most one block an SM, persistent over the mb x nb x ks tiles; 384 threads as f8_tma_kernel (warpgroup 0's
+ * first thread produces, 1 and 2 consume 64 rows each). ta: codes [M, K] (boxes 128 x 128), tb: the weight [N, K]
+ * (boxes 192 rows x 128). */
+__global__ void __launch_bounds__(384, 1) f8_tma192_kernel(const __grid_constant__ CUtensorMap ta,
+                                                           const __grid_constant__ CUtensorMap tb, float *out,
+                                                           const float *xs, const float *ws, int ws_cols, int M, int N,
+                                                           int K, int kc, int ks) {
+    extern __shared__ unsigned char wg_raw[];
+    unsigned char *sm = (unsigned char *)(((uintptr_t)wg_raw + 1023) & ~(uintptr_t)1023);
+    uint64_t *full = (uint64_t *)(sm + T9_ST * T9_STAGE), *empty = full + T9_ST;
+    int mb = (M + TM_BM - 1) / TM_BM, nb = (N + T9_BN - 1) / T9_BN, tiles = mb * nb * ks;
+    int m0, n0, kb0, nkb;
+    cu_pdl_trigger();
+    cu_pdl_wait();
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < T9_ST; s++) {
+            mbar_init(&full[s], 1);
+            mbar_init(&empty[s], 8);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    int wg = threadIdx.x >> 7;
+    if (wg == 0) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+        if (threadIdx.x == 0) {
+            int it = 0;
+            for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+                t9_tile(t, mb, nb, K, kc, &m0, &n0, &kb0, &nkb);
+                for (int i = 0; i < nkb; i++, it++) {
+                    int s = it % T9_ST;
+                    if (it >= T9_ST) mbar_wait(&empty[s], (it / T9_ST - 1) & 1);
+                    mbar_expect_tx(&full[s], T9_STAGE);
+                    unsigned char *st = sm + s * T9_STAGE;
+                    tma_load(st, &ta, (kb0 + i) * WG_BK, m0, &full[s]);
+                    tma_load(st + TM_BM * WG_BK, &tb, (kb0 + i) * WG_BK, n0, &full[s]);
+                }
+            }
+        }
+        return;
+    }
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+    int cw = wg - 1, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, it = 0, LK = K / WG_BK;
+    int n_sblk = (N + WG_BN - 1) / WG_BN;   /* weight-scale rows */
+    float acc[96], tot[96];
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+        t9_tile(t, mb, nb, K, kc, &m0, &n0, &kb0, &nkb);
+        if (m0 + 64 * cw >= M) {   /* no valid row: the stages still waited for and released (f8_tma_kernel's rule) */
+            for (int i = 0; i < nkb; i++, it++) {
+                mbar_wait(&full[it % T9_ST], (it / T9_ST) & 1);
+                if (lane == 0) mbar_arrive(&empty[it % T9_ST]);
+            }
+            continue;
+        }
+        int r0 = m0 + 64 * cw + 16 * warp + (lane >> 2), r1 = r0 + 8;
+        int bA = n0 / WG_BN, bB = bA + 1 < n_sblk ? bA + 1 : bA, bnd = WG_BN - n0 % WG_BN;   /* bnd: 128 or 64 */
+        const float *swA = ws + (size_t)bA * ws_cols, *swB = ws + (size_t)bB * ws_cols;
+#pragma unroll
+        for (int q = 0; q < 96; q++) tot[q] = 0.0f;
+        for (int i = 0; i < nkb; i++, it++) {
+            int kb = kb0 + i, s = it % T9_ST;
+            float wa = swA[kb], wb = swB[kb];   /* loaded before the stage wait */
+            float x0 = r0 < M ? xs[(size_t)r0 * LK + kb] : 0.0f, x1 = r1 < M ? xs[(size_t)r1 * LK + kb] : 0.0f;
+            mbar_wait(&full[s], (it / T9_ST) & 1);
+            const unsigned char *a = sm + s * T9_STAGE + cw * 64 * WG_BK, *b = sm + s * T9_STAGE + TM_BM * WG_BK;
+            wg_fence();
+#pragma unroll
+            for (int j = 0; j < 4; j++) wg_mma_n192(acc, wg_desc(a + 32 * j), wg_desc(b + 32 * j), j);
+            wg_commit();
+            wg_wait0();
+            if (lane == 0) mbar_arrive(&empty[s]);
+            float a0 = x0 * wa, a1 = x1 * wa, b0 = x0 * wb, b1 = x1 * wb;
+#pragma unroll
+            for (int j = 0; j < 24; j++) {
+                bool first = 8 * j < bnd;
+                float s0 = first ? a0 : b0, s1 = first ? a1 : b1;
+                tot[4 * j] += acc[4 * j] * s0;
+                tot[4 * j + 1] += acc[4 * j + 1] * s0;
+                tot[4 * j + 2] += acc[4 * j + 2] * s1;
+                tot[4 * j + 3] += acc[4 * j + 3] * s1;
+            }
+        }
+        t9_store(tot, out + (size_t)(t / (mb * nb)) * M * N, (size_t)N, r0, r1, M, n0, N, lane);
+    }
+}
+
 static PFN_cuTensorMapEncodeTiled_v12000 encode_tiled;
 int cu_fp8_tma = 1;   /* DSINFER_CUDA_FP8_TMA (backend creation) */
 int cu_f8_tm_pref = 1;   /* DSINFER_CUDA_F8_TM_PREF (backend creation): f8_tma_kernel<*, true> */
@@ -676,6 +816,8 @@ int cu_tma_map(CUtensorMap *map, const void *p, int rows, int K, int box_rows) {
 /* a 2-D map of a row-major [rows, K] byte matrix, boxes of 128 x 128; 0 on failure */
 static int tma_map(CUtensorMap *map, const void *p, int rows, int K) { return cu_tma_map(map, p, rows, K, 128); }
 
+int cu_f8_bn192 = 0;   /* DSINFER_CUDA_F8_BN192 (backend creation): f8_tma192_kernel */
+int cu_f8_bn192_min_m = 1024;   /* DSINFER_CUDA_F8_BN192_MIN_M: ... from this many rows */
 int cu_f8_tm_store = 0;   /* DSINFER_CUDA_F8_TM_STORE (backend creation): f8_tma_kernel<false, *, false, true> */
 int cu_f8_tm_store_min_m = 1;   /* DSINFER_CUDA_F8_TM_STORE_MIN_M: ... from this many rows */
 
@@ -699,6 +841,7 @@ void cu_f8_wgmma_init(void) {
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes()));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes()));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes()));
+    CUDA_CHECK(cudaFuncSetAttribute(f8_tma192_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)t9_smem_bytes()));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, false, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes(1)));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes(1)));
     if (!encode_tiled) {
@@ -902,7 +1045,14 @@ static void tma_gemm_launch(const CUtensorMap &ta, const CUtensorMap &tb, float 
     int grid_p = tiles < n_sm ? tiles : n_sm;
     tm_groups none;
     memset(&none, 0, sizeof none);
-    CUtensorMap tc;
+    CUtensorMap tc, t9;
+    if (cu_f8_bn192 && M >= cu_f8_bn192_min_m && cu_tma_map(&t9, w->data, N, K, T9_BN)) {
+        int tiles9 = ((M + TM_BM - 1) / TM_BM) * ((N + T9_BN - 1) / T9_BN) * ks;
+        cu_launch_pdl(CU_F8_PDL, f8_tma192_kernel, dim3((unsigned)(tiles9 < n_sm ? tiles9 : n_sm)), dim3(384), t9_smem_bytes(),
+                      ta, t9, dst, qs, (const float *)w->scale, w->scale_cols, M, N, K, kc, ks);
+        CUDA_LAUNCH_CHECK();
+        return;
+    }
     if (cu_f8_tm_store && M >= cu_f8_tm_store_min_m && out_map(&tc, dst, M, N, ks)) {
         cu_launch_pdl(CU_F8_PDL, cu_f8_tm_pref ? f8_tma_kernel<false, true, false, true> : f8_tma_kernel<false, false, false, true>,
                       dim3((unsigned)grid_p), dim3(384), tm_smem_bytes(1), ta, tb, tc, none, dst, N, qs, (const float *)w->scale,
