@@ -686,7 +686,7 @@ __device__ __forceinline__ void t9_tile(int t, int mb, int nb, int K, int kc, in
     *nkb = (K - z * kc < kc ? K - z * kc : kc) / WG_BK;
 }
 
-/* wg_store for 24 column groups (192 columns) */
+/* wg_store for 24 column groups (192 columns; out: the tile's first output column) */
 __device__ __forceinline__ void t9_store(const float (&tot)[96], float *out, size_t ldo, int r0, int r1, int mend, int n0,
                                          int nvalid, int lane) {
 #pragma unroll
@@ -788,7 +788,7 @@ __global__ void __launch_bounds__(384, 1) f8_tma192_kernel(const __grid_constant
                 tot[4 * j + 3] += acc[4 * j + 3] * s1;
             }
         }
-        t9_store(tot, out + (size_t)(t / (mb * nb)) * M * N, (size_t)N, r0, r1, M, n0, N, lane);
+        t9_store(tot, out + (size_t)(t / (mb * nb)) * M * N + n0, (size_t)N, r0, r1, M, n0, N, lane);
     }
 }
 
