@@ -1259,14 +1259,14 @@ if want bn18; then
 fi
 # end18: as end16 with the eighteenth session's defaults, and memcheck over the TMA-store epilogue's cases (f8ts)
 if want end18; then
-  for i in 1 2 3; do step model_r$i 200 $B/test_cuda_model; grep -E "greedy ids|rel L2" $OUT/model_r$i.log > $OUT/mr$i.txt; done
-  for i in 2 3; do if cmp -s $OUT/mr1.txt $OUT/mr$i.txt; then echo "model run $i: the same as run 1"; else echo "model run $i: DIFFERS from run 1"; diff $OUT/mr1.txt $OUT/mr$i.txt | head -8; fi; done
-  step sanitize_ts 250 env DSINFER_OPS_ONLY=f8ts DSINFER_OPS_MAX_M=256 DSINFER_CUDA_F8_TM_STORE=1 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 $B/test_cuda_ops
   for dt in fp8 bf16; do
     step rows_$dt 120 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype $dt --batch 1,2,4,8,32,64,128,256 --ctx 1K --prompt 512,2048,8192 --steps 8 --csv $CSV --label s18-end-$dt
   done
   step golden_end 150 $B/test_cuda_golden
+  for i in 1 2 3; do step model_r$i 200 $B/test_cuda_model; grep -E "greedy ids|rel L2" $OUT/model_r$i.log > $OUT/mr$i.txt; done
+  for i in 2 3; do if cmp -s $OUT/mr1.txt $OUT/mr$i.txt; then echo "model run $i: the same as run 1"; else echo "model run $i: DIFFERS from run 1"; diff $OUT/mr1.txt $OUT/mr$i.txt | head -8; fi; done
   step ops_full 280 $B/test_cuda_ops
+  step sanitize_ts 250 env DSINFER_OPS_ONLY=f8ts DSINFER_OPS_MAX_M=256 DSINFER_CUDA_F8_TM_STORE=1 DSINFER_CUDA_F8_TM_STORE_MIN_M=1 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 $B/test_cuda_ops
 fi
 # end16: the sixteenth session's defaults (F8_TMA1, F8_TM_PREF): test_cuda_model three times (are two runs' printed
 # distances the same?), memcheck over the TMA GEMM cases, the rows FP8 / BF16 at 1 .. 256, ctx 1K; then test_cuda_ops
