@@ -1753,7 +1753,7 @@ static void run_moe_qf(void) {
 }
 
 /* DSINFER_OPS_ONLY=f8ts: the TMA W8A8 GEMM's sums written by TMA stores through shared memory
- * (DSINFER_CUDA_F8_TM_STORE=1, tm_store_tma: swizzled boxes of 64 rows x 32 columns, clipped at M and N) against its
+ * (DSINFER_CUDA_F8_TM_STORE=1 from 1 row here, _MIN_M=1; tm_store_tma: swizzled boxes of 64 rows x 32 columns, clipped at M and N) against its
  * direct stores: the same bits, at V2-Lite's o (4 splits at 256 rows: partials), the shared down at 129 and 1024 rows
  * (a row block with one valid row; no split), a kv_b-like 4096 x 512 at 1024 rows (4 k-blocks: the epilogue often),
  * V3's q_a + kv_a (K 7168, 7 splits at 65 rows), an odd 260 x 384 (the last box 4 columns wide); rows 65, 130, 200
@@ -1762,7 +1762,8 @@ static void run_f8_tm_store(void) {
     if (only && strcmp(only, "f8ts")) return;
     setup s;
     const char *E = "DSINFER_CUDA_F8_TM_STORE";
-    if (!load_setup(&s, "v2l-f8ts", "configs/deepseek-v2-lite.json", 3, 16)) return;
+    setenv("DSINFER_CUDA_F8_TM_STORE_MIN_M", "1", 1);   /* (default 512) every row count here through it */
+    if (!load_setup(&s, "v2l-f8ts", "configs/deepseek-v2-lite.json", 3, 16)) { unsetenv("DSINFER_CUDA_F8_TM_STORE_MIN_M"); return; }
     const int Ms[] = {65, 130, 200, 256}, Mb[] = {129, 1024};
     check_f8_alt(&s, E, "v2l o", 2048, 0, 2048, Ms, NM(Ms), 1);
     check_f8_alt(&s, E, "v2l sh down", 2048, 0, 2816, Mb, NM(Mb), 1);
@@ -1777,6 +1778,7 @@ static void run_f8_tm_store(void) {
         free_setup(&s);
     }
     unsetenv(E);
+    unsetenv("DSINFER_CUDA_F8_TM_STORE_MIN_M");
     if (load_setup(&s, "f8ts-off", "tests/fixtures/tiny-v3-fp8/config.json", 3, 16)) free_setup(&s);   /* flag back off */
 }
 
