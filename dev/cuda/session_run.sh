@@ -1257,6 +1257,14 @@ if want bn18; then
     step pre_bn$v 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_F8_BN192=$v $B/dsinfer bench --dtype fp8 --batch '' --prompt 2048,8192 --steps 4 --csv $CSV --label s18-fp8-bn$v
   done
 fi
+# rev18: the review commit (wg_store / tm_tile templated, tm_ring_init): the op tests of every kernel it touched, goldens,
+# FP8 rows b2 .. b256 and prefill 2K, ops at 128 / 4096
+if want rev18; then
+  for o in f8t1 f8tp f8tc f8ts f8bn linear2 w8a8 moe8; do step ops_$o 200 env DSINFER_OPS_ONLY=$o $B/test_cuda_ops; done
+  step golden_rev 150 $B/test_cuda_golden
+  step rows_rev 120 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 2,8,64,128,256 --ctx 1K --prompt 2048 --steps 8 --csv $CSV --label s18-rev-fp8
+  step ops_rev 150 $B/dsinfer bench --ops --ops-m 128,4096
+fi
 # end18: as end16 with the eighteenth session's defaults, and memcheck over the TMA-store epilogue's cases (f8ts)
 if want end18; then
   for dt in fp8 bf16; do

@@ -66,12 +66,14 @@ __device__ __forceinline__ void wg_promote(float (&tot)[64], const float (&acc)[
     }
 }
 
-/* this thread's sums of a 64 x 128 tile: rows r0, r1 (stored below mend), weight rows n = n0 + 8j + 2 (lane % 4)
- * and n + 1 (stored below nvalid) at out[r ldo + n - n0] (out: the tile's first output column) */
-__device__ __forceinline__ void wg_store(const float (&tot)[64], float *out, size_t ldo, int r0, int r1, int mend, int n0,
+/* this thread's sums of a 64 x 8J tile (J column groups: 16 for the 128-wide tiles, 24 for f8_tma192_kernel's): rows
+ * r0, r1 (stored below mend), weight rows n = n0 + 8j + 2 (lane % 4) and n + 1 (stored below nvalid) at
+ * out[r ldo + n - n0] (out: the tile's first output column) */
+template <int J = 16>
+__device__ __forceinline__ void wg_store(const float (&tot)[4 * J], float *out, size_t ldo, int r0, int r1, int mend, int n0,
                                          int nvalid, int lane) {
 #pragma unroll
-    for (int j = 0; j < 16; j++) {
+    for (int j = 0; j < J; j++) {
         int n = n0 + 8 * j + 2 * (lane & 3);
         for (int h = 0; h < 2; h++) {
             int r = h ? r1 : r0;
@@ -84,6 +86,19 @@ __device__ __forceinline__ void wg_store(const float (&tot)[64], float *out, siz
             }
         }
     }
+}
+
+/* the ring's barriers (thread 0): full[s] completes on one arrival plus the stage's bytes, empty[s] on `consumers`
+ * arrivals; made visible before the block's barrier */
+__device__ __forceinline__ void tm_ring_init(uint64_t *full, uint64_t *empty, int nst, int consumers) {
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < nst; s++) {
+            mbar_init(&full[s], 1);
+            mbar_init(&empty[s], consumers);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
 }
 
 /* tot = the sum in z order of the ks partials at this thread's positions of the tile (wg_store's, in the partial
@@ -349,14 +364,7 @@ __global__ void __launch_bounds__(128) f8_tma1_kernel(const __grid_constant__ CU
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int r0 = m0 + 16 * warp + (lane >> 2), r1 = r0 + 8;   /* this thread's two output rows */
     const float *sw = ws + (size_t)(n0 / WG_BN) * ws_cols;
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < T1_ST; s++) {
-            mbar_init(&full[s], 1);
-            mbar_init(&empty[s], 4);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
+    tm_ring_init(full, empty, T1_ST, 4);
     if (threadIdx.x == 0)
         for (int s = 0; s < T1_ST && s < nkb; s++) {
             mbar_expect_tx(&full[s], T1_STAGE);
@@ -404,11 +412,12 @@ static size_t tm_smem_bytes(int tst = 0) {
 
 /* tile t of mb x nb output tiles x ks splits -> its first row and column and its stages [kb0, kb0 + nkb):
  * splits outermost, then groups of TM_GROUP_M row blocks, column blocks within a group, row blocks fastest */
+template <int BN = WG_BN>
 __device__ __forceinline__ void tm_tile(int t, int mb, int nb, int K, int kc, int *m0, int *n0, int *kb0, int *nkb) {
     int z = t / (mb * nb), r = t % (mb * nb), per = TM_GROUP_M * nb, g = r / per;
     int gm = mb - g * TM_GROUP_M < TM_GROUP_M ? mb - g * TM_GROUP_M : TM_GROUP_M;
     *m0 = (g * TM_GROUP_M + (r % per) % gm) * TM_BM;
-    *n0 = (r % per) / gm * WG_BN;
+    *n0 = (r % per) / gm * BN;
     *kb0 = z * (kc / WG_BK);
     *nkb = (K - z * kc < kc ? K - z * kc : kc) / WG_BK;
 }
@@ -569,14 +578,7 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
     tm_job j;
     cu_pdl_trigger();   /* (the dense form is launched with PDL under CU_F8_PDL) */
     cu_pdl_wait();
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < NST; s++) {
-            mbar_init(&full[s], 1);
-            mbar_init(&empty[s], 8);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
+    tm_ring_init(full, empty, NST, 8);
     int wg = threadIdx.x >> 7;
     if (wg == 0) {   /* producer: one thread */
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
@@ -676,36 +678,6 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
 
 static size_t t9_smem_bytes(void) { return (size_t)T9_ST * T9_STAGE + 2 * T9_ST * 8 + 1024; }
 
-/* tm_tile with 192-column blocks */
-__device__ __forceinline__ void t9_tile(int t, int mb, int nb, int K, int kc, int *m0, int *n0, int *kb0, int *nkb) {
-    int z = t / (mb * nb), r = t % (mb * nb), per = TM_GROUP_M * nb, g = r / per;
-    int gm = mb - g * TM_GROUP_M < TM_GROUP_M ? mb - g * TM_GROUP_M : TM_GROUP_M;
-    *m0 = (g * TM_GROUP_M + (r % per) % gm) * TM_BM;
-    *n0 = (r % per) / gm * T9_BN;
-    *kb0 = z * (kc / WG_BK);
-    *nkb = (K - z * kc < kc ? K - z * kc : kc) / WG_BK;
-}
-
-/* wg_store for 24 column groups (192 columns; out: the tile's first output column) */
-__device__ __forceinline__ void t9_store(const float (&tot)[96], float *out, size_t ldo, int r0, int r1, int mend, int n0,
-                                         int nvalid, int lane) {
-#pragma unroll
-    for (int j = 0; j < 24; j++) {
-        int n = n0 + 8 * j + 2 * (lane & 3);
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            int r = h ? r1 : r0;
-            if (r >= mend) continue;
-            float *o = out + (size_t)r * ldo + (n - n0);
-            if (n + 1 < nvalid && ((uintptr_t)o & 7) == 0) *(float2 *)o = make_float2(tot[4 * j + 2 * h], tot[4 * j + 2 * h + 1]);
-            else {
-                if (n < nvalid) o[0] = tot[4 * j + 2 * h];
-                if (n + 1 < nvalid) o[1] = tot[4 * j + 2 * h + 1];
-            }
-        }
-    }
-}
-
 /* grid: at most one block an SM, persistent over the mb x nb x ks tiles; 384 threads as f8_tma_kernel (warpgroup 0's
  * first thread produces, 1 and 2 consume 64 rows each). ta: codes [M, K] (boxes 128 x 128), tb: the weight [N, K]
  * (boxes 192 rows x 128). */
@@ -720,21 +692,14 @@ __global__ void __launch_bounds__(384, 1) f8_tma192_kernel(const __grid_constant
     int m0, n0, kb0, nkb;
     cu_pdl_trigger();
     cu_pdl_wait();
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < T9_ST; s++) {
-            mbar_init(&full[s], 1);
-            mbar_init(&empty[s], 8);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
+    tm_ring_init(full, empty, T9_ST, 8);
     int wg = threadIdx.x >> 7;
     if (wg == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
         if (threadIdx.x == 0) {
             int it = 0;
             for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-                t9_tile(t, mb, nb, K, kc, &m0, &n0, &kb0, &nkb);
+                tm_tile<T9_BN>(t, mb, nb, K, kc, &m0, &n0, &kb0, &nkb);
                 for (int i = 0; i < nkb; i++, it++) {
                     int s = it % T9_ST;
                     if (it >= T9_ST) mbar_wait(&empty[s], (it / T9_ST - 1) & 1);
@@ -752,7 +717,7 @@ __global__ void __launch_bounds__(384, 1) f8_tma192_kernel(const __grid_constant
     int n_sblk = (N + WG_BN - 1) / WG_BN;   /* weight-scale rows */
     float acc[96], tot[96];
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-        t9_tile(t, mb, nb, K, kc, &m0, &n0, &kb0, &nkb);
+        tm_tile<T9_BN>(t, mb, nb, K, kc, &m0, &n0, &kb0, &nkb);
         if (m0 + 64 * cw >= M) {   /* no valid row: the stages still waited for and released (f8_tma_kernel's rule) */
             for (int i = 0; i < nkb; i++, it++) {
                 mbar_wait(&full[it % T9_ST], (it / T9_ST) & 1);
@@ -788,7 +753,7 @@ __global__ void __launch_bounds__(384, 1) f8_tma192_kernel(const __grid_constant
                 tot[4 * j + 3] += acc[4 * j + 3] * s1;
             }
         }
-        t9_store(tot, out + (size_t)(t / (mb * nb)) * M * N + n0, (size_t)N, r0, r1, M, n0, N, lane);
+        wg_store<24>(tot, out + (size_t)(t / (mb * nb)) * M * N + n0, (size_t)N, r0, r1, M, n0, N, lane);
     }
 }
 
