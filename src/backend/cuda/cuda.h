@@ -238,11 +238,22 @@ void cu_ws_free(cu_ws *w);
  *                            -0.03 ms at b2 / b8; sixteenth session). DSINFER_CUDA_F8_TM_PREF=0: the TMA kernel's
  *                            scales loaded after its MMAs; default 1 (sixteenth session): before its stage wait (the
  *                            same bits; `bench --ops` M 128 0.91 -> 0.94x cuBLASLt, decode b128 / b256 unchanged).
+ *   DSINFER_CUDA_MOE_WG_QF=1 the FP8 decode experts' gate / up epilogue (moe_wg_kernel) writes the down projection's
+ *                            input codes and scales itself (no BF16 copy, no quantizer launch; the same bits; opt-in:
+ *                            measured slower, FP8 b8 +0.15 ms, b64 +0.2).
+ *   DSINFER_CUDA_ROUTE_GROUP=1 the grouped MoE's expert grouping (group_v2_kernel's rows, offsets, positions) done by the
+ *                            routing kernel: the fused router's last token group (a second ticket), or one block that
+ *                            routes up to 8 tokens and groups them (route_group_kernel): one launch a layer fewer, the
+ *                            same bits (opt-in: measured slower, the grouping a serial tail of 8 warps; b64 +0.55 ms).
+ *   DSINFER_CUDA_L2_PREFETCH=1 after each layer's MoE the next layer's dense weights (attention projections, router,
+ *                            shared experts) are pulled into L2 by bulk prefetches on a stream of their own
+ *                            (cuda_prefetch.cu; changes no value; opt-in: measured slower, b1 +4%, b2 +9%).
  * Seventeenth session:
  *   DSINFER_CUDA_F8_TM_CLUSTER=1  the TMA W8A8 GEMM (above 64 rows) with its K splits summed inside thread-block
  *                            clusters through distributed shared memory (cl_sum_store, the same bits) instead of the
- *                            partials buffer and f8_reduce_kernel's launch; where the clusters fit in one wave.
- * Eighteenth session (each on by default, measured in RESULTS "GPU runs of the eighteenth session"; =0 / =1: the path before):
+ *                            partials buffer and f8_reduce_kernel's launch; where the clusters fit in one wave (opt-in:
+ *                            measured slower, FP8 b128 +0.45 ms, `bench --ops` M 128 0.92 -> 0.85x).
+ * Eighteenth session (measured in RESULTS "GPU runs of the eighteenth session"):
  *   DSINFER_CUDA_MLP_FUSE=2  (default) the W8A8 MLP above 64 rows too (the TMA GEMMs' partials summed by
  *                            silu_quant_kernel: five launches for eight, the same bits; with QUANT_WARP FP8 b128
  *                            -0.14 ms, b256 -0.17); =1: up to 64 rows only.
@@ -256,17 +267,7 @@ void cu_ws_free(cu_ws *w);
  *                            decode rows unchanged within noise, so left out below 512).
  *   DSINFER_CUDA_F8_BN192=1  the dense TMA W8A8 GEMM from DSINFER_CUDA_F8_BN192_MIN_M rows (default 1024) with 128 x 192
  *                            tiles (f8_tma192_kernel: less shared-memory traffic a tensor-core clock; one accumulator
- *                            set; direct stores; the same bits). Opt-in until timed.
- *   DSINFER_CUDA_MOE_WG_QF=1 the FP8 decode experts' gate / up epilogue (moe_wg_kernel) writes the down projection's
- *                            input codes and scales itself (no BF16 copy, no quantizer launch; the same bits; opt-in:
- *                            measured slower, FP8 b8 +0.15 ms, b64 +0.2).
- *   DSINFER_CUDA_ROUTE_GROUP=1 the grouped MoE's expert grouping (group_v2_kernel's rows, offsets, positions) done by the
- *                            routing kernel: the fused router's last token group (a second ticket), or one block that
- *                            routes up to 8 tokens and groups them (route_group_kernel): one launch a layer fewer, the
- *                            same bits (opt-in: measured slower, the grouping a serial tail of 8 warps; b64 +0.55 ms).
- *   DSINFER_CUDA_L2_PREFETCH=1 after each layer's MoE the next layer's dense weights (attention projections, router,
- *                            shared experts) are pulled into L2 by bulk prefetches on a stream of their own
- *                            (cuda_prefetch.cu; changes no value; opt-in: measured slower, b1 +4%, b2 +9%).
+ *                            set; direct stores; the same bits; opt-in: measured slower, M 4096 0.87 -> 0.72x cuBLASLt).
  * Engine-level (model/forward.c): DSINFER_FUSED_ADD_NORM=0 (residual add and norm as two ops),
  * DSINFER_EP_GATHER=0 (expert parallelism's all-to-all form), DSINFER_EP_GRAPHS=0 (gathered EP steps
  * not captured). */

@@ -671,7 +671,9 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
  * clocks). Their 96 accumulators a thread leave no room for a second set (96 sums + 96 + addresses fit the 232
  * registers; 288 would not), so a warpgroup waits for its own MMAs before promoting and the other warpgroup's MMAs fill
  * the tensor cores meanwhile. A tile spans two weight-scale blocks (n0 % 128 is 0 or 64): columns below bnd take the
- * first block's scale. Dense only; K splits as f8_tma_kernel (partials at out + z M N). */
+ * first block's scale. Dense only; K splits as f8_tma_kernel (partials at out + z M N). Measured slower than the 128 x 128
+ * kernel at every shape (M 4096 0.87 -> 0.72x cuBLASLt, RESULTS eighteenth session runs 3-4): the promotion in series
+ * with a warpgroup's own MMAs costs more than the traffic saved; kept opt-in for a form that hides it. */
 #define T9_BN 192
 #define T9_ST 5
 #define T9_STAGE ((TM_BM + T9_BN) * WG_BK)   /* 40 KB */
@@ -783,8 +785,8 @@ static int tma_map(CUtensorMap *map, const void *p, int rows, int K) { return cu
 
 int cu_f8_bn192 = 0;   /* DSINFER_CUDA_F8_BN192 (backend creation): f8_tma192_kernel */
 int cu_f8_bn192_min_m = 1024;   /* DSINFER_CUDA_F8_BN192_MIN_M: ... from this many rows */
-int cu_f8_tm_store = 0;   /* DSINFER_CUDA_F8_TM_STORE (backend creation): f8_tma_kernel<false, *, false, true> */
-int cu_f8_tm_store_min_m = 1;   /* DSINFER_CUDA_F8_TM_STORE_MIN_M: ... from this many rows */
+int cu_f8_tm_store = 1;   /* DSINFER_CUDA_F8_TM_STORE (backend creation): f8_tma_kernel<false, *, false, true> */
+int cu_f8_tm_store_min_m = 512;   /* DSINFER_CUDA_F8_TM_STORE_MIN_M: ... from this many rows */
 
 /* the TMA-store epilogue's map of out: ks fp32 [M, N] partials one after another (3-D: N, M, ks), boxes of 32 columns
  * (128 bytes, 128-byte swizzle) x 64 rows; 0 where out or N does not suit (16-byte alignment) */
