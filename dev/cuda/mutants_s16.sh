@@ -41,7 +41,7 @@ mut tc_split $F '        j->kb0 = z * (kc / WG_BK);' '        j->kb0 = (ks - 1 -
 mut tc_rank $F '        if (CL) cl_sum_store<2, true>(tot, sm, out, N, M, j.m0, j.n0, c.r0 - j.m0, lane, ks, t % ks, threadIdx.x - 128);' '        if (CL) cl_sum_store<2, true>(tot, sm, out, N, M, j.m0, j.n0, c.r0 - j.m0, lane, ks, 0, threadIdx.x - 128);'
 # f8_mlp_tma (DSINFER_OPS_ONLY=linear2, the W8A8 MLP above 64 rows with DSINFER_CUDA_MLP_FUSE=2): up's GEMM through
 # gate's tensor map
-mut mlp_map $F '    tma_gemm_launch(ta, tu, pu, qs, up, M, kc, ks, cb->n_sm);' '    tma_gemm_launch(ta, tg, pu, qs, up, M, kc, ks, cb->n_sm);'
+mut mlp_map $F '    tma_gemm_launch(ta, tu, b.pu, b.qs, up, M, kc, ks, cb->n_sm);' '    tma_gemm_launch(ta, tg, b.pu, b.qs, up, M, kc, ks, cb->n_sm);'
 # rows_fp8_bf16_warp_kernel (DSINFER_OPS_ONLY=quantw): a lane's first two values swapped
 mut qw_lane src/backend/cuda/cuda_moe_tc.cu '    float v[4] = {__uint_as_float(raw.x << 16), __uint_as_float(raw.x & 0xffff0000u), __uint_as_float(raw.y << 16),' '    float v[4] = {__uint_as_float(raw.x & 0xffff0000u), __uint_as_float(raw.x << 16), __uint_as_float(raw.y << 16),'
 # tm_store_tma (DSINFER_OPS_ONLY=f8ts, DSINFER_CUDA_F8_TM_STORE=1): the sums written unswizzled (the TMA store reads

@@ -1265,6 +1265,14 @@ if want rev18; then
   step rows_rev 120 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 2,8,64,128,256 --ctx 1K --prompt 2048 --steps 8 --csv $CSV --label s18-rev-fp8
   step ops_rev 150 $B/dsinfer bench --ops --ops-m 128,4096
 fi
+# rev18b: the MLP buffers' helper (mlp_bufs_get, silu_quant_launch): linear2 (the fused MLP to 64 rows and above), f8ts
+# (the MLP through the TMA stores), mutant mlp_map, goldens, FP8 rows
+if want rev18b; then
+  for o in linear2 f8ts; do step ops_$o 200 env DSINFER_OPS_ONLY=$o $B/test_cuda_ops; done
+  mutant .deps/bin/test_cuda_ops_mut_mlp_map linear2 '' 200
+  step golden_rev 150 $B/test_cuda_golden
+  step rows_rev 120 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 8,64,256 --ctx 1K --prompt 2048 --steps 8 --csv $CSV --label s18-rev2-fp8
+fi
 # end18: as end16 with the eighteenth session's defaults, and memcheck over the TMA-store epilogue's cases (f8ts)
 if want end18; then
   for dt in fp8 bf16; do

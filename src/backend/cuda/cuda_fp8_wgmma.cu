@@ -1119,6 +1119,35 @@ __global__ void silu_quant_kernel(unsigned char *qh, float *sh, const float *pg,
     if (lane == 0) sh[i * LK + b] = scale;
 }
 
+/* The fused W8A8 MLP's buffers: x's codes q and scales qs, the down input's codes qh and scales hs (ws_fp8); gate's and
+ * up's ks split partials pg, pu, with room for down's ksd partials after them (ws_f8part). Every buffer is asked for
+ * once, at its largest, before any launch: a workspace that grew between two launches would move under a queued
+ * kernel's pointers inside a capture. */
+typedef struct {
+    unsigned char *q, *qh;
+    float *qs, *hs, *pg, *pu;
+} mlp_bufs;
+static mlp_bufs mlp_bufs_get(ds_cuda_backend *cb, int M, int D, int I, int ks, int ksd) {
+    size_t xq = ((size_t)M * D + 255) / 256 * 256, xsb = ((size_t)M * (D / 128) * 4 + 255) / 256 * 256;
+    size_t hq = ((size_t)M * I + 255) / 256 * 256, hsb = (size_t)M * (I / 128) * 4;
+    size_t part = (size_t)ks * M * 2 * I > (size_t)ksd * M * D ? (size_t)ks * M * 2 * I : (size_t)ksd * M * D;
+    mlp_bufs b;
+    b.q = (unsigned char *)cu_ws_get(&cb->ws_fp8, xq + xsb + hq + hsb);
+    b.qs = (float *)(b.q + xq);
+    b.qh = b.q + xq + xsb;
+    b.hs = (float *)(b.q + xq + xsb + hq);
+    b.pg = (float *)cu_ws_get(&cb->ws_f8part, part * 4);
+    b.pu = b.pg + (size_t)ks * M * I;
+    return b;
+}
+
+/* silu_quant_kernel over b's partials: the down input's codes and scales */
+static void silu_quant_launch(const mlp_bufs *b, int M, int I, int ks) {
+    cu_launch_pdl(CU_F8_PDL, silu_quant_kernel, dim3((unsigned)(((size_t)M * (I / 128) + 7) / 8)), dim3(256), 0, b->qh, b->hs,
+                  (const float *)b->pg, (const float *)b->pu, M, I, ks);
+    CUDA_LAUNCH_CHECK();
+}
+
 /* Above 64 rows (opt.mlp_fuse 2, the TMA kernel's sizes): x quantized once, gate and up by the TMA kernel into their
  * split-K partials (no reduce launches), silu_quant_kernel (the sums, SiLU * up and the down input's codes), down by
  * cu_f8_wgmma_gemm: five launches where the unfused path takes eight (the quantizer, two GEMMs and their reduces,
@@ -1133,22 +1162,13 @@ static int f8_mlp_tma(ds_cuda_backend *cb, float *out, const float *x, const ds_
         !cu_f8_wgmma_pair_ok(gate, up, M) || !cu_f8_wgmma_pair_ok(down, down, M))
         return 0;
     int ks = cu_f8_splits(M, I, D, cb->n_sm, &kc), kcd, ksd = cu_f8_splits(M, D, I, cb->n_sm, &kcd);
-    /* every buffer asked for once, at its largest, before any launch (the down GEMM's partials included) */
-    size_t xq = ((size_t)M * D + 255) / 256 * 256, xsb = ((size_t)M * (D / 128) * 4 + 255) / 256 * 256;
-    size_t hq = ((size_t)M * I + 255) / 256 * 256, hsb = (size_t)M * (I / 128) * 4;
-    unsigned char *q = (unsigned char *)cu_ws_get(&cb->ws_fp8, xq + xsb + hq + hsb);
-    float *qs = (float *)(q + xq), *hs = (float *)(q + xq + xsb + hq);
-    unsigned char *qh = q + xq + xsb;
-    size_t part = (size_t)ks * M * 2 * I > (size_t)ksd * M * D ? (size_t)ks * M * 2 * I : (size_t)ksd * M * D;
-    float *pg = (float *)cu_ws_get(&cb->ws_f8part, part * 4), *pu = pg + (size_t)ks * M * I;
-    if (!tma_map(&ta, q, M, D) || !tma_map(&tg, gate->data, I, D) || !tma_map(&tu, up->data, I, D)) return 0;
-    cu_rows_fp8_f32(q, qs, x, M, D);
-    tma_gemm_launch(ta, tg, pg, qs, gate, M, kc, ks, cb->n_sm);
-    tma_gemm_launch(ta, tu, pu, qs, up, M, kc, ks, cb->n_sm);
-    cu_launch_pdl(CU_F8_PDL, silu_quant_kernel, dim3((unsigned)(((size_t)M * (I / 128) + 7) / 8)), dim3(256), 0, qh, hs,
-                  (const float *)pg, (const float *)pu, M, I, ks);
-    CUDA_LAUNCH_CHECK();
-    cu_f8_wgmma_gemm(cb, out, qh, hs, down, M);
+    mlp_bufs b = mlp_bufs_get(cb, M, D, I, ks, ksd);
+    if (!tma_map(&ta, b.q, M, D) || !tma_map(&tg, gate->data, I, D) || !tma_map(&tu, up->data, I, D)) return 0;
+    cu_rows_fp8_f32(b.q, b.qs, x, M, D);
+    tma_gemm_launch(ta, tg, b.pg, b.qs, gate, M, kc, ks, cb->n_sm);
+    tma_gemm_launch(ta, tu, b.pu, b.qs, up, M, kc, ks, cb->n_sm);
+    silu_quant_launch(&b, M, I, ks);
+    cu_f8_wgmma_gemm(cb, out, b.qh, b.hs, down, M);
     return 1;
 }
 
@@ -1161,15 +1181,9 @@ int cu_f8_mlp(ds_cuda_backend *cb, float *out, const float *x, const ds_weight *
     if (!cu_f8_wgmma_two_ok(gate, up, M) || !cu_f8_wgmma_two_ok(down, down, M)) return 0;
     int nb = (I + WG_BN - 1) / WG_BN, nbd = (D + WG_BN - 1) / WG_BN, kc, kcd;
     int ks = cu_f8_splits(M, 2 * nb * WG_BN, D, cb->n_sm, &kc), ksd = cu_f8_splits(M, nbd * WG_BN, I, cb->n_sm, &kcd);
-    /* every buffer asked for once, at its largest, before any launch: a workspace that grew between two launches
-     * would move under a queued kernel's pointers inside a capture */
-    size_t xq = ((size_t)M * D + 255) / 256 * 256, xsb = ((size_t)M * (D / 128) * 4 + 255) / 256 * 256;
-    size_t hq = ((size_t)M * I + 255) / 256 * 256, hsb = (size_t)M * (I / 128) * 4;
-    unsigned char *q = (unsigned char *)cu_ws_get(&cb->ws_fp8, xq + xsb + hq + hsb);
-    float *qs = (float *)(q + xq), *hs = (float *)(q + xq + xsb + hq);
-    unsigned char *qh = q + xq + xsb;
-    size_t part = (size_t)ks * M * 2 * I > (size_t)ksd * M * D ? (size_t)ks * M * 2 * I : (size_t)ksd * M * D;
-    float *pg = (float *)cu_ws_get(&cb->ws_f8part, part * 4), *pu = pg + (size_t)ks * M * I;
+    mlp_bufs mb = mlp_bufs_get(cb, M, D, I, ks, ksd);
+    unsigned char *q = mb.q;
+    float *qs = mb.qs, *pg = mb.pg, *pu = mb.pu;
     cu_rows_fp8_f32(q, qs, x, M, D);
     f8_wt a = {(const unsigned char *)gate->data, gate->scale, gate->scale_cols, I, pg, NULL};
     f8_wt b = {(const unsigned char *)up->data, up->scale, up->scale_cols, I, pu, NULL};
@@ -1179,10 +1193,8 @@ int cu_f8_mlp(ds_cuda_backend *cb, float *out, const float *x, const ds_weight *
                       (int *)NULL, cu_f8_preload);
         CUDA_LAUNCH_CHECK();
     }
-    cu_launch_pdl(CU_F8_PDL, silu_quant_kernel, dim3((unsigned)(((size_t)M * (I / 128) + 7) / 8)), dim3(256), 0, qh, hs,
-                  (const float *)pg, (const float *)pu, M, I, ks);
-    CUDA_LAUNCH_CHECK();
-    cu_f8_wgmma_gemm(cb, out, qh, hs, down, M);
+    silu_quant_launch(&mb, M, I, ks);
+    cu_f8_wgmma_gemm(cb, out, mb.qh, mb.hs, down, M);
     return 1;
 }
 
