@@ -1339,6 +1339,20 @@ if want rev15; then
   step golden 150 $B/test_cuda_golden
   step mla_bf 60 $B/dsinfer bench --mla --kv-cache-dtype bf16
 fi
+# fa19: the naive-form prefill attention on wgmma (DSINFER_CUDA_FA3, cuda_fa_wg.cu): its op tests, the mutants
+# (mutants_s19.sh), `bench --fa` (v3 and v2, 16 and 128 heads, 2K and 8K), prefill rows with FA3=1 / =0 alternated
+if want fa19; then
+  step ops_fa3 240 env DSINFER_OPS_ONLY=fa3 $B/test_cuda_ops
+  for mb in $B/test_cuda_ops_mut_f3_*; do [ -x "$mb" ] && mutant "$mb" fa3 300 120; done
+  step bench_fa 120 $B/dsinfer bench --fa --prompt 2048,8192
+  for r in 1 2; do
+    for v in 0 1; do
+      for dt in bf16 fp8; do
+        step pre_fa$v$dt 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_FA3=$v $B/dsinfer bench --dtype $dt --batch '' --ctx '' --prompt 2048,8192 --steps 1 --csv $CSV --label s19-fa$v-$dt
+      done
+    done
+  done
+fi
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

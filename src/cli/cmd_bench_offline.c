@@ -39,7 +39,7 @@ typedef struct {
     char dtype_col[40];                              /* the table's dtype column: weights, "+kv8" for an FP8 cache,
                                                         " dp2+ep" for a data-parallel group */
     int batches[MAX_LIST], n_batches, ctxs[MAX_LIST], n_ctxs, prompts[MAX_LIST], n_prompts;
-    int steps, ceilings_only, mla, ops;
+    int steps, ceilings_only, mla, ops, fa;
     int batch_fit;                                   /* --batch fit: the most sequences of the (one) context that fit */
     int ops_ms[MAX_LIST], n_ops_ms;                   /* --ops-m */
     double bw_gbs, tflops;
@@ -328,6 +328,8 @@ static void usage(void) {
             "                    after the weights (less a reserve for activations); prints the capacity\n"
             "       dsinfer bench --ceilings        measure copy bandwidth and the BF16 matrix rate only\n"
             "       dsinfer bench --mla             the absorbed MLA decode op alone (64 seqs x 4K, 16 and 128 heads)\n"
+            "       dsinfer bench --fa [--prompt 2048,8192]  the naive-form prefill attention op alone (one sequence,\n"
+            "                                       16 and 128 heads; v3 on wgmma and v2 on mma.sync)\n"
             "       dsinfer bench --ops [--ops-m 1,64,128,4096]  the FP8 GEMMs of the V3 shapes alone: W8A8 as the\n"
             "                                       engine runs it, cuBLASLt block-scaled FP8, cuBLAS BF16\n"
             "       --data-parallel-size N: one process per GPU (N / K on each of K nodes, rank 0 at --master-addr:\n"
@@ -356,7 +358,8 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
         {"ops-m", 1, 0, 'M'}, {"help", 0, 0, 'h'}, {"data-parallel-size", 1, 0, 'D'},
         {"enable-expert-parallel", 0, 0, 'E'}, {"nnodes", 1, 0, 'N'}, {"node-rank", 1, 0, 'R'},
         {"master-addr", 1, 0, 'a'}, {"master-port", 1, 0, 'P'}, {"tensor-parallel-size", 1, 0, 'T'},
-        {"pipeline-parallel-size", 1, 0, 'L'}, {"plot", 1, 0, 'G'}, {"plot-from", 1, 0, 'F'}, {0, 0, 0, 0}};
+        {"pipeline-parallel-size", 1, 0, 'L'}, {"plot", 1, 0, 'G'}, {"plot-from", 1, 0, 'F'}, {"fa", 0, 0, 'Y'},
+        {0, 0, 0, 0}};
     *o = (bench_opts){.model = "configs/deepseek-v2-lite.json", .dtype = "bf16", .label = "dsinfer", .steps = 16,
                       .kv = "auto", .dp = {.size = 1, .nnodes = 1}};
     int prompts_given = 0;
@@ -424,6 +427,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
         case 't': o->tflops = atof(optarg); break;
         case 'C': o->ceilings_only = 1; break;
         case 'A': o->mla = 1; break;
+        case 'Y': o->fa = 1; break;
         case 'k': o->kv = optarg; break;
         case 'O': o->ops = 1; break;
         case 'M':
@@ -443,7 +447,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
         fprintf(stderr, "dsinfer bench: --plot-from needs --plot FILE.svg\n");
         return 2;
     }
-    if (o->plot && (o->ops || o->mla || o->ceilings_only)) {
+    if (o->plot && (o->ops || o->mla || o->fa || o->ceilings_only)) {
         fprintf(stderr, "dsinfer bench: --plot draws decode and prefill rows, not --ops, --mla or --ceilings\n");
         return 2;
     }
@@ -491,7 +495,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
                             "--data-parallel-size (or --tensor-parallel-size) of 2 or more\n");
             return 2;
         }
-        if (o->mla || o->ops || o->ceilings_only || prompts_given) {
+        if (o->mla || o->ops || o->fa || o->ceilings_only || prompts_given) {
             fprintf(stderr, "dsinfer bench: --data-parallel-size times decode rows only (not with --mla, --ops, "
                             "--ceilings or --prompt)\n");
             return 2;
@@ -685,6 +689,37 @@ static int run_mla(const ds_config *base, double bw, double tflops) {
     free(wg_user);
     return 0;
 }
+
+/* `--fa`: the naive-form prefill attention op at 16 and 128 heads, each --prompt length (default 2048, 8192), v3
+ * (wgmma, DSINFER_CUDA_FA3=1) and v2 (=0); TFLOP/s of the kernel over the causal FLOPs, 2 H (P (P + 1) / 2)
+ * (q/k width + v width), and its fraction of the BF16 matrix rate. */
+static int run_fa(const ds_config *base, const bench_opts *o) {
+    char err[DS_ERRLEN];
+    int heads[2] = {16, 128}, def_p[2] = {2048, 8192}, np = o->n_prompts ? o->n_prompts : 2;
+    const int *ps = o->n_prompts ? o->prompts : def_p;
+    const char *name[2] = {"v3-wgmma", "v2-mma"}, *env[2] = {"1", "0"};
+    for (int hi = 0; hi < 2; hi++)
+        for (int pi = 0; pi < np; pi++)
+            for (int k = 0; k < 2; k++) {
+                ds_config c = *base;
+                c.num_heads = heads[hi];
+                setenv("DSINFER_CUDA_FA3", env[k], 1);
+                double ms = 0, kms = 0, P = ps[pi];
+                if (ds_cuda_bench_fa(&c, ps[pi], &ms, &kms, err)) {
+                    fprintf(stderr, "bench fa: %s\n", err);
+                    unsetenv("DSINFER_CUDA_FA3");
+                    return 1;
+                }
+                double fl = 2.0 * heads[hi] * (P * (P + 1) / 2) *
+                            (double)(c.qk_nope_head_dim + c.qk_rope_head_dim + c.v_head_dim);
+                printf("fa-prefill %-8s heads %3d  len %6d  op %8.3f ms  kernel %8.3f ms  %6.1f TFLOP/s", name[k], heads[hi],
+                       ps[pi], ms, kms, fl / (kms * 1e-3) / 1e12);
+                if (o->tflops > 1) printf(" %5.1f%% (of %.0f TFLOP/s)", 100 * fl / (kms * 1e-3) / 1e12 / o->tflops, o->tflops);
+                printf("\n");
+            }
+    unsetenv("DSINFER_CUDA_FA3");
+    return 0;
+}
 #endif
 
 #ifdef DS_HAVE_CUDA
@@ -763,6 +798,7 @@ static int run_bench(bench_opts *op, ds_comm *dp) {
     cfg.kv_fp8 = !strcmp(o.kv, "fp8");   /* the rooflines' KV bytes (ds_kv_token_bytes) and --mla's cache */
     cfg.kv_bf16 = !strcmp(o.kv, "bf16");
     if (o.mla) { free(json); return run_mla(&cfg, o.bw_gbs, o.tflops); }
+    if (o.fa) { free(json); return run_fa(&cfg, &o); }
     if (o.ops) { free(json); return run_ops(&cfg, &o); }
     /* the engine reads the (possibly FP8-patched) config from a temporary file */
     char path[] = "/tmp/dsinfer-bench-XXXXXX.json";

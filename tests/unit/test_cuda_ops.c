@@ -1100,7 +1100,7 @@ static void free_setup(setup *s) {
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
 static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf | side | linear2 | kvb | qkv | router | w8small
-                            * | f8cl | f8t1 | f8tp | f8tc | f8ts | f8bn | quantw | moeqf | rgroup | f8lab (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
+                            * | f8cl | f8t1 | f8tp | f8tc | f8ts | f8bn | quantw | moeqf | rgroup | f8lab | fa3 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
                             * run_side_stream, run_linear2, run_kvb_copy, run_qkv_finish, run_router, run_w8a8_small or
                             * run_f8_lab */
 
@@ -1263,9 +1263,8 @@ static void run_kv(const char *name, const char *path, int heads, int kv_rank, i
  * (q, cache rows and probabilities in BF16); fp32 and FP8 caches, 16 and 128 heads and odd counts (3: one partial group; 20: a full and a
  * partial one), ragged batches over shuffled tables with NaN in the unused pages, contexts of several
  * 64-row tiles, splits left empty. */
-static void run_mla_tc(const char *name, const char *path, int heads, int kv_layout, int page_size, const int *Ms,
-                       int nM, int max_cached) {
-    if (only && strcmp(only, "mla")) return;
+static void run_attn_tc(const char *name, const char *path, int heads, int kv_layout, int page_size, const int *Ms,
+                        int nM, int max_cached, int sampled_M) {
     setup s;
     setenv("DSINFER_CUDA_MLA_TC", "1", 1);
     setenv("DSINFER_CUDA_ATTN_TC", "1", 1);
@@ -1280,7 +1279,32 @@ static void run_mla_tc(const char *name, const char *path, int heads, int kv_lay
     s.thr_absorbed = THR_TC;
     s.thr_naive = THR_TC;
     for (int i = 0; i < nM; i++) if (Ms[i] <= max_m) check_attention(&s, Ms[i], max_cached);
+    if (sampled_M && sampled_M <= max_m) check_attention_sampled(&s, sampled_M, max_cached, 6);
     free_setup(&s);
+}
+
+static void run_mla_tc(const char *name, const char *path, int heads, int kv_layout, int page_size, const int *Ms,
+                       int nM, int max_cached) {
+    if (only && strcmp(only, "mla")) return;
+    run_attn_tc(name, path, heads, kv_layout, page_size, Ms, nM, max_cached, 0);
+}
+
+/* DSINFER_OPS_ONLY=fa3: the naive-form prefill attention on wgmma (DSINFER_CUDA_FA3, default on; cuda_fa_wg.cu)
+ * against the fp32 CPU at THR_TC: 3, 16, 20 and 128 heads; runs of new tokens across 128-row query blocks and key
+ * tiles (129, 300, 600 tokens over ragged sequences with cached prefixes up to 300: a block's rows at positions
+ * that do not start at a tile, warpgroups with no valid row, tiles only one warpgroup reaches); 4096 tokens with
+ * the CPU on each sequence's last rows (the longest contexts); and v2 (=0) beside it. The flag is read at backend
+ * creation. */
+static void run_fa3(void) {
+    if (only && strcmp(only, "fa3")) return;
+    const int few[] = {1, 3, 63, 129}, many[] = {129, 300, 600}, v3m[] = {4, 200};
+    run_attn_tc("h3-fa3", "configs/deepseek-v2-lite.json", 3, KV_BF16, 5, few, NM(few), 300, 0);
+    run_attn_tc("v2l-fa3", "configs/deepseek-v2-lite.json", 0, KV_BF16, 16, many, NM(many), 300, 4096);
+    run_attn_tc("h20-fa3", "configs/deepseek-v2-lite.json", 20, KV_FP8, 7, many, NM(many), 150, 0);
+    run_attn_tc("v3-fa3", "configs/deepseek-v3.json", 0, KV_BF16, 16, v3m, NM(v3m), 150, 0);
+    setenv("DSINFER_CUDA_FA3", "0", 1);
+    run_attn_tc("v2l-fa2", "configs/deepseek-v2-lite.json", 0, KV_BF16, 16, many, NM(many), 300, 0);
+    unsetenv("DSINFER_CUDA_FA3");
 }
 
 /* qkv_finish fused (DSINFER_CUDA_QKV_FUSE=1: the kv_a RMSNorm, both RoPEs and the cache store in one launch) against
@@ -2500,6 +2524,7 @@ int main(void) {
     run_moe_qf();
     run_route_group();
     run_f8_lab();
+    run_fa3();
     const int kv_small[] = {1, 3, 4, 63}, kv_big[] = {1, 4, 128};
     /* C = 199: two scale blocks, the second partial, entries at odd byte offsets (335 bytes) */
     run_kv("h3-kv8", "configs/deepseek-v2-lite.json", 3, 199, 5, 0, KV_FP8, kv_small, NM(kv_small), 23);

@@ -422,6 +422,11 @@ void cu_fa_prefill_tc(float *out, const float *q, const float *kvb, const float 
 extern int cu_fa2;
 void cu_fa_prefill2_tc(float *out, const float *q, const float *kvb, const float *kpe, __nv_bfloat16 *kvb16,
                        __nv_bfloat16 *kpe16, const int32_t *positions, int t0, int T, int L, int H, float scale);
+/* v3 (DSINFER_CUDA_FA3, cuda_fa_wg.cu): the same contract on wgmma with TMA copies, 128 queries a block; called by
+ * cu_fa_prefill2_tc after the BF16 copies; 0 where the tensor maps cannot be made (v2 runs instead). */
+extern int cu_fa3;
+int cu_fa_prefill3_tc(float *out, const float *q, const __nv_bfloat16 *kvb16, const __nv_bfloat16 *kpe16,
+                      const int32_t *positions, int t0, int T, int L, int H, float scale);
 int cu_mla_tc_splits(int T, int H, int max_ctx, int n_sm, int kv_layout);
 void cu_mla_decode_tc(const fa_params *p, int T);
 
@@ -866,8 +871,8 @@ extern int cu_mla_wg_tma;
 int cu_mla_wg_on(int kv_layout, int H);
 int cu_mla_wg_splits(int T, int H, int max_ctx, int n_sm);
 void cu_mla_decode_wg(const fa_params *p, int T);
-/* `dsinfer bench --mla`: with cu_mla_ev_on, attn_fused records cu_mla_ev[0] / [1] on the stream around the
- * decode attention kernel (the kernel's time alone); off in the engine. */
+/* `dsinfer bench --mla` / `--fa`: with cu_mla_ev_on, attn_fused (decode) and cu_fa_prefill2_tc (the naive prefill
+ * form) record cu_mla_ev[0] / [1] on the stream around the attention kernel (its time alone); off in the engine. */
 extern int cu_mla_ev_on;
 extern cudaEvent_t cu_mla_ev[2];
 void cu_moe_tabs_free(ds_cuda_backend *cb);

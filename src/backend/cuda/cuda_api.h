@@ -69,6 +69,11 @@ ds_status ds_cuda_ceilings(double *copy_gbs, double *bf16_tflops, char *err);
  * of its attention kernel alone (kern_ms, kern_gbs: the cache bytes over the kernel's time). */
 ds_status ds_cuda_bench_mla(const ds_config *cfg, int n_seqs, int ctx, double *ms, double *gbs, double *kern_ms,
                              double *kern_gbs, char *err);
+/* `dsinfer bench --fa` (issue 8): the naive-form prefill attention op alone over one sequence of P new tokens (no
+ * cached prefix; cfg's heads and widths, the cache in cfg's layout in shuffled pages, kv_b BF16): median ms of the
+ * whole op (the latent rows gathered, kv_b's product, the BF16 copies, the attention kernel) and of the attention
+ * kernel alone (events around its launch). */
+ds_status ds_cuda_bench_fa(const ds_config *cfg, int P, double *ms, double *kern_ms, char *err);
 /* `dsinfer bench --ops` (issue 8): one FP8 weight [N, K] (K % 128 == 0, N % 4 == 0, random codes, scales
  * 1/256) and, per M of Ms, the median GPU microseconds (cold L2, the host's issue time excluded) of: the W8A8
  * linear as the engine runs it (activation quantization + the GEMM the switches pick, DSINFER_CUDA_FP8_GEMM=1),

@@ -303,7 +303,11 @@ void cu_fa_prefill2_tc(float *out, const float *q, const float *kvb, const float
     CUDA_LAUNCH_CHECK();
     fa2_to_bf16_kernel<<<(unsigned)(b2 < 65536 ? b2 : 65536), 256, 0, cu_stream>>>(kpe16, kpe, n_kpe4);
     CUDA_LAUNCH_CHECK();
-    dim3 grid((unsigned)((T + F2Q - 1) / F2Q), (unsigned)H);
-    fa_prefill2_kernel<<<grid, F2_THREADS, F2_SMEM, cu_stream>>>(out, q, kvb16, kpe16, positions, t0, T, H, scale);
-    CUDA_LAUNCH_CHECK();
+    if (cu_mla_ev_on) CUDA_CHECK(cudaEventRecord(cu_mla_ev[0], cu_stream));   /* `dsinfer bench --fa`: the kernel alone */
+    if (!cu_fa3 || !cu_fa_prefill3_tc(out, q, kvb16, kpe16, positions, t0, T, L, H, scale)) {
+        dim3 grid((unsigned)((T + F2Q - 1) / F2Q), (unsigned)H);
+        fa_prefill2_kernel<<<grid, F2_THREADS, F2_SMEM, cu_stream>>>(out, q, kvb16, kpe16, positions, t0, T, H, scale);
+        CUDA_LAUNCH_CHECK();
+    }
+    if (cu_mla_ev_on) CUDA_CHECK(cudaEventRecord(cu_mla_ev[1], cu_stream));
 }
