@@ -1353,6 +1353,35 @@ if want fa19; then
     done
   done
 fi
+# ncu19: where the naive prefill op's time goes beside its kernel (ncu over `bench --fa --prompt 8192`, 16 heads first),
+# and the kernels of one 8K prefill forward, BF16 and FP8 (the last forward of the run: the timed one); memcheck over
+# the fa3 op tests to 129 tokens
+if want ncu19; then
+  step ncu_fa 150 ncu --clock-control none --metrics gpu__time_duration.sum --csv --page raw --launch-count 40 --log-file $OUT/ncu_fa.csv $B/dsinfer bench --fa --prompt 8192 --bw 4221 --tflops 780
+  python3 dev/cuda/ncu_sum.py $OUT/ncu_fa.csv > $OUT/ncu_fa.txt 2>&1; head -20 $OUT/ncu_fa.txt; rm -f $OUT/ncu_fa.csv
+  for dt in bf16 fp8; do
+    DSINFER_CUDA_TC=1 DSINFER_CUDA_PROFILE_STEPS=list $B/dsinfer bench --dtype $dt --batch '' --ctx '' --prompt 8192 --steps 1 --bw 4221 --tflops 780 > $OUT/list_$dt.txt 2>&1
+    N=$(awk '/^profile: forward/ {gsub(",","",$3); n=$3} END{print n}' $OUT/list_$dt.txt); echo "$dt: forwards $(grep -c '^profile: forward' $OUT/list_$dt.txt), profiling $N"; grep '^profile' $OUT/list_$dt.txt | tail -3
+    step ncu_pre_$dt 200 env DSINFER_CUDA_TC=1 DSINFER_CUDA_PROFILE_STEPS=$N ncu --clock-control none --profile-from-start off --metrics gpu__time_duration.sum --csv --page raw --log-file $OUT/ncu_pre_$dt.csv $B/dsinfer bench --dtype $dt --batch '' --ctx '' --prompt 8192 --steps 1 --bw 4221 --tflops 780
+    python3 dev/cuda/ncu_sum.py $OUT/ncu_pre_$dt.csv > $OUT/ncu_pre_$dt.txt 2>&1; head -32 $OUT/ncu_pre_$dt.txt; rm -f $OUT/ncu_pre_$dt.csv
+  done
+  step sanitize_fa3 200 env DSINFER_OPS_ONLY=fa3 DSINFER_OPS_MAX_M=129 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 $B/test_cuda_ops
+fi
+# cb19: the routed experts' combine a token a block (DSINFER_CUDA_COMBINE2): its op tests and mutants, prefill and decode
+# rows with =0 / =1 alternated; `bench --fa` with the tensor-core options (the op as prefill runs it)
+if want cb19; then
+  step ops_cb 200 env DSINFER_OPS_ONLY=moecomb $B/test_cuda_ops
+  for mb in $B/test_cuda_ops_mut_cb_*; do [ -x "$mb" ] && mutant "$mb" moecomb '' 150; done
+  step bench_fa_tc 60 env DSINFER_CUDA_TC=1 $B/dsinfer bench --fa --prompt 8192
+  for r in 1 2; do
+    for v in 0 1; do
+      for dt in bf16 fp8; do
+        step pre_cb$v$dt 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_COMBINE2=$v $B/dsinfer bench --dtype $dt --batch '' --ctx '' --prompt 2048,8192 --steps 1 --csv $CSV --label s19-cb$v-$dt
+      done
+      step dec_cb${v} 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_COMBINE2=$v $B/dsinfer bench --dtype fp8 --batch 1,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s19-cb$v-fp8
+    done
+  done
+fi
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

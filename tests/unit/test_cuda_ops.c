@@ -1100,7 +1100,7 @@ static void free_setup(setup *s) {
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
 static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf | side | linear2 | kvb | qkv | router | w8small
-                            * | f8cl | f8t1 | f8tp | f8tc | f8ts | f8bn | quantw | moeqf | rgroup | f8lab | fa3 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
+                            * | f8cl | f8t1 | f8tp | f8tc | f8ts | f8bn | quantw | moeqf | rgroup | f8lab | fa3 | moecomb (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
                             * run_side_stream, run_linear2, run_kvb_copy, run_qkv_finish, run_router, run_w8a8_small or
                             * run_f8_lab */
 
@@ -1856,6 +1856,33 @@ static void run_quant_warp(void) {
     unsetenv("DSINFER_MOE_W8A8");
 }
 
+/* DSINFER_OPS_ONLY=moecomb: the routed experts' combine a token a block with 16-byte loads (DSINFER_CUDA_COMBINE2=1, the
+ * default) against v1 (the twin, =0): the same bits, and against the CPU; V2-Lite FP8 (W8A8) and BF16 experts at 1 ..
+ * 600 tokens (the grouped path, and the GEMM-per-expert path of prefill above its largest size), V3 FP8 (D 7168). */
+static void run_moe_combine2(void) {
+    if (only && strcmp(only, "moecomb")) return;
+    setup s;
+    setenv("DSINFER_CUDA_COMBINE2", "1", 1);
+    setenv("DSINFER_MOE_W8A8", "1", 1);   /* read at backend creation: the CPU's reference quantizes as the GPU does */
+    moe_twin = 1;
+    moe_twin_env = "DSINFER_CUDA_COMBINE2";
+    if (load_setup(&s, "v2l-cb2", "configs/deepseek-v2-lite.json", 3, 16)) {
+        const int m8[] = {1, 9, 130, 600}, m16[] = {2, 200, 600};
+        check_moe_dt(&s, m8, NM(m8), DS_DTYPE_F8_E4M3, 2, 0);
+        check_moe_dt(&s, m16, NM(m16), DS_DTYPE_BF16, 1, 0);
+        free_setup(&s);
+    }
+    if (load_setup(&s, "v3-cb2", "configs/deepseek-v3.json", 3, 16)) {
+        const int m[] = {4, 64};
+        check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
+        free_setup(&s);
+    }
+    moe_twin = 0;
+    moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
+    unsetenv("DSINFER_MOE_W8A8");
+    unsetenv("DSINFER_CUDA_COMBINE2");
+}
+
 /* DSINFER_OPS_ONLY=rgroup: the grouped MoE with its grouping done by the routing kernel (DSINFER_CUDA_ROUTE_GROUP=1:
  * route_group_kernel up to 8 tokens, the fused router's last token group from 9) against the grouping launch (the twin,
  * =0): the same bits, and against the CPU; V2-Lite (greedy top-6 of 64) FP8 and BF16 experts at 1 .. 256 tokens (170:
@@ -2525,6 +2552,7 @@ int main(void) {
     run_route_group();
     run_f8_lab();
     run_fa3();
+    run_moe_combine2();
     const int kv_small[] = {1, 3, 4, 63}, kv_big[] = {1, 4, 128};
     /* C = 199: two scale blocks, the second partial, entries at odd byte offsets (335 bytes) */
     run_kv("h3-kv8", "configs/deepseek-v2-lite.json", 3, 199, 5, 0, KV_FP8, kv_small, NM(kv_small), 23);

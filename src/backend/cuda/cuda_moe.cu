@@ -674,6 +674,67 @@ __global__ void moe_combine_sorted_kernel(float *out, const float *y, const int3
     }
 }
 
+/* v2 (opt.combine2): the same sums in the same order (the same bits), D % 4 == 0 and out, y 16-byte aligned; grid
+ * (M, ny), block CB2_THREADS: block (m, by) takes float4 columns by * CB2_THREADS + tid, stepping ny * CB2_THREADS.
+ * Why: v1 gave each 256 columns of a token a block (65536 blocks at 8K tokens of V2-Lite), each re-reading and sorting
+ * the token's K slots before six 4-byte loads a thread: 389 us a layer at 8K (1.2 TB/s; ncu, RESULTS nineteenth
+ * session). Here a token's slots are read and sorted once a block into shared memory, and every thread keeps K
+ * 16-byte loads a column group in flight; ny splits the columns only where M alone leaves the SMs idle (decode). */
+#define CB2_THREADS 128
+__global__ void __launch_bounds__(CB2_THREADS) moe_combine_sorted2_kernel(float *out, const float *y, const int32_t *ids,
+                                                                          const int32_t *pos, const float *w, int K, int D) {
+    __shared__ int s_pos[MOE_MAX_K];
+    __shared__ float s_w[MOE_MAX_K];
+    cu_pdl_trigger();
+    cu_pdl_wait();
+    int m = blockIdx.x;
+    if (threadIdx.x == 0) {   /* the K slots in ascending expert id (insertion sort), as v1 takes them */
+        int ord[MOE_MAX_K];
+        for (int k = 0; k < K; k++) {
+            int j = k;
+            while (j > 0 && ids[(size_t)m * K + ord[j - 1]] > ids[(size_t)m * K + k]) {
+                ord[j] = ord[j - 1];
+                j--;
+            }
+            ord[j] = k;
+        }
+        for (int k = 0; k < K; k++) {
+            s_pos[k] = pos[(size_t)m * K + ord[k]];
+            s_w[k] = w[(size_t)m * K + ord[k]];
+        }
+    }
+    __syncthreads();
+    const int D4 = D >> 2;
+    float4 *o4 = (float4 *)(out + (size_t)m * D);
+    for (int c = blockIdx.y * CB2_THREADS + threadIdx.x; c < D4; c += gridDim.y * CB2_THREADS) {
+        float4 a = o4[c];
+        for (int k = 0; k < K; k++) {
+            int p = s_pos[k];
+            if (p < 0) continue;   /* another rank's expert */
+            float4 v = __ldg((const float4 *)(y + (size_t)p * D) + c);
+            float wk = s_w[k];
+            a.x += wk * v.x;
+            a.y += wk * v.y;
+            a.z += wk * v.z;
+            a.w += wk * v.w;
+        }
+        o4[c] = a;
+    }
+}
+
+/* out[m, :] += the token's routed rows of y, weighted (moe_combine_sorted_kernel's contract; v2 where it applies) */
+static void moe_combine(ds_cuda_backend *cb, float *out, const float *y, const int32_t *ids, const int32_t *pos, const float *w,
+                        int M, int K, int D) {
+    if (cb->opt.combine2 && D % 4 == 0 && ((uintptr_t)out & 15) == 0 && ((uintptr_t)y & 15) == 0) {
+        int groups = (D / 4 + CB2_THREADS - 1) / CB2_THREADS, ny = (2 * cb->n_sm + M - 1) / M;
+        ny = ny < 1 ? 1 : ny > groups ? groups : ny;
+        cu_launch(moe_combine_sorted2_kernel, dim3(M, ny), CB2_THREADS, 0, out, y, ids, pos, w, K, D);
+    } else {
+        cu_launch(moe_combine_sorted_kernel, dim3(M, (D + 255) / 256), 256, 0, out, y, ids, pos, w, K, D);
+    }
+    CUDA_LAUNCH_CHECK();
+}
+
 /* The routed experts of the grouped path: gate/up/SiLU over every expert's rows, down, combine. tc: on
  * the tensor cores (cuda_moe_tc.cu; the caller checked that the weights suit it). */
 static void moe_grouped(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weights *L, int M,
@@ -688,8 +749,7 @@ static void moe_grouped(ds_cuda_backend *cb, float *out, const float *x, const d
         void *xs = cu_ws_get(&cb->ws_moe_tc, (size_t)n_rows * (size_t)(D + I) * 2);
         if (!cu_moe_wg_run(cb, y, x, rows, d_off, n_rows, E, D, I, L, xs)) cu_moe_tc(y, x, rows, d_off, n_rows, E, D, I, tab, &gv, xs);
         cu_side_join(cb);   /* the shared experts' out (second stream) before the routed outputs are added */
-        cu_launch(moe_combine_sorted_kernel, dim3(M, (D + 255) / 256), 256, 0, out, y, ids, pos, w, K, D);
-        CUDA_LAUNCH_CHECK();
+        moe_combine(cb, out, y, ids, pos, w, M, K, D);
         return;
     }
     int vec = cb->opt.vec_gemv;
@@ -701,8 +761,7 @@ static void moe_grouped(ds_cuda_backend *cb, float *out, const float *x, const d
     cu_gemv_group(y, D, 0, inter, I, 0, NULL, d_off, 0, E, tab + 2 * E, NULL, cu_view(&L->exp_down[e_rep]),
                   cu_view(&L->exp_down[e_rep]), 0, D, vec, 0, 0, slots);
     cu_side_join(cb);
-    cu_launch(moe_combine_sorted_kernel, dim3(M, (D + 255) / 256), 256, 0, out, y, ids, pos, w, K, D);
-    CUDA_LAUNCH_CHECK();
+    moe_combine(cb, out, y, ids, pos, w, M, K, D);
 }
 
 /* Router logits [M, E] (bias [E] staged from router_bias when it has data) and the choices ids / weights [M, K]:
@@ -850,9 +909,7 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
         const float *y = cu_moe_gemm(cb, x, rows, off, E, D, I, L);
         cu_side_join(cb);
         if (!y) return;
-        cu_launch(moe_combine_sorted_kernel, dim3(M, (D + 255) / 256), 256, 0, (float *)out, (const float *)y,
-                  (const int32_t *)ids, (const int32_t *)pos, (const float *)w, K, D);
-        CUDA_LAUNCH_CHECK();
+        moe_combine(cb, (float *)out, y, ids, pos, w, M, K, D);
         cu_optimes_phase(cb, "  moe: combine");
         return;
     }
