@@ -268,6 +268,13 @@ void cu_ws_free(cu_ws *w);
  *   DSINFER_CUDA_F8_BN192=1  the dense TMA W8A8 GEMM from DSINFER_CUDA_F8_BN192_MIN_M rows (default 1024) with 128 x 192
  *                            tiles (f8_tma192_kernel: less shared-memory traffic a tensor-core clock; one accumulator
  *                            set; direct stores; the same bits; opt-in: measured slower, M 4096 0.87 -> 0.72x cuBLASLt).
+ * Nineteenth session (RESULTS "GPU runs of the nineteenth session"):
+ *   DSINFER_CUDA_FA3=1       (default) the naive-form prefill attention on wgmma with TMA copies (fa_prefill3_kernel,
+ *                            cuda_fa_wg.cu: 128 queries x one head a block, a producer warpgroup, two consumers; 8K x 16
+ *                            heads 2.14 -> 0.586 ms, prefill 8K BF16 173 -> 134 ms, FP8 148 -> 107); =0: v2 (mma.sync).
+ *   DSINFER_CUDA_COMBINE2=1  (default) the routed experts' weighted sum a token a block with 16-byte loads
+ *                            (moe_combine_sorted2_kernel, the same bits; 389 us a layer at 8K before; prefill 8K
+ *                            -5 ms); =0: v1 (a block per 256 columns of a token).
  * Engine-level (model/forward.c): DSINFER_FUSED_ADD_NORM=0 (residual add and norm as two ops),
  * DSINFER_EP_GATHER=0 (expert parallelism's all-to-all form), DSINFER_EP_GRAPHS=0 (gathered EP steps
  * not captured). */
