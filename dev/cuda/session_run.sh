@@ -1382,6 +1382,25 @@ if want cb19; then
     done
   done
 fi
+# ncu19d: the FP8 decode step's kernels at batch 64 and 256, ctx 1K (graphs off, one forward)
+if want ncu19d; then
+  ncu_step ncu_fp8_b64 fp8 64
+  ncu_step ncu_fp8_b256 fp8 256
+fi
+# fa19b: the overlapped form of fa_prefill3_kernel (DSINFER_CUDA_FA3=2) and K / V released separately: the fa3 op tests
+# (both forms), the mutants, `bench --fa` (v3 overlapped, v3, v2), prefill rows FA3=1 / =2 alternated
+if want fa19b; then
+  step ops_fa3 240 env DSINFER_OPS_ONLY=fa3 $B/test_cuda_ops
+  for mb in $B/test_cuda_ops_mut_f3_*; do [ -x "$mb" ] && mutant "$mb" fa3 300 100; done
+  step bench_fa 120 env DSINFER_CUDA_TC=1 $B/dsinfer bench --fa --prompt 2048,8192
+  for r in 1 2; do
+    for v in 1 2; do
+      for dt in bf16 fp8; do
+        step pre_fa$v$dt 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_FA3=$v $B/dsinfer bench --dtype $dt --batch '' --ctx '' --prompt 2048,8192 --steps 1 --csv $CSV --label s19-fa3v$v-$dt
+      done
+    done
+  done
+fi
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

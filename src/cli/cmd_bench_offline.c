@@ -329,7 +329,7 @@ static void usage(void) {
             "       dsinfer bench --ceilings        measure copy bandwidth and the BF16 matrix rate only\n"
             "       dsinfer bench --mla             the absorbed MLA decode op alone (64 seqs x 4K, 16 and 128 heads)\n"
             "       dsinfer bench --fa [--prompt 2048,8192]  the naive-form prefill attention op alone (one sequence,\n"
-            "                                       16 and 128 heads; v3 on wgmma and v2 on mma.sync)\n"
+            "                                       16 and 128 heads; v3 on wgmma, overlapped or not, v2 on mma.sync)\n"
             "       dsinfer bench --ops [--ops-m 1,64,128,4096]  the FP8 GEMMs of the V3 shapes alone: W8A8 as the\n"
             "                                       engine runs it, cuBLASLt block-scaled FP8, cuBLAS BF16\n"
             "       --data-parallel-size N: one process per GPU (N / K on each of K nodes, rank 0 at --master-addr:\n"
@@ -691,16 +691,16 @@ static int run_mla(const ds_config *base, double bw, double tflops) {
 }
 
 /* `--fa`: the naive-form prefill attention op at 16 and 128 heads, each --prompt length (default 2048, 8192), v3
- * (wgmma, DSINFER_CUDA_FA3=1) and v2 (=0); TFLOP/s of the kernel over the causal FLOPs, 2 H (P (P + 1) / 2)
+ * (wgmma) overlapped within a warpgroup (DSINFER_CUDA_FA3=2) and not (=1), and v2 (=0); TFLOP/s of the kernel over the causal FLOPs, 2 H (P (P + 1) / 2)
  * (q/k width + v width), and its fraction of the BF16 matrix rate. */
 static int run_fa(const ds_config *base, const bench_opts *o) {
     char err[DS_ERRLEN];
     int heads[2] = {16, 128}, def_p[2] = {2048, 8192}, np = o->n_prompts ? o->n_prompts : 2;
     const int *ps = o->n_prompts ? o->prompts : def_p;
-    const char *name[2] = {"v3-wgmma", "v2-mma"}, *env[2] = {"1", "0"};
+    const char *name[3] = {"v3-ovl", "v3-wgmma", "v2-mma"}, *env[3] = {"2", "1", "0"};
     for (int hi = 0; hi < 2; hi++)
         for (int pi = 0; pi < np; pi++)
-            for (int k = 0; k < 2; k++) {
+            for (int k = 0; k < 3; k++) {
                 ds_config c = *base;
                 c.num_heads = heads[hi];
                 setenv("DSINFER_CUDA_FA3", env[k], 1);

@@ -1293,8 +1293,8 @@ static void run_mla_tc(const char *name, const char *path, int heads, int kv_lay
  * against the fp32 CPU at THR_TC: 3, 16, 20 and 128 heads; runs of new tokens across 128-row query blocks and key
  * tiles (129, 300, 600 tokens over ragged sequences with cached prefixes up to 300: a block's rows at positions
  * that do not start at a tile, warpgroups with no valid row, tiles only one warpgroup reaches); 4096 tokens with
- * the CPU on each sequence's last rows (the longest contexts); and v2 (=0) beside it. The flag is read at backend
- * creation. */
+ * the CPU on each sequence's last rows (the longest contexts); the overlapped form (=2); and v2 (=0) beside them. The
+ * flag is read at backend creation. */
 static void run_fa3(void) {
     if (only && strcmp(only, "fa3")) return;
     const int few[] = {1, 3, 63, 129}, many[] = {129, 300, 600}, v3m[] = {4, 200};
@@ -1302,6 +1302,12 @@ static void run_fa3(void) {
     run_attn_tc("v2l-fa3", "configs/deepseek-v2-lite.json", 0, KV_BF16, 16, many, NM(many), 300, 4096);
     run_attn_tc("h20-fa3", "configs/deepseek-v2-lite.json", 20, KV_FP8, 7, many, NM(many), 150, 0);
     run_attn_tc("v3-fa3", "configs/deepseek-v3.json", 0, KV_BF16, 16, v3m, NM(v3m), 150, 0);
+    /* the overlapped form (=2: a warpgroup's S of tile k before P V of tile k - 1, P in two register sets that swap
+     * roles every other tile: odd and even tile counts) */
+    setenv("DSINFER_CUDA_FA3", "2", 1);
+    run_attn_tc("h3-fa3o", "configs/deepseek-v2-lite.json", 3, KV_BF16, 5, few, NM(few), 300, 0);
+    run_attn_tc("v2l-fa3o", "configs/deepseek-v2-lite.json", 0, KV_BF16, 16, many, NM(many), 300, 4096);
+    run_attn_tc("v3-fa3o", "configs/deepseek-v3.json", 0, KV_BF16, 16, v3m, NM(v3m), 150, 0);
     setenv("DSINFER_CUDA_FA3", "0", 1);
     run_attn_tc("v2l-fa2", "configs/deepseek-v2-lite.json", 0, KV_BF16, 16, many, NM(many), 300, 0);
     unsetenv("DSINFER_CUDA_FA3");
