@@ -1401,6 +1401,14 @@ if want fa19b; then
     done
   done
 fi
+# final19: the session's defaults: test_cuda_ops in full (every M), the goldens, test_cuda_model, memcheck over fa3 to
+# 129 tokens, the final FP8 / BF16 rows
+if want final19; then
+  step ops_full 400 $B/test_cuda_ops
+  step golden 120 $B/test_cuda_golden
+  step model 150 $B/test_cuda_model
+  step sanitize_fa3 120 env DSINFER_OPS_ONLY=fa3 DSINFER_OPS_MAX_M=129 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 $B/test_cuda_ops
+fi
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"
