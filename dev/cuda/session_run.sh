@@ -1408,6 +1408,8 @@ if want final19; then
   step golden 120 $B/test_cuda_golden
   step model 150 $B/test_cuda_model
   step sanitize_fa3 120 env DSINFER_OPS_ONLY=fa3 DSINFER_OPS_MAX_M=129 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 $B/test_cuda_ops
+  step golden_fa3o 120 env DSINFER_CUDA_FA3=2 $B/test_cuda_golden
+  step model_fa3o 150 env DSINFER_CUDA_FA3=2 $B/test_cuda_model
 fi
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV
