@@ -1411,6 +1411,25 @@ if want final19; then
   step golden_fa3o 120 env DSINFER_CUDA_FA3=2 $B/test_cuda_golden
   step model_fa3o 150 env DSINFER_CUDA_FA3=2 $B/test_cuda_model
 fi
+# fin19: fa19b and final19 in one call, cheapest and most needed first (the device was scarce): the fa3 op tests and
+# mutants, `bench --fa`, one round of prefill rows FA3=1 / =2, goldens and test_cuda_model with both forms, memcheck
+# over fa3, then test_cuda_ops in full last
+if want fin19; then
+  step ops_fa3 240 env DSINFER_OPS_ONLY=fa3 $B/test_cuda_ops
+  for mb in $B/test_cuda_ops_mut_f3_*; do [ -x "$mb" ] && mutant "$mb" fa3 300 100; done
+  step bench_fa 120 env DSINFER_CUDA_TC=1 $B/dsinfer bench --fa --prompt 2048,8192
+  for v in 1 2; do
+    for dt in bf16 fp8; do
+      step pre_fa$v$dt 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_FA3=$v $B/dsinfer bench --dtype $dt --batch '' --ctx '' --prompt 2048,8192 --steps 1 --csv $CSV --label s19-fa3v$v-$dt
+    done
+  done
+  step golden 120 $B/test_cuda_golden
+  step model 150 $B/test_cuda_model
+  step golden_fa3o 120 env DSINFER_CUDA_FA3=2 $B/test_cuda_golden
+  step model_fa3o 150 env DSINFER_CUDA_FA3=2 $B/test_cuda_model
+  step sanitize_fa3 120 env DSINFER_OPS_ONLY=fa3 DSINFER_OPS_MAX_M=129 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 $B/test_cuda_ops
+  step ops_full 400 $B/test_cuda_ops
+fi
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"
