@@ -9,11 +9,13 @@ mut() { local n=$1; if [ -n "${ONLY:-}" ]; then local ok=0 p; for p in ${ONLY//,
   [ $ok = 1 ] || return 0; fi; bash $m "$@"; }
 F=src/backend/cuda/cuda_fa_wg.cu
 # the causal mask one key short (each row's own position masked)
-mut f3_mask $F 'if (kb + 8 * j + 2 * r.t + (e & 1) > (e < 2 ? r.posA : r.posB)) sacc[4 * j + e] = -INFINITY;' 'if (kb + 8 * j + 2 * r.t + (e & 1) >= (e < 2 ? r.posA : r.posB)) sacc[4 * j + e] = -INFINITY;'
+mut f3_mask $F 'if (kb + 8 * j + 2 * t + (e & 1) > (e < 2 ? posA : posB)) sacc[4 * j + e] = -INFINITY;' 'if (kb + 8 * j + 2 * t + (e & 1) >= (e < 2 ? posA : posB)) sacc[4 * j + e] = -INFINITY;'
+# the same in the overlapped form (fa_prefill3o_kernel, DSINFER_CUDA_FA3=2)
+mut f3o_mask $F 'if (kb + 8 * j + 2 * r.t + (e & 1) > (e < 2 ? r.posA : r.posB)) sacc[4 * j + e] = -INFINITY;' 'if (kb + 8 * j + 2 * r.t + (e & 1) >= (e < 2 ? r.posA : r.posB)) sacc[4 * j + e] = -INFINITY;'
 # V's second 64 columns read from the first chunk (the descriptor's leading byte offset 0)
 mut f3_vdesc $F '    return ((a & 0x3FFFF) >> 4) | ((uint64_t)(F3_CH >> 4) << 16) | ((uint64_t)(1024 >> 4) << 32) | (1ull << 62);' '    return ((a & 0x3FFFF) >> 4) | ((uint64_t)(0 >> 4) << 16) | ((uint64_t)(1024 >> 4) << 32) | (1ull << 62);'
 # the second row of each thread's pair rescaled with the first row's factor
-mut f3_resc $F '        o[4 * j + 2] *= cB; o[4 * j + 3] *= cB;' '        o[4 * j + 2] *= cA; o[4 * j + 3] *= cA;'
+mut f3_resc $F '            o[4 * j + 2] *= cB; o[4 * j + 3] *= cB;' '            o[4 * j + 2] *= cA; o[4 * j + 3] *= cA;'
 # the overlapped form (DSINFER_CUDA_FA3=2): tile k's softmax masked as if it were tile k - 1
 mut f3_ovlk $F '    f3_softmax(sacc, pout, r, k * F3N, cA, cB);' '    f3_softmax(sacc, pout, r, (k - 1) * F3N, cA, cB);'
 # the last tile of a warpgroup left out (a row's newest keys, its own among them, never seen)

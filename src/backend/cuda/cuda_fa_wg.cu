@@ -207,14 +207,168 @@ __device__ __forceinline__ void f3_ovl_last(float (&o)[64], const uint32_t (&pin
 }
 
 /* grid (blocks of 128 queries x H heads, the longest blocks first), F3_THREADS, F3_SMEM. mkv: kvb16 as bytes [L, H * 512],
- * mpe: kpe16 as bytes [L, 128], both boxes of 128 bytes x 128 rows. K and V of a stage are released separately (a
- * warp's lane 0 on empty_k once its S MMAs are done, on empty_v once its P V MMAs are), so the producer refills K
- * while V is still read.
- * OVL (DSINFER_CUDA_FA3=2): within a warpgroup, tile k's S is issued before tile k - 1's P V, and the softmax of S_k
- * runs while P_{k-1} V_{k-1} is on the tensor cores (FlashAttention-3's intra-warpgroup overlap; P in two register
- * sets); else each tile's S, softmax and P V in series (the other warpgroup fills the gaps). */
-template <bool OVL>
+ * mpe: kpe16 as bytes [L, 128], both boxes of 128 bytes x 128 rows. */
 __global__ void __launch_bounds__(F3_THREADS, 1) fa_prefill3_kernel(const __grid_constant__ CUtensorMap mkv,
+                                                                     const __grid_constant__ CUtensorMap mpe, float *out,
+                                                                     const float *q, const int32_t *positions, int t0,
+                                                                     int T, int H, float scale) {
+    extern __shared__ unsigned char f3_raw[];
+    unsigned char *Qs = (unsigned char *)(((uintptr_t)f3_raw + 1023) & ~(uintptr_t)1023);
+    unsigned char *Ks = Qs + F3_QB, *Vs = Ks + F3_ST * F3_KB;
+    uint64_t *full_k = (uint64_t *)(Qs + F3_BAR_OFF), *full_v = full_k + 2, *empty = full_k + 4;
+    int *pos_s = (int *)(full_k + 6);
+    const int n_qb = (T + F3Q - 1) / F3Q, qb = n_qb - 1 - (int)(blockIdx.x / H), h = (int)(blockIdx.x % H), q0 = qb * F3Q;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < F3_ST; s++) {
+            mbar_init(&full_k[s], 1);
+            mbar_init(&full_v[s], 1);
+            mbar_init(&empty[s], 8);   /* lane 0 of each consumer warp */
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    if (threadIdx.x < F3Q) pos_s[threadIdx.x] = q0 + (int)threadIdx.x < T ? positions[t0 + q0 + threadIdx.x] : -1;
+    __syncthreads();
+    int wg = threadIdx.x >> 7;
+    if (wg == 0) {   /* producer: one thread copies every tile the block's rows reach */
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+        if (threadIdx.x == 0) {
+            int pmax = -1;
+            for (int r = 0; r < F3Q; r++) pmax = max(pmax, pos_s[r]);
+            const int nt = (pmax + F3N) / F3N, c_nope = h * 512, c_v = c_nope + 256;
+            for (int k = 0; k < nt; k++) {
+                int s = k & 1, kb = k * F3N;
+                if (k >= F3_ST) mbar_wait(&empty[s], ((k >> 1) - 1) & 1);
+                unsigned char *Kt = Ks + s * F3_KB, *Vt = Vs + s * F3_VB;
+                mbar_expect_tx(&full_k[s], F3_KB);
+                tma_load(Kt, &mkv, c_nope, kb, &full_k[s]);
+                tma_load(Kt + F3_CH, &mkv, c_nope + 128, kb, &full_k[s]);
+                tma_load(Kt + 2 * F3_CH, &mpe, 0, kb, &full_k[s]);
+                mbar_expect_tx(&full_v[s], F3_VB);
+                tma_load(Vt, &mkv, c_v, kb, &full_v[s]);
+                tma_load(Vt + F3_CH, &mkv, c_v + 128, kb, &full_v[s]);
+            }
+        }
+        return;
+    }
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+    /* w through a shuffle: the compiler then knows it is the same across a warp (a wgmma it cannot prove warp-uniform
+     * is serialized) */
+    const int warp = threadIdx.x >> 5, w = __shfl_sync(0xffffffffu, wg - 1, 0), lane = threadIdx.x & 31;
+    const int g = lane >> 2, t = lane & 3, tid = threadIdx.x & 127, rA = 64 * w + 16 * (warp & 3) + g, rB = rA + 8;
+    /* the block's and this warpgroup's reach: tiles 0 .. nt - 1 are loaded, 0 .. nt_w - 1 computed here; tiles from
+     * the first whose last row is above pmin_w need the causal mask. Rows past T (pos -1) take pmax_w: finite scores
+     * that are never stored. */
+    int pmax = -1, pmax_w = -1, pmin_w = 0x7fffffff;
+    for (int r = 0; r < F3Q; r++) {
+        int p = pos_s[r];
+        pmax = max(pmax, p);
+        if ((r >> 6) == w && p >= 0) {
+            pmax_w = max(pmax_w, p);
+            pmin_w = min(pmin_w, p);
+        }
+    }
+    const int nt = (pmax + F3N) / F3N, nt_w = __shfl_sync(0xffffffffu, (pmax_w + F3N) / F3N, 0);
+    const int posA = pos_s[rA] >= 0 ? pos_s[rA] : pmax_w, posB = pos_s[rB] >= 0 ? pos_s[rB] : pmax_w;
+
+    f3_load_q(Qs, q, q0 + 64 * w, t0, T, H, h, w, tid);
+    wg_fence_smem();   /* Q's stores visible to the MMAs */
+    f3_bar_wg(w);
+
+    const unsigned char *Qw = Qs + w * 64 * 128;   /* this warpgroup's 64 rows of every chunk */
+    const float L2E = 1.4426950408889634f, sl = scale * L2E;
+    float o[64];
+#pragma unroll
+    for (int j = 0; j < 64; j++) o[j] = 0.0f;
+    float mA = -INFINITY, mB = -INFINITY, lA = 0.0f, lB = 0.0f;
+    int k = 0;
+    for (; k < nt_w; k++) {
+        const int s = k & 1, ph = (k >> 1) & 1, kb = k * F3N;
+        const unsigned char *Kt = Ks + s * F3_KB, *Vt = Vs + s * F3_VB;
+        float sacc[64];
+        mbar_wait(&full_k[s], ph);
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < 12; kk++) {
+            unsigned off = (kk >> 2) * F3_CH + (kk & 3) * 32;
+            f3_mma_s(sacc, wg_desc(Qw + off), wg_desc(Kt + off), kk);
+        }
+        wg_commit();
+        wg_wait0();
+        if (kb + F3N - 1 > pmin_w) {   /* keys above some row's position: masked */
+#pragma unroll
+            for (int j = 0; j < 16; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    if (kb + 8 * j + 2 * t + (e & 1) > (e < 2 ? posA : posB)) sacc[4 * j + e] = -INFINITY;
+        }
+        /* the rows' maxima of the raw scores (scale > 0: max(s) * scale is the max of the scaled scores) */
+        float xA = -INFINITY, xB = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            xA = fmaxf(xA, fmaxf(sacc[4 * j], sacc[4 * j + 1]));
+            xB = fmaxf(xB, fmaxf(sacc[4 * j + 2], sacc[4 * j + 3]));
+        }
+        xA = fmaxf(xA, __shfl_xor_sync(0xffffffffu, xA, 1));
+        xA = fmaxf(xA, __shfl_xor_sync(0xffffffffu, xA, 2));
+        xB = fmaxf(xB, __shfl_xor_sync(0xffffffffu, xB, 1));
+        xB = fmaxf(xB, __shfl_xor_sync(0xffffffffu, xB, 2));
+        /* tile 0 holds key 0 <= every row's position, so the running max is finite from the first tile on */
+        const float nA = fmaxf(mA, xA * scale), nB = fmaxf(mB, xB * scale), oA = -nA * L2E, oB = -nB * L2E;
+        const float cA = f3_ex2((mA - nA) * L2E), cB = f3_ex2((mB - nB) * L2E);   /* 0 while the old max is -inf */
+        float sA = 0.0f, sB = 0.0f;
+        uint32_t pr[8][4];   /* P as A fragments: k-step kk = keys 16kk ..: rows A, B at 2t, then at 8 + 2t */
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            float p0 = f3_ex2(fmaf(sacc[4 * j], sl, oA)), p1 = f3_ex2(fmaf(sacc[4 * j + 1], sl, oA));
+            float p2 = f3_ex2(fmaf(sacc[4 * j + 2], sl, oB)), p3 = f3_ex2(fmaf(sacc[4 * j + 3], sl, oB));
+            sA += p0 + p1;
+            sB += p2 + p3;
+            pr[j >> 1][(j & 1) * 2] = f3_pack(p0, p1);
+            pr[j >> 1][(j & 1) * 2 + 1] = f3_pack(p2, p3);
+        }
+        lA = lA * cA + sA;
+        lB = lB * cB + sB;
+        mA = nA;
+        mB = nB;
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            o[4 * j] *= cA; o[4 * j + 1] *= cA;
+            o[4 * j + 2] *= cB; o[4 * j + 3] *= cB;
+        }
+        mbar_wait(&full_v[s], ph);
+        wg_fence();
+        const uint64_t dv = f3_desc_v(Vt);
+#pragma unroll
+        for (int kk = 0; kk < 8; kk++) f3_mma_o(o, pr[kk], dv + ((kk * 16 * 128) >> 4));
+        wg_commit();
+        wg_wait0();
+        if (lane == 0) mbar_arrive(&empty[s]);   /* this warp no longer reads the stage */
+    }
+    for (; k < nt; k++) {   /* tiles only the other warpgroup's rows reach: released in order once loaded */
+        const int s = k & 1, ph = (k >> 1) & 1;
+        mbar_wait(&full_k[s], ph);
+        if (lane == 0) mbar_arrive(&empty[s]);
+    }
+    lA += __shfl_xor_sync(0xffffffffu, lA, 1);
+    lA += __shfl_xor_sync(0xffffffffu, lA, 2);
+    lB += __shfl_xor_sync(0xffffffffu, lB, 1);
+    lB += __shfl_xor_sync(0xffffffffu, lB, 2);
+    const float iA = 1.0f / lA, iB = 1.0f / lB;
+    const int mrA = q0 + rA, mrB = q0 + rB;
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        int col = 8 * j + 2 * t;
+        if (mrA < T) *(float2 *)(out + ((size_t)(t0 + mrA) * H + h) * 128 + col) = make_float2(o[4 * j] * iA, o[4 * j + 1] * iA);
+        if (mrB < T) *(float2 *)(out + ((size_t)(t0 + mrB) * H + h) * 128 + col) = make_float2(o[4 * j + 2] * iB, o[4 * j + 3] * iB);
+    }
+}
+
+/* The overlapped form (DSINFER_CUDA_FA3=2; fa_prefill3_kernel's grid, contract and arithmetic): within a warpgroup,
+ * tile k's S is issued before tile k - 1's P V, and the softmax of S_k runs while P_{k-1} V_{k-1} is on the tensor cores
+ * (FlashAttention-3's intra-warpgroup overlap; P in two register sets). K and V of a stage are released separately (a
+ * warp's lane 0 on empty_k once its S MMAs are done, on empty_v once its P V MMAs are), so the producer refills K while
+ * V is still read. A kernel of its own beside v1 (which stays as run and measured) until it is measured. */
+__global__ void __launch_bounds__(F3_THREADS, 1) fa_prefill3o_kernel(const __grid_constant__ CUtensorMap mkv,
                                                                      const __grid_constant__ CUtensorMap mpe, float *out,
                                                                      const float *q, const int32_t *positions, int t0,
                                                                      int T, int H, float scale) {
@@ -275,7 +429,7 @@ __global__ void __launch_bounds__(F3_THREADS, 1) fa_prefill3_kernel(const __grid
             pmin_w = min(pmin_w, p);
         }
     }
-    const int nt = (pmax + F3N) / F3N, nt_w = __shfl_sync(0xffffffffu, (pmax_w + F3N) / F3N, 0);
+    const int nt = (pmax + F3N) / F3N, reach_w = (pmax_w + F3N) / F3N, nt_w = __shfl_sync(0xffffffffu, reach_w, 0);
     f3_rows r;
     r.posA = pos_s[rA] >= 0 ? pos_s[rA] : pmax_w;
     r.posB = pos_s[rB] >= 0 ? pos_s[rB] : pmax_w;
@@ -294,7 +448,7 @@ __global__ void __launch_bounds__(F3_THREADS, 1) fa_prefill3_kernel(const __grid
 #pragma unroll
     for (int j = 0; j < 64; j++) o[j] = 0.0f;
     int k = 0;
-    if (OVL) {
+    {
         uint32_t pa[8][4], pb[8][4];   /* P of the tile whose P V is in flight, and of the one being computed */
         float sacc[64], cA, cB;
         if (nt_w > 0) {
@@ -316,22 +470,6 @@ __global__ void __launch_bounds__(F3_THREADS, 1) fa_prefill3_kernel(const __grid
             f3_ovl_last(o, pb, Vs, full_v, empty_v, nt_w, lane);
         } else if (nt_w > 0) {
             f3_ovl_last(o, pa, Vs, full_v, empty_v, nt_w, lane);
-        }
-    } else {
-        for (; k < nt_w; k++) {
-            const int s = k & 1, ph = (k >> 1) & 1;
-            float sacc[64], cA, cB;
-            uint32_t pr[8][4];
-            mbar_wait(&full_k[s], ph);
-            f3_scores(sacc, Qw, Ks + s * F3_KB);
-            wg_wait0();
-            if (lane == 0) mbar_arrive(&empty_k[s]);
-            f3_softmax(sacc, pr, r, k * F3N, cA, cB);
-            f3_rescale(o, cA, cB);
-            mbar_wait(&full_v[s], ph);
-            f3_values(o, pr, Vs + s * F3_VB);
-            wg_wait0();
-            if (lane == 0) mbar_arrive(&empty_v[s]);   /* this warp no longer reads the stage */
         }
     }
     for (k = nt_w; k < nt; k++) {   /* tiles only the other warpgroup's rows reach: released in order once loaded */
@@ -366,13 +504,13 @@ int cu_fa_prefill3_tc(float *out, const float *q, const __nv_bfloat16 *kvb16, co
     memset(&mpe, 0, sizeof mpe);
     if (!cu_tma_map(&mkv, kvb16, L, H * 512, F3N) || !cu_tma_map(&mpe, kpe16, L, 128, F3N)) return 0;
     if (!smem_set) {
-        CUDA_CHECK(cudaFuncSetAttribute(fa_prefill3_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)F3_SMEM));
-        CUDA_CHECK(cudaFuncSetAttribute(fa_prefill3_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)F3_SMEM));
+        CUDA_CHECK(cudaFuncSetAttribute(fa_prefill3_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)F3_SMEM));
+        CUDA_CHECK(cudaFuncSetAttribute(fa_prefill3o_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)F3_SMEM));
         smem_set = 1;
     }
     unsigned grid = (unsigned)(((T + F3Q - 1) / F3Q) * H);
-    if (cu_fa3 == 2) fa_prefill3_kernel<true><<<grid, F3_THREADS, F3_SMEM, cu_stream>>>(mkv, mpe, out, q, positions, t0, T, H, scale);
-    else fa_prefill3_kernel<false><<<grid, F3_THREADS, F3_SMEM, cu_stream>>>(mkv, mpe, out, q, positions, t0, T, H, scale);
+    if (cu_fa3 == 2) fa_prefill3o_kernel<<<grid, F3_THREADS, F3_SMEM, cu_stream>>>(mkv, mpe, out, q, positions, t0, T, H, scale);
+    else fa_prefill3_kernel<<<grid, F3_THREADS, F3_SMEM, cu_stream>>>(mkv, mpe, out, q, positions, t0, T, H, scale);
     CUDA_LAUNCH_CHECK();
     return 1;
 }
