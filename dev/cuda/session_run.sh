@@ -1343,7 +1343,7 @@ fi
 # (mutants_s19.sh), `bench --fa` (v3 and v2, 16 and 128 heads, 2K and 8K), prefill rows with FA3=1 / =0 alternated
 if want fa19; then
   step ops_fa3 240 env DSINFER_OPS_ONLY=fa3 $B/test_cuda_ops
-  for mb in $B/test_cuda_ops_mut_f3_*; do [ -x "$mb" ] && mutant "$mb" fa3 300 120; done
+  for mb in $B/test_cuda_ops_mut_f3*; do [ -x "$mb" ] && mutant "$mb" fa3 300 120; done
   step bench_fa 120 $B/dsinfer bench --fa --prompt 2048,8192
   for r in 1 2; do
     for v in 0 1; do
@@ -1391,7 +1391,7 @@ fi
 # (both forms), the mutants, `bench --fa` (v3 overlapped, v3, v2), prefill rows FA3=1 / =2 alternated
 if want fa19b; then
   step ops_fa3 240 env DSINFER_OPS_ONLY=fa3 $B/test_cuda_ops
-  for mb in $B/test_cuda_ops_mut_f3_*; do [ -x "$mb" ] && mutant "$mb" fa3 300 100; done
+  for mb in $B/test_cuda_ops_mut_f3*; do [ -x "$mb" ] && mutant "$mb" fa3 300 100; done
   step bench_fa 120 env DSINFER_CUDA_TC=1 $B/dsinfer bench --fa --prompt 2048,8192
   for r in 1 2; do
     for v in 1 2; do
@@ -1416,7 +1416,7 @@ fi
 # over fa3, then test_cuda_ops in full last
 if want fin19; then
   step ops_fa3 240 env DSINFER_OPS_ONLY=fa3 $B/test_cuda_ops
-  for mb in $B/test_cuda_ops_mut_f3_*; do [ -x "$mb" ] && mutant "$mb" fa3 300 100; done
+  for mb in $B/test_cuda_ops_mut_f3*; do [ -x "$mb" ] && mutant "$mb" fa3 300 100; done
   step bench_fa 120 env DSINFER_CUDA_TC=1 $B/dsinfer bench --fa --prompt 2048,8192
   for v in 1 2; do
     for dt in bf16 fp8; do

@@ -1289,7 +1289,7 @@ static void run_mla_tc(const char *name, const char *path, int heads, int kv_lay
     run_attn_tc(name, path, heads, kv_layout, page_size, Ms, nM, max_cached, 0);
 }
 
-/* DSINFER_OPS_ONLY=fa3: the naive-form prefill attention on wgmma (DSINFER_CUDA_FA3, default on; cuda_fa_wg.cu)
+/* DSINFER_OPS_ONLY=fa3: the naive-form prefill attention on wgmma (DSINFER_CUDA_FA3=1 and 2, the default; cuda_fa_wg.cu)
  * against the fp32 CPU at THR_TC: 3, 16, 20 and 128 heads; runs of new tokens across 128-row query blocks and key
  * tiles (129, 300, 600 tokens over ragged sequences with cached prefixes up to 300: a block's rows at positions
  * that do not start at a tile, warpgroups with no valid row, tiles only one warpgroup reaches); 4096 tokens with
@@ -1298,12 +1298,13 @@ static void run_mla_tc(const char *name, const char *path, int heads, int kv_lay
 static void run_fa3(void) {
     if (only && strcmp(only, "fa3")) return;
     const int few[] = {1, 3, 63, 129}, many[] = {129, 300, 600}, v3m[] = {4, 200};
+    setenv("DSINFER_CUDA_FA3", "1", 1);   /* without the overlap (fa_prefill3_kernel) */
     run_attn_tc("h3-fa3", "configs/deepseek-v2-lite.json", 3, KV_BF16, 5, few, NM(few), 300, 0);
     run_attn_tc("v2l-fa3", "configs/deepseek-v2-lite.json", 0, KV_BF16, 16, many, NM(many), 300, 4096);
     run_attn_tc("h20-fa3", "configs/deepseek-v2-lite.json", 20, KV_FP8, 7, many, NM(many), 150, 0);
     run_attn_tc("v3-fa3", "configs/deepseek-v3.json", 0, KV_BF16, 16, v3m, NM(v3m), 150, 0);
-    /* the overlapped form (=2: a warpgroup's S of tile k before P V of tile k - 1, P in two register sets that swap
-     * roles every other tile: odd and even tile counts) */
+    /* the overlapped form (=2, the default: a warpgroup's S of tile k before P V of tile k - 1, P in two register sets
+     * that swap roles every other tile: odd and even tile counts) */
     setenv("DSINFER_CUDA_FA3", "2", 1);
     run_attn_tc("h3-fa3o", "configs/deepseek-v2-lite.json", 3, KV_BF16, 5, few, NM(few), 300, 0);
     run_attn_tc("v2l-fa3o", "configs/deepseek-v2-lite.json", 0, KV_BF16, 16, many, NM(many), 300, 4096);

@@ -269,11 +269,12 @@ void cu_ws_free(cu_ws *w);
  *                            tiles (f8_tma192_kernel: less shared-memory traffic a tensor-core clock; one accumulator
  *                            set; direct stores; the same bits; opt-in: measured slower, M 4096 0.87 -> 0.72x cuBLASLt).
  * Nineteenth session (RESULTS "GPU runs of the nineteenth session"):
- *   DSINFER_CUDA_FA3=1       (default) the naive-form prefill attention on wgmma with TMA copies (fa_prefill3_kernel,
- *                            cuda_fa_wg.cu: 128 queries x one head a block, a producer warpgroup, two consumers; 8K x 16
- *                            heads 2.14 -> 0.586 ms, prefill 8K BF16 173 -> 134 ms, FP8 148 -> 107); =0: v2 (mma.sync);
- *                            =2: its overlapped form (fa_prefill3o_kernel: S of tile k before P V of tile k - 1 within a
- *                            warpgroup, K and V released separately; opt-in until measured on the GPU).
+ *   DSINFER_CUDA_FA3=2       (default) the naive-form prefill attention on wgmma with TMA copies, overlapped within a
+ *                            warpgroup (fa_prefill3o_kernel, cuda_fa_wg.cu: S of tile k issued before P V of tile k - 1, K
+ *                            and V released separately; 8K x 16 heads 0.532 ms, 83% of the BF16 rate); =1: without the
+ *                            overlap (fa_prefill3_kernel: 128 queries x one head a block, a producer warpgroup, two
+ *                            consumers; 8K x 16 heads 2.14 -> 0.586 ms, prefill 8K BF16 173 -> 134 ms, FP8 148 -> 107);
+ *                            =0: v2 (mma.sync).
  *   DSINFER_CUDA_COMBINE2=1  (default) the routed experts' weighted sum a token a block with 16-byte loads
  *                            (moe_combine_sorted2_kernel, the same bits; 389 us a layer at 8K before; prefill 8K
  *                            -5 ms); =0: v1 (a block per 256 columns of a token).

@@ -713,7 +713,7 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     cu_combine_v2 = env_int("DSINFER_CUDA_COMBINE2", 1);
     cu_route_v2 = env_int("DSINFER_CUDA_ROUTE2", 1);
     cu_fa2 = env_int("DSINFER_CUDA_FA2", 1);
-    cu_fa3 = env_int("DSINFER_CUDA_FA3", 1);
+    cu_fa3 = env_int("DSINFER_CUDA_FA3", 2);
     cu_group_wide = env_int("DSINFER_CUDA_GROUP_WIDE", 1);
     cu_group_wide_min = env_int("DSINFER_CUDA_GROUP_WIDE_MIN", 1024);
     cu_mla_async = env_int("DSINFER_CUDA_MLA_ASYNC", 0);

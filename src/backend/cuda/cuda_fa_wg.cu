@@ -41,7 +41,7 @@
 #define F3_SMEM (1024 + F3_BAR_OFF + 8 * sizeof(uint64_t) + F3Q * sizeof(int))
 static_assert(F3_SMEM <= 227 * 1024, "fa_prefill3_kernel: Q and two K/V stages must fit an SM's shared memory");
 
-int cu_fa3 = 1;   /* DSINFER_CUDA_FA3 (backend creation): fa_prefill3_kernel where TMA maps can be made; 2: its overlapped form */
+int cu_fa3 = 2;   /* DSINFER_CUDA_FA3 (backend creation): 2 fa_prefill3o_kernel (overlapped), 1 fa_prefill3_kernel, where TMA maps can be made; 0 v2 */
 
 /* d[64 x 128] (+)= a[64 x 16] b[128 x 16]^T, BF16, both K-major from shared memory (d[4j + e]: row 16 (warp & 3) + lane / 4
  * + 8 (e / 2), column 8j + 2 (lane & 3) + (e & 1)) */
@@ -367,7 +367,8 @@ __global__ void __launch_bounds__(F3_THREADS, 1) fa_prefill3_kernel(const __grid
  * tile k's S is issued before tile k - 1's P V, and the softmax of S_k runs while P_{k-1} V_{k-1} is on the tensor cores
  * (FlashAttention-3's intra-warpgroup overlap; P in two register sets). K and V of a stage are released separately (a
  * warp's lane 0 on empty_k once its S MMAs are done, on empty_v once its P V MMAs are), so the producer refills K while
- * V is still read. A kernel of its own beside v1 (which stays as run and measured) until it is measured. */
+ * V is still read. A kernel of its own beside v1 (=1, kept as measured). 8K x 16 heads 0.583 -> 0.532 ms (646 TFLOP/s, 83% of
+ * the BF16 rate), 128 heads x 8K 6.00 -> 5.78 ms (RESULTS nineteenth session run 4); the default since. */
 __global__ void __launch_bounds__(F3_THREADS, 1) fa_prefill3o_kernel(const __grid_constant__ CUtensorMap mkv,
                                                                      const __grid_constant__ CUtensorMap mpe, float *out,
                                                                      const float *q, const int32_t *positions, int t0,
