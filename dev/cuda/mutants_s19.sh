@@ -22,28 +22,8 @@ mut f3_ovlk $F '    f3_softmax(sacc, pout, r, k * F3N, cA, cB);' '    f3_softmax
 mut f3_last $F 'nt_w = __shfl_sync(0xffffffffu, (pmax_w + F3N) / F3N, 0);' 'nt_w = __shfl_sync(0xffffffffu, (pmax_w + F3N) / F3N - (pmax_w >= F3N), 0);'
 # moe_combine_sorted2_kernel (DSINFER_OPS_ONLY=moecomb, against v1 bit for bit): the slots summed in routing order, not
 # by expert id (the same sum in exact arithmetic, other bits)
-mut cb_sort src/backend/cuda/cuda_moe.cu '__global__ void __launch_bounds__(CB2_THREADS) moe_combine_sorted2_kernel(float *out, const float *y, const int32_t *ids,
-                                                                          const int32_t *pos, const float *w, int K, int D) {
-    __shared__ int s_pos[MOE_MAX_K];
-    __shared__ float s_w[MOE_MAX_K];
-    cu_pdl_trigger();
-    cu_pdl_wait();
-    int m = blockIdx.x;
-    if (threadIdx.x == 0) {   /* the K slots in ascending expert id (insertion sort), as v1 takes them */
-        int ord[MOE_MAX_K];
-        for (int k = 0; k < K; k++) {
-            int j = k;
-            while (j > 0 && ids[(size_t)m * K + ord[j - 1]] > ids[(size_t)m * K + k]) {' '__global__ void __launch_bounds__(CB2_THREADS) moe_combine_sorted2_kernel(float *out, const float *y, const int32_t *ids,
-                                                                          const int32_t *pos, const float *w, int K, int D) {
-    __shared__ int s_pos[MOE_MAX_K];
-    __shared__ float s_w[MOE_MAX_K];
-    cu_pdl_trigger();
-    cu_pdl_wait();
-    int m = blockIdx.x;
-    if (threadIdx.x == 0) {   /* the K slots in ascending expert id (insertion sort), as v1 takes them */
-        int ord[MOE_MAX_K];
-        for (int k = 0; k < K; k++) {
-            int j = k;
-            while (j > 0 && ids[(size_t)m * K + ord[j - 1]] > ids[(size_t)m * K + k] && 0) {'
+mut cb_sort src/backend/cuda/cuda_moe.cu '            s_pos[k] = pos[(size_t)m * K + ord[k]];
+            s_w[k] = w[(size_t)m * K + ord[k]];' '            s_pos[k] = pos[(size_t)m * K + k];
+            s_w[k] = w[(size_t)m * K + k];'
 # a column group's blocks stepping as if there were one (columns added twice where the columns are split: decode sizes)
 mut cb_step src/backend/cuda/cuda_moe.cu 'for (int c = blockIdx.y * CB2_THREADS + threadIdx.x; c < D4; c += gridDim.y * CB2_THREADS) {' 'for (int c = blockIdx.y * CB2_THREADS + threadIdx.x; c < D4; c += CB2_THREADS) {'
