@@ -1433,3 +1433,9 @@ fi
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"
+# s20a: test_cuda_ops in full with the nineteenth session's final defaults (cut short in its run 4), then the FP8 decode
+# rows of this tree (the twentieth session's baseline)
+if want s20a; then
+  step ops_full 420 $B/test_cuda_ops
+  step dec_base 90 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s20-base-fp8
+fi
