@@ -158,6 +158,38 @@ extern "C" ds_status ds_cuda_ceilings(double *copy_gbs, double *bf16_tflops, cha
     return DS_OK;
 }
 
+/* pt[0..n) = a permutation of 0..n-1: identity, then a Fisher-Yates shuffle by a fixed LCG (seed 12345). */
+static void shuffle_pages(int32_t *pt, int n) {
+    for (int i = 0; i < n; i++) pt[i] = i;
+    uint64_t r = 12345;
+    for (int i = n - 1; i > 0; i--) {
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        int j = (int)((r >> 33) % (uint64_t)(i + 1)), t = pt[i];
+        pt[i] = pt[j];
+        pt[j] = t;
+    }
+}
+
+/* Median milliseconds between cu_mla_ev[0] / [1] (the attention kernel alone) over `reps` runs of fn(ctx),
+ * no warm-up; creates the events, sets cu_mla_ev_on for the runs and destroys them after. */
+static double time_attn_kernel(void (*fn)(void *), void *ctx, int reps) {
+    float t[64];
+    if (reps > 64) reps = 64;
+    CUDA_CHECK(cudaEventCreate(&cu_mla_ev[0]));
+    CUDA_CHECK(cudaEventCreate(&cu_mla_ev[1]));
+    cu_mla_ev_on = 1;
+    for (int r = 0; r < reps; r++) {
+        fn(ctx);
+        CUDA_CHECK(cudaEventSynchronize(cu_mla_ev[1]));
+        CUDA_CHECK(cudaEventElapsedTime(&t[r], cu_mla_ev[0], cu_mla_ev[1]));
+    }
+    cu_mla_ev_on = 0;
+    CUDA_CHECK(cudaEventDestroy(cu_mla_ev[0]));
+    CUDA_CHECK(cudaEventDestroy(cu_mla_ev[1]));
+    qsort(t, (size_t)reps, sizeof(float), cmp_f);
+    return t[reps / 2];
+}
+
 typedef struct {
     ds_backend *be;
     float *out, *q;
@@ -211,14 +243,7 @@ extern "C" ds_status ds_cuda_bench_mla(const ds_config *cfg, int n_seqs, int ctx
     int32_t *start = (int32_t *)calloc((size_t)n_seqs + 1, 4), *sctx = (int32_t *)calloc((size_t)n_seqs, 4);
     int32_t *pt = (int32_t *)calloc((size_t)n_pages, 4);
     m.seqs = (int *)calloc((size_t)n_seqs, sizeof(int));
-    for (int i = 0; i < n_pages; i++) pt[i] = i;
-    uint64_t r = 12345;
-    for (int i = n_pages - 1; i > 0; i--) {
-        r = r * 6364136223846793005ull + 1442695040888963407ull;
-        int j = (int)((r >> 33) % (uint64_t)(i + 1)), t = pt[i];
-        pt[i] = pt[j];
-        pt[j] = t;
-    }
+    shuffle_pages(pt, n_pages);
     for (int s = 0; s < n_seqs; s++) {
         pos[s] = ctx - 1;
         start[s] = s;
@@ -236,26 +261,14 @@ extern "C" ds_status ds_cuda_bench_mla(const ds_config *cfg, int n_seqs, int ctx
         *gbs = bytes / (ms * 1e-3) / 1e9;
         /* the attention kernel alone (between events attn_fused records around its launch): its bytes are
          * the cache rows, counted once (q in and the split partials out are not counted) */
-        float t[20];
         if (!cb->opt.fused_attn) {   /* one kernel per sequence: no single kernel to time */
             *kern_ms = ms;
             *kern_gbs = *gbs;
             goto done;
         }
-        CUDA_CHECK(cudaEventCreate(&cu_mla_ev[0]));
-        CUDA_CHECK(cudaEventCreate(&cu_mla_ev[1]));
-        cu_mla_ev_on = 1;
-        for (int r = 0; r < 20; r++) {
-            do_mla(&m);
-            CUDA_CHECK(cudaEventSynchronize(cu_mla_ev[1]));
-            CUDA_CHECK(cudaEventElapsedTime(&t[r], cu_mla_ev[0], cu_mla_ev[1]));
-        }
-        cu_mla_ev_on = 0;
-        CUDA_CHECK(cudaEventDestroy(cu_mla_ev[0]));
-        CUDA_CHECK(cudaEventDestroy(cu_mla_ev[1]));
-        qsort(t, 20, sizeof(float), cmp_f);
-        *kern_ms = t[10];
-        *kern_gbs = (double)n_seqs * ctx * tb / (t[10] * 1e-3) / 1e9;
+        double kms = time_attn_kernel(do_mla, &m, 20);
+        *kern_ms = kms;
+        *kern_gbs = (double)n_seqs * ctx * tb / (kms * 1e-3) / 1e9;
     }
 done:
     free(tok); free(pos); free(start); free(sctx); free(pt); free(m.seqs);
@@ -308,16 +321,7 @@ extern "C" ds_status ds_cuda_bench_fa(const ds_config *cfg, int P, double *ms_ou
     m.kvb.dtype = DS_DTYPE_BF16;
     m.kvb.rows = H * (dn + dv);
     m.kvb.cols = C;
-    for (int i = 0; i < n_pages; i++) pt[i] = i;
-    {
-        uint64_t r = 12345;
-        for (int i = n_pages - 1; i > 0; i--) {
-            r = r * 6364136223846793005ull + 1442695040888963407ull;
-            int j = (int)((r >> 33) % (uint64_t)(i + 1)), t = pt[i];
-            pt[i] = pt[j];
-            pt[j] = t;
-        }
-    }
+    shuffle_pages(pt, n_pages);
     for (int i = 0; i < P; i++) pos[i] = i;
     m.seqs = &seq0;
     m.n = 1;
@@ -327,20 +331,7 @@ extern "C" ds_status ds_cuda_bench_fa(const ds_config *cfg, int P, double *ms_ou
     }
     if (!st) {
         *ms_out = time_median(do_fa, &m, 10);
-        float t[10];
-        CUDA_CHECK(cudaEventCreate(&cu_mla_ev[0]));
-        CUDA_CHECK(cudaEventCreate(&cu_mla_ev[1]));
-        cu_mla_ev_on = 1;
-        for (int r = 0; r < 10; r++) {
-            do_fa(&m);
-            CUDA_CHECK(cudaEventSynchronize(cu_mla_ev[1]));
-            CUDA_CHECK(cudaEventElapsedTime(&t[r], cu_mla_ev[0], cu_mla_ev[1]));
-        }
-        cu_mla_ev_on = 0;
-        CUDA_CHECK(cudaEventDestroy(cu_mla_ev[0]));
-        CUDA_CHECK(cudaEventDestroy(cu_mla_ev[1]));
-        qsort(t, 10, sizeof(float), cmp_f);
-        *kern_ms = t[5];
+        *kern_ms = time_attn_kernel(do_fa, &m, 10);
     }
 done:
     free(tok); free(pos); free(pt);
