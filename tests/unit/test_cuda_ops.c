@@ -971,6 +971,9 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc, i
                 flips++;
                 exclude[r] = 1;
                 printf("  %-8s moe M=%d: row %d differs (routing near-tie), excluded\n", s->name, M, rows[r]);
+            } else if (num > (tc ? 1e-3 : 1e-6) * den) {   /* the rows a failure comes from, for its diagnosis */
+                printf("  %-8s moe M=%d: row %d differs, nmse %.3g (no near-tie allowance left)\n", s->name, M, rows[r],
+                       num / (den > 0 ? den : 1));
             }
         }
         char name[64];
@@ -1428,7 +1431,7 @@ static void check_router(setup *s, ds_backend *gpu, const char *how, int M, cons
 }
 
 /* V2-Lite (softmax, greedy, 64 experts), V2-Lite with 60 experts (a partial slice of 8), V3 (sigmoid, noaux_tc
- * with the bias, 8 groups, 256 experts over 32 slices), each fused and not; 1 .. 257 tokens (257: past the fused
+ * with the bias, 8 groups, 256 experts over 32 slices), each fused (ticket and cluster forms) and not; 1 .. 257 tokens (257: past the fused
  * kernel's limit, the two launches). DSINFER_OPS_ONLY=router runs these alone. */
 static void run_router(void) {
     if (only && strcmp(only, "router")) return;
@@ -1449,11 +1452,14 @@ static void run_router(void) {
         setenv("DSINFER_CUDA_ROUTER_FUSED", "1", 1);
         setenv("DSINFER_CUDA_ROUTER_FUSED_MIN_M", "1", 1);   /* from one token, whatever the default */
         ds_backend *fu = ds_backend_cuda_new(&s.cfg, err);
+        setenv("DSINFER_CUDA_ROUTER_FUSED", "2", 1);   /* the cluster form (router_cl_kernel) */
+        ds_backend *cl = fu ? ds_backend_cuda_new(&s.cfg, err) : NULL;
         unsetenv("DSINFER_CUDA_ROUTER_FUSED");
         unsetenv("DSINFER_CUDA_ROUTER_FUSED_MIN_M");
-        if (!s.gpu || !fu) {
+        if (!s.gpu || !fu || !cl) {
             CHECKF(0, "%s", err);
             if (fu) fu->destroy(fu);
+            if (cl) cl->destroy(cl);
             free_setup(&s);
             continue;
         }
@@ -1466,11 +1472,13 @@ static void run_router(void) {
         for (int i = 0; i < NM(Ms); i++) {
             if (Ms[i] > max_m) continue;
             check_router(&s, fu, "fused", Ms[i], &rw, has_bias ? &rb : NULL);
+            check_router(&s, cl, "cluster", Ms[i], &rw, has_bias ? &rb : NULL);
             check_router(&s, s.gpu, "two launches", Ms[i], &rw, has_bias ? &rb : NULL);
         }
         free_weight(&rw);
         if (has_bias) free_weight(&rb);
         fu->destroy(fu);
+        cl->destroy(cl);
         free_setup(&s);
     }
 }

@@ -342,6 +342,148 @@ __global__ void __launch_bounds__(RF_WARPS * 32) router_fused_kernel(const float
     group_block(ids, wout, M, rc.K, E, go.offsets, go.rows, go.rw, go.pos_of, 0, E, cnt, ids_s, RF_GROUP_IDS, true);
 }
 
+/* ---- the router in one kernel on a thread-block cluster (opt.router_fused == 2; DSINFER_CUDA_ROUTER_FUSED=2) -------
+ * router_fused_kernel's tail is serial: a block's logits go to global memory, a fence, a ticket, and the group's last
+ * block reads them back from L2 and routes 4 tokens one after the other (ncu at FP8 b64: 15.7 us a layer, 34k cycles
+ * elapsed against 19k SM-active; RESULTS sixteenth session run 4). Here the RC_CL blocks of one token group are one
+ * cluster: block (rank r, group y) computes the logits of experts [r epb, (r + 1) epb) for tokens y RC_TOK ..
+ * + RC_TOK - 1 into its shared memory (and logits [M, E]); after a cluster barrier block r < RC_TOK routes token
+ * y RC_TOK + r, reading the E logits from the cluster's shared memories (PTX ISA "distributed shared memory"), with
+ * route_warp. Loads: each warp's first expert's first RC_PRE weight chunks a lane are requested before cu_pdl_wait
+ * (weights are no kernel's output), then the group's x rows go to shared memory (all of a thread's float4 loads in
+ * flight at once), so a block makes about two memory round trips where router_fused_kernel made one a chunk group.
+ * Sums: fp32, each lane over its 16-byte weight chunks (lane, lane + 32, ...) in order, then the warp's tree, as
+ * router_fused_kernel. Grid (RC_CL, ceil(M / RC_TOK)), cluster (RC_CL, 1, 1), RC_WARPS warps, dynamic shared
+ * memory RC_TOK x D floats. */
+#define RC_CL 8        /* blocks a cluster: the expert slices (the portable cluster size) */
+#define RC_TOK 4       /* tokens a cluster */
+#define RC_WARPS 8
+#define RC_PRE 8       /* weight chunks a lane held in registers at once */
+#define RC_MAX_EPB (MOE_MAX_EXPERTS / RC_CL)
+static_assert(RC_TOK <= RC_CL, "each token of a group is routed by its own block");
+
+__device__ __forceinline__ void rc_cluster_sync(void) {
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+/* the float at this block's shared address p, read from block `rank` of the cluster */
+__device__ __forceinline__ float rc_ld_remote(const float *p, int rank) {
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(p), r;
+    float v;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(rank));
+    asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(r) : "memory");
+    return v;
+}
+
+template <bool BF16>
+__global__ void __launch_bounds__(RC_WARPS * 32) router_cl_kernel(const float *x, cu_wview w, float *logits,
+                                                                  const float *bias, int32_t *ids, float *wout, int M,
+                                                                  route_cfg rc) {
+    extern __shared__ float4 rc_x4[];   /* x rows m0 .. m0 + nt - 1, [RC_TOK][D] */
+    __shared__ float lg_sh[RC_TOK][RC_MAX_EPB];
+    __shared__ float s_sh[MOE_MAX_EXPERTS], b_sh[MOE_MAX_EXPERTS], g_sh[MOE_MAX_GROUPS];
+    __shared__ unsigned char taken[MOE_MAX_EXPERTS];
+    __shared__ float red;
+    constexpr int V = BF16 ? 8 : 4;   /* weight values a 16-byte chunk */
+    cu_pdl_trigger();
+    const float *xs = (const float *)rc_x4;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, E = rc.E, D = w.cols, nck = D / V;
+    int rank = blockIdx.x, epb = (E + RC_CL - 1) / RC_CL, e_lo = rank * epb, e_hi = e_lo + epb < E ? e_lo + epb : E;
+    int m0 = blockIdx.y * RC_TOK, nt = M - m0 < RC_TOK ? M - m0 : RC_TOK;
+    int e = e_lo + warp;
+    uint4 pre[RC_PRE];
+    if (e < e_hi) {   /* the first expert's first chunks: weights, no kernel's output (the PDL contract) */
+        const uint4 *wr = (const uint4 *)((const char *)w.data + (size_t)e * D * (BF16 ? 2 : 4));
+#pragma unroll
+        for (int i = 0; i < RC_PRE; i++)
+            if (lane + 32 * i < nck) pre[i] = __ldg(wr + lane + 32 * i);
+    }
+    cu_pdl_wait();
+    const float4 *xg = (const float4 *)(x + (size_t)m0 * D);
+    for (int i = threadIdx.x; i < nt * D / 4; i += blockDim.x) rc_x4[i] = xg[i];
+    __syncthreads();
+    for (bool first = true; e < e_hi; e += RC_WARPS, first = false) {
+        const uint4 *wr = (const uint4 *)((const char *)w.data + (size_t)e * D * (BF16 ? 2 : 4));
+        float acc[RC_TOK];
+#pragma unroll
+        for (int j = 0; j < RC_TOK; j++) acc[j] = 0.0f;
+        for (int c0 = 0; c0 < nck; c0 += 32 * RC_PRE) {
+            if (!first || c0) {
+#pragma unroll
+                for (int i = 0; i < RC_PRE; i++)
+                    if (c0 + lane + 32 * i < nck) pre[i] = __ldg(wr + c0 + lane + 32 * i);
+            }
+#pragma unroll
+            for (int i = 0; i < RC_PRE; i++) {
+                int c = c0 + lane + 32 * i;
+                if (c >= nck) break;
+                float wv[V];
+                if (BF16) {
+                    cu_bf16x8(pre[i], wv);
+                } else {
+                    wv[0] = __uint_as_float(pre[i].x);
+                    wv[1] = __uint_as_float(pre[i].y);
+                    wv[2] = __uint_as_float(pre[i].z);
+                    wv[3] = __uint_as_float(pre[i].w);
+                }
+#pragma unroll
+                for (int j = 0; j < RC_TOK; j++) {
+                    if (j >= nt) break;
+                    const float4 *xp = (const float4 *)(xs + (size_t)j * D + (size_t)c * V);
+#pragma unroll
+                    for (int q = 0; q < V / 4; q++) {
+                        float4 a = xp[q];
+                        acc[j] = fmaf(wv[4 * q], a.x, acc[j]);
+                        acc[j] = fmaf(wv[4 * q + 1], a.y, acc[j]);
+                        acc[j] = fmaf(wv[4 * q + 2], a.z, acc[j]);
+                        acc[j] = fmaf(wv[4 * q + 3], a.w, acc[j]);
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < RC_TOK; j++) acc[j] = cu_warp_sum(acc[j]);
+        if (lane == 0)
+            for (int j = 0; j < nt; j++) {
+                lg_sh[j][e - e_lo] = acc[j];
+                logits[(size_t)(m0 + j) * E + e] = acc[j];
+            }
+    }
+    rc_cluster_sync();   /* every slice's logits in its block's shared memory */
+    if (rank < nt && warp == 0) {
+        for (int i = lane; i < E; i += 32) s_sh[i] = rc_ld_remote(&lg_sh[rank][i % epb], i / epb);
+        __syncwarp();
+        route_warp(s_sh, bias, ids, wout, m0 + rank, rc, s_sh, b_sh, g_sh, taken, &red);
+    }
+    rc_cluster_sync();   /* no block leaves while another may still read its shared memory */
+}
+
+/* router_cl_kernel over M tokens (the checks of router_fused below passed; E <= RC_CL RC_MAX_EPB) */
+template <bool BF16>
+static void router_cl_launch(const float *x, const ds_weight *r, int M, float *logits, const float *bias, int32_t *ids,
+                             float *w, route_cfg rc) {
+    size_t smem = (size_t)RC_TOK * r->cols * 4;
+    static size_t smem_set;   /* the largest dynamic size allowed so far (racing backends set it twice: harmless) */
+    if (smem > 48 * 1024 && smem > smem_set) {
+        CUDA_CHECK(cudaFuncSetAttribute(router_cl_kernel<BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        smem_set = smem;
+    }
+    cudaLaunchAttribute at[2];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = RC_CL;
+    at[0].val.clusterDim.y = 1;
+    at[0].val.clusterDim.z = 1;
+    at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[1].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(RC_CL, (unsigned)((M + RC_TOK - 1) / RC_TOK));
+    cfg.blockDim = dim3(RC_WARPS * 32);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = cu_stream;
+    cfg.attrs = at;
+    cfg.numAttrs = cu_pdl ? 2 : 1;
+    CUDA_CHECK(cudaLaunchKernelEx(&cfg, router_cl_kernel<BF16>, x, cu_view(r), logits, bias, ids, w, M, rc));
+}
+
 /* The fused router for M tokens where it applies (opt.router_fused for router_fused_min_m .. _max_m rows, a BF16 or fp32
  * router of E rows, D % 8 (BF16) or % 4 (fp32), 16-byte aligned x and weight); 0 (nothing launched) otherwise. */
 static int router_fused(ds_cuda_backend *cb, const ds_weight *r, const float *x, int M, float *logits,
@@ -350,6 +492,12 @@ static int router_fused(ds_cuda_backend *cb, const ds_weight *r, const float *x,
     int bf = r->dtype == DS_DTYPE_BF16 && !r->scale, f32 = r->dtype == DS_DTYPE_F32 && !r->scale;
     if ((!bf && !f32) || r->rows != rc.E || r->cols % (bf ? 8 : 4) || ((uintptr_t)x & 15) || ((uintptr_t)r->data & 15))
         return 0;
+    if (cb->opt.router_fused == 2 && !go && rc.E <= RC_CL * RC_MAX_EPB && (size_t)RC_TOK * r->cols * 4 <= 200 * 1024) {
+        if (bf) router_cl_launch<true>(x, r, M, logits, bias, ids, w, rc);
+        else router_cl_launch<false>(x, r, M, logits, bias, ids, w, rc);
+        CUDA_LAUNCH_CHECK();
+        return 1;
+    }
     dim3 grid((unsigned)((M + RF_TOK - 1) / RF_TOK), (unsigned)((rc.E + RF_WARPS - 1) / RF_WARPS));
     group_out g = go ? *go : group_out{NULL, NULL, NULL, NULL};
     unsigned *t = cb->route_tickets;

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The twentieth session's mutated builds (after dev/cuda/pack.sh; then strip them and `tar cJf .deps.tar.xz .deps`):
+# each must fail `DSINFER_OPS_ONLY=router test_cuda_ops` (the cluster router, router_cl_kernel in cuda_moe.cu).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+# ONLY=a,b (name prefixes): build just those
+m=dev/cuda/build_mutant.sh
+mut() { local n=$1; if [ -n "${ONLY:-}" ]; then local ok=0 p; for p in ${ONLY//,/ }; do [[ $n == $p* ]] && ok=1; done
+  [ $ok = 1 ] || return 0; fi; bash $m "$@"; }
+F=src/backend/cuda/cuda_moe.cu
+# every expert slice's logits read from the cluster's first block
+mut rc_rank $F 's_sh[i] = rc_ld_remote(&lg_sh[rank][i % epb], i / epb);' 's_sh[i] = rc_ld_remote(&lg_sh[rank][i % epb], 0);'
+# every block routes the group's first token's logits (under its own token's index)
+mut rc_tok $F 's_sh[i] = rc_ld_remote(&lg_sh[rank][i % epb], i / epb);' 's_sh[i] = rc_ld_remote(&lg_sh[0][i % epb], i / epb);'
