@@ -12,3 +12,7 @@ F=src/backend/cuda/cuda_moe.cu
 mut rc_rank $F 's_sh[i] = rc_ld_remote(&lg_sh[rank][i % epb], i / epb);' 's_sh[i] = rc_ld_remote(&lg_sh[rank][i % epb], 0);'
 # every block routes the group's first token's logits (under its own token's index)
 mut rc_tok $F 's_sh[i] = rc_ld_remote(&lg_sh[rank][i % epb], i / epb);' 's_sh[i] = rc_ld_remote(&lg_sh[0][i % epb], i / epb);'
+# group_v3_kernel (DSINFER_OPS_ONLY=group3): a pair's rank among its warp's equal lanes counting itself (slots one late)
+mut g3_rank $F 'int p = g3_wc[(warp + 32 * h) * E + e_of[h]] + __popc(same[h] & ((1u << lane) - 1u));' 'int p = g3_wc[(warp + 32 * h) * E + e_of[h]] + __popc(same[h] & ((2u << lane) - 1u));'
+# the live experts' count one short (the last live expert's rows never computed)
+mut g3_live $F '            offsets[E + 1] = live + (c > 0);' '            offsets[E + 1] = live;'

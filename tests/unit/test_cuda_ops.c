@@ -1931,6 +1931,38 @@ static void run_route_group(void) {
     unsetenv("DSINFER_CUDA_ROUTE_GROUP");
 }
 
+/* The grouping a thread a pair (DSINFER_CUDA_GROUP3=1, group_v3_kernel, up to 2048 pairs): the whole MoE block against
+ * the CPU and bit for bit against a twin backend with it off (group_v2_kernel, or the three-launch wide grouping from
+ * 1024 pairs): V2-Lite FP8 (W8A8 experts) and BF16, V3 FP8 up to 256 tokens x top-8 = 2048 pairs (64 KB of shared
+ * memory); 342 tokens (2052 pairs) past its limit. DSINFER_OPS_ONLY=group3 runs these alone. */
+static void run_group3(void) {
+    if (only && strcmp(only, "group3")) return;
+    setup s;
+    setenv("DSINFER_CUDA_GROUP3", "1", 1);   /* the backends check_moe_dt makes; its twin with =0 */
+    moe_twin = 1;
+    moe_twin_env = "DSINFER_CUDA_GROUP3";
+    moe_thr_tc = 1e-2;   /* the shared experts' W8A8 input against the CPU's unquantized one; the exact check is the twin's */
+    setenv("DSINFER_MOE_W8A8", "1", 1);
+    setenv("DSINFER_CUDA_FP8_GEMM", "1", 1);
+    if (load_setup(&s, "v2l-g3", "configs/deepseek-v2-lite.json", 3, 16)) {
+        const int m[] = {1, 2, 8, 9, 33, 64, 170, 171, 256, 341, 342}, b[] = {1, 5, 64, 200};
+        check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
+        check_moe_dt(&s, b, NM(b), DS_DTYPE_BF16, 3, 0);
+        free_setup(&s);
+    }
+    if (load_setup(&s, "v3-g3", "configs/deepseek-v3.json", 3, 16)) {
+        const int m[] = {1, 8, 64, 127, 256};
+        check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
+        free_setup(&s);
+    }
+    unsetenv("DSINFER_MOE_W8A8");
+    unsetenv("DSINFER_CUDA_FP8_GEMM");
+    moe_thr_tc = 0;
+    moe_twin = 0;
+    moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
+    unsetenv("DSINFER_CUDA_GROUP3");
+}
+
 /* FP8 weights with every e4m3 code but NaN (w_all_codes: zeros and subnormals too, absent from the random weights,
  * whose exponents are 5 .. 8): the GEMV at 1 and 4 rows, also scaling once a chunk (DSINFER_CUDA_GEMV_F8C=1), the
  * W8A8 linear at 2, 9 and 64 rows, the grouped MoE at 1, 4 and 63 tokens, against the CPU.
@@ -2565,6 +2597,7 @@ int main(void) {
     run_f8_bn192();
     run_moe_qf();
     run_route_group();
+    run_group3();
     run_f8_lab();
     run_fa3();
     run_moe_combine2();

@@ -294,6 +294,8 @@ typedef struct {
     int shared_stream_min_m, shared_stream_max_m;   /* ... for batches of this many tokens (_MIN_M, _MAX_M; default 9 .. 128) */
     int hfuse;   /* the q (q_a) and kv_a projections in one launch (backend linear2; DSINFER_CUDA_HFUSE); 2 (default): and an MLP's gate / up */
     int mlp_fuse;   /* the W8A8 MLP's split-K sums, SiLU * up and the down input's quantization in one kernel (DSINFER_CUDA_MLP_FUSE; 1: up to 64 rows; 2 (default): above too) */
+    int group3;       /* the grouping a thread a pair with warp matches and a block scan (group_v3_kernel) up to 2048 pairs
+                       * (DSINFER_CUDA_GROUP3) */
     int combine2;     /* the routed experts' combine a token a block with 16-byte loads (moe_combine_sorted2_kernel, the same
                          bits; DSINFER_CUDA_COMBINE2, default 1) */
     int quant_warp;   /* the experts' BF16 down input quantized a warp a 128 values (rows_fp8_bf16_warp_kernel; DSINFER_CUDA_QUANT_WARP, default 1) */

@@ -719,9 +719,109 @@ static void launch_group_wide(const int32_t *ids, const float *w, int M, int K, 
     CUDA_LAUNCH_CHECK();
 }
 
-static void launch_group(const int32_t *ids, const float *w, int M, int K, int E, int32_t *d_off, int32_t *rows,
-                         float *rw, int32_t *pos) {
-    if (cu_group_v2) cu_launch(group_v2_kernel, 1, 1024, 0, ids, w, M, K, E, d_off, rows, rw, pos, 0, E);
+/* ---- grouping v3 (opt.group3; DSINFER_CUDA_GROUP3): one block, a thread a pair (two from 1024 pairs) -------------
+ * group_v2_kernel's outputs, the same values (an expert's pairs in pair order, the offsets, the live experts in
+ * increasing order, pos_of), without its serial parts: group_v2 scans all pairs once per expert (a warp an expert, n / 32
+ * ballots each, twice) and thread 0 walks the E experts for the offsets (ncu at FP8 b64: 10.2 us a layer). Here pair
+ * i = t + 1024 h of thread t sits in virtual warp v = warp + 32 h; __match_any_sync gives each pair the lanes of its
+ * warp with the same expert, whose leader writes that count to wc[v][e]; thread e sums its column, a block
+ * scan over the experts of (count | live << 16) gives the row offsets and the live list, thread e turns its column
+ * into each virtual warp's first slot, and a pair's slot is that plus its rank among its warp's equal lanes. Pair order
+ * within an expert is (virtual warp, lane) order = i order. Dynamic shared memory: ceil(n / 32) x E ints. */
+#define G3_THREADS 1024
+#define G3_MAX_N (2 * G3_THREADS)
+#define G3_MAX_E G3_THREADS
+
+static size_t g3_smem(int n, int E) { return (size_t)((n + 31) / 32) * (size_t)E * 4; }
+
+__global__ void __launch_bounds__(G3_THREADS) group_v3_kernel(const int32_t *ids, const float *w, int M, int K, int E,
+                                                              int32_t *offsets, int32_t *rows, float *rw, int32_t *pos_of) {
+    extern __shared__ int g3_wc[];   /* [ceil(n / 32)][E]: pairs of expert e in virtual warp v, then v's first slot */
+    __shared__ int wsum[G3_THREADS / 32];
+    cu_pdl_trigger();
+    int n = M * K, nvw = (n + 31) / 32, t = threadIdx.x, lane = t & 31, warp = t >> 5;
+    for (int i = t; i < nvw * E; i += G3_THREADS) g3_wc[i] = 0;
+    cu_pdl_wait();
+    int e_of[2];
+    unsigned same[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        int i = t + h * G3_THREADS;
+        e_of[h] = i < n ? ids[i] : -1;
+        same[h] = __match_any_sync(0xffffffffu, e_of[h]);
+    }
+    __syncthreads();   /* wc zeroed */
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+        if (e_of[h] >= 0 && lane == __ffs(same[h]) - 1) g3_wc[(warp + 32 * h) * E + e_of[h]] = __popc(same[h]);
+    __syncthreads();
+    int c = 0;
+    if (t < E) {
+        for (int v = 0; v < nvw; v++) c += g3_wc[v * E + t];   /* expert t's pairs */
+    }
+    /* inclusive scan of (count | live << 16) over threads 0 .. E - 1 (counts <= 2048, live <= E: no carry) */
+    int val = t < E ? c | (c > 0) << 16 : 0, inc = val;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        int y = __shfl_up_sync(0xffffffffu, inc, o);
+        if (lane >= o) inc += y;
+    }
+    if (lane == 31) wsum[warp] = inc;
+    __syncthreads();
+    if (warp == 0) {
+        int x = wsum[lane], xi = x;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            int y = __shfl_up_sync(0xffffffffu, xi, o);
+            if (lane >= o) xi += y;
+        }
+        wsum[lane] = xi - x;   /* exclusive: the warps before */
+    }
+    __syncthreads();
+    if (t < E) {
+        int ex = inc - val + wsum[warp], off = ex & 0xffff, live = ex >> 16;
+        offsets[t] = off;
+        if (c) offsets[E + 2 + live] = t;
+        if (t == E - 1) {
+            offsets[E] = off + c;
+            offsets[E + 1] = live + (c > 0);
+        }
+        for (int v = 0, acc = off; v < nvw; v++) {
+            int k = g3_wc[v * E + t];
+            g3_wc[v * E + t] = acc;
+            acc += k;
+        }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        int i = t + h * G3_THREADS;
+        if (e_of[h] < 0) continue;
+        int p = g3_wc[(warp + 32 * h) * E + e_of[h]] + __popc(same[h] & ((1u << lane) - 1u));
+        if (pos_of) pos_of[i] = p;
+        rows[p] = i / K;
+        rw[p] = w[i];
+    }
+}
+
+/* group_v3_kernel applies: the backend's switch, n <= G3_MAX_N pairs, E <= G3_MAX_E */
+static int g3_fits(const ds_cuda_backend *cb, int n, int E) { return cb->opt.group3 && n <= G3_MAX_N && E <= G3_MAX_E; }
+
+static void launch_group3(const int32_t *ids, const float *w, int M, int K, int E, int32_t *d_off, int32_t *rows, float *rw,
+                          int32_t *pos) {
+    size_t smem = g3_smem(M * K, E);
+    static size_t smem_set;   /* the largest dynamic size allowed so far (racing backends set it twice: harmless) */
+    if (smem > 48 * 1024 && smem > smem_set) {
+        CUDA_CHECK(cudaFuncSetAttribute(group_v3_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        smem_set = smem;
+    }
+    cu_launch(group_v3_kernel, 1, G3_THREADS, smem, ids, w, M, K, E, d_off, rows, rw, pos);
+}
+
+static void launch_group(const ds_cuda_backend *cb, const int32_t *ids, const float *w, int M, int K, int E, int32_t *d_off,
+                         int32_t *rows, float *rw, int32_t *pos) {
+    if (g3_fits(cb, M * K, E)) launch_group3(ids, w, M, K, E, d_off, rows, rw, pos);
+    else if (cu_group_v2) cu_launch(group_v2_kernel, 1, 1024, 0, ids, w, M, K, E, d_off, rows, rw, pos, 0, E);
     else group_kernel<<<1, E < 1024 ? E : 1024, 0, cu_stream>>>(ids, w, M, K, E, d_off, rows, rw, pos);
     CUDA_LAUNCH_CHECK();
 }
@@ -1046,8 +1146,8 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
         float *inter, *y0;
         int32_t *pos;
         grouped_ws(cb, MK, 0, 0, &inter, &y0, &pos);   /* pos [MK], then room for the chunk histograms */
-        if (cu_group_wide) launch_group_wide(ids, w, M, K, E, d_off, rows, rw, pos, pos + MK);
-        else launch_group(ids, w, M, K, E, d_off, rows, rw, pos);
+        if (cu_group_wide && !g3_fits(cb, (int)MK, E)) launch_group_wide(ids, w, M, K, E, d_off, rows, rw, pos, pos + MK);
+        else launch_group(cb, ids, w, M, K, E, d_off, rows, rw, pos);
         cu_optimes_phase(cb, "  moe: grouping");
         int32_t off[MOE_MAX_EXPERTS + 1];
         CUDA_CHECK(cudaMemcpy(off, d_off, sizeof(int32_t) * (size_t)(E + 1), cudaMemcpyDeviceToHost));
@@ -1068,13 +1168,13 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
          * a layer expected against the one-block group_v2_kernel (ncu, sixth session run 4); the same rows,
          * offsets and pos_of */
         if (grouped) cu_optimes_phase(cb, "  moe: (grouped by the routing kernel)");
-        else if (wide) launch_group_wide(ids, w, M, K, E, d_off, rows, rw, pos, pos + MK);
-        else launch_group(ids, w, M, K, E, d_off, rows, rw, pos);
+        else if (wide && !g3_fits(cb, (int)MK, E)) launch_group_wide(ids, w, M, K, E, d_off, rows, rw, pos, pos + MK);
+        else launch_group(cb, ids, w, M, K, E, d_off, rows, rw, pos);
         if (!side) shared_in_line(be, out, x, L, M);
         moe_grouped(cb, out, x, L, M, ids, w, rows, d_off, pos, inter, y, E, K, grouped_tc, 0);
         return;
     }
-    launch_group(ids, w, M, K, E, d_off, rows, rw, NULL);
+    launch_group(cb, ids, w, M, K, E, d_off, rows, rw, NULL);
     int32_t off[MOE_MAX_EXPERTS + 1];
     CUDA_CHECK(cudaMemcpy(off, d_off, sizeof(int32_t) * (size_t)(E + 1), cudaMemcpyDeviceToHost));
     shared_in_line(be, out, x, L, M);
