@@ -1442,19 +1442,16 @@ fi
 # s20b: the cluster router (DSINFER_CUDA_ROUTER_FUSED=2, router_cl_kernel) and the grouping a thread a pair
 # (DSINFER_CUDA_GROUP3=1, group_v3_kernel): op tests (router: against the CPU, both fused forms and the two launches;
 # group3: against the CPU and a twin with it off), their mutants, the f8codes case that failed in s20a with its seed
-# (COMBINE2 on and off: a routing near-tie or a kernel?), `bench --mla` / `--fa` after the cuda_bench.cu helpers, FP8
-# decode rows (router 1 / 2 / 2 with group3) alternated twice
+# (its rows printed: a routing near-tie or a kernel?), FP8 decode rows (router 1 / router 2 with group3, alternated
+# twice; router 2 alone once)
 if want s20b; then
   step ops_router 100 env DSINFER_OPS_ONLY=router $B/test_cuda_ops
   step ops_group3 150 env DSINFER_OPS_ONLY=group3 $B/test_cuda_ops
   for mb in $B/test_cuda_ops_mut_rc_*; do [ -x "$mb" ] && mutant "$mb" router 64 60; done
   for mb in $B/test_cuda_ops_mut_g3_*; do [ -x "$mb" ] && mutant "$mb" group3 64 60; done
-  for v in 1 0; do step f8codes_cb$v 40 env DSINFER_SEED=1796214455 DSINFER_CUDA_COMBINE2=$v DSINFER_OPS_ONLY=f8codes $B/test_cuda_ops; done
-  step bench_mla 40 $B/dsinfer bench --mla
-  step bench_fa 40 env DSINFER_CUDA_TC=1 $B/dsinfer bench --fa --prompt 2048,8192
-  for r in 1 2; do
-    for v in "1 0" "2 0" "2 1"; do set -- $v
-      step dec_rf$1g$2 40 env DSINFER_CUDA_TC=1 DSINFER_CUDA_ROUTER_FUSED=$1 DSINFER_CUDA_GROUP3=$2 $B/dsinfer bench --dtype fp8 --batch 16,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s20-rf$1-g$2-fp8
-    done
+  step f8codes_seed 40 env DSINFER_SEED=1796214455 DSINFER_OPS_ONLY=f8codes $B/test_cuda_ops
+  # (router 1 = the ticket kernel from 9 tokens; 2 = the cluster kernel from 1 token, ROUTER_FUSED_MIN_M=1)
+  for v in "1 0 9" "2 1 1" "1 0 9" "2 1 1" "2 0 1"; do set -- $v
+    step dec_rf$1g$2 50 env DSINFER_CUDA_TC=1 DSINFER_CUDA_ROUTER_FUSED=$1 DSINFER_CUDA_GROUP3=$2 DSINFER_CUDA_ROUTER_FUSED_MIN_M=$3 $B/dsinfer bench --dtype fp8 --batch 1,8,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s20-rf$1-g$2-fp8
   done
 fi
