@@ -16,3 +16,5 @@ mut rc_tok $F 's_sh[i] = rc_ld_remote(&lg_sh[rank][i % epb], i / epb);' 's_sh[i]
 mut g3_rank $F 'int p = g3_wc[(warp + 32 * h) * E + e_of[h]] + __popc(same[h] & ((1u << lane) - 1u));' 'int p = g3_wc[(warp + 32 * h) * E + e_of[h]] + __popc(same[h] & ((2u << lane) - 1u));'
 # the live experts' count one short (the last live expert's rows never computed)
 mut g3_live $F '            offsets[E + 1] = live + (c > 0);' '            offsets[E + 1] = live;'
+# mla_combine_v3_kernel (DSINFER_OPS_ONLY=combine, against v1 bit for bit): a thread's first column summed from its second
+mut cb3_col src/backend/cuda/cuda_attn.cu '        a0 += w * pv[s].x;' '        a0 += w * pv[s].y;'

@@ -1367,7 +1367,7 @@ if want ncu19; then
   done
   step sanitize_fa3 200 env DSINFER_OPS_ONLY=fa3 DSINFER_OPS_MAX_M=129 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 $B/test_cuda_ops
 fi
-# cb19: the routed experts' combine a token a block (DSINFER_CUDA_COMBINE2): its op tests and mutants, prefill and decode
+# cb19: the routed experts' combine a token a block (DSINFER_CUDA_MOE_COMBINE2): its op tests and mutants, prefill and decode
 # rows with =0 / =1 alternated; `bench --fa` with the tensor-core options (the op as prefill runs it)
 if want cb19; then
   step ops_cb 200 env DSINFER_OPS_ONLY=moecomb $B/test_cuda_ops
@@ -1376,9 +1376,9 @@ if want cb19; then
   for r in 1 2; do
     for v in 0 1; do
       for dt in bf16 fp8; do
-        step pre_cb$v$dt 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_COMBINE2=$v $B/dsinfer bench --dtype $dt --batch '' --ctx '' --prompt 2048,8192 --steps 1 --csv $CSV --label s19-cb$v-$dt
+        step pre_cb$v$dt 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_COMBINE2=$v $B/dsinfer bench --dtype $dt --batch '' --ctx '' --prompt 2048,8192 --steps 1 --csv $CSV --label s19-cb$v-$dt
       done
-      step dec_cb${v} 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_COMBINE2=$v $B/dsinfer bench --dtype fp8 --batch 1,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s19-cb$v-fp8
+      step dec_cb${v} 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_COMBINE2=$v $B/dsinfer bench --dtype fp8 --batch 1,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s19-cb$v-fp8
     done
   done
 fi
@@ -1439,19 +1439,23 @@ if want s20a; then
   step ops_full 420 $B/test_cuda_ops
   step dec_base 90 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s20-base-fp8
 fi
-# s20b: the cluster router (DSINFER_CUDA_ROUTER_FUSED=2, router_cl_kernel) and the grouping a thread a pair
-# (DSINFER_CUDA_GROUP3=1, group_v3_kernel): op tests (router: against the CPU, both fused forms and the two launches;
-# group3: against the CPU and a twin with it off), their mutants, the f8codes case that failed in s20a with its seed
-# (its rows printed: a routing near-tie or a kernel?), FP8 decode rows (router 1 / router 2 with group3, alternated
-# twice; router 2 alone once)
+# s20b: the cluster router (DSINFER_CUDA_ROUTER_FUSED=2, router_cl_kernel), the grouping a thread a pair
+# (DSINFER_CUDA_GROUP3=1, group_v3_kernel) and the MLA split combine v3 (DSINFER_CUDA_COMBINE2=3): op tests (router:
+# against the CPU, both fused forms and the two launches; group3: against the CPU and a twin with it off; combine: v2 and
+# v3 against v1 bit for bit), their mutants, the f8codes case that failed in s20a with its seed (its rows printed: a
+# routing near-tie or a kernel?), FP8 decode rows: the defaults, each change alone, all three, alternated twice
+# (router 2 from 1 token: ROUTER_FUSED_MIN_M=1)
 if want s20b; then
   step ops_router 100 env DSINFER_OPS_ONLY=router $B/test_cuda_ops
   step ops_group3 150 env DSINFER_OPS_ONLY=group3 $B/test_cuda_ops
+  step ops_combine 100 env DSINFER_OPS_ONLY=combine $B/test_cuda_ops
   for mb in $B/test_cuda_ops_mut_rc_*; do [ -x "$mb" ] && mutant "$mb" router 64 60; done
   for mb in $B/test_cuda_ops_mut_g3_*; do [ -x "$mb" ] && mutant "$mb" group3 64 60; done
+  for mb in $B/test_cuda_ops_mut_cb3_*; do [ -x "$mb" ] && mutant "$mb" combine '' 60; done
   step f8codes_seed 40 env DSINFER_SEED=1796214455 DSINFER_OPS_ONLY=f8codes $B/test_cuda_ops
-  # (router 1 = the ticket kernel from 9 tokens; 2 = the cluster kernel from 1 token, ROUTER_FUSED_MIN_M=1)
-  for v in "1 0 9" "2 1 1" "1 0 9" "2 1 1" "2 0 1"; do set -- $v
-    step dec_rf$1g$2 50 env DSINFER_CUDA_TC=1 DSINFER_CUDA_ROUTER_FUSED=$1 DSINFER_CUDA_GROUP3=$2 DSINFER_CUDA_ROUTER_FUSED_MIN_M=$3 $B/dsinfer bench --dtype fp8 --batch 1,8,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s20-rf$1-g$2-fp8
+  for r in 1 2; do
+    for v in "1 0 1 9 base" "2 0 1 1 rf2" "1 1 1 9 g3" "1 0 3 9 cb3" "2 1 3 1 all"; do set -- $v
+      step dec_$5 40 env DSINFER_CUDA_TC=1 DSINFER_CUDA_ROUTER_FUSED=$1 DSINFER_CUDA_GROUP3=$2 DSINFER_CUDA_COMBINE2=$3 DSINFER_CUDA_ROUTER_FUSED_MIN_M=$4 $B/dsinfer bench --dtype fp8 --batch 1,8,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s20-$5-fp8
+    done
   done
 fi

@@ -1557,7 +1557,8 @@ static void run_kvb_copy(void) {
 }
 
 /* The MLA split combine with its loads issued at once (mla_combine_v2_kernel; DSINFER_CUDA_COMBINE2=2: at every grid
- * size, by default small grids only) against mla_combine_kernel (=0): the absorbed attention's output the same bits.
+ * size, by default small grids only; mla_combine_v3_kernel, =3) against mla_combine_kernel (=0): the absorbed attention's
+ * output the same bits.
  * The switch is a process-wide flag read at backend creation: the setup's backend is made with it off, runs, then a
  * second backend turns it on and the setup's backend runs again. Ragged batches of M tokens with cached prefixes of up to max_cached rows: at 1
  * token up to 64 splits (two a lane in the kernel's warp 0), some of them empty. DSINFER_OPS_ONLY=combine. */
@@ -1594,6 +1595,19 @@ static void check_combine2(const char *name, const char *path, int heads, int M,
         s.cpu->attn_absorbed(s.cpu, o2.h, q.h, cache.h, &kvb.h, b.seqs, b.m.n_seqs);
         compare(&s, "attn absorbed, combine v2", M, &o2, THR_TC, 0);
         on->destroy(on);
+        setenv("DSINFER_CUDA_COMBINE2", "3", 1);
+        on = ds_backend_cuda_new(&s.cfg, err);                                          /* v3 at every size */
+        unsetenv("DSINFER_CUDA_COMBINE2");
+        CHECKF(on != NULL, "%s", err);
+        if (on) {
+            buf_poison(&o2);
+            s.gpu->attn_absorbed(s.gpu, o2.d, q.d, cache.d, &kvb.d, b.seqs, b.m.n_seqs);   /* mla_combine_v3_kernel */
+            diff = device_units_differ(&s, o1.d, o2.d, n, sizeof(float));
+            printf("  %-8s attn absorbed M=%d (cached <= %d): combine v3 against v1: %zu of %zu values differ\n", s.name, M,
+                   max_cached, diff, n);
+            CHECKF(diff == 0, "%s M=%d: mla_combine_v3_kernel changes %zu values", s.name, M, diff);
+            on->destroy(on);
+        }
         ds_backend *dflt = ds_backend_cuda_new(&s.cfg, err);   /* the flag back to its default for the tests after */
         if (dflt) dflt->destroy(dflt);
     }
@@ -1610,6 +1624,8 @@ static void run_combine2(void) {
     check_combine2("v2l-cb2", "configs/deepseek-v2-lite.json", 0, 40, 300);
     check_combine2("v3-cb2", "configs/deepseek-v3.json", 0, 1, 3000);   /* 128 heads: the wgmma decode's splits */
     check_combine2("h20-cb2", "configs/deepseek-v2-lite.json", 20, 3, 700);
+    check_combine2("v2l-cb2", "configs/deepseek-v2-lite.json", 0, 64, 1100);   /* a decode batch (v1's size, v3's target) */
+    check_combine2("v2l-cb2", "configs/deepseek-v2-lite.json", 0, 200, 300);
 }
 
 /* One W8A8 linear (w2 NULL) or linear2 of x on a fresh backend with env=flag (process-wide, read at creation), twice
@@ -1871,16 +1887,16 @@ static void run_quant_warp(void) {
     unsetenv("DSINFER_MOE_W8A8");
 }
 
-/* DSINFER_OPS_ONLY=moecomb: the routed experts' combine a token a block with 16-byte loads (DSINFER_CUDA_COMBINE2=1, the
+/* DSINFER_OPS_ONLY=moecomb: the routed experts' combine a token a block with 16-byte loads (DSINFER_CUDA_MOE_COMBINE2=1, the
  * default) against v1 (the twin, =0): the same bits, and against the CPU; V2-Lite FP8 (W8A8) and BF16 experts at 1 ..
  * 600 tokens (the grouped path, and the GEMM-per-expert path of prefill above its largest size), V3 FP8 (D 7168). */
 static void run_moe_combine2(void) {
     if (only && strcmp(only, "moecomb")) return;
     setup s;
-    setenv("DSINFER_CUDA_COMBINE2", "1", 1);
+    setenv("DSINFER_CUDA_MOE_COMBINE2", "1", 1);
     setenv("DSINFER_MOE_W8A8", "1", 1);   /* read at backend creation: the CPU's reference quantizes as the GPU does */
     moe_twin = 1;
-    moe_twin_env = "DSINFER_CUDA_COMBINE2";
+    moe_twin_env = "DSINFER_CUDA_MOE_COMBINE2";
     if (load_setup(&s, "v2l-cb2", "configs/deepseek-v2-lite.json", 3, 16)) {
         const int m8[] = {1, 9, 130, 600}, m16[] = {2, 200, 600};
         check_moe_dt(&s, m8, NM(m8), DS_DTYPE_F8_E4M3, 2, 0);
@@ -1895,7 +1911,7 @@ static void run_moe_combine2(void) {
     moe_twin = 0;
     moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
     unsetenv("DSINFER_MOE_W8A8");
-    unsetenv("DSINFER_CUDA_COMBINE2");
+    unsetenv("DSINFER_CUDA_MOE_COMBINE2");
 }
 
 /* DSINFER_OPS_ONLY=rgroup: the grouped MoE with its grouping done by the routing kernel (DSINFER_CUDA_ROUTE_GROUP=1:

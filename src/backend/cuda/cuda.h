@@ -275,7 +275,7 @@ void cu_ws_free(cu_ws *w);
  *                            overlap (fa_prefill3_kernel: 128 queries x one head a block, a producer warpgroup, two
  *                            consumers; 8K x 16 heads 2.14 -> 0.586 ms, prefill 8K BF16 173 -> 134 ms, FP8 148 -> 107);
  *                            =0: v2 (mma.sync).
- *   DSINFER_CUDA_COMBINE2=1  (default) the routed experts' weighted sum a token a block with 16-byte loads
+ *   DSINFER_CUDA_MOE_COMBINE2=1 (default) the routed experts' weighted sum a token a block with 16-byte loads
  *                            (moe_combine_sorted2_kernel, the same bits; 389 us a layer at 8K before; prefill 8K
  *                            -5 ms); =0: v1 (a block per 256 columns of a token).
  * Engine-level (model/forward.c): DSINFER_FUSED_ADD_NORM=0 (residual add and norm as two ops),
@@ -297,7 +297,7 @@ typedef struct {
     int group3;       /* the grouping a thread a pair with warp matches and a block scan (group_v3_kernel) up to 2048 pairs
                        * (DSINFER_CUDA_GROUP3) */
     int combine2;     /* the routed experts' combine a token a block with 16-byte loads (moe_combine_sorted2_kernel, the same
-                         bits; DSINFER_CUDA_COMBINE2, default 1) */
+                         bits; DSINFER_CUDA_MOE_COMBINE2, default 1) */
     int quant_warp;   /* the experts' BF16 down input quantized a warp a 128 values (rows_fp8_bf16_warp_kernel; DSINFER_CUDA_QUANT_WARP, default 1) */
     int kvb_bf16;   /* FP8 kv_b's BF16 copy made once per layer at weight upload (DSINFER_CUDA_KVB_BF16, default 1) */
     int qkv_fuse;   /* kv_a RMSNorm, both RoPEs and the cache store in one kernel (backend qkv_finish; DSINFER_CUDA_QKV_FUSE, default 1) */
@@ -858,8 +858,9 @@ extern int cu_group_wide_min;
 extern int cu_absorb_v2;
 /* DSINFER_CUDA_ABSORB3_MAX_T (default 8, fifteenth session run 12): the most tokens absorb_q_v3_kernel takes */
 extern int cu_absorb3_max_t;
-/* DSINFER_CUDA_COMBINE2=0: mla_combine_kernel; default 1: mla_combine_v2_kernel for small grids, 2: always
- * (cuda_attn.cu, the same bits) */
+/* DSINFER_CUDA_COMBINE2=0: mla_combine_kernel; default 1: mla_combine_v2_kernel for small grids, 2: always; 3:
+ * mla_combine_v3_kernel (a block per token and head, every split's float4 loaded at once) at every size (cuda_attn.cu,
+ * all the same bits) */
 extern int cu_combine_v2;
 /* DSINFER_CUDA_MLA_ASYNC=1: the tensor-core MLA decode stages BF16 cache tiles by cp.async (cuda_mla_tc.cu);
  * default 0 until it has run on a GPU. */

@@ -673,7 +673,63 @@ __global__ void __launch_bounds__(128) mla_combine_v2_kernel(float *olat, __nv_b
     }
 }
 
-int cu_combine_v2 = 1;   /* DSINFER_CUDA_COMBINE2 (read at backend creation): 0 off, 1 small grids, 2 always */
+/* v3 (DSINFER_CUDA_COMBINE2=3): a block per (token, head), C / 4 threads of 4 adjacent columns. At batch 64 .. 256 v1 ran
+ * (v2's 96 registers cost occupancy there) at 8 .. 11 us a layer (ncu19d): a thread's columns one after another, each a
+ * chain of S loads, after the (max, sum) round trip. Here a thread requests the float4 of every split (CB3_S at a time)
+ * before anything else, S threads the (max, sum) pairs meanwhile, so the block waits for about one round trip; then
+ * every thread forms the weights, the live prefix and the denominator from shared memory (the few splits of a decode
+ * batch: S expf a thread) and sums its four columns. The arithmetic of mla_combine_kernel in its order (w_s = exp(m_s -
+ * max), den = sum w_s l_s, a = sum w_s p_s from 0 over the live prefix, a / den): the same bits. */
+#define CB3_S 8
+__global__ void __launch_bounds__(256) mla_combine_v3_kernel(float *olat, __nv_bfloat16 *ob, const float *part,
+                                                             const float *ml, int S, int H, int C) {
+    __shared__ float msh[CB_MAX_S], ssh[CB_MAX_S];
+    cu_pdl_trigger();
+    cu_pdl_wait();
+    int i = blockIdx.x, h = blockIdx.y, c = 4 * threadIdx.x;
+    const size_t step = (size_t)H * C;                          /* part: split s to s + 1 */
+    const float *p0 = part + ((size_t)i * S * H + h) * C + c;   /* part[i, 0, h, c] */
+    float4 pv[CB3_S];
+#pragma unroll
+    for (int s = 0; s < CB3_S; s++)
+        if (s < S) pv[s] = *(const float4 *)(p0 + s * step);   /* empty splits' too (never added: may be unwritten) */
+    if ((int)threadIdx.x < S) {
+        const float *mp = ml + (((size_t)i * S + threadIdx.x) * H + h) * 2;
+        msh[threadIdx.x] = mp[0];
+        ssh[threadIdx.x] = mp[1];
+    }
+    __syncthreads();
+    float mx = -INFINITY;
+    for (int s = 0; s < S; s++) mx = fmaxf(mx, msh[s]);
+    int nl = 0;
+    while (nl < S && msh[nl] != -INFINITY) nl++;
+    float den = 0.0f, a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+    for (int s = 0; s < nl; s++) den += expf(msh[s] - mx) * ssh[s];
+#pragma unroll
+    for (int s = 0; s < CB3_S; s++) {
+        if (s >= nl) break;
+        float w = expf(msh[s] - mx);
+        a0 += w * pv[s].x;
+        a1 += w * pv[s].y;
+        a2 += w * pv[s].z;
+        a3 += w * pv[s].w;
+    }
+    for (int s = CB3_S; s < nl; s++) {
+        float w = expf(msh[s] - mx);
+        float4 v = *(const float4 *)(p0 + s * step);
+        a0 += w * v.x;
+        a1 += w * v.y;
+        a2 += w * v.z;
+        a3 += w * v.w;
+    }
+    size_t o = ((size_t)i * H + h) * C + c;
+    combine_store(olat, ob, o, a0 / den);
+    combine_store(olat, ob, o + 1, a1 / den);
+    combine_store(olat, ob, o + 2, a2 / den);
+    combine_store(olat, ob, o + 3, a3 / den);
+}
+
+int cu_combine_v2 = 1;   /* DSINFER_CUDA_COMBINE2 (read at backend creation): 0 off, 1 small grids, 2 always, 3 v3 always */
 
 /* grid (T): out[tok[i], :] = src[i, :]. */
 __global__ void scatter_rows_kernel(float *out, const float *src, const int32_t *tok, int n_cols) {
@@ -805,7 +861,9 @@ static void attn_fused(ds_cuda_backend *cb, float *out, const float *q, const un
      * which a large grid needs to keep its loads in flight (fourteenth session: batch 1 -0.1 ms, batch 64 +0.14,
      * batch 256 +0.34 with v2 at every size); DSINFER_CUDA_COMBINE2=2 takes it at every size */
     long cb_blocks = (long)T * H * cz;
-    if (S <= CB_MAX_S && (cu_combine_v2 == 2 || (cu_combine_v2 == 1 && cb_blocks <= 2L * cb->n_sm)))
+    if (cu_combine_v2 == 3 && S <= CB_MAX_S && C % 128 == 0 && C <= 1024)
+        cu_launch(mla_combine_v3_kernel, dim3(T, H), C / 4, 0, olat, comb16, (const float *)part, (const float *)ml, S, H, C);
+    else if (S <= CB_MAX_S && (cu_combine_v2 == 2 || (cu_combine_v2 == 1 && cb_blocks <= 2L * cb->n_sm)))
         cu_launch(mla_combine_v2_kernel, dim3(T, H, cz), 128, 0, olat, comb16, (const float *)part, (const float *)ml, S, H, C);
     else
         cu_launch(mla_combine_kernel, dim3(T, H, cz), 128, 0, olat, comb16, (const float *)part, (const float *)ml, S, H, C);

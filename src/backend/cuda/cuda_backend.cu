@@ -645,7 +645,7 @@ static cu_opts cu_opts_read(void) {
     o.mlp_fuse = env_int("DSINFER_CUDA_MLP_FUSE", 2);
     o.quant_warp = env_int("DSINFER_CUDA_QUANT_WARP", 1);
     o.group3 = env_int("DSINFER_CUDA_GROUP3", 0);
-    o.combine2 = env_int("DSINFER_CUDA_COMBINE2", 1);
+    o.combine2 = env_int("DSINFER_CUDA_MOE_COMBINE2", 1);
     o.kvb_bf16 = env_int("DSINFER_CUDA_KVB_BF16", 1);
     o.qkv_fuse = env_int("DSINFER_CUDA_QKV_FUSE", 1);
     o.router_fused = env_int("DSINFER_CUDA_ROUTER_FUSED", 1);
