@@ -1460,11 +1460,12 @@ if want s20b; then
   done
 fi
 # s20c: the session's final defaults: goldens, test_cuda_model, the op tests the defaults touch (router, group3, combine,
-# rgroup, moecomb, side), `bench --mla` / `--fa` (after the cuda_bench.cu helpers), the final FP8 / BF16 decode rows
+# rgroup, moecomb, side), the g3_live mutant again (group3 now has fp32 grouped-GEMV cases), `bench --mla` / `--fa` (after the cuda_bench.cu helpers), the final FP8 / BF16 decode rows
 if want s20c; then
   step golden 120 $B/test_cuda_golden
   step model 150 $B/test_cuda_model
   for o in router group3 combine rgroup moecomb side; do step ops_$o 100 env DSINFER_OPS_ONLY=$o DSINFER_OPS_MAX_M=300 $B/test_cuda_ops; done
+  for mb in $B/test_cuda_ops_mut_g3_*; do [ -x "$mb" ] && mutant "$mb" group3 64 60; done
   step bench_mla 40 $B/dsinfer bench --mla
   step bench_fa 40 env DSINFER_CUDA_TC=1 $B/dsinfer bench --fa --prompt 2048,8192
   step final_fp8 60 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1,2,4,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s20-final-fp8

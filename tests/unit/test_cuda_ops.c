@@ -992,6 +992,7 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc, i
         char *exclude = calloc((size_t)R, 1);
         ds_cuda_download_bytes(s->gpu, g, out.d, sizeof(float) * (size_t)M * D);
         int flips = 0;
+        double thr = tc ? (moe_thr_tc > 0 ? moe_thr_tc : THR_TC) : THR_MOE, row_thr = thr > 1e-6 ? thr : 1e-6;
         for (int r = 0; r < R; r++) {
             double num = 0, den = 0;
             const float *gr = g + (size_t)rows[r] * D, *hr = out.h + (size_t)r * D;
@@ -1004,8 +1005,8 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc, i
                 flips++;
                 exclude[r] = 1;
                 printf("  %-8s moe M=%d: row %d differs (routing near-tie), excluded\n", s->name, M, rows[r]);
-            } else if (num > (tc ? 1e-3 : 1e-6) * den) {   /* past the allowance: excluded only if the CPU's routing of
-                                                            * the row is itself a near-tie */
+            } else if (num > row_thr * den) {   /* past the allowance and the comparison's threshold: excluded only if
+                                                 * the CPU's routing of the row is itself a near-tie */
                 double margin = route_margin(s, &Lh, x.h + (size_t)rows[r] * D);
                 int tie = margin < ROUTE_TIE && !routed;
                 printf("  %-8s moe M=%d: row %d differs, nmse %.3g, routing margin %.3g: %s\n", s->name, M, rows[r],
@@ -1016,7 +1017,7 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc, i
         char name[64];
         snprintf(name, sizeof name, "moe%s%s E=%d top-%d %s", routed ? " routed" : "", tc == 3 ? " WG" : tc == 2 ? " TC2" : tc ? " TC" : "", E,
                  c->num_experts_per_tok, ds_dtype_name(dt));
-        compare_rows(s, name, M, out.d, D, out.h, rows, R, exclude, tc ? (moe_thr_tc > 0 ? moe_thr_tc : THR_TC) : THR_MOE);
+        compare_rows(s, name, M, out.d, D, out.h, rows, R, exclude, thr);
         free(exclude);
         free(rows);
         free(g);
@@ -1986,7 +1987,7 @@ static void run_route_group(void) {
 
 /* The grouping a thread a pair (DSINFER_CUDA_GROUP3=1, group_v3_kernel, up to 2048 pairs): the whole MoE block against
  * the CPU and bit for bit against a twin backend with it off (group_v2_kernel, or the three-launch wide grouping from
- * 1024 pairs): V2-Lite FP8 (W8A8 experts) and BF16, V3 FP8 up to 256 tokens x top-8 = 2048 pairs (64 KB of shared
+ * 1024 pairs): V2-Lite FP8 (W8A8 experts) and BF16, both also on the fp32 grouped GEMVs (CPU only), V3 FP8 up to 256 tokens x top-8 = 2048 pairs (64 KB of shared
  * memory); 342 tokens (2052 pairs) past its limit. DSINFER_OPS_ONLY=group3 runs these alone. */
 static void run_group3(void) {
     if (only && strcmp(only, "group3")) return;
@@ -2001,6 +2002,8 @@ static void run_group3(void) {
         const int m[] = {1, 2, 8, 9, 33, 64, 170, 171, 256, 341, 342}, b[] = {1, 5, 64, 200};
         check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
         check_moe_dt(&s, b, NM(b), DS_DTYPE_BF16, 3, 0);
+        check_moe_dt(&s, b, NM(b), DS_DTYPE_BF16, 0, 0);   /* the fp32 grouped GEMVs: they walk the live list */
+        check_moe_dt(&s, b, NM(b), DS_DTYPE_F8_E4M3, 0, 0);
         free_setup(&s);
     }
     if (load_setup(&s, "v3-g3", "configs/deepseek-v3.json", 3, 16)) {

@@ -278,6 +278,13 @@ void cu_ws_free(cu_ws *w);
  *   DSINFER_CUDA_MOE_COMBINE2=1 (default) the routed experts' weighted sum a token a block with 16-byte loads
  *                            (moe_combine_sorted2_kernel, the same bits; 389 us a layer at 8K before; prefill 8K
  *                            -5 ms); =0: v1 (a block per 256 columns of a token).
+ * Twentieth session:
+ *   DSINFER_CUDA_GROUP3=1    (default) the grouped MoE's grouping a thread a pair (group_v3_kernel: warp matches and a
+ *                            block scan, the same outputs as group_v2_kernel) up to 2048 pairs, where group_v2_kernel
+ *                            or the three-launch wide form ran (FP8 b64 -0.14 ms, b1 / b8 -0.05); =0: those.
+ *   DSINFER_CUDA_ROUTER_FUSED=2  the fused router on a thread-block cluster (router_cl_kernel: an expert slice a block,
+ *                            the routing from the cluster's shared memories, no ticket); opt-in: not faster at b64,
+ *                            b256 +0.45 ms (twentieth session run 2).
  * Engine-level (model/forward.c): DSINFER_FUSED_ADD_NORM=0 (residual add and norm as two ops),
  * DSINFER_EP_GATHER=0 (expert parallelism's all-to-all form), DSINFER_EP_GRAPHS=0 (gathered EP steps
  * not captured). */
@@ -858,9 +865,9 @@ extern int cu_group_wide_min;
 extern int cu_absorb_v2;
 /* DSINFER_CUDA_ABSORB3_MAX_T (default 8, fifteenth session run 12): the most tokens absorb_q_v3_kernel takes */
 extern int cu_absorb3_max_t;
-/* DSINFER_CUDA_COMBINE2=0: mla_combine_kernel; default 1: mla_combine_v2_kernel for small grids, 2: always; 3:
- * mla_combine_v3_kernel (a block per token and head, every split's float4 loaded at once) at every size (cuda_attn.cu,
- * all the same bits) */
+/* DSINFER_CUDA_COMBINE2=0: mla_combine_kernel; default 1: mla_combine_v2_kernel for small grids, mla_combine_v3_kernel
+ * (a block per token and head, every split's float4 loaded at once; twentieth session) above; 2: v2 always; 3: v3
+ * always (cuda_attn.cu, all the same bits) */
 extern int cu_combine_v2;
 /* DSINFER_CUDA_MLA_ASYNC=1: the tensor-core MLA decode stages BF16 cache tiles by cp.async (cuda_mla_tc.cu);
  * default 0 until it has run on a GPU. */
