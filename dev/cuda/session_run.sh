@@ -1471,3 +1471,10 @@ if want s20c; then
   step final_fp8 60 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1,2,4,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s20-final-fp8
   step final_bf16 60 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,2,4,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s20-final-bf16
 fi
+# s20d: the group3 op test with its fp32 grouped-GEMV cases apart from the W8A8 settings, the mutant g3_list, then
+# test_cuda_ops in full with the final defaults
+if want s20d; then
+  step ops_group3 100 env DSINFER_OPS_ONLY=group3 $B/test_cuda_ops
+  for mb in $B/test_cuda_ops_mut_g3_*; do [ -x "$mb" ] && mutant "$mb" group3 64 60; done
+  step ops_full 380 $B/test_cuda_ops
+fi
