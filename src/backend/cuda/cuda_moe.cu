@@ -804,8 +804,11 @@ __global__ void __launch_bounds__(G3_THREADS) group_v3_kernel(const int32_t *ids
     }
 }
 
-/* group_v3_kernel applies: the backend's switch, n <= G3_MAX_N pairs, E <= G3_MAX_E */
-static int g3_fits(const ds_cuda_backend *cb, int n, int E) { return cb->opt.group3 && n <= G3_MAX_N && E <= G3_MAX_E; }
+/* group_v3_kernel applies: the backend's switch, n <= G3_MAX_N pairs, E <= G3_MAX_E, its shared memory within 160 KB
+ * (ceil(n / 32) x E ints: 128 KB at 2048 pairs and 512 experts) */
+static int g3_fits(const ds_cuda_backend *cb, int n, int E) {
+    return cb->opt.group3 && n <= G3_MAX_N && E <= G3_MAX_E && g3_smem(n, E) <= 160 * 1024;
+}
 
 static void launch_group3(const int32_t *ids, const float *w, int M, int K, int E, int32_t *d_off, int32_t *rows, float *rw,
                           int32_t *pos) {
