@@ -1952,6 +1952,25 @@ static void run_moe_combine2(void) {
     unsetenv("DSINFER_CUDA_MOE_COMBINE2");
 }
 
+/* The twin settings of run_route_group and run_group3: backends made with env=1 and a twin with env=0 compared bit for
+ * bit, W8A8 experts and linears on, the CPU comparison at 1e-2 (the shared experts' W8A8 input against the CPU's
+ * unquantized one; the exact check is the twin's); _end puts those back (env itself stays set: the caller unsets it). */
+static void twin_w8a8_begin(const char *env) {
+    setenv(env, "1", 1);
+    moe_twin = 1;
+    moe_twin_env = env;
+    moe_thr_tc = 1e-2;
+    setenv("DSINFER_MOE_W8A8", "1", 1);
+    setenv("DSINFER_CUDA_FP8_GEMM", "1", 1);
+}
+static void twin_w8a8_end(void) {
+    unsetenv("DSINFER_MOE_W8A8");
+    unsetenv("DSINFER_CUDA_FP8_GEMM");
+    moe_thr_tc = 0;
+    moe_twin = 0;
+    moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
+}
+
 /* DSINFER_OPS_ONLY=rgroup: the grouped MoE with its grouping done by the routing kernel (DSINFER_CUDA_ROUTE_GROUP=1:
  * route_group_kernel up to 8 tokens, the fused router's last token group from 9) against the grouping launch (the twin,
  * =0): the same bits, and against the CPU; V2-Lite (greedy top-6 of 64) FP8 and BF16 experts at 1 .. 256 tokens (170:
@@ -1960,12 +1979,7 @@ static void run_moe_combine2(void) {
 static void run_route_group(void) {
     if (only && strcmp(only, "rgroup")) return;
     setup s;
-    setenv("DSINFER_CUDA_ROUTE_GROUP", "1", 1);   /* the backends check_moe_dt makes; its twin with =0 */
-    moe_twin = 1;
-    moe_twin_env = "DSINFER_CUDA_ROUTE_GROUP";
-    moe_thr_tc = 1e-2;   /* the shared experts' W8A8 input against the CPU's unquantized one; the exact check is the twin's */
-    setenv("DSINFER_MOE_W8A8", "1", 1);
-    setenv("DSINFER_CUDA_FP8_GEMM", "1", 1);
+    twin_w8a8_begin("DSINFER_CUDA_ROUTE_GROUP");
     if (load_setup(&s, "v2l-rg", "configs/deepseek-v2-lite.json", 3, 16)) {
         const int m[] = {1, 2, 8, 9, 33, 64, 170, 171, 256}, b[] = {1, 4, 64};
         check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
@@ -1977,11 +1991,7 @@ static void run_route_group(void) {
         check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
         free_setup(&s);
     }
-    unsetenv("DSINFER_MOE_W8A8");
-    unsetenv("DSINFER_CUDA_FP8_GEMM");
-    moe_thr_tc = 0;
-    moe_twin = 0;
-    moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
+    twin_w8a8_end();
     unsetenv("DSINFER_CUDA_ROUTE_GROUP");
 }
 
@@ -1993,12 +2003,7 @@ static void run_route_group(void) {
 static void run_group3(void) {
     if (only && strcmp(only, "group3")) return;
     setup s;
-    setenv("DSINFER_CUDA_GROUP3", "1", 1);   /* the backends check_moe_dt makes; its twin with =0 */
-    moe_twin = 1;
-    moe_twin_env = "DSINFER_CUDA_GROUP3";
-    moe_thr_tc = 1e-2;   /* the shared experts' W8A8 input against the CPU's unquantized one; the exact check is the twin's */
-    setenv("DSINFER_MOE_W8A8", "1", 1);
-    setenv("DSINFER_CUDA_FP8_GEMM", "1", 1);
+    twin_w8a8_begin("DSINFER_CUDA_GROUP3");
     if (load_setup(&s, "v2l-g3", "configs/deepseek-v2-lite.json", 3, 16)) {
         const int m[] = {1, 2, 8, 9, 33, 64, 170, 171, 256, 341, 342}, b[] = {1, 5, 64, 200};
         check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
@@ -2010,11 +2015,7 @@ static void run_group3(void) {
         check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
         free_setup(&s);
     }
-    unsetenv("DSINFER_MOE_W8A8");
-    unsetenv("DSINFER_CUDA_FP8_GEMM");
-    moe_thr_tc = 0;
-    moe_twin = 0;
-    moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
+    twin_w8a8_end();
     if (load_setup(&s, "v2l-g3f", "configs/deepseek-v2-lite.json", 3, 16)) {   /* the fp32 grouped GEMVs against the CPU
                                                                                * at THR_MOE: below 11 tokens they launch
                                                                                * the live experts' blocks from the list */
