@@ -1432,7 +1432,6 @@ if want fin19; then
 fi
 # torch (issue 7 item 3): the PyTorch + transformers baseline of the same shape, in the same call
 want torch && step torch 150 env PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py --batch 1,64 --ctx 1024 --prompt 512,2048 --steps 6 --csv $CSV
-echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"
 # s20a: test_cuda_ops in full with the nineteenth session's final defaults (cut short in its run 4), then the FP8 decode
 # rows of this tree (the twentieth session's baseline)
 if want s20a; then
@@ -1478,3 +1477,27 @@ if want s20d; then
   for mb in $B/test_cuda_ops_mut_g3_*; do [ -x "$mb" ] && mutant "$mb" group3 64 60; done
   step ops_full 380 $B/test_cuda_ops
 fi
+# s21a: the shared experts as virtual experts of moe_wg_kernel (DSINFER_CUDA_MOE_SHARED_IN=1, the default): test_cuda_host,
+# the op test shin (against the CPU and a twin with them in line), its mutants, then FP8 and BF16 decode rows with it on
+# and off, alternated twice (FP8) and once (BF16)
+if want s21a; then
+  step host 30 $B/test_cuda_host
+  step ops_shin 150 env DSINFER_OPS_ONLY=shin $B/test_cuda_ops
+  for mb in $B/test_cuda_ops_mut_sh_*; do [ -x "$mb" ] && mutant "$mb" shin 64 60; done
+  for r in 1 2; do
+    for v in 1 0; do
+      step dec_f8_sh$v 40 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_SHARED_IN=$v $B/dsinfer bench --dtype fp8 --batch 1,8,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s21-sh$v-fp8
+    done
+  done
+  for v in 1 0; do
+    step dec_bf_sh$v 40 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_SHARED_IN=$v $B/dsinfer bench --dtype bf16 --batch 8,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s21-sh$v-bf16
+  done
+fi
+# s21b: the op tests this session's default touches or whose twins it changes (rgroup, group3 after 7d5afbc's refactor,
+# side, moecomb, moe8, moebf), goldens, test_cuda_model
+if want s21b; then
+  for o in rgroup group3 side moecomb moe8 moebf; do step ops_$o 100 env DSINFER_OPS_ONLY=$o DSINFER_OPS_MAX_M=300 $B/test_cuda_ops; done
+  step golden 120 $B/test_cuda_golden
+  step model 150 $B/test_cuda_model
+fi
+echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

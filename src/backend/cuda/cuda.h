@@ -285,6 +285,12 @@ void cu_ws_free(cu_ws *w);
  *   DSINFER_CUDA_ROUTER_FUSED=2  the fused router on a thread-block cluster (router_cl_kernel: an expert slice a block,
  *                            the routing from the cluster's shared memories, no ticket); opt-in: not faster at b64,
  *                            b256 +0.45 ms (twentieth session run 2).
+ * Twenty-first session:
+ *   DSINFER_CUDA_MOE_SHARED_IN=1  the shared experts run inside the routed experts' two moe_wg_kernel launches as
+ *                            virtual experts (a slice of moe_intermediate_size rows each, over all M tokens), their
+ *                            sum added by the combine: five launches fewer a layer (x's quantization, two W8A8 GEMMs,
+ *                            their split-K sum and SiLU); up to DSINFER_CUDA_MOE_SHARED_IN_MAX_M tokens (256), FP8
+ *                            experts only with the W8A8 linears on; =0: in line (or on the side stream when that is on).
  * Engine-level (model/forward.c): DSINFER_FUSED_ADD_NORM=0 (residual add and norm as two ops),
  * DSINFER_EP_GATHER=0 (expert parallelism's all-to-all form), DSINFER_EP_GRAPHS=0 (gathered EP steps
  * not captured). */
@@ -313,6 +319,8 @@ typedef struct {
     int moe_tc_min_m;   /* grouped routed experts on the tensor cores from this many tokens (DSINFER_CUDA_MOE_TC_MIN_M; 0, the default: FP8 2, BF16 4) */
     int combine_bf16;   /* mla_combine writes o_lat in BF16 for the W_UV GEMM (DSINFER_CUDA_COMBINE_BF16, default 1) */
     int router_fused, router_fused_min_m, router_fused_max_m;   /* router GEMM + top-k in one kernel for min_m .. max_m tokens (DSINFER_CUDA_ROUTER_FUSED[_MIN_M|_MAX_M]) */
+    int moe_shared_in, moe_shared_in_max_m;   /* the shared experts as virtual experts of the routed experts' moe_wg_kernel
+                                               * launches, up to max_m tokens (DSINFER_CUDA_MOE_SHARED_IN[_MAX_M]) */
 } cu_opts;
 
 /* a prepared FP8 kv_b (its device data: the key) and its BF16 copy (opt.kvb_bf16) */
@@ -756,14 +764,26 @@ extern int cu_moe_wg, cu_moe_wg_nt;
 extern int cu_moe_wg_bf16;
 /* BF16 rows dst[i, :] = src[rows ? rows[i] : i, :] (moe_rows_bf16_kernel) */
 void cu_rows_bf16_gather(void *dst, const float *src, const int32_t *rows, int M, int D);
+/* The gathers above with the shared experts' virtual rows after the routed ones: row i < nr is x[rows[i]], row i >= nr
+ * is x[(i - nr) % mt] (mt tokens, once per shared expert); M rows of K in all. fp8: codes into dst and scales s
+ * (cu_rows_fp8_gather's), else BF16 rows into dst. 0 (nothing launched) where the form does not apply (fp8 with x not
+ * 16-byte aligned or K % 128). */
+int cu_rows_gather_sh(void *dst, float *s, const float *x, const int32_t *rows, int nr, int mt, int M, int K, int fp8);
 void cu_moe_wg_init(void);
 int cu_moe_wg_chunk(int n_rows, int E);
 /* moe_wg_kernel's work item t on the host (ds_cuda_host_selftest): pre [E + 1] (each expert's first chunk, chunks of
  * nt rows), offs [E + 1] (the experts' row offsets); out: expert, first row, rows, weight block, split, first and
  * end stage, tile */
 void cu_moe_wg_item(int t, int NB, const int *pre, const int *offs, int E, int ks, int kc, int LK, int nt, int out[8]);
+/* moe_wg_kernel's tables past the routed experts on the host (ds_cuda_host_selftest): ns virtual experts of ms rows
+ * from row rr (>= offs[E]) into pre / offs [E + ns + 1], nt rows a chunk */
+void cu_moe_wg_virtual(int *pre, int *offs, int E, int ns, int ms, int rr, int nt);
+/* sh_m > 0: the layer's shared experts too, as virtual experts over the sh_m tokens of x (y rows n_rows + s sh_m + m for
+ * shared expert s, token m; the caller sizes y and xs_ws for n_rows + ns sh_m rows), where the layer's maps have them
+ * (cu_expert_maps' ns): *sh_done 1 then, else 0 and the caller runs them. Returns 0 with nothing done where the kernel
+ * does not apply. */
 int cu_moe_wg_run(ds_cuda_backend *cb, float *y, const float *x, const int32_t *rows, const int32_t *off, int n_rows, int E,
-                  int D, int I, const ds_layer_weights *L, void *xs_ws);
+                  int D, int I, const ds_layer_weights *L, void *xs_ws, int sh_m, int *sh_done);
 /* The W8A8 linear of 9 .. DSINFER_CUDA_FP8_WG_MAX_M rows (default 0 = off: slower than cu_f8_wgmma_gemm at decode,
  * bench/RESULTS.md tenth session) on the same kernel with one weight
  * (cuda_moe_wg.cu): x quantized per token x 128 columns, the weight as the MMA's M by TMA, split K where its tiles

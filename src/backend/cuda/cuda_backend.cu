@@ -661,6 +661,8 @@ static cu_opts cu_opts_read(void) {
     /* when on, where it was measured faster (RESULTS eleventh session run 2: batch 64, 128 +2%, 1 and 256 -1 to -2%) */
     o.shared_stream_min_m = env_int("DSINFER_CUDA_SHARED_STREAM_MIN_M", GEMV_MAX_M + 1);
     o.shared_stream_max_m = env_int("DSINFER_CUDA_SHARED_STREAM_MAX_M", 128);
+    o.moe_shared_in = env_int("DSINFER_CUDA_MOE_SHARED_IN", 1);
+    o.moe_shared_in_max_m = env_int("DSINFER_CUDA_MOE_SHARED_IN_MAX_M", 256);
     return o;
 }
 

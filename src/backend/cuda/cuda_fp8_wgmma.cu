@@ -771,13 +771,20 @@ int cu_f8_tickets = 0;   /* DSINFER_CUDA_F8_TICKETS (backend creation): the cp.a
                           * opt-in: the last split's extra pass cost more than the reduce kernel's launch (`bench --ops`
                           * at 64 rows 149.6 vs 166.8 TFLOP/s geomean, FP8 decode b64 -6.5%, RESULTS eleventh session) */
 
-int cu_tma_map(CUtensorMap *map, const void *p, int rows, int K, int box_rows) {
-    if (!encode_tiled || rows < 1 || K < WG_BK || K % 16 || ((uintptr_t)p & 15) || box_rows < 1 || box_rows > 256) return 0;
-    cuuint64_t dim[2] = {(cuuint64_t)K, (cuuint64_t)rows}, stride[1] = {(cuuint64_t)K};
+/* cu_tma_map over rows `stride` bytes apart (>= K, a multiple of 16): a column slice of a wider matrix */
+static int tma_map_strided(CUtensorMap *map, const void *p, int rows, int K, size_t stride, int box_rows) {
+    if (!encode_tiled || rows < 1 || K < WG_BK || K % 16 || stride < (size_t)K || stride % 16 || ((uintptr_t)p & 15) ||
+        box_rows < 1 || box_rows > 256)
+        return 0;
+    cuuint64_t dim[2] = {(cuuint64_t)K, (cuuint64_t)rows}, st[1] = {(cuuint64_t)stride};
     cuuint32_t box[2] = {WG_BK, (cuuint32_t)box_rows}, es[2] = {1, 1};
-    CUresult r = encode_tiled(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, (void *)p, dim, stride, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+    CUresult r = encode_tiled(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, (void *)p, dim, st, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
                               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     return r == CUDA_SUCCESS;
+}
+
+int cu_tma_map(CUtensorMap *map, const void *p, int rows, int K, int box_rows) {
+    return K >= 0 && tma_map_strided(map, p, rows, K, (size_t)K, box_rows);
 }
 
 /* a 2-D map of a row-major [rows, K] byte matrix, boxes of 128 x 128; 0 on failure */
@@ -1205,8 +1212,9 @@ int cu_moe_wgmma = 1;   /* DSINFER_CUDA_MOE_WGMMA (backend creation) */
  * emptied with the backend, which owns the device copies). */
 typedef struct {
     const void *key;
-    CUtensorMap *maps;   /* device: [2E] gate, up per expert, then [E] down */
+    CUtensorMap *maps;   /* device: [2 (E + ns)] gate, up per expert, then [E + ns] down */
     const float **sc;    /* device: their scale pointers, same order */
+    int ns;              /* the shared experts as virtual experts E .. E + ns - 1 (0: none made) */
 } moe_maps;
 #define N_MOE_MAPS 1024
 static moe_maps moe_cache[N_MOE_MAPS];
@@ -1225,6 +1233,33 @@ static int expert_fits(const ds_weight *w, int rows, int cols) {
     return kind && w->rows == rows && w->cols == cols && ((uintptr_t)w->data & 15) == 0;
 }
 
+/* The shared experts of layer L (ns of them, I rows each: gate / up [ns I, D], down [D, ns I]) as virtual experts
+ * E .. E + ns - 1 in the tables (hm, hs: [2 (E + ns)] gate / up, then [E + ns] down): expert E + s has gate / up rows
+ * s I .. and down columns s I .. (a strided map), the scale pointers moved to the slice's first block. 0 (nothing
+ * to add) unless they have the routed experts' dtype and block-scale layout, 16-byte aligned. */
+static int shared_virtual(const ds_layer_weights *L, int E, int ns, int D, int I, ds_dtype dt, CUtensorMap *hm, const float **hs) {
+    const ds_weight *g = &L->sh_gate, *u = &L->sh_up, *dn = &L->sh_down;
+    int es = dt == DS_DTYPE_BF16 ? 2 : 1, f8 = dt == DS_DTYPE_F8_E4M3, E2 = E + ns;
+    if (ns < 1 || !g->data || !u->data || !dn->data || g->dtype != dt || u->dtype != dt || dn->dtype != dt || I % 128 ||
+        !expert_fits(g, ns * I, D) || !expert_fits(u, ns * I, D) || !expert_fits(dn, D, ns * I) ||
+        (f8 && (g->scale_cols != u->scale_cols || g->scale_cols < D / 128 || dn->scale_cols < ns * I / 128)))
+        return 0;
+    for (int s = 0; s < ns; s++) {
+        size_t rows = (size_t)s * I * D * es;   /* byte offset of the slice's first gate / up row */
+        if (!tma_map(&hm[2 * (E + s)], (const char *)g->data + rows, I, es * D) ||
+            !tma_map(&hm[2 * (E + s) + 1], (const char *)u->data + rows, I, es * D) ||
+            !tma_map_strided(&hm[2 * E2 + E + s], (const char *)dn->data + (size_t)s * I * es, D, es * I,
+                             (size_t)ns * I * es, 128))
+            return 0;
+        if (f8) {
+            hs[2 * (E + s)] = g->scale + (size_t)s * (I / 128) * g->scale_cols;
+            hs[2 * (E + s) + 1] = u->scale + (size_t)s * (I / 128) * u->scale_cols;
+            hs[2 * E2 + E + s] = dn->scale + (size_t)s * (I / 128);
+        }
+    }
+    return 1;
+}
+
 static const moe_maps *layer_maps_locked(ds_cuda_backend *cb, const ds_layer_weights *L, int E, int D, int I, int create) {
     size_t h = ((uintptr_t)L->exp_gate[0].data >> 8) % N_MOE_MAPS;
     for (size_t n = 0; n < N_MOE_MAPS; n++, h = (h + 1) % N_MOE_MAPS) {
@@ -1232,8 +1267,11 @@ static const moe_maps *layer_maps_locked(ds_cuda_backend *cb, const ds_layer_wei
         if (m->key == L->exp_gate[0].data) return m;
         if (m->key) continue;
         if (!create) return NULL;
-        CUtensorMap *hm = (CUtensorMap *)calloc((size_t)3 * E, sizeof(CUtensorMap));
-        const float **hs = (const float **)calloc((size_t)3 * E, sizeof(float *));
+        int ns = cb->base.cfg ? cb->base.cfg->n_shared_experts : 0, E2;   /* room for them; dropped if they do not fit */
+        ns = ns > 0 && ns <= 16 ? ns : 0;
+        E2 = E + ns;
+        CUtensorMap *hm = (CUtensorMap *)calloc((size_t)3 * E2, sizeof(CUtensorMap));
+        const float **hs = (const float **)calloc((size_t)3 * E2, sizeof(float *));
         int ok = hm && hs;
         ds_dtype dt = L->exp_gate[0].dtype;
         int es = dt == DS_DTYPE_BF16 ? 2 : 1;   /* the maps are over bytes: a BF16 row is 2K of them */
@@ -1241,19 +1279,27 @@ static const moe_maps *layer_maps_locked(ds_cuda_backend *cb, const ds_layer_wei
             ok = expert_fits(&L->exp_gate[e], I, D) && expert_fits(&L->exp_up[e], I, D) && expert_fits(&L->exp_down[e], D, I) &&
                  L->exp_gate[e].dtype == dt && L->exp_up[e].dtype == dt && L->exp_down[e].dtype == dt &&
                  tma_map(&hm[2 * e], L->exp_gate[e].data, I, es * D) && tma_map(&hm[2 * e + 1], L->exp_up[e].data, I, es * D) &&
-                 tma_map(&hm[2 * E + e], L->exp_down[e].data, D, es * I);
+                 tma_map(&hm[2 * E2 + e], L->exp_down[e].data, D, es * I);
             if (!ok) break;
             hs[2 * e] = L->exp_gate[e].scale;
             hs[2 * e + 1] = L->exp_up[e].scale;
-            hs[2 * E + e] = L->exp_down[e].scale;
+            hs[2 * E2 + e] = L->exp_down[e].scale;
+        }
+        if (ok && ns && !shared_virtual(L, E, ns, D, I, dt, hm, hs)) {   /* without them: the routed layout [2E][E] */
+            for (int e = 0; e < E; e++) {
+                hm[2 * E + e] = hm[2 * E2 + e];
+                hs[2 * E + e] = hs[2 * E2 + e];
+            }
+            ns = 0;
+            E2 = E;
         }
         void *d = NULL;
-        size_t mb = sizeof(CUtensorMap) * 3 * (size_t)E;
+        size_t mb = sizeof(CUtensorMap) * 3 * (size_t)E2;
         if (ok) {
-            CUDA_CHECK(cudaMalloc(&d, mb + sizeof(float *) * 3 * (size_t)E));
+            CUDA_CHECK(cudaMalloc(&d, mb + sizeof(float *) * 3 * (size_t)E2));
             cu_own(cb, d);
             CUDA_CHECK(cudaMemcpy(d, hm, mb, cudaMemcpyHostToDevice));
-            CUDA_CHECK(cudaMemcpy((char *)d + mb, hs, sizeof(float *) * 3 * (size_t)E, cudaMemcpyHostToDevice));
+            CUDA_CHECK(cudaMemcpy((char *)d + mb, hs, sizeof(float *) * 3 * (size_t)E2, cudaMemcpyHostToDevice));
         }
         free(hm);
         free(hs);
@@ -1261,6 +1307,7 @@ static const moe_maps *layer_maps_locked(ds_cuda_backend *cb, const ds_layer_wei
         m->key = L->exp_gate[0].data;
         m->maps = (CUtensorMap *)d;
         m->sc = (const float **)((char *)d + mb);
+        m->ns = ns;
         return m;
     }
     return NULL;
@@ -1276,11 +1323,12 @@ static int layer_maps(ds_cuda_backend *cb, const ds_layer_weights *L, int E, int
 }
 
 int cu_expert_maps(ds_cuda_backend *cb, const ds_layer_weights *L, int E, int D, int I, int create,
-                   const CUtensorMap **maps, const float *const **scales) {
+                   const CUtensorMap **maps, const float *const **scales, int *ns) {
     moe_maps m;
     if (!encode_tiled || E < 1 || !L->exp_gate || !L->exp_gate[0].data || !layer_maps(cb, L, E, D, I, create, &m)) return 0;
     *maps = m.maps;
     *scales = m.sc;
+    *ns = m.ns;
     return 1;
 }
 
@@ -1368,7 +1416,7 @@ const float *cu_moe_gemm_f8(ds_cuda_backend *cb, const float *x, const int32_t *
     moe_silu_fp8_kernel<<<(unsigned)blocks, 256, 0, cu_stream>>>(aq, as, gu, R, I);
     CUDA_LAUNCH_CHECK();
     cu_optimes_phase(cb, "  moe: SiLU * up (fp8)");
-    tm_groups g2 = {dt + T1, T2, mm->maps + 2 * E, mm->sc + 2 * E, 1, D};
+    tm_groups g2 = {dt + T1, T2, mm->maps + 2 * (E + mm->ns), mm->sc + 2 * (E + mm->ns), 1, D};
     grouped_launch(cb, ta2, R, I, as, &g2, y, D, L->exp_down[0].scale_cols);
     cu_optimes_phase(cb, "  moe: down (wgmma, grouped)");
     return y;

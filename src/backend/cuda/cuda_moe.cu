@@ -901,9 +901,11 @@ void cu_moe_tabs_free(ds_cuda_backend *cb) {
 }
 
 /* grid (M, ceil(D / 256)), block 256: out[m, :] += w_k * y[pos_k, :] over the token's K experts in
- * ascending expert id (columns split across blocks: at batch 1 one block was latency-bound, 11 us). */
+ * ascending expert id (columns split across blocks: at batch 1 one block was latency-bound, 11 us).
+ * ns > 0 (the shared experts ran as virtual experts, cu_moe_wg_run): out[m, :] = sum over s < ns of ys[s mt + m, :],
+ * then the same routed sum, instead of out's old value (ys [ns mt, D], mt = M). */
 __global__ void moe_combine_sorted_kernel(float *out, const float *y, const int32_t *ids, const int32_t *pos,
-                                          const float *w, int K, int D) {
+                                          const float *w, int K, int D, const float *ys, int ns, int mt) {
     cu_pdl_trigger();
     cu_pdl_wait();
     int m = blockIdx.x;
@@ -917,7 +919,8 @@ __global__ void moe_combine_sorted_kernel(float *out, const float *y, const int3
         ord[j] = k;
     }
     for (int c = blockIdx.y * blockDim.x + threadIdx.x; c < D; c += gridDim.y * blockDim.x) {
-        float a = out[(size_t)m * D + c];
+        float a = ns ? ys[(size_t)m * D + c] : out[(size_t)m * D + c];
+        for (int s = 1; s < ns; s++) a += ys[((size_t)s * mt + m) * D + c];
         for (int k = 0; k < K; k++) {
             int i = m * K + ord[k];
             if (pos[i] >= 0) a += w[i] * y[(size_t)pos[i] * D + c];   /* < 0: another rank's expert */
@@ -934,7 +937,8 @@ __global__ void moe_combine_sorted_kernel(float *out, const float *y, const int3
  * 16-byte loads a column group in flight; ny splits the columns only where M alone leaves the SMs idle (decode). */
 #define CB2_THREADS 128
 __global__ void __launch_bounds__(CB2_THREADS) moe_combine_sorted2_kernel(float *out, const float *y, const int32_t *ids,
-                                                                          const int32_t *pos, const float *w, int K, int D) {
+                                                                          const int32_t *pos, const float *w, int K, int D,
+                                                                          const float *ys, int ns, int mt) {
     __shared__ int s_pos[MOE_MAX_K];
     __shared__ float s_w[MOE_MAX_K];
     cu_pdl_trigger();
@@ -958,8 +962,16 @@ __global__ void __launch_bounds__(CB2_THREADS) moe_combine_sorted2_kernel(float 
     __syncthreads();
     const int D4 = D >> 2;
     float4 *o4 = (float4 *)(out + (size_t)m * D);
+    const float4 *s4 = (const float4 *)ys;   /* ns > 0: the shared experts' rows (v1's sum, in s order) */
     for (int c = blockIdx.y * CB2_THREADS + threadIdx.x; c < D4; c += gridDim.y * CB2_THREADS) {
-        float4 a = o4[c];
+        float4 a = ns ? __ldg(s4 + (size_t)m * D4 + c) : o4[c];
+        for (int s = 1; s < ns; s++) {
+            float4 v = __ldg(s4 + ((size_t)s * mt + m) * D4 + c);
+            a.x += v.x;
+            a.y += v.y;
+            a.z += v.z;
+            a.w += v.w;
+        }
         for (int k = 0; k < K; k++) {
             int p = s_pos[k];
             if (p < 0) continue;   /* another rank's expert */
@@ -974,36 +986,46 @@ __global__ void __launch_bounds__(CB2_THREADS) moe_combine_sorted2_kernel(float 
     }
 }
 
-/* out[m, :] += the token's routed rows of y, weighted (moe_combine_sorted_kernel's contract; v2 where it applies) */
+/* out[m, :] += the token's routed rows of y, weighted (moe_combine_sorted_kernel's contract; v2 where it applies);
+ * ns > 0: out = the ns shared experts' rows of y (from row M K) plus those, the old out unread */
 static void moe_combine(ds_cuda_backend *cb, float *out, const float *y, const int32_t *ids, const int32_t *pos, const float *w,
-                        int M, int K, int D) {
-    if (cb->opt.combine2 && D % 4 == 0 && ((uintptr_t)out & 15) == 0 && ((uintptr_t)y & 15) == 0) {
+                        int M, int K, int D, int ns) {
+    const float *ys = y + (size_t)M * K * D;
+    if (cb->opt.combine2 && D % 4 == 0 && ((uintptr_t)out & 15) == 0 && ((uintptr_t)y & 15) == 0 && ((uintptr_t)ys & 15) == 0) {
         int groups = (D / 4 + CB2_THREADS - 1) / CB2_THREADS, ny = (2 * cb->n_sm + M - 1) / M;
         ny = ny < 1 ? 1 : ny > groups ? groups : ny;
-        cu_launch(moe_combine_sorted2_kernel, dim3(M, ny), CB2_THREADS, 0, out, y, ids, pos, w, K, D);
+        cu_launch(moe_combine_sorted2_kernel, dim3(M, ny), CB2_THREADS, 0, out, y, ids, pos, w, K, D, ys, ns, M);
     } else {
-        cu_launch(moe_combine_sorted_kernel, dim3(M, (D + 255) / 256), 256, 0, out, y, ids, pos, w, K, D);
+        cu_launch(moe_combine_sorted_kernel, dim3(M, (D + 255) / 256), 256, 0, out, y, ids, pos, w, K, D, ys, ns, M);
     }
     CUDA_LAUNCH_CHECK();
 }
 
+static void shared_in_line(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M);
+
 /* The routed experts of the grouped path: gate/up/SiLU over every expert's rows, down, combine. tc: on
- * the tensor cores (cuda_moe_tc.cu; the caller checked that the weights suit it). */
+ * the tensor cores (cuda_moe_tc.cu; the caller checked that the weights suit it). shared: the shared experts are this
+ * function's too (out = shared + routed): as virtual experts of moe_wg_kernel where it runs them (y has room for
+ * M K + n_shared M rows), else in line; 0: out already holds them (or they run on the side stream). */
 static void moe_grouped(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weights *L, int M,
                         const int32_t *ids, const float *w, const int32_t *rows, const int32_t *d_off,
-                        const int32_t *pos, float *inter, float *y, int E, int K, int tc, int e_rep) {
+                        const int32_t *pos, float *inter, float *y, int E, int K, int tc, int e_rep, int shared) {
     /* e_rep: an expert this backend holds (all have the same shape and dtype) */
-    int D = cb->base.cfg->hidden_size, I = L->exp_gate[e_rep].rows;
+    int D = cb->base.cfg->hidden_size, I = L->exp_gate[e_rep].rows, ns = cb->base.cfg->n_shared_experts;
     const cu_wview *tab = moe_table(cb, L, E);
     if (tc) {
         cu_wview gv = cu_view(&L->exp_gate[e_rep]);
-        int n_rows = M * K;
-        void *xs = cu_ws_get(&cb->ws_moe_tc, (size_t)n_rows * (size_t)(D + I) * 2);
-        if (!cu_moe_wg_run(cb, y, x, rows, d_off, n_rows, E, D, I, L, xs)) cu_moe_tc(y, x, rows, d_off, n_rows, E, D, I, tab, &gv, xs);
+        int n_rows = M * K, sh_done = 0;
+        void *xs = cu_ws_get(&cb->ws_moe_tc, (size_t)(n_rows + (shared ? ns * M : 0)) * (size_t)(D + I) * 2);
+        if (!cu_moe_wg_run(cb, y, x, rows, d_off, n_rows, E, D, I, L, xs, shared ? M : 0, &sh_done))
+            cu_moe_tc(y, x, rows, d_off, n_rows, E, D, I, tab, &gv, xs);
+        if (shared && !sh_done) shared_in_line(&cb->base, out, x, L, M);
+        if (sh_done) cu_optimes_phase(cb, "  moe: routed + shared experts (moe_wg_kernel)");
         cu_side_join(cb);   /* the shared experts' out (second stream) before the routed outputs are added */
-        moe_combine(cb, out, y, ids, pos, w, M, K, D);
+        moe_combine(cb, out, y, ids, pos, w, M, K, D, sh_done ? ns : 0);
         return;
     }
+    if (shared) shared_in_line(&cb->base, out, x, L, M);
     int vec = cb->opt.vec_gemv;
     /* at most M * K experts have rows: launch blocks for those only (at batch 1, 6 of V2-Lite's 64; the
      * other experts' blocks were 91% of the launched blocks, each started only to exit) */
@@ -1013,7 +1035,7 @@ static void moe_grouped(ds_cuda_backend *cb, float *out, const float *x, const d
     cu_gemv_group(y, D, 0, inter, I, 0, NULL, d_off, 0, E, tab + 2 * E, NULL, cu_view(&L->exp_down[e_rep]),
                   cu_view(&L->exp_down[e_rep]), 0, D, vec, 0, 0, slots);
     cu_side_join(cb);
-    moe_combine(cb, out, y, ids, pos, w, M, K, D);
+    moe_combine(cb, out, y, ids, pos, w, M, K, D, 0);
 }
 
 /* Router logits [M, E] (bias [E] staged from router_bias when it has data) and the choices ids / weights [M, K]:
@@ -1132,6 +1154,11 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
      * per-expert path below keeps them in line */
     int side = c->n_shared_experts && (gemm_path || grouped_path) && cu_side_ok(cb) && !cb->side.active &&
                M >= cb->opt.shared_stream_min_m && M <= cb->opt.shared_stream_max_m;
+    /* the shared experts inside the routed experts' launches (moe_wg_kernel's virtual experts; opt.moe_shared_in): on
+     * the grouped tensor-core path, FP8 ones only where the linears are W8A8 too (the shared experts' numerics stay
+     * those of the in-line path: codes of x per 128 columns, W8A8 GEMMs) */
+    int sh_in = c->n_shared_experts && !side && grouped_path && grouped_tc && cb->opt.moe_shared_in &&
+                M <= cb->opt.moe_shared_in_max_m && (gv0.dtype != DS_DTYPE_F8_E4M3 || cb->opt.fp8_gemm);
     if (side) {
         cu_side_begin(cb);
         cu_mlp(be, out, x, &L->sh_gate, &L->sh_up, &L->sh_down, M);
@@ -1141,7 +1168,7 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
     int wide = cu_group_wide && MK >= (size_t)cu_group_wide_min;
     float *g_inter = NULL, *g_y = NULL;
     int32_t *g_pos = NULL;
-    if (grouped_path) grouped_ws(cb, MK, L->exp_gate[0].rows, D, &g_inter, &g_y, &g_pos);
+    if (grouped_path) grouped_ws(cb, MK + (sh_in ? (size_t)c->n_shared_experts * M : 0), L->exp_gate[0].rows, D, &g_inter, &g_y, &g_pos);
     group_out go = {d_off, rows, rw, g_pos};
     int grouped = route_rows(be, &L->router, &L->router_bias, x, M, logits, bias, ids, w,
                              grouped_path && !wide && cu_group_v2 ? &go : NULL);
@@ -1161,7 +1188,7 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
         const float *y = cu_moe_gemm(cb, x, rows, off, E, D, I, L);
         cu_side_join(cb);
         if (!y) return;
-        moe_combine(cb, (float *)out, y, ids, pos, w, M, K, D);
+        moe_combine(cb, (float *)out, y, ids, pos, w, M, K, D, 0);
         cu_optimes_phase(cb, "  moe: combine");
         return;
     }
@@ -1174,8 +1201,8 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
         if (grouped) cu_optimes_phase(cb, "  moe: (grouped by the routing kernel)");
         else if (wide && !g3_fits(cb, (int)MK, E)) launch_group_wide(ids, w, M, K, E, d_off, rows, rw, pos, pos + MK);
         else launch_group(cb, ids, w, M, K, E, d_off, rows, rw, pos);
-        if (!side) shared_in_line(be, out, x, L, M);
-        moe_grouped(cb, out, x, L, M, ids, w, rows, d_off, pos, inter, y, E, K, grouped_tc, 0);
+        if (!side && !sh_in) shared_in_line(be, out, x, L, M);
+        moe_grouped(cb, out, x, L, M, ids, w, rows, d_off, pos, inter, y, E, K, grouped_tc, 0, sh_in);
         return;
     }
     launch_group(cb, ids, w, M, K, E, d_off, rows, rw, NULL);
@@ -1215,5 +1242,5 @@ void cu_moe_routed(ds_backend *be, float *out, const float *x, const ds_layer_we
     grouped_ws(cb, MK, I, D, &inter, &y, &pos);
     cu_launch(group_v2_kernel, 1, 1024, 0, (const int32_t *)ids, (const float *)w, M, K, E, d_off, rows, rw, pos, e0, e1);
     CUDA_CHECK(cudaMemsetAsync(out, 0, MD * sizeof(float), cu_stream));
-    moe_grouped(cb, out, x, L, M, ids, w, rows, d_off, pos, inter, y, E, K, tc, e0);
+    moe_grouped(cb, out, x, L, M, ids, w, rows, d_off, pos, inter, y, E, K, tc, e0, 0);
 }

@@ -209,8 +209,14 @@ __global__ void __launch_bounds__(MT_WARPS * 32) moe_tc_kernel(void *out, int ld
 }
 
 /* grid (n): dst[i, :] = BF16(src[rows ? rows[i] : i, :]) */
-__global__ void moe_rows_bf16_kernel(__nv_bfloat16 *dst, const float *src, const int32_t *rows, int D) {
-    const float *s = src + (size_t)(rows ? rows[blockIdx.x] : blockIdx.x) * D;
+/* row i >= nr (rows given): token (i - nr) % mt, the shared experts' virtual rows after the routed ones
+ * (cu_rows_gather_sh); nr = the rows otherwise */
+__device__ __forceinline__ size_t gather_row(const int32_t *rows, size_t i, int nr, int mt) {
+    return !rows ? i : i < (size_t)nr ? (size_t)rows[i] : (i - (size_t)nr) % (size_t)mt;
+}
+
+__global__ void moe_rows_bf16_kernel(__nv_bfloat16 *dst, const float *src, const int32_t *rows, int D, int nr, int mt) {
+    const float *s = src + gather_row(rows, blockIdx.x, nr, mt) * D;
     __nv_bfloat16 *d = dst + (size_t)blockIdx.x * D;
     for (int c = threadIdx.x; c < D; c += blockDim.x) d[c] = __float2bfloat16_rn(s[c]);
 }
@@ -624,14 +630,15 @@ int cu_fp8_own = 2, cu_fp8_own_max_m = 65535;
  * maximum by shuffles: no shared memory, no block barrier), 8 blocks a CTA, codes by the conversion unit:
  * the same codes and scales, at the bandwidth for large M (the software encoder and a block of 128 threads
  * per 128 values made it ~0.9 TB/s: 140 us of fp32 input at 4096 x 7168). */
-__global__ void rows_fp8_warp_kernel(unsigned char *q, float *s, const float *x, const int32_t *rows, int M, int K) {
+__global__ void rows_fp8_warp_kernel(unsigned char *q, float *s, const float *x, const int32_t *rows, int M, int K, int nr,
+                                     int mt) {
     cu_pdl_trigger();   /* (launched with PDL only under CU_F8_PDL) the GEMM after may start loading its weights */
     cu_pdl_wait();
     int LK = K / 128;
     size_t blk = (size_t)blockIdx.x * 8 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (blk >= (size_t)M * LK) return;
     size_t i = blk / LK, b = blk % LK, off = i * K + b * 128 + 4 * lane;
-    float4 v = *(const float4 *)(x + (rows ? (size_t)rows[i] * K + b * 128 + 4 * lane : off));
+    float4 v = *(const float4 *)(x + (rows ? gather_row(rows, i, nr, mt) * K + b * 128 + 4 * lane : off));
     float a = cu_warp_max(fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
     float scale = fmaxf(a, 1e-4f) / 448.0f;
     uchar4 c = make_uchar4(cu_f32_to_fp8_hw(v.x / scale), cu_f32_to_fp8_hw(v.y / scale), cu_f32_to_fp8_hw(v.z / scale),
@@ -645,7 +652,7 @@ void cu_rows_fp8_f32(unsigned char *q, float *s, const float *x, int M, int K) {
 void cu_rows_fp8_gather(unsigned char *q, float *s, const float *x, const int32_t *rows, int M, int K) {
     if (((uintptr_t)x & 15) == 0) {
         size_t blocks = ((size_t)M * (K / 128) + 7) / 8;
-        cu_launch_pdl(CU_F8_PDL, rows_fp8_warp_kernel, dim3((unsigned)blocks), dim3(256), 0, q, s, x, rows, M, K);
+        cu_launch_pdl(CU_F8_PDL, rows_fp8_warp_kernel, dim3((unsigned)blocks), dim3(256), 0, q, s, x, rows, M, K, M, 1);
     } else {
         moe_rows_fp8_kernel<float><<<dim3((unsigned)(K / 128), (unsigned)M), 128, 0, cu_stream>>>(q, s, x, rows, K);
     }
@@ -653,8 +660,21 @@ void cu_rows_fp8_gather(unsigned char *q, float *s, const float *x, const int32_
 }
 
 void cu_rows_bf16_gather(void *dst, const float *src, const int32_t *rows, int M, int D) {
-    moe_rows_bf16_kernel<<<M, 256, 0, cu_stream>>>((__nv_bfloat16 *)dst, src, rows, D);
+    moe_rows_bf16_kernel<<<M, 256, 0, cu_stream>>>((__nv_bfloat16 *)dst, src, rows, D, M, 1);
     CUDA_LAUNCH_CHECK();
+}
+
+int cu_rows_gather_sh(void *dst, float *s, const float *x, const int32_t *rows, int nr, int mt, int M, int K, int fp8) {
+    if (!rows || nr < 0 || nr > M || mt < 1 || (fp8 && (((uintptr_t)x & 15) || K % 128))) return 0;
+    if (fp8) {
+        size_t blocks = ((size_t)M * (K / 128) + 7) / 8;
+        cu_launch_pdl(CU_F8_PDL, rows_fp8_warp_kernel, dim3((unsigned)blocks), dim3(256), 0, (unsigned char *)dst, s, x, rows,
+                      M, K, nr, mt);
+    } else {
+        moe_rows_bf16_kernel<<<M, 256, 0, cu_stream>>>((__nv_bfloat16 *)dst, x, rows, K, nr, mt);
+    }
+    CUDA_LAUNCH_CHECK();
+    return 1;
 }
 
 /* rows_fp8_warp_kernel for BF16 rows (the decode experts' down input, x [M, K] 8-byte aligned): a warp a 128-column
@@ -859,7 +879,7 @@ int cu_skinny_tc_fits(const cu_wview *w) {
 void cu_skinny_tc(float *out, const float *x, int M, const cu_wview *w, void *xs_ws) {
     __nv_bfloat16 *xs = (__nv_bfloat16 *)xs_ws;
     int N = w->rows, K = w->cols;
-    moe_rows_bf16_kernel<<<M, 256, 0, cu_stream>>>(xs, x, NULL, K);
+    moe_rows_bf16_kernel<<<M, 256, 0, cu_stream>>>(xs, x, NULL, K, M, 1);
     CUDA_LAUNCH_CHECK();
     dim3 grid((unsigned)((M + 8 * MT_TG - 1) / (8 * MT_TG)), 1, (unsigned)((N + 16 * MT_WARPS - 1) / (16 * MT_WARPS)));
     if (w->dtype == DS_DTYPE_NVFP4)

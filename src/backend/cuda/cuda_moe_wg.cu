@@ -28,7 +28,7 @@
 #define MW_BK 128              /* columns a stage */
 #define MW_RING (200 * 1024)   /* bytes of the stage ring */
 #define MW_MAX_ST 16           /* mbarriers reserved per kind */
-#define MW_MAX_E 256           /* experts the item tables hold */
+#define MW_MAX_E 272           /* experts the item tables hold: the routed ones and the shared ones as virtual experts */
 #define MW_XS CU_MOE_WG_XS     /* token scales an item stages in shared memory (NT x its stages) */
 #define MW_MAX_KS 4            /* K splits of the dense form, unless more are needed for MW_XS */
 
@@ -103,6 +103,11 @@ typedef struct {
     float *part;                 /* dense, ks > 1: [ks][tiles][256][NT / 2] */
     int *tickets;                /* dense, ks > 1: [chunks x NB] */
     int R, E, N, K, ws_cols, ldo, ks, kc;
+    /* grouped: ns virtual experts E .. E + ns - 1 after the routed ones (the shared experts, each a slice of I rows of
+     * their gate / up and of I columns of their down: maps and scales at the same places as a routed expert's), virtual
+     * expert s on rows rr + s ms .. rr + (s + 1) ms - 1 (rr = off[E]: mw_append_virtual); sws_cols: their scales' row
+     * length (ws_cols: the routed ones') */
+    int ns, ms, rr, sws_cols;
 } mw_args;
 
 /* item t of the tables: pre [E + 1] (pre[e]: the chunks of the experts before e), offs [E + 1] (off[] in shared
@@ -129,10 +134,24 @@ __host__ __device__ __forceinline__ mw_item mw_item_of(int t, int NB, const int 
     return m;
 }
 
+/* After the E routed experts' pre [E + 1] and offs [E + 1]: ns virtual experts of ms rows each, expert E + s on rows
+ * rr + s ms .., nt rows a chunk; the tables grow to E + ns + 1. Contract: rr == offs[E], the routed rows end where the
+ * virtual ones begin (cu_moe's grouping gives every one of its M K pairs a row; offs[E] is set to rr regardless, so
+ * that the virtual experts are where the caller put their rows). */
+__host__ __device__ __forceinline__ void mw_append_virtual(int *pre, int *offs, int E, int ns, int ms, int rr, int nt) {
+    if (ns < 1) return;
+    offs[E] = rr;
+    for (int s = 0; s < ns; s++) {
+        pre[E + s + 1] = pre[E + s] + (ms + nt - 1) / nt;
+        offs[E + s + 1] = rr + (s + 1) * ms;
+    }
+}
+
 /* warp 0: pre and offs from off[] (E <= MW_MAX_E; off NULL: one range of R rows): lane l counts the chunks of
- * experts l per .. l per + per - 1, an exclusive scan over the lanes gives each its start */
+ * experts l per .. l per + per - 1, an exclusive scan over the lanes gives each its start; then the virtual experts
+ * (mw_append_virtual, lane 31) */
 template <int NT>
-__device__ void mw_tables(int *pre, int *offs, const int32_t *off, int E, int R) {
+__device__ void mw_tables(int *pre, int *offs, const int32_t *off, int E, int R, int ns, int ms, int rr) {
     int lane = threadIdx.x & 31;
     if (!off) {
         if (lane == 0) {
@@ -159,6 +178,7 @@ __device__ void mw_tables(int *pre, int *offs, const int32_t *off, int E, int R)
     if (lane == 31) {
         pre[E] = inc;
         offs[E] = off[E];
+        mw_append_virtual(pre, offs, E, ns, ms, rr, NT);
     }
 }
 
@@ -309,14 +329,15 @@ template <bool PAIR, int NT, bool BF>
 __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ CUtensorMap tx,
                                                         const __grid_constant__ CUtensorMap tw, const mw_args a) {
     typedef mw_shape<PAIR, NT> S;
-    const int NM = PAIR ? 2 : 1, NB = (a.N + MW_BN - 1) / MW_BN, LK = a.K / MW_BK, E = a.maps ? a.E : 1;
+    /* E: the experts of the item tables, the virtual ones included */
+    const int NM = PAIR ? 2 : 1, NB = (a.N + MW_BN - 1) / MW_BN, LK = a.K / MW_BK, E = a.maps ? a.E + a.ns : 1;
     extern __shared__ unsigned char mw_raw[];
     unsigned char *sm = (unsigned char *)(((uintptr_t)mw_raw + 1023) & ~(uintptr_t)1023);
     uint64_t *full = (uint64_t *)(sm + MW_RING), *empty = full + MW_MAX_ST;
     int *pre = (int *)(empty + MW_MAX_ST), *offs = pre + MW_MAX_E + 1, *flag = offs + MW_MAX_E + 1;
     float *xsm = (float *)(flag + 4);   /* [MW_XS]: the item's token scales */
     float *red = xsm + MW_XS;           /* [MW_QF_RED]: mw_store_qf's maxima */
-    if (threadIdx.x < 32) mw_tables<NT>(pre, offs, a.maps ? a.off : NULL, E, a.R);
+    if (threadIdx.x < 32) mw_tables<NT>(pre, offs, a.maps ? a.off : NULL, a.maps ? a.E : 1, a.R, a.maps ? a.ns : 0, a.ms, a.rr);
     if (threadIdx.x == 32) {
         for (int s = 0; s < S::ST; s++) {
             mbar_init(&full[s], 1);
@@ -370,8 +391,9 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
             mw_store<PAIR, NT>(acc0, acc1, a, m, pre[E] * NB, cw, warp, lane, flag, red);
             continue;
         }
-        const float *sw0 = (a.maps ? a.scales[m.e * NM] : a.w_scale) + (size_t)m.nb * a.ws_cols;
-        const float *sw1 = (a.maps ? a.scales[m.e * NM + NM - 1] : a.w_scale) + (size_t)m.nb * a.ws_cols;
+        const size_t wrow = (size_t)m.nb * (m.e < a.E ? a.ws_cols : a.sws_cols);   /* a virtual expert's scale rows */
+        const float *sw0 = (a.maps ? a.scales[m.e * NM] : a.w_scale) + wrow;
+        const float *sw1 = (a.maps ? a.scales[m.e * NM + NM - 1] : a.w_scale) + wrow;
         for (int i = 0; i < NT / 2; i++) tot0[i] = tot1[i] = 0.0f;
         mw_stage_scales<NT>(xsm, a.xs, m, LK, threadIdx.x - 128);
         float g0 = sw0[m.kb0], g1 = sw1[m.kb0];   /* the weight tiles' scales, loaded one block ahead */
@@ -436,60 +458,114 @@ int cu_moe_wg_chunk(int n_rows, int E) {
     return (n_rows + E - 1) / E <= 12 ? 32 : 64;
 }
 
-/* The BF16 experts: rows gathered as BF16 [n_rows, D] into xs_ws, gate/up writing BF16 SiLU(g) * u [n_rows, I]
- * after them, down reading it: cu_moe_tc's BF16 layout, no quantization. */
-static int mw_run_bf16(ds_cuda_backend *cb, float *y, const float *x, const int32_t *rows, const int32_t *off, int n_rows,
-                       int E, int D, int I, const CUtensorMap *maps, const float *const *sc, int nt, void *xs_ws) {
-    __nv_bfloat16 *xs = (__nv_bfloat16 *)xs_ws, *inter = xs + (size_t)n_rows * D;
+/* The rows of one grouped launch pair: n_rows routed ones, then (ns > 0) the shared experts' virtual rows, ns x M
+ * tokens (moe_wg_kernel's mw_args.ns / ms / rr); R = n_rows + ns M. */
+typedef struct {
+    const int32_t *rows, *off;
+    int n_rows, E, ns, M, R;
+} mw_rows;
+
+/* mw_args of one grouped launch: maps / sc at the launch's first expert (gate / up or down), its scale rows (ws for the
+ * routed experts, sws for the virtual ones), in: the rows' scales (FP8) or NULL, out and its row length ldo */
+static mw_args mw_grouped_args(const mw_rows &r, const CUtensorMap *maps, const float *const *sc, const float *in_scales,
+                               void *out, int N, int K, int ws, int sws, int kc) {
+    mw_args a;
+    memset(&a, 0, sizeof a);
+    a.maps = maps;
+    a.scales = sc;
+    a.xs = in_scales;
+    a.off = r.off;
+    a.out = out;
+    a.R = r.R;
+    a.E = r.E;
+    a.N = N;
+    a.K = K;
+    a.ws_cols = ws;
+    a.ldo = N;
+    a.ks = 1;
+    a.kc = kc;
+    a.ns = r.ns;
+    a.ms = r.M;
+    a.rr = r.n_rows;
+    a.sws_cols = sws;
+    return a;
+}
+
+/* The BF16 experts: rows gathered as BF16 [R, D] into xs_ws, gate/up writing BF16 SiLU(g) * u [R, I] after them, down
+ * reading it: cu_moe_tc's BF16 layout, no quantization. */
+static int mw_run_bf16(ds_cuda_backend *cb, float *y, const float *x, const mw_rows &r, int D, int I, const CUtensorMap *maps,
+                       const float *const *sc, int nt, void *xs_ws) {
+    const int E2 = r.E + r.ns;
+    __nv_bfloat16 *xs = (__nv_bfloat16 *)xs_ws, *inter = xs + (size_t)r.R * D;
     CUtensorMap t1, t2;
-    if (!cu_tma_map(&t1, xs, n_rows, 2 * D, nt) || !cu_tma_map(&t2, inter, n_rows, 2 * I, nt)) return 0;
-    cu_rows_bf16_gather(xs, x, rows, n_rows, D);
-    mw_args a1 = {maps, sc, NULL, NULL, off, inter, NULL, 0, NULL, NULL, n_rows, E, I, 2 * D, 0, I, 1, 2 * D / MW_BK};
+    if (!cu_tma_map(&t1, xs, r.R, 2 * D, nt) || !cu_tma_map(&t2, inter, r.R, 2 * I, nt)) return 0;
+    if (r.ns) {
+        if (!cu_rows_gather_sh(xs, NULL, x, r.rows, r.n_rows, r.M, r.R, D, 0)) return 0;
+    } else {
+        cu_rows_bf16_gather(xs, x, r.rows, r.R, D);
+    }
+    mw_args a1 = mw_grouped_args(r, maps, sc, NULL, inter, I, 2 * D, 0, 0, 2 * D / MW_BK);
     mw_launch<true, true>(cb, nt, t1, t1, a1);
-    mw_args a2 = {maps + 2 * E, sc + 2 * E, NULL, NULL, off, y, NULL, 0, NULL, NULL, n_rows, E, D, 2 * I, 0, D, 1, 2 * I / MW_BK};
+    mw_args a2 = mw_grouped_args(r, maps + 2 * E2, sc ? sc + 2 * E2 : NULL, NULL, y, D, 2 * I, 0, 0, 2 * I / MW_BK);
     mw_launch<false, true>(cb, nt, t2, t2, a2);
     return 1;
 }
 
-/* The FP8 experts as W8A8. xs_ws as cu_moe_tc's W8A8 form: the gathered rows' codes [n_rows, D] and scales, BF16
- * SiLU(g) * u [n_rows, I] after n_rows x D x 2 bytes, then its codes and scales over the first ones'. With
- * opt.moe_wg_qf the gate / up epilogue writes those codes and scales itself, where the BF16 copy would be (the first
- * codes are still being read by the launch's other CTAs): one launch fewer, the same bits (opt.moe_wg_qf). */
-static int mw_run_f8(ds_cuda_backend *cb, float *y, const float *x, const int32_t *rows, const int32_t *off, int n_rows,
-                     int E, int D, int I, const CUtensorMap *maps, const float *const *sc, int nt, const ds_layer_weights *L,
-                     void *xs_ws) {
+/* The FP8 experts as W8A8. xs_ws as cu_moe_tc's W8A8 form: the gathered rows' codes [R, D] and scales, BF16 SiLU(g) * u
+ * [R, I] after R x D x 2 bytes, then its codes and scales over the first ones'. With opt.moe_wg_qf the gate / up
+ * epilogue writes those codes and scales itself, where the BF16 copy would be (the first codes are still being read by
+ * the launch's other CTAs): one launch fewer, the same bits (opt.moe_wg_qf). */
+static int mw_run_f8(ds_cuda_backend *cb, float *y, const float *x, const mw_rows &r, int D, int I, const CUtensorMap *maps,
+                     const float *const *sc, int nt, const ds_layer_weights *L, void *xs_ws) {
+    const int E2 = r.E + r.ns, R = r.R;
     unsigned char *q = (unsigned char *)xs_ws;
-    float *qs = (float *)(q + (size_t)n_rows * D), *is = (float *)(q + (size_t)n_rows * I);
-    __nv_bfloat16 *inter = (__nv_bfloat16 *)xs_ws + (size_t)n_rows * D;
+    float *qs = (float *)(q + (size_t)R * D), *is = (float *)(q + (size_t)R * I);
+    __nv_bfloat16 *inter = (__nv_bfloat16 *)xs_ws + (size_t)R * D;
     const int qf = cb->opt.moe_wg_qf;
     unsigned char *q2 = qf ? (unsigned char *)inter : q;   /* the down projection's codes */
-    if (qf) is = (float *)(q2 + (size_t)n_rows * I);
+    if (qf) is = (float *)(q2 + (size_t)R * I);
     CUtensorMap t1, t2;
-    if (!cu_tma_map(&t1, q, n_rows, D, nt) || !cu_tma_map(&t2, q2, n_rows, I, nt)) return 0;
-    cu_rows_fp8_gather(q, qs, x, rows, n_rows, D);
-    mw_args a1 = {maps, sc, NULL, qs, off, qf ? (void *)q2 : (void *)inter, is, qf, NULL, NULL, n_rows, E, I, D,
-                  L->exp_gate[0].scale_cols, I, 1, D / MW_BK};
+    if (!cu_tma_map(&t1, q, R, D, nt) || !cu_tma_map(&t2, q2, R, I, nt)) return 0;
+    if (r.ns) {
+        if (!cu_rows_gather_sh(q, qs, x, r.rows, r.n_rows, r.M, R, D, 1)) return 0;
+    } else {
+        cu_rows_fp8_gather(q, qs, x, r.rows, R, D);
+    }
+    mw_args a1 = mw_grouped_args(r, maps, sc, qs, qf ? (void *)q2 : (void *)inter, I, D, L->exp_gate[0].scale_cols,
+                                 r.ns ? L->sh_gate.scale_cols : 0, D / MW_BK);
+    a1.oscale = is;
+    a1.qf = qf;
     mw_launch<true>(cb, nt, t1, t1, a1);
-    if (!qf) cu_rows_fp8_bf16(q, is, inter, n_rows, I, cb->opt.quant_warp);
-    mw_args a2 = {maps + 2 * E, sc + 2 * E, NULL, is, off, y, NULL, 0, NULL, NULL, n_rows, E, D, I, L->exp_down[0].scale_cols, D, 1, I / MW_BK};
+    if (!qf) cu_rows_fp8_bf16(q, is, inter, R, I, cb->opt.quant_warp);
+    mw_args a2 = mw_grouped_args(r, maps + 2 * E2, sc + 2 * E2, is, y, D, I, L->exp_down[0].scale_cols,
+                                 r.ns ? L->sh_down.scale_cols : 0, I / MW_BK);
     mw_launch<false>(cb, nt, t2, t2, a2);
     return 1;
 }
 
 int cu_moe_wg_run(ds_cuda_backend *cb, float *y, const float *x, const int32_t *rows, const int32_t *off, int n_rows, int E,
-                  int D, int I, const ds_layer_weights *L, void *xs_ws) {
+                  int D, int I, const ds_layer_weights *L, void *xs_ws, int sh_m, int *sh_done) {
     const ds_weight *g = &L->exp_gate[0];
     int bf = cu_moe_wg_bf16 && g->dtype == DS_DTYPE_BF16 && !g->scale && D % 64 == 0 && I % 64 == 0;
     int f8 = cu_moe_wg && cu_moe_w8a8 && g->dtype == DS_DTYPE_F8_E4M3 && g->scale && D % MW_BK == 0 && I % MW_BK == 0 &&
              64 * (D > I ? D : I) / MW_BK <= MW_XS && (size_t)I * 33 / 32 <= (size_t)D * 2;
     const CUtensorMap *maps;
     const float *const *sc;
-    if ((!bf && !f8) || n_rows < 1 || E < 1 || E > MW_MAX_E || !cu_expert_maps(cb, L, E, D, I, !cu_capturing(), &maps, &sc))
+    int ns = 0;
+    *sh_done = 0;
+    if ((!bf && !f8) || n_rows < 1 || E < 1 || E > MW_MAX_E ||
+        !cu_expert_maps(cb, L, E, D, I, !cu_capturing(), &maps, &sc, &ns))
         return 0;
-    int nt = cu_moe_wg_chunk(n_rows, E);
-    return bf ? mw_run_bf16(cb, y, x, rows, off, n_rows, E, D, I, maps, sc, nt, xs_ws)
-              : mw_run_f8(cb, y, x, rows, off, n_rows, E, D, I, maps, sc, nt, L, xs_ws);
+    /* the shared experts as virtual experts where asked for and made (and the tables hold them) */
+    mw_rows r = {rows, off, n_rows, E, sh_m > 0 && ns > 0 && E + ns <= MW_MAX_E ? ns : 0, sh_m, 0};
+    r.R = n_rows + r.ns * (r.ns ? sh_m : 0);
+    int nt = cu_moe_wg_chunk(n_rows, E);   /* by the routed rows: the virtual experts' M tokens take their own chunks */
+    int ok = bf ? mw_run_bf16(cb, y, x, r, D, I, maps, sc, nt, xs_ws) : mw_run_f8(cb, y, x, r, D, I, maps, sc, nt, L, xs_ws);
+    *sh_done = ok && r.ns;
+    return ok;
 }
+
+void cu_moe_wg_virtual(int *pre, int *offs, int E, int ns, int ms, int rr, int nt) { mw_append_virtual(pre, offs, E, ns, ms, rr, nt); }
 
 void cu_moe_wg_item(int t, int NB, const int *pre, const int *offs, int E, int ks, int kc, int LK, int nt, int out[8]) {
     mw_item m = nt == 32 ? mw_item_of<32>(t, NB, pre, offs, E, ks, kc, LK) : mw_item_of<64>(t, NB, pre, offs, E, ks, kc, LK);
@@ -533,7 +609,8 @@ int cu_f8_wg_linear(ds_cuda_backend *cb, float *out, const float *x, const ds_we
     CUtensorMap tx, tw;
     if (!cu_tma_map(&tx, q, M, K, nt) || !cu_tma_map(&tw, w->data, N, K, MW_BN)) return 0;
     cu_rows_fp8_f32(q, qs, x, M, K);
-    mw_args a = {NULL, NULL, w->scale, qs, NULL, out, NULL, 0, part, cb->f8_tickets, M, 1, N, K, w->scale_cols, N, ks, kc};
+    mw_args a = {NULL, NULL, w->scale, qs, NULL, out, NULL, 0, part, cb->f8_tickets, M, 1, N, K, w->scale_cols, N, ks, kc,
+                 0, 0, 0, 0};
     mw_launch<false>(cb, nt, tx, tw, a);
     return 1;
 }

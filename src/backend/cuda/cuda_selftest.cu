@@ -214,6 +214,53 @@ extern "C" long ds_cuda_host_selftest(char *msg, size_t len) {
         if (!seen) MISMATCH("wg item check: out of memory");
         free(seen);
     }
+    /* the shared experts as moe_wg_kernel's virtual experts (cu_moe_wg_virtual after the routed tables): ns experts of
+     * ms rows from row rr = the routed rows' end; every row of both kinds in exactly one item of its own expert, chunks of
+     * nt rows (a routed expert's rows never run into the virtual ones) */
+    {
+        enum { E = 9, NS = 2, NB = 2 };
+        const int ms_cases[] = {1, 31, 64, 200};
+        for (int nt = 32; nt <= 64; nt += 32)
+            for (size_t c = 0; c < sizeof ms_cases / sizeof ms_cases[0]; c++) {
+                int ms = ms_cases[c], pre[E + NS + 1], offs[E + NS + 1], stop = 0;
+                offs[0] = pre[0] = 0;
+                for (int e = 0; e < E; e++) {
+                    offs[e + 1] = offs[e] + (int)(mix(e + 23) % 70) * (e % 4 != 1);
+                    pre[e + 1] = pre[e] + (offs[e + 1] - offs[e] + nt - 1) / nt;
+                }
+                int rr = offs[E], R = rr + NS * ms;
+                cu_moe_wg_virtual(pre, offs, E, NS, ms, rr, nt);
+                unsigned char *seen = (unsigned char *)calloc((size_t)R * NB, 1);
+                if (!seen) {
+                    MISMATCH("wg virtual check: out of memory");
+                    break;
+                }
+                if (pre[E + NS] != pre[E] + NS * ((ms + nt - 1) / nt) || offs[E + NS] != R)
+                    MISMATCH("wg virtual tables (nt %d, ms %d): %d chunks to row %d", nt, ms, pre[E + NS], offs[E + NS]);
+                for (int t = 0; t < pre[E + NS] * NB && !stop; t++) {
+                    int m[8];
+                    cu_moe_wg_item(t, NB, pre, offs, E + NS, 1, 4, 4, nt, m);
+                    int e = m[0], r0 = m[1], cnt = m[2];
+                    int lo = e < E ? offs[e] : rr + (e - E) * ms, hi = e < E ? offs[e + 1] : lo + ms;
+                    if (e < 0 || e >= E + NS || r0 < lo || cnt < 1 || cnt > nt || r0 + cnt > hi) {
+                        MISMATCH("wg virtual item %d (nt %d, ms %d): expert %d rows %d+%d outside %d..%d", t, nt, ms, e, r0, cnt, lo, hi);
+                        stop = 1;
+                        continue;
+                    }
+                    for (int r = r0; r < r0 + cnt; r++) seen[(size_t)r * NB + m[3]]++;
+                }
+                for (int r = 0; r < R && !stop; r++)
+                    for (int nb = 0; nb < NB; nb++) {
+                        if (seen[(size_t)r * NB + nb] != 1) {
+                            MISMATCH("wg virtual items (nt %d, ms %d): row %d block %d covered %d times", nt, ms, r, nb,
+                                     seen[(size_t)r * NB + nb]);
+                            stop = 1;
+                            break;
+                        }
+                    }
+                free(seen);
+            }
+    }
     /* an NVFP4 weight [3, 48]: every element against the CPU's row decoder */
     {
         enum { R = 3, K = 48 };

@@ -56,11 +56,14 @@ __device__ __forceinline__ void tma_load(void *dst, const CUtensorMap *map, int 
  * (no driver entry point, bad shape). */
 int cu_tma_map(CUtensorMap *map, const void *p, int rows, int K, int box_rows);
 /* One layer's expert weight maps (boxes of 128 bytes x 128 rows) on the device, made on first use unless `create`
- * is 0 (inside a stream capture: cudaMalloc and the synchronous copies are not allowed there): *maps [3E]: gate,
- * up of expert e at 2e, 2e + 1, down at 2E + e; *scales the same order (FP8: their 128 x 128 block scales; BF16:
- * NULL). 0 when the layer's experts do not all fit (all FP8 with scales or all BF16, 16-byte aligned, the shapes
- * I x D and D x I) or were not made. The prefill path (cu_moe_gemm_f8) asks for FP8 layers only. */
+ * is 0 (inside a stream capture: cudaMalloc and the synchronous copies are not allowed there): *maps [3 E2] with
+ * E2 = E + *ns: gate, up of expert e at 2e, 2e + 1, down at 2 E2 + e; *scales the same order (FP8: their 128 x 128
+ * block scales; BF16: NULL). *ns: the layer's shared experts as virtual experts E .. E2 - 1, each a slice of I rows
+ * of their gate / up and I columns of their down (a strided map; scale pointers at the slice's first block, rows
+ * of sh_gate / sh_down's scale_cols), or 0 where they do not have the routed experts' dtype and layout. 0 when the
+ * layer's experts do not all fit (all FP8 with scales or all BF16, 16-byte aligned, the shapes I x D and D x I) or
+ * were not made. The prefill path (cu_moe_gemm_f8) asks for FP8 layers only. */
 int cu_expert_maps(ds_cuda_backend *cb, const ds_layer_weights *L, int E, int D, int I, int create,
-                   const CUtensorMap **maps, const float *const **scales);
+                   const CUtensorMap **maps, const float *const **scales, int *ns);
 
 #endif
