@@ -15,3 +15,5 @@ mut sh_scale src/backend/cuda/cuda_moe_wg.cu '(m.e < a.E ? a.ws_cols : a.sws_col
 mut sh_rows src/backend/cuda/cuda_moe_tc.cu '(i - (size_t)nr) % (size_t)mt' '(i - (size_t)nr) / 2 % (size_t)mt'
 # a virtual expert's down map over its own I columns as if they were contiguous rows (the stride of a routed expert)
 mut sh_stride src/backend/cuda/cuda_fp8_wgmma.cu '                             (size_t)ns * I * es, 128))' '                             (size_t)I * es, 128))'
+# f8_reduce2_kernel (DSINFER_OPS_ONLY=f8r2): the second output's partials read with the first one's split stride
+mut r2_stride src/backend/cuda/cuda_moe_tc.cu '        size_t j = two ? i - n1 : i, n = two ? n2 : n1;' '        size_t j = two ? i - n1 : i, n = n1;'

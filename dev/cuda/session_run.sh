@@ -1478,17 +1478,21 @@ if want s20d; then
   step ops_full 380 $B/test_cuda_ops
 fi
 # s21a: the shared experts as virtual experts of moe_wg_kernel (DSINFER_CUDA_MOE_SHARED_IN=1, the default): test_cuda_host,
-# the op test shin (against the CPU and a twin with them in line), its mutants, then FP8 and BF16 decode rows with it on
-# and off, alternated twice (FP8) and once (BF16)
+# the op test shin (against the CPU and a twin with them in line), the two-output split-K sum (f8r2, DSINFER_CUDA_F8_REDUCE2),
+# their mutants, then FP8 and BF16 decode rows with the shared experts in and out, alternated twice (FP8) and once (BF16),
+# and FP8 with REDUCE2=0
 if want s21a; then
   step host 30 $B/test_cuda_host
   step ops_shin 150 env DSINFER_OPS_ONLY=shin $B/test_cuda_ops
+  step ops_f8r2 60 env DSINFER_OPS_ONLY=f8r2 $B/test_cuda_ops
   for mb in $B/test_cuda_ops_mut_sh_*; do [ -x "$mb" ] && mutant "$mb" shin 64 60; done
+  for mb in $B/test_cuda_ops_mut_r2_*; do [ -x "$mb" ] && mutant "$mb" f8r2 64 60; done
   for r in 1 2; do
     for v in 1 0; do
       step dec_f8_sh$v 40 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_SHARED_IN=$v $B/dsinfer bench --dtype fp8 --batch 1,8,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s21-sh$v-fp8
     done
   done
+  step dec_f8_r20 40 env DSINFER_CUDA_TC=1 DSINFER_CUDA_F8_REDUCE2=0 $B/dsinfer bench --dtype fp8 --batch 1,8,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s21-r20-fp8
   for v in 1 0; do
     step dec_bf_sh$v 40 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_SHARED_IN=$v $B/dsinfer bench --dtype bf16 --batch 8,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s21-sh$v-bf16
   done

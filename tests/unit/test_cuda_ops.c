@@ -1168,7 +1168,7 @@ static void free_setup(setup *s) {
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
 static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf | side | linear2 | kvb | qkv | router | w8small
-                            * | f8cl | f8t1 | f8tp | f8tc | f8ts | f8bn | quantw | moeqf | rgroup | group3 | shin | f8lab | fa3 | moecomb (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
+                            * | f8cl | f8t1 | f8tp | f8tc | f8ts | f8bn | quantw | moeqf | rgroup | group3 | shin | f8r2 | f8lab | fa3 | moecomb (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
                             * run_side_stream, run_linear2, run_kvb_copy, run_qkv_finish, run_router, run_w8a8_small or
                             * run_f8_lab */
 
@@ -2054,6 +2054,21 @@ static void run_group3(void) {
     unsetenv("DSINFER_CUDA_GROUP3");
 }
 
+/* DSINFER_OPS_ONLY=f8r2: a linear2's two split-K sums in one launch (DSINFER_CUDA_F8_REDUCE2=1, the default) against a
+ * launch each (=0): the same bits, and against the CPU; V2-Lite q + kv_a, V3 q_a + kv_a, odd widths, 2 .. 64 rows (the
+ * one-warpgroup kernel's split K). */
+static void run_f8_reduce2(void) {
+    if (only && strcmp(only, "f8r2")) return;
+    setup s;
+    if (!load_setup(&s, "v2l-f8r2", "configs/deepseek-v2-lite.json", 0, 16)) return;
+    const char *E = "DSINFER_CUDA_F8_REDUCE2";
+    const int M2[] = {2, 9, 33, 64};
+    check_f8_alt(&s, E, "v2l q+kv_a", 3072, 576, 2048, M2, NM(M2), 1);
+    check_f8_alt(&s, E, "v3 q_a+kv_a", 1536, 576, 7168, M2, NM(M2), 1);
+    check_f8_alt(&s, E, "odd", 92, 132, 1280, M2, NM(M2), 1);
+    free_setup(&s);
+}
+
 /* DSINFER_OPS_ONLY=shin: the shared experts as virtual experts of the routed experts' moe_wg_kernel launches
  * (DSINFER_CUDA_MOE_SHARED_IN=1, the default) against a twin with them in line (=0): the whole MoE block within NMSE 1e-5
  * of the twin (the shared sums in two halves and another order; BF16 SiLU products may round apart) and some value
@@ -2722,6 +2737,7 @@ int main(void) {
     run_route_group();
     run_group3();
     run_moe_shared_in();
+    run_f8_reduce2();
     run_f8_lab();
     run_fa3();
     run_moe_combine2();

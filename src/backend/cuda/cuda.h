@@ -724,6 +724,10 @@ extern int cu_f8_tickets;
  * DSINFER_CUDA_F8_SPLIT_KB (default 4): the fewest 128-column stages cu_f8_splits gives a split;
  * DSINFER_CUDA_F8_REDUCE_VEC (default 0, opt-in until timed): the split-K sum four values a thread (the same bits) */
 extern int cu_f8_preload, cu_f8_split_kb, cu_f8_reduce_vec;
+/* DSINFER_CUDA_F8_REDUCE2 (default 1): a linear2's two split-K sums in one launch (f8_reduce2_kernel, the same bits;
+ * cu_f8_reduce_two); 0: a launch each */
+extern int cu_f8_reduce2;
+void cu_f8_reduce_two(float *out1, const float *p1, size_t n1, float *out2, const float *p2, size_t n2, int ks);
 /* DSINFER_CUDA_F8_CLUSTER (default 0 until timed): up to DSINFER_CUDA_F8_CLUSTER_MAX_M rows (default 256) the W8A8
  * GEMM's K splits (more than one) run as one thread-block cluster a tile and are summed through distributed shared
  * memory in z order (the reduce kernel's additions: the same bits while the splits are at most 8, the portable

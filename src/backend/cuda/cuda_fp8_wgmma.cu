@@ -940,8 +940,8 @@ static void cpasync_gemm(ds_cuda_backend *cb, const unsigned char *q, const floa
         CUDA_LAUNCH_CHECK();
     }
     if (ks > 1 && !tk) {
-        cu_f8_reduce(out1, p1, (size_t)M * N1, ks);
-        if (w2) cu_f8_reduce(out2, p2, (size_t)M * N2, ks);
+        if (w2) cu_f8_reduce_two(out1, p1, (size_t)M * N1, out2, p2, (size_t)M * N2, ks);
+        else cu_f8_reduce(out1, p1, (size_t)M * N1, ks);
     }
 }
 

@@ -724,6 +724,34 @@ __global__ void f8_reduce4_kernel(float4 *out, const float4 *part, size_t n4, in
 }
 
 int cu_f8_reduce_vec = 0;   /* DSINFER_CUDA_F8_REDUCE_VEC (backend creation) */
+int cu_f8_reduce2 = 1;      /* DSINFER_CUDA_F8_REDUCE2 (backend creation) */
+
+/* f8_reduce_kernel over two outputs in one launch (a linear2's two weights): index i < n1 is out1's, the rest out2's;
+ * each value the same additions in the same order (the same bits as two launches) */
+__global__ void f8_reduce2_kernel(float *out1, const float *p1, size_t n1, float *out2, const float *p2, size_t n2, int KS) {
+    cu_pdl_trigger();
+    cu_pdl_wait();
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n1 + n2; i += (size_t)gridDim.x * blockDim.x) {
+        int two = i >= n1;
+        size_t j = two ? i - n1 : i, n = two ? n2 : n1;
+        const float *part = two ? p2 : p1;
+        float v = part[j];
+        for (int z = 1; z < KS; z++) v += part[(size_t)z * n + j];
+        (two ? out2 : out1)[j] = v;
+    }
+}
+
+void cu_f8_reduce_two(float *out1, const float *p1, size_t n1, float *out2, const float *p2, size_t n2, int ks) {
+    if (!cu_f8_reduce2 || cu_f8_reduce_vec) {
+        cu_f8_reduce(out1, p1, n1, ks);
+        cu_f8_reduce(out2, p2, n2, ks);
+        return;
+    }
+    size_t blocks = cu_blocks(n1 + n2, 256);
+    cu_launch_pdl(CU_F8_PDL, f8_reduce2_kernel, dim3((unsigned)(blocks < 4096 ? blocks : 4096)), dim3(256), 0, out1, p1, n1, out2,
+                  p2, n2, ks);
+    CUDA_LAUNCH_CHECK();
+}
 
 void cu_f8_reduce(float *out, const float *part, size_t n, int ks) {
     if (cu_f8_reduce_vec && n % 4 == 0 && ((uintptr_t)out & 15) == 0 && ((uintptr_t)part & 15) == 0) {
