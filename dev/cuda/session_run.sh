@@ -1492,6 +1492,9 @@ if want s21a; then
       step dec_f8_sh$v 40 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_SHARED_IN=$v $B/dsinfer bench --dtype fp8 --batch 1,8,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s21-sh$v-fp8
     done
   done
+  for v in 1 4; do   # the 16-head MLA decode's splits aimed at 1 or 4 blocks an SM (2: the default)
+    step dec_f8_slots$v 30 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MLA_SLOTS=$v $B/dsinfer bench --dtype fp8 --batch 8,32,64 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s21-slots$v-fp8
+  done
   step dec_f8_r20 40 env DSINFER_CUDA_TC=1 DSINFER_CUDA_F8_REDUCE2=0 $B/dsinfer bench --dtype fp8 --batch 1,8,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s21-r20-fp8
   for v in 1 0; do
     step dec_bf_sh$v 40 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_SHARED_IN=$v $B/dsinfer bench --dtype bf16 --batch 8,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s21-sh$v-bf16

@@ -457,6 +457,9 @@ extern int cu_fa3;
 int cu_fa_prefill3_tc(float *out, const float *q, const __nv_bfloat16 *kvb16, const __nv_bfloat16 *kpe16,
                       const int32_t *positions, int t0, int T, int L, int H, float scale);
 int cu_mla_tc_splits(int T, int H, int max_ctx, int n_sm, int kv_layout);
+/* DSINFER_CUDA_MLA_SLOTS (default 2): the blocks an SM cu_mla_tc_splits aims the 16-head kernels' splits at (a lab switch:
+ * fewer, longer splits with 1, more with 4) */
+extern int cu_mla_slots;
 void cu_mla_decode_tc(const fa_params *p, int T);
 
 /* ---- element loads by stored dtype -------------------------------------------------------------- */

@@ -736,6 +736,11 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     cu_f8_split_kb = env_int("DSINFER_CUDA_F8_SPLIT_KB", 4);
     cu_f8_reduce_vec = env_int("DSINFER_CUDA_F8_REDUCE_VEC", 0);
     cu_f8_reduce2 = env_int("DSINFER_CUDA_F8_REDUCE2", 1);
+    cu_mla_slots = env_int("DSINFER_CUDA_MLA_SLOTS", 2);
+    if (cu_mla_slots < 1 || cu_mla_slots > 16) {
+        fprintf(stderr, "dsinfer: DSINFER_CUDA_MLA_SLOTS=%d is outside 1 .. 16; using 2\n", cu_mla_slots);
+        cu_mla_slots = 2;
+    }
     cu_f8_cluster = env_int("DSINFER_CUDA_F8_CLUSTER", 0);
     cu_f8_cluster_max_m = env_int("DSINFER_CUDA_F8_CLUSTER_MAX_M", 256);
     cu_f8_tma1 = env_int("DSINFER_CUDA_F8_TMA1", 1);

@@ -851,9 +851,11 @@ __global__ void __launch_bounds__(T2_THREADS, 2) mla_decode_f8h_kernel(fa_params
 /* Splits for T entries: about two blocks per SM in one wave (both kernels' occupancy), at most one tile
  * of the layout's kernel (64 rows, 32 for v2) per split of the longest context the page table can hold, at
  * most 64 (mla_combine). */
+int cu_mla_slots = 2;   /* DSINFER_CUDA_MLA_SLOTS (backend creation) */
+
 int cu_mla_tc_splits(int T, int H, int max_ctx, int n_sm, int kv_layout) {
     if (cu_mla_wg_on(kv_layout, H)) return cu_mla_wg_splits(T, H, max_ctx, n_sm);
-    int blocks = T * ((H + TC_HEADS - 1) / TC_HEADS), slots = 2 * n_sm, tile = tc2_on(kv_layout) ? T2_TILE : TC_TILE;
+    int blocks = T * ((H + TC_HEADS - 1) / TC_HEADS), slots = cu_mla_slots * n_sm, tile = tc2_on(kv_layout) ? T2_TILE : TC_TILE;
     int S = blocks >= slots ? 1 : slots / blocks, max_tiles = (max_ctx + tile - 1) / tile;
     if (S > max_tiles) S = max_tiles;
     if (S > 64) S = 64;
