@@ -17,3 +17,6 @@ mut sh_rows src/backend/cuda/cuda_moe_tc.cu '(i - (size_t)nr) % (size_t)mt' '(i 
 mut sh_stride src/backend/cuda/cuda_fp8_wgmma.cu '                             (size_t)ns * I * es, 128))' '                             (size_t)I * es, 128))'
 # f8_reduce2_kernel (DSINFER_OPS_ONLY=f8r2): the second output's partials read with the first one's split stride
 mut r2_stride src/backend/cuda/cuda_moe_tc.cu '        size_t j = two ? i - n1 : i, n = two ? n2 : n1;' '        size_t j = two ? i - n1 : i, n = n1;'
+# the routed experts' down maps taken at 2 (E + ns) with ns the virtual experts that run, not those the table holds (the
+# bug run 1 found: with the shared experts in line, or above 256 tokens, down read the virtual experts' gate maps)
+mut sh_layout src/backend/cuda/cuda_moe_wg.cu '    const int E2 = r.E + r.tns, R = r.R;   /* E2: the table'"'"'s layout */' '    const int E2 = r.E + r.ns, R = r.R;'

@@ -1507,4 +1507,34 @@ if want s21b; then
   step golden 120 $B/test_cuda_golden
   step model 150 $B/test_cuda_model
 fi
+# s21c: after run 1's fix (the routed experts' down maps at the table's layout): shin and its mutants (sh_layout new), the
+# decode rows with the shared experts in and out (FP8 twice, BF16 once), MLA_SLOTS 1 against 2, then the op tests whose twins
+# or paths the session touched, goldens and test_cuda_model (s21b's)
+if want s21c; then
+  step ops_shin 150 env DSINFER_OPS_ONLY=shin $B/test_cuda_ops
+  for mb in $B/test_cuda_ops_mut_sh_*; do [ -x "$mb" ] && mutant "$mb" shin '' 60; done
+  for r in 1 2; do
+    for v in 1 0; do
+      step dec_f8_sh$v 40 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_SHARED_IN=$v $B/dsinfer bench --dtype fp8 --batch 1,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s21c-sh$v-fp8
+    done
+  done
+  for v in 1 2; do
+    step dec_f8_slots$v 30 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MLA_SLOTS=$v $B/dsinfer bench --dtype fp8 --batch 8,16,32,64 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s21c-slots$v-fp8
+  done
+  step dec_bf_sh0 40 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_SHARED_IN=0 $B/dsinfer bench --dtype bf16 --batch 8,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s21c-sh0-bf16
+  for o in rgroup group3 side moecomb; do step ops_$o 100 env DSINFER_OPS_ONLY=$o DSINFER_OPS_MAX_M=350 $B/test_cuda_ops; done
+  step golden 120 $B/test_cuda_golden
+  step model 150 $B/test_cuda_model
+fi
+# s21d: the session's final defaults (the MLA split rule of two tiles a split from 8 blocks; the op test shin's counted
+# runs and 1e-3 twin bound): the final FP8 / BF16 decode rows, test_cuda_host, shin and its mutants, then test_cuda_ops
+# in full
+if want s21d; then
+  step final_fp8 60 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1,2,4,8,16,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s21-final-fp8
+  step final_bf16 60 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,2,4,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s21-final-bf16
+  step host 30 $B/test_cuda_host
+  step ops_shin 150 env DSINFER_OPS_ONLY=shin $B/test_cuda_ops
+  for mb in $B/test_cuda_ops_mut_sh_*; do [ -x "$mb" ] && mutant "$mb" shin '' 60; done
+  step ops_full 400 $B/test_cuda_ops
+fi
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

@@ -862,7 +862,9 @@ static int moe_twin;
 static const char *moe_twin_env = "DSINFER_CUDA_SHARED_STREAM", *moe_twin_val = "0";   /* how the twin is made */
 static double moe_thr_tc;
 /* > 0: the twin's output need not be the same bits, only within this NMSE (run_moe_shared_in: the shared experts' sums
- * in another order); up to moe_twin_differ_m tokens some value must differ (the other form did run), above none */
+ * in another order, their SiLU products rounded to BF16 before quantization as the routed experts' are); up to
+ * moe_twin_differ_m tokens the first backend must have run the shared experts inside the routed launches
+ * (ds_cuda_moe_shared_in_runs), above not (and then the same bits), the twin never */
 static double moe_twin_nmse;
 static int moe_twin_differ_m;
 
@@ -979,12 +981,14 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc, i
             buf_free(s, &x2);
             buf_poison(&out);
         }
+        long runs0 = ds_cuda_moe_shared_in_runs(gpu), truns0 = twin ? ds_cuda_moe_shared_in_runs(twin) : 0;
         if (routed) gpu->moe_routed(gpu, out.d, x.d, &Ld, M, e0, e1);
         else gpu->moe(gpu, out.d, x.d, &Ld, M);
         if (twin && !routed) {   /* the same op with the shared experts in line: the same bits */
             buf o2 = buf_new(s, (size_t)M * D);
             buf_poison(&o2);
             twin->moe(twin, o2.d, x.d, &Ld, M);
+            long runs = ds_cuda_moe_shared_in_runs(gpu) - runs0, truns = ds_cuda_moe_shared_in_runs(twin) - truns0;
             size_t diff = device_units_differ(s, out.d, o2.d, (size_t)M * D, sizeof(float));
             double tn = moe_twin_nmse > 0 ? device_nmse(s, out.d, o2.d, (size_t)M * D) : 0;
             printf("  %-8s moe M=%d %s: against %s=%s: %zu of %zu values differ, NMSE %.3g\n", s->name, M, ds_dtype_name(dt),
@@ -992,8 +996,11 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc, i
             if (moe_twin_nmse > 0) {
                 CHECKF(tn <= moe_twin_nmse, "%s moe M=%d: NMSE %.3g against %s=%s (bound %.1g)", s->name, M, tn, moe_twin_env,
                        moe_twin_val, moe_twin_nmse);
-                CHECKF((M <= moe_twin_differ_m) == (diff > 0), "%s moe M=%d: %zu values differ from %s=%s (expected %s)",
-                       s->name, M, diff, moe_twin_env, moe_twin_val, M <= moe_twin_differ_m ? "some: the forms differ" : "none");
+                printf("  %-8s moe M=%d: shared experts inside the routed launches: %ld of 1 calls (twin: %ld)\n", s->name, M,
+                       runs, truns);
+                CHECKF(runs == (M <= moe_twin_differ_m) && truns == 0, "%s moe M=%d: shared experts inside the routed launches "
+                       "%ld times, twin %ld (expected %d, 0)", s->name, M, runs, truns, M <= moe_twin_differ_m);
+                if (M > moe_twin_differ_m) CHECKF(diff == 0, "%s moe M=%d: %zu values differ with both in line", s->name, M, diff);
             } else
                 CHECKF(diff == 0, "%s moe M=%d: %zu values differ from %s=%s", s->name, M, diff, moe_twin_env, moe_twin_val);
             buf_free(s, &o2);
@@ -2080,7 +2087,10 @@ static void run_moe_shared_in(void) {
     setup s;
     twin_w8a8_begin("DSINFER_CUDA_MOE_SHARED_IN");
     moe_twin_val = "0";
-    moe_twin_nmse = 1e-5;
+    /* measured (twenty-first session run 2): FP8 1.1 .. 1.4e-4 (V2-Lite), 3.7 .. 6.9e-5 (V3), from the in-line W8A8 MLP's
+     * SiLU products quantized without the BF16 rounding the experts' path applies (one e4m3 step where the two roundings
+     * part); BF16 <= 7.4e-6. A lost or misplaced shared expert is ~2e-2 .. 0.9. */
+    moe_twin_nmse = 1e-3;
     moe_twin_differ_m = 256;
     if (load_setup(&s, "v2l-shin", "configs/deepseek-v2-lite.json", 3, 16)) {
         const int m[] = {2, 8, 9, 33, 64, 200, 256, 257}, b[] = {4, 64, 256};

@@ -401,6 +401,7 @@ typedef struct {
     cu_kvb16 *kvb16;            /* prepared FP8 kv_b -> its BF16 copy (cuda_weights.cu kvb_copies) */
     int n_kvb16;
     unsigned *route_tickets;    /* the fused router's ticket per token group [CU_ROUTE_TICKETS] (cuda_moe.cu), zero between launches */
+    long moe_shared_in_runs;    /* MoE calls whose shared experts ran as moe_wg_kernel's virtual experts (host count, for tests) */
 } ds_cuda_backend;
 
 static inline ds_cuda_backend *cu_of(ds_backend *be) { return (ds_cuda_backend *)be; }

@@ -33,6 +33,9 @@ void ds_cuda_from_host(ds_backend *be, float *dst, const float *src, size_t n);
 /* Copies n bytes host -> device / device -> host (any type). */
 void ds_cuda_upload_bytes(ds_backend *be, void *dst, const void *src, size_t n);
 void ds_cuda_download_bytes(ds_backend *be, void *dst, const void *src, size_t n);
+/* How many MoE calls of this backend ran the shared experts inside the routed experts' launches
+ * (DSINFER_CUDA_MOE_SHARED_IN): the op tests' evidence that the form they compare did run. */
+long ds_cuda_moe_shared_in_runs(ds_backend *be);
 /* Device memory of n bytes owned by the backend (freed with release()). */
 void *ds_cuda_alloc_bytes(ds_backend *be, size_t n);
 

@@ -188,6 +188,8 @@ void ds_cuda_upload_bytes(ds_backend *be, void *dst, const void *src, size_t n) 
     if (n) CUDA_CHECK(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice));
 }
 
+long ds_cuda_moe_shared_in_runs(ds_backend *be) { return cu_of(be)->moe_shared_in_runs; }
+
 void ds_cuda_download_bytes(ds_backend *be, void *dst, const void *src, size_t n) {
     (void)be;
     if (n) CUDA_CHECK(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost));

@@ -858,6 +858,10 @@ int cu_mla_tc_splits(int T, int H, int max_ctx, int n_sm, int kv_layout) {
     int blocks = T * ((H + TC_HEADS - 1) / TC_HEADS), slots = cu_mla_slots * n_sm, tile = tc2_on(kv_layout) ? T2_TILE : TC_TILE;
     int S = blocks >= slots ? 1 : slots / blocks, max_tiles = (max_ctx + tile - 1) / tile;
     if (S > max_tiles) S = max_tiles;
+    /* from 8 blocks, at least two tiles a split (twenty-first session runs 1-2: batch 8 at 1K, 32 splits of one tile ->
+     * 16 of two, 5.49 / 5.54 -> 5.35 / 5.41 ms a step; a split's Q load, ring fill and partial store were most of a
+     * one-tile block). Below 8 blocks (batch 1-4) not measured: as before. */
+    if (blocks >= 8 && S > max_tiles / 2 && max_tiles >= 2) S = max_tiles / 2;
     if (S > 64) S = 64;
     return S < 1 ? 1 : S;
 }

@@ -1020,7 +1020,10 @@ static void moe_grouped(ds_cuda_backend *cb, float *out, const float *x, const d
         if (!cu_moe_wg_run(cb, y, x, rows, d_off, n_rows, E, D, I, L, xs, shared ? M : 0, &sh_done))
             cu_moe_tc(y, x, rows, d_off, n_rows, E, D, I, tab, &gv, xs);
         if (shared && !sh_done) shared_in_line(&cb->base, out, x, L, M);
-        if (sh_done) cu_optimes_phase(cb, "  moe: routed + shared experts (moe_wg_kernel)");
+        if (sh_done) {
+            cb->moe_shared_in_runs++;
+            cu_optimes_phase(cb, "  moe: routed + shared experts (moe_wg_kernel)");
+        }
         cu_side_join(cb);   /* the shared experts' out (second stream) before the routed outputs are added */
         moe_combine(cb, out, y, ids, pos, w, M, K, D, sh_done ? ns : 0);
         return;

@@ -459,10 +459,11 @@ int cu_moe_wg_chunk(int n_rows, int E) {
 }
 
 /* The rows of one grouped launch pair: n_rows routed ones, then (ns > 0) the shared experts' virtual rows, ns x M
- * tokens (moe_wg_kernel's mw_args.ns / ms / rr); R = n_rows + ns M. */
+ * tokens (moe_wg_kernel's mw_args.ns / ms / rr); R = n_rows + ns M. tns: the virtual experts the layer's map table
+ * holds (cu_expert_maps' ns), whether they run or not: its down maps start at 2 (E + tns). */
 typedef struct {
     const int32_t *rows, *off;
-    int n_rows, E, ns, M, R;
+    int n_rows, E, ns, M, R, tns;
 } mw_rows;
 
 /* mw_args of one grouped launch: maps / sc at the launch's first expert (gate / up or down), its scale rows (ws for the
@@ -495,7 +496,7 @@ static mw_args mw_grouped_args(const mw_rows &r, const CUtensorMap *maps, const 
  * reading it: cu_moe_tc's BF16 layout, no quantization. */
 static int mw_run_bf16(ds_cuda_backend *cb, float *y, const float *x, const mw_rows &r, int D, int I, const CUtensorMap *maps,
                        const float *const *sc, int nt, void *xs_ws) {
-    const int E2 = r.E + r.ns;
+    const int E2 = r.E + r.tns;   /* the table's layout */
     __nv_bfloat16 *xs = (__nv_bfloat16 *)xs_ws, *inter = xs + (size_t)r.R * D;
     CUtensorMap t1, t2;
     if (!cu_tma_map(&t1, xs, r.R, 2 * D, nt) || !cu_tma_map(&t2, inter, r.R, 2 * I, nt)) return 0;
@@ -517,7 +518,7 @@ static int mw_run_bf16(ds_cuda_backend *cb, float *y, const float *x, const mw_r
  * the launch's other CTAs): one launch fewer, the same bits (opt.moe_wg_qf). */
 static int mw_run_f8(ds_cuda_backend *cb, float *y, const float *x, const mw_rows &r, int D, int I, const CUtensorMap *maps,
                      const float *const *sc, int nt, const ds_layer_weights *L, void *xs_ws) {
-    const int E2 = r.E + r.ns, R = r.R;
+    const int E2 = r.E + r.tns, R = r.R;   /* E2: the table's layout */
     unsigned char *q = (unsigned char *)xs_ws;
     float *qs = (float *)(q + (size_t)R * D), *is = (float *)(q + (size_t)R * I);
     __nv_bfloat16 *inter = (__nv_bfloat16 *)xs_ws + (size_t)R * D;
@@ -557,7 +558,7 @@ int cu_moe_wg_run(ds_cuda_backend *cb, float *y, const float *x, const int32_t *
         !cu_expert_maps(cb, L, E, D, I, !cu_capturing(), &maps, &sc, &ns))
         return 0;
     /* the shared experts as virtual experts where asked for and made (and the tables hold them) */
-    mw_rows r = {rows, off, n_rows, E, sh_m > 0 && ns > 0 && E + ns <= MW_MAX_E ? ns : 0, sh_m, 0};
+    mw_rows r = {rows, off, n_rows, E, sh_m > 0 && ns > 0 && E + ns <= MW_MAX_E ? ns : 0, sh_m, 0, ns};
     r.R = n_rows + r.ns * (r.ns ? sh_m : 0);
     int nt = cu_moe_wg_chunk(n_rows, E);   /* by the routed rows: the virtual experts' M tokens take their own chunks */
     int ok = bf ? mw_run_bf16(cb, y, x, r, D, I, maps, sc, nt, xs_ws) : mw_run_f8(cb, y, x, r, D, I, maps, sc, nt, L, xs_ws);
