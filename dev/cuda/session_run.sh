@@ -1537,4 +1537,13 @@ if want s21d; then
   for mb in $B/test_cuda_ops_mut_sh_*; do [ -x "$mb" ] && mutant "$mb" shin '' 60; done
   step ops_full 400 $B/test_cuda_ops
 fi
+# s21e: the experts' chunk of 64 tokens (DSINFER_CUDA_MOE_WG_NT=64) against the default (32 up to a mean of 12 rows an
+# expert) now that the shared experts ride in the same launches (at b64 down's items 1088 -> 1056 over 132 CTAs), twice
+if want s21e; then
+  for r in 1 2; do
+    for v in 0 64; do
+      step dec_nt$v 40 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_WG_NT=$v $B/dsinfer bench --dtype fp8 --batch 16,32,64,128 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s21e-nt$v-fp8
+    done
+  done
+fi
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"
