@@ -1546,4 +1546,9 @@ if want s21e; then
     done
   done
 fi
+# s21f: after the review's mends (a shared launcher for rows_fp8_warp_kernel, redundant guards dropped; no behaviour
+# change): the op tests of the paths touched
+if want s21f; then
+  for o in shin f8r2 moecomb w8a8; do step ops_$o 100 env DSINFER_OPS_ONLY=$o DSINFER_OPS_MAX_M=300 $B/test_cuda_ops; done
+fi
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

@@ -784,7 +784,7 @@ static int tma_map_strided(CUtensorMap *map, const void *p, int rows, int K, siz
 }
 
 int cu_tma_map(CUtensorMap *map, const void *p, int rows, int K, int box_rows) {
-    return K >= 0 && tma_map_strided(map, p, rows, K, (size_t)K, box_rows);
+    return tma_map_strided(map, p, rows, K, (size_t)K, box_rows);
 }
 
 /* a 2-D map of a row-major [rows, K] byte matrix, boxes of 128 x 128; 0 on failure */

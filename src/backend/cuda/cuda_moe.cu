@@ -991,7 +991,7 @@ __global__ void __launch_bounds__(CB2_THREADS) moe_combine_sorted2_kernel(float 
 static void moe_combine(ds_cuda_backend *cb, float *out, const float *y, const int32_t *ids, const int32_t *pos, const float *w,
                         int M, int K, int D, int ns) {
     const float *ys = y + (size_t)M * K * D;
-    if (cb->opt.combine2 && D % 4 == 0 && ((uintptr_t)out & 15) == 0 && ((uintptr_t)y & 15) == 0 && ((uintptr_t)ys & 15) == 0) {
+    if (cb->opt.combine2 && D % 4 == 0 && ((uintptr_t)out & 15) == 0 && ((uintptr_t)y & 15) == 0) {   /* ys aligned then too */
         int groups = (D / 4 + CB2_THREADS - 1) / CB2_THREADS, ny = (2 * cb->n_sm + M - 1) / M;
         ny = ny < 1 ? 1 : ny > groups ? groups : ny;
         cu_launch(moe_combine_sorted2_kernel, dim3(M, ny), CB2_THREADS, 0, out, y, ids, pos, w, K, D, ys, ns, M);

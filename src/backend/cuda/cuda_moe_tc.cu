@@ -649,10 +649,15 @@ __global__ void rows_fp8_warp_kernel(unsigned char *q, float *s, const float *x,
 
 void cu_rows_fp8_f32(unsigned char *q, float *s, const float *x, int M, int K) { cu_rows_fp8_gather(q, s, x, NULL, M, K); }
 
+/* rows_fp8_warp_kernel over M rows of K (x 16-byte aligned), rows past nr as gather_row maps them */
+static void rows_fp8_warp(unsigned char *q, float *s, const float *x, const int32_t *rows, int M, int K, int nr, int mt) {
+    size_t blocks = ((size_t)M * (K / 128) + 7) / 8;
+    cu_launch_pdl(CU_F8_PDL, rows_fp8_warp_kernel, dim3((unsigned)blocks), dim3(256), 0, q, s, x, rows, M, K, nr, mt);
+}
+
 void cu_rows_fp8_gather(unsigned char *q, float *s, const float *x, const int32_t *rows, int M, int K) {
     if (((uintptr_t)x & 15) == 0) {
-        size_t blocks = ((size_t)M * (K / 128) + 7) / 8;
-        cu_launch_pdl(CU_F8_PDL, rows_fp8_warp_kernel, dim3((unsigned)blocks), dim3(256), 0, q, s, x, rows, M, K, M, 1);
+        rows_fp8_warp(q, s, x, rows, M, K, M, 1);
     } else {
         moe_rows_fp8_kernel<float><<<dim3((unsigned)(K / 128), (unsigned)M), 128, 0, cu_stream>>>(q, s, x, rows, K);
     }
@@ -666,13 +671,8 @@ void cu_rows_bf16_gather(void *dst, const float *src, const int32_t *rows, int M
 
 int cu_rows_gather_sh(void *dst, float *s, const float *x, const int32_t *rows, int nr, int mt, int M, int K, int fp8) {
     if (!rows || nr < 0 || nr > M || mt < 1 || (fp8 && (((uintptr_t)x & 15) || K % 128))) return 0;
-    if (fp8) {
-        size_t blocks = ((size_t)M * (K / 128) + 7) / 8;
-        cu_launch_pdl(CU_F8_PDL, rows_fp8_warp_kernel, dim3((unsigned)blocks), dim3(256), 0, (unsigned char *)dst, s, x, rows,
-                      M, K, nr, mt);
-    } else {
-        moe_rows_bf16_kernel<<<M, 256, 0, cu_stream>>>((__nv_bfloat16 *)dst, x, rows, K, nr, mt);
-    }
+    if (fp8) rows_fp8_warp((unsigned char *)dst, s, x, rows, M, K, nr, mt);
+    else moe_rows_bf16_kernel<<<M, 256, 0, cu_stream>>>((__nv_bfloat16 *)dst, x, rows, K, nr, mt);
     CUDA_LAUNCH_CHECK();
     return 1;
 }

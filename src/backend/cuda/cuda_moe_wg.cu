@@ -559,7 +559,7 @@ int cu_moe_wg_run(ds_cuda_backend *cb, float *y, const float *x, const int32_t *
         return 0;
     /* the shared experts as virtual experts where asked for and made (and the tables hold them) */
     mw_rows r = {rows, off, n_rows, E, sh_m > 0 && ns > 0 && E + ns <= MW_MAX_E ? ns : 0, sh_m, 0, ns};
-    r.R = n_rows + r.ns * (r.ns ? sh_m : 0);
+    r.R = n_rows + r.ns * sh_m;
     int nt = cu_moe_wg_chunk(n_rows, E);   /* by the routed rows: the virtual experts' M tokens take their own chunks */
     int ok = bf ? mw_run_bf16(cb, y, x, r, D, I, maps, sc, nt, xs_ws) : mw_run_f8(cb, y, x, r, D, I, maps, sc, nt, L, xs_ws);
     *sh_done = ok && r.ns;
