@@ -1551,4 +1551,29 @@ fi
 if want s21f; then
   for o in shin f8r2 moecomb w8a8; do step ops_$o 100 env DSINFER_OPS_ONLY=$o DSINFER_OPS_MAX_M=300 $B/test_cuda_ops; done
 fi
+# s22a: where an FP8 b64 step's time goes now (issue 7): ncu sums of the whole step (graphs off, one forward), then
+# ncu --set full (plus the SMs' active-cycle spread) on one launch each of the experts' gate / up and down, the router
+# and the W8A8 chain (quantizer, f8_tma1, f8_reduce2) of the first MoE layer
+if want s22a; then
+  ncu_step ncu_fp8_b64 fp8 64 --launch-count 700
+  N=$(nf fp8 64)
+  step ncu_full 200 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=$N ncu --clock-control none --profile-from-start off --set full --metrics sm__cycles_active.min,sm__cycles_active.max,sm__cycles_active.avg,dram__bytes_read.sum.per_second -k 'regex:moe_wg_kernel|router_fused|f8_tma1|rows_fp8_warp|f8_reduce|mla_decode|rmsnorm|qkv_finish|group_v3|mla_combine|moe_combine' --launch-skip 12 --launch-count 24 --page details --log-file $OUT/ncu_full.txt $B/dsinfer bench --dtype fp8 --batch 64 --ctx 1K --prompt '' --steps 2 --bw 4221 --tflops 780
+  grep -E "^  [a-z_]+.*\(|Duration|DRAM Throughput|Memory Throughput|sm__cycles_active|Achieved Occupancy|Registers Per|Grid Size|One or More|Stall|Issue Slots Busy|Eligible Warps" $OUT/ncu_full.txt | head -150
+fi
+# s22b: the W8A8 chain's quantizer and split-K sums inside their neighbours (backend attn_in / linear_add_rmsnorm,
+# DSINFER_CUDA_CHAIN_FUSE): op test attnin and its mutants, the op tests of the pieces it reuses, goldens and
+# test_cuda_model through the new forward path, then FP8 decode rows with =0 / =1 alternated (twice) and BF16 once
+if want s22b; then
+  step ops_attnin 120 env DSINFER_OPS_ONLY=attnin $B/test_cuda_ops
+  for mb in $B/test_cuda_ops_mut_ch_*; do [ -x "$mb" ] && mutant "$mb" attnin '' 60; done
+  for o in qkv f8r2 w8small; do step ops_$o 120 env DSINFER_OPS_ONLY=$o DSINFER_OPS_MAX_M=130 $B/test_cuda_ops; done
+  step golden 120 $B/test_cuda_golden
+  step model 150 $B/test_cuda_model
+  for r in 1 2; do
+    for v in 0 1; do
+      step dec_f8_ch$v 45 env DSINFER_CUDA_TC=1 DSINFER_CUDA_CHAIN_FUSE=$v $B/dsinfer bench --dtype fp8 --batch 1,8,32,64,128 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s22b-ch$v-fp8
+    done
+  done
+  step dec_bf_ch1 45 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,8,64 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s22b-ch1-bf16
+fi
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

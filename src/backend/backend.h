@@ -83,6 +83,19 @@ struct ds_backend {
      * [0, C) RMS-normed with kv_norm (eps), RoPE on q (every head's rope part) and on kv's (at C), kv stored into
      * cache: the same values as rmsnorm, rope, rope and kv_store. Optional: NULL means call those four. */
     void (*qkv_finish)(ds_backend *be, float *q, float *kv, void *cache, const ds_weight *kv_norm, float eps);
+    /* The MLA block's input end to end, for models without a q_lora (V2-Lite): h[M, D] += add (add NULL: h as it is),
+     * xn = RMSNorm(h) * in_norm (eps), q = xn . wq^T and kv = xn . wkv^T, then qkv_finish(q, kv, cache, kv_norm,
+     * kv_eps). The same values as add_rmsnorm (rmsnorm without add), linear2 and qkv_finish. Optional: NULL means
+     * call those (the CUDA backend makes its W8A8 chain three launches here: the input quantized by the norm, the
+     * split-K sums by qkv_finish). */
+    void (*attn_in)(ds_backend *be, float *xn, float *h, const float *add, const ds_weight *in_norm, float eps, float *q,
+                    float *kv, const ds_weight *wq, const ds_weight *wkv, void *cache, const ds_weight *kv_norm,
+                    float kv_eps, int M);
+    /* A projection into the residual stream and the next norm: ff[M, D] = x . w^T, h += ff, xn = RMSNorm(h) * norm
+     * (eps). The same values as linear then add_rmsnorm. Optional: NULL means call those (the CUDA backend sums the
+     * W8A8 GEMM's split-K partials inside the norm's kernel). */
+    void (*linear_add_rmsnorm)(ds_backend *be, float *xn, float *h, float *ff, const float *x, const ds_weight *w,
+                               const ds_weight *norm, int M, float eps);
     /* Naive MLA (spec 6.2) for the listed sequences: decompresses K/V of the whole context from the
      * cache with kv_b, causal softmax attention. q[M, H*dqk] (rope part already rotated),
      * out[M, H*dv]. */

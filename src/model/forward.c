@@ -129,13 +129,17 @@ static void tp_reduce(ds_engine *e, float *buf, size_t n) {
     keep_step_error(e, st, err);
 }
 
-/* MLA block (spec 6): xn -> ff (the attention output projected back to D). */
-static void attention(ds_engine *e, const step_plan *p, int layer) {
+static void add_norm(ds_engine *e, const ds_weight *w, int M);
+
+/* The MLA block's input (spec 6) op by op: the layer's input norm of h (after h += ff where add_ff), the q (or q_a,
+ * then its norm and q_b) and kv_a projections of xn, then the kv norm, both RoPEs and the cache store. */
+static void attn_in_ops(ds_engine *e, const ds_layer_weights *L, void *cache, int M, int add_ff) {
     const ds_config *c = &e->cfg;
-    const ds_layer_weights *L = &e->w.layers[layer];
     ds_backend *be = e->be;
     ds_acts *a = &e->a;
-    int M = p->meta.n_tokens, H = c->num_heads, C = c->kv_lora_rank, dr = c->qk_rope_head_dim;
+    int H = c->num_heads, C = c->kv_lora_rank, dr = c->qk_rope_head_dim, D = c->hidden_size;
+    if (add_ff) add_norm(e, &L->input_norm, M);
+    else be->rmsnorm(be, a->xn, D, a->h, D, &L->input_norm, M, D, c->rms_norm_eps);
     /* the two projections of xn: q_a (V3) or q (V2-Lite), and kv_a; one backend call where it has linear2 */
     float *q_out = c->q_lora_rank ? a->qa : a->q;
     const ds_weight *wq = c->q_lora_rank ? &L->q_a : &L->q;
@@ -149,7 +153,6 @@ static void attention(ds_engine *e, const step_plan *p, int layer) {
         be->rmsnorm(be, a->qa, c->q_lora_rank, a->qa, c->q_lora_rank, &L->q_a_norm, M, c->q_lora_rank, 1e-6f);
         be->linear(be, a->q, a->qa, &L->q_b, M);
     }
-    void *cache = ds_engine_layer_cache(e, layer);
     if (be->qkv_finish) {
         be->qkv_finish(be, a->q, a->kv, cache, &L->kv_a_norm, 1e-6f);
     } else {
@@ -158,10 +161,38 @@ static void attention(ds_engine *e, const step_plan *p, int layer) {
         be->rope(be, a->kv, C + dr, 1, 0, C);
         be->kv_store(be, cache, a->kv);
     }
+}
+
+/* MLA block (spec 6): the layer's input norm of h (after h += ff where add_ff: the previous layer's output), then
+ * xn -> ao (the attention output, heads concatenated; attn_out projects it back to D). */
+static void attention(ds_engine *e, const step_plan *p, int layer, int add_ff) {
+    const ds_config *c = &e->cfg;
+    const ds_layer_weights *L = &e->w.layers[layer];
+    ds_backend *be = e->be;
+    ds_acts *a = &e->a;
+    void *cache = ds_engine_layer_cache(e, layer);
+    /* the input side in one backend call where it has one (no q_lora; the add fused only where add_norm fuses it) */
+    if (be->attn_in && !c->q_lora_rank && (!add_ff || (be->add_rmsnorm && e->fused_add_norm)))
+        be->attn_in(be, a->xn, a->h, add_ff ? a->ff : NULL, &L->input_norm, c->rms_norm_eps, a->q, a->kv, &L->q, &L->kv_a,
+                    cache, &L->kv_a_norm, 1e-6f, p->meta.n_tokens);
+    else
+        attn_in_ops(e, L, cache, p->meta.n_tokens, add_ff);
     if (p->n_naive) be->attn_naive(be, a->ao, a->q, cache, &L->kv_b, p->naive, p->n_naive);
     if (p->n_absorbed) be->attn_absorbed(be, a->ao, a->q, cache, &L->kv_b, p->absorbed, p->n_absorbed);
+}
+
+/* ao -> ff = o(ao), then h += ff and xn = the post-attention norm of h: one backend call where it has one (no
+ * tensor-parallel sum between: the rank's ff is partial there) */
+static void attn_out(ds_engine *e, const ds_layer_weights *L, int M) {
+    ds_backend *be = e->be;
+    ds_acts *a = &e->a;
+    if (be->linear_add_rmsnorm && !e->tp && be->add_rmsnorm && e->fused_add_norm) {
+        be->linear_add_rmsnorm(be, a->xn, a->h, a->ff, a->ao, &L->o, &L->post_norm, M, e->cfg.rms_norm_eps);
+        return;
+    }
     be->linear(be, a->ff, a->ao, &L->o, M);
-    tp_reduce(e, a->ff, (size_t)M * c->hidden_size);
+    tp_reduce(e, a->ff, (size_t)M * e->cfg.hidden_size);
+    add_norm(e, &L->post_norm, M);
 }
 
 /* An expert-parallel MoE layer; its first error is kept for the end of the step (the other layers
@@ -213,17 +244,15 @@ static void run_layer_range(ds_engine *e, const step_plan *p, int l0, int l1) {
     const ds_config *c = &e->cfg;
     ds_backend *be = e->be;
     int M = p->meta.n_tokens, D = c->hidden_size;
-    if (l0 < l1) be->rmsnorm(be, e->a.xn, D, e->a.h, D, &e->w.layers[l0].input_norm, M, D, c->rms_norm_eps);
     for (int l = l0; l < l1; l++) {
         const ds_layer_weights *L = &e->w.layers[l];
-        attention(e, p, l);
-        add_norm(e, &L->post_norm, M);
+        attention(e, p, l, l > l0);   /* after the first: h += the previous layer's ff, in its input norm */
+        attn_out(e, L, M);
         ffn(e, l, M);
         /* the next layer's dense weights towards the cache now: its routed experts would evict them if sooner */
         if (be->prefetch_layer && l + 1 < l1) be->prefetch_layer(be, &e->w.layers[l + 1]);
-        if (l + 1 < l1) add_norm(e, &e->w.layers[l + 1].input_norm, M);   /* the next layer's input norm */
-        else be->add(be, e->a.h, e->a.ff, (size_t)M * D);
     }
+    if (l0 < l1) be->add(be, e->a.h, e->a.ff, (size_t)M * D);
 }
 
 static void run_layers(ds_engine *e, const step_plan *p) {

@@ -1175,7 +1175,7 @@ static void free_setup(setup *s) {
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
 static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf | side | linear2 | kvb | qkv | router | w8small
-                            * | f8cl | f8t1 | f8tp | f8tc | f8ts | f8bn | quantw | moeqf | rgroup | group3 | shin | f8r2 | f8lab | fa3 | moecomb (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
+                            * | f8cl | f8t1 | f8tp | f8tc | f8ts | f8bn | quantw | moeqf | rgroup | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
                             * run_side_stream, run_linear2, run_kvb_copy, run_qkv_finish, run_router, run_w8a8_small or
                             * run_f8_lab */
 
@@ -2076,6 +2076,101 @@ static void run_f8_reduce2(void) {
     free_setup(&s);
 }
 
+/* One attn_in (and linear_add_rmsnorm) case at M rows: the fused backend op against the ops it stands for, run on the
+ * same backend on copies of the same inputs (h, the residual add or none, the cache with its cached prefixes, NaN-poisoned
+ * outputs): every output (h, xn, q, kv, the cache; ff) the same bits. Returns how many of the two ran fused
+ * (ds_cuda_chain_fused_runs). */
+static int check_attn_in_case(setup *s, int M, int with_add, const wpair *wq, const wpair *wkv, const wpair *wo,
+                              const wpair *in_norm, const wpair *kv_norm) {
+    const ds_config *c = &s->cfg;
+    ds_backend *g = s->gpu;
+    int D = c->hidden_size, C = c->kv_lora_rank, w = C + c->qk_rope_head_dim, NQ = wq->h.rows, NO = wo->h.cols;
+    batch b;
+    mk_batch(s, &b, M, 24, 16);
+    set_batch(s, &b);
+    long runs0 = ds_cuda_chain_fused_runs(g);
+    buf c1 = mk_cache(s, &b), c2 = buf_new(s, c1.n);
+    memcpy(c2.h, c1.h, (c1.n + PAD) * sizeof(float));
+    ds_cuda_from_host(NULL, c2.d, c2.h, c2.n + PAD);
+    buf h1 = buf_new(s, (size_t)M * D), h2 = buf_new(s, h1.n), ad = buf_new(s, h1.n), x = buf_new(s, (size_t)M * NO);
+    buf_rand(&h1, 2.0f);
+    buf_rand(&ad, 1.0f);
+    buf_rand(&x, 1.0f);
+    memcpy(h2.h, h1.h, (h1.n + PAD) * sizeof(float));
+    ds_cuda_from_host(NULL, h2.d, h2.h, h2.n + PAD);
+    buf xn1 = buf_new(s, h1.n), xn2 = buf_new(s, h1.n), q1 = buf_new(s, (size_t)M * NQ), q2 = buf_new(s, q1.n);
+    buf k1 = buf_new(s, (size_t)M * w), k2 = buf_new(s, k1.n), f1 = buf_new(s, h1.n), f2 = buf_new(s, h1.n);
+    buf *outs[] = {&xn1, &xn2, &q1, &q2, &k1, &k2, &f1, &f2};
+    for (int i = 0; i < NM(outs); i++) buf_poison(outs[i]);
+    const float eps = 1e-6f;
+    /* the fused ops first: the workspaces they read (codes, partials) then hold another case's values, not the ones the
+     * ops below would leave there, so that a value the fused form fails to write cannot pass */
+    long r0 = ds_cuda_chain_fused_runs(g);
+    g->attn_in(g, xn2.d, h2.d, with_add ? ad.d : NULL, &in_norm->d, eps, q2.d, k2.d, &wq->d, &wkv->d, c2.d, &kv_norm->d,
+               1e-6f, M);
+    int fused_in = (int)(ds_cuda_chain_fused_runs(g) - r0);
+    g->linear_add_rmsnorm(g, xn2.d, h2.d, f2.d, x.d, &wo->d, &in_norm->d, M, eps);
+    /* the ops one by one */
+    if (with_add) g->add_rmsnorm(g, xn1.d, h1.d, ad.d, &in_norm->d, M, D, eps);
+    else g->rmsnorm(g, xn1.d, D, h1.d, D, &in_norm->d, M, D, eps);
+    g->linear2(g, q1.d, k1.d, xn1.d, &wq->d, &wkv->d, M);
+    g->qkv_finish(g, q1.d, k1.d, c1.d, &kv_norm->d, 1e-6f);
+    g->linear(g, f1.d, x.d, &wo->d, M);
+    g->add_rmsnorm(g, xn1.d, h1.d, f1.d, &in_norm->d, M, D, eps);
+    struct { const buf *a, *b; const char *what; } cmp[] = {
+        {&q1, &q2, "q"}, {&k1, &k2, "kv"}, {&c1, &c2, "cache"}, {&h1, &h2, "h"}, {&xn1, &xn2, "xn"}, {&f1, &f2, "ff"}};
+    size_t total = 0;
+    for (int i = 0; i < NM(cmp); i++) {
+        size_t nb = (cmp[i].a->n + PAD) * sizeof(float), diff = device_units_differ(s, cmp[i].a->d, cmp[i].b->d, nb, 1);
+        total += diff;
+        CHECKF(diff == 0, "%s attn_in / linear_add_rmsnorm M=%d%s: %s differs in %zu bytes", s->name, M,
+               with_add ? "" : " (no add)", cmp[i].what, diff);
+    }
+    int fused = (int)(ds_cuda_chain_fused_runs(g) - runs0);
+    printf("  %-8s attn_in + linear_add_rmsnorm M=%-3d%s: fused %d of 2 (attn_in %d), %zu bytes differ from the ops one by "
+           "one\n", s->name, M, with_add ? "" : " (no add)", fused, fused_in, total);
+    free(b.pt);
+    buf *bufs[] = {&c1, &c2, &h1, &h2, &ad, &x, &xn1, &xn2, &q1, &q2, &k1, &k2, &f1, &f2};
+    for (int i = 0; i < NM(bufs); i++) buf_free(s, bufs[i]);
+    return fused;
+}
+
+/* DSINFER_OPS_ONLY=attnin: backend attn_in and linear_add_rmsnorm (DSINFER_CUDA_CHAIN_FUSE=1, the default): the W8A8
+ * chain's input quantized by the norm kernel and its split-K sums inside qkv_finish / the next norm, against the ops
+ * they stand for on the same backend: the same bits (check_attn_in_case). V2-Lite FP8 q / kv_a / o with the BF16 and
+ * FP8 caches, with and without the residual add; fused from 2 to 64 rows (the one-launch GEMM's, split K there; the
+ * counter must show both ops fused), the ops themselves at 1 and 65 rows (the counter must not move). */
+static void run_attn_in(void) {
+    if (only && strcmp(only, "attnin")) return;
+    const int layouts[2] = {KV_BF16, KV_FP8}, Ms[] = {1, 2, 9, 33, 64, 65};
+    for (int l = 0; l < 2; l++) {
+        setup s;
+        setenv("DSINFER_CUDA_FP8_GEMM", "1", 1);   /* the W8A8 linears (the decode defaults with DSINFER_CUDA_TC=1) */
+        int ok = load_setup_kv(&s, l ? "v2l-ain8" : "v2l-ain", "configs/deepseek-v2-lite.json", 0, 16, 0, layouts[l]);
+        unsetenv("DSINFER_CUDA_FP8_GEMM");
+        if (!ok) continue;
+        const ds_config *c = &s.cfg;
+        int D = c->hidden_size, H = c->num_heads, C = c->kv_lora_rank, w = C + c->qk_rope_head_dim;
+        wpair wq = mk_weight(&s, H * c->qk_head_dim, D, DS_DTYPE_F8_E4M3, 0.5f / sqrtf((float)D), "q");
+        wpair wkv = mk_weight(&s, w, D, DS_DTYPE_F8_E4M3, 0.5f / sqrtf((float)D), "kv_a");
+        wpair wo = mk_weight(&s, D, H * c->v_head_dim, DS_DTYPE_F8_E4M3, 0.5f / sqrtf((float)(H * c->v_head_dim)), "o");
+        wpair in_norm = mk_weight(&s, 1, D, DS_DTYPE_BF16, 1.0f, "input_norm");
+        wpair kv_norm = mk_weight(&s, 1, C, DS_DTYPE_F32, 1.0f, "kv_a_norm");
+        for (int i = 0; i < NM(Ms); i++) {
+            int M = Ms[i];
+            if (M > max_m) continue;
+            for (int a = 1; a >= (i == 2 ? 0 : 1); a--) {
+                int fused = check_attn_in_case(&s, M, a, &wq, &wkv, &wo, &in_norm, &kv_norm);
+                int want = M >= 2 && M <= 64 ? 2 : 0;
+                CHECKF(fused == want, "%s attn_in M=%d: %d of the two ops ran fused (%d expected)", s.name, M, fused, want);
+            }
+        }
+        wpair *ws[] = {&wq, &wkv, &wo, &in_norm, &kv_norm};
+        for (int i = 0; i < NM(ws); i++) free_weight(ws[i]);
+        free_setup(&s);
+    }
+}
+
 /* DSINFER_OPS_ONLY=shin: the shared experts as virtual experts of the routed experts' moe_wg_kernel launches
  * (DSINFER_CUDA_MOE_SHARED_IN=1, the default) against a twin with them in line (=0): the whole MoE block within NMSE 1e-5
  * of the twin (the shared sums in two halves and another order; BF16 SiLU products may round apart) and some value
@@ -2746,6 +2841,7 @@ int main(void) {
     run_moe_qf();
     run_route_group();
     run_group3();
+    run_attn_in();
     run_moe_shared_in();
     run_f8_reduce2();
     run_f8_lab();

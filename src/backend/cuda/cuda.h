@@ -321,6 +321,8 @@ typedef struct {
     int router_fused, router_fused_min_m, router_fused_max_m;   /* router GEMM + top-k in one kernel for min_m .. max_m tokens (DSINFER_CUDA_ROUTER_FUSED[_MIN_M|_MAX_M]) */
     int moe_shared_in, moe_shared_in_max_m;   /* the shared experts as virtual experts of the routed experts' moe_wg_kernel
                                                * launches, up to max_m tokens (DSINFER_CUDA_MOE_SHARED_IN[_MAX_M]) */
+    int chain_fuse;   /* the W8A8 chain's quantizer and split-K sums inside their neighbours (backend attn_in and
+                       * linear_add_rmsnorm, 2 .. 64 rows; DSINFER_CUDA_CHAIN_FUSE) */
 } cu_opts;
 
 /* a prepared FP8 kv_b (its device data: the key) and its BF16 copy (opt.kvb_bf16) */
@@ -401,6 +403,7 @@ typedef struct {
     cu_kvb16 *kvb16;            /* prepared FP8 kv_b -> its BF16 copy (cuda_weights.cu kvb_copies) */
     int n_kvb16;
     unsigned *route_tickets;    /* the fused router's ticket per token group [CU_ROUTE_TICKETS] (cuda_moe.cu), zero between launches */
+    long chain_fused_runs;      /* attn_in / linear_add_rmsnorm calls that summed the split-K partials in the next kernel (tests) */
     long moe_shared_in_runs;    /* MoE calls whose shared experts ran as moe_wg_kernel's virtual experts (host count, for tests) */
 } ds_cuda_backend;
 
@@ -712,6 +715,27 @@ void cu_f8_wgmma_shared_x(ds_cuda_backend *cb, float *out1, float *out2, const f
  * not apply */
 int cu_f8_mlp(ds_cuda_backend *cb, float *out, const float *x, const ds_weight *gate, const ds_weight *up,
               const ds_weight *down, int M);
+/* The W8A8 chain fused with its neighbours (opt.chain_fuse; backend attn_in / linear_add_rmsnorm): the split-K
+ * partials of cu_f8_wgmma_linear(2)'s one-warpgroup GEMM (at most 64 rows, the caller checked cu_f8_wgmma_two_ok) on
+ * codes made elsewhere, left for the next kernel to sum (ks > 1: p1 [ks][M][N1], p2 [ks][M][N2]; ks 1: out1 / out2
+ * hold the results); cu_f8_codes_buf: room for M rows' codes and scales (the quantizer's buffer) */
+typedef struct {
+    const float *p1, *p2;
+    int ks;
+} cu_f8_parts;
+void cu_f8_gemm1_parts(ds_cuda_backend *cb, const unsigned char *q, const float *qs, int M, const ds_weight *w1, float *out1,
+                       const ds_weight *w2, float *out2, cu_f8_parts *pp);
+unsigned char *cu_f8_codes_buf(ds_cuda_backend *cb, int M, int K, float **qs);
+/* norm_chain_kernel (cuda_backend.cu): h [M, n] += add (one tensor), or += the sum of parts' ks split-K partials
+ * ([ks][M][n], that sum also written to ff), neither where both are NULL (h only read); xn = RMSNorm(h) * w; with q
+ * (not NULL) xn's FP8 codes q [M, n] and scales qs [M][n/128] as cu_rows_fp8_f32 makes them. The same bits as
+ * f8_reduce, add_rmsnorm (or rmsnorm) and the quantizer. 0 (nothing launched) where the shape does not suit it. */
+int cu_norm_chain(float *xn, float *h, const float *add, const float *parts, int ks, float *ff, const ds_weight *w, int M,
+                  int n, float eps, unsigned char *q, float *qs);
+/* backend qkv_finish over the batch's tokens with q and kv first summed from ks > 1 split-K partials pq / pkv (the
+ * W8A8 linear2's; pq NULL, ks 1: as they are); 0 (nothing launched) where the fused kernel does not fit */
+int cu_qkv_finish_parts(ds_backend *be, float *q, float *kv, void *cache, const ds_weight *kv_norm, float eps,
+                        const float *pq, const float *pkv, int ks);
 /* its GEMM alone: out [M, N] from codes q [M, K] and scales qs [M][K/128] (cu_rows_fp8_f32's) */
 void cu_f8_wgmma_gemm(ds_cuda_backend *cb, float *out, const unsigned char *q, const float *qs, const ds_weight *w, int M);
 void cu_f8_wgmma_init(void);

@@ -189,6 +189,7 @@ void ds_cuda_upload_bytes(ds_backend *be, void *dst, const void *src, size_t n) 
 }
 
 long ds_cuda_moe_shared_in_runs(ds_backend *be) { return cu_of(be)->moe_shared_in_runs; }
+long ds_cuda_chain_fused_runs(ds_backend *be) { return cu_of(be)->chain_fused_runs; }
 
 void ds_cuda_download_bytes(ds_backend *be, void *dst, const void *src, size_t n) {
     (void)be;
@@ -344,6 +345,100 @@ __global__ void __launch_bounds__(RMS_THREADS) rmsnorm_vec_kernel(float *out, in
     float4 *yr = (float4 *)(out + (size_t)blockIdx.x * out_stride);
     const float4 *ar = ADD ? (const float4 *)(add + (size_t)blockIdx.x * x_stride) : nullptr;
     rms_row_vec<NV, ADD>(yr, xr, ar, w, n, eps, red);
+}
+
+/* The residual add and RMSNorm of rmsnorm_vec_kernel<NV, true> with the added term given as the ks split-K partials of a
+ * W8A8 GEMM (parts [ks][M][n], zs = M n apart: PARTS) or as one tensor (add: !PARTS), and xn's FP8 codes as well (Q):
+ * the work of f8_reduce_kernel (+ rows_fp8_warp_kernel) and the add-norm in one launch (issue 7: the W8A8 chain's
+ * launches). The sum a = p_0 + p_1 + ... in z order is f8_reduce_kernel's (written to ff), then h += a and the norm are
+ * rms_row_vec's arithmetic in its order, and the codes of xn's 128-column blocks are rows_fp8_warp_kernel's (a warp a
+ * block: the warp's 32 float4s of a k step are one block, b = warp + 8 k): the same bits as those launches. n % 128 == 0,
+ * n / 4 <= NV RMS_THREADS, rows 16-byte aligned; add / parts NULL: the norm of h alone (h not written). Codes q [M, n],
+ * scales qs [M][n / 128] (Q). Grid M, RMS_THREADS threads. */
+template <int NV, bool PARTS, bool Q>
+__global__ void __launch_bounds__(RMS_THREADS) norm_chain_kernel(float *xn, float *h, const float *add, int ks, size_t zs,
+                                                                 float *ff, cu_wview w, int n, float eps, unsigned char *q,
+                                                                 float *qs) {
+    __shared__ float red[RMS_THREADS / 32];
+    cu_pdl_trigger();
+    cu_pdl_wait();
+    const size_t row = (size_t)blockIdx.x * n;
+    float4 *xr = (float4 *)(h + row), *yr = (float4 *)(xn + row);
+    const bool has_add = add != nullptr;
+    int n4 = n >> 2;
+    float4 v[NV], g[NV];
+    float ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        int j = threadIdx.x + k * RMS_THREADS;
+        v[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (j < n4) {
+            v[k] = xr[j];
+            if (has_add) {
+                const float4 *ap = (const float4 *)(add + row) + j;
+                float4 a = ap[0];
+                if (PARTS) {
+                    for (int z = 1; z < ks; z++) {
+                        float4 p = ap[(size_t)z * (zs / 4)];
+                        a.x += p.x; a.y += p.y; a.z += p.z; a.w += p.w;
+                    }
+                    ((float4 *)(ff + row))[j] = a;
+                }
+                v[k].x += a.x; v[k].y += a.y; v[k].z += a.z; v[k].w += a.w;
+                xr[j] = v[k];
+            }
+            g[k] = make_float4(cu_w(w, 0, 4 * j), cu_w(w, 0, 4 * j + 1), cu_w(w, 0, 4 * j + 2), cu_w(w, 0, 4 * j + 3));
+        }
+        ss += __fmaf_rn(v[k].w, v[k].w, __fmaf_rn(v[k].z, v[k].z, __fmaf_rn(v[k].y, v[k].y, __fmul_rn(v[k].x, v[k].x))));
+    }
+    ss = cu_warp_sum(ss);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    float tot = 0.0f;
+#pragma unroll
+    for (int i = 0; i < RMS_THREADS / 32; i++) tot += red[i];
+    float r = 1.0f / sqrtf(tot / (float)n + eps);
+    const int lane = threadIdx.x & 31, LK = n / 128;
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        int j = threadIdx.x + k * RMS_THREADS;
+        if (j >= n4) continue;   /* whole warps (n % 128 == 0) */
+        float4 y = make_float4(v[k].x * r * g[k].x, v[k].y * r * g[k].y, v[k].z * r * g[k].z, v[k].w * r * g[k].w);
+        yr[j] = y;
+        if (Q) {
+            float a = cu_warp_max(fmaxf(fmaxf(fabsf(y.x), fabsf(y.y)), fmaxf(fabsf(y.z), fabsf(y.w))));
+            float scale = fmaxf(a, 1e-4f) / 448.0f;
+            uchar4 c = make_uchar4(cu_f32_to_fp8_hw(y.x / scale), cu_f32_to_fp8_hw(y.y / scale), cu_f32_to_fp8_hw(y.z / scale),
+                                   cu_f32_to_fp8_hw(y.w / scale));
+            *(uchar4 *)(q + row + 4 * (size_t)j) = c;
+            if (lane == 0) qs[(size_t)blockIdx.x * LK + j / 32] = scale;
+        }
+    }
+}
+
+int cu_norm_chain(float *xn, float *h, const float *add, const float *parts, int ks, float *ff, const ds_weight *w, int M,
+                  int n, float eps, unsigned char *q, float *qs) {
+    int n4 = n / 4, nv = (n4 + RMS_THREADS - 1) / RMS_THREADS;
+    const float *a = parts ? parts : add;
+    if (!cu_rms_vec || M < 1 || n % 128 || nv > 8 || ((uintptr_t)xn & 15) || ((uintptr_t)h & 15) || (a && ((uintptr_t)a & 15)) ||
+        (parts && (ks < 1 || !ff || ((uintptr_t)ff & 15))) || (q && (!qs || ((uintptr_t)q & 3))))
+        return 0;
+    cu_wview wv = cu_view(w);
+    size_t zs = (size_t)M * n;
+#define NC_LAUNCH(NV)                                                                                                  \
+    do {                                                                                                               \
+        if (parts && q) cu_launch(norm_chain_kernel<NV, true, true>, M, RMS_THREADS, 0, xn, h, a, ks, zs, ff, wv, n, eps, q, qs); \
+        else if (parts) cu_launch(norm_chain_kernel<NV, true, false>, M, RMS_THREADS, 0, xn, h, a, ks, zs, ff, wv, n, eps, q, qs); \
+        else if (q) cu_launch(norm_chain_kernel<NV, false, true>, M, RMS_THREADS, 0, xn, h, a, 1, zs, ff, wv, n, eps, q, qs); \
+        else cu_launch(norm_chain_kernel<NV, false, false>, M, RMS_THREADS, 0, xn, h, a, 1, zs, ff, wv, n, eps, q, qs); \
+    } while (0)
+    if (nv <= 1) NC_LAUNCH(1);
+    else if (nv <= 2) NC_LAUNCH(2);
+    else if (nv <= 4) NC_LAUNCH(4);
+    else NC_LAUNCH(8);
+#undef NC_LAUNCH
+    CUDA_LAUNCH_CHECK();
+    return 1;
 }
 
 /* launches rmsnorm_vec_kernel when the shape suits it (returns 0 otherwise) */
@@ -521,10 +616,29 @@ __global__ void __launch_bounds__(RMS_THREADS) qkv_finish_kernel(float *q, float
                                                                  int H, int dn, int dqk, int C, int dr, size_t tb,
                                                                  const int32_t *positions, const int32_t *tok_seq,
                                                                  const int32_t *page_table, int pt_stride, int page_size,
-                                                                 const float *inv_freq, float amp) {
+                                                                 const float *inv_freq, float amp, const float *pq,
+                                                                 const float *pkv, int ks) {
     __shared__ float red[RMS_THREADS / 32];
     int m = blockIdx.x, w = C + dr, half = dr / 2;
     float *kr = kv + (size_t)m * w;
+    if (ks > 1) {   /* q and kv are the ks split-K partials' sums, in z order (f8_reduce2_kernel's additions): made here */
+        int nq4 = H * dqk / 4, nk4 = w / 4;
+        size_t zq = (size_t)gridDim.x * nq4, zk = (size_t)gridDim.x * nk4;
+        const float4 *sq = (const float4 *)pq + (size_t)m * nq4, *sk = (const float4 *)pkv + (size_t)m * nk4;
+        float4 *dq = (float4 *)(q + (size_t)m * H * dqk);
+        for (int i = threadIdx.x; i < nq4 + nk4; i += blockDim.x) {
+            const float4 *src = i < nq4 ? sq + i : sk + (i - nq4);
+            size_t zstep = i < nq4 ? zq : zk;
+            float4 v = src[0];
+            for (int z = 1; z < ks; z++) {
+                float4 p = src[(size_t)z * zstep];
+                v.x += p.x; v.y += p.y; v.z += p.z; v.w += p.w;
+            }
+            if (i < nq4) dq[i] = v;
+            else ((float4 *)kr)[i - nq4] = v;
+        }
+        __syncthreads();   /* every sum written before the norm and the RoPE read them */
+    }
     rms_row_vec<1, false>((float4 *)kr, (float4 *)kr, nullptr, nw, C, eps, red);
     __syncthreads();   /* the normed latent is in kr before the store reads it */
     float pos = (float)positions[m];
@@ -540,33 +654,109 @@ __global__ void __launch_bounds__(RMS_THREADS) qkv_finish_kernel(float *q, float
     else kv_row_f32((float *)cache + slot * w, kr, w);
 }
 
-static void cu_qkv_finish(ds_backend *be, float *q, float *kv, void *cache, const ds_weight *kv_norm, float eps) {
+/* qkv_finish_kernel for the batch's tokens, with q and kv first summed from ks > 1 split-K partials pq [ks][M][H dqk]
+ * and pkv [ks][M][C + dr] (16-byte aligned) where given; 0 (nothing launched) where the kernel does not fit. */
+int cu_qkv_finish_parts(ds_backend *be, float *q, float *kv, void *cache, const ds_weight *kv_norm, float eps,
+                        const float *pq, const float *pkv, int ks) {
     ds_cuda_backend *cb = cu_of(be);
     const ds_config *c = be->cfg;
     int C = c->kv_lora_rank, dr = c->qk_rope_head_dim, H = c->num_heads, dn = c->qk_nope_head_dim, w = C + dr;
     int M = cb->b.n_tokens;
-    if (!M) return;
     /* the fused kernel where each of its steps is the vectorised one (rmsnorm_vec with one float4 a thread) */
     int fits = cb->opt.qkv_fuse && cu_rms_vec && C % 4 == 0 && C / 4 <= RMS_THREADS && w % 4 == 0 && dr % 2 == 0 &&
                ((uintptr_t)kv & 15) == 0;
-    if (!fits) {
-        cu_rmsnorm(be, kv, w, kv, w, kv_norm, M, C, eps);
-        cu_rope(be, q, H * c->qk_head_dim, H, c->qk_head_dim, dn);
-        cu_rope(be, kv, w, 1, 0, C);
-        cu_kv_store(be, cache, kv);
-        return;
-    }
+    if (ks > 1)
+        fits = fits && pq && pkv && (H * c->qk_head_dim) % 4 == 0 && ((uintptr_t)q & 15) == 0 && ((uintptr_t)pq & 15) == 0 &&
+               ((uintptr_t)pkv & 15) == 0;
+    if (!fits || M < 1) return 0;
     cu_wview nw = cu_view(kv_norm);
     size_t tb = ds_kv_token_bytes(c);
 #define QF_LAUNCH(L)                                                                                                  \
     qkv_finish_kernel<L><<<M, RMS_THREADS, 0, cu_stream>>>(q, kv, cache, nw, eps, H, dn, c->qk_head_dim, C, dr, tb,   \
                                                            cb->d_positions, cb->d_tok_seq, cb->d_page_table,          \
-                                                           cb->b.pt_stride, cb->b.page_size, cb->inv_freq, c->rope_amplitude)
+                                                           cb->b.pt_stride, cb->b.page_size, cb->inv_freq, c->rope_amplitude, \
+                                                           pq, pkv, ks > 1 ? ks : 1)
     if (c->kv_fp8) QF_LAUNCH(CU_KV_FP8);
     else if (c->kv_bf16) QF_LAUNCH(CU_KV_BF16);
     else QF_LAUNCH(CU_KV_F32);
 #undef QF_LAUNCH
     CUDA_LAUNCH_CHECK();
+    return 1;
+}
+
+static void cu_qkv_finish(ds_backend *be, float *q, float *kv, void *cache, const ds_weight *kv_norm, float eps) {
+    ds_cuda_backend *cb = cu_of(be);
+    const ds_config *c = be->cfg;
+    int C = c->kv_lora_rank, dr = c->qk_rope_head_dim, H = c->num_heads, dn = c->qk_nope_head_dim, w = C + dr;
+    int M = cb->b.n_tokens;
+    if (!M || cu_qkv_finish_parts(be, q, kv, cache, kv_norm, eps, NULL, NULL, 1)) return;
+    cu_rmsnorm(be, kv, w, kv, w, kv_norm, M, C, eps);
+    cu_rope(be, q, H * c->qk_head_dim, H, c->qk_head_dim, dn);
+    cu_rope(be, kv, w, 1, 0, C);
+    cu_kv_store(be, cache, kv);
+}
+
+/* the W8A8 chain's fused forms apply at M rows of these weights: both through the one-launch GEMM of linear2 (or of
+ * linear, w2 == w1) at 2 .. 64 rows (cu_linear2's and cu_linear's choice there) */
+static int chain_fits(const ds_cuda_backend *cb, const ds_weight *w1, const ds_weight *w2, int M) {
+    return cb->opt.chain_fuse && cb->opt.fp8_gemm && M >= cb->opt.fp8_gemm_min_m && M == cb->b.n_tokens &&
+           w1->cols == w2->cols && w1->rows > 0 && w2->rows > 0 && cu_f8_wgmma_two_ok(w1, w2, M);
+}
+
+/* backend.h attn_in. The fused form (chain_fits, cu_linear2's one launch: hfuse): norm_chain_kernel (h += add, xn and
+ * its codes), the GEMM with its split-K partials kept, qkv_finish_kernel summing them first: three launches where the
+ * composition takes five (the norm, the quantizer, the GEMM, the split-K sum, qkv_finish), the same bits (op test
+ * attnin). Else the composition. */
+static void cu_attn_in(ds_backend *be, float *xn, float *h, const float *add, const ds_weight *in_norm, float eps, float *q,
+                       float *kv, const ds_weight *wq, const ds_weight *wkv, void *cache, const ds_weight *kv_norm, float kv_eps,
+                       int M) {
+    ds_cuda_backend *cb = cu_of(be);
+    int D = wq->cols;
+    if (M <= 0) return;
+    if (cb->opt.hfuse && chain_fits(cb, wq, wkv, M)) {
+        float *qs;
+        unsigned char *codes = cu_f8_codes_buf(cb, M, D, &qs);
+        if (cu_norm_chain(xn, h, add, NULL, 1, NULL, in_norm, M, D, eps, codes, qs)) {
+            cu_f8_parts pp;
+            cu_f8_gemm1_parts(cb, codes, qs, M, wq, q, wkv, kv, &pp);
+            if (pp.ks > 1 && cu_qkv_finish_parts(be, q, kv, cache, kv_norm, kv_eps, pp.p1, pp.p2, pp.ks)) {
+                cb->chain_fused_runs++;
+                return;
+            }
+            if (pp.ks > 1) cu_f8_reduce_two(q, pp.p1, (size_t)M * wq->rows, kv, pp.p2, (size_t)M * wkv->rows, pp.ks);
+            cu_qkv_finish(be, q, kv, cache, kv_norm, kv_eps);
+            return;
+        }
+    }
+    if (add) cu_add_rmsnorm(be, xn, h, add, in_norm, M, D, eps);
+    else cu_rmsnorm(be, xn, D, h, D, in_norm, M, D, eps);
+    cu_linear2(be, q, kv, xn, wq, wkv, M);
+    cu_qkv_finish(be, q, kv, cache, kv_norm, kv_eps);
+}
+
+/* backend.h linear_add_rmsnorm. The fused form (chain_fits): x quantized, the GEMM with its split-K partials kept,
+ * norm_chain_kernel summing them into ff and h before the norm: one launch fewer than linear + add_rmsnorm, the same
+ * bits (op test attnin). Else those two. */
+static void cu_linear_add_rmsnorm(ds_backend *be, float *xn, float *h, float *ff, const float *x, const ds_weight *w,
+                                  const ds_weight *norm, int M, float eps) {
+    ds_cuda_backend *cb = cu_of(be);
+    int D = w->rows, K = w->cols;
+    if (M <= 0) return;
+    if (chain_fits(cb, w, w, M) && ((uintptr_t)x & 15) == 0) {
+        float *qs;
+        unsigned char *codes = cu_f8_codes_buf(cb, M, K, &qs);
+        cu_rows_fp8_f32(codes, qs, x, M, K);
+        cu_f8_parts pp;
+        cu_f8_gemm1_parts(cb, codes, qs, M, w, ff, NULL, NULL, &pp);
+        if (pp.ks > 1 && cu_norm_chain(xn, h, NULL, pp.p1, pp.ks, ff, norm, M, D, eps, NULL, NULL)) {
+            cb->chain_fused_runs++;
+            return;
+        }
+        if (pp.ks > 1) cu_f8_reduce(ff, pp.p1, (size_t)M * D, pp.ks);
+    } else {
+        cu_linear(be, ff, x, w, M);
+    }
+    cu_add_rmsnorm(be, xn, h, ff, norm, M, D, eps);
 }
 
 __global__ void gather_rows_kernel(float *out, const float *x, const int32_t *rows, int n_cols) {
@@ -665,6 +855,7 @@ static cu_opts cu_opts_read(void) {
     o.shared_stream_max_m = env_int("DSINFER_CUDA_SHARED_STREAM_MAX_M", 128);
     o.moe_shared_in = env_int("DSINFER_CUDA_MOE_SHARED_IN", 1);
     o.moe_shared_in_max_m = env_int("DSINFER_CUDA_MOE_SHARED_IN_MAX_M", 256);
+    o.chain_fuse = env_int("DSINFER_CUDA_CHAIN_FUSE", 1);
     return o;
 }
 
@@ -789,6 +980,8 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     be->rope = cu_rope;
     be->kv_store = cu_kv_store;
     be->qkv_finish = cu_qkv_finish;
+    be->attn_in = cu_attn_in;
+    be->linear_add_rmsnorm = cu_linear_add_rmsnorm;
     be->attn_naive = cu_attn_naive;
     be->attn_absorbed = cu_attn_absorbed;
     be->mlp = cu_mlp;

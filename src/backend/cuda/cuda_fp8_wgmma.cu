@@ -918,12 +918,15 @@ static int tma1_launch(dim3 grid, const f8_wt &a, const f8_wt &b, int nb_a, cons
     return 1;
 }
 
+/* keep (not NULL): the split-K sum is left to the caller, *keep says where the partials are (ks > 1: p1 [ks][M][N1], p2
+ * [ks][M][N2]) or that out1 / out2 hold the results (ks 1: one split, or the opt-in forms that sum in the kernel) */
 template <int WG>
 static void cpasync_gemm(ds_cuda_backend *cb, const unsigned char *q, const float *qs, int M, int K, const ds_weight *w1,
-                         float *out1, const ds_weight *w2, float *out2) {
+                         float *out1, const ds_weight *w2, float *out2, cu_f8_parts *keep = NULL) {
     int N1 = w1->rows, N2 = w2 ? w2->rows : 0, kc;
     int nb1 = (N1 + WG_BN - 1) / WG_BN, nb2 = (N2 + WG_BN - 1) / WG_BN, mb = (M + 64 * WG - 1) / (64 * WG);
     int ks = cu_f8_splits(M, (nb1 + nb2) * WG_BN, K, cb->n_sm, &kc);
+    if (keep) *keep = cu_f8_parts{NULL, NULL, 1};
     if (cu_f8_cluster && M <= cu_f8_cluster_max_m && ks > 1) {
         cluster_gemm<WG>(q, qs, M, K, w1, out1, w2, out2, nb1 + nb2, nb1, mb, ks, kc);
         return;
@@ -938,6 +941,10 @@ static void cpasync_gemm(ds_cuda_backend *cb, const unsigned char *q, const floa
         cu_launch_pdl(CU_F8_PDL, f8_wgmma_kernel<WG>, grid, dim3(WG * 128), wg_smem_bytes(WG), a, b, nb1, q, qs, M, K, kc, tk,
                       cu_f8_preload);
         CUDA_LAUNCH_CHECK();
+    }
+    if (ks > 1 && !tk && keep) {
+        *keep = cu_f8_parts{p1, w2 ? p2 : NULL, ks};
+        return;
     }
     if (ks > 1 && !tk) {
         if (w2) cu_f8_reduce_two(out1, p1, (size_t)M * N1, out2, p2, (size_t)M * N2, ks);
@@ -1060,13 +1067,24 @@ void cu_f8_wgmma_gemm(ds_cuda_backend *cb, float *out, const unsigned char *q, c
         cpasync_gemm<2>(cb, q, qs, M, K, w, out, NULL, NULL);
 }
 
-/* codes and scales of x [M, K] fp32 per token x 128 columns (as the experts' activations are), in ws_fp8 */
-static unsigned char *quantize_rows(ds_cuda_backend *cb, const float *x, int M, int K, float **qs) {
+/* room for the codes [M, K] and scales [M][K/128] of M rows in ws_fp8 (the scales at *qs) */
+unsigned char *cu_f8_codes_buf(ds_cuda_backend *cb, int M, int K, float **qs) {
     size_t qb = ((size_t)M * K + 255) / 256 * 256, sb = (size_t)M * (K / WG_BK) * 4;
     unsigned char *q = (unsigned char *)cu_ws_get(&cb->ws_fp8, qb + sb);
     *qs = (float *)(q + qb);
+    return q;
+}
+
+/* codes and scales of x [M, K] fp32 per token x 128 columns (as the experts' activations are), in ws_fp8 */
+static unsigned char *quantize_rows(ds_cuda_backend *cb, const float *x, int M, int K, float **qs) {
+    unsigned char *q = cu_f8_codes_buf(cb, M, K, qs);
     cu_rows_fp8_f32(q, *qs, x, M, K);
     return q;
+}
+
+void cu_f8_gemm1_parts(ds_cuda_backend *cb, const unsigned char *q, const float *qs, int M, const ds_weight *w1, float *out1,
+                       const ds_weight *w2, float *out2, cu_f8_parts *pp) {
+    cpasync_gemm<1>(cb, q, qs, M, w1->cols, w1, out1, w2, out2, pp);
 }
 
 /* out [M, N] = the W8A8 product of x [M, K] fp32, quantized here, with w */

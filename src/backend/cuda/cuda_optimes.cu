@@ -150,6 +150,8 @@ void cu_optimes_install(ds_cuda_backend *cb) {
     be->linear = w_linear;
     be->linear2 = NULL;   /* the model then calls linear twice: each timed */
     be->qkv_finish = NULL;   /* and the four steps one by one */
+    be->attn_in = NULL;      /* the fused chains: their ops one by one */
+    be->linear_add_rmsnorm = NULL;
     be->rope = w_rope;
     be->kv_store = w_kv_store;
     be->attn_naive = w_attn_naive;

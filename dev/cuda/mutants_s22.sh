@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The twenty-second session's mutated builds (after dev/cuda/pack.sh; then strip them and `tar cJf .deps.tar.xz .deps`):
+# each must fail `DSINFER_OPS_ONLY=attnin test_cuda_ops` (the W8A8 chain's quantizer and split-K sums in its neighbours).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+m=dev/cuda/build_mutant.sh
+mut() { local n=$1; if [ -n "${ONLY:-}" ]; then local ok=0 p; for p in ${ONLY//,/ }; do [[ $n == $p* ]] && ok=1; done
+  [ $ok = 1 ] || return 0; fi; bash $m "$@"; }
+# qkv_finish_kernel's prologue leaves out the last split-K partial of q and kv
+mut ch_last src/backend/cuda/cuda_backend.cu '            for (int z = 1; z < ks; z++) {
+                float4 p = src[(size_t)z * zstep];' '            for (int z = 1; z < ks - 1; z++) {
+                float4 p = src[(size_t)z * zstep];'
+# norm_chain_kernel reads the o projection's partials half a split apart
+mut ch_zs src/backend/cuda/cuda_backend.cu '                        float4 p = ap[(size_t)z * (zs / 4)];' '                        float4 p = ap[(size_t)z * (zs / 8)];'
+# norm_chain_kernel stores the scale of every 128-column block of xn's second half over the first half's
+mut ch_qs src/backend/cuda/cuda_backend.cu '            if (lane == 0) qs[(size_t)blockIdx.x * LK + j / 32] = scale;' '            if (lane == 0) qs[(size_t)blockIdx.x * LK + (j / 32) % 8] = scale;'
