@@ -1566,14 +1566,14 @@ fi
 if want s22b; then
   step ops_attnin 120 env DSINFER_OPS_ONLY=attnin $B/test_cuda_ops
   for mb in $B/test_cuda_ops_mut_ch_*; do [ -x "$mb" ] && mutant "$mb" attnin '' 60; done
-  for o in qkv f8r2 w8small; do step ops_$o 120 env DSINFER_OPS_ONLY=$o DSINFER_OPS_MAX_M=130 $B/test_cuda_ops; done
-  step golden 120 $B/test_cuda_golden
-  step model 150 $B/test_cuda_model
   for r in 1 2; do
     for v in 0 1; do
       step dec_f8_ch$v 45 env DSINFER_CUDA_TC=1 DSINFER_CUDA_CHAIN_FUSE=$v $B/dsinfer bench --dtype fp8 --batch 1,8,32,64,128 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s22b-ch$v-fp8
     done
   done
   step dec_bf_ch1 45 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,8,64 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s22b-ch1-bf16
+  for o in qkv f8r2 w8small; do step ops_$o 100 env DSINFER_OPS_ONLY=$o DSINFER_OPS_MAX_M=70 $B/test_cuda_ops; done
+  step golden 120 $B/test_cuda_golden
+  step model 150 $B/test_cuda_model
 fi
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"
