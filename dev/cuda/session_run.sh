@@ -1576,4 +1576,21 @@ if want s22b; then
   step golden 120 $B/test_cuda_golden
   step model 150 $B/test_cuda_model
 fi
+# s22c: the fused consumers' partial sums with every load first (sum_parts), the router's token loop without its exit
+# (DSINFER_CUDA_ROUTER_CLAMP) and moe_wg_kernel's next maps prefetched / first scales early (DSINFER_CUDA_MOE_WG_PREF):
+# op tests attnin, router, shin; FP8 rows with the defaults, CLAMP=0 and PREF=0 alternated twice; BF16 defaults; ncu sums
+# of the FP8 b64 step
+if want s22c; then
+  step ops_attnin 120 env DSINFER_OPS_ONLY=attnin $B/test_cuda_ops
+  step ops_router 150 env DSINFER_OPS_ONLY=router $B/test_cuda_ops
+  step ops_shin 150 env DSINFER_OPS_ONLY=shin DSINFER_OPS_MAX_M=130 $B/test_cuda_ops
+  for r in 1 2; do
+    for v in def clamp0 pref0; do
+      case $v in def) E=;; clamp0) E=DSINFER_CUDA_ROUTER_CLAMP=0;; pref0) E=DSINFER_CUDA_MOE_WG_PREF=0;; esac
+      step dec_f8_$v 60 env DSINFER_CUDA_TC=1 $E $B/dsinfer bench --dtype fp8 --batch 1,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s22c-$v-fp8
+    done
+  done
+  step dec_bf_def 45 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,8,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s22c-def-bf16
+  ncu_step ncu_fp8_b64 fp8 64 --launch-count 700
+fi
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

@@ -1547,6 +1547,17 @@ static void run_router(void) {
             check_router(&s, cl, "cluster", Ms[i], &rw, has_bias ? &rb : NULL);
             check_router(&s, s.gpu, "two launches", Ms[i], &rw, has_bias ? &rb : NULL);
         }
+        /* the fused kernel's token loop with its exit (DSINFER_CUDA_ROUTER_CLAMP=0; the flag is process-wide, read at
+         * backend creation: these run last, and the next setup's backends set it back) */
+        setenv("DSINFER_CUDA_ROUTER_CLAMP", "0", 1);
+        setenv("DSINFER_CUDA_ROUTER_FUSED_MIN_M", "1", 1);
+        ds_backend *fx = ds_backend_cuda_new(&s.cfg, err);
+        unsetenv("DSINFER_CUDA_ROUTER_CLAMP");
+        unsetenv("DSINFER_CUDA_ROUTER_FUSED_MIN_M");
+        CHECKF(fx != NULL, "%s", err);
+        const int Mx[] = {3, 5, 63};
+        for (int i = 0; fx && i < NM(Mx); i++) check_router(&s, fx, "fused exit", Mx[i], &rw, has_bias ? &rb : NULL);
+        if (fx) fx->destroy(fx);
         free_weight(&rw);
         if (has_bias) free_weight(&rb);
         fu->destroy(fu);

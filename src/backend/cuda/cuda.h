@@ -871,6 +871,8 @@ void cu_optimes_install(ds_cuda_backend *cb);
 void cu_optimes_phase(ds_cuda_backend *cb, const char *name);
 void cu_optimes_report_free(ds_cuda_backend *cb);
 extern int cu_route_v2;   /* DSINFER_CUDA_ROUTE2 */
+extern int cu_moe_wg_pref;   /* DSINFER_CUDA_MOE_WG_PREF (default 1): moe_wg_kernel's next maps prefetched, first scales early */
+extern int cu_router_clamp;   /* DSINFER_CUDA_ROUTER_CLAMP (default 1): router_fused_kernel's token loop without an exit (cuda_moe.cu) */
 void cu_mlp(ds_backend *be, float *out, const float *x, const ds_weight *gate, const ds_weight *up,
             const ds_weight *down, int M);
 void cu_attn_naive(ds_backend *be, float *out, const float *q, const void *cache_v, const ds_weight *kv_b,

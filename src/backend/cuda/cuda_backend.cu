@@ -347,6 +347,45 @@ __global__ void __launch_bounds__(RMS_THREADS) rmsnorm_vec_kernel(float *out, in
     rms_row_vec<NV, ADD>(yr, xr, ar, w, n, eps, red);
 }
 
+/* The split-K sums of a thread's S float4 slots: out[s] = p_0 + p_1 + ... + p_{ks-1}, p_z = src[s][z zstep[s]], added in z
+ * order (f8_reduce_kernel's additions: the same bits). Where ks <= 4 every slot's partials are requested before the first
+ * addition (one memory round trip; a loop with an addition after each load made ks of them, slot after slot); else
+ * slot by slot. ok[s]: the slot is one of the row's. */
+template <int S>
+__device__ __forceinline__ void sum_parts(float4 (&out)[S], const float4 *const (&src)[S], const size_t (&zstep)[S],
+                                          const bool (&ok)[S], int ks) {
+    if (ks <= 4) {
+        float4 p[S][4];
+#pragma unroll
+        for (int s = 0; s < S; s++)
+#pragma unroll
+            for (int z = 0; z < 4; z++)
+                if (ok[s] && z < ks) p[s][z] = src[s][(size_t)z * zstep[s]];
+#pragma unroll
+        for (int s = 0; s < S; s++) {
+            if (!ok[s]) continue;
+            float4 v = p[s][0];
+#pragma unroll
+            for (int z = 1; z < 4; z++)
+                if (z < ks) {
+                    v.x += p[s][z].x; v.y += p[s][z].y; v.z += p[s][z].z; v.w += p[s][z].w;
+                }
+            out[s] = v;
+        }
+        return;
+    }
+#pragma unroll
+    for (int s = 0; s < S; s++) {
+        if (!ok[s]) continue;
+        float4 v = src[s][0];
+        for (int z = 1; z < ks; z++) {
+            float4 p = src[s][(size_t)z * zstep[s]];
+            v.x += p.x; v.y += p.y; v.z += p.z; v.w += p.w;
+        }
+        out[s] = v;
+    }
+}
+
 /* The residual add and RMSNorm of rmsnorm_vec_kernel<NV, true> with the added term given as the ks split-K partials of a
  * W8A8 GEMM (parts [ks][M][n], zs = M n apart: PARTS) or as one tensor (add: !PARTS), and xn's FP8 codes as well (Q):
  * the work of f8_reduce_kernel (+ rows_fp8_warp_kernel) and the add-norm in one launch (issue 7: the W8A8 chain's
@@ -366,28 +405,28 @@ __global__ void __launch_bounds__(RMS_THREADS) norm_chain_kernel(float *xn, floa
     float4 *xr = (float4 *)(h + row), *yr = (float4 *)(xn + row);
     const bool has_add = add != nullptr;
     int n4 = n >> 2;
-    float4 v[NV], g[NV];
+    float4 v[NV], g[NV], a[NV];
+    const float4 *src[NV];
+    size_t zstep[NV];
+    bool ok[NV];
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        int j = threadIdx.x + k * RMS_THREADS;
+        ok[k] = has_add && j < n4;
+        src[k] = has_add ? (const float4 *)(add + row) + j : nullptr;
+        zstep[k] = zs / 4;
+        v[k] = j < n4 ? xr[j] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (j < n4) g[k] = make_float4(cu_w(w, 0, 4 * j), cu_w(w, 0, 4 * j + 1), cu_w(w, 0, 4 * j + 2), cu_w(w, 0, 4 * j + 3));
+    }
+    sum_parts<NV>(a, src, zstep, ok, PARTS ? ks : 1);   /* every load of the row's terms before any addition */
     float ss = 0.0f;
 #pragma unroll
     for (int k = 0; k < NV; k++) {
         int j = threadIdx.x + k * RMS_THREADS;
-        v[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (j < n4) {
-            v[k] = xr[j];
-            if (has_add) {
-                const float4 *ap = (const float4 *)(add + row) + j;
-                float4 a = ap[0];
-                if (PARTS) {
-                    for (int z = 1; z < ks; z++) {
-                        float4 p = ap[(size_t)z * (zs / 4)];
-                        a.x += p.x; a.y += p.y; a.z += p.z; a.w += p.w;
-                    }
-                    ((float4 *)(ff + row))[j] = a;
-                }
-                v[k].x += a.x; v[k].y += a.y; v[k].z += a.z; v[k].w += a.w;
-                xr[j] = v[k];
-            }
-            g[k] = make_float4(cu_w(w, 0, 4 * j), cu_w(w, 0, 4 * j + 1), cu_w(w, 0, 4 * j + 2), cu_w(w, 0, 4 * j + 3));
+        if (ok[k]) {
+            if (PARTS) ((float4 *)(ff + row))[j] = a[k];
+            v[k].x += a[k].x; v[k].y += a[k].y; v[k].z += a[k].z; v[k].w += a[k].w;
+            xr[j] = v[k];
         }
         ss += __fmaf_rn(v[k].w, v[k].w, __fmaf_rn(v[k].z, v[k].z, __fmaf_rn(v[k].y, v[k].y, __fmul_rn(v[k].x, v[k].x))));
     }
@@ -626,16 +665,26 @@ __global__ void __launch_bounds__(RMS_THREADS) qkv_finish_kernel(float *q, float
         size_t zq = (size_t)gridDim.x * nq4, zk = (size_t)gridDim.x * nk4;
         const float4 *sq = (const float4 *)pq + (size_t)m * nq4, *sk = (const float4 *)pkv + (size_t)m * nk4;
         float4 *dq = (float4 *)(q + (size_t)m * H * dqk);
-        for (int i = threadIdx.x; i < nq4 + nk4; i += blockDim.x) {
-            const float4 *src = i < nq4 ? sq + i : sk + (i - nq4);
-            size_t zstep = i < nq4 ? zq : zk;
-            float4 v = src[0];
-            for (int z = 1; z < ks; z++) {
-                float4 p = src[(size_t)z * zstep];
-                v.x += p.x; v.y += p.y; v.z += p.z; v.w += p.w;
+        for (int i0 = 0; i0 < nq4 + nk4; i0 += 4 * RMS_THREADS) {   /* four float4s a thread at once (V2-Lite: one pass) */
+            float4 v[4];
+            const float4 *src[4];
+            size_t zstep[4];
+            bool ok[4];
+#pragma unroll
+            for (int s = 0; s < 4; s++) {
+                int i = i0 + threadIdx.x + s * RMS_THREADS;
+                ok[s] = i < nq4 + nk4;
+                src[s] = i < nq4 ? sq + i : sk + (i - nq4);
+                zstep[s] = i < nq4 ? zq : zk;
             }
-            if (i < nq4) dq[i] = v;
-            else ((float4 *)kr)[i - nq4] = v;
+            sum_parts<4>(v, src, zstep, ok, ks);
+#pragma unroll
+            for (int s = 0; s < 4; s++) {
+                int i = i0 + threadIdx.x + s * RMS_THREADS;
+                if (!ok[s]) continue;
+                if (i < nq4) dq[i] = v[s];
+                else ((float4 *)kr)[i - nq4] = v[s];
+            }
         }
         __syncthreads();   /* every sum written before the norm and the RoPE read them */
     }
@@ -909,6 +958,7 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     cu_absorb3_max_t = env_int("DSINFER_CUDA_ABSORB3_MAX_T", 8);
     cu_combine_v2 = env_int("DSINFER_CUDA_COMBINE2", 1);
     cu_route_v2 = env_int("DSINFER_CUDA_ROUTE2", 1);
+    cu_router_clamp = env_int("DSINFER_CUDA_ROUTER_CLAMP", 1);
     cu_fa2 = env_int("DSINFER_CUDA_FA2", 1);
     cu_fa3 = env_int("DSINFER_CUDA_FA3", 2);
     cu_group_wide = env_int("DSINFER_CUDA_GROUP_WIDE", 1);
@@ -947,6 +997,7 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     cu_moe_wg = env_int("DSINFER_CUDA_MOE_WG", 1);
     cu_moe_wg_nt = env_int("DSINFER_CUDA_MOE_WG_NT", 0);
     cu_moe_wg_bf16 = env_int("DSINFER_CUDA_MOE_WG_BF16", 1);
+    cu_moe_wg_pref = env_int("DSINFER_CUDA_MOE_WG_PREF", 1);
     cu_f8_wg_max_m = env_int("DSINFER_CUDA_FP8_WG_MAX_M", 0);
     cu_fp8_own_max_m = env_int("DSINFER_CUDA_FP8_OWN_MAX_M", cu_fp8_own == 2 ? 65535 : 256);
     cu_moe_tc2_st = env_int("DSINFER_CUDA_MOE_TC2_ST", 4);

@@ -258,7 +258,11 @@ static_assert(RF_MAX_M / RF_TOK + 1 <= CU_ROUTE_TICKETS, "the backend's router t
 
 /* GROUP (DSINFER_CUDA_ROUTE_GROUP): the token groups' last blocks take a second ticket (tickets[CU_ROUTE_TICKETS - 1]);
  * the last of them groups every token's choices (group_block, from L2) into go: no grouping launch. */
-template <bool BF16, bool GROUP = false>
+/* CLAMP (DSINFER_CUDA_ROUTER_CLAMP, default 1): the group's tokens past the last one (nt < RF_TOK) read the last one's
+ * row again instead of leaving the token loop, so that every load of a chunk can be issued before its FMAs (a
+ * data-dependent exit inside the unrolled loop kept each token's loads behind the previous token's arithmetic; RESULTS
+ * twenty-second session run 1: 32 cycles an instruction); their sums are not stored: the same bits. */
+template <bool BF16, bool GROUP = false, bool CLAMP = false>
 __global__ void __launch_bounds__(RF_WARPS * 32) router_fused_kernel(const float *x, cu_wview w, float *logits,
                                                                      const float *bias, int32_t *ids, float *wout,
                                                                      int M, unsigned *tickets, route_cfg rc, group_out go) {
@@ -291,8 +295,8 @@ __global__ void __launch_bounds__(RF_WARPS * 32) router_fused_kernel(const float
             }
 #pragma unroll
             for (int j = 0; j < RF_TOK; j++) {
-                if (j >= nt) break;
-                const float4 *xp = (const float4 *)(x + (size_t)(m0 + j) * D + c);
+                if (!CLAMP && j >= nt) break;
+                const float4 *xp = (const float4 *)(x + (size_t)(m0 + (CLAMP && j >= nt ? nt - 1 : j)) * D + c);
 #pragma unroll
                 for (int q = 0; q < V / 4; q++) {
                     float4 a = xp[q];
@@ -485,6 +489,8 @@ static void router_cl_launch(const float *x, const ds_weight *r, int M, float *l
     CUDA_CHECK(cudaLaunchKernelEx(&cfg, router_cl_kernel<BF16>, x, cu_view(r), logits, bias, ids, w, M, rc));
 }
 
+int cu_router_clamp = 1;   /* DSINFER_CUDA_ROUTER_CLAMP (backend creation) */
+
 /* The fused router for M tokens where it applies (opt.router_fused for router_fused_min_m .. _max_m rows, a BF16 or fp32
  * router of E rows, D % 8 (BF16) or % 4 (fp32), 16-byte aligned x and weight); 0 (nothing launched) otherwise. */
 static int router_fused(ds_cuda_backend *cb, const ds_weight *r, const float *x, int M, float *logits,
@@ -502,7 +508,12 @@ static int router_fused(ds_cuda_backend *cb, const ds_weight *r, const float *x,
     dim3 grid((unsigned)((M + RF_TOK - 1) / RF_TOK), (unsigned)((rc.E + RF_WARPS - 1) / RF_WARPS));
     group_out g = go ? *go : group_out{NULL, NULL, NULL, NULL};
     unsigned *t = cb->route_tickets;
-    if (bf && go) cu_launch(router_fused_kernel<true, true>, grid, RF_WARPS * 32, 0, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
+    if (cu_router_clamp) {
+        if (bf && go) cu_launch(router_fused_kernel<true, true, true>, grid, RF_WARPS * 32, 0, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
+        else if (bf) cu_launch(router_fused_kernel<true, false, true>, grid, RF_WARPS * 32, 0, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
+        else if (go) cu_launch(router_fused_kernel<false, true, true>, grid, RF_WARPS * 32, 0, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
+        else cu_launch(router_fused_kernel<false, false, true>, grid, RF_WARPS * 32, 0, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
+    } else if (bf && go) cu_launch(router_fused_kernel<true, true>, grid, RF_WARPS * 32, 0, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
     else if (bf) cu_launch(router_fused_kernel<true>, grid, RF_WARPS * 32, 0, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
     else if (go) cu_launch(router_fused_kernel<false, true>, grid, RF_WARPS * 32, 0, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
     else cu_launch(router_fused_kernel<false>, grid, RF_WARPS * 32, 0, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);

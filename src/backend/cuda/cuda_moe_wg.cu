@@ -108,6 +108,10 @@ typedef struct {
      * expert s on rows rr + s ms .. rr + (s + 1) ms - 1 (rr = off[E]: mw_append_virtual); sws_cols: their scales' row
      * length (ws_cols: the routed ones') */
     int ns, ms, rr, sws_cols;
+    /* grouped (DSINFER_CUDA_MOE_WG_PREF, default 1): the producer asks for the next item's weight maps
+     * (prefetch.tensormap) as it starts an item, and the consumers load the item's first weight scales before staging
+     * its token scales (one memory round trip an item, not two); the same bits */
+    int pref;
 } mw_args;
 
 /* item t of the tables: pre [E + 1] (pre[e]: the chunks of the experts before e), offs [E + 1] (off[] in shared
@@ -354,6 +358,13 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
             for (int t = blockIdx.x; t < items; t += gridDim.x) {
                 mw_item m = mw_item_of<NT>(t, NB, pre, offs, E, a.ks, a.kc, LK);
                 const CUtensorMap *wm = a.maps ? a.maps + (size_t)m.e * NM : &tw;
+                if (a.pref && a.maps && t + (int)gridDim.x < items) {   /* the next item's maps towards the TMA unit */
+                    mw_item mn = mw_item_of<NT>(t + gridDim.x, NB, pre, offs, E, a.ks, a.kc, LK);
+                    if (mn.e != m.e) {
+                        asm volatile("prefetch.tensormap [%0];\n" ::"l"(a.maps + (size_t)mn.e * NM) : "memory");
+                        if (PAIR) asm volatile("prefetch.tensormap [%0];\n" ::"l"(a.maps + (size_t)mn.e * NM + 1) : "memory");
+                    }
+                }
                 for (int kb = m.kb0; kb < m.kb1; kb++, it++) {
                     int s = it % S::ST;
                     if (it >= S::ST) mbar_wait(&empty[s], (it / S::ST - 1) & 1);
@@ -395,8 +406,16 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
         const float *sw0 = (a.maps ? a.scales[m.e * NM] : a.w_scale) + wrow;
         const float *sw1 = (a.maps ? a.scales[m.e * NM + NM - 1] : a.w_scale) + wrow;
         for (int i = 0; i < NT / 2; i++) tot0[i] = tot1[i] = 0.0f;
+        float g0 = 0.0f, g1 = 0.0f;   /* the weight tiles' scales, loaded one block ahead */
+        if (a.pref) {
+            g0 = sw0[m.kb0];
+            g1 = sw1[m.kb0];
+        }
         mw_stage_scales<NT>(xsm, a.xs, m, LK, threadIdx.x - 128);
-        float g0 = sw0[m.kb0], g1 = sw1[m.kb0];   /* the weight tiles' scales, loaded one block ahead */
+        if (!a.pref) {
+            g0 = sw0[m.kb0];
+            g1 = sw1[m.kb0];
+        }
         for (int kb = m.kb0; kb < m.kb1; kb++, it++) {
             int s = it % S::ST;
             mbar_wait(&full[s], (it / S::ST) & 1);
@@ -427,6 +446,7 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
 }
 
 int cu_moe_wg = 1, cu_moe_wg_nt = 0;   /* DSINFER_CUDA_MOE_WG, DSINFER_CUDA_MOE_WG_NT (backend creation) */
+int cu_moe_wg_pref = 1;                /* DSINFER_CUDA_MOE_WG_PREF (backend creation): mw_args.pref */
 int cu_moe_wg_bf16 = 1;                /* DSINFER_CUDA_MOE_WG_BF16 (backend creation) */
 int cu_f8_wg_max_m = 0;               /* DSINFER_CUDA_FP8_WG_MAX_M (backend creation; opt-in, RESULTS tenth session) */
 
@@ -489,6 +509,7 @@ static mw_args mw_grouped_args(const mw_rows &r, const CUtensorMap *maps, const 
     a.ms = r.M;
     a.rr = r.n_rows;
     a.sws_cols = sws;
+    a.pref = cu_moe_wg_pref;
     return a;
 }
 
@@ -611,7 +632,7 @@ int cu_f8_wg_linear(ds_cuda_backend *cb, float *out, const float *x, const ds_we
     if (!cu_tma_map(&tx, q, M, K, nt) || !cu_tma_map(&tw, w->data, N, K, MW_BN)) return 0;
     cu_rows_fp8_f32(q, qs, x, M, K);
     mw_args a = {NULL, NULL, w->scale, qs, NULL, out, NULL, 0, part, cb->f8_tickets, M, 1, N, K, w->scale_cols, N, ks, kc,
-                 0, 0, 0, 0};
+                 0, 0, 0, 0, 0};
     mw_launch<false>(cb, nt, tx, tw, a);
     return 1;
 }
