@@ -1976,20 +1976,22 @@ static void run_quant_warp(void) {
 static void run_moe_combine2(void) {
     if (only && strcmp(only, "moecomb")) return;
     setup s;
-    setenv("DSINFER_CUDA_MOE_COMBINE2", "1", 1);
     setenv("DSINFER_MOE_W8A8", "1", 1);   /* read at backend creation: the CPU's reference quantizes as the GPU does */
     moe_twin = 1;
     moe_twin_env = "DSINFER_CUDA_MOE_COMBINE2";
-    if (load_setup(&s, "v2l-cb2", "configs/deepseek-v2-lite.json", 3, 16)) {
-        const int m8[] = {1, 9, 130, 600}, m16[] = {2, 200, 600};
-        check_moe_dt(&s, m8, NM(m8), DS_DTYPE_F8_E4M3, 2, 0);
-        check_moe_dt(&s, m16, NM(m16), DS_DTYPE_BF16, 1, 0);
-        free_setup(&s);
-    }
-    if (load_setup(&s, "v3-cb2", "configs/deepseek-v3.json", 3, 16)) {
-        const int m[] = {4, 64};
-        check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
-        free_setup(&s);
+    for (int v = 1; v <= 2; v++) {   /* =2: every row requested before the first addition (the same bits) */
+        setenv("DSINFER_CUDA_MOE_COMBINE2", v == 1 ? "1" : "2", 1);
+        if (load_setup(&s, v == 1 ? "v2l-cb2" : "v2l-cb3", "configs/deepseek-v2-lite.json", 3, 16)) {
+            const int m8[] = {1, 9, 130, 600}, m16[] = {2, 200, 600};
+            check_moe_dt(&s, m8, NM(m8), DS_DTYPE_F8_E4M3, 2, 0);
+            check_moe_dt(&s, m16, NM(m16), DS_DTYPE_BF16, 1, 0);
+            free_setup(&s);
+        }
+        if (load_setup(&s, v == 1 ? "v3-cb2" : "v3-cb3", "configs/deepseek-v3.json", 3, 16)) {
+            const int m[] = {4, 64};
+            check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
+            free_setup(&s);
+        }
     }
     moe_twin = 0;
     moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";

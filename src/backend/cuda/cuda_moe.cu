@@ -947,6 +947,12 @@ __global__ void moe_combine_sorted_kernel(float *out, const float *y, const int3
  * session). Here a token's slots are read and sorted once a block into shared memory, and every thread keeps K
  * 16-byte loads a column group in flight; ny splits the columns only where M alone leaves the SMs idle (decode). */
 #define CB2_THREADS 128
+/* FIRST (DSINFER_CUDA_MOE_COMBINE2=2): every row a thread adds is requested before the first addition (one memory round
+ * trip, not ns + K: the loop added each row right after loading it; ncu, RESULTS twenty-second session run 1: 7.2 us a
+ * layer at b64 for 4 MB), and the K slots ranked by K threads at once (thread 0's insertion sort read them one after
+ * another); the same additions in the same order: the same bits. ns <= CB2_NS, K <= MOE_MAX_K there. */
+#define CB2_NS 2
+template <bool FIRST = false>
 __global__ void __launch_bounds__(CB2_THREADS) moe_combine_sorted2_kernel(float *out, const float *y, const int32_t *ids,
                                                                           const int32_t *pos, const float *w, int K, int D,
                                                                           const float *ys, int ns, int mt) {
@@ -955,6 +961,51 @@ __global__ void __launch_bounds__(CB2_THREADS) moe_combine_sorted2_kernel(float 
     cu_pdl_trigger();
     cu_pdl_wait();
     int m = blockIdx.x;
+    if (FIRST) {
+        if (threadIdx.x < K) {   /* slot k's place in ascending expert id (ids distinct; ties by slot, as the sort) */
+            int k = threadIdx.x, idk = ids[(size_t)m * K + k], r = 0;
+            for (int j = 0; j < K; j++) {
+                int idj = ids[(size_t)m * K + j];
+                r += idj < idk || (idj == idk && j < k);
+            }
+            s_pos[r] = pos[(size_t)m * K + k];
+            s_w[r] = w[(size_t)m * K + k];
+        }
+        __syncthreads();
+        const int D4 = D >> 2;
+        float4 *o4 = (float4 *)(out + (size_t)m * D);
+        const float4 *s4 = (const float4 *)ys;
+        for (int c = blockIdx.y * CB2_THREADS + threadIdx.x; c < D4; c += gridDim.y * CB2_THREADS) {
+            float4 sh[CB2_NS], v[MOE_MAX_K];
+            float4 a = ns ? make_float4(0.0f, 0.0f, 0.0f, 0.0f) : o4[c];
+#pragma unroll
+            for (int s = 0; s < CB2_NS; s++)
+                if (s < ns) sh[s] = __ldg(s4 + ((size_t)s * mt + m) * D4 + c);
+#pragma unroll
+            for (int k = 0; k < MOE_MAX_K; k++)
+                if (k < K && s_pos[k] >= 0) v[k] = __ldg((const float4 *)(y + (size_t)s_pos[k] * D) + c);
+            if (ns) a = sh[0];
+#pragma unroll
+            for (int s = 1; s < CB2_NS; s++)
+                if (s < ns) {
+                    a.x += sh[s].x;
+                    a.y += sh[s].y;
+                    a.z += sh[s].z;
+                    a.w += sh[s].w;
+                }
+#pragma unroll
+            for (int k = 0; k < MOE_MAX_K; k++) {
+                if (k >= K || s_pos[k] < 0) continue;   /* < 0: another rank's expert */
+                float wk = s_w[k];
+                a.x += wk * v[k].x;
+                a.y += wk * v[k].y;
+                a.z += wk * v[k].z;
+                a.w += wk * v[k].w;
+            }
+            o4[c] = a;
+        }
+        return;
+    }
     if (threadIdx.x == 0) {   /* the K slots in ascending expert id (insertion sort), as v1 takes them */
         int ord[MOE_MAX_K];
         for (int k = 0; k < K; k++) {
@@ -1005,7 +1056,10 @@ static void moe_combine(ds_cuda_backend *cb, float *out, const float *y, const i
     if (cb->opt.combine2 && D % 4 == 0 && ((uintptr_t)out & 15) == 0 && ((uintptr_t)y & 15) == 0) {   /* ys aligned then too */
         int groups = (D / 4 + CB2_THREADS - 1) / CB2_THREADS, ny = (2 * cb->n_sm + M - 1) / M;
         ny = ny < 1 ? 1 : ny > groups ? groups : ny;
-        cu_launch(moe_combine_sorted2_kernel, dim3(M, ny), CB2_THREADS, 0, out, y, ids, pos, w, K, D, ys, ns, M);
+        if (cb->opt.combine2 == 2 && ns <= CB2_NS && K <= MOE_MAX_K && K <= CB2_THREADS)
+            cu_launch(moe_combine_sorted2_kernel<true>, dim3(M, ny), CB2_THREADS, 0, out, y, ids, pos, w, K, D, ys, ns, M);
+        else
+            cu_launch(moe_combine_sorted2_kernel<false>, dim3(M, ny), CB2_THREADS, 0, out, y, ids, pos, w, K, D, ys, ns, M);
     } else {
         cu_launch(moe_combine_sorted_kernel, dim3(M, (D + 255) / 256), 256, 0, out, y, ids, pos, w, K, D, ys, ns, M);
     }
