@@ -14,3 +14,5 @@ mut ch_last src/backend/cuda/cuda_backend.cu '            for (int z = 1; z < ks
 mut ch_zs src/backend/cuda/cuda_backend.cu '                        float4 p = ap[(size_t)z * (zs / 4)];' '                        float4 p = ap[(size_t)z * (zs / 8)];'
 # norm_chain_kernel stores the scale of every 128-column block of xn's second half over the first half's
 mut ch_qs src/backend/cuda/cuda_backend.cu '            if (lane == 0) qs[(size_t)blockIdx.x * LK + j / 32] = scale;' '            if (lane == 0) qs[(size_t)blockIdx.x * LK + (j / 32) % 8] = scale;'
+# moe_combine_sorted2_kernel<true> (DSINFER_OPS_ONLY=moecomb): a slot's rank counts itself (every slot one place late)
+mut cb3_rank src/backend/cuda/cuda_moe.cu '                r += idj < idk || (idj == idk && j < k);' '                r += idj < idk || (idj == idk && j <= k);'
