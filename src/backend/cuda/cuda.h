@@ -310,7 +310,7 @@ typedef struct {
     int group3;       /* the grouping a thread a pair with warp matches and a block scan (group_v3_kernel) up to 2048 pairs
                        * (DSINFER_CUDA_GROUP3) */
     int combine2;     /* the routed experts' combine a token a block with 16-byte loads (moe_combine_sorted2_kernel, the same
-                         bits; DSINFER_CUDA_MOE_COMBINE2; 2, the default: every row requested before the first addition) */
+                         bits; DSINFER_CUDA_MOE_COMBINE2, default 1; 2: every row requested before the first addition, opt-in until run on the GPU) */
     int quant_warp;   /* the experts' BF16 down input quantized a warp a 128 values (rows_fp8_bf16_warp_kernel; DSINFER_CUDA_QUANT_WARP, default 1) */
     int kvb_bf16;   /* FP8 kv_b's BF16 copy made once per layer at weight upload (DSINFER_CUDA_KVB_BF16, default 1) */
     int qkv_fuse;   /* kv_a RMSNorm, both RoPEs and the cache store in one kernel (backend qkv_finish; DSINFER_CUDA_QKV_FUSE, default 1) */

@@ -887,7 +887,7 @@ static cu_opts cu_opts_read(void) {
     o.quant_warp = env_int("DSINFER_CUDA_QUANT_WARP", 1);
     /* on by default since the twentieth session's run 2 (FP8 b64 8.26 -> 8.12 ms, b1 / b8 -0.05 ms) */
     o.group3 = env_int("DSINFER_CUDA_GROUP3", 1);
-    o.combine2 = env_int("DSINFER_CUDA_MOE_COMBINE2", 2);
+    o.combine2 = env_int("DSINFER_CUDA_MOE_COMBINE2", 1);
     o.kvb_bf16 = env_int("DSINFER_CUDA_KVB_BF16", 1);
     o.qkv_fuse = env_int("DSINFER_CUDA_QKV_FUSE", 1);
     o.router_fused = env_int("DSINFER_CUDA_ROUTER_FUSED", 1);
