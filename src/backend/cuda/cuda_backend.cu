@@ -296,6 +296,18 @@ __global__ void rmsnorm_kernel(float *out, int out_stride, const float *x, int x
  * the reduction, and writes once. With add (ADD): h += add first, written back to x (the residual
  * stream), then the norm of the sum; in place (out == x) is fine as above. */
 #define RMS_THREADS 256
+/* 1 / RMS of a row from each thread's sum of squares ss (RMS_THREADS threads; red: RMS_THREADS / 32 floats of shared
+ * memory): the warps' sums added in warp order, the block's one reduction shared by every kernel of this body */
+__device__ __forceinline__ float rms_inv(float ss, float *red, int n, float eps) {
+    ss = cu_warp_sum(ss);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    float tot = 0.0f;
+#pragma unroll
+    for (int i = 0; i < RMS_THREADS / 32; i++) tot += red[i];
+    return 1.0f / sqrtf(tot / (float)n + eps);
+}
+
 /* one row of rmsnorm_vec_kernel (RMS_THREADS threads; red: RMS_THREADS / 32 floats of shared memory) */
 template <int NV, bool ADD>
 __device__ __forceinline__ void rms_row_vec(float4 *yr, float4 *xr, const float4 *ar, const cu_wview &w, int n, float eps,
@@ -321,13 +333,7 @@ __device__ __forceinline__ void rms_row_vec(float4 *yr, float4 *xr, const float4
          * z*z + w*w` per instantiation (this one for <1, false>; others could differ by one rounding) */
         ss += __fmaf_rn(v[k].w, v[k].w, __fmaf_rn(v[k].z, v[k].z, __fmaf_rn(v[k].y, v[k].y, __fmul_rn(v[k].x, v[k].x))));
     }
-    ss = cu_warp_sum(ss);
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
-    __syncthreads();
-    float tot = 0.0f;
-#pragma unroll
-    for (int i = 0; i < RMS_THREADS / 32; i++) tot += red[i];
-    float r = 1.0f / sqrtf(tot / (float)n + eps);
+    float r = rms_inv(ss, red, n, eps);
 #pragma unroll
     for (int k = 0; k < NV; k++) {
         int j = threadIdx.x + k * RMS_THREADS;
@@ -430,13 +436,7 @@ __global__ void __launch_bounds__(RMS_THREADS) norm_chain_kernel(float *xn, floa
         }
         ss += __fmaf_rn(v[k].w, v[k].w, __fmaf_rn(v[k].z, v[k].z, __fmaf_rn(v[k].y, v[k].y, __fmul_rn(v[k].x, v[k].x))));
     }
-    ss = cu_warp_sum(ss);
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
-    __syncthreads();
-    float tot = 0.0f;
-#pragma unroll
-    for (int i = 0; i < RMS_THREADS / 32; i++) tot += red[i];
-    float r = 1.0f / sqrtf(tot / (float)n + eps);
+    float r = rms_inv(ss, red, n, eps);
     const int lane = threadIdx.x & 31, LK = n / 128;
 #pragma unroll
     for (int k = 0; k < NV; k++) {
