@@ -6,12 +6,12 @@ cd "$(dirname "$0")/../.."
 m=dev/cuda/build_mutant.sh
 mut() { local n=$1; if [ -n "${ONLY:-}" ]; then local ok=0 p; for p in ${ONLY//,/ }; do [[ $n == $p* ]] && ok=1; done
   [ $ok = 1 ] || return 0; fi; bash $m "$@"; }
-# qkv_finish_kernel's prologue leaves out the last split-K partial of q and kv
-mut ch_last src/backend/cuda/cuda_backend.cu '            for (int z = 1; z < ks; z++) {
-                float4 p = src[(size_t)z * zstep];' '            for (int z = 1; z < ks - 1; z++) {
-                float4 p = src[(size_t)z * zstep];'
+# sum_parts (qkv_finish_kernel's and norm_chain_kernel's split-K sums, ks <= 4) leaves out the last partial
+mut ch_last src/backend/cuda/cuda_backend.cu '                if (z < ks) {
+                    v.x += p[s][z].x;' '                if (z < ks - 1) {
+                    v.x += p[s][z].x;'
 # norm_chain_kernel reads the o projection's partials half a split apart
-mut ch_zs src/backend/cuda/cuda_backend.cu '                        float4 p = ap[(size_t)z * (zs / 4)];' '                        float4 p = ap[(size_t)z * (zs / 8)];'
+mut ch_zs src/backend/cuda/cuda_backend.cu '        zstep[k] = zs / 4;' '        zstep[k] = zs / 8;'
 # norm_chain_kernel stores the scale of every 128-column block of xn's second half over the first half's
 mut ch_qs src/backend/cuda/cuda_backend.cu '            if (lane == 0) qs[(size_t)blockIdx.x * LK + j / 32] = scale;' '            if (lane == 0) qs[(size_t)blockIdx.x * LK + (j / 32) % 8] = scale;'
 # moe_combine_sorted2_kernel<true> (DSINFER_OPS_ONLY=moecomb): a slot's rank counts itself (every slot one place late)

@@ -1594,15 +1594,19 @@ if want s22c; then
   ncu_step ncu_fp8_b64 fp8 64 --launch-count 700
 fi
 # s22d: the experts' combine with every row requested first (DSINFER_CUDA_MOE_COMBINE2=2): op test moecomb (both forms) and
-# its mutant; FP8 / BF16 rows of the twenty-first session's binary (.deps/bin/dsinfer_base, built from 1b69b7e), this
-# tree's defaults and COMBINE2=1, alternated twice on the same machine
+# its mutant; op tests attnin and qkv (after the rms_inv review) and the ch_* mutants; FP8 / BF16 rows of the twenty-first
+# session's binary (.deps/bin/dsinfer_base, built from 1b69b7e), this tree's defaults (COMBINE2=1) and COMBINE2=2,
+# alternated twice on the same machine
 if want s22d; then
   step ops_moecomb 200 env DSINFER_OPS_ONLY=moecomb $B/test_cuda_ops
   for mb in $B/test_cuda_ops_mut_cb3_*; do [ -x "$mb" ] && mutant "$mb" moecomb '' 150; done
+  step ops_attnin 120 env DSINFER_OPS_ONLY=attnin $B/test_cuda_ops
+  step ops_qkv 120 env DSINFER_OPS_ONLY=qkv $B/test_cuda_ops
+  for mb in $B/test_cuda_ops_mut_ch_*; do [ -x "$mb" ] && mutant "$mb" attnin '' 60; done
   for r in 1 2; do
     step dec_f8_base 60 env DSINFER_CUDA_TC=1 $B/dsinfer_base bench --dtype fp8 --batch 1,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s22d-base-fp8
     step dec_f8_def 60 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s22d-def-fp8
-    step dec_f8_cb1 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_COMBINE2=1 $B/dsinfer bench --dtype fp8 --batch 1,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s22d-cb1-fp8
+    step dec_f8_cb2 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_COMBINE2=2 $B/dsinfer bench --dtype fp8 --batch 1,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s22d-cb2-fp8
   done
   for r in 1 2; do
     step dec_bf_base 60 env DSINFER_CUDA_TC=1 $B/dsinfer_base bench --dtype bf16 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s22d-base-bf16
