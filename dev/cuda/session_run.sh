@@ -1613,4 +1613,33 @@ if want s22d; then
     step dec_bf_def 60 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s22d-def-bf16
   done
 fi
+# s23a: where a batch-1 step's time goes now (issue 7's b1 target): ncu sums of one FP8 and one BF16 b1 forward (graphs
+# off), then ncu --set full on a few launches of each GEMV form of the FP8 step (stalls, eligible warps, DRAM rate)
+if want s23a; then
+  ncu_step ncu_fp8_b1 fp8 1 --launch-count 700
+  ncu_step ncu_bf16_b1 bf16 1 --launch-count 700
+  N=$(nf fp8 1)
+  step ncu_full_b1 200 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=$N ncu --clock-control none --profile-from-start off --set full -k 'regex:gemv|absorb|mla_decode|rmsnorm|route|group|combine' --launch-skip 20 --launch-count 24 --page details --log-file $OUT/ncu_full_b1.txt $B/dsinfer bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 2 --bw 4221 --tflops 780
+  grep -E "^  [a-z_]+.*\(|Duration|DRAM Throughput|Achieved Occupancy|Registers Per|Grid Size|Block Size|Eligible Warps|Issue Slots Busy|Waves Per SM" $OUT/ncu_full_b1.txt | head -200
+fi
+# s23b: gemv_v2_kernel's one-row form (DSINFER_CUDA_GEMV_T1): op test gemv1 and its mutants, goldens (batch-1 generate
+# runs on it); FP8 / BF16 rows at 1 .. 8 with T1=1 / 0 alternated twice; ncu sums of the FP8 b1 step with it; then ncu sums
+# of the FP8 b256 step of this tree and of .deps/bin/dsinfer_base (1b69b7e: b256 0.23 ms faster in s22d)
+if want s23b; then
+  step ops_gemv1 150 env DSINFER_OPS_ONLY=gemv1 $B/test_cuda_ops
+  for mb in $B/test_cuda_ops_mut_t1_*; do [ -x "$mb" ] && mutant "$mb" gemv1 '' 100; done
+  for r in 1 2; do
+    for v in 1 0; do
+      step dec_f8_t1$v 45 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GEMV_T1=$v $B/dsinfer bench --dtype fp8 --batch 1,2,4,8 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s23b-t1$v-fp8
+      step dec_bf_t1$v 45 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GEMV_T1=$v $B/dsinfer bench --dtype bf16 --batch 1,4 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s23b-t1$v-bf16
+    done
+  done
+  step golden 120 $B/test_cuda_golden
+  ncu_step ncu_fp8_b1_t1 fp8 1 --launch-count 700
+  ncu_step ncu_fp8_b256 fp8 256 --launch-count 900
+  B0=$B; nf_base() { DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=list $B0/dsinfer_base bench --dtype fp8 --batch 256 --ctx 1K --prompt '' --steps 2 2>&1 | awk '$0 ~ "^profile: forward .* 256 tokens" {gsub(",","",$3); n=$3} END{print n}'; }
+  N=$(nf_base); echo "base b256: profiling forward $N"
+  step ncu_fp8_b256_base 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=$N ncu --clock-control none --cache-control none --profile-from-start off --launch-count 900 --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv --page raw --log-file $OUT/ncu_fp8_b256_base.csv $B0/dsinfer_base bench --dtype fp8 --batch 256 --ctx 1K --prompt '' --steps 2 --bw 4221 --tflops 780
+  python3 dev/cuda/ncu_sum.py $OUT/ncu_fp8_b256_base.csv > $OUT/ncu_fp8_b256_base.txt 2>&1; head -30 $OUT/ncu_fp8_b256_base.txt; rm -f $OUT/ncu_fp8_b256_base.csv
+fi
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"
