@@ -1642,4 +1642,33 @@ if want s23b; then
   step ncu_fp8_b256_base 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=$N ncu --clock-control none --cache-control none --profile-from-start off --launch-count 900 --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv --page raw --log-file $OUT/ncu_fp8_b256_base.csv $B0/dsinfer_base bench --dtype fp8 --batch 256 --ctx 1K --prompt '' --steps 2 --bw 4221 --tflops 780
   python3 dev/cuda/ncu_sum.py $OUT/ncu_fp8_b256_base.csv > $OUT/ncu_fp8_b256_base.txt 2>&1; head -30 $OUT/ncu_fp8_b256_base.txt; rm -f $OUT/ncu_fp8_b256_base.csv
 fi
+# s23c: the one-row GEMV form, why its dense launches still run at ~0.9 TB/s: op test gemv1 (the flag now per backend) and
+# its mutants; `bench --ops --ops-m 1` (the V3 FP8 linears at one row, L2 flushed) with T1=0, T1=1 and its split of K
+# forced to 1 / 2 / 4 / 8; FP8 / BF16 b1 rows with the same settings; ncu --set full with the warps' stall reasons on the
+# one-row launches of an FP8 b1 step
+if want s23c; then
+  step ops_gemv1 150 env DSINFER_OPS_ONLY=gemv1 $B/test_cuda_ops
+  for mb in $B/test_cuda_ops_mut_t1_*; do [ -x "$mb" ] && mutant "$mb" gemv1 '' 100; done
+  for v in t0 t1 k1 k2 k4 k8; do
+    case $v in t0) E="DSINFER_CUDA_GEMV_T1=0";; t1) E="DSINFER_CUDA_GEMV_T1=1";; k*) E="DSINFER_CUDA_GEMV_T1_KS=${v#k}";; esac
+    step ops_m1_$v 60 env $E $B/dsinfer bench --ops --ops-m 1 --csv $OUT/ops.csv --label $v
+    step dec_$v 45 env DSINFER_CUDA_TC=1 $E $B/dsinfer bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s23c-$v-fp8
+    step decb_$v 45 env DSINFER_CUDA_TC=1 $E $B/dsinfer bench --dtype bf16 --batch 1 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s23c-$v-bf16
+  done
+  N=$(nf fp8 1)
+  M=smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_wait_per_issue_active.ratio,smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio,smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_no_instruction_per_issue_active.ratio,smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_not_selected_per_issue_active.ratio,smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_drain_per_issue_active.ratio,smsp__average_warps_issue_stalled_imc_miss_per_issue_active.ratio,smsp__average_warps_issue_stalled_membar_per_issue_active.ratio,smsp__average_warps_issue_stalled_dispatch_stall_per_issue_active.ratio,smsp__average_warps_issue_stalled_branch_resolving_per_issue_active.ratio,smsp__average_warp_latency_per_inst_issued.ratio,sm__cycles_active.avg,sm__cycles_active.max,gpc__cycles_elapsed.max,smsp__inst_executed.sum,dram__bytes_read.sum,sm__warps_active.avg.pct_of_peak_sustained_active,launch__occupancy_limit_registers,launch__registers_per_thread
+  step ncu_t1 200 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=$N ncu --clock-control none --profile-from-start off --set full --metrics $M -k 'regex:gemv_v2' --launch-skip 4 --launch-count 10 --page details --log-file $OUT/ncu_t1.txt $B/dsinfer bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 2 --bw 4221 --tflops 780
+  grep -E "^  [a-z_]+.*\(|Duration|DRAM Throughput|Achieved Occupancy|Registers Per|Grid Size|Eligible Warps|Issue Slots Busy|stalled|latency_per|cycles_active|cycles_elapsed|inst_executed|occupancy_limit|Local Memory" $OUT/ncu_t1.txt | head -150
+  # the b256 step's regression since 1b69b7e (run 2's ncu: qkv_finish +3 us a layer, moe_wg +6): qkv_finish_kernel's
+  # partial sums now a template argument; moe_wg_kernel's prefetch up to 128 tokens (PREF_MAX_M=256: as before)
+  step ops_qkv 100 env DSINFER_OPS_ONLY=qkv $B/test_cuda_ops
+  step ops_attnin 100 env DSINFER_OPS_ONLY=attnin $B/test_cuda_ops
+  for r in 1 2; do
+    step dec_b256_base 45 env DSINFER_CUDA_TC=1 $B/dsinfer_base bench --dtype fp8 --batch 128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s23c-base-fp8
+    step dec_b256_def 45 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s23c-def-fp8
+    step dec_b256_p256 45 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_WG_PREF_MAX_M=256 $B/dsinfer bench --dtype fp8 --batch 128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s23c-p256-fp8
+  done
+  step dec_bf_def 45 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s23c-def-bf16
+  step dec_bf_base 45 env DSINFER_CUDA_TC=1 $B/dsinfer_base bench --dtype bf16 --batch 64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s23c-base-bf16
+fi
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

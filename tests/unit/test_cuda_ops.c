@@ -1175,7 +1175,7 @@ static void free_setup(setup *s) {
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
 static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf | side | linear2 | kvb | qkv | router | w8small
-                            * | f8cl | f8t1 | f8tp | f8tc | f8ts | f8bn | quantw | moeqf | rgroup | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
+                            * | f8cl | f8t1 | f8tp | f8tc | f8ts | f8bn | quantw | moeqf | rgroup | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | gemv1 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
                             * run_side_stream, run_linear2, run_kvb_copy, run_qkv_finish, run_router, run_w8a8_small or
                             * run_f8_lab */
 
@@ -2184,6 +2184,106 @@ static void run_attn_in(void) {
     }
 }
 
+/* A backend with DSINFER_CUDA_GEMV_T1 set to val (then unset: the default) */
+static ds_backend *gemv_t1_backend(setup *s, const char *val, char *err) {
+    setenv("DSINFER_CUDA_GEMV_T1", val, 1);
+    ds_backend *b = ds_backend_cuda_new(&s->cfg, err);
+    unsetenv("DSINFER_CUDA_GEMV_T1");
+    return b;
+}
+
+/* One linear (and linear2 where w2 is given) of one row on the one-row GEMV form (t1) and on the 8-row kernel (t8): within
+ * NMSE 1e-10 of each other (not the same bits: where the two forms split K differently, the partial sums are added in
+ * another order; the GPU run showed 1e-12-scale differences at V2-Lite's widths, 0 where the split is the same), the
+ * one-row form launched once per call and the other never, and t1's output against the CPU (THR_GEMM). */
+static void check_gemv_t1_case(setup *s, ds_backend *t1, ds_backend *t8, const char *what, const wpair *w1, const wpair *w2) {
+    int K = w1->h.cols, N1 = w1->h.rows, N2 = w2 ? w2->h.rows : 0;
+    prime(s, 1);
+    buf x = buf_new(s, (size_t)K), a1 = buf_new(s, (size_t)N1), b1 = buf_new(s, (size_t)N1);
+    buf a2 = buf_new(s, (size_t)(N2 ? N2 : 1)), b2 = buf_new(s, (size_t)(N2 ? N2 : 1));
+    buf_rand(&x, 1.0f);
+    buf_poison(&a1); buf_poison(&b1); buf_poison(&a2); buf_poison(&b2);
+    long n0 = ds_cuda_gemv_t1_launches();
+    if (w2) t1->linear2(t1, a1.d, a2.d, x.d, &w1->d, &w2->d, 1);
+    else t1->linear(t1, a1.d, x.d, &w1->d, 1);
+    long n1 = ds_cuda_gemv_t1_launches();
+    if (w2) t8->linear2(t8, b1.d, b2.d, x.d, &w1->d, &w2->d, 1);
+    else t8->linear(t8, b1.d, x.d, &w1->d, 1);
+    long n2 = ds_cuda_gemv_t1_launches();
+    size_t diff = device_units_differ(s, a1.d, b1.d, (size_t)N1, 4) + (w2 ? device_units_differ(s, a2.d, b2.d, (size_t)N2, 4) : 0);
+    double nm = device_nmse(s, a1.d, b1.d, (size_t)N1), nm2 = w2 ? device_nmse(s, a2.d, b2.d, (size_t)N2) : 0;
+    if (nm2 > nm) nm = nm2;
+    printf("  %-8s gemv t1 %-14s %s %dx%d%s: %zu values differ from DSINFER_CUDA_GEMV_T1=0 (NMSE %.2e); one-row launches "
+           "%ld / %ld\n", s->name, what, ds_dtype_name(w1->h.dtype), N1 + N2, K, w2 ? " (two weights)" : "", diff, nm,
+           n1 - n0, n2 - n1);
+    CHECKF(nm <= 1e-10, "%s gemv t1 %s: NMSE %.3g against the 8-row kernel (bound 1e-10)", s->name, what, nm);
+    CHECKF(n1 - n0 == 1 && n2 == n1, "%s gemv t1 %s: one-row launches %ld (want 1), with =0 %ld (want 0)", s->name, what,
+           n1 - n0, n2 - n1);
+    char name[96];
+    snprintf(name, sizeof name, "gemv t1 %s", what);
+    s->cpu->linear(s->cpu, a1.h, x.h, &w1->h, 1);
+    compare(s, name, 1, &a1, THR_GEMM, 0);
+    if (w2) {
+        s->cpu->linear(s->cpu, a2.h, x.h, &w2->h, 1);
+        compare(s, name, 1, &a2, THR_GEMM, 0);
+    }
+    buf *bs[] = {&x, &a1, &b1, &a2, &b2};
+    for (int i = 0; i < NM(bs); i++) buf_free(s, bs[i]);
+}
+
+/* DSINFER_OPS_ONLY=gemv1: the one-row GEMV form (DSINFER_CUDA_GEMV_T1=1, the default; cuda_linear.cu gemv_v2_kernel
+ * TMAX = 1) against the 8-row kernel (=0): linear at one row over V2-Lite's and V3's widths (q, o, the shared experts'
+ * down K 2816, V3 K 7168, an odd 200 x 304), BF16, FP8, NVFP4 and FP32 weights, linear2's two-weight form (q + kv_a),
+ * within NMSE 1e-10 of each other and against the CPU; then the grouped MoE at one token (gate/up pairs, down: every
+ * expert one row) against a twin with =0: the same bits there (both forms split V2-Lite's expert widths alike; the run
+ * of the twenty-third session showed it), the one-row launches counted. */
+static void run_gemv_t1(void) {
+    if (only && strcmp(only, "gemv1")) return;
+    setup s;
+    if (load_setup(&s, "v2l-t1", "configs/deepseek-v2-lite.json", 0, 16)) {
+        char err[DS_ERRLEN];
+        ds_backend *t1 = gemv_t1_backend(&s, "1", err), *t8 = t1 ? gemv_t1_backend(&s, "0", err) : NULL;
+        CHECKF(t1 && t8, "%s", err);
+        const struct { const char *what; int N, K; ds_dtype dt; } cs[] = {
+            {"q", 3072, 2048, DS_DTYPE_F8_E4M3}, {"o", 2048, 2048, DS_DTYPE_F8_E4M3}, {"shared down", 2048, 2816, DS_DTYPE_F8_E4M3},
+            {"v3 wide", 512, 7168, DS_DTYPE_F8_E4M3}, {"odd", 200, 304, DS_DTYPE_F8_E4M3}, {"q", 3072, 2048, DS_DTYPE_BF16},
+            {"o", 2048, 2048, DS_DTYPE_BF16}, {"odd", 200, 304, DS_DTYPE_BF16}, {"o", 2048, 2048, DS_DTYPE_NVFP4},
+            {"router", 64, 2048, DS_DTYPE_F32}};
+        for (int i = 0; t1 && t8 && i < NM(cs); i++) {
+            float amp = cs[i].dt == DS_DTYPE_F8_E4M3 ? 0.5f / sqrtf((float)cs[i].K) : 1.0f / sqrtf((float)cs[i].K);
+            wpair w = mk_weight(&s, cs[i].N, cs[i].K, cs[i].dt, amp, cs[i].what);
+            check_gemv_t1_case(&s, t1, t8, cs[i].what, &w, NULL);
+            free_weight(&w);
+        }
+        for (int d = 0; t1 && t8 && d < 2; d++) {
+            ds_dtype dt = d ? DS_DTYPE_BF16 : DS_DTYPE_F8_E4M3;
+            float amp = d ? 1.0f / sqrtf(2048.0f) : 0.5f / sqrtf(2048.0f);
+            wpair wq = mk_weight(&s, 3072, 2048, dt, amp, "q"), wkv = mk_weight(&s, 576, 2048, dt, amp, "kv_a");
+            check_gemv_t1_case(&s, t1, t8, "q + kv_a", &wq, &wkv);
+            free_weight(&wq);
+            free_weight(&wkv);
+        }
+        if (t1) t1->destroy(t1);
+        if (t8) t8->destroy(t8);
+        free_setup(&s);
+    }
+    moe_twin = 1;
+    moe_twin_env = "DSINFER_CUDA_GEMV_T1";
+    if (load_setup(&s, "v2l-t1m", "configs/deepseek-v2-lite.json", 3, 16)) {   /* the backends check_moe_dt makes: =1 */
+        const int m[] = {1};
+        for (int d = 0; d < 2; d++) {
+            long n0 = ds_cuda_gemv_t1_launches();
+            check_moe_dt(&s, m, NM(m), d ? DS_DTYPE_BF16 : DS_DTYPE_F8_E4M3, 0, 0);
+            long n = ds_cuda_gemv_t1_launches() - n0;
+            printf("  %-8s gemv t1 moe M=1 %s: %ld one-row launches\n", s.name, d ? "BF16" : "F8_E4M3", n);
+            CHECKF(n >= 4, "%s gemv t1 moe M=1: %ld one-row launches (the routed and shared experts' gate/up and down: at least 4)", s.name, n);
+        }
+        free_setup(&s);
+    }
+    moe_twin = 0;
+    moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
+}
+
 /* DSINFER_OPS_ONLY=shin: the shared experts as virtual experts of the routed experts' moe_wg_kernel launches
  * (DSINFER_CUDA_MOE_SHARED_IN=1, the default) against a twin with them in line (=0): the whole MoE block within NMSE 1e-5
  * of the twin (the shared sums in two halves and another order; BF16 SiLU products may round apart) and some value
@@ -2855,6 +2955,7 @@ int main(void) {
     run_route_group();
     run_group3();
     run_attn_in();
+    run_gemv_t1();
     run_moe_shared_in();
     run_f8_reduce2();
     run_f8_lab();

@@ -230,6 +230,10 @@ void cu_ws_free(cu_ws *w);
  *   DSINFER_CUDA_GEMV_F8C=1  the v2 GEMV's FP8 weights scaled once a 16-code chunk and token (opt-in, written in the
  *                            fourteenth session without device time left: batch 1's FP8 GEMVs ran at 0.55 .. 1.6
  *                            TB/s, about as long as BF16's for half the bytes).
+ *   DSINFER_CUDA_GEMV_T1=0   one-row GEMVs on the 8-row kernel; default 1 (twenty-third session): gemv_v2_kernel's
+ *                            one-row form (TMAX = 1: 4 blocks an SM, split K within one wave; where K splits
+ *                            otherwise, another order of the partial sums).
+ *                            DSINFER_CUDA_GEMV_T1_KS=1|2|4|8 forces its split of K (lab, process-wide).
  *   DSINFER_CUDA_F8_PDL=1    with DSINFER_CUDA_PDL=1: the W8A8 chain launched with PDL too, f8_wgmma_kernel's first
  *                            weights requested before its wait (opt-in, fourteenth session; see cu_f8_pdl below).
  *   DSINFER_CUDA_F8_TMA1=0   the W8A8 GEMM up to 64 rows with its stages by cp.async (f8_wgmma_kernel<1>); default 1
@@ -296,6 +300,7 @@ void cu_ws_free(cu_ws *w);
  * not captured). */
 typedef struct {
     int tc, moe_tc, skinny, graphs, fused_attn, mla_tc, attn_tc, moe_grouped, moe_grouped_max_m, vec_gemv, fp8_gemm;
+    int gemv_t1;    /* one-row GEMVs on gemv_v2_kernel's one-row form (DSINFER_CUDA_GEMV_T1, default 1; cu_gemv_flags) */
     int moe_live;   /* grouped GEMV experts: blocks for the live experts only (DSINFER_CUDA_MOE_LIVE, default 1) */
     int absorb_tc;  /* with tc: W_UK / W_UV products as batched BF16 GEMMs above GEMV_MAX_M tokens (DSINFER_CUDA_ABSORB_TC, default 1) */
     int lt_tune;    /* with tc: BF16 linears through cuBLASLt with the algorithm searched per shape, cached on disk (DSINFER_CUDA_LT_TUNE) */
@@ -871,7 +876,9 @@ void cu_optimes_install(ds_cuda_backend *cb);
 void cu_optimes_phase(ds_cuda_backend *cb, const char *name);
 void cu_optimes_report_free(ds_cuda_backend *cb);
 extern int cu_route_v2;   /* DSINFER_CUDA_ROUTE2 */
-extern int cu_moe_wg_pref;   /* DSINFER_CUDA_MOE_WG_PREF (default 1): moe_wg_kernel's next maps prefetched, first scales early */
+/* DSINFER_CUDA_MOE_WG_PREF (default 1): moe_wg_kernel's next maps prefetched, first scales early, up to
+ * DSINFER_CUDA_MOE_WG_PREF_MAX_M tokens (default 128) */
+extern int cu_moe_wg_pref, cu_moe_wg_pref_max_m;
 extern int cu_router_clamp;   /* DSINFER_CUDA_ROUTER_CLAMP (default 1): router_fused_kernel's token loop without an exit (cuda_moe.cu) */
 void cu_mlp(ds_backend *be, float *out, const float *x, const ds_weight *gate, const ds_weight *up,
             const ds_weight *down, int M);
@@ -883,8 +890,14 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
 void cu_moe_routed(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M, int e0, int e1);
 /* out[M, N] = x . W^T in fp32 for M <= GEMV_MAX_M (16-byte loads of the weight in its stored dtype). */
 #define GEMV_MAX_M 8
+/* cu_gemv_group's vec: 0 the scalar kernel; else 1 | CU_GEMV_T1 where the one-row form may run (cu_gemv_flags) */
+#define CU_GEMV_T1 2
+static inline int cu_gemv_flags(const ds_cuda_backend *cb) {
+    return cb->opt.vec_gemv ? 1 | (cb->opt.gemv_t1 ? CU_GEMV_T1 : 0) : 0;
+}
 /* Grouped row-dot GEMV (cuda_linear.cu): for each group e < E (blockIdx.y) with rows r in
- * [off[e], off[e+1]) (off NULL: one group of rows [0, M)), out[r, e*out_e + n] = W_e[n, :] . x[xr[r] (or r), e*x_e + :]
+ * [off[e], off[e+1]) (off NULL: one group of rows [0, M); with off, M is a bound on any group's rows where the caller
+ * knows one, else 0), out[r, e*out_e + n] = W_e[n, :] . x[xr[r] (or r), e*x_e + :]
  * for n < max_rows, W_e row row0 + e*row_e + n (row_e for groups that are row blocks of one view v0); pair: out = SiLU(W_e x) * (W1_e x) (gate/up). W_e is tab0[e] (device array) or v0
  * when tab0 is NULL. No host sync; any M. slots > 0 (with off): at most that many groups have rows, and
  * off[E + 1] = their number, off[E + 2 ...] their indices (group_kernel writes them): only those groups'
@@ -894,9 +907,14 @@ void cu_gemv_group(float *out, int ldo, int out_e, const float *x, int ldx, int 
                    cu_wview v1, int pair, int max_rows, int vec, int row0, int row_e, int slots);
 /* out1 [M, w1.rows] and out2 [M, w2.rows] = x [M, K] by w1 and w2 in one launch of the v2 GEMV (M <= GEMV_MAX_M);
  * 0 (nothing done) when the v2 kernel cannot read both the same way */
-int cu_gemv_two(float *out1, float *out2, const float *x, int M, cu_wview w1, cu_wview w2);
+int cu_gemv_two(float *out1, float *out2, const float *x, int M, cu_wview w1, cu_wview w2, int vec);
 /* GEMV v2 switch and the SM count it sizes its split-K by (cuda_linear.cu; set at backend creation). */
 extern int cu_gemv_v2, cu_gemv_sms, cu_fp8_fast;
+/* opt.gemv_t1 (DSINFER_CUDA_GEMV_T1=1, default; twenty-third session): one-row GEMVs (M == 1, or with off every group at
+ * most one row: M passed as that bound) on gemv_v2_kernel's one-row form (4 blocks an SM), split K by its occupancy (the
+ * same bits where the split is the 8-row kernel's, else another order of the partial sums). cu_gemv_t1_launches counts them in the process (tests). */
+extern long cu_gemv_t1_launches;
+extern int cu_gemv_t1_ks;
 /* DSINFER_CUDA_GEMV_F8C=1 (opt-in, fourteenth session, not yet run on a GPU): the v2 GEMV's FP8 weights scaled once a
  * 16-code chunk and token instead of once a code (cuda_linear.cu VT_FP8C) */
 extern int cu_gemv_f8c;

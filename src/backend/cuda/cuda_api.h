@@ -39,6 +39,8 @@ long ds_cuda_moe_shared_in_runs(ds_backend *be);
 /* How many attn_in / linear_add_rmsnorm calls of this backend ran the fused W8A8 chain (DSINFER_CUDA_CHAIN_FUSE) with
  * its split-K sums in the next kernel: the op test's evidence that the fused form ran. */
 long ds_cuda_chain_fused_runs(ds_backend *be);
+/* launches of the one-row GEMV form (DSINFER_CUDA_GEMV_T1, process-wide count; tests) */
+long ds_cuda_gemv_t1_launches(void);
 /* Device memory of n bytes owned by the backend (freed with release()). */
 void *ds_cuda_alloc_bytes(ds_backend *be, size_t n);
 

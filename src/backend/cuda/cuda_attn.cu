@@ -872,7 +872,7 @@ static void attn_fused(ds_cuda_backend *cb, float *out, const float *q, const un
     CUDA_LAUNCH_CHECK();
     float *dst = all ? out : ao;
     if (gemm) values_tc(cb, dst, comb16 ? NULL : olat, wb, ob, T, H, C, dn, dv, hw);
-    else cu_gemv_group(dst, H * dv, dv, olat, H * C, C, NULL, NULL, T, H, NULL, NULL, kv, kv, 0, dv, cb->opt.vec_gemv, dn, hw, 0);
+    else cu_gemv_group(dst, H * dv, dv, olat, H * C, C, NULL, NULL, T, H, NULL, NULL, kv, kv, 0, dv, cu_gemv_flags(cb), dn, hw, 0);
     if (!all) {
         scatter_rows_kernel<<<T, 128, 0, cu_stream>>>(out, ao, tok, H * dv);
         CUDA_LAUNCH_CHECK();

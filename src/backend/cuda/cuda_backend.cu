@@ -190,6 +190,7 @@ void ds_cuda_upload_bytes(ds_backend *be, void *dst, const void *src, size_t n) 
 
 long ds_cuda_moe_shared_in_runs(ds_backend *be) { return cu_of(be)->moe_shared_in_runs; }
 long ds_cuda_chain_fused_runs(ds_backend *be) { return cu_of(be)->chain_fused_runs; }
+long ds_cuda_gemv_t1_launches(void) { return cu_gemv_t1_launches; }
 
 void ds_cuda_download_bytes(ds_backend *be, void *dst, const void *src, size_t n) {
     (void)be;
@@ -650,7 +651,7 @@ static void cu_kv_store(ds_backend *be, void *cache_v, const float *kv) {
  * its cache entry (LAYOUT: CU_KV_F32, _FP8 or _BF16). Each step is the device code of its own kernel (rmsnorm_vec,
  * rope, the kv_store of the layout) on the same token's rows, in the model's order: the same bits as the four
  * launches. Block RMS_THREADS. */
-template <int LAYOUT>
+template <int LAYOUT, bool PARTS>
 __global__ void __launch_bounds__(RMS_THREADS) qkv_finish_kernel(float *q, float *kv, void *cache, cu_wview nw, float eps,
                                                                  int H, int dn, int dqk, int C, int dr, size_t tb,
                                                                  const int32_t *positions, const int32_t *tok_seq,
@@ -660,7 +661,9 @@ __global__ void __launch_bounds__(RMS_THREADS) qkv_finish_kernel(float *q, float
     __shared__ float red[RMS_THREADS / 32];
     int m = blockIdx.x, w = C + dr, half = dr / 2;
     float *kr = kv + (size_t)m * w;
-    if (ks > 1) {   /* q and kv are the ks split-K partials' sums, in z order (f8_reduce2_kernel's additions): made here */
+    if (PARTS) {   /* q and kv are the ks > 1 split-K partials' sums, in z order (f8_reduce2_kernel's additions): made here.
+                    * A template argument: compiled into the one-tensor form, this prologue cost 3 us a layer at 256 rows
+                    * (ncu, twenty-third session run 2) */
         int nq4 = H * dqk / 4, nk4 = w / 4;
         size_t zq = (size_t)gridDim.x * nq4, zk = (size_t)gridDim.x * nk4;
         const float4 *sq = (const float4 *)pq + (size_t)m * nq4, *sk = (const float4 *)pkv + (size_t)m * nk4;
@@ -720,15 +723,21 @@ int cu_qkv_finish_parts(ds_backend *be, float *q, float *kv, void *cache, const 
     if (!fits || M < 1) return 0;
     cu_wview nw = cu_view(kv_norm);
     size_t tb = ds_kv_token_bytes(c);
+#define QF_LAUNCH_P(L, P)                                                                                             \
+    qkv_finish_kernel<L, P><<<M, RMS_THREADS, 0, cu_stream>>>(q, kv, cache, nw, eps, H, dn, c->qk_head_dim, C, dr, tb,\
+                                                              cb->d_positions, cb->d_tok_seq, cb->d_page_table,       \
+                                                              cb->b.pt_stride, cb->b.page_size, cb->inv_freq,         \
+                                                              c->rope_amplitude, pq, pkv, ks > 1 ? ks : 1)
 #define QF_LAUNCH(L)                                                                                                  \
-    qkv_finish_kernel<L><<<M, RMS_THREADS, 0, cu_stream>>>(q, kv, cache, nw, eps, H, dn, c->qk_head_dim, C, dr, tb,   \
-                                                           cb->d_positions, cb->d_tok_seq, cb->d_page_table,          \
-                                                           cb->b.pt_stride, cb->b.page_size, cb->inv_freq, c->rope_amplitude, \
-                                                           pq, pkv, ks > 1 ? ks : 1)
+    do {                                                                                                              \
+        if (ks > 1) QF_LAUNCH_P(L, true);                                                                             \
+        else QF_LAUNCH_P(L, false);                                                                                   \
+    } while (0)
     if (c->kv_fp8) QF_LAUNCH(CU_KV_FP8);
     else if (c->kv_bf16) QF_LAUNCH(CU_KV_BF16);
     else QF_LAUNCH(CU_KV_F32);
 #undef QF_LAUNCH
+#undef QF_LAUNCH_P
     CUDA_LAUNCH_CHECK();
     return 1;
 }
@@ -871,6 +880,7 @@ static cu_opts cu_opts_read(void) {
     o.moe_live = env_int("DSINFER_CUDA_MOE_LIVE", 1);
     o.absorb_tc = env_int("DSINFER_CUDA_ABSORB_TC", 1);
     o.vec_gemv = env_int("DSINFER_CUDA_VEC_GEMV", 1);
+    o.gemv_t1 = env_int("DSINFER_CUDA_GEMV_T1", 1);
     o.fp8_gemm = env_int("DSINFER_CUDA_FP8_GEMM", o.tc);   /* W8A8 linears with the tensor-core paths */
     o.lt_tune = env_int("DSINFER_CUDA_LT_TUNE", 1);
     o.moe_gemm = env_int("DSINFER_CUDA_MOE_GEMM", 1);
@@ -945,6 +955,7 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     cu_gemv_v2 = env_int("DSINFER_CUDA_GEMV2", 1);
     cu_fp8_fast = env_int("DSINFER_CUDA_FP8_FAST", 0);
     cu_gemv_f8c = env_int("DSINFER_CUDA_GEMV_F8C", 0);
+    cu_gemv_t1_ks = env_int("DSINFER_CUDA_GEMV_T1_KS", 0);
     cu_rms_vec = env_int("DSINFER_CUDA_RMS_VEC", 1);
     cu_group_v2 = env_int("DSINFER_CUDA_GROUP2", 1);
     cu_pdl = env_int("DSINFER_CUDA_PDL", 0);
@@ -998,6 +1009,7 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     cu_moe_wg_nt = env_int("DSINFER_CUDA_MOE_WG_NT", 0);
     cu_moe_wg_bf16 = env_int("DSINFER_CUDA_MOE_WG_BF16", 1);
     cu_moe_wg_pref = env_int("DSINFER_CUDA_MOE_WG_PREF", 1);
+    cu_moe_wg_pref_max_m = env_int("DSINFER_CUDA_MOE_WG_PREF_MAX_M", 128);
     cu_f8_wg_max_m = env_int("DSINFER_CUDA_FP8_WG_MAX_M", 0);
     cu_fp8_own_max_m = env_int("DSINFER_CUDA_FP8_OWN_MAX_M", cu_fp8_own == 2 ? 65535 : 256);
     cu_moe_tc2_st = env_int("DSINFER_CUDA_MOE_TC2_ST", 4);

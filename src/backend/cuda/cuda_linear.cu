@@ -142,7 +142,7 @@ void cu_linear(ds_backend *be, float *out, const float *x, const ds_weight *w, i
     cu_wview v = cu_view(w);
     int w8 = w8a8_rows(cb, M) && cu_fp8_gemm_ok(w);
     if (!w8 && M <= GEMV_MAX_M && cb->opt.vec_gemv) {
-        cu_gemv_group(out, N, 0, x, K, 0, NULL, NULL, M, 1, NULL, NULL, v, v, 0, N, 1, 0, 0, 0);
+        cu_gemv_group(out, N, 0, x, K, 0, NULL, NULL, M, 1, NULL, NULL, v, v, 0, N, cu_gemv_flags(cb), 0, 0, 0);
         return;
     }
     if (w8 && cu_linear_fp8(cb, out, x, w, M)) return;
@@ -191,7 +191,7 @@ void cu_linear2(ds_backend *be, float *out1, float *out2, const float *x, const 
     if (M <= 0) return;
     if (cb->opt.hfuse && w1->cols == w2->cols && w1->rows > 0 && w2->rows > 0) {
         int rows8 = w8a8_rows(cb, M), w8 = rows8 && cu_f8_wgmma_two_ok(w1, w2, M);
-        if (!w8 && M <= GEMV_MAX_M && cb->opt.vec_gemv && cu_gemv_two(out1, out2, x, M, cu_view(w1), cu_view(w2))) return;
+        if (!w8 && M <= GEMV_MAX_M && cb->opt.vec_gemv && cu_gemv_two(out1, out2, x, M, cu_view(w1), cu_view(w2), cu_gemv_flags(cb))) return;
         if (w8 && cu_f8_wgmma_linear2(cb, out1, out2, x, w1, w2, M)) return;
         if (cb->opt.w8_shared_x && rows8 && cu_f8_wgmma_pair_ok(w1, w2, M)) {
             cu_f8_wgmma_shared_x(cb, out1, out2, x, w1, w2, M);
@@ -219,7 +219,7 @@ void cu_mlp(ds_backend *be, float *out, const float *x, const ds_weight *gate, c
     if (w8 && cb->opt.mlp_fuse && cu_f8_mlp(cb, out, x, gate, up, down, M)) return;
     if (!w8 && M <= GEMV_MAX_M && cb->opt.vec_gemv) {   /* gate, up and SiLU*mul in one pass over both weights */
         cu_gemv_group(g, gate->rows, 0, x, gate->cols, 0, NULL, NULL, M, 1, NULL, NULL, cu_view(gate), cu_view(up),
-                      1, gate->rows, 1, 0, 0, 0);
+                      1, gate->rows, cu_gemv_flags(cb), 0, 0, 0);
         cu_linear(be, out, g, down, M);
         return;
     }
@@ -491,12 +491,14 @@ __device__ __forceinline__ void dots_v2(float *a0, float *a1, const cu_wview &w0
     }
 }
 
-template <int VT, int TM, bool PAIR, int KS>
+/* U0: the chunks a lane requests at once (0: the 8-row kernel's choice; the order of additions is the chunks' order
+ * whatever U is, so U changes no bits) */
+template <int VT, int TM, bool PAIR, int KS, int U0 = 0>
 __device__ __forceinline__ void grp_rows_v2(float (*red)[8][2], float *out, int ldo, int out_e, const float *x,
                                             int ldx, int x_e, const int32_t *xr, int e, int r, int nt,
                                             const cu_wview &w0, const cu_wview &w1, int wn, int n, bool valid,
                                             int warp, int ks, int lane) {
-    constexpr int U = PAIR ? 4 : (TM <= 2 ? 8 : 4);
+    constexpr int U = U0 ? U0 : PAIR ? 4 : (TM <= 2 ? 8 : 4);
     const float *xp[TM];
 #pragma unroll
     for (int j = 0; j < TM; j++) {
@@ -547,9 +549,16 @@ __device__ __forceinline__ void grp_rows_v2(float (*red)[8][2], float *out, int 
 
 /* grid (ceil(max_rows / (GEMV_WARPS / KS)), E or the live slots), block GEMV_WARPS * 32.
  * out2 (not PAIR, no groups; NULL otherwise): two weights of one x (horizontal fusion): rows n < v0.rows are v0's
- * into out, the next v1.rows v1's into out2 [M, ldo2] (n_rows = v0.rows + v1.rows). */
-template <int VT, bool PAIR, int KS>
-__global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_v2_kernel(float *out, int ldo, int out_e, const float *x, int ldx,
+ * into out, the next v1.rows v1's into out2 [M, ldo2] (n_rows = v0.rows + v1.rows).
+ * TMAX: the rows of x a pass takes (8; 1 where the host knows a group has at most one row: batch 1). TMAX == 1 compiles
+ * the one-row path alone, whose registers allow 4 blocks an SM (32 warps) where the 8-row paths' 97 .. 127 allowed 2
+ * (ncu of an FP8 b1 step: 23% occupancy, 0.5 eligible warps, 550 .. 1600 GB/s); any row count stays correct (one
+ * pass a row), and the one-row arithmetic is the TMAX == 8 kernel's nt == 1 pass: the same bits where both split K alike
+ * (gemv_v2_ks sizes this form's split by its own occupancy, so o_proj, q, ... split otherwise: another order of the
+ * partial sums, NMSE ~1e-12 between them; op test gemv1). */
+#define GEMV_T1_U(VT, PAIR) ((PAIR) || (VT) == VT_NVFP4 ? 2 : (VT) == VT_BF16 || (VT) == VT_F32 ? 8 : 4)   /* within 64 registers */
+template <int VT, bool PAIR, int KS, int TMAX>
+__global__ void __launch_bounds__(GEMV_WARPS * 32, TMAX == 1 ? 4 : 1) gemv_v2_kernel(float *out, int ldo, int out_e, const float *x, int ldx,
                                                             int x_e, const int32_t *xr, const int32_t *off, int M,
                                                             const cu_wview *tab0, const cu_wview *tab1, cu_wview v0,
                                                             cu_wview v1, int n_rows, int row0, int row_e, int E,
@@ -586,23 +595,48 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_v2_kernel(float *out, in
         ldo = ldo2;
     }
     int wn = row0 + e * row_e + (valid ? n : 0);
-    for (int j0 = 0; j0 < cnt; j0 += 8) {
-        int nt = cnt - j0 < 8 ? cnt - j0 : 8;   /* the same in the whole block */
-        if (nt == 1) grp_rows_v2<VT, 1, PAIR, KS>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, nt, w0, w1, wn, n, valid, warp, ks, lane);
-        else if (nt <= 2) grp_rows_v2<VT, 2, PAIR, KS>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, nt, w0, w1, wn, n, valid, warp, ks, lane);
-        else if (nt <= 4) grp_rows_v2<VT, 4, PAIR, KS>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, nt, w0, w1, wn, n, valid, warp, ks, lane);
-        else grp_rows_v2<VT, 8, PAIR, KS>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, nt, w0, w1, wn, n, valid, warp, ks, lane);
+    if constexpr (TMAX == 1) {
+        for (int j0 = 0; j0 < cnt; j0++)
+            grp_rows_v2<VT, 1, PAIR, KS, GEMV_T1_U(VT, PAIR)>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, 1, w0, w1, wn, n,
+                                                            valid, warp, ks, lane);
+    } else {
+        for (int j0 = 0; j0 < cnt; j0 += 8) {
+            int nt = cnt - j0 < 8 ? cnt - j0 : 8;   /* the same in the whole block */
+            if (nt == 1) grp_rows_v2<VT, 1, PAIR, KS>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, nt, w0, w1, wn, n, valid, warp, ks, lane);
+            else if (nt <= 2) grp_rows_v2<VT, 2, PAIR, KS>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, nt, w0, w1, wn, n, valid, warp, ks, lane);
+            else if (nt <= 4) grp_rows_v2<VT, 4, PAIR, KS>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, nt, w0, w1, wn, n, valid, warp, ks, lane);
+            else grp_rows_v2<VT, 8, PAIR, KS>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, nt, w0, w1, wn, n, valid, warp, ks, lane);
+        }
     }
 }
 
 /* The split of K: the fewest warps per row that still give the GPU about cu_gemv_sms * 32 warps (grouped
- * calls with device offsets count at most 8 live groups), keeping at least one chunk per lane. */
-static int gemv_v2_ks(int max_rows, int E, int has_off, int nc) {
+ * calls with device offsets count at most 8 live groups), keeping at least one chunk per lane. resident > 0 (the
+ * TMAX == 1 kernels): the warps an SM holds of the kernel; a split stops before its warps would need a second wave
+ * (a lane's chunks are then all in flight at once: the TMAX == 8 rule, blind to occupancy, split o_proj at b1 into 4
+ * waves of one 16-byte load a lane). */
+static int gemv_v2_ks(int max_rows, int E, int has_off, int nc, int resident) {
     long eff = (long)max_rows * (has_off ? (E < 8 ? E : 8) : E), target = (long)cu_gemv_sms * 32;
+    long cap = resident > 0 ? (long)cu_gemv_sms * resident : 0;
     int ks = 1;
-    while (ks < GEMV_WARPS && eff * ks < target && nc >= 32 * 2 * ks) ks *= 2;
+    while (ks < GEMV_WARPS && eff * ks < target && nc >= 32 * 2 * ks && (!cap || eff * ks * 2 <= cap)) ks *= 2;
     return ks;
 }
+
+/* The warps of gemv_v2_kernel<VT, PAIR, 1, 1> an SM holds (the occupancy calculator, asked once per form) */
+template <int VT, bool PAIR>
+static int gemv_t1_resident(void) {
+    static int warps;
+    if (!warps) {
+        int nb = 0;
+        CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, gemv_v2_kernel<VT, PAIR, 1, 1>, GEMV_WARPS * 32, 0));
+        warps = (nb > 0 ? nb : 1) * GEMV_WARPS;
+    }
+    return warps;
+}
+long cu_gemv_t1_launches;   /* launches of the TMAX == 1 kernels (tests: ds_cuda_gemv_t1_launches) */
+int cu_gemv_t1_ks;           /* DSINFER_CUDA_GEMV_T1_KS (lab, process-wide, read at backend creation): the one-row form's
+                              * split of K forced to 1, 2, 4 or 8 (0: gemv_v2_ks's choice) */
 
 /* The vector type a weight can be read with: 16-byte rows and chunks (x rows must then be 16-byte
  * aligned too: ldx, x_e multiples of 4 and x itself aligned, checked by the caller). */
@@ -621,6 +655,7 @@ static void gemv_group_launch(float *out, int ldo, int out_e, const float *x, in
                               int ldo2) {
     if (E <= 0 || max_rows <= 0 || (!off && M <= 0)) return;
     int live = off && slots > 0 && slots < E;   /* launch only the live groups' blocks (v2 kernel) */
+    int t1 = (vec & CU_GEMV_T1) && M == 1;   /* (with off, M bounds a group's rows: moe_grouped passes its tokens) */
     int vt = vec ? vt_of(v0) : VT_GEN;   /* v0: a representative view (every group has the same shape) */
     if (vt != VT_GEN && (((uintptr_t)x & 15) || ldx % 4 || x_e % 4)) vt = VT_GEN;
     unsigned th = GEMV_WARPS * 32;
@@ -628,12 +663,26 @@ static void gemv_group_launch(float *out, int ldo, int out_e, const float *x, in
         int V = vt == VT_BF16 ? 8 : vt == VT_FP8 ? 16 : vt == VT_NVFP4 ? 32 : 4;
         if (vt == VT_FP8 && cu_fp8_fast) vt = VT_FP8F;
         else if (vt == VT_FP8 && cu_gemv_f8c) vt = VT_FP8C;
-        int ks = gemv_v2_ks(max_rows, live ? slots : E, off != NULL, v0.cols / V);
+        int resident = 0;
+        if (t1) {
+            cu_gemv_t1_launches++;
+#define T1_RES(VT) (pair ? gemv_t1_resident<VT, true>() : gemv_t1_resident<VT, false>())
+            resident = vt == VT_BF16 ? T1_RES(VT_BF16) : vt == VT_FP8 ? T1_RES(VT_FP8) : vt == VT_FP8F ? T1_RES(VT_FP8F)
+                     : vt == VT_FP8C ? T1_RES(VT_FP8C) : vt == VT_NVFP4 ? T1_RES(VT_NVFP4) : T1_RES(VT_F32);
+#undef T1_RES
+        }
+        int ks = gemv_v2_ks(max_rows, live ? slots : E, off != NULL, v0.cols / V, resident);
+        if (t1 && (cu_gemv_t1_ks == 1 || cu_gemv_t1_ks == 2 || cu_gemv_t1_ks == 4 || cu_gemv_t1_ks == 8)) ks = cu_gemv_t1_ks;
         dim3 g2(cu_blocks((size_t)max_rows, GEMV_WARPS / ks), live ? slots : E);
+#define V2_LAUNCH_T(VT, KS, T)                                                                                 \
+    do {                                                                                                       \
+        if (pair) cu_launch(gemv_v2_kernel<VT, true, KS, T>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, cu_pdl_prefetch, out2, ldo2); \
+        else cu_launch(gemv_v2_kernel<VT, false, KS, T>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, cu_pdl_prefetch, out2, ldo2); \
+    } while (0)
 #define V2_LAUNCH(VT, KS)                                                                                      \
     do {                                                                                                       \
-        if (pair) cu_launch(gemv_v2_kernel<VT, true, KS>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, cu_pdl_prefetch, out2, ldo2); \
-        else cu_launch(gemv_v2_kernel<VT, false, KS>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, cu_pdl_prefetch, out2, ldo2); \
+        if (t1) V2_LAUNCH_T(VT, KS, 1);                                                                        \
+        else V2_LAUNCH_T(VT, KS, 8);                                                                           \
     } while (0)
 #define V2_KS(VT)                                                                                              \
     do {                                                                                                       \
@@ -650,6 +699,7 @@ static void gemv_group_launch(float *out, int ldo, int out_e, const float *x, in
         else V2_KS(VT_F32);
 #undef V2_KS
 #undef V2_LAUNCH
+#undef V2_LAUNCH_T
         CUDA_LAUNCH_CHECK();
         return;
     }
@@ -678,10 +728,10 @@ void cu_gemv_group(float *out, int ldo, int out_e, const float *x, int ldx, int 
 
 /* out1 [M, w1.rows] and out2 [M, w2.rows] from one x [M, K] by one launch of gemv_v2_kernel (M <= GEMV_MAX_M);
  * 0 (nothing done) when the two weights are not read the same way by the v2 kernel */
-int cu_gemv_two(float *out1, float *out2, const float *x, int M, cu_wview w1, cu_wview w2) {
+int cu_gemv_two(float *out1, float *out2, const float *x, int M, cu_wview w1, cu_wview w2, int vec) {
     int vt = vt_of(w1);
     if (!cu_gemv_v2 || vt == VT_GEN || vt_of(w2) != vt || w1.cols != w2.cols || ((uintptr_t)x & 15) || w1.cols % 4) return 0;
-    gemv_group_launch(out1, w1.rows, 0, x, w1.cols, 0, NULL, NULL, M, 1, NULL, NULL, w1, w2, 0, w1.rows + w2.rows, 1, 0, 0, 0,
+    gemv_group_launch(out1, w1.rows, 0, x, w1.cols, 0, NULL, NULL, M, 1, NULL, NULL, w1, w2, 0, w1.rows + w2.rows, vec | 1, 0, 0, 0,
                       out2, w2.rows);
     return 1;
 }

@@ -1094,13 +1094,14 @@ static void moe_grouped(ds_cuda_backend *cb, float *out, const float *x, const d
         return;
     }
     if (shared) shared_in_line(&cb->base, out, x, L, M);
-    int vec = cb->opt.vec_gemv;
+    int vec = cu_gemv_flags(cb);
     /* at most M * K experts have rows: launch blocks for those only (at batch 1, 6 of V2-Lite's 64; the
      * other experts' blocks were 91% of the launched blocks, each started only to exit) */
     int slots = cb->opt.moe_live ? (M * K < E ? M * K : E) : 0;
-    cu_gemv_group(inter, I, 0, x, D, 0, rows, d_off, 0, E, tab, tab + E, cu_view(&L->exp_gate[e_rep]),
+    /* M: no expert has more rows than there are tokens (the one-row GEMV form at batch 1) */
+    cu_gemv_group(inter, I, 0, x, D, 0, rows, d_off, M, E, tab, tab + E, cu_view(&L->exp_gate[e_rep]),
                   cu_view(&L->exp_up[e_rep]), 1, I, vec, 0, 0, slots);
-    cu_gemv_group(y, D, 0, inter, I, 0, NULL, d_off, 0, E, tab + 2 * E, NULL, cu_view(&L->exp_down[e_rep]),
+    cu_gemv_group(y, D, 0, inter, I, 0, NULL, d_off, M, E, tab + 2 * E, NULL, cu_view(&L->exp_down[e_rep]),
                   cu_view(&L->exp_down[e_rep]), 0, D, vec, 0, 0, slots);
     cu_side_join(cb);
     moe_combine(cb, out, y, ids, pos, w, M, K, D, 0);

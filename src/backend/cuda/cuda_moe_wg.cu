@@ -447,6 +447,8 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
 
 int cu_moe_wg = 1, cu_moe_wg_nt = 0;   /* DSINFER_CUDA_MOE_WG, DSINFER_CUDA_MOE_WG_NT (backend creation) */
 int cu_moe_wg_pref = 1;                /* DSINFER_CUDA_MOE_WG_PREF (backend creation): mw_args.pref */
+int cu_moe_wg_pref_max_m = 128;        /* DSINFER_CUDA_MOE_WG_PREF_MAX_M: ... up to this many tokens (ncu at 256: +6 us a
+                                        * layer with it, twenty-third session run 2; -0.13 ms a step at 32 .. 128) */
 int cu_moe_wg_bf16 = 1;                /* DSINFER_CUDA_MOE_WG_BF16 (backend creation) */
 int cu_f8_wg_max_m = 0;               /* DSINFER_CUDA_FP8_WG_MAX_M (backend creation; opt-in, RESULTS tenth session) */
 
@@ -509,7 +511,7 @@ static mw_args mw_grouped_args(const mw_rows &r, const CUtensorMap *maps, const 
     a.ms = r.M;
     a.rr = r.n_rows;
     a.sws_cols = sws;
-    a.pref = cu_moe_wg_pref;
+    a.pref = cu_moe_wg_pref && r.M <= cu_moe_wg_pref_max_m;
     return a;
 }
 
