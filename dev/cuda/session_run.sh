@@ -1671,4 +1671,29 @@ if want s23c; then
   step dec_bf_def 45 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s23c-def-bf16
   step dec_bf_base 45 env DSINFER_CUDA_TC=1 $B/dsinfer_base bench --dtype bf16 --batch 64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s23c-base-bf16
 fi
+# s23d: the one-row GEMVs with two weight rows a warp (DSINFER_CUDA_GEMV_T1=2): op test gemv1 (both forms against the
+# 8-row kernel and the CPU; the flag per backend now) and its mutants; `bench --ops --ops-m 1` and FP8 / BF16 b1 rows with
+# T1=0 / 1 / 2 alternated twice; ncu sums of the FP8 b1 step at =2 and --set full of its launches; then goldens, the model
+# and the op tests to 130 rows (qkv_finish's template, the GEMV's second-row index)
+if want s23d; then
+  step ops_gemv1 150 env DSINFER_OPS_ONLY=gemv1 $B/test_cuda_ops
+  for mb in $B/test_cuda_ops_mut_t*; do [ -x "$mb" ] && mutant "$mb" gemv1 '' 100; done
+  for r in 1 2; do
+    for v in 0 1 2; do
+      step dec_t$v 45 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GEMV_T1=$v $B/dsinfer bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s23d-t$v-fp8
+      step decb_t$v 45 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GEMV_T1=$v $B/dsinfer bench --dtype bf16 --batch 1 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s23d-t$v-bf16
+    done
+  done
+  for v in 1 2; do step ops_m1_t$v 60 env DSINFER_CUDA_GEMV_T1=$v $B/dsinfer bench --ops --ops-m 1 --csv $OUT/ops.csv --label t$v; done
+  export DSINFER_CUDA_GEMV_T1=2
+  ncu_step ncu_fp8_b1_t2 fp8 1 --launch-count 700
+  N=$(nf fp8 1)
+  step ncu_t2 200 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=$N ncu --clock-control none --profile-from-start off --set full -k 'regex:gemv_v2' --launch-skip 4 --launch-count 8 --page details --log-file $OUT/ncu_t2.txt $B/dsinfer bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 2 --bw 4221 --tflops 780
+  grep -E "^  [a-z_]+.*\(|Duration|DRAM Throughput|Achieved Occupancy|Registers Per|Eligible Warps|Issue Slots Busy|Mem Busy|L1/TEX Hit|Spilling Requests  " $OUT/ncu_t2.txt | head -80
+  step golden_t2 120 $B/test_cuda_golden
+  unset DSINFER_CUDA_GEMV_T1
+  step golden 120 $B/test_cuda_golden
+  step model 150 $B/test_cuda_model
+  step ops_m130 160 env DSINFER_OPS_MAX_M=130 $B/test_cuda_ops
+fi
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

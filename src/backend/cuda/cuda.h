@@ -233,7 +233,8 @@ void cu_ws_free(cu_ws *w);
  *   DSINFER_CUDA_GEMV_T1=0   one-row GEMVs on the 8-row kernel; default 1 (twenty-third session): gemv_v2_kernel's
  *                            one-row form (TMAX = 1: 4 blocks an SM, split K within one wave; where K splits
  *                            otherwise, another order of the partial sums).
- *                            DSINFER_CUDA_GEMV_T1_KS=1|2|4|8 forces its split of K (lab, process-wide).
+ *                            DSINFER_CUDA_GEMV_T1_KS=1|2|4|8 forces its split of K (lab, process-wide). =2: FP8 and
+ *                            BF16 one-row GEMVs with two weight rows a warp (each x chunk loaded once for both).
  *   DSINFER_CUDA_F8_PDL=1    with DSINFER_CUDA_PDL=1: the W8A8 chain launched with PDL too, f8_wgmma_kernel's first
  *                            weights requested before its wait (opt-in, fourteenth session; see cu_f8_pdl below).
  *   DSINFER_CUDA_F8_TMA1=0   the W8A8 GEMM up to 64 rows with its stages by cp.async (f8_wgmma_kernel<1>); default 1
@@ -892,8 +893,9 @@ void cu_moe_routed(ds_backend *be, float *out, const float *x, const ds_layer_we
 #define GEMV_MAX_M 8
 /* cu_gemv_group's vec: 0 the scalar kernel; else 1 | CU_GEMV_T1 where the one-row form may run (cu_gemv_flags) */
 #define CU_GEMV_T1 2
+#define CU_GEMV_T2 4   /* ... with two rows a warp (opt.gemv_t1 == 2; FP8 and BF16 weights) */
 static inline int cu_gemv_flags(const ds_cuda_backend *cb) {
-    return cb->opt.vec_gemv ? 1 | (cb->opt.gemv_t1 ? CU_GEMV_T1 : 0) : 0;
+    return cb->opt.vec_gemv ? 1 | (cb->opt.gemv_t1 >= 1 ? CU_GEMV_T1 : 0) | (cb->opt.gemv_t1 >= 2 ? CU_GEMV_T2 : 0) : 0;
 }
 /* Grouped row-dot GEMV (cuda_linear.cu): for each group e < E (blockIdx.y) with rows r in
  * [off[e], off[e+1]) (off NULL: one group of rows [0, M); with off, M is a bound on any group's rows where the caller
@@ -913,7 +915,7 @@ extern int cu_gemv_v2, cu_gemv_sms, cu_fp8_fast;
 /* opt.gemv_t1 (DSINFER_CUDA_GEMV_T1=1, default; twenty-third session): one-row GEMVs (M == 1, or with off every group at
  * most one row: M passed as that bound) on gemv_v2_kernel's one-row form (4 blocks an SM), split K by its occupancy (the
  * same bits where the split is the 8-row kernel's, else another order of the partial sums). cu_gemv_t1_launches counts them in the process (tests). */
-extern long cu_gemv_t1_launches;
+extern long cu_gemv_t1_launches, cu_gemv_t2_launches;
 extern int cu_gemv_t1_ks;
 /* DSINFER_CUDA_GEMV_F8C=1 (opt-in, fourteenth session, not yet run on a GPU): the v2 GEMV's FP8 weights scaled once a
  * 16-code chunk and token instead of once a code (cuda_linear.cu VT_FP8C) */

@@ -41,6 +41,8 @@ long ds_cuda_moe_shared_in_runs(ds_backend *be);
 long ds_cuda_chain_fused_runs(ds_backend *be);
 /* launches of the one-row GEMV form (DSINFER_CUDA_GEMV_T1, process-wide count; tests) */
 long ds_cuda_gemv_t1_launches(void);
+/* ... and of those with two weight rows a warp (DSINFER_CUDA_GEMV_T1=2) */
+long ds_cuda_gemv_t2_launches(void);
 /* Device memory of n bytes owned by the backend (freed with release()). */
 void *ds_cuda_alloc_bytes(ds_backend *be, size_t n);
 

@@ -191,6 +191,7 @@ void ds_cuda_upload_bytes(ds_backend *be, void *dst, const void *src, size_t n) 
 long ds_cuda_moe_shared_in_runs(ds_backend *be) { return cu_of(be)->moe_shared_in_runs; }
 long ds_cuda_chain_fused_runs(ds_backend *be) { return cu_of(be)->chain_fused_runs; }
 long ds_cuda_gemv_t1_launches(void) { return cu_gemv_t1_launches; }
+long ds_cuda_gemv_t2_launches(void) { return cu_gemv_t2_launches; }
 
 void ds_cuda_download_bytes(ds_backend *be, void *dst, const void *src, size_t n) {
     (void)be;

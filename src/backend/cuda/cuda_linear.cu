@@ -431,7 +431,7 @@ __device__ __forceinline__ void dot_chunk(float *a0, float *a1, const uint4 &q0,
 }
 
 template <int VT, int TM, int U, bool PAIR>
-__device__ __forceinline__ void dots_v2(float *a0, float *a1, const cu_wview &w0, const cu_wview &w1, int n,
+__device__ __forceinline__ void dots_v2(float *a0, float *a1, const cu_wview &w0, const cu_wview &w1, int n, int n1,
                                         const float *const *xp, int nt, int c_first, int c_step) {
     constexpr int V = vt_traits<VT>::V;
     constexpr bool F4 = VT == VT_NVFP4;
@@ -439,12 +439,12 @@ __device__ __forceinline__ void dots_v2(float *a0, float *a1, const cu_wview &w0
     const int nc = w0.cols / V;
     /* row n's bytes: cols * EB, NVFP4 cols / 2 */
     const char *r0 = (const char *)w0.data + (F4 ? (size_t)n * (size_t)(w0.cols / 2) : (size_t)n * (size_t)w0.cols * EB);
-    const char *r1 = (const char *)w1.data + (F4 ? (size_t)n * (size_t)(w1.cols / 2) : (size_t)n * (size_t)w1.cols * EB);
+    const char *r1 = (const char *)w1.data + (F4 ? (size_t)n1 * (size_t)(w1.cols / 2) : (size_t)n1 * (size_t)w1.cols * EB);
     constexpr bool F8 = VT == VT_FP8 || VT == VT_FP8F || VT == VT_FP8C;
     const float *sc0 = F8 ? w0.scale + (size_t)(n >> 7) * (size_t)w0.scale_cols : nullptr;
-    const float *sc1 = F8 && PAIR ? w1.scale + (size_t)(n >> 7) * (size_t)w1.scale_cols : nullptr;
+    const float *sc1 = F8 && PAIR ? w1.scale + (size_t)(n1 >> 7) * (size_t)w1.scale_cols : nullptr;
     const unsigned char *bs0 = F4 ? w0.bscale + (size_t)n * (size_t)(w0.cols >> 4) : nullptr;
-    const unsigned char *bs1 = F4 && PAIR ? w1.bscale + (size_t)n * (size_t)(w1.cols >> 4) : nullptr;
+    const unsigned char *bs1 = F4 && PAIR ? w1.bscale + (size_t)n1 * (size_t)(w1.cols >> 4) : nullptr;
     for (int cb = c_first; cb < nc; cb += U * c_step) {
         uint4 q0[U], q1[U];
         float s0[U], s1[U], t0[U], t1[U];   /* t: NVFP4's second block scale of the chunk */
@@ -493,11 +493,15 @@ __device__ __forceinline__ void dots_v2(float *a0, float *a1, const cu_wview &w0
 
 /* U0: the chunks a lane requests at once (0: the 8-row kernel's choice; the order of additions is the chunks' order
  * whatever U is, so U changes no bits) */
-template <int VT, int TM, bool PAIR, int KS, int U0 = 0>
+/* ROW2 (not PAIR, TM 1): the warp's two rows n and n + 1 of one weight (w0 == w1; rows wn, wn + 1 of the view) dotted with
+ * one x row, each loaded chunk of x used for both (dots_v2's two-weight form): out[n] and, where valid1, out[n + 1].
+ * Each row's sum is the one-row pass's, in its order. */
+template <int VT, int TM, bool PAIR, int KS, int U0 = 0, bool ROW2 = false>
 __device__ __forceinline__ void grp_rows_v2(float (*red)[8][2], float *out, int ldo, int out_e, const float *x,
                                             int ldx, int x_e, const int32_t *xr, int e, int r, int nt,
                                             const cu_wview &w0, const cu_wview &w1, int wn, int n, bool valid,
-                                            int warp, int ks, int lane) {
+                                            int warp, int ks, int lane, bool valid1 = false) {
+    constexpr bool B2 = PAIR || ROW2;
     constexpr int U = U0 ? U0 : PAIR ? 4 : (TM <= 2 ? 8 : 4);
     const float *xp[TM];
 #pragma unroll
@@ -508,11 +512,11 @@ __device__ __forceinline__ void grp_rows_v2(float (*red)[8][2], float *out, int 
     float a0[TM], a1[TM];
 #pragma unroll
     for (int j = 0; j < TM; j++) a0[j] = a1[j] = 0.0f;
-    if (valid) dots_v2<VT, TM, U, PAIR>(a0, a1, w0, w1, wn, xp, nt, ks * 32 + lane, 32 * KS);
+    if (valid) dots_v2<VT, TM, U, B2>(a0, a1, w0, w1, wn, ROW2 ? (valid1 ? wn + 1 : wn) : wn, xp, nt, ks * 32 + lane, 32 * KS);
 #pragma unroll
     for (int j = 0; j < TM; j++) {
         a0[j] = cu_warp_sum(a0[j]);
-        if (PAIR) a1[j] = cu_warp_sum(a1[j]);
+        if (B2) a1[j] = cu_warp_sum(a1[j]);
     }
     if (KS > 1) {
         if (lane == 0) {
@@ -544,6 +548,7 @@ __device__ __forceinline__ void grp_rows_v2(float (*red)[8][2], float *out, int 
         float g = a0[j], v = g;
         if (PAIR) v = g / (1.0f + expf(-g)) * a1[j];
         out[(size_t)(r + j) * ldo + (size_t)e * out_e + n] = v;
+        if (ROW2 && valid1) out[(size_t)(r + j) * ldo + (size_t)e * out_e + n + 1] = a1[j];
     }
 }
 
@@ -557,7 +562,10 @@ __device__ __forceinline__ void grp_rows_v2(float (*red)[8][2], float *out, int 
  * (gemv_v2_ks sizes this form's split by its own occupancy, so o_proj, q, ... split otherwise: another order of the
  * partial sums, NMSE ~1e-12 between them; op test gemv1). */
 #define GEMV_T1_U(VT, PAIR) ((PAIR) || (VT) == VT_NVFP4 ? 2 : (VT) == VT_BF16 || (VT) == VT_F32 ? 8 : 4)   /* within 64 registers */
-template <int VT, bool PAIR, int KS, int TMAX>
+/* ROW2 (TMAX 1, not PAIR; opt.gemv_t1 = 2): a warp takes two adjacent rows, each x chunk loaded once for both (the ncu of
+ * the one-row form: L1 84% hits, 'Mem Busy' 72% at 28% of DRAM's rate: every warp re-reads all of x, 4 bytes of x a byte
+ * of FP8 weight); rows per block 2 GEMV_WARPS / KS; with out2, v0.rows even (a warp's rows in one weight). */
+template <int VT, bool PAIR, int KS, int TMAX, bool ROW2 = false>
 __global__ void __launch_bounds__(GEMV_WARPS * 32, TMAX == 1 ? 4 : 1) gemv_v2_kernel(float *out, int ldo, int out_e, const float *x, int ldx,
                                                             int x_e, const int32_t *xr, const int32_t *off, int M,
                                                             const cu_wview *tab0, const cu_wview *tab1, cu_wview v0,
@@ -565,7 +573,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, TMAX == 1 ? 4 : 1) gemv_v2_ke
                                                             int live, int prefetch, float *out2, int ldo2) {
     __shared__ float red[GEMV_WARPS][8][2];
     int e = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    constexpr int RPB = GEMV_WARPS / KS;
+    constexpr int RPB = GEMV_WARPS / KS * (ROW2 ? 2 : 1);
     cu_pdl_trigger();
     if (prefetch && !off && !out2) {   /* the rows are known before the previous kernel ends: start them towards L2 */
         cu_wview p0 = tab0 ? tab0[e] : v0;
@@ -585,8 +593,8 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, TMAX == 1 ? 4 : 1) gemv_v2_ke
     }
     if (cnt <= 0) return;   /* whole block */
     cu_wview w0 = tab0 ? tab0[e] : v0, w1 = PAIR ? (tab1 ? tab1[e] : v1) : w0;
-    int ks = warp % KS, n = blockIdx.x * RPB + warp / KS;
-    bool valid = n < n_rows;
+    int ks = warp % KS, n = blockIdx.x * RPB + warp / KS * (ROW2 ? 2 : 1);
+    bool valid = n < n_rows, valid1 = ROW2 && n + 1 < n_rows;
     if (KS == 1 && !valid) return;   /* no barriers when KS == 1 */
     if (!PAIR && out2 && n >= v0.rows) {   /* the second weight's rows (a warp's row, whole: KS warps agree) */
         w0 = w1 = v1;
@@ -595,7 +603,11 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, TMAX == 1 ? 4 : 1) gemv_v2_ke
         ldo = ldo2;
     }
     int wn = row0 + e * row_e + (valid ? n : 0);
-    if constexpr (TMAX == 1) {
+    if constexpr (ROW2) {
+        for (int j0 = 0; j0 < cnt; j0++)
+            grp_rows_v2<VT, 1, false, KS, 2, true>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, 1, w0, w1, wn, n, valid,
+                                                   warp, ks, lane, valid1);
+    } else if constexpr (TMAX == 1) {
         for (int j0 = 0; j0 < cnt; j0++)
             grp_rows_v2<VT, 1, PAIR, KS, GEMV_T1_U(VT, PAIR)>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, 1, w0, w1, wn, n,
                                                             valid, warp, ks, lane);
@@ -623,18 +635,19 @@ static int gemv_v2_ks(int max_rows, int E, int has_off, int nc, int resident) {
     return ks;
 }
 
-/* The warps of gemv_v2_kernel<VT, PAIR, 1, 1> an SM holds (the occupancy calculator, asked once per form) */
-template <int VT, bool PAIR>
+/* The warps of gemv_v2_kernel<VT, PAIR, 1, 1, R2> an SM holds (the occupancy calculator, asked once per form) */
+template <int VT, bool PAIR, bool R2 = false>
 static int gemv_t1_resident(void) {
     static int warps;
     if (!warps) {
         int nb = 0;
-        CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, gemv_v2_kernel<VT, PAIR, 1, 1>, GEMV_WARPS * 32, 0));
+        CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, gemv_v2_kernel<VT, PAIR, 1, 1, R2>, GEMV_WARPS * 32, 0));
         warps = (nb > 0 ? nb : 1) * GEMV_WARPS;
     }
     return warps;
 }
 long cu_gemv_t1_launches;   /* launches of the TMAX == 1 kernels (tests: ds_cuda_gemv_t1_launches) */
+long cu_gemv_t2_launches;   /* ... of them with two rows a warp (ROW2; tests: ds_cuda_gemv_t2_launches) */
 int cu_gemv_t1_ks;           /* DSINFER_CUDA_GEMV_T1_KS (lab, process-wide, read at backend creation): the one-row form's
                               * split of K forced to 1, 2, 4 or 8 (0: gemv_v2_ks's choice) */
 
@@ -656,6 +669,7 @@ static void gemv_group_launch(float *out, int ldo, int out_e, const float *x, in
     if (E <= 0 || max_rows <= 0 || (!off && M <= 0)) return;
     int live = off && slots > 0 && slots < E;   /* launch only the live groups' blocks (v2 kernel) */
     int t1 = (vec & CU_GEMV_T1) && M == 1;   /* (with off, M bounds a group's rows: moe_grouped passes its tokens) */
+    int r2 = t1 && (vec & CU_GEMV_T2) && !pair && (!out2 || v0.rows % 2 == 0);   /* (FP8 / BF16 only: below) */
     int vt = vec ? vt_of(v0) : VT_GEN;   /* v0: a representative view (every group has the same shape) */
     if (vt != VT_GEN && (((uintptr_t)x & 15) || ldx % 4 || x_e % 4)) vt = VT_GEN;
     unsigned th = GEMV_WARPS * 32;
@@ -663,40 +677,45 @@ static void gemv_group_launch(float *out, int ldo, int out_e, const float *x, in
         int V = vt == VT_BF16 ? 8 : vt == VT_FP8 ? 16 : vt == VT_NVFP4 ? 32 : 4;
         if (vt == VT_FP8 && cu_fp8_fast) vt = VT_FP8F;
         else if (vt == VT_FP8 && cu_gemv_f8c) vt = VT_FP8C;
+        if (vt != VT_BF16 && vt != VT_FP8) r2 = 0;
         int resident = 0;
         if (t1) {
             cu_gemv_t1_launches++;
+            cu_gemv_t2_launches += r2;
 #define T1_RES(VT) (pair ? gemv_t1_resident<VT, true>() : gemv_t1_resident<VT, false>())
-            resident = vt == VT_BF16 ? T1_RES(VT_BF16) : vt == VT_FP8 ? T1_RES(VT_FP8) : vt == VT_FP8F ? T1_RES(VT_FP8F)
+            resident = r2 ? (vt == VT_BF16 ? gemv_t1_resident<VT_BF16, false, true>() : gemv_t1_resident<VT_FP8, false, true>())
+                     : vt == VT_BF16 ? T1_RES(VT_BF16) : vt == VT_FP8 ? T1_RES(VT_FP8) : vt == VT_FP8F ? T1_RES(VT_FP8F)
                      : vt == VT_FP8C ? T1_RES(VT_FP8C) : vt == VT_NVFP4 ? T1_RES(VT_NVFP4) : T1_RES(VT_F32);
 #undef T1_RES
         }
-        int ks = gemv_v2_ks(max_rows, live ? slots : E, off != NULL, v0.cols / V, resident);
+        int warp_rows = r2 ? (max_rows + 1) / 2 : max_rows;   /* a warp's rows: two with r2 */
+        int ks = gemv_v2_ks(warp_rows, live ? slots : E, off != NULL, v0.cols / V, resident);
         if (t1 && (cu_gemv_t1_ks == 1 || cu_gemv_t1_ks == 2 || cu_gemv_t1_ks == 4 || cu_gemv_t1_ks == 8)) ks = cu_gemv_t1_ks;
-        dim3 g2(cu_blocks((size_t)max_rows, GEMV_WARPS / ks), live ? slots : E);
+        dim3 g2(cu_blocks((size_t)max_rows, GEMV_WARPS / ks * (r2 ? 2 : 1)), live ? slots : E);
 #define V2_LAUNCH_T(VT, KS, T)                                                                                 \
     do {                                                                                                       \
         if (pair) cu_launch(gemv_v2_kernel<VT, true, KS, T>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, cu_pdl_prefetch, out2, ldo2); \
         else cu_launch(gemv_v2_kernel<VT, false, KS, T>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, cu_pdl_prefetch, out2, ldo2); \
     } while (0)
-#define V2_LAUNCH(VT, KS)                                                                                      \
+#define V2_LAUNCH(VT, KS, R2OK)                                                                                \
     do {                                                                                                       \
-        if (t1) V2_LAUNCH_T(VT, KS, 1);                                                                        \
+        if (R2OK && r2) cu_launch(gemv_v2_kernel<VT, false, KS, 1, R2OK>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, cu_pdl_prefetch, out2, ldo2); \
+        else if (t1) V2_LAUNCH_T(VT, KS, 1);                                                                   \
         else V2_LAUNCH_T(VT, KS, 8);                                                                           \
     } while (0)
-#define V2_KS(VT)                                                                                              \
+#define V2_KS(VT, R2OK)                                                                                        \
     do {                                                                                                       \
-        if (ks == 1) V2_LAUNCH(VT, 1);                                                                         \
-        else if (ks == 2) V2_LAUNCH(VT, 2);                                                                    \
-        else if (ks == 4) V2_LAUNCH(VT, 4);                                                                    \
-        else V2_LAUNCH(VT, 8);                                                                                 \
+        if (ks == 1) V2_LAUNCH(VT, 1, R2OK);                                                                   \
+        else if (ks == 2) V2_LAUNCH(VT, 2, R2OK);                                                              \
+        else if (ks == 4) V2_LAUNCH(VT, 4, R2OK);                                                              \
+        else V2_LAUNCH(VT, 8, R2OK);                                                                           \
     } while (0)
-        if (vt == VT_BF16) V2_KS(VT_BF16);
-        else if (vt == VT_FP8) V2_KS(VT_FP8);
-        else if (vt == VT_FP8F) V2_KS(VT_FP8F);
-        else if (vt == VT_FP8C) V2_KS(VT_FP8C);
-        else if (vt == VT_NVFP4) V2_KS(VT_NVFP4);
-        else V2_KS(VT_F32);
+        if (vt == VT_BF16) V2_KS(VT_BF16, true);
+        else if (vt == VT_FP8) V2_KS(VT_FP8, true);
+        else if (vt == VT_FP8F) V2_KS(VT_FP8F, false);
+        else if (vt == VT_FP8C) V2_KS(VT_FP8C, false);
+        else if (vt == VT_NVFP4) V2_KS(VT_NVFP4, false);
+        else V2_KS(VT_F32, false);
 #undef V2_KS
 #undef V2_LAUNCH
 #undef V2_LAUNCH_T
