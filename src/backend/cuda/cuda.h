@@ -230,11 +230,12 @@ void cu_ws_free(cu_ws *w);
  *   DSINFER_CUDA_GEMV_F8C=1  the v2 GEMV's FP8 weights scaled once a 16-code chunk and token (opt-in, written in the
  *                            fourteenth session without device time left: batch 1's FP8 GEMVs ran at 0.55 .. 1.6
  *                            TB/s, about as long as BF16's for half the bytes).
- *   DSINFER_CUDA_GEMV_T1=0   one-row GEMVs on the 8-row kernel; default 1 (twenty-third session): gemv_v2_kernel's
+ *   DSINFER_CUDA_GEMV_T1=0   one-row GEMVs on the 8-row kernel; =1 (twenty-third session): gemv_v2_kernel's
  *                            one-row form (TMAX = 1: 4 blocks an SM, split K within one wave; where K splits
  *                            otherwise, another order of the partial sums).
- *                            DSINFER_CUDA_GEMV_T1_KS=1|2|4|8 forces its split of K (lab, process-wide). =2: FP8 and
- *                            BF16 one-row GEMVs with two weight rows a warp (each x chunk loaded once for both).
+ *                            DSINFER_CUDA_GEMV_T1_KS=1|2|4|8 forces its split of K (lab, process-wide). =2 (the
+ *                            default): FP8 and BF16 one-row GEMVs with two weight rows a warp (each x chunk loaded
+ *                            once for both; FP8 b1 2.84 -> 2.61 ms, BF16 2.86 -> 2.78).
  *   DSINFER_CUDA_F8_PDL=1    with DSINFER_CUDA_PDL=1: the W8A8 chain launched with PDL too, f8_wgmma_kernel's first
  *                            weights requested before its wait (opt-in, fourteenth session; see cu_f8_pdl below).
  *   DSINFER_CUDA_F8_TMA1=0   the W8A8 GEMM up to 64 rows with its stages by cp.async (f8_wgmma_kernel<1>); default 1
@@ -301,7 +302,7 @@ void cu_ws_free(cu_ws *w);
  * not captured). */
 typedef struct {
     int tc, moe_tc, skinny, graphs, fused_attn, mla_tc, attn_tc, moe_grouped, moe_grouped_max_m, vec_gemv, fp8_gemm;
-    int gemv_t1;    /* one-row GEMVs on gemv_v2_kernel's one-row form (DSINFER_CUDA_GEMV_T1, default 1; cu_gemv_flags) */
+    int gemv_t1;    /* one-row GEMVs on gemv_v2_kernel's one-row form (DSINFER_CUDA_GEMV_T1, default 2; cu_gemv_flags) */
     int moe_live;   /* grouped GEMV experts: blocks for the live experts only (DSINFER_CUDA_MOE_LIVE, default 1) */
     int absorb_tc;  /* with tc: W_UK / W_UV products as batched BF16 GEMMs above GEMV_MAX_M tokens (DSINFER_CUDA_ABSORB_TC, default 1) */
     int lt_tune;    /* with tc: BF16 linears through cuBLASLt with the algorithm searched per shape, cached on disk (DSINFER_CUDA_LT_TUNE) */
@@ -912,7 +913,7 @@ void cu_gemv_group(float *out, int ldo, int out_e, const float *x, int ldx, int 
 int cu_gemv_two(float *out1, float *out2, const float *x, int M, cu_wview w1, cu_wview w2, int vec);
 /* GEMV v2 switch and the SM count it sizes its split-K by (cuda_linear.cu; set at backend creation). */
 extern int cu_gemv_v2, cu_gemv_sms, cu_fp8_fast;
-/* opt.gemv_t1 (DSINFER_CUDA_GEMV_T1=1, default; twenty-third session): one-row GEMVs (M == 1, or with off every group at
+/* opt.gemv_t1 (DSINFER_CUDA_GEMV_T1=1; =2, the default, two rows a warp; twenty-third session): one-row GEMVs (M == 1, or with off every group at
  * most one row: M passed as that bound) on gemv_v2_kernel's one-row form (4 blocks an SM), split K by its occupancy (the
  * same bits where the split is the 8-row kernel's, else another order of the partial sums). cu_gemv_t1_launches counts them in the process (tests). */
 extern long cu_gemv_t1_launches, cu_gemv_t2_launches;

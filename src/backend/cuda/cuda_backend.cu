@@ -881,7 +881,7 @@ static cu_opts cu_opts_read(void) {
     o.moe_live = env_int("DSINFER_CUDA_MOE_LIVE", 1);
     o.absorb_tc = env_int("DSINFER_CUDA_ABSORB_TC", 1);
     o.vec_gemv = env_int("DSINFER_CUDA_VEC_GEMV", 1);
-    o.gemv_t1 = env_int("DSINFER_CUDA_GEMV_T1", 1);
+    o.gemv_t1 = env_int("DSINFER_CUDA_GEMV_T1", 2);   /* 2: two rows a warp (RESULTS twenty-third session run 4) */
     o.fp8_gemm = env_int("DSINFER_CUDA_FP8_GEMM", o.tc);   /* W8A8 linears with the tensor-core paths */
     o.lt_tune = env_int("DSINFER_CUDA_LT_TUNE", 1);
     o.moe_gemm = env_int("DSINFER_CUDA_MOE_GEMM", 1);
