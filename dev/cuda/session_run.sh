@@ -31,12 +31,13 @@ PART=${1:-all}
 mutant() { local n rc mm=${3-256} t=${4:-200}; n=$(basename "$1")
   env DSINFER_OPS_ONLY=$2 ${mm:+DSINFER_OPS_MAX_M=$mm} timeout "$t" "$1" > "$OUT/$n.log" 2>&1; rc=$?
   echo "== $n rc=$rc (must be non-zero): $(grep -c "CHECK failed" "$OUT/$n.log") failed checks" | tee -a "$OUT/mutants.txt"; }
-# nf DTYPE BATCH: the index of the first decode forward at BATCH tokens (for DSINFER_CUDA_PROFILE_STEPS, ncu parts)
-nf() { DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=list $B/dsinfer bench --dtype $1 --batch $2 --ctx 1K --prompt '' --steps 2 2>&1 | awk -v t="$2 tokens" '$0 ~ "^profile: forward .* " t {gsub(",","",$3); n=$3} END{print n}'; }
+# nf DTYPE BATCH: the index of the first decode forward at BATCH tokens (for DSINFER_CUDA_PROFILE_STEPS, ncu parts); the
+# binary is $BIN where set (a baseline beside this tree's), else $B/dsinfer, for nf and ncu_step alike
+nf() { DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=list ${BIN:-$B/dsinfer} bench --dtype $1 --batch $2 --ctx 1K --prompt '' --steps 2 2>&1 | awk -v t="$2 tokens" '$0 ~ "^profile: forward .* " t {gsub(",","",$3); n=$3} END{print n}'; }
 # ncu_step NAME DTYPE BATCH [NCU_OPTIONS...]: the kernels of the first decode forward at BATCH tokens (graphs off), ncu's
 # time and DRAM bytes summed per kernel by ncu_sum.py into $OUT/NAME.txt (its head printed; the raw CSV removed)
 ncu_step() { local name=$1 dt=$2 b=$3 N; shift 3; N=$(nf $dt $b); echo "$dt b$b: profiling forward $N"
-  step $name ${NCU_T:-150} env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=$N ncu --clock-control none --cache-control none --profile-from-start off "$@" --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv --page raw --log-file $OUT/$name.csv $B/dsinfer bench --dtype $dt --batch $b --ctx 1K --prompt '' --steps 2 --bw 4221 --tflops 780
+  step $name ${NCU_T:-150} env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=$N ncu --clock-control none --cache-control none --profile-from-start off "$@" --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv --page raw --log-file $OUT/$name.csv ${BIN:-$B/dsinfer} bench --dtype $dt --batch $b --ctx 1K --prompt '' --steps 2 --bw 4221 --tflops 780
   python3 dev/cuda/ncu_sum.py $OUT/$name.csv > $OUT/$name.txt 2>&1; head -24 $OUT/$name.txt
   rm -f $OUT/$name.csv; }
 want() { [ "$PART" = all ] || [[ ",$PART," == *",$1,"* ]]; }   # PART: one part or a comma list
@@ -1637,10 +1638,7 @@ if want s23b; then
   step golden 120 $B/test_cuda_golden
   ncu_step ncu_fp8_b1_t1 fp8 1 --launch-count 700
   ncu_step ncu_fp8_b256 fp8 256 --launch-count 900
-  B0=$B; nf_base() { DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=list $B0/dsinfer_base bench --dtype fp8 --batch 256 --ctx 1K --prompt '' --steps 2 2>&1 | awk '$0 ~ "^profile: forward .* 256 tokens" {gsub(",","",$3); n=$3} END{print n}'; }
-  N=$(nf_base); echo "base b256: profiling forward $N"
-  step ncu_fp8_b256_base 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=$N ncu --clock-control none --cache-control none --profile-from-start off --launch-count 900 --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv --page raw --log-file $OUT/ncu_fp8_b256_base.csv $B0/dsinfer_base bench --dtype fp8 --batch 256 --ctx 1K --prompt '' --steps 2 --bw 4221 --tflops 780
-  python3 dev/cuda/ncu_sum.py $OUT/ncu_fp8_b256_base.csv > $OUT/ncu_fp8_b256_base.txt 2>&1; head -30 $OUT/ncu_fp8_b256_base.txt; rm -f $OUT/ncu_fp8_b256_base.csv
+  BIN=$B/dsinfer_base ncu_step ncu_fp8_b256_base fp8 256 --launch-count 900
 fi
 # s23c: the one-row GEMV form, why its dense launches still run at ~0.9 TB/s: op test gemv1 (the flag now per backend) and
 # its mutants; `bench --ops --ops-m 1` (the V3 FP8 linears at one row, L2 flushed) with T1=0, T1=1 and its split of K
