@@ -1694,4 +1694,64 @@ if want s23d; then
   step model 150 $B/test_cuda_model
   step ops_m130 160 env DSINFER_OPS_MAX_M=130 $B/test_cuda_ops
 fi
+# s24a: the checks the twenty-third session left undone with its final defaults (DSINFER_CUDA_GEMV_T1=2): the op tests
+# to 130 rows in full (they need ~200 s; cut off at 160 s last time); then where an FP8 b64 and b256 step goes now (ncu
+# sums, graphs off), for issue 7's b64 / b256 targets
+if want s24a; then
+  ncu_step ncu_fp8_b64 fp8 64 --launch-count 700
+  ncu_step ncu_fp8_b256 fp8 256 --launch-count 700
+  step ops_m130 330 env DSINFER_OPS_MAX_M=130 $B/test_cuda_ops
+fi
+# s24b: moe_wg_kernel launched with PDL (DSINFER_CUDA_MOE_WG_PDL=2: gate / up and down start their weight stream before
+# the kernel before them ends) and the fused router at 1 / 2 tokens a block (DSINFER_CUDA_ROUTER_TOK): op tests moepdl and
+# router, their mutants (dev/cuda/mutants_s24.sh), goldens and the model with both on
+if want s24b; then
+  step ops_moepdl 200 env DSINFER_OPS_ONLY=moepdl $B/test_cuda_ops
+  step ops_router 120 env DSINFER_OPS_ONLY=router $B/test_cuda_ops
+  [ -x $B/test_cuda_ops_mut_pdl_row ] && mutant $B/test_cuda_ops_mut_pdl_row moepdl 64 100
+  [ -x $B/test_cuda_ops_mut_rtok_m0 ] && mutant $B/test_cuda_ops_mut_rtok_m0 router '' 100
+  step golden_on 120 env DSINFER_CUDA_MOE_WG_PDL=2 DSINFER_CUDA_ROUTER_TOK=1 $B/test_cuda_golden
+  step model_on 150 env DSINFER_CUDA_MOE_WG_PDL=2 DSINFER_CUDA_ROUTER_TOK=1 $B/test_cuda_model
+fi
+# s24c: their speed: FP8 rows b8 .. b256 with PDL 0 / 1 / 2, with gate / up's quantizing epilogue (QF=1: down right after
+# gate / up) at PDL 0 / 2, and the router at 1 / 2 tokens a block, alternated twice; BF16 b64 / b256 at PDL 0 / 2
+if want s24c; then
+  for r in 1 2; do
+    for v in p0 p2 p1 q1p0 q1p2 t1 t2; do
+      case $v in q1p*) E="DSINFER_CUDA_MOE_WG_QF=1 DSINFER_CUDA_MOE_WG_PDL=${v#q1p}";; p*) E="DSINFER_CUDA_MOE_WG_PDL=${v#p}";; t*) E="DSINFER_CUDA_ROUTER_TOK=${v#t}";; esac
+      step dec_$v 50 env DSINFER_CUDA_TC=1 $E $B/dsinfer bench --dtype fp8 --batch 8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s24c-$v-fp8
+    done
+    for v in 0 2; do
+      step decb_p$v 50 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_WG_PDL=$v $B/dsinfer bench --dtype bf16 --batch 64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s24c-p$v-bf16
+    done
+  done
+fi
+# s24d: the FP8 down launch quantizing its own input (DSINFER_CUDA_MOE_WG_QD=1, launched with PDL right after gate / up):
+# op tests moeqd and moepdl (BF16 cases from 64 tokens), mutants, goldens and the model with it; FP8 rows b1 .. b256 with
+# QD 0 / 1 alternated twice; BF16 b64 / b256 at PDL default (2) / 0 / 1
+if want s24d; then
+  step ops_moeqd 150 env DSINFER_OPS_ONLY=moeqd $B/test_cuda_ops
+  step ops_moepdl 150 env DSINFER_OPS_ONLY=moepdl $B/test_cuda_ops
+  [ -x $B/test_cuda_ops_mut_qd_share ] && mutant $B/test_cuda_ops_mut_qd_share moeqd 64 100
+  step golden_qd 120 env DSINFER_CUDA_MOE_WG_QD=1 $B/test_cuda_golden
+  step model_qd 150 env DSINFER_CUDA_MOE_WG_QD=1 $B/test_cuda_model
+  for r in 1 2; do
+    for v in 0 1; do
+      step dec_qd$v 50 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_WG_QD=$v $B/dsinfer bench --dtype fp8 --batch 1,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s24d-qd$v-fp8
+    done
+    for v in d 0 1; do
+      E=; [ $v = d ] || E="DSINFER_CUDA_MOE_WG_PDL=$v"
+      step decb_p$v 50 env DSINFER_CUDA_TC=1 $E $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s24d-p$v-bf16
+    done
+  done
+fi
+# s24e: the session's final defaults (BF16 experts' moe_wg launches with PDL; FP8 as before): test_cuda_ops in full, the
+# qd_share mutant at every size (its skipped block is only reached above ~64 tokens), goldens, the decode rows
+if want s24e; then
+  step ops_full 400 $B/test_cuda_ops
+  [ -x $B/test_cuda_ops_mut_qd_share ] && mutant $B/test_cuda_ops_mut_qd_share moeqd '' 100
+  step golden 120 $B/test_cuda_golden
+  step final_fp8 60 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s24e-final-fp8
+  step final_bf16 60 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s24e-final-bf16
+fi
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

@@ -867,6 +867,11 @@ static double moe_thr_tc;
  * (ds_cuda_moe_shared_in_runs), above not (and then the same bits), the twin never */
 static double moe_twin_nmse;
 static int moe_twin_differ_m;
+/* moe_twin_pdl: the checked backend must count this many launches of a kind (moe_twin_count: with PDL, gate / up and down
+ * at DSINFER_CUDA_MOE_WG_PDL=2; or quantizing their own input) in one moe call, the twin none: the evidence that the
+ * twin compares two different paths */
+static int moe_twin_pdl;
+static long (*moe_twin_count)(ds_backend *) = ds_cuda_moe_wg_pdl_launches;
 
 /* How close row x's routing is to a tie on the CPU: the gap between its K-th and (K+1)-th choice scores (softmax or
  * sigmoid of the router logits, plus the bias for noaux_tc; over all experts, the group stage left out) over the
@@ -982,6 +987,7 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc, i
             buf_poison(&out);
         }
         long runs0 = ds_cuda_moe_shared_in_runs(gpu), truns0 = twin ? ds_cuda_moe_shared_in_runs(twin) : 0;
+        long pdl0 = tc ? moe_twin_count(gpu) : 0, tpdl0 = twin ? moe_twin_count(twin) : 0;
         if (routed) gpu->moe_routed(gpu, out.d, x.d, &Ld, M, e0, e1);
         else gpu->moe(gpu, out.d, x.d, &Ld, M);
         if (twin && !routed) {   /* the same op with the shared experts in line: the same bits */
@@ -993,6 +999,12 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc, i
             double tn = moe_twin_nmse > 0 ? device_nmse(s, out.d, o2.d, (size_t)M * D) : 0;
             printf("  %-8s moe M=%d %s: against %s=%s: %zu of %zu values differ, NMSE %.3g\n", s->name, M, ds_dtype_name(dt),
                    moe_twin_env, moe_twin_val, diff, (size_t)M * D, tn);
+            if (moe_twin_pdl) {
+                long np = moe_twin_count(gpu) - pdl0, tp = moe_twin_count(twin) - tpdl0;
+                printf("  %-8s moe M=%d: moe_wg launches of the kind checked %ld (twin %ld)\n", s->name, M, np, tp);
+                CHECKF(np == moe_twin_pdl && tp == 0, "%s moe M=%d: %ld launches of the kind (twin %ld), expected %d and 0",
+                       s->name, M, np, tp, moe_twin_pdl);
+            }
             if (moe_twin_nmse > 0) {
                 CHECKF(tn <= moe_twin_nmse, "%s moe M=%d: NMSE %.3g against %s=%s (bound %.1g)", s->name, M, tn, moe_twin_env,
                        moe_twin_val, moe_twin_nmse);
@@ -1175,7 +1187,7 @@ static void free_setup(setup *s) {
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
 static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf | side | linear2 | kvb | qkv | router | w8small
-                            * | f8cl | f8t1 | f8tp | f8tc | f8ts | f8bn | quantw | moeqf | rgroup | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | gemv1 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
+                            * | f8cl | f8t1 | f8tp | f8tc | f8ts | f8bn | quantw | moeqf | moepdl | moeqd | rgroup | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | gemv1 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
                             * run_side_stream, run_linear2, run_kvb_copy, run_qkv_finish, run_router, run_w8a8_small or
                             * run_f8_lab */
 
@@ -1502,6 +1514,27 @@ static void check_router(setup *s, ds_backend *gpu, const char *how, int M, cons
     }
 }
 
+/* The fused router with TOK tokens a block (DSINFER_CUDA_ROUTER_TOK=1 | 2: backend b) against the default 4 (backend a) on
+ * the same input: logits, ids and weights the same bytes (each token's sums are made the same way whatever its group). */
+static void check_router_same(setup *s, ds_backend *a, ds_backend *b, const char *how, int M, const wpair *rw, const wpair *rb) {
+    const ds_config *c = &s->cfg;
+    int D = c->hidden_size, E = c->n_routed_experts, K = c->num_experts_per_tok;
+    buf x = buf_new(s, (size_t)M * D), l1 = buf_new(s, (size_t)M * E), l2 = buf_new(s, (size_t)M * E);
+    buf w1 = buf_new(s, (size_t)M * K), w2 = buf_new(s, (size_t)M * K), i1 = buf_new(s, (size_t)M * K), i2 = buf_new(s, (size_t)M * K);
+    buf_rand(&x, 1.0f);
+    buf_poison(&l1); buf_poison(&l2); buf_poison(&w1); buf_poison(&w2); buf_poison(&i1); buf_poison(&i2);
+    ds_cuda_router(a, x.d, &rw->d, rb ? &rb->d : NULL, M, l1.d, (int32_t *)(void *)i1.d, w1.d);
+    ds_cuda_router(b, x.d, &rw->d, rb ? &rb->d : NULL, M, l2.d, (int32_t *)(void *)i2.d, w2.d);
+    size_t dl = device_units_differ(s, l1.d, l2.d, (size_t)M * E, sizeof(float));
+    size_t di = device_units_differ(s, i1.d, i2.d, (size_t)M * K, sizeof(float));
+    size_t dw = device_units_differ(s, w1.d, w2.d, (size_t)M * K, sizeof(float));
+    printf("  %-8s router %-12s M=%-4d against 4 tokens a block: %zu logits, %zu ids, %zu weights differ\n", s->name, how, M,
+           dl, di, dw);
+    CHECKF(dl == 0 && di == 0 && dw == 0, "%s router %s M=%d: %zu logits, %zu ids, %zu weights differ from 4 tokens a block",
+           s->name, how, M, dl, di, dw);
+    buf_free(s, &x); buf_free(s, &l1); buf_free(s, &l2); buf_free(s, &w1); buf_free(s, &w2); buf_free(s, &i1); buf_free(s, &i2);
+}
+
 /* V2-Lite (softmax, greedy, 64 experts), V2-Lite with 60 experts (a partial slice of 8), V3 (sigmoid, noaux_tc
  * with the bias, 8 groups, 256 experts over 32 slices), each fused (ticket and cluster forms) and not; 1 .. 257 tokens (257: past the fused
  * kernel's limit, the two launches). DSINFER_OPS_ONLY=router runs these alone. */
@@ -1558,6 +1591,22 @@ static void run_router(void) {
         const int Mx[] = {3, 5, 63};
         for (int i = 0; fx && i < NM(Mx); i++) check_router(&s, fx, "fused exit", Mx[i], &rw, has_bias ? &rb : NULL);
         if (fx) fx->destroy(fx);
+        /* 1 and 2 tokens a block (DSINFER_CUDA_ROUTER_TOK): against the CPU, and the same bytes as 4 a block */
+        for (int tok = 1; tok <= 2; tok++) {
+            setenv("DSINFER_CUDA_ROUTER_TOK", tok == 1 ? "1" : "2", 1);
+            setenv("DSINFER_CUDA_ROUTER_FUSED_MIN_M", "1", 1);
+            ds_backend *ft = ds_backend_cuda_new(&s.cfg, err);
+            unsetenv("DSINFER_CUDA_ROUTER_TOK");
+            unsetenv("DSINFER_CUDA_ROUTER_FUSED_MIN_M");
+            CHECKF(ft != NULL, "%s", err);
+            const char *how = tok == 1 ? "fused tok 1" : "fused tok 2";
+            for (int i = 0; ft && i < NM(Ms); i++) {
+                if (Ms[i] > max_m) continue;
+                check_router(&s, ft, how, Ms[i], &rw, has_bias ? &rb : NULL);
+                if (Ms[i] <= 256) check_router_same(&s, fu, ft, how, Ms[i], &rw, has_bias ? &rb : NULL);
+            }
+            if (ft) ft->destroy(ft);
+        }
         free_weight(&rw);
         if (has_bias) free_weight(&rb);
         fu->destroy(fu);
@@ -1887,6 +1936,79 @@ static void run_moe_qf(void) {
     moe_twin = 0;
     moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
     unsetenv("DSINFER_CUDA_MOE_WG_QF");
+    unsetenv("DSINFER_MOE_W8A8");
+}
+
+/* DSINFER_OPS_ONLY=moepdl: the decode experts on moe_wg_kernel launched with programmatic dependent launch
+ * (DSINFER_CUDA_MOE_WG_PDL=2: gate / up and down start before the kernel before them ends; the first ring of stages gets
+ * its weight tiles before the wait, its rows' codes after) against plain launches (the twin, =0): the same bits and
+ * the PDL launches counted, FP8 (W8A8, with the separate quantizer and with gate / up's quantizing epilogue: down right
+ * after gate / up) at 2 .. 256 tokens (32 and 64 tokens a chunk: a ring of 10 and of 8 stages, items of 11 and 16),
+ * V3 (256 experts, K 7168) at 4 and 64, BF16 experts at 64, 130 and 256; and against the CPU. */
+static void run_moe_pdl(void) {
+    if (only && strcmp(only, "moepdl")) return;
+    setup s;
+    setenv("DSINFER_CUDA_MOE_WG_PDL", "2", 1);   /* the backends check_moe_dt makes; its twin with =0 */
+    moe_twin = 1;
+    moe_twin_env = "DSINFER_CUDA_MOE_WG_PDL";
+    moe_twin_pdl = 2;
+    setenv("DSINFER_MOE_W8A8", "1", 1);
+    for (int qf = 0; qf < 2; qf++) {
+        setenv("DSINFER_CUDA_MOE_WG_QF", qf ? "1" : "0", 1);
+        if (load_setup(&s, qf ? "v2l-pdlqf" : "v2l-pdl", "configs/deepseek-v2-lite.json", 3, 16)) {
+            const int m[] = {2, 9, 63, 130, 256};
+            check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
+            free_setup(&s);
+        }
+    }
+    unsetenv("DSINFER_CUDA_MOE_WG_QF");
+    if (load_setup(&s, "v3-pdl", "configs/deepseek-v3.json", 3, 16)) {
+        const int m[] = {4, 64};
+        check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
+        free_setup(&s);
+    }
+    unsetenv("DSINFER_MOE_W8A8");
+    if (load_setup(&s, "v2l-pdlbf", "configs/deepseek-v2-lite.json", 3, 16)) {
+        const int m[] = {64, 130, 256};   /* (BF16 experts below ~16 tokens run as grouped GEMVs, not moe_wg_kernel) */
+        check_moe_dt(&s, m, NM(m), DS_DTYPE_BF16, 3, 0);
+        free_setup(&s);
+    }
+    moe_twin = 0;
+    moe_twin_pdl = 0;
+    moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
+    unsetenv("DSINFER_CUDA_MOE_WG_PDL");
+}
+
+/* DSINFER_OPS_ONLY=moeqd: the FP8 decode experts' down launch quantizing its own input (DSINFER_CUDA_MOE_WG_QD=1: every
+ * CTA's consumers a share of gate / up's BF16 output, a barrier over the grid, then the codes by TMA; launched with PDL
+ * right after gate / up) against the quantizer launch (the twin, =0): the same bits and the launches counted, V2-Lite at
+ * 2 .. 256 tokens (one block a warp up to several MW_QB rounds), V3 (256 experts, I 2048) at 4 and 64; each case twice
+ * (check_moe_dt's warm-up on another input: the barrier's counter must be back at 0 for the next launch); and against
+ * the CPU. */
+static void run_moe_qd(void) {
+    if (only && strcmp(only, "moeqd")) return;
+    setup s;
+    setenv("DSINFER_MOE_W8A8", "1", 1);
+    setenv("DSINFER_CUDA_MOE_WG_QD", "1", 1);   /* the backends check_moe_dt makes; its twin with =0 */
+    moe_twin = 1;
+    moe_twin_env = "DSINFER_CUDA_MOE_WG_QD";
+    moe_twin_pdl = 1;
+    moe_twin_count = ds_cuda_moe_wg_qd_launches;
+    if (load_setup(&s, "v2l-qd", "configs/deepseek-v2-lite.json", 3, 16)) {
+        const int m[] = {2, 9, 63, 130, 256};
+        check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
+        free_setup(&s);
+    }
+    if (load_setup(&s, "v3-qd", "configs/deepseek-v3.json", 3, 16)) {
+        const int m[] = {4, 64};
+        check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
+        free_setup(&s);
+    }
+    moe_twin = 0;
+    moe_twin_pdl = 0;
+    moe_twin_count = ds_cuda_moe_wg_pdl_launches;
+    moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
+    unsetenv("DSINFER_CUDA_MOE_WG_QD");
     unsetenv("DSINFER_MOE_W8A8");
 }
 
@@ -2969,6 +3091,8 @@ int main(void) {
     run_f8_tm_store();
     run_f8_bn192();
     run_moe_qf();
+    run_moe_pdl();
+    run_moe_qd();
     run_route_group();
     run_group3();
     run_attn_in();

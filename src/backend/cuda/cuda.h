@@ -247,6 +247,10 @@ void cu_ws_free(cu_ws *w);
  *   DSINFER_CUDA_MOE_WG_QF=1 the FP8 decode experts' gate / up epilogue (moe_wg_kernel) writes the down projection's
  *                            input codes and scales itself (no BF16 copy, no quantizer launch; the same bits; opt-in:
  *                            measured slower, FP8 b8 +0.15 ms, b64 +0.2).
+ *   DSINFER_CUDA_MOE_WG_PDL=0|1|2 the decode experts' moe_wg_kernel launches with programmatic dependent launch (1: down,
+ *                            2: gate / up too; the same bits): default 2 for BF16 experts (b64 / b256 -0.17 ms), 0 for
+ *                            FP8 (slower with it: b64 +0.07 .. +0.1 ms, b256 +0.15; twenty-fourth session run 3).
+ *   DSINFER_CUDA_ROUTER_TOK=1|2 the fused router's tokens a block (default 4; the same bits): measured no faster.
  *   DSINFER_CUDA_ROUTE_GROUP=1 the grouped MoE's expert grouping (group_v2_kernel's rows, offsets, positions) done by the
  *                            routing kernel: the fused router's last token group (a second ticket), or one block that
  *                            routes up to 8 tokens and groups them (route_group_kernel): one launch a layer fewer, the
@@ -309,6 +313,12 @@ typedef struct {
     int moe_gemm, moe_gemm_min_m;   /* with tc: routed experts of >= min_m tokens as cuBLAS GEMMs per expert (DSINFER_CUDA_MOE_GEMM[_MIN_M]) */
     int shared_stream;   /* the shared experts on a second stream (cuda_side.cu; DSINFER_CUDA_SHARED_STREAM, default 0) */
     int moe_wg_qf;   /* FP8 decode experts: gate / up's epilogue quantizes the down input (cuda_moe_wg.cu; DSINFER_CUDA_MOE_WG_QF) */
+    int moe_wg_qd;   /* FP8 decode experts: the down launch quantizes its own input, no quantizer launch (cuda_moe_wg.cu;
+                      * DSINFER_CUDA_MOE_WG_QD) */
+    int moe_wg_pdl;  /* decode experts (cuda_moe_wg.cu; DSINFER_CUDA_MOE_WG_PDL): 1 the down launch with programmatic dependent
+                      * launch (its CTAs start their weight stream on the SMs the kernel before leaves: mw_args.pdl), 2 gate / up's
+                      * launch too, 0 neither; -1 (default): 2 for BF16 experts (down right after gate / up: -0.17 ms at b64 and
+                      * b256), 0 for FP8 (the quantizer between: 0.1 .. 0.2 ms slower with it) */
     int route_group;   /* the grouped MoE's one-block grouping done by the routing kernel (cuda_moe.cu; DSINFER_CUDA_ROUTE_GROUP) */
     int l2_prefetch;   /* the next layer's dense weights into L2 on a side stream (cuda_prefetch.cu; DSINFER_CUDA_L2_PREFETCH) */
     int shared_stream_min_m, shared_stream_max_m;   /* ... for batches of this many tokens (_MIN_M, _MAX_M; default 9 .. 128) */
@@ -326,6 +336,7 @@ typedef struct {
     int moe_tc_min_m;   /* grouped routed experts on the tensor cores from this many tokens (DSINFER_CUDA_MOE_TC_MIN_M; 0, the default: FP8 2, BF16 4) */
     int combine_bf16;   /* mla_combine writes o_lat in BF16 for the W_UV GEMM (DSINFER_CUDA_COMBINE_BF16, default 1) */
     int router_fused, router_fused_min_m, router_fused_max_m;   /* router GEMM + top-k in one kernel for min_m .. max_m tokens (DSINFER_CUDA_ROUTER_FUSED[_MIN_M|_MAX_M]) */
+    int router_tok;   /* the fused router's tokens a block: 1, 2 or 4 (0: 4; cuda_moe.cu router_tok; DSINFER_CUDA_ROUTER_TOK) */
     int moe_shared_in, moe_shared_in_max_m;   /* the shared experts as virtual experts of the routed experts' moe_wg_kernel
                                                * launches, up to max_m tokens (DSINFER_CUDA_MOE_SHARED_IN[_MAX_M]) */
     int chain_fuse;   /* the W8A8 chain's quantizer and split-K sums inside their neighbours (backend attn_in and
@@ -358,7 +369,7 @@ typedef struct {
     int pending;                /* forked, not yet joined into the main stream */
 } cu_pf;
 
-#define CU_ROUTE_TICKETS 65   /* token groups of the fused router kernel (cuda_moe.cu: 256 tokens, 4 a group), and the
+#define CU_ROUTE_TICKETS 257   /* token groups of the fused router kernel (cuda_moe.cu: 256 tokens, down to 1 a group), and the
                                 * last one: its groups' ticket for the grouping (DSINFER_CUDA_ROUTE_GROUP) */
 typedef struct {
     ds_backend base;
@@ -411,6 +422,9 @@ typedef struct {
     int n_kvb16;
     unsigned *route_tickets;    /* the fused router's ticket per token group [CU_ROUTE_TICKETS] (cuda_moe.cu), zero between launches */
     long chain_fused_runs;      /* attn_in / linear_add_rmsnorm calls that summed the split-K partials in the next kernel (tests) */
+    long moe_wg_pdl_launches;   /* moe_wg_kernel launches with the PDL attribute (opt.moe_wg_pdl; tests) */
+    long moe_wg_qd_launches;    /* ... that quantized their own input (opt.moe_wg_qd; tests) */
+    unsigned *moe_gbar;         /* moe_wg_kernel's grid barrier under opt.moe_wg_qd [2], zero at creation (cuda_moe_wg.cu) */
     long moe_shared_in_runs;    /* MoE calls whose shared experts ran as moe_wg_kernel's virtual experts (host count, for tests) */
 } ds_cuda_backend;
 

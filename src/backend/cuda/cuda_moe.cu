@@ -231,8 +231,8 @@ void ds_cuda_route(ds_backend *be, const float *logits, const float *bias, int32
 }
 
 /* ---- the router GEMM and the top-k in one kernel (opt.router_fused; decode-sized batches) -------------------------
- * grid (ceil(M / RF_TOK), ceil(E / RF_WARPS)), block RF_WARPS warps. Warp w of block (x, y) computes expert
- * e = y * RF_WARPS + w's logits for the block's RF_TOK tokens into logits [M, E]: fp32 sums of x (fp32 rows of D)
+ * grid (ceil(M / TOK), ceil(E / RF_WARPS)), block RF_WARPS warps (TOK: router_tok, RF_TOK unless asked). Warp w of block
+ * (x, y) computes expert e = y * RF_WARPS + w's logits for the block's TOK tokens into logits [M, E]: fp32 sums of x (fp32 rows of D)
  * times the router row (BF16, or fp32 when F32), each lane over its 16-byte weight chunks in order, then the
  * warp's tree. The last block of a token group to finish (tickets[x], put back to 0 by that block, so the array
  * is zero between launches) routes the group's tokens, a warp each, with route_warp: the rule and arithmetic of
@@ -254,7 +254,7 @@ __device__ static void group_block(const int32_t *ids_g, const float *w, int M, 
 #define RF_WARPS 8
 #define RF_MAX_M 256
 #define RF_GROUP_IDS 2048   /* the choices the grouping copies to shared memory (256 tokens x top-8) */
-static_assert(RF_MAX_M / RF_TOK + 1 <= CU_ROUTE_TICKETS, "the backend's router tickets (cuda.h) cover RF_MAX_M tokens and one more");
+static_assert(RF_MAX_M + 1 <= CU_ROUTE_TICKETS, "the backend's router tickets (cuda.h) cover RF_MAX_M tokens a group of one, and one more");
 
 /* GROUP (DSINFER_CUDA_ROUTE_GROUP): the token groups' last blocks take a second ticket (tickets[CU_ROUTE_TICKETS - 1]);
  * the last of them groups every token's choices (group_block, from L2) into go: no grouping launch. */
@@ -262,24 +262,24 @@ static_assert(RF_MAX_M / RF_TOK + 1 <= CU_ROUTE_TICKETS, "the backend's router t
  * row again instead of leaving the token loop, so that every load of a chunk can be issued before its FMAs (a
  * data-dependent exit inside the unrolled loop kept each token's loads behind the previous token's arithmetic; RESULTS
  * twenty-second session run 1: 32 cycles an instruction); their sums are not stored: the same bits. */
-template <bool BF16, bool GROUP = false, bool CLAMP = false>
+template <bool BF16, bool GROUP = false, bool CLAMP = false, int TOK = RF_TOK>
 __global__ void __launch_bounds__(RF_WARPS * 32) router_fused_kernel(const float *x, cu_wview w, float *logits,
                                                                      const float *bias, int32_t *ids, float *wout,
                                                                      int M, unsigned *tickets, route_cfg rc, group_out go) {
-    __shared__ float s_sh[RF_TOK][MOE_MAX_EXPERTS], b_sh[RF_TOK][MOE_MAX_EXPERTS];
-    __shared__ float g_sh[RF_TOK][MOE_MAX_GROUPS];
-    __shared__ unsigned char taken[RF_TOK][MOE_MAX_EXPERTS];
-    __shared__ float red[RF_TOK];
+    __shared__ float s_sh[TOK][MOE_MAX_EXPERTS], b_sh[TOK][MOE_MAX_EXPERTS];
+    __shared__ float g_sh[TOK][MOE_MAX_GROUPS];
+    __shared__ unsigned char taken[TOK][MOE_MAX_EXPERTS];
+    __shared__ float red[TOK];
     __shared__ int last;
     constexpr int V = BF16 ? 8 : 4;   /* weight values a 16-byte chunk */
     cu_pdl_trigger();
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, E = rc.E, D = w.cols;
-    int m0 = blockIdx.x * RF_TOK, nt = M - m0 < RF_TOK ? M - m0 : RF_TOK, e = blockIdx.y * RF_WARPS + warp;
+    int m0 = blockIdx.x * TOK, nt = M - m0 < TOK ? M - m0 : TOK, e = blockIdx.y * RF_WARPS + warp;
     cu_pdl_wait();
     if (e < E) {
-        float acc[RF_TOK];
+        float acc[TOK];
 #pragma unroll
-        for (int j = 0; j < RF_TOK; j++) acc[j] = 0.0f;
+        for (int j = 0; j < TOK; j++) acc[j] = 0.0f;
         const uint4 *wr = (const uint4 *)((const char *)w.data + (size_t)e * D * (BF16 ? 2 : 4));
 #pragma unroll 4
         for (int c = lane * V; c < D; c += 32 * V) {   /* unrolled: 4 chunks' loads in flight (batch 1 waited on each) */
@@ -294,7 +294,7 @@ __global__ void __launch_bounds__(RF_WARPS * 32) router_fused_kernel(const float
                 wv[3] = __uint_as_float(raw.w);
             }
 #pragma unroll
-            for (int j = 0; j < RF_TOK; j++) {
+            for (int j = 0; j < TOK; j++) {
                 if (!CLAMP && j >= nt) break;
                 const float4 *xp = (const float4 *)(x + (size_t)(m0 + (CLAMP && j >= nt ? nt - 1 : j)) * D + c);
 #pragma unroll
@@ -308,7 +308,7 @@ __global__ void __launch_bounds__(RF_WARPS * 32) router_fused_kernel(const float
             }
         }
 #pragma unroll
-        for (int j = 0; j < RF_TOK; j++) acc[j] = cu_warp_sum(acc[j]);
+        for (int j = 0; j < TOK; j++) acc[j] = cu_warp_sum(acc[j]);
         if (lane == 0)
             for (int j = 0; j < nt; j++) logits[(size_t)(m0 + j) * E + e] = acc[j];
     }
@@ -491,6 +491,31 @@ static void router_cl_launch(const float *x, const ds_weight *r, int M, float *l
 
 int cu_router_clamp = 1;   /* DSINFER_CUDA_ROUTER_CLAMP (backend creation) */
 
+/* router_fused_kernel's tokens a block (opt.router_tok, DSINFER_CUDA_ROUTER_TOK: 1, 2 or 4; 0: RF_TOK). Each token's sums
+ * are the same bits whatever the group (a lane's chunks in the same order, the same tree): fewer tokens a warp give
+ * more warps and shorter chains of loads a warp, the router rows read from L2 once more a group. */
+static int router_tok(const ds_cuda_backend *cb, int M, int E) {
+    (void)M;
+    (void)E;
+    int t = cb->opt.router_tok;
+    return t == 1 || t == 2 ? t : RF_TOK;
+}
+
+/* router_fused_kernel<BF16, GROUP, CLAMP (cu_router_clamp), TOK> over the grid */
+template <int TOK>
+static void router_fused_launch(int bf, int group, dim3 grid, const float *x, const ds_weight *r, float *logits,
+                                const float *bias, int32_t *ids, float *w, int M, unsigned *t, route_cfg rc, group_out g) {
+    if (cu_router_clamp) {
+        if (bf && group) cu_launch(router_fused_kernel<true, true, true, TOK>, grid, RF_WARPS * 32, 0, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
+        else if (bf) cu_launch(router_fused_kernel<true, false, true, TOK>, grid, RF_WARPS * 32, 0, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
+        else if (group) cu_launch(router_fused_kernel<false, true, true, TOK>, grid, RF_WARPS * 32, 0, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
+        else cu_launch(router_fused_kernel<false, false, true, TOK>, grid, RF_WARPS * 32, 0, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
+    } else if (bf && group) cu_launch(router_fused_kernel<true, true, false, TOK>, grid, RF_WARPS * 32, 0, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
+    else if (bf) cu_launch(router_fused_kernel<true, false, false, TOK>, grid, RF_WARPS * 32, 0, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
+    else if (group) cu_launch(router_fused_kernel<false, true, false, TOK>, grid, RF_WARPS * 32, 0, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
+    else cu_launch(router_fused_kernel<false, false, false, TOK>, grid, RF_WARPS * 32, 0, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
+}
+
 /* The fused router for M tokens where it applies (opt.router_fused for router_fused_min_m .. _max_m rows, a BF16 or fp32
  * router of E rows, D % 8 (BF16) or % 4 (fp32), 16-byte aligned x and weight); 0 (nothing launched) otherwise. */
 static int router_fused(ds_cuda_backend *cb, const ds_weight *r, const float *x, int M, float *logits,
@@ -505,18 +530,13 @@ static int router_fused(ds_cuda_backend *cb, const ds_weight *r, const float *x,
         CUDA_LAUNCH_CHECK();
         return 1;
     }
-    dim3 grid((unsigned)((M + RF_TOK - 1) / RF_TOK), (unsigned)((rc.E + RF_WARPS - 1) / RF_WARPS));
+    const int tok = router_tok(cb, M, rc.E);
+    dim3 grid((unsigned)((M + tok - 1) / tok), (unsigned)((rc.E + RF_WARPS - 1) / RF_WARPS));
     group_out g = go ? *go : group_out{NULL, NULL, NULL, NULL};
     unsigned *t = cb->route_tickets;
-    if (cu_router_clamp) {
-        if (bf && go) cu_launch(router_fused_kernel<true, true, true>, grid, RF_WARPS * 32, 0, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
-        else if (bf) cu_launch(router_fused_kernel<true, false, true>, grid, RF_WARPS * 32, 0, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
-        else if (go) cu_launch(router_fused_kernel<false, true, true>, grid, RF_WARPS * 32, 0, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
-        else cu_launch(router_fused_kernel<false, false, true>, grid, RF_WARPS * 32, 0, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
-    } else if (bf && go) cu_launch(router_fused_kernel<true, true>, grid, RF_WARPS * 32, 0, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
-    else if (bf) cu_launch(router_fused_kernel<true>, grid, RF_WARPS * 32, 0, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
-    else if (go) cu_launch(router_fused_kernel<false, true>, grid, RF_WARPS * 32, 0, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
-    else cu_launch(router_fused_kernel<false>, grid, RF_WARPS * 32, 0, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
+    if (tok == 1) router_fused_launch<1>(bf, go != NULL, grid, x, r, logits, bias, ids, w, M, t, rc, g);
+    else if (tok == 2) router_fused_launch<2>(bf, go != NULL, grid, x, r, logits, bias, ids, w, M, t, rc, g);
+    else router_fused_launch<RF_TOK>(bf, go != NULL, grid, x, r, logits, bias, ids, w, M, t, rc, g);
     CUDA_LAUNCH_CHECK();
     return 1;
 }

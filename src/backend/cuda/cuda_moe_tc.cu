@@ -216,6 +216,8 @@ __device__ __forceinline__ size_t gather_row(const int32_t *rows, size_t i, int 
 }
 
 __global__ void moe_rows_bf16_kernel(__nv_bfloat16 *dst, const float *src, const int32_t *rows, int D, int nr, int mt) {
+    cu_pdl_trigger();   /* the experts' gate / up launch after it may start its weight stream (DSINFER_CUDA_MOE_WG_PDL=2) */
+    cu_pdl_wait();
     const float *s = src + gather_row(rows, blockIdx.x, nr, mt) * D;
     __nv_bfloat16 *d = dst + (size_t)blockIdx.x * D;
     for (int c = threadIdx.x; c < D; c += blockDim.x) d[c] = __float2bfloat16_rn(s[c]);
@@ -683,6 +685,8 @@ int cu_rows_gather_sh(void *dst, float *s, const float *x, const int32_t *rows, 
  * barrier on each 128 values (17 us a layer at 1536 rows x 1408 in ncu, V2-Lite FP8 batch 256: RESULTS seventeenth
  * session). Grid ceil(M K / 128 / 8), 256 threads. */
 __global__ void rows_fp8_bf16_warp_kernel(unsigned char *q, float *s, const __nv_bfloat16 *x, int M, int K) {
+    cu_pdl_trigger();   /* the experts' down launch after it may start its weight stream (DSINFER_CUDA_MOE_WG_PDL) */
+    cu_pdl_wait();
     int LK = K / 128;
     size_t blk = (size_t)blockIdx.x * 8 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (blk >= (size_t)M * LK) return;
