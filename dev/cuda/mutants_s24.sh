@@ -8,5 +8,3 @@ m=dev/cuda/build_mutant.sh
 bash $m pdl_row src/backend/cuda/cuda_moe_wg.cu '    for (int s = 0; s < n; s++) tma_load(sm + s * stage_bytes + codes_at, tx, pkb[s] * MW_BK, prow[s], &full[s]);' '    for (int s = 0; s < n; s++) tma_load(sm + s * stage_bytes + codes_at, tx, pkb[s] * MW_BK, prow[s] + 1, &full[s]);'
 # the fused router's token groups placed as if 4 tokens a block whatever TOK (must fail DSINFER_OPS_ONLY=router)
 bash $m rtok_m0 src/backend/cuda/cuda_moe.cu '    int m0 = blockIdx.x * TOK, nt = M - m0 < TOK ? M - m0 : TOK, e = blockIdx.y * RF_WARPS + warp;' '    int m0 = blockIdx.x * RF_TOK, nt = M - m0 < TOK ? M - m0 : TOK, e = blockIdx.y * RF_WARPS + warp;'
-# the down launch's own quantization (moeqd): each CTA's consumers skip the last of their MW_QB blocks a round
-bash $m qd_share src/backend/cuda/cuda_moe_wg.cu '            if (t >= n) break;   /* (uniform over the warp) */' '            if (t >= n || j == MW_QB - 1) break;   /* (uniform over the warp) */'

@@ -1726,7 +1726,8 @@ if want s24c; then
     done
   done
 fi
-# s24d: the FP8 down launch quantizing its own input (DSINFER_CUDA_MOE_WG_QD=1, launched with PDL right after gate / up):
+# s24d (a record: DSINFER_CUDA_MOE_WG_QD and op test moeqd were removed after runs 4-6; the part needs the tree of 6c80a1b):
+# the FP8 down launch quantizing its own input (DSINFER_CUDA_MOE_WG_QD=1, launched with PDL right after gate / up):
 # op tests moeqd and moepdl (BF16 cases from 64 tokens), mutants, goldens and the model with it; FP8 rows b1 .. b256 with
 # QD 0 / 1 alternated twice; BF16 b64 / b256 at PDL default (2) / 0 / 1
 if want s24d; then
@@ -1753,5 +1754,22 @@ if want s24e; then
   step golden 120 $B/test_cuda_golden
   step final_fp8 60 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s24e-final-fp8
   step final_bf16 60 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s24e-final-bf16
+fi
+# s24f: the tree without the QD code against .deps/bin/dsinfer_qd (6c80a1b's build, QD off), side by side on one machine
+# (runs 4-5 were 0.2 .. 0.3 ms slower at FP8 b8 .. b64 than run 3 on another machine); op test moepdl
+if want s24f; then
+  step ops_moepdl 150 env DSINFER_OPS_ONLY=moepdl $B/test_cuda_ops
+  for r in 1 2; do
+    for v in dsinfer dsinfer_qd; do
+      step dec_$v 50 env DSINFER_CUDA_TC=1 $B/$v bench --dtype fp8 --batch 1,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s24f-$v-fp8
+      step decb_$v 50 env DSINFER_CUDA_TC=1 $B/$v bench --dtype bf16 --batch 64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s24f-$v-bf16
+    done
+  done
+fi
+# s24g: the final tree's quick checks (what its changes touch): goldens, model, op tests router / moepdl / quantw / shin / moeqf
+if want s24g; then
+  step golden 60 $B/test_cuda_golden
+  for o in moepdl quantw shin moeqf router; do step ops_$o 60 env DSINFER_OPS_ONLY=$o DSINFER_OPS_MAX_M=256 $B/test_cuda_ops; done
+  step model 60 $B/test_cuda_model
 fi
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

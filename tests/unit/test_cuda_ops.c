@@ -1187,7 +1187,7 @@ static void free_setup(setup *s) {
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
 static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf | side | linear2 | kvb | qkv | router | w8small
-                            * | f8cl | f8t1 | f8tp | f8tc | f8ts | f8bn | quantw | moeqf | moepdl | moeqd | rgroup | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | gemv1 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
+                            * | f8cl | f8t1 | f8tp | f8tc | f8ts | f8bn | quantw | moeqf | moepdl | rgroup | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | gemv1 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
                             * run_side_stream, run_linear2, run_kvb_copy, run_qkv_finish, run_router, run_w8a8_small or
                             * run_f8_lab */
 
@@ -1977,39 +1977,6 @@ static void run_moe_pdl(void) {
     moe_twin_pdl = 0;
     moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
     unsetenv("DSINFER_CUDA_MOE_WG_PDL");
-}
-
-/* DSINFER_OPS_ONLY=moeqd: the FP8 decode experts' down launch quantizing its own input (DSINFER_CUDA_MOE_WG_QD=1: every
- * CTA's consumers a share of gate / up's BF16 output, a barrier over the grid, then the codes by TMA; launched with PDL
- * right after gate / up) against the quantizer launch (the twin, =0): the same bits and the launches counted, V2-Lite at
- * 2 .. 256 tokens (one block a warp up to several MW_QB rounds), V3 (256 experts, I 2048) at 4 and 64; each case twice
- * (check_moe_dt's warm-up on another input: the barrier's counter must be back at 0 for the next launch); and against
- * the CPU. */
-static void run_moe_qd(void) {
-    if (only && strcmp(only, "moeqd")) return;
-    setup s;
-    setenv("DSINFER_MOE_W8A8", "1", 1);
-    setenv("DSINFER_CUDA_MOE_WG_QD", "1", 1);   /* the backends check_moe_dt makes; its twin with =0 */
-    moe_twin = 1;
-    moe_twin_env = "DSINFER_CUDA_MOE_WG_QD";
-    moe_twin_pdl = 1;
-    moe_twin_count = ds_cuda_moe_wg_qd_launches;
-    if (load_setup(&s, "v2l-qd", "configs/deepseek-v2-lite.json", 3, 16)) {
-        const int m[] = {2, 9, 63, 130, 256};
-        check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
-        free_setup(&s);
-    }
-    if (load_setup(&s, "v3-qd", "configs/deepseek-v3.json", 3, 16)) {
-        const int m[] = {4, 64};
-        check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
-        free_setup(&s);
-    }
-    moe_twin = 0;
-    moe_twin_pdl = 0;
-    moe_twin_count = ds_cuda_moe_wg_pdl_launches;
-    moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
-    unsetenv("DSINFER_CUDA_MOE_WG_QD");
-    unsetenv("DSINFER_MOE_W8A8");
 }
 
 /* DSINFER_OPS_ONLY=f8ts: the TMA W8A8 GEMM's sums written by TMA stores through shared memory
@@ -3092,7 +3059,6 @@ int main(void) {
     run_f8_bn192();
     run_moe_qf();
     run_moe_pdl();
-    run_moe_qd();
     run_route_group();
     run_group3();
     run_attn_in();

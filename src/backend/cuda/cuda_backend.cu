@@ -191,7 +191,6 @@ void ds_cuda_upload_bytes(ds_backend *be, void *dst, const void *src, size_t n) 
 long ds_cuda_moe_shared_in_runs(ds_backend *be) { return cu_of(be)->moe_shared_in_runs; }
 long ds_cuda_chain_fused_runs(ds_backend *be) { return cu_of(be)->chain_fused_runs; }
 long ds_cuda_moe_wg_pdl_launches(ds_backend *be) { return cu_of(be)->moe_wg_pdl_launches; }
-long ds_cuda_moe_wg_qd_launches(ds_backend *be) { return cu_of(be)->moe_wg_qd_launches; }
 long ds_cuda_gemv_t1_launches(void) { return cu_gemv_t1_launches; }
 long ds_cuda_gemv_t2_launches(void) { return cu_gemv_t2_launches; }
 
@@ -856,7 +855,6 @@ static void cu_destroy(ds_backend *be) {
     if (cb->cublas_tc) cublasDestroy(cb->cublas_tc);
     if (cb->cublas_ws) cudaFree(cb->cublas_ws);
     if (cb->route_tickets) cudaFree(cb->route_tickets);
-    if (cb->moe_gbar) cudaFree(cb->moe_gbar);
     free(cb->owned);
     free(cb->kvb16);   /* the copies themselves are in owned */
     free(cb->h_tokens);
@@ -894,7 +892,6 @@ static cu_opts cu_opts_read(void) {
     o.shared_stream = env_int("DSINFER_CUDA_SHARED_STREAM", 0);
     o.moe_wg_qf = env_int("DSINFER_CUDA_MOE_WG_QF", 0);
     o.moe_wg_pdl = env_int("DSINFER_CUDA_MOE_WG_PDL", -1);
-    o.moe_wg_qd = env_int("DSINFER_CUDA_MOE_WG_QD", 0);
     o.route_group = env_int("DSINFER_CUDA_ROUTE_GROUP", 0);
     o.l2_prefetch = env_int("DSINFER_CUDA_L2_PREFETCH", 0);
     /* on by default since the twelfth session's run 2 (FP8 batch 64 9.00 -> 8.54 ms with all four; RESULTS) */
@@ -952,8 +949,6 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     CUDA_CHECK(cudaMalloc(&cb->cublas_ws, 2 * CUBLAS_WS_BYTES));   /* fixed: GEMMs can be captured */
     CUDA_CHECK(cudaMalloc(&cb->route_tickets, sizeof(unsigned) * CU_ROUTE_TICKETS));   /* the fused router's, zero */
     CUDA_CHECK(cudaMemset(cb->route_tickets, 0, sizeof(unsigned) * CU_ROUTE_TICKETS));
-    CUDA_CHECK(cudaMalloc(&cb->moe_gbar, sizeof(unsigned) * 2));   /* moe_wg_kernel's grid barrier (opt.moe_wg_qd), zero */
-    CUDA_CHECK(cudaMemset(cb->moe_gbar, 0, sizeof(unsigned) * 2));
     CUBLAS_CHECK(cublasSetStream(cb->cublas, cu_stream));
     CUBLAS_CHECK(cublasSetStream(cb->cublas_tc, cu_stream));
     CUBLAS_CHECK(cublasSetWorkspace(cb->cublas, cb->cublas_ws, CUBLAS_WS_BYTES));

@@ -45,7 +45,7 @@ struct mw_shape {
 
 #define MW_QF_RED (8 * 64)   /* the quantizing epilogue's per-warp row maxima: 8 consumer warps x NT tokens */
 static size_t mw_smem_bytes(void) {
-    return MW_RING + (2 * MW_MAX_ST + 1) * 8 + (2 * (MW_MAX_E + 1) + 4 + MW_XS + MW_QF_RED) * 4 + 1024;
+    return MW_RING + 2 * MW_MAX_ST * 8 + (2 * (MW_MAX_E + 1) + 4 + MW_XS + MW_QF_RED) * 4 + 1024;
 }
 
 /* d[64 x N] (+)= a[64 x 32] b[N x 32]^T, e4m3 from shared memory; acc = 0 starts from zero. d[4q + h]: row
@@ -118,16 +118,6 @@ typedef struct {
      * before its trigger) and the weights: the producer requests the first ring of stages' weight tiles, then waits,
      * then their rows' codes; the consumers wait before the token scales. The same bits. */
     int pdl;
-    /* grouped FP8 down (DSINFER_CUDA_MOE_WG_QD): the launch quantizes its own input first, in place of the quantizer
-     * launch (rows_fp8_bf16_warp_kernel's codes and scales, the same bits): the consumers of every CTA take a share of
-     * the R x K / 128 blocks of qin (BF16 [R, K], gate / up's output) into qcodes [R, K] (what tx maps) and qscales
-     * (= xs), then a barrier over the grid (gbar: [0] arrivals, [1] generation; the last CTA to arrive puts [0] back to
-     * 0), then the producer loads codes. Needs every CTA resident at once: one a SM, grid = the SMs. */
-    int qd;
-    const __nv_bfloat16 *qin;
-    unsigned char *qcodes;
-    float *qscales;
-    unsigned *gbar;
 } mw_args;
 
 /* item t of the tables: pre [E + 1] (pre[e]: the chunks of the experts before e), offs [E + 1] (off[] in shared
@@ -215,7 +205,7 @@ __device__ __forceinline__ void mw_stage_scales(float *xsm, const float *xs, con
     mw_consumers_sync();
     for (int i = tid; i < NT * nk; i += 256) {
         int c = i / nk, j = i % nk;
-        xsm[j * NT + c] = c < m.cnt ? __ldcg(xs + (size_t)(m.row0 + c) * LK + m.kb0 + j) : 0.0f;   /* L2: qd writes them */
+        xsm[j * NT + c] = c < m.cnt ? xs[(size_t)(m.row0 + c) * LK + m.kb0 + j] : 0.0f;
     }
     mw_consumers_sync();
 }
@@ -344,65 +334,10 @@ __device__ __forceinline__ void mw_store(const float (&tot0)[NT / 2], const floa
  * the stage's bytes already expected on full[s]); returns 0 (nothing pending any more). */
 template <int ST>
 __device__ __forceinline__ int mw_codes_after_wait(unsigned char *sm, int stage_bytes, int codes_at, const CUtensorMap *tx,
-                                                   int n, const int *pkb, const int *prow, uint64_t *full, uint64_t *qready) {
+                                                   int n, const int *pkb, const int *prow, uint64_t *full) {
     cu_pdl_wait();
-    if (qready) {   /* a.qd: the codes are this launch's own, written by every CTA's consumers before the grid barrier */
-        mbar_wait(qready, 0);
-        asm volatile("fence.proxy.async.global;\n" ::: "memory");   /* generic-proxy writes, then TMA (async-proxy) reads */
-    }
     for (int s = 0; s < n; s++) tma_load(sm + s * stage_bytes + codes_at, tx, pkb[s] * MW_BK, prow[s], &full[s]);
     return 0;
-}
-
-/* a.qd, the 8 consumer warps of each CTA (w8 0 .. 7): blocks t = blockIdx.x 8 + w8, + 8 gridDim.x, ... of the R x K / 128
- * 128-value blocks of qin into codes and scales with rows_fp8_bf16_warp_kernel's arithmetic (a lane's 4 values from one
- * 8-byte load, the warp's maximum by shuffles, scale = max(amax, 1e-4) / 448, codes by the conversion unit): the same
- * bytes. QB of a warp's blocks loaded before the first is converted (one L2 round trip for QB blocks). */
-#define MW_QB 16
-__device__ __forceinline__ void mw_quantize_share(const mw_args &a, int w8, int lane) {
-    const int LK = a.K / 128;
-    const size_t n = (size_t)a.R * LK, stride = (size_t)gridDim.x * 8;
-    for (size_t t0 = (size_t)blockIdx.x * 8 + w8; t0 < n; t0 += MW_QB * stride) {
-        uint2 raw[MW_QB];
-#pragma unroll
-        for (int j = 0; j < MW_QB; j++) {
-            size_t t = t0 + j * stride;
-            raw[j] = t < n ? __ldcg((const uint2 *)(a.qin + (t / LK) * a.K + (t % LK) * 128 + 4 * lane)) : make_uint2(0u, 0u);
-        }
-#pragma unroll
-        for (int j = 0; j < MW_QB; j++) {
-            size_t t = t0 + j * stride;
-            if (t >= n) break;   /* (uniform over the warp) */
-            size_t i = t / LK, b = t % LK, off = i * a.K + b * 128 + 4 * lane;
-            float v[4] = {__uint_as_float(raw[j].x << 16), __uint_as_float(raw[j].x & 0xffff0000u),
-                          __uint_as_float(raw[j].y << 16), __uint_as_float(raw[j].y & 0xffff0000u)};
-            float am = cu_warp_max(fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3]))));
-            float scale = fmaxf(am, 1e-4f) / 448.0f;
-            *(uchar4 *)(a.qcodes + off) = make_uchar4(cu_f32_to_fp8_hw(v[0] / scale), cu_f32_to_fp8_hw(v[1] / scale),
-                                                      cu_f32_to_fp8_hw(v[2] / scale), cu_f32_to_fp8_hw(v[3] / scale));
-            if (lane == 0) a.qscales[i * LK + b] = scale;
-        }
-    }
-}
-
-/* A barrier over the grid (every CTA resident: one a SM) by one thread a CTA; gbar[0] counts arrivals and is put back
- * to 0 by the last, who then moves the generation gbar[1] on: reusable launch after launch without a reset. */
-__device__ __forceinline__ void mw_grid_barrier(unsigned *gbar) {
-    unsigned gen;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(gen) : "l"(gbar + 1) : "memory");
-    __threadfence();
-    if (atomicAdd(gbar, 1u) == gridDim.x - 1) {
-        atomicExch(gbar, 0u);
-        __threadfence();
-        atomicAdd(gbar + 1, 1u);
-        return;
-    }
-    unsigned now;
-    do {
-        __nanosleep(64);
-        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(now) : "l"(gbar + 1) : "memory");
-    } while (now == gen);
-    __threadfence();
 }
 
 /* Grid: any number of CTAs (the SMs), 384 threads, mw_smem_bytes() of dynamic shared memory.
@@ -419,8 +354,8 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
     const int NM = PAIR ? 2 : 1, NB = (a.N + MW_BN - 1) / MW_BN, LK = a.K / MW_BK, E = a.maps ? a.E + a.ns : 1;
     extern __shared__ unsigned char mw_raw[];
     unsigned char *sm = (unsigned char *)(((uintptr_t)mw_raw + 1023) & ~(uintptr_t)1023);
-    uint64_t *full = (uint64_t *)(sm + MW_RING), *empty = full + MW_MAX_ST, *qready = empty + MW_MAX_ST;
-    int *pre = (int *)(qready + 1), *offs = pre + MW_MAX_E + 1, *flag = offs + MW_MAX_E + 1;
+    uint64_t *full = (uint64_t *)(sm + MW_RING), *empty = full + MW_MAX_ST;
+    int *pre = (int *)(empty + MW_MAX_ST), *offs = pre + MW_MAX_E + 1, *flag = offs + MW_MAX_E + 1;
     float *xsm = (float *)(flag + 4);   /* [MW_XS]: the item's token scales */
     float *red = xsm + MW_XS;           /* [MW_QF_RED]: mw_store_qf's maxima */
     if (threadIdx.x < 32) mw_tables<NT>(pre, offs, a.maps ? a.off : NULL, a.maps ? a.E : 1, a.R, a.maps ? a.ns : 0, a.ms, a.rr);
@@ -429,7 +364,6 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
             mbar_init(&full[s], 1);
             mbar_init(&empty[s], 8);   /* the 8 consumer warps */
         }
-        mbar_init(qready, 1);   /* a.qd: the grid's codes are written (a consumer thread, after the grid barrier) */
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
@@ -443,7 +377,7 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
             int it = 0;
             /* with a.pdl the first ring's stages get their weight tiles only; their codes (another kernel's output)
              * after cu_pdl_wait: pkb / prow [stage] hold each one's block and first row until then */
-            int pend = a.pdl || a.qd ? S::ST : 0, pkb[S::ST], prow[S::ST];
+            int pend = a.pdl ? S::ST : 0, pkb[S::ST], prow[S::ST];
             for (int t = blockIdx.x; t < items; t += gridDim.x) {
                 mw_item m = mw_item_of<NT>(t, NB, pre, offs, E, a.ks, a.kc, LK);
                 const CUtensorMap *wm = a.maps ? a.maps + (size_t)m.e * NM : &tw;
@@ -456,7 +390,7 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
                 }
                 for (int kb = m.kb0; kb < m.kb1; kb++, it++) {
                     int s = it % S::ST;
-                    if (pend && it == pend) pend = mw_codes_after_wait<S::ST>(sm, S::STAGE, NM * S::W, &tx, pend, pkb, prow, full, a.qd ? qready : NULL);
+                    if (pend && it == pend) pend = mw_codes_after_wait<S::ST>(sm, S::STAGE, NM * S::W, &tx, pend, pkb, prow, full);
                     if (it >= S::ST) mbar_wait(&empty[s], (it / S::ST - 1) & 1);
                     mbar_expect_tx(&full[s], S::STAGE);
                     unsigned char *st = sm + s * S::STAGE;
@@ -470,23 +404,13 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
                     }
                 }
             }
-            if (pend) mw_codes_after_wait<S::ST>(sm, S::STAGE, NM * S::W, &tx, it < pend ? it : pend, pkb, prow, full, a.qd ? qready : NULL);
+            if (pend) mw_codes_after_wait<S::ST>(sm, S::STAGE, NM * S::W, &tx, it < pend ? it : pend, pkb, prow, full);
         }
         return;
     }
     if (a.pdl) cu_pdl_wait();   /* the token scales, the codes' stages and the output belong to the kernels around */
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
     int cw = wg - 1, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, it = 0;
-    if (a.qd) {   /* this CTA's share of the input's codes, then the grid's barrier, then the producer may load them */
-        mw_quantize_share(a, cw * 4 + warp, lane);
-        asm volatile("fence.proxy.async.global;\n" ::: "memory");
-        mw_consumers_sync();
-        if (threadIdx.x == 128) {
-            mw_grid_barrier(a.gbar);
-            mbar_arrive(qready);
-        }
-        mw_consumers_sync();
-    }
     float acc0[NT / 2], acc1[NT / 2], tot0[NT / 2], tot1[NT / 2];
     for (int i = 0; i < NT / 2; i++) acc0[i] = acc1[i] = 0.0f;
     for (int t = blockIdx.x; t < items; t += gridDim.x) {
@@ -580,7 +504,6 @@ static void mw_launch(ds_cuda_backend *cb, int nt, const CUtensorMap &tx, const 
     else cu_launch_pdl(a.pdl, moe_wg_kernel<PAIR, 64, BF>, grid, dim3(384), mw_smem_bytes(), tx, tw, a);
     CUDA_LAUNCH_CHECK();
     cb->moe_wg_pdl_launches += a.pdl != 0;
-    cb->moe_wg_qd_launches += a.qd != 0;
 }
 
 /* tokens a chunk: 32 up to a mean of 12 rows an expert (V2-Lite batch 128), else 64; an expert with more
@@ -672,23 +595,14 @@ static int mw_run_f8(ds_cuda_backend *cb, float *y, const float *x, const mw_row
                                  r.ns ? L->sh_gate.scale_cols : 0, D / MW_BK);
     a1.oscale = is;
     a1.qf = qf;
-    const int qd = !qf && cb->opt.moe_wg_qd && cb->moe_gbar;   /* down quantizes its own input (no quantizer launch) */
     /* gate / up with PDL only after a plainly launched gather (under CU_F8_PDL the gather itself may start before the
      * grouping ends, and gate / up reads off[] before its wait) */
-    /* default: none without qd (slower after the quantizer launch: RESULTS twenty-fourth session run 3), down with qd */
-    const int pdl = cb->opt.moe_wg_pdl < 0 ? (qd ? 1 : 0) : cb->opt.moe_wg_pdl;
+    const int pdl = cb->opt.moe_wg_pdl < 0 ? 0 : cb->opt.moe_wg_pdl;   /* default none: slower (RESULTS twenty-fourth session run 3) */
     a1.pdl = pdl >= 2 && !CU_F8_PDL;
     mw_launch<true>(cb, nt, t1, t1, a1);
-    if (!qf && !qd) cu_rows_fp8_bf16(q, is, inter, R, I, cb->opt.quant_warp);
+    if (!qf) cu_rows_fp8_bf16(q, is, inter, R, I, cb->opt.quant_warp);
     mw_args a2 = mw_grouped_args(r, maps + 2 * E2, sc + 2 * E2, is, y, D, I, L->exp_down[0].scale_cols,
                                  r.ns ? L->sh_down.scale_cols : 0, I / MW_BK);
-    if (qd) {
-        a2.qd = 1;
-        a2.qin = inter;
-        a2.qcodes = q2;
-        a2.qscales = is;
-        a2.gbar = cb->moe_gbar;
-    }
     a2.pdl = pdl >= 1;   /* after the quantizer (plain) or gate / up (qf), which wait before they trigger */
     mw_launch<false>(cb, nt, t2, t2, a2);
     return 1;
