@@ -494,9 +494,7 @@ int cu_router_clamp = 1;   /* DSINFER_CUDA_ROUTER_CLAMP (backend creation) */
 /* router_fused_kernel's tokens a block (opt.router_tok, DSINFER_CUDA_ROUTER_TOK: 1, 2 or 4; 0: RF_TOK). Each token's sums
  * are the same bits whatever the group (a lane's chunks in the same order, the same tree): fewer tokens a warp give
  * more warps and shorter chains of loads a warp, the router rows read from L2 once more a group. */
-static int router_tok(const ds_cuda_backend *cb, int M, int E) {
-    (void)M;
-    (void)E;
+static int router_tok(const ds_cuda_backend *cb) {
     int t = cb->opt.router_tok;
     return t == 1 || t == 2 ? t : RF_TOK;
 }
@@ -530,7 +528,7 @@ static int router_fused(ds_cuda_backend *cb, const ds_weight *r, const float *x,
         CUDA_LAUNCH_CHECK();
         return 1;
     }
-    const int tok = router_tok(cb, M, rc.E);
+    const int tok = router_tok(cb);
     dim3 grid((unsigned)((M + tok - 1) / tok), (unsigned)((rc.E + RF_WARPS - 1) / RF_WARPS));
     group_out g = go ? *go : group_out{NULL, NULL, NULL, NULL};
     unsigned *t = cb->route_tickets;
