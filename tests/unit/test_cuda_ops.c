@@ -867,11 +867,9 @@ static double moe_thr_tc;
  * (ds_cuda_moe_shared_in_runs), above not (and then the same bits), the twin never */
 static double moe_twin_nmse;
 static int moe_twin_differ_m;
-/* moe_twin_pdl: the checked backend must count this many launches of a kind (moe_twin_count: with PDL, gate / up and down
- * at DSINFER_CUDA_MOE_WG_PDL=2; or quantizing their own input) in one moe call, the twin none: the evidence that the
- * twin compares two different paths */
+/* moe_twin_pdl: the checked backend must launch moe_wg_kernel this many times with PDL in one moe call (gate / up and
+ * down at DSINFER_CUDA_MOE_WG_PDL=2), the twin never: the evidence that the twin compares two different paths */
 static int moe_twin_pdl;
-static long (*moe_twin_count)(ds_backend *) = ds_cuda_moe_wg_pdl_launches;
 
 /* How close row x's routing is to a tie on the CPU: the gap between its K-th and (K+1)-th choice scores (softmax or
  * sigmoid of the router logits, plus the bias for noaux_tc; over all experts, the group stage left out) over the
@@ -987,7 +985,7 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc, i
             buf_poison(&out);
         }
         long runs0 = ds_cuda_moe_shared_in_runs(gpu), truns0 = twin ? ds_cuda_moe_shared_in_runs(twin) : 0;
-        long pdl0 = tc ? moe_twin_count(gpu) : 0, tpdl0 = twin ? moe_twin_count(twin) : 0;
+        long pdl0 = tc ? ds_cuda_moe_wg_pdl_launches(gpu) : 0, tpdl0 = twin ? ds_cuda_moe_wg_pdl_launches(twin) : 0;
         if (routed) gpu->moe_routed(gpu, out.d, x.d, &Ld, M, e0, e1);
         else gpu->moe(gpu, out.d, x.d, &Ld, M);
         if (twin && !routed) {   /* the same op with the shared experts in line: the same bits */
@@ -1000,10 +998,10 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc, i
             printf("  %-8s moe M=%d %s: against %s=%s: %zu of %zu values differ, NMSE %.3g\n", s->name, M, ds_dtype_name(dt),
                    moe_twin_env, moe_twin_val, diff, (size_t)M * D, tn);
             if (moe_twin_pdl) {
-                long np = moe_twin_count(gpu) - pdl0, tp = moe_twin_count(twin) - tpdl0;
-                printf("  %-8s moe M=%d: moe_wg launches of the kind checked %ld (twin %ld)\n", s->name, M, np, tp);
-                CHECKF(np == moe_twin_pdl && tp == 0, "%s moe M=%d: %ld launches of the kind (twin %ld), expected %d and 0",
-                       s->name, M, np, tp, moe_twin_pdl);
+                long np = ds_cuda_moe_wg_pdl_launches(gpu) - pdl0, tp = ds_cuda_moe_wg_pdl_launches(twin) - tpdl0;
+                printf("  %-8s moe M=%d: moe_wg launches with PDL %ld (twin %ld)\n", s->name, M, np, tp);
+                CHECKF(np == moe_twin_pdl && tp == 0, "%s moe M=%d: %ld PDL launches (twin %ld), expected %d and 0", s->name, M,
+                       np, tp, moe_twin_pdl);
             }
             if (moe_twin_nmse > 0) {
                 CHECKF(tn <= moe_twin_nmse, "%s moe M=%d: NMSE %.3g against %s=%s (bound %.1g)", s->name, M, tn, moe_twin_env,
