@@ -32,11 +32,33 @@ refuse "data-parallel-backend mp" --nnodes 2 --master-addr 127.0.0.1 --master-po
 refuse "must be a multiple of --nnodes" --nnodes 2 --master-addr 127.0.0.1 --master-port 29000 --data-parallel-size 3 \
   --data-parallel-backend mp
 BE=${DSINFER_SERVE_BACKEND:-cpu}
-free_port() {
+# free_port_pair: a port P with P and P + 1 both free on 127.0.0.1 (the nodes meet at the master port and
+# at the master port + 1). Drawn below the kernel's ephemeral range (32768 .. 60999 on Linux): a port from
+# bind(0) is ephemeral, and its neighbour can be the local end of any outgoing connection of this machine
+# (a CI run once failed so: "cannot listen on 127.0.0.1:45538: Address already in use").
+free_port_pair() {
   if command -v node >/dev/null; then
-    node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'
+    node -e '
+      const net = require("net");
+      const tryBind = (p) => new Promise((ok) => { const s = net.createServer();
+        s.once("error", () => ok(null)); s.listen(p, "127.0.0.1", () => ok(s)); });
+      (async () => { for (let i = 0; i < 200; i++) {
+        const p = 20000 + Math.floor(Math.random() * 12000);
+        const a = await tryBind(p); if (!a) continue;
+        const b = await tryBind(p + 1); a.close(); if (!b) continue;
+        b.close(); console.log(p); return; }
+        console.error("no free port pair in 20000 .. 32000"); process.exit(1); })();'
   else   # the GPU machine has python3, not node
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+    python3 -c '
+import random, socket, sys
+for _ in range(200):
+    p = random.randrange(20000, 32000)
+    try:
+        a = socket.socket(); a.bind(("127.0.0.1", p)); b = socket.socket(); b.bind(("127.0.0.1", p + 1))
+    except OSError:
+        continue
+    print(p); sys.exit(0)
+sys.exit("no free port pair in 20000 .. 32000")'
   fi
 }
 words=(alpha beta gamma delta epsilon zeta eta theta)
@@ -45,7 +67,7 @@ for w in "${words[@]}"; do prompts+=("The $w of the day"); done
 # plain replicas (cpu only), then one expert-parallel group over the two nodes (TCP on cpu, NCCL on cuda)
 modes=(ep); [ "$BE" = cuda ] || modes=(plain ep)
 for mode in "${modes[@]}"; do
-  port=$(free_port)
+  port=$(free_port_pair)
   NODE=(--model $M --backend $BE --threads 1 --data-parallel-size 2 --data-parallel-backend mp --nnodes 2
         --master-addr 127.0.0.1 --master-port $port --kv-cache-memory 4MiB)
   [ $mode = ep ] && NODE+=(--enable-expert-parallel)
