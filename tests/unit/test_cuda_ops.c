@@ -1185,7 +1185,7 @@ static void free_setup(setup *s) {
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
 static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf | side | linear2 | kvb | qkv | router | w8small
-                            * | f8cl | f8t1 | f8tp | f8tc | f8ts | f8bn | quantw | moeqf | moepdl | rgroup | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | gemv1 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
+                            * | f8cl | f8t1 | f8tp | f8tc | f8ts | f8mc | f8bn | quantw | moeqf | moepdl | rgroup | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | gemv1 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
                             * run_side_stream, run_linear2, run_kvb_copy, run_qkv_finish, run_router, run_w8a8_small or
                             * run_f8_lab */
 
@@ -2005,6 +2005,42 @@ static void run_f8_tm_store(void) {
     unsetenv(E);
     unsetenv("DSINFER_CUDA_F8_TM_STORE_MIN_M");
     if (load_setup(&s, "f8ts-off", "tests/fixtures/tiny-v3-fp8/config.json", 3, 16)) free_setup(&s);   /* flag back off */
+}
+
+/* DSINFER_OPS_ONLY=f8mc: the TMA-store W8A8 GEMM as clusters of two row blocks sharing each weight tile by TMA multicast
+ * (DSINFER_CUDA_F8_TM_MC=1, from 1 row here: _MIN_M=1 and TM_STORE_MIN_M=1) against the one-block form: the same bits, and
+ * the multicast launches counted. Rows 65 (one pair: the second block has no valid row, the first one warpgroup idle),
+ * 130 (the second block 2 rows), 200, 256 (one full pair), 257 (a second pair with one row), 1024 (4 pairs); shapes:
+ * V2-Lite's o (4 K splits at 256 rows: the split index z of each pair), the shared down, a kv_b-like 4096 x 512 (4
+ * k-blocks a tile), V3's q_a + kv_a (K 7168, 17 column blocks, the last partial; 7 splits at 65 rows), an odd 260 x 384
+ * (the last tile's second weight half wholly past N: a box of zeros). */
+static void run_f8_tm_mc(void) {
+    if (only && strcmp(only, "f8mc")) return;
+    setup s;
+    const char *E = "DSINFER_CUDA_F8_TM_MC";
+    setenv("DSINFER_CUDA_F8_TM_STORE_MIN_M", "1", 1);   /* (default 512) every row count here through the TMA store */
+    setenv("DSINFER_CUDA_F8_TM_MC_MIN_M", "1", 1);      /* ... and the pairs */
+    if (load_setup(&s, "v2l-f8mc", "configs/deepseek-v2-lite.json", 3, 16)) {
+        const int Ms[] = {65, 130, 200, 256, 257}, Mb[] = {257, 1024};
+        struct { const char *what; int N, K; const int *Ms; int nM; } cases[] = {
+            {"v2l o", 2048, 2048, Ms, NM(Ms)},       {"v2l sh down", 2048, 2816, Mb, NM(Mb)},
+            {"kv_b-like", 4096, 512, Mb, NM(Mb)},    {"v3 q_a+kv_a", 2112, 7168, Ms, NM(Ms)},
+            {"odd", 260, 384, Ms, NM(Ms)},
+        };
+        for (size_t i = 0; i < NM(cases); i++) {
+            long n0 = ds_cuda_f8_tm_mc_launches();
+            check_f8_alt(&s, E, cases[i].what, cases[i].N, 0, cases[i].K, cases[i].Ms, cases[i].nM, 1);
+            long n = ds_cuda_f8_tm_mc_launches() - n0;
+            int runs = 0;   /* check_f8_alt's =1 backend: two calls at each M it runs */
+            for (int k = 0; k < cases[i].nM; k++) runs += cases[i].Ms[k] <= max_m ? 2 : 0;
+            printf("  %-8s W8A8 %s: %ld multicast launches (expected %d)\n", s.name, cases[i].what, n, runs);
+            CHECKF(n == runs, "%s %s: %ld multicast launches, expected %d", s.name, cases[i].what, n, runs);
+        }
+        free_setup(&s);
+    }
+    unsetenv("DSINFER_CUDA_F8_TM_MC_MIN_M");
+    unsetenv("DSINFER_CUDA_F8_TM_STORE_MIN_M");
+    if (load_setup(&s, "f8mc-off", "tests/fixtures/tiny-v3-fp8/config.json", 3, 16)) free_setup(&s);   /* flags back off */
 }
 
 /* DSINFER_OPS_ONLY=f8bn: the TMA W8A8 GEMM with 128 x 192 tiles (DSINFER_CUDA_F8_BN192=1, from 1 row here:
@@ -3054,6 +3090,7 @@ int main(void) {
     run_f8_tm_cluster();
     run_quant_warp();
     run_f8_tm_store();
+    run_f8_tm_mc();
     run_f8_bn192();
     run_moe_qf();
     run_moe_pdl();

@@ -278,6 +278,11 @@ void cu_ws_free(cu_ws *w);
  *   DSINFER_CUDA_F8_BN192=1  the dense TMA W8A8 GEMM from DSINFER_CUDA_F8_BN192_MIN_M rows (default 1024) with 128 x 192
  *                            tiles (f8_tma192_kernel: less shared-memory traffic a tensor-core clock; one accumulator
  *                            set; direct stores; the same bits; opt-in: measured slower, M 4096 0.87 -> 0.72x cuBLASLt).
+ * Twenty-fifth session (written without device time; dev/cuda/KERNELS.md "Twenty-fifth session"):
+ *   DSINFER_CUDA_F8_TM_MC=1  the dense TMA-store W8A8 GEMM from DSINFER_CUDA_F8_TM_MC_MIN_M rows (default 512) as clusters
+ *                            of two blocks over pairs of row blocks, each loading half of the shared weight tile into
+ *                            both blocks' stages by TMA multicast (L2 bytes a stage 32 -> 24 KB; the same bits);
+ *                            opt-in until measured.
  * Nineteenth session (RESULTS "GPU runs of the nineteenth session"):
  *   DSINFER_CUDA_FA3=2       (default) the naive-form prefill attention on wgmma with TMA copies, overlapped within a
  *                            warpgroup (fa_prefill3o_kernel, cuda_fa_wg.cu: S of tile k issued before P V of tile k - 1, K
@@ -788,6 +793,10 @@ extern int cu_f8_tm_pref;
 extern int cu_f8_tm_cluster;
 extern int cu_f8_tm_store, cu_f8_tm_store_min_m;
 extern int cu_f8_bn192, cu_f8_bn192_min_m;
+/* DSINFER_CUDA_F8_TM_MC (default 0 until timed): the dense TMA-store W8A8 GEMM from DSINFER_CUDA_F8_TM_MC_MIN_M rows
+ * (default 512) as clusters of two row blocks sharing each weight tile by TMA multicast: the same bits */
+extern int cu_f8_tm_mc, cu_f8_tm_mc_min_m;
+extern long cu_f8_tm_mc_launches;
 /* shared pieces of the own W8A8 linears: x [M, K] fp32 -> codes q [M, K] and scales s [M][K/128]
  * (moe_rows_fp8_kernel); out[i] = sum over z < ks of part[z n + i], in z order */
 void cu_rows_fp8_f32(unsigned char *q, float *s, const float *x, int M, int K);

@@ -45,6 +45,8 @@ long ds_cuda_moe_wg_pdl_launches(ds_backend *be);
 long ds_cuda_gemv_t1_launches(void);
 /* ... and of those with two weight rows a warp (DSINFER_CUDA_GEMV_T1=2) */
 long ds_cuda_gemv_t2_launches(void);
+/* launches of the W8A8 GEMM's multicast pairs (DSINFER_CUDA_F8_TM_MC; process-wide count; tests) */
+long ds_cuda_f8_tm_mc_launches(void);
 /* Device memory of n bytes owned by the backend (freed with release()). */
 void *ds_cuda_alloc_bytes(ds_backend *be, size_t n);
 

@@ -426,7 +426,7 @@ __device__ __forceinline__ void tm_tile(int t, int mb, int nb, int K, int kc, in
  * n0 .. n0 + 127 of the map mapb (valid below nvalid, scale row sw), written at column ocol + (n - n0) of out
  * (row stride ldo; out already offset for a split); stages [kb0, kb0 + nkb). */
 typedef struct {
-    int m0, mend, n0, nvalid, ocol, kb0, nkb;
+    int m0, mend, n0, nvalid, ocol, kb0, nkb, z;   /* z: the K split (the TMA store's third coordinate) */
     const CUtensorMap *mapb;
     const float *sw;
     float *out;
@@ -442,15 +442,29 @@ typedef struct {
 } tm_groups;
 
 /* CL (dense only): the ks splits of a tile are the ks blocks of one cluster (consecutive block indices): block t is
- * split t % ks of tile t / ks, and writes (through cl_sum_store) the result, out itself */
-template <bool GROUPED, bool CL = false>
+ * split t % ks of tile t / ks, and writes (through cl_sum_store) the result, out itself.
+ * MC (dense only): t is a pair of row blocks (256 rows) x a column block x a split, taken by a cluster of two blocks;
+ * block `rank` of the cluster has the pair's row block rank (rows past M: none of its rows valid). */
+template <bool GROUPED, bool CL = false, bool MC = false>
 __device__ __forceinline__ void tm_job_of(tm_job *j, int t, const CUtensorMap *tb, const tm_groups &g, float *out,
-                                          const float *ws, int ws_cols, int M, int N, int K, int kc, int ks = 1) {
-    if (CL) {
+                                          const float *ws, int ws_cols, int M, int N, int K, int kc, int ks = 1, int rank = 0) {
+    if (MC) {
+        int mb2 = (M + 2 * TM_BM - 1) / (2 * TM_BM), nb = (N + WG_BN - 1) / WG_BN, mp;
+        tm_tile(t, mb2, nb, K, kc, &mp, &j->n0, &j->kb0, &j->nkb);   /* mp: the pair's index x TM_BM */
+        j->m0 = 2 * mp + rank * TM_BM;
+        j->z = t / (mb2 * nb);
+        j->mend = M;
+        j->nvalid = N;
+        j->ocol = j->n0;
+        j->mapb = tb;
+        j->sw = ws + (size_t)(j->n0 / WG_BN) * ws_cols;
+        j->out = out + (size_t)j->z * M * N;
+    } else if (CL) {
         int mb = (M + TM_BM - 1) / TM_BM, nb = (N + WG_BN - 1) / WG_BN, z = t % ks, kb0, nkb;
         tm_tile(t / ks, mb, nb, K, kc, &j->m0, &j->n0, &kb0, &nkb);   /* (split 0's stages: not these) */
         j->kb0 = z * (kc / WG_BK);
         j->nkb = (K - z * kc < kc ? K - z * kc : kc) / WG_BK;
+        j->z = z;
         j->mend = M;
         j->nvalid = N;
         j->ocol = j->n0;
@@ -467,18 +481,20 @@ __device__ __forceinline__ void tm_job_of(tm_job *j, int t, const CUtensorMap *t
         j->ocol = e.z;
         j->kb0 = 0;
         j->nkb = K / WG_BK;
+        j->z = 0;
         j->mapb = &g.maps[e.x * g.n_maps + sel];
         j->sw = g.scales[e.x * g.n_maps + sel] + (size_t)(j->n0 / WG_BN) * ws_cols;
         j->out = out;
     } else {
         int mb = (M + TM_BM - 1) / TM_BM, nb = (N + WG_BN - 1) / WG_BN;
         tm_tile(t, mb, nb, K, kc, &j->m0, &j->n0, &j->kb0, &j->nkb);
+        j->z = t / (mb * nb);
         j->mend = M;
         j->nvalid = N;
         j->ocol = j->n0;
         j->mapb = tb;
         j->sw = ws + (size_t)(j->n0 / WG_BN) * ws_cols;
-        j->out = out + (size_t)(t / (mb * nb)) * M * N;
+        j->out = out + (size_t)j->z * M * N;
     }
 }
 
@@ -516,14 +532,41 @@ __device__ __forceinline__ tm_sc tm_scales(const tm_ctx *c, int i) {
     return r;
 }
 
+/* A stage given back by this consumer warp (its lane 0): on this block's empty barrier; MC: on both blocks' of the
+ * cluster (the stage's weight halves come from both producers, so each producer waits for both blocks' consumers:
+ * empty[s] counts 16 arrivals). The remote arrive is a release at cluster scope (PTX ISA "mbarrier.arrive" on a
+ * shared::cluster address from mapa). */
+template <bool MC>
+__device__ __forceinline__ void tm_release(uint64_t *empty, int lane) {
+    if (lane) return;
+    if (MC) {
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            uint32_t a = cl_map(cu_smem_addr(empty), r);
+            asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(a) : "memory");
+        }
+    } else {
+        mbar_arrive(empty);
+    }
+}
+
 /* k-block i's stage given back after its MMAs completed, then the promotion of acc into tot with its scales sc */
-template <int NST>
+template <int NST, bool MC = false>
 __device__ __forceinline__ void tm_promote(const float (&acc)[64], float (&tot)[64], const tm_ctx *c, int i, int lane,
                                            tm_sc sc) {
     float s0 = c->r0 < c->mend ? sc.x0 * sc.sw : 0.0f;
     float s1 = c->r1 < c->mend ? sc.x1 * sc.sw : 0.0f;
-    if (lane == 0) mbar_arrive(&c->empty[(c->it0 + i) % NST]);
+    tm_release<MC>(&c->empty[(c->it0 + i) % NST], lane);
     wg_promote(tot, acc, s0, s1);
+}
+
+/* the box of map at (col, row) into the same shared-memory offset dst of both blocks of the cluster (mask 0b11),
+ * completing its bytes on each block's mbarrier at bar's offset (PTX ISA cp.async.bulk.tensor, .multicast::cluster) */
+__device__ __forceinline__ void tma_load_mc2(void *dst, const CUtensorMap *map, int col, int row, uint64_t *bar) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+                 " [%0], [%1, {%2, %3}], [%4], %5;\n"
+                 ::"r"(cu_smem_addr(dst)), "l"((uint64_t)map), "r"(col), "r"(row), "r"(cu_smem_addr(bar)), "h"((uint16_t)3)
+                 : "memory");
 }
 
 /* TST's epilogue: a consumer warpgroup's 64 x 128 sums (wg_store's positions; rl0 = 16 warp + lane / 4, the
@@ -561,8 +604,15 @@ __device__ __forceinline__ void tm_store_tma(const float (&tot)[64], unsigned ch
  * expert's rows against its own weight map, out's row stride ldo). 384 threads: warpgroup 0 produces (one
  * thread, the stages of every tile in order, so it runs ahead into the next tile while the consumers store
  * the last), 1 and 2 consume. ta: the codes [rows, K], tb: the weight [N, K] (dense), boxes of 128 x 128
- * bytes. The ring's use count `it` runs on across tiles: stage it % TM_ST, phase (it / TM_ST) & 1. */
-template <bool GROUPED, bool PREF = false, bool CL = false, bool TST = false>
+ * bytes. The ring's use count `it` runs on across tiles: stage it % TM_ST, phase (it / TM_ST) & 1.
+ * MC (dense, with TST; DSINFER_CUDA_F8_TM_MC): clusters of two blocks (grid even, cluster 2 x 1 x 1) over pairs of
+ * row blocks that share a weight tile: cluster c takes pairs c, c + gridDim.x / 2, ...; each block loads its own 128
+ * activation rows and one 64-row half of the weight tile (tb: boxes of 128 x 64) into both blocks' stage (multicast),
+ * so each weight tile is read from L2 once per two output tiles (a stage's L2 bytes 32 -> 24 KB). The two producers
+ * write into each other's stages: a stage is given back to both (tm_release, empty[s] counts both blocks' 8 consumer
+ * warps), the barriers are initialised before a cluster barrier, and no block leaves before a final one. The MMAs,
+ * promotion and stores are the single block's: the same bits. */
+template <bool GROUPED, bool PREF = false, bool CL = false, bool TST = false, bool MC = false>
 __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ CUtensorMap ta,
                                                         const __grid_constant__ CUtensorMap tb,
                                                         const __grid_constant__ CUtensorMap tc, const tm_groups g,
@@ -572,46 +622,60 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
     unsigned char *sm = (unsigned char *)(((uintptr_t)wg_raw + 1023) & ~(uintptr_t)1023);
     constexpr int NST = TST ? TM_ST_S : TM_ST;
     static_assert(!TST || (!GROUPED && !CL), "the TMA-store epilogue is the dense form's");
+    static_assert(!MC || TST, "the multicast pairs are the TMA-store form's");
     unsigned char *epi = sm + NST * TM_STAGE;   /* TST: the epilogue's buffer */
     uint64_t *full = (uint64_t *)(sm + NST * TM_STAGE + (TST ? TM_EPI : 0)), *empty = full + NST;
-    int tiles = GROUPED ? g.n_tiles : ((M + TM_BM - 1) / TM_BM) * ((N + WG_BN - 1) / WG_BN) * ks;
+    /* MC: units are row-block pairs (x column blocks x splits), taken by clusters; rank: this block's in its cluster */
+    const int mbu = MC ? (M + 2 * TM_BM - 1) / (2 * TM_BM) : (M + TM_BM - 1) / TM_BM;
+    const int tiles = GROUPED ? g.n_tiles : mbu * ((N + WG_BN - 1) / WG_BN) * ks;
+    const int rank = MC ? (int)(blockIdx.x & 1) : 0, first = MC ? (int)(blockIdx.x >> 1) : (int)blockIdx.x;
+    const int step = MC ? (int)(gridDim.x >> 1) : (int)gridDim.x;
     tm_job j;
     cu_pdl_trigger();   /* (the dense form is launched with PDL under CU_F8_PDL) */
     cu_pdl_wait();
-    tm_ring_init(full, empty, NST, 8);
+    tm_ring_init(full, empty, NST, MC ? 16 : 8);
+    if (MC) cl_sync();   /* both blocks' barriers initialised before either producer writes into the other */
     int wg = threadIdx.x >> 7;
     if (wg == 0) {   /* producer: one thread */
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
         if (threadIdx.x == 0) {
             int it = 0;
-            for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-                tm_job_of<GROUPED, CL>(&j, t, &tb, g, out, ws, ws_cols, M, N, K, kc, ks);
+            for (int t = first; t < tiles; t += step) {
+                tm_job_of<GROUPED, CL, MC>(&j, t, &tb, g, out, ws, ws_cols, M, N, K, kc, ks, rank);
                 for (int i = 0; i < j.nkb; i++, it++) {
                     int s = it % NST;
                     if (it >= NST) mbar_wait(&empty[s], (it / NST - 1) & 1);
                     mbar_expect_tx(&full[s], TM_STAGE);
                     unsigned char *st = sm + s * TM_STAGE;
                     tma_load(st, &ta, (j.kb0 + i) * WG_BK, j.m0, &full[s]);
-                    tma_load(st + TM_BM * WG_BK, j.mapb, (j.kb0 + i) * WG_BK, j.n0, &full[s]);
+                    if (MC)   /* this block's half of the weight tile, into both blocks' stage */
+                        tma_load_mc2(st + TM_BM * WG_BK + rank * 64 * WG_BK, j.mapb, (j.kb0 + i) * WG_BK, j.n0 + 64 * rank,
+                                     &full[s]);
+                    else
+                        tma_load(st + TM_BM * WG_BK, j.mapb, (j.kb0 + i) * WG_BK, j.n0, &full[s]);
                 }
             }
         }
         if (CL) cl_sum_idle();   /* (one tile a block: grid = tiles) */
+        if (MC) {   /* no block leaves while the other may still arrive on its barriers or write its stages */
+            __syncwarp();
+            cl_sync();
+        }
         return;
     }
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");   /* the producer gave its registers up */
     int cw = wg - 1, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, it = 0;
     float acc_a[64], acc_b[64], tot[64];
     for (int i = 0; i < 64; i++) acc_a[i] = acc_b[i] = 0.0f;
-    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-        tm_job_of<GROUPED, CL>(&j, t, &tb, g, out, ws, ws_cols, M, N, K, kc, ks);
+    for (int t = first; t < tiles; t += step) {
+        tm_job_of<GROUPED, CL, MC>(&j, t, &tb, g, out, ws, ws_cols, M, N, K, kc, ks, rank);
         int nkb = j.nkb;
         if (j.m0 + 64 * cw >= j.mend) {   /* none of this warpgroup's 64 rows is valid (an expert's last, partial
                                            * tile; M's last): no MMAs, the stages still waited for and released in
                                            * step so the empty barriers count each use once */
             for (int i = 0; i < nkb; i++, it++) {
                 mbar_wait(&full[it % NST], (it / NST) & 1);
-                if (lane == 0) mbar_arrive(&empty[it % NST]);
+                tm_release<MC>(&empty[it % NST], lane);
             }
             if (CL) {   /* its rows of the cluster's sum are past M (not stored); the barriers still counted */
                 for (int i = 0; i < 64; i++) tot[i] = 0.0f;
@@ -634,33 +698,36 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
             if (PREF) sb = tm_scales(&c, i + 1);
             tm_issue<NST>(acc_b, &c, i + 1);
             wg_wait1();
-            tm_promote<NST>(acc_a, tot, &c, i, lane, PREF ? sa : tm_scales(&c, i));
+            tm_promote<NST, MC>(acc_a, tot, &c, i, lane, PREF ? sa : tm_scales(&c, i));
             if (PREF) sa = tm_scales(&c, i + 2);
             tm_issue<NST>(acc_a, &c, i + 2);
             wg_wait1();
-            tm_promote<NST>(acc_b, tot, &c, i + 1, lane, PREF ? sb : tm_scales(&c, i + 1));
+            tm_promote<NST, MC>(acc_b, tot, &c, i + 1, lane, PREF ? sb : tm_scales(&c, i + 1));
         }
         if (i + 1 < nkb) {   /* i in acc_a and one more */
             if (PREF) sb = tm_scales(&c, i + 1);
             tm_issue<NST>(acc_b, &c, i + 1);
             wg_wait1();
-            tm_promote<NST>(acc_a, tot, &c, i, lane, PREF ? sa : tm_scales(&c, i));
+            tm_promote<NST, MC>(acc_a, tot, &c, i, lane, PREF ? sa : tm_scales(&c, i));
             wg_wait0();
-            tm_promote<NST>(acc_b, tot, &c, i + 1, lane, PREF ? sb : tm_scales(&c, i + 1));
+            tm_promote<NST, MC>(acc_b, tot, &c, i + 1, lane, PREF ? sb : tm_scales(&c, i + 1));
         } else {
             wg_wait0();
-            tm_promote<NST>(acc_a, tot, &c, i, lane, PREF ? sa : tm_scales(&c, i));
+            tm_promote<NST, MC>(acc_a, tot, &c, i, lane, PREF ? sa : tm_scales(&c, i));
         }
         it += nkb;
         if (CL) cl_sum_store<2, true>(tot, sm, out, N, M, j.m0, j.n0, c.r0 - j.m0, lane, ks, t % ks, threadIdx.x - 128);
-        else if (TST) {
-            int mb = (M + TM_BM - 1) / TM_BM, nb = (N + WG_BN - 1) / WG_BN;
-            tm_store_tma(tot, epi + cw * (TM_EPI / 2), &tc, j.n0, j.m0 + 64 * cw, t / (mb * nb), c.r0 - j.m0 - 64 * cw,
-                         lane, threadIdx.x % 128 == 0, cw);
-        } else
+        else if (TST)
+            tm_store_tma(tot, epi + cw * (TM_EPI / 2), &tc, j.n0, j.m0 + 64 * cw, j.z, c.r0 - j.m0 - 64 * cw, lane,
+                         threadIdx.x % 128 == 0, cw);
+        else
             wg_store(tot, j.out + j.ocol, (size_t)ldo, c.r0, c.r1, j.mend, j.n0, j.nvalid, lane);
     }
     if (TST && threadIdx.x % 128 == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");   /* all written */
+    if (MC) {   /* the producer warpgroup's final cluster barrier's other side */
+        __syncwarp();
+        cl_sync();
+    }
 }
 
 
@@ -807,6 +874,7 @@ static int out_map(CUtensorMap *map, float *out, int M, int N, int ks) {
 }
 
 static int tm_cluster_fit(int ks);
+static int tm_mc_fit(void);
 
 void cu_f8_wgmma_init(void) {
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes()));
@@ -818,6 +886,10 @@ void cu_f8_wgmma_init(void) {
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma192_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)t9_smem_bytes()));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, false, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes(1)));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes(1)));
+    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, false, false, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)tm_smem_bytes(1)));
+    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, false, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)tm_smem_bytes(1)));
     if (!encode_tiled) {
         cudaDriverEntryPointQueryResult q;
         void *fn = NULL;
@@ -834,6 +906,7 @@ void cu_f8_wgmma_init(void) {
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma1_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)t1_smem_bytes()));
     CUDA_CHECK(cudaFuncSetAttribute(f8_wgmma_kernel<2, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)wg_smem_bytes(2)));
     for (int ks = 2; ks <= CL_MAX_KS; ks++) tm_cluster_fit(ks);   /* asked here, outside any stream capture */
+    tm_mc_fit();
 }
 
 /* The K splits of an M x N x K product (K % 128 == 0): split when the blocks (64-row blocks up to 64 rows,
@@ -1018,6 +1091,72 @@ static int tm_cluster_launch(const CUtensorMap &ta, const CUtensorMap &tb, float
     return 1;
 }
 
+/* ---- the TMA kernel's row-block pairs sharing their weight tile by multicast (DSINFER_CUDA_F8_TM_MC) ----
+ * f8_tma_kernel<false, *, false, true, true>: clusters of two blocks, each loading its own activation rows and half of
+ * the pair's weight tile into both blocks' stages (a stage's L2 bytes 32 -> 24 KB for the same MMAs). */
+int cu_f8_tm_mc = 0;            /* DSINFER_CUDA_F8_TM_MC (backend creation) */
+int cu_f8_tm_mc_min_m = 512;    /* DSINFER_CUDA_F8_TM_MC_MIN_M: ... from this many rows */
+long cu_f8_tm_mc_launches;      /* launches of the MC form (process-wide; the op test's evidence that it ran) */
+
+/* the clusters of two TMA-store blocks that can run at once (cudaOccupancyMaxActiveClusters), asked once */
+static int tm_mc_fit(void) {
+    static int fit;   /* 0: not asked yet; -1: none (a race between backends asks twice, the same answer) */
+    if (!fit) {
+        cudaLaunchAttribute at;
+        at.id = cudaLaunchAttributeClusterDimension;
+        at.val.clusterDim.x = 2;
+        at.val.clusterDim.y = 1;
+        at.val.clusterDim.z = 1;
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(2 * 64);
+        cfg.blockDim = dim3(384);
+        cfg.dynamicSmemBytes = tm_smem_bytes(1);
+        cfg.attrs = &at;
+        cfg.numAttrs = 1;
+        int n = 0;
+        if (cudaOccupancyMaxActiveClusters(&n, f8_tma_kernel<false, true, false, true, true>, &cfg) != cudaSuccess) {
+            cudaGetLastError();
+            n = 0;
+        }
+        fit = n > 0 ? n : -1;
+    }
+    return fit > 0 ? fit : 0;
+}
+
+/* the MC form over w [N, K] (tb64: w's map with boxes of 64 rows) into the TMA-store map tc of dst: 1 if launched, 0 when
+ * no cluster of two fits */
+static int tm_mc_launch(const CUtensorMap &ta, const CUtensorMap &tb64, const CUtensorMap &tc, float *dst, const float *qs,
+                        const ds_weight *w, int M, int kc, int ks) {
+    int N = w->rows, K = w->cols, fit = tm_mc_fit();
+    int pairs = ((M + 2 * TM_BM - 1) / (2 * TM_BM)) * ((N + WG_BN - 1) / WG_BN) * ks;
+    if (fit < 1) return 0;
+    tm_groups none;
+    memset(&none, 0, sizeof none);
+    cudaLaunchAttribute at[2];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = 2;
+    at[0].val.clusterDim.y = 1;
+    at[0].val.clusterDim.z = 1;
+    at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[1].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)(2 * (pairs < fit ? pairs : fit)));
+    cfg.blockDim = dim3(384);
+    cfg.dynamicSmemBytes = tm_smem_bytes(1);
+    cfg.stream = cu_stream;
+    cfg.attrs = at;
+    cfg.numAttrs = CU_F8_PDL ? 2 : 1;
+    if (cu_f8_tm_pref)
+        CUDA_CHECK(cudaLaunchKernelEx(&cfg, f8_tma_kernel<false, true, false, true, true>, ta, tb64, tc, none, dst, N, qs,
+                                      (const float *)w->scale, w->scale_cols, M, N, K, kc, ks));
+    else
+        CUDA_CHECK(cudaLaunchKernelEx(&cfg, f8_tma_kernel<false, false, false, true, true>, ta, tb64, tc, none, dst, N, qs,
+                                      (const float *)w->scale, w->scale_cols, M, N, K, kc, ks));
+    CUDA_LAUNCH_CHECK();
+    cu_f8_tm_mc_launches++;
+    return 1;
+}
+
 /* f8_tma_kernel (dense, persistent over at most n_sm blocks) for w [N, K] against the codes of map ta ([M, K], scales
  * qs), tb: w's map: ks K splits of kc columns, split z's partial at dst + z M N (with ks == 1 dst is the result) */
 static void tma_gemm_launch(const CUtensorMap &ta, const CUtensorMap &tb, float *dst, const float *qs, const ds_weight *w,
@@ -1035,6 +1174,10 @@ static void tma_gemm_launch(const CUtensorMap &ta, const CUtensorMap &tb, float 
         return;
     }
     if (cu_f8_tm_store && M >= cu_f8_tm_store_min_m && out_map(&tc, dst, M, N, ks)) {
+        CUtensorMap tb64;
+        if (cu_f8_tm_mc && M >= cu_f8_tm_mc_min_m && cu_tma_map(&tb64, w->data, N, K, 64) &&
+            tm_mc_launch(ta, tb64, tc, dst, qs, w, M, kc, ks))
+            return;
         cu_launch_pdl(CU_F8_PDL, cu_f8_tm_pref ? f8_tma_kernel<false, true, false, true> : f8_tma_kernel<false, false, false, true>,
                       dim3((unsigned)grid_p), dim3(384), tm_smem_bytes(1), ta, tb, tc, none, dst, N, qs, (const float *)w->scale,
                       w->scale_cols, M, N, K, kc, ks);
