@@ -1772,4 +1772,22 @@ if want s24g; then
   for o in moepdl quantw shin moeqf router; do step ops_$o 60 env DSINFER_OPS_ONLY=$o DSINFER_OPS_MAX_M=256 $B/test_cuda_ops; done
   step model 60 $B/test_cuda_model
 fi
+# s25: the twenty-fifth session's tree, written without device time. The multicast pairs of the W8A8 TMA GEMM
+# (DSINFER_CUDA_F8_TM_MC): op test f8mc and its mutants, the op tests of the kernel's other forms (tm_job_of changed for
+# all: f8ts, f8tp, f8tc), `bench --ops --ops-m 4096` with it off / on twice (the prediction in KERNELS.md "Twenty-fifth
+# session"), FP8 prefill rows off / on; then the twenty-fourth session's unrun final checks (s24g's list)
+if want s25; then
+  step ops_f8mc 150 env DSINFER_OPS_ONLY=f8mc DSINFER_OPS_MAX_M=1024 $B/test_cuda_ops
+  for mu in mc_half mc_z; do [ -x $B/test_cuda_ops_mut_$mu ] && mutant $B/test_cuda_ops_mut_$mu f8mc 1024 100; done
+  for o in f8ts f8tp f8tc; do step ops_$o 100 env DSINFER_OPS_ONLY=$o DSINFER_OPS_MAX_M=1024 $B/test_cuda_ops; done
+  for r in 1 2; do
+    for v in 0 1; do step ops_mc$v-$r 90 env DSINFER_CUDA_F8_TM_MC=$v $B/dsinfer bench --ops --ops-m 4096 --csv $OUT/ops_mc$v-$r.csv; done
+  done
+  for v in 0 1; do
+    step pre_mc$v 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_F8_TM_MC=$v $B/dsinfer bench --dtype fp8 --batch '' --ctx '' --prompt 512,2K,8K --steps 2 --csv $CSV --label s25-pre-mc$v
+  done
+  step golden 60 $B/test_cuda_golden
+  for o in moepdl quantw shin moeqf router; do step ops_$o 60 env DSINFER_OPS_ONLY=$o DSINFER_OPS_MAX_M=256 $B/test_cuda_ops; done
+  step model 60 $B/test_cuda_model
+fi
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

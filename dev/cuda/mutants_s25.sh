@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The twenty-fifth session's mutated builds (after dev/cuda/pack.sh; then strip them and `tar cJf .deps.tar.xz .deps`):
+# each must fail the op test named beside it (f8mc: the W8A8 GEMM's multicast pairs, DSINFER_CUDA_F8_TM_MC).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+m=dev/cuda/build_mutant.sh
+# each block's half of the weight tile written into the other half's place (must fail f8mc: values differ)
+bash $m mc_half src/backend/cuda/cuda_fp8_wgmma.cu '                        tma_load_mc2(st + TM_BM * WG_BK + rank * 64 * WG_BK, j.mapb,' '                        tma_load_mc2(st + TM_BM * WG_BK + (1 - rank) * 64 * WG_BK, j.mapb,'
+# a pair's K split index dropped (every split's partial stored as split 0: f8mc's 4-split cases differ)
+bash $m mc_z src/backend/cuda/cuda_fp8_wgmma.cu '        j->z = t / (mb2 * nb);' '        j->z = 0;'
