@@ -790,7 +790,14 @@ static int run_bench(bench_opts *op, ds_comm *dp) {
         if (!o.tflops) o.tflops = tf;
         printf("ceilings: device-to-device copy %.1f GB/s (read + write), BF16 GEMM 8192^3 %.1f TFLOP/s\n", bw, tf);
     }
-    if (o.ceilings_only) return 0;
+    if (o.ceilings_only) {
+        ds_launch_gaps g;
+        if (ds_cuda_launch_gaps(&g, err)) { fprintf(stderr, "dsinfer bench: %s\n", err); return 1; }
+        printf("launch gaps (us a pair of kernels in a CUDA graph): empty %.2f, with PDL %.2f; quantizer-shaped then "
+               "persistent %.2f, with PDL %.2f, PDL with the first one's trigger after its stores %.2f\n",
+               g.empty_plain_us, g.empty_pdl_us, g.pair_plain_us, g.pair_pdl_us, g.pair_pdl_late_us);
+        return 0;
+    }
     ds_config cfg;
     char *json = NULL;
     ds_status st = load_cfg(&o, &cfg, &json, err);

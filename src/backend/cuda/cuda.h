@@ -279,6 +279,8 @@ void cu_ws_free(cu_ws *w);
  *                            tiles (f8_tma192_kernel: less shared-memory traffic a tensor-core clock; one accumulator
  *                            set; direct stores; the same bits; opt-in: measured slower, M 4096 0.87 -> 0.72x cuBLASLt).
  * Twenty-fifth session (written without device time; dev/cuda/KERNELS.md "Twenty-fifth session"):
+ *   DSINFER_CUDA_QUANT_WARP=2  as 1, with the quantizer's PDL trigger after its stores instead of at its start (with
+ *                            DSINFER_CUDA_MOE_WG_PDL=1|2: where FP8's down launch may start; the same codes).
  *   DSINFER_CUDA_F8_TM_MC=1  the dense TMA-store W8A8 GEMM from DSINFER_CUDA_F8_TM_MC_MIN_M rows (default 512) as clusters
  *                            of two blocks over pairs of row blocks, each loading half of the shared weight tile into
  *                            both blocks' stages by TMA multicast (L2 bytes a stage 32 -> 24 KB; the same bits);

@@ -78,6 +78,14 @@ void ds_cuda_sample(ds_backend *be, const float *logits, int n_rows, int vocab, 
 /* The ceilings of `dsinfer bench`: device-to-device copy bandwidth (GB/s, bytes read + written) and the
  * cuBLAS BF16 GEMM rate (TFLOP/s, 8192^3, fp32 accumulation, random data). */
 ds_status ds_cuda_ceilings(double *copy_gbs, double *bf16_tflops, char *err);
+/* What a kernel boundary costs in a CUDA graph, microseconds a pair (bench --ceilings; cuda_bench.cu): two empty kernels
+ * launched plainly and the second with programmatic dependent launch; a wide short kernel (the experts' down input's
+ * quantizer grid) then a persistent one (a block an SM, moe_wg_kernel's shared memory), plainly, with PDL, and with PDL
+ * and the first one's trigger after its stores. */
+typedef struct {
+    double empty_plain_us, empty_pdl_us, pair_plain_us, pair_pdl_us, pair_pdl_late_us;
+} ds_launch_gaps;
+ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err);
 /* The absorbed MLA decode op alone (cfg's heads and widths; fp32 latent cache of n_seqs x ctx tokens in
  * shuffled pages; kv_b BF16): median ms and GB/s (cache + kv_b + q/out bytes over time) of the whole op, and
  * of its attention kernel alone (kern_ms, kern_gbs: the cache bytes over the kernel's time). */

@@ -158,6 +158,108 @@ extern "C" ds_status ds_cuda_ceilings(double *copy_gbs, double *bf16_tflops, cha
     return DS_OK;
 }
 
+/* ---- launch gaps (bench --ceilings): what a kernel boundary costs inside a CUDA graph, plainly and with programmatic
+ * dependent launch (PDL). The decode step at batch 1 is ~540 kernels, at batch 64 the experts' down launch follows the
+ * quantizer of its input: the twenty-fourth session measured FP8's down launched with PDL after that quantizer 0.05 ..
+ * 0.2 ms a step slower, where BF16's down with PDL after gate / up gained 0.17 ms (dev/cuda/KERNELS.md). The pairs here
+ * have those kernels' shapes and no work: a wide short kernel (the quantizer's grid, 8 warps a block, one store a
+ * thread, its PDL trigger at its start or after its store) followed by a persistent one (a block an SM holding the
+ * shared memory of moe_wg_kernel, one store a block after griddepcontrol.wait). */
+__global__ void gap_empty_kernel(int *p) {
+    cu_pdl_trigger();
+    cu_pdl_wait();
+    if (p && threadIdx.x == 0 && blockIdx.x == 0) p[0] += 1;
+}
+__global__ void gap_wide_kernel(int *p, int late) {
+    if (!late) cu_pdl_trigger();
+    cu_pdl_wait();
+    p[blockIdx.x * (size_t)blockDim.x + threadIdx.x] = (int)threadIdx.x;
+    if (late) cu_pdl_trigger();
+}
+__global__ void gap_persist_kernel(int *p) {
+    cu_pdl_trigger();
+    cu_pdl_wait();
+    extern __shared__ int gap_sm[];
+    if (threadIdx.x == 0) {
+        gap_sm[0] = p[blockIdx.x];
+        p[blockIdx.x] = gap_sm[0] + 1;
+    }
+}
+
+#define GAP_PAIRS 64
+#define GAP_WIDE_BLOCKS 704         /* rows_fp8_bf16_warp_kernel's grid at V2-Lite b64: 512 rows x 11 blocks / 8 */
+#define GAP_SMEM (200 * 1024 + 4096)   /* about moe_wg_kernel's dynamic shared memory: one block an SM */
+
+typedef struct {
+    int kind, pdl, late, n_sm;
+    int *p;
+} gap_ctx;
+
+static void gap_launch_pairs(const gap_ctx *g) {
+    for (int i = 0; i < GAP_PAIRS; i++) {
+        if (g->kind == 0) {
+            cu_launch_pdl(0, gap_empty_kernel, dim3(1), dim3(32), 0, g->p);
+            cu_launch_pdl(g->pdl, gap_empty_kernel, dim3(1), dim3(32), 0, g->p);
+        } else {
+            cu_launch_pdl(0, gap_wide_kernel, dim3(GAP_WIDE_BLOCKS), dim3(256), 0, g->p, g->late);
+            cu_launch_pdl(g->pdl, gap_persist_kernel, dim3((unsigned)g->n_sm), dim3(384), GAP_SMEM, g->p);
+        }
+        CUDA_LAUNCH_CHECK();
+    }
+}
+
+/* microseconds a pair of the kind (0: two empty kernels, 1: wide then persistent), median of 15 replays of a graph of
+ * GAP_PAIRS pairs */
+static double gap_pair_us(gap_ctx *g) {
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CUDA_CHECK(cudaStreamBeginCapture(cu_stream, cudaStreamCaptureModeThreadLocal));
+    gap_launch_pairs(g);
+    CUDA_CHECK(cudaStreamEndCapture(cu_stream, &graph));
+    CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    cudaEvent_t a, b;
+    CUDA_CHECK(cudaEventCreate(&a));
+    CUDA_CHECK(cudaEventCreate(&b));
+    float t[15];
+    CUDA_CHECK(cudaGraphLaunch(exec, cu_stream));   /* warm-up */
+    for (int r = 0; r < 15; r++) {
+        CUDA_CHECK(cudaEventRecord(a, cu_stream));
+        CUDA_CHECK(cudaGraphLaunch(exec, cu_stream));
+        CUDA_CHECK(cudaEventRecord(b, cu_stream));
+        CUDA_CHECK(cudaEventSynchronize(b));
+        CUDA_CHECK(cudaEventElapsedTime(&t[r], a, b));
+    }
+    qsort(t, 15, sizeof(float), cmp_f);
+    CUDA_CHECK(cudaEventDestroy(a));
+    CUDA_CHECK(cudaEventDestroy(b));
+    CUDA_CHECK(cudaGraphExecDestroy(exec));
+    CUDA_CHECK(cudaGraphDestroy(graph));
+    return t[7] * 1e3 / GAP_PAIRS;
+}
+
+extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
+    char why[256];
+    if (!ds_cuda_available(why, sizeof why)) return ds_seterr(err, DS_ERR_BACKEND, "%s", why);
+    if (!cu_stream) CUDA_CHECK(cudaStreamCreate(&cu_stream));
+    int dev, n_sm;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev));
+    CUDA_CHECK(cudaFuncSetAttribute(gap_persist_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, GAP_SMEM));
+    gap_ctx g = {0, 0, 0, n_sm, NULL};
+    CUDA_CHECK(cudaMalloc(&g.p, sizeof(int) * (size_t)GAP_WIDE_BLOCKS * 256));
+    CUDA_CHECK(cudaMemset(g.p, 0, sizeof(int) * (size_t)GAP_WIDE_BLOCKS * 256));
+    const int cases[5][3] = {{0, 0, 0}, {0, 1, 0}, {1, 0, 0}, {1, 1, 0}, {1, 1, 1}};   /* kind, pdl, late */
+    double *dst[5] = {&out->empty_plain_us, &out->empty_pdl_us, &out->pair_plain_us, &out->pair_pdl_us, &out->pair_pdl_late_us};
+    for (int c = 0; c < 5; c++) {
+        g.kind = cases[c][0];
+        g.pdl = cases[c][1];
+        g.late = cases[c][2];
+        *dst[c] = gap_pair_us(&g);
+    }
+    CUDA_CHECK(cudaFree(g.p));
+    return DS_OK;
+}
+
 /* pt[0..n) = a permutation of 0..n-1: identity, then a Fisher-Yates shuffle by a fixed LCG (seed 12345). */
 static void shuffle_pages(int32_t *pt, int n) {
     for (int i = 0; i < n; i++) pt[i] = i;

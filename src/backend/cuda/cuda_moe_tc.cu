@@ -683,13 +683,19 @@ int cu_rows_gather_sh(void *dst, float *s, const float *x, const int32_t *rows, 
  * block, 4 values a lane from one 8-byte load, the block's maximum by shuffles, codes by the conversion unit: the codes
  * and scales of moe_rows_fp8_kernel<__nv_bfloat16>, which spends a block of 128 threads, a shared-memory round and a
  * barrier on each 128 values (17 us a layer at 1536 rows x 1408 in ncu, V2-Lite FP8 batch 256: RESULTS seventeenth
- * session). Grid ceil(M K / 128 / 8), 256 threads. */
-__global__ void rows_fp8_bf16_warp_kernel(unsigned char *q, float *s, const __nv_bfloat16 *x, int M, int K) {
-    cu_pdl_trigger();   /* the experts' down launch after it may start its weight stream (DSINFER_CUDA_MOE_WG_PDL) */
+ * session). Grid ceil(M K / 128 / 8), 256 threads.
+ * late 0: the block lets a PDL launch after it (the experts' down, DSINFER_CUDA_MOE_WG_PDL) start as it starts; 1
+ * (DSINFER_CUDA_QUANT_WARP=2): after its stores, so the dependent's blocks queue for SMs only as this grid drains (the
+ * twenty-fourth session's first hypothesis for FP8's loss with PDL: KERNELS.md). */
+__global__ void rows_fp8_bf16_warp_kernel(unsigned char *q, float *s, const __nv_bfloat16 *x, int M, int K, int late) {
+    if (!late) cu_pdl_trigger();
     cu_pdl_wait();
     int LK = K / 128;
     size_t blk = (size_t)blockIdx.x * 8 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
-    if (blk >= (size_t)M * LK) return;
+    if (blk >= (size_t)M * LK) {
+        if (late) cu_pdl_trigger();
+        return;
+    }
     size_t i = blk / LK, b = blk % LK, off = i * K + b * 128 + 4 * lane;
     uint2 raw = *(const uint2 *)(x + off);
     float v[4] = {__uint_as_float(raw.x << 16), __uint_as_float(raw.x & 0xffff0000u), __uint_as_float(raw.y << 16),
@@ -699,12 +705,14 @@ __global__ void rows_fp8_bf16_warp_kernel(unsigned char *q, float *s, const __nv
     *(uchar4 *)(q + off) = make_uchar4(cu_f32_to_fp8_hw(v[0] / scale), cu_f32_to_fp8_hw(v[1] / scale),
                                        cu_f32_to_fp8_hw(v[2] / scale), cu_f32_to_fp8_hw(v[3] / scale));
     if (lane == 0) s[i * LK + b] = scale;
+    if (late) cu_pdl_trigger();
 }
 
 void cu_rows_fp8_bf16(unsigned char *q, float *s, const void *x, int M, int K, int warp) {
     if (warp && ((uintptr_t)x & 7) == 0 && K % 128 == 0) {
         size_t blocks = ((size_t)M * (K / 128) + 7) / 8;
-        if (blocks) rows_fp8_bf16_warp_kernel<<<(unsigned)blocks, 256, 0, cu_stream>>>(q, s, (const __nv_bfloat16 *)x, M, K);
+        if (blocks)
+            rows_fp8_bf16_warp_kernel<<<(unsigned)blocks, 256, 0, cu_stream>>>(q, s, (const __nv_bfloat16 *)x, M, K, warp == 2);
     } else {
         moe_rows_fp8_kernel<__nv_bfloat16><<<dim3((unsigned)(K / 128), (unsigned)M), 128, 0, cu_stream>>>(q, s, (const __nv_bfloat16 *)x,
                                                                                                         NULL, K);
