@@ -1780,6 +1780,14 @@ if want s25; then
   step ops_f8mc 150 env DSINFER_OPS_ONLY=f8mc DSINFER_OPS_MAX_M=1024 $B/test_cuda_ops
   for mu in mc_half mc_z; do [ -x $B/test_cuda_ops_mut_$mu ] && mutant $B/test_cuda_ops_mut_$mu f8mc 1024 100; done
   for o in f8ts f8tp f8tc; do step ops_$o 100 env DSINFER_OPS_ONLY=$o DSINFER_OPS_MAX_M=1024 $B/test_cuda_ops; done
+  step ops_moehalf 200 env DSINFER_OPS_ONLY=moehalf DSINFER_OPS_MAX_M=2100 $B/test_cuda_ops
+  [ -x $B/test_cuda_ops_mut_half_row ] && mutant $B/test_cuda_ops_mut_half_row moehalf 2100 150
+  # one V3 MoE layer at 4096 tokens (issue 8's MoE figure; RESULTS eighth session): DSINFER_CUDA_MOE_HALF 0 / 1
+  python3 -c 'import json; c = json.load(open("configs/deepseek-v3.json")); c.update(num_hidden_layers=1, first_k_dense_replace=0); json.dump(c, open("/tmp/v3-1moe.json", "w"))'
+  for v in 0 1 0 1; do
+    step v3moe_h$v 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_OP_TIMES=1 DSINFER_CUDA_MOE_HALF=$v $B/dsinfer bench --model /tmp/v3-1moe.json --dtype fp8 --prompt 4K --steps 1 --csv $CSV --label s25-v3moe-h$v
+    grep -E "moe: (gate/up|down|SiLU)" $OUT/v3moe_h$v.log | tail -3
+  done
   for r in 1 2; do
     for v in 0 1; do step ops_mc$v-$r 90 env DSINFER_CUDA_F8_TM_MC=$v $B/dsinfer bench --ops --ops-m 4096 --csv $OUT/ops_mc$v-$r.csv; done
   done

@@ -1185,7 +1185,7 @@ static void free_setup(setup *s) {
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
 static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf | side | linear2 | kvb | qkv | router | w8small
-                            * | f8cl | f8t1 | f8tp | f8tc | f8ts | f8mc | f8bn | quantw | moeqf | moepdl | rgroup | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | gemv1 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
+                            * | f8cl | f8t1 | f8tp | f8tc | f8ts | f8mc | moehalf | f8bn | quantw | moeqf | moepdl | rgroup | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | gemv1 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
                             * run_side_stream, run_linear2, run_kvb_copy, run_qkv_finish, run_router, run_w8a8_small or
                             * run_f8_lab */
 
@@ -2041,6 +2041,43 @@ static void run_f8_tm_mc(void) {
     unsetenv("DSINFER_CUDA_F8_TM_MC_MIN_M");
     unsetenv("DSINFER_CUDA_F8_TM_STORE_MIN_M");
     if (load_setup(&s, "f8mc-off", "tests/fixtures/tiny-v3-fp8/config.json", 3, 16)) free_setup(&s);   /* flags back off */
+}
+
+/* DSINFER_OPS_ONLY=moehalf: the prefill MoE's grouped W8A8 launches with tiles of at most 64 of their expert's rows
+ * loading only those 64 rows (DSINFER_CUDA_MOE_HALF=1) against the 128-row loads (the twin, =0): the same bits, and the
+ * launches with it counted (two a MoE call); against the CPU. V2-Lite at 1100 tokens (~103 rows an expert: few half
+ * tiles) and 2100 (~197: a 128-row tile and a remainder, at most 64 rows for some experts), and with the grouped path
+ * from 256 tokens (DSINFER_CUDA_MOE_GEMM_MIN_M) at 300 (~28 rows an expert: every tile half); V3 (256 experts, K 7168)
+ * at 1100 (~34 rows an expert). */
+static void moe_half_case(const char *name, const char *cfg, const int *m, int nm) {
+    setup s;
+    if (!load_setup(&s, name, cfg, 3, 16)) return;
+    long n0 = ds_cuda_moe_half_launches();
+    check_moe_dt(&s, m, nm, DS_DTYPE_F8_E4M3, 2, 0);
+    long n = ds_cuda_moe_half_launches() - n0;
+    int want = 0;   /* check_moe_dt's backend runs the MoE twice at each M (a first call on another x), two launches each */
+    for (int i = 0; i < nm; i++) want += m[i] <= max_m ? 4 : 0;
+    printf("  %-8s moe: %ld grouped launches with 64-row tiles (expected %d)\n", name, n, want);
+    CHECKF(n == want, "%s: %ld grouped launches with 64-row tiles, expected %d", name, n, want);
+    free_setup(&s);
+}
+
+static void run_moe_half(void) {
+    if (only && strcmp(only, "moehalf")) return;
+    setenv("DSINFER_MOE_W8A8", "1", 1);
+    setenv("DSINFER_CUDA_MOE_HALF", "1", 1);   /* the backends check_moe_dt makes; its twin with =0 */
+    moe_twin = 1;
+    moe_twin_env = "DSINFER_CUDA_MOE_HALF";
+    const int m[] = {1100, 2100}, m3[] = {1100}, ms[] = {300};
+    moe_half_case("v2l-half", "configs/deepseek-v2-lite.json", m, NM(m));
+    setenv("DSINFER_CUDA_MOE_GEMM_MIN_M", "256", 1);
+    moe_half_case("v2l-half3", "configs/deepseek-v2-lite.json", ms, NM(ms));
+    unsetenv("DSINFER_CUDA_MOE_GEMM_MIN_M");
+    moe_half_case("v3-half", "configs/deepseek-v3.json", m3, NM(m3));
+    moe_twin = 0;
+    moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
+    unsetenv("DSINFER_CUDA_MOE_HALF");
+    unsetenv("DSINFER_MOE_W8A8");
 }
 
 /* DSINFER_OPS_ONLY=f8bn: the TMA W8A8 GEMM with 128 x 192 tiles (DSINFER_CUDA_F8_BN192=1, from 1 row here:
@@ -3091,6 +3128,7 @@ int main(void) {
     run_quant_warp();
     run_f8_tm_store();
     run_f8_tm_mc();
+    run_moe_half();
     run_f8_bn192();
     run_moe_qf();
     run_moe_pdl();

@@ -285,6 +285,9 @@ void cu_ws_free(cu_ws *w);
  *                            of two blocks over pairs of row blocks, each loading half of the shared weight tile into
  *                            both blocks' stages by TMA multicast (L2 bytes a stage 32 -> 24 KB; the same bits);
  *                            opt-in until measured.
+ *   DSINFER_CUDA_MOE_HALF=1  the prefill MoE's grouped W8A8 tiles of at most 64 of their expert's rows load those 64
+ *                            rows only (24 KB a stage, one consumer warpgroup's MMAs; the same bits); opt-in until
+ *                            measured.
  * Nineteenth session (RESULTS "GPU runs of the nineteenth session"):
  *   DSINFER_CUDA_FA3=2       (default) the naive-form prefill attention on wgmma with TMA copies, overlapped within a
  *                            warpgroup (fa_prefill3o_kernel, cuda_fa_wg.cu: S of tile k issued before P V of tile k - 1, K
@@ -799,6 +802,10 @@ extern int cu_f8_bn192, cu_f8_bn192_min_m;
  * (default 512) as clusters of two row blocks sharing each weight tile by TMA multicast: the same bits */
 extern int cu_f8_tm_mc, cu_f8_tm_mc_min_m;
 extern long cu_f8_tm_mc_launches;
+/* DSINFER_CUDA_MOE_HALF (default 0 until timed): the prefill MoE's grouped W8A8 launches load a tile of at most 64 of
+ * its expert's rows as 64 rows (tm_groups.half): the same bits */
+extern int cu_moe_half;
+extern long cu_moe_half_launches;
 /* shared pieces of the own W8A8 linears: x [M, K] fp32 -> codes q [M, K] and scales s [M][K/128]
  * (moe_rows_fp8_kernel); out[i] = sum over z < ks of part[z n + i], in z order */
 void cu_rows_fp8_f32(unsigned char *q, float *s, const float *x, int M, int K);

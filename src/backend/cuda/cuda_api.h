@@ -47,6 +47,9 @@ long ds_cuda_gemv_t1_launches(void);
 long ds_cuda_gemv_t2_launches(void);
 /* launches of the W8A8 GEMM's multicast pairs (DSINFER_CUDA_F8_TM_MC; process-wide count; tests) */
 long ds_cuda_f8_tm_mc_launches(void);
+/* grouped launches of the prefill MoE with 64-row tiles where an expert's tile has at most 64 rows (DSINFER_CUDA_MOE_HALF;
+ * process-wide count; tests) */
+long ds_cuda_moe_half_launches(void);
 /* Device memory of n bytes owned by the backend (freed with release()). */
 void *ds_cuda_alloc_bytes(ds_backend *be, size_t n);
 

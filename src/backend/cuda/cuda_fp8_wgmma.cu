@@ -439,6 +439,8 @@ typedef struct {
     const CUtensorMap *maps;     /* [E * n_maps]: per expert, gate then up (n_maps 2) or the one weight */
     const float *const *scales;  /* [E * n_maps]: their 128 x 128 scales */
     int n_maps, n_split;         /* output columns >= n_split come from the second map at column - n_split */
+    int half;                    /* DSINFER_CUDA_MOE_HALF: a tile of at most 64 of its expert's rows loads only those 64
+                                  * rows (the kernel's tc: the codes' map with 64-row boxes), 24 KB a stage, not 32 */
 } tm_groups;
 
 /* CL (dense only): the ks splits of a tile are the ks blocks of one cluster (consecutive block indices): block t is
@@ -645,9 +647,17 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
                 for (int i = 0; i < j.nkb; i++, it++) {
                     int s = it % NST;
                     if (it >= NST) mbar_wait(&empty[s], (it / NST - 1) & 1);
-                    mbar_expect_tx(&full[s], TM_STAGE);
                     unsigned char *st = sm + s * TM_STAGE;
-                    tma_load(st, &ta, (j.kb0 + i) * WG_BK, j.m0, &full[s]);
+                    if (GROUPED && g.half && j.mend - j.m0 <= 64) {
+                        /* the second consumer warpgroup has no valid row here (its stages waited for, no MMAs): only
+                         * the first 64 rows, by the 64-row map, into the stage's first half of rows (the swizzle's
+                         * layout of those rows is the 128-row box's) */
+                        mbar_expect_tx(&full[s], TM_STAGE - 64 * WG_BK);
+                        tma_load(st, &tc, (j.kb0 + i) * WG_BK, j.m0, &full[s]);
+                    } else {
+                        mbar_expect_tx(&full[s], TM_STAGE);
+                        tma_load(st, &ta, (j.kb0 + i) * WG_BK, j.m0, &full[s]);
+                    }
                     if (MC)   /* this block's half of the weight tile, into both blocks' stage */
                         tma_load_mc2(st + TM_BM * WG_BK + rank * 64 * WG_BK, j.mapb, (j.kb0 + i) * WG_BK, j.n0 + 64 * rank,
                                      &full[s]);
@@ -1527,17 +1537,21 @@ int cu_f8_expert_tiles(int4 *t, const int32_t *off, int E, int n_cols) {
     return n;
 }
 
-/* ta: the map of the activation codes [R, K] */
-static void grouped_launch(ds_cuda_backend *cb, const CUtensorMap &ta, int R, int K, const float *qs, const tm_groups *g,
-                           float *out, int ldo, int ws_cols) {
+int cu_moe_half = 0;         /* DSINFER_CUDA_MOE_HALF (backend creation): tm_groups.half */
+long cu_moe_half_launches;   /* grouped launches with it (process-wide; the op test's evidence that it ran) */
+
+/* ta: the map of the activation codes [R, K]; ta64: the same codes with 64-row boxes (g->half) */
+static void grouped_launch(ds_cuda_backend *cb, const CUtensorMap &ta, const CUtensorMap &ta64, int R, int K, const float *qs,
+                           const tm_groups *g, float *out, int ldo, int ws_cols) {
     int grid = g->n_tiles < cb->n_sm ? g->n_tiles : cb->n_sm;
     if (cu_f8_tm_pref)
-        f8_tma_kernel<true, true><<<(unsigned)grid, 384, tm_smem_bytes(), cu_stream>>>(ta, ta, ta, *g, out, ldo, qs, NULL, ws_cols, R, 0,
-                                                                                       K, K, 1);
+        f8_tma_kernel<true, true><<<(unsigned)grid, 384, tm_smem_bytes(), cu_stream>>>(ta, ta, ta64, *g, out, ldo, qs, NULL, ws_cols, R,
+                                                                                       0, K, K, 1);
     else
-        f8_tma_kernel<true><<<(unsigned)grid, 384, tm_smem_bytes(), cu_stream>>>(ta, ta, ta, *g, out, ldo, qs, NULL, ws_cols, R, 0, K,
-                                                                                 K, 1);
+        f8_tma_kernel<true><<<(unsigned)grid, 384, tm_smem_bytes(), cu_stream>>>(ta, ta, ta64, *g, out, ldo, qs, NULL, ws_cols, R, 0,
+                                                                                 K, K, 1);
     CUDA_LAUNCH_CHECK();
+    cu_moe_half_launches += g->half;
 }
 
 static size_t al256(size_t n) { return (n + 255) & ~(size_t)255; }
@@ -1560,8 +1574,13 @@ const float *cu_moe_gemm_f8(ds_cuda_backend *cb, const float *x, const int32_t *
     float *qs = (float *)(ws + q_b), *gu = (float *)(ws + q_b + qs_b), *as = (float *)(ws + q_b + qs_b + gu_b + aq_b);
     float *y = (float *)(ws + q_b + qs_b + gu_b + aq_b + as_b);
     int4 *dt = (int4 *)(ws + q_b + qs_b + gu_b + aq_b + as_b + y_b);
-    CUtensorMap ta1, ta2;   /* the codes of the rows and of the SiLU products (workspace: 256-byte aligned) */
+    CUtensorMap ta1, ta2, h1, h2;   /* the codes of the rows and of the SiLU products (workspace: 256-byte aligned); h: 64-row boxes */
     if (!tma_map(&ta1, q, R, D) || !tma_map(&ta2, aq, R, I)) return NULL;
+    int half = cu_moe_half && cu_tma_map(&h1, q, R, D, 64) && cu_tma_map(&h2, aq, R, I, 64);
+    if (!half) {
+        h1 = ta1;
+        h2 = ta2;
+    }
     int4 *ht = (int4 *)malloc(t_b);
     if (!ht) return NULL;
     cu_f8_expert_tiles(ht, off, E, 2 * I);
@@ -1570,15 +1589,15 @@ const float *cu_moe_gemm_f8(ds_cuda_backend *cb, const float *x, const int32_t *
     free(ht);
     cu_rows_fp8_gather(q, qs, x, rows, R, D);
     cu_optimes_phase(cb, "  moe: gather rows (fp8)");
-    tm_groups g1 = {dt, T1, mm->maps, mm->sc, 2, I};
-    grouped_launch(cb, ta1, R, D, qs, &g1, gu, 2 * I, L->exp_gate[0].scale_cols);
+    tm_groups g1 = {dt, T1, mm->maps, mm->sc, 2, I, half};
+    grouped_launch(cb, ta1, h1, R, D, qs, &g1, gu, 2 * I, L->exp_gate[0].scale_cols);
     cu_optimes_phase(cb, "  moe: gate/up (wgmma, grouped)");
     size_t blocks = ((size_t)R * (I / 128) + 7) / 8;
     moe_silu_fp8_kernel<<<(unsigned)blocks, 256, 0, cu_stream>>>(aq, as, gu, R, I);
     CUDA_LAUNCH_CHECK();
     cu_optimes_phase(cb, "  moe: SiLU * up (fp8)");
-    tm_groups g2 = {dt + T1, T2, mm->maps + 2 * (E + mm->ns), mm->sc + 2 * (E + mm->ns), 1, D};
-    grouped_launch(cb, ta2, R, I, as, &g2, y, D, L->exp_down[0].scale_cols);
+    tm_groups g2 = {dt + T1, T2, mm->maps + 2 * (E + mm->ns), mm->sc + 2 * (E + mm->ns), 1, D, half};
+    grouped_launch(cb, ta2, h2, R, I, as, &g2, y, D, L->exp_down[0].scale_cols);
     cu_optimes_phase(cb, "  moe: down (wgmma, grouped)");
     return y;
 }
