@@ -10,3 +10,5 @@ bash $m mc_half src/backend/cuda/cuda_fp8_wgmma.cu '                        tma_
 bash $m mc_z src/backend/cuda/cuda_fp8_wgmma.cu '        j->z = t / (mb2 * nb);' '        j->z = 0;'
 # a half tile's 64 rows loaded from one row further (must fail moehalf: values differ from the twin)
 bash $m half_row src/backend/cuda/cuda_fp8_wgmma.cu '                        tma_load(st, &tc, (j.kb0 + i) * WG_BK, j.m0, &full[s]);' '                        tma_load(st, &tc, (j.kb0 + i) * WG_BK, j.m0 + 1, &full[s]);'
+# the pipelined down's k-block i + 2 promoted with k-block i + 1's weight scale (must fail moepipe: values differ)
+bash $m pipe_scale src/backend/cuda/cuda_moe_wg.cu '                ga = sw0[m.kb0 + i + 2];' '                ga = sw0[m.kb0 + i + 1];'

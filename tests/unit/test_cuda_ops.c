@@ -870,6 +870,7 @@ static int moe_twin_differ_m;
 /* moe_twin_pdl: the checked backend must launch moe_wg_kernel this many times with PDL in one moe call (gate / up and
  * down at DSINFER_CUDA_MOE_WG_PDL=2), the twin never: the evidence that the twin compares two different paths */
 static int moe_twin_pdl;
+static int moe_twin_pipe;   /* run_moe_pipe: the checked call must run one pipelined down launch, the twin none */
 
 /* How close row x's routing is to a tie on the CPU: the gap between its K-th and (K+1)-th choice scores (softmax or
  * sigmoid of the router logits, plus the bias for noaux_tc; over all experts, the group stage left out) over the
@@ -986,6 +987,7 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc, i
         }
         long runs0 = ds_cuda_moe_shared_in_runs(gpu), truns0 = twin ? ds_cuda_moe_shared_in_runs(twin) : 0;
         long pdl0 = tc ? ds_cuda_moe_wg_pdl_launches(gpu) : 0, tpdl0 = twin ? ds_cuda_moe_wg_pdl_launches(twin) : 0;
+        long pipe0 = tc ? ds_cuda_moe_wg_pipe_launches(gpu) : 0, tpipe0 = twin ? ds_cuda_moe_wg_pipe_launches(twin) : 0;
         if (routed) gpu->moe_routed(gpu, out.d, x.d, &Ld, M, e0, e1);
         else gpu->moe(gpu, out.d, x.d, &Ld, M);
         if (twin && !routed) {   /* the same op with the shared experts in line: the same bits */
@@ -1002,6 +1004,12 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc, i
                 printf("  %-8s moe M=%d: moe_wg launches with PDL %ld (twin %ld)\n", s->name, M, np, tp);
                 CHECKF(np == moe_twin_pdl && tp == 0, "%s moe M=%d: %ld PDL launches (twin %ld), expected %d and 0", s->name, M,
                        np, tp, moe_twin_pdl);
+            }
+            if (moe_twin_pipe) {
+                long np = ds_cuda_moe_wg_pipe_launches(gpu) - pipe0, tp = ds_cuda_moe_wg_pipe_launches(twin) - tpipe0;
+                printf("  %-8s moe M=%d: pipelined down launches %ld (twin %ld)\n", s->name, M, np, tp);
+                CHECKF(np == 1 && tp == 0, "%s moe M=%d: %ld pipelined down launches (twin %ld), expected 1 and 0", s->name, M,
+                       np, tp);
             }
             if (moe_twin_nmse > 0) {
                 CHECKF(tn <= moe_twin_nmse, "%s moe M=%d: NMSE %.3g against %s=%s (bound %.1g)", s->name, M, tn, moe_twin_env,
@@ -1185,7 +1193,7 @@ static void free_setup(setup *s) {
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
 static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf | side | linear2 | kvb | qkv | router | w8small
-                            * | f8cl | f8t1 | f8tp | f8tc | f8ts | f8mc | moehalf | f8bn | quantw | moeqf | moepdl | rgroup | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | gemv1 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
+                            * | f8cl | f8t1 | f8tp | f8tc | f8ts | f8mc | moehalf | moepipe | f8bn | quantw | moeqf | moepdl | rgroup | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | gemv1 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
                             * run_side_stream, run_linear2, run_kvb_copy, run_qkv_finish, run_router, run_w8a8_small or
                             * run_f8_lab */
 
@@ -1975,6 +1983,39 @@ static void run_moe_pdl(void) {
     moe_twin_pdl = 0;
     moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
     unsetenv("DSINFER_CUDA_MOE_WG_PDL");
+}
+
+/* DSINFER_OPS_ONLY=moepipe: the decode experts' FP8 down launch with two k-blocks' MMAs in flight a consumer warpgroup
+ * (DSINFER_CUDA_MOE_WG_PIPE=1, moe_wg_kernel<false, NT, false, true>) against the plain loop (the twin, =0): the same bits
+ * and one pipelined launch a call counted, at 2 .. 256 tokens (32 and 64 tokens a chunk; V2-Lite's 11 k-blocks an item:
+ * the odd tail), with gate / up's quantizing epilogue too, V3 (16 k-blocks: the even tail) at 4 and 64; against the CPU. */
+static void run_moe_pipe(void) {
+    if (only && strcmp(only, "moepipe")) return;
+    setup s;
+    setenv("DSINFER_CUDA_MOE_WG_PIPE", "1", 1);   /* the backends check_moe_dt makes; its twin with =0 */
+    moe_twin = 1;
+    moe_twin_env = "DSINFER_CUDA_MOE_WG_PIPE";
+    moe_twin_pipe = 1;
+    setenv("DSINFER_MOE_W8A8", "1", 1);
+    for (int qf = 0; qf < 2; qf++) {
+        setenv("DSINFER_CUDA_MOE_WG_QF", qf ? "1" : "0", 1);
+        if (load_setup(&s, qf ? "v2l-pipeqf" : "v2l-pipe", "configs/deepseek-v2-lite.json", 3, 16)) {
+            const int m[] = {2, 9, 63, 130, 256};
+            check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
+            free_setup(&s);
+        }
+    }
+    unsetenv("DSINFER_CUDA_MOE_WG_QF");
+    if (load_setup(&s, "v3-pipe", "configs/deepseek-v3.json", 3, 16)) {
+        const int m[] = {4, 64};
+        check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
+        free_setup(&s);
+    }
+    unsetenv("DSINFER_MOE_W8A8");
+    moe_twin = 0;
+    moe_twin_pipe = 0;
+    moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
+    unsetenv("DSINFER_CUDA_MOE_WG_PIPE");
 }
 
 /* DSINFER_OPS_ONLY=f8ts: the TMA W8A8 GEMM's sums written by TMA stores through shared memory
@@ -3129,6 +3170,7 @@ int main(void) {
     run_f8_tm_store();
     run_f8_tm_mc();
     run_moe_half();
+    run_moe_pipe();
     run_f8_bn192();
     run_moe_qf();
     run_moe_pdl();

@@ -285,6 +285,9 @@ void cu_ws_free(cu_ws *w);
  *                            of two blocks over pairs of row blocks, each loading half of the shared weight tile into
  *                            both blocks' stages by TMA multicast (L2 bytes a stage 32 -> 24 KB; the same bits);
  *                            opt-in until measured.
+ *   DSINFER_CUDA_MOE_WG_PIPE=1  the decode experts' FP8 down launch (moe_wg_kernel) with two k-blocks' MMAs in flight a
+ *                            consumer warpgroup, issued before the previous one is promoted (the same bits); opt-in
+ *                            until measured.
  *   DSINFER_CUDA_MOE_HALF=1  the prefill MoE's grouped W8A8 tiles of at most 64 of their expert's rows load those 64
  *                            rows only (24 KB a stage, one consumer warpgroup's MMAs; the same bits); opt-in until
  *                            measured.
@@ -431,6 +434,7 @@ typedef struct {
     unsigned *route_tickets;    /* the fused router's ticket per token group [CU_ROUTE_TICKETS] (cuda_moe.cu), zero between launches */
     long chain_fused_runs;      /* attn_in / linear_add_rmsnorm calls that summed the split-K partials in the next kernel (tests) */
     long moe_wg_pdl_launches;   /* moe_wg_kernel launches with the PDL attribute (opt.moe_wg_pdl; tests) */
+    long moe_wg_pipe_launches;  /* ... of its pipelined one-weight form (DSINFER_CUDA_MOE_WG_PIPE; tests) */
     long moe_shared_in_runs;    /* MoE calls whose shared experts ran as moe_wg_kernel's virtual experts (host count, for tests) */
 } ds_cuda_backend;
 
@@ -806,6 +810,9 @@ extern long cu_f8_tm_mc_launches;
  * its expert's rows as 64 rows (tm_groups.half): the same bits */
 extern int cu_moe_half;
 extern long cu_moe_half_launches;
+/* DSINFER_CUDA_MOE_WG_PIPE (default 0 until timed): the decode experts' down launch (moe_wg_kernel, one FP8 weight) with
+ * two k-blocks' MMAs in flight a consumer warpgroup (acc0 / acc1 in turn): the same bits */
+extern int cu_moe_wg_pipe;
 /* shared pieces of the own W8A8 linears: x [M, K] fp32 -> codes q [M, K] and scales s [M][K/128]
  * (moe_rows_fp8_kernel); out[i] = sum over z < ks of part[z n + i], in z order */
 void cu_rows_fp8_f32(unsigned char *q, float *s, const float *x, int M, int K);

@@ -191,6 +191,7 @@ void ds_cuda_upload_bytes(ds_backend *be, void *dst, const void *src, size_t n) 
 long ds_cuda_moe_shared_in_runs(ds_backend *be) { return cu_of(be)->moe_shared_in_runs; }
 long ds_cuda_chain_fused_runs(ds_backend *be) { return cu_of(be)->chain_fused_runs; }
 long ds_cuda_moe_wg_pdl_launches(ds_backend *be) { return cu_of(be)->moe_wg_pdl_launches; }
+long ds_cuda_moe_wg_pipe_launches(ds_backend *be) { return cu_of(be)->moe_wg_pipe_launches; }
 long ds_cuda_gemv_t1_launches(void) { return cu_gemv_t1_launches; }
 long ds_cuda_gemv_t2_launches(void) { return cu_gemv_t2_launches; }
 long ds_cuda_f8_tm_mc_launches(void) { return cu_f8_tm_mc_launches; }
@@ -1013,6 +1014,7 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     cu_f8_tm_mc = env_int("DSINFER_CUDA_F8_TM_MC", 0);
     cu_f8_tm_mc_min_m = env_int("DSINFER_CUDA_F8_TM_MC_MIN_M", 512);
     cu_moe_half = env_int("DSINFER_CUDA_MOE_HALF", 0);
+    cu_moe_wg_pipe = env_int("DSINFER_CUDA_MOE_WG_PIPE", 0);
     cu_moe_wgmma = env_int("DSINFER_CUDA_MOE_WGMMA", 1);
     cu_moe_wg = env_int("DSINFER_CUDA_MOE_WG", 1);
     cu_moe_wg_nt = env_int("DSINFER_CUDA_MOE_WG_NT", 0);

@@ -340,16 +340,48 @@ __device__ __forceinline__ int mw_codes_after_wait(unsigned char *sm, int stage_
     return 0;
 }
 
+/* PIPE's stage i of an item (one weight tile, FP8): wait for it, its 4 MMAs of k32 into acc from zero, committed as one
+ * group. it0: the ring's use count at the item's first stage; ST the ring's stages. */
+template <int NT, int ST>
+__device__ __forceinline__ void mw_pipe_issue(float (&acc)[NT / 2], unsigned char *sm, uint64_t *full, int it0, int i, int stage,
+                                              int cw, int codes_at) {
+    int it = it0 + i, s = it % ST;
+    mbar_wait(&full[s], (it / ST) & 1);
+    const unsigned char *a0 = sm + s * stage + cw * 64 * MW_BK, *b = sm + s * stage + codes_at;
+    wg_fence();
+#pragma unroll
+    for (int j = 0; j < 4; j++) mw_mma<NT>(acc, wg_desc(a0 + 32 * j), wg_desc(b + 32 * j), j);
+    wg_commit();
+}
+
+/* PIPE's promotion of stage i (its MMAs complete): the stage given back, then tot += acc x (s_w s_x) as the plain loop
+ * does it (the same products in the same k-block order: the same bits); g: the weight tile's scale for this k-block */
+template <int NT, int ST>
+__device__ __forceinline__ void mw_pipe_promote(float (&tot)[NT / 2], const float (&acc)[NT / 2], uint64_t *empty, int it0, int i,
+                                                float g, const float *xsm, int lane) {
+    if (lane == 0) mbar_arrive(&empty[(it0 + i) % ST]);
+    const float *sx = xsm + i * NT + 2 * (lane & 3);   /* this thread's tokens 8q + 2 (lane % 4) + h */
+#pragma unroll
+    for (int q = 0; q < NT / 8; q++)
+#pragma unroll
+        for (int h = 0; h < 4; h++) tot[4 * q + h] += acc[4 * q + h] * (g * sx[8 * q + (h & 1)]);
+}
+
 /* Grid: any number of CTAs (the SMs), 384 threads, mw_smem_bytes() of dynamic shared memory.
  * tx: the rows' codes [R, K] (boxes of 128 columns x NT rows); tw: the dense form's weight map (boxes of
  * 128 x 128); a: the rest (mw_args). Weights [N, K] with [ceil(N / 128)][ws_cols] block scales; PAIR (grouped
  * only): gate and up per expert, out BF16 SiLU(g) * u, else fp32. K % 128 == 0.
  * BF (grouped only): BF16 weights and rows instead (a.K their row's bytes, 2K; no scales), a stage 64 columns,
- * k16 MMAs summed into one accumulator over the item's stages. */
-template <bool PAIR, int NT, bool BF>
+ * k16 MMAs summed into one accumulator over the item's stages.
+ * PIPE (one weight, FP8: the experts' down; DSINFER_CUDA_MOE_WG_PIPE): the consumers keep two k-blocks' MMAs in flight,
+ * acc0 and acc1 in turn (acc1 is the pair's second accumulator, free without PAIR): k-block i + 1's MMAs are issued
+ * before i's are waited for and promoted (f8_tma_kernel's schedule), so a stage's MMA latency and promotion overlap the
+ * next one's. The same bits. */
+template <bool PAIR, int NT, bool BF, bool PIPE = false>
 __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ CUtensorMap tx,
                                                         const __grid_constant__ CUtensorMap tw, const mw_args a) {
     typedef mw_shape<PAIR, NT> S;
+    static_assert(!PIPE || (!PAIR && !BF), "the pipelined consumers are the one-weight FP8 form's");
     /* E: the experts of the item tables, the virtual ones included */
     const int NM = PAIR ? 2 : 1, NB = (a.N + MW_BN - 1) / MW_BN, LK = a.K / MW_BK, E = a.maps ? a.E + a.ns : 1;
     extern __shared__ unsigned char mw_raw[];
@@ -447,30 +479,59 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
             g0 = sw0[m.kb0];
             g1 = sw1[m.kb0];
         }
-        for (int kb = m.kb0; kb < m.kb1; kb++, it++) {
-            int s = it % S::ST;
-            mbar_wait(&full[s], (it / S::ST) & 1);
-            const unsigned char *a0 = sm + s * S::STAGE + cw * 64 * MW_BK, *a1 = a0 + S::W, *b = sm + s * S::STAGE + NM * S::W;
-            wg_fence();
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                mw_mma<NT>(acc0, wg_desc(a0 + 32 * j), wg_desc(b + 32 * j), j);
-                if (PAIR) mw_mma<NT>(acc1, wg_desc(a1 + 32 * j), wg_desc(b + 32 * j), j);
+        if constexpr (PIPE) {   /* (not PAIR, not BF: static_assert above) */
+            const int nk = m.kb1 - m.kb0, at = NM * S::W;
+            float ga = g0, gb = 0.0f;   /* the weight scales of the k-blocks in acc0 / acc1 */
+            mw_pipe_issue<NT, S::ST>(acc0, sm, full, it, 0, S::STAGE, cw, at);
+            int i = 0;
+            for (; i + 2 < nk; i += 2) {   /* i in flight in acc0 */
+                gb = sw0[m.kb0 + i + 1];
+                mw_pipe_issue<NT, S::ST>(acc1, sm, full, it, i + 1, S::STAGE, cw, at);
+                wg_wait1();
+                mw_pipe_promote<NT, S::ST>(tot0, acc0, empty, it, i, ga, xsm, lane);
+                ga = sw0[m.kb0 + i + 2];
+                mw_pipe_issue<NT, S::ST>(acc0, sm, full, it, i + 2, S::STAGE, cw, at);
+                wg_wait1();
+                mw_pipe_promote<NT, S::ST>(tot0, acc1, empty, it, i + 1, gb, xsm, lane);
             }
-            wg_commit();
-            float n0 = kb + 1 < m.kb1 ? sw0[kb + 1] : 0.0f, n1 = kb + 1 < m.kb1 ? sw1[kb + 1] : 0.0f;
-            const float *sx = xsm + (kb - m.kb0) * NT + 2 * (lane & 3);   /* this thread's tokens 8q + 2 (lane % 4) + h */
-            wg_wait0();
-            if (lane == 0) mbar_arrive(&empty[s]);
+            if (i + 1 < nk) {   /* i in acc0 and one more */
+                gb = sw0[m.kb0 + i + 1];
+                mw_pipe_issue<NT, S::ST>(acc1, sm, full, it, i + 1, S::STAGE, cw, at);
+                wg_wait1();
+                mw_pipe_promote<NT, S::ST>(tot0, acc0, empty, it, i, ga, xsm, lane);
+                wg_wait0();
+                mw_pipe_promote<NT, S::ST>(tot0, acc1, empty, it, i + 1, gb, xsm, lane);
+            } else {
+                wg_wait0();
+                mw_pipe_promote<NT, S::ST>(tot0, acc0, empty, it, i, ga, xsm, lane);
+            }
+            it += nk;
+        } else {
+            for (int kb = m.kb0; kb < m.kb1; kb++, it++) {
+                int s = it % S::ST;
+                mbar_wait(&full[s], (it / S::ST) & 1);
+                const unsigned char *a0 = sm + s * S::STAGE + cw * 64 * MW_BK, *a1 = a0 + S::W, *b = sm + s * S::STAGE + NM * S::W;
+                wg_fence();
 #pragma unroll
-            for (int q = 0; q < NT / 8; q++)
-#pragma unroll
-                for (int h = 0; h < 4; h++) {
-                    tot0[4 * q + h] += acc0[4 * q + h] * (g0 * sx[8 * q + (h & 1)]);
-                    if (PAIR) tot1[4 * q + h] += acc1[4 * q + h] * (g1 * sx[8 * q + (h & 1)]);
+                for (int j = 0; j < 4; j++) {
+                    mw_mma<NT>(acc0, wg_desc(a0 + 32 * j), wg_desc(b + 32 * j), j);
+                    if (PAIR) mw_mma<NT>(acc1, wg_desc(a1 + 32 * j), wg_desc(b + 32 * j), j);
                 }
-            g0 = n0;
-            g1 = n1;
+                wg_commit();
+                float n0 = kb + 1 < m.kb1 ? sw0[kb + 1] : 0.0f, n1 = kb + 1 < m.kb1 ? sw1[kb + 1] : 0.0f;
+                const float *sx = xsm + (kb - m.kb0) * NT + 2 * (lane & 3);   /* this thread's tokens 8q + 2 (lane % 4) + h */
+                wg_wait0();
+                if (lane == 0) mbar_arrive(&empty[s]);
+#pragma unroll
+                for (int q = 0; q < NT / 8; q++)
+#pragma unroll
+                    for (int h = 0; h < 4; h++) {
+                        tot0[4 * q + h] += acc0[4 * q + h] * (g0 * sx[8 * q + (h & 1)]);
+                        if (PAIR) tot1[4 * q + h] += acc1[4 * q + h] * (g1 * sx[8 * q + (h & 1)]);
+                    }
+                g0 = n0;
+                g1 = n1;
+            }
         }
         mw_store<PAIR, NT>(tot0, tot1, a, m, pre[E] * NB, cw, warp, lane, flag, red);
     }
@@ -483,6 +544,8 @@ int cu_moe_wg_pref_max_m = 128;        /* DSINFER_CUDA_MOE_WG_PREF_MAX_M: ... up
 int cu_moe_wg_bf16 = 1;                /* DSINFER_CUDA_MOE_WG_BF16 (backend creation) */
 int cu_f8_wg_max_m = 0;               /* DSINFER_CUDA_FP8_WG_MAX_M (backend creation; opt-in, RESULTS tenth session) */
 
+int cu_moe_wg_pipe = 0;                /* DSINFER_CUDA_MOE_WG_PIPE (backend creation): the down launch as moe_wg_kernel<.., PIPE> */
+
 template <bool BF>
 static void mw_init(void) {
     CUDA_CHECK(cudaFuncSetAttribute(moe_wg_kernel<true, 32, BF>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mw_smem_bytes()));
@@ -494,14 +557,23 @@ static void mw_init(void) {
 void cu_moe_wg_init(void) {
     mw_init<false>();
     mw_init<true>();
+    CUDA_CHECK(cudaFuncSetAttribute(moe_wg_kernel<false, 32, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mw_smem_bytes()));
+    CUDA_CHECK(cudaFuncSetAttribute(moe_wg_kernel<false, 64, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mw_smem_bytes()));
 }
 
 /* the kernel with nt (32 or 64) tokens a chunk on a CTA an SM */
 template <bool PAIR, bool BF = false>
 static void mw_launch(ds_cuda_backend *cb, int nt, const CUtensorMap &tx, const CUtensorMap &tw, const mw_args &a) {
     dim3 grid((unsigned)cb->n_sm);
-    if (nt == 32) cu_launch_pdl(a.pdl, moe_wg_kernel<PAIR, 32, BF>, grid, dim3(384), mw_smem_bytes(), tx, tw, a);
-    else cu_launch_pdl(a.pdl, moe_wg_kernel<PAIR, 64, BF>, grid, dim3(384), mw_smem_bytes(), tx, tw, a);
+    if (!PAIR && !BF && cu_moe_wg_pipe) {   /* (PAIR, BF: not instantiated) */
+        if (nt == 32) cu_launch_pdl(a.pdl, moe_wg_kernel<false, 32, false, true>, grid, dim3(384), mw_smem_bytes(), tx, tw, a);
+        else cu_launch_pdl(a.pdl, moe_wg_kernel<false, 64, false, true>, grid, dim3(384), mw_smem_bytes(), tx, tw, a);
+        cb->moe_wg_pipe_launches++;
+    } else if (nt == 32) {
+        cu_launch_pdl(a.pdl, moe_wg_kernel<PAIR, 32, BF>, grid, dim3(384), mw_smem_bytes(), tx, tw, a);
+    } else {
+        cu_launch_pdl(a.pdl, moe_wg_kernel<PAIR, 64, BF>, grid, dim3(384), mw_smem_bytes(), tx, tw, a);
+    }
     CUDA_LAUNCH_CHECK();
     cb->moe_wg_pdl_launches += a.pdl != 0;
 }
