@@ -1815,4 +1815,15 @@ if want s25b; then
     done
   done
 fi
+# s25c: ncu --set full (with the SMs' active-cycle spread) on the first MoE layer's two moe_wg_kernel launches (gate / up,
+# down) at FP8 b64 and b256, the down plain and pipelined (DSINFER_CUDA_MOE_WG_PIPE 0 / 1): where down's stream rate goes
+if want s25c; then
+  for b in 64 256; do
+    N=$(nf fp8 $b)
+    for v in 0 1; do
+      step ncu_mw_b$b-p$v 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=$N DSINFER_CUDA_MOE_WG_PIPE=$v ncu --clock-control none --profile-from-start off --set full --metrics sm__cycles_active.min,sm__cycles_active.max,sm__cycles_active.avg,dram__bytes_read.sum.per_second -k regex:moe_wg_kernel --launch-count 2 --page details --log-file $OUT/ncu_mw_b$b-p$v.txt $B/dsinfer bench --dtype fp8 --batch $b --ctx 1K --prompt '' --steps 2 --bw 4221 --tflops 780
+      grep -E "^  [a-z_]+.*\(|Duration|DRAM Throughput|L2 Cache Throughput|sm__cycles_active|dram__bytes|Issue Slots Busy|Eligible Warps|No Eligible" $OUT/ncu_mw_b$b-p$v.txt | head -40
+    done
+  done
+fi
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"
