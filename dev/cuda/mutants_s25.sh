@@ -12,3 +12,5 @@ bash $m mc_z src/backend/cuda/cuda_fp8_wgmma.cu '        j->z = t / (mb2 * nb);'
 bash $m half_row src/backend/cuda/cuda_fp8_wgmma.cu '                        tma_load(st, &tc, (j.kb0 + i) * WG_BK, j.m0, &full[s]);' '                        tma_load(st, &tc, (j.kb0 + i) * WG_BK, j.m0 + 1, &full[s]);'
 # the pipelined down's k-block i + 2 promoted with k-block i + 1's weight scale (must fail moepipe: values differ)
 bash $m pipe_scale src/backend/cuda/cuda_moe_wg.cu '                ga = sw0[m.kb0 + i + 2];' '                ga = sw0[m.kb0 + i + 1];'
+# the four-rows-a-warp GEMV's fourth row read from the third row's weights (must fail gemv1: NMSE against the 8-row kernel)
+bash $m t4_row src/backend/cuda/cuda_linear.cu '                    q[u][3] = ld_stream16(p + o3);' '                    q[u][3] = ld_stream16(p + o2);'

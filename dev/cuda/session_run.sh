@@ -1826,4 +1826,18 @@ if want s25c; then
     done
   done
 fi
+# s25d: the one-row GEMV with four weight rows a warp (DSINFER_CUDA_GEMV_T1=4, issue 7's batch 1): op test gemv1 (=1, =2,
+# =4 against the 8-row kernel), mutant t4_row, `bench --ops --ops-m 1` and b1 rows FP8 / BF16 with =2 / =4, twice
+if want s25d; then
+  step ops_gemv1 150 env DSINFER_OPS_ONLY=gemv1 $B/test_cuda_ops
+  [ -x $B/test_cuda_ops_mut_t4_row ] && mutant $B/test_cuda_ops_mut_t4_row gemv1 '' 100
+  for v in 2 4; do step ops_m1_t$v 90 env DSINFER_CUDA_GEMV_T1=$v $B/dsinfer bench --ops --ops-m 1 --csv $OUT/ops_m1_t$v.csv; done
+  for r in 1 2; do
+    for v in 2 4; do
+      for dt in fp8 bf16; do
+        step b1_t$v-$dt 50 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GEMV_T1=$v $B/dsinfer bench --dtype $dt --batch 1,2 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s25d-t$v-$dt
+      done
+    done
+  done
+fi
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

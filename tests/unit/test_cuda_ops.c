@@ -2398,17 +2398,17 @@ static ds_backend *gemv_t1_backend(setup *s, const char *val, char *err) {
  * another order; the GPU run showed 1e-12-scale differences at V2-Lite's widths, 0 where the split is the same), the
  * one-row form launched once per call and the other never, and t1's output against the CPU (THR_GEMM). */
 static void check_gemv_t1_case(setup *s, ds_backend *t1, ds_backend *t8, const char *what, const wpair *w1, const wpair *w2,
-                               int want_t2) {
+                               int want_t2, int want_t4) {
     int K = w1->h.cols, N1 = w1->h.rows, N2 = w2 ? w2->h.rows : 0;
     prime(s, 1);
     buf x = buf_new(s, (size_t)K), a1 = buf_new(s, (size_t)N1), b1 = buf_new(s, (size_t)N1);
     buf a2 = buf_new(s, (size_t)(N2 ? N2 : 1)), b2 = buf_new(s, (size_t)(N2 ? N2 : 1));
     buf_rand(&x, 1.0f);
     buf_poison(&a1); buf_poison(&b1); buf_poison(&a2); buf_poison(&b2);
-    long n0 = ds_cuda_gemv_t1_launches(), m0 = ds_cuda_gemv_t2_launches();
+    long n0 = ds_cuda_gemv_t1_launches(), m0 = ds_cuda_gemv_t2_launches(), f0 = ds_cuda_gemv_t4_launches();
     if (w2) t1->linear2(t1, a1.d, a2.d, x.d, &w1->d, &w2->d, 1);
     else t1->linear(t1, a1.d, x.d, &w1->d, 1);
-    long n1 = ds_cuda_gemv_t1_launches(), m1 = ds_cuda_gemv_t2_launches();
+    long n1 = ds_cuda_gemv_t1_launches(), m1 = ds_cuda_gemv_t2_launches(), f1 = ds_cuda_gemv_t4_launches();
     if (w2) t8->linear2(t8, b1.d, b2.d, x.d, &w1->d, &w2->d, 1);
     else t8->linear(t8, b1.d, x.d, &w1->d, 1);
     long n2 = ds_cuda_gemv_t1_launches();
@@ -2422,6 +2422,7 @@ static void check_gemv_t1_case(setup *s, ds_backend *t1, ds_backend *t8, const c
     CHECKF(n1 - n0 == 1 && n2 == n1, "%s gemv t1 %s: one-row launches %ld (want 1), with =0 %ld (want 0)", s->name, what,
            n1 - n0, n2 - n1);
     CHECKF(m1 - m0 == want_t2, "%s gemv t1 %s: two-rows-a-warp launches %ld (want %d)", s->name, what, m1 - m0, want_t2);
+    CHECKF(f1 - f0 == want_t4, "%s gemv t1 %s: four-rows-a-warp launches %ld (want %d)", s->name, what, f1 - f0, want_t4);
     char name[96];
     snprintf(name, sizeof name, "gemv t1 %s", what);
     s->cpu->linear(s->cpu, a1.h, x.h, &w1->h, 1);
@@ -2438,34 +2439,36 @@ static void check_gemv_t1_case(setup *s, ds_backend *t1, ds_backend *t8, const c
  * TMAX = 1) against the 8-row kernel (=0): linear at one row over V2-Lite's and V3's widths (q, o, the shared experts'
  * down K 2816, V3 K 7168, an odd 200 x 304), BF16, FP8, NVFP4 and FP32 weights, linear2's two-weight form (q + kv_a),
  * within NMSE 1e-10 of each other and against the CPU; then the grouped MoE at one token (gate/up pairs, down: every
- * expert one row) against a twin with =0 within NMSE 1e-10, the one-row launches counted. Both with =1 and with =2 (FP8
- * and BF16 weights two rows a warp: the launches of that form counted too). */
+ * expert one row) against a twin with =0 within NMSE 1e-10, the one-row launches counted. With =1, =2 (FP8 and BF16
+ * weights two rows a warp: the launches of that form counted too) and =4 (four rows a warp, counted; 203 rows: a warp
+ * with 3 valid rows). */
 static void run_gemv_t1(void) {
     if (only && strcmp(only, "gemv1")) return;
     setup s;
     if (load_setup(&s, "v2l-t1", "configs/deepseek-v2-lite.json", 0, 16)) {
         char err[DS_ERRLEN];
-      for (int mode = 1; mode <= 2; mode++) {   /* =2: FP8 / BF16 with two weight rows a warp */
-        ds_backend *t1 = gemv_t1_backend(&s, mode == 1 ? "1" : "2", err), *t8 = t1 ? gemv_t1_backend(&s, "0", err) : NULL;
+      for (int mode = 1; mode <= 4; mode *= 2) {   /* =2 / =4: FP8 / BF16 with two / four weight rows a warp */
+        ds_backend *t1 = gemv_t1_backend(&s, mode == 1 ? "1" : mode == 2 ? "2" : "4", err), *t8 = t1 ? gemv_t1_backend(&s, "0", err) : NULL;
         CHECKF(t1 && t8, "%s", err);
         printf("  %-8s gemv t1: DSINFER_CUDA_GEMV_T1=%d\n", s.name, mode);
         const struct { const char *what; int N, K; ds_dtype dt; } cs[] = {
             {"q", 3072, 2048, DS_DTYPE_F8_E4M3}, {"o", 2048, 2048, DS_DTYPE_F8_E4M3}, {"shared down", 2048, 2816, DS_DTYPE_F8_E4M3},
-            {"v3 wide", 512, 7168, DS_DTYPE_F8_E4M3}, {"odd", 200, 304, DS_DTYPE_F8_E4M3}, {"q", 3072, 2048, DS_DTYPE_BF16},
-            {"o", 2048, 2048, DS_DTYPE_BF16}, {"odd", 200, 304, DS_DTYPE_BF16}, {"o", 2048, 2048, DS_DTYPE_NVFP4},
+            {"v3 wide", 512, 7168, DS_DTYPE_F8_E4M3}, {"odd", 200, 304, DS_DTYPE_F8_E4M3}, {"odd rows", 203, 304, DS_DTYPE_F8_E4M3},
+            {"q", 3072, 2048, DS_DTYPE_BF16}, {"o", 2048, 2048, DS_DTYPE_BF16}, {"odd", 200, 304, DS_DTYPE_BF16},
+            {"odd rows", 203, 304, DS_DTYPE_BF16}, {"o", 2048, 2048, DS_DTYPE_NVFP4},
             {"router", 64, 2048, DS_DTYPE_F32}};
         for (int i = 0; t1 && t8 && i < NM(cs); i++) {
             float amp = cs[i].dt == DS_DTYPE_F8_E4M3 ? 0.5f / sqrtf((float)cs[i].K) : 1.0f / sqrtf((float)cs[i].K);
             wpair w = mk_weight(&s, cs[i].N, cs[i].K, cs[i].dt, amp, cs[i].what);
-            check_gemv_t1_case(&s, t1, t8, cs[i].what, &w, NULL,
-                               mode == 2 && (cs[i].dt == DS_DTYPE_F8_E4M3 || cs[i].dt == DS_DTYPE_BF16));
+            int rw = cs[i].dt == DS_DTYPE_F8_E4M3 || cs[i].dt == DS_DTYPE_BF16;   /* the forms of several rows a warp */
+            check_gemv_t1_case(&s, t1, t8, cs[i].what, &w, NULL, mode == 2 && rw, mode == 4 && rw);
             free_weight(&w);
         }
         for (int d = 0; t1 && t8 && d < 2; d++) {
             ds_dtype dt = d ? DS_DTYPE_BF16 : DS_DTYPE_F8_E4M3;
             float amp = d ? 1.0f / sqrtf(2048.0f) : 0.5f / sqrtf(2048.0f);
             wpair wq = mk_weight(&s, 3072, 2048, dt, amp, "q"), wkv = mk_weight(&s, 576, 2048, dt, amp, "kv_a");
-            check_gemv_t1_case(&s, t1, t8, "q + kv_a", &wq, &wkv, mode == 2);
+            check_gemv_t1_case(&s, t1, t8, "q + kv_a", &wq, &wkv, mode == 2, mode == 4);
             free_weight(&wq);
             free_weight(&wkv);
         }
@@ -2478,20 +2481,22 @@ static void run_gemv_t1(void) {
     moe_twin_env = "DSINFER_CUDA_GEMV_T1";
     moe_twin_nmse = 1e-10;   /* the splits of K may differ (another order of the partial sums); 0 shared-in runs at M 1 */
     moe_twin_differ_m = 0;
-    for (int mode = 1; mode <= 2; mode++) {
-        setenv("DSINFER_CUDA_GEMV_T1", mode == 1 ? "1" : "2", 1);   /* the backends check_moe_dt makes; the twin =0 */
-        if (load_setup(&s, mode == 1 ? "v2l-t1m" : "v2l-t2m", "configs/deepseek-v2-lite.json", 3, 16)) {
+    for (int mode = 1; mode <= 4; mode *= 2) {
+        setenv("DSINFER_CUDA_GEMV_T1", mode == 1 ? "1" : mode == 2 ? "2" : "4", 1);   /* the backends check_moe_dt makes; the twin =0 */
+        if (load_setup(&s, mode == 1 ? "v2l-t1m" : mode == 2 ? "v2l-t2m" : "v2l-t4m", "configs/deepseek-v2-lite.json", 3, 16)) {
             const int m[] = {1};
             for (int d = 0; d < 2; d++) {
-                long n0 = ds_cuda_gemv_t1_launches(), m0 = ds_cuda_gemv_t2_launches();
+                long n0 = ds_cuda_gemv_t1_launches(), m0 = ds_cuda_gemv_t2_launches(), f0 = ds_cuda_gemv_t4_launches();
                 check_moe_dt(&s, m, NM(m), d ? DS_DTYPE_BF16 : DS_DTYPE_F8_E4M3, 0, 0);
-                long n = ds_cuda_gemv_t1_launches() - n0, n2 = ds_cuda_gemv_t2_launches() - m0;
-                printf("  %-8s gemv t1 moe M=1 %s: %ld one-row launches, %ld with two rows a warp\n", s.name,
-                       d ? "BF16" : "F8_E4M3", n, n2);
+                long n = ds_cuda_gemv_t1_launches() - n0, n2 = ds_cuda_gemv_t2_launches() - m0, n4 = ds_cuda_gemv_t4_launches() - f0;
+                printf("  %-8s gemv t1 moe M=1 %s: %ld one-row launches, %ld with two rows a warp, %ld with four\n", s.name,
+                       d ? "BF16" : "F8_E4M3", n, n2, n4);
                 CHECKF(n >= 4, "%s gemv t1 moe M=1: %ld one-row launches (the routed and shared experts' gate/up and down: at "
                        "least 4)", s.name, n);
-                CHECKF(mode == 1 ? n2 == 0 : n2 >= 2, "%s gemv t1 moe M=1: %ld launches with two rows a warp (the downs: %s)",
-                       s.name, n2, mode == 1 ? "none at =1" : "at least 2");
+                CHECKF(mode == 2 ? n2 >= 2 : n2 == 0, "%s gemv t1 moe M=1: %ld launches with two rows a warp (the downs: %s)",
+                       s.name, n2, mode == 2 ? "at least 2" : "none");
+                CHECKF(mode == 4 ? n4 >= 2 : n4 == 0, "%s gemv t1 moe M=1: %ld launches with four rows a warp (the downs: %s)",
+                       s.name, n4, mode == 4 ? "at least 2" : "none");
             }
             free_setup(&s);
         }

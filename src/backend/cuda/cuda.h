@@ -285,6 +285,8 @@ void cu_ws_free(cu_ws *w);
  *                            of two blocks over pairs of row blocks, each loading half of the shared weight tile into
  *                            both blocks' stages by TMA multicast (L2 bytes a stage 32 -> 24 KB; the same bits);
  *                            opt-in until measured.
+ *   DSINFER_CUDA_GEMV_T1=4   the one-row GEMVs of FP8 and BF16 weights with four weight rows a warp (grp_rows4: each x
+ *                            chunk loaded once for four rows; each row's sum the one-row pass's); opt-in until measured.
  *   DSINFER_CUDA_MOE_WG_PIPE=1  the decode experts' FP8 down launch (moe_wg_kernel) with two k-blocks' MMAs in flight a
  *                            consumer warpgroup, issued before the previous one is promoted (the same bits); opt-in
  *                            until measured.
@@ -930,8 +932,11 @@ void cu_moe_routed(ds_backend *be, float *out, const float *x, const ds_layer_we
 /* cu_gemv_group's vec: 0 the scalar kernel; else 1 | CU_GEMV_T1 where the one-row form may run (cu_gemv_flags) */
 #define CU_GEMV_T1 2
 #define CU_GEMV_T2 4   /* ... with two rows a warp (opt.gemv_t1 == 2; FP8 and BF16 weights) */
+#define CU_GEMV_T4 8   /* ... with four rows a warp (opt.gemv_t1 == 4; FP8 and BF16 weights) */
 static inline int cu_gemv_flags(const ds_cuda_backend *cb) {
-    return cb->opt.vec_gemv ? 1 | (cb->opt.gemv_t1 >= 1 ? CU_GEMV_T1 : 0) | (cb->opt.gemv_t1 >= 2 ? CU_GEMV_T2 : 0) : 0;
+    return cb->opt.vec_gemv ? 1 | (cb->opt.gemv_t1 >= 1 ? CU_GEMV_T1 : 0) | (cb->opt.gemv_t1 >= 2 ? CU_GEMV_T2 : 0) |
+                                  (cb->opt.gemv_t1 >= 4 ? CU_GEMV_T4 : 0)
+                            : 0;
 }
 /* Grouped row-dot GEMV (cuda_linear.cu): for each group e < E (blockIdx.y) with rows r in
  * [off[e], off[e+1]) (off NULL: one group of rows [0, M); with off, M is a bound on any group's rows where the caller
@@ -948,10 +953,11 @@ void cu_gemv_group(float *out, int ldo, int out_e, const float *x, int ldx, int 
 int cu_gemv_two(float *out1, float *out2, const float *x, int M, cu_wview w1, cu_wview w2, int vec);
 /* GEMV v2 switch and the SM count it sizes its split-K by (cuda_linear.cu; set at backend creation). */
 extern int cu_gemv_v2, cu_gemv_sms, cu_fp8_fast;
-/* opt.gemv_t1 (DSINFER_CUDA_GEMV_T1=1; =2, the default, two rows a warp; twenty-third session): one-row GEMVs (M == 1, or with off every group at
+/* opt.gemv_t1 (DSINFER_CUDA_GEMV_T1=1; =2, the default, two rows a warp; twenty-third session; =4 four rows a warp, opt-in
+ * until measured, twenty-fifth session): one-row GEMVs (M == 1, or with off every group at
  * most one row: M passed as that bound) on gemv_v2_kernel's one-row form (4 blocks an SM), split K by its occupancy (the
  * same bits where the split is the 8-row kernel's, else another order of the partial sums). cu_gemv_t1_launches counts them in the process (tests). */
-extern long cu_gemv_t1_launches, cu_gemv_t2_launches;
+extern long cu_gemv_t1_launches, cu_gemv_t2_launches, cu_gemv_t4_launches;
 extern int cu_gemv_t1_ks;
 /* DSINFER_CUDA_GEMV_F8C=1 (opt-in, fourteenth session, not yet run on a GPU): the v2 GEMV's FP8 weights scaled once a
  * 16-code chunk and token instead of once a code (cuda_linear.cu VT_FP8C) */

@@ -552,6 +552,88 @@ __device__ __forceinline__ void grp_rows_v2(float (*red)[8][2], float *out, int 
     }
 }
 
+/* ROW2 with NR = 4 (opt.gemv_t1 = 4; FP8 and BF16, one x row): a warp's four rows n .. n + 3 of one weight (nv of them
+ * valid, 1 .. 4), each x chunk loaded once for the four (x's L1 bytes a weight byte: FP8 4 -> 1, ROW2's 2). Each row's
+ * sum is dots_v2's one-row pass: the same chunks in the same order, the same products and additions of a chunk (dot_chunk's
+ * expression), then the warp's sum and the K splits' sum in red as grp_rows_v2; U chunks a lane in flight for each row. */
+template <int VT, int KS, int U>
+__device__ __forceinline__ void grp_rows4(float (*red)[8][2], float *out, int ldo, int out_e, const float *x, int ldx,
+                                          int x_e, const int32_t *xr, int e, int r, const cu_wview &w, int wn, int n, int nv,
+                                          int warp, int ks, int lane) {
+    constexpr int V = vt_traits<VT>::V;
+    constexpr bool F8 = VT == VT_FP8;
+    constexpr int EB = VT == VT_BF16 ? 2 : 1;
+    static_assert(VT == VT_FP8 || VT == VT_BF16, "four rows a warp: FP8 and BF16 weights");
+    const float *xp = x + (size_t)(xr ? xr[r] : r) * ldx + (size_t)e * x_e;
+    const int nc = w.cols / V, rs = w.cols * EB;   /* rs: a row's bytes */
+    /* rows past the valid ones re-read the first (offset 0; not stored); the scales: rows wn .. wn + 3 lie in at most two
+     * 128-row blocks (lo: wn's, hi: wn + 3's), row i takes its own block's */
+    const char *base = (const char *)w.data + (size_t)wn * rs;
+    const int o1 = nv > 1 ? rs : 0, o2 = nv > 2 ? 2 * rs : 0, o3 = nv > 3 ? 3 * rs : 0;
+    const float *sc_lo = F8 ? w.scale + (size_t)(wn >> 7) * (size_t)w.scale_cols : nullptr;
+    const float *sc_hi = F8 ? w.scale + (size_t)((wn + (nv > 0 ? nv - 1 : 0)) >> 7) * (size_t)w.scale_cols : nullptr;
+    const int split = F8 ? 128 - (wn & 127) : 4;   /* rows i >= split are in the hi block */
+    float a[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (nv > 0) {
+        const int c_first = ks * 32 + lane, c_step = 32 * KS;
+        for (int cb = c_first; cb < nc; cb += U * c_step) {
+            uint4 q[U][4];
+            float slo[U], shi[U];
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                int c = cb + u * c_step;
+                q[u][0] = q[u][1] = q[u][2] = q[u][3] = make_uint4(0, 0, 0, 0);
+                slo[u] = shi[u] = 0.0f;
+                if (c < nc) {
+                    const char *p = base + (size_t)c * 16;
+                    q[u][0] = ld_stream16(p);
+                    q[u][1] = ld_stream16(p + o1);
+                    q[u][2] = ld_stream16(p + o2);
+                    q[u][3] = ld_stream16(p + o3);
+                    if (F8) {
+                        slo[u] = __ldg(sc_lo + ((c * V) >> 7));
+                        shi[u] = __ldg(sc_hi + ((c * V) >> 7));
+                    }
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                int c = cb + u * c_step;
+                if (c >= nc) break;
+#pragma unroll
+                for (int i4 = 0; i4 < V / 4; i4++) {
+                    float4 xv = __ldg((const float4 *)(xp + (size_t)c * V + 4 * i4));
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        float4 wv = cvt4<VT>(q[u][i], i4, i < split ? slo[u] : shi[u]);
+                        a[i] += wv.x * xv.x + wv.y * xv.y + wv.z * xv.z + wv.w * xv.w;
+                    }
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) a[i] = cu_warp_sum(a[i]);
+    if (KS > 1) {
+        if (lane == 0)
+#pragma unroll
+            for (int i = 0; i < 4; i++) red[warp][i][0] = a[i];
+        __syncthreads();
+        if (ks == 0 && lane == 0)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                float g = 0.0f;
+                for (int k = 0; k < KS; k++) g += red[warp + k][i][0];
+                a[i] = g;
+            }
+        __syncthreads();   /* red is reused by the next row of x */
+    }
+    if (nv <= 0 || ks != 0 || lane != 0) return;
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        if (i < nv) out[(size_t)r * ldo + (size_t)e * out_e + n + i] = a[i];
+}
+
 /* grid (ceil(max_rows / (GEMV_WARPS / KS)), E or the live slots), block GEMV_WARPS * 32.
  * out2 (not PAIR, no groups; NULL otherwise): two weights of one x (horizontal fusion): rows n < v0.rows are v0's
  * into out, the next v1.rows v1's into out2 [M, ldo2] (n_rows = v0.rows + v1.rows).
@@ -565,7 +647,7 @@ __device__ __forceinline__ void grp_rows_v2(float (*red)[8][2], float *out, int 
 /* ROW2 (TMAX 1, not PAIR; opt.gemv_t1 = 2): a warp takes two adjacent rows, each x chunk loaded once for both (the ncu of
  * the one-row form: L1 84% hits, 'Mem Busy' 72% at 28% of DRAM's rate: every warp re-reads all of x, 4 bytes of x a byte
  * of FP8 weight); rows per block 2 GEMV_WARPS / KS; with out2, v0.rows even (a warp's rows in one weight). */
-template <int VT, bool PAIR, int KS, int TMAX, bool ROW2 = false>
+template <int VT, bool PAIR, int KS, int TMAX, bool ROW2 = false, int NR = 2>
 __global__ void __launch_bounds__(GEMV_WARPS * 32, TMAX == 1 ? 4 : 1) gemv_v2_kernel(float *out, int ldo, int out_e, const float *x, int ldx,
                                                             int x_e, const int32_t *xr, const int32_t *off, int M,
                                                             const cu_wview *tab0, const cu_wview *tab1, cu_wview v0,
@@ -573,7 +655,8 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, TMAX == 1 ? 4 : 1) gemv_v2_ke
                                                             int live, int prefetch, float *out2, int ldo2) {
     __shared__ float red[GEMV_WARPS][8][2];
     int e = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    constexpr int RPB = GEMV_WARPS / KS * (ROW2 ? 2 : 1);
+    constexpr int RW = ROW2 ? NR : 1;   /* a warp's rows */
+    constexpr int RPB = GEMV_WARPS / KS * RW;
     cu_pdl_trigger();
     if (prefetch && !off && !out2) {   /* the rows are known before the previous kernel ends: start them towards L2 */
         cu_wview p0 = tab0 ? tab0[e] : v0;
@@ -593,7 +676,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, TMAX == 1 ? 4 : 1) gemv_v2_ke
     }
     if (cnt <= 0) return;   /* whole block */
     cu_wview w0 = tab0 ? tab0[e] : v0, w1 = PAIR ? (tab1 ? tab1[e] : v1) : w0;
-    int ks = warp % KS, n = blockIdx.x * RPB + warp / KS * (ROW2 ? 2 : 1);
+    int ks = warp % KS, n = blockIdx.x * RPB + warp / KS * RW;
     bool valid = n < n_rows, valid1 = ROW2 && n + 1 < n_rows;
     if (KS == 1 && !valid) return;   /* no barriers when KS == 1 */
     if (!PAIR && out2 && n >= v0.rows) {   /* the second weight's rows (a warp's row, whole: KS warps agree) */
@@ -603,7 +686,10 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, TMAX == 1 ? 4 : 1) gemv_v2_ke
         ldo = ldo2;
     }
     int wn = row0 + e * row_e + (valid ? n : 0);
-    if constexpr (ROW2) {
+    if constexpr (ROW2 && NR == 4) {
+        int nv = valid ? (n_rows - n < 4 ? n_rows - n : 4) : 0;
+        for (int j0 = 0; j0 < cnt; j0++) grp_rows4<VT, KS, 1>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, w0, wn, n, nv, warp, ks, lane);
+    } else if constexpr (ROW2) {
         for (int j0 = 0; j0 < cnt; j0++)
             grp_rows_v2<VT, 1, false, KS, 2, true>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, 1, w0, w1, wn, n, valid,
                                                    warp, ks, lane, valid1);
@@ -636,18 +722,19 @@ static int gemv_v2_ks(int max_rows, int E, int has_off, int nc, int resident) {
 }
 
 /* The warps of gemv_v2_kernel<VT, PAIR, 1, 1, R2> an SM holds (the occupancy calculator, asked once per form) */
-template <int VT, bool PAIR, bool R2 = false>
+template <int VT, bool PAIR, bool R2 = false, int NR = 2>
 static int gemv_t1_resident(void) {
     static int warps;
     if (!warps) {
         int nb = 0;
-        CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, gemv_v2_kernel<VT, PAIR, 1, 1, R2>, GEMV_WARPS * 32, 0));
+        CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, gemv_v2_kernel<VT, PAIR, 1, 1, R2, NR>, GEMV_WARPS * 32, 0));
         warps = (nb > 0 ? nb : 1) * GEMV_WARPS;
     }
     return warps;
 }
 long cu_gemv_t1_launches;   /* launches of the TMAX == 1 kernels (tests: ds_cuda_gemv_t1_launches) */
 long cu_gemv_t2_launches;   /* ... of them with two rows a warp (ROW2; tests: ds_cuda_gemv_t2_launches) */
+long cu_gemv_t4_launches;   /* ... of them with four (ROW2, NR 4; tests: ds_cuda_gemv_t4_launches) */
 int cu_gemv_t1_ks;           /* DSINFER_CUDA_GEMV_T1_KS (lab, process-wide, read at backend creation): the one-row form's
                               * split of K forced to 1, 2, 4 or 8 (0: gemv_v2_ks's choice) */
 
@@ -670,6 +757,7 @@ static void gemv_group_launch(float *out, int ldo, int out_e, const float *x, in
     int live = off && slots > 0 && slots < E;   /* launch only the live groups' blocks (v2 kernel) */
     int t1 = (vec & CU_GEMV_T1) && M == 1;   /* (with off, M bounds a group's rows: moe_grouped passes its tokens) */
     int r2 = t1 && (vec & CU_GEMV_T2) && !pair && (!out2 || v0.rows % 2 == 0);   /* (FP8 / BF16 only: below) */
+    int r4 = r2 && (vec & CU_GEMV_T4) && (!out2 || v0.rows % 4 == 0);            /* four rows a warp */
     int vt = vec ? vt_of(v0) : VT_GEN;   /* v0: a representative view (every group has the same shape) */
     if (vt != VT_GEN && (((uintptr_t)x & 15) || ldx % 4 || x_e % 4)) vt = VT_GEN;
     unsigned th = GEMV_WARPS * 32;
@@ -677,21 +765,23 @@ static void gemv_group_launch(float *out, int ldo, int out_e, const float *x, in
         int V = vt == VT_BF16 ? 8 : vt == VT_FP8 ? 16 : vt == VT_NVFP4 ? 32 : 4;
         if (vt == VT_FP8 && cu_fp8_fast) vt = VT_FP8F;
         else if (vt == VT_FP8 && cu_gemv_f8c) vt = VT_FP8C;
-        if (vt != VT_BF16 && vt != VT_FP8) r2 = 0;
+        if (vt != VT_BF16 && vt != VT_FP8) r2 = r4 = 0;
         int resident = 0;
         if (t1) {
             cu_gemv_t1_launches++;
-            cu_gemv_t2_launches += r2;
+            cu_gemv_t2_launches += r2 && !r4;
+            cu_gemv_t4_launches += r4;
 #define T1_RES(VT) (pair ? gemv_t1_resident<VT, true>() : gemv_t1_resident<VT, false>())
-            resident = r2 ? (vt == VT_BF16 ? gemv_t1_resident<VT_BF16, false, true>() : gemv_t1_resident<VT_FP8, false, true>())
+            resident = r4 ? (vt == VT_BF16 ? gemv_t1_resident<VT_BF16, false, true, 4>() : gemv_t1_resident<VT_FP8, false, true, 4>())
+                     : r2 ? (vt == VT_BF16 ? gemv_t1_resident<VT_BF16, false, true>() : gemv_t1_resident<VT_FP8, false, true>())
                      : vt == VT_BF16 ? T1_RES(VT_BF16) : vt == VT_FP8 ? T1_RES(VT_FP8) : vt == VT_FP8F ? T1_RES(VT_FP8F)
                      : vt == VT_FP8C ? T1_RES(VT_FP8C) : vt == VT_NVFP4 ? T1_RES(VT_NVFP4) : T1_RES(VT_F32);
 #undef T1_RES
         }
-        int warp_rows = r2 ? (max_rows + 1) / 2 : max_rows;   /* a warp's rows: two with r2 */
+        int warp_rows = r4 ? (max_rows + 3) / 4 : r2 ? (max_rows + 1) / 2 : max_rows;   /* a warp's rows: two with r2, four with r4 */
         int ks = gemv_v2_ks(warp_rows, live ? slots : E, off != NULL, v0.cols / V, resident);
         if (t1 && (cu_gemv_t1_ks == 1 || cu_gemv_t1_ks == 2 || cu_gemv_t1_ks == 4 || cu_gemv_t1_ks == 8)) ks = cu_gemv_t1_ks;
-        dim3 g2(cu_blocks((size_t)max_rows, GEMV_WARPS / ks * (r2 ? 2 : 1)), live ? slots : E);
+        dim3 g2(cu_blocks((size_t)max_rows, GEMV_WARPS / ks * (r4 ? 4 : r2 ? 2 : 1)), live ? slots : E);
 #define V2_LAUNCH_T(VT, KS, T)                                                                                 \
     do {                                                                                                       \
         if (pair) cu_launch(gemv_v2_kernel<VT, true, KS, T>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, cu_pdl_prefetch, out2, ldo2); \
@@ -699,7 +789,8 @@ static void gemv_group_launch(float *out, int ldo, int out_e, const float *x, in
     } while (0)
 #define V2_LAUNCH(VT, KS, R2OK)                                                                                \
     do {                                                                                                       \
-        if (R2OK && r2) cu_launch(gemv_v2_kernel<VT, false, KS, 1, R2OK>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, cu_pdl_prefetch, out2, ldo2); \
+        if (R2OK && r4) cu_launch(gemv_v2_kernel<VT, false, KS, 1, R2OK, 4>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, cu_pdl_prefetch, out2, ldo2); \
+        else if (R2OK && r2) cu_launch(gemv_v2_kernel<VT, false, KS, 1, R2OK>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, cu_pdl_prefetch, out2, ldo2); \
         else if (t1) V2_LAUNCH_T(VT, KS, 1);                                                                   \
         else V2_LAUNCH_T(VT, KS, 8);                                                                           \
     } while (0)
