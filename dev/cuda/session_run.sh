@@ -1831,6 +1831,7 @@ fi
 if want s25d; then
   step ops_gemv1 150 env DSINFER_OPS_ONLY=gemv1 $B/test_cuda_ops
   [ -x $B/test_cuda_ops_mut_t4_row ] && mutant $B/test_cuda_ops_mut_t4_row gemv1 '' 100
+  [ -x $B/test_cuda_ops_mut_p4_swap ] && mutant $B/test_cuda_ops_mut_p4_swap gemv1 '' 100
   for v in 2 4; do step ops_m1_t$v 90 env DSINFER_CUDA_GEMV_T1=$v $B/dsinfer bench --ops --ops-m 1 --csv $OUT/ops_m1_t$v.csv; done
   for r in 1 2; do
     for v in 2 4; do

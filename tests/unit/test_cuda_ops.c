@@ -2441,7 +2441,7 @@ static void check_gemv_t1_case(setup *s, ds_backend *t1, ds_backend *t8, const c
  * within NMSE 1e-10 of each other and against the CPU; then the grouped MoE at one token (gate/up pairs, down: every
  * expert one row) against a twin with =0 within NMSE 1e-10, the one-row launches counted. With =1, =2 (FP8 and BF16
  * weights two rows a warp: the launches of that form counted too) and =4 (four rows a warp, counted; 203 rows: a warp
- * with 3 valid rows). */
+ * with 3 valid rows; the MoE's gate / up pairs two rows of each a warp, counted). */
 static void run_gemv_t1(void) {
     if (only && strcmp(only, "gemv1")) return;
     setup s;
@@ -2487,10 +2487,14 @@ static void run_gemv_t1(void) {
             const int m[] = {1};
             for (int d = 0; d < 2; d++) {
                 long n0 = ds_cuda_gemv_t1_launches(), m0 = ds_cuda_gemv_t2_launches(), f0 = ds_cuda_gemv_t4_launches();
+                long p0 = ds_cuda_gemv_p4_launches();
                 check_moe_dt(&s, m, NM(m), d ? DS_DTYPE_BF16 : DS_DTYPE_F8_E4M3, 0, 0);
                 long n = ds_cuda_gemv_t1_launches() - n0, n2 = ds_cuda_gemv_t2_launches() - m0, n4 = ds_cuda_gemv_t4_launches() - f0;
-                printf("  %-8s gemv t1 moe M=1 %s: %ld one-row launches, %ld with two rows a warp, %ld with four\n", s.name,
-                       d ? "BF16" : "F8_E4M3", n, n2, n4);
+                long np = ds_cuda_gemv_p4_launches() - p0;
+                printf("  %-8s gemv t1 moe M=1 %s: %ld one-row launches, %ld with two rows a warp, %ld with four (%ld of them "
+                       "gate / up pairs)\n", s.name, d ? "BF16" : "F8_E4M3", n, n2, n4, np);
+                CHECKF(mode == 4 ? np >= 1 : np == 0, "%s gemv t1 moe M=1: %ld pair launches with two rows each a warp (the "
+                       "experts' gate / up: %s)", s.name, np, mode == 4 ? "at least 1" : "none");
                 CHECKF(n >= 4, "%s gemv t1 moe M=1: %ld one-row launches (the routed and shared experts' gate/up and down: at "
                        "least 4)", s.name, n);
                 CHECKF(mode == 2 ? n2 >= 2 : n2 == 0, "%s gemv t1 moe M=1: %ld launches with two rows a warp (the downs: %s)",

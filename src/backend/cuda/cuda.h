@@ -957,7 +957,7 @@ extern int cu_gemv_v2, cu_gemv_sms, cu_fp8_fast;
  * until measured, twenty-fifth session): one-row GEMVs (M == 1, or with off every group at
  * most one row: M passed as that bound) on gemv_v2_kernel's one-row form (4 blocks an SM), split K by its occupancy (the
  * same bits where the split is the 8-row kernel's, else another order of the partial sums). cu_gemv_t1_launches counts them in the process (tests). */
-extern long cu_gemv_t1_launches, cu_gemv_t2_launches, cu_gemv_t4_launches;
+extern long cu_gemv_t1_launches, cu_gemv_t2_launches, cu_gemv_t4_launches, cu_gemv_p4_launches;
 extern int cu_gemv_t1_ks;
 /* DSINFER_CUDA_GEMV_F8C=1 (opt-in, fourteenth session, not yet run on a GPU): the v2 GEMV's FP8 weights scaled once a
  * 16-code chunk and token instead of once a code (cuda_linear.cu VT_FP8C) */

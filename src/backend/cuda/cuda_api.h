@@ -49,6 +49,8 @@ long ds_cuda_gemv_t1_launches(void);
 long ds_cuda_gemv_t2_launches(void);
 /* ... and of those with four (DSINFER_CUDA_GEMV_T1=4) */
 long ds_cuda_gemv_t4_launches(void);
+/* ... of those, the gate / up pairs' (two rows of each a warp) */
+long ds_cuda_gemv_p4_launches(void);
 /* launches of the W8A8 GEMM's multicast pairs (DSINFER_CUDA_F8_TM_MC; process-wide count; tests) */
 long ds_cuda_f8_tm_mc_launches(void);
 /* grouped launches of the prefill MoE with 64-row tiles where an expert's tile has at most 64 rows (DSINFER_CUDA_MOE_HALF;

@@ -195,6 +195,7 @@ long ds_cuda_moe_wg_pipe_launches(ds_backend *be) { return cu_of(be)->moe_wg_pip
 long ds_cuda_gemv_t1_launches(void) { return cu_gemv_t1_launches; }
 long ds_cuda_gemv_t2_launches(void) { return cu_gemv_t2_launches; }
 long ds_cuda_gemv_t4_launches(void) { return cu_gemv_t4_launches; }
+long ds_cuda_gemv_p4_launches(void) { return cu_gemv_p4_launches; }
 long ds_cuda_f8_tm_mc_launches(void) { return cu_f8_tm_mc_launches; }
 long ds_cuda_moe_half_launches(void) { return cu_moe_half_launches; }
 

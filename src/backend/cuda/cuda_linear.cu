@@ -552,47 +552,58 @@ __device__ __forceinline__ void grp_rows_v2(float (*red)[8][2], float *out, int 
     }
 }
 
-/* ROW2 with NR = 4 (opt.gemv_t1 = 4; FP8 and BF16, one x row): a warp's four rows n .. n + 3 of one weight (nv of them
- * valid, 1 .. 4), each x chunk loaded once for the four (x's L1 bytes a weight byte: FP8 4 -> 1, ROW2's 2). Each row's
- * sum is dots_v2's one-row pass: the same chunks in the same order, the same products and additions of a chunk (dot_chunk's
- * expression), then the warp's sum and the K splits' sum in red as grp_rows_v2; U chunks a lane in flight for each row. */
-template <int VT, int KS, int U>
+/* ROW2 with NR = 4 (opt.gemv_t1 = 4; FP8 and BF16, one x row): four weight rows a warp, each x chunk loaded once for the
+ * four (x's L1 bytes a weight byte: FP8 4 -> 1 for one weight, ROW2's 2; 2 -> 1 for the gate / up pairs). Not PR: rows
+ * n .. n + 3 of w (nv of them valid, 1 .. 4), out[n + i] their sums. PR (the pairs): rows n, n + 1 of the gate w and of
+ * the up w1 (nv valid, 1 .. 2), out[n + i] = SiLU(g_i) u_i. Each row's sum is dots_v2's one-row pass: the same chunks in
+ * the same order, the same products and additions of a chunk (dot_chunk's expression), then the warp's sum and the K
+ * splits' sum in red as grp_rows_v2; U chunks a lane in flight for each row. Slot i of the four: row wn + (PR ? i % 2 : i)
+ * of (PR && i >= 2 ? w1 : w); rows past the valid ones re-read the first (offset 0; not stored). */
+template <int VT, int KS, int U, bool PR>
 __device__ __forceinline__ void grp_rows4(float (*red)[8][2], float *out, int ldo, int out_e, const float *x, int ldx,
-                                          int x_e, const int32_t *xr, int e, int r, const cu_wview &w, int wn, int n, int nv,
-                                          int warp, int ks, int lane) {
+                                          int x_e, const int32_t *xr, int e, int r, const cu_wview &w, const cu_wview &w1,
+                                          int wn, int n, int nv, int warp, int ks, int lane) {
     constexpr int V = vt_traits<VT>::V;
     constexpr bool F8 = VT == VT_FP8;
     constexpr int EB = VT == VT_BF16 ? 2 : 1;
     static_assert(VT == VT_FP8 || VT == VT_BF16, "four rows a warp: FP8 and BF16 weights");
     const float *xp = x + (size_t)(xr ? xr[r] : r) * ldx + (size_t)e * x_e;
     const int nc = w.cols / V, rs = w.cols * EB;   /* rs: a row's bytes */
-    /* rows past the valid ones re-read the first (offset 0; not stored); the scales: rows wn .. wn + 3 lie in at most two
-     * 128-row blocks (lo: wn's, hi: wn + 3's), row i takes its own block's */
     const char *base = (const char *)w.data + (size_t)wn * rs;
-    const int o1 = nv > 1 ? rs : 0, o2 = nv > 2 ? 2 * rs : 0, o3 = nv > 3 ? 3 * rs : 0;
-    const float *sc_lo = F8 ? w.scale + (size_t)(wn >> 7) * (size_t)w.scale_cols : nullptr;
-    const float *sc_hi = F8 ? w.scale + (size_t)((wn + (nv > 0 ? nv - 1 : 0)) >> 7) * (size_t)w.scale_cols : nullptr;
-    const int split = F8 ? 128 - (wn & 127) : 4;   /* rows i >= split are in the hi block */
+    const char *base2 = PR ? (const char *)w1.data + (size_t)wn * rs : base;   /* slots 2, 3 */
+    const int o1 = nv > 1 ? rs : 0, o2 = PR ? 0 : nv > 2 ? 2 * rs : 0, o3 = PR ? o1 : nv > 3 ? 3 * rs : 0;
+    /* the scales: a slot's rows lie in at most two 128-row blocks (lo: wn's, hi: the last valid row's); slot i is in hi
+     * where its row offset (i, or i % 2 for PR) reaches split */
+    const int last = wn + (nv > 0 ? nv - 1 : 0), split = F8 ? 128 - (wn & 127) : 4;
+    const float *sl = F8 ? w.scale + (size_t)(wn >> 7) * (size_t)w.scale_cols : nullptr;
+    const float *sh = F8 ? w.scale + (size_t)(last >> 7) * (size_t)w.scale_cols : nullptr;
+    const float *sl2 = F8 && PR ? w1.scale + (size_t)(wn >> 7) * (size_t)w1.scale_cols : sl;
+    const float *sh2 = F8 && PR ? w1.scale + (size_t)(last >> 7) * (size_t)w1.scale_cols : sh;
     float a[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     if (nv > 0) {
         const int c_first = ks * 32 + lane, c_step = 32 * KS;
         for (int cb = c_first; cb < nc; cb += U * c_step) {
             uint4 q[U][4];
-            float slo[U], shi[U];
+            float slo[U], shi[U], slo2[U], shi2[U];
 #pragma unroll
             for (int u = 0; u < U; u++) {
                 int c = cb + u * c_step;
                 q[u][0] = q[u][1] = q[u][2] = q[u][3] = make_uint4(0, 0, 0, 0);
-                slo[u] = shi[u] = 0.0f;
+                slo[u] = shi[u] = slo2[u] = shi2[u] = 0.0f;
                 if (c < nc) {
-                    const char *p = base + (size_t)c * 16;
+                    const char *p = base + (size_t)c * 16, *p2 = base2 + (size_t)c * 16;
                     q[u][0] = ld_stream16(p);
                     q[u][1] = ld_stream16(p + o1);
-                    q[u][2] = ld_stream16(p + o2);
-                    q[u][3] = ld_stream16(p + o3);
+                    q[u][2] = ld_stream16(p2 + o2);
+                    q[u][3] = ld_stream16(p2 + o3);
                     if (F8) {
-                        slo[u] = __ldg(sc_lo + ((c * V) >> 7));
-                        shi[u] = __ldg(sc_hi + ((c * V) >> 7));
+                        int sb = (c * V) >> 7;
+                        slo[u] = __ldg(sl + sb);
+                        shi[u] = __ldg(sh + sb);
+                        if (PR) {
+                            slo2[u] = __ldg(sl2 + sb);
+                            shi2[u] = __ldg(sh2 + sb);
+                        }
                     }
                 }
             }
@@ -605,7 +616,9 @@ __device__ __forceinline__ void grp_rows4(float (*red)[8][2], float *out, int ld
                     float4 xv = __ldg((const float4 *)(xp + (size_t)c * V + 4 * i4));
 #pragma unroll
                     for (int i = 0; i < 4; i++) {
-                        float4 wv = cvt4<VT>(q[u][i], i4, i < split ? slo[u] : shi[u]);
+                        const int ro = PR ? i % 2 : i;   /* the slot's row offset from wn */
+                        const float sc = PR && i >= 2 ? (ro < split ? slo2[u] : shi2[u]) : (ro < split ? slo[u] : shi[u]);
+                        float4 wv = cvt4<VT>(q[u][i], i4, sc);
                         a[i] += wv.x * xv.x + wv.y * xv.y + wv.z * xv.z + wv.w * xv.w;
                     }
                 }
@@ -629,9 +642,16 @@ __device__ __forceinline__ void grp_rows4(float (*red)[8][2], float *out, int ld
         __syncthreads();   /* red is reused by the next row of x */
     }
     if (nv <= 0 || ks != 0 || lane != 0) return;
+    float *o = out + (size_t)r * ldo + (size_t)e * out_e + n;
+    if (PR) {
 #pragma unroll
-    for (int i = 0; i < 4; i++)
-        if (i < nv) out[(size_t)r * ldo + (size_t)e * out_e + n + i] = a[i];
+        for (int i = 0; i < 2; i++)
+            if (i < nv) o[i] = a[i] / (1.0f + expf(-a[i])) * a[2 + i];
+    } else {
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            if (i < nv) o[i] = a[i];
+    }
 }
 
 /* grid (ceil(max_rows / (GEMV_WARPS / KS)), E or the live slots), block GEMV_WARPS * 32.
@@ -655,7 +675,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, TMAX == 1 ? 4 : 1) gemv_v2_ke
                                                             int live, int prefetch, float *out2, int ldo2) {
     __shared__ float red[GEMV_WARPS][8][2];
     int e = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    constexpr int RW = ROW2 ? NR : 1;   /* a warp's rows */
+    constexpr int RW = ROW2 ? (PAIR ? NR / 2 : NR) : 1;   /* a warp's output rows (PAIR with NR 4: two rows of gate and up) */
     constexpr int RPB = GEMV_WARPS / KS * RW;
     cu_pdl_trigger();
     if (prefetch && !off && !out2) {   /* the rows are known before the previous kernel ends: start them towards L2 */
@@ -687,8 +707,9 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, TMAX == 1 ? 4 : 1) gemv_v2_ke
     }
     int wn = row0 + e * row_e + (valid ? n : 0);
     if constexpr (ROW2 && NR == 4) {
-        int nv = valid ? (n_rows - n < 4 ? n_rows - n : 4) : 0;
-        for (int j0 = 0; j0 < cnt; j0++) grp_rows4<VT, KS, 1>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, w0, wn, n, nv, warp, ks, lane);
+        int nv = valid ? (n_rows - n < RW ? n_rows - n : RW) : 0;
+        for (int j0 = 0; j0 < cnt; j0++)
+            grp_rows4<VT, KS, 1, PAIR>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, w0, w1, wn, n, nv, warp, ks, lane);
     } else if constexpr (ROW2) {
         for (int j0 = 0; j0 < cnt; j0++)
             grp_rows_v2<VT, 1, false, KS, 2, true>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, 1, w0, w1, wn, n, valid,
@@ -734,7 +755,8 @@ static int gemv_t1_resident(void) {
 }
 long cu_gemv_t1_launches;   /* launches of the TMAX == 1 kernels (tests: ds_cuda_gemv_t1_launches) */
 long cu_gemv_t2_launches;   /* ... of them with two rows a warp (ROW2; tests: ds_cuda_gemv_t2_launches) */
-long cu_gemv_t4_launches;   /* ... of them with four (ROW2, NR 4; tests: ds_cuda_gemv_t4_launches) */
+long cu_gemv_t4_launches;   /* ... of them with four weight rows a warp (ROW2, NR 4; tests: ds_cuda_gemv_t4_launches) */
+long cu_gemv_p4_launches;   /* ... of those, the gate / up pairs' (tests: ds_cuda_gemv_p4_launches) */
 int cu_gemv_t1_ks;           /* DSINFER_CUDA_GEMV_T1_KS (lab, process-wide, read at backend creation): the one-row form's
                               * split of K forced to 1, 2, 4 or 8 (0: gemv_v2_ks's choice) */
 
@@ -758,6 +780,7 @@ static void gemv_group_launch(float *out, int ldo, int out_e, const float *x, in
     int t1 = (vec & CU_GEMV_T1) && M == 1;   /* (with off, M bounds a group's rows: moe_grouped passes its tokens) */
     int r2 = t1 && (vec & CU_GEMV_T2) && !pair && (!out2 || v0.rows % 2 == 0);   /* (FP8 / BF16 only: below) */
     int r4 = r2 && (vec & CU_GEMV_T4) && (!out2 || v0.rows % 4 == 0);            /* four rows a warp */
+    int p4 = t1 && pair && (vec & CU_GEMV_T4);                                    /* two rows of each of the pair a warp */
     int vt = vec ? vt_of(v0) : VT_GEN;   /* v0: a representative view (every group has the same shape) */
     if (vt != VT_GEN && (((uintptr_t)x & 15) || ldx % 4 || x_e % 4)) vt = VT_GEN;
     unsigned th = GEMV_WARPS * 32;
@@ -765,23 +788,25 @@ static void gemv_group_launch(float *out, int ldo, int out_e, const float *x, in
         int V = vt == VT_BF16 ? 8 : vt == VT_FP8 ? 16 : vt == VT_NVFP4 ? 32 : 4;
         if (vt == VT_FP8 && cu_fp8_fast) vt = VT_FP8F;
         else if (vt == VT_FP8 && cu_gemv_f8c) vt = VT_FP8C;
-        if (vt != VT_BF16 && vt != VT_FP8) r2 = r4 = 0;
+        if (vt != VT_BF16 && vt != VT_FP8) r2 = r4 = p4 = 0;
         int resident = 0;
         if (t1) {
             cu_gemv_t1_launches++;
             cu_gemv_t2_launches += r2 && !r4;
-            cu_gemv_t4_launches += r4;
+            cu_gemv_t4_launches += r4 || p4;
+            cu_gemv_p4_launches += p4;
 #define T1_RES(VT) (pair ? gemv_t1_resident<VT, true>() : gemv_t1_resident<VT, false>())
-            resident = r4 ? (vt == VT_BF16 ? gemv_t1_resident<VT_BF16, false, true, 4>() : gemv_t1_resident<VT_FP8, false, true, 4>())
+            resident = p4 ? (vt == VT_BF16 ? gemv_t1_resident<VT_BF16, true, true, 4>() : gemv_t1_resident<VT_FP8, true, true, 4>())
+                     : r4 ? (vt == VT_BF16 ? gemv_t1_resident<VT_BF16, false, true, 4>() : gemv_t1_resident<VT_FP8, false, true, 4>())
                      : r2 ? (vt == VT_BF16 ? gemv_t1_resident<VT_BF16, false, true>() : gemv_t1_resident<VT_FP8, false, true>())
                      : vt == VT_BF16 ? T1_RES(VT_BF16) : vt == VT_FP8 ? T1_RES(VT_FP8) : vt == VT_FP8F ? T1_RES(VT_FP8F)
                      : vt == VT_FP8C ? T1_RES(VT_FP8C) : vt == VT_NVFP4 ? T1_RES(VT_NVFP4) : T1_RES(VT_F32);
 #undef T1_RES
         }
-        int warp_rows = r4 ? (max_rows + 3) / 4 : r2 ? (max_rows + 1) / 2 : max_rows;   /* a warp's rows: two with r2, four with r4 */
+        int warp_rows = r4 ? (max_rows + 3) / 4 : r2 || p4 ? (max_rows + 1) / 2 : max_rows;   /* a warp's rows: 2 (r2, p4) or 4 (r4) */
         int ks = gemv_v2_ks(warp_rows, live ? slots : E, off != NULL, v0.cols / V, resident);
         if (t1 && (cu_gemv_t1_ks == 1 || cu_gemv_t1_ks == 2 || cu_gemv_t1_ks == 4 || cu_gemv_t1_ks == 8)) ks = cu_gemv_t1_ks;
-        dim3 g2(cu_blocks((size_t)max_rows, GEMV_WARPS / ks * (r4 ? 4 : r2 ? 2 : 1)), live ? slots : E);
+        dim3 g2(cu_blocks((size_t)max_rows, GEMV_WARPS / ks * (r4 ? 4 : r2 || p4 ? 2 : 1)), live ? slots : E);
 #define V2_LAUNCH_T(VT, KS, T)                                                                                 \
     do {                                                                                                       \
         if (pair) cu_launch(gemv_v2_kernel<VT, true, KS, T>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, cu_pdl_prefetch, out2, ldo2); \
@@ -789,7 +814,8 @@ static void gemv_group_launch(float *out, int ldo, int out_e, const float *x, in
     } while (0)
 #define V2_LAUNCH(VT, KS, R2OK)                                                                                \
     do {                                                                                                       \
-        if (R2OK && r4) cu_launch(gemv_v2_kernel<VT, false, KS, 1, R2OK, 4>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, cu_pdl_prefetch, out2, ldo2); \
+        if (R2OK && p4) cu_launch(gemv_v2_kernel<VT, true, KS, 1, R2OK, (R2OK ? 4 : 2)>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, cu_pdl_prefetch, out2, ldo2); \
+        else if (R2OK && r4) cu_launch(gemv_v2_kernel<VT, false, KS, 1, R2OK, (R2OK ? 4 : 2)>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, cu_pdl_prefetch, out2, ldo2); \
         else if (R2OK && r2) cu_launch(gemv_v2_kernel<VT, false, KS, 1, R2OK>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, cu_pdl_prefetch, out2, ldo2); \
         else if (t1) V2_LAUNCH_T(VT, KS, 1);                                                                   \
         else V2_LAUNCH_T(VT, KS, 8);                                                                           \
