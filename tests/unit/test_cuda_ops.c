@@ -2054,7 +2054,7 @@ static void run_f8_tm_store(void) {
  * 130 (the second block 2 rows), 200, 256 (one full pair), 257 (a second pair with one row), 1024 (4 pairs); shapes:
  * V2-Lite's o (4 K splits at 256 rows: the split index z of each pair), the shared down, a kv_b-like 4096 x 512 (4
  * k-blocks a tile), V3's q_a + kv_a (K 7168, 17 column blocks, the last partial; 7 splits at 65 rows), an odd 260 x 384
- * (the last tile's second weight half wholly past N: a box of zeros). */
+ * (the last tile's second weight half wholly past N: its rows replaced by the tile's first, columns not stored). */
 static void run_f8_tm_mc(void) {
     if (only && strcmp(only, "f8mc")) return;
     setup s;

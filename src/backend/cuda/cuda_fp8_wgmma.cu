@@ -655,12 +655,16 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
                         mbar_expect_tx(&full[s], TM_STAGE - 64 * WG_BK);
                         tma_load(st, &tc, (j.kb0 + i) * WG_BK, j.m0, &full[s]);
                     } else {
+                        /* MC: a block whose rows are all past M loads row 0's instead (not used: both warpgroups skip their
+                         * MMAs), so that no box lies wholly outside the map */
                         mbar_expect_tx(&full[s], TM_STAGE);
-                        tma_load(st, &ta, (j.kb0 + i) * WG_BK, j.m0, &full[s]);
+                        tma_load(st, &ta, (j.kb0 + i) * WG_BK, MC && j.m0 >= M ? 0 : j.m0, &full[s]);
                     }
-                    if (MC)   /* this block's half of the weight tile, into both blocks' stage */
-                        tma_load_mc2(st + TM_BM * WG_BK + rank * 64 * WG_BK, j.mapb, (j.kb0 + i) * WG_BK, j.n0 + 64 * rank,
-                                     &full[s]);
+                    if (MC) {   /* this block's half of the weight tile, into both blocks' stage; a half wholly past N loads
+                                 * the tile's first rows instead (its columns are past N: not stored) */
+                        int brow = j.n0 + 64 * rank < N ? j.n0 + 64 * rank : j.n0;
+                        tma_load_mc2(st + TM_BM * WG_BK + rank * 64 * WG_BK, j.mapb, (j.kb0 + i) * WG_BK, brow, &full[s]);
+                    }
                     else
                         tma_load(st + TM_BM * WG_BK, j.mapb, (j.kb0 + i) * WG_BK, j.n0, &full[s]);
                 }
