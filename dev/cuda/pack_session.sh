@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Everything a session's device calls carry, in one step: dev/cuda/pack.sh (the GPU programs and their libraries), then
+# the mutated op-test builds of the given mutants script (each stripped), without the NCCL tests (the multi-GPU parts
+# build those with pack.sh alone), packed into .deps.tar.xz. About 5 minutes here on 2 cores.
+# usage: bash dev/cuda/pack_session.sh [dev/cuda/mutants_sNN.sh]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+bash dev/cuda/pack.sh
+[ -n "${1:-}" ] && bash "$1"
+rm -f .deps/bin/test_nccl_*
+for f in .deps/bin/test_cuda_ops_mut_*; do [ -e "$f" ] && strip "$f"; done
+tar cJf .deps.tar.xz .deps
+echo "carry .deps.tar.xz: $(du -b .deps.tar.xz | cut -f1) bytes; binaries: $(ls .deps/bin | tr '\n' ' ')"
