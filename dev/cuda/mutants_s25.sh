@@ -13,6 +13,6 @@ bash $m half_row src/backend/cuda/cuda_fp8_wgmma.cu '                        tma
 # the pipelined down's k-block i + 2 promoted with k-block i + 1's weight scale (must fail moepipe: values differ)
 bash $m pipe_scale src/backend/cuda/cuda_moe_wg.cu '                ga = sw0[m.kb0 + i + 2];' '                ga = sw0[m.kb0 + i + 1];'
 # the four-rows-a-warp GEMV's fourth row read from the third row's weights (must fail gemv1: NMSE against the 8-row kernel)
-bash $m t4_row src/backend/cuda/cuda_linear.cu '                    q[u][3] = ld_stream16(p + o3);' '                    q[u][3] = ld_stream16(p + o2);'
+bash $m t4_row src/backend/cuda/cuda_linear.cu '                    q[u][3] = ld_stream16(p2 + o3);' '                    q[u][3] = ld_stream16(p2 + o2);'
 # the four-rows-a-warp pairs' output: SiLU of the up row times the gate (gate and up swapped; must fail gemv1's MoE twin)
 bash $m p4_swap src/backend/cuda/cuda_linear.cu '            if (i < nv) o[i] = a[i] / (1.0f + expf(-a[i])) * a[2 + i];' '            if (i < nv) o[i] = a[2 + i] / (1.0f + expf(-a[2 + i])) * a[i];'
