@@ -7,7 +7,7 @@ m=dev/cuda/build_mutant.sh
 # each block's half of the weight tile written into the other half's place (must fail f8mc: values differ)
 bash $m mc_half src/backend/cuda/cuda_fp8_wgmma.cu '                        tma_load_mc2(st + TM_BM * WG_BK + rank * 64 * WG_BK, j.mapb,' '                        tma_load_mc2(st + TM_BM * WG_BK + (1 - rank) * 64 * WG_BK, j.mapb,'
 # a pair's K split index dropped (every split's partial stored as split 0: f8mc's 4-split cases differ)
-bash $m mc_z src/backend/cuda/cuda_fp8_wgmma.cu '        j->z = t / (mb2 * nb);' '        j->z = 0;'
+bash $m mc_z src/backend/cuda/cuda_fp8_wgmma.cu '    *z = t / (mb2 * nb);' '    *z = 0;'
 # a half tile's 64 rows loaded from one row further (must fail moehalf: values differ from the twin)
 bash $m half_row src/backend/cuda/cuda_fp8_wgmma.cu '                        tma_load(st, &tc, (j.kb0 + i) * WG_BK, j.m0, &full[s]);' '                        tma_load(st, &tc, (j.kb0 + i) * WG_BK, j.m0 + 1, &full[s]);'
 # the pipelined down's k-block i + 2 promoted with k-block i + 1's weight scale (must fail moepipe: values differ)

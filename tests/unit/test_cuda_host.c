@@ -1,5 +1,5 @@
 /* The CUDA kernels' element conversions (FP8 KV entries, e4m3 / bf16 encoders, NVFP4 decoder) against
- * the CPU's, bit for bit, on the host, and the wgmma GEMMs' host-side planning (K splits, the grouped
+ * the CPU's, bit for bit, on the host, and the wgmma GEMMs' host-side planning (K splits, the multicast pairs, the grouped
  * MoE's tile table): their logic is checked in CI without a GPU (cuda_selftest.cu);
  * the kernels themselves are checked against the CPU ops on the GPU by test_cuda_ops. Skips without a
  * CUDA build. */

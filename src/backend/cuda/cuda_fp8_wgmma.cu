@@ -413,13 +413,27 @@ static size_t tm_smem_bytes(int tst = 0) {
 /* tile t of mb x nb output tiles x ks splits -> its first row and column and its stages [kb0, kb0 + nkb):
  * splits outermost, then groups of TM_GROUP_M row blocks, column blocks within a group, row blocks fastest */
 template <int BN = WG_BN>
-__device__ __forceinline__ void tm_tile(int t, int mb, int nb, int K, int kc, int *m0, int *n0, int *kb0, int *nkb) {
+__host__ __device__ __forceinline__ void tm_tile(int t, int mb, int nb, int K, int kc, int *m0, int *n0, int *kb0, int *nkb) {
     int z = t / (mb * nb), r = t % (mb * nb), per = TM_GROUP_M * nb, g = r / per;
     int gm = mb - g * TM_GROUP_M < TM_GROUP_M ? mb - g * TM_GROUP_M : TM_GROUP_M;
     *m0 = (g * TM_GROUP_M + (r % per) % gm) * TM_BM;
     *n0 = (r % per) / gm * BN;
     *kb0 = z * (kc / WG_BK);
     *nkb = (K - z * kc < kc ? K - z * kc : kc) / WG_BK;
+}
+
+/* MC's unit t of the (row-block pairs x column blocks x ks splits), as block `rank` of its cluster takes it: rows m0 ..
+ * m0 + 127 (the pair's row block `rank`; m0 >= M: none valid), weight rows n0 .., stages [kb0, kb0 + nkb), split z */
+__host__ __device__ __forceinline__ void tm_pair_tile(int t, int rank, int M, int N, int K, int kc, int *m0, int *n0, int *kb0,
+                                                      int *nkb, int *z) {
+    int mb2 = (M + 2 * TM_BM - 1) / (2 * TM_BM), nb = (N + WG_BN - 1) / WG_BN, mp;
+    tm_tile(t, mb2, nb, K, kc, &mp, n0, kb0, nkb);   /* mp: the pair's index x TM_BM */
+    *m0 = 2 * mp + rank * TM_BM;
+    *z = t / (mb2 * nb);
+}
+int cu_f8_mc_units(int M, int N, int ks) { return (M + 2 * TM_BM - 1) / (2 * TM_BM) * ((N + WG_BN - 1) / WG_BN) * ks; }
+void cu_f8_mc_tile(int t, int rank, int M, int N, int K, int kc, int out[5]) {
+    tm_pair_tile(t, rank, M, N, K, kc, &out[0], &out[1], &out[2], &out[3], &out[4]);
 }
 
 /* One output tile's work: activation rows m0 .. m0 + 127 loaded, rows below mend valid; weight rows
@@ -451,10 +465,7 @@ template <bool GROUPED, bool CL = false, bool MC = false>
 __device__ __forceinline__ void tm_job_of(tm_job *j, int t, const CUtensorMap *tb, const tm_groups &g, float *out,
                                           const float *ws, int ws_cols, int M, int N, int K, int kc, int ks = 1, int rank = 0) {
     if (MC) {
-        int mb2 = (M + 2 * TM_BM - 1) / (2 * TM_BM), nb = (N + WG_BN - 1) / WG_BN, mp;
-        tm_tile(t, mb2, nb, K, kc, &mp, &j->n0, &j->kb0, &j->nkb);   /* mp: the pair's index x TM_BM */
-        j->m0 = 2 * mp + rank * TM_BM;
-        j->z = t / (mb2 * nb);
+        tm_pair_tile(t, rank, M, N, K, kc, &j->m0, &j->n0, &j->kb0, &j->nkb, &j->z);
         j->mend = M;
         j->nvalid = N;
         j->ocol = j->n0;
