@@ -464,27 +464,7 @@ typedef struct {
 template <bool GROUPED, bool CL = false, bool MC = false>
 __device__ __forceinline__ void tm_job_of(tm_job *j, int t, const CUtensorMap *tb, const tm_groups &g, float *out,
                                           const float *ws, int ws_cols, int M, int N, int K, int kc, int ks = 1, int rank = 0) {
-    if (MC) {
-        tm_pair_tile(t, rank, M, N, K, kc, &j->m0, &j->n0, &j->kb0, &j->nkb, &j->z);
-        j->mend = M;
-        j->nvalid = N;
-        j->ocol = j->n0;
-        j->mapb = tb;
-        j->sw = ws + (size_t)(j->n0 / WG_BN) * ws_cols;
-        j->out = out + (size_t)j->z * M * N;
-    } else if (CL) {
-        int mb = (M + TM_BM - 1) / TM_BM, nb = (N + WG_BN - 1) / WG_BN, z = t % ks, kb0, nkb;
-        tm_tile(t / ks, mb, nb, K, kc, &j->m0, &j->n0, &kb0, &nkb);   /* (split 0's stages: not these) */
-        j->kb0 = z * (kc / WG_BK);
-        j->nkb = (K - z * kc < kc ? K - z * kc : kc) / WG_BK;
-        j->z = z;
-        j->mend = M;
-        j->nvalid = N;
-        j->ocol = j->n0;
-        j->mapb = tb;
-        j->sw = ws + (size_t)(j->n0 / WG_BN) * ws_cols;
-        j->out = out;
-    } else if (GROUPED) {
+    if (GROUPED) {
         int4 e = g.tiles[t];
         int sel = g.n_maps == 2 && e.z >= g.n_split;
         j->m0 = e.y;
@@ -498,17 +478,27 @@ __device__ __forceinline__ void tm_job_of(tm_job *j, int t, const CUtensorMap *t
         j->mapb = &g.maps[e.x * g.n_maps + sel];
         j->sw = g.scales[e.x * g.n_maps + sel] + (size_t)(j->n0 / WG_BN) * ws_cols;
         j->out = out;
+        return;
+    }
+    if (MC) {
+        tm_pair_tile(t, rank, M, N, K, kc, &j->m0, &j->n0, &j->kb0, &j->nkb, &j->z);
+    } else if (CL) {
+        int mb = (M + TM_BM - 1) / TM_BM, nb = (N + WG_BN - 1) / WG_BN, z = t % ks, kb0, nkb;
+        tm_tile(t / ks, mb, nb, K, kc, &j->m0, &j->n0, &kb0, &nkb);   /* (split 0's stages: not these) */
+        j->kb0 = z * (kc / WG_BK);
+        j->nkb = (K - z * kc < kc ? K - z * kc : kc) / WG_BK;
+        j->z = z;
     } else {
         int mb = (M + TM_BM - 1) / TM_BM, nb = (N + WG_BN - 1) / WG_BN;
         tm_tile(t, mb, nb, K, kc, &j->m0, &j->n0, &j->kb0, &j->nkb);
         j->z = t / (mb * nb);
-        j->mend = M;
-        j->nvalid = N;
-        j->ocol = j->n0;
-        j->mapb = tb;
-        j->sw = ws + (size_t)(j->n0 / WG_BN) * ws_cols;
-        j->out = out + (size_t)j->z * M * N;
     }
+    j->mend = M;
+    j->nvalid = N;
+    j->ocol = j->n0;
+    j->mapb = tb;
+    j->sw = ws + (size_t)(j->n0 / WG_BN) * ws_cols;
+    j->out = CL ? out : out + (size_t)j->z * M * N;   /* CL: the cluster's sum is the result; else split z's partial */
 }
 
 /* a consumer warpgroup's view of one tile */
