@@ -332,6 +332,8 @@ typedef struct {
                       * launch (its CTAs start their weight stream on the SMs the kernel before leaves: mw_args.pdl), 2 gate / up's
                       * launch too, 0 neither; -1 (default): 2 for BF16 experts (down right after gate / up: -0.17 ms at b64 and
                       * b256), 0 for FP8 (the quantizer between: 0.1 .. 0.2 ms slower with it) */
+    int moe_wg_pipe;   /* FP8 decode experts: the down launch with two k-blocks' MMAs in flight (cuda_moe_wg.cu; DSINFER_CUDA_MOE_WG_PIPE) */
+    int moe_half;      /* prefill MoE: grouped tiles of <= 64 rows load 64 rows (cuda_fp8_wgmma.cu tm_groups.half; DSINFER_CUDA_MOE_HALF) */
     int route_group;   /* the grouped MoE's one-block grouping done by the routing kernel (cuda_moe.cu; DSINFER_CUDA_ROUTE_GROUP) */
     int l2_prefetch;   /* the next layer's dense weights into L2 on a side stream (cuda_prefetch.cu; DSINFER_CUDA_L2_PREFETCH) */
     int shared_stream_min_m, shared_stream_max_m;   /* ... for batches of this many tokens (_MIN_M, _MAX_M; default 9 .. 128) */
@@ -812,13 +814,8 @@ extern int cu_f8_tm_mc, cu_f8_tm_mc_min_m;
 int cu_f8_mc_units(int M, int N, int ks);
 void cu_f8_mc_tile(int t, int rank, int M, int N, int K, int kc, int out[5]);
 extern long cu_f8_tm_mc_launches;
-/* DSINFER_CUDA_MOE_HALF (default 0 until timed): the prefill MoE's grouped W8A8 launches load a tile of at most 64 of
- * its expert's rows as 64 rows (tm_groups.half): the same bits */
-extern int cu_moe_half;
+/* launches of the prefill MoE's grouped W8A8 form with opt.moe_half (process-wide; tests) */
 extern long cu_moe_half_launches;
-/* DSINFER_CUDA_MOE_WG_PIPE (default 0 until timed): the decode experts' down launch (moe_wg_kernel, one FP8 weight) with
- * two k-blocks' MMAs in flight a consumer warpgroup (acc0 / acc1 in turn): the same bits */
-extern int cu_moe_wg_pipe;
 /* shared pieces of the own W8A8 linears: x [M, K] fp32 -> codes q [M, K] and scales s [M][K/128]
  * (moe_rows_fp8_kernel); out[i] = sum over z < ks of part[z n + i], in z order */
 void cu_rows_fp8_f32(unsigned char *q, float *s, const float *x, int M, int K);

@@ -897,6 +897,8 @@ static cu_opts cu_opts_read(void) {
     o.shared_stream = env_int("DSINFER_CUDA_SHARED_STREAM", 0);
     o.moe_wg_qf = env_int("DSINFER_CUDA_MOE_WG_QF", 0);
     o.moe_wg_pdl = env_int("DSINFER_CUDA_MOE_WG_PDL", -1);
+    o.moe_wg_pipe = env_int("DSINFER_CUDA_MOE_WG_PIPE", 0);   /* opt-in until measured (twenty-fifth session) */
+    o.moe_half = env_int("DSINFER_CUDA_MOE_HALF", 0);         /* opt-in until measured (twenty-fifth session) */
     o.route_group = env_int("DSINFER_CUDA_ROUTE_GROUP", 0);
     o.l2_prefetch = env_int("DSINFER_CUDA_L2_PREFETCH", 0);
     /* on by default since the twelfth session's run 2 (FP8 batch 64 9.00 -> 8.54 ms with all four; RESULTS) */
@@ -1015,8 +1017,6 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     cu_f8_tm_store_min_m = env_int("DSINFER_CUDA_F8_TM_STORE_MIN_M", 512);
     cu_f8_tm_mc = env_int("DSINFER_CUDA_F8_TM_MC", 0);
     cu_f8_tm_mc_min_m = env_int("DSINFER_CUDA_F8_TM_MC_MIN_M", 512);
-    cu_moe_half = env_int("DSINFER_CUDA_MOE_HALF", 0);
-    cu_moe_wg_pipe = env_int("DSINFER_CUDA_MOE_WG_PIPE", 0);
     cu_moe_wgmma = env_int("DSINFER_CUDA_MOE_WGMMA", 1);
     cu_moe_wg = env_int("DSINFER_CUDA_MOE_WG", 1);
     cu_moe_wg_nt = env_int("DSINFER_CUDA_MOE_WG_NT", 0);

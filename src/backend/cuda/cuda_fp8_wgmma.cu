@@ -1542,8 +1542,7 @@ int cu_f8_expert_tiles(int4 *t, const int32_t *off, int E, int n_cols) {
     return n;
 }
 
-int cu_moe_half = 0;         /* DSINFER_CUDA_MOE_HALF (backend creation): tm_groups.half */
-long cu_moe_half_launches;   /* grouped launches with it (process-wide; the op test's evidence that it ran) */
+long cu_moe_half_launches;   /* grouped launches with opt.moe_half (process-wide; the op test's evidence that it ran) */
 
 /* ta: the map of the activation codes [R, K]; ta64: the same codes with 64-row boxes (g->half) */
 static void grouped_launch(ds_cuda_backend *cb, const CUtensorMap &ta, const CUtensorMap &ta64, int R, int K, const float *qs,
@@ -1581,7 +1580,7 @@ const float *cu_moe_gemm_f8(ds_cuda_backend *cb, const float *x, const int32_t *
     int4 *dt = (int4 *)(ws + q_b + qs_b + gu_b + aq_b + as_b + y_b);
     CUtensorMap ta1, ta2, h1, h2;   /* the codes of the rows and of the SiLU products (workspace: 256-byte aligned); h: 64-row boxes */
     if (!tma_map(&ta1, q, R, D) || !tma_map(&ta2, aq, R, I)) return NULL;
-    int half = cu_moe_half && cu_tma_map(&h1, q, R, D, 64) && cu_tma_map(&h2, aq, R, I, 64);
+    int half = cb->opt.moe_half && cu_tma_map(&h1, q, R, D, 64) && cu_tma_map(&h2, aq, R, I, 64);
     if (!half) {
         h1 = ta1;
         h2 = ta2;

@@ -544,8 +544,6 @@ int cu_moe_wg_pref_max_m = 128;        /* DSINFER_CUDA_MOE_WG_PREF_MAX_M: ... up
 int cu_moe_wg_bf16 = 1;                /* DSINFER_CUDA_MOE_WG_BF16 (backend creation) */
 int cu_f8_wg_max_m = 0;               /* DSINFER_CUDA_FP8_WG_MAX_M (backend creation; opt-in, RESULTS tenth session) */
 
-int cu_moe_wg_pipe = 0;                /* DSINFER_CUDA_MOE_WG_PIPE (backend creation): the down launch as moe_wg_kernel<.., PIPE> */
-
 template <bool BF>
 static void mw_init(void) {
     CUDA_CHECK(cudaFuncSetAttribute(moe_wg_kernel<true, 32, BF>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mw_smem_bytes()));
@@ -565,7 +563,7 @@ void cu_moe_wg_init(void) {
 template <bool PAIR, bool BF = false>
 static void mw_launch(ds_cuda_backend *cb, int nt, const CUtensorMap &tx, const CUtensorMap &tw, const mw_args &a) {
     dim3 grid((unsigned)cb->n_sm);
-    if (!PAIR && !BF && cu_moe_wg_pipe) {   /* (PAIR, BF: not instantiated) */
+    if (!PAIR && !BF && cb->opt.moe_wg_pipe) {   /* (PAIR, BF: not instantiated) */
         if (nt == 32) cu_launch_pdl(a.pdl, moe_wg_kernel<false, 32, false, true>, grid, dim3(384), mw_smem_bytes(), tx, tw, a);
         else cu_launch_pdl(a.pdl, moe_wg_kernel<false, 64, false, true>, grid, dim3(384), mw_smem_bytes(), tx, tw, a);
         cb->moe_wg_pipe_launches++;
