@@ -16,3 +16,5 @@ bash $m pipe_scale src/backend/cuda/cuda_moe_wg.cu '                ga = sw0[m.k
 bash $m t4_row src/backend/cuda/cuda_linear.cu '                    q[u][3] = ld_stream16(p2 + o3);' '                    q[u][3] = ld_stream16(p2 + o2);'
 # the four-rows-a-warp pairs' output: SiLU of the up row times the gate (gate and up swapped; must fail gemv1's MoE twin)
 bash $m p4_swap src/backend/cuda/cuda_linear.cu '            if (i < nv) o[i] = a[i] / (1.0f + expf(-a[i])) * a[2 + i];' '            if (i < nv) o[i] = a[2 + i] / (1.0f + expf(-a[2 + i])) * a[i];'
+# the pipelined gate / up's up tile of k-block i + 2 promoted with k-block i + 1's scale (must fail moepipe at =2 only)
+bash $m pipe_upscale src/backend/cuda/cuda_moe_wg.cu '                if (PAIR) gua = sw1[m.kb0 + i + 2];' '                if (PAIR) gua = sw1[m.kb0 + i + 1];'

@@ -870,7 +870,8 @@ static int moe_twin_differ_m;
 /* moe_twin_pdl: the checked backend must launch moe_wg_kernel this many times with PDL in one moe call (gate / up and
  * down at DSINFER_CUDA_MOE_WG_PDL=2), the twin never: the evidence that the twin compares two different paths */
 static int moe_twin_pdl;
-static int moe_twin_pipe;   /* run_moe_pipe: the checked call must run one pipelined down launch, the twin none */
+static int moe_twin_pipe;   /* run_moe_pipe: DSINFER_CUDA_MOE_WG_PIPE of the checked backend (1: its down launch pipelined, 2: and
+                             * gate / up at 32 tokens a chunk), the twin none */
 
 /* How close row x's routing is to a tie on the CPU: the gap between its K-th and (K+1)-th choice scores (softmax or
  * sigmoid of the router logits, plus the bias for noaux_tc; over all experts, the group stage left out) over the
@@ -1006,10 +1007,12 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc, i
                        np, tp, moe_twin_pdl);
             }
             if (moe_twin_pipe) {
+                /* gate / up takes 32 tokens a chunk up to 12 routed rows an expert on average (cu_moe_wg_chunk's rule) */
+                int nt32 = ((long)M * c->num_experts_per_tok + E - 1) / E <= 12, want = 1 + (moe_twin_pipe == 2 && nt32);
                 long np = ds_cuda_moe_wg_pipe_launches(gpu) - pipe0, tp = ds_cuda_moe_wg_pipe_launches(twin) - tpipe0;
-                printf("  %-8s moe M=%d: pipelined down launches %ld (twin %ld)\n", s->name, M, np, tp);
-                CHECKF(np == 1 && tp == 0, "%s moe M=%d: %ld pipelined down launches (twin %ld), expected 1 and 0", s->name, M,
-                       np, tp);
+                printf("  %-8s moe M=%d: pipelined moe_wg launches %ld (twin %ld)\n", s->name, M, np, tp);
+                CHECKF(np == want && tp == 0, "%s moe M=%d: %ld pipelined moe_wg launches (twin %ld), expected %d and 0", s->name,
+                       M, np, tp, want);
             }
             if (moe_twin_nmse > 0) {
                 CHECKF(tn <= moe_twin_nmse, "%s moe M=%d: NMSE %.3g against %s=%s (bound %.1g)", s->name, M, tn, moe_twin_env,
@@ -1985,18 +1988,21 @@ static void run_moe_pdl(void) {
     unsetenv("DSINFER_CUDA_MOE_WG_PDL");
 }
 
-/* DSINFER_OPS_ONLY=moepipe: the decode experts' FP8 down launch with two k-blocks' MMAs in flight a consumer warpgroup
- * (DSINFER_CUDA_MOE_WG_PIPE=1, moe_wg_kernel<false, NT, false, true>) against the plain loop (the twin, =0): the same bits
- * and one pipelined launch a call counted, at 2 .. 256 tokens (32 and 64 tokens a chunk; V2-Lite's 11 k-blocks an item:
- * the odd tail), with gate / up's quantizing epilogue too, V3 (16 k-blocks: the even tail) at 4 and 64; against the CPU. */
+/* DSINFER_OPS_ONLY=moepipe: the decode experts' FP8 launches with two k-blocks' MMAs in flight a consumer warpgroup
+ * (DSINFER_CUDA_MOE_WG_PIPE=1: down, moe_wg_kernel<false, NT, false, true>; =2: gate / up too at 32 tokens a chunk,
+ * <true, 32, false, true>) against the plain loop (the twin, =0): the same bits and the pipelined launches a call
+ * counted, at 2 .. 256 tokens (32 and 64 tokens a chunk; V2-Lite's 11 k-blocks a down item and 16 a gate / up item: the odd
+ * and the even tail), with gate / up's quantizing epilogue too (=1), V3 (16 k-blocks a down item, 56 a gate / up one) at 4
+ * and 64; against the CPU. */
 static void run_moe_pipe(void) {
     if (only && strcmp(only, "moepipe")) return;
     setup s;
-    setenv("DSINFER_CUDA_MOE_WG_PIPE", "1", 1);   /* the backends check_moe_dt makes; its twin with =0 */
     moe_twin = 1;
     moe_twin_env = "DSINFER_CUDA_MOE_WG_PIPE";
-    moe_twin_pipe = 1;
     setenv("DSINFER_MOE_W8A8", "1", 1);
+  for (int mode = 1; mode <= 2; mode++) {
+    setenv("DSINFER_CUDA_MOE_WG_PIPE", mode == 1 ? "1" : "2", 1);   /* the backends check_moe_dt makes; its twin with =0 */
+    moe_twin_pipe = mode;
     for (int qf = 0; qf < 2; qf++) {
         setenv("DSINFER_CUDA_MOE_WG_QF", qf ? "1" : "0", 1);
         if (load_setup(&s, qf ? "v2l-pipeqf" : "v2l-pipe", "configs/deepseek-v2-lite.json", 3, 16)) {
@@ -2011,6 +2017,7 @@ static void run_moe_pipe(void) {
         check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
         free_setup(&s);
     }
+  }
     unsetenv("DSINFER_MOE_W8A8");
     moe_twin = 0;
     moe_twin_pipe = 0;

@@ -288,8 +288,8 @@ void cu_ws_free(cu_ws *w);
  *   DSINFER_CUDA_GEMV_T1=4   the one-row GEMVs of FP8 and BF16 weights with four weight rows a warp (grp_rows4: each x
  *                            chunk loaded once for four rows; each row's sum the one-row pass's); opt-in until measured.
  *   DSINFER_CUDA_MOE_WG_PIPE=1  the decode experts' FP8 down launch (moe_wg_kernel) with two k-blocks' MMAs in flight a
- *                            consumer warpgroup, issued before the previous one is promoted (the same bits); opt-in
- *                            until measured.
+ *                            consumer warpgroup, issued before the previous one is promoted (the same bits); =2: and
+ *                            gate / up at 32 tokens a chunk; opt-in until measured.
  *   DSINFER_CUDA_MOE_HALF=1  the prefill MoE's grouped W8A8 tiles of at most 64 of their expert's rows load those 64
  *                            rows only (24 KB a stage, one consumer warpgroup's MMAs; the same bits); opt-in until
  *                            measured.
@@ -332,7 +332,8 @@ typedef struct {
                       * launch (its CTAs start their weight stream on the SMs the kernel before leaves: mw_args.pdl), 2 gate / up's
                       * launch too, 0 neither; -1 (default): 2 for BF16 experts (down right after gate / up: -0.17 ms at b64 and
                       * b256), 0 for FP8 (the quantizer between: 0.1 .. 0.2 ms slower with it) */
-    int moe_wg_pipe;   /* FP8 decode experts: the down launch with two k-blocks' MMAs in flight (cuda_moe_wg.cu; DSINFER_CUDA_MOE_WG_PIPE) */
+    int moe_wg_pipe;   /* FP8 decode experts: the down launch (1; 2: and gate / up at 32 tokens a chunk) with two k-blocks' MMAs in
+                        * flight (cuda_moe_wg.cu; DSINFER_CUDA_MOE_WG_PIPE) */
     int moe_half;      /* prefill MoE: grouped tiles of <= 64 rows load 64 rows (cuda_fp8_wgmma.cu tm_groups.half; DSINFER_CUDA_MOE_HALF) */
     int route_group;   /* the grouped MoE's one-block grouping done by the routing kernel (cuda_moe.cu; DSINFER_CUDA_ROUTE_GROUP) */
     int l2_prefetch;   /* the next layer's dense weights into L2 on a side stream (cuda_prefetch.cu; DSINFER_CUDA_L2_PREFETCH) */

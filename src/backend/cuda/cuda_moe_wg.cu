@@ -340,31 +340,40 @@ __device__ __forceinline__ int mw_codes_after_wait(unsigned char *sm, int stage_
     return 0;
 }
 
-/* PIPE's stage i of an item (one weight tile, FP8): wait for it, its 4 MMAs of k32 into acc from zero, committed as one
- * group. it0: the ring's use count at the item's first stage; ST the ring's stages. */
-template <int NT, int ST>
-__device__ __forceinline__ void mw_pipe_issue(float (&acc)[NT / 2], unsigned char *sm, uint64_t *full, int it0, int i, int stage,
-                                              int cw, int codes_at) {
+/* PIPE's stage i of an item (FP8): wait for it, its 4 MMAs of k32 into acc from zero (PAIR: and the up tile's into accu,
+ * interleaved as the plain loop issues them), committed as one group. it0: the ring's use count at the item's first
+ * stage; ST the ring's stages; W: a weight tile's bytes (the up tile follows the gate tile). */
+template <int NT, int ST, bool PAIR>
+__device__ __forceinline__ void mw_pipe_issue(float (&acc)[NT / 2], float (&accu)[NT / 2], unsigned char *sm, uint64_t *full, int it0,
+                                              int i, int stage, int cw, int W, int codes_at) {
     int it = it0 + i, s = it % ST;
     mbar_wait(&full[s], (it / ST) & 1);
-    const unsigned char *a0 = sm + s * stage + cw * 64 * MW_BK, *b = sm + s * stage + codes_at;
+    const unsigned char *a0 = sm + s * stage + cw * 64 * MW_BK, *a1 = a0 + W, *b = sm + s * stage + codes_at;
     wg_fence();
 #pragma unroll
-    for (int j = 0; j < 4; j++) mw_mma<NT>(acc, wg_desc(a0 + 32 * j), wg_desc(b + 32 * j), j);
+    for (int j = 0; j < 4; j++) {
+        mw_mma<NT>(acc, wg_desc(a0 + 32 * j), wg_desc(b + 32 * j), j);
+        if (PAIR) mw_mma<NT>(accu, wg_desc(a1 + 32 * j), wg_desc(b + 32 * j), j);
+    }
     wg_commit();
 }
 
-/* PIPE's promotion of stage i (its MMAs complete): the stage given back, then tot += acc x (s_w s_x) as the plain loop
- * does it (the same products in the same k-block order: the same bits); g: the weight tile's scale for this k-block */
-template <int NT, int ST>
-__device__ __forceinline__ void mw_pipe_promote(float (&tot)[NT / 2], const float (&acc)[NT / 2], uint64_t *empty, int it0, int i,
-                                                float g, const float *xsm, int lane) {
+/* PIPE's promotion of stage i (its MMAs complete): the stage given back, then tot += acc x (s_w s_x) (PAIR: totu += accu
+ * x (s_u s_x)) as the plain loop does it (the same products in the same k-block order: the same bits); g, gu: the weight
+ * tiles' scales for this k-block */
+template <int NT, int ST, bool PAIR>
+__device__ __forceinline__ void mw_pipe_promote(float (&tot)[NT / 2], float (&totu)[NT / 2], const float (&acc)[NT / 2],
+                                                const float (&accu)[NT / 2], uint64_t *empty, int it0, int i, float g, float gu,
+                                                const float *xsm, int lane) {
     if (lane == 0) mbar_arrive(&empty[(it0 + i) % ST]);
     const float *sx = xsm + i * NT + 2 * (lane & 3);   /* this thread's tokens 8q + 2 (lane % 4) + h */
 #pragma unroll
     for (int q = 0; q < NT / 8; q++)
 #pragma unroll
-        for (int h = 0; h < 4; h++) tot[4 * q + h] += acc[4 * q + h] * (g * sx[8 * q + (h & 1)]);
+        for (int h = 0; h < 4; h++) {
+            tot[4 * q + h] += acc[4 * q + h] * (g * sx[8 * q + (h & 1)]);
+            if (PAIR) totu[4 * q + h] += accu[4 * q + h] * (gu * sx[8 * q + (h & 1)]);
+        }
 }
 
 /* Grid: any number of CTAs (the SMs), 384 threads, mw_smem_bytes() of dynamic shared memory.
@@ -373,15 +382,14 @@ __device__ __forceinline__ void mw_pipe_promote(float (&tot)[NT / 2], const floa
  * only): gate and up per expert, out BF16 SiLU(g) * u, else fp32. K % 128 == 0.
  * BF (grouped only): BF16 weights and rows instead (a.K their row's bytes, 2K; no scales), a stage 64 columns,
  * k16 MMAs summed into one accumulator over the item's stages.
- * PIPE (one weight, FP8: the experts' down; DSINFER_CUDA_MOE_WG_PIPE): the consumers keep two k-blocks' MMAs in flight,
- * acc0 and acc1 in turn (acc1 is the pair's second accumulator, free without PAIR): k-block i + 1's MMAs are issued
- * before i's are waited for and promoted (f8_tma_kernel's schedule), so a stage's MMA latency and promotion overlap the
- * next one's. The same bits. */
+ * PIPE (FP8; DSINFER_CUDA_MOE_WG_PIPE: 1 the experts' down, 2 gate / up at 32 tokens a chunk too): the consumers keep two
+ * k-blocks' MMAs in flight, two accumulator sets in turn: k-block i + 1's MMAs are issued before i's are waited for and
+ * promoted (f8_tma_kernel's schedule), so a stage's MMA latency and promotion overlap the next one's. The same bits. */
 template <bool PAIR, int NT, bool BF, bool PIPE = false>
 __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ CUtensorMap tx,
                                                         const __grid_constant__ CUtensorMap tw, const mw_args a) {
     typedef mw_shape<PAIR, NT> S;
-    static_assert(!PIPE || (!PAIR && !BF), "the pipelined consumers are the one-weight FP8 form's");
+    static_assert(!PIPE || !BF, "the pipelined consumers are the FP8 forms'");
     /* E: the experts of the item tables, the virtual ones included */
     const int NM = PAIR ? 2 : 1, NB = (a.N + MW_BN - 1) / MW_BN, LK = a.K / MW_BK, E = a.maps ? a.E + a.ns : 1;
     extern __shared__ unsigned char mw_raw[];
@@ -479,31 +487,37 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
             g0 = sw0[m.kb0];
             g1 = sw1[m.kb0];
         }
-        if constexpr (PIPE) {   /* (not PAIR, not BF: static_assert above) */
+        if constexpr (PIPE) {   /* (not BF: static_assert above) */
+            /* k-blocks in turn in (acc0, acc1) and (acc2, acc3): gate, up (PAIR) */
+            float acc2[NT / 2], acc3[NT / 2];
+            for (int q = 0; q < NT / 2; q++) acc2[q] = acc3[q] = 0.0f;
             const int nk = m.kb1 - m.kb0, at = NM * S::W;
-            float ga = g0, gb = 0.0f;   /* the weight scales of the k-blocks in acc0 / acc1 */
-            mw_pipe_issue<NT, S::ST>(acc0, sm, full, it, 0, S::STAGE, cw, at);
+            float ga = g0, gua = g1, gb = 0.0f, gub = 0.0f;   /* the weight scales of the k-blocks in the two sets */
+            mw_pipe_issue<NT, S::ST, PAIR>(acc0, acc1, sm, full, it, 0, S::STAGE, cw, S::W, at);
             int i = 0;
-            for (; i + 2 < nk; i += 2) {   /* i in flight in acc0 */
+            for (; i + 2 < nk; i += 2) {   /* i in flight in (acc0, acc1) */
                 gb = sw0[m.kb0 + i + 1];
-                mw_pipe_issue<NT, S::ST>(acc1, sm, full, it, i + 1, S::STAGE, cw, at);
+                if (PAIR) gub = sw1[m.kb0 + i + 1];
+                mw_pipe_issue<NT, S::ST, PAIR>(acc2, acc3, sm, full, it, i + 1, S::STAGE, cw, S::W, at);
                 wg_wait1();
-                mw_pipe_promote<NT, S::ST>(tot0, acc0, empty, it, i, ga, xsm, lane);
+                mw_pipe_promote<NT, S::ST, PAIR>(tot0, tot1, acc0, acc1, empty, it, i, ga, gua, xsm, lane);
                 ga = sw0[m.kb0 + i + 2];
-                mw_pipe_issue<NT, S::ST>(acc0, sm, full, it, i + 2, S::STAGE, cw, at);
+                if (PAIR) gua = sw1[m.kb0 + i + 2];
+                mw_pipe_issue<NT, S::ST, PAIR>(acc0, acc1, sm, full, it, i + 2, S::STAGE, cw, S::W, at);
                 wg_wait1();
-                mw_pipe_promote<NT, S::ST>(tot0, acc1, empty, it, i + 1, gb, xsm, lane);
+                mw_pipe_promote<NT, S::ST, PAIR>(tot0, tot1, acc2, acc3, empty, it, i + 1, gb, gub, xsm, lane);
             }
-            if (i + 1 < nk) {   /* i in acc0 and one more */
+            if (i + 1 < nk) {   /* i in (acc0, acc1) and one more */
                 gb = sw0[m.kb0 + i + 1];
-                mw_pipe_issue<NT, S::ST>(acc1, sm, full, it, i + 1, S::STAGE, cw, at);
+                if (PAIR) gub = sw1[m.kb0 + i + 1];
+                mw_pipe_issue<NT, S::ST, PAIR>(acc2, acc3, sm, full, it, i + 1, S::STAGE, cw, S::W, at);
                 wg_wait1();
-                mw_pipe_promote<NT, S::ST>(tot0, acc0, empty, it, i, ga, xsm, lane);
+                mw_pipe_promote<NT, S::ST, PAIR>(tot0, tot1, acc0, acc1, empty, it, i, ga, gua, xsm, lane);
                 wg_wait0();
-                mw_pipe_promote<NT, S::ST>(tot0, acc1, empty, it, i + 1, gb, xsm, lane);
+                mw_pipe_promote<NT, S::ST, PAIR>(tot0, tot1, acc2, acc3, empty, it, i + 1, gb, gub, xsm, lane);
             } else {
                 wg_wait0();
-                mw_pipe_promote<NT, S::ST>(tot0, acc0, empty, it, i, ga, xsm, lane);
+                mw_pipe_promote<NT, S::ST, PAIR>(tot0, tot1, acc0, acc1, empty, it, i, ga, gua, xsm, lane);
             }
             it += nk;
         } else {
@@ -557,14 +571,17 @@ void cu_moe_wg_init(void) {
     mw_init<true>();
     CUDA_CHECK(cudaFuncSetAttribute(moe_wg_kernel<false, 32, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mw_smem_bytes()));
     CUDA_CHECK(cudaFuncSetAttribute(moe_wg_kernel<false, 64, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mw_smem_bytes()));
+    CUDA_CHECK(cudaFuncSetAttribute(moe_wg_kernel<true, 32, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mw_smem_bytes()));
 }
 
 /* the kernel with nt (32 or 64) tokens a chunk on a CTA an SM */
 template <bool PAIR, bool BF = false>
 static void mw_launch(ds_cuda_backend *cb, int nt, const CUtensorMap &tx, const CUtensorMap &tw, const mw_args &a) {
     dim3 grid((unsigned)cb->n_sm);
-    if (!PAIR && !BF && cb->opt.moe_wg_pipe) {   /* (PAIR, BF: not instantiated) */
-        if (nt == 32) cu_launch_pdl(a.pdl, moe_wg_kernel<false, 32, false, true>, grid, dim3(384), mw_smem_bytes(), tx, tw, a);
+    /* PIPE: down at both chunk sizes, gate / up (=2) at 32 tokens (at 64 its four accumulator sets would not fit) */
+    if (!BF && cb->opt.moe_wg_pipe && (!PAIR || (cb->opt.moe_wg_pipe >= 2 && nt == 32))) {
+        if (PAIR) cu_launch_pdl(a.pdl, moe_wg_kernel<true, 32, false, true>, grid, dim3(384), mw_smem_bytes(), tx, tw, a);
+        else if (nt == 32) cu_launch_pdl(a.pdl, moe_wg_kernel<false, 32, false, true>, grid, dim3(384), mw_smem_bytes(), tx, tw, a);
         else cu_launch_pdl(a.pdl, moe_wg_kernel<false, 64, false, true>, grid, dim3(384), mw_smem_bytes(), tx, tw, a);
         cb->moe_wg_pipe_launches++;
     } else if (nt == 32) {
