@@ -42,6 +42,7 @@ typedef struct {
     int steps, ceilings_only, mla, ops, fa;
     int batch_fit;                                   /* --batch fit: the most sequences of the (one) context that fit */
     int ops_ms[MAX_LIST], n_ops_ms;                   /* --ops-m */
+    int ops_shapes[MAX_LIST][2], n_ops_shapes;        /* --ops-shapes N x K (0: the V3 set) */
     double bw_gbs, tflops;
     ds_dp_spec dp;                                   /* --data-parallel-size ...: one process per GPU (dist/launch.h) */
     int ep;                                          /* --enable-expert-parallel: the routed experts split over them */
@@ -70,6 +71,25 @@ static int parse_list(const char *s, int *out) {
         if (*end && *end != ',') return -1;
     }
     return n;
+}
+
+/* "NxK[,NxK...]" -> out[i] = {N, K}: N from 1, K a multiple of 128 (the FP8 block scales' width), both at most 2^20;
+ * the count (1 .. MAX_LIST), or -1 when the list does not parse, is empty or is longer */
+static int parse_shapes(const char *s, int (*out)[2]) {
+    int n = 0;
+    while (s && *s) {
+        char *end;
+        long N = strtol(s, &end, 10), K;
+        if (end == s || (*end != 'x' && *end != 'X') || N < 1 || N > (1L << 20) || n == MAX_LIST) return -1;
+        s = end + 1;
+        K = strtol(s, &end, 10);
+        if (end == s || K < 128 || K > (1L << 20) || K % 128 || (*end && *end != ',')) return -1;
+        out[n][0] = (int)N;
+        out[n++][1] = (int)K;
+        s = *end ? end + 1 : end;
+        if (*end && !*s) return -1;   /* a trailing comma */
+    }
+    return n ? n : -1;
 }
 
 /* ---- the byte and FLOP model ----------------------------------------------------------------------- */
@@ -330,8 +350,9 @@ static void usage(void) {
             "       dsinfer bench --mla             the absorbed MLA decode op alone (64 seqs x 4K, 16 and 128 heads)\n"
             "       dsinfer bench --fa [--prompt 2048,8192]  the naive-form prefill attention op alone (one sequence,\n"
             "                                       16 and 128 heads; v3 on wgmma, overlapped or not, v2 on mma.sync)\n"
-            "       dsinfer bench --ops [--ops-m 1,64,128,4096]  the FP8 GEMMs of the V3 shapes alone: W8A8 as the\n"
-            "                                       engine runs it, cuBLASLt block-scaled FP8, cuBLAS BF16\n"
+            "       dsinfer bench --ops [--ops-m 1,64,128,4096] [--ops-shapes NxK,...]  the FP8 GEMMs of the V3 shapes\n"
+            "                                       (or the given N x K) alone: W8A8 as the engine runs it, cuBLASLt\n"
+            "                                       block-scaled FP8, cuBLAS BF16\n"
             "       --data-parallel-size N: one process per GPU (N / K on each of K nodes, rank 0 at --master-addr:\n"
             "                    --master-port; one node: 127.0.0.1 and a free port), each decoding --batch sequences of\n"
             "                    its own; rows count the whole group (batch N x B, the slowest rank's step);\n"
@@ -359,7 +380,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
         {"enable-expert-parallel", 0, 0, 'E'}, {"nnodes", 1, 0, 'N'}, {"node-rank", 1, 0, 'R'},
         {"master-addr", 1, 0, 'a'}, {"master-port", 1, 0, 'P'}, {"tensor-parallel-size", 1, 0, 'T'},
         {"pipeline-parallel-size", 1, 0, 'L'}, {"plot", 1, 0, 'G'}, {"plot-from", 1, 0, 'F'}, {"fa", 0, 0, 'Y'},
-        {0, 0, 0, 0}};
+        {"ops-shapes", 1, 0, 'S'}, {0, 0, 0, 0}};
     *o = (bench_opts){.model = "configs/deepseek-v2-lite.json", .dtype = "bf16", .label = "dsinfer", .steps = 16,
                       .kv = "auto", .dp = {.size = 1, .nnodes = 1}};
     int prompts_given = 0;
@@ -435,6 +456,14 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
             LIST_OR_FAIL("--ops-m", o->n_ops_ms, optarg);
             if (!o->n_ops_ms) {
                 fprintf(stderr, "dsinfer bench: --ops-m needs at least one M\n");
+                return 2;
+            }
+            break;
+        case 'S':
+            o->n_ops_shapes = parse_shapes(optarg, o->ops_shapes);
+            if (o->n_ops_shapes < 0) {
+                fprintf(stderr, "dsinfer bench: bad --ops-shapes \"%s\" (NxK,... : N >= 1, K a multiple of 128, at most %d shapes)\n",
+                        optarg, MAX_LIST);
                 return 2;
             }
             break;
@@ -537,10 +566,11 @@ static int run_ops(const ds_config *cfg, const bench_opts *o) {
            "own us", "TFLOP/s", "%fp8", "cuBLASLt", "TFLOP/s", "%fp8", "ratio", "BF16 us", "TFLOP/s", "%bf16");
     double lg_eng[MAX_LIST] = {0}, lg_own[MAX_LIST] = {0}, lg_lt[MAX_LIST] = {0};
     int n_lg[MAX_LIST] = {0};
-    int n_shapes = (int)(sizeof OPS_SHAPES / sizeof OPS_SHAPES[0]);
+    int n_shapes = o->n_ops_shapes ? o->n_ops_shapes : (int)(sizeof OPS_SHAPES / sizeof OPS_SHAPES[0]);
+    const int(*shapes)[2] = o->n_ops_shapes ? (const int(*)[2])o->ops_shapes : OPS_SHAPES;
     for (int si = 0; si < n_shapes; si++) {
         ds_ops_row rows[MAX_LIST];
-        if (ds_cuda_bench_ops(cfg, OPS_SHAPES[si][0], OPS_SHAPES[si][1], o->ops_ms, o->n_ops_ms, rows, err)) {
+        if (ds_cuda_bench_ops(cfg, shapes[si][0], shapes[si][1], o->ops_ms, o->n_ops_ms, rows, err)) {
             fprintf(stderr, "dsinfer bench --ops: %s\n", err);
             if (csv) fclose(csv);
             return 1;

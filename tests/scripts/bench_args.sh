@@ -19,6 +19,14 @@ expect 2 'unknown --dtype "fp16"' --dtype fp16
 expect 2 'unknown --kv-cache-dtype "fp16"' --kv-cache-dtype fp16
 expect 2 '--batch fit needs exactly one --ctx' --batch fit --ctx 1K,4K
 expect 2 '--ops-m needs at least one M' --ops --ops-m ''
+expect 2 'bad --ops-shapes "7168x100"' --ops --ops-shapes 7168x100
+expect 2 'bad --ops-shapes "7168"' --ops --ops-shapes 7168
+expect 2 'bad --ops-shapes ""' --ops --ops-shapes ''
+expect 2 'bad --ops-shapes "2112x7168,"' --ops --ops-shapes 2112x7168,
+expect 2 'bad --ops-shapes "0x7168"' --ops --ops-shapes 0x7168
+expect 2 'bad --ops-shapes "2112x7168;256x7168"' --ops --ops-shapes '2112x7168;256x7168'
+# a good list passes the flags and stops only at the GPU (exit 1 without one; CI has none)
+if ! nvidia-smi >/dev/null 2>&1; then expect 1 'no usable CUDA device' --ops --ops-m 64 --ops-shapes 2112x7168,7168x16384; fi
 expect 2 '--nnodes 3: between 1 and the data parallel size 2' --data-parallel-size 2 --nnodes 3
 expect 2 'need --data-parallel-size (or --tensor-parallel-size) of 2 or more' --enable-expert-parallel
 expect 2 'decode rows only' --data-parallel-size 2 --prompt 512
