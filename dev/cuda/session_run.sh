@@ -1775,28 +1775,35 @@ fi
 # s25: the twenty-fifth session's tree, written without device time. The multicast pairs of the W8A8 TMA GEMM
 # (DSINFER_CUDA_F8_TM_MC): op test f8mc and its mutants, the op tests of the kernel's other forms (tm_job_of changed for
 # all: f8ts, f8tp, f8tc), `bench --ops --ops-m 4096` with it off / on twice (the prediction in KERNELS.md "Twenty-fifth
-# session"), FP8 prefill rows off / on; then the twenty-fourth session's unrun final checks (s24g's list)
+# session"). About 7 minutes.
 if want s25; then
   step ops_f8mc 150 env DSINFER_OPS_ONLY=f8mc DSINFER_OPS_MAX_M=1024 $B/test_cuda_ops
   for mu in mc_half mc_z; do [ -x $B/test_cuda_ops_mut_$mu ] && mutant $B/test_cuda_ops_mut_$mu f8mc 1024 100; done
   for o in f8ts f8tp f8tc; do step ops_$o 100 env DSINFER_OPS_ONLY=$o DSINFER_OPS_MAX_M=1024 $B/test_cuda_ops; done
-  step ops_moehalf 200 env DSINFER_OPS_ONLY=moehalf DSINFER_OPS_MAX_M=2100 $B/test_cuda_ops
-  [ -x $B/test_cuda_ops_mut_half_row ] && mutant $B/test_cuda_ops_mut_half_row moehalf 2100 150
-  # one V3 MoE layer at 4096 tokens (issue 8's MoE figure; RESULTS eighth session): DSINFER_CUDA_MOE_HALF 0 / 1
-  python3 -c 'import json; c = json.load(open("configs/deepseek-v3.json")); c.update(num_hidden_layers=1, first_k_dense_replace=0); json.dump(c, open("/tmp/v3-1moe.json", "w"))'
-  for v in 0 1 0 1; do
-    step v3moe_h$v 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_OP_TIMES=1 DSINFER_CUDA_MOE_HALF=$v $B/dsinfer bench --model /tmp/v3-1moe.json --dtype fp8 --prompt 4K --steps 1 --csv $CSV --label s25-v3moe-h$v
-    grep -E "moe: (gate/up|down|SiLU)" $OUT/v3moe_h$v.log | tail -3
-  done
   for r in 1 2; do
     for v in 0 1; do step ops_mc$v-$r 90 env DSINFER_CUDA_F8_TM_MC=$v $B/dsinfer bench --ops --ops-m 4096 --csv $OUT/ops_mc$v-$r.csv; done
   done
-  for v in 0 1; do
-    step pre_mc$v 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_F8_TM_MC=$v $B/dsinfer bench --dtype fp8 --batch '' --ctx '' --prompt 512,2K,8K --steps 2 --csv $CSV --label s25-pre-mc$v
+fi
+# s25e: the prefill MoE's half tiles (DSINFER_CUDA_MOE_HALF): op test moehalf, mutant half_row, one V3 MoE layer at 4096
+# tokens (issue 8's MoE figure, RESULTS eighth session's command with no decode rows) with HALF 0 / 1 twice
+if want s25e; then
+  step ops_moehalf 200 env DSINFER_OPS_ONLY=moehalf DSINFER_OPS_MAX_M=2100 $B/test_cuda_ops
+  [ -x $B/test_cuda_ops_mut_half_row ] && mutant $B/test_cuda_ops_mut_half_row moehalf 2100 150
+  python3 -c 'import json; c = json.load(open("configs/deepseek-v3.json")); c.update(num_hidden_layers=1, first_k_dense_replace=0); json.dump(c, open("/tmp/v3-1moe.json", "w"))'
+  for v in 0 1 0 1; do
+    step v3moe_h$v 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_OP_TIMES=1 DSINFER_CUDA_MOE_HALF=$v $B/dsinfer bench --model /tmp/v3-1moe.json --dtype fp8 --batch '' --ctx '' --prompt 4K --steps 1 --csv $CSV --label s25-v3moe-h$v
+    grep -E "moe: (gate/up|down|SiLU)" $OUT/v3moe_h$v.log | tail -3
   done
+fi
+# s25f: the final tree's checks (the twenty-fourth session's unrun s24g list: goldens, model, op tests moepdl / quantw /
+# shin / moeqf / router) and FP8 prefill rows with the multicast pairs off / on
+if want s25f; then
   step golden 60 $B/test_cuda_golden
   for o in moepdl quantw shin moeqf router; do step ops_$o 60 env DSINFER_OPS_ONLY=$o DSINFER_OPS_MAX_M=256 $B/test_cuda_ops; done
   step model 60 $B/test_cuda_model
+  for v in 0 1; do
+    step pre_mc$v 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_F8_TM_MC=$v $B/dsinfer bench --dtype fp8 --batch '' --ctx '' --prompt 512,2K,8K --steps 2 --csv $CSV --label s25-pre-mc$v
+  done
 fi
 # s25b: FP8's down launch with PDL after its quantizer (issue 7): the launch gaps of `bench --ceilings` (empty pairs, the
 # quantizer-shaped then persistent pair plainly / PDL / PDL with the trigger after the stores), op test moepdl with the
