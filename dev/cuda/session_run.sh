@@ -1808,19 +1808,22 @@ fi
 # s25b: FP8's down launch with PDL after its quantizer (issue 7): the launch gaps of `bench --ceilings` (empty pairs, the
 # quantizer-shaped then persistent pair plainly / PDL / PDL with the trigger after the stores), op test moepdl with the
 # late trigger (DSINFER_CUDA_QUANT_WARP=2); the pipelined experts (DSINFER_CUDA_MOE_WG_PIPE=1 down, =2 and gate / up at 32
-# tokens a chunk): op test moepipe, mutants pipe_scale / pipe_upscale; FP8 rows default vs PIPE=1 vs PIPE=2 vs
-# MOE_WG_PDL=1 QUANT_WARP=2 vs MOE_WG_PDL=1, alternated twice
+# tokens a chunk): op test moepipe, mutants pipe_scale / pipe_upscale (to 64 tokens); the rows: s25g
 if want s25b; then
   step ceil 90 $B/dsinfer bench --ceilings
-  step ops_moepipe 120 env DSINFER_OPS_ONLY=moepipe DSINFER_OPS_MAX_M=256 $B/test_cuda_ops
-  [ -x $B/test_cuda_ops_mut_pipe_scale ] && mutant $B/test_cuda_ops_mut_pipe_scale moepipe 256 100
-  [ -x $B/test_cuda_ops_mut_pipe_upscale ] && mutant $B/test_cuda_ops_mut_pipe_upscale moepipe 256 150
+  step ops_moepipe 200 env DSINFER_OPS_ONLY=moepipe DSINFER_OPS_MAX_M=256 $B/test_cuda_ops
+  [ -x $B/test_cuda_ops_mut_pipe_scale ] && mutant $B/test_cuda_ops_mut_pipe_scale moepipe 64 150
+  [ -x $B/test_cuda_ops_mut_pipe_upscale ] && mutant $B/test_cuda_ops_mut_pipe_upscale moepipe 64 150
   step ops_moepdl_qw2 90 env DSINFER_OPS_ONLY=moepdl DSINFER_OPS_MAX_M=256 DSINFER_CUDA_QUANT_WARP=2 $B/test_cuda_ops
+fi
+# s25g: s25b's FP8 rows (the same build, after s25b's checks): default / PIPE 1 / PIPE 2 / PDL 1 + late trigger / PDL 1,
+# alternated twice (about 4 minutes)
+if want s25g; then
   for r in 1 2; do
     for v in d pipe pipe2 p1q2 p1; do
       E=; [ $v = p1q2 ] && E="DSINFER_CUDA_MOE_WG_PDL=1 DSINFER_CUDA_QUANT_WARP=2"; [ $v = p1 ] && E="DSINFER_CUDA_MOE_WG_PDL=1"
       [ $v = pipe ] && E="DSINFER_CUDA_MOE_WG_PIPE=1"; [ $v = pipe2 ] && E="DSINFER_CUDA_MOE_WG_PIPE=2"
-      step dec_$v 50 env DSINFER_CUDA_TC=1 $E $B/dsinfer bench --dtype fp8 --batch 8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s25b-$v-fp8
+      step dec_$v 50 env DSINFER_CUDA_TC=1 $E $B/dsinfer bench --dtype fp8 --batch 8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s25g-$v-fp8
     done
   done
 fi
