@@ -1853,4 +1853,8 @@ if want s25d; then
     done
   done
 fi
+# opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
+# main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
+if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi
+if want opsp1; then step ops_full_p1 570 env DSINFER_OPS_PART=1/2 $B/test_cuda_ops; fi
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"

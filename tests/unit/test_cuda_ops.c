@@ -3140,6 +3140,18 @@ static void run_lt_tune(void) {
     unsetenv("DSINFER_CACHE_DIR");
 }
 
+/* DSINFER_OPS_PART=k/n (0 <= k < n <= 16): only the k-th of every n run groups of main (RUN), so that the whole suite can
+ * run as n device calls of a bounded length; the environment main sets between groups is set in every part alike */
+static int ops_part, ops_parts = 1;
+static int in_part(void) {
+    static int idx;
+    return idx++ % ops_parts == ops_part;
+}
+#define RUN(call)                                                                                              \
+    do {                                                                                                       \
+        if (in_part()) call;                                                                                   \
+    } while (0)
+
 int main(void) {
     char why[256];
     if (!ds_cuda_available(why, sizeof why)) test_skip(why);
@@ -3155,117 +3167,124 @@ int main(void) {
     printf("test_cuda_ops: seed %llu (DSINFER_SEED repeats it)\n", (unsigned long long)rng_state);
     int small = getenv("DSINFER_OPS_SMALL") != NULL;
     if (getenv("DSINFER_OPS_MAX_M")) max_m = atoi(getenv("DSINFER_OPS_MAX_M"));
+    const char *part = getenv("DSINFER_OPS_PART");
+    if (part && (sscanf(part, "%d/%d", &ops_part, &ops_parts) != 2 || ops_parts < 1 || ops_parts > 16 || ops_part < 0 ||
+                 ops_part >= ops_parts)) {
+        fprintf(stderr, "test_cuda_ops: bad DSINFER_OPS_PART \"%s\" (k/n with 0 <= k < n <= 16)\n", part);
+        return 2;
+    }
+    if (part) printf("test_cuda_ops: part %d of %d (every %d-th run group)\n", ops_part, ops_parts, ops_parts);
     /* DSINFER_OPS_ONLY=mla, w8a8, moe8, moebf, side, linear2, kvb or qkv: the tensor-core MLA decode cases, the W8A8
      * paths, the W8A8 experts, the BF16 experts on wgmma, the shared experts' second stream, linear2 and the W8A8
      * MLP, kv_b's BF16 copy, or the fused qkv_finish alone (a quick check after a change to them) */
     only = getenv("DSINFER_OPS_ONLY");
-    run_odd("h1", "configs/deepseek-v2-lite.json", 1);
-    run_odd("h3-fp8", "tests/fixtures/tiny-v3-fp8/config.json", 3);
-    run_odd("h63", "configs/deepseek-v2-lite.json", 63);
-    run_fp8_fast();
-    run_gemv_f8c();
-    run_fp8_codes();
-    run_moe_w8a8();
-    run_moe_wg_bf16();
-    run_w8a8_linear();
-    run_nvfp4_simt();
-    run_lt_tune();
-    run_moe_gemm();
-    run_side_stream();
-    run_linear2();
-    run_kvb_copy();
-    run_combine2();
-    run_qkv_finish();
-    run_router();
-    run_w8a8_small();
-    run_f8_cluster();
-    run_f8_tma1();
-    run_f8_tm_pref();
-    run_f8_tm_cluster();
-    run_quant_warp();
-    run_f8_tm_store();
-    run_f8_tm_mc();
-    run_moe_half();
-    run_moe_pipe();
-    run_f8_bn192();
-    run_moe_qf();
-    run_moe_pdl();
-    run_route_group();
-    run_group3();
-    run_attn_in();
-    run_gemv_t1();
-    run_moe_shared_in();
-    run_f8_reduce2();
-    run_f8_lab();
-    run_fa3();
-    run_moe_combine2();
+    RUN(run_odd("h1", "configs/deepseek-v2-lite.json", 1));
+    RUN(run_odd("h3-fp8", "tests/fixtures/tiny-v3-fp8/config.json", 3));
+    RUN(run_odd("h63", "configs/deepseek-v2-lite.json", 63));
+    RUN(run_fp8_fast());
+    RUN(run_gemv_f8c());
+    RUN(run_fp8_codes());
+    RUN(run_moe_w8a8());
+    RUN(run_moe_wg_bf16());
+    RUN(run_w8a8_linear());
+    RUN(run_nvfp4_simt());
+    RUN(run_lt_tune());
+    RUN(run_moe_gemm());
+    RUN(run_side_stream());
+    RUN(run_linear2());
+    RUN(run_kvb_copy());
+    RUN(run_combine2());
+    RUN(run_qkv_finish());
+    RUN(run_router());
+    RUN(run_w8a8_small());
+    RUN(run_f8_cluster());
+    RUN(run_f8_tma1());
+    RUN(run_f8_tm_pref());
+    RUN(run_f8_tm_cluster());
+    RUN(run_quant_warp());
+    RUN(run_f8_tm_store());
+    RUN(run_f8_tm_mc());
+    RUN(run_moe_half());
+    RUN(run_moe_pipe());
+    RUN(run_f8_bn192());
+    RUN(run_moe_qf());
+    RUN(run_moe_pdl());
+    RUN(run_route_group());
+    RUN(run_group3());
+    RUN(run_attn_in());
+    RUN(run_gemv_t1());
+    RUN(run_moe_shared_in());
+    RUN(run_f8_reduce2());
+    RUN(run_f8_lab());
+    RUN(run_fa3());
+    RUN(run_moe_combine2());
     const int kv_small[] = {1, 3, 4, 63}, kv_big[] = {1, 4, 128};
     /* C = 199: two scale blocks, the second partial, entries at odd byte offsets (335 bytes) */
-    run_kv("h3-kv8", "configs/deepseek-v2-lite.json", 3, 199, 5, 0, KV_FP8, kv_small, NM(kv_small), 23);
-    run_kv("h3-kv8u", "configs/deepseek-v2-lite.json", 3, 199, 5, 1, KV_FP8, kv_small, NM(kv_small), 23);
-    run_kv("h3-kv16", "configs/deepseek-v2-lite.json", 3, 199, 5, 0, KV_BF16, kv_small, NM(kv_small), 23);
-    run_kv("h3-kv16u", "configs/deepseek-v2-lite.json", 3, 199, 5, 1, KV_BF16, kv_small, NM(kv_small), 23);
-    run_mla_tc("h3-tc", "configs/deepseek-v2-lite.json", 3, KV_F32, 5, kv_small, NM(kv_small), 150);
-    run_mla_tc("h20-tc8", "configs/deepseek-v2-lite.json", 20, KV_FP8, 5, kv_small, NM(kv_small), 150);
-    run_mla_tc("h3-tc8", "configs/deepseek-v2-lite.json", 3, KV_FP8, 7, kv_small, NM(kv_small), 150);
-    run_mla_tc("h3-tc16", "configs/deepseek-v2-lite.json", 3, KV_BF16, 5, kv_small, NM(kv_small), 150);
+    RUN(run_kv("h3-kv8", "configs/deepseek-v2-lite.json", 3, 199, 5, 0, KV_FP8, kv_small, NM(kv_small), 23));
+    RUN(run_kv("h3-kv8u", "configs/deepseek-v2-lite.json", 3, 199, 5, 1, KV_FP8, kv_small, NM(kv_small), 23));
+    RUN(run_kv("h3-kv16", "configs/deepseek-v2-lite.json", 3, 199, 5, 0, KV_BF16, kv_small, NM(kv_small), 23));
+    RUN(run_kv("h3-kv16u", "configs/deepseek-v2-lite.json", 3, 199, 5, 1, KV_BF16, kv_small, NM(kv_small), 23));
+    RUN(run_mla_tc("h3-tc", "configs/deepseek-v2-lite.json", 3, KV_F32, 5, kv_small, NM(kv_small), 150));
+    RUN(run_mla_tc("h20-tc8", "configs/deepseek-v2-lite.json", 20, KV_FP8, 5, kv_small, NM(kv_small), 150));
+    RUN(run_mla_tc("h3-tc8", "configs/deepseek-v2-lite.json", 3, KV_FP8, 7, kv_small, NM(kv_small), 150));
+    RUN(run_mla_tc("h3-tc16", "configs/deepseek-v2-lite.json", 3, KV_BF16, 5, kv_small, NM(kv_small), 150));
     if (!small) {
-        run_mla_tc("v2l-tc", "configs/deepseek-v2-lite.json", 0, KV_F32, 16, kv_big, NM(kv_big), 300);
-        run_mla_tc("v2l-tc8", "configs/deepseek-v2-lite.json", 0, KV_FP8, 16, kv_big, NM(kv_big), 300);
-        run_mla_tc("v2l-tc16", "configs/deepseek-v2-lite.json", 0, KV_BF16, 16, kv_big, NM(kv_big), 300);
+        RUN(run_mla_tc("v2l-tc", "configs/deepseek-v2-lite.json", 0, KV_F32, 16, kv_big, NM(kv_big), 300));
+        RUN(run_mla_tc("v2l-tc8", "configs/deepseek-v2-lite.json", 0, KV_FP8, 16, kv_big, NM(kv_big), 300));
+        RUN(run_mla_tc("v2l-tc16", "configs/deepseek-v2-lite.json", 0, KV_BF16, 16, kv_big, NM(kv_big), 300));
         /* 600 new tokens over ragged sequences: several 128-query blocks of one sequence (FA v2), contexts of
          * many 64-row tiles through both cp.async stages, partial last blocks and tiles */
         /* the BF16 cache through the first kernel (DSINFER_CUDA_MLA_TC2=0; the cases above run v2), its tile
          * staged by registers and by cp.async (DSINFER_CUDA_MLA_ASYNC, opt-in) */
         setenv("DSINFER_CUDA_MLA_TC2", "0", 1);
-        run_mla_tc("v2l-tc16v1", "configs/deepseek-v2-lite.json", 0, KV_BF16, 16, kv_big, NM(kv_big), 300);
-        run_mla_tc("v2l-tc8v1", "configs/deepseek-v2-lite.json", 0, KV_FP8, 16, kv_big, NM(kv_big), 300);   /* FP8 in v1 */
+        RUN(run_mla_tc("v2l-tc16v1", "configs/deepseek-v2-lite.json", 0, KV_BF16, 16, kv_big, NM(kv_big), 300));
+        RUN(run_mla_tc("v2l-tc8v1", "configs/deepseek-v2-lite.json", 0, KV_FP8, 16, kv_big, NM(kv_big), 300));   /* FP8 in v1 */
         setenv("DSINFER_CUDA_MLA_ASYNC", "1", 1);
-        run_mla_tc("v2l-tc16a", "configs/deepseek-v2-lite.json", 0, KV_BF16, 16, kv_big, NM(kv_big), 300);
-        run_mla_tc("h3-tc16a", "configs/deepseek-v2-lite.json", 3, KV_BF16, 5, kv_small, NM(kv_small), 150);
+        RUN(run_mla_tc("v2l-tc16a", "configs/deepseek-v2-lite.json", 0, KV_BF16, 16, kv_big, NM(kv_big), 300));
+        RUN(run_mla_tc("h3-tc16a", "configs/deepseek-v2-lite.json", 3, KV_BF16, 5, kv_small, NM(kv_small), 150));
         unsetenv("DSINFER_CUDA_MLA_ASYNC");
         unsetenv("DSINFER_CUDA_MLA_TC2");
         /* v2 with part (18) or none (0) of Q's fragments in registers (DSINFER_CUDA_MLA_QREG; default all) */
         setenv("DSINFER_CUDA_MLA_QREG", "18", 1);
-        run_mla_tc("v2l-tc16q18", "configs/deepseek-v2-lite.json", 0, KV_BF16, 16, kv_big, NM(kv_big), 300);
+        RUN(run_mla_tc("v2l-tc16q18", "configs/deepseek-v2-lite.json", 0, KV_BF16, 16, kv_big, NM(kv_big), 300));
         setenv("DSINFER_CUDA_MLA_QREG", "0", 1);
-        run_mla_tc("h3-tc16q0", "configs/deepseek-v2-lite.json", 3, KV_BF16, 5, kv_small, NM(kv_small), 150);
+        RUN(run_mla_tc("h3-tc16q0", "configs/deepseek-v2-lite.json", 3, KV_BF16, 5, kv_small, NM(kv_small), 150));
         unsetenv("DSINFER_CUDA_MLA_QREG");
         /* the FP8 cache through v2 (DSINFER_CUDA_MLA_TC2_FP8=1: rows decoded into a BF16 tile; the default, 2,
          * runs the cases above through mla_decode_f8h_kernel): 16 heads, 3 and 20 (partial groups), 128 (V3) */
         setenv("DSINFER_CUDA_MLA_TC2_FP8", "1", 1);
-        run_mla_tc("v2l-tc8v2", "configs/deepseek-v2-lite.json", 0, KV_FP8, 16, kv_big, NM(kv_big), 300);
-        run_mla_tc("h20-tc8v2", "configs/deepseek-v2-lite.json", 20, KV_FP8, 5, kv_small, NM(kv_small), 150);
-        run_mla_tc("h3-tc8v2", "configs/deepseek-v2-lite.json", 3, KV_FP8, 7, kv_small, NM(kv_small), 150);
-        run_mla_tc("v3-tc8v2", "configs/deepseek-v3.json", 0, KV_FP8, 16, kv_big, NM(kv_big), 300);
+        RUN(run_mla_tc("v2l-tc8v2", "configs/deepseek-v2-lite.json", 0, KV_FP8, 16, kv_big, NM(kv_big), 300));
+        RUN(run_mla_tc("h20-tc8v2", "configs/deepseek-v2-lite.json", 20, KV_FP8, 5, kv_small, NM(kv_small), 150));
+        RUN(run_mla_tc("h3-tc8v2", "configs/deepseek-v2-lite.json", 3, KV_FP8, 7, kv_small, NM(kv_small), 150));
+        RUN(run_mla_tc("v3-tc8v2", "configs/deepseek-v3.json", 0, KV_FP8, 16, kv_big, NM(kv_big), 300));
         unsetenv("DSINFER_CUDA_MLA_TC2_FP8");
         /* v2 at 128 heads (8 blocks of 16 heads per entry and split; the wgmma kernel off) and 20 (a partial head
          * group) */
         setenv("DSINFER_CUDA_MLA_WG", "0", 1);
-        run_mla_tc("v3-tc16", "configs/deepseek-v3.json", 0, KV_BF16, 16, kv_big, NM(kv_big), 300);
+        RUN(run_mla_tc("v3-tc16", "configs/deepseek-v3.json", 0, KV_BF16, 16, kv_big, NM(kv_big), 300));
         unsetenv("DSINFER_CUDA_MLA_WG");
-        run_mla_tc("h20-tc16", "configs/deepseek-v2-lite.json", 20, KV_BF16, 7, kv_small, NM(kv_small), 150);
+        RUN(run_mla_tc("h20-tc16", "configs/deepseek-v2-lite.json", 20, KV_BF16, 7, kv_small, NM(kv_small), 150));
         /* 64 heads a block on wgmma (DSINFER_CUDA_MLA_WG, default on; set here in case the environment has it off): V3's 128 heads (two head groups; 1 entry: five
          * splits of one tile, 128 entries: one split of five tiles through both ring slots), 64 heads on 7-row pages */
         setenv("DSINFER_CUDA_MLA_WG", "1", 1);
         setenv("DSINFER_CUDA_MLA_WG_TMA", "0", 1);   /* the rows by cp.async (page 7 takes it anyway) */
-        run_mla_tc("v3-tc16wg", "configs/deepseek-v3.json", 0, KV_BF16, 16, kv_big, NM(kv_big), 300);
-        run_mla_tc("h64-tc16wg", "configs/deepseek-v2-lite.json", 64, KV_BF16, 7, kv_small, NM(kv_small), 150);
+        RUN(run_mla_tc("v3-tc16wg", "configs/deepseek-v3.json", 0, KV_BF16, 16, kv_big, NM(kv_big), 300));
+        RUN(run_mla_tc("h64-tc16wg", "configs/deepseek-v2-lite.json", 64, KV_BF16, 7, kv_small, NM(kv_small), 150));
         /* its rows by TMA (DSINFER_CUDA_MLA_WG_TMA, default): pages of 16 (four boxes a tile), 8, 64 (one box) and 128 (a
          * tile inside a page); partial last tiles over NaN-poisoned pages */
         setenv("DSINFER_CUDA_MLA_WG_TMA", "1", 1);
-        run_mla_tc("v3-tc16wgt", "configs/deepseek-v3.json", 0, KV_BF16, 16, kv_big, NM(kv_big), 300);
-        run_mla_tc("h64-wgt8", "configs/deepseek-v2-lite.json", 64, KV_BF16, 8, kv_small, NM(kv_small), 150);
-        run_mla_tc("h64-wgt64", "configs/deepseek-v2-lite.json", 64, KV_BF16, 64, kv_small, NM(kv_small), 150);
-        run_mla_tc("h128-wgt128", "configs/deepseek-v2-lite.json", 128, KV_BF16, 128, kv_small, NM(kv_small), 150);
+        RUN(run_mla_tc("v3-tc16wgt", "configs/deepseek-v3.json", 0, KV_BF16, 16, kv_big, NM(kv_big), 300));
+        RUN(run_mla_tc("h64-wgt8", "configs/deepseek-v2-lite.json", 64, KV_BF16, 8, kv_small, NM(kv_small), 150));
+        RUN(run_mla_tc("h64-wgt64", "configs/deepseek-v2-lite.json", 64, KV_BF16, 64, kv_small, NM(kv_small), 150));
+        RUN(run_mla_tc("h128-wgt128", "configs/deepseek-v2-lite.json", 128, KV_BF16, 128, kv_small, NM(kv_small), 150));
         /* v2, FlashMLA's schedule (DSINFER_CUDA_MLA_WG=2: a warpgroup's own tiles, the other's P from shared memory;
          * TMA page sizes only): the same cases; 128 entries give splits of 1 .. 5 tiles (both warpgroups' last-tile
          * forms), 1 and 4 entries splits of one tile (warpgroup 1 only adds warpgroup 0's) */
         setenv("DSINFER_CUDA_MLA_WG", "2", 1);
-        run_mla_tc("v3-wg2", "configs/deepseek-v3.json", 0, KV_BF16, 16, kv_big, NM(kv_big), 300);
-        run_mla_tc("h64-wg2p8", "configs/deepseek-v2-lite.json", 64, KV_BF16, 8, kv_small, NM(kv_small), 150);
-        run_mla_tc("h64-wg2p64", "configs/deepseek-v2-lite.json", 64, KV_BF16, 64, kv_small, NM(kv_small), 150);
-        run_mla_tc("h128-wg2p128", "configs/deepseek-v2-lite.json", 128, KV_BF16, 128, kv_small, NM(kv_small), 150);
+        RUN(run_mla_tc("v3-wg2", "configs/deepseek-v3.json", 0, KV_BF16, 16, kv_big, NM(kv_big), 300));
+        RUN(run_mla_tc("h64-wg2p8", "configs/deepseek-v2-lite.json", 64, KV_BF16, 8, kv_small, NM(kv_small), 150));
+        RUN(run_mla_tc("h64-wg2p64", "configs/deepseek-v2-lite.json", 64, KV_BF16, 64, kv_small, NM(kv_small), 150));
+        RUN(run_mla_tc("h128-wg2p128", "configs/deepseek-v2-lite.json", 128, KV_BF16, 128, kv_small, NM(kv_small), 150));
         setenv("DSINFER_CUDA_MLA_WG", "1", 1);
         unsetenv("DSINFER_CUDA_MLA_WG_TMA");
         unsetenv("DSINFER_CUDA_MLA_WG");
@@ -3274,29 +3293,29 @@ int main(void) {
         setenv("DSINFER_CUDA_ABSORB2", "2", 1);
         setenv("DSINFER_CUDA_ABSORB3_MAX_T", "2", 1);
         const int abs_m[] = {1, 2, 3};
-        run_mla_tc("v2l-abs3", "configs/deepseek-v2-lite.json", 0, KV_BF16, 16, abs_m, NM(abs_m), 300);
-        run_mla_tc("v3-abs3", "configs/deepseek-v3.json", 0, KV_BF16, 16, abs_m, NM(abs_m), 300);
+        RUN(run_mla_tc("v2l-abs3", "configs/deepseek-v2-lite.json", 0, KV_BF16, 16, abs_m, NM(abs_m), 300));
+        RUN(run_mla_tc("v3-abs3", "configs/deepseek-v3.json", 0, KV_BF16, 16, abs_m, NM(abs_m), 300));
         setenv("DSINFER_CUDA_ABSORB3_MAX_T", "8", 1);
         const int abs_m8[] = {3, 8};
-        run_mla_tc("v2l-abs3t8", "configs/deepseek-v2-lite.json", 0, KV_BF16, 16, abs_m8, NM(abs_m8), 300);
-        run_mla_tc("v3-abs3t8", "configs/deepseek-v3.json", 0, KV_BF16, 16, abs_m8, NM(abs_m8), 300);
+        RUN(run_mla_tc("v2l-abs3t8", "configs/deepseek-v2-lite.json", 0, KV_BF16, 16, abs_m8, NM(abs_m8), 300));
+        RUN(run_mla_tc("v3-abs3t8", "configs/deepseek-v3.json", 0, KV_BF16, 16, abs_m8, NM(abs_m8), 300));
         unsetenv("DSINFER_CUDA_ABSORB3_MAX_T");
         unsetenv("DSINFER_CUDA_ABSORB2");
         /* the first prefill attention kernel (DSINFER_CUDA_FA2=0), still selectable */
         setenv("DSINFER_CUDA_FA2", "0", 1);
-        run_mla_tc("h3-tcfa1", "configs/deepseek-v2-lite.json", 3, KV_BF16, 5, kv_small, NM(kv_small), 150);
+        RUN(run_mla_tc("h3-tcfa1", "configs/deepseek-v2-lite.json", 3, KV_BF16, 5, kv_small, NM(kv_small), 150));
         unsetenv("DSINFER_CUDA_FA2");
         setup s_off;   /* the flags are process-wide, read when a backend is created: one more turns them back */
         if (load_setup(&s_off, "flags-off", "tests/fixtures/tiny-v3-fp8/config.json", 3, 16)) free_setup(&s_off);
         const int long_m[] = {600};
-        run_mla_tc("v2l-tcL", "configs/deepseek-v2-lite.json", 0, KV_BF16, 16, long_m, NM(long_m), 300);
-        run_mla_tc("v3-tc", "configs/deepseek-v3.json", 0, KV_F32, 16, kv_big, NM(kv_big), 300);
-        run_mla_tc("v3-tc8", "configs/deepseek-v3.json", 0, KV_FP8, 16, kv_big, NM(kv_big), 300);
-        run_kv("v2l-kv8", "configs/deepseek-v2-lite.json", 0, 0, 16, 0, KV_FP8, kv_big, NM(kv_big), 300);
-        run_kv("v3-kv8", "configs/deepseek-v3.json", 0, 0, 16, 0, KV_FP8, kv_big, NM(kv_big), 200);
-        run_kv("v2l-kv16", "configs/deepseek-v2-lite.json", 0, 0, 16, 0, KV_BF16, kv_big, NM(kv_big), 300);
-        run_lite();
-        run_v3();
+        RUN(run_mla_tc("v2l-tcL", "configs/deepseek-v2-lite.json", 0, KV_BF16, 16, long_m, NM(long_m), 300));
+        RUN(run_mla_tc("v3-tc", "configs/deepseek-v3.json", 0, KV_F32, 16, kv_big, NM(kv_big), 300));
+        RUN(run_mla_tc("v3-tc8", "configs/deepseek-v3.json", 0, KV_FP8, 16, kv_big, NM(kv_big), 300));
+        RUN(run_kv("v2l-kv8", "configs/deepseek-v2-lite.json", 0, 0, 16, 0, KV_FP8, kv_big, NM(kv_big), 300));
+        RUN(run_kv("v3-kv8", "configs/deepseek-v3.json", 0, 0, 16, 0, KV_FP8, kv_big, NM(kv_big), 200));
+        RUN(run_kv("v2l-kv16", "configs/deepseek-v2-lite.json", 0, 0, 16, 0, KV_BF16, kv_big, NM(kv_big), 300));
+        RUN(run_lite());
+        RUN(run_v3());
     }
     return test_result("test_cuda_ops");
 }
