@@ -1853,6 +1853,24 @@ if want s25d; then
     done
   done
 fi
+# s26a: why the multicast pairs (DSINFER_CUDA_F8_TM_MC=1) ran at half the one-block kernel's rate at M = 4096 (RESULTS
+# twenty-sixth session run 1): op test f8mc (prints the clusters launched at most), ncu of one launch each way on two shapes
+# (grid, cluster, occupancy, SM active-cycle spread, throughputs), `bench --ops --ops-m 4096` with MC 0 / 1 / 1 with 66
+# clusters forced (DSINFER_CUDA_F8_TM_MC_FIT)
+if want s26a; then
+  step ops_f8mc 150 env DSINFER_OPS_ONLY=f8mc DSINFER_OPS_MAX_M=1024 $B/test_cuda_ops
+  grep -m1 "clusters of two" $OUT/ops_f8mc.log
+  for v in 0 1; do
+    step ncu_mc$v 120 env DSINFER_CUDA_F8_TM_MC=$v ncu --set full --metrics launch__grid_size,launch__cluster_dim_x,launch__occupancy_cluster_pct,sm__cycles_active.min,sm__cycles_active.max,sm__cycles_active.avg -k regex:f8_tma_kernel --launch-count 2 --page details --log-file $OUT/ncu_mc$v.txt $B/dsinfer bench --ops --ops-shapes 7168x16384,2112x7168 --ops-m 4096
+    grep -E "f8_tma_kernel|Duration|Grid Size|Cluster|launch__|sm__cycles_active|Throughput|Waves|Occupancy|Eligible|Bank" $OUT/ncu_mc$v.txt | head -70
+  done
+  for r in 1 2; do
+    for v in 0 1 f66; do
+      E="DSINFER_CUDA_F8_TM_MC=$v"; [ $v = f66 ] && E="DSINFER_CUDA_F8_TM_MC=1 DSINFER_CUDA_F8_TM_MC_FIT=66"
+      step ops_$v-$r 90 env $E $B/dsinfer bench --ops --ops-m 4096 --csv $OUT/ops_$v-$r.csv
+    done
+  done
+fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi

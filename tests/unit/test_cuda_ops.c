@@ -2081,7 +2081,8 @@ static void run_f8_tm_mc(void) {
             long n = ds_cuda_f8_tm_mc_launches() - n0;
             int runs = 0;   /* check_f8_alt's =1 backend: two calls at each M it runs */
             for (int k = 0; k < cases[i].nM; k++) runs += cases[i].Ms[k] <= max_m ? 2 : 0;
-            printf("  %-8s W8A8 %s: %ld multicast launches (expected %d)\n", s.name, cases[i].what, n, runs);
+            printf("  %-8s W8A8 %s: %ld multicast launches (expected %d), at most %d clusters of two\n", s.name, cases[i].what, n,
+                   runs, ds_cuda_f8_tm_mc_clusters());
             CHECKF(n == runs, "%s %s: %ld multicast launches, expected %d", s.name, cases[i].what, n, runs);
         }
         free_setup(&s);
@@ -2442,7 +2443,7 @@ static void check_gemv_t1_case(setup *s, ds_backend *t1, ds_backend *t8, const c
     for (int i = 0; i < NM(bs); i++) buf_free(s, bs[i]);
 }
 
-/* DSINFER_OPS_ONLY=gemv1: the one-row GEMV form (DSINFER_CUDA_GEMV_T1=1, the default; cuda_linear.cu gemv_v2_kernel
+/* DSINFER_OPS_ONLY=gemv1: the one-row GEMV form (DSINFER_CUDA_GEMV_T1=1; =4 the default; cuda_linear.cu gemv_v2_kernel
  * TMAX = 1) against the 8-row kernel (=0): linear at one row over V2-Lite's and V3's widths (q, o, the shared experts'
  * down K 2816, V3 K 7168, an odd 200 x 304), BF16, FP8, NVFP4 and FP32 weights, linear2's two-weight form (q + kv_a),
  * within NMSE 1e-10 of each other and against the CPU; then the grouped MoE at one token (gate/up pairs, down: every

@@ -809,7 +809,8 @@ extern int cu_f8_tm_store, cu_f8_tm_store_min_m;
 extern int cu_f8_bn192, cu_f8_bn192_min_m;
 /* DSINFER_CUDA_F8_TM_MC (default 0 until timed): the dense TMA-store W8A8 GEMM from DSINFER_CUDA_F8_TM_MC_MIN_M rows
  * (default 512) as clusters of two row blocks sharing each weight tile by TMA multicast: the same bits */
-extern int cu_f8_tm_mc, cu_f8_tm_mc_min_m;
+extern int cu_f8_tm_mc, cu_f8_tm_mc_min_m, cu_f8_tm_mc_fit_set;
+int cu_f8_tm_mc_clusters(void);   /* the clusters an MC launch takes at most (0: none fits) */
 /* its units (row-block pairs x column blocks x ks splits) and unit t as block `rank` of a cluster takes it: out = m0, n0,
  * kb0, nkb, z (the kernel's own tm_pair_tile; host self-test) */
 int cu_f8_mc_units(int M, int N, int ks);

@@ -197,6 +197,7 @@ long ds_cuda_gemv_t2_launches(void) { return cu_gemv_t2_launches; }
 long ds_cuda_gemv_t4_launches(void) { return cu_gemv_t4_launches; }
 long ds_cuda_gemv_p4_launches(void) { return cu_gemv_p4_launches; }
 long ds_cuda_f8_tm_mc_launches(void) { return cu_f8_tm_mc_launches; }
+int ds_cuda_f8_tm_mc_clusters(void) { return cu_f8_tm_mc_clusters(); }
 long ds_cuda_moe_half_launches(void) { return cu_moe_half_launches; }
 
 void ds_cuda_download_bytes(ds_backend *be, void *dst, const void *src, size_t n) {
@@ -887,7 +888,7 @@ static cu_opts cu_opts_read(void) {
     o.moe_live = env_int("DSINFER_CUDA_MOE_LIVE", 1);
     o.absorb_tc = env_int("DSINFER_CUDA_ABSORB_TC", 1);
     o.vec_gemv = env_int("DSINFER_CUDA_VEC_GEMV", 1);
-    o.gemv_t1 = env_int("DSINFER_CUDA_GEMV_T1", 2);   /* 2: two rows a warp (RESULTS twenty-third session run 4) */
+    o.gemv_t1 = env_int("DSINFER_CUDA_GEMV_T1", 4);   /* 4: four rows a warp (RESULTS twenty-sixth session run 2; 2: twenty-third run 4) */
     o.fp8_gemm = env_int("DSINFER_CUDA_FP8_GEMM", o.tc);   /* W8A8 linears with the tensor-core paths */
     o.lt_tune = env_int("DSINFER_CUDA_LT_TUNE", 1);
     o.moe_gemm = env_int("DSINFER_CUDA_MOE_GEMM", 1);
@@ -1017,6 +1018,7 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     cu_f8_tm_store_min_m = env_int("DSINFER_CUDA_F8_TM_STORE_MIN_M", 512);
     cu_f8_tm_mc = env_int("DSINFER_CUDA_F8_TM_MC", 0);
     cu_f8_tm_mc_min_m = env_int("DSINFER_CUDA_F8_TM_MC_MIN_M", 512);
+    cu_f8_tm_mc_fit_set = env_int("DSINFER_CUDA_F8_TM_MC_FIT", 0);
     cu_moe_wgmma = env_int("DSINFER_CUDA_MOE_WGMMA", 1);
     cu_moe_wg = env_int("DSINFER_CUDA_MOE_WG", 1);
     cu_moe_wg_nt = env_int("DSINFER_CUDA_MOE_WG_NT", 0);

@@ -1111,10 +1111,14 @@ static int tm_cluster_launch(const CUtensorMap &ta, const CUtensorMap &tb, float
  * the pair's weight tile into both blocks' stages (a stage's L2 bytes 32 -> 24 KB for the same MMAs). */
 int cu_f8_tm_mc = 0;            /* DSINFER_CUDA_F8_TM_MC (backend creation) */
 int cu_f8_tm_mc_min_m = 512;    /* DSINFER_CUDA_F8_TM_MC_MIN_M: ... from this many rows */
+int cu_f8_tm_mc_fit_set = 0;    /* DSINFER_CUDA_F8_TM_MC_FIT (lab): > 0, the clusters launched at most, instead of the
+                                 * occupancy calculator's answer (clusters past those resident wait for a free pair of SMs) */
 long cu_f8_tm_mc_launches;      /* launches of the MC form (process-wide; the op test's evidence that it ran) */
 
-/* the clusters of two TMA-store blocks that can run at once (cudaOccupancyMaxActiveClusters), asked once */
+/* the clusters of two TMA-store blocks that can run at once (cudaOccupancyMaxActiveClusters, asked once), or
+ * DSINFER_CUDA_F8_TM_MC_FIT where set */
 static int tm_mc_fit(void) {
+    if (cu_f8_tm_mc_fit_set > 0) return cu_f8_tm_mc_fit_set;
     static int fit;   /* 0: not asked yet; -1: none (a race between backends asks twice, the same answer) */
     if (!fit) {
         cudaLaunchAttribute at;
@@ -1137,6 +1141,8 @@ static int tm_mc_fit(void) {
     }
     return fit > 0 ? fit : 0;
 }
+
+int cu_f8_tm_mc_clusters(void) { return tm_mc_fit(); }
 
 /* the MC form over w [N, K] (tb64: w's map with boxes of 64 rows) into the TMA-store map tc of dst: 1 if launched, 0 when
  * no cluster of two fits */
