@@ -1871,6 +1871,23 @@ if want s26a; then
     done
   done
 fi
+# s26b: the multicast pairs with the consumers' remote arrive at CTA scope (was .release.cluster: 36% of the warps' cycles
+# on its fence): the MC kernels' fences in SASS, op test f8mc, ncu of one launch each way, `bench --ops --ops-m 4096` MC 0 / 1
+# twice, FP8 prefill rows MC 0 / 1
+if want s26b; then
+  command -v cuobjdump >/dev/null && cuobjdump -sass $B/dsinfer 2>/dev/null | awk '/Function :/{f=$3} /MEMBAR|FENCE|SYNCS.ARRIVE/{split($0,a,";"); c[f" "$2" "$3]++} END{for(k in c) print c[k], k}' | grep f8_tma_kernel | sort -k2 > $OUT/sass_fences.txt; head -30 $OUT/sass_fences.txt
+  step ops_f8mc 150 env DSINFER_OPS_ONLY=f8mc DSINFER_OPS_MAX_M=1024 $B/test_cuda_ops
+  step ncu_mc1 120 env DSINFER_CUDA_F8_TM_MC=1 ncu --set full -k regex:f8_tma_kernel --launch-count 1 --page details --log-file $OUT/ncu_mc1.txt $B/dsinfer bench --ops --ops-shapes 7168x16384 --ops-m 4096
+  grep -E "Duration|Throughput|Eligible|Warp Cycles Per Issued|stalled" $OUT/ncu_mc1.txt | head -20
+  for r in 1 2; do
+    for v in 0 1; do step ops_mc$v-$r 90 env DSINFER_CUDA_F8_TM_MC=$v $B/dsinfer bench --ops --ops-m 4096 --csv $OUT/ops_mc$v-$r.csv; done
+  done
+  for r in 1 2; do
+    for v in 0 1; do
+      step pre_mc$v-$r 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_F8_TM_MC=$v $B/dsinfer bench --dtype fp8 --batch '' --ctx '' --prompt 512,2K,8K --steps 2 --csv $CSV --label s26b-pre-mc$v
+    done
+  done
+fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi

@@ -537,19 +537,18 @@ __device__ __forceinline__ tm_sc tm_scales(const tm_ctx *c, int i) {
 
 /* A stage given back by this consumer warp (its lane 0): on this block's empty barrier; MC: on both blocks' of the
  * cluster (the stage's weight halves come from both producers, so each producer waits for both blocks' consumers:
- * empty[s] counts 16 arrivals). The remote arrive is a release at cluster scope (PTX ISA "mbarrier.arrive" on a
- * shared::cluster address from mapa). */
+ * empty[s] counts 16 arrivals). The other block's barrier by its shared::cluster address (mapa) with the default
+ * semantics (release at CTA scope): the consumer wrote nothing the producer reads, its MMAs' reads of the stage are
+ * complete (wgmma.wait_group) before the arrive. A release at cluster scope (`.release.cluster`) made each arrive wait
+ * for a cluster-wide fence: 36% of the warps' cycles stalled on it, the kernel at half the one-block rate (RESULTS
+ * twenty-sixth session run 4). */
 template <bool MC>
 __device__ __forceinline__ void tm_release(uint64_t *empty, int lane) {
     if (lane) return;
+    mbar_arrive(empty);
     if (MC) {
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            uint32_t a = cl_map(cu_smem_addr(empty), r);
-            asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(a) : "memory");
-        }
-    } else {
-        mbar_arrive(empty);
+        uint32_t a = cl_map(cu_smem_addr(empty), (int)(blockIdx.x & 1) ^ 1);   /* the other block's */
+        asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(a) : "memory");
     }
 }
 
