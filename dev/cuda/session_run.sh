@@ -1887,6 +1887,10 @@ if want s26b; then
       step pre_mc$v-$r 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_F8_TM_MC=$v $B/dsinfer bench --dtype fp8 --batch '' --ctx '' --prompt 512,2K,8K --steps 2 --csv $CSV --label s26b-pre-mc$v
     done
   done
+  # the tree's new default (DSINFER_CUDA_GEMV_T1=4) through every op test at up to 4 rows, the goldens and the model
+  step golden 60 $B/test_cuda_golden
+  step model 60 $B/test_cuda_model
+  step ops_m4 240 env DSINFER_OPS_MAX_M=4 $B/test_cuda_ops
 fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
