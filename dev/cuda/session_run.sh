@@ -1892,6 +1892,18 @@ if want s26b; then
   step model 60 $B/test_cuda_model
   step ops_m4 240 env DSINFER_OPS_MAX_M=4 $B/test_cuda_ops
 fi
+# s26c: the session's final figures and two questions for the next: FP8 b1's kernels with GEMV_T1=4 (ncu sums of one
+# forward); the multicast pairs without their spill (PREF=1's MC form spills 24 bytes; PREF=0's none): MC 0 / 1 with PREF 0;
+# decode and prefill rows of both dtypes with the final defaults
+if want s26c; then
+  ncu_step ncu_fp8_b1 fp8 1
+  for v in 0 1; do step ops_p0mc$v 90 env DSINFER_CUDA_F8_TM_PREF=0 DSINFER_CUDA_F8_TM_MC=$v $B/dsinfer bench --ops --ops-m 4096 --csv $OUT/ops_p0mc$v.csv; done
+  for dt in fp8 bf16; do
+    step dec_$dt 120 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype $dt --batch 1,8,32,64,128,256 --ctx 1K --prompt 512,2K,8K --steps 8 --csv $CSV --label s26c-$dt
+  done
+  step dec_fp8_2 120 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s26c-fp8-2
+  step dec_bf16_2 120 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s26c-bf16-2
+fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi

@@ -3081,6 +3081,10 @@ static ds_backend *tc_backend(setup *s, const char *lt_tune) {
  * result against the CPU at THR_TC. */
 static void run_lt_tune(void) {
     if (only) return;
+    if (max_m < 130) {   /* its file holds the buckets of M 9, 33, 64 and 130: fewer rows would leave it partial */
+        printf("  lt tune: skipped (DSINFER_OPS_MAX_M %d < 130, the rows its cache file's entries need)\n", max_m);
+        return;
+    }
     setup s;
     char dir[128], path[512], err[DS_ERRLEN];
     snprintf(dir, sizeof dir, "/tmp/dsinfer-lt-%d", (int)getpid());
