@@ -1904,6 +1904,11 @@ if want s26c; then
   step dec_fp8_2 120 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s26c-fp8-2
   step dec_bf16_2 120 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s26c-bf16-2
 fi
+# s26d: every op test at up to 4 rows with the final tree (GEMV_T1=4 the default), as two halves (DSINFER_OPS_PART)
+if want s26d; then
+  step ops_m4_p0 190 env DSINFER_OPS_MAX_M=4 DSINFER_OPS_PART=0/2 $B/test_cuda_ops
+  step ops_m4_p1 190 env DSINFER_OPS_MAX_M=4 DSINFER_OPS_PART=1/2 $B/test_cuda_ops
+fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi
