@@ -1909,6 +1909,19 @@ if want s26d; then
   step ops_m4_p0 190 env DSINFER_OPS_MAX_M=4 DSINFER_OPS_PART=0/2 $B/test_cuda_ops
   step ops_m4_p1 190 env DSINFER_OPS_MAX_M=4 DSINFER_OPS_PART=1/2 $B/test_cuda_ops
 fi
+# s27a (written at the end of the twenty-sixth session, for the next): what holds the one-block W8A8 TMA GEMM at 74 .. 77% of
+# the FP8 peak now that L2 is ruled out (KERNELS.md "Twenty-sixth session"): its warps' stall reasons a issued instruction,
+# the tensor pipe's active cycles and shared memory's throughput at 7168x16384 and 2112x7168, M = 4096; batch 1's dense
+# one-row GEMVs with four rows a warp under each forced split of K (DSINFER_CUDA_GEMV_T1_KS 1 / 2 / 4 against the choice)
+if want s27a; then
+  step ncu_tm_stall 150 ncu --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,smsp__inst_executed.sum,gpu__time_duration.sum -k regex:f8_tma_kernel --launch-count 2 --page details --log-file $OUT/ncu_tm_stall.txt $B/dsinfer bench --ops --ops-shapes 7168x16384,2112x7168 --ops-m 4096
+  grep -E "f8_tma_kernel|gmma|stalled_(barrier|long|short|wait|math|mio|lg|dispatch|no_inst|membar|sleeping|selected|not_selected|branch|drain|imc|tex)|duration" $OUT/ncu_tm_stall.txt | awk '$NF+0 > 0.05 || /kernel|gmma|duration/' | head -60
+  for r in 1 2; do
+    for k in 0 1 2 4; do
+      step b1_ks$k 50 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GEMV_T1_KS=$k $B/dsinfer bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s27a-ks$k
+    done
+  done
+fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi
