@@ -278,21 +278,25 @@ void cu_ws_free(cu_ws *w);
  *   DSINFER_CUDA_F8_BN192=1  the dense TMA W8A8 GEMM from DSINFER_CUDA_F8_BN192_MIN_M rows (default 1024) with 128 x 192
  *                            tiles (f8_tma192_kernel: less shared-memory traffic a tensor-core clock; one accumulator
  *                            set; direct stores; the same bits; opt-in: measured slower, M 4096 0.87 -> 0.72x cuBLASLt).
- * Twenty-fifth session (written without device time; dev/cuda/KERNELS.md "Twenty-fifth session"):
+ * Twenty-fifth session (written without device time), measured in the twenty-sixth (RESULTS "GPU runs of the
+ * twenty-sixth session", dev/cuda/KERNELS.md "Twenty-sixth session"):
  *   DSINFER_CUDA_QUANT_WARP=2  as 1, with the quantizer's PDL trigger after its stores instead of at its start (with
- *                            DSINFER_CUDA_MOE_WG_PDL=1|2: where FP8's down launch may start; the same codes).
+ *                            DSINFER_CUDA_MOE_WG_PDL=1|2: where FP8's down launch may start; the same codes); opt-in:
+ *                            no gain (a PDL boundary after a wide grid costs 0.2 .. 0.3 us, the trigger's place aside).
  *   DSINFER_CUDA_F8_TM_MC=1  the dense TMA-store W8A8 GEMM from DSINFER_CUDA_F8_TM_MC_MIN_M rows (default 512) as clusters
  *                            of two blocks over pairs of row blocks, each loading half of the shared weight tile into
  *                            both blocks' stages by TMA multicast (L2 bytes a stage 32 -> 24 KB; the same bits);
- *                            opt-in until measured.
+ *                            opt-in: 6% slower than one block (L2 is not the kernel's limit).
+ *                            DSINFER_CUDA_F8_TM_MC_FIT (lab): the clusters launched at most, forced.
  *   DSINFER_CUDA_GEMV_T1=4   the one-row GEMVs of FP8 and BF16 weights with four weight rows a warp (grp_rows4: each x
- *                            chunk loaded once for four rows; each row's sum the one-row pass's); opt-in until measured.
+ *                            chunk loaded once for four rows; each row's sum the one-row pass's); the default since the
+ *                            twenty-sixth session (FP8 b1 2.62 -> 2.56 ms, BF16 2.76 -> 2.68); =2, =1 as before.
  *   DSINFER_CUDA_MOE_WG_PIPE=1  the decode experts' FP8 down launch (moe_wg_kernel) with two k-blocks' MMAs in flight a
  *                            consumer warpgroup, issued before the previous one is promoted (the same bits); =2: and
- *                            gate / up at 32 tokens a chunk; opt-in until measured.
+ *                            gate / up at 32 tokens a chunk; opt-in: within the spread (down 63 -> 61 us a layer).
  *   DSINFER_CUDA_MOE_HALF=1  the prefill MoE's grouped W8A8 tiles of at most 64 of their expert's rows load those 64
- *                            rows only (24 KB a stage, one consumer warpgroup's MMAs; the same bits); opt-in until
- *                            measured.
+ *                            rows only (24 KB a stage, one consumer warpgroup's MMAs; the same bits); opt-in: no gain
+ *                            on the V3 MoE layer (592 -> 593 TFLOP/s).
  * Nineteenth session (RESULTS "GPU runs of the nineteenth session"):
  *   DSINFER_CUDA_FA3=2       (default) the naive-form prefill attention on wgmma with TMA copies, overlapped within a
  *                            warpgroup (fa_prefill3o_kernel, cuda_fa_wg.cu: S of tile k issued before P V of tile k - 1, K
@@ -807,8 +811,9 @@ extern int cu_f8_tm_pref;
 extern int cu_f8_tm_cluster;
 extern int cu_f8_tm_store, cu_f8_tm_store_min_m;
 extern int cu_f8_bn192, cu_f8_bn192_min_m;
-/* DSINFER_CUDA_F8_TM_MC (default 0 until timed): the dense TMA-store W8A8 GEMM from DSINFER_CUDA_F8_TM_MC_MIN_M rows
- * (default 512) as clusters of two row blocks sharing each weight tile by TMA multicast: the same bits */
+/* DSINFER_CUDA_F8_TM_MC (default 0: 6% slower than one block at M = 4096 for 25% fewer L2 bytes, RESULTS twenty-sixth
+ * session run 5): the dense TMA-store W8A8 GEMM from DSINFER_CUDA_F8_TM_MC_MIN_M rows (default 512) as clusters of two
+ * row blocks sharing each weight tile by TMA multicast: the same bits */
 extern int cu_f8_tm_mc, cu_f8_tm_mc_min_m, cu_f8_tm_mc_fit_set;
 int cu_f8_tm_mc_clusters(void);   /* the clusters an MC launch takes at most (0: none fits) */
 /* its units (row-block pairs x column blocks x ks splits) and unit t as block `rank` of a cluster takes it: out = m0, n0,

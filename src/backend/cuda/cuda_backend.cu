@@ -898,8 +898,8 @@ static cu_opts cu_opts_read(void) {
     o.shared_stream = env_int("DSINFER_CUDA_SHARED_STREAM", 0);
     o.moe_wg_qf = env_int("DSINFER_CUDA_MOE_WG_QF", 0);
     o.moe_wg_pdl = env_int("DSINFER_CUDA_MOE_WG_PDL", -1);
-    o.moe_wg_pipe = env_int("DSINFER_CUDA_MOE_WG_PIPE", 0);   /* opt-in until measured (twenty-fifth session) */
-    o.moe_half = env_int("DSINFER_CUDA_MOE_HALF", 0);         /* opt-in until measured (twenty-fifth session) */
+    o.moe_wg_pipe = env_int("DSINFER_CUDA_MOE_WG_PIPE", 0);   /* opt-in: within the spread (twenty-sixth session run 2) */
+    o.moe_half = env_int("DSINFER_CUDA_MOE_HALF", 0);         /* opt-in: no gain (twenty-sixth session run 2) */
     o.route_group = env_int("DSINFER_CUDA_ROUTE_GROUP", 0);
     o.l2_prefetch = env_int("DSINFER_CUDA_L2_PREFETCH", 0);
     /* on by default since the twelfth session's run 2 (FP8 batch 64 9.00 -> 8.54 ms with all four; RESULTS) */
