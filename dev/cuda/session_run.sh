@@ -1922,6 +1922,70 @@ if want s27a; then
     done
   done
 fi
+# s27b: the wgmma_rate lab (dev/cuda/lab, built by `make -C dev/cuda/lab` into .lab/, carried): the FP8 tensor-core rate
+# of each MMA schedule an SM could run (KERNELS.md "Twenty-seventh session"), beside the TMA GEMM at M = 4096 and the
+# ceilings of the same machine
+if want s27b; then
+  step ceil 60 $B/dsinfer bench --ceilings
+  pk=$(grep -o "FP8 GEMM 8192^3 (cuBLASLt, per-tensor scale) [0-9.]*" $OUT/ceil.log | awk '{print $NF}')
+  step lab_rate 120 .lab/wgmma_rate 4096 ${pk:-1266}
+  cat $OUT/lab_rate.log
+  step ops_ref 120 $B/dsinfer bench --ops --ops-shapes 7168x16384,2112x7168 --ops-m 4096
+fi
+# s27c: what each part of the TMA GEMM costs at M = 4096 (DSINFER_CUDA_F8_TM_LAB 1 no scale loads, 2 no epilogue stores,
+# 4 the feed from L2-resident boxes; wrong results, timing only), and the lab's schedules over ~20 ms launches (the
+# clocks sustained; SM clock and power sampled every 100 ms into smi.csv)
+if want s27c; then
+  nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv -lms 100 > $OUT/smi.csv &
+  smi=$!
+  for lab in 0 1 2 4 3 7 0; do
+    step ops_lab$lab 120 env DSINFER_CUDA_F8_TM_LAB=$lab $B/dsinfer bench --ops --ops-shapes 7168x16384,2112x7168 --ops-m 4096
+    grep -E "^(7168|2112)" $OUT/ops_lab$lab.log
+  done
+  step lab_long 200 .lab/wgmma_rate 65536 1435
+  cat $OUT/lab_long.log
+  kill $smi
+fi
+# s27d: the TMA GEMM's scales two k-blocks ahead (DSINFER_CUDA_F8_TM_PREF=2): op test f8tp (=2 against =1, the same bits,
+# plain and TMA-store forms; the grouped MoE against the CPU), then `bench --ops` at M = 4096 and 128, one V3 MoE layer at
+# 4096 tokens and V2-Lite FP8 prefill at 8K with PREF 1 / 2 alternated twice
+if want s27d; then
+  step ops_f8tp 200 env DSINFER_OPS_ONLY=f8tp DSINFER_OPS_MAX_M=1100 $B/test_cuda_ops
+  grep -cE "values differ" $OUT/ops_f8tp.log; grep -E "FAIL|CHECK" $OUT/ops_f8tp.log | head -5
+  python3 -c 'import json; c = json.load(open("configs/deepseek-v3.json")); c.update(num_hidden_layers=1, first_k_dense_replace=0); json.dump(c, open("/tmp/v3-1moe.json", "w"))'
+  for r in 1 2; do
+    for v in 1 2; do
+      step ops_p$v-$r 90 env DSINFER_CUDA_F8_TM_PREF=$v $B/dsinfer bench --ops --ops-m 128,4096 --csv $OUT/ops_p$v-$r.csv
+      grep -E "^geomean" $OUT/ops_p$v-$r.log
+      step v3moe_p$v-$r 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_OP_TIMES=1 DSINFER_CUDA_F8_TM_PREF=$v $B/dsinfer bench --model /tmp/v3-1moe.json --dtype fp8 --batch '' --ctx '' --prompt 4K --steps 1 --csv $CSV --label s27d-v3moe-p$v
+      grep -E "moe: (gate/up|down)" $OUT/v3moe_p$v-$r.log | tail -2
+      step pre_p$v-$r 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_F8_TM_PREF=$v $B/dsinfer bench --dtype fp8 --batch '' --ctx '' --prompt 8K --steps 2 --csv $CSV --label s27d-pre-p$v
+    done
+  done
+fi
+# s27e: the scales' cost in the TMA GEMM, isolated (LAB 1 none loaded, 8 read from shared memory at a staged layout's
+# places, 10 = 8 + no epilogue stores; wrong results), against LAB 0 twice, at M = 4096 on the long-K and the small shape
+if want s27e; then
+  for r in 1 2; do
+    for lab in 0 1 8 10; do
+      step ops_l$lab-$r 60 env DSINFER_CUDA_F8_TM_LAB=$lab $B/dsinfer bench --ops --ops-shapes 7168x16384,2112x7168,24576x1536 --ops-m 4096
+      grep -E "^(7168|2112|24576)" $OUT/ops_l$lab-$r.log
+    done
+  done
+fi
+# s27f: the tree's W8A8 op tests (f8ts, f8tp: the LAB template argument's default form), then batch 1 and 8 with the shared
+# experts on the second stream (DSINFER_CUDA_SHARED_STREAM=1, _MIN_M=1: in a graph, a parallel branch beside routing and
+# the routed experts) against in line, FP8 and BF16, alternated twice
+if want s27f; then
+  for o in f8ts f8tp; do step ops_$o 100 env DSINFER_OPS_ONLY=$o DSINFER_OPS_MAX_M=1100 $B/test_cuda_ops; done
+  for r in 1 2; do
+    for ss in 0 1; do
+      for dt in fp8 bf16; do
+        step b1_${dt}_ss$ss-$r 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_SHARED_STREAM=$ss DSINFER_CUDA_SHARED_STREAM_MIN_M=1 $B/dsinfer bench --dtype $dt --batch 1,8 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s27f-$dt-ss$ss
+      done
+    done
+  done
+fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi

@@ -1013,6 +1013,10 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     cu_f8_tm_pref = env_int("DSINFER_CUDA_F8_TM_PREF", 1);
     cu_f8_tm_cluster = env_int("DSINFER_CUDA_F8_TM_CLUSTER", 0);
     cu_f8_tm_store = env_int("DSINFER_CUDA_F8_TM_STORE", 1);
+    cu_f8_tm_lab = env_int("DSINFER_CUDA_F8_TM_LAB", 0);
+    if (cu_f8_tm_lab)
+        fprintf(stderr, "dsinfer: DSINFER_CUDA_F8_TM_LAB=%d is a timing lab: the W8A8 GEMM's results from 512 rows are wrong\n",
+                cu_f8_tm_lab);
     cu_f8_bn192 = env_int("DSINFER_CUDA_F8_BN192", 0);
     cu_f8_bn192_min_m = env_int("DSINFER_CUDA_F8_BN192_MIN_M", 1024);
     cu_f8_tm_store_min_m = env_int("DSINFER_CUDA_F8_TM_STORE_MIN_M", 512);

@@ -535,6 +535,17 @@ __device__ __forceinline__ tm_sc tm_scales(const tm_ctx *c, int i) {
     return r;
 }
 
+/* LAB 8: k-block i's scales read from shared memory (the epilogue's buffer, arbitrary values) at the places a producer
+ * staging them [128 rows][4 k-blocks] would put them: what the global loads cost against shared-memory ones */
+__device__ __forceinline__ tm_sc tm_scales_lab_smem(const unsigned char *epi, const tm_ctx *c, int i) {
+    const float *f = (const float *)epi;
+    tm_sc r;
+    r.sw = f[512 + (i & 3)];
+    r.x0 = f[(c->r0 & 127) * 4 + (i & 3)];
+    r.x1 = f[(c->r1 & 127) * 4 + (i & 3)];
+    return r;
+}
+
 /* A stage given back by this consumer warp (its lane 0): on this block's empty barrier; MC: on both blocks' of the
  * cluster (the stage's weight halves come from both producers, so each producer waits for both blocks' consumers:
  * empty[s] counts 16 arrivals). The other block's barrier by its shared::cluster address (mapa) with the default
@@ -613,8 +624,12 @@ __device__ __forceinline__ void tm_store_tma(const float (&tot)[64], unsigned ch
  * so each weight tile is read from L2 once per two output tiles (a stage's L2 bytes 32 -> 24 KB). The two producers
  * write into each other's stages: a stage is given back to both (tm_release, empty[s] counts both blocks' 8 consumer
  * warps), the barriers are initialised before a cluster barrier, and no block leaves before a final one. The MMAs,
- * promotion and stores are the single block's: the same bits. */
-template <bool GROUPED, bool PREF = false, bool CL = false, bool TST = false, bool MC = false>
+ * promotion and stores are the single block's: the same bits.
+ * LAB (DSINFER_CUDA_F8_TM_LAB, dense TST + PREF only; wrong results, for timing what each part costs): bit 1 the scales
+ * taken as 1 (no scale loads), bit 2 no epilogue stores, bit 4 every stage loaded from the first k-block of row 0 and
+ * weight row 0 (the same two L2-resident boxes: no DRAM or L2-miss latency in the feed), bit 8 the scales read from
+ * shared memory instead (tm_scales_lab_smem). */
+template <bool GROUPED, bool PREF = false, bool CL = false, bool TST = false, bool MC = false, int LAB = 0>
 __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ CUtensorMap ta,
                                                         const __grid_constant__ CUtensorMap tb,
                                                         const __grid_constant__ CUtensorMap tc, const tm_groups g,
@@ -658,13 +673,16 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
                         /* MC: a block whose rows are all past M loads row 0's instead (not used: both warpgroups skip their
                          * MMAs), so that no box lies wholly outside the map */
                         mbar_expect_tx(&full[s], TM_STAGE);
-                        tma_load(st, &ta, (j.kb0 + i) * WG_BK, MC && j.m0 >= M ? 0 : j.m0, &full[s]);
+                        if (LAB & 4) tma_load(st, &ta, 0, 0, &full[s]);
+                        else tma_load(st, &ta, (j.kb0 + i) * WG_BK, MC && j.m0 >= M ? 0 : j.m0, &full[s]);
                     }
                     if (MC) {   /* this block's half of the weight tile, into both blocks' stage; a half wholly past N loads
                                  * the tile's first rows instead (its columns are past N: not stored) */
                         int brow = j.n0 + 64 * rank < N ? j.n0 + 64 * rank : j.n0;
                         tma_load_mc2(st + TM_BM * WG_BK + rank * 64 * WG_BK, j.mapb, (j.kb0 + i) * WG_BK, brow, &full[s]);
                     }
+                    else if (LAB & 4)
+                        tma_load(st + TM_BM * WG_BK, j.mapb, 0, 0, &full[s]);
                     else
                         tma_load(st + TM_BM * WG_BK, j.mapb, (j.kb0 + i) * WG_BK, j.n0, &full[s]);
                 }
@@ -703,23 +721,26 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
         c.r1 = c.r0 + 8;
         for (int i = 0; i < 64; i++) tot[i] = 0.0f;
         /* two accumulators in turn: k-block i + 1's MMAs run while i is promoted (wait_group 1 retires i). PREF: a
-         * k-block's scales are loaded before its stage is waited for (sa / sb), else after its MMAs (an L2 round
-         * trip in series with each promotion) */
-        tm_sc sa = PREF ? tm_scales(&c, 0) : tm_sc{}, sb = sa;
+         * k-block's scales are loaded before its stage is waited for (sa / sb), else after its MMAs (an L2 round trip in
+         * series with each promotion). Tried and removed (RESULTS twenty-seventh session runs 4 and 6, same bits, both
+         * slower): the scales two k-blocks ahead (0.84 -> 0.81x cuBLASLt at M = 4096), one load a lane and shuffles
+         * (0.86 -> 0.80). LAB: lab forms (wrong results, DSINFER_CUDA_F8_TM_LAB). */
+#define TM_SCALES(c, i) ((LAB & 1) ? tm_sc{1.0f, 1.0f, 1.0f} : (LAB & 8) ? tm_scales_lab_smem(epi, c, i) : tm_scales(c, i))
+        tm_sc sa = PREF ? TM_SCALES(&c, 0) : tm_sc{}, sb = sa;
         tm_issue<NST>(acc_a, &c, 0);
         int i = 0;
         for (; i + 2 < nkb; i += 2) {   /* i in flight in acc_a */
-            if (PREF) sb = tm_scales(&c, i + 1);
+            if (PREF) sb = TM_SCALES(&c, i + 1);
             tm_issue<NST>(acc_b, &c, i + 1);
             wg_wait1();
             tm_promote<NST, MC>(acc_a, tot, &c, i, lane, PREF ? sa : tm_scales(&c, i));
-            if (PREF) sa = tm_scales(&c, i + 2);
+            if (PREF) sa = TM_SCALES(&c, i + 2);
             tm_issue<NST>(acc_a, &c, i + 2);
             wg_wait1();
             tm_promote<NST, MC>(acc_b, tot, &c, i + 1, lane, PREF ? sb : tm_scales(&c, i + 1));
         }
         if (i + 1 < nkb) {   /* i in acc_a and one more */
-            if (PREF) sb = tm_scales(&c, i + 1);
+            if (PREF) sb = TM_SCALES(&c, i + 1);
             tm_issue<NST>(acc_b, &c, i + 1);
             wg_wait1();
             tm_promote<NST, MC>(acc_a, tot, &c, i, lane, PREF ? sa : tm_scales(&c, i));
@@ -731,12 +752,13 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
         }
         it += nkb;
         if (CL) cl_sum_store<2, true>(tot, sm, out, N, M, j.m0, j.n0, c.r0 - j.m0, lane, ks, t % ks, threadIdx.x - 128);
-        else if (TST)
+        else if (TST && !(LAB & 2))
             tm_store_tma(tot, epi + cw * (TM_EPI / 2), &tc, j.n0, j.m0 + 64 * cw, j.z, c.r0 - j.m0 - 64 * cw, lane,
                          threadIdx.x % 128 == 0, cw);
         else
             wg_store(tot, j.out + j.ocol, (size_t)ldo, c.r0, c.r1, j.mend, j.n0, j.nvalid, lane);
     }
+#undef TM_SCALES
     if (TST && threadIdx.x % 128 == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");   /* all written */
     if (MC) {   /* the producer warpgroup's final cluster barrier's other side */
         __syncwarp();
@@ -874,6 +896,7 @@ static int tma_map(CUtensorMap *map, const void *p, int rows, int K) { return cu
 int cu_f8_bn192 = 0;   /* DSINFER_CUDA_F8_BN192 (backend creation): f8_tma192_kernel */
 int cu_f8_bn192_min_m = 1024;   /* DSINFER_CUDA_F8_BN192_MIN_M: ... from this many rows */
 int cu_f8_tm_store = 1;   /* DSINFER_CUDA_F8_TM_STORE (backend creation): f8_tma_kernel<false, *, false, true> */
+int cu_f8_tm_lab = 0;     /* DSINFER_CUDA_F8_TM_LAB (lab, backend creation): f8_tma_kernel's LAB in the dense TST + PREF form */
 int cu_f8_tm_store_min_m = 512;   /* DSINFER_CUDA_F8_TM_STORE_MIN_M: ... from this many rows */
 
 /* the TMA-store epilogue's map of out: ks fp32 [M, N] partials one after another (3-D: N, M, ks), boxes of 32 columns
@@ -885,6 +908,22 @@ static int out_map(CUtensorMap *map, float *out, int M, int N, int ks) {
     cuuint32_t box[3] = {32, 64, 1}, es[3] = {1, 1, 1};
     return encode_tiled(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, (void *)out, dim, stride, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
                         CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+typedef void (*tm_kernel_fn)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const tm_groups, float *, int, const float *,
+                             const float *, int, int, int, int, int, int);
+/* the dense TST + PREF form with lab bits `lab` (DSINFER_CUDA_F8_TM_LAB: 1, 2, 3, 4, 7, 8, 10 built; others: the plain form) */
+static tm_kernel_fn tm_lab_kernel(int lab) {
+    switch (lab) {
+    case 1: return f8_tma_kernel<false, true, false, true, false, 1>;
+    case 2: return f8_tma_kernel<false, true, false, true, false, 2>;
+    case 3: return f8_tma_kernel<false, true, false, true, false, 3>;
+    case 4: return f8_tma_kernel<false, true, false, true, false, 4>;
+    case 7: return f8_tma_kernel<false, true, false, true, false, 7>;
+    case 8: return f8_tma_kernel<false, true, false, true, false, 8>;
+    case 10: return f8_tma_kernel<false, true, false, true, false, 10>;
+    default: return f8_tma_kernel<false, true, false, true>;
+    }
 }
 
 static int tm_cluster_fit(int ks);
@@ -900,6 +939,8 @@ void cu_f8_wgmma_init(void) {
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma192_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)t9_smem_bytes()));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, false, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes(1)));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes(1)));
+    if (cu_f8_tm_lab)
+        CUDA_CHECK(cudaFuncSetAttribute(tm_lab_kernel(cu_f8_tm_lab), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes(1)));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, false, false, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)tm_smem_bytes(1)));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, false, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -1198,7 +1239,7 @@ static void tma_gemm_launch(const CUtensorMap &ta, const CUtensorMap &tb, float 
         if (cu_f8_tm_mc && M >= cu_f8_tm_mc_min_m && cu_tma_map(&tb64, w->data, N, K, 64) &&
             tm_mc_launch(ta, tb64, tc, dst, qs, w, M, kc, ks))
             return;
-        cu_launch_pdl(CU_F8_PDL, cu_f8_tm_pref ? f8_tma_kernel<false, true, false, true> : f8_tma_kernel<false, false, false, true>,
+        cu_launch_pdl(CU_F8_PDL, cu_f8_tm_pref ? tm_lab_kernel(cu_f8_tm_lab) : f8_tma_kernel<false, false, false, true>,
                       dim3((unsigned)grid_p), dim3(384), tm_smem_bytes(1), ta, tb, tc, none, dst, N, qs, (const float *)w->scale,
                       w->scale_cols, M, N, K, kc, ks);
         CUDA_LAUNCH_CHECK();
