@@ -1196,7 +1196,7 @@ static void free_setup(setup *s) {
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
 static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf | side | linear2 | kvb | qkv | router | w8small
-                            * | f8cl | f8t1 | f8tp | f8tc | f8ts | f8mc | moehalf | moepipe | f8bn | quantw | moeqf | moepdl | rgroup | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | gemv1 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
+                            * | f8cl | f8t1 | f8tp | f8ss | f8tc | f8ts | f8mc | moehalf | moepipe | f8bn | quantw | moeqf | moepdl | rgroup | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | gemv1 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
                             * run_side_stream, run_linear2, run_kvb_copy, run_qkv_finish, run_router, run_w8a8_small or
                             * run_f8_lab */
 
@@ -1898,6 +1898,42 @@ static void run_f8_tm_pref(void) {
     unsetenv(E);
     unsetenv("DSINFER_MOE_W8A8");
     if (load_setup(&s, "f8tp-off", "tests/fixtures/tiny-v3-fp8/config.json", 3, 16)) free_setup(&s);   /* flags back off */
+}
+
+/* DSINFER_OPS_ONLY=f8ss: the TMA kernel with each k-block's scales staged into shared memory by its producer warp
+ * (DSINFER_CUDA_F8_TM_SS=1) against the global loads (=0): the same bits, in the plain dense form (65 .. 256 rows) and the
+ * TMA-store form with its 4-stage ring (TM_STORE_MIN_M=1: every row count), at V2-Lite's o and shared down, V3's q_a +
+ * kv_a (K 7168), an odd 260 x 384 (K/128 = 3, a partial column block) and K/128 = 1 and 2 (tiles shorter than the ring),
+ * 129 and 1024 rows (a last row block with one row: the staged rows past M are zeros); then the prefill MoE's grouped form
+ * against the CPU with it on (experts' partial tiles: rows past an expert's end). */
+static void run_f8_tm_ss(void) {
+    if (only && strcmp(only, "f8ss")) return;
+    setup s;
+    const char *E = "DSINFER_CUDA_F8_TM_SS";
+    if (load_setup(&s, "v2l-f8ss", "configs/deepseek-v2-lite.json", 3, 16)) {
+        const int Ms[] = {65, 130, 200, 256}, Mb[] = {129, 1024};
+        for (int tst = 0; tst < 2; tst++) {
+            if (tst) setenv("DSINFER_CUDA_F8_TM_STORE_MIN_M", "1", 1);
+            check_f8_alt(&s, E, "v2l o", 2048, 0, 2048, Ms, NM(Ms), 1);
+            check_f8_alt(&s, E, "v2l sh down", 2048, 0, 2816, Mb, NM(Mb), 1);
+            check_f8_alt(&s, E, "v3 q_a+kv_a", 2112, 0, 7168, Ms, NM(Ms), 1);
+            check_f8_alt(&s, E, "odd", 260, 0, 384, Ms, NM(Ms), 1);
+            check_f8_alt(&s, E, "K 128", 384, 0, 128, Mb, NM(Mb), 1);
+            check_f8_alt(&s, E, "K 256", 384, 0, 256, Mb, NM(Mb), 1);
+            unsetenv("DSINFER_CUDA_F8_TM_STORE_MIN_M");
+        }
+        free_setup(&s);
+    }
+    setenv("DSINFER_MOE_W8A8", "1", 1);
+    setenv(E, "1", 1);   /* read by the setup's backend at its creation */
+    if (load_setup(&s, "v2l-f8ssm", "configs/deepseek-v2-lite.json", 3, 16)) {
+        const int m[] = {1100};
+        check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
+        free_setup(&s);
+    }
+    unsetenv(E);
+    unsetenv("DSINFER_MOE_W8A8");
+    if (load_setup(&s, "f8ss-off", "tests/fixtures/tiny-v3-fp8/config.json", 3, 16)) free_setup(&s);   /* flags back off */
 }
 
 /* DSINFER_OPS_ONLY=f8tc: the TMA kernel's K splits summed inside thread-block clusters (DSINFER_CUDA_F8_TM_CLUSTER=1,
@@ -3205,6 +3241,7 @@ int main(void) {
     RUN(run_f8_cluster());
     RUN(run_f8_tma1());
     RUN(run_f8_tm_pref());
+    RUN(run_f8_tm_ss());
     RUN(run_f8_tm_cluster());
     RUN(run_quant_warp());
     RUN(run_f8_tm_store());

@@ -1014,6 +1014,7 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     cu_f8_tm_cluster = env_int("DSINFER_CUDA_F8_TM_CLUSTER", 0);
     cu_f8_tm_store = env_int("DSINFER_CUDA_F8_TM_STORE", 1);
     cu_f8_tm_lab = env_int("DSINFER_CUDA_F8_TM_LAB", 0);
+    cu_f8_tm_ss = env_int("DSINFER_CUDA_F8_TM_SS", 0);
     if (cu_f8_tm_lab)
         fprintf(stderr, "dsinfer: DSINFER_CUDA_F8_TM_LAB=%d is a timing lab: the W8A8 GEMM's results from 512 rows are wrong\n",
                 cu_f8_tm_lab);

@@ -406,8 +406,15 @@ __global__ void __launch_bounds__(128) f8_tma1_kernel(const __grid_constant__ CU
 #define TM_GROUP_M 8  /* row blocks a group in the tile order */
 #define TM_STAGE ((TM_BM + WG_BN) * WG_BK)
 
-static size_t tm_smem_bytes(int tst = 0) {
-    return tst ? (size_t)TM_ST_S * TM_STAGE + TM_EPI + 2 * TM_ST_S * 8 + 1024 : (size_t)TM_ST * TM_STAGE + 2 * TM_ST * 8 + 1024;
+#define TM_SLOT 528   /* SS: a stage's scale slot: its 128 rows' activation scales, then the weight block's (129 floats) */
+
+/* the ring's stages: 6, 5 with the TMA-store epilogue, 4 with it and SS (the slots take the room of the fifth: 5 would pass
+ * the 227 KB an SM gives a block by ~0.7 KB) */
+__host__ __device__ constexpr int tm_stages(bool tst, bool ss) { return tst ? (ss ? TM_ST_S - 1 : TM_ST_S) : TM_ST; }
+
+static size_t tm_smem_bytes(int tst = 0, int ss = 0) {
+    size_t nst = (size_t)tm_stages(tst, ss);
+    return nst * TM_STAGE + (tst ? TM_EPI : 0) + (ss ? nst * TM_SLOT : 0) + 2 * nst * 8 + 1024;
 }
 
 /* tile t of mb x nb output tiles x ks splits -> its first row and column and its stages [kb0, kb0 + nkb):
@@ -501,20 +508,54 @@ __device__ __forceinline__ void tm_job_of(tm_job *j, int t, const CUtensorMap *t
     j->out = CL ? out : out + (size_t)j->z * M * N;   /* CL: the cluster's sum is the result; else split z's partial */
 }
 
+/* a k-block's scales: the weight block's and this thread's two rows' (0 past the tile's valid rows) */
+typedef struct {
+    float sw, x0, x1;
+} tm_sc;
+
 /* a consumer warpgroup's view of one tile */
 typedef struct {
     unsigned char *sm;
     uint64_t *full, *empty;
     const float *xs, *sw;   /* the codes' scales [rows][LK]; the tile's row of weight scales */
     int mend, LK, kb0, nkb, it0, cw, r0, r1;
+    const unsigned char *slots;   /* SS: the ring's scale slots (tm_stage_scales) */
+    int tr0;                      /* SS: r0's row within the tile */
 } tm_ctx;
 
+/* SS: k-block `it`'s scales into its stage's slot, by the producer warp (32 lanes; the tile's rows m0 .. m0 + 127, 0 for
+ * rows at or past mend, and the weight block's at [128]), before the stage's full barrier is armed: the consumers read
+ * them from shared memory after that barrier (tm_slot_scales), not from global memory among their MMAs (a load there
+ * slows the tensor pipe: DSINFER_CUDA_F8_TM_LAB 1 / 8, RESULTS twenty-seventh session runs 3 and 5) */
+__device__ __forceinline__ void tm_stage_scales(unsigned char *slot, const float *xs, const float *sw, int LK, int kb, int m0,
+                                                int mend, int lane) {
+    float *f = (float *)slot;
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        int r = m0 + lane + 32 * q;
+        f[lane + 32 * q] = r < mend ? xs[(size_t)r * LK + kb] : 0.0f;
+    }
+    if (lane == 0) f[128] = sw[kb];
+    __syncwarp();   /* every lane's stores ordered before lane 0's arrive on the full barrier (release) */
+}
+
+/* SS: this thread's scales of the k-block in stage s (its full barrier waited for): tm_scales' values */
+__device__ __forceinline__ tm_sc tm_slot_scales(const tm_ctx *c, int s) {
+    const float *f = (const float *)(c->slots + s * TM_SLOT);
+    tm_sc r;
+    r.sw = f[128];
+    r.x0 = f[c->tr0];
+    r.x1 = f[c->tr0 + 8];
+    return r;
+}
+
 /* k-block i of the tile: wait for its stage, then its 4 MMAs into acc from zero, committed as one group (NST: the
- * ring's stages) */
-template <int NST>
-__device__ __forceinline__ void tm_issue(float (&acc)[64], const tm_ctx *c, int i) {
+ * ring's stages). SS: the k-block's scales read from the stage's slot into *sc between the wait and the MMAs. */
+template <int NST, bool SS = false>
+__device__ __forceinline__ void tm_issue(float (&acc)[64], const tm_ctx *c, int i, tm_sc *sc = NULL) {
     int it = c->it0 + i, s = it % NST;
     mbar_wait(&c->full[s], (it / NST) & 1);
+    if (SS) *sc = tm_slot_scales(c, s);
     const unsigned char *a = c->sm + s * TM_STAGE + c->cw * 64 * WG_BK, *b = c->sm + s * TM_STAGE + TM_BM * WG_BK;
     wg_fence();
 #pragma unroll
@@ -522,10 +563,7 @@ __device__ __forceinline__ void tm_issue(float (&acc)[64], const tm_ctx *c, int 
     wg_commit();
 }
 
-/* k-block i's scales: the weight block's and this thread's two rows' (0 past the tile's valid rows) */
-typedef struct {
-    float sw, x0, x1;
-} tm_sc;
+/* k-block i's scales (tm_sc) from global memory */
 __device__ __forceinline__ tm_sc tm_scales(const tm_ctx *c, int i) {
     int kb = c->kb0 + i;
     tm_sc r;
@@ -628,8 +666,11 @@ __device__ __forceinline__ void tm_store_tma(const float (&tot)[64], unsigned ch
  * LAB (DSINFER_CUDA_F8_TM_LAB, dense TST + PREF only; wrong results, for timing what each part costs): bit 1 the scales
  * taken as 1 (no scale loads), bit 2 no epilogue stores, bit 4 every stage loaded from the first k-block of row 0 and
  * weight row 0 (the same two L2-resident boxes: no DRAM or L2-miss latency in the feed), bit 8 the scales read from
- * shared memory instead (tm_scales_lab_smem). */
-template <bool GROUPED, bool PREF = false, bool CL = false, bool TST = false, bool MC = false, int LAB = 0>
+ * shared memory instead (tm_scales_lab_smem).
+ * SS (DSINFER_CUDA_F8_TM_SS; with PREF, not CL or MC): the scales staged into a slot beside each stage by the producer
+ * warp (tm_stage_scales) and read by the consumers from there (tm_slot_scales); with TST the ring has 4 stages. The same
+ * values, the same promotion: the same bits. */
+template <bool GROUPED, bool PREF = false, bool CL = false, bool TST = false, bool MC = false, int LAB = 0, bool SS = false>
 __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ CUtensorMap ta,
                                                         const __grid_constant__ CUtensorMap tb,
                                                         const __grid_constant__ CUtensorMap tc, const tm_groups g,
@@ -637,11 +678,13 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
                                                         int M, int N, int K, int kc, int ks) {
     extern __shared__ unsigned char wg_raw[];
     unsigned char *sm = (unsigned char *)(((uintptr_t)wg_raw + 1023) & ~(uintptr_t)1023);
-    constexpr int NST = TST ? TM_ST_S : TM_ST;
+    constexpr int NST = tm_stages(TST, SS);
     static_assert(!TST || (!GROUPED && !CL), "the TMA-store epilogue is the dense form's");
     static_assert(!MC || TST, "the multicast pairs are the TMA-store form's");
+    static_assert(!SS || (PREF && !CL && !MC && !LAB), "the staged scales: the one-block PREF forms");
     unsigned char *epi = sm + NST * TM_STAGE;   /* TST: the epilogue's buffer */
-    uint64_t *full = (uint64_t *)(sm + NST * TM_STAGE + (TST ? TM_EPI : 0)), *empty = full + NST;
+    unsigned char *slots = epi + (TST ? TM_EPI : 0);   /* SS: NST scale slots */
+    uint64_t *full = (uint64_t *)(slots + (SS ? NST * TM_SLOT : 0)), *empty = full + NST;
     /* MC: units are row-block pairs (x column blocks x splits), taken by clusters; rank: this block's in its cluster */
     const int mbu = MC ? (M + 2 * TM_BM - 1) / (2 * TM_BM) : (M + TM_BM - 1) / TM_BM;
     const int tiles = GROUPED ? g.n_tiles : mbu * ((N + WG_BN - 1) / WG_BN) * ks;
@@ -653,15 +696,19 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
     tm_ring_init(full, empty, NST, MC ? 16 : 8);
     if (MC) cl_sync();   /* both blocks' barriers initialised before either producer writes into the other */
     int wg = threadIdx.x >> 7;
-    if (wg == 0) {   /* producer: one thread */
+    if (wg == 0) {   /* producer: one thread (SS: one warp) */
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
-        if (threadIdx.x == 0) {
+        if (threadIdx.x < (SS ? 32 : 1)) {   /* SS: the warp stages the scales, its lane 0 the rest */
             int it = 0;
             for (int t = first; t < tiles; t += step) {
                 tm_job_of<GROUPED, CL, MC>(&j, t, &tb, g, out, ws, ws_cols, M, N, K, kc, ks, rank);
                 for (int i = 0; i < j.nkb; i++, it++) {
                     int s = it % NST;
                     if (it >= NST) mbar_wait(&empty[s], (it / NST - 1) & 1);
+                    if (SS) {
+                        tm_stage_scales(slots + s * TM_SLOT, xs, j.sw, K / WG_BK, j.kb0 + i, j.m0, j.mend, threadIdx.x);
+                        if (threadIdx.x) continue;
+                    }
                     unsigned char *st = sm + s * TM_STAGE;
                     if (GROUPED && g.half && j.mend - j.m0 <= 64) {
                         /* the second consumer warpgroup has no valid row here (its stages waited for, no MMAs): only
@@ -716,8 +763,9 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
             }
             continue;
         }
-        tm_ctx c = {sm, full, empty, xs, j.sw, j.mend, K / WG_BK, j.kb0, nkb, it, cw, 0, 0};
-        c.r0 = j.m0 + 64 * cw + 16 * warp + (lane >> 2);
+        tm_ctx c = {sm, full, empty, xs, j.sw, j.mend, K / WG_BK, j.kb0, nkb, it, cw, 0, 0, slots, 0};
+        c.tr0 = 64 * cw + 16 * warp + (lane >> 2);
+        c.r0 = j.m0 + c.tr0;
         c.r1 = c.r0 + 8;
         for (int i = 0; i < 64; i++) tot[i] = 0.0f;
         /* two accumulators in turn: k-block i + 1's MMAs run while i is promoted (wait_group 1 retires i). PREF: a
@@ -726,22 +774,23 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
          * slower): the scales two k-blocks ahead (0.84 -> 0.81x cuBLASLt at M = 4096), one load a lane and shuffles
          * (0.86 -> 0.80). LAB: lab forms (wrong results, DSINFER_CUDA_F8_TM_LAB). */
 #define TM_SCALES(c, i) ((LAB & 1) ? tm_sc{1.0f, 1.0f, 1.0f} : (LAB & 8) ? tm_scales_lab_smem(epi, c, i) : tm_scales(c, i))
-        tm_sc sa = PREF ? TM_SCALES(&c, 0) : tm_sc{}, sb = sa;
-        tm_issue<NST>(acc_a, &c, 0);
+        /* SS: tm_issue reads each k-block's scales from its slot (sa / sb) */
+        tm_sc sa = PREF && !SS ? TM_SCALES(&c, 0) : tm_sc{}, sb = sa;
+        tm_issue<NST, SS>(acc_a, &c, 0, &sa);
         int i = 0;
         for (; i + 2 < nkb; i += 2) {   /* i in flight in acc_a */
-            if (PREF) sb = TM_SCALES(&c, i + 1);
-            tm_issue<NST>(acc_b, &c, i + 1);
+            if (PREF && !SS) sb = TM_SCALES(&c, i + 1);
+            tm_issue<NST, SS>(acc_b, &c, i + 1, &sb);
             wg_wait1();
             tm_promote<NST, MC>(acc_a, tot, &c, i, lane, PREF ? sa : tm_scales(&c, i));
-            if (PREF) sa = TM_SCALES(&c, i + 2);
-            tm_issue<NST>(acc_a, &c, i + 2);
+            if (PREF && !SS) sa = TM_SCALES(&c, i + 2);
+            tm_issue<NST, SS>(acc_a, &c, i + 2, &sa);
             wg_wait1();
             tm_promote<NST, MC>(acc_b, tot, &c, i + 1, lane, PREF ? sb : tm_scales(&c, i + 1));
         }
         if (i + 1 < nkb) {   /* i in acc_a and one more */
-            if (PREF) sb = TM_SCALES(&c, i + 1);
-            tm_issue<NST>(acc_b, &c, i + 1);
+            if (PREF && !SS) sb = TM_SCALES(&c, i + 1);
+            tm_issue<NST, SS>(acc_b, &c, i + 1, &sb);
             wg_wait1();
             tm_promote<NST, MC>(acc_a, tot, &c, i, lane, PREF ? sa : tm_scales(&c, i));
             wg_wait0();
@@ -897,6 +946,7 @@ int cu_f8_bn192 = 0;   /* DSINFER_CUDA_F8_BN192 (backend creation): f8_tma192_ke
 int cu_f8_bn192_min_m = 1024;   /* DSINFER_CUDA_F8_BN192_MIN_M: ... from this many rows */
 int cu_f8_tm_store = 1;   /* DSINFER_CUDA_F8_TM_STORE (backend creation): f8_tma_kernel<false, *, false, true> */
 int cu_f8_tm_lab = 0;     /* DSINFER_CUDA_F8_TM_LAB (lab, backend creation): f8_tma_kernel's LAB in the dense TST + PREF form */
+int cu_f8_tm_ss = 0;      /* DSINFER_CUDA_F8_TM_SS (backend creation): f8_tma_kernel's SS in the one-block PREF forms */
 int cu_f8_tm_store_min_m = 512;   /* DSINFER_CUDA_F8_TM_STORE_MIN_M: ... from this many rows */
 
 /* the TMA-store epilogue's map of out: ks fp32 [M, N] partials one after another (3-D: N, M, ks), boxes of 32 columns
@@ -912,7 +962,8 @@ static int out_map(CUtensorMap *map, float *out, int M, int N, int ks) {
 
 typedef void (*tm_kernel_fn)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const tm_groups, float *, int, const float *,
                              const float *, int, int, int, int, int, int);
-/* the dense TST + PREF form with lab bits `lab` (DSINFER_CUDA_F8_TM_LAB: 1, 2, 3, 4, 7, 8, 10 built; others: the plain form) */
+/* the dense TST + PREF form with lab bits `lab` (DSINFER_CUDA_F8_TM_LAB: 1, 2, 3, 4, 7, 8, 10 built; others: the plain form;
+ * 0: SS where DSINFER_CUDA_F8_TM_SS) */
 static tm_kernel_fn tm_lab_kernel(int lab) {
     switch (lab) {
     case 1: return f8_tma_kernel<false, true, false, true, false, 1>;
@@ -922,7 +973,8 @@ static tm_kernel_fn tm_lab_kernel(int lab) {
     case 7: return f8_tma_kernel<false, true, false, true, false, 7>;
     case 8: return f8_tma_kernel<false, true, false, true, false, 8>;
     case 10: return f8_tma_kernel<false, true, false, true, false, 10>;
-    default: return f8_tma_kernel<false, true, false, true>;
+    default:   /* (a lab value not built: the plain form, never SS, as tma_gemm_launch sizes it) */
+        return !lab && cu_f8_tm_ss ? f8_tma_kernel<false, true, false, true, false, 0, true> : f8_tma_kernel<false, true, false, true>;
     }
 }
 
@@ -941,6 +993,12 @@ void cu_f8_wgmma_init(void) {
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes(1)));
     if (cu_f8_tm_lab)
         CUDA_CHECK(cudaFuncSetAttribute(tm_lab_kernel(cu_f8_tm_lab), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes(1)));
+    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, false, true, false, 0, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)tm_smem_bytes(1, 1)));
+    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, false, false, false, 0, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)tm_smem_bytes(0, 1)));
+    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<true, true, false, false, false, 0, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)tm_smem_bytes(0, 1)));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, false, false, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)tm_smem_bytes(1)));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, false, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -1240,13 +1298,15 @@ static void tma_gemm_launch(const CUtensorMap &ta, const CUtensorMap &tb, float 
             tm_mc_launch(ta, tb64, tc, dst, qs, w, M, kc, ks))
             return;
         cu_launch_pdl(CU_F8_PDL, cu_f8_tm_pref ? tm_lab_kernel(cu_f8_tm_lab) : f8_tma_kernel<false, false, false, true>,
-                      dim3((unsigned)grid_p), dim3(384), tm_smem_bytes(1), ta, tb, tc, none, dst, N, qs, (const float *)w->scale,
+                      dim3((unsigned)grid_p), dim3(384), tm_smem_bytes(1, cu_f8_tm_pref && cu_f8_tm_ss && !cu_f8_tm_lab), ta, tb, tc, none, dst, N, qs, (const float *)w->scale,
                       w->scale_cols, M, N, K, kc, ks);
         CUDA_LAUNCH_CHECK();
         return;
     }
-    cu_launch_pdl(CU_F8_PDL, cu_f8_tm_pref ? f8_tma_kernel<false, true> : f8_tma_kernel<false>, dim3((unsigned)grid_p),
-                  dim3(384), tm_smem_bytes(), ta, tb, ta, none, dst, N, qs, (const float *)w->scale, w->scale_cols, M, N, K, kc, ks);
+    int ss = cu_f8_tm_pref && cu_f8_tm_ss;
+    cu_launch_pdl(CU_F8_PDL, ss ? f8_tma_kernel<false, true, false, false, false, 0, true> : cu_f8_tm_pref ? f8_tma_kernel<false, true>
+                             : f8_tma_kernel<false>, dim3((unsigned)grid_p),
+                  dim3(384), tm_smem_bytes(0, ss), ta, tb, ta, none, dst, N, qs, (const float *)w->scale, w->scale_cols, M, N, K, kc, ks);
     CUDA_LAUNCH_CHECK();
 }
 
@@ -1594,7 +1654,10 @@ long cu_moe_half_launches;   /* grouped launches with opt.moe_half (process-wide
 static void grouped_launch(ds_cuda_backend *cb, const CUtensorMap &ta, const CUtensorMap &ta64, int R, int K, const float *qs,
                            const tm_groups *g, float *out, int ldo, int ws_cols) {
     int grid = g->n_tiles < cb->n_sm ? g->n_tiles : cb->n_sm;
-    if (cu_f8_tm_pref)
+    if (cu_f8_tm_pref && cu_f8_tm_ss)
+        f8_tma_kernel<true, true, false, false, false, 0, true><<<(unsigned)grid, 384, tm_smem_bytes(0, 1), cu_stream>>>(
+            ta, ta, ta64, *g, out, ldo, qs, NULL, ws_cols, R, 0, K, K, 1);
+    else if (cu_f8_tm_pref)
         f8_tma_kernel<true, true><<<(unsigned)grid, 384, tm_smem_bytes(), cu_stream>>>(ta, ta, ta64, *g, out, ldo, qs, NULL, ws_cols, R,
                                                                                        0, K, K, 1);
     else
