@@ -1988,19 +1988,41 @@ if want s27f; then
 fi
 # s27g: the TMA GEMM's scales staged by its producer warp (DSINFER_CUDA_F8_TM_SS): op test f8ss, mutants ss_row / ss_kb
 # (`bash dev/cuda/pack_session.sh dev/cuda/mutants_s27.sh`), op tests f8tp / f8ts (the default forms), then `bench --ops`
-# at M = 4096 and 128, one V3 MoE layer at 4096 tokens and V2-Lite FP8 prefill 8K with SS 0 / 1 alternated twice
+# at M = 4096 and 128, one V3 MoE layer at 4096 tokens and V2-Lite FP8 prefill 8K with SS 0 / 1 / 2 alternated twice
 if want s27g; then
   step ops_f8ss 200 env DSINFER_OPS_ONLY=f8ss DSINFER_OPS_MAX_M=1100 $B/test_cuda_ops
-  for mu in ss_row ss_kb; do [ -x $B/test_cuda_ops_mut_$mu ] && mutant $B/test_cuda_ops_mut_$mu f8ss 1100 150; done
+  for mu in ss_row ss_kb ss_half; do [ -x $B/test_cuda_ops_mut_$mu ] && mutant $B/test_cuda_ops_mut_$mu f8ss 1100 150; done
   for o in f8ts f8tp; do step ops_$o 100 env DSINFER_OPS_ONLY=$o DSINFER_OPS_MAX_M=1100 $B/test_cuda_ops; done
   python3 -c 'import json; c = json.load(open("configs/deepseek-v3.json")); c.update(num_hidden_layers=1, first_k_dense_replace=0); json.dump(c, open("/tmp/v3-1moe.json", "w"))'
   for r in 1 2; do
-    for v in 0 1; do
+    for v in 0 1 2; do
       step ops_ss$v-$r 90 env DSINFER_CUDA_F8_TM_SS=$v $B/dsinfer bench --ops --ops-m 128,4096 --csv $OUT/ops_ss$v-$r.csv
       grep -E "^geomean" $OUT/ops_ss$v-$r.log | sort -u
       step v3moe_ss$v-$r 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_OP_TIMES=1 DSINFER_CUDA_F8_TM_SS=$v $B/dsinfer bench --model /tmp/v3-1moe.json --dtype fp8 --batch '' --ctx '' --prompt 4K --steps 1 --csv $CSV --label s27g-v3moe-ss$v
       grep -E "moe: (gate/up|down)" $OUT/v3moe_ss$v-$r.log | tail -2
       step pre_ss$v-$r 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_F8_TM_SS=$v $B/dsinfer bench --dtype fp8 --batch '' --ctx '' --prompt 8K --steps 2 --csv $CSV --label s27g-pre-ss$v
+    done
+  done
+fi
+# s27h: the staged scales rebuilt (loaded a k-block ahead, after the stage's TMA): op test f8ss and its mutants, SS 0 / 1 / 2
+# rows (`bench --ops --ops-m 128,4096`, one V3 MoE layer, FP8 prefill 8K) twice; then the side stream at one token only
+# (`_SHARED_STREAM_MIN_M=1 _MAX_M=1`) against off over FP8 b1, b64, b256 in one process (the b256 anomaly's test), twice
+if want s27h; then
+  step ops_f8ss 200 env DSINFER_OPS_ONLY=f8ss DSINFER_OPS_MAX_M=1100 $B/test_cuda_ops
+  for mu in ss_row ss_kb ss_half; do [ -x $B/test_cuda_ops_mut_$mu ] && mutant $B/test_cuda_ops_mut_$mu f8ss 1100 150; done
+  python3 -c 'import json; c = json.load(open("configs/deepseek-v3.json")); c.update(num_hidden_layers=1, first_k_dense_replace=0); json.dump(c, open("/tmp/v3-1moe.json", "w"))'
+  for r in 1 2; do
+    for v in 0 1 2; do
+      step ops_ss$v-$r 90 env DSINFER_CUDA_F8_TM_SS=$v $B/dsinfer bench --ops --ops-m 128,4096 --csv $OUT/ops_ss$v-$r.csv
+      grep -E "^geomean" $OUT/ops_ss$v-$r.log | sort -u
+      step v3moe_ss$v-$r 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_OP_TIMES=1 DSINFER_CUDA_F8_TM_SS=$v $B/dsinfer bench --model /tmp/v3-1moe.json --dtype fp8 --batch '' --ctx '' --prompt 4K --steps 1 --csv $CSV --label s27h-v3moe-ss$v
+      grep -E "moe: (gate/up|down)" $OUT/v3moe_ss$v-$r.log | tail -2
+      step pre_ss$v-$r 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_F8_TM_SS=$v $B/dsinfer bench --dtype fp8 --batch '' --ctx '' --prompt 8K --steps 2 --csv $CSV --label s27h-pre-ss$v
+    done
+  done
+  for r in 1 2; do
+    for ss in 0 1; do
+      step side1_$ss-$r 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_SHARED_STREAM=$ss DSINFER_CUDA_SHARED_STREAM_MIN_M=1 DSINFER_CUDA_SHARED_STREAM_MAX_M=1 $B/dsinfer bench --dtype fp8 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s27h-side1-$ss
     done
   done
 fi

@@ -1785,10 +1785,11 @@ static void f8alt_run(setup *s, const char *env, const char *flag, const wpair *
     gpu->destroy(gpu);
 }
 
-/* A W8A8 path switched by env (=1) against the one it replaces (=0) on the same x: linear (N x K at each M) or, with
+/* A W8A8 path switched by env (=on) against the one it replaces (=off) on the same x: linear (N x K at each M) or, with
  * N2 > 0, linear2 (two weights; one launch up to 64 rows). `same`: the outputs must be the same bits; always against
  * the CPU on x quantized the same way (THR_W8A8). */
-static void check_f8_alt(setup *s, const char *env, const char *what, int N, int N2, int K, const int *Ms, int nM, int same) {
+static void check_f8_alt_v(setup *s, const char *env, const char *off, const char *on, const char *what, int N, int N2, int K,
+                           const int *Ms, int nM, int same) {
     wpair w1 = mk_weight(s, N, K, DS_DTYPE_F8_E4M3, 0.5f / sqrtf((float)K), what), w2;
     memset(&w2, 0, sizeof w2);
     if (N2) w2 = mk_weight(s, N2, K, DS_DTYPE_F8_E4M3, 0.5f / sqrtf((float)K), what);
@@ -1799,13 +1800,13 @@ static void check_f8_alt(setup *s, const char *env, const char *what, int N, int
         buf x = buf_new(s, (size_t)M * K), a1 = buf_new(s, (size_t)M * N), b1 = buf_new(s, (size_t)M * N);
         buf a2 = buf_new(s, (size_t)M * (N2 ? N2 : 1)), b2 = buf_new(s, (size_t)M * (N2 ? N2 : 1));
         w8a8_input(&x, M, K);
-        f8alt_run(s, env, "0", &w1, N2 ? &w2 : NULL, &x, &a1, &a2, M);
-        f8alt_run(s, env, "1", &w1, N2 ? &w2 : NULL, &x, &b1, &b2, M);
+        f8alt_run(s, env, off, &w1, N2 ? &w2 : NULL, &x, &a1, &a2, M);
+        f8alt_run(s, env, on, &w1, N2 ? &w2 : NULL, &x, &b1, &b2, M);
         size_t diff = device_units_differ(s, a1.d, b1.d, a1.n + PAD, sizeof(float));
         if (N2) diff += device_units_differ(s, a2.d, b2.d, a2.n + PAD, sizeof(float));
-        printf("  %-8s W8A8 %s M=%d: %s=1 against =0: %zu values differ%s\n", s->name, what, M, env, diff,
+        printf("  %-8s W8A8 %s M=%d: %s=%s against =%s: %zu values differ%s\n", s->name, what, M, env, on, off, diff,
                same ? "" : " (not required equal)");
-        if (same) CHECKF(diff == 0, "%s %s M=%d: %s=1 changes %zu values", s->name, what, M, env, diff);
+        if (same) CHECKF(diff == 0, "%s %s M=%d: %s=%s changes %zu values", s->name, what, M, env, on, diff);
         float *xq = malloc(sizeof(float) * (size_t)M * K);
         act_quant_ref(xq, x.h, M, K);
         char name[96];
@@ -1822,6 +1823,10 @@ static void check_f8_alt(setup *s, const char *env, const char *what, int N, int
     }
     free_weight(&w1);
     if (N2) free_weight(&w2);
+}
+
+static void check_f8_alt(setup *s, const char *env, const char *what, int N, int N2, int K, const int *Ms, int nM, int same) {
+    check_f8_alt_v(s, env, "0", "1", what, N, N2, K, Ms, nM, same);
 }
 
 /* DSINFER_OPS_ONLY=f8cl: check_f8_alt for the W8A8 GEMM's K splits summed inside thread-block clusters
@@ -1901,8 +1906,9 @@ static void run_f8_tm_pref(void) {
 }
 
 /* DSINFER_OPS_ONLY=f8ss: the TMA kernel with each k-block's scales staged into shared memory by its producer warp
- * (DSINFER_CUDA_F8_TM_SS=1) against the global loads (=0): the same bits, in the plain dense form (65 .. 256 rows) and the
- * TMA-store form with its 4-stage ring (TM_STORE_MIN_M=1: every row count), at V2-Lite's o and shared down, V3's q_a +
+ * (DSINFER_CUDA_F8_TM_SS=1, =2) against the global loads (=0): the same bits, in the plain dense form (65 .. 256 rows) and
+ * the TMA-store form (TM_STORE_MIN_M=1: every row count) with its 4-stage ring (=1) and with 5 stages and the epilogue in
+ * halves (=2), at V2-Lite's o and shared down, V3's q_a +
  * kv_a (K 7168), an odd 260 x 384 (K/128 = 3, a partial column block) and K/128 = 1 and 2 (tiles shorter than the ring),
  * 129 and 1024 rows (a last row block with one row: the staged rows past M are zeros); then the prefill MoE's grouped form
  * against the CPU with it on (experts' partial tiles: rows past an expert's end). */
@@ -1912,14 +1918,15 @@ static void run_f8_tm_ss(void) {
     const char *E = "DSINFER_CUDA_F8_TM_SS";
     if (load_setup(&s, "v2l-f8ss", "configs/deepseek-v2-lite.json", 3, 16)) {
         const int Ms[] = {65, 130, 200, 256}, Mb[] = {129, 1024};
-        for (int tst = 0; tst < 2; tst++) {
-            if (tst) setenv("DSINFER_CUDA_F8_TM_STORE_MIN_M", "1", 1);
-            check_f8_alt(&s, E, "v2l o", 2048, 0, 2048, Ms, NM(Ms), 1);
-            check_f8_alt(&s, E, "v2l sh down", 2048, 0, 2816, Mb, NM(Mb), 1);
-            check_f8_alt(&s, E, "v3 q_a+kv_a", 2112, 0, 7168, Ms, NM(Ms), 1);
-            check_f8_alt(&s, E, "odd", 260, 0, 384, Ms, NM(Ms), 1);
-            check_f8_alt(&s, E, "K 128", 384, 0, 128, Mb, NM(Mb), 1);
-            check_f8_alt(&s, E, "K 256", 384, 0, 256, Mb, NM(Mb), 1);
+        for (int v = 0; v < 3; v++) {   /* SS 1 plain, SS 1 TMA-store, SS 2 TMA-store */
+            const char *on = v < 2 ? "1" : "2";
+            if (v) setenv("DSINFER_CUDA_F8_TM_STORE_MIN_M", "1", 1);
+            check_f8_alt_v(&s, E, "0", on, "v2l o", 2048, 0, 2048, Ms, NM(Ms), 1);
+            check_f8_alt_v(&s, E, "0", on, "v2l sh down", 2048, 0, 2816, Mb, NM(Mb), 1);
+            check_f8_alt_v(&s, E, "0", on, "v3 q_a+kv_a", 2112, 0, 7168, Ms, NM(Ms), 1);
+            check_f8_alt_v(&s, E, "0", on, "odd", 260, 0, 384, Ms, NM(Ms), 1);
+            check_f8_alt_v(&s, E, "0", on, "K 128", 384, 0, 128, Mb, NM(Mb), 1);
+            check_f8_alt_v(&s, E, "0", on, "K 256", 384, 0, 256, Mb, NM(Mb), 1);
             unsetenv("DSINFER_CUDA_F8_TM_STORE_MIN_M");
         }
         free_setup(&s);

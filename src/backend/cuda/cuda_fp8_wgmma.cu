@@ -88,12 +88,12 @@ __device__ __forceinline__ void wg_store(const float (&tot)[4 * J], float *out, 
     }
 }
 
-/* the ring's barriers (thread 0): full[s] completes on one arrival plus the stage's bytes, empty[s] on `consumers`
- * arrivals; made visible before the block's barrier */
-__device__ __forceinline__ void tm_ring_init(uint64_t *full, uint64_t *empty, int nst, int consumers) {
+/* the ring's barriers (thread 0): full[s] completes on `producers` arrivals (1; 2 with f8_tma_kernel's SS: the expect_tx
+ * and the scales' slot) plus the stage's bytes, empty[s] on `consumers` arrivals; made visible before the block's barrier */
+__device__ __forceinline__ void tm_ring_init(uint64_t *full, uint64_t *empty, int nst, int consumers, int producers = 1) {
     if (threadIdx.x == 0) {
         for (int s = 0; s < nst; s++) {
-            mbar_init(&full[s], 1);
+            mbar_init(&full[s], producers);
             mbar_init(&empty[s], consumers);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -408,13 +408,15 @@ __global__ void __launch_bounds__(128) f8_tma1_kernel(const __grid_constant__ CU
 
 #define TM_SLOT 528   /* SS: a stage's scale slot: its 128 rows' activation scales, then the weight block's (129 floats) */
 
-/* the ring's stages: 6, 5 with the TMA-store epilogue, 4 with it and SS (the slots take the room of the fifth: 5 would pass
- * the 227 KB an SM gives a block by ~0.7 KB) */
-__host__ __device__ constexpr int tm_stages(bool tst, bool ss) { return tst ? (ss ? TM_ST_S - 1 : TM_ST_S) : TM_ST; }
+/* the ring's stages: 6, 5 with the TMA-store epilogue; with it and SS 1, 4 (the slots take the room of the fifth: 5 would
+ * pass the 227 KB an SM gives a block by ~0.7 KB); with it and SS 2, 5 again, the epilogue written in two 64-column halves
+ * through half the buffer (tm_epi_bytes) */
+__host__ __device__ constexpr int tm_stages(bool tst, int ss) { return tst ? (ss == 1 ? TM_ST_S - 1 : TM_ST_S) : TM_ST; }
+__host__ __device__ constexpr int tm_epi_bytes(bool tst, int ss) { return tst ? (ss == 2 ? TM_EPI / 2 : TM_EPI) : 0; }
 
 static size_t tm_smem_bytes(int tst = 0, int ss = 0) {
     size_t nst = (size_t)tm_stages(tst, ss);
-    return nst * TM_STAGE + (tst ? TM_EPI : 0) + (ss ? nst * TM_SLOT : 0) + 2 * nst * 8 + 1024;
+    return nst * TM_STAGE + tm_epi_bytes(tst, ss) + (ss ? nst * TM_SLOT : 0) + 2 * nst * 8 + 1024;
 }
 
 /* tile t of mb x nb output tiles x ks splits -> its first row and column and its stages [kb0, kb0 + nkb):
@@ -519,24 +521,42 @@ typedef struct {
     uint64_t *full, *empty;
     const float *xs, *sw;   /* the codes' scales [rows][LK]; the tile's row of weight scales */
     int mend, LK, kb0, nkb, it0, cw, r0, r1;
-    const unsigned char *slots;   /* SS: the ring's scale slots (tm_stage_scales) */
+    const unsigned char *slots;   /* SS: the ring's scale slots (tm_put_scales) */
     int tr0;                      /* SS: r0's row within the tile */
 } tm_ctx;
 
-/* SS: k-block `it`'s scales into its stage's slot, by the producer warp (32 lanes; the tile's rows m0 .. m0 + 127, 0 for
- * rows at or past mend, and the weight block's at [128]), before the stage's full barrier is armed: the consumers read
- * them from shared memory after that barrier (tm_slot_scales), not from global memory among their MMAs (a load there
- * slows the tensor pipe: DSINFER_CUDA_F8_TM_LAB 1 / 8, RESULTS twenty-seventh session runs 3 and 5) */
-__device__ __forceinline__ void tm_stage_scales(unsigned char *slot, const float *xs, const float *sw, int LK, int kb, int m0,
-                                                int mend, int lane) {
-    float *f = (float *)slot;
+/* SS: a k-block's scales as the producer warp holds them: lane l has rows m0 + l + 32 q (0 at or past mend), every lane
+ * the weight block's */
+typedef struct {
+    float v[4], sw;
+} tm_stage_sc;
+
+/* SS: k-block kb's scales requested by the producer warp, one k-block before they are stored (tm_put_scales): their
+ * global-load latency runs while the producer waits for the next stage (a first build loaded and stored them in one step
+ * before each stage's TMA: the ring was fed at one load latency a k-block, 0.87 -> 0.61x cuBLASLt, RESULTS
+ * twenty-seventh session run 7) */
+__device__ __forceinline__ tm_stage_sc tm_load_scales(const float *xs, const float *sw, int LK, int kb, int m0, int mend, int lane) {
+    tm_stage_sc r;
 #pragma unroll
     for (int q = 0; q < 4; q++) {
-        int r = m0 + lane + 32 * q;
-        f[lane + 32 * q] = r < mend ? xs[(size_t)r * LK + kb] : 0.0f;
+        int row = m0 + lane + 32 * q;
+        r.v[q] = row < mend ? xs[(size_t)row * LK + kb] : 0.0f;
     }
-    if (lane == 0) f[128] = sw[kb];
-    __syncwarp();   /* every lane's stores ordered before lane 0's arrive on the full barrier (release) */
+    r.sw = sw[kb];
+    return r;
+}
+
+/* SS: the scales into stage s's slot ([128 rows], then the weight's), then the full barrier's second arrival (lane 0;
+ * the first is the stage's expect_tx): the consumers read them from shared memory after that barrier (tm_slot_scales),
+ * not from global memory among their MMAs (a load there slows the tensor pipe: DSINFER_CUDA_F8_TM_LAB 1 / 8, RESULTS
+ * twenty-seventh session runs 3 and 5) */
+__device__ __forceinline__ void tm_put_scales(unsigned char *slot, uint64_t *full, const tm_stage_sc &sc, int lane) {
+    float *f = (float *)slot;
+#pragma unroll
+    for (int q = 0; q < 4; q++) f[lane + 32 * q] = sc.v[q];
+    if (lane == 0) f[128] = sc.sw;
+    __syncwarp();   /* every lane's stores ordered before lane 0's arrive (release) */
+    if (lane == 0) mbar_arrive(full);
 }
 
 /* SS: this thread's scales of the k-block in stage s (its full barrier waited for): tm_scales' values */
@@ -626,27 +646,34 @@ __device__ __forceinline__ void tma_load_mc2(void *dst, const CUtensorMap *map, 
  * all banks) -> out by 4 TMA stores at (col, row, z) of map tc ([ks][M][N] fp32: rows past M and columns past N are
  * not written). The stores run on while the warpgroup starts its next tile; its leader thread (the one that issued
  * them) waits until they have read eb before anyone writes it again. Named barrier 2 + cw among the warpgroup. */
+template <bool HALF = false>
 __device__ __forceinline__ void tm_store_tma(const float (&tot)[64], unsigned char *eb, const CUtensorMap *tc, int col,
                                              int row, int z, int rl0, int lane, int leader, int cw) {
-    if (leader) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
-    asm volatile("bar.sync %0, 128;\n" ::"r"(2 + cw) : "memory");
+    /* HALF: boxes 0, 1 then 2, 3 through a 16 KB buffer, the second pair written once the first pair's stores have read
+     * it (each pass waits for the buffer's previous reads, as the whole epilogue does for the last tile's) */
 #pragma unroll
-    for (int j = 0; j < 16; j++)
+    for (int h = 0; h < (HALF ? 2 : 1); h++) {
+        if (leader) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+        asm volatile("bar.sync %0, 128;\n" ::"r"(2 + cw) : "memory");
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-            int r = rl0 + 8 * h, chunk = 2 * (j & 3) + ((lane & 3) >> 1);
-            *(float2 *)(eb + (j >> 2) * 8192 + r * 128 + ((chunk ^ (r & 7)) << 4) + (lane & 1) * 8) =
-                make_float2(tot[4 * j + 2 * h], tot[4 * j + 2 * h + 1]);
+        for (int j = (HALF ? 8 * h : 0); j < (HALF ? 8 * h + 8 : 16); j++)
+#pragma unroll
+            for (int hh = 0; hh < 2; hh++) {
+                int r = rl0 + 8 * hh, chunk = 2 * (j & 3) + ((lane & 3) >> 1);
+                *(float2 *)(eb + ((j >> 2) - (HALF ? 2 * h : 0)) * 8192 + r * 128 + ((chunk ^ (r & 7)) << 4) + (lane & 1) * 8) =
+                    make_float2(tot[4 * j + 2 * hh], tot[4 * j + 2 * hh + 1]);
+            }
+        wg_fence_smem();   /* the writes made visible to the TMA unit (the async proxy) */
+        asm volatile("bar.sync %0, 128;\n" ::"r"(2 + cw) : "memory");
+        if (leader) {
+#pragma unroll
+            for (int b = (HALF ? 2 * h : 0); b < (HALF ? 2 * h + 2 : 4); b++)
+                asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];\n"
+                             ::"l"((uint64_t)tc), "r"(col + 32 * b), "r"(row), "r"(z),
+                             "r"(cu_smem_addr(eb + (b - (HALF ? 2 * h : 0)) * 8192))
+                             : "memory");
+            asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
         }
-    wg_fence_smem();   /* the writes made visible to the TMA unit (the async proxy) */
-    asm volatile("bar.sync %0, 128;\n" ::"r"(2 + cw) : "memory");
-    if (leader) {
-#pragma unroll
-        for (int b = 0; b < 4; b++)
-            asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];\n"
-                         ::"l"((uint64_t)tc), "r"(col + 32 * b), "r"(row), "r"(z), "r"(cu_smem_addr(eb + b * 8192))
-                         : "memory");
-        asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
     }
 }
 
@@ -668,9 +695,9 @@ __device__ __forceinline__ void tm_store_tma(const float (&tot)[64], unsigned ch
  * weight row 0 (the same two L2-resident boxes: no DRAM or L2-miss latency in the feed), bit 8 the scales read from
  * shared memory instead (tm_scales_lab_smem).
  * SS (DSINFER_CUDA_F8_TM_SS; with PREF, not CL or MC): the scales staged into a slot beside each stage by the producer
- * warp (tm_stage_scales) and read by the consumers from there (tm_slot_scales); with TST the ring has 4 stages. The same
- * values, the same promotion: the same bits. */
-template <bool GROUPED, bool PREF = false, bool CL = false, bool TST = false, bool MC = false, int LAB = 0, bool SS = false>
+ * warp (tm_load_scales, tm_put_scales) and read by the consumers from there (tm_slot_scales); with TST the ring has 4 stages (SS 1) or
+ * 5 with the epilogue in halves (SS 2; tm_stages). The same values, the same promotion: the same bits. */
+template <bool GROUPED, bool PREF = false, bool CL = false, bool TST = false, bool MC = false, int LAB = 0, int SS = 0>
 __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ CUtensorMap ta,
                                                         const __grid_constant__ CUtensorMap tb,
                                                         const __grid_constant__ CUtensorMap tc, const tm_groups g,
@@ -683,7 +710,7 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
     static_assert(!MC || TST, "the multicast pairs are the TMA-store form's");
     static_assert(!SS || (PREF && !CL && !MC && !LAB), "the staged scales: the one-block PREF forms");
     unsigned char *epi = sm + NST * TM_STAGE;   /* TST: the epilogue's buffer */
-    unsigned char *slots = epi + (TST ? TM_EPI : 0);   /* SS: NST scale slots */
+    unsigned char *slots = epi + tm_epi_bytes(TST, SS);   /* SS: NST scale slots */
     uint64_t *full = (uint64_t *)(slots + (SS ? NST * TM_SLOT : 0)), *empty = full + NST;
     /* MC: units are row-block pairs (x column blocks x splits), taken by clusters; rank: this block's in its cluster */
     const int mbu = MC ? (M + 2 * TM_BM - 1) / (2 * TM_BM) : (M + TM_BM - 1) / TM_BM;
@@ -693,7 +720,7 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
     tm_job j;
     cu_pdl_trigger();   /* (the dense form is launched with PDL under CU_F8_PDL) */
     cu_pdl_wait();
-    tm_ring_init(full, empty, NST, MC ? 16 : 8);
+    tm_ring_init(full, empty, NST, MC ? 16 : 8, SS ? 2 : 1);
     if (MC) cl_sync();   /* both blocks' barriers initialised before either producer writes into the other */
     int wg = threadIdx.x >> 7;
     if (wg == 0) {   /* producer: one thread (SS: one warp) */
@@ -702,36 +729,41 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
             int it = 0;
             for (int t = first; t < tiles; t += step) {
                 tm_job_of<GROUPED, CL, MC>(&j, t, &tb, g, out, ws, ws_cols, M, N, K, kc, ks, rank);
+                tm_stage_sc sv;   /* SS: the next k-block's scales, in flight */
+                if (SS) sv = tm_load_scales(xs, j.sw, K / WG_BK, j.kb0, j.m0, j.mend, threadIdx.x);
                 for (int i = 0; i < j.nkb; i++, it++) {
                     int s = it % NST;
                     if (it >= NST) mbar_wait(&empty[s], (it / NST - 1) & 1);
+                    if (!SS || threadIdx.x == 0) {   /* SS: lane 0 issues the stage's loads, then the warp its scales */
+                        unsigned char *st = sm + s * TM_STAGE;
+                        if (GROUPED && g.half && j.mend - j.m0 <= 64) {
+                            /* the second consumer warpgroup has no valid row here (its stages waited for, no MMAs): only
+                             * the first 64 rows, by the 64-row map, into the stage's first half of rows (the swizzle's
+                             * layout of those rows is the 128-row box's) */
+                            mbar_expect_tx(&full[s], TM_STAGE - 64 * WG_BK);
+                            tma_load(st, &tc, (j.kb0 + i) * WG_BK, j.m0, &full[s]);
+                        } else {
+                            /* MC: a block whose rows are all past M loads row 0's instead (not used: both warpgroups skip their
+                             * MMAs), so that no box lies wholly outside the map */
+                            mbar_expect_tx(&full[s], TM_STAGE);
+                            if (LAB & 4) tma_load(st, &ta, 0, 0, &full[s]);
+                            else tma_load(st, &ta, (j.kb0 + i) * WG_BK, MC && j.m0 >= M ? 0 : j.m0, &full[s]);
+                        }
+                        if (MC) {   /* this block's half of the weight tile, into both blocks' stage; a half wholly past N loads
+                                     * the tile's first rows instead (its columns are past N: not stored) */
+                            int brow = j.n0 + 64 * rank < N ? j.n0 + 64 * rank : j.n0;
+                            tma_load_mc2(st + TM_BM * WG_BK + rank * 64 * WG_BK, j.mapb, (j.kb0 + i) * WG_BK, brow, &full[s]);
+                        }
+                        else if (LAB & 4)
+                            tma_load(st + TM_BM * WG_BK, j.mapb, 0, 0, &full[s]);
+                        else
+                            tma_load(st + TM_BM * WG_BK, j.mapb, (j.kb0 + i) * WG_BK, j.n0, &full[s]);
+                    }
                     if (SS) {
-                        tm_stage_scales(slots + s * TM_SLOT, xs, j.sw, K / WG_BK, j.kb0 + i, j.m0, j.mend, threadIdx.x);
-                        if (threadIdx.x) continue;
+                        tm_stage_sc cur = sv;
+                        if (i + 1 < j.nkb) sv = tm_load_scales(xs, j.sw, K / WG_BK, j.kb0 + i + 1, j.m0, j.mend, threadIdx.x);
+                        tm_put_scales(slots + s * TM_SLOT, &full[s], cur, threadIdx.x);
                     }
-                    unsigned char *st = sm + s * TM_STAGE;
-                    if (GROUPED && g.half && j.mend - j.m0 <= 64) {
-                        /* the second consumer warpgroup has no valid row here (its stages waited for, no MMAs): only
-                         * the first 64 rows, by the 64-row map, into the stage's first half of rows (the swizzle's
-                         * layout of those rows is the 128-row box's) */
-                        mbar_expect_tx(&full[s], TM_STAGE - 64 * WG_BK);
-                        tma_load(st, &tc, (j.kb0 + i) * WG_BK, j.m0, &full[s]);
-                    } else {
-                        /* MC: a block whose rows are all past M loads row 0's instead (not used: both warpgroups skip their
-                         * MMAs), so that no box lies wholly outside the map */
-                        mbar_expect_tx(&full[s], TM_STAGE);
-                        if (LAB & 4) tma_load(st, &ta, 0, 0, &full[s]);
-                        else tma_load(st, &ta, (j.kb0 + i) * WG_BK, MC && j.m0 >= M ? 0 : j.m0, &full[s]);
-                    }
-                    if (MC) {   /* this block's half of the weight tile, into both blocks' stage; a half wholly past N loads
-                                 * the tile's first rows instead (its columns are past N: not stored) */
-                        int brow = j.n0 + 64 * rank < N ? j.n0 + 64 * rank : j.n0;
-                        tma_load_mc2(st + TM_BM * WG_BK + rank * 64 * WG_BK, j.mapb, (j.kb0 + i) * WG_BK, brow, &full[s]);
-                    }
-                    else if (LAB & 4)
-                        tma_load(st + TM_BM * WG_BK, j.mapb, 0, 0, &full[s]);
-                    else
-                        tma_load(st + TM_BM * WG_BK, j.mapb, (j.kb0 + i) * WG_BK, j.n0, &full[s]);
                 }
             }
         }
@@ -776,21 +808,21 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
 #define TM_SCALES(c, i) ((LAB & 1) ? tm_sc{1.0f, 1.0f, 1.0f} : (LAB & 8) ? tm_scales_lab_smem(epi, c, i) : tm_scales(c, i))
         /* SS: tm_issue reads each k-block's scales from its slot (sa / sb) */
         tm_sc sa = PREF && !SS ? TM_SCALES(&c, 0) : tm_sc{}, sb = sa;
-        tm_issue<NST, SS>(acc_a, &c, 0, &sa);
+        tm_issue<NST, (SS != 0)>(acc_a, &c, 0, &sa);
         int i = 0;
         for (; i + 2 < nkb; i += 2) {   /* i in flight in acc_a */
             if (PREF && !SS) sb = TM_SCALES(&c, i + 1);
-            tm_issue<NST, SS>(acc_b, &c, i + 1, &sb);
+            tm_issue<NST, (SS != 0)>(acc_b, &c, i + 1, &sb);
             wg_wait1();
             tm_promote<NST, MC>(acc_a, tot, &c, i, lane, PREF ? sa : tm_scales(&c, i));
             if (PREF && !SS) sa = TM_SCALES(&c, i + 2);
-            tm_issue<NST, SS>(acc_a, &c, i + 2, &sa);
+            tm_issue<NST, (SS != 0)>(acc_a, &c, i + 2, &sa);
             wg_wait1();
             tm_promote<NST, MC>(acc_b, tot, &c, i + 1, lane, PREF ? sb : tm_scales(&c, i + 1));
         }
         if (i + 1 < nkb) {   /* i in acc_a and one more */
             if (PREF && !SS) sb = TM_SCALES(&c, i + 1);
-            tm_issue<NST, SS>(acc_b, &c, i + 1, &sb);
+            tm_issue<NST, (SS != 0)>(acc_b, &c, i + 1, &sb);
             wg_wait1();
             tm_promote<NST, MC>(acc_a, tot, &c, i, lane, PREF ? sa : tm_scales(&c, i));
             wg_wait0();
@@ -802,7 +834,7 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
         it += nkb;
         if (CL) cl_sum_store<2, true>(tot, sm, out, N, M, j.m0, j.n0, c.r0 - j.m0, lane, ks, t % ks, threadIdx.x - 128);
         else if (TST && !(LAB & 2))
-            tm_store_tma(tot, epi + cw * (TM_EPI / 2), &tc, j.n0, j.m0 + 64 * cw, j.z, c.r0 - j.m0 - 64 * cw, lane,
+            tm_store_tma<SS == 2>(tot, epi + cw * (tm_epi_bytes(TST, SS) / 2), &tc, j.n0, j.m0 + 64 * cw, j.z, c.r0 - j.m0 - 64 * cw, lane,
                          threadIdx.x % 128 == 0, cw);
         else
             wg_store(tot, j.out + j.ocol, (size_t)ldo, c.r0, c.r1, j.mend, j.n0, j.nvalid, lane);
@@ -974,7 +1006,9 @@ static tm_kernel_fn tm_lab_kernel(int lab) {
     case 8: return f8_tma_kernel<false, true, false, true, false, 8>;
     case 10: return f8_tma_kernel<false, true, false, true, false, 10>;
     default:   /* (a lab value not built: the plain form, never SS, as tma_gemm_launch sizes it) */
-        return !lab && cu_f8_tm_ss ? f8_tma_kernel<false, true, false, true, false, 0, true> : f8_tma_kernel<false, true, false, true>;
+        return lab || !cu_f8_tm_ss ? f8_tma_kernel<false, true, false, true>
+             : cu_f8_tm_ss == 2     ? f8_tma_kernel<false, true, false, true, false, 0, 2>
+                                    : f8_tma_kernel<false, true, false, true, false, 0, 1>;
     }
 }
 
@@ -993,11 +1027,13 @@ void cu_f8_wgmma_init(void) {
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes(1)));
     if (cu_f8_tm_lab)
         CUDA_CHECK(cudaFuncSetAttribute(tm_lab_kernel(cu_f8_tm_lab), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes(1)));
-    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, false, true, false, 0, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, false, true, false, 0, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)tm_smem_bytes(1, 1)));
-    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, false, false, false, 0, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, false, true, false, 0, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)tm_smem_bytes(1, 2)));
+    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, false, false, false, 0, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)tm_smem_bytes(0, 1)));
-    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<true, true, false, false, false, 0, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<true, true, false, false, false, 0, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)tm_smem_bytes(0, 1)));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, false, false, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)tm_smem_bytes(1)));
@@ -1298,13 +1334,13 @@ static void tma_gemm_launch(const CUtensorMap &ta, const CUtensorMap &tb, float 
             tm_mc_launch(ta, tb64, tc, dst, qs, w, M, kc, ks))
             return;
         cu_launch_pdl(CU_F8_PDL, cu_f8_tm_pref ? tm_lab_kernel(cu_f8_tm_lab) : f8_tma_kernel<false, false, false, true>,
-                      dim3((unsigned)grid_p), dim3(384), tm_smem_bytes(1, cu_f8_tm_pref && cu_f8_tm_ss && !cu_f8_tm_lab), ta, tb, tc, none, dst, N, qs, (const float *)w->scale,
+                      dim3((unsigned)grid_p), dim3(384), tm_smem_bytes(1, cu_f8_tm_pref && !cu_f8_tm_lab ? cu_f8_tm_ss : 0), ta, tb, tc, none, dst, N, qs, (const float *)w->scale,
                       w->scale_cols, M, N, K, kc, ks);
         CUDA_LAUNCH_CHECK();
         return;
     }
-    int ss = cu_f8_tm_pref && cu_f8_tm_ss;
-    cu_launch_pdl(CU_F8_PDL, ss ? f8_tma_kernel<false, true, false, false, false, 0, true> : cu_f8_tm_pref ? f8_tma_kernel<false, true>
+    int ss = cu_f8_tm_pref && cu_f8_tm_ss ? 1 : 0;   /* (the plain form's SS 1 and 2 are one: no epilogue buffer) */
+    cu_launch_pdl(CU_F8_PDL, ss ? f8_tma_kernel<false, true, false, false, false, 0, 1> : cu_f8_tm_pref ? f8_tma_kernel<false, true>
                              : f8_tma_kernel<false>, dim3((unsigned)grid_p),
                   dim3(384), tm_smem_bytes(0, ss), ta, tb, ta, none, dst, N, qs, (const float *)w->scale, w->scale_cols, M, N, K, kc, ks);
     CUDA_LAUNCH_CHECK();
@@ -1655,7 +1691,7 @@ static void grouped_launch(ds_cuda_backend *cb, const CUtensorMap &ta, const CUt
                            const tm_groups *g, float *out, int ldo, int ws_cols) {
     int grid = g->n_tiles < cb->n_sm ? g->n_tiles : cb->n_sm;
     if (cu_f8_tm_pref && cu_f8_tm_ss)
-        f8_tma_kernel<true, true, false, false, false, 0, true><<<(unsigned)grid, 384, tm_smem_bytes(0, 1), cu_stream>>>(
+        f8_tma_kernel<true, true, false, false, false, 0, 1><<<(unsigned)grid, 384, tm_smem_bytes(0, 1), cu_stream>>>(
             ta, ta, ta64, *g, out, ldo, qs, NULL, ws_cols, R, 0, K, K, 1);
     else if (cu_f8_tm_pref)
         f8_tma_kernel<true, true><<<(unsigned)grid, 384, tm_smem_bytes(), cu_stream>>>(ta, ta, ta64, *g, out, ldo, qs, NULL, ws_cols, R,
