@@ -813,9 +813,10 @@ extern int cu_f8_tm_store, cu_f8_tm_store_min_m;
 /* DSINFER_CUDA_F8_TM_LAB (lab, default 0; wrong results): the dense TMA-store GEMM without parts of its work, to time
  * what each costs: 1 no scale loads, 2 no epilogue stores, 4 every stage from the same L2-resident boxes (sums: 3, 7) */
 extern int cu_f8_tm_lab;
-/* DSINFER_CUDA_F8_TM_SS (default 0 until timed): the TMA kernel's one-block PREF forms (dense, TMA-store, grouped) with
- * each k-block's scales staged into shared memory by the producer warp: the same bits. 1: the TMA-store form with a
- * 4-stage ring; 2: with 5 stages and its epilogue in two halves */
+/* DSINFER_CUDA_F8_TM_SS (default 0: slower, own / cuBLASLt at M = 4096 0.87 -> 0.73, RESULTS twenty-seventh session
+ * run 8): the TMA kernel's one-block PREF forms (dense, TMA-store, grouped) with each k-block's scales staged into shared
+ * memory by the producer warp: the same bits. 1: the TMA-store form with a 4-stage ring; 2: with 5 stages and its
+ * epilogue in two halves */
 extern int cu_f8_tm_ss;
 extern int cu_f8_bn192, cu_f8_bn192_min_m;
 /* DSINFER_CUDA_F8_TM_MC (default 0: 6% slower than one block at M = 4096 for 25% fewer L2 bytes, RESULTS twenty-sixth

@@ -534,7 +534,8 @@ typedef struct {
 /* SS: k-block kb's scales requested by the producer warp, one k-block before they are stored (tm_put_scales): their
  * global-load latency runs while the producer waits for the next stage (a first build loaded and stored them in one step
  * before each stage's TMA: the ring was fed at one load latency a k-block, 0.87 -> 0.61x cuBLASLt, RESULTS
- * twenty-seventh session run 7) */
+ * twenty-seventh session run 7). One k-block ahead is still too close (0.73x, run 8): the producer turns a stage every
+ * ~0.4 us, less than a loaded L2 round trip; the next form looks ahead several k-blocks (KERNELS.md). */
 __device__ __forceinline__ tm_stage_sc tm_load_scales(const float *xs, const float *sw, int LK, int kb, int m0, int mend, int lane) {
     tm_stage_sc r;
 #pragma unroll
