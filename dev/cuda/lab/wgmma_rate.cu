@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "backend/cuda/cuda_wgmma.h"   /* the project's descriptors, wgmma fences, mbarriers */
 #include "wgmma_ops.h"
 
 #define CK(x)                                                                                              \
@@ -41,36 +42,10 @@
 #define SRC_BYTES (64u << 20)
 #define WIN_BYTES (4u << 20)   /* the window the producers read: L2-resident, as a GEMM's tiles mostly are */
 
-__device__ __forceinline__ uint32_t saddr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ uint64_t desc(const void *p) {
-    uint64_t a = saddr(p);
-    return ((a & 0x3FFFF) >> 4) | ((uint64_t)(1024 >> 4) << 32) | (1ull << 62);
-}
-__device__ __forceinline__ void fence(void) { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void commit(void) { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wait0(void) { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
-__device__ __forceinline__ void wait1(void) { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
-__device__ __forceinline__ void mb_init(uint64_t *b, int n) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(saddr(b)), "r"(n) : "memory");
-}
-__device__ __forceinline__ void mb_expect(uint64_t *b, int bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(saddr(b)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mb_arrive(uint64_t *b) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(saddr(b)) : "memory");
-}
-__device__ __forceinline__ void mb_wait(uint64_t *b, int parity) {
-    uint32_t done = 0;
-    while (!done)
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done)
-                     : "r"(saddr(b)), "r"(parity)
-                     : "memory");
-}
 /* bytes (a multiple of 16) from global src to shared dst, completing on bar */
 __device__ __forceinline__ void bulk_load(void *dst, const void *src, int bytes, uint64_t *bar) {
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
-                 ::"r"(saddr(dst)), "l"(src), "r"(bytes), "r"(saddr(bar))
+                 ::"r"(cu_smem_addr(dst)), "l"(src), "r"(bytes), "r"(cu_smem_addr(bar))
                  : "memory");
 }
 /* this thread's A fragment of k32 step j for the warp's 16 rows (rows0: the warp's first row's address in the stage's
@@ -80,7 +55,7 @@ __device__ __forceinline__ void load_a(uint32_t (&a)[4], const unsigned char *ro
     const unsigned char *p = rows0 + r * 128 + ((chunk ^ (r & 7)) << 4);
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
-                 : "r"(saddr(p)));
+                 : "r"(cu_smem_addr(p)));
 }
 
 /* tot += acc s; acc pinned first (an empty asm that "writes" each register): without it the compiler may move these
@@ -98,11 +73,11 @@ __device__ __forceinline__ void promote(float (&tot)[64], float (&acc)[N], float
  * and a rolled loop among the MMAs serializes them (C7514) */
 __device__ __forceinline__ void ss128_kblock(float (&acc)[64], const unsigned char *a, const unsigned char *b) {
 #pragma unroll
-    for (int j = 0; j < 4; j++) wg_ss_n128(acc, desc(a + 32 * j), desc(b + 32 * j), j);
+    for (int j = 0; j < 4; j++) wg_ss_n128(acc, wg_desc(a + 32 * j), wg_desc(b + 32 * j), j);
 }
 __device__ __forceinline__ void rs64_kblock(float (&acc)[32], const uint32_t (&a)[4][4], const unsigned char *b) {
 #pragma unroll
-    for (int j = 0; j < 4; j++) wg_rs_n64(acc, a[j], desc(b + 32 * j), j);
+    for (int j = 0; j < 4; j++) wg_rs_n64(acc, a[j], wg_desc(b + 32 * j), j);
 }
 __device__ __forceinline__ void load_a4(uint32_t (&a)[4][4], const unsigned char *rows0, int lane) {
 #pragma unroll
@@ -124,8 +99,8 @@ __global__ void __launch_bounds__(384, 1) rate_kernel(const unsigned char *src, 
     const int bytes = tile_bytes(MODE);
     if (threadIdx.x == 0) {
         for (int s = 0; s < NST; s++) {
-            mb_init(&full[s], 1);
-            mb_init(&empty[s], 8);
+            mbar_init(&full[s], 1);
+            mbar_init(&empty[s], 8);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -138,8 +113,8 @@ __global__ void __launch_bounds__(384, 1) rate_kernel(const unsigned char *src, 
             size_t off = (size_t)blockIdx.x * 7 * STAGE % WIN_BYTES / 16 * 16;
             for (int it = 0; it < iters; it++) {
                 int s = it % NST;
-                if (it >= NST) mb_wait(&empty[s], (it / NST - 1) & 1);
-                mb_expect(&full[s], bytes);
+                if (it >= NST) mbar_wait(&empty[s], (it / NST - 1) & 1);
+                mbar_expect_tx(&full[s], bytes);
                 if (off + bytes > WIN_BYTES) off = 0;
                 bulk_load(sm + s * STAGE, src + off, bytes, &full[s]);
                 off += bytes;
@@ -154,11 +129,11 @@ __global__ void __launch_bounds__(384, 1) rate_kernel(const unsigned char *src, 
     for (int q = 0; q < 64; q++) tot[q] = 0.0f;
     const float sc = 1.0f + lane * 1e-3f;
     /* the stage of k-block it: waited for (PROD) */
-#define STAGE_OF(it) (PROD ? (mb_wait(&full[(it) % NST], ((it) / NST) & 1), sm + ((it) % NST) * STAGE) : sm + ((it) % NST) * STAGE)
+#define STAGE_OF(it) (PROD ? (mbar_wait(&full[(it) % NST], ((it) / NST) & 1), sm + ((it) % NST) * STAGE) : sm + ((it) % NST) * STAGE)
 /* accumulators start defined (the MMAs' first k32 step ignores them; ptxas serializes the MMAs otherwise, C7514) */
 #define ZERO(A) zero(A)
 #define RELEASE(it) \
-    do { if (PROD && lane == 0) mb_arrive(&empty[(it) % NST]); } while (0)
+    do { if (PROD && lane == 0) mbar_arrive(&empty[(it) % NST]); } while (0)
     if (MODE == 0) {   /* f8_tma_kernel's loop: straight-line pairs (a branch among the MMAs serializes them, C7514) */
         float aa[64], ab[64];
         ZERO(aa);
@@ -166,19 +141,19 @@ __global__ void __launch_bounds__(384, 1) rate_kernel(const unsigned char *src, 
 #define ISSUE128(ACC, IT)                                                                                                \
     do {                                                                                                                 \
         unsigned char *st_ = STAGE_OF(IT);                                                                              \
-        fence();                                                                                                         \
+        wg_fence();                                                                                                         \
         ss128_kblock(ACC, st_ + cw * 8192, st_ + A_BYTES);                                                             \
-        commit();                                                                                                        \
+        wg_commit();                                                                                                        \
     } while (0)
         ISSUE128(aa, 0);
         int it = 0;
         for (; it + 2 < iters; it += 2) {
             ISSUE128(ab, it + 1);
-            wait1();
+            wg_wait1();
             RELEASE(it);
             promote<64>(tot, aa, sc);
             ISSUE128(aa, it + 2);
-            wait1();
+            wg_wait1();
             RELEASE(it + 1);
             promote<64>(tot, ab, sc);
         }
@@ -186,14 +161,14 @@ __global__ void __launch_bounds__(384, 1) rate_kernel(const unsigned char *src, 
          * MMA (C7514), its accumulator analysis following the path where the count is odd */
         if (it + 1 < iters) {
             ISSUE128(ab, it + 1);
-            wait1();
+            wg_wait1();
             RELEASE(it);
             promote<64>(tot, aa, sc);
-            wait0();
+            wg_wait0();
             RELEASE(it + 1);
             promote<64>(tot, ab, sc);
         } else {
-            wait0();
+            wg_wait0();
             RELEASE(it);
             promote<64>(tot, aa, sc);
         }
@@ -202,11 +177,11 @@ __global__ void __launch_bounds__(384, 1) rate_kernel(const unsigned char *src, 
         ZERO(acc);
         for (int it = 0; it < iters; it++) {
             unsigned char *st = STAGE_OF(it);
-            fence();
+            wg_fence();
 #pragma unroll
-            for (int j = 0; j < 4; j++) wg_ss_n256(acc, desc(st + cw * 8192 + 32 * j), desc(st + A_BYTES + 32 * j), j);
-            commit();
-            wait0();
+            for (int j = 0; j < 4; j++) wg_ss_n256(acc, wg_desc(st + cw * 8192 + 32 * j), wg_desc(st + A_BYTES + 32 * j), j);
+            wg_commit();
+            wg_wait0();
             RELEASE(it);
             promote<128>(tot, acc, sc);
         }
@@ -220,11 +195,11 @@ __global__ void __launch_bounds__(384, 1) rate_kernel(const unsigned char *src, 
             for (int j = 0; j < 4; j++) load_a(a[j], st + cw * 8192 + warp * 16 * 128, j, lane);
 #pragma unroll
             for (int h = 0; h < 2; h++) {
-                fence();
+                wg_fence();
 #pragma unroll
-                for (int j = 0; j < 4; j++) wg_rs_n128(acc, a[j], desc(st + A_BYTES + h * 16384 + 32 * j), j);
-                commit();
-                wait0();
+                for (int j = 0; j < 4; j++) wg_rs_n128(acc, a[j], wg_desc(st + A_BYTES + h * 16384 + 32 * j), j);
+                wg_commit();
+                wg_wait0();
                 if (h) RELEASE(it);
                 promote<64>(tot, acc, sc + h);
             }
@@ -241,14 +216,14 @@ __global__ void __launch_bounds__(384, 1) rate_kernel(const unsigned char *src, 
 #define LOAD_A(A, ST) load_a4(A, (ST) + cw * 8192 + warp * 16 * 128, lane)
 #define QUARTER(A, ST, Q)                                                                                                \
     do {                                                                                                                 \
-        fence();                                                                                                         \
+        wg_fence();                                                                                                         \
         rs64_kblock((Q) & 1 ? qb : qa, A, (ST) + A_BYTES + (Q) * 8192);                                                 \
-        commit();                                                                                                        \
+        wg_commit();                                                                                                        \
     } while (0)
 #define QUARTER_W(A, ST, Q)                                                                                              \
     do {                                                                                                                 \
         QUARTER(A, ST, Q);                                                                                               \
-        wait1();                                                                                                         \
+        wg_wait1();                                                                                                         \
         if ((Q) & 1) promote<32>(tot, qa, sc);                                                                           \
         else promote<32>(tot, qb, sc);                                                                                   \
     } while (0)
@@ -275,10 +250,10 @@ __global__ void __launch_bounds__(384, 1) rate_kernel(const unsigned char *src, 
         }
         if (it < iters) {   /* (always: iters is even; both ways written for ptxas, as mode 0's tail) */
             KBLOCK(a1, it);
-            wait0();
+            wg_wait0();
             promote<32>(tot, qb, sc);
         } else {
-            wait0();
+            wg_wait0();
             promote<32>(tot, qb, sc);
         }
         RELEASE(iters - 1);
@@ -287,16 +262,16 @@ __global__ void __launch_bounds__(384, 1) rate_kernel(const unsigned char *src, 
         ZERO(acc);
         for (int it = 0; it < iters; it++) {
             unsigned char *st = STAGE_OF(it);
-            fence();
+            wg_fence();
 #pragma unroll
-            for (int j = 0; j < 4; j++) wg_ss_n256(acc, desc(st + cw * 8192 + 32 * j), desc(st + A_BYTES + 32 * j), it | j);
-            commit();
+            for (int j = 0; j < 4; j++) wg_ss_n256(acc, wg_desc(st + cw * 8192 + 32 * j), wg_desc(st + A_BYTES + 32 * j), it | j);
+            wg_commit();
             if (PROD) {
-                wait1();
+                wg_wait1();
                 if (it > 0) RELEASE(it - 1);
             }
         }
-        wait0();
+        wg_wait0();
         if (PROD) RELEASE(iters - 1);
         promote<128>(tot, acc, sc);
     } else if (MODE == 5) {
@@ -304,16 +279,16 @@ __global__ void __launch_bounds__(384, 1) rate_kernel(const unsigned char *src, 
         ZERO(acc);
         for (int it = 0; it < iters; it++) {
             unsigned char *st = STAGE_OF(it);
-            fence();
+            wg_fence();
 #pragma unroll
-            for (int j = 0; j < 4; j++) wg_ss_n128(acc, desc(st + cw * 8192 + 32 * j), desc(st + A_BYTES + 32 * j), it | j);
-            commit();
+            for (int j = 0; j < 4; j++) wg_ss_n128(acc, wg_desc(st + cw * 8192 + 32 * j), wg_desc(st + A_BYTES + 32 * j), it | j);
+            wg_commit();
             if (PROD) {
-                wait1();
+                wg_wait1();
                 if (it > 0) RELEASE(it - 1);
             }
         }
-        wait0();
+        wg_wait0();
         if (PROD) RELEASE(iters - 1);
         promote<64>(tot, acc, sc);
     } else {
@@ -324,18 +299,18 @@ __global__ void __launch_bounds__(384, 1) rate_kernel(const unsigned char *src, 
         for (int j = 0; j < 4; j++) load_a(a[j], sm + cw * 8192 + warp * 16 * 128, j, lane);
         for (int it = 0; it < iters; it++) {
             unsigned char *st = STAGE_OF(it);
-            fence();
+            wg_fence();
 #pragma unroll
             for (int q = 0; q < 4; q++)
 #pragma unroll
-                for (int j = 0; j < 4; j++) wg_rs_n64(acc, a[j], desc(st + A_BYTES + q * 8192 + 32 * j), it | q | j);
-            commit();
+                for (int j = 0; j < 4; j++) wg_rs_n64(acc, a[j], wg_desc(st + A_BYTES + q * 8192 + 32 * j), it | q | j);
+            wg_commit();
             if (PROD) {
-                wait1();
+                wg_wait1();
                 if (it > 0) RELEASE(it - 1);
             }
         }
-        wait0();
+        wg_wait0();
         if (PROD) RELEASE(iters - 1);
         promote<32>(tot, acc, sc);
     }
