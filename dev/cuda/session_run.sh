@@ -2026,6 +2026,24 @@ if want s27h; then
     done
   done
 fi
+# s27i: the staged scales by three producer warps taking every third k-block (each hides its loads' latency behind the
+# other two; the TMA thread never waits for them): op test f8ss, then SS 0 / 1 / 2 `bench --ops --ops-m 128,4096` twice,
+# one V3 MoE layer and FP8 prefill 8K with SS 0 / 1
+if want s27i; then
+  step ops_f8ss 200 env DSINFER_OPS_ONLY=f8ss DSINFER_OPS_MAX_M=1100 $B/test_cuda_ops
+  python3 -c 'import json; c = json.load(open("configs/deepseek-v3.json")); c.update(num_hidden_layers=1, first_k_dense_replace=0); json.dump(c, open("/tmp/v3-1moe.json", "w"))'
+  for r in 1 2; do
+    for v in 0 1 2; do
+      step ops_ss$v-$r 90 env DSINFER_CUDA_F8_TM_SS=$v $B/dsinfer bench --ops --ops-m 128,4096 --csv $OUT/ops_ss$v-$r.csv
+      grep -E "^geomean" $OUT/ops_ss$v-$r.log | sort -u
+    done
+  done
+  for v in 0 1; do
+    step v3moe_ss$v 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_OP_TIMES=1 DSINFER_CUDA_F8_TM_SS=$v $B/dsinfer bench --model /tmp/v3-1moe.json --dtype fp8 --batch '' --ctx '' --prompt 4K --steps 1 --csv $CSV --label s27i-v3moe-ss$v
+    grep -E "moe: (gate/up|down)" $OUT/v3moe_ss$v.log | tail -2
+    step pre_ss$v 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_F8_TM_SS=$v $B/dsinfer bench --dtype fp8 --batch '' --ctx '' --prompt 8K --steps 2 --csv $CSV --label s27i-pre-ss$v
+  done
+fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi
