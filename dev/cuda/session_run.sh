@@ -2044,6 +2044,14 @@ if want s27i; then
     step pre_ss$v 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_F8_TM_SS=$v $B/dsinfer bench --dtype fp8 --batch '' --ctx '' --prompt 8K --steps 2 --csv $CSV --label s27i-pre-ss$v
   done
 fi
+# s27j: where the staged scales' consumers stall (DSINFER_CUDA_F8_TM_SS=1 against 0): ncu stall reasons of f8_tma_kernel at
+# 7168x16384, M = 4096, one launch each
+if want s27j; then
+  for v in 0 1; do
+    step ncu_ss$v 100 env DSINFER_CUDA_F8_TM_SS=$v ncu --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,smsp__inst_executed.sum,gpu__time_duration.sum -k regex:f8_tma_kernel --launch-count 1 --page details --log-file $OUT/ncu_ss$v.txt $B/dsinfer bench --ops --ops-shapes 7168x16384 --ops-m 4096
+    grep -E "f8_tma_kernel|duration|inst_executed|stalled" $OUT/ncu_ss$v.txt | awk '$NF+0 > 0.05 || /kernel|duration|inst_exec/' | head -20
+  done
+fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi
