@@ -2052,6 +2052,22 @@ if want s27j; then
     grep -E "f8_tma_kernel|duration|inst_executed|stalled" $OUT/ncu_ss$v.txt | awk '$NF+0 > 0.05 || /kernel|duration|inst_exec/' | head -20
   done
 fi
+# s28a: the TMA GEMM's scales bulk-copied from their transposed form (DSINFER_CUDA_F8_TM_SS=3 / 4): op test f8ss and the
+# mutants xt_row / xt_win / xt_kb, then SS 0 / 3 / 4 `bench --ops --ops-m 128,4096` twice and V2-Lite FP8 prefill 8K
+if want s28a; then
+  step ops_f8ss 300 env DSINFER_OPS_ONLY=f8ss DSINFER_OPS_MAX_M=1100 $B/test_cuda_ops
+  grep -E "transposed scales|values differ" $OUT/ops_f8ss.log | grep -E "launches| [1-9][0-9]* values differ" | head -20
+  for mu in xt_row xt_win xt_kb; do [ -x $B/test_cuda_ops_mut_$mu ] && mutant $B/test_cuda_ops_mut_$mu f8ss 1100 300; done
+  for r in 1 2; do
+    for v in 0 3 4; do
+      step ops_ss$v-$r 90 env DSINFER_CUDA_F8_TM_SS=$v $B/dsinfer bench --ops --ops-m 128,4096 --csv $OUT/ops_ss$v-$r.csv
+      grep -E "^geomean" $OUT/ops_ss$v-$r.log | sort -u
+    done
+  done
+  for v in 0 3; do
+    step pre_ss$v 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_F8_TM_SS=$v $B/dsinfer bench --dtype fp8 --batch '' --ctx '' --prompt 8K --steps 2 --csv $CSV --label s28a-pre-ss$v
+  done
+fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi

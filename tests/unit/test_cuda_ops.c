@@ -1908,7 +1908,8 @@ static void run_f8_tm_pref(void) {
 /* DSINFER_OPS_ONLY=f8ss: the TMA kernel with each k-block's scales staged into shared memory by its producer warp
  * (DSINFER_CUDA_F8_TM_SS=1, =2) against the global loads (=0): the same bits, in the plain dense form (65 .. 256 rows) and
  * the TMA-store form (TM_STORE_MIN_M=1: every row count) with its 4-stage ring (=1) and with 5 stages and the epilogue in
- * halves (=2), at V2-Lite's o and shared down, V3's q_a +
+ * halves (=2), and the same ring forms with the scales bulk-copied from their transposed form (=3, =4: the weight scale
+ * picked from a 16-byte window whose place varies with the row's start: K/128 = 22, 3, 5), at V2-Lite's o and shared down, V3's q_a +
  * kv_a (K 7168), an odd 260 x 384 (K/128 = 3, a partial column block) and K/128 = 1 and 2 (tiles shorter than the ring),
  * 129 and 1024 rows (a last row block with one row: the staged rows past M are zeros); then the prefill MoE's grouped form
  * against the CPU with it on (experts' partial tiles: rows past an expert's end). */
@@ -1918,15 +1919,24 @@ static void run_f8_tm_ss(void) {
     const char *E = "DSINFER_CUDA_F8_TM_SS";
     if (load_setup(&s, "v2l-f8ss", "configs/deepseek-v2-lite.json", 3, 16)) {
         const int Ms[] = {65, 130, 200, 256}, Mb[] = {129, 1024};
-        for (int v = 0; v < 3; v++) {   /* SS 1 plain, SS 1 TMA-store, SS 2 TMA-store */
-            const char *on = v < 2 ? "1" : "2";
+        for (int v = 0; v < 5; v++) {   /* SS 1 plain, SS 1 TMA-store, SS 2, 3, 4 TMA-store */
+            const char *on[] = {"1", "1", "2", "3", "4"};
             if (v) setenv("DSINFER_CUDA_F8_TM_STORE_MIN_M", "1", 1);
-            check_f8_alt_v(&s, E, "0", on, "v2l o", 2048, 0, 2048, Ms, NM(Ms), 1);
-            check_f8_alt_v(&s, E, "0", on, "v2l sh down", 2048, 0, 2816, Mb, NM(Mb), 1);
-            check_f8_alt_v(&s, E, "0", on, "v3 q_a+kv_a", 2112, 0, 7168, Ms, NM(Ms), 1);
-            check_f8_alt_v(&s, E, "0", on, "odd", 260, 0, 384, Ms, NM(Ms), 1);
-            check_f8_alt_v(&s, E, "0", on, "K 128", 384, 0, 128, Mb, NM(Mb), 1);
-            check_f8_alt_v(&s, E, "0", on, "K 256", 384, 0, 256, Mb, NM(Mb), 1);
+            long xt0 = ds_cuda_f8_tm_xt_launches();
+            check_f8_alt_v(&s, E, "0", on[v], "v2l o", 2048, 0, 2048, Ms, NM(Ms), 1);
+            check_f8_alt_v(&s, E, "0", on[v], "v2l sh down", 2048, 0, 2816, Mb, NM(Mb), 1);
+            check_f8_alt_v(&s, E, "0", on[v], "v3 q_a+kv_a", 2112, 0, 7168, Ms, NM(Ms), 1);
+            check_f8_alt_v(&s, E, "0", on[v], "odd", 260, 0, 384, Ms, NM(Ms), 1);
+            check_f8_alt_v(&s, E, "0", on[v], "K 128", 384, 0, 128, Mb, NM(Mb), 1);
+            check_f8_alt_v(&s, E, "0", on[v], "K 256", 384, 0, 256, Mb, NM(Mb), 1);
+            if (v >= 3) check_f8_alt_v(&s, E, "0", on[v], "K 640", 640, 0, 640, Mb, NM(Mb), 1);   /* K/128 = 5: windows at 4 .. 7 */
+            long xt = ds_cuda_f8_tm_xt_launches() - xt0;   /* =3, =4: every GEMM of =on[v] by the transposed scales' form */
+            int want = 0;   /* 3 shapes at Ms, 4 at Mb (K 640 with them) */
+            for (int k = 0; k < NM(Ms); k++) want += 3 * (Ms[k] <= max_m);
+            for (int k = 0; k < NM(Mb); k++) want += 4 * (Mb[k] <= max_m);
+            printf("  %-8s W8A8 =%s: %ld launches of the transposed scales' form (at least %d expected)\n", s.name, on[v], xt,
+                   v >= 3 ? want : 0);
+            CHECKF(v >= 3 ? xt >= want : xt == 0, "%s =%s: %ld launches of the transposed scales' form", s.name, on[v], xt);
             unsetenv("DSINFER_CUDA_F8_TM_STORE_MIN_M");
         }
         free_setup(&s);

@@ -376,7 +376,7 @@ typedef struct {
     cudaEvent_t fork, join;
     cublasHandle_t cublas, cublas_tc;
     void *lt_ws;                /* LT_WS_BYTES: the side's cuBLAS and cuBLASLt workspace */
-    cu_ws ws[4];                /* the side's ws_deq, ws_tc, ws_fp8, ws_f8part */
+    cu_ws ws[5];                /* the side's ws_deq, ws_tc, ws_fp8, ws_f8part, ws_f8xt */
     int active;                 /* between begin and end: cu_stream is the side stream */
     int pending;                /* ended, not yet joined into the main stream */
     long long delay_ns;         /* DSINFER_CUDA_SIDE_DELAY_NS: tests only (cuda_side.cu) */
@@ -428,6 +428,7 @@ typedef struct {
     cublasLtHandle_t lt;        /* cuBLASLt (FP8 block-scaled GEMM), created at first use */
     cu_ws ws_fp8;               /* W8A8: quantized activations, their scales, the padded output */
     cu_ws ws_f8part;            /* W8A8 on wgmma: the split-K partials */
+    cu_ws ws_f8xt;              /* W8A8 on wgmma, DSINFER_CUDA_F8_TM_SS 3 / 4: the activation scales transposed */
     int *f8_tickets;            /* W8A8 linear on moe_wg_kernel: a split-K ticket per tile [CU_F8_WG_TICKETS], zero between launches */
     void *lt_ws;                /* fixed cuBLASLt workspace (LT_WS_BYTES) */
     struct cu_lt_tune *lt_tune; /* tuned BF16 GEMM algorithms per shape (cuda_lt_tune.cu), made at first use */
@@ -816,7 +817,9 @@ extern int cu_f8_tm_lab;
 /* DSINFER_CUDA_F8_TM_SS (default 0: slower, own / cuBLASLt at M = 4096 0.87 -> 0.73, RESULTS twenty-seventh session
  * run 8): the TMA kernel's one-block PREF forms (dense, TMA-store, grouped) with each k-block's scales staged into shared
  * memory by the producer warp: the same bits. 1: the TMA-store form with a 4-stage ring; 2: with 5 stages and its
- * epilogue in two halves */
+ * epilogue in two halves; 3 and 4 (dense, from 512 rows: the TMA-store form): the scales by two bulk copies a stage,
+ * issued by the producer thread with the stage's TMA (no load it waits for) from the activation scales transposed
+ * ([K/128][M rounded up to 128], one launch of xs_transpose_kernel a GEMM), stages and epilogue as 1 and 2 */
 extern int cu_f8_tm_ss;
 extern int cu_f8_bn192, cu_f8_bn192_min_m;
 /* DSINFER_CUDA_F8_TM_MC (default 0: 6% slower than one block at M = 4096 for 25% fewer L2 bytes, RESULTS twenty-sixth
@@ -829,6 +832,7 @@ int cu_f8_tm_mc_clusters(void);   /* the clusters an MC launch takes at most (0:
 int cu_f8_mc_units(int M, int N, int ks);
 void cu_f8_mc_tile(int t, int rank, int M, int N, int K, int kc, int out[5]);
 extern long cu_f8_tm_mc_launches;
+extern long cu_f8_tm_xt_launches;   /* launches of DSINFER_CUDA_F8_TM_SS 3 / 4's form (the op test's evidence) */
 /* launches of the prefill MoE's grouped W8A8 form with opt.moe_half (process-wide; tests) */
 extern long cu_moe_half_launches;
 /* shared pieces of the own W8A8 linears: x [M, K] fp32 -> codes q [M, K] and scales s [M][K/128]

@@ -197,6 +197,7 @@ long ds_cuda_gemv_t2_launches(void) { return cu_gemv_t2_launches; }
 long ds_cuda_gemv_t4_launches(void) { return cu_gemv_t4_launches; }
 long ds_cuda_gemv_p4_launches(void) { return cu_gemv_p4_launches; }
 long ds_cuda_f8_tm_mc_launches(void) { return cu_f8_tm_mc_launches; }
+long ds_cuda_f8_tm_xt_launches(void) { return cu_f8_tm_xt_launches; }
 int ds_cuda_f8_tm_mc_clusters(void) { return cu_f8_tm_mc_clusters(); }
 long ds_cuda_moe_half_launches(void) { return cu_moe_half_launches; }
 
@@ -852,7 +853,7 @@ static void cu_destroy(ds_backend *be) {
     cu_lt_tune_free(cb);   /* its plans before the cuBLASLt handle */
     cu_fp8_free(cb);
     cu_ws *ws[] = {&cb->ws_meta, &cb->ws_deq, &cb->ws_rows, &cb->ws_attn, &cb->ws_mlp, &cb->ws_moe, &cb->ws_sample,
-                   &cb->ws_tc, &cb->ws_abs, &cb->ws_abs_tc, &cb->ws_moe2, &cb->ws_moe_tc, &cb->ws_moe_gemm};
+                   &cb->ws_tc, &cb->ws_abs, &cb->ws_abs_tc, &cb->ws_moe2, &cb->ws_moe_tc, &cb->ws_moe_gemm, &cb->ws_f8xt};
     for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) cu_ws_free(ws[i]);
     for (int i = 0; i < cb->n_owned; i++) cudaFree(cb->owned[i]);
     if (cb->weight_pool) cudaFree(cb->weight_pool);

@@ -406,13 +406,14 @@ __global__ void __launch_bounds__(128) f8_tma1_kernel(const __grid_constant__ CU
 #define TM_GROUP_M 8  /* row blocks a group in the tile order */
 #define TM_STAGE ((TM_BM + WG_BN) * WG_BK)
 
-#define TM_SLOT 528   /* SS: a stage's scale slot: its 128 rows' activation scales, then the weight block's (129 floats) */
+#define TM_SLOT 528   /* SS: a stage's scale slot: its 128 rows' activation scales, then the weight block's (129 floats;
+                       * SS 3, 4: then the 16-byte window of weight scales that holds it, 132) */
 
-/* the ring's stages: 6, 5 with the TMA-store epilogue; with it and SS 1, 4 (the slots take the room of the fifth: 5 would
- * pass the 227 KB an SM gives a block by ~0.7 KB); with it and SS 2, 5 again, the epilogue written in two 64-column halves
- * through half the buffer (tm_epi_bytes) */
-__host__ __device__ constexpr int tm_stages(bool tst, int ss) { return tst ? (ss == 1 ? TM_ST_S - 1 : TM_ST_S) : TM_ST; }
-__host__ __device__ constexpr int tm_epi_bytes(bool tst, int ss) { return tst ? (ss == 2 ? TM_EPI / 2 : TM_EPI) : 0; }
+/* the ring's stages: 6, 5 with the TMA-store epilogue; with it and SS 1 or 3, 4 (the slots take the room of the fifth: 5
+ * would pass the 227 KB an SM gives a block by ~0.7 KB); with it and SS 2 or 4, 5 again, the epilogue written in two
+ * 64-column halves through half the buffer (tm_epi_bytes) */
+__host__ __device__ constexpr int tm_stages(bool tst, int ss) { return tst ? (ss == 1 || ss == 3 ? TM_ST_S - 1 : TM_ST_S) : TM_ST; }
+__host__ __device__ constexpr int tm_epi_bytes(bool tst, int ss) { return tst ? (ss == 2 || ss == 4 ? TM_EPI / 2 : TM_EPI) : 0; }
 
 static size_t tm_smem_bytes(int tst = 0, int ss = 0) {
     size_t nst = (size_t)tm_stages(tst, ss);
@@ -560,23 +561,36 @@ __device__ __forceinline__ void tm_put_scales(unsigned char *slot, uint64_t *ful
     if (lane == 0) mbar_arrive(full);
 }
 
-/* SS: this thread's scales of the k-block in stage s (its full barrier waited for): tm_scales' values */
-__device__ __forceinline__ tm_sc tm_slot_scales(const tm_ctx *c, int s) {
+/* SS 3, 4 (XT): stage s's scale slot filled by two bulk copies completing on its full barrier (their 528 bytes counted
+ * in the stage's expect_tx: no second arrival, no load the producer waits for): k-block kb's activation scales of rows
+ * m0 .. m0 + 127 from the transposed scales xst [K/128][Mp] (Mp: M rounded up to 128; one contiguous 512 bytes), then the
+ * 16-byte aligned window of weight scales holding sw[kb] (tm_slot_scales picks it out) */
+__device__ __forceinline__ void tm_load_xt(unsigned char *slot, const float *xst, const float *sw, int m0, int kb, int Mp,
+                                           uint64_t *bar) {
+    bulk_load(slot, xst + (size_t)kb * Mp + m0, 512, bar);
+    bulk_load(slot + 512, (const void *)((uintptr_t)(sw + kb) & ~(uintptr_t)15), 16, bar);
+}
+
+/* SS: this thread's scales of the tile's k-block i in stage s (its full barrier waited for): tm_scales' values; XT: the
+ * weight's at its place in tm_load_xt's window */
+template <bool XT = false>
+__device__ __forceinline__ tm_sc tm_slot_scales(const tm_ctx *c, int s, int i) {
     const float *f = (const float *)(c->slots + s * TM_SLOT);
     tm_sc r;
-    r.sw = f[128];
+    r.sw = XT ? f[128 + (((uintptr_t)(c->sw + c->kb0 + i) >> 2) & 3)] : f[128];
     r.x0 = f[c->tr0];
     r.x1 = f[c->tr0 + 8];
     return r;
 }
 
 /* k-block i of the tile: wait for its stage, then its 4 MMAs into acc from zero, committed as one group (NST: the
- * ring's stages). SS: the k-block's scales read from the stage's slot into *sc between the wait and the MMAs. */
-template <int NST, bool SS = false>
+ * ring's stages). SS: the k-block's scales read from the stage's slot into *sc between the wait and the MMAs (XT: as
+ * tm_load_xt put them). */
+template <int NST, bool SS = false, bool XT = false>
 __device__ __forceinline__ void tm_issue(float (&acc)[64], const tm_ctx *c, int i, tm_sc *sc = NULL) {
     int it = c->it0 + i, s = it % NST;
     mbar_wait(&c->full[s], (it / NST) & 1);
-    if (SS) *sc = tm_slot_scales(c, s);
+    if (SS) *sc = tm_slot_scales<XT>(c, s, i);
     const unsigned char *a = c->sm + s * TM_STAGE + c->cw * 64 * WG_BK, *b = c->sm + s * TM_STAGE + TM_BM * WG_BK;
     wg_fence();
 #pragma unroll
@@ -697,7 +711,9 @@ __device__ __forceinline__ void tm_store_tma(const float (&tot)[64], unsigned ch
  * shared memory instead (tm_scales_lab_smem).
  * SS (DSINFER_CUDA_F8_TM_SS; with PREF, not CL or MC): the scales staged into a slot beside each stage by the producer
  * warp (tm_load_scales, tm_put_scales) and read by the consumers from there (tm_slot_scales); with TST the ring has 4 stages (SS 1) or
- * 5 with the epilogue in halves (SS 2; tm_stages). The same values, the same promotion: the same bits. */
+ * 5 with the epilogue in halves (SS 2; tm_stages). The same values, the same promotion: the same bits. SS 3 and 4 (XT;
+ * dense only): the slot filled by the producer thread's bulk copies (tm_load_xt) from the activation scales transposed,
+ * xs [K/128][Mp] (not [M][K/128]); stages and epilogue as SS 1 and 2. */
 template <bool GROUPED, bool PREF = false, bool CL = false, bool TST = false, bool MC = false, int LAB = 0, int SS = 0>
 __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ CUtensorMap ta,
                                                         const __grid_constant__ CUtensorMap tb,
@@ -710,6 +726,8 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
     static_assert(!TST || (!GROUPED && !CL), "the TMA-store epilogue is the dense form's");
     static_assert(!MC || TST, "the multicast pairs are the TMA-store form's");
     static_assert(!SS || (PREF && !CL && !MC && !LAB), "the staged scales: the one-block PREF forms");
+    constexpr bool XT = SS >= 3;   /* the scales by bulk copies from their transposed form (xs is [K/128][Mp]) */
+    static_assert(!XT || !GROUPED, "the transposed scales: the dense form's");
     unsigned char *epi = sm + NST * TM_STAGE;   /* TST: the epilogue's buffer */
     unsigned char *slots = epi + tm_epi_bytes(TST, SS);   /* SS: NST scale slots */
     uint64_t *full = (uint64_t *)(slots + (SS ? NST * TM_SLOT : 0)), *empty = full + NST;
@@ -721,21 +739,21 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
     tm_job j;
     cu_pdl_trigger();   /* (the dense form is launched with PDL under CU_F8_PDL) */
     cu_pdl_wait();
-    tm_ring_init(full, empty, NST, MC ? 16 : 8, SS ? 2 : 1);
+    tm_ring_init(full, empty, NST, MC ? 16 : 8, SS && !XT ? 2 : 1);
     if (MC) cl_sync();   /* both blocks' barriers initialised before either producer writes into the other */
     int wg = threadIdx.x >> 7;
     if (wg == 0) {   /* producer: one thread (SS: one warp) */
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
-        if (threadIdx.x < (SS ? 32 : 1)) {   /* SS: the warp stages the scales, its lane 0 the rest */
+        if (threadIdx.x < (SS && !XT ? 32 : 1)) {   /* SS 1, 2: the warp stages the scales, its lane 0 the rest */
             int it = 0;
             for (int t = first; t < tiles; t += step) {
                 tm_job_of<GROUPED, CL, MC>(&j, t, &tb, g, out, ws, ws_cols, M, N, K, kc, ks, rank);
                 tm_stage_sc sv;   /* SS: the next k-block's scales, in flight */
-                if (SS) sv = tm_load_scales(xs, j.sw, K / WG_BK, j.kb0, j.m0, j.mend, threadIdx.x);
+                if (SS && !XT) sv = tm_load_scales(xs, j.sw, K / WG_BK, j.kb0, j.m0, j.mend, threadIdx.x);
                 for (int i = 0; i < j.nkb; i++, it++) {
                     int s = it % NST;
                     if (it >= NST) mbar_wait(&empty[s], (it / NST - 1) & 1);
-                    if (!SS || threadIdx.x == 0) {   /* SS: lane 0 issues the stage's loads, then the warp its scales */
+                    if (!SS || XT || threadIdx.x == 0) {   /* SS 1, 2: lane 0 issues the stage's loads, then the warp its scales */
                         unsigned char *st = sm + s * TM_STAGE;
                         if (GROUPED && g.half && j.mend - j.m0 <= 64) {
                             /* the second consumer warpgroup has no valid row here (its stages waited for, no MMAs): only
@@ -746,7 +764,7 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
                         } else {
                             /* MC: a block whose rows are all past M loads row 0's instead (not used: both warpgroups skip their
                              * MMAs), so that no box lies wholly outside the map */
-                            mbar_expect_tx(&full[s], TM_STAGE);
+                            mbar_expect_tx(&full[s], TM_STAGE + (XT ? TM_SLOT : 0));
                             if (LAB & 4) tma_load(st, &ta, 0, 0, &full[s]);
                             else tma_load(st, &ta, (j.kb0 + i) * WG_BK, MC && j.m0 >= M ? 0 : j.m0, &full[s]);
                         }
@@ -759,8 +777,9 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
                             tma_load(st + TM_BM * WG_BK, j.mapb, 0, 0, &full[s]);
                         else
                             tma_load(st + TM_BM * WG_BK, j.mapb, (j.kb0 + i) * WG_BK, j.n0, &full[s]);
+                        if (XT) tm_load_xt(slots + s * TM_SLOT, xs, j.sw, j.m0, j.kb0 + i, (M + TM_BM - 1) / TM_BM * TM_BM, &full[s]);
                     }
-                    if (SS) {
+                    if (SS && !XT) {
                         tm_stage_sc cur = sv;
                         if (i + 1 < j.nkb) sv = tm_load_scales(xs, j.sw, K / WG_BK, j.kb0 + i + 1, j.m0, j.mend, threadIdx.x);
                         tm_put_scales(slots + s * TM_SLOT, &full[s], cur, threadIdx.x);
@@ -809,21 +828,21 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
 #define TM_SCALES(c, i) ((LAB & 1) ? tm_sc{1.0f, 1.0f, 1.0f} : (LAB & 8) ? tm_scales_lab_smem(epi, c, i) : tm_scales(c, i))
         /* SS: tm_issue reads each k-block's scales from its slot (sa / sb) */
         tm_sc sa = PREF && !SS ? TM_SCALES(&c, 0) : tm_sc{}, sb = sa;
-        tm_issue<NST, (SS != 0)>(acc_a, &c, 0, &sa);
+        tm_issue<NST, (SS != 0), XT>(acc_a, &c, 0, &sa);
         int i = 0;
         for (; i + 2 < nkb; i += 2) {   /* i in flight in acc_a */
             if (PREF && !SS) sb = TM_SCALES(&c, i + 1);
-            tm_issue<NST, (SS != 0)>(acc_b, &c, i + 1, &sb);
+            tm_issue<NST, (SS != 0), XT>(acc_b, &c, i + 1, &sb);
             wg_wait1();
             tm_promote<NST, MC>(acc_a, tot, &c, i, lane, PREF ? sa : tm_scales(&c, i));
             if (PREF && !SS) sa = TM_SCALES(&c, i + 2);
-            tm_issue<NST, (SS != 0)>(acc_a, &c, i + 2, &sa);
+            tm_issue<NST, (SS != 0), XT>(acc_a, &c, i + 2, &sa);
             wg_wait1();
             tm_promote<NST, MC>(acc_b, tot, &c, i + 1, lane, PREF ? sb : tm_scales(&c, i + 1));
         }
         if (i + 1 < nkb) {   /* i in acc_a and one more */
             if (PREF && !SS) sb = TM_SCALES(&c, i + 1);
-            tm_issue<NST, (SS != 0)>(acc_b, &c, i + 1, &sb);
+            tm_issue<NST, (SS != 0), XT>(acc_b, &c, i + 1, &sb);
             wg_wait1();
             tm_promote<NST, MC>(acc_a, tot, &c, i, lane, PREF ? sa : tm_scales(&c, i));
             wg_wait0();
@@ -835,7 +854,7 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
         it += nkb;
         if (CL) cl_sum_store<2, true>(tot, sm, out, N, M, j.m0, j.n0, c.r0 - j.m0, lane, ks, t % ks, threadIdx.x - 128);
         else if (TST && !(LAB & 2))
-            tm_store_tma<SS == 2>(tot, epi + cw * (tm_epi_bytes(TST, SS) / 2), &tc, j.n0, j.m0 + 64 * cw, j.z, c.r0 - j.m0 - 64 * cw, lane,
+            tm_store_tma<SS == 2 || SS == 4>(tot, epi + cw * (tm_epi_bytes(TST, SS) / 2), &tc, j.n0, j.m0 + 64 * cw, j.z, c.r0 - j.m0 - 64 * cw, lane,
                          threadIdx.x % 128 == 0, cw);
         else
             wg_store(tot, j.out + j.ocol, (size_t)ldo, c.r0, c.r1, j.mend, j.n0, j.nvalid, lane);
@@ -993,6 +1012,9 @@ static int out_map(CUtensorMap *map, float *out, int M, int N, int ks) {
                         CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+/* DSINFER_CUDA_F8_TM_SS's producer-warp forms (1, 2), else 0 (none, or the transposed scales' 3, 4: tm_xt_rows) */
+static int tm_ss_staged(void) { return cu_f8_tm_ss == 1 || cu_f8_tm_ss == 2 ? cu_f8_tm_ss : 0; }
+
 typedef void (*tm_kernel_fn)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const tm_groups, float *, int, const float *,
                              const float *, int, int, int, int, int, int);
 /* the dense TST + PREF form with lab bits `lab` (DSINFER_CUDA_F8_TM_LAB: 1, 2, 3, 4, 7, 8, 10 built; others: the plain form;
@@ -1007,9 +1029,9 @@ static tm_kernel_fn tm_lab_kernel(int lab) {
     case 8: return f8_tma_kernel<false, true, false, true, false, 8>;
     case 10: return f8_tma_kernel<false, true, false, true, false, 10>;
     default:   /* (a lab value not built: the plain form, never SS, as tma_gemm_launch sizes it) */
-        return lab || !cu_f8_tm_ss ? f8_tma_kernel<false, true, false, true>
-             : cu_f8_tm_ss == 2     ? f8_tma_kernel<false, true, false, true, false, 0, 2>
-                                    : f8_tma_kernel<false, true, false, true, false, 0, 1>;
+        return lab || !tm_ss_staged() ? f8_tma_kernel<false, true, false, true>
+             : cu_f8_tm_ss == 2       ? f8_tma_kernel<false, true, false, true, false, 0, 2>
+                                      : f8_tma_kernel<false, true, false, true, false, 0, 1>;
     }
 }
 
@@ -1032,6 +1054,10 @@ void cu_f8_wgmma_init(void) {
                                     (int)tm_smem_bytes(1, 1)));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, false, true, false, 0, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)tm_smem_bytes(1, 2)));
+    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, false, true, false, 0, 3>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)tm_smem_bytes(1, 3)));
+    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, false, true, false, 0, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)tm_smem_bytes(1, 4)));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, false, false, false, 0, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)tm_smem_bytes(0, 1)));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<true, true, false, false, false, 0, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -1313,10 +1339,40 @@ static int tm_mc_launch(const CUtensorMap &ta, const CUtensorMap &tb64, const CU
     return 1;
 }
 
+/* xst [LK][Mp] = xs [M][LK] transposed (Mp: M rounded up to TM_BM), rows M .. Mp - 1 zero: the scales as
+ * f8_tma_kernel's SS 3 and 4 copy them (one k-block's 128 rows contiguous). Writes in order, reads strided (M LK floats:
+ * 0.9 MB at V3's 4096 x 7168, next to its 235 MB of codes and weights) */
+__global__ void xs_transpose_kernel(float *xst, const float *xs, int M, int Mp, int LK) {
+    size_t n = (size_t)LK * Mp;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        int m = (int)(i % Mp), kb = (int)(i / Mp);
+        xst[i] = m < M ? xs[(size_t)m * LK + kb] : 0.0f;
+    }
+}
+
+/* DSINFER_CUDA_F8_TM_SS 3 / 4: whether tma_gemm_launch takes the transposed scales' form at M rows (its TMA-store form) */
+static int tm_xt_rows(int M) {
+    return cu_f8_tm_ss >= 3 && cu_f8_tm_pref && !cu_f8_tm_lab && cu_f8_tm_store && M >= cu_f8_tm_store_min_m;
+}
+
+long cu_f8_tm_xt_launches;
+
+/* the scales qs [M][K/128] transposed for tm_xt_rows' form, into ws_f8xt */
+static const float *tm_xt_scales(ds_cuda_backend *cb, const float *qs, int M, int K) {
+    int LK = K / WG_BK, Mp = (M + TM_BM - 1) / TM_BM * TM_BM;
+    float *xst = (float *)cu_ws_get(&cb->ws_f8xt, (size_t)LK * Mp * 4);
+    size_t n = (size_t)LK * Mp;
+    unsigned blocks = (unsigned)((n + 255) / 256 < 1024 ? (n + 255) / 256 : 1024);
+    xs_transpose_kernel<<<blocks, 256, 0, cu_stream>>>(xst, qs, M, Mp, LK);
+    CUDA_LAUNCH_CHECK();
+    return xst;
+}
+
 /* f8_tma_kernel (dense, persistent over at most n_sm blocks) for w [N, K] against the codes of map ta ([M, K], scales
- * qs), tb: w's map: ks K splits of kc columns, split z's partial at dst + z M N (with ks == 1 dst is the result) */
+ * qs), tb: w's map: ks K splits of kc columns, split z's partial at dst + z M N (with ks == 1 dst is the result).
+ * xst: qs transposed (tm_xt_scales) where tm_xt_rows(M), else NULL */
 static void tma_gemm_launch(const CUtensorMap &ta, const CUtensorMap &tb, float *dst, const float *qs, const ds_weight *w,
-                            int M, int kc, int ks, int n_sm) {
+                            int M, int kc, int ks, int n_sm, const float *xst = NULL) {
     int N = w->rows, K = w->cols, tiles = ((M + TM_BM - 1) / TM_BM) * ((N + WG_BN - 1) / WG_BN) * ks;
     int grid_p = tiles < n_sm ? tiles : n_sm;
     tm_groups none;
@@ -1331,16 +1387,25 @@ static void tma_gemm_launch(const CUtensorMap &ta, const CUtensorMap &tb, float 
     }
     if (cu_f8_tm_store && M >= cu_f8_tm_store_min_m && out_map(&tc, dst, M, N, ks)) {
         CUtensorMap tb64;
+        if (xst) {   /* the transposed scales' form (tm_xt_rows) */
+            cu_launch_pdl(CU_F8_PDL, cu_f8_tm_ss == 4 ? f8_tma_kernel<false, true, false, true, false, 0, 4>
+                                                      : f8_tma_kernel<false, true, false, true, false, 0, 3>,
+                          dim3((unsigned)grid_p), dim3(384), tm_smem_bytes(1, cu_f8_tm_ss == 4 ? 4 : 3), ta, tb, tc, none, dst, N,
+                          xst, (const float *)w->scale, w->scale_cols, M, N, K, kc, ks);
+            CUDA_LAUNCH_CHECK();
+            cu_f8_tm_xt_launches++;
+            return;
+        }
         if (cu_f8_tm_mc && M >= cu_f8_tm_mc_min_m && cu_tma_map(&tb64, w->data, N, K, 64) &&
             tm_mc_launch(ta, tb64, tc, dst, qs, w, M, kc, ks))
             return;
         cu_launch_pdl(CU_F8_PDL, cu_f8_tm_pref ? tm_lab_kernel(cu_f8_tm_lab) : f8_tma_kernel<false, false, false, true>,
-                      dim3((unsigned)grid_p), dim3(384), tm_smem_bytes(1, cu_f8_tm_pref && !cu_f8_tm_lab ? cu_f8_tm_ss : 0), ta, tb, tc, none, dst, N, qs, (const float *)w->scale,
+                      dim3((unsigned)grid_p), dim3(384), tm_smem_bytes(1, cu_f8_tm_pref && !cu_f8_tm_lab ? tm_ss_staged() : 0), ta, tb, tc, none, dst, N, qs, (const float *)w->scale,
                       w->scale_cols, M, N, K, kc, ks);
         CUDA_LAUNCH_CHECK();
         return;
     }
-    int ss = cu_f8_tm_pref && cu_f8_tm_ss ? 1 : 0;   /* (the plain form's SS 1 and 2 are one: no epilogue buffer) */
+    int ss = cu_f8_tm_pref && tm_ss_staged() ? 1 : 0;   /* (the plain form's SS 1 and 2 are one: no epilogue buffer) */
     cu_launch_pdl(CU_F8_PDL, ss ? f8_tma_kernel<false, true, false, false, false, 0, 1> : cu_f8_tm_pref ? f8_tma_kernel<false, true>
                              : f8_tma_kernel<false>, dim3((unsigned)grid_p),
                   dim3(384), tm_smem_bytes(0, ss), ta, tb, ta, none, dst, N, qs, (const float *)w->scale, w->scale_cols, M, N, K, kc, ks);
@@ -1360,7 +1425,7 @@ void cu_f8_wgmma_gemm(ds_cuda_backend *cb, float *out, const unsigned char *q, c
         int tiles = mb * nb * ks;
         if (ks > 1 && cu_f8_tm_cluster && tm_cluster_launch(ta, tb, out, qs, w, M, N, K, kc, ks, tiles)) return;
         float *part = ks > 1 ? (float *)cu_ws_get(&cb->ws_f8part, (size_t)ks * M * N * 4) : out;
-        tma_gemm_launch(ta, tb, part, qs, w, M, kc, ks, cb->n_sm);
+        tma_gemm_launch(ta, tb, part, qs, w, M, kc, ks, cb->n_sm, tm_xt_rows(M) ? tm_xt_scales(cb, qs, M, K) : NULL);
         if (ks > 1) cu_f8_reduce(out, part, (size_t)M * N, ks);
     } else if (wgs == 1)
         cpasync_gemm<1>(cb, q, qs, M, K, w, out, NULL, NULL);
@@ -1691,7 +1756,7 @@ long cu_moe_half_launches;   /* grouped launches with opt.moe_half (process-wide
 static void grouped_launch(ds_cuda_backend *cb, const CUtensorMap &ta, const CUtensorMap &ta64, int R, int K, const float *qs,
                            const tm_groups *g, float *out, int ldo, int ws_cols) {
     int grid = g->n_tiles < cb->n_sm ? g->n_tiles : cb->n_sm;
-    if (cu_f8_tm_pref && cu_f8_tm_ss)
+    if (cu_f8_tm_pref && tm_ss_staged())
         f8_tma_kernel<true, true, false, false, false, 0, 1><<<(unsigned)grid, 384, tm_smem_bytes(0, 1), cu_stream>>>(
             ta, ta, ta64, *g, out, ldo, qs, NULL, ws_cols, R, 0, K, K, 1);
     else if (cu_f8_tm_pref)

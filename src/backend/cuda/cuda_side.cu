@@ -15,7 +15,7 @@
  * backend; cu_side_begin points both at the side stream's own (its own cuBLAS handles and one workspace
  * shared by them and cuBLASLt: work on one stream runs in order, so one workspace serves the three), so the
  * shared expert's code path is the same as on the main stream. The workspaces of the linear paths (ws_deq,
- * ws_tc, ws_fp8, ws_f8part) are swapped too: the router on the main stream is a linear as well (fp32 SGEMM on a
+ * ws_tc, ws_fp8, ws_f8part, ws_f8xt) are swapped too: the router on the main stream is a linear as well (fp32 SGEMM on a
  * dequantized tile in ws_deq without the tensor cores, as the shared experts' GEMMs then are: sharing ws_deq
  * was a race that the tiny NVFP4 golden caught, RESULTS eleventh session run 4). The MLP's ws_mlp is the shared
  * experts' alone; routing and the routed experts use ws_moe, ws_moe2, ws_moe_tc, ws_moe_gemm. The split-K
@@ -60,7 +60,7 @@ void cu_side_init(ds_cuda_backend *cb) {
 void cu_side_free(ds_cuda_backend *cb) {
     cu_side *s = &cb->side;
     if (!s->stream) return;
-    for (int i = 0; i < 4; i++) cu_ws_free(&s->ws[i]);
+    for (int i = 0; i < 5; i++) cu_ws_free(&s->ws[i]);
     cublasDestroy(s->cublas);
     cublasDestroy(s->cublas_tc);
     cudaFree(s->lt_ws);
@@ -86,8 +86,8 @@ static void side_swap(ds_cuda_backend *cb) {
     void *w = cb->lt_ws;
     cb->lt_ws = s->lt_ws;
     s->lt_ws = w;
-    cu_ws *mine[4] = {&cb->ws_deq, &cb->ws_tc, &cb->ws_fp8, &cb->ws_f8part};
-    for (int i = 0; i < 4; i++) {
+    cu_ws *mine[5] = {&cb->ws_deq, &cb->ws_tc, &cb->ws_fp8, &cb->ws_f8part, &cb->ws_f8xt};
+    for (int i = 0; i < 5; i++) {
         cu_ws t = *mine[i];
         *mine[i] = s->ws[i];
         s->ws[i] = t;

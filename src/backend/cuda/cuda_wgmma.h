@@ -51,6 +51,14 @@ __device__ __forceinline__ void tma_load(void *dst, const CUtensorMap *map, int 
                  : "memory");
 }
 
+/* bytes (a multiple of 16) from global src to shared dst, both 16-byte aligned, completing its bytes on bar (PTX ISA
+ * cp.async.bulk, the non-tensor bulk copy; a CTA's own shared address is a valid shared::cluster one) */
+__device__ __forceinline__ void bulk_load(void *dst, const void *src, int bytes, uint64_t *bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
+                 ::"r"(cu_smem_addr(dst)), "l"((uint64_t)src), "r"(bytes), "r"(cu_smem_addr(bar))
+                 : "memory");
+}
+
 /* Host side (cuda_fp8_wgmma.cu). A 2-D map of a row-major [rows, K] byte matrix (16-byte aligned, K a multiple of
  * 16), boxes of 128 columns x box_rows rows, 128-byte swizzle, rows past the end read as zeros; 0 on failure
  * (no driver entry point, bad shape). */
