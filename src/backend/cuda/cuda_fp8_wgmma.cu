@@ -409,15 +409,16 @@ __global__ void __launch_bounds__(128) f8_tma1_kernel(const __grid_constant__ CU
 #define TM_SLOT 528   /* SS: a stage's scale slot: its 128 rows' activation scales, then the weight block's (129 floats;
                        * SS 3, 4: then the 16-byte window of weight scales that holds it, 132) */
 
-/* the ring's stages: 6, 5 with the TMA-store epilogue; with it and SS 1 or 3, 4 (the slots take the room of the fifth: 5
- * would pass the 227 KB an SM gives a block by ~0.7 KB); with it and SS 2 or 4, 5 again, the epilogue written in two
- * 64-column halves through half the buffer (tm_epi_bytes) */
-__host__ __device__ constexpr int tm_stages(bool tst, int ss) { return tst ? (ss == 1 || ss == 3 ? TM_ST_S - 1 : TM_ST_S) : TM_ST; }
+/* the ring's stages: 6, 5 with the TMA-store epilogue; with it and SS 1, 4 (the slots take the room of the fifth: 5
+ * would pass the 227 KB an SM gives a block by ~0.7 KB, with the 1 KB kept to align the start); with it and SS 2 or 4,
+ * 5 again, the epilogue written in two 64-column halves through half the buffer (tm_epi_bytes); SS 3: 5 and the whole
+ * epilogue, without the 1 KB (the dynamic shared memory's start found 1024-byte aligned: tm_base_aligned) */
+__host__ __device__ constexpr int tm_stages(bool tst, int ss) { return tst ? (ss == 1 ? TM_ST_S - 1 : TM_ST_S) : TM_ST; }
 __host__ __device__ constexpr int tm_epi_bytes(bool tst, int ss) { return tst ? (ss == 2 || ss == 4 ? TM_EPI / 2 : TM_EPI) : 0; }
 
 static size_t tm_smem_bytes(int tst = 0, int ss = 0) {
     size_t nst = (size_t)tm_stages(tst, ss);
-    return nst * TM_STAGE + tm_epi_bytes(tst, ss) + (ss ? nst * TM_SLOT : 0) + 2 * nst * 8 + 1024;
+    return nst * TM_STAGE + tm_epi_bytes(tst, ss) + (ss ? nst * TM_SLOT : 0) + 2 * nst * 8 + (tst && ss == 3 ? 0 : 1024);
 }
 
 /* tile t of mb x nb output tiles x ks splits -> its first row and column and its stages [kb0, kb0 + nkb):
@@ -713,7 +714,7 @@ __device__ __forceinline__ void tm_store_tma(const float (&tot)[64], unsigned ch
  * warp (tm_load_scales, tm_put_scales) and read by the consumers from there (tm_slot_scales); with TST the ring has 4 stages (SS 1) or
  * 5 with the epilogue in halves (SS 2; tm_stages). The same values, the same promotion: the same bits. SS 3 and 4 (XT;
  * dense only): the slot filled by the producer thread's bulk copies (tm_load_xt) from the activation scales transposed,
- * xs [K/128][Mp] (not [M][K/128]); stages and epilogue as SS 1 and 2. */
+ * xs [K/128][Mp] (not [M][K/128]); SS 3: 5 stages and the whole epilogue (tm_stages), SS 4: as SS 2. */
 template <bool GROUPED, bool PREF = false, bool CL = false, bool TST = false, bool MC = false, int LAB = 0, int SS = 0>
 __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ CUtensorMap ta,
                                                         const __grid_constant__ CUtensorMap tb,
@@ -722,6 +723,7 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
                                                         int M, int N, int K, int kc, int ks) {
     extern __shared__ unsigned char wg_raw[];
     unsigned char *sm = (unsigned char *)(((uintptr_t)wg_raw + 1023) & ~(uintptr_t)1023);
+    if (TST && SS == 3 && sm != wg_raw) __trap();   /* no room to align (launched only where tm_base_aligned) */
     constexpr int NST = tm_stages(TST, SS);
     static_assert(!TST || (!GROUPED && !CL), "the TMA-store epilogue is the dense form's");
     static_assert(!MC || TST, "the multicast pairs are the TMA-store form's");
@@ -1339,6 +1341,29 @@ static int tm_mc_launch(const CUtensorMap &ta, const CUtensorMap &tb64, const CU
     return 1;
 }
 
+/* the shared-memory address at which a kernel's dynamic shared memory starts (a kernel with no static shared memory, as
+ * f8_tma_kernel) */
+__global__ void smem_base_kernel(unsigned *out) {
+    extern __shared__ unsigned char wg_raw[];
+    if (threadIdx.x == 0) *out = cu_smem_addr(wg_raw);
+}
+
+/* whether that start is 1024-byte aligned (asked once, outside any capture): SS 3's layout has no room to align it */
+static int tm_base_aligned(void) {
+    static int known = -1;
+    if (known < 0) {
+        unsigned *d, h = 1;
+        CUDA_CHECK(cudaMalloc(&d, sizeof *d));
+        smem_base_kernel<<<1, 32, 1024, cu_stream>>>(d);
+        CUDA_LAUNCH_CHECK();
+        CUDA_CHECK(cudaMemcpyAsync(&h, d, sizeof h, cudaMemcpyDeviceToHost, cu_stream));
+        CUDA_CHECK(cudaStreamSynchronize(cu_stream));
+        CUDA_CHECK(cudaFree(d));
+        known = (h & 1023) == 0;
+    }
+    return known;
+}
+
 /* xst [LK][Mp] = xs [M][LK] transposed (Mp: M rounded up to TM_BM), rows M .. Mp - 1 zero: the scales as
  * f8_tma_kernel's SS 3 and 4 copy them (one k-block's 128 rows contiguous). Writes in order, reads strided (M LK floats:
  * 0.9 MB at V3's 4096 x 7168, next to its 235 MB of codes and weights) */
@@ -1350,9 +1375,11 @@ __global__ void xs_transpose_kernel(float *xst, const float *xs, int M, int Mp, 
     }
 }
 
-/* DSINFER_CUDA_F8_TM_SS 3 / 4: whether tma_gemm_launch takes the transposed scales' form at M rows (its TMA-store form) */
+/* DSINFER_CUDA_F8_TM_SS 3 / 4 (3 where the shared memory's start allows it, else 4): the form tma_gemm_launch takes with
+ * the transposed scales at M rows (its TMA-store form), else 0 */
 static int tm_xt_rows(int M) {
-    return cu_f8_tm_ss >= 3 && cu_f8_tm_pref && !cu_f8_tm_lab && cu_f8_tm_store && M >= cu_f8_tm_store_min_m;
+    if (cu_f8_tm_ss < 3 || !cu_f8_tm_pref || cu_f8_tm_lab || !cu_f8_tm_store || M < cu_f8_tm_store_min_m) return 0;
+    return cu_f8_tm_ss == 3 && tm_base_aligned() ? 3 : 4;
 }
 
 long cu_f8_tm_xt_launches;
@@ -1370,9 +1397,9 @@ static const float *tm_xt_scales(ds_cuda_backend *cb, const float *qs, int M, in
 
 /* f8_tma_kernel (dense, persistent over at most n_sm blocks) for w [N, K] against the codes of map ta ([M, K], scales
  * qs), tb: w's map: ks K splits of kc columns, split z's partial at dst + z M N (with ks == 1 dst is the result).
- * xst: qs transposed (tm_xt_scales) where tm_xt_rows(M), else NULL */
+ * xst: qs transposed (tm_xt_scales) where xt = tm_xt_rows(M) (the SS form), else NULL */
 static void tma_gemm_launch(const CUtensorMap &ta, const CUtensorMap &tb, float *dst, const float *qs, const ds_weight *w,
-                            int M, int kc, int ks, int n_sm, const float *xst = NULL) {
+                            int M, int kc, int ks, int n_sm, const float *xst = NULL, int xt = 0) {
     int N = w->rows, K = w->cols, tiles = ((M + TM_BM - 1) / TM_BM) * ((N + WG_BN - 1) / WG_BN) * ks;
     int grid_p = tiles < n_sm ? tiles : n_sm;
     tm_groups none;
@@ -1388,9 +1415,9 @@ static void tma_gemm_launch(const CUtensorMap &ta, const CUtensorMap &tb, float 
     if (cu_f8_tm_store && M >= cu_f8_tm_store_min_m && out_map(&tc, dst, M, N, ks)) {
         CUtensorMap tb64;
         if (xst) {   /* the transposed scales' form (tm_xt_rows) */
-            cu_launch_pdl(CU_F8_PDL, cu_f8_tm_ss == 4 ? f8_tma_kernel<false, true, false, true, false, 0, 4>
-                                                      : f8_tma_kernel<false, true, false, true, false, 0, 3>,
-                          dim3((unsigned)grid_p), dim3(384), tm_smem_bytes(1, cu_f8_tm_ss == 4 ? 4 : 3), ta, tb, tc, none, dst, N,
+            cu_launch_pdl(CU_F8_PDL, xt == 4 ? f8_tma_kernel<false, true, false, true, false, 0, 4>
+                                             : f8_tma_kernel<false, true, false, true, false, 0, 3>,
+                          dim3((unsigned)grid_p), dim3(384), tm_smem_bytes(1, xt), ta, tb, tc, none, dst, N,
                           xst, (const float *)w->scale, w->scale_cols, M, N, K, kc, ks);
             CUDA_LAUNCH_CHECK();
             cu_f8_tm_xt_launches++;
@@ -1425,7 +1452,8 @@ void cu_f8_wgmma_gemm(ds_cuda_backend *cb, float *out, const unsigned char *q, c
         int tiles = mb * nb * ks;
         if (ks > 1 && cu_f8_tm_cluster && tm_cluster_launch(ta, tb, out, qs, w, M, N, K, kc, ks, tiles)) return;
         float *part = ks > 1 ? (float *)cu_ws_get(&cb->ws_f8part, (size_t)ks * M * N * 4) : out;
-        tma_gemm_launch(ta, tb, part, qs, w, M, kc, ks, cb->n_sm, tm_xt_rows(M) ? tm_xt_scales(cb, qs, M, K) : NULL);
+        int xt = tm_xt_rows(M);
+        tma_gemm_launch(ta, tb, part, qs, w, M, kc, ks, cb->n_sm, xt ? tm_xt_scales(cb, qs, M, K) : NULL, xt);
         if (ks > 1) cu_f8_reduce(out, part, (size_t)M * N, ks);
     } else if (wgs == 1)
         cpasync_gemm<1>(cb, q, qs, M, K, w, out, NULL, NULL);
