@@ -2085,6 +2085,22 @@ if want s28b; then
     done
   done
 fi
+# s28c: SS 5, the consumers' scale loads from the transposed form (a warp's rows in one sector): op test f8ss and the
+# mutants xt_row / xt_win / xt_kb / xg_row, then SS 0 / 5 `bench --ops --ops-m 128,4096` three times, V2-Lite FP8 prefill 8K
+if want s28c; then
+  step ops_f8ss 300 env DSINFER_OPS_ONLY=f8ss DSINFER_OPS_MAX_M=1100 $B/test_cuda_ops
+  grep -E "transposed scales" $OUT/ops_f8ss.log | head -8
+  for mu in xt_row xt_win xt_kb xg_row; do [ -x $B/test_cuda_ops_mut_$mu ] && mutant $B/test_cuda_ops_mut_$mu f8ss 1100 300; done
+  for r in 1 2 3; do
+    for v in 0 5; do
+      step ops_ss$v-$r 90 env DSINFER_CUDA_F8_TM_SS=$v $B/dsinfer bench --ops --ops-m 128,4096 --csv $OUT/ops_ss$v-$r.csv
+      grep -E "^geomean" $OUT/ops_ss$v-$r.log | sort -u
+    done
+  done
+  for v in 0 5; do
+    step pre_ss$v 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_F8_TM_SS=$v $B/dsinfer bench --dtype fp8 --batch '' --ctx '' --prompt 8K --steps 2 --csv $CSV --label s28c-pre-ss$v
+  done
+fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi

@@ -820,7 +820,8 @@ extern int cu_f8_tm_lab;
  * epilogue in two halves; 3 and 4 (dense, from 512 rows: the TMA-store form): the scales by two bulk copies a stage,
  * issued by the producer thread with the stage's TMA (no load it waits for) from the activation scales transposed
  * ([K/128][M rounded up to 128], one launch of xs_transpose_kernel a GEMM); 3: 5 stages and the whole epilogue (no
- * room left to align the shared memory's start: 4 where it is not 1024-byte aligned), 4: as 2 */
+ * room left to align the shared memory's start: 4 where it is not 1024-byte aligned), 4: as 2; 5: no slots, the
+ * consumers load the scales from the transposed form themselves (a warp's rows in one 32-byte sector) */
 extern int cu_f8_tm_ss;
 extern int cu_f8_bn192, cu_f8_bn192_min_m;
 /* DSINFER_CUDA_F8_TM_MC (default 0: 6% slower than one block at M = 4096 for 25% fewer L2 bytes, RESULTS twenty-sixth

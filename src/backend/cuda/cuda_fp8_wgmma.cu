@@ -418,7 +418,7 @@ __host__ __device__ constexpr int tm_epi_bytes(bool tst, int ss) { return tst ? 
 
 static size_t tm_smem_bytes(int tst = 0, int ss = 0) {
     size_t nst = (size_t)tm_stages(tst, ss);
-    return nst * TM_STAGE + tm_epi_bytes(tst, ss) + (ss ? nst * TM_SLOT : 0) + 2 * nst * 8 + (tst && ss == 3 ? 0 : 1024);
+    return nst * TM_STAGE + tm_epi_bytes(tst, ss) + (ss && ss != 5 ? nst * TM_SLOT : 0) + 2 * nst * 8 + (tst && ss == 3 ? 0 : 1024);
 }
 
 /* tile t of mb x nb output tiles x ks splits -> its first row and column and its stages [kb0, kb0 + nkb):
@@ -609,6 +609,19 @@ __device__ __forceinline__ tm_sc tm_scales(const tm_ctx *c, int i) {
     return r;
 }
 
+/* SS 5 (XG): k-block i's scales with the activations' from their transposed form xst [K/128][Mp] (tm_xt_scales): a
+ * warp's 8 rows r0 (and r1) are 8 consecutive floats, one 32-byte sector for the L1 to serve, where the [M][K/128] form's
+ * are 8 sectors of 8 lines; rows past mend read the zero padding (Mp: mend rounded up to 128) */
+__device__ __forceinline__ tm_sc tm_scales_xg(const tm_ctx *c, int i) {
+    int kb = c->kb0 + i;
+    const float *x = c->xs + (size_t)kb * ((c->mend + 127) & ~127);
+    tm_sc r;
+    r.sw = c->sw[kb];
+    r.x0 = x[c->r0];
+    r.x1 = x[c->r1];
+    return r;
+}
+
 /* LAB 8: k-block i's scales read from shared memory (the epilogue's buffer, arbitrary values) at the places a producer
  * staging them [128 rows][4 k-blocks] would put them: what the global loads cost against shared-memory ones */
 __device__ __forceinline__ tm_sc tm_scales_lab_smem(const unsigned char *epi, const tm_ctx *c, int i) {
@@ -714,7 +727,8 @@ __device__ __forceinline__ void tm_store_tma(const float (&tot)[64], unsigned ch
  * warp (tm_load_scales, tm_put_scales) and read by the consumers from there (tm_slot_scales); with TST the ring has 4 stages (SS 1) or
  * 5 with the epilogue in halves (SS 2; tm_stages). The same values, the same promotion: the same bits. SS 3 and 4 (XT;
  * dense only): the slot filled by the producer thread's bulk copies (tm_load_xt) from the activation scales transposed,
- * xs [K/128][Mp] (not [M][K/128]); SS 3: 5 stages and the whole epilogue (tm_stages), SS 4: as SS 2. */
+ * xs [K/128][Mp] (not [M][K/128]); SS 3: 5 stages and the whole epilogue (tm_stages), SS 4: as SS 2. SS 5 (XG): no
+ * slots; the consumers load the scales as PREF does, the activations' from that transposed form (tm_scales_xg). */
 template <bool GROUPED, bool PREF = false, bool CL = false, bool TST = false, bool MC = false, int LAB = 0, int SS = 0>
 __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ CUtensorMap ta,
                                                         const __grid_constant__ CUtensorMap tb,
@@ -728,11 +742,14 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
     static_assert(!TST || (!GROUPED && !CL), "the TMA-store epilogue is the dense form's");
     static_assert(!MC || TST, "the multicast pairs are the TMA-store form's");
     static_assert(!SS || (PREF && !CL && !MC && !LAB), "the staged scales: the one-block PREF forms");
-    constexpr bool XT = SS >= 3;   /* the scales by bulk copies from their transposed form (xs is [K/128][Mp]) */
+    constexpr bool XT = SS == 3 || SS == 4;   /* the scales by bulk copies from their transposed form (xs is [K/128][Mp]) */
+    constexpr bool XG = SS == 5;   /* the consumers' loads from the transposed form (xs is [K/128][Mp]), no slots */
+    constexpr bool SLOT = SS && !XG;   /* the scales read from a slot beside each stage */
+    constexpr bool STG = SS == 1 || SS == 2;   /* ... the producer warp staged */
     static_assert(!XT || !GROUPED, "the transposed scales: the dense form's");
     unsigned char *epi = sm + NST * TM_STAGE;   /* TST: the epilogue's buffer */
     unsigned char *slots = epi + tm_epi_bytes(TST, SS);   /* SS: NST scale slots */
-    uint64_t *full = (uint64_t *)(slots + (SS ? NST * TM_SLOT : 0)), *empty = full + NST;
+    uint64_t *full = (uint64_t *)(slots + (SS && SS != 5 ? NST * TM_SLOT : 0)), *empty = full + NST;
     /* MC: units are row-block pairs (x column blocks x splits), taken by clusters; rank: this block's in its cluster */
     const int mbu = MC ? (M + 2 * TM_BM - 1) / (2 * TM_BM) : (M + TM_BM - 1) / TM_BM;
     const int tiles = GROUPED ? g.n_tiles : mbu * ((N + WG_BN - 1) / WG_BN) * ks;
@@ -741,21 +758,21 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
     tm_job j;
     cu_pdl_trigger();   /* (the dense form is launched with PDL under CU_F8_PDL) */
     cu_pdl_wait();
-    tm_ring_init(full, empty, NST, MC ? 16 : 8, SS && !XT ? 2 : 1);
+    tm_ring_init(full, empty, NST, MC ? 16 : 8, STG ? 2 : 1);
     if (MC) cl_sync();   /* both blocks' barriers initialised before either producer writes into the other */
     int wg = threadIdx.x >> 7;
     if (wg == 0) {   /* producer: one thread (SS: one warp) */
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
-        if (threadIdx.x < (SS && !XT ? 32 : 1)) {   /* SS 1, 2: the warp stages the scales, its lane 0 the rest */
+        if (threadIdx.x < (STG ? 32 : 1)) {   /* SS 1, 2: the warp stages the scales, its lane 0 the rest */
             int it = 0;
             for (int t = first; t < tiles; t += step) {
                 tm_job_of<GROUPED, CL, MC>(&j, t, &tb, g, out, ws, ws_cols, M, N, K, kc, ks, rank);
                 tm_stage_sc sv;   /* SS: the next k-block's scales, in flight */
-                if (SS && !XT) sv = tm_load_scales(xs, j.sw, K / WG_BK, j.kb0, j.m0, j.mend, threadIdx.x);
+                if (STG) sv = tm_load_scales(xs, j.sw, K / WG_BK, j.kb0, j.m0, j.mend, threadIdx.x);
                 for (int i = 0; i < j.nkb; i++, it++) {
                     int s = it % NST;
                     if (it >= NST) mbar_wait(&empty[s], (it / NST - 1) & 1);
-                    if (!SS || XT || threadIdx.x == 0) {   /* SS 1, 2: lane 0 issues the stage's loads, then the warp its scales */
+                    if (!STG || threadIdx.x == 0) {   /* SS 1, 2: lane 0 issues the stage's loads, then the warp its scales */
                         unsigned char *st = sm + s * TM_STAGE;
                         if (GROUPED && g.half && j.mend - j.m0 <= 64) {
                             /* the second consumer warpgroup has no valid row here (its stages waited for, no MMAs): only
@@ -781,7 +798,7 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
                             tma_load(st + TM_BM * WG_BK, j.mapb, (j.kb0 + i) * WG_BK, j.n0, &full[s]);
                         if (XT) tm_load_xt(slots + s * TM_SLOT, xs, j.sw, j.m0, j.kb0 + i, (M + TM_BM - 1) / TM_BM * TM_BM, &full[s]);
                     }
-                    if (SS && !XT) {
+                    if (STG) {
                         tm_stage_sc cur = sv;
                         if (i + 1 < j.nkb) sv = tm_load_scales(xs, j.sw, K / WG_BK, j.kb0 + i + 1, j.m0, j.mend, threadIdx.x);
                         tm_put_scales(slots + s * TM_SLOT, &full[s], cur, threadIdx.x);
@@ -827,24 +844,25 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
          * series with each promotion). Tried and removed (RESULTS twenty-seventh session runs 4 and 6, same bits, both
          * slower): the scales two k-blocks ahead (0.84 -> 0.81x cuBLASLt at M = 4096), one load a lane and shuffles
          * (0.86 -> 0.80). LAB: lab forms (wrong results, DSINFER_CUDA_F8_TM_LAB). */
-#define TM_SCALES(c, i) ((LAB & 1) ? tm_sc{1.0f, 1.0f, 1.0f} : (LAB & 8) ? tm_scales_lab_smem(epi, c, i) : tm_scales(c, i))
+#define TM_SCALES(c, i) ((LAB & 1) ? tm_sc{1.0f, 1.0f, 1.0f} : (LAB & 8) ? tm_scales_lab_smem(epi, c, i) \
+                         : XG ? tm_scales_xg(c, i) : tm_scales(c, i))
         /* SS: tm_issue reads each k-block's scales from its slot (sa / sb) */
-        tm_sc sa = PREF && !SS ? TM_SCALES(&c, 0) : tm_sc{}, sb = sa;
-        tm_issue<NST, (SS != 0), XT>(acc_a, &c, 0, &sa);
+        tm_sc sa = PREF && !SLOT ? TM_SCALES(&c, 0) : tm_sc{}, sb = sa;
+        tm_issue<NST, SLOT, XT>(acc_a, &c, 0, &sa);
         int i = 0;
         for (; i + 2 < nkb; i += 2) {   /* i in flight in acc_a */
-            if (PREF && !SS) sb = TM_SCALES(&c, i + 1);
-            tm_issue<NST, (SS != 0), XT>(acc_b, &c, i + 1, &sb);
+            if (PREF && !SLOT) sb = TM_SCALES(&c, i + 1);
+            tm_issue<NST, SLOT, XT>(acc_b, &c, i + 1, &sb);
             wg_wait1();
             tm_promote<NST, MC>(acc_a, tot, &c, i, lane, PREF ? sa : tm_scales(&c, i));
-            if (PREF && !SS) sa = TM_SCALES(&c, i + 2);
-            tm_issue<NST, (SS != 0), XT>(acc_a, &c, i + 2, &sa);
+            if (PREF && !SLOT) sa = TM_SCALES(&c, i + 2);
+            tm_issue<NST, SLOT, XT>(acc_a, &c, i + 2, &sa);
             wg_wait1();
             tm_promote<NST, MC>(acc_b, tot, &c, i + 1, lane, PREF ? sb : tm_scales(&c, i + 1));
         }
         if (i + 1 < nkb) {   /* i in acc_a and one more */
-            if (PREF && !SS) sb = TM_SCALES(&c, i + 1);
-            tm_issue<NST, (SS != 0), XT>(acc_b, &c, i + 1, &sb);
+            if (PREF && !SLOT) sb = TM_SCALES(&c, i + 1);
+            tm_issue<NST, SLOT, XT>(acc_b, &c, i + 1, &sb);
             wg_wait1();
             tm_promote<NST, MC>(acc_a, tot, &c, i, lane, PREF ? sa : tm_scales(&c, i));
             wg_wait0();
@@ -1060,6 +1078,8 @@ void cu_f8_wgmma_init(void) {
                                     (int)tm_smem_bytes(1, 3)));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, false, true, false, 0, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)tm_smem_bytes(1, 4)));
+    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, false, true, false, 0, 5>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)tm_smem_bytes(1, 5)));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, false, false, false, 0, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)tm_smem_bytes(0, 1)));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<true, true, false, false, false, 0, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -1379,7 +1399,7 @@ __global__ void xs_transpose_kernel(float *xst, const float *xs, int M, int Mp, 
  * the transposed scales at M rows (its TMA-store form), else 0 */
 static int tm_xt_rows(int M) {
     if (cu_f8_tm_ss < 3 || !cu_f8_tm_pref || cu_f8_tm_lab || !cu_f8_tm_store || M < cu_f8_tm_store_min_m) return 0;
-    return cu_f8_tm_ss == 3 && tm_base_aligned() ? 3 : 4;
+    return cu_f8_tm_ss == 5 ? 5 : cu_f8_tm_ss == 3 && tm_base_aligned() ? 3 : 4;
 }
 
 long cu_f8_tm_xt_launches;
@@ -1415,8 +1435,9 @@ static void tma_gemm_launch(const CUtensorMap &ta, const CUtensorMap &tb, float 
     if (cu_f8_tm_store && M >= cu_f8_tm_store_min_m && out_map(&tc, dst, M, N, ks)) {
         CUtensorMap tb64;
         if (xst) {   /* the transposed scales' form (tm_xt_rows) */
-            cu_launch_pdl(CU_F8_PDL, xt == 4 ? f8_tma_kernel<false, true, false, true, false, 0, 4>
-                                             : f8_tma_kernel<false, true, false, true, false, 0, 3>,
+            cu_launch_pdl(CU_F8_PDL, xt == 5   ? f8_tma_kernel<false, true, false, true, false, 0, 5>
+                                     : xt == 4 ? f8_tma_kernel<false, true, false, true, false, 0, 4>
+                                               : f8_tma_kernel<false, true, false, true, false, 0, 3>,
                           dim3((unsigned)grid_p), dim3(384), tm_smem_bytes(1, xt), ta, tb, tc, none, dst, N,
                           xst, (const float *)w->scale, w->scale_cols, M, N, K, kc, ks);
             CUDA_LAUNCH_CHECK();
