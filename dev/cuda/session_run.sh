@@ -2101,6 +2101,22 @@ if want s28c; then
     step pre_ss$v 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_F8_TM_SS=$v $B/dsinfer bench --dtype fp8 --batch '' --ctx '' --prompt 8K --steps 2 --csv $CSV --label s28c-pre-ss$v
   done
 fi
+# s28d: op test f8ss after SS 4 / 5 were removed (=1, 2, 3) and the xt mutants; then the side stream's anomaly: FP8 decode
+# batches 64, 1, 64 in one process (the second b64 replays the graph captured before b1's), the stream off / on at one
+# token only, with graphs and without, twice
+if want s28d; then
+  step ops_f8ss 300 env DSINFER_OPS_ONLY=f8ss DSINFER_OPS_MAX_M=1100 $B/test_cuda_ops
+  grep -E "transposed scales" $OUT/ops_f8ss.log | head -8
+  for mu in xt_row xt_win xt_kb; do [ -x $B/test_cuda_ops_mut_$mu ] && mutant $B/test_cuda_ops_mut_$mu f8ss 1100 300; done
+  for r in 1 2; do
+    for g in 1 0; do
+      for ss in 0 1; do
+        step side_g$g-s$ss-$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=$g DSINFER_CUDA_SHARED_STREAM=$ss DSINFER_CUDA_SHARED_STREAM_MIN_M=1 DSINFER_CUDA_SHARED_STREAM_MAX_M=1 $B/dsinfer bench --dtype fp8 --batch 64,1,64 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s28d-g$g-s$ss
+        grep -E "^decode" $OUT/side_g$g-s$ss-$r.log
+      done
+    done
+  done
+fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi

@@ -1908,9 +1908,9 @@ static void run_f8_tm_pref(void) {
 /* DSINFER_OPS_ONLY=f8ss: the TMA kernel with each k-block's scales staged into shared memory by its producer warp
  * (DSINFER_CUDA_F8_TM_SS=1, =2) against the global loads (=0): the same bits, in the plain dense form (65 .. 256 rows) and
  * the TMA-store form (TM_STORE_MIN_M=1: every row count) with its 4-stage ring (=1) and with 5 stages and the epilogue in
- * halves (=2), and the same ring forms with the scales bulk-copied from their transposed form (=3, =4: the weight scale
- * picked from a 16-byte window whose place varies with the row's start: K/128 = 22, 3, 5) and with the consumers' loads
- * from that transposed form (=5), at V2-Lite's o and shared down, V3's q_a +
+ * halves (=2), and with the scales bulk-copied from their transposed form into a 5-stage ring (=3: the weight scale
+ * picked from a 16-byte window whose place varies with the row's start: K/128 = 22, 3, 5; where the shared memory's start
+ * is not 1024-byte aligned =3 runs the plain form and the launch count below fails), at V2-Lite's o and shared down, V3's q_a +
  * kv_a (K 7168), an odd 260 x 384 (K/128 = 3, a partial column block) and K/128 = 1 and 2 (tiles shorter than the ring),
  * 129 and 1024 rows (a last row block with one row: the staged rows past M are zeros); then the prefill MoE's grouped form
  * against the CPU with it on (experts' partial tiles: rows past an expert's end). */
@@ -1920,8 +1920,8 @@ static void run_f8_tm_ss(void) {
     const char *E = "DSINFER_CUDA_F8_TM_SS";
     if (load_setup(&s, "v2l-f8ss", "configs/deepseek-v2-lite.json", 3, 16)) {
         const int Ms[] = {65, 130, 200, 256}, Mb[] = {129, 1024};
-        for (int v = 0; v < 6; v++) {   /* SS 1 plain, SS 1 TMA-store, SS 2, 3, 4, 5 TMA-store */
-            const char *on[] = {"1", "1", "2", "3", "4", "5"};
+        for (int v = 0; v < 4; v++) {   /* SS 1 plain, SS 1 TMA-store, SS 2, 3 TMA-store */
+            const char *on[] = {"1", "1", "2", "3"};
             if (v) setenv("DSINFER_CUDA_F8_TM_STORE_MIN_M", "1", 1);
             long xt0 = ds_cuda_f8_tm_xt_launches();
             check_f8_alt_v(&s, E, "0", on[v], "v2l o", 2048, 0, 2048, Ms, NM(Ms), 1);
@@ -1931,7 +1931,7 @@ static void run_f8_tm_ss(void) {
             check_f8_alt_v(&s, E, "0", on[v], "K 128", 384, 0, 128, Mb, NM(Mb), 1);
             check_f8_alt_v(&s, E, "0", on[v], "K 256", 384, 0, 256, Mb, NM(Mb), 1);
             if (v >= 3) check_f8_alt_v(&s, E, "0", on[v], "K 640", 640, 0, 640, Mb, NM(Mb), 1);   /* K/128 = 5: windows at 4 .. 7 */
-            long xt = ds_cuda_f8_tm_xt_launches() - xt0;   /* =3, =4: every GEMM of =on[v] by the transposed scales' form */
+            long xt = ds_cuda_f8_tm_xt_launches() - xt0;   /* =3: every GEMM of =on[v] by the transposed scales' form */
             int want = 0;   /* 3 shapes at Ms, 4 at Mb (K 640 with them) */
             for (int k = 0; k < NM(Ms); k++) want += 3 * (Ms[k] <= max_m);
             for (int k = 0; k < NM(Mb); k++) want += 4 * (Mb[k] <= max_m);

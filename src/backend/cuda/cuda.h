@@ -817,11 +817,11 @@ extern int cu_f8_tm_lab;
 /* DSINFER_CUDA_F8_TM_SS (default 0: slower, own / cuBLASLt at M = 4096 0.87 -> 0.73, RESULTS twenty-seventh session
  * run 8): the TMA kernel's one-block PREF forms (dense, TMA-store, grouped) with each k-block's scales staged into shared
  * memory by the producer warp: the same bits. 1: the TMA-store form with a 4-stage ring; 2: with 5 stages and its
- * epilogue in two halves; 3 and 4 (dense, from 512 rows: the TMA-store form): the scales by two bulk copies a stage,
- * issued by the producer thread with the stage's TMA (no load it waits for) from the activation scales transposed
- * ([K/128][M rounded up to 128], one launch of xs_transpose_kernel a GEMM); 3: 5 stages and the whole epilogue (no
- * room left to align the shared memory's start: 4 where it is not 1024-byte aligned), 4: as 2; 5: no slots, the
- * consumers load the scales from the transposed form themselves (a warp's rows in one 32-byte sector) */
+ * epilogue in two halves; 3 (dense, from 512 rows: the TMA-store form; slower too, 0.87 -> 0.85, RESULTS twenty-eighth
+ * session run 2): the scales by two bulk copies a stage, issued by the producer thread with the stage's TMA (no load it
+ * waits for) from the activation scales transposed ([K/128][M rounded up to 128], one launch of xs_transpose_kernel a
+ * GEMM), 5 stages and the whole epilogue (no room left to align the shared memory's start: the plain form where it is
+ * not 1024-byte aligned) */
 extern int cu_f8_tm_ss;
 extern int cu_f8_bn192, cu_f8_bn192_min_m;
 /* DSINFER_CUDA_F8_TM_MC (default 0: 6% slower than one block at M = 4096 for 25% fewer L2 bytes, RESULTS twenty-sixth
@@ -834,7 +834,7 @@ int cu_f8_tm_mc_clusters(void);   /* the clusters an MC launch takes at most (0:
 int cu_f8_mc_units(int M, int N, int ks);
 void cu_f8_mc_tile(int t, int rank, int M, int N, int K, int kc, int out[5]);
 extern long cu_f8_tm_mc_launches;
-extern long cu_f8_tm_xt_launches;   /* launches of DSINFER_CUDA_F8_TM_SS 3 / 4's form (the op test's evidence) */
+extern long cu_f8_tm_xt_launches;   /* launches of DSINFER_CUDA_F8_TM_SS 3's form (the op test's evidence) */
 /* launches of the prefill MoE's grouped W8A8 form with opt.moe_half (process-wide; tests) */
 extern long cu_moe_half_launches;
 /* shared pieces of the own W8A8 linears: x [M, K] fp32 -> codes q [M, K] and scales s [M][K/128]

@@ -51,7 +51,7 @@ long ds_cuda_gemv_t2_launches(void);
 long ds_cuda_gemv_t4_launches(void);
 /* ... of those, the gate / up pairs' (two rows of each a warp) */
 long ds_cuda_gemv_p4_launches(void);
-/* launches of the W8A8 GEMM's form with transposed scales (DSINFER_CUDA_F8_TM_SS 3, 4; process-wide count; tests) */
+/* launches of the W8A8 GEMM's form with transposed scales (DSINFER_CUDA_F8_TM_SS 3; process-wide count; tests) */
 long ds_cuda_f8_tm_xt_launches(void);
 /* launches of the W8A8 GEMM's multicast pairs (DSINFER_CUDA_F8_TM_MC; process-wide count; tests) */
 long ds_cuda_f8_tm_mc_launches(void);

@@ -407,18 +407,18 @@ __global__ void __launch_bounds__(128) f8_tma1_kernel(const __grid_constant__ CU
 #define TM_STAGE ((TM_BM + WG_BN) * WG_BK)
 
 #define TM_SLOT 528   /* SS: a stage's scale slot: its 128 rows' activation scales, then the weight block's (129 floats;
-                       * SS 3, 4: then the 16-byte window of weight scales that holds it, 132) */
+                       * SS 3: then the 16-byte window of weight scales that holds it, 132) */
 
 /* the ring's stages: 6, 5 with the TMA-store epilogue; with it and SS 1, 4 (the slots take the room of the fifth: 5
- * would pass the 227 KB an SM gives a block by ~0.7 KB, with the 1 KB kept to align the start); with it and SS 2 or 4,
+ * would pass the 227 KB an SM gives a block by ~0.7 KB, with the 1 KB kept to align the start); with it and SS 2,
  * 5 again, the epilogue written in two 64-column halves through half the buffer (tm_epi_bytes); SS 3: 5 and the whole
  * epilogue, without the 1 KB (the dynamic shared memory's start found 1024-byte aligned: tm_base_aligned) */
 __host__ __device__ constexpr int tm_stages(bool tst, int ss) { return tst ? (ss == 1 ? TM_ST_S - 1 : TM_ST_S) : TM_ST; }
-__host__ __device__ constexpr int tm_epi_bytes(bool tst, int ss) { return tst ? (ss == 2 || ss == 4 ? TM_EPI / 2 : TM_EPI) : 0; }
+__host__ __device__ constexpr int tm_epi_bytes(bool tst, int ss) { return tst ? (ss == 2 ? TM_EPI / 2 : TM_EPI) : 0; }
 
 static size_t tm_smem_bytes(int tst = 0, int ss = 0) {
     size_t nst = (size_t)tm_stages(tst, ss);
-    return nst * TM_STAGE + tm_epi_bytes(tst, ss) + (ss && ss != 5 ? nst * TM_SLOT : 0) + 2 * nst * 8 + (tst && ss == 3 ? 0 : 1024);
+    return nst * TM_STAGE + tm_epi_bytes(tst, ss) + (ss ? nst * TM_SLOT : 0) + 2 * nst * 8 + (tst && ss == 3 ? 0 : 1024);
 }
 
 /* tile t of mb x nb output tiles x ks splits -> its first row and column and its stages [kb0, kb0 + nkb):
@@ -562,7 +562,7 @@ __device__ __forceinline__ void tm_put_scales(unsigned char *slot, uint64_t *ful
     if (lane == 0) mbar_arrive(full);
 }
 
-/* SS 3, 4 (XT): stage s's scale slot filled by two bulk copies completing on its full barrier (their 528 bytes counted
+/* SS 3 (XT): stage s's scale slot filled by two bulk copies completing on its full barrier (their 528 bytes counted
  * in the stage's expect_tx: no second arrival, no load the producer waits for): k-block kb's activation scales of rows
  * m0 .. m0 + 127 from the transposed scales xst [K/128][Mp] (Mp: M rounded up to 128; one contiguous 512 bytes), then the
  * 16-byte aligned window of weight scales holding sw[kb] (tm_slot_scales picks it out) */
@@ -606,19 +606,6 @@ __device__ __forceinline__ tm_sc tm_scales(const tm_ctx *c, int i) {
     r.sw = c->sw[kb];
     r.x0 = c->r0 < c->mend ? c->xs[(size_t)c->r0 * c->LK + kb] : 0.0f;
     r.x1 = c->r1 < c->mend ? c->xs[(size_t)c->r1 * c->LK + kb] : 0.0f;
-    return r;
-}
-
-/* SS 5 (XG): k-block i's scales with the activations' from their transposed form xst [K/128][Mp] (tm_xt_scales): a
- * warp's 8 rows r0 (and r1) are 8 consecutive floats, one 32-byte sector for the L1 to serve, where the [M][K/128] form's
- * are 8 sectors of 8 lines; rows past mend read the zero padding (Mp: mend rounded up to 128) */
-__device__ __forceinline__ tm_sc tm_scales_xg(const tm_ctx *c, int i) {
-    int kb = c->kb0 + i;
-    const float *x = c->xs + (size_t)kb * ((c->mend + 127) & ~127);
-    tm_sc r;
-    r.sw = c->sw[kb];
-    r.x0 = x[c->r0];
-    r.x1 = x[c->r1];
     return r;
 }
 
@@ -725,10 +712,11 @@ __device__ __forceinline__ void tm_store_tma(const float (&tot)[64], unsigned ch
  * shared memory instead (tm_scales_lab_smem).
  * SS (DSINFER_CUDA_F8_TM_SS; with PREF, not CL or MC): the scales staged into a slot beside each stage by the producer
  * warp (tm_load_scales, tm_put_scales) and read by the consumers from there (tm_slot_scales); with TST the ring has 4 stages (SS 1) or
- * 5 with the epilogue in halves (SS 2; tm_stages). The same values, the same promotion: the same bits. SS 3 and 4 (XT;
+ * 5 with the epilogue in halves (SS 2; tm_stages). The same values, the same promotion: the same bits. SS 3 (XT;
  * dense only): the slot filled by the producer thread's bulk copies (tm_load_xt) from the activation scales transposed,
- * xs [K/128][Mp] (not [M][K/128]); SS 3: 5 stages and the whole epilogue (tm_stages), SS 4: as SS 2. SS 5 (XG): no
- * slots; the consumers load the scales as PREF does, the activations' from that transposed form (tm_scales_xg). */
+ * xs [K/128][Mp] (not [M][K/128]), 5 stages and the whole epilogue (tm_stages). Tried and removed (RESULTS
+ * twenty-eighth session runs 1 and 3, same bits, both slower): SS 3's slots with 5 stages and the epilogue in halves,
+ * the consumers' own loads from the transposed form (a warp's rows in one sector, but a new L1 line every k-block). */
 template <bool GROUPED, bool PREF = false, bool CL = false, bool TST = false, bool MC = false, int LAB = 0, int SS = 0>
 __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ CUtensorMap ta,
                                                         const __grid_constant__ CUtensorMap tb,
@@ -742,9 +730,8 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
     static_assert(!TST || (!GROUPED && !CL), "the TMA-store epilogue is the dense form's");
     static_assert(!MC || TST, "the multicast pairs are the TMA-store form's");
     static_assert(!SS || (PREF && !CL && !MC && !LAB), "the staged scales: the one-block PREF forms");
-    constexpr bool XT = SS == 3 || SS == 4;   /* the scales by bulk copies from their transposed form (xs is [K/128][Mp]) */
-    constexpr bool XG = SS == 5;   /* the consumers' loads from the transposed form (xs is [K/128][Mp]), no slots */
-    constexpr bool SLOT = SS && !XG;   /* the scales read from a slot beside each stage */
+    constexpr bool XT = SS == 3;   /* the scales by bulk copies from their transposed form (xs is [K/128][Mp]) */
+    constexpr bool SLOT = SS != 0;   /* the scales read from a slot beside each stage */
     constexpr bool STG = SS == 1 || SS == 2;   /* ... the producer warp staged */
     static_assert(!XT || !GROUPED, "the transposed scales: the dense form's");
     unsigned char *epi = sm + NST * TM_STAGE;   /* TST: the epilogue's buffer */
@@ -844,8 +831,7 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
          * series with each promotion). Tried and removed (RESULTS twenty-seventh session runs 4 and 6, same bits, both
          * slower): the scales two k-blocks ahead (0.84 -> 0.81x cuBLASLt at M = 4096), one load a lane and shuffles
          * (0.86 -> 0.80). LAB: lab forms (wrong results, DSINFER_CUDA_F8_TM_LAB). */
-#define TM_SCALES(c, i) ((LAB & 1) ? tm_sc{1.0f, 1.0f, 1.0f} : (LAB & 8) ? tm_scales_lab_smem(epi, c, i) \
-                         : XG ? tm_scales_xg(c, i) : tm_scales(c, i))
+#define TM_SCALES(c, i) ((LAB & 1) ? tm_sc{1.0f, 1.0f, 1.0f} : (LAB & 8) ? tm_scales_lab_smem(epi, c, i) : tm_scales(c, i))
         /* SS: tm_issue reads each k-block's scales from its slot (sa / sb) */
         tm_sc sa = PREF && !SLOT ? TM_SCALES(&c, 0) : tm_sc{}, sb = sa;
         tm_issue<NST, SLOT, XT>(acc_a, &c, 0, &sa);
@@ -874,7 +860,7 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
         it += nkb;
         if (CL) cl_sum_store<2, true>(tot, sm, out, N, M, j.m0, j.n0, c.r0 - j.m0, lane, ks, t % ks, threadIdx.x - 128);
         else if (TST && !(LAB & 2))
-            tm_store_tma<SS == 2 || SS == 4>(tot, epi + cw * (tm_epi_bytes(TST, SS) / 2), &tc, j.n0, j.m0 + 64 * cw, j.z, c.r0 - j.m0 - 64 * cw, lane,
+            tm_store_tma<SS == 2>(tot, epi + cw * (tm_epi_bytes(TST, SS) / 2), &tc, j.n0, j.m0 + 64 * cw, j.z, c.r0 - j.m0 - 64 * cw, lane,
                          threadIdx.x % 128 == 0, cw);
         else
             wg_store(tot, j.out + j.ocol, (size_t)ldo, c.r0, c.r1, j.mend, j.n0, j.nvalid, lane);
@@ -1076,10 +1062,6 @@ void cu_f8_wgmma_init(void) {
                                     (int)tm_smem_bytes(1, 2)));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, false, true, false, 0, 3>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)tm_smem_bytes(1, 3)));
-    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, false, true, false, 0, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    (int)tm_smem_bytes(1, 4)));
-    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, false, true, false, 0, 5>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    (int)tm_smem_bytes(1, 5)));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, false, false, false, 0, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)tm_smem_bytes(0, 1)));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<true, true, false, false, false, 0, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -1385,7 +1367,7 @@ static int tm_base_aligned(void) {
 }
 
 /* xst [LK][Mp] = xs [M][LK] transposed (Mp: M rounded up to TM_BM), rows M .. Mp - 1 zero: the scales as
- * f8_tma_kernel's SS 3 and 4 copy them (one k-block's 128 rows contiguous). Writes in order, reads strided (M LK floats:
+ * f8_tma_kernel's SS 3 copies them (one k-block's 128 rows contiguous). Writes in order, reads strided (M LK floats:
  * 0.9 MB at V3's 4096 x 7168, next to its 235 MB of codes and weights) */
 __global__ void xs_transpose_kernel(float *xst, const float *xs, int M, int Mp, int LK) {
     size_t n = (size_t)LK * Mp;
@@ -1395,11 +1377,11 @@ __global__ void xs_transpose_kernel(float *xst, const float *xs, int M, int Mp, 
     }
 }
 
-/* DSINFER_CUDA_F8_TM_SS 3 / 4 (3 where the shared memory's start allows it, else 4): the form tma_gemm_launch takes with
- * the transposed scales at M rows (its TMA-store form), else 0 */
+/* DSINFER_CUDA_F8_TM_SS 3 where the shared memory's start allows it (else the plain form): 3, the form tma_gemm_launch
+ * takes with the transposed scales at M rows (its TMA-store form), else 0 */
 static int tm_xt_rows(int M) {
-    if (cu_f8_tm_ss < 3 || !cu_f8_tm_pref || cu_f8_tm_lab || !cu_f8_tm_store || M < cu_f8_tm_store_min_m) return 0;
-    return cu_f8_tm_ss == 5 ? 5 : cu_f8_tm_ss == 3 && tm_base_aligned() ? 3 : 4;
+    if (cu_f8_tm_ss != 3 || !cu_f8_tm_pref || cu_f8_tm_lab || !cu_f8_tm_store || M < cu_f8_tm_store_min_m) return 0;
+    return cu_f8_tm_ss == 3 && tm_base_aligned() ? 3 : 0;
 }
 
 long cu_f8_tm_xt_launches;
@@ -1435,9 +1417,7 @@ static void tma_gemm_launch(const CUtensorMap &ta, const CUtensorMap &tb, float 
     if (cu_f8_tm_store && M >= cu_f8_tm_store_min_m && out_map(&tc, dst, M, N, ks)) {
         CUtensorMap tb64;
         if (xst) {   /* the transposed scales' form (tm_xt_rows) */
-            cu_launch_pdl(CU_F8_PDL, xt == 5   ? f8_tma_kernel<false, true, false, true, false, 0, 5>
-                                     : xt == 4 ? f8_tma_kernel<false, true, false, true, false, 0, 4>
-                                               : f8_tma_kernel<false, true, false, true, false, 0, 3>,
+            cu_launch_pdl(CU_F8_PDL, f8_tma_kernel<false, true, false, true, false, 0, 3>,
                           dim3((unsigned)grid_p), dim3(384), tm_smem_bytes(1, xt), ta, tb, tc, none, dst, N,
                           xst, (const float *)w->scale, w->scale_cols, M, N, K, kc, ks);
             CUDA_LAUNCH_CHECK();
