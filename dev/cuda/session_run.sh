@@ -2117,6 +2117,17 @@ if want s28d; then
     done
   done
 fi
+# s28e: the anomaly's source: FP8 batches 64, 1, 64 with the shared experts in line at every M (cu_mlp on the main stream,
+# `_MOE_SHARED_IN_MAX_M=0`), the stream off and on at one token; the s28d rows again beside them, twice
+if want s28e; then
+  for r in 1 2; do
+    for v in "0 256" "1 256" "0 0" "1 0"; do
+      set -- $v
+      step side_s$1-in$2-$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_SHARED_STREAM=$1 DSINFER_CUDA_SHARED_STREAM_MIN_M=1 DSINFER_CUDA_SHARED_STREAM_MAX_M=1 DSINFER_CUDA_MOE_SHARED_IN_MAX_M=$2 $B/dsinfer bench --dtype fp8 --batch 64,1,64 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s28e-s$1-in$2
+      grep -E "^decode" $OUT/side_s$1-in$2-$r.log | sort -u -k4,4n -k9 | head -3
+    done
+  done
+fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi
