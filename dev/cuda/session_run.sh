@@ -2128,6 +2128,18 @@ if want s28e; then
     done
   done
 fi
+# s28f: the anomaly narrowed: FP8 batches 64, 1, 64 with the stream at one token as a fork and join only
+# (`DSINFER_CUDA_SIDE_LAB=1`: nothing on the side, the shared experts in line), with one 2-us kernel on the side
+# (`_SIDE_DELAY_NS=2000`), against off and on, twice
+if want s28f; then
+  for r in 1 2; do
+    for v in "0 0 0" "1 0 0" "1 1 0" "1 1 2000"; do
+      set -- $v
+      step side_s$1-l$2-d$3-$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_SHARED_STREAM=$1 DSINFER_CUDA_SHARED_STREAM_MIN_M=1 DSINFER_CUDA_SHARED_STREAM_MAX_M=1 DSINFER_CUDA_SIDE_LAB=$2 DSINFER_CUDA_SIDE_DELAY_NS=$3 $B/dsinfer bench --dtype fp8 --batch 64,1,64 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s28f-s$1-l$2-d$3
+      grep -E "^decode" $OUT/side_s$1-l$2-d$3-$r.log | head -3
+    done
+  done
+fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi

@@ -460,6 +460,7 @@ void cu_prefetch_free(ds_cuda_backend *cb);
 void cu_prefetch_join(ds_cuda_backend *cb);
 void cu_prefetch_layer(ds_backend *be, const ds_layer_weights *L);
 int cu_side_ok(ds_cuda_backend *cb);
+extern int cu_side_lab;   /* DSINFER_CUDA_SIDE_LAB (lab): the fork and join alone (cuda_side.cu) */
 void cu_side_begin(ds_cuda_backend *cb);
 void cu_side_end(ds_cuda_backend *cb);
 void cu_side_join(ds_cuda_backend *cb);

@@ -897,6 +897,7 @@ static cu_opts cu_opts_read(void) {
     /* opt-in: +2.5% at batch 64, but a process that used it at batch 64 then ran batch 256 3% slower than one that
      * never did (not explained yet; RESULTS eleventh session run 6) */
     o.shared_stream = env_int("DSINFER_CUDA_SHARED_STREAM", 0);
+    cu_side_lab = env_int("DSINFER_CUDA_SIDE_LAB", 0);
     o.moe_wg_qf = env_int("DSINFER_CUDA_MOE_WG_QF", 0);
     o.moe_wg_pdl = env_int("DSINFER_CUDA_MOE_WG_PDL", -1);
     o.moe_wg_pipe = env_int("DSINFER_CUDA_MOE_WG_PIPE", 0);   /* opt-in: within the spread (twenty-sixth session run 2) */

@@ -1239,17 +1239,18 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
     int grouped_path = !gemm_path && cb->opt.moe_grouped && (M <= cb->opt.moe_grouped_max_m || grouped_tc);
     /* the shared experts on the second stream, from before the router to the combine (cuda_side.cu); the
      * per-expert path below keeps them in line */
-    int side = c->n_shared_experts && (gemm_path || grouped_path) && cu_side_ok(cb) && !cb->side.active &&
+    int fork = c->n_shared_experts && (gemm_path || grouped_path) && cu_side_ok(cb) && !cb->side.active &&
                M >= cb->opt.shared_stream_min_m && M <= cb->opt.shared_stream_max_m;
+    int side = fork && !cu_side_lab;   /* lab (DSINFER_CUDA_SIDE_LAB): the fork and join alone, the shared experts in line */
     /* the shared experts inside the routed experts' launches (moe_wg_kernel's virtual experts; opt.moe_shared_in): on
      * the grouped tensor-core path, FP8 ones only where the linears are W8A8 too, so that they stay W8A8 as in line
      * (codes of x per 128 columns); their SiLU products are then rounded to BF16 before their codes, as the routed
      * experts' are, where the in-line MLP quantizes them unrounded (1e-4 NMSE apart: op test shin) */
     int sh_in = c->n_shared_experts && !side && grouped_path && grouped_tc && cb->opt.moe_shared_in &&
                 M <= cb->opt.moe_shared_in_max_m && (gv0.dtype != DS_DTYPE_F8_E4M3 || cb->opt.fp8_gemm);
-    if (side) {
+    if (fork) {
         cu_side_begin(cb);
-        cu_mlp(be, out, x, &L->sh_gate, &L->sh_up, &L->sh_down, M);
+        if (side) cu_mlp(be, out, x, &L->sh_gate, &L->sh_up, &L->sh_down, M);
         cu_side_end(cb);
     }
     /* the grouped path with one-block grouping: the routing kernel may group too (opt.route_group) */

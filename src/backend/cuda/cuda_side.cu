@@ -28,6 +28,11 @@
 
 int cu_side_ok(ds_cuda_backend *cb) { return cb->side.stream != NULL; }
 
+/* DSINFER_CUDA_SIDE_LAB (lab, backend creation): 1: where the shared experts would go to the side stream, only its fork
+ * and join are made (the side runs nothing, or DSINFER_CUDA_SIDE_DELAY_NS's kernel alone) and the shared experts run in
+ * line: whether the stream's events alone leave later steps slower (KERNELS.md, twenty-eighth session) */
+int cu_side_lab = 0;
+
 /* DSINFER_CUDA_SIDE_DELAY_NS (tests only, read at backend creation): the side stream first spins this long, so
  * that the op tests see the shared experts finish after the routed ones; a missing join then shows as a wrong
  * sum instead of depending on which stream happens to win. */
