@@ -2140,6 +2140,18 @@ if want s28f; then
     done
   done
 fi
+# s28g: the anomaly against the hardware queues: FP8 batches 64, 1, 64 with the stream off / on at one token under
+# CUDA_DEVICE_MAX_CONNECTIONS=1 and =32 (the default 8 in s28d .. f), twice
+if want s28g; then
+  for r in 1 2; do
+    for c in 1 32; do
+      for ss in 0 1; do
+        step side_c$c-s$ss-$r 120 env CUDA_DEVICE_MAX_CONNECTIONS=$c DSINFER_CUDA_TC=1 DSINFER_CUDA_SHARED_STREAM=$ss DSINFER_CUDA_SHARED_STREAM_MIN_M=1 DSINFER_CUDA_SHARED_STREAM_MAX_M=1 $B/dsinfer bench --dtype fp8 --batch 64,1,64 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s28g-c$c-s$ss
+        grep -E "^decode" $OUT/side_c$c-s$ss-$r.log | head -3
+      done
+    done
+  done
+fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi
