@@ -2152,6 +2152,17 @@ if want s28g; then
     done
   done
 fi
+# s28h: the anomaly further: FP8 batches 64, 1, 64 without graphs, the stream off / on / on and renewed at each join
+# (`DSINFER_CUDA_SIDE_LAB=2`) / on and joined at once (=3); with graphs, on and joined at once; twice
+if want s28h; then
+  for r in 1 2; do
+    for v in "0 0 0" "0 1 0" "0 1 2" "0 1 3" "1 1 3"; do
+      set -- $v
+      step side_g$1-s$2-l$3-$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=$1 DSINFER_CUDA_SHARED_STREAM=$2 DSINFER_CUDA_SHARED_STREAM_MIN_M=1 DSINFER_CUDA_SHARED_STREAM_MAX_M=1 DSINFER_CUDA_SIDE_LAB=$3 $B/dsinfer bench --dtype fp8 --batch 64,1,64 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s28h-g$1-s$2-l$3
+      grep -E "^decode" $OUT/side_g$1-s$2-l$3-$r.log | head -3
+    done
+  done
+fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi

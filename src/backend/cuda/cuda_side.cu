@@ -28,9 +28,11 @@
 
 int cu_side_ok(ds_cuda_backend *cb) { return cb->side.stream != NULL; }
 
-/* DSINFER_CUDA_SIDE_LAB (lab, backend creation): 1: where the shared experts would go to the side stream, only its fork
- * and join are made (the side runs nothing, or DSINFER_CUDA_SIDE_DELAY_NS's kernel alone) and the shared experts run in
- * line: whether the stream's events alone leave later steps slower (KERNELS.md, twenty-eighth session) */
+/* DSINFER_CUDA_SIDE_LAB (lab, backend creation; what leaves later steps slower once the side stream ran: KERNELS.md,
+ * twenty-eighth session): 1: where the shared experts would go to the side stream, only its fork and join are made (the
+ * side runs nothing, or DSINFER_CUDA_SIDE_DELAY_NS's kernel alone) and the shared experts run in line; 2: the side stream
+ * destroyed and made anew at each join outside a capture (the shared experts on it as usual); 3: the join made at once
+ * by cu_side_end (the side's work in series with the main stream's) */
 int cu_side_lab = 0;
 
 /* DSINFER_CUDA_SIDE_DELAY_NS (tests only, read at backend creation): the side stream first spins this long, so
@@ -117,6 +119,16 @@ void cu_side_end(ds_cuda_backend *cb) {
     side_swap(cb);
     s->active = 0;
     s->pending = 1;
+    if (cu_side_lab == 3) cu_side_join(cb);
+}
+
+/* lab 2: the side stream (idle: its work joined) destroyed and made anew, its cuBLAS handles pointed at the new one */
+static void side_renew(cu_side *s) {
+    CUDA_CHECK(cudaStreamSynchronize(s->stream));
+    CUDA_CHECK(cudaStreamDestroy(s->stream));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
+    CUBLAS_CHECK(cublasSetStream(s->cublas, s->stream));
+    CUBLAS_CHECK(cublasSetStream(s->cublas_tc, s->stream));
 }
 
 void cu_side_join(ds_cuda_backend *cb) {
@@ -124,4 +136,5 @@ void cu_side_join(ds_cuda_backend *cb) {
     if (!s->pending) return;
     CUDA_CHECK(cudaStreamWaitEvent(cu_stream, s->join, 0));
     s->pending = 0;
+    if (cu_side_lab == 2 && !cu_capturing()) side_renew(s);
 }
