@@ -2163,9 +2163,12 @@ if want s28h; then
     done
   done
 fi
-# s28i: with graphs, the side stream renewed after its eager (uncaptured) uses (`DSINFER_CUDA_SIDE_LAB=2`: the graph
-# replays keep the fork) against on and off: FP8 batches 64, 1, 64, twice
+# s28i: op test f8ss (the alignment probe moved to the backend's creation); with graphs, the side stream renewed after its
+# eager (uncaptured) uses (`DSINFER_CUDA_SIDE_LAB=2`: the graph replays keep the fork) against on and off: FP8 batches 64,
+# 1, 64, twice
 if want s28i; then
+  step ops_f8ss 300 env DSINFER_OPS_ONLY=f8ss DSINFER_OPS_MAX_M=1100 $B/test_cuda_ops
+  grep -E "transposed scales" $OUT/ops_f8ss.log | tail -1
   for r in 1 2; do
     for v in "0 0" "1 0" "1 2"; do
       set -- $v

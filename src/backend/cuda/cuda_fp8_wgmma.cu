@@ -736,7 +736,7 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
     static_assert(!XT || !GROUPED, "the transposed scales: the dense form's");
     unsigned char *epi = sm + NST * TM_STAGE;   /* TST: the epilogue's buffer */
     unsigned char *slots = epi + tm_epi_bytes(TST, SS);   /* SS: NST scale slots */
-    uint64_t *full = (uint64_t *)(slots + (SS && SS != 5 ? NST * TM_SLOT : 0)), *empty = full + NST;
+    uint64_t *full = (uint64_t *)(slots + (SS ? NST * TM_SLOT : 0)), *empty = full + NST;
     /* MC: units are row-block pairs (x column blocks x splits), taken by clusters; rank: this block's in its cluster */
     const int mbu = MC ? (M + 2 * TM_BM - 1) / (2 * TM_BM) : (M + TM_BM - 1) / TM_BM;
     const int tiles = GROUPED ? g.n_tiles : mbu * ((N + WG_BN - 1) / WG_BN) * ks;
@@ -1018,7 +1018,7 @@ static int out_map(CUtensorMap *map, float *out, int M, int N, int ks) {
                         CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-/* DSINFER_CUDA_F8_TM_SS's producer-warp forms (1, 2), else 0 (none, or the transposed scales' 3, 4: tm_xt_rows) */
+/* DSINFER_CUDA_F8_TM_SS's producer-warp forms (1, 2), else 0 (none, or the transposed scales' 3: tm_xt_rows) */
 static int tm_ss_staged(void) { return cu_f8_tm_ss == 1 || cu_f8_tm_ss == 2 ? cu_f8_tm_ss : 0; }
 
 typedef void (*tm_kernel_fn)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const tm_groups, float *, int, const float *,
@@ -1043,6 +1043,7 @@ static tm_kernel_fn tm_lab_kernel(int lab) {
 
 static int tm_cluster_fit(int ks);
 static int tm_mc_fit(void);
+static int tm_base_aligned(void);
 
 void cu_f8_wgmma_init(void) {
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes()));
@@ -1087,6 +1088,7 @@ void cu_f8_wgmma_init(void) {
     CUDA_CHECK(cudaFuncSetAttribute(f8_wgmma_kernel<2, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)wg_smem_bytes(2)));
     for (int ks = 2; ks <= CL_MAX_KS; ks++) tm_cluster_fit(ks);   /* asked here, outside any stream capture */
     tm_mc_fit();
+    tm_base_aligned();
 }
 
 /* The K splits of an M x N x K product (K % 128 == 0): split when the blocks (64-row blocks up to 64 rows,
@@ -1350,7 +1352,8 @@ __global__ void smem_base_kernel(unsigned *out) {
     if (threadIdx.x == 0) *out = cu_smem_addr(wg_raw);
 }
 
-/* whether that start is 1024-byte aligned (asked once, outside any capture): SS 3's layout has no room to align it */
+/* whether that start is 1024-byte aligned (asked once, by cu_f8_wgmma_init: outside any capture): SS 3's layout has no
+ * room to align it */
 static int tm_base_aligned(void) {
     static int known = -1;
     if (known < 0) {
