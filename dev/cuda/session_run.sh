@@ -2177,6 +2177,16 @@ if want s28i; then
     done
   done
 fi
+# s28j: is b1's gain the state the side stream leaves? FP8 batches 1, 2, 1 with the stream used at two tokens only (the
+# second b1 runs the same in-line path as the first, after the stream ran), against off, twice
+if want s28j; then
+  for r in 1 2; do
+    for ss in 0 1; do
+      step side2_s$ss-$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_SHARED_STREAM=$ss DSINFER_CUDA_SHARED_STREAM_MIN_M=2 DSINFER_CUDA_SHARED_STREAM_MAX_M=2 $B/dsinfer bench --dtype fp8 --batch 1,2,1 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s28j-s$ss
+      grep -E "^decode" $OUT/side2_s$ss-$r.log | head -3
+    done
+  done
+fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi
