@@ -2187,6 +2187,18 @@ if want s28j; then
     done
   done
 fi
+# s28k: the anomaly against the side stream's priority (`DSINFER_CUDA_SIDE_PRIO=-1|1`): FP8 batches 64, 1, 64, graphs on,
+# twice; and whether nsys is on the device
+if want s28k; then
+  which nsys ncu || true
+  for r in 1 2; do
+    for v in "0 0" "1 0" "1 -1" "1 1"; do
+      set -- $v
+      step side_s$1-p$2-$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_SHARED_STREAM=$1 DSINFER_CUDA_SHARED_STREAM_MIN_M=1 DSINFER_CUDA_SHARED_STREAM_MAX_M=1 DSINFER_CUDA_SIDE_PRIO=$2 $B/dsinfer bench --dtype fp8 --batch 64,1,64 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s28k-s$1-p$2
+      grep -E "^decode" $OUT/side_s$1-p$2-$r.log | head -3
+    done
+  done
+fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi

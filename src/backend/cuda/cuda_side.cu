@@ -48,7 +48,11 @@ void cu_side_init(ds_cuda_backend *cb) {
     cu_side *s = &cb->side;
     /* non-blocking: ordered with the main stream only by the fork and join events (a blocking stream would also
      * wait on, and be waited on by, every legacy-stream copy, which hid a missing join from the op tests) */
-    CUDA_CHECK(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
+    /* DSINFER_CUDA_SIDE_PRIO (lab): -1 the side stream at the greatest priority, 1 at the least, 0 the default */
+    const char *pr = getenv("DSINFER_CUDA_SIDE_PRIO");
+    int prio = pr && *pr ? atoi(pr) : 0, least = 0, greatest = 0;
+    if (prio) CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    CUDA_CHECK(cudaStreamCreateWithPriority(&s->stream, cudaStreamNonBlocking, prio < 0 ? greatest : prio > 0 ? least : 0));
     CUDA_CHECK(cudaEventCreateWithFlags(&s->fork, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&s->join, cudaEventDisableTiming));
     CUBLAS_CHECK(cublasCreate(&s->cublas));
@@ -126,7 +130,7 @@ void cu_side_end(ds_cuda_backend *cb) {
 static void side_renew(cu_side *s) {
     CUDA_CHECK(cudaStreamSynchronize(s->stream));
     CUDA_CHECK(cudaStreamDestroy(s->stream));
-    CUDA_CHECK(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));   /* (lab: not with DSINFER_CUDA_SIDE_PRIO's) */
     CUBLAS_CHECK(cublasSetStream(s->cublas, s->stream));
     CUBLAS_CHECK(cublasSetStream(s->cublas_tc, s->stream));
 }
