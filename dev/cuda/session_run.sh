@@ -2101,103 +2101,73 @@ if want s28c; then
     step pre_ss$v 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_F8_TM_SS=$v $B/dsinfer bench --dtype fp8 --batch '' --ctx '' --prompt 8K --steps 2 --csv $CSV --label s28c-pre-ss$v
   done
 fi
-# s28d: op test f8ss after SS 4 / 5 were removed (=1, 2, 3) and the xt mutants; then the side stream's anomaly: FP8 decode
-# batches 64, 1, 64 in one process (the second b64 replays the graph captured before b1's), the stream off / on at one
-# token only, with graphs and without, twice
+# sidebench NAME LABEL [VAR=VALUE ...]: FP8 decode rows of batches $SB (default 64,1,64: the second b64 replays the graph
+# captured before b1's) in one process, ctx 1K, 8 steps, graphs on unless a VAR says otherwise (s28d .. s28k); S1: the
+# shared experts' stream at one token only (when DSINFER_CUDA_SHARED_STREAM=1)
+S1="DSINFER_CUDA_SHARED_STREAM_MIN_M=1 DSINFER_CUDA_SHARED_STREAM_MAX_M=1"
+sidebench() { local name=$1 label=$2; shift 2
+  step $name 120 env DSINFER_CUDA_TC=1 "$@" $B/dsinfer bench --dtype fp8 --batch ${SB:-64,1,64} --ctx 1K --prompt '' --steps 8 --csv $CSV --label $label; }
+# s28d: op test f8ss after SS 4 / 5 were removed (=1, 2, 3) and the xt mutants; then the side stream's anomaly: the
+# stream off / on at one token only, with graphs and without, twice
 if want s28d; then
   step ops_f8ss 300 env DSINFER_OPS_ONLY=f8ss DSINFER_OPS_MAX_M=1100 $B/test_cuda_ops
   grep -E "transposed scales" $OUT/ops_f8ss.log | head -8
   for mu in xt_row xt_win xt_kb; do [ -x $B/test_cuda_ops_mut_$mu ] && mutant $B/test_cuda_ops_mut_$mu f8ss 1100 300; done
-  for r in 1 2; do
-    for g in 1 0; do
-      for ss in 0 1; do
-        step side_g$g-s$ss-$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=$g DSINFER_CUDA_SHARED_STREAM=$ss DSINFER_CUDA_SHARED_STREAM_MIN_M=1 DSINFER_CUDA_SHARED_STREAM_MAX_M=1 $B/dsinfer bench --dtype fp8 --batch 64,1,64 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s28d-g$g-s$ss
-        grep -E "^decode" $OUT/side_g$g-s$ss-$r.log
-      done
-    done
-  done
+  for r in 1 2; do for g in 1 0; do for ss in 0 1; do
+    sidebench side_g$g-s$ss-$r s28d-g$g-s$ss DSINFER_CUDA_GRAPHS=$g DSINFER_CUDA_SHARED_STREAM=$ss $S1
+  done; done; done
 fi
-# s28e: the anomaly's source: FP8 batches 64, 1, 64 with the shared experts in line at every M (cu_mlp on the main stream,
+# s28e: the anomaly's source: the shared experts in line at every M (cu_mlp on the main stream,
 # `_MOE_SHARED_IN_MAX_M=0`), the stream off and on at one token; the s28d rows again beside them, twice
 if want s28e; then
-  for r in 1 2; do
-    for v in "0 256" "1 256" "0 0" "1 0"; do
-      set -- $v
-      step side_s$1-in$2-$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_SHARED_STREAM=$1 DSINFER_CUDA_SHARED_STREAM_MIN_M=1 DSINFER_CUDA_SHARED_STREAM_MAX_M=1 DSINFER_CUDA_MOE_SHARED_IN_MAX_M=$2 $B/dsinfer bench --dtype fp8 --batch 64,1,64 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s28e-s$1-in$2
-      grep -E "^decode" $OUT/side_s$1-in$2-$r.log | head -3
-    done
-  done
+  for r in 1 2; do for v in "0 256" "1 256" "0 0" "1 0"; do set -- $v
+    sidebench side_s$1-in$2-$r s28e-s$1-in$2 DSINFER_CUDA_SHARED_STREAM=$1 $S1 DSINFER_CUDA_MOE_SHARED_IN_MAX_M=$2
+  done; done
 fi
-# s28f: the anomaly narrowed: FP8 batches 64, 1, 64 with the stream at one token as a fork and join only
-# (`DSINFER_CUDA_SIDE_LAB=1`: nothing on the side, the shared experts in line), with one 2-us kernel on the side
-# (`_SIDE_DELAY_NS=2000`), against off and on, twice
+# s28f: the anomaly narrowed: the stream at one token as a fork and join only (`DSINFER_CUDA_SIDE_LAB=1`: nothing on the
+# side, the shared experts in line), with one 2-us kernel on the side (`_SIDE_DELAY_NS=2000`), against off and on, twice
 if want s28f; then
-  for r in 1 2; do
-    for v in "0 0 0" "1 0 0" "1 1 0" "1 1 2000"; do
-      set -- $v
-      step side_s$1-l$2-d$3-$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_SHARED_STREAM=$1 DSINFER_CUDA_SHARED_STREAM_MIN_M=1 DSINFER_CUDA_SHARED_STREAM_MAX_M=1 DSINFER_CUDA_SIDE_LAB=$2 DSINFER_CUDA_SIDE_DELAY_NS=$3 $B/dsinfer bench --dtype fp8 --batch 64,1,64 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s28f-s$1-l$2-d$3
-      grep -E "^decode" $OUT/side_s$1-l$2-d$3-$r.log | head -3
-    done
-  done
+  for r in 1 2; do for v in "0 0 0" "1 0 0" "1 1 0" "1 1 2000"; do set -- $v
+    sidebench side_s$1-l$2-d$3-$r s28f-s$1-l$2-d$3 DSINFER_CUDA_SHARED_STREAM=$1 $S1 DSINFER_CUDA_SIDE_LAB=$2 DSINFER_CUDA_SIDE_DELAY_NS=$3
+  done; done
 fi
-# s28g: the anomaly against the hardware queues: FP8 batches 64, 1, 64 with the stream off / on at one token under
-# CUDA_DEVICE_MAX_CONNECTIONS=1 and =32 (the default 8 in s28d .. f), twice
+# s28g: the anomaly against the hardware queues: the stream off / on at one token under CUDA_DEVICE_MAX_CONNECTIONS=1 and
+# =32 (the default 8 in s28d .. f), twice
 if want s28g; then
-  for r in 1 2; do
-    for c in 1 32; do
-      for ss in 0 1; do
-        step side_c$c-s$ss-$r 120 env CUDA_DEVICE_MAX_CONNECTIONS=$c DSINFER_CUDA_TC=1 DSINFER_CUDA_SHARED_STREAM=$ss DSINFER_CUDA_SHARED_STREAM_MIN_M=1 DSINFER_CUDA_SHARED_STREAM_MAX_M=1 $B/dsinfer bench --dtype fp8 --batch 64,1,64 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s28g-c$c-s$ss
-        grep -E "^decode" $OUT/side_c$c-s$ss-$r.log | head -3
-      done
-    done
-  done
+  for r in 1 2; do for c in 1 32; do for ss in 0 1; do
+    sidebench side_c$c-s$ss-$r s28g-c$c-s$ss CUDA_DEVICE_MAX_CONNECTIONS=$c DSINFER_CUDA_SHARED_STREAM=$ss $S1
+  done; done; done
 fi
-# s28h: the anomaly further: FP8 batches 64, 1, 64 without graphs, the stream off / on / on and renewed at each join
-# (`DSINFER_CUDA_SIDE_LAB=2`) / on and joined at once (=3); with graphs, on and joined at once; twice
+# s28h: the anomaly further: without graphs, the stream off / on / on and renewed at each join (`DSINFER_CUDA_SIDE_LAB=2`)
+# / on and joined at once (=3); with graphs, on and joined at once; twice
 if want s28h; then
-  for r in 1 2; do
-    for v in "0 0 0" "0 1 0" "0 1 2" "0 1 3" "1 1 3"; do
-      set -- $v
-      step side_g$1-s$2-l$3-$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=$1 DSINFER_CUDA_SHARED_STREAM=$2 DSINFER_CUDA_SHARED_STREAM_MIN_M=1 DSINFER_CUDA_SHARED_STREAM_MAX_M=1 DSINFER_CUDA_SIDE_LAB=$3 $B/dsinfer bench --dtype fp8 --batch 64,1,64 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s28h-g$1-s$2-l$3
-      grep -E "^decode" $OUT/side_g$1-s$2-l$3-$r.log | head -3
-    done
-  done
+  for r in 1 2; do for v in "0 0 0" "0 1 0" "0 1 2" "0 1 3" "1 1 3"; do set -- $v
+    sidebench side_g$1-s$2-l$3-$r s28h-g$1-s$2-l$3 DSINFER_CUDA_GRAPHS=$1 DSINFER_CUDA_SHARED_STREAM=$2 $S1 DSINFER_CUDA_SIDE_LAB=$3
+  done; done
 fi
 # s28i: op test f8ss (the alignment probe moved to the backend's creation); with graphs, the side stream renewed after its
-# eager (uncaptured) uses (`DSINFER_CUDA_SIDE_LAB=2`: the graph replays keep the fork) against on and off: FP8 batches 64,
-# 1, 64, twice
+# eager (uncaptured) uses (`DSINFER_CUDA_SIDE_LAB=2`: the graph replays keep the fork) against on and off, twice
 if want s28i; then
   step ops_f8ss 300 env DSINFER_OPS_ONLY=f8ss DSINFER_OPS_MAX_M=1100 $B/test_cuda_ops
   grep -E "transposed scales" $OUT/ops_f8ss.log | tail -1
-  for r in 1 2; do
-    for v in "0 0" "1 0" "1 2"; do
-      set -- $v
-      step side_s$1-l$2-$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_SHARED_STREAM=$1 DSINFER_CUDA_SHARED_STREAM_MIN_M=1 DSINFER_CUDA_SHARED_STREAM_MAX_M=1 DSINFER_CUDA_SIDE_LAB=$2 $B/dsinfer bench --dtype fp8 --batch 64,1,64 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s28i-s$1-l$2
-      grep -E "^decode" $OUT/side_s$1-l$2-$r.log | head -3
-    done
-  done
+  for r in 1 2; do for v in "0 0" "1 0" "1 2"; do set -- $v
+    sidebench side_s$1-l$2-$r s28i-s$1-l$2 DSINFER_CUDA_SHARED_STREAM=$1 $S1 DSINFER_CUDA_SIDE_LAB=$2
+  done; done
 fi
-# s28j: is b1's gain the state the side stream leaves? FP8 batches 1, 2, 1 with the stream used at two tokens only (the
-# second b1 runs the same in-line path as the first, after the stream ran), against off, twice
+# s28j: is b1's gain the state the side stream leaves? batches 1, 2, 1 with the stream used at two tokens only (the second
+# b1 runs the same in-line path as the first, after the stream ran), against off, twice
 if want s28j; then
-  for r in 1 2; do
-    for ss in 0 1; do
-      step side2_s$ss-$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_SHARED_STREAM=$ss DSINFER_CUDA_SHARED_STREAM_MIN_M=2 DSINFER_CUDA_SHARED_STREAM_MAX_M=2 $B/dsinfer bench --dtype fp8 --batch 1,2,1 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s28j-s$ss
-      grep -E "^decode" $OUT/side2_s$ss-$r.log | head -3
-    done
-  done
+  for r in 1 2; do for ss in 0 1; do
+    SB=1,2,1 sidebench side2_s$ss-$r s28j-s$ss DSINFER_CUDA_SHARED_STREAM=$ss DSINFER_CUDA_SHARED_STREAM_MIN_M=2 DSINFER_CUDA_SHARED_STREAM_MAX_M=2
+  done; done
 fi
-# s28k: the anomaly against the side stream's priority (`DSINFER_CUDA_SIDE_PRIO=-1|1`): FP8 batches 64, 1, 64, graphs on,
-# twice; and whether nsys is on the device
+# s28k: the anomaly against the side stream's priority (`DSINFER_CUDA_SIDE_PRIO=-1|1`), twice; and whether nsys is on the
+# device
 if want s28k; then
   which nsys ncu || true
-  for r in 1 2; do
-    for v in "0 0" "1 0" "1 -1" "1 1"; do
-      set -- $v
-      step side_s$1-p$2-$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_SHARED_STREAM=$1 DSINFER_CUDA_SHARED_STREAM_MIN_M=1 DSINFER_CUDA_SHARED_STREAM_MAX_M=1 DSINFER_CUDA_SIDE_PRIO=$2 $B/dsinfer bench --dtype fp8 --batch 64,1,64 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s28k-s$1-p$2
-      grep -E "^decode" $OUT/side_s$1-p$2-$r.log | head -3
-    done
-  done
+  for r in 1 2; do for v in "0 0" "1 0" "1 -1" "1 1"; do set -- $v
+    sidebench side_s$1-p$2-$r s28k-s$1-p$2 DSINFER_CUDA_SHARED_STREAM=$1 $S1 DSINFER_CUDA_SIDE_PRIO=$2
+  done; done
 fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
