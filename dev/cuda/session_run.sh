@@ -2169,6 +2169,12 @@ if want s28k; then
     sidebench side_s$1-p$2-$r s28k-s$1-p$2 DSINFER_CUDA_SHARED_STREAM=$1 $S1 DSINFER_CUDA_SIDE_PRIO=$2
   done; done
 fi
+# s28l: after the side stream's lab changes (cuda_moe.cu's fork, cuda_side.cu's renewal and priority): the goldens, and
+# op tests side (the shared experts on the second stream against in line) and shin, rgroup, f8ss
+if want s28l; then
+  step golden 150 $B/test_cuda_golden
+  for o in side shin rgroup f8ss; do step ops_$o 150 env DSINFER_OPS_ONLY=$o DSINFER_OPS_MAX_M=1100 $B/test_cuda_ops; done
+fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi
