@@ -428,7 +428,7 @@ typedef struct {
     cublasLtHandle_t lt;        /* cuBLASLt (FP8 block-scaled GEMM), created at first use */
     cu_ws ws_fp8;               /* W8A8: quantized activations, their scales, the padded output */
     cu_ws ws_f8part;            /* W8A8 on wgmma: the split-K partials */
-    cu_ws ws_f8xt;              /* W8A8 on wgmma, DSINFER_CUDA_F8_TM_SS 3 / 4: the activation scales transposed */
+    cu_ws ws_f8xt;              /* W8A8 on wgmma, DSINFER_CUDA_F8_TM_SS 3: the activation scales transposed */
     int *f8_tickets;            /* W8A8 linear on moe_wg_kernel: a split-K ticket per tile [CU_F8_WG_TICKETS], zero between launches */
     void *lt_ws;                /* fixed cuBLASLt workspace (LT_WS_BYTES) */
     struct cu_lt_tune *lt_tune; /* tuned BF16 GEMM algorithms per shape (cuda_lt_tune.cu), made at first use */
@@ -460,7 +460,7 @@ void cu_prefetch_free(ds_cuda_backend *cb);
 void cu_prefetch_join(ds_cuda_backend *cb);
 void cu_prefetch_layer(ds_backend *be, const ds_layer_weights *L);
 int cu_side_ok(ds_cuda_backend *cb);
-extern int cu_side_lab;   /* DSINFER_CUDA_SIDE_LAB (lab): the fork and join alone (cuda_side.cu) */
+extern int cu_side_lab;   /* DSINFER_CUDA_SIDE_LAB (lab, 1 .. 3: cuda_side.cu) */
 void cu_side_begin(ds_cuda_backend *cb);
 void cu_side_end(ds_cuda_backend *cb);
 void cu_side_join(ds_cuda_backend *cb);

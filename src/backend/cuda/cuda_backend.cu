@@ -894,8 +894,9 @@ static cu_opts cu_opts_read(void) {
     o.lt_tune = env_int("DSINFER_CUDA_LT_TUNE", 1);
     o.moe_gemm = env_int("DSINFER_CUDA_MOE_GEMM", 1);
     o.moe_gemm_min_m = env_int("DSINFER_CUDA_MOE_GEMM_MIN_M", 1024);
-    /* opt-in: +2.5% at batch 64, but a process that used it at batch 64 then ran batch 256 3% slower than one that
-     * never did (not explained yet; RESULTS eleventh session run 6) */
+    /* opt-in: +2.5% at batch 64 (eleventh session), -4% a step at batch 1, but once its kernels have run beside the
+     * main stream's, every later step of the process is slower (b64 +2.3%, b1 +6%: RESULTS twenty-eighth session runs
+     * 4 .. 11, KERNELS.md) */
     o.shared_stream = env_int("DSINFER_CUDA_SHARED_STREAM", 0);
     cu_side_lab = env_int("DSINFER_CUDA_SIDE_LAB", 0);
     o.moe_wg_qf = env_int("DSINFER_CUDA_MOE_WG_QF", 0);
