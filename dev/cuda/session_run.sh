@@ -2052,54 +2052,39 @@ if want s27j; then
     grep -E "f8_tma_kernel|duration|inst_executed|stalled" $OUT/ncu_ss$v.txt | awk '$NF+0 > 0.05 || /kernel|duration|inst_exec/' | head -20
   done
 fi
+# f8ss_check MUTANT...: op test f8ss (the transposed scales' launches printed), then each mutant built (dev/cuda/mutants_s28.sh)
+# against it; ops_ss V R: `bench --ops --ops-m 128,4096` with DSINFER_CUDA_F8_TM_SS=V, repetition R; pre_ss V: V2-Lite FP8
+# prefill 8K with it (s28a .. s28c)
+f8ss_check() { step ops_f8ss 300 env DSINFER_OPS_ONLY=f8ss DSINFER_OPS_MAX_M=1100 $B/test_cuda_ops
+  grep -E "transposed scales" $OUT/ops_f8ss.log | head -8
+  for mu in "$@"; do [ -x $B/test_cuda_ops_mut_$mu ] && mutant $B/test_cuda_ops_mut_$mu f8ss 1100 300; done; }
+ops_ss() { step ops_ss$1-$2 90 env DSINFER_CUDA_F8_TM_SS=$1 $B/dsinfer bench --ops --ops-m 128,4096 --csv $OUT/ops_ss$1-$2.csv; }
+pre_ss() { step pre_ss$1 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_F8_TM_SS=$1 $B/dsinfer bench --dtype fp8 --batch '' --ctx '' --prompt 8K --steps 2 --csv $CSV --label $2-pre-ss$1; }
 # s28a: the TMA GEMM's scales bulk-copied from their transposed form (DSINFER_CUDA_F8_TM_SS=3 / 4): op test f8ss and the
 # mutants xt_row / xt_win / xt_kb, then SS 0 / 3 / 4 `bench --ops --ops-m 128,4096` twice and V2-Lite FP8 prefill 8K
 if want s28a; then
-  step ops_f8ss 300 env DSINFER_OPS_ONLY=f8ss DSINFER_OPS_MAX_M=1100 $B/test_cuda_ops
-  grep -E "transposed scales|values differ" $OUT/ops_f8ss.log | grep -E "launches| [1-9][0-9]* values differ" | head -20
-  for mu in xt_row xt_win xt_kb; do [ -x $B/test_cuda_ops_mut_$mu ] && mutant $B/test_cuda_ops_mut_$mu f8ss 1100 300; done
-  for r in 1 2; do
-    for v in 0 3 4; do
-      step ops_ss$v-$r 90 env DSINFER_CUDA_F8_TM_SS=$v $B/dsinfer bench --ops --ops-m 128,4096 --csv $OUT/ops_ss$v-$r.csv
-      grep -E "^geomean" $OUT/ops_ss$v-$r.log | sort -u
-    done
-  done
-  for v in 0 3; do
-    step pre_ss$v 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_F8_TM_SS=$v $B/dsinfer bench --dtype fp8 --batch '' --ctx '' --prompt 8K --steps 2 --csv $CSV --label s28a-pre-ss$v
-  done
+  f8ss_check xt_row xt_win xt_kb
+  for r in 1 2; do for v in 0 3 4; do ops_ss $v $r; done; done
+  for v in 0 3; do pre_ss $v s28a; done
 fi
 # s28b: SS 3 rebuilt with 5 stages and the whole epilogue (no alignment room: the dynamic shared memory's start probed):
 # op test f8ss and the mutants, then SS 0 / 3 `bench --ops --ops-m 128,4096` twice, and LAB 0 / 8 at the two long-K shapes
 if want s28b; then
-  step ops_f8ss 300 env DSINFER_OPS_ONLY=f8ss DSINFER_OPS_MAX_M=1100 $B/test_cuda_ops
-  grep -E "transposed scales" $OUT/ops_f8ss.log | head -8
-  for mu in xt_row xt_win xt_kb; do [ -x $B/test_cuda_ops_mut_$mu ] && mutant $B/test_cuda_ops_mut_$mu f8ss 1100 300; done
+  f8ss_check xt_row xt_win xt_kb
   for r in 1 2; do
-    for v in 0 3; do
-      step ops_ss$v-$r 90 env DSINFER_CUDA_F8_TM_SS=$v $B/dsinfer bench --ops --ops-m 128,4096 --csv $OUT/ops_ss$v-$r.csv
-      grep -E "^geomean" $OUT/ops_ss$v-$r.log | sort -u
-    done
+    for v in 0 3; do ops_ss $v $r; done
     for l in 0 8; do
       step ops_lab$l-$r 60 env DSINFER_CUDA_F8_TM_LAB=$l $B/dsinfer bench --ops --ops-shapes 7168x16384,2112x7168 --ops-m 4096 --csv $OUT/ops_lab$l-$r.csv
-      grep -E "^geomean" $OUT/ops_lab$l-$r.log | sort -u
     done
   done
 fi
-# s28c: SS 5, the consumers' scale loads from the transposed form (a warp's rows in one sector): op test f8ss and the
-# mutants xt_row / xt_win / xt_kb / xg_row, then SS 0 / 5 `bench --ops --ops-m 128,4096` three times, V2-Lite FP8 prefill 8K
+# s28c: SS 5, the consumers' scale loads from the transposed form (a warp's rows in one sector; the form and its mutant
+# xg_row since removed): op test f8ss and the mutants, then SS 0 / 5 `bench --ops --ops-m 128,4096` three times, V2-Lite FP8
+# prefill 8K
 if want s28c; then
-  step ops_f8ss 300 env DSINFER_OPS_ONLY=f8ss DSINFER_OPS_MAX_M=1100 $B/test_cuda_ops
-  grep -E "transposed scales" $OUT/ops_f8ss.log | head -8
-  for mu in xt_row xt_win xt_kb xg_row; do [ -x $B/test_cuda_ops_mut_$mu ] && mutant $B/test_cuda_ops_mut_$mu f8ss 1100 300; done
-  for r in 1 2 3; do
-    for v in 0 5; do
-      step ops_ss$v-$r 90 env DSINFER_CUDA_F8_TM_SS=$v $B/dsinfer bench --ops --ops-m 128,4096 --csv $OUT/ops_ss$v-$r.csv
-      grep -E "^geomean" $OUT/ops_ss$v-$r.log | sort -u
-    done
-  done
-  for v in 0 5; do
-    step pre_ss$v 90 env DSINFER_CUDA_TC=1 DSINFER_CUDA_F8_TM_SS=$v $B/dsinfer bench --dtype fp8 --batch '' --ctx '' --prompt 8K --steps 2 --csv $CSV --label s28c-pre-ss$v
-  done
+  f8ss_check xt_row xt_win xt_kb xg_row
+  for r in 1 2 3; do for v in 0 5; do ops_ss $v $r; done; done
+  for v in 0 5; do pre_ss $v s28c; done
 fi
 # sidebench NAME LABEL [VAR=VALUE ...]: FP8 decode rows of batches $SB (default 64,1,64: the second b64 replays the graph
 # captured before b1's) in one process, ctx 1K, 8 steps, graphs on unless a VAR says otherwise (s28d .. s28k); S1: the
@@ -2110,9 +2095,7 @@ sidebench() { local name=$1 label=$2; shift 2
 # s28d: op test f8ss after SS 4 / 5 were removed (=1, 2, 3) and the xt mutants; then the side stream's anomaly: the
 # stream off / on at one token only, with graphs and without, twice
 if want s28d; then
-  step ops_f8ss 300 env DSINFER_OPS_ONLY=f8ss DSINFER_OPS_MAX_M=1100 $B/test_cuda_ops
-  grep -E "transposed scales" $OUT/ops_f8ss.log | head -8
-  for mu in xt_row xt_win xt_kb; do [ -x $B/test_cuda_ops_mut_$mu ] && mutant $B/test_cuda_ops_mut_$mu f8ss 1100 300; done
+  f8ss_check xt_row xt_win xt_kb
   for r in 1 2; do for g in 1 0; do for ss in 0 1; do
     sidebench side_g$g-s$ss-$r s28d-g$g-s$ss DSINFER_CUDA_GRAPHS=$g DSINFER_CUDA_SHARED_STREAM=$ss $S1
   done; done; done
@@ -2148,8 +2131,7 @@ fi
 # s28i: op test f8ss (the alignment probe moved to the backend's creation); with graphs, the side stream renewed after its
 # eager (uncaptured) uses (`DSINFER_CUDA_SIDE_LAB=2`: the graph replays keep the fork) against on and off, twice
 if want s28i; then
-  step ops_f8ss 300 env DSINFER_OPS_ONLY=f8ss DSINFER_OPS_MAX_M=1100 $B/test_cuda_ops
-  grep -E "transposed scales" $OUT/ops_f8ss.log | tail -1
+  f8ss_check
   for r in 1 2; do for v in "0 0" "1 0" "1 2"; do set -- $v
     sidebench side_s$1-l$2-$r s28i-s$1-l$2 DSINFER_CUDA_SHARED_STREAM=$1 $S1 DSINFER_CUDA_SIDE_LAB=$2
   done; done
