@@ -2157,6 +2157,27 @@ if want s28l; then
   step golden 150 $B/test_cuda_golden
   for o in side shin rgroup f8ss; do step ops_$o 150 env DSINFER_OPS_ONLY=$o DSINFER_OPS_MAX_M=1100 $B/test_cuda_ops; done
 fi
+# s29a: the decode experts' chunk of 32 tokens (`DSINFER_CUDA_MOE_WG_NT=32`) where the rule takes 64 (a mean above 12 rows
+# an expert: FP8 b192 / b256; b128 is 32 either way), against the default, twice; BF16 b256 the same way once each
+if want s29a; then
+  for r in 1 2; do for nt in 0 32; do
+    step nt${nt}_fp8-$r 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_WG_NT=$nt $B/dsinfer bench --dtype fp8 --batch 128,192,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s29a-fp8-nt$nt
+  done; done
+  for nt in 0 32; do
+    step nt${nt}_bf16 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_WG_NT=$nt $B/dsinfer bench --dtype bf16 --batch 256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s29a-bf16-nt$nt
+  done
+fi
+# s29b: the W8A8 chain fused above 64 rows (`DSINFER_CUDA_CHAIN_FUSE=2`: the norm's codes, the TMA GEMM's split-K
+# partials summed by qkv_finish and the next norm): op test attnin to 300 rows and its mutants (dev/cuda/mutants_s29.sh),
+# the goldens with it; then FP8 decode at b96 .. b256 with =1 / =2, alternated twice
+if want s29b; then
+  step ops_attnin 200 env DSINFER_OPS_ONLY=attnin DSINFER_OPS_MAX_M=300 $B/test_cuda_ops
+  for n in ch_ks ch_room; do [ -x $B/test_cuda_ops_mut_$n ] && mutant $B/test_cuda_ops_mut_$n attnin 300; done
+  step golden_ch2 150 env DSINFER_CUDA_CHAIN_FUSE=2 $B/test_cuda_golden
+  for r in 1 2; do for c in 1 2; do
+    step ch${c}_fp8-$r 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_CHAIN_FUSE=$c $B/dsinfer bench --dtype fp8 --batch 96,128,192,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s29b-fp8-ch$c
+  done; done
+fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi

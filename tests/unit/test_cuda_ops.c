@@ -2411,20 +2411,25 @@ static int check_attn_in_case(setup *s, int M, int with_add, const wpair *wq, co
     return fused;
 }
 
-/* DSINFER_OPS_ONLY=attnin: backend attn_in and linear_add_rmsnorm (DSINFER_CUDA_CHAIN_FUSE=1, the default): the W8A8
+/* DSINFER_OPS_ONLY=attnin: backend attn_in and linear_add_rmsnorm (DSINFER_CUDA_CHAIN_FUSE=1 and =2): the W8A8
  * chain's input quantized by the norm kernel and its split-K sums inside qkv_finish / the next norm, against the ops
  * they stand for on the same backend: the same bits (check_attn_in_case). V2-Lite FP8 q / kv_a / o with the BF16 and
- * FP8 caches, with and without the residual add; fused from 2 to 64 rows (the one-launch GEMM's, split K there; the
- * counter must show both ops fused), the ops themselves at 1 and 65 rows (the counter must not move). */
+ * FP8 caches, with and without the residual add; =1 fuses from 2 to 64 rows (the one-launch GEMM's, split K there; the
+ * counter must show both ops fused), the ops themselves at 1 and 65 rows (the counter must not move); =2 fuses on to
+ * 256 rows too (the TMA GEMM's partials, a launch a weight: q split in 2 and kv_a in 4 from 129 rows), not at 257. */
 static void run_attn_in(void) {
     if (only && strcmp(only, "attnin")) return;
-    const int layouts[2] = {KV_BF16, KV_FP8}, Ms[] = {1, 2, 9, 33, 64, 65};
+    const int layouts[2] = {KV_BF16, KV_FP8}, Ms[] = {1, 2, 9, 33, 64, 65, 128, 200, 256, 257};
+    for (int mode = 1; mode <= 2; mode++)
     for (int l = 0; l < 2; l++) {
         setup s;
         setenv("DSINFER_CUDA_FP8_GEMM", "1", 1);   /* the W8A8 linears (the decode defaults with DSINFER_CUDA_TC=1) */
+        setenv("DSINFER_CUDA_CHAIN_FUSE", mode == 1 ? "1" : "2", 1);
         int ok = load_setup_kv(&s, l ? "v2l-ain8" : "v2l-ain", "configs/deepseek-v2-lite.json", 0, 16, 0, layouts[l]);
         unsetenv("DSINFER_CUDA_FP8_GEMM");
+        unsetenv("DSINFER_CUDA_CHAIN_FUSE");
         if (!ok) continue;
+        printf("  %-8s attn_in: DSINFER_CUDA_CHAIN_FUSE=%d\n", s.name, mode);
         const ds_config *c = &s.cfg;
         int D = c->hidden_size, H = c->num_heads, C = c->kv_lora_rank, w = C + c->qk_rope_head_dim;
         wpair wq = mk_weight(&s, H * c->qk_head_dim, D, DS_DTYPE_F8_E4M3, 0.5f / sqrtf((float)D), "q");
@@ -2434,10 +2439,10 @@ static void run_attn_in(void) {
         wpair kv_norm = mk_weight(&s, 1, C, DS_DTYPE_F32, 1.0f, "kv_a_norm");
         for (int i = 0; i < NM(Ms); i++) {
             int M = Ms[i];
-            if (M > max_m) continue;
-            for (int a = 1; a >= (i == 2 ? 0 : 1); a--) {
+            if (M > max_m || (mode == 1 && M > 65)) continue;
+            for (int a = 1; a >= (i == 2 || i == 8 ? 0 : 1); a--) {
                 int fused = check_attn_in_case(&s, M, a, &wq, &wkv, &wo, &in_norm, &kv_norm);
-                int want = M >= 2 && M <= 64 ? 2 : 0;
+                int want = M >= 2 && M <= (mode == 1 ? 64 : 256) ? 2 : 0;
                 CHECKF(fused == want, "%s attn_in M=%d: %d of the two ops ran fused (%d expected)", s.name, M, fused, want);
             }
         }

@@ -320,6 +320,13 @@ void cu_ws_free(cu_ws *w);
  *                            sum added by the combine: five launches fewer a layer (x's quantization, two W8A8 GEMMs,
  *                            their split-K sum and SiLU); up to DSINFER_CUDA_MOE_SHARED_IN_MAX_M tokens (256), FP8
  *                            experts only with the W8A8 linears on; =0: in line (or on the side stream when that is on).
+ * Twenty-ninth session:
+ *   DSINFER_CUDA_CHAIN_FUSE=2 (default) the W8A8 chain's fused forms (attn_in, linear_add_rmsnorm: the norm kernel makes
+ *                            the GEMM's input codes, the next kernel sums its split-K partials) from 65 to
+ *                            DSINFER_CUDA_CHAIN_TMA_MAX_M rows (256) too, on the TMA GEMM's partials (a launch a weight,
+ *                            each with its own splits): four launches a layer fewer at b96 .. b256, the same bits (op
+ *                            test attnin); FP8 b96 -0.19 ms, b128 / b192 -0.16, b256 -0.21; =1: 2 .. 64 rows only
+ *                            (the twenty-second session's), =0: none.
  * Engine-level (model/forward.c): DSINFER_FUSED_ADD_NORM=0 (residual add and norm as two ops),
  * DSINFER_EP_GATHER=0 (expert parallelism's all-to-all form), DSINFER_EP_GRAPHS=0 (gathered EP steps
  * not captured). */
@@ -360,7 +367,9 @@ typedef struct {
     int moe_shared_in, moe_shared_in_max_m;   /* the shared experts as virtual experts of the routed experts' moe_wg_kernel
                                                * launches, up to max_m tokens (DSINFER_CUDA_MOE_SHARED_IN[_MAX_M]) */
     int chain_fuse;   /* the W8A8 chain's quantizer and split-K sums inside their neighbours (backend attn_in and
-                       * linear_add_rmsnorm, 2 .. 64 rows; DSINFER_CUDA_CHAIN_FUSE) */
+                       * linear_add_rmsnorm; DSINFER_CUDA_CHAIN_FUSE): 1, 2 .. 64 rows (the one-warpgroup GEMM); 2, also
+                       * 65 .. chain_tma_max_m rows (the TMA GEMM's partials) */
+    int chain_tma_max_m;   /* the most rows chain_fuse 2 fuses on the TMA GEMM (DSINFER_CUDA_CHAIN_TMA_MAX_M, default 256) */
 } cu_opts;
 
 /* a prepared FP8 kv_b (its device data: the key) and its BF16 copy (opt.kvb_bf16) */
@@ -774,10 +783,25 @@ unsigned char *cu_f8_codes_buf(ds_cuda_backend *cb, int M, int K, float **qs);
  * f8_reduce, add_rmsnorm (or rmsnorm) and the quantizer. 0 (nothing launched) where the shape does not suit it. */
 int cu_norm_chain(float *xn, float *h, const float *add, const float *parts, int ks, float *ff, const ds_weight *w, int M,
                   int n, float eps, unsigned char *q, float *qs);
-/* backend qkv_finish over the batch's tokens with q and kv first summed from ks > 1 split-K partials pq / pkv (the
- * W8A8 linear2's; pq NULL, ks 1: as they are); 0 (nothing launched) where the fused kernel does not fit */
+/* backend qkv_finish over the batch's tokens with q and kv first summed from split-K partials pq ([ksq][M][H dqk]) and
+ * pkv ([ksk][M][C + dr]) where either count is above 1 (a count of 1: that tensor's partial is its product; the W8A8
+ * linear2's; pq NULL, both 1: as they are); 0 (nothing launched) where the fused kernel does not fit */
 int cu_qkv_finish_parts(ds_backend *be, float *q, float *kv, void *cache, const ds_weight *kv_norm, float eps,
-                        const float *pq, const float *pkv, int ks);
+                        const float *pq, const float *pkv, int ksq, int ksk);
+/* The W8A8 chain fused above 64 rows (opt.chain_fuse 2): cu_f8_wgmma_gemm's TMA path for one or two weights with their
+ * split-K partials kept for the next kernel to sum. plan: 1 where cu_f8_wgmma_gemm takes that path at M rows for w1
+ * and w2 (NULL: one weight) on the codes q and sums the splits with the reduce launch (no cluster sum), with each
+ * weight's splits ks1 / ks2 of kc1 / kc2 columns in pp; 0 otherwise. run: the launches, split z of wi's product at
+ * pi + z M Ni (ksi > 1; the room asked for once for both in ws_f8part), or outi itself (ksi == 1): what
+ * cu_f8_wgmma_gemm launches before its reduce, so the same bits once the partials are summed in z order. */
+typedef struct {
+    const float *p1, *p2;
+    int ks1, ks2, kc1, kc2;
+} cu_f8_tma_parts;
+int cu_f8_tma_parts_plan(const ds_cuda_backend *cb, const unsigned char *q, int M, const ds_weight *w1, const ds_weight *w2,
+                         cu_f8_tma_parts *pp);
+void cu_f8_tma_parts_run(ds_cuda_backend *cb, const unsigned char *q, const float *qs, int M, const ds_weight *w1, float *out1,
+                         const ds_weight *w2, float *out2, cu_f8_tma_parts *pp);
 /* its GEMM alone: out [M, N] from codes q [M, K] and scales qs [M][K/128] (cu_rows_fp8_f32's) */
 void cu_f8_wgmma_gemm(ds_cuda_backend *cb, float *out, const unsigned char *q, const float *qs, const ds_weight *w, int M);
 void cu_f8_wgmma_init(void);

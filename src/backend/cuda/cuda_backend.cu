@@ -363,27 +363,31 @@ __global__ void __launch_bounds__(RMS_THREADS) rmsnorm_vec_kernel(float *out, in
     rms_row_vec<NV, ADD>(yr, xr, ar, w, n, eps, red);
 }
 
-/* The split-K sums of a thread's S float4 slots: out[s] = p_0 + p_1 + ... + p_{ks-1}, p_z = src[s][z zstep[s]], added in z
- * order (f8_reduce_kernel's additions: the same bits). Where ks <= 4 every slot's partials are requested before the first
- * addition (one memory round trip; a loop with an addition after each load made ks of them, slot after slot); else
- * slot by slot. ok[s]: the slot is one of the row's. */
+/* The split-K sums of a thread's S float4 slots: out[s] = p_0 + p_1 + ... + p_{ks[s]-1}, p_z = src[s][z zstep[s]], added
+ * in z order (f8_reduce_kernel's additions: the same bits). Where every ks[s] <= 4 every slot's partials are requested
+ * before the first addition (one memory round trip; a loop with an addition after each load made ks of them, slot after
+ * slot); else slot by slot. ok[s]: the slot is one of the row's. A slot's count is its tensor's (qkv_finish: q's and
+ * kv's splits may differ above 64 rows, where each weight's TMA GEMM splits K for itself). */
 template <int S>
 __device__ __forceinline__ void sum_parts(float4 (&out)[S], const float4 *const (&src)[S], const size_t (&zstep)[S],
-                                          const bool (&ok)[S], int ks) {
-    if (ks <= 4) {
+                                          const bool (&ok)[S], const int (&ks)[S]) {
+    bool few = true;   /* every slot's count at most 4 */
+#pragma unroll
+    for (int s = 0; s < S; s++) few = few && ks[s] <= 4;
+    if (few) {
         float4 p[S][4];
 #pragma unroll
         for (int s = 0; s < S; s++)
 #pragma unroll
             for (int z = 0; z < 4; z++)
-                if (ok[s] && z < ks) p[s][z] = src[s][(size_t)z * zstep[s]];
+                if (ok[s] && z < ks[s]) p[s][z] = src[s][(size_t)z * zstep[s]];
 #pragma unroll
         for (int s = 0; s < S; s++) {
             if (!ok[s]) continue;
             float4 v = p[s][0];
 #pragma unroll
             for (int z = 1; z < 4; z++)
-                if (z < ks) {
+                if (z < ks[s]) {
                     v.x += p[s][z].x; v.y += p[s][z].y; v.z += p[s][z].z; v.w += p[s][z].w;
                 }
             out[s] = v;
@@ -394,7 +398,7 @@ __device__ __forceinline__ void sum_parts(float4 (&out)[S], const float4 *const 
     for (int s = 0; s < S; s++) {
         if (!ok[s]) continue;
         float4 v = src[s][0];
-        for (int z = 1; z < ks; z++) {
+        for (int z = 1; z < ks[s]; z++) {
             float4 p = src[s][(size_t)z * zstep[s]];
             v.x += p.x; v.y += p.y; v.z += p.z; v.w += p.w;
         }
@@ -434,7 +438,10 @@ __global__ void __launch_bounds__(RMS_THREADS) norm_chain_kernel(float *xn, floa
         v[k] = j < n4 ? xr[j] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (j < n4) g[k] = make_float4(cu_w(w, 0, 4 * j), cu_w(w, 0, 4 * j + 1), cu_w(w, 0, 4 * j + 2), cu_w(w, 0, 4 * j + 3));
     }
-    sum_parts<NV>(a, src, zstep, ok, PARTS ? ks : 1);   /* every load of the row's terms before any addition */
+    int ksv[NV];
+#pragma unroll
+    for (int k = 0; k < NV; k++) ksv[k] = PARTS ? ks : 1;
+    sum_parts<NV>(a, src, zstep, ok, ksv);   /* every load of the row's terms before any addition */
     float ss = 0.0f;
 #pragma unroll
     for (int k = 0; k < NV; k++) {
@@ -666,11 +673,13 @@ __global__ void __launch_bounds__(RMS_THREADS) qkv_finish_kernel(float *q, float
                                                                  const int32_t *positions, const int32_t *tok_seq,
                                                                  const int32_t *page_table, int pt_stride, int page_size,
                                                                  const float *inv_freq, float amp, const float *pq,
-                                                                 const float *pkv, int ks) {
+                                                                 const float *pkv, int ksq, int ksk) {
     __shared__ float red[RMS_THREADS / 32];
     int m = blockIdx.x, w = C + dr, half = dr / 2;
     float *kr = kv + (size_t)m * w;
-    if (PARTS) {   /* q and kv are the ks > 1 split-K partials' sums, in z order (f8_reduce2_kernel's additions): made here.
+    if (PARTS) {   /* q and kv are the ksq / ksk split-K partials' sums, in z order (f8_reduce2_kernel's additions): made here
+                    * (a count of 1: the tensor's one partial, copied; it may be q or kv itself, each element read before
+                    * the same thread writes it).
                     * A template argument: compiled into the one-tensor form, this prologue cost 3 us a layer at 256 rows
                     * (ncu, twenty-third session run 2) */
         int nq4 = H * dqk / 4, nk4 = w / 4;
@@ -682,12 +691,14 @@ __global__ void __launch_bounds__(RMS_THREADS) qkv_finish_kernel(float *q, float
             const float4 *src[4];
             size_t zstep[4];
             bool ok[4];
+            int ks[4];
 #pragma unroll
             for (int s = 0; s < 4; s++) {
                 int i = i0 + threadIdx.x + s * RMS_THREADS;
                 ok[s] = i < nq4 + nk4;
                 src[s] = i < nq4 ? sq + i : sk + (i - nq4);
                 zstep[s] = i < nq4 ? zq : zk;
+                ks[s] = i < nq4 ? ksq : ksk;
             }
             sum_parts<4>(v, src, zstep, ok, ks);
 #pragma unroll
@@ -715,10 +726,12 @@ __global__ void __launch_bounds__(RMS_THREADS) qkv_finish_kernel(float *q, float
     else kv_row_f32((float *)cache + slot * w, kr, w);
 }
 
-/* qkv_finish_kernel for the batch's tokens, with q and kv first summed from ks > 1 split-K partials pq [ks][M][H dqk]
- * and pkv [ks][M][C + dr] (16-byte aligned) where given; 0 (nothing launched) where the kernel does not fit. */
+/* qkv_finish_kernel for the batch's tokens, with q and kv first summed from split-K partials pq [ksq][M][H dqk] and
+ * pkv [ksk][M][C + dr] (16-byte aligned) where either count is above 1; 0 (nothing launched) where the kernel does not
+ * fit. */
 int cu_qkv_finish_parts(ds_backend *be, float *q, float *kv, void *cache, const ds_weight *kv_norm, float eps,
-                        const float *pq, const float *pkv, int ks) {
+                        const float *pq, const float *pkv, int ksq, int ksk) {
+    const int ks = ksq > ksk ? ksq : ksk;   /* above 1: the partials' prologue */
     ds_cuda_backend *cb = cu_of(be);
     const ds_config *c = be->cfg;
     int C = c->kv_lora_rank, dr = c->qk_rope_head_dim, H = c->num_heads, dn = c->qk_nope_head_dim, w = C + dr;
@@ -736,7 +749,8 @@ int cu_qkv_finish_parts(ds_backend *be, float *q, float *kv, void *cache, const 
     qkv_finish_kernel<L, P><<<M, RMS_THREADS, 0, cu_stream>>>(q, kv, cache, nw, eps, H, dn, c->qk_head_dim, C, dr, tb,\
                                                               cb->d_positions, cb->d_tok_seq, cb->d_page_table,       \
                                                               cb->b.pt_stride, cb->b.page_size, cb->inv_freq,         \
-                                                              c->rope_amplitude, pq, pkv, ks > 1 ? ks : 1)
+                                                              c->rope_amplitude, pq, pkv, ks > 1 ? ksq : 1,         \
+                                                              ks > 1 ? ksk : 1)
 #define QF_LAUNCH(L)                                                                                                  \
     do {                                                                                                              \
         if (ks > 1) QF_LAUNCH_P(L, true);                                                                             \
@@ -756,7 +770,7 @@ static void cu_qkv_finish(ds_backend *be, float *q, float *kv, void *cache, cons
     const ds_config *c = be->cfg;
     int C = c->kv_lora_rank, dr = c->qk_rope_head_dim, H = c->num_heads, dn = c->qk_nope_head_dim, w = C + dr;
     int M = cb->b.n_tokens;
-    if (!M || cu_qkv_finish_parts(be, q, kv, cache, kv_norm, eps, NULL, NULL, 1)) return;
+    if (!M || cu_qkv_finish_parts(be, q, kv, cache, kv_norm, eps, NULL, NULL, 1, 1)) return;
     cu_rmsnorm(be, kv, w, kv, w, kv_norm, M, C, eps);
     cu_rope(be, q, H * c->qk_head_dim, H, c->qk_head_dim, dn);
     cu_rope(be, kv, w, 1, 0, C);
@@ -768,6 +782,19 @@ static void cu_qkv_finish(ds_backend *be, float *q, float *kv, void *cache, cons
 static int chain_fits(const ds_cuda_backend *cb, const ds_weight *w1, const ds_weight *w2, int M) {
     return cb->opt.chain_fuse && cb->opt.fp8_gemm && M >= cb->opt.fp8_gemm_min_m && M == cb->b.n_tokens &&
            w1->cols == w2->cols && w1->rows > 0 && w2->rows > 0 && cu_f8_wgmma_two_ok(w1, w2, M);
+}
+
+/* the fused forms above 64 rows (opt.chain_fuse 2, up to opt.chain_tma_max_m rows): where cu_linear2 / cu_linear would
+ * run each weight on the TMA GEMM with a reduce launch after it (cu_f8_wgmma_shared_x's x quantized once, or
+ * cu_f8_wgmma_linear), on the codes at q: that GEMM's partials left for the next kernel (pp: each weight's splits) */
+static int chain_tma_weights(const ds_cuda_backend *cb, const ds_weight *w1, const ds_weight *w2, int M) {
+    return cb->opt.chain_fuse >= 2 && M > 64 && M <= cb->opt.chain_tma_max_m && cb->opt.fp8_gemm &&
+           M >= cb->opt.fp8_gemm_min_m && M == cb->b.n_tokens && w1->cols == w2->cols && w1->rows > 0 && w2->rows > 0 &&
+           (w1 == w2 || cb->opt.w8_shared_x) && cu_f8_wgmma_pair_ok(w1, w2, M);
+}
+static int chain_tma_fits(const ds_cuda_backend *cb, const ds_weight *w1, const ds_weight *w2, int M, const unsigned char *q,
+                          cu_f8_tma_parts *pp) {
+    return chain_tma_weights(cb, w1, w2, M) && cu_f8_tma_parts_plan(cb, q, M, w1, w1 == w2 ? NULL : w2, pp);
 }
 
 /* backend.h attn_in. The fused form (chain_fits, cu_linear2's one launch: hfuse): norm_chain_kernel (h += add, xn and
@@ -786,11 +813,27 @@ static void cu_attn_in(ds_backend *be, float *xn, float *h, const float *add, co
         if (cu_norm_chain(xn, h, add, NULL, 1, NULL, in_norm, M, D, eps, codes, qs)) {
             cu_f8_parts pp;
             cu_f8_gemm1_parts(cb, codes, qs, M, wq, q, wkv, kv, &pp);
-            if (pp.ks > 1 && cu_qkv_finish_parts(be, q, kv, cache, kv_norm, kv_eps, pp.p1, pp.p2, pp.ks)) {
+            if (pp.ks > 1 && cu_qkv_finish_parts(be, q, kv, cache, kv_norm, kv_eps, pp.p1, pp.p2, pp.ks, pp.ks)) {
                 cb->chain_fused_runs++;
                 return;
             }
             if (pp.ks > 1) cu_f8_reduce_two(q, pp.p1, (size_t)M * wq->rows, kv, pp.p2, (size_t)M * wkv->rows, pp.ks);
+            cu_qkv_finish(be, q, kv, cache, kv_norm, kv_eps);
+            return;
+        }
+    }
+    if (cb->opt.hfuse && chain_tma_weights(cb, wq, wkv, M)) {   /* above 64 rows: the same with the TMA GEMM, a launch a weight */
+        float *qs;
+        unsigned char *codes = cu_f8_codes_buf(cb, M, D, &qs);
+        cu_f8_tma_parts tp;
+        if (chain_tma_fits(cb, wq, wkv, M, codes, &tp) && cu_norm_chain(xn, h, add, NULL, 1, NULL, in_norm, M, D, eps, codes, qs)) {
+            cu_f8_tma_parts_run(cb, codes, qs, M, wq, q, wkv, kv, &tp);
+            if (cu_qkv_finish_parts(be, q, kv, cache, kv_norm, kv_eps, tp.p1, tp.p2, tp.ks1, tp.ks2)) {
+                cb->chain_fused_runs++;
+                return;
+            }
+            if (tp.ks1 > 1) cu_f8_reduce(q, tp.p1, (size_t)M * wq->rows, tp.ks1);
+            if (tp.ks2 > 1) cu_f8_reduce(kv, tp.p2, (size_t)M * wkv->rows, tp.ks2);
             cu_qkv_finish(be, q, kv, cache, kv_norm, kv_eps);
             return;
         }
@@ -820,6 +863,20 @@ static void cu_linear_add_rmsnorm(ds_backend *be, float *xn, float *h, float *ff
             return;
         }
         if (pp.ks > 1) cu_f8_reduce(ff, pp.p1, (size_t)M * D, pp.ks);
+        cu_add_rmsnorm(be, xn, h, ff, norm, M, D, eps);
+        return;
+    }
+    float *qs = NULL;
+    unsigned char *codes = ((uintptr_t)x & 15) == 0 && chain_tma_weights(cb, w, w, M) ? cu_f8_codes_buf(cb, M, K, &qs) : NULL;
+    cu_f8_tma_parts tp;
+    if (codes && chain_tma_fits(cb, w, w, M, codes, &tp)) {   /* above 64 rows: the TMA GEMM's partials */
+        cu_rows_fp8_f32(codes, qs, x, M, K);
+        cu_f8_tma_parts_run(cb, codes, qs, M, w, ff, NULL, NULL, &tp);
+        if (cu_norm_chain(xn, h, NULL, tp.p1, tp.ks1, ff, norm, M, D, eps, NULL, NULL)) {
+            cb->chain_fused_runs++;
+            return;
+        }
+        if (tp.ks1 > 1) cu_f8_reduce(ff, tp.p1, (size_t)M * D, tp.ks1);
     } else {
         cu_linear(be, ff, x, w, M);
     }
@@ -929,7 +986,8 @@ static cu_opts cu_opts_read(void) {
     o.shared_stream_max_m = env_int("DSINFER_CUDA_SHARED_STREAM_MAX_M", 128);
     o.moe_shared_in = env_int("DSINFER_CUDA_MOE_SHARED_IN", 1);
     o.moe_shared_in_max_m = env_int("DSINFER_CUDA_MOE_SHARED_IN_MAX_M", 256);
-    o.chain_fuse = env_int("DSINFER_CUDA_CHAIN_FUSE", 1);
+    o.chain_fuse = env_int("DSINFER_CUDA_CHAIN_FUSE", 2);
+    o.chain_tma_max_m = env_int("DSINFER_CUDA_CHAIN_TMA_MAX_M", 256);
     return o;
 }
 

@@ -1443,26 +1443,79 @@ static void tma_gemm_launch(const CUtensorMap &ta, const CUtensorMap &tb, float 
     CUDA_LAUNCH_CHECK();
 }
 
+/* 1 where cu_f8_wgmma_gemm takes the TMA kernel for w at M rows (more than 64, the cp.async clusters not taken, the
+ * tensor-map encoder there), with its K splits *ks of *kc columns */
+static int tma_path(const ds_cuda_backend *cb, const ds_weight *w, int M, int *ks, int *kc) {
+    int N = w->rows, K = w->cols, kc1;
+    int cl = cu_f8_cluster && M <= cu_f8_cluster_max_m && cu_f8_splits(M, N, K, cb->n_sm, &kc1) > 1;
+    if (M <= 64 || cl || !cu_fp8_tma || !encode_tiled) return 0;
+    *ks = cu_f8_splits(M, N, K, cb->n_sm, kc);
+    return 1;
+}
+
+/* the TMA path's GEMM launch(es) into dst (ks > 1: the partials [ks][M][N]; 1: the product): the transposed scales'
+ * form where tm_xt_rows takes it */
+static void tma_parts_launch(ds_cuda_backend *cb, const CUtensorMap &ta, const CUtensorMap &tb, float *dst, const float *qs,
+                             const ds_weight *w, int M, int kc, int ks) {
+    int xt = tm_xt_rows(M);
+    tma_gemm_launch(ta, tb, dst, qs, w, M, kc, ks, cb->n_sm, xt ? tm_xt_scales(cb, qs, M, w->cols) : NULL, xt);
+}
+
 /* out [M, N] = the block-scaled product of codes q [M, K] (scales qs [M][K/128]) with w (FP8, 128 x 128
  * scales), split in K by cu_f8_splits: the TMA kernel above 64 rows (DSINFER_CUDA_FP8_TMA), else cp.async. */
 void cu_f8_wgmma_gemm(ds_cuda_backend *cb, float *out, const unsigned char *q, const float *qs, const ds_weight *w, int M) {
-    int N = w->rows, K = w->cols, wgs = M <= 64 ? 1 : 2;
+    int N = w->rows, K = w->cols, ks, kc;
     CUtensorMap ta, tb;
-    int kc1, cl = cu_f8_cluster && M <= cu_f8_cluster_max_m &&   /* the cp.async kernel, split K summed in its clusters */
-                  cu_f8_splits(M, N, K, cb->n_sm, &kc1) > 1;
-    if (wgs == 2 && !cl && cu_fp8_tma && encode_tiled && tma_map(&ta, q, M, K) && tma_map(&tb, w->data, N, K)) {
-        int mb = (M + 127) / 128, nb = (N + WG_BN - 1) / WG_BN, kc;
-        int ks = cu_f8_splits(M, N, K, cb->n_sm, &kc);
-        int tiles = mb * nb * ks;
+    if (tma_path(cb, w, M, &ks, &kc) && tma_map(&ta, q, M, K) && tma_map(&tb, w->data, N, K)) {
+        int tiles = ((M + 127) / 128) * ((N + WG_BN - 1) / WG_BN) * ks;
         if (ks > 1 && cu_f8_tm_cluster && tm_cluster_launch(ta, tb, out, qs, w, M, N, K, kc, ks, tiles)) return;
         float *part = ks > 1 ? (float *)cu_ws_get(&cb->ws_f8part, (size_t)ks * M * N * 4) : out;
-        int xt = tm_xt_rows(M);
-        tma_gemm_launch(ta, tb, part, qs, w, M, kc, ks, cb->n_sm, xt ? tm_xt_scales(cb, qs, M, K) : NULL, xt);
+        tma_parts_launch(cb, ta, tb, part, qs, w, M, kc, ks);
         if (ks > 1) cu_f8_reduce(out, part, (size_t)M * N, ks);
-    } else if (wgs == 1)
+    } else if (M <= 64)
         cpasync_gemm<1>(cb, q, qs, M, K, w, out, NULL, NULL);
     else
         cpasync_gemm<2>(cb, q, qs, M, K, w, out, NULL, NULL);
+}
+
+/* cuda.h: the TMA path of cu_f8_wgmma_gemm for each weight with the reduce left out (its cluster sum is not taken:
+ * plan refuses where cu_f8_wgmma_gemm would try it) */
+int cu_f8_tma_parts_plan(const ds_cuda_backend *cb, const unsigned char *q, int M, const ds_weight *w1, const ds_weight *w2,
+                         cu_f8_tma_parts *pp) {
+    CUtensorMap ta, tb;
+    memset(pp, 0, sizeof *pp);
+    if (!tma_path(cb, w1, M, &pp->ks1, &pp->kc1) || !tma_map(&ta, q, M, w1->cols) || !tma_map(&tb, w1->data, w1->rows, w1->cols) ||
+        (pp->ks1 > 1 && cu_f8_tm_cluster))
+        return 0;
+    if (w2 && (w2->cols != w1->cols || !tma_path(cb, w2, M, &pp->ks2, &pp->kc2) || !tma_map(&tb, w2->data, w2->rows, w2->cols) ||
+               (pp->ks2 > 1 && cu_f8_tm_cluster)))
+        return 0;
+    return 1;
+}
+
+void cu_f8_tma_parts_run(ds_cuda_backend *cb, const unsigned char *q, const float *qs, int M, const ds_weight *w1, float *out1,
+                         const ds_weight *w2, float *out2, cu_f8_tma_parts *pp) {
+    size_t n1 = (size_t)M * w1->rows, n2 = w2 ? (size_t)M * w2->rows : 0;
+    size_t r1 = pp->ks1 > 1 ? (size_t)pp->ks1 * n1 : 0, r2 = w2 && pp->ks2 > 1 ? (size_t)pp->ks2 * n2 : 0;
+    float *room = r1 + r2 ? (float *)cu_ws_get(&cb->ws_f8part, (r1 + r2) * 4) : NULL;   /* once, before any launch */
+    const ds_weight *w[2] = {w1, w2};
+    float *dst[2] = {r1 ? room : out1, r2 ? room + r1 : out2};
+    int ks[2] = {pp->ks1, pp->ks2}, kc[2] = {pp->kc1, pp->kc2};
+    for (int i = 0; i < (w2 ? 2 : 1); i++) {
+        CUtensorMap ta, tb;
+        if (!tma_map(&ta, q, M, w[i]->cols) || !tma_map(&tb, w[i]->data, w[i]->rows, w[i]->cols)) {
+            /* not after a plan that passed (the same encodes); kept whole anyway: the product itself, summed here */
+            cu_f8_wgmma_gemm(cb, i ? out2 : out1, q, qs, w[i], M);
+            dst[i] = i ? out2 : out1;
+            ks[i] = 1;
+            continue;
+        }
+        tma_parts_launch(cb, ta, tb, dst[i], qs, w[i], M, kc[i], ks[i]);
+    }
+    pp->p1 = dst[0];
+    pp->p2 = w2 ? dst[1] : NULL;
+    pp->ks1 = ks[0];
+    pp->ks2 = ks[1];
 }
 
 /* room for the codes [M, K] and scales [M][K/128] of M rows in ws_fp8 (the scales at *qs) */

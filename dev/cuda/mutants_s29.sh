@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The twenty-ninth session's mutated builds (`bash dev/cuda/pack_session.sh dev/cuda/mutants_s29.sh`): each must fail
+# op test attnin (DSINFER_CUDA_CHAIN_FUSE=2: the W8A8 chain fused above 64 rows on the TMA GEMM's partials).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+m=dev/cuda/build_mutant.sh
+# kv's partials summed with q's count of splits (must fail attnin: from 129 rows q splits in 2, kv_a in 4)
+bash $m ch_ks src/backend/cuda/cuda_backend.cu '                ks[s] = i < nq4 ? ksq : ksk;' '                ks[s] = ksq;'
+# the second weight's partials written over the first's (must fail attnin: q differs from 65 rows)
+bash $m ch_room src/backend/cuda/cuda_fp8_wgmma.cu '    float *dst[2] = {r1 ? room : out1, r2 ? room + r1 : out2};' '    float *dst[2] = {r1 ? room : out1, r2 ? room : out2};'
