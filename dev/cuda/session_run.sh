@@ -2178,6 +2178,19 @@ if want s29b; then
     step ch${c}_fp8-$r 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_CHAIN_FUSE=$c $B/dsinfer bench --dtype fp8 --batch 96,128,192,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s29b-fp8-ch$c
   done; done
 fi
+# s29c: the decode experts' items in another order a CTA (`DSINFER_CUDA_MOE_WG_ORDER=1`: round robin over the fewest
+# CTAs that keep the rounds; =2: contiguous runs): op test moeorder and its mutants; FP8 b64 / b128 / b256 and BF16 b64 /
+# b256 with =0 / 1 / 2, alternated twice
+if want s29c; then
+  step ops_moeorder 300 env DSINFER_OPS_ONLY=moeorder DSINFER_OPS_MAX_M=300 $B/test_cuda_ops
+  for n in ord_step ord_run; do [ -x $B/test_cuda_ops_mut_$n ] && mutant $B/test_cuda_ops_mut_$n moeorder 300; done
+  for r in 1 2; do for o in 0 1 2; do
+    step ord${o}_fp8-$r 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_WG_ORDER=$o $B/dsinfer bench --dtype fp8 --batch 64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s29c-fp8-ord$o
+  done; done
+  for o in 0 1 2; do
+    step ord${o}_bf16 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_WG_ORDER=$o $B/dsinfer bench --dtype bf16 --batch 64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s29c-bf16-ord$o
+  done
+fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi

@@ -870,6 +870,8 @@ static int moe_twin_differ_m;
 /* moe_twin_pdl: the checked backend must launch moe_wg_kernel this many times with PDL in one moe call (gate / up and
  * down at DSINFER_CUDA_MOE_WG_PDL=2), the twin never: the evidence that the twin compares two different paths */
 static int moe_twin_pdl;
+static int moe_twin_order;  /* run_moe_order: the checked backend's grouped moe_wg launches must all have taken
+                             * DSINFER_CUDA_MOE_WG_ORDER's item order (2 a call: gate / up and down), the twin's none */
 static int moe_twin_pipe;   /* run_moe_pipe: DSINFER_CUDA_MOE_WG_PIPE of the checked backend (1: its down launch pipelined, 2: and
                              * gate / up at 32 tokens a chunk), the twin none */
 
@@ -989,6 +991,7 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc, i
         long runs0 = ds_cuda_moe_shared_in_runs(gpu), truns0 = twin ? ds_cuda_moe_shared_in_runs(twin) : 0;
         long pdl0 = tc ? ds_cuda_moe_wg_pdl_launches(gpu) : 0, tpdl0 = twin ? ds_cuda_moe_wg_pdl_launches(twin) : 0;
         long pipe0 = tc ? ds_cuda_moe_wg_pipe_launches(gpu) : 0, tpipe0 = twin ? ds_cuda_moe_wg_pipe_launches(twin) : 0;
+        long ord0 = tc ? ds_cuda_moe_wg_order_launches(gpu) : 0, tord0 = twin ? ds_cuda_moe_wg_order_launches(twin) : 0;
         if (routed) gpu->moe_routed(gpu, out.d, x.d, &Ld, M, e0, e1);
         else gpu->moe(gpu, out.d, x.d, &Ld, M);
         if (twin && !routed) {   /* the same op with the shared experts in line: the same bits */
@@ -1005,6 +1008,12 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc, i
                 printf("  %-8s moe M=%d: moe_wg launches with PDL %ld (twin %ld)\n", s->name, M, np, tp);
                 CHECKF(np == moe_twin_pdl && tp == 0, "%s moe M=%d: %ld PDL launches (twin %ld), expected %d and 0", s->name, M,
                        np, tp, moe_twin_pdl);
+            }
+            if (moe_twin_order) {
+                long no = ds_cuda_moe_wg_order_launches(gpu) - ord0, to = ds_cuda_moe_wg_order_launches(twin) - tord0;
+                printf("  %-8s moe M=%d: moe_wg launches in item order %d: %ld (twin %ld)\n", s->name, M, moe_twin_order, no, to);
+                CHECKF(no == 2 && to == 0, "%s moe M=%d: %ld moe_wg launches in item order %d (twin %ld), expected 2 and 0",
+                       s->name, M, no, moe_twin_order, to);
             }
             if (moe_twin_pipe) {
                 /* gate / up takes 32 tokens a chunk up to 12 routed rows an expert on average (cu_moe_wg_chunk's rule) */
@@ -1196,7 +1205,7 @@ static void free_setup(setup *s) {
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
 static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf | side | linear2 | kvb | qkv | router | w8small
-                            * | f8cl | f8t1 | f8tp | f8ss | f8tc | f8ts | f8mc | moehalf | moepipe | f8bn | quantw | moeqf | moepdl | rgroup | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | gemv1 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
+                            * | f8cl | f8t1 | f8tp | f8ss | f8tc | f8ts | f8mc | moehalf | moepipe | f8bn | quantw | moeqf | moepdl | rgroup | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | moeorder | gemv1 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
                             * run_side_stream, run_linear2, run_kvb_copy, run_qkv_finish, run_router, run_w8a8_small or
                             * run_f8_lab */
 
@@ -2040,6 +2049,47 @@ static void run_moe_pdl(void) {
     moe_twin_pdl = 0;
     moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
     unsetenv("DSINFER_CUDA_MOE_WG_PDL");
+}
+
+/* DSINFER_OPS_ONLY=moeorder: the decode experts' items taken by the persistent CTAs in another order
+ * (DSINFER_CUDA_MOE_WG_ORDER=1: round robin over the fewest CTAs that keep the rounds; =2: contiguous runs a CTA) against
+ * round robin over the whole grid (the twin, =0): the same bits, both launches of a call in that order (counted); FP8
+ * (W8A8) at 2 .. 256 tokens (items of 11 and 16 k-blocks, 32 and 64 tokens a chunk; the shared experts inside), with
+ * gate / up's quantizing epilogue too, V3 at 4 and 64, BF16 experts at 64 and 256; and against the CPU. */
+static void run_moe_order(void) {
+    if (only && strcmp(only, "moeorder")) return;
+    setup s;
+    moe_twin = 1;
+    moe_twin_env = "DSINFER_CUDA_MOE_WG_ORDER";
+    for (int mode = 1; mode <= 2; mode++) {
+        setenv("DSINFER_CUDA_MOE_WG_ORDER", mode == 1 ? "1" : "2", 1);   /* the backends check_moe_dt makes; its twin =0 */
+        moe_twin_order = mode;
+        setenv("DSINFER_MOE_W8A8", "1", 1);
+        for (int qf = 0; qf < 2; qf++) {
+            setenv("DSINFER_CUDA_MOE_WG_QF", qf ? "1" : "0", 1);
+            if (load_setup(&s, qf ? "v2l-ordqf" : "v2l-ord", "configs/deepseek-v2-lite.json", 3, 16)) {
+                const int m[] = {2, 9, 63, 130, 256};
+                check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
+                free_setup(&s);
+            }
+        }
+        unsetenv("DSINFER_CUDA_MOE_WG_QF");
+        if (load_setup(&s, "v3-ord", "configs/deepseek-v3.json", 3, 16)) {
+            const int m[] = {4, 64};
+            check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
+            free_setup(&s);
+        }
+        unsetenv("DSINFER_MOE_W8A8");
+        if (load_setup(&s, "v2l-ordbf", "configs/deepseek-v2-lite.json", 3, 16)) {
+            const int m[] = {64, 256};
+            check_moe_dt(&s, m, NM(m), DS_DTYPE_BF16, 3, 0);
+            free_setup(&s);
+        }
+    }
+    moe_twin = 0;
+    moe_twin_order = 0;
+    moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
+    unsetenv("DSINFER_CUDA_MOE_WG_ORDER");
 }
 
 /* DSINFER_OPS_ONLY=moepipe: the decode experts' FP8 launches with two k-blocks' MMAs in flight a consumer warpgroup
@@ -3274,6 +3324,7 @@ int main(void) {
     RUN(run_f8_bn192());
     RUN(run_moe_qf());
     RUN(run_moe_pdl());
+    RUN(run_moe_order());
     RUN(run_route_group());
     RUN(run_group3());
     RUN(run_attn_in());

@@ -118,7 +118,30 @@ typedef struct {
      * before its trigger) and the weights: the producer requests the first ring of stages' weight tiles, then waits,
      * then their rows' codes; the consumers wait before the token scales. The same bits. */
     int pdl;
+    /* grouped (DSINFER_CUDA_MOE_WG_ORDER): which items a CTA of the persistent grid takes (mw_span): 0 items b, b + G, ...
+     * of the G CTAs; 1 the same over the fewest CTAs that keep the rounds, A = ceil(items / ceil(items / G)) (the partial
+     * last round's work spread over every CTA's last item, A - 1 .. of them; the other G - A CTAs exit); 2 contiguous
+     * runs of ceil(items / G) items a CTA (a CTA's items consecutive weight blocks of one expert's chunk). An item's
+     * arithmetic is the same wherever it runs: the same bits. */
+    int order;
 } mw_args;
+
+/* the items [t0, t1) a CTA takes, step apart (mw_args.order) */
+typedef struct {
+    int t0, t1, step;
+} mw_span;
+__device__ __forceinline__ mw_span mw_span_of(int items, int order) {
+    const int G = (int)gridDim.x, b = (int)blockIdx.x, rounds = (items + G - 1) / G;
+    if (order == 1 && rounds > 0) {
+        int A = (items + rounds - 1) / rounds;
+        return mw_span{b < A ? b : items, items, A};
+    }
+    if (order == 2) {
+        int t0 = b * rounds < items ? b * rounds : items, t1 = t0 + rounds < items ? t0 + rounds : items;
+        return mw_span{t0, t1, 1};
+    }
+    return mw_span{b, items, G};
+}
 
 /* item t of the tables: pre [E + 1] (pre[e]: the chunks of the experts before e), offs [E + 1] (off[] in shared
  * memory); NB weight blocks, ks splits of kc stages a chunk (order: chunk, split, weight block fastest). The
@@ -418,11 +441,12 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
             /* with a.pdl the first ring's stages get their weight tiles only; their codes (another kernel's output)
              * after cu_pdl_wait: pkb / prow [stage] hold each one's block and first row until then */
             int pend = a.pdl ? S::ST : 0, pkb[S::ST], prow[S::ST];
-            for (int t = blockIdx.x; t < items; t += gridDim.x) {
+            const mw_span sp = mw_span_of(items, a.order);
+            for (int t = sp.t0; t < sp.t1; t += sp.step) {
                 mw_item m = mw_item_of<NT>(t, NB, pre, offs, E, a.ks, a.kc, LK);
                 const CUtensorMap *wm = a.maps ? a.maps + (size_t)m.e * NM : &tw;
-                if (a.pref && a.maps && t + (int)gridDim.x < items) {   /* the next item's maps towards the TMA unit */
-                    mw_item mn = mw_item_of<NT>(t + gridDim.x, NB, pre, offs, E, a.ks, a.kc, LK);
+                if (a.pref && a.maps && t + sp.step < sp.t1) {   /* the next item's maps towards the TMA unit */
+                    mw_item mn = mw_item_of<NT>(t + sp.step, NB, pre, offs, E, a.ks, a.kc, LK);
                     if (mn.e != m.e) {
                         asm volatile("prefetch.tensormap [%0];\n" ::"l"(a.maps + (size_t)mn.e * NM) : "memory");
                         if (PAIR) asm volatile("prefetch.tensormap [%0];\n" ::"l"(a.maps + (size_t)mn.e * NM + 1) : "memory");
@@ -453,7 +477,8 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
     int cw = wg - 1, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, it = 0;
     float acc0[NT / 2], acc1[NT / 2], tot0[NT / 2], tot1[NT / 2];
     for (int i = 0; i < NT / 2; i++) acc0[i] = acc1[i] = 0.0f;
-    for (int t = blockIdx.x; t < items; t += gridDim.x) {
+    const mw_span sp = mw_span_of(items, a.order);
+    for (int t = sp.t0; t < sp.t1; t += sp.step) {
         mw_item m = mw_item_of<NT>(t, NB, pre, offs, E, a.ks, a.kc, LK);
         if (BF) {   /* no scales: the item's stages straight into acc (zeroed by its first MMA) */
             for (int kb = m.kb0; kb < m.kb1; kb++, it++) {
@@ -576,8 +601,10 @@ void cu_moe_wg_init(void) {
 
 /* the kernel with nt (32 or 64) tokens a chunk on a CTA an SM */
 template <bool PAIR, bool BF = false>
-static void mw_launch(ds_cuda_backend *cb, int nt, const CUtensorMap &tx, const CUtensorMap &tw, const mw_args &a) {
+static void mw_launch(ds_cuda_backend *cb, int nt, const CUtensorMap &tx, const CUtensorMap &tw, const mw_args &a0) {
     dim3 grid((unsigned)cb->n_sm);
+    mw_args a = a0;
+    a.order = a.maps ? cb->opt.moe_wg_order : 0;   /* (grouped launches) */
     /* PIPE: down at both chunk sizes, gate / up (=2) at 32 tokens (at 64 its four accumulator sets would not fit) */
     if (!BF && cb->opt.moe_wg_pipe && (!PAIR || (cb->opt.moe_wg_pipe >= 2 && nt == 32))) {
         if (PAIR) cu_launch_pdl(a.pdl, moe_wg_kernel<true, 32, false, true>, grid, dim3(384), mw_smem_bytes(), tx, tw, a);
@@ -591,6 +618,7 @@ static void mw_launch(ds_cuda_backend *cb, int nt, const CUtensorMap &tx, const 
     }
     CUDA_LAUNCH_CHECK();
     cb->moe_wg_pdl_launches += a.pdl != 0;
+    cb->moe_wg_order_launches += a.order != 0;
 }
 
 /* tokens a chunk: 32 up to a mean of 12 rows an expert (V2-Lite batch 128), else 64; an expert with more
