@@ -327,6 +327,10 @@ void cu_ws_free(cu_ws *w);
  *                            each with its own splits): four launches a layer fewer at b96 .. b256, the same bits (op
  *                            test attnin); FP8 b96 -0.19 ms, b128 / b192 -0.16, b256 -0.21; =1: 2 .. 64 rows only
  *                            (the twenty-second session's), =0: none.
+ *   DSINFER_CUDA_MOE_WG_ORDER=0|1|2  the decode experts' items a persistent CTA takes (mw_span_of; the same bits): 0
+ *                            round robin over the grid, 1 round robin over the fewest CTAs that keep the rounds, 2
+ *                            contiguous runs; default 1 up to 128 tokens (FP8 b64 -0.045 ms), 0 above (b256 +0.01 ..
+ *                            +0.04 with 1); 2 is slower (FP8 b256 +0.3 ms, BF16 b256 +1.1).
  * Engine-level (model/forward.c): DSINFER_FUSED_ADD_NORM=0 (residual add and norm as two ops),
  * DSINFER_EP_GATHER=0 (expert parallelism's all-to-all form), DSINFER_EP_GRAPHS=0 (gathered EP steps
  * not captured). */
@@ -339,7 +343,8 @@ typedef struct {
     int moe_gemm, moe_gemm_min_m;   /* with tc: routed experts of >= min_m tokens as cuBLAS GEMMs per expert (DSINFER_CUDA_MOE_GEMM[_MIN_M]) */
     int shared_stream;   /* the shared experts on a second stream (cuda_side.cu; DSINFER_CUDA_SHARED_STREAM, default 0) */
     int moe_wg_qf;   /* FP8 decode experts: gate / up's epilogue quantizes the down input (cuda_moe_wg.cu; DSINFER_CUDA_MOE_WG_QF) */
-    int moe_wg_order;   /* decode experts: which items a CTA takes (cuda_moe_wg.cu mw_args.order; DSINFER_CUDA_MOE_WG_ORDER) */
+    int moe_wg_order;   /* decode experts: which items a CTA takes (cuda_moe_wg.cu mw_args.order; DSINFER_CUDA_MOE_WG_ORDER;
+                         * -1, the default: 1 up to 128 tokens, else 0) */
     int moe_wg_pdl;  /* decode experts (cuda_moe_wg.cu; DSINFER_CUDA_MOE_WG_PDL): 1 the down launch with programmatic dependent
                       * launch (its CTAs start their weight stream on the SMs the kernel before leaves: mw_args.pdl), 2 gate / up's
                       * launch too, 0 neither; -1 (default): 2 for BF16 experts (down right after gate / up: -0.17 ms at b64 and
