@@ -2191,6 +2191,18 @@ if want s29c; then
     step ord${o}_bf16 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_WG_ORDER=$o $B/dsinfer bench --dtype bf16 --batch 64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s29c-bf16-ord$o
   done
 fi
+# s29d: the next layer's dense weights into L2 by a launch on the main stream (`DSINFER_CUDA_L2_PREFETCH=2`; the side
+# stream's form =1 lost 4% at b1 in the sixteenth session): goldens with it; FP8 and BF16 decode b1 / b2 / b8 with =0 / 2
+# alternated twice, and FP8 b64 with it allowed there (`_L2_PREFETCH_MAX_M=64`)
+if want s29d; then
+  step golden_pf2 150 env DSINFER_CUDA_L2_PREFETCH=2 $B/test_cuda_golden
+  for r in 1 2; do for p in 0 2; do for dt in fp8 bf16; do
+    step pf${p}_$dt-$r 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_L2_PREFETCH=$p $B/dsinfer bench --dtype $dt --batch 1,2,8 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s29d-$dt-pf$p
+  done; done; done
+  for p in 0 2; do
+    step pf${p}_fp8_b64 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_L2_PREFETCH=$p DSINFER_CUDA_L2_PREFETCH_MAX_M=64 $B/dsinfer bench --dtype fp8 --batch 64 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s29d-fp8-b64-pf$p
+  done
+fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi

@@ -964,6 +964,7 @@ static cu_opts cu_opts_read(void) {
     o.moe_half = env_int("DSINFER_CUDA_MOE_HALF", 0);         /* opt-in: no gain (twenty-sixth session run 2) */
     o.route_group = env_int("DSINFER_CUDA_ROUTE_GROUP", 0);
     o.l2_prefetch = env_int("DSINFER_CUDA_L2_PREFETCH", 0);
+    o.l2_prefetch_max_m = env_int("DSINFER_CUDA_L2_PREFETCH_MAX_M", 8);
     /* on by default since the twelfth session's run 2 (FP8 batch 64 9.00 -> 8.54 ms with all four; RESULTS) */
     o.hfuse = env_int("DSINFER_CUDA_HFUSE", 2);
     o.mlp_fuse = env_int("DSINFER_CUDA_MLP_FUSE", 2);
@@ -1142,7 +1143,7 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     if (env_int("DSINFER_CUDA_OP_TIMES", 0)) cu_optimes_install(cb);   /* times ops one by one: no second stream */
     else if (cb->opt.shared_stream && cfg->n_shared_experts) cu_side_init(cb);
     if (cb->opt.l2_prefetch) {
-        cu_prefetch_init(cb);
+        if (cb->opt.l2_prefetch == 1) cu_prefetch_init(cb);
         be->prefetch_layer = cu_prefetch_layer;
     }
     return be;

@@ -1,5 +1,7 @@
 /* The next layer's dense weights pulled into L2 on a stream of their own (issue 7; opt.l2_prefetch,
- * DSINFER_CUDA_L2_PREFETCH).
+ * DSINFER_CUDA_L2_PREFETCH=1), or by a launch on the main stream itself (=2: the twenty-eighth session found kernels of
+ * a second stream running beside the main stream's leaving later steps slower), up to DSINFER_CUDA_L2_PREFETCH_MAX_M
+ * tokens (default 8).
  *
  * At small batches a decode step is a chain of latency-bound launches: each GEMV reads a few MB with too few
  * bytes in flight to reach the memory's bandwidth (ncu, fifteenth session: 0.34 eligible warps a scheduler), and
@@ -71,15 +73,38 @@ static void pf_add(pf_list *l, const ds_weight *w) {
     l->n[l->count++] = n;
 }
 
+/* appends kv_b's BF16 copy where the upload made one (what the absorbed decode reads), else kv_b itself */
+static void pf_add_kvb(const ds_cuda_backend *cb, pf_list *l, const ds_weight *kv_b) {
+    for (int i = 0; i < cb->n_kvb16; i++)
+        if (cb->kvb16[i].key == kv_b->data) {
+            ds_weight c = *kv_b;
+            c.data = cb->kvb16[i].bf16;
+            c.dtype = DS_DTYPE_BF16;
+            c.scale = NULL;
+            pf_add(l, &c);
+            return;
+        }
+    pf_add(l, kv_b);
+}
+
 void cu_prefetch_layer(ds_backend *be, const ds_layer_weights *L) {
     ds_cuda_backend *cb = cu_of(be);
-    if (!cb->pf.stream) return;
+    const int main_stream = cb->opt.l2_prefetch == 2;
+    if (!cb->pf.stream && !main_stream) return;
+    if (cb->b.n_tokens > cb->opt.l2_prefetch_max_m) return;
     pf_list l;
     memset(&l, 0, sizeof l);
-    const ds_weight *w[] = {&L->q_a, &L->q_b, &L->q, &L->kv_a, &L->kv_b, &L->o, &L->router,
+    const ds_weight *w[] = {&L->q_a, &L->q_b, &L->q, &L->kv_a, &L->o, &L->router,
                             &L->sh_gate, &L->sh_up, &L->sh_down, &L->gate, &L->up, &L->down};
     for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) pf_add(&l, w[i]);
+    pf_add_kvb(cb, &l, &L->kv_b);
     if (!l.count) return;
+    if (main_stream) {   /* =2: in line, between the MoE and the next layer's norm; nothing to join */
+        l2_prefetch_kernel<<<PF_BLOCKS, 32, 0, cu_stream>>>(l);
+        CUDA_LAUNCH_CHECK();
+        cb->pf_launches++;
+        return;
+    }
     cu_prefetch_join(cb);
     CUDA_CHECK(cudaEventRecord(cb->pf.fork, cu_stream));
     CUDA_CHECK(cudaStreamWaitEvent(cb->pf.stream, cb->pf.fork, 0));
