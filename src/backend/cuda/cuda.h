@@ -331,6 +331,9 @@ void cu_ws_free(cu_ws *w);
  *                            round robin over the grid, 1 round robin over the fewest CTAs that keep the rounds, 2
  *                            contiguous runs; default 1 up to 128 tokens (FP8 b64 -0.045 ms), 0 above (b256 +0.01 ..
  *                            +0.04 with 1); 2 is slower (FP8 b256 +0.3 ms, BF16 b256 +1.1).
+ *   DSINFER_CUDA_L2_PREFETCH=2  the next layer's dense weights pulled into L2 by a launch on the main stream after each
+ *                            MoE (up to DSINFER_CUDA_L2_PREFETCH_MAX_M tokens, 8); opt-in: slower (FP8 b1 +0.22 ms,
+ *                            BF16 b1 +0.5, FP8 b64 +0.28; twenty-ninth session run 4).
  * Engine-level (model/forward.c): DSINFER_FUSED_ADD_NORM=0 (residual add and norm as two ops),
  * DSINFER_EP_GATHER=0 (expert parallelism's all-to-all form), DSINFER_EP_GRAPHS=0 (gathered EP steps
  * not captured). */
