@@ -2203,6 +2203,27 @@ if want s29d; then
     step pf${p}_fp8_b64 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_L2_PREFETCH=$p DSINFER_CUDA_L2_PREFETCH_MAX_M=64 $B/dsinfer bench --dtype fp8 --batch 64 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s29d-fp8-b64-pf$p
   done
 fi
+# s29e: batch 1 and 2 again under two old opt-ins, env only: programmatic dependent launch with the GEMVs' L2 prefetch
+# before the wait (`DSINFER_CUDA_PDL=1`; +0.2 ms at b1 when last measured, before the one-row GEMV forms), and the routing
+# kernel grouping its own choices (`DSINFER_CUDA_ROUTE_GROUP=1`, route_group_kernel up to 8 tokens); FP8 and BF16, twice
+if want s29e; then
+  for r in 1 2; do for v in "0 0" "1 0" "0 1"; do set -- $v; for dt in fp8 bf16; do
+    step e_p$1-g$2_$dt-$r 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_PDL=$1 DSINFER_CUDA_ROUTE_GROUP=$2 $B/dsinfer bench --dtype $dt --batch 1,2 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s29e-$dt-p$1-g$2
+  done; done; done
+  step golden_pdl 150 env DSINFER_CUDA_PDL=1 DSINFER_CUDA_ROUTE_GROUP=1 $B/test_cuda_golden
+fi
+# s29f: checks with the session's defaults (CHAIN_FUSE 2, the experts' item order 1 up to 128 tokens): the goldens,
+# test_cuda_model, op tests of the touched paths (the W8A8 linears and their TMA GEMM's refactored launch, linear2,
+# the fused chain, qkv_finish, the experts at every order / PDL / pipe form, the shared experts inside); then the final
+# decode rows, FP8 and BF16, b1 .. b256, ctx 1K
+if want s29f; then
+  step golden 150 $B/test_cuda_golden
+  step model 200 $B/test_cuda_model
+  for o in w8a8 linear2 attnin qkv moepdl moepipe shin f8tc; do step ops_$o 200 env DSINFER_OPS_ONLY=$o DSINFER_OPS_MAX_M=300 $B/test_cuda_ops; done
+  for dt in fp8 bf16; do
+    step final_$dt 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype $dt --batch 1,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s29f-$dt
+  done
+fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi
