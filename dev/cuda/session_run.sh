@@ -2224,6 +2224,17 @@ if want s29f; then
     step final_$dt 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype $dt --batch 1,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s29f-$dt
   done
 fi
+# s29g: q's BF16 copy for the absorbed attention's batched GEMMs written by qkv_finish (`DSINFER_CUDA_QB_FUSE=1`: no
+# to_bf16 launch a layer from 9 tokens): op test attnin (its absorbed-attention part) and the mutant qb_col; the goldens
+# with it; FP8 and BF16 decode b16 .. b256 with =0 / 1, alternated twice
+if want s29g; then
+  step ops_attnin 200 env DSINFER_OPS_ONLY=attnin DSINFER_OPS_MAX_M=300 $B/test_cuda_ops
+  [ -x $B/test_cuda_ops_mut_qb_col ] && mutant $B/test_cuda_ops_mut_qb_col attnin 300
+  step golden_qb 150 env DSINFER_CUDA_QB_FUSE=1 $B/test_cuda_golden
+  for r in 1 2; do for q in 0 1; do for dt in fp8 bf16; do
+    step qb${q}_$dt-$r 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_QB_FUSE=$q $B/dsinfer bench --dtype $dt --batch 16,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s29g-$dt-qb$q
+  done; done; done
+fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi

@@ -2407,7 +2407,7 @@ static void run_f8_reduce2(void) {
  * outputs): every output (h, xn, q, kv, the cache; ff) the same bits. Returns how many of the two ran fused
  * (ds_cuda_chain_fused_runs). */
 static int check_attn_in_case(setup *s, int M, int with_add, const wpair *wq, const wpair *wkv, const wpair *wo,
-                              const wpair *in_norm, const wpair *kv_norm) {
+                              const wpair *in_norm, const wpair *kv_norm, const wpair *kvb) {
     const ds_config *c = &s->cfg;
     ds_backend *g = s->gpu;
     int D = c->hidden_size, C = c->kv_lora_rank, w = C + c->qk_rope_head_dim, NQ = wq->h.rows, NO = wo->h.cols;
@@ -2455,6 +2455,27 @@ static int check_attn_in_case(setup *s, int M, int with_add, const wpair *wq, co
     int fused = (int)(ds_cuda_chain_fused_runs(g) - runs0);
     printf("  %-8s attn_in + linear_add_rmsnorm M=%-3d%s: fused %d of 2 (attn_in %d), %zu bytes differ from the ops one by "
            "one\n", s->name, M, with_add ? "" : " (no add)", fused, fused_in, total);
+    if (kvb) {   /* the absorbed attention on both: q2 (converted in the call) and q1, whose BF16 copy the last qkv_finish
+                  * (the ops' own) wrote where DSINFER_CUDA_QB_FUSE is on and the batch takes the batched GEMMs */
+        size_t no = (size_t)M * c->num_heads * c->v_head_dim;
+        buf o1 = buf_new(s, no), o2 = buf_new(s, no);
+        buf_poison(&o1);
+        buf_poison(&o2);
+        long qb0 = ds_cuda_qb_fused_runs(g);
+        g->attn_absorbed(g, o2.d, q2.d, c2.d, &kvb->d, b.seqs, b.m.n_seqs);
+        long qb1 = ds_cuda_qb_fused_runs(g);
+        g->attn_absorbed(g, o1.d, q1.d, c1.d, &kvb->d, b.seqs, b.m.n_seqs);
+        long qb2 = ds_cuda_qb_fused_runs(g);
+        size_t od = device_units_differ(s, o1.d, o2.d, no, sizeof(float));
+        int want = M > 8;   /* GEMV_MAX_M: the batched GEMMs from 9 tokens */
+        printf("  %-8s attn absorbed M=%-3d: q's BF16 copy from qkv_finish taken %ld time(s) (then %ld), %zu of %zu values "
+               "differ from the conversion in the call\n", s->name, M, qb2 - qb1, qb1 - qb0, od, no);
+        CHECKF(od == 0, "%s attn absorbed M=%d: %zu values differ with q's BF16 copy from qkv_finish", s->name, M, od);
+        CHECKF(qb1 - qb0 == 0 && qb2 - qb1 == want, "%s attn absorbed M=%d: the copy taken %ld / %ld times (expected 0 / %d)",
+               s->name, M, qb1 - qb0, qb2 - qb1, want);
+        buf_free(s, &o1);
+        buf_free(s, &o2);
+    }
     free(b.pt);
     buf *bufs[] = {&c1, &c2, &h1, &h2, &ad, &x, &xn1, &xn2, &q1, &q2, &k1, &k2, &f1, &f2};
     for (int i = 0; i < NM(bufs); i++) buf_free(s, bufs[i]);
@@ -2475,9 +2496,15 @@ static void run_attn_in(void) {
         setup s;
         setenv("DSINFER_CUDA_FP8_GEMM", "1", 1);   /* the W8A8 linears (the decode defaults with DSINFER_CUDA_TC=1) */
         setenv("DSINFER_CUDA_CHAIN_FUSE", mode == 1 ? "1" : "2", 1);
+        if (mode == 2) {   /* and the absorbed attention's batched GEMMs reading q's BF16 copy from qkv_finish */
+            setenv("DSINFER_CUDA_TC", "1", 1);
+            setenv("DSINFER_CUDA_QB_FUSE", "1", 1);
+        }
         int ok = load_setup_kv(&s, l ? "v2l-ain8" : "v2l-ain", "configs/deepseek-v2-lite.json", 0, 16, 0, layouts[l]);
         unsetenv("DSINFER_CUDA_FP8_GEMM");
         unsetenv("DSINFER_CUDA_CHAIN_FUSE");
+        unsetenv("DSINFER_CUDA_TC");
+        unsetenv("DSINFER_CUDA_QB_FUSE");
         if (!ok) continue;
         printf("  %-8s attn_in: DSINFER_CUDA_CHAIN_FUSE=%d\n", s.name, mode);
         const ds_config *c = &s.cfg;
@@ -2487,16 +2514,17 @@ static void run_attn_in(void) {
         wpair wo = mk_weight(&s, D, H * c->v_head_dim, DS_DTYPE_F8_E4M3, 0.5f / sqrtf((float)(H * c->v_head_dim)), "o");
         wpair in_norm = mk_weight(&s, 1, D, DS_DTYPE_BF16, 1.0f, "input_norm");
         wpair kv_norm = mk_weight(&s, 1, C, DS_DTYPE_F32, 1.0f, "kv_a_norm");
+        wpair kvb = mk_weight(&s, H * (c->qk_nope_head_dim + c->v_head_dim), C, DS_DTYPE_BF16, 1.0f / sqrtf((float)C), "kv_b");
         for (int i = 0; i < NM(Ms); i++) {
             int M = Ms[i];
             if (M > max_m || (mode == 1 && M > 65)) continue;
             for (int a = 1; a >= (i == 2 || i == 8 ? 0 : 1); a--) {
-                int fused = check_attn_in_case(&s, M, a, &wq, &wkv, &wo, &in_norm, &kv_norm);
+                int fused = check_attn_in_case(&s, M, a, &wq, &wkv, &wo, &in_norm, &kv_norm, mode == 2 ? &kvb : NULL);
                 int want = M >= 2 && M <= (mode == 1 ? 64 : 256) ? 2 : 0;
                 CHECKF(fused == want, "%s attn_in M=%d: %d of the two ops ran fused (%d expected)", s.name, M, fused, want);
             }
         }
-        wpair *ws[] = {&wq, &wkv, &wo, &in_norm, &kv_norm};
+        wpair *ws[] = {&wq, &wkv, &wo, &in_norm, &kv_norm, &kvb};
         for (int i = 0; i < NM(ws); i++) free_weight(ws[i]);
         free_setup(&s);
     }

@@ -381,6 +381,7 @@ typedef struct {
                        * linear_add_rmsnorm; DSINFER_CUDA_CHAIN_FUSE): 1, 2 .. 64 rows (the one-warpgroup GEMM); 2, also
                        * 65 .. chain_tma_max_m rows (the TMA GEMM's partials) */
     int chain_tma_max_m;   /* the most rows chain_fuse 2 fuses on the TMA GEMM (DSINFER_CUDA_CHAIN_TMA_MAX_M, default 256) */
+    int qb_fuse;   /* qkv_finish writes q_nope in BF16 for the absorbed attention's batched GEMMs (DSINFER_CUDA_QB_FUSE) */
 } cu_opts;
 
 /* a prepared FP8 kv_b (its device data: the key) and its BF16 copy (opt.kvb_bf16) */
@@ -442,6 +443,11 @@ typedef struct {
     cu_ws ws_tc;                /* BF16 activations and dequantized BF16 weight tiles */
     cu_ws ws_abs;               /* absorbed attention: q_lat, split partials, o_lat, token list */
     cu_ws ws_abs_tc;            /* absorbed attention's batched GEMMs: BF16 q_nope, o_lat and kv_b copy */
+    cu_ws ws_qb;                /* q_nope in BF16 [T, H dqk] written by qkv_finish_kernel for those GEMMs (opt.qb_fuse) */
+    const float *qb_of;         /* the q that ws_qb holds the BF16 copy of (set by the launch that wrote it, for qb_T
+                                 * tokens; taken and cleared by the absorbed attention, cleared by a new batch) */
+    int qb_T;
+    long qb_fused_runs;         /* absorbed attentions that took ws_qb instead of converting q (tests) */
     cu_ws ws_moe2;              /* grouped MoE: intermediates and expert outputs */
     cu_ws ws_moe_tc;            /* grouped MoE on the tensor cores: BF16 gathered tokens and intermediates */
     cu_ws ws_moe_gemm;          /* MoE as GEMMs per expert: BF16 rows, gate/up, activations, dequantised experts */

@@ -753,10 +753,11 @@ static const __nv_bfloat16 *kvb_bf16(ds_cuda_backend *cb, const ds_weight *kv_b,
     return copy;
 }
 
+/* qb: q converted here, or (have_qb) already in BF16 there (qkv_finish_kernel's copy, opt.qb_fuse) */
 static void absorb_q_tc(ds_cuda_backend *cb, float *qlat, const float *q, const __nv_bfloat16 *wb, __nv_bfloat16 *qb,
-                        int T, int H, int C, int dn, int dqk, int hw) {
+                        int T, int H, int C, int dn, int dqk, int hw, int have_qb) {
     const float one = 1.0f, zero = 0.0f;
-    cu_to_bf16(qb, q, (size_t)T * H * dqk);
+    if (!have_qb) cu_to_bf16(qb, q, (size_t)T * H * dqk);
     CUBLAS_CHECK(cublasGemmStridedBatchedEx(cb->cublas_tc, CUBLAS_OP_N, CUBLAS_OP_N, C, T, dn, &one, wb, CUDA_R_16BF, C,
                                             (long long)hw * C, qb, CUDA_R_16BF, H * dqk, dqk, &zero, qlat, CUDA_R_32F,
                                             H * C, C, H, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
@@ -826,7 +827,10 @@ static void attn_fused(ds_cuda_backend *cb, float *out, const float *q, const un
         qb = ws;
         ob = ws + nq;
         wb = kvb_bf16(cb, kv_b, ob + no);
-        absorb_q_tc(cb, qlat, q, wb, qb, T, H, C, dn, dqk, hw);
+        int have_qb = cb->qb_of == q && cb->qb_T == T;   /* the batch's q, converted by qkv_finish (opt.qb_fuse) */
+        cb->qb_fused_runs += have_qb;
+        cb->qb_of = NULL;   /* taken: a later call on this q (changed or not) converts it itself */
+        absorb_q_tc(cb, qlat, q, wb, have_qb ? (__nv_bfloat16 *)cb->ws_qb.p : qb, T, H, C, dn, dqk, hw, have_qb);
     } else if (cu_absorb_v2 == 2 && T <= cu_absorb3_max_t && dn <= 128 && C % AQ3_COLS == 0 && kv_b->dtype == DS_DTYPE_BF16 && !kv_b->scale)
         cu_launch(absorb_q_v3_kernel<2>, dim3(H, C / AQ3_COLS, (T + 1) / 2), 128, 0, qlat, q, kv, tok, T, H, C, dn, dqk, hw);
     else if (cu_absorb_v2 == 2 && T <= cu_absorb3_max_t && dn <= 128 && C % AQ3_COLS == 0 && kv_b->dtype == DS_DTYPE_F8_E4M3)

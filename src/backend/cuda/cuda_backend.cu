@@ -192,6 +192,7 @@ long ds_cuda_moe_shared_in_runs(ds_backend *be) { return cu_of(be)->moe_shared_i
 long ds_cuda_chain_fused_runs(ds_backend *be) { return cu_of(be)->chain_fused_runs; }
 long ds_cuda_moe_wg_pdl_launches(ds_backend *be) { return cu_of(be)->moe_wg_pdl_launches; }
 long ds_cuda_moe_wg_order_launches(ds_backend *be) { return cu_of(be)->moe_wg_order_launches; }
+long ds_cuda_qb_fused_runs(ds_backend *be) { return cu_of(be)->qb_fused_runs; }
 long ds_cuda_moe_wg_pipe_launches(ds_backend *be) { return cu_of(be)->moe_wg_pipe_launches; }
 long ds_cuda_gemv_t1_launches(void) { return cu_gemv_t1_launches; }
 long ds_cuda_gemv_t2_launches(void) { return cu_gemv_t2_launches; }
@@ -217,6 +218,7 @@ static void *grow_host(void *p, size_t *cap, size_t need, size_t elem) {
 /* Keeps host copies of the layout (the attention ops loop over sequences on the host) and uploads it
  * with a token -> sequence map for the per-token kernels. */
 static ds_status cu_set_batch(ds_backend *be, const ds_batch_meta *b, char *err) {
+    cu_of(be)->qb_of = NULL;   /* a BF16 copy of q belongs to the batch it was made in */
     ds_cuda_backend *cb = cu_of(be);
     (void)err;
     cu_profile_hook(b->n_tokens);   /* DSINFER_CUDA_PROFILE_STEPS (cuda_graph.cu): one count per forward */
@@ -674,7 +676,7 @@ __global__ void __launch_bounds__(RMS_THREADS) qkv_finish_kernel(float *q, float
                                                                  const int32_t *positions, const int32_t *tok_seq,
                                                                  const int32_t *page_table, int pt_stride, int page_size,
                                                                  const float *inv_freq, float amp, const float *pq,
-                                                                 const float *pkv, int ksq, int ksk) {
+                                                                 const float *pkv, int ksq, int ksk, __nv_bfloat16 *qb) {
     __shared__ float red[RMS_THREADS / 32];
     int m = blockIdx.x, w = C + dr, half = dr / 2;
     float *kr = kv + (size_t)m * w;
@@ -712,6 +714,15 @@ __global__ void __launch_bounds__(RMS_THREADS) qkv_finish_kernel(float *q, float
         }
         __syncthreads();   /* every sum written before the norm and the RoPE read them */
     }
+    if (qb) {   /* q_nope in BF16 [., H dqk] for the absorbed attention's batched GEMM (to_bf16_kernel's rounding; the nope
+                 * columns are all that GEMM reads, and no step here changes them) */
+        const float *qr = q + (size_t)m * H * dqk;
+        __nv_bfloat16 *br = qb + (size_t)m * H * dqk;
+        for (int t = threadIdx.x; t < H * dn; t += blockDim.x) {
+            size_t o = (size_t)(t / dn) * dqk + (size_t)(t % dn);
+            br[o] = __float2bfloat16(qr[o]);
+        }
+    }
     rms_row_vec<1, false>((float4 *)kr, (float4 *)kr, nullptr, nw, C, eps, red);
     __syncthreads();   /* the normed latent is in kr before the store reads it */
     float pos = (float)positions[m];
@@ -746,12 +757,21 @@ int cu_qkv_finish_parts(ds_backend *be, float *q, float *kv, void *cache, const 
     if (!fits || M < 1) return 0;
     cu_wview nw = cu_view(kv_norm);
     size_t tb = ds_kv_token_bytes(c);
+    /* the absorbed attention's GEMM input in BF16 too, where that attention will take the batched GEMMs (attn_fused's
+     * rule: the tensor cores, more tokens than a GEMV takes) */
+    __nv_bfloat16 *qb = NULL;
+    cb->qb_of = NULL;
+    if (cb->opt.qb_fuse && cb->opt.tc && cb->opt.absorb_tc && M > GEMV_MAX_M) {
+        qb = (__nv_bfloat16 *)cu_ws_get(&cb->ws_qb, (size_t)M * H * c->qk_head_dim * sizeof(__nv_bfloat16));
+        cb->qb_of = q;
+        cb->qb_T = M;
+    }
 #define QF_LAUNCH_P(L, P)                                                                                             \
     qkv_finish_kernel<L, P><<<M, RMS_THREADS, 0, cu_stream>>>(q, kv, cache, nw, eps, H, dn, c->qk_head_dim, C, dr, tb,\
                                                               cb->d_positions, cb->d_tok_seq, cb->d_page_table,       \
                                                               cb->b.pt_stride, cb->b.page_size, cb->inv_freq,         \
                                                               c->rope_amplitude, pq, pkv, ks > 1 ? ksq : 1,         \
-                                                              ks > 1 ? ksk : 1)
+                                                              ks > 1 ? ksk : 1, qb)
 #define QF_LAUNCH(L)                                                                                                  \
     do {                                                                                                              \
         if (ks > 1) QF_LAUNCH_P(L, true);                                                                             \
@@ -771,6 +791,7 @@ static void cu_qkv_finish(ds_backend *be, float *q, float *kv, void *cache, cons
     const ds_config *c = be->cfg;
     int C = c->kv_lora_rank, dr = c->qk_rope_head_dim, H = c->num_heads, dn = c->qk_nope_head_dim, w = C + dr;
     int M = cb->b.n_tokens;
+    cb->qb_of = NULL;   /* (set again where the fused kernel writes the copy) */
     if (!M || cu_qkv_finish_parts(be, q, kv, cache, kv_norm, eps, NULL, NULL, 1, 1)) return;
     cu_rmsnorm(be, kv, w, kv, w, kv_norm, M, C, eps);
     cu_rope(be, q, H * c->qk_head_dim, H, c->qk_head_dim, dn);
@@ -911,7 +932,7 @@ static void cu_destroy(ds_backend *be) {
     cu_lt_tune_free(cb);   /* its plans before the cuBLASLt handle */
     cu_fp8_free(cb);
     cu_ws *ws[] = {&cb->ws_meta, &cb->ws_deq, &cb->ws_rows, &cb->ws_attn, &cb->ws_mlp, &cb->ws_moe, &cb->ws_sample,
-                   &cb->ws_tc, &cb->ws_abs, &cb->ws_abs_tc, &cb->ws_moe2, &cb->ws_moe_tc, &cb->ws_moe_gemm, &cb->ws_f8xt};
+                   &cb->ws_tc, &cb->ws_abs, &cb->ws_abs_tc, &cb->ws_qb, &cb->ws_moe2, &cb->ws_moe_tc, &cb->ws_moe_gemm, &cb->ws_f8xt};
     for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) cu_ws_free(ws[i]);
     for (int i = 0; i < cb->n_owned; i++) cudaFree(cb->owned[i]);
     if (cb->weight_pool) cudaFree(cb->weight_pool);
@@ -991,6 +1012,7 @@ static cu_opts cu_opts_read(void) {
     o.moe_shared_in_max_m = env_int("DSINFER_CUDA_MOE_SHARED_IN_MAX_M", 256);
     o.chain_fuse = env_int("DSINFER_CUDA_CHAIN_FUSE", 2);
     o.chain_tma_max_m = env_int("DSINFER_CUDA_CHAIN_TMA_MAX_M", 256);
+    o.qb_fuse = env_int("DSINFER_CUDA_QB_FUSE", 0);
     return o;
 }
 
