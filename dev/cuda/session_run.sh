@@ -2231,7 +2231,7 @@ if want s29g; then
   step ops_attnin 200 env DSINFER_OPS_ONLY=attnin DSINFER_OPS_MAX_M=300 $B/test_cuda_ops
   [ -x $B/test_cuda_ops_mut_qb_col ] && mutant $B/test_cuda_ops_mut_qb_col attnin 300
   step golden_qb 150 env DSINFER_CUDA_QB_FUSE=1 $B/test_cuda_golden
-  for r in 1 2; do for q in 0 1; do for dt in fp8 bf16; do
+  for r in ${QBR:-1 2}; do for q in 0 1; do for dt in fp8 bf16; do
     step qb${q}_$dt-$r 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_QB_FUSE=$q $B/dsinfer bench --dtype $dt --batch 16,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s29g-$dt-qb$q
   done; done; done
 fi

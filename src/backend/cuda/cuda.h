@@ -334,6 +334,10 @@ void cu_ws_free(cu_ws *w);
  *   DSINFER_CUDA_L2_PREFETCH=2  the next layer's dense weights pulled into L2 by a launch on the main stream after each
  *                            MoE (up to DSINFER_CUDA_L2_PREFETCH_MAX_M tokens, 8); opt-in: slower (FP8 b1 +0.22 ms,
  *                            BF16 b1 +0.5, FP8 b64 +0.28; twenty-ninth session run 4).
+ *   DSINFER_CUDA_QB_FUSE=1   (default) qkv_finish_kernel also writes q_nope's BF16 rounding for the absorbed attention's
+ *                            batched GEMMs (from 9 tokens with the tensor cores), which then skip their to_bf16 launch:
+ *                            the same bits (op test attnin), FP8 b64 / b128 / b256 -0.04 / -0.09 / -0.04 ms; =0: the
+ *                            conversion launch.
  * Engine-level (model/forward.c): DSINFER_FUSED_ADD_NORM=0 (residual add and norm as two ops),
  * DSINFER_EP_GATHER=0 (expert parallelism's all-to-all form), DSINFER_EP_GRAPHS=0 (gathered EP steps
  * not captured). */
@@ -381,7 +385,8 @@ typedef struct {
                        * linear_add_rmsnorm; DSINFER_CUDA_CHAIN_FUSE): 1, 2 .. 64 rows (the one-warpgroup GEMM); 2, also
                        * 65 .. chain_tma_max_m rows (the TMA GEMM's partials) */
     int chain_tma_max_m;   /* the most rows chain_fuse 2 fuses on the TMA GEMM (DSINFER_CUDA_CHAIN_TMA_MAX_M, default 256) */
-    int qb_fuse;   /* qkv_finish writes q_nope in BF16 for the absorbed attention's batched GEMMs (DSINFER_CUDA_QB_FUSE) */
+    int qb_fuse;   /* qkv_finish writes q_nope in BF16 for the absorbed attention's batched GEMMs (DSINFER_CUDA_QB_FUSE,
+                    * default 1) */
 } cu_opts;
 
 /* a prepared FP8 kv_b (its device data: the key) and its BF16 copy (opt.kvb_bf16) */

@@ -829,7 +829,7 @@ static void attn_fused(ds_cuda_backend *cb, float *out, const float *q, const un
         wb = kvb_bf16(cb, kv_b, ob + no);
         int have_qb = cb->qb_of == q && cb->qb_T == T;   /* the batch's q, converted by qkv_finish (opt.qb_fuse) */
         cb->qb_fused_runs += have_qb;
-        cb->qb_of = NULL;   /* taken: a later call on this q (changed or not) converts it itself */
+        if (have_qb) cb->qb_of = NULL;   /* taken: a later call on this q (changed or not) converts it itself */
         absorb_q_tc(cb, qlat, q, wb, have_qb ? (__nv_bfloat16 *)cb->ws_qb.p : qb, T, H, C, dn, dqk, hw, have_qb);
     } else if (cu_absorb_v2 == 2 && T <= cu_absorb3_max_t && dn <= 128 && C % AQ3_COLS == 0 && kv_b->dtype == DS_DTYPE_BF16 && !kv_b->scale)
         cu_launch(absorb_q_v3_kernel<2>, dim3(H, C / AQ3_COLS, (T + 1) / 2), 128, 0, qlat, q, kv, tok, T, H, C, dn, dqk, hw);

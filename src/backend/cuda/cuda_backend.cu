@@ -1012,7 +1012,7 @@ static cu_opts cu_opts_read(void) {
     o.moe_shared_in_max_m = env_int("DSINFER_CUDA_MOE_SHARED_IN_MAX_M", 256);
     o.chain_fuse = env_int("DSINFER_CUDA_CHAIN_FUSE", 2);
     o.chain_tma_max_m = env_int("DSINFER_CUDA_CHAIN_TMA_MAX_M", 256);
-    o.qb_fuse = env_int("DSINFER_CUDA_QB_FUSE", 0);
+    o.qb_fuse = env_int("DSINFER_CUDA_QB_FUSE", 1);
     return o;
 }
 
