@@ -2235,6 +2235,16 @@ if want s29g; then
     step qb${q}_$dt-$r 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_QB_FUSE=$q $B/dsinfer bench --dtype $dt --batch 16,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s29g-$dt-qb$q
   done; done; done
 fi
+# s29h: s29f's checks and rows again with QB_FUSE on by default, and the op tests of the absorbed attention (kvb, combine,
+# mla) beside them
+if want s29h; then
+  step golden 150 $B/test_cuda_golden
+  step model 200 $B/test_cuda_model
+  for o in attnin qkv kvb combine mla w8a8 moeorder; do step ops_$o 200 env DSINFER_OPS_ONLY=$o DSINFER_OPS_MAX_M=300 $B/test_cuda_ops; done
+  for dt in fp8 bf16; do
+    step final_$dt 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype $dt --batch 1,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s29h-$dt
+  done
+fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi
