@@ -2245,6 +2245,17 @@ if want s29h; then
     step final_$dt 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype $dt --batch 1,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s29h-$dt
   done
 fi
+# s29i: the decode experts at 48 tokens a chunk from 13 to 32 rows an expert (`DSINFER_CUDA_MOE_WG_NT48=1`; 64 before):
+# op test moent48; FP8 b128 / b192 / b256 with =0 / 1 alternated twice, BF16 b192 / b256 once each
+if want s29i; then
+  step ops_moent48 200 env DSINFER_OPS_ONLY=moent48 DSINFER_OPS_MAX_M=300 $B/test_cuda_ops
+  for r in 1 2; do for n in 0 1; do
+    step n48_${n}_fp8-$r 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_WG_NT48=$n $B/dsinfer bench --dtype fp8 --batch 128,192,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s29i-fp8-n48$n
+  done; done
+  for n in 0 1; do
+    step n48_${n}_bf16 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_WG_NT48=$n $B/dsinfer bench --dtype bf16 --batch 192,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s29i-bf16-n48$n
+  done
+fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi

@@ -872,6 +872,7 @@ static int moe_twin_differ_m;
 static int moe_twin_pdl;
 static int moe_twin_order;  /* run_moe_order: the checked backend's grouped moe_wg launches must all have taken
                              * DSINFER_CUDA_MOE_WG_ORDER's item order (2 a call: gate / up and down), the twin's none */
+static int moe_twin_nt48;  /* run_moe_nt48: the checked backend's two moe_wg launches a call at 48 tokens a chunk, the twin's none */
 static int moe_twin_pipe;   /* run_moe_pipe: DSINFER_CUDA_MOE_WG_PIPE of the checked backend (1: its down launch pipelined, 2: and
                              * gate / up at 32 tokens a chunk), the twin none */
 
@@ -992,6 +993,7 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc, i
         long pdl0 = tc ? ds_cuda_moe_wg_pdl_launches(gpu) : 0, tpdl0 = twin ? ds_cuda_moe_wg_pdl_launches(twin) : 0;
         long pipe0 = tc ? ds_cuda_moe_wg_pipe_launches(gpu) : 0, tpipe0 = twin ? ds_cuda_moe_wg_pipe_launches(twin) : 0;
         long ord0 = tc ? ds_cuda_moe_wg_order_launches(gpu) : 0, tord0 = twin ? ds_cuda_moe_wg_order_launches(twin) : 0;
+        long n480 = tc ? ds_cuda_moe_wg_nt48_launches(gpu) : 0, tn480 = twin ? ds_cuda_moe_wg_nt48_launches(twin) : 0;
         if (routed) gpu->moe_routed(gpu, out.d, x.d, &Ld, M, e0, e1);
         else gpu->moe(gpu, out.d, x.d, &Ld, M);
         if (twin && !routed) {   /* the same op with the shared experts in line: the same bits */
@@ -1008,6 +1010,12 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc, i
                 printf("  %-8s moe M=%d: moe_wg launches with PDL %ld (twin %ld)\n", s->name, M, np, tp);
                 CHECKF(np == moe_twin_pdl && tp == 0, "%s moe M=%d: %ld PDL launches (twin %ld), expected %d and 0", s->name, M,
                        np, tp, moe_twin_pdl);
+            }
+            if (moe_twin_nt48) {
+                long no = ds_cuda_moe_wg_nt48_launches(gpu) - n480, to = ds_cuda_moe_wg_nt48_launches(twin) - tn480;
+                printf("  %-8s moe M=%d: moe_wg launches at 48 tokens a chunk: %ld (twin %ld)\n", s->name, M, no, to);
+                CHECKF(no == 2 && to == 0, "%s moe M=%d: %ld moe_wg launches at 48 tokens a chunk (twin %ld), expected 2 and 0",
+                       s->name, M, no, to);
             }
             if (moe_twin_order) {
                 long no = ds_cuda_moe_wg_order_launches(gpu) - ord0, to = ds_cuda_moe_wg_order_launches(twin) - tord0;
@@ -1205,7 +1213,7 @@ static void free_setup(setup *s) {
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
 static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf | side | linear2 | kvb | qkv | router | w8small
-                            * | f8cl | f8t1 | f8tp | f8ss | f8tc | f8ts | f8mc | moehalf | moepipe | f8bn | quantw | moeqf | moepdl | rgroup | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | moeorder | gemv1 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
+                            * | f8cl | f8t1 | f8tp | f8ss | f8tc | f8ts | f8mc | moehalf | moepipe | f8bn | quantw | moeqf | moepdl | rgroup | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | moeorder | moent48 | gemv1 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
                             * run_side_stream, run_linear2, run_kvb_copy, run_qkv_finish, run_router, run_w8a8_small or
                             * run_f8_lab */
 
@@ -2049,6 +2057,39 @@ static void run_moe_pdl(void) {
     moe_twin_pdl = 0;
     moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
     unsetenv("DSINFER_CUDA_MOE_WG_PDL");
+}
+
+/* DSINFER_OPS_ONLY=moent48: the decode experts at 48 tokens a chunk (DSINFER_CUDA_MOE_WG_NT48=1: from 13 to 32 routed rows
+ * an expert on average, V2-Lite 130 and 256 tokens; the shared experts' 256 rows then 6 chunks, one of 16) against 64
+ * (the twin, =0): the same bits (each token's sums are its own column of the MMAs, whatever N), both launches of a call
+ * at 48 (counted); FP8 (W8A8, with and without gate / up's quantizing epilogue) and BF16 experts; and against the CPU. */
+static void run_moe_nt48(void) {
+    if (only && strcmp(only, "moent48")) return;
+    setup s;
+    moe_twin = 1;
+    moe_twin_env = "DSINFER_CUDA_MOE_WG_NT48";
+    moe_twin_nt48 = 1;
+    setenv("DSINFER_CUDA_MOE_WG_NT48", "1", 1);   /* the backends check_moe_dt makes; its twin =0 */
+    setenv("DSINFER_MOE_W8A8", "1", 1);
+    for (int qf = 0; qf < 2; qf++) {
+        setenv("DSINFER_CUDA_MOE_WG_QF", qf ? "1" : "0", 1);
+        if (load_setup(&s, qf ? "v2l-n48qf" : "v2l-n48", "configs/deepseek-v2-lite.json", 3, 16)) {
+            const int m[] = {130, 256};
+            check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
+            free_setup(&s);
+        }
+    }
+    unsetenv("DSINFER_CUDA_MOE_WG_QF");
+    unsetenv("DSINFER_MOE_W8A8");
+    if (load_setup(&s, "v2l-n48bf", "configs/deepseek-v2-lite.json", 3, 16)) {
+        const int m[] = {130, 256};
+        check_moe_dt(&s, m, NM(m), DS_DTYPE_BF16, 3, 0);
+        free_setup(&s);
+    }
+    moe_twin = 0;
+    moe_twin_nt48 = 0;
+    moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
+    unsetenv("DSINFER_CUDA_MOE_WG_NT48");
 }
 
 /* DSINFER_OPS_ONLY=moeorder: the decode experts' items taken by the persistent CTAs in another order
@@ -3353,6 +3394,7 @@ int main(void) {
     RUN(run_moe_qf());
     RUN(run_moe_pdl());
     RUN(run_moe_order());
+    RUN(run_moe_nt48());
     RUN(run_route_group());
     RUN(run_group3());
     RUN(run_attn_in());

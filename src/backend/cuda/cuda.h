@@ -350,6 +350,7 @@ typedef struct {
     int moe_gemm, moe_gemm_min_m;   /* with tc: routed experts of >= min_m tokens as cuBLAS GEMMs per expert (DSINFER_CUDA_MOE_GEMM[_MIN_M]) */
     int shared_stream;   /* the shared experts on a second stream (cuda_side.cu; DSINFER_CUDA_SHARED_STREAM, default 0) */
     int moe_wg_qf;   /* FP8 decode experts: gate / up's epilogue quantizes the down input (cuda_moe_wg.cu; DSINFER_CUDA_MOE_WG_QF) */
+    int moe_wg_nt48;    /* decode experts: 48 tokens a chunk from 13 to 32 rows an expert (cu_moe_wg_chunk; DSINFER_CUDA_MOE_WG_NT48) */
     int moe_wg_order;   /* decode experts: which items a CTA takes (cuda_moe_wg.cu mw_args.order; DSINFER_CUDA_MOE_WG_ORDER;
                          * -1, the default: 1 up to 128 tokens, else 0) */
     int moe_wg_pdl;  /* decode experts (cuda_moe_wg.cu; DSINFER_CUDA_MOE_WG_PDL): 1 the down launch with programmatic dependent
@@ -476,6 +477,7 @@ typedef struct {
     long chain_fused_runs;      /* attn_in / linear_add_rmsnorm calls that summed the split-K partials in the next kernel (tests) */
     long moe_wg_pdl_launches;   /* moe_wg_kernel launches with the PDL attribute (opt.moe_wg_pdl; tests) */
     long pf_launches;           /* L2 prefetch launches on the main stream (opt.l2_prefetch 2; tests) */
+    long moe_wg_nt48_launches;  /* moe_wg_kernel launches with 48 tokens a chunk (tests) */
     long moe_wg_order_launches;   /* grouped moe_wg_kernel launches with opt.moe_wg_order 1 or 2 (tests) */
     long moe_wg_pipe_launches;  /* ... of its pipelined one-weight form (DSINFER_CUDA_MOE_WG_PIPE; tests) */
     long moe_shared_in_runs;    /* MoE calls whose shared experts ran as moe_wg_kernel's virtual experts (host count, for tests) */
@@ -917,7 +919,7 @@ void cu_rows_bf16_gather(void *dst, const float *src, const int32_t *rows, int M
  * 16-byte aligned or K % 128). */
 int cu_rows_gather_sh(void *dst, float *s, const float *x, const int32_t *rows, int nr, int mt, int M, int K, int fp8);
 void cu_moe_wg_init(void);
-int cu_moe_wg_chunk(int n_rows, int E);
+int cu_moe_wg_chunk(int n_rows, int E, int nt48);
 /* moe_wg_kernel's work item t on the host (ds_cuda_host_selftest): pre [E + 1] (each expert's first chunk, chunks of
  * nt rows), offs [E + 1] (the experts' row offsets); out: expert, first row, rows, weight block, split, first and
  * end stage, tile */

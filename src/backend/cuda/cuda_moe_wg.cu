@@ -58,6 +58,12 @@ template <> __device__ __forceinline__ void mw_mma<32>(float (&d)[16], uint64_t 
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
                  : "l"(da), "l"(db), "r"(acc));
 }
+template <> __device__ __forceinline__ void mw_mma<48>(float (&d)[24], uint64_t da, uint64_t db, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %26, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n48k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23}, %24, %25, p, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23])
+                 : "l"(da), "l"(db), "r"(acc));
+}
 template <> __device__ __forceinline__ void mw_mma<64>(float (&d)[32], uint64_t da, uint64_t db, int acc) {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1;\n}\n"
@@ -72,6 +78,12 @@ template <> __device__ __forceinline__ void mw_mma_bf<32>(float (&d)[16], uint64
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+                 : "l"(da), "l"(db), "r"(acc));
+}
+template <> __device__ __forceinline__ void mw_mma_bf<48>(float (&d)[24], uint64_t da, uint64_t db, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %26, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23}, %24, %25, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23])
                  : "l"(da), "l"(db), "r"(acc));
 }
 template <> __device__ __forceinline__ void mw_mma_bf<64>(float (&d)[32], uint64_t da, uint64_t db, int acc) {
@@ -589,6 +601,8 @@ static void mw_init(void) {
     CUDA_CHECK(cudaFuncSetAttribute(moe_wg_kernel<false, 32, BF>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mw_smem_bytes()));
     CUDA_CHECK(cudaFuncSetAttribute(moe_wg_kernel<true, 64, BF>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mw_smem_bytes()));
     CUDA_CHECK(cudaFuncSetAttribute(moe_wg_kernel<false, 64, BF>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mw_smem_bytes()));
+    CUDA_CHECK(cudaFuncSetAttribute(moe_wg_kernel<true, 48, BF>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mw_smem_bytes()));
+    CUDA_CHECK(cudaFuncSetAttribute(moe_wg_kernel<false, 48, BF>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mw_smem_bytes()));
 }
 
 void cu_moe_wg_init(void) {
@@ -599,7 +613,7 @@ void cu_moe_wg_init(void) {
     CUDA_CHECK(cudaFuncSetAttribute(moe_wg_kernel<true, 32, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mw_smem_bytes()));
 }
 
-/* the kernel with nt (32 or 64) tokens a chunk on a CTA an SM */
+/* the kernel with nt (32, 48 or 64) tokens a chunk on a CTA an SM */
 template <bool PAIR, bool BF = false>
 static void mw_launch(ds_cuda_backend *cb, int nt, const CUtensorMap &tx, const CUtensorMap &tw, const mw_args &a0) {
     dim3 grid((unsigned)cb->n_sm);
@@ -609,13 +623,16 @@ static void mw_launch(ds_cuda_backend *cb, int nt, const CUtensorMap &tx, const 
     const int ord = cb->opt.moe_wg_order >= 0 ? cb->opt.moe_wg_order : a.ms <= 128 ? 1 : 0;
     a.order = a.maps ? ord : 0;
     /* PIPE: down at both chunk sizes, gate / up (=2) at 32 tokens (at 64 its four accumulator sets would not fit) */
-    if (!BF && cb->opt.moe_wg_pipe && (!PAIR || (cb->opt.moe_wg_pipe >= 2 && nt == 32))) {
+    if (!BF && cb->opt.moe_wg_pipe && nt != 48 && (!PAIR || (cb->opt.moe_wg_pipe >= 2 && nt == 32))) {
         if (PAIR) cu_launch_pdl(a.pdl, moe_wg_kernel<true, 32, false, true>, grid, dim3(384), mw_smem_bytes(), tx, tw, a);
         else if (nt == 32) cu_launch_pdl(a.pdl, moe_wg_kernel<false, 32, false, true>, grid, dim3(384), mw_smem_bytes(), tx, tw, a);
         else cu_launch_pdl(a.pdl, moe_wg_kernel<false, 64, false, true>, grid, dim3(384), mw_smem_bytes(), tx, tw, a);
         cb->moe_wg_pipe_launches++;
     } else if (nt == 32) {
         cu_launch_pdl(a.pdl, moe_wg_kernel<PAIR, 32, BF>, grid, dim3(384), mw_smem_bytes(), tx, tw, a);
+    } else if (nt == 48) {
+        cu_launch_pdl(a.pdl, moe_wg_kernel<PAIR, 48, BF>, grid, dim3(384), mw_smem_bytes(), tx, tw, a);
+        cb->moe_wg_nt48_launches++;
     } else {
         cu_launch_pdl(a.pdl, moe_wg_kernel<PAIR, 64, BF>, grid, dim3(384), mw_smem_bytes(), tx, tw, a);
     }
@@ -624,11 +641,14 @@ static void mw_launch(ds_cuda_backend *cb, int nt, const CUtensorMap &tx, const 
     cb->moe_wg_order_launches += a.order != 0;
 }
 
-/* tokens a chunk: 32 up to a mean of 12 rows an expert (V2-Lite batch 128), else 64; an expert with more
- * rows than a chunk takes several (its weight read again for each) */
-int cu_moe_wg_chunk(int n_rows, int E) {
-    if (cu_moe_wg_nt == 32 || cu_moe_wg_nt == 64) return cu_moe_wg_nt;
-    return (n_rows + E - 1) / E <= 12 ? 32 : 64;
+/* tokens a chunk: 32 up to a mean of 12 rows an expert (V2-Lite batch 128), else 64; with nt48 (opt.moe_wg_nt48) 48
+ * from 13 to 32 rows (V2-Lite b192 / b256: a 64-token chunk carried 40 rows of empty codes a stage at b256; 32 split
+ * the experts above 32 rows and the shared experts' 256 rows into more chunks); an expert with more rows than a
+ * chunk takes several (its weight read again for each) */
+int cu_moe_wg_chunk(int n_rows, int E, int nt48) {
+    if (cu_moe_wg_nt == 32 || cu_moe_wg_nt == 48 || cu_moe_wg_nt == 64) return cu_moe_wg_nt;
+    int mean = (n_rows + E - 1) / E;
+    return mean <= 12 ? 32 : nt48 && mean <= 32 ? 48 : 64;
 }
 
 /* The rows of one grouped launch pair: n_rows routed ones, then (ns > 0) the shared experts' virtual rows, ns x M
@@ -742,7 +762,7 @@ int cu_moe_wg_run(ds_cuda_backend *cb, float *y, const float *x, const int32_t *
     /* the shared experts as virtual experts where asked for and made (and the tables hold them) */
     mw_rows r = {rows, off, n_rows, E, sh_m > 0 && ns > 0 && E + ns <= MW_MAX_E ? ns : 0, sh_m, 0, ns};
     r.R = n_rows + r.ns * sh_m;
-    int nt = cu_moe_wg_chunk(n_rows, E);   /* by the routed rows: the virtual experts' M tokens take their own chunks */
+    int nt = cu_moe_wg_chunk(n_rows, E, cb->opt.moe_wg_nt48);   /* by the routed rows: the virtual experts' M tokens take their own chunks */
     int ok = bf ? mw_run_bf16(cb, y, x, r, D, I, maps, sc, nt, xs_ws) : mw_run_f8(cb, y, x, r, D, I, maps, sc, nt, L, xs_ws);
     *sh_done = ok && r.ns;
     return ok;
