@@ -2245,7 +2245,8 @@ if want s29h; then
     step final_$dt 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype $dt --batch 1,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s29h-$dt
   done
 fi
-# s29i: the decode experts at 48 tokens a chunk from 13 to 32 rows an expert (`DSINFER_CUDA_MOE_WG_NT48=1`; 64 before):
+# s29i: the decode experts at 48 tokens a chunk from 13 to 32 rows an expert (`DSINFER_CUDA_MOE_WG_NT48=1`, then a bound:
+# 32 here means "to 32 rows"; 64 before; run with the first build, where =1 meant up to 32):
 # op test moent48; FP8 b128 / b192 / b256 with =0 / 1 alternated twice, BF16 b192 / b256 once each
 if want s29i; then
   step ops_moent48 200 env DSINFER_OPS_ONLY=moent48 DSINFER_OPS_MAX_M=300 $B/test_cuda_ops
@@ -2255,6 +2256,14 @@ if want s29i; then
   for n in 0 1; do
     step n48_${n}_bf16 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_WG_NT48=$n $B/dsinfer bench --dtype bf16 --batch 192,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s29i-bf16-n48$n
   done
+fi
+# s29j: NT48's bound at its default (20 rows an expert) against none (=0), FP8 b160 .. b256 alternated twice, and op
+# test moent48 (at its own bound, 32)
+if want s29j; then
+  step ops_moent48 200 env DSINFER_OPS_ONLY=moent48 DSINFER_OPS_MAX_M=300 $B/test_cuda_ops
+  for r in 1 2; do for n in 0 20; do
+    step n48_${n}_fp8-$r 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_WG_NT48=$n $B/dsinfer bench --dtype fp8 --batch 160,192,224,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s29j-fp8-n48$n
+  done; done
 fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)

@@ -2059,7 +2059,7 @@ static void run_moe_pdl(void) {
     unsetenv("DSINFER_CUDA_MOE_WG_PDL");
 }
 
-/* DSINFER_OPS_ONLY=moent48: the decode experts at 48 tokens a chunk (DSINFER_CUDA_MOE_WG_NT48=1: from 13 to 32 routed rows
+/* DSINFER_OPS_ONLY=moent48: the decode experts at 48 tokens a chunk (DSINFER_CUDA_MOE_WG_NT48=32: from 13 to 32 routed rows
  * an expert on average, V2-Lite 130 and 256 tokens; the shared experts' 256 rows then 6 chunks, one of 16) against 64
  * (the twin, =0): the same bits (each token's sums are its own column of the MMAs, whatever N), both launches of a call
  * at 48 (counted); FP8 (W8A8, with and without gate / up's quantizing epilogue) and BF16 experts; and against the CPU. */
@@ -2069,7 +2069,7 @@ static void run_moe_nt48(void) {
     moe_twin = 1;
     moe_twin_env = "DSINFER_CUDA_MOE_WG_NT48";
     moe_twin_nt48 = 1;
-    setenv("DSINFER_CUDA_MOE_WG_NT48", "1", 1);   /* the backends check_moe_dt makes; its twin =0 */
+    setenv("DSINFER_CUDA_MOE_WG_NT48", "32", 1);   /* the backends check_moe_dt makes; its twin =0 */
     setenv("DSINFER_MOE_W8A8", "1", 1);
     for (int qf = 0; qf < 2; qf++) {
         setenv("DSINFER_CUDA_MOE_WG_QF", qf ? "1" : "0", 1);

@@ -338,6 +338,8 @@ void cu_ws_free(cu_ws *w);
  *                            batched GEMMs (from 9 tokens with the tensor cores), which then skip their to_bf16 launch:
  *                            the same bits (op test attnin), FP8 b64 / b128 / b256 -0.04 / -0.09 / -0.04 ms; =0: the
  *                            conversion launch.
+ *   DSINFER_CUDA_MOE_WG_NT48=N  the decode experts at 48 tokens a chunk from 13 to N rows an expert on average (default
+ *                            20: V2-Lite b192 FP8 -0.19 ms; at 24 rows, b256, 64 is faster); 0: 64 above 12 rows.
  * Engine-level (model/forward.c): DSINFER_FUSED_ADD_NORM=0 (residual add and norm as two ops),
  * DSINFER_EP_GATHER=0 (expert parallelism's all-to-all form), DSINFER_EP_GRAPHS=0 (gathered EP steps
  * not captured). */
@@ -350,7 +352,8 @@ typedef struct {
     int moe_gemm, moe_gemm_min_m;   /* with tc: routed experts of >= min_m tokens as cuBLAS GEMMs per expert (DSINFER_CUDA_MOE_GEMM[_MIN_M]) */
     int shared_stream;   /* the shared experts on a second stream (cuda_side.cu; DSINFER_CUDA_SHARED_STREAM, default 0) */
     int moe_wg_qf;   /* FP8 decode experts: gate / up's epilogue quantizes the down input (cuda_moe_wg.cu; DSINFER_CUDA_MOE_WG_QF) */
-    int moe_wg_nt48;    /* decode experts: 48 tokens a chunk from 13 to 32 rows an expert (cu_moe_wg_chunk; DSINFER_CUDA_MOE_WG_NT48) */
+    int moe_wg_nt48;    /* decode experts: 48 tokens a chunk from 13 to this many rows an expert on average (cu_moe_wg_chunk;
+                         * DSINFER_CUDA_MOE_WG_NT48, default 20; 0: none) */
     int moe_wg_order;   /* decode experts: which items a CTA takes (cuda_moe_wg.cu mw_args.order; DSINFER_CUDA_MOE_WG_ORDER;
                          * -1, the default: 1 up to 128 tokens, else 0) */
     int moe_wg_pdl;  /* decode experts (cuda_moe_wg.cu; DSINFER_CUDA_MOE_WG_PDL): 1 the down launch with programmatic dependent
@@ -919,7 +922,7 @@ void cu_rows_bf16_gather(void *dst, const float *src, const int32_t *rows, int M
  * 16-byte aligned or K % 128). */
 int cu_rows_gather_sh(void *dst, float *s, const float *x, const int32_t *rows, int nr, int mt, int M, int K, int fp8);
 void cu_moe_wg_init(void);
-int cu_moe_wg_chunk(int n_rows, int E, int nt48);
+int cu_moe_wg_chunk(int n_rows, int E, int nt48_max);
 /* moe_wg_kernel's work item t on the host (ds_cuda_host_selftest): pre [E + 1] (each expert's first chunk, chunks of
  * nt rows), offs [E + 1] (the experts' row offsets); out: expert, first row, rows, weight block, split, first and
  * end stage, tile */

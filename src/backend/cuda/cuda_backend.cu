@@ -982,7 +982,7 @@ static cu_opts cu_opts_read(void) {
     o.moe_wg_qf = env_int("DSINFER_CUDA_MOE_WG_QF", 0);
     o.moe_wg_pdl = env_int("DSINFER_CUDA_MOE_WG_PDL", -1);
     o.moe_wg_order = env_int("DSINFER_CUDA_MOE_WG_ORDER", -1);
-    o.moe_wg_nt48 = env_int("DSINFER_CUDA_MOE_WG_NT48", 0);
+    o.moe_wg_nt48 = env_int("DSINFER_CUDA_MOE_WG_NT48", 20);
     o.moe_wg_pipe = env_int("DSINFER_CUDA_MOE_WG_PIPE", 0);   /* opt-in: within the spread (twenty-sixth session run 2) */
     o.moe_half = env_int("DSINFER_CUDA_MOE_HALF", 0);         /* opt-in: no gain (twenty-sixth session run 2) */
     o.route_group = env_int("DSINFER_CUDA_ROUTE_GROUP", 0);

@@ -641,14 +641,14 @@ static void mw_launch(ds_cuda_backend *cb, int nt, const CUtensorMap &tx, const 
     cb->moe_wg_order_launches += a.order != 0;
 }
 
-/* tokens a chunk: 32 up to a mean of 12 rows an expert (V2-Lite batch 128), else 64; with nt48 (opt.moe_wg_nt48) 48
- * from 13 to 32 rows (V2-Lite b192 / b256: a 64-token chunk carried 40 rows of empty codes a stage at b256; 32 split
- * the experts above 32 rows and the shared experts' 256 rows into more chunks); an expert with more rows than a
- * chunk takes several (its weight read again for each) */
-int cu_moe_wg_chunk(int n_rows, int E, int nt48) {
+/* tokens a chunk: 32 up to a mean of 12 rows an expert (V2-Lite batch 128), 48 from 13 to nt48_max rows (opt.moe_wg_nt48,
+ * default 20: V2-Lite b192, 18 rows, FP8 -0.19 ms; at b256, 24 rows, +0.1 .. +0.2: the shared experts' 256 rows take 6
+ * chunks instead of 4, their weights read again for each; RESULTS twenty-ninth session run 10), else 64; an expert with
+ * more rows than a chunk takes several */
+int cu_moe_wg_chunk(int n_rows, int E, int nt48_max) {
     if (cu_moe_wg_nt == 32 || cu_moe_wg_nt == 48 || cu_moe_wg_nt == 64) return cu_moe_wg_nt;
     int mean = (n_rows + E - 1) / E;
-    return mean <= 12 ? 32 : nt48 && mean <= 32 ? 48 : 64;
+    return mean <= 12 ? 32 : mean <= nt48_max ? 48 : 64;
 }
 
 /* The rows of one grouped launch pair: n_rows routed ones, then (ns > 0) the shared experts' virtual rows, ns x M
