@@ -2258,9 +2258,10 @@ if want s29i; then
   done
 fi
 # s29j: NT48's bound at its default (20 rows an expert) against none (=0), FP8 b160 .. b256 alternated twice, and op
-# test moent48 (at its own bound, 32)
+# tests moent48 (at its own bound, 32) and attnin (after the review's mend of the fused chain's plan call)
 if want s29j; then
   step ops_moent48 200 env DSINFER_OPS_ONLY=moent48 DSINFER_OPS_MAX_M=300 $B/test_cuda_ops
+  step ops_attnin 200 env DSINFER_OPS_ONLY=attnin DSINFER_OPS_MAX_M=300 $B/test_cuda_ops
   for r in 1 2; do for n in 0 20; do
     step n48_${n}_fp8-$r 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_WG_NT48=$n $B/dsinfer bench --dtype fp8 --batch 160,192,224,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s29j-fp8-n48$n
   done; done

@@ -906,7 +906,7 @@ const float *cu_moe_gemm_f8(ds_cuda_backend *cb, const float *x, const int32_t *
                             int I, const ds_layer_weights *L);
 void cu_f8_wgmma_free(void);
 /* The routed experts of a decode batch as W8A8 on wgmma with the weights as the MMA's M (cuda_moe_wg.cu;
- * DSINFER_CUDA_MOE_WG, default 1; DSINFER_CUDA_MOE_WG_NT: tokens a chunk, 32 or 64, 0 = cu_moe_wg_chunk's
+ * DSINFER_CUDA_MOE_WG, default 1; DSINFER_CUDA_MOE_WG_NT: tokens a chunk, 32, 48 or 64, 0 = cu_moe_wg_chunk's
  * choice): cu_moe_tc's W8A8 form (the same xs_ws layout, y fp32 [n_rows, D]) with off[] on the device, graph-safe.
  * Returns 0 (nothing done) where it does not apply: not FP8 experts with scales, more than 256 experts, shapes
  * not multiples of 128, the layer's weight maps not made (first met inside a stream capture). */

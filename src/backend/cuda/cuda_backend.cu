@@ -219,9 +219,9 @@ static void *grow_host(void *p, size_t *cap, size_t need, size_t elem) {
 /* Keeps host copies of the layout (the attention ops loop over sequences on the host) and uploads it
  * with a token -> sequence map for the per-token kernels. */
 static ds_status cu_set_batch(ds_backend *be, const ds_batch_meta *b, char *err) {
-    cu_of(be)->qb_of = NULL;   /* a BF16 copy of q belongs to the batch it was made in */
     ds_cuda_backend *cb = cu_of(be);
     (void)err;
+    cb->qb_of = NULL;   /* a BF16 copy of q belongs to the batch it was made in */
     cu_profile_hook(b->n_tokens);   /* DSINFER_CUDA_PROFILE_STEPS (cuda_graph.cu): one count per forward */
     size_t M = (size_t)b->n_tokens, S = (size_t)b->n_seqs, PT = S * (size_t)b->pt_stride;
     cb->h_tokens = (int32_t *)grow_host(cb->h_tokens, &cb->h_cap_tok, M + 1, 3 * sizeof(int32_t));
@@ -807,17 +807,14 @@ static int chain_fits(const ds_cuda_backend *cb, const ds_weight *w1, const ds_w
            w1->cols == w2->cols && w1->rows > 0 && w2->rows > 0 && cu_f8_wgmma_two_ok(w1, w2, M);
 }
 
-/* the fused forms above 64 rows (opt.chain_fuse 2, up to opt.chain_tma_max_m rows): where cu_linear2 / cu_linear would
- * run each weight on the TMA GEMM with a reduce launch after it (cu_f8_wgmma_shared_x's x quantized once, or
- * cu_f8_wgmma_linear), on the codes at q: that GEMM's partials left for the next kernel (pp: each weight's splits) */
+/* the fused forms above 64 rows (opt.chain_fuse 2, up to opt.chain_tma_max_m rows) for these weights at M rows: where
+ * cu_linear2 / cu_linear run each weight's W8A8 GEMM on one quantized x (cu_f8_wgmma_shared_x, or cu_f8_wgmma_linear);
+ * cu_f8_tma_parts_plan then says, on the codes' buffer, whether that GEMM is the TMA path with a reduce after it, whose
+ * partials the next kernel sums */
 static int chain_tma_weights(const ds_cuda_backend *cb, const ds_weight *w1, const ds_weight *w2, int M) {
     return cb->opt.chain_fuse >= 2 && M > 64 && M <= cb->opt.chain_tma_max_m && cb->opt.fp8_gemm &&
            M >= cb->opt.fp8_gemm_min_m && M == cb->b.n_tokens && w1->cols == w2->cols && w1->rows > 0 && w2->rows > 0 &&
            (w1 == w2 || cb->opt.w8_shared_x) && cu_f8_wgmma_pair_ok(w1, w2, M);
-}
-static int chain_tma_fits(const ds_cuda_backend *cb, const ds_weight *w1, const ds_weight *w2, int M, const unsigned char *q,
-                          cu_f8_tma_parts *pp) {
-    return chain_tma_weights(cb, w1, w2, M) && cu_f8_tma_parts_plan(cb, q, M, w1, w1 == w2 ? NULL : w2, pp);
 }
 
 /* backend.h attn_in. The fused form (chain_fits, cu_linear2's one launch: hfuse): norm_chain_kernel (h += add, xn and
@@ -849,7 +846,7 @@ static void cu_attn_in(ds_backend *be, float *xn, float *h, const float *add, co
         float *qs;
         unsigned char *codes = cu_f8_codes_buf(cb, M, D, &qs);
         cu_f8_tma_parts tp;
-        if (chain_tma_fits(cb, wq, wkv, M, codes, &tp) && cu_norm_chain(xn, h, add, NULL, 1, NULL, in_norm, M, D, eps, codes, qs)) {
+        if (cu_f8_tma_parts_plan(cb, codes, M, wq, wkv, &tp) && cu_norm_chain(xn, h, add, NULL, 1, NULL, in_norm, M, D, eps, codes, qs)) {
             cu_f8_tma_parts_run(cb, codes, qs, M, wq, q, wkv, kv, &tp);
             if (cu_qkv_finish_parts(be, q, kv, cache, kv_norm, kv_eps, tp.p1, tp.p2, tp.ks1, tp.ks2)) {
                 cb->chain_fused_runs++;
@@ -892,7 +889,7 @@ static void cu_linear_add_rmsnorm(ds_backend *be, float *xn, float *h, float *ff
     float *qs = NULL;
     unsigned char *codes = ((uintptr_t)x & 15) == 0 && chain_tma_weights(cb, w, w, M) ? cu_f8_codes_buf(cb, M, K, &qs) : NULL;
     cu_f8_tma_parts tp;
-    if (codes && chain_tma_fits(cb, w, w, M, codes, &tp)) {   /* above 64 rows: the TMA GEMM's partials */
+    if (codes && cu_f8_tma_parts_plan(cb, codes, M, w, NULL, &tp)) {   /* above 64 rows: the TMA GEMM's partials */
         cu_rows_fp8_f32(codes, qs, x, M, K);
         cu_f8_tma_parts_run(cb, codes, qs, M, w, ff, NULL, NULL, &tp);
         if (cu_norm_chain(xn, h, NULL, tp.p1, tp.ks1, ff, norm, M, D, eps, NULL, NULL)) {
