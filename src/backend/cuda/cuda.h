@@ -365,8 +365,8 @@ typedef struct {
     int moe_half;      /* prefill MoE: grouped tiles of <= 64 rows load 64 rows (cuda_fp8_wgmma.cu tm_groups.half; DSINFER_CUDA_MOE_HALF) */
     int route_group;   /* the grouped MoE's one-block grouping done by the routing kernel (cuda_moe.cu; DSINFER_CUDA_ROUTE_GROUP) */
     int l2_prefetch;   /* the next layer's dense weights into L2 (cuda_prefetch.cu; DSINFER_CUDA_L2_PREFETCH): 1 on a side
-                        * stream, 2 by a launch on the main stream */
-    int l2_prefetch_max_m;   /* ... up to this many tokens a step (DSINFER_CUDA_L2_PREFETCH_MAX_M, default 8) */
+                        * stream, 2 by a launch on the main stream; both opt-in, measured slower */
+    int l2_prefetch_max_m;   /* ... up to this many tokens a step, either form (DSINFER_CUDA_L2_PREFETCH_MAX_M, default 8) */
     int shared_stream_min_m, shared_stream_max_m;   /* ... for batches of this many tokens (_MIN_M, _MAX_M; default 9 .. 128) */
     int hfuse;   /* the q (q_a) and kv_a projections in one launch (backend linear2; DSINFER_CUDA_HFUSE); 2 (default): and an MLP's gate / up */
     int mlp_fuse;   /* the W8A8 MLP's split-K sums, SiLU * up and the down input's quantization in one kernel (DSINFER_CUDA_MLP_FUSE; 1: up to 64 rows; 2 (default): above too) */
@@ -479,7 +479,6 @@ typedef struct {
     unsigned *route_tickets;    /* the fused router's ticket per token group [CU_ROUTE_TICKETS] (cuda_moe.cu), zero between launches */
     long chain_fused_runs;      /* attn_in / linear_add_rmsnorm calls that summed the split-K partials in the next kernel (tests) */
     long moe_wg_pdl_launches;   /* moe_wg_kernel launches with the PDL attribute (opt.moe_wg_pdl; tests) */
-    long pf_launches;           /* L2 prefetch launches on the main stream (opt.l2_prefetch 2; tests) */
     long moe_wg_nt48_launches;  /* moe_wg_kernel launches with 48 tokens a chunk (tests) */
     long moe_wg_order_launches;   /* grouped moe_wg_kernel launches with opt.moe_wg_order 1 or 2 (tests) */
     long moe_wg_pipe_launches;  /* ... of its pipelined one-weight form (DSINFER_CUDA_MOE_WG_PIPE; tests) */

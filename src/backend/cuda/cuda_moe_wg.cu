@@ -131,10 +131,10 @@ typedef struct {
      * then their rows' codes; the consumers wait before the token scales. The same bits. */
     int pdl;
     /* grouped (DSINFER_CUDA_MOE_WG_ORDER): which items a CTA of the persistent grid takes (mw_span): 0 items b, b + G, ...
-     * of the G CTAs; 1 the same over the fewest CTAs that keep the rounds, A = ceil(items / ceil(items / G)) (the partial
-     * last round's work spread over every CTA's last item, A - 1 .. of them; the other G - A CTAs exit); 2 contiguous
-     * runs of ceil(items / G) items a CTA (a CTA's items consecutive weight blocks of one expert's chunk). An item's
-     * arithmetic is the same wherever it runs: the same bits. */
+     * of the G CTAs; 1 the same over the fewest CTAs that keep the number of rounds, A = ceil(items / ceil(items / G)),
+     * so that no round but the last has idle CTAs and the last has fewer than G - A would leave (the other G - A CTAs
+     * exit at once); 2 contiguous runs of ceil(items / G) items a CTA (a CTA's items consecutive weight blocks of one
+     * expert's chunk). An item's arithmetic is the same wherever it runs: the same bits. */
     int order;
 } mw_args;
 

@@ -102,7 +102,6 @@ void cu_prefetch_layer(ds_backend *be, const ds_layer_weights *L) {
     if (main_stream) {   /* =2: in line, between the MoE and the next layer's norm; nothing to join */
         l2_prefetch_kernel<<<PF_BLOCKS, 32, 0, cu_stream>>>(l);
         CUDA_LAUNCH_CHECK();
-        cb->pf_launches++;
         return;
     }
     cu_prefetch_join(cb);
