@@ -390,7 +390,7 @@ typedef struct {
                        * 65 .. chain_tma_max_m rows (the TMA GEMM's partials) */
     int chain_tma_max_m;   /* the most rows chain_fuse 2 fuses on the TMA GEMM (DSINFER_CUDA_CHAIN_TMA_MAX_M, default 256) */
     int qb_fuse;   /* qkv_finish writes q_nope in BF16 for the absorbed attention's batched GEMMs (DSINFER_CUDA_QB_FUSE,
-                    * default 1) */
+                    * default 1), from GEMV_MAX_M + 1 to CU_QB_MAX_M tokens */
 } cu_opts;
 
 /* a prepared FP8 kv_b (its device data: the key) and its BF16 copy (opt.kvb_bf16) */
@@ -1004,6 +1004,7 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
 void cu_moe_routed(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M, int e0, int e1);
 /* out[M, N] = x . W^T in fp32 for M <= GEMV_MAX_M (16-byte loads of the weight in its stored dtype). */
 #define GEMV_MAX_M 8
+#define CU_QB_MAX_M 1024   /* the most tokens a batch qkv_finish writes q's BF16 copy for (opt.qb_fuse): decode sizes */
 /* cu_gemv_group's vec: 0 the scalar kernel; else 1 | CU_GEMV_T1 where the one-row form may run (cu_gemv_flags) */
 #define CU_GEMV_T1 2
 #define CU_GEMV_T2 4   /* ... with two rows a warp (opt.gemv_t1 == 2; FP8 and BF16 weights) */

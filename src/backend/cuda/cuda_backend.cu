@@ -759,10 +759,11 @@ int cu_qkv_finish_parts(ds_backend *be, float *q, float *kv, void *cache, const 
     cu_wview nw = cu_view(kv_norm);
     size_t tb = ds_kv_token_bytes(c);
     /* the absorbed attention's GEMM input in BF16 too, where that attention will take the batched GEMMs (attn_fused's
-     * rule: the tensor cores, more tokens than a GEMV takes) */
+     * rule: the tensor cores, more tokens than a GEMV takes), at decode-sized batches: a long prompt's chunk runs the
+     * naive form, which would leave the copy unread (an 8K prompt: 32 MB a layer written for nothing) */
     __nv_bfloat16 *qb = NULL;
     cb->qb_of = NULL;
-    if (cb->opt.qb_fuse && cb->opt.tc && cb->opt.absorb_tc && M > GEMV_MAX_M) {
+    if (cb->opt.qb_fuse && cb->opt.tc && cb->opt.absorb_tc && M > GEMV_MAX_M && M <= CU_QB_MAX_M) {
         qb = (__nv_bfloat16 *)cu_ws_get(&cb->ws_qb, (size_t)M * H * c->qk_head_dim * sizeof(__nv_bfloat16));
         cb->qb_of = q;
         cb->qb_T = M;
