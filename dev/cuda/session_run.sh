@@ -2266,6 +2266,45 @@ if want s29j; then
     step n48_${n}_fp8-$r 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_WG_NT48=$n $B/dsinfer bench --dtype fp8 --batch 160,192,224,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s29j-fp8-n48$n
   done; done
 fi
+# s30a: what bounds the decode experts' stream (timing only, wrong results): DSINFER_CUDA_MOE_WG_LAB 0 / 1 (the rows' codes
+# at an item's first stage only) / 2 (no MMAs) / 3 (both), FP8 b64 / b128 / b256, twice; then ncu lists of FP8 b64 and b256
+if want s30a; then
+  for r in 1 2; do for l in 0 1 2 3; do
+    step lab${l}-$r 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_WG_LAB=$l $B/dsinfer bench --dtype fp8 --batch 64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s30a-lab$l
+  done; done
+  ncu_step ncu30_b256 fp8 256 --launch-count 1000
+  ncu_step ncu30_b64 fp8 64 --launch-count 1000
+  rm -f $OUT/*.log
+fi
+# s30b: the experts' weight boxes as 16 KB runs (DSINFER_CUDA_MOE_WG_LAB bit 2, timing only) against the 128-byte rows of
+# the row-major layout, both without MMAs (bit 1: the same routing), and the default; FP8 b1 / b64 / b128 / b256, twice
+if want s30b; then
+  for r in 1 2; do for l in 2 6 0; do
+    step lab${l}-$r 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_WG_LAB=$l $B/dsinfer bench --dtype fp8 --batch 1,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s30b-lab$l
+  done; done
+  rm -f $OUT/*.log
+fi
+# s30c: ncu sections of the decode experts' launches (gate / up and down of one layer) at FP8 b64 and b256, and at b256
+# without MMAs (DSINFER_CUDA_MOE_WG_LAB=2: the stream alone)
+if want s30c; then
+  NCUS="--section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section LaunchStats --metrics dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct,lts__t_sectors_srcunit_tex_op_read.sum,dram__bytes_read.sum,lts__average_t_sector_hit_rate_realtime.pct,sm__cycles_active.avg,sm__cycles_active.max,sm__cycles_active.min,gpu__time_duration.sum"
+  for c in "64 0" "256 0" "256 2"; do set -- $c
+    step ncu_wg_b$1_l$2 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_MOE_WG_LAB=$2 ncu --clock-control none -k regex:moe_wg --launch-skip 10 -c 2 $NCUS $B/dsinfer bench --dtype fp8 --batch $1 --ctx 1K --prompt '' --steps 1
+    grep -E "moe_wg_kernel|Duration|DRAM Throughput|Memory Throughput|L2 Hit|L1/TEX Hit|Mem Busy|Max Bandwidth|Mem Pipes|Warp Cycles Per Issued|dram__|lts__|sm__cycles|Stall|Registers|Achieved" $OUT/ncu_wg_b$1_l$2.log | head -60
+  done
+fi
+# s30d: the decode experts' weight boxes asked of L2 N stages past the ring (DSINFER_CUDA_MOE_WG_AHEAD=N): op test moeorder
+# with N = 4 (both sides of its twin), FP8 b1 / b64 / b128 / b256 at N = 0 / 2 / 4 / 8 alternated twice, BF16 b64 / b256 at 0 / 4
+if want s30d; then
+  step ops_ord_ah4 200 env DSINFER_CUDA_MOE_WG_AHEAD=4 DSINFER_OPS_ONLY=moeorder DSINFER_OPS_MAX_M=300 $B/test_cuda_ops
+  for r in 1 2; do for n in 0 2 4 8; do
+    step ah${n}-$r 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_WG_AHEAD=$n $B/dsinfer bench --dtype fp8 --batch 1,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s30d-fp8-ah$n
+  done; done
+  for n in 0 4; do
+    step ah${n}-bf16 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_WG_AHEAD=$n $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s30d-bf16-ah$n
+  done
+  rm -f $OUT/ah*.log
+fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi

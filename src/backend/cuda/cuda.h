@@ -992,7 +992,7 @@ void cu_optimes_report_free(ds_cuda_backend *cb);
 extern int cu_route_v2;   /* DSINFER_CUDA_ROUTE2 */
 /* DSINFER_CUDA_MOE_WG_PREF (default 1): moe_wg_kernel's next maps prefetched, first scales early, up to
  * DSINFER_CUDA_MOE_WG_PREF_MAX_M tokens (default 128) */
-extern int cu_moe_wg_pref, cu_moe_wg_pref_max_m;
+extern int cu_moe_wg_pref, cu_moe_wg_pref_max_m, cu_moe_wg_lab;
 extern int cu_router_clamp;   /* DSINFER_CUDA_ROUTER_CLAMP (default 1): router_fused_kernel's token loop without an exit (cuda_moe.cu) */
 void cu_mlp(ds_backend *be, float *out, const float *x, const ds_weight *gate, const ds_weight *up,
             const ds_weight *down, int M);

@@ -1000,6 +1000,14 @@ int cu_tma_map(CUtensorMap *map, const void *p, int rows, int K, int box_rows) {
 /* a 2-D map of a row-major [rows, K] byte matrix, boxes of 128 x 128; 0 on failure */
 static int tma_map(CUtensorMap *map, const void *p, int rows, int K) { return cu_tma_map(map, p, rows, K, 128); }
 
+/* DSINFER_CUDA_MOE_WG_LAB bit 2 (timing only): an expert's [rows, K] bytes seen as rows K / 128 runs of 128 bytes, so
+ * that a 128 x 128 box is 16 KB in a row (what a tiled weight layout would stream); moe_wg_kernel asks for box
+ * nb LK + kb of it */
+static int tma_map_lab(CUtensorMap *map, const void *p, int rows, int K) {
+    if (!(cu_moe_wg_lab & 4)) return tma_map(map, p, rows, K);
+    return tma_map_strided(map, p, (int)((size_t)rows * K / 128), 128, 128, 128);
+}
+
 int cu_f8_bn192 = 0;   /* DSINFER_CUDA_F8_BN192 (backend creation): f8_tma192_kernel */
 int cu_f8_bn192_min_m = 1024;   /* DSINFER_CUDA_F8_BN192_MIN_M: ... from this many rows */
 int cu_f8_tm_store = 1;   /* DSINFER_CUDA_F8_TM_STORE (backend creation): f8_tma_kernel<false, *, false, true> */
@@ -1715,10 +1723,11 @@ static int shared_virtual(const ds_layer_weights *L, int E, int ns, int D, int I
         return 0;
     for (int s = 0; s < ns; s++) {
         size_t rows = (size_t)s * I * D * es;   /* byte offset of the slice's first gate / up row */
-        if (!tma_map(&hm[2 * (E + s)], (const char *)g->data + rows, I, es * D) ||
-            !tma_map(&hm[2 * (E + s) + 1], (const char *)u->data + rows, I, es * D) ||
-            !tma_map_strided(&hm[2 * E2 + E + s], (const char *)dn->data + (size_t)s * I * es, D, es * I,
-                             (size_t)ns * I * es, 128))
+        if (!tma_map_lab(&hm[2 * (E + s)], (const char *)g->data + rows, I, es * D) ||
+            !tma_map_lab(&hm[2 * (E + s) + 1], (const char *)u->data + rows, I, es * D) ||
+            ((cu_moe_wg_lab & 4) ? !tma_map_lab(&hm[2 * E2 + E + s], (const char *)dn->data + rows, D, es * I)
+                                 : !tma_map_strided(&hm[2 * E2 + E + s], (const char *)dn->data + (size_t)s * I * es, D, es * I,
+                                                    (size_t)ns * I * es, 128)))
             return 0;
         if (f8) {
             hs[2 * (E + s)] = g->scale + (size_t)s * (I / 128) * g->scale_cols;
@@ -1747,8 +1756,8 @@ static const moe_maps *layer_maps_locked(ds_cuda_backend *cb, const ds_layer_wei
         for (int e = 0; e < E && ok; e++) {
             ok = expert_fits(&L->exp_gate[e], I, D) && expert_fits(&L->exp_up[e], I, D) && expert_fits(&L->exp_down[e], D, I) &&
                  L->exp_gate[e].dtype == dt && L->exp_up[e].dtype == dt && L->exp_down[e].dtype == dt &&
-                 tma_map(&hm[2 * e], L->exp_gate[e].data, I, es * D) && tma_map(&hm[2 * e + 1], L->exp_up[e].data, I, es * D) &&
-                 tma_map(&hm[2 * E2 + e], L->exp_down[e].data, D, es * I);
+                 tma_map_lab(&hm[2 * e], L->exp_gate[e].data, I, es * D) && tma_map_lab(&hm[2 * e + 1], L->exp_up[e].data, I, es * D) &&
+                 tma_map_lab(&hm[2 * E2 + e], L->exp_down[e].data, D, es * I);
             if (!ok) break;
             hs[2 * e] = L->exp_gate[e].scale;
             hs[2 * e + 1] = L->exp_up[e].scale;

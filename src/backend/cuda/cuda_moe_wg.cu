@@ -136,6 +136,10 @@ typedef struct {
      * exit at once); 2 contiguous runs of ceil(items / G) items a CTA (a CTA's items consecutive weight blocks of one
      * expert's chunk). An item's arithmetic is the same wherever it runs: the same bits. */
     int order;
+    /* LAB (DSINFER_CUDA_MOE_WG_LAB, timing only, wrong results): bit 0 the rows' codes loaded at an item's first stage
+     * only (what the stream costs without the codes' bytes), bit 1 the consumers skip the MMAs and promotion, bit 2 the
+     * grouped weights' boxes as 16 KB runs (tma_map_lab: what a tiled weight layout would stream) */
+    int lab;
 } mw_args;
 
 /* the items [t0, t1) a CTA takes, step apart (mw_args.order) */
@@ -468,11 +472,14 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
                     int s = it % S::ST;
                     if (pend && it == pend) pend = mw_codes_after_wait<S::ST>(sm, S::STAGE, NM * S::W, &tx, pend, pkb, prow, full);
                     if (it >= S::ST) mbar_wait(&empty[s], (it / S::ST - 1) & 1);
-                    mbar_expect_tx(&full[s], S::STAGE);
+                    const int nocodes = (a.lab & 1) && kb > m.kb0 && !pend;
+                    mbar_expect_tx(&full[s], nocodes ? NM * S::W : S::STAGE);
                     unsigned char *st = sm + s * S::STAGE;
-                    tma_load(st, wm, kb * MW_BK, m.nb * MW_BN, &full[s]);
-                    if (PAIR) tma_load(st + S::W, wm + 1, kb * MW_BK, m.nb * MW_BN, &full[s]);
-                    if (it < pend) {
+                    const int wx = (a.lab & 4) && a.maps ? 0 : kb * MW_BK, wy = (a.lab & 4) && a.maps ? (m.nb * LK + kb) * MW_BN : m.nb * MW_BN;
+                    tma_load(st, wm, wx, wy, &full[s]);
+                    if (PAIR) tma_load(st + S::W, wm + 1, wx, wy, &full[s]);
+                    if (nocodes) {
+                    } else if (it < pend) {
                         pkb[it] = kb;
                         prow[it] = m.row0;
                     } else {
@@ -557,6 +564,11 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
                 mw_pipe_promote<NT, S::ST, PAIR>(tot0, tot1, acc0, acc1, empty, it, i, ga, gua, xsm, lane);
             }
             it += nk;
+        } else if (a.lab & 2) {
+            for (int kb = m.kb0; kb < m.kb1; kb++, it++) {
+                mbar_wait(&full[it % S::ST], (it / S::ST) & 1);
+                if (lane == 0) mbar_arrive(&empty[it % S::ST]);
+            }
         } else {
             for (int kb = m.kb0; kb < m.kb1; kb++, it++) {
                 int s = it % S::ST;
@@ -589,6 +601,7 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
 }
 
 int cu_moe_wg = 1, cu_moe_wg_nt = 0;   /* DSINFER_CUDA_MOE_WG, DSINFER_CUDA_MOE_WG_NT (backend creation) */
+int cu_moe_wg_lab = 0;                 /* DSINFER_CUDA_MOE_WG_LAB (backend creation): mw_args.lab, timing only */
 int cu_moe_wg_pref = 1;                /* DSINFER_CUDA_MOE_WG_PREF (backend creation): mw_args.pref */
 int cu_moe_wg_pref_max_m = 128;        /* DSINFER_CUDA_MOE_WG_PREF_MAX_M: ... up to this many tokens (ncu at 256: +6 us a
                                         * layer with it, twenty-third session run 2; -0.13 ms a step at 32 .. 128) */
@@ -683,6 +696,7 @@ static mw_args mw_grouped_args(const mw_rows &r, const CUtensorMap *maps, const 
     a.rr = r.n_rows;
     a.sws_cols = sws;
     a.pref = cu_moe_wg_pref && r.M <= cu_moe_wg_pref_max_m;
+    a.lab = cu_moe_wg_lab;
     return a;
 }
 
