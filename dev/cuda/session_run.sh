@@ -2305,6 +2305,19 @@ if want s30d; then
   done
   rm -f $OUT/ah*.log
 fi
+# s30e: the FP8 decode experts' MMAs as wide as an item's rows (DSINFER_CUDA_MOE_WG_NARROW): op tests moenarrow, moeorder,
+# moent48, moepipe; mutants nar_floor / nar_rows (dev/cuda/mutants_s30.sh, must fail moenarrow); the goldens; FP8 b1 .. b256
+# at =0 / 1 alternated twice
+if want s30e; then
+  step ops_narrow 240 env DSINFER_OPS_ONLY=moenarrow DSINFER_OPS_MAX_M=300 $B/test_cuda_ops
+  for t in moeorder moent48 moepipe; do step ops_$t 200 env DSINFER_OPS_ONLY=$t DSINFER_OPS_MAX_M=300 $B/test_cuda_ops; done
+  for mu in nar_floor nar_rows; do [ -x $B/test_cuda_ops_mut_$mu ] && mutant $B/test_cuda_ops_mut_$mu moenarrow 300 240; done
+  step golden 150 $B/test_cuda_golden
+  for r in 1 2; do for n in 0 1; do
+    step nar${n}-$r 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_WG_NARROW=$n $B/dsinfer bench --dtype fp8 --batch 1,8,32,64,128,160,192,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s30e-fp8-nar$n
+  done; done
+  rm -f $OUT/nar*.log $OUT/test_cuda_ops_mut_*.log
+fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi

@@ -1024,8 +1024,9 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc, i
                        s->name, M, no, moe_twin_order, to);
             }
             if (moe_twin_pipe) {
-                /* gate / up takes 32 tokens a chunk up to 12 routed rows an expert on average (cu_moe_wg_chunk's rule) */
-                int nt32 = ((long)M * c->num_experts_per_tok + E - 1) / E <= 12, want = 1 + (moe_twin_pipe == 2 && nt32);
+                /* the backend's chunk (cu_moe_wg_chunk): PIPE has no 48-token form, and gate / up's only at 32 tokens */
+                int nt = ds_cuda_moe_wg_chunk(gpu, M * c->num_experts_per_tok, E);
+                int want = (nt != 48) + (moe_twin_pipe == 2 && nt == 32);
                 long np = ds_cuda_moe_wg_pipe_launches(gpu) - pipe0, tp = ds_cuda_moe_wg_pipe_launches(twin) - tpipe0;
                 printf("  %-8s moe M=%d: pipelined moe_wg launches %ld (twin %ld)\n", s->name, M, np, tp);
                 CHECKF(np == want && tp == 0, "%s moe M=%d: %ld pipelined moe_wg launches (twin %ld), expected %d and 0", s->name,

@@ -45,6 +45,9 @@ long ds_cuda_moe_wg_pdl_launches(ds_backend *be);
 long ds_cuda_moe_wg_order_launches(ds_backend *be);
 /* absorbed attentions that read the BF16 q qkv_finish wrote (DSINFER_CUDA_QB_FUSE; tests) */
 long ds_cuda_qb_fused_runs(ds_backend *be);
+/* the decode experts' tokens a chunk for n_rows routed rows over E experts (cu_moe_wg_chunk at this backend's
+ * DSINFER_CUDA_MOE_WG_NT48; tests) */
+int ds_cuda_moe_wg_chunk(ds_backend *be, int n_rows, int E);
 /* moe_wg_kernel launches with 48 tokens a chunk (DSINFER_CUDA_MOE_WG_NT48; tests) */
 long ds_cuda_moe_wg_nt48_launches(ds_backend *be);
 /* ... of moe_wg_kernel's pipelined one-weight form (DSINFER_CUDA_MOE_WG_PIPE; tests) */
