@@ -2318,6 +2318,48 @@ if want s30e; then
   done; done
   rm -f $OUT/nar*.log $OUT/test_cuda_ops_mut_*.log
 fi
+# s30f (s30g: the ncu alone): op test moepipe (after its fix); ncu sections of FP8 b64's small kernels (the fused router, qkv_finish, the MoE
+# combine, the MLA combine, group_v3): where their 5 .. 14 us a layer go
+if want s30f || want s30g; then
+  want s30f && step ops_moepipe 200 env DSINFER_OPS_ONLY=moepipe DSINFER_OPS_MAX_M=300 $B/test_cuda_ops
+  NCUS="--section SpeedOfLight --section WarpStateStats --section LaunchStats --section Occupancy --section SchedulerStats --metrics sm__cycles_active.avg,sm__cycles_active.max,gpc__cycles_elapsed.max,smsp__inst_executed.sum,gpu__time_duration.sum"
+  N=$(nf fp8 64); echo "fp8 b64: profiling forward $N"
+  step ncu_small 200 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=$N ncu --clock-control none --profile-from-start off -k regex:"router_fused|qkv_finish|moe_combine|mla_combine|group_v3|f8_tma1|rows_fp8" --launch-skip 14 -c 9 $NCUS $B/dsinfer bench --dtype fp8 --batch 64 --ctx 1K --prompt '' --steps 2
+  grep -E "^  [a-z_]+.*\(|Duration|Elapsed Cycles|SM Active Cycles|sm__cycles|gpc__cycles|inst_executed|Warp Cycles Per Issued|Eligible|Issued Warp|No Eligible|Achieved Occ|Theoretical Occ|Registers|Block Size|Grid Size|Waves|Stall|Memory Throughput|DRAM Through" $OUT/ncu_small.log | head -150
+fi
+# s30h: qkv_finish with q's heads in blocks of their own (DSINFER_CUDA_QKV_SPLIT): op tests qkv and attnin, mutants
+# qs_h1 / qs_rope (dev/cuda/mutants_s30.sh, must fail qkv), the goldens; FP8 b1 .. b256 and BF16 b1 / b64 / b256 at =0 / 4
+# alternated twice; FP8 with the MoE combine's all-loads-first form (DSINFER_CUDA_MOE_COMBINE2=2) once beside them
+if want s30h; then
+  step ops_qkv 240 env DSINFER_OPS_ONLY=qkv DSINFER_OPS_MAX_M=300 $B/test_cuda_ops
+  step ops_attnin 240 env DSINFER_OPS_ONLY=attnin DSINFER_OPS_MAX_M=300 $B/test_cuda_ops
+  for mu in qs_h1 qs_rope; do [ -x $B/test_cuda_ops_mut_$mu ] && mutant $B/test_cuda_ops_mut_$mu qkv 300 240; done
+  step golden 150 $B/test_cuda_golden
+  for r in 1 2; do for n in 0 4; do
+    step qs${n}-$r 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_QKV_SPLIT=$n $B/dsinfer bench --dtype fp8 --batch 1,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s30h-fp8-qs$n
+  done; done
+  for n in 0 4; do
+    step qs${n}-bf16 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_QKV_SPLIT=$n $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s30h-bf16-qs$n
+  done
+  step comb2 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_COMBINE2=2 $B/dsinfer bench --dtype fp8 --batch 1,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s30h-fp8-comb2
+  rm -f $OUT/qs*.log $OUT/comb2.log $OUT/test_cuda_ops_mut_*.log
+fi
+# s30i: the new defaults (DSINFER_CUDA_QKV_SPLIT=4 without the chain's partials, DSINFER_CUDA_MOE_COMBINE2=-1: the
+# all-loads-first combine up to 128 tokens) against the old (QKV_SPLIT=0, MOE_COMBINE2=1): op tests qkv, attnin (split with
+# the partials in its second mode), moecomb, moeorder; mutants qs_h1 / qs_rope (must fail qkv); the goldens; test_cuda_model;
+# FP8 b1 .. b256 and BF16 b1 / b64 / b256, new / old alternated twice
+if want s30i; then
+  for t in qkv attnin moecomb moeorder; do step ops_$t 240 env DSINFER_OPS_ONLY=$t DSINFER_OPS_MAX_M=300 $B/test_cuda_ops; done
+  for mu in qs_h1 qs_rope; do [ -x $B/test_cuda_ops_mut_$mu ] && mutant $B/test_cuda_ops_mut_$mu qkv 300 240; done
+  step golden 150 $B/test_cuda_golden
+  step model 200 $B/test_cuda_model
+  for r in 1 2; do for n in new old; do
+    if [ $n = new ]; then E=""; else E="DSINFER_CUDA_QKV_SPLIT=0 DSINFER_CUDA_MOE_COMBINE2=1"; fi
+    step fin_${n}-$r 150 env DSINFER_CUDA_TC=1 $E $B/dsinfer bench --dtype fp8 --batch 1,8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s30i-fp8-$n
+    step finbf_${n}-$r 150 env DSINFER_CUDA_TC=1 $E $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s30i-bf16-$n
+  done; done
+  rm -f $OUT/fin*.log $OUT/test_cuda_ops_mut_*.log
+fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi

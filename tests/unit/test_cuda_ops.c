@@ -1482,13 +1482,28 @@ static void run_qkv_finish(void) {
             int ok = load_setup_kv(&s, p ? "v3-qkv" : "v2l-qkv", paths[p], 0, 16, 0, layouts[l]);
             unsetenv("DSINFER_CUDA_QKV_FUSE");
             if (!ok) continue;
-            char err[DS_ERRLEN];
-            setenv("DSINFER_CUDA_QKV_FUSE", "1", 1);
-            ds_backend *fu = ds_backend_cuda_new(&s.cfg, err);
-            unsetenv("DSINFER_CUDA_QKV_FUSE");
-            if (!fu) { CHECKF(0, "%s", err); free_setup(&s); continue; }
-            for (int i = 0; i < NM(Ms); i++) if (Ms[i] <= max_m) check_qkv_finish(&s, fu, Ms[i]);
-            fu->destroy(fu);
+            /* the fused launch with one block a token (split 0) and with q's heads in blocks of 4 (the default) and of
+             * 3 (V2-Lite's 16 heads: a last block of one head), each against the four launches */
+            const char *splits[3] = {"0", "4", "3"};
+            for (int sp = 0; sp < 3; sp++) {
+                char err[DS_ERRLEN];
+                setenv("DSINFER_CUDA_QKV_FUSE", "1", 1);
+                setenv("DSINFER_CUDA_QKV_SPLIT", splits[sp], 1);
+                ds_backend *fu = ds_backend_cuda_new(&s.cfg, err);
+                unsetenv("DSINFER_CUDA_QKV_FUSE");
+                unsetenv("DSINFER_CUDA_QKV_SPLIT");
+                if (!fu) { CHECKF(0, "%s", err); continue; }
+                printf("  qkv_finish with DSINFER_CUDA_QKV_SPLIT=%s\n", splits[sp]);
+                for (int i = 0; i < NM(Ms); i++) {
+                    if (Ms[i] > max_m) continue;
+                    long n0 = ds_cuda_qkv_split_launches(fu);
+                    check_qkv_finish(&s, fu, Ms[i]);
+                    long n = ds_cuda_qkv_split_launches(fu) - n0;
+                    CHECKF(n == (sp > 0), "%s M=%d split %s: %ld launches with q's heads apart, expected %d", s.name, Ms[i],
+                           splits[sp], n, sp > 0);
+                }
+                fu->destroy(fu);
+            }
             free_setup(&s);
         }
 }
@@ -2538,15 +2553,18 @@ static void run_attn_in(void) {
         setup s;
         setenv("DSINFER_CUDA_FP8_GEMM", "1", 1);   /* the W8A8 linears (the decode defaults with DSINFER_CUDA_TC=1) */
         setenv("DSINFER_CUDA_CHAIN_FUSE", mode == 1 ? "1" : "2", 1);
-        if (mode == 2) {   /* and the absorbed attention's batched GEMMs reading q's BF16 copy from qkv_finish */
+        if (mode == 2) {   /* and the absorbed attention's batched GEMMs reading q's BF16 copy from qkv_finish, whose
+                            * q heads run in blocks of their own while it sums the partials (mode 1: one block a token) */
             setenv("DSINFER_CUDA_TC", "1", 1);
             setenv("DSINFER_CUDA_QB_FUSE", "1", 1);
+            setenv("DSINFER_CUDA_QKV_SPLIT_PARTS", "1", 1);
         }
         int ok = load_setup_kv(&s, l ? "v2l-ain8" : "v2l-ain", "configs/deepseek-v2-lite.json", 0, 16, 0, layouts[l]);
         unsetenv("DSINFER_CUDA_FP8_GEMM");
         unsetenv("DSINFER_CUDA_CHAIN_FUSE");
         unsetenv("DSINFER_CUDA_TC");
         unsetenv("DSINFER_CUDA_QB_FUSE");
+        unsetenv("DSINFER_CUDA_QKV_SPLIT_PARTS");
         if (!ok) continue;
         printf("  %-8s attn_in: DSINFER_CUDA_CHAIN_FUSE=%d\n", s.name, mode);
         const ds_config *c = &s.cfg;
@@ -2561,7 +2579,11 @@ static void run_attn_in(void) {
             int M = Ms[i];
             if (M > max_m || (mode == 1 && M > 65)) continue;
             for (int a = 1; a >= (i == 2 || i == 8 ? 0 : 1); a--) {
+                long sp0 = ds_cuda_qkv_split_launches(s.gpu);
                 int fused = check_attn_in_case(&s, M, a, &wq, &wkv, &wo, &in_norm, &kv_norm, mode == 2 ? &kvb : NULL);
+                long sp = ds_cuda_qkv_split_launches(s.gpu) - sp0;   /* mode 2: attn_in's and the ops' qkv_finish, both split */
+                if (mode == 2)
+                    CHECKF(sp == 2, "%s attn_in M=%d: %ld qkv_finish launches with q's heads apart (2 expected)", s.name, M, sp);
                 int want = M >= 2 && M <= (mode == 1 ? 64 : 256) ? 2 : 0;
                 CHECKF(fused == want, "%s attn_in M=%d: %d of the two ops ran fused (%d expected)", s.name, M, fused, want);
             }

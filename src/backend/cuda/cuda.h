@@ -198,6 +198,10 @@ void cu_ws_free(cu_ws *w);
  *   DSINFER_CUDA_QKV_FUSE=0  the kv_a RMSNorm, the RoPE of q and of kv and the KV cache store as four launches;
  *                            default 1: one launch a layer (qkv_finish_kernel, the same device code as the four
  *                            kernels; batch 1 +1.7%, FP8 batch 64 +1%, BF16 +0.4 .. 1.8%).
+ *   DSINFER_CUDA_QKV_SPLIT=N  that launch with q's heads N a block beside one block for kv, per token (default 4; 0: one
+ *                            block a token does both; the same bits), where q and kv are whole tensors (BF16 b64 -0.09 ms);
+ *                            DSINFER_CUDA_QKV_SPLIT_PARTS=1 where it sums the W8A8 chain's split-K partials first too
+ *                            (default 0: FP8 b64 the same, b256 +0.18 ms).
  *   DSINFER_CUDA_MLP_FUSE=0  the W8A8 MLP as ten launches; default 1: up to 64 rows in five (quantize x; gate and up
  *                            in one GEMM; one kernel for their split-K sums, SiLU * up and the down input's
  *                            quantization; down; its reduce; FP8 batch 64 +1.5%, the same bits).
@@ -306,7 +310,9 @@ void cu_ws_free(cu_ws *w);
  *                            =0: v2 (mma.sync).
  *   DSINFER_CUDA_MOE_COMBINE2=1 (default) the routed experts' weighted sum a token a block with 16-byte loads
  *                            (moe_combine_sorted2_kernel, the same bits; 389 us a layer at 8K before; prefill 8K
- *                            -5 ms); =0: v1 (a block per 256 columns of a token).
+ *                            -5 ms); =0: v1 (a block per 256 columns of a token); =2 every row a thread adds requested
+ *                            before the first addition (FP8 b1 .. b128 -0.04 .. -0.1 ms, b256 +0.04 .. +0.07); -1 (the
+ *                            default since the thirtieth session): 2 up to 128 tokens, 1 above.
  * Twentieth session:
  *   DSINFER_CUDA_GROUP3=1    (default) the grouped MoE's grouping a thread a pair (group_v3_kernel: warp matches and a
  *                            block scan, the same outputs as group_v2_kernel) up to 2048 pairs, where group_v2_kernel
@@ -354,6 +360,9 @@ typedef struct {
     int moe_wg_qf;   /* FP8 decode experts: gate / up's epilogue quantizes the down input (cuda_moe_wg.cu; DSINFER_CUDA_MOE_WG_QF) */
     int moe_wg_nt48;    /* decode experts: 48 tokens a chunk from 13 to this many rows an expert on average (cu_moe_wg_chunk;
                          * DSINFER_CUDA_MOE_WG_NT48, default 20; 0: none) */
+    int qkv_split;      /* qkv_finish: q's heads this many a block of their own beside kv's block (DSINFER_CUDA_QKV_SPLIT,
+                         * default 4; 0: one block a token) where there are no split-K partials to sum first, and ... */
+    int qkv_split_parts;  /* ... with them too (DSINFER_CUDA_QKV_SPLIT_PARTS=1; default 0: FP8 b256 +0.18 ms) */
     int moe_wg_order;   /* decode experts: which items a CTA takes (cuda_moe_wg.cu mw_args.order; DSINFER_CUDA_MOE_WG_ORDER;
                          * -1, the default: 1 up to 128 tokens, else 0) */
     int moe_wg_pdl;  /* decode experts (cuda_moe_wg.cu; DSINFER_CUDA_MOE_WG_PDL): 1 the down launch with programmatic dependent
@@ -373,7 +382,8 @@ typedef struct {
     int group3;       /* the grouping a thread a pair with warp matches and a block scan (group_v3_kernel) up to 2048 pairs
                        * (DSINFER_CUDA_GROUP3) */
     int combine2;     /* the routed experts' combine a token a block with 16-byte loads (moe_combine_sorted2_kernel, the same
-                         bits; DSINFER_CUDA_MOE_COMBINE2, default 1; 2: every row requested before the first addition, opt-in until run on the GPU) */
+                         bits; DSINFER_CUDA_MOE_COMBINE2, 1; 2: every row requested before the first addition; -1, the default:
+                         * 2 up to 128 tokens, else 1) */
     int quant_warp;   /* the experts' BF16 down input quantized a warp a 128 values (rows_fp8_bf16_warp_kernel; DSINFER_CUDA_QUANT_WARP, default 1) */
     int kvb_bf16;   /* FP8 kv_b's BF16 copy made once per layer at weight upload (DSINFER_CUDA_KVB_BF16, default 1) */
     int qkv_fuse;   /* kv_a RMSNorm, both RoPEs and the cache store in one kernel (backend qkv_finish; DSINFER_CUDA_QKV_FUSE, default 1) */
@@ -480,6 +490,7 @@ typedef struct {
     long chain_fused_runs;      /* attn_in / linear_add_rmsnorm calls that summed the split-K partials in the next kernel (tests) */
     long moe_wg_pdl_launches;   /* moe_wg_kernel launches with the PDL attribute (opt.moe_wg_pdl; tests) */
     long moe_wg_nt48_launches;  /* moe_wg_kernel launches with 48 tokens a chunk (tests) */
+    long qkv_split_launches;      /* qkv_finish launches with q's heads in blocks of their own (opt.qkv_split; tests) */
     long moe_wg_order_launches;   /* grouped moe_wg_kernel launches with opt.moe_wg_order 1 or 2 (tests) */
     long moe_wg_pipe_launches;  /* ... of its pipelined one-weight form (DSINFER_CUDA_MOE_WG_PIPE; tests) */
     long moe_shared_in_runs;    /* MoE calls whose shared experts ran as moe_wg_kernel's virtual experts (host count, for tests) */

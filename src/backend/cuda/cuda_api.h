@@ -45,6 +45,8 @@ long ds_cuda_moe_wg_pdl_launches(ds_backend *be);
 long ds_cuda_moe_wg_order_launches(ds_backend *be);
 /* absorbed attentions that read the BF16 q qkv_finish wrote (DSINFER_CUDA_QB_FUSE; tests) */
 long ds_cuda_qb_fused_runs(ds_backend *be);
+/* qkv_finish launches with q's heads in blocks of their own (DSINFER_CUDA_QKV_SPLIT; tests) */
+long ds_cuda_qkv_split_launches(ds_backend *be);
 /* the decode experts' tokens a chunk for n_rows routed rows over E experts (cu_moe_wg_chunk at this backend's
  * DSINFER_CUDA_MOE_WG_NT48; tests) */
 int ds_cuda_moe_wg_chunk(ds_backend *be, int n_rows, int E);

@@ -194,6 +194,7 @@ long ds_cuda_moe_wg_pdl_launches(ds_backend *be) { return cu_of(be)->moe_wg_pdl_
 long ds_cuda_moe_wg_order_launches(ds_backend *be) { return cu_of(be)->moe_wg_order_launches; }
 long ds_cuda_qb_fused_runs(ds_backend *be) { return cu_of(be)->qb_fused_runs; }
 long ds_cuda_moe_wg_nt48_launches(ds_backend *be) { return cu_of(be)->moe_wg_nt48_launches; }
+long ds_cuda_qkv_split_launches(ds_backend *be) { return cu_of(be)->qkv_split_launches; }
 int ds_cuda_moe_wg_chunk(ds_backend *be, int n_rows, int E) { return cu_moe_wg_chunk(n_rows, E, cu_of(be)->opt.moe_wg_nt48); }
 long ds_cuda_moe_wg_pipe_launches(ds_backend *be) { return cu_of(be)->moe_wg_pipe_launches; }
 long ds_cuda_gemv_t1_launches(void) { return cu_gemv_t1_launches; }
@@ -672,25 +673,33 @@ static void cu_kv_store(ds_backend *be, void *cache_v, const float *kv) {
  * its cache entry (LAYOUT: CU_KV_F32, _FP8 or _BF16). Each step is the device code of its own kernel (rmsnorm_vec,
  * rope, the kv_store of the layout) on the same token's rows, in the model's order: the same bits as the four
  * launches. Block RMS_THREADS. */
+/* hpg (opt.qkv_split, DSINFER_CUDA_QKV_SPLIT): 0, one block a token does all of it (grid (M)); else grid (M, 1 + ceil(H /
+ * hpg)): block (m, 0) kv's steps (its partials, the norm, its RoPE, the cache entry), block (m, 1 + g) q's heads g hpg ..
+ * (their partials, their BF16 copy, their RoPE). The steps of q and of kv never read each other's values, and each
+ * element's arithmetic is the one-block form's: the same bits, with the token's work over 1 + H / hpg SMs (one block a
+ * token left 68 of 132 SMs idle at 64 tokens, and the whole step to one SM at batch 1). */
 template <int LAYOUT, bool PARTS>
 __global__ void __launch_bounds__(RMS_THREADS) qkv_finish_kernel(float *q, float *kv, void *cache, cu_wview nw, float eps,
                                                                  int H, int dn, int dqk, int C, int dr, size_t tb,
                                                                  const int32_t *positions, const int32_t *tok_seq,
                                                                  const int32_t *page_table, int pt_stride, int page_size,
                                                                  const float *inv_freq, float amp, const float *pq,
-                                                                 const float *pkv, int ksq, int ksk, __nv_bfloat16 *qb) {
+                                                                 const float *pkv, int ksq, int ksk, __nv_bfloat16 *qb, int hpg) {
     __shared__ float red[RMS_THREADS / 32];
     int m = blockIdx.x, w = C + dr, half = dr / 2;
     float *kr = kv + (size_t)m * w;
+    /* this block's share: q's heads [h0, h1) and kv or not (block-uniform) */
+    const int g = (int)blockIdx.y, do_kv = !hpg || g == 0;
+    const int h0 = !hpg ? 0 : g == 0 ? 0 : (g - 1) * hpg, h1 = !hpg ? H : g == 0 ? 0 : h0 + hpg < H ? h0 + hpg : H;
     if (PARTS) {   /* q and kv are the ksq / ksk split-K partials' sums, in z order (f8_reduce2_kernel's additions): made here
                     * (a count of 1: the tensor's one partial, copied; it may be q or kv itself, each element read before
                     * the same thread writes it).
                     * A template argument: compiled into the one-tensor form, this prologue cost 3 us a layer at 256 rows
                     * (ncu, twenty-third session run 2) */
-        int nq4 = H * dqk / 4, nk4 = w / 4;
-        size_t zq = (size_t)gridDim.x * nq4, zk = (size_t)gridDim.x * nk4;
-        const float4 *sq = (const float4 *)pq + (size_t)m * nq4, *sk = (const float4 *)pkv + (size_t)m * nk4;
-        float4 *dq = (float4 *)(q + (size_t)m * H * dqk);
+        const int nqa = H * dqk / 4, q0 = h0 * dqk / 4, nq4 = (h1 - h0) * dqk / 4, nk4 = do_kv ? w / 4 : 0;
+        size_t zq = (size_t)gridDim.x * nqa, zk = (size_t)gridDim.x * (w / 4);
+        const float4 *sq = (const float4 *)pq + (size_t)m * nqa + q0, *sk = (const float4 *)pkv + (size_t)m * (w / 4);
+        float4 *dq = (float4 *)(q + (size_t)m * H * dqk) + q0;
         for (int i0 = 0; i0 < nq4 + nk4; i0 += 4 * RMS_THREADS) {   /* four float4s a thread at once (V2-Lite: one pass) */
             float4 v[4];
             const float4 *src[4];
@@ -720,19 +729,22 @@ __global__ void __launch_bounds__(RMS_THREADS) qkv_finish_kernel(float *q, float
                  * columns are all that GEMM reads, and no step here changes them) */
         const float *qr = q + (size_t)m * H * dqk;
         __nv_bfloat16 *br = qb + (size_t)m * H * dqk;
-        for (int t = threadIdx.x; t < H * dn; t += blockDim.x) {
+        for (int t = h0 * dn + threadIdx.x; t < h1 * dn; t += blockDim.x) {
             size_t o = (size_t)(t / dn) * dqk + (size_t)(t % dn);
             br[o] = __float2bfloat16(qr[o]);
         }
     }
-    rms_row_vec<1, false>((float4 *)kr, (float4 *)kr, nullptr, nw, C, eps, red);
+    if (do_kv) rms_row_vec<1, false>((float4 *)kr, (float4 *)kr, nullptr, nw, C, eps, red);
     __syncthreads();   /* the normed latent is in kr before the store reads it */
     float pos = (float)positions[m];
-    for (int t = threadIdx.x; t < (H + 1) * half; t += blockDim.x) {
-        int h = t / half, i = t % half;
+    /* pairs of q's heads h0 .. h1 - 1, then (do_kv) kv's: head H in the one-block form's numbering */
+    const int nqp = (h1 - h0) * half;
+    for (int t = threadIdx.x; t < nqp + (do_kv ? half : 0); t += blockDim.x) {
+        int h = t < nqp ? h0 + t / half : H, i = t < nqp ? t % half : t - nqp;
         rope_pair(h < H ? q + (size_t)m * H * dqk + (size_t)h * dqk + dn : kr + C, i, pos, inv_freq, amp);
     }
     __syncthreads();
+    if (!do_kv) return;
     int p = positions[m], s = tok_seq[m];
     size_t slot = (size_t)page_table[(size_t)s * pt_stride + p / page_size] * page_size + (size_t)(p % page_size);
     if (LAYOUT == CU_KV_FP8) kv_row_fp8((unsigned char *)cache + slot * tb, kr, C, dr);
@@ -769,12 +781,19 @@ int cu_qkv_finish_parts(ds_backend *be, float *q, float *kv, void *cache, const 
         cb->qb_of = q;
         cb->qb_T = M;
     }
+    /* q's heads over blocks of their own (opt.qkv_split heads a block) where the heads' float4 runs stay whole; with
+     * split-K partials to sum (the W8A8 chain) only when asked (opt.qkv_split_parts): FP8 b64 the same, b256 +0.18 ms, where
+     * the one-tensor form (BF16) gains 0.02 .. 0.09 ms (RESULTS thirtieth session run 8) */
+    const int hpg = cb->opt.qkv_split > 0 && c->qk_head_dim % 4 == 0 && cb->opt.qkv_split < H &&
+                    (ks == 1 || cb->opt.qkv_split_parts) ? cb->opt.qkv_split : 0;
+    const dim3 grid((unsigned)M, hpg ? 1 + (unsigned)((H + hpg - 1) / hpg) : 1);
+    cb->qkv_split_launches += hpg > 0;
 #define QF_LAUNCH_P(L, P)                                                                                             \
-    qkv_finish_kernel<L, P><<<M, RMS_THREADS, 0, cu_stream>>>(q, kv, cache, nw, eps, H, dn, c->qk_head_dim, C, dr, tb,\
-                                                              cb->d_positions, cb->d_tok_seq, cb->d_page_table,       \
-                                                              cb->b.pt_stride, cb->b.page_size, cb->inv_freq,         \
-                                                              c->rope_amplitude, pq, pkv, ks > 1 ? ksq : 1,         \
-                                                              ks > 1 ? ksk : 1, qb)
+    qkv_finish_kernel<L, P><<<grid, RMS_THREADS, 0, cu_stream>>>(q, kv, cache, nw, eps, H, dn, c->qk_head_dim, C, dr,   \
+                                                                 tb, cb->d_positions, cb->d_tok_seq, cb->d_page_table,    \
+                                                                 cb->b.pt_stride, cb->b.page_size, cb->inv_freq,          \
+                                                                 c->rope_amplitude, pq, pkv, ks > 1 ? ksq : 1,          \
+                                                                 ks > 1 ? ksk : 1, qb, hpg)
 #define QF_LAUNCH(L)                                                                                                  \
     do {                                                                                                              \
         if (ks > 1) QF_LAUNCH_P(L, true);                                                                             \
@@ -993,9 +1012,11 @@ static cu_opts cu_opts_read(void) {
     o.quant_warp = env_int("DSINFER_CUDA_QUANT_WARP", 1);
     /* on by default since the twentieth session's run 2 (FP8 b64 8.26 -> 8.12 ms, b1 / b8 -0.05 ms) */
     o.group3 = env_int("DSINFER_CUDA_GROUP3", 1);
-    o.combine2 = env_int("DSINFER_CUDA_MOE_COMBINE2", 1);
+    o.combine2 = env_int("DSINFER_CUDA_MOE_COMBINE2", -1);
     o.kvb_bf16 = env_int("DSINFER_CUDA_KVB_BF16", 1);
     o.qkv_fuse = env_int("DSINFER_CUDA_QKV_FUSE", 1);
+    o.qkv_split = env_int("DSINFER_CUDA_QKV_SPLIT", 4);
+    o.qkv_split_parts = env_int("DSINFER_CUDA_QKV_SPLIT_PARTS", 0);
     o.router_fused = env_int("DSINFER_CUDA_ROUTER_FUSED", 1);
     /* from 9 tokens: at 1 and 8 the GEMV + routing kernel measured faster (twelfth session run 5: FP8 batch 1
      * 3.53 vs 3.61 ms, BF16 3.47 vs 3.57) */

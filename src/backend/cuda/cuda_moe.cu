@@ -1071,10 +1071,13 @@ __global__ void __launch_bounds__(CB2_THREADS) moe_combine_sorted2_kernel(float 
 static void moe_combine(ds_cuda_backend *cb, float *out, const float *y, const int32_t *ids, const int32_t *pos, const float *w,
                         int M, int K, int D, int ns) {
     const float *ys = y + (size_t)M * K * D;
-    if (cb->opt.combine2 && D % 4 == 0 && ((uintptr_t)out & 15) == 0 && ((uintptr_t)y & 15) == 0) {   /* ys aligned then too */
+    /* -1 (the default): the all-loads-first form up to 128 tokens (FP8 b1 .. b128 -0.04 .. -0.1 ms a step, b256 +0.04 ..
+     * +0.07: RESULTS twenty-third session run 1, thirtieth session runs 8 and 9) */
+    const int form = cb->opt.combine2 < 0 ? (M <= 128 ? 2 : 1) : cb->opt.combine2;
+    if (form && D % 4 == 0 && ((uintptr_t)out & 15) == 0 && ((uintptr_t)y & 15) == 0) {   /* ys aligned then too */
         int groups = (D / 4 + CB2_THREADS - 1) / CB2_THREADS, ny = (2 * cb->n_sm + M - 1) / M;
         ny = ny < 1 ? 1 : ny > groups ? groups : ny;
-        if (cb->opt.combine2 == 2 && ns <= CB2_NS && K <= MOE_MAX_K && K <= CB2_THREADS)
+        if (form == 2 && ns <= CB2_NS && K <= MOE_MAX_K && K <= CB2_THREADS)
             cu_launch(moe_combine_sorted2_kernel<true>, dim3(M, ny), CB2_THREADS, 0, out, y, ids, pos, w, K, D, ys, ns, M);
         else
             cu_launch(moe_combine_sorted2_kernel<false>, dim3(M, ny), CB2_THREADS, 0, out, y, ids, pos, w, K, D, ys, ns, M);
