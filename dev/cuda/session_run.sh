@@ -2360,6 +2360,22 @@ if want s30i; then
   done; done
   rm -f $OUT/fin*.log $OUT/test_cuda_ops_mut_*.log
 fi
+# s30j: `bench --ceilings` twice (launch gaps and now a grid barrier inside one cooperative launch, for the layer-persistent
+# batch-1 design); ncu sections of the fused router at FP8 b64 (14 us a layer: where)
+if want s30j; then
+  step ceil-1 120 $B/dsinfer bench --ceilings
+  step ceil-2 120 $B/dsinfer bench --ceilings
+  grep -hE "launch gaps|grid barrier" $OUT/ceil-*.log
+  N=$(nf fp8 64); echo "fp8 b64: profiling forward $N"
+  NCUS="--section SpeedOfLight --section WarpStateStats --section LaunchStats --section Occupancy --section SchedulerStats --section MemoryWorkloadAnalysis --metrics sm__cycles_active.avg,sm__cycles_active.max,sm__cycles_active.min,gpc__cycles_elapsed.max,smsp__inst_executed.sum,smsp__cycles_active.avg"
+  step ncu_router 200 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=$N ncu --clock-control none --profile-from-start off -k regex:"router_fused" -c 2 $NCUS $B/dsinfer bench --dtype fp8 --batch 64 --ctx 1K --prompt '' --steps 2
+  grep -vE "^==PROF|^decode|^ceil|^model|^    ---|^$" $OUT/ncu_router.log | grep -E "router|Duration|Cycles|cycles|inst_executed|Eligible|Issued|Warp Cycles|Occupancy|Registers|Block|Grid|Waves|Throughput|Hit|Stall|smsp" | head -70
+fi
+# s30k: `bench --ceilings` three times (the grid barrier with fences and with acquire / release, each checked for early passes)
+if want s30k; then
+  for r in 1 2 3; do step ceil-$r 120 $B/dsinfer bench --ceilings; done
+  grep -hE "launch gaps|grid barrier|rror" $OUT/ceil-*.log
+fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi

@@ -826,6 +826,9 @@ static int run_bench(bench_opts *op, ds_comm *dp) {
         printf("launch gaps (us a pair of kernels in a CUDA graph): empty %.2f, with PDL %.2f; quantizer-shaped then "
                "persistent %.2f, with PDL %.2f, PDL with the first one's trigger after its stores %.2f\n",
                g.empty_plain_us, g.empty_pdl_us, g.pair_plain_us, g.pair_pdl_us, g.pair_pdl_late_us);
+        if (g.grid_barrier_us >= 0)
+            printf("grid barrier (us, inside one cooperative launch of a block an SM in a CUDA graph): %.2f with fences, "
+                   "%.2f with acquire / release\n", g.grid_barrier_us, g.grid_barrier_ar_us);
         return 0;
     }
     ds_config cfg;

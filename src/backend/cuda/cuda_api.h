@@ -108,6 +108,8 @@ ds_status ds_cuda_ceilings(double *copy_gbs, double *bf16_tflops, char *err);
  * and the first one's trigger after its stores. */
 typedef struct {
     double empty_plain_us, empty_pdl_us, pair_plain_us, pair_pdl_us, pair_pdl_late_us;
+    double grid_barrier_us;   /* one grid-wide barrier inside a cooperative persistent launch (a block an SM); -1: none */
+    double grid_barrier_ar_us;   /* the same with acquire / release operations instead of fences */
 } ds_launch_gaps;
 ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err);
 /* The absorbed MLA decode op alone (cfg's heads and widths; fp32 latent cache of n_seqs x ctx tokens in

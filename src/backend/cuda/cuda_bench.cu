@@ -186,6 +186,63 @@ __global__ void gap_persist_kernel(int *p) {
     }
 }
 
+/* A grid-wide barrier of a cooperative (co-resident) grid: thread 0 of each block reads the generation, arrives on the
+ * count; the last to arrive puts the count back to zero and moves the generation on, the others spin until it moves.
+ * The cost a layer-persistent decode kernel would pay a phase boundary instead of a launch (dev/cuda/KERNELS.md, the
+ * twenty-ninth session's next step 3). */
+__device__ __forceinline__ void gap_grid_barrier(unsigned *count, unsigned *gen) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned g = *(volatile unsigned *)gen;   /* before arriving: the generation cannot move until this block has */
+        __threadfence();
+        if (atomicAdd(count, 1u) == gridDim.x - 1) {
+            *(volatile unsigned *)count = 0;
+            __threadfence();
+            atomicAdd(gen, 1u);
+        } else {
+            while (*(volatile unsigned *)gen == g) {}
+        }
+        __threadfence();
+    }
+    __syncthreads();
+}
+/* The same barrier with acquire / release operations instead of full fences: the generation read with ld.acquire, the
+ * arrival an atom.acq_rel, the last block's count reset (relaxed) ordered before its release of the generation; the
+ * others spin on ld.acquire. A block arriving at the next barrier acquired the new generation, so it sees the reset. */
+__device__ __forceinline__ void gap_grid_barrier_ar(unsigned *count, unsigned *gen) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned g, old, v;
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(g) : "l"(gen) : "memory");
+        asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(count) : "memory");
+        if (old == gridDim.x - 1) {
+            asm volatile("st.relaxed.gpu.global.u32 [%0], 0;" ::"l"(count) : "memory");
+            asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(gen) : "memory");
+        } else {
+            do {
+                asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(gen) : "memory");
+            } while (v == g);
+        }
+    }
+    __syncthreads();
+}
+/* n barriers (form 0: fences, 1: acquire / release) in one launch of a block an SM (moe_wg_kernel's shared memory), each
+ * after a store a block; after each, the next block's count must have reached this one's (it may be one further: that
+ * block may already be past the barrier and its next store), else bar[2] counts a barrier that let a block through early */
+__global__ void gap_barrier_kernel(int *p, unsigned *bar, int n, int form) {
+    extern __shared__ int gap_sm2[];
+    const unsigned next = (blockIdx.x + 1) % gridDim.x;
+    for (int i = 0; i < n; i++) {
+        if (threadIdx.x == 0) {
+            gap_sm2[0] = p[blockIdx.x] + 1;
+            *(volatile int *)&p[blockIdx.x] = gap_sm2[0];
+        }
+        if (form) gap_grid_barrier_ar(bar, bar + 1);
+        else gap_grid_barrier(bar, bar + 1);
+        if (threadIdx.x == 0 && *(volatile int *)&p[next] < gap_sm2[0]) atomicAdd(&bar[2], 1u);
+    }
+}
+
 #define GAP_PAIRS 64
 #define GAP_WIDE_BLOCKS 704         /* rows_fp8_bf16_warp_kernel's grid at V2-Lite b64: 512 rows x 11 blocks / 8 */
 #define GAP_SMEM (200 * 1024 + 4096)   /* about moe_wg_kernel's dynamic shared memory: one block an SM */
@@ -193,9 +250,26 @@ __global__ void gap_persist_kernel(int *p) {
 typedef struct {
     int kind, pdl, late, n_sm;
     int *p;
+    unsigned *bar;   /* kind 2: the barrier's count and generation */
+    int form;        /* kind 2: gap_barrier_kernel's form */
 } gap_ctx;
 
 static void gap_launch_pairs(const gap_ctx *g) {
+    if (g->kind == 2) {   /* one cooperative launch of 2 GAP_PAIRS barriers (pdl: none, the launch alone) */
+        cudaLaunchAttribute at[1];
+        at[0].id = cudaLaunchAttributeCooperative;
+        at[0].val.cooperative = 1;
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3((unsigned)g->n_sm);
+        cfg.blockDim = dim3(384);
+        cfg.dynamicSmemBytes = GAP_SMEM;
+        cfg.stream = cu_stream;
+        cfg.attrs = at;
+        cfg.numAttrs = 1;
+        CUDA_CHECK(cudaLaunchKernelEx(&cfg, gap_barrier_kernel, g->p, g->bar, g->pdl ? 0 : 2 * GAP_PAIRS, g->form));
+        CUDA_LAUNCH_CHECK();
+        return;
+    }
     for (int i = 0; i < GAP_PAIRS; i++) {
         if (g->kind == 0) {
             cu_launch_pdl(0, gap_empty_kernel, dim3(1), dim3(32), 0, g->p);
@@ -245,9 +319,44 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
     CUDA_CHECK(cudaGetDevice(&dev));
     CUDA_CHECK(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev));
     CUDA_CHECK(cudaFuncSetAttribute(gap_persist_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, GAP_SMEM));
-    gap_ctx g = {0, 0, 0, n_sm, NULL};
+    CUDA_CHECK(cudaFuncSetAttribute(gap_barrier_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, GAP_SMEM));
+    gap_ctx g = {0, 0, 0, n_sm, NULL, NULL, 0};
     CUDA_CHECK(cudaMalloc(&g.p, sizeof(int) * (size_t)GAP_WIDE_BLOCKS * 256));
     CUDA_CHECK(cudaMemset(g.p, 0, sizeof(int) * (size_t)GAP_WIDE_BLOCKS * 256));
+    CUDA_CHECK(cudaMalloc(&g.bar, 3 * sizeof(unsigned)));   /* count, generation, early passes */
+    CUDA_CHECK(cudaMemset(g.bar, 0, 3 * sizeof(unsigned)));
+    /* a grid barrier: one launch of 2 GAP_PAIRS barriers less one launch of none, over the barriers (gap_pair_us divides
+     * by GAP_PAIRS: halved here); the grid must be co-resident (a block an SM: checked by the cooperative launch) */
+    int coop = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev));
+    out->grid_barrier_us = out->grid_barrier_ar_us = -1.0;
+    for (int form = 0; form < 2 && coop; form++) {
+        g.kind = 2;
+        g.form = form;
+        g.pdl = 0;
+        double with = gap_pair_us(&g);
+        g.pdl = 1;   /* no barriers */
+        double none = gap_pair_us(&g);
+        *(form ? &out->grid_barrier_ar_us : &out->grid_barrier_us) = (with - none) / 2.0;
+        /* every block passed every barrier (16 launches, a warm-up and 15 timed, of 2 GAP_PAIRS stores each), none early */
+        int *hp = (int *)malloc(sizeof(int) * (size_t)n_sm), bad = -1;
+        unsigned early = 0;
+        if (hp) {
+            CUDA_CHECK(cudaMemcpy(hp, g.p, sizeof(int) * (size_t)n_sm, cudaMemcpyDeviceToHost));
+            CUDA_CHECK(cudaMemcpy(&early, g.bar + 2, sizeof early, cudaMemcpyDeviceToHost));
+            bad = early != 0;
+            for (int b = 0; b < n_sm; b++) bad += hp[b] != 16 * 2 * GAP_PAIRS;
+            free(hp);
+        }
+        if (bad) {
+            CUDA_CHECK(cudaFree(g.p));
+            CUDA_CHECK(cudaFree(g.bar));
+            if (bad < 0) return ds_seterr(err, DS_ERR_NOMEM, "launch gaps: out of host memory");
+            return ds_seterr(err, DS_ERR_BACKEND, "launch gaps: grid barrier form %d: %d blocks with stores lost, %u early passes",
+                             form, bad - (early != 0), early);
+        }
+        CUDA_CHECK(cudaMemset(g.p, 0, sizeof(int) * (size_t)GAP_WIDE_BLOCKS * 256));
+    }
     const int cases[5][3] = {{0, 0, 0}, {0, 1, 0}, {1, 0, 0}, {1, 1, 0}, {1, 1, 1}};   /* kind, pdl, late */
     double *dst[5] = {&out->empty_plain_us, &out->empty_pdl_us, &out->pair_plain_us, &out->pair_pdl_us, &out->pair_pdl_late_us};
     for (int c = 0; c < 5; c++) {
@@ -257,6 +366,7 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
         *dst[c] = gap_pair_us(&g);
     }
     CUDA_CHECK(cudaFree(g.p));
+    CUDA_CHECK(cudaFree(g.bar));
     return DS_OK;
 }
 
