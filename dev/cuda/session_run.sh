@@ -2376,6 +2376,15 @@ if want s30k; then
   for r in 1 2 3; do step ceil-$r 120 $B/dsinfer bench --ceilings; done
   grep -hE "launch gaps|grid barrier|rror" $OUT/ceil-*.log
 fi
+# s30l: the decode experts on fewer persistent CTAs (DSINFER_CUDA_MOE_WG_GRID=96 / 110 / 121 / 0 = 132): op test moeorder
+# at 100 CTAs (every item taken whatever the grid); FP8 b64 / b128 / b256 alternated twice
+if want s30l; then
+  step ops_ord_g100 240 env DSINFER_CUDA_MOE_WG_GRID=100 DSINFER_OPS_ONLY=moeorder DSINFER_OPS_MAX_M=300 $B/test_cuda_ops
+  for r in 1 2; do for n in 0 121 110 96; do
+    step grid${n}-$r 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_WG_GRID=$n $B/dsinfer bench --dtype fp8 --batch 64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s30l-grid$n
+  done; done
+  rm -f $OUT/grid*.log
+fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi

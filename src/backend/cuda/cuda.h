@@ -344,6 +344,9 @@ void cu_ws_free(cu_ws *w);
  *                            batched GEMMs (from 9 tokens with the tensor cores), which then skip their to_bf16 launch:
  *                            the same bits (op test attnin), FP8 b64 / b128 / b256 -0.04 / -0.09 / -0.04 ms; =0: the
  *                            conversion launch.
+ *   DSINFER_CUDA_MOE_WG_LAB=BITS, DSINFER_CUDA_MOE_WG_GRID=N  lab switches of the decode experts (thirtieth session):
+ *                            LAB timing-only forms with wrong results (1: the rows' codes at an item's first stage only,
+ *                            2: no MMAs, 4: the weights as 16 KB runs); GRID at most N persistent CTAs (the same bits).
  *   DSINFER_CUDA_MOE_WG_NT48=N  the decode experts at 48 tokens a chunk from 13 to N rows an expert on average (default
  *                            20: V2-Lite b192 FP8 -0.19 ms; at 24 rows, b256, 64 is faster); 0: 64 above 12 rows.
  * Engine-level (model/forward.c): DSINFER_FUSED_ADD_NORM=0 (residual add and norm as two ops),
@@ -1003,7 +1006,7 @@ void cu_optimes_report_free(ds_cuda_backend *cb);
 extern int cu_route_v2;   /* DSINFER_CUDA_ROUTE2 */
 /* DSINFER_CUDA_MOE_WG_PREF (default 1): moe_wg_kernel's next maps prefetched, first scales early, up to
  * DSINFER_CUDA_MOE_WG_PREF_MAX_M tokens (default 128) */
-extern int cu_moe_wg_pref, cu_moe_wg_pref_max_m, cu_moe_wg_lab;
+extern int cu_moe_wg_pref, cu_moe_wg_pref_max_m, cu_moe_wg_lab, cu_moe_wg_grid;
 extern int cu_router_clamp;   /* DSINFER_CUDA_ROUTER_CLAMP (default 1): router_fused_kernel's token loop without an exit (cuda_moe.cu) */
 void cu_mlp(ds_backend *be, float *out, const float *x, const ds_weight *gate, const ds_weight *up,
             const ds_weight *down, int M);

@@ -1138,6 +1138,7 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     cu_moe_wg_bf16 = env_int("DSINFER_CUDA_MOE_WG_BF16", 1);
     cu_moe_wg_pref = env_int("DSINFER_CUDA_MOE_WG_PREF", 1);
     cu_moe_wg_lab = env_int("DSINFER_CUDA_MOE_WG_LAB", 0);
+    cu_moe_wg_grid = env_int("DSINFER_CUDA_MOE_WG_GRID", 0);
     cu_moe_wg_pref_max_m = env_int("DSINFER_CUDA_MOE_WG_PREF_MAX_M", 128);
     cu_f8_wg_max_m = env_int("DSINFER_CUDA_FP8_WG_MAX_M", 0);
     cu_fp8_own_max_m = env_int("DSINFER_CUDA_FP8_OWN_MAX_M", cu_fp8_own == 2 ? 65535 : 256);

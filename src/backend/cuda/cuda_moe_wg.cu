@@ -601,6 +601,7 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
 }
 
 int cu_moe_wg = 1, cu_moe_wg_nt = 0;   /* DSINFER_CUDA_MOE_WG, DSINFER_CUDA_MOE_WG_NT (backend creation) */
+int cu_moe_wg_grid = 0;                /* DSINFER_CUDA_MOE_WG_GRID (backend creation, lab): the grouped launches' CTAs */
 int cu_moe_wg_lab = 0;                 /* DSINFER_CUDA_MOE_WG_LAB (backend creation): mw_args.lab, timing only */
 int cu_moe_wg_pref = 1;                /* DSINFER_CUDA_MOE_WG_PREF (backend creation): mw_args.pref */
 int cu_moe_wg_pref_max_m = 128;        /* DSINFER_CUDA_MOE_WG_PREF_MAX_M: ... up to this many tokens (ncu at 256: +6 us a
@@ -629,7 +630,8 @@ void cu_moe_wg_init(void) {
 /* the kernel with nt (32, 48 or 64) tokens a chunk on a CTA an SM */
 template <bool PAIR, bool BF = false>
 static void mw_launch(ds_cuda_backend *cb, int nt, const CUtensorMap &tx, const CUtensorMap &tw, const mw_args &a0) {
-    dim3 grid((unsigned)cb->n_sm);
+    /* DSINFER_CUDA_MOE_WG_GRID (lab): at most this many persistent CTAs (any count takes every item: mw_span_of) */
+    dim3 grid((unsigned)(cu_moe_wg_grid > 0 && cu_moe_wg_grid < cb->n_sm ? cu_moe_wg_grid : cb->n_sm));
     mw_args a = a0;
     /* grouped launches: the order asked for, by default 1 up to 128 tokens (FP8 b64 -0.045 ms; b256 +0.01 .. +0.04:
      * RESULTS twenty-ninth session run 3) */
