@@ -2385,6 +2385,12 @@ if want s30l; then
   done; done
   rm -f $OUT/grid*.log
 fi
+# s30m: `bench --ceilings` three times with the two-read probe (two kernels / two phases around a grid barrier / with the
+# second read asked of L2 before it)
+if want s30m; then
+  for r in 1 2 3; do step ceil-$r 120 $B/dsinfer bench --ceilings; done
+  grep -hE "launch gaps|grid barrier|MB then|rror" $OUT/ceil-*.log
+fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi

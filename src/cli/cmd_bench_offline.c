@@ -829,6 +829,10 @@ static int run_bench(bench_opts *op, ds_comm *dp) {
         if (g.grid_barrier_us >= 0)
             printf("grid barrier (us, inside one cooperative launch of a block an SM in a CUDA graph): %.2f with fences, "
                    "%.2f with acquire / release\n", g.grid_barrier_us, g.grid_barrier_ar_us);
+        if (g.reads_two_us >= 0)
+            printf("6 MB then 4 MB read from DRAM (us): two kernels %.2f, two phases of one launch around a grid barrier %.2f, "
+                   "with the second read asked of L2 before the barrier %.2f\n", g.reads_two_us, g.reads_phases_us,
+                   g.reads_phases_pf_us);
         return 0;
     }
     ds_config cfg;

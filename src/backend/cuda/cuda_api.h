@@ -110,6 +110,9 @@ typedef struct {
     double empty_plain_us, empty_pdl_us, pair_plain_us, pair_pdl_us, pair_pdl_late_us;
     double grid_barrier_us;   /* one grid-wide barrier inside a cooperative persistent launch (a block an SM); -1: none */
     double grid_barrier_ar_us;   /* the same with acquire / release operations instead of fences */
+    /* a 6 MB then a 4 MB read (batch 1's q and o weights' sizes) as two kernels, as two phases of one cooperative launch
+     * around a grid barrier, and so with the second read's lines asked of L2 before the barrier: us a pair; -1: none */
+    double reads_two_us, reads_phases_us, reads_phases_pf_us;
 } ds_launch_gaps;
 ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err);
 /* The absorbed MLA decode op alone (cfg's heads and widths; fp32 latent cache of n_seqs x ctx tokens in

@@ -243,6 +243,32 @@ __global__ void gap_barrier_kernel(int *p, unsigned *bar, int n, int form) {
     }
 }
 
+/* The overlap argument for a layer-persistent kernel (KERNELS.md, thirtieth session): two GEMV-sized reads (a of na
+ * 16-byte words, then b of nb; batch 1's q and o weights are ~6 and ~4 MB; each repetition of the pair reads its own
+ * buffers, from DRAM) as two kernels, or as two phases of one cooperative launch around a grid barrier, optionally with
+ * b's lines asked of L2 (prefetch.global.L2) before the barrier. Block k reads words k, k + G, ... of each; one sum a block is stored so that nothing is left unread. */
+__device__ __forceinline__ float gap_read(const uint4 *w, size_t n) {
+    float s = 0.0f;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        uint4 v = __ldcs(w + i);
+        s += __uint_as_float(v.x) + __uint_as_float(v.y) + __uint_as_float(v.z) + __uint_as_float(v.w);
+    }
+    return s;
+}
+__global__ void gap_read_kernel(const uint4 *w, size_t n, float *out) {
+    float s = gap_read(w, n);
+    if (s == 12345.0f) out[blockIdx.x] = s;   /* never true for the zero-filled buffer: keeps the loads */
+}
+__global__ void gap_phases_kernel(const uint4 *a, size_t na, const uint4 *b, size_t nb, float *out, unsigned *bar, int pf) {
+    float s = gap_read(a, na);
+    if (pf)   /* b's 128-byte lines (8 words each) over the grid's threads, one request a line */
+        for (size_t l = blockIdx.x * (size_t)blockDim.x + threadIdx.x; l < nb / 8; l += (size_t)gridDim.x * blockDim.x)
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(b + 8 * l));
+    gap_grid_barrier_ar(bar, bar + 1);
+    s += gap_read(b, nb);
+    if (s == 12345.0f) out[blockIdx.x] = s;
+}
+
 #define GAP_PAIRS 64
 #define GAP_WIDE_BLOCKS 704         /* rows_fp8_bf16_warp_kernel's grid at V2-Lite b64: 512 rows x 11 blocks / 8 */
 #define GAP_SMEM (200 * 1024 + 4096)   /* about moe_wg_kernel's dynamic shared memory: one block an SM */
@@ -252,9 +278,36 @@ typedef struct {
     int *p;
     unsigned *bar;   /* kind 2: the barrier's count and generation */
     int form;        /* kind 2: gap_barrier_kernel's form */
+    void *w;         /* kinds 3 .. 5: GAP_PAIRS x (GAP_WA + GAP_WB) bytes to read */
+    float *f;        /* kinds 3 .. 5: a float a block */
 } gap_ctx;
 
+#define GAP_WA (6u << 20)   /* bytes of the first read */
+#define GAP_WB (4u << 20)   /* of the second */
 static void gap_launch_pairs(const gap_ctx *g) {
+    if (g->kind >= 3) {   /* GAP_PAIRS repetitions of the two reads: 3 two kernels, 4 one launch of two phases, 5 with b asked of L2 */
+        for (int i = 0; i < GAP_PAIRS; i++) {   /* each repetition its own 10 MB (640 MB in all: from DRAM, not L2) */
+            const uint4 *a = (const uint4 *)((const char *)g->w + (size_t)i * (GAP_WA + GAP_WB)), *b = a + GAP_WA / 16;
+            if (g->kind == 3) {
+                cu_launch_pdl(0, gap_read_kernel, dim3((unsigned)g->n_sm), dim3(512), 0, a, (size_t)GAP_WA / 16, g->f);
+                cu_launch_pdl(0, gap_read_kernel, dim3((unsigned)g->n_sm), dim3(512), 0, b, (size_t)GAP_WB / 16, g->f);
+            } else {
+                cudaLaunchAttribute at[1];
+                at[0].id = cudaLaunchAttributeCooperative;
+                at[0].val.cooperative = 1;
+                cudaLaunchConfig_t cfg = {};
+                cfg.gridDim = dim3((unsigned)g->n_sm);
+                cfg.blockDim = dim3(512);
+                cfg.stream = cu_stream;
+                cfg.attrs = at;
+                cfg.numAttrs = 1;
+                CUDA_CHECK(cudaLaunchKernelEx(&cfg, gap_phases_kernel, a, (size_t)GAP_WA / 16, b, (size_t)GAP_WB / 16, g->f, g->bar,
+                                              g->kind == 5 ? 1 : 0));
+            }
+            CUDA_LAUNCH_CHECK();
+        }
+        return;
+    }
     if (g->kind == 2) {   /* one cooperative launch of 2 GAP_PAIRS barriers (pdl: none, the launch alone) */
         cudaLaunchAttribute at[1];
         at[0].id = cudaLaunchAttributeCooperative;
@@ -320,7 +373,7 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
     CUDA_CHECK(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev));
     CUDA_CHECK(cudaFuncSetAttribute(gap_persist_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, GAP_SMEM));
     CUDA_CHECK(cudaFuncSetAttribute(gap_barrier_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, GAP_SMEM));
-    gap_ctx g = {0, 0, 0, n_sm, NULL, NULL, 0};
+    gap_ctx g = {0, 0, 0, n_sm, NULL, NULL, 0, NULL, NULL};
     CUDA_CHECK(cudaMalloc(&g.p, sizeof(int) * (size_t)GAP_WIDE_BLOCKS * 256));
     CUDA_CHECK(cudaMemset(g.p, 0, sizeof(int) * (size_t)GAP_WIDE_BLOCKS * 256));
     CUDA_CHECK(cudaMalloc(&g.bar, 3 * sizeof(unsigned)));   /* count, generation, early passes */
@@ -364,6 +417,20 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
         g.pdl = cases[c][1];
         g.late = cases[c][2];
         *dst[c] = gap_pair_us(&g);
+    }
+    /* the two reads as two kernels, as two phases of one launch, and with the second asked of L2 before the barrier */
+    out->reads_two_us = out->reads_phases_us = out->reads_phases_pf_us = -1.0;
+    if (coop) {
+        CUDA_CHECK(cudaMalloc(&g.w, (size_t)GAP_PAIRS * (GAP_WA + GAP_WB)));
+        CUDA_CHECK(cudaMemset(g.w, 0, (size_t)GAP_PAIRS * (GAP_WA + GAP_WB)));
+        CUDA_CHECK(cudaMalloc(&g.f, sizeof(float) * (size_t)n_sm));
+        double *rd[3] = {&out->reads_two_us, &out->reads_phases_us, &out->reads_phases_pf_us};
+        for (int k = 3; k <= 5; k++) {
+            g.kind = k;
+            *rd[k - 3] = gap_pair_us(&g);
+        }
+        CUDA_CHECK(cudaFree(g.w));
+        CUDA_CHECK(cudaFree(g.f));
     }
     CUDA_CHECK(cudaFree(g.p));
     CUDA_CHECK(cudaFree(g.bar));
