@@ -246,7 +246,9 @@ __global__ void gap_barrier_kernel(int *p, unsigned *bar, int n, int form) {
 /* The overlap argument for a layer-persistent kernel (KERNELS.md, thirtieth session): two GEMV-sized reads (a of na
  * 16-byte words, then b of nb; batch 1's q and o weights are ~6 and ~4 MB; each repetition of the pair reads its own
  * buffers, from DRAM) as two kernels, or as two phases of one cooperative launch around a grid barrier, optionally with
- * b's lines asked of L2 (prefetch.global.L2) before the barrier. Block k reads words k, k + G, ... of each; one sum a block is stored so that nothing is left unread. */
+ * b's lines asked of L2 (prefetch.global.L2) before the barrier. The grid's threads read the words in a grid-stride
+ * loop; a block's sum is stored only if it equals a value the zero-filled buffers never sum to, so that no load is left
+ * out and nothing is written. */
 __device__ __forceinline__ float gap_read(const uint4 *w, size_t n) {
     float s = 0.0f;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
