@@ -2391,6 +2391,26 @@ if want s30m; then
   for r in 1 2 3; do step ceil-$r 120 $B/dsinfer bench --ceilings; done
   grep -hE "launch gaps|grid barrier|MB then|rror" $OUT/ceil-*.log
 fi
+# s30n: where a decode expert launch's CTA time goes (.deps/bin/dsinfer_prof, built with -DMW_PROF: clock64 sums of the
+# consumers' and the producer's phases, four launches from the 400th); FP8 b64, b256 and b256 without MMAs (LAB 2)
+if want s30n; then
+  for c in "64 0" "256 0" "256 2"; do set -- $c
+    step prof_b$1_l$2 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_WG_LAB=$2 $B/dsinfer_prof bench --dtype fp8 --batch $1 --ctx 1K --prompt '' --steps 8
+    grep -E "^mw_prof" $OUT/prof_b$1_l$2.log
+  done
+fi
+# s30o: the experts' token scales loaded an item ahead (DSINFER_CUDA_MOE_WG_XPRE): op tests moexpre, moeorder, moepipe,
+# moent48, moecomb; mutant xp_next (must fail moexpre); the goldens; FP8 b1 .. b256 at =0 / 1 alternated twice, BF16 once
+if want s30o; then
+  for t in moexpre moeorder moepipe moent48 moecomb; do step ops_$t 240 env DSINFER_OPS_ONLY=$t DSINFER_OPS_MAX_M=300 $B/test_cuda_ops; done
+  [ -x $B/test_cuda_ops_mut_xp_next ] && mutant $B/test_cuda_ops_mut_xp_next moexpre 300 240
+  step golden 150 $B/test_cuda_golden
+  for r in 1 2; do for n in 0 1; do
+    step xp${n}-$r 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_WG_XPRE=$n $B/dsinfer bench --dtype fp8 --batch 1,8,32,64,128,160,192,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s30o-fp8-xp$n
+  done; done
+  step xp1-bf16 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s30o-bf16
+  rm -f $OUT/xp*.log $OUT/test_cuda_ops_mut_*.log
+fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi

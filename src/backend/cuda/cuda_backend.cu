@@ -940,9 +940,15 @@ static void cu_gather_rows(ds_backend *be, float *out, const float *x, const int
 }
 
 /* ---- lifetime ------------------------------------------------------------------------------------ */
+#ifdef MW_PROF
+void cu_moe_wg_prof_print(void);   /* cuda_moe_wg.cu, MW_PROF builds only */
+#endif
 static void cu_destroy(ds_backend *be) {
     ds_cuda_backend *cb = cu_of(be);
     cudaDeviceSynchronize();
+#ifdef MW_PROF
+    cu_moe_wg_prof_print();
+#endif
     cu_optimes_report_free(cb);
     cu_graphs_free(cb);
     cu_moe_tabs_free(cb);

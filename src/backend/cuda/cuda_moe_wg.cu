@@ -415,6 +415,55 @@ __device__ __forceinline__ void mw_pipe_promote(float (&tot)[NT / 2], float (&to
         }
 }
 
+#ifdef MW_PROF
+/* MW_PROF builds only (nvcc -DMW_PROF; dev/cuda/session_run.sh s30n): where a CTA's time goes, summed over the CTAs of a
+ * launch in clock64 cycles (consumer thread 128: the item's start and scale staging, waits for a full stage, the MMAs to
+ * their completion, the promotion, the store; producer thread 0: waits for an empty slot; both: the whole loop), kept by
+ * the last CTA of launches MW_PROF_FIRST .. MW_PROF_FIRST + 3 (graph replays count) and printed by the host at the
+ * backend's destruction (cu_moe_wg_prof_print) */
+#define MW_PROF_FIRST 400
+__device__ unsigned long long mw_prof_acc[8];
+__device__ unsigned mw_prof_done, mw_prof_launch;
+__device__ unsigned long long mw_prof_snap[4][12];   /* launches MW_PROF_FIRST ..: 8 sums a CTA, PAIR, NT, items, CTAs */
+__device__ __forceinline__ long long mw_clock(void) { return clock64(); }
+template <bool PAIR, int NT>
+__device__ void mw_prof_finish(const long long (&c)[8], int items) {
+    if (threadIdx.x == 128 || threadIdx.x == 0)
+        for (int k = 0; k < 8; k++) if (c[k]) atomicAdd(&mw_prof_acc[k], (unsigned long long)c[k]);
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+    __threadfence();
+    if (atomicAdd(&mw_prof_done, 1u) != gridDim.x - 1) return;
+    __threadfence();
+    unsigned L = atomicAdd(&mw_prof_launch, 1u);
+    unsigned long long v[8];
+    for (int k = 0; k < 8; k++) v[k] = atomicExch(&mw_prof_acc[k], 0ull);
+    mw_prof_done = 0;
+    if (L >= MW_PROF_FIRST && L < MW_PROF_FIRST + 4) {   /* no printf here: a call makes ptxas serialize the wgmma (C7510) */
+        unsigned long long *o = mw_prof_snap[L - MW_PROF_FIRST];
+        for (int k = 0; k < 8; k++) o[k] = v[k] / gridDim.x;
+        o[8] = PAIR;
+        o[9] = NT;
+        o[10] = (unsigned long long)items;
+        o[11] = gridDim.x;
+    }
+}
+/* host: the snapshots, printed (at the backend's destruction) */
+void cu_moe_wg_prof_print(void) {
+    unsigned long long h[4][12];
+    if (cudaMemcpyFromSymbol(h, mw_prof_snap, sizeof h) != cudaSuccess) return;
+    for (int i = 0; i < 4; i++)
+        if (h[i][11])
+            printf("mw_prof launch %d PAIR %llu NT %llu: %llu items over %llu CTAs; cycles a CTA: consumer loop %llu = item start "
+                   "+ scales %llu, waits for a full stage %llu, MMAs %llu, promotion %llu, store %llu; producer loop %llu, its "
+                   "waits for an empty slot %llu\n", MW_PROF_FIRST + i, h[i][8], h[i][9], h[i][10], h[i][11], h[i][0], h[i][1],
+                   h[i][2], h[i][3], h[i][4], h[i][5], h[i][6], h[i][7]);
+}
+#define MW_T(...) __VA_ARGS__
+#else
+#define MW_T(...)
+#endif
+
 /* Grid: any number of CTAs (the SMs), 384 threads, mw_smem_bytes() of dynamic shared memory.
  * tx: the rows' codes [R, K] (boxes of 128 columns x NT rows); tw: the dense form's weight map (boxes of
  * 128 x 128); a: the rest (mw_args). Weights [N, K] with [ceil(N / 128)][ws_cols] block scales; PAIR (grouped
@@ -452,6 +501,7 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
     int items = pre[E] * NB * a.ks, wg = threadIdx.x >> 7;
     if (wg == 0) {   /* producer: one thread */
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+        MW_T(long long pc[8] = {0}; long long p0 = mw_clock();)
         if (threadIdx.x == 0) {
             int it = 0;
             /* with a.pdl the first ring's stages get their weight tiles only; their codes (another kernel's output)
@@ -471,7 +521,9 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
                 for (int kb = m.kb0; kb < m.kb1; kb++, it++) {
                     int s = it % S::ST;
                     if (pend && it == pend) pend = mw_codes_after_wait<S::ST>(sm, S::STAGE, NM * S::W, &tx, pend, pkb, prow, full);
+                    MW_T(long long pe = mw_clock();)
                     if (it >= S::ST) mbar_wait(&empty[s], (it / S::ST - 1) & 1);
+                    MW_T(pc[7] += mw_clock() - pe;)
                     const int nocodes = (a.lab & 1) && kb > m.kb0 && !pend;
                     mbar_expect_tx(&full[s], nocodes ? NM * S::W : S::STAGE);
                     unsigned char *st = sm + s * S::STAGE;
@@ -489,6 +541,7 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
             }
             if (pend) mw_codes_after_wait<S::ST>(sm, S::STAGE, NM * S::W, &tx, it < pend ? it : pend, pkb, prow, full);
         }
+        MW_T(pc[6] = threadIdx.x == 0 ? mw_clock() - p0 : 0; mw_prof_finish<PAIR, NT>(pc, items);)
         return;
     }
     if (a.pdl) cu_pdl_wait();   /* the token scales, the codes' stages and the output belong to the kernels around */
@@ -497,7 +550,9 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
     float acc0[NT / 2], acc1[NT / 2], tot0[NT / 2], tot1[NT / 2];
     for (int i = 0; i < NT / 2; i++) acc0[i] = acc1[i] = 0.0f;
     const mw_span sp = mw_span_of(items, a.order);
+    MW_T(long long cc[8] = {0}; long long c0 = mw_clock(), ct;)
     for (int t = sp.t0; t < sp.t1; t += sp.step) {
+        MW_T(ct = mw_clock();)
         mw_item m = mw_item_of<NT>(t, NB, pre, offs, E, a.ks, a.kc, LK);
         if (BF) {   /* no scales: the item's stages straight into acc (zeroed by its first MMA) */
             for (int kb = m.kb0; kb < m.kb1; kb++, it++) {
@@ -531,6 +586,7 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
             g0 = sw0[m.kb0];
             g1 = sw1[m.kb0];
         }
+        MW_T(cc[1] += mw_clock() - ct;)
         if constexpr (PIPE) {   /* (not BF: static_assert above) */
             /* k-blocks in turn in (acc0, acc1) and (acc2, acc3): gate, up (PAIR) */
             float acc2[NT / 2], acc3[NT / 2];
@@ -572,7 +628,9 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
         } else {
             for (int kb = m.kb0; kb < m.kb1; kb++, it++) {
                 int s = it % S::ST;
+                MW_T(long long t0 = mw_clock();)
                 mbar_wait(&full[s], (it / S::ST) & 1);
+                MW_T(long long t1 = mw_clock(); cc[2] += t1 - t0;)
                 const unsigned char *a0 = sm + s * S::STAGE + cw * 64 * MW_BK, *a1 = a0 + S::W, *b = sm + s * S::STAGE + NM * S::W;
                 wg_fence();
 #pragma unroll
@@ -584,6 +642,7 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
                 float n0 = kb + 1 < m.kb1 ? sw0[kb + 1] : 0.0f, n1 = kb + 1 < m.kb1 ? sw1[kb + 1] : 0.0f;
                 const float *sx = xsm + (kb - m.kb0) * NT + 2 * (lane & 3);   /* this thread's tokens 8q + 2 (lane % 4) + h */
                 wg_wait0();
+                MW_T(long long t2 = mw_clock(); cc[3] += t2 - t1;)
                 if (lane == 0) mbar_arrive(&empty[s]);
 #pragma unroll
                 for (int q = 0; q < NT / 8; q++)
@@ -594,10 +653,14 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
                     }
                 g0 = n0;
                 g1 = n1;
+                MW_T(cc[4] += mw_clock() - t2;)
             }
         }
+        MW_T(long long t3 = mw_clock();)
         mw_store<PAIR, NT>(tot0, tot1, a, m, pre[E] * NB, cw, warp, lane, flag, red);
+        MW_T(cc[5] += mw_clock() - t3;)
     }
+    MW_T(cc[0] = mw_clock() - c0; if (threadIdx.x != 128) for (int k = 0; k < 8; k++) cc[k] = 0; mw_prof_finish<PAIR, NT>(cc, items);)
 }
 
 int cu_moe_wg = 1, cu_moe_wg_nt = 0;   /* DSINFER_CUDA_MOE_WG, DSINFER_CUDA_MOE_WG_NT (backend creation) */
