@@ -2411,6 +2411,16 @@ if want s30o; then
   step xp1-bf16 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s30o-bf16
   rm -f $OUT/xp*.log $OUT/test_cuda_ops_mut_*.log
 fi
+# s30p: after the launch helpers' merge (cu_launch_attrs / _pdl / _coop): the goldens, test_cuda_model, `bench --ceilings`,
+# FP8 / BF16 rows at b1 / b64 / b256
+if want s30p; then
+  step golden 150 $B/test_cuda_golden
+  step model 200 $B/test_cuda_model
+  step ceil 120 $B/dsinfer bench --ceilings
+  grep -hE "launch gaps|grid barrier|MB then" $OUT/ceil.log
+  step rows_fp8 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s30p-fp8
+  step rows_bf16 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s30p-bf16
+fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi

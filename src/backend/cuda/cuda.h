@@ -63,20 +63,34 @@ __device__ __forceinline__ void cu_prefetch_l2(const void *p, size_t bytes, int 
     const char *c = (const char *)p;
     for (size_t o = (size_t)t * 128; o < bytes; o += (size_t)n * 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(c + o));
 }
-/* kernel<<<grid, block, smem, cu_stream>>>(args), with the programmatic-dependent-launch attribute when pdl */
+/* kernel<<<grid, block, smem, cu_stream>>>(args) with the n launch attributes at (n may be 0) */
 template <typename... P, typename... A>
-static inline void cu_launch_pdl(int pdl, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, A... args) {
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
+static inline void cu_launch_attrs(cudaLaunchAttribute *at, int n, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,
+                                   A... args) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
     cfg.dynamicSmemBytes = smem;
     cfg.stream = cu_stream;
     cfg.attrs = at;
-    cfg.numAttrs = pdl ? 1 : 0;
+    cfg.numAttrs = (unsigned)n;
     CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, ((P)args)...));
+}
+/* ... with the programmatic-dependent-launch attribute when pdl */
+template <typename... P, typename... A>
+static inline void cu_launch_pdl(int pdl, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, A... args) {
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cu_launch_attrs(at, pdl ? 1 : 0, kernel, grid, block, smem, args...);
+}
+/* ... as a cooperative launch (every block co-resident, as a grid-wide barrier needs) */
+template <typename... P, typename... A>
+static inline void cu_launch_coop(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, A... args) {
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeCooperative;
+    at[0].val.cooperative = 1;
+    cu_launch_attrs(at, 1, kernel, grid, block, smem, args...);
 }
 template <typename... P, typename... A>
 static inline void cu_launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, A... args) {

@@ -294,34 +294,16 @@ static void gap_launch_pairs(const gap_ctx *g) {
                 cu_launch_pdl(0, gap_read_kernel, dim3((unsigned)g->n_sm), dim3(512), 0, a, (size_t)GAP_WA / 16, g->f);
                 cu_launch_pdl(0, gap_read_kernel, dim3((unsigned)g->n_sm), dim3(512), 0, b, (size_t)GAP_WB / 16, g->f);
             } else {
-                cudaLaunchAttribute at[1];
-                at[0].id = cudaLaunchAttributeCooperative;
-                at[0].val.cooperative = 1;
-                cudaLaunchConfig_t cfg = {};
-                cfg.gridDim = dim3((unsigned)g->n_sm);
-                cfg.blockDim = dim3(512);
-                cfg.stream = cu_stream;
-                cfg.attrs = at;
-                cfg.numAttrs = 1;
-                CUDA_CHECK(cudaLaunchKernelEx(&cfg, gap_phases_kernel, a, (size_t)GAP_WA / 16, b, (size_t)GAP_WB / 16, g->f, g->bar,
-                                              g->kind == 5 ? 1 : 0));
+                cu_launch_coop(gap_phases_kernel, dim3((unsigned)g->n_sm), dim3(512), 0, a, (size_t)GAP_WA / 16, b,
+                                (size_t)GAP_WB / 16, g->f, g->bar, g->kind == 5 ? 1 : 0);
             }
             CUDA_LAUNCH_CHECK();
         }
         return;
     }
     if (g->kind == 2) {   /* one cooperative launch of 2 GAP_PAIRS barriers (pdl: none, the launch alone) */
-        cudaLaunchAttribute at[1];
-        at[0].id = cudaLaunchAttributeCooperative;
-        at[0].val.cooperative = 1;
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3((unsigned)g->n_sm);
-        cfg.blockDim = dim3(384);
-        cfg.dynamicSmemBytes = GAP_SMEM;
-        cfg.stream = cu_stream;
-        cfg.attrs = at;
-        cfg.numAttrs = 1;
-        CUDA_CHECK(cudaLaunchKernelEx(&cfg, gap_barrier_kernel, g->p, g->bar, g->pdl ? 0 : 2 * GAP_PAIRS, g->form));
+        cu_launch_coop(gap_barrier_kernel, dim3((unsigned)g->n_sm), dim3(384), GAP_SMEM, g->p, g->bar, g->pdl ? 0 : 2 * GAP_PAIRS,
+                       g->form);
         CUDA_LAUNCH_CHECK();
         return;
     }
