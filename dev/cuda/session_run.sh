@@ -2421,6 +2421,78 @@ if want s30p; then
   step rows_fp8 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s30p-fp8
   step rows_bf16 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s30p-bf16
 fi
+# s31a: the FP8 decode experts' token scales staged by the producer warpgroup's idle warps (DSINFER_CUDA_MOE_WG_SX=1): op
+# tests moesx, moeorder, moepipe; the goldens with it; FP8 b1 .. b256 at =0 / 1 alternated twice
+if want s31a; then
+  for t in moesx moeorder moepipe; do step ops_$t 240 env DSINFER_OPS_ONLY=$t DSINFER_OPS_MAX_M=300 $B/test_cuda_ops; done
+  step golden_sx 150 env DSINFER_CUDA_MOE_WG_SX=1 $B/test_cuda_golden
+  for r in 1 2; do for n in 0 1; do
+    step sx${n}-$r 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_WG_SX=$n $B/dsinfer bench --dtype fp8 --batch 1,8,32,64,128,192,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s31a-fp8-sx$n
+  done; done
+  rm -f $OUT/sx*.log
+fi
+# s31b: where the experts' time goes with the staged scales (dsinfer_prof, MW_PROF: FP8 b64 and b256 at SX=1); the
+# pipelined consumers with them (SX=1 with PIPE=1 / 2 against PIPE=0), FP8 b32 .. b256
+if want s31b; then
+  for b in 64 256; do
+    step prof_sx_b$b 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_WG_SX=1 $B/dsinfer_prof bench --dtype fp8 --batch $b --ctx 1K --prompt '' --steps 8
+    grep -E "^mw_prof" $OUT/prof_sx_b$b.log
+  done
+  for p in 0 1 2; do
+    step sxp$p 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_WG_SX=1 DSINFER_CUDA_MOE_WG_PIPE=$p $B/dsinfer bench --dtype fp8 --batch 32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s31b-fp8-sx1-pipe$p
+  done
+  rm -f $OUT/sxp*.log
+fi
+# s31c: the staged items (SX=1 now also stages an item's fields and weight scales): op tests moesx, moeorder, moepipe; the
+# goldens with it; FP8 b1 .. b256 at =0 / 1 alternated twice; dsinfer_prof at SX=1: b64 and b256, and b256 without MMAs
+# (LAB 2) with and without gate / up's SiLU (LAB 10)
+if want s31c; then
+  for t in moesx moeorder moepipe; do step ops_$t 240 env DSINFER_OPS_ONLY=$t DSINFER_OPS_MAX_M=300 $B/test_cuda_ops; done
+  step golden_sx 150 env DSINFER_CUDA_MOE_WG_SX=1 $B/test_cuda_golden
+  for r in 1 2; do for n in 0 1; do
+    step sx${n}-$r 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_WG_SX=$n $B/dsinfer bench --dtype fp8 --batch 1,8,32,64,128,192,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s31c-fp8-sx$n
+  done; done
+  for c in "64 0" "256 0" "256 2" "256 10"; do set -- $c
+    step prof_sx_b$1_l$2 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_WG_SX=1 DSINFER_CUDA_MOE_WG_LAB=$2 $B/dsinfer_prof bench --dtype fp8 --batch $1 --ctx 1K --prompt '' --steps 8
+    grep -E "^mw_prof" $OUT/prof_sx_b$1_l$2.log
+  done
+  rm -f $OUT/sx*.log
+fi
+# s31d: gate / up's store as whole sectors (DSINFER_CUDA_MOE_WG_ST2=1) and the staged items (SX=1): op tests moest2, moesx;
+# mutants sx_par / sx_up (must fail moesx), st2_col (must fail moest2); the goldens with both; FP8 b1 .. b256 at SX=1 with
+# ST2=0 / 1 alternated twice, BF16 b1 / 64 / 256 at ST2=0 / 1; dsinfer_prof at b256 with both
+if want s31d; then
+  for t in moest2 moesx; do step ops_$t 240 env DSINFER_OPS_ONLY=$t DSINFER_OPS_MAX_M=300 $B/test_cuda_ops; done
+  for n in sx_par sx_up; do [ -x $B/test_cuda_ops_mut_$n ] && mutant $B/test_cuda_ops_mut_$n moesx 300 240; done
+  [ -x $B/test_cuda_ops_mut_st2_col ] && mutant $B/test_cuda_ops_mut_st2_col moest2 300 240
+  step golden_sx_st2 150 env DSINFER_CUDA_MOE_WG_SX=1 DSINFER_CUDA_MOE_WG_ST2=1 $B/test_cuda_golden
+  for r in 1 2; do for n in 0 1; do
+    step st${n}-$r 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_WG_SX=1 DSINFER_CUDA_MOE_WG_ST2=$n $B/dsinfer bench --dtype fp8 --batch 1,8,32,64,128,192,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s31d-fp8-sx1-st$n
+  done; done
+  for n in 0 1; do
+    step stbf${n} 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_WG_ST2=$n $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s31d-bf16-st$n
+  done
+  step prof_st_b256 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_WG_SX=1 DSINFER_CUDA_MOE_WG_ST2=1 $B/dsinfer_prof bench --dtype fp8 --batch 256 --ctx 1K --prompt '' --steps 8
+  grep -E "^mw_prof" $OUT/prof_st_b256.log
+  rm -f $OUT/st*.log $OUT/test_cuda_ops_mut_*.log
+fi
+# s31e (PSKIP measured no faster and removed after this run; its mutant was dev/cuda/mutants_s31b.sh, qn = m.cnt / 8):
+# the promotion of an item's own 8-token groups only (DSINFER_CUDA_MOE_WG_PSKIP=1), with SX and ST2 now default: op
+# tests moepskip, moest2, moesx, moeorder, moepipe, moent48; mutant psk_floor (must fail moepskip); the goldens with it;
+# FP8 b1 .. b256 at PSKIP=0 / 1 alternated twice; dsinfer_prof at b64 and b256 with it
+if want s31e; then
+  for t in moepskip moest2 moesx moeorder moepipe moent48; do step ops_$t 240 env DSINFER_OPS_ONLY=$t DSINFER_OPS_MAX_M=300 $B/test_cuda_ops; done
+  [ -x $B/test_cuda_ops_mut_psk_floor ] && mutant $B/test_cuda_ops_mut_psk_floor moepskip 300 240
+  step golden_psk 150 env DSINFER_CUDA_MOE_WG_PSKIP=1 $B/test_cuda_golden
+  for r in 1 2; do for n in 0 1; do
+    step ps${n}-$r 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_WG_PSKIP=$n $B/dsinfer bench --dtype fp8 --batch 1,8,32,64,128,192,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s31e-fp8-psk$n
+  done; done
+  for b in 64 256; do
+    step prof_psk_b$b 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_WG_PSKIP=1 $B/dsinfer_prof bench --dtype fp8 --batch $b --ctx 1K --prompt '' --steps 8
+    grep -E "^mw_prof" $OUT/prof_psk_b$b.log
+  done
+  rm -f $OUT/ps*.log $OUT/test_cuda_ops_mut_*.log
+fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi

@@ -873,6 +873,13 @@ static int moe_twin_pdl;
 static int moe_twin_order;  /* run_moe_order: the checked backend's grouped moe_wg launches must all have taken
                              * DSINFER_CUDA_MOE_WG_ORDER's item order (2 a call: gate / up and down), the twin's none */
 static int moe_twin_nt48;  /* run_moe_nt48: the checked backend's two moe_wg launches a call at 48 tokens a chunk, the twin's none */
+static int moe_twin_sx;     /* run_moe_sx: the checked backend's grouped moe_wg launches a call whose token scales the producer
+                             * warpgroup staged must be those whose items fit (ds_cuda_moe_wg_sx_fits), the twin's none */
+/* run_moe_st2: a launch counter (moe_twin_what) the checked backend's one moe call must advance by
+ * moe_twin_want, the twin's call not at all: the evidence that the two compare different paths */
+static long (*moe_twin_count)(ds_backend *);
+static int moe_twin_want;
+static const char *moe_twin_what;
 static int moe_twin_pipe;   /* run_moe_pipe: DSINFER_CUDA_MOE_WG_PIPE of the checked backend (1: its down launch pipelined, 2: and
                              * gate / up at 32 tokens a chunk), the twin none */
 
@@ -993,6 +1000,8 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc, i
         long pdl0 = tc ? ds_cuda_moe_wg_pdl_launches(gpu) : 0, tpdl0 = twin ? ds_cuda_moe_wg_pdl_launches(twin) : 0;
         long pipe0 = tc ? ds_cuda_moe_wg_pipe_launches(gpu) : 0, tpipe0 = twin ? ds_cuda_moe_wg_pipe_launches(twin) : 0;
         long ord0 = tc ? ds_cuda_moe_wg_order_launches(gpu) : 0, tord0 = twin ? ds_cuda_moe_wg_order_launches(twin) : 0;
+        long sx0 = tc ? ds_cuda_moe_wg_sx_launches(gpu) : 0, tsx0 = twin ? ds_cuda_moe_wg_sx_launches(twin) : 0;
+        long cn0 = moe_twin_count && tc ? moe_twin_count(gpu) : 0, tcn0 = moe_twin_count && twin ? moe_twin_count(twin) : 0;
         long n480 = tc ? ds_cuda_moe_wg_nt48_launches(gpu) : 0, tn480 = twin ? ds_cuda_moe_wg_nt48_launches(twin) : 0;
         if (routed) gpu->moe_routed(gpu, out.d, x.d, &Ld, M, e0, e1);
         else gpu->moe(gpu, out.d, x.d, &Ld, M);
@@ -1022,6 +1031,20 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc, i
                 printf("  %-8s moe M=%d: moe_wg launches in item order %d: %ld (twin %ld)\n", s->name, M, moe_twin_order, no, to);
                 CHECKF(no == 2 && to == 0, "%s moe M=%d: %ld moe_wg launches in item order %d (twin %ld), expected 2 and 0",
                        s->name, M, no, moe_twin_order, to);
+            }
+            if (moe_twin_sx) {   /* gate / up's items have D columns, down's mI */
+                int nt = ds_cuda_moe_wg_chunk(gpu, M * c->num_experts_per_tok, E);
+                int want = ds_cuda_moe_wg_sx_fits(nt, D) + ds_cuda_moe_wg_sx_fits(nt, mI);
+                long n = ds_cuda_moe_wg_sx_launches(gpu) - sx0, tn = ds_cuda_moe_wg_sx_launches(twin) - tsx0;
+                printf("  %-8s moe M=%d: moe_wg launches with staged token scales %ld (twin %ld)\n", s->name, M, n, tn);
+                CHECKF(n == want && tn == 0, "%s moe M=%d: %ld moe_wg launches with staged token scales (twin %ld), expected %d "
+                       "and 0", s->name, M, n, tn, want);
+            }
+            if (moe_twin_count) {
+                long n = moe_twin_count(gpu) - cn0, tn = moe_twin_count(twin) - tcn0;
+                printf("  %-8s moe M=%d: moe_wg launches %s %ld (twin %ld)\n", s->name, M, moe_twin_what, n, tn);
+                CHECKF(n == moe_twin_want && tn == 0, "%s moe M=%d: %ld moe_wg launches %s (twin %ld), expected %d and 0",
+                       s->name, M, n, moe_twin_what, tn, moe_twin_want);
             }
             if (moe_twin_pipe) {
                 /* the backend's chunk (cu_moe_wg_chunk): PIPE has no 48-token form, and gate / up's only at 32 tokens */
@@ -1214,7 +1237,7 @@ static void free_setup(setup *s) {
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
 static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf | side | linear2 | kvb | qkv | router | w8small
-                            * | f8cl | f8t1 | f8tp | f8ss | f8tc | f8ts | f8mc | moehalf | moepipe | f8bn | quantw | moeqf | moepdl | rgroup | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | moeorder | moent48 | gemv1 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
+                            * | f8cl | f8t1 | f8tp | f8ss | f8tc | f8ts | f8mc | moehalf | moepipe | f8bn | quantw | moeqf | moepdl | rgroup | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | moeorder | moent48 | moesx | moest2 | gemv1 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
                             * run_side_stream, run_linear2, run_kvb_copy, run_qkv_finish, run_router, run_w8a8_small or
                             * run_f8_lab */
 
@@ -2147,6 +2170,91 @@ static void run_moe_order(void) {
     moe_twin_order = 0;
     moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
     unsetenv("DSINFER_CUDA_MOE_WG_ORDER");
+}
+
+/* DSINFER_OPS_ONLY=moesx: the FP8 decode experts' token scales staged by the producer warpgroup's idle warps
+ * (DSINFER_CUDA_MOE_WG_SX=1, mw_args.sx: two item buffers handed over by mbarriers) against the consumers' own staging (the
+ * twin, =0): the same bits and the staged launches counted (both a call where the items' scales fit: V2-Lite; V3's gate / up
+ * at 64 tokens a chunk does not), at 2 .. 256 tokens (32, 48 and 64 tokens a chunk; 16 and 11 k-blocks an item; the shared
+ * experts inside), with gate / up's quantizing epilogue, with the pipelined consumers (=2 on both), V3 at 4 and 64 (at its
+ * own chunk and at 64 tokens a chunk); and against the CPU. */
+static void run_moe_sx(void) {
+    if (only && strcmp(only, "moesx")) return;
+    setup s;
+    moe_twin = 1;
+    moe_twin_env = "DSINFER_CUDA_MOE_WG_SX";
+    setenv("DSINFER_CUDA_MOE_WG_SX", "1", 1);   /* the backends check_moe_dt makes; its twin =0 */
+    moe_twin_sx = 1;
+    setenv("DSINFER_MOE_W8A8", "1", 1);
+    for (int mode = 0; mode < 3; mode++) {   /* 0 plain, 1 gate / up's quantizing epilogue, 2 the pipelined consumers */
+        setenv("DSINFER_CUDA_MOE_WG_QF", mode == 1 ? "1" : "0", 1);
+        setenv("DSINFER_CUDA_MOE_WG_PIPE", mode == 2 ? "2" : "0", 1);
+        if (load_setup(&s, mode == 0 ? "v2l-sx" : mode == 1 ? "v2l-sxqf" : "v2l-sxpipe", "configs/deepseek-v2-lite.json", 3, 16)) {
+            const int m[] = {2, 9, 63, 130, 200, 256};
+            check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
+            free_setup(&s);
+        }
+    }
+    unsetenv("DSINFER_CUDA_MOE_WG_QF");
+    unsetenv("DSINFER_CUDA_MOE_WG_PIPE");
+    for (int nt64 = 0; nt64 < 2; nt64++) {   /* V3 at its own chunk (32: both staged) and at 64 (gate / up's 56 k-blocks not) */
+        if (nt64) setenv("DSINFER_CUDA_MOE_WG_NT", "64", 1);
+        if (load_setup(&s, nt64 ? "v3-sx64" : "v3-sx", "configs/deepseek-v3.json", 3, 16)) {
+            const int m[] = {4, 64};
+            check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
+            free_setup(&s);
+        }
+        unsetenv("DSINFER_CUDA_MOE_WG_NT");
+    }
+    unsetenv("DSINFER_MOE_W8A8");
+    moe_twin = 0;
+    moe_twin_sx = 0;
+    moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
+    unsetenv("DSINFER_CUDA_MOE_WG_SX");
+}
+
+/* DSINFER_OPS_ONLY=moest2: the decode experts' gate / up store (BF16 SiLU(g) * u) as whole 32-byte sectors through shared
+ * memory (DSINFER_CUDA_MOE_WG_ST2=1, mw_store_pair) against the plain store (the twin, =0): the same bits and the launches
+ * counted (gate / up's, none with its quantizing epilogue), FP8 (W8A8) at 2 .. 256 tokens (32, 48 and 64 tokens a chunk:
+ * partial 8-token groups at an expert's last chunk; the shared experts inside), with the staged items (SX=1 on both) and
+ * with the quantizing epilogue, V3 at 4 and 64; BF16 experts at 64 and 256; and against the CPU. */
+static void run_moe_st2(void) {
+    if (only && strcmp(only, "moest2")) return;
+    setup s;
+    moe_twin = 1;
+    moe_twin_env = "DSINFER_CUDA_MOE_WG_ST2";
+    moe_twin_count = ds_cuda_moe_wg_st2_launches;
+    moe_twin_what = "storing whole sectors";
+    setenv("DSINFER_CUDA_MOE_WG_ST2", "1", 1);   /* the backends check_moe_dt makes; its twin =0 */
+    setenv("DSINFER_MOE_W8A8", "1", 1);
+    for (int mode = 0; mode < 3; mode++) {   /* 0 plain, 1 with the staged items, 2 gate / up's quantizing epilogue */
+        setenv("DSINFER_CUDA_MOE_WG_SX", mode == 1 ? "1" : "0", 1);
+        setenv("DSINFER_CUDA_MOE_WG_QF", mode == 2 ? "1" : "0", 1);
+        moe_twin_want = mode == 2 ? 0 : 1;
+        if (load_setup(&s, mode == 0 ? "v2l-st2" : mode == 1 ? "v2l-st2sx" : "v2l-st2qf", "configs/deepseek-v2-lite.json", 3, 16)) {
+            const int m[] = {2, 9, 63, 130, 200, 256};
+            check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
+            free_setup(&s);
+        }
+    }
+    unsetenv("DSINFER_CUDA_MOE_WG_SX");
+    unsetenv("DSINFER_CUDA_MOE_WG_QF");
+    moe_twin_want = 1;
+    if (load_setup(&s, "v3-st2", "configs/deepseek-v3.json", 3, 16)) {
+        const int m[] = {4, 64};
+        check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
+        free_setup(&s);
+    }
+    unsetenv("DSINFER_MOE_W8A8");
+    if (load_setup(&s, "v2l-st2bf", "configs/deepseek-v2-lite.json", 3, 16)) {
+        const int m[] = {64, 256};
+        check_moe_dt(&s, m, NM(m), DS_DTYPE_BF16, 3, 0);
+        free_setup(&s);
+    }
+    moe_twin = 0;
+    moe_twin_count = NULL;
+    moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
+    unsetenv("DSINFER_CUDA_MOE_WG_ST2");
 }
 
 /* DSINFER_OPS_ONLY=moepipe: the decode experts' FP8 launches with two k-blocks' MMAs in flight a consumer warpgroup
@@ -3413,6 +3521,8 @@ int main(void) {
     RUN(run_f8_tm_mc());
     RUN(run_moe_half());
     RUN(run_moe_pipe());
+    RUN(run_moe_sx());
+    RUN(run_moe_st2());
     RUN(run_f8_bn192());
     RUN(run_moe_qf());
     RUN(run_moe_pdl());

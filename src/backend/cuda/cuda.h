@@ -360,9 +360,20 @@ void cu_ws_free(cu_ws *w);
  *                            conversion launch.
  *   DSINFER_CUDA_MOE_WG_LAB=BITS, DSINFER_CUDA_MOE_WG_GRID=N  lab switches of the decode experts (thirtieth session):
  *                            LAB timing-only forms with wrong results (1: the rows' codes at an item's first stage only,
- *                            2: no MMAs, 4: the weights as 16 KB runs); GRID at most N persistent CTAs (the same bits).
+ *                            2: no MMAs, 4: the weights as 16 KB runs, 8: gate / up's store without SiLU); GRID at most N
+ *                            persistent CTAs (the same bits).
  *   DSINFER_CUDA_MOE_WG_NT48=N  the decode experts at 48 tokens a chunk from 13 to N rows an expert on average (default
  *                            20: V2-Lite b192 FP8 -0.19 ms; at 24 rows, b256, 64 is faster); 0: 64 above 12 rows.
+ * Thirty-first session:
+ *   DSINFER_CUDA_MOE_WG_SX=1 (default) the FP8 decode experts' items (their fields, weight scales and token scales)
+ *                            staged by the producer warpgroup's three idle warps into two item buffers handed over by
+ *                            mbarriers (mw_args.sx), not found and staged by the consumer warpgroups between two barriers
+ *                            at every item's start; where an item fits half of MW_XS (V2-Lite always; V3's gate / up at
+ *                            64 tokens a chunk not). The same bits (op test moesx); FP8 b64 -0.22 ms, b256 -0.67; =0 off.
+ *   DSINFER_CUDA_MOE_WG_ST2=1 (default) the decode experts' gate / up store (BF16 SiLU(g) * u, FP8 and BF16 experts, not with
+ *                            DSINFER_CUDA_MOE_WG_QF) as whole 32-byte sectors through 256 bytes of shared memory a warp,
+ *                            not as 16-byte halves (mw_store_pair). The same bits (op test moest2); b256 FP8 -0.08 ms,
+ *                            BF16 -0.1; =0 off.
  * Engine-level (model/forward.c): DSINFER_FUSED_ADD_NORM=0 (residual add and norm as two ops),
  * DSINFER_EP_GATHER=0 (expert parallelism's all-to-all form), DSINFER_EP_GRAPHS=0 (gathered EP steps
  * not captured). */
@@ -386,6 +397,9 @@ typedef struct {
                       * launch (its CTAs start their weight stream on the SMs the kernel before leaves: mw_args.pdl), 2 gate / up's
                       * launch too, 0 neither; -1 (default): 2 for BF16 experts (down right after gate / up: -0.17 ms at b64 and
                       * b256), 0 for FP8 (the quantizer between: 0.1 .. 0.2 ms slower with it) */
+    int moe_wg_st2;    /* decode experts: gate / up's BF16 store as whole sectors (cuda_moe_wg.cu mw_args.st2; DSINFER_CUDA_MOE_WG_ST2) */
+    int moe_wg_sx;     /* FP8 decode experts: token scales staged by the producer warpgroup's idle warps (cuda_moe_wg.cu
+                        * mw_args.sx; DSINFER_CUDA_MOE_WG_SX) */
     int moe_wg_pipe;   /* FP8 decode experts: the down launch (1; 2: and gate / up at 32 tokens a chunk) with two k-blocks' MMAs in
                         * flight (cuda_moe_wg.cu; DSINFER_CUDA_MOE_WG_PIPE) */
     int moe_half;      /* prefill MoE: grouped tiles of <= 64 rows load 64 rows (cuda_fp8_wgmma.cu tm_groups.half; DSINFER_CUDA_MOE_HALF) */
@@ -509,6 +523,8 @@ typedef struct {
     long moe_wg_nt48_launches;  /* moe_wg_kernel launches with 48 tokens a chunk (tests) */
     long qkv_split_launches;      /* qkv_finish launches with q's heads in blocks of their own (opt.qkv_split; tests) */
     long moe_wg_order_launches;   /* grouped moe_wg_kernel launches with opt.moe_wg_order 1 or 2 (tests) */
+    long moe_wg_st2_launches;   /* moe_wg_kernel launches with mw_args.st2 (tests) */
+    long moe_wg_sx_launches;    /* grouped moe_wg_kernel launches with mw_args.sx (tests) */
     long moe_wg_pipe_launches;  /* ... of its pipelined one-weight form (DSINFER_CUDA_MOE_WG_PIPE; tests) */
     long moe_shared_in_runs;    /* MoE calls whose shared experts ran as moe_wg_kernel's virtual experts (host count, for tests) */
 } ds_cuda_backend;
@@ -950,6 +966,7 @@ void cu_rows_bf16_gather(void *dst, const float *src, const int32_t *rows, int M
 int cu_rows_gather_sh(void *dst, float *s, const float *x, const int32_t *rows, int nr, int mt, int M, int K, int fp8);
 void cu_moe_wg_init(void);
 int cu_moe_wg_chunk(int n_rows, int E, int nt48_max);
+int cu_moe_wg_sx_fits(int nt, int K);
 /* moe_wg_kernel's work item t on the host (ds_cuda_host_selftest): pre [E + 1] (each expert's first chunk, chunks of
  * nt rows), offs [E + 1] (the experts' row offsets); out: expert, first row, rows, weight block, split, first and
  * end stage, tile */

@@ -43,6 +43,12 @@ long ds_cuda_chain_fused_runs(ds_backend *be);
 long ds_cuda_moe_wg_pdl_launches(ds_backend *be);
 /* grouped moe_wg_kernel launches with DSINFER_CUDA_MOE_WG_ORDER 1 or 2 (tests) */
 long ds_cuda_moe_wg_order_launches(ds_backend *be);
+/* grouped moe_wg_kernel launches whose token scales the producer warpgroup staged (DSINFER_CUDA_MOE_WG_SX; tests), and
+ * whether an item of nt tokens and K columns can be staged so */
+long ds_cuda_moe_wg_sx_launches(ds_backend *be);
+/* moe_wg_kernel launches whose BF16 store went as whole sectors (DSINFER_CUDA_MOE_WG_ST2; tests) */
+long ds_cuda_moe_wg_st2_launches(ds_backend *be);
+int ds_cuda_moe_wg_sx_fits(int nt, int K);
 /* absorbed attentions that read the BF16 q qkv_finish wrote (DSINFER_CUDA_QB_FUSE; tests) */
 long ds_cuda_qb_fused_runs(ds_backend *be);
 /* qkv_finish launches with q's heads in blocks of their own (DSINFER_CUDA_QKV_SPLIT; tests) */

@@ -192,6 +192,9 @@ long ds_cuda_moe_shared_in_runs(ds_backend *be) { return cu_of(be)->moe_shared_i
 long ds_cuda_chain_fused_runs(ds_backend *be) { return cu_of(be)->chain_fused_runs; }
 long ds_cuda_moe_wg_pdl_launches(ds_backend *be) { return cu_of(be)->moe_wg_pdl_launches; }
 long ds_cuda_moe_wg_order_launches(ds_backend *be) { return cu_of(be)->moe_wg_order_launches; }
+long ds_cuda_moe_wg_sx_launches(ds_backend *be) { return cu_of(be)->moe_wg_sx_launches; }
+long ds_cuda_moe_wg_st2_launches(ds_backend *be) { return cu_of(be)->moe_wg_st2_launches; }
+int ds_cuda_moe_wg_sx_fits(int nt, int K) { return cu_moe_wg_sx_fits(nt, K); }
 long ds_cuda_qb_fused_runs(ds_backend *be) { return cu_of(be)->qb_fused_runs; }
 long ds_cuda_moe_wg_nt48_launches(ds_backend *be) { return cu_of(be)->moe_wg_nt48_launches; }
 long ds_cuda_qkv_split_launches(ds_backend *be) { return cu_of(be)->qkv_split_launches; }
@@ -1007,6 +1010,10 @@ static cu_opts cu_opts_read(void) {
     o.moe_wg_pdl = env_int("DSINFER_CUDA_MOE_WG_PDL", -1);
     o.moe_wg_order = env_int("DSINFER_CUDA_MOE_WG_ORDER", -1);
     o.moe_wg_nt48 = env_int("DSINFER_CUDA_MOE_WG_NT48", 20);
+    /* on by default since the thirty-first session (RESULTS runs 3 and 4: SX FP8 b64 -0.22 ms, b256 -0.67; ST2 b256 FP8
+     * -0.08, BF16 -0.1) */
+    o.moe_wg_sx = env_int("DSINFER_CUDA_MOE_WG_SX", 1);
+    o.moe_wg_st2 = env_int("DSINFER_CUDA_MOE_WG_ST2", 1);
     o.moe_wg_pipe = env_int("DSINFER_CUDA_MOE_WG_PIPE", 0);   /* opt-in: within the spread (twenty-sixth session run 2) */
     o.moe_half = env_int("DSINFER_CUDA_MOE_HALF", 0);         /* opt-in: no gain (twenty-sixth session run 2) */
     o.route_group = env_int("DSINFER_CUDA_ROUTE_GROUP", 0);

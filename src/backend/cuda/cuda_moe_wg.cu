@@ -44,8 +44,9 @@ struct mw_shape {
 };
 
 #define MW_QF_RED (8 * 64)   /* the quantizing epilogue's per-warp row maxima: 8 consumer warps x NT tokens */
+#define MW_STG (8 * 128)     /* mw_store_pair's staging: 8 consumer warps x [8 tokens][16 columns] BF16 */
 static size_t mw_smem_bytes(void) {
-    return MW_RING + 2 * MW_MAX_ST * 8 + (2 * (MW_MAX_E + 1) + 4 + MW_XS + MW_QF_RED) * 4 + 1024;
+    return MW_RING + (2 * MW_MAX_ST + 4) * 8 + (2 * (MW_MAX_E + 1) + 4 + MW_XS + MW_QF_RED) * 4 + MW_STG * 2 + 1024;
 }
 
 /* d[64 x N] (+)= a[64 x 32] b[N x 32]^T, e4m3 from shared memory; acc = 0 starts from zero. d[4q + h]: row
@@ -138,8 +139,19 @@ typedef struct {
     int order;
     /* LAB (DSINFER_CUDA_MOE_WG_LAB, timing only, wrong results): bit 0 the rows' codes loaded at an item's first stage
      * only (what the stream costs without the codes' bytes), bit 1 the consumers skip the MMAs and promotion, bit 2 the
-     * grouped weights' boxes as 16 KB runs (tma_map_lab: what a tiled weight layout would stream) */
+     * grouped weights' boxes as 16 KB runs (tma_map_lab: what a tiled weight layout would stream), bit 3 gate / up's BF16
+     * store without SiLU (g u: what its exp and division cost; with bit 1 the outputs stay zero, the routing unchanged) */
     int lab;
+    /* PAIR without qf (DSINFER_CUDA_MOE_WG_ST2): the BF16 SiLU(g) * u stored as whole 32-byte sectors (mw_store_pair),
+     * not as 16-byte halves of four rows a warp store; the same values */
+    int st2;
+    /* grouped, FP8 (DSINFER_CUDA_MOE_WG_SX; mw_launch sets it only where an item fits: cu_moe_wg_sx_fits): the item, its
+     * weight scales and its token scales staged by the producer warpgroup's idle warps 1 .. 3 (mw_scale_warps) into two
+     * item buffers of MW_XS / 2, handed over by mbarriers (sfull: the warps' 96 arrivals, sempty: the 8 consumer warps'),
+     * instead of the consumers' table search, global loads and staging between two barriers of theirs at every item's
+     * start (mw_stage_scales): the two consumer warpgroups never wait for each other, and the items are staged up to two
+     * ahead. The same values in the same places: the same bits. */
+    int sx;
 } mw_args;
 
 /* the items [t0, t1) a CTA takes, step apart (mw_args.order) */
@@ -249,6 +261,51 @@ __device__ __forceinline__ void mw_stage_scales(float *xsm, const float *xs, con
     mw_consumers_sync();
 }
 
+/* mw_args.sx: warps 1 .. 3 of the producer warpgroup (96 threads, s = threadIdx.x - 32) stage item j into buffer j % 2 of
+ * xsm (MW_XS / 2 floats each), after the consumers have given that buffer back (sbar[2 + j % 2], item j - 2's 8 arrivals),
+ * then arrive on sbar[j % 2] (each thread after its own stores: release). A buffer: the item (MW_SXH ints, mw_item_put),
+ * its weight scales of k-blocks kb0 .. kb1 - 1 [2][nk] (the gate tile's and the up tile's; one tile's twice without PAIR),
+ * then its token scales [nk][NT] (mw_stage_scales' layout): the consumers do no table search and no global load for an
+ * item. Loads four at once a thread, the token scales in the order of xs's rows (c-major). */
+#define MW_SX_THREADS 96
+#define MW_SXH 8   /* the item's fields at a buffer's start */
+__device__ __forceinline__ void mw_item_put(int *h, const mw_item &m) {
+    h[0] = m.e, h[1] = m.row0, h[2] = m.cnt, h[3] = m.nb, h[4] = m.z, h[5] = m.kb0, h[6] = m.kb1, h[7] = m.tile;
+}
+__device__ __forceinline__ mw_item mw_item_get(const int *h) { return mw_item{h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]}; }
+template <bool PAIR, int NT>
+__device__ void mw_scale_warps(float *xsm, uint64_t *sbar, const mw_args &a, const int *pre, const int *offs, int E, int NB,
+                               int LK, int items) {
+    const int s = (int)threadIdx.x - 32, NM = PAIR ? 2 : 1;
+    if (a.pdl) cu_pdl_wait();   /* the scales are the kernel before's output */
+    const mw_span sp = mw_span_of(items, a.order);
+    int j = 0;
+    for (int t = sp.t0; t < sp.t1; t += sp.step, j++) {
+        mw_item m = mw_item_of<NT>(t, NB, pre, offs, E, a.ks, a.kc, LK);
+        float *buf = xsm + (j & 1) * (MW_XS / 2), *xb = buf + MW_SXH + 2 * (m.kb1 - m.kb0);
+        const size_t wrow = (size_t)m.nb * (m.e < a.E ? a.ws_cols : a.sws_cols);   /* a virtual expert's scale rows */
+        const float *sw0 = a.scales[m.e * NM] + wrow + m.kb0, *sw1 = a.scales[m.e * NM + NM - 1] + wrow + m.kb0;
+        if (j >= 2) mbar_wait(&sbar[2 + (j & 1)], ((j >> 1) - 1) & 1);
+        const int nk = m.kb1 - m.kb0, n = NT * nk;
+        if (s == 0) mw_item_put((int *)buf, m);
+        for (int i = s; i < 2 * nk; i += MW_SX_THREADS) buf[MW_SXH + i] = i < nk ? sw0[i] : sw1[i - nk];
+        for (int i0 = 0; i0 < n; i0 += 4 * MW_SX_THREADS) {
+            float v[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                int i = i0 + u * MW_SX_THREADS + s, c = i / nk, k = i % nk;
+                v[u] = i < n && c < m.cnt ? a.xs[(size_t)(m.row0 + c) * LK + m.kb0 + k] : 0.0f;
+            }
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                int i = i0 + u * MW_SX_THREADS + s;
+                if (i < n) xb[(i % nk) * NT + i / nk] = v[u];
+            }
+        }
+        mbar_arrive(&sbar[j & 1]);
+    }
+}
+
 /* The epilogue of one item: this thread's sums at rows (tokens) row0 + c, columns n. PAIR: BF16 SiLU(g) * u;
  * one split: fp32 sums. ks splits: each stores its NT / 2 sums contiguous at part[((z tiles + tile) 256 + tid)
  * NT / 2] (tid: the consumer thread; 16-byte stores), then the tile's last split to take its ticket sums the ks
@@ -301,11 +358,42 @@ __device__ __forceinline__ void mw_store_qf(const float (&g)[NT / 2], const floa
         }
 }
 
+/* PAIR's BF16 SiLU(g) * u (the plain store's values, bit for bit) as whole 32-byte sectors (mw_args.st2): the plain store
+ * writes, per warp instruction, 16-byte halves of four tokens' sectors, which the memory system takes at a fraction of
+ * the rate of whole ones (MW_PROF: 7k cycles an item at 64 tokens against 1.4k for down's fp32 stores of whole sectors).
+ * Per 8 tokens (q): the warp puts its 16 columns x 8 tokens into its 256 bytes of stg ([token][column]), then lane l
+ * stores 8 bytes of token l / 4 (columns 4 (l % 4) ..): each token's 32 bytes in one sector. */
+template <int NT>
+__device__ __forceinline__ void mw_store_pair(const float (&g)[NT / 2], const float (&u)[NT / 2], const mw_args &a,
+                                              const mw_item &m, int cw, int warp, int lane, __nv_bfloat16 *stg) {
+    const int n0 = m.nb * MW_BN + cw * 64 + 16 * warp, tr = lane >> 2, tq = lane & 3;   /* n0: the warp's first column */
+    const bool col_ok = n0 + 4 * tq < a.N;   /* (N % 4 == 0: the 8 bytes are all in or all out) */
+#pragma unroll
+    for (int q = 0; q < NT / 8; q++) {
+        if (8 * q >= m.cnt) break;   /* (the warp's lanes agree) */
+#pragma unroll
+        for (int h = 0; h < 4; h++) {
+            float gv = g[4 * q + h], sg = a.lab & 8 ? gv : gv / (1.0f + expf(-gv));   /* LAB 8 as mw_store's */
+            stg[(2 * (lane & 3) + (h & 1)) * 16 + (lane >> 2) + 8 * (h >> 1)] = __float2bfloat16_rn(sg * u[4 * q + h]);
+        }
+        __syncwarp();
+        uint2 v = *(const uint2 *)(stg + tr * 16 + 4 * tq);
+        if (8 * q + tr < m.cnt && col_ok)
+            *(uint2 *)((__nv_bfloat16 *)a.out + (size_t)(m.row0 + 8 * q + tr) * a.ldo + n0 + 4 * tq) = v;
+        __syncwarp();   /* the reads before the next q's writes */
+    }
+}
+
 template <bool PAIR, int NT>
 __device__ __forceinline__ void mw_store(const float (&tot0)[NT / 2], const float (&tot1)[NT / 2], const mw_args &a,
                                          const mw_item &m, int tiles, int cw, int warp, int lane, int *flag, float *red) {
     const int tid = threadIdx.x - 128;
+    if (PAIR && a.st2 && !a.qf) {
+        mw_store_pair<NT>(tot0, tot1, a, m, cw, warp, lane, (__nv_bfloat16 *)(red + MW_QF_RED) + (cw * 4 + warp) * 128);
+        return;
+    }
     if (PAIR && a.qf) {
+        if (a.sx) mw_consumers_sync();   /* red's readers of the item before (without sx: mw_stage_scales' barriers) */
         mw_store_qf<NT>(tot0, tot1, a, m, cw, warp, lane, red);
         return;
     }
@@ -361,7 +449,8 @@ __device__ __forceinline__ void mw_store(const float (&tot0)[NT / 2], const floa
             size_t o = (size_t)(m.row0 + c) * a.ldo + n;
             if (PAIR) {
                 float g = sum[4 * q + h];
-                ((__nv_bfloat16 *)a.out)[o] = __float2bfloat16_rn(g / (1.0f + expf(-g)) * tot1[4 * q + h]);
+                float sg = a.lab & 8 ? g : g / (1.0f + expf(-g));   /* LAB 8: the store without SiLU's exp and division */
+                ((__nv_bfloat16 *)a.out)[o] = __float2bfloat16_rn(sg * tot1[4 * q + h]);
             } else {
                 ((float *)a.out)[o] = sum[4 * q + h];
             }
@@ -483,14 +572,19 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
     extern __shared__ unsigned char mw_raw[];
     unsigned char *sm = (unsigned char *)(((uintptr_t)mw_raw + 1023) & ~(uintptr_t)1023);
     uint64_t *full = (uint64_t *)(sm + MW_RING), *empty = full + MW_MAX_ST;
-    int *pre = (int *)(empty + MW_MAX_ST), *offs = pre + MW_MAX_E + 1, *flag = offs + MW_MAX_E + 1;
+    uint64_t *sbar = empty + MW_MAX_ST;   /* mw_args.sx: [0, 1] the scale buffers full, [2, 3] empty */
+    int *pre = (int *)(sbar + 4), *offs = pre + MW_MAX_E + 1, *flag = offs + MW_MAX_E + 1;
     float *xsm = (float *)(flag + 4);   /* [MW_XS]: the item's token scales */
-    float *red = xsm + MW_XS;           /* [MW_QF_RED]: mw_store_qf's maxima */
+    float *red = xsm + MW_XS;           /* [MW_QF_RED]: mw_store_qf's maxima; then MW_STG BF16: mw_store_pair's staging */
     if (threadIdx.x < 32) mw_tables<NT>(pre, offs, a.maps ? a.off : NULL, a.maps ? a.E : 1, a.R, a.maps ? a.ns : 0, a.ms, a.rr);
     if (threadIdx.x == 32) {
         for (int s = 0; s < S::ST; s++) {
             mbar_init(&full[s], 1);
             mbar_init(&empty[s], 8);   /* the 8 consumer warps */
+        }
+        for (int p = 0; p < 2; p++) {
+            mbar_init(&sbar[p], MW_SX_THREADS);
+            mbar_init(&sbar[2 + p], 8);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -540,20 +634,24 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
                 }
             }
             if (pend) mw_codes_after_wait<S::ST>(sm, S::STAGE, NM * S::W, &tx, it < pend ? it : pend, pkb, prow, full);
+        } else if (!BF && a.sx && threadIdx.x >= 32 && threadIdx.x < 32 + MW_SX_THREADS) {
+            mw_scale_warps<PAIR, NT>(xsm, sbar, a, pre, offs, E, NB, LK, items);
         }
         MW_T(pc[6] = threadIdx.x == 0 ? mw_clock() - p0 : 0; mw_prof_finish<PAIR, NT>(pc, items);)
         return;
     }
     if (a.pdl) cu_pdl_wait();   /* the token scales, the codes' stages and the output belong to the kernels around */
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
-    int cw = wg - 1, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, it = 0;
+    int cw = wg - 1, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, it = 0, j = 0;   /* j: items done (sx) */
     float acc0[NT / 2], acc1[NT / 2], tot0[NT / 2], tot1[NT / 2];
     for (int i = 0; i < NT / 2; i++) acc0[i] = acc1[i] = 0.0f;
     const mw_span sp = mw_span_of(items, a.order);
     MW_T(long long cc[8] = {0}; long long c0 = mw_clock(), ct;)
     for (int t = sp.t0; t < sp.t1; t += sp.step) {
         MW_T(ct = mw_clock();)
-        mw_item m = mw_item_of<NT>(t, NB, pre, offs, E, a.ks, a.kc, LK);
+        float *buf = xsm + (j & 1) * (MW_XS / 2);   /* sx: item j's buffer (mw_scale_warps) */
+        if (!BF && a.sx) mbar_wait(&sbar[j & 1], (j >> 1) & 1);
+        mw_item m = !BF && a.sx ? mw_item_get((const int *)buf) : mw_item_of<NT>(t, NB, pre, offs, E, a.ks, a.kc, LK);
         if (BF) {   /* no scales: the item's stages straight into acc (zeroed by its first MMA) */
             for (int kb = m.kb0; kb < m.kb1; kb++, it++) {
                 int s = it % S::ST;
@@ -572,19 +670,33 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
             mw_store<PAIR, NT>(acc0, acc1, a, m, pre[E] * NB, cw, warp, lane, flag, red);
             continue;
         }
-        const size_t wrow = (size_t)m.nb * (m.e < a.E ? a.ws_cols : a.sws_cols);   /* a virtual expert's scale rows */
-        const float *sw0 = (a.maps ? a.scales[m.e * NM] : a.w_scale) + wrow;
-        const float *sw1 = (a.maps ? a.scales[m.e * NM + NM - 1] : a.w_scale) + wrow;
         for (int i = 0; i < NT / 2; i++) tot0[i] = tot1[i] = 0.0f;
+        /* sw0 / sw1: the weight tiles' scales of k-block kb at [kb - ko]; xsj: the item's token scales [stage][NT] */
+        const float *sw0, *sw1, *xsj;
+        int ko;
         float g0 = 0.0f, g1 = 0.0f;   /* the weight tiles' scales, loaded one block ahead */
-        if (a.pref) {
-            g0 = sw0[m.kb0];
-            g1 = sw1[m.kb0];
-        }
-        mw_stage_scales<NT>(xsm, a.xs, m, LK, threadIdx.x - 128);
-        if (!a.pref) {
-            g0 = sw0[m.kb0];
-            g1 = sw1[m.kb0];
+        if (a.sx) {   /* all in the item's buffer */
+            sw0 = buf + MW_SXH;
+            sw1 = sw0 + (m.kb1 - m.kb0);
+            xsj = sw1 + (m.kb1 - m.kb0);
+            ko = m.kb0;
+            g0 = sw0[0];
+            g1 = sw1[0];
+        } else {
+            const size_t wrow = (size_t)m.nb * (m.e < a.E ? a.ws_cols : a.sws_cols);   /* a virtual expert's scale rows */
+            sw0 = (a.maps ? a.scales[m.e * NM] : a.w_scale) + wrow;
+            sw1 = (a.maps ? a.scales[m.e * NM + NM - 1] : a.w_scale) + wrow;
+            xsj = xsm;
+            ko = 0;
+            if (a.pref) {
+                g0 = sw0[m.kb0];
+                g1 = sw1[m.kb0];
+            }
+            mw_stage_scales<NT>(xsm, a.xs, m, LK, threadIdx.x - 128);
+            if (!a.pref) {
+                g0 = sw0[m.kb0];
+                g1 = sw1[m.kb0];
+            }
         }
         MW_T(cc[1] += mw_clock() - ct;)
         if constexpr (PIPE) {   /* (not BF: static_assert above) */
@@ -596,28 +708,28 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
             mw_pipe_issue<NT, S::ST, PAIR>(acc0, acc1, sm, full, it, 0, S::STAGE, cw, S::W, at);
             int i = 0;
             for (; i + 2 < nk; i += 2) {   /* i in flight in (acc0, acc1) */
-                gb = sw0[m.kb0 + i + 1];
-                if (PAIR) gub = sw1[m.kb0 + i + 1];
+                gb = sw0[m.kb0 + i + 1 - ko];
+                if (PAIR) gub = sw1[m.kb0 + i + 1 - ko];
                 mw_pipe_issue<NT, S::ST, PAIR>(acc2, acc3, sm, full, it, i + 1, S::STAGE, cw, S::W, at);
                 wg_wait1();
-                mw_pipe_promote<NT, S::ST, PAIR>(tot0, tot1, acc0, acc1, empty, it, i, ga, gua, xsm, lane);
-                ga = sw0[m.kb0 + i + 2];
-                if (PAIR) gua = sw1[m.kb0 + i + 2];
+                mw_pipe_promote<NT, S::ST, PAIR>(tot0, tot1, acc0, acc1, empty, it, i, ga, gua, xsj, lane);
+                ga = sw0[m.kb0 + i + 2 - ko];
+                if (PAIR) gua = sw1[m.kb0 + i + 2 - ko];
                 mw_pipe_issue<NT, S::ST, PAIR>(acc0, acc1, sm, full, it, i + 2, S::STAGE, cw, S::W, at);
                 wg_wait1();
-                mw_pipe_promote<NT, S::ST, PAIR>(tot0, tot1, acc2, acc3, empty, it, i + 1, gb, gub, xsm, lane);
+                mw_pipe_promote<NT, S::ST, PAIR>(tot0, tot1, acc2, acc3, empty, it, i + 1, gb, gub, xsj, lane);
             }
             if (i + 1 < nk) {   /* i in (acc0, acc1) and one more */
-                gb = sw0[m.kb0 + i + 1];
-                if (PAIR) gub = sw1[m.kb0 + i + 1];
+                gb = sw0[m.kb0 + i + 1 - ko];
+                if (PAIR) gub = sw1[m.kb0 + i + 1 - ko];
                 mw_pipe_issue<NT, S::ST, PAIR>(acc2, acc3, sm, full, it, i + 1, S::STAGE, cw, S::W, at);
                 wg_wait1();
-                mw_pipe_promote<NT, S::ST, PAIR>(tot0, tot1, acc0, acc1, empty, it, i, ga, gua, xsm, lane);
+                mw_pipe_promote<NT, S::ST, PAIR>(tot0, tot1, acc0, acc1, empty, it, i, ga, gua, xsj, lane);
                 wg_wait0();
-                mw_pipe_promote<NT, S::ST, PAIR>(tot0, tot1, acc2, acc3, empty, it, i + 1, gb, gub, xsm, lane);
+                mw_pipe_promote<NT, S::ST, PAIR>(tot0, tot1, acc2, acc3, empty, it, i + 1, gb, gub, xsj, lane);
             } else {
                 wg_wait0();
-                mw_pipe_promote<NT, S::ST, PAIR>(tot0, tot1, acc0, acc1, empty, it, i, ga, gua, xsm, lane);
+                mw_pipe_promote<NT, S::ST, PAIR>(tot0, tot1, acc0, acc1, empty, it, i, ga, gua, xsj, lane);
             }
             it += nk;
         } else if (a.lab & 2) {
@@ -639,8 +751,8 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
                     if (PAIR) mw_mma<NT>(acc1, wg_desc(a1 + 32 * j), wg_desc(b + 32 * j), j);
                 }
                 wg_commit();
-                float n0 = kb + 1 < m.kb1 ? sw0[kb + 1] : 0.0f, n1 = kb + 1 < m.kb1 ? sw1[kb + 1] : 0.0f;
-                const float *sx = xsm + (kb - m.kb0) * NT + 2 * (lane & 3);   /* this thread's tokens 8q + 2 (lane % 4) + h */
+                float n0 = kb + 1 < m.kb1 ? sw0[kb + 1 - ko] : 0.0f, n1 = kb + 1 < m.kb1 ? sw1[kb + 1 - ko] : 0.0f;
+                const float *sx = xsj + (kb - m.kb0) * NT + 2 * (lane & 3);   /* this thread's tokens 8q + 2 (lane % 4) + h */
                 wg_wait0();
                 MW_T(long long t2 = mw_clock(); cc[3] += t2 - t1;)
                 if (lane == 0) mbar_arrive(&empty[s]);
@@ -656,6 +768,11 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
                 MW_T(cc[4] += mw_clock() - t2;)
             }
         }
+        if (a.sx) {   /* this warp's reads of the scale buffer are done: give it back */
+            __syncwarp();
+            if (lane == 0) mbar_arrive(&sbar[2 + (j & 1)]);
+        }
+        j++;
         MW_T(long long t3 = mw_clock();)
         mw_store<PAIR, NT>(tot0, tot1, a, m, pre[E] * NB, cw, warp, lane, flag, red);
         MW_T(cc[5] += mw_clock() - t3;)
@@ -700,6 +817,8 @@ static void mw_launch(ds_cuda_backend *cb, int nt, const CUtensorMap &tx, const 
      * RESULTS twenty-ninth session run 3) */
     const int ord = cb->opt.moe_wg_order >= 0 ? cb->opt.moe_wg_order : a.ms <= 128 ? 1 : 0;
     a.order = a.maps ? ord : 0;
+    a.sx = a.sx && !BF && a.maps && cu_moe_wg_sx_fits(nt, a.K);   /* an item fits one of the two buffers */
+    a.st2 = PAIR && !a.qf && cb->opt.moe_wg_st2 && a.N % 4 == 0;
     /* PIPE: down at both chunk sizes, gate / up (=2) at 32 tokens (at 64 its four accumulator sets would not fit) */
     if (!BF && cb->opt.moe_wg_pipe && nt != 48 && (!PAIR || (cb->opt.moe_wg_pipe >= 2 && nt == 32))) {
         if (PAIR) cu_launch_pdl(a.pdl, moe_wg_kernel<true, 32, false, true>, grid, dim3(384), mw_smem_bytes(), tx, tw, a);
@@ -717,6 +836,8 @@ static void mw_launch(ds_cuda_backend *cb, int nt, const CUtensorMap &tx, const 
     CUDA_LAUNCH_CHECK();
     cb->moe_wg_pdl_launches += a.pdl != 0;
     cb->moe_wg_order_launches += a.order != 0;
+    cb->moe_wg_sx_launches += a.sx != 0;
+    cb->moe_wg_st2_launches += a.st2 != 0;
 }
 
 /* tokens a chunk: 32 up to a mean of 12 rows an expert (V2-Lite batch 128), 48 from 13 to nt48_max rows (opt.moe_wg_nt48,
@@ -812,6 +933,7 @@ static int mw_run_f8(ds_cuda_backend *cb, float *y, const float *x, const mw_row
                                  r.ns ? L->sh_gate.scale_cols : 0, D / MW_BK);
     a1.oscale = is;
     a1.qf = qf;
+    a1.sx = cb->opt.moe_wg_sx;
     /* gate / up with PDL only after a plainly launched gather (under CU_F8_PDL the gather itself may start before the
      * grouping ends, and gate / up reads off[] before its wait) */
     const int pdl = cb->opt.moe_wg_pdl < 0 ? 0 : cb->opt.moe_wg_pdl;   /* default none: slower (RESULTS twenty-fourth session run 3) */
@@ -821,6 +943,7 @@ static int mw_run_f8(ds_cuda_backend *cb, float *y, const float *x, const mw_row
     mw_args a2 = mw_grouped_args(r, maps + 2 * E2, sc + 2 * E2, is, y, D, I, L->exp_down[0].scale_cols,
                                  r.ns ? L->sh_down.scale_cols : 0, I / MW_BK);
     a2.pdl = pdl >= 1;   /* after the quantizer (plain) or gate / up (qf), which wait before they trigger */
+    a2.sx = cb->opt.moe_wg_sx;
     mw_launch<false>(cb, nt, t2, t2, a2);
     return 1;
 }
@@ -846,6 +969,9 @@ int cu_moe_wg_run(ds_cuda_backend *cb, float *y, const float *x, const int32_t *
     *sh_done = ok && r.ns;
     return ok;
 }
+
+/* whether mw_args.sx can stage an item of nt tokens and K columns (grouped: kc = K / 128) in one of the two buffers */
+int cu_moe_wg_sx_fits(int nt, int K) { return MW_SXH + (nt + 2) * (K / MW_BK) <= MW_XS / 2; }
 
 void cu_moe_wg_virtual(int *pre, int *offs, int E, int ns, int ms, int rr, int nt) { mw_append_virtual(pre, offs, E, ns, ms, rr, nt); }
 
