@@ -2493,6 +2493,39 @@ if want s31e; then
   done
   rm -f $OUT/ps*.log $OUT/test_cuda_ops_mut_*.log
 fi
+# s31f: the fused router's x rows staged in shared memory (DSINFER_CUDA_ROUTER_XS=1) and the denominator's loads eight at a
+# time: op test router (all sizes); mutants rx_row / rt_rem (must fail router); the goldens and test_cuda_model with XS=1;
+# FP8 b8 .. b256 at XS=0 / 1 alternated twice, BF16 b64 / b256 once each
+if want s31f; then
+  step ops_router 240 env DSINFER_OPS_ONLY=router $B/test_cuda_ops
+  for n in rx_row rt_rem; do [ -x $B/test_cuda_ops_mut_$n ] && mutant $B/test_cuda_ops_mut_$n router '' 240; done
+  step golden_xs 150 env DSINFER_CUDA_ROUTER_XS=1 $B/test_cuda_golden
+  step model_xs 200 env DSINFER_CUDA_ROUTER_XS=1 $B/test_cuda_model
+  for r in 1 2; do for n in 0 1; do
+    step rx${n}-$r 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_ROUTER_XS=$n $B/dsinfer bench --dtype fp8 --batch 8,32,64,128,192,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s31f-fp8-xs$n
+  done; done
+  for n in 0 1; do
+    step rxbf${n} 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_ROUTER_XS=$n $B/dsinfer bench --dtype bf16 --batch 64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s31f-bf16-xs$n
+  done
+  rm -f $OUT/rx*.log $OUT/test_cuda_ops_mut_*.log
+fi
+# s31g: the session's defaults checked and a few older switches measured again beside them. Op tests moesx, moest2,
+# moeorder, moepipe, moent48, moecomb, moeqf, router, qkv, attnin. The goldens and test_cuda_model. The switches, FP8
+# b64 .. b256, alternated twice against the defaults: QF=1, PREF_MAX_M=256, ORDER=1, NT48=24. Then the rows: FP8
+# b1 .. b256 and BF16 b1 / 64 / 256 at 1K, and both at b1 / 64 / 256 at 4K.
+if want s31g; then
+  for t in moesx moest2 moeorder moepipe moent48 moecomb moeqf router qkv attnin; do step ops_$t 240 env DSINFER_OPS_ONLY=$t DSINFER_OPS_MAX_M=300 $B/test_cuda_ops; done
+  step golden 150 $B/test_cuda_golden
+  step model 200 $B/test_cuda_model
+  for r in 1 2; do for v in "base X=0" "qf DSINFER_CUDA_MOE_WG_QF=1" "pref DSINFER_CUDA_MOE_WG_PREF_MAX_M=256" "ord DSINFER_CUDA_MOE_WG_ORDER=1" "nt48 DSINFER_CUDA_MOE_WG_NT48=24"; do set -- $v
+    step sw_$1-$r 150 env DSINFER_CUDA_TC=1 $2 $B/dsinfer bench --dtype fp8 --batch 64,128,192,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s31g-fp8-$1
+  done; done
+  step rows_fp8 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1,8,32,64,128,192,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s31g-fp8
+  step rows_bf16 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s31g-bf16
+  step rows_4k 200 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1,64,256 --ctx 4K --prompt '' --steps 8 --csv $CSV --label s31g-fp8-4k
+  step rows_4kbf 200 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 4K --prompt '' --steps 8 --csv $CSV --label s31g-bf16-4k
+  rm -f $OUT/sw_*.log
+fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi

@@ -1621,7 +1621,9 @@ static void run_router(void) {
         s.gpu = ds_backend_cuda_new(&s.cfg, err);   /* the router GEMM then the routing kernel */
         setenv("DSINFER_CUDA_ROUTER_FUSED", "1", 1);
         setenv("DSINFER_CUDA_ROUTER_FUSED_MIN_M", "1", 1);   /* from one token, whatever the default */
+        setenv("DSINFER_CUDA_ROUTER_XS", "0", 1);            /* x read from global memory: the reference of the XS form */
         ds_backend *fu = ds_backend_cuda_new(&s.cfg, err);
+        unsetenv("DSINFER_CUDA_ROUTER_XS");
         setenv("DSINFER_CUDA_ROUTER_FUSED", "2", 1);   /* the cluster form (router_cl_kernel) */
         ds_backend *cl = fu ? ds_backend_cuda_new(&s.cfg, err) : NULL;
         unsetenv("DSINFER_CUDA_ROUTER_FUSED");
@@ -1671,6 +1673,30 @@ static void run_router(void) {
                 if (Ms[i] <= 256) check_router_same(&s, fu, ft, how, Ms[i], &rw, has_bias ? &rb : NULL);
             }
             if (ft) ft->destroy(ft);
+        }
+        /* x's rows staged in shared memory (DSINFER_CUDA_ROUTER_XS=1) at 4 and 1 tokens a block: against the CPU, the same
+         * bytes as the global-memory form, and its launches counted (V3's 4 x 7168 x 4 bytes pass 48 KB: none there) */
+        for (int tok = 4; tok >= 1; tok -= 3) {
+            setenv("DSINFER_CUDA_ROUTER_XS", "1", 1);
+            setenv("DSINFER_CUDA_ROUTER_TOK", tok == 1 ? "1" : "0", 1);
+            setenv("DSINFER_CUDA_ROUTER_FUSED_MIN_M", "1", 1);
+            ds_backend *fx2 = ds_backend_cuda_new(&s.cfg, err);
+            unsetenv("DSINFER_CUDA_ROUTER_XS");
+            unsetenv("DSINFER_CUDA_ROUTER_TOK");
+            unsetenv("DSINFER_CUDA_ROUTER_FUSED_MIN_M");
+            CHECKF(fx2 != NULL, "%s", err);
+            const char *how = tok == 1 ? "fused xs 1" : "fused xs 4";
+            const int staged = (size_t)tok * D * 4 <= 48 * 1024;
+            for (int i = 0; fx2 && i < NM(Ms); i++) {
+                if (Ms[i] > max_m || Ms[i] > 256) continue;
+                long n0 = ds_cuda_router_xs_launches(fx2);
+                check_router(&s, fx2, how, Ms[i], &rw, has_bias ? &rb : NULL);
+                long n = ds_cuda_router_xs_launches(fx2) - n0;
+                CHECKF((n > 0) == staged, "%s router %s M=%d: %ld launches with x in shared memory (expected %s)", s.name, how,
+                       Ms[i], n, staged ? "some" : "none");
+                check_router_same(&s, fu, fx2, how, Ms[i], &rw, has_bias ? &rb : NULL);
+            }
+            if (fx2) fx2->destroy(fx2);
         }
         free_weight(&rw);
         if (has_bias) free_weight(&rb);

@@ -374,6 +374,10 @@ void cu_ws_free(cu_ws *w);
  *                            DSINFER_CUDA_MOE_WG_QF) as whole 32-byte sectors through 256 bytes of shared memory a warp,
  *                            not as 16-byte halves (mw_store_pair). The same bits (op test moest2); b256 FP8 -0.08 ms,
  *                            BF16 -0.1; =0 off.
+ *   DSINFER_CUDA_ROUTER_XS=1 (default) the fused router (router_fused_kernel) stages its token group's x rows in shared
+ *                            memory once a block (where TOK x D x 4 bytes <= 48 KB: V2-Lite at 4 tokens a block, V3 at
+ *                            1), instead of every warp reading them from global memory. The same bits (op test router);
+ *                            FP8 b8 / b64 / b128 / b256 -0.04 / -0.03 / -0.05 / -0.07 ms, BF16 within the spread; =0 off.
  * Engine-level (model/forward.c): DSINFER_FUSED_ADD_NORM=0 (residual add and norm as two ops),
  * DSINFER_EP_GATHER=0 (expert parallelism's all-to-all form), DSINFER_EP_GRAPHS=0 (gathered EP steps
  * not captured). */
@@ -397,6 +401,7 @@ typedef struct {
                       * launch (its CTAs start their weight stream on the SMs the kernel before leaves: mw_args.pdl), 2 gate / up's
                       * launch too, 0 neither; -1 (default): 2 for BF16 experts (down right after gate / up: -0.17 ms at b64 and
                       * b256), 0 for FP8 (the quantizer between: 0.1 .. 0.2 ms slower with it) */
+    int router_xs;     /* the fused router's x rows staged in shared memory (cuda_moe.cu XS; DSINFER_CUDA_ROUTER_XS) */
     int moe_wg_st2;    /* decode experts: gate / up's BF16 store as whole sectors (cuda_moe_wg.cu mw_args.st2; DSINFER_CUDA_MOE_WG_ST2) */
     int moe_wg_sx;     /* FP8 decode experts: token scales staged by the producer warpgroup's idle warps (cuda_moe_wg.cu
                         * mw_args.sx; DSINFER_CUDA_MOE_WG_SX) */
@@ -523,6 +528,7 @@ typedef struct {
     long moe_wg_nt48_launches;  /* moe_wg_kernel launches with 48 tokens a chunk (tests) */
     long qkv_split_launches;      /* qkv_finish launches with q's heads in blocks of their own (opt.qkv_split; tests) */
     long moe_wg_order_launches;   /* grouped moe_wg_kernel launches with opt.moe_wg_order 1 or 2 (tests) */
+    long router_xs_launches;    /* router_fused_kernel launches with x staged in shared memory (tests) */
     long moe_wg_st2_launches;   /* moe_wg_kernel launches with mw_args.st2 (tests) */
     long moe_wg_sx_launches;    /* grouped moe_wg_kernel launches with mw_args.sx (tests) */
     long moe_wg_pipe_launches;  /* ... of its pipelined one-weight form (DSINFER_CUDA_MOE_WG_PIPE; tests) */
@@ -965,6 +971,7 @@ void cu_rows_bf16_gather(void *dst, const float *src, const int32_t *rows, int M
  * 16-byte aligned or K % 128). */
 int cu_rows_gather_sh(void *dst, float *s, const float *x, const int32_t *rows, int nr, int mt, int M, int K, int fp8);
 void cu_moe_wg_init(void);
+void cu_router_init(void);   /* the fused router's shared-memory attributes (cuda_moe.cu) */
 int cu_moe_wg_chunk(int n_rows, int E, int nt48_max);
 int cu_moe_wg_sx_fits(int nt, int K);
 /* moe_wg_kernel's work item t on the host (ds_cuda_host_selftest): pre [E + 1] (each expert's first chunk, chunks of

@@ -48,6 +48,8 @@ long ds_cuda_moe_wg_order_launches(ds_backend *be);
 long ds_cuda_moe_wg_sx_launches(ds_backend *be);
 /* moe_wg_kernel launches whose BF16 store went as whole sectors (DSINFER_CUDA_MOE_WG_ST2; tests) */
 long ds_cuda_moe_wg_st2_launches(ds_backend *be);
+/* fused router launches with the token group's x rows in shared memory (DSINFER_CUDA_ROUTER_XS; tests) */
+long ds_cuda_router_xs_launches(ds_backend *be);
 int ds_cuda_moe_wg_sx_fits(int nt, int K);
 /* absorbed attentions that read the BF16 q qkv_finish wrote (DSINFER_CUDA_QB_FUSE; tests) */
 long ds_cuda_qb_fused_runs(ds_backend *be);

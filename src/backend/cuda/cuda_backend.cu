@@ -194,6 +194,7 @@ long ds_cuda_moe_wg_pdl_launches(ds_backend *be) { return cu_of(be)->moe_wg_pdl_
 long ds_cuda_moe_wg_order_launches(ds_backend *be) { return cu_of(be)->moe_wg_order_launches; }
 long ds_cuda_moe_wg_sx_launches(ds_backend *be) { return cu_of(be)->moe_wg_sx_launches; }
 long ds_cuda_moe_wg_st2_launches(ds_backend *be) { return cu_of(be)->moe_wg_st2_launches; }
+long ds_cuda_router_xs_launches(ds_backend *be) { return cu_of(be)->router_xs_launches; }
 int ds_cuda_moe_wg_sx_fits(int nt, int K) { return cu_moe_wg_sx_fits(nt, K); }
 long ds_cuda_qb_fused_runs(ds_backend *be) { return cu_of(be)->qb_fused_runs; }
 long ds_cuda_moe_wg_nt48_launches(ds_backend *be) { return cu_of(be)->moe_wg_nt48_launches; }
@@ -1014,6 +1015,7 @@ static cu_opts cu_opts_read(void) {
      * -0.08, BF16 -0.1) */
     o.moe_wg_sx = env_int("DSINFER_CUDA_MOE_WG_SX", 1);
     o.moe_wg_st2 = env_int("DSINFER_CUDA_MOE_WG_ST2", 1);
+    o.router_xs = env_int("DSINFER_CUDA_ROUTER_XS", 1);   /* default since the thirty-first session (run 7: FP8 -0.03 .. -0.08 ms) */
     o.moe_wg_pipe = env_int("DSINFER_CUDA_MOE_WG_PIPE", 0);   /* opt-in: within the spread (twenty-sixth session run 2) */
     o.moe_half = env_int("DSINFER_CUDA_MOE_HALF", 0);         /* opt-in: no gain (twenty-sixth session run 2) */
     o.route_group = env_int("DSINFER_CUDA_ROUTE_GROUP", 0);

@@ -172,9 +172,17 @@ __device__ static void route_warp(const float *lg, const float *bias, int32_t *i
         mx = cu_warp_max(mx);
         for (int e = lane; e < E; e += 32) s[e] = expf(lg[e] - mx);
         __syncwarp();
-        if (lane == 0) {   /* the denominator in expert order, as the CPU */
+        if (lane == 0) {   /* the denominator in expert order, as the CPU; 8 loads issued before their adds */
             float sum = 0.0f;
-            for (int e = 0; e < E; e++) sum += s[e];
+            int e = 0;
+            for (; e + 8 <= E; e += 8) {
+                float v[8];
+#pragma unroll
+                for (int u = 0; u < 8; u++) v[u] = s[e + u];
+#pragma unroll
+                for (int u = 0; u < 8; u++) sum += v[u];
+            }
+            for (; e < E; e++) sum += s[e];
             *red = sum;
         }
         __syncwarp();
@@ -258,11 +266,15 @@ static_assert(RF_MAX_M + 1 <= CU_ROUTE_TICKETS, "the backend's router tickets (c
 
 /* GROUP (DSINFER_CUDA_ROUTE_GROUP): the token groups' last blocks take a second ticket (tickets[CU_ROUTE_TICKETS - 1]);
  * the last of them groups every token's choices (group_block, from L2) into go: no grouping launch. */
+/* XS (DSINFER_CUDA_ROUTER_XS): the group's TOK rows of x staged once in dynamic shared memory ([TOK][D] fp32, the rows past
+ * the last token holding the last one's, as CLAMP reads them) by the whole block, then read from there by its 8 warps:
+ * each warp read all of them from global memory (8 x TOK x D x 4 bytes a block through L1, mostly L2 round trips).
+ * The same products in the same order: the same bits. */
 /* CLAMP (DSINFER_CUDA_ROUTER_CLAMP, default 1): the group's tokens past the last one (nt < RF_TOK) read the last one's
  * row again instead of leaving the token loop, so that every load of a chunk can be issued before its FMAs (a
  * data-dependent exit inside the unrolled loop kept each token's loads behind the previous token's arithmetic; RESULTS
  * twenty-second session run 1: 32 cycles an instruction); their sums are not stored: the same bits. */
-template <bool BF16, bool GROUP = false, bool CLAMP = false, int TOK = RF_TOK>
+template <bool BF16, bool GROUP = false, bool CLAMP = false, int TOK = RF_TOK, bool XS = false>
 __global__ void __launch_bounds__(RF_WARPS * 32) router_fused_kernel(const float *x, cu_wview w, float *logits,
                                                                      const float *bias, int32_t *ids, float *wout,
                                                                      int M, unsigned *tickets, route_cfg rc, group_out go) {
@@ -276,6 +288,15 @@ __global__ void __launch_bounds__(RF_WARPS * 32) router_fused_kernel(const float
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, E = rc.E, D = w.cols;
     int m0 = blockIdx.x * TOK, nt = M - m0 < TOK ? M - m0 : TOK, e = blockIdx.y * RF_WARPS + warp;
     cu_pdl_wait();
+    extern __shared__ float4 rf_xs[];   /* XS: [TOK][D / 4] */
+    if (XS) {
+        const int D4 = D / 4;
+        for (int i = threadIdx.x; i < TOK * D4; i += blockDim.x) {
+            int j = i / D4;
+            rf_xs[i] = ((const float4 *)(x + (size_t)(m0 + (j < nt ? j : nt - 1)) * D))[i - j * D4];
+        }
+        __syncthreads();
+    }
     if (e < E) {
         float acc[TOK];
 #pragma unroll
@@ -296,7 +317,8 @@ __global__ void __launch_bounds__(RF_WARPS * 32) router_fused_kernel(const float
 #pragma unroll
             for (int j = 0; j < TOK; j++) {
                 if (!CLAMP && j >= nt) break;
-                const float4 *xp = (const float4 *)(x + (size_t)(m0 + (CLAMP && j >= nt ? nt - 1 : j)) * D + c);
+                const float4 *xp = XS ? rf_xs + ((size_t)j * D + c) / 4   /* (rows past nt: copies of the last) */
+                                      : (const float4 *)(x + (size_t)(m0 + (CLAMP && j >= nt ? nt - 1 : j)) * D + c);
 #pragma unroll
                 for (int q = 0; q < V / 4; q++) {
                     float4 a = xp[q];
@@ -499,11 +521,34 @@ static int router_tok(const ds_cuda_backend *cb) {
     return t == 1 || t == 2 ? t : RF_TOK;
 }
 
-/* router_fused_kernel<BF16, GROUP, CLAMP (cu_router_clamp), TOK> over the grid */
+/* XS's dynamic shared memory allowed beside the kernel's static arrays (which with GROUP take ~20 KB, so the default 48 KB
+ * in all would not hold V2-Lite's 32 KB of rows): set once by cu_router_init; the caller stages at most RF_XS_MAX bytes */
+#define RF_XS_MAX (48 * 1024)
 template <int TOK>
-static void router_fused_launch(int bf, int group, dim3 grid, const float *x, const ds_weight *r, float *logits,
+static void rf_xs_attrs(void) {
+    CUDA_CHECK(cudaFuncSetAttribute(router_fused_kernel<true, true, true, TOK, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, RF_XS_MAX));
+    CUDA_CHECK(cudaFuncSetAttribute(router_fused_kernel<true, false, true, TOK, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, RF_XS_MAX));
+    CUDA_CHECK(cudaFuncSetAttribute(router_fused_kernel<false, true, true, TOK, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, RF_XS_MAX));
+    CUDA_CHECK(cudaFuncSetAttribute(router_fused_kernel<false, false, true, TOK, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, RF_XS_MAX));
+}
+void cu_router_init(void) {
+    rf_xs_attrs<1>();
+    rf_xs_attrs<2>();
+    rf_xs_attrs<RF_TOK>();
+}
+
+/* router_fused_kernel<BF16, GROUP, CLAMP (cu_router_clamp), TOK, XS> over the grid; XS (with CLAMP only) takes TOK x D x 4
+ * bytes of dynamic shared memory, at most RF_XS_MAX (the caller's check) */
+template <int TOK>
+static void router_fused_launch(int bf, int group, int xs, dim3 grid, const float *x, const ds_weight *r, float *logits,
                                 const float *bias, int32_t *ids, float *w, int M, unsigned *t, route_cfg rc, group_out g) {
-    if (cu_router_clamp) {
+    const size_t sm = xs ? (size_t)TOK * r->cols * 4 : 0;
+    if (cu_router_clamp && xs) {
+        if (bf && group) cu_launch(router_fused_kernel<true, true, true, TOK, true>, grid, RF_WARPS * 32, sm, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
+        else if (bf) cu_launch(router_fused_kernel<true, false, true, TOK, true>, grid, RF_WARPS * 32, sm, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
+        else if (group) cu_launch(router_fused_kernel<false, true, true, TOK, true>, grid, RF_WARPS * 32, sm, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
+        else cu_launch(router_fused_kernel<false, false, true, TOK, true>, grid, RF_WARPS * 32, sm, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
+    } else if (cu_router_clamp) {
         if (bf && group) cu_launch(router_fused_kernel<true, true, true, TOK>, grid, RF_WARPS * 32, 0, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
         else if (bf) cu_launch(router_fused_kernel<true, false, true, TOK>, grid, RF_WARPS * 32, 0, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
         else if (group) cu_launch(router_fused_kernel<false, true, true, TOK>, grid, RF_WARPS * 32, 0, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
@@ -532,9 +577,11 @@ static int router_fused(ds_cuda_backend *cb, const ds_weight *r, const float *x,
     dim3 grid((unsigned)((M + tok - 1) / tok), (unsigned)((rc.E + RF_WARPS - 1) / RF_WARPS));
     group_out g = go ? *go : group_out{NULL, NULL, NULL, NULL};
     unsigned *t = cb->route_tickets;
-    if (tok == 1) router_fused_launch<1>(bf, go != NULL, grid, x, r, logits, bias, ids, w, M, t, rc, g);
-    else if (tok == 2) router_fused_launch<2>(bf, go != NULL, grid, x, r, logits, bias, ids, w, M, t, rc, g);
-    else router_fused_launch<RF_TOK>(bf, go != NULL, grid, x, r, logits, bias, ids, w, M, t, rc, g);
+    const int xs = cb->opt.router_xs && (size_t)tok * r->cols * 4 <= RF_XS_MAX;   /* x's rows in shared memory (XS) */
+    cb->router_xs_launches += xs && cu_router_clamp;
+    if (tok == 1) router_fused_launch<1>(bf, go != NULL, xs, grid, x, r, logits, bias, ids, w, M, t, rc, g);
+    else if (tok == 2) router_fused_launch<2>(bf, go != NULL, xs, grid, x, r, logits, bias, ids, w, M, t, rc, g);
+    else router_fused_launch<RF_TOK>(bf, go != NULL, xs, grid, x, r, logits, bias, ids, w, M, t, rc, g);
     CUDA_LAUNCH_CHECK();
     return 1;
 }

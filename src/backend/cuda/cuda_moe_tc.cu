@@ -353,6 +353,7 @@ void cu_moe_tc2_init(void) {
     f8_init();
     cu_f8_wgmma_init();
     cu_moe_wg_init();
+    cu_router_init();
     M2_SET_SMEM(3, 32);
     M2_SET_SMEM(4, 32);
     M2_SET_SMEM(6, 32);
