@@ -2526,6 +2526,14 @@ if want s31g; then
   step rows_4kbf 200 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 1,64,256 --ctx 4K --prompt '' --steps 8 --csv $CSV --label s31g-bf16-4k
   rm -f $OUT/sw_*.log
 fi
+# s31h: after the review's mend (mw_silu_mul: one definition of gate / up's epilogue value): op tests moest2, moeqf, moesx,
+# moeorder; the goldens; FP8 rows b64 / b256 and BF16 b64 / b256
+if want s31h; then
+  for t in moest2 moeqf moesx moeorder; do step ops_$t 240 env DSINFER_OPS_ONLY=$t DSINFER_OPS_MAX_M=300 $B/test_cuda_ops; done
+  step golden 150 $B/test_cuda_golden
+  step rows_fp8 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s31h-fp8
+  step rows_bf16 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s31h-bf16
+fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi

@@ -306,6 +306,12 @@ __device__ void mw_scale_warps(float *xsm, uint64_t *sbar, const mw_args &a, con
     }
 }
 
+/* gate / up's epilogue value: SiLU(g) u rounded to BF16 (moe_f8_kernel's and the CPU's order of operations); lab bit 3
+ * (mw_args.lab, timing only): g u, without SiLU's exp and division */
+__device__ __forceinline__ __nv_bfloat16 mw_silu_mul(float g, float u, int lab) {
+    return __float2bfloat16_rn((lab & 8 ? g : g / (1.0f + expf(-g))) * u);
+}
+
 /* The epilogue of one item: this thread's sums at rows (tokens) row0 + c, columns n. PAIR: BF16 SiLU(g) * u;
  * one split: fp32 sums. ks splits: each stores its NT / 2 sums contiguous at part[((z tiles + tile) 256 + tid)
  * NT / 2] (tid: the consumer thread; 16-byte stores), then the tile's last split to take its ticket sums the ks
@@ -320,7 +326,7 @@ __device__ __forceinline__ void mw_store_qf(const float (&g)[NT / 2], const floa
                                             const mw_item &m, int cw, int warp, int lane, float *red) {
     float h[NT / 2], mx[NT / 4];   /* mx[2q + e]: this lane's maximum for token 8q + 2 (lane % 4) + e */
 #pragma unroll
-    for (int i = 0; i < NT / 2; i++) h[i] = __bfloat162float(__float2bfloat16_rn(g[i] / (1.0f + expf(-g[i])) * u[i]));
+    for (int i = 0; i < NT / 2; i++) h[i] = __bfloat162float(mw_silu_mul(g[i], u[i], 0));
 #pragma unroll
     for (int q = 0; q < NT / 8; q++)
 #pragma unroll
@@ -372,10 +378,8 @@ __device__ __forceinline__ void mw_store_pair(const float (&g)[NT / 2], const fl
     for (int q = 0; q < NT / 8; q++) {
         if (8 * q >= m.cnt) break;   /* (the warp's lanes agree) */
 #pragma unroll
-        for (int h = 0; h < 4; h++) {
-            float gv = g[4 * q + h], sg = a.lab & 8 ? gv : gv / (1.0f + expf(-gv));   /* LAB 8 as mw_store's */
-            stg[(2 * (lane & 3) + (h & 1)) * 16 + (lane >> 2) + 8 * (h >> 1)] = __float2bfloat16_rn(sg * u[4 * q + h]);
-        }
+        for (int h = 0; h < 4; h++)
+            stg[(2 * (lane & 3) + (h & 1)) * 16 + (lane >> 2) + 8 * (h >> 1)] = mw_silu_mul(g[4 * q + h], u[4 * q + h], a.lab);
         __syncwarp();
         uint2 v = *(const uint2 *)(stg + tr * 16 + 4 * tq);
         if (8 * q + tr < m.cnt && col_ok)
@@ -448,9 +452,7 @@ __device__ __forceinline__ void mw_store(const float (&tot0)[NT / 2], const floa
             if (c >= m.cnt || n >= a.N) continue;
             size_t o = (size_t)(m.row0 + c) * a.ldo + n;
             if (PAIR) {
-                float g = sum[4 * q + h];
-                float sg = a.lab & 8 ? g : g / (1.0f + expf(-g));   /* LAB 8: the store without SiLU's exp and division */
-                ((__nv_bfloat16 *)a.out)[o] = __float2bfloat16_rn(sg * tot1[4 * q + h]);
+                ((__nv_bfloat16 *)a.out)[o] = mw_silu_mul(sum[4 * q + h], tot1[4 * q + h], a.lab);
             } else {
                 ((float *)a.out)[o] = sum[4 * q + h];
             }
