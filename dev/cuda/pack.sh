@@ -15,8 +15,8 @@ done
 # optional: the same dsinfer built with -DCU_NO_PDL (make BUILD=build-nopdl NVFLAGS="... -DCU_NO_PDL"), to time
 # the PDL instructions' cost when PDL is off
 [ -x build-nopdl/dsinfer ] && cp build-nopdl/dsinfer .deps/bin/dsinfer_nopdl && strip .deps/bin/dsinfer_nopdl
-# optional: dsinfer built with -DMW_PROF (the decode experts' phase sums, cuda_moe_wg.cu; `make BUILD=build-prof
-# NVFLAGS="... -DMW_PROF" build-prof/dsinfer` after a copy of build/), for session_run.sh s30n
+# optional: dsinfer built with -DMW_PROF (the decode experts' phase sums, cuda_moe_wg.cu; dev/cuda/build_prof.sh), for
+# session_run.sh s30n, s31b .. s31e
 [ -x build-prof/dsinfer ] && cp build-prof/dsinfer .deps/bin/dsinfer_prof && strip .deps/bin/dsinfer_prof
 cp -L /usr/lib/x86_64-linux-gnu/{libcjson.so.1,libpcre2-8.so.0,libmicrohttpd.so.12} .deps/lib/
 for l in libgnutls.so.30 libp11-kit.so.0 libidn2.so.0 libunistring.so.2 libtasn1.so.6 libnettle.so.8 \
