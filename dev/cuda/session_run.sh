@@ -2534,6 +2534,12 @@ if want s31h; then
   step rows_fp8 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s31h-fp8
   step rows_bf16 150 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype bf16 --batch 64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s31h-bf16
 fi
+# s31i: ncu lists of one FP8 decode forward at b64 and b256 with the session's defaults (the per-kernel split for the next
+# session's plan)
+if want s31i; then
+  NCU_T=200 ncu_step ncu31_b64 fp8 64 --launch-count 1000
+  NCU_T=200 ncu_step ncu31_b256 fp8 256 --launch-count 1000
+fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi
