@@ -2540,6 +2540,16 @@ if want s31i; then
   NCU_T=200 ncu_step ncu31_b64 fp8 64 --launch-count 1000
   NCU_T=200 ncu_step ncu31_b256 fp8 256 --launch-count 1000
 fi
+# s31j: the fused router's XS again (s31i's ncu showed the kernel slower alone at b256: 22.5 against 19.3 us): FP8 and BF16
+# b64 / b256 at XS=0 / 1 alternated three times; ncu of the router's launches alone at b256 with XS=0 and =1
+if want s31j; then
+  for r in 1 2 3; do for n in 0 1; do
+    step xj${n}-$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_ROUTER_XS=$n $B/dsinfer bench --dtype fp8 --batch 64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s31j-fp8-xs$n
+    step xjb${n}-$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_ROUTER_XS=$n $B/dsinfer bench --dtype bf16 --batch 64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s31j-bf16-xs$n
+  done; done
+  for n in 0 1; do DSINFER_CUDA_ROUTER_XS=$n NCU_T=120 ncu_step ncu31_router_xs$n fp8 256 -k regex:router_fused --launch-count 26; done
+  rm -f $OUT/xj*.log
+fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi
