@@ -374,10 +374,11 @@ void cu_ws_free(cu_ws *w);
  *                            DSINFER_CUDA_MOE_WG_QF) as whole 32-byte sectors through 256 bytes of shared memory a warp,
  *                            not as 16-byte halves (mw_store_pair). The same bits (op test moest2); b256 FP8 -0.08 ms,
  *                            BF16 -0.1; =0 off.
- *   DSINFER_CUDA_ROUTER_XS=1 (default) the fused router (router_fused_kernel) stages its token group's x rows in shared
- *                            memory once a block (where TOK x D x 4 bytes <= 48 KB: V2-Lite at 4 tokens a block, V3 at
- *                            1), instead of every warp reading them from global memory. The same bits (op test router);
- *                            FP8 b8 / b64 / b128 / b256 -0.04 / -0.03 / -0.05 / -0.07 ms, BF16 within the spread; =0 off.
+ *   DSINFER_CUDA_ROUTER_XS=1 the fused router (router_fused_kernel) stages its token group's x rows in shared memory once
+ *                            a block (where TOK x D x 4 bytes <= 48 KB: V2-Lite at 4 tokens a block, V3 at 1), instead
+ *                            of every warp reading them from global memory. The same bits (op test router). Opt-in:
+ *                            slower (RESULTS thirty-first session run 11: FP8 b256 +0.07 ms, BF16 +0.1; the kernel
+ *                            alone 22.3 against 19.2 us a layer), though run 7 had measured it faster.
  * Engine-level (model/forward.c): DSINFER_FUSED_ADD_NORM=0 (residual add and norm as two ops),
  * DSINFER_EP_GATHER=0 (expert parallelism's all-to-all form), DSINFER_EP_GRAPHS=0 (gathered EP steps
  * not captured). */

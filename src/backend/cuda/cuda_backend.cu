@@ -1015,7 +1015,8 @@ static cu_opts cu_opts_read(void) {
      * -0.08, BF16 -0.1) */
     o.moe_wg_sx = env_int("DSINFER_CUDA_MOE_WG_SX", 1);
     o.moe_wg_st2 = env_int("DSINFER_CUDA_MOE_WG_ST2", 1);
-    o.router_xs = env_int("DSINFER_CUDA_ROUTER_XS", 1);   /* default since the thirty-first session (run 7: FP8 -0.03 .. -0.08 ms) */
+    /* opt-in: run 7 measured it faster, run 11 (three alternations) slower, and its kernel alone is 17% slower (ncu) */
+    o.router_xs = env_int("DSINFER_CUDA_ROUTER_XS", 0);
     o.moe_wg_pipe = env_int("DSINFER_CUDA_MOE_WG_PIPE", 0);   /* opt-in: within the spread (twenty-sixth session run 2) */
     o.moe_half = env_int("DSINFER_CUDA_MOE_HALF", 0);         /* opt-in: no gain (twenty-sixth session run 2) */
     o.route_group = env_int("DSINFER_CUDA_ROUTE_GROUP", 0);
