@@ -2550,6 +2550,14 @@ if want s31j; then
   for n in 0 1; do DSINFER_CUDA_ROUTER_XS=$n NCU_T=120 ncu_step ncu31_router_xs$n fp8 256 -k regex:router_fused --launch-count 26; done
   rm -f $OUT/xj*.log
 fi
+# s31k: with the staged items, the FP8 experts' PDL measured again (DSINFER_CUDA_MOE_WG_PDL=1 / 2 against the default 0),
+# and PREF=0 (with SX only the producer's tensormap prefetch is left of it); FP8 b64 / b256, alternated twice
+if want s31k; then
+  for r in 1 2; do for v in "base X=0" "pdl1 DSINFER_CUDA_MOE_WG_PDL=1" "pdl2 DSINFER_CUDA_MOE_WG_PDL=2" "pref0 DSINFER_CUDA_MOE_WG_PREF=0"; do set -- $v
+    step sk_$1-$r 120 env DSINFER_CUDA_TC=1 $2 $B/dsinfer bench --dtype fp8 --batch 64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s31k-fp8-$1
+  done; done
+  rm -f $OUT/sk_*.log
+fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi
