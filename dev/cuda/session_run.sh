@@ -2558,6 +2558,61 @@ if want s31k; then
   done; done
   rm -f $OUT/sk_*.log
 fi
+# s32a: the fused router's columns in K slices (DSINFER_CUDA_ROUTER_KS=2 / 4 against 1): op test router (all sizes); mutants
+# ks_last / ks_c0 (must fail router); the goldens and test_cuda_model with KS=4; FP8 b8 .. b256 at KS=1 / 2 / 4 rotated
+# three times, BF16 b64 / b256 once each; ncu of the router's launches alone at b64 and b256, KS=1 and 4
+if want s32a; then
+  step ops_router 240 env DSINFER_OPS_ONLY=router $B/test_cuda_ops
+  for n in ks_last ks_c0; do [ -x $B/test_cuda_ops_mut_$n ] && mutant $B/test_cuda_ops_mut_$n router '' 240; done
+  step golden_ks 150 env DSINFER_CUDA_ROUTER_KS=4 $B/test_cuda_golden
+  step model_ks 200 env DSINFER_CUDA_ROUTER_KS=4 $B/test_cuda_model
+  for r in 1 2 3; do for n in $( [ $r = 2 ] && echo 4 1 2 || ([ $r = 3 ] && echo 2 4 1 || echo 1 2 4) ); do
+    step ka${n}-$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_ROUTER_KS=$n $B/dsinfer bench --dtype fp8 --batch 8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s32a-fp8-ks$n
+  done; done
+  for n in 1 4; do
+    step kab${n} 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_ROUTER_KS=$n $B/dsinfer bench --dtype bf16 --batch 64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s32a-bf16-ks$n
+  done
+  for n in 1 4; do for b in 64 256; do DSINFER_CUDA_ROUTER_KS=$n NCU_T=120 ncu_step ncu32_router_ks${n}_b$b fp8 $b -k regex:router_fused --launch-count 26; done; done
+  rm -f $OUT/ka*.log $OUT/test_cuda_ops_mut_*.log
+fi
+# s32b: where the fused router's time goes (dsinfer_prof, RT_PROF: clock64 phases a block, the token groups' last blocks'
+# tail) at FP8 b64 and b256, KS=1 and 4
+if want s32b; then
+  for b in 64 256; do for n in 1 4; do
+    step rtp${n}_b$b 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_ROUTER_KS=$n $B/dsinfer_prof bench --dtype fp8 --batch $b --ctx 1K --prompt '' --steps 8
+    grep -E "^rt_prof" $OUT/rtp${n}_b$b.log
+  done; done
+fi
+# s32c: the routing warps' top-k in registers (DSINFER_CUDA_ROUTE_FAST=1, the same bits) with KS=1 / 2: op test router; mutants
+# rf_taken / rf_kept / rf_norm (must fail router); the goldens and test_cuda_model with FAST=1 KS=2; FP8 b8 .. b256 at
+# (FAST, KS) = (0, 1), (1, 1), (1, 2) rotated three times; BF16 b64 / b256 at (0, 1) and (1, 2); RT_PROF at b64 / b256
+if want s32c; then
+  step ops_router 240 env DSINFER_OPS_ONLY=router $B/test_cuda_ops
+  for n in rf_taken rf_kept rf_norm; do [ -x $B/test_cuda_ops_mut_$n ] && mutant $B/test_cuda_ops_mut_$n router '' 240; done
+  step golden_fast 150 env DSINFER_CUDA_ROUTE_FAST=1 DSINFER_CUDA_ROUTER_KS=2 $B/test_cuda_golden
+  step model_fast 200 env DSINFER_CUDA_ROUTE_FAST=1 DSINFER_CUDA_ROUTER_KS=2 $B/test_cuda_model
+  for r in 1 2 3; do
+    case $r in 1) o="01 11 12";; 2) o="12 01 11";; 3) o="11 12 01";; esac
+    for v in $o; do f=${v:0:1}; k=${v:1:1}
+      step kc${v}-$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_ROUTE_FAST=$f DSINFER_CUDA_ROUTER_KS=$k $B/dsinfer bench --dtype fp8 --batch 8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s32c-fp8-f${f}k$k
+    done
+  done
+  for v in 01 12; do f=${v:0:1}; k=${v:1:1}
+    step kcb${v} 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_ROUTE_FAST=$f DSINFER_CUDA_ROUTER_KS=$k $B/dsinfer bench --dtype bf16 --batch 64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s32c-bf16-f${f}k$k
+  done
+  for b in 64 256; do for k in 1 2; do
+    step rtf${k}_b$b 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_ROUTE_FAST=1 DSINFER_CUDA_ROUTER_KS=$k $B/dsinfer_prof bench --dtype fp8 --batch $b --ctx 1K --prompt '' --steps 8
+    grep -E "^rt_prof" $OUT/rtf${k}_b$b.log | head -2
+  done; done
+  rm -f $OUT/kc*.log $OUT/test_cuda_ops_mut_*.log
+fi
+# s32d: RT_PROF with route_warp_fast's phases (scores, bias and groups, top-k, weights), FP8 b64 and b256 at FAST=1 KS=2
+if want s32d; then
+  for b in 64 256; do
+    step rtd_b$b 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_ROUTE_FAST=1 DSINFER_CUDA_ROUTER_KS=2 $B/dsinfer_prof bench --dtype fp8 --batch $b --ctx 1K --prompt '' --steps 8
+    grep -E "^rt_prof" $OUT/rtd_b$b.log | head -2
+  done
+fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi

@@ -1579,7 +1579,7 @@ static void check_router(setup *s, ds_backend *gpu, const char *how, int M, cons
     }
 }
 
-/* The fused router with TOK tokens a block (DSINFER_CUDA_ROUTER_TOK=1 | 2: backend b) against the default 4 (backend a) on
+/* A router form (backend b: DSINFER_CUDA_ROUTER_TOK=1 | 2, _ROUTER_XS, _ROUTE_FAST) against its reference (backend a) on
  * the same input: logits, ids and weights the same bytes (each token's sums are made the same way whatever its group). */
 static void check_router_same(setup *s, ds_backend *a, ds_backend *b, const char *how, int M, const wpair *rw, const wpair *rb) {
     const ds_config *c = &s->cfg;
@@ -1593,9 +1593,9 @@ static void check_router_same(setup *s, ds_backend *a, ds_backend *b, const char
     size_t dl = device_units_differ(s, l1.d, l2.d, (size_t)M * E, sizeof(float));
     size_t di = device_units_differ(s, i1.d, i2.d, (size_t)M * K, sizeof(float));
     size_t dw = device_units_differ(s, w1.d, w2.d, (size_t)M * K, sizeof(float));
-    printf("  %-8s router %-12s M=%-4d against 4 tokens a block: %zu logits, %zu ids, %zu weights differ\n", s->name, how, M,
+    printf("  %-8s router %-12s M=%-4d against the reference form: %zu logits, %zu ids, %zu weights differ\n", s->name, how, M,
            dl, di, dw);
-    CHECKF(dl == 0 && di == 0 && dw == 0, "%s router %s M=%d: %zu logits, %zu ids, %zu weights differ from 4 tokens a block",
+    CHECKF(dl == 0 && di == 0 && dw == 0, "%s router %s M=%d: %zu logits, %zu ids, %zu weights differ from the reference form",
            s->name, how, M, dl, di, dw);
     buf_free(s, &x); buf_free(s, &l1); buf_free(s, &l2); buf_free(s, &w1); buf_free(s, &w2); buf_free(s, &i1); buf_free(s, &i2);
 }
@@ -1617,6 +1617,10 @@ static void run_router(void) {
         s.name = names[p];
         s.page_size = 16;
         s.cpu = ds_backend_cpu_new(&s.cfg, 0);
+        /* the reference forms up to the K-slice and register-routing cases below: one K slice, route_warp's shared-memory
+         * top-k (whatever the defaults) */
+        setenv("DSINFER_CUDA_ROUTER_KS", "1", 1);
+        setenv("DSINFER_CUDA_ROUTE_FAST", "0", 1);
         setenv("DSINFER_CUDA_ROUTER_FUSED", "0", 1);
         s.gpu = ds_backend_cuda_new(&s.cfg, err);   /* the router GEMM then the routing kernel */
         setenv("DSINFER_CUDA_ROUTER_FUSED", "1", 1);
@@ -1698,6 +1702,57 @@ static void run_router(void) {
             }
             if (fx2) fx2->destroy(fx2);
         }
+        unsetenv("DSINFER_CUDA_ROUTER_KS");
+        unsetenv("DSINFER_CUDA_ROUTE_FAST");
+        /* the routing warps' top-k in registers (DSINFER_CUDA_ROUTE_FAST=1), in the fused kernel's tail (4 tokens a block and
+         * 1 with 4 K slices) and in the routing launch after the GEMM: against the CPU, and the same bytes as route_warp */
+        for (int f = 0; f < 3; f++) {
+            setenv("DSINFER_CUDA_ROUTE_FAST", "1", 1);
+            setenv("DSINFER_CUDA_ROUTER_FUSED", f < 2 ? "1" : "0", 1);
+            setenv("DSINFER_CUDA_ROUTER_FUSED_MIN_M", "1", 1);
+            setenv("DSINFER_CUDA_ROUTER_KS", f == 1 ? "4" : "1", 1);   /* (one slice: the same sums as the reference) */
+            if (f == 1) setenv("DSINFER_CUDA_ROUTER_TOK", "1", 1);
+            ds_backend *ff = ds_backend_cuda_new(&s.cfg, err);
+            unsetenv("DSINFER_CUDA_ROUTE_FAST");
+            unsetenv("DSINFER_CUDA_ROUTER_FUSED");
+            unsetenv("DSINFER_CUDA_ROUTER_FUSED_MIN_M");
+            unsetenv("DSINFER_CUDA_ROUTER_KS");
+            unsetenv("DSINFER_CUDA_ROUTER_TOK");
+            CHECKF(ff != NULL, "%s", err);
+            const char *how = f == 0 ? "fast fused" : f == 1 ? "fast ks 4" : "fast 2 launch";
+            for (int i = 0; ff && i < NM(Ms); i++) {
+                if (Ms[i] > max_m || Ms[i] > 256) continue;
+                check_router(&s, ff, how, Ms[i], &rw, has_bias ? &rb : NULL);
+                if (f != 1) check_router_same(&s, f == 0 ? fu : s.gpu, ff, how, Ms[i], &rw, has_bias ? &rb : NULL);
+            }
+            if (ff) ff->destroy(ff);
+        }
+        /* the columns in 2 and 4 K slices (DSINFER_CUDA_ROUTER_KS), at 4 and 1 tokens a block: against the CPU (another
+         * summation order, so not the same bytes as one slice), and the sliced launches counted (every setup's D divides;
+         * KS_MAX_M 256: at every size the fused kernel takes) */
+        for (int ks = 2; ks <= 4; ks += 2)
+            for (int tok = 4; tok >= 1; tok -= 3) {
+                setenv("DSINFER_CUDA_ROUTER_KS", ks == 2 ? "2" : "4", 1);
+                setenv("DSINFER_CUDA_ROUTER_TOK", tok == 1 ? "1" : "0", 1);
+                setenv("DSINFER_CUDA_ROUTER_FUSED_MIN_M", "1", 1);
+                setenv("DSINFER_CUDA_ROUTER_KS_MAX_M", "256", 1);
+                ds_backend *fk = ds_backend_cuda_new(&s.cfg, err);
+                unsetenv("DSINFER_CUDA_ROUTER_KS_MAX_M");
+                unsetenv("DSINFER_CUDA_ROUTER_KS");
+                unsetenv("DSINFER_CUDA_ROUTER_TOK");
+                unsetenv("DSINFER_CUDA_ROUTER_FUSED_MIN_M");
+                CHECKF(fk != NULL, "%s", err);
+                char how[32];
+                snprintf(how, sizeof how, "fused ks %d tok %d", ks, tok);
+                for (int i = 0; fk && i < NM(Ms); i++) {
+                    if (Ms[i] > max_m || Ms[i] > 256) continue;
+                    long n0 = ds_cuda_router_ks_launches(fk);
+                    check_router(&s, fk, how, Ms[i], &rw, has_bias ? &rb : NULL);
+                    long n = ds_cuda_router_ks_launches(fk) - n0;
+                    CHECKF(n == 2, "%s router %s M=%d: %ld launches with K slices (expected 2)", s.name, how, Ms[i], n);
+                }
+                if (fk) fk->destroy(fk);
+            }
         free_weight(&rw);
         if (has_bias) free_weight(&rb);
         fu->destroy(fu);

@@ -403,6 +403,8 @@ typedef struct {
                       * launch too, 0 neither; -1 (default): 2 for BF16 experts (down right after gate / up: -0.17 ms at b64 and
                       * b256), 0 for FP8 (the quantizer between: 0.1 .. 0.2 ms slower with it) */
     int router_xs;     /* the fused router's x rows staged in shared memory (cuda_moe.cu XS; DSINFER_CUDA_ROUTER_XS) */
+    int router_ks, router_ks_max_m;   /* the fused router's K slices, 1 .. 8, up to max_m tokens (cuda_moe.cu KSP;
+                                       * DSINFER_CUDA_ROUTER_KS[_MAX_M]; 1: none) */
     int moe_wg_st2;    /* decode experts: gate / up's BF16 store as whole sectors (cuda_moe_wg.cu mw_args.st2; DSINFER_CUDA_MOE_WG_ST2) */
     int moe_wg_sx;     /* FP8 decode experts: token scales staged by the producer warpgroup's idle warps (cuda_moe_wg.cu
                         * mw_args.sx; DSINFER_CUDA_MOE_WG_SX) */
@@ -410,6 +412,7 @@ typedef struct {
                         * flight (cuda_moe_wg.cu; DSINFER_CUDA_MOE_WG_PIPE) */
     int moe_half;      /* prefill MoE: grouped tiles of <= 64 rows load 64 rows (cuda_fp8_wgmma.cu tm_groups.half; DSINFER_CUDA_MOE_HALF) */
     int route_group;   /* the grouped MoE's one-block grouping done by the routing kernel (cuda_moe.cu; DSINFER_CUDA_ROUTE_GROUP) */
+    int route_fast;    /* the routing warps' top-k in registers, the same bits (cuda_moe.cu route_warp_fast; DSINFER_CUDA_ROUTE_FAST) */
     int l2_prefetch;   /* the next layer's dense weights into L2 (cuda_prefetch.cu; DSINFER_CUDA_L2_PREFETCH): 1 on a side
                         * stream, 2 by a launch on the main stream; both opt-in, measured slower */
     int l2_prefetch_max_m;   /* ... up to this many tokens a step, either form (DSINFER_CUDA_L2_PREFETCH_MAX_M, default 8) */
@@ -486,6 +489,7 @@ typedef struct {
     cu_ws ws_attn;              /* naive attention: latents, k_pe, decompressed K/V */
     cu_ws ws_mlp;               /* MLP intermediates */
     cu_ws ws_moe;               /* MoE: router logits, routing, grouped rows, expert in/out */
+    cu_ws ws_router_part;       /* the fused router's K-slice partials [ks][M][E] (cuda_moe.cu KSP) */
     cu_ws ws_sample;
     /* device memory handed out by alloc() or held for weights */
     void **owned;
@@ -530,6 +534,7 @@ typedef struct {
     long qkv_split_launches;      /* qkv_finish launches with q's heads in blocks of their own (opt.qkv_split; tests) */
     long moe_wg_order_launches;   /* grouped moe_wg_kernel launches with opt.moe_wg_order 1 or 2 (tests) */
     long router_xs_launches;    /* router_fused_kernel launches with x staged in shared memory (tests) */
+    long router_ks_launches;    /* router_fused_kernel launches with K slices (tests) */
     long moe_wg_st2_launches;   /* moe_wg_kernel launches with mw_args.st2 (tests) */
     long moe_wg_sx_launches;    /* grouped moe_wg_kernel launches with mw_args.sx (tests) */
     long moe_wg_pipe_launches;  /* ... of its pipelined one-weight form (DSINFER_CUDA_MOE_WG_PIPE; tests) */

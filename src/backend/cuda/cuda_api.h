@@ -50,6 +50,8 @@ long ds_cuda_moe_wg_sx_launches(ds_backend *be);
 long ds_cuda_moe_wg_st2_launches(ds_backend *be);
 /* fused router launches with the token group's x rows in shared memory (DSINFER_CUDA_ROUTER_XS; tests) */
 long ds_cuda_router_xs_launches(ds_backend *be);
+/* fused router launches with the columns in K slices (DSINFER_CUDA_ROUTER_KS; tests) */
+long ds_cuda_router_ks_launches(ds_backend *be);
 int ds_cuda_moe_wg_sx_fits(int nt, int K);
 /* absorbed attentions that read the BF16 q qkv_finish wrote (DSINFER_CUDA_QB_FUSE; tests) */
 long ds_cuda_qb_fused_runs(ds_backend *be);

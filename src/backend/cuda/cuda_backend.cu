@@ -195,6 +195,7 @@ long ds_cuda_moe_wg_order_launches(ds_backend *be) { return cu_of(be)->moe_wg_or
 long ds_cuda_moe_wg_sx_launches(ds_backend *be) { return cu_of(be)->moe_wg_sx_launches; }
 long ds_cuda_moe_wg_st2_launches(ds_backend *be) { return cu_of(be)->moe_wg_st2_launches; }
 long ds_cuda_router_xs_launches(ds_backend *be) { return cu_of(be)->router_xs_launches; }
+long ds_cuda_router_ks_launches(ds_backend *be) { return cu_of(be)->router_ks_launches; }
 int ds_cuda_moe_wg_sx_fits(int nt, int K) { return cu_moe_wg_sx_fits(nt, K); }
 long ds_cuda_qb_fused_runs(ds_backend *be) { return cu_of(be)->qb_fused_runs; }
 long ds_cuda_moe_wg_nt48_launches(ds_backend *be) { return cu_of(be)->moe_wg_nt48_launches; }
@@ -947,11 +948,17 @@ static void cu_gather_rows(ds_backend *be, float *out, const float *x, const int
 #ifdef MW_PROF
 void cu_moe_wg_prof_print(void);   /* cuda_moe_wg.cu, MW_PROF builds only */
 #endif
+#ifdef RT_PROF
+void cu_router_prof_print(void);   /* cuda_moe.cu, RT_PROF builds only */
+#endif
 static void cu_destroy(ds_backend *be) {
     ds_cuda_backend *cb = cu_of(be);
     cudaDeviceSynchronize();
 #ifdef MW_PROF
     cu_moe_wg_prof_print();
+#endif
+#ifdef RT_PROF
+    cu_router_prof_print();
 #endif
     cu_optimes_report_free(cb);
     cu_graphs_free(cb);
@@ -961,7 +968,8 @@ static void cu_destroy(ds_backend *be) {
     cu_lt_tune_free(cb);   /* its plans before the cuBLASLt handle */
     cu_fp8_free(cb);
     cu_ws *ws[] = {&cb->ws_meta, &cb->ws_deq, &cb->ws_rows, &cb->ws_attn, &cb->ws_mlp, &cb->ws_moe, &cb->ws_sample,
-                   &cb->ws_tc, &cb->ws_abs, &cb->ws_abs_tc, &cb->ws_qb, &cb->ws_moe2, &cb->ws_moe_tc, &cb->ws_moe_gemm, &cb->ws_f8xt};
+                   &cb->ws_tc, &cb->ws_abs, &cb->ws_abs_tc, &cb->ws_qb, &cb->ws_moe2, &cb->ws_moe_tc, &cb->ws_moe_gemm, &cb->ws_f8xt,
+                   &cb->ws_router_part};
     for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) cu_ws_free(ws[i]);
     for (int i = 0; i < cb->n_owned; i++) cudaFree(cb->owned[i]);
     if (cb->weight_pool) cudaFree(cb->weight_pool);
@@ -1017,9 +1025,14 @@ static cu_opts cu_opts_read(void) {
     o.moe_wg_st2 = env_int("DSINFER_CUDA_MOE_WG_ST2", 1);
     /* opt-in: run 7 measured it faster, run 11 (three alternations) slower, and its kernel alone is 17% slower (ncu) */
     o.router_xs = env_int("DSINFER_CUDA_ROUTER_XS", 0);
+    /* 2 K slices up to 128 tokens (RESULTS thirty-second session runs 1 and 3: FP8 b32 -0.07 .. -0.1 ms, b64 -0.05, b128
+     * the same, b256 +0.05 .. +0.1 where 1024 blocks make more than one wave) */
+    o.router_ks = env_int("DSINFER_CUDA_ROUTER_KS", 2);
+    o.router_ks_max_m = env_int("DSINFER_CUDA_ROUTER_KS_MAX_M", 128);
     o.moe_wg_pipe = env_int("DSINFER_CUDA_MOE_WG_PIPE", 0);   /* opt-in: within the spread (twenty-sixth session run 2) */
     o.moe_half = env_int("DSINFER_CUDA_MOE_HALF", 0);         /* opt-in: no gain (twenty-sixth session run 2) */
     o.route_group = env_int("DSINFER_CUDA_ROUTE_GROUP", 0);
+    o.route_fast = env_int("DSINFER_CUDA_ROUTE_FAST", 1);   /* the same bits; RT_PROF: the routing tail -10 .. -25% */
     o.l2_prefetch = env_int("DSINFER_CUDA_L2_PREFETCH", 0);
     o.l2_prefetch_max_m = env_int("DSINFER_CUDA_L2_PREFETCH_MAX_M", 8);
     /* on by default since the twelfth session's run 2 (FP8 batch 64 9.00 -> 8.54 ms with all four; RESULTS) */

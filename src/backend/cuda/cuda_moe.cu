@@ -24,10 +24,12 @@
 typedef struct {
     int E, K, G, topk_group, sigmoid, method, normalise, v3;
     float scaling;
+    int fast;   /* route_warp's register form (route_warp_fast; opt.route_fast, DSINFER_CUDA_ROUTE_FAST) */
 } route_cfg;
 
-static route_cfg route_cfg_of(const ds_config *c) {
+static route_cfg route_cfg_of(const ds_cuda_backend *cb, const ds_config *c) {
     route_cfg r;
+    r.fast = cb->opt.route_fast;
     r.E = c->n_routed_experts;
     r.K = c->num_experts_per_tok;
     r.G = c->n_group;
@@ -158,12 +160,162 @@ __device__ static void warp_topk(const float *v, unsigned char *taken, int n, in
     }
 }
 
+#ifdef RT_PROF
+__device__ unsigned long long rt_prof_sub[5];   /* route_warp_fast's phases, warp 0 of the routing blocks (RT_PROF) */
+#define RT_SUB(k) do { if (threadIdx.x == 0) { long long t_ = clock64(); atomicAdd(&rt_prof_sub[k], (unsigned long long)(t_ - t_sub)); t_sub = t_; } } while (0)
+#else
+#define RT_SUB(k) do { } while (0)
+#endif
+
+/* A float's order as an unsigned key (larger float, larger key; -0 taken as +0, as the comparisons of the CPU's scan see
+ * them equal; NaN not ordered as the CPU would) */
+__device__ __forceinline__ unsigned route_key(float f) {
+    unsigned u = __float_as_uint(f == 0.0f ? 0.0f : f);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+/* One round of a warp's top-k over values v[i] of entries e = lane + 32 i < n held in registers (NPL a lane), entries
+ * already chosen marked in the lane's bits `taken`: the largest untaken value, ties to the lower index (warp_topk's rule),
+ * in every lane; its owner marks it taken. Two warp reductions where warp_argmax makes ten shuffles in a chain. */
+template <int NPL>
+__device__ __forceinline__ int route_pick(const float (&v)[NPL], unsigned &taken, int n, int lane) {
+    unsigned bk = 0;
+    int bi = -1;
+#pragma unroll
+    for (int i = 0; i < NPL; i++) {
+        int e = lane + 32 * i;
+        unsigned k = route_key(v[i]);
+        if (e < n && !((taken >> i) & 1u) && (bi < 0 || k > bk)) { bk = k; bi = e; }
+    }
+    unsigned mx = __reduce_max_sync(0xffffffffu, bi >= 0 ? bk : 0u);
+    unsigned win = __reduce_min_sync(0xffffffffu, bi >= 0 && bk == mx ? (unsigned)bi : 0xffffffffu);
+    if ((unsigned)bi == win) taken |= 1u << (win >> 5);
+    return (int)win;
+}
+
+/* route_warp in registers (rc.fast): the same values by the same expressions in the same order (softmax's denominator by
+ * one lane in expert order, the group scores by group_score, the weights' sum in choice order), the same choices (the
+ * largest, ties to the lower index), so the same bits; the top-k rounds are route_pick's, and the choices' weights are
+ * written by K lanes at once. E <= 32 NPL. Why: RT_PROF measured route_warp at ~9.6k cycles a token (V2-Lite), the tail
+ * of the fused router's token groups, where its rounds are each a chain of shared-memory scans and ten shuffles. */
+template <int NPL>
+__device__ static void route_warp_fast(const float *lg, const float *bias, int32_t *ids, float *wout, int m,
+                                       const route_cfg &rc, float *s_sm, float *b_sm, float *red) {
+    const int lane = threadIdx.x & 31, E = rc.E, K = rc.K;
+#ifdef RT_PROF
+    long long t_sub = clock64();
+#endif
+    const bool biased = rc.method == DS_TOPK_NOAUX_TC && bias;
+    float sv[NPL], bv[NPL];
+#pragma unroll
+    for (int i = 0; i < NPL; i++) {
+        int e = lane + 32 * i;
+        sv[i] = e < E ? lg[e] : -INFINITY;
+    }
+    if (rc.sigmoid) {
+#pragma unroll
+        for (int i = 0; i < NPL; i++) sv[i] = 1.0f / (1.0f + expf(-sv[i]));
+    } else {
+        float mx = -INFINITY;
+#pragma unroll
+        for (int i = 0; i < NPL; i++)
+            if (lane + 32 * i < E) mx = sv[i] > mx ? sv[i] : mx;
+        mx = cu_warp_max(mx);
+#pragma unroll
+        for (int i = 0; i < NPL; i++) {
+            int e = lane + 32 * i;
+            sv[i] = expf(sv[i] - mx);
+            if (e < E) s_sm[e] = sv[i];
+        }
+        __syncwarp();
+        if (lane == 0) {   /* the denominator in expert order, as the CPU (route_warp's loads, 8 at a time) */
+            float sum = 0.0f;
+            int e = 0;
+            for (; e + 8 <= E; e += 8) {
+                float v[8];
+#pragma unroll
+                for (int u = 0; u < 8; u++) v[u] = s_sm[e + u];
+#pragma unroll
+                for (int u = 0; u < 8; u++) sum += v[u];
+            }
+            for (; e < E; e++) sum += s_sm[e];
+            *red = sum;
+        }
+        __syncwarp();
+        float sum = *red;
+#pragma unroll
+        for (int i = 0; i < NPL; i++) sv[i] /= sum;
+    }
+    RT_SUB(0);
+#pragma unroll
+    for (int i = 0; i < NPL; i++) {
+        int e = lane + 32 * i;
+        bv[i] = sv[i] + (biased && e < E ? bias[e] : 0.0f);
+    }
+    if (rc.method != DS_TOPK_GREEDY && rc.G > 1) {   /* keep the topk_group best groups (G <= 64) */
+        const int per = E / rc.G;
+#pragma unroll
+        for (int i = 0; i < NPL; i++) {
+            int e = lane + 32 * i;
+            if (e < E) {
+                s_sm[e] = sv[i];
+                b_sm[e] = bv[i];
+            }
+        }
+        __syncwarp();
+        float gv[2];
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            int g = lane + 32 * i;
+            gv[i] = g < rc.G ? group_score(rc, b_sm + g * per, s_sm + g * per, per) : -INFINITY;
+        }
+        unsigned gt = 0;
+        unsigned long long kept = 0;
+        for (int t = 0; t < rc.topk_group; t++) kept |= 1ull << route_pick<2>(gv, gt, rc.G, lane);
+#pragma unroll
+        for (int i = 0; i < NPL; i++) {
+            int e = lane + 32 * i;
+            if (e < E && !((kept >> (e / per)) & 1ull)) bv[i] = -INFINITY;
+        }
+    }
+    RT_SUB(1);
+    unsigned taken = 0;
+    int my_id = 0;
+    float my_w = 0.0f, sum = 0.0f;
+    for (int t = 0; t < K; t++) {
+        int win = route_pick<NPL>(bv, taken, E, lane);
+        float sw = 0.0f;   /* the winner's score, from its owner lane */
+#pragma unroll
+        for (int i = 0; i < NPL; i++)
+            if (i == (win >> 5)) sw = sv[i];
+        sw = __shfl_sync(0xffffffffu, sw, win & 31);
+        sum += sw;   /* in choice order, as write_choices */
+        if (lane == t) {
+            my_id = win;
+            my_w = sw;
+        }
+    }
+    RT_SUB(2);
+    if (lane < K) {   /* write_choices' arithmetic, a choice a lane */
+        if (rc.normalise) my_w /= sum + 1e-20f;
+        if (rc.v3 || !rc.normalise) my_w *= rc.scaling;
+        ids[(size_t)m * K + lane] = my_id;
+        wout[(size_t)m * K + lane] = my_w;
+    }
+    RT_SUB(3);
+}
+
 /* One warp routes token m from its logits lg [E] (may be s itself: each lane reads lg[e] before it writes s[e]);
  * s, b [E], g [G], taken [E] and red [1]: the warp's shared memory. */
 __device__ static void route_warp(const float *lg, const float *bias, int32_t *ids, float *wout, int m,
                                   const route_cfg &rc, float *s, float *b, float *g, unsigned char *taken, float *red) {
     int lane = threadIdx.x & 31;
     int E = rc.E, K = rc.K;
+    if (rc.fast && E <= 256 && K <= 32 && rc.G <= 64) {   /* (lg read into registers before s is written) */
+        if (E <= 64) route_warp_fast<2>(lg, bias, ids, wout, m, rc, s, b, red);
+        else route_warp_fast<8>(lg, bias, ids, wout, m, rc, s, b, red);
+        return;
+    }
     if (rc.sigmoid) {
         for (int e = lane; e < E; e += 32) s[e] = 1.0f / (1.0f + expf(-lg[e]));
     } else {
@@ -235,7 +387,7 @@ static void launch_route(const float *logits, const float *bias, int32_t *ids, f
 }
 
 void ds_cuda_route(ds_backend *be, const float *logits, const float *bias, int32_t *ids, float *weights, int M) {
-    if (M > 0) launch_route(logits, bias, ids, weights, M, route_cfg_of(be->cfg));
+    if (M > 0) launch_route(logits, bias, ids, weights, M, route_cfg_of(cu_of(be), be->cfg));
 }
 
 /* ---- the router GEMM and the top-k in one kernel (opt.router_fused; decode-sized batches) -------------------------
@@ -262,6 +414,7 @@ __device__ static void group_block(const int32_t *ids_g, const float *w, int M, 
 #define RF_WARPS 8
 #define RF_MAX_M 256
 #define RF_GROUP_IDS 2048   /* the choices the grouping copies to shared memory (256 tokens x top-8) */
+#define RF_MAX_KS 8         /* K slices of the fused router (KSP) */
 static_assert(RF_MAX_M + 1 <= CU_ROUTE_TICKETS, "the backend's router tickets (cuda.h) cover RF_MAX_M tokens a group of one, and one more");
 
 /* GROUP (DSINFER_CUDA_ROUTE_GROUP): the token groups' last blocks take a second ticket (tickets[CU_ROUTE_TICKETS - 1]);
@@ -274,20 +427,88 @@ static_assert(RF_MAX_M + 1 <= CU_ROUTE_TICKETS, "the backend's router tickets (c
  * row again instead of leaving the token loop, so that every load of a chunk can be issued before its FMAs (a
  * data-dependent exit inside the unrolled loop kept each token's loads behind the previous token's arithmetic; RESULTS
  * twenty-second session run 1: 32 cycles an instruction); their sums are not stored: the same bits. */
-template <bool BF16, bool GROUP = false, bool CLAMP = false, int TOK = RF_TOK, bool XS = false>
+#ifdef RT_PROF
+/* RT_PROF builds only (nvcc -DRT_PROF; dev/cuda/build_prof.sh): where the fused router's time goes. Thread 0 of each block
+ * stamps clock64 at its phases: c[0] start, c[1] after cu_pdl_wait, c[2] after its sums' store, c[3] after the ticket
+ * (the block's fence, atomic and barriers), and in a token group's last block c[4] after its logits are in shared memory
+ * and c[5] after the routing (its first warp's). Launches RT_PROF_FIRST .. + 3 sum each phase over the blocks (the tail's
+ * over the last blocks) and the last block to exit keeps them; printed by the host at the backend's destruction. */
+#define RT_PROF_FIRST 120
+__device__ unsigned long long rt_prof_acc[8];
+__device__ unsigned rt_prof_done, rt_prof_launch;
+__device__ unsigned long long rt_prof_snap[4][14];
+__device__ void rt_prof_exit(const long long (&c)[6], bool tail) {
+    if (threadIdx.x != 0) return;
+    atomicAdd(&rt_prof_acc[0], (unsigned long long)(c[1] - c[0]));
+    atomicAdd(&rt_prof_acc[1], (unsigned long long)(c[2] - c[1]));
+    atomicAdd(&rt_prof_acc[2], (unsigned long long)(c[3] - c[2]));
+    if (tail) {
+        atomicAdd(&rt_prof_acc[3], (unsigned long long)(c[4] - c[3]));
+        atomicAdd(&rt_prof_acc[4], (unsigned long long)(c[5] - c[4]));
+        atomicAdd(&rt_prof_acc[5], 1ull);
+        atomicAdd(&rt_prof_acc[6], (unsigned long long)(c[5] - c[0]));
+    }
+    __threadfence();
+    unsigned nb = gridDim.x * gridDim.y * gridDim.z;
+    if (atomicAdd(&rt_prof_done, 1u) != nb - 1) return;
+    __threadfence();
+    unsigned L = atomicAdd(&rt_prof_launch, 1u);
+    unsigned long long v[8];
+    for (int k = 0; k < 8; k++) v[k] = atomicExch(&rt_prof_acc[k], 0ull);
+    rt_prof_done = 0;
+    if (L >= RT_PROF_FIRST && L < RT_PROF_FIRST + 4) {
+        unsigned long long *o = rt_prof_snap[L - RT_PROF_FIRST];
+        for (int k = 0; k < 3; k++) o[k] = v[k] / nb;
+        unsigned long long nt = v[5] ? v[5] : 1;
+        o[3] = v[3] / nt;
+        o[4] = v[4] / nt;
+        o[5] = v[6] / nt;
+        o[6] = v[5];
+        o[7] = nb;
+        o[8] = gridDim.z;
+        o[9] = 1;
+        for (int k = 0; k < 4; k++) o[10 + k] = rt_prof_sub[k] / nt;
+    }
+    for (int k = 0; k < 4; k++) rt_prof_sub[k] = 0;
+}
+void cu_router_prof_print(void) {
+    unsigned long long h[4][14];
+    if (cudaMemcpyFromSymbol(h, rt_prof_snap, sizeof h) != cudaSuccess) return;
+    for (int i = 0; i < 4; i++)
+        if (h[i][9])
+            printf("rt_prof launch %d: %llu blocks (%llu K slices), %llu last; cycles a block: pdl wait %llu, sums %llu, fence + "
+                   "ticket %llu; a last block: logits in %llu, routing %llu, start to routed %llu; fast routing: scores %llu, "
+                   "bias and groups %llu, top-k %llu, weights %llu\n", RT_PROF_FIRST + i, h[i][7], h[i][8], h[i][6], h[i][0],
+                   h[i][1], h[i][2], h[i][3], h[i][4], h[i][5], h[i][10], h[i][11], h[i][12], h[i][13]);
+}
+#define RT_T(...) __VA_ARGS__
+#else
+#define RT_T(...)
+#endif
+
+/* KSP (DSINFER_CUDA_ROUTER_KS = gridDim.z > 1, with CLAMP and without XS): block (x, y, z) sums only the columns of K slice z
+ * (D / gridDim.z of them, whole 32 V-column chunk rows) into part [gridDim.z][M][E], and the token group's last block (of
+ * gridDim.y x gridDim.z) adds the slices' partials in z order into logits before it routes. Why: one block an SM of 8
+ * warps, each a chain of D / (32 V) chunks x TOK tokens of loads and FMAs, left the GEMV latency-bound (0.07 eligible
+ * warps a scheduler, ~18k cycles at b64 for 64 KB a block); slices give gridDim.z times the warps with chains as much
+ * shorter. Another summation order than the one-slice form (not the same bits; the CPU check is THR_GEMM). */
+template <bool BF16, bool GROUP = false, bool CLAMP = false, int TOK = RF_TOK, bool XS = false, bool KSP = false>
 __global__ void __launch_bounds__(RF_WARPS * 32) router_fused_kernel(const float *x, cu_wview w, float *logits,
                                                                      const float *bias, int32_t *ids, float *wout,
-                                                                     int M, unsigned *tickets, route_cfg rc, group_out go) {
+                                                                     int M, unsigned *tickets, route_cfg rc, group_out go,
+                                                                     float *part) {
     __shared__ float s_sh[TOK][MOE_MAX_EXPERTS], b_sh[TOK][MOE_MAX_EXPERTS];
     __shared__ float g_sh[TOK][MOE_MAX_GROUPS];
     __shared__ unsigned char taken[TOK][MOE_MAX_EXPERTS];
     __shared__ float red[TOK];
     __shared__ int last;
     constexpr int V = BF16 ? 8 : 4;   /* weight values a 16-byte chunk */
+    RT_T(long long pc[6] = {clock64(), 0, 0, 0, 0, 0};)
     cu_pdl_trigger();
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, E = rc.E, D = w.cols;
     int m0 = blockIdx.x * TOK, nt = M - m0 < TOK ? M - m0 : TOK, e = blockIdx.y * RF_WARPS + warp;
     cu_pdl_wait();
+    RT_T(pc[1] = clock64();)
     extern __shared__ float4 rf_xs[];   /* XS: [TOK][D / 4] */
     if (XS) {
         const int D4 = D / 4;
@@ -302,8 +523,9 @@ __global__ void __launch_bounds__(RF_WARPS * 32) router_fused_kernel(const float
 #pragma unroll
         for (int j = 0; j < TOK; j++) acc[j] = 0.0f;
         const uint4 *wr = (const uint4 *)((const char *)w.data + (size_t)e * D * (BF16 ? 2 : 4));
+        const int cs = KSP ? D / (int)gridDim.z : D, c0 = KSP ? (int)blockIdx.z * cs : 0;   /* this block's K slice */
 #pragma unroll 4
-        for (int c = lane * V; c < D; c += 32 * V) {   /* unrolled: 4 chunks' loads in flight (batch 1 waited on each) */
+        for (int c = c0 + lane * V; c < c0 + cs; c += 32 * V) {   /* unrolled: 4 chunks' loads in flight (batch 1 waited on each) */
             uint4 raw = wr[c / V];
             float wv[V];
             if (BF16) {
@@ -331,26 +553,51 @@ __global__ void __launch_bounds__(RF_WARPS * 32) router_fused_kernel(const float
         }
 #pragma unroll
         for (int j = 0; j < TOK; j++) acc[j] = cu_warp_sum(acc[j]);
+        float *dst = KSP ? part + (size_t)blockIdx.z * M * E : logits;
         if (lane == 0)
-            for (int j = 0; j < nt; j++) logits[(size_t)(m0 + j) * E + e] = acc[j];
+            for (int j = 0; j < nt; j++) dst[(size_t)(m0 + j) * E + e] = acc[j];
     }
+    RT_T(__syncthreads(); pc[2] = clock64();)
     __threadfence();   /* this block's logits visible before its ticket */
     __syncthreads();
     if (threadIdx.x == 0) {
         unsigned t = atomicAdd(&tickets[blockIdx.x], 1u);
-        last = t == gridDim.y - 1;
+        last = t == gridDim.y * gridDim.z - 1;
         if (last) tickets[blockIdx.x] = 0;   /* every block of the group has taken its ticket */
     }
     __syncthreads();
-    if (!last) return;   /* whole block */
+    RT_T(pc[3] = clock64();)
+    if (!last) {   /* whole block */
+        RT_T(rt_prof_exit(pc, false);)
+        return;
+    }
     __threadfence();
     if (warp < nt) {
         int m = m0 + warp;
         float *s = s_sh[warp];
-        for (int i = lane; i < E; i += 32) s[i] = __ldcg(logits + (size_t)m * E + i);   /* from L2: other blocks wrote them */
+        if (KSP) {   /* the slices' partials, all requested before the sum in z order (gridDim.z <= RF_MAX_KS) */
+            const int kz = (int)gridDim.z;
+            for (int i = lane; i < E; i += 32) {
+                float pv[RF_MAX_KS];
+#pragma unroll
+                for (int z = 0; z < RF_MAX_KS; z++)
+                    if (z < kz) pv[z] = __ldcg(part + ((size_t)z * M + m) * E + i);
+                float a = pv[0];
+#pragma unroll
+                for (int z = 1; z < RF_MAX_KS; z++)
+                    if (z < kz) a += pv[z];
+                s[i] = a;
+                logits[(size_t)m * E + i] = a;
+            }
+        } else {
+            for (int i = lane; i < E; i += 32) s[i] = __ldcg(logits + (size_t)m * E + i);   /* from L2: other blocks wrote them */
+        }
         __syncwarp();
+        RT_T(if (warp == 0) pc[4] = clock64();)
         route_warp(s, bias, ids, wout, m, rc, s, b_sh[warp], g_sh[warp], taken[warp], &red[warp]);
+        RT_T(__syncwarp(); if (warp == 0) pc[5] = clock64();)
     }
+    RT_T(rt_prof_exit(pc, true);)
     if (!GROUP) return;
     __shared__ int last_all;
     __shared__ int cnt[GROUP ? MOE_MAX_EXPERTS + 1 : 1];
@@ -537,26 +784,30 @@ void cu_router_init(void) {
     rf_xs_attrs<RF_TOK>();
 }
 
-/* router_fused_kernel<BF16, GROUP, CLAMP (cu_router_clamp), TOK, XS> over the grid; XS (with CLAMP only) takes TOK x D x 4
- * bytes of dynamic shared memory, at most RF_XS_MAX (the caller's check) */
+/* router_fused_kernel<BF16, GROUP, CLAMP (cu_router_clamp), TOK, XS, KSP> over the grid; XS (with CLAMP only) takes TOK x D x 4
+ * bytes of dynamic shared memory, at most RF_XS_MAX (the caller's check); KSP (part != NULL: grid.z K slices, with CLAMP and
+ * without XS) writes the slices' partials to part */
 template <int TOK>
 static void router_fused_launch(int bf, int group, int xs, dim3 grid, const float *x, const ds_weight *r, float *logits,
-                                const float *bias, int32_t *ids, float *w, int M, unsigned *t, route_cfg rc, group_out g) {
+                                const float *bias, int32_t *ids, float *w, int M, unsigned *t, route_cfg rc, group_out g,
+                                float *part) {
     const size_t sm = xs ? (size_t)TOK * r->cols * 4 : 0;
-    if (cu_router_clamp && xs) {
-        if (bf && group) cu_launch(router_fused_kernel<true, true, true, TOK, true>, grid, RF_WARPS * 32, sm, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
-        else if (bf) cu_launch(router_fused_kernel<true, false, true, TOK, true>, grid, RF_WARPS * 32, sm, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
-        else if (group) cu_launch(router_fused_kernel<false, true, true, TOK, true>, grid, RF_WARPS * 32, sm, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
-        else cu_launch(router_fused_kernel<false, false, true, TOK, true>, grid, RF_WARPS * 32, sm, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
-    } else if (cu_router_clamp) {
-        if (bf && group) cu_launch(router_fused_kernel<true, true, true, TOK>, grid, RF_WARPS * 32, 0, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
-        else if (bf) cu_launch(router_fused_kernel<true, false, true, TOK>, grid, RF_WARPS * 32, 0, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
-        else if (group) cu_launch(router_fused_kernel<false, true, true, TOK>, grid, RF_WARPS * 32, 0, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
-        else cu_launch(router_fused_kernel<false, false, true, TOK>, grid, RF_WARPS * 32, 0, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
-    } else if (bf && group) cu_launch(router_fused_kernel<true, true, false, TOK>, grid, RF_WARPS * 32, 0, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
-    else if (bf) cu_launch(router_fused_kernel<true, false, false, TOK>, grid, RF_WARPS * 32, 0, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
-    else if (group) cu_launch(router_fused_kernel<false, true, false, TOK>, grid, RF_WARPS * 32, 0, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
-    else cu_launch(router_fused_kernel<false, false, false, TOK>, grid, RF_WARPS * 32, 0, x, cu_view(r), logits, bias, ids, w, M, t, rc, g);
+#define RF_GO(BF, GR, CL, XSF, KS)                                                                                     \
+    cu_launch(router_fused_kernel<BF, GR, CL, TOK, XSF, KS>, grid, RF_WARPS * 32, sm, x, cu_view(r), logits, bias, ids, w, M, \
+              t, rc, g, part)
+#define RF_GO4(CL, XSF, KS)                    \
+    do {                                       \
+        if (bf && group) RF_GO(true, true, CL, XSF, KS);    \
+        else if (bf) RF_GO(true, false, CL, XSF, KS);       \
+        else if (group) RF_GO(false, true, CL, XSF, KS);    \
+        else RF_GO(false, false, CL, XSF, KS);              \
+    } while (0)
+    if (part) RF_GO4(true, false, true);
+    else if (cu_router_clamp && xs) RF_GO4(true, true, false);
+    else if (cu_router_clamp) RF_GO4(true, false, false);
+    else RF_GO4(false, false, false);
+#undef RF_GO4
+#undef RF_GO
 }
 
 /* The fused router for M tokens where it applies (opt.router_fused for router_fused_min_m .. _max_m rows, a BF16 or fp32
@@ -579,9 +830,17 @@ static int router_fused(ds_cuda_backend *cb, const ds_weight *r, const float *x,
     unsigned *t = cb->route_tickets;
     const int xs = cb->opt.router_xs && (size_t)tok * r->cols * 4 <= RF_XS_MAX;   /* x's rows in shared memory (XS) */
     cb->router_xs_launches += xs && cu_router_clamp;
-    if (tok == 1) router_fused_launch<1>(bf, go != NULL, xs, grid, x, r, logits, bias, ids, w, M, t, rc, g);
-    else if (tok == 2) router_fused_launch<2>(bf, go != NULL, xs, grid, x, r, logits, bias, ids, w, M, t, rc, g);
-    else router_fused_launch<RF_TOK>(bf, go != NULL, xs, grid, x, r, logits, bias, ids, w, M, t, rc, g);
+    /* K slices (KSP): whole chunk rows of 32 lanes x (8 BF16 | 4 fp32) columns each, with CLAMP, without XS */
+    const int ks = M <= cb->opt.router_ks_max_m ? cb->opt.router_ks : 1, crow = 32 * (bf ? 8 : 4);
+    float *part = NULL;
+    if (ks > 1 && ks <= RF_MAX_KS && !xs && cu_router_clamp && r->cols % (crow * ks) == 0) {
+        part = (float *)cu_ws_get(&cb->ws_router_part, sizeof(float) * (size_t)ks * M * rc.E);
+        grid.z = (unsigned)ks;
+        cb->router_ks_launches++;
+    }
+    if (tok == 1) router_fused_launch<1>(bf, go != NULL, xs, grid, x, r, logits, bias, ids, w, M, t, rc, g, part);
+    else if (tok == 2) router_fused_launch<2>(bf, go != NULL, xs, grid, x, r, logits, bias, ids, w, M, t, rc, g, part);
+    else router_fused_launch<RF_TOK>(bf, go != NULL, xs, grid, x, r, logits, bias, ids, w, M, t, rc, g, part);
     CUDA_LAUNCH_CHECK();
     return 1;
 }
@@ -1185,7 +1444,7 @@ static void moe_grouped(ds_cuda_backend *cb, float *out, const float *x, const d
 static int route_rows(ds_backend *be, const ds_weight *router, const ds_weight *router_bias, const float *x, int M,
                       float *logits, float *bias, int32_t *ids, float *w, const group_out *go) {
     ds_cuda_backend *cb = cu_of(be);
-    route_cfg rc = route_cfg_of(be->cfg);
+    route_cfg rc = route_cfg_of(cu_of(be), be->cfg);
     const float *biasp = NULL;
     if (router_bias && router_bias->data) {
         weight_row_kernel<<<1, 256, 0, cu_stream>>>(bias, cu_view(router_bias));
@@ -1274,7 +1533,7 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
     ds_cuda_backend *cb = cu_of(be);
     const ds_config *c = be->cfg;
     if (M <= 0) return;
-    route_cfg rc = route_cfg_of(c);
+    route_cfg rc = route_cfg_of(cb, c);
     int E = rc.E, K = rc.K, D = c->hidden_size;
     size_t MK = (size_t)M * K, MD = (size_t)M * D;
     route_ws r = route_ws_get(cb, M, E, K, 2 * MD);   /* extra: xin / yout [M, D] of the per-expert path */
@@ -1366,7 +1625,7 @@ void cu_moe_routed(ds_backend *be, float *out, const float *x, const ds_layer_we
     ds_cuda_backend *cb = cu_of(be);
     const ds_config *c = be->cfg;
     if (M <= 0) return;
-    route_cfg rc = route_cfg_of(c);
+    route_cfg rc = route_cfg_of(cb, c);
     int E = rc.E, K = rc.K, D = c->hidden_size;
     size_t MK = (size_t)M * K, MD = (size_t)M * D;
     route_ws r = route_ws_get(cb, M, E, K, 0);
