@@ -2613,6 +2613,26 @@ if want s32d; then
     grep -E "^rt_prof" $OUT/rtd_b$b.log | head -2
   done
 fi
+# s32e (prepared in the thirty-second session, not run there: the device was no longer lent): the MoE combine made by the
+# next attn_in's norm kernel (DSINFER_CUDA_COMBINE_NORM=1, opt-in): op tests combnorm, attnin, router, rgroup; mutants cn_sh0,
+# cn_ff, cn_rank (dev/cuda/mutants_s32c.sh; must fail combnorm); the goldens and test_cuda_model with =1; FP8 b8 .. b256 at
+# =0 / 1 rotated three times; BF16 b64 / b256 once each (no chain there: nothing should change)
+if want s32e; then
+  for o in combnorm attnin router rgroup; do step ops_$o 240 env DSINFER_OPS_ONLY=$o $B/test_cuda_ops; done
+  for n in cn_sh0 cn_ff cn_rank; do [ -x $B/test_cuda_ops_mut_$n ] && mutant $B/test_cuda_ops_mut_$n combnorm '' 240; done
+  step golden_cn 150 env DSINFER_CUDA_COMBINE_NORM=1 $B/test_cuda_golden
+  step model_cn 200 env DSINFER_CUDA_COMBINE_NORM=1 $B/test_cuda_model
+  for r in 1 2 3; do
+    case $r in 1) o="0 1";; 2) o="1 0";; 3) o="0 1";; esac
+    for n in $o; do
+      step cn${n}-$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_COMBINE_NORM=$n $B/dsinfer bench --dtype fp8 --batch 8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s32e-fp8-cn$n
+    done
+  done
+  for n in 0 1; do
+    step cnb${n} 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_COMBINE_NORM=$n $B/dsinfer bench --dtype bf16 --batch 64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s32e-bf16-cn$n
+  done
+  rm -f $OUT/cn*.log $OUT/test_cuda_ops_mut_*.log
+fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi

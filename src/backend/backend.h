@@ -109,6 +109,10 @@ struct ds_backend {
                 const ds_weight *down, int M);
     /* MoE block (spec 9): routing, routed experts weighted, plus shared experts. out[M, D]. */
     void (*moe)(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M);
+    /* moe, for a caller whose next call on this backend is attn_in with add == out (the next layer's input; nothing reads
+     * out before it): the backend may leave out's last sum to that attn_in (the CUDA backend's combine inside its norm
+     * kernel). The same values as moe then attn_in. Optional: NULL means moe. */
+    void (*moe_to_attn_in)(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M);
     /* out[M, D] = the routed experts e0 <= e < e1 only (no shared experts), routing over all experts as moe
      * does: for each token, the sum of w_k * expert(x) over its choices in that range, in ascending expert
      * order (expert parallelism over gathered tokens: dist/ep_moe.c). Optional (NULL: not available). */

@@ -163,6 +163,12 @@ static void attn_in_ops(ds_engine *e, const ds_layer_weights *L, void *cache, in
     }
 }
 
+/* Whether attention() takes the layer's input side in one backend attn_in call (no q_lora; with the residual add, only
+ * where add_norm fuses it) */
+static int attn_in_one_call(const ds_engine *e, int add_ff) {
+    return e->be->attn_in && !e->cfg.q_lora_rank && (!add_ff || (e->be->add_rmsnorm && e->fused_add_norm));
+}
+
 /* MLA block (spec 6): the layer's input norm of h (after h += ff where add_ff: the previous layer's output), then
  * xn -> ao (the attention output, heads concatenated; attn_out projects it back to D). */
 static void attention(ds_engine *e, const step_plan *p, int layer, int add_ff) {
@@ -172,7 +178,7 @@ static void attention(ds_engine *e, const step_plan *p, int layer, int add_ff) {
     ds_acts *a = &e->a;
     void *cache = ds_engine_layer_cache(e, layer);
     /* the input side in one backend call where it has one (no q_lora; the add fused only where add_norm fuses it) */
-    if (be->attn_in && !c->q_lora_rank && (!add_ff || (be->add_rmsnorm && e->fused_add_norm)))
+    if (attn_in_one_call(e, add_ff))
         be->attn_in(be, a->xn, a->h, add_ff ? a->ff : NULL, &L->input_norm, c->rms_norm_eps, a->q, a->kv, &L->q, &L->kv_a,
                     cache, &L->kv_a_norm, 1e-6f, p->meta.n_tokens);
     else
@@ -217,10 +223,13 @@ static void tp_whole_moe(ds_engine *e, const ds_layer_weights *L, int M) {
     }
 }
 
-static void ffn(ds_engine *e, int layer, int M) {
+/* The layer's FFN into ff. to_attn_in: the next backend call is the next layer's attn_in with add = ff, so a MoE layer
+ * on one device may leave ff's last sum to it (backend moe_to_attn_in). */
+static void ffn(ds_engine *e, int layer, int M, int to_attn_in) {
     const ds_layer_weights *L = &e->w.layers[layer];
     if (L->is_moe && e->ep) ep_moe(e, L, e->a.ff, e->a.xn, M);
     else if (L->is_moe && e->tp_expert_e1 > e->tp_expert_e0 && e->be->moe_routed) tp_whole_moe(e, L, M);
+    else if (L->is_moe && to_attn_in && !e->tp && e->be->moe_to_attn_in) e->be->moe_to_attn_in(e->be, e->a.ff, e->a.xn, L, M);
     else if (L->is_moe) e->be->moe(e->be, e->a.ff, e->a.xn, L, M);
     else e->be->mlp(e->be, e->a.ff, e->a.xn, &L->gate, &L->up, &L->down, M);
     tp_reduce(e, e->a.ff, (size_t)M * e->cfg.hidden_size);
@@ -248,7 +257,7 @@ static void run_layer_range(ds_engine *e, const step_plan *p, int l0, int l1) {
         const ds_layer_weights *L = &e->w.layers[l];
         attention(e, p, l, l > l0);   /* after the first: h += the previous layer's ff, in its input norm */
         attn_out(e, L, M);
-        ffn(e, l, M);
+        ffn(e, l, M, l + 1 < l1 && attn_in_one_call(e, 1));   /* (prefetch_layer below does not read ff) */
         /* the next layer's dense weights towards the cache now: its routed experts would evict them if sooner */
         if (be->prefetch_layer && l + 1 < l1) be->prefetch_layer(be, &e->w.layers[l + 1]);
     }

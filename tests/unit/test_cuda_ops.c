@@ -1237,7 +1237,7 @@ static void free_setup(setup *s) {
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
 static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf | side | linear2 | kvb | qkv | router | w8small
-                            * | f8cl | f8t1 | f8tp | f8ss | f8tc | f8ts | f8mc | moehalf | moepipe | f8bn | quantw | moeqf | moepdl | rgroup | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | moeorder | moent48 | moesx | moest2 | gemv1 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
+                            * | f8cl | f8t1 | f8tp | f8ss | f8tc | f8ts | f8mc | moehalf | moepipe | f8bn | quantw | moeqf | moepdl | rgroup | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | combnorm | moeorder | moent48 | moesx | moest2 | gemv1 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
                             * run_side_stream, run_linear2, run_kvb_copy, run_qkv_finish, run_router, run_w8a8_small or
                             * run_f8_lab */
 
@@ -2783,6 +2783,114 @@ static void run_attn_in(void) {
     }
 }
 
+/* DSINFER_OPS_ONLY=combnorm: backend moe_to_attn_in then attn_in (DSINFER_CUDA_COMBINE_NORM=1: the MoE combine's sums made
+ * by attn_in's norm kernel, cu_norm_chain_comb) against moe then attn_in on the same backend: ff, h, xn, q, kv and the cache
+ * the same bytes; the left combine taken by the norm counted (2 .. 64 rows with CHAIN_FUSE=1, 2 .. 256 with =2; at 1 and
+ * 65 rows (=1) attn_in's composition launches the left combine first: not counted, the same bytes). V2-Lite, FP8 experts
+ * (W8A8, the grouped tensor-core path) with the shared experts inside the experts' launch (ns = 2) and in line
+ * (DSINFER_CUDA_MOE_SHARED_IN=0: ns = 0, the combine adds to what they left in ff). The fused pair runs first, so that
+ * the workspaces hold another case's values when the ops run. */
+static void run_comb_norm(void) {
+    if (only && strcmp(only, "combnorm")) return;
+    const int Ms[] = {1, 2, 9, 64, 65, 130, 256};
+    for (int mode = 1; mode <= 2; mode++)
+    for (int shin = 1; shin >= 0; shin--) {
+        setup s;
+        setenv("DSINFER_CUDA_FP8_GEMM", "1", 1);
+        setenv("DSINFER_CUDA_CHAIN_FUSE", mode == 1 ? "1" : "2", 1);
+        setenv("DSINFER_CUDA_TC", "1", 1);
+        setenv("DSINFER_MOE_W8A8", "1", 1);
+        setenv("DSINFER_CUDA_COMBINE_NORM", "1", 1);
+        if (!shin) setenv("DSINFER_CUDA_MOE_SHARED_IN", "0", 1);
+        int ok = load_setup_kv(&s, shin ? "v2l-cn" : "v2l-cn0", "configs/deepseek-v2-lite.json", 0, 16, 0, KV_BF16);
+        unsetenv("DSINFER_CUDA_FP8_GEMM");
+        unsetenv("DSINFER_CUDA_CHAIN_FUSE");
+        unsetenv("DSINFER_CUDA_TC");
+        unsetenv("DSINFER_MOE_W8A8");
+        unsetenv("DSINFER_CUDA_COMBINE_NORM");
+        unsetenv("DSINFER_CUDA_MOE_SHARED_IN");
+        if (!ok) continue;
+        ds_backend *g = s.gpu;
+        const ds_config *c = &s.cfg;
+        int D = c->hidden_size, H = c->num_heads, C = c->kv_lora_rank, wd = C + c->qk_rope_head_dim;
+        int E = c->n_routed_experts, mI = c->moe_intermediate_size, sI = mI * c->n_shared_experts;
+        printf("  %-8s moe_to_attn_in + attn_in: DSINFER_CUDA_CHAIN_FUSE=%d, shared experts %s\n", s.name, mode,
+               shin ? "in the experts' launch" : "in line");
+        wpair wq = mk_weight(&s, H * c->qk_head_dim, D, DS_DTYPE_F8_E4M3, 0.5f / sqrtf((float)D), "q");
+        wpair wkv = mk_weight(&s, wd, D, DS_DTYPE_F8_E4M3, 0.5f / sqrtf((float)D), "kv_a");
+        wpair in_norm = mk_weight(&s, 1, D, DS_DTYPE_BF16, 1.0f, "input_norm");
+        wpair kv_norm = mk_weight(&s, 1, C, DS_DTYPE_F32, 1.0f, "kv_a_norm");
+        ds_layer_weights Ld;
+        memset(&Ld, 0, sizeof Ld);
+        wpair *ws = calloc((size_t)3 * E + 4, sizeof(wpair));
+        int nw = 0;
+        ws[nw] = mk_weight(&s, E, D, DS_DTYPE_BF16, 2.0f / sqrtf((float)D), "router");
+        Ld.router = ws[nw++].d;
+        Ld.exp_gate = calloc(E, sizeof(ds_weight));
+        Ld.exp_up = calloc(E, sizeof(ds_weight));
+        Ld.exp_down = calloc(E, sizeof(ds_weight));
+        for (int e = 0; e < E; e++) {
+            ws[nw] = mk_weight(&s, mI, D, DS_DTYPE_F8_E4M3, linear_amp(&s, D), "exp_gate"); Ld.exp_gate[e] = ws[nw++].d;
+            ws[nw] = mk_weight(&s, mI, D, DS_DTYPE_F8_E4M3, linear_amp(&s, D), "exp_up"); Ld.exp_up[e] = ws[nw++].d;
+            ws[nw] = mk_weight(&s, D, mI, DS_DTYPE_F8_E4M3, linear_amp(&s, mI), "exp_down"); Ld.exp_down[e] = ws[nw++].d;
+        }
+        ws[nw] = mk_weight(&s, sI, D, DS_DTYPE_F8_E4M3, linear_amp(&s, D), "sh_gate"); Ld.sh_gate = ws[nw++].d;
+        ws[nw] = mk_weight(&s, sI, D, DS_DTYPE_F8_E4M3, linear_amp(&s, D), "sh_up"); Ld.sh_up = ws[nw++].d;
+        ws[nw] = mk_weight(&s, D, sI, DS_DTYPE_F8_E4M3, linear_amp(&s, sI), "sh_down"); Ld.sh_down = ws[nw++].d;
+        Ld.is_moe = 1;
+        for (int i = 0; i < NM(Ms); i++) {
+            int M = Ms[i];
+            if (M > max_m || (mode == 1 && M > 65)) continue;
+            batch b;
+            mk_batch(&s, &b, M, 24, 16);
+            set_batch(&s, &b);
+            buf c1 = mk_cache(&s, &b), c2 = buf_new(&s, c1.n);
+            memcpy(c2.h, c1.h, (c1.n + PAD) * sizeof(float));
+            ds_cuda_from_host(NULL, c2.d, c2.h, c2.n + PAD);
+            buf h1 = buf_new(&s, (size_t)M * D), h2 = buf_new(&s, h1.n), x = buf_new(&s, h1.n);
+            buf_rand(&h1, 2.0f);
+            buf_rand(&x, 1.0f);
+            memcpy(h2.h, h1.h, (h1.n + PAD) * sizeof(float));
+            ds_cuda_from_host(NULL, h2.d, h2.h, h2.n + PAD);
+            buf xn1 = buf_new(&s, h1.n), xn2 = buf_new(&s, h1.n), q1 = buf_new(&s, (size_t)M * wq.h.rows), q2 = buf_new(&s, q1.n);
+            buf k1 = buf_new(&s, (size_t)M * wd), k2 = buf_new(&s, k1.n), f1 = buf_new(&s, h1.n), f2 = buf_new(&s, h1.n);
+            buf *outs[] = {&xn1, &xn2, &q1, &q2, &k1, &k2, &f1, &f2};
+            for (int j = 0; j < NM(outs); j++) buf_poison(outs[j]);
+            long r0 = ds_cuda_comb_norm_runs(g);
+            g->moe_to_attn_in(g, f2.d, x.d, &Ld, M);
+            g->attn_in(g, xn2.d, h2.d, f2.d, &in_norm.d, c->rms_norm_eps, q2.d, k2.d, &wq.d, &wkv.d, c2.d, &kv_norm.d, 1e-6f, M);
+            long taken = ds_cuda_comb_norm_runs(g) - r0;
+            g->moe(g, f1.d, x.d, &Ld, M);
+            g->attn_in(g, xn1.d, h1.d, f1.d, &in_norm.d, c->rms_norm_eps, q1.d, k1.d, &wq.d, &wkv.d, c1.d, &kv_norm.d, 1e-6f, M);
+            long plain = ds_cuda_comb_norm_runs(g) - r0 - taken;
+            struct { const buf *a, *b; const char *what; } cmp[] = {
+                {&f1, &f2, "ff"}, {&h1, &h2, "h"}, {&xn1, &xn2, "xn"}, {&q1, &q2, "q"}, {&k1, &k2, "kv"}, {&c1, &c2, "cache"}};
+            size_t total = 0;
+            for (int j = 0; j < NM(cmp); j++) {
+                size_t nb = (cmp[j].a->n + PAD) * sizeof(float), diff = device_units_differ(&s, cmp[j].a->d, cmp[j].b->d, nb, 1);
+                total += diff;
+                CHECKF(diff == 0, "%s moe_to_attn_in + attn_in M=%d: %s differs in %zu bytes", s.name, M, cmp[j].what, diff);
+            }
+            long want = M >= 2 && M <= (mode == 1 ? 64 : 256);
+            printf("  %-8s moe_to_attn_in + attn_in M=%-3d: the combine made by the norm %ld time(s) (then %ld), %zu bytes "
+                   "differ from moe then attn_in\n", s.name, M, taken, plain, total);
+            CHECKF(taken == want && plain == 0, "%s moe_to_attn_in + attn_in M=%d: the combine taken by the norm %ld / %ld times "
+                   "(expected %ld / 0)", s.name, M, taken, plain, want);
+            free(b.pt);
+            buf *bufs[] = {&c1, &c2, &h1, &h2, &x, &xn1, &xn2, &q1, &q2, &k1, &k2, &f1, &f2};
+            for (int j = 0; j < NM(bufs); j++) buf_free(&s, bufs[j]);
+        }
+        for (int j = 0; j < nw; j++) free_weight(&ws[j]);
+        free(ws);
+        free(Ld.exp_gate);
+        free(Ld.exp_up);
+        free(Ld.exp_down);
+        wpair *w4[] = {&wq, &wkv, &in_norm, &kv_norm};
+        for (int j = 0; j < NM(w4); j++) free_weight(w4[j]);
+        free_setup(&s);
+    }
+}
+
 /* A backend with DSINFER_CUDA_GEMV_T1 set to val (then unset: the default) */
 static ds_backend *gemv_t1_backend(setup *s, const char *val, char *err) {
     setenv("DSINFER_CUDA_GEMV_T1", val, 1);
@@ -3612,6 +3720,7 @@ int main(void) {
     RUN(run_route_group());
     RUN(run_group3());
     RUN(run_attn_in());
+    RUN(run_comb_norm());
     RUN(run_gemv_t1());
     RUN(run_moe_shared_in());
     RUN(run_f8_reduce2());

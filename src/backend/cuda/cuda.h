@@ -413,6 +413,7 @@ typedef struct {
     int moe_half;      /* prefill MoE: grouped tiles of <= 64 rows load 64 rows (cuda_fp8_wgmma.cu tm_groups.half; DSINFER_CUDA_MOE_HALF) */
     int route_group;   /* the grouped MoE's one-block grouping done by the routing kernel (cuda_moe.cu; DSINFER_CUDA_ROUTE_GROUP) */
     int route_fast;    /* the routing warps' top-k in registers, the same bits (cuda_moe.cu route_warp_fast; DSINFER_CUDA_ROUTE_FAST) */
+    int combine_norm;  /* moe_to_attn_in's combine inside the next attn_in's norm (cuda_backend.cu; DSINFER_CUDA_COMBINE_NORM) */
     int l2_prefetch;   /* the next layer's dense weights into L2 (cuda_prefetch.cu; DSINFER_CUDA_L2_PREFETCH): 1 on a side
                         * stream, 2 by a launch on the main stream; both opt-in, measured slower */
     int l2_prefetch_max_m;   /* ... up to this many tokens a step, either form (DSINFER_CUDA_L2_PREFETCH_MAX_M, default 8) */
@@ -468,6 +469,17 @@ typedef struct {
     cudaEvent_t fork, join;
     int pending;                /* forked, not yet joined into the main stream */
 } cu_pf;
+
+/* A MoE combine left to the next attn_in (opt.combine_norm; backend moe_to_attn_in): moe_combine's arguments (cuda_moe.cu),
+ * out = moe_combine's output, which that attn_in takes as its add; active while no kernel has made out yet */
+typedef struct {
+    float *out;
+    const float *y, *w;
+    const int32_t *ids, *pos;
+    int M, K, D, ns, active;
+} cu_comb_pend;
+#define CU_COMB_MAX_K 8    /* the choices a token the fused form takes (V2-Lite 6, V3 8) */
+#define CU_COMB_MAX_NS 2   /* and the shared experts' rows (moe_combine_sorted2_kernel's CB2_NS) */
 
 #define CU_ROUTE_TICKETS 257   /* token groups of the fused router kernel (cuda_moe.cu: 256 tokens, down to 1 a group), and the
                                 * last one: its groups' ticket for the grouping (DSINFER_CUDA_ROUTE_GROUP) */
@@ -535,6 +547,9 @@ typedef struct {
     long moe_wg_order_launches;   /* grouped moe_wg_kernel launches with opt.moe_wg_order 1 or 2 (tests) */
     long router_xs_launches;    /* router_fused_kernel launches with x staged in shared memory (tests) */
     long router_ks_launches;    /* router_fused_kernel launches with K slices (tests) */
+    int comb_defer;             /* inside moe_to_attn_in: moe_combine may leave its sum to the next attn_in */
+    cu_comb_pend comb;          /* that sum, while left (cuda_moe.cu cu_comb_flush) */
+    long comb_norm_runs;        /* attn_in calls whose norm made the MoE combine's sum (tests) */
     long moe_wg_st2_launches;   /* moe_wg_kernel launches with mw_args.st2 (tests) */
     long moe_wg_sx_launches;    /* grouped moe_wg_kernel launches with mw_args.sx (tests) */
     long moe_wg_pipe_launches;  /* ... of its pipelined one-weight form (DSINFER_CUDA_MOE_WG_PIPE; tests) */
@@ -867,6 +882,15 @@ unsigned char *cu_f8_codes_buf(ds_cuda_backend *cb, int M, int K, float **qs);
  * f8_reduce, add_rmsnorm (or rmsnorm) and the quantizer. 0 (nothing launched) where the shape does not suit it. */
 int cu_norm_chain(float *xn, float *h, const float *add, const float *parts, int ks, float *ff, const ds_weight *w, int M,
                   int n, float eps, unsigned char *q, float *qs);
+/* cu_norm_chain with add the left MoE combine pc's sum (pc->out [M, n], written too, then h += it): the same bits as
+ * moe_combine then cu_norm_chain(add = pc->out). 0 (nothing launched) where it does not suit (pc->K > CU_COMB_MAX_K,
+ * pc->ns > CU_COMB_MAX_NS, the shape) */
+int cu_norm_chain_comb(float *xn, float *h, const cu_comb_pend *pc, const ds_weight *w, int n, float eps, unsigned char *q,
+                       float *qs);
+/* launches a left MoE combine (cb->comb) if there is one: out gets its sum as moe_combine would have made it */
+void cu_comb_flush(ds_cuda_backend *cb);
+/* backend moe_to_attn_in (cuda_moe.cu) */
+void cu_moe_to_attn_in(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M);
 /* backend qkv_finish over the batch's tokens with q and kv first summed from split-K partials pq ([ksq][M][H dqk]) and
  * pkv ([ksk][M][C + dr]) where either count is above 1 (a count of 1: that tensor's partial is its product; the W8A8
  * linear2's; pq NULL, both 1: as they are); 0 (nothing launched) where the fused kernel does not fit */

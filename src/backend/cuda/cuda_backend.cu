@@ -196,6 +196,7 @@ long ds_cuda_moe_wg_sx_launches(ds_backend *be) { return cu_of(be)->moe_wg_sx_la
 long ds_cuda_moe_wg_st2_launches(ds_backend *be) { return cu_of(be)->moe_wg_st2_launches; }
 long ds_cuda_router_xs_launches(ds_backend *be) { return cu_of(be)->router_xs_launches; }
 long ds_cuda_router_ks_launches(ds_backend *be) { return cu_of(be)->router_ks_launches; }
+long ds_cuda_comb_norm_runs(ds_backend *be) { return cu_of(be)->comb_norm_runs; }
 int ds_cuda_moe_wg_sx_fits(int nt, int K) { return cu_moe_wg_sx_fits(nt, K); }
 long ds_cuda_qb_fused_runs(ds_backend *be) { return cu_of(be)->qb_fused_runs; }
 long ds_cuda_moe_wg_nt48_launches(ds_backend *be) { return cu_of(be)->moe_wg_nt48_launches; }
@@ -425,16 +426,40 @@ __device__ __forceinline__ void sum_parts(float4 (&out)[S], const float4 *const 
  * block: the warp's 32 float4s of a k step are one block, b = warp + 8 k): the same bits as those launches. n % 128 == 0,
  * n / 4 <= NV RMS_THREADS, rows 16-byte aligned; add / parts NULL: the norm of h alone (h not written). Codes q [M, n],
  * scales qs [M][n / 128] (Q). Grid M, RMS_THREADS threads. */
-template <int NV, bool PARTS, bool Q>
+/* COMB (with !PARTS; cu_norm_chain_comb): the added term is a MoE combine's sum, made here: for float4 column j of token m,
+ * a = the ns shared experts' rows of ys in s order (ns == 0: ff's row, what the shared experts left there), then + w_k y[pos_k]
+ * over the token's K choices in ascending expert id: moe_combine_sorted2_kernel's additions in its order (the same bits),
+ * written to ff (its output) before h += a. K <= CU_COMB_MAX_K, ns <= CU_COMB_MAX_NS. */
+typedef struct {
+    const float *y, *w, *ys;   /* y [rows, n], w [M K], ys [ns mt, n] */
+    const int32_t *ids, *pos;  /* [M K] */
+    int K, ns, mt;
+} nc_comb;
+template <int NV, bool PARTS, bool Q, bool COMB = false>
 __global__ void __launch_bounds__(RMS_THREADS) norm_chain_kernel(float *xn, float *h, const float *add, int ks, size_t zs,
                                                                  float *ff, cu_wview w, int n, float eps, unsigned char *q,
-                                                                 float *qs) {
+                                                                 float *qs, nc_comb cmb) {
     __shared__ float red[RMS_THREADS / 32];
+    __shared__ int c_pos[COMB ? CU_COMB_MAX_K : 1];
+    __shared__ float c_w[COMB ? CU_COMB_MAX_K : 1];
     cu_pdl_trigger();
     cu_pdl_wait();
     const size_t row = (size_t)blockIdx.x * n;
+    if (COMB) {   /* the token's choices ranked by expert id (ids distinct; ties by slot, as the combine's sort) */
+        const int m = blockIdx.x, K = cmb.K;
+        if (threadIdx.x < K) {
+            int k = threadIdx.x, idk = cmb.ids[(size_t)m * K + k], r = 0;
+            for (int j = 0; j < K; j++) {
+                int idj = cmb.ids[(size_t)m * K + j];
+                r += idj < idk || (idj == idk && j < k);
+            }
+            c_pos[r] = cmb.pos[(size_t)m * K + k];
+            c_w[r] = cmb.w[(size_t)m * K + k];
+        }
+        __syncthreads();
+    }
     float4 *xr = (float4 *)(h + row), *yr = (float4 *)(xn + row);
-    const bool has_add = add != nullptr;
+    const bool has_add = COMB || add != nullptr;
     int n4 = n >> 2;
     float4 v[NV], g[NV], a[NV];
     const float4 *src[NV];
@@ -444,7 +469,7 @@ __global__ void __launch_bounds__(RMS_THREADS) norm_chain_kernel(float *xn, floa
     for (int k = 0; k < NV; k++) {
         int j = threadIdx.x + k * RMS_THREADS;
         ok[k] = has_add && j < n4;
-        src[k] = has_add ? (const float4 *)(add + row) + j : nullptr;
+        src[k] = add ? (const float4 *)(add + row) + j : nullptr;
         zstep[k] = zs / 4;
         v[k] = j < n4 ? xr[j] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (j < n4) g[k] = make_float4(cu_w(w, 0, 4 * j), cu_w(w, 0, 4 * j + 1), cu_w(w, 0, 4 * j + 2), cu_w(w, 0, 4 * j + 3));
@@ -452,13 +477,51 @@ __global__ void __launch_bounds__(RMS_THREADS) norm_chain_kernel(float *xn, floa
     int ksv[NV];
 #pragma unroll
     for (int k = 0; k < NV; k++) ksv[k] = PARTS ? ks : 1;
-    sum_parts<NV>(a, src, zstep, ok, ksv);   /* every load of the row's terms before any addition */
+    if (COMB) {
+        const int n4c = n >> 2, m = blockIdx.x;
+        const float4 *ys4 = (const float4 *)cmb.ys, *y4 = (const float4 *)cmb.y;
+        float4 *o4 = (float4 *)(ff + row);
+#pragma unroll
+        for (int k = 0; k < NV; k++) {
+            int j = threadIdx.x + k * RMS_THREADS;
+            if (j >= n4c) continue;
+            float4 sh[CU_COMB_MAX_NS], yv[CU_COMB_MAX_K];   /* every row requested before the first addition */
+            float4 s = cmb.ns ? make_float4(0.0f, 0.0f, 0.0f, 0.0f) : o4[j];
+#pragma unroll
+            for (int t = 0; t < CU_COMB_MAX_NS; t++)
+                if (t < cmb.ns) sh[t] = __ldg(ys4 + ((size_t)t * cmb.mt + m) * n4c + j);
+#pragma unroll
+            for (int c = 0; c < CU_COMB_MAX_K; c++)
+                if (c < cmb.K && c_pos[c] >= 0) yv[c] = __ldg(y4 + (size_t)c_pos[c] * n4c + j);
+            if (cmb.ns) s = sh[0];
+#pragma unroll
+            for (int t = 1; t < CU_COMB_MAX_NS; t++)
+                if (t < cmb.ns) {
+                    s.x += sh[t].x;
+                    s.y += sh[t].y;
+                    s.z += sh[t].z;
+                    s.w += sh[t].w;
+                }
+#pragma unroll
+            for (int c = 0; c < CU_COMB_MAX_K; c++) {
+                if (c >= cmb.K || c_pos[c] < 0) continue;   /* < 0: another rank's expert */
+                float wk = c_w[c];
+                s.x += wk * yv[c].x;
+                s.y += wk * yv[c].y;
+                s.z += wk * yv[c].z;
+                s.w += wk * yv[c].w;
+            }
+            a[k] = s;
+        }
+    } else {
+        sum_parts<NV>(a, src, zstep, ok, ksv);   /* every load of the row's terms before any addition */
+    }
     float ss = 0.0f;
 #pragma unroll
     for (int k = 0; k < NV; k++) {
         int j = threadIdx.x + k * RMS_THREADS;
         if (ok[k]) {
-            if (PARTS) ((float4 *)(ff + row))[j] = a[k];
+            if (PARTS || COMB) ((float4 *)(ff + row))[j] = a[k];
             v[k].x += a[k].x; v[k].y += a[k].y; v[k].z += a[k].z; v[k].w += a[k].w;
             xr[j] = v[k];
         }
@@ -492,18 +555,43 @@ int cu_norm_chain(float *xn, float *h, const float *add, const float *parts, int
         return 0;
     cu_wview wv = cu_view(w);
     size_t zs = (size_t)M * n;
+    const nc_comb nc = {NULL, NULL, NULL, NULL, NULL, 0, 0, 0};
 #define NC_LAUNCH(NV)                                                                                                  \
     do {                                                                                                               \
-        if (parts && q) cu_launch(norm_chain_kernel<NV, true, true>, M, RMS_THREADS, 0, xn, h, a, ks, zs, ff, wv, n, eps, q, qs); \
-        else if (parts) cu_launch(norm_chain_kernel<NV, true, false>, M, RMS_THREADS, 0, xn, h, a, ks, zs, ff, wv, n, eps, q, qs); \
-        else if (q) cu_launch(norm_chain_kernel<NV, false, true>, M, RMS_THREADS, 0, xn, h, a, 1, zs, ff, wv, n, eps, q, qs); \
-        else cu_launch(norm_chain_kernel<NV, false, false>, M, RMS_THREADS, 0, xn, h, a, 1, zs, ff, wv, n, eps, q, qs); \
+        if (parts && q) cu_launch(norm_chain_kernel<NV, true, true>, M, RMS_THREADS, 0, xn, h, a, ks, zs, ff, wv, n, eps, q, qs, nc); \
+        else if (parts) cu_launch(norm_chain_kernel<NV, true, false>, M, RMS_THREADS, 0, xn, h, a, ks, zs, ff, wv, n, eps, q, qs, nc); \
+        else if (q) cu_launch(norm_chain_kernel<NV, false, true>, M, RMS_THREADS, 0, xn, h, a, 1, zs, ff, wv, n, eps, q, qs, nc); \
+        else cu_launch(norm_chain_kernel<NV, false, false>, M, RMS_THREADS, 0, xn, h, a, 1, zs, ff, wv, n, eps, q, qs, nc); \
     } while (0)
     if (nv <= 1) NC_LAUNCH(1);
     else if (nv <= 2) NC_LAUNCH(2);
     else if (nv <= 4) NC_LAUNCH(4);
     else NC_LAUNCH(8);
 #undef NC_LAUNCH
+    CUDA_LAUNCH_CHECK();
+    return 1;
+}
+
+int cu_norm_chain_comb(float *xn, float *h, const cu_comb_pend *pc, const ds_weight *w, int n, float eps, unsigned char *q,
+                       float *qs) {
+    int M = pc->M, n4 = n / 4, nv = (n4 + RMS_THREADS - 1) / RMS_THREADS;
+    if (!cu_rms_vec || M < 1 || n % 128 || nv > 8 || pc->D != n || pc->K < 1 || pc->K > CU_COMB_MAX_K || pc->ns < 0 ||
+        pc->ns > CU_COMB_MAX_NS || ((uintptr_t)xn & 15) || ((uintptr_t)h & 15) || ((uintptr_t)pc->out & 15) ||
+        ((uintptr_t)pc->y & 15) || (q && (!qs || ((uintptr_t)q & 3))))
+        return 0;
+    cu_wview wv = cu_view(w);
+    /* the shared experts' rows after the M K routed ones (moe_combine's ys) */
+    const nc_comb nc = {pc->y, pc->w, pc->y + (size_t)M * pc->K * n, pc->ids, pc->pos, pc->K, pc->ns, M};
+#define NCC_LAUNCH(NV)                                                                                                  \
+    do {                                                                                                               \
+        if (q) cu_launch(norm_chain_kernel<NV, false, true, true>, M, RMS_THREADS, 0, xn, h, (const float *)NULL, 1, (size_t)0, pc->out, wv, n, eps, q, qs, nc); \
+        else cu_launch(norm_chain_kernel<NV, false, false, true>, M, RMS_THREADS, 0, xn, h, (const float *)NULL, 1, (size_t)0, pc->out, wv, n, eps, q, qs, nc); \
+    } while (0)
+    if (nv <= 1) NCC_LAUNCH(1);
+    else if (nv <= 2) NCC_LAUNCH(2);
+    else if (nv <= 4) NCC_LAUNCH(4);
+    else NCC_LAUNCH(8);
+#undef NCC_LAUNCH
     CUDA_LAUNCH_CHECK();
     return 1;
 }
@@ -843,6 +931,21 @@ static int chain_tma_weights(const ds_cuda_backend *cb, const ds_weight *w1, con
            (w1 == w2 || cb->opt.w8_shared_x) && cu_f8_wgmma_pair_ok(w1, w2, M);
 }
 
+/* attn_in's norm_chain_kernel (h += add, xn, its codes): with add the MoE combine moe_to_attn_in left (cb->comb), the
+ * kernel that makes that sum too (cu_norm_chain_comb; the left combine launched first where it does not fit) */
+static int attn_in_norm(ds_cuda_backend *cb, float *xn, float *h, const float *add, const ds_weight *in_norm, int M, int D,
+                        float eps, unsigned char *codes, float *qs) {
+    if (cb->comb.active && cb->comb.out == add && cb->comb.M == M) {
+        if (cu_norm_chain_comb(xn, h, &cb->comb, in_norm, D, eps, codes, qs)) {
+            cb->comb.active = 0;
+            cb->comb_norm_runs++;
+            return 1;
+        }
+        cu_comb_flush(cb);
+    }
+    return cu_norm_chain(xn, h, add, NULL, 1, NULL, in_norm, M, D, eps, codes, qs);
+}
+
 /* backend.h attn_in. The fused form (chain_fits, cu_linear2's one launch: hfuse): norm_chain_kernel (h += add, xn and
  * its codes), the GEMM with its split-K partials kept, qkv_finish_kernel summing them first: three launches where the
  * composition takes five (the norm, the quantizer, the GEMM, the split-K sum, qkv_finish), the same bits (op test
@@ -852,11 +955,12 @@ static void cu_attn_in(ds_backend *be, float *xn, float *h, const float *add, co
                        int M) {
     ds_cuda_backend *cb = cu_of(be);
     int D = wq->cols;
+    if (cb->comb.active && (cb->comb.out != add || cb->comb.M != M)) cu_comb_flush(cb);   /* not this call's add */
     if (M <= 0) return;
     if (cb->opt.hfuse && chain_fits(cb, wq, wkv, M)) {
         float *qs;
         unsigned char *codes = cu_f8_codes_buf(cb, M, D, &qs);
-        if (cu_norm_chain(xn, h, add, NULL, 1, NULL, in_norm, M, D, eps, codes, qs)) {
+        if (attn_in_norm(cb, xn, h, add, in_norm, M, D, eps, codes, qs)) {
             cu_f8_parts pp;
             cu_f8_gemm1_parts(cb, codes, qs, M, wq, q, wkv, kv, &pp);
             if (pp.ks > 1 && cu_qkv_finish_parts(be, q, kv, cache, kv_norm, kv_eps, pp.p1, pp.p2, pp.ks, pp.ks)) {
@@ -872,7 +976,7 @@ static void cu_attn_in(ds_backend *be, float *xn, float *h, const float *add, co
         float *qs;
         unsigned char *codes = cu_f8_codes_buf(cb, M, D, &qs);
         cu_f8_tma_parts tp;
-        if (cu_f8_tma_parts_plan(cb, codes, M, wq, wkv, &tp) && cu_norm_chain(xn, h, add, NULL, 1, NULL, in_norm, M, D, eps, codes, qs)) {
+        if (cu_f8_tma_parts_plan(cb, codes, M, wq, wkv, &tp) && attn_in_norm(cb, xn, h, add, in_norm, M, D, eps, codes, qs)) {
             cu_f8_tma_parts_run(cb, codes, qs, M, wq, q, wkv, kv, &tp);
             if (cu_qkv_finish_parts(be, q, kv, cache, kv_norm, kv_eps, tp.p1, tp.p2, tp.ks1, tp.ks2)) {
                 cb->chain_fused_runs++;
@@ -884,6 +988,7 @@ static void cu_attn_in(ds_backend *be, float *xn, float *h, const float *add, co
             return;
         }
     }
+    cu_comb_flush(cb);   /* the composition reads add as moe_combine leaves it */
     if (add) cu_add_rmsnorm(be, xn, h, add, in_norm, M, D, eps);
     else cu_rmsnorm(be, xn, D, h, D, in_norm, M, D, eps);
     cu_linear2(be, q, kv, xn, wq, wkv, M);
@@ -1032,7 +1137,8 @@ static cu_opts cu_opts_read(void) {
     o.moe_wg_pipe = env_int("DSINFER_CUDA_MOE_WG_PIPE", 0);   /* opt-in: within the spread (twenty-sixth session run 2) */
     o.moe_half = env_int("DSINFER_CUDA_MOE_HALF", 0);         /* opt-in: no gain (twenty-sixth session run 2) */
     o.route_group = env_int("DSINFER_CUDA_ROUTE_GROUP", 0);
-    o.route_fast = env_int("DSINFER_CUDA_ROUTE_FAST", 1);   /* the same bits; RT_PROF: the routing tail -10 .. -25% */
+    o.route_fast = env_int("DSINFER_CUDA_ROUTE_FAST", 1);
+    o.combine_norm = env_int("DSINFER_CUDA_COMBINE_NORM", 0);   /* opt-in: not yet run on a GPU (thirty-second session) */   /* the same bits; RT_PROF: the routing tail -10 .. -25% */
     o.l2_prefetch = env_int("DSINFER_CUDA_L2_PREFETCH", 0);
     o.l2_prefetch_max_m = env_int("DSINFER_CUDA_L2_PREFETCH_MAX_M", 8);
     /* on by default since the twelfth session's run 2 (FP8 batch 64 9.00 -> 8.54 ms with all four; RESULTS) */
@@ -1208,6 +1314,7 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     be->attn_absorbed = cu_attn_absorbed;
     be->mlp = cu_mlp;
     be->moe = cu_moe;
+    be->moe_to_attn_in = cu_moe_to_attn_in;
     be->gather_rows = cu_gather_rows;
     be->combine_rows = cu_combine_rows;
     be->quant_rows_fp8 = cu_quant_rows_fp8;

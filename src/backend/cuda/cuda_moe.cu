@@ -1374,8 +1374,8 @@ __global__ void __launch_bounds__(CB2_THREADS) moe_combine_sorted2_kernel(float 
 
 /* out[m, :] += the token's routed rows of y, weighted (moe_combine_sorted_kernel's contract; v2 where it applies);
  * ns > 0: out = the ns shared experts' rows of y (from row M K) plus those, the old out unread */
-static void moe_combine(ds_cuda_backend *cb, float *out, const float *y, const int32_t *ids, const int32_t *pos, const float *w,
-                        int M, int K, int D, int ns) {
+static void moe_combine_launch(ds_cuda_backend *cb, float *out, const float *y, const int32_t *ids, const int32_t *pos,
+                               const float *w, int M, int K, int D, int ns) {
     const float *ys = y + (size_t)M * K * D;
     /* -1 (the default): the all-loads-first form up to 128 tokens (FP8 b1 .. b128 -0.04 .. -0.1 ms a step, b256 +0.04 ..
      * +0.07: RESULTS twenty-third session run 1, thirtieth session runs 8 and 9) */
@@ -1391,6 +1391,35 @@ static void moe_combine(ds_cuda_backend *cb, float *out, const float *y, const i
         cu_launch(moe_combine_sorted_kernel, dim3(M, (D + 255) / 256), 256, 0, out, y, ids, pos, w, K, D, ys, ns, M);
     }
     CUDA_LAUNCH_CHECK();
+}
+
+/* moe_combine_launch, or (inside moe_to_attn_in, opt.combine_norm) its arguments left in cb->comb for the next attn_in's
+ * norm kernel to make the same sums (cu_norm_chain_comb; cu_comb_flush launches them where that does not run) */
+static void moe_combine(ds_cuda_backend *cb, float *out, const float *y, const int32_t *ids, const int32_t *pos, const float *w,
+                        int M, int K, int D, int ns) {
+    if (cb->comb_defer && cb->opt.combine_norm && K <= CU_COMB_MAX_K && ns <= CU_COMB_MAX_NS) {
+        cu_comb_pend p = {out, y, w, ids, pos, M, K, D, ns, 1};
+        cb->comb = p;
+        cb->comb_defer = 0;   /* one combine a call */
+        return;
+    }
+    moe_combine_launch(cb, out, y, ids, pos, w, M, K, D, ns);
+}
+
+void cu_comb_flush(ds_cuda_backend *cb) {
+    if (!cb->comb.active) return;
+    cu_comb_pend p = cb->comb;
+    cb->comb.active = 0;
+    moe_combine_launch(cb, p.out, p.y, p.ids, p.pos, p.w, p.M, p.K, p.D, p.ns);
+}
+
+/* backend.h moe_to_attn_in: moe, its combine possibly left to the next attn_in (opt.combine_norm) */
+void cu_moe_to_attn_in(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M) {
+    ds_cuda_backend *cb = cu_of(be);
+    cu_comb_flush(cb);   /* (a combine left by an earlier call and never taken: made now, before this one's) */
+    cb->comb_defer = 1;
+    cu_moe(be, out, x, L, M);
+    cb->comb_defer = 0;
 }
 
 static void shared_in_line(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M);
@@ -1532,6 +1561,7 @@ static int moe_tc_min_m(const ds_cuda_backend *cb, const cu_wview *gate) {
 void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M) {
     ds_cuda_backend *cb = cu_of(be);
     const ds_config *c = be->cfg;
+    if (!cb->comb_defer) cu_comb_flush(cb);
     if (M <= 0) return;
     route_cfg rc = route_cfg_of(cb, c);
     int E = rc.E, K = rc.K, D = c->hidden_size;
