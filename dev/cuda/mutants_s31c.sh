@@ -8,4 +8,4 @@ m=dev/cuda/build_mutant.sh
 # the staged rows one token late (must fail router: each token's logits from the next one's x)
 bash $m rx_row src/backend/cuda/cuda_moe.cu '            rf_xs[i] = ((const float4 *)(x + (size_t)(m0 + (j < nt ? j : nt - 1)) * D))[i - j * D4];' '            rf_xs[i] = ((const float4 *)(x + (size_t)(m0 + (j + 1 < nt ? j + 1 : nt - 1)) * D))[i - j * D4];'
 # the denominator's last expert left out when E % 8 != 0 (must fail router at 60 experts)
-bash $m rt_rem src/backend/cuda/cuda_moe.cu '            for (; e < E; e++) sum += s[e];' '            for (; e < E - 1; e++) sum += s[e];'
+bash $m rt_rem src/backend/cuda/cuda_moe.cu '    for (; e < E; e++) sum += s[e];' '    for (; e < E - 1; e++) sum += s[e];'

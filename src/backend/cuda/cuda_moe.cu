@@ -160,6 +160,22 @@ __device__ static void warp_topk(const float *v, unsigned char *taken, int n, in
     }
 }
 
+/* softmax's denominator: the sum of s[0 .. E) in expert order, as the CPU makes it (one thread; its loads issued 8 at a
+ * time, before their additions) */
+__device__ __forceinline__ float route_denominator(const float *s, int E) {
+    float sum = 0.0f;
+    int e = 0;
+    for (; e + 8 <= E; e += 8) {
+        float v[8];
+#pragma unroll
+        for (int u = 0; u < 8; u++) v[u] = s[e + u];
+#pragma unroll
+        for (int u = 0; u < 8; u++) sum += v[u];
+    }
+    for (; e < E; e++) sum += s[e];
+    return sum;
+}
+
 #ifdef RT_PROF
 __device__ unsigned long long rt_prof_sub[5];   /* route_warp_fast's phases, warp 0 of the routing blocks (RT_PROF) */
 #define RT_SUB(k) do { if (threadIdx.x == 0) { long long t_ = clock64(); atomicAdd(&rt_prof_sub[k], (unsigned long long)(t_ - t_sub)); t_sub = t_; } } while (0)
@@ -228,19 +244,7 @@ __device__ static void route_warp_fast(const float *lg, const float *bias, int32
             if (e < E) s_sm[e] = sv[i];
         }
         __syncwarp();
-        if (lane == 0) {   /* the denominator in expert order, as the CPU (route_warp's loads, 8 at a time) */
-            float sum = 0.0f;
-            int e = 0;
-            for (; e + 8 <= E; e += 8) {
-                float v[8];
-#pragma unroll
-                for (int u = 0; u < 8; u++) v[u] = s_sm[e + u];
-#pragma unroll
-                for (int u = 0; u < 8; u++) sum += v[u];
-            }
-            for (; e < E; e++) sum += s_sm[e];
-            *red = sum;
-        }
+        if (lane == 0) *red = route_denominator(s_sm, E);
         __syncwarp();
         float sum = *red;
 #pragma unroll
@@ -324,19 +328,7 @@ __device__ static void route_warp(const float *lg, const float *bias, int32_t *i
         mx = cu_warp_max(mx);
         for (int e = lane; e < E; e += 32) s[e] = expf(lg[e] - mx);
         __syncwarp();
-        if (lane == 0) {   /* the denominator in expert order, as the CPU; 8 loads issued before their adds */
-            float sum = 0.0f;
-            int e = 0;
-            for (; e + 8 <= E; e += 8) {
-                float v[8];
-#pragma unroll
-                for (int u = 0; u < 8; u++) v[u] = s[e + u];
-#pragma unroll
-                for (int u = 0; u < 8; u++) sum += v[u];
-            }
-            for (; e < E; e++) sum += s[e];
-            *red = sum;
-        }
+        if (lane == 0) *red = route_denominator(s, E);
         __syncwarp();
         float sum = *red;
         for (int e = lane; e < E; e += 32) s[e] /= sum;
