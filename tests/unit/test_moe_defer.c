@@ -1,0 +1,195 @@
+/* The forward's contract with backend moe_to_attn_in (issue 7; src/model/forward.c ffn, backend.h): the engine calls it
+ * only where its next call on the backend is attn_in with add == out, so that a backend may leave out's last sum to that
+ * attn_in (the CUDA backend's combine inside its norm kernel, DSINFER_CUDA_COMBINE_NORM). Checked here on the CPU backend
+ * with the tiny V2 fixtures (no q_lora, so attn_in applies): the engine's backend gets
+ *  - an attn_in made of the CPU ops, in the order of forward.c's attn_in_ops;
+ *  - a moe_to_attn_in that computes the MoE block into a side buffer and leaves out full of NaN; attn_in puts the sum
+ *    back when its add is that out, as the CUDA backend's norm kernel makes it there;
+ *  - every other op the forward runs wrapped so that it fails the test if it runs while a sum is left.
+ * The logits must be the same bits as an engine without those two ops, prompts fed whole, in chunks and token by token,
+ * and every MoE layer but the last must have left its sum once a step (a read of the NaN would also show in the logits). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "dsinfer.h"
+#include "golden.h"
+#include "model/engine.h"
+#include "testutil.h"
+
+static ds_backend orig;   /* the wrapped backend's own ops */
+static struct {
+    float *out, *saved;   /* the left sum: out (NaN meanwhile) and its values */
+    size_t n, cap;
+    int active;
+} pend;
+static long left, taken, calls_while_left;
+
+static void guard(const char *op) {
+    if (!pend.active) return;
+    calls_while_left++;
+    CHECKF(0, "%s called while the MoE output is left to the next attn_in", op);
+}
+
+static void t_attn_in(ds_backend *be, float *xn, float *h, const float *add, const ds_weight *in_norm, float eps, float *q,
+                      float *kv, const ds_weight *wq, const ds_weight *wkv, void *cache, const ds_weight *kv_norm,
+                      float kv_eps, int M) {
+    const ds_config *c = be->cfg;
+    int D = wq->cols, C = c->kv_lora_rank, dr = c->qk_rope_head_dim, H = c->num_heads;
+    if (pend.active) {
+        CHECKF(add == pend.out && pend.n == (size_t)M * D, "attn_in after moe_to_attn_in: add %p (left %p), %d rows",
+               (const void *)add, (void *)pend.out, M);
+        memcpy(pend.out, pend.saved, pend.n * sizeof(float));
+        pend.active = 0;
+        taken++;
+    }
+    if (add) orig.add_rmsnorm(be, xn, h, add, in_norm, M, D, eps);
+    else orig.rmsnorm(be, xn, D, h, D, in_norm, M, D, eps);
+    orig.linear(be, q, xn, wq, M);
+    orig.linear(be, kv, xn, wkv, M);
+    orig.rmsnorm(be, kv, C + dr, kv, C + dr, kv_norm, M, C, kv_eps);
+    orig.rope(be, q, H * c->qk_head_dim, H, c->qk_head_dim, c->qk_nope_head_dim);
+    orig.rope(be, kv, C + dr, 1, 0, C);
+    orig.kv_store(be, cache, kv);
+}
+
+static void t_moe_to_attn_in(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M) {
+    guard("moe_to_attn_in");
+    orig.moe(be, out, x, L, M);
+    size_t n = (size_t)M * be->cfg->hidden_size;
+    if (n > pend.cap) {
+        pend.saved = realloc(pend.saved, n * sizeof(float));
+        pend.cap = n;
+    }
+    memcpy(pend.saved, out, n * sizeof(float));
+    for (size_t i = 0; i < n; i++) out[i] = NAN;
+    pend.out = out;
+    pend.n = n;
+    pend.active = 1;
+    left++;
+}
+
+/* the ops forward.c and the engine run, each refused while a sum is left */
+static void t_embed(ds_backend *be, float *h, const ds_weight *w) { guard("embed"); orig.embed(be, h, w); }
+static void t_rmsnorm(ds_backend *be, float *out, int os, const float *x, int xs, const ds_weight *w, int M, int n, float eps) {
+    guard("rmsnorm");
+    orig.rmsnorm(be, out, os, x, xs, w, M, n, eps);
+}
+static void t_add(ds_backend *be, float *y, const float *x, size_t n) { guard("add"); orig.add(be, y, x, n); }
+static void t_add_rmsnorm(ds_backend *be, float *xn, float *h, const float *add, const ds_weight *w, int M, int n, float eps) {
+    guard("add_rmsnorm");
+    orig.add_rmsnorm(be, xn, h, add, w, M, n, eps);
+}
+static void t_linear(ds_backend *be, float *out, const float *x, const ds_weight *w, int M) {
+    guard("linear");
+    orig.linear(be, out, x, w, M);
+}
+static void t_rope(ds_backend *be, float *x, int stride, int n_heads, int head_dim, int offset) {
+    guard("rope");
+    orig.rope(be, x, stride, n_heads, head_dim, offset);
+}
+static void t_kv_store(ds_backend *be, void *cache, const float *kv) { guard("kv_store"); orig.kv_store(be, cache, kv); }
+static void t_attn_naive(ds_backend *be, float *out, const float *q, const void *cache, const ds_weight *kv_b, const int *seqs,
+                         int n) {
+    guard("attn_naive");
+    orig.attn_naive(be, out, q, cache, kv_b, seqs, n);
+}
+static void t_attn_absorbed(ds_backend *be, float *out, const float *q, const void *cache, const ds_weight *kv_b,
+                            const int *seqs, int n) {
+    guard("attn_absorbed");
+    orig.attn_absorbed(be, out, q, cache, kv_b, seqs, n);
+}
+static void t_mlp(ds_backend *be, float *out, const float *x, const ds_weight *g, const ds_weight *u, const ds_weight *d, int M) {
+    guard("mlp");
+    orig.mlp(be, out, x, g, u, d, M);
+}
+static void t_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M) {
+    guard("moe");
+    orig.moe(be, out, x, L, M);
+}
+static ds_status t_set_batch(ds_backend *be, const ds_batch_meta *m, char *err) {
+    guard("set_batch");
+    return orig.set_batch(be, m, err);
+}
+
+static void wrap(ds_backend *be) {
+    orig = *be;
+    be->attn_in = t_attn_in;
+    be->moe_to_attn_in = t_moe_to_attn_in;
+    be->embed = t_embed;
+    be->rmsnorm = t_rmsnorm;
+    be->add = t_add;
+    be->add_rmsnorm = t_add_rmsnorm;
+    be->linear = t_linear;
+    be->rope = t_rope;
+    be->kv_store = t_kv_store;
+    be->attn_naive = t_attn_naive;
+    be->attn_absorbed = t_attn_absorbed;
+    be->mlp = t_mlp;
+    be->moe = t_moe;
+    be->set_batch = t_set_batch;
+}
+
+static float *run_prompt(ds_engine *e, const int32_t *ids, int T, int chunk, int V) {
+    float *out = malloc(sizeof(float) * (size_t)T * V);
+    ds_seq *s;
+    char err[DS_ERRLEN];
+    CHECK(ds_seq_new(e, &s, err) == DS_OK);
+    CHECKF(golden_feed(e, s, ids, T, chunk, V, out, err) == DS_OK, "forward: %s", err);
+    ds_seq_free(s);
+    return out;
+}
+
+static void check_fixture(const char *name) {
+    char dir[512], path[600], err[DS_ERRLEN];
+    snprintf(dir, sizeof dir, "%s/%s", fixtures_dir(), name);
+    snprintf(path, sizeof path, "%s/golden.safetensors", dir);
+    ds_st_set *g = NULL;
+    CHECKF(ds_st_open_file(path, &g, err) == DS_OK, "%s", err);
+    if (!g) return;
+    /* the attention form by counted multiply-adds in both engines, so that their choices (and bits) agree */
+    ds_engine_opts o = {.n_threads = 1, .kv_cache_dtype = "fp32", .kv_cache_bytes = 4u << 20, .attn_no_measure = 1};
+    ds_engine *plain = NULL, *wrapped = NULL;
+    CHECKF(ds_engine_open(dir, &o, &plain, err) == DS_OK, "%s", err);
+    CHECKF(ds_engine_open(dir, &o, &wrapped, err) == DS_OK, "%s", err);
+    if (!plain || !wrapped) goto done;
+    wrap(wrapped->be);
+    int V = ds_engine_vocab_size(plain), L = wrapped->cfg.num_layers, moe_layers = 0;
+    for (int l = 0; l + 1 < L; l++) moe_layers += wrapped->w.layers[l].is_moe;   /* those that leave their sum */
+    CHECKF(moe_layers > 0, "%s: no MoE layer before the last (the test would check nothing)", name);
+    const int chunks[] = {0, 3, 1};
+    for (int p = 0; golden_get(g, p, "input_ids"); p++) {
+        const ds_st_tensor *ids = golden_get(g, p, "input_ids");
+        int T = (int)ids->numel;
+        for (int c = 0; c < 3; c++) {
+            int steps = chunks[c] ? (T + chunks[c] - 1) / chunks[c] : 1;
+            long left0 = left, taken0 = taken;
+            float *a = run_prompt(plain, ids->data, T, chunks[c], V), *b = run_prompt(wrapped, ids->data, T, chunks[c], V);
+            size_t differ = 0;
+            for (size_t i = 0; i < (size_t)T * V; i++) differ += memcmp(&a[i], &b[i], sizeof(float)) != 0;
+            printf("%s p%d chunk %d: %d steps, %ld sums left and %ld taken by attn_in, %zu of %zu logits differ\n", name, p,
+                   chunks[c], steps, left - left0, taken - taken0, differ, (size_t)T * V);
+            CHECKF(differ == 0, "%s p%d chunk %d: %zu logits differ from the engine without moe_to_attn_in", name, p,
+                   chunks[c], differ);
+            CHECKF(left - left0 == (long)steps * moe_layers && taken - taken0 == left - left0,
+                   "%s p%d chunk %d: %ld sums left, %ld taken (%d steps x %d layers expected)", name, p, chunks[c],
+                   left - left0, taken - taken0, steps, moe_layers);
+            free(a);
+            free(b);
+        }
+    }
+    CHECKF(!pend.active, "%s: a sum still left after the last step", name);
+    CHECK(calls_while_left == 0);
+done:
+    ds_engine_free(plain);
+    ds_engine_free(wrapped);
+    ds_st_close(g);
+}
+
+int main(void) {
+    check_fixture("tiny-v2");
+    check_fixture("tiny-v2-group");
+    free(pend.saved);
+    return test_result("test_moe_defer");
+}
