@@ -2606,11 +2606,13 @@ if want s32c; then
   done; done
   rm -f $OUT/kc*.log $OUT/test_cuda_ops_mut_*.log
 fi
-# s32d: RT_PROF with route_warp_fast's phases (scores, bias and groups, top-k, weights), FP8 b64 and b256 at FAST=1 KS=2
+# s32d: RT_PROF with route_warp_fast's phases (scores, bias and groups, top-k, weights) and the same routing run a second
+# time in the tail (its code warm: the difference is the cost of fetching the tail's code), FP8 b64 and b256 at FAST=1 KS=2,
+# and b64 with FAST=0 (route_warp's path)
 if want s32d; then
-  for b in 64 256; do
-    step rtd_b$b 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_ROUTE_FAST=1 DSINFER_CUDA_ROUTER_KS=2 $B/dsinfer_prof bench --dtype fp8 --batch $b --ctx 1K --prompt '' --steps 8
-    grep -E "^rt_prof" $OUT/rtd_b$b.log | head -2
+  for v in "64 1" "256 1" "64 0"; do set -- $v
+    step rtd$2_b$1 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_ROUTE_FAST=$2 DSINFER_CUDA_ROUTER_KS=2 $B/dsinfer_prof bench --dtype fp8 --batch $1 --ctx 1K --prompt '' --steps 8
+    grep -E "^rt_prof" $OUT/rtd$2_b$1.log | head -2
   done
 fi
 # s32e (prepared in the thirty-second session, not run there: the device was no longer lent): the MoE combine made by the

@@ -178,7 +178,9 @@ __device__ __forceinline__ float route_denominator(const float *s, int E) {
 
 #ifdef RT_PROF
 __device__ unsigned long long rt_prof_sub[5];   /* route_warp_fast's phases, warp 0 of the routing blocks (RT_PROF) */
-#define RT_SUB(k) do { if (threadIdx.x == 0) { long long t_ = clock64(); atomicAdd(&rt_prof_sub[k], (unsigned long long)(t_ - t_sub)); t_sub = t_; } } while (0)
+__device__ int32_t rt_prof_ids[MOE_MAX_K];      /* the second (warm) routing's outputs (RT_PROF), never read */
+__device__ float rt_prof_w[MOE_MAX_K];
+#define RT_SUB(k) do { if (threadIdx.x == 0 && ids != rt_prof_ids) { long long t_ = clock64(); atomicAdd(&rt_prof_sub[k], (unsigned long long)(t_ - t_sub)); t_sub = t_; } } while (0)
 #else
 #define RT_SUB(k) do { } while (0)
 #endif
@@ -423,13 +425,14 @@ static_assert(RF_MAX_M + 1 <= CU_ROUTE_TICKETS, "the backend's router tickets (c
 /* RT_PROF builds only (nvcc -DRT_PROF; dev/cuda/build_prof.sh): where the fused router's time goes. Thread 0 of each block
  * stamps clock64 at its phases: c[0] start, c[1] after cu_pdl_wait, c[2] after its sums' store, c[3] after the ticket
  * (the block's fence, atomic and barriers), and in a token group's last block c[4] after its logits are in shared memory
- * and c[5] after the routing (its first warp's). Launches RT_PROF_FIRST .. + 3 sum each phase over the blocks (the tail's
- * over the last blocks) and the last block to exit keeps them; printed by the host at the backend's destruction. */
+ * and c[5] after the routing (its first warp's), c[6] after the same routing once more (its code then warm in the SM's
+ * instruction caches; outputs to rt_prof_ids / _w). Launches RT_PROF_FIRST .. + 3 sum each phase over the blocks (the
+ * tail's over the last blocks) and the last block to exit keeps them; printed by the host at the backend's destruction. */
 #define RT_PROF_FIRST 120
 __device__ unsigned long long rt_prof_acc[8];
 __device__ unsigned rt_prof_done, rt_prof_launch;
 __device__ unsigned long long rt_prof_snap[4][14];
-__device__ void rt_prof_exit(const long long (&c)[6], bool tail) {
+__device__ void rt_prof_exit(const long long (&c)[7], bool tail) {
     if (threadIdx.x != 0) return;
     atomicAdd(&rt_prof_acc[0], (unsigned long long)(c[1] - c[0]));
     atomicAdd(&rt_prof_acc[1], (unsigned long long)(c[2] - c[1]));
@@ -439,6 +442,7 @@ __device__ void rt_prof_exit(const long long (&c)[6], bool tail) {
         atomicAdd(&rt_prof_acc[4], (unsigned long long)(c[5] - c[4]));
         atomicAdd(&rt_prof_acc[5], 1ull);
         atomicAdd(&rt_prof_acc[6], (unsigned long long)(c[5] - c[0]));
+        atomicAdd(&rt_prof_acc[7], (unsigned long long)(c[6] - c[5]));
     }
     __threadfence();
     unsigned nb = gridDim.x * gridDim.y * gridDim.z;
@@ -458,7 +462,7 @@ __device__ void rt_prof_exit(const long long (&c)[6], bool tail) {
         o[6] = v[5];
         o[7] = nb;
         o[8] = gridDim.z;
-        o[9] = 1;
+        o[9] = v[7] / nt;
         for (int k = 0; k < 4; k++) o[10 + k] = rt_prof_sub[k] / nt;
     }
     for (int k = 0; k < 4; k++) rt_prof_sub[k] = 0;
@@ -467,11 +471,12 @@ void cu_router_prof_print(void) {
     unsigned long long h[4][14];
     if (cudaMemcpyFromSymbol(h, rt_prof_snap, sizeof h) != cudaSuccess) return;
     for (int i = 0; i < 4; i++)
-        if (h[i][9])
+        if (h[i][7])
             printf("rt_prof launch %d: %llu blocks (%llu K slices), %llu last; cycles a block: pdl wait %llu, sums %llu, fence + "
                    "ticket %llu; a last block: logits in %llu, routing %llu, start to routed %llu; fast routing: scores %llu, "
-                   "bias and groups %llu, top-k %llu, weights %llu\n", RT_PROF_FIRST + i, h[i][7], h[i][8], h[i][6], h[i][0],
-                   h[i][1], h[i][2], h[i][3], h[i][4], h[i][5], h[i][10], h[i][11], h[i][12], h[i][13]);
+                   "bias and groups %llu, top-k %llu, weights %llu; the same routing again (its code warm) %llu\n", RT_PROF_FIRST + i,
+                   h[i][7], h[i][8], h[i][6], h[i][0], h[i][1], h[i][2], h[i][3], h[i][4], h[i][5], h[i][10], h[i][11],
+                   h[i][12], h[i][13], h[i][9]);
 }
 #define RT_T(...) __VA_ARGS__
 #else
@@ -495,7 +500,7 @@ __global__ void __launch_bounds__(RF_WARPS * 32) router_fused_kernel(const float
     __shared__ float red[TOK];
     __shared__ int last;
     constexpr int V = BF16 ? 8 : 4;   /* weight values a 16-byte chunk */
-    RT_T(long long pc[6] = {clock64(), 0, 0, 0, 0, 0};)
+    RT_T(long long pc[7] = {clock64(), 0, 0, 0, 0, 0, 0};)
     cu_pdl_trigger();
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, E = rc.E, D = w.cols;
     int m0 = blockIdx.x * TOK, nt = M - m0 < TOK ? M - m0 : TOK, e = blockIdx.y * RF_WARPS + warp;
@@ -586,8 +591,22 @@ __global__ void __launch_bounds__(RF_WARPS * 32) router_fused_kernel(const float
         }
         __syncwarp();
         RT_T(if (warp == 0) pc[4] = clock64();)
+#ifdef RT_PROF
+        __shared__ float rt_lg[TOK][MOE_MAX_EXPERTS];   /* the logits again, for the second (warm) routing below */
+        for (int i = lane; i < E; i += 32) rt_lg[warp][i] = s[i];
+        __syncwarp();
+        if (warp == 0) pc[4] = clock64();
+#endif
         route_warp(s, bias, ids, wout, m, rc, s, b_sh[warp], g_sh[warp], taken[warp], &red[warp]);
         RT_T(__syncwarp(); if (warp == 0) pc[5] = clock64();)
+#ifdef RT_PROF
+        /* the same routing once more, its code now in the SM's instruction caches (outputs to rt_prof_ids / _w): the
+         * difference to the first is what fetching the tail's code cost */
+        route_warp(rt_lg[warp], bias, rt_prof_ids, rt_prof_w, 0, rc, rt_lg[warp], b_sh[warp], g_sh[warp], taken[warp],
+                   &red[warp]);
+        __syncwarp();
+        if (warp == 0) pc[6] = clock64();
+#endif
     }
     RT_T(rt_prof_exit(pc, true);)
     if (!GROUP) return;
