@@ -2635,6 +2635,24 @@ if want s32e; then
   done
   rm -f $OUT/cn*.log $OUT/test_cuda_ops_mut_*.log
 fi
+# s32f (prepared in the thirty-second session, not run there): the MLA decode's split combine folded into the decode kernel
+# (DSINFER_CUDA_MLA_FOLD=1, opt-in): op tests mlafold, combine, mla; mutants mf_last, mf_reset, mf_den (dev/cuda/mutants_s32d.sh;
+# must fail mlafold); the goldens and test_cuda_model with =1; FP8 b8 .. b256 at =0 / 1 rotated three times; ncu of the MLA
+# kernels alone at b64 / b256 with =0 and =1
+if want s32f; then
+  for o in mlafold combine mla; do step ops_$o 300 env DSINFER_OPS_ONLY=$o $B/test_cuda_ops; done
+  for n in mf_last mf_reset mf_den; do [ -x $B/test_cuda_ops_mut_$n ] && mutant $B/test_cuda_ops_mut_$n mlafold '' 240; done
+  step golden_mf 150 env DSINFER_CUDA_MLA_FOLD=1 $B/test_cuda_golden
+  step model_mf 200 env DSINFER_CUDA_MLA_FOLD=1 $B/test_cuda_model
+  for r in 1 2 3; do
+    case $r in 1) o="0 1";; 2) o="1 0";; 3) o="0 1";; esac
+    for n in $o; do
+      step mf${n}-$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MLA_FOLD=$n $B/dsinfer bench --dtype fp8 --batch 8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s32f-fp8-mf$n
+    done
+  done
+  for n in 0 1; do for b in 64 256; do DSINFER_CUDA_MLA_FOLD=$n NCU_T=120 ncu_step ncu32_mla_mf${n}_b$b fp8 $b -k regex:mla_ --launch-count 54; done; done
+  rm -f $OUT/mf*.log $OUT/test_cuda_ops_mut_*.log
+fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi

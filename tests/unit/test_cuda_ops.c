@@ -1237,7 +1237,7 @@ static void free_setup(setup *s) {
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
 static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf | side | linear2 | kvb | qkv | router | w8small
-                            * | f8cl | f8t1 | f8tp | f8ss | f8tc | f8ts | f8mc | moehalf | moepipe | f8bn | quantw | moeqf | moepdl | rgroup | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | combnorm | moeorder | moent48 | moesx | moest2 | gemv1 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
+                            * | f8cl | f8t1 | f8tp | f8ss | f8tc | f8ts | f8mc | moehalf | moepipe | f8bn | quantw | moeqf | moepdl | rgroup | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | combnorm | mlafold | moeorder | moent48 | moesx | moest2 | gemv1 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
                             * run_side_stream, run_linear2, run_kvb_copy, run_qkv_finish, run_router, run_w8a8_small or
                             * run_f8_lab */
 
@@ -1904,6 +1904,81 @@ static void run_combine2(void) {
     check_combine2("h20-cb2", "configs/deepseek-v2-lite.json", 20, 3, 700);
     check_combine2("v2l-cb2", "configs/deepseek-v2-lite.json", 0, 64, 1100);   /* a decode batch (v1's size, v3's target) */
     check_combine2("v2l-cb2", "configs/deepseek-v2-lite.json", 0, 200, 300);
+}
+
+/* DSINFER_OPS_ONLY=mlafold: the MLA decode's split combine folded into the decode kernel (DSINFER_CUDA_MLA_FOLD=1: each
+ * (entry, head group)'s last split block merges the splits, cuda_mla_tc.cu t2_fold_combine) against the combine launch
+ * (=0) on the same inputs: the absorbed attention's output the same bits, and the folded decodes counted (the BF16 cache's
+ * mma.sync kernel, and the FP8 cache's with DSINFER_CUDA_MLA_TC2_FP8=1; not the FP8 raw-row kernel, =2, nor 128 heads'
+ * wgmma kernel: there the launch runs and nothing is counted). V2-Lite's 16 heads, 20 heads (two groups, the second of
+ * 4), 1 .. 200 tokens with cached prefixes (splits with no rows among them at one token). */
+static void check_mla_fold(const char *name, const char *path, int heads, int kv_layout, int M, int max_cached, int want) {
+    setup s;
+    char err[DS_ERRLEN];
+    setenv("DSINFER_CUDA_MLA_TC", "1", 1);
+    setenv("DSINFER_CUDA_TC", "1", 1);
+    int ok = load_setup_kv(&s, name, path, heads, 16, 0, kv_layout);
+    setenv("DSINFER_CUDA_MLA_FOLD", "1", 1);
+    ds_backend *on = ok ? ds_backend_cuda_new(&s.cfg, err) : NULL;
+    unsetenv("DSINFER_CUDA_MLA_FOLD");
+    unsetenv("DSINFER_CUDA_MLA_TC");
+    unsetenv("DSINFER_CUDA_TC");
+    if (!ok) return;
+    CHECKF(on != NULL, "%s", err);
+    if (!on) { free_setup(&s); return; }
+    const ds_config *c = &s.cfg;
+    int H = c->num_heads, C = c->kv_lora_rank, hw = c->qk_nope_head_dim + c->v_head_dim;
+    batch b;
+    mk_batch(&s, &b, M, max_cached, 16);
+    set_batch(&s, &b);
+    CHECK(on->set_batch(on, &b.m, err) == DS_OK);
+    buf cache = mk_cache(&s, &b);
+    wpair kvb = mk_weight(&s, H * hw, C, DS_DTYPE_BF16, 1.0f / sqrtf((float)C), "kv_b");
+    size_t n = (size_t)M * H * c->v_head_dim;
+    buf q = buf_new(&s, (size_t)M * H * c->qk_head_dim), o1 = buf_new(&s, n), o2 = buf_new(&s, n);
+    buf_rand(&q, 1.0f);
+    buf_poison(&o1);
+    buf_poison(&o2);
+    long f0 = ds_cuda_mla_fold_runs(on);
+    /* first on another q: the checked launch finds the tickets the first put back, and its workspaces hold another
+     * result, so that a fold that did not run (or ran early) shows */
+    buf q0 = buf_new(&s, q.n);
+    buf_rand(&q0, 1.0f);
+    on->attn_absorbed(on, o2.d, q0.d, cache.d, &kvb.d, b.seqs, b.m.n_seqs);
+    buf_free(&s, &q0);
+    buf_poison(&o2);
+    on->attn_absorbed(on, o2.d, q.d, cache.d, &kvb.d, b.seqs, b.m.n_seqs);
+    long folded = ds_cuda_mla_fold_runs(on) - f0, plain = ds_cuda_mla_fold_runs(s.gpu);
+    s.gpu->attn_absorbed(s.gpu, o1.d, q.d, cache.d, &kvb.d, b.seqs, b.m.n_seqs);
+    plain = ds_cuda_mla_fold_runs(s.gpu) - plain;
+    size_t diff = device_units_differ(&s, o1.d, o2.d, n, sizeof(float));
+    printf("  %-8s attn absorbed M=%d (cached <= %d): the split combine folded %ld time(s) (without the switch %ld), %zu of "
+           "%zu values differ from the combine launch\n", s.name, M, max_cached, folded, plain, diff, n);
+    CHECKF(diff == 0, "%s M=%d: the folded combine changes %zu values", s.name, M, diff);
+    CHECKF(folded == (want ? 2 : 0) && plain == 0, "%s M=%d: folded %ld / %ld times (expected %d / 0)", s.name, M, folded,
+           plain, want ? 2 : 0);
+    s.cpu->attn_absorbed(s.cpu, o2.h, q.h, cache.h, &kvb.h, b.seqs, b.m.n_seqs);
+    compare(&s, "attn absorbed, folded combine", M, &o2, THR_TC, 0);
+    free(b.pt);
+    buf_free(&s, &cache); buf_free(&s, &q); buf_free(&s, &o1); buf_free(&s, &o2);
+    free_weight(&kvb);
+    on->destroy(on);
+    free_setup(&s);
+}
+
+static void run_mla_fold(void) {
+    if (only && strcmp(only, "mlafold")) return;
+    const int Ms[] = {1, 4, 64, 200};
+    for (int i = 0; i < NM(Ms); i++) {
+        if (Ms[i] > max_m) continue;
+        check_mla_fold("v2l-fold", "configs/deepseek-v2-lite.json", 0, KV_BF16, Ms[i], Ms[i] == 1 ? 3000 : 900, 1);
+        check_mla_fold("h20-fold", "configs/deepseek-v2-lite.json", 20, KV_BF16, Ms[i], 700, 1);
+    }
+    setenv("DSINFER_CUDA_MLA_TC2_FP8", "1", 1);   /* the FP8 cache on the mma.sync kernel with BF16 decode: folds */
+    check_mla_fold("v2l-fold8", "configs/deepseek-v2-lite.json", 0, KV_FP8, 64, 900, 1);
+    unsetenv("DSINFER_CUDA_MLA_TC2_FP8");
+    /* raw rows (=2, the default; its backends put the process-wide flag back for the tests after): no fold */
+    check_mla_fold("v2l-fold8", "configs/deepseek-v2-lite.json", 0, KV_FP8, 64, 900, 0);
 }
 
 /* One W8A8 linear (w2 NULL) or linear2 of x on a fresh backend with env=flag (process-wide, read at creation), twice
@@ -3721,6 +3796,7 @@ int main(void) {
     RUN(run_group3());
     RUN(run_attn_in());
     RUN(run_comb_norm());
+    RUN(run_mla_fold());
     RUN(run_gemv_t1());
     RUN(run_moe_shared_in());
     RUN(run_f8_reduce2());

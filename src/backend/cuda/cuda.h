@@ -414,6 +414,7 @@ typedef struct {
     int route_group;   /* the grouped MoE's one-block grouping done by the routing kernel (cuda_moe.cu; DSINFER_CUDA_ROUTE_GROUP) */
     int route_fast;    /* the routing warps' top-k in registers, the same bits (cuda_moe.cu route_warp_fast; DSINFER_CUDA_ROUTE_FAST) */
     int combine_norm;  /* moe_to_attn_in's combine inside the next attn_in's norm (cuda_backend.cu; DSINFER_CUDA_COMBINE_NORM) */
+    int mla_fold;      /* the MLA decode's split combine by each entry's last split block (cuda_mla_tc.cu; DSINFER_CUDA_MLA_FOLD) */
     int l2_prefetch;   /* the next layer's dense weights into L2 (cuda_prefetch.cu; DSINFER_CUDA_L2_PREFETCH): 1 on a side
                         * stream, 2 by a launch on the main stream; both opt-in, measured slower */
     int l2_prefetch_max_m;   /* ... up to this many tokens a step, either form (DSINFER_CUDA_L2_PREFETCH_MAX_M, default 8) */
@@ -540,6 +541,8 @@ typedef struct {
     cu_kvb16 *kvb16;            /* prepared FP8 kv_b -> its BF16 copy (cuda_weights.cu kvb_copies) */
     int n_kvb16;
     unsigned *route_tickets;    /* the fused router's ticket per token group [CU_ROUTE_TICKETS] (cuda_moe.cu), zero between launches */
+    unsigned *mla_tickets;      /* the folded MLA combine's [CU_MLA_TICKETS] (cuda_mla_tc.cu), zero between launches */
+    long mla_fold_runs;         /* MLA decodes whose split combine was folded (tests) */
     long chain_fused_runs;      /* attn_in / linear_add_rmsnorm calls that summed the split-K partials in the next kernel (tests) */
     long moe_wg_pdl_launches;   /* moe_wg_kernel launches with the PDL attribute (opt.moe_wg_pdl; tests) */
     long moe_wg_nt48_launches;  /* moe_wg_kernel launches with 48 tokens a chunk (tests) */
@@ -590,6 +593,12 @@ typedef struct {
     float scale;
     int bf16_async;        /* BF16 cache rows staged by cp.async (DSINFER_CUDA_MLA_ASYNC, cuda_mla_tc.cu); set after
                               the positional initialisers */
+    /* the split combine folded into the decode (opt.mla_fold; cuda_mla_tc.cu t2_fold_combine): tickets [T][head groups],
+     * zero between launches, and the combine's outputs (mla_combine_v3_kernel's olat, or ob where not NULL); tickets
+     * NULL: no fold. Set after the positional initialisers. */
+    unsigned *tickets;
+    float *olat;
+    __nv_bfloat16 *ob;
 } fa_params;
 
 /* The tensor-core variant (cuda_mla_tc.cu, opt.mla_tc) for kv_lora_rank 512 and rope 64: fits, the split
@@ -614,7 +623,10 @@ int cu_mla_tc_splits(int T, int H, int max_ctx, int n_sm, int kv_layout);
 /* DSINFER_CUDA_MLA_SLOTS (default 2): the blocks an SM cu_mla_tc_splits aims the 16-head kernels' splits at (a lab switch:
  * fewer, longer splits with 1, more with 4) */
 extern int cu_mla_slots;
-void cu_mla_decode_tc(const fa_params *p, int T);
+/* returns 1 where the launched kernel folded the split combine (p->tickets set and the BF16 cache's mma.sync kernel ran:
+ * olat / ob written, no mla_combine launch wanted), else 0 */
+int cu_mla_decode_tc(const fa_params *p, int T);
+#define CU_MLA_TICKETS 8192   /* the fold's tickets: T x head groups at most */
 
 /* ---- element loads by stored dtype -------------------------------------------------------------- */
 __device__ __forceinline__ float cu_ld(const void *p, int dtype, size_t i) {

@@ -843,9 +843,17 @@ static void attn_fused(ds_cuda_backend *cb, float *out, const float *q, const un
     fa_params p = {qlat, q, cache, tb, c->kv_fp8, fp8_vec, cu_kv_layout(c), tok, cb->d_positions, cb->d_tok_seq, cb->d_page_table,
                    part, ml, H, C, dr, dn, dqk, b->pt_stride, b->page_size, S, c->softmax_scale};
     p.bf16_async = cu_mla_async;
+    p.tickets = NULL;
+    p.olat = olat;
+    __nv_bfloat16 *comb16 = gemm && cb->opt.combine_bf16 ? ob : NULL;   /* the combine writes the GEMM's BF16 input */
+    p.ob = comb16;
+    /* the split combine folded into the decode (opt.mla_fold): its tickets cover T entries of 16-head groups */
+    if (tc && cb->opt.mla_fold && C == 512 && S <= 64 && (size_t)T * ((H + 15) / 16) <= CU_MLA_TICKETS) p.tickets = cb->mla_tickets;
+    int folded = 0;
     if (cu_mla_ev_on) CUDA_CHECK(cudaEventRecord(cu_mla_ev[0], cu_stream));
     if (tc) {
-        cu_mla_decode_tc(&p, T);
+        folded = cu_mla_decode_tc(&p, T);
+        cb->mla_fold_runs += folded;
     } else {
         size_t smem = sizeof(float) * ((size_t)FA_HG * ((W + 3) & ~3) + (size_t)FA_CHUNK * (W + 1) + FA_CHUNK * FA_HG + 3 * FA_HG);
         static size_t smem_set = 0;
@@ -860,20 +868,21 @@ static void attn_fused(ds_cuda_backend *cb, float *out, const float *q, const un
     /* column blocks: enough blocks for the SMs at small T, one per head from T * H >= 2 waves */
     int cz = (C + 127) / 128, want_z = (2 * cb->n_sm + T * H - 1) / (T * H);
     if (want_z < cz) cz = want_z < 1 ? 1 : want_z;
-    __nv_bfloat16 *comb16 = gemm && cb->opt.combine_bf16 ? ob : NULL;   /* the combine writes the GEMM's BF16 input */
     /* v2 where the grid is at most two blocks an SM: its 96 registers a thread leave a third of v1's warps resident,
      * which a large grid needs to keep its loads in flight (fourteenth session: batch 1 -0.1 ms, batch 64 +0.14,
      * batch 256 +0.34 with v2 at every size); DSINFER_CUDA_COMBINE2=2 takes it at every size */
     long cb_blocks = (long)T * H * cz;
     /* v3 (twentieth session run 2: FP8 b8 / b64 -0.05 .. -0.07 ms against v1; b1 +0.03 against v2) where v1 ran */
     int v3_fits = S <= CB_MAX_S && C % 128 == 0 && C <= 1024, small = cb_blocks <= 2L * cb->n_sm;
-    if (v3_fits && (cu_combine_v2 == 3 || (cu_combine_v2 == 1 && !small)))
-        cu_launch(mla_combine_v3_kernel, dim3(T, H), C / 4, 0, olat, comb16, (const float *)part, (const float *)ml, S, H, C);
-    else if (S <= CB_MAX_S && (cu_combine_v2 == 2 || (cu_combine_v2 == 1 && small)))
-        cu_launch(mla_combine_v2_kernel, dim3(T, H, cz), 128, 0, olat, comb16, (const float *)part, (const float *)ml, S, H, C);
-    else
-        cu_launch(mla_combine_kernel, dim3(T, H, cz), 128, 0, olat, comb16, (const float *)part, (const float *)ml, S, H, C);
-    CUDA_LAUNCH_CHECK();
+    if (!folded) {   /* (folded: made by the decode's last split blocks) */
+        if (v3_fits && (cu_combine_v2 == 3 || (cu_combine_v2 == 1 && !small)))
+            cu_launch(mla_combine_v3_kernel, dim3(T, H), C / 4, 0, olat, comb16, (const float *)part, (const float *)ml, S, H, C);
+        else if (S <= CB_MAX_S && (cu_combine_v2 == 2 || (cu_combine_v2 == 1 && small)))
+            cu_launch(mla_combine_v2_kernel, dim3(T, H, cz), 128, 0, olat, comb16, (const float *)part, (const float *)ml, S, H, C);
+        else
+            cu_launch(mla_combine_kernel, dim3(T, H, cz), 128, 0, olat, comb16, (const float *)part, (const float *)ml, S, H, C);
+        CUDA_LAUNCH_CHECK();
+    }
     float *dst = all ? out : ao;
     if (gemm) values_tc(cb, dst, comb16 ? NULL : olat, wb, ob, T, H, C, dn, dv, hw);
     else cu_gemv_group(dst, H * dv, dv, olat, H * C, C, NULL, NULL, T, H, NULL, NULL, kv, kv, 0, dv, cu_gemv_flags(cb), dn, hw, 0);

@@ -197,6 +197,7 @@ long ds_cuda_moe_wg_st2_launches(ds_backend *be) { return cu_of(be)->moe_wg_st2_
 long ds_cuda_router_xs_launches(ds_backend *be) { return cu_of(be)->router_xs_launches; }
 long ds_cuda_router_ks_launches(ds_backend *be) { return cu_of(be)->router_ks_launches; }
 long ds_cuda_comb_norm_runs(ds_backend *be) { return cu_of(be)->comb_norm_runs; }
+long ds_cuda_mla_fold_runs(ds_backend *be) { return cu_of(be)->mla_fold_runs; }
 int ds_cuda_moe_wg_sx_fits(int nt, int K) { return cu_moe_wg_sx_fits(nt, K); }
 long ds_cuda_qb_fused_runs(ds_backend *be) { return cu_of(be)->qb_fused_runs; }
 long ds_cuda_moe_wg_nt48_launches(ds_backend *be) { return cu_of(be)->moe_wg_nt48_launches; }
@@ -1083,6 +1084,7 @@ static void cu_destroy(ds_backend *be) {
     if (cb->cublas_tc) cublasDestroy(cb->cublas_tc);
     if (cb->cublas_ws) cudaFree(cb->cublas_ws);
     if (cb->route_tickets) cudaFree(cb->route_tickets);
+    if (cb->mla_tickets) cudaFree(cb->mla_tickets);
     free(cb->owned);
     free(cb->kvb16);   /* the copies themselves are in owned */
     free(cb->h_tokens);
@@ -1138,7 +1140,8 @@ static cu_opts cu_opts_read(void) {
     o.moe_half = env_int("DSINFER_CUDA_MOE_HALF", 0);         /* opt-in: no gain (twenty-sixth session run 2) */
     o.route_group = env_int("DSINFER_CUDA_ROUTE_GROUP", 0);
     o.route_fast = env_int("DSINFER_CUDA_ROUTE_FAST", 1);
-    o.combine_norm = env_int("DSINFER_CUDA_COMBINE_NORM", 0);   /* opt-in: not yet run on a GPU (thirty-second session) */   /* the same bits; RT_PROF: the routing tail -10 .. -25% */
+    o.combine_norm = env_int("DSINFER_CUDA_COMBINE_NORM", 0);   /* opt-in: not yet run on a GPU (thirty-second session) */
+    o.mla_fold = env_int("DSINFER_CUDA_MLA_FOLD", 0);           /* opt-in: not yet run on a GPU (thirty-second session) */   /* the same bits; RT_PROF: the routing tail -10 .. -25% */
     o.l2_prefetch = env_int("DSINFER_CUDA_L2_PREFETCH", 0);
     o.l2_prefetch_max_m = env_int("DSINFER_CUDA_L2_PREFETCH_MAX_M", 8);
     /* on by default since the twelfth session's run 2 (FP8 batch 64 9.00 -> 8.54 ms with all four; RESULTS) */
@@ -1200,6 +1203,8 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     CUDA_CHECK(cudaMalloc(&cb->cublas_ws, 2 * CUBLAS_WS_BYTES));   /* fixed: GEMMs can be captured */
     CUDA_CHECK(cudaMalloc(&cb->route_tickets, sizeof(unsigned) * CU_ROUTE_TICKETS));   /* the fused router's, zero */
     CUDA_CHECK(cudaMemset(cb->route_tickets, 0, sizeof(unsigned) * CU_ROUTE_TICKETS));
+    CUDA_CHECK(cudaMalloc(&cb->mla_tickets, sizeof(unsigned) * CU_MLA_TICKETS));   /* the folded MLA combine's, zero */
+    CUDA_CHECK(cudaMemset(cb->mla_tickets, 0, sizeof(unsigned) * CU_MLA_TICKETS));
     CUBLAS_CHECK(cublasSetStream(cb->cublas, cu_stream));
     CUBLAS_CHECK(cublasSetStream(cb->cublas_tc, cu_stream));
     CUBLAS_CHECK(cublasSetWorkspace(cb->cublas, cb->cublas_ws, CUBLAS_WS_BYTES));

@@ -464,6 +464,75 @@ __device__ __forceinline__ void t2_write(const fa_params &p, const float o[16][4
     t2_write_ml(p, l0, l1, m0, m1, red, base_o, nh, warp, g, t);
 }
 
+/* The split combine folded into the decode (p.tickets; opt.mla_fold): every block of entry i's head group hg takes a
+ * ticket after its partials are written; the group's last (of n_splits) merges the splits of its nh heads into olat / ob,
+ * with mla_combine_v3_kernel's arithmetic in its order (mx the max of all S splits' m, the live prefix, den = sum of
+ * exp(m_s - mx) l_s, a = sum of exp(m_s - mx) p_s over it, a / den): the same bits, and no combine launch. The other
+ * blocks' partials are read from L2 (__ldcg). scratch: shared memory free by now, 2 x 16 x S + 16 floats. Every thread of
+ * the block calls it. */
+__device__ void t2_fold_combine(const fa_params &p, int i, int h0, int nh, float *scratch) {
+    __shared__ int last;
+    const int S = p.n_splits, H = p.H, HGn = (H + TC_HEADS - 1) / TC_HEADS;
+    __threadfence();   /* this block's partials visible before its ticket */
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned *tk = p.tickets + (size_t)i * HGn + h0 / TC_HEADS;
+        unsigned t = atomicAdd(tk, 1u);
+        last = t == (unsigned)S - 1;
+        if (last) *tk = 0;   /* every split of the group has taken its ticket */
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    float *msh = scratch, *ssh = scratch + TC_HEADS * S, *mxs = ssh + TC_HEADS * S;
+    int *nls = (int *)(mxs + TC_HEADS);
+    for (int k = threadIdx.x; k < nh * S; k += blockDim.x) {
+        int h = k / S, s = k - h * S;
+        const float *mp = p.ml + (((size_t)i * S + s) * H + h0 + h) * 2;
+        msh[k] = __ldcg(mp);
+        ssh[k] = __ldcg(mp + 1);
+    }
+    __syncthreads();
+    if ((int)threadIdx.x < nh) {
+        const float *mh = msh + threadIdx.x * S;
+        float mx = -INFINITY;
+        for (int s = 0; s < S; s++) mx = fmaxf(mx, mh[s]);
+        int nl = 0;
+        while (nl < S && mh[nl] != -INFINITY) nl++;
+        mxs[threadIdx.x] = mx;
+        nls[threadIdx.x] = nl;
+    }
+    __syncthreads();
+    const size_t step = (size_t)H * TC_C;   /* part: split s to s + 1 */
+    for (int k = threadIdx.x; k < nh * (TC_C / 4); k += blockDim.x) {
+        int h = k / (TC_C / 4), c = 4 * (k - h * (TC_C / 4)), nl = nls[h];
+        const float *mh = msh + h * S, *sh = ssh + h * S;
+        float mx = mxs[h], den = 0.0f, a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+        const float *p0 = p.part + ((size_t)i * S * H + h0 + h) * TC_C + c;   /* part[i, 0, h, c] */
+        for (int s = 0; s < nl; s++) den += expf(mh[s] - mx) * sh[s];
+        for (int s = 0; s < nl; s++) {
+            float w = expf(mh[s] - mx);
+            float4 v = __ldcg((const float4 *)(p0 + s * step));
+            a0 += w * v.x;
+            a1 += w * v.y;
+            a2 += w * v.z;
+            a3 += w * v.w;
+        }
+        size_t o = ((size_t)i * H + h0 + h) * TC_C + c;
+        if (p.ob) {
+            p.ob[o] = __float2bfloat16(a0 / den);
+            p.ob[o + 1] = __float2bfloat16(a1 / den);
+            p.ob[o + 2] = __float2bfloat16(a2 / den);
+            p.ob[o + 3] = __float2bfloat16(a3 / den);
+        } else {
+            p.olat[o] = a0 / den;
+            p.olat[o + 1] = a1 / den;
+            p.olat[o + 2] = a2 / den;
+            p.olat[o + 3] = a3 / den;
+        }
+    }
+}
+
 /* QREG: the k-steps of 16 (even, at most 36) whose Q fragments stay in registers. FP8: the cache's rows
  * arrive raw (656 bytes: about half the BF16 row's 1152) and each warp decodes its own 8 rows of a tile into
  * the one BF16 tile before its score MMAs (a __syncwarp: the rows a warp's scores read are the rows it
@@ -486,6 +555,7 @@ __global__ void __launch_bounds__(T2_THREADS, 2) mla_decode_tc2_kernel(fa_params
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     if (c_begin >= c_end) {
         mla_empty_split(p, base_o, nh);
+        if (p.tickets) t2_fold_combine(p, i, h0, nh, (float *)tc_smem);
         return;
     }
     int nt = (c_end - c_begin + T2_TILE - 1) / T2_TILE;
@@ -601,6 +671,7 @@ __global__ void __launch_bounds__(T2_THREADS, 2) mla_decode_tc2_kernel(fa_params
     }
 
     t2_write(p, o, l0, l1, m0, m1, red, base_o, nh, warp, g, t);
+    if (p.tickets) t2_fold_combine(p, i, h0, nh, (float *)tc_smem);
 }
 
 /* v3 for the FP8 cache (DSINFER_CUDA_MLA_TC2_FP8=2, the default). v2's FP8 form decodes every row (e4m3 ->
@@ -866,10 +937,10 @@ int cu_mla_tc_splits(int T, int H, int max_ctx, int n_sm, int kv_layout) {
     return S < 1 ? 1 : S;
 }
 
-void cu_mla_decode_tc(const fa_params *p, int T) {
+int cu_mla_decode_tc(const fa_params *p, int T) {
     if (cu_mla_wg_on(p->kv_layout, p->H)) {   /* 64 heads a block on wgmma (cuda_mla_wg.cu) */
         cu_mla_decode_wg(p, T);
-        return;
+        return 0;
     }
     static int smem_set = 0;
     if (!smem_set) {
@@ -907,8 +978,10 @@ void cu_mla_decode_tc(const fa_params *p, int T) {
             else cu_launch(mla_decode_tc2_kernel<0, false>, blocks, T2_THREADS, T2_SMEM, *p);
         }
         CUDA_LAUNCH_CHECK();
-        return;
+        /* the f8h kernel does not fold; the tc2 kernels do where tickets are given */
+        return p->tickets && !(p->kv_layout == CU_KV_FP8 && cu_mla_tc2_fp8 == 2);
     }
     cu_launch(mla_decode_tc_kernel, (unsigned)((size_t)T * p->n_splits * HGn), TC_THREADS, TC_SMEM, *p);
     CUDA_LAUNCH_CHECK();
+    return 0;
 }
