@@ -9,6 +9,7 @@
 
 #include "dsinfer.h"
 #include "loader/safetensors.h"
+#include "testutil.h"
 
 static inline const char *fixtures_dir(void) {
     const char *d = getenv("DSINFER_FIXTURES");
@@ -48,6 +49,19 @@ static inline ds_status golden_feed(ds_engine *e, ds_seq *s, const int32_t *ids,
         t += n;
     }
     return DS_OK;
+}
+
+/* A new sequence of e fed ids[0:T] in chunks of `chunk` tokens (0 = whole), then freed: every position's logits [T, V]
+ * (malloc'd; the caller frees them). A failed forward or a length other than T fails a CHECK. */
+static inline float *golden_prompt_logits(ds_engine *e, const int32_t *ids, int T, int chunk, int V) {
+    float *out = (float *)malloc(sizeof(float) * (size_t)T * V);
+    ds_seq *s;
+    char err[DS_ERRLEN];
+    CHECK(ds_seq_new(e, &s, err) == DS_OK);
+    CHECKF(golden_feed(e, s, ids, T, chunk, V, out, err) == DS_OK, "forward: %s", err);
+    CHECK(ds_seq_len(s) == T);
+    ds_seq_free(s);
+    return out;
 }
 
 /* Every prompt of golden set g (n <= 8) in one batch per step: prompt i advances by 1 token (i = 0) or

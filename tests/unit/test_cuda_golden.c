@@ -55,27 +55,17 @@ static void check_rows(const char *what, fixture *fx, int p, const float *got, c
     }
 }
 
-static float *run_prompt(ds_engine *e, const int32_t *ids, int T, int chunk, int V) {
-    float *out = malloc(sizeof(float) * (size_t)T * V);
-    ds_seq *s;
-    char err[DS_ERRLEN];
-    CHECK(ds_seq_new(e, &s, err) == DS_OK);
-    CHECKF(golden_feed(e, s, ids, T, chunk, V, out, err) == DS_OK, "forward: %s", err);
-    ds_seq_free(s);
-    return out;
-}
-
 static void check_prompt(fixture *fx, ds_engine *e, ds_engine *e_abs, ds_engine *cpu, int p) {
     const ds_st_tensor *ids = golden_get(fx->g, p, "input_ids"), *ref = golden_get(fx->g, p, "logits");
     int T = (int)ids->numel;
     const int chunks[] = {0, 3, 1};
     for (int c = 0; c < 3; c++) {
-        float *got = run_prompt(e, ids->data, T, chunks[c], fx->V);
+        float *got = golden_prompt_logits(e, ids->data, T, chunks[c], fx->V);
         char what[32];
         snprintf(what, sizeof what, "chunk %d", chunks[c]);
         check_rows(what, fx, p, got, ref->data, T);
         if (c == 0) {   /* CUDA against the CPU engine */
-            float *cl = run_prompt(cpu, ids->data, T, 0, fx->V);
+            float *cl = golden_prompt_logits(cpu, ids->data, T, 0, fx->V);
             diff_stats d = diff_f32(got, cl, (size_t)T * fx->V);
             printf("  %s%s p%d: cuda vs cpu logits max abs %.3g rel L2 %.3g\n", fx->name, fx->tc ? " (TC)" : "", p,
                    d.max_abs, d.rel_l2);
@@ -85,7 +75,7 @@ static void check_prompt(fixture *fx, ds_engine *e, ds_engine *e_abs, ds_engine 
         }
         free(got);
     }
-    float *got = run_prompt(e_abs, ids->data, T, 0, fx->V);
+    float *got = golden_prompt_logits(e_abs, ids->data, T, 0, fx->V);
     check_rows("absorbed prefill", fx, p, got, ref->data, T);
     free(got);
 }
@@ -203,8 +193,8 @@ static void check_kv_demo(const char *dtype) {
             ids[t] = (int32_t)((x >> 8) % (uint32_t)V);
         }
         for (int chunk = 0; chunk <= 1; chunk++) {
-            float *got = run_prompt(e, ids, T, chunk, V), *cl = run_prompt(cpu, ids, T, chunk, V);
-            float *f32 = run_prompt(e32, ids, T, chunk, V);
+            float *got = golden_prompt_logits(e, ids, T, chunk, V), *cl = golden_prompt_logits(cpu, ids, T, chunk, V);
+            float *f32 = golden_prompt_logits(e32, ids, T, chunk, V);
             diff_stats d = diff_f32(got, cl, (size_t)T * V), q = diff_f32(got, f32, (size_t)T * V);
             printf("  demo %s KV %s: cuda vs cpu (both %s KV) max abs %.3g rel L2 %.3g; cuda %s vs fp32 cache rel L2 %.3g\n",
                    dtype, chunk ? "token by token" : "whole", dtype, d.max_abs, d.rel_l2, dtype, q.rel_l2);

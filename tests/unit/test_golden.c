@@ -33,30 +33,18 @@ static void check_rows(const char *what, const fixture *fx, int p, const float *
     }
 }
 
-/* Feeds the prompt in chunks of `chunk` tokens (0 = whole) and returns the logits of every position. */
-static float *run_prompt(ds_engine *e, const int32_t *ids, int T, int chunk, int V) {
-    float *out = malloc(sizeof(float) * (size_t)T * V);
-    ds_seq *s;
-    char err[DS_ERRLEN];
-    CHECK(ds_seq_new(e, &s, err) == DS_OK);
-    CHECKF(golden_feed(e, s, ids, T, chunk, V, out, err) == DS_OK, "forward: %s", err);
-    CHECK(ds_seq_len(s) == T);
-    ds_seq_free(s);
-    return out;
-}
-
 static void check_prompt_feeds(const fixture *fx, ds_engine *e, ds_engine *e_abs, int p) {
     const ds_st_tensor *ids = golden_get(fx->g, p, "input_ids"), *ref = golden_get(fx->g, p, "logits");
     int T = (int)ids->numel;
     const int chunks[] = {0, 1, 3, 7, 16};
     for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++) {
-        float *got = run_prompt(e, ids->data, T, chunks[c], fx->V);
+        float *got = golden_prompt_logits(e, ids->data, T, chunks[c], fx->V);
         char what[32];
         snprintf(what, sizeof what, "chunk %d", chunks[c]);
         check_rows(what, fx, p, got, ref->data, T);
         free(got);
     }
-    float *got = run_prompt(e_abs, ids->data, T, 0, fx->V);
+    float *got = golden_prompt_logits(e_abs, ids->data, T, 0, fx->V);
     check_rows("absorbed prefill", fx, p, got, ref->data, T);
     free(got);
 }
@@ -175,8 +163,9 @@ static void check_kv_dtype(const fixture *fx, const char *dir, const char *dtype
     for (int p = 0; p < fx->n_prompts; p++) {
         const ds_st_tensor *ids = golden_get(fx->g, p, "input_ids"), *ref = golden_get(fx->g, p, "logits");
         int T = (int)ids->numel;
-        float *whole = run_prompt(e, ids->data, T, 0, fx->V), *chunked = run_prompt(e, ids->data, T, 3, fx->V);
-        float *abs_ = run_prompt(ea, ids->data, T, 0, fx->V);
+        float *whole = golden_prompt_logits(e, ids->data, T, 0, fx->V);
+        float *chunked = golden_prompt_logits(e, ids->data, T, 3, fx->V);
+        float *abs_ = golden_prompt_logits(ea, ids->data, T, 0, fx->V);
         diff_stats d1 = diff_f32(chunked, whole, (size_t)T * fx->V), d2 = diff_f32(abs_, whole, (size_t)T * fx->V);
         /* 5e-4: fp32 op-order differences amplified by the random layers (up to 1.04e-4 seen with BF16); a
          * form that read unrounded values would be off by the cache's rounding itself (BF16: 3.5e-3 and up) */
@@ -221,9 +210,9 @@ static void check_kv_default(const fixture *fx, const char *dir) {
     if (eb && e[0] && e[1] && e[2]) {
         const ds_st_tensor *ids = golden_get(fx->g, 0, "input_ids");
         int T = (int)ids->numel;
-        float *want = run_prompt(eb, ids->data, T, 0, fx->V);
+        float *want = golden_prompt_logits(eb, ids->data, T, 0, fx->V);
         for (int k = 0; k < 2; k++) {
-            float *got = run_prompt(e[k], ids->data, T, 0, fx->V);
+            float *got = golden_prompt_logits(e[k], ids->data, T, 0, fx->V);
             CHECKF(memcmp(got, want, sizeof(float) * (size_t)T * fx->V) == 0, "%s: kv_cache_dtype %s differs from bf16", fx->name,
                    kinds[k] ? kinds[k] : "NULL");
             CHECKF(ds_engine_pages_total(e[k]) == ds_engine_pages_total(eb), "%s: %s pool %d pages, bf16 %d", fx->name,

@@ -131,16 +131,6 @@ static void wrap(ds_backend *be) {
     be->set_batch = t_set_batch;
 }
 
-static float *run_prompt(ds_engine *e, const int32_t *ids, int T, int chunk, int V) {
-    float *out = malloc(sizeof(float) * (size_t)T * V);
-    ds_seq *s;
-    char err[DS_ERRLEN];
-    CHECK(ds_seq_new(e, &s, err) == DS_OK);
-    CHECKF(golden_feed(e, s, ids, T, chunk, V, out, err) == DS_OK, "forward: %s", err);
-    ds_seq_free(s);
-    return out;
-}
-
 static void check_fixture(const char *name) {
     char dir[512], path[600], err[DS_ERRLEN];
     snprintf(dir, sizeof dir, "%s/%s", fixtures_dir(), name);
@@ -165,7 +155,8 @@ static void check_fixture(const char *name) {
         for (int c = 0; c < 3; c++) {
             int steps = chunks[c] ? (T + chunks[c] - 1) / chunks[c] : 1;
             long left0 = left, taken0 = taken;
-            float *a = run_prompt(plain, ids->data, T, chunks[c], V), *b = run_prompt(wrapped, ids->data, T, chunks[c], V);
+            float *a = golden_prompt_logits(plain, ids->data, T, chunks[c], V);
+            float *b = golden_prompt_logits(wrapped, ids->data, T, chunks[c], V);
             size_t differ = 0;
             for (size_t i = 0; i < (size_t)T * V; i++) differ += memcmp(&a[i], &b[i], sizeof(float)) != 0;
             printf("%s p%d chunk %d: %d steps, %ld sums left and %ld taken by attn_in, %zu of %zu logits differ\n", name, p,
