@@ -2653,6 +2653,28 @@ if want s32f; then
   for n in 0 1; do for b in 64 256; do DSINFER_CUDA_MLA_FOLD=$n NCU_T=120 ncu_step ncu32_mla_mf${n}_b$b fp8 $b -k regex:mla_ --launch-count 54; done; done
   rm -f $OUT/mf*.log $OUT/test_cuda_ops_mut_*.log
 fi
+# s33a (prepared in the thirty-third session, not run there: no device was lent): gate / up's quantizing epilogue with the
+# codes stored as whole rows (DSINFER_CUDA_MOE_WG_QF=2, mw_store_qf_rows; opt-in): op tests moeqf (=1, =2, =2 with PIPE=2;
+# the held-stage form counted), moepdl (=0 / 1 / 2), moest2; mutants qr_seg, qr_race (dev/cuda/mutants_s33a.sh; must fail
+# moeqf); the goldens and test_cuda_model with =2; FP8 b8 .. b256 at QF=0 / 2 rotated three times, QF=1 once; MW_PROF
+# (dsinfer_prof) at b64 / b256 with QF 0 / 1 / 2: the store phase
+if want s33a; then
+  step ops_moeqf 300 env DSINFER_OPS_ONLY=moeqf DSINFER_OPS_MAX_M=300 $B/test_cuda_ops
+  for o in moepdl moest2; do step ops_$o 240 env DSINFER_OPS_ONLY=$o DSINFER_OPS_MAX_M=300 $B/test_cuda_ops; done
+  for n in qr_seg qr_race; do [ -x $B/test_cuda_ops_mut_$n ] && mutant $B/test_cuda_ops_mut_$n moeqf 300 240; done
+  step golden_qf2 150 env DSINFER_CUDA_MOE_WG_QF=2 $B/test_cuda_golden
+  step model_qf2 200 env DSINFER_CUDA_MOE_WG_QF=2 $B/test_cuda_model
+  for r in 1 2 3; do
+    case $r in 1) o="0 2 1";; 2) o="2 0";; 3) o="0 2";; esac
+    for n in $o; do
+      step qf${n}-$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_WG_QF=$n $B/dsinfer bench --dtype fp8 --batch 8,32,64,128,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s33a-fp8-qf$n
+    done
+  done
+  for n in 0 1 2; do for b in 64 256; do
+    step prof_qf${n}_b$b 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_WG_QF=$n $B/dsinfer_prof bench --dtype fp8 --batch $b --ctx 1K --prompt '' --steps 8
+  done; done
+  rm -f $OUT/qf*.log $OUT/test_cuda_ops_mut_*.log
+fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi

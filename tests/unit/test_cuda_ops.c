@@ -2188,27 +2188,47 @@ static void run_f8_tm_cluster(void) {
 }
 
 /* DSINFER_OPS_ONLY=moeqf: the FP8 decode experts with gate / up's epilogue quantizing the down input
- * (DSINFER_CUDA_MOE_WG_QF=1, cuda_moe_wg.cu mw_store_qf) against the BF16 copy and quantizer launch (the twin, =0): the
- * same bits, at 2 .. 256 tokens (32 and 64 tokens a chunk; experts of several chunks at 256), V2-Lite and V3 (256
- * experts, K = 7168), and against the CPU. */
+ * (DSINFER_CUDA_MOE_WG_QF, cuda_moe_wg.cu: =1 mw_store_qf, a byte a thread; =2 mw_store_qf_rows, whole rows through
+ * shared memory) against the BF16 copy and quantizer launch (the twin, =0): the same bits, at 2 .. 256 tokens (32, 48 and
+ * 64 tokens a chunk; experts of several chunks at 256), V2-Lite and V3 (256 experts, K = 7168), and against the CPU. =2's
+ * gate / up launches are counted (one a call), and its two stagings both run: past the ring's stages (32 and 48 tokens a
+ * chunk) and in the item's held last stage (64: V2-Lite at 256 tokens, 24 rows an expert; V3 at 64 tokens with
+ * DSINFER_CUDA_MOE_WG_NT=64). With =2 also under PIPE=2 (gate / up pipelined at 32 tokens, the spare staging). */
 static void run_moe_qf(void) {
     if (only && strcmp(only, "moeqf")) return;
     setup s;
     setenv("DSINFER_MOE_W8A8", "1", 1);
-    setenv("DSINFER_CUDA_MOE_WG_QF", "1", 1);   /* the backends check_moe_dt makes; its twin with =0 */
     moe_twin = 1;
     moe_twin_env = "DSINFER_CUDA_MOE_WG_QF";
-    if (load_setup(&s, "v2l-qf", "configs/deepseek-v2-lite.json", 3, 16)) {
-        const int m[] = {2, 9, 63, 130, 256};
-        check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
-        free_setup(&s);
-    }
-    if (load_setup(&s, "v3-qf", "configs/deepseek-v3.json", 3, 16)) {
-        const int m[] = {4, 64};
-        check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
-        free_setup(&s);
+    for (int form = 1; form <= 3; form++) {   /* 3: =2 with PIPE=2 */
+        setenv("DSINFER_CUDA_MOE_WG_QF", form == 1 ? "1" : "2", 1);   /* the backends check_moe_dt makes; its twin with =0 */
+        if (form == 3) setenv("DSINFER_CUDA_MOE_WG_PIPE", "2", 1);
+        moe_twin_count = form >= 2 ? ds_cuda_moe_wg_qfrow_launches : NULL;
+        moe_twin_what = "storing the codes as rows";
+        moe_twin_want = 1;
+        long hold0 = ds_cuda_moe_wg_qfhold_launches();
+        if (load_setup(&s, form == 1 ? "v2l-qf" : form == 2 ? "v2l-qf2" : "v2l-qf2p", "configs/deepseek-v2-lite.json", 3, 16)) {
+            const int m[] = {2, 9, 63, 130, 256};
+            check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
+            free_setup(&s);
+        }
+        if (form != 3 && load_setup(&s, form == 1 ? "v3-qf" : "v3-qf2", "configs/deepseek-v3.json", 3, 16)) {
+            const int m[] = {4, 64};
+            check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
+            setenv("DSINFER_CUDA_MOE_WG_NT", "64", 1);
+            const int m64[] = {64};
+            check_moe_dt(&s, m64, NM(m64), DS_DTYPE_F8_E4M3, 2, 0);
+            unsetenv("DSINFER_CUDA_MOE_WG_NT");
+            free_setup(&s);
+        }
+        unsetenv("DSINFER_CUDA_MOE_WG_PIPE");
+        long held = ds_cuda_moe_wg_qfhold_launches() - hold0;
+        printf("  moeqf =%d%s: %ld launches of the rows form staged in a held stage\n", form == 1 ? 1 : 2,
+               form == 3 ? " (PIPE=2)" : "", held);
+        if (max_m >= 256) CHECKF(form == 1 ? held == 0 : held > 0, "moeqf form %d: %ld launches staged in a held stage", form, held);
     }
     moe_twin = 0;
+    moe_twin_count = NULL;
     moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
     unsetenv("DSINFER_CUDA_MOE_WG_QF");
     unsetenv("DSINFER_MOE_W8A8");
@@ -2217,8 +2237,8 @@ static void run_moe_qf(void) {
 /* DSINFER_OPS_ONLY=moepdl: the decode experts on moe_wg_kernel launched with programmatic dependent launch
  * (DSINFER_CUDA_MOE_WG_PDL=2: gate / up and down start before the kernel before them ends; the first ring of stages gets
  * its weight tiles before the wait, its rows' codes after) against plain launches (the twin, =0): the same bits and
- * the PDL launches counted, FP8 (W8A8, with the separate quantizer and with gate / up's quantizing epilogue: down right
- * after gate / up) at 2 .. 256 tokens (32 and 64 tokens a chunk: a ring of 10 and of 8 stages, items of 11 and 16),
+ * the PDL launches counted, FP8 (W8A8, with the separate quantizer and with gate / up's quantizing epilogue in both forms:
+ * down right after gate / up) at 2 .. 256 tokens (32 and 64 tokens a chunk: a ring of 10 and of 8 stages, items of 11 and 16),
  * V3 (256 experts, K 7168) at 4 and 64, BF16 experts at 64, 130 and 256; and against the CPU. */
 static void run_moe_pdl(void) {
     if (only && strcmp(only, "moepdl")) return;
@@ -2228,9 +2248,9 @@ static void run_moe_pdl(void) {
     moe_twin_env = "DSINFER_CUDA_MOE_WG_PDL";
     moe_twin_pdl = 2;
     setenv("DSINFER_MOE_W8A8", "1", 1);
-    for (int qf = 0; qf < 2; qf++) {
-        setenv("DSINFER_CUDA_MOE_WG_QF", qf ? "1" : "0", 1);
-        if (load_setup(&s, qf ? "v2l-pdlqf" : "v2l-pdl", "configs/deepseek-v2-lite.json", 3, 16)) {
+    for (int qf = 0; qf < 3; qf++) {   /* gate / up's quantizing epilogue: none, a byte a thread, whole rows */
+        setenv("DSINFER_CUDA_MOE_WG_QF", qf == 0 ? "0" : qf == 1 ? "1" : "2", 1);
+        if (load_setup(&s, qf == 0 ? "v2l-pdl" : qf == 1 ? "v2l-pdlqf" : "v2l-pdlqf2", "configs/deepseek-v2-lite.json", 3, 16)) {
             const int m[] = {2, 9, 63, 130, 256};
             check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
             free_setup(&s);

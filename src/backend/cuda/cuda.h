@@ -390,7 +390,8 @@ typedef struct {
     int lt_tune;    /* with tc: BF16 linears through cuBLASLt with the algorithm searched per shape, cached on disk (DSINFER_CUDA_LT_TUNE) */
     int moe_gemm, moe_gemm_min_m;   /* with tc: routed experts of >= min_m tokens as cuBLAS GEMMs per expert (DSINFER_CUDA_MOE_GEMM[_MIN_M]) */
     int shared_stream;   /* the shared experts on a second stream (cuda_side.cu; DSINFER_CUDA_SHARED_STREAM, default 0) */
-    int moe_wg_qf;   /* FP8 decode experts: gate / up's epilogue quantizes the down input (cuda_moe_wg.cu; DSINFER_CUDA_MOE_WG_QF) */
+    int moe_wg_qf;   /* FP8 decode experts: gate / up's epilogue quantizes the down input (cuda_moe_wg.cu; DSINFER_CUDA_MOE_WG_QF:
+                      * 1 a byte a thread, 2 whole rows through shared memory) */
     int moe_wg_nt48;    /* decode experts: 48 tokens a chunk from 13 to this many rows an expert on average (cu_moe_wg_chunk;
                          * DSINFER_CUDA_MOE_WG_NT48, default 20; 0: none) */
     int qkv_split;      /* qkv_finish: q's heads this many a block of their own beside kv's block (DSINFER_CUDA_QKV_SPLIT,
@@ -554,6 +555,7 @@ typedef struct {
     cu_comb_pend comb;          /* that sum, while left (cuda_moe.cu cu_comb_flush) */
     long comb_norm_runs;        /* attn_in calls whose norm made the MoE combine's sum (tests) */
     long moe_wg_st2_launches;   /* moe_wg_kernel launches with mw_args.st2 (tests) */
+    long moe_wg_qfrow_launches; /* moe_wg_kernel launches with mw_args.qf == 2: the codes stored as rows (tests) */
     long moe_wg_sx_launches;    /* grouped moe_wg_kernel launches with mw_args.sx (tests) */
     long moe_wg_pipe_launches;  /* ... of its pipelined one-weight form (DSINFER_CUDA_MOE_WG_PIPE; tests) */
     long moe_shared_in_runs;    /* MoE calls whose shared experts ran as moe_wg_kernel's virtual experts (host count, for tests) */
@@ -1005,6 +1007,7 @@ extern int cu_moe_wg, cu_moe_wg_nt;
 /* DSINFER_CUDA_MOE_WG_BF16 (default 1): the BF16 experts of a decode batch on the same kernel (BF16 wgmma, no
  * scales); 0: moe_tc2_kernel */
 extern int cu_moe_wg_bf16;
+extern long cu_moe_wg_qfhold_count;   /* launches of moe_wg_kernel's rows form staged in a held stage (tests) */
 /* BF16 rows dst[i, :] = src[rows ? rows[i] : i, :] (moe_rows_bf16_kernel) */
 void cu_rows_bf16_gather(void *dst, const float *src, const int32_t *rows, int M, int D);
 /* The gathers above with the shared experts' virtual rows after the routed ones: row i < nr is x[rows[i]], row i >= nr

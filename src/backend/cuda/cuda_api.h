@@ -48,6 +48,8 @@ long ds_cuda_moe_wg_order_launches(ds_backend *be);
 long ds_cuda_moe_wg_sx_launches(ds_backend *be);
 /* moe_wg_kernel launches whose BF16 store went as whole sectors (DSINFER_CUDA_MOE_WG_ST2; tests) */
 long ds_cuda_moe_wg_st2_launches(ds_backend *be);
+long ds_cuda_moe_wg_qfrow_launches(ds_backend *be);   /* mw_args.qf == 2 launches (the codes as rows) */
+long ds_cuda_moe_wg_qfhold_launches(void);   /* ... of them, those staged in the item's last stage (every backend) */
 /* fused router launches with the token group's x rows in shared memory (DSINFER_CUDA_ROUTER_XS; tests) */
 long ds_cuda_router_xs_launches(ds_backend *be);
 /* fused router launches with the columns in K slices (DSINFER_CUDA_ROUTER_KS; tests) */

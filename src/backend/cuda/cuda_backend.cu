@@ -194,6 +194,8 @@ long ds_cuda_moe_wg_pdl_launches(ds_backend *be) { return cu_of(be)->moe_wg_pdl_
 long ds_cuda_moe_wg_order_launches(ds_backend *be) { return cu_of(be)->moe_wg_order_launches; }
 long ds_cuda_moe_wg_sx_launches(ds_backend *be) { return cu_of(be)->moe_wg_sx_launches; }
 long ds_cuda_moe_wg_st2_launches(ds_backend *be) { return cu_of(be)->moe_wg_st2_launches; }
+long ds_cuda_moe_wg_qfrow_launches(ds_backend *be) { return cu_of(be)->moe_wg_qfrow_launches; }
+long ds_cuda_moe_wg_qfhold_launches(void) { return cu_moe_wg_qfhold_count; }
 long ds_cuda_router_xs_launches(ds_backend *be) { return cu_of(be)->router_xs_launches; }
 long ds_cuda_router_ks_launches(ds_backend *be) { return cu_of(be)->router_ks_launches; }
 long ds_cuda_comb_norm_runs(ds_backend *be) { return cu_of(be)->comb_norm_runs; }

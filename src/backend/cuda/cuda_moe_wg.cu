@@ -41,6 +41,11 @@ struct mw_shape {
     static constexpr int ST = MW_RING / STAGE;
     static_assert(ST >= 2 && ST <= MW_MAX_ST, "the ring holds 2 .. MW_MAX_ST stages");
     static_assert((NT * MW_BK) % 1024 == 0, "the codes' tile keeps the swizzle's alignment");
+    /* mw_args.qf == 2 (PAIR): the codes of an item staged as [NT][QR] bytes (a 128-byte row, padded so that the four
+     * tokens a store instruction writes fall in four banks); in the ring's spare bytes past its last stage where they
+     * fit (32 and 48 tokens a chunk), else in the item's last stage, held until the rows are stored */
+    static constexpr int QR = MW_BK + 16;
+    static constexpr bool QF_SPARE = ST * STAGE + NT * QR <= MW_RING;
 };
 
 #define MW_QF_RED (8 * 64)   /* the quantizing epilogue's per-warp row maxima: 8 consumer warps x NT tokens */
@@ -320,11 +325,12 @@ __device__ __forceinline__ __nv_bfloat16 mw_silu_mul(float g, float u, int lab) 
  * item's 128 columns (one scale block of the down projection's input: the two warpgroups' 64 each) quantized as
  * moe_rows_fp8_kernel does from the BF16 copy: scale = max(amax |h|, 1e-4) / 448, code = e4m3(h / scale) (the
  * conversion unit's encoder, equal to the software one for every float: ds_cuda_device_selftest). The maximum goes
- * lanes (shuffles) -> warps (red [8 warps][NT], one consumer barrier). Same bits as the BF16 store plus that launch. */
+ * lanes (shuffles) -> warps (red [8 warps][NT], one consumer barrier). Same bits as the BF16 store plus that launch.
+ * mw_qf_max: h, and this warp's maxima into red, then the barrier; mw_qf_scale: token c's scale from red. */
 template <int NT>
-__device__ __forceinline__ void mw_store_qf(const float (&g)[NT / 2], const float (&u)[NT / 2], const mw_args &a,
-                                            const mw_item &m, int cw, int warp, int lane, float *red) {
-    float h[NT / 2], mx[NT / 4];   /* mx[2q + e]: this lane's maximum for token 8q + 2 (lane % 4) + e */
+__device__ __forceinline__ void mw_qf_max(const float (&g)[NT / 2], const float (&u)[NT / 2], int w8, int lane, float *red,
+                                          float (&h)[NT / 2]) {
+    float mx[NT / 4];   /* mx[2q + e]: this lane's maximum for token 8q + 2 (lane % 4) + e */
 #pragma unroll
     for (int i = 0; i < NT / 2; i++) h[i] = __bfloat162float(mw_silu_mul(g[i], u[i], 0));
 #pragma unroll
@@ -337,23 +343,35 @@ __device__ __forceinline__ void mw_store_qf(const float (&g)[NT / 2], const floa
             v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 16));
             mx[2 * q + e] = v;
         }
-    const int w8 = cw * 4 + warp;   /* the consumer warp, 0 .. 7 */
     if (lane < 4)
 #pragma unroll
         for (int q = 0; q < NT / 8; q++)
 #pragma unroll
             for (int e = 0; e < 2; e++) red[w8 * NT + 8 * q + 2 * lane + e] = mx[2 * q + e];
     mw_consumers_sync();
+}
+template <int NT>
+__device__ __forceinline__ float mw_qf_scale(const float *red, int c) {
+    float v = red[c];
+#pragma unroll
+    for (int w = 1; w < 8; w++) v = fmaxf(v, red[w * NT + c]);
+    return fmaxf(v, 1e-4f) / 448.0f;
+}
+
+/* mw_args.qf == 1: each code stored by its own thread (one byte; a warp instruction writes 8-byte pieces of 4 tokens' rows) */
+template <int NT>
+__device__ __forceinline__ void mw_store_qf(const float (&g)[NT / 2], const float (&u)[NT / 2], const mw_args &a,
+                                            const mw_item &m, int cw, int warp, int lane, float *red) {
+    float h[NT / 2];
+    const int w8 = cw * 4 + warp;   /* the consumer warp, 0 .. 7 */
+    mw_qf_max<NT>(g, u, w8, lane, red, h);
     const int LKo = a.ldo / 128;
 #pragma unroll
     for (int q = 0; q < NT / 8; q++)
 #pragma unroll
         for (int e = 0; e < 2; e++) {
             int c = 8 * q + 2 * (lane & 3) + e;
-            float v = red[c];
-#pragma unroll
-            for (int w = 1; w < 8; w++) v = fmaxf(v, red[w * NT + c]);
-            float scale = fmaxf(v, 1e-4f) / 448.0f;
+            float scale = mw_qf_scale<NT>(red, c);
             if (c >= m.cnt) continue;
             if (w8 == 0 && lane < 4) a.oscale[(size_t)(m.row0 + c) * LKo + m.nb] = scale;
 #pragma unroll
@@ -362,6 +380,45 @@ __device__ __forceinline__ void mw_store_qf(const float (&g)[NT / 2], const floa
                 if (n < a.N) ((unsigned char *)a.out)[(size_t)(m.row0 + c) * a.ldo + n] = cu_f32_to_fp8_hw(h[4 * q + 2 * hh + e] / scale);
             }
         }
+}
+
+/* mw_args.qf == 2: the same codes as whole rows. Each warp puts its 16 columns of every token into cst ([NT][QR] bytes),
+ * then after a consumer barrier the 256 threads store the item's rows as 16-byte pieces (a row's 128 codes by 8 threads:
+ * whole sectors, where qf == 1 writes 8-byte pieces). The host takes this form only where N, ldo and out are 16-byte
+ * multiples (a piece is all in or all out). The barrier also orders red's reads before the next item's writes (the
+ * qf == 1 form's extra barrier under sx). hold: the item's last ring stage when cst is that stage (mw_shape::QF_SPARE
+ * false): each warp gives it back after its reads, behind a proxy fence (the next TMA write follows these generic ones). */
+template <int NT, int QR>
+__device__ __forceinline__ void mw_store_qf_rows(const float (&g)[NT / 2], const float (&u)[NT / 2], const mw_args &a,
+                                                 const mw_item &m, int cw, int warp, int lane, float *red, unsigned char *cst,
+                                                 uint64_t *hold) {
+    float h[NT / 2];
+    const int w8 = cw * 4 + warp, col = cw * 64 + 16 * warp + (lane >> 2);   /* col: this thread's first column of the item */
+    mw_qf_max<NT>(g, u, w8, lane, red, h);
+    const int LKo = a.ldo / 128;
+#pragma unroll
+    for (int q = 0; q < NT / 8; q++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            int c = 8 * q + 2 * (lane & 3) + e;
+            float scale = mw_qf_scale<NT>(red, c);
+            if (w8 == 0 && lane < 4 && c < m.cnt) a.oscale[(size_t)(m.row0 + c) * LKo + m.nb] = scale;
+#pragma unroll
+            for (int hh = 0; hh < 2; hh++) cst[c * QR + col + 8 * hh] = cu_f32_to_fp8_hw(h[4 * q + 2 * hh + e] / scale);
+        }
+    mw_consumers_sync();
+    const int tid = threadIdx.x - 128;
+#pragma unroll
+    for (int i = tid; i < NT * 8; i += 256) {
+        int c = i >> 3, n = m.nb * MW_BN + 16 * (i & 7);
+        if (c < m.cnt && n < a.N)
+            *(uint4 *)((unsigned char *)a.out + (size_t)(m.row0 + c) * a.ldo + n) = *(const uint4 *)(cst + c * QR + 16 * (i & 7));
+    }
+    if (hold) {
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        __syncwarp();
+        if (lane == 0) mbar_arrive(hold);
+    }
 }
 
 /* PAIR's BF16 SiLU(g) * u (the plain store's values, bit for bit) as whole 32-byte sectors (mw_args.st2): the plain store
@@ -388,12 +445,18 @@ __device__ __forceinline__ void mw_store_pair(const float (&g)[NT / 2], const fl
     }
 }
 
+/* cst, hold: mw_store_qf_rows' (a.qf == 2; else unused) */
 template <bool PAIR, int NT>
 __device__ __forceinline__ void mw_store(const float (&tot0)[NT / 2], const float (&tot1)[NT / 2], const mw_args &a,
-                                         const mw_item &m, int tiles, int cw, int warp, int lane, int *flag, float *red) {
+                                         const mw_item &m, int tiles, int cw, int warp, int lane, int *flag, float *red,
+                                         unsigned char *cst, uint64_t *hold) {
     const int tid = threadIdx.x - 128;
     if (PAIR && a.st2 && !a.qf) {
         mw_store_pair<NT>(tot0, tot1, a, m, cw, warp, lane, (__nv_bfloat16 *)(red + MW_QF_RED) + (cw * 4 + warp) * 128);
+        return;
+    }
+    if (PAIR && a.qf == 2) {
+        mw_store_qf_rows<NT, mw_shape<PAIR, NT>::QR>(tot0, tot1, a, m, cw, warp, lane, red, cst, hold);
         return;
     }
     if (PAIR && a.qf) {
@@ -645,6 +708,7 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
     if (a.pdl) cu_pdl_wait();   /* the token scales, the codes' stages and the output belong to the kernels around */
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
     int cw = wg - 1, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, it = 0, j = 0;   /* j: items done (sx) */
+    const bool qhold = PAIR && !BF && !PIPE && !S::QF_SPARE && a.qf == 2;   /* mw_store_qf_rows stages in the last stage */
     float acc0[NT / 2], acc1[NT / 2], tot0[NT / 2], tot1[NT / 2];
     for (int i = 0; i < NT / 2; i++) acc0[i] = acc1[i] = 0.0f;
     const mw_span sp = mw_span_of(items, a.order);
@@ -669,7 +733,7 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
                 wg_wait0();
                 if (lane == 0) mbar_arrive(&empty[s]);
             }
-            mw_store<PAIR, NT>(acc0, acc1, a, m, pre[E] * NB, cw, warp, lane, flag, red);
+            mw_store<PAIR, NT>(acc0, acc1, a, m, pre[E] * NB, cw, warp, lane, flag, red, NULL, NULL);
             continue;
         }
         for (int i = 0; i < NT / 2; i++) tot0[i] = tot1[i] = 0.0f;
@@ -737,7 +801,7 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
         } else if (a.lab & 2) {
             for (int kb = m.kb0; kb < m.kb1; kb++, it++) {
                 mbar_wait(&full[it % S::ST], (it / S::ST) & 1);
-                if (lane == 0) mbar_arrive(&empty[it % S::ST]);
+                if (lane == 0 && !(qhold && kb + 1 == m.kb1)) mbar_arrive(&empty[it % S::ST]);
             }
         } else {
             for (int kb = m.kb0; kb < m.kb1; kb++, it++) {
@@ -757,7 +821,7 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
                 const float *sx = xsj + (kb - m.kb0) * NT + 2 * (lane & 3);   /* this thread's tokens 8q + 2 (lane % 4) + h */
                 wg_wait0();
                 MW_T(long long t2 = mw_clock(); cc[3] += t2 - t1;)
-                if (lane == 0) mbar_arrive(&empty[s]);
+                if (lane == 0 && !(qhold && kb + 1 == m.kb1)) mbar_arrive(&empty[s]);   /* (qhold: after the item's store) */
 #pragma unroll
                 for (int q = 0; q < NT / 8; q++)
 #pragma unroll
@@ -776,7 +840,10 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
         }
         j++;
         MW_T(long long t3 = mw_clock();)
-        mw_store<PAIR, NT>(tot0, tot1, a, m, pre[E] * NB, cw, warp, lane, flag, red);
+        /* a.qf == 2: the codes' staging, past the ring's stages or in the item's last stage (qhold; the plain loop only:
+         * the host takes the spare form or none with PIPE and lab bit 1) */
+        unsigned char *cst = S::QF_SPARE ? sm + S::ST * S::STAGE : sm + ((it - 1) % S::ST) * S::STAGE;
+        mw_store<PAIR, NT>(tot0, tot1, a, m, pre[E] * NB, cw, warp, lane, flag, red, cst, qhold ? &empty[(it - 1) % S::ST] : NULL);
         MW_T(cc[5] += mw_clock() - t3;)
     }
     MW_T(cc[0] = mw_clock() - c0; if (threadIdx.x != 128) for (int k = 0; k < 8; k++) cc[k] = 0; mw_prof_finish<PAIR, NT>(cc, items);)
@@ -789,6 +856,7 @@ int cu_moe_wg_pref = 1;                /* DSINFER_CUDA_MOE_WG_PREF (backend crea
 int cu_moe_wg_pref_max_m = 128;        /* DSINFER_CUDA_MOE_WG_PREF_MAX_M: ... up to this many tokens (ncu at 256: +6 us a
                                         * layer with it, twenty-third session run 2; -0.13 ms a step at 32 .. 128) */
 int cu_moe_wg_bf16 = 1;                /* DSINFER_CUDA_MOE_WG_BF16 (backend creation) */
+long cu_moe_wg_qfhold_count = 0;       /* launches of mw_store_qf_rows' held-stage form, every backend (tests) */
 int cu_f8_wg_max_m = 0;               /* DSINFER_CUDA_FP8_WG_MAX_M (backend creation; opt-in, RESULTS tenth session) */
 
 template <bool BF>
@@ -822,7 +890,13 @@ static void mw_launch(ds_cuda_backend *cb, int nt, const CUtensorMap &tx, const 
     a.sx = a.sx && !BF && a.maps && cu_moe_wg_sx_fits(nt, a.K);   /* an item fits one of the two buffers */
     a.st2 = PAIR && !a.qf && cb->opt.moe_wg_st2 && a.N % 4 == 0;
     /* PIPE: down at both chunk sizes, gate / up (=2) at 32 tokens (at 64 its four accumulator sets would not fit) */
-    if (!BF && cb->opt.moe_wg_pipe && nt != 48 && (!PAIR || (cb->opt.moe_wg_pipe >= 2 && nt == 32))) {
+    const bool pipe = !BF && cb->opt.moe_wg_pipe && nt != 48 && (!PAIR || (cb->opt.moe_wg_pipe >= 2 && nt == 32));
+    if (PAIR && a.qf == 2) {   /* the rows form (mw_store_qf_rows): 16-byte pieces, and PIPE only with the spare staging */
+        const bool spare = nt == 32 ? mw_shape<true, 32>::QF_SPARE : nt == 48 ? mw_shape<true, 48>::QF_SPARE : mw_shape<true, 64>::QF_SPARE;
+        if (a.N % 16 || a.ldo % 16 || ((uintptr_t)a.out & 15) || (pipe && !spare)) a.qf = 1;
+        else cu_moe_wg_qfhold_count += !spare;
+    }
+    if (pipe) {
         if (PAIR) cu_launch_pdl(a.pdl, moe_wg_kernel<true, 32, false, true>, grid, dim3(384), mw_smem_bytes(), tx, tw, a);
         else if (nt == 32) cu_launch_pdl(a.pdl, moe_wg_kernel<false, 32, false, true>, grid, dim3(384), mw_smem_bytes(), tx, tw, a);
         else cu_launch_pdl(a.pdl, moe_wg_kernel<false, 64, false, true>, grid, dim3(384), mw_smem_bytes(), tx, tw, a);
@@ -840,6 +914,7 @@ static void mw_launch(ds_cuda_backend *cb, int nt, const CUtensorMap &tx, const 
     cb->moe_wg_order_launches += a.order != 0;
     cb->moe_wg_sx_launches += a.sx != 0;
     cb->moe_wg_st2_launches += a.st2 != 0;
+    cb->moe_wg_qfrow_launches += PAIR && a.qf == 2;
 }
 
 /* tokens a chunk: 32 up to a mean of 12 rows an expert (V2-Lite batch 128), 48 from 13 to nt48_max rows (opt.moe_wg_nt48,
