@@ -2675,6 +2675,13 @@ if want s33a; then
   done; done
   rm -f $OUT/qf*.log $OUT/test_cuda_ops_mut_*.log
 fi
+# s33b (prepared in the thirty-third session, not run there): the streamed phases of `bench --ceilings` (cuda_bench.cu
+# sp_stream_kernel): 64 pairs of a 6 MB and a 4 MB read in one cooperative launch, a producer thread a block streaming
+# them into shared memory, with no barriers / a grid barrier between phases and the loads running ahead / the loads
+# waiting for each barrier; beside the launch gaps and the two-kernel reads. Twice.
+if want s33b; then
+  for r in 1 2; do step ceilings_sp$r 180 $B/dsinfer bench --ceilings; done
+fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi

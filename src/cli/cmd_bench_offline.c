@@ -833,6 +833,15 @@ static int run_bench(bench_opts *op, ds_comm *dp) {
             printf("6 MB then 4 MB read from DRAM (us): two kernels %.2f, two phases of one launch around a grid barrier %.2f, "
                    "with the second read asked of L2 before the barrier %.2f\n", g.reads_two_us, g.reads_phases_us,
                    g.reads_phases_pf_us);
+        if (g.stream_bad) {
+            fprintf(stderr, "dsinfer bench: streamed phases, form %d: the bytes' sum is wrong (a byte not read, or read twice)\n",
+                    g.stream_bad);
+            return 1;
+        }
+        if (g.stream_free_us >= 0)
+            printf("the same 10 MB pairs streamed into shared memory in one launch (us a pair): no barriers %.2f, a grid "
+                   "barrier between phases with the loads running ahead %.2f, with the loads waiting for each barrier %.2f\n",
+                   g.stream_free_us, g.stream_ahead_us, g.stream_wait_us);
         return 0;
     }
     ds_config cfg;

@@ -129,6 +129,12 @@ typedef struct {
     /* a 6 MB then a 4 MB read (batch 1's q and o weights' sizes) as two kernels, as two phases of one cooperative launch
      * around a grid barrier, and so with the second read's lines asked of L2 before the barrier: us a pair; -1: none */
     double reads_two_us, reads_phases_us, reads_phases_pf_us;
+    /* the same bytes as 2 x 64 phases of ONE cooperative launch, streamed into shared memory by a producer thread a block
+     * (cuda_bench.cu sp_stream_kernel): no barriers; a grid barrier between phases with the producer running ahead
+     * across them; and with the producer waiting for each barrier: us a pair (10 MB); -1: none. stream_bad: 0, or
+     * which form (1 .. 3) summed the bytes wrongly (a byte not read, or read twice) */
+    double stream_free_us, stream_ahead_us, stream_wait_us;
+    int stream_bad;
 } ds_launch_gaps;
 ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err);
 /* The absorbed MLA decode op alone (cfg's heads and widths; fp32 latent cache of n_seqs x ctx tokens in

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "backend/cuda/cuda.h"
+#include "backend/cuda/cuda_wgmma.h"
 
 __global__ void bench_fill_kernel(void *p, size_t n, uint64_t seed, int bf16) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
@@ -272,6 +273,112 @@ __global__ void gap_phases_kernel(const uint4 *a, size_t na, const uint4 *b, siz
 }
 
 #define GAP_PAIRS 64
+#define GAP_WA_BYTES ((size_t)6 << 20)   /* batch 1's q weights' size */
+#define GAP_WB_BYTES ((size_t)4 << 20)   /* its o weights' */
+/* The streamed phases: the premise of a step-persistent batch-1 kernel (KERNELS.md, thirty-third session). The same
+ * GAP_PAIRS x (6 MB + 4 MB) as above, but all in ONE cooperative launch of 2 GAP_PAIRS phases; a block's share of a
+ * phase (its contiguous 1 / gridDim of the bytes, sp_range) comes into a ring of SP_ST shared-memory stages by one
+ * producer thread's 1-D bulk copies, and 8 consumer warps sum each stage (an integer sum of its 32-bit words, so that
+ * the host can check that every byte was read once) and give it back. Between two phases the consumers pass a grid
+ * barrier, standing for a data dependency (norm -> GEMV). mode 0: no barriers (the stream alone); 1: barriers, the
+ * producer runs ahead across them (weights do not depend on the phase before); 2: barriers, and the producer waits for
+ * phase p's barrier before its copies (the routed experts' weights, known only after routing). */
+#define SP_STAGE (32 * 1024)
+#define SP_ST 6
+#define SP_THREADS (32 + 256)
+#define SP_SMEM (SP_ST * SP_STAGE + 2 * SP_ST * 8 + 1024)
+
+/* block b's bytes [lo, hi) of a phase of n bytes over nb blocks: 16-byte multiples, the last block's share the short one */
+__device__ __forceinline__ void sp_range(size_t n, int b, int nb, size_t *lo, size_t *hi) {
+    size_t per = (n / 16 + (size_t)nb - 1) / (size_t)nb * 16;
+    *lo = (size_t)b * per < n ? (size_t)b * per : n;
+    *hi = *lo + per < n ? *lo + per : n;
+}
+/* phase p's buffer and bytes: the pairs' a (6 MB) then b (4 MB), each pair its own 10 MB */
+__device__ __forceinline__ const unsigned char *sp_phase(const unsigned char *w, int p, size_t *n) {
+    *n = p & 1 ? GAP_WB_BYTES : GAP_WA_BYTES;
+    return w + (size_t)(p >> 1) * (GAP_WA_BYTES + GAP_WB_BYTES) + (p & 1 ? GAP_WA_BYTES : 0);
+}
+/* the consumers' grid barrier (gap_grid_barrier_ar's, among the 256 consumer threads: named barrier 1) */
+__device__ __forceinline__ void sp_consumer_barrier(unsigned *count, unsigned *gen) {
+    asm volatile("bar.sync 1, 256;\n" ::: "memory");
+    if (threadIdx.x == 32) {
+        unsigned g, old, v;
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(g) : "l"(gen) : "memory");
+        asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(count) : "memory");
+        if (old == gridDim.x - 1) {
+            asm volatile("st.relaxed.gpu.global.u32 [%0], 0;" ::"l"(count) : "memory");
+            asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(gen) : "memory");
+        } else {
+            do {
+                asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(gen) : "memory");
+            } while (v == g);
+        }
+    }
+    asm volatile("bar.sync 1, 256;\n" ::: "memory");
+}
+/* total: the 32-bit words' sum over every block and launch (mod 2^32; the host's check) */
+__global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned char *w, unsigned *total, unsigned *bar,
+                                                                   int mode, int phases) {
+    extern __shared__ unsigned char sp_raw[];
+    unsigned char *ring = (unsigned char *)(((uintptr_t)sp_raw + 1023) & ~(uintptr_t)1023);
+    uint64_t *full = (uint64_t *)(ring + SP_ST * SP_STAGE), *empty = full + SP_ST;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < SP_ST; s++) {
+            mbar_init(&full[s], 1);
+            mbar_init(&empty[s], 8);   /* the 8 consumer warps */
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    if (threadIdx.x < 32) {   /* the producer: one thread */
+        if (threadIdx.x) return;
+        unsigned gen0;   /* the generation before this launch's first barrier (which needs this block's consumers, who
+                          * need this thread's first copies: it cannot have moved yet) */
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(gen0) : "l"(bar + 1) : "memory");
+        int it = 0;
+        for (int p = 0; p < phases; p++) {
+            if (mode == 2 && p > 0) {   /* phase p's addresses known only after barrier p - 1 */
+                unsigned v;
+                do {
+                    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(bar + 1) : "memory");
+                } while ((int)(v - gen0) < p);
+            }
+            size_t n, lo, hi;
+            const unsigned char *src = sp_phase(w, p, &n);
+            sp_range(n, blockIdx.x, gridDim.x, &lo, &hi);
+            for (size_t o = lo; o < hi; o += SP_STAGE, it++) {
+                int s = it % SP_ST, len = (int)(hi - o < SP_STAGE ? hi - o : SP_STAGE);
+                if (it >= SP_ST) mbar_wait(&empty[s], (it / SP_ST - 1) & 1);
+                mbar_expect_tx(&full[s], len);
+                bulk_load(ring + (size_t)s * SP_STAGE, src + o, len, &full[s]);
+            }
+        }
+        return;
+    }
+    const int ct = threadIdx.x - 32, lane = threadIdx.x & 31;
+    unsigned sum = 0;
+    int it = 0;
+    for (int p = 0; p < phases; p++) {
+        size_t n, lo, hi;
+        sp_phase(w, p, &n);
+        sp_range(n, blockIdx.x, gridDim.x, &lo, &hi);
+        for (size_t o = lo; o < hi; o += SP_STAGE, it++) {
+            int s = it % SP_ST, words = (int)(hi - o < SP_STAGE ? hi - o : SP_STAGE) / 16;
+            mbar_wait(&full[s], (it / SP_ST) & 1);
+            const uint4 *v = (const uint4 *)(ring + (size_t)s * SP_STAGE);
+            for (int i = ct; i < words; i += 256) {
+                uint4 x = v[i];
+                sum += x.x + x.y + x.z + x.w;
+            }
+            __syncwarp();
+            if (lane == 0) mbar_arrive(&empty[s]);
+        }
+        if (mode && p + 1 < phases) sp_consumer_barrier(bar, bar + 1);
+    }
+    atomicAdd(total, sum);
+}
+
 #define GAP_WIDE_BLOCKS 704         /* rows_fp8_bf16_warp_kernel's grid at V2-Lite b64: 512 rows x 11 blocks / 8 */
 #define GAP_SMEM (200 * 1024 + 4096)   /* about moe_wg_kernel's dynamic shared memory: one block an SM */
 
@@ -280,13 +387,20 @@ typedef struct {
     int *p;
     unsigned *bar;   /* kind 2: the barrier's count and generation */
     int form;        /* kind 2: gap_barrier_kernel's form */
-    void *w;         /* kinds 3 .. 5: GAP_PAIRS x (GAP_WA + GAP_WB) bytes to read */
+    void *w;         /* kinds 3 .. 8: GAP_PAIRS x (GAP_WA + GAP_WB) bytes to read */
     float *f;        /* kinds 3 .. 5: a float a block */
+    unsigned *total; /* kinds 6 .. 8: sp_stream_kernel's word sum */
 } gap_ctx;
 
-#define GAP_WA (6u << 20)   /* bytes of the first read */
-#define GAP_WB (4u << 20)   /* of the second */
+#define GAP_WA GAP_WA_BYTES   /* bytes of the first read */
+#define GAP_WB GAP_WB_BYTES   /* of the second */
 static void gap_launch_pairs(const gap_ctx *g) {
+    if (g->kind >= 6) {   /* the streamed phases, sp_stream_kernel mode kind - 6: one launch of 2 GAP_PAIRS phases */
+        cu_launch_coop(sp_stream_kernel, dim3((unsigned)g->n_sm), dim3(SP_THREADS), SP_SMEM, (const unsigned char *)g->w,
+                       g->total, g->bar, g->kind - 6, 2 * GAP_PAIRS);
+        CUDA_LAUNCH_CHECK();
+        return;
+    }
     if (g->kind >= 3) {   /* GAP_PAIRS repetitions of the two reads: 3 two kernels, 4 one launch of two phases, 5 with b asked of L2 */
         for (int i = 0; i < GAP_PAIRS; i++) {   /* each repetition its own 10 MB (640 MB in all: from DRAM, not L2) */
             const uint4 *a = (const uint4 *)((const char *)g->w + (size_t)i * (GAP_WA + GAP_WB)), *b = a + GAP_WA / 16;
@@ -357,7 +471,8 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
     CUDA_CHECK(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev));
     CUDA_CHECK(cudaFuncSetAttribute(gap_persist_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, GAP_SMEM));
     CUDA_CHECK(cudaFuncSetAttribute(gap_barrier_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, GAP_SMEM));
-    gap_ctx g = {0, 0, 0, n_sm, NULL, NULL, 0, NULL, NULL};
+    CUDA_CHECK(cudaFuncSetAttribute(sp_stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SP_SMEM));
+    gap_ctx g = {0, 0, 0, n_sm, NULL, NULL, 0, NULL, NULL, NULL};
     CUDA_CHECK(cudaMalloc(&g.p, sizeof(int) * (size_t)GAP_WIDE_BLOCKS * 256));
     CUDA_CHECK(cudaMemset(g.p, 0, sizeof(int) * (size_t)GAP_WIDE_BLOCKS * 256));
     CUDA_CHECK(cudaMalloc(&g.bar, 3 * sizeof(unsigned)));   /* count, generation, early passes */
@@ -404,6 +519,8 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
     }
     /* the two reads as two kernels, as two phases of one launch, and with the second asked of L2 before the barrier */
     out->reads_two_us = out->reads_phases_us = out->reads_phases_pf_us = -1.0;
+    out->stream_free_us = out->stream_ahead_us = out->stream_wait_us = -1.0;
+    out->stream_bad = 0;
     if (coop) {
         CUDA_CHECK(cudaMalloc(&g.w, (size_t)GAP_PAIRS * (GAP_WA + GAP_WB)));
         CUDA_CHECK(cudaMemset(g.w, 0, (size_t)GAP_PAIRS * (GAP_WA + GAP_WB)));
@@ -413,6 +530,21 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
             g.kind = k;
             *rd[k - 3] = gap_pair_us(&g);
         }
+        /* the streamed phases over the same bytes set to 0x01: every 32-bit word 0x01010101, so that a launch's word sum
+         * is known (mod 2^32); gap_pair_us runs 16 launches (a warm-up and 15 timed) */
+        CUDA_CHECK(cudaMemset(g.w, 1, (size_t)GAP_PAIRS * (GAP_WA + GAP_WB)));
+        CUDA_CHECK(cudaMalloc(&g.total, sizeof(unsigned)));
+        double *sp[3] = {&out->stream_free_us, &out->stream_ahead_us, &out->stream_wait_us};
+        const unsigned want = (unsigned)(16u * (unsigned)((size_t)GAP_PAIRS * (GAP_WA + GAP_WB) / 4) * 0x01010101u);
+        for (int k = 6; k <= 8 && !out->stream_bad; k++) {
+            CUDA_CHECK(cudaMemset(g.total, 0, sizeof(unsigned)));
+            g.kind = k;
+            *sp[k - 6] = gap_pair_us(&g);
+            unsigned got = 0;
+            CUDA_CHECK(cudaMemcpy(&got, g.total, sizeof got, cudaMemcpyDeviceToHost));
+            if (got != want) out->stream_bad = k - 5;   /* a byte not read, or read twice */
+        }
+        CUDA_CHECK(cudaFree(g.total));
         CUDA_CHECK(cudaFree(g.w));
         CUDA_CHECK(cudaFree(g.f));
     }
