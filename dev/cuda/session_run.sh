@@ -2682,6 +2682,25 @@ fi
 if want s33b; then
   for r in 1 2; do step ceilings_sp$r 180 $B/dsinfer bench --ceilings; done
 fi
+# s33c (prepared in the thirty-third session, not run there): the MoE block of one token as one cooperative launch
+# (DSINFER_CUDA_MOE1=1, cuda_moe1.cu; opt-in): op tests moe1 and router; mutants m1_bar, m1_w, m1_sh
+# (dev/cuda/mutants_s33c.sh; must fail moe1); the goldens and test_cuda_model with =1; FP8 and BF16 b1 (and FP8 b2, where
+# it does not apply: unchanged) at =0 / 1 rotated three times; ncu of one FP8 b1 step with =0 and =1
+if want s33c; then
+  for o in moe1 router; do step ops_$o 240 env DSINFER_OPS_ONLY=$o $B/test_cuda_ops; done
+  for n in m1_bar m1_w m1_sh; do [ -x $B/test_cuda_ops_mut_$n ] && mutant $B/test_cuda_ops_mut_$n moe1 '' 240; done
+  step golden_m1 150 env DSINFER_CUDA_MOE1=1 $B/test_cuda_golden
+  step model_m1 200 env DSINFER_CUDA_MOE1=1 $B/test_cuda_model
+  for r in 1 2 3; do
+    case $r in 1) o="0 1";; 2) o="1 0";; 3) o="0 1";; esac
+    for n in $o; do
+      step m1f${n}-$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE1=$n $B/dsinfer bench --dtype fp8 --batch 1,2 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s33c-fp8-moe1$n
+      step m1b${n}-$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE1=$n $B/dsinfer bench --dtype bf16 --batch 1 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s33c-bf16-moe1$n
+    done
+  done
+  for n in 0 1; do DSINFER_CUDA_MOE1=$n ncu_step ncu33_m1_$n fp8 1; done
+  rm -f $OUT/m1*.log $OUT/test_cuda_ops_mut_*.log
+fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi

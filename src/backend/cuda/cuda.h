@@ -414,6 +414,7 @@ typedef struct {
     int moe_half;      /* prefill MoE: grouped tiles of <= 64 rows load 64 rows (cuda_fp8_wgmma.cu tm_groups.half; DSINFER_CUDA_MOE_HALF) */
     int route_group;   /* the grouped MoE's one-block grouping done by the routing kernel (cuda_moe.cu; DSINFER_CUDA_ROUTE_GROUP) */
     int route_fast;    /* the routing warps' top-k in registers, the same bits (cuda_moe.cu route_warp_fast; DSINFER_CUDA_ROUTE_FAST) */
+    int moe1;          /* the MoE block of one token as one cooperative launch (cuda_moe1.cu; DSINFER_CUDA_MOE1) */
     int combine_norm;  /* moe_to_attn_in's combine inside the next attn_in's norm (cuda_backend.cu; DSINFER_CUDA_COMBINE_NORM) */
     int mla_fold;      /* the MLA decode's split combine by each entry's last split block (cuda_mla_tc.cu; DSINFER_CUDA_MLA_FOLD) */
     int l2_prefetch;   /* the next layer's dense weights into L2 (cuda_prefetch.cu; DSINFER_CUDA_L2_PREFETCH): 1 on a side
@@ -523,6 +524,8 @@ typedef struct {
     int qb_T;
     long qb_fused_runs;         /* absorbed attentions that took ws_qb instead of converting q (tests) */
     cu_ws ws_moe2;              /* grouped MoE: intermediates and expert outputs */
+    cu_ws ws_moe1;              /* the one-token MoE launch's SiLU products (cuda_moe1.cu) */
+    unsigned *moe1_bar;         /* its grid barrier's count and generation, zero between launches */
     cu_ws ws_moe_tc;            /* grouped MoE on the tensor cores: BF16 gathered tokens and intermediates */
     cu_ws ws_moe_gemm;          /* MoE as GEMMs per expert: BF16 rows, gate/up, activations, dequantised experts */
     cublasLtHandle_t lt;        /* cuBLASLt (FP8 block-scaled GEMM), created at first use */
@@ -554,6 +557,7 @@ typedef struct {
     int comb_defer;             /* inside moe_to_attn_in: moe_combine may leave its sum to the next attn_in */
     cu_comb_pend comb;          /* that sum, while left (cuda_moe.cu cu_comb_flush) */
     long comb_norm_runs;        /* attn_in calls whose norm made the MoE combine's sum (tests) */
+    long moe1_runs;             /* MoE calls made by the one-token launch (cuda_moe1.cu; tests) */
     long moe_wg_st2_launches;   /* moe_wg_kernel launches with mw_args.st2 (tests) */
     long moe_wg_qfrow_launches; /* moe_wg_kernel launches with mw_args.qf == 2: the codes stored as rows (tests) */
     long moe_wg_sx_launches;    /* grouped moe_wg_kernel launches with mw_args.sx (tests) */

@@ -56,6 +56,8 @@ long ds_cuda_router_xs_launches(ds_backend *be);
 long ds_cuda_router_ks_launches(ds_backend *be);
 /* attn_in calls whose norm kernel made the MoE combine moe_to_attn_in left (DSINFER_CUDA_COMBINE_NORM; tests) */
 long ds_cuda_comb_norm_runs(ds_backend *be);
+/* MoE calls of one token made by the one launch of cuda_moe1.cu (DSINFER_CUDA_MOE1; tests) */
+long ds_cuda_moe1_runs(ds_backend *be);
 /* MLA decodes whose split combine the decode kernel's last split blocks made (DSINFER_CUDA_MLA_FOLD; tests) */
 long ds_cuda_mla_fold_runs(ds_backend *be);
 int ds_cuda_moe_wg_sx_fits(int nt, int K);

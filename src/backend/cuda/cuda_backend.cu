@@ -199,6 +199,7 @@ long ds_cuda_moe_wg_qfhold_launches(void) { return cu_moe_wg_qfhold_count; }
 long ds_cuda_router_xs_launches(ds_backend *be) { return cu_of(be)->router_xs_launches; }
 long ds_cuda_router_ks_launches(ds_backend *be) { return cu_of(be)->router_ks_launches; }
 long ds_cuda_comb_norm_runs(ds_backend *be) { return cu_of(be)->comb_norm_runs; }
+long ds_cuda_moe1_runs(ds_backend *be) { return cu_of(be)->moe1_runs; }
 long ds_cuda_mla_fold_runs(ds_backend *be) { return cu_of(be)->mla_fold_runs; }
 int ds_cuda_moe_wg_sx_fits(int nt, int K) { return cu_moe_wg_sx_fits(nt, K); }
 long ds_cuda_qb_fused_runs(ds_backend *be) { return cu_of(be)->qb_fused_runs; }
@@ -1077,7 +1078,7 @@ static void cu_destroy(ds_backend *be) {
     cu_fp8_free(cb);
     cu_ws *ws[] = {&cb->ws_meta, &cb->ws_deq, &cb->ws_rows, &cb->ws_attn, &cb->ws_mlp, &cb->ws_moe, &cb->ws_sample,
                    &cb->ws_tc, &cb->ws_abs, &cb->ws_abs_tc, &cb->ws_qb, &cb->ws_moe2, &cb->ws_moe_tc, &cb->ws_moe_gemm, &cb->ws_f8xt,
-                   &cb->ws_router_part};
+                   &cb->ws_router_part, &cb->ws_moe1};
     for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) cu_ws_free(ws[i]);
     for (int i = 0; i < cb->n_owned; i++) cudaFree(cb->owned[i]);
     if (cb->weight_pool) cudaFree(cb->weight_pool);
@@ -1087,6 +1088,7 @@ static void cu_destroy(ds_backend *be) {
     if (cb->cublas_ws) cudaFree(cb->cublas_ws);
     if (cb->route_tickets) cudaFree(cb->route_tickets);
     if (cb->mla_tickets) cudaFree(cb->mla_tickets);
+    if (cb->moe1_bar) cudaFree(cb->moe1_bar);
     free(cb->owned);
     free(cb->kvb16);   /* the copies themselves are in owned */
     free(cb->h_tokens);
@@ -1142,6 +1144,7 @@ static cu_opts cu_opts_read(void) {
     o.moe_half = env_int("DSINFER_CUDA_MOE_HALF", 0);         /* opt-in: no gain (twenty-sixth session run 2) */
     o.route_group = env_int("DSINFER_CUDA_ROUTE_GROUP", 0);
     o.route_fast = env_int("DSINFER_CUDA_ROUTE_FAST", 1);
+    o.moe1 = env_int("DSINFER_CUDA_MOE1", 0);   /* opt-in: not yet run on a GPU (thirty-third session) */
     o.combine_norm = env_int("DSINFER_CUDA_COMBINE_NORM", 0);   /* opt-in: not yet run on a GPU (thirty-second session) */
     o.mla_fold = env_int("DSINFER_CUDA_MLA_FOLD", 0);           /* opt-in: not yet run on a GPU (thirty-second session) */   /* the same bits; RT_PROF: the routing tail -10 .. -25% */
     o.l2_prefetch = env_int("DSINFER_CUDA_L2_PREFETCH", 0);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "backend/cuda/cuda.h"
+#include "backend/cuda/cuda_grid.h"
 #include "backend/cuda/cuda_wgmma.h"
 
 __global__ void bench_fill_kernel(void *p, size_t n, uint64_t seed, int bf16) {
@@ -299,24 +300,6 @@ __device__ __forceinline__ const unsigned char *sp_phase(const unsigned char *w,
     *n = p & 1 ? GAP_WB_BYTES : GAP_WA_BYTES;
     return w + (size_t)(p >> 1) * (GAP_WA_BYTES + GAP_WB_BYTES) + (p & 1 ? GAP_WA_BYTES : 0);
 }
-/* the consumers' grid barrier (gap_grid_barrier_ar's, among the 256 consumer threads: named barrier 1) */
-__device__ __forceinline__ void sp_consumer_barrier(unsigned *count, unsigned *gen) {
-    asm volatile("bar.sync 1, 256;\n" ::: "memory");
-    if (threadIdx.x == 32) {
-        unsigned g, old, v;
-        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(g) : "l"(gen) : "memory");
-        asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(count) : "memory");
-        if (old == gridDim.x - 1) {
-            asm volatile("st.relaxed.gpu.global.u32 [%0], 0;" ::"l"(count) : "memory");
-            asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(gen) : "memory");
-        } else {
-            do {
-                asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(gen) : "memory");
-            } while (v == g);
-        }
-    }
-    asm volatile("bar.sync 1, 256;\n" ::: "memory");
-}
 /* total: the 32-bit words' sum over every block and launch (mod 2^32; the host's check) */
 __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned char *w, unsigned *total, unsigned *bar,
                                                                    int mode, int phases) {
@@ -374,7 +357,7 @@ __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned
             __syncwarp();
             if (lane == 0) mbar_arrive(&empty[s]);
         }
-        if (mode && p + 1 < phases) sp_consumer_barrier(bar, bar + 1);
+        if (mode && p + 1 < phases) cu_grid_sync(bar, bar + 1, 1, 256, threadIdx.x == 32);   /* the 256 consumers */
     }
     atomicAdd(total, sum);
 }

@@ -1274,6 +1274,10 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
     int E = rc.E, K = rc.K, D = c->hidden_size;
     size_t MK = (size_t)M * K, MD = (size_t)M * D;
     route_ws r = route_ws_get(cb, M, E, K, 2 * MD);   /* extra: xin / yout [M, D] of the per-expert path */
+    if (M == 1 && cb->opt.moe1 && cu_moe1(cb, out, x, L, moe_table(cb, L, E), r.logits, rc)) {
+        cu_optimes_phase(cb, "  moe: one launch (moe1_kernel)");
+        return;
+    }
     float *logits = r.logits, *bias = r.bias, *w = r.w, *rw = r.rw, *xin = r.xtra, *yout = xin + MD;
     int32_t *ids = r.ids, *rows = r.rows, *d_off = r.d_off;
     cu_wview gv0 = cu_view(&L->exp_gate[0]), dv0 = cu_view(&L->exp_down[0]);

@@ -140,6 +140,12 @@ __device__ float rt_prof_w[MOE_MAX_K];
 #define RT_SUB(k) do { if (threadIdx.x == 0 && ids != rt_prof_ids) { long long t_ = clock64(); atomicAdd(&rt_prof_sub[k], (unsigned long long)(t_ - t_sub)); t_sub = t_; } } while (0)
 #else
 #define RT_SUB(k) do { } while (0)
+/* cuda_moe1.cu: the MoE block of one token as one cooperative launch (opt.moe1) where its weights suit it: 1 when it ran
+ * (out [D] written from x [D]), else 0 and nothing launched. tab: the layer's expert table (cuda_moe.cu moe_table);
+ * logits: [E] of scratch. */
+int cu_moe1(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weights *L, const cu_wview *tab, float *logits,
+            route_cfg rc);
+
 #endif
 
 /* A float's order as an unsigned key (larger float, larger key; -0 taken as +0, as the comparisons of the CPU's scan see
@@ -179,6 +185,12 @@ __device__ static void route_warp_fast(const float *lg, const float *bias, int32
     const int lane = threadIdx.x & 31, E = rc.E, K = rc.K;
 #ifdef RT_PROF
     long long t_sub = clock64();
+/* cuda_moe1.cu: the MoE block of one token as one cooperative launch (opt.moe1) where its weights suit it: 1 when it ran
+ * (out [D] written from x [D]), else 0 and nothing launched. tab: the layer's expert table (cuda_moe.cu moe_table);
+ * logits: [E] of scratch. */
+int cu_moe1(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weights *L, const cu_wview *tab, float *logits,
+            route_cfg rc);
+
 #endif
     const bool biased = rc.method == DS_TOPK_NOAUX_TC && bias;
     float sv[NPL], bv[NPL];
@@ -312,5 +324,11 @@ __device__ static void route_warp(const float *lg, const float *bias, int32_t *i
     warp_topk(b, taken, E, K, idx);
     if (lane == 0) write_choices(rc, s, idx, ids, wout, m);
 }
+
+/* cuda_moe1.cu: the MoE block of one token as one cooperative launch (opt.moe1) where its weights suit it: 1 when it ran
+ * (out [D] written from x [D]), else 0 and nothing launched. tab: the layer's expert table (cuda_moe.cu moe_table);
+ * logits: [E] of scratch. */
+int cu_moe1(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weights *L, const cu_wview *tab, float *logits,
+            route_cfg rc);
 
 #endif

@@ -1,0 +1,287 @@
+/* The MoE block of one token in one launch (issue 7, batch 1; DSINFER_CUDA_MOE1, opt-in).
+ *
+ * At batch 1 the MoE block is ~8 launches a layer (router GEMV, routing, grouping, the shared experts' gate / up and
+ * down, the routed experts' gate / up and down, the combine), each a short read of a few MB whose start and end cost
+ * more than its bytes (dev/cuda/KERNELS.md, twenty-sixth to thirtieth sessions: ~0.9 us a boundary in a graph, and GEMV
+ * reads of a few MB reaching 1.4 TB/s of the 4.2 a copy reaches). Here the block is one cooperative launch of a block an
+ * SM, in three phases separated by grid barriers (cuda_grid.h):
+ *   A. the router's logits [E] and the shared experts' SiLU(g) * u [sI] (both need only x);
+ *   B. every block routes the token itself (route_warp on the same logits: the same choices everywhere, no barrier
+ *      for it), then the chosen experts' SiLU(g) * u [K][I];
+ *   C. out[d] = the shared down row d . inter_sh + sum_k w_k (the expert's down row d . inter_k), as one dot product of
+ *      the rows' concatenation with [inter_sh | w_1 inter_1 | ...] (every output row a warp: no combine launch).
+ * Each phase's rows are spread over all warps of the grid (warp-major across blocks); a warp reads its rows' 16-byte
+ * chunks with M1_U of them in flight a lane. The arithmetic is the grouped GEMV's (fp32 x, FP8 codes times their
+ * 128 x 128 block scale or BF16, fp32 sums) in another order of additions, and phase C adds the weighted experts inside
+ * one sum where the combine adds weight x output per expert: NMSE-level differences against the CPU (op test moe1).
+ * Its weight stream restarts at each phase, as separate launches' would; the lab of `bench --ceilings` (the streamed
+ * phases) measures what a producer streaming across the barriers would add. */
+#include "backend/cuda/cuda_grid.h"
+#include "backend/cuda/cuda_route.h"
+
+#define M1_WARPS 16
+#define M1_THREADS (M1_WARPS * 32)
+#define M1_U 4   /* 16-byte chunks a lane has in flight a row */
+#define M1_SMEM_MAX (200 * 1024)   /* V3: ~106 KB */
+
+typedef struct {
+    const float *x;        /* [D] the token's normed hidden state */
+    float *out;            /* [D] the block's output (shared + routed) */
+    cu_wview router;       /* [E, D] BF16 or fp32 */
+    cu_wview bias;         /* [E] noaux_tc's correction (data NULL: none) */
+    const cu_wview *tab;   /* the layer's expert table (cuda_moe.cu moe_table): gate [E], up [E], down [E] */
+    cu_wview sg, su, sd;   /* the shared experts as one MLP of sI rows (sI 0: none) */
+    float *logits;         /* [E] */
+    float *inter;          /* [sI + K I]: SiLU(g) * u of the shared experts, then of each choice in choice order */
+    unsigned *bar;         /* [2]: cu_grid_sync's count and generation */
+    int D, I, sI;
+    route_cfg rc;
+} m1_args;
+
+/* shared memory (floats unless named): x [D], vec [sI + K I] (phase C's vector), lg [E], s [E], b [E], bias [E], g
+ * [MOE_MAX_GROUPS], red [1], w [K], ids [K] int, cb [K + 2] int (phase C's chunk starts), taken [E] bytes, then the
+ * segment views seg [K + 1] (16-byte aligned) */
+static size_t m1_smem(int D, int I, int sI, int E, int K) {
+    size_t f = (size_t)D + sI + (size_t)K * I + 4 * (size_t)E + MOE_MAX_GROUPS + 1 + 2 * (size_t)K + K + 2;
+    size_t b = f * 4 + (size_t)E;
+    b = (b + 15) / 16 * 16;
+    return b + sizeof(cu_wview) * (size_t)(K + 1);
+}
+
+__device__ __forceinline__ uint4 m1_ld16(const void *p) {   /* streamed once: not kept in L1 */
+    uint4 r;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                 : "l"(p));
+    return r;
+}
+
+/* a 16-byte chunk of a row (EB bytes an element: 1 FP8 codes times their block scale s, 2 BF16, 4 fp32) dotted with
+ * the V = 16 / EB floats at v (shared memory) */
+template <int EB>
+__device__ __forceinline__ float m1_chunk_dot(uint4 q, float s, const float *v) {
+    constexpr int V = 16 / EB;
+    float w[V];
+    if constexpr (EB == 1) {
+        cu_fp8x4(q.x, s, w);
+        cu_fp8x4(q.y, s, w + 4);
+        cu_fp8x4(q.z, s, w + 8);
+        cu_fp8x4(q.w, s, w + 12);
+    } else if constexpr (EB == 2) {
+        cu_bf16x8(q, w);
+    } else {
+        w[0] = __uint_as_float(q.x);
+        w[1] = __uint_as_float(q.y);
+        w[2] = __uint_as_float(q.z);
+        w[3] = __uint_as_float(q.w);
+    }
+    float a = 0.0f;
+#pragma unroll
+    for (int i = 0; i < V / 4; i++) {
+        float4 xv = *(const float4 *)(v + 4 * i);
+        a += w[4 * i] * xv.x + w[4 * i + 1] * xv.y + w[4 * i + 2] * xv.z + w[4 * i + 3] * xv.w;
+    }
+    return a;
+}
+
+/* chunk c (16 bytes, columns c V ..) of row r of w, and its block scale (FP8; else 1) */
+template <int EB>
+__device__ __forceinline__ void m1_chunk(const cu_wview &w, int r, int c, uint4 *q, float *s) {
+    constexpr int V = 16 / EB;
+    *q = m1_ld16((const char *)w.data + ((size_t)r * (size_t)w.cols + (size_t)c * V) * EB);
+    *s = EB == 1 ? __ldg(w.scale + (size_t)(r >> 7) * (size_t)w.scale_cols + (size_t)((c * V) >> 7)) : 1.0f;
+}
+
+/* one warp: out[i] = row r[i] of w[i] . x (shared memory) for NR rows of n columns, loaded together; every lane gets
+ * the sums */
+template <int EB, int NR>
+__device__ __forceinline__ void m1_rows(const cu_wview (&w)[NR], const int (&r)[NR], const float *x, int n, int lane,
+                                        float (&out)[NR]) {
+    constexpr int V = 16 / EB;
+    const int nc = n / V;
+    float a[NR];
+#pragma unroll
+    for (int i = 0; i < NR; i++) a[i] = 0.0f;
+    for (int c0 = lane; c0 < nc; c0 += 32 * M1_U) {
+        uint4 q[M1_U][NR];
+        float s[M1_U][NR];
+#pragma unroll
+        for (int u = 0; u < M1_U; u++)
+#pragma unroll
+            for (int i = 0; i < NR; i++) {
+                q[u][i] = make_uint4(0, 0, 0, 0);
+                s[u][i] = 0.0f;
+                if (c0 + 32 * u < nc) m1_chunk<EB>(w[i], r[i], c0 + 32 * u, &q[u][i], &s[u][i]);
+            }
+#pragma unroll
+        for (int u = 0; u < M1_U; u++)
+            if (c0 + 32 * u < nc)
+#pragma unroll
+                for (int i = 0; i < NR; i++) a[i] += m1_chunk_dot<EB>(q[u][i], s[u][i], x + (size_t)(c0 + 32 * u) * V);
+    }
+#pragma unroll
+    for (int i = 0; i < NR; i++) out[i] = cu_warp_sum(a[i]);
+}
+
+/* one warp: the sum over segments j < ns of row d of seg[j] . its part of vec, the segments' chunks numbered one after
+ * another (cb[j] the first of segment j, cb[ns] their count) as vec's values are laid out; every lane gets the sum */
+template <int EB>
+__device__ __forceinline__ float m1_segs(const cu_wview *seg, const int *cb, int ns, int d, const float *vec, int lane) {
+    constexpr int V = 16 / EB;
+    const int nc = cb[ns];
+    float a = 0.0f;
+    for (int c0 = lane; c0 < nc; c0 += 32 * M1_U) {
+        uint4 q[M1_U];
+        float s[M1_U];
+#pragma unroll
+        for (int u = 0; u < M1_U; u++) {
+            int c = c0 + 32 * u, j = 0;
+            q[u] = make_uint4(0, 0, 0, 0);
+            s[u] = 0.0f;
+            if (c >= nc) continue;
+            while (c >= cb[j + 1]) j++;
+            m1_chunk<EB>(seg[j], d, c - cb[j], &q[u], &s[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < M1_U; u++)
+            if (c0 + 32 * u < nc) a += m1_chunk_dot<EB>(q[u], s[u], vec + (size_t)(c0 + 32 * u) * V);
+    }
+    return cu_warp_sum(a);
+}
+
+/* EB: the experts' bytes an element (1 FP8, 2 BF16), EBR the router's (2 BF16, 4 fp32). Grid: a block an SM, all
+ * resident (cooperative launch); M1_THREADS threads; m1_smem() bytes of dynamic shared memory. */
+template <int EB, int EBR>
+__global__ void __launch_bounds__(M1_THREADS, 1) moe1_kernel(const m1_args a) {
+    extern __shared__ float m1_sm[];
+    const route_cfg &rc = a.rc;
+    const int D = a.D, I = a.I, sI = a.sI, E = rc.E, K = rc.K;
+    float *xs = m1_sm, *vec = xs + D, *lg = vec + sI + (size_t)K * I, *s = lg + E, *b = s + E, *bs = b + E;
+    float *g = bs + E, *red = g + MOE_MAX_GROUPS, *wk = red + 1;
+    int *ids = (int *)(wk + K), *cb = ids + K;
+    unsigned char *taken = (unsigned char *)(cb + K + 2);
+    cu_wview *seg = (cu_wview *)(((uintptr_t)(taken + E) + 15) & ~(uintptr_t)15);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int gw = warp * (int)gridDim.x + (int)blockIdx.x, nw = M1_WARPS * (int)gridDim.x;   /* warps across blocks */
+    const bool leader = threadIdx.x == 0;
+
+    /* A: the router's logits and the shared experts' SiLU(g) * u, tasks t < E + sI over the grid's warps */
+    for (int i = threadIdx.x; i < D / 4; i += M1_THREADS) ((float4 *)xs)[i] = __ldg((const float4 *)a.x + i);
+    __syncthreads();
+    for (int t = gw; t < E + sI; t += nw) {
+        if (t < E) {
+            const cu_wview w[1] = {a.router};
+            const int r[1] = {t};
+            float o[1];
+            m1_rows<EBR, 1>(w, r, xs, D, lane, o);
+            if (lane == 0) a.logits[t] = o[0];
+        } else {
+            const cu_wview w[2] = {a.sg, a.su};
+            const int r[2] = {t - E, t - E};
+            float o[2];
+            m1_rows<EB, 2>(w, r, xs, D, lane, o);
+            if (lane == 0) a.inter[t - E] = cu_silu_mul(o[0], o[1]);
+        }
+    }
+    cu_grid_sync(a.bar, a.bar + 1, 0, M1_THREADS, leader);
+
+    /* B: the routing (warp 0 of every block, on the same logits), then the choices' SiLU(g) * u, tasks K I */
+    for (int e = threadIdx.x; e < E; e += M1_THREADS) {
+        lg[e] = __ldcg(a.logits + e);   /* (another block's writes: from L2) */
+        if (a.bias.data) bs[e] = cu_w(a.bias, 0, e);
+    }
+    __syncthreads();
+    if (warp == 0) route_warp(lg, a.bias.data ? bs : NULL, ids, wk, 0, rc, s, b, g, taken, red);
+    __syncthreads();
+    for (int t = gw; t < K * I; t += nw) {
+        const int k = t / I, r = t - k * I, e = ids[k];
+        const cu_wview w[2] = {a.tab[e], a.tab[E + e]};
+        const int rr[2] = {r, r};
+        float o[2];
+        m1_rows<EB, 2>(w, rr, xs, D, lane, o);
+        if (lane == 0) a.inter[sI + (size_t)k * I + r] = cu_silu_mul(o[0], o[1]);
+    }
+    /* phase C's segments: the shared down (if any), then each choice's down, in choice order */
+    const int s0 = sI ? 1 : 0, ns = s0 + K;
+    if (threadIdx.x == 0) {
+        if (sI) seg[0] = a.sd;
+        cb[0] = 0;
+        if (sI) cb[1] = sI / (16 / EB);
+        for (int k = 0; k < K; k++) cb[s0 + k + 1] = cb[s0 + k] + I / (16 / EB);
+    }
+    for (int k = threadIdx.x; k < K; k += M1_THREADS) seg[s0 + k] = a.tab[2 * E + ids[k]];
+    cu_grid_sync(a.bar, a.bar + 1, 0, M1_THREADS, leader);
+
+    /* C: vec = [inter_sh | w_k inter_k ...], then out[d] a warp each */
+    for (int i = threadIdx.x; i < sI; i += M1_THREADS) vec[i] = __ldcg(a.inter + i);
+    for (int i = threadIdx.x; i < K * I; i += M1_THREADS) vec[sI + i] = wk[i / I] * __ldcg(a.inter + sI + i);
+    __syncthreads();
+    for (int d = gw; d < D; d += nw) {
+        float o = m1_segs<EB>(seg, cb, ns, d, vec, lane);
+        if (lane == 0) a.out[d] = o;
+    }
+}
+
+/* The launch for one token where it applies: 1 (out written), else 0 and nothing launched. */
+int cu_moe1(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weights *L, const cu_wview *tab, float *logits,
+            route_cfg rc) {
+    const ds_config *c = cb->base.cfg;
+    const ds_weight *g0 = &L->exp_gate[0], *r = &L->router;
+    const int D = c->hidden_size, I = g0->rows, E = rc.E, K = rc.K, sI = c->n_shared_experts ? L->sh_gate.rows : 0;
+    const int f8 = g0->dtype == DS_DTYPE_F8_E4M3 && g0->scale, bf = g0->dtype == DS_DTYPE_BF16 && !g0->scale;
+    const int V = f8 ? 16 : 8;
+    if (!cb->opt.moe1 || (!f8 && !bf) || (r->dtype != DS_DTYPE_BF16 && r->dtype != DS_DTYPE_F32) || r->scale)
+        return 0;
+    if (D % 16 || I % V || sI % V || E > MOE_MAX_EXPERTS || K > MOE_MAX_K) return 0;
+    /* every expert weight and the shared experts' in the same form (the kernel is compiled for one) */
+    for (int e = 0; e < E; e++) {
+        const ds_weight *w3[3] = {&L->exp_gate[e], &L->exp_up[e], &L->exp_down[e]};
+        for (int i = 0; i < 3; i++)
+            if (w3[i]->dtype != g0->dtype || !w3[i]->scale != !g0->scale || !w3[i]->data) return 0;
+    }
+    if (sI) {
+        const ds_weight *w3[3] = {&L->sh_gate, &L->sh_up, &L->sh_down};
+        for (int i = 0; i < 3; i++)
+            if (w3[i]->dtype != g0->dtype || !w3[i]->scale != !g0->scale || !w3[i]->data) return 0;
+    }
+    size_t smem = m1_smem(D, I, sI, E, K);
+    if (smem > M1_SMEM_MAX) return 0;
+    static int attrs_set = 0;
+    if (!attrs_set) {
+        CUDA_CHECK(cudaFuncSetAttribute(moe1_kernel<1, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, M1_SMEM_MAX));
+        CUDA_CHECK(cudaFuncSetAttribute(moe1_kernel<1, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, M1_SMEM_MAX));
+        CUDA_CHECK(cudaFuncSetAttribute(moe1_kernel<2, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, M1_SMEM_MAX));
+        CUDA_CHECK(cudaFuncSetAttribute(moe1_kernel<2, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, M1_SMEM_MAX));
+        attrs_set = 1;
+    }
+    if (!cb->moe1_bar) {   /* made once, zero, outside a capture (the first eager step makes it) */
+        if (cu_capturing()) return 0;
+        CUDA_CHECK(cudaMalloc(&cb->moe1_bar, 2 * sizeof(unsigned)));
+        CUDA_CHECK(cudaMemset(cb->moe1_bar, 0, 2 * sizeof(unsigned)));
+    }
+    m1_args a;
+    memset(&a, 0, sizeof a);
+    a.x = x;
+    a.out = out;
+    a.router = cu_view(r);
+    if (L->router_bias.data && rc.method == DS_TOPK_NOAUX_TC) a.bias = cu_view(&L->router_bias);
+    a.tab = tab;
+    if (sI) {
+        a.sg = cu_view(&L->sh_gate);
+        a.su = cu_view(&L->sh_up);
+        a.sd = cu_view(&L->sh_down);
+    }
+    a.logits = logits;
+    a.inter = (float *)cu_ws_get(&cb->ws_moe1, sizeof(float) * ((size_t)sI + (size_t)K * I));
+    a.bar = cb->moe1_bar;
+    a.D = D;
+    a.I = I;
+    a.sI = sI;
+    a.rc = rc;
+    void (*k)(const m1_args) = f8 ? (r->dtype == DS_DTYPE_BF16 ? moe1_kernel<1, 2> : moe1_kernel<1, 4>)
+                                  : (r->dtype == DS_DTYPE_BF16 ? moe1_kernel<2, 2> : moe1_kernel<2, 4>);
+    cu_launch_coop(k, dim3((unsigned)cb->n_sm), dim3(M1_THREADS), smem, a);
+    CUDA_LAUNCH_CHECK();
+    cb->moe1_runs++;
+    return 1;
+}
