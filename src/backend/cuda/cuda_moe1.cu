@@ -56,32 +56,41 @@ __device__ __forceinline__ uint4 m1_ld16(const void *p) {   /* streamed once: no
     return r;
 }
 
-/* a 16-byte chunk of a row (EB bytes an element: 1 FP8 codes times their block scale s, 2 BF16, 4 fp32) dotted with
- * the V = 16 / EB floats at v (shared memory) */
-template <int EB>
-__device__ __forceinline__ float m1_chunk_dot(uint4 q, float s, const float *v) {
-    constexpr int V = 16 / EB;
-    float w[V];
-    if constexpr (EB == 1) {
-        cu_fp8x4(q.x, s, w);
-        cu_fp8x4(q.y, s, w + 4);
-        cu_fp8x4(q.z, s, w + 8);
-        cu_fp8x4(q.w, s, w + 12);
-    } else if constexpr (EB == 2) {
-        cu_bf16x8(q, w);
-    } else {
-        w[0] = __uint_as_float(q.x);
-        w[1] = __uint_as_float(q.y);
-        w[2] = __uint_as_float(q.z);
-        w[3] = __uint_as_float(q.w);
-    }
-    float a = 0.0f;
+/* a[i] += the 16-byte chunk q[i] of NR rows (EB bytes an element: 1 FP8 codes times their block scale s[i], 2 BF16, 4
+ * fp32) dotted with the V = 16 / EB floats at v (shared memory), x read once for the NR rows. The chunk's P = V / 4
+ * float4 pieces of x are taken in an order rotated by lane (rot) so that the 8 lanes of a shared-memory phase, whose
+ * chunks lie 16 P bytes apart, read 8 different 16-byte bank groups: no conflicts (in piece order FP8's lanes would
+ * meet 4 to a group). */
+template <int EB, int NR>
+__device__ __forceinline__ void m1_chunk_dots(const uint4 (&q)[NR], const float (&s)[NR], const float *v, int lane,
+                                              float (&a)[NR]) {
+    constexpr int P = 4 / EB;
+    const int rot = EB == 1 ? lane >> 1 : EB == 2 ? lane >> 2 : 0;
 #pragma unroll
-    for (int i = 0; i < V / 4; i++) {
-        float4 xv = *(const float4 *)(v + 4 * i);
-        a += w[4 * i] * xv.x + w[4 * i + 1] * xv.y + w[4 * i + 2] * xv.z + w[4 * i + 3] * xv.w;
+    for (int i = 0; i < P; i++) {
+        const int j = (i + rot) & (P - 1);
+        const float4 xv = *(const float4 *)(v + 4 * j);
+#pragma unroll
+        for (int r = 0; r < NR; r++) {
+            float w[4];
+            if constexpr (EB == 1) {
+                const uint32_t word = j == 0 ? q[r].x : j == 1 ? q[r].y : j == 2 ? q[r].z : q[r].w;
+                cu_fp8x4(word, s[r], w);
+            } else if constexpr (EB == 2) {
+                const uint32_t lo = j == 0 ? q[r].x : q[r].z, hi = j == 0 ? q[r].y : q[r].w;
+                w[0] = __uint_as_float(lo << 16);
+                w[1] = __uint_as_float(lo & 0xffff0000u);
+                w[2] = __uint_as_float(hi << 16);
+                w[3] = __uint_as_float(hi & 0xffff0000u);
+            } else {
+                w[0] = __uint_as_float(q[r].x);
+                w[1] = __uint_as_float(q[r].y);
+                w[2] = __uint_as_float(q[r].z);
+                w[3] = __uint_as_float(q[r].w);
+            }
+            a[r] += w[0] * xv.x + w[1] * xv.y + w[2] * xv.z + w[3] * xv.w;
+        }
     }
-    return a;
 }
 
 /* chunk c (16 bytes, columns c V ..) of row r of w, and its block scale (FP8; else 1) */
@@ -115,9 +124,7 @@ __device__ __forceinline__ void m1_rows(const cu_wview (&w)[NR], const int (&r)[
             }
 #pragma unroll
         for (int u = 0; u < M1_U; u++)
-            if (c0 + 32 * u < nc)
-#pragma unroll
-                for (int i = 0; i < NR; i++) a[i] += m1_chunk_dot<EB>(q[u][i], s[u][i], x + (size_t)(c0 + 32 * u) * V);
+            if (c0 + 32 * u < nc) m1_chunk_dots<EB, NR>(q[u], s[u], x + (size_t)(c0 + 32 * u) * V, lane, a);
     }
 #pragma unroll
     for (int i = 0; i < NR; i++) out[i] = cu_warp_sum(a[i]);
@@ -129,24 +136,24 @@ template <int EB>
 __device__ __forceinline__ float m1_segs(const cu_wview *seg, const int *cb, int ns, int d, const float *vec, int lane) {
     constexpr int V = 16 / EB;
     const int nc = cb[ns];
-    float a = 0.0f;
+    float a[1] = {0.0f};
     for (int c0 = lane; c0 < nc; c0 += 32 * M1_U) {
-        uint4 q[M1_U];
-        float s[M1_U];
+        uint4 q[M1_U][1];
+        float s[M1_U][1];
 #pragma unroll
         for (int u = 0; u < M1_U; u++) {
             int c = c0 + 32 * u, j = 0;
-            q[u] = make_uint4(0, 0, 0, 0);
-            s[u] = 0.0f;
+            q[u][0] = make_uint4(0, 0, 0, 0);
+            s[u][0] = 0.0f;
             if (c >= nc) continue;
             while (c >= cb[j + 1]) j++;
-            m1_chunk<EB>(seg[j], d, c - cb[j], &q[u], &s[u]);
+            m1_chunk<EB>(seg[j], d, c - cb[j], &q[u][0], &s[u][0]);
         }
 #pragma unroll
         for (int u = 0; u < M1_U; u++)
-            if (c0 + 32 * u < nc) a += m1_chunk_dot<EB>(q[u], s[u], vec + (size_t)(c0 + 32 * u) * V);
+            if (c0 + 32 * u < nc) m1_chunk_dots<EB, 1>(q[u], s[u], vec + (size_t)(c0 + 32 * u) * V, lane, a);
     }
-    return cu_warp_sum(a);
+    return cu_warp_sum(a[0]);
 }
 
 /* EB: the experts' bytes an element (1 FP8, 2 BF16), EBR the router's (2 BF16, 4 fp32). Grid: a block an SM, all
@@ -222,6 +229,11 @@ __global__ void __launch_bounds__(M1_THREADS, 1) moe1_kernel(const m1_args a) {
     }
 }
 
+/* whether w is stored as g0 is (dtype, scales) with 16-byte aligned rows (m1_ld16's chunks) */
+static int m1_same_form(const ds_weight *w, const ds_weight *g0) {
+    return w->data && w->dtype == g0->dtype && !w->scale == !g0->scale && !((uintptr_t)w->data & 15);
+}
+
 /* The launch for one token where it applies: 1 (out written), else 0 and nothing launched. */
 int cu_moe1(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weights *L, const cu_wview *tab, float *logits,
             route_cfg rc) {
@@ -237,13 +249,14 @@ int cu_moe1(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weig
     for (int e = 0; e < E; e++) {
         const ds_weight *w3[3] = {&L->exp_gate[e], &L->exp_up[e], &L->exp_down[e]};
         for (int i = 0; i < 3; i++)
-            if (w3[i]->dtype != g0->dtype || !w3[i]->scale != !g0->scale || !w3[i]->data) return 0;
+            if (!m1_same_form(w3[i], g0)) return 0;
     }
     if (sI) {
         const ds_weight *w3[3] = {&L->sh_gate, &L->sh_up, &L->sh_down};
         for (int i = 0; i < 3; i++)
-            if (w3[i]->dtype != g0->dtype || !w3[i]->scale != !g0->scale || !w3[i]->data) return 0;
+            if (!m1_same_form(w3[i], g0)) return 0;
     }
+    if ((uintptr_t)r->data & 15 || (uintptr_t)x & 15) return 0;
     size_t smem = m1_smem(D, I, sI, E, K);
     if (smem > M1_SMEM_MAX) return 0;
     static int attrs_set = 0;
