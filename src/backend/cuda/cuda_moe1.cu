@@ -5,9 +5,10 @@
  * more than its bytes (dev/cuda/KERNELS.md, twenty-sixth to thirtieth sessions: ~0.9 us a boundary in a graph, and GEMV
  * reads of a few MB reaching 1.4 TB/s of the 4.2 a copy reaches). Here the block is one cooperative launch of a block an
  * SM, in three phases separated by grid barriers (cuda_grid.h):
- *   A. the router's logits [E] and the shared experts' SiLU(g) * u [sI] (both need only x);
+ *   A. the router's logits [E];
  *   B. every block routes the token itself (route_warp on the same logits: the same choices everywhere, no barrier
- *      for it), then the chosen experts' SiLU(g) * u [K][I];
+ *      for it) with one warp while its other warps make the shared experts' SiLU(g) * u [sI] (x only: the routing's
+ *      latency hidden behind their stream), then the chosen experts' SiLU(g) * u [K][I];
  *   C. out[d] = the shared down row d . inter_sh + sum_k w_k (the expert's down row d . inter_k), as one dot product of
  *      the rows' concatenation with [inter_sh | w_1 inter_1 | ...] (every output row a warp: no combine launch).
  * Each phase's rows are spread over all warps of the grid (warp-major across blocks); a warp reads its rows' 16-byte
@@ -172,33 +173,37 @@ __global__ void __launch_bounds__(M1_THREADS, 1) moe1_kernel(const m1_args a) {
     const int gw = warp * (int)gridDim.x + (int)blockIdx.x, nw = M1_WARPS * (int)gridDim.x;   /* warps across blocks */
     const bool leader = threadIdx.x == 0;
 
-    /* A: the router's logits and the shared experts' SiLU(g) * u, tasks t < E + sI over the grid's warps */
+    /* A: the router's logits, E rows over the grid's warps */
     for (int i = threadIdx.x; i < D / 4; i += M1_THREADS) ((float4 *)xs)[i] = __ldg((const float4 *)a.x + i);
     __syncthreads();
-    for (int t = gw; t < E + sI; t += nw) {
-        if (t < E) {
-            const cu_wview w[1] = {a.router};
-            const int r[1] = {t};
-            float o[1];
-            m1_rows<EBR, 1>(w, r, xs, D, lane, o);
-            if (lane == 0) a.logits[t] = o[0];
-        } else {
-            const cu_wview w[2] = {a.sg, a.su};
-            const int r[2] = {t - E, t - E};
-            float o[2];
-            m1_rows<EB, 2>(w, r, xs, D, lane, o);
-            if (lane == 0) a.inter[t - E] = cu_silu_mul(o[0], o[1]);
-        }
+    for (int t = gw; t < E; t += nw) {
+        const cu_wview w[1] = {a.router};
+        const int r[1] = {t};
+        float o[1];
+        m1_rows<EBR, 1>(w, r, xs, D, lane, o);
+        if (lane == 0) a.logits[t] = o[0];
     }
     cu_grid_sync(a.bar, a.bar + 1, 0, M1_THREADS, leader);
 
-    /* B: the routing (warp 0 of every block, on the same logits), then the choices' SiLU(g) * u, tasks K I */
+    /* B: warp 0 of every block routes the token (the same logits everywhere: the same choices, no barrier for them) while
+     * warps 1 .. 15 take the shared experts' sI row pairs; then the chosen experts' K I row pairs over all warps */
     for (int e = threadIdx.x; e < E; e += M1_THREADS) {
         lg[e] = __ldcg(a.logits + e);   /* (another block's writes: from L2) */
         if (a.bias.data) bs[e] = cu_w(a.bias, 0, e);
     }
     __syncthreads();
-    if (warp == 0) route_warp(lg, a.bias.data ? bs : NULL, ids, wk, 0, rc, s, b, g, taken, red);
+    if (warp == 0) {
+        route_warp(lg, a.bias.data ? bs : NULL, ids, wk, 0, rc, s, b, g, taken, red);
+    } else {
+        const int gw1 = (warp - 1) * (int)gridDim.x + (int)blockIdx.x, nw1 = (M1_WARPS - 1) * (int)gridDim.x;
+        for (int t = gw1; t < sI; t += nw1) {
+            const cu_wview w[2] = {a.sg, a.su};
+            const int r[2] = {t, t};
+            float o[2];
+            m1_rows<EB, 2>(w, r, xs, D, lane, o);
+            if (lane == 0) a.inter[t] = cu_silu_mul(o[0], o[1]);
+        }
+    }
     __syncthreads();
     for (int t = gw; t < K * I; t += nw) {
         const int k = t / I, r = t - k * I, e = ids[k];
