@@ -12,7 +12,7 @@
  *   C. out[d] = the shared down row d . inter_sh + sum_k w_k (the expert's down row d . inter_k), as one dot product of
  *      the rows' concatenation with [inter_sh | w_1 inter_1 | ...] (every output row a warp: no combine launch).
  * Each phase's rows are spread over all warps of the grid (warp-major across blocks); a warp reads its rows' 16-byte
- * chunks with M1_U of them in flight a lane. The arithmetic is the grouped GEMV's (fp32 x, FP8 codes times their
+ * chunks with M1_U (phase C: M1_US) of them in flight a lane. The arithmetic is the grouped GEMV's (fp32 x, FP8 codes times their
  * 128 x 128 block scale or BF16, fp32 sums) in another order of additions, and phase C adds the weighted experts inside
  * one sum where the combine adds weight x output per expert: NMSE-level differences against the CPU (op test moe1).
  * Its weight stream restarts at each phase, as separate launches' would; the lab of `bench --ceilings` (the streamed
@@ -22,7 +22,8 @@
 
 #define M1_WARPS 16
 #define M1_THREADS (M1_WARPS * 32)
-#define M1_U 4   /* 16-byte chunks a lane has in flight a row */
+#define M1_U 4    /* 16-byte chunks a lane has in flight a row (m1_rows: 4 KB a warp for a pair of rows) */
+#define M1_US 8   /* ... in phase C's one long row a warp (m1_segs: 4 KB a warp, 64 KB an SM, about a loaded round trip's worth) */
 #define M1_SMEM_MAX (200 * 1024)   /* V3: ~106 KB */
 
 typedef struct {
@@ -138,11 +139,11 @@ __device__ __forceinline__ float m1_segs(const cu_wview *seg, const int *cb, int
     constexpr int V = 16 / EB;
     const int nc = cb[ns];
     float a[1] = {0.0f};
-    for (int c0 = lane; c0 < nc; c0 += 32 * M1_U) {
-        uint4 q[M1_U][1];
-        float s[M1_U][1];
+    for (int c0 = lane; c0 < nc; c0 += 32 * M1_US) {
+        uint4 q[M1_US][1];
+        float s[M1_US][1];
 #pragma unroll
-        for (int u = 0; u < M1_U; u++) {
+        for (int u = 0; u < M1_US; u++) {
             int c = c0 + 32 * u, j = 0;
             q[u][0] = make_uint4(0, 0, 0, 0);
             s[u][0] = 0.0f;
@@ -151,7 +152,7 @@ __device__ __forceinline__ float m1_segs(const cu_wview *seg, const int *cb, int
             m1_chunk<EB>(seg[j], d, c - cb[j], &q[u][0], &s[u][0]);
         }
 #pragma unroll
-        for (int u = 0; u < M1_U; u++)
+        for (int u = 0; u < M1_US; u++)
             if (c0 + 32 * u < nc) m1_chunk_dots<EB, 1>(q[u], s[u], vec + (size_t)(c0 + 32 * u) * V, lane, a);
     }
     return cu_warp_sum(a[0]);
