@@ -12,9 +12,10 @@
  *   C. out[d] = the shared down row d . inter_sh + sum_k w_k (the expert's down row d . inter_k), as one dot product of
  *      the rows' concatenation with [inter_sh | w_1 inter_1 | ...] (every output row a warp: no combine launch).
  * Each phase's rows are spread over all warps of the grid (warp-major across blocks); a warp reads its rows' 16-byte
- * chunks with M1_U (phase C: M1_US) of them in flight a lane. The arithmetic is the grouped GEMV's (fp32 x, FP8 codes times their
- * 128 x 128 block scale or BF16, fp32 sums) in another order of additions, and phase C adds the weighted experts inside
- * one sum where the combine adds weight x output per expert: NMSE-level differences against the CPU (op test moe1).
+ * chunks with M1_U (phase C: M1_US) of them in flight a lane. The arithmetic is the grouped GEMV's (fp32 x, FP8 codes
+ * times their 128 x 128 block scale or BF16, fp32 sums) in another order of additions, and phase C adds the weighted
+ * experts inside one sum where the combine adds weight x output per expert: NMSE-level differences against the CPU (op
+ * test moe1).
  * Its weight stream restarts at each phase, as separate launches' would; the lab of `bench --ceilings` (the streamed
  * phases) measures what a producer streaming across the barriers would add. */
 #include "backend/cuda/cuda_grid.h"
@@ -23,7 +24,7 @@
 #define M1_WARPS 16
 #define M1_THREADS (M1_WARPS * 32)
 #define M1_U 4    /* 16-byte chunks a lane has in flight a row (m1_rows: 4 KB a warp for a pair of rows) */
-#define M1_US 8   /* ... in phase C's one long row a warp (m1_segs: 4 KB a warp, 64 KB an SM, about a loaded round trip's worth) */
+#define M1_US 8   /* ... in phase C's one long row a warp (m1_segs: 4 KB a warp, 64 KB an SM, a loaded round trip) */
 #define M1_SMEM_MAX (200 * 1024)   /* V3: ~106 KB */
 
 typedef struct {
@@ -241,8 +242,8 @@ static int m1_same_form(const ds_weight *w, const ds_weight *g0) {
 }
 
 /* The launch for one token where it applies: 1 (out written), else 0 and nothing launched. */
-int cu_moe1(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weights *L, const cu_wview *tab, float *logits,
-            route_cfg rc) {
+int cu_moe1(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weights *L, const cu_wview *tab,
+            float *logits, route_cfg rc) {
     const ds_config *c = cb->base.cfg;
     const ds_weight *g0 = &L->exp_gate[0], *r = &L->router;
     const int D = c->hidden_size, I = g0->rows, E = rc.E, K = rc.K, sI = c->n_shared_experts ? L->sh_gate.rows : 0;
