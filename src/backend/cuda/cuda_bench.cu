@@ -210,23 +210,10 @@ __device__ __forceinline__ void gap_grid_barrier(unsigned *count, unsigned *gen)
 }
 /* The same barrier with acquire / release operations instead of full fences: the generation read with ld.acquire, the
  * arrival an atom.acq_rel, the last block's count reset (relaxed) ordered before its release of the generation; the
- * others spin on ld.acquire. A block arriving at the next barrier acquired the new generation, so it sees the reset. */
+ * others spin on ld.acquire. A block arriving at the next barrier acquired the new generation, so it sees the reset
+ * (cuda_grid.h cu_grid_sync without its fences). */
 __device__ __forceinline__ void gap_grid_barrier_ar(unsigned *count, unsigned *gen) {
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        unsigned g, old, v;
-        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(g) : "l"(gen) : "memory");
-        asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(count) : "memory");
-        if (old == gridDim.x - 1) {
-            asm volatile("st.relaxed.gpu.global.u32 [%0], 0;" ::"l"(count) : "memory");
-            asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(gen) : "memory");
-        } else {
-            do {
-                asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(gen) : "memory");
-            } while (v == g);
-        }
-    }
-    __syncthreads();
+    cu_grid_sync(count, gen, 0, blockDim.x, threadIdx.x == 0, false);
 }
 /* n barriers (form 0: fences, 1: acquire / release) in one launch of a block an SM (moe_wg_kernel's shared memory), each
  * after a store a block; after each, the next block's count must have reached this one's (it may be one further: that

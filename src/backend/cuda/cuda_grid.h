@@ -10,12 +10,15 @@
  * barrier), reads the generation, arrives on count; the last block to arrive puts count back to zero and moves the
  * generation on (release), the others spin (acquire) until it moves; the threads meet again. So every write a block
  * made before the barrier is visible to every block after it. count and gen: zero once; count is zero again after each
- * barrier, so one pair serves any number of barriers and launches (never two grids at once). */
-__device__ __forceinline__ void cu_grid_sync(unsigned *count, unsigned *gen, int id, int nthreads, bool leader) {
+ * barrier, so one pair serves any number of barriers and launches (never two grids at once). fenced false: the
+ * acquire / release operations alone, without the two fences (the form `bench --ceilings` times as "acquire /
+ * release"; for barriers that order no data of the threads but the leader's). */
+__device__ __forceinline__ void cu_grid_sync(unsigned *count, unsigned *gen, int id, int nthreads, bool leader,
+                                             bool fenced = true) {
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(nthreads) : "memory");
     if (leader) {
         unsigned g, old, v;
-        __threadfence();
+        if (fenced) __threadfence();
         asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(g) : "l"(gen) : "memory");
         asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(count) : "memory");
         if (old == gridDim.x - 1) {
@@ -26,7 +29,7 @@ __device__ __forceinline__ void cu_grid_sync(unsigned *count, unsigned *gen, int
                 asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(gen) : "memory");
             } while (v == g);
         }
-        __threadfence();
+        if (fenced) __threadfence();
     }
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(nthreads) : "memory");
 }

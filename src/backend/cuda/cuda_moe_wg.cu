@@ -358,12 +358,13 @@ __device__ __forceinline__ float mw_qf_scale(const float *red, int c) {
     return fmaxf(v, 1e-4f) / 448.0f;
 }
 
-/* mw_args.qf == 1: each code stored by its own thread (one byte; a warp instruction writes 8-byte pieces of 4 tokens' rows) */
-template <int NT>
-__device__ __forceinline__ void mw_store_qf(const float (&g)[NT / 2], const float (&u)[NT / 2], const mw_args &a,
-                                            const mw_item &m, int cw, int warp, int lane, float *red) {
+/* The item's codes (both forms): token c's 128 columns quantized with its scale (written by the first warp's lanes 0 .. 3
+ * for the chunk's rows < m.cnt), each code handed to put(c, the column within the item, code) */
+template <int NT, typename Put>
+__device__ __forceinline__ void mw_qf_codes(const float (&g)[NT / 2], const float (&u)[NT / 2], const mw_args &a,
+                                            const mw_item &m, int cw, int warp, int lane, float *red, Put put) {
     float h[NT / 2];
-    const int w8 = cw * 4 + warp;   /* the consumer warp, 0 .. 7 */
+    const int w8 = cw * 4 + warp, col = cw * 64 + 16 * warp + (lane >> 2);   /* w8: the consumer warp, 0 .. 7 */
     mw_qf_max<NT>(g, u, w8, lane, red, h);
     const int LKo = a.ldo / 128;
 #pragma unroll
@@ -372,14 +373,21 @@ __device__ __forceinline__ void mw_store_qf(const float (&g)[NT / 2], const floa
         for (int e = 0; e < 2; e++) {
             int c = 8 * q + 2 * (lane & 3) + e;
             float scale = mw_qf_scale<NT>(red, c);
-            if (c >= m.cnt) continue;
-            if (w8 == 0 && lane < 4) a.oscale[(size_t)(m.row0 + c) * LKo + m.nb] = scale;
+            if (w8 == 0 && lane < 4 && c < m.cnt) a.oscale[(size_t)(m.row0 + c) * LKo + m.nb] = scale;
 #pragma unroll
-            for (int hh = 0; hh < 2; hh++) {
-                int n = m.nb * MW_BN + cw * 64 + 16 * warp + (lane >> 2) + 8 * hh;
-                if (n < a.N) ((unsigned char *)a.out)[(size_t)(m.row0 + c) * a.ldo + n] = cu_f32_to_fp8_hw(h[4 * q + 2 * hh + e] / scale);
-            }
+            for (int hh = 0; hh < 2; hh++) put(c, col + 8 * hh, cu_f32_to_fp8_hw(h[4 * q + 2 * hh + e] / scale));
         }
+}
+
+/* mw_args.qf == 1: each code stored by its own thread (one byte; a warp instruction writes 8-byte pieces of 4 tokens' rows) */
+template <int NT>
+__device__ __forceinline__ void mw_store_qf(const float (&g)[NT / 2], const float (&u)[NT / 2], const mw_args &a,
+                                            const mw_item &m, int cw, int warp, int lane, float *red) {
+    unsigned char *out = (unsigned char *)a.out;
+    mw_qf_codes<NT>(g, u, a, m, cw, warp, lane, red, [&](int c, int j, unsigned char v) {
+        int n = m.nb * MW_BN + j;
+        if (c < m.cnt && n < a.N) out[(size_t)(m.row0 + c) * a.ldo + n] = v;
+    });
 }
 
 /* mw_args.qf == 2: the same codes as whole rows. Each warp puts its 16 columns of every token into cst ([NT][QR] bytes),
@@ -392,20 +400,7 @@ template <int NT, int QR>
 __device__ __forceinline__ void mw_store_qf_rows(const float (&g)[NT / 2], const float (&u)[NT / 2], const mw_args &a,
                                                  const mw_item &m, int cw, int warp, int lane, float *red, unsigned char *cst,
                                                  uint64_t *hold) {
-    float h[NT / 2];
-    const int w8 = cw * 4 + warp, col = cw * 64 + 16 * warp + (lane >> 2);   /* col: this thread's first column of the item */
-    mw_qf_max<NT>(g, u, w8, lane, red, h);
-    const int LKo = a.ldo / 128;
-#pragma unroll
-    for (int q = 0; q < NT / 8; q++)
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-            int c = 8 * q + 2 * (lane & 3) + e;
-            float scale = mw_qf_scale<NT>(red, c);
-            if (w8 == 0 && lane < 4 && c < m.cnt) a.oscale[(size_t)(m.row0 + c) * LKo + m.nb] = scale;
-#pragma unroll
-            for (int hh = 0; hh < 2; hh++) cst[c * QR + col + 8 * hh] = cu_f32_to_fp8_hw(h[4 * q + 2 * hh + e] / scale);
-        }
+    mw_qf_codes<NT>(g, u, a, m, cw, warp, lane, red, [&](int c, int j, unsigned char v) { cst[c * QR + j] = v; });
     mw_consumers_sync();
     const int tid = threadIdx.x - 128;
 #pragma unroll
