@@ -2620,7 +2620,7 @@ fi
 # cn_ff, cn_rank (dev/cuda/mutants_s32c.sh; must fail combnorm); the goldens and test_cuda_model with =1; FP8 b8 .. b256 at
 # =0 / 1 rotated three times; BF16 b64 / b256 once each (no chain there: nothing should change)
 if want s32e; then
-  for o in combnorm attnin router rgroup; do step ops_$o 240 env DSINFER_OPS_ONLY=$o $B/test_cuda_ops; done
+  for o in combnorm attnin router rgroup moecomb; do step ops_$o 240 env DSINFER_OPS_ONLY=$o $B/test_cuda_ops; done
   for n in cn_sh0 cn_ff cn_rank; do [ -x $B/test_cuda_ops_mut_$n ] && mutant $B/test_cuda_ops_mut_$n combnorm '' 240; done
   step golden_cn 150 env DSINFER_CUDA_COMBINE_NORM=1 $B/test_cuda_golden
   step model_cn 200 env DSINFER_CUDA_COMBINE_NORM=1 $B/test_cuda_model

@@ -483,6 +483,59 @@ typedef struct {
 } cu_comb_pend;
 #define CU_COMB_MAX_K 8    /* the choices a token the fused form takes (V2-Lite 6, V3 8) */
 #define CU_COMB_MAX_NS 2   /* and the shared experts' rows (moe_combine_sorted2_kernel's CB2_NS) */
+#ifdef __CUDACC__
+/* The MoE combine's pieces, shared by moe_combine_sorted2_kernel<true> (cuda_moe.cu) and norm_chain_kernel's COMB form
+ * (cuda_backend.cu), so that the two make the same additions in the same order (the same bits).
+ * cu_comb_rank: threads k < K of the block put token m's slot k at its rank in ascending expert id (ids distinct; ties by
+ * slot, as the insertion sort of the combine's plain form): s_pos / s_w [rank] = pos / w [m K + k]. The caller syncs. */
+__device__ __forceinline__ void cu_comb_rank(const int32_t *ids, const int32_t *pos, const float *w, int m, int K,
+                                             int *s_pos, float *s_w) {
+    if (threadIdx.x < (unsigned)K) {
+        int k = threadIdx.x, idk = ids[(size_t)m * K + k], r = 0;
+        for (int j = 0; j < K; j++) {
+            int idj = ids[(size_t)m * K + j];
+            r += idj < idk || (idj == idk && j < k);
+        }
+        s_pos[r] = pos[(size_t)m * K + k];
+        s_w[r] = w[(size_t)m * K + k];
+    }
+}
+/* float4 column c of token m's combine: the ns (<= MAXNS) shared experts' rows of ys ([ns mt][D4] float4s) in s order
+ * (ns == 0: o4[c], what the shared experts left in the output row o4), then + s_w[k] y[s_pos[k]] over the K (<= MAXK)
+ * ranked slots (s_pos < 0: another rank's expert, left out); every row requested before the first addition */
+template <int MAXNS, int MAXK>
+__device__ __forceinline__ float4 cu_comb_col(const float4 *ys4, int ns, int mt, int m, const float *y, const int *s_pos,
+                                              const float *s_w, int K, int D, int c, const float4 *o4) {
+    const int D4 = D >> 2;
+    float4 sh[MAXNS], v[MAXK];
+    float4 a = ns ? make_float4(0.0f, 0.0f, 0.0f, 0.0f) : o4[c];
+#pragma unroll
+    for (int s = 0; s < MAXNS; s++)
+        if (s < ns) sh[s] = __ldg(ys4 + ((size_t)s * mt + m) * D4 + c);
+#pragma unroll
+    for (int k = 0; k < MAXK; k++)
+        if (k < K && s_pos[k] >= 0) v[k] = __ldg((const float4 *)(y + (size_t)s_pos[k] * D) + c);
+    if (ns) a = sh[0];
+#pragma unroll
+    for (int s = 1; s < MAXNS; s++)
+        if (s < ns) {
+            a.x += sh[s].x;
+            a.y += sh[s].y;
+            a.z += sh[s].z;
+            a.w += sh[s].w;
+        }
+#pragma unroll
+    for (int k = 0; k < MAXK; k++) {
+        if (k >= K || s_pos[k] < 0) continue;
+        float wk = s_w[k];
+        a.x += wk * v[k].x;
+        a.y += wk * v[k].y;
+        a.z += wk * v[k].z;
+        a.w += wk * v[k].w;
+    }
+    return a;
+}
+#endif
 
 #define CU_ROUTE_TICKETS 257   /* token groups of the fused router kernel (cuda_moe.cu: 256 tokens, down to 1 a group), and the
                                 * last one: its groups' ticket for the grouping (DSINFER_CUDA_ROUTE_GROUP) */

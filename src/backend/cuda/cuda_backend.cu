@@ -449,17 +449,8 @@ __global__ void __launch_bounds__(RMS_THREADS) norm_chain_kernel(float *xn, floa
     cu_pdl_trigger();
     cu_pdl_wait();
     const size_t row = (size_t)blockIdx.x * n;
-    if (COMB) {   /* the token's choices ranked by expert id (ids distinct; ties by slot, as the combine's sort) */
-        const int m = blockIdx.x, K = cmb.K;
-        if (threadIdx.x < K) {
-            int k = threadIdx.x, idk = cmb.ids[(size_t)m * K + k], r = 0;
-            for (int j = 0; j < K; j++) {
-                int idj = cmb.ids[(size_t)m * K + j];
-                r += idj < idk || (idj == idk && j < k);
-            }
-            c_pos[r] = cmb.pos[(size_t)m * K + k];
-            c_w[r] = cmb.w[(size_t)m * K + k];
-        }
+    if (COMB) {   /* the token's choices ranked by expert id, as the combine ranks them */
+        cu_comb_rank(cmb.ids, cmb.pos, cmb.w, blockIdx.x, cmb.K, c_pos, c_w);
         __syncthreads();
     }
     float4 *xr = (float4 *)(h + row), *yr = (float4 *)(xn + row);
@@ -482,40 +473,13 @@ __global__ void __launch_bounds__(RMS_THREADS) norm_chain_kernel(float *xn, floa
 #pragma unroll
     for (int k = 0; k < NV; k++) ksv[k] = PARTS ? ks : 1;
     if (COMB) {
-        const int n4c = n >> 2, m = blockIdx.x;
-        const float4 *ys4 = (const float4 *)cmb.ys, *y4 = (const float4 *)cmb.y;
-        float4 *o4 = (float4 *)(ff + row);
+        const float4 *o4 = (const float4 *)(ff + row);
 #pragma unroll
         for (int k = 0; k < NV; k++) {
             int j = threadIdx.x + k * RMS_THREADS;
-            if (j >= n4c) continue;
-            float4 sh[CU_COMB_MAX_NS], yv[CU_COMB_MAX_K];   /* every row requested before the first addition */
-            float4 s = cmb.ns ? make_float4(0.0f, 0.0f, 0.0f, 0.0f) : o4[j];
-#pragma unroll
-            for (int t = 0; t < CU_COMB_MAX_NS; t++)
-                if (t < cmb.ns) sh[t] = __ldg(ys4 + ((size_t)t * cmb.mt + m) * n4c + j);
-#pragma unroll
-            for (int c = 0; c < CU_COMB_MAX_K; c++)
-                if (c < cmb.K && c_pos[c] >= 0) yv[c] = __ldg(y4 + (size_t)c_pos[c] * n4c + j);
-            if (cmb.ns) s = sh[0];
-#pragma unroll
-            for (int t = 1; t < CU_COMB_MAX_NS; t++)
-                if (t < cmb.ns) {
-                    s.x += sh[t].x;
-                    s.y += sh[t].y;
-                    s.z += sh[t].z;
-                    s.w += sh[t].w;
-                }
-#pragma unroll
-            for (int c = 0; c < CU_COMB_MAX_K; c++) {
-                if (c >= cmb.K || c_pos[c] < 0) continue;   /* < 0: another rank's expert */
-                float wk = c_w[c];
-                s.x += wk * yv[c].x;
-                s.y += wk * yv[c].y;
-                s.z += wk * yv[c].z;
-                s.w += wk * yv[c].w;
-            }
-            a[k] = s;
+            if (j < n4)
+                a[k] = cu_comb_col<CU_COMB_MAX_NS, CU_COMB_MAX_K>((const float4 *)cmb.ys, cmb.ns, cmb.mt, blockIdx.x, cmb.y, c_pos,
+                                                                  c_w, cmb.K, n, j, o4);
         }
     } else {
         sum_parts<NV>(a, src, zstep, ok, ksv);   /* every load of the row's terms before any addition */

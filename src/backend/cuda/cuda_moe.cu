@@ -993,48 +993,12 @@ __global__ void __launch_bounds__(CB2_THREADS) moe_combine_sorted2_kernel(float 
     cu_pdl_wait();
     int m = blockIdx.x;
     if (FIRST) {
-        if (threadIdx.x < K) {   /* slot k's place in ascending expert id (ids distinct; ties by slot, as the sort) */
-            int k = threadIdx.x, idk = ids[(size_t)m * K + k], r = 0;
-            for (int j = 0; j < K; j++) {
-                int idj = ids[(size_t)m * K + j];
-                r += idj < idk || (idj == idk && j < k);
-            }
-            s_pos[r] = pos[(size_t)m * K + k];
-            s_w[r] = w[(size_t)m * K + k];
-        }
+        cu_comb_rank(ids, pos, w, m, K, s_pos, s_w);
         __syncthreads();
         const int D4 = D >> 2;
         float4 *o4 = (float4 *)(out + (size_t)m * D);
-        const float4 *s4 = (const float4 *)ys;
-        for (int c = blockIdx.y * CB2_THREADS + threadIdx.x; c < D4; c += gridDim.y * CB2_THREADS) {
-            float4 sh[CB2_NS], v[MOE_MAX_K];
-            float4 a = ns ? make_float4(0.0f, 0.0f, 0.0f, 0.0f) : o4[c];
-#pragma unroll
-            for (int s = 0; s < CB2_NS; s++)
-                if (s < ns) sh[s] = __ldg(s4 + ((size_t)s * mt + m) * D4 + c);
-#pragma unroll
-            for (int k = 0; k < MOE_MAX_K; k++)
-                if (k < K && s_pos[k] >= 0) v[k] = __ldg((const float4 *)(y + (size_t)s_pos[k] * D) + c);
-            if (ns) a = sh[0];
-#pragma unroll
-            for (int s = 1; s < CB2_NS; s++)
-                if (s < ns) {
-                    a.x += sh[s].x;
-                    a.y += sh[s].y;
-                    a.z += sh[s].z;
-                    a.w += sh[s].w;
-                }
-#pragma unroll
-            for (int k = 0; k < MOE_MAX_K; k++) {
-                if (k >= K || s_pos[k] < 0) continue;   /* < 0: another rank's expert */
-                float wk = s_w[k];
-                a.x += wk * v[k].x;
-                a.y += wk * v[k].y;
-                a.z += wk * v[k].z;
-                a.w += wk * v[k].w;
-            }
-            o4[c] = a;
-        }
+        for (int c = blockIdx.y * CB2_THREADS + threadIdx.x; c < D4; c += gridDim.y * CB2_THREADS)
+            o4[c] = cu_comb_col<CB2_NS, MOE_MAX_K>((const float4 *)ys, ns, mt, m, y, s_pos, s_w, K, D, c, o4);
         return;
     }
     if (threadIdx.x == 0) {   /* the K slots in ascending expert id (insertion sort), as v1 takes them */
