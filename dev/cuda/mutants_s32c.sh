@@ -4,13 +4,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 m=dev/cuda/build_mutant.sh
-# the first shared expert's row left out (must fail combnorm with the shared experts in the experts' launch)
-bash $m cn_sh0 src/backend/cuda/cuda_backend.cu '            if (cmb.ns) s = sh[0];' '            if (cmb.ns) s = make_float4(0.0f, 0.0f, 0.0f, 0.0f);'
+# the shared experts' rows of another token (must fail combnorm with the shared experts in the experts' launch; since the
+# thirty-third session's mend the sum itself is cu_comb_col, shared with the combine kernel, so the mutants change only
+# what the COMB form hands it)
+bash $m cn_sh0 src/backend/cuda/cuda_backend.cu 'cu_comb_col<CU_COMB_MAX_NS, CU_COMB_MAX_K>((const float4 *)cmb.ys, cmb.ns, cmb.mt, blockIdx.x, cmb.y, c_pos,' 'cu_comb_col<CU_COMB_MAX_NS, CU_COMB_MAX_K>((const float4 *)cmb.ys, cmb.ns, cmb.mt, (blockIdx.x + 1) % gridDim.x, cmb.y, c_pos,'
 # the combine's sum not written to ff (must fail combnorm: ff left poisoned)
 bash $m cn_ff src/backend/cuda/cuda_backend.cu '            if (PARTS || COMB) ((float4 *)(ff + row))[j] = a[k];' '            if (PARTS) ((float4 *)(ff + row))[j] = a[k];'
-# the choices added in descending expert id (must fail combnorm: another order of additions, not the same bits)
-bash $m cn_rank src/backend/cuda/cuda_backend.cu '                r += idj < idk || (idj == idk && j < k);
-            }
-            c_pos[r]' '                r += idj > idk || (idj == idk && j < k);
-            }
-            c_pos[r]'
+# the choices ranked from another token's (must fail combnorm: other rows and weights)
+bash $m cn_rank src/backend/cuda/cuda_backend.cu '        cu_comb_rank(cmb.ids, cmb.pos, cmb.w, blockIdx.x, cmb.K, c_pos, c_w);' '        cu_comb_rank(cmb.ids, cmb.pos, cmb.w, (blockIdx.x + 1) % gridDim.x, cmb.K, c_pos, c_w);'
