@@ -2705,12 +2705,13 @@ fi
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
 # s33d (prepared in the thirty-third session, not run there): issue 8's furthest target, one V3 MoE layer at 4096 tokens
 # (40.5% of the FP8 peak, 60% wanted): its phases (DSINFER_CUDA_OP_TIMES, the twenty-fifth session's command), then ncu
-# --set full of its expert GEMM launches (gate / up and down) for the limiter: tensor pipe, DRAM, L2 and the stall reasons
+# --set full of its grouped expert GEMMs (f8_tma_kernel<true, ...>: gate / up, then down) and the SiLU quantizer between
+# them, for the limiter: tensor pipe, DRAM, L2 and the stall reasons
 if want s33d; then
   python3 -c 'import json; c = json.load(open("configs/deepseek-v3.json")); c.update(num_hidden_layers=1, first_k_dense_replace=0); json.dump(c, open("/tmp/v3-1moe.json", "w"))'
   step v3moe_t 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_OP_TIMES=1 $B/dsinfer bench --model /tmp/v3-1moe.json --dtype fp8 --batch '' --ctx '' --prompt 4K --steps 1
   grep -E "moe: " $OUT/v3moe_t.log | tail -8
-  step ncu33_v3moe 300 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 ncu --set full -k regex:'f8_tma|moe' --launch-count 4 $B/dsinfer bench --model /tmp/v3-1moe.json --dtype fp8 --batch '' --ctx '' --prompt 4K --steps 1
+  step ncu33_v3moe 300 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 ncu --set full --kernel-name-base demangled -k regex:'f8_tma_kernel<true|moe_silu_fp8' --launch-count 3 $B/dsinfer bench --model /tmp/v3-1moe.json --dtype fp8 --batch '' --ctx '' --prompt 4K --steps 1
   grep -E "^  [a-z_]+.*\(|Duration|DRAM Throughput|Compute \(SM\) Throughput|L2 Cache Throughput|Registers Per|Achieved Occupancy|Stall|Issue Slots Busy|Tensor" $OUT/ncu33_v3moe.log | head -80
 fi
 # opsq: the same suite as four processes at once on the one GPU (DSINFER_OPS_PART=k/4, 4 OpenMP threads each: the CPU
