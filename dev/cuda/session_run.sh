@@ -2714,6 +2714,18 @@ if want s33d; then
   step ncu33_v3moe 300 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 ncu --set full --kernel-name-base demangled -k regex:'f8_tma_kernel<true|moe_silu_fp8' --launch-count 3 $B/dsinfer bench --model /tmp/v3-1moe.json --dtype fp8 --batch '' --ctx '' --prompt 4K --steps 1
   grep -E "^  [a-z_]+.*\(|Duration|DRAM Throughput|Compute \(SM\) Throughput|L2 Cache Throughput|Registers Per|Achieved Occupancy|Stall|Issue Slots Busy|Tensor" $OUT/ncu33_v3moe.log | head -80
 fi
+# s33e (prepared in the thirty-third session, not run there): the MLA decode at 1K is 30.7 us a layer at FP8 b64 against 18
+# of bytes (59% of the copy rate; KERNELS.md): its split count by DSINFER_CUDA_MLA_SLOTS (blocks an SM the split rule aims
+# at; 2 the default: 4 splits at b64, 1 at b256) at 1 .. 4, FP8 b64 / b256, rotated twice; no code changes
+if want s33e; then
+  for r in 1 2; do
+    case $r in 1) o="2 1 3 4";; 2) o="4 3 1 2";; esac
+    for n in $o; do
+      step ms${n}-$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MLA_SLOTS=$n $B/dsinfer bench --dtype fp8 --batch 64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s33e-fp8-slots$n
+    done
+  done
+  rm -f $OUT/ms*.log
+fi
 # opsq: the same suite as four processes at once on the one GPU (DSINFER_OPS_PART=k/4, 4 OpenMP threads each: the CPU
 # references and the launches' latencies of one process leave most of the 16 cores and the GPU idle), so that it fits
 # one call; each part's log is ops_q<k>.log, its line in the summary as step's
