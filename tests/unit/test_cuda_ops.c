@@ -2239,10 +2239,11 @@ static void run_moe_qf(void) {
 
 /* DSINFER_OPS_ONLY=moe1: the MoE block of one token as one cooperative launch (DSINFER_CUDA_MOE1=1, cuda_moe1.cu) against
  * the usual launches (the twin, =0) and the CPU: V2-Lite with FP8 and with BF16 experts (64 experts, top-6, two shared
- * experts as one MLP), V3 with FP8 experts (256 experts, top-8 of 4 groups of 8, the bias, one shared expert). Another
- * order of fp32 additions (the router's, the rows', and the weighted experts inside one sum where the combine adds them
- * one by one) with the same choices: NMSE against the twin at most 1e-9 (a different choice gives ~1e-1); the launch
- * counted (one a call, none in the twin). */
+ * experts as one MLP), V3 with FP8 experts (256 experts, top-8 within the best 4 of 8 groups, the bias, one shared
+ * expert; with route_warp's register form and, DSINFER_CUDA_ROUTE_FAST=0, its shared-memory form). Another order of fp32
+ * additions (the router's, the rows', and the weighted experts inside one sum where the combine adds them one by one)
+ * with the same choices: NMSE against the twin at most 1e-9 (a different choice gives ~1e-1); the launch counted (one a
+ * call, none in the twin). */
 static void run_moe1(void) {
     if (only && strcmp(only, "moe1")) return;
     setup s;
@@ -2260,10 +2261,14 @@ static void run_moe1(void) {
         check_moe_dt(&s, m, NM(m), DS_DTYPE_BF16, 3, 0);
         free_setup(&s);
     }
-    if (load_setup(&s, "v3-moe1", "configs/deepseek-v3.json", 3, 16)) {
-        check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
-        free_setup(&s);
+    for (int fast = 1; fast >= 0; fast--) {   /* route_warp's register form and its shared-memory form inside the launch */
+        setenv("DSINFER_CUDA_ROUTE_FAST", fast ? "1" : "0", 1);
+        if (load_setup(&s, fast ? "v3-moe1" : "v3-moe1r", "configs/deepseek-v3.json", 3, 16)) {
+            check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
+            free_setup(&s);
+        }
     }
+    unsetenv("DSINFER_CUDA_ROUTE_FAST");
     moe_twin = 0;
     moe_twin_count = NULL;
     moe_twin_nmse = 0;
