@@ -140,12 +140,6 @@ __device__ float rt_prof_w[MOE_MAX_K];
 #define RT_SUB(k) do { if (threadIdx.x == 0 && ids != rt_prof_ids) { long long t_ = clock64(); atomicAdd(&rt_prof_sub[k], (unsigned long long)(t_ - t_sub)); t_sub = t_; } } while (0)
 #else
 #define RT_SUB(k) do { } while (0)
-/* cuda_moe1.cu: the MoE block of one token as one cooperative launch (opt.moe1) where its weights suit it: 1 when it ran
- * (out [D] written from x [D]), else 0 and nothing launched. tab: the layer's expert table (cuda_moe.cu moe_table);
- * logits: [E] of scratch. */
-int cu_moe1(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weights *L, const cu_wview *tab, float *logits,
-            route_cfg rc);
-
 #endif
 
 /* A float's order as an unsigned key (larger float, larger key; -0 taken as +0, as the comparisons of the CPU's scan see
@@ -185,12 +179,6 @@ __device__ static void route_warp_fast(const float *lg, const float *bias, int32
     const int lane = threadIdx.x & 31, E = rc.E, K = rc.K;
 #ifdef RT_PROF
     long long t_sub = clock64();
-/* cuda_moe1.cu: the MoE block of one token as one cooperative launch (opt.moe1) where its weights suit it: 1 when it ran
- * (out [D] written from x [D]), else 0 and nothing launched. tab: the layer's expert table (cuda_moe.cu moe_table);
- * logits: [E] of scratch. */
-int cu_moe1(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weights *L, const cu_wview *tab, float *logits,
-            route_cfg rc);
-
 #endif
     const bool biased = rc.method == DS_TOPK_NOAUX_TC && bias;
     float sv[NPL], bv[NPL];
@@ -325,10 +313,21 @@ __device__ static void route_warp(const float *lg, const float *bias, int32_t *i
     if (lane == 0) write_choices(rc, s, idx, ids, wout, m);
 }
 
+/* cu_moe1's layer-tail form (opt.moe1 2, backend layer_tail1): the block's input made from the attention's output */
+typedef struct {
+    const float *ao;                        /* [HV] the attention's output */
+    const ds_weight *o, *post_norm;         /* [D, HV], [D] */
+    float *h, *xn;                          /* [D] the residual stream and the last norm's output */
+    float eps;                              /* both norms' */
+    const ds_weight *in_norm, *wq, *wkv;    /* the next layer's input side (in_norm NULL: none; see backend.h ds_next_in) */
+    float *q, *kv;
+} cu_m1_tail;
+
 /* cuda_moe1.cu: the MoE block of one token as one cooperative launch (opt.moe1) where its weights suit it: 1 when it ran
- * (out [D] written from x [D]), else 0 and nothing launched. tab: the layer's expert table (cuda_moe.cu moe_table);
- * logits: [E] of scratch. */
+ * (out [D] written from x [D]; with t, the layer's tail: also h and xn, and 2 where it made t's next layer's
+ * projections too), else 0 and nothing launched. tab: the layer's expert table (cuda_moe.cu moe_table); logits: [E] of
+ * scratch. */
 int cu_moe1(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weights *L, const cu_wview *tab, float *logits,
-            route_cfg rc);
+            route_cfg rc, const cu_m1_tail *t);
 
 #endif
