@@ -34,6 +34,13 @@ typedef struct {
     int page_size;
 } ds_batch_meta;
 
+/* The next layer's input side, for layer_tail1: its input norm and its two projections of the norm's output (attn_in's
+ * q and kv, or q_a and kv_a where the model has q_lora; before the kv norm and RoPE) into q and kv. */
+typedef struct {
+    const ds_weight *in_norm, *wq, *wkv;
+    float *q, *kv;   /* [M, wq rows], [M, wkv rows] */
+} ds_next_in;
+
 typedef struct ds_backend ds_backend;
 struct ds_backend {
     const char *name;
@@ -113,6 +120,14 @@ struct ds_backend {
      * out before it): the backend may leave out's last sum to that attn_in (the CUDA backend's combine inside its norm
      * kernel). The same values as moe then attn_in. Optional: NULL means moe. */
     void (*moe_to_attn_in)(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M);
+    /* A MoE layer's tail for one token (M == 1) in one call where the backend has a form for these weights: ff = x . o^T,
+     * h += ff, xn = RMSNorm(h) * post_norm (eps; linear_add_rmsnorm's values), then ff = moe(xn); then, where nx is not
+     * NULL and its weights suit the form too: h += ff, xn = RMSNorm(h) * nx->in_norm (eps), nx->q = xn . nx->wq^T, nx->kv =
+     * xn . nx->wkv^T (the next attn_in's values up to its projections; ff is then in h already). Its sums are made in
+     * other orders than those calls' (NMSE-level differences, the same routing choices away from ties). Returns 0
+     * (nothing done), 1 (done without nx's part) or 2 (done with it). Optional: NULL means the separate calls. */
+    int (*layer_tail1)(ds_backend *be, float *xn, float *h, float *ff, const float *x, const ds_layer_weights *L,
+                       float eps, const ds_next_in *nx, int M);
     /* out[M, D] = the routed experts e0 <= e < e1 only (no shared experts), routing over all experts as moe
      * does: for each token, the sum of w_k * expert(x) over its choices in that range, in ascending expert
      * order (expert parallelism over gathered tokens: dist/ep_moe.c). Optional (NULL: not available). */

@@ -133,11 +133,13 @@ static void add_norm(ds_engine *e, const ds_weight *w, int M);
 
 /* The MLA block's input (spec 6) op by op: the layer's input norm of h (after h += ff where add_ff), the q (or q_a,
  * then its norm and q_b) and kv_a projections of xn, then the kv norm, both RoPEs and the cache store. */
+static void attn_in_rest(ds_engine *e, const ds_layer_weights *L, void *cache, int M);
+
 static void attn_in_ops(ds_engine *e, const ds_layer_weights *L, void *cache, int M, int add_ff) {
     const ds_config *c = &e->cfg;
     ds_backend *be = e->be;
     ds_acts *a = &e->a;
-    int H = c->num_heads, C = c->kv_lora_rank, dr = c->qk_rope_head_dim, D = c->hidden_size;
+    int D = c->hidden_size;
     if (add_ff) add_norm(e, &L->input_norm, M);
     else be->rmsnorm(be, a->xn, D, a->h, D, &L->input_norm, M, D, c->rms_norm_eps);
     /* the two projections of xn: q_a (V3) or q (V2-Lite), and kv_a; one backend call where it has linear2 */
@@ -149,6 +151,16 @@ static void attn_in_ops(ds_engine *e, const ds_layer_weights *L, void *cache, in
         be->linear(be, q_out, a->xn, wq, M);
         be->linear(be, a->kv, a->xn, &L->kv_a, M);
     }
+    attn_in_rest(e, L, cache, M);
+}
+
+/* The MLA block's input after the two projections of xn (in qa or q, and kv): q_a's norm and q_b where q_lora, then
+ * the kv norm, both RoPEs and the cache store. */
+static void attn_in_rest(ds_engine *e, const ds_layer_weights *L, void *cache, int M) {
+    const ds_config *c = &e->cfg;
+    ds_backend *be = e->be;
+    ds_acts *a = &e->a;
+    int H = c->num_heads, C = c->kv_lora_rank, dr = c->qk_rope_head_dim;
     if (c->q_lora_rank) {
         be->rmsnorm(be, a->qa, c->q_lora_rank, a->qa, c->q_lora_rank, &L->q_a_norm, M, c->q_lora_rank, 1e-6f);
         be->linear(be, a->q, a->qa, &L->q_b, M);
@@ -170,15 +182,18 @@ static int attn_in_one_call(const ds_engine *e, int add_ff) {
 }
 
 /* MLA block (spec 6): the layer's input norm of h (after h += ff where add_ff: the previous layer's output), then
- * xn -> ao (the attention output, heads concatenated; attn_out projects it back to D). */
-static void attention(ds_engine *e, const step_plan *p, int layer, int add_ff) {
+ * xn -> ao (the attention output, heads concatenated; attn_out projects it back to D). projected: the previous layer's
+ * tail (layer_tail1) made the norm and the two projections already. */
+static void attention(ds_engine *e, const step_plan *p, int layer, int add_ff, int projected) {
     const ds_config *c = &e->cfg;
     const ds_layer_weights *L = &e->w.layers[layer];
     ds_backend *be = e->be;
     ds_acts *a = &e->a;
     void *cache = ds_engine_layer_cache(e, layer);
     /* the input side in one backend call where it has one (no q_lora; the add fused only where add_norm fuses it) */
-    if (attn_in_one_call(e, add_ff))
+    if (projected)
+        attn_in_rest(e, L, cache, p->meta.n_tokens);
+    else if (attn_in_one_call(e, add_ff))
         be->attn_in(be, a->xn, a->h, add_ff ? a->ff : NULL, &L->input_norm, c->rms_norm_eps, a->q, a->kv, &L->q, &L->kv_a,
                     cache, &L->kv_a_norm, 1e-6f, p->meta.n_tokens);
     else
@@ -235,6 +250,27 @@ static void ffn(ds_engine *e, int layer, int M, int to_attn_in) {
     tp_reduce(e, e->a.ff, (size_t)M * e->cfg.hidden_size);
 }
 
+/* A MoE layer's tail (attn_out, then ffn) as the backend's one call for one token (layer_tail1), with the next
+ * layer's input side up to its projections where next: 0 where it did not run (nothing done), 1 where it ran
+ * without the next layer's part, 2 with it (h then holds ff already, and the next attention() starts after its
+ * projections). Only where nothing between those calls needs the host: one device, the add fused into the norm. */
+static int layer_tail(ds_engine *e, int layer, int M, int next) {
+    const ds_config *c = &e->cfg;
+    const ds_layer_weights *L = &e->w.layers[layer];
+    ds_backend *be = e->be;
+    ds_acts *a = &e->a;
+    if (!be->layer_tail1 || M != 1 || !L->is_moe || e->ep || e->tp || e->tp_expert_e1 > e->tp_expert_e0 ||
+        !be->add_rmsnorm || !e->fused_add_norm)
+        return 0;
+    ds_next_in nx;
+    if (next) {
+        const ds_layer_weights *N = &e->w.layers[layer + 1];
+        nx = (ds_next_in){.in_norm = &N->input_norm, .wq = c->q_lora_rank ? &N->q_a : &N->q, .wkv = &N->kv_a,
+                          .q = c->q_lora_rank ? a->qa : a->q, .kv = a->kv};
+    }
+    return be->layer_tail1(be, a->xn, a->h, a->ff, a->ao, L, c->rms_norm_eps, next ? &nx : NULL, M);
+}
+
 /* h += ff, then xn = RMSNorm(h) * w: one op where the backend fuses them (DSINFER_FUSED_ADD_NORM=0: two). */
 static void add_norm(ds_engine *e, const ds_weight *w, int M) {
     ds_backend *be = e->be;
@@ -253,13 +289,19 @@ static void run_layer_range(ds_engine *e, const step_plan *p, int l0, int l1) {
     const ds_config *c = &e->cfg;
     ds_backend *be = e->be;
     int M = p->meta.n_tokens, D = c->hidden_size;
+    int projected = 0;   /* the previous layer's tail made this layer's input side up to its projections */
     for (int l = l0; l < l1; l++) {
         const ds_layer_weights *L = &e->w.layers[l];
-        attention(e, p, l, l > l0);   /* after the first: h += the previous layer's ff, in its input norm */
-        attn_out(e, L, M);
-        ffn(e, l, M, l + 1 < l1 && attn_in_one_call(e, 1));   /* (prefetch_layer below does not read ff) */
-        /* the next layer's dense weights towards the cache now: its routed experts would evict them if sooner */
-        if (be->prefetch_layer && l + 1 < l1) be->prefetch_layer(be, &e->w.layers[l + 1]);
+        attention(e, p, l, l > l0, projected);   /* after the first: h += the previous layer's ff, in its input norm */
+        int tail = layer_tail(e, l, M, l + 1 < l1);
+        projected = tail == 2;
+        if (!tail) {
+            attn_out(e, L, M);
+            ffn(e, l, M, l + 1 < l1 && attn_in_one_call(e, 1));   /* (prefetch_layer below does not read ff) */
+        }
+        /* the next layer's dense weights towards the cache now: its routed experts would evict them if sooner (not
+         * where the tail has read its projections already) */
+        if (be->prefetch_layer && l + 1 < l1 && !projected) be->prefetch_layer(be, &e->w.layers[l + 1]);
     }
     if (l0 < l1) be->add(be, e->a.h, e->a.ff, (size_t)M * D);
 }

@@ -1240,7 +1240,7 @@ static void free_setup(setup *s) {
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
 static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf | side | linear2 | kvb | qkv | router | w8small
-                            * | f8cl | f8t1 | f8tp | f8ss | f8tc | f8ts | f8mc | moehalf | moepipe | f8bn | quantw | moeqf | moepdl | rgroup | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | combnorm | mlafold | moeorder | moent48 | moesx | moest2 | moe1 | gemv1 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
+                            * | f8cl | f8t1 | f8tp | f8ss | f8tc | f8ts | f8mc | moehalf | moepipe | f8bn | quantw | moeqf | moepdl | rgroup | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | combnorm | mlafold | moeorder | moent48 | moesx | moest2 | moe1 | tail1 | gemv1 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
                             * run_side_stream, run_linear2, run_kvb_copy, run_qkv_finish, run_router, run_w8a8_small or
                             * run_f8_lab */
 
@@ -2275,6 +2275,195 @@ static void run_moe1(void) {
     moe_twin_nmse_only = 0;
     moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
     unsetenv("DSINFER_CUDA_MOE1");
+}
+
+/* ---- the MoE layer's tail for one token as one launch (run_tail1) ------------------------------------------------- */
+
+/* A device buffer with b's host content (another backend's copy of an input it changes in place). */
+static buf buf_copy(setup *s, const buf *b) {
+    buf c = buf_new(s, b->n);
+    memcpy(c.h, b->h, (b->n + PAD) * sizeof(float));
+    ds_cuda_from_host(NULL, c.d, c.h, c.n + PAD);
+    return c;
+}
+
+/* The twin's value of one output against the checked backend's: NMSE at most bound (NaN fails) */
+static void tail1_twin(setup *s, const char *what, const buf *a, const buf *b, double bound) {
+    double n = device_nmse(s, a->d, b->d, a->n);
+    printf("  %-8s tail1 %-4s against DSINFER_CUDA_MOE1=0's calls: NMSE %.3g\n", s->name, what, n);
+    CHECKF(n <= bound, "%s tail1 %s: NMSE %.3g against the separate calls (bound %.1g)", s->name, what, n, bound);
+}
+
+/* One check of layer_tail1 at s's shape with dt weights (next: with the next layer's part): the backend with
+ * DSINFER_CUDA_MOE1=2 against a twin with =0 making the calls it stands for (linear_add_rmsnorm, moe, then add_rmsnorm
+ * and linear2), NMSE <= 1e-9 on h, xn, ff (and q, kv); both against the CPU making the same calls (1e-8); the one
+ * launch counted; and a backend with =1 taking none of it (0 returned, its outputs left as they were). */
+static void check_tail1(setup *s, ds_dtype dt, int next) {
+    const ds_config *c = &s->cfg;
+    char err[DS_ERRLEN];
+    ds_backend *be[3] = {NULL, NULL, NULL};   /* =2, the twin =0, =1 */
+    const char *val[3] = {"2", "0", "1"};
+    for (int i = 0; i < 3; i++) {
+        setenv("DSINFER_CUDA_MOE1", val[i], 1);
+        be[i] = ds_backend_cuda_new(&s->cfg, err);
+        CHECKF(be[i] != NULL, "%s", err);
+    }
+    unsetenv("DSINFER_CUDA_MOE1");
+    if (!be[0] || !be[1] || !be[2]) {
+        for (int i = 0; i < 3; i++) if (be[i]) be[i]->destroy(be[i]);
+        return;
+    }
+    int D = c->hidden_size, E = c->n_routed_experts, mI = c->moe_intermediate_size, sI = mI * c->n_shared_experts;
+    int HV = c->num_heads * c->v_head_dim, Rq = c->q_lora_rank ? c->q_lora_rank : c->num_heads * c->qk_head_dim;
+    int Rkv = c->kv_lora_rank + c->qk_rope_head_dim;
+    float eps = c->rms_norm_eps;
+    /* the layer: o, the post-attention norm, the MoE block; the next layer's input norm and projections */
+    ds_layer_weights Lh, Ld;
+    memset(&Lh, 0, sizeof Lh);
+    memset(&Ld, 0, sizeof Ld);
+    wpair *ws = calloc((size_t)3 * E + 12, sizeof(wpair));
+    int nw = 0;
+#define TW(field, r, cols, wdt, amp, name) do { ws[nw] = mk_weight(s, r, cols, wdt, amp, name); Lh.field = ws[nw].h; \
+                                               Ld.field = ws[nw++].d; } while (0)
+    TW(o, D, HV, dt, linear_amp(s, HV), "o");
+    TW(post_norm, 1, D, DS_DTYPE_BF16, 1.0f, "post_norm");
+    TW(router, E, D, DS_DTYPE_BF16, 2.0f / sqrtf((float)D), "router");
+    if (c->topk_method == DS_TOPK_NOAUX_TC) TW(router_bias, 1, E, DS_DTYPE_F32, 0.05f, "bias");
+    Lh.exp_gate = calloc(E, sizeof(ds_weight)); Lh.exp_up = calloc(E, sizeof(ds_weight)); Lh.exp_down = calloc(E, sizeof(ds_weight));
+    Ld.exp_gate = calloc(E, sizeof(ds_weight)); Ld.exp_up = calloc(E, sizeof(ds_weight)); Ld.exp_down = calloc(E, sizeof(ds_weight));
+    for (int e = 0; e < E; e++) {
+        TW(exp_gate[e], mI, D, dt, linear_amp(s, D), "exp_gate");
+        TW(exp_up[e], mI, D, dt, linear_amp(s, D), "exp_up");
+        TW(exp_down[e], D, mI, dt, linear_amp(s, mI), "exp_down");
+    }
+    if (sI) {
+        TW(sh_gate, sI, D, dt, linear_amp(s, D), "sh_gate");
+        TW(sh_up, sI, D, dt, linear_amp(s, D), "sh_up");
+        TW(sh_down, D, sI, dt, linear_amp(s, sI), "sh_down");
+    }
+    TW(input_norm, 1, D, DS_DTYPE_BF16, 1.0f, "in_norm");   /* (the next layer's, kept in this struct) */
+    TW(q, Rq, D, dt, linear_amp(s, D), "q");
+    TW(kv_a, Rkv, D, dt, linear_amp(s, D), "kv_a");
+#undef TW
+    Lh.is_moe = Ld.is_moe = 1;
+    for (int i = 0; i < 3; i++) {
+        batch b;
+        mk_batch(s, &b, 1, 0, 16);
+        CHECK(be[i]->set_batch(be[i], &b.m, err) == DS_OK);
+        free(b.pt);
+    }
+    prime_cpu(s, 1);
+    /* the inputs: ao, h (the twin's own copy of h: both change it); the CPU's reference of every output */
+    buf ao = buf_new(s, (size_t)HV), h = buf_new(s, (size_t)D);
+    float *rh = malloc(sizeof(float) * D), *rxn = malloc(sizeof(float) * D), *rff = malloc(sizeof(float) * D);
+    float *rq = malloc(sizeof(float) * Rq), *rkv = malloc(sizeof(float) * Rkv), *t = malloc(sizeof(float) * D);
+    for (int draw = 0; draw < 4; draw++) {   /* inputs whose routing is no near-tie on the CPU */
+        buf_rand(&ao, 1.0f);
+        buf_rand(&h, 1.0f);
+        s->cpu->linear(s->cpu, t, ao.h, &Lh.o, 1);
+        for (int d = 0; d < D; d++) rh[d] = h.h[d] + t[d];
+        s->cpu->rmsnorm(s->cpu, rxn, D, rh, D, &Lh.post_norm, 1, D, eps);
+        double margin = route_margin(s, &Lh, rxn);
+        if (margin >= ROUTE_TIE) break;
+        printf("  %-8s tail1: routing margin %.2g on draw %d, drawn again\n", s->name, margin, draw);
+    }
+    s->cpu->moe(s->cpu, rff, rxn, &Lh, 1);
+    if (next) {
+        for (int d = 0; d < D; d++) rh[d] += rff[d];
+        s->cpu->rmsnorm(s->cpu, rxn, D, rh, D, &Lh.input_norm, 1, D, eps);
+        s->cpu->linear(s->cpu, rq, rxn, &Lh.q, 1);
+        s->cpu->linear(s->cpu, rkv, rxn, &Lh.kv_a, 1);
+    }
+    buf h2 = buf_copy(s, &h), h3 = buf_copy(s, &h);
+    buf xn = buf_new(s, (size_t)D), ff = buf_new(s, (size_t)D), q = buf_new(s, (size_t)Rq), kv = buf_new(s, (size_t)Rkv);
+    buf xn2 = buf_new(s, (size_t)D), ff2 = buf_new(s, (size_t)D), q2 = buf_new(s, (size_t)Rq), kv2 = buf_new(s, (size_t)Rkv);
+    buf xn3 = buf_new(s, (size_t)D);
+    buf *outs[] = {&xn, &ff, &q, &kv, &xn2, &ff2, &q2, &kv2, &xn3};
+    for (int i = 0; i < NM(outs); i++) buf_poison(outs[i]);
+    ds_next_in nx = {&Ld.input_norm, &Ld.q, &Ld.kv_a, q.d, kv.d}, nx2 = {&Ld.input_norm, &Ld.q, &Ld.kv_a, q2.d, kv2.d};
+    ds_next_in nx3 = {&Ld.input_norm, &Ld.q, &Ld.kv_a, q2.d, kv2.d};
+    /* the checked call */
+    long r0 = ds_cuda_tail1_runs(be[0]), n0 = ds_cuda_tail1_next_runs(be[0]), m0 = ds_cuda_moe1_runs(be[0]);
+    int ran = be[0]->layer_tail1(be[0], xn.d, h.d, ff.d, ao.d, &Ld, eps, next ? &nx : NULL, 1);
+    long runs = ds_cuda_tail1_runs(be[0]) - r0, nruns = ds_cuda_tail1_next_runs(be[0]) - n0, mruns = ds_cuda_moe1_runs(be[0]) - m0;
+    printf("  %-8s tail1 %s%s: returned %d, launches %ld (with the next layer's part %ld, moe1 %ld)\n", s->name,
+           ds_dtype_name(dt), next ? " with the next layer's projections" : "", ran, runs, nruns, mruns);
+    CHECKF(ran == (next ? 2 : 1) && runs == 1 && nruns == next && mruns == 1, "%s tail1: returned %d, %ld / %ld / %ld launches "
+           "(expected %d, 1 / %d / 1)", s->name, ran, runs, nruns, mruns, next ? 2 : 1, next);
+    /* the twin: the calls it stands for; =0 and =1 must decline */
+    int ran_twin = be[1]->layer_tail1(be[1], xn2.d, h2.d, ff2.d, ao.d, &Ld, eps, next ? &nx2 : NULL, 1);
+    int ran_one = be[2]->layer_tail1(be[2], xn3.d, h3.d, ff2.d, ao.d, &Ld, eps, next ? &nx3 : NULL, 1);
+    CHECKF(ran_twin == 0 && ran_one == 0, "%s tail1: DSINFER_CUDA_MOE1=0 / 1 returned %d / %d (expected 0 / 0)", s->name,
+           ran_twin, ran_one);
+    double dh3 = device_nmse(s, h3.d, h2.d, (size_t)D);   /* (h2 untouched so far, as h3 must be) */
+    CHECKF(dh3 == 0 && device_units_differ(s, xn3.d, xn2.d, (size_t)D, sizeof(float)) == 0,
+           "%s tail1: DSINFER_CUDA_MOE1=1 changed h or xn while declining", s->name);
+    be[1]->linear_add_rmsnorm(be[1], xn2.d, h2.d, ff2.d, ao.d, &Ld.o, &Ld.post_norm, 1, eps);
+    be[1]->moe(be[1], ff2.d, xn2.d, &Ld, 1);
+    if (next) {
+        be[1]->add_rmsnorm(be[1], xn2.d, h2.d, ff2.d, &Ld.input_norm, 1, D, eps);
+        be[1]->linear2(be[1], q2.d, kv2.d, xn2.d, &Ld.q, &Ld.kv_a, 1);
+    }
+    tail1_twin(s, "h", &h, &h2, 1e-9);
+    tail1_twin(s, "xn", &xn, &xn2, 1e-9);
+    tail1_twin(s, "ff", &ff, &ff2, 1e-9);
+    if (next) {
+        tail1_twin(s, "q", &q, &q2, 1e-9);
+        tail1_twin(s, "kv", &kv, &kv2, 1e-9);
+    } else {   /* q and kv not written: still the poison */
+        float v[2];
+        ds_cuda_download_bytes(s->gpu, v, q.d, sizeof(float));
+        ds_cuda_download_bytes(s->gpu, v + 1, kv.d, sizeof(float));
+        CHECKF(isnan(v[0]) && isnan(v[1]), "%s tail1: q or kv written without the next layer's part", s->name);
+    }
+    /* both against the CPU */
+    memcpy(h.h, rh, sizeof(float) * D);
+    memcpy(h2.h, rh, sizeof(float) * D);
+    memcpy(xn.h, rxn, sizeof(float) * D);
+    memcpy(xn2.h, rxn, sizeof(float) * D);
+    memcpy(ff.h, rff, sizeof(float) * D);
+    memcpy(ff2.h, rff, sizeof(float) * D);
+    compare(s, "tail1 h", 1, &h, 1e-8, 0);
+    compare(s, "tail1 xn", 1, &xn, 1e-8, 0);
+    compare(s, "tail1 ff", 1, &ff, 1e-8, 0);
+    compare(s, "tail1 twin h", 1, &h2, 1e-8, 0);
+    compare(s, "tail1 twin ff", 1, &ff2, 1e-8, 0);
+    if (next) {
+        memcpy(q.h, rq, sizeof(float) * Rq);
+        memcpy(kv.h, rkv, sizeof(float) * Rkv);
+        compare(s, "tail1 q", 1, &q, 1e-8, 0);
+        compare(s, "tail1 kv", 1, &kv, 1e-8, 0);
+    }
+    buf *all[] = {&ao, &h, &h2, &h3, &xn, &ff, &q, &kv, &xn2, &ff2, &q2, &kv2, &xn3};
+    for (int i = 0; i < NM(all); i++) buf_free(s, all[i]);
+    free(rh); free(rxn); free(rff); free(rq); free(rkv); free(t);
+    for (int i = 0; i < 3; i++) be[i]->destroy(be[i]);
+    for (int i = 0; i < nw; i++) {
+        free_weight(&ws[i]);
+    }
+    free(ws);
+    free(Lh.exp_gate); free(Lh.exp_up); free(Lh.exp_down);
+    free(Ld.exp_gate); free(Ld.exp_up); free(Ld.exp_down);
+}
+
+/* DSINFER_OPS_ONLY=tail1: a MoE layer's tail for one token as one cooperative launch (DSINFER_CUDA_MOE1=2, backend
+ * layer_tail1, cuda_moe1.cu's phases O and D around the MoE block) against the separate calls and the CPU (check_tail1):
+ * V2-Lite with FP8 and BF16 weights (16 heads: o's 2048 columns; q's 3072 rows), with and without the next layer's
+ * part; V3 with FP8 weights (q_a's 1536 rows, the bias and groups; 64 experts in its 8 groups to keep the test small). */
+static void run_tail1(void) {
+    if (only && strcmp(only, "tail1")) return;
+    setup s;
+    if (load_setup(&s, "v2l-tail1", "configs/deepseek-v2-lite.json", 0, 16)) {
+        check_tail1(&s, DS_DTYPE_F8_E4M3, 1);
+        check_tail1(&s, DS_DTYPE_F8_E4M3, 0);
+        check_tail1(&s, DS_DTYPE_BF16, 1);
+        free_setup(&s);
+    }
+    if (load_setup(&s, "v3-tail1", "configs/deepseek-v3.json", 16, 16)) {
+        s.cfg.n_routed_experts = 64;
+        check_tail1(&s, DS_DTYPE_F8_E4M3, 1);
+        free_setup(&s);
+    }
 }
 
 /* DSINFER_OPS_ONLY=moepdl: the decode experts on moe_wg_kernel launched with programmatic dependent launch
@@ -3853,6 +4042,7 @@ int main(void) {
     RUN(run_f8_bn192());
     RUN(run_moe_qf());
     RUN(run_moe1());
+    RUN(run_tail1());
     RUN(run_moe_pdl());
     RUN(run_moe_order());
     RUN(run_moe_nt48());

@@ -414,7 +414,8 @@ typedef struct {
     int moe_half;      /* prefill MoE: grouped tiles of <= 64 rows load 64 rows (cuda_fp8_wgmma.cu tm_groups.half; DSINFER_CUDA_MOE_HALF) */
     int route_group;   /* the grouped MoE's one-block grouping done by the routing kernel (cuda_moe.cu; DSINFER_CUDA_ROUTE_GROUP) */
     int route_fast;    /* the routing warps' top-k in registers, the same bits (cuda_moe.cu route_warp_fast; DSINFER_CUDA_ROUTE_FAST) */
-    int moe1;          /* the MoE block of one token as one cooperative launch (cuda_moe1.cu; DSINFER_CUDA_MOE1) */
+    int moe1;          /* the MoE block of one token as one cooperative launch (cuda_moe1.cu; DSINFER_CUDA_MOE1): 1 the
+                        * block, 2 and the layer's tail around it (backend layer_tail1) */
     int combine_norm;  /* moe_to_attn_in's combine inside the next attn_in's norm (cuda_backend.cu; DSINFER_CUDA_COMBINE_NORM) */
     int mla_fold;      /* the MLA decode's split combine by each entry's last split block (cuda_mla_tc.cu; DSINFER_CUDA_MLA_FOLD) */
     int l2_prefetch;   /* the next layer's dense weights into L2 (cuda_prefetch.cu; DSINFER_CUDA_L2_PREFETCH): 1 on a side
@@ -611,6 +612,8 @@ typedef struct {
     cu_comb_pend comb;          /* that sum, while left (cuda_moe.cu cu_comb_flush) */
     long comb_norm_runs;        /* attn_in calls whose norm made the MoE combine's sum (tests) */
     long moe1_runs;             /* MoE calls made by the one-token launch (cuda_moe1.cu; tests) */
+    long tail1_runs;            /* ... of them in the layer-tail form (layer_tail1), and with the next layer's part */
+    long tail1_next_runs;
     long moe_wg_st2_launches;   /* moe_wg_kernel launches with mw_args.st2 (tests) */
     long moe_wg_qfrow_launches; /* moe_wg_kernel launches with mw_args.qf == 2: the codes stored as rows (tests) */
     long moe_wg_sx_launches;    /* grouped moe_wg_kernel launches with mw_args.sx (tests) */
@@ -962,6 +965,8 @@ int cu_norm_chain_comb(float *xn, float *h, const cu_comb_pend *pc, const ds_wei
 void cu_comb_flush(ds_cuda_backend *cb);
 /* backend moe_to_attn_in (cuda_moe.cu) */
 void cu_moe_to_attn_in(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M);
+int cu_layer_tail1(ds_backend *be, float *xn, float *h, float *ff, const float *x, const ds_layer_weights *L, float eps,
+                   const ds_next_in *nx, int M);
 /* backend qkv_finish over the batch's tokens with q and kv first summed from split-K partials pq ([ksq][M][H dqk]) and
  * pkv ([ksk][M][C + dr]) where either count is above 1 (a count of 1: that tensor's partial is its product; the W8A8
  * linear2's; pq NULL, both 1: as they are); 0 (nothing launched) where the fused kernel does not fit */

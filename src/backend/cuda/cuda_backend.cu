@@ -200,6 +200,8 @@ long ds_cuda_router_xs_launches(ds_backend *be) { return cu_of(be)->router_xs_la
 long ds_cuda_router_ks_launches(ds_backend *be) { return cu_of(be)->router_ks_launches; }
 long ds_cuda_comb_norm_runs(ds_backend *be) { return cu_of(be)->comb_norm_runs; }
 long ds_cuda_moe1_runs(ds_backend *be) { return cu_of(be)->moe1_runs; }
+long ds_cuda_tail1_runs(ds_backend *be) { return cu_of(be)->tail1_runs; }
+long ds_cuda_tail1_next_runs(ds_backend *be) { return cu_of(be)->tail1_next_runs; }
 long ds_cuda_mla_fold_runs(ds_backend *be) { return cu_of(be)->mla_fold_runs; }
 int ds_cuda_moe_wg_sx_fits(int nt, int K) { return cu_moe_wg_sx_fits(nt, K); }
 long ds_cuda_qb_fused_runs(ds_backend *be) { return cu_of(be)->qb_fused_runs; }
@@ -1108,7 +1110,8 @@ static cu_opts cu_opts_read(void) {
     o.moe_half = env_int("DSINFER_CUDA_MOE_HALF", 0);         /* opt-in: no gain (twenty-sixth session run 2) */
     o.route_group = env_int("DSINFER_CUDA_ROUTE_GROUP", 0);
     o.route_fast = env_int("DSINFER_CUDA_ROUTE_FAST", 1);
-    o.moe1 = env_int("DSINFER_CUDA_MOE1", 0);   /* opt-in: not yet run on a GPU (thirty-third session) */
+    o.moe1 = env_int("DSINFER_CUDA_MOE1", 0);   /* opt-in, 1 or 2 (the layer's tail): not yet run on a GPU (thirty-third,
+                                                 * thirty-fourth sessions) */
     o.combine_norm = env_int("DSINFER_CUDA_COMBINE_NORM", 0);   /* opt-in: not yet run on a GPU (thirty-second session) */
     o.mla_fold = env_int("DSINFER_CUDA_MLA_FOLD", 0);           /* opt-in: not yet run on a GPU (thirty-second session) */   /* the same bits; RT_PROF: the routing tail -10 .. -25% */
     o.l2_prefetch = env_int("DSINFER_CUDA_L2_PREFETCH", 0);
@@ -1289,6 +1292,7 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     be->mlp = cu_mlp;
     be->moe = cu_moe;
     be->moe_to_attn_in = cu_moe_to_attn_in;
+    be->layer_tail1 = cu_layer_tail1;
     be->gather_rows = cu_gather_rows;
     be->combine_rows = cu_combine_rows;
     be->quant_rows_fp8 = cu_quant_rows_fp8;

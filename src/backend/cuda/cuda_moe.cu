@@ -1095,6 +1095,35 @@ void cu_moe_to_attn_in(ds_backend *be, float *out, const float *x, const ds_laye
 
 static void shared_in_line(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M);
 
+typedef struct {
+    float *logits, *bias, *w, *rw, *xtra;
+    int32_t *ids, *rows, *d_off;
+} route_ws;
+static route_ws route_ws_get(ds_cuda_backend *cb, int M, int E, int K, size_t extra);
+
+/* backend.h layer_tail1: the MoE layer's tail for one token as moe1_kernel's tail form (opt.moe1 2; cuda_moe1.cu), where
+ * the weights suit it */
+int cu_layer_tail1(ds_backend *be, float *xn, float *h, float *ff, const float *x, const ds_layer_weights *L, float eps,
+                   const ds_next_in *nx, int M) {
+    ds_cuda_backend *cb = cu_of(be);
+    if (M != 1 || cb->opt.moe1 < 2 || cb->b.n_tokens != 1) return 0;
+    cu_comb_flush(cb);   /* (a combine left by an earlier call and never taken: made before this one) */
+    route_cfg rc = route_cfg_of(cb, be->cfg);
+    route_ws r = route_ws_get(cb, 1, rc.E, rc.K, 0);
+    cu_m1_tail t = {x, &L->o, &L->post_norm, h, xn, eps, NULL, NULL, NULL, NULL, NULL};
+    if (nx) {
+        t.in_norm = nx->in_norm;
+        t.wq = nx->wq;
+        t.wkv = nx->wkv;
+        t.q = nx->q;
+        t.kv = nx->kv;
+    }
+    int ran = cu_moe1(cb, ff, NULL, L, moe_table(cb, L, rc.E), r.logits, rc, &t);
+    if (ran) cu_optimes_phase(cb, ran == 2 ? "  layer tail: one launch (moe1_kernel, the next layer's projections)"
+                                           : "  layer tail: one launch (moe1_kernel)");
+    return ran;
+}
+
 /* The routed experts of the grouped path: gate/up/SiLU over every expert's rows, down, combine. tc: on
  * the tensor cores (cuda_moe_tc.cu; the caller checked that the weights suit it). shared: the shared experts are this
  * function's too (out = shared + routed): as virtual experts of moe_wg_kernel where it runs them (y has room for
@@ -1193,12 +1222,7 @@ static void grouped_ws(ds_cuda_backend *cb, size_t MK, int I, int D, float **int
 
 /* Routing's buffers in ws_moe for M tokens, E experts, top-K: logits [M, E], bias [E], weights w [M, K], rw
  * [M, K], then `extra` floats for the caller (*xtra; NULL when 0), then ids and rows [M, K] and offsets
- * [2E + 2] (int32; the grouping kernels). */
-typedef struct {
-    float *logits, *bias, *w, *rw, *xtra;
-    int32_t *ids, *rows, *d_off;
-} route_ws;
-
+ * [2E + 2] (int32; the grouping kernels). (route_ws: above cu_layer_tail1.) */
 static route_ws route_ws_get(ds_cuda_backend *cb, int M, int E, int K, size_t extra) {
     size_t MK = (size_t)M * K, nf = (size_t)M * E + E + 2 * MK + extra, ni = 2 * MK + 2 * (size_t)E + 2;
     route_ws r;
@@ -1238,7 +1262,7 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
     int E = rc.E, K = rc.K, D = c->hidden_size;
     size_t MK = (size_t)M * K, MD = (size_t)M * D;
     route_ws r = route_ws_get(cb, M, E, K, 2 * MD);   /* extra: xin / yout [M, D] of the per-expert path */
-    if (M == 1 && cb->opt.moe1 && cu_moe1(cb, out, x, L, moe_table(cb, L, E), r.logits, rc)) {
+    if (M == 1 && cb->opt.moe1 && cu_moe1(cb, out, x, L, moe_table(cb, L, E), r.logits, rc, NULL)) {
         cu_optimes_phase(cb, "  moe: one launch (moe1_kernel)");
         return;
     }

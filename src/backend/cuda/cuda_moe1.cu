@@ -17,7 +17,16 @@
  * experts inside one sum where the combine adds weight x output per expert: NMSE-level differences against the CPU (op
  * test moe1).
  * Its weight stream restarts at each phase, as separate launches' would; the lab of `bench --ceilings` (the streamed
- * phases) measures what a producer streaming across the barriers would add. */
+ * phases) measures what a producer streaming across the barriers would add.
+ *
+ * The layer's tail (opt.moe1 2, backend layer_tail1; thirty-fourth session) adds a phase before and one after:
+ *   O. the attention's output projection o . ao [D] over the grid's warps (into out, which phase C overwrites); after a
+ *      barrier every block makes h + o . ao and its norm (post_norm) itself, phase A's x, with no barrier for it;
+ *   D. after phase C's rows, every block makes h + out and the next layer's input norm, then the next layer's two
+ *      projections of it (q, or q_a, and kv_a) over the grid's warps.
+ * So the b1 MoE layer's tail is one launch where it is 2 .. 3 (o's GEMV, its split-K sum, the add and norm) plus the MoE
+ * block plus 2 .. 3 more (the add and norm, the two projections); the attention's interior (qkv_finish, the absorb, the
+ * MLA decode, its combine, W_UV) stays as it is. h and xn are written by block 0 only after every block has read h. */
 #include "backend/cuda/cuda_grid.h"
 #include "backend/cuda/cuda_route.h"
 
@@ -39,13 +48,28 @@ typedef struct {
     unsigned *bar;         /* [2]: cu_grid_sync's count and generation */
     int D, I, sI;
     route_cfg rc;
+    /* the layer-tail form (x NULL): phase O from ao, phase D where nq.data */
+    const float *ao;       /* [HV] the attention's output, heads concatenated */
+    cu_wview o, post_norm; /* [D, HV], [D] */
+    float *h, *xn;         /* [D] the residual stream (h += o . ao, then += out where phase D) and the last norm's output */
+    float eps;             /* both norms' */
+    int HV;
+    cu_wview in_norm;      /* [D] the next layer's input norm (phase D) */
+    cu_wview nq, nkv;      /* [Rq, D], [Rkv, D] its projections of that norm: q (or q_a) and kv_a */
+    float *q, *kv;         /* [Rq], [Rkv] their outputs */
 } m1_args;
 
-/* shared memory (floats unless named): x [D], vec [sI + K I] (phase C's vector), lg [E], s [E], b [E], bias [E], g
- * [MOE_MAX_GROUPS], red [1], w [K], ids [K] int, cb [K + 2] int (phase C's chunk starts), taken [E] bytes, then the
- * segment views seg [K + 1] (16-byte aligned) */
-static size_t m1_smem(int D, int I, int sI, int E, int K) {
-    size_t f = (size_t)D + sI + (size_t)K * I + 4 * (size_t)E + MOE_MAX_GROUPS + 1 + 2 * (size_t)K + K + 2;
+/* shared memory (floats unless named): x [D], hs [D] (the residual's sum; tail form only, else none), vec [max(sI + K I,
+ * HV)] (phase C's vector; phase O's ao), lg [E], s [E], b [E], bias [E], g [MOE_MAX_GROUPS], red [M1_WARPS] (the norms'
+ * sums; route_warp's red is its first), w [K], ids [K] int, cb [K + 2] int (phase C's chunk starts), taken [E] bytes,
+ * then the segment views seg [K + 1] (16-byte aligned). HV 0: not the tail form. */
+__host__ __device__ static size_t m1_vec(int I, int sI, int K, int HV) {
+    size_t v = (size_t)sI + (size_t)K * I;
+    return (size_t)HV > v ? (size_t)HV : v;
+}
+static size_t m1_smem(int D, int I, int sI, int E, int K, int HV) {
+    size_t f = (size_t)D * (HV ? 2 : 1) + m1_vec(I, sI, K, HV) + 4 * (size_t)E + MOE_MAX_GROUPS + M1_WARPS +
+               2 * (size_t)K + K + 2;
     size_t b = f * 4 + (size_t)E;
     b = (b + 15) / 16 * 16;
     return b + sizeof(cu_wview) * (size_t)(K + 1);
@@ -105,7 +129,7 @@ __device__ __forceinline__ void m1_chunk(const cu_wview &w, int r, int c, uint4 
 }
 
 /* one warp: out[i] = row r[i] of w[i] . x (shared memory) for NR rows of n columns, loaded together; every lane gets
- * the sums */
+ * the sums (r[i] < 0: no row, out[i] 0) */
 template <int EB, int NR>
 __device__ __forceinline__ void m1_rows(const cu_wview (&w)[NR], const int (&r)[NR], const float *x, int n, int lane,
                                         float (&out)[NR]) {
@@ -123,7 +147,7 @@ __device__ __forceinline__ void m1_rows(const cu_wview (&w)[NR], const int (&r)[
             for (int i = 0; i < NR; i++) {
                 q[u][i] = make_uint4(0, 0, 0, 0);
                 s[u][i] = 0.0f;
-                if (c0 + 32 * u < nc) m1_chunk<EB>(w[i], r[i], c0 + 32 * u, &q[u][i], &s[u][i]);
+                if (c0 + 32 * u < nc && r[i] >= 0) m1_chunk<EB>(w[i], r[i], c0 + 32 * u, &q[u][i], &s[u][i]);
             }
 #pragma unroll
         for (int u = 0; u < M1_U; u++)
@@ -159,15 +183,39 @@ __device__ __forceinline__ float m1_segs(const cu_wview *seg, const int *cb, int
     return cu_warp_sum(a[0]);
 }
 
+/* every block (all M1_THREADS threads): hs [D] += add (global, other blocks' writes: read from L2), then x = RMSNorm(hs) *
+ * norm, as rmsnorm_kernel makes it (1 / sqrt(mean square + eps), times the weight); red [M1_WARPS] of scratch, free
+ * again on return */
+__device__ __forceinline__ void m1_add_norm(float *hs, const float *add, const cu_wview &norm, float eps, int D, float *x,
+                                            float *red) {
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < D; i += M1_THREADS) {
+        const float v = hs[i] + __ldcg(add + i);
+        hs[i] = v;
+        ss += v * v;
+    }
+    ss = cu_warp_sum(ss);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    float t = 0.0f;
+    for (int w = 0; w < M1_WARPS; w++) t += red[w];   /* (every thread the same sum in the same order) */
+    const float r = 1.0f / sqrtf(t / (float)D + eps);
+    for (int i = threadIdx.x; i < D; i += M1_THREADS) x[i] = hs[i] * r * cu_w(norm, 0, i);
+    __syncthreads();
+}
+
 /* EB: the experts' bytes an element (1 FP8, 2 BF16), EBR the router's (2 BF16, 4 fp32). Grid: a block an SM, all
- * resident (cooperative launch); M1_THREADS threads; m1_smem() bytes of dynamic shared memory. */
+ * resident (cooperative launch); M1_THREADS threads; m1_smem() bytes of dynamic shared memory. The tail form where
+ * a.x is NULL (phases O and, where a.nq.data, D). */
 template <int EB, int EBR>
 __global__ void __launch_bounds__(M1_THREADS, 1) moe1_kernel(const m1_args a) {
     extern __shared__ float m1_sm[];
     const route_cfg &rc = a.rc;
     const int D = a.D, I = a.I, sI = a.sI, E = rc.E, K = rc.K;
-    float *xs = m1_sm, *vec = xs + D, *lg = vec + sI + (size_t)K * I, *s = lg + E, *b = s + E, *bs = b + E;
-    float *g = bs + E, *red = g + MOE_MAX_GROUPS, *wk = red + 1;
+    const bool tail = a.x == NULL, next = tail && a.nq.data != NULL;
+    const int nvec = (int)m1_vec(I, sI, K, tail ? a.HV : 0);
+    float *xs = m1_sm, *hs = xs + D, *vec = hs + (tail ? D : 0), *lg = vec + nvec, *s = lg + E, *b = s + E, *bs = b + E;
+    float *g = bs + E, *red = g + MOE_MAX_GROUPS, *wk = red + M1_WARPS;
     int *ids = (int *)(wk + K), *cb = ids + K;
     unsigned char *taken = (unsigned char *)(cb + K + 2);
     cu_wview *seg = (cu_wview *)(((uintptr_t)(taken + E) + 15) & ~(uintptr_t)15);
@@ -175,9 +223,26 @@ __global__ void __launch_bounds__(M1_THREADS, 1) moe1_kernel(const m1_args a) {
     const int gw = warp * (int)gridDim.x + (int)blockIdx.x, nw = M1_WARPS * (int)gridDim.x;   /* warps across blocks */
     const bool leader = threadIdx.x == 0;
 
+    if (tail) {
+        /* O: out = o . ao (phase C overwrites it); after the barrier, x = the post-attention norm of h + out */
+        for (int i = threadIdx.x; i < a.HV / 4; i += M1_THREADS) ((float4 *)vec)[i] = __ldg((const float4 *)a.ao + i);
+        for (int i = threadIdx.x; i < D; i += M1_THREADS) hs[i] = __ldcg(a.h + i);
+        __syncthreads();
+        for (int d = gw; d < D; d += nw) {
+            const cu_wview w[1] = {a.o};
+            const int r[1] = {d};
+            float o[1];
+            m1_rows<EB, 1>(w, r, vec, a.HV, lane, o);
+            if (lane == 0) a.out[d] = o[0];
+        }
+        cu_grid_sync(a.bar, a.bar + 1, 0, M1_THREADS, leader);
+        m1_add_norm(hs, a.out, a.post_norm, a.eps, D, xs, red);
+    } else {
+        for (int i = threadIdx.x; i < D / 4; i += M1_THREADS) ((float4 *)xs)[i] = __ldg((const float4 *)a.x + i);
+        __syncthreads();
+    }
+
     /* A: the router's logits, E rows over the grid's warps */
-    for (int i = threadIdx.x; i < D / 4; i += M1_THREADS) ((float4 *)xs)[i] = __ldg((const float4 *)a.x + i);
-    __syncthreads();
     for (int t = gw; t < E; t += nw) {
         const cu_wview w[1] = {a.router};
         const int r[1] = {t};
@@ -187,6 +252,12 @@ __global__ void __launch_bounds__(M1_THREADS, 1) moe1_kernel(const m1_args a) {
     }
     cu_grid_sync(a.bar, a.bar + 1, 0, M1_THREADS, leader);
 
+    /* the tail form without phase D: h and xn as linear_add_rmsnorm leaves them, now that every block has read h */
+    if (tail && !next && blockIdx.x == 0)
+        for (int i = threadIdx.x; i < D; i += M1_THREADS) {
+            a.h[i] = hs[i];
+            a.xn[i] = xs[i];
+        }
     /* B: warp 0 of every block routes the token (the same logits everywhere: the same choices, no barrier for them) while
      * warps 1 .. 15 take the shared experts' sI row pairs; then the chosen experts' K I row pairs over all warps */
     for (int e = threadIdx.x; e < E; e += M1_THREADS) {
@@ -234,6 +305,29 @@ __global__ void __launch_bounds__(M1_THREADS, 1) moe1_kernel(const m1_args a) {
         float o = m1_segs<EB>(seg, cb, ns, d, vec, lane);
         if (lane == 0) a.out[d] = o;
     }
+    if (!next) return;
+
+    /* D: x = the next layer's input norm of h + out (h, xn written by block 0: no block reads them again), then its two
+     * projections of x, rows t and t + nw of [q rows | kv rows] a warp */
+    cu_grid_sync(a.bar, a.bar + 1, 0, M1_THREADS, leader);
+    m1_add_norm(hs, a.out, a.in_norm, a.eps, D, xs, red);
+    if (blockIdx.x == 0)
+        for (int i = threadIdx.x; i < D; i += M1_THREADS) {
+            a.h[i] = hs[i];
+            a.xn[i] = xs[i];
+        }
+    const int Rq = a.nq.rows, R = Rq + a.nkv.rows;
+    for (int t = gw; t < R; t += 2 * nw) {
+        const int t2 = t + nw;
+        const cu_wview w[2] = {t < Rq ? a.nq : a.nkv, t2 < Rq ? a.nq : a.nkv};
+        const int r[2] = {t < Rq ? t : t - Rq, t2 >= R ? -1 : t2 < Rq ? t2 : t2 - Rq};
+        float o[2];
+        m1_rows<EB, 2>(w, r, xs, D, lane, o);
+        if (lane == 0) {
+            *(t < Rq ? a.q + t : a.kv + (t - Rq)) = o[0];
+            if (r[1] >= 0) *(t2 < Rq ? a.q + t2 : a.kv + (t2 - Rq)) = o[1];
+        }
+    }
 }
 
 /* whether w is stored as g0 is (dtype, scales) with 16-byte aligned rows (m1_ld16's chunks) */
@@ -241,9 +335,16 @@ static int m1_same_form(const ds_weight *w, const ds_weight *g0) {
     return w->data && w->dtype == g0->dtype && !w->scale == !g0->scale && !((uintptr_t)w->data & 15);
 }
 
-/* The launch for one token where it applies: 1 (out written), else 0 and nothing launched. */
+/* whether w is in g0's form with n columns (16-byte chunks of whole rows) */
+static int m1_fits(const ds_weight *w, const ds_weight *g0, int n) {
+    return w && m1_same_form(w, g0) && w->cols == n && n % (g0->scale ? 16 : 8) == 0;
+}
+
+/* The launch for one token where it applies: 1 (out written; with t, h and xn too, and t's next layer's projections
+ * where t->in_norm: then 2), else 0 and nothing launched. t NULL: the MoE block of x; else x NULL and the tail form
+ * (phase O from t->ao, phase D where t->in_norm and its weights suit the form). */
 int cu_moe1(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weights *L, const cu_wview *tab,
-            float *logits, route_cfg rc) {
+            float *logits, route_cfg rc, const cu_m1_tail *t) {
     const ds_config *c = cb->base.cfg;
     const ds_weight *g0 = &L->exp_gate[0], *r = &L->router;
     const int D = c->hidden_size, I = g0->rows, E = rc.E, K = rc.K, sI = c->n_shared_experts ? L->sh_gate.rows : 0;
@@ -263,8 +364,16 @@ int cu_moe1(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weig
         for (int i = 0; i < 3; i++)
             if (!m1_same_form(w3[i], g0)) return 0;
     }
-    if ((uintptr_t)r->data & 15 || (uintptr_t)x & 15) return 0;
-    size_t smem = m1_smem(D, I, sI, E, K);
+    if ((uintptr_t)r->data & 15) return 0;
+    int HV = 0, next = 0;
+    if (t) {   /* the tail form: o in the experts' form, its input whole float4s; the next layer's part where it fits */
+        HV = t->o->cols;
+        if (!m1_fits(t->o, g0, HV) || t->o->rows != D || (uintptr_t)t->ao & 15 || !t->post_norm->data) return 0;
+        next = t->in_norm && t->in_norm->data && m1_fits(t->wq, g0, D) && m1_fits(t->wkv, g0, D);
+    } else if ((uintptr_t)x & 15) {
+        return 0;
+    }
+    size_t smem = m1_smem(D, I, sI, E, K, HV);
     if (smem > M1_SMEM_MAX) return 0;
     static int attrs_set = 0;
     if (!attrs_set) {
@@ -281,7 +390,7 @@ int cu_moe1(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weig
     }
     m1_args a;
     memset(&a, 0, sizeof a);
-    a.x = x;
+    a.x = t ? NULL : x;
     a.out = out;
     a.router = cu_view(r);
     if (L->router_bias.data && rc.method == DS_TOPK_NOAUX_TC) a.bias = cu_view(&L->router_bias);
@@ -298,10 +407,28 @@ int cu_moe1(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weig
     a.I = I;
     a.sI = sI;
     a.rc = rc;
+    if (t) {
+        a.ao = t->ao;
+        a.o = cu_view(t->o);
+        a.post_norm = cu_view(t->post_norm);
+        a.h = t->h;
+        a.xn = t->xn;
+        a.eps = t->eps;
+        a.HV = HV;
+        if (next) {
+            a.in_norm = cu_view(t->in_norm);
+            a.nq = cu_view(t->wq);
+            a.nkv = cu_view(t->wkv);
+            a.q = t->q;
+            a.kv = t->kv;
+        }
+    }
     void (*k)(const m1_args) = f8 ? (r->dtype == DS_DTYPE_BF16 ? moe1_kernel<1, 2> : moe1_kernel<1, 4>)
                                   : (r->dtype == DS_DTYPE_BF16 ? moe1_kernel<2, 2> : moe1_kernel<2, 4>);
     cu_launch_coop(k, dim3((unsigned)cb->n_sm), dim3(M1_THREADS), smem, a);
     CUDA_LAUNCH_CHECK();
     cb->moe1_runs++;
-    return 1;
+    if (t) cb->tail1_runs++;
+    if (next) cb->tail1_next_runs++;
+    return next ? 2 : 1;
 }

@@ -152,6 +152,7 @@ void cu_optimes_install(ds_cuda_backend *cb) {
     be->qkv_finish = NULL;   /* and the four steps one by one */
     be->attn_in = NULL;      /* the fused chains: their ops one by one */
     be->moe_to_attn_in = NULL;
+    be->layer_tail1 = NULL;
     be->linear_add_rmsnorm = NULL;
     be->rope = w_rope;
     be->kv_store = w_kv_store;

@@ -1,0 +1,140 @@
+/* The forward's contract with backend layer_tail1 (issue 7; src/model/forward.c layer_tail, backend.h): for one token
+ * (M == 1) the engine offers a MoE layer's tail (attn_out, then the MoE block, and the next layer's input side up to its
+ * two projections where there is a next layer) as one call, and goes on from what the call says it did: 0 nothing (the
+ * separate calls follow), 1 the tail without the next layer's part, 2 with it (h then holds ff, and the next layer's
+ * attention starts after its projections). Checked on the CPU backend with the tiny V2 and V3 fixtures (V3: q_lora, so
+ * the next attention starts at q_a's norm): the engine's backend gets a layer_tail1 made of the CPU's own ops in the
+ * order of the calls it stands for, which
+ *  - mode 2 takes whole, mode 1 takes without the next layer's part, mode 0 declines;
+ *  - checks that it is offered only at M == 1, only for MoE layers, and the next layer's part exactly where a next layer
+ *    exists (its input norm and projection weights, the engine's q or q_a and kv buffers);
+ *  - poisons (NaN) the buffers the skipped calls would have written and not read since (q, kv while its part is not
+ *    taken), so a read of them shows in the logits.
+ * The logits must be the same bits as an engine without layer_tail1, prompts fed whole, in chunks of 3 and token by
+ * token, and the calls must be counted as expected: every MoE layer of every one-token step, with the next layer's part
+ * for every one of them but the last layer. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "dsinfer.h"
+#include "golden.h"
+#include "model/engine.h"
+#include "testutil.h"
+
+static ds_backend orig;         /* the wrapped backend's own ops */
+static const ds_engine *eng;    /* the wrapped engine (its weights and activations, for the contract's checks) */
+static int mode;                /* 2: all, 1: without the next layer's part, 0: decline */
+static long offered, offered_next, took, took_next;
+
+/* the layer whose weights L are (-1: none of the engine's) */
+static int layer_of(const ds_layer_weights *L) {
+    for (int l = 0; l < eng->cfg.num_layers; l++)
+        if (&eng->w.layers[l] == L) return l;
+    return -1;
+}
+
+static int t_layer_tail1(ds_backend *be, float *xn, float *h, float *ff, const float *x, const ds_layer_weights *L,
+                         float eps, const ds_next_in *nx, int M) {
+    const ds_config *c = be->cfg;
+    int l = layer_of(L), D = c->hidden_size;
+    offered++;
+    offered_next += nx != NULL;
+    CHECKF(M == 1 && l >= 0 && L->is_moe, "layer_tail1 offered for M=%d, layer %d (moe %d)", M, l, l >= 0 && L->is_moe);
+    CHECKF(xn == eng->a.xn && h == eng->a.h && ff == eng->a.ff && x == eng->a.ao && eps == c->rms_norm_eps,
+           "layer_tail1 of layer %d: not the engine's buffers or eps", l);
+    CHECKF((nx != NULL) == (l + 1 < c->num_layers), "layer_tail1 of layer %d (of %d): next layer's part %s", l,
+           c->num_layers, nx ? "given" : "missing");
+    if (nx && l >= 0 && l + 1 < c->num_layers) {
+        const ds_layer_weights *N = &eng->w.layers[l + 1];
+        CHECKF(nx->in_norm == &N->input_norm && nx->wq == (c->q_lora_rank ? &N->q_a : &N->q) && nx->wkv == &N->kv_a &&
+               nx->q == (c->q_lora_rank ? eng->a.qa : eng->a.q) && nx->kv == eng->a.kv,
+               "layer_tail1 of layer %d: the next layer's part is not layer %d's input side", l, l + 1);
+    }
+    if (mode == 0 || M != 1) return 0;
+    /* the calls it stands for, in their order: attn_out (linear, then add_norm's add_rmsnorm), moe */
+    orig.linear(be, ff, x, &L->o, M);
+    orig.add_rmsnorm(be, xn, h, ff, &L->post_norm, M, D, eps);
+    orig.moe(be, ff, xn, L, M);
+    took++;
+    if (mode == 1 || !nx) {
+        if (nx) {   /* not taken: whatever the next attn_in writes first must not be read before it */
+            for (int i = 0; i < nx->wq->rows; i++) nx->q[i] = NAN;
+            for (int i = 0; i < nx->wkv->rows; i++) nx->kv[i] = NAN;
+        }
+        return 1;
+    }
+    /* the next layer's input side up to its projections: add_norm, then the two linears */
+    orig.add_rmsnorm(be, xn, h, ff, nx->in_norm, M, D, eps);
+    orig.linear(be, nx->q, xn, nx->wq, M);
+    orig.linear(be, nx->kv, xn, nx->wkv, M);
+    for (int i = 0; i < D; i++) ff[i] = NAN;   /* in h already: a second add shows */
+    took_next++;
+    return 2;
+}
+
+static void check_fixture(const char *name) {
+    char dir[512], path[600], err[DS_ERRLEN];
+    snprintf(dir, sizeof dir, "%s/%s", fixtures_dir(), name);
+    snprintf(path, sizeof path, "%s/golden.safetensors", dir);
+    ds_st_set *g = NULL;
+    CHECKF(ds_st_open_file(path, &g, err) == DS_OK, "%s", err);
+    if (!g) return;
+    /* the attention form by counted multiply-adds in both engines, so that their choices (and bits) agree */
+    ds_engine_opts o = {.n_threads = 1, .kv_cache_dtype = "fp32", .kv_cache_bytes = 4u << 20, .attn_no_measure = 1};
+    ds_engine *plain = NULL, *wrapped = NULL;
+    CHECKF(ds_engine_open(dir, &o, &plain, err) == DS_OK, "%s", err);
+    CHECKF(ds_engine_open(dir, &o, &wrapped, err) == DS_OK, "%s", err);
+    if (!plain || !wrapped) goto done;
+    CHECKF(plain->be->layer_tail1 == NULL, "%s: the CPU backend has a layer_tail1 (the test's plain engine would take it)",
+           name);
+    CHECKF(wrapped->fused_add_norm, "%s: the engine does not fuse the add into the norm (no tail would be offered)", name);
+    orig = *wrapped->be;
+    wrapped->be->layer_tail1 = t_layer_tail1;
+    eng = wrapped;
+    int V = ds_engine_vocab_size(plain), L = wrapped->cfg.num_layers, moe_layers = 0;
+    for (int l = 0; l < L; l++) moe_layers += wrapped->w.layers[l].is_moe;
+    int last_moe = wrapped->w.layers[L - 1].is_moe;
+    CHECKF(moe_layers > 1 && last_moe, "%s: %d MoE layers, last %d (the test wants one with a next layer and the last)",
+           name, moe_layers, last_moe);
+    const int chunks[] = {0, 3, 1};
+    for (mode = 2; mode >= 0; mode--)
+        for (int p = 0; golden_get(g, p, "input_ids"); p++) {
+            const ds_st_tensor *ids = golden_get(g, p, "input_ids");
+            int T = (int)ids->numel;
+            for (int c = 0; c < 3; c++) {
+                /* one-token steps: every step token by token, the last step of chunks of 3 where one token is left */
+                int steps1 = chunks[c] == 1 ? T : chunks[c] == 3 && T % 3 == 1 ? 1 : chunks[c] == 0 && T == 1;
+                long of0 = offered, on0 = offered_next, t0 = took, tn0 = took_next;
+                float *a = golden_prompt_logits(plain, ids->data, T, chunks[c], V);
+                float *b = golden_prompt_logits(wrapped, ids->data, T, chunks[c], V);
+                size_t differ = 0;
+                for (size_t i = 0; i < (size_t)T * V; i++) differ += memcmp(&a[i], &b[i], sizeof(float)) != 0;
+                long of = offered - of0, on = offered_next - on0, tk = took - t0, tkn = took_next - tn0;
+                printf("%s mode %d p%d chunk %d: %d one-token steps, tails offered %ld (with the next layer %ld), taken %ld "
+                       "(with it %ld); %zu of %zu logits differ\n", name, mode, p, chunks[c], steps1, of, on, tk, tkn,
+                       differ, (size_t)T * V);
+                CHECKF(differ == 0, "%s mode %d p%d chunk %d: %zu logits differ from the engine without layer_tail1", name,
+                       mode, p, chunks[c], differ);
+                CHECKF(of == (long)steps1 * moe_layers && on == (long)steps1 * (moe_layers - 1),
+                       "%s mode %d p%d chunk %d: %ld / %ld tails offered, expected %d / %d", name, mode, p, chunks[c], of,
+                       on, steps1 * moe_layers, steps1 * (moe_layers - 1));
+                CHECKF(tk == (mode ? of : 0) && tkn == (mode == 2 ? on : 0), "%s mode %d p%d chunk %d: %ld / %ld taken",
+                       name, mode, p, chunks[c], tk, tkn);
+                free(a);
+                free(b);
+            }
+        }
+    CHECKF(took_next > 0, "%s: no tail with the next layer's part taken (the test checked nothing of it)", name);
+done:
+    ds_engine_free(plain);
+    ds_engine_free(wrapped);
+    ds_st_close(g);
+}
+
+int main(void) {
+    check_fixture("tiny-v2");
+    check_fixture("tiny-v3");
+    return test_result("test_layer_tail");
+}
