@@ -7,8 +7,10 @@ cd "$(dirname "$0")/../.."
 m=dev/cuda/build_mutant.sh
 # no grid barrier before phase C (must fail moe1: the blocks read SiLU products other blocks have not written yet; the
 # test's warm-up call on another x leaves stale ones there)
-bash $m m1_bar src/backend/cuda/cuda_moe1.cu '    for (int k = threadIdx.x; k < K; k += M1_THREADS) seg[s0 + k] = a.tab[2 * E + ids[k]];
-    cu_grid_sync(a.bar, a.bar + 1, 0, M1_THREADS, leader);' '    for (int k = threadIdx.x; k < K; k += M1_THREADS) seg[s0 + k] = a.tab[2 * E + ids[k]];
+bash $m m1_bar src/backend/cuda/cuda_moe1.cu '            for (int k = 0; k < K; k++) m1_pf_row(a.tab[2 * E + ids[k]], d, EB, lane);
+        }
+    cu_grid_sync(a.bar, a.bar + 1, 0, M1_THREADS, leader);' '            for (int k = 0; k < K; k++) m1_pf_row(a.tab[2 * E + ids[k]], d, EB, lane);
+        }
     __syncthreads();'
 # the routing weights left out of phase C's vector (must fail moe1)
 bash $m m1_w src/backend/cuda/cuda_moe1.cu 'vec[sI + i] = wk[i / I] * __ldcg(a.inter + sI + i);' 'vec[sI + i] = __ldcg(a.inter + sI + i);'

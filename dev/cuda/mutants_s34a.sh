@@ -15,11 +15,8 @@ bash $m t_hw src/backend/cuda/cuda_moe1.cu '    m1_add_norm(hs, a.out, a.in_norm
     if (blockIdx.x == 0 && D < 0)'
 # no grid barrier before phase D (must fail tail1: a block's norm reads out rows other blocks have not written yet,
 # phase O's values of o . ao there)
-bash $m t_barD src/backend/cuda/cuda_moe1.cu '    if (!next) return;
-
-    /* D: x = the next layer'"'"'s input norm of h + out (h, xn written by block 0: no block reads them again), then its two
-     * projections of x, rows t and t + nw of [q rows | kv rows] a warp */
-    cu_grid_sync(a.bar, a.bar + 1, 0, M1_THREADS, leader);' '    if (!next) return;
+bash $m t_barD src/backend/cuda/cuda_moe1.cu '        for (int t = gw; t < R; t += nw) m1_pf_row(t < Rq ? a.nq : a.nkv, t < Rq ? t : t - Rq, EB, lane);
+    cu_grid_sync(a.bar, a.bar + 1, 0, M1_THREADS, leader);' '        for (int t = gw; t < R; t += nw) m1_pf_row(t < Rq ? a.nq : a.nkv, t < Rq ? t : t - Rq, EB, lane);
     __syncthreads();'
 # no grid barrier after phase O's rows (must fail tail1: the norms read o . ao rows other blocks have not written yet,
 # the test's NaN poison there)

@@ -2697,21 +2697,23 @@ fi
 # s34a (prepared in the thirty-fourth session, not run there): a MoE layer's tail for one token as one launch
 # (DSINFER_CUDA_MOE1=2, backend layer_tail1: moe1_kernel's phases O and D around the MoE block): op test tail1; mutants
 # t_norm, t_row, t_hw, t_barD, t_barO (dev/cuda/mutants_s34a.sh; must fail tail1); the goldens and test_cuda_model with
-# =2; FP8 and BF16 b1 (and FP8 b2, where neither applies: unchanged) at =0 / 1 / 2 rotated three times; ncu of one FP8
-# b1 step with =2
+# =2; FP8 and BF16 b1 (and FP8 b2, where neither applies: unchanged) at =0 / 1 / 2 / 2 with DSINFER_CUDA_MOE1_PF=1
+# rotated three times; ncu of one FP8 b1 step with =2, without and with PF
 if want s34a; then
   step ops_tail1 300 env DSINFER_OPS_ONLY=tail1 $B/test_cuda_ops
   for n in t_norm t_row t_hw t_barD t_barO; do [ -x $B/test_cuda_ops_mut_$n ] && mutant $B/test_cuda_ops_mut_$n tail1 '' 300; done
   step golden_t1 150 env DSINFER_CUDA_MOE1=2 $B/test_cuda_golden
   step model_t1 200 env DSINFER_CUDA_MOE1=2 $B/test_cuda_model
-  for r in 1 2 3; do
-    case $r in 1) o="0 1 2";; 2) o="2 1 0";; 3) o="1 0 2";; esac
+  for r in 1 2 3; do   # 2p: =2 with DSINFER_CUDA_MOE1_PF=1 (each warp's next rows asked of L2 before a barrier)
+    case $r in 1) o="0 1 2 2p";; 2) o="2p 2 1 0";; 3) o="1 2p 0 2";; esac
     for n in $o; do
-      step m1f${n}-$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE1=$n $B/dsinfer bench --dtype fp8 --batch 1,2 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s34a-fp8-moe1$n
-      step m1b${n}-$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE1=$n $B/dsinfer bench --dtype bf16 --batch 1 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s34a-bf16-moe1$n
+      pf=0; [ $n = 2p ] && pf=1
+      step m1f${n}-$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE1=${n%p} DSINFER_CUDA_MOE1_PF=$pf $B/dsinfer bench --dtype fp8 --batch 1,2 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s34a-fp8-moe1$n
+      step m1b${n}-$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE1=${n%p} DSINFER_CUDA_MOE1_PF=$pf $B/dsinfer bench --dtype bf16 --batch 1 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s34a-bf16-moe1$n
     done
   done
   DSINFER_CUDA_MOE1=2 ncu_step ncu34_t1_2 fp8 1
+  DSINFER_CUDA_MOE1=2 DSINFER_CUDA_MOE1_PF=1 ncu_step ncu34_t1_2p fp8 1
   rm -f $OUT/m1*.log $OUT/test_cuda_ops_mut_*.log
 fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its

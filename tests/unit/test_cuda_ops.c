@@ -2239,7 +2239,7 @@ static void run_moe_qf(void) {
 
 /* DSINFER_OPS_ONLY=moe1: the MoE block of one token as one cooperative launch (DSINFER_CUDA_MOE1=1, cuda_moe1.cu) against
  * the usual launches (the twin, =0) and the CPU: V2-Lite with FP8 and with BF16 experts (64 experts, top-6, two shared
- * experts as one MLP), V3 with FP8 experts (256 experts, top-8 within the best 4 of 8 groups, the bias, one shared
+ * experts as one MLP; FP8 again with DSINFER_CUDA_MOE1_PF=1), V3 with FP8 experts (256 experts, top-8 within the best 4 of 8 groups, the bias, one shared
  * expert; with route_warp's register form and, DSINFER_CUDA_ROUTE_FAST=0, its shared-memory form). Another order of fp32
  * additions (the router's, the rows', and the weighted experts inside one sum where the combine adds them one by one)
  * with the same choices: NMSE against the twin at most 1e-9 (a different choice gives ~1e-1); the launch counted (one a
@@ -2259,6 +2259,9 @@ static void run_moe1(void) {
     if (load_setup(&s, "v2l-moe1", "configs/deepseek-v2-lite.json", 3, 16)) {
         check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
         check_moe_dt(&s, m, NM(m), DS_DTYPE_BF16, 3, 0);
+        setenv("DSINFER_CUDA_MOE1_PF", "1", 1);   /* the rows asked of L2 before each barrier (the twin: separate launches) */
+        check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
+        unsetenv("DSINFER_CUDA_MOE1_PF");
         free_setup(&s);
     }
     for (int fast = 1; fast >= 0; fast--) {   /* route_warp's register form and its shared-memory form inside the launch */
@@ -2297,20 +2300,23 @@ static void tail1_twin(setup *s, const char *what, const buf *a, const buf *b, d
 /* One check of layer_tail1 at s's shape with dt weights (next: with the next layer's part): the backend with
  * DSINFER_CUDA_MOE1=2 against a twin with =0 making the calls it stands for (linear_add_rmsnorm, moe, then add_rmsnorm
  * and linear2), NMSE <= 1e-9 on h, xn, ff (and q, kv); both against the CPU making the same calls (1e-8); the one
- * launch counted; and a backend with =1 taking none of it (0 returned, its outputs left as they were). */
+ * launch counted; a backend with =1 taking none of it (0 returned, its outputs left as they were); and one with =2 and
+ * DSINFER_CUDA_MOE1_PF=1 (the rows asked of L2 before each barrier) giving the same bits. */
 static void check_tail1(setup *s, ds_dtype dt, int next) {
     const ds_config *c = &s->cfg;
     char err[DS_ERRLEN];
-    ds_backend *be[3] = {NULL, NULL, NULL};   /* =2, the twin =0, =1 */
-    const char *val[3] = {"2", "0", "1"};
-    for (int i = 0; i < 3; i++) {
+    ds_backend *be[4] = {NULL, NULL, NULL, NULL};   /* =2, the twin =0, =1, =2 with PF */
+    const char *val[4] = {"2", "0", "1", "2"};
+    for (int i = 0; i < 4; i++) {
         setenv("DSINFER_CUDA_MOE1", val[i], 1);
+        if (i == 3) setenv("DSINFER_CUDA_MOE1_PF", "1", 1);
         be[i] = ds_backend_cuda_new(&s->cfg, err);
         CHECKF(be[i] != NULL, "%s", err);
     }
     unsetenv("DSINFER_CUDA_MOE1");
-    if (!be[0] || !be[1] || !be[2]) {
-        for (int i = 0; i < 3; i++) if (be[i]) be[i]->destroy(be[i]);
+    unsetenv("DSINFER_CUDA_MOE1_PF");
+    if (!be[0] || !be[1] || !be[2] || !be[3]) {
+        for (int i = 0; i < 4; i++) if (be[i]) be[i]->destroy(be[i]);
         return;
     }
     int D = c->hidden_size, E = c->n_routed_experts, mI = c->moe_intermediate_size, sI = mI * c->n_shared_experts;
@@ -2346,7 +2352,7 @@ static void check_tail1(setup *s, ds_dtype dt, int next) {
     TW(kv_a, Rkv, D, dt, linear_amp(s, D), "kv_a");
 #undef TW
     Lh.is_moe = Ld.is_moe = 1;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         batch b;
         mk_batch(s, &b, 1, 0, 16);
         CHECK(be[i]->set_batch(be[i], &b.m, err) == DS_OK);
@@ -2378,10 +2384,11 @@ static void check_tail1(setup *s, ds_dtype dt, int next) {
     buf xn = buf_new(s, (size_t)D), ff = buf_new(s, (size_t)D), q = buf_new(s, (size_t)Rq), kv = buf_new(s, (size_t)Rkv);
     buf xn2 = buf_new(s, (size_t)D), ff2 = buf_new(s, (size_t)D), q2 = buf_new(s, (size_t)Rq), kv2 = buf_new(s, (size_t)Rkv);
     buf xn3 = buf_new(s, (size_t)D);
-    buf *outs[] = {&xn, &ff, &q, &kv, &xn2, &ff2, &q2, &kv2, &xn3};
+    buf xn4 = buf_new(s, (size_t)D), ff4 = buf_new(s, (size_t)D), q4 = buf_new(s, (size_t)Rq), kv4 = buf_new(s, (size_t)Rkv);
+    buf *outs[] = {&xn, &ff, &q, &kv, &xn2, &ff2, &q2, &kv2, &xn3, &xn4, &ff4, &q4, &kv4};
     for (int i = 0; i < NM(outs); i++) buf_poison(outs[i]);
     ds_next_in nx = {&Ld.input_norm, &Ld.q, &Ld.kv_a, q.d, kv.d}, nx2 = {&Ld.input_norm, &Ld.q, &Ld.kv_a, q2.d, kv2.d};
-    ds_next_in nx3 = {&Ld.input_norm, &Ld.q, &Ld.kv_a, q2.d, kv2.d};
+    ds_next_in nx3 = {&Ld.input_norm, &Ld.q, &Ld.kv_a, q2.d, kv2.d}, nx4 = {&Ld.input_norm, &Ld.q, &Ld.kv_a, q4.d, kv4.d};
     /* the checked call */
     long r0 = ds_cuda_tail1_runs(be[0]), n0 = ds_cuda_tail1_next_runs(be[0]), m0 = ds_cuda_moe1_runs(be[0]);
     int ran = be[0]->layer_tail1(be[0], xn.d, h.d, ff.d, ao.d, &Ld, eps, next ? &nx : NULL, 1);
@@ -2398,6 +2405,16 @@ static void check_tail1(setup *s, ds_dtype dt, int next) {
     double dh3 = device_nmse(s, h3.d, h2.d, (size_t)D);   /* (h2 untouched so far, as h3 must be) */
     CHECKF(dh3 == 0 && device_units_differ(s, xn3.d, xn2.d, (size_t)D, sizeof(float)) == 0,
            "%s tail1: DSINFER_CUDA_MOE1=1 changed h or xn while declining", s->name);
+    /* =2 with PF on h3 (still the input h): the same bits as the checked call */
+    int ran_pf = be[3]->layer_tail1(be[3], xn4.d, h3.d, ff4.d, ao.d, &Ld, eps, next ? &nx4 : NULL, 1);
+    size_t dpf = device_units_differ(s, h3.d, h.d, (size_t)D, sizeof(float)) +
+                 device_units_differ(s, xn4.d, xn.d, (size_t)D, sizeof(float)) +
+                 device_units_differ(s, ff4.d, ff.d, (size_t)D, sizeof(float)) +
+                 (next ? device_units_differ(s, q4.d, q.d, (size_t)Rq, sizeof(float)) +
+                         device_units_differ(s, kv4.d, kv.d, (size_t)Rkv, sizeof(float)) : 0);
+    printf("  %-8s tail1 with DSINFER_CUDA_MOE1_PF=1: returned %d, %zu values differ\n", s->name, ran_pf, dpf);
+    CHECKF(ran_pf == ran && dpf == 0, "%s tail1 with MOE1_PF=1: returned %d, %zu values differ from PF=0", s->name, ran_pf,
+           dpf);
     be[1]->linear_add_rmsnorm(be[1], xn2.d, h2.d, ff2.d, ao.d, &Ld.o, &Ld.post_norm, 1, eps);
     be[1]->moe(be[1], ff2.d, xn2.d, &Ld, 1);
     if (next) {
@@ -2434,10 +2451,10 @@ static void check_tail1(setup *s, ds_dtype dt, int next) {
         compare(s, "tail1 q", 1, &q, 1e-8, 0);
         compare(s, "tail1 kv", 1, &kv, 1e-8, 0);
     }
-    buf *all[] = {&ao, &h, &h2, &h3, &xn, &ff, &q, &kv, &xn2, &ff2, &q2, &kv2, &xn3};
+    buf *all[] = {&ao, &h, &h2, &h3, &xn, &ff, &q, &kv, &xn2, &ff2, &q2, &kv2, &xn3, &xn4, &ff4, &q4, &kv4};
     for (int i = 0; i < NM(all); i++) buf_free(s, all[i]);
     free(rh); free(rxn); free(rff); free(rq); free(rkv); free(t);
-    for (int i = 0; i < 3; i++) be[i]->destroy(be[i]);
+    for (int i = 0; i < 4; i++) be[i]->destroy(be[i]);
     for (int i = 0; i < nw; i++) {
         free_weight(&ws[i]);
     }

@@ -1112,6 +1112,7 @@ static cu_opts cu_opts_read(void) {
     o.route_fast = env_int("DSINFER_CUDA_ROUTE_FAST", 1);
     o.moe1 = env_int("DSINFER_CUDA_MOE1", 0);   /* opt-in, 1 or 2 (the layer's tail): not yet run on a GPU (thirty-third,
                                                  * thirty-fourth sessions) */
+    o.moe1_pf = env_int("DSINFER_CUDA_MOE1_PF", 0);   /* opt-in, not yet run (thirty-fourth session) */
     o.combine_norm = env_int("DSINFER_CUDA_COMBINE_NORM", 0);   /* opt-in: not yet run on a GPU (thirty-second session) */
     o.mla_fold = env_int("DSINFER_CUDA_MLA_FOLD", 0);           /* opt-in: not yet run on a GPU (thirty-second session) */   /* the same bits; RT_PROF: the routing tail -10 .. -25% */
     o.l2_prefetch = env_int("DSINFER_CUDA_L2_PREFETCH", 0);

@@ -57,6 +57,7 @@ typedef struct {
     cu_wview in_norm;      /* [D] the next layer's input norm (phase D) */
     cu_wview nq, nkv;      /* [Rq, D], [Rkv, D] its projections of that norm: q (or q_a) and kv_a */
     float *q, *kv;         /* [Rq], [Rkv] their outputs */
+    int pf;                /* opt.moe1_pf: each warp asks L2 for its next phase's rows before a grid barrier */
 } m1_args;
 
 /* shared memory (floats unless named): x [D], hs [D] (the residual's sum; tail form only, else none), vec [max(sI + K I,
@@ -183,6 +184,15 @@ __device__ __forceinline__ float m1_segs(const cu_wview *seg, const int *cb, int
     return cu_warp_sum(a[0]);
 }
 
+/* one warp (lane 0): row r of w towards L2 with one bulk prefetch (no registers held, nothing to wait for); the rows
+ * are whole 16-byte chunks (cu_moe1's checks). The FP8 block scales are left to the loads: a 4-byte read for 128 rows. */
+__device__ __forceinline__ void m1_pf_row(const cu_wview &w, int r, int eb, int lane) {
+    if (lane) return;
+    const unsigned bytes = (unsigned)w.cols * (unsigned)eb;
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"((const char *)w.data + (size_t)r * bytes), "r"(bytes)
+                 : "memory");
+}
+
 /* every block (all M1_THREADS threads): hs [D] += add (global, other blocks' writes: read from L2), then x = RMSNorm(hs) *
  * norm, as rmsnorm_kernel makes it (1 / sqrt(mean square + eps), times the weight); red [M1_WARPS] of scratch, free
  * again on return */
@@ -250,6 +260,11 @@ __global__ void __launch_bounds__(M1_THREADS, 1) moe1_kernel(const m1_args a) {
         m1_rows<EBR, 1>(w, r, xs, D, lane, o);
         if (lane == 0) a.logits[t] = o[0];
     }
+    if (a.pf && warp > 0)   /* (pf) phase B's shared rows of this warp: known before the routing */
+        for (int t = (warp - 1) * (int)gridDim.x + (int)blockIdx.x; t < sI; t += (M1_WARPS - 1) * (int)gridDim.x) {
+            m1_pf_row(a.sg, t, EB, lane);
+            m1_pf_row(a.su, t, EB, lane);
+        }
     cu_grid_sync(a.bar, a.bar + 1, 0, M1_THREADS, leader);
 
     /* the tail form without phase D: h and xn as linear_add_rmsnorm leaves them, now that every block has read h */
@@ -295,6 +310,11 @@ __global__ void __launch_bounds__(M1_THREADS, 1) moe1_kernel(const m1_args a) {
         for (int k = 0; k < K; k++) cb[s0 + k + 1] = cb[s0 + k] + I / (16 / EB);
     }
     for (int k = threadIdx.x; k < K; k += M1_THREADS) seg[s0 + k] = a.tab[2 * E + ids[k]];
+    if (a.pf)   /* (pf) this warp's rows of phase C: row d of the shared down and of each choice's down */
+        for (int d = gw; d < D; d += nw) {
+            if (sI) m1_pf_row(a.sd, d, EB, lane);
+            for (int k = 0; k < K; k++) m1_pf_row(a.tab[2 * E + ids[k]], d, EB, lane);
+        }
     cu_grid_sync(a.bar, a.bar + 1, 0, M1_THREADS, leader);
 
     /* C: vec = [inter_sh | w_k inter_k ...], then out[d] a warp each */
@@ -309,6 +329,9 @@ __global__ void __launch_bounds__(M1_THREADS, 1) moe1_kernel(const m1_args a) {
 
     /* D: x = the next layer's input norm of h + out (h, xn written by block 0: no block reads them again), then its two
      * projections of x, rows t and t + nw of [q rows | kv rows] a warp */
+    const int Rq = a.nq.rows, R = Rq + a.nkv.rows;
+    if (a.pf)   /* (pf) this warp's rows of phase D */
+        for (int t = gw; t < R; t += nw) m1_pf_row(t < Rq ? a.nq : a.nkv, t < Rq ? t : t - Rq, EB, lane);
     cu_grid_sync(a.bar, a.bar + 1, 0, M1_THREADS, leader);
     m1_add_norm(hs, a.out, a.in_norm, a.eps, D, xs, red);
     if (blockIdx.x == 0)
@@ -316,7 +339,6 @@ __global__ void __launch_bounds__(M1_THREADS, 1) moe1_kernel(const m1_args a) {
             a.h[i] = hs[i];
             a.xn[i] = xs[i];
         }
-    const int Rq = a.nq.rows, R = Rq + a.nkv.rows;
     for (int t = gw; t < R; t += 2 * nw) {
         const int t2 = t + nw;
         const cu_wview w[2] = {t < Rq ? a.nq : a.nkv, t2 < Rq ? a.nq : a.nkv};
@@ -407,6 +429,7 @@ int cu_moe1(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weig
     a.I = I;
     a.sI = sI;
     a.rc = rc;
+    a.pf = cb->opt.moe1_pf;
     if (t) {
         a.ao = t->ao;
         a.o = cu_view(t->o);
