@@ -128,6 +128,13 @@ struct ds_backend {
      * (nothing done), 1 (done without nx's part) or 2 (done with it). Optional: NULL means the separate calls. */
     int (*layer_tail1)(ds_backend *be, float *xn, float *h, float *ff, const float *x, const ds_layer_weights *L,
                        float eps, const ds_next_in *nx, int M);
+    /* A MoE layer for one token (M == 1) whose input side is made up to its two projections (q and kv, without q_lora:
+     * the previous layer's layer_tail1 or layer1 made them), in one call where the backend has a form for it: the rest of
+     * attn_in (kv's norm with kv_norm and kv_eps, both RoPEs, kv's cache entry), attn_absorbed of the batch's one sequence
+     * into ao, then layer_tail1's work with x = ao. The same values as those calls up to the orders of sums; returns as
+     * layer_tail1 (0: nothing done). Optional: NULL. */
+    int (*layer1)(ds_backend *be, float *xn, float *h, float *ff, float *ao, float *q, float *kv, void *cache,
+                  const ds_layer_weights *L, float eps, float kv_eps, const ds_next_in *nx, int M);
     /* out[M, D] = the routed experts e0 <= e < e1 only (no shared experts), routing over all experts as moe
      * does: for each token, the sum of w_k * expert(x) over its choices in that range, in ascending expert
      * order (expert parallelism over gathered tokens: dist/ep_moe.c). Optional (NULL: not available). */

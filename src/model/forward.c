@@ -271,6 +271,29 @@ static int layer_tail(ds_engine *e, int layer, int M, int next) {
     return be->layer_tail1(be, a->xn, a->h, a->ff, a->ao, L, c->rms_norm_eps, next ? &nx : NULL, M);
 }
 
+/* A MoE layer for one token whose input side the previous layer's tail made up to its projections (projected), as the
+ * backend's one call (layer1: the rest of attn_in, the absorbed attention, then layer_tail's work): its return as
+ * layer_tail's (0: nothing done; the layer then runs as attention() and layer_tail). Only for the absorbed form of the
+ * one sequence, without q_lora (whose q_b comes between). */
+static int layer_whole(ds_engine *e, const step_plan *p, int layer, int M, int next) {
+    const ds_config *c = &e->cfg;
+    const ds_layer_weights *L = &e->w.layers[layer];
+    ds_backend *be = e->be;
+    ds_acts *a = &e->a;
+    if (!be->layer1 || !be->layer_tail1 || c->q_lora_rank || p->meta.n_seqs != 1 || p->n_absorbed != 1 || p->n_naive)
+        return 0;
+    if (M != 1 || !L->is_moe || e->ep || e->tp || e->tp_expert_e1 > e->tp_expert_e0 || !be->add_rmsnorm ||
+        !e->fused_add_norm)
+        return 0;
+    ds_next_in nx;
+    if (next) {
+        const ds_layer_weights *N = &e->w.layers[layer + 1];
+        nx = (ds_next_in){.in_norm = &N->input_norm, .wq = &N->q, .wkv = &N->kv_a, .q = a->q, .kv = a->kv};
+    }
+    return be->layer1(be, a->xn, a->h, a->ff, a->ao, a->q, a->kv, ds_engine_layer_cache(e, layer), L, c->rms_norm_eps,
+                      1e-6f, next ? &nx : NULL, M);
+}
+
 /* h += ff, then xn = RMSNorm(h) * w: one op where the backend fuses them (DSINFER_FUSED_ADD_NORM=0: two). */
 static void add_norm(ds_engine *e, const ds_weight *w, int M) {
     ds_backend *be = e->be;
@@ -292,6 +315,12 @@ static void run_layer_range(ds_engine *e, const step_plan *p, int l0, int l1) {
     int projected = 0;   /* the previous layer's tail made this layer's input side up to its projections */
     for (int l = l0; l < l1; l++) {
         const ds_layer_weights *L = &e->w.layers[l];
+        int whole = projected ? layer_whole(e, p, l, M, l + 1 < l1) : 0;   /* the whole layer in one call */
+        if (whole) {
+            projected = whole == 2;
+            if (be->prefetch_layer && l + 1 < l1 && !projected) be->prefetch_layer(be, &e->w.layers[l + 1]);
+            continue;
+        }
         attention(e, p, l, l > l0, projected);   /* after the first: h += the previous layer's ff, in its input norm */
         int tail = layer_tail(e, l, M, l + 1 < l1);
         projected = tail == 2;

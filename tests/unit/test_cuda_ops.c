@@ -1240,7 +1240,7 @@ static void free_setup(setup *s) {
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
 static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf | side | linear2 | kvb | qkv | router | w8small
-                            * | f8cl | f8t1 | f8tp | f8ss | f8tc | f8ts | f8mc | moehalf | moepipe | f8bn | quantw | moeqf | moepdl | rgroup | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | combnorm | mlafold | moeorder | moent48 | moesx | moest2 | moe1 | tail1 | gemv1 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
+                            * | f8cl | f8t1 | f8tp | f8ss | f8tc | f8ts | f8mc | moehalf | moepipe | f8bn | quantw | moeqf | moepdl | rgroup | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | combnorm | mlafold | moeorder | moent48 | moesx | moest2 | moe1 | tail1 | attn1 | gemv1 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
                             * run_side_stream, run_linear2, run_kvb_copy, run_qkv_finish, run_router, run_w8a8_small or
                             * run_f8_lab */
 
@@ -2297,6 +2297,49 @@ static void tail1_twin(setup *s, const char *what, const buf *a, const buf *b, d
     CHECKF(n <= bound, "%s tail1 %s: NMSE %.3g against the separate calls (bound %.1g)", s->name, what, n, bound);
 }
 
+/* A MoE layer's weights for check_tail1 / check_attn1 into ws (3 E + 12 of room; returns how many), host views in Lh and
+ * device views in Ld: o, the post-attention norm, the router (and bias), the experts, the shared experts, kv_b and
+ * kv_a_norm (the layer's attention), and in input_norm, q and kv_a the next layer's input side. */
+static int tail1_layer(setup *s, ds_dtype dt, ds_layer_weights *lh, ds_layer_weights *ld, wpair *ws) {
+    const ds_config *c = &s->cfg;
+    int D = c->hidden_size, E = c->n_routed_experts, mI = c->moe_intermediate_size, sI = mI * c->n_shared_experts;
+    int HV = c->num_heads * c->v_head_dim, Rq = c->q_lora_rank ? c->q_lora_rank : c->num_heads * c->qk_head_dim;
+    int Rkv = c->kv_lora_rank + c->qk_rope_head_dim, C = c->kv_lora_rank;
+    int nkvb = c->num_heads * (c->qk_nope_head_dim + c->v_head_dim);
+    ds_layer_weights Lh, Ld;
+    memset(&Lh, 0, sizeof Lh);
+    memset(&Ld, 0, sizeof Ld);
+    int nw = 0;
+#define TW(field, r, cols, wdt, amp, name) do { ws[nw] = mk_weight(s, r, cols, wdt, amp, name); Lh.field = ws[nw].h; \
+                                               Ld.field = ws[nw++].d; } while (0)
+    TW(o, D, HV, dt, linear_amp(s, HV), "o");
+    TW(post_norm, 1, D, DS_DTYPE_BF16, 1.0f, "post_norm");
+    TW(router, E, D, DS_DTYPE_BF16, 2.0f / sqrtf((float)D), "router");
+    if (c->topk_method == DS_TOPK_NOAUX_TC) TW(router_bias, 1, E, DS_DTYPE_F32, 0.05f, "bias");
+    Lh.exp_gate = calloc(E, sizeof(ds_weight)); Lh.exp_up = calloc(E, sizeof(ds_weight)); Lh.exp_down = calloc(E, sizeof(ds_weight));
+    Ld.exp_gate = calloc(E, sizeof(ds_weight)); Ld.exp_up = calloc(E, sizeof(ds_weight)); Ld.exp_down = calloc(E, sizeof(ds_weight));
+    for (int e = 0; e < E; e++) {
+        TW(exp_gate[e], mI, D, dt, linear_amp(s, D), "exp_gate");
+        TW(exp_up[e], mI, D, dt, linear_amp(s, D), "exp_up");
+        TW(exp_down[e], D, mI, dt, linear_amp(s, mI), "exp_down");
+    }
+    if (sI) {
+        TW(sh_gate, sI, D, dt, linear_amp(s, D), "sh_gate");
+        TW(sh_up, sI, D, dt, linear_amp(s, D), "sh_up");
+        TW(sh_down, D, sI, dt, linear_amp(s, sI), "sh_down");
+    }
+    TW(kv_b, nkvb, C, dt, linear_amp(s, C), "kv_b");
+    TW(kv_a_norm, 1, C, DS_DTYPE_BF16, 1.0f, "kv_a_norm");
+    TW(input_norm, 1, D, DS_DTYPE_BF16, 1.0f, "in_norm");   /* (the next layer's, kept in this struct) */
+    TW(q, Rq, D, dt, linear_amp(s, D), "q");
+    TW(kv_a, Rkv, D, dt, linear_amp(s, D), "kv_a");
+#undef TW
+    Lh.is_moe = Ld.is_moe = 1;
+    *lh = Lh;
+    *ld = Ld;
+    return nw;
+}
+
 /* One check of layer_tail1 at s's shape with dt weights (next: with the next layer's part): the backend with
  * DSINFER_CUDA_MOE1=2 against a twin with =0 making the calls it stands for (linear_add_rmsnorm, moe, then add_rmsnorm
  * and linear2), NMSE <= 1e-9 on h, xn, ff (and q, kv); both against the CPU making the same calls (1e-8); the one
@@ -2319,39 +2362,13 @@ static void check_tail1(setup *s, ds_dtype dt, int next) {
         for (int i = 0; i < 4; i++) if (be[i]) be[i]->destroy(be[i]);
         return;
     }
-    int D = c->hidden_size, E = c->n_routed_experts, mI = c->moe_intermediate_size, sI = mI * c->n_shared_experts;
+    int D = c->hidden_size, E = c->n_routed_experts;
     int HV = c->num_heads * c->v_head_dim, Rq = c->q_lora_rank ? c->q_lora_rank : c->num_heads * c->qk_head_dim;
     int Rkv = c->kv_lora_rank + c->qk_rope_head_dim;
     float eps = c->rms_norm_eps;
-    /* the layer: o, the post-attention norm, the MoE block; the next layer's input norm and projections */
     ds_layer_weights Lh, Ld;
-    memset(&Lh, 0, sizeof Lh);
-    memset(&Ld, 0, sizeof Ld);
     wpair *ws = calloc((size_t)3 * E + 12, sizeof(wpair));
-    int nw = 0;
-#define TW(field, r, cols, wdt, amp, name) do { ws[nw] = mk_weight(s, r, cols, wdt, amp, name); Lh.field = ws[nw].h; \
-                                               Ld.field = ws[nw++].d; } while (0)
-    TW(o, D, HV, dt, linear_amp(s, HV), "o");
-    TW(post_norm, 1, D, DS_DTYPE_BF16, 1.0f, "post_norm");
-    TW(router, E, D, DS_DTYPE_BF16, 2.0f / sqrtf((float)D), "router");
-    if (c->topk_method == DS_TOPK_NOAUX_TC) TW(router_bias, 1, E, DS_DTYPE_F32, 0.05f, "bias");
-    Lh.exp_gate = calloc(E, sizeof(ds_weight)); Lh.exp_up = calloc(E, sizeof(ds_weight)); Lh.exp_down = calloc(E, sizeof(ds_weight));
-    Ld.exp_gate = calloc(E, sizeof(ds_weight)); Ld.exp_up = calloc(E, sizeof(ds_weight)); Ld.exp_down = calloc(E, sizeof(ds_weight));
-    for (int e = 0; e < E; e++) {
-        TW(exp_gate[e], mI, D, dt, linear_amp(s, D), "exp_gate");
-        TW(exp_up[e], mI, D, dt, linear_amp(s, D), "exp_up");
-        TW(exp_down[e], D, mI, dt, linear_amp(s, mI), "exp_down");
-    }
-    if (sI) {
-        TW(sh_gate, sI, D, dt, linear_amp(s, D), "sh_gate");
-        TW(sh_up, sI, D, dt, linear_amp(s, D), "sh_up");
-        TW(sh_down, D, sI, dt, linear_amp(s, sI), "sh_down");
-    }
-    TW(input_norm, 1, D, DS_DTYPE_BF16, 1.0f, "in_norm");   /* (the next layer's, kept in this struct) */
-    TW(q, Rq, D, dt, linear_amp(s, D), "q");
-    TW(kv_a, Rkv, D, dt, linear_amp(s, D), "kv_a");
-#undef TW
-    Lh.is_moe = Ld.is_moe = 1;
+    int nw = tail1_layer(s, dt, &Lh, &Ld, ws);
     for (int i = 0; i < 4; i++) {
         batch b;
         mk_batch(s, &b, 1, 0, 16);
@@ -2479,6 +2496,176 @@ static void run_tail1(void) {
     if (load_setup(&s, "v3-tail1", "configs/deepseek-v3.json", 16, 16)) {
         s.cfg.n_routed_experts = 64;
         check_tail1(&s, DS_DTYPE_F8_E4M3, 1);
+        free_setup(&s);
+    }
+}
+
+/* A batch of one sequence with one new token at position ctx - 1 (ctx - 1 cached), its pages shuffled among 8 spare */
+static void mk_batch_one(setup *s, batch *b, int ctx) {
+    memset(b, 0, sizeof *b);
+    int ps = s->page_size > 0 ? s->page_size : 16, np = ctx > 0 ? (ctx + ps - 1) / ps : 1, total = np + 8;
+    int *perm = malloc(sizeof(int) * (size_t)total);
+    for (int i = 0; i < total; i++) perm[i] = i;
+    for (int i = total - 1; i > 0; i--) {
+        int j = rint_below(i + 1), t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    b->pt = calloc((size_t)np + 1, sizeof(int32_t));
+    for (int i = 0; i < np; i++) b->pt[i] = perm[i];
+    free(perm);
+    b->seq_start[1] = 1;
+    b->seq_ctx[0] = ctx;
+    b->tokens[0] = rint_below(16);
+    b->positions[0] = ctx - 1;
+    b->n_pages = total;
+    b->m = (ds_batch_meta){.n_tokens = 1, .n_seqs = 1, .tokens = b->tokens, .positions = b->positions,
+                           .seq_start = b->seq_start, .seq_ctx = b->seq_ctx, .page_table = b->pt, .pt_stride = np,
+                           .page_size = ps};
+}
+
+/* a against b on the device, n BF16 values: NaN at the same places only (the caches' unused entries), NMSE of the values
+ * over the rest */
+static double device_nmse_bf16(setup *s, const void *a, const void *b, size_t n, size_t *nan_bad) {
+    uint16_t *x = malloc(n * 2), *y = malloc(n * 2);
+    ds_cuda_download_bytes(s->gpu, x, a, n * 2);
+    ds_cuda_download_bytes(s->gpu, y, b, n * 2);
+    double num = 0, den = 0;
+    *nan_bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        float fx = ds_bf16_to_f32(x[i]), fy = ds_bf16_to_f32(y[i]);
+        if (isnan(fx) || isnan(fy)) {
+            *nan_bad += !(isnan(fx) && isnan(fy));
+            continue;
+        }
+        double e = (double)fx - fy;
+        num += e * e;
+        den += (double)fy * fy;
+    }
+    free(x);
+    free(y);
+    return den > 0 ? num / den : num > 0 ? INFINITY : 0;
+}
+
+/* One check of layer1 (DSINFER_CUDA_MOE1=3: the whole MoE layer for one token from its projections, cuda_moe1.cu's
+ * phases I1 .. I3 before the tail's) at s's shape (the BF16 cache) with dt weights and ctx - 1 cached tokens: against a
+ * twin with =0 making the calls it stands for (qkv_finish, attn_absorbed with the fp32 attention kernels, then
+ * layer_tail1's calls), NMSE <= 1e-9 on q (roped), kv (normed, roped), the cache (the new row; NaN in the unused pages
+ * and slots at the same places), ao, h, xn, ff and the next layer's q and kv; the launch counted; and with the FP8
+ * cache layout declined (0, h unchanged). */
+static void check_attn1(setup *s, ds_dtype dt, int ctx) {
+    const ds_config *c = &s->cfg;
+    char err[DS_ERRLEN];
+    ds_backend *be[2] = {NULL, NULL};   /* =3, the twin =0 */
+    setenv("DSINFER_CUDA_MLA_TC", "0", 1);
+    setenv("DSINFER_CUDA_ATTN_TC", "0", 1);
+    for (int i = 0; i < 2; i++) {
+        setenv("DSINFER_CUDA_MOE1", i ? "0" : "3", 1);
+        be[i] = ds_backend_cuda_new(&s->cfg, err);
+        CHECKF(be[i] != NULL, "%s", err);
+    }
+    unsetenv("DSINFER_CUDA_MOE1");
+    unsetenv("DSINFER_CUDA_MLA_TC");
+    unsetenv("DSINFER_CUDA_ATTN_TC");
+    if (!be[0] || !be[1]) {
+        for (int i = 0; i < 2; i++) if (be[i]) be[i]->destroy(be[i]);
+        return;
+    }
+    int D = c->hidden_size, E = c->n_routed_experts, H = c->num_heads, C = c->kv_lora_rank, dr = c->qk_rope_head_dim;
+    int HV = H * c->v_head_dim, Rq = H * c->qk_head_dim, Rkv = C + dr, w = C + dr;
+    float eps = c->rms_norm_eps;
+    ds_layer_weights Lh, Ld;
+    wpair *ws = calloc((size_t)3 * E + 12, sizeof(wpair));
+    int nw = tail1_layer(s, dt, &Lh, &Ld, ws);
+    batch b;
+    mk_batch_one(s, &b, ctx);
+    for (int i = 0; i < 2; i++) CHECK(be[i]->set_batch(be[i], &b.m, err) == DS_OK);
+    /* the cache: random BF16 rows in the cached tokens' slots, NaN (0xffff) in every other slot and spare page */
+    size_t n_slots = (size_t)b.n_pages * s->page_size, nf = n_slots * w / 2;
+    uint16_t *hc = malloc(n_slots * w * sizeof(uint16_t));
+    for (size_t i = 0; i < n_slots * w; i++) hc[i] = 0xffff;
+    for (int j = 0; j < ctx - 1; j++) {
+        size_t slot = (size_t)b.pt[j / s->page_size] * s->page_size + (size_t)(j % s->page_size);
+        for (int k = 0; k < w; k++) hc[slot * w + k] = ds_f32_to_bf16(unif());
+    }
+    float *cache = s->gpu->alloc(s->gpu, nf), *cache2 = s->gpu->alloc(s->gpu, nf);
+    ds_cuda_from_host(NULL, cache, (const float *)hc, nf);
+    ds_cuda_from_host(NULL, cache2, (const float *)hc, nf);
+    buf q = buf_new(s, (size_t)Rq), kv = buf_new(s, (size_t)Rkv), h = buf_new(s, (size_t)D);
+    buf_rand(&q, 1.0f);
+    buf_rand(&kv, 1.0f);
+    buf_rand(&h, 1.0f);
+    buf q2 = buf_copy(s, &q), kv2 = buf_copy(s, &kv), h2 = buf_copy(s, &h);
+    buf ao = buf_new(s, (size_t)HV), xn = buf_new(s, (size_t)D), ff = buf_new(s, (size_t)D), qn = buf_new(s, (size_t)Rq),
+        kvn = buf_new(s, (size_t)Rkv);
+    buf ao2 = buf_new(s, (size_t)HV), xn2 = buf_new(s, (size_t)D), ff2 = buf_new(s, (size_t)D),
+        qn2 = buf_new(s, (size_t)Rq), kvn2 = buf_new(s, (size_t)Rkv);
+    buf *outs[] = {&ao, &xn, &ff, &qn, &kvn, &ao2, &xn2, &ff2, &qn2, &kvn2};
+    for (int i = 0; i < NM(outs); i++) buf_poison(outs[i]);
+    ds_next_in nx = {&Ld.input_norm, &Ld.q, &Ld.kv_a, qn.d, kvn.d}, nx2 = {&Ld.input_norm, &Ld.q, &Ld.kv_a, qn2.d, kvn2.d};
+    /* the FP8 cache layout: declined, nothing changed */
+    int bf = s->cfg.kv_bf16;
+    s->cfg.kv_bf16 = 0;
+    s->cfg.kv_fp8 = 1;
+    int ran8 = be[0]->layer1(be[0], xn.d, h.d, ff.d, ao.d, q.d, kv.d, cache, &Ld, eps, 1e-6f, &nx, 1);
+    s->cfg.kv_bf16 = bf;
+    s->cfg.kv_fp8 = 0;
+    CHECKF(ran8 == 0 && device_units_differ(s, h.d, h2.d, (size_t)D, sizeof(float)) == 0,
+           "%s attn1: with the FP8 cache layout returned %d or changed h", s->name, ran8);
+    long a0 = ds_cuda_attn1_runs(be[0]);
+    int ran = be[0]->layer1(be[0], xn.d, h.d, ff.d, ao.d, q.d, kv.d, cache, &Ld, eps, 1e-6f, &nx, 1);
+    long runs = ds_cuda_attn1_runs(be[0]) - a0;
+    printf("  %-8s attn1 %s ctx %d: returned %d, launches with the attention %ld\n", s->name, ds_dtype_name(dt), ctx, ran,
+           runs);
+    CHECKF(ran == 2 && runs == 1, "%s attn1 ctx %d: returned %d, %ld launches (expected 2, 1)", s->name, ctx, ran, runs);
+    CHECKF(be[1]->layer1(be[1], xn2.d, h2.d, ff2.d, ao2.d, q2.d, kv2.d, cache2, &Ld, eps, 1e-6f, &nx2, 1) == 0,
+           "%s attn1: DSINFER_CUDA_MOE1=0 took layer1", s->name);
+    /* the twin: the calls it stands for */
+    const int seq0 = 0;
+    be[1]->qkv_finish(be[1], q2.d, kv2.d, cache2, &Ld.kv_a_norm, 1e-6f);
+    be[1]->attn_absorbed(be[1], ao2.d, q2.d, cache2, &Ld.kv_b, &seq0, 1);
+    be[1]->linear_add_rmsnorm(be[1], xn2.d, h2.d, ff2.d, ao2.d, &Ld.o, &Ld.post_norm, 1, eps);
+    be[1]->moe(be[1], ff2.d, xn2.d, &Ld, 1);
+    be[1]->add_rmsnorm(be[1], xn2.d, h2.d, ff2.d, &Ld.input_norm, 1, D, eps);
+    be[1]->linear2(be[1], qn2.d, kvn2.d, xn2.d, &Ld.q, &Ld.kv_a, 1);
+    const char *nm[] = {"q", "kv", "ao", "h", "xn", "ff", "next q", "next kv"};
+    const buf *x1[] = {&q, &kv, &ao, &h, &xn, &ff, &qn, &kvn}, *x2[] = {&q2, &kv2, &ao2, &h2, &xn2, &ff2, &qn2, &kvn2};
+    for (int i = 0; i < NM(nm); i++) {
+        double n = device_nmse(s, x1[i]->d, x2[i]->d, x1[i]->n);
+        printf("  %-8s attn1 ctx %-5d %-8s against DSINFER_CUDA_MOE1=0's calls: NMSE %.3g\n", s->name, ctx, nm[i], n);
+        CHECKF(n <= 1e-9, "%s attn1 ctx %d %s: NMSE %.3g against the separate calls", s->name, ctx, nm[i], n);
+    }
+    size_t nan_bad = 0;
+    double nc = device_nmse_bf16(s, cache, cache2, n_slots * w, &nan_bad);
+    /* (the new row's BF16 roundings of two fp32 norms a ulp apart may differ in a rare value: one BF16 ulp in one of its
+     * values is ~3e-8 of the row; a wrong row ~1 of it, 2e-4 of the cache at 4K tokens) */
+    printf("  %-8s attn1 ctx %-5d cache    against the separate calls: NMSE %.3g, %zu NaN places differ\n", s->name, ctx,
+           nc, nan_bad);
+    CHECKF(nan_bad == 0 && nc <= 1e-6, "%s attn1 ctx %d: the cache differs (NMSE %.3g, %zu NaN places)", s->name, ctx, nc,
+           nan_bad);
+    buf *all[] = {&q, &kv, &h, &q2, &kv2, &h2, &ao, &xn, &ff, &qn, &kvn, &ao2, &xn2, &ff2, &qn2, &kvn2};
+    for (int i = 0; i < NM(all); i++) buf_free(s, all[i]);
+    s->gpu->release(s->gpu, cache);
+    s->gpu->release(s->gpu, cache2);
+    free(hc);
+    free(b.pt);
+    for (int i = 0; i < 2; i++) be[i]->destroy(be[i]);
+    for (int i = 0; i < nw; i++) free_weight(&ws[i]);
+    free(ws);
+    free(Lh.exp_gate); free(Lh.exp_up); free(Lh.exp_down);
+    free(Ld.exp_gate); free(Ld.exp_up); free(Ld.exp_down);
+}
+
+/* DSINFER_OPS_ONLY=attn1: the whole MoE layer for one token as one launch (DSINFER_CUDA_MOE1=3, backend layer1;
+ * check_attn1): V2-Lite (16 heads, the BF16 cache, 16-token pages) with FP8 weights at 1, 37, 1000 and 4100 tokens of
+ * context (phase I2's splits of 16 tokens: one, a partial one, 63, and 257: more splits than blocks), BF16 at 37. */
+static void run_attn1(void) {
+    if (only && strcmp(only, "attn1")) return;
+    setup s;
+    if (load_setup_kv(&s, "v2l-attn1", "configs/deepseek-v2-lite.json", 0, 16, 0, KV_BF16)) {
+        const int ctx[] = {1, 37, 1000, 4100};
+        for (int i = 0; i < NM(ctx); i++) check_attn1(&s, DS_DTYPE_F8_E4M3, ctx[i]);
+        check_attn1(&s, DS_DTYPE_BF16, 37);
         free_setup(&s);
     }
 }
@@ -4060,6 +4247,7 @@ int main(void) {
     RUN(run_moe_qf());
     RUN(run_moe1());
     RUN(run_tail1());
+    RUN(run_attn1());
     RUN(run_moe_pdl());
     RUN(run_moe_order());
     RUN(run_moe_nt48());

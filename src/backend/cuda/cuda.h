@@ -415,7 +415,8 @@ typedef struct {
     int route_group;   /* the grouped MoE's one-block grouping done by the routing kernel (cuda_moe.cu; DSINFER_CUDA_ROUTE_GROUP) */
     int route_fast;    /* the routing warps' top-k in registers, the same bits (cuda_moe.cu route_warp_fast; DSINFER_CUDA_ROUTE_FAST) */
     int moe1;          /* the MoE block of one token as one cooperative launch (cuda_moe1.cu; DSINFER_CUDA_MOE1): 1 the
-                        * block, 2 and the layer's tail around it (backend layer_tail1) */
+                        * block, 2 and the layer's tail around it (backend layer_tail1), 3 and the attention before it
+                        * (backend layer1) */
     int moe1_pf;       /* its warps ask L2 for their next phase's rows before each grid barrier (DSINFER_CUDA_MOE1_PF) */
     int combine_norm;  /* moe_to_attn_in's combine inside the next attn_in's norm (cuda_backend.cu; DSINFER_CUDA_COMBINE_NORM) */
     int mla_fold;      /* the MLA decode's split combine by each entry's last split block (cuda_mla_tc.cu; DSINFER_CUDA_MLA_FOLD) */
@@ -615,6 +616,7 @@ typedef struct {
     long moe1_runs;             /* MoE calls made by the one-token launch (cuda_moe1.cu; tests) */
     long tail1_runs;            /* ... of them in the layer-tail form (layer_tail1), and with the next layer's part */
     long tail1_next_runs;
+    long attn1_runs;            /* ... of them with the attention first (layer1) */
     long moe_wg_st2_launches;   /* moe_wg_kernel launches with mw_args.st2 (tests) */
     long moe_wg_qfrow_launches; /* moe_wg_kernel launches with mw_args.qf == 2: the codes stored as rows (tests) */
     long moe_wg_sx_launches;    /* grouped moe_wg_kernel launches with mw_args.sx (tests) */
@@ -872,6 +874,16 @@ __device__ __forceinline__ float cu_w(const cu_wview &w, int r, int c) {
     return x;
 }
 
+/* RoPE on pair i of v (interleaved pairs, spec 7) at position pos: angles in fp32 as on the CPU (inv_freq times the
+ * position), accurate cosf / sinf, times the amplitude (rope_kernel, qkv_finish_kernel, moe1_kernel) */
+__device__ __forceinline__ void rope_pair(float *v, int i, float pos, const float *inv_freq, float amp) {
+    float ang = inv_freq[i] * pos;
+    float cs = cosf(ang) * amp, sn = sinf(ang) * amp;
+    float a = v[2 * i], b = v[2 * i + 1];
+    v[2 * i] = a * cs - b * sn;
+    v[2 * i + 1] = a * sn + b * cs;
+}
+
 __device__ __forceinline__ float cu_warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
@@ -968,6 +980,8 @@ void cu_comb_flush(ds_cuda_backend *cb);
 void cu_moe_to_attn_in(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M);
 int cu_layer_tail1(ds_backend *be, float *xn, float *h, float *ff, const float *x, const ds_layer_weights *L, float eps,
                    const ds_next_in *nx, int M);
+int cu_layer1(ds_backend *be, float *xn, float *h, float *ff, float *ao, float *q, float *kv, void *cache,
+              const ds_layer_weights *L, float eps, float kv_eps, const ds_next_in *nx, int M);
 /* backend qkv_finish over the batch's tokens with q and kv first summed from split-K partials pq ([ksq][M][H dqk]) and
  * pkv ([ksk][M][C + dr]) where either count is above 1 (a count of 1: that tensor's partial is its product; the W8A8
  * linear2's; pq NULL, both 1: as they are); 0 (nothing launched) where the fused kernel does not fit */

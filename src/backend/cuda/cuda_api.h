@@ -61,6 +61,8 @@ long ds_cuda_moe1_runs(ds_backend *be);
 /* ... of them as the layer's tail (DSINFER_CUDA_MOE1=2, backend layer_tail1), and with the next layer's projections */
 long ds_cuda_tail1_runs(ds_backend *be);
 long ds_cuda_tail1_next_runs(ds_backend *be);
+/* ... and with the layer's attention first (DSINFER_CUDA_MOE1=3, backend layer1) */
+long ds_cuda_attn1_runs(ds_backend *be);
 /* MLA decodes whose split combine the decode kernel's last split blocks made (DSINFER_CUDA_MLA_FOLD; tests) */
 long ds_cuda_mla_fold_runs(ds_backend *be);
 int ds_cuda_moe_wg_sx_fits(int nt, int K);

@@ -202,6 +202,7 @@ long ds_cuda_comb_norm_runs(ds_backend *be) { return cu_of(be)->comb_norm_runs; 
 long ds_cuda_moe1_runs(ds_backend *be) { return cu_of(be)->moe1_runs; }
 long ds_cuda_tail1_runs(ds_backend *be) { return cu_of(be)->tail1_runs; }
 long ds_cuda_tail1_next_runs(ds_backend *be) { return cu_of(be)->tail1_next_runs; }
+long ds_cuda_attn1_runs(ds_backend *be) { return cu_of(be)->attn1_runs; }
 long ds_cuda_mla_fold_runs(ds_backend *be) { return cu_of(be)->mla_fold_runs; }
 int ds_cuda_moe_wg_sx_fits(int nt, int K) { return cu_moe_wg_sx_fits(nt, K); }
 long ds_cuda_qb_fused_runs(ds_backend *be) { return cu_of(be)->qb_fused_runs; }
@@ -620,14 +621,7 @@ static void cu_add(ds_backend *be, float *h, const float *x, size_t n) {
     CUDA_LAUNCH_CHECK();
 }
 
-/* pair i of a RoPE part v: rotated by inv_freq[i] * pos, scaled by amp */
-__device__ __forceinline__ void rope_pair(float *v, int i, float pos, const float *inv_freq, float amp) {
-    float ang = inv_freq[i] * pos;
-    float cs = cosf(ang) * amp, sn = sinf(ang) * amp;
-    float a = v[2 * i], b = v[2 * i + 1];
-    v[2 * i] = a * cs - b * sn;
-    v[2 * i + 1] = a * sn + b * cs;
-}
+/* (rope_pair: cuda.h) */
 
 /* grid (M, n_heads), threads over the dr/2 pairs. Angles in fp32 as on the CPU (inv_freq fp32 times
  * the position as fp32); cosf/sinf are the accurate (non fast-math) versions. */
@@ -1110,8 +1104,8 @@ static cu_opts cu_opts_read(void) {
     o.moe_half = env_int("DSINFER_CUDA_MOE_HALF", 0);         /* opt-in: no gain (twenty-sixth session run 2) */
     o.route_group = env_int("DSINFER_CUDA_ROUTE_GROUP", 0);
     o.route_fast = env_int("DSINFER_CUDA_ROUTE_FAST", 1);
-    o.moe1 = env_int("DSINFER_CUDA_MOE1", 0);   /* opt-in, 1 or 2 (the layer's tail): not yet run on a GPU (thirty-third,
-                                                 * thirty-fourth sessions) */
+    o.moe1 = env_int("DSINFER_CUDA_MOE1", 0);   /* opt-in, 1, 2 (the layer's tail) or 3 (and its attention): not yet run
+                                                 * on a GPU (thirty-third, thirty-fourth sessions) */
     o.moe1_pf = env_int("DSINFER_CUDA_MOE1_PF", 0);   /* opt-in, not yet run (thirty-fourth session) */
     o.combine_norm = env_int("DSINFER_CUDA_COMBINE_NORM", 0);   /* opt-in: not yet run on a GPU (thirty-second session) */
     o.mla_fold = env_int("DSINFER_CUDA_MLA_FOLD", 0);           /* opt-in: not yet run on a GPU (thirty-second session) */   /* the same bits; RT_PROF: the routing tail -10 .. -25% */
@@ -1294,6 +1288,7 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     be->moe = cu_moe;
     be->moe_to_attn_in = cu_moe_to_attn_in;
     be->layer_tail1 = cu_layer_tail1;
+    be->layer1 = cu_layer1;
     be->gather_rows = cu_gather_rows;
     be->combine_rows = cu_combine_rows;
     be->quant_rows_fp8 = cu_quant_rows_fp8;

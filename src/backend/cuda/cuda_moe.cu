@@ -1110,7 +1110,7 @@ int cu_layer_tail1(ds_backend *be, float *xn, float *h, float *ff, const float *
     cu_comb_flush(cb);   /* (a combine left by an earlier call and never taken: made before this one) */
     route_cfg rc = route_cfg_of(cb, be->cfg);
     route_ws r = route_ws_get(cb, 1, rc.E, rc.K, 0);
-    cu_m1_tail t = {x, &L->o, &L->post_norm, h, xn, eps, NULL, NULL, NULL, NULL, NULL};
+    cu_m1_tail t = {(float *)x, &L->o, &L->post_norm, h, xn, eps, NULL, NULL, NULL, NULL, NULL, NULL};   /* (x read only) */
     if (nx) {
         t.in_norm = nx->in_norm;
         t.wq = nx->wq;
@@ -1121,6 +1121,30 @@ int cu_layer_tail1(ds_backend *be, float *xn, float *h, float *ff, const float *
     int ran = cu_moe1(cb, ff, NULL, L, moe_table(cb, L, rc.E), r.logits, rc, &t);
     if (ran) cu_optimes_phase(cb, ran == 2 ? "  layer tail: one launch (moe1_kernel, the next layer's projections)"
                                            : "  layer tail: one launch (moe1_kernel)");
+    return ran;
+}
+
+/* backend.h layer1: the MoE layer for one token as moe1_kernel's attention form (opt.moe1 3; cuda_moe1.cu), where the
+ * weights, the cache and the batch suit it */
+int cu_layer1(ds_backend *be, float *xn, float *h, float *ff, float *ao, float *q, float *kv, void *cache,
+              const ds_layer_weights *L, float eps, float kv_eps, const ds_next_in *nx, int M) {
+    ds_cuda_backend *cb = cu_of(be);
+    if (M != 1 || cb->opt.moe1 < 3 || cb->b.n_tokens != 1 || cb->b.n_seqs != 1) return 0;
+    cu_comb_flush(cb);
+    cb->qb_of = NULL;   /* (no BF16 copy of this q: qkv_finish's is not made) */
+    route_cfg rc = route_cfg_of(cb, be->cfg);
+    route_ws r = route_ws_get(cb, 1, rc.E, rc.K, 0);
+    cu_m1_attn at = {q, kv, cache, &L->kv_b, &L->kv_a_norm, kv_eps};
+    cu_m1_tail t = {ao, &L->o, &L->post_norm, h, xn, eps, NULL, NULL, NULL, NULL, NULL, &at};
+    if (nx) {
+        t.in_norm = nx->in_norm;
+        t.wq = nx->wq;
+        t.wkv = nx->wkv;
+        t.q = nx->q;
+        t.kv = nx->kv;
+    }
+    int ran = cu_moe1(cb, ff, NULL, L, moe_table(cb, L, rc.E), r.logits, rc, &t);
+    if (ran) cu_optimes_phase(cb, "  layer: one launch (moe1_kernel with the attention)");
     return ran;
 }
 

@@ -49,7 +49,7 @@ typedef struct {
     int D, I, sI;
     route_cfg rc;
     /* the layer-tail form (x NULL): phase O from ao, phase D where nq.data */
-    const float *ao;       /* [HV] the attention's output, heads concatenated */
+    float *ao;             /* [HV] the attention's output, heads concatenated (made by phases I1 .. I3 where attn) */
     cu_wview o, post_norm; /* [D, HV], [D] */
     float *h, *xn;         /* [D] the residual stream (h += o . ao, then += out where phase D) and the last norm's output */
     float eps;             /* both norms' */
@@ -58,7 +58,21 @@ typedef struct {
     cu_wview nq, nkv;      /* [Rq, D], [Rkv, D] its projections of that norm: q (or q_a) and kv_a */
     float *q, *kv;         /* [Rq], [Rkv] their outputs */
     int pf;                /* opt.moe1_pf: each warp asks L2 for its next phase's rows before a grid barrier */
+    /* the attention form (opt.moe1 3, backend layer1): phases I1 .. I3 make ao from this layer's projections first */
+    int attn;
+    float *aq, *akv;                /* [H dqk], [C + dr]: the layer's q and kv_a projections (roped, normed in place) */
+    unsigned short *cache;          /* the layer's latent cache, BF16 rows of C + dr */
+    const int32_t *positions, *tok_seq, *page_table;   /* the batch's (one token) */
+    int pt_stride, page_size;
+    cu_wview kvb, kv_norm;          /* [H (dn + dv), C] (the experts' form), [C] */
+    float kv_eps, amp, sm_scale;
+    const float *inv_freq;          /* [dr / 2] */
+    float *qlat, *part, *ml;        /* scratch: [H][C + dr] (q_lat | q_pe), [Smax][H][C], [Smax][H][2] */
+    int H, dn, dv, dr, C, Smax;
 } m1_args;
+
+#define M1_TS 16   /* cached tokens a split of phase I2 (one block each): 65 splits at 1K, their partials 2 MB (L2) */
+#define M1_QP 10   /* q's column pairs a lane holds in phase I2: C + dr <= 64 M1_QP */
 
 /* shared memory (floats unless named): x [D], hs [D] (the residual's sum; tail form only, else none), vec [max(sI + K I,
  * HV)] (phase C's vector; phase O's ao), lg [E], s [E], b [E], bias [E], g [MOE_MAX_GROUPS], red [M1_WARPS] (the norms'
@@ -68,8 +82,18 @@ __host__ __device__ static size_t m1_vec(int I, int sI, int K, int HV) {
     size_t v = (size_t)sI + (size_t)K * I;
     return (size_t)HV > v ? (size_t)HV : v;
 }
-static size_t m1_smem(int D, int I, int sI, int E, int K, int HV) {
-    size_t f = (size_t)D * (HV ? 2 : 1) + m1_vec(I, sI, K, HV) + 4 * (size_t)E + MOE_MAX_GROUPS + M1_WARPS +
+/* the attention form's floats of that region (0: not that form): I1's per-warp sums [M1_WARPS][C]; I2's q_lat | q_pe
+ * [H][C + dr], the split's cache rows as BF16 [M1_TS][C + dr] (half as many floats) and the weights p [H][M1_TS]; I3's
+ * o_lat [C], the splits' weights [Smax] and 1 / L */
+__host__ __device__ static size_t m1_att(int H, int C, int dr, int Smax) {
+    if (!H) return 0;
+    size_t i1 = (size_t)M1_WARPS * C, i2 = (size_t)H * (C + dr) + (size_t)M1_TS * (C + dr) / 2 + (size_t)H * M1_TS;
+    size_t i3 = (size_t)C + Smax + 1, m = i1 > i2 ? i1 : i2;
+    return m > i3 ? m : i3;
+}
+static size_t m1_smem(int D, int I, int sI, int E, int K, int HV, size_t att) {
+    size_t v = m1_vec(I, sI, K, HV);
+    size_t f = (size_t)D * (HV ? 2 : 1) + (att > v ? att : v) + 4 * (size_t)E + MOE_MAX_GROUPS + M1_WARPS +
                2 * (size_t)K + K + 2;
     size_t b = f * 4 + (size_t)E;
     b = (b + 15) / 16 * 16;
@@ -193,6 +217,188 @@ __device__ __forceinline__ void m1_pf_row(const cu_wview &w, int r, int eb, int 
                  : "memory");
 }
 
+/* acc[j] += alpha * the chunk's V values (FP8 codes times their block scale, or BF16) */
+template <int EB>
+__device__ __forceinline__ void m1_chunk_axpy(uint4 q, float s, float alpha, float (&acc)[16 / EB]) {
+    const uint32_t wd[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        if constexpr (EB == 1) {
+            float w[4];
+            cu_fp8x4(wd[j], s, w);
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[4 * j + e] += alpha * w[e];
+        } else {
+            acc[2 * j] += alpha * __uint_as_float(wd[j] << 16);
+            acc[2 * j + 1] += alpha * __uint_as_float(wd[j] & 0xffff0000u);
+        }
+    }
+}
+
+/* I1 (blocks h < H, one head each): q's RoPE part of head h rotated in place, and q_lat[h] = q_nope[h] . W_UK[h] (kv_b's
+ * dn key rows of the head, C columns) into a.qlat with q_pe after it. Warp w takes rows d = w, w + M1_WARPS, ..; lane l
+ * the chunks l, l + 32, .. of a row (V columns each), summed over the warp's rows in registers, then over the warps in
+ * red [M1_WARPS][C] in warp order. C % (32 V) == 0 (cu_moe1's checks). */
+template <int EB>
+__device__ void m1_absorb(const m1_args &a, int h, float *red, float pos) {
+    constexpr int V = 16 / EB;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, C = a.C, dqk = a.dn + a.dr, nu = C / (32 * V);
+    float *qh = a.aq + (size_t)h * dqk;
+    for (int i = threadIdx.x; i < a.dr / 2; i += M1_THREADS) rope_pair(qh + a.dn, i, pos, a.inv_freq, a.amp);
+    for (int u = 0; u < nu; u++) {   /* (nu: 1 for FP8 at C = 512, 2 for BF16) */
+        float acc[V];
+#pragma unroll
+        for (int j = 0; j < V; j++) acc[j] = 0.0f;
+        for (int d = warp; d < a.dn; d += M1_WARPS) {
+            uint4 q;
+            float sc;
+            m1_chunk<EB>(a.kvb, h * (a.dn + a.dv) + d, lane + 32 * u, &q, &sc);
+            m1_chunk_axpy<EB>(q, sc, __ldcg(qh + d), acc);
+        }
+#pragma unroll
+        for (int j = 0; j < V; j++) red[(size_t)warp * C + (lane + 32 * u) * V + j] = acc[j];
+    }
+    __syncthreads();   /* (every thread's q_pe pairs rotated too) */
+    float *ql = a.qlat + (size_t)h * (C + a.dr);
+    for (int c = threadIdx.x; c < C; c += M1_THREADS) {
+        float v = 0.0f;
+        for (int w = 0; w < M1_WARPS; w++) v += red[(size_t)w * C + c];
+        ql[c] = v;
+    }
+    for (int i = threadIdx.x; i < a.dr; i += M1_THREADS) ql[C + i] = qh[a.dn + i];
+}
+
+/* I1 (block H): kv's latent part RMS-normed (kv_norm, kv_eps), its RoPE part rotated, both in place (qkv_finish's values),
+ * and the row into its cache slot in BF16; red: M1_WARPS floats */
+__device__ void m1_kv_row(const m1_args &a, float *red, float pos, int p) {
+    const int C = a.C, w = C + a.dr;
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < C; i += M1_THREADS) {
+        const float v = a.akv[i];
+        ss += v * v;
+    }
+    ss = cu_warp_sum(ss);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    float t = 0.0f;
+    for (int k = 0; k < M1_WARPS; k++) t += red[k];
+    const float r = 1.0f / sqrtf(t / (float)C + a.kv_eps);
+    for (int i = threadIdx.x; i < C; i += M1_THREADS) a.akv[i] = a.akv[i] * r * cu_w(a.kv_norm, 0, i);
+    for (int i = threadIdx.x; i < a.dr / 2; i += M1_THREADS) rope_pair(a.akv + C, i, pos, a.inv_freq, a.amp);
+    __syncthreads();
+    const int s = a.tok_seq[0];
+    const size_t slot = (size_t)a.page_table[(size_t)s * a.pt_stride + p / a.page_size] * a.page_size + (size_t)(p % a.page_size);
+    for (int i = threadIdx.x; i < w; i += M1_THREADS) a.cache[slot * w + i] = cu_f32_to_bf16_bits(a.akv[i]);
+}
+
+/* I2 (block b, splits sp = b, b + grid, ..): split sp's cached tokens j in [sp M1_TS, min(n, (sp + 1) M1_TS)) against
+ * every head: scores (q_lat . c_j + q_pe . k_pe_j) sm_scale, their max m and sum l of exp(s - m) into a.ml, and the
+ * weighted latent sum o[h][c] = sum_j exp(s_j - m) c_j[c] into a.part. Warp w takes heads w, w + M1_WARPS, ..: its q in
+ * registers (lane l: the column pairs l, l + 32, ..; C + dr <= 64 M1_QP), the rows read as BF16 pairs, a score a warp
+ * sum. sm: [H][C + dr] q, then [M1_TS][C + dr] BF16 rows, then p [H][M1_TS]. */
+__device__ void m1_decode_splits(const m1_args &a, float *sm, int n) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, C = a.C, w = C + a.dr, H = a.H, w2 = w / 2;
+    const int S = (n + M1_TS - 1) / M1_TS, s = a.tok_seq[0];
+    float *qs = sm, *pp = qs + (size_t)H * w + (size_t)M1_TS * w / 2;
+    unsigned short *rows = (unsigned short *)(qs + (size_t)H * w);
+    if ((int)blockIdx.x >= S) return;
+    for (int i = threadIdx.x; i < H * w; i += M1_THREADS) qs[i] = __ldcg(a.qlat + i);
+    for (int sp = blockIdx.x; sp < S; sp += gridDim.x) {
+        const int j0 = sp * M1_TS, nt = n - j0 < M1_TS ? n - j0 : M1_TS;
+        __syncthreads();   /* (q in place; the previous split's rows and weights read) */
+        const int cw = w / 8;   /* 16-byte chunks a row */
+        for (int i = threadIdx.x; i < nt * cw; i += M1_THREADS) {
+            const int t = i / cw, c = i - t * cw, j = j0 + t;
+            const size_t slot = (size_t)a.page_table[(size_t)s * a.pt_stride + j / a.page_size] * a.page_size +
+                                (size_t)(j % a.page_size);
+            ((uint4 *)(rows + (size_t)t * w))[c] = __ldcg((const uint4 *)(a.cache + slot * w) + c);
+        }
+        __syncthreads();
+        for (int h = warp; h < H; h += M1_WARPS) {
+            float2 qr[M1_QP];
+#pragma unroll
+            for (int k = 0; k < M1_QP; k++) {
+                const int c2 = lane + 32 * k;
+                qr[k] = c2 < w2 ? ((const float2 *)(qs + (size_t)h * w))[c2] : make_float2(0.0f, 0.0f);
+            }
+            float m = -INFINITY, l = 0.0f;
+            for (int t = 0; t < nt; t++) {
+                const uint32_t *rw = (const uint32_t *)(rows + (size_t)t * w);
+                float v = 0.0f;
+#pragma unroll
+                for (int k = 0; k < M1_QP; k++) {
+                    const int c2 = lane + 32 * k;
+                    if (c2 < w2) {
+                        const uint32_t u = rw[c2];
+                        v += qr[k].x * __uint_as_float(u << 16) + qr[k].y * __uint_as_float(u & 0xffff0000u);
+                    }
+                }
+                v = cu_warp_sum(v) * a.sm_scale;
+                if (lane == 0) pp[h * M1_TS + t] = v;
+                m = fmaxf(m, v);
+            }
+            __syncwarp();
+            for (int t = lane; t < nt; t += 32) pp[h * M1_TS + t] = expf(pp[h * M1_TS + t] - m);
+            __syncwarp();
+            for (int t = 0; t < nt; t++) l += pp[h * M1_TS + t];
+            float2 *op = (float2 *)(a.part + ((size_t)sp * H + h) * C);
+            for (int c2 = lane; c2 < C / 2; c2 += 32) {
+                float2 v = make_float2(0.0f, 0.0f);
+                for (int t = 0; t < nt; t++) {
+                    const uint32_t u = ((const uint32_t *)(rows + (size_t)t * w))[c2];
+                    const float p = pp[h * M1_TS + t];
+                    v.x += p * __uint_as_float(u << 16);
+                    v.y += p * __uint_as_float(u & 0xffff0000u);
+                }
+                op[c2] = v;
+            }
+            if (lane == 0) {
+                a.ml[((size_t)sp * H + h) * 2] = m;
+                a.ml[((size_t)sp * H + h) * 2 + 1] = l;
+            }
+        }
+    }
+}
+
+/* I3 (row groups g = b, b + grid, .. of 16 rows, within one head: dv % 16 == 0): the head's splits merged into o_lat [C]
+ * (sum_s e^(m_s - M) o_s / sum_s e^(m_s - M) l_s), then W_UV's rows (kv_b's value rows of the head) . o_lat into ao,
+ * a row a warp. sm: o_lat [C], the splits' weights [S], 1 / L. */
+template <int EB>
+__device__ void m1_values(const m1_args &a, float *sm, int n) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, C = a.C, H = a.H, S = (n + M1_TS - 1) / M1_TS;
+    float *ol = sm, *ws = sm + C;
+    for (int g = blockIdx.x; g < H * a.dv / 16; g += gridDim.x) {
+        const int h = g * 16 / a.dv, v0 = g * 16 - h * a.dv;
+        __syncthreads();   /* (the previous group's o_lat read) */
+        if (warp == 0) {   /* the splits' weights e^(m_s - M) / L, L = sum_s e^(m_s - M) l_s (in split order) */
+            float M = -INFINITY;
+            for (int sp = lane; sp < S; sp += 32) M = fmaxf(M, __ldcg(a.ml + ((size_t)sp * H + h) * 2));
+            for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+            for (int sp = lane; sp < S; sp += 32) ws[sp] = expf(__ldcg(a.ml + ((size_t)sp * H + h) * 2) - M);
+            __syncwarp();
+            if (lane == 0) {
+                float L = 0.0f;
+                for (int sp = 0; sp < S; sp++) L += ws[sp] * __ldcg(a.ml + ((size_t)sp * H + h) * 2 + 1);
+                ws[S] = 1.0f / L;
+            }
+        }
+        __syncthreads();
+        for (int c = threadIdx.x; c < C; c += M1_THREADS) {
+            float v = 0.0f;
+            for (int sp = 0; sp < S; sp++) v += ws[sp] * __ldcg(a.part + ((size_t)sp * H + h) * C + c);
+            ol[c] = v * ws[S];
+        }
+        __syncthreads();
+        for (int r = warp; r < 16; r += M1_WARPS) {
+            const cu_wview wv[1] = {a.kvb};
+            const int rr[1] = {h * (a.dn + a.dv) + a.dn + v0 + r};
+            float o[1];
+            m1_rows<EB, 1>(wv, rr, ol, C, lane, o);
+            if (lane == 0) a.ao[(size_t)h * a.dv + v0 + r] = o[0];
+        }
+    }
+}
+
 /* every block (all M1_THREADS threads): hs [D] += add (global, other blocks' writes: read from L2), then x = RMSNorm(hs) *
  * norm, as rmsnorm_kernel makes it (1 / sqrt(mean square + eps), times the weight); red [M1_WARPS] of scratch, free
  * again on return */
@@ -223,7 +429,8 @@ __global__ void __launch_bounds__(M1_THREADS, 1) moe1_kernel(const m1_args a) {
     const route_cfg &rc = a.rc;
     const int D = a.D, I = a.I, sI = a.sI, E = rc.E, K = rc.K;
     const bool tail = a.x == NULL, next = tail && a.nq.data != NULL;
-    const int nvec = (int)m1_vec(I, sI, K, tail ? a.HV : 0);
+    const int nv = (int)m1_vec(I, sI, K, tail ? a.HV : 0), na = (int)m1_att(a.attn ? a.H : 0, a.C, a.dr, a.Smax);
+    const int nvec = na > nv ? na : nv;
     float *xs = m1_sm, *hs = xs + D, *vec = hs + (tail ? D : 0), *lg = vec + nvec, *s = lg + E, *b = s + E, *bs = b + E;
     float *g = bs + E, *red = g + MOE_MAX_GROUPS, *wk = red + M1_WARPS;
     int *ids = (int *)(wk + K), *cb = ids + K;
@@ -233,9 +440,21 @@ __global__ void __launch_bounds__(M1_THREADS, 1) moe1_kernel(const m1_args a) {
     const int gw = warp * (int)gridDim.x + (int)blockIdx.x, nw = M1_WARPS * (int)gridDim.x;   /* warps across blocks */
     const bool leader = threadIdx.x == 0;
 
+    if (a.attn) {
+        /* I1: heads' absorbs (blocks < H), kv's row and its cache slot (block H); I2: the splits; I3: merge and W_UV */
+        const int p = a.positions[0], n = p + 1;
+        if ((int)blockIdx.x < a.H) m1_absorb<EB>(a, blockIdx.x, vec, (float)p);
+        else if ((int)blockIdx.x == a.H) m1_kv_row(a, red, (float)p, p);
+        cu_grid_sync(a.bar, a.bar + 1, 0, M1_THREADS, leader);
+        m1_decode_splits(a, vec, n);
+        cu_grid_sync(a.bar, a.bar + 1, 0, M1_THREADS, leader);
+        m1_values<EB>(a, vec, n);
+        cu_grid_sync(a.bar, a.bar + 1, 0, M1_THREADS, leader);
+    }
     if (tail) {
-        /* O: out = o . ao (phase C overwrites it); after the barrier, x = the post-attention norm of h + out */
-        for (int i = threadIdx.x; i < a.HV / 4; i += M1_THREADS) ((float4 *)vec)[i] = __ldg((const float4 *)a.ao + i);
+        /* O: out = o . ao (phase C overwrites it); after the barrier, x = the post-attention norm of h + out (ao from L2:
+         * phase I3's writes where attn) */
+        for (int i = threadIdx.x; i < a.HV / 4; i += M1_THREADS) ((float4 *)vec)[i] = __ldcg((const float4 *)a.ao + i);
         for (int i = threadIdx.x; i < D; i += M1_THREADS) hs[i] = __ldcg(a.h + i);
         __syncthreads();
         for (int d = gw; d < D; d += nw) {
@@ -395,7 +614,18 @@ int cu_moe1(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weig
     } else if ((uintptr_t)x & 15) {
         return 0;
     }
-    size_t smem = m1_smem(D, I, sI, E, K, HV);
+    const cu_m1_attn *at = t ? t->at : NULL;
+    const int H = c->num_heads, C = c->kv_lora_rank, dr = c->qk_rope_head_dim, dn = c->qk_nope_head_dim, dv = c->v_head_dim;
+    const int ctx_max = cb->b.pt_stride * cb->b.page_size, Smax = at ? (ctx_max + M1_TS - 1) / M1_TS : 0;
+    if (at) {   /* the attention form: V2-Lite's (no q_lora), the BF16 cache, kv_b in the experts' form, the phases' shapes */
+        const ds_weight *kb = at->kv_b;
+        if (c->q_lora_rank || cu_kv_layout(c) != CU_KV_BF16 || (uintptr_t)at->cache & 15 || !m1_fits(kb, g0, C) ||
+            kb->rows != H * (dn + dv) || C % (32 * V) || dv % 16 || dr % 2 || (C + dr) % 8 || C + dr > 64 * M1_QP ||
+            H * dv != HV ||
+            cb->n_sm < H + 1 || cb->b.n_tokens != 1 || ctx_max < 1 || !at->kv_norm->data)
+            return 0;
+    }
+    size_t smem = m1_smem(D, I, sI, E, K, HV, m1_att(at ? H : 0, C, dr, Smax));
     if (smem > M1_SMEM_MAX) return 0;
     static int attrs_set = 0;
     if (!attrs_set) {
@@ -423,7 +653,9 @@ int cu_moe1(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weig
         a.sd = cu_view(&L->sh_down);
     }
     a.logits = logits;
-    a.inter = (float *)cu_ws_get(&cb->ws_moe1, sizeof(float) * ((size_t)sI + (size_t)K * I));
+    const size_t n_inter = (size_t)sI + (size_t)K * I, n_ql = at ? (size_t)H * (C + dr) : 0;
+    const size_t n_part = at ? (size_t)Smax * H * C : 0, n_ml = at ? (size_t)Smax * H * 2 : 0;
+    a.inter = (float *)cu_ws_get(&cb->ws_moe1, sizeof(float) * (n_inter + n_ql + n_part + n_ml));
     a.bar = cb->moe1_bar;
     a.D = D;
     a.I = I;
@@ -438,6 +670,32 @@ int cu_moe1(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weig
         a.xn = t->xn;
         a.eps = t->eps;
         a.HV = HV;
+        if (at) {
+            a.attn = 1;
+            a.aq = at->q;
+            a.akv = at->kv;
+            a.cache = (unsigned short *)at->cache;
+            a.positions = cb->d_positions;
+            a.tok_seq = cb->d_tok_seq;
+            a.page_table = cb->d_page_table;
+            a.pt_stride = cb->b.pt_stride;
+            a.page_size = cb->b.page_size;
+            a.kvb = cu_view(at->kv_b);
+            a.kv_norm = cu_view(at->kv_norm);
+            a.kv_eps = at->kv_eps;
+            a.amp = c->rope_amplitude;
+            a.sm_scale = c->softmax_scale;
+            a.inv_freq = cb->inv_freq;
+            a.qlat = a.inter + n_inter;
+            a.part = a.qlat + n_ql;
+            a.ml = a.part + n_part;
+            a.H = H;
+            a.dn = dn;
+            a.dv = dv;
+            a.dr = dr;
+            a.C = C;
+            a.Smax = Smax;
+        }
         if (next) {
             a.in_norm = cu_view(t->in_norm);
             a.nq = cu_view(t->wq);
@@ -452,6 +710,7 @@ int cu_moe1(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weig
     CUDA_LAUNCH_CHECK();
     cb->moe1_runs++;
     if (t) cb->tail1_runs++;
+    if (at) cb->attn1_runs++;
     if (next) cb->tail1_next_runs++;
     return next ? 2 : 1;
 }

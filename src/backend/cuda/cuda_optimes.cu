@@ -153,6 +153,7 @@ void cu_optimes_install(ds_cuda_backend *cb) {
     be->attn_in = NULL;      /* the fused chains: their ops one by one */
     be->moe_to_attn_in = NULL;
     be->layer_tail1 = NULL;
+    be->layer1 = NULL;
     be->linear_add_rmsnorm = NULL;
     be->rope = w_rope;
     be->kv_store = w_kv_store;

@@ -313,14 +313,23 @@ __device__ static void route_warp(const float *lg, const float *bias, int32_t *i
     if (lane == 0) write_choices(rc, s, idx, ids, wout, m);
 }
 
+/* cu_moe1's attention form (opt.moe1 3, backend layer1): the attention's output made first, from the layer's projections */
+typedef struct {
+    float *q, *kv;                          /* [H dqk], [C + dr]: roped and normed in place, as qkv_finish leaves them */
+    void *cache;                            /* the layer's latent cache (BF16 layout) */
+    const ds_weight *kv_b, *kv_norm;
+    float kv_eps;
+} cu_m1_attn;
+
 /* cu_moe1's layer-tail form (opt.moe1 2, backend layer_tail1): the block's input made from the attention's output */
 typedef struct {
-    const float *ao;                        /* [HV] the attention's output */
+    float *ao;                              /* [HV] the attention's output (written first where at) */
     const ds_weight *o, *post_norm;         /* [D, HV], [D] */
     float *h, *xn;                          /* [D] the residual stream and the last norm's output */
     float eps;                              /* both norms' */
     const ds_weight *in_norm, *wq, *wkv;    /* the next layer's input side (in_norm NULL: none; see backend.h ds_next_in) */
     float *q, *kv;
+    const cu_m1_attn *at;                   /* NULL: ao is given */
 } cu_m1_tail;
 
 /* cuda_moe1.cu: the MoE block of one token as one cooperative launch (opt.moe1) where its weights suit it: 1 when it ran
