@@ -2685,7 +2685,7 @@ fi
 # s33c (prepared in the thirty-third session, not run there): the MoE block of one token as one cooperative launch
 # (DSINFER_CUDA_MOE1=1, cuda_moe1.cu; opt-in): op tests moe1 and router; mutants m1_bar, m1_w, m1_sh
 # (dev/cuda/mutants_s33c.sh; must fail moe1); the goldens and test_cuda_model with =1; ncu of one FP8 b1 step with =0
-# and =1. (Its rotation of b1 rows at =0 / 1 is part s34a's, with =2 beside them.)
+# and =1. (Its rotation of b1 rows at =0 / 1 is part s34c's, with =2 and =3 beside them.)
 if want s33c; then
   for o in moe1 router; do step ops_$o 240 env DSINFER_OPS_ONLY=$o $B/test_cuda_ops; done
   for n in m1_bar m1_w m1_sh; do [ -x $B/test_cuda_ops_mut_$n ] && mutant $B/test_cuda_ops_mut_$n moe1 '' 240; done
@@ -2696,25 +2696,42 @@ if want s33c; then
 fi
 # s34a (prepared in the thirty-fourth session, not run there): a MoE layer's tail for one token as one launch
 # (DSINFER_CUDA_MOE1=2, backend layer_tail1: moe1_kernel's phases O and D around the MoE block): op test tail1; mutants
-# t_norm, t_row, t_hw, t_barD, t_barO (dev/cuda/mutants_s34a.sh; must fail tail1); the goldens and test_cuda_model with
-# =2; FP8 and BF16 b1 (and FP8 b2, where neither applies: unchanged) at =0 / 1 / 2 / 2 with DSINFER_CUDA_MOE1_PF=1
-# rotated three times; ncu of one FP8 b1 step with =2, without and with PF
+# t_norm, t_row, t_hw, t_barD, t_barO (dev/cuda/mutants_s34a.sh; must fail tail1); the goldens and test_cuda_model
+# with =2 (and =2 with DSINFER_CUDA_MOE1_PF=1)
 if want s34a; then
   step ops_tail1 300 env DSINFER_OPS_ONLY=tail1 $B/test_cuda_ops
   for n in t_norm t_row t_hw t_barD t_barO; do [ -x $B/test_cuda_ops_mut_$n ] && mutant $B/test_cuda_ops_mut_$n tail1 '' 300; done
   step golden_t1 150 env DSINFER_CUDA_MOE1=2 $B/test_cuda_golden
+  step golden_t1p 150 env DSINFER_CUDA_MOE1=2 DSINFER_CUDA_MOE1_PF=1 $B/test_cuda_golden
   step model_t1 200 env DSINFER_CUDA_MOE1=2 $B/test_cuda_model
-  for r in 1 2 3; do   # 2p: =2 with DSINFER_CUDA_MOE1_PF=1 (each warp's next rows asked of L2 before a barrier)
-    case $r in 1) o="0 1 2 2p";; 2) o="2p 2 1 0";; 3) o="1 2p 0 2";; esac
+  rm -f $OUT/test_cuda_ops_mut_*.log
+fi
+# s34b (prepared in the thirty-fourth session, not run there): the whole MoE layer for one token as one launch
+# (DSINFER_CUDA_MOE1=3, backend layer1: phases I1 .. I3, the attention, before the tail's): op test attn1; mutants
+# a_rope, a_bar1, a_mask, a_L, a_slot (dev/cuda/mutants_s34b.sh; must fail attn1); the goldens and test_cuda_model
+# with =3 (test_cuda_model: V2-Lite's 27 layers fed token by token against the whole prompt, the chain of layer1 calls)
+if want s34b; then
+  step ops_attn1 300 env DSINFER_OPS_ONLY=attn1 $B/test_cuda_ops
+  for n in a_rope a_bar1 a_mask a_L a_slot; do [ -x $B/test_cuda_ops_mut_$n ] && mutant $B/test_cuda_ops_mut_$n attn1 '' 300; done
+  step golden_a1 150 env DSINFER_CUDA_MOE1=3 $B/test_cuda_golden
+  step model_a1 200 env DSINFER_CUDA_MOE1=3 $B/test_cuda_model
+  rm -f $OUT/test_cuda_ops_mut_*.log
+fi
+# s34c (prepared in the thirty-fourth session, not run there): batch 1 with the one-token launches: FP8 b1 / b2 (b2: none
+# applies, unchanged) and BF16 b1 at DSINFER_CUDA_MOE1 = 0 / 1 / 2 / 3, and 2 / 3 with DSINFER_CUDA_MOE1_PF=1 (2p, 3p),
+# rotated three times; ncu of one FP8 b1 step at =2 and =3
+if want s34c; then
+  for r in 1 2 3; do
+    case $r in 1) o="0 1 2 2p 3 3p";; 2) o="3p 3 2p 2 1 0";; 3) o="2 0 3p 1 3 2p";; esac
     for n in $o; do
-      pf=0; [ $n = 2p ] && pf=1
-      step m1f${n}-$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE1=${n%p} DSINFER_CUDA_MOE1_PF=$pf $B/dsinfer bench --dtype fp8 --batch 1,2 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s34a-fp8-moe1$n
-      step m1b${n}-$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE1=${n%p} DSINFER_CUDA_MOE1_PF=$pf $B/dsinfer bench --dtype bf16 --batch 1 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s34a-bf16-moe1$n
+      pf=0; [ "${n%p}" != "$n" ] && pf=1
+      step m1f${n}-$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE1=${n%p} DSINFER_CUDA_MOE1_PF=$pf $B/dsinfer bench --dtype fp8 --batch 1,2 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s34c-fp8-moe1$n
+      step m1b${n}-$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE1=${n%p} DSINFER_CUDA_MOE1_PF=$pf $B/dsinfer bench --dtype bf16 --batch 1 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s34c-bf16-moe1$n
     done
   done
-  DSINFER_CUDA_MOE1=2 ncu_step ncu34_t1_2 fp8 1
-  DSINFER_CUDA_MOE1=2 DSINFER_CUDA_MOE1_PF=1 ncu_step ncu34_t1_2p fp8 1
-  rm -f $OUT/m1*.log $OUT/test_cuda_ops_mut_*.log
+  DSINFER_CUDA_MOE1=2 ncu_step ncu34_m1_2 fp8 1
+  DSINFER_CUDA_MOE1=3 ncu_step ncu34_m1_3 fp8 1
+  rm -f $OUT/m1*.log
 fi
 # opsp0, opsp1: test_cuda_ops in full as two device calls (DSINFER_OPS_PART=0/2 and 1/2: every other run group of its
 # main; the whole suite needs more than one call's 600 s since the twenty-fourth session)
