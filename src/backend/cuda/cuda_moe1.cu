@@ -237,8 +237,10 @@ __device__ __forceinline__ void m1_chunk_axpy(uint4 q, float s, float alpha, flo
 
 /* I1 (blocks h < H, one head each): q's RoPE part of head h rotated in place, and q_lat[h] = q_nope[h] . W_UK[h] (kv_b's
  * dn key rows of the head, C columns) into a.qlat with q_pe after it. Warp w takes rows d = w, w + M1_WARPS, ..; lane l
- * the chunks l, l + 32, .. of a row (V columns each), summed over the warp's rows in registers, then over the warps in
- * red [M1_WARPS][C] in warp order. C % (32 V) == 0 (cu_moe1's checks). */
+ * the chunks l, l + 32, .. of a row (V columns each), M1_AR rows' chunks loaded before any is used (one round trip for
+ * them), summed over the warp's rows in registers, then over the warps in red [M1_WARPS][C] in warp order. C % (32 V)
+ * == 0 (cu_moe1's checks). */
+#define M1_AR 8
 template <int EB>
 __device__ void m1_absorb(const m1_args &a, int h, float *red, float pos) {
     constexpr int V = 16 / EB;
@@ -249,11 +251,21 @@ __device__ void m1_absorb(const m1_args &a, int h, float *red, float pos) {
         float acc[V];
 #pragma unroll
         for (int j = 0; j < V; j++) acc[j] = 0.0f;
-        for (int d = warp; d < a.dn; d += M1_WARPS) {
-            uint4 q;
-            float sc;
-            m1_chunk<EB>(a.kvb, h * (a.dn + a.dv) + d, lane + 32 * u, &q, &sc);
-            m1_chunk_axpy<EB>(q, sc, __ldcg(qh + d), acc);
+        for (int d0 = warp; d0 < a.dn; d0 += M1_AR * M1_WARPS) {
+            uint4 q[M1_AR];
+            float sc[M1_AR], al[M1_AR];
+#pragma unroll
+            for (int k = 0; k < M1_AR; k++) {
+                const int d = d0 + k * M1_WARPS;
+                q[k] = make_uint4(0, 0, 0, 0);
+                sc[k] = al[k] = 0.0f;
+                if (d < a.dn) {
+                    m1_chunk<EB>(a.kvb, h * (a.dn + a.dv) + d, lane + 32 * u, &q[k], &sc[k]);
+                    al[k] = __ldcg(qh + d);
+                }
+            }
+#pragma unroll
+            for (int k = 0; k < M1_AR; k++) m1_chunk_axpy<EB>(q[k], sc[k], al[k], acc);
         }
 #pragma unroll
         for (int j = 0; j < V; j++) red[(size_t)warp * C + (lane + 32 * u) * V + j] = acc[j];
@@ -302,16 +314,28 @@ __device__ void m1_decode_splits(const m1_args &a, float *sm, int n) {
     float *qs = sm, *pp = qs + (size_t)H * w + (size_t)M1_TS * w / 2;
     unsigned short *rows = (unsigned short *)(qs + (size_t)H * w);
     if ((int)blockIdx.x >= S) return;
-    for (int i = threadIdx.x; i < H * w; i += M1_THREADS) qs[i] = __ldcg(a.qlat + i);
+#pragma unroll 4
+    for (int i = threadIdx.x; i < H * w / 4; i += M1_THREADS) ((float4 *)qs)[i] = __ldcg((const float4 *)a.qlat + i);
     for (int sp = blockIdx.x; sp < S; sp += gridDim.x) {
         const int j0 = sp * M1_TS, nt = n - j0 < M1_TS ? n - j0 : M1_TS;
         __syncthreads();   /* (q in place; the previous split's rows and weights read) */
-        const int cw = w / 8;   /* 16-byte chunks a row */
-        for (int i = threadIdx.x; i < nt * cw; i += M1_THREADS) {
-            const int t = i / cw, c = i - t * cw, j = j0 + t;
-            const size_t slot = (size_t)a.page_table[(size_t)s * a.pt_stride + j / a.page_size] * a.page_size +
-                                (size_t)(j % a.page_size);
-            ((uint4 *)(rows + (size_t)t * w))[c] = __ldcg((const uint4 *)(a.cache + slot * w) + c);
+        const int cw = w / 8;   /* 16-byte chunks a row: a thread's up to 4 loaded before they are stored */
+        for (int i0 = threadIdx.x; i0 < nt * cw; i0 += 4 * M1_THREADS) {
+            uint4 v[4];
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const int i = i0 + k * M1_THREADS, t = i / cw, c = i - t * cw, j = j0 + t;
+                if (i >= nt * cw) break;
+                const size_t slot = (size_t)a.page_table[(size_t)s * a.pt_stride + j / a.page_size] * a.page_size +
+                                    (size_t)(j % a.page_size);
+                v[k] = __ldcg((const uint4 *)(a.cache + slot * w) + c);
+            }
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const int i = i0 + k * M1_THREADS, t = i / cw, c = i - t * cw;
+                if (i >= nt * cw) break;
+                ((uint4 *)(rows + (size_t)t * w))[c] = v[k];
+            }
         }
         __syncthreads();
         for (int h = warp; h < H; h += M1_WARPS) {
@@ -385,6 +409,7 @@ __device__ void m1_values(const m1_args &a, float *sm, int n) {
         __syncthreads();
         for (int c = threadIdx.x; c < C; c += M1_THREADS) {
             float v = 0.0f;
+#pragma unroll 8
             for (int sp = 0; sp < S; sp++) v += ws[sp] * __ldcg(a.part + ((size_t)sp * H + h) * C + c);
             ol[c] = v * ws[S];
         }
