@@ -104,6 +104,29 @@ static inline ds_status golden_feed_batched(ds_engine *e, const ds_st_set *g, in
     return st;
 }
 
+/* Fixture `name`'s golden set (*g) and two engines of it whose attention form is chosen by counted multiply-adds, so that
+ * their choices (and bits) agree: a test wraps one engine's backend and compares the two. 1 when all three opened, else
+ * 0 with a CHECK failed and nothing left open. */
+static inline int golden_engine_pair(const char *name, ds_st_set **g, ds_engine **a, ds_engine **b) {
+    char dir[512], path[600], err[DS_ERRLEN];
+    snprintf(dir, sizeof dir, "%s/%s", fixtures_dir(), name);
+    snprintf(path, sizeof path, "%s/golden.safetensors", dir);
+    *g = NULL;
+    *a = *b = NULL;
+    CHECKF(ds_st_open_file(path, g, err) == DS_OK, "%s", err);
+    if (!*g) return 0;
+    ds_engine_opts o = {.n_threads = 1, .kv_cache_dtype = "fp32", .kv_cache_bytes = 4u << 20, .attn_no_measure = 1};
+    CHECKF(ds_engine_open(dir, &o, a, err) == DS_OK, "%s", err);
+    CHECKF(ds_engine_open(dir, &o, b, err) == DS_OK, "%s", err);
+    if (*a && *b) return 1;
+    ds_engine_free(*a);
+    ds_engine_free(*b);
+    ds_st_close(*g);
+    *a = *b = NULL;
+    *g = NULL;
+    return 0;
+}
+
 static inline int argmax_f32(const float *x, int n) {
     int b = 0;
     for (int i = 1; i < n; i++)

@@ -119,18 +119,9 @@ static int t_layer1(ds_backend *be, float *xn, float *h, float *ff, float *ao, f
 }
 
 static void check_fixture(const char *name) {
-    char dir[512], path[600], err[DS_ERRLEN];
-    snprintf(dir, sizeof dir, "%s/%s", fixtures_dir(), name);
-    snprintf(path, sizeof path, "%s/golden.safetensors", dir);
-    ds_st_set *g = NULL;
-    CHECKF(ds_st_open_file(path, &g, err) == DS_OK, "%s", err);
-    if (!g) return;
-    /* the attention form by counted multiply-adds in both engines, so that their choices (and bits) agree */
-    ds_engine_opts o = {.n_threads = 1, .kv_cache_dtype = "fp32", .kv_cache_bytes = 4u << 20, .attn_no_measure = 1};
-    ds_engine *plain = NULL, *wrapped = NULL;
-    CHECKF(ds_engine_open(dir, &o, &plain, err) == DS_OK, "%s", err);
-    CHECKF(ds_engine_open(dir, &o, &wrapped, err) == DS_OK, "%s", err);
-    if (!plain || !wrapped) goto done;
+    ds_st_set *g;
+    ds_engine *plain, *wrapped;
+    if (!golden_engine_pair(name, &g, &plain, &wrapped)) return;
     CHECKF(plain->be->layer_tail1 == NULL, "%s: the CPU backend has a layer_tail1 (the test's plain engine would take it)",
            name);
     CHECKF(wrapped->fused_add_norm, "%s: the engine does not fuse the add into the norm (no tail would be offered)", name);
@@ -188,7 +179,6 @@ static void check_fixture(const char *name) {
     CHECKF(took_next > 0, "%s: no tail with the next layer's part taken (the test checked nothing of it)", name);
     if (!wrapped->cfg.q_lora_rank)
         CHECKF(w_took_all > 0, "%s: no layer1 taken (the test checked nothing of it)", name);
-done:
     ds_engine_free(plain);
     ds_engine_free(wrapped);
     ds_st_close(g);

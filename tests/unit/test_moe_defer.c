@@ -132,18 +132,9 @@ static void wrap(ds_backend *be) {
 }
 
 static void check_fixture(const char *name) {
-    char dir[512], path[600], err[DS_ERRLEN];
-    snprintf(dir, sizeof dir, "%s/%s", fixtures_dir(), name);
-    snprintf(path, sizeof path, "%s/golden.safetensors", dir);
-    ds_st_set *g = NULL;
-    CHECKF(ds_st_open_file(path, &g, err) == DS_OK, "%s", err);
-    if (!g) return;
-    /* the attention form by counted multiply-adds in both engines, so that their choices (and bits) agree */
-    ds_engine_opts o = {.n_threads = 1, .kv_cache_dtype = "fp32", .kv_cache_bytes = 4u << 20, .attn_no_measure = 1};
-    ds_engine *plain = NULL, *wrapped = NULL;
-    CHECKF(ds_engine_open(dir, &o, &plain, err) == DS_OK, "%s", err);
-    CHECKF(ds_engine_open(dir, &o, &wrapped, err) == DS_OK, "%s", err);
-    if (!plain || !wrapped) goto done;
+    ds_st_set *g;
+    ds_engine *plain, *wrapped;
+    if (!golden_engine_pair(name, &g, &plain, &wrapped)) return;
     wrap(wrapped->be);
     int V = ds_engine_vocab_size(plain), L = wrapped->cfg.num_layers, moe_layers = 0;
     for (int l = 0; l + 1 < L; l++) moe_layers += wrapped->w.layers[l].is_moe;   /* those that leave their sum */
@@ -172,7 +163,6 @@ static void check_fixture(const char *name) {
     }
     CHECKF(!pend.active, "%s: a sum still left after the last step", name);
     CHECK(calls_while_left == 0);
-done:
     ds_engine_free(plain);
     ds_engine_free(wrapped);
     ds_st_close(g);

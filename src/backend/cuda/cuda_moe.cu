@@ -1101,16 +1101,14 @@ typedef struct {
 } route_ws;
 static route_ws route_ws_get(ds_cuda_backend *cb, int M, int E, int K, size_t extra);
 
-/* backend.h layer_tail1: the MoE layer's tail for one token as moe1_kernel's tail form (opt.moe1 2; cuda_moe1.cu), where
- * the weights suit it */
-int cu_layer_tail1(ds_backend *be, float *xn, float *h, float *ff, const float *x, const ds_layer_weights *L, float eps,
-                   const ds_next_in *nx, int M) {
-    ds_cuda_backend *cb = cu_of(be);
-    if (M != 1 || cb->opt.moe1 < 2 || cb->b.n_tokens != 1) return 0;
+/* The tail of a MoE layer for one token (and, with at, its attention first) through cu_moe1: its return (0: nothing
+ * done). x: the attention's output (written first where at). */
+static int moe1_layer(ds_cuda_backend *cb, float *xn, float *h, float *ff, float *x, const ds_layer_weights *L, float eps,
+                      const ds_next_in *nx, const cu_m1_attn *at) {
     cu_comb_flush(cb);   /* (a combine left by an earlier call and never taken: made before this one) */
-    route_cfg rc = route_cfg_of(cb, be->cfg);
+    route_cfg rc = route_cfg_of(cb, cb->base.cfg);
     route_ws r = route_ws_get(cb, 1, rc.E, rc.K, 0);
-    cu_m1_tail t = {(float *)x, &L->o, &L->post_norm, h, xn, eps, NULL, NULL, NULL, NULL, NULL, NULL};   /* (x read only) */
+    cu_m1_tail t = {x, &L->o, &L->post_norm, h, xn, eps, NULL, NULL, NULL, NULL, NULL, at};
     if (nx) {
         t.in_norm = nx->in_norm;
         t.wq = nx->wq;
@@ -1119,9 +1117,19 @@ int cu_layer_tail1(ds_backend *be, float *xn, float *h, float *ff, const float *
         t.kv = nx->kv;
     }
     int ran = cu_moe1(cb, ff, NULL, L, moe_table(cb, L, rc.E), r.logits, rc, &t);
-    if (ran) cu_optimes_phase(cb, ran == 2 ? "  layer tail: one launch (moe1_kernel, the next layer's projections)"
-                                           : "  layer tail: one launch (moe1_kernel)");
+    if (ran) cu_optimes_phase(cb, at ? "  layer: one launch (moe1_kernel with the attention)"
+                                     : ran == 2 ? "  layer tail: one launch (moe1_kernel, the next layer's projections)"
+                                                : "  layer tail: one launch (moe1_kernel)");
     return ran;
+}
+
+/* backend.h layer_tail1: the MoE layer's tail for one token as moe1_kernel's tail form (opt.moe1 2; cuda_moe1.cu), where
+ * the weights suit it */
+int cu_layer_tail1(ds_backend *be, float *xn, float *h, float *ff, const float *x, const ds_layer_weights *L, float eps,
+                   const ds_next_in *nx, int M) {
+    ds_cuda_backend *cb = cu_of(be);
+    if (M != 1 || cb->opt.moe1 < 2 || cb->b.n_tokens != 1) return 0;
+    return moe1_layer(cb, xn, h, ff, (float *)x, L, eps, nx, NULL);   /* (x only read in the tail form) */
 }
 
 /* backend.h layer1: the MoE layer for one token as moe1_kernel's attention form (opt.moe1 3; cuda_moe1.cu), where the
@@ -1130,22 +1138,9 @@ int cu_layer1(ds_backend *be, float *xn, float *h, float *ff, float *ao, float *
               const ds_layer_weights *L, float eps, float kv_eps, const ds_next_in *nx, int M) {
     ds_cuda_backend *cb = cu_of(be);
     if (M != 1 || cb->opt.moe1 < 3 || cb->b.n_tokens != 1 || cb->b.n_seqs != 1) return 0;
-    cu_comb_flush(cb);
     cb->qb_of = NULL;   /* (no BF16 copy of this q: qkv_finish's is not made) */
-    route_cfg rc = route_cfg_of(cb, be->cfg);
-    route_ws r = route_ws_get(cb, 1, rc.E, rc.K, 0);
     cu_m1_attn at = {q, kv, cache, &L->kv_b, &L->kv_a_norm, kv_eps};
-    cu_m1_tail t = {ao, &L->o, &L->post_norm, h, xn, eps, NULL, NULL, NULL, NULL, NULL, &at};
-    if (nx) {
-        t.in_norm = nx->in_norm;
-        t.wq = nx->wq;
-        t.wkv = nx->wkv;
-        t.q = nx->q;
-        t.kv = nx->kv;
-    }
-    int ran = cu_moe1(cb, ff, NULL, L, moe_table(cb, L, rc.E), r.logits, rc, &t);
-    if (ran) cu_optimes_phase(cb, "  layer: one launch (moe1_kernel with the attention)");
-    return ran;
+    return moe1_layer(cb, xn, h, ff, ao, L, eps, nx, &at);
 }
 
 /* The routed experts of the grouped path: gate/up/SiLU over every expert's rows, down, combine. tc: on
