@@ -2694,6 +2694,18 @@ if want s33c; then
   for n in 0 1; do DSINFER_CUDA_MOE1=$n ncu_step ncu33_m1_$n fp8 1; done
   rm -f $OUT/test_cuda_ops_mut_*.log
 fi
+# s34q (thirty-fourth session, the first call once a device was lent): batch 1's one-token launches checked and a first
+# look at their rows in one call: op tests moe1, tail1, attn1; the goldens at DSINFER_CUDA_MOE1 = 1, 2, 3; test_cuda_model
+# at =3; FP8 b1 and BF16 b1 once at =0 .. 3
+if want s34q; then
+  for o in moe1 tail1 attn1; do step ops_$o 240 env DSINFER_OPS_ONLY=$o $B/test_cuda_ops; done
+  for n in 1 2 3; do step golden_m$n 150 env DSINFER_CUDA_MOE1=$n $B/test_cuda_golden; done
+  step model_m3 200 env DSINFER_CUDA_MOE1=3 $B/test_cuda_model
+  for n in 0 1 2 3; do
+    step q1f$n 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE1=$n $B/dsinfer bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s34q-fp8-moe1$n
+    step q1b$n 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE1=$n $B/dsinfer bench --dtype bf16 --batch 1 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s34q-bf16-moe1$n
+  done
+fi
 # s34a (prepared in the thirty-fourth session, not run there): a MoE layer's tail for one token as one launch
 # (DSINFER_CUDA_MOE1=2, backend layer_tail1: moe1_kernel's phases O and D around the MoE block): op test tail1; mutants
 # t_norm, t_row, t_hw, t_barD, t_barO (dev/cuda/mutants_s34a.sh; must fail tail1); the goldens and test_cuda_model
