@@ -3332,6 +3332,7 @@ static void run_comb_norm(void) {
         setenv("DSINFER_CUDA_TC", "1", 1);
         setenv("DSINFER_MOE_W8A8", "1", 1);
         setenv("DSINFER_CUDA_COMBINE_NORM", "1", 1);
+        setenv("DSINFER_CUDA_COMBINE_NORM_MIN_M", "1", 1);   /* (every M: the default takes 65 and more) */
         if (!shin) setenv("DSINFER_CUDA_MOE_SHARED_IN", "0", 1);
         int ok = load_setup_kv(&s, shin ? "v2l-cn" : "v2l-cn0", "configs/deepseek-v2-lite.json", 0, 16, 0, KV_BF16);
         unsetenv("DSINFER_CUDA_FP8_GEMM");
@@ -3339,6 +3340,7 @@ static void run_comb_norm(void) {
         unsetenv("DSINFER_CUDA_TC");
         unsetenv("DSINFER_MOE_W8A8");
         unsetenv("DSINFER_CUDA_COMBINE_NORM");
+        unsetenv("DSINFER_CUDA_COMBINE_NORM_MIN_M");
         unsetenv("DSINFER_CUDA_MOE_SHARED_IN");
         if (!ok) continue;
         ds_backend *g = s.gpu;

@@ -419,6 +419,7 @@ typedef struct {
                         * (backend layer1) */
     int moe1_pf;       /* its warps ask L2 for their next phase's rows before each grid barrier (DSINFER_CUDA_MOE1_PF) */
     int combine_norm;  /* moe_to_attn_in's combine inside the next attn_in's norm (cuda_backend.cu; DSINFER_CUDA_COMBINE_NORM) */
+    int combine_norm_min_m;   /* ... from this many tokens (DSINFER_CUDA_COMBINE_NORM_MIN_M) */
     int mla_fold;      /* the MLA decode's split combine by each entry's last split block (cuda_mla_tc.cu; DSINFER_CUDA_MLA_FOLD) */
     int l2_prefetch;   /* the next layer's dense weights into L2 (cuda_prefetch.cu; DSINFER_CUDA_L2_PREFETCH): 1 on a side
                         * stream, 2 by a launch on the main stream; both opt-in, measured slower */

@@ -1103,12 +1103,16 @@ static cu_opts cu_opts_read(void) {
     o.moe_wg_pipe = env_int("DSINFER_CUDA_MOE_WG_PIPE", 0);   /* opt-in: within the spread (twenty-sixth session run 2) */
     o.moe_half = env_int("DSINFER_CUDA_MOE_HALF", 0);         /* opt-in: no gain (twenty-sixth session run 2) */
     o.route_group = env_int("DSINFER_CUDA_ROUTE_GROUP", 0);
-    o.route_fast = env_int("DSINFER_CUDA_ROUTE_FAST", 1);
-    o.moe1 = env_int("DSINFER_CUDA_MOE1", 0);   /* opt-in, 1, 2 (the layer's tail) or 3 (and its attention): not yet run
-                                                 * on a GPU (thirty-third, thirty-fourth sessions) */
-    o.moe1_pf = env_int("DSINFER_CUDA_MOE1_PF", 0);   /* opt-in, not yet run (thirty-fourth session) */
-    o.combine_norm = env_int("DSINFER_CUDA_COMBINE_NORM", 0);   /* opt-in: not yet run on a GPU (thirty-second session) */
-    o.mla_fold = env_int("DSINFER_CUDA_MLA_FOLD", 0);           /* opt-in: not yet run on a GPU (thirty-second session) */   /* the same bits; RT_PROF: the routing tail -10 .. -25% */
+    o.route_fast = env_int("DSINFER_CUDA_ROUTE_FAST", 1);   /* the same bits; RT_PROF: the routing tail -10 .. -25% */
+    /* opt-in, 1, 2 (the layer's tail) or 3 (and its attention); measured in the thirty-fourth session (RESULTS run 2): FP8
+     * b1 the same at 1, +0.03 ms at 2, +0.24 at 3 (a grid barrier under the weight stream costs more than a launch) */
+    o.moe1 = env_int("DSINFER_CUDA_MOE1", 0);
+    o.moe1_pf = env_int("DSINFER_CUDA_MOE1_PF", 0);   /* opt-in, measured slower (+0.06 .. +0.2 ms at b1) */
+    /* on from 65 tokens since the thirty-fourth session (RESULTS: FP8 b96 .. b256 -0.03 .. -0.16 ms in three rotated rounds,
+     * b64 within the spread, b128 -0.02) */
+    o.combine_norm = env_int("DSINFER_CUDA_COMBINE_NORM", 1);
+    o.combine_norm_min_m = env_int("DSINFER_CUDA_COMBINE_NORM_MIN_M", 65);
+    o.mla_fold = env_int("DSINFER_CUDA_MLA_FOLD", 0);   /* opt-in, measured slower (thirty-fourth session: FP8 b64 +0.25 ms) */
     o.l2_prefetch = env_int("DSINFER_CUDA_L2_PREFETCH", 0);
     o.l2_prefetch_max_m = env_int("DSINFER_CUDA_L2_PREFETCH_MAX_M", 8);
     /* on by default since the twelfth session's run 2 (FP8 batch 64 9.00 -> 8.54 ms with all four; RESULTS) */

@@ -1068,7 +1068,8 @@ static void moe_combine_launch(ds_cuda_backend *cb, float *out, const float *y, 
  * norm kernel to make the same sums (cu_norm_chain_comb; cu_comb_flush launches them where that does not run) */
 static void moe_combine(ds_cuda_backend *cb, float *out, const float *y, const int32_t *ids, const int32_t *pos, const float *w,
                         int M, int K, int D, int ns) {
-    if (cb->comb_defer && cb->opt.combine_norm && K <= CU_COMB_MAX_K && ns <= CU_COMB_MAX_NS) {
+    if (cb->comb_defer && cb->opt.combine_norm && M >= cb->opt.combine_norm_min_m && K <= CU_COMB_MAX_K &&
+        ns <= CU_COMB_MAX_NS) {
         cu_comb_pend p = {out, y, w, ids, pos, M, K, D, ns, 1};
         cb->comb = p;
         cb->comb_defer = 0;   /* one combine a call */
