@@ -2773,19 +2773,24 @@ fi
 # opsq: the same suite as four processes at once on the one GPU (DSINFER_OPS_PART=k/4, 4 OpenMP threads each: the CPU
 # references and the launches' latencies of one process leave most of the 16 cores and the GPU idle), so that it fits
 # one call; each part's log is ops_q<k>.log, its line in the summary as step's
-if want opsq; then
-  t0=$(date +%s); pids=""
-  for k in 0 1 2 3; do
-    (stdbuf -oL -eL timeout 560 env OMP_NUM_THREADS=4 DSINFER_OPS_PART=$k/4 $B/test_cuda_ops > $OUT/ops_q$k.log 2>&1; echo $? > $OUT/ops_q$k.rc) &
+# opso0, opso1 (thirty-fourth session: opsq ran out of its call, three of its four parts unfinished at 565 s): the same
+# as eighths, four processes a call (DSINFER_OPS_PART=k/8, k = 0 .. 3, then 4 .. 7)
+ops_parallel() {   # ops_parallel N K...: test_cuda_ops parts K/N at once, 4 OpenMP threads each
+  local n=$1 t0=$(date +%s) pids="" k rc; shift
+  for k in "$@"; do
+    (stdbuf -oL -eL timeout 560 env OMP_NUM_THREADS=4 DSINFER_OPS_PART=$k/$n $B/test_cuda_ops > $OUT/ops_q$k.log 2>&1; echo $? > $OUT/ops_q$k.rc) &
     pids="$pids $!"
   done
   wait $pids
-  for k in 0 1 2 3; do
+  for k in "$@"; do
     rc=$(cat $OUT/ops_q$k.rc 2>/dev/null || echo none)
     summary+=$(printf '%-12s rc=%-3s %6d ms' "ops_q$k" "$rc" "$(( ($(date +%s) - t0) * 1000 ))")$'\n'
-    echo "== ops_q$k rc=$rc"; grep -E "CHECK failed|FAIL|: ok|SKIP" $OUT/ops_q$k.log | tail -n 8
+    echo "== ops_q$k/$n rc=$rc"; grep -E "CHECK failed|FAIL|: ok|SKIP" $OUT/ops_q$k.log | tail -n 8
   done
-fi
+}
+want opsq && ops_parallel 4 0 1 2 3
+want opso0 && ops_parallel 8 0 1 2 3
+want opso1 && ops_parallel 8 4 5 6 7
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi
 if want opsp1; then step ops_full_p1 570 env DSINFER_OPS_PART=1/2 $B/test_cuda_ops; fi
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"
