@@ -26,7 +26,12 @@
  *      projections of it (q, or q_a, and kv_a) over the grid's warps.
  * So the b1 MoE layer's tail is one launch where it is 2 .. 3 (o's GEMV, its split-K sum, the add and norm) plus the MoE
  * block plus 2 .. 3 more (the add and norm, the two projections); the attention's interior (qkv_finish, the absorb, the
- * MLA decode, its combine, W_UV) stays as it is. h and xn are written by block 0 only after every block has read h. */
+ * MLA decode, its combine, W_UV) stays as it is. h and xn are written by block 0 only after every block has read h.
+ *
+ * Measured (bench/RESULTS.md, thirty-fourth session): correct in every form, and no faster than the launches they replace
+ * (FP8 b1 the same at opt.moe1 1, +0.03 ms at 2, +0.24 at 3): the block streams its 69.5 MB at 1.41 TB/s, and `bench
+ * --ceilings` shows a grid barrier under a weight stream costing ~2.9 us of it, more than a kernel boundary in a graph.
+ * Kept opt-in as the measured form of that idea. */
 #include "backend/cuda/cuda_grid.h"
 #include "backend/cuda/cuda_route.h"
 
