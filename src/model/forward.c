@@ -250,25 +250,32 @@ static void ffn(ds_engine *e, int layer, int M, int to_attn_in) {
     tp_reduce(e, e->a.ff, (size_t)M * e->cfg.hidden_size);
 }
 
+/* Whether a MoE layer for one token may go to the backend as one call (layer_tail1, layer1): nothing between its calls
+ * needs the host (one device, no parallel split) and the add is fused into the norm, as those calls make it. */
+static int one_call_layer(const ds_engine *e, const ds_layer_weights *L, int M) {
+    return M == 1 && L->is_moe && !e->ep && !e->tp && e->tp_expert_e1 <= e->tp_expert_e0 && e->be->add_rmsnorm &&
+           e->fused_add_norm;
+}
+
+/* The next layer's input side (its input norm, its two projections into the engine's q or qa and kv) for the tail of
+ * `layer` */
+static ds_next_in next_input(ds_engine *e, int layer) {
+    const ds_config *c = &e->cfg;
+    const ds_layer_weights *N = &e->w.layers[layer + 1];
+    return (ds_next_in){.in_norm = &N->input_norm, .wq = c->q_lora_rank ? &N->q_a : &N->q, .wkv = &N->kv_a,
+                        .q = c->q_lora_rank ? e->a.qa : e->a.q, .kv = e->a.kv};
+}
+
 /* A MoE layer's tail (attn_out, then ffn) as the backend's one call for one token (layer_tail1), with the next
  * layer's input side up to its projections where next: 0 where it did not run (nothing done), 1 where it ran
  * without the next layer's part, 2 with it (h then holds ff already, and the next attention() starts after its
- * projections). Only where nothing between those calls needs the host: one device, the add fused into the norm. */
+ * projections). */
 static int layer_tail(ds_engine *e, int layer, int M, int next) {
-    const ds_config *c = &e->cfg;
     const ds_layer_weights *L = &e->w.layers[layer];
     ds_backend *be = e->be;
-    ds_acts *a = &e->a;
-    if (!be->layer_tail1 || M != 1 || !L->is_moe || e->ep || e->tp || e->tp_expert_e1 > e->tp_expert_e0 ||
-        !be->add_rmsnorm || !e->fused_add_norm)
-        return 0;
-    ds_next_in nx;
-    if (next) {
-        const ds_layer_weights *N = &e->w.layers[layer + 1];
-        nx = (ds_next_in){.in_norm = &N->input_norm, .wq = c->q_lora_rank ? &N->q_a : &N->q, .wkv = &N->kv_a,
-                          .q = c->q_lora_rank ? a->qa : a->q, .kv = a->kv};
-    }
-    return be->layer_tail1(be, a->xn, a->h, a->ff, a->ao, L, c->rms_norm_eps, next ? &nx : NULL, M);
+    if (!be->layer_tail1 || !one_call_layer(e, L, M)) return 0;
+    ds_next_in nx = next ? next_input(e, layer) : (ds_next_in){0};
+    return be->layer_tail1(be, e->a.xn, e->a.h, e->a.ff, e->a.ao, L, e->cfg.rms_norm_eps, next ? &nx : NULL, M);
 }
 
 /* A MoE layer for one token whose input side the previous layer's tail made up to its projections (projected), as the
@@ -276,21 +283,14 @@ static int layer_tail(ds_engine *e, int layer, int M, int next) {
  * layer_tail's (0: nothing done; the layer then runs as attention() and layer_tail). Only for the absorbed form of the
  * one sequence, without q_lora (whose q_b comes between). */
 static int layer_whole(ds_engine *e, const step_plan *p, int layer, int M, int next) {
-    const ds_config *c = &e->cfg;
     const ds_layer_weights *L = &e->w.layers[layer];
     ds_backend *be = e->be;
     ds_acts *a = &e->a;
-    if (!be->layer1 || !be->layer_tail1 || c->q_lora_rank || p->meta.n_seqs != 1 || p->n_absorbed != 1 || p->n_naive)
+    if (!be->layer1 || !be->layer_tail1 || e->cfg.q_lora_rank || p->meta.n_seqs != 1 || p->n_absorbed != 1 ||
+        p->n_naive || !one_call_layer(e, L, M))
         return 0;
-    if (M != 1 || !L->is_moe || e->ep || e->tp || e->tp_expert_e1 > e->tp_expert_e0 || !be->add_rmsnorm ||
-        !e->fused_add_norm)
-        return 0;
-    ds_next_in nx;
-    if (next) {
-        const ds_layer_weights *N = &e->w.layers[layer + 1];
-        nx = (ds_next_in){.in_norm = &N->input_norm, .wq = &N->q, .wkv = &N->kv_a, .q = a->q, .kv = a->kv};
-    }
-    return be->layer1(be, a->xn, a->h, a->ff, a->ao, a->q, a->kv, ds_engine_layer_cache(e, layer), L, c->rms_norm_eps,
+    ds_next_in nx = next ? next_input(e, layer) : (ds_next_in){0};
+    return be->layer1(be, a->xn, a->h, a->ff, a->ao, a->q, a->kv, ds_engine_layer_cache(e, layer), L, e->cfg.rms_norm_eps,
                       1e-6f, next ? &nx : NULL, M);
 }
 
