@@ -2770,6 +2770,56 @@ if want s33e; then
   done
   rm -f $OUT/ms*.log
 fi
+# s35a (thirty-fifth session): the build with COMBINE_NORM's default from 65 tokens (the thirty-fourth session's change,
+# measured there through the env path only): test_cuda_host, goldens, test_cuda_model; FP8 b64 / b96 / b256 at the
+# default against DSINFER_CUDA_COMBINE_NORM=0, rotated twice
+if want s35a; then
+  step host 20 $B/test_cuda_host
+  step golden 120 $B/test_cuda_golden
+  step model 200 $B/test_cuda_model
+  for r in 1 2; do
+    case $r in 1) o="def 0";; 2) o="0 def";; esac
+    for n in $o; do
+      E=; [ $n = 0 ] && E=DSINFER_CUDA_COMBINE_NORM=0
+      step cn${n}-$r 120 env DSINFER_CUDA_TC=1 $E $B/dsinfer bench --dtype fp8 --batch 64,96,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s35a-fp8-cn$n
+    done
+  done
+  rm -f $OUT/cn*.log
+fi
+# s35b (thirty-fifth session): the MoE combine inside the next layer's norm at one token too (attn_in's composition takes
+# the left combine: DSINFER_CUDA_COMBINE_NORM_MIN_M=1 reaches batch 1), op test combnorm (now every M counted), goldens
+# and test_cuda_model with it; the one-row GEMVs leaving room for the next kernel (DSINFER_CUDA_GEMV_T1_SMEM=61440: 3
+# blocks an SM) with and without PDL (goldens with both); FP8 b1 / b2 rows at each, rotated twice; BF16 b1 at def / cn1
+if want s35b; then
+  step ops_combnorm 300 env DSINFER_OPS_ONLY=combnorm $B/test_cuda_ops
+  step golden_cn1 150 env DSINFER_CUDA_COMBINE_NORM_MIN_M=1 $B/test_cuda_golden
+  step model_cn1 200 env DSINFER_CUDA_COMBINE_NORM_MIN_M=1 $B/test_cuda_model
+  step golden_sm 150 env DSINFER_CUDA_PDL=1 DSINFER_CUDA_GEMV_T1_SMEM=61440 $B/test_cuda_golden
+  for r in 1 2; do
+    case $r in 1) o="def cn1 pdl pdlsm sm";; 2) o="sm pdlsm pdl cn1 def";; esac
+    for n in $o; do
+      case $n in def) E=;; cn1) E=DSINFER_CUDA_COMBINE_NORM_MIN_M=1;; pdl) E=DSINFER_CUDA_PDL=1;;
+                 pdlsm) E="DSINFER_CUDA_PDL=1 DSINFER_CUDA_GEMV_T1_SMEM=61440";; sm) E=DSINFER_CUDA_GEMV_T1_SMEM=61440;; esac
+      step b1${n}-$r 120 env DSINFER_CUDA_TC=1 $E $B/dsinfer bench --dtype fp8 --batch 1,2 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s35b-fp8-$n
+    done
+  done
+  for n in def cn1; do
+    E=; [ $n = cn1 ] && E=DSINFER_CUDA_COMBINE_NORM_MIN_M=1
+    step b1b${n} 120 env DSINFER_CUDA_TC=1 $E $B/dsinfer bench --dtype bf16 --batch 1 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s35b-bf16-$n
+  done
+  rm -f $OUT/b1*.log
+fi
+# s35c (thirty-fifth session): batch 1's warp stall reasons a kernel (ncu of one FP8 b1 forward, graphs off;
+# dev/cuda/ncu_stalls.py): is the ~5 us a short kernel costs waiting on instructions (code fetched cold each launch:
+# no_instruction) or on memory (long_scoreboard)? The passes ncu needed are printed (a pass after the first runs with
+# the code warm).
+if want s35c; then
+  N=$(nf fp8 1); echo "fp8 b1: profiling forward $N"
+  step ncu_stall 300 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_PROFILE_STEPS=$N ncu --clock-control none --cache-control none --profile-from-start off --metrics 'gpu__time_duration.sum,regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' --csv --page raw --log-file $OUT/ncu_stall.csv $B/dsinfer bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 2
+  grep -m3 -i "pass" $OUT/ncu_stall.log
+  python3 dev/cuda/ncu_stalls.py $OUT/ncu_stall.csv 16 6 > $OUT/ncu_stall.txt 2>&1; cat $OUT/ncu_stall.txt
+  rm -f $OUT/ncu_stall.csv
+fi
 # opsq: the same suite as four processes at once on the one GPU (DSINFER_OPS_PART=k/4, 4 OpenMP threads each: the CPU
 # references and the launches' latencies of one process leave most of the 16 cores and the GPU idle), so that it fits
 # one call; each part's log is ops_q<k>.log, its line in the summary as step's

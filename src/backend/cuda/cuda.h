@@ -254,6 +254,9 @@ void cu_ws_free(cu_ws *w);
  *                            DSINFER_CUDA_GEMV_T1_KS=1|2|4|8 forces its split of K (lab, process-wide). =2 (the
  *                            default): FP8 and BF16 one-row GEMVs with two weight rows a warp (each x chunk loaded
  *                            once for both; FP8 b1 2.84 -> 2.61 ms, BF16 2.86 -> 2.78).
+ *                            DSINFER_CUDA_GEMV_T1_SMEM=bytes (lab, thirty-fifth session): each one-row launch asks
+ *                            for that much unused shared memory, leaving room an SM for the next kernel's blocks
+ *                            (with DSINFER_CUDA_PDL=1 they request their weights before this one ends).
  *   DSINFER_CUDA_F8_PDL=1    with DSINFER_CUDA_PDL=1: the W8A8 chain launched with PDL too, f8_wgmma_kernel's first
  *                            weights requested before its wait (opt-in, fourteenth session; see cu_f8_pdl below).
  *   DSINFER_CUDA_F8_TMA1=0   the W8A8 GEMM up to 64 rows with its stages by cp.async (f8_wgmma_kernel<1>); default 1
@@ -1210,6 +1213,7 @@ extern int cu_gemv_v2, cu_gemv_sms, cu_fp8_fast;
  * same bits where the split is the 8-row kernel's, else another order of the partial sums). cu_gemv_t1_launches counts them in the process (tests). */
 extern long cu_gemv_t1_launches, cu_gemv_t2_launches, cu_gemv_t4_launches, cu_gemv_p4_launches;
 extern int cu_gemv_t1_ks;
+extern int cu_gemv_t1_smem;   /* DSINFER_CUDA_GEMV_T1_SMEM (lab; cuda_linear.cu) */
 /* DSINFER_CUDA_GEMV_F8C=1 (opt-in, fourteenth session, not yet run on a GPU): the v2 GEMV's FP8 weights scaled once a
  * 16-code chunk and token instead of once a code (cuda_linear.cu VT_FP8C) */
 extern int cu_gemv_f8c;

@@ -952,9 +952,17 @@ static void cu_attn_in(ds_backend *be, float *xn, float *h, const float *add, co
             return;
         }
     }
-    cu_comb_flush(cb);   /* the composition reads add as moe_combine leaves it */
-    if (add) cu_add_rmsnorm(be, xn, h, add, in_norm, M, D, eps);
-    else cu_rmsnorm(be, xn, D, h, D, in_norm, M, D, eps);
+    /* the composition (batch 1's GEMVs among others): the left combine made by the norm kernel too, one launch fewer
+     * (the same bits: cu_norm_chain_comb); else launched first, as the composition reads add as moe_combine leaves it */
+    if (add && cb->comb.active && cb->comb.out == add && cb->comb.M == M &&
+        cu_norm_chain_comb(xn, h, &cb->comb, in_norm, D, eps, NULL, NULL)) {
+        cb->comb.active = 0;
+        cb->comb_norm_runs++;
+    } else {
+        cu_comb_flush(cb);
+        if (add) cu_add_rmsnorm(be, xn, h, add, in_norm, M, D, eps);
+        else cu_rmsnorm(be, xn, D, h, D, in_norm, M, D, eps);
+    }
     cu_linear2(be, q, kv, xn, wq, wkv, M);
     cu_qkv_finish(be, q, kv, cache, kv_norm, kv_eps);
 }
@@ -1187,6 +1195,8 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     cu_fp8_fast = env_int("DSINFER_CUDA_FP8_FAST", 0);
     cu_gemv_f8c = env_int("DSINFER_CUDA_GEMV_F8C", 0);
     cu_gemv_t1_ks = env_int("DSINFER_CUDA_GEMV_T1_KS", 0);
+    cu_gemv_t1_smem = env_int("DSINFER_CUDA_GEMV_T1_SMEM", 0);
+    if (cu_gemv_t1_smem < 0 || cu_gemv_t1_smem > 200 * 1024) cu_gemv_t1_smem = 0;
     cu_rms_vec = env_int("DSINFER_CUDA_RMS_VEC", 1);
     cu_group_v2 = env_int("DSINFER_CUDA_GROUP2", 1);
     cu_pdl = env_int("DSINFER_CUDA_PDL", 0);

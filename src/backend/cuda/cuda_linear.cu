@@ -742,13 +742,27 @@ static int gemv_v2_ks(int max_rows, int E, int has_off, int nc, int resident) {
     return ks;
 }
 
+int cu_gemv_t1_smem;   /* DSINFER_CUDA_GEMV_T1_SMEM (lab, process-wide, read at backend creation): bytes of dynamic shared
+                       * memory each one-row (TMAX 1) launch asks for, unused: fewer of its blocks an SM (the default's 4
+                       * blocks of 256 threads at 64 registers take the whole register file), so that the next kernel's
+                       * blocks can be resident beside it and, with DSINFER_CUDA_PDL=1, pull their weights towards L2
+                       * before its end. 0: none (the default). */
+/* the dynamic shared memory of a one-row launch of kernel k (cu_gemv_t1_smem; its attribute raised above 48 KB) */
+template <typename K>
+static size_t t1_smem(K k) {
+    if (cu_gemv_t1_smem > 48 * 1024)
+        CUDA_CHECK(cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize, cu_gemv_t1_smem));
+    return (size_t)cu_gemv_t1_smem;
+}
+
 /* The warps of gemv_v2_kernel<VT, PAIR, 1, 1, R2> an SM holds (the occupancy calculator, asked once per form) */
 template <int VT, bool PAIR, bool R2 = false, int NR = 2>
 static int gemv_t1_resident(void) {
     static int warps;
     if (!warps) {
         int nb = 0;
-        CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, gemv_v2_kernel<VT, PAIR, 1, 1, R2, NR>, GEMV_WARPS * 32, 0));
+        size_t sm = t1_smem(gemv_v2_kernel<VT, PAIR, 1, 1, R2, NR>);   /* (the lab's shared memory counted) */
+        CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, gemv_v2_kernel<VT, PAIR, 1, 1, R2, NR>, GEMV_WARPS * 32, sm));
         warps = (nb > 0 ? nb : 1) * GEMV_WARPS;
     }
     return warps;
@@ -809,14 +823,14 @@ static void gemv_group_launch(float *out, int ldo, int out_e, const float *x, in
         dim3 g2(cu_blocks((size_t)max_rows, GEMV_WARPS / ks * (r4 ? 4 : r2 || p4 ? 2 : 1)), live ? slots : E);
 #define V2_LAUNCH_T(VT, KS, T)                                                                                 \
     do {                                                                                                       \
-        if (pair) cu_launch(gemv_v2_kernel<VT, true, KS, T>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, cu_pdl_prefetch, out2, ldo2); \
-        else cu_launch(gemv_v2_kernel<VT, false, KS, T>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, cu_pdl_prefetch, out2, ldo2); \
+        if (pair) cu_launch(gemv_v2_kernel<VT, true, KS, T>, g2, th, T == 1 ? t1_smem(gemv_v2_kernel<VT, true, KS, T>) : 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, cu_pdl_prefetch, out2, ldo2); \
+        else cu_launch(gemv_v2_kernel<VT, false, KS, T>, g2, th, T == 1 ? t1_smem(gemv_v2_kernel<VT, false, KS, T>) : 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, cu_pdl_prefetch, out2, ldo2); \
     } while (0)
 #define V2_LAUNCH(VT, KS, R2OK)                                                                                \
     do {                                                                                                       \
-        if (R2OK && p4) cu_launch(gemv_v2_kernel<VT, true, KS, 1, R2OK, (R2OK ? 4 : 2)>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, cu_pdl_prefetch, out2, ldo2); \
-        else if (R2OK && r4) cu_launch(gemv_v2_kernel<VT, false, KS, 1, R2OK, (R2OK ? 4 : 2)>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, cu_pdl_prefetch, out2, ldo2); \
-        else if (R2OK && r2) cu_launch(gemv_v2_kernel<VT, false, KS, 1, R2OK>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, cu_pdl_prefetch, out2, ldo2); \
+        if (R2OK && p4) cu_launch(gemv_v2_kernel<VT, true, KS, 1, R2OK, (R2OK ? 4 : 2)>, g2, th, t1_smem(gemv_v2_kernel<VT, true, KS, 1, R2OK, (R2OK ? 4 : 2)>), out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, cu_pdl_prefetch, out2, ldo2); \
+        else if (R2OK && r4) cu_launch(gemv_v2_kernel<VT, false, KS, 1, R2OK, (R2OK ? 4 : 2)>, g2, th, t1_smem(gemv_v2_kernel<VT, false, KS, 1, R2OK, (R2OK ? 4 : 2)>), out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, cu_pdl_prefetch, out2, ldo2); \
+        else if (R2OK && r2) cu_launch(gemv_v2_kernel<VT, false, KS, 1, R2OK>, g2, th, t1_smem(gemv_v2_kernel<VT, false, KS, 1, R2OK>), out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, cu_pdl_prefetch, out2, ldo2); \
         else if (t1) V2_LAUNCH_T(VT, KS, 1);                                                                   \
         else V2_LAUNCH_T(VT, KS, 8);                                                                           \
     } while (0)
