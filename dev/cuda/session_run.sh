@@ -2786,28 +2786,44 @@ if want s35a; then
   done
   rm -f $OUT/cn*.log
 fi
-# s35b (thirty-fifth session): the MoE combine inside the next layer's norm at one token too (attn_in's composition takes
-# the left combine: DSINFER_CUDA_COMBINE_NORM_MIN_M=1 reaches batch 1), op test combnorm (now every M counted), goldens
-# and test_cuda_model with it; the one-row GEMVs leaving room for the next kernel (DSINFER_CUDA_GEMV_T1_SMEM=61440: 3
-# blocks an SM) with and without PDL (goldens with both); FP8 b1 / b2 rows at each, rotated twice; BF16 b1 at def / cn1
+# s35b (thirty-fifth session): batch 1 with fewer launches a layer. cn1: the MoE combine inside the next layer's norm at
+# one token too (attn_in's composition takes the left combine: DSINFER_CUDA_COMBINE_NORM_MIN_M=1 reaches batch 1); duo:
+# the shared experts as the second part of the routed experts' two GEMV launches (DSINFER_CUDA_MOE_DUO=1); op tests
+# combnorm (every M counted now) and moeduo, goldens and test_cuda_model with both; FP8 b1 / b2 rows at def, cn1, duo
+# and both (cd), rotated twice; BF16 b1 at def and cd
 if want s35b; then
   step ops_combnorm 300 env DSINFER_OPS_ONLY=combnorm $B/test_cuda_ops
-  step golden_cn1 150 env DSINFER_CUDA_COMBINE_NORM_MIN_M=1 $B/test_cuda_golden
-  step model_cn1 200 env DSINFER_CUDA_COMBINE_NORM_MIN_M=1 $B/test_cuda_model
-  step golden_sm 150 env DSINFER_CUDA_PDL=1 DSINFER_CUDA_GEMV_T1_SMEM=61440 $B/test_cuda_golden
+  step ops_moeduo 300 env DSINFER_OPS_ONLY=moeduo $B/test_cuda_ops
+  step golden_cd 150 env DSINFER_CUDA_COMBINE_NORM_MIN_M=1 DSINFER_CUDA_MOE_DUO=1 $B/test_cuda_golden
+  step model_cd 200 env DSINFER_CUDA_COMBINE_NORM_MIN_M=1 DSINFER_CUDA_MOE_DUO=1 $B/test_cuda_model
   for r in 1 2; do
-    case $r in 1) o="def cn1 pdl pdlsm sm";; 2) o="sm pdlsm pdl cn1 def";; esac
+    case $r in 1) o="def cn1 duo cd";; 2) o="cd duo cn1 def";; esac
     for n in $o; do
-      case $n in def) E=;; cn1) E=DSINFER_CUDA_COMBINE_NORM_MIN_M=1;; pdl) E=DSINFER_CUDA_PDL=1;;
-                 pdlsm) E="DSINFER_CUDA_PDL=1 DSINFER_CUDA_GEMV_T1_SMEM=61440";; sm) E=DSINFER_CUDA_GEMV_T1_SMEM=61440;; esac
+      case $n in def) E=;; cn1) E=DSINFER_CUDA_COMBINE_NORM_MIN_M=1;; duo) E=DSINFER_CUDA_MOE_DUO=1;;
+                 cd) E="DSINFER_CUDA_COMBINE_NORM_MIN_M=1 DSINFER_CUDA_MOE_DUO=1";; esac
       step b1${n}-$r 120 env DSINFER_CUDA_TC=1 $E $B/dsinfer bench --dtype fp8 --batch 1,2 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s35b-fp8-$n
     done
   done
-  for n in def cn1; do
-    E=; [ $n = cn1 ] && E=DSINFER_CUDA_COMBINE_NORM_MIN_M=1
+  for n in def cd; do
+    E=; [ $n = cd ] && E="DSINFER_CUDA_COMBINE_NORM_MIN_M=1 DSINFER_CUDA_MOE_DUO=1"
     step b1b${n} 120 env DSINFER_CUDA_TC=1 $E $B/dsinfer bench --dtype bf16 --batch 1 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s35b-bf16-$n
   done
   rm -f $OUT/b1*.log
+fi
+# s35d (thirty-fifth session, lab): the one-row GEMVs leaving room for the next kernel's blocks
+# (DSINFER_CUDA_GEMV_T1_SMEM=61440: 3 blocks an SM) with and without PDL, against PDL alone and the default: FP8 b1 / b2,
+# rotated twice; goldens with both
+if want s35d; then
+  step golden_sm 150 env DSINFER_CUDA_PDL=1 DSINFER_CUDA_GEMV_T1_SMEM=61440 $B/test_cuda_golden
+  for r in 1 2; do
+    case $r in 1) o="def pdl pdlsm sm";; 2) o="sm pdlsm pdl def";; esac
+    for n in $o; do
+      case $n in def) E=;; pdl) E=DSINFER_CUDA_PDL=1;; pdlsm) E="DSINFER_CUDA_PDL=1 DSINFER_CUDA_GEMV_T1_SMEM=61440";;
+                 sm) E=DSINFER_CUDA_GEMV_T1_SMEM=61440;; esac
+      step d1${n}-$r 120 env DSINFER_CUDA_TC=1 $E $B/dsinfer bench --dtype fp8 --batch 1,2 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s35d-fp8-$n
+    done
+  done
+  rm -f $OUT/d1*.log
 fi
 # s35c (thirty-fifth session): batch 1's warp stall reasons a kernel (ncu of one FP8 b1 forward, graphs off;
 # dev/cuda/ncu_stalls.py): is the ~5 us a short kernel costs waiting on instructions (code fetched cold each launch:

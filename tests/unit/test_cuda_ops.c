@@ -2869,6 +2869,48 @@ static void run_moe_st2(void) {
     unsetenv("DSINFER_CUDA_MOE_WG_ST2");
 }
 
+/* DSINFER_OPS_ONLY=moeduo: batch 1's shared experts as the second part of the routed experts' two GEMV launches
+ * (DSINFER_CUDA_MOE_DUO=1, cu_gemv_group_duo) against them in line (=0, the twin): in the duo each part's K is unsplit,
+ * where the in-line launches split it by their own occupancy (another order of the partial sums: within an NMSE bound
+ * against the twin), and both within the CPU's threshold; the checked backend's two duo launches a call counted, the
+ * twin's none. V2-Lite (two shared experts: one 2816-row weight), FP8 and BF16 experts, and V3 (one; 7168 hidden
+ * columns), FP8, at one token; V2-Lite at 2 and 9 tokens: no duo launch and the same bits. */
+static void run_moe_duo(void) {
+    if (only && strcmp(only, "moeduo")) return;
+    setup s;
+    moe_twin = 1;
+    moe_twin_env = "DSINFER_CUDA_MOE_DUO";
+    moe_twin_count = ds_cuda_moe_duo_launches;
+    moe_twin_what = "(GEMV) with the shared experts as their second part";
+    moe_twin_nmse = 1e-10;
+    moe_twin_nmse_only = 1;
+    setenv("DSINFER_CUDA_MOE_DUO", "1", 1);   /* the backends check_moe_dt makes; its twin =0 */
+    const char *cfgs[] = {"configs/deepseek-v2-lite.json", "configs/deepseek-v3.json"};
+    const ds_dtype dts[] = {DS_DTYPE_F8_E4M3, DS_DTYPE_BF16};
+    for (int k = 0; k < 2; k++)
+        for (int d = 0; d < 2; d++) {
+            char name[32];
+            if (k && d) continue;   /* (V3's 256 experts in BF16: 22 GB of test weights for a case FP8 covers) */
+            snprintf(name, sizeof name, "%s-duo%s", k ? "v3" : "v2l", d ? "bf" : "f8");
+            if (!load_setup(&s, name, cfgs[k], 3, 16)) continue;
+            const int one[] = {1}, more[] = {2, 9};
+            moe_twin_want = 2;
+            moe_twin_nmse = 1e-10;
+            check_moe_dt(&s, one, NM(one), dts[d], 1, 0);
+            moe_twin_want = 0;
+            moe_twin_nmse = 0;   /* (the same bits) */
+            if (!k) check_moe_dt(&s, more, NM(more), dts[d], 1, 0);
+            free_setup(&s);
+        }
+    moe_twin = 0;
+    moe_twin_count = NULL;
+    moe_twin_nmse = 0;
+    moe_twin_nmse_only = 0;
+    moe_twin_want = 1;
+    moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
+    unsetenv("DSINFER_CUDA_MOE_DUO");
+}
+
 /* DSINFER_OPS_ONLY=moepipe: the decode experts' FP8 launches with two k-blocks' MMAs in flight a consumer warpgroup
  * (DSINFER_CUDA_MOE_WG_PIPE=1: down, moe_wg_kernel<false, NT, false, true>; =2: gate / up too at 32 tokens a chunk,
  * <true, 32, false, true>) against the plain loop (the twin, =0): the same bits and the pipelined launches a call
@@ -4245,6 +4287,7 @@ int main(void) {
     RUN(run_moe_pipe());
     RUN(run_moe_sx());
     RUN(run_moe_st2());
+    RUN(run_moe_duo());
     RUN(run_f8_bn192());
     RUN(run_moe_qf());
     RUN(run_moe1());

@@ -423,6 +423,7 @@ typedef struct {
     int moe1_pf;       /* its warps ask L2 for their next phase's rows before each grid barrier (DSINFER_CUDA_MOE1_PF) */
     int combine_norm;  /* moe_to_attn_in's combine inside the next attn_in's norm (cuda_backend.cu; DSINFER_CUDA_COMBINE_NORM) */
     int combine_norm_min_m;   /* ... from this many tokens (DSINFER_CUDA_COMBINE_NORM_MIN_M) */
+    int moe_duo;       /* batch 1's shared experts in the routed experts' GEMV launches (cuda_moe.cu; DSINFER_CUDA_MOE_DUO) */
     int mla_fold;      /* the MLA decode's split combine by each entry's last split block (cuda_mla_tc.cu; DSINFER_CUDA_MLA_FOLD) */
     int l2_prefetch;   /* the next layer's dense weights into L2 (cuda_prefetch.cu; DSINFER_CUDA_L2_PREFETCH): 1 on a side
                         * stream, 2 by a launch on the main stream; both opt-in, measured slower */
@@ -626,6 +627,7 @@ typedef struct {
     long moe_wg_sx_launches;    /* grouped moe_wg_kernel launches with mw_args.sx (tests) */
     long moe_wg_pipe_launches;  /* ... of its pipelined one-weight form (DSINFER_CUDA_MOE_WG_PIPE; tests) */
     long moe_shared_in_runs;    /* MoE calls whose shared experts ran as moe_wg_kernel's virtual experts (host count, for tests) */
+    long moe_duo_launches;      /* batch 1's expert GEMV launches that ran the shared experts as their second part (tests) */
 } ds_cuda_backend;
 
 static inline ds_cuda_backend *cu_of(ds_backend *be) { return (ds_cuda_backend *)be; }
@@ -1202,6 +1204,23 @@ static inline int cu_gemv_flags(const ds_cuda_backend *cb) {
 void cu_gemv_group(float *out, int ldo, int out_e, const float *x, int ldx, int x_e, const int32_t *xr,
                    const int32_t *off, int M, int E, const cu_wview *tab0, const cu_wview *tab1, cu_wview v0,
                    cu_wview v1, int pair, int max_rows, int vec, int row0, int row_e, int slots);
+/* The second part of a duo launch (cu_gemv_group_duo): one weight (or gate / up pair) of its own one row of x,
+ * out[n] = W[n, :] . x (pair: SiLU(W x) * (W1 x)) for n < n_rows, by the blocks of grid rows y >= y0 (the first part's
+ * rows y < y0); y0 >= the grid's rows: none (every other launch) */
+typedef struct {
+    const float *x;
+    float *out;
+    cu_wview v0, v1;
+    int n_rows, y0;
+} cu_gemv_b;
+/* cu_gemv_group for one row of x (M = 1, the one-row form with four weight rows a warp, K unsplit) with a second,
+ * independent GEMV of one row (b; its y0 set here) in the same launch: batch 1's routed experts beside the shared
+ * ones, one launch where there were two (DSINFER_CUDA_MOE_DUO). Each part's rows are summed as a launch of its own with
+ * K unsplit sums them (the same bits as that launch). 0 (nothing launched) where the form does not apply (the caller
+ * then launches the two parts apart). */
+int cu_gemv_group_duo(float *out, int ldo, const float *x, int ldx, const int32_t *xr, const int32_t *off, int E, const cu_wview *tab0,
+                      const cu_wview *tab1, cu_wview v0, cu_wview v1, int pair, int max_rows, int vec, int slots,
+                      cu_gemv_b *b);
 /* out1 [M, w1.rows] and out2 [M, w2.rows] = x [M, K] by w1 and w2 in one launch of the v2 GEMV (M <= GEMV_MAX_M);
  * 0 (nothing done) when the v2 kernel cannot read both the same way */
 int cu_gemv_two(float *out1, float *out2, const float *x, int M, cu_wview w1, cu_wview w2, int vec);

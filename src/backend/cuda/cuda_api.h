@@ -36,6 +36,9 @@ void ds_cuda_download_bytes(ds_backend *be, void *dst, const void *src, size_t n
 /* How many MoE calls of this backend ran the shared experts inside the routed experts' launches
  * (DSINFER_CUDA_MOE_SHARED_IN): the op tests' evidence that the form they compare did run. */
 long ds_cuda_moe_shared_in_runs(ds_backend *be);
+/* How many expert GEMV launches of this backend took the shared experts as their second part (DSINFER_CUDA_MOE_DUO; two
+ * a MoE call at one token): the op test's evidence that the duo form ran. */
+long ds_cuda_moe_duo_launches(ds_backend *be);
 /* How many attn_in / linear_add_rmsnorm calls of this backend ran the fused W8A8 chain (DSINFER_CUDA_CHAIN_FUSE) with
  * its split-K sums in the next kernel: the op test's evidence that the fused form ran. */
 long ds_cuda_chain_fused_runs(ds_backend *be);

@@ -189,6 +189,7 @@ void ds_cuda_upload_bytes(ds_backend *be, void *dst, const void *src, size_t n) 
 }
 
 long ds_cuda_moe_shared_in_runs(ds_backend *be) { return cu_of(be)->moe_shared_in_runs; }
+long ds_cuda_moe_duo_launches(ds_backend *be) { return cu_of(be)->moe_duo_launches; }
 long ds_cuda_chain_fused_runs(ds_backend *be) { return cu_of(be)->chain_fused_runs; }
 long ds_cuda_moe_wg_pdl_launches(ds_backend *be) { return cu_of(be)->moe_wg_pdl_launches; }
 long ds_cuda_moe_wg_order_launches(ds_backend *be) { return cu_of(be)->moe_wg_order_launches; }
@@ -1120,6 +1121,7 @@ static cu_opts cu_opts_read(void) {
      * b64 within the spread, b128 -0.02) */
     o.combine_norm = env_int("DSINFER_CUDA_COMBINE_NORM", 1);
     o.combine_norm_min_m = env_int("DSINFER_CUDA_COMBINE_NORM_MIN_M", 65);
+    o.moe_duo = env_int("DSINFER_CUDA_MOE_DUO", 0);
     o.mla_fold = env_int("DSINFER_CUDA_MLA_FOLD", 0);   /* opt-in, measured slower (thirty-fourth session: FP8 b64 +0.25 ms) */
     o.l2_prefetch = env_int("DSINFER_CUDA_L2_PREFETCH", 0);
     o.l2_prefetch_max_m = env_int("DSINFER_CUDA_L2_PREFETCH_MAX_M", 8);

@@ -13,6 +13,8 @@
  * The vectorised GEMV (cu_gemv_group) is also the grouped expert kernel of the MoE and the W_UV
  * projection of the absorbed attention: one warp per output row, the row read once with 16-byte loads
  * and dotted with up to 8 activation rows at a time (more rows: the row is re-read from L1/L2). */
+#include <limits.h>
+
 #include "backend/cuda/cuda.h"
 #include "backend/cuda/cuda_mma.h"
 
@@ -672,9 +674,22 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, TMAX == 1 ? 4 : 1) gemv_v2_ke
                                                             int x_e, const int32_t *xr, const int32_t *off, int M,
                                                             const cu_wview *tab0, const cu_wview *tab1, cu_wview v0,
                                                             cu_wview v1, int n_rows, int row0, int row_e, int E,
-                                                            int live, int prefetch, float *out2, int ldo2) {
+                                                            int live, int prefetch, float *out2, int ldo2, cu_gemv_b pb) {
     __shared__ float red[GEMV_WARPS][8][2];
     int e = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (e >= pb.y0) {   /* a duo's second part: one group of one row, its own x, weights and output (block-uniform) */
+        x = pb.x;
+        out = pb.out;
+        v0 = pb.v0;
+        v1 = pb.v1;
+        n_rows = pb.n_rows;
+        tab0 = tab1 = nullptr;
+        xr = off = nullptr;
+        out2 = nullptr;
+        M = 1;
+        live = 0;
+        e = row0 = row_e = out_e = x_e = 0;
+    }
     constexpr int RW = ROW2 ? (PAIR ? NR / 2 : NR) : 1;   /* a warp's output rows (PAIR with NR 4: two rows of gate and up) */
     constexpr int RPB = GEMV_WARPS / KS * RW;
     cu_pdl_trigger();
@@ -788,7 +803,7 @@ static int vt_of(const cu_wview &v) {
 static void gemv_group_launch(float *out, int ldo, int out_e, const float *x, int ldx, int x_e, const int32_t *xr,
                               const int32_t *off, int M, int E, const cu_wview *tab0, const cu_wview *tab1, cu_wview v0,
                               cu_wview v1, int pair, int max_rows, int vec, int row0, int row_e, int slots, float *out2,
-                              int ldo2) {
+                              int ldo2, cu_gemv_b *duo) {
     if (E <= 0 || max_rows <= 0 || (!off && M <= 0)) return;
     int live = off && slots > 0 && slots < E;   /* launch only the live groups' blocks (v2 kernel) */
     int t1 = (vec & CU_GEMV_T1) && M == 1;   /* (with off, M bounds a group's rows: moe_grouped passes its tokens) */
@@ -820,17 +835,27 @@ static void gemv_group_launch(float *out, int ldo, int out_e, const float *x, in
         int warp_rows = r4 ? (max_rows + 3) / 4 : r2 || p4 ? (max_rows + 1) / 2 : max_rows;   /* a warp's rows: 2 (r2, p4) or 4 (r4) */
         int ks = gemv_v2_ks(warp_rows, live ? slots : E, off != NULL, v0.cols / V, resident);
         if (t1 && (cu_gemv_t1_ks == 1 || cu_gemv_t1_ks == 2 || cu_gemv_t1_ks == 4 || cu_gemv_t1_ks == 8)) ks = cu_gemv_t1_ks;
-        dim3 g2(cu_blocks((size_t)max_rows, GEMV_WARPS / ks * (r4 ? 4 : r2 || p4 ? 2 : 1)), live ? slots : E);
+        if (duo) ks = 1;   /* (the two parts' warps fill the GPU together; cu_gemv_group_duo checked the form) */
+        const int rpb = GEMV_WARPS / ks * (r4 ? 4 : r2 || p4 ? 2 : 1);   /* rows a block */
+        dim3 g2(cu_blocks((size_t)max_rows, rpb), live ? slots : E);
+        cu_gemv_b pb = {NULL, NULL, v0, v1, 0, INT_MAX};   /* (no second part) */
+        if (duo) {   /* its blocks: one more grid row, as many columns as either part needs */
+            unsigned bx = (unsigned)cu_blocks((size_t)duo->n_rows, rpb);
+            g2.x = bx > g2.x ? bx : g2.x;
+            duo->y0 = (int)g2.y;
+            g2.y += 1;
+            pb = *duo;
+        }
 #define V2_LAUNCH_T(VT, KS, T)                                                                                 \
     do {                                                                                                       \
-        if (pair) cu_launch(gemv_v2_kernel<VT, true, KS, T>, g2, th, T == 1 ? t1_smem(gemv_v2_kernel<VT, true, KS, T>) : 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, cu_pdl_prefetch, out2, ldo2); \
-        else cu_launch(gemv_v2_kernel<VT, false, KS, T>, g2, th, T == 1 ? t1_smem(gemv_v2_kernel<VT, false, KS, T>) : 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, cu_pdl_prefetch, out2, ldo2); \
+        if (pair) cu_launch(gemv_v2_kernel<VT, true, KS, T>, g2, th, T == 1 ? t1_smem(gemv_v2_kernel<VT, true, KS, T>) : 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, cu_pdl_prefetch, out2, ldo2, pb); \
+        else cu_launch(gemv_v2_kernel<VT, false, KS, T>, g2, th, T == 1 ? t1_smem(gemv_v2_kernel<VT, false, KS, T>) : 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, cu_pdl_prefetch, out2, ldo2, pb); \
     } while (0)
 #define V2_LAUNCH(VT, KS, R2OK)                                                                                \
     do {                                                                                                       \
-        if (R2OK && p4) cu_launch(gemv_v2_kernel<VT, true, KS, 1, R2OK, (R2OK ? 4 : 2)>, g2, th, t1_smem(gemv_v2_kernel<VT, true, KS, 1, R2OK, (R2OK ? 4 : 2)>), out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, cu_pdl_prefetch, out2, ldo2); \
-        else if (R2OK && r4) cu_launch(gemv_v2_kernel<VT, false, KS, 1, R2OK, (R2OK ? 4 : 2)>, g2, th, t1_smem(gemv_v2_kernel<VT, false, KS, 1, R2OK, (R2OK ? 4 : 2)>), out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, cu_pdl_prefetch, out2, ldo2); \
-        else if (R2OK && r2) cu_launch(gemv_v2_kernel<VT, false, KS, 1, R2OK>, g2, th, t1_smem(gemv_v2_kernel<VT, false, KS, 1, R2OK>), out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, cu_pdl_prefetch, out2, ldo2); \
+        if (R2OK && p4) cu_launch(gemv_v2_kernel<VT, true, KS, 1, R2OK, (R2OK ? 4 : 2)>, g2, th, t1_smem(gemv_v2_kernel<VT, true, KS, 1, R2OK, (R2OK ? 4 : 2)>), out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, cu_pdl_prefetch, out2, ldo2, pb); \
+        else if (R2OK && r4) cu_launch(gemv_v2_kernel<VT, false, KS, 1, R2OK, (R2OK ? 4 : 2)>, g2, th, t1_smem(gemv_v2_kernel<VT, false, KS, 1, R2OK, (R2OK ? 4 : 2)>), out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, cu_pdl_prefetch, out2, ldo2, pb); \
+        else if (R2OK && r2) cu_launch(gemv_v2_kernel<VT, false, KS, 1, R2OK>, g2, th, t1_smem(gemv_v2_kernel<VT, false, KS, 1, R2OK>), out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, cu_pdl_prefetch, out2, ldo2, pb); \
         else if (t1) V2_LAUNCH_T(VT, KS, 1);                                                                   \
         else V2_LAUNCH_T(VT, KS, 8);                                                                           \
     } while (0)
@@ -873,7 +898,23 @@ void cu_gemv_group(float *out, int ldo, int out_e, const float *x, int ldx, int 
                    const int32_t *off, int M, int E, const cu_wview *tab0, const cu_wview *tab1, cu_wview v0,
                    cu_wview v1, int pair, int max_rows, int vec, int row0, int row_e, int slots) {
     gemv_group_launch(out, ldo, out_e, x, ldx, x_e, xr, off, M, E, tab0, tab1, v0, v1, pair, max_rows, vec, row0, row_e,
-                      slots, NULL, 0);
+                      slots, NULL, 0, NULL);
+}
+
+int cu_gemv_group_duo(float *out, int ldo, const float *x, int ldx, const int32_t *xr, const int32_t *off, int E, const cu_wview *tab0,
+                      const cu_wview *tab1, cu_wview v0, cu_wview v1, int pair, int max_rows, int vec, int slots,
+                      cu_gemv_b *b) {
+    /* gemv_group_launch's one-row form with four weight rows a warp (p4 for pairs, r4 else), for both parts alike */
+    int vt = vt_of(v0);
+    if (!cu_gemv_v2 || !(vec & CU_GEMV_T1) || !(vec & CU_GEMV_T4) || (!pair && !(vec & CU_GEMV_T2)) ||
+        (vt != VT_FP8 && vt != VT_BF16) || (vt == VT_FP8 && (cu_fp8_fast || cu_gemv_f8c)) || vt_of(b->v0) != vt ||
+        (pair && (vt_of(v1) != vt || vt_of(b->v1) != vt || b->v1.cols != b->v0.cols || b->v1.rows < b->n_rows)) ||
+        b->v0.rows < b->n_rows || b->n_rows <= 0 || max_rows <= 0 || E <= 0 || ((uintptr_t)x & 15) || ldx % 4 ||
+        ((uintptr_t)b->x & 15))
+        return 0;
+    gemv_group_launch(out, ldo, 0, x, ldx, 0, xr, off, 1, E, tab0, tab1, v0, v1, pair, max_rows, vec, 0, 0, slots, NULL,
+                      0, b);
+    return 1;
 }
 
 /* out1 [M, w1.rows] and out2 [M, w2.rows] from one x [M, K] by one launch of gemv_v2_kernel (M <= GEMV_MAX_M);
@@ -882,7 +923,7 @@ int cu_gemv_two(float *out1, float *out2, const float *x, int M, cu_wview w1, cu
     int vt = vt_of(w1);
     if (!cu_gemv_v2 || vt == VT_GEN || vt_of(w2) != vt || w1.cols != w2.cols || ((uintptr_t)x & 15) || w1.cols % 4) return 0;
     gemv_group_launch(out1, w1.rows, 0, x, w1.cols, 0, NULL, NULL, M, 1, NULL, NULL, w1, w2, 0, w1.rows + w2.rows, vec | 1, 0, 0, 0,
-                      out2, w2.rows);
+                      out2, w2.rows, NULL);
     return 1;
 }
 

@@ -1144,13 +1144,27 @@ int cu_layer1(ds_backend *be, float *xn, float *h, float *ff, float *ao, float *
     return moe1_layer(cb, xn, h, ff, ao, L, eps, nx, &at);
 }
 
+/* Whether batch 1's grouped GEMV experts take the shared experts into their two launches (opt.moe_duo): one token, shared
+ * experts whose gate / up / down have the routed experts' dtype, gate and up one shape (the duo's own checks follow in
+ * cu_gemv_group_duo, each launch falling back to two where they fail) */
+static int moe_duo_fits(const ds_cuda_backend *cb, const ds_layer_weights *L, int M) {
+    const ds_config *c = cb->base.cfg;
+    return cb->opt.moe_duo && M == 1 && cb->b.n_tokens == 1 && c->n_shared_experts > 0 && L->sh_gate.data &&
+           L->sh_up.data && L->sh_down.data && L->sh_gate.dtype == L->exp_gate[0].dtype &&
+           L->sh_up.dtype == L->sh_gate.dtype && L->sh_down.dtype == L->exp_down[0].dtype &&
+           L->sh_up.rows == L->sh_gate.rows && L->sh_up.cols == L->sh_gate.cols &&
+           L->sh_down.cols == L->sh_gate.rows && L->sh_down.rows == c->hidden_size;
+}
+
 /* The routed experts of the grouped path: gate/up/SiLU over every expert's rows, down, combine. tc: on
  * the tensor cores (cuda_moe_tc.cu; the caller checked that the weights suit it). shared: the shared experts are this
  * function's too (out = shared + routed): as virtual experts of moe_wg_kernel where it runs them (y has room for
- * M K + n_shared M rows), else in line; 0: out already holds them (or they run on the side stream). */
+ * M K + n_shared M rows), else in line; 0: out already holds them (or they run on the side stream). duo (the GEMV path,
+ * one token, moe_duo_fits): the shared experts (shared 1) as the second part of the routed experts' two launches. */
 static void moe_grouped(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weights *L, int M,
                         const int32_t *ids, const float *w, const int32_t *rows, const int32_t *d_off,
-                        const int32_t *pos, float *inter, float *y, int E, int K, int tc, int e_rep, int shared) {
+                        const int32_t *pos, float *inter, float *y, int E, int K, int tc, int e_rep, int shared,
+                        int duo) {
     /* e_rep: an expert this backend holds (all have the same shape and dtype) */
     int D = cb->base.cfg->hidden_size, I = L->exp_gate[e_rep].rows, ns = cb->base.cfg->n_shared_experts;
     const cu_wview *tab = moe_table(cb, L, E);
@@ -1169,16 +1183,36 @@ static void moe_grouped(ds_cuda_backend *cb, float *out, const float *x, const d
         moe_combine(cb, out, y, ids, pos, w, M, K, D, sh_done ? ns : 0);
         return;
     }
-    if (shared) shared_in_line(&cb->base, out, x, L, M);
+    if (shared && !duo) shared_in_line(&cb->base, out, x, L, M);
     int vec = cu_gemv_flags(cb);
     /* at most M * K experts have rows: launch blocks for those only (at batch 1, 6 of V2-Lite's 64; the
      * other experts' blocks were 91% of the launched blocks, each started only to exit) */
     int slots = cb->opt.moe_live ? (M * K < E ? M * K : E) : 0;
+    cu_wview gv = cu_view(&L->exp_gate[e_rep]), uv = cu_view(&L->exp_up[e_rep]), dv = cu_view(&L->exp_down[e_rep]);
+    if (duo) {   /* one token: the shared experts as the second part of each launch (else their own, as in line) */
+        int sI = L->sh_gate.rows;
+        float *sg = (float *)cu_ws_get(&cb->ws_mlp, 2 * (size_t)sI * sizeof(float));   /* (cu_mlp's workspace, its size) */
+        cu_gemv_b bg = {x, sg, cu_view(&L->sh_gate), cu_view(&L->sh_up), sI, 0};
+        if (cu_gemv_group_duo(inter, I, x, D, rows, d_off, E, tab, tab + E, gv, uv, 1, I, vec, slots, &bg)) {
+            cb->moe_duo_launches++;
+        } else {
+            cu_gemv_group(sg, sI, 0, x, D, 0, NULL, NULL, 1, 1, NULL, NULL, bg.v0, bg.v1, 1, sI, vec, 0, 0, 0);
+            cu_gemv_group(inter, I, 0, x, D, 0, rows, d_off, M, E, tab, tab + E, gv, uv, 1, I, vec, 0, 0, slots);
+        }
+        cu_gemv_b bd = {sg, out, cu_view(&L->sh_down), cu_view(&L->sh_down), D, 0};
+        if (cu_gemv_group_duo(y, D, inter, I, NULL, d_off, E, tab + 2 * E, NULL, dv, dv, 0, D, vec, slots, &bd)) {
+            cb->moe_duo_launches++;
+        } else {
+            cu_linear(&cb->base, out, sg, &L->sh_down, 1);
+            cu_gemv_group(y, D, 0, inter, I, 0, NULL, d_off, M, E, tab + 2 * E, NULL, dv, dv, 0, D, vec, 0, 0, slots);
+        }
+        cu_optimes_phase(cb, "  moe: routed + shared experts (two duo GEMV launches)");
+        moe_combine(cb, out, y, ids, pos, w, M, K, D, 0);
+        return;
+    }
     /* M: no expert has more rows than there are tokens (the one-row GEMV form at batch 1) */
-    cu_gemv_group(inter, I, 0, x, D, 0, rows, d_off, M, E, tab, tab + E, cu_view(&L->exp_gate[e_rep]),
-                  cu_view(&L->exp_up[e_rep]), 1, I, vec, 0, 0, slots);
-    cu_gemv_group(y, D, 0, inter, I, 0, NULL, d_off, M, E, tab + 2 * E, NULL, cu_view(&L->exp_down[e_rep]),
-                  cu_view(&L->exp_down[e_rep]), 0, D, vec, 0, 0, slots);
+    cu_gemv_group(inter, I, 0, x, D, 0, rows, d_off, M, E, tab, tab + E, gv, uv, 1, I, vec, 0, 0, slots);
+    cu_gemv_group(y, D, 0, inter, I, 0, NULL, d_off, M, E, tab + 2 * E, NULL, dv, dv, 0, D, vec, 0, 0, slots);
     cu_side_join(cb);
     moe_combine(cb, out, y, ids, pos, w, M, K, D, 0);
 }
@@ -1348,8 +1382,9 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
         if (grouped) cu_optimes_phase(cb, "  moe: (grouped by the routing kernel)");
         else if (wide && !g3_fits(cb, (int)MK, E)) launch_group_wide(ids, w, M, K, E, d_off, rows, rw, pos, pos + MK);
         else launch_group(cb, ids, w, M, K, E, d_off, rows, rw, pos);
-        if (!side && !sh_in) shared_in_line(be, out, x, L, M);
-        moe_grouped(cb, out, x, L, M, ids, w, rows, d_off, pos, inter, y, E, K, grouped_tc, 0, sh_in);
+        int duo = !side && !sh_in && !grouped_tc && moe_duo_fits(cb, L, M);
+        if (!side && !sh_in && !duo) shared_in_line(be, out, x, L, M);
+        moe_grouped(cb, out, x, L, M, ids, w, rows, d_off, pos, inter, y, E, K, grouped_tc, 0, sh_in || duo, duo);
         return;
     }
     launch_group(cb, ids, w, M, K, E, d_off, rows, rw, NULL);
@@ -1389,5 +1424,5 @@ void cu_moe_routed(ds_backend *be, float *out, const float *x, const ds_layer_we
     grouped_ws(cb, MK, I, D, &inter, &y, &pos);
     cu_launch(group_v2_kernel, 1, 1024, 0, (const int32_t *)ids, (const float *)w, M, K, E, d_off, rows, rw, pos, e0, e1);
     CUDA_CHECK(cudaMemsetAsync(out, 0, MD * sizeof(float), cu_stream));
-    moe_grouped(cb, out, x, L, M, ids, w, rows, d_off, pos, inter, y, E, K, tc, e0, 0);
+    moe_grouped(cb, out, x, L, M, ids, w, rows, d_off, pos, inter, y, E, K, tc, e0, 0, 0);
 }
