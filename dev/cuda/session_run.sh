@@ -2811,15 +2811,18 @@ if want s35b; then
   rm -f $OUT/b1*.log
 fi
 # s35d (thirty-fifth session, lab): the one-row GEMVs leaving room for the next kernel's blocks
-# (DSINFER_CUDA_GEMV_T1_SMEM=61440: 3 blocks an SM) with and without PDL, against PDL alone and the default: FP8 b1 / b2,
-# rotated twice; goldens with both
+# (DSINFER_CUDA_GEMV_T1_SMEM=61440: 3 blocks an SM) with and without PDL, against PDL alone and the default; the fused
+# router at one token (ROUTER_FUSED_MIN_M=1: router GEMV + top-k one launch; with ROUTE_GROUP=1 the grouping too: three
+# launches a layer as one; last measured at b1 in the twelfth session, before route_warp_fast): FP8 b1 / b2, rotated
+# twice; goldens with PDL + room
 if want s35d; then
   step golden_sm 150 env DSINFER_CUDA_PDL=1 DSINFER_CUDA_GEMV_T1_SMEM=61440 $B/test_cuda_golden
   for r in 1 2; do
-    case $r in 1) o="def pdl pdlsm sm";; 2) o="sm pdlsm pdl def";; esac
+    case $r in 1) o="def pdl pdlsm sm rf1 rf1g";; 2) o="rf1g rf1 sm pdlsm pdl def";; esac
     for n in $o; do
       case $n in def) E=;; pdl) E=DSINFER_CUDA_PDL=1;; pdlsm) E="DSINFER_CUDA_PDL=1 DSINFER_CUDA_GEMV_T1_SMEM=61440";;
-                 sm) E=DSINFER_CUDA_GEMV_T1_SMEM=61440;; esac
+                 sm) E=DSINFER_CUDA_GEMV_T1_SMEM=61440;; rf1) E=DSINFER_CUDA_ROUTER_FUSED_MIN_M=1;;
+                 rf1g) E="DSINFER_CUDA_ROUTER_FUSED_MIN_M=1 DSINFER_CUDA_ROUTE_GROUP=1";; esac
       step d1${n}-$r 120 env DSINFER_CUDA_TC=1 $E $B/dsinfer bench --dtype fp8 --batch 1,2 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s35d-fp8-$n
     done
   done
@@ -2835,6 +2838,28 @@ if want s35c; then
   grep -m3 -i "pass" $OUT/ncu_stall.log
   python3 dev/cuda/ncu_stalls.py $OUT/ncu_stall.csv 16 6 > $OUT/ncu_stall.txt 2>&1; cat $OUT/ncu_stall.txt
   rm -f $OUT/ncu_stall.csv
+fi
+# s35e (thirty-fifth session): the activation quantizer's gather at four blocks a warp (DSINFER_CUDA_QUANT_BPW=4, the
+# same codes): op test quantbpw; one V3 MoE layer at 4096 tokens (the s33d phases: "gather rows (fp8)" was 1.53 ms a call
+# in the twenty-sixth session, ~0.6 TB/s) at BPW 1 / 4; ncu of all its kernels' times and DRAM bytes (ncu_sum.py; the
+# grouped GEMMs' demangled names have (bool)1, which s33d's regex missed); V2-Lite FP8 prefill 8K and decode b64 / b256 at
+# BPW 1 / 4, rotated
+if want s35e; then
+  step ops_quantbpw 300 env DSINFER_OPS_ONLY=quantbpw $B/test_cuda_ops
+  python3 -c 'import json; c = json.load(open("configs/deepseek-v3.json")); c.update(num_hidden_layers=1, first_k_dense_replace=0); json.dump(c, open("/tmp/v3-1moe.json", "w"))'
+  for n in 1 4 1 4; do
+    step v3moe_q$n 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_OP_TIMES=1 DSINFER_CUDA_QUANT_BPW=$n $B/dsinfer bench --model /tmp/v3-1moe.json --dtype fp8 --batch '' --ctx '' --prompt 4K --steps 1
+    grep -E "moe: |^prefill" $OUT/v3moe_q$n.log | tail -12
+  done
+  step ncu35_v3moe 300 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv --page raw --log-file $OUT/ncu35_v3moe.csv $B/dsinfer bench --model /tmp/v3-1moe.json --dtype fp8 --batch '' --ctx '' --prompt 4K --steps 1
+  python3 dev/cuda/ncu_sum.py $OUT/ncu35_v3moe.csv > $OUT/ncu35_v3moe.txt 2>&1; head -24 $OUT/ncu35_v3moe.txt; rm -f $OUT/ncu35_v3moe.csv
+  for r in 1 2; do
+    case $r in 1) o="1 4";; 2) o="4 1";; esac
+    for n in $o; do
+      step qb${n}-$r 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_QUANT_BPW=$n $B/dsinfer bench --dtype fp8 --batch 64,256 --ctx 1K --prompt 8K --steps 8 --csv $CSV --label s35e-fp8-bpw$n
+    done
+  done
+  rm -f $OUT/qb*.log
 fi
 # opsq: the same suite as four processes at once on the one GPU (DSINFER_OPS_PART=k/4, 4 OpenMP threads each: the CPU
 # references and the launches' latencies of one process leave most of the 16 cores and the GPU idle), so that it fits
