@@ -2795,7 +2795,6 @@ if want s35b; then
   step ops_combnorm 300 env DSINFER_OPS_ONLY=combnorm $B/test_cuda_ops
   step ops_moeduo 300 env DSINFER_OPS_ONLY=moeduo $B/test_cuda_ops
   step golden_cd 150 env DSINFER_CUDA_COMBINE_NORM_MIN_M=1 DSINFER_CUDA_MOE_DUO=1 $B/test_cuda_golden
-  step model_cd 200 env DSINFER_CUDA_COMBINE_NORM_MIN_M=1 DSINFER_CUDA_MOE_DUO=1 $B/test_cuda_model
   for r in 1 2; do
     case $r in 1) o="def cn1 duo cd";; 2) o="cd duo cn1 def";; esac
     for n in $o; do
@@ -2809,6 +2808,7 @@ if want s35b; then
     step b1b${n} 120 env DSINFER_CUDA_TC=1 $E $B/dsinfer bench --dtype bf16 --batch 1 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s35b-bf16-$n
   done
   rm -f $OUT/b1*.log
+  step model_cd 200 env DSINFER_CUDA_COMBINE_NORM_MIN_M=1 DSINFER_CUDA_MOE_DUO=1 $B/test_cuda_model
 fi
 # s35d (thirty-fifth session, lab): the one-row GEMVs leaving room for the next kernel's blocks
 # (DSINFER_CUDA_GEMV_T1_SMEM=61440: 3 blocks an SM) with and without PDL, against PDL alone and the default; the fused
