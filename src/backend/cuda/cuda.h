@@ -382,6 +382,17 @@ void cu_ws_free(cu_ws *w);
  *                            of every warp reading them from global memory. The same bits (op test router). Opt-in:
  *                            slower (RESULTS thirty-first session run 11: FP8 b256 +0.07 ms, BF16 +0.1; the kernel
  *                            alone 22.3 against 19.2 us a layer), though run 7 had measured it faster.
+ * Thirty-fifth session (measured in RESULTS "GPU runs of the thirty-fifth session"; opt-in until then):
+ *   DSINFER_CUDA_COMBINE_NORM_MIN_M=1  the MoE combine inside the next layer's norm at one token too: attn_in's
+ *                            composition (batch 1's GEMV path) now hands the left combine to the norm kernel
+ *                            (cu_norm_chain_comb, no codes) instead of launching it first. The same bits (op test combnorm).
+ *   DSINFER_CUDA_MOE_DUO=1   batch 1's shared experts as the second part of the routed experts' two GEMV launches
+ *                            (cu_gemv_group_duo: one more grid row of blocks with their own x, weights and output):
+ *                            two launches a layer fewer; K unsplit in both parts (NMSE < 1e-10 against in line: op
+ *                            test moeduo).
+ *   DSINFER_CUDA_QUANT_BPW=4 the activation quantizer's gather (rows_fp8_warp_kernel) with four 128-column blocks a
+ *                            warp, every load first. The same codes (op test quantbpw).
+ *   DSINFER_CUDA_GEMV_T1_SMEM=bytes (lab) unused shared memory a one-row GEMV block asks for (room for the next kernel).
  * Engine-level (model/forward.c): DSINFER_FUSED_ADD_NORM=0 (residual add and norm as two ops),
  * DSINFER_EP_GATHER=0 (expert parallelism's all-to-all form), DSINFER_EP_GRAPHS=0 (gathered EP steps
  * not captured). */
