@@ -2861,6 +2861,26 @@ if want s35e; then
   done
   rm -f $OUT/qb*.log
 fi
+# s35f (thirty-fifth session, after s35b / s35d): BF16 b1 at def / cn1 / duo / cd rotated twice (s35b had one BF16 sample
+# each: cd -0.086 ms), and FP8 b1 / b2 with DSINFER_CUDA_PDL=1 against the default, three rounds (s35d: -0.02 b1, -0.07 b2)
+if want s35f; then
+  for r in 1 2; do
+    case $r in 1) o="def cn1 duo cd";; 2) o="cd duo cn1 def";; esac
+    for n in $o; do
+      case $n in def) E=;; cn1) E=DSINFER_CUDA_COMBINE_NORM_MIN_M=1;; duo) E=DSINFER_CUDA_MOE_DUO=1;;
+                 cd) E="DSINFER_CUDA_COMBINE_NORM_MIN_M=1 DSINFER_CUDA_MOE_DUO=1";; esac
+      step f1b${n}-$r 120 env DSINFER_CUDA_TC=1 $E $B/dsinfer bench --dtype bf16 --batch 1,2 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s35f-bf16-$n
+    done
+  done
+  for r in 1 2 3; do
+    case $r in 2) o="pdl def";; *) o="def pdl";; esac
+    for n in $o; do
+      E=; [ $n = pdl ] && E=DSINFER_CUDA_PDL=1
+      step f1p${n}-$r 120 env DSINFER_CUDA_TC=1 $E $B/dsinfer bench --dtype fp8 --batch 1,2,8 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s35f-fp8-$n
+    done
+  done
+  rm -f $OUT/f1*.log
+fi
 # opsq: the same suite as four processes at once on the one GPU (DSINFER_OPS_PART=k/4, 4 OpenMP threads each: the CPU
 # references and the launches' latencies of one process leave most of the 16 cores and the GPU idle), so that it fits
 # one call; each part's log is ops_q<k>.log, its line in the summary as step's
