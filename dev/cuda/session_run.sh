@@ -2881,6 +2881,22 @@ if want s35f; then
   done
   rm -f $OUT/f1*.log
 fi
+# s35g (thirty-fifth session): the one-row GEMV's four-row form asking L2 for all of a lane's chunks before its loop
+# (DSINFER_CUDA_GEMV_PF=1; the same bits): op test gemv1 and the goldens with it; FP8 b1 / b2 / b8 and BF16 b1 at def, pf,
+# pdl, pdl + pf, three rotated rounds
+if want s35g; then
+  step ops_gemv1_pf 200 env DSINFER_OPS_ONLY=gemv1 DSINFER_CUDA_GEMV_PF=1 $B/test_cuda_ops
+  step golden_pf 150 env DSINFER_CUDA_GEMV_PF=1 DSINFER_CUDA_PDL=1 $B/test_cuda_golden
+  for r in 1 2 3; do
+    case $r in 1) o="def pf pdl pdlpf";; 2) o="pdlpf pdl pf def";; 3) o="pf def pdlpf pdl";; esac
+    for n in $o; do
+      case $n in def) E=;; pf) E=DSINFER_CUDA_GEMV_PF=1;; pdl) E=DSINFER_CUDA_PDL=1;; pdlpf) E="DSINFER_CUDA_PDL=1 DSINFER_CUDA_GEMV_PF=1";; esac
+      step g1${n}-$r 120 env DSINFER_CUDA_TC=1 $E $B/dsinfer bench --dtype fp8 --batch 1,2,8 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s35g-fp8-$n
+      step g1b${n}-$r 120 env DSINFER_CUDA_TC=1 $E $B/dsinfer bench --dtype bf16 --batch 1 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s35g-bf16-$n
+    done
+  done
+  rm -f $OUT/g1*.log
+fi
 # opsq: the same suite as four processes at once on the one GPU (DSINFER_OPS_PART=k/4, 4 OpenMP threads each: the CPU
 # references and the launches' latencies of one process leave most of the 16 cores and the GPU idle), so that it fits
 # one call; each part's log is ops_q<k>.log, its line in the summary as step's

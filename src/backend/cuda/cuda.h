@@ -1247,6 +1247,9 @@ extern int cu_gemv_t1_smem;   /* DSINFER_CUDA_GEMV_T1_SMEM (lab; cuda_linear.cu)
 /* DSINFER_CUDA_QUANT_BPW=4: the activation quantizer's gather (rows_fp8_warp_kernel, cuda_moe_tc.cu) with four 128-column
  * blocks a warp, all loads first (the same codes); 1 (default until measured): one */
 extern int cu_quant_bpw;
+/* DSINFER_CUDA_GEMV_PF=1 (lab): the one-row GEMVs with four weight rows a warp ask L2 for every chunk of a lane's rows
+ * before their loop (no registers held; the same bits) */
+extern int cu_gemv_pf;
 /* DSINFER_CUDA_GEMV_F8C=1 (opt-in, fourteenth session, not yet run on a GPU): the v2 GEMV's FP8 weights scaled once a
  * 16-code chunk and token instead of once a code (cuda_linear.cu VT_FP8C) */
 extern int cu_gemv_f8c;

@@ -564,7 +564,7 @@ __device__ __forceinline__ void grp_rows_v2(float (*red)[8][2], float *out, int 
 template <int VT, int KS, int U, bool PR>
 __device__ __forceinline__ void grp_rows4(float (*red)[8][2], float *out, int ldo, int out_e, const float *x, int ldx,
                                           int x_e, const int32_t *xr, int e, int r, const cu_wview &w, const cu_wview &w1,
-                                          int wn, int n, int nv, int warp, int ks, int lane) {
+                                          int wn, int n, int nv, int warp, int ks, int lane, bool pf) {
     constexpr int V = vt_traits<VT>::V;
     constexpr bool F8 = VT == VT_FP8;
     constexpr int EB = VT == VT_BF16 ? 2 : 1;
@@ -584,6 +584,15 @@ __device__ __forceinline__ void grp_rows4(float (*red)[8][2], float *out, int ld
     float a[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     if (nv > 0) {
         const int c_first = ks * 32 + lane, c_step = 32 * KS;
+        if (pf)   /* (DSINFER_CUDA_GEMV_PF) every chunk of the lane's rows asked of L2 first: the loop's round trips after the
+                   * first then find them there, with no registers held for them */
+            for (int cb = c_first + U * c_step; cb < nc; cb += c_step) {
+                const char *p = base + (size_t)cb * 16, *p2 = base2 + (size_t)cb * 16;
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(p + o1));
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(p2 + o2));
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(p2 + o3));
+            }
         for (int cb = c_first; cb < nc; cb += U * c_step) {
             uint4 q[U][4];
             float slo[U], shi[U], slo2[U], shi2[U];
@@ -693,7 +702,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, TMAX == 1 ? 4 : 1) gemv_v2_ke
     constexpr int RW = ROW2 ? (PAIR ? NR / 2 : NR) : 1;   /* a warp's output rows (PAIR with NR 4: two rows of gate and up) */
     constexpr int RPB = GEMV_WARPS / KS * RW;
     cu_pdl_trigger();
-    if (prefetch && !off && !out2) {   /* the rows are known before the previous kernel ends: start them towards L2 */
+    if ((prefetch & 1) && !off && !out2) {   /* the rows are known before the previous kernel ends: start them towards L2 */
         cu_wview p0 = tab0 ? tab0[e] : v0;
         int nb = n_rows - (int)blockIdx.x * RPB < RPB ? n_rows - (int)blockIdx.x * RPB : RPB;
         cu_prefetch_rows(p0, row0 + e * row_e + (int)blockIdx.x * RPB, nb);
@@ -724,7 +733,8 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, TMAX == 1 ? 4 : 1) gemv_v2_ke
     if constexpr (ROW2 && NR == 4) {
         int nv = valid ? (n_rows - n < RW ? n_rows - n : RW) : 0;
         for (int j0 = 0; j0 < cnt; j0++)
-            grp_rows4<VT, KS, 1, PAIR>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, w0, w1, wn, n, nv, warp, ks, lane);
+            grp_rows4<VT, KS, 1, PAIR>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, w0, w1, wn, n, nv, warp, ks, lane,
+                                       (prefetch & 2) != 0);
     } else if constexpr (ROW2) {
         for (int j0 = 0; j0 < cnt; j0++)
             grp_rows_v2<VT, 1, false, KS, 2, true>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, 1, w0, w1, wn, n, valid,
@@ -757,6 +767,8 @@ static int gemv_v2_ks(int max_rows, int E, int has_off, int nc, int resident) {
     return ks;
 }
 
+int cu_gemv_pf;   /* DSINFER_CUDA_GEMV_PF (lab, process-wide, read at backend creation): the four-rows-a-warp one-row form asks
+                   * L2 for all of a lane's chunks before its loop (grp_rows4's pf) */
 int cu_gemv_t1_smem;   /* DSINFER_CUDA_GEMV_T1_SMEM (lab, process-wide, read at backend creation): bytes of dynamic shared
                        * memory each one-row (TMAX 1) launch asks for, unused: fewer of its blocks an SM (the default's 4
                        * blocks of 256 threads at 64 registers take the whole register file), so that the next kernel's
@@ -839,6 +851,7 @@ static void gemv_group_launch(float *out, int ldo, int out_e, const float *x, in
         const int rpb = GEMV_WARPS / ks * (r4 ? 4 : r2 || p4 ? 2 : 1);   /* rows a block */
         dim3 g2(cu_blocks((size_t)max_rows, rpb), live ? slots : E);
         cu_gemv_b pb = {NULL, NULL, v0, v1, 0, INT_MAX};   /* (no second part) */
+        const int pfl = cu_pdl_prefetch | (cu_gemv_pf ? 2 : 0);   /* bit 0: before the PDL wait; bit 1: the four-row form's chunks */
         if (duo) {   /* its blocks: one more grid row, as many columns as either part needs */
             unsigned bx = (unsigned)cu_blocks((size_t)duo->n_rows, rpb);
             g2.x = bx > g2.x ? bx : g2.x;
@@ -848,14 +861,14 @@ static void gemv_group_launch(float *out, int ldo, int out_e, const float *x, in
         }
 #define V2_LAUNCH_T(VT, KS, T)                                                                                 \
     do {                                                                                                       \
-        if (pair) cu_launch(gemv_v2_kernel<VT, true, KS, T>, g2, th, T == 1 ? t1_smem(gemv_v2_kernel<VT, true, KS, T>) : 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, cu_pdl_prefetch, out2, ldo2, pb); \
-        else cu_launch(gemv_v2_kernel<VT, false, KS, T>, g2, th, T == 1 ? t1_smem(gemv_v2_kernel<VT, false, KS, T>) : 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, cu_pdl_prefetch, out2, ldo2, pb); \
+        if (pair) cu_launch(gemv_v2_kernel<VT, true, KS, T>, g2, th, T == 1 ? t1_smem(gemv_v2_kernel<VT, true, KS, T>) : 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, out2, ldo2, pb); \
+        else cu_launch(gemv_v2_kernel<VT, false, KS, T>, g2, th, T == 1 ? t1_smem(gemv_v2_kernel<VT, false, KS, T>) : 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, out2, ldo2, pb); \
     } while (0)
 #define V2_LAUNCH(VT, KS, R2OK)                                                                                \
     do {                                                                                                       \
-        if (R2OK && p4) cu_launch(gemv_v2_kernel<VT, true, KS, 1, R2OK, (R2OK ? 4 : 2)>, g2, th, t1_smem(gemv_v2_kernel<VT, true, KS, 1, R2OK, (R2OK ? 4 : 2)>), out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, cu_pdl_prefetch, out2, ldo2, pb); \
-        else if (R2OK && r4) cu_launch(gemv_v2_kernel<VT, false, KS, 1, R2OK, (R2OK ? 4 : 2)>, g2, th, t1_smem(gemv_v2_kernel<VT, false, KS, 1, R2OK, (R2OK ? 4 : 2)>), out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, cu_pdl_prefetch, out2, ldo2, pb); \
-        else if (R2OK && r2) cu_launch(gemv_v2_kernel<VT, false, KS, 1, R2OK>, g2, th, t1_smem(gemv_v2_kernel<VT, false, KS, 1, R2OK>), out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, cu_pdl_prefetch, out2, ldo2, pb); \
+        if (R2OK && p4) cu_launch(gemv_v2_kernel<VT, true, KS, 1, R2OK, (R2OK ? 4 : 2)>, g2, th, t1_smem(gemv_v2_kernel<VT, true, KS, 1, R2OK, (R2OK ? 4 : 2)>), out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, out2, ldo2, pb); \
+        else if (R2OK && r4) cu_launch(gemv_v2_kernel<VT, false, KS, 1, R2OK, (R2OK ? 4 : 2)>, g2, th, t1_smem(gemv_v2_kernel<VT, false, KS, 1, R2OK, (R2OK ? 4 : 2)>), out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, out2, ldo2, pb); \
+        else if (R2OK && r2) cu_launch(gemv_v2_kernel<VT, false, KS, 1, R2OK>, g2, th, t1_smem(gemv_v2_kernel<VT, false, KS, 1, R2OK>), out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, out2, ldo2, pb); \
         else if (t1) V2_LAUNCH_T(VT, KS, 1);                                                                   \
         else V2_LAUNCH_T(VT, KS, 8);                                                                           \
     } while (0)
