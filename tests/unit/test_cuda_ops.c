@@ -2911,6 +2911,43 @@ static void run_moe_duo(void) {
     unsetenv("DSINFER_CUDA_MOE_DUO");
 }
 
+/* An FP8 MoE layer's device weights into Ld (memset first): a BF16 router (with its bias for noaux_tc), the routed experts
+ * and the shared ones in FP8; returns the pairs made, *nw of them (free_moe_layer frees them and Ld's arrays) */
+static wpair *mk_moe_fp8_layer(setup *s, ds_layer_weights *Ld, int *nw) {
+    const ds_config *c = &s->cfg;
+    int D = c->hidden_size, E = c->n_routed_experts, mI = c->moe_intermediate_size, sI = mI * c->n_shared_experts, n = 0;
+    memset(Ld, 0, sizeof *Ld);
+    wpair *ws = calloc((size_t)3 * E + 5, sizeof(wpair));
+    ws[n] = mk_weight(s, E, D, DS_DTYPE_BF16, 2.0f / sqrtf((float)D), "router");
+    Ld->router = ws[n++].d;
+    if (c->topk_method == DS_TOPK_NOAUX_TC) {
+        ws[n] = mk_weight(s, 1, E, DS_DTYPE_F32, 0.05f, "bias");
+        Ld->router_bias = ws[n++].d;
+    }
+    Ld->exp_gate = calloc(E, sizeof(ds_weight));
+    Ld->exp_up = calloc(E, sizeof(ds_weight));
+    Ld->exp_down = calloc(E, sizeof(ds_weight));
+    for (int e = 0; e < E; e++) {
+        ws[n] = mk_weight(s, mI, D, DS_DTYPE_F8_E4M3, linear_amp(s, D), "exp_gate"); Ld->exp_gate[e] = ws[n++].d;
+        ws[n] = mk_weight(s, mI, D, DS_DTYPE_F8_E4M3, linear_amp(s, D), "exp_up"); Ld->exp_up[e] = ws[n++].d;
+        ws[n] = mk_weight(s, D, mI, DS_DTYPE_F8_E4M3, linear_amp(s, mI), "exp_down"); Ld->exp_down[e] = ws[n++].d;
+    }
+    ws[n] = mk_weight(s, sI, D, DS_DTYPE_F8_E4M3, linear_amp(s, D), "sh_gate"); Ld->sh_gate = ws[n++].d;
+    ws[n] = mk_weight(s, sI, D, DS_DTYPE_F8_E4M3, linear_amp(s, D), "sh_up"); Ld->sh_up = ws[n++].d;
+    ws[n] = mk_weight(s, D, sI, DS_DTYPE_F8_E4M3, linear_amp(s, sI), "sh_down"); Ld->sh_down = ws[n++].d;
+    Ld->is_moe = 1;
+    *nw = n;
+    return ws;
+}
+
+static void free_moe_layer(ds_layer_weights *Ld, wpair *ws, int nw) {
+    for (int j = 0; j < nw; j++) free_weight(&ws[j]);
+    free(ws);
+    free(Ld->exp_gate);
+    free(Ld->exp_up);
+    free(Ld->exp_down);
+}
+
 /* DSINFER_OPS_ONLY=quantbpw: the activation quantizer's gather with four 128-column blocks a warp (DSINFER_CUDA_QUANT_BPW=4,
  * rows_fp8_warp_kernel<4>) against one (=1) on the same backend and input: the MoE output the same bytes (each block's
  * codes and scale are the one-block form's), and the four-block form counted. V2-Lite FP8 experts as W8A8 (the grouped
@@ -2929,30 +2966,9 @@ static void run_quant_bpw(void) {
         unsetenv("DSINFER_CUDA_FP8_GEMM");
         if (!ok) continue;
         ds_backend *g = s.gpu;
-        const ds_config *c = &s.cfg;
-        int D = c->hidden_size, E = c->n_routed_experts, mI = c->moe_intermediate_size, sI = mI * c->n_shared_experts;
+        int D = s.cfg.hidden_size, nw;
         ds_layer_weights Ld;
-        memset(&Ld, 0, sizeof Ld);
-        wpair *ws = calloc((size_t)3 * E + 5, sizeof(wpair));
-        int nw = 0;
-        ws[nw] = mk_weight(&s, E, D, DS_DTYPE_BF16, 2.0f / sqrtf((float)D), "router");
-        Ld.router = ws[nw++].d;
-        if (c->topk_method == DS_TOPK_NOAUX_TC) {
-            ws[nw] = mk_weight(&s, 1, E, DS_DTYPE_F32, 0.05f, "bias");
-            Ld.router_bias = ws[nw++].d;
-        }
-        Ld.exp_gate = calloc(E, sizeof(ds_weight));
-        Ld.exp_up = calloc(E, sizeof(ds_weight));
-        Ld.exp_down = calloc(E, sizeof(ds_weight));
-        for (int e = 0; e < E; e++) {
-            ws[nw] = mk_weight(&s, mI, D, DS_DTYPE_F8_E4M3, linear_amp(&s, D), "exp_gate"); Ld.exp_gate[e] = ws[nw++].d;
-            ws[nw] = mk_weight(&s, mI, D, DS_DTYPE_F8_E4M3, linear_amp(&s, D), "exp_up"); Ld.exp_up[e] = ws[nw++].d;
-            ws[nw] = mk_weight(&s, D, mI, DS_DTYPE_F8_E4M3, linear_amp(&s, mI), "exp_down"); Ld.exp_down[e] = ws[nw++].d;
-        }
-        ws[nw] = mk_weight(&s, sI, D, DS_DTYPE_F8_E4M3, linear_amp(&s, D), "sh_gate"); Ld.sh_gate = ws[nw++].d;
-        ws[nw] = mk_weight(&s, sI, D, DS_DTYPE_F8_E4M3, linear_amp(&s, D), "sh_up"); Ld.sh_up = ws[nw++].d;
-        ws[nw] = mk_weight(&s, D, sI, DS_DTYPE_F8_E4M3, linear_amp(&s, sI), "sh_down"); Ld.sh_down = ws[nw++].d;
-        Ld.is_moe = 1;
+        wpair *ws = mk_moe_fp8_layer(&s, &Ld, &nw);
         const int Ms2[] = {2, 9, 64, 130, 256, 600}, Ms3[] = {40};
         const int *Ms = k ? Ms3 : Ms2, nM = k ? NM(Ms3) : NM(Ms2);
         for (int i = 0; i < nM; i++) {
@@ -2978,11 +2994,7 @@ static void run_quant_bpw(void) {
             buf *bufs[] = {&x, &o1, &o4};
             for (int j = 0; j < NM(bufs); j++) buf_free(&s, bufs[j]);
         }
-        for (int j = 0; j < nw; j++) free_weight(&ws[j]);
-        free(ws);
-        free(Ld.exp_gate);
-        free(Ld.exp_up);
-        free(Ld.exp_down);
+        free_moe_layer(&Ld, ws, nw);
         free_setup(&s);
     }
 }
@@ -3464,7 +3476,6 @@ static void run_comb_norm(void) {
         ds_backend *g = s.gpu;
         const ds_config *c = &s.cfg;
         int D = c->hidden_size, H = c->num_heads, C = c->kv_lora_rank, wd = C + c->qk_rope_head_dim;
-        int E = c->n_routed_experts, mI = c->moe_intermediate_size, sI = mI * c->n_shared_experts;
         printf("  %-8s moe_to_attn_in + attn_in: DSINFER_CUDA_CHAIN_FUSE=%d, shared experts %s\n", s.name, mode,
                shin ? "in the experts' launch" : "in line");
         wpair wq = mk_weight(&s, H * c->qk_head_dim, D, DS_DTYPE_F8_E4M3, 0.5f / sqrtf((float)D), "q");
@@ -3472,23 +3483,8 @@ static void run_comb_norm(void) {
         wpair in_norm = mk_weight(&s, 1, D, DS_DTYPE_BF16, 1.0f, "input_norm");
         wpair kv_norm = mk_weight(&s, 1, C, DS_DTYPE_F32, 1.0f, "kv_a_norm");
         ds_layer_weights Ld;
-        memset(&Ld, 0, sizeof Ld);
-        wpair *ws = calloc((size_t)3 * E + 4, sizeof(wpair));
-        int nw = 0;
-        ws[nw] = mk_weight(&s, E, D, DS_DTYPE_BF16, 2.0f / sqrtf((float)D), "router");
-        Ld.router = ws[nw++].d;
-        Ld.exp_gate = calloc(E, sizeof(ds_weight));
-        Ld.exp_up = calloc(E, sizeof(ds_weight));
-        Ld.exp_down = calloc(E, sizeof(ds_weight));
-        for (int e = 0; e < E; e++) {
-            ws[nw] = mk_weight(&s, mI, D, DS_DTYPE_F8_E4M3, linear_amp(&s, D), "exp_gate"); Ld.exp_gate[e] = ws[nw++].d;
-            ws[nw] = mk_weight(&s, mI, D, DS_DTYPE_F8_E4M3, linear_amp(&s, D), "exp_up"); Ld.exp_up[e] = ws[nw++].d;
-            ws[nw] = mk_weight(&s, D, mI, DS_DTYPE_F8_E4M3, linear_amp(&s, mI), "exp_down"); Ld.exp_down[e] = ws[nw++].d;
-        }
-        ws[nw] = mk_weight(&s, sI, D, DS_DTYPE_F8_E4M3, linear_amp(&s, D), "sh_gate"); Ld.sh_gate = ws[nw++].d;
-        ws[nw] = mk_weight(&s, sI, D, DS_DTYPE_F8_E4M3, linear_amp(&s, D), "sh_up"); Ld.sh_up = ws[nw++].d;
-        ws[nw] = mk_weight(&s, D, sI, DS_DTYPE_F8_E4M3, linear_amp(&s, sI), "sh_down"); Ld.sh_down = ws[nw++].d;
-        Ld.is_moe = 1;
+        int nw;
+        wpair *ws = mk_moe_fp8_layer(&s, &Ld, &nw);
         for (int i = 0; i < NM(Ms); i++) {
             int M = Ms[i];
             if (M > max_m || (mode == 1 && M > 65)) continue;
@@ -3531,11 +3527,7 @@ static void run_comb_norm(void) {
             buf *bufs[] = {&c1, &c2, &h1, &h2, &x, &xn1, &xn2, &q1, &q2, &k1, &k2, &f1, &f2};
             for (int j = 0; j < NM(bufs); j++) buf_free(&s, bufs[j]);
         }
-        for (int j = 0; j < nw; j++) free_weight(&ws[j]);
-        free(ws);
-        free(Ld.exp_gate);
-        free(Ld.exp_up);
-        free(Ld.exp_down);
+        free_moe_layer(&Ld, ws, nw);
         wpair *w4[] = {&wq, &wkv, &in_norm, &kv_norm};
         for (int j = 0; j < NM(w4); j++) free_weight(w4[j]);
         free_setup(&s);
