@@ -1207,6 +1207,7 @@ static void moe_grouped(ds_cuda_backend *cb, float *out, const float *x, const d
             cu_gemv_group(y, D, 0, inter, I, 0, NULL, d_off, M, E, tab + 2 * E, NULL, dv, dv, 0, D, vec, 0, 0, slots);
         }
         cu_optimes_phase(cb, "  moe: routed + shared experts (two duo GEMV launches)");
+        cu_side_join(cb);   /* (a fork of the side lab's, events only, is joined here as on the in-line path) */
         moe_combine(cb, out, y, ids, pos, w, M, K, D, 0);
         return;
     }
