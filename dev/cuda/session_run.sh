@@ -2897,6 +2897,42 @@ if want s35g; then
   done
   rm -f $OUT/g1*.log
 fi
+# s36a (thirty-sixth session, no device then): the four-row one-row GEMVs with their chunks staged in shared memory,
+# three a lane and row in flight (DSINFER_CUDA_GEMV_ASYNC=1; the same bits): op test gemvst, gemv1 and the goldens with it;
+# the prefill MoE's expert tiles column block first (DSINFER_CUDA_MOE_TILE_COLS=1; the same bits): op test moecols, then
+# one V3 MoE layer at 4096 tokens at 0 / 1 twice (OP_TIMES phases) and its grouped GEMMs' DRAM bytes under ncu at 0 / 1
+# (s35's run 2: ~1.3x the 11.3 GB of expert weights a pass); then FP8 b1 / b2 / b8 and BF16 b1 at def / st / pf / st + pdl
+# rotated three times
+if want s36a; then
+  step ops_gemvst 300 env DSINFER_OPS_ONLY=gemvst $B/test_cuda_ops
+  step ops_gemv1_st 200 env DSINFER_OPS_ONLY=gemv1 DSINFER_CUDA_GEMV_ASYNC=1 $B/test_cuda_ops
+  step golden_st 150 env DSINFER_CUDA_GEMV_ASYNC=1 $B/test_cuda_golden
+  step ops_moecols 300 env DSINFER_OPS_ONLY=moecols $B/test_cuda_ops
+  python3 -c 'import json; c = json.load(open("configs/deepseek-v3.json")); c.update(num_hidden_layers=1, first_k_dense_replace=0); json.dump(c, open("/tmp/v3-1moe.json", "w"))'
+  for n in 0 1 1 0; do
+    step v3moe_c$n 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_OP_TIMES=1 DSINFER_CUDA_MOE_TILE_COLS=$n $B/dsinfer bench --model /tmp/v3-1moe.json --dtype fp8 --batch '' --ctx '' --prompt 4K --steps 1
+    grep -E "moe: |^prefill" $OUT/v3moe_c$n.log | tail -12
+  done
+  for n in 0 1; do
+    step ncu36_c$n 300 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_MOE_TILE_COLS=$n ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv --page raw --log-file $OUT/ncu36_c$n.csv $B/dsinfer bench --model /tmp/v3-1moe.json --dtype fp8 --batch '' --ctx '' --prompt 4K --steps 1
+    python3 dev/cuda/ncu_sum.py $OUT/ncu36_c$n.csv > $OUT/ncu36_c$n.txt 2>&1; head -24 $OUT/ncu36_c$n.txt; rm -f $OUT/ncu36_c$n.csv
+  done
+  for r in 1 2 3; do
+    case $r in 1) o="def st pf stpdl";; 2) o="stpdl pf st def";; 3) o="st def stpdl pf";; esac
+    for n in $o; do
+      case $n in def) E=;; st) E=DSINFER_CUDA_GEMV_ASYNC=1;; pf) E=DSINFER_CUDA_GEMV_PF=1;; stpdl) E="DSINFER_CUDA_GEMV_ASYNC=1 DSINFER_CUDA_PDL=1";; esac
+      step a1${n}-$r 120 env DSINFER_CUDA_TC=1 $E $B/dsinfer bench --dtype fp8 --batch 1,2,8 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s36a-fp8-$n
+      step a1b${n}-$r 120 env DSINFER_CUDA_TC=1 $E $B/dsinfer bench --dtype bf16 --batch 1 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s36a-bf16-$n
+    done
+  done
+  rm -f $OUT/a1*.log
+fi
+# s36m: the thirty-sixth session's mutants (dev/cuda/mutants_s36.sh; packed by pack_session.sh with it): st_stage, st_next,
+# st_wait must fail gemvst, tc_row moecols
+if want s36m; then
+  for n in st_stage st_next st_wait; do [ -x $B/test_cuda_ops_mut_$n ] && mutant $B/test_cuda_ops_mut_$n gemvst '' 240; done
+  [ -x $B/test_cuda_ops_mut_tc_row ] && mutant $B/test_cuda_ops_mut_tc_row moecols '' 300
+fi
 # opsq: the same suite as four processes at once on the one GPU (DSINFER_OPS_PART=k/4, 4 OpenMP threads each: the CPU
 # references and the launches' latencies of one process leave most of the 16 cores and the GPU idle), so that it fits
 # one call; each part's log is ops_q<k>.log, its line in the summary as step's

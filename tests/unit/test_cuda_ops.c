@@ -1240,7 +1240,7 @@ static void free_setup(setup *s) {
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
 static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf | side | linear2 | kvb | qkv | router | w8small
-                            * | f8cl | f8t1 | f8tp | f8ss | f8tc | f8ts | f8mc | moehalf | moepipe | f8bn | quantw | moeqf | moepdl | rgroup | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | combnorm | mlafold | moeorder | moent48 | moesx | moest2 | moe1 | tail1 | attn1 | gemv1 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
+                            * | f8cl | f8t1 | f8tp | f8ss | f8tc | f8ts | f8mc | moehalf | moecols | moepipe | f8bn | quantw | moeqf | moepdl | rgroup | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | combnorm | mlafold | moeorder | moent48 | moesx | moest2 | moe1 | tail1 | attn1 | gemv1 | gemvst (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
                             * run_side_stream, run_linear2, run_kvb_copy, run_qkv_finish, run_router, run_w8a8_small or
                             * run_f8_lab */
 
@@ -3109,16 +3109,16 @@ static void run_f8_tm_mc(void) {
  * tiles) and 2100 (~197: a 128-row tile and a remainder, at most 64 rows for some experts), and with the grouped path
  * from 256 tokens (DSINFER_CUDA_MOE_GEMM_MIN_M) at 300 (~28 rows an expert: every tile half); V3 (256 experts, K 7168)
  * at 1100 (~34 rows an expert). */
-static void moe_half_case(const char *name, const char *cfg, const int *m, int nm) {
+static void moe_half_case(const char *name, const char *cfg, const int *m, int nm, long (*launches)(void), const char *what) {
     setup s;
     if (!load_setup(&s, name, cfg, 3, 16)) return;
-    long n0 = ds_cuda_moe_half_launches();
+    long n0 = launches();
     check_moe_dt(&s, m, nm, DS_DTYPE_F8_E4M3, 2, 0);
-    long n = ds_cuda_moe_half_launches() - n0;
+    long n = launches() - n0;
     int want = 0;   /* check_moe_dt's backend runs the MoE twice at each M (a first call on another x), two launches each */
     for (int i = 0; i < nm; i++) want += m[i] <= max_m ? 4 : 0;
-    printf("  %-8s moe: %ld grouped launches with 64-row tiles (expected %d)\n", name, n, want);
-    CHECKF(n == want, "%s: %ld grouped launches with 64-row tiles, expected %d", name, n, want);
+    printf("  %-8s moe: %ld grouped launches %s (expected %d)\n", name, n, what, want);
+    CHECKF(n == want, "%s: %ld grouped launches %s, expected %d", name, n, what, want);
     free_setup(&s);
 }
 
@@ -3129,14 +3129,32 @@ static void run_moe_half(void) {
     moe_twin = 1;
     moe_twin_env = "DSINFER_CUDA_MOE_HALF";
     const int m[] = {1100, 2100}, m3[] = {1100}, ms[] = {300};
-    moe_half_case("v2l-half", "configs/deepseek-v2-lite.json", m, NM(m));
+    moe_half_case("v2l-half", "configs/deepseek-v2-lite.json", m, NM(m), ds_cuda_moe_half_launches, "with 64-row tiles");
     setenv("DSINFER_CUDA_MOE_GEMM_MIN_M", "256", 1);
-    moe_half_case("v2l-half3", "configs/deepseek-v2-lite.json", ms, NM(ms));
+    moe_half_case("v2l-half3", "configs/deepseek-v2-lite.json", ms, NM(ms), ds_cuda_moe_half_launches, "with 64-row tiles");
     unsetenv("DSINFER_CUDA_MOE_GEMM_MIN_M");
-    moe_half_case("v3-half", "configs/deepseek-v3.json", m3, NM(m3));
+    moe_half_case("v3-half", "configs/deepseek-v3.json", m3, NM(m3), ds_cuda_moe_half_launches, "with 64-row tiles");
     moe_twin = 0;
     moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
     unsetenv("DSINFER_CUDA_MOE_HALF");
+    unsetenv("DSINFER_MOE_W8A8");
+}
+
+/* DSINFER_OPS_ONLY=moecols: the prefill MoE's grouped W8A8 launches with an expert's tiles column block first
+ * (DSINFER_CUDA_MOE_TILE_COLS=1: its row tiles of one weight tile side by side) against the default order (the twin, =0):
+ * the same bits (every tile computed whole, in any order), the launches with it counted (two a MoE call); against the
+ * CPU. V2-Lite at 2100 tokens (~197 rows an expert: two row tiles, the order differs) and 1100 (~103: mostly one). */
+static void run_moe_tile_cols(void) {
+    if (only && strcmp(only, "moecols")) return;
+    setenv("DSINFER_MOE_W8A8", "1", 1);
+    setenv("DSINFER_CUDA_MOE_TILE_COLS", "1", 1);   /* the backends check_moe_dt makes; its twin with =0 */
+    moe_twin = 1;
+    moe_twin_env = "DSINFER_CUDA_MOE_TILE_COLS";
+    const int m[] = {2100, 1100};
+    moe_half_case("v2l-cols", "configs/deepseek-v2-lite.json", m, NM(m), ds_cuda_moe_tile_cols_launches, "column block first");
+    moe_twin = 0;
+    moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
+    unsetenv("DSINFER_CUDA_MOE_TILE_COLS");
     unsetenv("DSINFER_MOE_W8A8");
 }
 
@@ -3656,6 +3674,97 @@ static void run_gemv_t1(void) {
     }
     unsetenv("DSINFER_CUDA_GEMV_T1");
     moe_twin_nmse = 0;
+    moe_twin = 0;
+    moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
+}
+
+/* DSINFER_OPS_ONLY=gemvst: the one-row GEMV's four-row form with its chunks staged in shared memory, three a lane and row
+ * in flight (DSINFER_CUDA_GEMV_ASYNC=1; cuda_linear.cu grp_rows4's ST) against the same form in registers (the twin,
+ * unset): the same bits (the same chunks in the same order, the same products; both four blocks an SM, so the same split
+ * of K), its launches counted (one a call, the twin none), and against the CPU. Linear at one row over V2-Lite's and V3's
+ * widths and odd shapes (203 rows: a warp with 3 valid rows; K 304: 19 chunks, fewer than a warp's lanes), FP8 and BF16,
+ * linear2's q + kv_a; then the grouped MoE at one token (the gate / up pairs two rows of each a warp, the downs four)
+ * against a twin with it unset, the same bits. */
+static void check_gemv_st_case(setup *s, ds_backend *st, ds_backend *reg, const char *what, const wpair *w1, const wpair *w2) {
+    int K = w1->h.cols, N1 = w1->h.rows, N2 = w2 ? w2->h.rows : 0;
+    prime(s, 1);
+    buf x = buf_new(s, (size_t)K), a1 = buf_new(s, (size_t)N1), b1 = buf_new(s, (size_t)N1);
+    buf a2 = buf_new(s, (size_t)(N2 ? N2 : 1)), b2 = buf_new(s, (size_t)(N2 ? N2 : 1));
+    buf_rand(&x, 1.0f);
+    buf_poison(&a1); buf_poison(&b1); buf_poison(&a2); buf_poison(&b2);
+    long n0 = ds_cuda_gemv_async_launches();
+    if (w2) st->linear2(st, a1.d, a2.d, x.d, &w1->d, &w2->d, 1);
+    else st->linear(st, a1.d, x.d, &w1->d, 1);
+    long n1 = ds_cuda_gemv_async_launches();
+    if (w2) reg->linear2(reg, b1.d, b2.d, x.d, &w1->d, &w2->d, 1);
+    else reg->linear(reg, b1.d, x.d, &w1->d, 1);
+    long n2 = ds_cuda_gemv_async_launches();
+    size_t diff = device_units_differ(s, a1.d, b1.d, (size_t)N1, 4) + (w2 ? device_units_differ(s, a2.d, b2.d, (size_t)N2, 4) : 0);
+    printf("  %-8s gemv st %-14s %s %dx%d%s: %zu values differ from the registers' form; staged launches %ld / %ld\n", s->name,
+           what, ds_dtype_name(w1->h.dtype), N1 + N2, K, w2 ? " (two weights)" : "", diff, n1 - n0, n2 - n1);
+    CHECKF(diff == 0, "%s gemv st %s: %zu values differ from the registers' form (want the same bits)", s->name, what, diff);
+    CHECKF(n1 - n0 == 1 && n2 == n1, "%s gemv st %s: staged launches %ld (want 1), the twin's %ld (want 0)", s->name, what,
+           n1 - n0, n2 - n1);
+    char name[96];
+    snprintf(name, sizeof name, "gemv st %s", what);
+    s->cpu->linear(s->cpu, a1.h, x.h, &w1->h, 1);
+    compare(s, name, 1, &a1, THR_GEMM, 0);
+    if (w2) {
+        s->cpu->linear(s->cpu, a2.h, x.h, &w2->h, 1);
+        compare(s, name, 1, &a2, THR_GEMM, 0);
+    }
+    buf *bs[] = {&x, &a1, &b1, &a2, &b2};
+    for (int i = 0; i < NM(bs); i++) buf_free(s, bs[i]);
+}
+
+static void run_gemv_st(void) {
+    if (only && strcmp(only, "gemvst")) return;
+    setup s;
+    if (load_setup(&s, "v2l-st", "configs/deepseek-v2-lite.json", 0, 16)) {
+        char err[DS_ERRLEN];
+        setenv("DSINFER_CUDA_GEMV_ASYNC", "1", 1);
+        ds_backend *st = ds_backend_cuda_new(&s.cfg, err);
+        unsetenv("DSINFER_CUDA_GEMV_ASYNC");
+        ds_backend *reg = st ? ds_backend_cuda_new(&s.cfg, err) : NULL;
+        CHECKF(st && reg, "%s", err);
+        const struct { const char *what; int N, K; ds_dtype dt; } cs[] = {
+            {"q", 3072, 2048, DS_DTYPE_F8_E4M3}, {"o", 2048, 2048, DS_DTYPE_F8_E4M3}, {"shared down", 2048, 2816, DS_DTYPE_F8_E4M3},
+            {"v3 wide", 512, 7168, DS_DTYPE_F8_E4M3}, {"odd rows", 203, 304, DS_DTYPE_F8_E4M3},
+            {"o", 2048, 2048, DS_DTYPE_BF16}, {"odd rows", 203, 304, DS_DTYPE_BF16}};
+        for (int i = 0; st && reg && i < NM(cs); i++) {
+            float amp = cs[i].dt == DS_DTYPE_F8_E4M3 ? 0.5f / sqrtf((float)cs[i].K) : 1.0f / sqrtf((float)cs[i].K);
+            wpair w = mk_weight(&s, cs[i].N, cs[i].K, cs[i].dt, amp, cs[i].what);
+            check_gemv_st_case(&s, st, reg, cs[i].what, &w, NULL);
+            free_weight(&w);
+        }
+        for (int d = 0; st && reg && d < 2; d++) {
+            ds_dtype dt = d ? DS_DTYPE_BF16 : DS_DTYPE_F8_E4M3;
+            float amp = d ? 1.0f / sqrtf(2048.0f) : 0.5f / sqrtf(2048.0f);
+            wpair wq = mk_weight(&s, 3072, 2048, dt, amp, "q"), wkv = mk_weight(&s, 576, 2048, dt, amp, "kv_a");
+            check_gemv_st_case(&s, st, reg, "q + kv_a", &wq, &wkv);
+            free_weight(&wq);
+            free_weight(&wkv);
+        }
+        if (st) st->destroy(st);
+        if (reg) reg->destroy(reg);
+        free_setup(&s);
+    }
+    moe_twin = 1;
+    moe_twin_env = "DSINFER_CUDA_GEMV_ASYNC";
+    setenv("DSINFER_CUDA_GEMV_ASYNC", "1", 1);   /* the backends check_moe_dt makes; the twin =0 */
+    if (load_setup(&s, "v2l-stm", "configs/deepseek-v2-lite.json", 3, 16)) {
+        const int m[] = {1};
+        for (int d = 0; d < 2; d++) {
+            long n0 = ds_cuda_gemv_async_launches();
+            check_moe_dt(&s, m, NM(m), d ? DS_DTYPE_BF16 : DS_DTYPE_F8_E4M3, 0, 0);
+            long n = ds_cuda_gemv_async_launches() - n0;
+            printf("  %-8s gemv st moe M=1 %s: %ld staged launches\n", s.name, d ? "BF16" : "F8_E4M3", n);
+            CHECKF(n >= 4, "%s gemv st moe M=1: %ld staged launches (the routed and shared experts' gate / up and down: at "
+                   "least 4)", s.name, n);
+        }
+        free_setup(&s);
+    }
+    unsetenv("DSINFER_CUDA_GEMV_ASYNC");
     moe_twin = 0;
     moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
 }
@@ -4352,6 +4461,7 @@ int main(void) {
     RUN(run_f8_tm_store());
     RUN(run_f8_tm_mc());
     RUN(run_moe_half());
+    RUN(run_moe_tile_cols());
     RUN(run_moe_pipe());
     RUN(run_moe_sx());
     RUN(run_moe_st2());
@@ -4371,6 +4481,7 @@ int main(void) {
     RUN(run_comb_norm());
     RUN(run_mla_fold());
     RUN(run_gemv_t1());
+    RUN(run_gemv_st());
     RUN(run_moe_shared_in());
     RUN(run_f8_reduce2());
     RUN(run_f8_lab());

@@ -399,6 +399,9 @@ void cu_ws_free(cu_ws *w);
 typedef struct {
     int tc, moe_tc, skinny, graphs, fused_attn, mla_tc, attn_tc, moe_grouped, moe_grouped_max_m, vec_gemv, fp8_gemm;
     int gemv_t1;    /* one-row GEMVs on gemv_v2_kernel's one-row form (DSINFER_CUDA_GEMV_T1, default 2; cu_gemv_flags) */
+    int gemv_async; /* DSINFER_CUDA_GEMV_ASYNC=1 (lab, thirty-sixth session): the four-row forms take their chunks through shared
+                     * memory, three a lane and row in flight (cp.async; cuda_linear.cu grp_rows4's ST) instead of one in
+                     * registers; the same bits (cu_gemv_flags' CU_GEMV_ST) */
     int moe_live;   /* grouped GEMV experts: blocks for the live experts only (DSINFER_CUDA_MOE_LIVE, default 1) */
     int absorb_tc;  /* with tc: W_UK / W_UV products as batched BF16 GEMMs above GEMV_MAX_M tokens (DSINFER_CUDA_ABSORB_TC, default 1) */
     int lt_tune;    /* with tc: BF16 linears through cuBLASLt with the algorithm searched per shape, cached on disk (DSINFER_CUDA_LT_TUNE) */
@@ -426,6 +429,7 @@ typedef struct {
     int moe_wg_pipe;   /* FP8 decode experts: the down launch (1; 2: and gate / up at 32 tokens a chunk) with two k-blocks' MMAs in
                         * flight (cuda_moe_wg.cu; DSINFER_CUDA_MOE_WG_PIPE) */
     int moe_half;      /* prefill MoE: grouped tiles of <= 64 rows load 64 rows (cuda_fp8_wgmma.cu tm_groups.half; DSINFER_CUDA_MOE_HALF) */
+    int moe_tile_cols; /* prefill MoE: an expert's tiles ordered column block first (cu_f8_expert_tiles; DSINFER_CUDA_MOE_TILE_COLS) */
     int route_group;   /* the grouped MoE's one-block grouping done by the routing kernel (cuda_moe.cu; DSINFER_CUDA_ROUTE_GROUP) */
     int route_fast;    /* the routing warps' top-k in registers, the same bits (cuda_moe.cu route_warp_fast; DSINFER_CUDA_ROUTE_FAST) */
     int moe1;          /* the MoE block of one token as one cooperative launch (cuda_moe1.cu; DSINFER_CUDA_MOE1): 1 the
@@ -1023,7 +1027,7 @@ void cu_f8_wgmma_gemm(ds_cuda_backend *cb, float *out, const unsigned char *q, c
 void cu_f8_wgmma_init(void);
 /* host-side pieces (checked by ds_cuda_host_selftest): the K splits of the GEMM, the MoE's tile table */
 int cu_f8_splits(int M, int N, int K, int n_sm, int *kc);
-int cu_f8_expert_tiles(int4 *t, const int32_t *off, int E, int n_cols);
+int cu_f8_expert_tiles(int4 *t, const int32_t *off, int E, int n_cols, int cols_first);
 /* DSINFER_CUDA_FP8_TMA (default 1): above 64 rows the warp-specialized TMA kernel; 0: the cp.async one */
 extern int cu_fp8_tma;
 /* DSINFER_CUDA_F8_TICKETS (default 0, opt-in: slower, RESULTS eleventh session run 4): the cp.async kernel's split-K
@@ -1078,6 +1082,8 @@ extern long cu_f8_tm_mc_launches;
 extern long cu_f8_tm_xt_launches;   /* launches of DSINFER_CUDA_F8_TM_SS 3's form (the op test's evidence) */
 /* launches of the prefill MoE's grouped W8A8 form with opt.moe_half (process-wide; tests) */
 extern long cu_moe_half_launches;
+/* ... with opt.moe_tile_cols (two a MoE call; process-wide; tests) */
+extern long cu_moe_tile_cols_launches;
 /* shared pieces of the own W8A8 linears: x [M, K] fp32 -> codes q [M, K] and scales s [M][K/128]
  * (moe_rows_fp8_kernel); out[i] = sum over z < ks of part[z n + i], in z order */
 void cu_rows_fp8_f32(unsigned char *q, float *s, const float *x, int M, int K);
@@ -1200,9 +1206,10 @@ void cu_moe_routed(ds_backend *be, float *out, const float *x, const ds_layer_we
 #define CU_GEMV_T1 2
 #define CU_GEMV_T2 4   /* ... with two rows a warp (opt.gemv_t1 == 2; FP8 and BF16 weights) */
 #define CU_GEMV_T4 8   /* ... with four rows a warp (opt.gemv_t1 == 4; FP8 and BF16 weights) */
+#define CU_GEMV_ST 16  /* ... their chunks staged in shared memory (opt.gemv_async) */
 static inline int cu_gemv_flags(const ds_cuda_backend *cb) {
     return cb->opt.vec_gemv ? 1 | (cb->opt.gemv_t1 >= 1 ? CU_GEMV_T1 : 0) | (cb->opt.gemv_t1 >= 2 ? CU_GEMV_T2 : 0) |
-                                  (cb->opt.gemv_t1 >= 4 ? CU_GEMV_T4 : 0)
+                                  (cb->opt.gemv_t1 >= 4 ? CU_GEMV_T4 : 0) | (cb->opt.gemv_async ? CU_GEMV_ST : 0)
                             : 0;
 }
 /* Grouped row-dot GEMV (cuda_linear.cu): for each group e < E (blockIdx.y) with rows r in
@@ -1250,6 +1257,8 @@ extern int cu_quant_bpw;
 /* DSINFER_CUDA_GEMV_PF=1 (lab): the one-row GEMVs with four weight rows a warp ask L2 for every chunk of a lane's rows
  * before their loop (no registers held; the same bits) */
 extern int cu_gemv_pf;
+/* launches of the four-row forms with their chunks staged in shared memory (opt.gemv_async; process-wide; tests) */
+extern long cu_gemv_async_launches;
 /* DSINFER_CUDA_GEMV_F8C=1 (opt-in, fourteenth session, not yet run on a GPU): the v2 GEMV's FP8 weights scaled once a
  * 16-code chunk and token instead of once a code (cuda_linear.cu VT_FP8C) */
 extern int cu_gemv_f8c;

@@ -101,6 +101,12 @@ int ds_cuda_f8_tm_mc_clusters(void);
 /* grouped launches of the prefill MoE with 64-row tiles where an expert's tile has at most 64 rows (DSINFER_CUDA_MOE_HALF;
  * process-wide count; tests) */
 long ds_cuda_moe_half_launches(void);
+/* grouped launches of the prefill MoE with an expert's tiles column block first (DSINFER_CUDA_MOE_TILE_COLS; process-wide
+ * count; tests) */
+long ds_cuda_moe_tile_cols_launches(void);
+/* launches of the one-row GEMV's four-row form with its chunks staged in shared memory (DSINFER_CUDA_GEMV_ASYNC;
+ * process-wide count; tests) */
+long ds_cuda_gemv_async_launches(void);
 /* Device memory of n bytes owned by the backend (freed with release()). */
 void *ds_cuda_alloc_bytes(ds_backend *be, size_t n);
 

@@ -219,6 +219,8 @@ long ds_cuda_f8_tm_mc_launches(void) { return cu_f8_tm_mc_launches; }
 long ds_cuda_f8_tm_xt_launches(void) { return cu_f8_tm_xt_launches; }
 int ds_cuda_f8_tm_mc_clusters(void) { return cu_f8_tm_mc_clusters(); }
 long ds_cuda_moe_half_launches(void) { return cu_moe_half_launches; }
+long ds_cuda_moe_tile_cols_launches(void) { return cu_moe_tile_cols_launches; }
+long ds_cuda_gemv_async_launches(void) { return cu_gemv_async_launches; }
 
 void ds_cuda_download_bytes(ds_backend *be, void *dst, const void *src, size_t n) {
     (void)be;
@@ -1086,6 +1088,7 @@ static cu_opts cu_opts_read(void) {
     o.absorb_tc = env_int("DSINFER_CUDA_ABSORB_TC", 1);
     o.vec_gemv = env_int("DSINFER_CUDA_VEC_GEMV", 1);
     o.gemv_t1 = env_int("DSINFER_CUDA_GEMV_T1", 4);   /* 4: four rows a warp (RESULTS twenty-sixth session run 2; 2: twenty-third run 4) */
+    o.gemv_async = env_int("DSINFER_CUDA_GEMV_ASYNC", 0);   /* lab until measured (thirty-sixth session) */
     o.fp8_gemm = env_int("DSINFER_CUDA_FP8_GEMM", o.tc);   /* W8A8 linears with the tensor-core paths */
     o.lt_tune = env_int("DSINFER_CUDA_LT_TUNE", 1);
     o.moe_gemm = env_int("DSINFER_CUDA_MOE_GEMM", 1);
@@ -1111,6 +1114,7 @@ static cu_opts cu_opts_read(void) {
     o.router_ks_max_m = env_int("DSINFER_CUDA_ROUTER_KS_MAX_M", 128);
     o.moe_wg_pipe = env_int("DSINFER_CUDA_MOE_WG_PIPE", 0);   /* opt-in: within the spread (twenty-sixth session run 2) */
     o.moe_half = env_int("DSINFER_CUDA_MOE_HALF", 0);         /* opt-in: no gain (twenty-sixth session run 2) */
+    o.moe_tile_cols = env_int("DSINFER_CUDA_MOE_TILE_COLS", 0);   /* opt-in until measured (thirty-sixth session) */
     o.route_group = env_int("DSINFER_CUDA_ROUTE_GROUP", 0);
     o.route_fast = env_int("DSINFER_CUDA_ROUTE_FAST", 1);   /* the same bits; RT_PROF: the routing tail -10 .. -25% */
     /* opt-in, 1, 2 (the layer's tail) or 3 (and its attention); measured in the thirty-fourth session (RESULTS run 2): FP8

@@ -554,6 +554,26 @@ __device__ __forceinline__ void grp_rows_v2(float (*red)[8][2], float *out, int 
     }
 }
 
+/* grp_rows4's arithmetic for one chunk c of its four slots: a[i] += the dot of slot i's 16-byte chunk q[i] (cvt4: times
+ * the scale of the slot's row block, lo where its row offset is below split, else hi; slots 2, 3 of PR from lo2 / hi2)
+ * with x's values of the chunk: the same products and additions in the same order whichever form loaded the chunk */
+template <int VT, bool PR>
+__device__ __forceinline__ void rows4_chunk(float a[4], const uint4 q[4], float slo, float shi, float slo2, float shi2,
+                                            int split, const float *xp, int c) {
+    constexpr int V = vt_traits<VT>::V;
+#pragma unroll
+    for (int i4 = 0; i4 < V / 4; i4++) {
+        float4 xv = __ldg((const float4 *)(xp + (size_t)c * V + 4 * i4));
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int ro = PR ? i % 2 : i;   /* the slot's row offset from wn */
+            const float sc = PR && i >= 2 ? (ro < split ? slo2 : shi2) : (ro < split ? slo : shi);
+            float4 wv = cvt4<VT>(q[i], i4, sc);
+            a[i] += wv.x * xv.x + wv.y * xv.y + wv.z * xv.z + wv.w * xv.w;
+        }
+    }
+}
+
 /* ROW2 with NR = 4 (opt.gemv_t1 = 4; FP8 and BF16, one x row): four weight rows a warp, each x chunk loaded once for the
  * four (x's L1 bytes a weight byte: FP8 4 -> 1 for one weight, ROW2's 2; 2 -> 1 for the gate / up pairs). Not PR: rows
  * n .. n + 3 of w (nv of them valid, 1 .. 4), out[n + i] their sums. PR (the pairs): rows n, n + 1 of the gate w and of
@@ -561,7 +581,14 @@ __device__ __forceinline__ void grp_rows_v2(float (*red)[8][2], float *out, int 
  * the same order, the same products and additions of a chunk (dot_chunk's expression), then the warp's sum and the K
  * splits' sum in red as grp_rows_v2; U chunks a lane in flight for each row. Slot i of the four: row wn + (PR ? i % 2 : i)
  * of (PR && i >= 2 ? w1 : w); rows past the valid ones re-read the first (offset 0; not stored). */
-template <int VT, int KS, int U, bool PR>
+/* ST (opt.gemv_async, DSINFER_CUDA_GEMV_ASYNC; 0: off): the chunks come through shared memory instead of registers, ST
+ * chunks a slot in flight at once (cp.async, L2 only): stage j of a lane holds its four slots' chunk cb + j c_step; the
+ * lane reads a stage back once it has landed, then asks for the chunk ST steps on into it. Dynamic shared memory ST x 4 x
+ * (the block's threads) x 16 bytes, [stage][slot][thread] (a warp's 16-byte reads and writes of one slot side by side: no
+ * bank conflicts). The arithmetic is rows4_chunk's, in the chunks' order: the same bits as the register form. */
+#define GEMV_ST_BYTES(ST) ((size_t)(ST) * 4 * GEMV_WARPS * 32 * 16)
+#define GEMV_ST 3   /* the stages DSINFER_CUDA_GEMV_ASYNC=1 takes: 48 KB, four blocks an SM still (their registers' limit) */
+template <int VT, int KS, int U, bool PR, int ST = 0>
 __device__ __forceinline__ void grp_rows4(float (*red)[8][2], float *out, int ldo, int out_e, const float *x, int ldx,
                                           int x_e, const int32_t *xr, int e, int r, const cu_wview &w, const cu_wview &w1,
                                           int wn, int n, int nv, int warp, int ks, int lane, bool pf) {
@@ -582,7 +609,47 @@ __device__ __forceinline__ void grp_rows4(float (*red)[8][2], float *out, int ld
     const float *sl2 = F8 && PR ? w1.scale + (size_t)(wn >> 7) * (size_t)w1.scale_cols : sl;
     const float *sh2 = F8 && PR ? w1.scale + (size_t)(last >> 7) * (size_t)w1.scale_cols : sh;
     float a[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    if (nv > 0) {
+    if constexpr (ST > 0) {
+      if (nv > 0) {
+        const int c_first = ks * 32 + lane, c_step = 32 * KS;
+        extern __shared__ uint4 gemv_stages[];   /* [ST][4][GEMV_WARPS * 32] */
+        uint4 *mine = gemv_stages + threadIdx.x;
+        constexpr int SS = 4 * GEMV_WARPS * 32;   /* a stage's uint4 */
+        const char *src[4] = {base, base + o1, base2 + o2, base2 + o3};
+#pragma unroll
+        for (int j = 0; j < ST; j++) {   /* the first ST chunks asked for */
+            int c = c_first + j * c_step;
+            if (c < nc)
+#pragma unroll
+                for (int i = 0; i < 4; i++) cu_cp_async16(mine + j * SS + i * GEMV_WARPS * 32, src[i] + (size_t)c * 16, 16);
+            cu_cp_async_commit();   /* (empty groups too: the count of groups is the stage's) */
+        }
+        for (int it = 0, c = c_first; c < nc; it++, c += c_step) {
+            const int j = it % ST;
+            float slo = 0.0f, shi = 0.0f, slo2 = 0.0f, shi2 = 0.0f;
+            if (F8) {
+                int sb = (c * V) >> 7;
+                slo = __ldg(sl + sb);
+                shi = __ldg(sh + sb);
+                if (PR) {
+                    slo2 = __ldg(sl2 + sb);
+                    shi2 = __ldg(sh2 + sb);
+                }
+            }
+            cu_cp_async_wait<ST - 1>();   /* this thread's stage it has landed */
+            uint4 q[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) q[i] = mine[j * SS + i * GEMV_WARPS * 32];
+            rows4_chunk<VT, PR>(a, q, slo, shi, slo2, shi2, split, xp, c);   /* (uses q: the reads are done) */
+            int cn = c + ST * c_step;
+            if (cn < nc)
+#pragma unroll
+                for (int i = 0; i < 4; i++) cu_cp_async16(mine + j * SS + i * GEMV_WARPS * 32, src[i] + (size_t)cn * 16, 16);
+            cu_cp_async_commit();
+        }
+        cu_cp_async_wait<0>();   /* (none left in flight: the chunks past nc were never asked for) */
+      }
+    } else if (nv > 0) {
         const int c_first = ks * 32 + lane, c_step = 32 * KS;
         if (pf)   /* (DSINFER_CUDA_GEMV_PF) every chunk of the lane's rows asked of L2 first: the loop's round trips after the
                    * first then find them there, with no registers held for them */
@@ -622,17 +689,7 @@ __device__ __forceinline__ void grp_rows4(float (*red)[8][2], float *out, int ld
             for (int u = 0; u < U; u++) {
                 int c = cb + u * c_step;
                 if (c >= nc) break;
-#pragma unroll
-                for (int i4 = 0; i4 < V / 4; i4++) {
-                    float4 xv = __ldg((const float4 *)(xp + (size_t)c * V + 4 * i4));
-#pragma unroll
-                    for (int i = 0; i < 4; i++) {
-                        const int ro = PR ? i % 2 : i;   /* the slot's row offset from wn */
-                        const float sc = PR && i >= 2 ? (ro < split ? slo2[u] : shi2[u]) : (ro < split ? slo[u] : shi[u]);
-                        float4 wv = cvt4<VT>(q[u][i], i4, sc);
-                        a[i] += wv.x * xv.x + wv.y * xv.y + wv.z * xv.z + wv.w * xv.w;
-                    }
-                }
+                rows4_chunk<VT, PR>(a, q[u], slo[u], shi[u], slo2[u], shi2[u], split, xp, c);
             }
         }
     }
@@ -677,8 +734,9 @@ __device__ __forceinline__ void grp_rows4(float (*red)[8][2], float *out, int ld
 #define GEMV_T1_U(VT, PAIR) ((PAIR) || (VT) == VT_NVFP4 ? 2 : (VT) == VT_BF16 || (VT) == VT_F32 ? 8 : 4)   /* within 64 registers */
 /* ROW2 (TMAX 1, not PAIR; opt.gemv_t1 = 2): a warp takes two adjacent rows, each x chunk loaded once for both (the ncu of
  * the one-row form: L1 84% hits, 'Mem Busy' 72% at 28% of DRAM's rate: every warp re-reads all of x, 4 bytes of x a byte
- * of FP8 weight); rows per block 2 GEMV_WARPS / KS; with out2, v0.rows even (a warp's rows in one weight). */
-template <int VT, bool PAIR, int KS, int TMAX, bool ROW2 = false, int NR = 2>
+ * of FP8 weight); rows per block 2 GEMV_WARPS / KS; with out2, v0.rows even (a warp's rows in one weight).
+ * ST (ROW2 with NR 4 only): grp_rows4's stages in dynamic shared memory (GEMV_ST_BYTES(ST) bytes a launch). */
+template <int VT, bool PAIR, int KS, int TMAX, bool ROW2 = false, int NR = 2, int ST = 0>
 __global__ void __launch_bounds__(GEMV_WARPS * 32, TMAX == 1 ? 4 : 1) gemv_v2_kernel(float *out, int ldo, int out_e, const float *x, int ldx,
                                                             int x_e, const int32_t *xr, const int32_t *off, int M,
                                                             const cu_wview *tab0, const cu_wview *tab1, cu_wview v0,
@@ -733,8 +791,8 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, TMAX == 1 ? 4 : 1) gemv_v2_ke
     if constexpr (ROW2 && NR == 4) {
         int nv = valid ? (n_rows - n < RW ? n_rows - n : RW) : 0;
         for (int j0 = 0; j0 < cnt; j0++)
-            grp_rows4<VT, KS, 1, PAIR>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, w0, w1, wn, n, nv, warp, ks, lane,
-                                       (prefetch & 2) != 0);
+            grp_rows4<VT, KS, 1, PAIR, ST>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, w0, w1, wn, n, nv, warp, ks, lane,
+                                           (prefetch & 2) != 0);
     } else if constexpr (ROW2) {
         for (int j0 = 0; j0 < cnt; j0++)
             grp_rows_v2<VT, 1, false, KS, 2, true>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, 1, w0, w1, wn, n, valid,
@@ -767,6 +825,32 @@ static int gemv_v2_ks(int max_rows, int E, int has_off, int nc, int resident) {
     return ks;
 }
 
+long cu_gemv_async_launches;
+/* the dynamic shared memory of a launch of the staged four-row form k (grp_rows4's ST stages; its attribute raised once a
+ * device: with the static reduction array the block passes 48 KB) */
+template <typename K>
+static size_t st_smem(K k, int st) {
+    static unsigned char raised[64];   /* per device (a function's attributes are a context's) */
+    int dev = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    if (dev < 0 || dev >= 64 || !raised[dev]) {
+        CUDA_CHECK(cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)GEMV_ST_BYTES(st)));
+        if (dev >= 0 && dev < 64) raised[dev] = 1;
+    }
+    return GEMV_ST_BYTES(st);
+}
+/* The warps of the staged four-row form gemv_v2_kernel<VT, PAIR, 1, 1, true, 4, ST> an SM holds (asked once a form) */
+template <int VT, bool PAIR, int ST>
+static int gemv_st_resident(void) {
+    static int warps;
+    if (!warps) {
+        int nb = 0;
+        size_t sm = st_smem(gemv_v2_kernel<VT, PAIR, 1, 1, true, 4, ST>, ST);
+        CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, gemv_v2_kernel<VT, PAIR, 1, 1, true, 4, ST>, GEMV_WARPS * 32, sm));
+        warps = (nb > 0 ? nb : 1) * GEMV_WARPS;
+    }
+    return warps;
+}
 int cu_gemv_pf;   /* DSINFER_CUDA_GEMV_PF (lab, process-wide, read at backend creation): the four-rows-a-warp one-row form asks
                    * L2 for all of a lane's chunks before its loop (grp_rows4's pf) */
 int cu_gemv_t1_smem;   /* DSINFER_CUDA_GEMV_T1_SMEM (lab, process-wide, read at backend creation): bytes of dynamic shared
@@ -830,6 +914,7 @@ static void gemv_group_launch(float *out, int ldo, int out_e, const float *x, in
         if (vt == VT_FP8 && cu_fp8_fast) vt = VT_FP8F;
         else if (vt == VT_FP8 && cu_gemv_f8c) vt = VT_FP8C;
         if (vt != VT_BF16 && vt != VT_FP8) r2 = r4 = p4 = 0;
+        const int st = (r4 || p4) && (vec & CU_GEMV_ST) ? GEMV_ST : 0;   /* the four-row forms' chunks staged in shared memory */
         int resident = 0;
         if (t1) {
             cu_gemv_t1_launches++;
@@ -843,6 +928,11 @@ static void gemv_group_launch(float *out, int ldo, int out_e, const float *x, in
                      : vt == VT_BF16 ? T1_RES(VT_BF16) : vt == VT_FP8 ? T1_RES(VT_FP8) : vt == VT_FP8F ? T1_RES(VT_FP8F)
                      : vt == VT_FP8C ? T1_RES(VT_FP8C) : vt == VT_NVFP4 ? T1_RES(VT_NVFP4) : T1_RES(VT_F32);
 #undef T1_RES
+            if (st) {
+                cu_gemv_async_launches++;
+                resident = p4 ? (vt == VT_BF16 ? gemv_st_resident<VT_BF16, true, GEMV_ST>() : gemv_st_resident<VT_FP8, true, GEMV_ST>())
+                              : (vt == VT_BF16 ? gemv_st_resident<VT_BF16, false, GEMV_ST>() : gemv_st_resident<VT_FP8, false, GEMV_ST>());
+            }
         }
         int warp_rows = r4 ? (max_rows + 3) / 4 : r2 || p4 ? (max_rows + 1) / 2 : max_rows;   /* a warp's rows: 2 (r2, p4) or 4 (r4) */
         int ks = gemv_v2_ks(warp_rows, live ? slots : E, off != NULL, v0.cols / V, resident);
@@ -866,7 +956,9 @@ static void gemv_group_launch(float *out, int ldo, int out_e, const float *x, in
     } while (0)
 #define V2_LAUNCH(VT, KS, R2OK)                                                                                \
     do {                                                                                                       \
-        if (R2OK && p4) cu_launch(gemv_v2_kernel<VT, true, KS, 1, R2OK, (R2OK ? 4 : 2)>, g2, th, t1_smem(gemv_v2_kernel<VT, true, KS, 1, R2OK, (R2OK ? 4 : 2)>), out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, out2, ldo2, pb); \
+        if (R2OK && st && p4) cu_launch(gemv_v2_kernel<VT, true, KS, 1, R2OK, (R2OK ? 4 : 2), (R2OK ? GEMV_ST : 0)>, g2, th, st_smem(gemv_v2_kernel<VT, true, KS, 1, R2OK, (R2OK ? 4 : 2), (R2OK ? GEMV_ST : 0)>, GEMV_ST), out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, out2, ldo2, pb); \
+        else if (R2OK && st && r4) cu_launch(gemv_v2_kernel<VT, false, KS, 1, R2OK, (R2OK ? 4 : 2), (R2OK ? GEMV_ST : 0)>, g2, th, st_smem(gemv_v2_kernel<VT, false, KS, 1, R2OK, (R2OK ? 4 : 2), (R2OK ? GEMV_ST : 0)>, GEMV_ST), out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, out2, ldo2, pb); \
+        else if (R2OK && p4) cu_launch(gemv_v2_kernel<VT, true, KS, 1, R2OK, (R2OK ? 4 : 2)>, g2, th, t1_smem(gemv_v2_kernel<VT, true, KS, 1, R2OK, (R2OK ? 4 : 2)>), out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, out2, ldo2, pb); \
         else if (R2OK && r4) cu_launch(gemv_v2_kernel<VT, false, KS, 1, R2OK, (R2OK ? 4 : 2)>, g2, th, t1_smem(gemv_v2_kernel<VT, false, KS, 1, R2OK, (R2OK ? 4 : 2)>), out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, out2, ldo2, pb); \
         else if (R2OK && r2) cu_launch(gemv_v2_kernel<VT, false, KS, 1, R2OK>, g2, th, t1_smem(gemv_v2_kernel<VT, false, KS, 1, R2OK>), out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, out2, ldo2, pb); \
         else if (t1) V2_LAUNCH_T(VT, KS, 1);                                                                   \
