@@ -2901,8 +2901,7 @@ fi
 # three a lane and row in flight (DSINFER_CUDA_GEMV_ASYNC=1; the same bits): op test gemvst, gemv1 and the goldens with it;
 # the prefill MoE's expert tiles column block first (DSINFER_CUDA_MOE_TILE_COLS=1; the same bits): op test moecols, then
 # one V3 MoE layer at 4096 tokens at 0 / 1 twice (OP_TIMES phases) and its grouped GEMMs' DRAM bytes under ncu at 0 / 1
-# (s35's run 2: ~1.3x the 11.3 GB of expert weights a pass); then FP8 b1 / b2 / b8 and BF16 b1 at def / st / pf / st + pdl
-# rotated three times
+# (s35's run 2: ~1.3x the 11.3 GB of expert weights a pass)
 if want s36a; then
   step ops_gemvst 300 env DSINFER_OPS_ONLY=gemvst $B/test_cuda_ops
   step ops_gemv1_st 200 env DSINFER_OPS_ONLY=gemv1 DSINFER_CUDA_GEMV_ASYNC=1 $B/test_cuda_ops
@@ -2917,15 +2916,22 @@ if want s36a; then
     step ncu36_c$n 300 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_MOE_TILE_COLS=$n ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv --page raw --log-file $OUT/ncu36_c$n.csv $B/dsinfer bench --model /tmp/v3-1moe.json --dtype fp8 --batch '' --ctx '' --prompt 4K --steps 1
     python3 dev/cuda/ncu_sum.py $OUT/ncu36_c$n.csv > $OUT/ncu36_c$n.txt 2>&1; head -24 $OUT/ncu36_c$n.txt; rm -f $OUT/ncu36_c$n.csv
   done
+fi
+# s36b: batch 1 with the staged four-row GEMVs against the L2 prefetch of s35g (DSINFER_CUDA_GEMV_PF=1; s35g's checks of it
+# first) and PDL: FP8 b1 / b2 / b8 and BF16 b1 at def / st / pf / pdl / st + pdl, three rotated rounds (replaces s35g)
+if want s36b; then
+  step ops_gemv1_pf 200 env DSINFER_OPS_ONLY=gemv1 DSINFER_CUDA_GEMV_PF=1 $B/test_cuda_ops
+  step golden_pf 150 env DSINFER_CUDA_GEMV_PF=1 DSINFER_CUDA_PDL=1 $B/test_cuda_golden
   for r in 1 2 3; do
-    case $r in 1) o="def st pf stpdl";; 2) o="stpdl pf st def";; 3) o="st def stpdl pf";; esac
+    case $r in 1) o="def st pf pdl stpdl";; 2) o="stpdl pdl pf st def";; 3) o="st def stpdl pf pdl";; esac
     for n in $o; do
-      case $n in def) E=;; st) E=DSINFER_CUDA_GEMV_ASYNC=1;; pf) E=DSINFER_CUDA_GEMV_PF=1;; stpdl) E="DSINFER_CUDA_GEMV_ASYNC=1 DSINFER_CUDA_PDL=1";; esac
-      step a1${n}-$r 120 env DSINFER_CUDA_TC=1 $E $B/dsinfer bench --dtype fp8 --batch 1,2,8 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s36a-fp8-$n
-      step a1b${n}-$r 120 env DSINFER_CUDA_TC=1 $E $B/dsinfer bench --dtype bf16 --batch 1 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s36a-bf16-$n
+      case $n in def) E=;; st) E=DSINFER_CUDA_GEMV_ASYNC=1;; pf) E=DSINFER_CUDA_GEMV_PF=1;; pdl) E=DSINFER_CUDA_PDL=1;;
+                 stpdl) E="DSINFER_CUDA_GEMV_ASYNC=1 DSINFER_CUDA_PDL=1";; esac
+      step b1${n}-$r 120 env DSINFER_CUDA_TC=1 $E $B/dsinfer bench --dtype fp8 --batch 1,2,8 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s36b-fp8-$n
+      step b1b${n}-$r 120 env DSINFER_CUDA_TC=1 $E $B/dsinfer bench --dtype bf16 --batch 1 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s36b-bf16-$n
     done
   done
-  rm -f $OUT/a1*.log
+  rm -f $OUT/b1*.log
 fi
 # s36m: the thirty-sixth session's mutants (dev/cuda/mutants_s36.sh; packed by pack_session.sh with it): st_stage, st_next,
 # st_wait must fail gemvst, tc_row moecols

@@ -2948,57 +2948,6 @@ static void free_moe_layer(ds_layer_weights *Ld, wpair *ws, int nw) {
     free(Ld->exp_down);
 }
 
-/* DSINFER_OPS_ONLY=quantbpw: the activation quantizer's gather with four 128-column blocks a warp (DSINFER_CUDA_QUANT_BPW=4,
- * rows_fp8_warp_kernel<4>) against one (=1) on the same backend and input: the MoE output the same bytes (each block's
- * codes and scale are the one-block form's), and the four-block form counted. V2-Lite FP8 experts as W8A8 (the grouped
- * tensor-core path and its shared experts' rows) at decode and prefill sizes, odd ones included; V3 at 40 tokens
- * (56 blocks a row: warps straddle rows). */
-static void run_quant_bpw(void) {
-    if (only && strcmp(only, "quantbpw")) return;
-    for (int k = 0; k < 2; k++) {
-        setup s;
-        setenv("DSINFER_CUDA_TC", "1", 1);
-        setenv("DSINFER_MOE_W8A8", "1", 1);
-        setenv("DSINFER_CUDA_FP8_GEMM", "1", 1);
-        int ok = load_setup(&s, k ? "v3-bpw" : "v2l-bpw", k ? "configs/deepseek-v3.json" : "configs/deepseek-v2-lite.json", 3, 16);
-        unsetenv("DSINFER_CUDA_TC");
-        unsetenv("DSINFER_MOE_W8A8");
-        unsetenv("DSINFER_CUDA_FP8_GEMM");
-        if (!ok) continue;
-        ds_backend *g = s.gpu;
-        int D = s.cfg.hidden_size, nw;
-        ds_layer_weights Ld;
-        wpair *ws = mk_moe_fp8_layer(&s, &Ld, &nw);
-        const int Ms2[] = {2, 9, 64, 130, 256, 600}, Ms3[] = {40};
-        const int *Ms = k ? Ms3 : Ms2, nM = k ? NM(Ms3) : NM(Ms2);
-        for (int i = 0; i < nM; i++) {
-            int M = Ms[i];
-            if (M > max_m) continue;
-            prime(&s, M);
-            buf x = buf_new(&s, (size_t)M * D), o1 = buf_new(&s, (size_t)M * D), o4 = buf_new(&s, (size_t)M * D);
-            buf_rand(&x, 1.0f);
-            buf_poison(&o1);
-            buf_poison(&o4);
-            ds_cuda_lab_quant_bpw(1);
-            g->moe(g, o1.d, x.d, &Ld, M);
-            long n0 = ds_cuda_quant_bpw4_launches();
-            ds_cuda_lab_quant_bpw(4);
-            g->moe(g, o4.d, x.d, &Ld, M);
-            long n4 = ds_cuda_quant_bpw4_launches() - n0;
-            ds_cuda_lab_quant_bpw(1);
-            size_t diff = device_units_differ(&s, o1.d, o4.d, (size_t)M * D, sizeof(float));
-            printf("  %-8s moe M=%-3d: the quantizer at four blocks a warp (%ld launches): %zu of %zu values differ from one\n",
-                   s.name, M, n4, diff, (size_t)M * D);
-            CHECKF(diff == 0 && n4 >= 1, "%s moe M=%d: %zu values differ with DSINFER_CUDA_QUANT_BPW=4 (%ld launches)", s.name,
-                   M, diff, n4);
-            buf *bufs[] = {&x, &o1, &o4};
-            for (int j = 0; j < NM(bufs); j++) buf_free(&s, bufs[j]);
-        }
-        free_moe_layer(&Ld, ws, nw);
-        free_setup(&s);
-    }
-}
-
 /* DSINFER_OPS_ONLY=moepipe: the decode experts' FP8 launches with two k-blocks' MMAs in flight a consumer warpgroup
  * (DSINFER_CUDA_MOE_WG_PIPE=1: down, moe_wg_kernel<false, NT, false, true>; =2: gate / up too at 32 tokens a chunk,
  * <true, 32, false, true>) against the plain loop (the twin, =0): the same bits and the pipelined launches a call
@@ -4466,7 +4415,6 @@ int main(void) {
     RUN(run_moe_sx());
     RUN(run_moe_st2());
     RUN(run_moe_duo());
-    RUN(run_quant_bpw());
     RUN(run_f8_bn192());
     RUN(run_moe_qf());
     RUN(run_moe1());

@@ -254,9 +254,6 @@ void cu_ws_free(cu_ws *w);
  *                            DSINFER_CUDA_GEMV_T1_KS=1|2|4|8 forces its split of K (lab, process-wide). =2 (the
  *                            default): FP8 and BF16 one-row GEMVs with two weight rows a warp (each x chunk loaded
  *                            once for both; FP8 b1 2.84 -> 2.61 ms, BF16 2.86 -> 2.78).
- *                            DSINFER_CUDA_GEMV_T1_SMEM=bytes (lab, thirty-fifth session): each one-row launch asks
- *                            for that much unused shared memory, leaving room an SM for the next kernel's blocks
- *                            (with DSINFER_CUDA_PDL=1 they request their weights before this one ends).
  *   DSINFER_CUDA_F8_PDL=1    with DSINFER_CUDA_PDL=1: the W8A8 chain launched with PDL too, f8_wgmma_kernel's first
  *                            weights requested before its wait (opt-in, fourteenth session; see cu_f8_pdl below).
  *   DSINFER_CUDA_F8_TMA1=0   the W8A8 GEMM up to 64 rows with its stages by cp.async (f8_wgmma_kernel<1>); default 1
@@ -390,9 +387,15 @@ void cu_ws_free(cu_ws *w);
  *                            (cu_gemv_group_duo: one more grid row of blocks with their own x, weights and output):
  *                            two launches a layer fewer; K unsplit in both parts (NMSE < 1e-10 against in line: op
  *                            test moeduo).
- *   DSINFER_CUDA_QUANT_BPW=4 the activation quantizer's gather (rows_fp8_warp_kernel) with four 128-column blocks a
- *                            warp, every load first. The same codes (op test quantbpw).
- *   DSINFER_CUDA_GEMV_T1_SMEM=bytes (lab) unused shared memory a one-row GEMV block asks for (room for the next kernel).
+ *   (DSINFER_CUDA_QUANT_BPW=4, the activation quantizer's gather with four blocks a warp, and DSINFER_CUDA_GEMV_T1_SMEM,
+ *   unused shared memory a one-row GEMV block asked for: measured slower everywhere, removed in the thirty-sixth session.)
+ * Thirty-sixth session (no device lent; opt-in until measured, session_run.sh s36a):
+ *   DSINFER_CUDA_GEMV_ASYNC=1  the one-row GEMVs' four-row forms (FP8 and BF16, dense and the experts' pairs) take their
+ *                            weight chunks through shared memory by cp.async, three a lane and row in flight, instead of
+ *                            one in registers (opt.gemv_async). The same bits (op test gemvst).
+ *   DSINFER_CUDA_MOE_TILE_COLS=1  the prefill MoE's grouped W8A8 tiles ordered column block first within an expert, so
+ *                            that an expert's row tiles of one weight tile run side by side (opt.moe_tile_cols). The same
+ *                            bits (op test moecols).
  * Engine-level (model/forward.c): DSINFER_FUSED_ADD_NORM=0 (residual add and norm as two ops),
  * DSINFER_EP_GATHER=0 (expert parallelism's all-to-all form), DSINFER_EP_GRAPHS=0 (gathered EP steps
  * not captured). */
@@ -1250,10 +1253,6 @@ extern int cu_gemv_v2, cu_gemv_sms, cu_fp8_fast;
  * same bits where the split is the 8-row kernel's, else another order of the partial sums). cu_gemv_t1_launches counts them in the process (tests). */
 extern long cu_gemv_t1_launches, cu_gemv_t2_launches, cu_gemv_t4_launches, cu_gemv_p4_launches;
 extern int cu_gemv_t1_ks;
-extern int cu_gemv_t1_smem;   /* DSINFER_CUDA_GEMV_T1_SMEM (lab; cuda_linear.cu) */
-/* DSINFER_CUDA_QUANT_BPW=4: the activation quantizer's gather (rows_fp8_warp_kernel, cuda_moe_tc.cu) with four 128-column
- * blocks a warp, all loads first (the same codes); 1 (default until measured): one */
-extern int cu_quant_bpw;
 /* DSINFER_CUDA_GEMV_PF=1 (lab): the one-row GEMVs with four weight rows a warp ask L2 for every chunk of a lane's rows
  * before their loop (no registers held; the same bits) */
 extern int cu_gemv_pf;

@@ -39,10 +39,6 @@ long ds_cuda_moe_shared_in_runs(ds_backend *be);
 /* How many expert GEMV launches of this backend took the shared experts as their second part (DSINFER_CUDA_MOE_DUO; two
  * a MoE call at one token): the op test's evidence that the duo form ran. */
 long ds_cuda_moe_duo_launches(ds_backend *be);
-/* The activation quantizer's blocks a warp (DSINFER_CUDA_QUANT_BPW, process-wide: 1 or 4), set between calls (tests), and
- * the process's launches of its four-block form */
-void ds_cuda_lab_quant_bpw(int bpw);
-long ds_cuda_quant_bpw4_launches(void);
 /* How many attn_in / linear_add_rmsnorm calls of this backend ran the fused W8A8 chain (DSINFER_CUDA_CHAIN_FUSE) with
  * its split-K sums in the next kernel: the op test's evidence that the fused form ran. */
 long ds_cuda_chain_fused_runs(ds_backend *be);

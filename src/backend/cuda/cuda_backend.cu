@@ -1201,10 +1201,7 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     cu_fp8_fast = env_int("DSINFER_CUDA_FP8_FAST", 0);
     cu_gemv_f8c = env_int("DSINFER_CUDA_GEMV_F8C", 0);
     cu_gemv_t1_ks = env_int("DSINFER_CUDA_GEMV_T1_KS", 0);
-    cu_gemv_t1_smem = env_int("DSINFER_CUDA_GEMV_T1_SMEM", 0);
-    cu_quant_bpw = env_int("DSINFER_CUDA_QUANT_BPW", 1);
     cu_gemv_pf = env_int("DSINFER_CUDA_GEMV_PF", 0);
-    if (cu_gemv_t1_smem < 0 || cu_gemv_t1_smem > 200 * 1024) cu_gemv_t1_smem = 0;
     cu_rms_vec = env_int("DSINFER_CUDA_RMS_VEC", 1);
     cu_group_v2 = env_int("DSINFER_CUDA_GROUP2", 1);
     cu_pdl = env_int("DSINFER_CUDA_PDL", 0);

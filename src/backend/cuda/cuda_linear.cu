@@ -853,27 +853,13 @@ static int gemv_st_resident(void) {
 }
 int cu_gemv_pf;   /* DSINFER_CUDA_GEMV_PF (lab, process-wide, read at backend creation): the four-rows-a-warp one-row form asks
                    * L2 for all of a lane's chunks before its loop (grp_rows4's pf) */
-int cu_gemv_t1_smem;   /* DSINFER_CUDA_GEMV_T1_SMEM (lab, process-wide, read at backend creation): bytes of dynamic shared
-                       * memory each one-row (TMAX 1) launch asks for, unused: fewer of its blocks an SM (the default's 4
-                       * blocks of 256 threads at 64 registers take the whole register file), so that the next kernel's
-                       * blocks can be resident beside it and, with DSINFER_CUDA_PDL=1, pull their weights towards L2
-                       * before its end. 0: none (the default). */
-/* the dynamic shared memory of a one-row launch of kernel k (cu_gemv_t1_smem; its attribute raised above 48 KB) */
-template <typename K>
-static size_t t1_smem(K k) {
-    if (cu_gemv_t1_smem > 48 * 1024)
-        CUDA_CHECK(cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize, cu_gemv_t1_smem));
-    return (size_t)cu_gemv_t1_smem;
-}
-
 /* The warps of gemv_v2_kernel<VT, PAIR, 1, 1, R2> an SM holds (the occupancy calculator, asked once per form) */
 template <int VT, bool PAIR, bool R2 = false, int NR = 2>
 static int gemv_t1_resident(void) {
     static int warps;
     if (!warps) {
         int nb = 0;
-        size_t sm = t1_smem(gemv_v2_kernel<VT, PAIR, 1, 1, R2, NR>);   /* (the lab's shared memory counted) */
-        CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, gemv_v2_kernel<VT, PAIR, 1, 1, R2, NR>, GEMV_WARPS * 32, sm));
+        CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, gemv_v2_kernel<VT, PAIR, 1, 1, R2, NR>, GEMV_WARPS * 32, 0));
         warps = (nb > 0 ? nb : 1) * GEMV_WARPS;
     }
     return warps;
@@ -951,16 +937,16 @@ static void gemv_group_launch(float *out, int ldo, int out_e, const float *x, in
         }
 #define V2_LAUNCH_T(VT, KS, T)                                                                                 \
     do {                                                                                                       \
-        if (pair) cu_launch(gemv_v2_kernel<VT, true, KS, T>, g2, th, T == 1 ? t1_smem(gemv_v2_kernel<VT, true, KS, T>) : 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, out2, ldo2, pb); \
-        else cu_launch(gemv_v2_kernel<VT, false, KS, T>, g2, th, T == 1 ? t1_smem(gemv_v2_kernel<VT, false, KS, T>) : 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, out2, ldo2, pb); \
+        if (pair) cu_launch(gemv_v2_kernel<VT, true, KS, T>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, out2, ldo2, pb); \
+        else cu_launch(gemv_v2_kernel<VT, false, KS, T>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, out2, ldo2, pb); \
     } while (0)
 #define V2_LAUNCH(VT, KS, R2OK)                                                                                \
     do {                                                                                                       \
         if (R2OK && st && p4) cu_launch(gemv_v2_kernel<VT, true, KS, 1, R2OK, (R2OK ? 4 : 2), (R2OK ? GEMV_ST : 0)>, g2, th, st_smem(gemv_v2_kernel<VT, true, KS, 1, R2OK, (R2OK ? 4 : 2), (R2OK ? GEMV_ST : 0)>, GEMV_ST), out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, out2, ldo2, pb); \
         else if (R2OK && st && r4) cu_launch(gemv_v2_kernel<VT, false, KS, 1, R2OK, (R2OK ? 4 : 2), (R2OK ? GEMV_ST : 0)>, g2, th, st_smem(gemv_v2_kernel<VT, false, KS, 1, R2OK, (R2OK ? 4 : 2), (R2OK ? GEMV_ST : 0)>, GEMV_ST), out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, out2, ldo2, pb); \
-        else if (R2OK && p4) cu_launch(gemv_v2_kernel<VT, true, KS, 1, R2OK, (R2OK ? 4 : 2)>, g2, th, t1_smem(gemv_v2_kernel<VT, true, KS, 1, R2OK, (R2OK ? 4 : 2)>), out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, out2, ldo2, pb); \
-        else if (R2OK && r4) cu_launch(gemv_v2_kernel<VT, false, KS, 1, R2OK, (R2OK ? 4 : 2)>, g2, th, t1_smem(gemv_v2_kernel<VT, false, KS, 1, R2OK, (R2OK ? 4 : 2)>), out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, out2, ldo2, pb); \
-        else if (R2OK && r2) cu_launch(gemv_v2_kernel<VT, false, KS, 1, R2OK>, g2, th, t1_smem(gemv_v2_kernel<VT, false, KS, 1, R2OK>), out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, out2, ldo2, pb); \
+        else if (R2OK && p4) cu_launch(gemv_v2_kernel<VT, true, KS, 1, R2OK, (R2OK ? 4 : 2)>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, out2, ldo2, pb); \
+        else if (R2OK && r4) cu_launch(gemv_v2_kernel<VT, false, KS, 1, R2OK, (R2OK ? 4 : 2)>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, out2, ldo2, pb); \
+        else if (R2OK && r2) cu_launch(gemv_v2_kernel<VT, false, KS, 1, R2OK>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, out2, ldo2, pb); \
         else if (t1) V2_LAUNCH_T(VT, KS, 1);                                                                   \
         else V2_LAUNCH_T(VT, KS, 8);                                                                           \
     } while (0)

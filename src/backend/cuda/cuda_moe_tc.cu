@@ -633,48 +633,29 @@ int cu_fp8_own = 2, cu_fp8_own_max_m = 65535;
  * maximum by shuffles: no shared memory, no block barrier), 8 blocks a CTA, codes by the conversion unit:
  * the same codes and scales, at the bandwidth for large M (the software encoder and a block of 128 threads
  * per 128 values made it ~0.9 TB/s: 140 us of fp32 input at 4096 x 7168). */
-/* BPW (DSINFER_CUDA_QUANT_BPW, thirty-fifth session): a warp takes BPW consecutive blocks, every load issued before the
- * first is used (one 16-byte load a lane in flight made the V3 prefill gather of 32768 rows x 7168 a phase of ~1.5 ms,
- * ~0.6 TB/s); each block's arithmetic is the one-block form's: the same codes and scales. */
-template <int BPW>
 __global__ void rows_fp8_warp_kernel(unsigned char *q, float *s, const float *x, const int32_t *rows, int M, int K, int nr,
                                      int mt) {
     cu_pdl_trigger();   /* (launched with PDL only under CU_F8_PDL) the GEMM after may start loading its weights */
     cu_pdl_wait();
-    const int LK = K / 128;
-    const size_t n = (size_t)M * LK, blk0 = ((size_t)blockIdx.x * 8 + (threadIdx.x >> 5)) * BPW, lane = threadIdx.x & 31;
-    float4 v[BPW];
-#pragma unroll
-    for (int u = 0; u < BPW; u++) {
-        size_t blk = blk0 + u, i = blk / LK, b = blk % LK;
-        if (blk < n) v[u] = *(const float4 *)(x + (rows ? gather_row(rows, i, nr, mt) : i) * K + b * 128 + 4 * lane);
-    }
-#pragma unroll
-    for (int u = 0; u < BPW; u++) {
-        size_t blk = blk0 + u, i = blk / LK, b = blk % LK, off = i * K + b * 128 + 4 * lane;
-        if (blk >= n) break;   /* (warp-uniform) */
-        float a = cu_warp_max(fmaxf(fmaxf(fabsf(v[u].x), fabsf(v[u].y)), fmaxf(fabsf(v[u].z), fabsf(v[u].w))));
-        float scale = fmaxf(a, 1e-4f) / 448.0f;
-        uchar4 c = make_uchar4(cu_f32_to_fp8_hw(v[u].x / scale), cu_f32_to_fp8_hw(v[u].y / scale),
-                               cu_f32_to_fp8_hw(v[u].z / scale), cu_f32_to_fp8_hw(v[u].w / scale));
-        *(uchar4 *)(q + off) = c;
-        if (lane == 0) s[i * LK + b] = scale;
-    }
+    int LK = K / 128;
+    size_t blk = (size_t)blockIdx.x * 8 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (blk >= (size_t)M * LK) return;
+    size_t i = blk / LK, b = blk % LK, off = i * K + b * 128 + 4 * lane;
+    float4 v = *(const float4 *)(x + (rows ? gather_row(rows, i, nr, mt) * K + b * 128 + 4 * lane : off));
+    float a = cu_warp_max(fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
+    float scale = fmaxf(a, 1e-4f) / 448.0f;
+    uchar4 c = make_uchar4(cu_f32_to_fp8_hw(v.x / scale), cu_f32_to_fp8_hw(v.y / scale), cu_f32_to_fp8_hw(v.z / scale),
+                           cu_f32_to_fp8_hw(v.w / scale));
+    *(uchar4 *)(q + off) = c;
+    if (lane == 0) s[i * LK + b] = scale;
 }
-int cu_quant_bpw = 1;   /* DSINFER_CUDA_QUANT_BPW (read at backend creation): 1 or 4 blocks a warp */
-long cu_quant_bpw4_launches;   /* rows_fp8_warp_kernel<4> launches in the process (tests) */
-extern "C" void ds_cuda_lab_quant_bpw(int bpw) { cu_quant_bpw = bpw; }
-extern "C" long ds_cuda_quant_bpw4_launches(void) { return cu_quant_bpw4_launches; }
 
 void cu_rows_fp8_f32(unsigned char *q, float *s, const float *x, int M, int K) { cu_rows_fp8_gather(q, s, x, NULL, M, K); }
 
 /* rows_fp8_warp_kernel over M rows of K (x 16-byte aligned), rows past nr as gather_row maps them */
 static void rows_fp8_warp(unsigned char *q, float *s, const float *x, const int32_t *rows, int M, int K, int nr, int mt) {
-    const int bpw = cu_quant_bpw == 4 ? 4 : 1;
-    cu_quant_bpw4_launches += bpw == 4;
-    size_t blocks = ((size_t)M * (K / 128) + 8 * bpw - 1) / (8 * bpw);
-    if (bpw == 4) cu_launch_pdl(CU_F8_PDL, rows_fp8_warp_kernel<4>, dim3((unsigned)blocks), dim3(256), 0, q, s, x, rows, M, K, nr, mt);
-    else cu_launch_pdl(CU_F8_PDL, rows_fp8_warp_kernel<1>, dim3((unsigned)blocks), dim3(256), 0, q, s, x, rows, M, K, nr, mt);
+    size_t blocks = ((size_t)M * (K / 128) + 7) / 8;
+    cu_launch_pdl(CU_F8_PDL, rows_fp8_warp_kernel, dim3((unsigned)blocks), dim3(256), 0, q, s, x, rows, M, K, nr, mt);
 }
 
 void cu_rows_fp8_gather(unsigned char *q, float *s, const float *x, const int32_t *rows, int M, int K) {
