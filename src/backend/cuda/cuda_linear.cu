@@ -587,11 +587,27 @@ __device__ __forceinline__ void rows4_chunk(float a[4], const uint4 q[4], float 
  * (the block's threads) x 16 bytes, [stage][slot][thread] (a warp's 16-byte reads and writes of one slot side by side: no
  * bank conflicts). The arithmetic is rows4_chunk's, in the chunks' order: the same bits as the register form. */
 #define GEMV_ST_BYTES(ST) ((size_t)(ST) * 4 * GEMV_WARPS * 32 * 16)
+#define ST_SLOT (GEMV_WARPS * 32 * 16)   /* bytes between a thread's slots: one 16-byte slot a thread of the block */
+/* the 16-byte chunks at p, p + o1, p2 + o2, p2 + o3 into the four slots from the shared address s (ST_SLOT apart), by
+ * cp.async (L2 only). A slot is asked for again only after its last read in program order (st_read, volatile like
+ * this): a thread's shared-memory accesses to one address stay in that order */
+__device__ __forceinline__ void st_ask4(unsigned s, const char *p, const char *p2, int o1, int o2, int o3) {
+    const char *src[4] = {p, p + o1, p2 + o2, p2 + o3};
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s + i * ST_SLOT), "l"(src[i]) : "memory");
+}
+/* a 16-byte slot at shared address s, as an asm volatile load: not moved before the cp.async wait before it */
+__device__ __forceinline__ uint4 st_read(unsigned s) {
+    uint4 r;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "r"(s) : "memory");
+    return r;
+}
 #define GEMV_ST 3   /* the stages DSINFER_CUDA_GEMV_ASYNC=1 takes: 48 KB, four blocks an SM still (their registers' limit) */
-template <int VT, int KS, int U, bool PR, int ST = 0>
+template <int VT, int KS, int U, bool PR, int ST = 0, bool PF = false>
 __device__ __forceinline__ void grp_rows4(float (*red)[8][2], float *out, int ldo, int out_e, const float *x, int ldx,
                                           int x_e, const int32_t *xr, int e, int r, const cu_wview &w, const cu_wview &w1,
-                                          int wn, int n, int nv, int warp, int ks, int lane, bool pf) {
+                                          int wn, int n, int nv, int warp, int ks, int lane) {
     constexpr int V = vt_traits<VT>::V;
     constexpr bool F8 = VT == VT_FP8;
     constexpr int EB = VT == VT_BF16 ? 2 : 1;
@@ -613,47 +629,47 @@ __device__ __forceinline__ void grp_rows4(float (*red)[8][2], float *out, int ld
       if (nv > 0) {
         const int c_first = ks * 32 + lane, c_step = 32 * KS;
         extern __shared__ uint4 gemv_stages[];   /* [ST][4][GEMV_WARPS * 32] */
-        uint4 *mine = gemv_stages + threadIdx.x;
-        constexpr int SS = 4 * GEMV_WARPS * 32;   /* a stage's uint4 */
-        const char *src[4] = {base, base + o1, base2 + o2, base2 + o3};
+        const unsigned mine = cu_smem_addr(gemv_stages + threadIdx.x);   /* slot (j, i) at mine + (4 j + i) ST_SLOT */
 #pragma unroll
         for (int j = 0; j < ST; j++) {   /* the first ST chunks asked for */
             int c = c_first + j * c_step;
-            if (c < nc)
-#pragma unroll
-                for (int i = 0; i < 4; i++) cu_cp_async16(mine + j * SS + i * GEMV_WARPS * 32, src[i] + (size_t)c * 16, 16);
+            if (c < nc) st_ask4(mine + 4 * j * ST_SLOT, base + (size_t)c * 16, base2 + (size_t)c * 16, o1, o2, o3);
             cu_cp_async_commit();   /* (empty groups too: the count of groups is the stage's) */
         }
-        for (int it = 0, c = c_first; c < nc; it++, c += c_step) {
-            const int j = it % ST;
-            float slo = 0.0f, shi = 0.0f, slo2 = 0.0f, shi2 = 0.0f;
-            if (F8) {
-                int sb = (c * V) >> 7;
-                slo = __ldg(sl + sb);
-                shi = __ldg(sh + sb);
-                if (PR) {
-                    slo2 = __ldg(sl2 + sb);
-                    shi2 = __ldg(sh2 + sb);
+        for (int c0 = c_first; c0 < nc; c0 += ST * c_step) {
+#pragma unroll
+            for (int j = 0; j < ST; j++) {   /* (unrolled: each stage's slots at a constant offset) */
+                const int c = c0 + j * c_step;
+                if (c >= nc) break;
+                float slo = 0.0f, shi = 0.0f, slo2 = 0.0f, shi2 = 0.0f;
+                if (F8) {
+                    int sb = (c * V) >> 7;
+                    slo = __ldg(sl + sb);
+                    shi = __ldg(sh + sb);
+                    if (PR) {
+                        slo2 = __ldg(sl2 + sb);
+                        shi2 = __ldg(sh2 + sb);
+                    }
                 }
+                cu_cp_async_wait<ST - 1>();   /* this thread's stage j has landed (its group is the oldest of ST) */
+                uint4 q[4];
+#pragma unroll
+                for (int i = 0; i < 4; i++) q[i] = st_read(mine + (4 * j + i) * ST_SLOT);   /* (volatile: after the wait) */
+                rows4_chunk<VT, PR>(a, q, slo, shi, slo2, shi2, split, xp, c);
+                const int cn = c + ST * c_step;
+                if (cn < nc) st_ask4(mine + 4 * j * ST_SLOT, base + (size_t)cn * 16, base2 + (size_t)cn * 16, o1, o2, o3);
+                cu_cp_async_commit();
             }
-            cu_cp_async_wait<ST - 1>();   /* this thread's stage it has landed */
-            uint4 q[4];
-#pragma unroll
-            for (int i = 0; i < 4; i++) q[i] = mine[j * SS + i * GEMV_WARPS * 32];
-            rows4_chunk<VT, PR>(a, q, slo, shi, slo2, shi2, split, xp, c);   /* (uses q: the reads are done) */
-            int cn = c + ST * c_step;
-            if (cn < nc)
-#pragma unroll
-                for (int i = 0; i < 4; i++) cu_cp_async16(mine + j * SS + i * GEMV_WARPS * 32, src[i] + (size_t)cn * 16, 16);
-            cu_cp_async_commit();
         }
         cu_cp_async_wait<0>();   /* (none left in flight: the chunks past nc were never asked for) */
       }
     } else if (nv > 0) {
         const int c_first = ks * 32 + lane, c_step = 32 * KS;
-        if (pf)   /* (DSINFER_CUDA_GEMV_PF) every chunk of the lane's rows asked of L2 first: the loop's round trips after the
-                   * first then find them there, with no registers held for them */
-            for (int cb = c_first + U * c_step; cb < nc; cb += c_step) {
+        if (PF)   /* (DSINFER_CUDA_GEMV_PF) every chunk of the lane's rows asked of L2 first: the loop's round trips after the
+                   * first then find them there, with no registers held for them. A template argument, not a runtime flag:
+                   * as a flag its loop cost the default kernels 100 .. 200 bytes of spills a thread (ptxas) */
+#pragma unroll 1
+            for (int cb = c_first + U * c_step; cb < nc; cb += c_step) {   /* (not unrolled: its addresses spilled) */
                 const char *p = base + (size_t)cb * 16, *p2 = base2 + (size_t)cb * 16;
                 asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
                 asm volatile("prefetch.global.L2 [%0];" ::"l"(p + o1));
@@ -735,8 +751,9 @@ __device__ __forceinline__ void grp_rows4(float (*red)[8][2], float *out, int ld
 /* ROW2 (TMAX 1, not PAIR; opt.gemv_t1 = 2): a warp takes two adjacent rows, each x chunk loaded once for both (the ncu of
  * the one-row form: L1 84% hits, 'Mem Busy' 72% at 28% of DRAM's rate: every warp re-reads all of x, 4 bytes of x a byte
  * of FP8 weight); rows per block 2 GEMV_WARPS / KS; with out2, v0.rows even (a warp's rows in one weight).
- * ST (ROW2 with NR 4 only): grp_rows4's stages in dynamic shared memory (GEMV_ST_BYTES(ST) bytes a launch). */
-template <int VT, bool PAIR, int KS, int TMAX, bool ROW2 = false, int NR = 2, int ST = 0>
+ * ST, PF (ROW2 with NR 4 only): grp_rows4's stages in dynamic shared memory (GEMV_ST_BYTES(ST) bytes a launch), its L2
+ * prefetch of a lane's chunks. */
+template <int VT, bool PAIR, int KS, int TMAX, bool ROW2 = false, int NR = 2, int ST = 0, bool PF = false>
 __global__ void __launch_bounds__(GEMV_WARPS * 32, TMAX == 1 ? 4 : 1) gemv_v2_kernel(float *out, int ldo, int out_e, const float *x, int ldx,
                                                             int x_e, const int32_t *xr, const int32_t *off, int M,
                                                             const cu_wview *tab0, const cu_wview *tab1, cu_wview v0,
@@ -760,7 +777,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, TMAX == 1 ? 4 : 1) gemv_v2_ke
     constexpr int RW = ROW2 ? (PAIR ? NR / 2 : NR) : 1;   /* a warp's output rows (PAIR with NR 4: two rows of gate and up) */
     constexpr int RPB = GEMV_WARPS / KS * RW;
     cu_pdl_trigger();
-    if ((prefetch & 1) && !off && !out2) {   /* the rows are known before the previous kernel ends: start them towards L2 */
+    if (prefetch && !off && !out2) {   /* the rows are known before the previous kernel ends: start them towards L2 */
         cu_wview p0 = tab0 ? tab0[e] : v0;
         int nb = n_rows - (int)blockIdx.x * RPB < RPB ? n_rows - (int)blockIdx.x * RPB : RPB;
         cu_prefetch_rows(p0, row0 + e * row_e + (int)blockIdx.x * RPB, nb);
@@ -791,8 +808,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, TMAX == 1 ? 4 : 1) gemv_v2_ke
     if constexpr (ROW2 && NR == 4) {
         int nv = valid ? (n_rows - n < RW ? n_rows - n : RW) : 0;
         for (int j0 = 0; j0 < cnt; j0++)
-            grp_rows4<VT, KS, 1, PAIR, ST>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, w0, w1, wn, n, nv, warp, ks, lane,
-                                           (prefetch & 2) != 0);
+            grp_rows4<VT, KS, 1, PAIR, ST, PF>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, w0, w1, wn, n, nv, warp, ks, lane);
     } else if constexpr (ROW2) {
         for (int j0 = 0; j0 < cnt; j0++)
             grp_rows_v2<VT, 1, false, KS, 2, true>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, 1, w0, w1, wn, n, valid,
@@ -852,7 +868,7 @@ static int gemv_st_resident(void) {
     return warps;
 }
 int cu_gemv_pf;   /* DSINFER_CUDA_GEMV_PF (lab, process-wide, read at backend creation): the four-rows-a-warp one-row form asks
-                   * L2 for all of a lane's chunks before its loop (grp_rows4's pf) */
+                   * L2 for all of a lane's chunks before its loop (grp_rows4's PF) */
 /* The warps of gemv_v2_kernel<VT, PAIR, 1, 1, R2> an SM holds (the occupancy calculator, asked once per form) */
 template <int VT, bool PAIR, bool R2 = false, int NR = 2>
 static int gemv_t1_resident(void) {
@@ -927,7 +943,8 @@ static void gemv_group_launch(float *out, int ldo, int out_e, const float *x, in
         const int rpb = GEMV_WARPS / ks * (r4 ? 4 : r2 || p4 ? 2 : 1);   /* rows a block */
         dim3 g2(cu_blocks((size_t)max_rows, rpb), live ? slots : E);
         cu_gemv_b pb = {NULL, NULL, v0, v1, 0, INT_MAX};   /* (no second part) */
-        const int pfl = cu_pdl_prefetch | (cu_gemv_pf ? 2 : 0);   /* bit 0: before the PDL wait; bit 1: the four-row form's chunks */
+        const int pfl = cu_pdl_prefetch;   /* the rows asked of L2 before the PDL wait */
+        const int pf = (r4 || p4) && !st && cu_gemv_pf;   /* the four-row forms' L2 prefetch of a lane's chunks (lab) */
         if (duo) {   /* its blocks: one more grid row, as many columns as either part needs */
             unsigned bx = (unsigned)cu_blocks((size_t)duo->n_rows, rpb);
             g2.x = bx > g2.x ? bx : g2.x;
@@ -944,6 +961,8 @@ static void gemv_group_launch(float *out, int ldo, int out_e, const float *x, in
     do {                                                                                                       \
         if (R2OK && st && p4) cu_launch(gemv_v2_kernel<VT, true, KS, 1, R2OK, (R2OK ? 4 : 2), (R2OK ? GEMV_ST : 0)>, g2, th, st_smem(gemv_v2_kernel<VT, true, KS, 1, R2OK, (R2OK ? 4 : 2), (R2OK ? GEMV_ST : 0)>, GEMV_ST), out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, out2, ldo2, pb); \
         else if (R2OK && st && r4) cu_launch(gemv_v2_kernel<VT, false, KS, 1, R2OK, (R2OK ? 4 : 2), (R2OK ? GEMV_ST : 0)>, g2, th, st_smem(gemv_v2_kernel<VT, false, KS, 1, R2OK, (R2OK ? 4 : 2), (R2OK ? GEMV_ST : 0)>, GEMV_ST), out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, out2, ldo2, pb); \
+        else if (R2OK && pf && p4) cu_launch(gemv_v2_kernel<VT, true, KS, 1, R2OK, (R2OK ? 4 : 2), 0, R2OK>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, out2, ldo2, pb); \
+        else if (R2OK && pf && r4) cu_launch(gemv_v2_kernel<VT, false, KS, 1, R2OK, (R2OK ? 4 : 2), 0, R2OK>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, out2, ldo2, pb); \
         else if (R2OK && p4) cu_launch(gemv_v2_kernel<VT, true, KS, 1, R2OK, (R2OK ? 4 : 2)>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, out2, ldo2, pb); \
         else if (R2OK && r4) cu_launch(gemv_v2_kernel<VT, false, KS, 1, R2OK, (R2OK ? 4 : 2)>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, out2, ldo2, pb); \
         else if (R2OK && r2) cu_launch(gemv_v2_kernel<VT, false, KS, 1, R2OK>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, out2, ldo2, pb); \
