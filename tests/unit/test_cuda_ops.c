@@ -3509,6 +3509,26 @@ static ds_backend *gemv_t1_backend(setup *s, const char *val, char *err) {
     return b;
 }
 
+/* One row through b: linear of w1 into o1, or linear2's two-weight form (w1 into o1, w2 into o2) where w2 is given */
+static void one_row_run(ds_backend *b, buf *o1, buf *o2, const buf *x, const wpair *w1, const wpair *w2) {
+    if (w2) b->linear2(b, o1->d, o2->d, x->d, &w1->d, &w2->d, 1);
+    else b->linear(b, o1->d, x->d, &w1->d, 1);
+}
+
+/* a1 (and a2 where w2 is given), the GPU's one-row outputs of x, against the CPU's linear (THR_GEMM); then the five
+ * buffers of a one-row case freed */
+static void one_row_vs_cpu(setup *s, const char *name, buf *x, buf *a1, buf *b1, buf *a2, buf *b2, const wpair *w1,
+                           const wpair *w2) {
+    s->cpu->linear(s->cpu, a1->h, x->h, &w1->h, 1);
+    compare(s, name, 1, a1, THR_GEMM, 0);
+    if (w2) {
+        s->cpu->linear(s->cpu, a2->h, x->h, &w2->h, 1);
+        compare(s, name, 1, a2, THR_GEMM, 0);
+    }
+    buf *bs[] = {x, a1, b1, a2, b2};
+    for (int i = 0; i < NM(bs); i++) buf_free(s, bs[i]);
+}
+
 /* One linear (and linear2 where w2 is given) of one row on the one-row GEMV form (t1) and on the 8-row kernel (t8): within
  * NMSE 1e-10 of each other (not the same bits: where the two forms split K differently, the partial sums are added in
  * another order; the GPU run showed 1e-12-scale differences at V2-Lite's widths, 0 where the split is the same), the
@@ -3522,11 +3542,9 @@ static void check_gemv_t1_case(setup *s, ds_backend *t1, ds_backend *t8, const c
     buf_rand(&x, 1.0f);
     buf_poison(&a1); buf_poison(&b1); buf_poison(&a2); buf_poison(&b2);
     long n0 = ds_cuda_gemv_t1_launches(), m0 = ds_cuda_gemv_t2_launches(), f0 = ds_cuda_gemv_t4_launches();
-    if (w2) t1->linear2(t1, a1.d, a2.d, x.d, &w1->d, &w2->d, 1);
-    else t1->linear(t1, a1.d, x.d, &w1->d, 1);
+    one_row_run(t1, &a1, &a2, &x, w1, w2);
     long n1 = ds_cuda_gemv_t1_launches(), m1 = ds_cuda_gemv_t2_launches(), f1 = ds_cuda_gemv_t4_launches();
-    if (w2) t8->linear2(t8, b1.d, b2.d, x.d, &w1->d, &w2->d, 1);
-    else t8->linear(t8, b1.d, x.d, &w1->d, 1);
+    one_row_run(t8, &b1, &b2, &x, w1, w2);
     long n2 = ds_cuda_gemv_t1_launches();
     size_t diff = device_units_differ(s, a1.d, b1.d, (size_t)N1, 4) + (w2 ? device_units_differ(s, a2.d, b2.d, (size_t)N2, 4) : 0);
     double nm = device_nmse(s, a1.d, b1.d, (size_t)N1), nm2 = w2 ? device_nmse(s, a2.d, b2.d, (size_t)N2) : 0;
@@ -3541,14 +3559,7 @@ static void check_gemv_t1_case(setup *s, ds_backend *t1, ds_backend *t8, const c
     CHECKF(f1 - f0 == want_t4, "%s gemv t1 %s: four-rows-a-warp launches %ld (want %d)", s->name, what, f1 - f0, want_t4);
     char name[96];
     snprintf(name, sizeof name, "gemv t1 %s", what);
-    s->cpu->linear(s->cpu, a1.h, x.h, &w1->h, 1);
-    compare(s, name, 1, &a1, THR_GEMM, 0);
-    if (w2) {
-        s->cpu->linear(s->cpu, a2.h, x.h, &w2->h, 1);
-        compare(s, name, 1, &a2, THR_GEMM, 0);
-    }
-    buf *bs[] = {&x, &a1, &b1, &a2, &b2};
-    for (int i = 0; i < NM(bs); i++) buf_free(s, bs[i]);
+    one_row_vs_cpu(s, name, &x, &a1, &b1, &a2, &b2, w1, w2);
 }
 
 /* DSINFER_OPS_ONLY=gemv1: the one-row GEMV form (DSINFER_CUDA_GEMV_T1=1; =4 the default; cuda_linear.cu gemv_v2_kernel
@@ -3642,11 +3653,9 @@ static void check_gemv_st_case(setup *s, ds_backend *st, ds_backend *reg, const 
     buf_rand(&x, 1.0f);
     buf_poison(&a1); buf_poison(&b1); buf_poison(&a2); buf_poison(&b2);
     long n0 = ds_cuda_gemv_async_launches();
-    if (w2) st->linear2(st, a1.d, a2.d, x.d, &w1->d, &w2->d, 1);
-    else st->linear(st, a1.d, x.d, &w1->d, 1);
+    one_row_run(st, &a1, &a2, &x, w1, w2);
     long n1 = ds_cuda_gemv_async_launches();
-    if (w2) reg->linear2(reg, b1.d, b2.d, x.d, &w1->d, &w2->d, 1);
-    else reg->linear(reg, b1.d, x.d, &w1->d, 1);
+    one_row_run(reg, &b1, &b2, &x, w1, w2);
     long n2 = ds_cuda_gemv_async_launches();
     size_t diff = device_units_differ(s, a1.d, b1.d, (size_t)N1, 4) + (w2 ? device_units_differ(s, a2.d, b2.d, (size_t)N2, 4) : 0);
     printf("  %-8s gemv st %-14s %s %dx%d%s: %zu values differ from the registers' form; staged launches %ld / %ld\n", s->name,
@@ -3656,14 +3665,7 @@ static void check_gemv_st_case(setup *s, ds_backend *st, ds_backend *reg, const 
            n1 - n0, n2 - n1);
     char name[96];
     snprintf(name, sizeof name, "gemv st %s", what);
-    s->cpu->linear(s->cpu, a1.h, x.h, &w1->h, 1);
-    compare(s, name, 1, &a1, THR_GEMM, 0);
-    if (w2) {
-        s->cpu->linear(s->cpu, a2.h, x.h, &w2->h, 1);
-        compare(s, name, 1, &a2, THR_GEMM, 0);
-    }
-    buf *bs[] = {&x, &a1, &b1, &a2, &b2};
-    for (int i = 0; i < NM(bs); i++) buf_free(s, bs[i]);
+    one_row_vs_cpu(s, name, &x, &a1, &b1, &a2, &b2, w1, w2);
 }
 
 static void run_gemv_st(void) {
