@@ -3509,6 +3509,22 @@ static ds_backend *gemv_t1_backend(setup *s, const char *val, char *err) {
     return b;
 }
 
+/* The one-row GEMV op tests' linears (gemv1, gemvst): V2-Lite's q, o and shared experts' down, a V3-wide K, odd shapes
+ * (K 304: 19 chunks, fewer than a warp's lanes; 203 rows: a warp of the four-row form with 3 valid rows), FP8 and BF16,
+ * and NVFP4 and FP32 for the forms that take them */
+typedef struct { const char *what; int N, K; ds_dtype dt; } one_row_case;
+static const one_row_case one_row_cases[] = {
+    {"q", 3072, 2048, DS_DTYPE_F8_E4M3}, {"o", 2048, 2048, DS_DTYPE_F8_E4M3}, {"shared down", 2048, 2816, DS_DTYPE_F8_E4M3},
+    {"v3 wide", 512, 7168, DS_DTYPE_F8_E4M3}, {"odd", 200, 304, DS_DTYPE_F8_E4M3}, {"odd rows", 203, 304, DS_DTYPE_F8_E4M3},
+    {"q", 3072, 2048, DS_DTYPE_BF16}, {"o", 2048, 2048, DS_DTYPE_BF16}, {"odd", 200, 304, DS_DTYPE_BF16},
+    {"odd rows", 203, 304, DS_DTYPE_BF16}, {"o", 2048, 2048, DS_DTYPE_NVFP4},
+    {"router", 64, 2048, DS_DTYPE_F32}};
+#define N_ONE_ROW_CASES NM(one_row_cases)
+/* a case's weight amplitude (FP8's smaller: its codes' range) */
+static float one_row_amp(const one_row_case *c) {
+    return c->dt == DS_DTYPE_F8_E4M3 ? 0.5f / sqrtf((float)c->K) : 1.0f / sqrtf((float)c->K);
+}
+
 /* One row through b: linear of w1 into o1, or linear2's two-weight form (w1 into o1, w2 into o2) where w2 is given */
 static void one_row_run(ds_backend *b, buf *o1, buf *o2, const buf *x, const wpair *w1, const wpair *w2) {
     if (w2) b->linear2(b, o1->d, o2->d, x->d, &w1->d, &w2->d, 1);
@@ -3578,15 +3594,9 @@ static void run_gemv_t1(void) {
         ds_backend *t1 = gemv_t1_backend(&s, mode == 1 ? "1" : mode == 2 ? "2" : "4", err), *t8 = t1 ? gemv_t1_backend(&s, "0", err) : NULL;
         CHECKF(t1 && t8, "%s", err);
         printf("  %-8s gemv t1: DSINFER_CUDA_GEMV_T1=%d\n", s.name, mode);
-        const struct { const char *what; int N, K; ds_dtype dt; } cs[] = {
-            {"q", 3072, 2048, DS_DTYPE_F8_E4M3}, {"o", 2048, 2048, DS_DTYPE_F8_E4M3}, {"shared down", 2048, 2816, DS_DTYPE_F8_E4M3},
-            {"v3 wide", 512, 7168, DS_DTYPE_F8_E4M3}, {"odd", 200, 304, DS_DTYPE_F8_E4M3}, {"odd rows", 203, 304, DS_DTYPE_F8_E4M3},
-            {"q", 3072, 2048, DS_DTYPE_BF16}, {"o", 2048, 2048, DS_DTYPE_BF16}, {"odd", 200, 304, DS_DTYPE_BF16},
-            {"odd rows", 203, 304, DS_DTYPE_BF16}, {"o", 2048, 2048, DS_DTYPE_NVFP4},
-            {"router", 64, 2048, DS_DTYPE_F32}};
-        for (int i = 0; t1 && t8 && i < NM(cs); i++) {
-            float amp = cs[i].dt == DS_DTYPE_F8_E4M3 ? 0.5f / sqrtf((float)cs[i].K) : 1.0f / sqrtf((float)cs[i].K);
-            wpair w = mk_weight(&s, cs[i].N, cs[i].K, cs[i].dt, amp, cs[i].what);
+        const one_row_case *cs = one_row_cases;
+        for (int i = 0; t1 && t8 && i < N_ONE_ROW_CASES; i++) {
+            wpair w = mk_weight(&s, cs[i].N, cs[i].K, cs[i].dt, one_row_amp(&cs[i]), cs[i].what);
             int rw = cs[i].dt == DS_DTYPE_F8_E4M3 || cs[i].dt == DS_DTYPE_BF16;   /* the forms of several rows a warp */
             check_gemv_t1_case(&s, t1, t8, cs[i].what, &w, NULL, mode == 2 && rw, mode == 4 && rw);
             free_weight(&w);
@@ -3678,13 +3688,10 @@ static void run_gemv_st(void) {
         unsetenv("DSINFER_CUDA_GEMV_ASYNC");
         ds_backend *reg = st ? ds_backend_cuda_new(&s.cfg, err) : NULL;
         CHECKF(st && reg, "%s", err);
-        const struct { const char *what; int N, K; ds_dtype dt; } cs[] = {
-            {"q", 3072, 2048, DS_DTYPE_F8_E4M3}, {"o", 2048, 2048, DS_DTYPE_F8_E4M3}, {"shared down", 2048, 2816, DS_DTYPE_F8_E4M3},
-            {"v3 wide", 512, 7168, DS_DTYPE_F8_E4M3}, {"odd rows", 203, 304, DS_DTYPE_F8_E4M3},
-            {"o", 2048, 2048, DS_DTYPE_BF16}, {"odd rows", 203, 304, DS_DTYPE_BF16}};
-        for (int i = 0; st && reg && i < NM(cs); i++) {
-            float amp = cs[i].dt == DS_DTYPE_F8_E4M3 ? 0.5f / sqrtf((float)cs[i].K) : 1.0f / sqrtf((float)cs[i].K);
-            wpair w = mk_weight(&s, cs[i].N, cs[i].K, cs[i].dt, amp, cs[i].what);
+        const one_row_case *cs = one_row_cases;
+        for (int i = 0; st && reg && i < N_ONE_ROW_CASES; i++) {
+            if (cs[i].dt != DS_DTYPE_F8_E4M3 && cs[i].dt != DS_DTYPE_BF16) continue;   /* (the four-row forms' weights) */
+            wpair w = mk_weight(&s, cs[i].N, cs[i].K, cs[i].dt, one_row_amp(&cs[i]), cs[i].what);
             check_gemv_st_case(&s, st, reg, cs[i].what, &w, NULL);
             free_weight(&w);
         }
