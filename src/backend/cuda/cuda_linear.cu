@@ -855,27 +855,17 @@ static size_t st_smem(K k, int st) {
     }
     return GEMV_ST_BYTES(st);
 }
-/* The warps of the staged four-row form gemv_v2_kernel<VT, PAIR, 1, 1, true, 4, ST> an SM holds (asked once a form) */
-template <int VT, bool PAIR, int ST>
-static int gemv_st_resident(void) {
-    static int warps;
-    if (!warps) {
-        int nb = 0;
-        size_t sm = st_smem(gemv_v2_kernel<VT, PAIR, 1, 1, true, 4, ST>, ST);
-        CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, gemv_v2_kernel<VT, PAIR, 1, 1, true, 4, ST>, GEMV_WARPS * 32, sm));
-        warps = (nb > 0 ? nb : 1) * GEMV_WARPS;
-    }
-    return warps;
-}
 int cu_gemv_pf;   /* DSINFER_CUDA_GEMV_PF (lab, process-wide, read at backend creation): the four-rows-a-warp one-row form asks
                    * L2 for all of a lane's chunks before its loop (grp_rows4's PF) */
-/* The warps of gemv_v2_kernel<VT, PAIR, 1, 1, R2> an SM holds (the occupancy calculator, asked once per form) */
-template <int VT, bool PAIR, bool R2 = false, int NR = 2>
+/* The warps of gemv_v2_kernel<VT, PAIR, 1, 1, R2, NR, ST> an SM holds (the occupancy calculator, asked once per form;
+ * ST > 0: the staged four-row form, with its dynamic shared memory) */
+template <int VT, bool PAIR, bool R2 = false, int NR = 2, int ST = 0>
 static int gemv_t1_resident(void) {
     static int warps;
     if (!warps) {
         int nb = 0;
-        CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, gemv_v2_kernel<VT, PAIR, 1, 1, R2, NR>, GEMV_WARPS * 32, 0));
+        size_t sm = ST ? st_smem(gemv_v2_kernel<VT, PAIR, 1, 1, R2, NR, ST>, ST) : 0;
+        CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, gemv_v2_kernel<VT, PAIR, 1, 1, R2, NR, ST>, GEMV_WARPS * 32, sm));
         warps = (nb > 0 ? nb : 1) * GEMV_WARPS;
     }
     return warps;
@@ -932,8 +922,8 @@ static void gemv_group_launch(float *out, int ldo, int out_e, const float *x, in
 #undef T1_RES
             if (st) {
                 cu_gemv_async_launches++;
-                resident = p4 ? (vt == VT_BF16 ? gemv_st_resident<VT_BF16, true, GEMV_ST>() : gemv_st_resident<VT_FP8, true, GEMV_ST>())
-                              : (vt == VT_BF16 ? gemv_st_resident<VT_BF16, false, GEMV_ST>() : gemv_st_resident<VT_FP8, false, GEMV_ST>());
+                resident = p4 ? (vt == VT_BF16 ? gemv_t1_resident<VT_BF16, true, true, 4, GEMV_ST>() : gemv_t1_resident<VT_FP8, true, true, 4, GEMV_ST>())
+                              : (vt == VT_BF16 ? gemv_t1_resident<VT_BF16, false, true, 4, GEMV_ST>() : gemv_t1_resident<VT_FP8, false, true, 4, GEMV_ST>());
             }
         }
         int warp_rows = r4 ? (max_rows + 3) / 4 : r2 || p4 ? (max_rows + 1) / 2 : max_rows;   /* a warp's rows: 2 (r2, p4) or 4 (r4) */
