@@ -2939,6 +2939,21 @@ if want s36m; then
   for n in st_stage st_next st_wait; do [ -x $B/test_cuda_ops_mut_$n ] && mutant $B/test_cuda_ops_mut_$n gemvst '' 240; done
   [ -x $B/test_cuda_ops_mut_tc_row ] && mutant $B/test_cuda_ops_mut_tc_row moecols '' 300
 fi
+# s37a (thirty-seventh session): the absorbed attention's two products by absorb_own_kernel (DSINFER_CUDA_ABSORB_OWN=1)
+# against cuBLAS's batched GEMMs (~5 us a launch at b64): op test absown and the goldens with it, then FP8 b16 / b64 / b256
+# and BF16 b64 at 0 / 1 in three rotated rounds, and ncu of one FP8 b64 forward at 0 / 1 (the products' kernels' us)
+if want s37a; then
+  step ops_absown 200 env DSINFER_OPS_ONLY=absown $B/test_cuda_ops
+  step golden_ao 150 env DSINFER_CUDA_ABSORB_OWN=1 $B/test_cuda_golden
+  for r in 1 2 3; do
+    case $r in 2) o="1 0";; *) o="0 1";; esac
+    for n in $o; do
+      step ao${n}-$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_ABSORB_OWN=$n $B/dsinfer bench --dtype fp8 --batch 16,64,256 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s37a-fp8-ao$n
+      step aob${n}-$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_ABSORB_OWN=$n $B/dsinfer bench --dtype bf16 --batch 64 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s37a-bf16-ao$n
+    done
+  done
+  for n in 0 1; do DSINFER_CUDA_ABSORB_OWN=$n ncu_step ncu37_ao$n fp8 64; done
+fi
 # opsq: the same suite as four processes at once on the one GPU (DSINFER_OPS_PART=k/4, 4 OpenMP threads each: the CPU
 # references and the launches' latencies of one process leave most of the 16 cores and the GPU idle), so that it fits
 # one call; each part's log is ops_q<k>.log, its line in the summary as step's

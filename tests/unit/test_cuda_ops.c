@@ -1837,6 +1837,77 @@ static void run_kvb_copy(void) {
     free_setup(&s);
 }
 
+/* The absorbed attention's two products by absorb_own_kernel (DSINFER_CUDA_ABSORB_OWN=1, cuda_attn.cu) against the CPU at
+ * THR_TC and against cuBLAS's batched GEMMs (a twin without it: the same BF16 inputs, fp32 sums in another order, so
+ * NMSE, not bits), at M from 9 (the first batched size) past one 64-token tile (100, 130), ragged sequences with cached
+ * prefixes, an FP8 kv_b (its per-call BF16 copy) and a BF16 one (read in place); two launches a call counted, none in the
+ * twin. DSINFER_OPS_ONLY=absown runs these alone. */
+static void check_absorb_own(setup *s, ds_backend *twin, int M, ds_dtype kvdt) {
+    const ds_config *c = &s->cfg;
+    char err[DS_ERRLEN];
+    int H = c->num_heads, C = c->kv_lora_rank, hw = c->qk_nope_head_dim + c->v_head_dim;
+    batch b;
+    mk_batch(s, &b, M, 64, 16);
+    set_batch(s, &b);
+    CHECK(twin->set_batch(twin, &b.m, err) == DS_OK);
+    buf cache = mk_cache(s, &b);
+    wpair kvb = mk_weight(s, H * hw, C, kvdt, 0.5f / sqrtf((float)C), "kv_b");
+    size_t n = (size_t)M * H * c->v_head_dim;
+    buf q = buf_new(s, (size_t)M * H * c->qk_head_dim), o1 = buf_new(s, n), o2 = buf_new(s, n);
+    buf_rand(&q, 1.0f);
+    buf_poison(&o1);
+    buf_poison(&o2);
+    long l0 = ds_cuda_absorb_own_launches(s->gpu), t0 = ds_cuda_absorb_own_launches(twin);
+    s->gpu->attn_absorbed(s->gpu, o1.d, q.d, cache.d, &kvb.d, b.seqs, b.m.n_seqs);
+    twin->attn_absorbed(twin, o2.d, q.d, cache.d, &kvb.d, b.seqs, b.m.n_seqs);
+    long l1 = ds_cuda_absorb_own_launches(s->gpu) - l0, t1 = ds_cuda_absorb_own_launches(twin) - t0;
+    double e = device_nmse(s, o1.d, o2.d, n);
+    printf("  %-8s attn absorbed M=%d, kv_b %s: own products, %ld launches (twin %ld), nmse %.3g against cuBLAS's\n", s->name,
+           M, kvdt == DS_DTYPE_BF16 ? "BF16" : "FP8", l1, t1, e);
+    CHECKF(l1 == 2 && t1 == 0, "%s M=%d: %ld own launches (2 wanted), the twin's %ld", s->name, M, l1, t1);
+    CHECKF(e < THR_TC, "%s M=%d: own products %.3g from cuBLAS's (THR_TC %.3g)", s->name, M, e, THR_TC);
+    s->cpu->attn_absorbed(s->cpu, o1.h, q.h, cache.h, &kvb.h, b.seqs, b.m.n_seqs);
+    compare(s, "attn absorbed, own products", M, &o1, THR_TC, 0);
+    free(b.pt);
+    buf_free(s, &cache); buf_free(s, &q); buf_free(s, &o1); buf_free(s, &o2);
+    free_weight(&kvb);
+}
+
+static void run_absorb_own_cfg(const char *name, const char *path, int heads) {
+    setup s;
+    setenv("DSINFER_CUDA_MLA_TC", "1", 1);
+    setenv("DSINFER_CUDA_ATTN_TC", "1", 1);
+    setenv("DSINFER_CUDA_TC", "1", 1);
+    setenv("DSINFER_CUDA_FP8_GEMM", "0", 1);
+    setenv("DSINFER_CUDA_ABSORB_OWN", "1", 1);
+    int ok = load_setup(&s, name, path, heads, 16);
+    char err[DS_ERRLEN];
+    setenv("DSINFER_CUDA_ABSORB_OWN", "0", 1);
+    ds_backend *twin = ok ? ds_backend_cuda_new(&s.cfg, err) : NULL;
+    unsetenv("DSINFER_CUDA_ABSORB_OWN");
+    unsetenv("DSINFER_CUDA_MLA_TC");
+    unsetenv("DSINFER_CUDA_ATTN_TC");
+    unsetenv("DSINFER_CUDA_TC");
+    unsetenv("DSINFER_CUDA_FP8_GEMM");
+    if (!ok) return;
+    if (!twin) {
+        CHECKF(0, "%s", err);
+        free_setup(&s);
+        return;
+    }
+    const int ms[] = {9, 40, 64, 100, 130};
+    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) check_absorb_own(&s, twin, ms[i], DS_DTYPE_F8_E4M3);
+    check_absorb_own(&s, twin, 64, DS_DTYPE_BF16);
+    twin->destroy(twin);
+    free_setup(&s);
+}
+
+static void run_absorb_own(void) {
+    if (only && strcmp(only, "absown")) return;
+    run_absorb_own_cfg("v2l-abo", "configs/deepseek-v2-lite.json", 0);
+    run_absorb_own_cfg("h3-abo", "configs/deepseek-v2-lite.json", 3);
+}
+
 /* The MLA split combine with its loads issued at once (mla_combine_v2_kernel; DSINFER_CUDA_COMBINE2=2: at every grid
  * size, by default small grids only; mla_combine_v3_kernel, =3) against mla_combine_kernel (=0): the absorbed attention's
  * output the same bits.
@@ -4391,6 +4462,7 @@ int main(void) {
      * paths, the W8A8 experts, the BF16 experts on wgmma, the shared experts' second stream, linear2 and the W8A8
      * MLP, kv_b's BF16 copy, or the fused qkv_finish alone (a quick check after a change to them) */
     only = getenv("DSINFER_OPS_ONLY");
+    const long checks0 = test_checks;   /* the conversions' above */
     RUN(run_odd("h1", "configs/deepseek-v2-lite.json", 1));
     RUN(run_odd("h3-fp8", "tests/fixtures/tiny-v3-fp8/config.json", 3));
     RUN(run_odd("h63", "configs/deepseek-v2-lite.json", 63));
@@ -4406,6 +4478,7 @@ int main(void) {
     RUN(run_side_stream());
     RUN(run_linear2());
     RUN(run_kvb_copy());
+    RUN(run_absorb_own());
     RUN(run_combine2());
     RUN(run_qkv_finish());
     RUN(run_router());
@@ -4543,6 +4616,8 @@ int main(void) {
         RUN(run_lite());
         RUN(run_v3());
     }
+    /* a filter that names no test (a typo, or a binary older than the test) must not pass as if it had run one */
+    if (only) CHECKF(test_checks > checks0, "DSINFER_OPS_ONLY=%s ran no check: no such test in this build", only);
     return test_result("test_cuda_ops");
 }
 #endif

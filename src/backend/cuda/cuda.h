@@ -396,6 +396,10 @@ void cu_ws_free(cu_ws *w);
  *   DSINFER_CUDA_MOE_TILE_COLS=1  the prefill MoE's grouped W8A8 tiles ordered column block first within an expert, so
  *                            that an expert's row tiles of one weight tile run side by side (opt.moe_tile_cols). The same
  *                            bits (op test moecols).
+ * Thirty-seventh session (opt-in until measured, session_run.sh s37a):
+ *   DSINFER_CUDA_ABSORB_OWN=1  the absorbed attention's two products (q_lat = W_UK^T q_nope, out = W_UV o_lat) by
+ *                            absorb_own_kernel (cuda_attn.cu: m16n8k16 MMAs, K over four warps) instead of cuBLAS's
+ *                            batched GEMM (~5 us a launch at 64 tokens). THR_TC against the CPU (op test absown).
  * Engine-level (model/forward.c): DSINFER_FUSED_ADD_NORM=0 (residual add and norm as two ops),
  * DSINFER_EP_GATHER=0 (expert parallelism's all-to-all form), DSINFER_EP_GRAPHS=0 (gathered EP steps
  * not captured). */
@@ -407,6 +411,8 @@ typedef struct {
                      * registers; the same bits (cu_gemv_flags' CU_GEMV_ST) */
     int moe_live;   /* grouped GEMV experts: blocks for the live experts only (DSINFER_CUDA_MOE_LIVE, default 1) */
     int absorb_tc;  /* with tc: W_UK / W_UV products as batched BF16 GEMMs above GEMV_MAX_M tokens (DSINFER_CUDA_ABSORB_TC, default 1) */
+    int absorb_own; /* DSINFER_CUDA_ABSORB_OWN=1 (lab, thirty-seventh session): those two products by absorb_own_kernel (cuda_attn.cu)
+                     * instead of cuBLAS's batched GEMM (THR_TC; another summation order) */
     int lt_tune;    /* with tc: BF16 linears through cuBLASLt with the algorithm searched per shape, cached on disk (DSINFER_CUDA_LT_TUNE) */
     int moe_gemm, moe_gemm_min_m;   /* with tc: routed experts of >= min_m tokens as cuBLAS GEMMs per expert (DSINFER_CUDA_MOE_GEMM[_MIN_M]) */
     int shared_stream;   /* the shared experts on a second stream (cuda_side.cu; DSINFER_CUDA_SHARED_STREAM, default 0) */
@@ -601,6 +607,7 @@ typedef struct {
     const float *qb_of;         /* the q that ws_qb holds the BF16 copy of (set by the launch that wrote it, for qb_T
                                  * tokens; taken and cleared by the absorbed attention, cleared by a new batch) */
     int qb_T;
+    long absorb_own_launches;   /* absorb_own_kernel launches (DSINFER_CUDA_ABSORB_OWN; tests) */
     long qb_fused_runs;         /* absorbed attentions that took ws_qb instead of converting q (tests) */
     cu_ws ws_moe2;              /* grouped MoE: intermediates and expert outputs */
     cu_ws ws_moe1;              /* the one-token MoE launch's SiLU products (cuda_moe1.cu) */

@@ -71,6 +71,8 @@ long ds_cuda_mla_fold_runs(ds_backend *be);
 int ds_cuda_moe_wg_sx_fits(int nt, int K);
 /* absorbed attentions that read the BF16 q qkv_finish wrote (DSINFER_CUDA_QB_FUSE; tests) */
 long ds_cuda_qb_fused_runs(ds_backend *be);
+/* absorb_own_kernel launches (DSINFER_CUDA_ABSORB_OWN: the absorbed attention's two products; tests) */
+long ds_cuda_absorb_own_launches(ds_backend *be);
 /* qkv_finish launches with q's heads in blocks of their own (DSINFER_CUDA_QKV_SPLIT; tests) */
 long ds_cuda_qkv_split_launches(ds_backend *be);
 /* the decode experts' tokens a chunk for n_rows routed rows over E experts (cu_moe_wg_chunk at this backend's

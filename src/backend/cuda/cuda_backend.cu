@@ -207,6 +207,7 @@ long ds_cuda_attn1_runs(ds_backend *be) { return cu_of(be)->attn1_runs; }
 long ds_cuda_mla_fold_runs(ds_backend *be) { return cu_of(be)->mla_fold_runs; }
 int ds_cuda_moe_wg_sx_fits(int nt, int K) { return cu_moe_wg_sx_fits(nt, K); }
 long ds_cuda_qb_fused_runs(ds_backend *be) { return cu_of(be)->qb_fused_runs; }
+long ds_cuda_absorb_own_launches(ds_backend *be) { return cu_of(be)->absorb_own_launches; }
 long ds_cuda_moe_wg_nt48_launches(ds_backend *be) { return cu_of(be)->moe_wg_nt48_launches; }
 long ds_cuda_qkv_split_launches(ds_backend *be) { return cu_of(be)->qkv_split_launches; }
 int ds_cuda_moe_wg_chunk(ds_backend *be, int n_rows, int E) { return cu_moe_wg_chunk(n_rows, E, cu_of(be)->opt.moe_wg_nt48); }
@@ -1086,6 +1087,7 @@ static cu_opts cu_opts_read(void) {
     o.moe_grouped_max_m = env_int("DSINFER_CUDA_MOE_GROUPED_MAX_M", 256);
     o.moe_live = env_int("DSINFER_CUDA_MOE_LIVE", 1);
     o.absorb_tc = env_int("DSINFER_CUDA_ABSORB_TC", 1);
+    o.absorb_own = env_int("DSINFER_CUDA_ABSORB_OWN", 0);   /* lab: not yet measured (thirty-seventh session) */
     o.vec_gemv = env_int("DSINFER_CUDA_VEC_GEMV", 1);
     o.gemv_t1 = env_int("DSINFER_CUDA_GEMV_T1", 4);   /* 4: four rows a warp (RESULTS twenty-sixth session run 2; 2: twenty-third run 4) */
     o.gemv_async = env_int("DSINFER_CUDA_GEMV_ASYNC", 0);   /* lab until measured (thirty-sixth session) */
