@@ -2954,6 +2954,10 @@ if want s37a; then
   done
   for n in 0 1; do DSINFER_CUDA_ABSORB_OWN=$n ncu_step ncu37_ao$n fp8 64; done
 fi
+# s37m: the thirty-seventh session's mutants (dev/cuda/mutants_s37.sh): ao_red, ao_frag must fail absown
+if want s37m; then
+  for n in ao_red ao_frag; do [ -x $B/test_cuda_ops_mut_$n ] && mutant $B/test_cuda_ops_mut_$n absown '' 200; done
+fi
 # opsq: the same suite as four processes at once on the one GPU (DSINFER_OPS_PART=k/4, 4 OpenMP threads each: the CPU
 # references and the launches' latencies of one process leave most of the 16 cores and the GPU idle), so that it fits
 # one call; each part's log is ops_q<k>.log, its line in the summary as step's
