@@ -1804,29 +1804,38 @@ static void check_kvb_copy(setup *s, ds_backend *c32, int M) {
     free_weight(&kvb);
 }
 
-static void run_kvb_copy(void) {
-    if (only && strcmp(only, "kvb")) return;
-    setup s;
+/* s loaded with the absorbed attention's batched-GEMM flags (tensor cores, the MLA decode on them, no W8A8) and env=1,
+ * and *twin a backend of the same config with env=0: 1, else 0 (nothing to free; a twin that could not be made is a
+ * failed check) */
+static int load_absorbed_twin(setup *s, const char *name, const char *path, int heads, const char *env, ds_backend **twin) {
     setenv("DSINFER_CUDA_MLA_TC", "1", 1);
     setenv("DSINFER_CUDA_ATTN_TC", "1", 1);
     setenv("DSINFER_CUDA_TC", "1", 1);
     setenv("DSINFER_CUDA_FP8_GEMM", "0", 1);
-    setenv("DSINFER_CUDA_COMBINE_BF16", "1", 1);
-    int ok = load_setup(&s, "v2l-kvb", "configs/deepseek-v2-lite.json", 0, 16);
+    setenv(env, "1", 1);
+    int ok = load_setup(s, name, path, heads, 16);
     char err[DS_ERRLEN];
-    setenv("DSINFER_CUDA_COMBINE_BF16", "0", 1);
-    ds_backend *c32 = ok ? ds_backend_cuda_new(&s.cfg, err) : NULL;
-    unsetenv("DSINFER_CUDA_COMBINE_BF16");
+    setenv(env, "0", 1);
+    *twin = ok ? ds_backend_cuda_new(&s->cfg, err) : NULL;
+    unsetenv(env);
     unsetenv("DSINFER_CUDA_MLA_TC");
     unsetenv("DSINFER_CUDA_ATTN_TC");
     unsetenv("DSINFER_CUDA_TC");
     unsetenv("DSINFER_CUDA_FP8_GEMM");
-    if (!ok) return;
-    if (!c32) {
+    if (ok && !*twin) {
         CHECKF(0, "%s", err);
-        free_setup(&s);
-        return;
+        free_setup(s);
+        ok = 0;
     }
+    return ok;
+}
+
+static void run_kvb_copy(void) {
+    if (only && strcmp(only, "kvb")) return;
+    setup s;
+    ds_backend *c32;   /* the combine's output in fp32, converted by a launch */
+    if (!load_absorbed_twin(&s, "v2l-kvb", "configs/deepseek-v2-lite.json", 0, "DSINFER_CUDA_COMBINE_BF16", &c32)) return;
+    char err[DS_ERRLEN];
     check_kvb_copy(&s, c32, 40);
     check_kvb_copy(&s, c32, 9);
     c32->destroy(c32);
@@ -1875,26 +1884,8 @@ static void check_absorb_own(setup *s, ds_backend *twin, int M, ds_dtype kvdt) {
 
 static void run_absorb_own_cfg(const char *name, const char *path, int heads) {
     setup s;
-    setenv("DSINFER_CUDA_MLA_TC", "1", 1);
-    setenv("DSINFER_CUDA_ATTN_TC", "1", 1);
-    setenv("DSINFER_CUDA_TC", "1", 1);
-    setenv("DSINFER_CUDA_FP8_GEMM", "0", 1);
-    setenv("DSINFER_CUDA_ABSORB_OWN", "1", 1);
-    int ok = load_setup(&s, name, path, heads, 16);
-    char err[DS_ERRLEN];
-    setenv("DSINFER_CUDA_ABSORB_OWN", "0", 1);
-    ds_backend *twin = ok ? ds_backend_cuda_new(&s.cfg, err) : NULL;
-    unsetenv("DSINFER_CUDA_ABSORB_OWN");
-    unsetenv("DSINFER_CUDA_MLA_TC");
-    unsetenv("DSINFER_CUDA_ATTN_TC");
-    unsetenv("DSINFER_CUDA_TC");
-    unsetenv("DSINFER_CUDA_FP8_GEMM");
-    if (!ok) return;
-    if (!twin) {
-        CHECKF(0, "%s", err);
-        free_setup(&s);
-        return;
-    }
+    ds_backend *twin;   /* the products on cuBLAS */
+    if (!load_absorbed_twin(&s, name, path, heads, "DSINFER_CUDA_ABSORB_OWN", &twin)) return;
     const int ms[] = {9, 40, 64, 100, 130};
     for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) check_absorb_own(&s, twin, ms[i], DS_DTYPE_F8_E4M3);
     check_absorb_own(&s, twin, 64, DS_DTYPE_BF16);
