@@ -28,6 +28,7 @@ mut tp_next $F '            if (PREF) sa = tm_scales(&c, i + 2);' '            i
 mut qf_max src/backend/cuda/cuda_moe_wg.cu 'for (int w = 1; w < 8; w++) v = fmaxf(v, red[w * NT + c]);' 'for (int w = 1; w < 1; w++) v = fmaxf(v, red[w * NT + c]);'
 # SiLU(g) * u quantized without its BF16 rounding
 mut qf_round src/backend/cuda/cuda_moe_wg.cu 'h[i] = __bfloat162float(__float2bfloat16_rn(g[i] / (1.0f + expf(-g[i])) * u[i]));' 'h[i] = g[i] / (1.0f + expf(-g[i])) * u[i];'
+# (rg_*: history; DSINFER_CUDA_ROUTE_GROUP and op test rgroup were removed in the thirty-eighth session)
 # the routing kernels' grouping (DSINFER_OPS_ONLY=rgroup): the fused router's second ticket not put back (the next
 # launch does not group: its experts get the launch before's rows)
 mut rg_reset src/backend/cuda/cuda_moe.cu '        if (last_all) tickets[CU_ROUTE_TICKETS - 1] = 0;   /* every token group has taken its ticket */' ''

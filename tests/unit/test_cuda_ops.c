@@ -1240,7 +1240,7 @@ static void free_setup(setup *s) {
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
 static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf | side | linear2 | kvb | qkv | router | w8small
-                            * | f8cl | f8t1 | f8tp | f8ss | f8tc | f8ts | f8mc | moehalf | moecols | moepipe | f8bn | quantw | moeqf | moepdl | rgroup | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | combnorm | mlafold | moeorder | moent48 | moesx | moest2 | moe1 | tail1 | attn1 | gemv1 | gemvst (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
+                            * | f8cl | f8t1 | f8tp | f8ss | f8tc | f8ts | f8mc | moehalf | moecols | moepipe | f8bn | quantw | moeqf | moepdl | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | combnorm | mlafold | moeorder | moent48 | moesx | moest2 | moe1 | tail1 | attn1 | gemv1 | gemvst (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
                             * run_side_stream, run_linear2, run_kvb_copy, run_qkv_finish, run_router, run_w8a8_small or
                             * run_f8_lab */
 
@@ -1631,14 +1631,11 @@ static void run_router(void) {
         setenv("DSINFER_CUDA_ROUTER_XS", "0", 1);            /* x read from global memory: the reference of the XS form */
         ds_backend *fu = ds_backend_cuda_new(&s.cfg, err);
         unsetenv("DSINFER_CUDA_ROUTER_XS");
-        setenv("DSINFER_CUDA_ROUTER_FUSED", "2", 1);   /* the cluster form (router_cl_kernel) */
-        ds_backend *cl = fu ? ds_backend_cuda_new(&s.cfg, err) : NULL;
         unsetenv("DSINFER_CUDA_ROUTER_FUSED");
         unsetenv("DSINFER_CUDA_ROUTER_FUSED_MIN_M");
-        if (!s.gpu || !fu || !cl) {
+        if (!s.gpu || !fu) {
             CHECKF(0, "%s", err);
             if (fu) fu->destroy(fu);
-            if (cl) cl->destroy(cl);
             free_setup(&s);
             continue;
         }
@@ -1651,7 +1648,6 @@ static void run_router(void) {
         for (int i = 0; i < NM(Ms); i++) {
             if (Ms[i] > max_m) continue;
             check_router(&s, fu, "fused", Ms[i], &rw, has_bias ? &rb : NULL);
-            check_router(&s, cl, "cluster", Ms[i], &rw, has_bias ? &rb : NULL);
             check_router(&s, s.gpu, "two launches", Ms[i], &rw, has_bias ? &rb : NULL);
         }
         /* the fused kernel's token loop with its exit (DSINFER_CUDA_ROUTER_CLAMP=0; the flag is process-wide, read at
@@ -1759,7 +1755,6 @@ static void run_router(void) {
         free_weight(&rw);
         if (has_bias) free_weight(&rb);
         fu->destroy(fu);
-        cl->destroy(cl);
         free_setup(&s);
     }
 }
@@ -3248,7 +3243,7 @@ static void run_moe_combine2(void) {
     unsetenv("DSINFER_CUDA_MOE_COMBINE2");
 }
 
-/* The twin settings of run_route_group and run_group3: backends made with env=1 and a twin with env=0 compared bit for
+/* The twin settings of run_group3: backends made with env=1 and a twin with env=0 compared bit for
  * bit, W8A8 experts and linears on, the CPU comparison at 1e-2 (the shared experts' W8A8 input against the CPU's
  * unquantized one; the exact check is the twin's); _end puts those back (env itself stays set: the caller unsets it). */
 static void twin_w8a8_begin(const char *env) {
@@ -3265,30 +3260,6 @@ static void twin_w8a8_end(void) {
     moe_thr_tc = 0;
     moe_twin = 0;
     moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
-}
-
-/* DSINFER_OPS_ONLY=rgroup: the grouped MoE with its grouping done by the routing kernel (DSINFER_CUDA_ROUTE_GROUP=1:
- * route_group_kernel up to 8 tokens, the fused router's last token group from 9) against the grouping launch (the twin,
- * =0): the same bits, and against the CPU; V2-Lite (greedy top-6 of 64) FP8 and BF16 experts at 1 .. 256 tokens (170:
- * 1020 pairs, the one-block grouping's last size; 171 and 256 group over many blocks either way), V3 (256 experts in 8
- * groups, top-8, the bias) FP8. */
-static void run_route_group(void) {
-    if (only && strcmp(only, "rgroup")) return;
-    setup s;
-    twin_w8a8_begin("DSINFER_CUDA_ROUTE_GROUP");
-    if (load_setup(&s, "v2l-rg", "configs/deepseek-v2-lite.json", 3, 16)) {
-        const int m[] = {1, 2, 8, 9, 33, 64, 170, 171, 256}, b[] = {1, 4, 64};
-        check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
-        check_moe_dt(&s, b, NM(b), DS_DTYPE_BF16, 3, 0);
-        free_setup(&s);
-    }
-    if (load_setup(&s, "v3-rg", "configs/deepseek-v3.json", 3, 16)) {
-        const int m[] = {1, 8, 64, 127};
-        check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
-        free_setup(&s);
-    }
-    twin_w8a8_end();
-    unsetenv("DSINFER_CUDA_ROUTE_GROUP");
 }
 
 /* The grouping a thread a pair (DSINFER_CUDA_GROUP3=1, group_v3_kernel, up to 2048 pairs): the whole MoE block against
@@ -4496,7 +4467,6 @@ int main(void) {
     RUN(run_moe_pdl());
     RUN(run_moe_order());
     RUN(run_moe_nt48());
-    RUN(run_route_group());
     RUN(run_group3());
     RUN(run_attn_in());
     RUN(run_comb_norm());

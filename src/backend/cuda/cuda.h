@@ -269,10 +269,8 @@ void cu_ws_free(cu_ws *w);
  *                            2: gate / up too; the same bits): default 2 for BF16 experts (b64 / b256 -0.17 ms), 0 for
  *                            FP8 (slower with it: b64 +0.07 .. +0.1 ms, b256 +0.15; twenty-fourth session run 3).
  *   DSINFER_CUDA_ROUTER_TOK=1|2 the fused router's tokens a block (default 4; the same bits): measured no faster.
- *   DSINFER_CUDA_ROUTE_GROUP=1 the grouped MoE's expert grouping (group_v2_kernel's rows, offsets, positions) done by the
- *                            routing kernel: the fused router's last token group (a second ticket), or one block that
- *                            routes up to 8 tokens and groups them (route_group_kernel): one launch a layer fewer, the
- *                            same bits (opt-in: measured slower, the grouping a serial tail of 8 warps; b64 +0.55 ms).
+ *   (DSINFER_CUDA_ROUTE_GROUP=1, the grouping done by the routing kernel: measured slower, b64 +0.55 ms; removed in the
+ *                            thirty-eighth session.)
  *   DSINFER_CUDA_L2_PREFETCH=1 after each layer's MoE the next layer's dense weights (attention projections, router,
  *                            shared experts) are pulled into L2 by bulk prefetches on a stream of their own
  *                            (cuda_prefetch.cu; changes no value; opt-in: measured slower, b1 +4%, b2 +9%).
@@ -331,9 +329,8 @@ void cu_ws_free(cu_ws *w);
  *   DSINFER_CUDA_GROUP3=1    (default) the grouped MoE's grouping a thread a pair (group_v3_kernel: warp matches and a
  *                            block scan, the same outputs as group_v2_kernel) up to 2048 pairs, where group_v2_kernel
  *                            or the three-launch wide form ran (FP8 b64 -0.14 ms, b1 / b8 -0.05); =0: those.
- *   DSINFER_CUDA_ROUTER_FUSED=2  the fused router on a thread-block cluster (router_cl_kernel: an expert slice a block,
- *                            the routing from the cluster's shared memories, no ticket); opt-in: not faster at b64,
- *                            b256 +0.45 ms (twentieth session run 2).
+ *   (DSINFER_CUDA_ROUTER_FUSED=2, the fused router on a thread-block cluster: not faster at b64, b256 +0.45 ms, twentieth
+ *                            session run 2; removed in the thirty-eighth session.)
  * Twenty-first session:
  *   DSINFER_CUDA_MOE_SHARED_IN=1  the shared experts run inside the routed experts' two moe_wg_kernel launches as
  *                            virtual experts (a slice of moe_intermediate_size rows each, over all M tokens), their
@@ -439,7 +436,6 @@ typedef struct {
                         * flight (cuda_moe_wg.cu; DSINFER_CUDA_MOE_WG_PIPE) */
     int moe_half;      /* prefill MoE: grouped tiles of <= 64 rows load 64 rows (cuda_fp8_wgmma.cu tm_groups.half; DSINFER_CUDA_MOE_HALF) */
     int moe_tile_cols; /* prefill MoE: an expert's tiles ordered column block first (cu_f8_expert_tiles; DSINFER_CUDA_MOE_TILE_COLS) */
-    int route_group;   /* the grouped MoE's one-block grouping done by the routing kernel (cuda_moe.cu; DSINFER_CUDA_ROUTE_GROUP) */
     int route_fast;    /* the routing warps' top-k in registers, the same bits (cuda_moe.cu route_warp_fast; DSINFER_CUDA_ROUTE_FAST) */
     int moe1;          /* the MoE block of one token as one cooperative launch (cuda_moe1.cu; DSINFER_CUDA_MOE1): 1 the
                         * block, 2 and the layer's tail around it (backend layer_tail1), 3 and the attention before it
@@ -569,8 +565,7 @@ __device__ __forceinline__ float4 cu_comb_col(const float4 *ys4, int ns, int mt,
 }
 #endif
 
-#define CU_ROUTE_TICKETS 257   /* token groups of the fused router kernel (cuda_moe.cu: 256 tokens, down to 1 a group), and the
-                                * last one: its groups' ticket for the grouping (DSINFER_CUDA_ROUTE_GROUP) */
+#define CU_ROUTE_TICKETS 256   /* token groups of the fused router kernel (cuda_moe.cu: 256 tokens, down to 1 a group) */
 typedef struct {
     ds_backend base;
     int device;

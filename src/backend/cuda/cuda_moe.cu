@@ -88,27 +88,12 @@ void ds_cuda_route(ds_backend *be, const float *logits, const float *bias, int32
  * is zero between launches) routes the group's tokens, a warp each, with route_warp: the rule and arithmetic of
  * route_v2_kernel on these logits. Replaces the router GEMM (a dequantize and an SGEMM, or a GEMV) and the
  * routing launch: two or three launches a MoE layer become one. */
-/* The grouping's outputs (group_v2_kernel's, all experts), for the kernels that group the choices they made
- * (DSINFER_CUDA_ROUTE_GROUP): offsets [2E + 2], rows / rw / pos_of [M K] */
-typedef struct {
-    int32_t *offsets, *rows;
-    float *rw;
-    int32_t *pos_of;
-} group_out;
-
-__device__ static void group_block(const int32_t *ids_g, const float *w, int M, int K, int E, int32_t *offsets,
-                                   int32_t *rows, float *rw, int32_t *pos_of, int e0, int e1, int *cnt, int32_t *ids_s,
-                                   int cap, bool cg);
-
 #define RF_TOK 4
 #define RF_WARPS 8
 #define RF_MAX_M 256
-#define RF_GROUP_IDS 2048   /* the choices the grouping copies to shared memory (256 tokens x top-8) */
 #define RF_MAX_KS 8         /* K slices of the fused router (KSP) */
-static_assert(RF_MAX_M + 1 <= CU_ROUTE_TICKETS, "the backend's router tickets (cuda.h) cover RF_MAX_M tokens a group of one, and one more");
+static_assert(RF_MAX_M <= CU_ROUTE_TICKETS, "the backend's router tickets (cuda.h) cover RF_MAX_M tokens a group of one");
 
-/* GROUP (DSINFER_CUDA_ROUTE_GROUP): the token groups' last blocks take a second ticket (tickets[CU_ROUTE_TICKETS - 1]);
- * the last of them groups every token's choices (group_block, from L2) into go: no grouping launch. */
 /* XS (DSINFER_CUDA_ROUTER_XS): the group's TOK rows of x staged once in dynamic shared memory ([TOK][D] fp32, the rows past
  * the last token holding the last one's, as CLAMP reads them) by the whole block, then read from there by its 8 warps:
  * each warp read all of them from global memory (8 x TOK x D x 4 bytes a block through L1, mostly L2 round trips).
@@ -185,11 +170,10 @@ void cu_router_prof_print(void) {
  * warps, each a chain of D / (32 V) chunks x TOK tokens of loads and FMAs, left the GEMV latency-bound (0.07 eligible
  * warps a scheduler, ~18k cycles at b64 for 64 KB a block); slices give gridDim.z times the warps with chains as much
  * shorter. Another summation order than the one-slice form (not the same bits; the CPU check is THR_GEMM). */
-template <bool BF16, bool GROUP = false, bool CLAMP = false, int TOK = RF_TOK, bool XS = false, bool KSP = false>
+template <bool BF16, bool CLAMP = false, int TOK = RF_TOK, bool XS = false, bool KSP = false>
 __global__ void __launch_bounds__(RF_WARPS * 32) router_fused_kernel(const float *x, cu_wview w, float *logits,
                                                                      const float *bias, int32_t *ids, float *wout,
-                                                                     int M, unsigned *tickets, route_cfg rc, group_out go,
-                                                                     float *part) {
+                                                                     int M, unsigned *tickets, route_cfg rc, float *part) {
     __shared__ float s_sh[TOK][MOE_MAX_EXPERTS], b_sh[TOK][MOE_MAX_EXPERTS];
     __shared__ float g_sh[TOK][MOE_MAX_GROUPS];
     __shared__ unsigned char taken[TOK][MOE_MAX_EXPERTS];
@@ -305,164 +289,6 @@ __global__ void __launch_bounds__(RF_WARPS * 32) router_fused_kernel(const float
 #endif
     }
     RT_T(rt_prof_exit(pc, true);)
-    if (!GROUP) return;
-    __shared__ int last_all;
-    __shared__ int cnt[GROUP ? MOE_MAX_EXPERTS + 1 : 1];
-    __shared__ int32_t ids_s[GROUP ? RF_GROUP_IDS : 1];
-    __threadfence();   /* this group's choices visible before its ticket */
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        unsigned t = atomicAdd(&tickets[CU_ROUTE_TICKETS - 1], 1u);
-        last_all = t == gridDim.x - 1;
-        if (last_all) tickets[CU_ROUTE_TICKETS - 1] = 0;   /* every token group has taken its ticket */
-    }
-    __syncthreads();
-    if (!last_all) return;
-    __threadfence();
-    group_block(ids, wout, M, rc.K, E, go.offsets, go.rows, go.rw, go.pos_of, 0, E, cnt, ids_s, RF_GROUP_IDS, true);
-}
-
-/* ---- the router in one kernel on a thread-block cluster (opt.router_fused == 2; DSINFER_CUDA_ROUTER_FUSED=2) -------
- * router_fused_kernel's tail is serial: a block's logits go to global memory, a fence, a ticket, and the group's last
- * block reads them back from L2 and routes 4 tokens one after the other (ncu at FP8 b64: 15.7 us a layer, 34k cycles
- * elapsed against 19k SM-active; RESULTS sixteenth session run 4). Here the RC_CL blocks of one token group are one
- * cluster: block (rank r, group y) computes the logits of experts [r epb, (r + 1) epb) for tokens y RC_TOK ..
- * + RC_TOK - 1 into its shared memory (and logits [M, E]); after a cluster barrier block r < RC_TOK routes token
- * y RC_TOK + r, reading the E logits from the cluster's shared memories (PTX ISA "distributed shared memory"), with
- * route_warp. Loads: each warp's first expert's first RC_PRE weight chunks a lane are requested before cu_pdl_wait
- * (weights are no kernel's output), then the group's x rows go to shared memory (all of a thread's float4 loads in
- * flight at once), so a block makes about two memory round trips where router_fused_kernel made one a chunk group.
- * Sums: fp32, each lane over its 16-byte weight chunks (lane, lane + 32, ...) in order, then the warp's tree, as
- * router_fused_kernel. Grid (RC_CL, ceil(M / RC_TOK)), cluster (RC_CL, 1, 1), RC_WARPS warps, dynamic shared
- * memory RC_TOK x D floats. Measured (RESULTS twentieth session run 2): no faster at b64, b256 +0.45 ms a step (the
- * clusters' co-residency and barriers): opt-in. */
-#define RC_CL 8        /* blocks a cluster: the expert slices (the portable cluster size) */
-#define RC_TOK 4       /* tokens a cluster */
-#define RC_WARPS 8
-#define RC_PRE 8       /* weight chunks a lane held in registers at once */
-#define RC_MAX_EPB (MOE_MAX_EXPERTS / RC_CL)
-static_assert(RC_TOK <= RC_CL, "each token of a group is routed by its own block");
-
-__device__ __forceinline__ void rc_cluster_sync(void) {
-    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-/* the float at this block's shared address p, read from block `rank` of the cluster */
-__device__ __forceinline__ float rc_ld_remote(const float *p, int rank) {
-    uint32_t a = (uint32_t)__cvta_generic_to_shared(p), r;
-    float v;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(rank));
-    asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(r) : "memory");
-    return v;
-}
-
-template <bool BF16>
-__global__ void __launch_bounds__(RC_WARPS * 32) router_cl_kernel(const float *x, cu_wview w, float *logits,
-                                                                  const float *bias, int32_t *ids, float *wout, int M,
-                                                                  route_cfg rc) {
-    extern __shared__ float4 rc_x4[];   /* x rows m0 .. m0 + nt - 1, [RC_TOK][D] */
-    __shared__ float lg_sh[RC_TOK][RC_MAX_EPB];
-    __shared__ float s_sh[MOE_MAX_EXPERTS], b_sh[MOE_MAX_EXPERTS], g_sh[MOE_MAX_GROUPS];
-    __shared__ unsigned char taken[MOE_MAX_EXPERTS];
-    __shared__ float red;
-    constexpr int V = BF16 ? 8 : 4;   /* weight values a 16-byte chunk */
-    cu_pdl_trigger();
-    const float *xs = (const float *)rc_x4;
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, E = rc.E, D = w.cols, nck = D / V;
-    int rank = blockIdx.x, epb = (E + RC_CL - 1) / RC_CL, e_lo = rank * epb, e_hi = e_lo + epb < E ? e_lo + epb : E;
-    int m0 = blockIdx.y * RC_TOK, nt = M - m0 < RC_TOK ? M - m0 : RC_TOK;
-    int e = e_lo + warp;
-    uint4 pre[RC_PRE];
-    if (e < e_hi) {   /* the first expert's first chunks: weights, no kernel's output (the PDL contract) */
-        const uint4 *wr = (const uint4 *)((const char *)w.data + (size_t)e * D * (BF16 ? 2 : 4));
-#pragma unroll
-        for (int i = 0; i < RC_PRE; i++)
-            if (lane + 32 * i < nck) pre[i] = __ldg(wr + lane + 32 * i);
-    }
-    cu_pdl_wait();
-    const float4 *xg = (const float4 *)(x + (size_t)m0 * D);
-    for (int i = threadIdx.x; i < nt * D / 4; i += blockDim.x) rc_x4[i] = xg[i];
-    __syncthreads();
-    for (bool first = true; e < e_hi; e += RC_WARPS, first = false) {
-        const uint4 *wr = (const uint4 *)((const char *)w.data + (size_t)e * D * (BF16 ? 2 : 4));
-        float acc[RC_TOK];
-#pragma unroll
-        for (int j = 0; j < RC_TOK; j++) acc[j] = 0.0f;
-        for (int c0 = 0; c0 < nck; c0 += 32 * RC_PRE) {
-            if (!first || c0) {
-#pragma unroll
-                for (int i = 0; i < RC_PRE; i++)
-                    if (c0 + lane + 32 * i < nck) pre[i] = __ldg(wr + c0 + lane + 32 * i);
-            }
-#pragma unroll
-            for (int i = 0; i < RC_PRE; i++) {
-                int c = c0 + lane + 32 * i;
-                if (c >= nck) break;
-                float wv[V];
-                if (BF16) {
-                    cu_bf16x8(pre[i], wv);
-                } else {
-                    wv[0] = __uint_as_float(pre[i].x);
-                    wv[1] = __uint_as_float(pre[i].y);
-                    wv[2] = __uint_as_float(pre[i].z);
-                    wv[3] = __uint_as_float(pre[i].w);
-                }
-#pragma unroll
-                for (int j = 0; j < RC_TOK; j++) {
-                    if (j >= nt) break;
-                    const float4 *xp = (const float4 *)(xs + (size_t)j * D + (size_t)c * V);
-#pragma unroll
-                    for (int q = 0; q < V / 4; q++) {
-                        float4 a = xp[q];
-                        acc[j] = fmaf(wv[4 * q], a.x, acc[j]);
-                        acc[j] = fmaf(wv[4 * q + 1], a.y, acc[j]);
-                        acc[j] = fmaf(wv[4 * q + 2], a.z, acc[j]);
-                        acc[j] = fmaf(wv[4 * q + 3], a.w, acc[j]);
-                    }
-                }
-            }
-        }
-#pragma unroll
-        for (int j = 0; j < RC_TOK; j++) acc[j] = cu_warp_sum(acc[j]);
-        if (lane == 0)
-            for (int j = 0; j < nt; j++) {
-                lg_sh[j][e - e_lo] = acc[j];
-                logits[(size_t)(m0 + j) * E + e] = acc[j];
-            }
-    }
-    rc_cluster_sync();   /* every slice's logits in its block's shared memory */
-    if (rank < nt && warp == 0) {
-        for (int i = lane; i < E; i += 32) s_sh[i] = rc_ld_remote(&lg_sh[rank][i % epb], i / epb);
-        __syncwarp();
-        route_warp(s_sh, bias, ids, wout, m0 + rank, rc, s_sh, b_sh, g_sh, taken, &red);
-    }
-    rc_cluster_sync();   /* no block leaves while another may still read its shared memory */
-}
-
-/* router_cl_kernel over M tokens (the checks of router_fused below passed; E <= RC_CL RC_MAX_EPB) */
-template <bool BF16>
-static void router_cl_launch(const float *x, const ds_weight *r, int M, float *logits, const float *bias, int32_t *ids,
-                             float *w, route_cfg rc) {
-    size_t smem = (size_t)RC_TOK * r->cols * 4;
-    static size_t smem_set;   /* the largest dynamic size allowed so far (racing backends set it twice: harmless) */
-    if (smem > 48 * 1024 && smem > smem_set) {
-        CUDA_CHECK(cudaFuncSetAttribute(router_cl_kernel<BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        smem_set = smem;
-    }
-    cudaLaunchAttribute at[2];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = RC_CL;
-    at[0].val.clusterDim.y = 1;
-    at[0].val.clusterDim.z = 1;
-    at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[1].val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(RC_CL, (unsigned)((M + RC_TOK - 1) / RC_TOK));
-    cfg.blockDim = dim3(RC_WARPS * 32);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = cu_stream;
-    cfg.attrs = at;
-    cfg.numAttrs = cu_pdl ? 2 : 1;
-    CUDA_CHECK(cudaLaunchKernelEx(&cfg, router_cl_kernel<BF16>, x, cu_view(r), logits, bias, ids, w, M, rc));
 }
 
 int cu_router_clamp = 1;   /* DSINFER_CUDA_ROUTER_CLAMP (backend creation) */
@@ -475,15 +301,13 @@ static int router_tok(const ds_cuda_backend *cb) {
     return t == 1 || t == 2 ? t : RF_TOK;
 }
 
-/* XS's dynamic shared memory allowed beside the kernel's static arrays (which with GROUP take ~20 KB, so the default 48 KB
- * in all would not hold V2-Lite's 32 KB of rows): set once by cu_router_init; the caller stages at most RF_XS_MAX bytes */
+/* XS's dynamic shared memory allowed beside the kernel's static arrays (~18 KB at 4 tokens, so the default 48 KB in all
+ * would not hold V2-Lite's 32 KB of rows): set once by cu_router_init; the caller stages at most RF_XS_MAX bytes */
 #define RF_XS_MAX (48 * 1024)
 template <int TOK>
 static void rf_xs_attrs(void) {
-    CUDA_CHECK(cudaFuncSetAttribute(router_fused_kernel<true, true, true, TOK, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, RF_XS_MAX));
-    CUDA_CHECK(cudaFuncSetAttribute(router_fused_kernel<true, false, true, TOK, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, RF_XS_MAX));
-    CUDA_CHECK(cudaFuncSetAttribute(router_fused_kernel<false, true, true, TOK, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, RF_XS_MAX));
-    CUDA_CHECK(cudaFuncSetAttribute(router_fused_kernel<false, false, true, TOK, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, RF_XS_MAX));
+    CUDA_CHECK(cudaFuncSetAttribute(router_fused_kernel<true, true, TOK, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, RF_XS_MAX));
+    CUDA_CHECK(cudaFuncSetAttribute(router_fused_kernel<false, true, TOK, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, RF_XS_MAX));
 }
 void cu_router_init(void) {
     rf_xs_attrs<1>();
@@ -491,49 +315,39 @@ void cu_router_init(void) {
     rf_xs_attrs<RF_TOK>();
 }
 
-/* router_fused_kernel<BF16, GROUP, CLAMP (cu_router_clamp), TOK, XS, KSP> over the grid; XS (with CLAMP only) takes TOK x D x 4
+/* router_fused_kernel<BF16, CLAMP (cu_router_clamp), TOK, XS, KSP> over the grid; XS (with CLAMP only) takes TOK x D x 4
  * bytes of dynamic shared memory, at most RF_XS_MAX (the caller's check); KSP (part != NULL: grid.z K slices, with CLAMP and
  * without XS) writes the slices' partials to part */
 template <int TOK>
-static void router_fused_launch(int bf, int group, int xs, dim3 grid, const float *x, const ds_weight *r, float *logits,
-                                const float *bias, int32_t *ids, float *w, int M, unsigned *t, route_cfg rc, group_out g,
-                                float *part) {
+static void router_fused_launch(int bf, int xs, dim3 grid, const float *x, const ds_weight *r, float *logits,
+                                const float *bias, int32_t *ids, float *w, int M, unsigned *t, route_cfg rc, float *part) {
     const size_t sm = xs ? (size_t)TOK * r->cols * 4 : 0;
-#define RF_GO(BF, GR, CL, XSF, KS)                                                                                     \
-    cu_launch(router_fused_kernel<BF, GR, CL, TOK, XSF, KS>, grid, RF_WARPS * 32, sm, x, cu_view(r), logits, bias, ids, w, M, \
-              t, rc, g, part)
-#define RF_GO4(CL, XSF, KS)                    \
-    do {                                       \
-        if (bf && group) RF_GO(true, true, CL, XSF, KS);    \
-        else if (bf) RF_GO(true, false, CL, XSF, KS);       \
-        else if (group) RF_GO(false, true, CL, XSF, KS);    \
-        else RF_GO(false, false, CL, XSF, KS);              \
+#define RF_GO(BF, CL, XSF, KS)                                                                                         \
+    cu_launch(router_fused_kernel<BF, CL, TOK, XSF, KS>, grid, RF_WARPS * 32, sm, x, cu_view(r), logits, bias, ids, w, M, t, \
+              rc, part)
+#define RF_GO2(CL, XSF, KS)                     \
+    do {                                        \
+        if (bf) RF_GO(true, CL, XSF, KS);       \
+        else RF_GO(false, CL, XSF, KS);         \
     } while (0)
-    if (part) RF_GO4(true, false, true);
-    else if (cu_router_clamp && xs) RF_GO4(true, true, false);
-    else if (cu_router_clamp) RF_GO4(true, false, false);
-    else RF_GO4(false, false, false);
-#undef RF_GO4
+    if (part) RF_GO2(true, false, true);
+    else if (cu_router_clamp && xs) RF_GO2(true, true, false);
+    else if (cu_router_clamp) RF_GO2(true, false, false);
+    else RF_GO2(false, false, false);
+#undef RF_GO2
 #undef RF_GO
 }
 
 /* The fused router for M tokens where it applies (opt.router_fused for router_fused_min_m .. _max_m rows, a BF16 or fp32
  * router of E rows, D % 8 (BF16) or % 4 (fp32), 16-byte aligned x and weight); 0 (nothing launched) otherwise. */
 static int router_fused(ds_cuda_backend *cb, const ds_weight *r, const float *x, int M, float *logits,
-                        const float *bias, int32_t *ids, float *w, route_cfg rc, const group_out *go) {
+                        const float *bias, int32_t *ids, float *w, route_cfg rc) {
     if (!cb->opt.router_fused || M < cb->opt.router_fused_min_m || M > cb->opt.router_fused_max_m || M > RF_MAX_M) return 0;
     int bf = r->dtype == DS_DTYPE_BF16 && !r->scale, f32 = r->dtype == DS_DTYPE_F32 && !r->scale;
     if ((!bf && !f32) || r->rows != rc.E || r->cols % (bf ? 8 : 4) || ((uintptr_t)x & 15) || ((uintptr_t)r->data & 15))
         return 0;
-    if (cb->opt.router_fused == 2 && !go && rc.E <= RC_CL * RC_MAX_EPB && (size_t)RC_TOK * r->cols * 4 <= 200 * 1024) {
-        if (bf) router_cl_launch<true>(x, r, M, logits, bias, ids, w, rc);
-        else router_cl_launch<false>(x, r, M, logits, bias, ids, w, rc);
-        CUDA_LAUNCH_CHECK();
-        return 1;
-    }
     const int tok = router_tok(cb);
     dim3 grid((unsigned)((M + tok - 1) / tok), (unsigned)((rc.E + RF_WARPS - 1) / RF_WARPS));
-    group_out g = go ? *go : group_out{NULL, NULL, NULL, NULL};
     unsigned *t = cb->route_tickets;
     const int xs = cb->opt.router_xs && (size_t)tok * r->cols * 4 <= RF_XS_MAX;   /* x's rows in shared memory (XS) */
     cb->router_xs_launches += xs && cu_router_clamp;
@@ -545,9 +359,9 @@ static int router_fused(ds_cuda_backend *cb, const ds_weight *r, const float *x,
         grid.z = (unsigned)ks;
         cb->router_ks_launches++;
     }
-    if (tok == 1) router_fused_launch<1>(bf, go != NULL, xs, grid, x, r, logits, bias, ids, w, M, t, rc, g, part);
-    else if (tok == 2) router_fused_launch<2>(bf, go != NULL, xs, grid, x, r, logits, bias, ids, w, M, t, rc, g, part);
-    else router_fused_launch<RF_TOK>(bf, go != NULL, xs, grid, x, r, logits, bias, ids, w, M, t, rc, g, part);
+    if (tok == 1) router_fused_launch<1>(bf, xs, grid, x, r, logits, bias, ids, w, M, t, rc, part);
+    else if (tok == 2) router_fused_launch<2>(bf, xs, grid, x, r, logits, bias, ids, w, M, t, rc, part);
+    else router_fused_launch<RF_TOK>(bf, xs, grid, x, r, logits, bias, ids, w, M, t, rc, part);
     CUDA_LAUNCH_CHECK();
     return 1;
 }
@@ -661,27 +475,6 @@ __global__ void group_v2_kernel(const int32_t *ids_g, const float *w, int M, int
     group_block(ids_g, w, M, K, E, offsets, rows, rw, pos_of, e0, e1, cnt, ids_s, GROUP_SMEM_IDS, false);
 }
 
-/* route_v2_kernel and group_v2_kernel in one block (small batches, M <= RG_MAX_M): warp w routes tokens w, w + RG_WARPS,
- * ..., then the block groups the choices it wrote (visible to it after the barrier) */
-#define RG_WARPS 8
-#define RG_MAX_M 8
-__global__ void __launch_bounds__(RG_WARPS * 32) route_group_kernel(const float *logits, const float *bias, int32_t *ids,
-                                                                    float *wout, int M, route_cfg rc, group_out go) {
-    __shared__ float s_sh[RG_WARPS][MOE_MAX_EXPERTS], b_sh[RG_WARPS][MOE_MAX_EXPERTS];
-    __shared__ float g_sh[RG_WARPS][MOE_MAX_GROUPS];
-    __shared__ unsigned char taken[RG_WARPS][MOE_MAX_EXPERTS];
-    __shared__ float red[RG_WARPS];
-    __shared__ int cnt[MOE_MAX_EXPERTS + 1];
-    __shared__ int32_t ids_s[RG_MAX_M * 8];
-    cu_pdl_trigger();
-    cu_pdl_wait();
-    int warp = threadIdx.x >> 5;
-    for (int m = warp; m < M; m += RG_WARPS)
-        route_warp(logits + (size_t)m * rc.E, bias, ids, wout, m, rc, s_sh[warp], b_sh[warp], g_sh[warp], taken[warp],
-                   &red[warp]);
-    __syncthreads();
-    group_block(ids, wout, M, rc.K, rc.E, go.offsets, go.rows, go.rw, go.pos_of, 0, rc.E, cnt, ids_s, RG_MAX_M * 8, false);
-}
 int cu_group_v2 = 1;   /* DSINFER_CUDA_GROUP2 (read at backend creation) */
 int cu_group_wide = 1; /* DSINFER_CUDA_GROUP_WIDE (read at backend creation) */
 int cu_group_wide_min = 1024;   /* DSINFER_CUDA_GROUP_WIDE_MIN: pairs from which the grouped MoE path uses it */
@@ -1222,11 +1015,8 @@ static void moe_grouped(ds_cuda_backend *cb, float *out, const float *x, const d
  * one fused kernel at decode sizes (router_fused), else the router GEMM then the routing kernel. The router GEMM
  * stays fp32 when the tensor-core options are on: expert choices are discrete and BF16 logits would flip
  * near-ties (the op test compares the choices with the CPU's). */
-/* go (not NULL): the caller wants the grouping too (group_v2_kernel's outputs over all experts); returns 1 when it was
- * done here, in the routing's kernel (opt.route_group: the fused router from router_fused_min_m tokens, or
- * route_group_kernel up to RG_MAX_M), else 0 and the caller groups. */
-static int route_rows(ds_backend *be, const ds_weight *router, const ds_weight *router_bias, const float *x, int M,
-                      float *logits, float *bias, int32_t *ids, float *w, const group_out *go) {
+static void route_rows(ds_backend *be, const ds_weight *router, const ds_weight *router_bias, const float *x, int M,
+                       float *logits, float *bias, int32_t *ids, float *w) {
     ds_cuda_backend *cb = cu_of(be);
     route_cfg rc = route_cfg_of(cu_of(be), be->cfg);
     const float *biasp = NULL;
@@ -1235,10 +1025,9 @@ static int route_rows(ds_backend *be, const ds_weight *router, const ds_weight *
         CUDA_LAUNCH_CHECK();
         biasp = bias;
     }
-    const group_out *g = go && cb->opt.route_group && cu_route_v2 ? go : NULL;
-    if (router_fused(cb, router, x, M, logits, biasp, ids, w, rc, g)) {
-        cu_optimes_phase(cb, g ? "  moe: router GEMM + top-k + grouping (one kernel)" : "  moe: router GEMM + top-k (one kernel)");
-        return g != NULL;
+    if (router_fused(cb, router, x, M, logits, biasp, ids, w, rc)) {
+        cu_optimes_phase(cb, "  moe: router GEMM + top-k (one kernel)");
+        return;
     }
     cu_opts keep = cb->opt;
     cb->opt.tc = 0;
@@ -1246,15 +1035,8 @@ static int route_rows(ds_backend *be, const ds_weight *router, const ds_weight *
     cu_linear(be, logits, x, router, M);
     cb->opt = keep;
     cu_optimes_phase(cb, "  moe: router GEMM (fp32)");
-    if (g && M <= RG_MAX_M) {
-        cu_launch(route_group_kernel, 1, RG_WARPS * 32, 0, (const float *)logits, biasp, ids, w, M, rc, *g);
-        CUDA_LAUNCH_CHECK();
-        cu_optimes_phase(cb, "  moe: top-k + grouping");
-        return 1;
-    }
     launch_route(logits, biasp, ids, w, M, rc);
     cu_optimes_phase(cb, "  moe: top-k");
-    return 0;
 }
 
 void ds_cuda_router(ds_backend *be, const float *x, const ds_weight *router, const ds_weight *router_bias, int M,
@@ -1262,7 +1044,7 @@ void ds_cuda_router(ds_backend *be, const float *x, const ds_weight *router, con
     ds_cuda_backend *cb = cu_of(be);
     if (M <= 0) return;
     float *bias = (float *)cu_ws_get(&cb->ws_moe, sizeof(float) * (size_t)be->cfg->n_routed_experts);
-    route_rows(be, router, router_bias, x, M, logits, bias, ids, weights, NULL);
+    route_rows(be, router, router_bias, x, M, logits, bias, ids, weights);
 }
 
 /* The grouped path's buffers in ws_moe2 for MK (token, choice) rows: inter [MK, I], y [MK, D] floats, then
@@ -1346,14 +1128,11 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
         if (side) cu_mlp(be, out, x, &L->sh_gate, &L->sh_up, &L->sh_down, M);
         cu_side_end(cb);
     }
-    /* the grouped path with one-block grouping: the routing kernel may group too (opt.route_group) */
     int wide = cu_group_wide && MK >= (size_t)cu_group_wide_min;
     float *g_inter = NULL, *g_y = NULL;
     int32_t *g_pos = NULL;
     if (grouped_path) grouped_ws(cb, MK + (sh_in ? (size_t)c->n_shared_experts * M : 0), L->exp_gate[0].rows, D, &g_inter, &g_y, &g_pos);
-    group_out go = {d_off, rows, rw, g_pos};
-    int grouped = route_rows(be, &L->router, &L->router_bias, x, M, logits, bias, ids, w,
-                             grouped_path && !wide && cu_group_v2 ? &go : NULL);
+    route_rows(be, &L->router, &L->router_bias, x, M, logits, bias, ids, w);
     if (gemm_path) {   /* prefill-sized: a GEMM per expert (cuda_moe_gemm.cu) */
         int I = L->exp_gate[0].rows;
         float *inter, *y0;
@@ -1380,8 +1159,7 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
         /* two or more chunks of pairs (decode batch 256 x top-6): the grouping over several blocks, 27 -> ~10 us
          * a layer expected against the one-block group_v2_kernel (ncu, sixth session run 4); the same rows,
          * offsets and pos_of */
-        if (grouped) cu_optimes_phase(cb, "  moe: (grouped by the routing kernel)");
-        else if (wide && !g3_fits(cb, (int)MK, E)) launch_group_wide(ids, w, M, K, E, d_off, rows, rw, pos, pos + MK);
+        if (wide && !g3_fits(cb, (int)MK, E)) launch_group_wide(ids, w, M, K, E, d_off, rows, rw, pos, pos + MK);
         else launch_group(cb, ids, w, M, K, E, d_off, rows, rw, pos);
         int duo = !side && !sh_in && !grouped_tc && moe_duo_fits(cb, L, M);
         if (!side && !sh_in && !duo) shared_in_line(be, out, x, L, M);
@@ -1416,7 +1194,7 @@ void cu_moe_routed(ds_backend *be, float *out, const float *x, const ds_layer_we
     route_ws r = route_ws_get(cb, M, E, K, 0);
     float *logits = r.logits, *bias = r.bias, *w = r.w, *rw = r.rw;
     int32_t *ids = r.ids, *rows = r.rows, *d_off = r.d_off;
-    route_rows(be, &L->router, &L->router_bias, x, M, logits, bias, ids, w, NULL);
+    route_rows(be, &L->router, &L->router_bias, x, M, logits, bias, ids, w);
     cu_wview gv = cu_view(&L->exp_gate[e0]), dv = cu_view(&L->exp_down[e0]);
     int tc = cb->opt.tc && cb->opt.moe_tc && M >= moe_tc_min_m(cb, &gv) && cu_moe_tc_fits(&gv, &dv);
     int I = L->exp_gate[e0].rows;
