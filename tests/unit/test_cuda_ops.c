@@ -1240,7 +1240,7 @@ static void free_setup(setup *s) {
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
 static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf | side | linear2 | kvb | qkv | router | w8small
-                            * | f8cl | f8t1 | f8tp | f8ss | f8tc | f8ts | f8mc | moehalf | moecols | moepipe | f8bn | quantw | moeqf | moepdl | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | combnorm | mlafold | moeorder | moent48 | moesx | moest2 | moe1 | tail1 | attn1 | gemv1 | gemvst (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
+                            * | f8t1 | f8tp | f8ss | f8ts | moehalf | moecols | moepipe | quantw | moeqf | moepdl | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | combnorm | mlafold | moeorder | moent48 | moesx | moest2 | moe1 | tail1 | attn1 | gemv1 | gemvst (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
                             * run_side_stream, run_linear2, run_kvb_copy, run_qkv_finish, run_router, run_w8a8_small or
                             * run_f8_lab */
 
@@ -2101,26 +2101,6 @@ static void check_f8_alt(setup *s, const char *env, const char *what, int N, int
     check_f8_alt_v(s, env, "0", "1", what, N, N2, K, Ms, nM, same);
 }
 
-/* DSINFER_OPS_ONLY=f8cl: check_f8_alt for the W8A8 GEMM's K splits summed inside thread-block clusters
- * (DSINFER_CUDA_F8_CLUSTER=1, cuda_fp8_wgmma.cu cl_sum_store) against the reduce kernel's path: the same bits where
- * both split K alike (at most 8 splits: K <= 4096); at V2-Lite's decode shapes (q + kv_a as linear2, o, the shared experts'
- * down), odd ones (partial column blocks, K/128 = 3 and 10) and V3's q_a + kv_a (K 7168: up to 14 splits merged
- * into 8), from 2 rows (W8A8's start) to 256 (one and two warpgroups a block, partial row blocks) */
-static void run_f8_cluster(void) {
-    if (only && strcmp(only, "f8cl")) return;
-    setup s;
-    if (!load_setup(&s, "v2l-f8cl", "configs/deepseek-v2-lite.json", 0, 16)) return;
-    const int Ms[] = {2, 9, 63, 64, 65, 130, 200, 256}, M2[] = {4, 33, 64};
-    check_f8_alt(&s, "DSINFER_CUDA_F8_CLUSTER", "v2l o", 2048, 0, 2048, Ms, NM(Ms), 1);
-    check_f8_alt(&s, "DSINFER_CUDA_F8_CLUSTER", "v2l sh down", 2048, 0, 2816, Ms, NM(Ms), 1);
-    check_f8_alt(&s, "DSINFER_CUDA_F8_CLUSTER", "v2l q+kv_a", 3072, 576, 2048, M2, NM(M2), 1);
-    check_f8_alt(&s, "DSINFER_CUDA_F8_CLUSTER", "odd", 260, 0, 384, Ms, NM(Ms), 1);
-    check_f8_alt(&s, "DSINFER_CUDA_F8_CLUSTER", "odd", 92, 132, 1280, M2, NM(M2), 1);
-    check_f8_alt(&s, "DSINFER_CUDA_F8_CLUSTER", "v3 q_a+kv_a", 2112, 0, 7168, Ms, NM(Ms), 0);
-    free_setup(&s);
-    if (load_setup(&s, "f8cl-off", "tests/fixtures/tiny-v3-fp8/config.json", 3, 16)) free_setup(&s);   /* flag back off */
-}
-
 static void check_mlp_w8a8(setup *s, int I, const char *hfuse, int fuse);
 
 /* DSINFER_OPS_ONLY=f8t1: the one-warpgroup W8A8 GEMM with its stages loaded by TMA (DSINFER_CUDA_F8_TMA1=1,
@@ -2224,27 +2204,6 @@ static void run_f8_tm_ss(void) {
     unsetenv(E);
     unsetenv("DSINFER_MOE_W8A8");
     if (load_setup(&s, "f8ss-off", "tests/fixtures/tiny-v3-fp8/config.json", 3, 16)) free_setup(&s);   /* flags back off */
-}
-
-/* DSINFER_OPS_ONLY=f8tc: the TMA kernel's K splits summed inside thread-block clusters (DSINFER_CUDA_F8_TM_CLUSTER=1,
- * cl_sum_store through distributed shared memory) against the partials and f8_reduce_kernel: the same bits, at
- * V2-Lite's shapes above 64 rows (o and the shared down: 4 splits at 256 rows; q + kv_a through the shared-x pair:
- * 2 and 4), V3's q_a + kv_a (7 splits at 65 rows, 3 at 256), an odd shape (a partial column block,
- * K/128 = 10: 2 splits); rows 65 (one warpgroup of the tile idle), 128, 130 (a second row block with no valid rows
- * for its second warpgroup), 200 and 256. */
-static void run_f8_tm_cluster(void) {
-    if (only && strcmp(only, "f8tc")) return;
-    setup s;
-    const char *E = "DSINFER_CUDA_F8_TM_CLUSTER";
-    if (!load_setup(&s, "v2l-f8tc", "configs/deepseek-v2-lite.json", 3, 16)) return;
-    const int Ms[] = {65, 128, 130, 200, 256}, M2[] = {65, 256};
-    check_f8_alt(&s, E, "v2l o", 2048, 0, 2048, Ms, NM(Ms), 1);
-    check_f8_alt(&s, E, "v2l sh down", 2048, 0, 2816, Ms, NM(Ms), 1);
-    check_f8_alt(&s, E, "v2l q+kv_a", 3072, 576, 2048, M2, NM(M2), 1);
-    check_f8_alt(&s, E, "v3 q_a+kv_a", 2112, 0, 7168, Ms, NM(Ms), 1);
-    check_f8_alt(&s, E, "odd", 260, 0, 1280, Ms, NM(Ms), 1);
-    free_setup(&s);
-    if (load_setup(&s, "f8tc-off", "tests/fixtures/tiny-v3-fp8/config.json", 3, 16)) free_setup(&s);   /* flag back off */
 }
 
 /* DSINFER_OPS_ONLY=moeqf: the FP8 decode experts with gate / up's epilogue quantizing the down input
@@ -3072,43 +3031,6 @@ static void run_f8_tm_store(void) {
     if (load_setup(&s, "f8ts-off", "tests/fixtures/tiny-v3-fp8/config.json", 3, 16)) free_setup(&s);   /* flag back off */
 }
 
-/* DSINFER_OPS_ONLY=f8mc: the TMA-store W8A8 GEMM as clusters of two row blocks sharing each weight tile by TMA multicast
- * (DSINFER_CUDA_F8_TM_MC=1, from 1 row here: _MIN_M=1 and TM_STORE_MIN_M=1) against the one-block form: the same bits, and
- * the multicast launches counted. Rows 65 (one pair: the second block has no valid row, the first one warpgroup idle),
- * 130 (the second block 2 rows), 200, 256 (one full pair), 257 (a second pair with one row), 1024 (4 pairs); shapes:
- * V2-Lite's o (4 K splits at 256 rows: the split index z of each pair), the shared down, a kv_b-like 4096 x 512 (4
- * k-blocks a tile), V3's q_a + kv_a (K 7168, 17 column blocks, the last partial; 7 splits at 65 rows), an odd 260 x 384
- * (the last tile's second weight half wholly past N: its rows replaced by the tile's first, columns not stored). */
-static void run_f8_tm_mc(void) {
-    if (only && strcmp(only, "f8mc")) return;
-    setup s;
-    const char *E = "DSINFER_CUDA_F8_TM_MC";
-    setenv("DSINFER_CUDA_F8_TM_STORE_MIN_M", "1", 1);   /* (default 512) every row count here through the TMA store */
-    setenv("DSINFER_CUDA_F8_TM_MC_MIN_M", "1", 1);      /* ... and the pairs */
-    if (load_setup(&s, "v2l-f8mc", "configs/deepseek-v2-lite.json", 3, 16)) {
-        const int Ms[] = {65, 130, 200, 256, 257}, Mb[] = {257, 1024};
-        struct { const char *what; int N, K; const int *Ms; int nM; } cases[] = {
-            {"v2l o", 2048, 2048, Ms, NM(Ms)},       {"v2l sh down", 2048, 2816, Mb, NM(Mb)},
-            {"kv_b-like", 4096, 512, Mb, NM(Mb)},    {"v3 q_a+kv_a", 2112, 7168, Ms, NM(Ms)},
-            {"odd", 260, 384, Ms, NM(Ms)},
-        };
-        for (size_t i = 0; i < NM(cases); i++) {
-            long n0 = ds_cuda_f8_tm_mc_launches();
-            check_f8_alt(&s, E, cases[i].what, cases[i].N, 0, cases[i].K, cases[i].Ms, cases[i].nM, 1);
-            long n = ds_cuda_f8_tm_mc_launches() - n0;
-            int runs = 0;   /* check_f8_alt's =1 backend: two calls at each M it runs */
-            for (int k = 0; k < cases[i].nM; k++) runs += cases[i].Ms[k] <= max_m ? 2 : 0;
-            printf("  %-8s W8A8 %s: %ld multicast launches (expected %d), at most %d clusters of two\n", s.name, cases[i].what, n,
-                   runs, ds_cuda_f8_tm_mc_clusters());
-            CHECKF(n == runs, "%s %s: %ld multicast launches, expected %d", s.name, cases[i].what, n, runs);
-        }
-        free_setup(&s);
-    }
-    unsetenv("DSINFER_CUDA_F8_TM_MC_MIN_M");
-    unsetenv("DSINFER_CUDA_F8_TM_STORE_MIN_M");
-    if (load_setup(&s, "f8mc-off", "tests/fixtures/tiny-v3-fp8/config.json", 3, 16)) free_setup(&s);   /* flags back off */
-}
-
 /* DSINFER_OPS_ONLY=moehalf: the prefill MoE's grouped W8A8 launches with tiles of at most 64 of their expert's rows
  * loading only those 64 rows (DSINFER_CUDA_MOE_HALF=1) against the 128-row loads (the twin, =0): the same bits, and the
  * launches with it counted (two a MoE call); against the CPU. V2-Lite at 1100 tokens (~103 rows an expert: few half
@@ -3162,29 +3084,6 @@ static void run_moe_tile_cols(void) {
     moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
     unsetenv("DSINFER_CUDA_MOE_TILE_COLS");
     unsetenv("DSINFER_MOE_W8A8");
-}
-
-/* DSINFER_OPS_ONLY=f8bn: the TMA W8A8 GEMM with 128 x 192 tiles (DSINFER_CUDA_F8_BN192=1, from 1 row here:
- * _MIN_M=1) against the 128 x 128 kernel: the same bits (the same K splits, the same promotions in the same order), at
- * V2-Lite's o (K splits below 256 rows: partials), a 7168 x 2048 (the last tile 64 columns wide, past a scale block's
- * edge), V3's q_a + kv_a (K 7168), an odd 260 x 384 (a tile starting mid scale block, a third scale row), a
- * 4096 x 512; rows 65 .. 1024 (partial 64-row halves at 65, 130, 200). */
-static void run_f8_bn192(void) {
-    if (only && strcmp(only, "f8bn")) return;
-    setup s;
-    const char *E = "DSINFER_CUDA_F8_BN192";
-    setenv("DSINFER_CUDA_F8_BN192_MIN_M", "1", 1);
-    if (load_setup(&s, "v2l-f8bn", "configs/deepseek-v2-lite.json", 3, 16)) {
-        const int Ms[] = {65, 130, 200, 256, 1024}, Mb[] = {130, 1024}, Mc[] = {65, 256};
-        check_f8_alt(&s, E, "v2l o", 2048, 0, 2048, Ms, NM(Ms), 1);
-        check_f8_alt(&s, E, "7168x2048", 7168, 0, 2048, Mb, NM(Mb), 1);
-        check_f8_alt(&s, E, "v3 q_a+kv_a", 2112, 0, 7168, Mc, NM(Mc), 1);
-        check_f8_alt(&s, E, "odd", 260, 0, 384, Ms, NM(Ms), 1);
-        check_f8_alt(&s, E, "4096x512", 4096, 0, 512, Mb, NM(Mb), 1);
-        free_setup(&s);
-    }
-    unsetenv("DSINFER_CUDA_F8_BN192_MIN_M");
-    if (load_setup(&s, "f8bn-off", "tests/fixtures/tiny-v3-fp8/config.json", 3, 16)) free_setup(&s);   /* flags back off */
 }
 
 /* DSINFER_OPS_ONLY=quantw: the FP8 decode experts with their BF16 down input quantized a warp a 128 values
@@ -4445,21 +4344,17 @@ int main(void) {
     RUN(run_qkv_finish());
     RUN(run_router());
     RUN(run_w8a8_small());
-    RUN(run_f8_cluster());
     RUN(run_f8_tma1());
     RUN(run_f8_tm_pref());
     RUN(run_f8_tm_ss());
-    RUN(run_f8_tm_cluster());
     RUN(run_quant_warp());
     RUN(run_f8_tm_store());
-    RUN(run_f8_tm_mc());
     RUN(run_moe_half());
     RUN(run_moe_tile_cols());
     RUN(run_moe_pipe());
     RUN(run_moe_sx());
     RUN(run_moe_st2());
     RUN(run_moe_duo());
-    RUN(run_f8_bn192());
     RUN(run_moe_qf());
     RUN(run_moe1());
     RUN(run_tail1());

@@ -258,8 +258,8 @@ void cu_ws_free(cu_ws *w);
  *                            weights requested before its wait (opt-in, fourteenth session; see cu_f8_pdl below).
  *   DSINFER_CUDA_F8_TMA1=0   the W8A8 GEMM up to 64 rows with its stages by cp.async (f8_wgmma_kernel<1>); default 1
  *                            (sixteenth session): by TMA (f8_tma1_kernel, the same bits; FP8 b2 .. b64 -0.1 ms a step).
- *   DSINFER_CUDA_F8_CLUSTER=1  the W8A8 GEMM's K splits summed in thread-block clusters (opt-in: slower from 64 rows,
- *                            -0.03 ms at b2 / b8; sixteenth session). DSINFER_CUDA_F8_TM_PREF=0: the TMA kernel's
+ *   (DSINFER_CUDA_F8_CLUSTER=1, the W8A8 GEMM's K splits summed in thread-block clusters: slower from 64 rows;
+ *                            removed in the thirty-eighth session.) DSINFER_CUDA_F8_TM_PREF=0: the TMA kernel's
  *                            scales loaded after its MMAs; default 1 (sixteenth session): before its stage wait (the
  *                            same bits; `bench --ops` M 128 0.91 -> 0.94x cuBLASLt, decode b128 / b256 unchanged).
  *   DSINFER_CUDA_MOE_WG_QF=1 the FP8 decode experts' gate / up epilogue (moe_wg_kernel) writes the down projection's
@@ -275,10 +275,8 @@ void cu_ws_free(cu_ws *w);
  *                            shared experts) are pulled into L2 by bulk prefetches on a stream of their own
  *                            (cuda_prefetch.cu; changes no value; opt-in: measured slower, b1 +4%, b2 +9%).
  * Seventeenth session:
- *   DSINFER_CUDA_F8_TM_CLUSTER=1  the TMA W8A8 GEMM (above 64 rows) with its K splits summed inside thread-block
- *                            clusters through distributed shared memory (cl_sum_store, the same bits) instead of the
- *                            partials buffer and f8_reduce_kernel's launch; where the clusters fit in one wave (opt-in:
- *                            measured slower, FP8 b128 +0.45 ms, `bench --ops` M 128 0.92 -> 0.85x).
+ *   (DSINFER_CUDA_F8_TM_CLUSTER=1, the TMA W8A8 GEMM's K splits summed inside thread-block clusters: measured slower,
+ *                            FP8 b128 +0.45 ms, `bench --ops` M 128 0.92 -> 0.85x; removed in the thirty-eighth session.)
  * Eighteenth session (measured in RESULTS "GPU runs of the eighteenth session"):
  *   DSINFER_CUDA_MLP_FUSE=2  (default) the W8A8 MLP above 64 rows too (the TMA GEMMs' partials summed by
  *                            silu_quant_kernel: five launches for eight, the same bits; with QUANT_WARP FP8 b128
@@ -291,19 +289,15 @@ void cu_ws_free(cu_ws *w);
  *                            (tm_store_tma; 5 stages instead of 6; the same bits), from DSINFER_CUDA_F8_TM_STORE_MIN_M
  *                            rows (default 512: `bench --ops` M 4096 0.82 -> 0.87x cuBLASLt, 32768x512 0.79 -> 1.02x;
  *                            decode rows unchanged within noise, so left out below 512).
- *   DSINFER_CUDA_F8_BN192=1  the dense TMA W8A8 GEMM from DSINFER_CUDA_F8_BN192_MIN_M rows (default 1024) with 128 x 192
- *                            tiles (f8_tma192_kernel: less shared-memory traffic a tensor-core clock; one accumulator
- *                            set; direct stores; the same bits; opt-in: measured slower, M 4096 0.87 -> 0.72x cuBLASLt).
+ *   (DSINFER_CUDA_F8_BN192=1, the dense TMA W8A8 GEMM with 128 x 192 tiles, f8_tma192_kernel: measured slower, M 4096
+ *                            0.87 -> 0.72x cuBLASLt; removed in the thirty-eighth session.)
  * Twenty-fifth session (written without device time), measured in the twenty-sixth (RESULTS "GPU runs of the
  * twenty-sixth session", dev/cuda/KERNELS.md "Twenty-sixth session"):
  *   DSINFER_CUDA_QUANT_WARP=2  as 1, with the quantizer's PDL trigger after its stores instead of at its start (with
  *                            DSINFER_CUDA_MOE_WG_PDL=1|2: where FP8's down launch may start; the same codes); opt-in:
  *                            no gain (a PDL boundary after a wide grid costs 0.2 .. 0.3 us, the trigger's place aside).
- *   DSINFER_CUDA_F8_TM_MC=1  the dense TMA-store W8A8 GEMM from DSINFER_CUDA_F8_TM_MC_MIN_M rows (default 512) as clusters
- *                            of two blocks over pairs of row blocks, each loading half of the shared weight tile into
- *                            both blocks' stages by TMA multicast (L2 bytes a stage 32 -> 24 KB; the same bits);
- *                            opt-in: 6% slower than one block (L2 is not the kernel's limit).
- *                            DSINFER_CUDA_F8_TM_MC_FIT (lab): the clusters launched at most, forced.
+ *   (DSINFER_CUDA_F8_TM_MC=1, row-block pairs sharing each weight tile by TMA multicast: 6% slower than one block, L2
+ *                            not being the kernel's limit; removed in the thirty-eighth session.)
  *   DSINFER_CUDA_GEMV_T1=4   the one-row GEMVs of FP8 and BF16 weights with four weight rows a warp (grp_rows4: each x
  *                            chunk loaded once for four rows; each row's sum the one-row pass's); the default since the
  *                            twenty-sixth session (FP8 b1 2.62 -> 2.56 ms, BF16 2.76 -> 2.68); =2, =1 as before.
@@ -1047,19 +1041,12 @@ extern int cu_f8_preload, cu_f8_split_kb, cu_f8_reduce_vec;
  * cu_f8_reduce_two); 0: a launch each */
 extern int cu_f8_reduce2;
 void cu_f8_reduce_two(float *out1, const float *p1, size_t n1, float *out2, const float *p2, size_t n2, int ks);
-/* DSINFER_CUDA_F8_CLUSTER (default 0 until timed): up to DSINFER_CUDA_F8_CLUSTER_MAX_M rows (default 256) the W8A8
- * GEMM's K splits (more than one) run as one thread-block cluster a tile and are summed through distributed shared
- * memory in z order (the reduce kernel's additions: the same bits while the splits are at most 8, the portable
- * cluster size; more are merged into 8), the result stored by the GEMM: no partial buffer, no reduce launch. Above
- * 64 rows this puts the cp.async kernel (two warpgroups) in the TMA kernel's place. */
-extern int cu_f8_cluster, cu_f8_cluster_max_m;
 /* DSINFER_CUDA_F8_TMA1 (default 0 until timed): the W8A8 GEMM's one-warpgroup kernel (up to 64 rows: linear, linear2,
  * the MLP's gate / up) with its stages loaded by TMA (f8_tma1_kernel) instead of cp.async: the same bits */
 extern int cu_f8_tma1;
 /* DSINFER_CUDA_F8_TM_PREF (default 1): the TMA kernel (above 64 rows; and the prefill MoE's grouped form) loads a
  * k-block's scales before waiting for its stage, not after its MMAs: the same bits */
 extern int cu_f8_tm_pref;
-extern int cu_f8_tm_cluster;
 extern int cu_f8_tm_store, cu_f8_tm_store_min_m;
 /* DSINFER_CUDA_F8_TM_LAB (lab, default 0; wrong results): the dense TMA-store GEMM without parts of its work, to time
  * what each costs: 1 no scale loads, 2 no epilogue stores, 4 every stage from the same L2-resident boxes (sums: 3, 7) */
@@ -1073,17 +1060,6 @@ extern int cu_f8_tm_lab;
  * GEMM), 5 stages and the whole epilogue (no room left to align the shared memory's start: the plain form where it is
  * not 1024-byte aligned) */
 extern int cu_f8_tm_ss;
-extern int cu_f8_bn192, cu_f8_bn192_min_m;
-/* DSINFER_CUDA_F8_TM_MC (default 0: 6% slower than one block at M = 4096 for 25% fewer L2 bytes, RESULTS twenty-sixth
- * session run 5): the dense TMA-store W8A8 GEMM from DSINFER_CUDA_F8_TM_MC_MIN_M rows (default 512) as clusters of two
- * row blocks sharing each weight tile by TMA multicast: the same bits */
-extern int cu_f8_tm_mc, cu_f8_tm_mc_min_m, cu_f8_tm_mc_fit_set;
-int cu_f8_tm_mc_clusters(void);   /* the clusters an MC launch takes at most (0: none fits) */
-/* its units (row-block pairs x column blocks x ks splits) and unit t as block `rank` of a cluster takes it: out = m0, n0,
- * kb0, nkb, z (the kernel's own tm_pair_tile; host self-test) */
-int cu_f8_mc_units(int M, int N, int ks);
-void cu_f8_mc_tile(int t, int rank, int M, int N, int K, int kc, int out[5]);
-extern long cu_f8_tm_mc_launches;
 extern long cu_f8_tm_xt_launches;   /* launches of DSINFER_CUDA_F8_TM_SS 3's form (the op test's evidence) */
 /* launches of the prefill MoE's grouped W8A8 form with opt.moe_half (process-wide; tests) */
 extern long cu_moe_half_launches;

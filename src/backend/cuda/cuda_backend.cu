@@ -216,9 +216,7 @@ long ds_cuda_gemv_t1_launches(void) { return cu_gemv_t1_launches; }
 long ds_cuda_gemv_t2_launches(void) { return cu_gemv_t2_launches; }
 long ds_cuda_gemv_t4_launches(void) { return cu_gemv_t4_launches; }
 long ds_cuda_gemv_p4_launches(void) { return cu_gemv_p4_launches; }
-long ds_cuda_f8_tm_mc_launches(void) { return cu_f8_tm_mc_launches; }
 long ds_cuda_f8_tm_xt_launches(void) { return cu_f8_tm_xt_launches; }
-int ds_cuda_f8_tm_mc_clusters(void) { return cu_f8_tm_mc_clusters(); }
 long ds_cuda_moe_half_launches(void) { return cu_moe_half_launches; }
 long ds_cuda_moe_tile_cols_launches(void) { return cu_moe_tile_cols_launches; }
 long ds_cuda_gemv_async_launches(void) { return cu_gemv_async_launches; }
@@ -1242,23 +1240,15 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
         fprintf(stderr, "dsinfer: DSINFER_CUDA_MLA_SLOTS=%d is outside 1 .. 16; using 2\n", cu_mla_slots);
         cu_mla_slots = 2;
     }
-    cu_f8_cluster = env_int("DSINFER_CUDA_F8_CLUSTER", 0);
-    cu_f8_cluster_max_m = env_int("DSINFER_CUDA_F8_CLUSTER_MAX_M", 256);
     cu_f8_tma1 = env_int("DSINFER_CUDA_F8_TMA1", 1);
     cu_f8_tm_pref = env_int("DSINFER_CUDA_F8_TM_PREF", 1);
-    cu_f8_tm_cluster = env_int("DSINFER_CUDA_F8_TM_CLUSTER", 0);
     cu_f8_tm_store = env_int("DSINFER_CUDA_F8_TM_STORE", 1);
     cu_f8_tm_lab = env_int("DSINFER_CUDA_F8_TM_LAB", 0);
     cu_f8_tm_ss = env_int("DSINFER_CUDA_F8_TM_SS", 0);
     if (cu_f8_tm_lab)
         fprintf(stderr, "dsinfer: DSINFER_CUDA_F8_TM_LAB=%d is a timing lab: the W8A8 GEMM's results from 512 rows are wrong\n",
                 cu_f8_tm_lab);
-    cu_f8_bn192 = env_int("DSINFER_CUDA_F8_BN192", 0);
-    cu_f8_bn192_min_m = env_int("DSINFER_CUDA_F8_BN192_MIN_M", 1024);
     cu_f8_tm_store_min_m = env_int("DSINFER_CUDA_F8_TM_STORE_MIN_M", 512);
-    cu_f8_tm_mc = env_int("DSINFER_CUDA_F8_TM_MC", 0);
-    cu_f8_tm_mc_min_m = env_int("DSINFER_CUDA_F8_TM_MC_MIN_M", 512);
-    cu_f8_tm_mc_fit_set = env_int("DSINFER_CUDA_F8_TM_MC_FIT", 0);
     cu_moe_wgmma = env_int("DSINFER_CUDA_MOE_WGMMA", 1);
     cu_moe_wg = env_int("DSINFER_CUDA_MOE_WG", 1);
     cu_moe_wg_nt = env_int("DSINFER_CUDA_MOE_WG_NT", 0);

@@ -66,7 +66,7 @@ __device__ __forceinline__ void wg_promote(float (&tot)[64], const float (&acc)[
     }
 }
 
-/* this thread's sums of a 64 x 8J tile (J column groups: 16 for the 128-wide tiles, 24 for f8_tma192_kernel's): rows
+/* this thread's sums of a 64 x 8J tile (J column groups: 16 for the 128-wide tiles): rows
  * r0, r1 (stored below mend), weight rows n = n0 + 8j + 2 (lane % 4) and n + 1 (stored below nvalid) at
  * out[r ldo + n - n0] (out: the tile's first output column) */
 template <int J = 16>
@@ -148,96 +148,6 @@ __device__ __forceinline__ void wg_load_stage(unsigned char *st, const unsigned 
     }
 }
 
-/* ---- split K summed inside a thread-block cluster (DSINFER_CUDA_F8_CLUSTER) ----
- * The ks splits of one output tile are the ks blocks of one cluster (cluster dims 1 x 1 x ks, grid z = ks, so a
- * block's rank in its cluster is blockIdx.z). Each block puts its partial tile into its own shared memory; after a
- * cluster barrier, block z sums a 1/ks share of the tile's rows over the ks partials, read from the blocks' shared
- * memories (PTX ISA "distributed shared memory": mapa + ld.shared::cluster) in z order, and stores the result: the
- * additions and order of f8_reduce_kernel (v = p_0; v += p_z), with no partial buffer and no second launch. A
- * second cluster barrier keeps every block's shared memory alive until its readers are done. */
-#define CL_MAX_KS 8    /* the portable cluster size */
-#define CL_LD 136      /* floats a row of the partial tile in shared memory: 128 + 8 (a float2 store of 8 rows x 4
-                        * lanes covers the 32 banks twice, the fewest wavefronts for 256 bytes) */
-
-__device__ __forceinline__ void cl_sync(void) {
-    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-/* the shared-memory address a of this block, as block `rank` of the cluster has it */
-__device__ __forceinline__ uint32_t cl_map(uint32_t a, int rank) {
-    uint32_t r;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(rank));
-    return r;
-}
-__device__ __forceinline__ float4 cl_ld4(uint32_t a) {
-    float4 v;
-    asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(a) : "memory");
-    return v;
-}
-
-/* The cluster's sum of this block's partial tot (wg_store's positions; rl0: the thread's first row within the
- * block's 64 WG rows) into out [M, N] (the result, row stride N): rows m0 .. m0 + 64 WG - 1, columns n0 .. n0 + 127,
- * rows past M and columns past N not stored. ks: the cluster's blocks (the splits), rank: this block's, tid: the
- * thread's index among the WG * 128 that hold the tile. Every such thread of every block of the cluster calls it;
- * CONS (the TMA kernel): those threads are warpgroups 1 .. WG of the block (named barrier 1 among them) and the
- * block's other warps take part in the two cluster barriers only (cl_sum_idle); else they are the whole block. */
-template <int WG, bool CONS = false>
-__device__ __forceinline__ void cl_sum_store(const float (&tot)[64], unsigned char *sm, float *out, int N, int M, int m0,
-                                             int n0, int rl0, int lane, int ks, int rank, int tid) {
-    const int T = WG * 128, ROWS = 64 * WG;
-    float *tile = (float *)sm;   /* [ROWS][CL_LD]: the ring's stages, free once every warpgroup's MMAs are done */
-    if (CONS) asm volatile("bar.sync 1, %0;\n" ::"n"(T) : "memory");
-    else __syncthreads();
-#pragma unroll
-    for (int j = 0; j < 16; j++)
-#pragma unroll
-        for (int h = 0; h < 2; h++)
-            *(float2 *)&tile[(rl0 + 8 * h) * CL_LD + 8 * j + 2 * (lane & 3)] = make_float2(tot[4 * j + 2 * h], tot[4 * j + 2 * h + 1]);
-    cl_sync();
-    /* this block's rows: rank, rank + ks, ... (local); item f = the thread's t + T u: local row index f / 32,
-     * float4 column f % 32. With ks >= 2 a block has at most ROWS / 2 rows: 16 ROWS items, U = 8 a thread. */
-    constexpr int U = 16 * ROWS / T;
-    const int nrows = (ROWS - rank + ks - 1) / ks;
-    const uint32_t base = cu_smem_addr(tile);
-    float4 s[U];
-    for (int z = 0; z < ks; z++) {
-        uint32_t pz = cl_map(base, z);
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            int f = tid + T * u, row = rank + ks * (f >> 5);
-            if ((f >> 5) < nrows && m0 + row < M) {
-                float4 v = cl_ld4(pz + 4u * (uint32_t)(row * CL_LD + 4 * (f & 31)));
-                if (z == 0) s[u] = v;
-                else {
-                    s[u].x += v.x; s[u].y += v.y; s[u].z += v.z; s[u].w += v.w;
-                }
-            }
-        }
-    }
-    const bool vec = (N & 3) == 0 && ((uintptr_t)out & 15) == 0;
-#pragma unroll
-    for (int u = 0; u < U; u++) {
-        int f = tid + T * u, row = rank + ks * (f >> 5), n = n0 + 4 * (f & 31);
-        if ((f >> 5) >= nrows || m0 + row >= M || n >= N) continue;
-        float *o = out + (size_t)(m0 + row) * N + n;
-        if (vec) *(float4 *)o = s[u];
-        else {
-            o[0] = s[u].x;
-            if (n + 1 < N) o[1] = s[u].y;
-            if (n + 2 < N) o[2] = s[u].z;
-            if (n + 3 < N) o[3] = s[u].w;
-        }
-    }
-    cl_sync();
-}
-
-/* cl_sum_store's two cluster barriers, for the threads of a block that hold no part of the tile (the TMA kernel's
- * producer warpgroup): the cluster's blocks keep their shared memory until every reader is done */
-__device__ __forceinline__ void cl_sum_idle(void) {
-    __syncwarp();
-    cl_sync();
-    cl_sync();
-}
-
 /* One weight of f8_wgmma_kernel: w [N, K] e4m3 with scales ws [ceil(N/128)][ws_cols]; out: the result [M, N], or
  * with split K its partials (out + z M N); fin: the result when the kernel sums the partials (tickets) */
 typedef struct {
@@ -254,7 +164,7 @@ typedef struct {
  * tickets (split K only; NULL: f8_reduce_kernel sums): t.out is then the partials' buffer and t.fin [M, N] the
  * result: a split stores its partial, takes the tile's ticket (tickets[y gridDim.x + x], zero before the
  * launch); the last of the tile's splits puts it back to zero and writes the sum in z order to t.fin. */
-template <int WG, bool CL = false>
+template <int WG>
 __global__ void __launch_bounds__(WG * 128) f8_wgmma_kernel(f8_wt wa, f8_wt wb, int nb_a, const unsigned char *xq,
                                                           const float *xs, int M, int K, int kc, int *tickets,
                                                           int preload) {
@@ -312,10 +222,6 @@ __global__ void __launch_bounds__(WG * 128) f8_wgmma_kernel(f8_wt wa, f8_wt wb, 
         wg_promote(tot, acc, s0 * swb, s1 * swb);
     }
     cu_cp_async_wait<0>();
-    if (CL) {   /* the splits are one cluster: summed through distributed shared memory into out (the result) */
-        cl_sum_store<WG>(tot, sm, out, N, M, m0, n0, r0 - m0, lane, gridDim.z, blockIdx.z, threadIdx.x);
-        return;
-    }
     wg_store(tot, out + (size_t)blockIdx.z * M * N + n0, (size_t)N, r0, r1, M, n0, N, lane);
     if (!tickets) return;
     __shared__ int last;
@@ -433,20 +339,6 @@ __host__ __device__ __forceinline__ void tm_tile(int t, int mb, int nb, int K, i
     *nkb = (K - z * kc < kc ? K - z * kc : kc) / WG_BK;
 }
 
-/* MC's unit t of the (row-block pairs x column blocks x ks splits), as block `rank` of its cluster takes it: rows m0 ..
- * m0 + 127 (the pair's row block `rank`; m0 >= M: none valid), weight rows n0 .., stages [kb0, kb0 + nkb), split z */
-__host__ __device__ __forceinline__ void tm_pair_tile(int t, int rank, int M, int N, int K, int kc, int *m0, int *n0, int *kb0,
-                                                      int *nkb, int *z) {
-    int mb2 = (M + 2 * TM_BM - 1) / (2 * TM_BM), nb = (N + WG_BN - 1) / WG_BN, mp;
-    tm_tile(t, mb2, nb, K, kc, &mp, n0, kb0, nkb);   /* mp: the pair's index x TM_BM */
-    *m0 = 2 * mp + rank * TM_BM;
-    *z = t / (mb2 * nb);
-}
-int cu_f8_mc_units(int M, int N, int ks) { return (M + 2 * TM_BM - 1) / (2 * TM_BM) * ((N + WG_BN - 1) / WG_BN) * ks; }
-void cu_f8_mc_tile(int t, int rank, int M, int N, int K, int kc, int out[5]) {
-    tm_pair_tile(t, rank, M, N, K, kc, &out[0], &out[1], &out[2], &out[3], &out[4]);
-}
-
 /* One output tile's work: activation rows m0 .. m0 + 127 loaded, rows below mend valid; weight rows
  * n0 .. n0 + 127 of the map mapb (valid below nvalid, scale row sw), written at column ocol + (n - n0) of out
  * (row stride ldo; out already offset for a split); stages [kb0, kb0 + nkb). */
@@ -468,13 +360,9 @@ typedef struct {
                                   * rows (the kernel's tc: the codes' map with 64-row boxes), 24 KB a stage, not 32 */
 } tm_groups;
 
-/* CL (dense only): the ks splits of a tile are the ks blocks of one cluster (consecutive block indices): block t is
- * split t % ks of tile t / ks, and writes (through cl_sum_store) the result, out itself.
- * MC (dense only): t is a pair of row blocks (256 rows) x a column block x a split, taken by a cluster of two blocks;
- * block `rank` of the cluster has the pair's row block rank (rows past M: none of its rows valid). */
-template <bool GROUPED, bool CL = false, bool MC = false>
+template <bool GROUPED>
 __device__ __forceinline__ void tm_job_of(tm_job *j, int t, const CUtensorMap *tb, const tm_groups &g, float *out,
-                                          const float *ws, int ws_cols, int M, int N, int K, int kc, int ks = 1, int rank = 0) {
+                                          const float *ws, int ws_cols, int M, int N, int K, int kc) {
     if (GROUPED) {
         int4 e = g.tiles[t];
         int sel = g.n_maps == 2 && e.z >= g.n_split;
@@ -491,25 +379,15 @@ __device__ __forceinline__ void tm_job_of(tm_job *j, int t, const CUtensorMap *t
         j->out = out;
         return;
     }
-    if (MC) {
-        tm_pair_tile(t, rank, M, N, K, kc, &j->m0, &j->n0, &j->kb0, &j->nkb, &j->z);
-    } else if (CL) {
-        int mb = (M + TM_BM - 1) / TM_BM, nb = (N + WG_BN - 1) / WG_BN, z = t % ks, kb0, nkb;
-        tm_tile(t / ks, mb, nb, K, kc, &j->m0, &j->n0, &kb0, &nkb);   /* (split 0's stages: not these) */
-        j->kb0 = z * (kc / WG_BK);
-        j->nkb = (K - z * kc < kc ? K - z * kc : kc) / WG_BK;
-        j->z = z;
-    } else {
-        int mb = (M + TM_BM - 1) / TM_BM, nb = (N + WG_BN - 1) / WG_BN;
-        tm_tile(t, mb, nb, K, kc, &j->m0, &j->n0, &j->kb0, &j->nkb);
-        j->z = t / (mb * nb);
-    }
+    int mb = (M + TM_BM - 1) / TM_BM, nb = (N + WG_BN - 1) / WG_BN;
+    tm_tile(t, mb, nb, K, kc, &j->m0, &j->n0, &j->kb0, &j->nkb);
+    j->z = t / (mb * nb);
     j->mend = M;
     j->nvalid = N;
     j->ocol = j->n0;
     j->mapb = tb;
     j->sw = ws + (size_t)(j->n0 / WG_BN) * ws_cols;
-    j->out = CL ? out : out + (size_t)j->z * M * N;   /* CL: the cluster's sum is the result; else split z's partial */
+    j->out = out + (size_t)j->z * M * N;   /* split z's partial */
 }
 
 /* a k-block's scales: the weight block's and this thread's two rows' (0 past the tile's valid rows) */
@@ -620,40 +498,20 @@ __device__ __forceinline__ tm_sc tm_scales_lab_smem(const unsigned char *epi, co
     return r;
 }
 
-/* A stage given back by this consumer warp (its lane 0): on this block's empty barrier; MC: on both blocks' of the
- * cluster (the stage's weight halves come from both producers, so each producer waits for both blocks' consumers:
- * empty[s] counts 16 arrivals). The other block's barrier by its shared::cluster address (mapa) with the default
- * semantics (release at CTA scope): the consumer wrote nothing the producer reads, its MMAs' reads of the stage are
- * complete (wgmma.wait_group) before the arrive. A release at cluster scope (`.release.cluster`) made each arrive wait
- * for a cluster-wide fence: 36% of the warps' cycles stalled on it, the kernel at half the one-block rate (RESULTS
- * twenty-sixth session run 4). */
-template <bool MC>
+/* A stage given back by this consumer warp (its lane 0), on this block's empty barrier */
 __device__ __forceinline__ void tm_release(uint64_t *empty, int lane) {
     if (lane) return;
     mbar_arrive(empty);
-    if (MC) {
-        uint32_t a = cl_map(cu_smem_addr(empty), (int)(blockIdx.x & 1) ^ 1);   /* the other block's */
-        asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(a) : "memory");
-    }
 }
 
 /* k-block i's stage given back after its MMAs completed, then the promotion of acc into tot with its scales sc */
-template <int NST, bool MC = false>
+template <int NST>
 __device__ __forceinline__ void tm_promote(const float (&acc)[64], float (&tot)[64], const tm_ctx *c, int i, int lane,
                                            tm_sc sc) {
     float s0 = c->r0 < c->mend ? sc.x0 * sc.sw : 0.0f;
     float s1 = c->r1 < c->mend ? sc.x1 * sc.sw : 0.0f;
-    tm_release<MC>(&c->empty[(c->it0 + i) % NST], lane);
+    tm_release(&c->empty[(c->it0 + i) % NST], lane);
     wg_promote(tot, acc, s0, s1);
-}
-
-/* the box of map at (col, row) into the same shared-memory offset dst of both blocks of the cluster (mask 0b11),
- * completing its bytes on each block's mbarrier at bar's offset (PTX ISA cp.async.bulk.tensor, .multicast::cluster) */
-__device__ __forceinline__ void tma_load_mc2(void *dst, const CUtensorMap *map, int col, int row, uint64_t *bar) {
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
-                 " [%0], [%1, {%2, %3}], [%4], %5;\n"
-                 ::"r"(cu_smem_addr(dst)), "l"((uint64_t)map), "r"(col), "r"(row), "r"(cu_smem_addr(bar)), "h"((uint16_t)3)
-                 : "memory");
 }
 
 /* TST's epilogue: a consumer warpgroup's 64 x 128 sums (wg_store's positions; rl0 = 16 warp + lane / 4, the
@@ -699,25 +557,18 @@ __device__ __forceinline__ void tm_store_tma(const float (&tot)[64], unsigned ch
  * thread, the stages of every tile in order, so it runs ahead into the next tile while the consumers store
  * the last), 1 and 2 consume. ta: the codes [rows, K], tb: the weight [N, K] (dense), boxes of 128 x 128
  * bytes. The ring's use count `it` runs on across tiles: stage it % TM_ST, phase (it / TM_ST) & 1.
- * MC (dense, with TST; DSINFER_CUDA_F8_TM_MC): clusters of two blocks (grid even, cluster 2 x 1 x 1) over pairs of
- * row blocks that share a weight tile: cluster c takes pairs c, c + gridDim.x / 2, ...; each block loads its own 128
- * activation rows and one 64-row half of the weight tile (tb: boxes of 128 x 64) into both blocks' stage (multicast),
- * so each weight tile is read from L2 once per two output tiles (a stage's L2 bytes 32 -> 24 KB). The two producers
- * write into each other's stages: a stage is given back to both (tm_release, empty[s] counts both blocks' 8 consumer
- * warps), the barriers are initialised before a cluster barrier, and no block leaves before a final one. The MMAs,
- * promotion and stores are the single block's: the same bits.
  * LAB (DSINFER_CUDA_F8_TM_LAB, dense TST + PREF only; wrong results, for timing what each part costs): bit 1 the scales
  * taken as 1 (no scale loads), bit 2 no epilogue stores, bit 4 every stage loaded from the first k-block of row 0 and
  * weight row 0 (the same two L2-resident boxes: no DRAM or L2-miss latency in the feed), bit 8 the scales read from
  * shared memory instead (tm_scales_lab_smem).
- * SS (DSINFER_CUDA_F8_TM_SS; with PREF, not CL or MC): the scales staged into a slot beside each stage by the producer
+ * SS (DSINFER_CUDA_F8_TM_SS; with PREF): the scales staged into a slot beside each stage by the producer
  * warp (tm_load_scales, tm_put_scales) and read by the consumers from there (tm_slot_scales); with TST the ring has 4 stages (SS 1) or
  * 5 with the epilogue in halves (SS 2; tm_stages). The same values, the same promotion: the same bits. SS 3 (XT;
  * dense only): the slot filled by the producer thread's bulk copies (tm_load_xt) from the activation scales transposed,
  * xs [K/128][Mp] (not [M][K/128]), 5 stages and the whole epilogue (tm_stages). Tried and removed (RESULTS
  * twenty-eighth session runs 1 and 3, same bits, both slower): SS 3's slots with 5 stages and the epilogue in halves,
  * the consumers' own loads from the transposed form (a warp's rows in one sector, but a new L1 line every k-block). */
-template <bool GROUPED, bool PREF = false, bool CL = false, bool TST = false, bool MC = false, int LAB = 0, int SS = 0>
+template <bool GROUPED, bool PREF = false, bool TST = false, int LAB = 0, int SS = 0>
 __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ CUtensorMap ta,
                                                         const __grid_constant__ CUtensorMap tb,
                                                         const __grid_constant__ CUtensorMap tc, const tm_groups g,
@@ -727,9 +578,8 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
     unsigned char *sm = (unsigned char *)(((uintptr_t)wg_raw + 1023) & ~(uintptr_t)1023);
     if (TST && SS == 3 && sm != wg_raw) __trap();   /* no room to align (launched only where tm_base_aligned) */
     constexpr int NST = tm_stages(TST, SS);
-    static_assert(!TST || (!GROUPED && !CL), "the TMA-store epilogue is the dense form's");
-    static_assert(!MC || TST, "the multicast pairs are the TMA-store form's");
-    static_assert(!SS || (PREF && !CL && !MC && !LAB), "the staged scales: the one-block PREF forms");
+    static_assert(!TST || !GROUPED, "the TMA-store epilogue is the dense form's");
+    static_assert(!SS || (PREF && !LAB), "the staged scales: the PREF forms");
     constexpr bool XT = SS == 3;   /* the scales by bulk copies from their transposed form (xs is [K/128][Mp]) */
     constexpr bool SLOT = SS != 0;   /* the scales read from a slot beside each stage */
     constexpr bool STG = SS == 1 || SS == 2;   /* ... the producer warp staged */
@@ -737,23 +587,19 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
     unsigned char *epi = sm + NST * TM_STAGE;   /* TST: the epilogue's buffer */
     unsigned char *slots = epi + tm_epi_bytes(TST, SS);   /* SS: NST scale slots */
     uint64_t *full = (uint64_t *)(slots + (SS ? NST * TM_SLOT : 0)), *empty = full + NST;
-    /* MC: units are row-block pairs (x column blocks x splits), taken by clusters; rank: this block's in its cluster */
-    const int mbu = MC ? (M + 2 * TM_BM - 1) / (2 * TM_BM) : (M + TM_BM - 1) / TM_BM;
-    const int tiles = GROUPED ? g.n_tiles : mbu * ((N + WG_BN - 1) / WG_BN) * ks;
-    const int rank = MC ? (int)(blockIdx.x & 1) : 0, first = MC ? (int)(blockIdx.x >> 1) : (int)blockIdx.x;
-    const int step = MC ? (int)(gridDim.x >> 1) : (int)gridDim.x;
+    const int tiles = GROUPED ? g.n_tiles : (M + TM_BM - 1) / TM_BM * ((N + WG_BN - 1) / WG_BN) * ks;
+    const int first = (int)blockIdx.x, step = (int)gridDim.x;
     tm_job j;
     cu_pdl_trigger();   /* (the dense form is launched with PDL under CU_F8_PDL) */
     cu_pdl_wait();
-    tm_ring_init(full, empty, NST, MC ? 16 : 8, STG ? 2 : 1);
-    if (MC) cl_sync();   /* both blocks' barriers initialised before either producer writes into the other */
+    tm_ring_init(full, empty, NST, 8, STG ? 2 : 1);
     int wg = threadIdx.x >> 7;
     if (wg == 0) {   /* producer: one thread (SS: one warp) */
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
         if (threadIdx.x < (STG ? 32 : 1)) {   /* SS 1, 2: the warp stages the scales, its lane 0 the rest */
             int it = 0;
             for (int t = first; t < tiles; t += step) {
-                tm_job_of<GROUPED, CL, MC>(&j, t, &tb, g, out, ws, ws_cols, M, N, K, kc, ks, rank);
+                tm_job_of<GROUPED>(&j, t, &tb, g, out, ws, ws_cols, M, N, K, kc);
                 tm_stage_sc sv;   /* SS: the next k-block's scales, in flight */
                 if (STG) sv = tm_load_scales(xs, j.sw, K / WG_BK, j.kb0, j.m0, j.mend, threadIdx.x);
                 for (int i = 0; i < j.nkb; i++, it++) {
@@ -768,18 +614,11 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
                             mbar_expect_tx(&full[s], TM_STAGE - 64 * WG_BK);
                             tma_load(st, &tc, (j.kb0 + i) * WG_BK, j.m0, &full[s]);
                         } else {
-                            /* MC: a block whose rows are all past M loads row 0's instead (not used: both warpgroups skip their
-                             * MMAs), so that no box lies wholly outside the map */
                             mbar_expect_tx(&full[s], TM_STAGE + (XT ? TM_SLOT : 0));
                             if (LAB & 4) tma_load(st, &ta, 0, 0, &full[s]);
-                            else tma_load(st, &ta, (j.kb0 + i) * WG_BK, MC && j.m0 >= M ? 0 : j.m0, &full[s]);
+                            else tma_load(st, &ta, (j.kb0 + i) * WG_BK, j.m0, &full[s]);
                         }
-                        if (MC) {   /* this block's half of the weight tile, into both blocks' stage; a half wholly past N loads
-                                     * the tile's first rows instead (its columns are past N: not stored) */
-                            int brow = j.n0 + 64 * rank < N ? j.n0 + 64 * rank : j.n0;
-                            tma_load_mc2(st + TM_BM * WG_BK + rank * 64 * WG_BK, j.mapb, (j.kb0 + i) * WG_BK, brow, &full[s]);
-                        }
-                        else if (LAB & 4)
+                        if (LAB & 4)
                             tma_load(st + TM_BM * WG_BK, j.mapb, 0, 0, &full[s]);
                         else
                             tma_load(st + TM_BM * WG_BK, j.mapb, (j.kb0 + i) * WG_BK, j.n0, &full[s]);
@@ -793,11 +632,6 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
                 }
             }
         }
-        if (CL) cl_sum_idle();   /* (one tile a block: grid = tiles) */
-        if (MC) {   /* no block leaves while the other may still arrive on its barriers or write its stages */
-            __syncwarp();
-            cl_sync();
-        }
         return;
     }
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");   /* the producer gave its registers up */
@@ -805,19 +639,14 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
     float acc_a[64], acc_b[64], tot[64];
     for (int i = 0; i < 64; i++) acc_a[i] = acc_b[i] = 0.0f;
     for (int t = first; t < tiles; t += step) {
-        tm_job_of<GROUPED, CL, MC>(&j, t, &tb, g, out, ws, ws_cols, M, N, K, kc, ks, rank);
+        tm_job_of<GROUPED>(&j, t, &tb, g, out, ws, ws_cols, M, N, K, kc);
         int nkb = j.nkb;
         if (j.m0 + 64 * cw >= j.mend) {   /* none of this warpgroup's 64 rows is valid (an expert's last, partial
                                            * tile; M's last): no MMAs, the stages still waited for and released in
                                            * step so the empty barriers count each use once */
             for (int i = 0; i < nkb; i++, it++) {
                 mbar_wait(&full[it % NST], (it / NST) & 1);
-                tm_release<MC>(&empty[it % NST], lane);
-            }
-            if (CL) {   /* its rows of the cluster's sum are past M (not stored); the barriers still counted */
-                for (int i = 0; i < 64; i++) tot[i] = 0.0f;
-                cl_sum_store<2, true>(tot, sm, out, N, M, j.m0, j.n0, 64 * cw + 16 * warp + (lane >> 2), lane, ks,
-                                      t % ks, threadIdx.x - 128);
+                tm_release(&empty[it % NST], lane);
             }
             continue;
         }
@@ -840,26 +669,25 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
             if (PREF && !SLOT) sb = TM_SCALES(&c, i + 1);
             tm_issue<NST, SLOT, XT>(acc_b, &c, i + 1, &sb);
             wg_wait1();
-            tm_promote<NST, MC>(acc_a, tot, &c, i, lane, PREF ? sa : tm_scales(&c, i));
+            tm_promote<NST>(acc_a, tot, &c, i, lane, PREF ? sa : tm_scales(&c, i));
             if (PREF && !SLOT) sa = TM_SCALES(&c, i + 2);
             tm_issue<NST, SLOT, XT>(acc_a, &c, i + 2, &sa);
             wg_wait1();
-            tm_promote<NST, MC>(acc_b, tot, &c, i + 1, lane, PREF ? sb : tm_scales(&c, i + 1));
+            tm_promote<NST>(acc_b, tot, &c, i + 1, lane, PREF ? sb : tm_scales(&c, i + 1));
         }
         if (i + 1 < nkb) {   /* i in acc_a and one more */
             if (PREF && !SLOT) sb = TM_SCALES(&c, i + 1);
             tm_issue<NST, SLOT, XT>(acc_b, &c, i + 1, &sb);
             wg_wait1();
-            tm_promote<NST, MC>(acc_a, tot, &c, i, lane, PREF ? sa : tm_scales(&c, i));
+            tm_promote<NST>(acc_a, tot, &c, i, lane, PREF ? sa : tm_scales(&c, i));
             wg_wait0();
-            tm_promote<NST, MC>(acc_b, tot, &c, i + 1, lane, PREF ? sb : tm_scales(&c, i + 1));
+            tm_promote<NST>(acc_b, tot, &c, i + 1, lane, PREF ? sb : tm_scales(&c, i + 1));
         } else {
             wg_wait0();
-            tm_promote<NST, MC>(acc_a, tot, &c, i, lane, PREF ? sa : tm_scales(&c, i));
+            tm_promote<NST>(acc_a, tot, &c, i, lane, PREF ? sa : tm_scales(&c, i));
         }
         it += nkb;
-        if (CL) cl_sum_store<2, true>(tot, sm, out, N, M, j.m0, j.n0, c.r0 - j.m0, lane, ks, t % ks, threadIdx.x - 128);
-        else if (TST && !(LAB & 2))
+        if (TST && !(LAB & 2))
             tm_store_tma<SS == 2>(tot, epi + cw * (tm_epi_bytes(TST, SS) / 2), &tc, j.n0, j.m0 + 64 * cw, j.z, c.r0 - j.m0 - 64 * cw, lane,
                          threadIdx.x % 128 == 0, cw);
         else
@@ -867,107 +695,8 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
     }
 #undef TM_SCALES
     if (TST && threadIdx.x % 128 == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");   /* all written */
-    if (MC) {   /* the producer warpgroup's final cluster barrier's other side */
-        __syncwarp();
-        cl_sync();
-    }
 }
 
-
-/* ---- the 192-column TMA kernel (DSINFER_CUDA_F8_BN192) ----
- * f8_tma_kernel's 128 x 128 tiles read 160 bytes of shared memory a tensor-core clock (TMA's 32 KB a k-block plus each
- * m64n128k32's 2 KB of A and 4 KB of B, 512 clocks of MMAs a k-block), past the SM's 128 B / clock: at M = 4096 it
- * stays near 73% of the FP8 rate on the long-K shapes. 128 x 192 tiles read 135 B / clock (40 KB + 2 x 4 x 8 KB over 768
- * clocks). Their 96 accumulators a thread leave no room for a second set (96 sums + 96 + addresses fit the 232
- * registers; 288 would not), so a warpgroup waits for its own MMAs before promoting and the other warpgroup's MMAs fill
- * the tensor cores meanwhile. A tile spans two weight-scale blocks (n0 % 128 is 0 or 64): columns below bnd take the
- * first block's scale. Dense only; K splits as f8_tma_kernel (partials at out + z M N). Measured slower than the 128 x 128
- * kernel at every shape (M 4096 0.87 -> 0.72x cuBLASLt, RESULTS eighteenth session runs 3-4): the promotion in series
- * with a warpgroup's own MMAs costs more than the traffic saved; kept opt-in for a form that hides it. */
-#define T9_BN 192
-#define T9_ST 5
-#define T9_STAGE ((TM_BM + T9_BN) * WG_BK)   /* 40 KB */
-
-static size_t t9_smem_bytes(void) { return (size_t)T9_ST * T9_STAGE + 2 * T9_ST * 8 + 1024; }
-
-/* grid: at most one block an SM, persistent over the mb x nb x ks tiles; 384 threads as f8_tma_kernel (warpgroup 0's
- * first thread produces, 1 and 2 consume 64 rows each). ta: codes [M, K] (boxes 128 x 128), tb: the weight [N, K]
- * (boxes 192 rows x 128). */
-__global__ void __launch_bounds__(384, 1) f8_tma192_kernel(const __grid_constant__ CUtensorMap ta,
-                                                           const __grid_constant__ CUtensorMap tb, float *out,
-                                                           const float *xs, const float *ws, int ws_cols, int M, int N,
-                                                           int K, int kc, int ks) {
-    extern __shared__ unsigned char wg_raw[];
-    unsigned char *sm = (unsigned char *)(((uintptr_t)wg_raw + 1023) & ~(uintptr_t)1023);
-    uint64_t *full = (uint64_t *)(sm + T9_ST * T9_STAGE), *empty = full + T9_ST;
-    int mb = (M + TM_BM - 1) / TM_BM, nb = (N + T9_BN - 1) / T9_BN, tiles = mb * nb * ks;
-    int m0, n0, kb0, nkb;
-    cu_pdl_trigger();
-    cu_pdl_wait();
-    tm_ring_init(full, empty, T9_ST, 8);
-    int wg = threadIdx.x >> 7;
-    if (wg == 0) {
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
-        if (threadIdx.x == 0) {
-            int it = 0;
-            for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-                tm_tile<T9_BN>(t, mb, nb, K, kc, &m0, &n0, &kb0, &nkb);
-                for (int i = 0; i < nkb; i++, it++) {
-                    int s = it % T9_ST;
-                    if (it >= T9_ST) mbar_wait(&empty[s], (it / T9_ST - 1) & 1);
-                    mbar_expect_tx(&full[s], T9_STAGE);
-                    unsigned char *st = sm + s * T9_STAGE;
-                    tma_load(st, &ta, (kb0 + i) * WG_BK, m0, &full[s]);
-                    tma_load(st + TM_BM * WG_BK, &tb, (kb0 + i) * WG_BK, n0, &full[s]);
-                }
-            }
-        }
-        return;
-    }
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
-    int cw = wg - 1, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, it = 0, LK = K / WG_BK;
-    int n_sblk = (N + WG_BN - 1) / WG_BN;   /* weight-scale rows */
-    float acc[96], tot[96];
-    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-        tm_tile<T9_BN>(t, mb, nb, K, kc, &m0, &n0, &kb0, &nkb);
-        if (m0 + 64 * cw >= M) {   /* no valid row: the stages still waited for and released (f8_tma_kernel's rule) */
-            for (int i = 0; i < nkb; i++, it++) {
-                mbar_wait(&full[it % T9_ST], (it / T9_ST) & 1);
-                if (lane == 0) mbar_arrive(&empty[it % T9_ST]);
-            }
-            continue;
-        }
-        int r0 = m0 + 64 * cw + 16 * warp + (lane >> 2), r1 = r0 + 8;
-        int bA = n0 / WG_BN, bB = bA + 1 < n_sblk ? bA + 1 : bA, bnd = WG_BN - n0 % WG_BN;   /* bnd: 128 or 64 */
-        const float *swA = ws + (size_t)bA * ws_cols, *swB = ws + (size_t)bB * ws_cols;
-#pragma unroll
-        for (int q = 0; q < 96; q++) tot[q] = 0.0f;
-        for (int i = 0; i < nkb; i++, it++) {
-            int kb = kb0 + i, s = it % T9_ST;
-            float wa = swA[kb], wb = swB[kb];   /* loaded before the stage wait */
-            float x0 = r0 < M ? xs[(size_t)r0 * LK + kb] : 0.0f, x1 = r1 < M ? xs[(size_t)r1 * LK + kb] : 0.0f;
-            mbar_wait(&full[s], (it / T9_ST) & 1);
-            const unsigned char *a = sm + s * T9_STAGE + cw * 64 * WG_BK, *b = sm + s * T9_STAGE + TM_BM * WG_BK;
-            wg_fence();
-#pragma unroll
-            for (int j = 0; j < 4; j++) wg_mma_n192(acc, wg_desc(a + 32 * j), wg_desc(b + 32 * j), j);
-            wg_commit();
-            wg_wait0();
-            if (lane == 0) mbar_arrive(&empty[s]);
-            float a0 = x0 * wa, a1 = x1 * wa, b0 = x0 * wb, b1 = x1 * wb;
-#pragma unroll
-            for (int j = 0; j < 24; j++) {
-                bool first = 8 * j < bnd;
-                float s0 = first ? a0 : b0, s1 = first ? a1 : b1;
-                tot[4 * j] += acc[4 * j] * s0;
-                tot[4 * j + 1] += acc[4 * j + 1] * s0;
-                tot[4 * j + 2] += acc[4 * j + 2] * s1;
-                tot[4 * j + 3] += acc[4 * j + 3] * s1;
-            }
-        }
-        wg_store<24>(tot, out + (size_t)(t / (mb * nb)) * M * N + n0, (size_t)N, r0, r1, M, n0, N, lane);
-    }
-}
 
 static PFN_cuTensorMapEncodeTiled_v12000 encode_tiled;
 int cu_fp8_tma = 1;   /* DSINFER_CUDA_FP8_TMA (backend creation) */
@@ -1008,9 +737,7 @@ static int tma_map_lab(CUtensorMap *map, const void *p, int rows, int K) {
     return tma_map_strided(map, p, (int)((size_t)rows * K / 128), 128, 128, 128);
 }
 
-int cu_f8_bn192 = 0;   /* DSINFER_CUDA_F8_BN192 (backend creation): f8_tma192_kernel */
-int cu_f8_bn192_min_m = 1024;   /* DSINFER_CUDA_F8_BN192_MIN_M: ... from this many rows */
-int cu_f8_tm_store = 1;   /* DSINFER_CUDA_F8_TM_STORE (backend creation): f8_tma_kernel<false, *, false, true> */
+int cu_f8_tm_store = 1;   /* DSINFER_CUDA_F8_TM_STORE (backend creation): f8_tma_kernel<false, *, true> */
 int cu_f8_tm_lab = 0;     /* DSINFER_CUDA_F8_TM_LAB (lab, backend creation): f8_tma_kernel's LAB in the dense TST + PREF form */
 int cu_f8_tm_ss = 0;      /* DSINFER_CUDA_F8_TM_SS (backend creation): f8_tma_kernel's SS in the one-block PREF forms */
 int cu_f8_tm_store_min_m = 512;   /* DSINFER_CUDA_F8_TM_STORE_MIN_M: ... from this many rows */
@@ -1035,22 +762,20 @@ typedef void (*tm_kernel_fn)(const CUtensorMap, const CUtensorMap, const CUtenso
  * 0: SS where DSINFER_CUDA_F8_TM_SS) */
 static tm_kernel_fn tm_lab_kernel(int lab) {
     switch (lab) {
-    case 1: return f8_tma_kernel<false, true, false, true, false, 1>;
-    case 2: return f8_tma_kernel<false, true, false, true, false, 2>;
-    case 3: return f8_tma_kernel<false, true, false, true, false, 3>;
-    case 4: return f8_tma_kernel<false, true, false, true, false, 4>;
-    case 7: return f8_tma_kernel<false, true, false, true, false, 7>;
-    case 8: return f8_tma_kernel<false, true, false, true, false, 8>;
-    case 10: return f8_tma_kernel<false, true, false, true, false, 10>;
+    case 1: return f8_tma_kernel<false, true, true, 1>;
+    case 2: return f8_tma_kernel<false, true, true, 2>;
+    case 3: return f8_tma_kernel<false, true, true, 3>;
+    case 4: return f8_tma_kernel<false, true, true, 4>;
+    case 7: return f8_tma_kernel<false, true, true, 7>;
+    case 8: return f8_tma_kernel<false, true, true, 8>;
+    case 10: return f8_tma_kernel<false, true, true, 10>;
     default:   /* (a lab value not built: the plain form, never SS, as tma_gemm_launch sizes it) */
-        return lab || !tm_ss_staged() ? f8_tma_kernel<false, true, false, true>
-             : cu_f8_tm_ss == 2       ? f8_tma_kernel<false, true, false, true, false, 0, 2>
-                                      : f8_tma_kernel<false, true, false, true, false, 0, 1>;
+        return lab || !tm_ss_staged() ? f8_tma_kernel<false, true, true>
+             : cu_f8_tm_ss == 2       ? f8_tma_kernel<false, true, true, 0, 2>
+                                      : f8_tma_kernel<false, true, true, 0, 1>;
     }
 }
 
-static int tm_cluster_fit(int ks);
-static int tm_mc_fit(void);
 static int tm_base_aligned(void);
 
 void cu_f8_wgmma_init(void) {
@@ -1058,27 +783,20 @@ void cu_f8_wgmma_init(void) {
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes()));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes()));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes()));
-    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes()));
-    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes()));
-    CUDA_CHECK(cudaFuncSetAttribute(f8_tma192_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)t9_smem_bytes()));
-    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, false, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes(1)));
-    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes(1)));
+    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes(1)));
+    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes(1)));
     if (cu_f8_tm_lab)
         CUDA_CHECK(cudaFuncSetAttribute(tm_lab_kernel(cu_f8_tm_lab), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes(1)));
-    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, false, true, false, 0, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, true, 0, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)tm_smem_bytes(1, 1)));
-    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, false, true, false, 0, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, true, 0, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)tm_smem_bytes(1, 2)));
-    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, false, true, false, 0, 3>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, true, 0, 3>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)tm_smem_bytes(1, 3)));
-    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, false, false, false, 0, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, false, 0, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)tm_smem_bytes(0, 1)));
-    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<true, true, false, false, false, 0, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<true, true, false, 0, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)tm_smem_bytes(0, 1)));
-    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, false, false, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    (int)tm_smem_bytes(1)));
-    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, false, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    (int)tm_smem_bytes(1)));
     if (!encode_tiled) {
         cudaDriverEntryPointQueryResult q;
         void *fn = NULL;
@@ -1091,11 +809,7 @@ void cu_f8_wgmma_init(void) {
 
     CUDA_CHECK(cudaFuncSetAttribute(f8_wgmma_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)wg_smem_bytes(1)));
     CUDA_CHECK(cudaFuncSetAttribute(f8_wgmma_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)wg_smem_bytes(2)));
-    CUDA_CHECK(cudaFuncSetAttribute(f8_wgmma_kernel<1, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)wg_smem_bytes(1)));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma1_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)t1_smem_bytes()));
-    CUDA_CHECK(cudaFuncSetAttribute(f8_wgmma_kernel<2, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)wg_smem_bytes(2)));
-    for (int ks = 2; ks <= CL_MAX_KS; ks++) tm_cluster_fit(ks);   /* asked here, outside any stream capture */
-    tm_mc_fit();
     tm_base_aligned();
 }
 
@@ -1129,39 +843,6 @@ static int *f8_tickets(ds_cuda_backend *cb, int tiles) {
     return cb->f8_tickets;
 }
 
-int cu_f8_cluster = 0;           /* DSINFER_CUDA_F8_CLUSTER (backend creation) */
-int cu_f8_cluster_max_m = 256;   /* DSINFER_CUDA_F8_CLUSTER_MAX_M */
-
-/* The cp.async kernel with its ks K splits (kc columns each; at most CL_MAX_KS after the cap below) as one cluster
- * each: the results straight into out1 (and out2), no partials. Split as cu_f8_splits (the same bits as the reduce
- * kernel's path); more splits than a cluster holds are merged into CL_MAX_KS longer ones. */
-template <int WG>
-static void cluster_gemm(const unsigned char *q, const float *qs, int M, int K, const ds_weight *w1, float *out1,
-                         const ds_weight *w2, float *out2, int nb, int nb1, int mb, int ks, int kc) {
-    if (ks > CL_MAX_KS) {
-        kc = (K / WG_BK + CL_MAX_KS - 1) / CL_MAX_KS * WG_BK;
-        ks = (K + kc - 1) / kc;
-    }
-    f8_wt a = {(const unsigned char *)w1->data, w1->scale, w1->scale_cols, w1->rows, out1, out1};
-    f8_wt b = w2 ? f8_wt{(const unsigned char *)w2->data, w2->scale, w2->scale_cols, w2->rows, out2, out2} : a;
-    cudaLaunchAttribute at[2];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = 1;
-    at[0].val.clusterDim.y = 1;
-    at[0].val.clusterDim.z = (unsigned)ks;
-    at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[1].val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)nb, (unsigned)mb, (unsigned)ks);
-    cfg.blockDim = dim3(WG * 128);
-    cfg.dynamicSmemBytes = wg_smem_bytes(WG);
-    cfg.stream = cu_stream;
-    cfg.attrs = at;
-    cfg.numAttrs = CU_F8_PDL ? 2 : 1;
-    CUDA_CHECK(cudaLaunchKernelEx(&cfg, f8_wgmma_kernel<WG, true>, a, b, nb1, q, qs, M, K, kc, (int *)NULL, cu_f8_preload));
-    CUDA_LAUNCH_CHECK();
-}
-
 /* The cp.async kernel (WG warpgroups) over the column blocks of w1, and of w2 when not NULL (two weights of one
  * input in one launch), for codes q [M, K] with scales qs [M][K/128]: out1 [M, N1] (and out2 [M, N2]). Split in K
  * by cu_f8_splits over both weights' blocks; the splits' partials (ws_f8part: w1's, then w2's) summed in the
@@ -1190,10 +871,6 @@ static void cpasync_gemm(ds_cuda_backend *cb, const unsigned char *q, const floa
     int nb1 = (N1 + WG_BN - 1) / WG_BN, nb2 = (N2 + WG_BN - 1) / WG_BN, mb = (M + 64 * WG - 1) / (64 * WG);
     int ks = cu_f8_splits(M, (nb1 + nb2) * WG_BN, K, cb->n_sm, &kc);
     if (keep) *keep = cu_f8_parts{NULL, NULL, 1};
-    if (cu_f8_cluster && M <= cu_f8_cluster_max_m && ks > 1) {
-        cluster_gemm<WG>(q, qs, M, K, w1, out1, w2, out2, nb1 + nb2, nb1, mb, ks, kc);
-        return;
-    }
     float *p1 = ks > 1 ? (float *)cu_ws_get(&cb->ws_f8part, (size_t)ks * M * (N1 + N2) * 4) : out1;
     float *p2 = ks > 1 ? p1 + (size_t)ks * M * N1 : out2;
     int *tk = ks > 1 && ks <= F8_TICKET_MAX_KS ? f8_tickets(cb, (nb1 + nb2) * mb) : NULL;
@@ -1213,144 +890,6 @@ static void cpasync_gemm(ds_cuda_backend *cb, const unsigned char *q, const floa
         if (w2) cu_f8_reduce_two(out1, p1, (size_t)M * N1, out2, p2, (size_t)M * N2, ks);
         else cu_f8_reduce(out1, p1, (size_t)M * N1, ks);
     }
-}
-
-/* ---- the TMA kernel's K splits summed inside thread-block clusters (DSINFER_CUDA_F8_TM_CLUSTER) ----
- * Above 64 rows the splits' partials went to a buffer (ks M N floats) and f8_reduce_kernel summed them: a second
- * launch a linear (159 of them in a V2-Lite FP8 step at 256 rows, 4.7 us each in ncu, RESULTS seventeenth session).
- * Here the ks splits of a 128 x 128 tile are one cluster (1-D grid of tiles x ks blocks, cluster ks x 1 x 1), each
- * block one split, and cl_sum_store adds them in z order through distributed shared memory: the reduce kernel's
- * additions in its order, so the same bits. Taken when the clusters all fit at once (one wave: the TMA kernel holds
- * an SM, and a cluster's blocks must share a GPC), else the reduce path. */
-int cu_f8_tm_cluster = 0;   /* DSINFER_CUDA_F8_TM_CLUSTER (backend creation) */
-
-/* the clusters of ks TMA-kernel blocks that can run at once (cudaOccupancyMaxActiveClusters), asked once per ks */
-static int tm_cluster_fit(int ks) {
-    static int fit[CL_MAX_KS + 1];   /* 0: not asked yet (a race between backends asks twice, the same answer) */
-    if (ks < 2 || ks > CL_MAX_KS) return 0;
-    if (!fit[ks]) {
-        cudaLaunchAttribute at;
-        at.id = cudaLaunchAttributeClusterDimension;
-        at.val.clusterDim.x = (unsigned)ks;
-        at.val.clusterDim.y = 1;
-        at.val.clusterDim.z = 1;
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3((unsigned)(ks * 64));
-        cfg.blockDim = dim3(384);
-        cfg.dynamicSmemBytes = tm_smem_bytes();
-        cfg.attrs = &at;
-        cfg.numAttrs = 1;
-        int n = 0;
-        if (cudaOccupancyMaxActiveClusters(&n, f8_tma_kernel<false, true, true>, &cfg) != cudaSuccess) {
-            cudaGetLastError();
-            n = 0;
-        }
-        fit[ks] = n > 0 ? n : -1;
-    }
-    return fit[ks] > 0 ? fit[ks] : 0;
-}
-
-/* f8_tma_kernel<false, *, true> over the mb x nb tiles x ks splits of out [M, N]: 1 if launched, 0 when the
- * clusters would not all fit in one wave */
-static int tm_cluster_launch(const CUtensorMap &ta, const CUtensorMap &tb, float *out, const float *qs, const ds_weight *w,
-                             int M, int N, int K, int kc, int ks, int tiles) {
-    if (tiles / ks > tm_cluster_fit(ks)) return 0;
-    tm_groups none;
-    memset(&none, 0, sizeof none);
-    cudaLaunchAttribute at[2];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = (unsigned)ks;
-    at[0].val.clusterDim.y = 1;
-    at[0].val.clusterDim.z = 1;
-    at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[1].val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)tiles);
-    cfg.blockDim = dim3(384);
-    cfg.dynamicSmemBytes = tm_smem_bytes();
-    cfg.stream = cu_stream;
-    cfg.attrs = at;
-    cfg.numAttrs = CU_F8_PDL ? 2 : 1;
-    if (cu_f8_tm_pref)
-        CUDA_CHECK(cudaLaunchKernelEx(&cfg, f8_tma_kernel<false, true, true>, ta, tb, ta, none, out, N, qs, (const float *)w->scale,
-                                      w->scale_cols, M, N, K, kc, ks));
-    else
-        CUDA_CHECK(cudaLaunchKernelEx(&cfg, f8_tma_kernel<false, false, true>, ta, tb, ta, none, out, N, qs, (const float *)w->scale,
-                                      w->scale_cols, M, N, K, kc, ks));
-    CUDA_LAUNCH_CHECK();
-    return 1;
-}
-
-/* ---- the TMA kernel's row-block pairs sharing their weight tile by multicast (DSINFER_CUDA_F8_TM_MC) ----
- * f8_tma_kernel<false, *, false, true, true>: clusters of two blocks, each loading its own activation rows and half of
- * the pair's weight tile into both blocks' stages (a stage's L2 bytes 32 -> 24 KB for the same MMAs). */
-int cu_f8_tm_mc = 0;            /* DSINFER_CUDA_F8_TM_MC (backend creation) */
-int cu_f8_tm_mc_min_m = 512;    /* DSINFER_CUDA_F8_TM_MC_MIN_M: ... from this many rows */
-int cu_f8_tm_mc_fit_set = 0;    /* DSINFER_CUDA_F8_TM_MC_FIT (lab): > 0, the clusters launched at most, instead of the
-                                 * occupancy calculator's answer (clusters past those resident wait for a free pair of SMs) */
-long cu_f8_tm_mc_launches;      /* launches of the MC form (process-wide; the op test's evidence that it ran) */
-
-/* the clusters of two TMA-store blocks that can run at once (cudaOccupancyMaxActiveClusters, asked once), or
- * DSINFER_CUDA_F8_TM_MC_FIT where set */
-static int tm_mc_fit(void) {
-    if (cu_f8_tm_mc_fit_set > 0) return cu_f8_tm_mc_fit_set;
-    static int fit;   /* 0: not asked yet; -1: none (a race between backends asks twice, the same answer) */
-    if (!fit) {
-        cudaLaunchAttribute at;
-        at.id = cudaLaunchAttributeClusterDimension;
-        at.val.clusterDim.x = 2;
-        at.val.clusterDim.y = 1;
-        at.val.clusterDim.z = 1;
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3(2 * 64);
-        cfg.blockDim = dim3(384);
-        cfg.dynamicSmemBytes = tm_smem_bytes(1);
-        cfg.attrs = &at;
-        cfg.numAttrs = 1;
-        int n = 0;
-        if (cudaOccupancyMaxActiveClusters(&n, f8_tma_kernel<false, true, false, true, true>, &cfg) != cudaSuccess) {
-            cudaGetLastError();
-            n = 0;
-        }
-        fit = n > 0 ? n : -1;
-    }
-    return fit > 0 ? fit : 0;
-}
-
-int cu_f8_tm_mc_clusters(void) { return tm_mc_fit(); }
-
-/* the MC form over w [N, K] (tb64: w's map with boxes of 64 rows) into the TMA-store map tc of dst: 1 if launched, 0 when
- * no cluster of two fits */
-static int tm_mc_launch(const CUtensorMap &ta, const CUtensorMap &tb64, const CUtensorMap &tc, float *dst, const float *qs,
-                        const ds_weight *w, int M, int kc, int ks) {
-    int N = w->rows, K = w->cols, fit = tm_mc_fit();
-    int pairs = ((M + 2 * TM_BM - 1) / (2 * TM_BM)) * ((N + WG_BN - 1) / WG_BN) * ks;
-    if (fit < 1) return 0;
-    tm_groups none;
-    memset(&none, 0, sizeof none);
-    cudaLaunchAttribute at[2];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = 2;
-    at[0].val.clusterDim.y = 1;
-    at[0].val.clusterDim.z = 1;
-    at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[1].val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)(2 * (pairs < fit ? pairs : fit)));
-    cfg.blockDim = dim3(384);
-    cfg.dynamicSmemBytes = tm_smem_bytes(1);
-    cfg.stream = cu_stream;
-    cfg.attrs = at;
-    cfg.numAttrs = CU_F8_PDL ? 2 : 1;
-    if (cu_f8_tm_pref)
-        CUDA_CHECK(cudaLaunchKernelEx(&cfg, f8_tma_kernel<false, true, false, true, true>, ta, tb64, tc, none, dst, N, qs,
-                                      (const float *)w->scale, w->scale_cols, M, N, K, kc, ks));
-    else
-        CUDA_CHECK(cudaLaunchKernelEx(&cfg, f8_tma_kernel<false, false, false, true, true>, ta, tb64, tc, none, dst, N, qs,
-                                      (const float *)w->scale, w->scale_cols, M, N, K, kc, ks));
-    CUDA_LAUNCH_CHECK();
-    cu_f8_tm_mc_launches++;
-    return 1;
 }
 
 /* the shared-memory address at which a kernel's dynamic shared memory starts (a kernel with no static shared memory, as
@@ -1417,46 +956,34 @@ static void tma_gemm_launch(const CUtensorMap &ta, const CUtensorMap &tb, float 
     int grid_p = tiles < n_sm ? tiles : n_sm;
     tm_groups none;
     memset(&none, 0, sizeof none);
-    CUtensorMap tc, t9;
-    if (cu_f8_bn192 && M >= cu_f8_bn192_min_m && cu_tma_map(&t9, w->data, N, K, T9_BN)) {
-        int tiles9 = ((M + TM_BM - 1) / TM_BM) * ((N + T9_BN - 1) / T9_BN) * ks;
-        cu_launch_pdl(CU_F8_PDL, f8_tma192_kernel, dim3((unsigned)(tiles9 < n_sm ? tiles9 : n_sm)), dim3(384), t9_smem_bytes(),
-                      ta, t9, dst, qs, (const float *)w->scale, w->scale_cols, M, N, K, kc, ks);
-        CUDA_LAUNCH_CHECK();
-        return;
-    }
+    CUtensorMap tc;
     if (cu_f8_tm_store && M >= cu_f8_tm_store_min_m && out_map(&tc, dst, M, N, ks)) {
-        CUtensorMap tb64;
         if (xst) {   /* the transposed scales' form (tm_xt_rows) */
-            cu_launch_pdl(CU_F8_PDL, f8_tma_kernel<false, true, false, true, false, 0, 3>,
+            cu_launch_pdl(CU_F8_PDL, f8_tma_kernel<false, true, true, 0, 3>,
                           dim3((unsigned)grid_p), dim3(384), tm_smem_bytes(1, xt), ta, tb, tc, none, dst, N,
                           xst, (const float *)w->scale, w->scale_cols, M, N, K, kc, ks);
             CUDA_LAUNCH_CHECK();
             cu_f8_tm_xt_launches++;
             return;
         }
-        if (cu_f8_tm_mc && M >= cu_f8_tm_mc_min_m && cu_tma_map(&tb64, w->data, N, K, 64) &&
-            tm_mc_launch(ta, tb64, tc, dst, qs, w, M, kc, ks))
-            return;
-        cu_launch_pdl(CU_F8_PDL, cu_f8_tm_pref ? tm_lab_kernel(cu_f8_tm_lab) : f8_tma_kernel<false, false, false, true>,
+        cu_launch_pdl(CU_F8_PDL, cu_f8_tm_pref ? tm_lab_kernel(cu_f8_tm_lab) : f8_tma_kernel<false, false, true>,
                       dim3((unsigned)grid_p), dim3(384), tm_smem_bytes(1, cu_f8_tm_pref && !cu_f8_tm_lab ? tm_ss_staged() : 0), ta, tb, tc, none, dst, N, qs, (const float *)w->scale,
                       w->scale_cols, M, N, K, kc, ks);
         CUDA_LAUNCH_CHECK();
         return;
     }
     int ss = cu_f8_tm_pref && tm_ss_staged() ? 1 : 0;   /* (the plain form's SS 1 and 2 are one: no epilogue buffer) */
-    cu_launch_pdl(CU_F8_PDL, ss ? f8_tma_kernel<false, true, false, false, false, 0, 1> : cu_f8_tm_pref ? f8_tma_kernel<false, true>
+    cu_launch_pdl(CU_F8_PDL, ss ? f8_tma_kernel<false, true, false, 0, 1> : cu_f8_tm_pref ? f8_tma_kernel<false, true>
                              : f8_tma_kernel<false>, dim3((unsigned)grid_p),
                   dim3(384), tm_smem_bytes(0, ss), ta, tb, ta, none, dst, N, qs, (const float *)w->scale, w->scale_cols, M, N, K, kc, ks);
     CUDA_LAUNCH_CHECK();
 }
 
-/* 1 where cu_f8_wgmma_gemm takes the TMA kernel for w at M rows (more than 64, the cp.async clusters not taken, the
- * tensor-map encoder there), with its K splits *ks of *kc columns */
+/* 1 where cu_f8_wgmma_gemm takes the TMA kernel for w at M rows (more than 64, the tensor-map encoder there), with its
+ * K splits *ks of *kc columns */
 static int tma_path(const ds_cuda_backend *cb, const ds_weight *w, int M, int *ks, int *kc) {
-    int N = w->rows, K = w->cols, kc1;
-    int cl = cu_f8_cluster && M <= cu_f8_cluster_max_m && cu_f8_splits(M, N, K, cb->n_sm, &kc1) > 1;
-    if (M <= 64 || cl || !cu_fp8_tma || !encode_tiled) return 0;
+    int N = w->rows, K = w->cols;
+    if (M <= 64 || !cu_fp8_tma || !encode_tiled) return 0;
     *ks = cu_f8_splits(M, N, K, cb->n_sm, kc);
     return 1;
 }
@@ -1475,8 +1002,6 @@ void cu_f8_wgmma_gemm(ds_cuda_backend *cb, float *out, const unsigned char *q, c
     int N = w->rows, K = w->cols, ks, kc;
     CUtensorMap ta, tb;
     if (tma_path(cb, w, M, &ks, &kc) && tma_map(&ta, q, M, K) && tma_map(&tb, w->data, N, K)) {
-        int tiles = ((M + 127) / 128) * ((N + WG_BN - 1) / WG_BN) * ks;
-        if (ks > 1 && cu_f8_tm_cluster && tm_cluster_launch(ta, tb, out, qs, w, M, N, K, kc, ks, tiles)) return;
         float *part = ks > 1 ? (float *)cu_ws_get(&cb->ws_f8part, (size_t)ks * M * N * 4) : out;
         tma_parts_launch(cb, ta, tb, part, qs, w, M, kc, ks);
         if (ks > 1) cu_f8_reduce(out, part, (size_t)M * N, ks);
@@ -1486,17 +1011,14 @@ void cu_f8_wgmma_gemm(ds_cuda_backend *cb, float *out, const unsigned char *q, c
         cpasync_gemm<2>(cb, q, qs, M, K, w, out, NULL, NULL);
 }
 
-/* cuda.h: the TMA path of cu_f8_wgmma_gemm for each weight with the reduce left out (its cluster sum is not taken:
- * plan refuses where cu_f8_wgmma_gemm would try it) */
+/* cuda.h: the TMA path of cu_f8_wgmma_gemm for each weight with the reduce left out */
 int cu_f8_tma_parts_plan(const ds_cuda_backend *cb, const unsigned char *q, int M, const ds_weight *w1, const ds_weight *w2,
                          cu_f8_tma_parts *pp) {
     CUtensorMap ta, tb;
     memset(pp, 0, sizeof *pp);
-    if (!tma_path(cb, w1, M, &pp->ks1, &pp->kc1) || !tma_map(&ta, q, M, w1->cols) || !tma_map(&tb, w1->data, w1->rows, w1->cols) ||
-        (pp->ks1 > 1 && cu_f8_tm_cluster))
+    if (!tma_path(cb, w1, M, &pp->ks1, &pp->kc1) || !tma_map(&ta, q, M, w1->cols) || !tma_map(&tb, w1->data, w1->rows, w1->cols))
         return 0;
-    if (w2 && (w2->cols != w1->cols || !tma_path(cb, w2, M, &pp->ks2, &pp->kc2) || !tma_map(&tb, w2->data, w2->rows, w2->cols) ||
-               (pp->ks2 > 1 && cu_f8_tm_cluster)))
+    if (w2 && (w2->cols != w1->cols || !tma_path(cb, w2, M, &pp->ks2, &pp->kc2) || !tma_map(&tb, w2->data, w2->rows, w2->cols)))
         return 0;
     return 1;
 }
@@ -1639,11 +1161,9 @@ static void silu_quant_launch(const mlp_bufs *b, int M, int I, int ks) {
  * opt.w8_shared_x). 0 (nothing done) where the TMA kernel does not take both GEMMs. */
 static int f8_mlp_tma(ds_cuda_backend *cb, float *out, const float *x, const ds_weight *gate, const ds_weight *up,
                       const ds_weight *down, int M) {
-    int D = gate->cols, I = gate->rows, kc, kc1;
+    int D = gate->cols, I = gate->rows, kc;
     CUtensorMap ta, tg, tu;
-    if (cb->opt.mlp_fuse < 2 || !cb->opt.w8_shared_x || !cu_fp8_tma || !encode_tiled ||
-        (cu_f8_cluster && M <= cu_f8_cluster_max_m && cu_f8_splits(M, I, D, cb->n_sm, &kc1) > 1) ||
-        !cu_f8_wgmma_pair_ok(gate, up, M) || !cu_f8_wgmma_pair_ok(down, down, M))
+    if (cb->opt.mlp_fuse < 2 || !cb->opt.w8_shared_x || !cu_fp8_tma || !encode_tiled || !cu_f8_wgmma_pair_ok(gate, up, M) || !cu_f8_wgmma_pair_ok(down, down, M))
         return 0;
     int ks = cu_f8_splits(M, I, D, cb->n_sm, &kc), kcd, ksd = cu_f8_splits(M, D, I, cb->n_sm, &kcd);
     mlp_bufs b = mlp_bufs_get(cb, M, D, I, ks, ksd);
@@ -1858,7 +1378,7 @@ static void grouped_launch(ds_cuda_backend *cb, const CUtensorMap &ta, const CUt
                            const tm_groups *g, float *out, int ldo, int ws_cols) {
     int grid = g->n_tiles < cb->n_sm ? g->n_tiles : cb->n_sm;
     if (cu_f8_tm_pref && tm_ss_staged())
-        f8_tma_kernel<true, true, false, false, false, 0, 1><<<(unsigned)grid, 384, tm_smem_bytes(0, 1), cu_stream>>>(
+        f8_tma_kernel<true, true, false, 0, 1><<<(unsigned)grid, 384, tm_smem_bytes(0, 1), cu_stream>>>(
             ta, ta, ta64, *g, out, ldo, qs, NULL, ws_cols, R, 0, K, K, 1);
     else if (cu_f8_tm_pref)
         f8_tma_kernel<true, true><<<(unsigned)grid, 384, tm_smem_bytes(), cu_stream>>>(ta, ta, ta64, *g, out, ldo, qs, NULL, ws_cols, R,

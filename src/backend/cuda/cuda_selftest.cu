@@ -182,45 +182,6 @@ extern "C" long ds_cuda_host_selftest(char *msg, size_t len) {
         free(t);
         free(seen);
     }
-    /* the W8A8 TMA GEMM's multicast pairs (DSINFER_CUDA_F8_TM_MC): over units t and the two ranks of a cluster, every
-     * (128-row block, 128-column block, K split) of an M x N x K product exactly once with the split's stages; the two
-     * blocks of a unit share the weight tile, the split and its stages, rank 1 128 rows below rank 0; a block past M
-     * only as rank 1 of the last pair of an odd count of row blocks */
-    {
-        const int cs[][5] = {{1024, 2048, 2048, 1, 2048}, {257, 260, 384, 1, 384}, {65, 2112, 7168, 7, 1024},
-                             {200, 2048, 2048, 4, 512}, {4096, 256, 7168, 2, 3584}, {640, 384, 1280, 3, 512}};   /* M N K ks kc */
-        for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
-            int M = cs[c][0], N = cs[c][1], K = cs[c][2], ks = cs[c][3], kc = cs[c][4];
-            int mb = (M + 127) / 128, nb = (N + 127) / 128, units = cu_f8_mc_units(M, N, ks), stop = 0;
-            unsigned char *seen = (unsigned char *)calloc((size_t)mb * nb * ks, 1);
-            if (!seen) { MISMATCH("mc pairs: out of memory"); break; }
-            for (int t = 0; t < units && !stop; t++) {
-                int a[5], b[5];
-                cu_f8_mc_tile(t, 0, M, N, K, kc, a);
-                cu_f8_mc_tile(t, 1, M, N, K, kc, b);
-                int want_nkb = (K - a[4] * kc < kc ? K - a[4] * kc : kc) / 128;
-                if (b[0] != a[0] + 128 || b[1] != a[1] || b[2] != a[2] || b[3] != a[3] || b[4] != a[4] || a[0] % 256 ||
-                    a[0] >= M || a[1] % 128 || a[1] < 0 || a[1] >= N || a[4] < 0 || a[4] >= ks || a[2] != a[4] * (kc / 128) ||
-                    a[3] != want_nkb || a[3] < 1 || (b[0] >= M && !(mb % 2 == 1 && b[0] == mb * 128))) {
-                    MISMATCH("mc pairs %dx%dx%d ks %d: unit %d rank 0 (%d, %d, %d+%d, z %d) rank 1 (%d, %d, %d+%d, z %d)", M, N, K,
-                             ks, t, a[0], a[1], a[2], a[3], a[4], b[0], b[1], b[2], b[3], b[4]);
-                    stop = 1;
-                    continue;
-                }
-                for (int r = 0; r < 2; r++) {
-                    const int *u = r ? b : a;
-                    if (u[0] < M) seen[((size_t)(u[0] / 128) * nb + u[1] / 128) * ks + u[4]]++;
-                }
-            }
-            for (size_t i = 0; i < (size_t)mb * nb * ks && !stop; i++)
-                if (seen[i] != 1) {
-                    MISMATCH("mc pairs %dx%dx%d ks %d: row block %zu column block %zu split %zu covered %d times", M, N, K, ks,
-                             i / ks / nb, i / ks % nb, i % ks, seen[i]);
-                    stop = 1;
-                }
-            free(seen);
-        }
-    }
     /* moe_wg_kernel's work items: over t < chunks x NB x ks, every (row, weight block, stage) of every expert exactly
      * once, each item inside its expert's rows with 1 .. nt of them, whole splits of kc stages, tiles in range;
      * experts without rows (every fifth) have no item */
