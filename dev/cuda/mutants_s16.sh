@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The mutated builds for session_run.sh f8cl16 (after dev/cuda/pack.sh; then `tar cJf .deps.tar.xz .deps`): each must
 # fail `DSINFER_OPS_ONLY=f8cl test_cuda_ops` (the W8A8 split-K sum inside a cluster, cuda_fp8_wgmma.cu cl_sum_store).
+# History: f8cl, f8tc, f8bn and rgroup were removed in the thirty-eighth session; their mutants no longer build.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 # ONLY=a,b (name prefixes): build just those (e.g. ONLY=tp_,qf_)
