@@ -14,6 +14,7 @@
  * projection of the absorbed attention: one warp per output row, the row read once with 16-byte loads
  * and dotted with up to 8 activation rows at a time (more rows: the row is re-read from L1/L2). */
 #include <limits.h>
+#include <pthread.h>
 
 #include "backend/cuda/cuda.h"
 #include "backend/cuda/cuda_mma.h"
@@ -842,17 +843,33 @@ static int gemv_v2_ks(int max_rows, int E, int has_off, int nc, int resident) {
 }
 
 long cu_gemv_async_launches;
-/* the dynamic shared memory of a launch of the staged four-row form k (grp_rows4's ST stages; its attribute raised once a
- * device: with the static reduction array the block passes 48 KB) */
+/* the dynamic shared memory of a launch of the staged four-row form k (grp_rows4's ST stages), its attribute raised once a
+ * kernel and device (with the static reduction array the block passes 48 KB; a function's attributes are a context's).
+ * The record is of (kernel, device) pairs: every form of one signature has the same type K, and the flag a type this
+ * replaced raised only the first form's attribute, so every other form's launch failed with "invalid argument" (found
+ * on the GPU in the thirty-eighth session). A full record raises the attribute at every launch (correct, slower). */
+#define ST_RAISED_MAX 64
+static struct {
+    const void *k;
+    int dev;
+} st_raised[ST_RAISED_MAX];
+static int st_n_raised;
+static pthread_mutex_t st_raised_lock = PTHREAD_MUTEX_INITIALIZER;   /* backends on several devices run in threads */
 template <typename K>
 static size_t st_smem(K k, int st) {
-    static unsigned char raised[64];   /* per device (a function's attributes are a context's) */
-    int dev = 0;
+    int dev = 0, known = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
-    if (dev < 0 || dev >= 64 || !raised[dev]) {
+    pthread_mutex_lock(&st_raised_lock);
+    for (int i = 0; i < st_n_raised && !known; i++) known = st_raised[i].k == (const void *)k && st_raised[i].dev == dev;
+    if (!known) {
         CUDA_CHECK(cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)GEMV_ST_BYTES(st)));
-        if (dev >= 0 && dev < 64) raised[dev] = 1;
+        if (st_n_raised < ST_RAISED_MAX) {
+            st_raised[st_n_raised].k = (const void *)k;
+            st_raised[st_n_raised].dev = dev;
+            st_n_raised++;
+        }
     }
+    pthread_mutex_unlock(&st_raised_lock);
     return GEMV_ST_BYTES(st);
 }
 int cu_gemv_pf;   /* DSINFER_CUDA_GEMV_PF (lab, process-wide, read at backend creation): the four-rows-a-warp one-row form asks
