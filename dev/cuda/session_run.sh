@@ -2958,6 +2958,23 @@ fi
 if want s37m; then
   for n in ao_red ao_frag; do [ -x $B/test_cuda_ops_mut_$n ] && mutant $B/test_cuda_ops_mut_$n absown '' 200; done
 fi
+# s38a (thirty-eighth session): the staged four-row GEMVs again after st_smem's mend (every staged form's launch had
+# failed: one attribute flag per kernel type): op tests gemvst, gemv1 with it, the goldens with it, mutants st_stage,
+# st_next, st_wait (must fail gemvst), then FP8 b1 / b2 / b8 and BF16 b1 at def / st, three rotated rounds
+if want s38a; then
+  step ops_gemvst 300 env DSINFER_OPS_ONLY=gemvst $B/test_cuda_ops
+  step ops_gemv1_st 200 env DSINFER_OPS_ONLY=gemv1 DSINFER_CUDA_GEMV_ASYNC=1 $B/test_cuda_ops
+  step golden_st 150 env DSINFER_CUDA_GEMV_ASYNC=1 $B/test_cuda_golden
+  for n in st_stage st_next st_wait; do [ -x $B/test_cuda_ops_mut_$n ] && mutant $B/test_cuda_ops_mut_$n gemvst '' 240; done
+  for r in 1 2 3; do
+    case $r in 2) o="st def";; *) o="def st";; esac
+    for n in $o; do
+      case $n in def) E=;; st) E=DSINFER_CUDA_GEMV_ASYNC=1;; esac
+      step s1${n}-$r 120 env DSINFER_CUDA_TC=1 $E $B/dsinfer bench --dtype fp8 --batch 1,2,8 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s38a-fp8-$n
+      step s1b${n}-$r 120 env DSINFER_CUDA_TC=1 $E $B/dsinfer bench --dtype bf16 --batch 1 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s38a-bf16-$n
+    done
+  done
+fi
 # opsq: the same suite as four processes at once on the one GPU (DSINFER_OPS_PART=k/4, 4 OpenMP threads each: the CPU
 # references and the launches' latencies of one process leave most of the 16 cores and the GPU idle), so that it fits
 # one call; each part's log is ops_q<k>.log, its line in the summary as step's
