@@ -2,6 +2,8 @@
 # The thirty-sixth session's mutants: the staged four-row GEMV (DSINFER_CUDA_GEMV_ASYNC=1, cuda_linear.cu grp_rows4's ST;
 # each must fail op test gemvst) and the MoE's column-first tile order (DSINFER_CUDA_MOE_TILE_COLS=1; must fail moecols).
 # Packed by `bash dev/cuda/pack_session.sh dev/cuda/mutants_s36.sh`; run by session_run.sh s36m.
+# History: GEMV_ASYNC (ST) and MOE_TILE_COLS were measured slower and removed in the thirty-eighth session; these
+# mutants no longer build.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 m=dev/cuda/build_mutant.sh

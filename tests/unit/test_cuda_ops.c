@@ -1240,7 +1240,7 @@ static void free_setup(setup *s) {
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
 static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf | side | linear2 | kvb | qkv | router | w8small
-                            * | f8t1 | f8tp | f8ss | f8ts | moehalf | moecols | moepipe | quantw | moeqf | moepdl | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | combnorm | mlafold | moeorder | moent48 | moesx | moest2 | moe1 | tail1 | attn1 | gemv1 | gemvst (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
+                            * | f8t1 | f8tp | f8ss | f8ts | moehalf | moepipe | quantw | moeqf | moepdl | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | combnorm | mlafold | moeorder | moent48 | moesx | moest2 | moe1 | tail1 | attn1 | gemv1 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
                             * run_side_stream, run_linear2, run_kvb_copy, run_qkv_finish, run_router, run_w8a8_small or
                             * run_f8_lab */
 
@@ -1839,59 +1839,6 @@ static void run_kvb_copy(void) {
     bf.data = &bf;   /* any non-NULL address: refused before it is read */
     CHECK(ds_cuda_kvb_copy(s.gpu, &bf, err) == DS_ERR_ARG && strstr(err, "not FP8"));
     free_setup(&s);
-}
-
-/* The absorbed attention's two products by absorb_own_kernel (DSINFER_CUDA_ABSORB_OWN=1, cuda_attn.cu) against the CPU at
- * THR_TC and against cuBLAS's batched GEMMs (a twin without it: the same BF16 inputs, fp32 sums in another order, so
- * NMSE, not bits), at M from 9 (the first batched size) past one 64-token tile (100, 130), ragged sequences with cached
- * prefixes, an FP8 kv_b (its per-call BF16 copy) and a BF16 one (read in place); two launches a call counted, none in the
- * twin. DSINFER_OPS_ONLY=absown runs these alone. */
-static void check_absorb_own(setup *s, ds_backend *twin, int M, ds_dtype kvdt) {
-    const ds_config *c = &s->cfg;
-    char err[DS_ERRLEN];
-    int H = c->num_heads, C = c->kv_lora_rank, hw = c->qk_nope_head_dim + c->v_head_dim;
-    batch b;
-    mk_batch(s, &b, M, 64, 16);
-    set_batch(s, &b);
-    CHECK(twin->set_batch(twin, &b.m, err) == DS_OK);
-    buf cache = mk_cache(s, &b);
-    wpair kvb = mk_weight(s, H * hw, C, kvdt, 0.5f / sqrtf((float)C), "kv_b");
-    size_t n = (size_t)M * H * c->v_head_dim;
-    buf q = buf_new(s, (size_t)M * H * c->qk_head_dim), o1 = buf_new(s, n), o2 = buf_new(s, n);
-    buf_rand(&q, 1.0f);
-    buf_poison(&o1);
-    buf_poison(&o2);
-    long l0 = ds_cuda_absorb_own_launches(s->gpu), t0 = ds_cuda_absorb_own_launches(twin);
-    s->gpu->attn_absorbed(s->gpu, o1.d, q.d, cache.d, &kvb.d, b.seqs, b.m.n_seqs);
-    twin->attn_absorbed(twin, o2.d, q.d, cache.d, &kvb.d, b.seqs, b.m.n_seqs);
-    long l1 = ds_cuda_absorb_own_launches(s->gpu) - l0, t1 = ds_cuda_absorb_own_launches(twin) - t0;
-    double e = device_nmse(s, o1.d, o2.d, n);
-    printf("  %-8s attn absorbed M=%d, kv_b %s: own products, %ld launches (twin %ld), nmse %.3g against cuBLAS's\n", s->name,
-           M, kvdt == DS_DTYPE_BF16 ? "BF16" : "FP8", l1, t1, e);
-    CHECKF(l1 == 2 && t1 == 0, "%s M=%d: %ld own launches (2 wanted), the twin's %ld", s->name, M, l1, t1);
-    CHECKF(e < THR_TC, "%s M=%d: own products %.3g from cuBLAS's (THR_TC %.3g)", s->name, M, e, THR_TC);
-    s->cpu->attn_absorbed(s->cpu, o1.h, q.h, cache.h, &kvb.h, b.seqs, b.m.n_seqs);
-    compare(s, "attn absorbed, own products", M, &o1, THR_TC, 0);
-    free(b.pt);
-    buf_free(s, &cache); buf_free(s, &q); buf_free(s, &o1); buf_free(s, &o2);
-    free_weight(&kvb);
-}
-
-static void run_absorb_own_cfg(const char *name, const char *path, int heads) {
-    setup s;
-    ds_backend *twin;   /* the products on cuBLAS */
-    if (!load_absorbed_twin(&s, name, path, heads, "DSINFER_CUDA_ABSORB_OWN", &twin)) return;
-    const int ms[] = {9, 40, 64, 100, 130};
-    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) check_absorb_own(&s, twin, ms[i], DS_DTYPE_F8_E4M3);
-    check_absorb_own(&s, twin, 64, DS_DTYPE_BF16);
-    twin->destroy(twin);
-    free_setup(&s);
-}
-
-static void run_absorb_own(void) {
-    if (only && strcmp(only, "absown")) return;
-    run_absorb_own_cfg("v2l-abo", "configs/deepseek-v2-lite.json", 0);
-    run_absorb_own_cfg("h3-abo", "configs/deepseek-v2-lite.json", 3);
 }
 
 /* The MLA split combine with its loads issued at once (mla_combine_v2_kernel; DSINFER_CUDA_COMBINE2=2: at every grid
@@ -3068,24 +3015,6 @@ static void run_moe_half(void) {
     unsetenv("DSINFER_MOE_W8A8");
 }
 
-/* DSINFER_OPS_ONLY=moecols: the prefill MoE's grouped W8A8 launches with an expert's tiles column block first
- * (DSINFER_CUDA_MOE_TILE_COLS=1: its row tiles of one weight tile side by side) against the default order (the twin, =0):
- * the same bits (every tile computed whole, in any order), the launches with it counted (two a MoE call); against the
- * CPU. V2-Lite at 2100 tokens (~197 rows an expert: two row tiles, the order differs) and 1100 (~103: mostly one). */
-static void run_moe_tile_cols(void) {
-    if (only && strcmp(only, "moecols")) return;
-    setenv("DSINFER_MOE_W8A8", "1", 1);
-    setenv("DSINFER_CUDA_MOE_TILE_COLS", "1", 1);   /* the backends check_moe_dt makes; its twin with =0 */
-    moe_twin = 1;
-    moe_twin_env = "DSINFER_CUDA_MOE_TILE_COLS";
-    const int m[] = {2100, 1100};
-    moe_half_case("v2l-cols", "configs/deepseek-v2-lite.json", m, NM(m), ds_cuda_moe_tile_cols_launches, "column block first");
-    moe_twin = 0;
-    moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
-    unsetenv("DSINFER_CUDA_MOE_TILE_COLS");
-    unsetenv("DSINFER_MOE_W8A8");
-}
-
 /* DSINFER_OPS_ONLY=quantw: the FP8 decode experts with their BF16 down input quantized a warp a 128 values
  * (DSINFER_CUDA_QUANT_WARP=1, rows_fp8_bf16_warp_kernel) against the block-a-128-values kernel (the twin, =0): the MoE
  * output the same bits, and against the CPU; V2-Lite (I 1408: 11 blocks a row) at 2 .. 256 tokens, V3 (I 2048) at 4
@@ -3441,7 +3370,7 @@ static ds_backend *gemv_t1_backend(setup *s, const char *val, char *err) {
     return b;
 }
 
-/* The one-row GEMV op tests' linears (gemv1, gemvst): V2-Lite's q, o and shared experts' down, a V3-wide K, odd shapes
+/* The one-row GEMV op test's linears (gemv1): V2-Lite's q, o and shared experts' down, a V3-wide K, odd shapes
  * (K 304: 19 chunks, fewer than a warp's lanes; 203 rows: a warp of the four-row form with 3 valid rows), FP8 and BF16,
  * and NVFP4 and FP32 for the forms that take them */
 typedef struct { const char *what; int N, K; ds_dtype dt; } one_row_case;
@@ -3576,85 +3505,6 @@ static void run_gemv_t1(void) {
     }
     unsetenv("DSINFER_CUDA_GEMV_T1");
     moe_twin_nmse = 0;
-    moe_twin = 0;
-    moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
-}
-
-/* DSINFER_OPS_ONLY=gemvst: the one-row GEMV's four-row form with its chunks staged in shared memory, three a lane and row
- * in flight (DSINFER_CUDA_GEMV_ASYNC=1; cuda_linear.cu grp_rows4's ST) against the same form in registers (the twin,
- * unset): the same bits (the same chunks in the same order, the same products; both four blocks an SM, so the same split
- * of K), its launches counted (one a call, the twin none), and against the CPU. Linear at one row over V2-Lite's and V3's
- * widths and odd shapes (203 rows: a warp with 3 valid rows; K 304: 19 chunks, fewer than a warp's lanes), FP8 and BF16,
- * linear2's q + kv_a; then the grouped MoE at one token (the gate / up pairs two rows of each a warp, the downs four)
- * against a twin with it unset, the same bits. */
-static void check_gemv_st_case(setup *s, ds_backend *st, ds_backend *reg, const char *what, const wpair *w1, const wpair *w2) {
-    int K = w1->h.cols, N1 = w1->h.rows, N2 = w2 ? w2->h.rows : 0;
-    prime(s, 1);
-    buf x = buf_new(s, (size_t)K), a1 = buf_new(s, (size_t)N1), b1 = buf_new(s, (size_t)N1);
-    buf a2 = buf_new(s, (size_t)(N2 ? N2 : 1)), b2 = buf_new(s, (size_t)(N2 ? N2 : 1));
-    buf_rand(&x, 1.0f);
-    buf_poison(&a1); buf_poison(&b1); buf_poison(&a2); buf_poison(&b2);
-    long n0 = ds_cuda_gemv_async_launches();
-    one_row_run(st, &a1, &a2, &x, w1, w2);
-    long n1 = ds_cuda_gemv_async_launches();
-    one_row_run(reg, &b1, &b2, &x, w1, w2);
-    long n2 = ds_cuda_gemv_async_launches();
-    size_t diff = device_units_differ(s, a1.d, b1.d, (size_t)N1, 4) + (w2 ? device_units_differ(s, a2.d, b2.d, (size_t)N2, 4) : 0);
-    printf("  %-8s gemv st %-14s %s %dx%d%s: %zu values differ from the registers' form; staged launches %ld / %ld\n", s->name,
-           what, ds_dtype_name(w1->h.dtype), N1 + N2, K, w2 ? " (two weights)" : "", diff, n1 - n0, n2 - n1);
-    CHECKF(diff == 0, "%s gemv st %s: %zu values differ from the registers' form (want the same bits)", s->name, what, diff);
-    CHECKF(n1 - n0 == 1 && n2 == n1, "%s gemv st %s: staged launches %ld (want 1), the twin's %ld (want 0)", s->name, what,
-           n1 - n0, n2 - n1);
-    char name[96];
-    snprintf(name, sizeof name, "gemv st %s", what);
-    one_row_vs_cpu(s, name, &x, &a1, &b1, &a2, &b2, w1, w2);
-}
-
-static void run_gemv_st(void) {
-    if (only && strcmp(only, "gemvst")) return;
-    setup s;
-    if (load_setup(&s, "v2l-st", "configs/deepseek-v2-lite.json", 0, 16)) {
-        char err[DS_ERRLEN];
-        setenv("DSINFER_CUDA_GEMV_ASYNC", "1", 1);
-        ds_backend *st = ds_backend_cuda_new(&s.cfg, err);
-        unsetenv("DSINFER_CUDA_GEMV_ASYNC");
-        ds_backend *reg = st ? ds_backend_cuda_new(&s.cfg, err) : NULL;
-        CHECKF(st && reg, "%s", err);
-        const one_row_case *cs = one_row_cases;
-        for (int i = 0; st && reg && i < N_ONE_ROW_CASES; i++) {
-            if (cs[i].dt != DS_DTYPE_F8_E4M3 && cs[i].dt != DS_DTYPE_BF16) continue;   /* (the four-row forms' weights) */
-            wpair w = mk_weight(&s, cs[i].N, cs[i].K, cs[i].dt, one_row_amp(&cs[i]), cs[i].what);
-            check_gemv_st_case(&s, st, reg, cs[i].what, &w, NULL);
-            free_weight(&w);
-        }
-        for (int d = 0; st && reg && d < 2; d++) {
-            ds_dtype dt = d ? DS_DTYPE_BF16 : DS_DTYPE_F8_E4M3;
-            float amp = d ? 1.0f / sqrtf(2048.0f) : 0.5f / sqrtf(2048.0f);
-            wpair wq = mk_weight(&s, 3072, 2048, dt, amp, "q"), wkv = mk_weight(&s, 576, 2048, dt, amp, "kv_a");
-            check_gemv_st_case(&s, st, reg, "q + kv_a", &wq, &wkv);
-            free_weight(&wq);
-            free_weight(&wkv);
-        }
-        if (st) st->destroy(st);
-        if (reg) reg->destroy(reg);
-        free_setup(&s);
-    }
-    moe_twin = 1;
-    moe_twin_env = "DSINFER_CUDA_GEMV_ASYNC";
-    setenv("DSINFER_CUDA_GEMV_ASYNC", "1", 1);   /* the backends check_moe_dt makes; the twin =0 */
-    if (load_setup(&s, "v2l-stm", "configs/deepseek-v2-lite.json", 3, 16)) {
-        const int m[] = {1};
-        for (int d = 0; d < 2; d++) {
-            long n0 = ds_cuda_gemv_async_launches();
-            check_moe_dt(&s, m, NM(m), d ? DS_DTYPE_BF16 : DS_DTYPE_F8_E4M3, 0, 0);
-            long n = ds_cuda_gemv_async_launches() - n0;
-            printf("  %-8s gemv st moe M=1 %s: %ld staged launches\n", s.name, d ? "BF16" : "F8_E4M3", n);
-            CHECKF(n >= 4, "%s gemv st moe M=1: %ld staged launches (the routed and shared experts' gate / up and down: at "
-                   "least 4)", s.name, n);
-        }
-        free_setup(&s);
-    }
-    unsetenv("DSINFER_CUDA_GEMV_ASYNC");
     moe_twin = 0;
     moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
 }
@@ -4339,7 +4189,6 @@ int main(void) {
     RUN(run_side_stream());
     RUN(run_linear2());
     RUN(run_kvb_copy());
-    RUN(run_absorb_own());
     RUN(run_combine2());
     RUN(run_qkv_finish());
     RUN(run_router());
@@ -4350,7 +4199,6 @@ int main(void) {
     RUN(run_quant_warp());
     RUN(run_f8_tm_store());
     RUN(run_moe_half());
-    RUN(run_moe_tile_cols());
     RUN(run_moe_pipe());
     RUN(run_moe_sx());
     RUN(run_moe_st2());
@@ -4367,7 +4215,6 @@ int main(void) {
     RUN(run_comb_norm());
     RUN(run_mla_fold());
     RUN(run_gemv_t1());
-    RUN(run_gemv_st());
     RUN(run_moe_shared_in());
     RUN(run_f8_reduce2());
     RUN(run_f8_lab());

@@ -380,30 +380,22 @@ void cu_ws_free(cu_ws *w);
  *                            test moeduo).
  *   (DSINFER_CUDA_QUANT_BPW=4, the activation quantizer's gather with four blocks a warp, and DSINFER_CUDA_GEMV_T1_SMEM,
  *   unused shared memory a one-row GEMV block asked for: measured slower everywhere, removed in the thirty-sixth session.)
- * Thirty-sixth session (no device lent; opt-in until measured, session_run.sh s36a):
- *   DSINFER_CUDA_GEMV_ASYNC=1  the one-row GEMVs' four-row forms (FP8 and BF16, dense and the experts' pairs) take their
- *                            weight chunks through shared memory by cp.async, three a lane and row in flight, instead of
- *                            one in registers (opt.gemv_async). The same bits (op test gemvst).
- *   DSINFER_CUDA_MOE_TILE_COLS=1  the prefill MoE's grouped W8A8 tiles ordered column block first within an expert, so
- *                            that an expert's row tiles of one weight tile run side by side (opt.moe_tile_cols). The same
- *                            bits (op test moecols).
- * Thirty-seventh session (opt-in until measured, session_run.sh s37a):
- *   DSINFER_CUDA_ABSORB_OWN=1  the absorbed attention's two products (q_lat = W_UK^T q_nope, out = W_UV o_lat) by
- *                            absorb_own_kernel (cuda_attn.cu: m16n8k16 MMAs, K over four warps) instead of cuBLAS's
- *                            batched GEMM (~5 us a launch at 64 tokens). THR_TC against the CPU (op test absown).
+ * Thirty-sixth session (no device lent then; measured in the thirty-eighth and removed: both slower at batch 1):
+ *   (DSINFER_CUDA_GEMV_ASYNC=1, the four-row GEMVs' chunks staged through shared memory by cp.async: FP8 b1 +0.33 ms; and
+ *                            DSINFER_CUDA_GEMV_PF=1, their chunks asked of L2 first: +0.2 .. 0.4 ms.)
+ *   (DSINFER_CUDA_MOE_TILE_COLS=1, the prefill MoE's tiles column block first: measured slower in the thirty-eighth
+ *                            session, more DRAM bytes, 20% longer grouped GEMMs; removed then.)
+ * Thirty-seventh session (measured in the thirty-eighth and removed):
+ *   (DSINFER_CUDA_ABSORB_OWN=1, the absorbed attention's two products by an own mma.sync kernel: slower than cuBLAS's batched
+ *                            GEMM, FP8 b64 +0.29 ms.)
  * Engine-level (model/forward.c): DSINFER_FUSED_ADD_NORM=0 (residual add and norm as two ops),
  * DSINFER_EP_GATHER=0 (expert parallelism's all-to-all form), DSINFER_EP_GRAPHS=0 (gathered EP steps
  * not captured). */
 typedef struct {
     int tc, moe_tc, skinny, graphs, fused_attn, mla_tc, attn_tc, moe_grouped, moe_grouped_max_m, vec_gemv, fp8_gemm;
     int gemv_t1;    /* one-row GEMVs on gemv_v2_kernel's one-row form (DSINFER_CUDA_GEMV_T1, default 2; cu_gemv_flags) */
-    int gemv_async; /* DSINFER_CUDA_GEMV_ASYNC=1 (lab, thirty-sixth session): the four-row forms take their chunks through shared
-                     * memory, three a lane and row in flight (cp.async; cuda_linear.cu grp_rows4's ST) instead of one in
-                     * registers; the same bits (cu_gemv_flags' CU_GEMV_ST) */
     int moe_live;   /* grouped GEMV experts: blocks for the live experts only (DSINFER_CUDA_MOE_LIVE, default 1) */
     int absorb_tc;  /* with tc: W_UK / W_UV products as batched BF16 GEMMs above GEMV_MAX_M tokens (DSINFER_CUDA_ABSORB_TC, default 1) */
-    int absorb_own; /* DSINFER_CUDA_ABSORB_OWN=1 (lab, thirty-seventh session): those two products by absorb_own_kernel (cuda_attn.cu)
-                     * instead of cuBLAS's batched GEMM (THR_TC; another summation order) */
     int lt_tune;    /* with tc: BF16 linears through cuBLASLt with the algorithm searched per shape, cached on disk (DSINFER_CUDA_LT_TUNE) */
     int moe_gemm, moe_gemm_min_m;   /* with tc: routed experts of >= min_m tokens as cuBLAS GEMMs per expert (DSINFER_CUDA_MOE_GEMM[_MIN_M]) */
     int shared_stream;   /* the shared experts on a second stream (cuda_side.cu; DSINFER_CUDA_SHARED_STREAM, default 0) */
@@ -429,7 +421,6 @@ typedef struct {
     int moe_wg_pipe;   /* FP8 decode experts: the down launch (1; 2: and gate / up at 32 tokens a chunk) with two k-blocks' MMAs in
                         * flight (cuda_moe_wg.cu; DSINFER_CUDA_MOE_WG_PIPE) */
     int moe_half;      /* prefill MoE: grouped tiles of <= 64 rows load 64 rows (cuda_fp8_wgmma.cu tm_groups.half; DSINFER_CUDA_MOE_HALF) */
-    int moe_tile_cols; /* prefill MoE: an expert's tiles ordered column block first (cu_f8_expert_tiles; DSINFER_CUDA_MOE_TILE_COLS) */
     int route_fast;    /* the routing warps' top-k in registers, the same bits (cuda_moe.cu route_warp_fast; DSINFER_CUDA_ROUTE_FAST) */
     int moe1;          /* the MoE block of one token as one cooperative launch (cuda_moe1.cu; DSINFER_CUDA_MOE1): 1 the
                         * block, 2 and the layer's tail around it (backend layer_tail1), 3 and the attention before it
@@ -596,7 +587,6 @@ typedef struct {
     const float *qb_of;         /* the q that ws_qb holds the BF16 copy of (set by the launch that wrote it, for qb_T
                                  * tokens; taken and cleared by the absorbed attention, cleared by a new batch) */
     int qb_T;
-    long absorb_own_launches;   /* absorb_own_kernel launches (DSINFER_CUDA_ABSORB_OWN; tests) */
     long qb_fused_runs;         /* absorbed attentions that took ws_qb instead of converting q (tests) */
     cu_ws ws_moe2;              /* grouped MoE: intermediates and expert outputs */
     cu_ws ws_moe1;              /* the one-token MoE launch's SiLU products (cuda_moe1.cu) */
@@ -1026,7 +1016,7 @@ void cu_f8_wgmma_gemm(ds_cuda_backend *cb, float *out, const unsigned char *q, c
 void cu_f8_wgmma_init(void);
 /* host-side pieces (checked by ds_cuda_host_selftest): the K splits of the GEMM, the MoE's tile table */
 int cu_f8_splits(int M, int N, int K, int n_sm, int *kc);
-int cu_f8_expert_tiles(int4 *t, const int32_t *off, int E, int n_cols, int cols_first);
+int cu_f8_expert_tiles(int4 *t, const int32_t *off, int E, int n_cols);
 /* DSINFER_CUDA_FP8_TMA (default 1): above 64 rows the warp-specialized TMA kernel; 0: the cp.async one */
 extern int cu_fp8_tma;
 /* DSINFER_CUDA_F8_TICKETS (default 0, opt-in: slower, RESULTS eleventh session run 4): the cp.async kernel's split-K
@@ -1063,8 +1053,6 @@ extern int cu_f8_tm_ss;
 extern long cu_f8_tm_xt_launches;   /* launches of DSINFER_CUDA_F8_TM_SS 3's form (the op test's evidence) */
 /* launches of the prefill MoE's grouped W8A8 form with opt.moe_half (process-wide; tests) */
 extern long cu_moe_half_launches;
-/* ... with opt.moe_tile_cols (two a MoE call; process-wide; tests) */
-extern long cu_moe_tile_cols_launches;
 /* shared pieces of the own W8A8 linears: x [M, K] fp32 -> codes q [M, K] and scales s [M][K/128]
  * (moe_rows_fp8_kernel); out[i] = sum over z < ks of part[z n + i], in z order */
 void cu_rows_fp8_f32(unsigned char *q, float *s, const float *x, int M, int K);
@@ -1187,10 +1175,9 @@ void cu_moe_routed(ds_backend *be, float *out, const float *x, const ds_layer_we
 #define CU_GEMV_T1 2
 #define CU_GEMV_T2 4   /* ... with two rows a warp (opt.gemv_t1 == 2; FP8 and BF16 weights) */
 #define CU_GEMV_T4 8   /* ... with four rows a warp (opt.gemv_t1 == 4; FP8 and BF16 weights) */
-#define CU_GEMV_ST 16  /* ... their chunks staged in shared memory (opt.gemv_async) */
 static inline int cu_gemv_flags(const ds_cuda_backend *cb) {
     return cb->opt.vec_gemv ? 1 | (cb->opt.gemv_t1 >= 1 ? CU_GEMV_T1 : 0) | (cb->opt.gemv_t1 >= 2 ? CU_GEMV_T2 : 0) |
-                                  (cb->opt.gemv_t1 >= 4 ? CU_GEMV_T4 : 0) | (cb->opt.gemv_async ? CU_GEMV_ST : 0)
+                                  (cb->opt.gemv_t1 >= 4 ? CU_GEMV_T4 : 0)
                             : 0;
 }
 /* Grouped row-dot GEMV (cuda_linear.cu): for each group e < E (blockIdx.y) with rows r in
@@ -1231,11 +1218,6 @@ extern int cu_gemv_v2, cu_gemv_sms, cu_fp8_fast;
  * same bits where the split is the 8-row kernel's, else another order of the partial sums). cu_gemv_t1_launches counts them in the process (tests). */
 extern long cu_gemv_t1_launches, cu_gemv_t2_launches, cu_gemv_t4_launches, cu_gemv_p4_launches;
 extern int cu_gemv_t1_ks;
-/* DSINFER_CUDA_GEMV_PF=1 (lab): the one-row GEMVs with four weight rows a warp ask L2 for every chunk of a lane's rows
- * before their loop (no registers held; the same bits) */
-extern int cu_gemv_pf;
-/* launches of the four-row forms with their chunks staged in shared memory (opt.gemv_async; process-wide; tests) */
-extern long cu_gemv_async_launches;
 /* DSINFER_CUDA_GEMV_F8C=1 (opt-in, fourteenth session, not yet run on a GPU): the v2 GEMV's FP8 weights scaled once a
  * 16-code chunk and token instead of once a code (cuda_linear.cu VT_FP8C) */
 extern int cu_gemv_f8c;

@@ -71,8 +71,6 @@ long ds_cuda_mla_fold_runs(ds_backend *be);
 int ds_cuda_moe_wg_sx_fits(int nt, int K);
 /* absorbed attentions that read the BF16 q qkv_finish wrote (DSINFER_CUDA_QB_FUSE; tests) */
 long ds_cuda_qb_fused_runs(ds_backend *be);
-/* absorb_own_kernel launches (DSINFER_CUDA_ABSORB_OWN: the absorbed attention's two products; tests) */
-long ds_cuda_absorb_own_launches(ds_backend *be);
 /* qkv_finish launches with q's heads in blocks of their own (DSINFER_CUDA_QKV_SPLIT; tests) */
 long ds_cuda_qkv_split_launches(ds_backend *be);
 /* the decode experts' tokens a chunk for n_rows routed rows over E experts (cu_moe_wg_chunk at this backend's
@@ -95,12 +93,6 @@ long ds_cuda_f8_tm_xt_launches(void);
 /* grouped launches of the prefill MoE with 64-row tiles where an expert's tile has at most 64 rows (DSINFER_CUDA_MOE_HALF;
  * process-wide count; tests) */
 long ds_cuda_moe_half_launches(void);
-/* grouped launches of the prefill MoE with an expert's tiles column block first (DSINFER_CUDA_MOE_TILE_COLS; process-wide
- * count; tests) */
-long ds_cuda_moe_tile_cols_launches(void);
-/* launches of the one-row GEMV's four-row form with its chunks staged in shared memory (DSINFER_CUDA_GEMV_ASYNC;
- * process-wide count; tests) */
-long ds_cuda_gemv_async_launches(void);
 /* Device memory of n bytes owned by the backend (freed with release()). */
 void *ds_cuda_alloc_bytes(ds_backend *be, size_t n);
 

@@ -754,100 +754,14 @@ static const __nv_bfloat16 *kvb_bf16(ds_cuda_backend *cb, const ds_weight *kv_b,
     return copy;
 }
 
-/* The two products as one own kernel each (opt.absorb_own, DSINFER_CUDA_ABSORB_OWN=1, lab): at decode batches cuBLAS's
- * batched GEMM took ~5 us a launch for 2 MB of weights (ncu at FP8 b64, thirty-first session run 10), a latency chain, not
- * bytes. For head h = blockIdx.x, columns n0 = blockIdx.y 8 NT8 .. + 8 NT8 - 1 and tokens t0 = blockIdx.z 64 .. + 63:
- *   out[t, h o_h + n] = sum over k < K of X[t, h x_h + k] W(h, k, n)      (fp32, out row stride ldo)
- * X BF16 [T, ldx] (q_nope's or o_lat's BF16 copy), W BF16 at w + h w_h: WKC (values' W_UV rows) W(h, k, n) = w[n ldw + k],
- * else (absorb's W_UK rows) w[k ldw + n]. Four warps take a quarter of K each (K % 64 == 0), each every token tile and
- * column tile of the block with m16n8k16 MMAs whose fragments are loaded straight from global memory (A: 4-byte pairs of
- * X's rows; B: 4-byte pairs along k where WKC, else two 2-byte loads); the four partial sums are added in warp order in
- * shared memory (fp32 accumulation of BF16 products as cuBLAS's, in another order: THR_TC against the CPU). */
-#define ABO_WARPS 4
-template <bool WKC, int NT8>
-__global__ void __launch_bounds__(ABO_WARPS * 32) absorb_own_kernel(float *out, int ldo, int o_h, const __nv_bfloat16 *X,
-                                                                    int ldx, int x_h, const __nv_bfloat16 *w, long w_h,
-                                                                    int ldw, int T, int K) {
-    __shared__ float red[ABO_WARPS][64][8 * NT8 + 1];   /* (+1: the fragments' rows on other banks) */
-    const int h = blockIdx.x, n0 = blockIdx.y * 8 * NT8, t0 = blockIdx.z * 64;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-    const __nv_bfloat16 *xh = X + (size_t)h * x_h, *wh = w + (size_t)h * w_h;
-    float acc[4][NT8][4];
-#pragma unroll
-    for (int mi = 0; mi < 4; mi++)
-#pragma unroll
-        for (int ni = 0; ni < NT8; ni++)
-#pragma unroll
-            for (int r = 0; r < 4; r++) acc[mi][ni][r] = 0.0f;
-    const int kq = K / ABO_WARPS, kw0 = warp * kq;
-    for (int k0 = kw0; k0 < kw0 + kq; k0 += 16) {
-        const int ka = k0 + 2 * q;   /* this lane's first k of the step (and ka + 8) */
-        uint32_t b[NT8][2];
-#pragma unroll
-        for (int ni = 0; ni < NT8; ni++) {
-            const int n = n0 + ni * 8 + g;
-            if (WKC) {
-                b[ni][0] = *(const uint32_t *)(wh + (size_t)n * ldw + ka);
-                b[ni][1] = *(const uint32_t *)(wh + (size_t)n * ldw + ka + 8);
-            } else {
-                const unsigned short *u = (const unsigned short *)wh;
-                b[ni][0] = (uint32_t)u[(size_t)ka * ldw + n] | (uint32_t)u[(size_t)(ka + 1) * ldw + n] << 16;
-                b[ni][1] = (uint32_t)u[(size_t)(ka + 8) * ldw + n] | (uint32_t)u[(size_t)(ka + 9) * ldw + n] << 16;
-            }
-        }
-#pragma unroll
-        for (int mi = 0; mi < 4; mi++) {
-            const int r0 = t0 + mi * 16 + g, r1 = r0 + 8;
-            const uint32_t *x0 = (const uint32_t *)(xh + (size_t)r0 * ldx + ka), *x1 = (const uint32_t *)(xh + (size_t)r1 * ldx + ka);
-            uint32_t a[4];
-            a[0] = r0 < T ? x0[0] : 0u;
-            a[1] = r1 < T ? x1[0] : 0u;
-            a[2] = r0 < T ? x0[4] : 0u;
-            a[3] = r1 < T ? x1[4] : 0u;
-#pragma unroll
-            for (int ni = 0; ni < NT8; ni++) cu_mma_bf16(acc[mi][ni], a, b[ni][0], b[ni][1]);
-        }
-    }
-#pragma unroll
-    for (int mi = 0; mi < 4; mi++)
-#pragma unroll
-        for (int ni = 0; ni < NT8; ni++) {
-            const int r = mi * 16 + g, c = ni * 8 + 2 * q;
-            red[warp][r][c] = acc[mi][ni][0];
-            red[warp][r][c + 1] = acc[mi][ni][1];
-            red[warp][r + 8][c] = acc[mi][ni][2];
-            red[warp][r + 8][c + 1] = acc[mi][ni][3];
-        }
-    __syncthreads();
-    for (int i = threadIdx.x; i < 64 * 8 * NT8; i += blockDim.x) {
-        const int r = i / (8 * NT8), c = i % (8 * NT8);
-        if (t0 + r >= T) continue;
-        float v = red[0][r][c];
-#pragma unroll
-        for (int ww = 1; ww < ABO_WARPS; ww++) v += red[ww][r][c];
-        out[(size_t)(t0 + r) * ldo + (size_t)h * o_h + n0 + c] = v;
-    }
-}
-/* absorb_own_kernel where its shape rules hold (K a multiple of 64, N of its column tile, X's rows and k pairs 4-byte
- * aligned): 1 when launched, else 0 (the caller takes cuBLAS) */
-template <bool WKC, int NT8>
-static int absorb_own(ds_cuda_backend *cb, float *out, int ldo, int o_h, const __nv_bfloat16 *X, int ldx, int x_h,
-                      const __nv_bfloat16 *w, long w_h, int ldw, int T, int K, int N, int H) {
-    if (!cb->opt.absorb_own || K % (16 * ABO_WARPS) || N % (8 * NT8) || ldx % 2 || x_h % 2 || ldw % 2 || w_h % 2 ||
-        ((uintptr_t)X & 3) || ((uintptr_t)w & 3) || T < 1)
-        return 0;
-    cu_launch(absorb_own_kernel<WKC, NT8>, dim3(H, N / (8 * NT8), (T + 63) / 64), ABO_WARPS * 32, 0, out, ldo, o_h, X, ldx, x_h,
-              w, w_h, ldw, T, K);
-    cb->absorb_own_launches++;
-    return 1;
-}
-
+/* (The two products as own mma.sync kernels, DSINFER_CUDA_ABSORB_OWN, thirty-seventh session: measured slower in the
+ * thirty-eighth, 8.4 and 12.7 us against cuBLAS's 5.5 and 5.3 at FP8 b64, their fragments loaded from global memory a
+ * k-step at a time; removed. dev/cuda/KERNELS.md has the design.) */
 /* qb: q converted here, or (have_qb) already in BF16 there (qkv_finish_kernel's copy, opt.qb_fuse) */
 static void absorb_q_tc(ds_cuda_backend *cb, float *qlat, const float *q, const __nv_bfloat16 *wb, __nv_bfloat16 *qb,
                         int T, int H, int C, int dn, int dqk, int hw, int have_qb) {
     const float one = 1.0f, zero = 0.0f;
     if (!have_qb) cu_to_bf16(qb, q, (size_t)T * H * dqk);
-    if (absorb_own<false, 4>(cb, qlat, H * C, C, qb, H * dqk, dqk, wb, (long)hw * C, C, T, dn, C, H)) return;
     CUBLAS_CHECK(cublasGemmStridedBatchedEx(cb->cublas_tc, CUBLAS_OP_N, CUBLAS_OP_N, C, T, dn, &one, wb, CUDA_R_16BF, C,
                                             (long long)hw * C, qb, CUDA_R_16BF, H * dqk, dqk, &zero, qlat, CUDA_R_32F,
                                             H * C, C, H, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
@@ -858,7 +772,6 @@ static void values_tc(ds_cuda_backend *cb, float *out, const float *olat, const 
                       int T, int H, int C, int dn, int dv, int hw) {
     const float one = 1.0f, zero = 0.0f;
     if (olat) cu_to_bf16(ob, olat, (size_t)T * H * C);
-    if (absorb_own<true, 2>(cb, out, H * dv, dv, ob, H * C, C, wb + (size_t)dn * C, (long)hw * C, C, T, C, dv, H)) return;
     CUBLAS_CHECK(cublasGemmStridedBatchedEx(cb->cublas_tc, CUBLAS_OP_T, CUBLAS_OP_N, dv, T, C, &one, wb + (size_t)dn * C,
                                             CUDA_R_16BF, C, (long long)hw * C, ob, CUDA_R_16BF, H * C, C, &zero, out,
                                             CUDA_R_32F, H * dv, dv, H, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));

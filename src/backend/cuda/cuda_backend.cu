@@ -207,7 +207,6 @@ long ds_cuda_attn1_runs(ds_backend *be) { return cu_of(be)->attn1_runs; }
 long ds_cuda_mla_fold_runs(ds_backend *be) { return cu_of(be)->mla_fold_runs; }
 int ds_cuda_moe_wg_sx_fits(int nt, int K) { return cu_moe_wg_sx_fits(nt, K); }
 long ds_cuda_qb_fused_runs(ds_backend *be) { return cu_of(be)->qb_fused_runs; }
-long ds_cuda_absorb_own_launches(ds_backend *be) { return cu_of(be)->absorb_own_launches; }
 long ds_cuda_moe_wg_nt48_launches(ds_backend *be) { return cu_of(be)->moe_wg_nt48_launches; }
 long ds_cuda_qkv_split_launches(ds_backend *be) { return cu_of(be)->qkv_split_launches; }
 int ds_cuda_moe_wg_chunk(ds_backend *be, int n_rows, int E) { return cu_moe_wg_chunk(n_rows, E, cu_of(be)->opt.moe_wg_nt48); }
@@ -218,8 +217,6 @@ long ds_cuda_gemv_t4_launches(void) { return cu_gemv_t4_launches; }
 long ds_cuda_gemv_p4_launches(void) { return cu_gemv_p4_launches; }
 long ds_cuda_f8_tm_xt_launches(void) { return cu_f8_tm_xt_launches; }
 long ds_cuda_moe_half_launches(void) { return cu_moe_half_launches; }
-long ds_cuda_moe_tile_cols_launches(void) { return cu_moe_tile_cols_launches; }
-long ds_cuda_gemv_async_launches(void) { return cu_gemv_async_launches; }
 
 void ds_cuda_download_bytes(ds_backend *be, void *dst, const void *src, size_t n) {
     (void)be;
@@ -1085,10 +1082,8 @@ static cu_opts cu_opts_read(void) {
     o.moe_grouped_max_m = env_int("DSINFER_CUDA_MOE_GROUPED_MAX_M", 256);
     o.moe_live = env_int("DSINFER_CUDA_MOE_LIVE", 1);
     o.absorb_tc = env_int("DSINFER_CUDA_ABSORB_TC", 1);
-    o.absorb_own = env_int("DSINFER_CUDA_ABSORB_OWN", 0);   /* lab: not yet measured (thirty-seventh session) */
     o.vec_gemv = env_int("DSINFER_CUDA_VEC_GEMV", 1);
     o.gemv_t1 = env_int("DSINFER_CUDA_GEMV_T1", 4);   /* 4: four rows a warp (RESULTS twenty-sixth session run 2; 2: twenty-third run 4) */
-    o.gemv_async = env_int("DSINFER_CUDA_GEMV_ASYNC", 0);   /* lab until measured (thirty-sixth session) */
     o.fp8_gemm = env_int("DSINFER_CUDA_FP8_GEMM", o.tc);   /* W8A8 linears with the tensor-core paths */
     o.lt_tune = env_int("DSINFER_CUDA_LT_TUNE", 1);
     o.moe_gemm = env_int("DSINFER_CUDA_MOE_GEMM", 1);
@@ -1114,7 +1109,6 @@ static cu_opts cu_opts_read(void) {
     o.router_ks_max_m = env_int("DSINFER_CUDA_ROUTER_KS_MAX_M", 128);
     o.moe_wg_pipe = env_int("DSINFER_CUDA_MOE_WG_PIPE", 0);   /* opt-in: within the spread (twenty-sixth session run 2) */
     o.moe_half = env_int("DSINFER_CUDA_MOE_HALF", 0);         /* opt-in: no gain (twenty-sixth session run 2) */
-    o.moe_tile_cols = env_int("DSINFER_CUDA_MOE_TILE_COLS", 0);   /* opt-in until measured (thirty-sixth session) */
     o.route_fast = env_int("DSINFER_CUDA_ROUTE_FAST", 1);   /* the same bits; RT_PROF: the routing tail -10 .. -25% */
     /* opt-in, 1, 2 (the layer's tail) or 3 (and its attention); measured in the thirty-fourth session (RESULTS run 2): FP8
      * b1 the same at 1, +0.03 ms at 2, +0.24 at 3 (a grid barrier under the weight stream costs more than a launch) */
@@ -1200,7 +1194,6 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     cu_fp8_fast = env_int("DSINFER_CUDA_FP8_FAST", 0);
     cu_gemv_f8c = env_int("DSINFER_CUDA_GEMV_F8C", 0);
     cu_gemv_t1_ks = env_int("DSINFER_CUDA_GEMV_T1_KS", 0);
-    cu_gemv_pf = env_int("DSINFER_CUDA_GEMV_PF", 0);
     cu_rms_vec = env_int("DSINFER_CUDA_RMS_VEC", 1);
     cu_group_v2 = env_int("DSINFER_CUDA_GROUP2", 1);
     cu_pdl = env_int("DSINFER_CUDA_PDL", 0);

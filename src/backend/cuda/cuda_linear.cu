@@ -582,30 +582,9 @@ __device__ __forceinline__ void rows4_chunk(float a[4], const uint4 q[4], float 
  * the same order, the same products and additions of a chunk (dot_chunk's expression), then the warp's sum and the K
  * splits' sum in red as grp_rows_v2; U chunks a lane in flight for each row. Slot i of the four: row wn + (PR ? i % 2 : i)
  * of (PR && i >= 2 ? w1 : w); rows past the valid ones re-read the first (offset 0; not stored). */
-/* ST (opt.gemv_async, DSINFER_CUDA_GEMV_ASYNC; 0: off): the chunks come through shared memory instead of registers, ST
- * chunks a slot in flight at once (cp.async, L2 only): stage j of a lane holds its four slots' chunk cb + j c_step; the
- * lane reads a stage back once it has landed, then asks for the chunk ST steps on into it. Dynamic shared memory ST x 4 x
- * (the block's threads) x 16 bytes, [stage][slot][thread] (a warp's 16-byte reads and writes of one slot side by side: no
- * bank conflicts). The arithmetic is rows4_chunk's, in the chunks' order: the same bits as the register form. */
-#define GEMV_ST_BYTES(ST) ((size_t)(ST) * 4 * GEMV_WARPS * 32 * 16)
-#define ST_SLOT (GEMV_WARPS * 32 * 16)   /* bytes between a thread's slots: one 16-byte slot a thread of the block */
-/* the 16-byte chunks at p, p + o1, p2 + o2, p2 + o3 into the four slots from the shared address s (ST_SLOT apart), by
- * cp.async (L2 only). A slot is asked for again only after its last read in program order (st_read, volatile like
- * this): a thread's shared-memory accesses to one address stay in that order */
-__device__ __forceinline__ void st_ask4(unsigned s, const char *p, const char *p2, int o1, int o2, int o3) {
-    const char *src[4] = {p, p + o1, p2 + o2, p2 + o3};
-#pragma unroll
-    for (int i = 0; i < 4; i++)
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s + i * ST_SLOT), "l"(src[i]) : "memory");
-}
-/* a 16-byte slot at shared address s, as an asm volatile load: not moved before the cp.async wait before it */
-__device__ __forceinline__ uint4 st_read(unsigned s) {
-    uint4 r;
-    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "r"(s) : "memory");
-    return r;
-}
-#define GEMV_ST 3   /* the stages DSINFER_CUDA_GEMV_ASYNC=1 takes: 48 KB, four blocks an SM still (their registers' limit) */
-template <int VT, int KS, int U, bool PR, int ST = 0, bool PF = false>
+/* (Measured slower at batch 1 and removed in the thirty-eighth session: ST, the chunks staged through shared memory by
+ * cp.async, +0.33 ms; PF, every chunk of a lane asked of L2 first, +0.2 .. 0.4 ms.) */
+template <int VT, int KS, int U, bool PR>
 __device__ __forceinline__ void grp_rows4(float (*red)[8][2], float *out, int ldo, int out_e, const float *x, int ldx,
                                           int x_e, const int32_t *xr, int e, int r, const cu_wview &w, const cu_wview &w1,
                                           int wn, int n, int nv, int warp, int ks, int lane) {
@@ -626,57 +605,8 @@ __device__ __forceinline__ void grp_rows4(float (*red)[8][2], float *out, int ld
     const float *sl2 = F8 && PR ? w1.scale + (size_t)(wn >> 7) * (size_t)w1.scale_cols : sl;
     const float *sh2 = F8 && PR ? w1.scale + (size_t)(last >> 7) * (size_t)w1.scale_cols : sh;
     float a[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    if constexpr (ST > 0) {
-      if (nv > 0) {
+    if (nv > 0) {
         const int c_first = ks * 32 + lane, c_step = 32 * KS;
-        extern __shared__ uint4 gemv_stages[];   /* [ST][4][GEMV_WARPS * 32] */
-        const unsigned mine = cu_smem_addr(gemv_stages + threadIdx.x);   /* slot (j, i) at mine + (4 j + i) ST_SLOT */
-#pragma unroll
-        for (int j = 0; j < ST; j++) {   /* the first ST chunks asked for */
-            int c = c_first + j * c_step;
-            if (c < nc) st_ask4(mine + 4 * j * ST_SLOT, base + (size_t)c * 16, base2 + (size_t)c * 16, o1, o2, o3);
-            cu_cp_async_commit();   /* (empty groups too: the count of groups is the stage's) */
-        }
-        for (int c0 = c_first; c0 < nc; c0 += ST * c_step) {
-#pragma unroll
-            for (int j = 0; j < ST; j++) {   /* (unrolled: each stage's slots at a constant offset) */
-                const int c = c0 + j * c_step;
-                if (c >= nc) break;
-                float slo = 0.0f, shi = 0.0f, slo2 = 0.0f, shi2 = 0.0f;
-                if (F8) {
-                    int sb = (c * V) >> 7;
-                    slo = __ldg(sl + sb);
-                    shi = __ldg(sh + sb);
-                    if (PR) {
-                        slo2 = __ldg(sl2 + sb);
-                        shi2 = __ldg(sh2 + sb);
-                    }
-                }
-                cu_cp_async_wait<ST - 1>();   /* this thread's stage j has landed (its group is the oldest of ST) */
-                uint4 q[4];
-#pragma unroll
-                for (int i = 0; i < 4; i++) q[i] = st_read(mine + (4 * j + i) * ST_SLOT);   /* (volatile: after the wait) */
-                rows4_chunk<VT, PR>(a, q, slo, shi, slo2, shi2, split, xp, c);
-                const int cn = c + ST * c_step;
-                if (cn < nc) st_ask4(mine + 4 * j * ST_SLOT, base + (size_t)cn * 16, base2 + (size_t)cn * 16, o1, o2, o3);
-                cu_cp_async_commit();
-            }
-        }
-        cu_cp_async_wait<0>();   /* (none left in flight: the chunks past nc were never asked for) */
-      }
-    } else if (nv > 0) {
-        const int c_first = ks * 32 + lane, c_step = 32 * KS;
-        if (PF)   /* (DSINFER_CUDA_GEMV_PF) every chunk of the lane's rows asked of L2 first: the loop's round trips after the
-                   * first then find them there, with no registers held for them. A template argument, not a runtime flag:
-                   * as a flag its loop cost the default kernels 100 .. 200 bytes of spills a thread (ptxas) */
-#pragma unroll 1
-            for (int cb = c_first + U * c_step; cb < nc; cb += c_step) {   /* (not unrolled: its addresses spilled) */
-                const char *p = base + (size_t)cb * 16, *p2 = base2 + (size_t)cb * 16;
-                asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-                asm volatile("prefetch.global.L2 [%0];" ::"l"(p + o1));
-                asm volatile("prefetch.global.L2 [%0];" ::"l"(p2 + o2));
-                asm volatile("prefetch.global.L2 [%0];" ::"l"(p2 + o3));
-            }
         for (int cb = c_first; cb < nc; cb += U * c_step) {
             uint4 q[U][4];
             float slo[U], shi[U], slo2[U], shi2[U];
@@ -751,10 +681,8 @@ __device__ __forceinline__ void grp_rows4(float (*red)[8][2], float *out, int ld
 #define GEMV_T1_U(VT, PAIR) ((PAIR) || (VT) == VT_NVFP4 ? 2 : (VT) == VT_BF16 || (VT) == VT_F32 ? 8 : 4)   /* within 64 registers */
 /* ROW2 (TMAX 1, not PAIR; opt.gemv_t1 = 2): a warp takes two adjacent rows, each x chunk loaded once for both (the ncu of
  * the one-row form: L1 84% hits, 'Mem Busy' 72% at 28% of DRAM's rate: every warp re-reads all of x, 4 bytes of x a byte
- * of FP8 weight); rows per block 2 GEMV_WARPS / KS; with out2, v0.rows even (a warp's rows in one weight).
- * ST, PF (ROW2 with NR 4 only): grp_rows4's stages in dynamic shared memory (GEMV_ST_BYTES(ST) bytes a launch), its L2
- * prefetch of a lane's chunks. */
-template <int VT, bool PAIR, int KS, int TMAX, bool ROW2 = false, int NR = 2, int ST = 0, bool PF = false>
+ * of FP8 weight); rows per block 2 GEMV_WARPS / KS; with out2, v0.rows even (a warp's rows in one weight). */
+template <int VT, bool PAIR, int KS, int TMAX, bool ROW2 = false, int NR = 2>
 __global__ void __launch_bounds__(GEMV_WARPS * 32, TMAX == 1 ? 4 : 1) gemv_v2_kernel(float *out, int ldo, int out_e, const float *x, int ldx,
                                                             int x_e, const int32_t *xr, const int32_t *off, int M,
                                                             const cu_wview *tab0, const cu_wview *tab1, cu_wview v0,
@@ -809,7 +737,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, TMAX == 1 ? 4 : 1) gemv_v2_ke
     if constexpr (ROW2 && NR == 4) {
         int nv = valid ? (n_rows - n < RW ? n_rows - n : RW) : 0;
         for (int j0 = 0; j0 < cnt; j0++)
-            grp_rows4<VT, KS, 1, PAIR, ST, PF>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, w0, w1, wn, n, nv, warp, ks, lane);
+            grp_rows4<VT, KS, 1, PAIR>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, w0, w1, wn, n, nv, warp, ks, lane);
     } else if constexpr (ROW2) {
         for (int j0 = 0; j0 < cnt; j0++)
             grp_rows_v2<VT, 1, false, KS, 2, true>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, 1, w0, w1, wn, n, valid,
@@ -842,47 +770,13 @@ static int gemv_v2_ks(int max_rows, int E, int has_off, int nc, int resident) {
     return ks;
 }
 
-long cu_gemv_async_launches;
-/* the dynamic shared memory of a launch of the staged four-row form k (grp_rows4's ST stages), its attribute raised once a
- * kernel and device (with the static reduction array the block passes 48 KB; a function's attributes are a context's).
- * The record is of (kernel, device) pairs: every form of one signature has the same type K, and the flag a type this
- * replaced raised only the first form's attribute, so every other form's launch failed with "invalid argument" (found
- * on the GPU in the thirty-eighth session). A full record raises the attribute at every launch (correct, slower). */
-#define ST_RAISED_MAX 64
-static struct {
-    const void *k;
-    int dev;
-} st_raised[ST_RAISED_MAX];
-static int st_n_raised;
-static pthread_mutex_t st_raised_lock = PTHREAD_MUTEX_INITIALIZER;   /* backends on several devices run in threads */
-template <typename K>
-static size_t st_smem(K k, int st) {
-    int dev = 0, known = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    pthread_mutex_lock(&st_raised_lock);
-    for (int i = 0; i < st_n_raised && !known; i++) known = st_raised[i].k == (const void *)k && st_raised[i].dev == dev;
-    if (!known) {
-        CUDA_CHECK(cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)GEMV_ST_BYTES(st)));
-        if (st_n_raised < ST_RAISED_MAX) {
-            st_raised[st_n_raised].k = (const void *)k;
-            st_raised[st_n_raised].dev = dev;
-            st_n_raised++;
-        }
-    }
-    pthread_mutex_unlock(&st_raised_lock);
-    return GEMV_ST_BYTES(st);
-}
-int cu_gemv_pf;   /* DSINFER_CUDA_GEMV_PF (lab, process-wide, read at backend creation): the four-rows-a-warp one-row form asks
-                   * L2 for all of a lane's chunks before its loop (grp_rows4's PF) */
-/* The warps of gemv_v2_kernel<VT, PAIR, 1, 1, R2, NR, ST> an SM holds (the occupancy calculator, asked once per form;
- * ST > 0: the staged four-row form, with its dynamic shared memory) */
-template <int VT, bool PAIR, bool R2 = false, int NR = 2, int ST = 0>
+/* The warps of gemv_v2_kernel<VT, PAIR, 1, 1, R2, NR> an SM holds (the occupancy calculator, asked once per form) */
+template <int VT, bool PAIR, bool R2 = false, int NR = 2>
 static int gemv_t1_resident(void) {
     static int warps;
     if (!warps) {
         int nb = 0;
-        size_t sm = ST ? st_smem(gemv_v2_kernel<VT, PAIR, 1, 1, R2, NR, ST>, ST) : 0;
-        CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, gemv_v2_kernel<VT, PAIR, 1, 1, R2, NR, ST>, GEMV_WARPS * 32, sm));
+        CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, gemv_v2_kernel<VT, PAIR, 1, 1, R2, NR>, GEMV_WARPS * 32, 0));
         warps = (nb > 0 ? nb : 1) * GEMV_WARPS;
     }
     return warps;
@@ -923,7 +817,6 @@ static void gemv_group_launch(float *out, int ldo, int out_e, const float *x, in
         if (vt == VT_FP8 && cu_fp8_fast) vt = VT_FP8F;
         else if (vt == VT_FP8 && cu_gemv_f8c) vt = VT_FP8C;
         if (vt != VT_BF16 && vt != VT_FP8) r2 = r4 = p4 = 0;
-        const int st = (r4 || p4) && (vec & CU_GEMV_ST) ? GEMV_ST : 0;   /* the four-row forms' chunks staged in shared memory */
         int resident = 0;
         if (t1) {
             cu_gemv_t1_launches++;
@@ -937,11 +830,6 @@ static void gemv_group_launch(float *out, int ldo, int out_e, const float *x, in
                      : vt == VT_BF16 ? T1_RES(VT_BF16) : vt == VT_FP8 ? T1_RES(VT_FP8) : vt == VT_FP8F ? T1_RES(VT_FP8F)
                      : vt == VT_FP8C ? T1_RES(VT_FP8C) : vt == VT_NVFP4 ? T1_RES(VT_NVFP4) : T1_RES(VT_F32);
 #undef T1_RES
-            if (st) {
-                cu_gemv_async_launches++;
-                resident = p4 ? (vt == VT_BF16 ? gemv_t1_resident<VT_BF16, true, true, 4, GEMV_ST>() : gemv_t1_resident<VT_FP8, true, true, 4, GEMV_ST>())
-                              : (vt == VT_BF16 ? gemv_t1_resident<VT_BF16, false, true, 4, GEMV_ST>() : gemv_t1_resident<VT_FP8, false, true, 4, GEMV_ST>());
-            }
         }
         int warp_rows = r4 ? (max_rows + 3) / 4 : r2 || p4 ? (max_rows + 1) / 2 : max_rows;   /* a warp's rows: 2 (r2, p4) or 4 (r4) */
         int ks = gemv_v2_ks(warp_rows, live ? slots : E, off != NULL, v0.cols / V, resident);
@@ -951,7 +839,6 @@ static void gemv_group_launch(float *out, int ldo, int out_e, const float *x, in
         dim3 g2(cu_blocks((size_t)max_rows, rpb), live ? slots : E);
         cu_gemv_b pb = {NULL, NULL, v0, v1, 0, INT_MAX};   /* (no second part) */
         const int pfl = cu_pdl_prefetch;   /* the rows asked of L2 before the PDL wait */
-        const int pf = (r4 || p4) && !st && cu_gemv_pf;   /* the four-row forms' L2 prefetch of a lane's chunks (lab) */
         if (duo) {   /* its blocks: one more grid row, as many columns as either part needs */
             unsigned bx = (unsigned)cu_blocks((size_t)duo->n_rows, rpb);
             g2.x = bx > g2.x ? bx : g2.x;
@@ -966,11 +853,7 @@ static void gemv_group_launch(float *out, int ldo, int out_e, const float *x, in
     } while (0)
 #define V2_LAUNCH(VT, KS, R2OK)                                                                                \
     do {                                                                                                       \
-        if (R2OK && st && p4) cu_launch(gemv_v2_kernel<VT, true, KS, 1, R2OK, (R2OK ? 4 : 2), (R2OK ? GEMV_ST : 0)>, g2, th, st_smem(gemv_v2_kernel<VT, true, KS, 1, R2OK, (R2OK ? 4 : 2), (R2OK ? GEMV_ST : 0)>, GEMV_ST), out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, out2, ldo2, pb); \
-        else if (R2OK && st && r4) cu_launch(gemv_v2_kernel<VT, false, KS, 1, R2OK, (R2OK ? 4 : 2), (R2OK ? GEMV_ST : 0)>, g2, th, st_smem(gemv_v2_kernel<VT, false, KS, 1, R2OK, (R2OK ? 4 : 2), (R2OK ? GEMV_ST : 0)>, GEMV_ST), out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, out2, ldo2, pb); \
-        else if (R2OK && pf && p4) cu_launch(gemv_v2_kernel<VT, true, KS, 1, R2OK, (R2OK ? 4 : 2), 0, R2OK>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, out2, ldo2, pb); \
-        else if (R2OK && pf && r4) cu_launch(gemv_v2_kernel<VT, false, KS, 1, R2OK, (R2OK ? 4 : 2), 0, R2OK>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, out2, ldo2, pb); \
-        else if (R2OK && p4) cu_launch(gemv_v2_kernel<VT, true, KS, 1, R2OK, (R2OK ? 4 : 2)>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, out2, ldo2, pb); \
+        if (R2OK && p4) cu_launch(gemv_v2_kernel<VT, true, KS, 1, R2OK, (R2OK ? 4 : 2)>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, out2, ldo2, pb); \
         else if (R2OK && r4) cu_launch(gemv_v2_kernel<VT, false, KS, 1, R2OK, (R2OK ? 4 : 2)>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, out2, ldo2, pb); \
         else if (R2OK && r2) cu_launch(gemv_v2_kernel<VT, false, KS, 1, R2OK>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, out2, ldo2, pb); \
         else if (t1) V2_LAUNCH_T(VT, KS, 1);                                                                   \
