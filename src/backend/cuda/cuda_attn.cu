@@ -13,7 +13,6 @@
 #include <math.h>
 
 #include "backend/cuda/cuda.h"
-#include "backend/cuda/cuda_mma.h"
 
 #define NAIVE_THREADS 128
 #define NAIVE_CHUNK 128

@@ -14,7 +14,6 @@
  * projection of the absorbed attention: one warp per output row, the row read once with 16-byte loads
  * and dotted with up to 8 activation rows at a time (more rows: the row is re-read from L1/L2). */
 #include <limits.h>
-#include <pthread.h>
 
 #include "backend/cuda/cuda.h"
 #include "backend/cuda/cuda_mma.h"
