@@ -2975,6 +2975,24 @@ if want s38a; then
     done
   done
 fi
+# s39a (thirty-ninth session): the prefill MoE's grouped tiles fetched by free blocks in table order (DSINFER_CUDA_MOE_DYN=1
+# row blocks first, =2 column blocks first) against the round-robin deal (=0): the host self-test (both tile orders), op
+# test moedyn, the V3 MoE layer at 4096 tokens rotated 0 1 2 2 1 0 (OP_TIMES; the first with MOE_HIST's rows an expert),
+# then ncu of the grouped kernel's time and DRAM bytes at each
+if want s39a; then
+  step host 120 $B/test_cuda_host
+  step ops_moedyn 400 env DSINFER_OPS_ONLY=moedyn $B/test_cuda_ops
+  python3 -c 'import json; c = json.load(open("configs/deepseek-v3.json")); c.update(num_hidden_layers=1, first_k_dense_replace=0); json.dump(c, open("/tmp/v3-1moe.json", "w"))'
+  h=1
+  for n in 0 1 2 2 1 0; do
+    step v3moe_d$n 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_OP_TIMES=1 DSINFER_CUDA_MOE_HIST=$h DSINFER_CUDA_MOE_DYN=$n $B/dsinfer bench --model /tmp/v3-1moe.json --dtype fp8 --batch '' --ctx '' --prompt 4K --steps 1 --csv $CSV --label s39a-v3moe-d$n
+    grep -E "moe rows|moe: (gate|down)|^prefill" $OUT/v3moe_d$n.log | tail -8; h=0
+  done
+  for n in 0 1 2; do
+    step ncu39_d$n 200 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_MOE_DYN=$n ncu --clock-control none --cache-control none -k regex:f8_tma_kernel --metrics gpu__time_duration.sum,dram__bytes_read.sum,lts__t_sector_hit_rate.pct --csv --page raw --log-file $OUT/ncu39_d$n.csv $B/dsinfer bench --model /tmp/v3-1moe.json --dtype fp8 --batch '' --ctx '' --prompt 4K --steps 1
+    python3 dev/cuda/ncu_sum.py $OUT/ncu39_d$n.csv > $OUT/ncu39_d$n.txt 2>&1; head -8 $OUT/ncu39_d$n.txt   # (the CSV kept: a few rows, with the L2 hit rate a launch)
+  done
+fi
 # opsq: the same suite as four processes at once on the one GPU (DSINFER_OPS_PART=k/4, 4 OpenMP threads each: the CPU
 # references and the launches' latencies of one process leave most of the 16 cores and the GPU idle), so that it fits
 # one call; each part's log is ops_q<k>.log, its line in the summary as step's

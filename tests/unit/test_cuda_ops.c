@@ -3015,6 +3015,37 @@ static void run_moe_half(void) {
     unsetenv("DSINFER_MOE_W8A8");
 }
 
+/* DSINFER_OPS_ONLY=moedyn: the prefill MoE's grouped W8A8 launches with their tiles fetched by free blocks in table order
+ * (DSINFER_CUDA_MOE_DYN=1, row blocks first; =2, column blocks first) against tiles dealt round-robin (the twin, =0): the
+ * same bits (a tile's sums do not depend on which block runs it, or when), the fetched launches counted (two a MoE call),
+ * and against the CPU. V2-Lite at 1100 and 2100 tokens (one and two row tiles an expert), at 300 with the grouped path
+ * from 256 tokens (fewer tiles than SMs: no fetch past the first wave), with 64-row tiles (MOE_HALF on both); V3 (256
+ * experts, K 7168) at 1100. */
+static void run_moe_dyn(void) {
+    if (only && strcmp(only, "moedyn")) return;
+    setenv("DSINFER_MOE_W8A8", "1", 1);
+    moe_twin = 1;
+    moe_twin_env = "DSINFER_CUDA_MOE_DYN";
+    const int m[] = {1100, 2100}, m3[] = {1100}, ms[] = {300};
+    for (int form = 1; form <= 2; form++) {
+        char v[2] = {(char)('0' + form), 0};
+        setenv("DSINFER_CUDA_MOE_DYN", v, 1);   /* the backends check_moe_dt makes; its twin with =0 */
+        moe_half_case(form == 1 ? "v2l-dyn1" : "v2l-dyn2", "configs/deepseek-v2-lite.json", m, NM(m), ds_cuda_moe_dyn_launches,
+                      "with fetched tiles");
+        setenv("DSINFER_CUDA_MOE_GEMM_MIN_M", "256", 1);
+        moe_half_case("v2l-dyn3", "configs/deepseek-v2-lite.json", ms, NM(ms), ds_cuda_moe_dyn_launches, "with fetched tiles");
+        unsetenv("DSINFER_CUDA_MOE_GEMM_MIN_M");
+        setenv("DSINFER_CUDA_MOE_HALF", "1", 1);
+        moe_half_case("v2l-dynh", "configs/deepseek-v2-lite.json", m, NM(m), ds_cuda_moe_dyn_launches, "with fetched tiles");
+        unsetenv("DSINFER_CUDA_MOE_HALF");
+        moe_half_case("v3-dyn", "configs/deepseek-v3.json", m3, NM(m3), ds_cuda_moe_dyn_launches, "with fetched tiles");
+    }
+    moe_twin = 0;
+    moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
+    unsetenv("DSINFER_CUDA_MOE_DYN");
+    unsetenv("DSINFER_MOE_W8A8");
+}
+
 /* DSINFER_OPS_ONLY=quantw: the FP8 decode experts with their BF16 down input quantized a warp a 128 values
  * (DSINFER_CUDA_QUANT_WARP=1, rows_fp8_bf16_warp_kernel) against the block-a-128-values kernel (the twin, =0): the MoE
  * output the same bits, and against the CPU; V2-Lite (I 1408: 11 blocks a row) at 2 .. 256 tokens, V3 (I 2048) at 4
@@ -4199,6 +4230,7 @@ int main(void) {
     RUN(run_quant_warp());
     RUN(run_f8_tm_store());
     RUN(run_moe_half());
+    RUN(run_moe_dyn());
     RUN(run_moe_pipe());
     RUN(run_moe_sx());
     RUN(run_moe_st2());

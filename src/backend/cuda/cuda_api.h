@@ -93,6 +93,8 @@ long ds_cuda_f8_tm_xt_launches(void);
 /* grouped launches of the prefill MoE with 64-row tiles where an expert's tile has at most 64 rows (DSINFER_CUDA_MOE_HALF;
  * process-wide count; tests) */
 long ds_cuda_moe_half_launches(void);
+/* grouped launches of the prefill MoE with fetched tiles (DSINFER_CUDA_MOE_DYN; process-wide count; tests) */
+long ds_cuda_moe_dyn_launches(void);
 /* Device memory of n bytes owned by the backend (freed with release()). */
 void *ds_cuda_alloc_bytes(ds_backend *be, size_t n);
 

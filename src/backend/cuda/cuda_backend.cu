@@ -217,6 +217,7 @@ long ds_cuda_gemv_t4_launches(void) { return cu_gemv_t4_launches; }
 long ds_cuda_gemv_p4_launches(void) { return cu_gemv_p4_launches; }
 long ds_cuda_f8_tm_xt_launches(void) { return cu_f8_tm_xt_launches; }
 long ds_cuda_moe_half_launches(void) { return cu_moe_half_launches; }
+long ds_cuda_moe_dyn_launches(void) { return cu_moe_dyn_launches; }
 
 void ds_cuda_download_bytes(ds_backend *be, void *dst, const void *src, size_t n) {
     (void)be;
@@ -1109,6 +1110,8 @@ static cu_opts cu_opts_read(void) {
     o.router_ks_max_m = env_int("DSINFER_CUDA_ROUTER_KS_MAX_M", 128);
     o.moe_wg_pipe = env_int("DSINFER_CUDA_MOE_WG_PIPE", 0);   /* opt-in: within the spread (twenty-sixth session run 2) */
     o.moe_half = env_int("DSINFER_CUDA_MOE_HALF", 0);         /* opt-in: no gain (twenty-sixth session run 2) */
+    o.moe_dyn = env_int("DSINFER_CUDA_MOE_DYN", 0);           /* opt-in until measured (thirty-ninth session) */
+    o.moe_hist = env_int("DSINFER_CUDA_MOE_HIST", 0);
     o.route_fast = env_int("DSINFER_CUDA_ROUTE_FAST", 1);   /* the same bits; RT_PROF: the routing tail -10 .. -25% */
     /* opt-in, 1, 2 (the layer's tail) or 3 (and its attention); measured in the thirty-fourth session (RESULTS run 2): FP8
      * b1 the same at 1, +0.03 ms at 2, +0.24 at 3 (a grid barrier under the weight stream costs more than a launch) */

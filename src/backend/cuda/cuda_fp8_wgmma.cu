@@ -327,6 +327,9 @@ static size_t tm_smem_bytes(int tst = 0, int ss = 0) {
     return nst * TM_STAGE + tm_epi_bytes(tst, ss) + (ss ? nst * TM_SLOT : 0) + 2 * nst * 8 + (tst && ss == 3 ? 0 : 1024);
 }
 
+/* the grouped fetched-tile form (DYN): the plain form's, then each stage's tile number after the barriers */
+static size_t tm_dyn_smem_bytes(void) { return tm_smem_bytes() + TM_ST * sizeof(int); }
+
 /* tile t of mb x nb output tiles x ks splits -> its first row and column and its stages [kb0, kb0 + nkb):
  * splits outermost, then groups of TM_GROUP_M row blocks, column blocks within a group, row blocks fastest */
 template <int BN = WG_BN>
@@ -358,6 +361,8 @@ typedef struct {
     int n_maps, n_split;         /* output columns >= n_split come from the second map at column - n_split */
     int half;                    /* DSINFER_CUDA_MOE_HALF: a tile of at most 64 of its expert's rows loads only those 64
                                   * rows (the kernel's tc: the codes' map with 64-row boxes), 24 KB a stage, not 32 */
+    int *next;                   /* DYN (DSINFER_CUDA_MOE_DYN): the tiles fetched so far past the first wave (0 at the
+                                  * launch), so a block takes the next tile in table order when it is free */
 } tm_groups;
 
 template <bool GROUPED>
@@ -568,7 +573,7 @@ __device__ __forceinline__ void tm_store_tma(const float (&tot)[64], unsigned ch
  * xs [K/128][Mp] (not [M][K/128]), 5 stages and the whole epilogue (tm_stages). Tried and removed (RESULTS
  * twenty-eighth session runs 1 and 3, same bits, both slower): SS 3's slots with 5 stages and the epilogue in halves,
  * the consumers' own loads from the transposed form (a warp's rows in one sector, but a new L1 line every k-block). */
-template <bool GROUPED, bool PREF = false, bool TST = false, int LAB = 0, int SS = 0>
+template <bool GROUPED, bool PREF = false, bool TST = false, int LAB = 0, int SS = 0, bool DYN = false>
 __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ CUtensorMap ta,
                                                         const __grid_constant__ CUtensorMap tb,
                                                         const __grid_constant__ CUtensorMap tc, const tm_groups g,
@@ -587,6 +592,8 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
     unsigned char *epi = sm + NST * TM_STAGE;   /* TST: the epilogue's buffer */
     unsigned char *slots = epi + tm_epi_bytes(TST, SS);   /* SS: NST scale slots */
     uint64_t *full = (uint64_t *)(slots + (SS ? NST * TM_SLOT : 0)), *empty = full + NST;
+    int *tslot = (int *)(empty + NST);   /* DYN: the tile each stage belongs to (-1: no more tiles), [NST] */
+    static_assert(!DYN || (GROUPED && !STG), "the fetched tiles: the grouped form, one producer thread");
     const int tiles = GROUPED ? g.n_tiles : (M + TM_BM - 1) / TM_BM * ((N + WG_BN - 1) / WG_BN) * ks;
     const int first = (int)blockIdx.x, step = (int)gridDim.x;
     tm_job j;
@@ -598,13 +605,17 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
         if (threadIdx.x < (STG ? 32 : 1)) {   /* SS 1, 2: the warp stages the scales, its lane 0 the rest */
             int it = 0;
-            for (int t = first; t < tiles; t += step) {
+            /* DYN: after its first tile (blockIdx.x) a block fetches the next from g.next (tiles gridDim.x on, in fetch
+             * order); the tile's number goes into the slot of its first stage, and after the last tile a stage with -1
+             * and no bytes tells the consumers to stop */
+            for (int t = first; t < tiles; t = DYN ? step + atomicAdd(g.next, 1) : t + step) {
                 tm_job_of<GROUPED>(&j, t, &tb, g, out, ws, ws_cols, M, N, K, kc);
                 tm_stage_sc sv;   /* SS: the next k-block's scales, in flight */
                 if (STG) sv = tm_load_scales(xs, j.sw, K / WG_BK, j.kb0, j.m0, j.mend, threadIdx.x);
                 for (int i = 0; i < j.nkb; i++, it++) {
                     int s = it % NST;
                     if (it >= NST) mbar_wait(&empty[s], (it / NST - 1) & 1);
+                    if (DYN && i == 0) tslot[s] = t;   /* (released to the consumers by the expect_tx below) */
                     if (!STG || threadIdx.x == 0) {   /* SS 1, 2: lane 0 issues the stage's loads, then the warp its scales */
                         unsigned char *st = sm + s * TM_STAGE;
                         if (GROUPED && g.half && j.mend - j.m0 <= 64) {
@@ -631,6 +642,12 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
                     }
                 }
             }
+            if (DYN) {   /* the stop stage: -1, its phase completed by a plain arrival */
+                int s = it % NST;
+                if (it >= NST) mbar_wait(&empty[s], (it / NST - 1) & 1);
+                tslot[s] = -1;
+                mbar_arrive(&full[s]);
+            }
         }
         return;
     }
@@ -638,7 +655,12 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
     int cw = wg - 1, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, it = 0;
     float acc_a[64], acc_b[64], tot[64];
     for (int i = 0; i < 64; i++) acc_a[i] = acc_b[i] = 0.0f;
-    for (int t = first; t < tiles; t += step) {
+    for (int t = first; DYN || t < tiles; t += step) {
+        if (DYN) {   /* the tile of the next stage, as the producer fetched it (-1: none left) */
+            mbar_wait(&full[it % NST], (it / NST) & 1);
+            t = tslot[it % NST];
+            if (t < 0) break;
+        }
         tm_job_of<GROUPED>(&j, t, &tb, g, out, ws, ws_cols, M, N, K, kc);
         int nkb = j.nkb;
         if (j.m0 + 64 * cw >= j.mend) {   /* none of this warpgroup's 64 rows is valid (an expert's last, partial
@@ -783,6 +805,8 @@ void cu_f8_wgmma_init(void) {
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes()));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes()));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes()));
+    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<true, true, false, 0, 0, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)tm_dyn_smem_bytes()));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes(1)));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes(1)));
     if (cu_f8_tm_lab)
@@ -1355,14 +1379,16 @@ __global__ void moe_silu_fp8_kernel(unsigned char *q, float *s, const float *gu,
 /* the tiles of each expert's rows [off[e], off[e+1]) against n_cols output columns, 128 x 128 each:
  * (expert, first row, first column, the expert's row end); returns their count, sum over e of
  * ceil(rows_e / 128) x ceil(n_cols / 128). Order within an expert: row block, then column block (a row block's column
- * tiles side by side, sharing its activation rows in L2). Column block first was measured (DSINFER_CUDA_MOE_TILE_COLS,
- * thirty-eighth session): more DRAM bytes (30.6 -> 36.7 GB on the V3 MoE layer at 4096 tokens), 20% slower; removed. */
-int cu_f8_expert_tiles(int4 *t, const int32_t *off, int E, int n_cols) {
+ * tiles side by side, sharing its activation rows in L2); cols_first: column block, then row block (an expert's row
+ * tiles of one weight tile side by side). Column block first with the static tile order was measured (thirty-eighth
+ * session): more DRAM bytes (30.6 -> 36.7 GB on the V3 MoE layer at 4096 tokens), 20% slower; it is offered again only
+ * with the fetched order (DSINFER_CUDA_MOE_DYN=2), where neighbours in the table start together. */
+int cu_f8_expert_tiles(int4 *t, const int32_t *off, int E, int n_cols, int cols_first) {
     int n = 0;
     for (int e = 0; e < E; e++) {
         int nr = (off[e + 1] - off[e] + TM_BM - 1) / TM_BM, nc = (n_cols + WG_BN - 1) / WG_BN;
         for (int i = 0; i < nr * nc; i++, n++) {
-            int rb = i / nc, cb = i % nc;
+            int rb = cols_first ? i % nr : i / nc, cb = cols_first ? i / nr : i % nc;
             if (t) t[n] = make_int4(e, off[e] + rb * TM_BM, cb * WG_BN, off[e + 1]);   /* t NULL: count only */
         }
     }
@@ -1370,11 +1396,22 @@ int cu_f8_expert_tiles(int4 *t, const int32_t *off, int E, int n_cols) {
 }
 
 long cu_moe_half_launches;   /* grouped launches with opt.moe_half (process-wide; the op test's evidence that it ran) */
+long cu_moe_dyn_launches;    /* grouped launches with fetched tiles (opt.moe_dyn; likewise) */
 
-/* ta: the map of the activation codes [R, K]; ta64: the same codes with 64-row boxes (g->half) */
+/* ta: the map of the activation codes [R, K]; ta64: the same codes with 64-row boxes (g->half). g->next not NULL: the
+ * fetched-tile form (its counter zeroed here first) */
 static void grouped_launch(ds_cuda_backend *cb, const CUtensorMap &ta, const CUtensorMap &ta64, int R, int K, const float *qs,
                            const tm_groups *g, float *out, int ldo, int ws_cols) {
     int grid = g->n_tiles < cb->n_sm ? g->n_tiles : cb->n_sm;
+    if (g->next && cu_f8_tm_pref && !tm_ss_staged()) {
+        CUDA_CHECK(cudaMemsetAsync(g->next, 0, sizeof(int), cu_stream));
+        f8_tma_kernel<true, true, false, 0, 0, true><<<(unsigned)grid, 384, tm_dyn_smem_bytes(), cu_stream>>>(
+            ta, ta, ta64, *g, out, ldo, qs, NULL, ws_cols, R, 0, K, K, 1);
+        CUDA_LAUNCH_CHECK();
+        cu_moe_half_launches += g->half;
+        cu_moe_dyn_launches++;
+        return;
+    }
     if (cu_f8_tm_pref && tm_ss_staged())
         f8_tma_kernel<true, true, false, 0, 1><<<(unsigned)grid, 384, tm_smem_bytes(0, 1), cu_stream>>>(
             ta, ta, ta64, *g, out, ldo, qs, NULL, ws_cols, R, 0, K, K, 1);
@@ -1390,6 +1427,20 @@ static void grouped_launch(ds_cuda_backend *cb, const CUtensorMap &ta, const CUt
 
 static size_t al256(size_t n) { return (n + 255) & ~(size_t)255; }
 
+/* DSINFER_CUDA_MOE_HIST=1 (diagnostic): one line a grouped MoE call on stderr, how many experts have 0, 1, 2, 3 and more
+ * 128-row tiles, the most rows an expert has, and the tile counts of gate / up and down: what the tile order has to
+ * share (an expert with two row tiles reads each weight tile twice unless they run together) */
+static void moe_rows_hist(const int32_t *off, int E, int R, int T1, int T2) {
+    int h[5] = {0, 0, 0, 0, 0}, most = 0;
+    for (int e = 0; e < E; e++) {
+        int n = off[e + 1] - off[e], nr = (n + TM_BM - 1) / TM_BM;
+        h[nr < 4 ? nr : 4]++;
+        if (n > most) most = n;
+    }
+    fprintf(stderr, "moe rows: %d experts, %d rows; experts with 0 / 1 / 2 / 3 / 4+ row tiles: %d / %d / %d / %d / %d; "
+                    "most rows %d; tiles %d + %d\n", E, R, h[0], h[1], h[2], h[3], h[4], most, T1, T2);
+}
+
 const float *cu_moe_gemm_f8(ds_cuda_backend *cb, const float *x, const int32_t *rows, const int32_t *off, int E, int D,
                             int I, const ds_layer_weights *L) {
     int R = off[E];
@@ -1399,11 +1450,14 @@ const float *cu_moe_gemm_f8(ds_cuda_backend *cb, const float *x, const int32_t *
     moe_maps mmv;
     if (!layer_maps(cb, L, E, D, I, 1, &mmv)) return NULL;
     const moe_maps *mm = &mmv;
-    int T1 = cu_f8_expert_tiles(NULL, off, E, 2 * I), T2 = cu_f8_expert_tiles(NULL, off, E, D);   /* counts */
+    int cols_first = cb->opt.moe_dyn == 2;
+    int T1 = cu_f8_expert_tiles(NULL, off, E, 2 * I, 0), T2 = cu_f8_expert_tiles(NULL, off, E, D, 0);   /* counts */
+    if (cb->opt.moe_hist) moe_rows_hist(off, E, R, T1, T2);
     size_t q_b = al256((size_t)R * D), qs_b = al256((size_t)R * (D / 128) * 4), gu_b = al256((size_t)R * 2 * I * 4);
     size_t aq_b = al256((size_t)R * I), as_b = al256((size_t)R * (I / 128) * 4), y_b = al256((size_t)R * D * 4);
     size_t t_b = sizeof(int4) * (size_t)(T1 + T2);
-    char *ws = (char *)cu_ws_get(&cb->ws_moe_gemm, q_b + qs_b + gu_b + aq_b + as_b + y_b + t_b);
+    char *ws = (char *)cu_ws_get(&cb->ws_moe_gemm, q_b + qs_b + gu_b + aq_b + as_b + y_b + t_b + 256);
+    int *next = cb->opt.moe_dyn ? (int *)(ws + q_b + qs_b + gu_b + aq_b + as_b + y_b + al256(t_b)) : NULL;   /* DYN's counter */
     unsigned char *q = (unsigned char *)ws, *aq = (unsigned char *)(ws + q_b + qs_b + gu_b);
     float *qs = (float *)(ws + q_b), *gu = (float *)(ws + q_b + qs_b), *as = (float *)(ws + q_b + qs_b + gu_b + aq_b);
     float *y = (float *)(ws + q_b + qs_b + gu_b + aq_b + as_b);
@@ -1417,20 +1471,20 @@ const float *cu_moe_gemm_f8(ds_cuda_backend *cb, const float *x, const int32_t *
     }
     int4 *ht = (int4 *)malloc(t_b);
     if (!ht) return NULL;
-    cu_f8_expert_tiles(ht, off, E, 2 * I);
-    cu_f8_expert_tiles(ht + T1, off, E, D);
+    cu_f8_expert_tiles(ht, off, E, 2 * I, cols_first);
+    cu_f8_expert_tiles(ht + T1, off, E, D, cols_first);
     CUDA_CHECK(cudaMemcpyAsync(dt, ht, t_b, cudaMemcpyHostToDevice, cu_stream));   /* pageable: staged before return */
     free(ht);
     cu_rows_fp8_gather(q, qs, x, rows, R, D);
     cu_optimes_phase(cb, "  moe: gather rows (fp8)");
-    tm_groups g1 = {dt, T1, mm->maps, mm->sc, 2, I, half};
+    tm_groups g1 = {dt, T1, mm->maps, mm->sc, 2, I, half, next};
     grouped_launch(cb, ta1, h1, R, D, qs, &g1, gu, 2 * I, L->exp_gate[0].scale_cols);
     cu_optimes_phase(cb, "  moe: gate/up (wgmma, grouped)");
     size_t blocks = ((size_t)R * (I / 128) + 7) / 8;
     moe_silu_fp8_kernel<<<(unsigned)blocks, 256, 0, cu_stream>>>(aq, as, gu, R, I);
     CUDA_LAUNCH_CHECK();
     cu_optimes_phase(cb, "  moe: SiLU * up (fp8)");
-    tm_groups g2 = {dt + T1, T2, mm->maps + 2 * (E + mm->ns), mm->sc + 2 * (E + mm->ns), 1, D, half};
+    tm_groups g2 = {dt + T1, T2, mm->maps + 2 * (E + mm->ns), mm->sc + 2 * (E + mm->ns), 1, D, half, next};
     grouped_launch(cb, ta2, h2, R, I, as, &g2, y, D, L->exp_down[0].scale_cols);
     cu_optimes_phase(cb, "  moe: down (wgmma, grouped)");
     return y;

@@ -143,13 +143,13 @@ extern "C" long ds_cuda_host_selftest(char *msg, size_t len) {
     }
     /* the grouped MoE's tile table: each expert's rows x column blocks exactly once, rows from off[e] in steps of 128, row
      * end off[e+1]; the count as announced (the caller sizes the table with a NULL pass); an expert's tiles together, row
-     * blocks first (a row block's column tiles consecutive) */
-    {
+     * blocks first (a row block's column tiles consecutive), or with cols_first column blocks first */
+    for (int cols_first = 0; cols_first < 2; cols_first++) {
         enum { E = 37, COLS = 384 };
         int32_t off[E + 1];
         off[0] = 0;
         for (int e = 0; e < E; e++) off[e + 1] = off[e] + (int)(mix(e + 5) % 300) * (e % 5 != 0);   /* some empty */
-        int n = cu_f8_expert_tiles(NULL, off, E, COLS);
+        int n = cu_f8_expert_tiles(NULL, off, E, COLS, cols_first);
         int4 *t = (int4 *)malloc(sizeof(int4) * (size_t)(n > 0 ? n : 1));
         unsigned char *seen = (unsigned char *)calloc((size_t)off[E] * (COLS / 128) + 1, 1);
         if (!t || !seen) {
@@ -157,7 +157,7 @@ extern "C" long ds_cuda_host_selftest(char *msg, size_t len) {
         } else {
             int want = 0;
             for (int e = 0; e < E; e++) want += (off[e + 1] - off[e] + 127) / 128 * (COLS / 128);
-            if (cu_f8_expert_tiles(t, off, E, COLS) != n || n != want)
+            if (cu_f8_expert_tiles(t, off, E, COLS, cols_first) != n || n != want)
                 MISMATCH("tile table: %d tiles, expected %d", n, want);
             for (int i = 0; i < n && i < want; i++) {
                 int e = t[i].x, r0 = t[i].y, c = t[i].z;
@@ -169,7 +169,8 @@ extern "C" long ds_cuda_host_selftest(char *msg, size_t len) {
                 for (int r = r0; r < r0 + 128 && r < off[e + 1]; r++) seen[(size_t)r * (COLS / 128) + c / 128]++;
                 if (i > 0) {   /* the order: experts ascending; within one, the stated block order */
                     int4 p = t[i - 1];
-                    long key = (long)r0 * 100000 + c, pk = (long)p.y * 100000 + p.z;
+                    long key = cols_first ? (long)c * 100000 + r0 : (long)r0 * 100000 + c;
+                    long pk = cols_first ? (long)p.z * 100000 + p.y : (long)p.y * 100000 + p.z;
                     if (p.x > e || (p.x == e && pk >= key))
                         MISMATCH("tile table: tile %d (%d, %d, %d) after (%d, %d, %d)", i, e, r0, c, p.x, p.y, p.z);
                 }
