@@ -2993,6 +2993,31 @@ if want s39a; then
     python3 dev/cuda/ncu_sum.py $OUT/ncu39_d$n.csv > $OUT/ncu39_d$n.txt 2>&1; head -8 $OUT/ncu39_d$n.txt   # (the CSV kept: a few rows, with the L2 hit rate a launch)
   done
 fi
+# s39b: DYN's default (=2) checked by the grouped path's op tests (moedyn, moehalf, moe8), then the figures: the V3 MoE
+# layer at 4096 tokens rotated 0 2 2 0 (OP_TIMES, whole logs kept), V2-Lite prefill 512 / 2K / 8K FP8 at 0 / 2 three rounds
+# and BF16 8K once, ncu of the grouped kernel's DRAM bytes at 0 and 2
+if want s39b; then
+  step ops_moedyn 400 env DSINFER_OPS_ONLY=moedyn $B/test_cuda_ops
+  step ops_moehalf 300 env DSINFER_OPS_ONLY=moehalf $B/test_cuda_ops
+  step ops_moe8 300 env DSINFER_OPS_ONLY=moe8 $B/test_cuda_ops
+  python3 -c 'import json; c = json.load(open("configs/deepseek-v3.json")); c.update(num_hidden_layers=1, first_k_dense_replace=0); json.dump(c, open("/tmp/v3-1moe.json", "w"))'
+  for n in 0 2 2 0; do
+    step v3moe_e$n 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_OP_TIMES=1 DSINFER_CUDA_MOE_DYN=$n $B/dsinfer bench --model /tmp/v3-1moe.json --dtype fp8 --batch '' --ctx '' --prompt 4K --steps 1 --csv $CSV --label s39b-v3moe-d$n
+    grep -E "moe: (gate|down)" $OUT/v3moe_e$n.log | tail -2
+  done
+  for r in 1 2 3; do
+    for n in 0 2; do
+      step v2pf_d$n-$r 200 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_DYN=$n $B/dsinfer bench --dtype fp8 --batch '' --ctx '' --prompt 512,2K,8K --steps 2 --csv $CSV --label s39b-v2l-fp8-d$n
+    done
+  done
+  for n in 0 2; do
+    step v2pfb_d$n 200 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_DYN=$n $B/dsinfer bench --dtype bf16 --batch '' --ctx '' --prompt 8K --steps 2 --csv $CSV --label s39b-v2l-bf16-d$n
+  done
+  for n in 0 2; do
+    step ncu39b_d$n 200 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_MOE_DYN=$n ncu --clock-control none --cache-control none -k regex:f8_tma_kernel --metrics gpu__time_duration.sum,dram__bytes_read.sum,lts__t_sector_hit_rate.pct --csv --page raw --log-file $OUT/ncu39b_d$n.csv $B/dsinfer bench --model /tmp/v3-1moe.json --dtype fp8 --batch '' --ctx '' --prompt 4K --steps 1
+    python3 dev/cuda/ncu_sum.py $OUT/ncu39b_d$n.csv > $OUT/ncu39b_d$n.txt 2>&1; head -4 $OUT/ncu39b_d$n.txt
+  done
+fi
 # opsq: the same suite as four processes at once on the one GPU (DSINFER_OPS_PART=k/4, 4 OpenMP threads each: the CPU
 # references and the launches' latencies of one process leave most of the 16 cores and the GPU idle), so that it fits
 # one call; each part's log is ops_q<k>.log, its line in the summary as step's

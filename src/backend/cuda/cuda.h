@@ -421,8 +421,9 @@ typedef struct {
     int moe_wg_pipe;   /* FP8 decode experts: the down launch (1; 2: and gate / up at 32 tokens a chunk) with two k-blocks' MMAs in
                         * flight (cuda_moe_wg.cu; DSINFER_CUDA_MOE_WG_PIPE) */
     int moe_half;      /* prefill MoE: grouped tiles of <= 64 rows load 64 rows (cuda_fp8_wgmma.cu tm_groups.half; DSINFER_CUDA_MOE_HALF) */
-    int moe_dyn;       /* prefill MoE: grouped tiles fetched by free blocks in table order, not dealt round-robin (1: row
-                        * blocks first, 2: column blocks first; tm_groups.next; DSINFER_CUDA_MOE_DYN) */
+    int moe_dyn;       /* prefill MoE: grouped tiles fetched by free blocks in table order, not dealt round-robin (0: dealt;
+                        * 1: fetched, row blocks first; 2, the default: fetched, column blocks first; tm_groups.next;
+                        * DSINFER_CUDA_MOE_DYN) */
     int moe_hist;      /* prefill MoE: a line of each call's rows an expert on stderr (DSINFER_CUDA_MOE_HIST; diagnostic) */
     int route_fast;    /* the routing warps' top-k in registers, the same bits (cuda_moe.cu route_warp_fast; DSINFER_CUDA_ROUTE_FAST) */
     int moe1;          /* the MoE block of one token as one cooperative launch (cuda_moe1.cu; DSINFER_CUDA_MOE1): 1 the

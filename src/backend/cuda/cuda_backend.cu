@@ -1110,7 +1110,8 @@ static cu_opts cu_opts_read(void) {
     o.router_ks_max_m = env_int("DSINFER_CUDA_ROUTER_KS_MAX_M", 128);
     o.moe_wg_pipe = env_int("DSINFER_CUDA_MOE_WG_PIPE", 0);   /* opt-in: within the spread (twenty-sixth session run 2) */
     o.moe_half = env_int("DSINFER_CUDA_MOE_HALF", 0);         /* opt-in: no gain (twenty-sixth session run 2) */
-    o.moe_dyn = env_int("DSINFER_CUDA_MOE_DYN", 0);           /* opt-in until measured (thirty-ninth session) */
+    o.moe_dyn = env_int("DSINFER_CUDA_MOE_DYN", 2);           /* the same bits; V3 MoE layer at 4K: DRAM 1.38 -> 1.03x the
+                                                                * weights, grouped GEMMs -15% (thirty-ninth session, H100) */
     o.moe_hist = env_int("DSINFER_CUDA_MOE_HIST", 0);
     o.route_fast = env_int("DSINFER_CUDA_ROUTE_FAST", 1);   /* the same bits; RT_PROF: the routing tail -10 .. -25% */
     /* opt-in, 1, 2 (the layer's tail) or 3 (and its attention); measured in the thirty-fourth session (RESULTS run 2): FP8

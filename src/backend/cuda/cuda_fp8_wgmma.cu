@@ -1380,9 +1380,10 @@ __global__ void moe_silu_fp8_kernel(unsigned char *q, float *s, const float *gu,
  * (expert, first row, first column, the expert's row end); returns their count, sum over e of
  * ceil(rows_e / 128) x ceil(n_cols / 128). Order within an expert: row block, then column block (a row block's column
  * tiles side by side, sharing its activation rows in L2); cols_first: column block, then row block (an expert's row
- * tiles of one weight tile side by side). Column block first with the static tile order was measured (thirty-eighth
- * session): more DRAM bytes (30.6 -> 36.7 GB on the V3 MoE layer at 4096 tokens), 20% slower; it is offered again only
- * with the fetched order (DSINFER_CUDA_MOE_DYN=2), where neighbours in the table start together. */
+ * tiles of one weight tile side by side). Column block first with the tiles dealt round-robin was measured (thirty-eighth
+ * session): more DRAM bytes (30.6 -> 36.7 GB on the V3 MoE layer at 4096 tokens), 20% slower; with the tiles fetched in
+ * table order (DSINFER_CUDA_MOE_DYN=2, the default), where neighbours start together, it reads the weights once (1.03x,
+ * thirty-ninth session). */
 int cu_f8_expert_tiles(int4 *t, const int32_t *off, int E, int n_cols, int cols_first) {
     int n = 0;
     for (int e = 0; e < E; e++) {
