@@ -3018,6 +3018,39 @@ if want s39b; then
     python3 dev/cuda/ncu_sum.py $OUT/ncu39b_d$n.csv > $OUT/ncu39b_d$n.txt 2>&1; head -4 $OUT/ncu39b_d$n.txt
   done
 fi
+# s39c: gate / up with SiLU * up in the epilogue (DSINFER_CUDA_MOE_SILU_EPI=1, f8_gu_silu_kernel): host self-test (64-row
+# tables), op tests moesilu and moedyn, goldens and the model test with it, the V3 MoE layer at 4096 tokens rotated 0 1 1 0
+# (OP_TIMES), V2-Lite FP8 prefill 2K / 8K at 0 / 1 three rounds, ncu of the MoE kernels at 0 and 1
+if want s39c; then
+  step host 120 $B/test_cuda_host
+  step ops_moesilu 400 env DSINFER_OPS_ONLY=moesilu $B/test_cuda_ops
+  grep -E "moe:|CHECK failed" $OUT/ops_moesilu.log | tail -8
+  step ops_moedyn 400 env DSINFER_OPS_ONLY=moedyn $B/test_cuda_ops
+  grep -E "moe:|CHECK failed" $OUT/ops_moedyn.log | tail -12
+  step golden_silu 150 env DSINFER_CUDA_MOE_SILU_EPI=1 $B/test_cuda_golden
+  step model_silu 200 env DSINFER_CUDA_MOE_SILU_EPI=1 $B/test_cuda_model
+  python3 -c 'import json; c = json.load(open("configs/deepseek-v3.json")); c.update(num_hidden_layers=1, first_k_dense_replace=0); json.dump(c, open("/tmp/v3-1moe.json", "w"))'
+  for n in 0 1 1 0; do
+    step v3moe_s$n 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_OP_TIMES=1 DSINFER_CUDA_MOE_SILU_EPI=$n $B/dsinfer bench --model /tmp/v3-1moe.json --dtype fp8 --batch '' --ctx '' --prompt 4K --steps 1 --csv $CSV --label s39c-v3moe-s$n
+    grep -E "moe: (gate|down|SiLU)" $OUT/v3moe_s$n.log | tail -3
+  done
+  for r in 1 2 3; do
+    for n in 0 1; do
+      step v2pf_s$n-$r 200 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_SILU_EPI=$n $B/dsinfer bench --dtype fp8 --batch '' --ctx '' --prompt 2K,8K --steps 2 --csv $CSV --label s39c-v2l-fp8-s$n
+      grep -E "^prefill" $OUT/v2pf_s$n-$r.log
+    done
+  done
+  for n in 0 1; do
+    step ncu39c_s$n 200 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_MOE_SILU_EPI=$n ncu --clock-control none --cache-control none -k regex:'f8_tma_kernel|f8_gu_silu|moe_silu' --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum --csv --page raw --log-file $OUT/ncu39c_s$n.csv $B/dsinfer bench --model /tmp/v3-1moe.json --dtype fp8 --batch '' --ctx '' --prompt 4K --steps 1
+    python3 dev/cuda/ncu_sum.py $OUT/ncu39c_s$n.csv > $OUT/ncu39c_s$n.txt 2>&1; head -6 $OUT/ncu39c_s$n.txt
+  done
+fi
+# s39m: the thirty-ninth session's mutants (dev/cuda/mutants_s39.sh); each must fail
+if want s39m; then
+  mutant $B/test_cuda_ops_mut_dyn_skip moedyn '' 300
+  mutant $B/test_cuda_ops_mut_gs_quad moesilu '' 300
+  mutant $B/test_cuda_ops_mut_gs_sw moesilu '' 300
+fi
 # opsq: the same suite as four processes at once on the one GPU (DSINFER_OPS_PART=k/4, 4 OpenMP threads each: the CPU
 # references and the launches' latencies of one process leave most of the 16 cores and the GPU idle), so that it fits
 # one call; each part's log is ops_q<k>.log, its line in the summary as step's

@@ -3046,6 +3046,43 @@ static void run_moe_dyn(void) {
     unsetenv("DSINFER_MOE_W8A8");
 }
 
+/* moe_half_case's check with one launch a MoE call counted (run_moe_silu: f8_gu_silu_kernel) */
+static void moe_silu_case(const char *name, const char *cfg, const int *m, int nm) {
+    setup s;
+    if (!load_setup(&s, name, cfg, 3, 16)) return;
+    long n0 = ds_cuda_moe_silu_launches();
+    check_moe_dt(&s, m, nm, DS_DTYPE_F8_E4M3, 2, 0);
+    long n = ds_cuda_moe_silu_launches() - n0;
+    int want = 0;   /* two MoE calls at each M (check_moe_dt's first call on another x), one launch each */
+    for (int i = 0; i < nm; i++) want += m[i] <= max_m ? 2 : 0;
+    printf("  %-8s moe: %ld gate / up launches with SiLU in the epilogue (expected %d)\n", name, n, want);
+    CHECKF(n == want, "%s: %ld gate / up launches with SiLU in the epilogue, expected %d", name, n, want);
+    free_setup(&s);
+}
+
+/* DSINFER_OPS_ONLY=moesilu: the prefill MoE's gate / up with SiLU * up and its FP8 codes in the epilogue
+ * (DSINFER_CUDA_MOE_SILU_EPI=1, f8_gu_silu_kernel: 64-row tiles of gate and up together) against the separate SiLU kernel
+ * over fp32 gate / up sums (the twin, =0): the same bits, its launches counted (one a MoE call), and against the CPU.
+ * V2-Lite (I 1408: 11 column blocks) at 1100 and 2100 tokens, at 300 with the grouped path from 256 tokens (fewer tiles
+ * than SMs), V3 (256 experts, K 7168, I 2048) at 1100. */
+static void run_moe_silu(void) {
+    if (only && strcmp(only, "moesilu")) return;
+    setenv("DSINFER_MOE_W8A8", "1", 1);
+    setenv("DSINFER_CUDA_MOE_SILU_EPI", "1", 1);   /* the backends check_moe_dt makes; its twin with =0 */
+    moe_twin = 1;
+    moe_twin_env = "DSINFER_CUDA_MOE_SILU_EPI";
+    const int m[] = {1100, 2100}, m3[] = {1100}, ms[] = {300};
+    moe_silu_case("v2l-silu", "configs/deepseek-v2-lite.json", m, NM(m));
+    setenv("DSINFER_CUDA_MOE_GEMM_MIN_M", "256", 1);
+    moe_silu_case("v2l-silu3", "configs/deepseek-v2-lite.json", ms, NM(ms));
+    unsetenv("DSINFER_CUDA_MOE_GEMM_MIN_M");
+    moe_silu_case("v3-silu", "configs/deepseek-v3.json", m3, NM(m3));
+    moe_twin = 0;
+    moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
+    unsetenv("DSINFER_CUDA_MOE_SILU_EPI");
+    unsetenv("DSINFER_MOE_W8A8");
+}
+
 /* DSINFER_OPS_ONLY=quantw: the FP8 decode experts with their BF16 down input quantized a warp a 128 values
  * (DSINFER_CUDA_QUANT_WARP=1, rows_fp8_bf16_warp_kernel) against the block-a-128-values kernel (the twin, =0): the MoE
  * output the same bits, and against the CPU; V2-Lite (I 1408: 11 blocks a row) at 2 .. 256 tokens, V3 (I 2048) at 4
@@ -4231,6 +4268,7 @@ int main(void) {
     RUN(run_f8_tm_store());
     RUN(run_moe_half());
     RUN(run_moe_dyn());
+    RUN(run_moe_silu());
     RUN(run_moe_pipe());
     RUN(run_moe_sx());
     RUN(run_moe_st2());

@@ -425,6 +425,8 @@ typedef struct {
                         * 1: fetched, row blocks first; 2, the default: fetched, column blocks first; tm_groups.next;
                         * DSINFER_CUDA_MOE_DYN) */
     int moe_hist;      /* prefill MoE: a line of each call's rows an expert on stderr (DSINFER_CUDA_MOE_HIST; diagnostic) */
+    int moe_silu_epi;  /* prefill MoE: gate / up with SiLU * up and its FP8 codes in the epilogue (f8_gu_silu_kernel; with
+                        * moe_dyn; DSINFER_CUDA_MOE_SILU_EPI) */
     int route_fast;    /* the routing warps' top-k in registers, the same bits (cuda_moe.cu route_warp_fast; DSINFER_CUDA_ROUTE_FAST) */
     int moe1;          /* the MoE block of one token as one cooperative launch (cuda_moe1.cu; DSINFER_CUDA_MOE1): 1 the
                         * block, 2 and the layer's tail around it (backend layer_tail1), 3 and the attention before it
@@ -1021,6 +1023,7 @@ void cu_f8_wgmma_init(void);
 /* host-side pieces (checked by ds_cuda_host_selftest): the K splits of the GEMM, the MoE's tile table */
 int cu_f8_splits(int M, int N, int K, int n_sm, int *kc);
 int cu_f8_expert_tiles(int4 *t, const int32_t *off, int E, int n_cols, int cols_first);
+int cu_f8_expert_tiles_bm(int4 *t, const int32_t *off, int E, int n_cols, int bm, int cols_first);
 /* DSINFER_CUDA_FP8_TMA (default 1): above 64 rows the warp-specialized TMA kernel; 0: the cp.async one */
 extern int cu_fp8_tma;
 /* DSINFER_CUDA_F8_TICKETS (default 0, opt-in: slower, RESULTS eleventh session run 4): the cp.async kernel's split-K
@@ -1059,6 +1062,8 @@ extern long cu_f8_tm_xt_launches;   /* launches of DSINFER_CUDA_F8_TM_SS 3's for
 extern long cu_moe_half_launches;
 /* launches of the prefill MoE's grouped W8A8 form with opt.moe_dyn (process-wide; tests) */
 extern long cu_moe_dyn_launches;
+/* launches of the prefill MoE's gate / up with SiLU in the epilogue (opt.moe_silu_epi; process-wide; tests) */
+extern long cu_moe_silu_launches;
 /* shared pieces of the own W8A8 linears: x [M, K] fp32 -> codes q [M, K] and scales s [M][K/128]
  * (moe_rows_fp8_kernel); out[i] = sum over z < ks of part[z n + i], in z order */
 void cu_rows_fp8_f32(unsigned char *q, float *s, const float *x, int M, int K);

@@ -95,6 +95,8 @@ long ds_cuda_f8_tm_xt_launches(void);
 long ds_cuda_moe_half_launches(void);
 /* grouped launches of the prefill MoE with fetched tiles (DSINFER_CUDA_MOE_DYN; process-wide count; tests) */
 long ds_cuda_moe_dyn_launches(void);
+/* launches of the prefill MoE's gate / up with SiLU * up in the epilogue (DSINFER_CUDA_MOE_SILU_EPI; process-wide; tests) */
+long ds_cuda_moe_silu_launches(void);
 /* Device memory of n bytes owned by the backend (freed with release()). */
 void *ds_cuda_alloc_bytes(ds_backend *be, size_t n);
 

@@ -782,6 +782,12 @@ typedef void (*tm_kernel_fn)(const CUtensorMap, const CUtensorMap, const CUtenso
                              const float *, int, int, int, int, int, int);
 /* the dense TST + PREF form with lab bits `lab` (DSINFER_CUDA_F8_TM_LAB: 1, 2, 3, 4, 7, 8, 10 built; others: the plain form;
  * 0: SS where DSINFER_CUDA_F8_TM_SS) */
+/* the grouped gate / up with SiLU in the epilogue (defined with the MoE below) */
+static size_t gs_smem_bytes(void);
+__global__ void __launch_bounds__(384, 1) f8_gu_silu_kernel(const __grid_constant__ CUtensorMap ta64, const tm_groups g,
+                                                            const float *xs, unsigned char *q, float *s, int I, int K,
+                                                            int ws_cols);
+
 static tm_kernel_fn tm_lab_kernel(int lab) {
     switch (lab) {
     case 1: return f8_tma_kernel<false, true, true, 1>;
@@ -807,6 +813,7 @@ void cu_f8_wgmma_init(void) {
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes()));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<true, true, false, 0, 0, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)tm_dyn_smem_bytes()));
+    CUDA_CHECK(cudaFuncSetAttribute(f8_gu_silu_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gs_smem_bytes()));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes(1)));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes(1)));
     if (cu_f8_tm_lab)
@@ -1376,6 +1383,176 @@ __global__ void moe_silu_fp8_kernel(unsigned char *q, float *s, const float *gu,
     if (lane == 0) s[i * LK + b] = scale;
 }
 
+/* ---- gate / up with SiLU * up and its FP8 codes in the epilogue (DSINFER_CUDA_MOE_SILU_EPI) ----
+ * A tile: 64 of an expert's rows (TMA box of the codes' 64-row map) against 128 gate rows and the 128 up rows of the same
+ * intermediate columns c0 .. c0 + 127 (the experts' 128-row maps). Consumer warpgroup 1 makes the gate sums, 2 the up
+ * sums of the same 64 x 128 positions (the same MMAs and promotions as f8_tma_kernel's tiles of those columns: the same
+ * fp32 values); 2 hands its sums to 1 through shared memory (thread t's value i at xb[i][t]: the same positions in both
+ * warpgroups' fragments), and 1 makes a = SiLU(g) * u rounded to BF16, each row's amax over the 128 columns (its quad of
+ * lanes), scale = max(amax, 1e-4) / 448 and the codes, as moe_silu_fp8_kernel does from the fp32 gu: the same bits,
+ * without gu's fp32 round trip (R x 2I x 4 bytes written and read) or that kernel's launch. Tiles fetched in table order
+ * (as f8_tma_kernel's DYN: tslot, the stop stage). */
+#define GS_BM 64
+#define GS_STAGE ((GS_BM + 2 * WG_BN) * WG_BK)   /* 40 KB: the rows' codes, the gate's 128 rows, the up's 128 */
+#define GS_ST 4                                  /* stages (160 KB) */
+#define GS_XB (64 * 128 * 4)                     /* the up sums handed over: [64 values][128 threads] fp32 */
+
+static size_t gs_smem_bytes(void) { return (size_t)GS_ST * GS_STAGE + GS_XB + 2 * GS_ST * 8 + GS_ST * sizeof(int) + 1024; }
+
+/* k-block `it`'s stage waited for, then this warpgroup's 4 MMAs into acc from zero (cw 0: the gate rows, 1: the up) */
+__device__ __forceinline__ void gs_issue(float (&acc)[64], const unsigned char *sm, uint64_t *full, int it, int cw) {
+    int s = it % GS_ST;
+    mbar_wait(&full[s], (it / GS_ST) & 1);
+    const unsigned char *a = sm + s * GS_STAGE, *b = a + (GS_BM + cw * WG_BN) * WG_BK;
+    wg_fence();
+#pragma unroll
+    for (int j = 0; j < 4; j++) wg_mma_n128(acc, wg_desc(a + 32 * j), wg_desc(b + 32 * j), j);
+    wg_commit();
+}
+
+/* k-block kb's scales for rows r0, r1 (0 at or past mend) and the weight block's */
+__device__ __forceinline__ tm_sc gs_scales(const float *xs, const float *sw, int LK, int kb, int r0, int r1, int mend) {
+    tm_sc r;
+    r.sw = sw[kb];
+    r.x0 = r0 < mend ? xs[(size_t)r0 * LK + kb] : 0.0f;
+    r.x1 = r1 < mend ? xs[(size_t)r1 * LK + kb] : 0.0f;
+    return r;
+}
+
+/* k-block it's stage given back (acc's MMAs completed), then acc promoted into tot as tm_promote does */
+__device__ __forceinline__ void gs_promote(const float (&acc)[64], float (&tot)[64], uint64_t *empty, int it, int lane, tm_sc sc,
+                                           int r0, int r1, int mend) {
+    float s0 = r0 < mend ? sc.x0 * sc.sw : 0.0f;
+    float s1 = r1 < mend ? sc.x1 * sc.sw : 0.0f;
+    tm_release(&empty[it % GS_ST], lane);
+    wg_promote(tot, acc, s0, s1);
+}
+
+/* the gate warpgroup's epilogue: g (its sums) and a (the up warpgroup's sums u, same positions) -> the codes of rows r0, r1 (below
+ * mend) at columns c0 + 8j + 2 (lane % 4) + {0, 1} of q [R, I], and their scales s [R][I/128] (lane % 4 == 0) */
+__device__ __forceinline__ void gs_store_codes(const float (&g)[64], float (&a)[64], unsigned char *q, float *s, int I,
+                                               int c0, int r0, int r1, int mend, int lane) {
+    float m0 = 0.0f, m1 = 0.0f;   /* a: u on entry, the products in its place */
+#pragma unroll
+    for (int i = 0; i < 64; i++) {
+        a[i] = __bfloat162float(__float2bfloat16(g[i] / (1.0f + expf(-g[i])) * a[i]));
+        if (i & 2) m1 = fmaxf(m1, fabsf(a[i]));
+        else m0 = fmaxf(m0, fabsf(a[i]));
+    }
+#pragma unroll
+    for (int o = 1; o <= 2; o <<= 1) {   /* the quad's lanes hold the row's other columns */
+        m0 = fmaxf(m0, __shfl_xor_sync(0xffffffffu, m0, o));
+        m1 = fmaxf(m1, __shfl_xor_sync(0xffffffffu, m1, o));
+    }
+    float sc0 = fmaxf(m0, 1e-4f) / 448.0f, sc1 = fmaxf(m1, 1e-4f) / 448.0f;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        int r = h ? r1 : r0;
+        float sc = h ? sc1 : sc0;
+        if (r >= mend) continue;
+        unsigned char *row = q + (size_t)r * I + c0 + 2 * (lane & 3);
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            unsigned lo = cu_f32_to_fp8_hw(a[4 * j + 2 * h] / sc), hi = cu_f32_to_fp8_hw(a[4 * j + 2 * h + 1] / sc);
+            *(unsigned short *)(row + 8 * j) = (unsigned short)(lo | (hi << 8));
+        }
+        if ((lane & 3) == 0) s[(size_t)r * (I / 128) + c0 / 128] = sc;
+    }
+}
+
+/* g: the tile table (expert, first row, first intermediate column c0, the expert's row end) in 64-row blocks, the experts'
+ * gate / up maps and scales (n_maps 2), g.next the fetch counter (0 at the launch); ta64: the codes [R, K] with 64-row boxes,
+ * xs their scales [R][K/128]; out: q [R, I] codes and s [R][I/128] scales of the SiLU products */
+__global__ void __launch_bounds__(384, 1) f8_gu_silu_kernel(const __grid_constant__ CUtensorMap ta64, const tm_groups g,
+                                                            const float *xs, unsigned char *q, float *s, int I, int K,
+                                                            int ws_cols) {
+    extern __shared__ unsigned char wg_raw[];
+    unsigned char *sm = (unsigned char *)(((uintptr_t)wg_raw + 1023) & ~(uintptr_t)1023);
+    float *xb = (float *)(sm + GS_ST * GS_STAGE);
+    uint64_t *full = (uint64_t *)(sm + GS_ST * GS_STAGE + GS_XB), *empty = full + GS_ST;
+    int *tslot = (int *)(empty + GS_ST);
+    const int LK = K / WG_BK;
+    tm_ring_init(full, empty, GS_ST, 8);
+    int wg = threadIdx.x >> 7;
+    if (wg == 0) {   /* producer: one thread */
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+        if (threadIdx.x == 0) {
+            int it = 0;
+            for (int t = (int)blockIdx.x; t < g.n_tiles; t = (int)gridDim.x + atomicAdd(g.next, 1)) {
+                int4 e = g.tiles[t];
+                const CUtensorMap *mg = &g.maps[2 * e.x];
+                for (int i = 0; i < LK; i++, it++) {
+                    int st = it % GS_ST;
+                    if (it >= GS_ST) mbar_wait(&empty[st], (it / GS_ST - 1) & 1);
+                    if (i == 0) tslot[st] = t;   /* (released by the expect_tx) */
+                    unsigned char *d = sm + st * GS_STAGE;
+                    mbar_expect_tx(&full[st], GS_STAGE);
+                    tma_load(d, &ta64, i * WG_BK, e.y, &full[st]);
+                    tma_load(d + GS_BM * WG_BK, mg, i * WG_BK, e.z, &full[st]);
+                    tma_load(d + (GS_BM + WG_BN) * WG_BK, mg + 1, i * WG_BK, e.z, &full[st]);
+                }
+            }
+            int st = it % GS_ST;   /* the stop stage */
+            if (it >= GS_ST) mbar_wait(&empty[st], (it / GS_ST - 1) & 1);
+            tslot[st] = -1;
+            mbar_arrive(&full[st]);
+        }
+        return;
+    }
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+    int cw = wg - 1, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, tid = threadIdx.x & 127, it = 0;
+    float acc_a[64], acc_b[64], tot[64];
+    for (int i = 0; i < 64; i++) acc_a[i] = acc_b[i] = 0.0f;
+    for (;;) {
+        mbar_wait(&full[it % GS_ST], (it / GS_ST) & 1);
+        int t = tslot[it % GS_ST];
+        if (t < 0) break;
+        int4 e = g.tiles[t];
+        int r0 = e.y + 16 * warp + (lane >> 2), r1 = r0 + 8, mend = e.w;
+        const float *sw = g.scales[2 * e.x + cw] + (size_t)(e.z / WG_BN) * ws_cols;
+        for (int i = 0; i < 64; i++) tot[i] = 0.0f;
+        /* two accumulators in turn, as f8_tma_kernel's PREF form */
+        tm_sc sa = gs_scales(xs, sw, LK, 0, r0, r1, mend), sb = sa;
+        gs_issue(acc_a, sm, full, it, cw);
+        int i = 0;
+        for (; i + 2 < LK; i += 2) {
+            sb = gs_scales(xs, sw, LK, i + 1, r0, r1, mend);
+            gs_issue(acc_b, sm, full, it + i + 1, cw);
+            wg_wait1();
+            gs_promote(acc_a, tot, empty, it + i, lane, sa, r0, r1, mend);
+            sa = gs_scales(xs, sw, LK, i + 2, r0, r1, mend);
+            gs_issue(acc_a, sm, full, it + i + 2, cw);
+            wg_wait1();
+            gs_promote(acc_b, tot, empty, it + i + 1, lane, sb, r0, r1, mend);
+        }
+        if (i + 1 < LK) {
+            sb = gs_scales(xs, sw, LK, i + 1, r0, r1, mend);
+            gs_issue(acc_b, sm, full, it + i + 1, cw);
+            wg_wait1();
+            gs_promote(acc_a, tot, empty, it + i, lane, sa, r0, r1, mend);
+            wg_wait0();
+            gs_promote(acc_b, tot, empty, it + i + 1, lane, sb, r0, r1, mend);
+        } else {
+            wg_wait0();
+            gs_promote(acc_a, tot, empty, it + i, lane, sa, r0, r1, mend);
+        }
+        it += LK;
+        /* the hand-over: the up warpgroup writes, both meet, the gate warpgroup reads, both meet again (so the next
+         * tile's write waits for this read; the gate warpgroup's stores then run beside the up warpgroup's next MMAs) */
+        if (cw == 1)
+#pragma unroll
+            for (int k = 0; k < 64; k++) xb[k * 128 + tid] = tot[k];
+        asm volatile("bar.sync 1, 256;\n" ::: "memory");
+        /* u into acc_b: its values are not needed (the next tile's first MMAs start from zero), and the registers of a
+         * fourth array of 64 would spill */
+        if (cw == 0)
+#pragma unroll
+            for (int k = 0; k < 64; k++) acc_b[k] = xb[k * 128 + tid];
+        asm volatile("bar.sync 1, 256;\n" ::: "memory");
+        if (cw == 0) gs_store_codes(tot, acc_b, q, s, I, e.z, r0, r1, mend, lane);
+    }
+}
+
 /* the tiles of each expert's rows [off[e], off[e+1]) against n_cols output columns, 128 x 128 each:
  * (expert, first row, first column, the expert's row end); returns their count, sum over e of
  * ceil(rows_e / 128) x ceil(n_cols / 128). Order within an expert: row block, then column block (a row block's column
@@ -1385,12 +1562,17 @@ __global__ void moe_silu_fp8_kernel(unsigned char *q, float *s, const float *gu,
  * table order (DSINFER_CUDA_MOE_DYN=2, the default), where neighbours start together, it reads the weights once (1.03x,
  * thirty-ninth session). */
 int cu_f8_expert_tiles(int4 *t, const int32_t *off, int E, int n_cols, int cols_first) {
+    return cu_f8_expert_tiles_bm(t, off, E, n_cols, TM_BM, cols_first);
+}
+
+/* the same with row blocks of bm rows (f8_gu_silu_kernel's 64) */
+int cu_f8_expert_tiles_bm(int4 *t, const int32_t *off, int E, int n_cols, int bm, int cols_first) {
     int n = 0;
     for (int e = 0; e < E; e++) {
-        int nr = (off[e + 1] - off[e] + TM_BM - 1) / TM_BM, nc = (n_cols + WG_BN - 1) / WG_BN;
+        int nr = (off[e + 1] - off[e] + bm - 1) / bm, nc = (n_cols + WG_BN - 1) / WG_BN;
         for (int i = 0; i < nr * nc; i++, n++) {
             int rb = cols_first ? i % nr : i / nc, cb = cols_first ? i / nr : i % nc;
-            if (t) t[n] = make_int4(e, off[e] + rb * TM_BM, cb * WG_BN, off[e + 1]);   /* t NULL: count only */
+            if (t) t[n] = make_int4(e, off[e] + rb * bm, cb * WG_BN, off[e + 1]);   /* t NULL: count only */
         }
     }
     return n;
@@ -1398,6 +1580,7 @@ int cu_f8_expert_tiles(int4 *t, const int32_t *off, int E, int n_cols, int cols_
 
 long cu_moe_half_launches;   /* grouped launches with opt.moe_half (process-wide; the op test's evidence that it ran) */
 long cu_moe_dyn_launches;    /* grouped launches with fetched tiles (opt.moe_dyn; likewise) */
+long cu_moe_silu_launches;   /* f8_gu_silu_kernel launches (opt.moe_silu_epi; likewise) */
 
 /* ta: the map of the activation codes [R, K]; ta64: the same codes with 64-row boxes (g->half). g->next not NULL: the
  * fetched-tile form (its counter zeroed here first) */
@@ -1452,7 +1635,10 @@ const float *cu_moe_gemm_f8(ds_cuda_backend *cb, const float *x, const int32_t *
     if (!layer_maps(cb, L, E, D, I, 1, &mmv)) return NULL;
     const moe_maps *mm = &mmv;
     int cols_first = cb->opt.moe_dyn == 2;
-    int T1 = cu_f8_expert_tiles(NULL, off, E, 2 * I, 0), T2 = cu_f8_expert_tiles(NULL, off, E, D, 0);   /* counts */
+    /* gate / up with SiLU * up in the epilogue: tiles of 64 rows x 128 intermediate columns, fetched (opt.moe_dyn) */
+    int silu = cb->opt.moe_silu_epi && cb->opt.moe_dyn && cu_f8_tm_pref;
+    int T1 = silu ? cu_f8_expert_tiles_bm(NULL, off, E, I, GS_BM, cols_first) : cu_f8_expert_tiles(NULL, off, E, 2 * I, 0);
+    int T2 = cu_f8_expert_tiles(NULL, off, E, D, 0);   /* counts */
     if (cb->opt.moe_hist) moe_rows_hist(off, E, R, T1, T2);
     size_t q_b = al256((size_t)R * D), qs_b = al256((size_t)R * (D / 128) * 4), gu_b = al256((size_t)R * 2 * I * 4);
     size_t aq_b = al256((size_t)R * I), as_b = al256((size_t)R * (I / 128) * 4), y_b = al256((size_t)R * D * 4);
@@ -1470,21 +1656,35 @@ const float *cu_moe_gemm_f8(ds_cuda_backend *cb, const float *x, const int32_t *
         h1 = ta1;
         h2 = ta2;
     }
+    CUtensorMap q64;   /* silu: the codes with 64-row boxes */
+    if (silu && !cu_tma_map(&q64, q, R, D, 64)) return NULL;
     int4 *ht = (int4 *)malloc(t_b);
     if (!ht) return NULL;
-    cu_f8_expert_tiles(ht, off, E, 2 * I, cols_first);
+    if (silu) cu_f8_expert_tiles_bm(ht, off, E, I, GS_BM, cols_first);
+    else cu_f8_expert_tiles(ht, off, E, 2 * I, cols_first);
     cu_f8_expert_tiles(ht + T1, off, E, D, cols_first);
     CUDA_CHECK(cudaMemcpyAsync(dt, ht, t_b, cudaMemcpyHostToDevice, cu_stream));   /* pageable: staged before return */
     free(ht);
     cu_rows_fp8_gather(q, qs, x, rows, R, D);
     cu_optimes_phase(cb, "  moe: gather rows (fp8)");
     tm_groups g1 = {dt, T1, mm->maps, mm->sc, 2, I, half, next};
-    grouped_launch(cb, ta1, h1, R, D, qs, &g1, gu, 2 * I, L->exp_gate[0].scale_cols);
-    cu_optimes_phase(cb, "  moe: gate/up (wgmma, grouped)");
-    size_t blocks = ((size_t)R * (I / 128) + 7) / 8;
-    moe_silu_fp8_kernel<<<(unsigned)blocks, 256, 0, cu_stream>>>(aq, as, gu, R, I);
-    CUDA_LAUNCH_CHECK();
-    cu_optimes_phase(cb, "  moe: SiLU * up (fp8)");
+    if (silu) {
+        g1.half = 0;
+        CUDA_CHECK(cudaMemsetAsync(next, 0, sizeof(int), cu_stream));
+        int grid = T1 < cb->n_sm ? T1 : cb->n_sm;
+        f8_gu_silu_kernel<<<(unsigned)grid, 384, gs_smem_bytes(), cu_stream>>>(q64, g1, qs, aq, as, I, D,
+                                                                                L->exp_gate[0].scale_cols);
+        CUDA_LAUNCH_CHECK();
+        cu_moe_silu_launches++;
+        cu_optimes_phase(cb, "  moe: gate/up with SiLU * up (wgmma, grouped)");
+    } else {
+        grouped_launch(cb, ta1, h1, R, D, qs, &g1, gu, 2 * I, L->exp_gate[0].scale_cols);
+        cu_optimes_phase(cb, "  moe: gate/up (wgmma, grouped)");
+        size_t blocks = ((size_t)R * (I / 128) + 7) / 8;
+        moe_silu_fp8_kernel<<<(unsigned)blocks, 256, 0, cu_stream>>>(aq, as, gu, R, I);
+        CUDA_LAUNCH_CHECK();
+        cu_optimes_phase(cb, "  moe: SiLU * up (fp8)");
+    }
     tm_groups g2 = {dt + T1, T2, mm->maps + 2 * (E + mm->ns), mm->sc + 2 * (E + mm->ns), 1, D, half, next};
     grouped_launch(cb, ta2, h2, R, I, as, &g2, y, D, L->exp_down[0].scale_cols);
     cu_optimes_phase(cb, "  moe: down (wgmma, grouped)");
