@@ -3045,6 +3045,23 @@ if want s39c; then
     python3 dev/cuda/ncu_sum.py $OUT/ncu39c_s$n.csv > $OUT/ncu39c_s$n.txt 2>&1; head -6 $OUT/ncu39c_s$n.txt
   done
 fi
+# s39d: f8_gu_silu_kernel with 5 stages (DSINFER_CUDA_MOE_SILU_EPI=2, the up sums handed over in halves): op test moesilu
+# (both forms), then the V3 MoE layer at 4096 tokens rotated 0 1 2 2 1 0 (OP_TIMES) and ncu of the MoE kernels at 0 / 1 / 2
+if want s39d; then
+  step ops_moesilu 400 env DSINFER_OPS_ONLY=moesilu $B/test_cuda_ops
+  grep -E "moe:|CHECK failed" $OUT/ops_moesilu.log | tail -14
+  python3 -c 'import json; c = json.load(open("configs/deepseek-v3.json")); c.update(num_hidden_layers=1, first_k_dense_replace=0); json.dump(c, open("/tmp/v3-1moe.json", "w"))'
+  k=0
+  for n in 0 1 2 2 1 0; do
+    k=$((k+1))
+    step v3moe_t$n-$k 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_OP_TIMES=1 DSINFER_CUDA_MOE_SILU_EPI=$n $B/dsinfer bench --model /tmp/v3-1moe.json --dtype fp8 --batch '' --ctx '' --prompt 4K --steps 1 --csv $CSV --label s39d-v3moe-s$n
+    grep -E "moe: (gate|down|SiLU)" $OUT/v3moe_t$n-$k.log | tail -3
+  done
+  for n in 0 1 2; do
+    step ncu39d_s$n 200 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_MOE_SILU_EPI=$n ncu --clock-control none --cache-control none -k regex:'f8_tma_kernel|f8_gu_silu|moe_silu' --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum --csv --page raw --log-file $OUT/ncu39d_s$n.csv $B/dsinfer bench --model /tmp/v3-1moe.json --dtype fp8 --batch '' --ctx '' --prompt 4K --steps 1
+    python3 dev/cuda/ncu_sum.py $OUT/ncu39d_s$n.csv > $OUT/ncu39d_s$n.txt 2>&1; head -6 $OUT/ncu39d_s$n.txt
+  done
+fi
 # s39m: the thirty-ninth session's mutants (dev/cuda/mutants_s39.sh); each must fail
 if want s39m; then
   mutant $B/test_cuda_ops_mut_dyn_skip moedyn '' 300

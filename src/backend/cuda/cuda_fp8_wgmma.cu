@@ -783,7 +783,8 @@ typedef void (*tm_kernel_fn)(const CUtensorMap, const CUtensorMap, const CUtenso
 /* the dense TST + PREF form with lab bits `lab` (DSINFER_CUDA_F8_TM_LAB: 1, 2, 3, 4, 7, 8, 10 built; others: the plain form;
  * 0: SS where DSINFER_CUDA_F8_TM_SS) */
 /* the grouped gate / up with SiLU in the epilogue (defined with the MoE below) */
-static size_t gs_smem_bytes(void);
+static size_t gs_smem_bytes(int nst);
+template <int NST>
 __global__ void __launch_bounds__(384, 1) f8_gu_silu_kernel(const __grid_constant__ CUtensorMap ta64, const tm_groups g,
                                                             const float *xs, unsigned char *q, float *s, int I, int K,
                                                             int ws_cols);
@@ -813,7 +814,8 @@ void cu_f8_wgmma_init(void) {
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes()));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<true, true, false, 0, 0, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)tm_dyn_smem_bytes()));
-    CUDA_CHECK(cudaFuncSetAttribute(f8_gu_silu_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gs_smem_bytes()));
+    CUDA_CHECK(cudaFuncSetAttribute(f8_gu_silu_kernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gs_smem_bytes(4)));
+    CUDA_CHECK(cudaFuncSetAttribute(f8_gu_silu_kernel<5>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gs_smem_bytes(5)));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes(1)));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes(1)));
     if (cu_f8_tm_lab)
@@ -1394,15 +1396,18 @@ __global__ void moe_silu_fp8_kernel(unsigned char *q, float *s, const float *gu,
  * (as f8_tma_kernel's DYN: tslot, the stop stage). */
 #define GS_BM 64
 #define GS_STAGE ((GS_BM + 2 * WG_BN) * WG_BK)   /* 40 KB: the rows' codes, the gate's 128 rows, the up's 128 */
-#define GS_ST 4                                  /* stages (160 KB) */
-#define GS_XB (64 * 128 * 4)                     /* the up sums handed over: [64 values][128 threads] fp32 */
+/* NST stages (4: 160 KB, 5: 200 KB); the up sums handed over through gs_xb(NST) bytes: all 64 values a thread at once
+ * with 4 stages ([64][128 threads] fp32, 32 KB), in two halves of 32 with 5 (16 KB: 5 stages and 32 KB pass the 227 KB
+ * a block may have) */
+__host__ __device__ constexpr int gs_xb(int nst) { return nst == 4 ? 64 * 128 * 4 : 32 * 128 * 4; }
 
-static size_t gs_smem_bytes(void) { return (size_t)GS_ST * GS_STAGE + GS_XB + 2 * GS_ST * 8 + GS_ST * sizeof(int) + 1024; }
+static size_t gs_smem_bytes(int nst) { return (size_t)nst * GS_STAGE + gs_xb(nst) + 2 * nst * 8 + nst * sizeof(int) + 1024; }
 
 /* k-block `it`'s stage waited for, then this warpgroup's 4 MMAs into acc from zero (cw 0: the gate rows, 1: the up) */
+template <int NST>
 __device__ __forceinline__ void gs_issue(float (&acc)[64], const unsigned char *sm, uint64_t *full, int it, int cw) {
-    int s = it % GS_ST;
-    mbar_wait(&full[s], (it / GS_ST) & 1);
+    int s = it % NST;
+    mbar_wait(&full[s], (it / NST) & 1);
     const unsigned char *a = sm + s * GS_STAGE, *b = a + (GS_BM + cw * WG_BN) * WG_BK;
     wg_fence();
 #pragma unroll
@@ -1420,11 +1425,12 @@ __device__ __forceinline__ tm_sc gs_scales(const float *xs, const float *sw, int
 }
 
 /* k-block it's stage given back (acc's MMAs completed), then acc promoted into tot as tm_promote does */
+template <int NST>
 __device__ __forceinline__ void gs_promote(const float (&acc)[64], float (&tot)[64], uint64_t *empty, int it, int lane, tm_sc sc,
                                            int r0, int r1, int mend) {
     float s0 = r0 < mend ? sc.x0 * sc.sw : 0.0f;
     float s1 = r1 < mend ? sc.x1 * sc.sw : 0.0f;
-    tm_release(&empty[it % GS_ST], lane);
+    tm_release(&empty[it % NST], lane);
     wg_promote(tot, acc, s0, s1);
 }
 
@@ -1463,16 +1469,17 @@ __device__ __forceinline__ void gs_store_codes(const float (&g)[64], float (&a)[
 /* g: the tile table (expert, first row, first intermediate column c0, the expert's row end) in 64-row blocks, the experts'
  * gate / up maps and scales (n_maps 2), g.next the fetch counter (0 at the launch); ta64: the codes [R, K] with 64-row boxes,
  * xs their scales [R][K/128]; out: q [R, I] codes and s [R][I/128] scales of the SiLU products */
+template <int NST>
 __global__ void __launch_bounds__(384, 1) f8_gu_silu_kernel(const __grid_constant__ CUtensorMap ta64, const tm_groups g,
                                                             const float *xs, unsigned char *q, float *s, int I, int K,
                                                             int ws_cols) {
     extern __shared__ unsigned char wg_raw[];
     unsigned char *sm = (unsigned char *)(((uintptr_t)wg_raw + 1023) & ~(uintptr_t)1023);
-    float *xb = (float *)(sm + GS_ST * GS_STAGE);
-    uint64_t *full = (uint64_t *)(sm + GS_ST * GS_STAGE + GS_XB), *empty = full + GS_ST;
-    int *tslot = (int *)(empty + GS_ST);
+    float *xb = (float *)(sm + NST * GS_STAGE);
+    uint64_t *full = (uint64_t *)(sm + NST * GS_STAGE + gs_xb(NST)), *empty = full + NST;
+    int *tslot = (int *)(empty + NST);
     const int LK = K / WG_BK;
-    tm_ring_init(full, empty, GS_ST, 8);
+    tm_ring_init(full, empty, NST, 8);
     int wg = threadIdx.x >> 7;
     if (wg == 0) {   /* producer: one thread */
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
@@ -1482,8 +1489,8 @@ __global__ void __launch_bounds__(384, 1) f8_gu_silu_kernel(const __grid_constan
                 int4 e = g.tiles[t];
                 const CUtensorMap *mg = &g.maps[2 * e.x];
                 for (int i = 0; i < LK; i++, it++) {
-                    int st = it % GS_ST;
-                    if (it >= GS_ST) mbar_wait(&empty[st], (it / GS_ST - 1) & 1);
+                    int st = it % NST;
+                    if (it >= NST) mbar_wait(&empty[st], (it / NST - 1) & 1);
                     if (i == 0) tslot[st] = t;   /* (released by the expect_tx) */
                     unsigned char *d = sm + st * GS_STAGE;
                     mbar_expect_tx(&full[st], GS_STAGE);
@@ -1492,8 +1499,8 @@ __global__ void __launch_bounds__(384, 1) f8_gu_silu_kernel(const __grid_constan
                     tma_load(d + (GS_BM + WG_BN) * WG_BK, mg + 1, i * WG_BK, e.z, &full[st]);
                 }
             }
-            int st = it % GS_ST;   /* the stop stage */
-            if (it >= GS_ST) mbar_wait(&empty[st], (it / GS_ST - 1) & 1);
+            int st = it % NST;   /* the stop stage */
+            if (it >= NST) mbar_wait(&empty[st], (it / NST - 1) & 1);
             tslot[st] = -1;
             mbar_arrive(&full[st]);
         }
@@ -1504,8 +1511,8 @@ __global__ void __launch_bounds__(384, 1) f8_gu_silu_kernel(const __grid_constan
     float acc_a[64], acc_b[64], tot[64];
     for (int i = 0; i < 64; i++) acc_a[i] = acc_b[i] = 0.0f;
     for (;;) {
-        mbar_wait(&full[it % GS_ST], (it / GS_ST) & 1);
-        int t = tslot[it % GS_ST];
+        mbar_wait(&full[it % NST], (it / NST) & 1);
+        int t = tslot[it % NST];
         if (t < 0) break;
         int4 e = g.tiles[t];
         int r0 = e.y + 16 * warp + (lane >> 2), r1 = r0 + 8, mend = e.w;
@@ -1513,42 +1520,46 @@ __global__ void __launch_bounds__(384, 1) f8_gu_silu_kernel(const __grid_constan
         for (int i = 0; i < 64; i++) tot[i] = 0.0f;
         /* two accumulators in turn, as f8_tma_kernel's PREF form */
         tm_sc sa = gs_scales(xs, sw, LK, 0, r0, r1, mend), sb = sa;
-        gs_issue(acc_a, sm, full, it, cw);
+        gs_issue<NST>(acc_a, sm, full, it, cw);
         int i = 0;
         for (; i + 2 < LK; i += 2) {
             sb = gs_scales(xs, sw, LK, i + 1, r0, r1, mend);
-            gs_issue(acc_b, sm, full, it + i + 1, cw);
+            gs_issue<NST>(acc_b, sm, full, it + i + 1, cw);
             wg_wait1();
-            gs_promote(acc_a, tot, empty, it + i, lane, sa, r0, r1, mend);
+            gs_promote<NST>(acc_a, tot, empty, it + i, lane, sa, r0, r1, mend);
             sa = gs_scales(xs, sw, LK, i + 2, r0, r1, mend);
-            gs_issue(acc_a, sm, full, it + i + 2, cw);
+            gs_issue<NST>(acc_a, sm, full, it + i + 2, cw);
             wg_wait1();
-            gs_promote(acc_b, tot, empty, it + i + 1, lane, sb, r0, r1, mend);
+            gs_promote<NST>(acc_b, tot, empty, it + i + 1, lane, sb, r0, r1, mend);
         }
         if (i + 1 < LK) {
             sb = gs_scales(xs, sw, LK, i + 1, r0, r1, mend);
-            gs_issue(acc_b, sm, full, it + i + 1, cw);
+            gs_issue<NST>(acc_b, sm, full, it + i + 1, cw);
             wg_wait1();
-            gs_promote(acc_a, tot, empty, it + i, lane, sa, r0, r1, mend);
+            gs_promote<NST>(acc_a, tot, empty, it + i, lane, sa, r0, r1, mend);
             wg_wait0();
-            gs_promote(acc_b, tot, empty, it + i + 1, lane, sb, r0, r1, mend);
+            gs_promote<NST>(acc_b, tot, empty, it + i + 1, lane, sb, r0, r1, mend);
         } else {
             wg_wait0();
-            gs_promote(acc_a, tot, empty, it + i, lane, sa, r0, r1, mend);
+            gs_promote<NST>(acc_a, tot, empty, it + i, lane, sa, r0, r1, mend);
         }
         it += LK;
         /* the hand-over: the up warpgroup writes, both meet, the gate warpgroup reads, both meet again (so the next
-         * tile's write waits for this read; the gate warpgroup's stores then run beside the up warpgroup's next MMAs) */
-        if (cw == 1)
+         * write waits for this read; the gate warpgroup's stores then run beside the up warpgroup's next MMAs). u goes
+         * into acc_b: its values are not needed (the next tile's first MMAs start from zero), and the registers of a
+         * fourth array of 64 would spill. With 5 stages in two halves of 32 values. */
+        constexpr int HV = gs_xb(NST) / (128 * 4);   /* values a thread a pass: 64 or 32 */
 #pragma unroll
-            for (int k = 0; k < 64; k++) xb[k * 128 + tid] = tot[k];
-        asm volatile("bar.sync 1, 256;\n" ::: "memory");
-        /* u into acc_b: its values are not needed (the next tile's first MMAs start from zero), and the registers of a
-         * fourth array of 64 would spill */
-        if (cw == 0)
+        for (int h = 0; h < 64; h += HV) {
+            if (cw == 1)
 #pragma unroll
-            for (int k = 0; k < 64; k++) acc_b[k] = xb[k * 128 + tid];
-        asm volatile("bar.sync 1, 256;\n" ::: "memory");
+                for (int k = 0; k < HV; k++) xb[k * 128 + tid] = tot[h + k];
+            asm volatile("bar.sync 1, 256;\n" ::: "memory");
+            if (cw == 0)
+#pragma unroll
+                for (int k = 0; k < HV; k++) acc_b[h + k] = xb[k * 128 + tid];
+            asm volatile("bar.sync 1, 256;\n" ::: "memory");
+        }
         if (cw == 0) gs_store_codes(tot, acc_b, q, s, I, e.z, r0, r1, mend, lane);
     }
 }
@@ -1672,8 +1683,12 @@ const float *cu_moe_gemm_f8(ds_cuda_backend *cb, const float *x, const int32_t *
         g1.half = 0;
         CUDA_CHECK(cudaMemsetAsync(next, 0, sizeof(int), cu_stream));
         int grid = T1 < cb->n_sm ? T1 : cb->n_sm;
-        f8_gu_silu_kernel<<<(unsigned)grid, 384, gs_smem_bytes(), cu_stream>>>(q64, g1, qs, aq, as, I, D,
-                                                                                L->exp_gate[0].scale_cols);
+        if (cb->opt.moe_silu_epi == 2)   /* 5 stages, the hand-over in halves */
+            f8_gu_silu_kernel<5><<<(unsigned)grid, 384, gs_smem_bytes(5), cu_stream>>>(q64, g1, qs, aq, as, I, D,
+                                                                                     L->exp_gate[0].scale_cols);
+        else
+            f8_gu_silu_kernel<4><<<(unsigned)grid, 384, gs_smem_bytes(4), cu_stream>>>(q64, g1, qs, aq, as, I, D,
+                                                                                     L->exp_gate[0].scale_cols);
         CUDA_LAUNCH_CHECK();
         cu_moe_silu_launches++;
         cu_optimes_phase(cb, "  moe: gate/up with SiLU * up (wgmma, grouped)");
