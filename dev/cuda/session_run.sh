@@ -3045,8 +3045,8 @@ if want s39c; then
     python3 dev/cuda/ncu_sum.py $OUT/ncu39c_s$n.csv > $OUT/ncu39c_s$n.txt 2>&1; head -6 $OUT/ncu39c_s$n.txt
   done
 fi
-# s39d: f8_gu_silu_kernel with 5 stages (DSINFER_CUDA_MOE_SILU_EPI=2, the up sums handed over in halves): op test moesilu
-# (both forms), then the V3 MoE layer at 4096 tokens rotated 0 1 2 2 1 0 (OP_TIMES) and ncu of the MoE kernels at 0 / 1 / 2
+# s39d: f8_gu_silu_kernel with 5 stages (DSINFER_CUDA_MOE_SILU_EPI=2 at d4846f6, the up sums handed over in halves; measured
+# equal to 4 and removed; from 2e.. =2 is f8_gu_silu2_kernel, 128-row tiles in two passes): op test moesilu (both forms), then the V3 MoE layer at 4096 tokens rotated 0 1 2 2 1 0 (OP_TIMES) and ncu of the MoE kernels at 0 / 1 / 2
 if want s39d; then
   step ops_moesilu 400 env DSINFER_OPS_ONLY=moesilu $B/test_cuda_ops
   grep -E "moe:|CHECK failed" $OUT/ops_moesilu.log | tail -14

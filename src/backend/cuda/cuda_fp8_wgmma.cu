@@ -783,8 +783,11 @@ typedef void (*tm_kernel_fn)(const CUtensorMap, const CUtensorMap, const CUtenso
 /* the dense TST + PREF form with lab bits `lab` (DSINFER_CUDA_F8_TM_LAB: 1, 2, 3, 4, 7, 8, 10 built; others: the plain form;
  * 0: SS where DSINFER_CUDA_F8_TM_SS) */
 /* the grouped gate / up with SiLU in the epilogue (defined with the MoE below) */
-static size_t gs_smem_bytes(int nst);
-template <int NST>
+static size_t gs_smem_bytes(void);
+static size_t g2_smem_bytes(void);
+__global__ void __launch_bounds__(384, 1) f8_gu_silu2_kernel(const __grid_constant__ CUtensorMap ta, const tm_groups g,
+                                                             const CUtensorMap *maps64, const float *xs, unsigned char *q,
+                                                             float *s, int I, int K, int ws_cols);
 __global__ void __launch_bounds__(384, 1) f8_gu_silu_kernel(const __grid_constant__ CUtensorMap ta64, const tm_groups g,
                                                             const float *xs, unsigned char *q, float *s, int I, int K,
                                                             int ws_cols);
@@ -814,8 +817,8 @@ void cu_f8_wgmma_init(void) {
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes()));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<true, true, false, 0, 0, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)tm_dyn_smem_bytes()));
-    CUDA_CHECK(cudaFuncSetAttribute(f8_gu_silu_kernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gs_smem_bytes(4)));
-    CUDA_CHECK(cudaFuncSetAttribute(f8_gu_silu_kernel<5>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gs_smem_bytes(5)));
+    CUDA_CHECK(cudaFuncSetAttribute(f8_gu_silu_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gs_smem_bytes()));
+    CUDA_CHECK(cudaFuncSetAttribute(f8_gu_silu2_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)g2_smem_bytes()));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes(1)));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes(1)));
     if (cu_f8_tm_lab)
@@ -1243,6 +1246,7 @@ int cu_moe_wgmma = 1;   /* DSINFER_CUDA_MOE_WGMMA (backend creation) */
 typedef struct {
     const void *key;
     CUtensorMap *maps;   /* device: [2 (E + ns)] gate, up per expert, then [E + ns] down */
+    CUtensorMap *maps64; /* device: [2 E] the routed experts' gate, up with 64-row boxes (f8_gu_silu2_kernel) */
     const float **sc;    /* device: their scale pointers, same order */
     int ns;              /* the shared experts as virtual experts E .. E + ns - 1 (0: none made) */
 } moe_maps;
@@ -1302,8 +1306,9 @@ static const moe_maps *layer_maps_locked(ds_cuda_backend *cb, const ds_layer_wei
         ns = ns > 0 && ns <= 16 ? ns : 0;
         E2 = E + ns;
         CUtensorMap *hm = (CUtensorMap *)calloc((size_t)3 * E2, sizeof(CUtensorMap));
+        CUtensorMap *h64 = (CUtensorMap *)calloc((size_t)2 * E, sizeof(CUtensorMap));
         const float **hs = (const float **)calloc((size_t)3 * E2, sizeof(float *));
-        int ok = hm && hs;
+        int ok = hm && hs && h64, has64 = 1;   /* has64: the 64-row maps made (else maps64 stays NULL) */
         ds_dtype dt = L->exp_gate[0].dtype;
         int es = dt == DS_DTYPE_BF16 ? 2 : 1;   /* the maps are over bytes: a BF16 row is 2K of them */
         for (int e = 0; e < E && ok; e++) {
@@ -1312,6 +1317,8 @@ static const moe_maps *layer_maps_locked(ds_cuda_backend *cb, const ds_layer_wei
                  tma_map_lab(&hm[2 * e], L->exp_gate[e].data, I, es * D) && tma_map_lab(&hm[2 * e + 1], L->exp_up[e].data, I, es * D) &&
                  tma_map_lab(&hm[2 * E2 + e], L->exp_down[e].data, D, es * I);
             if (!ok) break;
+            has64 = has64 && cu_tma_map(&h64[2 * e], L->exp_gate[e].data, I, es * D, 64) &&
+                    cu_tma_map(&h64[2 * e + 1], L->exp_up[e].data, I, es * D, 64);
             hs[2 * e] = L->exp_gate[e].scale;
             hs[2 * e + 1] = L->exp_up[e].scale;
             hs[2 * E2 + e] = L->exp_down[e].scale;
@@ -1325,19 +1332,22 @@ static const moe_maps *layer_maps_locked(ds_cuda_backend *cb, const ds_layer_wei
             E2 = E;
         }
         void *d = NULL;
-        size_t mb = sizeof(CUtensorMap) * 3 * (size_t)E2;
-        if (ok) {
-            CUDA_CHECK(cudaMalloc(&d, mb + sizeof(float *) * 3 * (size_t)E2));
+        size_t mb = sizeof(CUtensorMap) * 3 * (size_t)E2, mb64 = sizeof(CUtensorMap) * 2 * (size_t)E;
+        if (ok) {   /* [maps][maps64][scale pointers] */
+            CUDA_CHECK(cudaMalloc(&d, mb + mb64 + sizeof(float *) * 3 * (size_t)E2));
             cu_own(cb, d);
             CUDA_CHECK(cudaMemcpy(d, hm, mb, cudaMemcpyHostToDevice));
-            CUDA_CHECK(cudaMemcpy((char *)d + mb, hs, sizeof(float *) * 3 * (size_t)E2, cudaMemcpyHostToDevice));
+            CUDA_CHECK(cudaMemcpy((char *)d + mb, h64, mb64, cudaMemcpyHostToDevice));
+            CUDA_CHECK(cudaMemcpy((char *)d + mb + mb64, hs, sizeof(float *) * 3 * (size_t)E2, cudaMemcpyHostToDevice));
         }
         free(hm);
+        free(h64);
         free(hs);
         if (!ok) return NULL;   /* not cached: checked again next time (cheap next to the bf16 path it leaves) */
         m->key = L->exp_gate[0].data;
         m->maps = (CUtensorMap *)d;
-        m->sc = (const float **)((char *)d + mb);
+        m->maps64 = has64 ? (CUtensorMap *)((char *)d + mb) : NULL;
+        m->sc = (const float **)((char *)d + mb + mb64);
         m->ns = ns;
         return m;
     }
@@ -1396,18 +1406,15 @@ __global__ void moe_silu_fp8_kernel(unsigned char *q, float *s, const float *gu,
  * (as f8_tma_kernel's DYN: tslot, the stop stage). */
 #define GS_BM 64
 #define GS_STAGE ((GS_BM + 2 * WG_BN) * WG_BK)   /* 40 KB: the rows' codes, the gate's 128 rows, the up's 128 */
-/* NST stages (4: 160 KB, 5: 200 KB); the up sums handed over through gs_xb(NST) bytes: all 64 values a thread at once
- * with 4 stages ([64][128 threads] fp32, 32 KB), in two halves of 32 with 5 (16 KB: 5 stages and 32 KB pass the 227 KB
- * a block may have) */
-__host__ __device__ constexpr int gs_xb(int nst) { return nst == 4 ? 64 * 128 * 4 : 32 * 128 * 4; }
+#define GS_ST 4                                  /* stages (160 KB) */
+#define GS_XB (64 * 128 * 4)                     /* the up sums handed over: [64 values][128 threads] fp32 */
 
-static size_t gs_smem_bytes(int nst) { return (size_t)nst * GS_STAGE + gs_xb(nst) + 2 * nst * 8 + nst * sizeof(int) + 1024; }
+static size_t gs_smem_bytes(void) { return (size_t)GS_ST * GS_STAGE + GS_XB + 2 * GS_ST * 8 + GS_ST * sizeof(int) + 1024; }
 
 /* k-block `it`'s stage waited for, then this warpgroup's 4 MMAs into acc from zero (cw 0: the gate rows, 1: the up) */
-template <int NST>
 __device__ __forceinline__ void gs_issue(float (&acc)[64], const unsigned char *sm, uint64_t *full, int it, int cw) {
-    int s = it % NST;
-    mbar_wait(&full[s], (it / NST) & 1);
+    int s = it % GS_ST;
+    mbar_wait(&full[s], (it / GS_ST) & 1);
     const unsigned char *a = sm + s * GS_STAGE, *b = a + (GS_BM + cw * WG_BN) * WG_BK;
     wg_fence();
 #pragma unroll
@@ -1425,12 +1432,11 @@ __device__ __forceinline__ tm_sc gs_scales(const float *xs, const float *sw, int
 }
 
 /* k-block it's stage given back (acc's MMAs completed), then acc promoted into tot as tm_promote does */
-template <int NST>
 __device__ __forceinline__ void gs_promote(const float (&acc)[64], float (&tot)[64], uint64_t *empty, int it, int lane, tm_sc sc,
                                            int r0, int r1, int mend) {
     float s0 = r0 < mend ? sc.x0 * sc.sw : 0.0f;
     float s1 = r1 < mend ? sc.x1 * sc.sw : 0.0f;
-    tm_release(&empty[it % NST], lane);
+    tm_release(&empty[it % GS_ST], lane);
     wg_promote(tot, acc, s0, s1);
 }
 
@@ -1469,17 +1475,16 @@ __device__ __forceinline__ void gs_store_codes(const float (&g)[64], float (&a)[
 /* g: the tile table (expert, first row, first intermediate column c0, the expert's row end) in 64-row blocks, the experts'
  * gate / up maps and scales (n_maps 2), g.next the fetch counter (0 at the launch); ta64: the codes [R, K] with 64-row boxes,
  * xs their scales [R][K/128]; out: q [R, I] codes and s [R][I/128] scales of the SiLU products */
-template <int NST>
 __global__ void __launch_bounds__(384, 1) f8_gu_silu_kernel(const __grid_constant__ CUtensorMap ta64, const tm_groups g,
                                                             const float *xs, unsigned char *q, float *s, int I, int K,
                                                             int ws_cols) {
     extern __shared__ unsigned char wg_raw[];
     unsigned char *sm = (unsigned char *)(((uintptr_t)wg_raw + 1023) & ~(uintptr_t)1023);
-    float *xb = (float *)(sm + NST * GS_STAGE);
-    uint64_t *full = (uint64_t *)(sm + NST * GS_STAGE + gs_xb(NST)), *empty = full + NST;
-    int *tslot = (int *)(empty + NST);
+    float *xb = (float *)(sm + GS_ST * GS_STAGE);
+    uint64_t *full = (uint64_t *)(sm + GS_ST * GS_STAGE + GS_XB), *empty = full + GS_ST;
+    int *tslot = (int *)(empty + GS_ST);
     const int LK = K / WG_BK;
-    tm_ring_init(full, empty, NST, 8);
+    tm_ring_init(full, empty, GS_ST, 8);
     int wg = threadIdx.x >> 7;
     if (wg == 0) {   /* producer: one thread */
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
@@ -1489,8 +1494,8 @@ __global__ void __launch_bounds__(384, 1) f8_gu_silu_kernel(const __grid_constan
                 int4 e = g.tiles[t];
                 const CUtensorMap *mg = &g.maps[2 * e.x];
                 for (int i = 0; i < LK; i++, it++) {
-                    int st = it % NST;
-                    if (it >= NST) mbar_wait(&empty[st], (it / NST - 1) & 1);
+                    int st = it % GS_ST;
+                    if (it >= GS_ST) mbar_wait(&empty[st], (it / GS_ST - 1) & 1);
                     if (i == 0) tslot[st] = t;   /* (released by the expect_tx) */
                     unsigned char *d = sm + st * GS_STAGE;
                     mbar_expect_tx(&full[st], GS_STAGE);
@@ -1499,8 +1504,8 @@ __global__ void __launch_bounds__(384, 1) f8_gu_silu_kernel(const __grid_constan
                     tma_load(d + (GS_BM + WG_BN) * WG_BK, mg + 1, i * WG_BK, e.z, &full[st]);
                 }
             }
-            int st = it % NST;   /* the stop stage */
-            if (it >= NST) mbar_wait(&empty[st], (it / NST - 1) & 1);
+            int st = it % GS_ST;   /* the stop stage */
+            if (it >= GS_ST) mbar_wait(&empty[st], (it / GS_ST - 1) & 1);
             tslot[st] = -1;
             mbar_arrive(&full[st]);
         }
@@ -1511,8 +1516,8 @@ __global__ void __launch_bounds__(384, 1) f8_gu_silu_kernel(const __grid_constan
     float acc_a[64], acc_b[64], tot[64];
     for (int i = 0; i < 64; i++) acc_a[i] = acc_b[i] = 0.0f;
     for (;;) {
-        mbar_wait(&full[it % NST], (it / NST) & 1);
-        int t = tslot[it % NST];
+        mbar_wait(&full[it % GS_ST], (it / GS_ST) & 1);
+        int t = tslot[it % GS_ST];
         if (t < 0) break;
         int4 e = g.tiles[t];
         int r0 = e.y + 16 * warp + (lane >> 2), r1 = r0 + 8, mend = e.w;
@@ -1520,47 +1525,238 @@ __global__ void __launch_bounds__(384, 1) f8_gu_silu_kernel(const __grid_constan
         for (int i = 0; i < 64; i++) tot[i] = 0.0f;
         /* two accumulators in turn, as f8_tma_kernel's PREF form */
         tm_sc sa = gs_scales(xs, sw, LK, 0, r0, r1, mend), sb = sa;
-        gs_issue<NST>(acc_a, sm, full, it, cw);
+        gs_issue(acc_a, sm, full, it, cw);
         int i = 0;
         for (; i + 2 < LK; i += 2) {
             sb = gs_scales(xs, sw, LK, i + 1, r0, r1, mend);
-            gs_issue<NST>(acc_b, sm, full, it + i + 1, cw);
+            gs_issue(acc_b, sm, full, it + i + 1, cw);
             wg_wait1();
-            gs_promote<NST>(acc_a, tot, empty, it + i, lane, sa, r0, r1, mend);
+            gs_promote(acc_a, tot, empty, it + i, lane, sa, r0, r1, mend);
             sa = gs_scales(xs, sw, LK, i + 2, r0, r1, mend);
-            gs_issue<NST>(acc_a, sm, full, it + i + 2, cw);
+            gs_issue(acc_a, sm, full, it + i + 2, cw);
             wg_wait1();
-            gs_promote<NST>(acc_b, tot, empty, it + i + 1, lane, sb, r0, r1, mend);
+            gs_promote(acc_b, tot, empty, it + i + 1, lane, sb, r0, r1, mend);
         }
         if (i + 1 < LK) {
             sb = gs_scales(xs, sw, LK, i + 1, r0, r1, mend);
-            gs_issue<NST>(acc_b, sm, full, it + i + 1, cw);
+            gs_issue(acc_b, sm, full, it + i + 1, cw);
             wg_wait1();
-            gs_promote<NST>(acc_a, tot, empty, it + i, lane, sa, r0, r1, mend);
+            gs_promote(acc_a, tot, empty, it + i, lane, sa, r0, r1, mend);
             wg_wait0();
-            gs_promote<NST>(acc_b, tot, empty, it + i + 1, lane, sb, r0, r1, mend);
+            gs_promote(acc_b, tot, empty, it + i + 1, lane, sb, r0, r1, mend);
         } else {
             wg_wait0();
-            gs_promote<NST>(acc_a, tot, empty, it + i, lane, sa, r0, r1, mend);
+            gs_promote(acc_a, tot, empty, it + i, lane, sa, r0, r1, mend);
         }
         it += LK;
         /* the hand-over: the up warpgroup writes, both meet, the gate warpgroup reads, both meet again (so the next
-         * write waits for this read; the gate warpgroup's stores then run beside the up warpgroup's next MMAs). u goes
-         * into acc_b: its values are not needed (the next tile's first MMAs start from zero), and the registers of a
-         * fourth array of 64 would spill. With 5 stages in two halves of 32 values. */
-        constexpr int HV = gs_xb(NST) / (128 * 4);   /* values a thread a pass: 64 or 32 */
+         * tile's write waits for this read; the gate warpgroup's stores then run beside the up warpgroup's next MMAs) */
+        if (cw == 1)
 #pragma unroll
-        for (int h = 0; h < 64; h += HV) {
-            if (cw == 1)
+            for (int k = 0; k < 64; k++) xb[k * 128 + tid] = tot[k];
+        asm volatile("bar.sync 1, 256;\n" ::: "memory");
+        /* u into acc_b: its values are not needed (the next tile's first MMAs start from zero), and the registers of a
+         * fourth array of 64 would spill */
+        if (cw == 0)
 #pragma unroll
-                for (int k = 0; k < HV; k++) xb[k * 128 + tid] = tot[h + k];
-            asm volatile("bar.sync 1, 256;\n" ::: "memory");
-            if (cw == 0)
-#pragma unroll
-                for (int k = 0; k < HV; k++) acc_b[h + k] = xb[k * 128 + tid];
-            asm volatile("bar.sync 1, 256;\n" ::: "memory");
-        }
+            for (int k = 0; k < 64; k++) acc_b[k] = xb[k * 128 + tid];
+        asm volatile("bar.sync 1, 256;\n" ::: "memory");
         if (cw == 0) gs_store_codes(tot, acc_b, q, s, I, e.z, r0, r1, mend, lane);
+    }
+}
+
+/* ---- the same in two passes over 128-row tiles (DSINFER_CUDA_MOE_SILU_EPI=2) ----
+ * A tile: 128 of an expert's rows x intermediate columns c0 .. c0 + 127, in two passes p of 64 columns: a stage is the
+ * rows' codes (128 x 128 B, the 128-row map) and the 64 gate rows c0 + 64p .. then the 64 up rows of the same columns
+ * (the experts' 64-row maps), 32 KB as f8_tma_kernel's, 6 of them. Each consumer warpgroup (64 rows, as there) gets g in
+ * its accumulator's columns 0 .. 63 and u in 64 .. 127 at the same row and column: a thread holds both (d[4j + h] and
+ * d[4(j + 8) + h]), so SiLU needs no hand-over. Pass 0's 32 products a thread wait in shared memory as BF16 pairs (their
+ * exact values: they are rounded to BF16 anyway) until pass 1's; then each row's amax over the quad's lanes (the row's
+ * 128 columns), the scale and the codes, as moe_silu_fp8_kernel. Promotion with the gate's weight scale on columns 0 .. 63
+ * and the up's on 64 .. 127 (x s_w as there). */
+#define G2_HOLD (2 * 128 * 18 * 4)   /* pass 0's products and amax: [2 warpgroups][16 pairs, 2 amax][128 threads] */
+
+static size_t g2_smem_bytes(void) { return (size_t)TM_ST * TM_STAGE + G2_HOLD + 2 * TM_ST * 8 + TM_ST * sizeof(int) + 1024; }
+
+/* a k-block's scales for f8_gu_silu2_kernel: the two rows' and the gate's and up's weight blocks' */
+typedef struct {
+    float x0, x1, sg, su;
+} g2_sc;
+
+__device__ __forceinline__ g2_sc g2_scales(const float *xs, const float *swg, const float *swu, int LK, int kb, int r0, int r1,
+                                           int mend) {
+    g2_sc r;
+    r.sg = swg[kb];
+    r.su = swu[kb];
+    r.x0 = r0 < mend ? xs[(size_t)r0 * LK + kb] : 0.0f;
+    r.x1 = r1 < mend ? xs[(size_t)r1 * LK + kb] : 0.0f;
+    return r;
+}
+
+/* k-block `it`'s stage waited for, then this warpgroup's 4 MMAs (its 64 rows against the stage's 128 weight rows) */
+__device__ __forceinline__ void g2_issue(float (&acc)[64], const unsigned char *sm, uint64_t *full, int it, int cw) {
+    int s = it % TM_ST;
+    mbar_wait(&full[s], (it / TM_ST) & 1);
+    const unsigned char *a = sm + s * TM_STAGE + cw * 64 * WG_BK, *b = sm + s * TM_STAGE + TM_BM * WG_BK;
+    wg_fence();
+#pragma unroll
+    for (int j = 0; j < 4; j++) wg_mma_n128(acc, wg_desc(a + 32 * j), wg_desc(b + 32 * j), j);
+    wg_commit();
+}
+
+/* the stage given back, then tot += acc x (x_row s_w): the gate's s_w on columns 0 .. 63 (j < 8), the up's on 64 .. 127 */
+__device__ __forceinline__ void g2_promote(const float (&acc)[64], float (&tot)[64], uint64_t *empty, int it, int lane, g2_sc sc,
+                                           int r0, int r1, int mend) {
+    float s0g = r0 < mend ? sc.x0 * sc.sg : 0.0f, s1g = r1 < mend ? sc.x1 * sc.sg : 0.0f;
+    float s0u = r0 < mend ? sc.x0 * sc.su : 0.0f, s1u = r1 < mend ? sc.x1 * sc.su : 0.0f;
+    tm_release(&empty[it % TM_ST], lane);
+#pragma unroll
+    for (int q = 0; q < 64; q += 4) {
+        float s0 = q < 32 ? s0g : s0u, s1 = q < 32 ? s1g : s1u;
+        tot[q] += acc[q] * s0;
+        tot[q + 1] += acc[q + 1] * s0;
+        tot[q + 2] += acc[q + 2] * s1;
+        tot[q + 3] += acc[q + 3] * s1;
+    }
+}
+
+__global__ void __launch_bounds__(384, 1) f8_gu_silu2_kernel(const __grid_constant__ CUtensorMap ta, const tm_groups g,
+                                                             const CUtensorMap *maps64, const float *xs, unsigned char *q,
+                                                             float *s, int I, int K, int ws_cols) {
+    extern __shared__ unsigned char wg_raw[];
+    unsigned char *sm = (unsigned char *)(((uintptr_t)wg_raw + 1023) & ~(uintptr_t)1023);
+    unsigned *hold = (unsigned *)(sm + TM_ST * TM_STAGE);
+    uint64_t *full = (uint64_t *)(sm + TM_ST * TM_STAGE + G2_HOLD), *empty = full + TM_ST;
+    int *tslot = (int *)(empty + TM_ST);
+    const int LK = K / WG_BK;
+    tm_ring_init(full, empty, TM_ST, 8);
+    int wg = threadIdx.x >> 7;
+    if (wg == 0) {   /* producer: one thread */
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+        if (threadIdx.x == 0) {
+            int it = 0;
+            for (int t = (int)blockIdx.x; t < g.n_tiles; t = (int)gridDim.x + atomicAdd(g.next, 1)) {
+                int4 e = g.tiles[t];
+                const CUtensorMap *mg = &maps64[2 * e.x];
+                for (int i = 0; i < 2 * LK; i++, it++) {   /* pass i / LK, k-block i % LK */
+                    int st = it % TM_ST, kb = i % LK, c = e.z + 64 * (i / LK);
+                    if (it >= TM_ST) mbar_wait(&empty[st], (it / TM_ST - 1) & 1);
+                    if (i == 0) tslot[st] = t;   /* (released by the expect_tx) */
+                    unsigned char *d = sm + st * TM_STAGE;
+                    mbar_expect_tx(&full[st], TM_STAGE);
+                    tma_load(d, &ta, kb * WG_BK, e.y, &full[st]);
+                    tma_load(d + TM_BM * WG_BK, mg, kb * WG_BK, c, &full[st]);
+                    tma_load(d + (TM_BM + 64) * WG_BK, mg + 1, kb * WG_BK, c, &full[st]);
+                }
+            }
+            int st = it % TM_ST;   /* the stop stage */
+            if (it >= TM_ST) mbar_wait(&empty[st], (it / TM_ST - 1) & 1);
+            tslot[st] = -1;
+            mbar_arrive(&full[st]);
+        }
+        return;
+    }
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+    int cw = wg - 1, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, tid = threadIdx.x & 127, it = 0;
+    unsigned *mine = hold + cw * 18 * 128 + tid;   /* this thread's 16 pairs and 2 amax, [k][128 threads] */
+    float acc_a[64], acc_b[64], tot[64];
+    for (int i = 0; i < 64; i++) acc_a[i] = acc_b[i] = 0.0f;
+    for (;;) {
+        mbar_wait(&full[it % TM_ST], (it / TM_ST) & 1);
+        int t = tslot[it % TM_ST];
+        if (t < 0) break;
+        int4 e = g.tiles[t];
+        int mend = e.w;
+        if (e.y + 64 * cw >= mend) {   /* none of this warpgroup's rows: the stages waited for and given back */
+            for (int i = 0; i < 2 * LK; i++, it++) {
+                mbar_wait(&full[it % TM_ST], (it / TM_ST) & 1);
+                tm_release(&empty[it % TM_ST], lane);
+            }
+            continue;
+        }
+        int r0 = e.y + 64 * cw + 16 * warp + (lane >> 2), r1 = r0 + 8;
+        const float *swg = g.scales[2 * e.x] + (size_t)(e.z / WG_BN) * ws_cols;
+        const float *swu = g.scales[2 * e.x + 1] + (size_t)(e.z / WG_BN) * ws_cols;
+        for (int p = 0; p < 2; p++) {
+            float m0 = 0.0f, m1 = 0.0f;   /* the rows' amax over this thread's products of the pass (pass 0's held) */
+            for (int i = 0; i < 64; i++) tot[i] = 0.0f;
+            g2_sc sa = g2_scales(xs, swg, swu, LK, 0, r0, r1, mend), sb = sa;
+            g2_issue(acc_a, sm, full, it, cw);
+            int i = 0;
+            for (; i + 2 < LK; i += 2) {
+                sb = g2_scales(xs, swg, swu, LK, i + 1, r0, r1, mend);
+                g2_issue(acc_b, sm, full, it + i + 1, cw);
+                wg_wait1();
+                g2_promote(acc_a, tot, empty, it + i, lane, sa, r0, r1, mend);
+                sa = g2_scales(xs, swg, swu, LK, i + 2, r0, r1, mend);
+                g2_issue(acc_a, sm, full, it + i + 2, cw);
+                wg_wait1();
+                g2_promote(acc_b, tot, empty, it + i + 1, lane, sb, r0, r1, mend);
+            }
+            if (i + 1 < LK) {
+                sb = g2_scales(xs, swg, swu, LK, i + 1, r0, r1, mend);
+                g2_issue(acc_b, sm, full, it + i + 1, cw);
+                wg_wait1();
+                g2_promote(acc_a, tot, empty, it + i, lane, sa, r0, r1, mend);
+                wg_wait0();
+                g2_promote(acc_b, tot, empty, it + i + 1, lane, sb, r0, r1, mend);
+            } else {
+                wg_wait0();
+                g2_promote(acc_a, tot, empty, it + i, lane, sa, r0, r1, mend);
+            }
+            it += LK;
+            /* the products into tot's gate half (tot[4j + h], j < 8), rounded to BF16 as moe_silu_fp8_kernel does */
+#pragma unroll
+            for (int k = 0; k < 32; k++) {
+                tot[k] = __bfloat162float(__float2bfloat16(tot[k] / (1.0f + expf(-tot[k])) * tot[k + 32]));
+                if (k & 2) m1 = fmaxf(m1, fabsf(tot[k]));
+                else m0 = fmaxf(m0, fabsf(tot[k]));
+            }
+            if (p == 0) {   /* held: pairs (tot[2k], tot[2k + 1]), exact in BF16, and the amax (registers: spills) */
+#pragma unroll
+                for (int k = 0; k < 16; k++) {
+                    __nv_bfloat162 b = __floats2bfloat162_rn(tot[2 * k], tot[2 * k + 1]);
+                    mine[k * 128] = *(unsigned *)&b;
+                }
+                mine[16 * 128] = __float_as_uint(m0);
+                mine[17 * 128] = __float_as_uint(m1);
+            } else {
+                m0 = fmaxf(m0, __uint_as_float(mine[16 * 128]));
+                m1 = fmaxf(m1, __uint_as_float(mine[17 * 128]));
+#pragma unroll
+                for (int o = 1; o <= 2; o <<= 1) {   /* the quad's lanes hold the row's other columns */
+                    m0 = fmaxf(m0, __shfl_xor_sync(0xffffffffu, m0, o));
+                    m1 = fmaxf(m1, __shfl_xor_sync(0xffffffffu, m1, o));
+                }
+                tot[32] = m0;   /* (the up half is done with: the scales wait there) */
+                tot[33] = m1;
+            }
+        }
+        float sc0 = fmaxf(tot[32], 1e-4f) / 448.0f, sc1 = fmaxf(tot[33], 1e-4f) / 448.0f;
+        /* pass 0's products back into tot[32 ..] (the up half, done with) */
+#pragma unroll
+        for (int k = 0; k < 16; k++) {
+            unsigned v = mine[k * 128];
+            float2 f = __bfloat1622float2(*(__nv_bfloat162 *)&v);
+            tot[32 + 2 * k] = f.x;
+            tot[32 + 2 * k + 1] = f.y;
+        }
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            int r = h ? r1 : r0;
+            float sc = h ? sc1 : sc0;
+            if (r >= mend) continue;
+            unsigned char *row = q + (size_t)r * I + e.z + 2 * (lane & 3);
+#pragma unroll
+            for (int j = 0; j < 8; j++) {   /* pass 0's columns 8j .., then pass 1's 64 + 8j .. */
+                unsigned lo = cu_f32_to_fp8_hw(tot[32 + 4 * j + 2 * h] / sc), hi = cu_f32_to_fp8_hw(tot[32 + 4 * j + 2 * h + 1] / sc);
+                *(unsigned short *)(row + 8 * j) = (unsigned short)(lo | (hi << 8));
+                lo = cu_f32_to_fp8_hw(tot[4 * j + 2 * h] / sc);
+                hi = cu_f32_to_fp8_hw(tot[4 * j + 2 * h + 1] / sc);
+                *(unsigned short *)(row + 64 + 8 * j) = (unsigned short)(lo | (hi << 8));
+            }
+            if ((lane & 3) == 0) s[(size_t)r * (I / 128) + e.z / 128] = sc;
+        }
     }
 }
 
@@ -1647,8 +1843,11 @@ const float *cu_moe_gemm_f8(ds_cuda_backend *cb, const float *x, const int32_t *
     const moe_maps *mm = &mmv;
     int cols_first = cb->opt.moe_dyn == 2;
     /* gate / up with SiLU * up in the epilogue: tiles of 64 rows x 128 intermediate columns, fetched (opt.moe_dyn) */
-    int silu = cb->opt.moe_silu_epi && cb->opt.moe_dyn && cu_f8_tm_pref;
-    int T1 = silu ? cu_f8_expert_tiles_bm(NULL, off, E, I, GS_BM, cols_first) : cu_f8_expert_tiles(NULL, off, E, 2 * I, 0);
+    int silu = cb->opt.moe_dyn && cu_f8_tm_pref ? cb->opt.moe_silu_epi : 0;   /* 1: 64-row tiles; 2: 128, two passes */
+    if (silu == 2 && !mm->maps64) silu = 0;
+    if (silu != 1 && silu != 2) silu = 0;
+    int T1 = silu == 1 ? cu_f8_expert_tiles_bm(NULL, off, E, I, GS_BM, cols_first)
+           : silu == 2 ? cu_f8_expert_tiles(NULL, off, E, I, cols_first) : cu_f8_expert_tiles(NULL, off, E, 2 * I, 0);
     int T2 = cu_f8_expert_tiles(NULL, off, E, D, 0);   /* counts */
     if (cb->opt.moe_hist) moe_rows_hist(off, E, R, T1, T2);
     size_t q_b = al256((size_t)R * D), qs_b = al256((size_t)R * (D / 128) * 4), gu_b = al256((size_t)R * 2 * I * 4);
@@ -1667,12 +1866,12 @@ const float *cu_moe_gemm_f8(ds_cuda_backend *cb, const float *x, const int32_t *
         h1 = ta1;
         h2 = ta2;
     }
-    CUtensorMap q64;   /* silu: the codes with 64-row boxes */
-    if (silu && !cu_tma_map(&q64, q, R, D, 64)) return NULL;
+    CUtensorMap q64;   /* silu 1: the codes with 64-row boxes */
+    if (silu == 1 && !cu_tma_map(&q64, q, R, D, 64)) return NULL;
     int4 *ht = (int4 *)malloc(t_b);
     if (!ht) return NULL;
-    if (silu) cu_f8_expert_tiles_bm(ht, off, E, I, GS_BM, cols_first);
-    else cu_f8_expert_tiles(ht, off, E, 2 * I, cols_first);
+    if (silu == 1) cu_f8_expert_tiles_bm(ht, off, E, I, GS_BM, cols_first);
+    else cu_f8_expert_tiles(ht, off, E, silu == 2 ? I : 2 * I, cols_first);
     cu_f8_expert_tiles(ht + T1, off, E, D, cols_first);
     CUDA_CHECK(cudaMemcpyAsync(dt, ht, t_b, cudaMemcpyHostToDevice, cu_stream));   /* pageable: staged before return */
     free(ht);
@@ -1683,12 +1882,12 @@ const float *cu_moe_gemm_f8(ds_cuda_backend *cb, const float *x, const int32_t *
         g1.half = 0;
         CUDA_CHECK(cudaMemsetAsync(next, 0, sizeof(int), cu_stream));
         int grid = T1 < cb->n_sm ? T1 : cb->n_sm;
-        if (cb->opt.moe_silu_epi == 2)   /* 5 stages, the hand-over in halves */
-            f8_gu_silu_kernel<5><<<(unsigned)grid, 384, gs_smem_bytes(5), cu_stream>>>(q64, g1, qs, aq, as, I, D,
+        if (silu == 2)
+            f8_gu_silu2_kernel<<<(unsigned)grid, 384, g2_smem_bytes(), cu_stream>>>(ta1, g1, mm->maps64, qs, aq, as, I, D,
                                                                                      L->exp_gate[0].scale_cols);
         else
-            f8_gu_silu_kernel<4><<<(unsigned)grid, 384, gs_smem_bytes(4), cu_stream>>>(q64, g1, qs, aq, as, I, D,
-                                                                                     L->exp_gate[0].scale_cols);
+            f8_gu_silu_kernel<<<(unsigned)grid, 384, gs_smem_bytes(), cu_stream>>>(q64, g1, qs, aq, as, I, D,
+                                                                                    L->exp_gate[0].scale_cols);
         CUDA_LAUNCH_CHECK();
         cu_moe_silu_launches++;
         cu_optimes_phase(cb, "  moe: gate/up with SiLU * up (wgmma, grouped)");
