@@ -3067,6 +3067,19 @@ if want s39m; then
   mutant $B/test_cuda_ops_mut_dyn_skip moedyn '' 300
   mutant $B/test_cuda_ops_mut_gs_quad moesilu '' 300
   mutant $B/test_cuda_ops_mut_gs_sw moesilu '' 300
+  [ -x $B/test_cuda_ops_mut_gs_hold ] && mutant $B/test_cuda_ops_mut_gs_hold moesilu '' 300
+fi
+# s39g: the final head's checks of the thirty-ninth session's code (f8_gu_silu_kernel the two-pass form as =1): host
+# self-test, op tests moesilu, moedyn, moehalf, goldens and the model test with SILU_EPI=1, then the mutants (s39m)
+if want s39g; then
+  step host 120 $B/test_cuda_host
+  step ops_moesilu 300 env DSINFER_OPS_ONLY=moesilu $B/test_cuda_ops
+  grep -E "moe:|moe M=|CHECK failed" $OUT/ops_moesilu.log | tail -8
+  step ops_moedyn 300 env DSINFER_OPS_ONLY=moedyn $B/test_cuda_ops
+  step ops_moehalf 300 env DSINFER_OPS_ONLY=moehalf $B/test_cuda_ops
+  step golden_silu 150 env DSINFER_CUDA_MOE_SILU_EPI=1 $B/test_cuda_golden
+  step model_silu 200 env DSINFER_CUDA_MOE_SILU_EPI=1 $B/test_cuda_model
+  step golden 150 $B/test_cuda_golden
 fi
 # opsq: the same suite as four processes at once on the one GPU (DSINFER_OPS_PART=k/4, 4 OpenMP threads each: the CPU
 # references and the launches' latencies of one process leave most of the 16 cores and the GPU idle), so that it fits

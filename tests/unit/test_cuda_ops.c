@@ -3061,8 +3061,8 @@ static void moe_silu_case(const char *name, const char *cfg, const int *m, int n
 }
 
 /* DSINFER_OPS_ONLY=moesilu: the prefill MoE's gate / up with SiLU * up and its FP8 codes in the epilogue
- * (DSINFER_CUDA_MOE_SILU_EPI=1, f8_gu_silu_kernel: 64-row tiles of gate and up together; =2, f8_gu_silu2_kernel: 128-row
- * tiles, 64 gate + 64 up columns a pass, two passes) against the separate SiLU kernel
+ * (DSINFER_CUDA_MOE_SILU_EPI=1, f8_gu_silu_kernel: 128-row tiles of 64 gate + 64 up columns a pass, two passes) against
+ * the separate SiLU kernel
  * over fp32 gate / up sums (the twin, =0): the same bits, its launches counted (one a MoE call), and against the CPU.
  * V2-Lite (I 1408: 11 column blocks) at 1100 and 2100 tokens, at 300 with the grouped path from 256 tokens (fewer tiles
  * than SMs), V3 (256 experts, K 7168, I 2048) at 1100. */
@@ -3072,14 +3072,12 @@ static void run_moe_silu(void) {
     moe_twin = 1;
     moe_twin_env = "DSINFER_CUDA_MOE_SILU_EPI";
     const int m[] = {1100, 2100}, m3[] = {1100}, ms[] = {300};
-    for (int form = 1; form <= 2; form++) {   /* 64-row tiles; 128-row tiles in two passes (f8_gu_silu2_kernel) */
-        setenv("DSINFER_CUDA_MOE_SILU_EPI", form == 1 ? "1" : "2", 1);   /* the backends check_moe_dt makes; its twin with =0 */
-        moe_silu_case(form == 1 ? "v2l-silu" : "v2l-si2", "configs/deepseek-v2-lite.json", m, NM(m));
-        setenv("DSINFER_CUDA_MOE_GEMM_MIN_M", "256", 1);
-        moe_silu_case(form == 1 ? "v2l-silu3" : "v2l-si23", "configs/deepseek-v2-lite.json", ms, NM(ms));
-        unsetenv("DSINFER_CUDA_MOE_GEMM_MIN_M");
-        moe_silu_case(form == 1 ? "v3-silu" : "v3-si2", "configs/deepseek-v3.json", m3, NM(m3));
-    }
+    setenv("DSINFER_CUDA_MOE_SILU_EPI", "1", 1);   /* the backends check_moe_dt makes; its twin with =0 */
+    moe_silu_case("v2l-silu", "configs/deepseek-v2-lite.json", m, NM(m));
+    setenv("DSINFER_CUDA_MOE_GEMM_MIN_M", "256", 1);
+    moe_silu_case("v2l-silu3", "configs/deepseek-v2-lite.json", ms, NM(ms));
+    unsetenv("DSINFER_CUDA_MOE_GEMM_MIN_M");
+    moe_silu_case("v3-silu", "configs/deepseek-v3.json", m3, NM(m3));
     moe_twin = 0;
     moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
     unsetenv("DSINFER_CUDA_MOE_SILU_EPI");

@@ -425,9 +425,8 @@ typedef struct {
                         * 1: fetched, row blocks first; 2, the default: fetched, column blocks first; tm_groups.next;
                         * DSINFER_CUDA_MOE_DYN) */
     int moe_hist;      /* prefill MoE: a line of each call's rows an expert on stderr (DSINFER_CUDA_MOE_HIST; diagnostic) */
-    int moe_silu_epi;  /* prefill MoE: gate / up with SiLU * up and its FP8 codes in the epilogue (with moe_dyn; 1:
-                        * f8_gu_silu_kernel, 64-row tiles; 2: f8_gu_silu2_kernel, 128-row tiles in two passes;
-                        * DSINFER_CUDA_MOE_SILU_EPI) */
+    int moe_silu_epi;  /* prefill MoE: gate / up with SiLU * up and its FP8 codes in the epilogue (f8_gu_silu_kernel: 128-row
+                        * tiles in two passes; with moe_dyn; DSINFER_CUDA_MOE_SILU_EPI; opt-in: as fast as without) */
     int route_fast;    /* the routing warps' top-k in registers, the same bits (cuda_moe.cu route_warp_fast; DSINFER_CUDA_ROUTE_FAST) */
     int moe1;          /* the MoE block of one token as one cooperative launch (cuda_moe1.cu; DSINFER_CUDA_MOE1): 1 the
                         * block, 2 and the layer's tail around it (backend layer_tail1), 3 and the attention before it
@@ -1024,7 +1023,6 @@ void cu_f8_wgmma_init(void);
 /* host-side pieces (checked by ds_cuda_host_selftest): the K splits of the GEMM, the MoE's tile table */
 int cu_f8_splits(int M, int N, int K, int n_sm, int *kc);
 int cu_f8_expert_tiles(int4 *t, const int32_t *off, int E, int n_cols, int cols_first);
-int cu_f8_expert_tiles_bm(int4 *t, const int32_t *off, int E, int n_cols, int bm, int cols_first);
 /* DSINFER_CUDA_FP8_TMA (default 1): above 64 rows the warp-specialized TMA kernel; 0: the cp.async one */
 extern int cu_fp8_tma;
 /* DSINFER_CUDA_F8_TICKETS (default 0, opt-in: slower, RESULTS eleventh session run 4): the cp.async kernel's split-K

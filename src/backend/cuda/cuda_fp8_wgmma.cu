@@ -783,14 +783,10 @@ typedef void (*tm_kernel_fn)(const CUtensorMap, const CUtensorMap, const CUtenso
 /* the dense TST + PREF form with lab bits `lab` (DSINFER_CUDA_F8_TM_LAB: 1, 2, 3, 4, 7, 8, 10 built; others: the plain form;
  * 0: SS where DSINFER_CUDA_F8_TM_SS) */
 /* the grouped gate / up with SiLU in the epilogue (defined with the MoE below) */
-static size_t gs_smem_bytes(void);
 static size_t g2_smem_bytes(void);
-__global__ void __launch_bounds__(384, 1) f8_gu_silu2_kernel(const __grid_constant__ CUtensorMap ta, const tm_groups g,
-                                                             const CUtensorMap *maps64, const float *xs, unsigned char *q,
-                                                             float *s, int I, int K, int ws_cols);
-__global__ void __launch_bounds__(384, 1) f8_gu_silu_kernel(const __grid_constant__ CUtensorMap ta64, const tm_groups g,
-                                                            const float *xs, unsigned char *q, float *s, int I, int K,
-                                                            int ws_cols);
+__global__ void __launch_bounds__(384, 1) f8_gu_silu_kernel(const __grid_constant__ CUtensorMap ta, const tm_groups g,
+                                                            const CUtensorMap *maps64, const float *xs, unsigned char *q,
+                                                            float *s, int I, int K, int ws_cols);
 
 static tm_kernel_fn tm_lab_kernel(int lab) {
     switch (lab) {
@@ -817,8 +813,7 @@ void cu_f8_wgmma_init(void) {
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes()));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<true, true, false, 0, 0, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)tm_dyn_smem_bytes()));
-    CUDA_CHECK(cudaFuncSetAttribute(f8_gu_silu_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gs_smem_bytes()));
-    CUDA_CHECK(cudaFuncSetAttribute(f8_gu_silu2_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)g2_smem_bytes()));
+    CUDA_CHECK(cudaFuncSetAttribute(f8_gu_silu_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)g2_smem_bytes()));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes(1)));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes(1)));
     if (cu_f8_tm_lab)
@@ -1246,7 +1241,7 @@ int cu_moe_wgmma = 1;   /* DSINFER_CUDA_MOE_WGMMA (backend creation) */
 typedef struct {
     const void *key;
     CUtensorMap *maps;   /* device: [2 (E + ns)] gate, up per expert, then [E + ns] down */
-    CUtensorMap *maps64; /* device: [2 E] the routed experts' gate, up with 64-row boxes (f8_gu_silu2_kernel) */
+    CUtensorMap *maps64; /* device: [2 E] the routed experts' gate, up with 64-row boxes (f8_gu_silu_kernel) */
     const float **sc;    /* device: their scale pointers, same order */
     int ns;              /* the shared experts as virtual experts E .. E + ns - 1 (0: none made) */
 } moe_maps;
@@ -1395,190 +1390,23 @@ __global__ void moe_silu_fp8_kernel(unsigned char *q, float *s, const float *gu,
     if (lane == 0) s[i * LK + b] = scale;
 }
 
-/* ---- gate / up with SiLU * up and its FP8 codes in the epilogue (DSINFER_CUDA_MOE_SILU_EPI) ----
- * A tile: 64 of an expert's rows (TMA box of the codes' 64-row map) against 128 gate rows and the 128 up rows of the same
- * intermediate columns c0 .. c0 + 127 (the experts' 128-row maps). Consumer warpgroup 1 makes the gate sums, 2 the up
- * sums of the same 64 x 128 positions (the same MMAs and promotions as f8_tma_kernel's tiles of those columns: the same
- * fp32 values); 2 hands its sums to 1 through shared memory (thread t's value i at xb[i][t]: the same positions in both
- * warpgroups' fragments), and 1 makes a = SiLU(g) * u rounded to BF16, each row's amax over the 128 columns (its quad of
- * lanes), scale = max(amax, 1e-4) / 448 and the codes, as moe_silu_fp8_kernel does from the fp32 gu: the same bits,
- * without gu's fp32 round trip (R x 2I x 4 bytes written and read) or that kernel's launch. Tiles fetched in table order
- * (as f8_tma_kernel's DYN: tslot, the stop stage). */
-#define GS_BM 64
-#define GS_STAGE ((GS_BM + 2 * WG_BN) * WG_BK)   /* 40 KB: the rows' codes, the gate's 128 rows, the up's 128 */
-#define GS_ST 4                                  /* stages (160 KB) */
-#define GS_XB (64 * 128 * 4)                     /* the up sums handed over: [64 values][128 threads] fp32 */
-
-static size_t gs_smem_bytes(void) { return (size_t)GS_ST * GS_STAGE + GS_XB + 2 * GS_ST * 8 + GS_ST * sizeof(int) + 1024; }
-
-/* k-block `it`'s stage waited for, then this warpgroup's 4 MMAs into acc from zero (cw 0: the gate rows, 1: the up) */
-__device__ __forceinline__ void gs_issue(float (&acc)[64], const unsigned char *sm, uint64_t *full, int it, int cw) {
-    int s = it % GS_ST;
-    mbar_wait(&full[s], (it / GS_ST) & 1);
-    const unsigned char *a = sm + s * GS_STAGE, *b = a + (GS_BM + cw * WG_BN) * WG_BK;
-    wg_fence();
-#pragma unroll
-    for (int j = 0; j < 4; j++) wg_mma_n128(acc, wg_desc(a + 32 * j), wg_desc(b + 32 * j), j);
-    wg_commit();
-}
-
-/* k-block kb's scales for rows r0, r1 (0 at or past mend) and the weight block's */
-__device__ __forceinline__ tm_sc gs_scales(const float *xs, const float *sw, int LK, int kb, int r0, int r1, int mend) {
-    tm_sc r;
-    r.sw = sw[kb];
-    r.x0 = r0 < mend ? xs[(size_t)r0 * LK + kb] : 0.0f;
-    r.x1 = r1 < mend ? xs[(size_t)r1 * LK + kb] : 0.0f;
-    return r;
-}
-
-/* k-block it's stage given back (acc's MMAs completed), then acc promoted into tot as tm_promote does */
-__device__ __forceinline__ void gs_promote(const float (&acc)[64], float (&tot)[64], uint64_t *empty, int it, int lane, tm_sc sc,
-                                           int r0, int r1, int mend) {
-    float s0 = r0 < mend ? sc.x0 * sc.sw : 0.0f;
-    float s1 = r1 < mend ? sc.x1 * sc.sw : 0.0f;
-    tm_release(&empty[it % GS_ST], lane);
-    wg_promote(tot, acc, s0, s1);
-}
-
-/* the gate warpgroup's epilogue: g (its sums) and a (the up warpgroup's sums u, same positions) -> the codes of rows r0, r1 (below
- * mend) at columns c0 + 8j + 2 (lane % 4) + {0, 1} of q [R, I], and their scales s [R][I/128] (lane % 4 == 0) */
-__device__ __forceinline__ void gs_store_codes(const float (&g)[64], float (&a)[64], unsigned char *q, float *s, int I,
-                                               int c0, int r0, int r1, int mend, int lane) {
-    float m0 = 0.0f, m1 = 0.0f;   /* a: u on entry, the products in its place */
-#pragma unroll
-    for (int i = 0; i < 64; i++) {
-        a[i] = __bfloat162float(__float2bfloat16(g[i] / (1.0f + expf(-g[i])) * a[i]));
-        if (i & 2) m1 = fmaxf(m1, fabsf(a[i]));
-        else m0 = fmaxf(m0, fabsf(a[i]));
-    }
-#pragma unroll
-    for (int o = 1; o <= 2; o <<= 1) {   /* the quad's lanes hold the row's other columns */
-        m0 = fmaxf(m0, __shfl_xor_sync(0xffffffffu, m0, o));
-        m1 = fmaxf(m1, __shfl_xor_sync(0xffffffffu, m1, o));
-    }
-    float sc0 = fmaxf(m0, 1e-4f) / 448.0f, sc1 = fmaxf(m1, 1e-4f) / 448.0f;
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        int r = h ? r1 : r0;
-        float sc = h ? sc1 : sc0;
-        if (r >= mend) continue;
-        unsigned char *row = q + (size_t)r * I + c0 + 2 * (lane & 3);
-#pragma unroll
-        for (int j = 0; j < 16; j++) {
-            unsigned lo = cu_f32_to_fp8_hw(a[4 * j + 2 * h] / sc), hi = cu_f32_to_fp8_hw(a[4 * j + 2 * h + 1] / sc);
-            *(unsigned short *)(row + 8 * j) = (unsigned short)(lo | (hi << 8));
-        }
-        if ((lane & 3) == 0) s[(size_t)r * (I / 128) + c0 / 128] = sc;
-    }
-}
-
-/* g: the tile table (expert, first row, first intermediate column c0, the expert's row end) in 64-row blocks, the experts'
- * gate / up maps and scales (n_maps 2), g.next the fetch counter (0 at the launch); ta64: the codes [R, K] with 64-row boxes,
- * xs their scales [R][K/128]; out: q [R, I] codes and s [R][I/128] scales of the SiLU products */
-__global__ void __launch_bounds__(384, 1) f8_gu_silu_kernel(const __grid_constant__ CUtensorMap ta64, const tm_groups g,
-                                                            const float *xs, unsigned char *q, float *s, int I, int K,
-                                                            int ws_cols) {
-    extern __shared__ unsigned char wg_raw[];
-    unsigned char *sm = (unsigned char *)(((uintptr_t)wg_raw + 1023) & ~(uintptr_t)1023);
-    float *xb = (float *)(sm + GS_ST * GS_STAGE);
-    uint64_t *full = (uint64_t *)(sm + GS_ST * GS_STAGE + GS_XB), *empty = full + GS_ST;
-    int *tslot = (int *)(empty + GS_ST);
-    const int LK = K / WG_BK;
-    tm_ring_init(full, empty, GS_ST, 8);
-    int wg = threadIdx.x >> 7;
-    if (wg == 0) {   /* producer: one thread */
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
-        if (threadIdx.x == 0) {
-            int it = 0;
-            for (int t = (int)blockIdx.x; t < g.n_tiles; t = (int)gridDim.x + atomicAdd(g.next, 1)) {
-                int4 e = g.tiles[t];
-                const CUtensorMap *mg = &g.maps[2 * e.x];
-                for (int i = 0; i < LK; i++, it++) {
-                    int st = it % GS_ST;
-                    if (it >= GS_ST) mbar_wait(&empty[st], (it / GS_ST - 1) & 1);
-                    if (i == 0) tslot[st] = t;   /* (released by the expect_tx) */
-                    unsigned char *d = sm + st * GS_STAGE;
-                    mbar_expect_tx(&full[st], GS_STAGE);
-                    tma_load(d, &ta64, i * WG_BK, e.y, &full[st]);
-                    tma_load(d + GS_BM * WG_BK, mg, i * WG_BK, e.z, &full[st]);
-                    tma_load(d + (GS_BM + WG_BN) * WG_BK, mg + 1, i * WG_BK, e.z, &full[st]);
-                }
-            }
-            int st = it % GS_ST;   /* the stop stage */
-            if (it >= GS_ST) mbar_wait(&empty[st], (it / GS_ST - 1) & 1);
-            tslot[st] = -1;
-            mbar_arrive(&full[st]);
-        }
-        return;
-    }
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
-    int cw = wg - 1, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, tid = threadIdx.x & 127, it = 0;
-    float acc_a[64], acc_b[64], tot[64];
-    for (int i = 0; i < 64; i++) acc_a[i] = acc_b[i] = 0.0f;
-    for (;;) {
-        mbar_wait(&full[it % GS_ST], (it / GS_ST) & 1);
-        int t = tslot[it % GS_ST];
-        if (t < 0) break;
-        int4 e = g.tiles[t];
-        int r0 = e.y + 16 * warp + (lane >> 2), r1 = r0 + 8, mend = e.w;
-        const float *sw = g.scales[2 * e.x + cw] + (size_t)(e.z / WG_BN) * ws_cols;
-        for (int i = 0; i < 64; i++) tot[i] = 0.0f;
-        /* two accumulators in turn, as f8_tma_kernel's PREF form */
-        tm_sc sa = gs_scales(xs, sw, LK, 0, r0, r1, mend), sb = sa;
-        gs_issue(acc_a, sm, full, it, cw);
-        int i = 0;
-        for (; i + 2 < LK; i += 2) {
-            sb = gs_scales(xs, sw, LK, i + 1, r0, r1, mend);
-            gs_issue(acc_b, sm, full, it + i + 1, cw);
-            wg_wait1();
-            gs_promote(acc_a, tot, empty, it + i, lane, sa, r0, r1, mend);
-            sa = gs_scales(xs, sw, LK, i + 2, r0, r1, mend);
-            gs_issue(acc_a, sm, full, it + i + 2, cw);
-            wg_wait1();
-            gs_promote(acc_b, tot, empty, it + i + 1, lane, sb, r0, r1, mend);
-        }
-        if (i + 1 < LK) {
-            sb = gs_scales(xs, sw, LK, i + 1, r0, r1, mend);
-            gs_issue(acc_b, sm, full, it + i + 1, cw);
-            wg_wait1();
-            gs_promote(acc_a, tot, empty, it + i, lane, sa, r0, r1, mend);
-            wg_wait0();
-            gs_promote(acc_b, tot, empty, it + i + 1, lane, sb, r0, r1, mend);
-        } else {
-            wg_wait0();
-            gs_promote(acc_a, tot, empty, it + i, lane, sa, r0, r1, mend);
-        }
-        it += LK;
-        /* the hand-over: the up warpgroup writes, both meet, the gate warpgroup reads, both meet again (so the next
-         * tile's write waits for this read; the gate warpgroup's stores then run beside the up warpgroup's next MMAs) */
-        if (cw == 1)
-#pragma unroll
-            for (int k = 0; k < 64; k++) xb[k * 128 + tid] = tot[k];
-        asm volatile("bar.sync 1, 256;\n" ::: "memory");
-        /* u into acc_b: its values are not needed (the next tile's first MMAs start from zero), and the registers of a
-         * fourth array of 64 would spill */
-        if (cw == 0)
-#pragma unroll
-            for (int k = 0; k < 64; k++) acc_b[k] = xb[k * 128 + tid];
-        asm volatile("bar.sync 1, 256;\n" ::: "memory");
-        if (cw == 0) gs_store_codes(tot, acc_b, q, s, I, e.z, r0, r1, mend, lane);
-    }
-}
-
-/* ---- the same in two passes over 128-row tiles (DSINFER_CUDA_MOE_SILU_EPI=2) ----
+/* ---- gate / up with SiLU * up and its FP8 codes in the epilogue (DSINFER_CUDA_MOE_SILU_EPI=1) ----
  * A tile: 128 of an expert's rows x intermediate columns c0 .. c0 + 127, in two passes p of 64 columns: a stage is the
  * rows' codes (128 x 128 B, the 128-row map) and the 64 gate rows c0 + 64p .. then the 64 up rows of the same columns
  * (the experts' 64-row maps), 32 KB as f8_tma_kernel's, 6 of them. Each consumer warpgroup (64 rows, as there) gets g in
  * its accumulator's columns 0 .. 63 and u in 64 .. 127 at the same row and column: a thread holds both (d[4j + h] and
  * d[4(j + 8) + h]), so SiLU needs no hand-over. Pass 0's 32 products a thread wait in shared memory as BF16 pairs (their
  * exact values: they are rounded to BF16 anyway) until pass 1's; then each row's amax over the quad's lanes (the row's
- * 128 columns), the scale and the codes, as moe_silu_fp8_kernel. Promotion with the gate's weight scale on columns 0 .. 63
- * and the up's on 64 .. 127 (x s_w as there). */
+ * 128 columns), the scale and the codes, as moe_silu_fp8_kernel does from the fp32 gu: the same bits, without gu's fp32
+ * round trip (R x 2I x 4 bytes written and read) or that kernel's launch. Promotion with the gate's weight scale on
+ * columns 0 .. 63 and the up's on 64 .. 127 (x s_w as there). Tiles fetched in table order (as f8_tma_kernel's DYN:
+ * tslot, the stop stage). Measured (thirty-ninth session, H100): as fast as gate / up + the SiLU kernel (-1.4 .. +1%);
+ * a form with 64-row tiles of 128 gate + 128 up rows (40 KB stages) was no faster and was removed. */
 #define G2_HOLD (2 * 128 * 18 * 4)   /* pass 0's products and amax: [2 warpgroups][16 pairs, 2 amax][128 threads] */
 
 static size_t g2_smem_bytes(void) { return (size_t)TM_ST * TM_STAGE + G2_HOLD + 2 * TM_ST * 8 + TM_ST * sizeof(int) + 1024; }
 
-/* a k-block's scales for f8_gu_silu2_kernel: the two rows' and the gate's and up's weight blocks' */
+/* a k-block's scales for f8_gu_silu_kernel: the two rows' and the gate's and up's weight blocks' */
 typedef struct {
     float x0, x1, sg, su;
 } g2_sc;
@@ -1620,7 +1448,7 @@ __device__ __forceinline__ void g2_promote(const float (&acc)[64], float (&tot)[
     }
 }
 
-__global__ void __launch_bounds__(384, 1) f8_gu_silu2_kernel(const __grid_constant__ CUtensorMap ta, const tm_groups g,
+__global__ void __launch_bounds__(384, 1) f8_gu_silu_kernel(const __grid_constant__ CUtensorMap ta, const tm_groups g,
                                                              const CUtensorMap *maps64, const float *xs, unsigned char *q,
                                                              float *s, int I, int K, int ws_cols) {
     extern __shared__ unsigned char wg_raw[];
@@ -1769,17 +1597,12 @@ __global__ void __launch_bounds__(384, 1) f8_gu_silu2_kernel(const __grid_consta
  * table order (DSINFER_CUDA_MOE_DYN=2, the default), where neighbours start together, it reads the weights once (1.03x,
  * thirty-ninth session). */
 int cu_f8_expert_tiles(int4 *t, const int32_t *off, int E, int n_cols, int cols_first) {
-    return cu_f8_expert_tiles_bm(t, off, E, n_cols, TM_BM, cols_first);
-}
-
-/* the same with row blocks of bm rows (f8_gu_silu_kernel's 64) */
-int cu_f8_expert_tiles_bm(int4 *t, const int32_t *off, int E, int n_cols, int bm, int cols_first) {
     int n = 0;
     for (int e = 0; e < E; e++) {
-        int nr = (off[e + 1] - off[e] + bm - 1) / bm, nc = (n_cols + WG_BN - 1) / WG_BN;
+        int nr = (off[e + 1] - off[e] + TM_BM - 1) / TM_BM, nc = (n_cols + WG_BN - 1) / WG_BN;
         for (int i = 0; i < nr * nc; i++, n++) {
             int rb = cols_first ? i % nr : i / nc, cb = cols_first ? i / nr : i % nc;
-            if (t) t[n] = make_int4(e, off[e] + rb * bm, cb * WG_BN, off[e + 1]);   /* t NULL: count only */
+            if (t) t[n] = make_int4(e, off[e] + rb * TM_BM, cb * WG_BN, off[e + 1]);   /* t NULL: count only */
         }
     }
     return n;
@@ -1842,15 +1665,13 @@ const float *cu_moe_gemm_f8(ds_cuda_backend *cb, const float *x, const int32_t *
     if (!layer_maps(cb, L, E, D, I, 1, &mmv)) return NULL;
     const moe_maps *mm = &mmv;
     int cols_first = cb->opt.moe_dyn == 2;
-    /* gate / up with SiLU * up in the epilogue: tiles of 64 rows x 128 intermediate columns, fetched (opt.moe_dyn) */
-    int silu = cb->opt.moe_dyn && cu_f8_tm_pref ? cb->opt.moe_silu_epi : 0;   /* 1: 64-row tiles; 2: 128, two passes */
-    if (silu == 2 && !mm->maps64) silu = 0;
-    if (silu != 1 && silu != 2) silu = 0;
-    int T1 = silu == 1 ? cu_f8_expert_tiles_bm(NULL, off, E, I, GS_BM, cols_first)
-           : silu == 2 ? cu_f8_expert_tiles(NULL, off, E, I, cols_first) : cu_f8_expert_tiles(NULL, off, E, 2 * I, 0);
+    /* gate / up with SiLU * up in the epilogue: tiles of 128 rows x 128 intermediate columns, fetched (opt.moe_dyn) */
+    int silu = cb->opt.moe_silu_epi && cb->opt.moe_dyn && cu_f8_tm_pref && mm->maps64;   /* f8_gu_silu_kernel */
+    int T1 = cu_f8_expert_tiles(NULL, off, E, silu ? I : 2 * I, 0);
     int T2 = cu_f8_expert_tiles(NULL, off, E, D, 0);   /* counts */
     if (cb->opt.moe_hist) moe_rows_hist(off, E, R, T1, T2);
-    size_t q_b = al256((size_t)R * D), qs_b = al256((size_t)R * (D / 128) * 4), gu_b = al256((size_t)R * 2 * I * 4);
+    size_t q_b = al256((size_t)R * D), qs_b = al256((size_t)R * (D / 128) * 4);
+    size_t gu_b = silu ? 0 : al256((size_t)R * 2 * I * 4);   /* the fp32 gate / up sums (not made with SiLU in the epilogue) */
     size_t aq_b = al256((size_t)R * I), as_b = al256((size_t)R * (I / 128) * 4), y_b = al256((size_t)R * D * 4);
     size_t t_b = sizeof(int4) * (size_t)(T1 + T2);
     char *ws = (char *)cu_ws_get(&cb->ws_moe_gemm, q_b + qs_b + gu_b + aq_b + as_b + y_b + t_b + 256);
@@ -1866,12 +1687,9 @@ const float *cu_moe_gemm_f8(ds_cuda_backend *cb, const float *x, const int32_t *
         h1 = ta1;
         h2 = ta2;
     }
-    CUtensorMap q64;   /* silu 1: the codes with 64-row boxes */
-    if (silu == 1 && !cu_tma_map(&q64, q, R, D, 64)) return NULL;
     int4 *ht = (int4 *)malloc(t_b);
     if (!ht) return NULL;
-    if (silu == 1) cu_f8_expert_tiles_bm(ht, off, E, I, GS_BM, cols_first);
-    else cu_f8_expert_tiles(ht, off, E, silu == 2 ? I : 2 * I, cols_first);
+    cu_f8_expert_tiles(ht, off, E, silu ? I : 2 * I, cols_first);
     cu_f8_expert_tiles(ht + T1, off, E, D, cols_first);
     CUDA_CHECK(cudaMemcpyAsync(dt, ht, t_b, cudaMemcpyHostToDevice, cu_stream));   /* pageable: staged before return */
     free(ht);
@@ -1882,12 +1700,8 @@ const float *cu_moe_gemm_f8(ds_cuda_backend *cb, const float *x, const int32_t *
         g1.half = 0;
         CUDA_CHECK(cudaMemsetAsync(next, 0, sizeof(int), cu_stream));
         int grid = T1 < cb->n_sm ? T1 : cb->n_sm;
-        if (silu == 2)
-            f8_gu_silu2_kernel<<<(unsigned)grid, 384, g2_smem_bytes(), cu_stream>>>(ta1, g1, mm->maps64, qs, aq, as, I, D,
-                                                                                     L->exp_gate[0].scale_cols);
-        else
-            f8_gu_silu_kernel<<<(unsigned)grid, 384, gs_smem_bytes(), cu_stream>>>(q64, g1, qs, aq, as, I, D,
-                                                                                    L->exp_gate[0].scale_cols);
+        f8_gu_silu_kernel<<<(unsigned)grid, 384, g2_smem_bytes(), cu_stream>>>(ta1, g1, mm->maps64, qs, aq, as, I, D,
+                                                                                L->exp_gate[0].scale_cols);
         CUDA_LAUNCH_CHECK();
         cu_moe_silu_launches++;
         cu_optimes_phase(cb, "  moe: gate/up with SiLU * up (wgmma, grouped)");

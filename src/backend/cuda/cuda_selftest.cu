@@ -141,17 +141,16 @@ extern "C" long ds_cuda_host_selftest(char *msg, size_t len) {
                     MISMATCH("wg splits of %dx%dx%d: %d splits of %d stages for %d tiles", M, N, K, ks, kc, tiles);
             }
     }
-    /* the grouped MoE's tile table: each expert's rows x column blocks exactly once, rows from off[e] in steps of bm, row
+    /* the grouped MoE's tile table: each expert's rows x column blocks exactly once, rows from off[e] in steps of 128, row
      * end off[e+1]; the count as announced (the caller sizes the table with a NULL pass); an expert's tiles together, row
-     * blocks first (a row block's column tiles consecutive), or with cols_first column blocks first; rows in steps of bm
-     * (128, or f8_gu_silu_kernel's 64) */
-    for (int form = 0; form < 3; form++) {   /* 128-row blocks row-first, column-first; 64-row column-first */
-        int cols_first = form > 0, bm = form == 2 ? 64 : 128;
+     * blocks first (a row block's column tiles consecutive), or with cols_first column blocks first */
+    for (int cols_first = 0; cols_first < 2; cols_first++) {
+        enum { bm = 128 };
         enum { E = 37, COLS = 384 };
         int32_t off[E + 1];
         off[0] = 0;
         for (int e = 0; e < E; e++) off[e + 1] = off[e] + (int)(mix(e + 5) % 300) * (e % 5 != 0);   /* some empty */
-        int n = cu_f8_expert_tiles_bm(NULL, off, E, COLS, bm, cols_first);
+        int n = cu_f8_expert_tiles(NULL, off, E, COLS, cols_first);
         int4 *t = (int4 *)malloc(sizeof(int4) * (size_t)(n > 0 ? n : 1));
         unsigned char *seen = (unsigned char *)calloc((size_t)off[E] * (COLS / 128) + 1, 1);
         if (!t || !seen) {
@@ -159,7 +158,7 @@ extern "C" long ds_cuda_host_selftest(char *msg, size_t len) {
         } else {
             int want = 0;
             for (int e = 0; e < E; e++) want += (off[e + 1] - off[e] + bm - 1) / bm * (COLS / 128);
-            if (cu_f8_expert_tiles_bm(t, off, E, COLS, bm, cols_first) != n || n != want)
+            if (cu_f8_expert_tiles(t, off, E, COLS, cols_first) != n || n != want)
                 MISMATCH("tile table: %d tiles, expected %d", n, want);
             for (int i = 0; i < n && i < want; i++) {
                 int e = t[i].x, r0 = t[i].y, c = t[i].z;
