@@ -1114,7 +1114,7 @@ static cu_opts cu_opts_read(void) {
     o.moe_dyn = env_int("DSINFER_CUDA_MOE_DYN", 2);           /* the same bits; V3 MoE layer at 4K: DRAM 1.38 -> 1.03x the
                                                                 * weights, grouped GEMMs -15% (thirty-ninth session, H100) */
     o.moe_hist = env_int("DSINFER_CUDA_MOE_HIST", 0);
-    o.moe_silu_epi = env_int("DSINFER_CUDA_MOE_SILU_EPI", 0);  /* the same bits, as fast (thirty-ninth session, H100) */
+    o.moe_silu_epi = env_int("DSINFER_CUDA_MOE_SILU_EPI", 0);  /* the same bits; H200 6% slower (thirty-ninth session) */
     o.route_fast = env_int("DSINFER_CUDA_ROUTE_FAST", 1);   /* the same bits; RT_PROF: the routing tail -10 .. -25% */
     /* opt-in, 1, 2 (the layer's tail) or 3 (and its attention); measured in the thirty-fourth session (RESULTS run 2): FP8
      * b1 the same at 1, +0.03 ms at 2, +0.24 at 3 (a grid barrier under the weight stream costs more than a launch) */

@@ -1400,8 +1400,9 @@ __global__ void moe_silu_fp8_kernel(unsigned char *q, float *s, const float *gu,
  * 128 columns), the scale and the codes, as moe_silu_fp8_kernel does from the fp32 gu: the same bits, without gu's fp32
  * round trip (R x 2I x 4 bytes written and read) or that kernel's launch. Promotion with the gate's weight scale on
  * columns 0 .. 63 and the up's on 64 .. 127 (x s_w as there). Tiles fetched in table order (as f8_tma_kernel's DYN:
- * tslot, the stop stage). Measured (thirty-ninth session, H100): as fast as gate / up + the SiLU kernel (-1.4 .. +1%);
- * a form with 64-row tiles of 128 gate + 128 up rows (40 KB stages) was no faster and was removed. */
+ * tslot, the stop stage). Measured (thirty-ninth session): on the H100 as fast as gate / up + the SiLU kernel (-1.4 ..
+ * +1%), on the H200 6% slower: opt-in. A form with 64-row tiles of 128 gate + 128 up rows (40 KB stages) was no faster and
+ * was removed. */
 #define G2_HOLD (2 * 128 * 18 * 4)   /* pass 0's products and amax: [2 warpgroups][16 pairs, 2 amax][128 threads] */
 
 static size_t g2_smem_bytes(void) { return (size_t)TM_ST * TM_STAGE + G2_HOLD + 2 * TM_ST * 8 + TM_ST * sizeof(int) + 1024; }
