@@ -509,6 +509,33 @@ __device__ __forceinline__ void tm_release(uint64_t *empty, int lane) {
     mbar_arrive(empty);
 }
 
+/* A tile's n stages from use *it on waited for and given back without MMAs (none of the warpgroup's rows is valid), so
+ * that the empty barriers count each use once */
+template <int NST>
+__device__ __forceinline__ void tm_skip_stages(uint64_t *full, uint64_t *empty, int *it, int n, int lane) {
+    for (int i = 0; i < n; i++, (*it)++) {
+        mbar_wait(&full[*it % NST], (*it / NST) & 1);
+        tm_release(&empty[*it % NST], lane);
+    }
+}
+
+/* Fetched tiles (tm_groups.next): the producer's last stage, use `it`: -1 in its tile slot and its phase completed by a
+ * plain arrival, no bytes */
+template <int NST>
+__device__ __forceinline__ void tm_stop_stage(uint64_t *full, uint64_t *empty, int *tslot, int it) {
+    int s = it % NST;
+    if (it >= NST) mbar_wait(&empty[s], (it / NST - 1) & 1);
+    tslot[s] = -1;
+    mbar_arrive(&full[s]);
+}
+
+/* Fetched tiles: the tile whose first stage is use `it`, as the producer wrote it into that stage's slot (-1: none left) */
+template <int NST>
+__device__ __forceinline__ int tm_fetched_tile(uint64_t *full, const int *tslot, int it) {
+    mbar_wait(&full[it % NST], (it / NST) & 1);
+    return tslot[it % NST];
+}
+
 /* k-block i's stage given back after its MMAs completed, then the promotion of acc into tot with its scales sc */
 template <int NST>
 __device__ __forceinline__ void tm_promote(const float (&acc)[64], float (&tot)[64], const tm_ctx *c, int i, int lane,
@@ -642,12 +669,7 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
                     }
                 }
             }
-            if (DYN) {   /* the stop stage: -1, its phase completed by a plain arrival */
-                int s = it % NST;
-                if (it >= NST) mbar_wait(&empty[s], (it / NST - 1) & 1);
-                tslot[s] = -1;
-                mbar_arrive(&full[s]);
-            }
+            if (DYN) tm_stop_stage<NST>(full, empty, tslot, it);
         }
         return;
     }
@@ -656,20 +678,13 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
     float acc_a[64], acc_b[64], tot[64];
     for (int i = 0; i < 64; i++) acc_a[i] = acc_b[i] = 0.0f;
     for (int t = first; DYN || t < tiles; t += step) {
-        if (DYN) {   /* the tile of the next stage, as the producer fetched it (-1: none left) */
-            mbar_wait(&full[it % NST], (it / NST) & 1);
-            t = tslot[it % NST];
-            if (t < 0) break;
-        }
+        if (DYN && (t = tm_fetched_tile<NST>(full, tslot, it)) < 0) break;
         tm_job_of<GROUPED>(&j, t, &tb, g, out, ws, ws_cols, M, N, K, kc);
         int nkb = j.nkb;
         if (j.m0 + 64 * cw >= j.mend) {   /* none of this warpgroup's 64 rows is valid (an expert's last, partial
                                            * tile; M's last): no MMAs, the stages still waited for and released in
                                            * step so the empty barriers count each use once */
-            for (int i = 0; i < nkb; i++, it++) {
-                mbar_wait(&full[it % NST], (it / NST) & 1);
-                tm_release(&empty[it % NST], lane);
-            }
+            tm_skip_stages<NST>(full, empty, &it, nkb, lane);
             continue;
         }
         tm_ctx c = {sm, full, empty, xs, j.sw, j.mend, K / WG_BK, j.kb0, nkb, it, cw, 0, 0, slots, 0};
@@ -1422,17 +1437,6 @@ __device__ __forceinline__ g2_sc g2_scales(const float *xs, const float *swg, co
     return r;
 }
 
-/* k-block `it`'s stage waited for, then this warpgroup's 4 MMAs (its 64 rows against the stage's 128 weight rows) */
-__device__ __forceinline__ void g2_issue(float (&acc)[64], const unsigned char *sm, uint64_t *full, int it, int cw) {
-    int s = it % TM_ST;
-    mbar_wait(&full[s], (it / TM_ST) & 1);
-    const unsigned char *a = sm + s * TM_STAGE + cw * 64 * WG_BK, *b = sm + s * TM_STAGE + TM_BM * WG_BK;
-    wg_fence();
-#pragma unroll
-    for (int j = 0; j < 4; j++) wg_mma_n128(acc, wg_desc(a + 32 * j), wg_desc(b + 32 * j), j);
-    wg_commit();
-}
-
 /* the stage given back, then tot += acc x (x_row s_w): the gate's s_w on columns 0 .. 63 (j < 8), the up's on 64 .. 127 */
 __device__ __forceinline__ void g2_promote(const float (&acc)[64], float (&tot)[64], uint64_t *empty, int it, int lane, g2_sc sc,
                                            int r0, int r1, int mend) {
@@ -1478,10 +1482,7 @@ __global__ void __launch_bounds__(384, 1) f8_gu_silu_kernel(const __grid_constan
                     tma_load(d + (TM_BM + 64) * WG_BK, mg + 1, kb * WG_BK, c, &full[st]);
                 }
             }
-            int st = it % TM_ST;   /* the stop stage */
-            if (it >= TM_ST) mbar_wait(&empty[st], (it / TM_ST - 1) & 1);
-            tslot[st] = -1;
-            mbar_arrive(&full[st]);
+            tm_stop_stage<TM_ST>(full, empty, tslot, it);
         }
         return;
     }
@@ -1491,16 +1492,12 @@ __global__ void __launch_bounds__(384, 1) f8_gu_silu_kernel(const __grid_constan
     float acc_a[64], acc_b[64], tot[64];
     for (int i = 0; i < 64; i++) acc_a[i] = acc_b[i] = 0.0f;
     for (;;) {
-        mbar_wait(&full[it % TM_ST], (it / TM_ST) & 1);
-        int t = tslot[it % TM_ST];
+        int t = tm_fetched_tile<TM_ST>(full, tslot, it);
         if (t < 0) break;
         int4 e = g.tiles[t];
         int mend = e.w;
-        if (e.y + 64 * cw >= mend) {   /* none of this warpgroup's rows: the stages waited for and given back */
-            for (int i = 0; i < 2 * LK; i++, it++) {
-                mbar_wait(&full[it % TM_ST], (it / TM_ST) & 1);
-                tm_release(&empty[it % TM_ST], lane);
-            }
+        if (e.y + 64 * cw >= mend) {   /* none of this warpgroup's rows */
+            tm_skip_stages<TM_ST>(full, empty, &it, 2 * LK, lane);
             continue;
         }
         int r0 = e.y + 64 * cw + 16 * warp + (lane >> 2), r1 = r0 + 8;
@@ -1510,21 +1507,22 @@ __global__ void __launch_bounds__(384, 1) f8_gu_silu_kernel(const __grid_constan
             float m0 = 0.0f, m1 = 0.0f;   /* the rows' amax over this thread's products of the pass (pass 0's held) */
             for (int i = 0; i < 64; i++) tot[i] = 0.0f;
             g2_sc sa = g2_scales(xs, swg, swu, LK, 0, r0, r1, mend), sb = sa;
-            g2_issue(acc_a, sm, full, it, cw);
+            tm_ctx c = {sm, full, empty, xs, NULL, mend, LK, 0, LK, it, cw, r0, r1, NULL, 0};   /* (tm_issue's view of the pass) */
+            tm_issue<TM_ST>(acc_a, &c, 0);
             int i = 0;
             for (; i + 2 < LK; i += 2) {
                 sb = g2_scales(xs, swg, swu, LK, i + 1, r0, r1, mend);
-                g2_issue(acc_b, sm, full, it + i + 1, cw);
+                tm_issue<TM_ST>(acc_b, &c, i + 1);
                 wg_wait1();
                 g2_promote(acc_a, tot, empty, it + i, lane, sa, r0, r1, mend);
                 sa = g2_scales(xs, swg, swu, LK, i + 2, r0, r1, mend);
-                g2_issue(acc_a, sm, full, it + i + 2, cw);
+                tm_issue<TM_ST>(acc_a, &c, i + 2);
                 wg_wait1();
                 g2_promote(acc_b, tot, empty, it + i + 1, lane, sb, r0, r1, mend);
             }
             if (i + 1 < LK) {
                 sb = g2_scales(xs, swg, swu, LK, i + 1, r0, r1, mend);
-                g2_issue(acc_b, sm, full, it + i + 1, cw);
+                tm_issue<TM_ST>(acc_b, &c, i + 1);
                 wg_wait1();
                 g2_promote(acc_a, tot, empty, it + i, lane, sa, r0, r1, mend);
                 wg_wait0();
