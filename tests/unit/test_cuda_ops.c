@@ -2984,17 +2984,33 @@ static void run_f8_tm_store(void) {
  * tiles) and 2100 (~197: a 128-row tile and a remainder, at most 64 rows for some experts), and with the grouped path
  * from 256 tokens (DSINFER_CUDA_MOE_GEMM_MIN_M) at 300 (~28 rows an expert: every tile half); V3 (256 experts, K 7168)
  * at 1100 (~34 rows an expert). */
-static void moe_half_case(const char *name, const char *cfg, const int *m, int nm, long (*launches)(void), const char *what) {
+static void moe_half_case(const char *name, const char *cfg, const int *m, int nm, long (*launches)(void), const char *what,
+                          int per_call) {
     setup s;
     if (!load_setup(&s, name, cfg, 3, 16)) return;
     long n0 = launches();
     check_moe_dt(&s, m, nm, DS_DTYPE_F8_E4M3, 2, 0);
     long n = launches() - n0;
-    int want = 0;   /* check_moe_dt's backend runs the MoE twice at each M (a first call on another x), two launches each */
-    for (int i = 0; i < nm; i++) want += m[i] <= max_m ? 4 : 0;
+    int want = 0;   /* check_moe_dt's backend runs the MoE twice at each M (a first call on another x), per_call launches each */
+    for (int i = 0; i < nm; i++) want += m[i] <= max_m ? 2 * per_call : 0;
     printf("  %-8s moe: %ld grouped launches %s (expected %d)\n", name, n, what, want);
     CHECKF(n == want, "%s: %ld grouped launches %s, expected %d", name, n, what, want);
     free_setup(&s);
+}
+
+/* the grouped prefill MoE's three cases with the twin set up by the caller: V2-Lite at 1100 and 2100 tokens, at 300 with
+ * the grouped path from 256 tokens, V3 at 1100 (names: tag with "v2l-", "v2l-" .. "3", "v3-" before it) */
+static void moe_grouped_cases(const char *tag, long (*launches)(void), const char *what, int per_call) {
+    const int m[] = {1100, 2100}, m3[] = {1100}, ms[] = {300};
+    char n1[32], n2[32], n3[32];
+    snprintf(n1, sizeof n1, "v2l-%s", tag);
+    snprintf(n2, sizeof n2, "v2l-%s3", tag);
+    snprintf(n3, sizeof n3, "v3-%s", tag);
+    moe_half_case(n1, "configs/deepseek-v2-lite.json", m, NM(m), launches, what, per_call);
+    setenv("DSINFER_CUDA_MOE_GEMM_MIN_M", "256", 1);
+    moe_half_case(n2, "configs/deepseek-v2-lite.json", ms, NM(ms), launches, what, per_call);
+    unsetenv("DSINFER_CUDA_MOE_GEMM_MIN_M");
+    moe_half_case(n3, "configs/deepseek-v3.json", m3, NM(m3), launches, what, per_call);
 }
 
 static void run_moe_half(void) {
@@ -3003,12 +3019,7 @@ static void run_moe_half(void) {
     setenv("DSINFER_CUDA_MOE_HALF", "1", 1);   /* the backends check_moe_dt makes; its twin with =0 */
     moe_twin = 1;
     moe_twin_env = "DSINFER_CUDA_MOE_HALF";
-    const int m[] = {1100, 2100}, m3[] = {1100}, ms[] = {300};
-    moe_half_case("v2l-half", "configs/deepseek-v2-lite.json", m, NM(m), ds_cuda_moe_half_launches, "with 64-row tiles");
-    setenv("DSINFER_CUDA_MOE_GEMM_MIN_M", "256", 1);
-    moe_half_case("v2l-half3", "configs/deepseek-v2-lite.json", ms, NM(ms), ds_cuda_moe_half_launches, "with 64-row tiles");
-    unsetenv("DSINFER_CUDA_MOE_GEMM_MIN_M");
-    moe_half_case("v3-half", "configs/deepseek-v3.json", m3, NM(m3), ds_cuda_moe_half_launches, "with 64-row tiles");
+    moe_grouped_cases("half", ds_cuda_moe_half_launches, "with 64-row tiles", 2);
     moe_twin = 0;
     moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
     unsetenv("DSINFER_CUDA_MOE_HALF");
@@ -3026,38 +3037,19 @@ static void run_moe_dyn(void) {
     setenv("DSINFER_MOE_W8A8", "1", 1);
     moe_twin = 1;
     moe_twin_env = "DSINFER_CUDA_MOE_DYN";
-    const int m[] = {1100, 2100}, m3[] = {1100}, ms[] = {300};
+    const int m[] = {1100, 2100};
     for (int form = 1; form <= 2; form++) {
         char v[2] = {(char)('0' + form), 0};
         setenv("DSINFER_CUDA_MOE_DYN", v, 1);   /* the backends check_moe_dt makes; its twin with =0 */
-        moe_half_case(form == 1 ? "v2l-dyn1" : "v2l-dyn2", "configs/deepseek-v2-lite.json", m, NM(m), ds_cuda_moe_dyn_launches,
-                      "with fetched tiles");
-        setenv("DSINFER_CUDA_MOE_GEMM_MIN_M", "256", 1);
-        moe_half_case("v2l-dyn3", "configs/deepseek-v2-lite.json", ms, NM(ms), ds_cuda_moe_dyn_launches, "with fetched tiles");
-        unsetenv("DSINFER_CUDA_MOE_GEMM_MIN_M");
+        moe_grouped_cases(form == 1 ? "dyn1" : "dyn2", ds_cuda_moe_dyn_launches, "with fetched tiles", 2);
         setenv("DSINFER_CUDA_MOE_HALF", "1", 1);
-        moe_half_case("v2l-dynh", "configs/deepseek-v2-lite.json", m, NM(m), ds_cuda_moe_dyn_launches, "with fetched tiles");
+        moe_half_case("v2l-dynh", "configs/deepseek-v2-lite.json", m, NM(m), ds_cuda_moe_dyn_launches, "with fetched tiles", 2);
         unsetenv("DSINFER_CUDA_MOE_HALF");
-        moe_half_case("v3-dyn", "configs/deepseek-v3.json", m3, NM(m3), ds_cuda_moe_dyn_launches, "with fetched tiles");
     }
     moe_twin = 0;
     moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
     unsetenv("DSINFER_CUDA_MOE_DYN");
     unsetenv("DSINFER_MOE_W8A8");
-}
-
-/* moe_half_case's check with one launch a MoE call counted (run_moe_silu: f8_gu_silu_kernel) */
-static void moe_silu_case(const char *name, const char *cfg, const int *m, int nm) {
-    setup s;
-    if (!load_setup(&s, name, cfg, 3, 16)) return;
-    long n0 = ds_cuda_moe_silu_launches();
-    check_moe_dt(&s, m, nm, DS_DTYPE_F8_E4M3, 2, 0);
-    long n = ds_cuda_moe_silu_launches() - n0;
-    int want = 0;   /* two MoE calls at each M (check_moe_dt's first call on another x), one launch each */
-    for (int i = 0; i < nm; i++) want += m[i] <= max_m ? 2 : 0;
-    printf("  %-8s moe: %ld gate / up launches with SiLU in the epilogue (expected %d)\n", name, n, want);
-    CHECKF(n == want, "%s: %ld gate / up launches with SiLU in the epilogue, expected %d", name, n, want);
-    free_setup(&s);
 }
 
 /* DSINFER_OPS_ONLY=moesilu: the prefill MoE's gate / up with SiLU * up and its FP8 codes in the epilogue
@@ -3071,13 +3063,8 @@ static void run_moe_silu(void) {
     setenv("DSINFER_MOE_W8A8", "1", 1);
     moe_twin = 1;
     moe_twin_env = "DSINFER_CUDA_MOE_SILU_EPI";
-    const int m[] = {1100, 2100}, m3[] = {1100}, ms[] = {300};
     setenv("DSINFER_CUDA_MOE_SILU_EPI", "1", 1);   /* the backends check_moe_dt makes; its twin with =0 */
-    moe_silu_case("v2l-silu", "configs/deepseek-v2-lite.json", m, NM(m));
-    setenv("DSINFER_CUDA_MOE_GEMM_MIN_M", "256", 1);
-    moe_silu_case("v2l-silu3", "configs/deepseek-v2-lite.json", ms, NM(ms));
-    unsetenv("DSINFER_CUDA_MOE_GEMM_MIN_M");
-    moe_silu_case("v3-silu", "configs/deepseek-v3.json", m3, NM(m3));
+    moe_grouped_cases("silu", ds_cuda_moe_silu_launches, "with SiLU in the epilogue", 1);
     moe_twin = 0;
     moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
     unsetenv("DSINFER_CUDA_MOE_SILU_EPI");
