@@ -3081,6 +3081,111 @@ if want s39g; then
   step model_silu 200 env DSINFER_CUDA_MOE_SILU_EPI=1 $B/test_cuda_model
   step golden 150 $B/test_cuda_golden
 fi
+# s40a: the prefill MoE's grouped tiles with the overlapped epilogue (DSINFER_CUDA_MOE_OVL=1, f8_tma_kernel OVL): op test
+# moeovl, the V3 MoE layer at 4096 tokens rotated 0 1 1 0 0 1 (OP_TIMES) and with no stores at all (DSINFER_CUDA_MOE_LAB=2,
+# timing only: the epilogue's whole cost) at 0 and 1, ncu of the grouped kernel at 0 and 1, V2-Lite FP8 prefill 2K / 8K at
+# 0 / 1 two rounds
+if want s40a; then
+  step ops_moeovl 300 env DSINFER_OPS_ONLY=moeovl $B/test_cuda_ops
+  grep -E "moe:|CHECK failed" $OUT/ops_moeovl.log | tail -8
+  python3 -c 'import json; c = json.load(open("configs/deepseek-v3.json")); c.update(num_hidden_layers=1, first_k_dense_replace=0); json.dump(c, open("/tmp/v3-1moe.json", "w"))'
+  i=0
+  for n in 0 1 1 0 0 1; do
+    i=$((i + 1))
+    step v3moe_o$n-$i 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_OP_TIMES=1 DSINFER_CUDA_MOE_OVL=$n $B/dsinfer bench --model /tmp/v3-1moe.json --dtype fp8 --batch '' --ctx '' --prompt 4K --steps 1 --csv $CSV --label s40a-v3moe-o$n
+    grep -E "moe: (gate|down)" $OUT/v3moe_o$n-$i.log | tail -2
+  done
+  for n in 0 1; do
+    step v3moe_lab2_o$n 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_OP_TIMES=1 DSINFER_CUDA_MOE_LAB=2 DSINFER_CUDA_MOE_OVL=$n $B/dsinfer bench --model /tmp/v3-1moe.json --dtype fp8 --batch '' --ctx '' --prompt 4K --steps 1
+    grep -E "moe: (gate|down)" $OUT/v3moe_lab2_o$n.log | tail -2
+  done
+  for n in 0 1; do
+    step ncu40a_o$n 200 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_MOE_OVL=$n ncu --clock-control none --cache-control none -k regex:f8_tma_kernel --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum --csv --page raw --log-file $OUT/ncu40a_o$n.csv $B/dsinfer bench --model /tmp/v3-1moe.json --dtype fp8 --batch '' --ctx '' --prompt 4K --steps 1
+    python3 dev/cuda/ncu_sum.py $OUT/ncu40a_o$n.csv > $OUT/ncu40a_o$n.txt 2>&1; head -4 $OUT/ncu40a_o$n.txt
+  done
+  for r in 1 2; do
+    for n in 0 1; do
+      step v2pf_o$n-$r 200 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_OVL=$n $B/dsinfer bench --dtype fp8 --batch '' --ctx '' --prompt 2K,8K --steps 2 --csv $CSV --label s40a-v2l-fp8-o$n
+    done
+  done
+fi
+# s40b: what the grouped MoE epilogue's bytes cost: the V3 MoE layer at 4096 tokens with fp32 stores (LAB 0), BF16 pairs in
+# their place (LAB 16: half the bytes) and none (LAB 2), rotated 0 16 2 2 16 0 (OP_TIMES; timing only: LAB 2 / 16 give wrong
+# results downstream), then ncu of the grouped kernel at 0, 16 and 2 (time, DRAM read and written)
+if want s40b; then
+  python3 -c 'import json; c = json.load(open("configs/deepseek-v3.json")); c.update(num_hidden_layers=1, first_k_dense_replace=0); json.dump(c, open("/tmp/v3-1moe.json", "w"))'
+  i=0
+  for n in 0 16 2 2 16 0; do
+    i=$((i + 1))
+    step v3moe_l$n-$i 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_OP_TIMES=1 DSINFER_CUDA_MOE_LAB=$n $B/dsinfer bench --model /tmp/v3-1moe.json --dtype fp8 --batch '' --ctx '' --prompt 4K --steps 1
+    grep -E "moe: (gate|down)" $OUT/v3moe_l$n-$i.log | tail -2
+  done
+  for n in 0 16 2; do
+    step ncu40b_l$n 200 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_MOE_LAB=$n ncu --clock-control none --cache-control none -k regex:f8_tma_kernel --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum --csv --page raw --log-file $OUT/ncu40b_l$n.csv $B/dsinfer bench --model /tmp/v3-1moe.json --dtype fp8 --batch '' --ctx '' --prompt 4K --steps 1
+    cp $OUT/ncu40b_l$n.csv $OUT/ncu40b_l$n.raw.csv
+    python3 dev/cuda/ncu_sum.py $OUT/ncu40b_l$n.csv > $OUT/ncu40b_l$n.txt 2>&1; head -4 $OUT/ncu40b_l$n.txt
+  done
+fi
+# s40c: down's rows in BF16 (DSINFER_CUDA_MOE_Y_BF16=1, f8_tma_kernel OB + moe_combine_bf16_kernel): op test moeyb, the V3
+# MoE layer at 4096 tokens rotated 0 1 1 0 0 1 (OP_TIMES: down and the combine), V2-Lite FP8 prefill 2K / 8K at 0 / 1 two
+# rounds, goldens and the model test with it
+if want s40c; then
+  step ops_moeyb 300 env DSINFER_OPS_ONLY=moeyb $B/test_cuda_ops
+  grep -E "moe:|NMSE|CHECK failed" $OUT/ops_moeyb.log | tail -12
+  python3 -c 'import json; c = json.load(open("configs/deepseek-v3.json")); c.update(num_hidden_layers=1, first_k_dense_replace=0); json.dump(c, open("/tmp/v3-1moe.json", "w"))'
+  i=0
+  for n in 0 1 1 0 0 1; do
+    i=$((i + 1))
+    step v3moe_y$n-$i 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_OP_TIMES=1 DSINFER_CUDA_MOE_Y_BF16=$n $B/dsinfer bench --model /tmp/v3-1moe.json --dtype fp8 --batch '' --ctx '' --prompt 4K --steps 1 --csv $CSV --label s40c-v3moe-y$n
+    grep -E "moe: (gate|down|SiLU|combine)|^prefill" $OUT/v3moe_y$n-$i.log | tail -5
+  done
+  for r in 1 2; do
+    for n in 0 1; do
+      step v2pf_y$n-$r 200 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_Y_BF16=$n $B/dsinfer bench --dtype fp8 --batch '' --ctx '' --prompt 2K,8K --steps 2 --csv $CSV --label s40c-v2l-fp8-y$n
+    done
+  done
+  step golden_yb 150 env DSINFER_CUDA_MOE_Y_BF16=1 $B/test_cuda_golden
+  step model_yb 200 env DSINFER_CUDA_MOE_Y_BF16=1 $B/test_cuda_model
+fi
+# s40d: down's BF16 rows through shared memory and a bulk copy a row (DSINFER_CUDA_MOE_Y_BF16=2) against the direct stores
+# (=1) and fp32 (=0): op test moeyb (both forms), the V3 MoE layer at 4096 tokens rotated 0 1 2 2 1 0 (OP_TIMES), ncu of the
+# grouped kernel at 1 and 2, V2-Lite FP8 prefill 2K / 8K at 1 / 2 two rounds, goldens with 2
+if want s40d; then
+  step ops_moeyb 300 env DSINFER_OPS_ONLY=moeyb $B/test_cuda_ops
+  grep -E "moe:|NMSE|CHECK failed" $OUT/ops_moeyb.log | tail -16
+  python3 -c 'import json; c = json.load(open("configs/deepseek-v3.json")); c.update(num_hidden_layers=1, first_k_dense_replace=0); json.dump(c, open("/tmp/v3-1moe.json", "w"))'
+  i=0
+  for n in 0 1 2 2 1 0; do
+    i=$((i + 1))
+    step v3moe_y$n-$i 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_OP_TIMES=1 DSINFER_CUDA_MOE_Y_BF16=$n $B/dsinfer bench --model /tmp/v3-1moe.json --dtype fp8 --batch '' --ctx '' --prompt 4K --steps 1 --csv $CSV --label s40d-v3moe-y$n
+    grep -E "moe: (gate|down|SiLU|combine)|^prefill" $OUT/v3moe_y$n-$i.log | tail -5
+  done
+  for n in 1 2; do
+    step ncu40d_y$n 200 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_MOE_Y_BF16=$n ncu --clock-control none --cache-control none -k regex:f8_tma_kernel --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum --csv --page raw --log-file $OUT/ncu40d_y$n.csv $B/dsinfer bench --model /tmp/v3-1moe.json --dtype fp8 --batch '' --ctx '' --prompt 4K --steps 1
+    cp $OUT/ncu40d_y$n.csv $OUT/ncu40d_y$n.raw.csv
+    python3 dev/cuda/ncu_sum.py $OUT/ncu40d_y$n.csv > $OUT/ncu40d_y$n.txt 2>&1; head -4 $OUT/ncu40d_y$n.txt
+  done
+  for r in 1 2; do
+    for n in 1 2; do
+      step v2pf_y$n-$r 200 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_Y_BF16=$n $B/dsinfer bench --dtype fp8 --batch '' --ctx '' --prompt 2K,8K --steps 2 --csv $CSV --label s40d-v2l-fp8-y$n
+    done
+  done
+  step golden_yb2 150 env DSINFER_CUDA_MOE_Y_BF16=2 $B/test_cuda_golden
+fi
+# s40m: the fortieth session's mutants (dev/cuda/mutants_s40.sh; each must fail op test moeovl), the grouped path's other
+# op tests through the shared runner moe_grouped_cases (moedyn, moehalf, moesilu: duplicates D1), goldens with OVL=1
+if want s40m; then
+  [ -x $B/test_cuda_ops_mut_yb_hi ] && mutant $B/test_cuda_ops_mut_yb_hi moeyb '' 300
+  [ -x $B/test_cuda_ops_mut_yb_col ] && mutant $B/test_cuda_ops_mut_yb_col moeyb '' 300
+  [ -x $B/test_cuda_ops_mut_ob2_row ] && mutant $B/test_cuda_ops_mut_ob2_row moeyb '' 300
+  mutant $B/test_cuda_ops_mut_ovl_st moeovl '' 300
+  mutant $B/test_cuda_ops_mut_ovl_z moeovl '' 300
+  mutant $B/test_cuda_ops_mut_ovl_last moeovl '' 300
+  step ops_moedyn 300 env DSINFER_OPS_ONLY=moedyn $B/test_cuda_ops
+  step ops_moehalf 300 env DSINFER_OPS_ONLY=moehalf $B/test_cuda_ops
+  step ops_moesilu 300 env DSINFER_OPS_ONLY=moesilu $B/test_cuda_ops
+  step golden_ovl 150 env DSINFER_CUDA_MOE_OVL=1 $B/test_cuda_golden
+fi
 # opsq: the same suite as four processes at once on the one GPU (DSINFER_OPS_PART=k/4, 4 OpenMP threads each: the CPU
 # references and the launches' latencies of one process leave most of the 16 cores and the GPU idle), so that it fits
 # one call; each part's log is ops_q<k>.log, its line in the summary as step's

@@ -3052,6 +3052,51 @@ static void run_moe_dyn(void) {
     unsetenv("DSINFER_MOE_W8A8");
 }
 
+/* DSINFER_OPS_ONLY=moeovl: the prefill MoE's grouped fetched-tile launches with each tile's sums stored after the next
+ * tile's first k-block is issued (DSINFER_CUDA_MOE_OVL=1) against the stores before it (the twin, =0): the same bits,
+ * the overlapped launches counted (two a MoE call), and against the CPU; the three grouped cases, and V2-Lite with 64-row
+ * tiles (MOE_HALF on both: tiles with no valid row for the second warpgroup, skipped between an overlapped store and the
+ * next tile's issue). */
+static void run_moe_ovl(void) {
+    if (only && strcmp(only, "moeovl")) return;
+    setenv("DSINFER_MOE_W8A8", "1", 1);
+    moe_twin = 1;
+    moe_twin_env = "DSINFER_CUDA_MOE_OVL";
+    setenv("DSINFER_CUDA_MOE_OVL", "1", 1);   /* the backends check_moe_dt makes; its twin with =0 */
+    moe_grouped_cases("ovl", ds_cuda_moe_ovl_launches, "with the overlapped epilogue", 2);
+    const int m[] = {1100, 2100};
+    setenv("DSINFER_CUDA_MOE_HALF", "1", 1);
+    moe_half_case("v2l-ovlh", "configs/deepseek-v2-lite.json", m, NM(m), ds_cuda_moe_ovl_launches, "with the overlapped epilogue", 2);
+    unsetenv("DSINFER_CUDA_MOE_HALF");
+    moe_twin = 0;
+    moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
+    unsetenv("DSINFER_CUDA_MOE_OVL");
+    unsetenv("DSINFER_MOE_W8A8");
+}
+
+/* DSINFER_OPS_ONLY=moeyb: the prefill MoE's grouped W8A8 down with its rows rounded to BF16 in the epilogue and the combine
+ * reading them (DSINFER_CUDA_MOE_Y_BF16=1: direct stores; =2: through shared memory, a bulk copy a row) against fp32 rows
+ * (the twin, =0): not the same bits (one more rounding, 2^-9 relative at most a value), within NMSE 1e-5 of the twin, the
+ * BF16 down launches counted (one a MoE call), and against the CPU; the three grouped cases, each form. */
+static void run_moe_y_bf16(void) {
+    if (only && strcmp(only, "moeyb")) return;
+    setenv("DSINFER_MOE_W8A8", "1", 1);
+    moe_twin = 1;
+    moe_twin_env = "DSINFER_CUDA_MOE_Y_BF16";
+    moe_twin_nmse = 1e-5;
+    moe_twin_nmse_only = 1;
+    for (int form = 1; form <= 2; form++) {
+        setenv("DSINFER_CUDA_MOE_Y_BF16", form == 1 ? "1" : "2", 1);   /* the backends check_moe_dt makes; its twin with =0 */
+        moe_grouped_cases(form == 1 ? "yb1" : "yb2", ds_cuda_moe_y_bf16_launches, "with BF16 rows", 1);
+    }
+    moe_twin_nmse = 0;
+    moe_twin_nmse_only = 0;
+    moe_twin = 0;
+    moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
+    unsetenv("DSINFER_CUDA_MOE_Y_BF16");
+    unsetenv("DSINFER_MOE_W8A8");
+}
+
 /* DSINFER_OPS_ONLY=moesilu: the prefill MoE's gate / up with SiLU * up and its FP8 codes in the epilogue
  * (DSINFER_CUDA_MOE_SILU_EPI=1, f8_gu_silu_kernel: 128-row tiles of 64 gate + 64 up columns a pass, two passes) against
  * the separate SiLU kernel
@@ -4257,6 +4302,8 @@ int main(void) {
     RUN(run_moe_half());
     RUN(run_moe_dyn());
     RUN(run_moe_silu());
+    RUN(run_moe_ovl());
+    RUN(run_moe_y_bf16());
     RUN(run_moe_pipe());
     RUN(run_moe_sx());
     RUN(run_moe_st2());

@@ -425,6 +425,13 @@ typedef struct {
                         * 1: fetched, row blocks first; 2, the default: fetched, column blocks first; tm_groups.next;
                         * DSINFER_CUDA_MOE_DYN) */
     int moe_hist;      /* prefill MoE: a line of each call's rows an expert on stderr (DSINFER_CUDA_MOE_HIST; diagnostic) */
+    int moe_ovl;       /* prefill MoE: with moe_dyn, a grouped tile's sums stored after the next tile's first MMAs are issued
+                        * (cuda_fp8_wgmma.cu f8_tma_kernel OVL; the same bits; DSINFER_CUDA_MOE_OVL) */
+    int moe_y_bf16;    /* prefill MoE (W8A8 grouped form): down's output rows rounded to BF16 in its epilogue (half the bytes
+                        * written and read by the combine): 1 direct stores, 2 (the default) through shared memory and a
+                        * bulk copy a row (cuda_fp8_wgmma.cu f8_tma_kernel OB; DSINFER_CUDA_MOE_Y_BF16; 0: fp32 rows) */
+    int moe_lab;       /* prefill MoE lab (timing only, wrong results): the grouped fetched-tile launches store nothing (2)
+                        * or BF16 pairs in place of the fp32 sums (4) (f8_tma_kernel LAB; DSINFER_CUDA_MOE_LAB) */
     int moe_silu_epi;  /* prefill MoE: gate / up with SiLU * up and its FP8 codes in the epilogue (f8_gu_silu_kernel: 128-row
                         * tiles in two passes; with moe_dyn; DSINFER_CUDA_MOE_SILU_EPI; opt-in: not faster) */
     int route_fast;    /* the routing warps' top-k in registers, the same bits (cuda_moe.cu route_warp_fast; DSINFER_CUDA_ROUTE_FAST) */
@@ -1063,6 +1070,8 @@ extern long cu_moe_half_launches;
 extern long cu_moe_dyn_launches;
 /* launches of the prefill MoE's gate / up with SiLU in the epilogue (opt.moe_silu_epi; process-wide; tests) */
 extern long cu_moe_silu_launches;
+extern long cu_moe_ovl_launches;
+extern long cu_moe_y_bf16_launches;
 /* shared pieces of the own W8A8 linears: x [M, K] fp32 -> codes q [M, K] and scales s [M][K/128]
  * (moe_rows_fp8_kernel); out[i] = sum over z < ks of part[z n + i], in z order */
 void cu_rows_fp8_f32(unsigned char *q, float *s, const float *x, int M, int K);
@@ -1071,11 +1080,12 @@ void cu_rows_fp8_gather(unsigned char *q, float *s, const float *x, const int32_
 /* The routed experts of a prefill-sized batch as W8A8 on wgmma (cuda_fp8_wgmma.cu; DSINFER_CUDA_MOE_WGMMA,
  * default 1, with DSINFER_MOE_W8A8 and FP8 experts): the rows (sorted by expert, off[] on the host) quantized
  * per token x 128, gate and up of every expert as one grouped launch (fp32 [R, 2I]), SiLU(g) * u rounded to
- * BF16 and quantized, the down projections as a second grouped launch; returns y fp32 [R, D] in slot order,
- * or NULL where it does not apply (nothing done). */
+ * BF16 and quantized, the down projections as a second grouped launch; returns y [R, D] in slot order, fp32, or
+ * BF16 where *y_bf16 is set to 1 (opt.moe_y_bf16, where *y_bf16 was nonzero on entry: the caller takes BF16 rows), or NULL
+ * where it does not apply (nothing done). */
 extern int cu_moe_wgmma;
-const float *cu_moe_gemm_f8(ds_cuda_backend *cb, const float *x, const int32_t *rows, const int32_t *off, int E, int D,
-                            int I, const ds_layer_weights *L);
+const void *cu_moe_gemm_f8(ds_cuda_backend *cb, const float *x, const int32_t *rows, const int32_t *off, int E, int D,
+                           int I, const ds_layer_weights *L, int *y_bf16);
 void cu_f8_wgmma_free(void);
 /* The routed experts of a decode batch as W8A8 on wgmma with the weights as the MMA's M (cuda_moe_wg.cu;
  * DSINFER_CUDA_MOE_WG, default 1; DSINFER_CUDA_MOE_WG_NT: tokens a chunk, 32, 48 or 64, 0 = cu_moe_wg_chunk's
@@ -1153,11 +1163,12 @@ extern "C" int cu_lt_gemm_bf16(ds_cuda_backend *cb, float *out, int ldo, const _
                                const __nv_bfloat16 *x, int N, int M, int K, int tune);
 void cu_lt_tune_free(ds_cuda_backend *cb);
 /* The routed experts as cuBLAS GEMMs per expert (cuda_moe_gemm.cu): whether a batch of M tokens takes that
- * path, and the path: returns y (fp32 [off[E], D] in a workspace, valid until the next call; NULL when no
- * row) for the rows grouped by expert (rows[slot] = the token, off[E + 1] on the host). */
+ * path, and the path: returns y ([off[E], D] in a workspace, valid until the next call; NULL when no row) for the
+ * rows grouped by expert (rows[slot] = the token, off[E + 1] on the host): fp32, or BF16 where *y_bf16 is set to 1 (the
+ * W8A8 form with opt.moe_y_bf16, where *y_bf16 was nonzero on entry). */
 int cu_moe_gemm_on(const ds_cuda_backend *cb, int M);
-const float *cu_moe_gemm(ds_cuda_backend *cb, const float *x, const int32_t *rows, const int32_t *off, int E, int D,
-                         int I, const ds_layer_weights *L);
+const void *cu_moe_gemm(ds_cuda_backend *cb, const float *x, const int32_t *rows, const int32_t *off, int E, int D,
+                        int I, const ds_layer_weights *L, int *y_bf16);
 /* DSINFER_CUDA_OP_TIMES=1 (cuda_optimes.cu): wraps the backend's ops with per-op timing; the table prints
  * to stderr (and the wrappers go) when the backend is destroyed. */
 void cu_optimes_install(ds_cuda_backend *cb);

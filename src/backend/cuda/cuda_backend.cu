@@ -219,6 +219,8 @@ long ds_cuda_f8_tm_xt_launches(void) { return cu_f8_tm_xt_launches; }
 long ds_cuda_moe_half_launches(void) { return cu_moe_half_launches; }
 long ds_cuda_moe_dyn_launches(void) { return cu_moe_dyn_launches; }
 long ds_cuda_moe_silu_launches(void) { return cu_moe_silu_launches; }
+long ds_cuda_moe_ovl_launches(void) { return cu_moe_ovl_launches; }
+long ds_cuda_moe_y_bf16_launches(void) { return cu_moe_y_bf16_launches; }
 
 void ds_cuda_download_bytes(ds_backend *be, void *dst, const void *src, size_t n) {
     (void)be;
@@ -1114,6 +1116,12 @@ static cu_opts cu_opts_read(void) {
     o.moe_dyn = env_int("DSINFER_CUDA_MOE_DYN", 2);           /* the same bits; V3 MoE layer at 4K: DRAM 1.38 -> 1.03x the
                                                                 * weights, grouped GEMMs -15% (thirty-ninth session, H100) */
     o.moe_hist = env_int("DSINFER_CUDA_MOE_HIST", 0);
+    o.moe_ovl = env_int("DSINFER_CUDA_MOE_OVL", 0);   /* the same bits; to be measured (fortieth session) */
+    o.moe_lab = env_int("DSINFER_CUDA_MOE_LAB", 0);   /* lab: wrong results */
+    /* another rounding point (BF16 rows before the combine, NMSE 3e-8 .. 1.2e-6 against fp32 rows): 1 direct stores, 2
+     * through shared memory and a bulk copy a row, the default (fortieth session, H100: V3 MoE layer at 4K down -15%, the
+     * combine -42%, its prefill -4%; V2-Lite FP8 prefill 8K -5%) */
+    o.moe_y_bf16 = env_int("DSINFER_CUDA_MOE_Y_BF16", 2);
     o.moe_silu_epi = env_int("DSINFER_CUDA_MOE_SILU_EPI", 0);  /* the same bits; H200 6% slower (thirty-ninth session) */
     o.route_fast = env_int("DSINFER_CUDA_ROUTE_FAST", 1);   /* the same bits; RT_PROF: the routing tail -10 .. -25% */
     /* opt-in, 1, 2 (the layer's tail) or 3 (and its attention); measured in the thirty-fourth session (RESULTS run 2): FP8

@@ -88,6 +88,57 @@ __device__ __forceinline__ void wg_store(const float (&tot)[4 * J], float *out, 
     }
 }
 
+/* wg_store's sums rounded to BF16 (round to nearest even) into out taken as BF16 [rows][ldo]: this thread's pairs of
+ * columns n, n + 1 as one 4-byte store where both are valid and the place is aligned */
+__device__ __forceinline__ void wg_store_bf16(const float (&tot)[64], __nv_bfloat16 *out, size_t ldo, int r0, int r1, int mend,
+                                              int n0, int nvalid, int lane) {
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        int n = n0 + 8 * j + 2 * (lane & 3);
+        for (int h = 0; h < 2; h++) {
+            int r = h ? r1 : r0;
+            if (r >= mend) continue;
+            __nv_bfloat16 *o = out + (size_t)r * ldo + (n - n0);
+            if (n + 1 < nvalid && ((uintptr_t)o & 3) == 0) *(__nv_bfloat162 *)o = __floats2bfloat162_rn(tot[4 * j + 2 * h], tot[4 * j + 2 * h + 1]);
+            else {
+                if (n < nvalid) o[0] = __float2bfloat16(tot[4 * j + 2 * h]);
+                if (n + 1 < nvalid) o[1] = __float2bfloat16(tot[4 * j + 2 * h + 1]);
+            }
+        }
+    }
+}
+
+/* OB 2's epilogue: a consumer warp's 16 rows x 128 columns of the tile's sums (rows row0 .. row0 + 15; this thread's
+ * rl0 = lane / 4 and rl0 + 8, wg_store's columns) rounded to BF16 into the warp's own staging rows stg (16 x OB_ROW bytes:
+ * the 16-byte pad puts a quad row's 4-byte writes on 4 banks apart from the other rows', all 32 banks a store), then one
+ * 256-byte bulk copy a row to out (lane l < 16 copies row row0 + l, if below mend: rows past an expert's end are not
+ * written). The copies run on while the warp goes on to its next tile; before the warp writes stg again each copying lane
+ * waits until its copies have read it. Where N % 128 == 0 (the whole tile's columns valid). Why: the direct stores
+ * (wg_store_bf16) make every warp store 8 rows x 16 bytes, 8 L2 requests for 256 bytes, and the consumers spend the
+ * store phase issuing them while the tensor cores idle (RESULTS fortieth session). */
+#define OB_ROW (WG_BN * 2 + 16)
+#define OB_EPI (8 * 16 * OB_ROW)   /* the two consumer warpgroups' 8 warps' staging rows */
+__device__ __forceinline__ void tm_store_bf16_bulk(const float (&tot)[64], unsigned char *stg, __nv_bfloat16 *out, size_t ldo,
+                                                   int row0, int mend, int lane) {
+    if (lane < 16) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+    __syncwarp();
+    const int rl0 = lane >> 2, c2 = 2 * (lane & 3);
+#pragma unroll
+    for (int j = 0; j < 16; j++)
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+            *(__nv_bfloat162 *)(stg + (rl0 + 8 * h) * OB_ROW + (8 * j + c2) * 2) =
+                __floats2bfloat162_rn(tot[4 * j + 2 * h], tot[4 * j + 2 * h + 1]);
+    wg_fence_smem();   /* the writes made visible to the bulk copies (the async proxy) */
+    __syncwarp();
+    if (lane < 16 && row0 + lane < mend) {
+        asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(out + (size_t)(row0 + lane) * ldo),
+                     "r"(cu_smem_addr(stg + lane * OB_ROW)), "n"(WG_BN * 2)
+                     : "memory");
+        asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+    }
+}
+
 /* the ring's barriers (thread 0): full[s] completes on `producers` arrivals (1; 2 with f8_tma_kernel's SS: the expect_tx
  * and the scales' slot) plus the stage's bytes, empty[s] on `consumers` arrivals; made visible before the block's barrier */
 __device__ __forceinline__ void tm_ring_init(uint64_t *full, uint64_t *empty, int nst, int consumers, int producers = 1) {
@@ -329,6 +380,8 @@ static size_t tm_smem_bytes(int tst = 0, int ss = 0) {
 
 /* the grouped fetched-tile form (DYN): the plain form's, then each stage's tile number after the barriers */
 static size_t tm_dyn_smem_bytes(void) { return tm_smem_bytes() + TM_ST * sizeof(int); }
+/* ... OB 2's: 5 stages, the staging rows, the barriers and tile slots, 1 KB to align */
+static size_t tm_ob2_smem_bytes(void) { return (size_t)TM_ST_S * (TM_STAGE + 2 * 8 + sizeof(int)) + OB_EPI + 1024; }
 
 /* tile t of mb x nb output tiles x ks splits -> its first row and column and its stages [kb0, kb0 + nkb):
  * splits outermost, then groups of TM_GROUP_M row blocks, column blocks within a group, row blocks fastest */
@@ -583,6 +636,72 @@ __device__ __forceinline__ void tm_store_tma(const float (&tot)[64], unsigned ch
     }
 }
 
+/* k-block i's scales as the kernel's LAB asks: 1 all ones (no loads), 8 from shared memory (tm_scales_lab_smem), else
+ * from global memory (tm_scales) */
+template <int LAB>
+__device__ __forceinline__ tm_sc tm_scales_of(const unsigned char *epi, const tm_ctx *c, int i) {
+    return (LAB & 1) ? tm_sc{1.0f, 1.0f, 1.0f} : (LAB & 8) ? tm_scales_lab_smem(epi, c, i) : tm_scales(c, i);
+}
+
+/* A tile's k-blocks from the first, whose MMAs are in flight in acc_a (issued with scales sa: PREF's, loaded before its
+ * stage), to the last promotion into tot: two accumulators in turn, k-block i + 1's MMAs run while i is promoted
+ * (wait_group 1 retires i). PREF: a k-block's scales are loaded before its stage is waited for (sa / sb), else after its
+ * MMAs (an L2 round trip in series with each promotion). SLOT (SS): tm_issue reads each k-block's scales from its slot.
+ * Tried and removed (RESULTS twenty-seventh session runs 4 and 6, same bits, both slower): the scales two k-blocks ahead
+ * (0.84 -> 0.81x cuBLASLt at M = 4096), one load a lane and shuffles (0.86 -> 0.80). */
+template <int NST, bool PREF, bool SLOT, bool XT, int LAB>
+__device__ __forceinline__ void tm_tile_rest(float (&acc_a)[64], float (&acc_b)[64], float (&tot)[64], const tm_ctx *c,
+                                             int nkb, int lane, const unsigned char *epi, tm_sc sa) {
+    tm_sc sb = sa;
+    int i = 0;
+    for (; i + 2 < nkb; i += 2) {   /* i in flight in acc_a */
+        if (PREF && !SLOT) sb = tm_scales_of<LAB>(epi, c, i + 1);
+        tm_issue<NST, SLOT, XT>(acc_b, c, i + 1, &sb);
+        wg_wait1();
+        tm_promote<NST>(acc_a, tot, c, i, lane, PREF ? sa : tm_scales(c, i));
+        if (PREF && !SLOT) sa = tm_scales_of<LAB>(epi, c, i + 2);
+        tm_issue<NST, SLOT, XT>(acc_a, c, i + 2, &sa);
+        wg_wait1();
+        tm_promote<NST>(acc_b, tot, c, i + 1, lane, PREF ? sb : tm_scales(c, i + 1));
+    }
+    if (i + 1 < nkb) {   /* i in acc_a and one more */
+        if (PREF && !SLOT) sb = tm_scales_of<LAB>(epi, c, i + 1);
+        tm_issue<NST, SLOT, XT>(acc_b, c, i + 1, &sb);
+        wg_wait1();
+        tm_promote<NST>(acc_a, tot, c, i, lane, PREF ? sa : tm_scales(c, i));
+        wg_wait0();
+        tm_promote<NST>(acc_b, tot, c, i + 1, lane, PREF ? sb : tm_scales(c, i + 1));
+    } else {
+        wg_wait0();
+        tm_promote<NST>(acc_a, tot, c, i, lane, PREF ? sa : tm_scales(c, i));
+    }
+}
+
+/* OVL: the next fetched tile with a valid row among this consumer warpgroup's 64 (cw) into *j, its first stage at use
+ * *it; the tiles before it that have none (an expert's last, partial tile) waited for and given back stage by stage
+ * (tm_skip_stages). -1 when the producer's stop stage comes first. */
+template <int NST>
+__device__ __forceinline__ int tm_own_tile(tm_job *j, uint64_t *full, uint64_t *empty, const int *tslot, int *it, int cw,
+                                           int lane, const tm_groups &g, float *out, int ws_cols, int K) {
+    for (;;) {
+        int t = tm_fetched_tile<NST>(full, tslot, *it);
+        if (t < 0) return -1;
+        tm_job_of<true>(j, t, NULL, g, out, NULL, ws_cols, 0, 0, K, K);
+        if (j->m0 + 64 * cw < j->mend) return t;
+        tm_skip_stages<NST>(full, empty, it, j->nkb, lane);
+    }
+}
+
+/* a consumer warpgroup's view of job j from ring use it (its rows r0, r1: 16 warp + lane / 4 and 8 more) */
+__device__ __forceinline__ tm_ctx tm_ctx_of(const tm_job &j, unsigned char *sm, uint64_t *full, uint64_t *empty, const float *xs,
+                                            int K, int it, int cw, int warp, int lane, const unsigned char *slots) {
+    tm_ctx c = {sm, full, empty, xs, j.sw, j.mend, K / WG_BK, j.kb0, j.nkb, it, cw, 0, 0, slots, 0};
+    c.tr0 = 64 * cw + 16 * warp + (lane >> 2);
+    c.r0 = j.m0 + c.tr0;
+    c.r1 = c.r0 + 8;
+    return c;
+}
+
 /* As f8_wgmma_kernel with 128-row tiles, persistent: block b takes tiles b, b + gridDim.x, ... (dense: the
  * mb x nb x ks tiles of out [M, N], split z's partial at out + z M N; GROUPED: the tile table of g, each
  * expert's rows against its own weight map, out's row stride ldo). 384 threads: warpgroup 0 produces (one
@@ -600,7 +719,8 @@ __device__ __forceinline__ void tm_store_tma(const float (&tot)[64], unsigned ch
  * xs [K/128][Mp] (not [M][K/128]), 5 stages and the whole epilogue (tm_stages). Tried and removed (RESULTS
  * twenty-eighth session runs 1 and 3, same bits, both slower): SS 3's slots with 5 stages and the epilogue in halves,
  * the consumers' own loads from the transposed form (a warp's rows in one sector, but a new L1 line every k-block). */
-template <bool GROUPED, bool PREF = false, bool TST = false, int LAB = 0, int SS = 0, bool DYN = false>
+template <bool GROUPED, bool PREF = false, bool TST = false, int LAB = 0, int SS = 0, bool DYN = false, bool OVL = false,
+          int OB = 0>
 __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ CUtensorMap ta,
                                                         const __grid_constant__ CUtensorMap tb,
                                                         const __grid_constant__ CUtensorMap tc, const tm_groups g,
@@ -609,7 +729,7 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
     extern __shared__ unsigned char wg_raw[];
     unsigned char *sm = (unsigned char *)(((uintptr_t)wg_raw + 1023) & ~(uintptr_t)1023);
     if (TST && SS == 3 && sm != wg_raw) __trap();   /* no room to align (launched only where tm_base_aligned) */
-    constexpr int NST = tm_stages(TST, SS);
+    constexpr int NST = OB == 2 ? TM_ST_S : tm_stages(TST, SS);   /* OB 2: its staging rows take the sixth stage's room */
     static_assert(!TST || !GROUPED, "the TMA-store epilogue is the dense form's");
     static_assert(!SS || (PREF && !LAB), "the staged scales: the PREF forms");
     constexpr bool XT = SS == 3;   /* the scales by bulk copies from their transposed form (xs is [K/128][Mp]) */
@@ -617,10 +737,12 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
     constexpr bool STG = SS == 1 || SS == 2;   /* ... the producer warp staged */
     static_assert(!XT || !GROUPED, "the transposed scales: the dense form's");
     unsigned char *epi = sm + NST * TM_STAGE;   /* TST: the epilogue's buffer */
-    unsigned char *slots = epi + tm_epi_bytes(TST, SS);   /* SS: NST scale slots */
+    unsigned char *slots = epi + (OB == 2 ? OB_EPI : tm_epi_bytes(TST, SS));   /* SS: NST scale slots */
     uint64_t *full = (uint64_t *)(slots + (SS ? NST * TM_SLOT : 0)), *empty = full + NST;
     int *tslot = (int *)(empty + NST);   /* DYN: the tile each stage belongs to (-1: no more tiles), [NST] */
     static_assert(!DYN || (GROUPED && !STG), "the fetched tiles: the grouped form, one producer thread");
+    static_assert(!OVL || (DYN && PREF && !SS), "the overlapped epilogue: the fetched tiles' PREF form");
+    static_assert(!OB || (DYN && !OVL && !TST), "BF16 sums: the fetched tiles' plain-store form");
     const int tiles = GROUPED ? g.n_tiles : (M + TM_BM - 1) / TM_BM * ((N + WG_BN - 1) / WG_BN) * ks;
     const int first = (int)blockIdx.x, step = (int)gridDim.x;
     tm_job j;
@@ -677,61 +799,63 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
     int cw = wg - 1, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, it = 0;
     float acc_a[64], acc_b[64], tot[64];
     for (int i = 0; i < 64; i++) acc_a[i] = acc_b[i] = 0.0f;
-    for (int t = first; DYN || t < tiles; t += step) {
-        if (DYN && (t = tm_fetched_tile<NST>(full, tslot, it)) < 0) break;
-        tm_job_of<GROUPED>(&j, t, &tb, g, out, ws, ws_cols, M, N, K, kc);
-        int nkb = j.nkb;
-        if (j.m0 + 64 * cw >= j.mend) {   /* none of this warpgroup's 64 rows is valid (an expert's last, partial
-                                           * tile; M's last): no MMAs, the stages still waited for and released in
-                                           * step so the empty barriers count each use once */
-            tm_skip_stages<NST>(full, empty, &it, nkb, lane);
-            continue;
-        }
-        tm_ctx c = {sm, full, empty, xs, j.sw, j.mend, K / WG_BK, j.kb0, nkb, it, cw, 0, 0, slots, 0};
-        c.tr0 = 64 * cw + 16 * warp + (lane >> 2);
-        c.r0 = j.m0 + c.tr0;
-        c.r1 = c.r0 + 8;
+    if constexpr (OVL) {
+        /* OVL: a tile's sums are stored after the next tile's first k-block is issued, so that its MMAs run under the
+         * stores (without it the tensor cores idle while both warpgroups store: 64 KB of fp32 a tile, which down's
+         * 16 k-blocks a tile make a large part of its time). The same MMAs, promotions and stores: the same bits. */
+        if (tm_own_tile<NST>(&j, full, empty, tslot, &it, cw, lane, g, out, ws_cols, K) < 0) return;
+        tm_ctx c = tm_ctx_of(j, sm, full, empty, xs, K, it, cw, warp, lane, slots);
         for (int i = 0; i < 64; i++) tot[i] = 0.0f;
-        /* two accumulators in turn: k-block i + 1's MMAs run while i is promoted (wait_group 1 retires i). PREF: a
-         * k-block's scales are loaded before its stage is waited for (sa / sb), else after its MMAs (an L2 round trip in
-         * series with each promotion). Tried and removed (RESULTS twenty-seventh session runs 4 and 6, same bits, both
-         * slower): the scales two k-blocks ahead (0.84 -> 0.81x cuBLASLt at M = 4096), one load a lane and shuffles
-         * (0.86 -> 0.80). LAB: lab forms (wrong results, DSINFER_CUDA_F8_TM_LAB). */
-#define TM_SCALES(c, i) ((LAB & 1) ? tm_sc{1.0f, 1.0f, 1.0f} : (LAB & 8) ? tm_scales_lab_smem(epi, c, i) : tm_scales(c, i))
-        /* SS: tm_issue reads each k-block's scales from its slot (sa / sb) */
-        tm_sc sa = PREF && !SLOT ? TM_SCALES(&c, 0) : tm_sc{}, sb = sa;
-        tm_issue<NST, SLOT, XT>(acc_a, &c, 0, &sa);
-        int i = 0;
-        for (; i + 2 < nkb; i += 2) {   /* i in flight in acc_a */
-            if (PREF && !SLOT) sb = TM_SCALES(&c, i + 1);
-            tm_issue<NST, SLOT, XT>(acc_b, &c, i + 1, &sb);
-            wg_wait1();
-            tm_promote<NST>(acc_a, tot, &c, i, lane, PREF ? sa : tm_scales(&c, i));
-            if (PREF && !SLOT) sa = TM_SCALES(&c, i + 2);
-            tm_issue<NST, SLOT, XT>(acc_a, &c, i + 2, &sa);
-            wg_wait1();
-            tm_promote<NST>(acc_b, tot, &c, i + 1, lane, PREF ? sb : tm_scales(&c, i + 1));
+        tm_sc sa = tm_scales_of<LAB>(epi, &c, 0);
+        tm_issue<NST>(acc_a, &c, 0, &sa);
+        float *so;   /* the finished tile's store, kept while j and c move on */
+        int sr0, sr1, smend, sn0, snv;
+        for (;;) {
+            tm_tile_rest<NST, PREF, false, false, LAB>(acc_a, acc_b, tot, &c, j.nkb, lane, epi, sa);
+            it += j.nkb;
+            so = j.out + j.ocol;
+            sr0 = c.r0, sr1 = c.r1, smend = j.mend, sn0 = j.n0, snv = j.nvalid;
+            if (tm_own_tile<NST>(&j, full, empty, tslot, &it, cw, lane, g, out, ws_cols, K) < 0) break;
+            c = tm_ctx_of(j, sm, full, empty, xs, K, it, cw, warp, lane, slots);
+            sa = tm_scales_of<LAB>(epi, &c, 0);
+            tm_issue<NST>(acc_a, &c, 0, &sa);
+            if (!(LAB & 2)) wg_store(tot, so, (size_t)ldo, sr0, sr1, smend, sn0, snv, lane);
+            for (int i = 0; i < 64; i++) tot[i] = 0.0f;
         }
-        if (i + 1 < nkb) {   /* i in acc_a and one more */
-            if (PREF && !SLOT) sb = TM_SCALES(&c, i + 1);
-            tm_issue<NST, SLOT, XT>(acc_b, &c, i + 1, &sb);
-            wg_wait1();
-            tm_promote<NST>(acc_a, tot, &c, i, lane, PREF ? sa : tm_scales(&c, i));
-            wg_wait0();
-            tm_promote<NST>(acc_b, tot, &c, i + 1, lane, PREF ? sb : tm_scales(&c, i + 1));
-        } else {
-            wg_wait0();
-            tm_promote<NST>(acc_a, tot, &c, i, lane, PREF ? sa : tm_scales(&c, i));
+        if (!(LAB & 2)) wg_store(tot, so, (size_t)ldo, sr0, sr1, smend, sn0, snv, lane);   /* the last tile's */
+        return;
+    } else {
+        for (int t = first; DYN || t < tiles; t += step) {
+            if (DYN && (t = tm_fetched_tile<NST>(full, tslot, it)) < 0) break;
+            tm_job_of<GROUPED>(&j, t, &tb, g, out, ws, ws_cols, M, N, K, kc);
+            int nkb = j.nkb;
+            if (j.m0 + 64 * cw >= j.mend) {   /* none of this warpgroup's 64 rows is valid (an expert's last, partial
+                                               * tile; M's last): no MMAs, the stages still waited for and released in
+                                               * step so the empty barriers count each use once */
+                tm_skip_stages<NST>(full, empty, &it, nkb, lane);
+                continue;
+            }
+            tm_ctx c = tm_ctx_of(j, sm, full, empty, xs, K, it, cw, warp, lane, slots);
+            for (int i = 0; i < 64; i++) tot[i] = 0.0f;
+            /* LAB: lab forms (wrong results, DSINFER_CUDA_F8_TM_LAB); SS: tm_issue reads each k-block's scales from its slot */
+            tm_sc sa = PREF && !SLOT ? tm_scales_of<LAB>(epi, &c, 0) : tm_sc{};
+            tm_issue<NST, SLOT, XT>(acc_a, &c, 0, &sa);
+            tm_tile_rest<NST, PREF, SLOT, XT, LAB>(acc_a, acc_b, tot, &c, nkb, lane, epi, sa);
+            it += nkb;
+            if (TST && !(LAB & 2))
+                tm_store_tma<SS == 2>(tot, epi + cw * (tm_epi_bytes(TST, SS) / 2), &tc, j.n0, j.m0 + 64 * cw, j.z, c.r0 - j.m0 - 64 * cw, lane,
+                             threadIdx.x % 128 == 0, cw);
+            else if (OB == 2)
+                tm_store_bf16_bulk(tot, epi + (4 * cw + warp) * 16 * OB_ROW, (__nv_bfloat16 *)j.out + j.ocol, (size_t)ldo,
+                                   j.m0 + 64 * cw + 16 * warp, j.mend, lane);
+            else if (OB || (LAB & 16))   /* LAB 16 (timing only): OB's stores where fp32 sums are read */
+                wg_store_bf16(tot, (__nv_bfloat16 *)j.out + j.ocol, (size_t)ldo, c.r0, c.r1, j.mend, j.n0, j.nvalid, lane);
+            else if (!(LAB & 2))
+                wg_store(tot, j.out + j.ocol, (size_t)ldo, c.r0, c.r1, j.mend, j.n0, j.nvalid, lane);
         }
-        it += nkb;
-        if (TST && !(LAB & 2))
-            tm_store_tma<SS == 2>(tot, epi + cw * (tm_epi_bytes(TST, SS) / 2), &tc, j.n0, j.m0 + 64 * cw, j.z, c.r0 - j.m0 - 64 * cw, lane,
-                         threadIdx.x % 128 == 0, cw);
-        else
-            wg_store(tot, j.out + j.ocol, (size_t)ldo, c.r0, c.r1, j.mend, j.n0, j.nvalid, lane);
     }
-#undef TM_SCALES
     if (TST && threadIdx.x % 128 == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");   /* all written */
+    if (OB == 2 && (threadIdx.x & 31) < 16) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
 }
 
 
@@ -827,6 +951,18 @@ void cu_f8_wgmma_init(void) {
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes()));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes()));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<true, true, false, 0, 0, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)tm_dyn_smem_bytes()));
+    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<true, true, false, 0, 0, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)tm_dyn_smem_bytes()));
+    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<true, true, false, 2, 0, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)tm_dyn_smem_bytes()));
+    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<true, true, false, 16, 0, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)tm_dyn_smem_bytes()));
+    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<true, true, false, 0, 0, true, false, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)tm_dyn_smem_bytes()));
+    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<true, true, false, 0, 0, true, false, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)tm_ob2_smem_bytes()));
+    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<true, true, false, 2, 0, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)tm_dyn_smem_bytes()));
     CUDA_CHECK(cudaFuncSetAttribute(f8_gu_silu_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)g2_smem_bytes()));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes(1)));
@@ -1610,19 +1746,28 @@ int cu_f8_expert_tiles(int4 *t, const int32_t *off, int E, int n_cols, int cols_
 long cu_moe_half_launches;   /* grouped launches with opt.moe_half (process-wide; the op test's evidence that it ran) */
 long cu_moe_dyn_launches;    /* grouped launches with fetched tiles (opt.moe_dyn; likewise) */
 long cu_moe_silu_launches;   /* f8_gu_silu_kernel launches (opt.moe_silu_epi; likewise) */
+long cu_moe_ovl_launches;    /* grouped launches with the overlapped epilogue (opt.moe_ovl; likewise) */
+long cu_moe_y_bf16_launches; /* down launches with BF16 rows (opt.moe_y_bf16; likewise) */
 
 /* ta: the map of the activation codes [R, K]; ta64: the same codes with 64-row boxes (g->half). g->next not NULL: the
  * fetched-tile form (its counter zeroed here first) */
 static void grouped_launch(ds_cuda_backend *cb, const CUtensorMap &ta, const CUtensorMap &ta64, int R, int K, const float *qs,
-                           const tm_groups *g, float *out, int ldo, int ws_cols) {
+                           const tm_groups *g, float *out, int ldo, int ws_cols, int ob = 0) {
     int grid = g->n_tiles < cb->n_sm ? g->n_tiles : cb->n_sm;
     if (g->next && cu_f8_tm_pref && !tm_ss_staged()) {
         CUDA_CHECK(cudaMemsetAsync(g->next, 0, sizeof(int), cu_stream));
-        f8_tma_kernel<true, true, false, 0, 0, true><<<(unsigned)grid, 384, tm_dyn_smem_bytes(), cu_stream>>>(
-            ta, ta, ta64, *g, out, ldo, qs, NULL, ws_cols, R, 0, K, K, 1);
+        /* OVL (opt.moe_ovl): a tile's stores under the next tile's first MMAs; LAB 2 (opt.moe_lab, timing only): no stores */
+        int ovl = cb->opt.moe_ovl, lab = cb->opt.moe_lab;   /* LAB 16: BF16 stores (half the bytes; timing only) */
+        tm_kernel_fn k = ob == 2 ? f8_tma_kernel<true, true, false, 0, 0, true, false, 2>   /* (out: BF16 [R][ldo]) */
+                       : ob ? f8_tma_kernel<true, true, false, 0, 0, true, false, 1>
+                       : lab == 16 ? f8_tma_kernel<true, true, false, 16, 0, true>
+                       : lab == 2 ? (ovl ? f8_tma_kernel<true, true, false, 2, 0, true, true> : f8_tma_kernel<true, true, false, 2, 0, true>)
+                                  : (ovl ? f8_tma_kernel<true, true, false, 0, 0, true, true> : f8_tma_kernel<true, true, false, 0, 0, true>);
+        k<<<(unsigned)grid, 384, ob == 2 ? tm_ob2_smem_bytes() : tm_dyn_smem_bytes(), cu_stream>>>(ta, ta, ta64, *g, out, ldo, qs, NULL, ws_cols, R, 0, K, K, 1);
         CUDA_LAUNCH_CHECK();
         cu_moe_half_launches += g->half;
         cu_moe_dyn_launches++;
+        cu_moe_ovl_launches += ovl;
         return;
     }
     if (cu_f8_tm_pref && tm_ss_staged())
@@ -1654,8 +1799,8 @@ static void moe_rows_hist(const int32_t *off, int E, int R, int T1, int T2) {
                     "most rows %d; tiles %d + %d\n", E, R, h[0], h[1], h[2], h[3], h[4], most, T1, T2);
 }
 
-const float *cu_moe_gemm_f8(ds_cuda_backend *cb, const float *x, const int32_t *rows, const int32_t *off, int E, int D,
-                            int I, const ds_layer_weights *L) {
+const void *cu_moe_gemm_f8(ds_cuda_backend *cb, const float *x, const int32_t *rows, const int32_t *off, int E, int D,
+                           int I, const ds_layer_weights *L, int *y_bf16) {
     int R = off[E];
     if (!cu_moe_wgmma || !cu_moe_w8a8 || !encode_tiled || R <= 0 || D % 128 || I % 128 ||
         L->exp_gate[0].dtype != DS_DTYPE_F8_E4M3)
@@ -1671,7 +1816,11 @@ const float *cu_moe_gemm_f8(ds_cuda_backend *cb, const float *x, const int32_t *
     if (cb->opt.moe_hist) moe_rows_hist(off, E, R, T1, T2);
     size_t q_b = al256((size_t)R * D), qs_b = al256((size_t)R * (D / 128) * 4);
     size_t gu_b = silu ? 0 : al256((size_t)R * 2 * I * 4);   /* the fp32 gate / up sums (not made with SiLU in the epilogue) */
-    size_t aq_b = al256((size_t)R * I), as_b = al256((size_t)R * (I / 128) * 4), y_b = al256((size_t)R * D * 4);
+    /* down's rows in BF16 (opt.moe_y_bf16): with the fetched tiles, where the caller takes them (*y_bf16 on entry) */
+    int ob = *y_bf16 && cb->opt.moe_dyn && cu_f8_tm_pref && !tm_ss_staged() ? cb->opt.moe_y_bf16 : 0;   /* 1 direct stores, 2 bulk */
+    if (ob > 2) ob = 2;
+    *y_bf16 = 0;
+    size_t aq_b = al256((size_t)R * I), as_b = al256((size_t)R * (I / 128) * 4), y_b = al256((size_t)R * D * (ob ? 2 : 4));
     size_t t_b = sizeof(int4) * (size_t)(T1 + T2);
     char *ws = (char *)cu_ws_get(&cb->ws_moe_gemm, q_b + qs_b + gu_b + aq_b + as_b + y_b + t_b + 256);
     int *next = cb->opt.moe_dyn ? (int *)(ws + q_b + qs_b + gu_b + aq_b + as_b + y_b + al256(t_b)) : NULL;   /* DYN's counter */
@@ -1713,7 +1862,9 @@ const float *cu_moe_gemm_f8(ds_cuda_backend *cb, const float *x, const int32_t *
         cu_optimes_phase(cb, "  moe: SiLU * up (fp8)");
     }
     tm_groups g2 = {dt + T1, T2, mm->maps + 2 * (E + mm->ns), mm->sc + 2 * (E + mm->ns), 1, D, half, next};
-    grouped_launch(cb, ta2, h2, R, I, as, &g2, y, D, L->exp_down[0].scale_cols);
+    grouped_launch(cb, ta2, h2, R, I, as, &g2, y, D, L->exp_down[0].scale_cols, ob);
     cu_optimes_phase(cb, "  moe: down (wgmma, grouped)");
+    cu_moe_y_bf16_launches += ob > 0;
+    *y_bf16 = ob > 0;
     return y;
 }

@@ -857,6 +857,53 @@ static void moe_combine_launch(ds_cuda_backend *cb, float *out, const float *y, 
     CUDA_LAUNCH_CHECK();
 }
 
+/* moe_combine_sorted2_kernel<true>'s sums with ns 0 (out's row, what the shared experts left there, then + w_k y[pos_k] over
+ * the token's K slots in ascending expert id, pos < 0 left out) with y in BF16 (the grouped W8A8 prefill's down output,
+ * opt.moe_y_bf16): grid (M, ny), block CB2_THREADS, 4 columns a thread, every row's 8 bytes requested before the first
+ * addition. D % 4 == 0, out 16-byte and y 8-byte aligned. */
+__global__ void __launch_bounds__(CB2_THREADS) moe_combine_bf16_kernel(float *out, const __nv_bfloat16 *y, const int32_t *ids,
+                                                                       const int32_t *pos, const float *w, int K, int D) {
+    __shared__ int s_pos[MOE_MAX_K];
+    __shared__ float s_w[MOE_MAX_K];
+    cu_pdl_trigger();
+    cu_pdl_wait();
+    int m = blockIdx.x;
+    cu_comb_rank(ids, pos, w, m, K, s_pos, s_w);
+    __syncthreads();
+    const int D4 = D >> 2;
+    float4 *o4 = (float4 *)(out + (size_t)m * D);
+    for (int c = blockIdx.y * CB2_THREADS + threadIdx.x; c < D4; c += gridDim.y * CB2_THREADS) {
+        uint2 v[CU_COMB_MAX_K];
+#pragma unroll
+        for (int k = 0; k < CU_COMB_MAX_K; k++)
+            if (k < K && s_pos[k] >= 0) v[k] = __ldg((const uint2 *)(y + (size_t)s_pos[k] * D) + c);
+        float4 a = o4[c];
+#pragma unroll
+        for (int k = 0; k < CU_COMB_MAX_K; k++) {
+            if (k >= K || s_pos[k] < 0) continue;
+            float wk = s_w[k];
+            float2 lo = __bfloat1622float2(*(const __nv_bfloat162 *)&v[k].x), hi = __bfloat1622float2(*(const __nv_bfloat162 *)&v[k].y);
+            a.x += wk * lo.x;
+            a.y += wk * lo.y;
+            a.z += wk * hi.x;
+            a.w += wk * hi.y;
+        }
+        o4[c] = a;
+    }
+}
+
+/* out[m, :] += the token's K experts' rows of y (BF16) weighted, in ascending expert id (moe_combine_bf16_kernel); K <=
+ * CU_COMB_MAX_K (the caller's check: cu_moe_gemm_f8 gives BF16 rows only then) */
+static void moe_combine_bf16(ds_cuda_backend *cb, float *out, const __nv_bfloat16 *y, const int32_t *ids, const int32_t *pos,
+                             const float *w, int M, int K, int D) {
+    cu_comb_flush(cb);   /* (a combine left by an earlier call: made first, as moe_combine would have) */
+    DS_CHECK(K <= CU_COMB_MAX_K && D % 4 == 0 && ((uintptr_t)out & 15) == 0 && ((uintptr_t)y & 7) == 0);
+    int groups = (D / 4 + CB2_THREADS - 1) / CB2_THREADS, ny = (2 * cb->n_sm + M - 1) / M;
+    ny = ny < 1 ? 1 : ny > groups ? groups : ny;
+    cu_launch(moe_combine_bf16_kernel, dim3(M, ny), CB2_THREADS, 0, out, y, ids, pos, w, K, D);
+    CUDA_LAUNCH_CHECK();
+}
+
 /* moe_combine_launch, or (inside moe_to_attn_in, opt.combine_norm) its arguments left in cb->comb for the next attn_in's
  * norm kernel to make the same sums (cu_norm_chain_comb; cu_comb_flush launches them where that does not run) */
 static void moe_combine(ds_cuda_backend *cb, float *out, const float *y, const int32_t *ids, const int32_t *pos, const float *w,
@@ -1146,10 +1193,12 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
         cu_optimes_phase(cb, "  moe: offsets to host");
         if (!side) shared_in_line(be, out, x, L, M);
         cu_optimes_phase(cb, "  moe: shared experts");
-        const float *y = cu_moe_gemm(cb, x, rows, off, E, D, I, L);
+        int y16 = K <= CU_COMB_MAX_K;   /* BF16 rows taken (moe_combine_bf16); out: whether y is BF16 */
+        const void *y = cu_moe_gemm(cb, x, rows, off, E, D, I, L, &y16);
         cu_side_join(cb);
         if (!y) return;
-        moe_combine(cb, (float *)out, y, ids, pos, w, M, K, D, 0);
+        if (y16) moe_combine_bf16(cb, (float *)out, (const __nv_bfloat16 *)y, ids, pos, w, M, K, D);
+        else moe_combine(cb, (float *)out, (const float *)y, ids, pos, w, M, K, D, 0);
         cu_optimes_phase(cb, "  moe: combine");
         return;
     }

@@ -70,12 +70,16 @@ static void silu_mul(__nv_bfloat16 *act, const float *gu, size_t R, int I) {
 #define ROW_PAD 64
 static int padded(int n) { return (n + ROW_PAD - 1) / ROW_PAD * ROW_PAD; }
 
-const float *cu_moe_gemm(ds_cuda_backend *cb, const float *x, const int32_t *rows, const int32_t *off, int E, int D,
-                         int I, const ds_layer_weights *L) {
+const void *cu_moe_gemm(ds_cuda_backend *cb, const float *x, const int32_t *rows, const int32_t *off, int E, int D,
+                        int I, const ds_layer_weights *L, int *y_bf16) {
     size_t R = (size_t)off[E];
-    if (!R) return NULL;
-    const float *y8 = cu_moe_gemm_f8(cb, x, rows, off, E, D, I, L);   /* FP8 experts as W8A8 on wgmma */
+    if (!R) {
+        *y_bf16 = 0;
+        return NULL;
+    }
+    const void *y8 = cu_moe_gemm_f8(cb, x, rows, off, E, D, I, L, y_bf16);   /* FP8 experts as W8A8 on wgmma */
     if (y8) return y8;
+    *y_bf16 = 0;
     size_t Rp = R + ROW_PAD;   /* room for the last expert's padding */
     size_t xs_b = (Rp * (size_t)D * 2 + 255) / 256 * 256, gu_b = Rp * 2 * (size_t)I * 4;
     size_t act_b = (Rp * (size_t)I * 2 + 255) / 256 * 256, y_b = Rp * (size_t)D * 4;
