@@ -3172,15 +3172,32 @@ if want s40d; then
   done
   step golden_yb2 150 env DSINFER_CUDA_MOE_Y_BF16=2 $B/test_cuda_golden
 fi
+# s40g: the final head's checks (OVL removed, Y_BF16 2 the default): host self-test, op tests moeyb, moedyn, moehalf,
+# moesilu, moe8, goldens and the model test with the defaults, the V3 MoE layer at 4096 tokens with Y_BF16 0 / 2 rotated
+if want s40g; then
+  step host 120 $B/test_cuda_host
+  for t in moeyb moedyn moehalf moesilu moe8; do
+    step ops_$t 300 env DSINFER_OPS_ONLY=$t $B/test_cuda_ops
+  done
+  step golden 150 $B/test_cuda_golden
+  step model 200 $B/test_cuda_model
+  python3 -c 'import json; c = json.load(open("configs/deepseek-v3.json")); c.update(num_hidden_layers=1, first_k_dense_replace=0); json.dump(c, open("/tmp/v3-1moe.json", "w"))'
+  i=0
+  for n in 0 2 2 0; do
+    i=$((i + 1))
+    step v3moe_g$n-$i 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_OP_TIMES=1 DSINFER_CUDA_MOE_Y_BF16=$n $B/dsinfer bench --model /tmp/v3-1moe.json --dtype fp8 --batch '' --ctx '' --prompt 4K --steps 1 --csv $CSV --label s40g-v3moe-y$n
+    grep -E "moe: (gate|down|SiLU|combine)|^prefill" $OUT/v3moe_g$n-$i.log | tail -5
+  done
+fi
 # s40m: the fortieth session's mutants (dev/cuda/mutants_s40.sh; each must fail op test moeovl), the grouped path's other
 # op tests through the shared runner moe_grouped_cases (moedyn, moehalf, moesilu: duplicates D1), goldens with OVL=1
 if want s40m; then
   [ -x $B/test_cuda_ops_mut_yb_hi ] && mutant $B/test_cuda_ops_mut_yb_hi moeyb '' 300
   [ -x $B/test_cuda_ops_mut_yb_col ] && mutant $B/test_cuda_ops_mut_yb_col moeyb '' 300
   [ -x $B/test_cuda_ops_mut_ob2_row ] && mutant $B/test_cuda_ops_mut_ob2_row moeyb '' 300
-  mutant $B/test_cuda_ops_mut_ovl_st moeovl '' 300
-  mutant $B/test_cuda_ops_mut_ovl_z moeovl '' 300
-  mutant $B/test_cuda_ops_mut_ovl_last moeovl '' 300
+  [ -x $B/test_cuda_ops_mut_ovl_st ] && mutant $B/test_cuda_ops_mut_ovl_st moeovl '' 300
+  [ -x $B/test_cuda_ops_mut_ovl_z ] && mutant $B/test_cuda_ops_mut_ovl_z moeovl '' 300
+  [ -x $B/test_cuda_ops_mut_ovl_last ] && mutant $B/test_cuda_ops_mut_ovl_last moeovl '' 300
   step ops_moedyn 300 env DSINFER_OPS_ONLY=moedyn $B/test_cuda_ops
   step ops_moehalf 300 env DSINFER_OPS_ONLY=moehalf $B/test_cuda_ops
   step ops_moesilu 300 env DSINFER_OPS_ONLY=moesilu $B/test_cuda_ops

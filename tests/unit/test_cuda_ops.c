@@ -3035,6 +3035,7 @@ static void run_moe_half(void) {
 static void run_moe_dyn(void) {
     if (only && strcmp(only, "moedyn")) return;
     setenv("DSINFER_MOE_W8A8", "1", 1);
+    setenv("DSINFER_CUDA_MOE_Y_BF16", "0", 1);   /* fp32 rows in both: only the fetched-tile form makes BF16 ones */
     moe_twin = 1;
     moe_twin_env = "DSINFER_CUDA_MOE_DYN";
     const int m[] = {1100, 2100};
@@ -3049,28 +3050,7 @@ static void run_moe_dyn(void) {
     moe_twin = 0;
     moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
     unsetenv("DSINFER_CUDA_MOE_DYN");
-    unsetenv("DSINFER_MOE_W8A8");
-}
-
-/* DSINFER_OPS_ONLY=moeovl: the prefill MoE's grouped fetched-tile launches with each tile's sums stored after the next
- * tile's first k-block is issued (DSINFER_CUDA_MOE_OVL=1) against the stores before it (the twin, =0): the same bits,
- * the overlapped launches counted (two a MoE call), and against the CPU; the three grouped cases, and V2-Lite with 64-row
- * tiles (MOE_HALF on both: tiles with no valid row for the second warpgroup, skipped between an overlapped store and the
- * next tile's issue). */
-static void run_moe_ovl(void) {
-    if (only && strcmp(only, "moeovl")) return;
-    setenv("DSINFER_MOE_W8A8", "1", 1);
-    moe_twin = 1;
-    moe_twin_env = "DSINFER_CUDA_MOE_OVL";
-    setenv("DSINFER_CUDA_MOE_OVL", "1", 1);   /* the backends check_moe_dt makes; its twin with =0 */
-    moe_grouped_cases("ovl", ds_cuda_moe_ovl_launches, "with the overlapped epilogue", 2);
-    const int m[] = {1100, 2100};
-    setenv("DSINFER_CUDA_MOE_HALF", "1", 1);
-    moe_half_case("v2l-ovlh", "configs/deepseek-v2-lite.json", m, NM(m), ds_cuda_moe_ovl_launches, "with the overlapped epilogue", 2);
-    unsetenv("DSINFER_CUDA_MOE_HALF");
-    moe_twin = 0;
-    moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
-    unsetenv("DSINFER_CUDA_MOE_OVL");
+    unsetenv("DSINFER_CUDA_MOE_Y_BF16");
     unsetenv("DSINFER_MOE_W8A8");
 }
 
@@ -4302,7 +4282,6 @@ int main(void) {
     RUN(run_moe_half());
     RUN(run_moe_dyn());
     RUN(run_moe_silu());
-    RUN(run_moe_ovl());
     RUN(run_moe_y_bf16());
     RUN(run_moe_pipe());
     RUN(run_moe_sx());

@@ -425,11 +425,10 @@ typedef struct {
                         * 1: fetched, row blocks first; 2, the default: fetched, column blocks first; tm_groups.next;
                         * DSINFER_CUDA_MOE_DYN) */
     int moe_hist;      /* prefill MoE: a line of each call's rows an expert on stderr (DSINFER_CUDA_MOE_HIST; diagnostic) */
-    int moe_ovl;       /* prefill MoE: with moe_dyn, a grouped tile's sums stored after the next tile's first MMAs are issued
-                        * (cuda_fp8_wgmma.cu f8_tma_kernel OVL; the same bits; DSINFER_CUDA_MOE_OVL) */
     int moe_y_bf16;    /* prefill MoE (W8A8 grouped form): down's output rows rounded to BF16 in its epilogue (half the bytes
                         * written and read by the combine): 1 direct stores, 2 (the default) through shared memory and a
-                        * bulk copy a row (cuda_fp8_wgmma.cu f8_tma_kernel OB; DSINFER_CUDA_MOE_Y_BF16; 0: fp32 rows) */
+                        * bulk copy a row (cuda_fp8_wgmma.cu f8_tma_kernel OB; DSINFER_CUDA_MOE_Y_BF16; 0: fp32 rows). Only
+                        * the fetched-tile form (moe_dyn) makes them: with moe_dyn 0 the rows stay fp32 */
     int moe_lab;       /* prefill MoE lab (timing only, wrong results): the grouped fetched-tile launches store nothing (2)
                         * or BF16 pairs in place of the fp32 sums (4) (f8_tma_kernel LAB; DSINFER_CUDA_MOE_LAB) */
     int moe_silu_epi;  /* prefill MoE: gate / up with SiLU * up and its FP8 codes in the epilogue (f8_gu_silu_kernel: 128-row
@@ -1070,7 +1069,6 @@ extern long cu_moe_half_launches;
 extern long cu_moe_dyn_launches;
 /* launches of the prefill MoE's gate / up with SiLU in the epilogue (opt.moe_silu_epi; process-wide; tests) */
 extern long cu_moe_silu_launches;
-extern long cu_moe_ovl_launches;
 extern long cu_moe_y_bf16_launches;
 /* shared pieces of the own W8A8 linears: x [M, K] fp32 -> codes q [M, K] and scales s [M][K/128]
  * (moe_rows_fp8_kernel); out[i] = sum over z < ks of part[z n + i], in z order */

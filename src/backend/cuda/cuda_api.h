@@ -97,8 +97,6 @@ long ds_cuda_moe_half_launches(void);
 long ds_cuda_moe_dyn_launches(void);
 /* launches of the prefill MoE's gate / up with SiLU * up in the epilogue (DSINFER_CUDA_MOE_SILU_EPI; process-wide; tests) */
 long ds_cuda_moe_silu_launches(void);
-/* launches of the prefill MoE's grouped form with the overlapped epilogue (DSINFER_CUDA_MOE_OVL; process-wide; tests) */
-long ds_cuda_moe_ovl_launches(void);
 /* down launches of the prefill MoE's grouped form with BF16 rows (DSINFER_CUDA_MOE_Y_BF16; process-wide; tests) */
 long ds_cuda_moe_y_bf16_launches(void);
 /* Device memory of n bytes owned by the backend (freed with release()). */

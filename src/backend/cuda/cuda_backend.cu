@@ -219,7 +219,6 @@ long ds_cuda_f8_tm_xt_launches(void) { return cu_f8_tm_xt_launches; }
 long ds_cuda_moe_half_launches(void) { return cu_moe_half_launches; }
 long ds_cuda_moe_dyn_launches(void) { return cu_moe_dyn_launches; }
 long ds_cuda_moe_silu_launches(void) { return cu_moe_silu_launches; }
-long ds_cuda_moe_ovl_launches(void) { return cu_moe_ovl_launches; }
 long ds_cuda_moe_y_bf16_launches(void) { return cu_moe_y_bf16_launches; }
 
 void ds_cuda_download_bytes(ds_backend *be, void *dst, const void *src, size_t n) {
@@ -1116,7 +1115,6 @@ static cu_opts cu_opts_read(void) {
     o.moe_dyn = env_int("DSINFER_CUDA_MOE_DYN", 2);           /* the same bits; V3 MoE layer at 4K: DRAM 1.38 -> 1.03x the
                                                                 * weights, grouped GEMMs -15% (thirty-ninth session, H100) */
     o.moe_hist = env_int("DSINFER_CUDA_MOE_HIST", 0);
-    o.moe_ovl = env_int("DSINFER_CUDA_MOE_OVL", 0);   /* the same bits; to be measured (fortieth session) */
     o.moe_lab = env_int("DSINFER_CUDA_MOE_LAB", 0);   /* lab: wrong results */
     /* another rounding point (BF16 rows before the combine, NMSE 3e-8 .. 1.2e-6 against fp32 rows): 1 direct stores, 2
      * through shared memory and a bulk copy a row, the default (fortieth session, H100: V3 MoE layer at 4K down -15%, the

@@ -677,21 +677,6 @@ __device__ __forceinline__ void tm_tile_rest(float (&acc_a)[64], float (&acc_b)[
     }
 }
 
-/* OVL: the next fetched tile with a valid row among this consumer warpgroup's 64 (cw) into *j, its first stage at use
- * *it; the tiles before it that have none (an expert's last, partial tile) waited for and given back stage by stage
- * (tm_skip_stages). -1 when the producer's stop stage comes first. */
-template <int NST>
-__device__ __forceinline__ int tm_own_tile(tm_job *j, uint64_t *full, uint64_t *empty, const int *tslot, int *it, int cw,
-                                           int lane, const tm_groups &g, float *out, int ws_cols, int K) {
-    for (;;) {
-        int t = tm_fetched_tile<NST>(full, tslot, *it);
-        if (t < 0) return -1;
-        tm_job_of<true>(j, t, NULL, g, out, NULL, ws_cols, 0, 0, K, K);
-        if (j->m0 + 64 * cw < j->mend) return t;
-        tm_skip_stages<NST>(full, empty, it, j->nkb, lane);
-    }
-}
-
 /* a consumer warpgroup's view of job j from ring use it (its rows r0, r1: 16 warp + lane / 4 and 8 more) */
 __device__ __forceinline__ tm_ctx tm_ctx_of(const tm_job &j, unsigned char *sm, uint64_t *full, uint64_t *empty, const float *xs,
                                             int K, int it, int cw, int warp, int lane, const unsigned char *slots) {
@@ -711,7 +696,10 @@ __device__ __forceinline__ tm_ctx tm_ctx_of(const tm_job &j, unsigned char *sm, 
  * LAB (DSINFER_CUDA_F8_TM_LAB, dense TST + PREF only; wrong results, for timing what each part costs): bit 1 the scales
  * taken as 1 (no scale loads), bit 2 no epilogue stores, bit 4 every stage loaded from the first k-block of row 0 and
  * weight row 0 (the same two L2-resident boxes: no DRAM or L2-miss latency in the feed), bit 8 the scales read from
- * shared memory instead (tm_scales_lab_smem).
+ * shared memory instead (tm_scales_lab_smem), bit 16 (the grouped fetched-tile form) OB 1's BF16 stores where fp32 sums
+ * are read. OB (DSINFER_CUDA_MOE_Y_BF16; the grouped fetched-tile form): the sums rounded to BF16, out taken as BF16
+ * [rows][ldo]: 1 by direct stores (wg_store_bf16), 2 through each consumer warp's staging rows and a bulk copy a row
+ * (tm_store_bf16_bulk; 5 stages: the staging rows take the sixth's room).
  * SS (DSINFER_CUDA_F8_TM_SS; with PREF): the scales staged into a slot beside each stage by the producer
  * warp (tm_load_scales, tm_put_scales) and read by the consumers from there (tm_slot_scales); with TST the ring has 4 stages (SS 1) or
  * 5 with the epilogue in halves (SS 2; tm_stages). The same values, the same promotion: the same bits. SS 3 (XT;
@@ -719,8 +707,7 @@ __device__ __forceinline__ tm_ctx tm_ctx_of(const tm_job &j, unsigned char *sm, 
  * xs [K/128][Mp] (not [M][K/128]), 5 stages and the whole epilogue (tm_stages). Tried and removed (RESULTS
  * twenty-eighth session runs 1 and 3, same bits, both slower): SS 3's slots with 5 stages and the epilogue in halves,
  * the consumers' own loads from the transposed form (a warp's rows in one sector, but a new L1 line every k-block). */
-template <bool GROUPED, bool PREF = false, bool TST = false, int LAB = 0, int SS = 0, bool DYN = false, bool OVL = false,
-          int OB = 0>
+template <bool GROUPED, bool PREF = false, bool TST = false, int LAB = 0, int SS = 0, bool DYN = false, int OB = 0>
 __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ CUtensorMap ta,
                                                         const __grid_constant__ CUtensorMap tb,
                                                         const __grid_constant__ CUtensorMap tc, const tm_groups g,
@@ -741,8 +728,7 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
     uint64_t *full = (uint64_t *)(slots + (SS ? NST * TM_SLOT : 0)), *empty = full + NST;
     int *tslot = (int *)(empty + NST);   /* DYN: the tile each stage belongs to (-1: no more tiles), [NST] */
     static_assert(!DYN || (GROUPED && !STG), "the fetched tiles: the grouped form, one producer thread");
-    static_assert(!OVL || (DYN && PREF && !SS), "the overlapped epilogue: the fetched tiles' PREF form");
-    static_assert(!OB || (DYN && !OVL && !TST), "BF16 sums: the fetched tiles' plain-store form");
+    static_assert(!OB || (DYN && !TST), "BF16 sums: the fetched tiles' plain-store form");
     const int tiles = GROUPED ? g.n_tiles : (M + TM_BM - 1) / TM_BM * ((N + WG_BN - 1) / WG_BN) * ks;
     const int first = (int)blockIdx.x, step = (int)gridDim.x;
     tm_job j;
@@ -799,60 +785,33 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
     int cw = wg - 1, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, it = 0;
     float acc_a[64], acc_b[64], tot[64];
     for (int i = 0; i < 64; i++) acc_a[i] = acc_b[i] = 0.0f;
-    if constexpr (OVL) {
-        /* OVL: a tile's sums are stored after the next tile's first k-block is issued, so that its MMAs run under the
-         * stores (without it the tensor cores idle while both warpgroups store: 64 KB of fp32 a tile, which down's
-         * 16 k-blocks a tile make a large part of its time). The same MMAs, promotions and stores: the same bits. */
-        if (tm_own_tile<NST>(&j, full, empty, tslot, &it, cw, lane, g, out, ws_cols, K) < 0) return;
+    for (int t = first; DYN || t < tiles; t += step) {
+        if (DYN && (t = tm_fetched_tile<NST>(full, tslot, it)) < 0) break;
+        tm_job_of<GROUPED>(&j, t, &tb, g, out, ws, ws_cols, M, N, K, kc);
+        int nkb = j.nkb;
+        if (j.m0 + 64 * cw >= j.mend) {   /* none of this warpgroup's 64 rows is valid (an expert's last, partial
+                                           * tile; M's last): no MMAs, the stages still waited for and released in
+                                           * step so the empty barriers count each use once */
+            tm_skip_stages<NST>(full, empty, &it, nkb, lane);
+            continue;
+        }
         tm_ctx c = tm_ctx_of(j, sm, full, empty, xs, K, it, cw, warp, lane, slots);
         for (int i = 0; i < 64; i++) tot[i] = 0.0f;
-        tm_sc sa = tm_scales_of<LAB>(epi, &c, 0);
-        tm_issue<NST>(acc_a, &c, 0, &sa);
-        float *so;   /* the finished tile's store, kept while j and c move on */
-        int sr0, sr1, smend, sn0, snv;
-        for (;;) {
-            tm_tile_rest<NST, PREF, false, false, LAB>(acc_a, acc_b, tot, &c, j.nkb, lane, epi, sa);
-            it += j.nkb;
-            so = j.out + j.ocol;
-            sr0 = c.r0, sr1 = c.r1, smend = j.mend, sn0 = j.n0, snv = j.nvalid;
-            if (tm_own_tile<NST>(&j, full, empty, tslot, &it, cw, lane, g, out, ws_cols, K) < 0) break;
-            c = tm_ctx_of(j, sm, full, empty, xs, K, it, cw, warp, lane, slots);
-            sa = tm_scales_of<LAB>(epi, &c, 0);
-            tm_issue<NST>(acc_a, &c, 0, &sa);
-            if (!(LAB & 2)) wg_store(tot, so, (size_t)ldo, sr0, sr1, smend, sn0, snv, lane);
-            for (int i = 0; i < 64; i++) tot[i] = 0.0f;
-        }
-        if (!(LAB & 2)) wg_store(tot, so, (size_t)ldo, sr0, sr1, smend, sn0, snv, lane);   /* the last tile's */
-        return;
-    } else {
-        for (int t = first; DYN || t < tiles; t += step) {
-            if (DYN && (t = tm_fetched_tile<NST>(full, tslot, it)) < 0) break;
-            tm_job_of<GROUPED>(&j, t, &tb, g, out, ws, ws_cols, M, N, K, kc);
-            int nkb = j.nkb;
-            if (j.m0 + 64 * cw >= j.mend) {   /* none of this warpgroup's 64 rows is valid (an expert's last, partial
-                                               * tile; M's last): no MMAs, the stages still waited for and released in
-                                               * step so the empty barriers count each use once */
-                tm_skip_stages<NST>(full, empty, &it, nkb, lane);
-                continue;
-            }
-            tm_ctx c = tm_ctx_of(j, sm, full, empty, xs, K, it, cw, warp, lane, slots);
-            for (int i = 0; i < 64; i++) tot[i] = 0.0f;
-            /* LAB: lab forms (wrong results, DSINFER_CUDA_F8_TM_LAB); SS: tm_issue reads each k-block's scales from its slot */
-            tm_sc sa = PREF && !SLOT ? tm_scales_of<LAB>(epi, &c, 0) : tm_sc{};
-            tm_issue<NST, SLOT, XT>(acc_a, &c, 0, &sa);
-            tm_tile_rest<NST, PREF, SLOT, XT, LAB>(acc_a, acc_b, tot, &c, nkb, lane, epi, sa);
-            it += nkb;
-            if (TST && !(LAB & 2))
-                tm_store_tma<SS == 2>(tot, epi + cw * (tm_epi_bytes(TST, SS) / 2), &tc, j.n0, j.m0 + 64 * cw, j.z, c.r0 - j.m0 - 64 * cw, lane,
-                             threadIdx.x % 128 == 0, cw);
-            else if (OB == 2)
-                tm_store_bf16_bulk(tot, epi + (4 * cw + warp) * 16 * OB_ROW, (__nv_bfloat16 *)j.out + j.ocol, (size_t)ldo,
-                                   j.m0 + 64 * cw + 16 * warp, j.mend, lane);
-            else if (OB || (LAB & 16))   /* LAB 16 (timing only): OB's stores where fp32 sums are read */
-                wg_store_bf16(tot, (__nv_bfloat16 *)j.out + j.ocol, (size_t)ldo, c.r0, c.r1, j.mend, j.n0, j.nvalid, lane);
-            else if (!(LAB & 2))
-                wg_store(tot, j.out + j.ocol, (size_t)ldo, c.r0, c.r1, j.mend, j.n0, j.nvalid, lane);
-        }
+        /* LAB: lab forms (wrong results, DSINFER_CUDA_F8_TM_LAB); SS: tm_issue reads each k-block's scales from its slot */
+        tm_sc sa = PREF && !SLOT ? tm_scales_of<LAB>(epi, &c, 0) : tm_sc{};
+        tm_issue<NST, SLOT, XT>(acc_a, &c, 0, &sa);
+        tm_tile_rest<NST, PREF, SLOT, XT, LAB>(acc_a, acc_b, tot, &c, nkb, lane, epi, sa);
+        it += nkb;
+        if (TST && !(LAB & 2))
+            tm_store_tma<SS == 2>(tot, epi + cw * (tm_epi_bytes(TST, SS) / 2), &tc, j.n0, j.m0 + 64 * cw, j.z, c.r0 - j.m0 - 64 * cw, lane,
+                         threadIdx.x % 128 == 0, cw);
+        else if (OB == 2)
+            tm_store_bf16_bulk(tot, epi + (4 * cw + warp) * 16 * OB_ROW, (__nv_bfloat16 *)j.out + j.ocol, (size_t)ldo,
+                               j.m0 + 64 * cw + 16 * warp, j.mend, lane);
+        else if (OB || (LAB & 16))   /* LAB 16 (timing only): OB's stores where fp32 sums are read */
+            wg_store_bf16(tot, (__nv_bfloat16 *)j.out + j.ocol, (size_t)ldo, c.r0, c.r1, j.mend, j.n0, j.nvalid, lane);
+        else if (!(LAB & 2))
+            wg_store(tot, j.out + j.ocol, (size_t)ldo, c.r0, c.r1, j.mend, j.n0, j.nvalid, lane);
     }
     if (TST && threadIdx.x % 128 == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");   /* all written */
     if (OB == 2 && (threadIdx.x & 31) < 16) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
@@ -952,18 +911,14 @@ void cu_f8_wgmma_init(void) {
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes()));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<true, true, false, 0, 0, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)tm_dyn_smem_bytes()));
-    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<true, true, false, 0, 0, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    (int)tm_dyn_smem_bytes()));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<true, true, false, 2, 0, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)tm_dyn_smem_bytes()));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<true, true, false, 16, 0, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)tm_dyn_smem_bytes()));
-    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<true, true, false, 0, 0, true, false, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<true, true, false, 0, 0, true, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)tm_dyn_smem_bytes()));
-    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<true, true, false, 0, 0, true, false, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<true, true, false, 0, 0, true, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)tm_ob2_smem_bytes()));
-    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<true, true, false, 2, 0, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    (int)tm_dyn_smem_bytes()));
     CUDA_CHECK(cudaFuncSetAttribute(f8_gu_silu_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)g2_smem_bytes()));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes(1)));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem_bytes(1)));
@@ -1746,7 +1701,6 @@ int cu_f8_expert_tiles(int4 *t, const int32_t *off, int E, int n_cols, int cols_
 long cu_moe_half_launches;   /* grouped launches with opt.moe_half (process-wide; the op test's evidence that it ran) */
 long cu_moe_dyn_launches;    /* grouped launches with fetched tiles (opt.moe_dyn; likewise) */
 long cu_moe_silu_launches;   /* f8_gu_silu_kernel launches (opt.moe_silu_epi; likewise) */
-long cu_moe_ovl_launches;    /* grouped launches with the overlapped epilogue (opt.moe_ovl; likewise) */
 long cu_moe_y_bf16_launches; /* down launches with BF16 rows (opt.moe_y_bf16; likewise) */
 
 /* ta: the map of the activation codes [R, K]; ta64: the same codes with 64-row boxes (g->half). g->next not NULL: the
@@ -1756,18 +1710,17 @@ static void grouped_launch(ds_cuda_backend *cb, const CUtensorMap &ta, const CUt
     int grid = g->n_tiles < cb->n_sm ? g->n_tiles : cb->n_sm;
     if (g->next && cu_f8_tm_pref && !tm_ss_staged()) {
         CUDA_CHECK(cudaMemsetAsync(g->next, 0, sizeof(int), cu_stream));
-        /* OVL (opt.moe_ovl): a tile's stores under the next tile's first MMAs; LAB 2 (opt.moe_lab, timing only): no stores */
-        int ovl = cb->opt.moe_ovl, lab = cb->opt.moe_lab;   /* LAB 16: BF16 stores (half the bytes; timing only) */
-        tm_kernel_fn k = ob == 2 ? f8_tma_kernel<true, true, false, 0, 0, true, false, 2>   /* (out: BF16 [R][ldo]) */
-                       : ob ? f8_tma_kernel<true, true, false, 0, 0, true, false, 1>
+        /* LAB (opt.moe_lab, timing only): 2 no stores, 16 BF16 stores (half the bytes) where fp32 sums are read */
+        int lab = cb->opt.moe_lab;
+        tm_kernel_fn k = ob == 2 ? f8_tma_kernel<true, true, false, 0, 0, true, 2>   /* (out: BF16 [R][ldo]) */
+                       : ob ? f8_tma_kernel<true, true, false, 0, 0, true, 1>
                        : lab == 16 ? f8_tma_kernel<true, true, false, 16, 0, true>
-                       : lab == 2 ? (ovl ? f8_tma_kernel<true, true, false, 2, 0, true, true> : f8_tma_kernel<true, true, false, 2, 0, true>)
-                                  : (ovl ? f8_tma_kernel<true, true, false, 0, 0, true, true> : f8_tma_kernel<true, true, false, 0, 0, true>);
+                       : lab == 2 ? f8_tma_kernel<true, true, false, 2, 0, true>
+                                  : f8_tma_kernel<true, true, false, 0, 0, true>;
         k<<<(unsigned)grid, 384, ob == 2 ? tm_ob2_smem_bytes() : tm_dyn_smem_bytes(), cu_stream>>>(ta, ta, ta64, *g, out, ldo, qs, NULL, ws_cols, R, 0, K, K, 1);
         CUDA_LAUNCH_CHECK();
         cu_moe_half_launches += g->half;
         cu_moe_dyn_launches++;
-        cu_moe_ovl_launches += ovl;
         return;
     }
     if (cu_f8_tm_pref && tm_ss_staged())
