@@ -836,6 +836,13 @@ __global__ void __launch_bounds__(CB2_THREADS) moe_combine_sorted2_kernel(float 
     }
 }
 
+/* the combine's blocks a token (grid.y) for M tokens of D columns, CB2_THREADS float4 columns a block: enough for two
+ * blocks an SM where M alone leaves SMs idle (decode), at most one column group each */
+static int comb_ny(const ds_cuda_backend *cb, int M, int D) {
+    int groups = (D / 4 + CB2_THREADS - 1) / CB2_THREADS, ny = (2 * cb->n_sm + M - 1) / M;
+    return ny < 1 ? 1 : ny > groups ? groups : ny;
+}
+
 /* out[m, :] += the token's routed rows of y, weighted (moe_combine_sorted_kernel's contract; v2 where it applies);
  * ns > 0: out = the ns shared experts' rows of y (from row M K) plus those, the old out unread */
 static void moe_combine_launch(ds_cuda_backend *cb, float *out, const float *y, const int32_t *ids, const int32_t *pos,
@@ -845,8 +852,7 @@ static void moe_combine_launch(ds_cuda_backend *cb, float *out, const float *y, 
      * +0.07: RESULTS twenty-third session run 1, thirtieth session runs 8 and 9) */
     const int form = cb->opt.combine2 < 0 ? (M <= 128 ? 2 : 1) : cb->opt.combine2;
     if (form && D % 4 == 0 && ((uintptr_t)out & 15) == 0 && ((uintptr_t)y & 15) == 0) {   /* ys aligned then too */
-        int groups = (D / 4 + CB2_THREADS - 1) / CB2_THREADS, ny = (2 * cb->n_sm + M - 1) / M;
-        ny = ny < 1 ? 1 : ny > groups ? groups : ny;
+        int ny = comb_ny(cb, M, D);
         if (form == 2 && ns <= CB2_NS && K <= MOE_MAX_K && K <= CB2_THREADS)
             cu_launch(moe_combine_sorted2_kernel<true>, dim3(M, ny), CB2_THREADS, 0, out, y, ids, pos, w, K, D, ys, ns, M);
         else
@@ -898,9 +904,7 @@ static void moe_combine_bf16(ds_cuda_backend *cb, float *out, const __nv_bfloat1
                              const float *w, int M, int K, int D) {
     cu_comb_flush(cb);   /* (a combine left by an earlier call: made first, as moe_combine would have) */
     DS_CHECK(K <= CU_COMB_MAX_K && D % 4 == 0 && ((uintptr_t)out & 15) == 0 && ((uintptr_t)y & 7) == 0);
-    int groups = (D / 4 + CB2_THREADS - 1) / CB2_THREADS, ny = (2 * cb->n_sm + M - 1) / M;
-    ny = ny < 1 ? 1 : ny > groups ? groups : ny;
-    cu_launch(moe_combine_bf16_kernel, dim3(M, ny), CB2_THREADS, 0, out, y, ids, pos, w, K, D);
+    cu_launch(moe_combine_bf16_kernel, dim3(M, comb_ny(cb, M, D)), CB2_THREADS, 0, out, y, ids, pos, w, K, D);
     CUDA_LAUNCH_CHECK();
 }
 
