@@ -66,11 +66,19 @@ __device__ __forceinline__ void wg_promote(float (&tot)[64], const float (&acc)[
     }
 }
 
+/* one output value, and a pair of adjacent ones as one store, in the output's element type (fp32, or BF16 rounded to
+ * nearest even) */
+__device__ __forceinline__ void wg_put(float *o, float v) { *o = v; }
+__device__ __forceinline__ void wg_put(__nv_bfloat16 *o, float v) { *o = __float2bfloat16(v); }
+__device__ __forceinline__ void wg_put2(float *o, float a, float b) { *(float2 *)o = make_float2(a, b); }
+__device__ __forceinline__ void wg_put2(__nv_bfloat16 *o, float a, float b) { *(__nv_bfloat162 *)o = __floats2bfloat162_rn(a, b); }
+
 /* this thread's sums of a 64 x 8J tile (J column groups: 16 for the 128-wide tiles): rows
  * r0, r1 (stored below mend), weight rows n = n0 + 8j + 2 (lane % 4) and n + 1 (stored below nvalid) at
- * out[r ldo + n - n0] (out: the tile's first output column) */
-template <int J = 16>
-__device__ __forceinline__ void wg_store(const float (&tot)[4 * J], float *out, size_t ldo, int r0, int r1, int mend, int n0,
+ * out[r ldo + n - n0] (out: the tile's first output column; T float, or __nv_bfloat16 for OB 1's BF16 rows), a pair as
+ * one store where both are valid and the place is aligned for it */
+template <int J = 16, typename T = float>
+__device__ __forceinline__ void wg_store(const float (&tot)[4 * J], T *out, size_t ldo, int r0, int r1, int mend, int n0,
                                          int nvalid, int lane) {
 #pragma unroll
     for (int j = 0; j < J; j++) {
@@ -78,31 +86,11 @@ __device__ __forceinline__ void wg_store(const float (&tot)[4 * J], float *out, 
         for (int h = 0; h < 2; h++) {
             int r = h ? r1 : r0;
             if (r >= mend) continue;
-            float *o = out + (size_t)r * ldo + (n - n0);
-            if (n + 1 < nvalid && ((uintptr_t)o & 7) == 0) *(float2 *)o = make_float2(tot[4 * j + 2 * h], tot[4 * j + 2 * h + 1]);
+            T *o = out + (size_t)r * ldo + (n - n0);
+            if (n + 1 < nvalid && ((uintptr_t)o & (2 * sizeof(T) - 1)) == 0) wg_put2(o, tot[4 * j + 2 * h], tot[4 * j + 2 * h + 1]);
             else {
-                if (n < nvalid) o[0] = tot[4 * j + 2 * h];
-                if (n + 1 < nvalid) o[1] = tot[4 * j + 2 * h + 1];
-            }
-        }
-    }
-}
-
-/* wg_store's sums rounded to BF16 (round to nearest even) into out taken as BF16 [rows][ldo]: this thread's pairs of
- * columns n, n + 1 as one 4-byte store where both are valid and the place is aligned */
-__device__ __forceinline__ void wg_store_bf16(const float (&tot)[64], __nv_bfloat16 *out, size_t ldo, int r0, int r1, int mend,
-                                              int n0, int nvalid, int lane) {
-#pragma unroll
-    for (int j = 0; j < 16; j++) {
-        int n = n0 + 8 * j + 2 * (lane & 3);
-        for (int h = 0; h < 2; h++) {
-            int r = h ? r1 : r0;
-            if (r >= mend) continue;
-            __nv_bfloat16 *o = out + (size_t)r * ldo + (n - n0);
-            if (n + 1 < nvalid && ((uintptr_t)o & 3) == 0) *(__nv_bfloat162 *)o = __floats2bfloat162_rn(tot[4 * j + 2 * h], tot[4 * j + 2 * h + 1]);
-            else {
-                if (n < nvalid) o[0] = __float2bfloat16(tot[4 * j + 2 * h]);
-                if (n + 1 < nvalid) o[1] = __float2bfloat16(tot[4 * j + 2 * h + 1]);
+                if (n < nvalid) wg_put(o, tot[4 * j + 2 * h]);
+                if (n + 1 < nvalid) wg_put(o + 1, tot[4 * j + 2 * h + 1]);
             }
         }
     }
@@ -114,7 +102,7 @@ __device__ __forceinline__ void wg_store_bf16(const float (&tot)[64], __nv_bfloa
  * 256-byte bulk copy a row to out (lane l < 16 copies row row0 + l, if below mend: rows past an expert's end are not
  * written). The copies run on while the warp goes on to its next tile; before the warp writes stg again each copying lane
  * waits until its copies have read it. Where N % 128 == 0 (the whole tile's columns valid). Why: the direct stores
- * (wg_store_bf16) make every warp store 8 rows x 16 bytes, 8 L2 requests for 256 bytes, and the consumers spend the
+ * (wg_store's BF16 form) make every warp store 8 rows x 16 bytes, 8 L2 requests for 256 bytes, and the consumers spend the
  * store phase issuing them while the tensor cores idle (RESULTS fortieth session). */
 #define OB_ROW (WG_BN * 2 + 16)
 #define OB_EPI (8 * 16 * OB_ROW)   /* the two consumer warpgroups' 8 warps' staging rows */
@@ -698,7 +686,7 @@ __device__ __forceinline__ tm_ctx tm_ctx_of(const tm_job &j, unsigned char *sm, 
  * weight row 0 (the same two L2-resident boxes: no DRAM or L2-miss latency in the feed), bit 8 the scales read from
  * shared memory instead (tm_scales_lab_smem), bit 16 (the grouped fetched-tile form) OB 1's BF16 stores where fp32 sums
  * are read. OB (DSINFER_CUDA_MOE_Y_BF16; the grouped fetched-tile form): the sums rounded to BF16, out taken as BF16
- * [rows][ldo]: 1 by direct stores (wg_store_bf16), 2 through each consumer warp's staging rows and a bulk copy a row
+ * [rows][ldo]: 1 by direct stores (wg_store's BF16 form), 2 through each consumer warp's staging rows and a bulk copy a row
  * (tm_store_bf16_bulk; 5 stages: the staging rows take the sixth's room).
  * SS (DSINFER_CUDA_F8_TM_SS; with PREF): the scales staged into a slot beside each stage by the producer
  * warp (tm_load_scales, tm_put_scales) and read by the consumers from there (tm_slot_scales); with TST the ring has 4 stages (SS 1) or
@@ -809,7 +797,7 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
             tm_store_bf16_bulk(tot, epi + (4 * cw + warp) * 16 * OB_ROW, (__nv_bfloat16 *)j.out + j.ocol, (size_t)ldo,
                                j.m0 + 64 * cw + 16 * warp, j.mend, lane);
         else if (OB || (LAB & 16))   /* LAB 16 (timing only): OB's stores where fp32 sums are read */
-            wg_store_bf16(tot, (__nv_bfloat16 *)j.out + j.ocol, (size_t)ldo, c.r0, c.r1, j.mend, j.n0, j.nvalid, lane);
+            wg_store(tot, (__nv_bfloat16 *)j.out + j.ocol, (size_t)ldo, c.r0, c.r1, j.mend, j.n0, j.nvalid, lane);
         else if (!(LAB & 2))
             wg_store(tot, j.out + j.ocol, (size_t)ldo, c.r0, c.r1, j.mend, j.n0, j.nvalid, lane);
     }
