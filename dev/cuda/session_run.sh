@@ -3203,6 +3203,20 @@ if want s40m; then
   step ops_moesilu 300 env DSINFER_OPS_ONLY=moesilu $B/test_cuda_ops
   step golden_ovl 150 env DSINFER_CUDA_MOE_OVL=1 $B/test_cuda_golden
 fi
+# s41a (issue 7): where the 16-head MLA decode's time goes at 1K (64 x 1K runs at ~60% of the copy rate, 4K at ~82%):
+# `bench --mla` kernel times at 512 .. 4K (a fixed cost per launch shows as the intercept), the MLA_PROF build's
+# per-block phases (globaltimer, cuda_mla_tc.cu) at 1K and 4K, the split count at 1K (MLA_SLOTS), FP8 b64 rows for scale
+if want s41a; then
+  step mla_ctx 120 $B/dsinfer bench --mla --kv-cache-dtype bf16 --ctx 512,1K,2K,4K
+  grep -E "^mla-decode tc " $OUT/mla_ctx.log
+  [ -x $B/dsinfer_prof ] && step mla_prof 120 $B/dsinfer_prof bench --mla --kv-cache-dtype bf16 --ctx 1K,4K
+  grep -E "^mla-prof|^mla-decode tc " $OUT/mla_prof.log | head -40
+  for sl in 1 3 4; do
+    step mla_sl$sl 60 env DSINFER_CUDA_MLA_SLOTS=$sl $B/dsinfer bench --mla --kv-cache-dtype bf16 --ctx 1K
+    grep -E "^mla-decode tc .*heads  16" $OUT/mla_sl$sl.log
+  done
+  step dec64 120 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 64 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s41a
+fi
 # opsq: the same suite as four processes at once on the one GPU (DSINFER_OPS_PART=k/4, 4 OpenMP threads each: the CPU
 # references and the launches' latencies of one process leave most of the 16 cores and the GPU idle), so that it fits
 # one call; each part's log is ops_q<k>.log, its line in the summary as step's

@@ -41,6 +41,7 @@ typedef struct {
                                                         " dp2+ep" for a data-parallel group */
     int batches[MAX_LIST], n_batches, ctxs[MAX_LIST], n_ctxs, prompts[MAX_LIST], n_prompts;
     int steps, ceilings_only, mla, ops, fa;
+    int ctx_given;                                   /* --ctx was on the command line (--mla: its contexts, else 4K) */
     int batch_fit;                                   /* --batch fit: the most sequences of the (one) context that fit */
     int ops_ms[MAX_LIST], n_ops_ms;                   /* --ops-m */
     int ops_shapes[MAX_LIST][2], n_ops_shapes;        /* --ops-shapes N x K (0: the V3 set) */
@@ -348,7 +349,8 @@ static void usage(void) {
             "       --batch fit: one batch, the most sequences of --ctx tokens whose KV fits in the GPU memory left\n"
             "                    after the weights (less a reserve for activations); prints the capacity\n"
             "       dsinfer bench --ceilings        measure copy bandwidth and the BF16 matrix rate only\n"
-            "       dsinfer bench --mla             the absorbed MLA decode op alone (64 seqs x 4K, 16 and 128 heads)\n"
+            "       dsinfer bench --mla [--ctx 1K,4K]  the absorbed MLA decode op alone (64 seqs x each --ctx, default 4K;\n"
+            "                                       16 and 128 heads)\n"
             "       dsinfer bench --fa [--prompt 2048,8192]  the naive-form prefill attention op alone (one sequence,\n"
             "                                       16 and 128 heads; v3 on wgmma, overlapped or not, v2 on mma.sync)\n"
             "       dsinfer bench --ops [--ops-m 1,64,128,4096] [--ops-shapes NxK,...]  the FP8 GEMMs of the V3 shapes\n"
@@ -409,7 +411,11 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
             if (o->batch_fit) o->batches[0] = 1;   /* set after the weights are on the device */
             LIST_OR_FAIL("--batch", o->n_batches, optarg);
             break;
-        case 'c': o->n_ctxs = parse_list(optarg, o->ctxs); LIST_OR_FAIL("--ctx", o->n_ctxs, optarg); break;
+        case 'c':
+            o->n_ctxs = parse_list(optarg, o->ctxs);
+            o->ctx_given = 1;
+            LIST_OR_FAIL("--ctx", o->n_ctxs, optarg);
+            break;
         case 'p':
             o->n_prompts = parse_list(optarg, o->prompts);
             LIST_OR_FAIL("--prompt", o->n_prompts, optarg);
@@ -678,7 +684,18 @@ static ds_status fit_batch(const char *cfg_path, bench_opts *o, const ds_config 
     return DS_OK;
 }
 
-static int run_mla(const ds_config *base, double bw, double tflops) {
+static int run_mla_ctx(const ds_config *base, int ctx, double bw, double tflops);
+
+/* `--mla`: the absorbed decode op at each context of --ctx (4K where --ctx is not given) */
+static int run_mla(const ds_config *base, const bench_opts *o) {
+    if (!o->ctx_given) return run_mla_ctx(base, 4096, o->bw_gbs, o->tflops);
+    for (int i = 0; i < o->n_ctxs; i++)
+        if (run_mla_ctx(base, o->ctxs[i], o->bw_gbs, o->tflops)) return 1;
+    return 0;
+}
+
+/* the 64 sequences of ctx tokens: each variant's op and kernel time, bandwidth and (kernel) FLOP rate */
+static int run_mla_ctx(const ds_config *base, int ctx, double bw, double tflops) {
     char err[DS_ERRLEN];
     int heads[2] = {16, 128};
     /* tc: the default tensor-core kernel (the BF16 cache: 64 heads a block on wgmma where the heads are a multiple of
@@ -706,12 +723,12 @@ static int run_mla(const ds_config *base, double bw, double tflops) {
             else if (wg_user) setenv("DSINFER_CUDA_MLA_WG", wg_user, 1);
             else unsetenv("DSINFER_CUDA_MLA_WG");
             double ms = 0, gbs = 0, kms = 0, kgbs = 0;
-            if (ds_cuda_bench_mla(&c, 64, 4096, &ms, &gbs, &kms, &kgbs, err)) {
+            if (ds_cuda_bench_mla(&c, 64, ctx, &ms, &gbs, &kms, &kgbs, err)) {
                 fprintf(stderr, "bench mla: %s\n", err);
                 free(wg_user);
                 return 1;
             }
-            printf("mla-decode %-9s heads %3d  64 seqs x 4096 ctx  %s cache  op %8.3f ms  %7.1f GB/s", name[k], heads[hi],
+            printf("mla-decode %-9s heads %3d  64 seqs x %4d ctx  %s cache  op %8.3f ms  %7.1f GB/s", name[k], heads[hi], ctx,
                    c.kv_fp8 ? "fp8 " : c.kv_bf16 ? "bf16" : "fp32", ms, gbs);
             if (bw > 1) printf(" %5.1f%%", 100 * gbs / bw);
             if (k < MLA_VARIANTS - 1) {   /* per-seq is not one kernel */
@@ -719,7 +736,7 @@ static int run_mla(const ds_config *base, double bw, double tflops) {
                 if (bw > 1) printf(" %5.1f%%", 100 * kgbs / bw);
                 /* its FLOPs: scores over 576 and values over 512 columns, per head and cached row (at 128 heads
                  * with BF16 MMAs the matrix rate, not the bytes, is the roofline) */
-                double fl = 2.0 * heads[hi] * 64 * 4096 * (double)(c.kv_lora_rank + c.qk_rope_head_dim + c.kv_lora_rank);
+                double fl = 2.0 * heads[hi] * 64 * (double)ctx * (double)(c.kv_lora_rank + c.qk_rope_head_dim + c.kv_lora_rank);
                 printf("  %6.1f TFLOP/s", fl / (kms * 1e-3) / 1e12);
                 if (tflops > 1) printf(" %5.1f%%", 100 * fl / (kms * 1e-3) / 1e12 / tflops);
             }
@@ -865,7 +882,7 @@ static int run_bench(bench_opts *op, ds_comm *dp) {
     if (st) { fprintf(stderr, "dsinfer bench: %s\n", err); free(json); return 1; }
     cfg.kv_fp8 = !strcmp(o.kv, "fp8");   /* the rooflines' KV bytes (ds_kv_token_bytes) and --mla's cache */
     cfg.kv_bf16 = !strcmp(o.kv, "bf16");
-    if (o.mla) { free(json); return run_mla(&cfg, o.bw_gbs, o.tflops); }
+    if (o.mla) { free(json); return run_mla(&cfg, &o); }
     if (o.fa) { free(json); return run_fa(&cfg, &o); }
     if (o.ops) { free(json); return run_ops(&cfg, &o); }
     /* the engine reads the (possibly FP8-patched) config from a temporary file */

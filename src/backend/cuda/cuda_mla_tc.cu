@@ -533,6 +533,54 @@ __device__ void t2_fold_combine(const fa_params &p, int i, int h0, int nh, float
     }
 }
 
+/* MLA_PROF (a diagnostic build, -DMLA_PROF; dev/cuda/build_prof.sh): every block of mla_decode_tc2_kernel stamps
+ * %globaltimer (ns, one clock for all SMs) at its phases: [0] entry, [1] Q in registers, [2] the first tile landed,
+ * [3] the last tile's values done, [4] its partials written; cu_mla_prof_print (bench --mla) prints each phase's
+ * quantiles over the blocks of the last launch, from the launch's earliest entry. Why: at 64 x 1K the kernel runs at
+ * ~60% of the copy rate against ~82% at 4K, so a fixed cost per launch or per block (KERNELS.md, thirty-seventh
+ * session) is to be located before anything is built against it. */
+#ifdef MLA_PROF
+#define MLA_PROF_MAXB 8192
+__device__ unsigned long long mla_prof_t[MLA_PROF_MAXB][5];
+__device__ __forceinline__ void mla_prof_stamp(int k) {
+    if (threadIdx.x == 0 && blockIdx.x < MLA_PROF_MAXB) {
+        unsigned long long t;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        mla_prof_t[blockIdx.x][k] = t;
+    }
+}
+#define MLA_STAMP(k) mla_prof_stamp(k)
+static int mla_prof_blocks;   /* the last tc2 launch's grid */
+static int mla_prof_cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+/* quantiles (min, 10%, 50%, 90%, max) in us of each stamp from the earliest entry, and of each phase's length */
+extern "C" void cu_mla_prof_print(void) {
+    static unsigned long long t[MLA_PROF_MAXB][5];
+    int nblocks = mla_prof_blocks;
+    if (nblocks <= 0) return;
+    if (nblocks > MLA_PROF_MAXB) nblocks = MLA_PROF_MAXB;
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaMemcpyFromSymbol(t, mla_prof_t, sizeof(t)));
+    unsigned long long t0 = ~0ull;
+    for (int b = 0; b < nblocks; b++) t0 = t[b][0] < t0 ? t[b][0] : t0;
+    static const char *name[9] = {"entry", "q ready", "tile 0 in", "loop done", "written",
+                                  "  q phase", "  first wait", "  loop", "  write"};
+    double *v = (double *)malloc(sizeof(double) * (size_t)nblocks);
+    for (int k = 0; k < 9; k++) {
+        for (int b = 0; b < nblocks; b++)
+            v[b] = k < 5 ? (double)(t[b][k] - t0) * 1e-3 : (double)(t[b][k - 4] - t[b][k - 5]) * 1e-3;
+        qsort(v, (size_t)nblocks, sizeof(double), mla_prof_cmp);
+        printf("mla-prof %-12s us: min %7.2f  p10 %7.2f  p50 %7.2f  p90 %7.2f  max %7.2f  (%d blocks)\n", name[k], v[0],
+               v[nblocks / 10], v[nblocks / 2], v[(nblocks * 9) / 10], v[nblocks - 1], nblocks);
+    }
+    free(v);
+}
+#else
+#define MLA_STAMP(k) do { } while (0)
+#endif
+
 /* QREG: the k-steps of 16 (even, at most 36) whose Q fragments stay in registers. FP8: the cache's rows
  * arrive raw (656 bytes: about half the BF16 row's 1152) and each warp decodes its own 8 rows of a tile into
  * the one BF16 tile before its score MMAs (a __syncwarp: the rows a warp's scores read are the rows it
@@ -545,6 +593,7 @@ __global__ void __launch_bounds__(T2_THREADS, 2) mla_decode_tc2_kernel(fa_params
     __nv_bfloat16 *Qs = Kr + (FP8 ? 1 : T2_ST) * T2_TILE * TC_KS;     /* [16][TC_KS] */
     __nv_bfloat16 *Ps = Qs + TC_HEADS * TC_KS;                        /* [16][T2_PS] */
     float *red = (float *)(Ps + TC_HEADS * T2_PS);                    /* [T2_WARPS][16] */
+    MLA_STAMP(0);
     cu_pdl_trigger();
     cu_pdl_wait();
     const mla_work wk = mla_block_work(p, TC_HEADS, T2_TILE);
@@ -570,6 +619,7 @@ __global__ void __launch_bounds__(T2_THREADS, 2) mla_decode_tc2_kernel(fa_params
     __syncthreads();   /* the Q tile written */
 #pragma unroll
     for (int q = 0; q < QREG; q++) cu_ldsm_x4(qf[q], Qs + a_row * TC_KS + 16 * q + a_col);
+    MLA_STAMP(1);
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;   /* heads g, g + 8 */
     float o[16][4];
 #pragma unroll
@@ -580,6 +630,7 @@ __global__ void __launch_bounds__(T2_THREADS, 2) mla_decode_tc2_kernel(fa_params
         const __nv_bfloat16 *Ks = FP8 ? Kr : Kr + (k % T2_ST) * T2_TILE * TC_KS;
         cu_cp_async_wait<0>();
         __syncthreads();   /* tile k (and the Q tile) visible to all; every reader of tile k-1 is done */
+        if (k == 0) MLA_STAMP(2);
         if (k + 1 < nt) {
             int nn = min(T2_TILE, c_end - base - T2_TILE);
             if (FP8) t2_issue8(p, pt, base + T2_TILE, nn, Raw + ((k + 1) % T2_ST) * T2_TILE * T2_E8, warp, lane);
@@ -670,7 +721,9 @@ __global__ void __launch_bounds__(T2_THREADS, 2) mla_decode_tc2_kernel(fa_params
         }
     }
 
+    MLA_STAMP(3);
     t2_write(p, o, l0, l1, m0, m1, red, base_o, nh, warp, g, t);
+    MLA_STAMP(4);
     if (p.tickets) t2_fold_combine(p, i, h0, nh, (float *)tc_smem);
 }
 
@@ -938,6 +991,9 @@ int cu_mla_tc_splits(int T, int H, int max_ctx, int n_sm, int kv_layout) {
 }
 
 int cu_mla_decode_tc(const fa_params *p, int T) {
+#ifdef MLA_PROF
+    mla_prof_blocks = 0;   /* set again below where the launch is one of mla_decode_tc2_kernel's */
+#endif
     if (cu_mla_wg_on(p->kv_layout, p->H)) {   /* 64 heads a block on wgmma (cuda_mla_wg.cu) */
         cu_mla_decode_wg(p, T);
         return 0;
@@ -960,6 +1016,9 @@ int cu_mla_decode_tc(const fa_params *p, int T) {
             smem2_set = 1;
         }
         unsigned blocks = (unsigned)((size_t)T * p->n_splits * HGn);
+#ifdef MLA_PROF
+        mla_prof_blocks = p->kv_layout == CU_KV_FP8 && cu_mla_tc2_fp8 == 2 ? 0 : (int)blocks;
+#endif
         if (p->kv_layout == CU_KV_FP8 && cu_mla_tc2_fp8 == 2) {
             static int smem3_set = 0;
             if (!smem3_set) {
