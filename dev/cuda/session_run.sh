@@ -3217,6 +3217,30 @@ if want s41a; then
   done
   step dec64 120 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 64 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s41a
 fi
+# s41g: gate / up's sums in BF16 (DSINFER_CUDA_MOE_GU_BF16=1 direct stores, 2 staged rows and a bulk copy a row; f8_tma_kernel
+# OB for gate / up, moe_silu_fp8_kernel<__nv_bfloat16>; opt-in, 0 the default): op tests moegub (both forms against fp32
+# sums) and moeyb (down's OB, the same kernel instances), the V3 MoE layer at 4096 tokens rotated 0 2 1 2 0 (OP_TIMES: gate
+# / up and the SiLU kernel), V2-Lite FP8 prefill 8K at 0 and 2, the mutants of dev/cuda/mutants_s41.sh (each must fail
+# moegub)
+if want s41g; then
+  for t in moegub moeyb; do
+    step ops_$t 300 env DSINFER_OPS_ONLY=$t $B/test_cuda_ops
+    grep -E "moe:|NMSE|CHECK failed" $OUT/ops_$t.log | tail -16
+  done
+  python3 -c 'import json; c = json.load(open("configs/deepseek-v3.json")); c.update(num_hidden_layers=1, first_k_dense_replace=0); json.dump(c, open("/tmp/v3-1moe.json", "w"))'
+  i=0
+  for n in 0 2 1 2 0; do
+    i=$((i + 1))
+    step v3moe_gu$n-$i 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_OP_TIMES=1 DSINFER_CUDA_MOE_GU_BF16=$n $B/dsinfer bench --model /tmp/v3-1moe.json --dtype fp8 --batch '' --ctx '' --prompt 4K --steps 1 --csv $CSV --label s41g-gu$n
+    grep -E "moe: (gate|down|SiLU|combine)|^prefill" $OUT/v3moe_gu$n-$i.log | tail -5
+  done
+  for n in 0 2; do
+    step v2pf_gu$n 200 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_GU_BF16=$n $B/dsinfer bench --dtype fp8 --batch '' --ctx '' --prompt 8K --steps 1 --csv $CSV --label s41g-v2l-fp8-gu$n
+  done
+  [ -x $B/test_cuda_ops_mut_gub_silu ] && mutant $B/test_cuda_ops_mut_gub_silu moegub '' 300
+  [ -x $B/test_cuda_ops_mut_gub_ob ] && mutant $B/test_cuda_ops_mut_gub_ob moegub '' 300
+  [ -x $B/test_cuda_ops_mut_gub_ldo ] && mutant $B/test_cuda_ops_mut_gub_ldo moegub '' 300
+fi
 # opsq: the same suite as four processes at once on the one GPU (DSINFER_OPS_PART=k/4, 4 OpenMP threads each: the CPU
 # references and the launches' latencies of one process leave most of the 16 cores and the GPU idle), so that it fits
 # one call; each part's log is ops_q<k>.log, its line in the summary as step's

@@ -3077,6 +3077,33 @@ static void run_moe_y_bf16(void) {
     unsetenv("DSINFER_MOE_W8A8");
 }
 
+/* DSINFER_OPS_ONLY=moegub: the prefill MoE's grouped W8A8 gate / up with its sums rounded to BF16 in the epilogue and the
+ * SiLU kernel reading them (DSINFER_CUDA_MOE_GU_BF16=1: direct stores; =2: through shared memory, a bulk copy a row;
+ * gate's and up's tiles at columns w I + n of the 2I-wide rows) against fp32 sums (the twin, =0): not the same bits
+ * (gate and up rounded before SiLU; where the product's rounding moves, its FP8 code moves a step), within NMSE 1e-3 of the
+ * twin, the BF16 gate / up launches counted (one a MoE call), and against the CPU; the three grouped cases, each form.
+ * The bound: a CPU model of one expert (FP8 weights, gate / up rounded or not, SiLU, the BF16 product's 1x128 FP8 codes,
+ * down) gave NMSE 2.4e-4 at V2-Lite's and V3's shapes, the routed experts' share of the output (the shared experts are
+ * the same on both) less; a wrong layout (up read from the gate half, fp32 sums read as BF16) is O(1). */
+static void run_moe_gu_bf16(void) {
+    if (only && strcmp(only, "moegub")) return;
+    setenv("DSINFER_MOE_W8A8", "1", 1);
+    moe_twin = 1;
+    moe_twin_env = "DSINFER_CUDA_MOE_GU_BF16";
+    moe_twin_nmse = 1e-3;
+    moe_twin_nmse_only = 1;
+    for (int form = 1; form <= 2; form++) {
+        setenv("DSINFER_CUDA_MOE_GU_BF16", form == 1 ? "1" : "2", 1);   /* the backends check_moe_dt makes; its twin with =0 */
+        moe_grouped_cases(form == 1 ? "gub1" : "gub2", ds_cuda_moe_gu_bf16_launches, "with BF16 gate / up sums", 1);
+    }
+    moe_twin_nmse = 0;
+    moe_twin_nmse_only = 0;
+    moe_twin = 0;
+    moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
+    unsetenv("DSINFER_CUDA_MOE_GU_BF16");
+    unsetenv("DSINFER_MOE_W8A8");
+}
+
 /* DSINFER_OPS_ONLY=moesilu: the prefill MoE's gate / up with SiLU * up and its FP8 codes in the epilogue
  * (DSINFER_CUDA_MOE_SILU_EPI=1, f8_gu_silu_kernel: 128-row tiles of 64 gate + 64 up columns a pass, two passes) against
  * the separate SiLU kernel
@@ -4283,6 +4310,7 @@ int main(void) {
     RUN(run_moe_dyn());
     RUN(run_moe_silu());
     RUN(run_moe_y_bf16());
+    RUN(run_moe_gu_bf16());
     RUN(run_moe_pipe());
     RUN(run_moe_sx());
     RUN(run_moe_st2());

@@ -429,6 +429,11 @@ typedef struct {
                         * written and read by the combine): 1 direct stores, 2 (the default) through shared memory and a
                         * bulk copy a row (cuda_fp8_wgmma.cu f8_tma_kernel OB; DSINFER_CUDA_MOE_Y_BF16; 0: fp32 rows). Only
                         * the fetched-tile form (moe_dyn) makes them: with moe_dyn 0 the rows stay fp32 */
+    int moe_gu_bf16;   /* prefill MoE (W8A8 grouped form): gate / up's sums rounded to BF16 in its epilogue (gu [R, 2I] BF16,
+                        * half the bytes written and read by the SiLU kernel), as moe_y_bf16's forms: 1 direct stores, 2
+                        * through shared memory and a bulk copy a row (f8_tma_kernel OB; DSINFER_CUDA_MOE_GU_BF16; 0, the
+                        * default: fp32 sums). Another rounding point before the SiLU products' FP8 codes. With moe_dyn,
+                        * not with moe_silu_epi; opt-in: not yet measured on the GPU */
     int moe_lab;       /* prefill MoE lab (timing only, wrong results): the grouped fetched-tile launches store nothing (2)
                         * or BF16 pairs in place of the fp32 sums (4) (f8_tma_kernel LAB; DSINFER_CUDA_MOE_LAB) */
     int moe_silu_epi;  /* prefill MoE: gate / up with SiLU * up and its FP8 codes in the epilogue (f8_gu_silu_kernel: 128-row
@@ -1070,6 +1075,8 @@ extern long cu_moe_dyn_launches;
 /* launches of the prefill MoE's gate / up with SiLU in the epilogue (opt.moe_silu_epi; process-wide; tests) */
 extern long cu_moe_silu_launches;
 extern long cu_moe_y_bf16_launches;
+/* gate / up launches of the prefill MoE's grouped W8A8 form with BF16 sums (opt.moe_gu_bf16; process-wide; tests) */
+extern long cu_moe_gu_bf16_launches;
 /* shared pieces of the own W8A8 linears: x [M, K] fp32 -> codes q [M, K] and scales s [M][K/128]
  * (moe_rows_fp8_kernel); out[i] = sum over z < ks of part[z n + i], in z order */
 void cu_rows_fp8_f32(unsigned char *q, float *s, const float *x, int M, int K);
@@ -1077,10 +1084,10 @@ void cu_rows_fp8_f32(unsigned char *q, float *s, const float *x, int M, int K);
 void cu_rows_fp8_gather(unsigned char *q, float *s, const float *x, const int32_t *rows, int M, int K);
 /* The routed experts of a prefill-sized batch as W8A8 on wgmma (cuda_fp8_wgmma.cu; DSINFER_CUDA_MOE_WGMMA,
  * default 1, with DSINFER_MOE_W8A8 and FP8 experts): the rows (sorted by expert, off[] on the host) quantized
- * per token x 128, gate and up of every expert as one grouped launch (fp32 [R, 2I]), SiLU(g) * u rounded to
- * BF16 and quantized, the down projections as a second grouped launch; returns y [R, D] in slot order, fp32, or
- * BF16 where *y_bf16 is set to 1 (opt.moe_y_bf16, where *y_bf16 was nonzero on entry: the caller takes BF16 rows), or NULL
- * where it does not apply (nothing done). */
+ * per token x 128, gate and up of every expert as one grouped launch (fp32 [R, 2I]; BF16 with opt.moe_gu_bf16),
+ * SiLU(g) * u rounded to BF16 and quantized, the down projections as a second grouped launch; returns y [R, D] in slot
+ * order, fp32, or BF16 where *y_bf16 is set to 1 (opt.moe_y_bf16, where *y_bf16 was nonzero on entry: the caller takes
+ * BF16 rows), or NULL where it does not apply (nothing done). */
 extern int cu_moe_wgmma;
 const void *cu_moe_gemm_f8(ds_cuda_backend *cb, const float *x, const int32_t *rows, const int32_t *off, int E, int D,
                            int I, const ds_layer_weights *L, int *y_bf16);

@@ -220,6 +220,7 @@ long ds_cuda_moe_half_launches(void) { return cu_moe_half_launches; }
 long ds_cuda_moe_dyn_launches(void) { return cu_moe_dyn_launches; }
 long ds_cuda_moe_silu_launches(void) { return cu_moe_silu_launches; }
 long ds_cuda_moe_y_bf16_launches(void) { return cu_moe_y_bf16_launches; }
+long ds_cuda_moe_gu_bf16_launches(void) { return cu_moe_gu_bf16_launches; }
 
 void ds_cuda_download_bytes(ds_backend *be, void *dst, const void *src, size_t n) {
     (void)be;
@@ -1120,6 +1121,9 @@ static cu_opts cu_opts_read(void) {
      * through shared memory and a bulk copy a row, the default (fortieth session, H100: V3 MoE layer at 4K down -15%, the
      * combine -42%, its prefill -4%; V2-Lite FP8 prefill 8K -5%) */
     o.moe_y_bf16 = env_int("DSINFER_CUDA_MOE_Y_BF16", 2);
+    /* the same forms for gate / up's sums (BF16 before the SiLU kernel; NMSE ~1e-4 against fp32 sums where a product's FP8
+     * code moves a step); opt-in until measured on the GPU */
+    o.moe_gu_bf16 = env_int("DSINFER_CUDA_MOE_GU_BF16", 0);
     o.moe_silu_epi = env_int("DSINFER_CUDA_MOE_SILU_EPI", 0);  /* the same bits; H200 6% slower (thirty-ninth session) */
     o.route_fast = env_int("DSINFER_CUDA_ROUTE_FAST", 1);   /* the same bits; RT_PROF: the routing tail -10 .. -25% */
     /* opt-in, 1, 2 (the layer's tail) or 3 (and its attention); measured in the thirty-fourth session (RESULTS run 2): FP8

@@ -685,8 +685,9 @@ __device__ __forceinline__ tm_ctx tm_ctx_of(const tm_job &j, unsigned char *sm, 
  * taken as 1 (no scale loads), bit 2 no epilogue stores, bit 4 every stage loaded from the first k-block of row 0 and
  * weight row 0 (the same two L2-resident boxes: no DRAM or L2-miss latency in the feed), bit 8 the scales read from
  * shared memory instead (tm_scales_lab_smem), bit 16 (the grouped fetched-tile form) OB 1's BF16 stores where fp32 sums
- * are read. OB (DSINFER_CUDA_MOE_Y_BF16; the grouped fetched-tile form): the sums rounded to BF16, out taken as BF16
- * [rows][ldo]: 1 by direct stores (wg_store's BF16 form), 2 through each consumer warp's staging rows and a bulk copy a row
+ * are read. OB (DSINFER_CUDA_MOE_Y_BF16 for down, DSINFER_CUDA_MOE_GU_BF16 for gate / up; the grouped fetched-tile form):
+ * the sums rounded to BF16, out taken as BF16 [rows][ldo] (a tile at column ocol: gate / up's at w I + n, w the weight),
+ * 1 by direct stores (wg_store's BF16 form), 2 through each consumer warp's staging rows and a bulk copy a row
  * (tm_store_bf16_bulk; 5 stages: the staging rows take the sixth's room).
  * SS (DSINFER_CUDA_F8_TM_SS; with PREF): the scales staged into a slot beside each stage by the producer
  * warp (tm_load_scales, tm_put_scales) and read by the consumers from there (tm_slot_scales); with TST the ring has 4 stages (SS 1) or
@@ -1462,15 +1463,26 @@ int cu_expert_maps(ds_cuda_backend *cb, const ds_layer_weights *L, int E, int D,
     return 1;
 }
 
-/* act codes q [R, I] and scales s [R][I/128] of SiLU(g) * u rounded to BF16, from gu fp32 [R, 2I] (gate then
- * up): as moe_f8_kernel's epilogue and the down pass's quantizer do at decode, and the CPU under
- * DSINFER_MOE_W8A8 (cpu_mlp_act). A warp per 128-column block, 8 a CTA. */
-__global__ void moe_silu_fp8_kernel(unsigned char *q, float *s, const float *gu, int R, int I) {
+/* 4 consecutive sums of gu as floats: one 16-byte load (fp32), or one 8-byte load widened (BF16; p 8-byte aligned) */
+__device__ __forceinline__ float4 silu_ld4(const float *p) { return *(const float4 *)p; }
+__device__ __forceinline__ float4 silu_ld4(const __nv_bfloat16 *p) {
+    uint2 v = *(const uint2 *)p;
+    float2 lo = __bfloat1622float2(*(const __nv_bfloat162 *)&v.x), hi = __bfloat1622float2(*(const __nv_bfloat162 *)&v.y);
+    return make_float4(lo.x, lo.y, hi.x, hi.y);
+}
+
+/* act codes q [R, I] and scales s [R][I/128] of SiLU(g) * u rounded to BF16, from gu [R, 2I] (gate then up; T float, or
+ * __nv_bfloat16 where gate / up's epilogue rounded its sums, opt.moe_gu_bf16: the same arithmetic on the widened
+ * values): as moe_f8_kernel's epilogue and the down pass's quantizer do at decode, and the CPU under DSINFER_MOE_W8A8
+ * (cpu_mlp_act). A warp per 128-column block, 8 a CTA; a lane's 4 columns of the gate half and the same 4 of the up
+ * half (I % 128 == 0: 16- / 8-byte aligned). */
+template <typename T>
+__global__ void moe_silu_fp8_kernel(unsigned char *q, float *s, const T *gu, int R, int I) {
     int LK = I / 128;
     size_t blk = (size_t)blockIdx.x * 8 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (blk >= (size_t)R * LK) return;
     size_t i = blk / LK, b = blk % LK, c = b * 128 + 4 * lane;
-    float4 g = *(const float4 *)(gu + i * 2 * I + c), u = *(const float4 *)(gu + i * 2 * I + I + c);
+    float4 g = silu_ld4(gu + i * 2 * I + c), u = silu_ld4(gu + i * 2 * I + I + c);
     float a[4] = {g.x / (1.0f + expf(-g.x)) * u.x, g.y / (1.0f + expf(-g.y)) * u.y, g.z / (1.0f + expf(-g.z)) * u.z,
                   g.w / (1.0f + expf(-g.w)) * u.w};
     float amax = 0.0f;
@@ -1690,12 +1702,27 @@ long cu_moe_half_launches;   /* grouped launches with opt.moe_half (process-wide
 long cu_moe_dyn_launches;    /* grouped launches with fetched tiles (opt.moe_dyn; likewise) */
 long cu_moe_silu_launches;   /* f8_gu_silu_kernel launches (opt.moe_silu_epi; likewise) */
 long cu_moe_y_bf16_launches; /* down launches with BF16 rows (opt.moe_y_bf16; likewise) */
+long cu_moe_gu_bf16_launches; /* gate / up launches with BF16 sums (opt.moe_gu_bf16; likewise) */
+
+/* the grouped fetched-tile form of grouped_launch (f8_tma_kernel DYN, PREF, no producer-warp scales): the only one with
+ * the BF16 epilogue (OB) */
+static int grouped_fetched(const ds_cuda_backend *cb) { return cb->opt.moe_dyn && cu_f8_tm_pref && !tm_ss_staged(); }
+
+/* the OB form a grouped launch takes for the asked one, want (opt.moe_y_bf16 or opt.moe_gu_bf16): 1 direct BF16 stores,
+ * 2 staged rows and a bulk copy a row (above 2: 2), 0 fp32 sums (asked, or no fetched-tile form). The caller's out rows
+ * must suit OB 2's copies: ldo and each tile's first column multiples of 8 (16-byte aligned BF16 rows), out 16-byte
+ * aligned, the weight's columns (tm_groups.n_split) a multiple of 128 (whole 128-column tiles) */
+static int grouped_ob(const ds_cuda_backend *cb, int want) {
+    if (want <= 0 || !grouped_fetched(cb)) return 0;
+    return want > 2 ? 2 : want;
+}
 
 /* ta: the map of the activation codes [R, K]; ta64: the same codes with 64-row boxes (g->half). g->next not NULL: the
- * fetched-tile form (its counter zeroed here first) */
+ * fetched-tile form (its counter zeroed here first). ob (grouped_ob; the fetched-tile form only): out is BF16 [R][ldo] */
 static void grouped_launch(ds_cuda_backend *cb, const CUtensorMap &ta, const CUtensorMap &ta64, int R, int K, const float *qs,
                            const tm_groups *g, float *out, int ldo, int ws_cols, int ob = 0) {
     int grid = g->n_tiles < cb->n_sm ? g->n_tiles : cb->n_sm;
+    DS_CHECK(!ob || (g->next && grouped_fetched(cb)));   /* else fp32 sums where the caller reads BF16 */
     if (g->next && cu_f8_tm_pref && !tm_ss_staged()) {
         CUDA_CHECK(cudaMemsetAsync(g->next, 0, sizeof(int), cu_stream));
         /* LAB (opt.moe_lab, timing only): 2 no stores, 16 BF16 stores (half the bytes) where fp32 sums are read */
@@ -1756,10 +1783,12 @@ const void *cu_moe_gemm_f8(ds_cuda_backend *cb, const float *x, const int32_t *r
     int T2 = cu_f8_expert_tiles(NULL, off, E, D, 0);   /* counts */
     if (cb->opt.moe_hist) moe_rows_hist(off, E, R, T1, T2);
     size_t q_b = al256((size_t)R * D), qs_b = al256((size_t)R * (D / 128) * 4);
-    size_t gu_b = silu ? 0 : al256((size_t)R * 2 * I * 4);   /* the fp32 gate / up sums (not made with SiLU in the epilogue) */
+    /* gate / up's sums in BF16 (opt.moe_gu_bf16; OB 2 suits: 2I columns a row, tiles at multiples of 128 columns within
+     * gate's and up's I % 128 == 0) */
+    int gob = silu ? 0 : grouped_ob(cb, cb->opt.moe_gu_bf16);
+    size_t gu_b = silu ? 0 : al256((size_t)R * 2 * I * (gob ? 2 : 4));   /* the gate / up sums (none with SiLU in the epilogue) */
     /* down's rows in BF16 (opt.moe_y_bf16): with the fetched tiles, where the caller takes them (*y_bf16 on entry) */
-    int ob = *y_bf16 && cb->opt.moe_dyn && cu_f8_tm_pref && !tm_ss_staged() ? cb->opt.moe_y_bf16 : 0;   /* 1 direct stores, 2 bulk */
-    if (ob > 2) ob = 2;
+    int ob = *y_bf16 ? grouped_ob(cb, cb->opt.moe_y_bf16) : 0;   /* 1 direct stores, 2 bulk */
     *y_bf16 = 0;
     size_t aq_b = al256((size_t)R * I), as_b = al256((size_t)R * (I / 128) * 4), y_b = al256((size_t)R * D * (ob ? 2 : 4));
     size_t t_b = sizeof(int4) * (size_t)(T1 + T2);
@@ -1795,10 +1824,15 @@ const void *cu_moe_gemm_f8(ds_cuda_backend *cb, const float *x, const int32_t *r
         cu_moe_silu_launches++;
         cu_optimes_phase(cb, "  moe: gate/up with SiLU * up (wgmma, grouped)");
     } else {
-        grouped_launch(cb, ta1, h1, R, D, qs, &g1, gu, 2 * I, L->exp_gate[0].scale_cols);
+        /* gu [R, 2I]: fp32, or BF16 (gob) */
+        grouped_launch(cb, ta1, h1, R, D, qs, &g1, gu, 2 * I, L->exp_gate[0].scale_cols, gob);
         cu_optimes_phase(cb, "  moe: gate/up (wgmma, grouped)");
+        cu_moe_gu_bf16_launches += gob > 0;
         size_t blocks = ((size_t)R * (I / 128) + 7) / 8;
-        moe_silu_fp8_kernel<<<(unsigned)blocks, 256, 0, cu_stream>>>(aq, as, gu, R, I);
+        if (gob)
+            moe_silu_fp8_kernel<<<(unsigned)blocks, 256, 0, cu_stream>>>(aq, as, (const __nv_bfloat16 *)gu, R, I);
+        else
+            moe_silu_fp8_kernel<<<(unsigned)blocks, 256, 0, cu_stream>>>(aq, as, (const float *)gu, R, I);
         CUDA_LAUNCH_CHECK();
         cu_optimes_phase(cb, "  moe: SiLU * up (fp8)");
     }
