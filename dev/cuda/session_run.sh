@@ -3238,7 +3238,7 @@ if want s41g; then
     step v2pf_gu$n 200 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_GU_BF16=$n $B/dsinfer bench --dtype fp8 --batch '' --ctx '' --prompt 8K --steps 1 --csv $CSV --label s41g-v2l-fp8-gu$n
   done
   [ -x $B/test_cuda_ops_mut_gub_silu ] && mutant $B/test_cuda_ops_mut_gub_silu moegub '' 300
-  [ -x $B/test_cuda_ops_mut_gub_ob ] && mutant $B/test_cuda_ops_mut_gub_ob moegub '' 300
+  [ -x $B/test_cuda_ops_mut_gub_ob ] && mutant $B/test_cuda_ops_mut_gub_ob moegub '' 300   # (not built: mutants_s41.sh)
   [ -x $B/test_cuda_ops_mut_gub_ldo ] && mutant $B/test_cuda_ops_mut_gub_ldo moegub '' 300
 fi
 # opsq: the same suite as four processes at once on the one GPU (DSINFER_OPS_PART=k/4, 4 OpenMP threads each: the CPU
