@@ -3217,6 +3217,31 @@ if want s41a; then
   done
   step dec64 120 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 64 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s41a
 fi
+# s41b (issue 7): the BF16 cache's MLA decode with a three-tile ring (DSINFER_CUDA_MLA_T2_ST=3, mla_decode_tc2_kernel ST):
+# op test mlast3 (the same bits as two stages, launches counted), its mutants (each must fail mlast3), goldens and the model
+# test with it, `bench --mla` at 1K / 4K with 2 / 3 (kernel times; the prof build's phases with 3), FP8 b64 / b128 and
+# BF16 b64 decode at 1K rotated 2 3 3 2
+if want s41b; then
+  step ops_mlast3 200 env DSINFER_OPS_ONLY=mlast3 $B/test_cuda_ops
+  grep -E "three-stage|CHECK failed" $OUT/ops_mlast3.log | head -12
+  [ -x $B/test_cuda_ops_mut_st3_stage ] && mutant $B/test_cuda_ops_mut_st3_stage mlast3 '' 200
+  [ -x $B/test_cuda_ops_mut_st3_tile1 ] && mutant $B/test_cuda_ops_mut_st3_tile1 mlast3 '' 200
+  step golden_st3 150 env DSINFER_CUDA_MLA_T2_ST=3 $B/test_cuda_golden
+  for st in 2 3; do
+    step mla_st$st 90 env DSINFER_CUDA_MLA_T2_ST=$st $B/dsinfer bench --mla --kv-cache-dtype bf16 --ctx 1K,4K
+    grep -E "^mla-decode tc .*heads  16" $OUT/mla_st$st.log
+  done
+  [ -x $B/dsinfer_prof ] && step mla_prof_st3 90 env DSINFER_CUDA_MLA_T2_ST=3 $B/dsinfer_prof bench --mla --kv-cache-dtype bf16 --ctx 1K
+  grep -E "^mla-prof" $OUT/mla_prof_st3.log | head -12
+  i=0
+  for st in 2 3 3 2; do
+    i=$((i + 1))
+    step dec_st$st-$i 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MLA_T2_ST=$st $B/dsinfer bench --dtype fp8 --batch 64,128 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s41b-st$st
+  done
+  for st in 2 3; do
+    step decb_st$st 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MLA_T2_ST=$st $B/dsinfer bench --dtype bf16 --batch 64 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s41b-bf16-st$st
+  done
+fi
 # s41g: gate / up's sums in BF16 (DSINFER_CUDA_MOE_GU_BF16=1 direct stores, 2 staged rows and a bulk copy a row; f8_tma_kernel
 # OB for gate / up, moe_silu_fp8_kernel<__nv_bfloat16>; opt-in, 0 the default): op tests moegub (both forms against fp32
 # sums) and moeyb (down's OB, the same kernel instances), the V3 MoE layer at 4096 tokens rotated 0 2 1 2 0 (OP_TIMES: gate

@@ -1240,7 +1240,7 @@ static void free_setup(setup *s) {
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
 static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf | side | linear2 | kvb | qkv | router | w8small
-                            * | f8t1 | f8tp | f8ss | f8ts | moehalf | moepipe | quantw | moeqf | moepdl | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | combnorm | mlafold | moeorder | moent48 | moesx | moest2 | moe1 | tail1 | attn1 | gemv1 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
+                            * | f8t1 | f8tp | f8ss | f8ts | moehalf | moepipe | quantw | moeqf | moepdl | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | combnorm | mlafold | mlast3 | moeorder | moent48 | moesx | moest2 | moe1 | tail1 | attn1 | gemv1 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
                             * run_side_stream, run_linear2, run_kvb_copy, run_qkv_finish, run_router, run_w8a8_small or
                             * run_f8_lab */
 
@@ -1919,15 +1919,23 @@ static void run_combine2(void) {
  * mma.sync kernel, and the FP8 cache's with DSINFER_CUDA_MLA_TC2_FP8=1; not the FP8 raw-row kernel, =2, nor 128 heads'
  * wgmma kernel: there the launch runs and nothing is counted). V2-Lite's 16 heads, 20 heads (two groups, the second of
  * 4), 1 .. 200 tokens with cached prefixes (splits with no rows among them at one token). */
-static void check_mla_fold(const char *name, const char *path, int heads, int kv_layout, int M, int max_cached, int want) {
+/* The MLA twins' switch: env=val on the twin's backend, its runs counted by count (of the twin, or of the default backend),
+ * `want` of them expected a call on the twin, none on the default */
+typedef struct {
+    const char *env, *val, *what;
+    long (*count)(ds_backend *);
+} mla_twin;
+
+static void check_mla_twin(const mla_twin *tw, const char *name, const char *path, int heads, int kv_layout, int M,
+                           int max_cached, int want) {
     setup s;
     char err[DS_ERRLEN];
     setenv("DSINFER_CUDA_MLA_TC", "1", 1);
     setenv("DSINFER_CUDA_TC", "1", 1);
     int ok = load_setup_kv(&s, name, path, heads, 16, 0, kv_layout);
-    setenv("DSINFER_CUDA_MLA_FOLD", "1", 1);
+    setenv(tw->env, tw->val, 1);
     ds_backend *on = ok ? ds_backend_cuda_new(&s.cfg, err) : NULL;
-    unsetenv("DSINFER_CUDA_MLA_FOLD");
+    unsetenv(tw->env);
     unsetenv("DSINFER_CUDA_MLA_TC");
     unsetenv("DSINFER_CUDA_TC");
     if (!ok) return;
@@ -1946,26 +1954,26 @@ static void check_mla_fold(const char *name, const char *path, int heads, int kv
     buf_rand(&q, 1.0f);
     buf_poison(&o1);
     buf_poison(&o2);
-    long f0 = ds_cuda_mla_fold_runs(on);
-    /* first on another q: the checked launch finds the tickets the first put back, and its workspaces hold another
-     * result, so that a fold that did not run (or ran early) shows */
+    long f0 = tw->count(on);
+    /* first on another q: the checked launch finds what the first left (the fold's tickets put back, the workspaces
+     * holding another result), so that a twin that did not run (or ran early) shows */
     buf q0 = buf_new(&s, q.n);
     buf_rand(&q0, 1.0f);
     on->attn_absorbed(on, o2.d, q0.d, cache.d, &kvb.d, b.seqs, b.m.n_seqs);
     buf_free(&s, &q0);
     buf_poison(&o2);
     on->attn_absorbed(on, o2.d, q.d, cache.d, &kvb.d, b.seqs, b.m.n_seqs);
-    long folded = ds_cuda_mla_fold_runs(on) - f0, plain = ds_cuda_mla_fold_runs(s.gpu);
+    long ran = tw->count(on) - f0, plain = tw->count(s.gpu);
     s.gpu->attn_absorbed(s.gpu, o1.d, q.d, cache.d, &kvb.d, b.seqs, b.m.n_seqs);
-    plain = ds_cuda_mla_fold_runs(s.gpu) - plain;
+    plain = tw->count(s.gpu) - plain;
     size_t diff = device_units_differ(&s, o1.d, o2.d, n, sizeof(float));
-    printf("  %-8s attn absorbed M=%d (cached <= %d): the split combine folded %ld time(s) (without the switch %ld), %zu of "
-           "%zu values differ from the combine launch\n", s.name, M, max_cached, folded, plain, diff, n);
-    CHECKF(diff == 0, "%s M=%d: the folded combine changes %zu values", s.name, M, diff);
-    CHECKF(folded == (want ? 2 : 0) && plain == 0, "%s M=%d: folded %ld / %ld times (expected %d / 0)", s.name, M, folded,
+    printf("  %-8s attn absorbed M=%d (cached <= %d): %s %ld time(s) (without the switch %ld), %zu of %zu values differ "
+           "from the default\n", s.name, M, max_cached, tw->what, ran, plain, diff, n);
+    CHECKF(diff == 0, "%s M=%d: %s changes %zu values", s.name, M, tw->env, diff);
+    CHECKF(ran == (want ? 2 : 0) && plain == 0, "%s M=%d: %s %ld / %ld times (expected %d / 0)", s.name, M, tw->what, ran,
            plain, want ? 2 : 0);
     s.cpu->attn_absorbed(s.cpu, o2.h, q.h, cache.h, &kvb.h, b.seqs, b.m.n_seqs);
-    compare(&s, "attn absorbed, folded combine", M, &o2, THR_TC, 0);
+    compare(&s, tw->what, M, &o2, THR_TC, 0);
     free(b.pt);
     buf_free(&s, &cache); buf_free(&s, &q); buf_free(&s, &o1); buf_free(&s, &o2);
     free_weight(&kvb);
@@ -1975,17 +1983,41 @@ static void check_mla_fold(const char *name, const char *path, int heads, int kv
 
 static void run_mla_fold(void) {
     if (only && strcmp(only, "mlafold")) return;
+    static const mla_twin fold = {"DSINFER_CUDA_MLA_FOLD", "1", "the split combine folded", ds_cuda_mla_fold_runs};
     const int Ms[] = {1, 4, 64, 200};
     for (int i = 0; i < NM(Ms); i++) {
         if (Ms[i] > max_m) continue;
-        check_mla_fold("v2l-fold", "configs/deepseek-v2-lite.json", 0, KV_BF16, Ms[i], Ms[i] == 1 ? 3000 : 900, 1);
-        check_mla_fold("h20-fold", "configs/deepseek-v2-lite.json", 20, KV_BF16, Ms[i], 700, 1);
+        check_mla_twin(&fold, "v2l-fold", "configs/deepseek-v2-lite.json", 0, KV_BF16, Ms[i], Ms[i] == 1 ? 3000 : 900, 1);
+        check_mla_twin(&fold, "h20-fold", "configs/deepseek-v2-lite.json", 20, KV_BF16, Ms[i], 700, 1);
     }
     setenv("DSINFER_CUDA_MLA_TC2_FP8", "1", 1);   /* the FP8 cache on the mma.sync kernel with BF16 decode: folds */
-    check_mla_fold("v2l-fold8", "configs/deepseek-v2-lite.json", 0, KV_FP8, 64, 900, 1);
+    check_mla_twin(&fold, "v2l-fold8", "configs/deepseek-v2-lite.json", 0, KV_FP8, 64, 900, 1);
     unsetenv("DSINFER_CUDA_MLA_TC2_FP8");
     /* raw rows (=2, the default; its backends put the process-wide flag back for the tests after): no fold */
-    check_mla_fold("v2l-fold8", "configs/deepseek-v2-lite.json", 0, KV_FP8, 64, 900, 0);
+    check_mla_twin(&fold, "v2l-fold8", "configs/deepseek-v2-lite.json", 0, KV_FP8, 64, 900, 0);
+}
+
+/* DSINFER_OPS_ONLY=mlast3: the BF16 cache's MLA decode with a three-tile ring (DSINFER_CUDA_MLA_T2_ST=3: Q staged in the
+ * third stage, tiles k + 1 and k + 2 in flight) against two tiles (the default) on the same inputs: the same bits (the
+ * same arithmetic in the same order), its launches counted (process-wide; the FP8 cache and 128 heads' wgmma kernel do
+ * not take it), and against the CPU. 16 and 20 heads (the second group of 4), 1 .. 200 tokens with cached prefixes:
+ * splits of one tile (no tile 1 to ask for first), of two (no tile 2), of many, and with no rows at one token. The switch
+ * is the backend's (fa_params.t2_st), so the default backend beside it keeps two stages. */
+static long mla_st3_count(ds_backend *be) {
+    (void)be;
+    return ds_cuda_mla_st3_launches();
+}
+
+static void run_mla_st3(void) {
+    if (only && strcmp(only, "mlast3")) return;
+    static const mla_twin st3 = {"DSINFER_CUDA_MLA_T2_ST", "3", "three-stage ring", mla_st3_count};
+    const int Ms[] = {1, 4, 64, 200};
+    for (int i = 0; i < NM(Ms); i++) {
+        if (Ms[i] > max_m) continue;
+        check_mla_twin(&st3, "v2l-st3", "configs/deepseek-v2-lite.json", 0, KV_BF16, Ms[i], Ms[i] == 1 ? 3000 : 900, 1);
+        check_mla_twin(&st3, "h20-st3", "configs/deepseek-v2-lite.json", 20, KV_BF16, Ms[i], 40, 1);
+    }
+    check_mla_twin(&st3, "v2l-st3f8", "configs/deepseek-v2-lite.json", 0, KV_FP8, 64, 900, 0);
 }
 
 /* One W8A8 linear (w2 NULL) or linear2 of x on a fresh backend with env=flag (process-wide, read at creation), twice
@@ -4326,6 +4358,7 @@ int main(void) {
     RUN(run_attn_in());
     RUN(run_comb_norm());
     RUN(run_mla_fold());
+    RUN(run_mla_st3());
     RUN(run_gemv_t1());
     RUN(run_moe_shared_in());
     RUN(run_f8_reduce2());
