@@ -3086,27 +3086,36 @@ static void run_moe_dyn(void) {
     unsetenv("DSINFER_MOE_W8A8");
 }
 
+/* The grouped MoE's BF16 epilogue forms env=1 (direct stores) and =2 (staged rows, a bulk copy a row) against =0 (the twin,
+ * fp32): within NMSE nmse of the twin, one counted launch a MoE call (count), and against the CPU; the three grouped cases
+ * (moe_grouped_cases), tagged tag1 and tag2 (tag with the form) */
+static void moe_bf16_forms(const char *env, double nmse, const char *tag, long (*count)(void), const char *what) {
+    setenv("DSINFER_MOE_W8A8", "1", 1);
+    moe_twin = 1;
+    moe_twin_env = env;
+    moe_twin_nmse = nmse;
+    moe_twin_nmse_only = 1;
+    for (int form = 1; form <= 2; form++) {
+        char v[2] = {(char)('0' + form), 0}, t[16];
+        snprintf(t, sizeof t, "%s%d", tag, form);
+        setenv(env, v, 1);   /* the backends check_moe_dt makes; its twin with =0 */
+        moe_grouped_cases(t, count, what, 1);
+    }
+    moe_twin_nmse = 0;
+    moe_twin_nmse_only = 0;
+    moe_twin = 0;
+    moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
+    unsetenv(env);
+    unsetenv("DSINFER_MOE_W8A8");
+}
+
 /* DSINFER_OPS_ONLY=moeyb: the prefill MoE's grouped W8A8 down with its rows rounded to BF16 in the epilogue and the combine
  * reading them (DSINFER_CUDA_MOE_Y_BF16=1: direct stores; =2: through shared memory, a bulk copy a row) against fp32 rows
  * (the twin, =0): not the same bits (one more rounding, 2^-9 relative at most a value), within NMSE 1e-5 of the twin, the
  * BF16 down launches counted (one a MoE call), and against the CPU; the three grouped cases, each form. */
 static void run_moe_y_bf16(void) {
     if (only && strcmp(only, "moeyb")) return;
-    setenv("DSINFER_MOE_W8A8", "1", 1);
-    moe_twin = 1;
-    moe_twin_env = "DSINFER_CUDA_MOE_Y_BF16";
-    moe_twin_nmse = 1e-5;
-    moe_twin_nmse_only = 1;
-    for (int form = 1; form <= 2; form++) {
-        setenv("DSINFER_CUDA_MOE_Y_BF16", form == 1 ? "1" : "2", 1);   /* the backends check_moe_dt makes; its twin with =0 */
-        moe_grouped_cases(form == 1 ? "yb1" : "yb2", ds_cuda_moe_y_bf16_launches, "with BF16 rows", 1);
-    }
-    moe_twin_nmse = 0;
-    moe_twin_nmse_only = 0;
-    moe_twin = 0;
-    moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
-    unsetenv("DSINFER_CUDA_MOE_Y_BF16");
-    unsetenv("DSINFER_MOE_W8A8");
+    moe_bf16_forms("DSINFER_CUDA_MOE_Y_BF16", 1e-5, "yb", ds_cuda_moe_y_bf16_launches, "with BF16 rows");
 }
 
 /* DSINFER_OPS_ONLY=moegub: the prefill MoE's grouped W8A8 gate / up with its sums rounded to BF16 in the epilogue and the
@@ -3119,21 +3128,7 @@ static void run_moe_y_bf16(void) {
  * the same on both) less; a wrong layout (up read from the gate half, fp32 sums read as BF16) is O(1). */
 static void run_moe_gu_bf16(void) {
     if (only && strcmp(only, "moegub")) return;
-    setenv("DSINFER_MOE_W8A8", "1", 1);
-    moe_twin = 1;
-    moe_twin_env = "DSINFER_CUDA_MOE_GU_BF16";
-    moe_twin_nmse = 1e-3;
-    moe_twin_nmse_only = 1;
-    for (int form = 1; form <= 2; form++) {
-        setenv("DSINFER_CUDA_MOE_GU_BF16", form == 1 ? "1" : "2", 1);   /* the backends check_moe_dt makes; its twin with =0 */
-        moe_grouped_cases(form == 1 ? "gub1" : "gub2", ds_cuda_moe_gu_bf16_launches, "with BF16 gate / up sums", 1);
-    }
-    moe_twin_nmse = 0;
-    moe_twin_nmse_only = 0;
-    moe_twin = 0;
-    moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
-    unsetenv("DSINFER_CUDA_MOE_GU_BF16");
-    unsetenv("DSINFER_MOE_W8A8");
+    moe_bf16_forms("DSINFER_CUDA_MOE_GU_BF16", 1e-3, "gub", ds_cuda_moe_gu_bf16_launches, "with BF16 gate / up sums");
 }
 
 /* DSINFER_OPS_ONLY=moesilu: the prefill MoE's gate / up with SiLU * up and its FP8 codes in the epilogue
