@@ -3243,27 +3243,32 @@ fi
 # test mlast3, `bench --mla` 1K / 4K at T2_ST 2 / 3, FP8 b64 at 2 3 3 2, op test moegub, the V3 MoE layer at GU_BF16 0 / 2,
 # the MLA_PROF phases at 1K, two mutants, goldens with T2_ST=3
 if want s41c; then
-  step ops_mlast3 120 env DSINFER_OPS_ONLY=mlast3 $B/test_cuda_ops
+  q() { step "$@" > /dev/null; echo "== $1 rc=$(tail -1 <<< "$summary" | awk '{print $2}')"; }   # step, its lines not printed
+  q ops_mlast3 120 env DSINFER_OPS_ONLY=mlast3 $B/test_cuda_ops
+  grep -cE "CHECK failed" $OUT/ops_mlast3.log; grep -E "three-stage" $OUT/ops_mlast3.log | head -3 | cut -c1-170
   for st in 2 3; do
-    step mla_st$st 90 env DSINFER_CUDA_MLA_T2_ST=$st $B/dsinfer bench --mla --kv-cache-dtype bf16 --ctx 1K,4K
+    q mla_st$st 90 env DSINFER_CUDA_MLA_T2_ST=$st $B/dsinfer bench --mla --kv-cache-dtype bf16 --ctx 1K,4K
+    grep -E "^mla-decode tc +heads  16" $OUT/mla_st$st.log | cut -c1-150
   done
   i=0
   for st in 2 3 3 2; do
     i=$((i + 1))
-    step dec_st$st-$i 100 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MLA_T2_ST=$st $B/dsinfer bench --dtype fp8 --batch 64 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s41c-st$st
+    q dec_st$st-$i 100 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MLA_T2_ST=$st $B/dsinfer bench --dtype fp8 --batch 64 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s41c-st$st
+    grep -E "^decode" $OUT/dec_st$st-$i.log | cut -c1-140
   done
-  step ops_moegub 150 env DSINFER_OPS_ONLY=moegub $B/test_cuda_ops
-  grep -E "NMSE|nmse" $OUT/ops_moegub.log | tail -6
+  q ops_moegub 150 env DSINFER_OPS_ONLY=moegub $B/test_cuda_ops
+  grep -cE "CHECK failed" $OUT/ops_moegub.log; grep -iE "nmse" $OUT/ops_moegub.log | tail -4 | cut -c1-170
   python3 -c 'import json; c = json.load(open("configs/deepseek-v3.json")); c.update(num_hidden_layers=1, first_k_dense_replace=0); json.dump(c, open("/tmp/v3-1moe.json", "w"))'
   for n in 0 2; do
-    step v3moe_gu$n 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_OP_TIMES=1 DSINFER_CUDA_MOE_GU_BF16=$n $B/dsinfer bench --model /tmp/v3-1moe.json --dtype fp8 --batch '' --ctx '' --prompt 4K --steps 1 --csv $CSV --label s41c-gu$n
-    grep -E "moe: (gate|down|SiLU|combine)" $OUT/v3moe_gu$n.log | tail -4
+    q v3moe_gu$n 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_OP_TIMES=1 DSINFER_CUDA_MOE_GU_BF16=$n $B/dsinfer bench --model /tmp/v3-1moe.json --dtype fp8 --batch '' --ctx '' --prompt 4K --steps 1 --csv $CSV --label s41c-gu$n
+    grep -E "moe: (gate|down|SiLU)|^prefill" $OUT/v3moe_gu$n.log | tail -4 | cut -c1-140
   done
-  [ -x $B/dsinfer_prof ] && step mla_prof 90 $B/dsinfer_prof bench --mla --kv-cache-dtype bf16 --ctx 1K
-  grep -E "^mla-prof" $OUT/mla_prof.log | head -9
+  [ -x $B/dsinfer_prof ] && q mla_prof 90 $B/dsinfer_prof bench --mla --kv-cache-dtype bf16 --ctx 1K
+  grep -E "^mla-prof" $OUT/mla_prof.log | head -9 | cut -c1-130
   [ -x $B/test_cuda_ops_mut_st3_stage ] && mutant $B/test_cuda_ops_mut_st3_stage mlast3 '' 120
   [ -x $B/test_cuda_ops_mut_gub_silu ] && mutant $B/test_cuda_ops_mut_gub_silu moegub '' 150
-  step golden_st3 150 env DSINFER_CUDA_MLA_T2_ST=3 $B/test_cuda_golden
+  q golden_st3 150 env DSINFER_CUDA_MLA_T2_ST=3 $B/test_cuda_golden
+  tail -3 $OUT/golden_st3.log | cut -c1-150
 fi
 # s41g: gate / up's sums in BF16 (DSINFER_CUDA_MOE_GU_BF16=1 direct stores, 2 staged rows and a bulk copy a row; f8_tma_kernel
 # OB for gate / up, moe_silu_fp8_kernel<__nv_bfloat16>; opt-in, 0 the default): op tests moegub (both forms against fp32
