@@ -3243,7 +3243,7 @@ fi
 # test mlast3, `bench --mla` 1K / 4K at T2_ST 2 / 3, FP8 b64 at 2 3 3 2, op test moegub, the V3 MoE layer at GU_BF16 0 / 2,
 # the MLA_PROF phases at 1K, two mutants, goldens with T2_ST=3
 if want s41c; then
-  q() { step "$@" > /dev/null; echo "== $1 rc=$(tail -1 <<< "$summary" | awk '{print $2}')"; }   # step, its lines not printed
+  q() { step "$@" > /dev/null; echo "== $(grep . <<< "$summary" | tail -1)"; }   # step, its lines not printed
   q ops_mlast3 120 env DSINFER_OPS_ONLY=mlast3 $B/test_cuda_ops
   grep -cE "CHECK failed" $OUT/ops_mlast3.log; grep -E "three-stage" $OUT/ops_mlast3.log | head -3 | cut -c1-170
   for st in 2 3; do
