@@ -3240,7 +3240,7 @@ if want s41b; then
   done
 fi
 # s41c: s41a, s41b and s41g's first checks in one short call, most telling first (the session's device time ran low): op
-# test mlast3, `bench --mla` 1K / 4K at T2_ST 2 / 3, FP8 b64 at 2 3 3 2, op test moegub, the V3 MoE layer at GU_BF16 0 / 2,
+# test mlast3, `bench --mla` 1K / 4K at T2_ST 2 / 3, FP8 b64 at 2 / 3, op test moegub, the V3 MoE layer at GU_BF16 0 / 2,
 # the MLA_PROF phases at 1K, two mutants, goldens with T2_ST=3
 if want s41c; then
   q() { step "$@" > /dev/null; echo "== $(grep . <<< "$summary" | tail -1)"; }   # step, its lines not printed
@@ -3251,7 +3251,7 @@ if want s41c; then
     grep -E "^mla-decode tc +heads  16" $OUT/mla_st$st.log | cut -c1-150
   done
   i=0
-  for st in 2 3 3 2; do
+  for st in 2 3; do
     i=$((i + 1))
     q dec_st$st-$i 100 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MLA_T2_ST=$st $B/dsinfer bench --dtype fp8 --batch 64 --ctx 1K --prompt '' --steps 8 --csv $CSV --label s41c-st$st
     grep -E "^decode" $OUT/dec_st$st-$i.log | cut -c1-140
