@@ -26,4 +26,5 @@ for l in libgnutls.so.30 libp11-kit.so.0 libidn2.so.0 libunistring.so.2 libtasn1
 # time for nothing); the rename leaves the previous pack whole until the new one is
 tar cf - .deps | xz -9e -T2 > .deps.tar.xz.tmp && mv .deps.tar.xz.tmp .deps.tar.xz
 grep -qx '/.deps.tar.xz' .git/info/exclude || echo '/.deps.tar.xz' >> .git/info/exclude
+grep -qx '/.deps.tar.xz.tmp' .git/info/exclude || echo '/.deps.tar.xz.tmp' >> .git/info/exclude
 echo "packed: $(du -b .deps.tar.xz | cut -f1) bytes (.deps: $(du -sb .deps | cut -f1)); tracked tree: $(git ls-files -z | xargs -0 du -cb | tail -1 | cut -f1)"
