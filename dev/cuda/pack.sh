@@ -21,10 +21,11 @@ done
 cp -L /usr/lib/x86_64-linux-gnu/{libcjson.so.1,libpcre2-8.so.0,libmicrohttpd.so.12} .deps/lib/
 for l in libgnutls.so.30 libp11-kit.so.0 libidn2.so.0 libunistring.so.2 libtasn1.so.6 libnettle.so.8 \
          libhogweed.so.6 libgmp.so.10 libffi.so.8 libgomp.so.1; do cp -L "/lib/x86_64-linux-gnu/$l" .deps/lib/; done
+# (both ignored by git before the tar: an untracked partial pack would travel with the tree)
+grep -qx '/.deps.tar.xz' .git/info/exclude || echo '/.deps.tar.xz' >> .git/info/exclude
+grep -qx '/.deps.tar.xz.tmp' .git/info/exclude || echo '/.deps.tar.xz.tmp' >> .git/info/exclude
 # -9: a 64 MB dictionary folds the binaries' shared code (-6 kept 19 MB of 6 mutants, -9 4.4 MB). Written beside and
 # renamed: a device call started while xz runs carried a 0-byte .deps.tar.xz in the forty-first session (~6 min of device
 # time for nothing); the rename leaves the previous pack whole until the new one is
 tar cf - .deps | xz -9e -T2 > .deps.tar.xz.tmp && mv .deps.tar.xz.tmp .deps.tar.xz
-grep -qx '/.deps.tar.xz' .git/info/exclude || echo '/.deps.tar.xz' >> .git/info/exclude
-grep -qx '/.deps.tar.xz.tmp' .git/info/exclude || echo '/.deps.tar.xz.tmp' >> .git/info/exclude
 echo "packed: $(du -b .deps.tar.xz | cut -f1) bytes (.deps: $(du -sb .deps | cut -f1)); tracked tree: $(git ls-files -z | xargs -0 du -cb | tail -1 | cut -f1)"
