@@ -483,6 +483,10 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
         fprintf(stderr, "dsinfer bench: --plot-from needs --plot FILE.svg\n");
         return 2;
     }
+    if (o->mla && o->ctx_given && o->n_ctxs == 0) {
+        fprintf(stderr, "dsinfer bench: --mla times the op at each --ctx; the list is empty\n");
+        return 2;
+    }
     if (o->plot && (o->ops || o->mla || o->fa || o->ceilings_only)) {
         fprintf(stderr, "dsinfer bench: --plot draws decode and prefill rows, not --ops, --mla or --ceilings\n");
         return 2;
@@ -684,16 +688,6 @@ static ds_status fit_batch(const char *cfg_path, bench_opts *o, const ds_config 
     return DS_OK;
 }
 
-static int run_mla_ctx(const ds_config *base, int ctx, double bw, double tflops);
-
-/* `--mla`: the absorbed decode op at each context of --ctx (4K where --ctx is not given) */
-static int run_mla(const ds_config *base, const bench_opts *o) {
-    if (!o->ctx_given) return run_mla_ctx(base, 4096, o->bw_gbs, o->tflops);
-    for (int i = 0; i < o->n_ctxs; i++)
-        if (run_mla_ctx(base, o->ctxs[i], o->bw_gbs, o->tflops)) return 1;
-    return 0;
-}
-
 /* the 64 sequences of ctx tokens: each variant's op and kernel time, bandwidth and (kernel) FLOP rate */
 static int run_mla_ctx(const ds_config *base, int ctx, double bw, double tflops) {
     char err[DS_ERRLEN];
@@ -749,6 +743,14 @@ static int run_mla_ctx(const ds_config *base, int ctx, double bw, double tflops)
     if (wg_user) setenv("DSINFER_CUDA_MLA_WG", wg_user, 1);
     else unsetenv("DSINFER_CUDA_MLA_WG");
     free(wg_user);
+    return 0;
+}
+
+/* `--mla`: the absorbed decode op at each context of --ctx (4K where --ctx is not given) */
+static int run_mla(const ds_config *base, const bench_opts *o) {
+    if (!o->ctx_given) return run_mla_ctx(base, 4096, o->bw_gbs, o->tflops);
+    for (int i = 0; i < o->n_ctxs; i++)
+        if (run_mla_ctx(base, o->ctxs[i], o->bw_gbs, o->tflops)) return 1;
     return 0;
 }
 

@@ -13,6 +13,8 @@ expect() {   # expect RC PATTERN ARGS...
 expect 2 'bad --batch list "0"' --batch 0
 expect 2 'bad --batch list "1,x"' --batch 1,x
 expect 2 'bad --ctx list "4Q"' --ctx 4Q
+expect 2 'bad --ctx list "1X"' --mla --ctx 1X
+expect 2 '--mla times the op at each --ctx; the list is empty' --mla --ctx ''
 expect 2 'bad --prompt list "2K,-1"' --prompt 2K,-1
 expect 2 'bad --steps "0"' --steps 0
 expect 2 'unknown --dtype "fp16"' --dtype fp16
