@@ -3294,6 +3294,14 @@ if want s41g; then
   [ -x $B/test_cuda_ops_mut_gub_ob ] && mutant $B/test_cuda_ops_mut_gub_ob moegub '' 300   # (not built: mutants_s41.sh)
   [ -x $B/test_cuda_ops_mut_gub_ldo ] && mutant $B/test_cuda_ops_mut_gub_ldo moegub '' 300
 fi
+# s42a: the counter in place of the grid barrier under the stream (`bench --ceilings`' streamed phases, sp_stream_kernel
+# mode 3; KERNELS.md forty-second session): three rounds, the streamed line of each
+if want s42a; then
+  for r in 1 2 3; do
+    step ceil-$r 120 $B/dsinfer bench --ceilings > /dev/null
+    grep -E "grid barrier \(us|streamed" $OUT/ceil-$r.log | cut -c1-400
+  done
+fi
 # opsq: the same suite as four processes at once on the one GPU (DSINFER_OPS_PART=k/4, 4 OpenMP threads each: the CPU
 # references and the launches' latencies of one process leave most of the 16 cores and the GPU idle), so that it fits
 # one call; each part's log is ops_q<k>.log, its line in the summary as step's

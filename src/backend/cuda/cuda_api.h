@@ -147,9 +147,10 @@ typedef struct {
     double reads_two_us, reads_phases_us, reads_phases_pf_us;
     /* the same bytes as 2 x 64 phases of ONE cooperative launch, streamed into shared memory by a producer thread a block
      * (cuda_bench.cu sp_stream_kernel): no barriers; a grid barrier between phases with the producer running ahead
-     * across them; and with the producer waiting for each barrier: us a pair (10 MB); -1: none. stream_bad: 0, or
-     * which form (1 .. 3) summed the bytes wrongly (a byte not read, or read twice) */
-    double stream_free_us, stream_ahead_us, stream_wait_us;
+     * across them; and with the producer waiting for each barrier; running ahead across counters in place of the
+     * barriers (a release add a block, an acquire poll): us a pair (10 MB); -1: none. stream_bad: 0, or which form
+     * (1 .. 4) summed the bytes wrongly (a byte not read, or read twice) */
+    double stream_free_us, stream_ahead_us, stream_wait_us, stream_counter_us;
     int stream_bad;
 } ds_launch_gaps;
 ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err);

@@ -270,7 +270,10 @@ __global__ void gap_phases_kernel(const uint4 *a, size_t na, const uint4 *b, siz
  * the host can check that every byte was read once) and give it back. Between two phases the consumers pass a grid
  * barrier, standing for a data dependency (norm -> GEMV). mode 0: no barriers (the stream alone); 1: barriers, the
  * producer runs ahead across them (weights do not depend on the phase before); 2: barriers, and the producer waits for
- * phase p's barrier before its copies (the routed experts' weights, known only after routing). */
+ * phase p's barrier before its copies (the routed experts' weights, known only after routing); 3: as 1, with each
+ * barrier a counter instead (KERNELS.md, forty-second session): a block's consumer leader adds 1 to cnt with a release
+ * reduction once the block's share of phase p is summed, and polls cnt (acquire) until every block's is, (p + 1) gridDim:
+ * no returned atomic and no second hop through a generation word; cnt is zeroed before the launch. */
 #define SP_STAGE (32 * 1024)
 #define SP_ST 6
 #define SP_THREADS (32 + 256)
@@ -289,7 +292,7 @@ __device__ __forceinline__ const unsigned char *sp_phase(const unsigned char *w,
 }
 /* total: the 32-bit words' sum over every block and launch (mod 2^32; the host's check) */
 __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned char *w, unsigned *total, unsigned *bar,
-                                                                   int mode, int phases) {
+                                                                   unsigned *cnt, int mode, int phases) {
     extern __shared__ unsigned char sp_raw[];
     unsigned char *ring = (unsigned char *)(((uintptr_t)sp_raw + 1023) & ~(uintptr_t)1023);
     uint64_t *full = (uint64_t *)(ring + SP_ST * SP_STAGE), *empty = full + SP_ST;
@@ -344,7 +347,20 @@ __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned
             __syncwarp();
             if (lane == 0) mbar_arrive(&empty[s]);
         }
-        if (mode && p + 1 < phases) cu_grid_sync(bar, bar + 1, 1, 256, threadIdx.x == 32);   /* the 256 consumers */
+        if (mode == 3 && p + 1 < phases) {   /* the counter: the 256 consumers meet, their leader releases and waits */
+            asm volatile("bar.sync 1, 256;\n" ::: "memory");
+            if (threadIdx.x == 32) {
+                const unsigned need = (unsigned)(p + 1) * gridDim.x;
+                unsigned v;
+                asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(cnt) : "memory");
+                do {
+                    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(cnt) : "memory");
+                } while (v < need);
+            }
+            asm volatile("bar.sync 1, 256;\n" ::: "memory");
+        } else if (mode && p + 1 < phases) {
+            cu_grid_sync(bar, bar + 1, 1, 256, threadIdx.x == 32);   /* the 256 consumers */
+        }
     }
     atomicAdd(total, sum);
 }
@@ -359,15 +375,17 @@ typedef struct {
     int form;        /* kind 2: gap_barrier_kernel's form */
     void *w;         /* kinds 3 .. 8: GAP_PAIRS x (GAP_WA + GAP_WB) bytes to read */
     float *f;        /* kinds 3 .. 5: a float a block */
-    unsigned *total; /* kinds 6 .. 8: sp_stream_kernel's word sum */
+    unsigned *total; /* kinds 6 .. 9: sp_stream_kernel's word sum */
+    unsigned *cnt;   /* kind 9: its counter (zeroed before each launch) */
 } gap_ctx;
 
 #define GAP_WA GAP_WA_BYTES   /* bytes of the first read */
 #define GAP_WB GAP_WB_BYTES   /* of the second */
 static void gap_launch_pairs(const gap_ctx *g) {
     if (g->kind >= 6) {   /* the streamed phases, sp_stream_kernel mode kind - 6: one launch of 2 GAP_PAIRS phases */
+        if (g->kind == 9) CUDA_CHECK(cudaMemsetAsync(g->cnt, 0, sizeof(unsigned), cu_stream));
         cu_launch_coop(sp_stream_kernel, dim3((unsigned)g->n_sm), dim3(SP_THREADS), SP_SMEM, (const unsigned char *)g->w,
-                       g->total, g->bar, g->kind - 6, 2 * GAP_PAIRS);
+                       g->total, g->bar, g->cnt, g->kind - 6, 2 * GAP_PAIRS);
         CUDA_LAUNCH_CHECK();
         return;
     }
@@ -442,7 +460,7 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
     CUDA_CHECK(cudaFuncSetAttribute(gap_persist_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, GAP_SMEM));
     CUDA_CHECK(cudaFuncSetAttribute(gap_barrier_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, GAP_SMEM));
     CUDA_CHECK(cudaFuncSetAttribute(sp_stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SP_SMEM));
-    gap_ctx g = {0, 0, 0, n_sm, NULL, NULL, 0, NULL, NULL, NULL};
+    gap_ctx g = {0, 0, 0, n_sm, NULL, NULL, 0, NULL, NULL, NULL, NULL};
     CUDA_CHECK(cudaMalloc(&g.p, sizeof(int) * (size_t)GAP_WIDE_BLOCKS * 256));
     CUDA_CHECK(cudaMemset(g.p, 0, sizeof(int) * (size_t)GAP_WIDE_BLOCKS * 256));
     CUDA_CHECK(cudaMalloc(&g.bar, 3 * sizeof(unsigned)));   /* count, generation, early passes */
@@ -489,7 +507,7 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
     }
     /* the two reads as two kernels, as two phases of one launch, and with the second asked of L2 before the barrier */
     out->reads_two_us = out->reads_phases_us = out->reads_phases_pf_us = -1.0;
-    out->stream_free_us = out->stream_ahead_us = out->stream_wait_us = -1.0;
+    out->stream_free_us = out->stream_ahead_us = out->stream_wait_us = out->stream_counter_us = -1.0;
     out->stream_bad = 0;
     if (coop) {
         CUDA_CHECK(cudaMalloc(&g.w, (size_t)GAP_PAIRS * (GAP_WA + GAP_WB)));
@@ -504,9 +522,10 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
          * is known (mod 2^32); gap_pair_us runs 16 launches (a warm-up and 15 timed) */
         CUDA_CHECK(cudaMemset(g.w, 1, (size_t)GAP_PAIRS * (GAP_WA + GAP_WB)));
         CUDA_CHECK(cudaMalloc(&g.total, sizeof(unsigned)));
-        double *sp[3] = {&out->stream_free_us, &out->stream_ahead_us, &out->stream_wait_us};
+        CUDA_CHECK(cudaMalloc(&g.cnt, sizeof(unsigned)));
+        double *sp[4] = {&out->stream_free_us, &out->stream_ahead_us, &out->stream_wait_us, &out->stream_counter_us};
         const unsigned want = (unsigned)(16u * (unsigned)((size_t)GAP_PAIRS * (GAP_WA + GAP_WB) / 4) * 0x01010101u);
-        for (int k = 6; k <= 8 && !out->stream_bad; k++) {
+        for (int k = 6; k <= 9 && !out->stream_bad; k++) {
             CUDA_CHECK(cudaMemset(g.total, 0, sizeof(unsigned)));
             g.kind = k;
             *sp[k - 6] = gap_pair_us(&g);
@@ -515,6 +534,7 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
             if (got != want) out->stream_bad = k - 5;   /* a byte not read, or read twice */
         }
         CUDA_CHECK(cudaFree(g.total));
+        CUDA_CHECK(cudaFree(g.cnt));
         CUDA_CHECK(cudaFree(g.w));
         CUDA_CHECK(cudaFree(g.f));
     }
