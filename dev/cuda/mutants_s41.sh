@@ -15,7 +15,3 @@ bash $m gub_silu src/backend/cuda/cuda_fp8_wgmma.cu 'u = silu_ld4(gu + i * 2 * I
 # GU_BF16: gate / up's BF16 rows written I columns apart, not 2I (the OB stores' row stride; in bounds: up's tiles land on
 # the next row's gate half)
 bash $m gub_ldo src/backend/cuda/cuda_fp8_wgmma.cu 'gu, 2 * I, L->exp_gate[0].scale_cols, gob);' 'gu, gob ? I : 2 * I, L->exp_gate[0].scale_cols, gob);'
-# MLA_T2_ST=3 (cuda_mla_tc.cu mla_decode_tc2_kernel ST; op test mlast3): tile k + 2 asked into tile k's own stage (the
-# tile the warps multiply is overwritten under them), and tile 1 asked into stage 0 in the prologue (over tile 0)
-bash $m st3_stage src/backend/cuda/cuda_mla_tc.cu 'Kr + ((k + ST - 1) % ST) * T2_TILE * TC_KS, warp, lane);' 'Kr + (ST == 3 ? k % ST : (k + ST - 1) % ST) * T2_TILE * TC_KS, warp, lane);'
-bash $m st3_tile1 src/backend/cuda/cuda_mla_tc.cu 'min(T2_TILE, c_end - c_begin - T2_TILE), Kr + T2_TILE * TC_KS, warp, lane);' 'min(T2_TILE, c_end - c_begin - T2_TILE), Kr, warp, lane);'

@@ -1240,7 +1240,7 @@ static void free_setup(setup *s) {
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
 static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf | side | linear2 | kvb | qkv | router | w8small
-                            * | f8t1 | f8tp | f8ss | f8ts | moehalf | moepipe | quantw | moeqf | moepdl | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | combnorm | mlafold | mlast3 | moeorder | moent48 | moesx | moest2 | moe1 | tail1 | attn1 | gemv1 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
+                            * | f8t1 | f8tp | f8ss | f8ts | moehalf | moepipe | quantw | moeqf | moepdl | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | combnorm | mlafold | moeorder | moent48 | moesx | moest2 | moe1 | tail1 | attn1 | gemv1 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
                             * run_side_stream, run_linear2, run_kvb_copy, run_qkv_finish, run_router, run_w8a8_small or
                             * run_f8_lab */
 
@@ -1995,29 +1995,6 @@ static void run_mla_fold(void) {
     unsetenv("DSINFER_CUDA_MLA_TC2_FP8");
     /* raw rows (=2, the default; its backends put the process-wide flag back for the tests after): no fold */
     check_mla_twin(&fold, "v2l-fold8", "configs/deepseek-v2-lite.json", 0, KV_FP8, 64, 900, 0);
-}
-
-/* DSINFER_OPS_ONLY=mlast3: the BF16 cache's MLA decode with a three-tile ring (DSINFER_CUDA_MLA_T2_ST=3: Q staged in the
- * third stage, tiles k + 1 and k + 2 in flight) against two tiles (the default) on the same inputs: the same bits (the
- * same arithmetic in the same order), its launches counted (process-wide; the FP8 cache and 128 heads' wgmma kernel do
- * not take it), and against the CPU. 16 and 20 heads (the second group of 4), 1 .. 200 tokens with cached prefixes:
- * splits of one tile (no tile 1 to ask for first), of two (no tile 2), of many, and with no rows at one token. The switch
- * is the backend's (fa_params.t2_st), so the default backend beside it keeps two stages. */
-static long mla_st3_count(ds_backend *be) {
-    (void)be;
-    return ds_cuda_mla_st3_launches();
-}
-
-static void run_mla_st3(void) {
-    if (only && strcmp(only, "mlast3")) return;
-    static const mla_twin st3 = {"DSINFER_CUDA_MLA_T2_ST", "3", "three-stage ring", mla_st3_count};
-    const int Ms[] = {1, 4, 64, 200};
-    for (int i = 0; i < NM(Ms); i++) {
-        if (Ms[i] > max_m) continue;
-        check_mla_twin(&st3, "v2l-st3", "configs/deepseek-v2-lite.json", 0, KV_BF16, Ms[i], Ms[i] == 1 ? 3000 : 900, 1);
-        check_mla_twin(&st3, "h20-st3", "configs/deepseek-v2-lite.json", 20, KV_BF16, Ms[i], 40, 1);
-    }
-    check_mla_twin(&st3, "v2l-st3f8", "configs/deepseek-v2-lite.json", 0, KV_FP8, 64, 900, 0);
 }
 
 /* One W8A8 linear (w2 NULL) or linear2 of x on a fresh backend with env=flag (process-wide, read at creation), twice
@@ -4353,7 +4330,6 @@ int main(void) {
     RUN(run_attn_in());
     RUN(run_comb_norm());
     RUN(run_mla_fold());
-    RUN(run_mla_st3());
     RUN(run_gemv_t1());
     RUN(run_moe_shared_in());
     RUN(run_f8_reduce2());

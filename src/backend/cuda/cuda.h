@@ -447,8 +447,6 @@ typedef struct {
     int combine_norm_min_m;   /* ... from this many tokens (DSINFER_CUDA_COMBINE_NORM_MIN_M) */
     int moe_duo;       /* batch 1's shared experts in the routed experts' GEMV launches (cuda_moe.cu; DSINFER_CUDA_MOE_DUO) */
     int mla_fold;      /* the MLA decode's split combine by each entry's last split block (cuda_mla_tc.cu; DSINFER_CUDA_MLA_FOLD) */
-    int mla_t2_st;     /* the BF16 cache's mma.sync MLA decode (v2) with a ring of 3 tiles, two in flight a block (3; else 2:
-                        * cuda_mla_tc.cu mla_decode_tc2_kernel ST; DSINFER_CUDA_MLA_T2_ST) */
     int l2_prefetch;   /* the next layer's dense weights into L2 (cuda_prefetch.cu; DSINFER_CUDA_L2_PREFETCH): 1 on a side
                         * stream, 2 by a launch on the main stream; both opt-in, measured slower */
     int l2_prefetch_max_m;   /* ... up to this many tokens a step, either form (DSINFER_CUDA_L2_PREFETCH_MAX_M, default 8) */
@@ -693,7 +691,6 @@ typedef struct {
     unsigned *tickets;
     float *olat;
     __nv_bfloat16 *ob;
-    int t2_st;   /* v2's ring for the BF16 cache (opt.mla_t2_st): 3 tiles with QREG 36, else 2. Set after the initialisers. */
 } fa_params;
 
 /* The tensor-core variant (cuda_mla_tc.cu, opt.mla_tc) for kv_lora_rank 512 and rope 64: fits, the split
@@ -1287,8 +1284,6 @@ extern int cu_mla_tc2_fp8;
 /* DSINFER_CUDA_MLA_QREG: the k-steps of 16 whose Q fragments v2 keeps in registers: 36 (default, all), 18 or
  * 0 (the rest read from shared memory every tile). */
 extern int cu_mla_qreg;
-/* the three-stage launches of v2 (fa_params.t2_st; tests) */
-extern long cu_mla_st3_launches;
 /* DSINFER_CUDA_MLA_WG (default 2: v2 where TMA can load the rows, else v1; =1 v1; =0 the mma.sync kernels): the BF16
  * cache's decode with 64 heads a block on wgmma (cuda_mla_wg.cu) where H is a multiple of 64 (V3's 128 heads); its
  * splits (one block an SM) and launch; cu_mla_decode_tc and cu_mla_tc_splits hand over to it */

@@ -99,8 +99,6 @@ long ds_cuda_moe_dyn_launches(void);
 long ds_cuda_moe_silu_launches(void);
 /* down launches of the prefill MoE's grouped form with BF16 rows (DSINFER_CUDA_MOE_Y_BF16; process-wide; tests) */
 long ds_cuda_moe_y_bf16_launches(void);
-/* launches of the BF16-cache MLA decode with a three-tile ring (DSINFER_CUDA_MLA_T2_ST=3; process-wide; tests) */
-long ds_cuda_mla_st3_launches(void);
 /* gate / up launches of the prefill MoE's grouped form with BF16 sums (DSINFER_CUDA_MOE_GU_BF16; process-wide; tests) */
 long ds_cuda_moe_gu_bf16_launches(void);
 /* Device memory of n bytes owned by the backend (freed with release()). */

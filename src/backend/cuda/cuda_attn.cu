@@ -850,7 +850,6 @@ static void attn_fused(ds_cuda_backend *cb, float *out, const float *q, const un
     p.olat = olat;
     __nv_bfloat16 *comb16 = gemm && cb->opt.combine_bf16 ? ob : NULL;   /* the combine writes the GEMM's BF16 input */
     p.ob = comb16;
-    p.t2_st = cb->opt.mla_t2_st;
     /* the split combine folded into the decode (opt.mla_fold): its tickets cover T entries of 16-head groups */
     if (tc && cb->opt.mla_fold && C == 512 && S <= 64 && (size_t)T * ((H + 15) / 16) <= CU_MLA_TICKETS) p.tickets = cb->mla_tickets;
     int folded = 0;

@@ -220,7 +220,6 @@ long ds_cuda_moe_half_launches(void) { return cu_moe_half_launches; }
 long ds_cuda_moe_dyn_launches(void) { return cu_moe_dyn_launches; }
 long ds_cuda_moe_silu_launches(void) { return cu_moe_silu_launches; }
 long ds_cuda_moe_y_bf16_launches(void) { return cu_moe_y_bf16_launches; }
-long ds_cuda_mla_st3_launches(void) { return cu_mla_st3_launches; }
 long ds_cuda_moe_gu_bf16_launches(void) { return cu_moe_gu_bf16_launches; }
 
 void ds_cuda_download_bytes(ds_backend *be, void *dst, const void *src, size_t n) {
@@ -1136,7 +1135,6 @@ static cu_opts cu_opts_read(void) {
     o.combine_norm = env_int("DSINFER_CUDA_COMBINE_NORM", 1);
     o.combine_norm_min_m = env_int("DSINFER_CUDA_COMBINE_NORM_MIN_M", 65);
     o.moe_duo = env_int("DSINFER_CUDA_MOE_DUO", 0);
-    o.mla_t2_st = env_int("DSINFER_CUDA_MLA_T2_ST", 2);   /* opt-in until measured (forty-first session) */
     o.mla_fold = env_int("DSINFER_CUDA_MLA_FOLD", 0);   /* opt-in, measured slower (thirty-fourth session: FP8 b64 +0.25 ms) */
     o.l2_prefetch = env_int("DSINFER_CUDA_L2_PREFETCH", 0);
     o.l2_prefetch_max_m = env_int("DSINFER_CUDA_L2_PREFETCH_MAX_M", 8);

@@ -359,10 +359,6 @@ __global__ void __launch_bounds__(TC_THREADS, 2) mla_decode_tc_kernel(fa_params 
 #define T2_PS 40      /* Ps row stride (20 words: ldmatrix's 8 row addresses in distinct 4-word bank groups) */
 #define T2_SMEM (sizeof(__nv_bfloat16) * (size_t)(T2_ST * T2_TILE * TC_KS + TC_HEADS * TC_KS + TC_HEADS * T2_PS) + \
                  sizeof(float) * T2_WARPS * TC_HEADS)
-/* the three-stage ring (DSINFER_CUDA_MLA_T2_ST=3; the BF16 cache, Q wholly in registers): Q staged in the third stage
- * before its first tile, so 111 KB a block and still two blocks an SM (228 KB less 1 KB reserved a block) */
-#define T2_SMEM3 (sizeof(__nv_bfloat16) * (size_t)(3 * T2_TILE * TC_KS + TC_HEADS * T2_PS) + sizeof(float) * T2_WARPS * TC_HEADS)
-static_assert(2 * (T2_SMEM3 + 1024 + 16) <= 228 * 1024, "mla_decode_tc2_kernel's three stages: two blocks must fit an SM");
 /* the FP8 cache: a ring of raw 656-byte entries (cp.async), one BF16 tile they are decoded into */
 #define T2_E8 (TC_C + 4 * (TC_C / 128) + 2 * TC_DR)
 #define T2_SMEM8 ((size_t)T2_ST * T2_TILE * T2_E8 + \
@@ -371,7 +367,6 @@ static_assert(2 * (T2_SMEM3 + 1024 + 16) <= 228 * 1024, "mla_decode_tc2_kernel's
 
 int cu_mla_tc2 = 1;   /* DSINFER_CUDA_MLA_TC2 (read at backend creation) */
 int cu_mla_qreg = 36;   /* DSINFER_CUDA_MLA_QREG: 36 (all of Q in registers), 18 or 0 */
-long cu_mla_st3_launches;   /* launches of the three-stage form (process-wide; tests: ds_cuda_mla_st3_launches) */
 int cu_mla_tc2_fp8 = 2;   /* DSINFER_CUDA_MLA_TC2_FP8 (read at backend creation): 0 v1, 1 v2 (BF16 decode), 2 v3 (raw rows) */
 
 static int tc2_on(int kv_layout) {
@@ -589,21 +584,14 @@ extern "C" void cu_mla_prof_print(void) {
 /* QREG: the k-steps of 16 (even, at most 36) whose Q fragments stay in registers. FP8: the cache's rows
  * arrive raw (656 bytes: about half the BF16 row's 1152) and each warp decodes its own 8 rows of a tile into
  * the one BF16 tile before its score MMAs (a __syncwarp: the rows a warp's scores read are the rows it
- * decoded; the other warps' rows are read by the value MMAs only, after the softmax's barriers).
- * ST: the ring's tiles (T2_ST = 2: tile k + 1 in flight while tile k multiplies, one tile a block in flight while it
- * waits). ST 3 (the BF16 cache with QREG 36): tiles 0 and 1 asked for first, Q staged in the third stage (its fragments
- * then live in registers, so the stage is free once every warp has read them), and tile k + 2 asked for at tile k's
- * barrier: two tiles a block in flight, four an SM. Why: at 64 x 1K a block's context is 8 tiles, and the kernel ran at
- * ~60% of the copy rate against ~82% at 4K (KERNELS.md, forty-first session). The same arithmetic in the same order,
- * so the same bits as ST 2 (op test mlast3). */
-template <int QREG, bool FP8, int ST = T2_ST>
+ * decoded; the other warps' rows are read by the value MMAs only, after the softmax's barriers). */
+template <int QREG, bool FP8>
 __global__ void __launch_bounds__(T2_THREADS, 2) mla_decode_tc2_kernel(fa_params p) {
-    static_assert(ST == T2_ST || (ST == 3 && !FP8 && QREG == 36), "three stages: the BF16 cache, Q wholly in registers");
     extern __shared__ __align__(16) unsigned char tc_smem[];
     unsigned char *Raw = tc_smem;                                      /* FP8: [T2_ST][T2_TILE][T2_E8] */
-    __nv_bfloat16 *Kr = (__nv_bfloat16 *)(tc_smem + (FP8 ? T2_ST * T2_TILE * T2_E8 : 0));   /* [ST or 1][T2_TILE][TC_KS] */
-    __nv_bfloat16 *Qs = Kr + (FP8 ? 1 : ST == 3 ? 2 : T2_ST) * T2_TILE * TC_KS;   /* [16][TC_KS] (ST 3: in stage 2) */
-    __nv_bfloat16 *Ps = ST == 3 ? Kr + 3 * T2_TILE * TC_KS : Qs + TC_HEADS * TC_KS;   /* [16][T2_PS] */
+    __nv_bfloat16 *Kr = (__nv_bfloat16 *)(tc_smem + (FP8 ? T2_ST * T2_TILE * T2_E8 : 0));   /* [T2_ST or 1][T2_TILE][TC_KS] */
+    __nv_bfloat16 *Qs = Kr + (FP8 ? 1 : T2_ST) * T2_TILE * TC_KS;     /* [16][TC_KS] */
+    __nv_bfloat16 *Ps = Qs + TC_HEADS * TC_KS;                        /* [16][T2_PS] */
     float *red = (float *)(Ps + TC_HEADS * T2_PS);                    /* [T2_WARPS][16] */
     MLA_STAMP(0);
     cu_pdl_trigger();
@@ -623,10 +611,6 @@ __global__ void __launch_bounds__(T2_THREADS, 2) mla_decode_tc2_kernel(fa_params
     if (FP8) t2_issue8(p, pt, c_begin, min(T2_TILE, c_end - c_begin), Raw, warp, lane);   /* in flight while Q loads */
     else t2_issue(p, pt, c_begin, min(T2_TILE, c_end - c_begin), Kr, warp, lane);
     cu_cp_async_commit();
-    if (ST == 3) {   /* tile 1 as well (an empty group where there is none: tile k is then always the last group but one) */
-        if (nt > 1) t2_issue(p, pt, c_begin + T2_TILE, min(T2_TILE, c_end - c_begin - T2_TILE), Kr + T2_TILE * TC_KS, warp, lane);
-        cu_cp_async_commit();
-    }
     mla_load_q<T2_THREADS>(p, Qs, i, m, h0, nh);
     const int a_row = (lane & 7) + 8 * ((lane >> 3) & 1), a_col = 8 * (lane >> 4), n0 = 8 * warp;
     /* Q's A fragments of the first QREG k-steps kept in registers: every warp read all of Q from shared
@@ -635,7 +619,6 @@ __global__ void __launch_bounds__(T2_THREADS, 2) mla_decode_tc2_kernel(fa_params
     __syncthreads();   /* the Q tile written */
 #pragma unroll
     for (int q = 0; q < QREG; q++) cu_ldsm_x4(qf[q], Qs + a_row * TC_KS + 16 * q + a_col);
-    if (ST == 3) __syncthreads();   /* every warp's Q fragments read: stage 2 may take tile 2 */
     MLA_STAMP(1);
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;   /* heads g, g + 8 */
     float o[16][4];
@@ -644,14 +627,14 @@ __global__ void __launch_bounds__(T2_THREADS, 2) mla_decode_tc2_kernel(fa_params
 
     for (int k = 0; k < nt; k++) {
         int base = c_begin + k * T2_TILE, nc = min(T2_TILE, c_end - base);
-        const __nv_bfloat16 *Ks = FP8 ? Kr : Kr + (k % ST) * T2_TILE * TC_KS;
-        cu_cp_async_wait<ST - 2>();   /* tile k's group (ST 3: tile k + 1's may still be in flight) */
+        const __nv_bfloat16 *Ks = FP8 ? Kr : Kr + (k % T2_ST) * T2_TILE * TC_KS;
+        cu_cp_async_wait<0>();
         __syncthreads();   /* tile k (and the Q tile) visible to all; every reader of tile k-1 is done */
         if (k == 0) MLA_STAMP(2);
-        if (k + ST - 1 < nt) {   /* tile k + ST - 1 into tile k - 1's stage */
-            int nn = min(T2_TILE, c_end - base - (ST - 1) * T2_TILE);
+        if (k + 1 < nt) {
+            int nn = min(T2_TILE, c_end - base - T2_TILE);
             if (FP8) t2_issue8(p, pt, base + T2_TILE, nn, Raw + ((k + 1) % T2_ST) * T2_TILE * T2_E8, warp, lane);
-            else t2_issue(p, pt, base + (ST - 1) * T2_TILE, nn, Kr + ((k + ST - 1) % ST) * T2_TILE * TC_KS, warp, lane);
+            else t2_issue(p, pt, base + T2_TILE, nn, Kr + ((k + 1) % T2_ST) * T2_TILE * TC_KS, warp, lane);
         }
         cu_cp_async_commit();
         if (FP8) {
@@ -1030,8 +1013,6 @@ int cu_mla_decode_tc(const fa_params *p, int T) {
             CUDA_CHECK(cudaFuncSetAttribute(mla_decode_tc2_kernel<36, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)T2_SMEM8));
             CUDA_CHECK(cudaFuncSetAttribute(mla_decode_tc2_kernel<18, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)T2_SMEM8));
             CUDA_CHECK(cudaFuncSetAttribute(mla_decode_tc2_kernel<0, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)T2_SMEM8));
-            CUDA_CHECK(cudaFuncSetAttribute(mla_decode_tc2_kernel<36, false, 3>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            (int)T2_SMEM3));
             smem2_set = 1;
         }
         unsigned blocks = (unsigned)((size_t)T * p->n_splits * HGn);
@@ -1050,9 +1031,6 @@ int cu_mla_decode_tc(const fa_params *p, int T) {
             if (cu_mla_qreg == 36) cu_launch(mla_decode_tc2_kernel<36, true>, blocks, T2_THREADS, T2_SMEM8, *p);
             else if (cu_mla_qreg == 18) cu_launch(mla_decode_tc2_kernel<18, true>, blocks, T2_THREADS, T2_SMEM8, *p);
             else cu_launch(mla_decode_tc2_kernel<0, true>, blocks, T2_THREADS, T2_SMEM8, *p);
-        } else if (p->t2_st == 3 && cu_mla_qreg == 36) {
-            cu_launch(mla_decode_tc2_kernel<36, false, 3>, blocks, T2_THREADS, T2_SMEM3, *p);
-            cu_mla_st3_launches++;
         } else {
             if (cu_mla_qreg == 36) cu_launch(mla_decode_tc2_kernel<36, false>, blocks, T2_THREADS, T2_SMEM, *p);
             else if (cu_mla_qreg == 18) cu_launch(mla_decode_tc2_kernel<18, false>, blocks, T2_THREADS, T2_SMEM, *p);
