@@ -3295,11 +3295,30 @@ if want s41g; then
   [ -x $B/test_cuda_ops_mut_gub_ldo ] && mutant $B/test_cuda_ops_mut_gub_ldo moegub '' 300
 fi
 # s42a: the counter in place of the grid barrier under the stream (`bench --ceilings`' streamed phases, sp_stream_kernel
-# mode 3; KERNELS.md forty-second session): three rounds, the streamed line of each
+# modes 3 and 4 (stamped: skew and propagation); KERNELS.md forty-second session): two rounds, the lines of each
 if want s42a; then
-  for r in 1 2 3; do
+  for r in 1 2; do
     step ceil-$r 120 $B/dsinfer bench --ceilings > /dev/null
-    grep -E "grid barrier \(us|streamed" $OUT/ceil-$r.log | cut -c1-400
+    grep -E "grid barrier \(us|streamed|a counter" $OUT/ceil-$r.log | cut -c1-400
+  done
+fi
+# s42b: gate / up's BF16 sums (DSINFER_CUDA_MOE_GU_BF16) for the decision: op test moegub's NMSE lines (against the twin
+# and the CPU), the V3 MoE layer at 4096 tokens rotated 0 2 2 0, V2-Lite FP8 prefill 8K at 0 and 2
+if want s42b; then
+  step ops_mlafold 120 env DSINFER_OPS_ONLY=mlafold $B/test_cuda_ops > /dev/null   # check_mla_twin after mlast3's removal
+  echo "mlafold: $(grep -cE "CHECK failed" $OUT/ops_mlafold.log) failed, $(grep -c "differ from the default" $OUT/ops_mlafold.log) twins"
+  step ops_moegub 200 env DSINFER_OPS_ONLY=moegub $B/test_cuda_ops > /dev/null
+  grep -cE "CHECK failed" $OUT/ops_moegub.log; grep -E "nmse" $OUT/ops_moegub.log | grep -E "v3-|v2l-gub2 " | cut -c1-150 | head -16
+  python3 -c 'import json; c = json.load(open("configs/deepseek-v3.json")); c.update(num_hidden_layers=1, first_k_dense_replace=0); json.dump(c, open("/tmp/v3-1moe.json", "w"))'
+  i=0
+  for n in 0 2 2 0; do
+    i=$((i + 1))
+    step v3moe_gu$n-$i 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_OP_TIMES=1 DSINFER_CUDA_MOE_GU_BF16=$n $B/dsinfer bench --model /tmp/v3-1moe.json --dtype fp8 --batch '' --ctx '' --prompt 4K --steps 1 --csv $CSV --label s42b-gu$n > /dev/null
+    echo "gu$n: $(grep -E "moe: (gate|SiLU)|^prefill" $OUT/v3moe_gu$n-$i.log | tail -3 | awk '{printf "%s | ", substr($0, 1, 80)}')"
+  done
+  for n in 0 2; do
+    step v2pf_gu$n 200 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOE_GU_BF16=$n $B/dsinfer bench --dtype fp8 --batch '' --ctx '' --prompt 8K --steps 1 --csv $CSV --label s42b-v2l-fp8-gu$n > /dev/null
+    grep -E "^prefill" $OUT/v2pf_gu$n.log | cut -c1-150
   done
 fi
 # opsq: the same suite as four processes at once on the one GPU (DSINFER_OPS_PART=k/4, 4 OpenMP threads each: the CPU

@@ -877,6 +877,11 @@ static int run_bench(bench_opts *op, ds_comm *dp) {
                    "barrier between phases with the loads running ahead %.2f, with the loads waiting for each barrier %.2f, "
                    "running ahead across counters in place of the barriers %.2f\n",
                    g.stream_free_us, g.stream_ahead_us, g.stream_wait_us, g.stream_counter_us);
+        if (g.counter_prop_us[1] >= 0)
+            printf("a counter under the stream (us, p10 / p50 / p90 over blocks and counters of one stamped launch): skew (the "
+                   "last block's add less this block's) %.2f / %.2f / %.2f, propagation (the pass less the last add) %.2f / "
+                   "%.2f / %.2f\n", g.counter_skew_us[0], g.counter_skew_us[1], g.counter_skew_us[2], g.counter_prop_us[0],
+                   g.counter_prop_us[1], g.counter_prop_us[2]);
         return 0;
     }
     ds_config cfg;

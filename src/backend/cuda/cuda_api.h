@@ -147,8 +147,12 @@ typedef struct {
      * (cuda_bench.cu sp_stream_kernel): no barriers; a grid barrier between phases with the producer running ahead
      * across them; and with the producer waiting for each barrier; running ahead across counters in place of the
      * barriers (a release add a block, an acquire poll): us a pair (10 MB); -1: none. stream_bad: 0, or which form
-     * (1 .. 4) summed the bytes wrongly (a byte not read, or read twice) */
+     * (1 .. 5; 5 the stamped launch below) summed the bytes wrongly (a byte not read, or read twice) */
     double stream_free_us, stream_ahead_us, stream_wait_us, stream_counter_us;
+    /* one launch of the counters' form with each block's add and pass stamped (%globaltimer): quantiles 10 / 50 / 90% over
+     * the blocks and counters of the skew (the last block's add less this block's) and the propagation (this block's
+     * pass less the last add), us; -1: none */
+    double counter_skew_us[3], counter_prop_us[3];
     int stream_bad;
 } ds_launch_gaps;
 ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err);

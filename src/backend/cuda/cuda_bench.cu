@@ -273,7 +273,10 @@ __global__ void gap_phases_kernel(const uint4 *a, size_t na, const uint4 *b, siz
  * phase p's barrier before its copies (the routed experts' weights, known only after routing); 3: as 1, with each
  * barrier a counter instead (KERNELS.md, forty-second session): a block's consumer leader adds 1 to cnt with a release
  * reduction once the block's share of phase p is summed, and polls cnt (acquire) until every block's is, (p + 1) gridDim:
- * no returned atomic and no second hop through a generation word; cnt is zeroed before the launch. */
+ * no returned atomic and no second hop through a generation word; cnt is zeroed before the launch. 4: as 3, and the
+ * leader stamps %globaltimer (ns) as it adds (stamp[2 (p gridDim + b)]) and as it passes (+ 1), so that the host splits
+ * a counter's cost into skew (the last block's add less this block's) and propagation (this block's pass less the last
+ * add). */
 #define SP_STAGE (32 * 1024)
 #define SP_ST 6
 #define SP_THREADS (32 + 256)
@@ -292,7 +295,8 @@ __device__ __forceinline__ const unsigned char *sp_phase(const unsigned char *w,
 }
 /* total: the 32-bit words' sum over every block and launch (mod 2^32; the host's check) */
 __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned char *w, unsigned *total, unsigned *bar,
-                                                                   unsigned *cnt, int mode, int phases) {
+                                                                   unsigned *cnt, unsigned long long *stamp, int mode,
+                                                                   int phases) {
     extern __shared__ unsigned char sp_raw[];
     unsigned char *ring = (unsigned char *)(((uintptr_t)sp_raw + 1023) & ~(uintptr_t)1023);
     uint64_t *full = (uint64_t *)(ring + SP_ST * SP_STAGE), *empty = full + SP_ST;
@@ -347,15 +351,22 @@ __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned
             __syncwarp();
             if (lane == 0) mbar_arrive(&empty[s]);
         }
-        if (mode == 3 && p + 1 < phases) {   /* the counter: the 256 consumers meet, their leader releases and waits */
+        if (mode >= 3 && p + 1 < phases) {   /* the counter: the 256 consumers meet, their leader releases and waits */
             asm volatile("bar.sync 1, 256;\n" ::: "memory");
             if (threadIdx.x == 32) {
                 const unsigned need = (unsigned)(p + 1) * gridDim.x;
                 unsigned v;
+                unsigned long long t0, t1;
+                if (mode == 4) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
                 asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(cnt) : "memory");
                 do {
                     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(cnt) : "memory");
                 } while (v < need);
+                if (mode == 4) {
+                    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
+                    stamp[2 * ((size_t)p * gridDim.x + blockIdx.x)] = t0;
+                    stamp[2 * ((size_t)p * gridDim.x + blockIdx.x) + 1] = t1;
+                }
             }
             asm volatile("bar.sync 1, 256;\n" ::: "memory");
         } else if (mode && p + 1 < phases) {
@@ -376,16 +387,17 @@ typedef struct {
     void *w;         /* kinds 3 .. 8: GAP_PAIRS x (GAP_WA + GAP_WB) bytes to read */
     float *f;        /* kinds 3 .. 5: a float a block */
     unsigned *total; /* kinds 6 .. 9: sp_stream_kernel's word sum */
-    unsigned *cnt;   /* kind 9: its counter (zeroed before each launch) */
+    unsigned *cnt;   /* kinds 9, 10: its counter (zeroed before each launch) */
+    unsigned long long *stamp;   /* kind 10: [2 GAP_PAIRS - 1][n_sm][2] add / pass times (ns) */
 } gap_ctx;
 
 #define GAP_WA GAP_WA_BYTES   /* bytes of the first read */
 #define GAP_WB GAP_WB_BYTES   /* of the second */
 static void gap_launch_pairs(const gap_ctx *g) {
     if (g->kind >= 6) {   /* the streamed phases, sp_stream_kernel mode kind - 6: one launch of 2 GAP_PAIRS phases */
-        if (g->kind == 9) CUDA_CHECK(cudaMemsetAsync(g->cnt, 0, sizeof(unsigned), cu_stream));
+        if (g->kind >= 9) CUDA_CHECK(cudaMemsetAsync(g->cnt, 0, sizeof(unsigned), cu_stream));
         cu_launch_coop(sp_stream_kernel, dim3((unsigned)g->n_sm), dim3(SP_THREADS), SP_SMEM, (const unsigned char *)g->w,
-                       g->total, g->bar, g->cnt, g->kind - 6, 2 * GAP_PAIRS);
+                       g->total, g->bar, g->cnt, g->stamp, g->kind - 6, 2 * GAP_PAIRS);
         CUDA_LAUNCH_CHECK();
         return;
     }
@@ -450,6 +462,54 @@ static double gap_pair_us(gap_ctx *g) {
     return t[7] * 1e3 / GAP_PAIRS;
 }
 
+/* One stamped launch of the counters' form (kind 10, sp_stream_kernel mode 4; its word sum checked as the others'), and
+ * the quantiles (10%, 50%, 90%) over every block and counter of: skew, the last block's add less this block's (the wait
+ * that a perfectly balanced stream would not have), and propagation, this block's pass less the last add (what the
+ * counter itself costs: the release, the reduction at L2, the acquire polls seeing it) */
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+static ds_status counter_stamps(gap_ctx *g, ds_launch_gaps *out, char *err) {
+    const int nc = 2 * GAP_PAIRS - 1, nb = g->n_sm;
+    const size_t n = (size_t)nc * (size_t)nb;
+    g->kind = 10;
+    CUDA_CHECK(cudaMemset(g->total, 0, sizeof(unsigned)));
+    gap_launch_pairs(g);
+    CUDA_CHECK(cudaStreamSynchronize(cu_stream));
+    unsigned got = 0;
+    CUDA_CHECK(cudaMemcpy(&got, g->total, sizeof got, cudaMemcpyDeviceToHost));
+    if (got != (unsigned)((unsigned)((size_t)GAP_PAIRS * (GAP_WA + GAP_WB) / 4) * 0x01010101u)) {
+        out->stream_bad = 5;
+        return DS_OK;
+    }
+    unsigned long long *t = (unsigned long long *)malloc(sizeof(unsigned long long) * 2 * n);
+    double *skew = (double *)malloc(sizeof(double) * n), *prop = (double *)malloc(sizeof(double) * n);
+    if (!t || !skew || !prop) {
+        free(t); free(skew); free(prop);
+        return ds_seterr(err, DS_ERR_NOMEM, "launch gaps: out of host memory");
+    }
+    CUDA_CHECK(cudaMemcpy(t, g->stamp, sizeof(unsigned long long) * 2 * n, cudaMemcpyDeviceToHost));
+    for (int c = 0; c < nc; c++) {
+        const unsigned long long *tc = t + 2 * (size_t)c * nb;
+        unsigned long long last = 0;
+        for (int b = 0; b < nb; b++) last = tc[2 * b] > last ? tc[2 * b] : last;
+        for (int b = 0; b < nb; b++) {
+            skew[(size_t)c * nb + b] = (double)(last - tc[2 * b]) * 1e-3;
+            prop[(size_t)c * nb + b] = ((double)tc[2 * b + 1] - (double)last) * 1e-3;
+        }
+    }
+    qsort(skew, n, sizeof(double), cmp_d);
+    qsort(prop, n, sizeof(double), cmp_d);
+    const size_t at[3] = {n / 10, n / 2, (n * 9) / 10};
+    for (int q = 0; q < 3; q++) {
+        out->counter_skew_us[q] = skew[at[q]];
+        out->counter_prop_us[q] = prop[at[q]];
+    }
+    free(t); free(skew); free(prop);
+    return DS_OK;
+}
+
 extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
     char why[256];
     if (!ds_cuda_available(why, sizeof why)) return ds_seterr(err, DS_ERR_BACKEND, "%s", why);
@@ -460,7 +520,7 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
     CUDA_CHECK(cudaFuncSetAttribute(gap_persist_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, GAP_SMEM));
     CUDA_CHECK(cudaFuncSetAttribute(gap_barrier_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, GAP_SMEM));
     CUDA_CHECK(cudaFuncSetAttribute(sp_stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SP_SMEM));
-    gap_ctx g = {0, 0, 0, n_sm, NULL, NULL, 0, NULL, NULL, NULL, NULL};
+    gap_ctx g = {0, 0, 0, n_sm, NULL, NULL, 0, NULL, NULL, NULL, NULL, NULL};
     CUDA_CHECK(cudaMalloc(&g.p, sizeof(int) * (size_t)GAP_WIDE_BLOCKS * 256));
     CUDA_CHECK(cudaMemset(g.p, 0, sizeof(int) * (size_t)GAP_WIDE_BLOCKS * 256));
     CUDA_CHECK(cudaMalloc(&g.bar, 3 * sizeof(unsigned)));   /* count, generation, early passes */
@@ -508,6 +568,7 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
     /* the two reads as two kernels, as two phases of one launch, and with the second asked of L2 before the barrier */
     out->reads_two_us = out->reads_phases_us = out->reads_phases_pf_us = -1.0;
     out->stream_free_us = out->stream_ahead_us = out->stream_wait_us = out->stream_counter_us = -1.0;
+    for (int q = 0; q < 3; q++) out->counter_skew_us[q] = out->counter_prop_us[q] = -1.0;
     out->stream_bad = 0;
     if (coop) {
         CUDA_CHECK(cudaMalloc(&g.w, (size_t)GAP_PAIRS * (GAP_WA + GAP_WB)));
@@ -523,6 +584,7 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
         CUDA_CHECK(cudaMemset(g.w, 1, (size_t)GAP_PAIRS * (GAP_WA + GAP_WB)));
         CUDA_CHECK(cudaMalloc(&g.total, sizeof(unsigned)));
         CUDA_CHECK(cudaMalloc(&g.cnt, sizeof(unsigned)));
+        CUDA_CHECK(cudaMalloc(&g.stamp, sizeof(unsigned long long) * 2 * (2 * GAP_PAIRS - 1) * (size_t)n_sm));
         double *sp[4] = {&out->stream_free_us, &out->stream_ahead_us, &out->stream_wait_us, &out->stream_counter_us};
         const unsigned want = (unsigned)(16u * (unsigned)((size_t)GAP_PAIRS * (GAP_WA + GAP_WB) / 4) * 0x01010101u);
         for (int k = 6; k <= 9 && !out->stream_bad; k++) {
@@ -533,10 +595,17 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
             CUDA_CHECK(cudaMemcpy(&got, g.total, sizeof got, cudaMemcpyDeviceToHost));
             if (got != want) out->stream_bad = k - 5;   /* a byte not read, or read twice */
         }
+        ds_status cst = out->stream_bad ? DS_OK : counter_stamps(&g, out, err);
         CUDA_CHECK(cudaFree(g.total));
         CUDA_CHECK(cudaFree(g.cnt));
+        CUDA_CHECK(cudaFree(g.stamp));
         CUDA_CHECK(cudaFree(g.w));
         CUDA_CHECK(cudaFree(g.f));
+        if (cst) {
+            CUDA_CHECK(cudaFree(g.p));
+            CUDA_CHECK(cudaFree(g.bar));
+            return cst;
+        }
     }
     CUDA_CHECK(cudaFree(g.p));
     CUDA_CHECK(cudaFree(g.bar));
