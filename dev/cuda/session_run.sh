@@ -3295,7 +3295,8 @@ if want s41g; then
   [ -x $B/test_cuda_ops_mut_gub_ldo ] && mutant $B/test_cuda_ops_mut_gub_ldo moegub '' 300
 fi
 # s42a: the counter in place of the grid barrier under the stream (`bench --ceilings`' streamed phases, sp_stream_kernel
-# modes 3 and 4 (stamped: skew and propagation); KERNELS.md forty-second session): two rounds, the lines of each
+# modes 3 (counters) and 4 (counters, phases dealt in chunks), each stamped once (skew, propagation); KERNELS.md
+# forty-second session): two rounds, the lines of each
 if want s42a; then
   for r in 1 2; do
     step ceil-$r 120 $B/dsinfer bench --ceilings > /dev/null

@@ -875,13 +875,18 @@ static int run_bench(bench_opts *op, ds_comm *dp) {
         if (g.stream_free_us >= 0)
             printf("the same 10 MB pairs streamed into shared memory in one launch (us a pair): no barriers %.2f, a grid "
                    "barrier between phases with the loads running ahead %.2f, with the loads waiting for each barrier %.2f, "
-                   "running ahead across counters in place of the barriers %.2f\n",
-                   g.stream_free_us, g.stream_ahead_us, g.stream_wait_us, g.stream_counter_us);
+                   "running ahead across counters in place of the barriers %.2f, so with the phases dealt in chunks to free "
+                   "blocks %.2f\n",
+                   g.stream_free_us, g.stream_ahead_us, g.stream_wait_us, g.stream_counter_us, g.stream_dealt_us);
         if (g.counter_prop_us[1] >= 0)
             printf("a counter under the stream (us, p10 / p50 / p90 over blocks and counters of one stamped launch): skew (the "
                    "last block's add less this block's) %.2f / %.2f / %.2f, propagation (the pass less the last add) %.2f / "
                    "%.2f / %.2f\n", g.counter_skew_us[0], g.counter_skew_us[1], g.counter_skew_us[2], g.counter_prop_us[0],
                    g.counter_prop_us[1], g.counter_prop_us[2]);
+        if (g.dealt_prop_us[1] >= 0)
+            printf("a counter under the stream, phases dealt in chunks (us, p10 / p50 / p90): skew %.2f / %.2f / %.2f, "
+                   "propagation %.2f / %.2f / %.2f\n", g.dealt_skew_us[0], g.dealt_skew_us[1], g.dealt_skew_us[2],
+                   g.dealt_prop_us[0], g.dealt_prop_us[1], g.dealt_prop_us[2]);
         return 0;
     }
     ds_config cfg;

@@ -273,14 +273,18 @@ __global__ void gap_phases_kernel(const uint4 *a, size_t na, const uint4 *b, siz
  * phase p's barrier before its copies (the routed experts' weights, known only after routing); 3: as 1, with each
  * barrier a counter instead (KERNELS.md, forty-second session): a block's consumer leader adds 1 to cnt with a release
  * reduction once the block's share of phase p is summed, and polls cnt (acquire) until every block's is, (p + 1) gridDim:
- * no returned atomic and no second hop through a generation word; cnt is zeroed before the launch. 4: as 3, and the
- * leader stamps %globaltimer (ns) as it adds (stamp[2 (p gridDim + b)]) and as it passes (+ 1), so that the host splits
- * a counter's cost into skew (the last block's add less this block's) and propagation (this block's pass less the last
- * add). */
+ * no returned atomic and no second hop through a generation word; cnt is zeroed before the launch. 4: as 3, with each
+ * phase dealt by free blocks: the producer takes SP_CHUNK-byte chunks of the phase from take[p] (a returned atomic, two
+ * taken ahead so that its latency hides under the copies) until none are left, and ends its share with an empty stage
+ * (meta 0); so that every block ends a phase within about a chunk of the others (the skew mode 3's stamps measure).
+ * With stamp (modes 3, 4), the consumers' leader stamps %globaltimer (ns) as it adds (stamp[2 (p gridDim + b)]) and as it
+ * passes (+ 1), so that the host splits a counter's cost into skew (the last block's add less this block's) and
+ * propagation (this block's pass less the last add). */
 #define SP_STAGE (32 * 1024)
 #define SP_ST 6
 #define SP_THREADS (32 + 256)
-#define SP_SMEM (SP_ST * SP_STAGE + 2 * SP_ST * 8 + 1024)
+#define SP_CHUNK (16 * 1024)   /* mode 4's unit of a phase: 384 of a 6 MB phase, 256 of a 4 MB one */
+#define SP_SMEM (SP_ST * SP_STAGE + 2 * SP_ST * 8 + SP_ST * 4 + 1024)
 
 /* block b's bytes [lo, hi) of a phase of n bytes over nb blocks: 16-byte multiples, the last block's share the short one */
 __device__ __forceinline__ void sp_range(size_t n, int b, int nb, size_t *lo, size_t *hi) {
@@ -295,11 +299,12 @@ __device__ __forceinline__ const unsigned char *sp_phase(const unsigned char *w,
 }
 /* total: the 32-bit words' sum over every block and launch (mod 2^32; the host's check) */
 __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned char *w, unsigned *total, unsigned *bar,
-                                                                   unsigned *cnt, unsigned long long *stamp, int mode,
-                                                                   int phases) {
+                                                                   unsigned *cnt, unsigned *take,
+                                                                   unsigned long long *stamp, int mode, int phases) {
     extern __shared__ unsigned char sp_raw[];
     unsigned char *ring = (unsigned char *)(((uintptr_t)sp_raw + 1023) & ~(uintptr_t)1023);
     uint64_t *full = (uint64_t *)(ring + SP_ST * SP_STAGE), *empty = full + SP_ST;
+    int *meta = (int *)(empty + SP_ST);   /* mode 4: [SP_ST] a stage's bytes, 0 at the end of the block's share of a phase */
     if (threadIdx.x == 0) {
         for (int s = 0; s < SP_ST; s++) {
             mbar_init(&full[s], 1);
@@ -323,6 +328,29 @@ __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned
             }
             size_t n, lo, hi;
             const unsigned char *src = sp_phase(w, p, &n);
+            if (mode == 4) {   /* chunks taken as they come, two taken ahead; the share ended by an empty stage */
+                const unsigned nch = (unsigned)((n + SP_CHUNK - 1) / SP_CHUNK);
+                unsigned c0 = atomicAdd(&take[p], 1u), c1 = atomicAdd(&take[p], 1u);
+                for (;; it++) {
+                    int s = it % SP_ST;
+                    if (it >= SP_ST) mbar_wait(&empty[s], (it / SP_ST - 1) & 1);
+                    if (c0 >= nch) {
+                        meta[s] = 0;
+                        mbar_arrive(&full[s]);
+                        it++;
+                        break;
+                    }
+                    const unsigned c2 = atomicAdd(&take[p], 1u);
+                    const size_t o = (size_t)c0 * SP_CHUNK;
+                    const int len = (int)(n - o < SP_CHUNK ? n - o : SP_CHUNK);
+                    meta[s] = len;
+                    mbar_expect_tx(&full[s], len);
+                    bulk_load(ring + (size_t)s * SP_STAGE, src + o, len, &full[s]);
+                    c0 = c1;
+                    c1 = c2;
+                }
+                continue;
+            }
             sp_range(n, blockIdx.x, gridDim.x, &lo, &hi);
             for (size_t o = lo; o < hi; o += SP_STAGE, it++) {
                 int s = it % SP_ST, len = (int)(hi - o < SP_STAGE ? hi - o : SP_STAGE);
@@ -339,7 +367,27 @@ __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned
     for (int p = 0; p < phases; p++) {
         size_t n, lo, hi;
         sp_phase(w, p, &n);
-        sp_range(n, blockIdx.x, gridDim.x, &lo, &hi);
+        if (mode == 4) {   /* the stages the producer filled, until its empty one */
+            for (;; it++) {
+                int s = it % SP_ST;
+                mbar_wait(&full[s], (it / SP_ST) & 1);
+                const int words = meta[s] / 16;
+                const uint4 *v = (const uint4 *)(ring + (size_t)s * SP_STAGE);
+                for (int i = ct; i < words; i += 256) {
+                    uint4 x = v[i];
+                    sum += x.x + x.y + x.z + x.w;
+                }
+                __syncwarp();
+                if (lane == 0) mbar_arrive(&empty[s]);
+                if (!words) {
+                    it++;
+                    break;
+                }
+            }
+            lo = hi = 0;   /* the static share's loop below does nothing */
+        } else {
+            sp_range(n, blockIdx.x, gridDim.x, &lo, &hi);
+        }
         for (size_t o = lo; o < hi; o += SP_STAGE, it++) {
             int s = it % SP_ST, words = (int)(hi - o < SP_STAGE ? hi - o : SP_STAGE) / 16;
             mbar_wait(&full[s], (it / SP_ST) & 1);
@@ -357,12 +405,12 @@ __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned
                 const unsigned need = (unsigned)(p + 1) * gridDim.x;
                 unsigned v;
                 unsigned long long t0, t1;
-                if (mode == 4) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+                if (stamp) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
                 asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(cnt) : "memory");
                 do {
                     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(cnt) : "memory");
                 } while (v < need);
-                if (mode == 4) {
+                if (stamp) {
                     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
                     stamp[2 * ((size_t)p * gridDim.x + blockIdx.x)] = t0;
                     stamp[2 * ((size_t)p * gridDim.x + blockIdx.x) + 1] = t1;
@@ -387,17 +435,21 @@ typedef struct {
     void *w;         /* kinds 3 .. 8: GAP_PAIRS x (GAP_WA + GAP_WB) bytes to read */
     float *f;        /* kinds 3 .. 5: a float a block */
     unsigned *total; /* kinds 6 .. 9: sp_stream_kernel's word sum */
-    unsigned *cnt;   /* kinds 9, 10: its counter (zeroed before each launch) */
-    unsigned long long *stamp;   /* kind 10: [2 GAP_PAIRS - 1][n_sm][2] add / pass times (ns) */
+    unsigned *cnt;   /* modes 3, 4: the counter (zeroed before each launch) */
+    unsigned *take;  /* mode 4: [2 GAP_PAIRS] the phases' chunks taken (zeroed before each launch) */
+    unsigned long long *stamp;   /* kinds 11, 12: [2 GAP_PAIRS - 1][n_sm][2] add / pass times (ns) */
 } gap_ctx;
 
 #define GAP_WA GAP_WA_BYTES   /* bytes of the first read */
 #define GAP_WB GAP_WB_BYTES   /* of the second */
 static void gap_launch_pairs(const gap_ctx *g) {
-    if (g->kind >= 6) {   /* the streamed phases, sp_stream_kernel mode kind - 6: one launch of 2 GAP_PAIRS phases */
-        if (g->kind >= 9) CUDA_CHECK(cudaMemsetAsync(g->cnt, 0, sizeof(unsigned), cu_stream));
+    if (g->kind >= 6) {   /* the streamed phases, sp_stream_kernel mode kind - 6 (kinds 11, 12: modes 3, 4 stamped): one
+                           * launch of 2 GAP_PAIRS phases */
+        const int mode = g->kind <= 10 ? g->kind - 6 : g->kind - 8;
+        if (mode >= 3) CUDA_CHECK(cudaMemsetAsync(g->cnt, 0, sizeof(unsigned), cu_stream));
+        if (mode == 4) CUDA_CHECK(cudaMemsetAsync(g->take, 0, sizeof(unsigned) * 2 * GAP_PAIRS, cu_stream));
         cu_launch_coop(sp_stream_kernel, dim3((unsigned)g->n_sm), dim3(SP_THREADS), SP_SMEM, (const unsigned char *)g->w,
-                       g->total, g->bar, g->cnt, g->stamp, g->kind - 6, 2 * GAP_PAIRS);
+                       g->total, g->bar, g->cnt, g->take, g->kind >= 11 ? g->stamp : NULL, mode, 2 * GAP_PAIRS);
         CUDA_LAUNCH_CHECK();
         return;
     }
@@ -470,17 +522,17 @@ static int cmp_d(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
 }
-static ds_status counter_stamps(gap_ctx *g, ds_launch_gaps *out, char *err) {
+static ds_status counter_stamps(gap_ctx *g, int kind, double *skew_q, double *prop_q, ds_launch_gaps *out, char *err) {
     const int nc = 2 * GAP_PAIRS - 1, nb = g->n_sm;
     const size_t n = (size_t)nc * (size_t)nb;
-    g->kind = 10;
+    g->kind = kind;
     CUDA_CHECK(cudaMemset(g->total, 0, sizeof(unsigned)));
     gap_launch_pairs(g);
     CUDA_CHECK(cudaStreamSynchronize(cu_stream));
     unsigned got = 0;
     CUDA_CHECK(cudaMemcpy(&got, g->total, sizeof got, cudaMemcpyDeviceToHost));
     if (got != (unsigned)((unsigned)((size_t)GAP_PAIRS * (GAP_WA + GAP_WB) / 4) * 0x01010101u)) {
-        out->stream_bad = 5;
+        out->stream_bad = kind - 5;
         return DS_OK;
     }
     unsigned long long *t = (unsigned long long *)malloc(sizeof(unsigned long long) * 2 * n);
@@ -503,8 +555,8 @@ static ds_status counter_stamps(gap_ctx *g, ds_launch_gaps *out, char *err) {
     qsort(prop, n, sizeof(double), cmp_d);
     const size_t at[3] = {n / 10, n / 2, (n * 9) / 10};
     for (int q = 0; q < 3; q++) {
-        out->counter_skew_us[q] = skew[at[q]];
-        out->counter_prop_us[q] = prop[at[q]];
+        skew_q[q] = skew[at[q]];
+        prop_q[q] = prop[at[q]];
     }
     free(t); free(skew); free(prop);
     return DS_OK;
@@ -520,7 +572,7 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
     CUDA_CHECK(cudaFuncSetAttribute(gap_persist_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, GAP_SMEM));
     CUDA_CHECK(cudaFuncSetAttribute(gap_barrier_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, GAP_SMEM));
     CUDA_CHECK(cudaFuncSetAttribute(sp_stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SP_SMEM));
-    gap_ctx g = {0, 0, 0, n_sm, NULL, NULL, 0, NULL, NULL, NULL, NULL, NULL};
+    gap_ctx g = {0, 0, 0, n_sm, NULL, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL};
     CUDA_CHECK(cudaMalloc(&g.p, sizeof(int) * (size_t)GAP_WIDE_BLOCKS * 256));
     CUDA_CHECK(cudaMemset(g.p, 0, sizeof(int) * (size_t)GAP_WIDE_BLOCKS * 256));
     CUDA_CHECK(cudaMalloc(&g.bar, 3 * sizeof(unsigned)));   /* count, generation, early passes */
@@ -567,8 +619,9 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
     }
     /* the two reads as two kernels, as two phases of one launch, and with the second asked of L2 before the barrier */
     out->reads_two_us = out->reads_phases_us = out->reads_phases_pf_us = -1.0;
-    out->stream_free_us = out->stream_ahead_us = out->stream_wait_us = out->stream_counter_us = -1.0;
-    for (int q = 0; q < 3; q++) out->counter_skew_us[q] = out->counter_prop_us[q] = -1.0;
+    out->stream_free_us = out->stream_ahead_us = out->stream_wait_us = out->stream_counter_us = out->stream_dealt_us = -1.0;
+    for (int q = 0; q < 3; q++)
+        out->counter_skew_us[q] = out->counter_prop_us[q] = out->dealt_skew_us[q] = out->dealt_prop_us[q] = -1.0;
     out->stream_bad = 0;
     if (coop) {
         CUDA_CHECK(cudaMalloc(&g.w, (size_t)GAP_PAIRS * (GAP_WA + GAP_WB)));
@@ -584,10 +637,12 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
         CUDA_CHECK(cudaMemset(g.w, 1, (size_t)GAP_PAIRS * (GAP_WA + GAP_WB)));
         CUDA_CHECK(cudaMalloc(&g.total, sizeof(unsigned)));
         CUDA_CHECK(cudaMalloc(&g.cnt, sizeof(unsigned)));
+        CUDA_CHECK(cudaMalloc(&g.take, sizeof(unsigned) * 2 * GAP_PAIRS));
         CUDA_CHECK(cudaMalloc(&g.stamp, sizeof(unsigned long long) * 2 * (2 * GAP_PAIRS - 1) * (size_t)n_sm));
-        double *sp[4] = {&out->stream_free_us, &out->stream_ahead_us, &out->stream_wait_us, &out->stream_counter_us};
+        double *sp[5] = {&out->stream_free_us, &out->stream_ahead_us, &out->stream_wait_us, &out->stream_counter_us,
+                         &out->stream_dealt_us};
         const unsigned want = (unsigned)(16u * (unsigned)((size_t)GAP_PAIRS * (GAP_WA + GAP_WB) / 4) * 0x01010101u);
-        for (int k = 6; k <= 9 && !out->stream_bad; k++) {
+        for (int k = 6; k <= 10 && !out->stream_bad; k++) {
             CUDA_CHECK(cudaMemset(g.total, 0, sizeof(unsigned)));
             g.kind = k;
             *sp[k - 6] = gap_pair_us(&g);
@@ -595,9 +650,11 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
             CUDA_CHECK(cudaMemcpy(&got, g.total, sizeof got, cudaMemcpyDeviceToHost));
             if (got != want) out->stream_bad = k - 5;   /* a byte not read, or read twice */
         }
-        ds_status cst = out->stream_bad ? DS_OK : counter_stamps(&g, out, err);
+        ds_status cst = out->stream_bad ? DS_OK : counter_stamps(&g, 11, out->counter_skew_us, out->counter_prop_us, out, err);
+        if (!cst && !out->stream_bad) cst = counter_stamps(&g, 12, out->dealt_skew_us, out->dealt_prop_us, out, err);
         CUDA_CHECK(cudaFree(g.total));
         CUDA_CHECK(cudaFree(g.cnt));
+        CUDA_CHECK(cudaFree(g.take));
         CUDA_CHECK(cudaFree(g.stamp));
         CUDA_CHECK(cudaFree(g.w));
         CUDA_CHECK(cudaFree(g.f));
