@@ -49,6 +49,11 @@ int main(void) { test_skip("built without CUDA (nvcc not found at build time)");
 #define MAX_TC_MS 8
 #define GEMV_MAX_M_TEST 8     /* the CUDA backend's GEMV_MAX_M (cuda.h): GEMV kernels up to this many rows */
 #define THR_TC 1e-4            /* BF16 tensor cores: activations rounded to bf16 (NMSE ~1e-6 expected) */
+#define THR_GUB 3e-4           /* the grouped prefill MoE with gate / up's sums rounded to BF16 before the SiLU kernel's FP8
+                                  codes (DSINFER_CUDA_MOE_GU_BF16, the default since the forty-second session; vLLM's and
+                                  SGLang's FP8 MoE keep that intermediate in BF16 too): where a product's rounding moves its
+                                  FP8 code a step; measured 1.15e-4 at V3 (M 1100), 1.8e-5 at V2-Lite, against the CPU's
+                                  fp32 sums. Taken only where the process-wide count says such a launch ran. */
 #define THR_W8A8 1e-6          /* FP8 GEMM vs a CPU reference quantizing x the same way: FP8 tensor-core
                                   accumulation inside each 128-block (~14 bits), fp32 across blocks */
 #define REF_FULL_MACS 5e11   /* above this many multiply-adds the CPU reference runs on sampled rows */
@@ -1002,10 +1007,12 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc, i
         long pipe0 = tc ? ds_cuda_moe_wg_pipe_launches(gpu) : 0, tpipe0 = twin ? ds_cuda_moe_wg_pipe_launches(twin) : 0;
         long ord0 = tc ? ds_cuda_moe_wg_order_launches(gpu) : 0, tord0 = twin ? ds_cuda_moe_wg_order_launches(twin) : 0;
         long sx0 = tc ? ds_cuda_moe_wg_sx_launches(gpu) : 0, tsx0 = twin ? ds_cuda_moe_wg_sx_launches(twin) : 0;
+        long gub0 = ds_cuda_moe_gu_bf16_launches();
         long cn0 = moe_twin_count && tc ? moe_twin_count(gpu) : 0, tcn0 = moe_twin_count && twin ? moe_twin_count(twin) : 0;
         long n480 = tc ? ds_cuda_moe_wg_nt48_launches(gpu) : 0, tn480 = twin ? ds_cuda_moe_wg_nt48_launches(twin) : 0;
         if (routed) gpu->moe_routed(gpu, out.d, x.d, &Ld, M, e0, e1);
         else gpu->moe(gpu, out.d, x.d, &Ld, M);
+        const int gub = ds_cuda_moe_gu_bf16_launches() > gub0;   /* gate / up's sums in BF16 in this call */
         if (twin && !routed) {   /* the same op with the shared experts in line: the same bits */
             buf o2 = buf_new(s, (size_t)M * D);
             buf_poison(&o2);
@@ -1091,7 +1098,9 @@ static void check_moe_dt(setup *s, const int *Ms, int nM, ds_dtype dt, int tc, i
         char *exclude = calloc((size_t)R, 1);
         ds_cuda_download_bytes(s->gpu, g, out.d, sizeof(float) * (size_t)M * D);
         int flips = 0;
-        double thr = tc ? (moe_thr_tc > 0 ? moe_thr_tc : THR_TC) : THR_MOE, row_thr = thr > 1e-6 ? thr : 1e-6;
+        double thr = tc ? (moe_thr_tc > 0 ? moe_thr_tc : THR_TC) : THR_MOE;
+        if (gub && thr < THR_GUB) thr = THR_GUB;
+        double row_thr = thr > 1e-6 ? thr : 1e-6;
         for (int r = 0; r < R; r++) {
             double num = 0, den = 0;
             const float *gr = g + (size_t)rows[r] * D, *hr = out.h + (size_t)r * D;
@@ -3098,14 +3107,13 @@ static void run_moe_y_bf16(void) {
 /* DSINFER_OPS_ONLY=moegub: the prefill MoE's grouped W8A8 gate / up with its sums rounded to BF16 in the epilogue and the
  * SiLU kernel reading them (DSINFER_CUDA_MOE_GU_BF16=1: direct stores; =2: through shared memory, a bulk copy a row;
  * gate's and up's tiles at columns w I + n of the 2I-wide rows) against fp32 sums (the twin, =0): not the same bits
- * (gate and up rounded before SiLU; where the product's rounding moves, its FP8 code moves a step), within NMSE 1e-3 of the
- * twin, the BF16 gate / up launches counted (one a MoE call), and against the CPU; the three grouped cases, each form.
- * The bound: a CPU model of one expert (FP8 weights, gate / up rounded or not, SiLU, the BF16 product's 1x128 FP8 codes,
- * down) gave NMSE 2.4e-4 at V2-Lite's and V3's shapes, the routed experts' share of the output (the shared experts are
- * the same on both) less; a wrong layout (up read from the gate half, fp32 sums read as BF16) is O(1). */
+ * (gate and up rounded before SiLU; where the product's rounding moves, its FP8 code moves a step), within NMSE 3e-4 of the
+ * twin, the BF16 gate / up launches counted (one a MoE call), and against the CPU (THR_GUB); the three grouped cases,
+ * each form. The bound: about 3x the measured 1.07e-4 at V3 (2.7e-6 at V2-Lite; forty-second session, H100); a CPU model
+ * of one expert had predicted 2.4e-4; a wrong layout (up read from the gate half, fp32 sums read as BF16) is O(1). */
 static void run_moe_gu_bf16(void) {
     if (only && strcmp(only, "moegub")) return;
-    moe_bf16_forms("DSINFER_CUDA_MOE_GU_BF16", 1e-3, "gub", ds_cuda_moe_gu_bf16_launches, "with BF16 gate / up sums");
+    moe_bf16_forms("DSINFER_CUDA_MOE_GU_BF16", 3e-4, "gub", ds_cuda_moe_gu_bf16_launches, "with BF16 gate / up sums");
 }
 
 /* DSINFER_OPS_ONLY=moesilu: the prefill MoE's gate / up with SiLU * up and its FP8 codes in the epilogue

@@ -1121,9 +1121,10 @@ static cu_opts cu_opts_read(void) {
      * through shared memory and a bulk copy a row, the default (fortieth session, H100: V3 MoE layer at 4K down -15%, the
      * combine -42%, its prefill -4%; V2-Lite FP8 prefill 8K -5%) */
     o.moe_y_bf16 = env_int("DSINFER_CUDA_MOE_Y_BF16", 2);
-    /* the same forms for gate / up's sums (BF16 before the SiLU kernel; NMSE ~1e-4 against fp32 sums where a product's FP8
-     * code moves a step); opt-in until measured on the GPU */
-    o.moe_gu_bf16 = env_int("DSINFER_CUDA_MOE_GU_BF16", 0);
+    /* the same forms for gate / up's sums (BF16 before the SiLU kernel, as vLLM's and SGLang's FP8 MoE keep them; NMSE
+     * 1.1e-4 against fp32 sums at V3, 2.7e-6 at V2-Lite, where a product's FP8 code moves a step): 2 the default since the
+     * forty-second session (H100: V2-Lite FP8 prefill 8K -7.7%, the V3 MoE layer at 4K -1.2%) */
+    o.moe_gu_bf16 = env_int("DSINFER_CUDA_MOE_GU_BF16", 2);
     o.moe_silu_epi = env_int("DSINFER_CUDA_MOE_SILU_EPI", 0);  /* the same bits; H200 6% slower (thirty-ninth session) */
     o.route_fast = env_int("DSINFER_CUDA_ROUTE_FAST", 1);   /* the same bits; RT_PROF: the routing tail -10 .. -25% */
     /* opt-in, 1, 2 (the layer's tail) or 3 (and its attention); measured in the thirty-fourth session (RESULTS run 2): FP8
