@@ -3322,6 +3322,18 @@ if want s42b; then
     grep -E "^prefill" $OUT/v2pf_gu$n.log | cut -c1-150
   done
 fi
+# s42c: the ring's depth under the counters (`bench --ceilings`: 2 / 3 / 4 stages against 6); GU_BF16=2 as the default:
+# the grouped MoE's op tests (moegub, moeyb, moedyn, moehalf, moesilu), the goldens and test_cuda_model
+if want s42c; then
+  step ceil-r 120 $B/dsinfer bench --ceilings > /dev/null
+  grep -E "streamed|a counter|ring's depth" $OUT/ceil-r.log | cut -c1-400
+  for t in moegub moeyb moedyn moehalf moesilu; do
+    step ops_$t 200 env DSINFER_OPS_ONLY=$t $B/test_cuda_ops > /dev/null
+    echo "$t: rc $(grep -E "^ops_$t " <<< "$summary" | awk '{print $2}'), $(grep -cE "CHECK failed" $OUT/ops_$t.log) failed; $(grep -E "v3-.*TC2.*nmse" $OUT/ops_$t.log | head -2 | cut -c1-120 | tr '\n' ' ')"
+  done
+  step golden 150 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden.log
+  step model 200 $B/test_cuda_model > /dev/null; tail -2 $OUT/model.log | cut -c1-150
+fi
 # opsq: the same suite as four processes at once on the one GPU (DSINFER_OPS_PART=k/4, 4 OpenMP threads each: the CPU
 # references and the launches' latencies of one process leave most of the 16 cores and the GPU idle), so that it fits
 # one call; each part's log is ops_q<k>.log, its line in the summary as step's

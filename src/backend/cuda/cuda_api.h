@@ -147,13 +147,16 @@ typedef struct {
      * (cuda_bench.cu sp_stream_kernel): no barriers; a grid barrier between phases with the producer running ahead
      * across them; and with the producer waiting for each barrier; running ahead across counters in place of the
      * barriers (a release add a block, an acquire poll); and so with each phase dealt to free blocks in 16 KB chunks: us a
-     * pair (10 MB); -1: none. stream_bad: 0, or which form (1 .. 7; 6, 7 the stamped launches below) summed the bytes
+     * pair (10 MB); -1: none. stream_bad: 0, or which form (1 .. 8; 6, 7 the stamped launches below) summed the bytes
      * wrongly (a byte not read, or read twice) */
     double stream_free_us, stream_ahead_us, stream_wait_us, stream_counter_us, stream_dealt_us;
     /* one launch of each counters' form (static shares; dealt chunks) with each block's add and pass stamped
      * (%globaltimer): quantiles 10 / 50 / 90% over the blocks and counters of the skew (the last block's add less this
      * block's) and the propagation (this block's pass less the last add), us; -1: none */
     double counter_skew_us[3], counter_prop_us[3], dealt_skew_us[3], dealt_prop_us[3];
+    /* the ring's depth (2, 3, 4 of the 6 stages of 32 KB): the free stream and the counters' form, us a pair, and the
+     * counters' propagation p50 (us; stream_bad 8: a word sum wrong there); -1: none */
+    double ring_free_us[3], ring_counter_us[3], ring_prop_us[3];
     int stream_bad;
 } ds_launch_gaps;
 ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err);

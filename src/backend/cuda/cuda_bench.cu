@@ -279,7 +279,8 @@ __global__ void gap_phases_kernel(const uint4 *a, size_t na, const uint4 *b, siz
  * (meta 0); so that every block ends a phase within about a chunk of the others (the skew mode 3's stamps measure).
  * With stamp (modes 3, 4), the consumers' leader stamps %globaltimer (ns) as it adds (stamp[2 (p gridDim + b)]) and as it
  * passes (+ 1), so that the host splits a counter's cost into skew (the last block's add less this block's) and
- * propagation (this block's pass less the last add). */
+ * propagation (this block's pass less the last add). nst (2 .. SP_ST): the ring's stages used, so the bytes in flight an
+ * SM (the forty-second session's lab: a dependency's propagation against the memory system's queues). */
 #define SP_STAGE (32 * 1024)
 #define SP_ST 6
 #define SP_THREADS (32 + 256)
@@ -300,7 +301,8 @@ __device__ __forceinline__ const unsigned char *sp_phase(const unsigned char *w,
 /* total: the 32-bit words' sum over every block and launch (mod 2^32; the host's check) */
 __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned char *w, unsigned *total, unsigned *bar,
                                                                    unsigned *cnt, unsigned *take,
-                                                                   unsigned long long *stamp, int mode, int phases) {
+                                                                   unsigned long long *stamp, int mode, int phases,
+                                                                   int nst) {
     extern __shared__ unsigned char sp_raw[];
     unsigned char *ring = (unsigned char *)(((uintptr_t)sp_raw + 1023) & ~(uintptr_t)1023);
     uint64_t *full = (uint64_t *)(ring + SP_ST * SP_STAGE), *empty = full + SP_ST;
@@ -332,8 +334,8 @@ __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned
                 const unsigned nch = (unsigned)((n + SP_CHUNK - 1) / SP_CHUNK);
                 unsigned c0 = atomicAdd(&take[p], 1u), c1 = atomicAdd(&take[p], 1u);
                 for (;; it++) {
-                    int s = it % SP_ST;
-                    if (it >= SP_ST) mbar_wait(&empty[s], (it / SP_ST - 1) & 1);
+                    int s = it % nst;
+                    if (it >= nst) mbar_wait(&empty[s], (it / nst - 1) & 1);
                     if (c0 >= nch) {
                         meta[s] = 0;
                         mbar_arrive(&full[s]);
@@ -353,8 +355,8 @@ __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned
             }
             sp_range(n, blockIdx.x, gridDim.x, &lo, &hi);
             for (size_t o = lo; o < hi; o += SP_STAGE, it++) {
-                int s = it % SP_ST, len = (int)(hi - o < SP_STAGE ? hi - o : SP_STAGE);
-                if (it >= SP_ST) mbar_wait(&empty[s], (it / SP_ST - 1) & 1);
+                int s = it % nst, len = (int)(hi - o < SP_STAGE ? hi - o : SP_STAGE);
+                if (it >= nst) mbar_wait(&empty[s], (it / nst - 1) & 1);
                 mbar_expect_tx(&full[s], len);
                 bulk_load(ring + (size_t)s * SP_STAGE, src + o, len, &full[s]);
             }
@@ -369,8 +371,8 @@ __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned
         sp_phase(w, p, &n);
         if (mode == 4) {   /* the stages the producer filled, until its empty one */
             for (;; it++) {
-                int s = it % SP_ST;
-                mbar_wait(&full[s], (it / SP_ST) & 1);
+                int s = it % nst;
+                mbar_wait(&full[s], (it / nst) & 1);
                 const int words = meta[s] / 16;
                 const uint4 *v = (const uint4 *)(ring + (size_t)s * SP_STAGE);
                 for (int i = ct; i < words; i += 256) {
@@ -389,8 +391,8 @@ __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned
             sp_range(n, blockIdx.x, gridDim.x, &lo, &hi);
         }
         for (size_t o = lo; o < hi; o += SP_STAGE, it++) {
-            int s = it % SP_ST, words = (int)(hi - o < SP_STAGE ? hi - o : SP_STAGE) / 16;
-            mbar_wait(&full[s], (it / SP_ST) & 1);
+            int s = it % nst, words = (int)(hi - o < SP_STAGE ? hi - o : SP_STAGE) / 16;
+            mbar_wait(&full[s], (it / nst) & 1);
             const uint4 *v = (const uint4 *)(ring + (size_t)s * SP_STAGE);
             for (int i = ct; i < words; i += 256) {
                 uint4 x = v[i];
@@ -438,6 +440,7 @@ typedef struct {
     unsigned *cnt;   /* modes 3, 4: the counter (zeroed before each launch) */
     unsigned *take;  /* mode 4: [2 GAP_PAIRS] the phases' chunks taken (zeroed before each launch) */
     unsigned long long *stamp;   /* kinds 11, 12: [2 GAP_PAIRS - 1][n_sm][2] add / pass times (ns) */
+    int nst;         /* kinds 6 .. 12: sp_stream_kernel's stages used (SP_ST unless the ring-depth lab sets it) */
 } gap_ctx;
 
 #define GAP_WA GAP_WA_BYTES   /* bytes of the first read */
@@ -449,7 +452,7 @@ static void gap_launch_pairs(const gap_ctx *g) {
         if (mode >= 3) CUDA_CHECK(cudaMemsetAsync(g->cnt, 0, sizeof(unsigned), cu_stream));
         if (mode == 4) CUDA_CHECK(cudaMemsetAsync(g->take, 0, sizeof(unsigned) * 2 * GAP_PAIRS, cu_stream));
         cu_launch_coop(sp_stream_kernel, dim3((unsigned)g->n_sm), dim3(SP_THREADS), SP_SMEM, (const unsigned char *)g->w,
-                       g->total, g->bar, g->cnt, g->take, g->kind >= 11 ? g->stamp : NULL, mode, 2 * GAP_PAIRS);
+                       g->total, g->bar, g->cnt, g->take, g->kind >= 11 ? g->stamp : NULL, mode, 2 * GAP_PAIRS, g->nst);
         CUDA_LAUNCH_CHECK();
         return;
     }
@@ -572,7 +575,7 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
     CUDA_CHECK(cudaFuncSetAttribute(gap_persist_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, GAP_SMEM));
     CUDA_CHECK(cudaFuncSetAttribute(gap_barrier_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, GAP_SMEM));
     CUDA_CHECK(cudaFuncSetAttribute(sp_stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SP_SMEM));
-    gap_ctx g = {0, 0, 0, n_sm, NULL, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL};
+    gap_ctx g = {0, 0, 0, n_sm, NULL, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL, SP_ST};
     CUDA_CHECK(cudaMalloc(&g.p, sizeof(int) * (size_t)GAP_WIDE_BLOCKS * 256));
     CUDA_CHECK(cudaMemset(g.p, 0, sizeof(int) * (size_t)GAP_WIDE_BLOCKS * 256));
     CUDA_CHECK(cudaMalloc(&g.bar, 3 * sizeof(unsigned)));   /* count, generation, early passes */
@@ -620,8 +623,10 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
     /* the two reads as two kernels, as two phases of one launch, and with the second asked of L2 before the barrier */
     out->reads_two_us = out->reads_phases_us = out->reads_phases_pf_us = -1.0;
     out->stream_free_us = out->stream_ahead_us = out->stream_wait_us = out->stream_counter_us = out->stream_dealt_us = -1.0;
-    for (int q = 0; q < 3; q++)
+    for (int q = 0; q < 3; q++) {
         out->counter_skew_us[q] = out->counter_prop_us[q] = out->dealt_skew_us[q] = out->dealt_prop_us[q] = -1.0;
+        out->ring_free_us[q] = out->ring_counter_us[q] = out->ring_prop_us[q] = -1.0;
+    }
     out->stream_bad = 0;
     if (coop) {
         CUDA_CHECK(cudaMalloc(&g.w, (size_t)GAP_PAIRS * (GAP_WA + GAP_WB)));
@@ -652,6 +657,23 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
         }
         ds_status cst = out->stream_bad ? DS_OK : counter_stamps(&g, 11, out->counter_skew_us, out->counter_prop_us, out, err);
         if (!cst && !out->stream_bad) cst = counter_stamps(&g, 12, out->dealt_skew_us, out->dealt_prop_us, out, err);
+        /* the ring's depth: the free stream and the counters' form with 2, 3, 4 of the SP_ST stages (64 .. 128 KB in
+         * flight an SM against 192), each form's word sum checked; the counters' propagation p50 of a stamped launch */
+        for (int d = 0; d < 3 && !cst && !out->stream_bad; d++) {
+            double skew_q[3] = {-1.0, -1.0, -1.0}, prop_q[3] = {-1.0, -1.0, -1.0};
+            g.nst = 2 + d;
+            for (int k = 6; k <= 9 && !out->stream_bad; k += 3) {
+                CUDA_CHECK(cudaMemset(g.total, 0, sizeof(unsigned)));
+                g.kind = k;
+                *(k == 6 ? &out->ring_free_us[d] : &out->ring_counter_us[d]) = gap_pair_us(&g);
+                unsigned got = 0;
+                CUDA_CHECK(cudaMemcpy(&got, g.total, sizeof got, cudaMemcpyDeviceToHost));
+                if (got != want) out->stream_bad = 8;
+            }
+            if (!out->stream_bad) cst = counter_stamps(&g, 11, skew_q, prop_q, out, err);
+            out->ring_prop_us[d] = prop_q[1];
+        }
+        g.nst = SP_ST;
         CUDA_CHECK(cudaFree(g.total));
         CUDA_CHECK(cudaFree(g.cnt));
         CUDA_CHECK(cudaFree(g.take));
