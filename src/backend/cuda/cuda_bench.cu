@@ -298,6 +298,18 @@ __device__ __forceinline__ const unsigned char *sp_phase(const unsigned char *w,
     *n = p & 1 ? GAP_WB_BYTES : GAP_WA_BYTES;
     return w + (size_t)(p >> 1) * (GAP_WA_BYTES + GAP_WB_BYTES) + (p & 1 ? GAP_WA_BYTES : 0);
 }
+/* a consumer thread's (ct of 256) part of the 32-bit words' sum of a landed stage of `words` 16-byte words, added to
+ * *sum; then its warp gives the stage back (lane 0 arrives on empty) */
+__device__ __forceinline__ void sp_sum_stage(const unsigned char *stage, int words, int ct, int lane, uint64_t *empty,
+                                             unsigned *sum) {
+    const uint4 *v = (const uint4 *)stage;
+    for (int i = ct; i < words; i += 256) {
+        uint4 x = v[i];
+        *sum += x.x + x.y + x.z + x.w;
+    }
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty);
+}
 /* total: the 32-bit words' sum over every block and launch (mod 2^32; the host's check) */
 __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned char *w, unsigned *total, unsigned *bar,
                                                                    unsigned *cnt, unsigned *take,
@@ -374,13 +386,7 @@ __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned
                 int s = it % nst;
                 mbar_wait(&full[s], (it / nst) & 1);
                 const int words = meta[s] / 16;
-                const uint4 *v = (const uint4 *)(ring + (size_t)s * SP_STAGE);
-                for (int i = ct; i < words; i += 256) {
-                    uint4 x = v[i];
-                    sum += x.x + x.y + x.z + x.w;
-                }
-                __syncwarp();
-                if (lane == 0) mbar_arrive(&empty[s]);
+                sp_sum_stage(ring + (size_t)s * SP_STAGE, words, ct, lane, &empty[s], &sum);
                 if (!words) {
                     it++;
                     break;
@@ -393,13 +399,7 @@ __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned
         for (size_t o = lo; o < hi; o += SP_STAGE, it++) {
             int s = it % nst, words = (int)(hi - o < SP_STAGE ? hi - o : SP_STAGE) / 16;
             mbar_wait(&full[s], (it / nst) & 1);
-            const uint4 *v = (const uint4 *)(ring + (size_t)s * SP_STAGE);
-            for (int i = ct; i < words; i += 256) {
-                uint4 x = v[i];
-                sum += x.x + x.y + x.z + x.w;
-            }
-            __syncwarp();
-            if (lane == 0) mbar_arrive(&empty[s]);
+            sp_sum_stage(ring + (size_t)s * SP_STAGE, words, ct, lane, &empty[s], &sum);
         }
         if (mode >= 3 && p + 1 < phases) {   /* the counter: the 256 consumers meet, their leader releases and waits */
             asm volatile("bar.sync 1, 256;\n" ::: "memory");
