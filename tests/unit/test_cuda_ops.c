@@ -3054,6 +3054,7 @@ static void run_moe_dyn(void) {
     if (only && strcmp(only, "moedyn")) return;
     setenv("DSINFER_MOE_W8A8", "1", 1);
     setenv("DSINFER_CUDA_MOE_Y_BF16", "0", 1);   /* fp32 rows in both: only the fetched-tile form makes BF16 ones */
+    setenv("DSINFER_CUDA_MOE_GU_BF16", "0", 1);   /* fp32 gate / up sums in both, likewise */
     moe_twin = 1;
     moe_twin_env = "DSINFER_CUDA_MOE_DYN";
     const int m[] = {1100, 2100};
@@ -3069,6 +3070,7 @@ static void run_moe_dyn(void) {
     moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
     unsetenv("DSINFER_CUDA_MOE_DYN");
     unsetenv("DSINFER_CUDA_MOE_Y_BF16");
+    unsetenv("DSINFER_CUDA_MOE_GU_BF16");
     unsetenv("DSINFER_MOE_W8A8");
 }
 
@@ -3128,7 +3130,9 @@ static void run_moe_silu(void) {
     moe_twin = 1;
     moe_twin_env = "DSINFER_CUDA_MOE_SILU_EPI";
     setenv("DSINFER_CUDA_MOE_SILU_EPI", "1", 1);   /* the backends check_moe_dt makes; its twin with =0 */
+    setenv("DSINFER_CUDA_MOE_GU_BF16", "0", 1);   /* the twin's SiLU from fp32 sums, as the epilogue's: the same bits */
     moe_grouped_cases("silu", ds_cuda_moe_silu_launches, "with SiLU in the epilogue", 1);
+    unsetenv("DSINFER_CUDA_MOE_GU_BF16");
     moe_twin = 0;
     moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
     unsetenv("DSINFER_CUDA_MOE_SILU_EPI");
