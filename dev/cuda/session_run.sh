@@ -3334,6 +3334,25 @@ if want s42c; then
   step golden 150 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden.log
   step model 200 $B/test_cuda_model > /dev/null; tail -2 $OUT/model.log | cut -c1-150
 fi
+# s43a: issue 8's figures with GU_BF16=2 the default (the card as it comes: H200 figures of record only on an H200): op
+# test moeyb and test_cuda_model with the new default; V2-Lite prefill 512 / 2K / 8K FP8 and BF16; the V3 MoE layer at
+# 4096 tokens twice; `bench --ops` at M = 64, 128, 4096 (own against cuBLASLt)
+if want s43a; then
+  step ops_moeyb 200 env DSINFER_OPS_ONLY=moeyb $B/test_cuda_ops > /dev/null
+  echo "moeyb: $(grep -cE "CHECK failed" $OUT/ops_moeyb.log) failed; $(tail -1 $OUT/ops_moeyb.log | cut -c1-100)"
+  step model 200 $B/test_cuda_model > /dev/null; tail -2 $OUT/model.log | cut -c1-150
+  for d in fp8 bf16; do
+    step pf_$d 200 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype $d --batch '' --ctx '' --prompt 512,2K,8K --steps 1 --csv $CSV --label s43a-pf-$d > /dev/null
+    grep -E "^prefill" $OUT/pf_$d.log | cut -c1-150
+  done
+  python3 -c 'import json; c = json.load(open("configs/deepseek-v3.json")); c.update(num_hidden_layers=1, first_k_dense_replace=0); json.dump(c, open("/tmp/v3-1moe.json", "w"))'
+  for i in 1 2; do
+    step v3moe-$i 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_OP_TIMES=1 $B/dsinfer bench --model /tmp/v3-1moe.json --dtype fp8 --batch '' --ctx '' --prompt 4K --steps 1 --csv $CSV --label s43a-v3moe > /dev/null
+    echo "v3moe-$i: $(grep -E "moe: |^prefill" $OUT/v3moe-$i.log | tail -8 | awk '{printf "%s | ", substr($0, 1, 70)}')"
+  done
+  step ops 150 $B/dsinfer bench --ops --ops-m 64,128,4096 --csv $OUT/ops.csv > /dev/null
+  grep -E "geomean|M=4096|^ops" $OUT/ops.log | cut -c1-160 | tail -30
+fi
 # opsq: the same suite as four processes at once on the one GPU (DSINFER_OPS_PART=k/4, 4 OpenMP threads each: the CPU
 # references and the launches' latencies of one process leave most of the 16 cores and the GPU idle), so that it fits
 # one call; each part's log is ops_q<k>.log, its line in the summary as step's
