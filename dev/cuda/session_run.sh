@@ -3353,6 +3353,14 @@ if want s43a; then
   step ops 150 $B/dsinfer bench --ops --ops-m 64,128,4096 --csv $OUT/ops.csv > /dev/null
   grep -E "geomean|M=4096|^ops" $OUT/ops.log | cut -c1-160 | tail -30
 fi
+# s43b: dependencies kept inside thread-block clusters under the stream (`bench --ceilings`, sp_stream_kernel mode 5;
+# clusters of 1 .. 16 blocks; KERNELS.md forty-third session): three rounds, the streamed / counter / cluster lines
+if want s43b; then
+  for r in 1 2 3; do
+    step ceil-$r 120 $B/dsinfer bench --ceilings > /dev/null
+    grep -E "streamed|a counter under the stream \(|clusters of" $OUT/ceil-$r.log | cut -c1-300
+  done
+fi
 # opsq: the same suite as four processes at once on the one GPU (DSINFER_OPS_PART=k/4, 4 OpenMP threads each: the CPU
 # references and the launches' latencies of one process leave most of the 16 cores and the GPU idle), so that it fits
 # one call; each part's log is ops_q<k>.log, its line in the summary as step's

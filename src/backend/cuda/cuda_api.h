@@ -157,6 +157,14 @@ typedef struct {
     /* the ring's depth (2, 3, 4 of the 6 stages of 32 KB): the free stream and the counters' form, us a pair, and the
      * counters' propagation p50 (us; stream_bad 8: a word sum wrong there); -1: none */
     double ring_free_us[3], ring_counter_us[3], ring_prop_us[3];
+    /* the dependencies kept inside thread-block clusters of 1, 2, 4, 8, 16 blocks (sp_stream_kernel mode 5: remote
+     * mbarrier arrives, no grid-wide word): the blocks launched (as many whole clusters as fit at once, at most a block an
+     * SM; 0: that size does not fit), us a pair without dependencies on that grid and with them, and the skew and
+     * propagation p50 of a stamped launch against the cluster's last arrive (us; stream_bad 9, 10, 11: a word sum wrong);
+     * -1: none */
+#define DS_GAP_CLUSTERS 5
+    int cl_blocks[DS_GAP_CLUSTERS];
+    double cl_free_us[DS_GAP_CLUSTERS], cl_dep_us[DS_GAP_CLUSTERS], cl_skew_us[DS_GAP_CLUSTERS], cl_prop_us[DS_GAP_CLUSTERS];
     int stream_bad;
 } ds_launch_gaps;
 ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err);

@@ -280,12 +280,20 @@ __global__ void gap_phases_kernel(const uint4 *a, size_t na, const uint4 *b, siz
  * With stamp (modes 3, 4), the consumers' leader stamps %globaltimer (ns) as it adds (stamp[2 (p gridDim + b)]) and as it
  * passes (+ 1), so that the host splits a counter's cost into skew (the last block's add less this block's) and
  * propagation (this block's pass less the last add). nst (2 .. SP_ST): the ring's stages used, so the bytes in flight an
- * SM (the forty-second session's lab: a dependency's propagation against the memory system's queues). */
+ * SM (the forty-second session's lab: a dependency's propagation against the memory system's queues). 5 (forty-third
+ * session): as 3, with each dependency kept inside a thread-block cluster of cl blocks (a clustered launch, not a
+ * cooperative one): a phase's consumers need only their cluster's blocks. Each block keeps two mbarriers (count cl,
+ * phases alternating between them); once a block's share of phase p is summed its consumers' leader arrives on
+ * dep[p & 1] of every block of its cluster (mapa, a remote arrive with cluster-scope release) and waits on its own
+ * (cluster-scope acquire). Two barriers, because a block may arrive for p + 1 before a slower block's arrives for p
+ * have all landed elsewhere; its arrives for p + 2 come after it acquired every block's p + 1 arrives, which each block
+ * released after its p arrives. No block leaves while another may still arrive on it: every arrive on a block is one
+ * it waits for before its last phase. Stamped as 3 (skew and propagation against the cluster's last arrive). */
 #define SP_STAGE (32 * 1024)
 #define SP_ST 6
 #define SP_THREADS (32 + 256)
 #define SP_CHUNK (16 * 1024)   /* mode 4's unit of a phase: 384 of a 6 MB phase, 256 of a 4 MB one */
-#define SP_SMEM (SP_ST * SP_STAGE + 2 * SP_ST * 8 + SP_ST * 4 + 1024)
+#define SP_SMEM (SP_ST * SP_STAGE + (2 * SP_ST + 2) * 8 + SP_ST * 4 + 1024)
 
 /* block b's bytes [lo, hi) of a phase of n bytes over nb blocks: 16-byte multiples, the last block's share the short one */
 __device__ __forceinline__ void sp_range(size_t n, int b, int nb, size_t *lo, size_t *hi) {
@@ -314,19 +322,24 @@ __device__ __forceinline__ void sp_sum_stage(const unsigned char *stage, int wor
 __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned char *w, unsigned *total, unsigned *bar,
                                                                    unsigned *cnt, unsigned *take,
                                                                    unsigned long long *stamp, int mode, int phases,
-                                                                   int nst) {
+                                                                   int nst, int cl) {
     extern __shared__ unsigned char sp_raw[];
     unsigned char *ring = (unsigned char *)(((uintptr_t)sp_raw + 1023) & ~(uintptr_t)1023);
     uint64_t *full = (uint64_t *)(ring + SP_ST * SP_STAGE), *empty = full + SP_ST;
-    int *meta = (int *)(empty + SP_ST);   /* mode 4: [SP_ST] a stage's bytes, 0 at the end of the block's share of a phase */
+    uint64_t *dep = empty + SP_ST;       /* mode 5: [2] the cluster's arrives for the even / odd phases */
+    int *meta = (int *)(dep + 2);   /* mode 4: [SP_ST] a stage's bytes, 0 at the end of the block's share of a phase */
     if (threadIdx.x == 0) {
         for (int s = 0; s < SP_ST; s++) {
             mbar_init(&full[s], 1);
             mbar_init(&empty[s], 8);   /* the 8 consumer warps */
         }
+        mbar_init(&dep[0], cl);
+        mbar_init(&dep[1], cl);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
+    if (mode == 5)   /* every block's dep initialised before any block arrives on it */
+        asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
     if (threadIdx.x < 32) {   /* the producer: one thread */
         if (threadIdx.x) return;
         unsigned gen0;   /* the generation before this launch's first barrier (which needs this block's consumers, who
@@ -419,7 +432,32 @@ __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned
                 }
             }
             asm volatile("bar.sync 1, 256;\n" ::: "memory");
-        } else if (mode && p + 1 < phases) {
+        } else if (mode == 5 && p + 1 < phases) {   /* the cluster's dependency (see above) */
+            asm volatile("bar.sync 1, 256;\n" ::: "memory");
+            if (threadIdx.x == 32) {
+                const uint32_t d = cu_smem_addr(&dep[p & 1]);
+                unsigned long long t0, t1;
+                if (stamp) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+                for (int r = 0; r < cl; r++) {
+                    uint32_t rd;
+                    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(rd) : "r"(d), "r"(r));
+                    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(rd) : "memory");
+                }
+                uint32_t done = 0;
+                while (!done)
+                    asm volatile("{\n.reg .pred q;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 q, [%1], %2;\n"
+                                 "selp.u32 %0, 1, 0, q;\n}\n"
+                                 : "=r"(done)
+                                 : "r"(d), "r"((p >> 1) & 1)
+                                 : "memory");
+                if (stamp) {
+                    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
+                    stamp[2 * ((size_t)p * gridDim.x + blockIdx.x)] = t0;
+                    stamp[2 * ((size_t)p * gridDim.x + blockIdx.x) + 1] = t1;
+                }
+            }
+            asm volatile("bar.sync 1, 256;\n" ::: "memory");
+        } else if (mode && mode != 5 && p + 1 < phases) {
             cu_grid_sync(bar, bar + 1, 1, 256, threadIdx.x == 32);   /* the 256 consumers */
         }
     }
@@ -440,19 +478,33 @@ typedef struct {
     unsigned *cnt;   /* modes 3, 4: the counter (zeroed before each launch) */
     unsigned *take;  /* mode 4: [2 GAP_PAIRS] the phases' chunks taken (zeroed before each launch) */
     unsigned long long *stamp;   /* kinds 11, 12: [2 GAP_PAIRS - 1][n_sm][2] add / pass times (ns) */
-    int nst;         /* kinds 6 .. 12: sp_stream_kernel's stages used (SP_ST unless the ring-depth lab sets it) */
+    int nst;         /* kinds 6 .. 15: sp_stream_kernel's stages used (SP_ST unless the ring-depth lab sets it) */
+    int cl, cl_grid; /* kinds 13 .. 15: the cluster's blocks and the clustered launch's (a whole number of clusters) */
 } gap_ctx;
 
 #define GAP_WA GAP_WA_BYTES   /* bytes of the first read */
 #define GAP_WB GAP_WB_BYTES   /* of the second */
 static void gap_launch_pairs(const gap_ctx *g) {
+    if (g->kind >= 13) {   /* clustered launches of sp_stream_kernel: 13 mode 5, 14 mode 5 stamped, 15 mode 0 (the free
+                            * stream on the same grid) */
+        cudaLaunchAttribute at[1];
+        at[0].id = cudaLaunchAttributeClusterDimension;
+        at[0].val.clusterDim.x = (unsigned)g->cl;
+        at[0].val.clusterDim.y = 1;
+        at[0].val.clusterDim.z = 1;
+        cu_launch_attrs(at, 1, sp_stream_kernel, dim3((unsigned)g->cl_grid), dim3(SP_THREADS), SP_SMEM,
+                        (const unsigned char *)g->w, g->total, g->bar, g->cnt, g->take, g->kind == 14 ? g->stamp : NULL,
+                        g->kind == 15 ? 0 : 5, 2 * GAP_PAIRS, g->nst, g->cl);
+        CUDA_LAUNCH_CHECK();
+        return;
+    }
     if (g->kind >= 6) {   /* the streamed phases, sp_stream_kernel mode kind - 6 (kinds 11, 12: modes 3, 4 stamped): one
                            * launch of 2 GAP_PAIRS phases */
         const int mode = g->kind <= 10 ? g->kind - 6 : g->kind - 8;
         if (mode >= 3) CUDA_CHECK(cudaMemsetAsync(g->cnt, 0, sizeof(unsigned), cu_stream));
         if (mode == 4) CUDA_CHECK(cudaMemsetAsync(g->take, 0, sizeof(unsigned) * 2 * GAP_PAIRS, cu_stream));
         cu_launch_coop(sp_stream_kernel, dim3((unsigned)g->n_sm), dim3(SP_THREADS), SP_SMEM, (const unsigned char *)g->w,
-                       g->total, g->bar, g->cnt, g->take, g->kind >= 11 ? g->stamp : NULL, mode, 2 * GAP_PAIRS, g->nst);
+                       g->total, g->bar, g->cnt, g->take, g->kind >= 11 ? g->stamp : NULL, mode, 2 * GAP_PAIRS, g->nst, 1);
         CUDA_LAUNCH_CHECK();
         return;
     }
@@ -517,16 +569,29 @@ static double gap_pair_us(gap_ctx *g) {
     return t[7] * 1e3 / GAP_PAIRS;
 }
 
-/* One stamped launch of the counters' form (kind 10, sp_stream_kernel mode 4; its word sum checked as the others'), and
- * the quantiles (10%, 50%, 90%) over every block and counter of: skew, the last block's add less this block's (the wait
- * that a perfectly balanced stream would not have), and propagation, this block's pass less the last add (what the
- * counter itself costs: the release, the reduction at L2, the acquire polls seeing it) */
+/* us a pair of a streamed form (gap_pair_us with g->kind = kind), its word sum over the 16 launches checked against want:
+ * on a wrong sum *bad = code (a byte not read, or read twice), else *bad unchanged */
+static double stream_form_us(gap_ctx *g, int kind, unsigned want, int *bad, int code) {
+    CUDA_CHECK(cudaMemset(g->total, 0, sizeof(unsigned)));
+    g->kind = kind;
+    const double us = gap_pair_us(g);
+    unsigned got = 0;
+    CUDA_CHECK(cudaMemcpy(&got, g->total, sizeof got, cudaMemcpyDeviceToHost));
+    if (got != want) *bad = code;
+    return us;
+}
+
+/* One stamped launch of a dependency's form (kind 11 or 12: sp_stream_kernel mode 3 or 4, the grid one group; 14: mode 5,
+ * a cluster of g->cl blocks a group; its word sum checked as the others'), and the quantiles (10%, 50%, 90%) over every
+ * block and dependency of: skew, the group's last add (arrive) less this block's (the wait that a perfectly balanced
+ * stream would not have), and propagation, this block's pass less the group's last add (what the dependency itself
+ * costs: the release, the reduction at L2 or the remote arrives, the acquire seeing it) */
 static int cmp_d(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
 }
 static ds_status counter_stamps(gap_ctx *g, int kind, double *skew_q, double *prop_q, ds_launch_gaps *out, char *err) {
-    const int nc = 2 * GAP_PAIRS - 1, nb = g->n_sm;
+    const int nc = 2 * GAP_PAIRS - 1, nb = kind == 14 ? g->cl_grid : g->n_sm, grp = kind == 14 ? g->cl : nb;
     const size_t n = (size_t)nc * (size_t)nb;
     g->kind = kind;
     CUDA_CHECK(cudaMemset(g->total, 0, sizeof(unsigned)));
@@ -535,7 +600,7 @@ static ds_status counter_stamps(gap_ctx *g, int kind, double *skew_q, double *pr
     unsigned got = 0;
     CUDA_CHECK(cudaMemcpy(&got, g->total, sizeof got, cudaMemcpyDeviceToHost));
     if (got != (unsigned)((unsigned)((size_t)GAP_PAIRS * (GAP_WA + GAP_WB) / 4) * 0x01010101u)) {
-        out->stream_bad = kind - 5;
+        out->stream_bad = kind == 14 ? 11 : kind - 5;
         return DS_OK;
     }
     unsigned long long *t = (unsigned long long *)malloc(sizeof(unsigned long long) * 2 * n);
@@ -547,11 +612,13 @@ static ds_status counter_stamps(gap_ctx *g, int kind, double *skew_q, double *pr
     CUDA_CHECK(cudaMemcpy(t, g->stamp, sizeof(unsigned long long) * 2 * n, cudaMemcpyDeviceToHost));
     for (int c = 0; c < nc; c++) {
         const unsigned long long *tc = t + 2 * (size_t)c * nb;
-        unsigned long long last = 0;
-        for (int b = 0; b < nb; b++) last = tc[2 * b] > last ? tc[2 * b] : last;
-        for (int b = 0; b < nb; b++) {
-            skew[(size_t)c * nb + b] = (double)(last - tc[2 * b]) * 1e-3;
-            prop[(size_t)c * nb + b] = ((double)tc[2 * b + 1] - (double)last) * 1e-3;
+        for (int b0 = 0; b0 < nb; b0 += grp) {
+            unsigned long long last = 0;
+            for (int b = b0; b < b0 + grp; b++) last = tc[2 * b] > last ? tc[2 * b] : last;
+            for (int b = b0; b < b0 + grp; b++) {
+                skew[(size_t)c * nb + b] = (double)(last - tc[2 * b]) * 1e-3;
+                prop[(size_t)c * nb + b] = ((double)tc[2 * b + 1] - (double)last) * 1e-3;
+            }
         }
     }
     qsort(skew, n, sizeof(double), cmp_d);
@@ -565,6 +632,45 @@ static ds_status counter_stamps(gap_ctx *g, int kind, double *skew_q, double *pr
     return DS_OK;
 }
 
+/* The cluster-scope dependencies (forty-third session): for clusters of 1, 2, 4, 8, 16 blocks, the most such clusters
+ * that fit at once (a block an SM), the free stream on that grid (kind 15) and the cluster form (kind 13), us a pair, each
+ * form's word sum checked against want (16 launches), then a stamped launch (kind 14): the skew and propagation p50 */
+static ds_status cluster_forms(gap_ctx *g, unsigned want, ds_launch_gaps *out, char *err) {
+    CUDA_CHECK(cudaFuncSetAttribute(sp_stream_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    for (int c = 0; c < DS_GAP_CLUSTERS && !out->stream_bad; c++) {
+        cudaLaunchAttribute at[1];
+        at[0].id = cudaLaunchAttributeClusterDimension;
+        at[0].val.clusterDim.x = 1u << c;
+        at[0].val.clusterDim.y = 1;
+        at[0].val.clusterDim.z = 1;
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3((unsigned)g->n_sm);
+        cfg.blockDim = dim3(SP_THREADS);
+        cfg.dynamicSmemBytes = SP_SMEM;
+        cfg.stream = cu_stream;
+        cfg.attrs = at;
+        cfg.numAttrs = 1;
+        int n_cl = 0;
+        if (cudaOccupancyMaxActiveClusters(&n_cl, sp_stream_kernel, &cfg) != cudaSuccess || n_cl < 1) {
+            (void)cudaGetLastError();   /* a size this GPU cannot place: its row stays -1 */
+            continue;
+        }
+        g->cl = 1 << c;
+        g->cl_grid = n_cl * g->cl < g->n_sm ? n_cl * g->cl : g->n_sm / g->cl * g->cl;
+        out->cl_blocks[c] = g->cl_grid;
+        out->cl_free_us[c] = stream_form_us(g, 15, want, &out->stream_bad, 9);
+        if (!out->stream_bad) out->cl_dep_us[c] = stream_form_us(g, 13, want, &out->stream_bad, 10);
+        double skew_q[3] = {-1.0, -1.0, -1.0}, prop_q[3] = {-1.0, -1.0, -1.0};
+        if (!out->stream_bad) {
+            ds_status st = counter_stamps(g, 14, skew_q, prop_q, out, err);
+            if (st) return st;
+        }
+        out->cl_skew_us[c] = skew_q[1];
+        out->cl_prop_us[c] = prop_q[1];
+    }
+    return DS_OK;
+}
+
 extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
     char why[256];
     if (!ds_cuda_available(why, sizeof why)) return ds_seterr(err, DS_ERR_BACKEND, "%s", why);
@@ -575,7 +681,7 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
     CUDA_CHECK(cudaFuncSetAttribute(gap_persist_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, GAP_SMEM));
     CUDA_CHECK(cudaFuncSetAttribute(gap_barrier_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, GAP_SMEM));
     CUDA_CHECK(cudaFuncSetAttribute(sp_stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SP_SMEM));
-    gap_ctx g = {0, 0, 0, n_sm, NULL, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL, SP_ST};
+    gap_ctx g = {0, 0, 0, n_sm, NULL, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL, SP_ST, 1, 0};
     CUDA_CHECK(cudaMalloc(&g.p, sizeof(int) * (size_t)GAP_WIDE_BLOCKS * 256));
     CUDA_CHECK(cudaMemset(g.p, 0, sizeof(int) * (size_t)GAP_WIDE_BLOCKS * 256));
     CUDA_CHECK(cudaMalloc(&g.bar, 3 * sizeof(unsigned)));   /* count, generation, early passes */
@@ -627,6 +733,10 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
         out->counter_skew_us[q] = out->counter_prop_us[q] = out->dealt_skew_us[q] = out->dealt_prop_us[q] = -1.0;
         out->ring_free_us[q] = out->ring_counter_us[q] = out->ring_prop_us[q] = -1.0;
     }
+    for (int c = 0; c < DS_GAP_CLUSTERS; c++) {
+        out->cl_blocks[c] = 0;
+        out->cl_free_us[c] = out->cl_dep_us[c] = out->cl_skew_us[c] = out->cl_prop_us[c] = -1.0;
+    }
     out->stream_bad = 0;
     if (coop) {
         CUDA_CHECK(cudaMalloc(&g.w, (size_t)GAP_PAIRS * (GAP_WA + GAP_WB)));
@@ -647,14 +757,7 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
         double *sp[5] = {&out->stream_free_us, &out->stream_ahead_us, &out->stream_wait_us, &out->stream_counter_us,
                          &out->stream_dealt_us};
         const unsigned want = (unsigned)(16u * (unsigned)((size_t)GAP_PAIRS * (GAP_WA + GAP_WB) / 4) * 0x01010101u);
-        for (int k = 6; k <= 10 && !out->stream_bad; k++) {
-            CUDA_CHECK(cudaMemset(g.total, 0, sizeof(unsigned)));
-            g.kind = k;
-            *sp[k - 6] = gap_pair_us(&g);
-            unsigned got = 0;
-            CUDA_CHECK(cudaMemcpy(&got, g.total, sizeof got, cudaMemcpyDeviceToHost));
-            if (got != want) out->stream_bad = k - 5;   /* a byte not read, or read twice */
-        }
+        for (int k = 6; k <= 10 && !out->stream_bad; k++) *sp[k - 6] = stream_form_us(&g, k, want, &out->stream_bad, k - 5);
         ds_status cst = out->stream_bad ? DS_OK : counter_stamps(&g, 11, out->counter_skew_us, out->counter_prop_us, out, err);
         if (!cst && !out->stream_bad) cst = counter_stamps(&g, 12, out->dealt_skew_us, out->dealt_prop_us, out, err);
         /* the ring's depth: the free stream and the counters' form with 2, 3, 4 of the SP_ST stages (64 .. 128 KB in
@@ -662,18 +765,13 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
         for (int d = 0; d < 3 && !cst && !out->stream_bad; d++) {
             double skew_q[3] = {-1.0, -1.0, -1.0}, prop_q[3] = {-1.0, -1.0, -1.0};
             g.nst = 2 + d;
-            for (int k = 6; k <= 9 && !out->stream_bad; k += 3) {
-                CUDA_CHECK(cudaMemset(g.total, 0, sizeof(unsigned)));
-                g.kind = k;
-                *(k == 6 ? &out->ring_free_us[d] : &out->ring_counter_us[d]) = gap_pair_us(&g);
-                unsigned got = 0;
-                CUDA_CHECK(cudaMemcpy(&got, g.total, sizeof got, cudaMemcpyDeviceToHost));
-                if (got != want) out->stream_bad = 8;
-            }
+            out->ring_free_us[d] = stream_form_us(&g, 6, want, &out->stream_bad, 8);
+            if (!out->stream_bad) out->ring_counter_us[d] = stream_form_us(&g, 9, want, &out->stream_bad, 8);
             if (!out->stream_bad) cst = counter_stamps(&g, 11, skew_q, prop_q, out, err);
             out->ring_prop_us[d] = prop_q[1];
         }
         g.nst = SP_ST;
+        if (!cst && !out->stream_bad) cst = cluster_forms(&g, want, out, err);
         CUDA_CHECK(cudaFree(g.total));
         CUDA_CHECK(cudaFree(g.cnt));
         CUDA_CHECK(cudaFree(g.take));
