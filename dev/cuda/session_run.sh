@@ -3361,6 +3361,14 @@ if want s43b; then
     grep -E "streamed|a counter under the stream \(|clusters of" $OUT/ceil-$r.log | cut -c1-300
   done
 fi
+# s43c: the 16-head MLA decode's split count at 1K and 4K (DSINFER_CUDA_MLA_SLOTS 1 .. 4: splits = SLOTS x SMs / 64
+# sequences; the thirty-third session measured it at 1K only), two rotated rounds
+if want s43c; then
+  for sl in 2 1 3 4 4 3 1 2; do
+    step mla_sl$sl 90 env DSINFER_CUDA_MLA_SLOTS=$sl $B/dsinfer bench --mla --kv-cache-dtype bf16 --ctx 1K,4K > /dev/null
+    echo "slots $sl: $(grep -E "^mla-decode tc +heads  16" $OUT/mla_sl$sl.log | cut -c1-150 | tr '\n' '|')"
+  done
+fi
 # opsq: the same suite as four processes at once on the one GPU (DSINFER_OPS_PART=k/4, 4 OpenMP threads each: the CPU
 # references and the launches' latencies of one process leave most of the 16 cores and the GPU idle), so that it fits
 # one call; each part's log is ops_q<k>.log, its line in the summary as step's
