@@ -157,6 +157,9 @@ typedef struct {
     /* the ring's depth (2, 3, 4 of the 6 stages of 32 KB): the free stream and the counters' form, us a pair, and the
      * counters' propagation p50 (us; stream_bad 8: a word sum wrong there); -1: none */
     double ring_free_us[3], ring_counter_us[3], ring_prop_us[3];
+    /* the counters' form with the polls relaxed and one acquire fence after the pass (sp_stream_kernel mode 6): us a pair,
+     * and its stamped launch's skew and propagation quantiles as above (stream_bad 12, 13: a word sum wrong); -1: none */
+    double relaxed_counter_us, relaxed_skew_us[3], relaxed_prop_us[3];
     /* the dependencies kept inside thread-block clusters of 1, 2, 4, 8, 16 blocks (sp_stream_kernel mode 5: remote
      * mbarrier arrives, no grid-wide word): the blocks launched (as many whole clusters as fit at once, at most a block an
      * SM; 0: that size does not fit), us a pair without dependencies on that grid and with them, and the skew and

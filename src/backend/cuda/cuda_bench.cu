@@ -288,7 +288,8 @@ __global__ void gap_phases_kernel(const uint4 *a, size_t na, const uint4 *b, siz
  * (cluster-scope acquire). Two barriers, because a block may arrive for p + 1 before a slower block's arrives for p
  * have all landed elsewhere; its arrives for p + 2 come after it acquired every block's p + 1 arrives, which each block
  * released after its p arrives. No block leaves while another may still arrive on it: every arrive on a block is one
- * it waits for before its last phase. Stamped as 3 (skew and propagation against the cluster's last arrive). */
+ * it waits for before its last phase. Stamped as 3 (skew and propagation against the cluster's last arrive). 6: as 3,
+ * the leader's polls relaxed and one acquire fence after the count is seen (what an acquire a poll costs). */
 #define SP_STAGE (32 * 1024)
 #define SP_ST 6
 #define SP_THREADS (32 + 256)
@@ -414,7 +415,8 @@ __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned
             mbar_wait(&full[s], (it / nst) & 1);
             sp_sum_stage(ring + (size_t)s * SP_STAGE, words, ct, lane, &empty[s], &sum);
         }
-        if (mode >= 3 && p + 1 < phases) {   /* the counter: the 256 consumers meet, their leader releases and waits */
+        if ((mode == 3 || mode == 4 || mode == 6) && p + 1 < phases) {   /* the counter: the 256 consumers meet, their
+                                                                           * leader releases and waits */
             asm volatile("bar.sync 1, 256;\n" ::: "memory");
             if (threadIdx.x == 32) {
                 const unsigned need = (unsigned)(p + 1) * gridDim.x;
@@ -422,9 +424,16 @@ __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned
                 unsigned long long t0, t1;
                 if (stamp) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
                 asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(cnt) : "memory");
-                do {
-                    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(cnt) : "memory");
-                } while (v < need);
+                if (mode == 6) {   /* relaxed polls, one acquire fence once the count is seen */
+                    do {
+                        asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(cnt) : "memory");
+                    } while (v < need);
+                    asm volatile("fence.acq_rel.gpu;" ::: "memory");
+                } else {
+                    do {
+                        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(cnt) : "memory");
+                    } while (v < need);
+                }
                 if (stamp) {
                     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
                     stamp[2 * ((size_t)p * gridDim.x + blockIdx.x)] = t0;
@@ -457,7 +466,7 @@ __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned
                 }
             }
             asm volatile("bar.sync 1, 256;\n" ::: "memory");
-        } else if (mode && mode != 5 && p + 1 < phases) {
+        } else if ((mode == 1 || mode == 2) && p + 1 < phases) {
             cu_grid_sync(bar, bar + 1, 1, 256, threadIdx.x == 32);   /* the 256 consumers */
         }
     }
@@ -477,16 +486,16 @@ typedef struct {
     unsigned *total; /* kinds 6 .. 9: sp_stream_kernel's word sum */
     unsigned *cnt;   /* modes 3, 4: the counter (zeroed before each launch) */
     unsigned *take;  /* mode 4: [2 GAP_PAIRS] the phases' chunks taken (zeroed before each launch) */
-    unsigned long long *stamp;   /* kinds 11, 12: [2 GAP_PAIRS - 1][n_sm][2] add / pass times (ns) */
-    int nst;         /* kinds 6 .. 15: sp_stream_kernel's stages used (SP_ST unless the ring-depth lab sets it) */
+    unsigned long long *stamp;   /* kinds 11, 12, 14, 17: [2 GAP_PAIRS - 1][n_sm][2] add / pass times (ns) */
+    int nst;         /* kinds 6 .. 17: sp_stream_kernel's stages used (SP_ST unless the ring-depth lab sets it) */
     int cl, cl_grid; /* kinds 13 .. 15: the cluster's blocks and the clustered launch's (a whole number of clusters) */
 } gap_ctx;
 
 #define GAP_WA GAP_WA_BYTES   /* bytes of the first read */
 #define GAP_WB GAP_WB_BYTES   /* of the second */
 static void gap_launch_pairs(const gap_ctx *g) {
-    if (g->kind >= 13) {   /* clustered launches of sp_stream_kernel: 13 mode 5, 14 mode 5 stamped, 15 mode 0 (the free
-                            * stream on the same grid) */
+    if (g->kind >= 13 && g->kind <= 15) {   /* clustered launches of sp_stream_kernel: 13 mode 5, 14 mode 5 stamped,
+                                             * 15 mode 0 (the free stream on the same grid) */
         cudaLaunchAttribute at[1];
         at[0].id = cudaLaunchAttributeClusterDimension;
         at[0].val.clusterDim.x = (unsigned)g->cl;
@@ -498,13 +507,14 @@ static void gap_launch_pairs(const gap_ctx *g) {
         CUDA_LAUNCH_CHECK();
         return;
     }
-    if (g->kind >= 6) {   /* the streamed phases, sp_stream_kernel mode kind - 6 (kinds 11, 12: modes 3, 4 stamped): one
-                           * launch of 2 GAP_PAIRS phases */
-        const int mode = g->kind <= 10 ? g->kind - 6 : g->kind - 8;
+    if (g->kind >= 6) {   /* the streamed phases, sp_stream_kernel mode kind - 6 (kinds 11, 12: modes 3, 4 stamped; 16,
+                           * 17: mode 6, 17 stamped): one launch of 2 GAP_PAIRS phases */
+        const int mode = g->kind <= 10 ? g->kind - 6 : g->kind <= 12 ? g->kind - 8 : 6;
+        const int stamped = g->kind == 11 || g->kind == 12 || g->kind == 17;
         if (mode >= 3) CUDA_CHECK(cudaMemsetAsync(g->cnt, 0, sizeof(unsigned), cu_stream));
         if (mode == 4) CUDA_CHECK(cudaMemsetAsync(g->take, 0, sizeof(unsigned) * 2 * GAP_PAIRS, cu_stream));
         cu_launch_coop(sp_stream_kernel, dim3((unsigned)g->n_sm), dim3(SP_THREADS), SP_SMEM, (const unsigned char *)g->w,
-                       g->total, g->bar, g->cnt, g->take, g->kind >= 11 ? g->stamp : NULL, mode, 2 * GAP_PAIRS, g->nst, 1);
+                       g->total, g->bar, g->cnt, g->take, stamped ? g->stamp : NULL, mode, 2 * GAP_PAIRS, g->nst, 1);
         CUDA_LAUNCH_CHECK();
         return;
     }
@@ -600,7 +610,7 @@ static ds_status counter_stamps(gap_ctx *g, int kind, double *skew_q, double *pr
     unsigned got = 0;
     CUDA_CHECK(cudaMemcpy(&got, g->total, sizeof got, cudaMemcpyDeviceToHost));
     if (got != (unsigned)((unsigned)((size_t)GAP_PAIRS * (GAP_WA + GAP_WB) / 4) * 0x01010101u)) {
-        out->stream_bad = kind == 14 ? 11 : kind - 5;
+        out->stream_bad = kind == 14 ? 11 : kind == 17 ? 13 : kind - 5;
         return DS_OK;
     }
     unsigned long long *t = (unsigned long long *)malloc(sizeof(unsigned long long) * 2 * n);
@@ -732,7 +742,9 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
     for (int q = 0; q < 3; q++) {
         out->counter_skew_us[q] = out->counter_prop_us[q] = out->dealt_skew_us[q] = out->dealt_prop_us[q] = -1.0;
         out->ring_free_us[q] = out->ring_counter_us[q] = out->ring_prop_us[q] = -1.0;
+        out->relaxed_skew_us[q] = out->relaxed_prop_us[q] = -1.0;
     }
+    out->relaxed_counter_us = -1.0;
     for (int c = 0; c < DS_GAP_CLUSTERS; c++) {
         out->cl_blocks[c] = 0;
         out->cl_free_us[c] = out->cl_dep_us[c] = out->cl_skew_us[c] = out->cl_prop_us[c] = -1.0;
@@ -760,6 +772,9 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
         for (int k = 6; k <= 10 && !out->stream_bad; k++) *sp[k - 6] = stream_form_us(&g, k, want, &out->stream_bad, k - 5);
         ds_status cst = out->stream_bad ? DS_OK : counter_stamps(&g, 11, out->counter_skew_us, out->counter_prop_us, out, err);
         if (!cst && !out->stream_bad) cst = counter_stamps(&g, 12, out->dealt_skew_us, out->dealt_prop_us, out, err);
+        /* the counters with relaxed polls (mode 6): timed, then stamped */
+        if (!cst && !out->stream_bad) out->relaxed_counter_us = stream_form_us(&g, 16, want, &out->stream_bad, 12);
+        if (!cst && !out->stream_bad) cst = counter_stamps(&g, 17, out->relaxed_skew_us, out->relaxed_prop_us, out, err);
         /* the ring's depth: the free stream and the counters' form with 2, 3, 4 of the SP_ST stages (64 .. 128 KB in
          * flight an SM against 192), each form's word sum checked; the counters' propagation p50 of a stamped launch */
         for (int d = 0; d < 3 && !cst && !out->stream_bad; d++) {
