@@ -168,6 +168,9 @@ typedef struct {
 #define DS_GAP_CLUSTERS 5
     int cl_blocks[DS_GAP_CLUSTERS];
     double cl_free_us[DS_GAP_CLUSTERS], cl_dep_us[DS_GAP_CLUSTERS], cl_skew_us[DS_GAP_CLUSTERS], cl_prop_us[DS_GAP_CLUSTERS];
+    /* the same dependencies as messages (mode 7: st.async into every peer's shared memory, completing on its mbarrier; no
+     * release fence): us a pair and the propagation p50 (stream_bad 14, 15: a word sum wrong or a message lost) */
+    double cl_tx_us[DS_GAP_CLUSTERS], cl_tx_prop_us[DS_GAP_CLUSTERS];
     int stream_bad;
 } ds_launch_gaps;
 ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err);

@@ -289,12 +289,17 @@ __global__ void gap_phases_kernel(const uint4 *a, size_t na, const uint4 *b, siz
  * have all landed elsewhere; its arrives for p + 2 come after it acquired every block's p + 1 arrives, which each block
  * released after its p arrives. No block leaves while another may still arrive on it: every arrive on a block is one
  * it waits for before its last phase. Stamped as 3 (skew and propagation against the cluster's last arrive). 6: as 3,
- * the leader's polls relaxed and one acquire fence after the count is seen (what an acquire a poll costs). */
+ * the leader's polls relaxed and one acquire fence after the count is seen (what an acquire a poll costs). 7: as 5,
+ * with no release fence: the leader arms its own dep[p & 1] for cl 4-byte messages (one arrive with expect_tx, the
+ * barrier's count 1) and sends each block of its cluster (itself included) p + 1 by st.async into slot[p & 1][its
+ * rank] there, completing those bytes on that block's dep[p & 1]: the message's landing is the signal, as TMA's bytes
+ * are a stage's (a peer's message may land before the local arm: the transaction count goes negative until it). After
+ * the wait the leader checks that the cl slots hold p + 1 (else the word sum is spoiled). */
 #define SP_STAGE (32 * 1024)
 #define SP_ST 6
 #define SP_THREADS (32 + 256)
 #define SP_CHUNK (16 * 1024)   /* mode 4's unit of a phase: 384 of a 6 MB phase, 256 of a 4 MB one */
-#define SP_SMEM (SP_ST * SP_STAGE + (2 * SP_ST + 2) * 8 + SP_ST * 4 + 1024)
+#define SP_SMEM (SP_ST * SP_STAGE + (2 * SP_ST + 2) * 8 + SP_ST * 4 + 2 * 16 * 4 + 1024)
 
 /* block b's bytes [lo, hi) of a phase of n bytes over nb blocks: 16-byte multiples, the last block's share the short one */
 __device__ __forceinline__ void sp_range(size_t n, int b, int nb, size_t *lo, size_t *hi) {
@@ -329,17 +334,18 @@ __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned
     uint64_t *full = (uint64_t *)(ring + SP_ST * SP_STAGE), *empty = full + SP_ST;
     uint64_t *dep = empty + SP_ST;       /* mode 5: [2] the cluster's arrives for the even / odd phases */
     int *meta = (int *)(dep + 2);   /* mode 4: [SP_ST] a stage's bytes, 0 at the end of the block's share of a phase */
+    unsigned *slot = (unsigned *)(meta + SP_ST);   /* mode 7: [2][16] the cluster's messages, by sender rank */
     if (threadIdx.x == 0) {
         for (int s = 0; s < SP_ST; s++) {
             mbar_init(&full[s], 1);
             mbar_init(&empty[s], 8);   /* the 8 consumer warps */
         }
-        mbar_init(&dep[0], cl);
-        mbar_init(&dep[1], cl);
+        mbar_init(&dep[0], mode == 7 ? 1 : cl);
+        mbar_init(&dep[1], mode == 7 ? 1 : cl);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
-    if (mode == 5)   /* every block's dep initialised before any block arrives on it */
+    if (mode == 5 || mode == 7)   /* every block's dep initialised before any block arrives on it */
         asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
     if (threadIdx.x < 32) {   /* the producer: one thread */
         if (threadIdx.x) return;
@@ -466,6 +472,38 @@ __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned
                 }
             }
             asm volatile("bar.sync 1, 256;\n" ::: "memory");
+        } else if (mode == 7 && p + 1 < phases) {   /* the cluster's messages (see above) */
+            asm volatile("bar.sync 1, 256;\n" ::: "memory");
+            if (threadIdx.x == 32) {
+                const uint32_t d = cu_smem_addr(&dep[p & 1]), sl = cu_smem_addr(slot + (p & 1) * 16);
+                uint32_t me;
+                asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(me));
+                unsigned long long t0, t1;
+                if (stamp) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+                mbar_expect_tx(&dep[p & 1], 4 * cl);
+                for (int r = 0; r < cl; r++) {
+                    uint32_t rd, rs;
+                    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(rd) : "r"(d), "r"(r));
+                    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(rs) : "r"(sl + 4 * me), "r"(r));
+                    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.u32 [%0], %1, [%2];\n"
+                                 ::"r"(rs), "r"((unsigned)p + 1), "r"(rd) : "memory");
+                }
+                uint32_t done = 0;
+                while (!done)
+                    asm volatile("{\n.reg .pred q;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 q, [%1], %2;\n"
+                                 "selp.u32 %0, 1, 0, q;\n}\n"
+                                 : "=r"(done)
+                                 : "r"(d), "r"((p >> 1) & 1)
+                                 : "memory");
+                if (stamp) {
+                    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
+                    stamp[2 * ((size_t)p * gridDim.x + blockIdx.x)] = t0;
+                    stamp[2 * ((size_t)p * gridDim.x + blockIdx.x) + 1] = t1;
+                }
+                for (int r = 0; r < cl; r++)
+                    if (slot[(p & 1) * 16 + r] != (unsigned)p + 1) sum += 1u;   /* a message lost or stale */
+            }
+            asm volatile("bar.sync 1, 256;\n" ::: "memory");
         } else if ((mode == 1 || mode == 2) && p + 1 < phases) {
             cu_grid_sync(bar, bar + 1, 1, 256, threadIdx.x == 32);   /* the 256 consumers */
         }
@@ -494,16 +532,18 @@ typedef struct {
 #define GAP_WA GAP_WA_BYTES   /* bytes of the first read */
 #define GAP_WB GAP_WB_BYTES   /* of the second */
 static void gap_launch_pairs(const gap_ctx *g) {
-    if (g->kind >= 13 && g->kind <= 15) {   /* clustered launches of sp_stream_kernel: 13 mode 5, 14 mode 5 stamped,
-                                             * 15 mode 0 (the free stream on the same grid) */
+    if ((g->kind >= 13 && g->kind <= 15) || g->kind >= 18) {   /* clustered launches of sp_stream_kernel: 13 mode 5, 14
+                                                                 * mode 5 stamped, 15 mode 0 (the free stream on the same
+                                                                 * grid), 18 mode 7, 19 mode 7 stamped */
         cudaLaunchAttribute at[1];
         at[0].id = cudaLaunchAttributeClusterDimension;
         at[0].val.clusterDim.x = (unsigned)g->cl;
         at[0].val.clusterDim.y = 1;
         at[0].val.clusterDim.z = 1;
         cu_launch_attrs(at, 1, sp_stream_kernel, dim3((unsigned)g->cl_grid), dim3(SP_THREADS), SP_SMEM,
-                        (const unsigned char *)g->w, g->total, g->bar, g->cnt, g->take, g->kind == 14 ? g->stamp : NULL,
-                        g->kind == 15 ? 0 : 5, 2 * GAP_PAIRS, g->nst, g->cl);
+                        (const unsigned char *)g->w, g->total, g->bar, g->cnt, g->take,
+                        g->kind == 14 || g->kind == 19 ? g->stamp : NULL, g->kind == 15 ? 0 : g->kind >= 18 ? 7 : 5,
+                        2 * GAP_PAIRS, g->nst, g->cl);
         CUDA_LAUNCH_CHECK();
         return;
     }
@@ -601,7 +641,8 @@ static int cmp_d(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 static ds_status counter_stamps(gap_ctx *g, int kind, double *skew_q, double *prop_q, ds_launch_gaps *out, char *err) {
-    const int nc = 2 * GAP_PAIRS - 1, nb = kind == 14 ? g->cl_grid : g->n_sm, grp = kind == 14 ? g->cl : nb;
+    const int clustered = kind == 14 || kind == 19;
+    const int nc = 2 * GAP_PAIRS - 1, nb = clustered ? g->cl_grid : g->n_sm, grp = clustered ? g->cl : nb;
     const size_t n = (size_t)nc * (size_t)nb;
     g->kind = kind;
     CUDA_CHECK(cudaMemset(g->total, 0, sizeof(unsigned)));
@@ -610,7 +651,7 @@ static ds_status counter_stamps(gap_ctx *g, int kind, double *skew_q, double *pr
     unsigned got = 0;
     CUDA_CHECK(cudaMemcpy(&got, g->total, sizeof got, cudaMemcpyDeviceToHost));
     if (got != (unsigned)((unsigned)((size_t)GAP_PAIRS * (GAP_WA + GAP_WB) / 4) * 0x01010101u)) {
-        out->stream_bad = kind == 14 ? 11 : kind == 17 ? 13 : kind - 5;
+        out->stream_bad = kind == 14 ? 11 : kind == 17 ? 13 : kind == 19 ? 15 : kind - 5;
         return DS_OK;
     }
     unsigned long long *t = (unsigned long long *)malloc(sizeof(unsigned long long) * 2 * n);
@@ -654,7 +695,7 @@ static ds_status cluster_forms(gap_ctx *g, unsigned want, ds_launch_gaps *out, c
         at[0].val.clusterDim.y = 1;
         at[0].val.clusterDim.z = 1;
         cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3((unsigned)g->n_sm);
+        cfg.gridDim = dim3((unsigned)(g->n_sm >> c << c));   /* a whole number of clusters, as the launch needs */
         cfg.blockDim = dim3(SP_THREADS);
         cfg.dynamicSmemBytes = SP_SMEM;
         cfg.stream = cu_stream;
@@ -677,6 +718,12 @@ static ds_status cluster_forms(gap_ctx *g, unsigned want, ds_launch_gaps *out, c
         }
         out->cl_skew_us[c] = skew_q[1];
         out->cl_prop_us[c] = prop_q[1];
+        if (!out->stream_bad) out->cl_tx_us[c] = stream_form_us(g, 18, want, &out->stream_bad, 14);
+        if (!out->stream_bad) {
+            ds_status st = counter_stamps(g, 19, skew_q, prop_q, out, err);
+            if (st) return st;
+            out->cl_tx_prop_us[c] = prop_q[1];
+        }
     }
     return DS_OK;
 }
@@ -748,6 +795,7 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
     for (int c = 0; c < DS_GAP_CLUSTERS; c++) {
         out->cl_blocks[c] = 0;
         out->cl_free_us[c] = out->cl_dep_us[c] = out->cl_skew_us[c] = out->cl_prop_us[c] = -1.0;
+        out->cl_tx_us[c] = out->cl_tx_prop_us[c] = -1.0;
     }
     out->stream_bad = 0;
     if (coop) {
