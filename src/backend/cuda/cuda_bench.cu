@@ -324,6 +324,56 @@ __device__ __forceinline__ void sp_sum_stage(const unsigned char *stage, int wor
     __syncwarp();
     if (lane == 0) mbar_arrive(empty);
 }
+/* modes 3, 4, 6: add 1 to the grid's counter (release) and poll it until it reaches need: acquire polls, or relaxed polls
+ * and one acquire fence after (relaxed) */
+__device__ __forceinline__ void sp_counter(unsigned *cnt, unsigned need, bool relaxed) {
+    unsigned v;
+    asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(cnt) : "memory");
+    if (relaxed) {
+        do {
+            asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(cnt) : "memory");
+        } while (v < need);
+        asm volatile("fence.acq_rel.gpu;" ::: "memory");
+    } else {
+        do {
+            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(cnt) : "memory");
+        } while (v < need);
+    }
+}
+/* mode 5: arrive (cluster-scope release) on the mbarrier at shared address d in each of the cluster's cl blocks */
+__device__ __forceinline__ void sp_cluster_arrive(uint32_t d, int cl) {
+    for (int r = 0; r < cl; r++) {
+        uint32_t rd;
+        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(rd) : "r"(d), "r"(r));
+        asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(rd) : "memory");
+    }
+}
+/* mode 7: arm this block's mbarrier bar (shared address d) for cl 4-byte messages, then store v into slot[this block's
+ * rank] (slots at shared address sl) of each of the cluster's blocks, each store completing its bytes on that block's
+ * mbarrier at d */
+__device__ __forceinline__ void sp_cluster_send(uint32_t d, uint32_t sl, uint64_t *bar, int cl, unsigned v) {
+    uint32_t me;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(me));
+    mbar_expect_tx(bar, 4 * cl);
+    for (int r = 0; r < cl; r++) {
+        uint32_t rd, rs;
+        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(rd) : "r"(d), "r"(r));
+        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(rs) : "r"(sl + 4 * me), "r"(r));
+        asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.u32 [%0], %1, [%2];\n" ::"r"(rs), "r"(v),
+                     "r"(rd)
+                     : "memory");
+    }
+}
+/* modes 5, 7: wait (cluster-scope acquire) for the phase with this parity of the mbarrier at shared address d */
+__device__ __forceinline__ void sp_cluster_wait(uint32_t d, int parity) {
+    uint32_t done = 0;
+    while (!done)
+        asm volatile("{\n.reg .pred q;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 q, [%1], %2;\n"
+                     "selp.u32 %0, 1, 0, q;\n}\n"
+                     : "=r"(done)
+                     : "r"(d), "r"(parity)
+                     : "memory");
+}
 /* total: the 32-bit words' sum over every block and launch (mod 2^32; the host's check) */
 __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned char *w, unsigned *total, unsigned *bar,
                                                                    unsigned *cnt, unsigned *take,
@@ -421,87 +471,27 @@ __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned
             mbar_wait(&full[s], (it / nst) & 1);
             sp_sum_stage(ring + (size_t)s * SP_STAGE, words, ct, lane, &empty[s], &sum);
         }
-        if ((mode == 3 || mode == 4 || mode == 6) && p + 1 < phases) {   /* the counter: the 256 consumers meet, their
-                                                                           * leader releases and waits */
+        if (mode >= 3 && p + 1 < phases) {   /* a dependency: the 256 consumers meet, their leader signals and waits */
             asm volatile("bar.sync 1, 256;\n" ::: "memory");
             if (threadIdx.x == 32) {
-                const unsigned need = (unsigned)(p + 1) * gridDim.x;
-                unsigned v;
-                unsigned long long t0, t1;
+                unsigned long long t0 = 0, t1;
                 if (stamp) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-                asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(cnt) : "memory");
-                if (mode == 6) {   /* relaxed polls, one acquire fence once the count is seen */
-                    do {
-                        asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(cnt) : "memory");
-                    } while (v < need);
-                    asm volatile("fence.acq_rel.gpu;" ::: "memory");
-                } else {
-                    do {
-                        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(cnt) : "memory");
-                    } while (v < need);
+                if (mode == 5 || mode == 7) {   /* the cluster's, on dep[p & 1] */
+                    const uint32_t d = cu_smem_addr(&dep[p & 1]);
+                    if (mode == 5) sp_cluster_arrive(d, cl);
+                    else sp_cluster_send(d, cu_smem_addr(slot + (p & 1) * 16), &dep[p & 1], cl, (unsigned)p + 1);
+                    sp_cluster_wait(d, (p >> 1) & 1);
+                    if (mode == 7)
+                        for (int r = 0; r < cl; r++)
+                            if (slot[(p & 1) * 16 + r] != (unsigned)p + 1) sum += 1u;   /* a message lost or stale */
+                } else {   /* the grid's counter (modes 3, 4, 6) */
+                    sp_counter(cnt, (unsigned)(p + 1) * gridDim.x, mode == 6);
                 }
                 if (stamp) {
                     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
                     stamp[2 * ((size_t)p * gridDim.x + blockIdx.x)] = t0;
                     stamp[2 * ((size_t)p * gridDim.x + blockIdx.x) + 1] = t1;
                 }
-            }
-            asm volatile("bar.sync 1, 256;\n" ::: "memory");
-        } else if (mode == 5 && p + 1 < phases) {   /* the cluster's dependency (see above) */
-            asm volatile("bar.sync 1, 256;\n" ::: "memory");
-            if (threadIdx.x == 32) {
-                const uint32_t d = cu_smem_addr(&dep[p & 1]);
-                unsigned long long t0, t1;
-                if (stamp) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-                for (int r = 0; r < cl; r++) {
-                    uint32_t rd;
-                    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(rd) : "r"(d), "r"(r));
-                    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(rd) : "memory");
-                }
-                uint32_t done = 0;
-                while (!done)
-                    asm volatile("{\n.reg .pred q;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 q, [%1], %2;\n"
-                                 "selp.u32 %0, 1, 0, q;\n}\n"
-                                 : "=r"(done)
-                                 : "r"(d), "r"((p >> 1) & 1)
-                                 : "memory");
-                if (stamp) {
-                    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
-                    stamp[2 * ((size_t)p * gridDim.x + blockIdx.x)] = t0;
-                    stamp[2 * ((size_t)p * gridDim.x + blockIdx.x) + 1] = t1;
-                }
-            }
-            asm volatile("bar.sync 1, 256;\n" ::: "memory");
-        } else if (mode == 7 && p + 1 < phases) {   /* the cluster's messages (see above) */
-            asm volatile("bar.sync 1, 256;\n" ::: "memory");
-            if (threadIdx.x == 32) {
-                const uint32_t d = cu_smem_addr(&dep[p & 1]), sl = cu_smem_addr(slot + (p & 1) * 16);
-                uint32_t me;
-                asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(me));
-                unsigned long long t0, t1;
-                if (stamp) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-                mbar_expect_tx(&dep[p & 1], 4 * cl);
-                for (int r = 0; r < cl; r++) {
-                    uint32_t rd, rs;
-                    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(rd) : "r"(d), "r"(r));
-                    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(rs) : "r"(sl + 4 * me), "r"(r));
-                    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.u32 [%0], %1, [%2];\n"
-                                 ::"r"(rs), "r"((unsigned)p + 1), "r"(rd) : "memory");
-                }
-                uint32_t done = 0;
-                while (!done)
-                    asm volatile("{\n.reg .pred q;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 q, [%1], %2;\n"
-                                 "selp.u32 %0, 1, 0, q;\n}\n"
-                                 : "=r"(done)
-                                 : "r"(d), "r"((p >> 1) & 1)
-                                 : "memory");
-                if (stamp) {
-                    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
-                    stamp[2 * ((size_t)p * gridDim.x + blockIdx.x)] = t0;
-                    stamp[2 * ((size_t)p * gridDim.x + blockIdx.x) + 1] = t1;
-                }
-                for (int r = 0; r < cl; r++)
-                    if (slot[(p & 1) * 16 + r] != (unsigned)p + 1) sum += 1u;   /* a message lost or stale */
             }
             asm volatile("bar.sync 1, 256;\n" ::: "memory");
         } else if ((mode == 1 || mode == 2) && p + 1 < phases) {
