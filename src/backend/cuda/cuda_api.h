@@ -160,6 +160,9 @@ typedef struct {
     /* the counters' form with the polls relaxed and one acquire fence after the pass (sp_stream_kernel mode 6): us a pair,
      * and its stamped launch's skew and propagation quantiles as above (stream_bad 12, 13: a word sum wrong); -1: none */
     double relaxed_counter_us, relaxed_skew_us[3], relaxed_prop_us[3];
+    /* the counters' form with each add a bulk reduction from shared memory (the async proxy; mode 8): the same figures
+     * (stream_bad 16, 17) */
+    double bulk_counter_us, bulk_skew_us[3], bulk_prop_us[3];
     /* the dependencies kept inside thread-block clusters of 1, 2, 4, 8, 16 blocks (sp_stream_kernel mode 5: remote
      * mbarrier arrives, no grid-wide word): the blocks launched (as many whole clusters as fit at once, at most a block an
      * SM; 0: that size does not fit), us a pair without dependencies on that grid and with them, and the skew and

@@ -294,12 +294,15 @@ __global__ void gap_phases_kernel(const uint4 *a, size_t na, const uint4 *b, siz
  * barrier's count 1) and sends each block of its cluster (itself included) p + 1 by st.async into slot[p & 1][its
  * rank] there, completing those bytes on that block's dep[p & 1]: the message's landing is the signal, as TMA's bytes
  * are a stage's (a peer's message may land before the local arm: the transaction count goes negative until it). After
- * the wait the leader checks that the cl slots hold p + 1 (else the word sum is spoiled). */
+ * the wait the leader checks that the cl slots hold p + 1 (else the word sum is spoiled). 8: as 3, with the counter's
+ * add made by the async proxy, `cp.reduce.async.bulk ... add.u32` of 16 bytes {1, 0, 0, 0} from shared memory onto the
+ * counter's 16 (no release fence in the generic proxy: what a bulk reduction of a block's partial sums into the layer's
+ * output, then of its count, would cost), the leader's polls acquire loads as in 3. */
 #define SP_STAGE (32 * 1024)
 #define SP_ST 6
 #define SP_THREADS (32 + 256)
 #define SP_CHUNK (16 * 1024)   /* mode 4's unit of a phase: 384 of a 6 MB phase, 256 of a 4 MB one */
-#define SP_SMEM (SP_ST * SP_STAGE + (2 * SP_ST + 2) * 8 + SP_ST * 4 + 2 * 16 * 4 + 1024)
+#define SP_SMEM (SP_ST * SP_STAGE + (2 * SP_ST + 2) * 8 + SP_ST * 4 + 16 + 2 * 16 * 4 + 1024)
 
 /* block b's bytes [lo, hi) of a phase of n bytes over nb blocks: 16-byte multiples, the last block's share the short one */
 __device__ __forceinline__ void sp_range(size_t n, int b, int nb, size_t *lo, size_t *hi) {
@@ -324,11 +327,19 @@ __device__ __forceinline__ void sp_sum_stage(const unsigned char *stage, int wor
     __syncwarp();
     if (lane == 0) mbar_arrive(empty);
 }
-/* modes 3, 4, 6: add 1 to the grid's counter (release) and poll it until it reaches need: acquire polls, or relaxed polls
- * and one acquire fence after (relaxed) */
-__device__ __forceinline__ void sp_counter(unsigned *cnt, unsigned need, bool relaxed) {
+/* modes 3, 4, 6, 8: add 1 to the grid's counter (release; or, with one16, by a bulk reduction of the 16 shared bytes
+ * {1, 0, 0, 0} at one16 onto the counter's 16, waited for until its source is read) and poll it until it reaches need:
+ * acquire polls, or relaxed polls and one acquire fence after (relaxed) */
+__device__ __forceinline__ void sp_counter(unsigned *cnt, unsigned need, bool relaxed, const unsigned *one16) {
     unsigned v;
-    asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(cnt) : "memory");
+    if (one16) {
+        asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.u32 [%0], [%1], 16;\n"
+                     "cp.async.bulk.commit_group;\n"
+                     "cp.async.bulk.wait_group.read 0;\n" ::"l"(cnt), "r"(cu_smem_addr(one16))
+                     : "memory");
+    } else {
+        asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(cnt) : "memory");
+    }
     if (relaxed) {
         do {
             asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(cnt) : "memory");
@@ -384,7 +395,9 @@ __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned
     uint64_t *full = (uint64_t *)(ring + SP_ST * SP_STAGE), *empty = full + SP_ST;
     uint64_t *dep = empty + SP_ST;       /* mode 5: [2] the cluster's arrives for the even / odd phases */
     int *meta = (int *)(dep + 2);   /* mode 4: [SP_ST] a stage's bytes, 0 at the end of the block's share of a phase */
-    unsigned *slot = (unsigned *)(meta + SP_ST);   /* mode 7: [2][16] the cluster's messages, by sender rank */
+    /* mode 7: [2][16] the cluster's messages, by sender rank; mode 8: slot[0 .. 3] = {1, 0, 0, 0}, the bulk add's source
+     * (16-byte aligned, as a bulk copy's source must be) */
+    unsigned *slot = (unsigned *)(((uintptr_t)(meta + SP_ST) + 15) & ~(uintptr_t)15);
     if (threadIdx.x == 0) {
         for (int s = 0; s < SP_ST; s++) {
             mbar_init(&full[s], 1);
@@ -392,6 +405,9 @@ __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned
         }
         mbar_init(&dep[0], mode == 7 ? 1 : cl);
         mbar_init(&dep[1], mode == 7 ? 1 : cl);
+        slot[0] = 1u;
+        slot[1] = slot[2] = slot[3] = 0u;
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");   /* the source seen by the async proxy */
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
@@ -484,8 +500,8 @@ __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned
                     if (mode == 7)
                         for (int r = 0; r < cl; r++)
                             if (slot[(p & 1) * 16 + r] != (unsigned)p + 1) sum += 1u;   /* a message lost or stale */
-                } else {   /* the grid's counter (modes 3, 4, 6) */
-                    sp_counter(cnt, (unsigned)(p + 1) * gridDim.x, mode == 6);
+                } else {   /* the grid's counter (modes 3, 4, 6, 8) */
+                    sp_counter(cnt, (unsigned)(p + 1) * gridDim.x, mode == 6, mode == 8 ? slot : NULL);
                 }
                 if (stamp) {
                     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
@@ -512,7 +528,7 @@ typedef struct {
     void *w;         /* kinds 3 .. 8: GAP_PAIRS x (GAP_WA + GAP_WB) bytes to read */
     float *f;        /* kinds 3 .. 5: a float a block */
     unsigned *total; /* kinds 6 .. 9: sp_stream_kernel's word sum */
-    unsigned *cnt;   /* modes 3, 4: the counter (zeroed before each launch) */
+    unsigned *cnt;   /* modes 3, 4, 6, 8: the counter (16 bytes, zeroed before each launch) */
     unsigned *take;  /* mode 4: [2 GAP_PAIRS] the phases' chunks taken (zeroed before each launch) */
     unsigned long long *stamp;   /* kinds 11, 12, 14, 17: [2 GAP_PAIRS - 1][n_sm][2] add / pass times (ns) */
     int nst;         /* kinds 6 .. 17: sp_stream_kernel's stages used (SP_ST unless the ring-depth lab sets it) */
@@ -522,7 +538,7 @@ typedef struct {
 #define GAP_WA GAP_WA_BYTES   /* bytes of the first read */
 #define GAP_WB GAP_WB_BYTES   /* of the second */
 static void gap_launch_pairs(const gap_ctx *g) {
-    if ((g->kind >= 13 && g->kind <= 15) || g->kind >= 18) {   /* clustered launches of sp_stream_kernel: 13 mode 5, 14
+    if ((g->kind >= 13 && g->kind <= 15) || g->kind == 18 || g->kind == 19) {   /* clustered launches of sp_stream_kernel: 13 mode 5, 14
                                                                  * mode 5 stamped, 15 mode 0 (the free stream on the same
                                                                  * grid), 18 mode 7, 19 mode 7 stamped */
         cudaLaunchAttribute at[1];
@@ -538,10 +554,10 @@ static void gap_launch_pairs(const gap_ctx *g) {
         return;
     }
     if (g->kind >= 6) {   /* the streamed phases, sp_stream_kernel mode kind - 6 (kinds 11, 12: modes 3, 4 stamped; 16,
-                           * 17: mode 6, 17 stamped): one launch of 2 GAP_PAIRS phases */
-        const int mode = g->kind <= 10 ? g->kind - 6 : g->kind <= 12 ? g->kind - 8 : 6;
-        const int stamped = g->kind == 11 || g->kind == 12 || g->kind == 17;
-        if (mode >= 3) CUDA_CHECK(cudaMemsetAsync(g->cnt, 0, sizeof(unsigned), cu_stream));
+                           * 17: mode 6, 17 stamped; 20, 21: mode 8, 21 stamped): one launch of 2 GAP_PAIRS phases */
+        const int mode = g->kind <= 10 ? g->kind - 6 : g->kind <= 12 ? g->kind - 8 : g->kind >= 20 ? 8 : 6;
+        const int stamped = g->kind == 11 || g->kind == 12 || g->kind == 17 || g->kind == 21;
+        if (mode >= 3) CUDA_CHECK(cudaMemsetAsync(g->cnt, 0, 4 * sizeof(unsigned), cu_stream));
         if (mode == 4) CUDA_CHECK(cudaMemsetAsync(g->take, 0, sizeof(unsigned) * 2 * GAP_PAIRS, cu_stream));
         cu_launch_coop(sp_stream_kernel, dim3((unsigned)g->n_sm), dim3(SP_THREADS), SP_SMEM, (const unsigned char *)g->w,
                        g->total, g->bar, g->cnt, g->take, stamped ? g->stamp : NULL, mode, 2 * GAP_PAIRS, g->nst, 1);
@@ -641,7 +657,7 @@ static ds_status counter_stamps(gap_ctx *g, int kind, double *skew_q, double *pr
     unsigned got = 0;
     CUDA_CHECK(cudaMemcpy(&got, g->total, sizeof got, cudaMemcpyDeviceToHost));
     if (got != (unsigned)((unsigned)((size_t)GAP_PAIRS * (GAP_WA + GAP_WB) / 4) * 0x01010101u)) {
-        out->stream_bad = kind == 14 ? 11 : kind == 17 ? 13 : kind == 19 ? 15 : kind - 5;
+        out->stream_bad = kind == 14 ? 11 : kind == 17 ? 13 : kind == 19 ? 15 : kind == 21 ? 17 : kind - 5;
         return DS_OK;
     }
     unsigned long long *t = (unsigned long long *)malloc(sizeof(unsigned long long) * 2 * n);
@@ -779,9 +795,9 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
     for (int q = 0; q < 3; q++) {
         out->counter_skew_us[q] = out->counter_prop_us[q] = out->dealt_skew_us[q] = out->dealt_prop_us[q] = -1.0;
         out->ring_free_us[q] = out->ring_counter_us[q] = out->ring_prop_us[q] = -1.0;
-        out->relaxed_skew_us[q] = out->relaxed_prop_us[q] = -1.0;
+        out->relaxed_skew_us[q] = out->relaxed_prop_us[q] = out->bulk_skew_us[q] = out->bulk_prop_us[q] = -1.0;
     }
-    out->relaxed_counter_us = -1.0;
+    out->relaxed_counter_us = out->bulk_counter_us = -1.0;
     for (int c = 0; c < DS_GAP_CLUSTERS; c++) {
         out->cl_blocks[c] = 0;
         out->cl_free_us[c] = out->cl_dep_us[c] = out->cl_skew_us[c] = out->cl_prop_us[c] = -1.0;
@@ -801,7 +817,7 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
          * is known (mod 2^32); gap_pair_us runs 16 launches (a warm-up and 15 timed) */
         CUDA_CHECK(cudaMemset(g.w, 1, (size_t)GAP_PAIRS * (GAP_WA + GAP_WB)));
         CUDA_CHECK(cudaMalloc(&g.total, sizeof(unsigned)));
-        CUDA_CHECK(cudaMalloc(&g.cnt, sizeof(unsigned)));
+        CUDA_CHECK(cudaMalloc(&g.cnt, 4 * sizeof(unsigned)));   /* mode 8's bulk add: 16 bytes */
         CUDA_CHECK(cudaMalloc(&g.take, sizeof(unsigned) * 2 * GAP_PAIRS));
         CUDA_CHECK(cudaMalloc(&g.stamp, sizeof(unsigned long long) * 2 * (2 * GAP_PAIRS - 1) * (size_t)n_sm));
         double *sp[5] = {&out->stream_free_us, &out->stream_ahead_us, &out->stream_wait_us, &out->stream_counter_us,
@@ -813,6 +829,9 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
         /* the counters with relaxed polls (mode 6): timed, then stamped */
         if (!cst && !out->stream_bad) out->relaxed_counter_us = stream_form_us(&g, 16, want, &out->stream_bad, 12);
         if (!cst && !out->stream_bad) cst = counter_stamps(&g, 17, out->relaxed_skew_us, out->relaxed_prop_us, out, err);
+        /* the counters' add as a bulk reduction (mode 8): timed, then stamped */
+        if (!cst && !out->stream_bad) out->bulk_counter_us = stream_form_us(&g, 20, want, &out->stream_bad, 16);
+        if (!cst && !out->stream_bad) cst = counter_stamps(&g, 21, out->bulk_skew_us, out->bulk_prop_us, out, err);
         /* the ring's depth: the free stream and the counters' form with 2, 3, 4 of the SP_ST stages (64 .. 128 KB in
          * flight an SM against 192), each form's word sum checked; the counters' propagation p50 of a stamped launch */
         for (int d = 0; d < 3 && !cst && !out->stream_bad; d++) {
