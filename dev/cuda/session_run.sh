@@ -3348,7 +3348,7 @@ if want s43a; then
   python3 -c 'import json; c = json.load(open("configs/deepseek-v3.json")); c.update(num_hidden_layers=1, first_k_dense_replace=0); json.dump(c, open("/tmp/v3-1moe.json", "w"))'
   for i in 1 2; do
     step v3moe-$i 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_OP_TIMES=1 $B/dsinfer bench --model /tmp/v3-1moe.json --dtype fp8 --batch '' --ctx '' --prompt 4K --steps 1 --csv $CSV --label s43a-v3moe > /dev/null
-    echo "v3moe-$i: $(grep -E "moe: |^prefill" $OUT/v3moe-$i.log | tail -8 | awk '{printf "%s | ", substr($0, 1, 70)}')"
+    echo "v3moe-$i: $(grep -E "moe: |^prefill" $OUT/v3moe-$i.log | head -9 | awk '{printf "%s | ", substr($0, 1, 70)}')"   # gate / up first
   done
   step ops 150 $B/dsinfer bench --ops --ops-m 64,128,4096 --csv $OUT/ops.csv > /dev/null
   grep -E "geomean|M=4096|^ops" $OUT/ops.log | cut -c1-160 | tail -30
