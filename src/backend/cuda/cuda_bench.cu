@@ -530,17 +530,28 @@ typedef struct {
     unsigned *total; /* kinds 6 .. 9: sp_stream_kernel's word sum */
     unsigned *cnt;   /* modes 3, 4, 6, 8: the counter (16 bytes, zeroed before each launch) */
     unsigned *take;  /* mode 4: [2 GAP_PAIRS] the phases' chunks taken (zeroed before each launch) */
-    unsigned long long *stamp;   /* kinds 11, 12, 14, 17: [2 GAP_PAIRS - 1][n_sm][2] add / pass times (ns) */
-    int nst;         /* kinds 6 .. 17: sp_stream_kernel's stages used (SP_ST unless the ring-depth lab sets it) */
-    int cl, cl_grid; /* kinds 13 .. 15: the cluster's blocks and the clustered launch's (a whole number of clusters) */
+    unsigned long long *stamp;   /* the stamped kinds (sp_kinds): [2 GAP_PAIRS - 1][n_sm][2] add / pass times (ns) */
+    int nst;         /* kinds 6 ..: sp_stream_kernel's stages used (SP_ST unless the ring-depth lab sets it) */
+    int cl, cl_grid; /* the clustered kinds: the cluster's blocks and the launch's (a whole number of clusters) */
 } gap_ctx;
+
+/* The streamed kinds (6 and up): kind 6 + k is sp_kinds[k]: the kernel's mode, whether its leaders stamp, whether it is
+ * a clustered launch (else a cooperative one of a block an SM) */
+static const struct {
+    int mode, stamped, clustered;
+} sp_kinds[] = {
+    {0, 0, 0}, {1, 0, 0}, {2, 0, 0}, {3, 0, 0}, {4, 0, 0},   /* 6 .. 10: modes 0 .. 4 */
+    {3, 1, 0}, {4, 1, 0},                                    /* 11, 12: the counters, stamped */
+    {5, 0, 1}, {5, 1, 1}, {0, 0, 1},                         /* 13 .. 15: the cluster's arrives, stamped; its free stream */
+    {6, 0, 0}, {6, 1, 0},                                    /* 16, 17: relaxed polls */
+    {7, 0, 1}, {7, 1, 1},                                    /* 18, 19: the cluster's messages */
+    {8, 0, 0}, {8, 1, 0},                                    /* 20, 21: the bulk-reduction add */
+};
 
 #define GAP_WA GAP_WA_BYTES   /* bytes of the first read */
 #define GAP_WB GAP_WB_BYTES   /* of the second */
 static void gap_launch_pairs(const gap_ctx *g) {
-    if ((g->kind >= 13 && g->kind <= 15) || g->kind == 18 || g->kind == 19) {   /* clustered launches of sp_stream_kernel: 13 mode 5, 14
-                                                                 * mode 5 stamped, 15 mode 0 (the free stream on the same
-                                                                 * grid), 18 mode 7, 19 mode 7 stamped */
+    if (g->kind >= 6 && sp_kinds[g->kind - 6].clustered) {   /* a clustered launch of 2 GAP_PAIRS phases */
         cudaLaunchAttribute at[1];
         at[0].id = cudaLaunchAttributeClusterDimension;
         at[0].val.clusterDim.x = (unsigned)g->cl;
@@ -548,15 +559,13 @@ static void gap_launch_pairs(const gap_ctx *g) {
         at[0].val.clusterDim.z = 1;
         cu_launch_attrs(at, 1, sp_stream_kernel, dim3((unsigned)g->cl_grid), dim3(SP_THREADS), SP_SMEM,
                         (const unsigned char *)g->w, g->total, g->bar, g->cnt, g->take,
-                        g->kind == 14 || g->kind == 19 ? g->stamp : NULL, g->kind == 15 ? 0 : g->kind >= 18 ? 7 : 5,
-                        2 * GAP_PAIRS, g->nst, g->cl);
+                        sp_kinds[g->kind - 6].stamped ? g->stamp : NULL, sp_kinds[g->kind - 6].mode, 2 * GAP_PAIRS, g->nst,
+                        g->cl);
         CUDA_LAUNCH_CHECK();
         return;
     }
-    if (g->kind >= 6) {   /* the streamed phases, sp_stream_kernel mode kind - 6 (kinds 11, 12: modes 3, 4 stamped; 16,
-                           * 17: mode 6, 17 stamped; 20, 21: mode 8, 21 stamped): one launch of 2 GAP_PAIRS phases */
-        const int mode = g->kind <= 10 ? g->kind - 6 : g->kind <= 12 ? g->kind - 8 : g->kind >= 20 ? 8 : 6;
-        const int stamped = g->kind == 11 || g->kind == 12 || g->kind == 17 || g->kind == 21;
+    if (g->kind >= 6) {   /* a cooperative launch of 2 GAP_PAIRS phases */
+        const int mode = sp_kinds[g->kind - 6].mode, stamped = sp_kinds[g->kind - 6].stamped;
         if (mode >= 3) CUDA_CHECK(cudaMemsetAsync(g->cnt, 0, 4 * sizeof(unsigned), cu_stream));
         if (mode == 4) CUDA_CHECK(cudaMemsetAsync(g->take, 0, sizeof(unsigned) * 2 * GAP_PAIRS, cu_stream));
         cu_launch_coop(sp_stream_kernel, dim3((unsigned)g->n_sm), dim3(SP_THREADS), SP_SMEM, (const unsigned char *)g->w,
@@ -637,8 +646,8 @@ static double stream_form_us(gap_ctx *g, int kind, unsigned want, int *bad, int 
     return us;
 }
 
-/* One stamped launch of a dependency's form (kind 11 or 12: sp_stream_kernel mode 3 or 4, the grid one group; 14: mode 5,
- * a cluster of g->cl blocks a group; its word sum checked as the others'), and the quantiles (10%, 50%, 90%) over every
+/* One stamped launch of a dependency's form (a stamped kind of sp_kinds: the grid one group, or a clustered one's cluster
+ * of g->cl blocks; its word sum checked as the others', a wrong one setting out->stream_bad = bad), and the quantiles (10%, 50%, 90%) over every
  * block and dependency of: skew, the group's last add (arrive) less this block's (the wait that a perfectly balanced
  * stream would not have), and propagation, this block's pass less the group's last add (what the dependency itself
  * costs: the release, the reduction at L2 or the remote arrives, the acquire seeing it) */
@@ -646,8 +655,9 @@ static int cmp_d(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
 }
-static ds_status counter_stamps(gap_ctx *g, int kind, double *skew_q, double *prop_q, ds_launch_gaps *out, char *err) {
-    const int clustered = kind == 14 || kind == 19;
+static ds_status counter_stamps(gap_ctx *g, int kind, int bad, double *skew_q, double *prop_q, ds_launch_gaps *out,
+                                char *err) {
+    const int clustered = sp_kinds[kind - 6].clustered;
     const int nc = 2 * GAP_PAIRS - 1, nb = clustered ? g->cl_grid : g->n_sm, grp = clustered ? g->cl : nb;
     const size_t n = (size_t)nc * (size_t)nb;
     g->kind = kind;
@@ -657,7 +667,7 @@ static ds_status counter_stamps(gap_ctx *g, int kind, double *skew_q, double *pr
     unsigned got = 0;
     CUDA_CHECK(cudaMemcpy(&got, g->total, sizeof got, cudaMemcpyDeviceToHost));
     if (got != (unsigned)((unsigned)((size_t)GAP_PAIRS * (GAP_WA + GAP_WB) / 4) * 0x01010101u)) {
-        out->stream_bad = kind == 14 ? 11 : kind == 17 ? 13 : kind == 19 ? 15 : kind == 21 ? 17 : kind - 5;
+        out->stream_bad = bad;
         return DS_OK;
     }
     unsigned long long *t = (unsigned long long *)malloc(sizeof(unsigned long long) * 2 * n);
@@ -719,14 +729,14 @@ static ds_status cluster_forms(gap_ctx *g, unsigned want, ds_launch_gaps *out, c
         if (!out->stream_bad) out->cl_dep_us[c] = stream_form_us(g, 13, want, &out->stream_bad, 10);
         double skew_q[3] = {-1.0, -1.0, -1.0}, prop_q[3] = {-1.0, -1.0, -1.0};
         if (!out->stream_bad) {
-            ds_status st = counter_stamps(g, 14, skew_q, prop_q, out, err);
+            ds_status st = counter_stamps(g, 14, 11, skew_q, prop_q, out, err);
             if (st) return st;
         }
         out->cl_skew_us[c] = skew_q[1];
         out->cl_prop_us[c] = prop_q[1];
         if (!out->stream_bad) out->cl_tx_us[c] = stream_form_us(g, 18, want, &out->stream_bad, 14);
         if (!out->stream_bad) {
-            ds_status st = counter_stamps(g, 19, skew_q, prop_q, out, err);
+            ds_status st = counter_stamps(g, 19, 15, skew_q, prop_q, out, err);
             if (st) return st;
             out->cl_tx_prop_us[c] = prop_q[1];
         }
@@ -824,14 +834,14 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
                          &out->stream_dealt_us};
         const unsigned want = (unsigned)(16u * (unsigned)((size_t)GAP_PAIRS * (GAP_WA + GAP_WB) / 4) * 0x01010101u);
         for (int k = 6; k <= 10 && !out->stream_bad; k++) *sp[k - 6] = stream_form_us(&g, k, want, &out->stream_bad, k - 5);
-        ds_status cst = out->stream_bad ? DS_OK : counter_stamps(&g, 11, out->counter_skew_us, out->counter_prop_us, out, err);
-        if (!cst && !out->stream_bad) cst = counter_stamps(&g, 12, out->dealt_skew_us, out->dealt_prop_us, out, err);
+        ds_status cst = out->stream_bad ? DS_OK : counter_stamps(&g, 11, 6, out->counter_skew_us, out->counter_prop_us, out, err);
+        if (!cst && !out->stream_bad) cst = counter_stamps(&g, 12, 7, out->dealt_skew_us, out->dealt_prop_us, out, err);
         /* the counters with relaxed polls (mode 6): timed, then stamped */
         if (!cst && !out->stream_bad) out->relaxed_counter_us = stream_form_us(&g, 16, want, &out->stream_bad, 12);
-        if (!cst && !out->stream_bad) cst = counter_stamps(&g, 17, out->relaxed_skew_us, out->relaxed_prop_us, out, err);
+        if (!cst && !out->stream_bad) cst = counter_stamps(&g, 17, 13, out->relaxed_skew_us, out->relaxed_prop_us, out, err);
         /* the counters' add as a bulk reduction (mode 8): timed, then stamped */
         if (!cst && !out->stream_bad) out->bulk_counter_us = stream_form_us(&g, 20, want, &out->stream_bad, 16);
-        if (!cst && !out->stream_bad) cst = counter_stamps(&g, 21, out->bulk_skew_us, out->bulk_prop_us, out, err);
+        if (!cst && !out->stream_bad) cst = counter_stamps(&g, 21, 17, out->bulk_skew_us, out->bulk_prop_us, out, err);
         /* the ring's depth: the free stream and the counters' form with 2, 3, 4 of the SP_ST stages (64 .. 128 KB in
          * flight an SM against 192), each form's word sum checked; the counters' propagation p50 of a stamped launch */
         for (int d = 0; d < 3 && !cst && !out->stream_bad; d++) {
@@ -839,7 +849,7 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
             g.nst = 2 + d;
             out->ring_free_us[d] = stream_form_us(&g, 6, want, &out->stream_bad, 8);
             if (!out->stream_bad) out->ring_counter_us[d] = stream_form_us(&g, 9, want, &out->stream_bad, 8);
-            if (!out->stream_bad) cst = counter_stamps(&g, 11, skew_q, prop_q, out, err);
+            if (!out->stream_bad) cst = counter_stamps(&g, 11, 6, skew_q, prop_q, out, err);
             out->ring_prop_us[d] = prop_q[1];
         }
         g.nst = SP_ST;
