@@ -896,6 +896,11 @@ static int run_bench(bench_opts *op, ds_comm *dp) {
             printf("a counter under the stream, each add a bulk reduction from shared memory (us a pair %.2f; p10 / p50 / "
                    "p90): skew %.2f / %.2f / %.2f, propagation %.2f / %.2f / %.2f\n", g.bulk_counter_us, g.bulk_skew_us[0],
                    g.bulk_skew_us[1], g.bulk_skew_us[2], g.bulk_prop_us[0], g.bulk_prop_us[1], g.bulk_prop_us[2]);
+        if (g.bulk_part_prop_us[1] >= 0)
+            printf("a counter under the stream, each add a bulk reduction after the block's 8 KB of partial sums' (us a pair "
+                   "%.2f; p10 / p50 / p90): skew %.2f / %.2f / %.2f, propagation %.2f / %.2f / %.2f\n", g.bulk_part_us,
+                   g.bulk_part_skew_us[0], g.bulk_part_skew_us[1], g.bulk_part_skew_us[2], g.bulk_part_prop_us[0],
+                   g.bulk_part_prop_us[1], g.bulk_part_prop_us[2]);
         if (g.ring_free_us[0] >= 0)
             printf("the ring's depth (us a pair; 2 / 3 / 4 stages of 32 KB against 6): no barriers %.2f / %.2f / %.2f, "
                    "counters %.2f / %.2f / %.2f, the counters' propagation p50 %.2f / %.2f / %.2f\n", g.ring_free_us[0],

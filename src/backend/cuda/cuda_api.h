@@ -163,6 +163,9 @@ typedef struct {
     /* the counters' form with each add a bulk reduction from shared memory (the async proxy; mode 8): the same figures
      * (stream_bad 16, 17) */
     double bulk_counter_us, bulk_skew_us[3], bulk_prop_us[3];
+    /* the same with each block's 8 KB of partial sums bulk-reduced (add.f32) into one row first, waited for complete
+     * (mode 9; stream_bad 18 .. 20: a word sum or the row's sums wrong) */
+    double bulk_part_us, bulk_part_skew_us[3], bulk_part_prop_us[3];
     /* the dependencies kept inside thread-block clusters of 1, 2, 4, 8, 16 blocks (sp_stream_kernel mode 5: remote
      * mbarrier arrives, no grid-wide word): the blocks launched (as many whole clusters as fit at once, at most a block an
      * SM; 0: that size does not fit), us a pair without dependencies on that grid and with them, and the skew and

@@ -297,12 +297,16 @@ __global__ void gap_phases_kernel(const uint4 *a, size_t na, const uint4 *b, siz
  * the wait the leader checks that the cl slots hold p + 1 (else the word sum is spoiled). 8: as 3, with the counter's
  * add made by the async proxy, `cp.reduce.async.bulk ... add.u32` of 16 bytes {1, 0, 0, 0} from shared memory onto the
  * counter's 16 (no release fence in the generic proxy: what a bulk reduction of a block's partial sums into the layer's
- * output, then of its count, would cost), the leader's polls acquire loads as in 3. */
+ * output, then of its count, would cost), the leader's polls acquire loads as in 3. 9: as 8, with the block's partial
+ * sums sent first: a bulk reduction (`.add.f32`) of SP_PART floats of shared memory (all 1.0f) onto acc, waited for until
+ * complete, then the count's (the order a real kernel's consumers need: the sums before the count); the host checks acc
+ * after the last launch (each float the launch's adds, 2 GAP_PAIRS - 1 a block). */
 #define SP_STAGE (32 * 1024)
 #define SP_ST 6
 #define SP_THREADS (32 + 256)
 #define SP_CHUNK (16 * 1024)   /* mode 4's unit of a phase: 384 of a 6 MB phase, 256 of a 4 MB one */
-#define SP_SMEM (SP_ST * SP_STAGE + (2 * SP_ST + 2) * 8 + SP_ST * 4 + 16 + 2 * 16 * 4 + 1024)
+#define SP_PART 2048   /* mode 9: the floats of a block's partial sums (a V2-Lite hidden row) */
+#define SP_SMEM (SP_ST * SP_STAGE + (2 * SP_ST + 2) * 8 + SP_ST * 4 + 16 + 2 * 16 * 4 + SP_PART * 4 + 1024)
 
 /* block b's bytes [lo, hi) of a phase of n bytes over nb blocks: 16-byte multiples, the last block's share the short one */
 __device__ __forceinline__ void sp_range(size_t n, int b, int nb, size_t *lo, size_t *hi) {
@@ -388,8 +392,8 @@ __device__ __forceinline__ void sp_cluster_wait(uint32_t d, int parity) {
 /* total: the 32-bit words' sum over every block and launch (mod 2^32; the host's check) */
 __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned char *w, unsigned *total, unsigned *bar,
                                                                    unsigned *cnt, unsigned *take,
-                                                                   unsigned long long *stamp, int mode, int phases,
-                                                                   int nst, int cl) {
+                                                                   unsigned long long *stamp, float *acc, int mode,
+                                                                   int phases, int nst, int cl) {
     extern __shared__ unsigned char sp_raw[];
     unsigned char *ring = (unsigned char *)(((uintptr_t)sp_raw + 1023) & ~(uintptr_t)1023);
     uint64_t *full = (uint64_t *)(ring + SP_ST * SP_STAGE), *empty = full + SP_ST;
@@ -398,6 +402,11 @@ __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned
     /* mode 7: [2][16] the cluster's messages, by sender rank; mode 8: slot[0 .. 3] = {1, 0, 0, 0}, the bulk add's source
      * (16-byte aligned, as a bulk copy's source must be) */
     unsigned *slot = (unsigned *)(((uintptr_t)(meta + SP_ST) + 15) & ~(uintptr_t)15);
+    float *part = (float *)(slot + 2 * 16);   /* mode 9: [SP_PART] the partial sums sent (16-byte aligned) */
+    if (mode == 9) {
+        for (int i = threadIdx.x; i < SP_PART; i += blockDim.x) part[i] = 1.0f;
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");   /* seen by the async proxy */
+    }
     if (threadIdx.x == 0) {
         for (int s = 0; s < SP_ST; s++) {
             mbar_init(&full[s], 1);
@@ -500,8 +509,14 @@ __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned
                     if (mode == 7)
                         for (int r = 0; r < cl; r++)
                             if (slot[(p & 1) * 16 + r] != (unsigned)p + 1) sum += 1u;   /* a message lost or stale */
-                } else {   /* the grid's counter (modes 3, 4, 6, 8) */
-                    sp_counter(cnt, (unsigned)(p + 1) * gridDim.x, mode == 6, mode == 8 ? slot : NULL);
+                } else {   /* the grid's counter (modes 3, 4, 6, 8, 9) */
+                    if (mode == 9)   /* the partial sums first, complete before the count */
+                        asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n"
+                                     "cp.async.bulk.commit_group;\n"
+                                     "cp.async.bulk.wait_group 0;\n" ::"l"(acc), "r"(cu_smem_addr(part)),
+                                     "n"(SP_PART * 4)
+                                     : "memory");
+                    sp_counter(cnt, (unsigned)(p + 1) * gridDim.x, mode == 6, mode >= 8 ? slot : NULL);
                 }
                 if (stamp) {
                     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
@@ -527,6 +542,7 @@ typedef struct {
     int form;        /* kind 2: gap_barrier_kernel's form */
     void *w;         /* kinds 3 .. 8: GAP_PAIRS x (GAP_WA + GAP_WB) bytes to read */
     float *f;        /* kinds 3 .. 5: a float a block */
+    float *acc;      /* mode 9: [SP_PART] the partial sums' target (zeroed before each launch) */
     unsigned *total; /* kinds 6 .. 9: sp_stream_kernel's word sum */
     unsigned *cnt;   /* modes 3, 4, 6, 8: the counter (16 bytes, zeroed before each launch) */
     unsigned *take;  /* mode 4: [2 GAP_PAIRS] the phases' chunks taken (zeroed before each launch) */
@@ -546,6 +562,7 @@ static const struct {
     {6, 0, 0}, {6, 1, 0},                                    /* 16, 17: relaxed polls */
     {7, 0, 1}, {7, 1, 1},                                    /* 18, 19: the cluster's messages */
     {8, 0, 0}, {8, 1, 0},                                    /* 20, 21: the bulk-reduction add */
+    {9, 0, 0}, {9, 1, 0},                                    /* 22, 23: the same after the partial sums' */
 };
 
 #define GAP_WA GAP_WA_BYTES   /* bytes of the first read */
@@ -559,8 +576,8 @@ static void gap_launch_pairs(const gap_ctx *g) {
         at[0].val.clusterDim.z = 1;
         cu_launch_attrs(at, 1, sp_stream_kernel, dim3((unsigned)g->cl_grid), dim3(SP_THREADS), SP_SMEM,
                         (const unsigned char *)g->w, g->total, g->bar, g->cnt, g->take,
-                        sp_kinds[g->kind - 6].stamped ? g->stamp : NULL, sp_kinds[g->kind - 6].mode, 2 * GAP_PAIRS, g->nst,
-                        g->cl);
+                        sp_kinds[g->kind - 6].stamped ? g->stamp : NULL, g->acc, sp_kinds[g->kind - 6].mode, 2 * GAP_PAIRS,
+                        g->nst, g->cl);
         CUDA_LAUNCH_CHECK();
         return;
     }
@@ -568,8 +585,9 @@ static void gap_launch_pairs(const gap_ctx *g) {
         const int mode = sp_kinds[g->kind - 6].mode, stamped = sp_kinds[g->kind - 6].stamped;
         if (mode >= 3) CUDA_CHECK(cudaMemsetAsync(g->cnt, 0, 4 * sizeof(unsigned), cu_stream));
         if (mode == 4) CUDA_CHECK(cudaMemsetAsync(g->take, 0, sizeof(unsigned) * 2 * GAP_PAIRS, cu_stream));
+        if (mode == 9) CUDA_CHECK(cudaMemsetAsync(g->acc, 0, sizeof(float) * SP_PART, cu_stream));
         cu_launch_coop(sp_stream_kernel, dim3((unsigned)g->n_sm), dim3(SP_THREADS), SP_SMEM, (const unsigned char *)g->w,
-                       g->total, g->bar, g->cnt, g->take, stamped ? g->stamp : NULL, mode, 2 * GAP_PAIRS, g->nst, 1);
+                       g->total, g->bar, g->cnt, g->take, stamped ? g->stamp : NULL, g->acc, mode, 2 * GAP_PAIRS, g->nst, 1);
         CUDA_LAUNCH_CHECK();
         return;
     }
@@ -699,6 +717,15 @@ static ds_status counter_stamps(gap_ctx *g, int kind, int bad, double *skew_q, d
     return DS_OK;
 }
 
+/* whether every float of mode 9's acc is v (the adds of the last launch) */
+static int acc_holds(gap_ctx *g, float v) {
+    float h[SP_PART];
+    CUDA_CHECK(cudaMemcpy(h, g->acc, sizeof h, cudaMemcpyDeviceToHost));
+    for (int i = 0; i < SP_PART; i++)
+        if (h[i] != v) return 0;
+    return 1;
+}
+
 /* The cluster-scope dependencies (forty-third session): for clusters of 1, 2, 4, 8, 16 blocks, the most such clusters
  * that fit at once (a block an SM), the free stream on that grid (kind 15) and the cluster form (kind 13), us a pair, each
  * form's word sum checked against want (16 launches), then a stamped launch (kind 14): the skew and propagation p50 */
@@ -754,7 +781,7 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
     CUDA_CHECK(cudaFuncSetAttribute(gap_persist_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, GAP_SMEM));
     CUDA_CHECK(cudaFuncSetAttribute(gap_barrier_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, GAP_SMEM));
     CUDA_CHECK(cudaFuncSetAttribute(sp_stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SP_SMEM));
-    gap_ctx g = {0, 0, 0, n_sm, NULL, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL, SP_ST, 1, 0};
+    gap_ctx g = {0, 0, 0, n_sm, NULL, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, SP_ST, 1, 0};
     CUDA_CHECK(cudaMalloc(&g.p, sizeof(int) * (size_t)GAP_WIDE_BLOCKS * 256));
     CUDA_CHECK(cudaMemset(g.p, 0, sizeof(int) * (size_t)GAP_WIDE_BLOCKS * 256));
     CUDA_CHECK(cudaMalloc(&g.bar, 3 * sizeof(unsigned)));   /* count, generation, early passes */
@@ -806,8 +833,9 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
         out->counter_skew_us[q] = out->counter_prop_us[q] = out->dealt_skew_us[q] = out->dealt_prop_us[q] = -1.0;
         out->ring_free_us[q] = out->ring_counter_us[q] = out->ring_prop_us[q] = -1.0;
         out->relaxed_skew_us[q] = out->relaxed_prop_us[q] = out->bulk_skew_us[q] = out->bulk_prop_us[q] = -1.0;
+        out->bulk_part_skew_us[q] = out->bulk_part_prop_us[q] = -1.0;
     }
-    out->relaxed_counter_us = out->bulk_counter_us = -1.0;
+    out->relaxed_counter_us = out->bulk_counter_us = out->bulk_part_us = -1.0;
     for (int c = 0; c < DS_GAP_CLUSTERS; c++) {
         out->cl_blocks[c] = 0;
         out->cl_free_us[c] = out->cl_dep_us[c] = out->cl_skew_us[c] = out->cl_prop_us[c] = -1.0;
@@ -828,6 +856,7 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
         CUDA_CHECK(cudaMemset(g.w, 1, (size_t)GAP_PAIRS * (GAP_WA + GAP_WB)));
         CUDA_CHECK(cudaMalloc(&g.total, sizeof(unsigned)));
         CUDA_CHECK(cudaMalloc(&g.cnt, 4 * sizeof(unsigned)));   /* mode 8's bulk add: 16 bytes */
+        CUDA_CHECK(cudaMalloc(&g.acc, sizeof(float) * SP_PART));
         CUDA_CHECK(cudaMalloc(&g.take, sizeof(unsigned) * 2 * GAP_PAIRS));
         CUDA_CHECK(cudaMalloc(&g.stamp, sizeof(unsigned long long) * 2 * (2 * GAP_PAIRS - 1) * (size_t)n_sm));
         double *sp[5] = {&out->stream_free_us, &out->stream_ahead_us, &out->stream_wait_us, &out->stream_counter_us,
@@ -842,6 +871,10 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
         /* the counters' add as a bulk reduction (mode 8): timed, then stamped */
         if (!cst && !out->stream_bad) out->bulk_counter_us = stream_form_us(&g, 20, want, &out->stream_bad, 16);
         if (!cst && !out->stream_bad) cst = counter_stamps(&g, 21, 17, out->bulk_skew_us, out->bulk_prop_us, out, err);
+        /* the same after each block's partial sums (mode 9): timed, acc checked, then stamped */
+        if (!cst && !out->stream_bad) out->bulk_part_us = stream_form_us(&g, 22, want, &out->stream_bad, 18);
+        if (!cst && !out->stream_bad && !acc_holds(&g, (float)((2 * GAP_PAIRS - 1) * n_sm))) out->stream_bad = 19;
+        if (!cst && !out->stream_bad) cst = counter_stamps(&g, 23, 20, out->bulk_part_skew_us, out->bulk_part_prop_us, out, err);
         /* the ring's depth: the free stream and the counters' form with 2, 3, 4 of the SP_ST stages (64 .. 128 KB in
          * flight an SM against 192), each form's word sum checked; the counters' propagation p50 of a stamped launch */
         for (int d = 0; d < 3 && !cst && !out->stream_bad; d++) {
@@ -856,6 +889,7 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
         if (!cst && !out->stream_bad) cst = cluster_forms(&g, want, out, err);
         CUDA_CHECK(cudaFree(g.total));
         CUDA_CHECK(cudaFree(g.cnt));
+        CUDA_CHECK(cudaFree(g.acc));
         CUDA_CHECK(cudaFree(g.take));
         CUDA_CHECK(cudaFree(g.stamp));
         CUDA_CHECK(cudaFree(g.w));
