@@ -177,6 +177,10 @@ typedef struct {
     /* the same dependencies as messages (mode 7: st.async into every peer's shared memory, completing on its mbarrier; no
      * release fence): us a pair and the propagation p50 (stream_bad 14, 15: a word sum wrong or a message lost) */
     double cl_tx_us[DS_GAP_CLUSTERS], cl_tx_prop_us[DS_GAP_CLUSTERS];
+    /* a gpu-scope dependency with 8 KB of partial sums a block, reduced inside the cluster by messages first, then
+     * bulk-reduced onto one row and counted (mode 10): us a pair and the propagation p50 against the grid's last count
+     * (stream_bad 21 .. 23: a word sum or the row wrong) */
+    double cl_red_us[DS_GAP_CLUSTERS], cl_red_prop_us[DS_GAP_CLUSTERS];
     int stream_bad;
 } ds_launch_gaps;
 ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err);

@@ -300,13 +300,20 @@ __global__ void gap_phases_kernel(const uint4 *a, size_t na, const uint4 *b, siz
  * output, then of its count, would cost), the leader's polls acquire loads as in 3. 9: as 8, with the block's partial
  * sums sent first: a bulk reduction (`.add.f32`) of SP_PART floats of shared memory (all 1.0f) onto acc, waited for until
  * complete, then the count's (the order a real kernel's consumers need: the sums before the count); the host checks acc
- * after the last launch (each float the launch's adds, 2 GAP_PAIRS - 1 a block). */
+ * after the last launch (each float the launch's adds, 2 GAP_PAIRS - 1 a block). 10 (a clustered launch): as 9, with
+ * the sums reduced inside the cluster first: block j of the cluster owns the row's floats [j pw, (j + 1) pw), pw =
+ * SP_PART / cl; the 256 consumers send each 16-byte piece of the block's row to its owner by st.async (completing on the
+ * owner's dep[p & 1], armed by its leader for the SP_PART * 4 bytes it receives), wait, add the cl pieces they own, and
+ * the leader bulk-reduces those pw floats onto acc (cl-way contention a line instead of the grid's), waits for it, and
+ * counts as 8 does: the grid's counter, so the whole grid must be resident at once (the launch is as many clusters as
+ * fit, a block an SM). recv[p & 1] is written again at p + 2 only after every block counted p + 1, which this block does
+ * after it read recv[p & 1]. */
 #define SP_STAGE (32 * 1024)
 #define SP_ST 6
 #define SP_THREADS (32 + 256)
 #define SP_CHUNK (16 * 1024)   /* mode 4's unit of a phase: 384 of a 6 MB phase, 256 of a 4 MB one */
 #define SP_PART 2048   /* mode 9: the floats of a block's partial sums (a V2-Lite hidden row) */
-#define SP_SMEM (SP_ST * SP_STAGE + (2 * SP_ST + 2) * 8 + SP_ST * 4 + 16 + 2 * 16 * 4 + SP_PART * 4 + 1024)
+#define SP_SMEM (SP_ST * SP_STAGE + (2 * SP_ST + 2) * 8 + SP_ST * 4 + 16 + 2 * 16 * 4 + 3 * SP_PART * 4 + 1024)
 
 /* block b's bytes [lo, hi) of a phase of n bytes over nb blocks: 16-byte multiples, the last block's share the short one */
 __device__ __forceinline__ void sp_range(size_t n, int b, int nb, size_t *lo, size_t *hi) {
@@ -402,8 +409,9 @@ __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned
     /* mode 7: [2][16] the cluster's messages, by sender rank; mode 8: slot[0 .. 3] = {1, 0, 0, 0}, the bulk add's source
      * (16-byte aligned, as a bulk copy's source must be) */
     unsigned *slot = (unsigned *)(((uintptr_t)(meta + SP_ST) + 15) & ~(uintptr_t)15);
-    float *part = (float *)(slot + 2 * 16);   /* mode 9: [SP_PART] the partial sums sent (16-byte aligned) */
-    if (mode == 9) {
+    float *part = (float *)(slot + 2 * 16);   /* modes 9, 10: [SP_PART] the partial sums sent (16-byte aligned) */
+    float *recv = part + SP_PART;             /* mode 10: [2][cl][SP_PART / cl] the pieces received, by sender rank */
+    if (mode == 9 || mode == 10) {
         for (int i = threadIdx.x; i < SP_PART; i += blockDim.x) part[i] = 1.0f;
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");   /* seen by the async proxy */
     }
@@ -412,15 +420,15 @@ __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned
             mbar_init(&full[s], 1);
             mbar_init(&empty[s], 8);   /* the 8 consumer warps */
         }
-        mbar_init(&dep[0], mode == 7 ? 1 : cl);
-        mbar_init(&dep[1], mode == 7 ? 1 : cl);
+        mbar_init(&dep[0], mode == 7 || mode == 10 ? 1 : cl);
+        mbar_init(&dep[1], mode == 7 || mode == 10 ? 1 : cl);
         slot[0] = 1u;
         slot[1] = slot[2] = slot[3] = 0u;
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");   /* the source seen by the async proxy */
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
-    if (mode == 5 || mode == 7)   /* every block's dep initialised before any block arrives on it */
+    if (mode == 5 || mode == 7 || mode == 10)   /* every block's dep initialised before any block arrives on it */
         asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
     if (threadIdx.x < 32) {   /* the producer: one thread */
         if (threadIdx.x) return;
@@ -496,7 +504,50 @@ __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned
             mbar_wait(&full[s], (it / nst) & 1);
             sp_sum_stage(ring + (size_t)s * SP_STAGE, words, ct, lane, &empty[s], &sum);
         }
-        if (mode >= 3 && p + 1 < phases) {   /* a dependency: the 256 consumers meet, their leader signals and waits */
+        if (mode == 10 && p + 1 < phases) {   /* the row reduced in the cluster, then counted (see above) */
+            const int pw = SP_PART / cl;
+            float *rv = recv + (p & 1) * SP_PART;
+            const uint32_t d = cu_smem_addr(&dep[p & 1]);
+            uint32_t me;
+            asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(me));
+            unsigned long long t0 = 0, t1;
+            asm volatile("bar.sync 1, 256;\n" ::: "memory");
+            if (threadIdx.x == 32) {
+                if (stamp) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+                mbar_expect_tx(&dep[p & 1], SP_PART * 4);
+            }
+            for (int c = ct; c < SP_PART / 4; c += 256) {
+                const int r = 4 * c / pw, o = 4 * c - r * pw;
+                const float4 v = *(const float4 *)(part + 4 * c);
+                uint32_t ra, rb;
+                asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(ra) : "r"(cu_smem_addr(rv + me * pw + o)), "r"(r));
+                asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(rb) : "r"(d), "r"(r));
+                asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];\n"
+                             ::"r"(ra), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(rb)
+                             : "memory");
+            }
+            sp_cluster_wait(d, (p >> 1) & 1);
+            for (int i = ct; i < pw; i += 256) {   /* the owned floats' sums, in piece 0's place */
+                float s = 0.0f;
+                for (int r = 0; r < cl; r++) s += rv[r * pw + i];
+                rv[i] = s;
+            }
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");   /* the sums seen by the bulk reduction */
+            asm volatile("bar.sync 1, 256;\n" ::: "memory");
+            if (threadIdx.x == 32) {
+                asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n"
+                             "cp.async.bulk.commit_group;\n"
+                             "cp.async.bulk.wait_group 0;\n" ::"l"(acc + me * pw), "r"(cu_smem_addr(rv)), "r"(pw * 4)
+                             : "memory");
+                sp_counter(cnt, (unsigned)(p + 1) * gridDim.x, false, slot);
+                if (stamp) {
+                    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
+                    stamp[2 * ((size_t)p * gridDim.x + blockIdx.x)] = t0;
+                    stamp[2 * ((size_t)p * gridDim.x + blockIdx.x) + 1] = t1;
+                }
+            }
+            asm volatile("bar.sync 1, 256;\n" ::: "memory");
+        } else if (mode >= 3 && p + 1 < phases) {   /* a dependency: the 256 consumers meet, their leader signals and waits */
             asm volatile("bar.sync 1, 256;\n" ::: "memory");
             if (threadIdx.x == 32) {
                 unsigned long long t0 = 0, t1;
@@ -563,12 +614,17 @@ static const struct {
     {7, 0, 1}, {7, 1, 1},                                    /* 18, 19: the cluster's messages */
     {8, 0, 0}, {8, 1, 0},                                    /* 20, 21: the bulk-reduction add */
     {9, 0, 0}, {9, 1, 0},                                    /* 22, 23: the same after the partial sums' */
+    {10, 0, 1}, {10, 1, 1},                                  /* 24, 25: the sums reduced in the cluster first */
 };
 
 #define GAP_WA GAP_WA_BYTES   /* bytes of the first read */
 #define GAP_WB GAP_WB_BYTES   /* of the second */
 static void gap_launch_pairs(const gap_ctx *g) {
     if (g->kind >= 6 && sp_kinds[g->kind - 6].clustered) {   /* a clustered launch of 2 GAP_PAIRS phases */
+        if (sp_kinds[g->kind - 6].mode == 10) {
+            CUDA_CHECK(cudaMemsetAsync(g->cnt, 0, 4 * sizeof(unsigned), cu_stream));
+            CUDA_CHECK(cudaMemsetAsync(g->acc, 0, sizeof(float) * SP_PART, cu_stream));
+        }
         cudaLaunchAttribute at[1];
         at[0].id = cudaLaunchAttributeClusterDimension;
         at[0].val.clusterDim.x = (unsigned)g->cl;
@@ -675,8 +731,8 @@ static int cmp_d(const void *a, const void *b) {
 }
 static ds_status counter_stamps(gap_ctx *g, int kind, int bad, double *skew_q, double *prop_q, ds_launch_gaps *out,
                                 char *err) {
-    const int clustered = sp_kinds[kind - 6].clustered;
-    const int nc = 2 * GAP_PAIRS - 1, nb = clustered ? g->cl_grid : g->n_sm, grp = clustered ? g->cl : nb;
+    const int clustered = sp_kinds[kind - 6].clustered, grid_wide = sp_kinds[kind - 6].mode == 10;   /* 10: its count */
+    const int nc = 2 * GAP_PAIRS - 1, nb = clustered ? g->cl_grid : g->n_sm, grp = clustered && !grid_wide ? g->cl : nb;
     const size_t n = (size_t)nc * (size_t)nb;
     g->kind = kind;
     CUDA_CHECK(cudaMemset(g->total, 0, sizeof(unsigned)));
@@ -767,6 +823,13 @@ static ds_status cluster_forms(gap_ctx *g, unsigned want, ds_launch_gaps *out, c
             if (st) return st;
             out->cl_tx_prop_us[c] = prop_q[1];
         }
+        if (!out->stream_bad) out->cl_red_us[c] = stream_form_us(g, 24, want, &out->stream_bad, 21);
+        if (!out->stream_bad && !acc_holds(g, (float)((2 * GAP_PAIRS - 1) * g->cl_grid))) out->stream_bad = 22;
+        if (!out->stream_bad) {
+            ds_status st = counter_stamps(g, 25, 23, skew_q, prop_q, out, err);
+            if (st) return st;
+            out->cl_red_prop_us[c] = prop_q[1];
+        }
     }
     return DS_OK;
 }
@@ -839,7 +902,7 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
     for (int c = 0; c < DS_GAP_CLUSTERS; c++) {
         out->cl_blocks[c] = 0;
         out->cl_free_us[c] = out->cl_dep_us[c] = out->cl_skew_us[c] = out->cl_prop_us[c] = -1.0;
-        out->cl_tx_us[c] = out->cl_tx_prop_us[c] = -1.0;
+        out->cl_tx_us[c] = out->cl_tx_prop_us[c] = out->cl_red_us[c] = out->cl_red_prop_us[c] = -1.0;
     }
     out->stream_bad = 0;
     if (coop) {
