@@ -312,7 +312,7 @@ __global__ void gap_phases_kernel(const uint4 *a, size_t na, const uint4 *b, siz
 #define SP_ST 6
 #define SP_THREADS (32 + 256)
 #define SP_CHUNK (16 * 1024)   /* mode 4's unit of a phase: 384 of a 6 MB phase, 256 of a 4 MB one */
-#define SP_PART 2048   /* mode 9: the floats of a block's partial sums (a V2-Lite hidden row) */
+#define SP_PART 2048   /* modes 9, 10: the floats of a block's partial sums (a V2-Lite hidden row) */
 #define SP_SMEM (SP_ST * SP_STAGE + (2 * SP_ST + 2) * 8 + SP_ST * 4 + 16 + 2 * 16 * 4 + 3 * SP_PART * 4 + 1024)
 
 /* block b's bytes [lo, hi) of a phase of n bytes over nb blocks: 16-byte multiples, the last block's share the short one */
@@ -361,6 +361,20 @@ __device__ __forceinline__ void sp_counter(unsigned *cnt, unsigned need, bool re
             asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(cnt) : "memory");
         } while (v < need);
     }
+}
+/* modes 9, 10: bulk-reduce (add.f32) the bytes of shared memory at src onto dst, and wait until it is complete */
+__device__ __forceinline__ void sp_bulk_add_f32(float *dst, const float *src, int bytes) {
+    asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n"
+                 "cp.async.bulk.commit_group;\n"
+                 "cp.async.bulk.wait_group 0;\n" ::"l"(dst), "r"(cu_smem_addr(src)), "r"(bytes)
+                 : "memory");
+}
+/* the stamped forms: this block's signal (t0) and pass (now) times of dependency p */
+__device__ __forceinline__ void sp_stamp(unsigned long long *stamp, int p, unsigned long long t0) {
+    unsigned long long t1;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
+    stamp[2 * ((size_t)p * gridDim.x + blockIdx.x)] = t0;
+    stamp[2 * ((size_t)p * gridDim.x + blockIdx.x) + 1] = t1;
 }
 /* mode 5: arrive (cluster-scope release) on the mbarrier at shared address d in each of the cluster's cl blocks */
 __device__ __forceinline__ void sp_cluster_arrive(uint32_t d, int cl) {
@@ -510,7 +524,7 @@ __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned
             const uint32_t d = cu_smem_addr(&dep[p & 1]);
             uint32_t me;
             asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(me));
-            unsigned long long t0 = 0, t1;
+            unsigned long long t0 = 0;
             asm volatile("bar.sync 1, 256;\n" ::: "memory");
             if (threadIdx.x == 32) {
                 if (stamp) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
@@ -535,22 +549,15 @@ __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned
             asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");   /* the sums seen by the bulk reduction */
             asm volatile("bar.sync 1, 256;\n" ::: "memory");
             if (threadIdx.x == 32) {
-                asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n"
-                             "cp.async.bulk.commit_group;\n"
-                             "cp.async.bulk.wait_group 0;\n" ::"l"(acc + me * pw), "r"(cu_smem_addr(rv)), "r"(pw * 4)
-                             : "memory");
+                sp_bulk_add_f32(acc + me * pw, rv, pw * 4);
                 sp_counter(cnt, (unsigned)(p + 1) * gridDim.x, false, slot);
-                if (stamp) {
-                    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
-                    stamp[2 * ((size_t)p * gridDim.x + blockIdx.x)] = t0;
-                    stamp[2 * ((size_t)p * gridDim.x + blockIdx.x) + 1] = t1;
-                }
+                if (stamp) sp_stamp(stamp, p, t0);
             }
             asm volatile("bar.sync 1, 256;\n" ::: "memory");
         } else if (mode >= 3 && p + 1 < phases) {   /* a dependency: the 256 consumers meet, their leader signals and waits */
             asm volatile("bar.sync 1, 256;\n" ::: "memory");
             if (threadIdx.x == 32) {
-                unsigned long long t0 = 0, t1;
+                unsigned long long t0 = 0;
                 if (stamp) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
                 if (mode == 5 || mode == 7) {   /* the cluster's, on dep[p & 1] */
                     const uint32_t d = cu_smem_addr(&dep[p & 1]);
@@ -561,19 +568,10 @@ __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned
                         for (int r = 0; r < cl; r++)
                             if (slot[(p & 1) * 16 + r] != (unsigned)p + 1) sum += 1u;   /* a message lost or stale */
                 } else {   /* the grid's counter (modes 3, 4, 6, 8, 9) */
-                    if (mode == 9)   /* the partial sums first, complete before the count */
-                        asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n"
-                                     "cp.async.bulk.commit_group;\n"
-                                     "cp.async.bulk.wait_group 0;\n" ::"l"(acc), "r"(cu_smem_addr(part)),
-                                     "n"(SP_PART * 4)
-                                     : "memory");
+                    if (mode == 9) sp_bulk_add_f32(acc, part, SP_PART * 4);   /* the sums first, complete before the count */
                     sp_counter(cnt, (unsigned)(p + 1) * gridDim.x, mode == 6, mode >= 8 ? slot : NULL);
                 }
-                if (stamp) {
-                    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
-                    stamp[2 * ((size_t)p * gridDim.x + blockIdx.x)] = t0;
-                    stamp[2 * ((size_t)p * gridDim.x + blockIdx.x) + 1] = t1;
-                }
+                if (stamp) sp_stamp(stamp, p, t0);
             }
             asm volatile("bar.sync 1, 256;\n" ::: "memory");
         } else if ((mode == 1 || mode == 2) && p + 1 < phases) {
