@@ -3369,6 +3369,22 @@ if want s43c; then
     echo "slots $sl: $(grep -E "^mla-decode tc +heads  16" $OUT/mla_sl$sl.log | cut -c1-150 | tr '\n' '|')"
   done
 fi
+# s44a: the MoE block of one token by intermediate ownership (DSINFER_CUDA_MOEO=1, cuda_moeo.cu; opt-in): op test moeo;
+# FP8 and BF16 b1 ctx 1K at MOEO=0 / 1, two rotated rounds; ncu of one FP8 b1 step at =1 (moeo_kernel's time and bytes
+# beside the router's); the goldens with =1
+if want s44a; then
+  step ops_moeo 240 env DSINFER_OPS_ONLY=moeo $B/test_cuda_ops > /dev/null
+  echo "moeo: $(grep -cE "CHECK failed" $OUT/ops_moeo.log) failed; $(grep -E "moeo|ownership" $OUT/ops_moeo.log | head -8 | cut -c1-140)"
+  for r in 1 2; do
+    case $r in 1) o="0 1";; 2) o="1 0";; esac
+    for n in $o; do for d in fp8 bf16; do
+      step b1${d}_mo$n-$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOEO=$n $B/dsinfer bench --dtype $d --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s44a-$d-moeo$n > /dev/null
+      echo "$d moeo=$n r$r: $(grep -E "^decode" $OUT/b1${d}_mo$n-$r.log | cut -c1-150)"
+    done; done
+  done
+  DSINFER_CUDA_MOEO=1 ncu_step ncu44_mo1 fp8 1
+  step golden_mo 150 env DSINFER_CUDA_MOEO=1 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden_mo.log
+fi
 # opsq: the same suite as four processes at once on the one GPU (DSINFER_OPS_PART=k/4, 4 OpenMP threads each: the CPU
 # references and the launches' latencies of one process leave most of the 16 cores and the GPU idle), so that it fits
 # one call; each part's log is ops_q<k>.log, its line in the summary as step's

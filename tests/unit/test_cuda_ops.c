@@ -1249,7 +1249,7 @@ static void free_setup(setup *s) {
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
 static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf | side | linear2 | kvb | qkv | router | w8small
-                            * | f8t1 | f8tp | f8ss | f8ts | moehalf | moepipe | quantw | moeqf | moepdl | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | combnorm | mlafold | moeorder | moent48 | moesx | moest2 | moe1 | tail1 | attn1 | gemv1 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
+                            * | f8t1 | f8tp | f8ss | f8ts | moehalf | moepipe | quantw | moeqf | moepdl | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | combnorm | mlafold | moeorder | moent48 | moesx | moest2 | moe1 | moeo | tail1 | attn1 | gemv1 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
                             * run_side_stream, run_linear2, run_kvb_copy, run_qkv_finish, run_router, run_w8a8_small or
                             * run_f8_lab */
 
@@ -2259,6 +2259,42 @@ static void run_moe1(void) {
     moe_twin_nmse_only = 0;
     moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
     unsetenv("DSINFER_CUDA_MOE1");
+}
+
+/* DSINFER_OPS_ONLY=moeo: the MoE block of one token by intermediate ownership (DSINFER_CUDA_MOEO=1, cuda_moeo.cu: the
+ * router, then one launch in which each block owns units of the experts' intermediate rows) against the usual launches
+ * (the twin, =0) and the CPU: V2-Lite with FP8 and with BF16 experts (64 experts, top-6, two shared experts as one MLP
+ * of 2816 rows: 176 FP8 units, more than the grid's blocks), V3 with FP8 experts (256 experts, top-8, the bias, D = 7168:
+ * gate / up rows in 4 column pieces, down strips in 4 row pieces, the last of each short). The same choices (the same
+ * router kernel), another order of fp32 additions: NMSE against the twin at most 1e-9 (a lost unit, a wrong scale or
+ * a wrong routing weight gives ~1e-3 or more); the launch counted (one a call, none in the twin). */
+static void run_moeo(void) {
+    if (only && strcmp(only, "moeo")) return;
+    setup s;
+    setenv("DSINFER_CUDA_MOEO", "1", 1);
+    moe_twin = 1;
+    moe_twin_env = "DSINFER_CUDA_MOEO";
+    moe_twin_count = ds_cuda_moeo_runs;
+    moe_twin_what = "by the ownership launch";
+    moe_twin_want = 1;
+    moe_twin_nmse = 1e-9;
+    moe_twin_nmse_only = 1;
+    const int m[] = {1};
+    if (load_setup(&s, "v2l-moeo", "configs/deepseek-v2-lite.json", 3, 16)) {
+        check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
+        check_moe_dt(&s, m, NM(m), DS_DTYPE_BF16, 3, 0);
+        free_setup(&s);
+    }
+    if (load_setup(&s, "v3-moeo", "configs/deepseek-v3.json", 3, 16)) {
+        check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
+        free_setup(&s);
+    }
+    moe_twin = 0;
+    moe_twin_count = NULL;
+    moe_twin_nmse = 0;
+    moe_twin_nmse_only = 0;
+    moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
+    unsetenv("DSINFER_CUDA_MOEO");
 }
 
 /* ---- the MoE layer's tail for one token as one launch (run_tail1) ------------------------------------------------- */
@@ -4333,6 +4369,7 @@ int main(void) {
     RUN(run_moe_duo());
     RUN(run_moe_qf());
     RUN(run_moe1());
+    RUN(run_moeo());
     RUN(run_tail1());
     RUN(run_attn1());
     RUN(run_moe_pdl());

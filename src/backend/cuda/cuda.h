@@ -443,6 +443,8 @@ typedef struct {
                         * block, 2 and the layer's tail around it (backend layer_tail1), 3 and the attention before it
                         * (backend layer1) */
     int moe1_pf;       /* its warps ask L2 for their next phase's rows before each grid barrier (DSINFER_CUDA_MOE1_PF) */
+    int moeo;          /* the MoE block of one token by intermediate ownership, one launch after the router (cuda_moeo.cu;
+                        * DSINFER_CUDA_MOEO) */
     int combine_norm;  /* moe_to_attn_in's combine inside the next attn_in's norm (cuda_backend.cu; DSINFER_CUDA_COMBINE_NORM) */
     int combine_norm_min_m;   /* ... from this many tokens (DSINFER_CUDA_COMBINE_NORM_MIN_M) */
     int moe_duo;       /* batch 1's shared experts in the routed experts' GEMV launches (cuda_moe.cu; DSINFER_CUDA_MOE_DUO) */
@@ -640,6 +642,7 @@ typedef struct {
     cu_comb_pend comb;          /* that sum, while left (cuda_moe.cu cu_comb_flush) */
     long comb_norm_runs;        /* attn_in calls whose norm made the MoE combine's sum (tests) */
     long moe1_runs;             /* MoE calls made by the one-token launch (cuda_moe1.cu; tests) */
+    long moeo_runs;             /* ... by the intermediate-ownership launch (cuda_moeo.cu; tests) */
     long tail1_runs;            /* ... of them in the layer-tail form (layer_tail1), and with the next layer's part */
     long tail1_next_runs;
     long attn1_runs;            /* ... of them with the attention first (layer1) */
@@ -1092,6 +1095,7 @@ extern int cu_moe_wgmma;
 const void *cu_moe_gemm_f8(ds_cuda_backend *cb, const float *x, const int32_t *rows, const int32_t *off, int E, int D,
                            int I, const ds_layer_weights *L, int *y_bf16);
 void cu_f8_wgmma_free(void);
+void cu_moeo_free(void);   /* cuda_moeo.cu's map cache emptied (with the backend, as cu_f8_wgmma_free) */
 /* The routed experts of a decode batch as W8A8 on wgmma with the weights as the MMA's M (cuda_moe_wg.cu;
  * DSINFER_CUDA_MOE_WG, default 1; DSINFER_CUDA_MOE_WG_NT: tokens a chunk, 32, 48 or 64, 0 = cu_moe_wg_chunk's
  * choice): cu_moe_tc's W8A8 form (the same xs_ws layout, y fp32 [n_rows, D]) with off[] on the device, graph-safe.

@@ -61,6 +61,8 @@ long ds_cuda_router_ks_launches(ds_backend *be);
 long ds_cuda_comb_norm_runs(ds_backend *be);
 /* MoE calls of one token made by the one launch of cuda_moe1.cu (DSINFER_CUDA_MOE1; tests) */
 long ds_cuda_moe1_runs(ds_backend *be);
+/* MoE calls of one token made by the intermediate-ownership launch of cuda_moeo.cu (DSINFER_CUDA_MOEO; tests) */
+long ds_cuda_moeo_runs(ds_backend *be);
 /* ... of them as the layer's tail (DSINFER_CUDA_MOE1=2, backend layer_tail1), and with the next layer's projections */
 long ds_cuda_tail1_runs(ds_backend *be);
 long ds_cuda_tail1_next_runs(ds_backend *be);

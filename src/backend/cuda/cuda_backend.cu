@@ -201,6 +201,7 @@ long ds_cuda_router_xs_launches(ds_backend *be) { return cu_of(be)->router_xs_la
 long ds_cuda_router_ks_launches(ds_backend *be) { return cu_of(be)->router_ks_launches; }
 long ds_cuda_comb_norm_runs(ds_backend *be) { return cu_of(be)->comb_norm_runs; }
 long ds_cuda_moe1_runs(ds_backend *be) { return cu_of(be)->moe1_runs; }
+long ds_cuda_moeo_runs(ds_backend *be) { return cu_of(be)->moeo_runs; }
 long ds_cuda_tail1_runs(ds_backend *be) { return cu_of(be)->tail1_runs; }
 long ds_cuda_tail1_next_runs(ds_backend *be) { return cu_of(be)->tail1_next_runs; }
 long ds_cuda_attn1_runs(ds_backend *be) { return cu_of(be)->attn1_runs; }
@@ -1130,7 +1131,8 @@ static cu_opts cu_opts_read(void) {
     /* opt-in, 1, 2 (the layer's tail) or 3 (and its attention); measured in the thirty-fourth session (RESULTS run 2): FP8
      * b1 the same at 1, +0.03 ms at 2, +0.24 at 3 (a grid barrier under the weight stream costs more than a launch) */
     o.moe1 = env_int("DSINFER_CUDA_MOE1", 0);
-    o.moe1_pf = env_int("DSINFER_CUDA_MOE1_PF", 0);   /* opt-in, measured slower (+0.06 .. +0.2 ms at b1) */
+    o.moe1_pf = env_int("DSINFER_CUDA_MOE1_PF", 0);
+    o.moeo = env_int("DSINFER_CUDA_MOEO", 0);   /* opt-in until measured (issue 7, forty-fourth session) */   /* opt-in, measured slower (+0.06 .. +0.2 ms at b1) */
     /* on from 65 tokens since the thirty-fourth session (RESULTS: FP8 b96 .. b256 -0.03 .. -0.16 ms in three rotated rounds,
      * b64 within the spread, b128 -0.02) */
     o.combine_norm = env_int("DSINFER_CUDA_COMBINE_NORM", 1);

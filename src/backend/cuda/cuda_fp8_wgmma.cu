@@ -835,6 +835,17 @@ int cu_tma_map(CUtensorMap *map, const void *p, int rows, int K, int box_rows) {
     return tma_map_strided(map, p, rows, K, (size_t)K, box_rows);
 }
 
+int cu_tma_map_strip(CUtensorMap *map, const void *p, int rows, int row_bytes, int box_bytes, int box_rows) {
+    if (!encode_tiled || rows < 1 || row_bytes < box_bytes || row_bytes % 16 || box_bytes < 16 || box_bytes % 16 ||
+        box_bytes > 256 || ((uintptr_t)p & 15) || box_rows < 1 || box_rows > 256)
+        return 0;
+    cuuint64_t dim[2] = {(cuuint64_t)row_bytes, (cuuint64_t)rows}, st[1] = {(cuuint64_t)row_bytes};
+    cuuint32_t box[2] = {(cuuint32_t)box_bytes, (cuuint32_t)box_rows}, es[2] = {1, 1};
+    CUresult r = encode_tiled(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, (void *)p, dim, st, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                              CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    return r == CUDA_SUCCESS;
+}
+
 /* a 2-D map of a row-major [rows, K] byte matrix, boxes of 128 x 128; 0 on failure */
 static int tma_map(CUtensorMap *map, const void *p, int rows, int K) { return cu_tma_map(map, p, rows, K, 128); }
 

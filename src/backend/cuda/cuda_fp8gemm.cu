@@ -83,6 +83,7 @@ void cu_fp8_free(ds_cuda_backend *cb) {
     if (cb->f8_tickets) cudaFree(cb->f8_tickets);
     cb->f8_tickets = NULL;
     cu_f8_wgmma_free();
+    cu_moeo_free();
     if (cb->lt_ws) cudaFree(cb->lt_ws);
     if (cb->lt) cublasLtDestroy(cb->lt);
     cb->lt_ws = NULL;

@@ -1154,6 +1154,14 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
         cu_optimes_phase(cb, "  moe: one launch (moe1_kernel)");
         return;
     }
+    if (M == 1 && cb->opt.moeo && cu_moeo_fits(cb, out, x, L, rc)) {   /* the router, then the experts by ownership */
+        route_rows(be, &L->router, &L->router_bias, x, M, r.logits, r.bias, r.ids, r.w);
+        if (cu_moeo(cb, out, x, L, moe_table(cb, L, E), r.ids, r.w, rc)) {
+            cu_optimes_phase(cb, "  moe: experts by ownership (moeo_kernel)");
+            return;
+        }
+        DS_CHECK(!"cu_moeo refused what cu_moeo_fits took");
+    }
     float *logits = r.logits, *bias = r.bias, *w = r.w, *rw = r.rw, *xin = r.xtra, *yout = xin + MD;
     int32_t *ids = r.ids, *rows = r.rows, *d_off = r.d_off;
     cu_wview gv0 = cu_view(&L->exp_gate[0]), dv0 = cu_view(&L->exp_down[0]);

@@ -63,6 +63,10 @@ __device__ __forceinline__ void bulk_load(void *dst, const void *src, int bytes,
  * 16), boxes of 128 columns x box_rows rows, 128-byte swizzle, rows past the end read as zeros; 0 on failure
  * (no driver entry point, bad shape). */
 int cu_tma_map(CUtensorMap *map, const void *p, int rows, int K, int box_rows);
+/* A 2-D map of a row-major [rows, row_bytes] byte matrix (16-byte aligned) in boxes of box_bytes (16 .. 256, a multiple
+ * of 16) x box_rows (<= 256), no swizzle: the box lands as box_rows rows of box_bytes one after another (a column strip
+ * of the matrix: cuda_moeo.cu's down strips); 0 on failure. */
+int cu_tma_map_strip(CUtensorMap *map, const void *p, int rows, int row_bytes, int box_bytes, int box_rows);
 /* One layer's expert weight maps (boxes of 128 bytes x 128 rows) on the device, made on first use unless `create`
  * is 0 (inside a stream capture: cudaMalloc and the synchronous copies are not allowed there): *maps [3 E2] with
  * E2 = E + *ns: gate, up of expert e at 2e, 2e + 1, down at 2 E2 + e; *scales the same order (FP8: their 128 x 128
