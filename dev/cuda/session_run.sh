@@ -3385,6 +3385,18 @@ if want s44a; then
   DSINFER_CUDA_MOEO=1 ncu_step ncu44_mo1 fp8 1
   step golden_mo 150 env DSINFER_CUDA_MOEO=1 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden_mo.log
 fi
+# s44b: moeo_kernel's slowness (s44a: 74 us a layer at 0.93 TB/s, FP8): ncu of one FP8 b1 step at DSINFER_CUDA_MOEO = 2
+# (lab: the down strips read as contiguous 1-D copies) and 3 (lab: no down stages), and one BF16 b1 step at =1 and =0
+if want s44b; then
+  for n in 2 3; do DSINFER_CUDA_MOEO=$n ncu_step ncu44_mo$n fp8 1 | grep -E "moeo|gemv_v2|total"; done
+  for n in 1 0; do DSINFER_CUDA_MOEO=$n ncu_step ncu44_bf$n bf16 1 | grep -E "total|moeo|gemv|moe_wg|route" | head -8; done
+fi
+# s44c: after a change to moeo_kernel: ncu of one FP8 b1 step at DSINFER_CUDA_MOEO=3 (lab: no down stages) and one BF16
+# b1 step at =1 (moeo_kernel's lines)
+if want s44c; then
+  DSINFER_CUDA_MOEO=3 ncu_step ncu44_mo3 fp8 1 | grep -E "moeo|total"
+  DSINFER_CUDA_MOEO=1 ncu_step ncu44_bf1 bf16 1 | grep -E "moeo|total"
+fi
 # opsq: the same suite as four processes at once on the one GPU (DSINFER_OPS_PART=k/4, 4 OpenMP threads each: the CPU
 # references and the launches' latencies of one process leave most of the 16 cores and the GPU idle), so that it fits
 # one call; each part's log is ops_q<k>.log, its line in the summary as step's

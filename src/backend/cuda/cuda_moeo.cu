@@ -44,7 +44,10 @@ typedef struct {
     const cu_wview *tab;      /* the layer's expert table (cuda_moe.cu moe_table): gate [E], up [E], down [E] */
     cu_wview sg, su, sd;      /* the shared experts as one MLP of sI rows (sI 0: none) */
     const CUtensorMap *maps;  /* [E + 1] the down matrices as strips (cu_tma_map_strip): expert e at e, the shared at E */
+    const float *const *dst;  /* [E + 1] FP8: their block scales transposed, [I / 128][D / 128] (a strip's in a row) */
     int D, I, sI, K, E, nst;
+    int lab;                  /* timing only, wrong sums (opt.moeo - 1): 1 the down strips read as contiguous 1-D copies
+                               * of the same bytes, 2 no down stages at all */
 } mo_args;
 
 /* unit u's matrices and first row j (within them); k: its choice (-1: the shared experts), m: its down map */
@@ -69,32 +72,34 @@ __device__ __forceinline__ void mo_unit(const mo_args &a, const int *ids, int u,
     *m = e;
 }
 
-/* the dot of a 16-byte chunk (EB 1: 16 FP8 codes times their block scale s; 2: 8 BF16) with the 16 / EB floats at v
- * (shared memory); the chunk's float4 pieces of v taken in an order rotated by lane so that the 8 lanes of a shared-
- * memory phase, whose chunks lie 64 (FP8) or 32 (BF16) bytes of x apart, read different bank groups */
-template <int EB>
-__device__ __forceinline__ float mo_dot(uint4 q, float s, const float *v, int lane) {
+/* acc[r] += the dot of row r's 16-byte chunk q[r] (EB 1: 16 FP8 codes times the block scale s; 2: 8 BF16) with the
+ * 16 / EB floats at v (shared memory), for NR rows of the same columns (v read once); the chunk's float4 pieces of v
+ * taken in an order rotated by lane so that the 8 lanes of a shared-memory phase, whose chunks lie 64 (FP8) or 32
+ * (BF16) bytes of x apart, read different bank groups */
+template <int EB, int NR>
+__device__ __forceinline__ void mo_dot(const uint4 (&q)[NR], float s, const float *v, int lane, float (&acc)[NR]) {
     constexpr int P = 4 / EB;
     const int rot = EB == 1 ? (lane >> 1) : (lane >> 2);
-    float acc = 0.0f;
 #pragma unroll
     for (int i = 0; i < P; i++) {
         const int jj = (i + rot) & (P - 1);
         const float4 xv = *(const float4 *)(v + 4 * jj);
-        float w[4];
-        if constexpr (EB == 1) {
-            const uint32_t word = jj == 0 ? q.x : jj == 1 ? q.y : jj == 2 ? q.z : q.w;
-            cu_fp8x4(word, s, w);
-        } else {
-            const uint32_t lo = jj == 0 ? q.x : q.z, hi = jj == 0 ? q.y : q.w;
-            w[0] = __uint_as_float(lo << 16);
-            w[1] = __uint_as_float(lo & 0xffff0000u);
-            w[2] = __uint_as_float(hi << 16);
-            w[3] = __uint_as_float(hi & 0xffff0000u);
+#pragma unroll
+        for (int r = 0; r < NR; r++) {
+            float w[4];
+            if constexpr (EB == 1) {
+                const uint32_t word = jj == 0 ? q[r].x : jj == 1 ? q[r].y : jj == 2 ? q[r].z : q[r].w;
+                cu_fp8x4(word, s, w);
+            } else {
+                const uint32_t lo = jj == 0 ? q[r].x : q[r].z, hi = jj == 0 ? q[r].y : q[r].w;
+                w[0] = __uint_as_float(lo << 16);
+                w[1] = __uint_as_float(lo & 0xffff0000u);
+                w[2] = __uint_as_float(hi << 16);
+                w[3] = __uint_as_float(hi & 0xffff0000u);
+            }
+            acc[r] += w[0] * xv.x + w[1] * xv.y + w[2] * xv.z + w[3] * xv.w;
         }
-        acc += w[0] * xv.x + w[1] * xv.y + w[2] * xv.z + w[3] * xv.w;
     }
-    return acc;
 }
 
 /* the dot of a 16-byte chunk's U = 16 / EB values (times s) with iv [U] (shared memory, the same for every thread) */
@@ -115,16 +120,12 @@ __device__ __forceinline__ float mo_dot_iv(uint4 q, float s, const float *iv) {
     return acc;
 }
 
-/* the block scale of element (r, c) of w (FP8), else 1 */
-template <int EB>
-__device__ __forceinline__ float mo_scale(const cu_wview &w, int r, int c) {
-    return EB == 1 ? __ldg(w.scale + (size_t)(r >> 7) * (size_t)w.scale_cols + (size_t)(c >> 7)) : 1.0f;
-}
-
 /* shared memory: the ring [nst][MO_STAGE] (1024-byte aligned), full [nst], empty [nst] mbarriers, x [D], iv [2][16]
- * (a unit's SiLU products, alternate units alternating), ids [K] */
+ * (a unit's SiLU products, alternate units alternating), the stages' FP8 block scales [nst][MO_SC], ids [K] */
+#define MO_SC (MO_PC / 128)   /* a stage's block scales: its MO_PC columns of the unit's rows, or its MO_PC strip rows */
 static size_t mo_smem(int D, int K, int nst) {
-    return 1024 + (size_t)nst * MO_STAGE + 2 * (size_t)nst * 8 + (size_t)D * 4 + 2 * 16 * 4 + (size_t)K * 4;
+    return 1024 + (size_t)nst * MO_STAGE + 2 * (size_t)nst * 8 + (size_t)D * 4 + 2 * 16 * 4 + (size_t)nst * MO_SC * 4 +
+           (size_t)K * 4;
 }
 
 /* EB: the experts' bytes an element (1 FP8, 2 BF16). Grid: a block an SM (no block waits for another); MO_THREADS
@@ -136,8 +137,8 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
     unsigned char *ring = (unsigned char *)(((uintptr_t)mo_raw + 1023) & ~(uintptr_t)1023);
     const int nst = a.nst, D = a.D;
     uint64_t *full = (uint64_t *)(ring + (size_t)nst * MO_STAGE), *empty = full + nst;
-    float *xs = (float *)(empty + nst), *ivs = xs + D;
-    int *ids = (int *)(ivs + 32);
+    float *xs = (float *)(empty + nst), *ivs = xs + D, *scs = ivs + 32;
+    int *ids = (int *)(scs + nst * MO_SC);
     const int NU = (a.sI + a.K * a.I) / U;
     for (int i = threadIdx.x; i < D / 4; i += MO_THREADS) ((float4 *)xs)[i] = __ldg((const float4 *)a.x + i);
     for (int i = threadIdx.x; i < a.K; i += MO_THREADS) ids[i] = __ldg(a.ids + i);
@@ -151,7 +152,7 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
     __syncthreads();
     if ((int)blockIdx.x >= NU) return;
 
-    if (threadIdx.x < 32) {   /* the producer: one thread */
+    if (threadIdx.x < 32) {   /* the producer: one thread; a stage's FP8 block scales come by a bulk copy with its bytes */
         if (threadIdx.x) return;
         int it = 0;
         for (int u = blockIdx.x; u < NU; u += gridDim.x) {
@@ -159,28 +160,42 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
             int j, k, m;
             mo_unit(a, ids, u, U, &g, &up, &dn, &j, &k, &m);
             for (int mat = 0; mat < 2; mat++) {
-                const unsigned char *base = (const unsigned char *)(mat ? up : g)->data + (size_t)j * D * EB;
+                const cu_wview &W = mat ? *up : *g;
+                const unsigned char *base = (const unsigned char *)W.data + (size_t)j * D * EB;
                 for (int c0 = 0; c0 < D; c0 += MO_PC, it++) {
                     const int s = it % nst, len = (D - c0 < MO_PC ? D - c0 : MO_PC) * EB;
+                    const int scb = EB == 1 ? len / 128 * 4 : 0;   /* the unit's rows: one block row of scales */
                     if (it >= nst) mbar_wait(&empty[s], (it / nst - 1) & 1);
-                    mbar_expect_tx(&full[s], U * len);
-                    for (int r = 0; r < U; r++)
-                        bulk_load(ring + (size_t)s * MO_STAGE + (size_t)r * MO_PC * EB, base + ((size_t)r * D + c0) * EB, len,
-                                  &full[s]);
+                    mbar_expect_tx(&full[s], U * len + scb);
+                    if (EB == 1)
+                        bulk_load(scs + s * MO_SC, W.scale + (size_t)(j >> 7) * W.scale_cols + (size_t)(c0 >> 7), scb, &full[s]);
+                    if (D <= MO_PC)   /* whole rows: the unit's U rows are one contiguous block, one copy */
+                        bulk_load(ring + (size_t)s * MO_STAGE, base, U * len, &full[s]);
+                    else   /* a piece of each row (rows MO_PC EB bytes apart in the stage) */
+                        for (int r = 0; r < U; r++)
+                            bulk_load(ring + (size_t)s * MO_STAGE + (size_t)r * MO_PC * EB, base + ((size_t)r * D + c0) * EB, len,
+                                      &full[s]);
                 }
             }
-            for (int d0 = 0; d0 < D; d0 += MO_PC, it++) {
+            for (int d0 = 0; d0 < D && a.lab != 2; d0 += MO_PC, it++) {
                 const int s = it % nst, rows = D - d0 < MO_PC ? D - d0 : MO_PC;
+                const int scb = EB == 1 ? rows / 128 * 4 : 0;   /* the strip's 128-row blocks: a row of the transposed scales */
                 if (it >= nst) mbar_wait(&empty[s], (it / nst - 1) & 1);
-                mbar_expect_tx(&full[s], rows * 16);
-                for (int b = 0; b < rows; b += MO_BOX)
-                    tma_load(ring + (size_t)s * MO_STAGE + (size_t)b * 16, &a.maps[m], j * EB, d0 + b, &full[s]);
+                mbar_expect_tx(&full[s], rows * 16 + scb);
+                if (EB == 1)
+                    bulk_load(scs + s * MO_SC, a.dst[m] + (size_t)(j >> 7) * (D / 128) + (size_t)(d0 >> 7), scb, &full[s]);
+                if (a.lab == 1)   /* (lab) the strip's bytes as one contiguous copy from the matrix's start */
+                    bulk_load(ring + (size_t)s * MO_STAGE, (const unsigned char *)dn->data + (size_t)d0 * 16, rows * 16, &full[s]);
+                else
+                    for (int b = 0; b < rows; b += MO_BOX)
+                        tma_load(ring + (size_t)s * MO_STAGE + (size_t)b * 16, &a.maps[m], j * EB, d0 + b, &full[s]);
             }
         }
         return;
     }
 
     const int ct = threadIdx.x - 32, cw = ct >> 5, lane = threadIdx.x & 31;
+    const int rp = (D < MO_PC ? D : MO_PC) * EB;   /* a gate / up row's bytes in a stage */
     float acc[MO_NA];
 #pragma unroll
     for (int i = 0; i < MO_NA; i++) acc[i] = 0.0f;
@@ -193,7 +208,6 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
         float sums[2][RW];
 #pragma unroll
         for (int mat = 0; mat < 2; mat++) {
-            const cu_wview &W = mat ? *up : *g;
             float p[RW];
 #pragma unroll
             for (int i = 0; i < RW; i++) p[i] = 0.0f;
@@ -202,11 +216,13 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
                 const unsigned char *st = ring + (size_t)s * MO_STAGE;
                 mbar_wait(&full[s], (it / nst) & 1);
 #pragma unroll
-                for (int i = 0; i < RW; i++) {
-                    const int r = cw * RW + i;
-                    for (int c = lane; c < nc; c += 32) {
-                        const uint4 q = *(const uint4 *)(st + (size_t)r * MO_PC * EB + (size_t)c * 16);
-                        p[i] += mo_dot<EB>(q, mo_scale<EB>(W, j + r, c0 + c * V), xs + c0 + c * V, lane);
+                for (int mm = 0; mm < MO_PC / V / 32; mm++) {   /* the warp's RW rows' chunk c together (x read once) */
+                    const int c = lane + 32 * mm;
+                    if (c < nc) {
+                        uint4 q[RW];
+#pragma unroll
+                        for (int i = 0; i < RW; i++) q[i] = *(const uint4 *)(st + (size_t)(cw * RW + i) * rp + (size_t)c * 16);
+                        mo_dot<EB, RW>(q, EB == 1 ? scs[s * MO_SC + ((c * V) >> 7)] : 1.0f, xs + c0 + c * V, lane, p);
                     }
                 }
                 __syncwarp();
@@ -223,7 +239,7 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
 #pragma unroll
         for (int pc = 0; pc < MO_NA * MO_CT / MO_PC; pc++) {
             const int d0 = pc * MO_PC;
-            if (d0 >= D) break;
+            if (d0 >= D || a.lab == 2) break;
             const int s = it % nst;
             const unsigned char *st = ring + (size_t)s * MO_STAGE;
             mbar_wait(&full[s], (it / nst) & 1);
@@ -232,7 +248,8 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
                 const int d = d0 + ct + i * MO_CT;
                 if (d < D) {
                     const uint4 q = *(const uint4 *)(st + (size_t)(ct + i * MO_CT) * 16);
-                    acc[pc * (MO_PC / MO_CT) + i] += mo_dot_iv<EB>(q, mo_scale<EB>(*dn, d, j), iv);
+                    const float sc = EB == 1 ? scs[s * MO_SC + ((ct + i * MO_CT) >> 7)] : 1.0f;
+                    acc[pc * (MO_PC / MO_CT) + i] += mo_dot_iv<EB>(q, sc, iv);
                 }
             }
             __syncwarp();
@@ -261,27 +278,69 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
 typedef struct {
     const void *key;          /* the layer's first gate weight's data */
     CUtensorMap *maps;        /* device: [E + 1] */
+    const float **dst;        /* device: [E + 1] the down scales transposed (FP8; else NULL) */
 } mo_maps;
 #define MO_N_MAPS 1024
 static mo_maps mo_cache[MO_N_MAPS];
 static pthread_mutex_t mo_cache_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* whether w is stored as g0 is (dtype, scales), 16-byte aligned, [rows, cols] */
-static int mo_same(const ds_weight *w, const ds_weight *g0, int rows, int cols) {
+/* whether w is stored as g0 is (dtype, scales), 16-byte aligned, [rows, cols]; sc: and its FP8 scale rows bulk-copyable
+ * (16-byte aligned starts: the gate / up rows' scales come by bulk copies, down's from the transposed copy) */
+static int mo_same(const ds_weight *w, const ds_weight *g0, int rows, int cols, int sc) {
     return w->data && w->dtype == g0->dtype && !w->scale == !g0->scale && !((uintptr_t)w->data & 15) && w->rows == rows &&
-           w->cols == cols;
+           w->cols == cols && (!sc || !w->scale || (!((uintptr_t)w->scale & 15) && w->scale_cols % 4 == 0));
+}
+
+/* the block scales of the FP8 down matrices [D, n_e] (n_e / 128 scale columns each: n_e = I, or sI for the shared at E)
+ * transposed to [n_e / 128][D / 128], one device buffer (owned by cb); *ptrs: a device array [E + 1] of each one's
+ * start. 0 on a bad shape. (Once a layer, outside a capture: synchronous copies.) */
+static int mo_scales_t(ds_cuda_backend *cb, const ds_layer_weights *L, int E, int D, int I, int sI, const float ***ptrs) {
+    const int R = D / 128;
+    size_t tot = 0;
+    for (int e = 0; e <= E; e++) tot += (size_t)R * (e < E ? I : sI) / 128;
+    float *h = (float *)malloc(tot * sizeof(float)), *d = NULL, *hs = (float *)malloc((size_t)R * (I > sI ? I : sI) / 128 * sizeof(float));
+    const float **hp = (const float **)calloc((size_t)E + 1, sizeof(float *));
+    int ok = h && hs && hp;
+    if (ok) {
+        CUDA_CHECK(cudaMalloc((void **)&d, tot * sizeof(float) + sizeof(float *) * ((size_t)E + 1)));
+        cu_own(cb, d);
+    }
+    size_t o = 0;
+    for (int e = 0; e <= E && ok; e++) {
+        const ds_weight *w = e < E ? &L->exp_down[e] : &L->sh_down;
+        const int C = (e < E ? I : sI) / 128;
+        if (!C) continue;
+        if (!w->scale || w->scale_cols != C) {
+            ok = 0;
+            break;
+        }
+        CUDA_CHECK(cudaMemcpy(hs, w->scale, (size_t)R * C * sizeof(float), cudaMemcpyDeviceToHost));
+        for (int r = 0; r < R; r++)
+            for (int c = 0; c < C; c++) h[o + (size_t)c * R + r] = hs[(size_t)r * C + c];
+        hp[e] = d + o;
+        o += (size_t)R * C;
+    }
+    if (ok) {
+        CUDA_CHECK(cudaMemcpy(d, h, tot * sizeof(float), cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy(d + tot, hp, sizeof(float *) * ((size_t)E + 1), cudaMemcpyHostToDevice));
+        *ptrs = (const float **)(d + tot);
+    }
+    free(h);
+    free(hs);
+    free(hp);
+    return ok;
 }
 
 /* layer L's down maps (device), made on first use where create (not inside a capture); NULL where they cannot be */
-static const CUtensorMap *mo_layer_maps(ds_cuda_backend *cb, const ds_layer_weights *L, int E, int D, int I, int sI, int eb,
-                                        int create) {
-    const CUtensorMap *res = NULL;
+static const mo_maps *mo_layer_maps(ds_cuda_backend *cb, const ds_layer_weights *L, int E, int D, int I, int sI, int eb,
+                                    int create) {
+    const mo_maps *res = NULL;
     pthread_mutex_lock(&mo_cache_lock);
     size_t h = ((uintptr_t)L->exp_gate[0].data >> 8) % MO_N_MAPS;
     for (size_t n = 0; n < MO_N_MAPS; n++, h = (h + 1) % MO_N_MAPS) {
         mo_maps *m = &mo_cache[h];
         if (m->key == L->exp_gate[0].data) {
-            res = m->maps;
+            res = m;
             break;
         }
         if (m->key) continue;
@@ -290,6 +349,8 @@ static const CUtensorMap *mo_layer_maps(ds_cuda_backend *cb, const ds_layer_weig
         int ok = hm != NULL;
         for (int e = 0; e < E && ok; e++) ok = cu_tma_map_strip(&hm[e], L->exp_down[e].data, D, I * eb, 16, MO_BOX);
         if (ok && sI) ok = cu_tma_map_strip(&hm[E], L->sh_down.data, D, sI * eb, 16, MO_BOX);
+        const float **dst = NULL;
+        if (ok && eb == 1) ok = mo_scales_t(cb, L, E, D, I, sI, &dst);
         if (ok) {
             void *d = NULL;
             CUDA_CHECK(cudaMalloc(&d, sizeof(CUtensorMap) * ((size_t)E + 1)));
@@ -297,7 +358,8 @@ static const CUtensorMap *mo_layer_maps(ds_cuda_backend *cb, const ds_layer_weig
             CUDA_CHECK(cudaMemcpy(d, hm, sizeof(CUtensorMap) * ((size_t)E + 1), cudaMemcpyHostToDevice));
             m->key = L->exp_gate[0].data;
             m->maps = (CUtensorMap *)d;
-            res = m->maps;
+            m->dst = dst;
+            res = m;
         }
         free(hm);
         break;
@@ -318,13 +380,18 @@ int cu_moeo_fits(ds_cuda_backend *cb, const float *out, const float *x, const ds
     const int D = c->hidden_size, I = g0->rows, E = rc.E, K = rc.K, sI = c->n_shared_experts ? L->sh_gate.rows : 0;
     const int f8 = g0->dtype == DS_DTYPE_F8_E4M3 && g0->scale, bf = g0->dtype == DS_DTYPE_BF16 && !g0->scale;
     const int eb = f8 ? 1 : 2, U = 16 / eb;
-    if (!cb->opt.moeo || (!f8 && !bf) || ((uintptr_t)x & 15) || ((uintptr_t)out & 15) || D % MO_BOX || D > MO_NA * MO_CT || I % U || sI % U || K > 16) return 0;
-    for (int e = 0; e < E; e++)
-        if (!mo_same(&L->exp_gate[e], g0, I, D) || !mo_same(&L->exp_up[e], g0, I, D) || !mo_same(&L->exp_down[e], g0, D, I))
-            return 0;
-    if (sI && (!mo_same(&L->sh_gate, g0, sI, D) || !mo_same(&L->sh_up, g0, sI, D) || !mo_same(&L->sh_down, g0, D, sI)))
+    if (!cb->opt.moeo || (!f8 && !bf) || ((uintptr_t)x & 15) || ((uintptr_t)out & 15) || D % MO_BOX ||
+        D > MO_NA * MO_CT || I % U || sI % U || K > 16)
         return 0;
-    if (f8 && (I % 128 || sI % 128)) return 0;   /* (a unit's rows inside one scale block: U divides 128 anyway) */
+    for (int e = 0; e < E; e++)
+        if (!mo_same(&L->exp_gate[e], g0, I, D, 1) || !mo_same(&L->exp_up[e], g0, I, D, 1) ||
+            !mo_same(&L->exp_down[e], g0, D, I, 0))
+            return 0;
+    if (sI && (!mo_same(&L->sh_gate, g0, sI, D, 1) || !mo_same(&L->sh_up, g0, sI, D, 1) || !mo_same(&L->sh_down, g0, D, sI, 0)))
+        return 0;
+    /* FP8: the scales' bulk copies whole 16-byte pieces (D % 512: a stage's 16 or a last piece's multiple of 4; the
+     * gate / up scale rows' starts 16-byte aligned) */
+    if (f8 && (I % 128 || sI % 128 || D % 512)) return 0;
     return mo_layer_maps(cb, L, E, D, I, sI, eb, !cu_capturing()) != NULL;
 }
 
@@ -357,13 +424,16 @@ int cu_moeo(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weig
         a.su = cu_view(&L->sh_up);
         a.sd = cu_view(&L->sh_down);
     }
-    a.maps = mo_layer_maps(cb, L, E, D, I, sI, eb, 0);
+    const mo_maps *mm = mo_layer_maps(cb, L, E, D, I, sI, eb, 0);
+    a.maps = mm->maps;
+    a.dst = mm->dst;
     a.D = D;
     a.I = I;
     a.sI = sI;
     a.K = K;
     a.E = E;
     a.nst = nst;
+    a.lab = cb->opt.moeo - 1;
     CUDA_CHECK(cudaMemsetAsync(out, 0, (size_t)D * sizeof(float), cu_stream));
     if (eb == 1) moeo_kernel<1><<<cb->n_sm, MO_THREADS, smem, cu_stream>>>(a);
     else moeo_kernel<2><<<cb->n_sm, MO_THREADS, smem, cu_stream>>>(a);
