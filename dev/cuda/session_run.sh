@@ -3391,11 +3391,11 @@ if want s44b; then
   for n in 2 3; do DSINFER_CUDA_MOEO=$n ncu_step ncu44_mo$n fp8 1 | grep -E "moeo|gemv_v2|total"; done
   for n in 1 0; do DSINFER_CUDA_MOEO=$n ncu_step ncu44_bf$n bf16 1 | grep -E "total|moeo|gemv|moe_wg|route" | head -8; done
 fi
-# s44c: after a change to moeo_kernel: ncu of one FP8 b1 step at DSINFER_CUDA_MOEO=3 (lab: no down stages) and one BF16
-# b1 step at =1 (moeo_kernel's lines)
+# s44c: after a change to moeo_kernel: ncu of one FP8 b1 step at DSINFER_CUDA_MOEO=3 (lab: no down stages) and =4 (lab:
+# the consumers skip the arithmetic), one BF16 b1 step at =1 and =4 (moeo_kernel's lines)
 if want s44c; then
-  DSINFER_CUDA_MOEO=3 ncu_step ncu44_mo3 fp8 1 | grep -E "moeo|total"
-  DSINFER_CUDA_MOEO=1 ncu_step ncu44_bf1 bf16 1 | grep -E "moeo|total"
+  for n in 3 4; do DSINFER_CUDA_MOEO=$n ncu_step ncu44_mo$n fp8 1 | grep -E "moeo"; done
+  for n in 1 4; do DSINFER_CUDA_MOEO=$n ncu_step ncu44_bf$n bf16 1 | grep -E "moeo"; done
 fi
 # opsq: the same suite as four processes at once on the one GPU (DSINFER_OPS_PART=k/4, 4 OpenMP threads each: the CPU
 # references and the launches' latencies of one process leave most of the 16 cores and the GPU idle), so that it fits

@@ -47,7 +47,8 @@ typedef struct {
     const float *const *dst;  /* [E + 1] FP8: their block scales transposed, [I / 128][D / 128] (a strip's in a row) */
     int D, I, sI, K, E, nst;
     int lab;                  /* timing only, wrong sums (opt.moeo - 1): 1 the down strips read as contiguous 1-D copies
-                               * of the same bytes, 2 no down stages at all */
+                               * of the same bytes, 2 no down stages at all, 3 the consumers skip the arithmetic (the
+                               * stream alone) */
 } mo_args;
 
 /* unit u's matrices and first row j (within them); k: its choice (-1: the shared experts), m: its down map */
@@ -72,6 +73,17 @@ __device__ __forceinline__ void mo_unit(const mo_args &a, const int *ids, int u,
     *m = e;
 }
 
+/* the 4 E4M3 codes of a word (byte 0 first) as floats, unscaled (cu_fp8x4's conversion) */
+__device__ __forceinline__ void mo_fp8x4(uint32_t a, float *v) {
+    __half2_raw h0 = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(a & 0xffff), __NV_E4M3);
+    __half2_raw h1 = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(a >> 16), __NV_E4M3);
+    float2 f0 = __half22float2(__half2(h0)), f1 = __half22float2(__half2(h1));
+    v[0] = f0.x;
+    v[1] = f0.y;
+    v[2] = f1.x;
+    v[3] = f1.y;
+}
+
 /* acc[r] += the dot of row r's 16-byte chunk q[r] (EB 1: 16 FP8 codes times the block scale s; 2: 8 BF16) with the
  * 16 / EB floats at v (shared memory), for NR rows of the same columns (v read once); the chunk's float4 pieces of v
  * taken in an order rotated by lane so that the 8 lanes of a shared-memory phase, whose chunks lie 64 (FP8) or 32
@@ -80,6 +92,9 @@ template <int EB, int NR>
 __device__ __forceinline__ void mo_dot(const uint4 (&q)[NR], float s, const float *v, int lane, float (&acc)[NR]) {
     constexpr int P = 4 / EB;
     const int rot = EB == 1 ? (lane >> 1) : (lane >> 2);
+    float d[NR];   /* the chunk's dots of the codes, times the scale once (one 128-column block) */
+#pragma unroll
+    for (int r = 0; r < NR; r++) d[r] = 0.0f;
 #pragma unroll
     for (int i = 0; i < P; i++) {
         const int jj = (i + rot) & (P - 1);
@@ -89,7 +104,7 @@ __device__ __forceinline__ void mo_dot(const uint4 (&q)[NR], float s, const floa
             float w[4];
             if constexpr (EB == 1) {
                 const uint32_t word = jj == 0 ? q[r].x : jj == 1 ? q[r].y : jj == 2 ? q[r].z : q[r].w;
-                cu_fp8x4(word, s, w);
+                mo_fp8x4(word, w);
             } else {
                 const uint32_t lo = jj == 0 ? q[r].x : q[r].z, hi = jj == 0 ? q[r].y : q[r].w;
                 w[0] = __uint_as_float(lo << 16);
@@ -97,12 +112,14 @@ __device__ __forceinline__ void mo_dot(const uint4 (&q)[NR], float s, const floa
                 w[2] = __uint_as_float(hi << 16);
                 w[3] = __uint_as_float(hi & 0xffff0000u);
             }
-            acc[r] += w[0] * xv.x + w[1] * xv.y + w[2] * xv.z + w[3] * xv.w;
+            d[r] += w[0] * xv.x + w[1] * xv.y + w[2] * xv.z + w[3] * xv.w;
         }
     }
+#pragma unroll
+    for (int r = 0; r < NR; r++) acc[r] += EB == 1 ? d[r] * s : d[r];
 }
 
-/* the dot of a 16-byte chunk's U = 16 / EB values (times s) with iv [U] (shared memory, the same for every thread) */
+/* the dot of a 16-byte chunk's U = 16 / EB values (times s, once) with iv [U] (shared memory, the same for every thread) */
 template <int EB>
 __device__ __forceinline__ float mo_dot_iv(uint4 q, float s, const float *iv) {
     const uint32_t wd[4] = {q.x, q.y, q.z, q.w};
@@ -111,13 +128,13 @@ __device__ __forceinline__ float mo_dot_iv(uint4 q, float s, const float *iv) {
     for (int i = 0; i < 4; i++) {
         if constexpr (EB == 1) {
             float w[4];
-            cu_fp8x4(wd[i], s, w);
+            mo_fp8x4(wd[i], w);
             acc += w[0] * iv[4 * i] + w[1] * iv[4 * i + 1] + w[2] * iv[4 * i + 2] + w[3] * iv[4 * i + 3];
         } else {
             acc += __uint_as_float(wd[i] << 16) * iv[2 * i] + __uint_as_float(wd[i] & 0xffff0000u) * iv[2 * i + 1];
         }
     }
-    return acc;
+    return EB == 1 ? acc * s : acc;
 }
 
 /* shared memory: the ring [nst][MO_STAGE] (1024-byte aligned), full [nst], empty [nst] mbarriers, x [D], iv [2][16]
@@ -216,7 +233,7 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
                 const unsigned char *st = ring + (size_t)s * MO_STAGE;
                 mbar_wait(&full[s], (it / nst) & 1);
 #pragma unroll
-                for (int mm = 0; mm < MO_PC / V / 32; mm++) {   /* the warp's RW rows' chunk c together (x read once) */
+                for (int mm = 0; mm < (a.lab == 3 ? 0 : MO_PC / V / 32); mm++) {   /* the warp's RW rows' chunk c together (x read once) */
                     const int c = lane + 32 * mm;
                     if (c < nc) {
                         uint4 q[RW];
@@ -246,7 +263,7 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
 #pragma unroll
             for (int i = 0; i < MO_PC / MO_CT; i++) {
                 const int d = d0 + ct + i * MO_CT;
-                if (d < D) {
+                if (d < D && a.lab != 3) {
                     const uint4 q = *(const uint4 *)(st + (size_t)(ct + i * MO_CT) * 16);
                     const float sc = EB == 1 ? scs[s * MO_SC + ((ct + i * MO_CT) >> 7)] : 1.0f;
                     acc[pc * (MO_PC / MO_CT) + i] += mo_dot_iv<EB>(q, sc, iv);
