@@ -3397,6 +3397,27 @@ if want s44c; then
   for n in 3 4; do DSINFER_CUDA_MOEO=$n ncu_step ncu44_mo$n fp8 1 | grep -E "moeo"; done
   for n in 1 4; do DSINFER_CUDA_MOEO=$n ncu_step ncu44_bf$n bf16 1 | grep -E "moeo"; done
 fi
+# s44d: moeo_kernel with the producer first (x loaded by the consumers while the first copies fly): op test moeo; FP8 /
+# BF16 b1 ctx 1K at MOEO=0 / 1, two rotated rounds; the V3 one-MoE-layer model at b1 (FP8) at =0 / 1; ncu of one FP8 b1
+# step at =1; the goldens with =1
+if want s44d; then
+  step ops_moeo 240 env DSINFER_OPS_ONLY=moeo $B/test_cuda_ops > /dev/null
+  echo "moeo: $(grep -cE "CHECK failed" $OUT/ops_moeo.log) failed; $(grep -E "NMSE" $OUT/ops_moeo.log | cut -c1-110 | tr '\n' '|')"
+  for r in 1 2; do
+    case $r in 1) o="0 1";; 2) o="1 0";; esac
+    for n in $o; do for d in fp8 bf16; do
+      step b1${d}_mo$n-$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOEO=$n $B/dsinfer bench --dtype $d --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s44d-$d-moeo$n > /dev/null
+      echo "$d moeo=$n r$r: $(grep -E "^decode" $OUT/b1${d}_mo$n-$r.log | cut -c1-150)"
+    done; done
+  done
+  python3 -c 'import json; c = json.load(open("configs/deepseek-v3.json")); c.update(num_hidden_layers=1, first_k_dense_replace=0); json.dump(c, open("/tmp/v3-1moe.json", "w"))'
+  for n in 0 1 1 0; do
+    step v3b1_mo$n 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOEO=$n $B/dsinfer bench --model /tmp/v3-1moe.json --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s44d-v3l1-moeo$n > /dev/null
+    echo "v3 1 layer moeo=$n: $(grep -E "^decode" $OUT/v3b1_mo$n.log | cut -c1-150)"
+  done
+  DSINFER_CUDA_MOEO=1 ncu_step ncu44d_mo1 fp8 1 | grep -E "moeo|total|route"
+  step golden_mo 150 env DSINFER_CUDA_MOEO=1 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden_mo.log
+fi
 # opsq: the same suite as four processes at once on the one GPU (DSINFER_OPS_PART=k/4, 4 OpenMP threads each: the CPU
 # references and the launches' latencies of one process leave most of the 16 cores and the GPU idle), so that it fits
 # one call; each part's log is ops_q<k>.log, its line in the summary as step's

@@ -157,8 +157,7 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
     float *xs = (float *)(empty + nst), *ivs = xs + D, *scs = ivs + 32;
     int *ids = (int *)(scs + nst * MO_SC);
     const int NU = (a.sI + a.K * a.I) / U;
-    for (int i = threadIdx.x; i < D / 4; i += MO_THREADS) ((float4 *)xs)[i] = __ldg((const float4 *)a.x + i);
-    for (int i = threadIdx.x; i < a.K; i += MO_THREADS) ids[i] = __ldg(a.ids + i);
+    if ((int)blockIdx.x >= NU) return;
     if (threadIdx.x == 0) {
         for (int s = 0; s < nst; s++) {
             mbar_init(&full[s], 1);
@@ -166,8 +165,7 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
-    __syncthreads();
-    if ((int)blockIdx.x >= NU) return;
+    __syncthreads();   /* (the barriers ready: the producer starts at once, the consumers load x and the choices first) */
 
     if (threadIdx.x < 32) {   /* the producer: one thread; a stage's FP8 block scales come by a bulk copy with its bytes */
         if (threadIdx.x) return;
@@ -175,7 +173,7 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
         for (int u = blockIdx.x; u < NU; u += gridDim.x) {
             const cu_wview *g, *up, *dn;
             int j, k, m;
-            mo_unit(a, ids, u, U, &g, &up, &dn, &j, &k, &m);
+            mo_unit(a, a.ids, u, U, &g, &up, &dn, &j, &k, &m);   /* (the choices from global memory: router_fused's) */
             for (int mat = 0; mat < 2; mat++) {
                 const cu_wview &W = mat ? *up : *g;
                 const unsigned char *base = (const unsigned char *)W.data + (size_t)j * D * EB;
@@ -213,6 +211,9 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
 
     const int ct = threadIdx.x - 32, cw = ct >> 5, lane = threadIdx.x & 31;
     const int rp = (D < MO_PC ? D : MO_PC) * EB;   /* a gate / up row's bytes in a stage */
+    for (int i = ct; i < D / 4; i += MO_CT) ((float4 *)xs)[i] = __ldg((const float4 *)a.x + i);
+    for (int i = ct; i < a.K; i += MO_CT) ids[i] = __ldg(a.ids + i);
+    asm volatile("bar.sync 1, %0;\n" ::"n"(MO_CT) : "memory");   /* x and the choices in shared memory */
     float acc[MO_NA];
 #pragma unroll
     for (int i = 0; i < MO_NA; i++) acc[i] = 0.0f;
