@@ -3418,6 +3418,24 @@ if want s44d; then
   DSINFER_CUDA_MOEO=1 ncu_step ncu44d_mo1 fp8 1 | grep -E "moeo|total|route"
   step golden_mo 150 env DSINFER_CUDA_MOEO=1 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden_mo.log
 fi
+# s44e: moeo's route form (DSINFER_CUDA_MOEO=5: the router, a split grid barrier and each block's routing inside the one
+# cooperative launch, no memset): op test moeo (both forms); FP8 / BF16 b1 ctx 1K at MOEO=0 / 1 / 5, two rotated rounds;
+# ncu of one FP8 b1 step at =5; the goldens with =5; memcheck over op test moeo
+if want s44e; then
+  step ops_moeo 240 env DSINFER_OPS_ONLY=moeo $B/test_cuda_ops > /dev/null
+  echo "moeo: $(grep -cE "CHECK failed" $OUT/ops_moeo.log) failed; $(grep -E "NMSE|launches by" $OUT/ops_moeo.log | cut -c1-100 | tr '\n' '|')"
+  for r in 1 2; do
+    case $r in 1) o="0 1 5";; 2) o="5 1 0";; esac
+    for n in $o; do for d in fp8 bf16; do
+      step b1${d}_mo$n-$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOEO=$n $B/dsinfer bench --dtype $d --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s44e-$d-moeo$n > /dev/null
+      echo "$d moeo=$n r$r: $(grep -E "^decode" $OUT/b1${d}_mo$n-$r.log | cut -c1-150)"
+    done; done
+  done
+  DSINFER_CUDA_MOEO=5 ncu_step ncu44e_mo5 fp8 1 | grep -E "moeo|total|route|fill"
+  step golden_mo5 150 env DSINFER_CUDA_MOEO=5 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden_mo5.log
+  step memcheck_moeo 240 env DSINFER_OPS_ONLY=moeo compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 $B/test_cuda_ops > /dev/null
+  tail -2 $OUT/memcheck_moeo.log | cut -c1-160
+fi
 # opsq: the same suite as four processes at once on the one GPU (DSINFER_OPS_PART=k/4, 4 OpenMP threads each: the CPU
 # references and the launches' latencies of one process leave most of the 16 cores and the GPU idle), so that it fits
 # one call; each part's log is ops_q<k>.log, its line in the summary as step's

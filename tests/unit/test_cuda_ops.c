@@ -2267,11 +2267,20 @@ static void run_moe1(void) {
  * of 2816 rows: 176 FP8 units, more than the grid's blocks), V3 with FP8 experts (256 experts, top-8, the bias, D = 7168:
  * gate / up rows in 4 column pieces, down strips in 4 row pieces, the last of each short). The same choices (the same
  * router kernel), another order of fp32 additions: NMSE against the twin at most 1e-9 (a lost unit, a wrong scale or
- * a wrong routing weight gives ~1e-3 or more); the launch counted (one a call, none in the twin). */
+ * a wrong routing weight gives ~1e-3 or more); the launch counted (one a call, none in the twin). Both forms: =1 (the
+ * router_fused launch and a memset before it) and =5 (the route form: the router's logits, a split grid barrier, each
+ * block's own routing and out's zeros inside the one cooperative launch; its logits in another order of additions, the
+ * same choices on these inputs). */
+static void run_moeo_form(const char *form);
 static void run_moeo(void) {
     if (only && strcmp(only, "moeo")) return;
+    run_moeo_form("1");
+    run_moeo_form("5");
+}
+static void run_moeo_form(const char *form) {
     setup s;
-    setenv("DSINFER_CUDA_MOEO", "1", 1);
+    printf("  moeo: DSINFER_CUDA_MOEO=%s\n", form);
+    setenv("DSINFER_CUDA_MOEO", form, 1);
     moe_twin = 1;
     moe_twin_env = "DSINFER_CUDA_MOEO";
     moe_twin_count = ds_cuda_moeo_runs;

@@ -1155,8 +1155,9 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
         return;
     }
     if (M == 1 && cb->opt.moeo && cu_moeo_fits(cb, out, x, L, rc)) {   /* the router, then the experts by ownership */
-        route_rows(be, &L->router, &L->router_bias, x, M, r.logits, r.bias, r.ids, r.w);
-        if (cu_moeo(cb, out, x, L, moe_table(cb, L, E), r.ids, r.w, rc)) {
+        const int inner = cb->opt.moeo == 5;   /* (the route form: the router inside the launch) */
+        if (!inner) route_rows(be, &L->router, &L->router_bias, x, M, r.logits, r.bias, r.ids, r.w);
+        if (cu_moeo(cb, out, x, L, moe_table(cb, L, E), inner ? NULL : r.ids, inner ? NULL : r.w, r.logits, rc)) {
             cu_optimes_phase(cb, "  moe: experts by ownership (moeo_kernel)");
             return;
         }

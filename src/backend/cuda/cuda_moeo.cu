@@ -29,12 +29,13 @@
 #define MO_STAGE (32 * 1024)
 #define MO_ST_MAX 6
 #define MO_CW 8                         /* consumer warps */
-#define MO_THREADS (32 + 32 * MO_CW)
+#define MO_THREADS (32 + 32 * MO_CW + 32)   /* the producer warp, the consumers, the router warp (route form) */
 #define MO_CT (32 * MO_CW)              /* consumer threads */
 #define MO_PC 2048                      /* a stage: MO_PC columns of U gate / up rows, or MO_PC rows of the down strip */
 #define MO_BOX 256                      /* the down strip's TMA box rows (16 bytes each) */
 #define MO_NA 32                        /* a consumer thread's accumulators: D <= MO_NA MO_CT = 8192 */
 #define MO_SMEM_MAX (227 * 1024)
+#define MO_ROUTE_FORM 5                 /* opt.moeo's value for the route form (2 .. 4: the labs) */
 
 typedef struct {
     const float *x;           /* [D] the token's normed hidden state */
@@ -49,6 +50,12 @@ typedef struct {
     int lab;                  /* timing only, wrong sums (opt.moeo - 1): 1 the down strips read as contiguous 1-D copies
                                * of the same bytes, 2 no down stages at all, 3 the consumers skip the arithmetic (the
                                * stream alone) */
+    /* the route form (opt.moeo 5; ids and w NULL): the router and the routing inside the launch (see moeo_route) */
+    int route;
+    cu_wview router, bias;    /* [E, D] BF16 or fp32; [E] noaux_tc's correction (data NULL: none) */
+    float *logits;            /* [E] */
+    unsigned *bar;            /* [2] the split grid barrier's count and generation (zero between launches) */
+    route_cfg rc;
 } mo_args;
 
 /* unit u's matrices and first row j (within them); k: its choice (-1: the shared experts), m: its down map */
@@ -137,12 +144,84 @@ __device__ __forceinline__ float mo_dot_iv(uint4 q, float s, const float *iv) {
     return EB == 1 ? acc * s : acc;
 }
 
-/* shared memory: the ring [nst][MO_STAGE] (1024-byte aligned), full [nst], empty [nst] mbarriers, x [D], iv [2][16]
- * (a unit's SiLU products, alternate units alternating), the stages' FP8 block scales [nst][MO_SC], ids [K] */
+/* shared memory: the ring [nst][MO_STAGE] (1024-byte aligned), full [nst], empty [nst], routed [1] mbarriers, x [D], iv
+ * [2][16] (a unit's SiLU products (x 16 bytes past routed: aligned), alternate units alternating), the stages' FP8 block scales [nst][MO_SC], ids [K] int,
+ * wk [K]; the route form's lg, bs, s, b [E], g [MOE_MAX_GROUPS], red [32], taken [E] bytes */
 #define MO_SC (MO_PC / 128)   /* a stage's block scales: its MO_PC columns of the unit's rows, or its MO_PC strip rows */
-static size_t mo_smem(int D, int K, int nst) {
-    return 1024 + (size_t)nst * MO_STAGE + 2 * (size_t)nst * 8 + (size_t)D * 4 + 2 * 16 * 4 + (size_t)nst * MO_SC * 4 +
-           (size_t)K * 4;
+static size_t mo_smem(int D, int K, int nst, int E) {
+    return 1024 + (size_t)nst * MO_STAGE + (2 * (size_t)nst + 2) * 8 + (size_t)D * 4 + 2 * 16 * 4 + (size_t)nst * MO_SC * 4 +
+           2 * (size_t)K * 4 + 4 * (size_t)E * 4 + (MOE_MAX_GROUPS + 32) * 4 + (size_t)E;
+}
+
+/* the route form's router warp (block b): out zeroed (block 0), the router's logits t = b, b + grid, .. of x into
+ * a.logits, then the split grid barrier (every block's warp: the generation read, the count's add; the last to add puts
+ * it back to zero and moves the generation, the others poll it: cu_grid_sync's steps with one warp a block), then the
+ * routing of all E logits by route_warp into ids, wk; lane 0 arrives on routed (release: the choices, and out's zeros
+ * as the barrier made them visible, for the producer and the consumers, who wait on it before their first routed unit
+ * and before their reduction onto out). The producer and consumers stream the shared experts' units meanwhile. */
+struct mo_route_in {   /* what the router warp reads of mo_args (by value: see moeo_route) */
+    const float *x;
+    float *out, *logits;
+    cu_wview router, bias;
+    unsigned *bar;
+    int D;
+    route_cfg rc;
+};
+__device__ __noinline__ void moeo_route(const mo_route_in a, int *ids, float *wk, float *lg, float *bs, float *s, float *b,
+                                        float *g, float *red, unsigned char *taken, uint64_t *routed) {
+    const int lane = threadIdx.x & 31, D = a.D, E = a.rc.E;
+    if (blockIdx.x == 0) {
+        for (int i = lane; i < D / 4; i += 32) ((float4 *)a.out)[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        asm volatile("fence.proxy.async.global;\n" ::: "memory");   /* the zeros before the blocks' bulk reductions */
+    }
+    const bool rbf = a.router.dtype == DS_DTYPE_BF16;
+    const int V = rbf ? 8 : 4, nc = D / V;   /* 16-byte chunks of a router row */
+    for (int t = blockIdx.x; t < E; t += gridDim.x) {
+        const unsigned char *row = (const unsigned char *)a.router.data + (size_t)t * D * (rbf ? 2 : 4);
+        float acc = 0.0f;
+        for (int c = lane; c < nc; c += 32) {
+            const uint4 q = __ldg((const uint4 *)row + c);
+            const float *xv = a.x + (size_t)c * V;
+            if (rbf) {
+                const float4 x0 = __ldg((const float4 *)xv), x1 = __ldg((const float4 *)xv + 1);
+                acc += __uint_as_float(q.x << 16) * x0.x + __uint_as_float(q.x & 0xffff0000u) * x0.y +
+                       __uint_as_float(q.y << 16) * x0.z + __uint_as_float(q.y & 0xffff0000u) * x0.w +
+                       __uint_as_float(q.z << 16) * x1.x + __uint_as_float(q.z & 0xffff0000u) * x1.y +
+                       __uint_as_float(q.w << 16) * x1.z + __uint_as_float(q.w & 0xffff0000u) * x1.w;
+            } else {
+                const float4 x0 = __ldg((const float4 *)xv);
+                acc += __uint_as_float(q.x) * x0.x + __uint_as_float(q.y) * x0.y + __uint_as_float(q.z) * x0.z +
+                       __uint_as_float(q.w) * x0.w;
+            }
+        }
+        acc = cu_warp_sum(acc);
+        if (lane == 0) a.logits[t] = acc;
+    }
+    __syncwarp();
+    if (lane == 0) {
+        unsigned gen, old, v;
+        __threadfence();   /* this warp's logits (and block 0's zeros) before the count */
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(gen) : "l"(a.bar + 1) : "memory");
+        asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(a.bar) : "memory");
+        if (old == gridDim.x - 1) {
+            asm volatile("st.relaxed.gpu.global.u32 [%0], 0;" ::"l"(a.bar) : "memory");
+            asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(a.bar + 1) : "memory");
+        } else {
+            do {
+                asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(a.bar + 1) : "memory");
+            } while (v == gen);
+        }
+        __threadfence();
+    }
+    __syncwarp();
+    for (int e = lane; e < E; e += 32) {
+        lg[e] = __ldcg(a.logits + e);   /* (other blocks' writes: from L2) */
+        if (a.bias.data) bs[e] = cu_w(a.bias, 0, e);
+    }
+    __syncwarp();
+    route_warp(lg, a.bias.data ? bs : NULL, ids, wk, 0, a.rc, s, b, g, taken, red);
+    __syncwarp();
+    if (lane == 0) mbar_arrive(routed);
 }
 
 /* EB: the experts' bytes an element (1 FP8, 2 BF16). Grid: a block an SM (no block waits for another); MO_THREADS
@@ -153,27 +232,43 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
     extern __shared__ unsigned char mo_raw[];
     unsigned char *ring = (unsigned char *)(((uintptr_t)mo_raw + 1023) & ~(uintptr_t)1023);
     const int nst = a.nst, D = a.D;
-    uint64_t *full = (uint64_t *)(ring + (size_t)nst * MO_STAGE), *empty = full + nst;
-    float *xs = (float *)(empty + nst), *ivs = xs + D, *scs = ivs + 32;
+    uint64_t *full = (uint64_t *)(ring + (size_t)nst * MO_STAGE), *empty = full + nst, *routed = empty + nst;
+    float *xs = (float *)(routed + 2), *ivs = xs + D, *scs = ivs + 32;   /* (x and the scales 16-byte aligned) */
     int *ids = (int *)(scs + nst * MO_SC);
-    const int NU = (a.sI + a.K * a.I) / U;
-    if ((int)blockIdx.x >= NU) return;
+    float *wk = (float *)(ids + a.K);
+    const int NU = (a.sI + a.K * a.I) / U, E = a.rc.E;
+    if ((int)blockIdx.x >= NU && !a.route) return;   /* (the route form: every block takes part in the barrier) */
     if (threadIdx.x == 0) {
         for (int s = 0; s < nst; s++) {
             mbar_init(&full[s], 1);
             mbar_init(&empty[s], MO_CW);
         }
+        mbar_init(routed, 1);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();   /* (the barriers ready: the producer starts at once, the consumers load x and the choices first) */
+    if (threadIdx.x >= 32 + MO_CT) {   /* the router warp */
+        if (!a.route) return;
+        float *lg = wk + a.K, *bs = lg + E, *s = bs + E, *b = s + E, *g = b + E, *red = g + MOE_MAX_GROUPS;
+        /* (a call, its inputs by value: inlined, route_warp's code and its reference to the rule moved the streaming
+         * loops' sums to local memory, FP8 b1 +0.17 ms a step, s44e) */
+        const mo_route_in ri = {a.x, a.out, a.logits, a.router, a.bias, a.bar, a.D, a.rc};
+        moeo_route(ri, ids, wk, lg, bs, s, b, g, red, (unsigned char *)(red + 32), routed);
+        return;
+    }
 
     if (threadIdx.x < 32) {   /* the producer: one thread; a stage's FP8 block scales come by a bulk copy with its bytes */
         if (threadIdx.x) return;
-        int it = 0;
+        int it = 0, seen = 0;
         for (int u = blockIdx.x; u < NU; u += gridDim.x) {
             const cu_wview *g, *up, *dn;
             int j, k, m;
-            mo_unit(a, a.ids, u, U, &g, &up, &dn, &j, &k, &m);   /* (the choices from global memory: router_fused's) */
+            if (a.route && !seen && u * U >= a.sI) {   /* the first routed unit: the block's routing done */
+                mbar_wait(routed, 0);
+                seen = 1;
+            }
+            /* (the choices: the router warp's, or router_fused's in global memory) */
+            mo_unit(a, a.route ? ids : a.ids, u, U, &g, &up, &dn, &j, &k, &m);
             for (int mat = 0; mat < 2; mat++) {
                 const cu_wview &W = mat ? *up : *g;
                 const unsigned char *base = (const unsigned char *)W.data + (size_t)j * D * EB;
@@ -212,8 +307,13 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
     const int ct = threadIdx.x - 32, cw = ct >> 5, lane = threadIdx.x & 31;
     const int rp = (D < MO_PC ? D : MO_PC) * EB;   /* a gate / up row's bytes in a stage */
     for (int i = ct; i < D / 4; i += MO_CT) ((float4 *)xs)[i] = __ldg((const float4 *)a.x + i);
-    for (int i = ct; i < a.K; i += MO_CT) ids[i] = __ldg(a.ids + i);
+    if (!a.route)
+        for (int i = ct; i < a.K; i += MO_CT) {
+            ids[i] = __ldg(a.ids + i);
+            wk[i] = __ldg(a.w + i);
+        }
     asm volatile("bar.sync 1, %0;\n" ::"n"(MO_CT) : "memory");   /* x and the choices in shared memory */
+    int seen = 0;
     float acc[MO_NA];
 #pragma unroll
     for (int i = 0; i < MO_NA; i++) acc[i] = 0.0f;
@@ -221,6 +321,10 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
     for (int u = blockIdx.x; u < NU; u += gridDim.x, n++) {
         const cu_wview *g, *up, *dn;
         int j, k, m;
+        if (a.route && !seen && u * U >= a.sI) {
+            mbar_wait(routed, 0);
+            seen = 1;
+        }
         mo_unit(a, ids, u, U, &g, &up, &dn, &j, &k, &m);
         float *iv = ivs + (n & 1) * 16;
         float sums[2][RW];
@@ -249,7 +353,7 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
 #pragma unroll
             for (int i = 0; i < RW; i++) sums[mat][i] = cu_warp_sum(p[i]);
         }
-        const float alpha = k < 0 ? 1.0f : __ldg(a.w + k);
+        const float alpha = k < 0 ? 1.0f : wk[k];
         if (lane == 0)
 #pragma unroll
             for (int i = 0; i < RW; i++) iv[cw * RW + i] = cu_silu_mul(sums[0][i], sums[1][i]) * alpha;
@@ -277,6 +381,7 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
     }
     /* the partial sums [D] into the ring's first stage (every stage consumed: nothing lands there any more), seen by the
      * async proxy, then added onto out by one bulk reduction, complete before the block ends */
+    if (a.route && !seen) mbar_wait(routed, 0);   /* out zeroed (block 0, before the grid barrier) before the reduction */
     asm volatile("bar.sync 1, %0;\n" ::"n"(MO_CT) : "memory");
     float *part = (float *)ring;
 #pragma unroll
@@ -284,6 +389,7 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
         if (ct + i * MO_CT < D) part[ct + i * MO_CT] = acc[i];
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     asm volatile("bar.sync 1, %0;\n" ::"n"(MO_CT) : "memory");
+    if (ct == 0 && a.route) asm volatile("fence.proxy.async.global;\n" ::: "memory");   /* (block 0's zeros, generic) */
     if (ct == 0)
         asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n"
                      "cp.async.bulk.commit_group;\n"
@@ -410,19 +516,30 @@ int cu_moeo_fits(ds_cuda_backend *cb, const float *out, const float *x, const ds
     /* FP8: the scales' bulk copies whole 16-byte pieces (D % 512: a stage's 16 or a last piece's multiple of 4; the
      * gate / up scale rows' starts 16-byte aligned) */
     if (f8 && (I % 128 || sI % 128 || D % 512)) return 0;
+    if (cb->opt.moeo == MO_ROUTE_FORM) {   /* the router in the launch: BF16 or fp32 [E, D], 16-byte rows */
+        const ds_weight *r = &L->router;
+        if ((r->dtype != DS_DTYPE_BF16 && r->dtype != DS_DTYPE_F32) || r->scale || r->rows != E || r->cols != D ||
+            ((uintptr_t)r->data & 15) || E > 256)
+            return 0;
+        if (!cb->moe1_bar) {   /* (moe1_kernel's pair: zero between launches, the two never run at once) */
+            if (cu_capturing()) return 0;
+            CUDA_CHECK(cudaMalloc(&cb->moe1_bar, 2 * sizeof(unsigned)));
+            CUDA_CHECK(cudaMemset(cb->moe1_bar, 0, 2 * sizeof(unsigned)));
+        }
+    }
     return mo_layer_maps(cb, L, E, D, I, sI, eb, !cu_capturing()) != NULL;
 }
 
 int cu_moeo(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weights *L, const cu_wview *tab,
-            const int32_t *ids, const float *w, route_cfg rc) {
-    if (!cu_moeo_fits(cb, out, x, L, rc)) return 0;
+            const int32_t *ids, const float *w, float *logits, route_cfg rc) {
+    if (!cu_moeo_fits(cb, out, x, L, rc) || (!ids) != (cb->opt.moeo == MO_ROUTE_FORM)) return 0;
     const ds_config *c = cb->base.cfg;
     const ds_weight *g0 = &L->exp_gate[0];
     const int D = c->hidden_size, I = g0->rows, E = rc.E, K = rc.K, sI = c->n_shared_experts ? L->sh_gate.rows : 0;
     const int eb = g0->dtype == DS_DTYPE_F8_E4M3 ? 1 : 2;
     int nst = MO_ST_MAX;
-    while (nst > 2 && mo_smem(D, K, nst) > MO_SMEM_MAX) nst--;
-    const size_t smem = mo_smem(D, K, nst);
+    while (nst > 2 && mo_smem(D, K, nst, E) > MO_SMEM_MAX) nst--;
+    const size_t smem = mo_smem(D, K, nst, E);
     if (smem > MO_SMEM_MAX) return 0;
     static int attrs_set = 0;
     if (!attrs_set) {
@@ -451,10 +568,20 @@ int cu_moeo(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weig
     a.K = K;
     a.E = E;
     a.nst = nst;
-    a.lab = cb->opt.moeo - 1;
-    CUDA_CHECK(cudaMemsetAsync(out, 0, (size_t)D * sizeof(float), cu_stream));
-    if (eb == 1) moeo_kernel<1><<<cb->n_sm, MO_THREADS, smem, cu_stream>>>(a);
-    else moeo_kernel<2><<<cb->n_sm, MO_THREADS, smem, cu_stream>>>(a);
+    a.rc = rc;
+    if (!ids) {   /* the route form: one cooperative launch (its split grid barrier needs every block resident) */
+        a.route = 1;
+        a.router = cu_view(&L->router);
+        if (L->router_bias.data && rc.method == DS_TOPK_NOAUX_TC) a.bias = cu_view(&L->router_bias);
+        a.logits = logits;
+        a.bar = cb->moe1_bar;
+        cu_launch_coop(eb == 1 ? moeo_kernel<1> : moeo_kernel<2>, dim3((unsigned)cb->n_sm), dim3(MO_THREADS), smem, a);
+    } else {
+        a.lab = cb->opt.moeo - 1;
+        CUDA_CHECK(cudaMemsetAsync(out, 0, (size_t)D * sizeof(float), cu_stream));
+        if (eb == 1) moeo_kernel<1><<<cb->n_sm, MO_THREADS, smem, cu_stream>>>(a);
+        else moeo_kernel<2><<<cb->n_sm, MO_THREADS, smem, cu_stream>>>(a);
+    }
     CUDA_LAUNCH_CHECK();
     cb->moeo_runs++;
     return 1;
