@@ -3436,6 +3436,19 @@ if want s44e; then
   step memcheck_moeo 240 env DSINFER_OPS_ONLY=moeo compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 $B/test_cuda_ops > /dev/null
   tail -2 $OUT/memcheck_moeo.log | cut -c1-160
 fi
+# s44f: moeo's route form as its own instantiation (moeo_kernel<EB, true>; the other forms without the router's code):
+# op test moeo (both forms) and memcheck over it; FP8 / BF16 b1 ctx 1K at MOEO=0 / 1 / 5 once; the goldens with =5
+if want s44f; then
+  step ops_moeo 240 env DSINFER_OPS_ONLY=moeo $B/test_cuda_ops > /dev/null
+  echo "moeo: rc $(grep -E "^ops_moeo " <<< "$summary" | awk '{print $2}'), $(grep -cE "CHECK failed" $OUT/ops_moeo.log) failed; $(grep -E "NMSE" $OUT/ops_moeo.log | sed 's/against DSINFER_CUDA_MOEO=0: //' | cut -c1-80 | tr '\n' '|')"
+  step memcheck_moeo 240 env DSINFER_OPS_ONLY=moeo compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 $B/test_cuda_ops > /dev/null
+  grep -E "ERROR SUMMARY|Invalid|at 0x|by thread" $OUT/memcheck_moeo.log | head -6 | cut -c1-200
+  for n in 5 1 0; do for d in fp8 bf16; do
+    step b1${d}_mo$n 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOEO=$n $B/dsinfer bench --dtype $d --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s44f-$d-moeo$n > /dev/null
+    echo "$d moeo=$n: $(grep -E "^decode" $OUT/b1${d}_mo$n.log | cut -c1-150)$(grep -E "error" $OUT/b1${d}_mo$n.log | head -1 | cut -c1-150)"
+  done; done
+  step golden_mo5 150 env DSINFER_CUDA_MOEO=5 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden_mo5.log
+fi
 # opsq: the same suite as four processes at once on the one GPU (DSINFER_OPS_PART=k/4, 4 OpenMP threads each: the CPU
 # references and the launches' latencies of one process leave most of the 16 cores and the GPU idle), so that it fits
 # one call; each part's log is ops_q<k>.log, its line in the summary as step's

@@ -159,16 +159,8 @@ static size_t mo_smem(int D, int K, int nst, int E) {
  * routing of all E logits by route_warp into ids, wk; lane 0 arrives on routed (release: the choices, and out's zeros
  * as the barrier made them visible, for the producer and the consumers, who wait on it before their first routed unit
  * and before their reduction onto out). The producer and consumers stream the shared experts' units meanwhile. */
-struct mo_route_in {   /* what the router warp reads of mo_args (by value: see moeo_route) */
-    const float *x;
-    float *out, *logits;
-    cu_wview router, bias;
-    unsigned *bar;
-    int D;
-    route_cfg rc;
-};
-__device__ __noinline__ void moeo_route(const mo_route_in a, int *ids, float *wk, float *lg, float *bs, float *s, float *b,
-                                        float *g, float *red, unsigned char *taken, uint64_t *routed) {
+__device__ __forceinline__ void moeo_route(const mo_args &a, int *ids, float *wk, float *lg, float *bs, float *s, float *b,
+                                           float *g, float *red, unsigned char *taken, uint64_t *routed) {
     const int lane = threadIdx.x & 31, D = a.D, E = a.rc.E;
     if (blockIdx.x == 0) {
         for (int i = lane; i < D / 4; i += 32) ((float4 *)a.out)[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -224,9 +216,11 @@ __device__ __noinline__ void moeo_route(const mo_route_in a, int *ids, float *wk
     if (lane == 0) mbar_arrive(routed);
 }
 
-/* EB: the experts' bytes an element (1 FP8, 2 BF16). Grid: a block an SM (no block waits for another); MO_THREADS
- * threads; mo_smem() bytes of dynamic shared memory. */
-template <int EB>
+/* EB: the experts' bytes an element (1 FP8, 2 BF16); ROUTE: the route form (a.route; its own instantiation: with the
+ * router warp's code in it the compiler moved the streaming loops' sums to local memory, FP8 b1 +0.17 ms a step in
+ * both forms, s44e, and as a call the route form faulted). Grid: a block an SM (the route form: a cooperative launch;
+ * else no block waits for another); MO_THREADS threads; mo_smem() bytes of dynamic shared memory. */
+template <int EB, bool ROUTE>
 __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
     constexpr int U = 16 / EB, RW = U / MO_CW, V = 16 / EB;
     extern __shared__ unsigned char mo_raw[];
@@ -237,7 +231,7 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
     int *ids = (int *)(scs + nst * MO_SC);
     float *wk = (float *)(ids + a.K);
     const int NU = (a.sI + a.K * a.I) / U, E = a.rc.E;
-    if ((int)blockIdx.x >= NU && !a.route) return;   /* (the route form: every block takes part in the barrier) */
+    if ((int)blockIdx.x >= NU && !ROUTE) return;   /* (the route form: every block takes part in the barrier) */
     if (threadIdx.x == 0) {
         for (int s = 0; s < nst; s++) {
             mbar_init(&full[s], 1);
@@ -248,12 +242,9 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
     }
     __syncthreads();   /* (the barriers ready: the producer starts at once, the consumers load x and the choices first) */
     if (threadIdx.x >= 32 + MO_CT) {   /* the router warp */
-        if (!a.route) return;
+        if constexpr (!ROUTE) return;
         float *lg = wk + a.K, *bs = lg + E, *s = bs + E, *b = s + E, *g = b + E, *red = g + MOE_MAX_GROUPS;
-        /* (a call, its inputs by value: inlined, route_warp's code and its reference to the rule moved the streaming
-         * loops' sums to local memory, FP8 b1 +0.17 ms a step, s44e) */
-        const mo_route_in ri = {a.x, a.out, a.logits, a.router, a.bias, a.bar, a.D, a.rc};
-        moeo_route(ri, ids, wk, lg, bs, s, b, g, red, (unsigned char *)(red + 32), routed);
+        moeo_route(a, ids, wk, lg, bs, s, b, g, red, (unsigned char *)(red + 32), routed);
         return;
     }
 
@@ -263,12 +254,12 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
         for (int u = blockIdx.x; u < NU; u += gridDim.x) {
             const cu_wview *g, *up, *dn;
             int j, k, m;
-            if (a.route && !seen && u * U >= a.sI) {   /* the first routed unit: the block's routing done */
+            if (ROUTE && !seen && u * U >= a.sI) {   /* the first routed unit: the block's routing done */
                 mbar_wait(routed, 0);
                 seen = 1;
             }
             /* (the choices: the router warp's, or router_fused's in global memory) */
-            mo_unit(a, a.route ? ids : a.ids, u, U, &g, &up, &dn, &j, &k, &m);
+            mo_unit(a, ROUTE ? ids : a.ids, u, U, &g, &up, &dn, &j, &k, &m);
             for (int mat = 0; mat < 2; mat++) {
                 const cu_wview &W = mat ? *up : *g;
                 const unsigned char *base = (const unsigned char *)W.data + (size_t)j * D * EB;
@@ -307,7 +298,7 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
     const int ct = threadIdx.x - 32, cw = ct >> 5, lane = threadIdx.x & 31;
     const int rp = (D < MO_PC ? D : MO_PC) * EB;   /* a gate / up row's bytes in a stage */
     for (int i = ct; i < D / 4; i += MO_CT) ((float4 *)xs)[i] = __ldg((const float4 *)a.x + i);
-    if (!a.route)
+    if (!ROUTE)
         for (int i = ct; i < a.K; i += MO_CT) {
             ids[i] = __ldg(a.ids + i);
             wk[i] = __ldg(a.w + i);
@@ -321,7 +312,7 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
     for (int u = blockIdx.x; u < NU; u += gridDim.x, n++) {
         const cu_wview *g, *up, *dn;
         int j, k, m;
-        if (a.route && !seen && u * U >= a.sI) {
+        if (ROUTE && !seen && u * U >= a.sI) {
             mbar_wait(routed, 0);
             seen = 1;
         }
@@ -381,7 +372,7 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
     }
     /* the partial sums [D] into the ring's first stage (every stage consumed: nothing lands there any more), seen by the
      * async proxy, then added onto out by one bulk reduction, complete before the block ends */
-    if (a.route && !seen) mbar_wait(routed, 0);   /* out zeroed (block 0, before the grid barrier) before the reduction */
+    if (ROUTE && !seen) mbar_wait(routed, 0);   /* out zeroed (block 0, before the grid barrier) before the reduction */
     asm volatile("bar.sync 1, %0;\n" ::"n"(MO_CT) : "memory");
     float *part = (float *)ring;
 #pragma unroll
@@ -389,7 +380,7 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
         if (ct + i * MO_CT < D) part[ct + i * MO_CT] = acc[i];
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     asm volatile("bar.sync 1, %0;\n" ::"n"(MO_CT) : "memory");
-    if (ct == 0 && a.route) asm volatile("fence.proxy.async.global;\n" ::: "memory");   /* (block 0's zeros, generic) */
+    if (ct == 0 && ROUTE) asm volatile("fence.proxy.async.global;\n" ::: "memory");   /* (block 0's zeros, generic) */
     if (ct == 0)
         asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n"
                      "cp.async.bulk.commit_group;\n"
@@ -543,8 +534,10 @@ int cu_moeo(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weig
     if (smem > MO_SMEM_MAX) return 0;
     static int attrs_set = 0;
     if (!attrs_set) {
-        CUDA_CHECK(cudaFuncSetAttribute(moeo_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, MO_SMEM_MAX));
-        CUDA_CHECK(cudaFuncSetAttribute(moeo_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, MO_SMEM_MAX));
+        CUDA_CHECK(cudaFuncSetAttribute(moeo_kernel<1, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, MO_SMEM_MAX));
+        CUDA_CHECK(cudaFuncSetAttribute(moeo_kernel<2, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, MO_SMEM_MAX));
+        CUDA_CHECK(cudaFuncSetAttribute(moeo_kernel<1, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, MO_SMEM_MAX));
+        CUDA_CHECK(cudaFuncSetAttribute(moeo_kernel<2, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, MO_SMEM_MAX));
         attrs_set = 1;
     }
     mo_args a;
@@ -575,12 +568,12 @@ int cu_moeo(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weig
         if (L->router_bias.data && rc.method == DS_TOPK_NOAUX_TC) a.bias = cu_view(&L->router_bias);
         a.logits = logits;
         a.bar = cb->moe1_bar;
-        cu_launch_coop(eb == 1 ? moeo_kernel<1> : moeo_kernel<2>, dim3((unsigned)cb->n_sm), dim3(MO_THREADS), smem, a);
+        cu_launch_coop(eb == 1 ? moeo_kernel<1, true> : moeo_kernel<2, true>, dim3((unsigned)cb->n_sm), dim3(MO_THREADS), smem, a);
     } else {
         a.lab = cb->opt.moeo - 1;
         CUDA_CHECK(cudaMemsetAsync(out, 0, (size_t)D * sizeof(float), cu_stream));
-        if (eb == 1) moeo_kernel<1><<<cb->n_sm, MO_THREADS, smem, cu_stream>>>(a);
-        else moeo_kernel<2><<<cb->n_sm, MO_THREADS, smem, cu_stream>>>(a);
+        if (eb == 1) moeo_kernel<1, false><<<cb->n_sm, MO_THREADS, smem, cu_stream>>>(a);
+        else moeo_kernel<2, false><<<cb->n_sm, MO_THREADS, smem, cu_stream>>>(a);
     }
     CUDA_LAUNCH_CHECK();
     cb->moeo_runs++;
