@@ -444,7 +444,8 @@ typedef struct {
                         * (backend layer1) */
     int moe1_pf;       /* its warps ask L2 for their next phase's rows before each grid barrier (DSINFER_CUDA_MOE1_PF) */
     int moeo;          /* the MoE block of one token by intermediate ownership, one launch after the router (cuda_moeo.cu;
-                        * DSINFER_CUDA_MOEO): 1; 2 and 3 timing labs with wrong sums (mo_args.lab) */
+                        * DSINFER_CUDA_MOEO): 1; 5 with the router and routing inside the launch; 2 .. 4 timing labs
+                        * with wrong sums (mo_args.lab) */
     int combine_norm;  /* moe_to_attn_in's combine inside the next attn_in's norm (cuda_backend.cu; DSINFER_CUDA_COMBINE_NORM) */
     int combine_norm_min_m;   /* ... from this many tokens (DSINFER_CUDA_COMBINE_NORM_MIN_M) */
     int moe_duo;       /* batch 1's shared experts in the routed experts' GEMV launches (cuda_moe.cu; DSINFER_CUDA_MOE_DUO) */
