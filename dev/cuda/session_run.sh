@@ -3449,6 +3449,21 @@ if want s44f; then
   done; done
   step golden_mo5 150 env DSINFER_CUDA_MOEO=5 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden_mo5.log
 fi
+# s45a (prepared in the forty-fourth session for the default flip of DSINFER_CUDA_MOEO, not run): test_cuda_model and the
+# goldens with the binary's default; FP8 / BF16 b1 at the default and at MOEO=0, two rotated rounds. With opso0 and opso1
+# (test_cuda_ops sets MOEO=0 for all but op test moeo) in their own calls.
+if want s45a; then
+  step model 240 $B/test_cuda_model > /dev/null; tail -2 $OUT/model.log | cut -c1-150
+  step golden 150 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden.log
+  for r in 1 2; do
+    case $r in 1) o="def 0";; 2) o="0 def";; esac
+    for n in $o; do for d in fp8 bf16; do
+      E=; [ $n = 0 ] && E=DSINFER_CUDA_MOEO=0
+      step b1${d}_$n-$r 120 env DSINFER_CUDA_TC=1 $E $B/dsinfer bench --dtype $d --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s45a-$d-$n > /dev/null
+      echo "$d $n r$r: $(grep -E "^decode" $OUT/b1${d}_$n-$r.log | cut -c1-150)"
+    done; done
+  done
+fi
 # opsq: the same suite as four processes at once on the one GPU (DSINFER_OPS_PART=k/4, 4 OpenMP threads each: the CPU
 # references and the launches' latencies of one process leave most of the 16 cores and the GPU idle), so that it fits
 # one call; each part's log is ops_q<k>.log, its line in the summary as step's
