@@ -773,15 +773,23 @@ __device__ __forceinline__ void cu_bf16x8(uint4 raw, float *v) {
         v[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
     }
 }
-/* The 4 E4M3 codes of a word (byte 0 first) through the conversion unit, each times s: v[0 .. 3]. */
-__device__ __forceinline__ void cu_fp8x4(uint32_t a, float s, float *v) {
+/* The 4 E4M3 codes of a word (byte 0 first) through the conversion unit: v[0 .. 3], unscaled. */
+__device__ __forceinline__ void cu_fp8x4_raw(uint32_t a, float *v) {
     __half2_raw h0 = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(a & 0xffff), __NV_E4M3);
     __half2_raw h1 = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(a >> 16), __NV_E4M3);
     float2 f0 = __half22float2(__half2(h0)), f1 = __half22float2(__half2(h1));
-    v[0] = f0.x * s;
-    v[1] = f0.y * s;
-    v[2] = f1.x * s;
-    v[3] = f1.y * s;
+    v[0] = f0.x;
+    v[1] = f0.y;
+    v[2] = f1.x;
+    v[3] = f1.y;
+}
+/* ... each times s */
+__device__ __forceinline__ void cu_fp8x4(uint32_t a, float s, float *v) {
+    cu_fp8x4_raw(a, v);
+    v[0] *= s;
+    v[1] *= s;
+    v[2] *= s;
+    v[3] *= s;
 }
 /* The cache layout of a config: fp32, FP8 (above) or BF16 ((C + dr) bf16, little-endian). */
 #define CU_KV_F32 0

@@ -14,13 +14,21 @@
  * the router, out's memset, this kernel: 3 where the graph's GEMV path has ~8 and moe1_kernel's one launch has three
  * grid barriers inside.
  *
- * Warp 0's lane 0 is the producer: 1-D bulk copies of a unit's rows (pieces of MO_PC columns: one stage of U rows) and
- * the down strip's boxes (MO_PC rows a stage) into a ring of nst 32 KB stages. Warps 1 .. MO_CW consume: for gate / up
- * stages warp w takes rows w RW .. (RW = U / MO_CW), a lane the 16-byte chunks lane, lane + 32, .. of each, x from
- * shared memory; for down stages thread t takes rows t, t + 256, .. of the strip (16 bytes each, one U-value dot) into
- * its accumulators acc[d / 256]. The arithmetic is the grouped GEMV's (fp32 x, FP8 codes times their 128 x 128 block
- * scale or BF16, fp32 sums) in another order of additions, and the weighted experts' outputs are added inside one sum:
- * NMSE-level differences against the usual launches (op test moeo). */
+ * Warp 0's lane 0 is the producer: 1-D bulk copies of a unit's rows (one copy where they are whole rows, D <= MO_PC;
+ * else a copy a row of MO_PC columns a stage) and the down strip's boxes (MO_PC rows a stage) into a ring of nst 32 KB
+ * stages, each stage's FP8 block scales coming by one more bulk copy with its bytes (gate / up: a row of their scales;
+ * down: a row of a transposed copy of its scales, made with the maps). Warps 1 .. MO_CW consume: for gate / up stages
+ * warp w takes rows w RW .. (RW = U / MO_CW), a lane the 16-byte chunks lane, lane + 32, .. of each, x from shared
+ * memory read once for the RW rows; for down stages thread t takes rows t, t + 256, .. of the strip (16 bytes each, one
+ * U-value dot) into its accumulators acc[d / 256]. The arithmetic is the grouped GEMV's (fp32 x, FP8 codes with their
+ * 128 x 128 block scale, here applied once a 16-value chunk, or BF16; fp32 sums) in another order of additions, and the
+ * weighted experts' outputs are added inside one sum: NMSE-level differences against the usual launches (op test moeo).
+ *
+ * The route form (opt.moeo 5, moeo_kernel<EB, true>, a cooperative launch) needs no router kernel and no memset: a tenth
+ * warp of each block makes its share of the router's logits, meets the others at a split grid barrier and routes the
+ * token itself (moeo_route) while the producer and consumers stream the shared experts' units, which need no routing.
+ * Measured (bench/RESULTS.md, forty-fourth session, H100): form 1 (opt-in) makes FP8 b1 -7.4% and BF16 -5.3% a step
+ * (moeo_kernel 37.1 us a layer, 1.87 TB/s); the route form saves ~0.9 us a layer more in BF16 only. */
 #include <pthread.h>
 
 #include "backend/cuda/cuda_route.h"
@@ -80,17 +88,6 @@ __device__ __forceinline__ void mo_unit(const mo_args &a, const int *ids, int u,
     *m = e;
 }
 
-/* the 4 E4M3 codes of a word (byte 0 first) as floats, unscaled (cu_fp8x4's conversion) */
-__device__ __forceinline__ void mo_fp8x4(uint32_t a, float *v) {
-    __half2_raw h0 = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(a & 0xffff), __NV_E4M3);
-    __half2_raw h1 = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(a >> 16), __NV_E4M3);
-    float2 f0 = __half22float2(__half2(h0)), f1 = __half22float2(__half2(h1));
-    v[0] = f0.x;
-    v[1] = f0.y;
-    v[2] = f1.x;
-    v[3] = f1.y;
-}
-
 /* acc[r] += the dot of row r's 16-byte chunk q[r] (EB 1: 16 FP8 codes times the block scale s; 2: 8 BF16) with the
  * 16 / EB floats at v (shared memory), for NR rows of the same columns (v read once); the chunk's float4 pieces of v
  * taken in an order rotated by lane so that the 8 lanes of a shared-memory phase, whose chunks lie 64 (FP8) or 32
@@ -111,7 +108,7 @@ __device__ __forceinline__ void mo_dot(const uint4 (&q)[NR], float s, const floa
             float w[4];
             if constexpr (EB == 1) {
                 const uint32_t word = jj == 0 ? q[r].x : jj == 1 ? q[r].y : jj == 2 ? q[r].z : q[r].w;
-                mo_fp8x4(word, w);
+                cu_fp8x4_raw(word, w);
             } else {
                 const uint32_t lo = jj == 0 ? q[r].x : q[r].z, hi = jj == 0 ? q[r].y : q[r].w;
                 w[0] = __uint_as_float(lo << 16);
@@ -135,7 +132,7 @@ __device__ __forceinline__ float mo_dot_iv(uint4 q, float s, const float *iv) {
     for (int i = 0; i < 4; i++) {
         if constexpr (EB == 1) {
             float w[4];
-            mo_fp8x4(wd[i], w);
+            cu_fp8x4_raw(wd[i], w);
             acc += w[0] * iv[4 * i] + w[1] * iv[4 * i + 1] + w[2] * iv[4 * i + 2] + w[3] * iv[4 * i + 3];
         } else {
             acc += __uint_as_float(wd[i] << 16) * iv[2 * i] + __uint_as_float(wd[i] & 0xffff0000u) * iv[2 * i + 1];
