@@ -665,11 +665,7 @@ int cu_moe1(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weig
         CUDA_CHECK(cudaFuncSetAttribute(moe1_kernel<2, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, M1_SMEM_MAX));
         attrs_set = 1;
     }
-    if (!cb->moe1_bar) {   /* made once, zero, outside a capture (the first eager step makes it) */
-        if (cu_capturing()) return 0;
-        CUDA_CHECK(cudaMalloc(&cb->moe1_bar, 2 * sizeof(unsigned)));
-        CUDA_CHECK(cudaMemset(cb->moe1_bar, 0, 2 * sizeof(unsigned)));
-    }
+    if (!cu_moe1_bar_ready(cb)) return 0;
     m1_args a;
     memset(&a, 0, sizeof a);
     a.x = t ? NULL : x;

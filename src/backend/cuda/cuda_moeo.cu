@@ -507,13 +507,8 @@ int cu_moeo_fits(ds_cuda_backend *cb, const float *out, const float *x, const ds
     if (cb->opt.moeo == MO_ROUTE_FORM) {   /* the router in the launch: BF16 or fp32 [E, D], 16-byte rows */
         const ds_weight *r = &L->router;
         if ((r->dtype != DS_DTYPE_BF16 && r->dtype != DS_DTYPE_F32) || r->scale || r->rows != E || r->cols != D ||
-            ((uintptr_t)r->data & 15) || E > 256)
+            ((uintptr_t)r->data & 15) || E > 256 || !cu_moe1_bar_ready(cb))
             return 0;
-        if (!cb->moe1_bar) {   /* (moe1_kernel's pair: zero between launches, the two never run at once) */
-            if (cu_capturing()) return 0;
-            CUDA_CHECK(cudaMalloc(&cb->moe1_bar, 2 * sizeof(unsigned)));
-            CUDA_CHECK(cudaMemset(cb->moe1_bar, 0, 2 * sizeof(unsigned)));
-        }
     }
     return mo_layer_maps(cb, L, E, D, I, sI, eb, !cu_capturing()) != NULL;
 }

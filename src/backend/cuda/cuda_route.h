@@ -332,6 +332,17 @@ typedef struct {
     const cu_m1_attn *at;                   /* NULL: ao is given */
 } cu_m1_tail;
 
+/* The one-token launches' grid barrier pair (count, generation; cuda_grid.h / moeo_route): made once, zero, outside a
+ * capture (the first eager step makes it); zero again after every barrier, so moe1_kernel and moeo_kernel's route form
+ * share it (they never run at once). 0 where it does not exist and cannot be made now (inside a capture). */
+static inline int cu_moe1_bar_ready(ds_cuda_backend *cb) {
+    if (cb->moe1_bar) return 1;
+    if (cu_capturing()) return 0;
+    CUDA_CHECK(cudaMalloc(&cb->moe1_bar, 2 * sizeof(unsigned)));
+    CUDA_CHECK(cudaMemset(cb->moe1_bar, 0, 2 * sizeof(unsigned)));
+    return 1;
+}
+
 /* cuda_moe1.cu: the MoE block of one token as one cooperative launch (opt.moe1) where its weights suit it: 1 when it ran
  * (out [D] written from x [D]; with t, the layer's tail: also h and xn, and 2 where it made t's next layer's
  * projections too), else 0 and nothing launched. tab: the layer's expert table (cuda_moe.cu moe_table); logits: [E] of
