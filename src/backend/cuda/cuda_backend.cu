@@ -1132,7 +1132,9 @@ static cu_opts cu_opts_read(void) {
      * b1 the same at 1, +0.03 ms at 2, +0.24 at 3 (a grid barrier under the weight stream costs more than a launch) */
     o.moe1 = env_int("DSINFER_CUDA_MOE1", 0);
     o.moe1_pf = env_int("DSINFER_CUDA_MOE1_PF", 0);
-    o.moeo = env_int("DSINFER_CUDA_MOEO", 0);   /* opt-in until measured (issue 7, forty-fourth session) */   /* opt-in, measured slower (+0.06 .. +0.2 ms at b1) */
+    /* 1 the default since the forty-fifth session (H100: FP8 b1 -7.3%, BF16 -4.8% in two rotated rounds; the model test,
+     * the goldens and the GPU suite with it on) */
+    o.moeo = env_int("DSINFER_CUDA_MOEO", 1);   /* opt-in, measured slower (+0.06 .. +0.2 ms at b1) */
     /* on from 65 tokens since the thirty-fourth session (RESULTS: FP8 b96 .. b256 -0.03 .. -0.16 ms in three rotated rounds,
      * b64 within the spread, b128 -0.02) */
     o.combine_norm = env_int("DSINFER_CUDA_COMBINE_NORM", 1);
