@@ -3464,6 +3464,15 @@ if want s45a; then
     done; done
   done
 fi
+# s45c: where batch 1's step goes with MOEO=1 the default: ncu of one FP8 and one BF16 b1 step, every kernel (sum per
+# name, 40 lines), against the step's graph time (the b1 rows)
+if want s45c; then
+  for d in fp8 bf16; do
+    step b1$d 120 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype $d --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s45c-$d > /dev/null
+    echo "$d: $(grep -E "^decode" $OUT/b1$d.log | cut -c1-150)"
+    ncu_step ncu45c_$d $d 1 > /dev/null; head -40 $OUT/ncu45c_$d.txt
+  done
+fi
 # opsq: the same suite as four processes at once on the one GPU (DSINFER_OPS_PART=k/4, 4 OpenMP threads each: the CPU
 # references and the launches' latencies of one process leave most of the 16 cores and the GPU idle), so that it fits
 # one call; each part's log is ops_q<k>.log, its line in the summary as step's
