@@ -3473,6 +3473,55 @@ if want s45c; then
     ncu_step ncu45c_$d $d 1 > /dev/null; head -40 $OUT/ncu45c_$d.txt
   done
 fi
+# s45d: the dense linears of one token by row ownership (cuda_rowo.cu, DSINFER_CUDA_ROWO=1 with PDL, =2 without): op
+# test rowo and memcheck over it; the goldens and the model test with =1; FP8 / BF16 b1 at ROWO 0 / 1 / 2, two rotated
+# rounds; ncu of one FP8 b1 step at =1 (ncu serializes the kernels: the stream's overlap with the previous kernel
+# is not in its times)
+if want s45d; then
+  step ops_rowo 240 env DSINFER_OPS_ONLY=rowo $B/test_cuda_ops > /dev/null
+  echo "rowo: $(grep -E "^ops_rowo " <<< "$summary" | awk '{print $2}'), $(grep -cE "CHECK failed" $OUT/ops_rowo.log) failed, $(grep -cE " rowo " $OUT/ops_rowo.log) lines"
+  grep -E "CHECK failed" $OUT/ops_rowo.log | head -5 | cut -c1-220
+  grep -E " rowo (q \+ kv_a|v3|odd two|o )" $OUT/ops_rowo.log | head -12 | cut -c1-200
+  step memcheck_rowo 240 env DSINFER_OPS_ONLY=rowo compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 $B/test_cuda_ops > /dev/null
+  grep -E "ERROR SUMMARY|Invalid|at 0x" $OUT/memcheck_rowo.log | head -4 | cut -c1-200
+  step golden_ro1 150 env DSINFER_CUDA_ROWO=1 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden_ro1.log
+  step model_ro1 240 env DSINFER_CUDA_ROWO=1 $B/test_cuda_model > /dev/null; tail -1 $OUT/model_ro1.log | cut -c1-150
+  for r in 1 2; do
+    case $r in 1) o="0 1 2";; 2) o="2 1 0";; esac
+    for n in $o; do for d in fp8 bf16; do
+      step b1${d}_ro$n-$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_ROWO=$n $B/dsinfer bench --dtype $d --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s45d-$d-rowo$n > /dev/null
+      echo "$d rowo=$n r$r: $(grep -E "^decode" $OUT/b1${d}_ro$n-$r.log | cut -c1-150)$(grep -iE "error" $OUT/b1${d}_ro$n-$r.log | head -1 | cut -c1-150)"
+    done; done
+  done
+  DSINFER_CUDA_ROWO=1 ncu_step ncu45d fp8 1 > /dev/null; head -22 $OUT/ncu45d.txt
+fi
+# s45e: op test rowo's log tail (s45d's run aborted); ncu --set full of the first rowo_kernel launches (ROWO=2: no PDL)
+# and of the first one-row GEMVs (ROWO=0), the lines that say where a short launch's time goes
+if want s45e; then
+  step ops_rowo 240 env DSINFER_OPS_ONLY=rowo $B/test_cuda_ops > /dev/null
+  echo "rowo: $(grep -E "^ops_rowo " <<< "$summary" | awk '{print $2}'), $(grep -cE "CHECK failed" $OUT/ops_rowo.log) failed"
+  grep -E "CHECK failed|rror|abort|ssert" $OUT/ops_rowo.log | head -5 | cut -c1-250; tail -4 $OUT/ops_rowo.log | cut -c1-250
+  for v in 2 0; do
+    k=rowo_kernel; [ $v = 0 ] && k=gemv_v2_kernel
+    step ncu_full_ro$v 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_ROWO=$v ncu --set full -k regex:$k -c 3 $B/dsinfer bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 2
+    grep -E "^  [a-z_]+kernel|Duration|DRAM Throughput|Elapsed Cycles|SM Active Cycles|Achieved Occupancy|Shared Memory Configuration Size|Dynamic Shared Memory Per Block|Registers Per Thread|Grid Size|One or More Eligible|Issued Warp|Warp Cycles Per Issued|L2 Hit Rate" $OUT/ncu_full_ro$v.log | head -60 | cut -c1-120
+  done
+fi
+# s45f: op test rowo (fixed: K 10240 in place of 16384; ROWO 1, 2 and the lab 3), FP8 / BF16 b1 at ROWO 0 / 1 / 3 two
+# rotated rounds, ncu of one FP8 b1 step at ROWO 1 and 3 (the rowo and gemv lines)
+if want s45f; then
+  step ops_rowo 240 env DSINFER_OPS_ONLY=rowo $B/test_cuda_ops > /dev/null
+  echo "rowo: $(grep -E "^ops_rowo " <<< "$summary" | awk '{print $2}'), $(grep -cE "CHECK failed" $OUT/ops_rowo.log) failed, $(grep -cE "nmse" $OUT/ops_rowo.log) CPU compares, max NMSE vs =0 $(grep -oE "NMSE [0-9.e+-]+\)" $OUT/ops_rowo.log | sort -g -k2 | tail -1)"
+  grep -E "CHECK failed|fatal" $OUT/ops_rowo.log | head -5 | cut -c1-250; tail -1 $OUT/ops_rowo.log | cut -c1-200
+  for r in 1 2; do
+    case $r in 1) o="0 1 3";; 2) o="3 1 0";; esac
+    for n in $o; do for d in fp8 bf16; do
+      step b1${d}_ro$n-$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_ROWO=$n $B/dsinfer bench --dtype $d --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s45f-$d-rowo$n > /dev/null
+      echo "$d rowo=$n r$r: $(grep -E "^decode" $OUT/b1${d}_ro$n-$r.log | cut -c1-150)"
+    done; done
+  done
+  for n in 3 1; do DSINFER_CUDA_ROWO=$n ncu_step ncu45f_$n fp8 1 > /dev/null; echo "ROWO=$n:"; grep -E "rowo|gemv" $OUT/ncu45f_$n.txt | head -5; done
+fi
 # opsq: the same suite as four processes at once on the one GPU (DSINFER_OPS_PART=k/4, 4 OpenMP threads each: the CPU
 # references and the launches' latencies of one process leave most of the 16 cores and the GPU idle), so that it fits
 # one call; each part's log is ops_q<k>.log, its line in the summary as step's

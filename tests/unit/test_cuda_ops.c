@@ -3678,6 +3678,104 @@ static void run_gemv_t1(void) {
     moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
 }
 
+/* A backend with DSINFER_CUDA_ROWO set to val (then unset: the default) */
+static ds_backend *rowo_backend(setup *s, const char *val, char *err) {
+    setenv("DSINFER_CUDA_ROWO", val, 1);
+    ds_backend *b = ds_backend_cuda_new(&s->cfg, err);
+    unsetenv("DSINFER_CUDA_ROWO");
+    return b;
+}
+
+/* One linear (linear2 where w2 is given) of one row on the row-ownership launch (ro, DSINFER_CUDA_ROWO=1 or 2) and on the
+ * one-row GEMV (gv, =0): within NMSE 1e-9 of each other (another order of additions: the scale once a 16-value chunk, a
+ * warp's lanes over 16-byte chunks of a 4 KB piece), ro's launch counted once where the weights suit it (want) and never
+ * on gv, and ro's output against the CPU (THR_GEMM). chain: x is first made on the device by a norm (rmsnorm of a random
+ * h, in place over a NaN-poisoned x) right before the linear, so that a launch reading x before the norm has ended (the
+ * programmatic dependent launch's wait) gives NaN */
+static void check_rowo_case(setup *s, ds_backend *ro, ds_backend *gv, const char *what, const wpair *w1, const wpair *w2,
+                            int want, int chain, const wpair *norm) {
+    int K = w1->h.cols, N1 = w1->h.rows, N2 = w2 ? w2->h.rows : 0;
+    prime(s, 1);
+    buf x = buf_new(s, (size_t)K), h = buf_new(s, (size_t)K), a1 = buf_new(s, (size_t)N1), b1 = buf_new(s, (size_t)N1);
+    buf a2 = buf_new(s, (size_t)(N2 ? N2 : 1)), b2 = buf_new(s, (size_t)(N2 ? N2 : 1));
+    buf_rand(&x, 1.0f);
+    buf_rand(&h, 1.0f);
+    buf_poison(&a1); buf_poison(&b1); buf_poison(&a2); buf_poison(&b2);
+    long r0 = ds_cuda_rowo_runs(ro), g0 = ds_cuda_rowo_runs(gv);
+    for (int pass = 0; pass < 2; pass++) {   /* (ro, then gv on the same x) */
+        ds_backend *b = pass ? gv : ro;
+        if (chain) {
+            buf_poison(&x);
+            b->rmsnorm(b, x.d, K, h.d, K, &norm->d, 1, K, 1e-6f);
+        }
+        one_row_run(b, pass ? &b1 : &a1, pass ? &b2 : &a2, &x, w1, w2);
+    }
+    long nr = ds_cuda_rowo_runs(ro) - r0, ng = ds_cuda_rowo_runs(gv) - g0;
+    if (chain) s->gpu->to_host(s->gpu, x.h, x.d, (size_t)K);   /* the norm's output: the CPU's input */
+    size_t diff = device_units_differ(s, a1.d, b1.d, (size_t)N1, 4) + (w2 ? device_units_differ(s, a2.d, b2.d, (size_t)N2, 4) : 0);
+    double nm = device_nmse(s, a1.d, b1.d, (size_t)N1), nm2 = w2 ? device_nmse(s, a2.d, b2.d, (size_t)N2) : 0;
+    if (nm2 > nm || nm2 != nm2) nm = nm2;
+    printf("  %-8s rowo %-16s %s %dx%d%s%s: %zu values differ from DSINFER_CUDA_ROWO=0 (NMSE %.2e); row-ownership launches "
+           "%ld / %ld\n", s->name, what, ds_dtype_name(w1->h.dtype), N1 + N2, K, w2 ? " (two weights)" : "",
+           chain ? " after a norm" : "", diff, nm, nr, ng);
+    CHECKF(nm <= 1e-9, "%s rowo %s: NMSE %.3g against the one-row GEMV (bound 1e-9)", s->name, what, nm);
+    CHECKF(nr == want && ng == 0, "%s rowo %s: row-ownership launches %ld (want %d), with =0 %ld (want 0)", s->name, what,
+           nr, want, ng);
+    char name[96];
+    snprintf(name, sizeof name, "rowo %s", what);
+    buf_free(s, &h);
+    one_row_vs_cpu(s, name, &x, &a1, &b1, &a2, &b2, w1, w2);
+}
+
+/* DSINFER_OPS_ONLY=rowo: the dense linears of one token by row ownership (cuda_rowo.cu, DSINFER_CUDA_ROWO=1 with the
+ * programmatic dependent launch, =2 without) against the one-row GEMV (=0) and the CPU: the one-row cases of gemv1 (the
+ * FP8 K 304 ones, NVFP4 and FP32 declined: no launch), K 512 with 203 rows (a last unit of 3 rows), linear2's V2-Lite
+ * q + kv_a (FP8, BF16), V3's q_a + kv_a (K 7168: two pieces a row), two weights of 203 and 93 rows, K 10240 (three
+ * pieces, x 40 KB; V3's o_proj width, 16384, is past the V2-Lite CPU backend's scratch) and each q + kv_a again right
+ * after a norm that makes x; with ROWO 1 and 2, then 3 (the lab with a copy a row) */
+static void run_rowo(void) {
+    if (only && strcmp(only, "rowo")) return;
+    setup s;
+    if (!load_setup(&s, "v2l-rowo", "configs/deepseek-v2-lite.json", 0, 16)) return;
+    char err[DS_ERRLEN];
+    for (int mode = 1; mode <= 3; mode++) {
+        ds_backend *ro = rowo_backend(&s, mode == 1 ? "1" : mode == 2 ? "2" : "3", err), *gv = ro ? rowo_backend(&s, "0", err) : NULL;
+        CHECKF(ro && gv, "%s", err);
+        if (!ro || !gv) {
+            if (ro) ro->destroy(ro);
+            break;
+        }
+        printf("  %-8s rowo: DSINFER_CUDA_ROWO=%d\n", s.name, mode);
+        for (int i = 0; i < N_ONE_ROW_CASES; i++) {
+            const one_row_case *c = &one_row_cases[i];
+            wpair w = mk_weight(&s, c->N, c->K, c->dt, one_row_amp(c), c->what);
+            int fits = c->dt == DS_DTYPE_BF16 || (c->dt == DS_DTYPE_F8_E4M3 && c->K % 512 == 0);
+            check_rowo_case(&s, ro, gv, c->what, &w, NULL, fits, 0, NULL);
+            free_weight(&w);
+        }
+        wpair norm = mk_weight(&s, 1, 16384, DS_DTYPE_BF16, 1.0f, "norm");   /* (a norm of K values reads its first K) */
+        typedef struct { const char *what; int N1, N2, K; } two_case;
+        const two_case tc[] = {{"odd rows 512", 203, 0, 512}, {"q + kv_a", 3072, 576, 2048}, {"v3 q_a + kv_a", 1536, 576, 7168},
+                               {"odd two", 203, 93, 512}, {"wide 10240", 520, 0, 10240}};
+        for (int d = 0; d < 2; d++) {
+            ds_dtype dt = d ? DS_DTYPE_BF16 : DS_DTYPE_F8_E4M3;
+            for (int i = 0; i < NM(tc); i++) {
+                float amp = (d ? 1.0f : 0.5f) / sqrtf((float)tc[i].K);
+                wpair w1 = mk_weight(&s, tc[i].N1, tc[i].K, dt, amp, tc[i].what), w2;
+                if (tc[i].N2) w2 = mk_weight(&s, tc[i].N2, tc[i].K, dt, amp, tc[i].what);
+                for (int chain = 0; chain <= (tc[i].N2 == 576); chain++)
+                    check_rowo_case(&s, ro, gv, tc[i].what, &w1, tc[i].N2 ? &w2 : NULL, 1, chain, &norm);
+                free_weight(&w1);
+                if (tc[i].N2) free_weight(&w2);
+            }
+        }
+        free_weight(&norm);
+        ro->destroy(ro);
+        gv->destroy(gv);
+    }
+    free_setup(&s);
+}
+
 /* DSINFER_OPS_ONLY=shin: the shared experts as virtual experts of the routed experts' moe_wg_kernel launches
  * (DSINFER_CUDA_MOE_SHARED_IN=1, the default) against a twin with them in line (=0): the whole MoE block within NMSE 1e-5
  * of the twin (the shared sums in two halves and another order; BF16 SiLU products may round apart) and some value
@@ -4345,6 +4443,7 @@ int main(void) {
     /* the one-token MoE by ownership (cuda_moeo.cu) off for every case but run_moeo's (which sets it and puts this back):
      * the other cases' batch-1 MoE checks count the launches of the paths they are about (duo, moe1, the grouped GEMV) */
     setenv("DSINFER_CUDA_MOEO", "0", 1);
+    setenv("DSINFER_CUDA_ROWO", "0", 1);   /* (the same for the one-token linears by row ownership: run_rowo's backends set it) */
     const long checks0 = test_checks;   /* the conversions' above */
     RUN(run_odd("h1", "configs/deepseek-v2-lite.json", 1));
     RUN(run_odd("h3-fp8", "tests/fixtures/tiny-v3-fp8/config.json", 3));
@@ -4392,6 +4491,7 @@ int main(void) {
     RUN(run_comb_norm());
     RUN(run_mla_fold());
     RUN(run_gemv_t1());
+    RUN(run_rowo());
     RUN(run_moe_shared_in());
     RUN(run_f8_reduce2());
     RUN(run_f8_lab());

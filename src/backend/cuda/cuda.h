@@ -446,6 +446,9 @@ typedef struct {
     int moeo;          /* the MoE block of one token by intermediate ownership, one launch after the router (cuda_moeo.cu;
                         * DSINFER_CUDA_MOEO): 1; 5 with the router and routing inside the launch; 2 .. 4 timing labs
                         * with wrong sums (mo_args.lab) */
+    int rowo;          /* the dense linears of one token by row ownership (cuda_rowo.cu; DSINFER_CUDA_ROWO): 1 with their
+                        * weights streamed before the previous kernel ends (programmatic dependent launch), 2 the same
+                        * kernel without it (a lab); 3 / 4: 1 / 2 with a bulk copy a row (a lab) */
     int combine_norm;  /* moe_to_attn_in's combine inside the next attn_in's norm (cuda_backend.cu; DSINFER_CUDA_COMBINE_NORM) */
     int combine_norm_min_m;   /* ... from this many tokens (DSINFER_CUDA_COMBINE_NORM_MIN_M) */
     int moe_duo;       /* batch 1's shared experts in the routed experts' GEMV launches (cuda_moe.cu; DSINFER_CUDA_MOE_DUO) */
@@ -644,6 +647,7 @@ typedef struct {
     long comb_norm_runs;        /* attn_in calls whose norm made the MoE combine's sum (tests) */
     long moe1_runs;             /* MoE calls made by the one-token launch (cuda_moe1.cu; tests) */
     long moeo_runs;             /* ... by the intermediate-ownership launch (cuda_moeo.cu; tests) */
+    long rowo_runs;             /* linears of one token by the row-ownership launch (cuda_rowo.cu; tests) */
     long tail1_runs;            /* ... of them in the layer-tail form (layer_tail1), and with the next layer's part */
     long tail1_next_runs;
     long attn1_runs;            /* ... of them with the attention first (layer1) */
@@ -1105,6 +1109,11 @@ const void *cu_moe_gemm_f8(ds_cuda_backend *cb, const float *x, const int32_t *r
                            int I, const ds_layer_weights *L, int *y_bf16);
 void cu_f8_wgmma_free(void);
 void cu_moeo_free(void);   /* cuda_moeo.cu's map cache emptied (with the backend, as cu_f8_wgmma_free) */
+/* cuda_rowo.cu: out1 [w1.rows] = w1 . x (and out2 [w2.rows] = w2 . x where w2 is given) for one token x [K] by one
+ * launch of rowo_kernel (opt.rowo); 0 (nothing done) where it does not apply: the option off, x not 16-byte aligned,
+ * weights not FP8 with 128 x 128 block scales and K % 512 == 0, or BF16 with K % 8 == 0, of one dtype, K > 16384 or
+ * more than 32768 rows */
+int cu_rowo(ds_cuda_backend *cb, float *out1, float *out2, const float *x, const ds_weight *w1, const ds_weight *w2);
 /* The routed experts of a decode batch as W8A8 on wgmma with the weights as the MMA's M (cuda_moe_wg.cu;
  * DSINFER_CUDA_MOE_WG, default 1; DSINFER_CUDA_MOE_WG_NT: tokens a chunk, 32, 48 or 64, 0 = cu_moe_wg_chunk's
  * choice): cu_moe_tc's W8A8 form (the same xs_ws layout, y fp32 [n_rows, D]) with off[] on the device, graph-safe.

@@ -202,6 +202,7 @@ long ds_cuda_router_ks_launches(ds_backend *be) { return cu_of(be)->router_ks_la
 long ds_cuda_comb_norm_runs(ds_backend *be) { return cu_of(be)->comb_norm_runs; }
 long ds_cuda_moe1_runs(ds_backend *be) { return cu_of(be)->moe1_runs; }
 long ds_cuda_moeo_runs(ds_backend *be) { return cu_of(be)->moeo_runs; }
+long ds_cuda_rowo_runs(ds_backend *be) { return cu_of(be)->rowo_runs; }
 long ds_cuda_tail1_runs(ds_backend *be) { return cu_of(be)->tail1_runs; }
 long ds_cuda_tail1_next_runs(ds_backend *be) { return cu_of(be)->tail1_next_runs; }
 long ds_cuda_attn1_runs(ds_backend *be) { return cu_of(be)->attn1_runs; }
@@ -1134,7 +1135,8 @@ static cu_opts cu_opts_read(void) {
     o.moe1_pf = env_int("DSINFER_CUDA_MOE1_PF", 0);
     /* 1 the default since the forty-fifth session (H100: FP8 b1 -7.3%, BF16 -4.8% in two rotated rounds; the model test,
      * the goldens and the GPU suite with it on) */
-    o.moeo = env_int("DSINFER_CUDA_MOEO", 1);   /* opt-in, measured slower (+0.06 .. +0.2 ms at b1) */
+    o.moeo = env_int("DSINFER_CUDA_MOEO", 1);
+    o.rowo = env_int("DSINFER_CUDA_ROWO", 0);   /* opt-in until measured (forty-fifth session) */
     /* on from 65 tokens since the thirty-fourth session (RESULTS: FP8 b96 .. b256 -0.03 .. -0.16 ms in three rotated rounds,
      * b64 within the spread, b128 -0.02) */
     o.combine_norm = env_int("DSINFER_CUDA_COMBINE_NORM", 1);

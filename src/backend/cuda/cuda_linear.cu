@@ -143,6 +143,7 @@ void cu_linear(ds_backend *be, float *out, const float *x, const ds_weight *w, i
     if (M <= 0 || N <= 0) return;
     cu_wview v = cu_view(w);
     int w8 = w8a8_rows(cb, M) && cu_fp8_gemm_ok(w);
+    if (!w8 && M == 1 && cu_rowo(cb, out, NULL, x, w, NULL)) return;   /* (opt.rowo) */
     if (!w8 && M <= GEMV_MAX_M && cb->opt.vec_gemv) {
         cu_gemv_group(out, N, 0, x, K, 0, NULL, NULL, M, 1, NULL, NULL, v, v, 0, N, cu_gemv_flags(cb), 0, 0, 0);
         return;
@@ -193,6 +194,7 @@ void cu_linear2(ds_backend *be, float *out1, float *out2, const float *x, const 
     if (M <= 0) return;
     if (cb->opt.hfuse && w1->cols == w2->cols && w1->rows > 0 && w2->rows > 0) {
         int rows8 = w8a8_rows(cb, M), w8 = rows8 && cu_f8_wgmma_two_ok(w1, w2, M);
+        if (!w8 && M == 1 && cu_rowo(cb, out1, out2, x, w1, w2)) return;   /* (opt.rowo) */
         if (!w8 && M <= GEMV_MAX_M && cb->opt.vec_gemv && cu_gemv_two(out1, out2, x, M, cu_view(w1), cu_view(w2), cu_gemv_flags(cb))) return;
         if (w8 && cu_f8_wgmma_linear2(cb, out1, out2, x, w1, w2, M)) return;
         if (cb->opt.w8_shared_x && rows8 && cu_f8_wgmma_pair_ok(w1, w2, M)) {
