@@ -3522,6 +3522,18 @@ if want s45f; then
   done
   for n in 3 1; do DSINFER_CUDA_ROWO=$n ncu_step ncu45f_$n fp8 1 > /dev/null; echo "ROWO=$n:"; grep -E "rowo|gemv" $OUT/ncu45f_$n.txt | head -5; done
 fi
+# s45g: the final binaries of the forty-fifth session at their defaults: host, goldens, model test, op tests moeo and rowo
+if want s45g; then
+  step host 30 $B/test_cuda_host > /dev/null; tail -1 $OUT/host.log
+  step golden 150 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden.log
+  step model 240 $B/test_cuda_model > /dev/null; tail -1 $OUT/model.log | cut -c1-150
+  for t in moeo rowo; do
+    step ops_$t 240 env DSINFER_OPS_ONLY=$t $B/test_cuda_ops > /dev/null
+    echo "$t: $(grep -E "^ops_$t " <<< "$summary" | awk '{print $2}'), $(grep -cE "CHECK failed" $OUT/ops_$t.log) failed; $(tail -1 $OUT/ops_$t.log | cut -c1-100)"
+  done
+  step b1fp8 120 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s45g-fp8 > /dev/null
+  echo "fp8: $(grep -E "^decode" $OUT/b1fp8.log | cut -c1-150)"
+fi
 # opsq: the same suite as four processes at once on the one GPU (DSINFER_OPS_PART=k/4, 4 OpenMP threads each: the CPU
 # references and the launches' latencies of one process leave most of the 16 cores and the GPU idle), so that it fits
 # one call; each part's log is ops_q<k>.log, its line in the summary as step's
