@@ -3534,6 +3534,11 @@ if want s45g; then
   step b1fp8 120 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s45g-fp8 > /dev/null
   echo "fp8: $(grep -E "^decode" $OUT/b1fp8.log | cut -c1-150)"
 fi
+# s45h: the short-burst lab (dev/cuda/lab/burst_rate.cu, built into .lab/ by `make -C dev/cuda/lab`, carried with
+# carry [".deps.tar.xz", ".lab"]), twice
+if want s45h; then
+  for r in 1 2; do step burst$r 120 .lab/burst_rate > /dev/null; grep -vE "^==" $OUT/burst$r.log | head -14; done
+fi
 # opsq: the same suite as four processes at once on the one GPU (DSINFER_OPS_PART=k/4, 4 OpenMP threads each: the CPU
 # references and the launches' latencies of one process leave most of the 16 cores and the GPU idle), so that it fits
 # one call; each part's log is ops_q<k>.log, its line in the summary as step's
