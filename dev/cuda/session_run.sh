@@ -3539,6 +3539,14 @@ fi
 if want s45h; then
   for r in 1 2; do step burst$r 120 .lab/burst_rate > /dev/null; grep -vE "^==" $OUT/burst$r.log | head -14; done
 fi
+# s45i: where rowo_kernel's launch waits: ncu warp-state statistics of its first three launches (ROWO=2, FP8 b1) and of
+# the burst lab's tma_kernel at 64 KB a block (its 133rd launch)
+if want s45i; then
+  S="--section WarpStateStats --section SpeedOfLight --section LaunchStats"
+  step ncu_ws_ro 150 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPHS=0 DSINFER_CUDA_ROWO=2 ncu $S -k regex:rowo_kernel -c 2 $B/dsinfer bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 2
+  step ncu_ws_lab 150 ncu $S -k regex:tma_kernel --launch-skip 132 -c 1 .lab/burst_rate
+  for f in ncu_ws_ro ncu_ws_lab; do echo "== $f"; grep -E "^  [a-z_]+kernel|Duration|Stall|Warp Cycles Per|Elapsed Cycles|SM Active" $OUT/$f.log | grep -vE "^\s+----" | head -40 | cut -c1-130; done
+fi
 # opsq: the same suite as four processes at once on the one GPU (DSINFER_OPS_PART=k/4, 4 OpenMP threads each: the CPU
 # references and the launches' latencies of one process leave most of the 16 cores and the GPU idle), so that it fits
 # one call; each part's log is ops_q<k>.log, its line in the summary as step's
