@@ -3547,6 +3547,21 @@ if want s45i; then
   step ncu_ws_lab 150 ncu $S -k regex:tma_kernel --launch-skip 132 -c 1 .lab/burst_rate
   for f in ncu_ws_ro ncu_ws_lab; do echo "== $f"; grep -E "^  [a-z_]+kernel|Duration|Stall|Warp Cycles Per|Elapsed Cycles|SM Active" $OUT/$f.log | grep -vE "^\s+----" | head -40 | cut -c1-130; done
 fi
+# s45j: rowo's excess bisected: ROWO 5 (a block's units one contiguous run), 6 (5 without the FP8 scale copies, a lab), 7
+# (1 without them, a lab) beside 1 and 0: op test rowo (5 included), FP8 b1 rows two rotated rounds, ncu of one FP8 b1
+# step at each (the rowo line)
+if want s45j; then
+  step ops_rowo 240 env DSINFER_OPS_ONLY=rowo $B/test_cuda_ops > /dev/null
+  echo "rowo: $(grep -E "^ops_rowo " <<< "$summary" | awk '{print $2}'), $(grep -cE "CHECK failed" $OUT/ops_rowo.log) failed, $(grep -cE "nmse" $OUT/ops_rowo.log) CPU compares"
+  for r in 1 2; do
+    case $r in 1) o="0 1 5 6 7";; 2) o="7 6 5 1 0";; esac
+    for n in $o; do
+      step b1fp8_ro$n-$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_ROWO=$n $B/dsinfer bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s45j-fp8-rowo$n > /dev/null
+      echo "fp8 rowo=$n r$r: $(grep -E "^decode" $OUT/b1fp8_ro$n-$r.log | cut -c1-150)"
+    done
+  done
+  for n in 1 5 6 7; do DSINFER_CUDA_ROWO=$n ncu_step ncu45j_$n fp8 1 > /dev/null; echo "ROWO=$n: $(grep -E "rowo_kernel<1>" $OUT/ncu45j_$n.txt | head -1)"; done
+fi
 # opsq: the same suite as four processes at once on the one GPU (DSINFER_OPS_PART=k/4, 4 OpenMP threads each: the CPU
 # references and the launches' latencies of one process leave most of the 16 cores and the GPU idle), so that it fits
 # one call; each part's log is ops_q<k>.log, its line in the summary as step's

@@ -13,7 +13,8 @@
  * it in the ring at once) while that kernel still runs; the consumers alone wait (griddepcontrol.wait) before reading x
  * and writing out. opt.rowo 2 launches the same kernel without the attribute (the stream after the boundary: a lab for
  * the two effects apart); 3 and 4 are 1 and 2 with a bulk copy a row where a unit's rows would be one copy (a lab: how
- * many copies an SM's TMA unit keeps in flight).
+ * many copies an SM's TMA unit keeps in flight); 5 is 1 with each block's units one contiguous run (one DRAM stream a
+ * block); 6 and 7 are 5 and 1 without the FP8 scale copies (labs, wrong FP8 sums: the scales' cost).
  *
  * Warp 0's lane 0 is the producer; warps 1 .. RO_CW consume, warp w row w of each unit, a lane the 16-byte chunks lane,
  * lane + 32, .. of a stage's piece of the row (RO_PB bytes: K EB <= RO_PB is one piece, the unit's rows then one
@@ -42,6 +43,8 @@ typedef struct {
     int K, nu0, nu;           /* x's length; units of w[0], of both */
     int nst, pr;              /* stages; a row's bytes in a stage (min(K EB, RO_PB)) */
     int rows_each;            /* (lab, opt.rowo 3 / 4) a copy a row even where the unit's rows are one contiguous block */
+    int per;                  /* units a block as one contiguous run (opt.rowo 5 .. 6: block b units b per ..); 0: b, b + grid, .. */
+    int no_scales;            /* (lab, opt.rowo 6 / 7: wrong FP8 sums) no scale copies, every block scale 1 */
 } ro_args;
 
 /* shared memory: the ring [nst][RO_U pr] (1024-byte aligned), full [nst], empty [nst] mbarriers, the stages' FP8 block
@@ -57,6 +60,19 @@ __device__ __forceinline__ void ro_unit(const ro_args &a, int u, int *i, int *r0
     *r0 = (u - (second ? a.nu0 : 0)) * RO_U;
     const int left = (second ? a.w[1].rows : a.w[0].rows) - *r0;
     *nr = left < RO_U ? left : RO_U;
+}
+
+/* block b's units: u0, u0 + step, .. below end (interleaved: b, b + grid, ..; contiguous runs: b per .. b per + per - 1) */
+__device__ __forceinline__ void ro_span(const ro_args &a, int *u0, int *step, int *end) {
+    if (a.per) {
+        *u0 = blockIdx.x * a.per;
+        *step = 1;
+        *end = *u0 + a.per < a.nu ? *u0 + a.per : a.nu;
+    } else {
+        *u0 = blockIdx.x;
+        *step = gridDim.x;
+        *end = a.nu;
+    }
 }
 
 /* EB: the weights' bytes an element (1 FP8, 2 BF16). Grid: at most a block an SM, none without a unit; RO_THREADS
@@ -81,18 +97,19 @@ __global__ void __launch_bounds__(RO_THREADS, 1) rowo_kernel(const ro_args a) {
 
     if (threadIdx.x < 32) {   /* the producer: weights only, so it never waits for the previous kernel */
         if (threadIdx.x) return;
-        int it = 0;
-        for (int u = blockIdx.x; u < a.nu; u += gridDim.x) {
+        int it = 0, u0, step, end;
+        ro_span(a, &u0, &step, &end);
+        for (int u = u0; u < end; u += step) {
             int i, r0, nr;
             ro_unit(a, u, &i, &r0, &nr);
             const cu_wview &W = i ? a.w[1] : a.w[0];   /* (selects: no dynamic index into the parameters) */
             const unsigned char *base = (const unsigned char *)W.data + (size_t)r0 * K * EB;
             for (int p = 0; p < np; p++, it++) {
                 const int s = it % nst, c0 = p * (RO_PB / EB), len = (K - c0) * EB < RO_PB ? (K - c0) * EB : RO_PB;
-                const int scb = EB == 1 ? len / 128 * 4 : 0;   /* the unit's rows lie in one 128-row block: one scale row */
+                const int scb = EB == 1 && !a.no_scales ? len / 128 * 4 : 0;   /* the unit's rows lie in one 128-row block: one scale row */
                 if (it >= nst) mbar_wait(&empty[s], (it / nst - 1) & 1);
                 mbar_expect_tx(&full[s], nr * len + scb);
-                if (EB == 1) bulk_load(scs + s * RO_SC, W.scale + (size_t)(r0 >> 7) * W.scale_cols + (size_t)(c0 >> 7), scb, &full[s]);
+                if (scb) bulk_load(scs + s * RO_SC, W.scale + (size_t)(r0 >> 7) * W.scale_cols + (size_t)(c0 >> 7), scb, &full[s]);
                 unsigned char *st = ring + (size_t)s * RO_U * pr;
                 if (np == 1 && !a.rows_each)   /* whole rows: the unit's rows are one contiguous block */
                     bulk_load(st, base, nr * len, &full[s]);
@@ -107,8 +124,9 @@ __global__ void __launch_bounds__(RO_THREADS, 1) rowo_kernel(const ro_args a) {
     cu_pdl_wait();   /* x is the previous kernel's output; out may still be read by it */
     for (int j = ct; j < K / 4; j += 32 * RO_CW) ((float4 *)xs)[j] = __ldg((const float4 *)a.x + j);
     asm volatile("bar.sync 1, %0;\n" ::"n"(32 * RO_CW) : "memory");   /* x in shared memory */
-    int it = 0;
-    for (int u = blockIdx.x; u < a.nu; u += gridDim.x) {
+    int it = 0, u0, step, end;
+    ro_span(a, &u0, &step, &end);
+    for (int u = u0; u < end; u += step) {
         int i, r0, nr;
         ro_unit(a, u, &i, &r0, &nr);
         float acc[1] = {0.0f};
@@ -122,7 +140,7 @@ __global__ void __launch_bounds__(RO_THREADS, 1) rowo_kernel(const ro_args a) {
                     const int c = lane + 32 * m;
                     if (c < nc) {
                         const uint4 q[1] = {*(const uint4 *)(row + (size_t)c * 16)};
-                        mo_dot<EB, 1>(q, EB == 1 ? scs[s * RO_SC + ((c * V) >> 7)] : 1.0f, xs + c0 + c * V, lane, acc);
+                        mo_dot<EB, 1>(q, EB == 1 && !a.no_scales ? scs[s * RO_SC + ((c * V) >> 7)] : 1.0f, xs + c0 + c * V, lane, acc);
                     }
                 }
             }
@@ -162,7 +180,13 @@ int cu_rowo(ds_cuda_backend *cb, float *out1, float *out2, const float *x, const
     a.nu0 = (w1->rows + RO_U - 1) / RO_U;
     a.nu = a.nu0 + (w2 ? (w2->rows + RO_U - 1) / RO_U : 0);
     a.pr = K * eb < RO_PB ? K * eb : RO_PB;
-    const int grid = a.nu < cb->n_sm ? a.nu : cb->n_sm, np = (K * eb + RO_PB - 1) / RO_PB;
+    int grid = a.nu < cb->n_sm ? a.nu : cb->n_sm;
+    const int np = (K * eb + RO_PB - 1) / RO_PB;
+    if (cb->opt.rowo == 5 || cb->opt.rowo == 6) {   /* contiguous runs of per units: as few blocks as that needs */
+        a.per = (a.nu + grid - 1) / grid;
+        grid = (a.nu + a.per - 1) / a.per;
+    }
+    a.no_scales = cb->opt.rowo == 6 || cb->opt.rowo == 7;
     const int want = (a.nu + grid - 1) / grid * np;   /* a block's stages in all: the ring holds them all where it can */
     int nst = want < RO_ST_MAX ? want : RO_ST_MAX;
     while (nst > 2 && ro_smem(K, nst, a.pr) > RO_SMEM_MAX) nst--;
@@ -175,8 +199,8 @@ int cu_rowo(ds_cuda_backend *cb, float *out1, float *out2, const float *x, const
         CUDA_CHECK(cudaFuncSetAttribute(rowo_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, RO_SMEM_MAX));
         attrs_set = 1;
     }
-    const int pdl = cb->opt.rowo == 1 || cb->opt.rowo == 3;
-    a.rows_each = cb->opt.rowo >= 3;
+    const int pdl = cb->opt.rowo != 2 && cb->opt.rowo != 4;
+    a.rows_each = cb->opt.rowo == 3 || cb->opt.rowo == 4;
     if (eb == 1) cu_launch_pdl(pdl, rowo_kernel<1>, dim3((unsigned)grid), dim3(RO_THREADS), smem, a);
     else cu_launch_pdl(pdl, rowo_kernel<2>, dim3((unsigned)grid), dim3(RO_THREADS), smem, a);
     CUDA_LAUNCH_CHECK();
