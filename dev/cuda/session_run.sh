@@ -3562,6 +3562,13 @@ if want s45j; then
   done
   for n in 1 5 6 7; do DSINFER_CUDA_ROWO=$n ncu_step ncu45j_$n fp8 1 > /dev/null; echo "ROWO=$n: $(grep -E "rowo_kernel<1>" $OUT/ncu45j_$n.txt | head -1)"; done
 fi
+# s46a (prepared in the forty-fifth session, not run): rowo's excess, the last two suspects: ROWO 8 (x not loaded) and 9
+# (no arithmetic), both wrong sums, beside 1, under ncu_step (the rowo line), and the burst lab's table once
+# (carry [".deps.tar.xz", ".lab"])
+if want s46a; then
+  for n in 1 8 9; do DSINFER_CUDA_ROWO=$n ncu_step ncu46a_$n fp8 1 > /dev/null; echo "ROWO=$n: $(grep -E "rowo_kernel<1>" $OUT/ncu46a_$n.txt | head -1)"; done
+  [ -x .lab/burst_rate ] && { step burst 120 .lab/burst_rate > /dev/null; grep -vE "^==" $OUT/burst.log | head -14; }
+fi
 # opsq: the same suite as four processes at once on the one GPU (DSINFER_OPS_PART=k/4, 4 OpenMP threads each: the CPU
 # references and the launches' latencies of one process leave most of the 16 cores and the GPU idle), so that it fits
 # one call; each part's log is ops_q<k>.log, its line in the summary as step's

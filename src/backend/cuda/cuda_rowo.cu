@@ -14,7 +14,8 @@
  * and writing out. opt.rowo 2 launches the same kernel without the attribute (the stream after the boundary: a lab for
  * the two effects apart); 3 and 4 are 1 and 2 with a bulk copy a row where a unit's rows would be one copy (a lab: how
  * many copies an SM's TMA unit keeps in flight); 5 is 1 with each block's units one contiguous run (one DRAM stream a
- * block); 6 and 7 are 5 and 1 without the FP8 scale copies (labs, wrong FP8 sums: the scales' cost).
+ * block); 6 and 7 are 5 and 1 without the FP8 scale copies (labs, wrong FP8 sums: the scales' cost); 8 and 9 are 1
+ * without x's load and without the arithmetic (labs, wrong sums).
  *
  * Warp 0's lane 0 is the producer; warps 1 .. RO_CW consume, warp w row w of each unit, a lane the 16-byte chunks lane,
  * lane + 32, .. of a stage's piece of the row (RO_PB bytes: K EB <= RO_PB is one piece, the unit's rows then one
@@ -45,6 +46,7 @@ typedef struct {
     int rows_each;            /* (lab, opt.rowo 3 / 4) a copy a row even where the unit's rows are one contiguous block */
     int per;                  /* units a block as one contiguous run (opt.rowo 5 .. 6: block b units b per ..); 0: b, b + grid, .. */
     int no_scales;            /* (lab, opt.rowo 6 / 7: wrong FP8 sums) no scale copies, every block scale 1 */
+    int lab;                  /* (lab, wrong sums) opt.rowo 8: x not loaded (shared memory as it is); 9: no arithmetic */
 } ro_args;
 
 /* shared memory: the ring [nst][RO_U pr] (1024-byte aligned), full [nst], empty [nst] mbarriers, the stages' FP8 block
@@ -122,7 +124,8 @@ __global__ void __launch_bounds__(RO_THREADS, 1) rowo_kernel(const ro_args a) {
 
     const int ct = threadIdx.x - 32, cw = ct >> 5, lane = threadIdx.x & 31;
     cu_pdl_wait();   /* x is the previous kernel's output; out may still be read by it */
-    for (int j = ct; j < K / 4; j += 32 * RO_CW) ((float4 *)xs)[j] = __ldg((const float4 *)a.x + j);
+    if (a.lab != 8)
+        for (int j = ct; j < K / 4; j += 32 * RO_CW) ((float4 *)xs)[j] = __ldg((const float4 *)a.x + j);
     asm volatile("bar.sync 1, %0;\n" ::"n"(32 * RO_CW) : "memory");   /* x in shared memory */
     int it = 0, u0, step, end;
     ro_span(a, &u0, &step, &end);
@@ -134,7 +137,7 @@ __global__ void __launch_bounds__(RO_THREADS, 1) rowo_kernel(const ro_args a) {
             const int s = it % nst, c0 = p * (RO_PB / EB), nc = ((K - c0) * EB < RO_PB ? (K - c0) * EB : RO_PB) / 16;
             const unsigned char *row = ring + (size_t)s * RO_U * pr + (size_t)cw * pr;
             mbar_wait(&full[s], (it / nst) & 1);
-            if (cw < nr) {
+            if (cw < nr && a.lab != 9) {
 #pragma unroll
                 for (int m = 0; m < RO_PB / 16 / 32; m++) {
                     const int c = lane + 32 * m;
@@ -187,6 +190,7 @@ int cu_rowo(ds_cuda_backend *cb, float *out1, float *out2, const float *x, const
         grid = (a.nu + a.per - 1) / a.per;
     }
     a.no_scales = cb->opt.rowo == 6 || cb->opt.rowo == 7;
+    a.lab = cb->opt.rowo == 8 || cb->opt.rowo == 9 ? cb->opt.rowo : 0;
     const int want = (a.nu + grid - 1) / grid * np;   /* a block's stages in all: the ring holds them all where it can */
     int nst = want < RO_ST_MAX ? want : RO_ST_MAX;
     while (nst > 2 && ro_smem(K, nst, a.pr) > RO_SMEM_MAX) nst--;
