@@ -21,7 +21,11 @@
  * lane + 32, .. of a stage's piece of the row (RO_PB bytes: K EB <= RO_PB is one piece, the unit's rows then one
  * contiguous copy), x from shared memory. The arithmetic is the GEMV's (fp32 x, FP8 codes with their 128 x 128 block
  * scale, here applied once a 16-value chunk, or BF16; fp32 sums) in another order of additions: NMSE-level differences
- * against gemv_v2_kernel (op test rowo). */
+ * against gemv_v2_kernel (op test rowo).
+ * Measured slower (bench/RESULTS.md, forty-fifth session, H100): rowo_kernel 9.2 .. 9.4 us a launch under ncu against the
+ * one-row GEMV's 6.7, FP8 b1 +0.05 .. +0.1 ms a step in every form; the burst lab (dev/cuda/lab/burst_rate.cu) reads the
+ * same bytes a block in a fresh launch as fast by bulk copies as by loads, so the excess is this kernel's own (not yet
+ * found: the labs 8 and 9 are the next bisection). Opt-in. */
 #include "backend/cuda/cuda_own.h"
 #include "backend/cuda/cuda_wgmma.h"
 
