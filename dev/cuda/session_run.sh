@@ -3563,10 +3563,16 @@ if want s45j; then
   for n in 1 5 6 7; do DSINFER_CUDA_ROWO=$n ncu_step ncu45j_$n fp8 1 > /dev/null; echo "ROWO=$n: $(grep -E "rowo_kernel<1>" $OUT/ncu45j_$n.txt | head -1)"; done
 fi
 # s46a (prepared in the forty-fifth session, not run): rowo's excess, the last two suspects: ROWO 8 (x not loaded) and 9
-# (no arithmetic), both wrong sums, beside 1, under ncu_step (the rowo line), and the burst lab's table once
-# (carry [".deps.tar.xz", ".lab"])
+# (no arithmetic), both wrong sums, and 10 (x by the producer's bulk copy; op test rowo first), beside 1, under ncu_step
+# (the rowo line), FP8 b1 at 0 / 1 / 10 twice, and the burst lab's table once (carry [".deps.tar.xz", ".lab"])
 if want s46a; then
-  for n in 1 8 9; do DSINFER_CUDA_ROWO=$n ncu_step ncu46a_$n fp8 1 > /dev/null; echo "ROWO=$n: $(grep -E "rowo_kernel<1>" $OUT/ncu46a_$n.txt | head -1)"; done
+  step ops_rowo 240 env DSINFER_OPS_ONLY=rowo $B/test_cuda_ops > /dev/null
+  echo "rowo: $(grep -E "^ops_rowo " <<< "$summary" | awk '{print $2}'), $(grep -cE "CHECK failed" $OUT/ops_rowo.log) failed, $(grep -cE "nmse" $OUT/ops_rowo.log) CPU compares"
+  for r in 1 2; do for n in 0 1 10; do
+    step b1fp8_ro$n-$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_ROWO=$n $B/dsinfer bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s46a-fp8-rowo$n > /dev/null
+    echo "fp8 rowo=$n r$r: $(grep -E "^decode" $OUT/b1fp8_ro$n-$r.log | cut -c1-150)"
+  done; done
+  for n in 1 8 9 10; do DSINFER_CUDA_ROWO=$n ncu_step ncu46a_$n fp8 1 > /dev/null; echo "ROWO=$n: $(grep -E "rowo_kernel<1>" $OUT/ncu46a_$n.txt | head -1)"; done
   [ -x .lab/burst_rate ] && { step burst 120 .lab/burst_rate > /dev/null; grep -vE "^==" $OUT/burst.log | head -14; }
 fi
 # opsq: the same suite as four processes at once on the one GPU (DSINFER_OPS_PART=k/4, 4 OpenMP threads each: the CPU

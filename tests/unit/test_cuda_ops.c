@@ -3732,13 +3732,14 @@ static void check_rowo_case(setup *s, ds_backend *ro, ds_backend *gv, const char
  * FP8 K 304 ones, NVFP4 and FP32 declined: no launch), K 512 with 203 rows (a last unit of 3 rows), linear2's V2-Lite
  * q + kv_a (FP8, BF16), V3's q_a + kv_a (K 7168: two pieces a row), two weights of 203 and 93 rows, K 10240 (three
  * pieces, x 40 KB; V3's o_proj width, 16384, is past the V2-Lite CPU backend's scratch) and each q + kv_a again right
- * after a norm that makes x; with ROWO 1 and 2, 3 (a copy a row) and 5 (a block's units one contiguous run) */
+ * after a norm that makes x; with ROWO 1 and 2, 3 (a copy a row), 5 (a block's units one contiguous run) and 10 (x by
+ * the producer's bulk copy after its wait: the case after a norm checks that wait) */
 static void run_rowo(void) {
     if (only && strcmp(only, "rowo")) return;
     setup s;
     if (!load_setup(&s, "v2l-rowo", "configs/deepseek-v2-lite.json", 0, 16)) return;
     char err[DS_ERRLEN];
-    const char *modes[] = {"1", "2", "3", "5"};
+    const char *modes[] = {"1", "2", "3", "5", "10"};
     for (int mi = 0; mi < NM(modes); mi++) {
         const int mode = atoi(modes[mi]);
         ds_backend *ro = rowo_backend(&s, modes[mi], err), *gv = ro ? rowo_backend(&s, "0", err) : NULL;

@@ -450,7 +450,7 @@ typedef struct {
                         * weights streamed before the previous kernel ends (programmatic dependent launch), 2 the same
                         * kernel without it (a lab); 3 / 4: 1 / 2 with a bulk copy a row (a lab); 5: 1 with a block's
                         * units one contiguous run; 6 / 7: 5 / 1 without the FP8 scales, 8 / 9: 1 without x's load /
-                        * the arithmetic (labs, wrong sums) */
+                        * the arithmetic (labs, wrong sums); 10: 1 with x by a bulk copy */
     int combine_norm;  /* moe_to_attn_in's combine inside the next attn_in's norm (cuda_backend.cu; DSINFER_CUDA_COMBINE_NORM) */
     int combine_norm_min_m;   /* ... from this many tokens (DSINFER_CUDA_COMBINE_NORM_MIN_M) */
     int moe_duo;       /* batch 1's shared experts in the routed experts' GEMV launches (cuda_moe.cu; DSINFER_CUDA_MOE_DUO) */

@@ -15,7 +15,7 @@
  * the two effects apart); 3 and 4 are 1 and 2 with a bulk copy a row where a unit's rows would be one copy (a lab: how
  * many copies an SM's TMA unit keeps in flight); 5 is 1 with each block's units one contiguous run (one DRAM stream a
  * block); 6 and 7 are 5 and 1 without the FP8 scale copies (labs, wrong FP8 sums: the scales' cost); 8 and 9 are 1
- * without x's load and without the arithmetic (labs, wrong sums).
+ * without x's load and without the arithmetic (labs, wrong sums); 10 is 1 with x brought by the producer's bulk copy.
  *
  * Warp 0's lane 0 is the producer; warps 1 .. RO_CW consume, warp w row w of each unit, a lane the 16-byte chunks lane,
  * lane + 32, .. of a stage's piece of the row (RO_PB bytes: K EB <= RO_PB is one piece, the unit's rows then one
@@ -51,12 +51,14 @@ typedef struct {
     int per;                  /* units a block as one contiguous run (opt.rowo 5 .. 6: block b units b per ..); 0: b, b + grid, .. */
     int no_scales;            /* (lab, opt.rowo 6 / 7: wrong FP8 sums) no scale copies, every block scale 1 */
     int lab;                  /* (lab, wrong sums) opt.rowo 8: x not loaded (shared memory as it is); 9: no arithmetic */
+    int x_bulk;               /* opt.rowo 10: x [K] by the producer's bulk copy (after the first ring of weights and the
+                               * wait for the previous kernel) in place of the consumers' loads */
 } ro_args;
 
-/* shared memory: the ring [nst][RO_U pr] (1024-byte aligned), full [nst], empty [nst] mbarriers, the stages' FP8 block
- * scales [nst][RO_SC], x [K] */
+/* shared memory: the ring [nst][RO_U pr] (1024-byte aligned), full [nst], empty [nst], xbar [1] mbarriers (and 8 bytes
+ * of padding), the stages' FP8 block scales [nst][RO_SC], x [K] */
 static size_t ro_smem(int K, int nst, int pr) {
-    return 1024 + (size_t)nst * RO_U * pr + 2 * (size_t)nst * 8 + (size_t)nst * RO_SC * 4 + (size_t)K * 4;
+    return 1024 + (size_t)nst * RO_U * pr + (2 * (size_t)nst + 2) * 8 + (size_t)nst * RO_SC * 4 + (size_t)K * 4;
 }
 
 /* unit u's weight i, first row r0 and rows nr */
@@ -81,6 +83,13 @@ __device__ __forceinline__ void ro_span(const ro_args &a, int *u0, int *step, in
     }
 }
 
+/* the producer's copy of x [K] into xs, completing on xbar, once the previous kernel has ended (x is its output) */
+__device__ __forceinline__ void ro_copy_x(const ro_args &a, float *xs, uint64_t *xbar) {
+    cu_pdl_wait();
+    mbar_expect_tx(xbar, a.K * 4);
+    bulk_load(xs, a.x, a.K * 4, xbar);
+}
+
 /* EB: the weights' bytes an element (1 FP8, 2 BF16). Grid: at most a block an SM, none without a unit; RO_THREADS
  * threads; ro_smem() bytes of dynamic shared memory. */
 template <int EB>
@@ -89,21 +98,22 @@ __global__ void __launch_bounds__(RO_THREADS, 1) rowo_kernel(const ro_args a) {
     extern __shared__ unsigned char ro_raw[];
     unsigned char *ring = (unsigned char *)(((uintptr_t)ro_raw + 1023) & ~(uintptr_t)1023);
     const int nst = a.nst, pr = a.pr, K = a.K, np = (K * EB + RO_PB - 1) / RO_PB;   /* pieces a row */
-    uint64_t *full = (uint64_t *)(ring + (size_t)nst * RO_U * pr), *empty = full + nst;
-    float *scs = (float *)(empty + nst), *xs = scs + nst * RO_SC;   /* (16-byte aligned) */
+    uint64_t *full = (uint64_t *)(ring + (size_t)nst * RO_U * pr), *empty = full + nst, *xbar = empty + nst;
+    float *scs = (float *)(xbar + 2), *xs = scs + nst * RO_SC;   /* (16-byte aligned) */
     cu_pdl_trigger();   /* the next kernel may be placed now; it waits for this one's end itself */
     if (threadIdx.x == 0) {
         for (int s = 0; s < nst; s++) {
             mbar_init(&full[s], 1);
             mbar_init(&empty[s], RO_CW);
         }
+        mbar_init(xbar, 1);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
 
-    if (threadIdx.x < 32) {   /* the producer: weights only, so it never waits for the previous kernel */
+    if (threadIdx.x < 32) {   /* the producer: weights, which need no wait for the previous kernel (x at 10: after one) */
         if (threadIdx.x) return;
-        int it = 0, u0, step, end;
+        int it = 0, u0, step, end, x_left = a.x_bulk;
         ro_span(a, &u0, &step, &end);
         for (int u = u0; u < end; u += step) {
             int i, r0, nr;
@@ -113,6 +123,11 @@ __global__ void __launch_bounds__(RO_THREADS, 1) rowo_kernel(const ro_args a) {
             for (int p = 0; p < np; p++, it++) {
                 const int s = it % nst, c0 = p * (RO_PB / EB), len = (K - c0) * EB < RO_PB ? (K - c0) * EB : RO_PB;
                 const int scb = EB == 1 && !a.no_scales ? len / 128 * 4 : 0;   /* the unit's rows lie in one 128-row block: one scale row */
+                if (x_left && it >= nst) {   /* the ring's first round asked for: x now, before any wait for a stage
+                                              * (the consumers need x to give one back); it waits for the previous kernel */
+                    ro_copy_x(a, xs, xbar);
+                    x_left = 0;
+                }
                 if (it >= nst) mbar_wait(&empty[s], (it / nst - 1) & 1);
                 mbar_expect_tx(&full[s], nr * len + scb);
                 if (scb) bulk_load(scs + s * RO_SC, W.scale + (size_t)(r0 >> 7) * W.scale_cols + (size_t)(c0 >> 7), scb, &full[s]);
@@ -123,14 +138,19 @@ __global__ void __launch_bounds__(RO_THREADS, 1) rowo_kernel(const ro_args a) {
                     for (int r = 0; r < nr; r++) bulk_load(st + (size_t)r * pr, base + ((size_t)r * K + c0) * EB, len, &full[s]);
             }
         }
+        if (x_left) ro_copy_x(a, xs, xbar);
         return;
     }
 
     const int ct = threadIdx.x - 32, cw = ct >> 5, lane = threadIdx.x & 31;
     cu_pdl_wait();   /* x is the previous kernel's output; out may still be read by it */
-    if (a.lab != 8)
-        for (int j = ct; j < K / 4; j += 32 * RO_CW) ((float4 *)xs)[j] = __ldg((const float4 *)a.x + j);
-    asm volatile("bar.sync 1, %0;\n" ::"n"(32 * RO_CW) : "memory");   /* x in shared memory */
+    if (a.x_bulk) {
+        mbar_wait(xbar, 0);   /* x in shared memory (the producer's copy) */
+    } else {
+        if (a.lab != 8)
+            for (int j = ct; j < K / 4; j += 32 * RO_CW) ((float4 *)xs)[j] = __ldg((const float4 *)a.x + j);
+        asm volatile("bar.sync 1, %0;\n" ::"n"(32 * RO_CW) : "memory");   /* x in shared memory */
+    }
     int it = 0, u0, step, end;
     ro_span(a, &u0, &step, &end);
     for (int u = u0; u < end; u += step) {
@@ -195,6 +215,7 @@ int cu_rowo(ds_cuda_backend *cb, float *out1, float *out2, const float *x, const
     }
     a.no_scales = cb->opt.rowo == 6 || cb->opt.rowo == 7;
     a.lab = cb->opt.rowo == 8 || cb->opt.rowo == 9 ? cb->opt.rowo : 0;
+    a.x_bulk = cb->opt.rowo == 10;
     const int want = (a.nu + grid - 1) / grid * np;   /* a block's stages in all: the ring holds them all where it can */
     int nst = want < RO_ST_MAX ? want : RO_ST_MAX;
     while (nst > 2 && ro_smem(K, nst, a.pr) > RO_SMEM_MAX) nst--;
