@@ -20,15 +20,8 @@
 #include <stdlib.h>
 
 #include "backend/cuda/cuda_wgmma.h"   /* the project's mbarriers and bulk copies */
+#include "lab_check.h"
 
-#define CK(x)                                                                                              \
-    do {                                                                                                   \
-        cudaError_t e_ = (x);                                                                              \
-        if (e_ != cudaSuccess) {                                                                           \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));            \
-            exit(1);                                                                                       \
-        }                                                                                                  \
-    } while (0)
 
 #define THREADS 288                 /* a producer warp and 8 consumer warps (the ldg form's warp 0 idles) */
 #define STAGE (16 * 1024)

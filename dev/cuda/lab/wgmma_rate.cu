@@ -25,16 +25,9 @@
 #include <stdlib.h>
 
 #include "backend/cuda/cuda_wgmma.h"   /* the project's descriptors, wgmma fences, mbarriers */
+#include "lab_check.h"
 #include "wgmma_ops.h"
 
-#define CK(x)                                                                                              \
-    do {                                                                                                   \
-        cudaError_t e_ = (x);                                                                              \
-        if (e_ != cudaSuccess) {                                                                           \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));            \
-            exit(1);                                                                                       \
-        }                                                                                                  \
-    } while (0)
 
 #define NST 4
 #define A_BYTES (128 * 128)
@@ -42,12 +35,6 @@
 #define SRC_BYTES (64u << 20)
 #define WIN_BYTES (4u << 20)   /* the window the producers read: L2-resident, as a GEMM's tiles mostly are */
 
-/* bytes (a multiple of 16) from global src to shared dst, completing on bar */
-__device__ __forceinline__ void bulk_load(void *dst, const void *src, int bytes, uint64_t *bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
-                 ::"r"(cu_smem_addr(dst)), "l"(src), "r"(bytes), "r"(cu_smem_addr(bar))
-                 : "memory");
-}
 /* this thread's A fragment of k32 step j for the warp's 16 rows (rows0: the warp's first row's address in the stage's
  * swizzled A): ldmatrix x4 of (rows 0-7, k 0-15), (8-15, 0-15), (0-7, 16-31), (8-15, 16-31) = wgmma's a0 .. a3 */
 __device__ __forceinline__ void load_a(uint32_t (&a)[4], const unsigned char *rows0, int j, int lane) {
