@@ -2506,6 +2506,127 @@ static void check_tail1(setup *s, ds_dtype dt, int next) {
     free(Ld.exp_gate); free(Ld.exp_up); free(Ld.exp_down);
 }
 
+/* One check of layer_tail1 by moeo_kernel's tail form (DSINFER_CUDA_MOEO=1 with DSINFER_CUDA_MOEO_TAIL=1) at s's shape
+ * with dt weights: returned 2 and one tail launch counted; against a twin with MOEO_TAIL=0 (it declines: 0) making the
+ * calls it stands for (linear_add_rmsnorm, moe, add_rmsnorm, linear2): NMSE <= 1e-9 on h, xn, ff, q and kv; twice over
+ * (the launches' count is cumulative: the second launch's wait must see only its own blocks), the first time also
+ * against the CPU (1e-8); without the next layer's part it declines. */
+static void check_moeo_tail(setup *s, ds_dtype dt) {
+    const ds_config *c = &s->cfg;
+    char err[DS_ERRLEN];
+    ds_backend *be[2] = {NULL, NULL};   /* the tail form, the twin */
+    setenv("DSINFER_CUDA_MOEO", "1", 1);
+    for (int i = 0; i < 2; i++) {
+        setenv("DSINFER_CUDA_MOEO_TAIL", i ? "0" : "1", 1);
+        be[i] = ds_backend_cuda_new(&s->cfg, err);
+        CHECKF(be[i] != NULL, "%s", err);
+    }
+    unsetenv("DSINFER_CUDA_MOEO_TAIL");
+    setenv("DSINFER_CUDA_MOEO", "0", 1);   /* (main's setting for the other cases) */
+    if (!be[0] || !be[1]) {
+        for (int i = 0; i < 2; i++) if (be[i]) be[i]->destroy(be[i]);
+        return;
+    }
+    int D = c->hidden_size, E = c->n_routed_experts;
+    int HV = c->num_heads * c->v_head_dim, Rq = c->q_lora_rank ? c->q_lora_rank : c->num_heads * c->qk_head_dim;
+    int Rkv = c->kv_lora_rank + c->qk_rope_head_dim;
+    float eps = c->rms_norm_eps;
+    ds_layer_weights Lh, Ld;
+    wpair *ws = calloc((size_t)3 * E + 12, sizeof(wpair));
+    int nw = tail1_layer(s, dt, &Lh, &Ld, ws);
+    for (int i = 0; i < 2; i++) {
+        batch b;
+        mk_batch(s, &b, 1, 0, 16);
+        CHECK(be[i]->set_batch(be[i], &b.m, err) == DS_OK);
+        free(b.pt);
+    }
+    prime_cpu(s, 1);
+    buf ao = buf_new(s, (size_t)HV), h = buf_new(s, (size_t)D);
+    float *rh = malloc(sizeof(float) * D), *rxn = malloc(sizeof(float) * D), *rff = malloc(sizeof(float) * D);
+    float *rq = malloc(sizeof(float) * Rq), *rkv = malloc(sizeof(float) * Rkv), *t = malloc(sizeof(float) * D);
+    for (int rep = 0; rep < 2; rep++) {
+        for (int draw = 0; draw < 4; draw++) {   /* inputs whose routing is no near-tie on the CPU */
+            buf_rand(&ao, 1.0f);
+            buf_rand(&h, 1.0f);
+            s->cpu->linear(s->cpu, t, ao.h, &Lh.o, 1);
+            for (int d = 0; d < D; d++) rh[d] = h.h[d] + t[d];
+            s->cpu->rmsnorm(s->cpu, rxn, D, rh, D, &Lh.post_norm, 1, D, eps);
+            if (route_margin(s, &Lh, rxn) >= ROUTE_TIE) break;
+        }
+        s->cpu->moe(s->cpu, rff, rxn, &Lh, 1);
+        for (int d = 0; d < D; d++) rh[d] += rff[d];
+        s->cpu->rmsnorm(s->cpu, rxn, D, rh, D, &Lh.input_norm, 1, D, eps);
+        s->cpu->linear(s->cpu, rq, rxn, &Lh.q, 1);
+        s->cpu->linear(s->cpu, rkv, rxn, &Lh.kv_a, 1);
+        buf h2 = buf_copy(s, &h);
+        buf xn = buf_new(s, (size_t)D), ff = buf_new(s, (size_t)D), q = buf_new(s, (size_t)Rq), kv = buf_new(s, (size_t)Rkv);
+        buf xn2 = buf_new(s, (size_t)D), ff2 = buf_new(s, (size_t)D), q2 = buf_new(s, (size_t)Rq), kv2 = buf_new(s, (size_t)Rkv);
+        buf *outs[] = {&xn, &ff, &q, &kv, &xn2, &ff2, &q2, &kv2};
+        for (int i = 0; i < NM(outs); i++) buf_poison(outs[i]);
+        ds_next_in nx = {&Ld.input_norm, &Ld.q, &Ld.kv_a, q.d, kv.d}, nx2 = {&Ld.input_norm, &Ld.q, &Ld.kv_a, q2.d, kv2.d};
+        long t0 = ds_cuda_moeo_tail_runs(be[0]);
+        int ran = be[0]->layer_tail1(be[0], xn.d, h.d, ff.d, ao.d, &Ld, eps, &nx, 1);
+        long tr = ds_cuda_moeo_tail_runs(be[0]) - t0;
+        int ran_twin = be[1]->layer_tail1(be[1], xn2.d, h2.d, ff2.d, ao.d, &Ld, eps, &nx2, 1);
+        int ran_none = rep ? 0 : be[0]->layer_tail1(be[0], xn2.d, h2.d, ff2.d, ao.d, &Ld, eps, NULL, 1);
+        printf("  %-8s moeo tail %s (call %d): returned %d, tail launches %ld; MOEO_TAIL=0 returned %d, without the next "
+               "layer's part %d\n", s->name, ds_dtype_name(dt), rep + 1, ran, tr, ran_twin, ran_none);
+        CHECKF(ran == 2 && tr == 1 && ran_twin == 0 && ran_none == 0, "%s moeo tail: returned %d with %ld tail launches, "
+               "the twin %d, without the next part %d (expected 2, 1, 0, 0)", s->name, ran, tr, ran_twin, ran_none);
+        be[1]->linear_add_rmsnorm(be[1], xn2.d, h2.d, ff2.d, ao.d, &Ld.o, &Ld.post_norm, 1, eps);
+        be[1]->moe(be[1], ff2.d, xn2.d, &Ld, 1);
+        be[1]->add_rmsnorm(be[1], xn2.d, h2.d, ff2.d, &Ld.input_norm, 1, D, eps);
+        be[1]->linear2(be[1], q2.d, kv2.d, xn2.d, &Ld.q, &Ld.kv_a, 1);
+        const buf *pa[] = {&h, &xn, &ff, &q, &kv}, *pb[] = {&h2, &xn2, &ff2, &q2, &kv2};
+        const char *names[] = {"h", "xn", "ff", "q", "kv"};
+        for (int i = 0; i < 5; i++) {
+            double n = device_nmse(s, pa[i]->d, pb[i]->d, pa[i]->n);
+            printf("  %-8s moeo tail %-3s against the separate calls: NMSE %.3g\n", s->name, names[i], n);
+            CHECKF(n <= 1e-9, "%s moeo tail %s (call %d): NMSE %.3g against the separate calls (bound 1e-9)", s->name,
+                   names[i], rep + 1, n);
+        }
+        if (rep == 0) {   /* against the CPU (ff is the MoE's output: the CPU's rff) */
+            memcpy(h.h, rh, sizeof(float) * D);
+            memcpy(xn.h, rxn, sizeof(float) * D);
+            memcpy(ff.h, rff, sizeof(float) * D);
+            memcpy(q.h, rq, sizeof(float) * Rq);
+            memcpy(kv.h, rkv, sizeof(float) * Rkv);
+            compare(s, "moeo tail h", 1, &h, 1e-8, 0);
+            compare(s, "moeo tail xn", 1, &xn, 1e-8, 0);
+            compare(s, "moeo tail ff", 1, &ff, 1e-8, 0);
+            compare(s, "moeo tail q", 1, &q, 1e-8, 0);
+            compare(s, "moeo tail kv", 1, &kv, 1e-8, 0);
+        }
+        buf *all[] = {&h2, &xn, &ff, &q, &kv, &xn2, &ff2, &q2, &kv2};
+        for (int i = 0; i < NM(all); i++) buf_free(s, all[i]);
+    }
+    buf_free(s, &ao);
+    buf_free(s, &h);
+    free(rh); free(rxn); free(rff); free(rq); free(rkv); free(t);
+    for (int i = 0; i < 2; i++) be[i]->destroy(be[i]);
+    for (int i = 0; i < nw; i++) free_weight(&ws[i]);
+    free(ws);
+    free(Lh.exp_gate); free(Lh.exp_up); free(Lh.exp_down);
+    free(Ld.exp_gate); free(Ld.exp_up); free(Ld.exp_down);
+}
+
+/* DSINFER_OPS_ONLY=moeotail: batch 1's layer tail by moeo_kernel's tail form (check_moeo_tail): V2-Lite FP8 and BF16,
+ * V3 FP8 (q_a's 1536 rows, D 7168: the tail's rows in pieces of MO_PC columns; 64 experts in its 8 groups) */
+static void run_moeo_tail(void) {
+    if (only && strcmp(only, "moeotail")) return;
+    setup s;
+    if (load_setup(&s, "v2l-motail", "configs/deepseek-v2-lite.json", 0, 16)) {
+        check_moeo_tail(&s, DS_DTYPE_F8_E4M3);
+        check_moeo_tail(&s, DS_DTYPE_BF16);
+        free_setup(&s);
+    }
+    if (load_setup(&s, "v3-motail", "configs/deepseek-v3.json", 16, 16)) {
+        s.cfg.n_routed_experts = 64;
+        check_moeo_tail(&s, DS_DTYPE_F8_E4M3);
+        free_setup(&s);
+    }
+}
+
 /* DSINFER_OPS_ONLY=tail1: a MoE layer's tail for one token as one cooperative launch (DSINFER_CUDA_MOE1=2, backend
  * layer_tail1, cuda_moe1.cu's phases O and D around the MoE block) against the separate calls and the CPU (check_tail1):
  * V2-Lite with FP8 and BF16 weights (16 heads: o's 2048 columns; q's 3072 rows), with and without the next layer's
@@ -4485,6 +4606,7 @@ int main(void) {
     RUN(run_moe1());
     RUN(run_moeo());
     RUN(run_tail1());
+    RUN(run_moeo_tail());
     RUN(run_attn1());
     RUN(run_moe_pdl());
     RUN(run_moe_order());

@@ -446,6 +446,9 @@ typedef struct {
     int moeo;          /* the MoE block of one token by intermediate ownership, one launch after the router (cuda_moeo.cu;
                         * DSINFER_CUDA_MOEO): 1; 5 with the router and routing inside the launch; 2 .. 4 timing labs
                         * with wrong sums (mo_args.lab) */
+    int moeo_tail;     /* with moeo 1, batch 1's layer tail (backend layer_tail1) as the usual o_proj + norm and router
+                        * launches, then moeo_kernel's tail form: the MoE block, then the next layer's residual add, input
+                        * norm and q / kv_a projections in the same launch (cuda_moeo.cu; DSINFER_CUDA_MOEO_TAIL) */
     int rowo;          /* the dense linears of one token by row ownership (cuda_rowo.cu; DSINFER_CUDA_ROWO): 1 with their
                         * weights streamed before the previous kernel ends (programmatic dependent launch), 2 the same
                         * kernel without it (a lab); 3 / 4: 1 / 2 with a bulk copy a row (a lab); 5: 1 with a block's
@@ -649,6 +652,8 @@ typedef struct {
     long comb_norm_runs;        /* attn_in calls whose norm made the MoE combine's sum (tests) */
     long moe1_runs;             /* MoE calls made by the one-token launch (cuda_moe1.cu; tests) */
     long moeo_runs;             /* ... by the intermediate-ownership launch (cuda_moeo.cu; tests) */
+    long moeo_tail_runs;        /* ... of them in the tail form (tests) */
+    unsigned *moeo_cnt;         /* the tail form's count and epoch (cumulative; zero at the first launch) */
     long rowo_runs;             /* linears of one token by the row-ownership launch (cuda_rowo.cu; tests) */
     long tail1_runs;            /* ... of them in the layer-tail form (layer_tail1), and with the next layer's part */
     long tail1_next_runs;

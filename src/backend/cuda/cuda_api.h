@@ -65,6 +65,8 @@ long ds_cuda_moe1_runs(ds_backend *be);
 long ds_cuda_moeo_runs(ds_backend *be);
 /* linears of one token made by the row-ownership launch of cuda_rowo.cu (DSINFER_CUDA_ROWO; tests) */
 long ds_cuda_rowo_runs(ds_backend *be);
+/* ... MoE calls of one token made by cuda_moeo.cu's tail form (DSINFER_CUDA_MOEO_TAIL, backend layer_tail1; tests) */
+long ds_cuda_moeo_tail_runs(ds_backend *be);
 /* ... of them as the layer's tail (DSINFER_CUDA_MOE1=2, backend layer_tail1), and with the next layer's projections */
 long ds_cuda_tail1_runs(ds_backend *be);
 long ds_cuda_tail1_next_runs(ds_backend *be);

@@ -203,6 +203,7 @@ long ds_cuda_comb_norm_runs(ds_backend *be) { return cu_of(be)->comb_norm_runs; 
 long ds_cuda_moe1_runs(ds_backend *be) { return cu_of(be)->moe1_runs; }
 long ds_cuda_moeo_runs(ds_backend *be) { return cu_of(be)->moeo_runs; }
 long ds_cuda_rowo_runs(ds_backend *be) { return cu_of(be)->rowo_runs; }
+long ds_cuda_moeo_tail_runs(ds_backend *be) { return cu_of(be)->moeo_tail_runs; }
 long ds_cuda_tail1_runs(ds_backend *be) { return cu_of(be)->tail1_runs; }
 long ds_cuda_tail1_next_runs(ds_backend *be) { return cu_of(be)->tail1_next_runs; }
 long ds_cuda_attn1_runs(ds_backend *be) { return cu_of(be)->attn1_runs; }
@@ -1062,6 +1063,7 @@ static void cu_destroy(ds_backend *be) {
     if (cb->route_tickets) cudaFree(cb->route_tickets);
     if (cb->mla_tickets) cudaFree(cb->mla_tickets);
     if (cb->moe1_bar) cudaFree(cb->moe1_bar);
+    if (cb->moeo_cnt) cudaFree(cb->moeo_cnt);
     free(cb->owned);
     free(cb->kvb16);   /* the copies themselves are in owned */
     free(cb->h_tokens);
@@ -1136,6 +1138,7 @@ static cu_opts cu_opts_read(void) {
     /* 1 the default since the forty-fifth session (H100: FP8 b1 -7.3%, BF16 -4.8% in two rotated rounds; the model test,
      * the goldens and the GPU suite with it on) */
     o.moeo = env_int("DSINFER_CUDA_MOEO", 1);
+    o.moeo_tail = env_int("DSINFER_CUDA_MOEO_TAIL", 0);   /* opt-in until measured (prepared in the forty-fifth session) */
     o.rowo = env_int("DSINFER_CUDA_ROWO", 0);   /* opt-in: measured slower (RESULTS, forty-fifth session, runs 5 .. 11) */
     /* on from 65 tokens since the thirty-fourth session (RESULTS: FP8 b96 .. b256 -0.03 .. -0.16 ms in three rotated rounds,
      * b64 within the spread, b128 -0.02) */

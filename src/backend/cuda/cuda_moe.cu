@@ -968,11 +968,35 @@ static int moe1_layer(ds_cuda_backend *cb, float *xn, float *h, float *ff, float
     return ran;
 }
 
+static void route_rows(ds_backend *be, const ds_weight *router, const ds_weight *router_bias, const float *x, int M,
+                       float *logits, float *bias, int32_t *ids, float *w);
+
+/* layer_tail1 with the next layer's part by moeo_kernel's tail form (opt.moeo 1 with opt.moeo_tail): o_proj with the
+ * residual add and the post-attention norm (linear_add_rmsnorm's launches), the router, then one cooperative launch for
+ * the MoE block and the next layer's add, norm and projections. 1 where it ran, 0 where the weights do not suit it
+ * (nothing launched). */
+static int moeo_layer_tail(ds_cuda_backend *cb, float *xn, float *h, float *ff, const float *x, const ds_layer_weights *L,
+                           float eps, const ds_next_in *nx) {
+    ds_backend *be = &cb->base;
+    const ds_config *c = be->cfg;
+    route_cfg rc = route_cfg_of(cb, c);
+    if (!cb->opt.moeo_tail || !L->is_moe || !be->linear_add_rmsnorm || !cu_moeo_tail_fits(cb, ff, xn, L, rc, nx)) return 0;
+    cu_comb_flush(cb);
+    be->linear_add_rmsnorm(be, xn, h, ff, x, &L->o, &L->post_norm, 1, eps);   /* ff = o(ao), h += ff, xn = norm(h) */
+    route_ws r = route_ws_get(cb, 1, rc.E, rc.K, 2 * (size_t)c->hidden_size);
+    route_rows(be, &L->router, &L->router_bias, xn, 1, r.logits, r.bias, r.ids, r.w);
+    if (!cu_moeo_tail(cb, ff, xn, L, moe_table(cb, L, rc.E), r.ids, r.w, rc, h, xn, nx, eps))
+        DS_CHECK(!"cu_moeo_tail refused what cu_moeo_tail_fits took");
+    cu_optimes_phase(cb, "  layer tail: moeo_kernel's tail form (the next layer's projections)");
+    return 1;
+}
+
 /* backend.h layer_tail1: the MoE layer's tail for one token as moe1_kernel's tail form (opt.moe1 2; cuda_moe1.cu), where
  * the weights suit it */
 int cu_layer_tail1(ds_backend *be, float *xn, float *h, float *ff, const float *x, const ds_layer_weights *L, float eps,
                    const ds_next_in *nx, int M) {
     ds_cuda_backend *cb = cu_of(be);
+    if (M == 1 && cb->b.n_tokens == 1 && cb->opt.moe1 < 2 && nx && moeo_layer_tail(cb, xn, h, ff, x, L, eps, nx)) return 2;
     if (M != 1 || cb->opt.moe1 < 2 || cb->b.n_tokens != 1) return 0;
     return moe1_layer(cb, xn, h, ff, (float *)x, L, eps, nx, NULL);   /* (x only read in the tail form) */
 }

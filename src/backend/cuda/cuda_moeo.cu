@@ -65,6 +65,15 @@ typedef struct {
     float *logits;            /* [E] */
     unsigned *bar;            /* [2] the split grid barrier's count and generation (zero between launches) */
     route_cfg rc;
+    /* the tail form (opt.moeo_tail, moeo_kernel<EB, false, true>, a cooperative launch; backend layer_tail1): once every
+     * block's partial is in out, the next layer's input side: h += out, xn = RMSNorm(h) * nw (eps), q = xn . wq^T, kv =
+     * xn . wkv^T, its rows in units of U (tail units t = b, b + grid, ..: wq's nq0 first, then wkv's), their weights
+     * streamed by the producer right after the block's MoE units */
+    float *h, *xn, *q, *kv;   /* [D], [D], [wq rows], [wkv rows] */
+    cu_wview nw, wq, wkv;
+    float eps;
+    unsigned *cnt;            /* [2] the blocks' count (cumulative: each launch adds the grid) and the launches' epoch */
+    int nq0, NQ;              /* tail units of wq, of both */
 } mo_args;
 
 /* unit u's matrices and first row j (within them); k: its choice (-1: the shared experts), m: its down map */
@@ -111,10 +120,14 @@ __device__ __forceinline__ float mo_dot_iv(uint4 q, float s, const float *iv) {
  * [2][16] (a unit's SiLU products (x 16 bytes past routed: aligned), alternate units alternating), the stages' FP8 block scales [nst][MO_SC], ids [K] int,
  * wk [K]; the route form's lg, bs, s, b [E], g [MOE_MAX_GROUPS], red [32], taken [E] bytes */
 #define MO_SC (MO_PC / 128)   /* a stage's block scales: its MO_PC columns of the unit's rows, or its MO_PC strip rows */
-static size_t mo_smem(int D, int K, int nst, int E) {
+static CU_HD size_t mo_smem(int D, int K, int nst, int E) {
     return 1024 + (size_t)nst * MO_STAGE + (2 * (size_t)nst + 2) * 8 + (size_t)D * 4 + 2 * 16 * 4 + (size_t)nst * MO_SC * 4 +
            2 * (size_t)K * 4 + 4 * (size_t)E * 4 + (MOE_MAX_GROUPS + 32) * 4 + (size_t)E;
 }
+
+/* the tail form's shared memory past mo_smem's: the block's partial sums [D] (the ring keeps streaming the tail's rows,
+ * so they cannot go into its first stage) and the count's 16-byte source */
+static CU_HD size_t mo_smem_tail(int D, int K, int nst, int E) { return mo_smem(D, K, nst, E) + 16 + (size_t)D * 4 + 16; }
 
 /* the route form's router warp (block b): out zeroed (block 0), the router's logits t = b, b + grid, .. of x into
  * a.logits, then the split grid barrier (every block's warp: the generation read, the count's add; the last to add puts
@@ -179,11 +192,121 @@ __device__ __forceinline__ void moeo_route(const mo_args &a, int *ids, float *wk
     if (lane == 0) mbar_arrive(routed);
 }
 
+/* The tail form's consumers (MO_CT threads, after the block's last MoE stage; it: the stages taken so far). The block's
+ * partial sums acc go onto out by one bulk reduction (from their own buffer past mo_smem's: the ring is streaming the
+ * tail's rows); once it is complete, the block's count by a bulk add onto a.cnt[0] (the async proxy, no release fence:
+ * the forty-third session's mode 8/9 form), thread 0 waits until the count reaches the launch's target ((epoch + 1)
+ * grid, a.cnt[1] the epoch, read at the start by every block before its own add: block 0 moves it after passing), then
+ * every block makes h + out and its RMS itself (block 0 writes h and xn back), xn into xs, and consumes its tail units as
+ * gate / up's stages of one matrix, each row's sum into q or kv. */
+template <int EB>
+__device__ __forceinline__ void moeo_tail(const mo_args &a, const float (&acc)[MO_NA], unsigned char *ring, uint64_t *full,
+                                          uint64_t *empty, const float *scs, float *xs, int it) {
+    constexpr int U = 16 / EB, RW = U / MO_CW, V = 16 / EB;
+    const int ct = threadIdx.x - 32, cw = ct >> 5, lane = threadIdx.x & 31, D = a.D, nst = a.nst;
+    extern __shared__ unsigned char mo_raw[];
+    unsigned char *tail0 = (unsigned char *)(((uintptr_t)mo_raw + mo_smem(D, a.K, nst, a.rc.E) + 15) & ~(uintptr_t)15);
+    unsigned *one = (unsigned *)tail0;           /* {1, 0, 0, 0}: the count's source */
+    float *part = (float *)(tail0 + 16), *red = part;   /* (red: the norm's warp sums, after the reduction has read part) */
+    __shared__ unsigned epoch;
+    float hv[MO_NA];   /* h, read before this block's count: block 0 writes h + out back once every block has counted */
+#pragma unroll
+    for (int i = 0; i < MO_NA; i++) hv[i] = ct + i * MO_CT < D ? __ldcg(a.h + ct + i * MO_CT) : 0.0f;
+    if (ct == 0) {
+        epoch = __ldcg(a.cnt + 1);   /* (before this block's add: no block has passed the count yet) */
+        one[0] = 1;
+        one[1] = one[2] = one[3] = 0;
+    }
+#pragma unroll
+    for (int i = 0; i < MO_NA; i++)
+        if (ct + i * MO_CT < D) part[ct + i * MO_CT] = acc[i];
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    asm volatile("bar.sync 1, %0;\n" ::"n"(MO_CT) : "memory");
+    if (ct == 0) {
+        asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n"
+                     "cp.async.bulk.commit_group;\n"
+                     "cp.async.bulk.wait_group 0;\n" ::"l"(a.out), "r"(cu_smem_addr(part)), "r"(D * 4)
+                     : "memory");
+        asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.u32 [%0], [%1], 16;\n"
+                     "cp.async.bulk.commit_group;\n"
+                     "cp.async.bulk.wait_group 0;\n" ::"l"(a.cnt), "r"(cu_smem_addr(one))
+                     : "memory");
+        const unsigned target = (epoch + 1u) * gridDim.x;
+        unsigned v;
+        do {
+            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(a.cnt) : "memory");
+        } while ((int)(v - target) < 0);
+        asm volatile("fence.proxy.async.global;\n" ::: "memory");   /* (the other blocks' sums came by the async proxy) */
+        if (blockIdx.x == 0) __stcg(a.cnt + 1, epoch + 1u);   /* the next launch's epoch */
+    }
+    asm volatile("bar.sync 1, %0;\n" ::"n"(MO_CT) : "memory");   /* every block's sums in out */
+    /* h + out, its sum of squares, xn into xs (x is no longer needed: every MoE unit is done) */
+    float ss = 0.0f;
+#pragma unroll
+    for (int i = 0; i < MO_NA; i++) {
+        const int d = ct + i * MO_CT;
+        if (d < D) {
+            hv[i] += __ldcg(a.out + d);
+            ss += hv[i] * hv[i];
+        }
+    }
+    ss = cu_warp_sum(ss);
+    if (lane == 0) red[cw] = ss;   /* (part was read by the completed reduction) */
+    asm volatile("bar.sync 1, %0;\n" ::"n"(MO_CT) : "memory");
+    float tot = 0.0f;
+#pragma unroll
+    for (int w = 0; w < MO_CW; w++) tot += red[w];
+    const float r = 1.0f / sqrtf(tot / (float)D + a.eps);
+#pragma unroll
+    for (int i = 0; i < MO_NA; i++) {
+        const int d = ct + i * MO_CT;
+        if (d < D) {
+            const float xv = hv[i] * r * cu_w(a.nw, 0, d);
+            xs[d] = xv;
+            if (blockIdx.x == 0) {
+                a.h[d] = hv[i];
+                a.xn[d] = xv;
+            }
+        }
+    }
+    asm volatile("bar.sync 1, %0;\n" ::"n"(MO_CT) : "memory");   /* xn in xs */
+    const int rp = (D < MO_PC ? D : MO_PC) * EB;
+    for (int t = blockIdx.x; t < a.NQ; t += gridDim.x) {
+        float p[RW];
+#pragma unroll
+        for (int i = 0; i < RW; i++) p[i] = 0.0f;
+        for (int c0 = 0; c0 < D; c0 += MO_PC, it++) {
+            const int s = it % nst, nc = (D - c0 < MO_PC ? D - c0 : MO_PC) / V;
+            const unsigned char *st = ring + (size_t)s * MO_STAGE;
+            mbar_wait(&full[s], (it / nst) & 1);
+#pragma unroll
+            for (int mm = 0; mm < MO_PC / V / 32; mm++) {
+                const int c = lane + 32 * mm;
+                if (c < nc) {
+                    uint4 q[RW];
+#pragma unroll
+                    for (int i = 0; i < RW; i++) q[i] = *(const uint4 *)(st + (size_t)(cw * RW + i) * rp + (size_t)c * 16);
+                    mo_dot<EB, RW>(q, EB == 1 ? scs[s * MO_SC + ((c * V) >> 7)] : 1.0f, xs + c0 + c * V, lane, p);
+                }
+            }
+            __syncwarp();
+            if (lane == 0) mbar_arrive(&empty[s]);
+        }
+        float *o = t < a.nq0 ? a.q : a.kv;
+        const int j = (t < a.nq0 ? t : t - a.nq0) * U + cw * RW;
+#pragma unroll
+        for (int i = 0; i < RW; i++) {
+            const float sum = cu_warp_sum(p[i]);
+            if (lane == 0) o[j + i] = sum;
+        }
+    }
+}
+
 /* EB: the experts' bytes an element (1 FP8, 2 BF16); ROUTE: the route form (a.route; its own instantiation: with the
  * router warp's code in it the compiler moved the streaming loops' sums to local memory, FP8 b1 +0.17 ms a step in
  * both forms, s44e, and as a call the route form faulted). Grid: a block an SM (the route form: a cooperative launch;
  * else no block waits for another); MO_THREADS threads; mo_smem() bytes of dynamic shared memory. */
-template <int EB, bool ROUTE>
+template <int EB, bool ROUTE, bool TAIL = false>
 __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
     constexpr int U = 16 / EB, RW = U / MO_CW, V = 16 / EB;
     extern __shared__ unsigned char mo_raw[];
@@ -194,7 +317,7 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
     int *ids = (int *)(scs + nst * MO_SC);
     float *wk = (float *)(ids + a.K);
     const int NU = (a.sI + a.K * a.I) / U, E = a.rc.E;
-    if ((int)blockIdx.x >= NU && !ROUTE) return;   /* (the route form: every block takes part in the barrier) */
+    if ((int)blockIdx.x >= NU && !ROUTE && !TAIL) return;   /* (the route and tail forms: every block takes part in their counts) */
     if (threadIdx.x == 0) {
         for (int s = 0; s < nst; s++) {
             mbar_init(&full[s], 1);
@@ -255,6 +378,26 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
                         tma_load(ring + (size_t)s * MO_STAGE + (size_t)b * 16, &a.maps[m], j * EB, d0 + b, &full[s]);
             }
         }
+        if constexpr (TAIL)   /* the next layer's q / kv_a rows: their stages as gate / up's (U rows, MO_PC columns a stage) */
+            for (int t = blockIdx.x; t < a.NQ; t += gridDim.x) {
+                const cu_wview &W = t < a.nq0 ? a.wq : a.wkv;
+                const int j = (t < a.nq0 ? t : t - a.nq0) * U;
+                const unsigned char *base = (const unsigned char *)W.data + (size_t)j * D * EB;
+                for (int c0 = 0; c0 < D; c0 += MO_PC, it++) {
+                    const int s = it % nst, len = (D - c0 < MO_PC ? D - c0 : MO_PC) * EB;
+                    const int scb = EB == 1 ? len / 128 * 4 : 0;
+                    if (it >= nst) mbar_wait(&empty[s], (it / nst - 1) & 1);
+                    mbar_expect_tx(&full[s], U * len + scb);
+                    if (EB == 1)
+                        bulk_load(scs + s * MO_SC, W.scale + (size_t)(j >> 7) * W.scale_cols + (size_t)(c0 >> 7), scb, &full[s]);
+                    if (D <= MO_PC)
+                        bulk_load(ring + (size_t)s * MO_STAGE, base, U * len, &full[s]);
+                    else
+                        for (int r = 0; r < U; r++)
+                            bulk_load(ring + (size_t)s * MO_STAGE + (size_t)r * MO_PC * EB, base + ((size_t)r * D + c0) * EB, len,
+                                      &full[s]);
+                }
+            }
         return;
     }
 
@@ -337,6 +480,10 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
      * async proxy, then added onto out by one bulk reduction, complete before the block ends */
     if (ROUTE && !seen) mbar_wait(routed, 0);   /* out zeroed (block 0, before the grid barrier) before the reduction */
     asm volatile("bar.sync 1, %0;\n" ::"n"(MO_CT) : "memory");
+    if constexpr (TAIL) {
+        moeo_tail<EB>(a, acc, ring, full, empty, scs, xs, it);
+        return;
+    }
     float *part = (float *)ring;
 #pragma unroll
     for (int i = 0; i < MO_NA; i++)
@@ -479,47 +626,62 @@ int cu_moeo_fits(ds_cuda_backend *cb, const float *out, const float *x, const ds
     return mo_layer_maps(cb, L, E, D, I, sI, eb, !cu_capturing()) != NULL;
 }
 
-int cu_moeo(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weights *L, const cu_wview *tab,
-            const int32_t *ids, const float *w, float *logits, route_cfg rc) {
-    if (!cu_moeo_fits(cb, out, x, L, rc) || (!ids) != (cb->opt.moeo == MO_ROUTE_FORM)) return 0;
+/* a's fields common to the forms (out, x, the experts, the down maps, the ring's stages, the routing) for layer L; *smem
+ * the launch's dynamic shared memory (tail: the tail form's); the experts' bytes an element (1 FP8, 2 BF16), or 0 where
+ * no ring of two stages fits */
+static int mo_prepare(ds_cuda_backend *cb, mo_args *a, float *out, const float *x, const ds_layer_weights *L,
+                      const cu_wview *tab, const int32_t *ids, const float *w, route_cfg rc, int tail, size_t *smem) {
     const ds_config *c = cb->base.cfg;
     const ds_weight *g0 = &L->exp_gate[0];
     const int D = c->hidden_size, I = g0->rows, E = rc.E, K = rc.K, sI = c->n_shared_experts ? L->sh_gate.rows : 0;
     const int eb = g0->dtype == DS_DTYPE_F8_E4M3 ? 1 : 2;
     int nst = MO_ST_MAX;
-    while (nst > 2 && mo_smem(D, K, nst, E) > MO_SMEM_MAX) nst--;
-    const size_t smem = mo_smem(D, K, nst, E);
-    if (smem > MO_SMEM_MAX) return 0;
+#define MO_SMEM_OF(n) (tail ? mo_smem_tail(D, K, (n), E) : mo_smem(D, K, (n), E))
+    while (nst > 2 && MO_SMEM_OF(nst) > MO_SMEM_MAX) nst--;
+    *smem = MO_SMEM_OF(nst);
+#undef MO_SMEM_OF
+    if (*smem > MO_SMEM_MAX) return 0;
     static int attrs_set = 0;
     if (!attrs_set) {
         CUDA_CHECK(cudaFuncSetAttribute(moeo_kernel<1, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, MO_SMEM_MAX));
         CUDA_CHECK(cudaFuncSetAttribute(moeo_kernel<2, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, MO_SMEM_MAX));
         CUDA_CHECK(cudaFuncSetAttribute(moeo_kernel<1, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, MO_SMEM_MAX));
         CUDA_CHECK(cudaFuncSetAttribute(moeo_kernel<2, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, MO_SMEM_MAX));
+        CUDA_CHECK(cudaFuncSetAttribute(moeo_kernel<1, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, MO_SMEM_MAX));
+        CUDA_CHECK(cudaFuncSetAttribute(moeo_kernel<2, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, MO_SMEM_MAX));
         attrs_set = 1;
     }
-    mo_args a;
-    memset(&a, 0, sizeof a);
-    a.x = x;
-    a.out = out;
-    a.ids = ids;
-    a.w = w;
-    a.tab = tab;
+    memset(a, 0, sizeof *a);
+    a->x = x;
+    a->out = out;
+    a->ids = ids;
+    a->w = w;
+    a->tab = tab;
     if (sI) {
-        a.sg = cu_view(&L->sh_gate);
-        a.su = cu_view(&L->sh_up);
-        a.sd = cu_view(&L->sh_down);
+        a->sg = cu_view(&L->sh_gate);
+        a->su = cu_view(&L->sh_up);
+        a->sd = cu_view(&L->sh_down);
     }
     const mo_maps *mm = mo_layer_maps(cb, L, E, D, I, sI, eb, 0);
-    a.maps = mm->maps;
-    a.dst = mm->dst;
-    a.D = D;
-    a.I = I;
-    a.sI = sI;
-    a.K = K;
-    a.E = E;
-    a.nst = nst;
-    a.rc = rc;
+    a->maps = mm->maps;
+    a->dst = mm->dst;
+    a->D = D;
+    a->I = I;
+    a->sI = sI;
+    a->K = K;
+    a->E = E;
+    a->nst = nst;
+    a->rc = rc;
+    return eb;
+}
+
+int cu_moeo(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weights *L, const cu_wview *tab,
+            const int32_t *ids, const float *w, float *logits, route_cfg rc) {
+    if (!cu_moeo_fits(cb, out, x, L, rc) || (!ids) != (cb->opt.moeo == MO_ROUTE_FORM)) return 0;
+    mo_args a;
+    size_t smem;
+    const int eb = mo_prepare(cb, &a, out, x, L, tab, ids, w, rc, 0, &smem), D = a.D;
+    if (!eb) return 0;
     if (!ids) {   /* the route form: one cooperative launch (its split grid barrier needs every block resident) */
         a.route = 1;
         a.router = cu_view(&L->router);
@@ -535,5 +697,56 @@ int cu_moeo(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weig
     }
     CUDA_LAUNCH_CHECK();
     cb->moeo_runs++;
+    return 1;
+}
+
+/* whether w can be one of the tail's projections: the experts' dtype and scale form, [rows, D], rows whole units, FP8
+ * scale rows bulk-copyable (as the gate / up rows') */
+static int mo_tail_weight_ok(const ds_weight *w, const ds_weight *g0, int D, int U) {
+    return w && mo_same(w, g0, w->rows, D, 1) && w->rows > 0 && w->rows % U == 0 && (!w->scale || w->scale_cols == D / 128);
+}
+
+int cu_moeo_tail_fits(ds_cuda_backend *cb, const float *out, const float *x, const ds_layer_weights *L, route_cfg rc,
+                      const ds_next_in *nx) {
+    if (cb->opt.moeo != 1 || !cb->opt.moeo_tail || !nx || !cu_moeo_fits(cb, out, x, L, rc)) return 0;
+    const ds_weight *g0 = &L->exp_gate[0];
+    const int D = cb->base.cfg->hidden_size, U = g0->dtype == DS_DTYPE_F8_E4M3 ? 16 : 8;
+    if (!mo_tail_weight_ok(nx->wq, g0, D, U) || !mo_tail_weight_ok(nx->wkv, g0, D, U) || !nx->in_norm ||
+        !nx->in_norm->data || nx->in_norm->cols != D || !nx->q || !nx->kv)
+        return 0;
+    if (!cb->moeo_cnt) {   /* the count and the epoch, zero at the first launch (made outside a capture) */
+        if (cu_capturing()) return 0;
+        CUDA_CHECK(cudaMalloc(&cb->moeo_cnt, 4 * sizeof(unsigned)));
+        CUDA_CHECK(cudaMemset(cb->moeo_cnt, 0, 4 * sizeof(unsigned)));
+    }
+    return 1;
+}
+
+int cu_moeo_tail(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weights *L, const cu_wview *tab,
+                 const int32_t *ids, const float *w, route_cfg rc, float *h, float *xn, const ds_next_in *nx, float eps) {
+    if (!ids || !cu_moeo_tail_fits(cb, out, x, L, rc, nx)) return 0;
+    const int D = cb->base.cfg->hidden_size, U = L->exp_gate[0].dtype == DS_DTYPE_F8_E4M3 ? 16 : 8;
+    mo_args a;
+    size_t smem;
+    const int eb = mo_prepare(cb, &a, out, x, L, tab, ids, w, rc, 1, &smem);
+    if (!eb) return 0;
+    a.h = h;
+    a.xn = xn;
+    a.q = nx->q;
+    a.kv = nx->kv;
+    a.nw = cu_view(nx->in_norm);
+    a.wq = cu_view(nx->wq);
+    a.wkv = cu_view(nx->wkv);
+    a.eps = eps;
+    a.cnt = cb->moeo_cnt;
+    a.nq0 = nx->wq->rows / U;
+    a.NQ = a.nq0 + nx->wkv->rows / U;
+    CUDA_CHECK(cudaMemsetAsync(out, 0, (size_t)D * sizeof(float), cu_stream));
+    /* a cooperative launch: every block resident, as its count's wait needs */
+    cu_launch_coop(eb == 1 ? moeo_kernel<1, false, true> : moeo_kernel<2, false, true>, dim3((unsigned)cb->n_sm),
+                   dim3(MO_THREADS), smem, a);
+    CUDA_LAUNCH_CHECK();
+    cb->moeo_runs++;
+    cb->moeo_tail_runs++;
     return 1;
 }
