@@ -208,7 +208,7 @@ __device__ __forceinline__ void moeo_tail(const mo_args &a, const float (&acc)[M
     unsigned char *tail0 = (unsigned char *)(((uintptr_t)mo_raw + mo_smem(D, a.K, nst, a.rc.E) + 15) & ~(uintptr_t)15);
     unsigned *one = (unsigned *)tail0;           /* {1, 0, 0, 0}: the count's source */
     float *part = (float *)(tail0 + 16), *red = part;   /* (red: the norm's warp sums, after the reduction has read part) */
-    __shared__ unsigned epoch;
+    unsigned epoch = 0;   /* (thread ct 0's alone: a static shared word would pass the 227 KB the launch asks with MO_SMEM_MAX) */
     float hv[MO_NA];   /* h, read before this block's count: block 0 writes h + out back once every block has counted */
 #pragma unroll
     for (int i = 0; i < MO_NA; i++) hv[i] = ct + i * MO_CT < D ? __ldcg(a.h + ct + i * MO_CT) : 0.0f;
