@@ -3577,7 +3577,7 @@ if want s46a; then
 fi
 # s46b (prepared in the forty-fifth session on the branch moeo-tail, not run): batch 1's layer tail by moeo_kernel's tail
 # form (DSINFER_CUDA_MOEO_TAIL=1): op test moeotail and memcheck over it, the goldens and the model test with it on,
-# FP8 / BF16 b1 at TAIL 0 / 1 two rotated rounds, ncu of one FP8 b1 step at 1 (the moeo and norm lines)
+# FP8 / BF16 b1 at TAIL 0 / 1 / 2 (2: the count written by the book) two rotated rounds, ncu of one FP8 b1 step at 1
 if want s46b; then
   step ops_motail 240 env DSINFER_OPS_ONLY=moeotail $B/test_cuda_ops > /dev/null
   echo "moeotail: $(grep -E "^ops_motail " <<< "$summary" | awk '{print $2}'), $(grep -cE "CHECK failed" $OUT/ops_motail.log) failed"
@@ -3587,7 +3587,7 @@ if want s46b; then
   step golden_tail 150 env DSINFER_CUDA_MOEO_TAIL=1 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden_tail.log
   step model_tail 240 env DSINFER_CUDA_MOEO_TAIL=1 $B/test_cuda_model > /dev/null; tail -1 $OUT/model_tail.log | cut -c1-150
   for r in 1 2; do
-    case $r in 1) o="0 1";; 2) o="1 0";; esac
+    case $r in 1) o="0 1 2";; 2) o="2 1 0";; esac
     for n in $o; do for d in fp8 bf16; do
       step b1${d}_t$n-$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOEO_TAIL=$n $B/dsinfer bench --dtype $d --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s46b-$d-tail$n > /dev/null
       echo "$d tail=$n r$r: $(grep -E "^decode" $OUT/b1${d}_t$n-$r.log | cut -c1-150)$(grep -iE "error|fatal" $OUT/b1${d}_t$n-$r.log | head -1 | cut -c1-150)"

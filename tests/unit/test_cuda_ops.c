@@ -2506,18 +2506,18 @@ static void check_tail1(setup *s, ds_dtype dt, int next) {
     free(Ld.exp_gate); free(Ld.exp_up); free(Ld.exp_down);
 }
 
-/* One check of layer_tail1 by moeo_kernel's tail form (DSINFER_CUDA_MOEO=1 with DSINFER_CUDA_MOEO_TAIL=1) at s's shape
+/* One check of layer_tail1 by moeo_kernel's tail form (DSINFER_CUDA_MOEO=1 with DSINFER_CUDA_MOEO_TAIL=mode) at s's shape
  * with dt weights: returned 2 and one tail launch counted; against a twin with MOEO_TAIL=0 (it declines: 0) making the
  * calls it stands for (linear_add_rmsnorm, moe, add_rmsnorm, linear2): NMSE <= 1e-9 on h, xn, ff, q and kv; twice over
  * (the launches' count is cumulative: the second launch's wait must see only its own blocks), the first time also
  * against the CPU (1e-8); without the next layer's part it declines. */
-static void check_moeo_tail(setup *s, ds_dtype dt) {
+static void check_moeo_tail(setup *s, ds_dtype dt, const char *mode) {
     const ds_config *c = &s->cfg;
     char err[DS_ERRLEN];
     ds_backend *be[2] = {NULL, NULL};   /* the tail form, the twin */
     setenv("DSINFER_CUDA_MOEO", "1", 1);
     for (int i = 0; i < 2; i++) {
-        setenv("DSINFER_CUDA_MOEO_TAIL", i ? "0" : "1", 1);
+        setenv("DSINFER_CUDA_MOEO_TAIL", i ? "0" : mode, 1);
         be[i] = ds_backend_cuda_new(&s->cfg, err);
         CHECKF(be[i] != NULL, "%s", err);
     }
@@ -2569,8 +2569,8 @@ static void check_moeo_tail(setup *s, ds_dtype dt) {
         long tr = ds_cuda_moeo_tail_runs(be[0]) - t0;
         int ran_twin = be[1]->layer_tail1(be[1], xn2.d, h2.d, ff2.d, ao.d, &Ld, eps, &nx2, 1);
         int ran_none = rep ? 0 : be[0]->layer_tail1(be[0], xn2.d, h2.d, ff2.d, ao.d, &Ld, eps, NULL, 1);
-        printf("  %-8s moeo tail %s (call %d): returned %d, tail launches %ld; MOEO_TAIL=0 returned %d, without the next "
-               "layer's part %d\n", s->name, ds_dtype_name(dt), rep + 1, ran, tr, ran_twin, ran_none);
+        printf("  %-8s moeo tail=%s %s (call %d): returned %d, tail launches %ld; MOEO_TAIL=0 returned %d, without the "
+               "next layer's part %d\n", s->name, mode, ds_dtype_name(dt), rep + 1, ran, tr, ran_twin, ran_none);
         CHECKF(ran == 2 && tr == 1 && ran_twin == 0 && ran_none == 0, "%s moeo tail: returned %d with %ld tail launches, "
                "the twin %d, without the next part %d (expected 2, 1, 0, 0)", s->name, ran, tr, ran_twin, ran_none);
         be[1]->linear_add_rmsnorm(be[1], xn2.d, h2.d, ff2.d, ao.d, &Ld.o, &Ld.post_norm, 1, eps);
@@ -2610,19 +2610,22 @@ static void check_moeo_tail(setup *s, ds_dtype dt) {
     free(Ld.exp_gate); free(Ld.exp_up); free(Ld.exp_down);
 }
 
-/* DSINFER_OPS_ONLY=moeotail: batch 1's layer tail by moeo_kernel's tail form (check_moeo_tail): V2-Lite FP8 and BF16,
- * V3 FP8 (q_a's 1536 rows, D 7168: the tail's rows in pieces of MO_PC columns; 64 experts in its 8 groups) */
+/* DSINFER_OPS_ONLY=moeotail: batch 1's layer tail by moeo_kernel's tail form (check_moeo_tail) in both count writers
+ * (MOEO_TAIL 1, 2): V2-Lite FP8 and BF16, V3 FP8 (q_a's 1536 rows, D 7168: the tail's rows in pieces of MO_PC columns; 64 experts in its 8 groups) */
 static void run_moeo_tail(void) {
     if (only && strcmp(only, "moeotail")) return;
     setup s;
     if (load_setup(&s, "v2l-motail", "configs/deepseek-v2-lite.json", 0, 16)) {
-        check_moeo_tail(&s, DS_DTYPE_F8_E4M3);
-        check_moeo_tail(&s, DS_DTYPE_BF16);
+        check_moeo_tail(&s, DS_DTYPE_F8_E4M3, "1");
+        check_moeo_tail(&s, DS_DTYPE_F8_E4M3, "2");
+        check_moeo_tail(&s, DS_DTYPE_BF16, "1");
+        check_moeo_tail(&s, DS_DTYPE_BF16, "2");
         free_setup(&s);
     }
     if (load_setup(&s, "v3-motail", "configs/deepseek-v3.json", 16, 16)) {
         s.cfg.n_routed_experts = 64;
-        check_moeo_tail(&s, DS_DTYPE_F8_E4M3);
+        check_moeo_tail(&s, DS_DTYPE_F8_E4M3, "1");
+        check_moeo_tail(&s, DS_DTYPE_F8_E4M3, "2");
         free_setup(&s);
     }
 }

@@ -73,6 +73,9 @@ typedef struct {
     cu_wview nw, wq, wkv;
     float eps;
     unsigned *cnt;            /* [2] the blocks' count (cumulative: each launch adds the grid) and the launches' epoch */
+    int strict;               /* the count's writer: 0 a bulk add after the sums' bulk reduction has completed (async
+                               * proxy, no release: relies on the add reaching L2 after the sums), 1 by the book: a
+                               * proxy fence, then red.release.gpu (opt.moeo_tail 2) */
     int nq0, NQ;              /* tail units of wq, of both */
 } mo_args;
 
@@ -227,10 +230,15 @@ __device__ __forceinline__ void moeo_tail(const mo_args &a, const float (&acc)[M
                      "cp.async.bulk.commit_group;\n"
                      "cp.async.bulk.wait_group 0;\n" ::"l"(a.out), "r"(cu_smem_addr(part)), "r"(D * 4)
                      : "memory");
-        asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.u32 [%0], [%1], 16;\n"
-                     "cp.async.bulk.commit_group;\n"
-                     "cp.async.bulk.wait_group 0;\n" ::"l"(a.cnt), "r"(cu_smem_addr(one))
-                     : "memory");
+        if (a.strict)   /* the sums' writes (complete, seen by this thread) ordered before a gpu-scope release */
+            asm volatile("fence.proxy.async.global;\n"
+                         "red.release.gpu.global.add.u32 [%0], 1;\n" ::"l"(a.cnt)
+                         : "memory");
+        else
+            asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.u32 [%0], [%1], 16;\n"
+                         "cp.async.bulk.commit_group;\n"
+                         "cp.async.bulk.wait_group 0;\n" ::"l"(a.cnt), "r"(cu_smem_addr(one))
+                         : "memory");
         const unsigned target = (epoch + 1u) * gridDim.x;
         unsigned v;
         do {
@@ -739,6 +747,7 @@ int cu_moeo_tail(ds_cuda_backend *cb, float *out, const float *x, const ds_layer
     a.wkv = cu_view(nx->wkv);
     a.eps = eps;
     a.cnt = cb->moeo_cnt;
+    a.strict = cb->opt.moeo_tail == 2;
     a.nq0 = nx->wq->rows / U;
     a.NQ = a.nq0 + nx->wkv->rows / U;
     CUDA_CHECK(cudaMemsetAsync(out, 0, (size_t)D * sizeof(float), cu_stream));
