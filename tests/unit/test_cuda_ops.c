@@ -2270,17 +2270,20 @@ static void run_moe1(void) {
  * a wrong routing weight gives ~1e-3 or more); the launch counted (one a call, none in the twin). Both forms: =1 (the
  * router_fused launch and a memset before it) and =5 (the route form: the router's logits, a split grid barrier, each
  * block's own routing and out's zeros inside the one cooperative launch; its logits in another order of additions, the
- * same choices on these inputs). */
-static void run_moeo_form(const char *form);
+ * same choices on these inputs). =1 again with DSINFER_CUDA_ROUTE_ZERO=1: out's zeros written by the routing's launch
+ * (out is NaN-poisoned before each call: zeros missing give NaN). */
+static void run_moeo_form(const char *form, const char *zero);
 static void run_moeo(void) {
     if (only && strcmp(only, "moeo")) return;
-    run_moeo_form("1");
-    run_moeo_form("5");
+    run_moeo_form("1", "0");
+    run_moeo_form("1", "1");
+    run_moeo_form("5", "0");
 }
-static void run_moeo_form(const char *form) {
+static void run_moeo_form(const char *form, const char *zero) {
     setup s;
-    printf("  moeo: DSINFER_CUDA_MOEO=%s\n", form);
+    printf("  moeo: DSINFER_CUDA_MOEO=%s DSINFER_CUDA_ROUTE_ZERO=%s\n", form, zero);
     setenv("DSINFER_CUDA_MOEO", form, 1);
+    setenv("DSINFER_CUDA_ROUTE_ZERO", zero, 1);
     moe_twin = 1;
     moe_twin_env = "DSINFER_CUDA_MOEO";
     moe_twin_count = ds_cuda_moeo_runs;
@@ -2304,6 +2307,7 @@ static void run_moeo_form(const char *form) {
     moe_twin_nmse_only = 0;
     moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
     setenv("DSINFER_CUDA_MOEO", "0", 1);   /* (main's setting for the other cases) */
+    unsetenv("DSINFER_CUDA_ROUTE_ZERO");
 }
 
 /* ---- the MoE layer's tail for one token as one launch (run_tail1) ------------------------------------------------- */
@@ -2506,22 +2510,24 @@ static void check_tail1(setup *s, ds_dtype dt, int next) {
     free(Ld.exp_gate); free(Ld.exp_up); free(Ld.exp_down);
 }
 
-/* One check of layer_tail1 by moeo_kernel's tail form (DSINFER_CUDA_MOEO=1 with DSINFER_CUDA_MOEO_TAIL=mode) at s's shape
- * with dt weights: returned 2 and one tail launch counted; against a twin with MOEO_TAIL=0 (it declines: 0) making the
+/* One check of layer_tail1 by moeo_kernel's tail form (DSINFER_CUDA_MOEO=1 with DSINFER_CUDA_MOEO_TAIL=mode and
+ * DSINFER_CUDA_ROUTE_ZERO=zero) at s's shape with dt weights: returned 2 and one tail launch counted; against a twin with MOEO_TAIL=0 (it declines: 0) making the
  * calls it stands for (linear_add_rmsnorm, moe, add_rmsnorm, linear2): NMSE <= 1e-9 on h, xn, ff, q and kv; twice over
  * (the launches' count is cumulative: the second launch's wait must see only its own blocks), the first time also
  * against the CPU (1e-8); without the next layer's part it declines. */
-static void check_moeo_tail(setup *s, ds_dtype dt, const char *mode) {
+static void check_moeo_tail(setup *s, ds_dtype dt, const char *mode, const char *zero) {
     const ds_config *c = &s->cfg;
     char err[DS_ERRLEN];
     ds_backend *be[2] = {NULL, NULL};   /* the tail form, the twin */
     setenv("DSINFER_CUDA_MOEO", "1", 1);
     for (int i = 0; i < 2; i++) {
         setenv("DSINFER_CUDA_MOEO_TAIL", i ? "0" : mode, 1);
+        setenv("DSINFER_CUDA_ROUTE_ZERO", i ? "0" : zero, 1);
         be[i] = ds_backend_cuda_new(&s->cfg, err);
         CHECKF(be[i] != NULL, "%s", err);
     }
     unsetenv("DSINFER_CUDA_MOEO_TAIL");
+    unsetenv("DSINFER_CUDA_ROUTE_ZERO");
     setenv("DSINFER_CUDA_MOEO", "0", 1);   /* (main's setting for the other cases) */
     if (!be[0] || !be[1]) {
         for (int i = 0; i < 2; i++) if (be[i]) be[i]->destroy(be[i]);
@@ -2569,8 +2575,9 @@ static void check_moeo_tail(setup *s, ds_dtype dt, const char *mode) {
         long tr = ds_cuda_moeo_tail_runs(be[0]) - t0;
         int ran_twin = be[1]->layer_tail1(be[1], xn2.d, h2.d, ff2.d, ao.d, &Ld, eps, &nx2, 1);
         int ran_none = rep ? 0 : be[0]->layer_tail1(be[0], xn2.d, h2.d, ff2.d, ao.d, &Ld, eps, NULL, 1);
-        printf("  %-8s moeo tail=%s %s (call %d): returned %d, tail launches %ld; MOEO_TAIL=0 returned %d, without the "
-               "next layer's part %d\n", s->name, mode, ds_dtype_name(dt), rep + 1, ran, tr, ran_twin, ran_none);
+        printf("  %-8s moeo tail=%s route_zero=%s %s (call %d): returned %d, tail launches %ld; MOEO_TAIL=0 returned %d, "
+               "without the next layer's part %d\n", s->name, mode, zero, ds_dtype_name(dt), rep + 1, ran, tr, ran_twin,
+               ran_none);
         CHECKF(ran == 2 && tr == 1 && ran_twin == 0 && ran_none == 0, "%s moeo tail: returned %d with %ld tail launches, "
                "the twin %d, without the next part %d (expected 2, 1, 0, 0)", s->name, ran, tr, ran_twin, ran_none);
         be[1]->linear_add_rmsnorm(be[1], xn2.d, h2.d, ff2.d, ao.d, &Ld.o, &Ld.post_norm, 1, eps);
@@ -2611,21 +2618,22 @@ static void check_moeo_tail(setup *s, ds_dtype dt, const char *mode) {
 }
 
 /* DSINFER_OPS_ONLY=moeotail: batch 1's layer tail by moeo_kernel's tail form (check_moeo_tail) in both count writers
- * (MOEO_TAIL 1, 2): V2-Lite FP8 and BF16, V3 FP8 (q_a's 1536 rows, D 7168: the tail's rows in pieces of MO_PC columns; 64 experts in its 8 groups) */
+ * (MOEO_TAIL 1, 2) and with out's zeros by the routing's launch (ROUTE_ZERO 1): V2-Lite FP8 and BF16, V3 FP8 (q_a's 1536 rows, D 7168: the tail's rows in pieces of MO_PC columns; 64 experts in its 8 groups) */
 static void run_moeo_tail(void) {
     if (only && strcmp(only, "moeotail")) return;
     setup s;
     if (load_setup(&s, "v2l-motail", "configs/deepseek-v2-lite.json", 0, 16)) {
-        check_moeo_tail(&s, DS_DTYPE_F8_E4M3, "1");
-        check_moeo_tail(&s, DS_DTYPE_F8_E4M3, "2");
-        check_moeo_tail(&s, DS_DTYPE_BF16, "1");
-        check_moeo_tail(&s, DS_DTYPE_BF16, "2");
+        check_moeo_tail(&s, DS_DTYPE_F8_E4M3, "1", "0");
+        check_moeo_tail(&s, DS_DTYPE_F8_E4M3, "2", "0");
+        check_moeo_tail(&s, DS_DTYPE_F8_E4M3, "1", "1");
+        check_moeo_tail(&s, DS_DTYPE_BF16, "1", "0");
+        check_moeo_tail(&s, DS_DTYPE_BF16, "2", "1");
         free_setup(&s);
     }
     if (load_setup(&s, "v3-motail", "configs/deepseek-v3.json", 16, 16)) {
         s.cfg.n_routed_experts = 64;
-        check_moeo_tail(&s, DS_DTYPE_F8_E4M3, "1");
-        check_moeo_tail(&s, DS_DTYPE_F8_E4M3, "2");
+        check_moeo_tail(&s, DS_DTYPE_F8_E4M3, "1", "0");
+        check_moeo_tail(&s, DS_DTYPE_F8_E4M3, "2", "1");
         free_setup(&s);
     }
 }

@@ -446,6 +446,8 @@ typedef struct {
     int moeo;          /* the MoE block of one token by intermediate ownership, one launch after the router (cuda_moeo.cu;
                         * DSINFER_CUDA_MOEO): 1; 5 with the router and routing inside the launch; 2 .. 4 timing labs
                         * with wrong sums (mo_args.lab) */
+    int route_zero;    /* with moeo 1 (and its tail form), the MoE output's zeros written by route_v2's launch in place of
+                        * a memset node before moeo_kernel (DSINFER_CUDA_ROUTE_ZERO) */
     int moeo_tail;     /* with moeo 1, batch 1's layer tail (backend layer_tail1) as the usual o_proj + norm and router
                         * launches, then moeo_kernel's tail form: the MoE block, then the next layer's residual add, input
                         * norm and q / kv_a projections in the same launch (cuda_moeo.cu; DSINFER_CUDA_MOEO_TAIL): 1;

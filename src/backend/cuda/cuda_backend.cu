@@ -1138,6 +1138,7 @@ static cu_opts cu_opts_read(void) {
     /* 1 the default since the forty-fifth session (H100: FP8 b1 -7.3%, BF16 -4.8% in two rotated rounds; the model test,
      * the goldens and the GPU suite with it on) */
     o.moeo = env_int("DSINFER_CUDA_MOEO", 1);
+    o.route_zero = env_int("DSINFER_CUDA_ROUTE_ZERO", 0);   /* opt-in until measured (forty-sixth session) */
     o.moeo_tail = env_int("DSINFER_CUDA_MOEO_TAIL", 0);   /* opt-in until measured (prepared in the forty-fifth session) */
     o.rowo = env_int("DSINFER_CUDA_ROWO", 0);   /* opt-in: measured slower (RESULTS, forty-fifth session, runs 5 .. 11) */
     /* on from 65 tokens since the thirty-fourth session (RESULTS: FP8 b96 .. b256 -0.03 .. -0.16 ms in three rotated rounds,

@@ -53,13 +53,16 @@ __global__ void route_kernel(const float *logits, const float *bias, int32_t *id
 
 #define R2_WARPS 4   /* route_v2_kernel: tokens (warps) a block */
 __global__ void __launch_bounds__(R2_WARPS * 32) route_v2_kernel(const float *logits, const float *bias, int32_t *ids,
-                                                                 float *wout, int M, route_cfg rc) {
+                                                                 float *wout, int M, route_cfg rc, float *zero,
+                                                                 int nzero) {
     __shared__ float s_sh[R2_WARPS][MOE_MAX_EXPERTS], b_sh[R2_WARPS][MOE_MAX_EXPERTS];
     __shared__ float g_sh[R2_WARPS][MOE_MAX_GROUPS];
     __shared__ unsigned char taken[R2_WARPS][MOE_MAX_EXPERTS];
     __shared__ float red[R2_WARPS];
     cu_pdl_trigger();
     cu_pdl_wait();
+    if (zero && blockIdx.x == 0)   /* (after the wait: the kernels before may still read it) */
+        for (int i = threadIdx.x; i < nzero; i += blockDim.x) zero[i] = 0.0f;
     int warp = threadIdx.x >> 5, m = blockIdx.x * R2_WARPS + warp;
     if (m >= M) return;   /* whole warp */
     route_warp(logits + (size_t)m * rc.E, bias, ids, wout, m, rc, s_sh[warp], b_sh[warp], g_sh[warp], taken[warp],
@@ -68,16 +71,22 @@ __global__ void __launch_bounds__(R2_WARPS * 32) route_v2_kernel(const float *lo
 
 int cu_route_v2 = 1;   /* DSINFER_CUDA_ROUTE2 (read at backend creation) */
 
-static void launch_route(const float *logits, const float *bias, int32_t *ids, float *w, int M, route_cfg rc) {
-    if (cu_route_v2)
-        cu_launch(route_v2_kernel, (unsigned)cu_blocks((size_t)M, R2_WARPS), R2_WARPS * 32, 0, logits, bias, ids, w, M, rc);
-    else
+/* the routing of M rows of logits into ids and w; zero (NULL: none): nzero floats set to 0 on the way (route_v2 does
+ * it in its launch: one graph node fewer before a kernel that reduces onto them, opt.route_zero) */
+static void launch_route(const float *logits, const float *bias, int32_t *ids, float *w, int M, route_cfg rc,
+                         float *zero, int nzero) {
+    if (cu_route_v2) {
+        cu_launch(route_v2_kernel, (unsigned)cu_blocks((size_t)M, R2_WARPS), R2_WARPS * 32, 0, logits, bias, ids, w, M, rc,
+                  zero, nzero);
+    } else {
         route_kernel<<<cu_blocks((size_t)M, 64), 64, 0, cu_stream>>>(logits, bias, ids, w, M, rc);
+        if (zero) CUDA_CHECK(cudaMemsetAsync(zero, 0, (size_t)nzero * sizeof(float), cu_stream));
+    }
     CUDA_LAUNCH_CHECK();
 }
 
 void ds_cuda_route(ds_backend *be, const float *logits, const float *bias, int32_t *ids, float *weights, int M) {
-    if (M > 0) launch_route(logits, bias, ids, weights, M, route_cfg_of(cu_of(be), be->cfg));
+    if (M > 0) launch_route(logits, bias, ids, weights, M, route_cfg_of(cu_of(be), be->cfg), NULL, 0);
 }
 
 /* ---- the router GEMM and the top-k in one kernel (opt.router_fused; decode-sized batches) -------------------------
@@ -969,7 +978,7 @@ static int moe1_layer(ds_cuda_backend *cb, float *xn, float *h, float *ff, float
 }
 
 static void route_rows(ds_backend *be, const ds_weight *router, const ds_weight *router_bias, const float *x, int M,
-                       float *logits, float *bias, int32_t *ids, float *w);
+                       float *logits, float *bias, int32_t *ids, float *w, float *zero, int nzero);
 
 /* layer_tail1 with the next layer's part by moeo_kernel's tail form (opt.moeo 1 with opt.moeo_tail): o_proj with the
  * residual add and the post-attention norm (linear_add_rmsnorm's launches), the router, then one cooperative launch for
@@ -984,8 +993,9 @@ static int moeo_layer_tail(ds_cuda_backend *cb, float *xn, float *h, float *ff, 
     cu_comb_flush(cb);
     be->linear_add_rmsnorm(be, xn, h, ff, x, &L->o, &L->post_norm, 1, eps);   /* ff = o(ao), h += ff, xn = norm(h) */
     route_ws r = route_ws_get(cb, 1, rc.E, rc.K, 2 * (size_t)c->hidden_size);
-    route_rows(be, &L->router, &L->router_bias, xn, 1, r.logits, r.bias, r.ids, r.w);
-    if (!cu_moeo_tail(cb, ff, xn, L, moe_table(cb, L, rc.E), r.ids, r.w, rc, h, xn, nx, eps))
+    float *z = cb->opt.route_zero ? ff : NULL;   /* (ff: o_proj's output, read by the norm before the router) */
+    route_rows(be, &L->router, &L->router_bias, xn, 1, r.logits, r.bias, r.ids, r.w, z, c->hidden_size);
+    if (!cu_moeo_tail(cb, ff, xn, L, moe_table(cb, L, rc.E), r.ids, r.w, rc, h, xn, nx, eps, z != NULL))
         DS_CHECK(!"cu_moeo_tail refused what cu_moeo_tail_fits took");
     cu_optimes_phase(cb, "  layer tail: moeo_kernel's tail form (the next layer's projections)");
     return 1;
@@ -1091,7 +1101,7 @@ static void moe_grouped(ds_cuda_backend *cb, float *out, const float *x, const d
  * stays fp32 when the tensor-core options are on: expert choices are discrete and BF16 logits would flip
  * near-ties (the op test compares the choices with the CPU's). */
 static void route_rows(ds_backend *be, const ds_weight *router, const ds_weight *router_bias, const float *x, int M,
-                       float *logits, float *bias, int32_t *ids, float *w) {
+                       float *logits, float *bias, int32_t *ids, float *w, float *zero, int nzero) {
     ds_cuda_backend *cb = cu_of(be);
     route_cfg rc = route_cfg_of(cu_of(be), be->cfg);
     const float *biasp = NULL;
@@ -1101,6 +1111,7 @@ static void route_rows(ds_backend *be, const ds_weight *router, const ds_weight 
         biasp = bias;
     }
     if (router_fused(cb, router, x, M, logits, biasp, ids, w, rc)) {
+        if (zero) CUDA_CHECK(cudaMemsetAsync(zero, 0, (size_t)nzero * sizeof(float), cu_stream));
         cu_optimes_phase(cb, "  moe: router GEMM + top-k (one kernel)");
         return;
     }
@@ -1110,7 +1121,7 @@ static void route_rows(ds_backend *be, const ds_weight *router, const ds_weight 
     cu_linear(be, logits, x, router, M);
     cb->opt = keep;
     cu_optimes_phase(cb, "  moe: router GEMM (fp32)");
-    launch_route(logits, biasp, ids, w, M, rc);
+    launch_route(logits, biasp, ids, w, M, rc, zero, nzero);
     cu_optimes_phase(cb, "  moe: top-k");
 }
 
@@ -1119,7 +1130,7 @@ void ds_cuda_router(ds_backend *be, const float *x, const ds_weight *router, con
     ds_cuda_backend *cb = cu_of(be);
     if (M <= 0) return;
     float *bias = (float *)cu_ws_get(&cb->ws_moe, sizeof(float) * (size_t)be->cfg->n_routed_experts);
-    route_rows(be, router, router_bias, x, M, logits, bias, ids, weights);
+    route_rows(be, router, router_bias, x, M, logits, bias, ids, weights, NULL, 0);
 }
 
 /* The grouped path's buffers in ws_moe2 for MK (token, choice) rows: inter [MK, I], y [MK, D] floats, then
@@ -1180,8 +1191,9 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
     }
     if (M == 1 && cb->opt.moeo && cu_moeo_fits(cb, out, x, L, rc)) {   /* the router, then the experts by ownership */
         const int inner = cb->opt.moeo == 5;   /* (the route form: the router inside the launch) */
-        if (!inner) route_rows(be, &L->router, &L->router_bias, x, M, r.logits, r.bias, r.ids, r.w);
-        if (cu_moeo(cb, out, x, L, moe_table(cb, L, E), inner ? NULL : r.ids, inner ? NULL : r.w, r.logits, rc)) {
+        float *z = cb->opt.route_zero && !inner ? out : NULL;   /* (out zeroed by the routing's launch) */
+        if (!inner) route_rows(be, &L->router, &L->router_bias, x, M, r.logits, r.bias, r.ids, r.w, z, D);
+        if (cu_moeo(cb, out, x, L, moe_table(cb, L, E), inner ? NULL : r.ids, inner ? NULL : r.w, r.logits, rc, z != NULL)) {
             cu_optimes_phase(cb, "  moe: experts by ownership (moeo_kernel)");
             return;
         }
@@ -1216,7 +1228,7 @@ void cu_moe(ds_backend *be, float *out, const float *x, const ds_layer_weights *
     float *g_inter = NULL, *g_y = NULL;
     int32_t *g_pos = NULL;
     if (grouped_path) grouped_ws(cb, MK + (sh_in ? (size_t)c->n_shared_experts * M : 0), L->exp_gate[0].rows, D, &g_inter, &g_y, &g_pos);
-    route_rows(be, &L->router, &L->router_bias, x, M, logits, bias, ids, w);
+    route_rows(be, &L->router, &L->router_bias, x, M, logits, bias, ids, w, NULL, 0);
     if (gemm_path) {   /* prefill-sized: a GEMM per expert (cuda_moe_gemm.cu) */
         int I = L->exp_gate[0].rows;
         float *inter, *y0;
@@ -1280,7 +1292,7 @@ void cu_moe_routed(ds_backend *be, float *out, const float *x, const ds_layer_we
     route_ws r = route_ws_get(cb, M, E, K, 0);
     float *logits = r.logits, *bias = r.bias, *w = r.w, *rw = r.rw;
     int32_t *ids = r.ids, *rows = r.rows, *d_off = r.d_off;
-    route_rows(be, &L->router, &L->router_bias, x, M, logits, bias, ids, w);
+    route_rows(be, &L->router, &L->router_bias, x, M, logits, bias, ids, w, NULL, 0);
     cu_wview gv = cu_view(&L->exp_gate[e0]), dv = cu_view(&L->exp_down[e0]);
     int tc = cb->opt.tc && cb->opt.moe_tc && M >= moe_tc_min_m(cb, &gv) && cu_moe_tc_fits(&gv, &dv);
     int I = L->exp_gate[e0].rows;

@@ -684,7 +684,7 @@ static int mo_prepare(ds_cuda_backend *cb, mo_args *a, float *out, const float *
 }
 
 int cu_moeo(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weights *L, const cu_wview *tab,
-            const int32_t *ids, const float *w, float *logits, route_cfg rc) {
+            const int32_t *ids, const float *w, float *logits, route_cfg rc, int out_zeroed) {
     if (!cu_moeo_fits(cb, out, x, L, rc) || (!ids) != (cb->opt.moeo == MO_ROUTE_FORM)) return 0;
     mo_args a;
     size_t smem;
@@ -699,7 +699,7 @@ int cu_moeo(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weig
         cu_launch_coop(eb == 1 ? moeo_kernel<1, true> : moeo_kernel<2, true>, dim3((unsigned)cb->n_sm), dim3(MO_THREADS), smem, a);
     } else {
         a.lab = cb->opt.moeo - 1;
-        CUDA_CHECK(cudaMemsetAsync(out, 0, (size_t)D * sizeof(float), cu_stream));
+        if (!out_zeroed) CUDA_CHECK(cudaMemsetAsync(out, 0, (size_t)D * sizeof(float), cu_stream));
         if (eb == 1) moeo_kernel<1, false><<<cb->n_sm, MO_THREADS, smem, cu_stream>>>(a);
         else moeo_kernel<2, false><<<cb->n_sm, MO_THREADS, smem, cu_stream>>>(a);
     }
@@ -731,7 +731,8 @@ int cu_moeo_tail_fits(ds_cuda_backend *cb, const float *out, const float *x, con
 }
 
 int cu_moeo_tail(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weights *L, const cu_wview *tab,
-                 const int32_t *ids, const float *w, route_cfg rc, float *h, float *xn, const ds_next_in *nx, float eps) {
+                 const int32_t *ids, const float *w, route_cfg rc, float *h, float *xn, const ds_next_in *nx, float eps,
+                 int out_zeroed) {
     if (!ids || !cu_moeo_tail_fits(cb, out, x, L, rc, nx)) return 0;
     const int D = cb->base.cfg->hidden_size, U = L->exp_gate[0].dtype == DS_DTYPE_F8_E4M3 ? 16 : 8;
     mo_args a;
@@ -750,7 +751,7 @@ int cu_moeo_tail(ds_cuda_backend *cb, float *out, const float *x, const ds_layer
     a.strict = cb->opt.moeo_tail == 2;
     a.nq0 = nx->wq->rows / U;
     a.NQ = a.nq0 + nx->wkv->rows / U;
-    CUDA_CHECK(cudaMemsetAsync(out, 0, (size_t)D * sizeof(float), cu_stream));
+    if (!out_zeroed) CUDA_CHECK(cudaMemsetAsync(out, 0, (size_t)D * sizeof(float), cu_stream));
     /* a cooperative launch: every block resident, as its count's wait needs */
     cu_launch_coop(eb == 1 ? moeo_kernel<1, false, true> : moeo_kernel<2, false, true>, dim3((unsigned)cb->n_sm),
                    dim3(MO_THREADS), smem, a);

@@ -353,20 +353,22 @@ int cu_moe1(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weig
 /* cuda_moeo.cu: the MoE block of one token by intermediate ownership (opt.moeo). cu_moeo_fits: whether the layer's
  * weights suit it (FP8 block-scaled or BF16 experts and shared experts alike, whole 256-row boxes of D; its down maps
  * made on first use outside a capture; x and out 16-byte aligned; at opt.moeo 5 a BF16 or fp32 router). cu_moeo: out
- * [D] from x [D]: at opt.moeo 1 .. 4 after the routing's ids / w [K] (out zeroed by a memset first), at 5 with ids and
+ * [D] from x [D]: at opt.moeo 1 .. 4 after the routing's ids / w [K] (out zeroed by a memset first unless out_zeroed:
+ * the routing's launch did, opt.route_zero), at 5 with ids and
  * w NULL (the router, the routing and out's zeros inside the one launch; logits: [E] of scratch); 1 when it ran, else 0
  * and nothing launched. */
 int cu_moeo_fits(ds_cuda_backend *cb, const float *out, const float *x, const ds_layer_weights *L, route_cfg rc);
 int cu_moeo(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weights *L, const cu_wview *tab,
-            const int32_t *ids, const float *w, float *logits, route_cfg rc);
+            const int32_t *ids, const float *w, float *logits, route_cfg rc, int out_zeroed);
 /* The tail form (opt.moeo 1 with opt.moeo_tail; backend layer_tail1): cu_moeo's work for out from x after the routing's
  * ids / w, then in the same cooperative launch h += out, xn = RMSNorm(h) * nx->in_norm (eps), nx->q = xn . nx->wq^T and
  * nx->kv = xn . nx->wkv^T (the next layer's attn_in up to its projections). cu_moeo_tail_fits: whether the layer and nx
  * suit it (the projections in the experts' dtype and scale form, [rows, D] with whole units of rows; the count made on
- * first use outside a capture). 1 when it ran, else 0 and nothing launched. */
+ * first use outside a capture; out_zeroed as cu_moeo's). 1 when it ran, else 0 and nothing launched. */
 int cu_moeo_tail_fits(ds_cuda_backend *cb, const float *out, const float *x, const ds_layer_weights *L, route_cfg rc,
                       const ds_next_in *nx);
 int cu_moeo_tail(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weights *L, const cu_wview *tab,
-                 const int32_t *ids, const float *w, route_cfg rc, float *h, float *xn, const ds_next_in *nx, float eps);
+                 const int32_t *ids, const float *w, route_cfg rc, float *h, float *xn, const ds_next_in *nx, float eps,
+                 int out_zeroed);
 
 #endif
