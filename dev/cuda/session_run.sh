@@ -3591,12 +3591,12 @@ if want s46b; then
   step golden_tail 150 env DSINFER_CUDA_MOEO_TAIL=1 DSINFER_CUDA_ROUTE_ZERO=1 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden_tail.log
   step model_tail 240 env DSINFER_CUDA_MOEO_TAIL=1 DSINFER_CUDA_ROUTE_ZERO=1 $B/test_cuda_model > /dev/null; tail -1 $OUT/model_tail.log | cut -c1-150
   for r in 1 2; do
-    case $r in 1) o="fp8:0:0 fp8:1:0 fp8:2:0 fp8:0:1 fp8:1:1 bf16:0:0 bf16:1:0 bf16:1:1";;
-               2) o="bf16:1:1 bf16:1:0 bf16:0:0 fp8:1:1 fp8:0:1 fp8:2:0 fp8:1:0 fp8:0:0";; esac
-    for cfg in $o; do
-      IFS=: read -r d n z <<< "$cfg"
-      step b1${d}_t$n$z-$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOEO_TAIL=$n DSINFER_CUDA_ROUTE_ZERO=$z $B/dsinfer bench --dtype $d --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s46b-$d-tail$n-zero$z > /dev/null
-      echo "$d tail=$n zero=$z r$r: $(grep -E "^decode" $OUT/b1${d}_t$n$z-$r.log | cut -c1-150)$(grep -iE "error|fatal" $OUT/b1${d}_t$n$z-$r.log | head -1 | cut -c1-150)"
+    case $r in 1) o="fp8:0:0:9 fp8:1:0:9 fp8:2:0:9 fp8:0:1:9 fp8:1:1:9 fp8:0:0:1 bf16:0:0:9 bf16:1:0:9 bf16:1:1:9";;
+               2) o="bf16:1:1:9 bf16:1:0:9 bf16:0:0:9 fp8:0:0:1 fp8:1:1:9 fp8:0:1:9 fp8:2:0:9 fp8:1:0:9 fp8:0:0:9";; esac
+    for cfg in $o; do   # dtype : MOEO_TAIL : ROUTE_ZERO : ROUTER_FUSED_MIN_M (9 the default; 1: the fused router at b1)
+      IFS=: read -r d n z f <<< "$cfg"
+      step b1${d}_t$n$z$f-$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOEO_TAIL=$n DSINFER_CUDA_ROUTE_ZERO=$z DSINFER_CUDA_ROUTER_FUSED_MIN_M=$f $B/dsinfer bench --dtype $d --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s46b-$d-tail$n-zero$z-rf$f > /dev/null
+      echo "$d tail=$n zero=$z rfmin=$f r$r: $(grep -E "^decode" $OUT/b1${d}_t$n$z$f-$r.log | cut -c1-140)$(grep -iE "error|fatal" $OUT/b1${d}_t$n$z$f-$r.log | head -1 | cut -c1-150)"
     done
   done
   DSINFER_CUDA_MOEO_TAIL=1 DSINFER_CUDA_ROUTE_ZERO=1 ncu_step ncu46b fp8 1 > /dev/null; head -14 $OUT/ncu46b.txt
