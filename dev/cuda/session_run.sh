@@ -3586,13 +3586,13 @@ if want s46b; then
   grep -E "CHECK failed|returned|NMSE" $OUT/ops_motail.log | grep -vE "NMSE [0-9.]+e-(1[0-9]|[2-9][0-9])" | head -14 | cut -c1-160
   step ops_moeo 240 env DSINFER_OPS_ONLY=moeo $B/test_cuda_ops > /dev/null
   echo "moeo: $(grep -E "^ops_moeo " <<< "$summary" | awk '{print $2}'), $(grep -cE "CHECK failed" $OUT/ops_moeo.log) failed"
-  step memcheck_motail 240 env DSINFER_OPS_ONLY=moeotail compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 $B/test_cuda_ops > /dev/null
+  step memcheck_motail 240 env DSINFER_OPS_ONLY=moeotail DSINFER_OPS_SMALL=1 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 $B/test_cuda_ops > /dev/null
   grep -E "ERROR SUMMARY|Invalid|at 0x" $OUT/memcheck_motail.log | head -4 | cut -c1-200
   step golden_tail 150 env DSINFER_CUDA_MOEO_TAIL=1 DSINFER_CUDA_ROUTE_ZERO=1 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden_tail.log
   step model_tail 240 env DSINFER_CUDA_MOEO_TAIL=1 DSINFER_CUDA_ROUTE_ZERO=1 $B/test_cuda_model > /dev/null; tail -1 $OUT/model_tail.log | cut -c1-150
   for r in 1 2; do
     case $r in 1) o="fp8:0:0:9 fp8:1:0:9 fp8:2:0:9 fp8:0:1:9 fp8:1:1:9 fp8:0:0:1 bf16:0:0:9 bf16:1:0:9 bf16:1:1:9";;
-               2) o="bf16:1:1:9 bf16:1:0:9 bf16:0:0:9 fp8:0:0:1 fp8:1:1:9 fp8:0:1:9 fp8:2:0:9 fp8:1:0:9 fp8:0:0:9";; esac
+               2) o="bf16:1:1:9 bf16:0:0:9 fp8:0:0:1 fp8:1:1:9 fp8:1:0:9 fp8:0:0:9";; esac
     for cfg in $o; do   # dtype : MOEO_TAIL : ROUTE_ZERO : ROUTER_FUSED_MIN_M (9 the default; 1: the fused router at b1)
       IFS=: read -r d n z f <<< "$cfg"
       step b1${d}_t$n$z$f-$r 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOEO_TAIL=$n DSINFER_CUDA_ROUTE_ZERO=$z DSINFER_CUDA_ROUTER_FUSED_MIN_M=$f $B/dsinfer bench --dtype $d --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s46b-$d-tail$n-zero$z-rf$f > /dev/null
