@@ -2618,7 +2618,9 @@ static void check_moeo_tail(setup *s, ds_dtype dt, const char *mode, const char 
 }
 
 /* DSINFER_OPS_ONLY=moeotail: batch 1's layer tail by moeo_kernel's tail form (check_moeo_tail) in both count writers
- * (MOEO_TAIL 1, 2) and with out's zeros by the routing's launch (ROUTE_ZERO 1): V2-Lite FP8 and BF16, V3 FP8 (q_a's 1536 rows, D 7168: the tail's rows in pieces of MO_PC columns; 64 experts in its 8 groups; not under DSINFER_OPS_SMALL) */
+ * (MOEO_TAIL 1, 2) and with out's zeros by the routing's launch (ROUTE_ZERO 1): V2-Lite FP8 and BF16, V3 FP8 (q_a's
+ * 1536 rows, D 7168: the tail's rows in pieces of MO_PC columns; 64 experts in its 8 groups; not under
+ * DSINFER_OPS_SMALL) */
 static void run_moeo_tail(void) {
     if (only && strcmp(only, "moeotail")) return;
     setup s;
