@@ -3609,6 +3609,7 @@ if want s46c; then
   echo "moeotail: $(grep -E "^ops_motail " <<< "$summary" | awk '{print $2}'), $(grep -cE "CHECK failed" $OUT/ops_motail.log) failed"
   grep -E "CHECK failed|returned|NMSE" $OUT/ops_motail.log | grep -vE "NMSE [0-9.]+e-(1[0-9]|[2-9][0-9])" | head -12 | cut -c1-160
   step golden_tail 100 env DSINFER_CUDA_MOEO_TAIL=1 DSINFER_CUDA_ROUTE_ZERO=1 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden_tail.log
+  step golden 100 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden.log   # (the defaults: route_v2's new parameters)
   for cfg in fp8:0:0:9 fp8:1:0:9 fp8:2:0:9 fp8:0:1:9 fp8:1:1:9 fp8:0:0:1 bf16:0:0:9 bf16:1:1:9 fp8:1:1:9 fp8:0:0:9; do
     IFS=: read -r d n z f <<< "$cfg"
     step b1${d}_t$n$z$f 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOEO_TAIL=$n DSINFER_CUDA_ROUTE_ZERO=$z DSINFER_CUDA_ROUTER_FUSED_MIN_M=$f $B/dsinfer bench --dtype $d --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s46c-$d-tail$n-zero$z-rf$f > /dev/null
