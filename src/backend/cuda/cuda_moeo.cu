@@ -132,6 +132,35 @@ static CU_HD size_t mo_smem(int D, int K, int nst, int E) {
  * so they cannot go into its first stage) and the count's 16-byte source */
 static CU_HD size_t mo_smem_tail(int D, int K, int nst, int E) { return mo_smem(D, K, nst, E) + 16 + (size_t)D * 4 + 16; }
 
+/* A consumer warp's RW rows of one matrix (U rows a unit, rp bytes a row in a stage) through the ring's stages: the
+ * row sums p (zeroed first) of those rows against xs [D], its stages from it on (it advanced past them); each stage given
+ * back once the warp has read it. lab3: the consumers skip the arithmetic (mo_args.lab 3, the stream alone). */
+template <int EB, int RW>
+__device__ __forceinline__ void mo_rows(float (&p)[RW], const unsigned char *ring, uint64_t *full, uint64_t *empty,
+                                        const float *scs, const float *xs, int D, int nst, int rp, int cw, int lane,
+                                        bool lab3, int &it) {
+    constexpr int V = 16 / EB;
+#pragma unroll
+    for (int i = 0; i < RW; i++) p[i] = 0.0f;
+    for (int c0 = 0; c0 < D; c0 += MO_PC, it++) {
+        const int s = it % nst, nc = (D - c0 < MO_PC ? D - c0 : MO_PC) / V;   /* 16-byte chunks a row */
+        const unsigned char *st = ring + (size_t)s * MO_STAGE;
+        mbar_wait(&full[s], (it / nst) & 1);
+#pragma unroll
+        for (int mm = 0; mm < (lab3 ? 0 : MO_PC / V / 32); mm++) {   /* the warp's RW rows' chunk c together (x read once) */
+            const int c = lane + 32 * mm;
+            if (c < nc) {
+                uint4 q[RW];
+#pragma unroll
+                for (int i = 0; i < RW; i++) q[i] = *(const uint4 *)(st + (size_t)(cw * RW + i) * rp + (size_t)c * 16);
+                mo_dot<EB, RW>(q, EB == 1 ? scs[s * MO_SC + ((c * V) >> 7)] : 1.0f, xs + c0 + c * V, lane, p);
+            }
+        }
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&empty[s]);
+    }
+}
+
 /* the route form's router warp (block b): out zeroed (block 0), the router's logits t = b, b + grid, .. of x into
  * a.logits, then the split grid barrier (every block's warp: the generation read, the count's add; the last to add puts
  * it back to zero and moves the generation, the others poll it: cu_grid_sync's steps with one warp a block), then the
@@ -205,7 +234,7 @@ __device__ __forceinline__ void moeo_route(const mo_args &a, int *ids, float *wk
 template <int EB>
 __device__ __forceinline__ void moeo_tail(const mo_args &a, const float (&acc)[MO_NA], unsigned char *ring, uint64_t *full,
                                           uint64_t *empty, const float *scs, float *xs, int it) {
-    constexpr int U = 16 / EB, RW = U / MO_CW, V = 16 / EB;
+    constexpr int U = 16 / EB, RW = U / MO_CW;
     const int ct = threadIdx.x - 32, cw = ct >> 5, lane = threadIdx.x & 31, D = a.D, nst = a.nst;
     extern __shared__ unsigned char mo_raw[];
     unsigned char *tail0 = (unsigned char *)(((uintptr_t)mo_raw + mo_smem(D, a.K, nst, a.rc.E) + 15) & ~(uintptr_t)15);
@@ -281,25 +310,7 @@ __device__ __forceinline__ void moeo_tail(const mo_args &a, const float (&acc)[M
     const int rp = (D < MO_PC ? D : MO_PC) * EB;
     for (int t = blockIdx.x; t < a.NQ; t += gridDim.x) {
         float p[RW];
-#pragma unroll
-        for (int i = 0; i < RW; i++) p[i] = 0.0f;
-        for (int c0 = 0; c0 < D; c0 += MO_PC, it++) {
-            const int s = it % nst, nc = (D - c0 < MO_PC ? D - c0 : MO_PC) / V;
-            const unsigned char *st = ring + (size_t)s * MO_STAGE;
-            mbar_wait(&full[s], (it / nst) & 1);
-#pragma unroll
-            for (int mm = 0; mm < MO_PC / V / 32; mm++) {
-                const int c = lane + 32 * mm;
-                if (c < nc) {
-                    uint4 q[RW];
-#pragma unroll
-                    for (int i = 0; i < RW; i++) q[i] = *(const uint4 *)(st + (size_t)(cw * RW + i) * rp + (size_t)c * 16);
-                    mo_dot<EB, RW>(q, EB == 1 ? scs[s * MO_SC + ((c * V) >> 7)] : 1.0f, xs + c0 + c * V, lane, p);
-                }
-            }
-            __syncwarp();
-            if (lane == 0) mbar_arrive(&empty[s]);
-        }
+        mo_rows<EB, RW>(p, ring, full, empty, scs, xs, D, nst, rp, cw, lane, false, it);
         float *o = t < a.nq0 ? a.q : a.kv;
         const int j = (t < a.nq0 ? t : t - a.nq0) * U + cw * RW;
 #pragma unroll
@@ -316,7 +327,7 @@ __device__ __forceinline__ void moeo_tail(const mo_args &a, const float (&acc)[M
  * else no block waits for another); MO_THREADS threads; mo_smem() bytes of dynamic shared memory. */
 template <int EB, bool ROUTE, bool TAIL = false>
 __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
-    constexpr int U = 16 / EB, RW = U / MO_CW, V = 16 / EB;
+    constexpr int U = 16 / EB, RW = U / MO_CW;
     extern __shared__ unsigned char mo_raw[];
     unsigned char *ring = (unsigned char *)(((uintptr_t)mo_raw + 1023) & ~(uintptr_t)1023);
     const int nst = a.nst, D = a.D;
@@ -436,25 +447,7 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
 #pragma unroll
         for (int mat = 0; mat < 2; mat++) {
             float p[RW];
-#pragma unroll
-            for (int i = 0; i < RW; i++) p[i] = 0.0f;
-            for (int c0 = 0; c0 < D; c0 += MO_PC, it++) {
-                const int s = it % nst, nc = (D - c0 < MO_PC ? D - c0 : MO_PC) / V;   /* 16-byte chunks a row */
-                const unsigned char *st = ring + (size_t)s * MO_STAGE;
-                mbar_wait(&full[s], (it / nst) & 1);
-#pragma unroll
-                for (int mm = 0; mm < (a.lab == 3 ? 0 : MO_PC / V / 32); mm++) {   /* the warp's RW rows' chunk c together (x read once) */
-                    const int c = lane + 32 * mm;
-                    if (c < nc) {
-                        uint4 q[RW];
-#pragma unroll
-                        for (int i = 0; i < RW; i++) q[i] = *(const uint4 *)(st + (size_t)(cw * RW + i) * rp + (size_t)c * 16);
-                        mo_dot<EB, RW>(q, EB == 1 ? scs[s * MO_SC + ((c * V) >> 7)] : 1.0f, xs + c0 + c * V, lane, p);
-                    }
-                }
-                __syncwarp();
-                if (lane == 0) mbar_arrive(&empty[s]);
-            }
+            mo_rows<EB, RW>(p, ring, full, empty, scs, xs, D, nst, rp, cw, lane, a.lab == 3, it);
 #pragma unroll
             for (int i = 0; i < RW; i++) sums[mat][i] = cu_warp_sum(p[i]);
         }
