@@ -3634,6 +3634,18 @@ ops_parallel() {   # ops_parallel N K...: test_cuda_ops parts K/N at once, 4 Ope
     echo "== ops_q$k/$n rc=$rc"; grep -E "CHECK failed|FAIL|: ok|SKIP" $OUT/ops_q$k.log | tail -n 8
   done
 }
+# s47a (the forty-seventh session, after s46c: the tail form's h / xn / q / kv wrong, ff right, and FP8 b1 +0.45 ms):
+# which writers fail (every config's NMSE lines), ncu of one FP8 b1 step at TAIL 0 and 1 (moeo_kernel's time against
+# its bytes), op test moeo (its ROUTE_ZERO=1 pass), the goldens and the model test with ROUTE_ZERO=1
+if want s47a; then
+  step ops_motail 100 env DSINFER_OPS_ONLY=moeotail DSINFER_OPS_SMALL=1 $B/test_cuda_ops > /dev/null
+  grep -E "returned|tail (h|q) .*against" $OUT/ops_motail.log | cut -c1-150
+  step ops_moeo 240 env DSINFER_OPS_ONLY=moeo DSINFER_OPS_SMALL=1 $B/test_cuda_ops > /dev/null
+  echo "moeo: $(grep -cE "CHECK failed" $OUT/ops_moeo.log) failed"; grep -E "CHECK failed" $OUT/ops_moeo.log | head -4 | cut -c1-150
+  step golden_z 150 env DSINFER_CUDA_ROUTE_ZERO=1 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden_z.log
+  step model_z 240 env DSINFER_CUDA_ROUTE_ZERO=1 $B/test_cuda_model > /dev/null; tail -1 $OUT/model_z.log | cut -c1-150
+  for n in 0 1; do DSINFER_CUDA_MOEO_TAIL=$n ncu_step ncu47a_$n fp8 1 > /dev/null; echo "TAIL=$n:"; head -8 $OUT/ncu47a_$n.txt | cut -c1-150; done
+fi
 want opsq && ops_parallel 4 0 1 2 3
 want opso0 && ops_parallel 8 0 1 2 3
 want opso1 && ops_parallel 8 4 5 6 7
