@@ -3616,6 +3616,27 @@ if want s46c; then
   step golden_tail 100 env DSINFER_CUDA_MOEO_TAIL=1 DSINFER_CUDA_ROUTE_ZERO=1 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden_tail.log
   step golden 100 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden.log   # (the defaults: route_v2's new parameters)
 fi
+# s46d (prepared in the forty-sixth session on the branch router-norm, not run): batch 1's post-attention norm, router,
+# routing and the MoE output's zeros as one launch (DSINFER_CUDA_ROUTER_NORM=1, router_norm1_kernel), with the tail form
+# off (layer_tail1 returns 1) and on: op test moeotail (V2-Lite; its rn passes), the goldens and the model test with it,
+# FP8 / BF16 b1 over "dtype:tail:zero:rn" in two rotated rounds, ncu of one FP8 b1 step with it
+if want s46d; then
+  step ops_motail 150 env DSINFER_OPS_ONLY=moeotail DSINFER_OPS_SMALL=1 $B/test_cuda_ops > /dev/null
+  echo "moeotail: $(grep -E "^ops_motail " <<< "$summary" | awk '{print $2}'), $(grep -cE "CHECK failed" $OUT/ops_motail.log) failed"
+  grep -E "CHECK failed|returned|NMSE" $OUT/ops_motail.log | grep -vE "NMSE [0-9.]+e-(1[0-9]|[2-9][0-9])" | head -12 | cut -c1-160
+  step golden_rn 100 env DSINFER_CUDA_ROUTER_NORM=1 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden_rn.log
+  step model_rn 200 env DSINFER_CUDA_ROUTER_NORM=1 $B/test_cuda_model > /dev/null; tail -1 $OUT/model_rn.log | cut -c1-150
+  for r in 1 2; do
+    case $r in 1) o="fp8:0:0:0 fp8:0:0:1 fp8:1:1:0 fp8:1:0:1 bf16:0:0:0 bf16:0:0:1";;
+               2) o="bf16:0:0:1 bf16:0:0:0 fp8:1:0:1 fp8:1:1:0 fp8:0:0:1 fp8:0:0:0";; esac
+    for cfg in $o; do
+      IFS=: read -r d n z q <<< "$cfg"
+      step b1${d}_t$n$z$q-$r 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOEO_TAIL=$n DSINFER_CUDA_ROUTE_ZERO=$z DSINFER_CUDA_ROUTER_NORM=$q $B/dsinfer bench --dtype $d --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s46d-$d-tail$n-zero$z-rn$q > /dev/null
+      echo "$d tail=$n zero=$z rn=$q r$r: $(grep -E "^decode" $OUT/b1${d}_t$n$z$q-$r.log | cut -c1-140)$(grep -iE "error|fatal" $OUT/b1${d}_t$n$z$q-$r.log | head -1 | cut -c1-150)"
+    done
+  done
+  DSINFER_CUDA_ROUTER_NORM=1 ncu_step ncu46d fp8 1 > /dev/null; head -14 $OUT/ncu46d.txt
+fi
 # opsq: the same suite as four processes at once on the one GPU (DSINFER_OPS_PART=k/4, 4 OpenMP threads each: the CPU
 # references and the launches' latencies of one process leave most of the 16 cores and the GPU idle), so that it fits
 # one call; each part's log is ops_q<k>.log, its line in the summary as step's

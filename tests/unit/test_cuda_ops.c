@@ -2510,12 +2510,15 @@ static void check_tail1(setup *s, ds_dtype dt, int next) {
     free(Ld.exp_gate); free(Ld.exp_up); free(Ld.exp_down);
 }
 
-/* One check of layer_tail1 by moeo_kernel's tail form (DSINFER_CUDA_MOEO=1 with DSINFER_CUDA_MOEO_TAIL=mode and
- * DSINFER_CUDA_ROUTE_ZERO=zero) at s's shape with dt weights: returned 2 and one tail launch counted; against a twin with MOEO_TAIL=0 (it declines: 0) making the
- * calls it stands for (linear_add_rmsnorm, moe, add_rmsnorm, linear2): NMSE <= 1e-9 on h, xn, ff, q and kv; twice over
- * (the launches' count is cumulative: the second launch's wait must see only its own blocks), the first time also
- * against the CPU (1e-8); without the next layer's part it declines. */
-static void check_moeo_tail(setup *s, ds_dtype dt, const char *mode, const char *zero) {
+/* One check of layer_tail1 by moeo_kernel's tail form (DSINFER_CUDA_MOEO=1 with DSINFER_CUDA_MOEO_TAIL=mode,
+ * DSINFER_CUDA_ROUTE_ZERO=zero and DSINFER_CUDA_ROUTER_NORM=rn) at s's shape with dt weights: returned 2 and one tail
+ * launch counted (mode "0", the tail form off, with rn on: returned 1, no tail launch), one router_norm launch where rn;
+ * against a twin with MOEO_TAIL=0 (it declines: 0) making the calls it stands for (linear_add_rmsnorm, moe, add_rmsnorm,
+ * linear2; without the tail the first two): NMSE <= 1e-9 on h, xn, ff, q and kv (without the tail: h, xn and ff); twice
+ * over (the launches' count is cumulative: the second launch's wait must see only its own blocks), the first time also
+ * against the CPU (1e-8); with the tail form, without the next layer's part it declines. */
+static void check_moeo_tail(setup *s, ds_dtype dt, const char *mode, const char *zero, const char *rn) {
+    const int tail = strcmp(mode, "0") != 0, want_rn = strcmp(rn, "0") != 0;
     const ds_config *c = &s->cfg;
     char err[DS_ERRLEN];
     ds_backend *be[2] = {NULL, NULL};   /* the tail form, the twin */
@@ -2523,11 +2526,13 @@ static void check_moeo_tail(setup *s, ds_dtype dt, const char *mode, const char 
     for (int i = 0; i < 2; i++) {
         setenv("DSINFER_CUDA_MOEO_TAIL", i ? "0" : mode, 1);
         setenv("DSINFER_CUDA_ROUTE_ZERO", i ? "0" : zero, 1);
+        setenv("DSINFER_CUDA_ROUTER_NORM", i ? "0" : rn, 1);
         be[i] = ds_backend_cuda_new(&s->cfg, err);
         CHECKF(be[i] != NULL, "%s", err);
     }
     unsetenv("DSINFER_CUDA_MOEO_TAIL");
     unsetenv("DSINFER_CUDA_ROUTE_ZERO");
+    unsetenv("DSINFER_CUDA_ROUTER_NORM");
     setenv("DSINFER_CUDA_MOEO", "0", 1);   /* (main's setting for the other cases) */
     if (!be[0] || !be[1]) {
         for (int i = 0; i < 2; i++) if (be[i]) be[i]->destroy(be[i]);
@@ -2550,6 +2555,7 @@ static void check_moeo_tail(setup *s, ds_dtype dt, const char *mode, const char 
     buf ao = buf_new(s, (size_t)HV), h = buf_new(s, (size_t)D);
     float *rh = malloc(sizeof(float) * D), *rxn = malloc(sizeof(float) * D), *rff = malloc(sizeof(float) * D);
     float *rq = malloc(sizeof(float) * Rq), *rkv = malloc(sizeof(float) * Rkv), *t = malloc(sizeof(float) * D);
+    float *rh1 = malloc(sizeof(float) * D), *rxn1 = malloc(sizeof(float) * D);   /* h + o, the post-attention norm */
     for (int rep = 0; rep < 2; rep++) {
         for (int draw = 0; draw < 4; draw++) {   /* inputs whose routing is no near-tie on the CPU */
             buf_rand(&ao, 1.0f);
@@ -2559,6 +2565,8 @@ static void check_moeo_tail(setup *s, ds_dtype dt, const char *mode, const char 
             s->cpu->rmsnorm(s->cpu, rxn, D, rh, D, &Lh.post_norm, 1, D, eps);
             if (route_margin(s, &Lh, rxn) >= ROUTE_TIE) break;
         }
+        memcpy(rh1, rh, sizeof(float) * D);
+        memcpy(rxn1, rxn, sizeof(float) * D);
         s->cpu->moe(s->cpu, rff, rxn, &Lh, 1);
         for (int d = 0; d < D; d++) rh[d] += rff[d];
         s->cpu->rmsnorm(s->cpu, rxn, D, rh, D, &Lh.input_norm, 1, D, eps);
@@ -2570,46 +2578,52 @@ static void check_moeo_tail(setup *s, ds_dtype dt, const char *mode, const char 
         buf *outs[] = {&xn, &ff, &q, &kv, &xn2, &ff2, &q2, &kv2};
         for (int i = 0; i < NM(outs); i++) buf_poison(outs[i]);
         ds_next_in nx = {&Ld.input_norm, &Ld.q, &Ld.kv_a, q.d, kv.d}, nx2 = {&Ld.input_norm, &Ld.q, &Ld.kv_a, q2.d, kv2.d};
-        long t0 = ds_cuda_moeo_tail_runs(be[0]);
+        long t0 = ds_cuda_moeo_tail_runs(be[0]), n0 = ds_cuda_router_norm_runs(be[0]);
         int ran = be[0]->layer_tail1(be[0], xn.d, h.d, ff.d, ao.d, &Ld, eps, &nx, 1);
-        long tr = ds_cuda_moeo_tail_runs(be[0]) - t0;
+        long tr = ds_cuda_moeo_tail_runs(be[0]) - t0, nr = ds_cuda_router_norm_runs(be[0]) - n0;
         int ran_twin = be[1]->layer_tail1(be[1], xn2.d, h2.d, ff2.d, ao.d, &Ld, eps, &nx2, 1);
-        int ran_none = rep ? 0 : be[0]->layer_tail1(be[0], xn2.d, h2.d, ff2.d, ao.d, &Ld, eps, NULL, 1);
-        printf("  %-8s moeo tail=%s route_zero=%s %s (call %d): returned %d, tail launches %ld; MOEO_TAIL=0 returned %d, "
-               "without the next layer's part %d\n", s->name, mode, zero, ds_dtype_name(dt), rep + 1, ran, tr, ran_twin,
-               ran_none);
-        CHECKF(ran == 2 && tr == 1 && ran_twin == 0 && ran_none == 0, "%s moeo tail: returned %d with %ld tail launches, "
-               "the twin %d, without the next part %d (expected 2, 1, 0, 0)", s->name, ran, tr, ran_twin, ran_none);
+        /* (without the tail form, ROUTER_NORM takes the call without nx: that would change the twin's inputs) */
+        int ran_none = rep || !tail ? 0 : be[0]->layer_tail1(be[0], xn2.d, h2.d, ff2.d, ao.d, &Ld, eps, NULL, 1);
+        printf("  %-8s moeo tail=%s route_zero=%s router_norm=%s %s (call %d): returned %d, tail launches %ld, router_norm "
+               "launches %ld; MOEO_TAIL=0 returned %d, without the next layer's part %d\n", s->name, mode, zero, rn,
+               ds_dtype_name(dt), rep + 1, ran, tr, nr, ran_twin, ran_none);
+        CHECKF(ran == (tail ? 2 : 1) && tr == tail && nr == want_rn && ran_twin == 0 && ran_none == 0,
+               "%s moeo tail: returned %d with %ld tail launches and %ld router_norm launches, the twin %d, without the next "
+               "part %d (expected %d, %d, %d, 0, 0)", s->name, ran, tr, nr, ran_twin, ran_none, tail ? 2 : 1, tail, want_rn);
         be[1]->linear_add_rmsnorm(be[1], xn2.d, h2.d, ff2.d, ao.d, &Ld.o, &Ld.post_norm, 1, eps);
         be[1]->moe(be[1], ff2.d, xn2.d, &Ld, 1);
-        be[1]->add_rmsnorm(be[1], xn2.d, h2.d, ff2.d, &Ld.input_norm, 1, D, eps);
-        be[1]->linear2(be[1], q2.d, kv2.d, xn2.d, &Ld.q, &Ld.kv_a, 1);
+        if (tail) {
+            be[1]->add_rmsnorm(be[1], xn2.d, h2.d, ff2.d, &Ld.input_norm, 1, D, eps);
+            be[1]->linear2(be[1], q2.d, kv2.d, xn2.d, &Ld.q, &Ld.kv_a, 1);
+        }
         const buf *pa[] = {&h, &xn, &ff, &q, &kv}, *pb[] = {&h2, &xn2, &ff2, &q2, &kv2};
         const char *names[] = {"h", "xn", "ff", "q", "kv"};
-        for (int i = 0; i < 5; i++) {
+        for (int i = 0; i < (tail ? 5 : 3); i++) {   /* (without the tail: h + o, the post-attention norm, the MoE) */
             double n = device_nmse(s, pa[i]->d, pb[i]->d, pa[i]->n);
             printf("  %-8s moeo tail %-3s against the separate calls: NMSE %.3g\n", s->name, names[i], n);
             CHECKF(n <= 1e-9, "%s moeo tail %s (call %d): NMSE %.3g against the separate calls (bound 1e-9)", s->name,
                    names[i], rep + 1, n);
         }
         if (rep == 0) {   /* against the CPU (ff is the MoE's output: the CPU's rff) */
-            memcpy(h.h, rh, sizeof(float) * D);
-            memcpy(xn.h, rxn, sizeof(float) * D);
+            memcpy(h.h, tail ? rh : rh1, sizeof(float) * D);
+            memcpy(xn.h, tail ? rxn : rxn1, sizeof(float) * D);
             memcpy(ff.h, rff, sizeof(float) * D);
             memcpy(q.h, rq, sizeof(float) * Rq);
             memcpy(kv.h, rkv, sizeof(float) * Rkv);
             compare(s, "moeo tail h", 1, &h, 1e-8, 0);
             compare(s, "moeo tail xn", 1, &xn, 1e-8, 0);
             compare(s, "moeo tail ff", 1, &ff, 1e-8, 0);
-            compare(s, "moeo tail q", 1, &q, 1e-8, 0);
-            compare(s, "moeo tail kv", 1, &kv, 1e-8, 0);
+            if (tail) {
+                compare(s, "moeo tail q", 1, &q, 1e-8, 0);
+                compare(s, "moeo tail kv", 1, &kv, 1e-8, 0);
+            }
         }
         buf *all[] = {&h2, &xn, &ff, &q, &kv, &xn2, &ff2, &q2, &kv2};
         for (int i = 0; i < NM(all); i++) buf_free(s, all[i]);
     }
     buf_free(s, &ao);
     buf_free(s, &h);
-    free(rh); free(rxn); free(rff); free(rq); free(rkv); free(t);
+    free(rh); free(rxn); free(rff); free(rq); free(rkv); free(t); free(rh1); free(rxn1);
     for (int i = 0; i < 2; i++) be[i]->destroy(be[i]);
     for (int i = 0; i < nw; i++) free_weight(&ws[i]);
     free(ws);
@@ -2618,25 +2632,31 @@ static void check_moeo_tail(setup *s, ds_dtype dt, const char *mode, const char 
 }
 
 /* DSINFER_OPS_ONLY=moeotail: batch 1's layer tail by moeo_kernel's tail form (check_moeo_tail) in both count writers
- * (MOEO_TAIL 1, 2) and with out's zeros by the routing's launch (ROUTE_ZERO 1): V2-Lite FP8 and BF16, V3 FP8 (q_a's
+ * (MOEO_TAIL 1, 2), with out's zeros by the routing's launch (ROUTE_ZERO 1), and with the norm, router and routing
+ * as one launch (ROUTER_NORM 1; also with the tail form off, layer_tail1 then returning 1): V2-Lite FP8 and BF16, V3 FP8 (q_a's
  * 1536 rows, D 7168: the tail's rows in pieces of MO_PC columns; 64 experts in its 8 groups; not under
  * DSINFER_OPS_SMALL) */
 static void run_moeo_tail(void) {
     if (only && strcmp(only, "moeotail")) return;
     setup s;
     if (load_setup(&s, "v2l-motail", "configs/deepseek-v2-lite.json", 0, 16)) {
-        check_moeo_tail(&s, DS_DTYPE_F8_E4M3, "1", "0");
-        check_moeo_tail(&s, DS_DTYPE_F8_E4M3, "2", "0");
-        check_moeo_tail(&s, DS_DTYPE_F8_E4M3, "1", "1");
-        check_moeo_tail(&s, DS_DTYPE_BF16, "1", "0");
-        check_moeo_tail(&s, DS_DTYPE_BF16, "2", "1");
+        check_moeo_tail(&s, DS_DTYPE_F8_E4M3, "1", "0", "0");
+        check_moeo_tail(&s, DS_DTYPE_F8_E4M3, "2", "0", "0");
+        check_moeo_tail(&s, DS_DTYPE_F8_E4M3, "1", "1", "0");
+        check_moeo_tail(&s, DS_DTYPE_F8_E4M3, "1", "0", "1");
+        check_moeo_tail(&s, DS_DTYPE_F8_E4M3, "0", "0", "1");
+        check_moeo_tail(&s, DS_DTYPE_BF16, "1", "0", "0");
+        check_moeo_tail(&s, DS_DTYPE_BF16, "2", "1", "0");
+        check_moeo_tail(&s, DS_DTYPE_BF16, "0", "0", "1");
         free_setup(&s);
     }
     if (getenv("DSINFER_OPS_SMALL")) return;   /* (under compute-sanitizer: V2-Lite only) */
     if (load_setup(&s, "v3-motail", "configs/deepseek-v3.json", 16, 16)) {
         s.cfg.n_routed_experts = 64;
-        check_moeo_tail(&s, DS_DTYPE_F8_E4M3, "1", "0");
-        check_moeo_tail(&s, DS_DTYPE_F8_E4M3, "2", "1");
+        check_moeo_tail(&s, DS_DTYPE_F8_E4M3, "1", "0", "0");
+        check_moeo_tail(&s, DS_DTYPE_F8_E4M3, "2", "1", "0");
+        check_moeo_tail(&s, DS_DTYPE_F8_E4M3, "1", "0", "1");
+        check_moeo_tail(&s, DS_DTYPE_F8_E4M3, "0", "0", "1");
         free_setup(&s);
     }
 }

@@ -446,6 +446,9 @@ typedef struct {
     int moeo;          /* the MoE block of one token by intermediate ownership, one launch after the router (cuda_moeo.cu;
                         * DSINFER_CUDA_MOEO): 1; 5 with the router and routing inside the launch; 2 .. 4 timing labs
                         * with wrong sums (mo_args.lab) */
+    int router_norm;   /* with moeo 1, batch 1's layer tail (backend layer_tail1) as o_proj, then one launch for the post-
+                        * attention norm, the router, the routing and the MoE output's zeros (router_norm1_kernel,
+                        * cuda_moe.cu; DSINFER_CUDA_ROUTER_NORM), then moeo_kernel (its tail form where opt.moeo_tail) */
     int route_zero;    /* with moeo 1 (and its tail form), the MoE output's zeros written by route_v2's launch in place of
                         * a memset node before moeo_kernel (DSINFER_CUDA_ROUTE_ZERO) */
     int moeo_tail;     /* with moeo 1, batch 1's layer tail (backend layer_tail1) as the usual o_proj + norm and router
@@ -656,6 +659,7 @@ typedef struct {
     long moe1_runs;             /* MoE calls made by the one-token launch (cuda_moe1.cu; tests) */
     long moeo_runs;             /* ... by the intermediate-ownership launch (cuda_moeo.cu; tests) */
     long moeo_tail_runs;        /* ... of them in the tail form (tests) */
+    long router_norm_runs;      /* router_norm1_kernel launches (tests) */
     unsigned *moeo_cnt;         /* the tail form's count and epoch (cumulative; zero at the first launch) */
     long rowo_runs;             /* linears of one token by the row-ownership launch (cuda_rowo.cu; tests) */
     long tail1_runs;            /* ... of them in the layer-tail form (layer_tail1), and with the next layer's part */

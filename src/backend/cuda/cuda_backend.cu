@@ -204,6 +204,7 @@ long ds_cuda_moe1_runs(ds_backend *be) { return cu_of(be)->moe1_runs; }
 long ds_cuda_moeo_runs(ds_backend *be) { return cu_of(be)->moeo_runs; }
 long ds_cuda_rowo_runs(ds_backend *be) { return cu_of(be)->rowo_runs; }
 long ds_cuda_moeo_tail_runs(ds_backend *be) { return cu_of(be)->moeo_tail_runs; }
+long ds_cuda_router_norm_runs(ds_backend *be) { return cu_of(be)->router_norm_runs; }
 long ds_cuda_tail1_runs(ds_backend *be) { return cu_of(be)->tail1_runs; }
 long ds_cuda_tail1_next_runs(ds_backend *be) { return cu_of(be)->tail1_next_runs; }
 long ds_cuda_attn1_runs(ds_backend *be) { return cu_of(be)->attn1_runs; }
@@ -1138,6 +1139,7 @@ static cu_opts cu_opts_read(void) {
     /* 1 the default since the forty-fifth session (H100: FP8 b1 -7.3%, BF16 -4.8% in two rotated rounds; the model test,
      * the goldens and the GPU suite with it on) */
     o.moeo = env_int("DSINFER_CUDA_MOEO", 1);
+    o.router_norm = env_int("DSINFER_CUDA_ROUTER_NORM", 0);   /* opt-in until measured (forty-sixth session, not run) */
     o.route_zero = env_int("DSINFER_CUDA_ROUTE_ZERO", 0);   /* opt-in until measured (forty-sixth session) */
     o.moeo_tail = env_int("DSINFER_CUDA_MOEO_TAIL", 0);   /* opt-in until measured (prepared in the forty-fifth session) */
     o.rowo = env_int("DSINFER_CUDA_ROWO", 0);   /* opt-in: measured slower (RESULTS, forty-fifth session, runs 5 .. 11) */

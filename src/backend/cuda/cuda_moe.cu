@@ -375,6 +375,145 @@ static int router_fused(ds_cuda_backend *cb, const ds_weight *r, const float *x,
     return 1;
 }
 
+/* ---- batch 1's post-attention norm, router and routing in one launch (opt.router_norm; backend layer_tail1) ------
+ * grid ceil(E / RF_WARPS) blocks of RF_WARPS warps (256 threads: rmsnorm_vec_kernel's RMS_THREADS, so the norm's sums
+ * are rms_row_vec's in its order: the same bits). Every block makes v = h + ff and xn = v / RMS(v) * nw itself (2 D
+ * floats from L2; xn into shared memory), then warp w the logit of expert e = blockIdx.x RF_WARPS + w in
+ * router_fused_kernel's lane order (its XS form's bits at one token). The last block to take its ticket (each block has
+ * read h and ff before its own) writes h = v and xn back, zeroes ff (the MoE launch after it reduces onto ff) and routes
+ * the logits with route_warp (warp 0). Replaces rmsnorm_vec's launch, the router's GEMV, route_v2 and the memset. */
+#define RN_NV 8   /* float4 slots a thread: D <= RN_NV * 4 * RF_WARPS * 32 (V3's 7168 takes 7) */
+template <bool BF16>
+__global__ void __launch_bounds__(RF_WARPS * 32) router_norm1_kernel(float *h, float *ff, cu_wview nw, float eps,
+                                                                     cu_wview w, float *xn, float *logits,
+                                                                     const float *bias, int32_t *ids, float *wout,
+                                                                     unsigned *ticket, route_cfg rc) {
+    __shared__ float s_sh[MOE_MAX_EXPERTS], b_sh[MOE_MAX_EXPERTS], g_sh[MOE_MAX_GROUPS], red[RF_WARPS], rred;
+    __shared__ unsigned char taken[MOE_MAX_EXPERTS];
+    __shared__ int last;
+    extern __shared__ float4 rn_xs[];   /* [D / 4]: xn */
+    constexpr int V = BF16 ? 8 : 4;     /* weight values a 16-byte chunk */
+    cu_pdl_trigger();
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, D = w.cols, n4 = D >> 2, E = rc.E;
+    float4 *h4 = (float4 *)h, *f4 = (float4 *)ff;
+    cu_pdl_wait();
+    float4 v[RN_NV], g[RN_NV];
+    float ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < RN_NV; k++) {   /* rms_row_vec's body with ADD */
+        const int j = threadIdx.x + k * RF_WARPS * 32;
+        v[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (j < n4) {
+            v[k] = h4[j];
+            const float4 a = f4[j];
+            v[k].x += a.x; v[k].y += a.y; v[k].z += a.z; v[k].w += a.w;
+            g[k] = make_float4(cu_w(nw, 0, 4 * j), cu_w(nw, 0, 4 * j + 1), cu_w(nw, 0, 4 * j + 2), cu_w(nw, 0, 4 * j + 3));
+        }
+        ss += __fmaf_rn(v[k].w, v[k].w, __fmaf_rn(v[k].z, v[k].z, __fmaf_rn(v[k].y, v[k].y, __fmul_rn(v[k].x, v[k].x))));
+    }
+    ss = cu_warp_sum(ss);   /* rms_inv's reduction: the warps' sums added in warp order */
+    if (lane == 0) red[warp] = ss;
+    __syncthreads();
+    float tot = 0.0f;
+#pragma unroll
+    for (int i = 0; i < RF_WARPS; i++) tot += red[i];
+    const float r = 1.0f / sqrtf(tot / (float)D + eps);
+#pragma unroll
+    for (int k = 0; k < RN_NV; k++) {
+        const int j = threadIdx.x + k * RF_WARPS * 32;
+        if (j < n4) rn_xs[j] = make_float4(v[k].x * r * g[k].x, v[k].y * r * g[k].y, v[k].z * r * g[k].z, v[k].w * r * g[k].w);
+    }
+    __syncthreads();
+    const int e = blockIdx.x * RF_WARPS + warp;
+    if (e < E) {   /* router_fused_kernel's sums at one token */
+        float acc = 0.0f;
+        const uint4 *wr = (const uint4 *)((const char *)w.data + (size_t)e * D * (BF16 ? 2 : 4));
+#pragma unroll 4
+        for (int c = lane * V; c < D; c += 32 * V) {
+            const uint4 raw = wr[c / V];
+            float wv[V];
+            if (BF16) {
+                cu_bf16x8(raw, wv);
+            } else {
+                wv[0] = __uint_as_float(raw.x);
+                wv[1] = __uint_as_float(raw.y);
+                wv[2] = __uint_as_float(raw.z);
+                wv[3] = __uint_as_float(raw.w);
+            }
+#pragma unroll
+            for (int q = 0; q < V / 4; q++) {
+                const float4 a = rn_xs[c / 4 + q];
+                acc = fmaf(wv[4 * q], a.x, acc);
+                acc = fmaf(wv[4 * q + 1], a.y, acc);
+                acc = fmaf(wv[4 * q + 2], a.z, acc);
+                acc = fmaf(wv[4 * q + 3], a.w, acc);
+            }
+        }
+        acc = cu_warp_sum(acc);
+        if (lane == 0) logits[e] = acc;
+    }
+    __threadfence();   /* this block's logit visible before its ticket */
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const unsigned t = atomicAdd(ticket, 1u);
+        last = t == gridDim.x - 1;
+        if (last) *ticket = 0;   /* every block has taken its ticket: zero again for the next launch */
+    }
+    __syncthreads();
+    if (!last) return;   /* whole block */
+    __threadfence();
+    float4 *x4 = (float4 *)xn;
+#pragma unroll
+    for (int k = 0; k < RN_NV; k++) {   /* every block has read h and ff */
+        const int j = threadIdx.x + k * RF_WARPS * 32;
+        if (j < n4) {
+            h4[j] = v[k];
+            x4[j] = rn_xs[j];
+            f4[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+    }
+    if (warp == 0) {
+        for (int i = lane; i < E; i += 32) s_sh[i] = __ldcg(logits + i);   /* from L2: other blocks wrote them */
+        __syncwarp();
+        route_warp(s_sh, bias, ids, wout, 0, rc, s_sh, b_sh, g_sh, taken, &rred);
+    }
+}
+
+__global__ void weight_row_kernel(float *dst, cu_wview w);   /* (below) */
+
+/* ff = x . o^T (cu_linear), then router_norm1_kernel: h += ff, xn = RMSNorm(h) * post_norm (eps), the router's logits of
+ * xn routed into ids / w, ff zeroed (opt.router_norm, one token; logits [E] scratch, bias [E] scratch for noaux_tc's
+ * correction). 1 where it ran; 0 where the weights do not suit it (nothing launched): a BF16 or fp32 router of E rows
+ * and D columns, D % 8 == 0 and at most RN_NV x 1024, 16-byte aligned rows. */
+static int router_norm1(ds_cuda_backend *cb, float *xn, float *h, float *ff, const float *x, const ds_layer_weights *L,
+                        float eps, float *logits, float *bias, int32_t *ids, float *w, route_cfg rc) {
+    const ds_weight *rw = &L->router;
+    const int D = cb->base.cfg->hidden_size;
+    const int bf = rw->dtype == DS_DTYPE_BF16 && !rw->scale, f32 = rw->dtype == DS_DTYPE_F32 && !rw->scale;
+    if (!cb->opt.router_norm || (!bf && !f32) || rw->rows != rc.E || rw->cols != D || D % 8 ||
+        D / 4 > RN_NV * RF_WARPS * 32 || rc.E > MOE_MAX_EXPERTS || L->post_norm.cols != D ||
+        (((uintptr_t)xn | (uintptr_t)h | (uintptr_t)ff | (uintptr_t)rw->data) & 15))
+        return 0;
+    cu_linear(&cb->base, ff, x, &L->o, 1);
+    const float *biasp = NULL;
+    if (L->router_bias.data) {
+        weight_row_kernel<<<1, 256, 0, cu_stream>>>(bias, cu_view(&L->router_bias));
+        CUDA_LAUNCH_CHECK();
+        biasp = bias;
+    }
+    const dim3 grid((unsigned)((rc.E + RF_WARPS - 1) / RF_WARPS));
+    const size_t sm = (size_t)D * sizeof(float);
+    if (bf)
+        cu_launch(router_norm1_kernel<true>, grid, RF_WARPS * 32, sm, h, ff, cu_view(&L->post_norm), eps, cu_view(rw), xn,
+                  logits, biasp, ids, w, cb->route_tickets, rc);
+    else
+        cu_launch(router_norm1_kernel<false>, grid, RF_WARPS * 32, sm, h, ff, cu_view(&L->post_norm), eps, cu_view(rw),
+                  xn, logits, biasp, ids, w, cb->route_tickets, rc);
+    CUDA_LAUNCH_CHECK();
+    cb->router_norm_runs++;
+    return 1;
+}
+
 /* Thread 0 of a grouping kernel: cnt[e] (rows of expert e) becomes its first row, and offsets gets the
  * row offsets [0, E], the number of experts with rows [E + 1] and those experts [E + 2 ...]. */
 __device__ void write_offsets(int *cnt, int32_t *offsets, int E) {
@@ -991,13 +1130,34 @@ static int moeo_layer_tail(ds_cuda_backend *cb, float *xn, float *h, float *ff, 
     route_cfg rc = route_cfg_of(cb, c);
     if (!cb->opt.moeo_tail || !L->is_moe || !be->linear_add_rmsnorm || !cu_moeo_tail_fits(cb, ff, xn, L, rc, nx)) return 0;
     cu_comb_flush(cb);
-    be->linear_add_rmsnorm(be, xn, h, ff, x, &L->o, &L->post_norm, 1, eps);   /* ff = o(ao), h += ff, xn = norm(h) */
     route_ws r = route_ws_get(cb, 1, rc.E, rc.K, 2 * (size_t)c->hidden_size);
-    float *z = cb->opt.route_zero ? ff : NULL;   /* (ff: o_proj's output, read by the norm before the router) */
-    route_rows(be, &L->router, &L->router_bias, xn, 1, r.logits, r.bias, r.ids, r.w, z, c->hidden_size);
+    float *z = ff;   /* (router_norm1 zeroes ff) */
+    if (!router_norm1(cb, xn, h, ff, x, L, eps, r.logits, r.bias, r.ids, r.w, rc)) {
+        be->linear_add_rmsnorm(be, xn, h, ff, x, &L->o, &L->post_norm, 1, eps);   /* ff = o(ao), h += ff, xn = norm(h) */
+        z = cb->opt.route_zero ? ff : NULL;   /* (ff: o_proj's output, read by the norm before the router) */
+        route_rows(be, &L->router, &L->router_bias, xn, 1, r.logits, r.bias, r.ids, r.w, z, c->hidden_size);
+    }
     if (!cu_moeo_tail(cb, ff, xn, L, moe_table(cb, L, rc.E), r.ids, r.w, rc, h, xn, nx, eps, z != NULL))
         DS_CHECK(!"cu_moeo_tail refused what cu_moeo_tail_fits took");
     cu_optimes_phase(cb, "  layer tail: moeo_kernel's tail form (the next layer's projections)");
+    return 1;
+}
+
+/* layer_tail1 without the next layer's part (opt.router_norm with moeo 1 and the tail form off): o_proj and
+ * router_norm1_kernel (the norm, the router, the routing, ff's zeros), then moeo_kernel. 1 where it ran, else 0 (nothing
+ * launched). */
+static int moeo_layer_rn(ds_cuda_backend *cb, float *xn, float *h, float *ff, const float *x, const ds_layer_weights *L,
+                         float eps) {
+    const ds_config *c = cb->base.cfg;
+    route_cfg rc = route_cfg_of(cb, c);
+    if (!cb->opt.router_norm || cb->opt.moeo != 1 || cb->opt.moeo_tail || !L->is_moe || !cu_moeo_fits(cb, ff, xn, L, rc))
+        return 0;
+    cu_comb_flush(cb);
+    route_ws r = route_ws_get(cb, 1, rc.E, rc.K, 2 * (size_t)c->hidden_size);
+    if (!router_norm1(cb, xn, h, ff, x, L, eps, r.logits, r.bias, r.ids, r.w, rc)) return 0;
+    if (!cu_moeo(cb, ff, xn, L, moe_table(cb, L, rc.E), r.ids, r.w, r.logits, rc, 1))
+        DS_CHECK(!"cu_moeo refused what cu_moeo_fits took");
+    cu_optimes_phase(cb, "  layer tail: o_proj, router_norm1_kernel, moeo_kernel");
     return 1;
 }
 
@@ -1007,6 +1167,7 @@ int cu_layer_tail1(ds_backend *be, float *xn, float *h, float *ff, const float *
                    const ds_next_in *nx, int M) {
     ds_cuda_backend *cb = cu_of(be);
     if (M == 1 && cb->b.n_tokens == 1 && cb->opt.moe1 < 2 && nx && moeo_layer_tail(cb, xn, h, ff, x, L, eps, nx)) return 2;
+    if (M == 1 && cb->b.n_tokens == 1 && cb->opt.moe1 < 2 && moeo_layer_rn(cb, xn, h, ff, x, L, eps)) return 1;
     if (M != 1 || cb->opt.moe1 < 2 || cb->b.n_tokens != 1) return 0;
     return moe1_layer(cb, xn, h, ff, (float *)x, L, eps, nx, NULL);   /* (x only read in the tail form) */
 }
