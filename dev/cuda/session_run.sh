@@ -3667,6 +3667,32 @@ if want s47a; then
   step model_z 240 env DSINFER_CUDA_ROUTE_ZERO=1 $B/test_cuda_model > /dev/null; tail -1 $OUT/model_z.log | cut -c1-150
   for n in 0 1; do DSINFER_CUDA_MOEO_TAIL=$n ncu_step ncu47a_$n fp8 1 > /dev/null; echo "TAIL=$n:"; head -8 $OUT/ncu47a_$n.txt | cut -c1-150; done
 fi
+# s47b: the tail form's count by the book only (the bulk-add writer removed), ROUTER_NORM (the branch router-norm, merged
+# opt-in): op test moeotail (V2-Lite), the goldens and the model test with ROUTER_NORM=1 and with the tail; MOEO_PROF
+# (dsinfer_prof: moeo_kernel's phase stamps, plain and tail form); FP8 / BF16 b1 over "dtype:tail:zero:rn" in three
+# rotated rounds
+if want s47b; then
+  step ops_motail 150 env DSINFER_OPS_ONLY=moeotail DSINFER_OPS_SMALL=1 $B/test_cuda_ops > /dev/null
+  echo "moeotail: $(grep -cE "CHECK failed" $OUT/ops_motail.log) failed"
+  grep -E "CHECK failed|returned|NMSE" $OUT/ops_motail.log | grep -vE "NMSE [0-9.]+e-(1[0-9]|[2-9][0-9])" | head -12 | cut -c1-160
+  step golden_rn 100 env DSINFER_CUDA_ROUTER_NORM=1 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden_rn.log
+  step golden_t 100 env DSINFER_CUDA_MOEO_TAIL=1 DSINFER_CUDA_ROUTER_NORM=1 DSINFER_CUDA_ROUTE_ZERO=1 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden_t.log
+  step model_rn 200 env DSINFER_CUDA_ROUTER_NORM=1 $B/test_cuda_model > /dev/null; tail -1 $OUT/model_rn.log | cut -c1-150
+  for n in 0 1; do
+    step prof_t$n 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOEO_TAIL=$n $B/dsinfer_prof bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 > /dev/null
+    grep -E "moeo-prof" $OUT/prof_t$n.log | cut -c1-140
+  done
+  for r in 1 2 3; do
+    case $r in 1) o="fp8:0:0:0 fp8:0:1:0 fp8:0:0:1 fp8:1:0:0 fp8:1:0:1 bf16:0:0:0 bf16:0:0:1";;
+               2) o="bf16:0:0:1 bf16:0:0:0 fp8:1:0:1 fp8:1:0:0 fp8:0:0:1 fp8:0:1:0 fp8:0:0:0";;
+               3) o="fp8:0:0:1 fp8:0:0:0 fp8:0:1:0 bf16:0:0:0 bf16:0:0:1";; esac
+    for cfg in $o; do
+      IFS=: read -r d n z q <<< "$cfg"
+      step b1${d}_t$n$z$q-$r 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOEO_TAIL=$n DSINFER_CUDA_ROUTE_ZERO=$z DSINFER_CUDA_ROUTER_NORM=$q $B/dsinfer bench --dtype $d --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s47b-$d-tail$n-zero$z-rn$q > /dev/null
+      echo "$d tail=$n zero=$z rn=$q r$r: $(grep -E "^decode" $OUT/b1${d}_t$n$z$q-$r.log | cut -c60-140)$(grep -iE "error|fatal" $OUT/b1${d}_t$n$z$q-$r.log | head -1 | cut -c1-150)"
+    done
+  done
+fi
 want opsq && ops_parallel 4 0 1 2 3
 want opso0 && ops_parallel 8 0 1 2 3
 want opso1 && ops_parallel 8 4 5 6 7

@@ -2631,8 +2631,8 @@ static void check_moeo_tail(setup *s, ds_dtype dt, const char *mode, const char 
     free(Ld.exp_gate); free(Ld.exp_up); free(Ld.exp_down);
 }
 
-/* DSINFER_OPS_ONLY=moeotail: batch 1's layer tail by moeo_kernel's tail form (check_moeo_tail) in both count writers
- * (MOEO_TAIL 1, 2), with out's zeros by the routing's launch (ROUTE_ZERO 1), and with the norm, router and routing
+/* DSINFER_OPS_ONLY=moeotail: batch 1's layer tail by moeo_kernel's tail form (check_moeo_tail; its count by a
+ * gpu-scope release: the bulk-add writer failed here on V2-Lite FP8 and is gone), with out's zeros by the routing's launch (ROUTE_ZERO 1), and with the norm, router and routing
  * as one launch (ROUTER_NORM 1; also with the tail form off, layer_tail1 then returning 1): V2-Lite FP8 and BF16, V3 FP8 (q_a's
  * 1536 rows, D 7168: the tail's rows in pieces of MO_PC columns; 64 experts in its 8 groups; not under
  * DSINFER_OPS_SMALL) */
@@ -2641,12 +2641,11 @@ static void run_moeo_tail(void) {
     setup s;
     if (load_setup(&s, "v2l-motail", "configs/deepseek-v2-lite.json", 0, 16)) {
         check_moeo_tail(&s, DS_DTYPE_F8_E4M3, "1", "0", "0");
-        check_moeo_tail(&s, DS_DTYPE_F8_E4M3, "2", "0", "0");
         check_moeo_tail(&s, DS_DTYPE_F8_E4M3, "1", "1", "0");
         check_moeo_tail(&s, DS_DTYPE_F8_E4M3, "1", "0", "1");
         check_moeo_tail(&s, DS_DTYPE_F8_E4M3, "0", "0", "1");
         check_moeo_tail(&s, DS_DTYPE_BF16, "1", "0", "0");
-        check_moeo_tail(&s, DS_DTYPE_BF16, "2", "1", "0");
+        check_moeo_tail(&s, DS_DTYPE_BF16, "1", "1", "0");
         check_moeo_tail(&s, DS_DTYPE_BF16, "0", "0", "1");
         free_setup(&s);
     }
@@ -2654,7 +2653,7 @@ static void run_moeo_tail(void) {
     if (load_setup(&s, "v3-motail", "configs/deepseek-v3.json", 16, 16)) {
         s.cfg.n_routed_experts = 64;
         check_moeo_tail(&s, DS_DTYPE_F8_E4M3, "1", "0", "0");
-        check_moeo_tail(&s, DS_DTYPE_F8_E4M3, "2", "1", "0");
+        check_moeo_tail(&s, DS_DTYPE_F8_E4M3, "1", "1", "0");
         check_moeo_tail(&s, DS_DTYPE_F8_E4M3, "1", "0", "1");
         check_moeo_tail(&s, DS_DTYPE_F8_E4M3, "0", "0", "1");
         free_setup(&s);

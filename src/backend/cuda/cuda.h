@@ -453,8 +453,7 @@ typedef struct {
                         * a memset node before moeo_kernel (DSINFER_CUDA_ROUTE_ZERO) */
     int moeo_tail;     /* with moeo 1, batch 1's layer tail (backend layer_tail1) as the usual o_proj + norm and router
                         * launches, then moeo_kernel's tail form: the MoE block, then the next layer's residual add, input
-                        * norm and q / kv_a projections in the same launch (cuda_moeo.cu; DSINFER_CUDA_MOEO_TAIL): 1;
-                        * 2 the same with the blocks' count written by the book (mo_args.strict) */
+                        * norm and q / kv_a projections in the same launch (cuda_moeo.cu; DSINFER_CUDA_MOEO_TAIL) */
     int rowo;          /* the dense linears of one token by row ownership (cuda_rowo.cu; DSINFER_CUDA_ROWO): 1 with their
                         * weights streamed before the previous kernel ends (programmatic dependent launch), 2 the same
                         * kernel without it (a lab); 3 / 4: 1 / 2 with a bulk copy a row (a lab); 5: 1 with a block's

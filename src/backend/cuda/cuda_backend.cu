@@ -1035,6 +1035,9 @@ void cu_moe_wg_prof_print(void);   /* cuda_moe_wg.cu, MW_PROF builds only */
 #ifdef RT_PROF
 void cu_router_prof_print(void);   /* cuda_moe.cu, RT_PROF builds only */
 #endif
+#ifdef MOEO_PROF
+extern "C" void cu_moeo_prof_print(void);   /* cuda_moeo.cu, MOEO_PROF builds only */
+#endif
 static void cu_destroy(ds_backend *be) {
     ds_cuda_backend *cb = cu_of(be);
     cudaDeviceSynchronize();
@@ -1043,6 +1046,9 @@ static void cu_destroy(ds_backend *be) {
 #endif
 #ifdef RT_PROF
     cu_router_prof_print();
+#endif
+#ifdef MOEO_PROF
+    cu_moeo_prof_print();
 #endif
     cu_optimes_report_free(cb);
     cu_graphs_free(cb);

@@ -73,9 +73,6 @@ typedef struct {
     cu_wview nw, wq, wkv;
     float eps;
     unsigned *cnt;            /* [2] the blocks' count (cumulative: each launch adds the grid) and the launches' epoch */
-    int strict;               /* the count's writer: 0 a bulk add after the sums' bulk reduction has completed (async
-                               * proxy, no release: relies on the add reaching L2 after the sums), 1 by the book: a
-                               * proxy fence, then red.release.gpu (opt.moeo_tail 2) */
     int nq0, NQ;              /* tail units of wq, of both */
 } mo_args;
 
@@ -128,9 +125,9 @@ static CU_HD size_t mo_smem(int D, int K, int nst, int E) {
            2 * (size_t)K * 4 + 4 * (size_t)E * 4 + (MOE_MAX_GROUPS + 32) * 4 + (size_t)E;
 }
 
-/* the tail form's shared memory past mo_smem's: the block's partial sums [D] (the ring keeps streaming the tail's rows,
- * so they cannot go into its first stage) and the count's 16-byte source */
-static CU_HD size_t mo_smem_tail(int D, int K, int nst, int E) { return mo_smem(D, K, nst, E) + 16 + (size_t)D * 4 + 16; }
+/* the tail form's shared memory past mo_smem's: the block's partial sums [D] (16-byte aligned; the ring keeps streaming
+ * the tail's rows, so they cannot go into its first stage) */
+static CU_HD size_t mo_smem_tail(int D, int K, int nst, int E) { return mo_smem(D, K, nst, E) + 16 + (size_t)D * 4; }
 
 /* A consumer warp's RW rows of one matrix (U rows a unit, rp bytes a row in a stage) through the ring's stages: the
  * row sums p (zeroed first) of those rows against xs [D], its stages from it on (it advanced past them); each stage given
@@ -224,10 +221,55 @@ __device__ __forceinline__ void moeo_route(const mo_args &a, int *ids, float *wk
     if (lane == 0) mbar_arrive(routed);
 }
 
+/* MOEO_PROF (a diagnostic build, -DMOEO_PROF; dev/cuda/build_prof.sh): every block of moeo_kernel stamps %globaltimer
+ * (ns, one clock for all SMs) into moeo_prof_t[TAIL][block]: [0] entry, [1] the producer's last copy issued, [2] the
+ * consumers' MoE units done, [3] the block's sums' reduction onto out complete, and in the tail form [4] the count
+ * passed, [5] the tail's rows done. cu_moeo_prof_print (at the backend's destroy) prints each stamp's quantiles over the
+ * blocks of each form's last launch, from that launch's earliest entry. Why: the tail form's launch took 65 us against
+ * the plain form's 37 (ncu, s47a) where ~42 were predicted; where the difference goes decides what to change. */
+#ifdef MOEO_PROF
+#define MO_PROF_MAXB 1024
+__device__ unsigned long long moeo_prof_t[2][MO_PROF_MAXB][6];
+__device__ __forceinline__ void mo_prof_stamp(int form, int k) {
+    if (blockIdx.x < MO_PROF_MAXB) {
+        unsigned long long t;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        moeo_prof_t[form][blockIdx.x][k] = t;
+    }
+}
+#define MO_STAMP(form, k) mo_prof_stamp(form, k)
+static int mo_prof_grid[2];   /* each form's last launch's grid */
+static int mo_prof_cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+extern "C" void cu_moeo_prof_print(void) {
+    static unsigned long long t[2][MO_PROF_MAXB][6];
+    static const char *name[6] = {"entry", "producer done", "units done", "sums reduced", "count passed", "tail done"};
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaMemcpyFromSymbol(t, moeo_prof_t, sizeof(t)));
+    for (int f = 0; f < 2; f++) {
+        const int n = mo_prof_grid[f] < MO_PROF_MAXB ? mo_prof_grid[f] : MO_PROF_MAXB;
+        if (n <= 0) continue;
+        unsigned long long t0 = ~0ull;
+        for (int b = 0; b < n; b++) t0 = t[f][b][0] < t0 ? t[f][b][0] : t0;
+        double *v = (double *)malloc(sizeof(double) * (size_t)n);
+        for (int k = 0; k < (f ? 6 : 4); k++) {
+            for (int b = 0; b < n; b++) v[b] = (double)(t[f][b][k] - t0) * 1e-3;
+            qsort(v, (size_t)n, sizeof(double), mo_prof_cmp);
+            fprintf(stderr, "moeo-prof %-5s %-13s us: min %7.2f  p10 %7.2f  p50 %7.2f  p90 %7.2f  max %7.2f  (%d blocks)\n",
+                    f ? "tail" : "plain", name[k], v[0], v[n / 10], v[n / 2], v[(n * 9) / 10], v[n - 1], n);
+        }
+        free(v);
+    }
+}
+#else
+#define MO_STAMP(form, k) do { } while (0)
+#endif
+
 /* The tail form's consumers (MO_CT threads, after the block's last MoE stage; it: the stages taken so far). The block's
  * partial sums acc go onto out by one bulk reduction (from their own buffer past mo_smem's: the ring is streaming the
- * tail's rows); once it is complete, the block's count by a bulk add onto a.cnt[0] (the async proxy, no release fence:
- * the forty-third session's mode 8/9 form), thread 0 waits until the count reaches the launch's target ((epoch + 1)
+ * tail's rows); once it is complete, the block's count onto a.cnt[0] by a proxy fence and a gpu-scope release, thread 0 waits until the count reaches the launch's target ((epoch + 1)
  * grid, a.cnt[1] the epoch, read at the start by every block before its own add: block 0 moves it after passing), then
  * every block makes h + out and its RMS itself (block 0 writes h and xn back), xn into xs, and consumes its tail units as
  * gate / up's stages of one matrix, each row's sum into q or kv. */
@@ -238,16 +280,13 @@ __device__ __forceinline__ void moeo_tail(const mo_args &a, const float (&acc)[M
     const int ct = threadIdx.x - 32, cw = ct >> 5, lane = threadIdx.x & 31, D = a.D, nst = a.nst;
     extern __shared__ unsigned char mo_raw[];
     unsigned char *tail0 = (unsigned char *)(((uintptr_t)mo_raw + mo_smem(D, a.K, nst, a.rc.E) + 15) & ~(uintptr_t)15);
-    unsigned *one = (unsigned *)tail0;           /* {1, 0, 0, 0}: the count's source */
-    float *part = (float *)(tail0 + 16), *red = part;   /* (red: the norm's warp sums, after the reduction has read part) */
+    float *part = (float *)tail0, *red = part;   /* (red: the norm's warp sums, after the reduction has read part) */
     unsigned epoch = 0;   /* (thread ct 0's alone: a static shared word would pass the 227 KB the launch asks with MO_SMEM_MAX) */
     float hv[MO_NA];   /* h, read before this block's count: block 0 writes h + out back once every block has counted */
 #pragma unroll
     for (int i = 0; i < MO_NA; i++) hv[i] = ct + i * MO_CT < D ? __ldcg(a.h + ct + i * MO_CT) : 0.0f;
     if (ct == 0) {
         epoch = __ldcg(a.cnt + 1);   /* (before this block's add: no block has passed the count yet) */
-        one[0] = 1;
-        one[1] = one[2] = one[3] = 0;
     }
 #pragma unroll
     for (int i = 0; i < MO_NA; i++)
@@ -259,20 +298,20 @@ __device__ __forceinline__ void moeo_tail(const mo_args &a, const float (&acc)[M
                      "cp.async.bulk.commit_group;\n"
                      "cp.async.bulk.wait_group 0;\n" ::"l"(a.out), "r"(cu_smem_addr(part)), "r"(D * 4)
                      : "memory");
-        if (a.strict)   /* the sums' writes (complete, seen by this thread) ordered before a gpu-scope release */
-            asm volatile("fence.proxy.async.global;\n"
-                         "red.release.gpu.global.add.u32 [%0], 1;\n" ::"l"(a.cnt)
-                         : "memory");
-        else
-            asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.u32 [%0], [%1], 16;\n"
-                         "cp.async.bulk.commit_group;\n"
-                         "cp.async.bulk.wait_group 0;\n" ::"l"(a.cnt), "r"(cu_smem_addr(one))
-                         : "memory");
+        MO_STAMP(1, 3);
+        /* the count by the book: the sums' writes (complete, seen by this thread) ordered before a gpu-scope release.
+         * (The forty-sixth session's other writer, a bulk add of the count after the sums' bulk reduction with no
+         * release, gave stale sums to the readers in op test moeotail on V2-Lite FP8: the forty-seventh session's
+         * s47a, h NMSE 1e-4 .. 2e-3. Removed.) */
+        asm volatile("fence.proxy.async.global;\n"
+                     "red.release.gpu.global.add.u32 [%0], 1;\n" ::"l"(a.cnt)
+                     : "memory");
         const unsigned target = (epoch + 1u) * gridDim.x;
         unsigned v;
         do {
             asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(a.cnt) : "memory");
         } while ((int)(v - target) < 0);
+        MO_STAMP(1, 4);
         asm volatile("fence.proxy.async.global;\n" ::: "memory");   /* (the other blocks' sums came by the async proxy) */
         if (blockIdx.x == 0) __stcg(a.cnt + 1, epoch + 1u);   /* the next launch's epoch */
     }
@@ -319,6 +358,7 @@ __device__ __forceinline__ void moeo_tail(const mo_args &a, const float (&acc)[M
             if (lane == 0) o[j + i] = sum;
         }
     }
+    if (ct == 0) MO_STAMP(1, 5);
 }
 
 /* EB: the experts' bytes an element (1 FP8, 2 BF16); ROUTE: the route form (a.route; its own instantiation: with the
@@ -338,6 +378,7 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
     const int NU = (a.sI + a.K * a.I) / U, E = a.rc.E;
     if ((int)blockIdx.x >= NU && !ROUTE && !TAIL) return;   /* (the route and tail forms: every block takes part in their counts) */
     if (threadIdx.x == 0) {
+        MO_STAMP(TAIL, 0);
         for (int s = 0; s < nst; s++) {
             mbar_init(&full[s], 1);
             mbar_init(&empty[s], MO_CW);
@@ -417,6 +458,7 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
                                       &full[s]);
                 }
             }
+        MO_STAMP(TAIL, 1);
         return;
     }
 
@@ -481,6 +523,7 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
      * async proxy, then added onto out by one bulk reduction, complete before the block ends */
     if (ROUTE && !seen) mbar_wait(routed, 0);   /* out zeroed (block 0, before the grid barrier) before the reduction */
     asm volatile("bar.sync 1, %0;\n" ::"n"(MO_CT) : "memory");
+    if (ct == 0) MO_STAMP(TAIL, 2);
     if constexpr (TAIL) {
         moeo_tail<EB>(a, acc, ring, full, empty, scs, xs, it);
         return;
@@ -497,6 +540,7 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
                      "cp.async.bulk.commit_group;\n"
                      "cp.async.bulk.wait_group 0;\n" ::"l"(a.out), "r"(cu_smem_addr(part)), "r"(D * 4)
                      : "memory");
+    if (ct == 0) MO_STAMP(TAIL, 3);
 }
 
 /* ---- host: the down strips' maps, made once a layer ---- */
@@ -693,6 +737,9 @@ int cu_moeo(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weig
     } else {
         a.lab = cb->opt.moeo - 1;
         if (!out_zeroed) CUDA_CHECK(cudaMemsetAsync(out, 0, (size_t)D * sizeof(float), cu_stream));
+#ifdef MOEO_PROF
+        mo_prof_grid[0] = cb->n_sm;
+#endif
         if (eb == 1) moeo_kernel<1, false><<<cb->n_sm, MO_THREADS, smem, cu_stream>>>(a);
         else moeo_kernel<2, false><<<cb->n_sm, MO_THREADS, smem, cu_stream>>>(a);
     }
@@ -741,10 +788,12 @@ int cu_moeo_tail(ds_cuda_backend *cb, float *out, const float *x, const ds_layer
     a.wkv = cu_view(nx->wkv);
     a.eps = eps;
     a.cnt = cb->moeo_cnt;
-    a.strict = cb->opt.moeo_tail == 2;
     a.nq0 = nx->wq->rows / U;
     a.NQ = a.nq0 + nx->wkv->rows / U;
     if (!out_zeroed) CUDA_CHECK(cudaMemsetAsync(out, 0, (size_t)D * sizeof(float), cu_stream));
+#ifdef MOEO_PROF
+    mo_prof_grid[1] = cb->n_sm;
+#endif
     /* a cooperative launch: every block resident, as its count's wait needs */
     cu_launch_coop(eb == 1 ? moeo_kernel<1, false, true> : moeo_kernel<2, false, true>, dim3((unsigned)cb->n_sm),
                    dim3(MO_THREADS), smem, a);
