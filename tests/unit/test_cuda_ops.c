@@ -2271,19 +2271,23 @@ static void run_moe1(void) {
  * router_fused launch and a memset before it) and =5 (the route form: the router's logits, a split grid barrier, each
  * block's own routing and out's zeros inside the one cooperative launch; its logits in another order of additions, the
  * same choices on these inputs). =1 again with DSINFER_CUDA_ROUTE_ZERO=1: out's zeros written by the routing's launch
- * (out is NaN-poisoned before each call: zeros missing give NaN). */
-static void run_moeo_form(const char *form, const char *zero);
+ * (out is NaN-poisoned before each call: zeros missing give NaN), and with it DSINFER_CUDA_MOEO_PDL=1, 2 (the launch
+ * overlapping the routing's: a read of x or the choices before the wait gives stale values, a wrong NMSE). */
+static void run_moeo_form(const char *form, const char *zero, const char *pdl);
 static void run_moeo(void) {
     if (only && strcmp(only, "moeo")) return;
-    run_moeo_form("1", "0");
-    run_moeo_form("1", "1");
-    run_moeo_form("5", "0");
+    run_moeo_form("1", "0", "0");
+    run_moeo_form("1", "1", "0");
+    run_moeo_form("1", "1", "1");
+    run_moeo_form("1", "1", "2");
+    run_moeo_form("5", "0", "0");
 }
-static void run_moeo_form(const char *form, const char *zero) {
+static void run_moeo_form(const char *form, const char *zero, const char *pdl) {
     setup s;
-    printf("  moeo: DSINFER_CUDA_MOEO=%s DSINFER_CUDA_ROUTE_ZERO=%s\n", form, zero);
+    printf("  moeo: DSINFER_CUDA_MOEO=%s DSINFER_CUDA_ROUTE_ZERO=%s DSINFER_CUDA_MOEO_PDL=%s\n", form, zero, pdl);
     setenv("DSINFER_CUDA_MOEO", form, 1);
     setenv("DSINFER_CUDA_ROUTE_ZERO", zero, 1);
+    setenv("DSINFER_CUDA_MOEO_PDL", pdl, 1);
     moe_twin = 1;
     moe_twin_env = "DSINFER_CUDA_MOEO";
     moe_twin_count = ds_cuda_moeo_runs;
@@ -2308,6 +2312,7 @@ static void run_moeo_form(const char *form, const char *zero) {
     moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
     setenv("DSINFER_CUDA_MOEO", "0", 1);   /* (main's setting for the other cases) */
     unsetenv("DSINFER_CUDA_ROUTE_ZERO");
+    unsetenv("DSINFER_CUDA_MOEO_PDL");
 }
 
 /* ---- the MoE layer's tail for one token as one launch (run_tail1) ------------------------------------------------- */

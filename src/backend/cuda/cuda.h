@@ -451,6 +451,10 @@ typedef struct {
                         * cuda_moe.cu; DSINFER_CUDA_ROUTER_NORM), then moeo_kernel (its tail form where opt.moeo_tail) */
     int route_zero;    /* with moeo 1 (and its tail form), the MoE output's zeros written by route_v2's launch in place of
                         * a memset node before moeo_kernel (DSINFER_CUDA_ROUTE_ZERO) */
+    int moeo_pdl;      /* with moeo 1 and route_zero, moeo_kernel launched with the programmatic-dependent-launch
+                        * attribute right after route_v2: its producer streams the shared experts' units before
+                        * griddepcontrol.wait, which it passes before the first routed unit (the consumers before x); 2
+                        * also triggers the next kernel's launch at its start (DSINFER_CUDA_MOEO_PDL) */
     int moeo_tail;     /* with moeo 1, batch 1's layer tail (backend layer_tail1) as the usual o_proj + norm and router
                         * launches, then moeo_kernel's tail form: the MoE block, then the next layer's residual add, input
                         * norm and q / kv_a projections in the same launch (cuda_moeo.cu; DSINFER_CUDA_MOEO_TAIL) */

@@ -1147,6 +1147,7 @@ static cu_opts cu_opts_read(void) {
     o.moeo = env_int("DSINFER_CUDA_MOEO", 1);
     o.router_norm = env_int("DSINFER_CUDA_ROUTER_NORM", 0);   /* opt-in until measured (forty-sixth session, not run) */
     o.route_zero = env_int("DSINFER_CUDA_ROUTE_ZERO", 0);   /* opt-in until measured (forty-sixth session) */
+    o.moeo_pdl = env_int("DSINFER_CUDA_MOEO_PDL", 0);   /* opt-in until measured (forty-seventh session) */
     o.moeo_tail = env_int("DSINFER_CUDA_MOEO_TAIL", 0);   /* opt-in until measured (prepared in the forty-fifth session) */
     o.rowo = env_int("DSINFER_CUDA_ROWO", 0);   /* opt-in: measured slower (RESULTS, forty-fifth session, runs 5 .. 11) */
     /* on from 65 tokens since the thirty-fourth session (RESULTS: FP8 b96 .. b256 -0.03 .. -0.16 ms in three rotated rounds,
