@@ -3670,31 +3670,35 @@ fi
 # s47b: the tail form's count by the book only (the bulk-add writer removed), ROUTER_NORM (the branch router-norm, merged
 # opt-in), MOEO_PDL (moeo_kernel overlapping the routing's launch): op tests moeotail (V2-Lite) and moeo, the goldens and
 # the model test with them; MOEO_PROF (dsinfer_prof: moeo_kernel's phase stamps, plain and tail form); FP8 / BF16 b1 over
-# "dtype:tail:zero:rn:pdl" in three rotated rounds
+# "dtype:tail:zero:rn:pdl:gn" in three rotated rounds; op test attnin1 and the goldens with GEMV_NORM=1 (the q + kv_a
+# GEMV with the add and the input norm inside)
 if want s47b; then
   step ops_motail 150 env DSINFER_OPS_ONLY=moeotail DSINFER_OPS_SMALL=1 $B/test_cuda_ops > /dev/null
   echo "moeotail: $(grep -cE "CHECK failed" $OUT/ops_motail.log) failed"
   grep -E "CHECK failed|returned|NMSE" $OUT/ops_motail.log | grep -vE "NMSE [0-9.]+e-(1[0-9]|[2-9][0-9])" | head -12 | cut -c1-160
   step ops_moeo 150 env DSINFER_OPS_ONLY=moeo $B/test_cuda_ops > /dev/null
   echo "moeo: $(grep -cE "CHECK failed" $OUT/ops_moeo.log) failed"; grep -E "CHECK failed" $OUT/ops_moeo.log | head -4 | cut -c1-150
+  step ops_an1 150 env DSINFER_OPS_ONLY=attnin1 $B/test_cuda_ops > /dev/null
+  echo "attnin1: $(grep -cE "CHECK failed" $OUT/ops_an1.log) failed"; grep -E "CHECK failed|launch\(es\)" $OUT/ops_an1.log | head -6 | cut -c1-150
+  step golden_gn 100 env DSINFER_CUDA_GEMV_NORM=1 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden_gn.log
   step golden_rn 100 env DSINFER_CUDA_ROUTER_NORM=1 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden_rn.log
   step golden_p 100 env DSINFER_CUDA_ROUTE_ZERO=1 DSINFER_CUDA_MOEO_PDL=2 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden_p.log
   step golden_t 100 env DSINFER_CUDA_MOEO_TAIL=1 DSINFER_CUDA_ROUTER_NORM=1 DSINFER_CUDA_ROUTE_ZERO=1 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden_t.log
-  step model_rn 200 env DSINFER_CUDA_ROUTER_NORM=1 DSINFER_CUDA_ROUTE_ZERO=1 DSINFER_CUDA_MOEO_PDL=2 $B/test_cuda_model > /dev/null; tail -1 $OUT/model_rn.log | cut -c1-150
+  step model_rn 200 env DSINFER_CUDA_ROUTER_NORM=1 DSINFER_CUDA_ROUTE_ZERO=1 DSINFER_CUDA_MOEO_PDL=2 DSINFER_CUDA_GEMV_NORM=1 $B/test_cuda_model > /dev/null; tail -1 $OUT/model_rn.log | cut -c1-150
   for n in 0 1; do
     step prof_t$n 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOEO_TAIL=$n $B/dsinfer_prof bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 > /dev/null
     grep -E "moeo-prof" $OUT/prof_t$n.log | cut -c1-140
   done
   step prof_p 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_ROUTE_ZERO=1 DSINFER_CUDA_MOEO_PDL=1 $B/dsinfer_prof bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 > /dev/null
   grep -E "moeo-prof plain" $OUT/prof_p.log | cut -c1-140
-  for r in 1 2 3; do   # dtype : MOEO_TAIL : ROUTE_ZERO : ROUTER_NORM : MOEO_PDL
-    case $r in 1) o="fp8:0:0:0:0 fp8:0:1:0:0 fp8:0:1:0:1 fp8:0:1:0:2 fp8:0:0:1:0 fp8:0:1:1:1 fp8:1:0:0:0 bf16:0:0:0:0 bf16:0:1:0:1 bf16:0:0:1:0";;
-               2) o="bf16:0:0:1:0 bf16:0:1:0:1 bf16:0:0:0:0 fp8:1:0:0:0 fp8:0:1:1:1 fp8:0:0:1:0 fp8:0:1:0:2 fp8:0:1:0:1 fp8:0:1:0:0 fp8:0:0:0:0";;
-               3) o="fp8:0:1:0:1 fp8:0:0:0:0 fp8:0:1:1:1 fp8:0:0:1:0 fp8:0:1:0:0 fp8:0:1:0:2";; esac
+  for r in 1 2 3; do   # dtype : MOEO_TAIL : ROUTE_ZERO : ROUTER_NORM : MOEO_PDL : GEMV_NORM
+    case $r in 1) o="fp8:0:0:0:0:0 fp8:0:1:0:0:0 fp8:0:1:0:1:0 fp8:0:1:0:2:0 fp8:0:0:1:0:0 fp8:0:0:0:0:1 fp8:0:1:1:1:1 fp8:1:0:0:0:0 bf16:0:0:0:0:0 bf16:0:1:1:1:1 bf16:0:0:1:0:0";;
+               2) o="bf16:0:0:1:0:0 bf16:0:1:1:1:1 bf16:0:0:0:0:0 fp8:1:0:0:0:0 fp8:0:1:1:1:1 fp8:0:0:0:0:1 fp8:0:0:1:0:0 fp8:0:1:0:2:0 fp8:0:1:0:1:0 fp8:0:1:0:0:0 fp8:0:0:0:0:0";;
+               3) o="fp8:0:1:0:1:0 fp8:0:0:0:0:0 fp8:0:1:1:1:1 fp8:0:0:0:0:1 fp8:0:0:1:0:0 fp8:0:1:0:0:0 fp8:0:1:0:2:0";; esac
     for cfg in $o; do
-      IFS=: read -r d n z q p <<< "$cfg"
-      step b1${d}_t$n$z$q$p-$r 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOEO_TAIL=$n DSINFER_CUDA_ROUTE_ZERO=$z DSINFER_CUDA_ROUTER_NORM=$q DSINFER_CUDA_MOEO_PDL=$p $B/dsinfer bench --dtype $d --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s47b-$d-tail$n-zero$z-rn$q-pdl$p > /dev/null
-      echo "$d tail=$n zero=$z rn=$q pdl=$p r$r: $(grep -E "^decode" $OUT/b1${d}_t$n$z$q$p-$r.log | cut -c60-140)$(grep -iE "error|fatal" $OUT/b1${d}_t$n$z$q$p-$r.log | head -1 | cut -c1-150)"
+      IFS=: read -r d n z q p g <<< "$cfg"
+      step b1${d}_t$n$z$q$p$g-$r 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOEO_TAIL=$n DSINFER_CUDA_ROUTE_ZERO=$z DSINFER_CUDA_ROUTER_NORM=$q DSINFER_CUDA_MOEO_PDL=$p DSINFER_CUDA_GEMV_NORM=$g $B/dsinfer bench --dtype $d --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s47b-$d-tail$n-zero$z-rn$q-pdl$p-gn$g > /dev/null
+      echo "$d tail=$n zero=$z rn=$q pdl=$p gn=$g r$r: $(grep -E "^decode" $OUT/b1${d}_t$n$z$q$p$g-$r.log | cut -c60-140)$(grep -iE "error|fatal" $OUT/b1${d}_t$n$z$q$p$g-$r.log | head -1 | cut -c1-150)"
     done
   done
 fi
