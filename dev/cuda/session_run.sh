@@ -3702,6 +3702,22 @@ if want s47b; then
     done
   done
 fi
+# s47c: what op test attnin1 found different with GEMV_NORM=1 (s47b: 16 failed checks), and FP8 / BF16 b1 with
+# ROUTE_ZERO and ROUTER_NORM together and apart (s47b measured them apart and only with PDL and GEMV_NORM together)
+if want s47c; then
+  step ops_an1 150 env DSINFER_OPS_ONLY=attnin1 $B/test_cuda_ops > /dev/null
+  grep -E "CHECK failed|bytes differ" $OUT/ops_an1.log | head -12 | cut -c1-170
+  for r in 1 2 3; do   # dtype : ROUTE_ZERO : ROUTER_NORM
+    case $r in 1) o="fp8:0:0 fp8:1:0 fp8:0:1 fp8:1:1 bf16:0:0 bf16:1:0 bf16:1:1";;
+               2) o="bf16:1:1 bf16:1:0 bf16:0:0 fp8:1:1 fp8:0:1 fp8:1:0 fp8:0:0";;
+               3) o="fp8:1:1 fp8:0:0 fp8:0:1 fp8:1:0 bf16:0:0 bf16:1:0";; esac
+    for cfg in $o; do
+      IFS=: read -r d z q <<< "$cfg"
+      step b1${d}_z$z$q-$r 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_ROUTE_ZERO=$z DSINFER_CUDA_ROUTER_NORM=$q $B/dsinfer bench --dtype $d --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s47c-$d-zero$z-rn$q > /dev/null
+      echo "$d zero=$z rn=$q r$r: $(grep -E "^decode" $OUT/b1${d}_z$z$q-$r.log | cut -c60-140)$(grep -iE "error|fatal" $OUT/b1${d}_z$z$q-$r.log | head -1 | cut -c1-150)"
+    done
+  done
+fi
 want opsq && ops_parallel 4 0 1 2 3
 want opso0 && ops_parallel 8 0 1 2 3
 want opso1 && ops_parallel 8 4 5 6 7
