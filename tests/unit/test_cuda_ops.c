@@ -1249,7 +1249,7 @@ static void free_setup(setup *s) {
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
 static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf | side | linear2 | kvb | qkv | router | w8small
-                            * | f8t1 | f8tp | f8ss | f8ts | moehalf | moepipe | quantw | moeqf | moepdl | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | attnin1 | combnorm | mlafold | moeorder | moent48 | moesx | moest2 | moe1 | moeo | tail1 | attn1 | gemv1 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
+                            * | f8t1 | f8tp | f8ss | f8ts | moehalf | moepipe | quantw | moeqf | moepdl | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | combnorm | mlafold | moeorder | moent48 | moesx | moest2 | moe1 | moeo | tail1 | attn1 | gemv1 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
                             * run_side_stream, run_linear2, run_kvb_copy, run_qkv_finish, run_router, run_w8a8_small or
                             * run_f8_lab */
 
@@ -2271,23 +2271,19 @@ static void run_moe1(void) {
  * router_fused launch and a memset before it) and =5 (the route form: the router's logits, a split grid barrier, each
  * block's own routing and out's zeros inside the one cooperative launch; its logits in another order of additions, the
  * same choices on these inputs). =1 again with DSINFER_CUDA_ROUTE_ZERO=1: out's zeros written by the routing's launch
- * (out is NaN-poisoned before each call: zeros missing give NaN), and with it DSINFER_CUDA_MOEO_PDL=1, 2 (the launch
- * overlapping the routing's: a read of x or the choices before the wait gives stale values, a wrong NMSE). */
-static void run_moeo_form(const char *form, const char *zero, const char *pdl);
+ * (out is NaN-poisoned before each call: zeros missing give NaN). */
+static void run_moeo_form(const char *form, const char *zero);
 static void run_moeo(void) {
     if (only && strcmp(only, "moeo")) return;
-    run_moeo_form("1", "0", "0");
-    run_moeo_form("1", "1", "0");
-    run_moeo_form("1", "1", "1");
-    run_moeo_form("1", "1", "2");
-    run_moeo_form("5", "0", "0");
+    run_moeo_form("1", "0");
+    run_moeo_form("1", "1");
+    run_moeo_form("5", "0");
 }
-static void run_moeo_form(const char *form, const char *zero, const char *pdl) {
+static void run_moeo_form(const char *form, const char *zero) {
     setup s;
-    printf("  moeo: DSINFER_CUDA_MOEO=%s DSINFER_CUDA_ROUTE_ZERO=%s DSINFER_CUDA_MOEO_PDL=%s\n", form, zero, pdl);
+    printf("  moeo: DSINFER_CUDA_MOEO=%s DSINFER_CUDA_ROUTE_ZERO=%s\n", form, zero);
     setenv("DSINFER_CUDA_MOEO", form, 1);
     setenv("DSINFER_CUDA_ROUTE_ZERO", zero, 1);
-    setenv("DSINFER_CUDA_MOEO_PDL", pdl, 1);
     moe_twin = 1;
     moe_twin_env = "DSINFER_CUDA_MOEO";
     moe_twin_count = ds_cuda_moeo_runs;
@@ -2312,7 +2308,6 @@ static void run_moeo_form(const char *form, const char *zero, const char *pdl) {
     moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
     setenv("DSINFER_CUDA_MOEO", "0", 1);   /* (main's setting for the other cases) */
     unsetenv("DSINFER_CUDA_ROUTE_ZERO");
-    unsetenv("DSINFER_CUDA_MOEO_PDL");
 }
 
 /* ---- the MoE layer's tail for one token as one launch (run_tail1) ------------------------------------------------- */
@@ -3600,54 +3595,6 @@ static void run_attn_in(void) {
     }
 }
 
-/* DSINFER_OPS_ONLY=attnin1: batch 1's attn_in with the residual add as one launch (DSINFER_CUDA_GEMV_NORM=1,
- * cu_gemv_two_norm: the q + kv_a GEMV's blocks make h + add and the input norm themselves, the last block by ticket
- * writing h and xn back) against the ops one by one on the same backend: h, xn, q, kv and the cache the same bits
- * (check_attn_in_case, outputs NaN-poisoned); the launch counted: one with the add, none without it or at 2 rows.
- * V2-Lite (D 2048) and V3 (D 7168, q_a's 1536 rows, 16 heads) with FP8 and BF16 weights, each case twice (a ticket not
- * put back to zero leaves h and xn unwritten in the next launch: they then differ). */
-static void run_attn_in1(void) {
-    if (only && strcmp(only, "attnin1")) return;
-    for (int v3 = 0; v3 < 2; v3++)
-        for (int bf = 0; bf < 2; bf++) {
-            setup s;
-            static const char *names[2][2] = {{"v2l-an1", "v2l-an1b"}, {"v3-an1", "v3-an1b"}};
-            setenv("DSINFER_CUDA_GEMV_NORM", "1", 1);
-            int ok = load_setup_kv(&s, names[v3][bf], v3 ? "configs/deepseek-v3.json" : "configs/deepseek-v2-lite.json", 16,
-                                   16, 0, KV_BF16);
-            unsetenv("DSINFER_CUDA_GEMV_NORM");
-            if (!ok) continue;
-            const ds_config *c = &s.cfg;
-            const ds_dtype dt = bf ? DS_DTYPE_BF16 : DS_DTYPE_F8_E4M3;
-            int D = c->hidden_size, H = c->num_heads, C = c->kv_lora_rank, w = C + c->qk_rope_head_dim;
-            int NQ = c->q_lora_rank ? c->q_lora_rank : H * c->qk_head_dim;
-            wpair wq = mk_weight(&s, NQ, D, dt, 0.5f / sqrtf((float)D), "q");
-            wpair wkv = mk_weight(&s, w, D, dt, 0.5f / sqrtf((float)D), "kv_a");
-            wpair wo = mk_weight(&s, D, H * c->v_head_dim, dt, 0.5f / sqrtf((float)(H * c->v_head_dim)), "o");
-            wpair in_norm = mk_weight(&s, 1, D, DS_DTYPE_BF16, 1.0f, "input_norm");
-            wpair kv_norm = mk_weight(&s, 1, C, DS_DTYPE_F32, 1.0f, "kv_a_norm");
-            for (int call = 0; call < 2; call++)
-                for (int a = 1; a >= 0; a--) {
-                    long n0 = ds_cuda_gemv_norm_launches();
-                    check_attn_in_case(&s, 1, a, &wq, &wkv, &wo, &in_norm, &kv_norm, NULL);
-                    long nl = ds_cuda_gemv_norm_launches() - n0;
-                    printf("  %-8s attn_in M=1%s (call %d): %ld launch(es) of the norm GEMV\n", s.name, a ? "" : " (no add)",
-                           call + 1, nl);
-                    CHECKF(nl == a, "%s attn_in M=1%s: %ld launches of the norm GEMV (%d expected)", s.name,
-                           a ? "" : " (no add)", nl, a);
-                }
-            if (!v3 && !bf) {
-                long n0 = ds_cuda_gemv_norm_launches();
-                check_attn_in_case(&s, 2, 1, &wq, &wkv, &wo, &in_norm, &kv_norm, NULL);
-                long nl = ds_cuda_gemv_norm_launches() - n0;
-                CHECKF(nl == 0, "%s attn_in M=2: %ld launches of the norm GEMV (0 expected)", s.name, nl);
-            }
-            wpair *ws[] = {&wq, &wkv, &wo, &in_norm, &kv_norm};
-            for (int i = 0; i < NM(ws); i++) free_weight(ws[i]);
-            free_setup(&s);
-        }
-}
-
 /* DSINFER_OPS_ONLY=combnorm: backend moe_to_attn_in then attn_in (DSINFER_CUDA_COMBINE_NORM=1: the MoE combine's sums made
  * by attn_in's norm kernel, cu_norm_chain_comb) against moe then attn_in on the same backend: ff, h, xn, q, kv and the cache
  * the same bytes; the left combine taken by the norm counted at every M: by the fused chain's norm (2 .. 64 rows with
@@ -4699,7 +4646,6 @@ int main(void) {
     RUN(run_moe_nt48());
     RUN(run_group3());
     RUN(run_attn_in());
-    RUN(run_attn_in1());
     RUN(run_comb_norm());
     RUN(run_mla_fold());
     RUN(run_gemv_t1());

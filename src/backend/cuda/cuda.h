@@ -450,16 +450,10 @@ typedef struct {
                         * attention norm, the router, the routing and the MoE output's zeros (router_norm1_kernel,
                         * cuda_moe.cu; DSINFER_CUDA_ROUTER_NORM), then moeo_kernel (its tail form where opt.moeo_tail) */
     int route_zero;    /* with moeo 1 (and its tail form), the MoE output's zeros written by route_v2's launch in place of
-                        * a memset node before moeo_kernel (DSINFER_CUDA_ROUTE_ZERO) */
-    int moeo_pdl;      /* with moeo 1 and route_zero, moeo_kernel launched with the programmatic-dependent-launch
-                        * attribute right after route_v2: its producer streams the shared experts' units before
-                        * griddepcontrol.wait, which it passes before the first routed unit (the consumers before x); 2
-                        * also triggers the next kernel's launch at its start (DSINFER_CUDA_MOEO_PDL) */
+                        * a memset node before moeo_kernel (DSINFER_CUDA_ROUTE_ZERO, default 1; 0 the memset) */
     int moeo_tail;     /* with moeo 1, batch 1's layer tail (backend layer_tail1) as the usual o_proj + norm and router
                         * launches, then moeo_kernel's tail form: the MoE block, then the next layer's residual add, input
                         * norm and q / kv_a projections in the same launch (cuda_moeo.cu; DSINFER_CUDA_MOEO_TAIL) */
-    int gemv_norm;     /* batch 1's attn_in with the residual add as one launch: the q + kv_a GEMV's blocks make h + add
-                        * and the input norm themselves (cu_gemv_two_norm; DSINFER_CUDA_GEMV_NORM) */
     int rowo;          /* the dense linears of one token by row ownership (cuda_rowo.cu; DSINFER_CUDA_ROWO): 1 with their
                         * weights streamed before the previous kernel ends (programmatic dependent launch), 2 the same
                         * kernel without it (a lab); 3 / 4: 1 / 2 with a bulk copy a row (a lab); 5: 1 with a block's
@@ -665,7 +659,6 @@ typedef struct {
     long moeo_runs;             /* ... by the intermediate-ownership launch (cuda_moeo.cu; tests) */
     long moeo_tail_runs;        /* ... of them in the tail form (tests) */
     long router_norm_runs;      /* router_norm1_kernel launches (tests) */
-    unsigned *gemv_norm_ticket; /* cu_gemv_two_norm's ticket (zero between launches) */
     unsigned *moeo_cnt;         /* the tail form's count and epoch (cumulative; zero at the first launch) */
     long rowo_runs;             /* linears of one token by the row-ownership launch (cuda_rowo.cu; tests) */
     long tail1_runs;            /* ... of them in the layer-tail form (layer_tail1), and with the next layer's part */
@@ -1261,22 +1254,11 @@ void cu_gemv_group(float *out, int ldo, int out_e, const float *x, int ldx, int 
 /* The second part of a duo launch (cu_gemv_group_duo): one weight (or gate / up pair) of its own one row of x,
  * out[n] = W[n, :] . x (pair: SiLU(W x) * (W1 x)) for n < n_rows, by the blocks of grid rows y >= y0 (the first part's
  * rows y < y0); y0 >= the grid's rows: none (every other launch) */
-/* The norm prologue of gemv_v2_kernel's NORM form (cu_gemv_two_norm; h NULL: none): x = RMSNorm(h + add) * nw (eps)
- * made by every block into its shared memory, h and xn written back by the last block to take a ticket */
-typedef struct {
-    float *h;          /* [D] the residual: h + add written back */
-    const float *add;  /* [D] */
-    cu_wview nw;       /* [D] the norm's weight */
-    float eps;
-    float *xn;         /* [D] the norm's output, written back */
-    unsigned *ticket;  /* zero between launches */
-} cu_gemv_n;
 typedef struct {
     const float *x;
     float *out;
     cu_wview v0, v1;
     int n_rows, y0;
-    cu_gemv_n nrm;     /* (the NORM form's; zero elsewhere) */
 } cu_gemv_b;
 /* cu_gemv_group for one row of x (M = 1, the one-row form with four weight rows a warp, K unsplit) with a second,
  * independent GEMV of one row (b; its y0 set here) in the same launch: batch 1's routed experts beside the shared
@@ -1289,13 +1271,6 @@ int cu_gemv_group_duo(float *out, int ldo, const float *x, int ldx, const int32_
 /* out1 [M, w1.rows] and out2 [M, w2.rows] = x [M, K] by w1 and w2 in one launch of the v2 GEMV (M <= GEMV_MAX_M);
  * 0 (nothing done) when the v2 kernel cannot read both the same way */
 int cu_gemv_two(float *out1, float *out2, const float *x, int M, cu_wview w1, cu_wview w2, int vec);
-/* cu_gemv_two at one row of x = RMSNorm(h + add) * nw (eps) made inside the launch (opt.gemv_norm, batch 1's attn_in):
- * every block makes h + add and its norm itself into shared memory (rmsnorm_vec's arithmetic in its order: the same
- * bits), the last block to take n->ticket writes h = h + add and xn; q / kv the same bits as cu_add_rmsnorm then
- * cu_gemv_two (the same split of K). Only the one-row form with four weight rows a warp (FP8, BF16); 0 (nothing
- * launched) where that is not the form cu_gemv_two would take. */
-int cu_gemv_two_norm(float *out1, float *out2, cu_wview w1, cu_wview w2, int vec, const cu_gemv_n *n);
-extern long cu_gemv_norm_launches;   /* launches of the NORM form (tests: ds_cuda_gemv_norm_launches) */
 /* GEMV v2 switch and the SM count it sizes its split-K by (cuda_linear.cu; set at backend creation). */
 extern int cu_gemv_v2, cu_gemv_sms, cu_fp8_fast;
 /* opt.gemv_t1 (DSINFER_CUDA_GEMV_T1=1; =2, the default, two rows a warp; twenty-third session; =4 four rows a warp, opt-in

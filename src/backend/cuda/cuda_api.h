@@ -89,7 +89,6 @@ long ds_cuda_moe_wg_nt48_launches(ds_backend *be);
 long ds_cuda_moe_wg_pipe_launches(ds_backend *be);
 /* launches of the one-row GEMV form (DSINFER_CUDA_GEMV_T1, process-wide count; tests) */
 long ds_cuda_gemv_t1_launches(void);
-long ds_cuda_gemv_norm_launches(void);   /* cu_gemv_two_norm's launches (opt.gemv_norm) */
 /* ... and of those with two weight rows a warp (DSINFER_CUDA_GEMV_T1=2) */
 long ds_cuda_gemv_t2_launches(void);
 /* ... and of those with four (DSINFER_CUDA_GEMV_T1=4) */

@@ -216,7 +216,6 @@ long ds_cuda_qkv_split_launches(ds_backend *be) { return cu_of(be)->qkv_split_la
 int ds_cuda_moe_wg_chunk(ds_backend *be, int n_rows, int E) { return cu_moe_wg_chunk(n_rows, E, cu_of(be)->opt.moe_wg_nt48); }
 long ds_cuda_moe_wg_pipe_launches(ds_backend *be) { return cu_of(be)->moe_wg_pipe_launches; }
 long ds_cuda_gemv_t1_launches(void) { return cu_gemv_t1_launches; }
-long ds_cuda_gemv_norm_launches(void) { return cu_gemv_norm_launches; }
 long ds_cuda_gemv_t2_launches(void) { return cu_gemv_t2_launches; }
 long ds_cuda_gemv_t4_launches(void) { return cu_gemv_t4_launches; }
 long ds_cuda_gemv_p4_launches(void) { return cu_gemv_p4_launches; }
@@ -918,19 +917,6 @@ static int attn_in_norm(ds_cuda_backend *cb, float *xn, float *h, const float *a
     return cu_norm_chain(xn, h, add, NULL, 1, NULL, in_norm, M, D, eps, codes, qs);
 }
 
-/* batch 1's attn_in's add, norm and q + kv_a GEMV as one launch (opt.gemv_norm, cu_gemv_two_norm): where cu_linear2
- * would take cu_gemv_two (hfuse, the vectorised GEMVs, no W8A8 row, rowo off) and no combine is left to make; 1 where
- * it ran (the same bits as cu_add_rmsnorm then cu_linear2) */
-static int attn_in_gemv_norm(ds_cuda_backend *cb, float *xn, float *h, const float *add, const ds_weight *in_norm, float eps,
-                             float *q, float *kv, const ds_weight *wq, const ds_weight *wkv) {
-    if (!cb->opt.gemv_norm || cb->comb.active || !cb->opt.hfuse || !cb->opt.vec_gemv || cb->opt.rowo ||
-        (cb->opt.fp8_gemm && cb->opt.fp8_gemm_min_m <= 1 && cu_f8_wgmma_two_ok(wq, wkv, 1)) ||
-        wq->cols != wkv->cols || wq->rows <= 0 || wkv->rows <= 0 || in_norm->cols != wq->cols)
-        return 0;
-    cu_gemv_n n = {h, add, cu_view(in_norm), eps, xn, cb->gemv_norm_ticket};
-    return cu_gemv_two_norm(q, kv, cu_view(wq), cu_view(wkv), cu_gemv_flags(cb), &n);
-}
-
 /* backend.h attn_in. The fused form (chain_fits, cu_linear2's one launch: hfuse): norm_chain_kernel (h += add, xn and
  * its codes), the GEMM with its split-K partials kept, qkv_finish_kernel summing them first: three launches where the
  * composition takes five (the norm, the quantizer, the GEMM, the split-K sum, qkv_finish), the same bits (op test
@@ -972,10 +958,6 @@ static void cu_attn_in(ds_backend *be, float *xn, float *h, const float *add, co
             cu_qkv_finish(be, q, kv, cache, kv_norm, kv_eps);
             return;
         }
-    }
-    if (M == 1 && add && attn_in_gemv_norm(cb, xn, h, add, in_norm, eps, q, kv, wq, wkv)) {
-        cu_qkv_finish(be, q, kv, cache, kv_norm, kv_eps);
-        return;
     }
     /* the composition (batch 1's GEMVs among others): the left combine made by the norm kernel too, one launch fewer
      * (the same bits: cu_norm_chain_comb); else launched first, as the composition reads add as moe_combine leaves it */
@@ -1089,7 +1071,6 @@ static void cu_destroy(ds_backend *be) {
     if (cb->mla_tickets) cudaFree(cb->mla_tickets);
     if (cb->moe1_bar) cudaFree(cb->moe1_bar);
     if (cb->moeo_cnt) cudaFree(cb->moeo_cnt);
-    if (cb->gemv_norm_ticket) cudaFree(cb->gemv_norm_ticket);
     free(cb->owned);
     free(cb->kvb16);   /* the copies themselves are in owned */
     free(cb->h_tokens);
@@ -1165,10 +1146,8 @@ static cu_opts cu_opts_read(void) {
      * the goldens and the GPU suite with it on) */
     o.moeo = env_int("DSINFER_CUDA_MOEO", 1);
     o.router_norm = env_int("DSINFER_CUDA_ROUTER_NORM", 0);   /* opt-in until measured (forty-sixth session, not run) */
-    o.route_zero = env_int("DSINFER_CUDA_ROUTE_ZERO", 0);   /* opt-in until measured (forty-sixth session) */
-    o.moeo_pdl = env_int("DSINFER_CUDA_MOEO_PDL", 0);   /* opt-in until measured (forty-seventh session) */
+    o.route_zero = env_int("DSINFER_CUDA_ROUTE_ZERO", 1);   /* on since the forty-seventh session: FP8 b1 -0.036 ms (RESULTS run 3) */
     o.moeo_tail = env_int("DSINFER_CUDA_MOEO_TAIL", 0);   /* opt-in until measured (prepared in the forty-fifth session) */
-    o.gemv_norm = env_int("DSINFER_CUDA_GEMV_NORM", 0);   /* opt-in until measured (forty-seventh session) */
     o.rowo = env_int("DSINFER_CUDA_ROWO", 0);   /* opt-in: measured slower (RESULTS, forty-fifth session, runs 5 .. 11) */
     /* on from 65 tokens since the thirty-fourth session (RESULTS: FP8 b96 .. b256 -0.03 .. -0.16 ms in three rotated rounds,
      * b64 within the spread, b128 -0.02) */
@@ -1237,8 +1216,6 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     CUDA_CHECK(cudaMalloc(&cb->cublas_ws, 2 * CUBLAS_WS_BYTES));   /* fixed: GEMMs can be captured */
     CUDA_CHECK(cudaMalloc(&cb->route_tickets, sizeof(unsigned) * CU_ROUTE_TICKETS));   /* the fused router's, zero */
     CUDA_CHECK(cudaMemset(cb->route_tickets, 0, sizeof(unsigned) * CU_ROUTE_TICKETS));
-    CUDA_CHECK(cudaMalloc(&cb->gemv_norm_ticket, sizeof(unsigned)));
-    CUDA_CHECK(cudaMemset(cb->gemv_norm_ticket, 0, sizeof(unsigned)));
     CUDA_CHECK(cudaMalloc(&cb->mla_tickets, sizeof(unsigned) * CU_MLA_TICKETS));   /* the folded MLA combine's, zero */
     CUDA_CHECK(cudaMemset(cb->mla_tickets, 0, sizeof(unsigned) * CU_MLA_TICKETS));
     CUBLAS_CHECK(cublasSetStream(cb->cublas, cu_stream));

@@ -559,13 +559,13 @@ __device__ __forceinline__ void grp_rows_v2(float (*red)[8][2], float *out, int 
 /* grp_rows4's arithmetic for one chunk c of its four slots: a[i] += the dot of slot i's 16-byte chunk q[i] (cvt4: times
  * the scale of the slot's row block, lo where its row offset is below split, else hi; slots 2, 3 of PR from lo2 / hi2)
  * with x's values of the chunk: the same products and additions in the same order whichever form loaded the chunk */
-template <int VT, bool PR, bool XS = false>
+template <int VT, bool PR>
 __device__ __forceinline__ void rows4_chunk(float a[4], const uint4 q[4], float slo, float shi, float slo2, float shi2,
                                             int split, const float *xp, int c) {
     constexpr int V = vt_traits<VT>::V;
 #pragma unroll
-    for (int i4 = 0; i4 < V / 4; i4++) {   /* (XS: x in shared memory, a generic load; else the read-only path) */
-        float4 xv = XS ? *(const float4 *)(xp + (size_t)c * V + 4 * i4) : __ldg((const float4 *)(xp + (size_t)c * V + 4 * i4));
+    for (int i4 = 0; i4 < V / 4; i4++) {
+        float4 xv = __ldg((const float4 *)(xp + (size_t)c * V + 4 * i4));
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             const int ro = PR ? i % 2 : i;   /* the slot's row offset from wn */
@@ -585,7 +585,7 @@ __device__ __forceinline__ void rows4_chunk(float a[4], const uint4 q[4], float 
  * of (PR && i >= 2 ? w1 : w); rows past the valid ones re-read the first (offset 0; not stored). */
 /* (Measured slower at batch 1 and removed in the thirty-eighth session: ST, the chunks staged through shared memory by
  * cp.async, +0.33 ms; PF, every chunk of a lane asked of L2 first, +0.2 .. 0.4 ms.) */
-template <int VT, int KS, int U, bool PR, bool XS = false>
+template <int VT, int KS, int U, bool PR>
 __device__ __forceinline__ void grp_rows4(float (*red)[8][2], float *out, int ldo, int out_e, const float *x, int ldx,
                                           int x_e, const int32_t *xr, int e, int r, const cu_wview &w, const cu_wview &w1,
                                           int wn, int n, int nv, int warp, int ks, int lane) {
@@ -637,7 +637,7 @@ __device__ __forceinline__ void grp_rows4(float (*red)[8][2], float *out, int ld
             for (int u = 0; u < U; u++) {
                 int c = cb + u * c_step;
                 if (c >= nc) break;
-                rows4_chunk<VT, PR, XS>(a, q[u], slo[u], shi[u], slo2[u], shi2[u], split, xp, c);
+                rows4_chunk<VT, PR>(a, q[u], slo[u], shi[u], slo2[u], shi2[u], split, xp, c);
             }
         }
     }
@@ -670,66 +670,6 @@ __device__ __forceinline__ void grp_rows4(float (*red)[8][2], float *out, int ld
     }
 }
 
-/* gemv_v2_kernel's NORM prologue (cu_gemv_two_norm; GEMV_WARPS * 32 threads): xs [D] = RMSNorm(h + add) * nw, the
- * arithmetic of rms_row_vec<NV, true> (cuda_backend.cu) in its order with as many threads (RMS_THREADS == 256: the
- * warps' sums added in warp order), so xs holds rmsnorm_vec's bits; h + add is read twice (the sum of squares, then
- * xs) rather than held (the one-row form's 64 registers). Then the block's ticket: every block has read h before it
- * takes one, so the last to take one writes h = h + add and xn back and puts the ticket back to zero. */
-#define GN_NV 8   /* float4 slots a thread: D <= GN_NV * 4 * 256 = 8192 */
-__device__ __forceinline__ void gemv_norm_prologue(float4 *xs, const cu_gemv_n &nr, int D) {
-    static_assert(GEMV_WARPS == 8, "rms_row_vec's order: 256 threads");
-    __shared__ float gn_red[GEMV_WARPS];
-    __shared__ int gn_last;
-    const int n4 = D >> 2, T = GEMV_WARPS * 32;
-    const float4 *h4 = (const float4 *)nr.h, *a4 = (const float4 *)nr.add;
-    float ss = 0.0f;
-#pragma unroll
-    for (int k = 0; k < GN_NV; k++) {
-        const int j = threadIdx.x + k * T;
-        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (j < n4) {
-            v = h4[j];
-            const float4 a = a4[j];
-            v.x += a.x; v.y += a.y; v.z += a.z; v.w += a.w;
-        }
-        ss += __fmaf_rn(v.w, v.w, __fmaf_rn(v.z, v.z, __fmaf_rn(v.y, v.y, __fmul_rn(v.x, v.x))));
-    }
-    ss = cu_warp_sum(ss);
-    if ((threadIdx.x & 31) == 0) gn_red[threadIdx.x >> 5] = ss;
-    __syncthreads();
-    float tot = 0.0f;
-#pragma unroll
-    for (int i = 0; i < GEMV_WARPS; i++) tot += gn_red[i];
-    const float r = 1.0f / sqrtf(tot / (float)D + nr.eps);
-#pragma unroll
-    for (int k = 0; k < GN_NV; k++) {
-        const int j = threadIdx.x + k * T;
-        if (j < n4) {
-            float4 v = h4[j];
-            const float4 a = a4[j];
-            v.x += a.x; v.y += a.y; v.z += a.z; v.w += a.w;
-            const float4 g = make_float4(cu_w(nr.nw, 0, 4 * j), cu_w(nr.nw, 0, 4 * j + 1), cu_w(nr.nw, 0, 4 * j + 2),
-                                         cu_w(nr.nw, 0, 4 * j + 3));
-            xs[j] = make_float4(v.x * r * g.x, v.y * r * g.y, v.z * r * g.z, v.w * r * g.w);
-        }
-    }
-    __syncthreads();   /* xs whole; every thread's reads of h done */
-    if (threadIdx.x == 0) {
-        __threadfence();
-        gn_last = atomicAdd(nr.ticket, 1u) == gridDim.x * gridDim.y - 1;
-    }
-    __syncthreads();
-    if (!gn_last) return;
-    for (int j = threadIdx.x; j < n4; j += T) {
-        float4 v = h4[j];
-        const float4 a = a4[j];
-        v.x += a.x; v.y += a.y; v.z += a.z; v.w += a.w;
-        ((float4 *)nr.h)[j] = v;
-        ((float4 *)nr.xn)[j] = xs[j];
-    }
-    if (threadIdx.x == 0) *nr.ticket = 0u;
-}
-
 /* grid (ceil(max_rows / (GEMV_WARPS / KS)), E or the live slots), block GEMV_WARPS * 32.
  * out2 (not PAIR, no groups; NULL otherwise): two weights of one x (horizontal fusion): rows n < v0.rows are v0's
  * into out, the next v1.rows v1's into out2 [M, ldo2] (n_rows = v0.rows + v1.rows).
@@ -743,7 +683,7 @@ __device__ __forceinline__ void gemv_norm_prologue(float4 *xs, const cu_gemv_n &
 /* ROW2 (TMAX 1, not PAIR; opt.gemv_t1 = 2): a warp takes two adjacent rows, each x chunk loaded once for both (the ncu of
  * the one-row form: L1 84% hits, 'Mem Busy' 72% at 28% of DRAM's rate: every warp re-reads all of x, 4 bytes of x a byte
  * of FP8 weight); rows per block 2 GEMV_WARPS / KS; with out2, v0.rows even (a warp's rows in one weight). */
-template <int VT, bool PAIR, int KS, int TMAX, bool ROW2 = false, int NR = 2, bool NORM = false>
+template <int VT, bool PAIR, int KS, int TMAX, bool ROW2 = false, int NR = 2>
 __global__ void __launch_bounds__(GEMV_WARPS * 32, TMAX == 1 ? 4 : 1) gemv_v2_kernel(float *out, int ldo, int out_e, const float *x, int ldx,
                                                             int x_e, const int32_t *xr, const int32_t *off, int M,
                                                             const cu_wview *tab0, const cu_wview *tab1, cu_wview v0,
@@ -774,11 +714,6 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, TMAX == 1 ? 4 : 1) gemv_v2_ke
         if (PAIR) cu_prefetch_rows(tab1 ? tab1[e] : v1, row0 + e * row_e + (int)blockIdx.x * RPB, nb);
     }
     cu_pdl_wait();
-    if constexpr (NORM) {   /* (one row of x, no groups, no duo: cu_gemv_two_norm) x made here, into shared memory */
-        extern __shared__ float4 gn_xs[];
-        gemv_norm_prologue(gn_xs, pb.nrm, v0.cols);
-        x = (const float *)gn_xs;
-    }
     if (live) {   /* slot y: the y-th group with rows (off[E + 1] of them, listed from off[E + 2]) */
         if (e >= off[E + 1]) return;   /* whole block */
         e = off[E + 2 + e];
@@ -803,7 +738,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, TMAX == 1 ? 4 : 1) gemv_v2_ke
     if constexpr (ROW2 && NR == 4) {
         int nv = valid ? (n_rows - n < RW ? n_rows - n : RW) : 0;
         for (int j0 = 0; j0 < cnt; j0++)
-            grp_rows4<VT, KS, 1, PAIR, NORM>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, w0, w1, wn, n, nv, warp, ks, lane);
+            grp_rows4<VT, KS, 1, PAIR>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, w0, w1, wn, n, nv, warp, ks, lane);
     } else if constexpr (ROW2) {
         for (int j0 = 0; j0 < cnt; j0++)
             grp_rows_v2<VT, 1, false, KS, 2, true>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, 1, w0, w1, wn, n, valid,
@@ -990,48 +925,6 @@ int cu_gemv_two(float *out1, float *out2, const float *x, int M, cu_wview w1, cu
     if (!cu_gemv_v2 || vt == VT_GEN || vt_of(w2) != vt || w1.cols != w2.cols || ((uintptr_t)x & 15) || w1.cols % 4) return 0;
     gemv_group_launch(out1, w1.rows, 0, x, w1.cols, 0, NULL, NULL, M, 1, NULL, NULL, w1, w2, 0, w1.rows + w2.rows, vec | 1, 0, 0, 0,
                       out2, w2.rows, NULL);
-    return 1;
-}
-
-long cu_gemv_norm_launches;
-
-/* cuda.h. The split of K and the grid are those gemv_group_launch takes for cu_gemv_two's one-row, four-rows-a-warp form
- * (the non-NORM kernel's occupancy): the same partial sums in the same order, so q / kv keep their bits. */
-int cu_gemv_two_norm(float *out1, float *out2, cu_wview w1, cu_wview w2, int vec, const cu_gemv_n *n) {
-    const int vt = vt_of(w1), D = w1.cols;
-    if (!cu_gemv_v2 || (vt != VT_FP8 && vt != VT_BF16) || (vt == VT_FP8 && (cu_fp8_fast || cu_gemv_f8c)) || vt_of(w2) != vt ||
-        w2.cols != D || !(vec & CU_GEMV_T1) || !(vec & CU_GEMV_T2) || !(vec & CU_GEMV_T4) || w1.rows % 4 || D % 4 ||
-        D / 4 > GN_NV * GEMV_WARPS * 32 || !n || !n->h || !n->add || !n->xn || !n->ticket ||
-        (((uintptr_t)n->h | (uintptr_t)n->add | (uintptr_t)n->xn) & 15))
-        return 0;
-    const int V = vt == VT_BF16 ? 8 : 16, max_rows = w1.rows + w2.rows;
-    const int resident = vt == VT_BF16 ? gemv_t1_resident<VT_BF16, false, true, 4>() : gemv_t1_resident<VT_FP8, false, true, 4>();
-    int ks = gemv_v2_ks((max_rows + 3) / 4, 1, 0, D / V, resident);
-    if (cu_gemv_t1_ks == 1 || cu_gemv_t1_ks == 2 || cu_gemv_t1_ks == 4 || cu_gemv_t1_ks == 8) ks = cu_gemv_t1_ks;
-    const dim3 g2((unsigned)cu_blocks((size_t)max_rows, GEMV_WARPS / ks * 4), 1);
-    const unsigned th = GEMV_WARPS * 32;
-    const size_t sm = (size_t)D * sizeof(float);   /* xs: D <= 8192, at most 32 KB */
-    cu_gemv_b pb = {NULL, NULL, w1, w2, 0, INT_MAX, *n};
-    const int pfl = cu_pdl_prefetch;
-    cu_gemv_t1_launches++;
-    cu_gemv_t4_launches++;
-    cu_gemv_norm_launches++;
-#define GN_LAUNCH(VT, KS)                                                                                              \
-    cu_launch(gemv_v2_kernel<VT, false, KS, 1, true, 4, true>, g2, th, sm, out1, w1.rows, 0, (const float *)NULL, D, 0,  \
-              (const int32_t *)NULL, (const int32_t *)NULL, 1, (const cu_wview *)NULL, (const cu_wview *)NULL, w1, w2,  \
-              max_rows, 0, 0, 1, 0, pfl, out2, w2.rows, pb)
-#define GN_KS(VT)                                                                                                      \
-    do {                                                                                                               \
-        if (ks == 1) GN_LAUNCH(VT, 1);                                                                                 \
-        else if (ks == 2) GN_LAUNCH(VT, 2);                                                                            \
-        else if (ks == 4) GN_LAUNCH(VT, 4);                                                                            \
-        else GN_LAUNCH(VT, 8);                                                                                         \
-    } while (0)
-    if (vt == VT_BF16) GN_KS(VT_BF16);
-    else GN_KS(VT_FP8);
-#undef GN_KS
-#undef GN_LAUNCH
-    CUDA_LAUNCH_CHECK();
     return 1;
 }
 

@@ -56,7 +56,6 @@ typedef struct {
     const CUtensorMap *maps;  /* [E + 1] the down matrices as strips (cu_tma_map_strip): expert e at e, the shared at E */
     const float *const *dst;  /* [E + 1] FP8: their block scales transposed, [I / 128][D / 128] (a strip's in a row) */
     int D, I, sI, K, E, nst;
-    int trig;                 /* opt.moeo_pdl 2: the next kernel's launch triggered at the start (block's thread 0) */
     int lab;                  /* timing only, wrong sums (opt.moeo - 1): 1 the down strips read as contiguous 1-D copies
                                * of the same bytes, 2 no down stages at all, 3 the consumers skip the arithmetic (the
                                * stream alone) */
@@ -380,7 +379,6 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
     if ((int)blockIdx.x >= NU && !ROUTE && !TAIL) return;   /* (the route and tail forms: every block takes part in their counts) */
     if (threadIdx.x == 0) {
         MO_STAMP(TAIL, 0);
-        if (a.trig) cu_pdl_trigger();
         for (int s = 0; s < nst; s++) {
             mbar_init(&full[s], 1);
             mbar_init(&empty[s], MO_CW);
@@ -404,10 +402,6 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
             int j, k, m;
             if (ROUTE && !seen && u * U >= a.sI) {   /* the first routed unit: the block's routing done */
                 mbar_wait(routed, 0);
-                seen = 1;
-            }
-            if (!ROUTE && !seen && u * U >= a.sI) {   /* the first routed unit: the choices complete (a PDL launch) */
-                cu_pdl_wait();
                 seen = 1;
             }
             /* (the choices: the router warp's, or router_fused's in global memory) */
@@ -470,7 +464,6 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
 
     const int ct = threadIdx.x - 32, cw = ct >> 5, lane = threadIdx.x & 31;
     const int rp = (D < MO_PC ? D : MO_PC) * EB;   /* a gate / up row's bytes in a stage */
-    cu_pdl_wait();   /* (a PDL launch: x and the choices are the kernels' before; no-op otherwise) */
     for (int i = ct; i < D / 4; i += MO_CT) ((float4 *)xs)[i] = __ldg((const float4 *)a.x + i);
     if (!ROUTE)
         for (int i = ct; i < a.K; i += MO_CT) {
@@ -747,11 +740,8 @@ int cu_moeo(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weig
 #ifdef MOEO_PROF
         mo_prof_grid[0] = cb->n_sm;
 #endif
-        /* PDL (opt.moeo_pdl) only right after route_v2's launch (out_zeroed: no memset node between them) */
-        const int pdl = cu_pdl && cb->opt.moeo_pdl && out_zeroed;
-        a.trig = pdl && cb->opt.moeo_pdl == 2;
-        cu_launch_pdl(pdl, eb == 1 ? moeo_kernel<1, false> : moeo_kernel<2, false>, dim3((unsigned)cb->n_sm), dim3(MO_THREADS),
-                      smem, a);
+        if (eb == 1) moeo_kernel<1, false><<<cb->n_sm, MO_THREADS, smem, cu_stream>>>(a);
+        else moeo_kernel<2, false><<<cb->n_sm, MO_THREADS, smem, cu_stream>>>(a);
     }
     CUDA_LAUNCH_CHECK();
     cb->moeo_runs++;
