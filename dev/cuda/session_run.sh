@@ -3702,11 +3702,13 @@ if want s47b; then
     done
   done
 fi
-# s47c: what op test attnin1 found different with GEMV_NORM=1 (s47b: 16 failed checks), and FP8 / BF16 b1 with
+# s47c: the checks at the new defaults (goldens, model test, op test moeo), and FP8 / BF16 b1 with
 # ROUTE_ZERO and ROUTER_NORM together and apart (s47b measured them apart and only with PDL and GEMV_NORM together)
-if want s47c; then
-  step ops_an1 150 env DSINFER_OPS_ONLY=attnin1 $B/test_cuda_ops > /dev/null
-  grep -E "CHECK failed|bytes differ" $OUT/ops_an1.log | head -12 | cut -c1-170
+if want s47c; then   # (binaries of c11ccb6 on: ROUTE_ZERO the default, GEMV_NORM gone; so the checks at the defaults)
+  step golden 100 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden.log
+  step model 200 $B/test_cuda_model > /dev/null; tail -1 $OUT/model.log | cut -c1-150
+  step ops_moeo 150 env DSINFER_OPS_ONLY=moeo DSINFER_OPS_SMALL=1 $B/test_cuda_ops > /dev/null
+  echo "moeo: $(grep -cE "CHECK failed" $OUT/ops_moeo.log) failed"
   for r in 1 2 3; do   # dtype : ROUTE_ZERO : ROUTER_NORM
     case $r in 1) o="fp8:0:0 fp8:1:0 fp8:0:1 fp8:1:1 bf16:0:0 bf16:1:0 bf16:1:1";;
                2) o="bf16:1:1 bf16:1:0 bf16:0:0 fp8:1:1 fp8:0:1 fp8:1:0 fp8:0:0";;
