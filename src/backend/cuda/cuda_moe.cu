@@ -98,6 +98,19 @@ void ds_cuda_route(ds_backend *be, const float *logits, const float *bias, int32
  * route_v2_kernel on these logits. Replaces the router GEMM (a dequantize and an SGEMM, or a GEMV) and the
  * routing launch: two or three launches a MoE layer become one. */
 #define RF_TOK 4
+/* a 16-byte chunk of a router row as floats: 8 BF16 values, or 4 fp32 (router_fused_kernel, router_norm1_kernel) */
+template <bool BF16>
+__device__ __forceinline__ void router_chunk(uint4 raw, float (&wv)[BF16 ? 8 : 4]) {
+    if constexpr (BF16) {
+        cu_bf16x8(raw, wv);
+    } else {
+        wv[0] = __uint_as_float(raw.x);
+        wv[1] = __uint_as_float(raw.y);
+        wv[2] = __uint_as_float(raw.z);
+        wv[3] = __uint_as_float(raw.w);
+    }
+}
+
 #define RF_WARPS 8
 #define RF_MAX_M 256
 #define RF_MAX_KS 8         /* K slices of the fused router (KSP) */
@@ -212,16 +225,8 @@ __global__ void __launch_bounds__(RF_WARPS * 32) router_fused_kernel(const float
         const int cs = KSP ? D / (int)gridDim.z : D, c0 = KSP ? (int)blockIdx.z * cs : 0;   /* this block's K slice */
 #pragma unroll 4
         for (int c = c0 + lane * V; c < c0 + cs; c += 32 * V) {   /* unrolled: 4 chunks' loads in flight (batch 1 waited on each) */
-            uint4 raw = wr[c / V];
             float wv[V];
-            if (BF16) {
-                cu_bf16x8(raw, wv);
-            } else {
-                wv[0] = __uint_as_float(raw.x);
-                wv[1] = __uint_as_float(raw.y);
-                wv[2] = __uint_as_float(raw.z);
-                wv[3] = __uint_as_float(raw.w);
-            }
+            router_chunk<BF16>(wr[c / V], wv);
 #pragma unroll
             for (int j = 0; j < TOK; j++) {
                 if (!CLAMP && j >= nt) break;
@@ -430,16 +435,8 @@ __global__ void __launch_bounds__(RF_WARPS * 32) router_norm1_kernel(float *h, f
         const uint4 *wr = (const uint4 *)((const char *)w.data + (size_t)e * D * (BF16 ? 2 : 4));
 #pragma unroll 4
         for (int c = lane * V; c < D; c += 32 * V) {
-            const uint4 raw = wr[c / V];
             float wv[V];
-            if (BF16) {
-                cu_bf16x8(raw, wv);
-            } else {
-                wv[0] = __uint_as_float(raw.x);
-                wv[1] = __uint_as_float(raw.y);
-                wv[2] = __uint_as_float(raw.z);
-                wv[3] = __uint_as_float(raw.w);
-            }
+            router_chunk<BF16>(wr[c / V], wv);
 #pragma unroll
             for (int q = 0; q < V / 4; q++) {
                 const float4 a = rn_xs[c / 4 + q];
