@@ -3709,6 +3709,8 @@ if want s47c; then   # (binaries of c11ccb6 on: ROUTE_ZERO the default, GEMV_NOR
   step model 200 $B/test_cuda_model > /dev/null; tail -1 $OUT/model.log | cut -c1-150
   step ops_moeo 150 env DSINFER_OPS_ONLY=moeo DSINFER_OPS_SMALL=1 $B/test_cuda_ops > /dev/null
   echo "moeo: $(grep -cE "CHECK failed" $OUT/ops_moeo.log) failed"
+  step prof_t1 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOEO_TAIL=1 $B/dsinfer_prof bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 > /dev/null
+  grep -E "moeo-prof tail" $OUT/prof_t1.log | cut -c1-140
   for r in 1 2 3; do   # dtype : ROUTE_ZERO : ROUTER_NORM
     case $r in 1) o="fp8:0:0 fp8:1:0 fp8:0:1 fp8:1:1 bf16:0:0 bf16:1:0 bf16:1:1";;
                2) o="bf16:1:1 bf16:1:0 bf16:0:0 fp8:1:1 fp8:0:1 fp8:1:0 fp8:0:0";;

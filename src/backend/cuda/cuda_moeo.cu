@@ -224,12 +224,12 @@ __device__ __forceinline__ void moeo_route(const mo_args &a, int *ids, float *wk
 /* MOEO_PROF (a diagnostic build, -DMOEO_PROF; dev/cuda/build_prof.sh): every block of moeo_kernel stamps %globaltimer
  * (ns, one clock for all SMs) into moeo_prof_t[TAIL][block]: [0] entry, [1] the producer's last copy issued, [2] the
  * consumers' MoE units done, [3] the block's sums' reduction onto out complete, and in the tail form [4] the count
- * passed, [5] the tail's rows done. cu_moeo_prof_print (at the backend's destroy) prints each stamp's quantiles over the
+ * passed, [5] the tail's rows done, [6] h + out and the norm done (xn in shared memory), [7] its first tail unit done. cu_moeo_prof_print (at the backend's destroy) prints each stamp's quantiles over the
  * blocks of each form's last launch, from that launch's earliest entry. Why: the tail form's launch took 65 us against
  * the plain form's 37 (ncu, s47a) where ~42 were predicted; where the difference goes decides what to change. */
 #ifdef MOEO_PROF
 #define MO_PROF_MAXB 1024
-__device__ unsigned long long moeo_prof_t[2][MO_PROF_MAXB][6];
+__device__ unsigned long long moeo_prof_t[2][MO_PROF_MAXB][8];
 __device__ __forceinline__ void mo_prof_stamp(int form, int k) {
     if (blockIdx.x < MO_PROF_MAXB) {
         unsigned long long t;
@@ -244,8 +244,9 @@ static int mo_prof_cmp(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 extern "C" void cu_moeo_prof_print(void) {
-    static unsigned long long t[2][MO_PROF_MAXB][6];
-    static const char *name[6] = {"entry", "producer done", "units done", "sums reduced", "count passed", "tail done"};
+    static unsigned long long t[2][MO_PROF_MAXB][8];
+    static const char *name[8] = {"entry", "producer done", "units done", "sums reduced", "count passed", "tail done",
+                                  "norm done", "tail unit 1"};
     CUDA_CHECK(cudaDeviceSynchronize());
     CUDA_CHECK(cudaMemcpyFromSymbol(t, moeo_prof_t, sizeof(t)));
     for (int f = 0; f < 2; f++) {
@@ -254,7 +255,7 @@ extern "C" void cu_moeo_prof_print(void) {
         unsigned long long t0 = ~0ull;
         for (int b = 0; b < n; b++) t0 = t[f][b][0] < t0 ? t[f][b][0] : t0;
         double *v = (double *)malloc(sizeof(double) * (size_t)n);
-        for (int k = 0; k < (f ? 6 : 4); k++) {
+        for (int k = 0; k < (f ? 8 : 4); k++) {
             for (int b = 0; b < n; b++) v[b] = (double)(t[f][b][k] - t0) * 1e-3;
             qsort(v, (size_t)n, sizeof(double), mo_prof_cmp);
             fprintf(stderr, "moeo-prof %-5s %-13s us: min %7.2f  p10 %7.2f  p50 %7.2f  p90 %7.2f  max %7.2f  (%d blocks)\n",
@@ -346,6 +347,7 @@ __device__ __forceinline__ void moeo_tail(const mo_args &a, const float (&acc)[M
         }
     }
     asm volatile("bar.sync 1, %0;\n" ::"n"(MO_CT) : "memory");   /* xn in xs */
+    if (ct == 0) MO_STAMP(1, 6);
     const int rp = (D < MO_PC ? D : MO_PC) * EB;
     for (int t = blockIdx.x; t < a.NQ; t += gridDim.x) {
         float p[RW];
@@ -357,6 +359,7 @@ __device__ __forceinline__ void moeo_tail(const mo_args &a, const float (&acc)[M
             const float sum = cu_warp_sum(p[i]);
             if (lane == 0) o[j + i] = sum;
         }
+        if (ct == 0 && t == (int)blockIdx.x) MO_STAMP(1, 7);
     }
     if (ct == 0) MO_STAMP(1, 5);
 }
