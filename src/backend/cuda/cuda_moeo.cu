@@ -224,8 +224,9 @@ __device__ __forceinline__ void moeo_route(const mo_args &a, int *ids, float *wk
 /* MOEO_PROF (a diagnostic build, -DMOEO_PROF; dev/cuda/build_prof.sh): every block of moeo_kernel stamps %globaltimer
  * (ns, one clock for all SMs) into moeo_prof_t[TAIL][block]: [0] entry, [1] the producer's last copy issued, [2] the
  * consumers' MoE units done, [3] the block's sums' reduction onto out complete, and in the tail form [4] the count
- * passed, [5] the tail's rows done, [6] h + out and the norm done (xn in shared memory), [7] its first tail unit done. cu_moeo_prof_print (at the backend's destroy) prints each stamp's quantiles over the
- * blocks of each form's last launch, from that launch's earliest entry. Why: the tail form's launch took 65 us against
+ * passed, [5] the tail's rows done, [6] h + out and the norm done (xn in shared memory), [7] its first tail unit done.
+ * cu_moeo_prof_print (at the backend's destroy) prints each stamp's quantiles over the blocks of each form's last
+ * launch, from that launch's earliest entry. Why: the tail form's launch took 65 us against
  * the plain form's 37 (ncu, s47a) where ~42 were predicted; where the difference goes decides what to change. */
 #ifdef MOEO_PROF
 #define MO_PROF_MAXB 1024
@@ -270,8 +271,9 @@ extern "C" void cu_moeo_prof_print(void) {
 
 /* The tail form's consumers (MO_CT threads, after the block's last MoE stage; it: the stages taken so far). The block's
  * partial sums acc go onto out by one bulk reduction (from their own buffer past mo_smem's: the ring is streaming the
- * tail's rows); once it is complete, the block's count onto a.cnt[0] by a proxy fence and a gpu-scope release, thread 0 waits until the count reaches the launch's target ((epoch + 1)
- * grid, a.cnt[1] the epoch, read at the start by every block before its own add: block 0 moves it after passing), then
+ * tail's rows); once it is complete, the block's count onto a.cnt[0] by a proxy fence and a gpu-scope release,
+ * thread 0 waits until the count reaches the launch's target ((epoch + 1) grid, a.cnt[1] the epoch, read at the start
+ * by every block before its own add: block 0 moves it after passing), then
  * every block makes h + out and its RMS itself (block 0 writes h and xn back), xn into xs, and consumes its tail units as
  * gate / up's stages of one matrix, each row's sum into q or kv. */
 template <int EB>
