@@ -18,6 +18,8 @@ done
 # optional: dsinfer built with -DMW_PROF (the decode experts' phase sums, cuda_moe_wg.cu; dev/cuda/build_prof.sh), for
 # session_run.sh s30n, s31b .. s31e
 [ -x build-prof/dsinfer ] && cp build-prof/dsinfer .deps/bin/dsinfer_prof && strip .deps/bin/dsinfer_prof
+# the CUPTI timeline of a decode step's graph nodes (dev/cuda/trace/cu_trace.c; LD_PRELOAD, a diagnostic)
+bash dev/cuda/trace/build.sh >/dev/null && cp build/libcu_trace.so .deps/lib/ && cp -L /usr/local/cuda/lib/libcupti.so.13 .deps/lib/
 cp -L /usr/lib/x86_64-linux-gnu/{libcjson.so.1,libpcre2-8.so.0,libmicrohttpd.so.12} .deps/lib/
 for l in libgnutls.so.30 libp11-kit.so.0 libidn2.so.0 libunistring.so.2 libtasn1.so.6 libnettle.so.8 \
          libhogweed.so.6 libgmp.so.10 libffi.so.8 libgomp.so.1; do cp -L "/lib/x86_64-linux-gnu/$l" .deps/lib/; done

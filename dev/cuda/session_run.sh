@@ -3707,6 +3707,10 @@ fi
 if want s47c; then   # (binaries of c11ccb6 on: ROUTE_ZERO the default, GEMV_NORM gone; so the checks at the defaults)
   step golden 100 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden.log
   step model 200 $B/test_cuda_model > /dev/null; tail -1 $OUT/model.log | cut -c1-150
+  for d in fp8 bf16; do   # the decode graph's nodes by type at b1 (DSINFER_CUDA_GRAPH_NODES)
+    step nodes_$d 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_GRAPH_NODES=1 $B/dsinfer bench --dtype $d --batch 1 --ctx 1K --prompt '' --steps 4 > /dev/null
+    grep -E "^graph:" $OUT/nodes_$d.log | sort | uniq -c | head -4
+  done
   step ops_moeo 150 env DSINFER_OPS_ONLY=moeo DSINFER_OPS_SMALL=1 $B/test_cuda_ops > /dev/null
   echo "moeo: $(grep -cE "CHECK failed" $OUT/ops_moeo.log) failed"
   step prof_t1 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOEO_TAIL=1 $B/dsinfer_prof bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 > /dev/null
