@@ -3726,6 +3726,15 @@ if want s47c; then   # (binaries of c11ccb6 on: ROUTE_ZERO the default, GEMV_NOR
     done
   done
 fi
+# s48a: the decode step's graph nodes on a timeline (CUPTI, dev/cuda/trace/cu_trace.c, LD_PRELOAD) at b1 FP8 / BF16, the
+# defaults: the per-kernel-name summary printed, the per-node tables in $OUT/trace_{fp8,bf16}.txt
+if want s48a; then
+  for d in fp8 bf16; do
+    step trace_$d 90 env LD_PRELOAD=$PWD/.deps/lib/libcu_trace.so DSINFER_TRACE_FILE=$OUT/trace_$d.txt DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype $d --batch 1 --ctx 1K --prompt '' --steps 16 > /dev/null
+    grep -E "^decode" $OUT/trace_$d.log | cut -c60-140
+    grep -E "^cu_trace" $OUT/trace_$d.log | sort -t'(' -k1 | cut -c10-150 | head -40
+  done
+fi
 want opsq && ops_parallel 4 0 1 2 3
 want opso0 && ops_parallel 8 0 1 2 3
 want opso1 && ops_parallel 8 4 5 6 7
