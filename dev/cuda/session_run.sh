@@ -3735,6 +3735,26 @@ if want s48a; then
     grep -E "^cu_trace" $OUT/trace_$d.log | sort -t'(' -k1 | cut -c10-150 | head -40
   done
 fi
+# s48b: the split form (DSINFER_CUDA_MOEO_SPLIT=1: the last round's units in three pieces; KERNELS.md forty-eighth
+# session): op test moeo (with the split form's case), the goldens with it on, FP8 b1 split 0 / 1 in three rotated rounds
+# (BF16 and V3 FP8 do not take it on 132 SMs), and the MOEO_PROF stamps of the split launch
+if want s48b; then
+  step ops_moeo 150 env DSINFER_OPS_ONLY=moeo $B/test_cuda_ops > /dev/null
+  echo "moeo: $(grep -cE "CHECK failed" $OUT/ops_moeo.log) failed; $(grep -E "split form|SPLIT=1" $OUT/ops_moeo.log | head -3 | cut -c1-150 | tr '\n' '|')"
+  grep -E "CHECK failed" $OUT/ops_moeo.log | head -3 | cut -c1-200
+  step golden_sp 100 env DSINFER_CUDA_MOEO_SPLIT=1 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden_sp.log
+  for r in 1 2 3; do
+    case $r in 1) o="0 1";; 2) o="1 0";; 3) o="0 1";; esac
+    for sp in $o; do
+      step b1sp$sp-$r 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOEO_SPLIT=$sp $B/dsinfer bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s48b-fp8-split$sp > /dev/null
+      echo "fp8 split=$sp r$r: $(grep -E "^decode" $OUT/b1sp$sp-$r.log | cut -c60-140)$(grep -iE "error|fatal" $OUT/b1sp$sp-$r.log | head -1 | cut -c1-150)"
+    done
+  done
+  if [ -x $B/dsinfer_prof ]; then
+    step prof_sp 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOEO_SPLIT=1 $B/dsinfer_prof bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 > /dev/null
+    grep -E "moeo-prof plain" $OUT/prof_sp.log | cut -c1-140
+  fi
+fi
 want opsq && ops_parallel 4 0 1 2 3
 want opso0 && ops_parallel 8 0 1 2 3
 want opso1 && ops_parallel 8 4 5 6 7

@@ -454,6 +454,8 @@ typedef struct {
     int moeo_tail;     /* with moeo 1, batch 1's layer tail (backend layer_tail1) as the usual o_proj + norm and router
                         * launches, then moeo_kernel's tail form: the MoE block, then the next layer's residual add, input
                         * norm and q / kv_a projections in the same launch (cuda_moeo.cu; DSINFER_CUDA_MOEO_TAIL) */
+    int moeo_split;    /* with moeo 1 (plain form), the last round's units in three pieces over the blocks that would
+                        * wait (mo_args.L; DSINFER_CUDA_MOEO_SPLIT) */
     int rowo;          /* the dense linears of one token by row ownership (cuda_rowo.cu; DSINFER_CUDA_ROWO): 1 with their
                         * weights streamed before the previous kernel ends (programmatic dependent launch), 2 the same
                         * kernel without it (a lab); 3 / 4: 1 / 2 with a bulk copy a row (a lab); 5: 1 with a block's
@@ -658,8 +660,10 @@ typedef struct {
     long moe1_runs;             /* MoE calls made by the one-token launch (cuda_moe1.cu; tests) */
     long moeo_runs;             /* ... by the intermediate-ownership launch (cuda_moeo.cu; tests) */
     long moeo_tail_runs;        /* ... of them in the tail form (tests) */
+    long moeo_split_runs;       /* ... of them in the split form (tests) */
     long router_norm_runs;      /* router_norm1_kernel launches (tests) */
     unsigned *moeo_cnt;         /* the tail form's count and epoch (cumulative; zero at the first launch) */
+    float *moeo_sp;             /* the split form's pieces' sums [n_sm][2][16], then their counts [n_sm] (zero) */
     long rowo_runs;             /* linears of one token by the row-ownership launch (cuda_rowo.cu; tests) */
     long tail1_runs;            /* ... of them in the layer-tail form (layer_tail1), and with the next layer's part */
     long tail1_next_runs;

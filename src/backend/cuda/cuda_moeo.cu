@@ -74,6 +74,14 @@ typedef struct {
     float eps;
     unsigned *cnt;            /* [2] the blocks' count (cumulative: each launch adds the grid) and the launches' epoch */
     int nq0, NQ;              /* tail units of wq, of both */
+    /* the split form (opt.moeo_split, moeo_kernel<EB, false, false, true>; plain form): the last round's L units (NU mod
+     * grid, 3 L <= grid) each in three pieces of one matrix: block i + p L (i < L) takes unit NW + i's gate (p 0) or up (p 1)
+     * rows first and writes their U sums to sp, or its down strip (p 2) last, with the products made from sp once both
+     * counts are in. Why: at V2-Lite FP8 704 units over 132 blocks gave 44 blocks six units and 88 five (~5 us of a
+     * 34 us launch spent by the 88 waiting, MOEO_PROF); pieces give every block 16 stages of 32 KB. */
+    int L;
+    float *sp;                /* [L][2][U] the pieces' gate and up sums */
+    unsigned *scnt;           /* [L] the pieces' counts (zero between launches: the down piece's block puts it back) */
 } mo_args;
 
 /* unit u's matrices and first row j (within them); k: its choice (-1: the shared experts), m: its down map */
@@ -155,6 +163,78 @@ __device__ __forceinline__ void mo_rows(float (&p)[RW], const unsigned char *rin
         }
         __syncwarp();
         if (lane == 0) mbar_arrive(&empty[s]);
+    }
+}
+
+/* The consumers' down stages of a unit (its U products iv in shared memory): thread ct's rows ct, ct + MO_CT, .. of each
+ * stage's strip into acc [d / MO_CT]; each stage given back once the warp has read it */
+template <int EB>
+__device__ __forceinline__ void mo_down(const mo_args &a, float (&acc)[MO_NA], const float *iv, const unsigned char *ring,
+                                        uint64_t *full, uint64_t *empty, const float *scs, int D, int nst, int ct, int lane,
+                                        int &it) {
+#pragma unroll
+    for (int pc = 0; pc < MO_NA * MO_CT / MO_PC; pc++) {
+        const int d0 = pc * MO_PC;
+        if (d0 >= D || a.lab == 2) break;
+        const int s = it % nst;
+        const unsigned char *st = ring + (size_t)s * MO_STAGE;
+        mbar_wait(&full[s], (it / nst) & 1);
+#pragma unroll
+        for (int i = 0; i < MO_PC / MO_CT; i++) {
+            const int d = d0 + ct + i * MO_CT;
+            if (d < D && a.lab != 3) {
+                const uint4 q = *(const uint4 *)(st + (size_t)(ct + i * MO_CT) * 16);
+                const float sc = EB == 1 ? scs[s * MO_SC + ((ct + i * MO_CT) >> 7)] : 1.0f;
+                acc[pc * (MO_PC / MO_CT) + i] += mo_dot_iv<EB>(q, sc, iv);
+            }
+        }
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&empty[s]);
+        it++;
+    }
+}
+
+/* The producer's stages of one gate / up matrix's rows j .. j + U (W [rows, D]): MO_PC columns a stage, its FP8 block
+ * scales (one block row: the unit's rows) by one more bulk copy with it; each stage taken once the consumers gave it back */
+template <int EB>
+__device__ __forceinline__ void mo_put_rows(const mo_args &a, const cu_wview &W, int j, unsigned char *ring, uint64_t *full,
+                                            uint64_t *empty, float *scs, int &it) {
+    constexpr int U = 16 / EB;
+    const int D = a.D, nst = a.nst;
+    const unsigned char *base = (const unsigned char *)W.data + (size_t)j * D * EB;
+    for (int c0 = 0; c0 < D; c0 += MO_PC, it++) {
+        const int s = it % nst, len = (D - c0 < MO_PC ? D - c0 : MO_PC) * EB;
+        const int scb = EB == 1 ? len / 128 * 4 : 0;   /* the unit's rows: one block row of scales */
+        if (it >= nst) mbar_wait(&empty[s], (it / nst - 1) & 1);
+        mbar_expect_tx(&full[s], U * len + scb);
+        if (EB == 1)
+            bulk_load(scs + s * MO_SC, W.scale + (size_t)(j >> 7) * W.scale_cols + (size_t)(c0 >> 7), scb, &full[s]);
+        if (D <= MO_PC)   /* whole rows: the unit's U rows are one contiguous block, one copy */
+            bulk_load(ring + (size_t)s * MO_STAGE, base, U * len, &full[s]);
+        else   /* a piece of each row (rows MO_PC EB bytes apart in the stage) */
+            for (int r = 0; r < U; r++)
+                bulk_load(ring + (size_t)s * MO_STAGE + (size_t)r * MO_PC * EB, base + ((size_t)r * D + c0) * EB, len, &full[s]);
+    }
+}
+
+/* The producer's stages of a unit's down strip (columns j .. j + U of down map m; dn its matrix, for lab 1): MO_PC rows
+ * a stage by TMA boxes, its FP8 scales (a row of the transposed copy) with it */
+template <int EB>
+__device__ __forceinline__ void mo_put_strip(const mo_args &a, const cu_wview *dn, int m, int j, unsigned char *ring,
+                                             uint64_t *full, uint64_t *empty, float *scs, int &it) {
+    const int D = a.D, nst = a.nst;
+    for (int d0 = 0; d0 < D && a.lab != 2; d0 += MO_PC, it++) {
+        const int s = it % nst, rows = D - d0 < MO_PC ? D - d0 : MO_PC;
+        const int scb = EB == 1 ? rows / 128 * 4 : 0;   /* the strip's 128-row blocks: a row of the transposed scales */
+        if (it >= nst) mbar_wait(&empty[s], (it / nst - 1) & 1);
+        mbar_expect_tx(&full[s], rows * 16 + scb);
+        if (EB == 1)
+            bulk_load(scs + s * MO_SC, a.dst[m] + (size_t)(j >> 7) * (D / 128) + (size_t)(d0 >> 7), scb, &full[s]);
+        if (a.lab == 1)   /* (lab) the strip's bytes as one contiguous copy from the matrix's start */
+            bulk_load(ring + (size_t)s * MO_STAGE, (const unsigned char *)dn->data + (size_t)d0 * 16, rows * 16, &full[s]);
+        else
+            for (int b = 0; b < rows; b += MO_BOX)
+                tma_load(ring + (size_t)s * MO_STAGE + (size_t)b * 16, &a.maps[m], j * EB, d0 + b, &full[s]);
     }
 }
 
@@ -370,7 +450,7 @@ __device__ __forceinline__ void moeo_tail(const mo_args &a, const float (&acc)[M
  * router warp's code in it the compiler moved the streaming loops' sums to local memory, FP8 b1 +0.17 ms a step in
  * both forms, s44e, and as a call the route form faulted). Grid: a block an SM (the route form: a cooperative launch;
  * else no block waits for another); MO_THREADS threads; mo_smem() bytes of dynamic shared memory. */
-template <int EB, bool ROUTE, bool TAIL = false>
+template <int EB, bool ROUTE, bool TAIL = false, bool SPLIT = false>
 __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
     constexpr int U = 16 / EB, RW = U / MO_CW;
     extern __shared__ unsigned char mo_raw[];
@@ -381,7 +461,10 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
     int *ids = (int *)(scs + nst * MO_SC);
     float *wk = (float *)(ids + a.K);
     const int NU = (a.sI + a.K * a.I) / U, E = a.rc.E;
-    if ((int)blockIdx.x >= NU && !ROUTE && !TAIL) return;   /* (the route and tail forms: every block takes part in their counts) */
+    /* the split form: units NW .. NU (the last round's a.L) in three pieces, block b < 3 L taking piece pp of unit NW + pi */
+    const int NW = SPLIT ? NU - a.L : NU, pi = SPLIT && (int)blockIdx.x < 3 * a.L ? (int)blockIdx.x % a.L : -1,
+              pp = pi < 0 ? -1 : (int)blockIdx.x / a.L;
+    if (!ROUTE && !TAIL && (int)blockIdx.x >= NW && pp < 0) return;   /* (the route and tail forms: every block takes part in their counts) */
     if (threadIdx.x == 0) {
         MO_STAMP(TAIL, 0);
         for (int s = 0; s < nst; s++) {
@@ -402,7 +485,13 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
     if (threadIdx.x < 32) {   /* the producer: one thread; a stage's FP8 block scales come by a bulk copy with its bytes */
         if (threadIdx.x) return;
         int it = 0, seen = 0;
-        for (int u = blockIdx.x; u < NU; u += gridDim.x) {
+        if (SPLIT && (pp == 0 || pp == 1)) {   /* a piece of gate or up rows: first, so that its sums are out early */
+            const cu_wview *g, *up, *dn;
+            int j, k, m;
+            mo_unit(a, a.ids, NW + pi, U, &g, &up, &dn, &j, &k, &m);
+            mo_put_rows<EB>(a, pp ? *up : *g, j, ring, full, empty, scs, it);
+        }
+        for (int u = blockIdx.x; u < NW; u += gridDim.x) {
             const cu_wview *g, *up, *dn;
             int j, k, m;
             if (ROUTE && !seen && u * U >= a.sI) {   /* the first routed unit: the block's routing done */
@@ -411,58 +500,18 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
             }
             /* (the choices: the router warp's, or router_fused's in global memory) */
             mo_unit(a, ROUTE ? ids : a.ids, u, U, &g, &up, &dn, &j, &k, &m);
-            for (int mat = 0; mat < 2; mat++) {
-                const cu_wview &W = mat ? *up : *g;
-                const unsigned char *base = (const unsigned char *)W.data + (size_t)j * D * EB;
-                for (int c0 = 0; c0 < D; c0 += MO_PC, it++) {
-                    const int s = it % nst, len = (D - c0 < MO_PC ? D - c0 : MO_PC) * EB;
-                    const int scb = EB == 1 ? len / 128 * 4 : 0;   /* the unit's rows: one block row of scales */
-                    if (it >= nst) mbar_wait(&empty[s], (it / nst - 1) & 1);
-                    mbar_expect_tx(&full[s], U * len + scb);
-                    if (EB == 1)
-                        bulk_load(scs + s * MO_SC, W.scale + (size_t)(j >> 7) * W.scale_cols + (size_t)(c0 >> 7), scb, &full[s]);
-                    if (D <= MO_PC)   /* whole rows: the unit's U rows are one contiguous block, one copy */
-                        bulk_load(ring + (size_t)s * MO_STAGE, base, U * len, &full[s]);
-                    else   /* a piece of each row (rows MO_PC EB bytes apart in the stage) */
-                        for (int r = 0; r < U; r++)
-                            bulk_load(ring + (size_t)s * MO_STAGE + (size_t)r * MO_PC * EB, base + ((size_t)r * D + c0) * EB, len,
-                                      &full[s]);
-                }
-            }
-            for (int d0 = 0; d0 < D && a.lab != 2; d0 += MO_PC, it++) {
-                const int s = it % nst, rows = D - d0 < MO_PC ? D - d0 : MO_PC;
-                const int scb = EB == 1 ? rows / 128 * 4 : 0;   /* the strip's 128-row blocks: a row of the transposed scales */
-                if (it >= nst) mbar_wait(&empty[s], (it / nst - 1) & 1);
-                mbar_expect_tx(&full[s], rows * 16 + scb);
-                if (EB == 1)
-                    bulk_load(scs + s * MO_SC, a.dst[m] + (size_t)(j >> 7) * (D / 128) + (size_t)(d0 >> 7), scb, &full[s]);
-                if (a.lab == 1)   /* (lab) the strip's bytes as one contiguous copy from the matrix's start */
-                    bulk_load(ring + (size_t)s * MO_STAGE, (const unsigned char *)dn->data + (size_t)d0 * 16, rows * 16, &full[s]);
-                else
-                    for (int b = 0; b < rows; b += MO_BOX)
-                        tma_load(ring + (size_t)s * MO_STAGE + (size_t)b * 16, &a.maps[m], j * EB, d0 + b, &full[s]);
-            }
+            for (int mat = 0; mat < 2; mat++) mo_put_rows<EB>(a, mat ? *up : *g, j, ring, full, empty, scs, it);
+            mo_put_strip<EB>(a, dn, m, j, ring, full, empty, scs, it);
+        }
+        if (SPLIT && pp == 2) {   /* a piece of down: last, when the gate / up sums it needs are long since out */
+            const cu_wview *g, *up, *dn;
+            int j, k, m;
+            mo_unit(a, a.ids, NW + pi, U, &g, &up, &dn, &j, &k, &m);
+            mo_put_strip<EB>(a, dn, m, j, ring, full, empty, scs, it);
         }
         if constexpr (TAIL)   /* the next layer's q / kv_a rows: their stages as gate / up's (U rows, MO_PC columns a stage) */
-            for (int t = blockIdx.x; t < a.NQ; t += gridDim.x) {
-                const cu_wview &W = t < a.nq0 ? a.wq : a.wkv;
-                const int j = (t < a.nq0 ? t : t - a.nq0) * U;
-                const unsigned char *base = (const unsigned char *)W.data + (size_t)j * D * EB;
-                for (int c0 = 0; c0 < D; c0 += MO_PC, it++) {
-                    const int s = it % nst, len = (D - c0 < MO_PC ? D - c0 : MO_PC) * EB;
-                    const int scb = EB == 1 ? len / 128 * 4 : 0;
-                    if (it >= nst) mbar_wait(&empty[s], (it / nst - 1) & 1);
-                    mbar_expect_tx(&full[s], U * len + scb);
-                    if (EB == 1)
-                        bulk_load(scs + s * MO_SC, W.scale + (size_t)(j >> 7) * W.scale_cols + (size_t)(c0 >> 7), scb, &full[s]);
-                    if (D <= MO_PC)
-                        bulk_load(ring + (size_t)s * MO_STAGE, base, U * len, &full[s]);
-                    else
-                        for (int r = 0; r < U; r++)
-                            bulk_load(ring + (size_t)s * MO_STAGE + (size_t)r * MO_PC * EB, base + ((size_t)r * D + c0) * EB, len,
-                                      &full[s]);
-                }
-            }
+            for (int t = blockIdx.x; t < a.NQ; t += gridDim.x)
+                mo_put_rows<EB>(a, t < a.nq0 ? a.wq : a.wkv, (t < a.nq0 ? t : t - a.nq0) * U, ring, full, empty, scs, it);
         MO_STAMP(TAIL, 1);
         return;
     }
@@ -481,7 +530,21 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
 #pragma unroll
     for (int i = 0; i < MO_NA; i++) acc[i] = 0.0f;
     int it = 0, n = 0;
-    for (int u = blockIdx.x; u < NU; u += gridDim.x, n++) {
+    if (SPLIT && (pp == 0 || pp == 1)) {   /* the piece's U gate or up sums into a.sp, then its count (gpu-scope release) */
+        float p[RW];
+        mo_rows<EB, RW>(p, ring, full, empty, scs, xs, D, nst, rp, cw, lane, false, it);
+#pragma unroll
+        for (int i = 0; i < RW; i++) {
+            const float sum = cu_warp_sum(p[i]);
+            if (lane == 0) a.sp[(pi * 2 + pp) * U + cw * RW + i] = sum;
+        }
+        asm volatile("bar.sync 1, %0;\n" ::"n"(MO_CT) : "memory");
+        if (ct == 0) {
+            __threadfence();
+            asm volatile("red.release.gpu.global.add.u32 [%0], 1;\n" ::"l"(a.scnt + pi) : "memory");
+        }
+    }
+    for (int u = blockIdx.x; u < NW; u += gridDim.x, n++) {
         const cu_wview *g, *up, *dn;
         int j, k, m;
         if (ROUTE && !seen && u * U >= a.sI) {
@@ -503,26 +566,26 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
 #pragma unroll
             for (int i = 0; i < RW; i++) iv[cw * RW + i] = cu_silu_mul(sums[0][i], sums[1][i]) * alpha;
         asm volatile("bar.sync 1, %0;\n" ::"n"(MO_CT) : "memory");   /* the unit's U products in iv */
-#pragma unroll
-        for (int pc = 0; pc < MO_NA * MO_CT / MO_PC; pc++) {
-            const int d0 = pc * MO_PC;
-            if (d0 >= D || a.lab == 2) break;
-            const int s = it % nst;
-            const unsigned char *st = ring + (size_t)s * MO_STAGE;
-            mbar_wait(&full[s], (it / nst) & 1);
-#pragma unroll
-            for (int i = 0; i < MO_PC / MO_CT; i++) {
-                const int d = d0 + ct + i * MO_CT;
-                if (d < D && a.lab != 3) {
-                    const uint4 q = *(const uint4 *)(st + (size_t)(ct + i * MO_CT) * 16);
-                    const float sc = EB == 1 ? scs[s * MO_SC + ((ct + i * MO_CT) >> 7)] : 1.0f;
-                    acc[pc * (MO_PC / MO_CT) + i] += mo_dot_iv<EB>(q, sc, iv);
-                }
-            }
-            __syncwarp();
-            if (lane == 0) mbar_arrive(&empty[s]);
-            it++;
+        mo_down<EB>(a, acc, iv, ring, full, empty, scs, D, nst, ct, lane, it);
+    }
+    if (SPLIT && pp == 2) {   /* the piece of down: the unit's gate and up sums from the two other pieces' blocks */
+        const cu_wview *g, *up, *dn;
+        int j, k, m;
+        mo_unit(a, ids, NW + pi, U, &g, &up, &dn, &j, &k, &m);
+        if (ct == 0) {
+            unsigned v;
+            do {
+                asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(a.scnt + pi) : "memory");
+            } while (v < 2u);
+            /* back to zero for the next launch: both adds of this one are in, and no other block reads it */
+            asm volatile("st.relaxed.gpu.global.u32 [%0], 0;" ::"l"(a.scnt + pi) : "memory");
         }
+        asm volatile("bar.sync 1, %0;\n" ::"n"(MO_CT) : "memory");
+        float *iv = ivs + (n & 1) * 16;   /* (the other buffer than the last whole unit's, which warps may still read) */
+        if (ct < U)
+            iv[ct] = cu_silu_mul(__ldcg(a.sp + pi * 2 * U + ct), __ldcg(a.sp + (pi * 2 + 1) * U + ct)) * (k < 0 ? 1.0f : wk[k]);
+        asm volatile("bar.sync 1, %0;\n" ::"n"(MO_CT) : "memory");   /* the piece's U products in iv */
+        mo_down<EB>(a, acc, iv, ring, full, empty, scs, D, nst, ct, lane, it);
     }
     /* the partial sums [D] into the ring's first stage (every stage consumed: nothing lands there any more), seen by the
      * async proxy, then added onto out by one bulk reduction, complete before the block ends */
@@ -699,6 +762,10 @@ static int mo_prepare(ds_cuda_backend *cb, mo_args *a, float *out, const float *
         CUDA_CHECK(cudaFuncSetAttribute(moeo_kernel<2, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, MO_SMEM_MAX));
         CUDA_CHECK(cudaFuncSetAttribute(moeo_kernel<1, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, MO_SMEM_MAX));
         CUDA_CHECK(cudaFuncSetAttribute(moeo_kernel<2, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, MO_SMEM_MAX));
+        CUDA_CHECK(cudaFuncSetAttribute(moeo_kernel<1, false, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        MO_SMEM_MAX));
+        CUDA_CHECK(cudaFuncSetAttribute(moeo_kernel<2, false, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        MO_SMEM_MAX));
         attrs_set = 1;
     }
     memset(a, 0, sizeof *a);
@@ -725,6 +792,17 @@ static int mo_prepare(ds_cuda_backend *cb, mo_args *a, float *out, const float *
     return eb;
 }
 
+/* the split form's buffer (cb->moeo_sp: the pieces' sums, then their counts, zero), made at the first eager launch; 0
+ * while capturing without it (that launch goes unsplit) */
+static int mo_split_buf(ds_cuda_backend *cb) {
+    if (cb->moeo_sp) return 1;
+    if (cu_capturing()) return 0;
+    const size_t bytes = (size_t)cb->n_sm * (2 * 16 * sizeof(float) + sizeof(unsigned));
+    CUDA_CHECK(cudaMalloc(&cb->moeo_sp, bytes));
+    CUDA_CHECK(cudaMemset(cb->moeo_sp, 0, bytes));
+    return 1;
+}
+
 int cu_moeo(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weights *L, const cu_wview *tab,
             const int32_t *ids, const float *w, float *logits, route_cfg rc, int out_zeroed) {
     if (!cu_moeo_fits(cb, out, x, L, rc) || (!ids) != (cb->opt.moeo == MO_ROUTE_FORM)) return 0;
@@ -745,8 +823,18 @@ int cu_moeo(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weig
 #ifdef MOEO_PROF
         mo_prof_grid[0] = cb->n_sm;
 #endif
-        if (eb == 1) moeo_kernel<1, false><<<cb->n_sm, MO_THREADS, smem, cu_stream>>>(a);
-        else moeo_kernel<2, false><<<cb->n_sm, MO_THREADS, smem, cu_stream>>>(a);
+        const int U = 16 / eb, Lr = (a.sI + a.K * a.I) / U % cb->n_sm;
+        if (cb->opt.moeo_split && !a.lab && Lr > 0 && 3 * Lr <= cb->n_sm && mo_split_buf(cb)) {
+            a.L = Lr;
+            a.sp = cb->moeo_sp;
+            a.scnt = (unsigned *)(cb->moeo_sp + (size_t)cb->n_sm * 2 * 16);
+            if (eb == 1) moeo_kernel<1, false, false, true><<<cb->n_sm, MO_THREADS, smem, cu_stream>>>(a);
+            else moeo_kernel<2, false, false, true><<<cb->n_sm, MO_THREADS, smem, cu_stream>>>(a);
+            cb->moeo_split_runs++;
+        } else if (eb == 1)
+            moeo_kernel<1, false><<<cb->n_sm, MO_THREADS, smem, cu_stream>>>(a);
+        else
+            moeo_kernel<2, false><<<cb->n_sm, MO_THREADS, smem, cu_stream>>>(a);
     }
     CUDA_LAUNCH_CHECK();
     cb->moeo_runs++;
