@@ -3750,7 +3750,7 @@ if want s48b; then
       echo "fp8 split=$sp r$r: $(grep -E "^decode" $OUT/b1sp$sp-$r.log | cut -c60-140)$(grep -iE "error|fatal" $OUT/b1sp$sp-$r.log | head -1 | cut -c1-150)"
     done
   done
-  if [ -x $B/dsinfer_prof ]; then
+  if [ -x $B/dsinfer_prof ] && grep -q DSINFER_CUDA_MOEO_SPLIT $B/dsinfer_prof; then   # (a prof build with the split form)
     step prof_sp 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOEO_SPLIT=1 $B/dsinfer_prof bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 > /dev/null
     grep -E "moeo-prof plain" $OUT/prof_sp.log | cut -c1-140
   fi
