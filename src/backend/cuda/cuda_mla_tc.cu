@@ -540,6 +540,7 @@ __device__ void t2_fold_combine(const fa_params &p, int i, int h0, int nh, float
  * ~60% of the copy rate against ~82% at 4K, so a fixed cost per launch or per block (KERNELS.md, thirty-seventh
  * session) is to be located before anything is built against it. */
 #ifdef MLA_PROF
+#include "backend/cuda/cuda_prof.h"
 #define MLA_PROF_MAXB 8192
 __device__ unsigned long long mla_prof_t[MLA_PROF_MAXB][5];
 __device__ __forceinline__ void mla_prof_stamp(int k) {
@@ -551,10 +552,6 @@ __device__ __forceinline__ void mla_prof_stamp(int k) {
 }
 #define MLA_STAMP(k) mla_prof_stamp(k)
 static int mla_prof_blocks;   /* the last tc2 launch's grid */
-static int mla_prof_cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 /* quantiles (min, 10%, 50%, 90%, max) in us of each stamp from the earliest entry, and of each phase's length */
 extern "C" void cu_mla_prof_print(void) {
     static unsigned long long t[MLA_PROF_MAXB][5];
@@ -571,9 +568,7 @@ extern "C" void cu_mla_prof_print(void) {
     for (int k = 0; k < 9; k++) {
         for (int b = 0; b < nblocks; b++)
             v[b] = k < 5 ? (double)(t[b][k] - t0) * 1e-3 : (double)(t[b][k - 4] - t[b][k - 5]) * 1e-3;
-        qsort(v, (size_t)nblocks, sizeof(double), mla_prof_cmp);
-        printf("mla-prof %-12s us: min %7.2f  p10 %7.2f  p50 %7.2f  p90 %7.2f  max %7.2f  (%d blocks)\n", name[k], v[0],
-               v[nblocks / 10], v[nblocks / 2], v[(nblocks * 9) / 10], v[nblocks - 1], nblocks);
+        cu_prof_quantiles(stdout, "mla-prof", 12, name[k], v, nblocks);
     }
     free(v);
 }

@@ -309,6 +309,7 @@ __device__ __forceinline__ void moeo_route(const mo_args &a, int *ids, float *wk
  * launch, from that launch's earliest entry. Why: the tail form's launch took 65 us against
  * the plain form's 37 (ncu, s47a) where ~42 were predicted; where the difference goes decides what to change. */
 #ifdef MOEO_PROF
+#include "backend/cuda/cuda_prof.h"
 #define MO_PROF_MAXB 1024
 __device__ unsigned long long moeo_prof_t[2][MO_PROF_MAXB][8];
 __device__ __forceinline__ void mo_prof_stamp(int form, int k) {
@@ -320,10 +321,6 @@ __device__ __forceinline__ void mo_prof_stamp(int form, int k) {
 }
 #define MO_STAMP(form, k) mo_prof_stamp(form, k)
 static int mo_prof_grid[2];   /* each form's last launch's grid */
-static int mo_prof_cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 extern "C" void cu_moeo_prof_print(void) {
     static unsigned long long t[2][MO_PROF_MAXB][8];
     static const char *name[8] = {"entry", "producer done", "units done", "sums reduced", "count passed", "tail done",
@@ -338,9 +335,7 @@ extern "C" void cu_moeo_prof_print(void) {
         double *v = (double *)malloc(sizeof(double) * (size_t)n);
         for (int k = 0; k < (f ? 8 : 4); k++) {
             for (int b = 0; b < n; b++) v[b] = (double)(t[f][b][k] - t0) * 1e-3;
-            qsort(v, (size_t)n, sizeof(double), mo_prof_cmp);
-            fprintf(stderr, "moeo-prof %-5s %-13s us: min %7.2f  p10 %7.2f  p50 %7.2f  p90 %7.2f  max %7.2f  (%d blocks)\n",
-                    f ? "tail" : "plain", name[k], v[0], v[n / 10], v[n / 2], v[(n * 9) / 10], v[n - 1], n);
+            cu_prof_quantiles(stderr, f ? "moeo-prof tail " : "moeo-prof plain", 13, name[k], v, n);
         }
         free(v);
     }
