@@ -321,6 +321,7 @@ __device__ __forceinline__ void mo_prof_stamp(int form, int k) {
 }
 #define MO_STAMP(form, k) mo_prof_stamp(form, k)
 static int mo_prof_grid[2];   /* each form's last launch's grid */
+static int mo_prof_split;     /* the plain form's last launch's a.L (the split form; 0: not split) */
 extern "C" void cu_moeo_prof_print(void) {
     static unsigned long long t[2][MO_PROF_MAXB][8];
     static const char *name[8] = {"entry", "producer done", "units done", "sums reduced", "count passed", "tail done",
@@ -336,6 +337,24 @@ extern "C" void cu_moeo_prof_print(void) {
         for (int k = 0; k < (f ? 8 : 4); k++) {
             for (int b = 0; b < n; b++) v[b] = (double)(t[f][b][k] - t0) * 1e-3;
             cu_prof_quantiles(stderr, f ? "moeo-prof tail " : "moeo-prof plain", 13, name[k], v, n);
+        }
+        const int L = mo_prof_split;
+        if (f == 0 && L > 0 && 3 * L <= n) {   /* the split form by group: gate pieces, up pieces, down pieces, none */
+            static const char *grp[4] = {"split gate  ", "split up    ", "split down  ", "split none  "};
+            static const char *sname[4] = {"producer done", "units done", "piece: sums out / sums in", "down: products in"};
+            static const int sk[4] = {1, 2, 4, 5};
+            for (int g = 0; g < 4; g++) {
+                const int b0 = g * L, b1 = g < 3 ? b0 + L : n;
+                if (b1 <= b0) continue;
+                for (int k = 0; k < 4; k++) {
+                    if (sk[k] == 5 && g != 2) continue;
+                    if (sk[k] == 4 && g == 3) continue;
+                    for (int b = b0; b < b1; b++) v[b - b0] = (double)(t[f][b][sk[k]] - t0) * 1e-3;
+                    char pre[64];
+                    snprintf(pre, sizeof pre, "moeo-prof %s", grp[g]);
+                    cu_prof_quantiles(stderr, pre, 25, sname[k], v, b1 - b0);
+                }
+            }
         }
         free(v);
     }
@@ -537,6 +556,7 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
         if (ct == 0) {
             __threadfence();
             asm volatile("red.release.gpu.global.add.u32 [%0], 1;\n" ::"l"(a.scnt + pi) : "memory");
+            MO_STAMP(0, 4);
         }
     }
     for (int u = blockIdx.x; u < NW; u += gridDim.x, n++) {
@@ -574,12 +594,14 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
             } while (v < 2u);
             /* back to zero for the next launch: both adds of this one are in, and no other block reads it */
             asm volatile("st.relaxed.gpu.global.u32 [%0], 0;" ::"l"(a.scnt + pi) : "memory");
+            MO_STAMP(0, 4);
         }
         asm volatile("bar.sync 1, %0;\n" ::"n"(MO_CT) : "memory");
         float *iv = ivs + (n & 1) * 16;   /* (the other buffer than the last whole unit's, which warps may still read) */
         if (ct < U)
             iv[ct] = cu_silu_mul(__ldcg(a.sp + pi * 2 * U + ct), __ldcg(a.sp + (pi * 2 + 1) * U + ct)) * (k < 0 ? 1.0f : wk[k]);
         asm volatile("bar.sync 1, %0;\n" ::"n"(MO_CT) : "memory");   /* the piece's U products in iv */
+        if (ct == 0) MO_STAMP(0, 5);
         mo_down<EB>(a, acc, iv, ring, full, empty, scs, D, nst, ct, lane, it);
     }
     /* the partial sums [D] into the ring's first stage (every stage consumed: nothing lands there any more), seen by the
@@ -817,12 +839,16 @@ int cu_moeo(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weig
         if (!out_zeroed) CUDA_CHECK(cudaMemsetAsync(out, 0, (size_t)D * sizeof(float), cu_stream));
 #ifdef MOEO_PROF
         mo_prof_grid[0] = cb->n_sm;
+        mo_prof_split = 0;
 #endif
         const int U = 16 / eb, Lr = (a.sI + a.K * a.I) / U % cb->n_sm;
         if (cb->opt.moeo_split && !a.lab && Lr > 0 && 3 * Lr <= cb->n_sm && mo_split_buf(cb)) {
             a.L = Lr;
             a.sp = cb->moeo_sp;
             a.scnt = (unsigned *)(cb->moeo_sp + (size_t)cb->n_sm * 2 * 16);
+#ifdef MOEO_PROF
+            mo_prof_split = Lr;
+#endif
             if (eb == 1) moeo_kernel<1, false, false, true><<<cb->n_sm, MO_THREADS, smem, cu_stream>>>(a);
             else moeo_kernel<2, false, false, true><<<cb->n_sm, MO_THREADS, smem, cu_stream>>>(a);
             cb->moeo_split_runs++;
