@@ -3755,6 +3755,26 @@ if want s48b; then
     grep -E "moeo-prof plain" $OUT/prof_sp.log | cut -c1-140
   fi
 fi
+# s48c: the b1 step's timeline with PDL on (DSINFER_CUDA_PDL=1; off by default since session 38 measured it within 1%),
+# FP8 b1 PDL 0 / 1 in two rotated rounds, the split form's stamps by piece group and the tail form's inner stamps
+# (MOEO_PROF), the goldens and the model test at the defaults
+if want s48c; then
+  step trace_pdl 90 env LD_PRELOAD=$PWD/.deps/lib/libcu_trace.so DSINFER_TRACE_FILE=$OUT/trace_fp8_pdl.txt DSINFER_CUDA_TC=1 DSINFER_CUDA_PDL=1 $B/dsinfer bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 > /dev/null
+  grep -E "^cu_trace" $OUT/trace_pdl.log | cut -c10-150 | head -20
+  for r in 1 2; do
+    case $r in 1) o="0 1";; 2) o="1 0";; esac
+    for p in $o; do
+      step b1pdl$p-$r 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_PDL=$p $B/dsinfer bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s48c-fp8-pdl$p > /dev/null
+      echo "fp8 pdl=$p r$r: $(grep -E "^decode" $OUT/b1pdl$p-$r.log | cut -c60-140)$(grep -iE "error|fatal" $OUT/b1pdl$p-$r.log | head -1 | cut -c1-150)"
+    done
+  done
+  step prof_sp 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOEO_SPLIT=1 $B/dsinfer_prof bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 > /dev/null
+  grep -E "moeo-prof (plain|split)" $OUT/prof_sp.log | cut -c1-150
+  step prof_t1 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOEO_TAIL=1 $B/dsinfer_prof bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 > /dev/null
+  grep -E "moeo-prof tail" $OUT/prof_t1.log | cut -c1-140
+  step golden 100 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden.log
+  step model 200 $B/test_cuda_model > /dev/null; tail -1 $OUT/model.log | cut -c1-150
+fi
 want opsq && ops_parallel 4 0 1 2 3
 want opso0 && ops_parallel 8 0 1 2 3
 want opso1 && ops_parallel 8 4 5 6 7
