@@ -3775,6 +3775,20 @@ if want s48c; then
   step golden 100 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden.log
   step model 200 $B/test_cuda_model > /dev/null; tail -1 $OUT/model.log | cut -c1-150
 fi
+# s48d: s48c's short items alone (for a call with little device time left): the PDL timeline, the split form's and
+# the tail form's stamps, FP8 b1 PDL 0 / 1 once
+if want s48d; then
+  step trace_pdl 90 env LD_PRELOAD=$PWD/.deps/lib/libcu_trace.so DSINFER_TRACE_FILE=$OUT/trace_fp8_pdl.txt DSINFER_CUDA_TC=1 DSINFER_CUDA_PDL=1 $B/dsinfer bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 > /dev/null
+  grep -E "^cu_trace" $OUT/trace_pdl.log | cut -c10-150 | head -20
+  step prof_sp 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOEO_SPLIT=1 $B/dsinfer_prof bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 > /dev/null
+  grep -E "moeo-prof (plain|split)" $OUT/prof_sp.log | cut -c1-150
+  step prof_t1 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOEO_TAIL=1 $B/dsinfer_prof bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 > /dev/null
+  grep -E "moeo-prof tail" $OUT/prof_t1.log | cut -c1-140
+  for p in 0 1; do
+    step b1pdl$p 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_PDL=$p $B/dsinfer bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s48d-fp8-pdl$p > /dev/null
+    echo "fp8 pdl=$p: $(grep -E "^decode" $OUT/b1pdl$p.log | cut -c60-140)"
+  done
+fi
 want opsq && ops_parallel 4 0 1 2 3
 want opso0 && ops_parallel 8 0 1 2 3
 want opso1 && ops_parallel 8 4 5 6 7
