@@ -78,7 +78,9 @@ typedef struct {
      * grid, 3 L <= grid) each in three pieces of one matrix: block i + p L (i < L) takes unit NW + i's gate (p 0) or up (p 1)
      * rows first and writes their U sums to sp, or its down strip (p 2) last, with the products made from sp once both
      * counts are in. Why: at V2-Lite FP8 704 units over 132 blocks gave 44 blocks six units and 88 five (~5 us of a
-     * 34 us launch spent by the 88 waiting, MOEO_PROF); pieces give every block 16 stages of 32 KB. */
+     * 34 us launch spent by the 88 waiting, MOEO_PROF); pieces give every block 16 stages of 32 KB. Measured slower
+     * (FP8 b1 +0.11 ms, RESULTS forty-eighth session): the down piece's strip as its block's last stage lands ~4.5 us
+     * after the products are ready; off by default. */
     int L;
     float *sp;                /* [L][2][U] the pieces' gate and up sums */
     unsigned *scnt;           /* [L] the pieces' counts (zero between launches: the down piece's block puts it back) */
