@@ -3789,6 +3789,17 @@ if want s48d; then
     echo "fp8 pdl=$p: $(grep -E "^decode" $OUT/b1pdl$p.log | cut -c60-140)"
   done
 fi
+# s49a (prepared in the forty-eighth session; needs the prof build of 2026-12-06's last commit: build_prof.sh, pack.sh):
+# the tail form's norm step in two more stamps (out read, xn written), then the checks that did not run at the
+# defaults (the goldens, the model test) and the b1 timeline at the defaults once more
+if want s49a; then
+  step prof_t1 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOEO_TAIL=1 $B/dsinfer_prof bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 > /dev/null
+  grep -E "moeo-prof tail" $OUT/prof_t1.log | cut -c1-140
+  step golden 100 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden.log
+  step model 200 $B/test_cuda_model > /dev/null; tail -1 $OUT/model.log | cut -c1-150
+  step trace_fp8 90 env LD_PRELOAD=$PWD/.deps/lib/libcu_trace.so DSINFER_TRACE_FILE=$OUT/trace_fp8.txt DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 > /dev/null
+  grep -E "^cu_trace" $OUT/trace_fp8.log | cut -c10-150 | head -20
+fi
 want opsq && ops_parallel 4 0 1 2 3
 want opso0 && ops_parallel 8 0 1 2 3
 want opso1 && ops_parallel 8 4 5 6 7

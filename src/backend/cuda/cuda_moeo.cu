@@ -306,14 +306,17 @@ __device__ __forceinline__ void moeo_route(const mo_args &a, int *ids, float *wk
 /* MOEO_PROF (a diagnostic build, -DMOEO_PROF; dev/cuda/build_prof.sh): every block of moeo_kernel stamps %globaltimer
  * (ns, one clock for all SMs) into moeo_prof_t[TAIL][block]: [0] entry, [1] the producer's last copy issued, [2] the
  * consumers' MoE units done, [3] the block's sums' reduction onto out complete, and in the tail form [4] the count
- * passed, [5] the tail's rows done, [6] h + out and the norm done (xn in shared memory), [7] its first tail unit done.
+ * passed, [5] the tail's rows done, [6] h + out and the norm done (xn in shared memory), [7] its first tail unit done,
+ * [8] the norm step's reads of out done (its sum of squares' barrier passed), [9] thread 0's xn written (its norm weights
+ * read): where the norm step's 15 us go (forty-eighth session, RESULTS run 2).
  * cu_moeo_prof_print (at the backend's destroy) prints each stamp's quantiles over the blocks of each form's last
  * launch, from that launch's earliest entry. Why: the tail form's launch took 65 us against
  * the plain form's 37 (ncu, s47a) where ~42 were predicted; where the difference goes decides what to change. */
 #ifdef MOEO_PROF
 #include "backend/cuda/cuda_prof.h"
 #define MO_PROF_MAXB 1024
-__device__ unsigned long long moeo_prof_t[2][MO_PROF_MAXB][8];
+#define MO_PROF_N 10
+__device__ unsigned long long moeo_prof_t[2][MO_PROF_MAXB][MO_PROF_N];
 __device__ __forceinline__ void mo_prof_stamp(int form, int k) {
     if (blockIdx.x < MO_PROF_MAXB) {
         unsigned long long t;
@@ -325,9 +328,9 @@ __device__ __forceinline__ void mo_prof_stamp(int form, int k) {
 static int mo_prof_grid[2];   /* each form's last launch's grid */
 static int mo_prof_split;     /* the plain form's last launch's a.L (the split form; 0: not split) */
 extern "C" void cu_moeo_prof_print(void) {
-    static unsigned long long t[2][MO_PROF_MAXB][8];
-    static const char *name[8] = {"entry", "producer done", "units done", "sums reduced", "count passed", "tail done",
-                                  "norm done", "tail unit 1"};
+    static unsigned long long t[2][MO_PROF_MAXB][MO_PROF_N];
+    static const char *name[MO_PROF_N] = {"entry", "producer done", "units done", "sums reduced", "count passed",
+                                          "tail done", "norm done", "tail unit 1", "out read", "xn written"};
     CUDA_CHECK(cudaDeviceSynchronize());
     CUDA_CHECK(cudaMemcpyFromSymbol(t, moeo_prof_t, sizeof(t)));
     for (int f = 0; f < 2; f++) {
@@ -336,7 +339,7 @@ extern "C" void cu_moeo_prof_print(void) {
         unsigned long long t0 = ~0ull;
         for (int b = 0; b < n; b++) t0 = t[f][b][0] < t0 ? t[f][b][0] : t0;
         double *v = (double *)malloc(sizeof(double) * (size_t)n);
-        for (int k = 0; k < (f ? 8 : 4); k++) {
+        for (int k = 0; k < (f ? MO_PROF_N : 4); k++) {
             for (int b = 0; b < n; b++) v[b] = (double)(t[f][b][k] - t0) * 1e-3;
             cu_prof_quantiles(stderr, f ? "moeo-prof tail " : "moeo-prof plain", 13, name[k], v, n);
         }
@@ -428,6 +431,7 @@ __device__ __forceinline__ void moeo_tail(const mo_args &a, const float (&acc)[M
     ss = cu_warp_sum(ss);
     if (lane == 0) red[cw] = ss;   /* (part was read by the completed reduction) */
     asm volatile("bar.sync 1, %0;\n" ::"n"(MO_CT) : "memory");
+    if (ct == 0) MO_STAMP(1, 8);
     float tot = 0.0f;
 #pragma unroll
     for (int w = 0; w < MO_CW; w++) tot += red[w];
@@ -444,6 +448,7 @@ __device__ __forceinline__ void moeo_tail(const mo_args &a, const float (&acc)[M
             }
         }
     }
+    if (ct == 0) MO_STAMP(1, 9);
     asm volatile("bar.sync 1, %0;\n" ::"n"(MO_CT) : "memory");   /* xn in xs */
     if (ct == 0) MO_STAMP(1, 6);
     const int rp = (D < MO_PC ? D : MO_PC) * EB;
