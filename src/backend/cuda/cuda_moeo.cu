@@ -816,15 +816,20 @@ static int mo_prepare(ds_cuda_backend *cb, mo_args *a, float *out, const float *
     return eb;
 }
 
+/* *p: a device buffer of bytes zeroed once, made at its first use outside a capture (a capture may not allocate); 0
+ * while capturing without it */
+static int mo_zeroed_buf(void **p, size_t bytes) {
+    if (*p) return 1;
+    if (cu_capturing()) return 0;
+    CUDA_CHECK(cudaMalloc(p, bytes));
+    CUDA_CHECK(cudaMemset(*p, 0, bytes));
+    return 1;
+}
+
 /* the split form's buffer (cb->moeo_sp: the pieces' sums, then their counts, zero), made at the first eager launch; 0
  * while capturing without it (that launch goes unsplit) */
 static int mo_split_buf(ds_cuda_backend *cb) {
-    if (cb->moeo_sp) return 1;
-    if (cu_capturing()) return 0;
-    const size_t bytes = (size_t)cb->n_sm * (2 * 16 * sizeof(float) + sizeof(unsigned));
-    CUDA_CHECK(cudaMalloc(&cb->moeo_sp, bytes));
-    CUDA_CHECK(cudaMemset(cb->moeo_sp, 0, bytes));
-    return 1;
+    return mo_zeroed_buf((void **)&cb->moeo_sp, (size_t)cb->n_sm * (2 * 16 * sizeof(float) + sizeof(unsigned)));
 }
 
 int cu_moeo(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weights *L, const cu_wview *tab,
@@ -883,12 +888,8 @@ int cu_moeo_tail_fits(ds_cuda_backend *cb, const float *out, const float *x, con
     if (!mo_tail_weight_ok(nx->wq, g0, D, U) || !mo_tail_weight_ok(nx->wkv, g0, D, U) || !nx->in_norm ||
         !nx->in_norm->data || nx->in_norm->cols != D || !nx->q || !nx->kv)
         return 0;
-    if (!cb->moeo_cnt) {   /* the count and the epoch, zero at the first launch (made outside a capture) */
-        if (cu_capturing()) return 0;
-        CUDA_CHECK(cudaMalloc(&cb->moeo_cnt, 4 * sizeof(unsigned)));
-        CUDA_CHECK(cudaMemset(cb->moeo_cnt, 0, 4 * sizeof(unsigned)));
-    }
-    return 1;
+    /* the count and the epoch, zero at the first launch */
+    return mo_zeroed_buf((void **)&cb->moeo_cnt, 4 * sizeof(unsigned));
 }
 
 int cu_moeo_tail(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weights *L, const cu_wview *tab,
