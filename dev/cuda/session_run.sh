@@ -3800,6 +3800,30 @@ if want s49a; then
   step trace_fp8 90 env LD_PRELOAD=$PWD/.deps/lib/libcu_trace.so DSINFER_TRACE_FILE=$OUT/trace_fp8.txt DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 > /dev/null
   grep -E "^cu_trace" $OUT/trace_fp8.log | cut -c10-150 | head -20
 fi
+# s49b: qkv_finish and the absorbed attention's q product in one launch (DSINFER_CUDA_QKV_ABSORB=1, opt-in; KERNELS.md
+# forty-ninth session): op test qkvabs, the goldens and the model test with it on, FP8 / BF16 b1 QKV_ABSORB 0 / 1 in three
+# rotated rounds, FP8 b2 / b8 once each, and the b1 timeline with it on
+if want s49b; then
+  step ops_qkvabs 150 env DSINFER_OPS_ONLY=qkvabs $B/test_cuda_ops > /dev/null
+  echo "qkvabs: $(grep -cE "CHECK failed" $OUT/ops_qkvabs.log) failed; $(grep -E "M=1:|M=9:" $OUT/ops_qkvabs.log | cut -c1-150 | tr '\n' '|')"
+  grep -E "CHECK failed" $OUT/ops_qkvabs.log | head -3 | cut -c1-200
+  step golden_qa 100 env DSINFER_CUDA_QKV_ABSORB=1 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden_qa.log
+  step model_qa 200 env DSINFER_CUDA_QKV_ABSORB=1 $B/test_cuda_model > /dev/null; tail -1 $OUT/model_qa.log | cut -c1-150
+  for r in 1 2 3; do
+    case $r in 1) o="fp8:0 fp8:1 bf16:0 bf16:1";; 2) o="bf16:1 bf16:0 fp8:1 fp8:0";; 3) o="fp8:1 fp8:0 bf16:0 bf16:1";; esac
+    for cfg in $o; do
+      IFS=: read -r d qa <<< "$cfg"
+      step b1${d}_qa$qa-$r 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_QKV_ABSORB=$qa $B/dsinfer bench --dtype $d --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s49b-$d-qa$qa > /dev/null
+      echo "$d qkv_absorb=$qa r$r: $(grep -E "^decode" $OUT/b1${d}_qa$qa-$r.log | cut -c60-140)$(grep -iE "error|fatal" $OUT/b1${d}_qa$qa-$r.log | head -1 | cut -c1-150)"
+    done
+  done
+  for qa in 0 1; do
+    step b28_qa$qa 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_QKV_ABSORB=$qa $B/dsinfer bench --dtype fp8 --batch 2,8 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s49b-fp8-qa$qa > /dev/null
+    grep -E "^decode" $OUT/b28_qa$qa.log | cut -c1-140 | sed "s/^/qa=$qa /"
+  done
+  step trace_qa 90 env LD_PRELOAD=$PWD/.deps/lib/libcu_trace.so DSINFER_TRACE_FILE=$OUT/trace_fp8_qa.txt DSINFER_CUDA_TC=1 DSINFER_CUDA_QKV_ABSORB=1 $B/dsinfer bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 > /dev/null
+  grep -E "^cu_trace" $OUT/trace_qa.log | cut -c10-150 | head -16
+fi
 want opsq && ops_parallel 4 0 1 2 3
 want opso0 && ops_parallel 8 0 1 2 3
 want opso1 && ops_parallel 8 4 5 6 7

@@ -88,16 +88,20 @@ struct ds_backend {
     void (*kv_store)(ds_backend *be, void *cache, const float *kv);
     /* The MLA block's steps between its projections and its attention, for the batch's tokens: kv's latent part
      * [0, C) RMS-normed with kv_norm (eps), RoPE on q (every head's rope part) and on kv's (at C), kv stored into
-     * cache: the same values as rmsnorm, rope, rope and kv_store. Optional: NULL means call those four. */
-    void (*qkv_finish)(ds_backend *be, float *q, float *kv, void *cache, const ds_weight *kv_norm, float eps);
+     * cache: the same values as rmsnorm, rope, rope and kv_store. Optional: NULL means call those four.
+     * kv_b (NULL: none) tells the backend that the caller's next use of q is attn_absorbed over all of the batch's tokens
+     * with this kv_b, q unchanged until then: it may make that attention's q product (W_UK^T q_nope) now, beside these
+     * steps, and attn_absorbed take it (the same values). */
+    void (*qkv_finish)(ds_backend *be, float *q, float *kv, void *cache, const ds_weight *kv_norm, float eps,
+                       const ds_weight *kv_b);
     /* The MLA block's input end to end, for models without a q_lora (V2-Lite): h[M, D] += add (add NULL: h as it is),
      * xn = RMSNorm(h) * in_norm (eps), q = xn . wq^T and kv = xn . wkv^T, then qkv_finish(q, kv, cache, kv_norm,
-     * kv_eps). The same values as add_rmsnorm (rmsnorm without add), linear2 and qkv_finish. Optional: NULL means
+     * kv_eps, kv_b). The same values as add_rmsnorm (rmsnorm without add), linear2 and qkv_finish. Optional: NULL means
      * call those (the CUDA backend makes its W8A8 chain three launches here: the input quantized by the norm, the
      * split-K sums by qkv_finish). */
     void (*attn_in)(ds_backend *be, float *xn, float *h, const float *add, const ds_weight *in_norm, float eps, float *q,
                     float *kv, const ds_weight *wq, const ds_weight *wkv, void *cache, const ds_weight *kv_norm,
-                    float kv_eps, int M);
+                    float kv_eps, const ds_weight *kv_b, int M);
     /* A projection into the residual stream and the next norm: ff[M, D] = x . w^T, h += ff, xn = RMSNorm(h) * norm
      * (eps). The same values as linear then add_rmsnorm. Optional: NULL means call those (the CUDA backend sums the
      * W8A8 GEMM's split-K partials inside the norm's kernel). */

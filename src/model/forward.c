@@ -133,9 +133,9 @@ static void add_norm(ds_engine *e, const ds_weight *w, int M);
 
 /* The MLA block's input (spec 6) op by op: the layer's input norm of h (after h += ff where add_ff), the q (or q_a,
  * then its norm and q_b) and kv_a projections of xn, then the kv norm, both RoPEs and the cache store. */
-static void attn_in_rest(ds_engine *e, const ds_layer_weights *L, void *cache, int M);
+static void attn_in_rest(ds_engine *e, const ds_layer_weights *L, void *cache, int M, const ds_weight *kv_b);
 
-static void attn_in_ops(ds_engine *e, const ds_layer_weights *L, void *cache, int M, int add_ff) {
+static void attn_in_ops(ds_engine *e, const ds_layer_weights *L, void *cache, int M, int add_ff, const ds_weight *kv_b) {
     const ds_config *c = &e->cfg;
     ds_backend *be = e->be;
     ds_acts *a = &e->a;
@@ -151,12 +151,13 @@ static void attn_in_ops(ds_engine *e, const ds_layer_weights *L, void *cache, in
         be->linear(be, q_out, a->xn, wq, M);
         be->linear(be, a->kv, a->xn, &L->kv_a, M);
     }
-    attn_in_rest(e, L, cache, M);
+    attn_in_rest(e, L, cache, M, kv_b);
 }
 
 /* The MLA block's input after the two projections of xn (in qa or q, and kv): q_a's norm and q_b where q_lora, then
- * the kv norm, both RoPEs and the cache store. */
-static void attn_in_rest(ds_engine *e, const ds_layer_weights *L, void *cache, int M) {
+ * the kv norm, both RoPEs and the cache store. kv_b: backend.h qkv_finish's (the layer's where the absorbed attention
+ * over every token comes next, else NULL). */
+static void attn_in_rest(ds_engine *e, const ds_layer_weights *L, void *cache, int M, const ds_weight *kv_b) {
     const ds_config *c = &e->cfg;
     ds_backend *be = e->be;
     ds_acts *a = &e->a;
@@ -166,7 +167,7 @@ static void attn_in_rest(ds_engine *e, const ds_layer_weights *L, void *cache, i
         be->linear(be, a->q, a->qa, &L->q_b, M);
     }
     if (be->qkv_finish) {
-        be->qkv_finish(be, a->q, a->kv, cache, &L->kv_a_norm, 1e-6f);
+        be->qkv_finish(be, a->q, a->kv, cache, &L->kv_a_norm, 1e-6f, kv_b);
     } else {
         be->rmsnorm(be, a->kv, C + dr, a->kv, C + dr, &L->kv_a_norm, M, C, 1e-6f);  /* latent part only */
         be->rope(be, a->q, H * c->qk_head_dim, H, c->qk_head_dim, c->qk_nope_head_dim);
@@ -190,14 +191,16 @@ static void attention(ds_engine *e, const step_plan *p, int layer, int add_ff, i
     ds_backend *be = e->be;
     ds_acts *a = &e->a;
     void *cache = ds_engine_layer_cache(e, layer);
+    /* the layer's kv_b for qkv_finish where the absorbed attention over every sequence of the batch follows at once */
+    const ds_weight *kv_b = !p->n_naive && p->n_absorbed == p->meta.n_seqs ? &L->kv_b : NULL;
     /* the input side in one backend call where it has one (no q_lora; the add fused only where add_norm fuses it) */
     if (projected)
-        attn_in_rest(e, L, cache, p->meta.n_tokens);
+        attn_in_rest(e, L, cache, p->meta.n_tokens, kv_b);
     else if (attn_in_one_call(e, add_ff))
         be->attn_in(be, a->xn, a->h, add_ff ? a->ff : NULL, &L->input_norm, c->rms_norm_eps, a->q, a->kv, &L->q, &L->kv_a,
-                    cache, &L->kv_a_norm, 1e-6f, p->meta.n_tokens);
+                    cache, &L->kv_a_norm, 1e-6f, kv_b, p->meta.n_tokens);
     else
-        attn_in_ops(e, L, cache, p->meta.n_tokens, add_ff);
+        attn_in_ops(e, L, cache, p->meta.n_tokens, add_ff, kv_b);
     if (p->n_naive) be->attn_naive(be, a->ao, a->q, cache, &L->kv_b, p->naive, p->n_naive);
     if (p->n_absorbed) be->attn_absorbed(be, a->ao, a->q, cache, &L->kv_b, p->absorbed, p->n_absorbed);
 }

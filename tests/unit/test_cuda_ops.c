@@ -1493,8 +1493,8 @@ static void check_qkv_finish(setup *s, ds_backend *fu, int M) {
     ds_cuda_from_host(NULL, q2.d, q2.h, q2.n + PAD);
     ds_cuda_from_host(NULL, k2.d, k2.h, k2.n + PAD);
     wpair nw = mk_weight(s, 1, C, DS_DTYPE_F32, 1.0f, "kv_a_norm");
-    s->gpu->qkv_finish(s->gpu, q1.d, k1.d, c1.d, &nw.d, 1e-6f);
-    fu->qkv_finish(fu, q2.d, k2.d, c2.d, &nw.d, 1e-6f);
+    s->gpu->qkv_finish(s->gpu, q1.d, k1.d, c1.d, &nw.d, 1e-6f, NULL);
+    fu->qkv_finish(fu, q2.d, k2.d, c2.d, &nw.d, 1e-6f, NULL);
     bits_equal(s, &q1, &q2, "q", M);
     bits_equal(s, &k1, &k2, "kv", M);
     bits_equal(s, &c1, &c2, "cache", M);
@@ -2816,7 +2816,7 @@ static void check_attn1(setup *s, ds_dtype dt, int ctx) {
            "%s attn1: DSINFER_CUDA_MOE1=0 took layer1", s->name);
     /* the twin: the calls it stands for */
     const int seq0 = 0;
-    be[1]->qkv_finish(be[1], q2.d, kv2.d, cache2, &Ld.kv_a_norm, 1e-6f);
+    be[1]->qkv_finish(be[1], q2.d, kv2.d, cache2, &Ld.kv_a_norm, 1e-6f, NULL);
     be[1]->attn_absorbed(be[1], ao2.d, q2.d, cache2, &Ld.kv_b, &seq0, 1);
     be[1]->linear_add_rmsnorm(be[1], xn2.d, h2.d, ff2.d, ao2.d, &Ld.o, &Ld.post_norm, 1, eps);
     be[1]->moe(be[1], ff2.d, xn2.d, &Ld, 1);
@@ -3505,14 +3505,14 @@ static int check_attn_in_case(setup *s, int M, int with_add, const wpair *wq, co
      * ops below would leave there, so that a value the fused form fails to write cannot pass */
     long r0 = ds_cuda_chain_fused_runs(g);
     g->attn_in(g, xn2.d, h2.d, with_add ? ad.d : NULL, &in_norm->d, eps, q2.d, k2.d, &wq->d, &wkv->d, c2.d, &kv_norm->d,
-               1e-6f, M);
+               1e-6f, NULL, M);
     int fused_in = (int)(ds_cuda_chain_fused_runs(g) - r0);
     g->linear_add_rmsnorm(g, xn2.d, h2.d, f2.d, x.d, &wo->d, &in_norm->d, M, eps);
     /* the ops one by one */
     if (with_add) g->add_rmsnorm(g, xn1.d, h1.d, ad.d, &in_norm->d, M, D, eps);
     else g->rmsnorm(g, xn1.d, D, h1.d, D, &in_norm->d, M, D, eps);
     g->linear2(g, q1.d, k1.d, xn1.d, &wq->d, &wkv->d, M);
-    g->qkv_finish(g, q1.d, k1.d, c1.d, &kv_norm->d, 1e-6f);
+    g->qkv_finish(g, q1.d, k1.d, c1.d, &kv_norm->d, 1e-6f, NULL);
     g->linear(g, f1.d, x.d, &wo->d, M);
     g->add_rmsnorm(g, xn1.d, h1.d, f1.d, &in_norm->d, M, D, eps);
     struct { const buf *a, *b; const char *what; } cmp[] = {
@@ -3609,6 +3609,92 @@ static void run_attn_in(void) {
     }
 }
 
+/* DSINFER_OPS_ONLY=qkvabs: qkv_finish given the layer's kv_b with DSINFER_CUDA_QKV_ABSORB=1 (qkv_absorb_kernel: the
+ * absorbed attention's q product made in qkv_finish's launch, taken by attn_absorbed) against qkv_finish without it on
+ * copies of the same q, kv and cache: q, kv, the cache and the attention's output the same bytes; the q product made
+ * with qkv_finish and taken by the attention at 1 .. 8 tokens (absorb_q_v3_kernel's range), at 9 neither. Then two
+ * guards: the attention again on the same q (made by its own launch: taken once only), and the attention after qkv_finish
+ * given kv_b with another kv_b (not taken; the same bytes as that kv_b's attention on the plain side). V2-Lite shapes: the
+ * BF16 cache with a BF16 kv_b and q's heads in blocks of their own (DSINFER_CUDA_QKV_SPLIT's default), the FP8 cache with
+ * an FP8 block-scaled kv_b and one block a token (QKV_SPLIT=0). */
+static void run_qkv_absorb(void) {
+    if (only && strcmp(only, "qkvabs")) return;
+    const int Ms[] = {1, 2, 3, 5, 8, 9};
+    for (int l = 0; l < 2; l++) {
+        setup s;
+        setenv("DSINFER_CUDA_TC", "1", 1);
+        setenv("DSINFER_CUDA_QKV_ABSORB", "1", 1);
+        if (l) setenv("DSINFER_CUDA_QKV_SPLIT", "0", 1);
+        int ok = load_setup_kv(&s, l ? "v2l-qa8" : "v2l-qa", "configs/deepseek-v2-lite.json", 0, 16, 0, l ? KV_FP8 : KV_BF16);
+        unsetenv("DSINFER_CUDA_TC");
+        unsetenv("DSINFER_CUDA_QKV_ABSORB");
+        unsetenv("DSINFER_CUDA_QKV_SPLIT");
+        if (!ok) continue;
+        ds_backend *g = s.gpu;
+        const ds_config *c = &s.cfg;
+        const int H = c->num_heads, C = c->kv_lora_rank, w = C + c->qk_rope_head_dim, hw = c->qk_nope_head_dim + c->v_head_dim;
+        const ds_dtype dt = l ? DS_DTYPE_F8_E4M3 : DS_DTYPE_BF16;
+        wpair kv_norm = mk_weight(&s, 1, C, DS_DTYPE_F32, 1.0f, "kv_a_norm");
+        wpair kvb = mk_weight(&s, H * hw, C, dt, 1.0f / sqrtf((float)C), "kv_b");
+        wpair kvb2 = mk_weight(&s, H * hw, C, dt, 1.0f / sqrtf((float)C), "kv_b2");
+        for (int i = 0; i < NM(Ms); i++) {
+            const int M = Ms[i];
+            if (M > max_m) continue;
+            batch b;
+            mk_batch(&s, &b, M, 24, 16);
+            set_batch(&s, &b);
+            buf c1 = mk_cache(&s, &b), c2 = buf_copy(&s, &c1), c3 = buf_copy(&s, &c1);
+            buf q1 = buf_new(&s, (size_t)M * H * c->qk_head_dim), k1 = buf_new(&s, (size_t)M * w);
+            buf_rand(&q1, 1.0f);
+            buf_rand(&k1, 1.0f);
+            buf q2 = buf_copy(&s, &q1), k2 = buf_copy(&s, &k1), q3 = buf_copy(&s, &q1), k3 = buf_copy(&s, &k1);
+            const size_t no = (size_t)M * H * c->v_head_dim;
+            buf o[5];
+            for (int j = 0; j < 5; j++) {
+                o[j] = buf_new(&s, no);
+                buf_poison(&o[j]);
+            }
+            const long r0 = ds_cuda_qkv_absorb_runs(g), t0 = ds_cuda_qlat_taken_runs(g);
+            g->qkv_finish(g, q2.d, k2.d, c2.d, &kv_norm.d, 1e-6f, &kvb.d);   /* the q product made here where it fits */
+            const long made = ds_cuda_qkv_absorb_runs(g) - r0;
+            g->attn_absorbed(g, o[1].d, q2.d, c2.d, &kvb.d, b.seqs, b.m.n_seqs);
+            const long taken = ds_cuda_qlat_taken_runs(g) - t0;
+            g->attn_absorbed(g, o[2].d, q2.d, c2.d, &kvb.d, b.seqs, b.m.n_seqs);   /* again: its own product */
+            const long again = ds_cuda_qlat_taken_runs(g) - t0 - taken;
+            g->qkv_finish(g, q3.d, k3.d, c3.d, &kv_norm.d, 1e-6f, &kvb.d);
+            g->attn_absorbed(g, o[3].d, q3.d, c3.d, &kvb2.d, b.seqs, b.m.n_seqs);   /* another kv_b: not taken */
+            const long other = ds_cuda_qlat_taken_runs(g) - t0 - taken - again;
+            g->qkv_finish(g, q1.d, k1.d, c1.d, &kv_norm.d, 1e-6f, NULL);   /* the plain side */
+            g->attn_absorbed(g, o[0].d, q1.d, c1.d, &kvb.d, b.seqs, b.m.n_seqs);
+            g->attn_absorbed(g, o[4].d, q1.d, c1.d, &kvb2.d, b.seqs, b.m.n_seqs);
+            const long plain = ds_cuda_qkv_absorb_runs(g) - r0 - 2 * made;   /* (the kv_b2 case made one too) */
+            struct { const buf *a, *b; const char *what; } cmp[] = {
+                {&q1, &q2, "q"}, {&k1, &k2, "kv"}, {&c1, &c2, "cache"}, {&o[0], &o[1], "attention output"},
+                {&o[0], &o[2], "attention again"}, {&q1, &q3, "q (kv_b2 case)"}, {&c1, &c3, "cache (kv_b2 case)"},
+                {&o[4], &o[3], "attention with kv_b2"}};
+            size_t total = 0;
+            for (int j = 0; j < NM(cmp); j++) {
+                size_t nb = (cmp[j].a->n + PAD) * sizeof(float), diff = device_units_differ(&s, cmp[j].a->d, cmp[j].b->d, nb, 1);
+                total += diff;
+                CHECKF(diff == 0, "%s qkv_finish with kv_b M=%d: %s differs in %zu bytes", s.name, M, cmp[j].what, diff);
+            }
+            const long want = M <= 8;
+            printf("  %-8s qkv_finish with kv_b M=%d: q product made there %ld, taken %ld (again %ld, with another kv_b "
+                   "%ld), %zu bytes differ from qkv_finish then the attention\n", s.name, M, made, taken, again, other, total);
+            CHECKF(made == want && taken == want && again == 0 && other == 0 && plain == 0,
+                   "%s qkv_finish with kv_b M=%d: made %ld, taken %ld, again %ld, other %ld, plain side %ld (expected %ld, "
+                   "%ld, 0, 0, 0)", s.name, M, made, taken, again, other, plain, want, want);
+            free(b.pt);
+            buf *bufs[] = {&c1, &c2, &c3, &q1, &q2, &q3, &k1, &k2, &k3};
+            for (int j = 0; j < NM(bufs); j++) buf_free(&s, bufs[j]);
+            for (int j = 0; j < 5; j++) buf_free(&s, &o[j]);
+        }
+        wpair *ws[] = {&kv_norm, &kvb, &kvb2};
+        for (int j = 0; j < NM(ws); j++) free_weight(ws[j]);
+        free_setup(&s);
+    }
+}
+
 /* DSINFER_OPS_ONLY=combnorm: backend moe_to_attn_in then attn_in (DSINFER_CUDA_COMBINE_NORM=1: the MoE combine's sums made
  * by attn_in's norm kernel, cu_norm_chain_comb) against moe then attn_in on the same backend: ff, h, xn, q, kv and the cache
  * the same bytes; the left combine taken by the norm counted at every M: by the fused chain's norm (2 .. 64 rows with
@@ -3670,10 +3756,10 @@ static void run_comb_norm(void) {
             for (int j = 0; j < NM(outs); j++) buf_poison(outs[j]);
             long r0 = ds_cuda_comb_norm_runs(g);
             g->moe_to_attn_in(g, f2.d, x.d, &Ld, M);
-            g->attn_in(g, xn2.d, h2.d, f2.d, &in_norm.d, c->rms_norm_eps, q2.d, k2.d, &wq.d, &wkv.d, c2.d, &kv_norm.d, 1e-6f, M);
+            g->attn_in(g, xn2.d, h2.d, f2.d, &in_norm.d, c->rms_norm_eps, q2.d, k2.d, &wq.d, &wkv.d, c2.d, &kv_norm.d, 1e-6f, NULL, M);
             long taken = ds_cuda_comb_norm_runs(g) - r0;
             g->moe(g, f1.d, x.d, &Ld, M);
-            g->attn_in(g, xn1.d, h1.d, f1.d, &in_norm.d, c->rms_norm_eps, q1.d, k1.d, &wq.d, &wkv.d, c1.d, &kv_norm.d, 1e-6f, M);
+            g->attn_in(g, xn1.d, h1.d, f1.d, &in_norm.d, c->rms_norm_eps, q1.d, k1.d, &wq.d, &wkv.d, c1.d, &kv_norm.d, 1e-6f, NULL, M);
             long plain = ds_cuda_comb_norm_runs(g) - r0 - taken;
             struct { const buf *a, *b; const char *what; } cmp[] = {
                 {&f1, &f2, "ff"}, {&h1, &h2, "h"}, {&xn1, &xn2, "xn"}, {&q1, &q2, "q"}, {&k1, &k2, "kv"}, {&c1, &c2, "cache"}};
@@ -4660,6 +4746,7 @@ int main(void) {
     RUN(run_moe_nt48());
     RUN(run_group3());
     RUN(run_attn_in());
+    RUN(run_qkv_absorb());
     RUN(run_comb_norm());
     RUN(run_mla_fold());
     RUN(run_gemv_t1());

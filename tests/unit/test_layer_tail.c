@@ -96,7 +96,7 @@ static int t_layer1(ds_backend *be, float *xn, float *h, float *ff, float *ao, f
     if (!wmode) return 0;
     /* the rest of attn_in (forward.c attn_in_rest), the absorbed attention of the one sequence, then the tail */
     if (orig.qkv_finish) {
-        orig.qkv_finish(be, q, kv, cache, &L->kv_a_norm, kv_eps);
+        orig.qkv_finish(be, q, kv, cache, &L->kv_a_norm, kv_eps, &L->kv_b);   /* (the absorbed attention next)*/
     } else {
         orig.rmsnorm(be, kv, C + dr, kv, C + dr, &L->kv_a_norm, M, C, kv_eps);
         orig.rope(be, q, H * c->qk_head_dim, H, c->qk_head_dim, c->qk_nope_head_dim);

@@ -7,7 +7,10 @@
  *    back when its add is that out, as the CUDA backend's norm kernel makes it there;
  *  - every other op the forward runs wrapped so that it fails the test if it runs while a sum is left.
  * The logits must be the same bits as an engine without those two ops, prompts fed whole, in chunks and token by token,
- * and every MoE layer but the last must have left its sum once a step (a read of the NaN would also show in the logits). */
+ * and every MoE layer but the last must have left its sum once a step (a read of the NaN would also show in the logits).
+ * The same wrappers check the contract of attn_in's kv_b (backend.h qkv_finish): where the engine passes one, its next
+ * call on the backend is attn_absorbed on that q with that kv_b over every sequence of the batch (the CUDA backend's q
+ * product made in qkv_finish's launch, DSINFER_CUDA_QKV_ABSORB, relies on it), and it passes one at some steps. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,8 +28,23 @@ static struct {
     int active;
 } pend;
 static long left, taken, calls_while_left;
+static struct {
+    const float *q;       /* attn_in's q and kv_b, given: the next call must be attn_absorbed on them */
+    const ds_weight *kv_b;
+    int n_seqs;           /* the batch's sequences (set_batch) */
+} qk;
+static long kvb_given, kvb_taken, calls_while_kvb;
+
+/* an op other than attn_absorbed called while attn_in's kv_b promised that call next */
+static void guard_kvb(const char *op) {
+    if (!qk.kv_b) return;
+    calls_while_kvb++;
+    CHECKF(0, "%s called between attn_in given kv_b and the absorbed attention", op);
+    qk.kv_b = NULL;
+}
 
 static void guard(const char *op) {
+    guard_kvb(op);
     if (!pend.active) return;
     calls_while_left++;
     CHECKF(0, "%s called while the MoE output is left to the next attn_in", op);
@@ -34,8 +52,9 @@ static void guard(const char *op) {
 
 static void t_attn_in(ds_backend *be, float *xn, float *h, const float *add, const ds_weight *in_norm, float eps, float *q,
                       float *kv, const ds_weight *wq, const ds_weight *wkv, void *cache, const ds_weight *kv_norm,
-                      float kv_eps, int M) {
+                      float kv_eps, const ds_weight *kv_b, int M) {
     const ds_config *c = be->cfg;
+    guard_kvb("attn_in");
     int D = wq->cols, C = c->kv_lora_rank, dr = c->qk_rope_head_dim, H = c->num_heads;
     if (pend.active) {
         CHECKF(add == pend.out && pend.n == (size_t)M * D, "attn_in after moe_to_attn_in: add %p (left %p), %d rows",
@@ -52,6 +71,11 @@ static void t_attn_in(ds_backend *be, float *xn, float *h, const float *add, con
     orig.rope(be, q, H * c->qk_head_dim, H, c->qk_head_dim, c->qk_nope_head_dim);
     orig.rope(be, kv, C + dr, 1, 0, C);
     orig.kv_store(be, cache, kv);
+    if (kv_b) {
+        qk.q = q;
+        qk.kv_b = kv_b;
+        kvb_given++;
+    }
 }
 
 static void t_moe_to_attn_in(ds_backend *be, float *out, const float *x, const ds_layer_weights *L, int M) {
@@ -97,6 +121,15 @@ static void t_attn_naive(ds_backend *be, float *out, const float *q, const void 
 }
 static void t_attn_absorbed(ds_backend *be, float *out, const float *q, const void *cache, const ds_weight *kv_b,
                             const int *seqs, int n) {
+    if (qk.kv_b) {   /* the call attn_in's kv_b promised: its q and kv_b, every sequence in order */
+        int all = n == qk.n_seqs;
+        for (int k = 0; k < n && all; k++) all = seqs[k] == k;
+        CHECKF(q == qk.q && kv_b == qk.kv_b && all, "attn_absorbed after attn_in's kv_b: q %s, kv_b %s, %d of %d sequences%s",
+               q == qk.q ? "the same" : "another", kv_b == qk.kv_b ? "the same" : "another", n, qk.n_seqs,
+               all ? "" : " (not all in order)");
+        qk.kv_b = NULL;
+        kvb_taken++;
+    }
     guard("attn_absorbed");
     orig.attn_absorbed(be, out, q, cache, kv_b, seqs, n);
 }
@@ -110,6 +143,7 @@ static void t_moe(ds_backend *be, float *out, const float *x, const ds_layer_wei
 }
 static ds_status t_set_batch(ds_backend *be, const ds_batch_meta *m, char *err) {
     guard("set_batch");
+    qk.n_seqs = m->n_seqs;
     return orig.set_batch(be, m, err);
 }
 
@@ -163,6 +197,9 @@ static void check_fixture(const char *name) {
     }
     CHECKF(!pend.active, "%s: a sum still left after the last step", name);
     CHECK(calls_while_left == 0);
+    printf("%s: attn_in given kv_b %ld times, the absorbed attention on it next %ld times\n", name, kvb_given, kvb_taken);
+    CHECKF(kvb_given > 0 && kvb_taken == kvb_given && !qk.kv_b && calls_while_kvb == 0,
+           "%s: kv_b given %ld times, taken %ld, %ld other calls between", name, kvb_given, kvb_taken, calls_while_kvb);
     ds_engine_free(plain);
     ds_engine_free(wrapped);
     ds_st_close(g);

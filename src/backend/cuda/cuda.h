@@ -406,6 +406,8 @@ typedef struct {
     int qkv_split;      /* qkv_finish: q's heads this many a block of their own beside kv's block (DSINFER_CUDA_QKV_SPLIT,
                          * default 4; 0: one block a token) where there are no split-K partials to sum first, and ... */
     int qkv_split_parts;  /* ... with them too (DSINFER_CUDA_QKV_SPLIT_PARTS=1; default 0: FP8 b256 +0.18 ms) */
+    int qkv_absorb;     /* qkv_finish given the layer's kv_b (backend.h) makes the absorbed attention's q product in its
+                         * launch (qkv_absorb_kernel) where absorb_q_v3_kernel would make it (DSINFER_CUDA_QKV_ABSORB) */
     int moe_wg_order;   /* decode experts: which items a CTA takes (cuda_moe_wg.cu mw_args.order; DSINFER_CUDA_MOE_WG_ORDER;
                          * -1, the default: 1 up to 128 tokens, else 0) */
     int moe_wg_pdl;  /* decode experts (cuda_moe_wg.cu; DSINFER_CUDA_MOE_WG_PDL): 1 the down launch with programmatic dependent
@@ -623,6 +625,13 @@ typedef struct {
                                  * tokens; taken and cleared by the absorbed attention, cleared by a new batch) */
     int qb_T;
     long qb_fused_runs;         /* absorbed attentions that took ws_qb instead of converting q (tests) */
+    cu_ws ws_qlat;              /* q_lat [T, H, C] made by qkv_absorb_kernel with qkv_finish (opt.qkv_absorb) */
+    const float *qlat_of;       /* the q whose q_lat ws_qlat holds, by qlat_kvb, for qlat_T tokens (set by that launch;
+                                 * taken and cleared by the absorbed attention, cleared by qkv_finish and a new batch) */
+    const ds_weight *qlat_kvb;
+    int qlat_T;
+    long qkv_absorb_runs;       /* qkv_finish launches that made q_lat too (tests) */
+    long qlat_taken_runs;       /* absorbed attentions that took that q_lat (tests) */
     cu_ws ws_moe2;              /* grouped MoE: intermediates and expert outputs */
     cu_ws ws_moe1;              /* the one-token MoE launch's SiLU products (cuda_moe1.cu) */
     unsigned *moe1_bar;         /* its grid barrier's count and generation, zero between launches */
@@ -1046,7 +1055,7 @@ int cu_layer1(ds_backend *be, float *xn, float *h, float *ff, float *ao, float *
  * pkv ([ksk][M][C + dr]) where either count is above 1 (a count of 1: that tensor's partial is its product; the W8A8
  * linear2's; pq NULL, both 1: as they are); 0 (nothing launched) where the fused kernel does not fit */
 int cu_qkv_finish_parts(ds_backend *be, float *q, float *kv, void *cache, const ds_weight *kv_norm, float eps,
-                        const float *pq, const float *pkv, int ksq, int ksk);
+                        const float *pq, const float *pkv, int ksq, int ksk, const ds_weight *kv_b);
 /* The W8A8 chain fused above 64 rows (opt.chain_fuse 2): cu_f8_wgmma_gemm's TMA path for one or two weights with their
  * split-K partials kept for the next kernel to sum. plan: 1 where cu_f8_wgmma_gemm takes that path at M rows for w1
  * and w2 (NULL: one weight) on the codes q and sums the splits with the reduce launch (no cluster sum), with each
@@ -1305,6 +1314,10 @@ extern int cu_group_wide_min;
 extern int cu_absorb_v2;
 /* DSINFER_CUDA_ABSORB3_MAX_T (default 8, fifteenth session run 12): the most tokens absorb_q_v3_kernel takes */
 extern int cu_absorb3_max_t;
+/* absorb_q_v3_kernel's bytes an element of kv_b at T tokens (2 BF16, 1 FP8), 0 where it does not take them; whether the
+ * absorbed attention (attn_fused) makes the batch's T-token q product with it (cuda_attn.cu) */
+int cu_absorb_v3_eb(const ds_weight *kv_b, int T, int dn, int C);
+int cu_absorb_v3_takes(const ds_cuda_backend *cb, const ds_weight *kv_b, int T);
 /* DSINFER_CUDA_COMBINE2=0: mla_combine_kernel; default 1: mla_combine_v2_kernel for small grids, mla_combine_v3_kernel
  * (a block per token and head, every split's float4 loaded at once; twentieth session) above; 2: v2 always; 3: v3
  * always (cuda_attn.cu, all the same bits) */

@@ -84,6 +84,9 @@ int ds_cuda_moe_wg_sx_fits(int nt, int K);
 long ds_cuda_qb_fused_runs(ds_backend *be);
 /* qkv_finish launches with q's heads in blocks of their own (DSINFER_CUDA_QKV_SPLIT; tests) */
 long ds_cuda_qkv_split_launches(ds_backend *be);
+/* qkv_finish launches that made the absorbed attention's q_lat too (opt.qkv_absorb), and absorbed attentions that took it */
+long ds_cuda_qkv_absorb_runs(ds_backend *be);
+long ds_cuda_qlat_taken_runs(ds_backend *be);
 /* the decode experts' tokens a chunk for n_rows routed rows over E experts (cu_moe_wg_chunk at this backend's
  * DSINFER_CUDA_MOE_WG_NT48; tests) */
 int ds_cuda_moe_wg_chunk(ds_backend *be, int n_rows, int E);

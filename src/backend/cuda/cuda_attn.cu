@@ -13,6 +13,7 @@
 #include <math.h>
 
 #include "backend/cuda/cuda.h"
+#include "backend/cuda/cuda_absorb.h"
 
 #define NAIVE_THREADS 128
 #define NAIVE_CHUNK 128
@@ -334,67 +335,16 @@ __global__ void __launch_bounds__(256) absorb_q_v2_kernel(float *qlat, const flo
  * chain: q to shared memory, a barrier, then the loads). Here a block (128 threads) takes 64 columns of one head:
  * 128 blocks at 16 heads. Thread x reads 16-byte chunk x % CPR of rows x / CPR + RPP u (u < 128 / RPP), and its q
  * values straight from global memory, every load issued before any is used; the RPP row groups' partial sums meet
- * in shared memory. Needs C % 64 == 0, dn <= 128 and a BF16 or FP8 (block-scaled) kv_b. */
-#define AQ3_COLS 64
+ * in shared memory. Needs C % 64 == 0, dn <= 128 and a BF16 or FP8 (block-scaled) kv_b. (Its body is cuda_absorb.h's
+ * absorb_q_v3_cols, shared with qkv_absorb_kernel.) */
 template <int EB>   /* bytes an element: 1 FP8, 2 BF16 */
 __global__ void __launch_bounds__(128) absorb_q_v3_kernel(float *qlat, const float *q, cu_wview kvb, const int32_t *tok,
                                                           int T, int H, int C, int dn, int dqk, int hw) {
-    constexpr int CPR = AQ3_COLS * EB / 16, RPP = 128 / CPR, VPC = 16 / EB, NU = 128 / RPP;
-    __shared__ float red[RPP][2][AQ3_COLS];
-    int h = blockIdx.x, k0 = blockIdx.y * AQ3_COLS, i0 = blockIdx.z * 2, nt = T - i0 < 2 ? T - i0 : 2;
-    int ch = threadIdx.x % CPR, r0 = threadIdx.x / CPR, col = k0 + ch * VPC;
+    __shared__ float red[AQ3_RPP(EB)][2][AQ3_COLS];
     cu_pdl_trigger();
     cu_pdl_wait();
-    const float *q0 = q + (size_t)(tok ? tok[i0] : i0) * H * dqk + (size_t)h * dqk;
-    const float *q1 = nt > 1 ? q + (size_t)(tok ? tok[i0 + 1] : i0 + 1) * H * dqk + (size_t)h * dqk : q0;
-    uint4 raw[NU];
-    float sc[NU], qa[NU], qb[NU];
-#pragma unroll
-    for (int u = 0; u < NU; u++) {   /* every load first */
-        int d = r0 + RPP * u;
-        raw[u] = make_uint4(0, 0, 0, 0);
-        sc[u] = qa[u] = qb[u] = 0.0f;
-        if (d < dn) {
-            size_t r = (size_t)h * hw + d;
-            raw[u] = __ldg((const uint4 *)((const char *)kvb.data + (r * C + col) * EB));
-            if (EB == 1) sc[u] = kvb.scale ? __ldg(kvb.scale + (r >> 7) * (size_t)kvb.scale_cols + (size_t)(col >> 7)) : 1.0f;
-            qa[u] = __ldg(q0 + d);
-            qb[u] = __ldg(q1 + d);
-        }
-    }
-    float a0[VPC], a1[VPC];
-#pragma unroll
-    for (int v = 0; v < VPC; v++) a0[v] = a1[v] = 0.0f;
-#pragma unroll
-    for (int u = 0; u < NU; u++) {
-        float wv[VPC];
-        if (EB == 2) {
-            cu_bf16x8(raw[u], wv);
-        } else {
-            const uint32_t uu[4] = {raw[u].x, raw[u].y, raw[u].z, raw[u].w};
-#pragma unroll
-            for (int i = 0; i < 4; i++) cu_fp8x4(uu[i], sc[u], wv + 4 * i);
-        }
-#pragma unroll
-        for (int v = 0; v < VPC; v++) {
-            a0[v] = fmaf(qa[u], wv[v], a0[v]);
-            a1[v] = fmaf(qb[u], wv[v], a1[v]);
-        }
-    }
-#pragma unroll
-    for (int v = 0; v < VPC; v++) {
-        red[r0][0][ch * VPC + v] = a0[v];
-        red[r0][1][ch * VPC + v] = a1[v];
-    }
-    __syncthreads();
-    for (int x = threadIdx.x; x < 2 * AQ3_COLS; x += 128) {
-        int t = x / AQ3_COLS, c = x % AQ3_COLS;
-        if (t >= nt) continue;
-        float v = 0.0f;
-#pragma unroll
-        for (int r = 0; r < RPP; r++) v += red[r][t][c];
-        qlat[((size_t)(i0 + t) * H + h) * C + k0 + c] = v;
-    }
+    absorb_q_v3_cols<EB>(red, qlat, q, kvb, tok, T, H, C, dn, dqk, hw, blockIdx.x, blockIdx.y * AQ3_COLS, blockIdx.z * 2,
+                         threadIdx.x);
 }
 
 int cu_absorb_v2 = 2;   /* DSINFER_CUDA_ABSORB2 (read at backend creation): 2 (default since the fifteenth session) v3 for 1
@@ -776,6 +726,20 @@ static void values_tc(ds_cuda_backend *cb, float *out, const float *olat, const 
                                             CUDA_R_32F, H * dv, dv, H, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
+int cu_absorb_v3_eb(const ds_weight *kv_b, int T, int dn, int C) {
+    if (cu_absorb_v2 != 2 || T > cu_absorb3_max_t || dn > 128 || C % AQ3_COLS) return 0;
+    if (kv_b->dtype == DS_DTYPE_BF16 && !kv_b->scale) return 2;
+    return kv_b->dtype == DS_DTYPE_F8_E4M3 ? 1 : 0;
+}
+
+/* (attn_fused's rules: cu_attn_absorbed's choice of it, then not the batched GEMMs, then absorb_q_v3_kernel) */
+int cu_absorb_v3_takes(const ds_cuda_backend *cb, const ds_weight *kv_b, int T) {
+    const ds_config *c = cb->base.cfg;
+    if (!cb->opt.fused_attn || c->kv_lora_rank > FA_MAX_C || c->qk_nope_head_dim > 256) return 0;
+    if (cb->opt.tc && cb->opt.absorb_tc && T > GEMV_MAX_M) return 0;
+    return cu_absorb_v3_eb(kv_b, T, c->qk_nope_head_dim, c->kv_lora_rank) != 0;
+}
+
 int cu_mla_ev_on = 0;
 cudaEvent_t cu_mla_ev[2];
 
@@ -821,6 +785,10 @@ static void attn_fused(ds_cuda_backend *cb, float *out, const float *q, const un
     cu_wview kv = cu_view(kv_b);
     /* the batched GEMMs: tensor cores on, more tokens than a GEMV takes, all of the batch's tokens */
     int gemm = cb->opt.tc && cb->opt.absorb_tc && all && T > GEMV_MAX_M;
+    const int eb = gemm ? 0 : cu_absorb_v3_eb(kv_b, T, dn, C);
+    /* q_lat made by qkv_finish's launch for this q, kv_b and batch (opt.qkv_absorb), where absorb_q_v3_kernel would make it */
+    const int pre = eb && all && cb->qlat_of == q && cb->qlat_kvb == kv_b && cb->qlat_T == T;
+    cb->qlat_of = NULL;   /* taken, or stale: a later call on this q (changed or not) makes its own */
     const __nv_bfloat16 *wb = NULL;
     __nv_bfloat16 *qb = NULL, *ob = NULL;
     if (gemm) {
@@ -834,9 +802,12 @@ static void attn_fused(ds_cuda_backend *cb, float *out, const float *q, const un
         cb->qb_fused_runs += have_qb;
         if (have_qb) cb->qb_of = NULL;   /* taken: a later call on this q (changed or not) converts it itself */
         absorb_q_tc(cb, qlat, q, wb, have_qb ? (__nv_bfloat16 *)cb->ws_qb.p : qb, T, H, C, dn, dqk, hw, have_qb);
-    } else if (cu_absorb_v2 == 2 && T <= cu_absorb3_max_t && dn <= 128 && C % AQ3_COLS == 0 && kv_b->dtype == DS_DTYPE_BF16 && !kv_b->scale)
+    } else if (pre) {   /* made with qkv_finish (qkv_absorb_kernel: absorb_q_v3_kernel's arithmetic) */
+        qlat = (float *)cb->ws_qlat.p;
+        cb->qlat_taken_runs++;
+    } else if (eb == 2)
         cu_launch(absorb_q_v3_kernel<2>, dim3(H, C / AQ3_COLS, (T + 1) / 2), 128, 0, qlat, q, kv, tok, T, H, C, dn, dqk, hw);
-    else if (cu_absorb_v2 == 2 && T <= cu_absorb3_max_t && dn <= 128 && C % AQ3_COLS == 0 && kv_b->dtype == DS_DTYPE_F8_E4M3)
+    else if (eb == 1)
         cu_launch(absorb_q_v3_kernel<1>, dim3(H, C / AQ3_COLS, (T + 1) / 2), 128, 0, qlat, q, kv, tok, T, H, C, dn, dqk, hw);
     else if (cu_absorb_v2 && dn <= 256)
         cu_launch(absorb_q_v2_kernel, dim3(H, (C + 255) / 256, (T + AQ_TG - 1) / AQ_TG), 256, 0, qlat, q, kv, tok, T, H, C, dn, dqk, hw, cu_pdl_prefetch);

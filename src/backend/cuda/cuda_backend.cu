@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backend/cuda/cuda.h"
+#include "backend/cuda/cuda_absorb.h"
 
 void ds_cuda_die(const char *file, int line, const char *what, const char *msg) {
     fprintf(stderr, "%s:%d: CUDA error in %s: %s\n"
@@ -220,6 +221,8 @@ int ds_cuda_moe_wg_sx_fits(int nt, int K) { return cu_moe_wg_sx_fits(nt, K); }
 long ds_cuda_qb_fused_runs(ds_backend *be) { return cu_of(be)->qb_fused_runs; }
 long ds_cuda_moe_wg_nt48_launches(ds_backend *be) { return cu_of(be)->moe_wg_nt48_launches; }
 long ds_cuda_qkv_split_launches(ds_backend *be) { return cu_of(be)->qkv_split_launches; }
+long ds_cuda_qkv_absorb_runs(ds_backend *be) { return cu_of(be)->qkv_absorb_runs; }
+long ds_cuda_qlat_taken_runs(ds_backend *be) { return cu_of(be)->qlat_taken_runs; }
 int ds_cuda_moe_wg_chunk(ds_backend *be, int n_rows, int E) { return cu_moe_wg_chunk(n_rows, E, cu_of(be)->opt.moe_wg_nt48); }
 long ds_cuda_moe_wg_pipe_launches(ds_backend *be) { return cu_of(be)->moe_wg_pipe_launches; }
 long ds_cuda_gemv_t1_launches(void) { return cu_gemv_t1_launches; }
@@ -251,6 +254,7 @@ static ds_status cu_set_batch(ds_backend *be, const ds_batch_meta *b, char *err)
     ds_cuda_backend *cb = cu_of(be);
     (void)err;
     cb->qb_of = NULL;   /* a BF16 copy of q belongs to the batch it was made in */
+    cb->qlat_of = NULL;   /* and so does a q_lat */
     cu_profile_hook(b->n_tokens);   /* DSINFER_CUDA_PROFILE_STEPS (cuda_graph.cu): one count per forward */
     size_t M = (size_t)b->n_tokens, S = (size_t)b->n_seqs, PT = S * (size_t)b->pt_stride;
     cb->h_tokens = (int32_t *)grow_host(cb->h_tokens, &cb->h_cap_tok, M + 1, 3 * sizeof(int32_t));
@@ -749,18 +753,39 @@ static void cu_kv_store(ds_backend *be, void *cache_v, const float *kv) {
  * (their partials, their BF16 copy, their RoPE). The steps of q and of kv never read each other's values, and each
  * element's arithmetic is the one-block form's: the same bits, with the token's work over 1 + H / hpg SMs (one block a
  * token left 68 of 132 SMs idle at 64 tokens, and the whole step to one SM at batch 1). */
+typedef struct {
+    float *q, *kv;   /* [M, H dqk], [M, C + dr] */
+    void *cache;
+    cu_wview nw;     /* kv's norm weight [C] */
+    float eps;
+    int H, dn, dqk, C, dr;
+    size_t tb;       /* the cache's bytes a token */
+    const int32_t *positions, *tok_seq, *page_table;
+    int pt_stride, page_size;
+    const float *inv_freq;
+    float amp;
+    const float *pq, *pkv;   /* PARTS: the split-K partials [ksq][M][H dqk], [ksk][M][C + dr] */
+    int ksq, ksk;
+    __nv_bfloat16 *qb;       /* NULL, or q_nope's BF16 copy [M, H dqk] */
+    int hpg;                 /* q's heads a block of their own (0: one block a token) */
+} qf_args;
+
+/* block (m, g) of qkv_finish_kernel's grid (M tokens), red [RMS_THREADS / 32] its shared memory */
 template <int LAYOUT, bool PARTS>
-__global__ void __launch_bounds__(RMS_THREADS) qkv_finish_kernel(float *q, float *kv, void *cache, cu_wview nw, float eps,
-                                                                 int H, int dn, int dqk, int C, int dr, size_t tb,
-                                                                 const int32_t *positions, const int32_t *tok_seq,
-                                                                 const int32_t *page_table, int pt_stride, int page_size,
-                                                                 const float *inv_freq, float amp, const float *pq,
-                                                                 const float *pkv, int ksq, int ksk, __nv_bfloat16 *qb, int hpg) {
-    __shared__ float red[RMS_THREADS / 32];
-    int m = blockIdx.x, w = C + dr, half = dr / 2;
+__device__ __forceinline__ void qkv_finish_block(const qf_args &a, int m, int g, int M, float *red) {
+    float *q = a.q, *kv = a.kv;
+    void *cache = a.cache;
+    const cu_wview nw = a.nw;
+    const float eps = a.eps, amp = a.amp, *inv_freq = a.inv_freq, *pq = a.pq, *pkv = a.pkv;
+    const int H = a.H, dn = a.dn, dqk = a.dqk, C = a.C, dr = a.dr, ksq = a.ksq, ksk = a.ksk, hpg = a.hpg;
+    const size_t tb = a.tb;
+    const int32_t *positions = a.positions, *tok_seq = a.tok_seq, *page_table = a.page_table;
+    const int pt_stride = a.pt_stride, page_size = a.page_size;
+    __nv_bfloat16 *qb = a.qb;
+    int w = C + dr, half = dr / 2;
     float *kr = kv + (size_t)m * w;
     /* this block's share: q's heads [h0, h1) and kv or not (block-uniform) */
-    const int g = (int)blockIdx.y, do_kv = !hpg || g == 0;
+    const int do_kv = !hpg || g == 0;
     const int h0 = !hpg ? 0 : g == 0 ? 0 : (g - 1) * hpg, h1 = !hpg ? H : g == 0 ? 0 : h0 + hpg < H ? h0 + hpg : H;
     if (PARTS) {   /* q and kv are the ksq / ksk split-K partials' sums, in z order (f8_reduce2_kernel's additions): made here
                     * (a count of 1: the tensor's one partial, copied; it may be q or kv itself, each element read before
@@ -768,7 +793,7 @@ __global__ void __launch_bounds__(RMS_THREADS) qkv_finish_kernel(float *q, float
                     * A template argument: compiled into the one-tensor form, this prologue cost 3 us a layer at 256 rows
                     * (ncu, twenty-third session run 2) */
         const int nqa = H * dqk / 4, q0 = h0 * dqk / 4, nq4 = (h1 - h0) * dqk / 4, nk4 = do_kv ? w / 4 : 0;
-        size_t zq = (size_t)gridDim.x * nqa, zk = (size_t)gridDim.x * (w / 4);
+        size_t zq = (size_t)(unsigned)M * nqa, zk = (size_t)(unsigned)M * (w / 4);   /* (M: gridDim.x) */
         const float4 *sq = (const float4 *)pq + (size_t)m * nqa + q0, *sk = (const float4 *)pkv + (size_t)m * (w / 4);
         float4 *dq = (float4 *)(q + (size_t)m * H * dqk) + q0;
         for (int i0 = 0; i0 < nq4 + nk4; i0 += 4 * RMS_THREADS) {   /* four float4s a thread at once (V2-Lite: one pass) */
@@ -823,11 +848,50 @@ __global__ void __launch_bounds__(RMS_THREADS) qkv_finish_kernel(float *q, float
     else kv_row_f32((float *)cache + slot * w, kr, w);
 }
 
+template <int LAYOUT, bool PARTS>
+__global__ void __launch_bounds__(RMS_THREADS) qkv_finish_kernel(float *q, float *kv, void *cache, cu_wview nw, float eps,
+                                                                 int H, int dn, int dqk, int C, int dr, size_t tb,
+                                                                 const int32_t *positions, const int32_t *tok_seq,
+                                                                 const int32_t *page_table, int pt_stride, int page_size,
+                                                                 const float *inv_freq, float amp, const float *pq,
+                                                                 const float *pkv, int ksq, int ksk, __nv_bfloat16 *qb, int hpg) {
+    __shared__ float red[RMS_THREADS / 32];
+    const qf_args a = {q, kv, cache, nw, eps, H, dn, dqk, C, dr, tb, positions, tok_seq, page_table, pt_stride, page_size,
+                       inv_freq, amp, pq, pkv, ksq, ksk, qb, hpg};
+    qkv_finish_block<LAYOUT, PARTS>(a, (int)blockIdx.x, (int)blockIdx.y, (int)gridDim.x, red);
+}
+
+/* qkv_finish and the absorbed attention's q product in one launch (opt.qkv_absorb; backend.h qkv_finish with kv_b): the
+ * product reads only q_nope, which no step of qkv_finish changes, so the two are independent and their chains run side
+ * by side instead of one after the other (two dependent kernels of ~3.5 us each at batch 1: the forty-eighth session's
+ * timeline). Flat grid: blocks [0, nf) are qkv_finish_kernel's grid (M, ny) (block b: token b % M, group b / M), the rest
+ * absorb_q_v3_kernel's (H, C / AQ3_COLS, ceil(M / 2)) two column groups a block, a 128-thread half each (block b - nf:
+ * head % H, then column pair, then token pair). Each value's arithmetic is its kernel's: the same bits as the two
+ * launches. Needs C % (2 AQ3_COLS) == 0, no split-K partials (PARTS false) and no BF16 copy of q. */
+template <int LAYOUT, int EB>
+__global__ void __launch_bounds__(RMS_THREADS) qkv_absorb_kernel(qf_args a, int M, int ny, float *qlat, cu_wview kvb, int hw) {
+    static_assert(RMS_THREADS == 256, "two 128-thread column groups a block");
+    __shared__ float red[RMS_THREADS / 32];
+    __shared__ float ared[2][AQ3_RPP(EB)][2][AQ3_COLS];
+    cu_pdl_trigger();
+    cu_pdl_wait();
+    const int nf = M * ny, b = (int)blockIdx.x;
+    if (b < nf) {
+        qkv_finish_block<LAYOUT, false>(a, b % M, b / M, M, red);
+        return;   /* (whole block) */
+    }
+    const int ab = b - nf, half = (int)threadIdx.x >> 7, pairs = a.C / (2 * AQ3_COLS);
+    const int h = ab % a.H, k0 = ((ab / a.H) % pairs * 2 + half) * AQ3_COLS, i0 = ab / (a.H * pairs) * 2;
+    absorb_q_v3_cols<EB>(ared[half], qlat, a.q, kvb, NULL, M, a.H, a.C, a.dn, a.dqk, hw, h, k0, i0, threadIdx.x & 127u);
+}
+
 /* qkv_finish_kernel for the batch's tokens, with q and kv first summed from split-K partials pq [ksq][M][H dqk] and
  * pkv [ksk][M][C + dr] (16-byte aligned) where either count is above 1; 0 (nothing launched) where the kernel does not
- * fit. */
+ * fit. kv_b (NULL: none): the layer's, whose absorbed attention over the batch's tokens comes next (backend.h qkv_finish):
+ * with opt.qkv_absorb its q product is made in the same launch where that attention would make it by absorb_q_v3_kernel
+ * (qkv_absorb_kernel; q_lat into ws_qlat, taken by attn_fused). */
 int cu_qkv_finish_parts(ds_backend *be, float *q, float *kv, void *cache, const ds_weight *kv_norm, float eps,
-                        const float *pq, const float *pkv, int ksq, int ksk) {
+                        const float *pq, const float *pkv, int ksq, int ksk, const ds_weight *kv_b) {
     const int ks = ksq > ksk ? ksq : ksk;   /* above 1: the partials' prologue */
     ds_cuda_backend *cb = cu_of(be);
     const ds_config *c = be->cfg;
@@ -859,6 +923,34 @@ int cu_qkv_finish_parts(ds_backend *be, float *q, float *kv, void *cache, const 
                     (ks == 1 || cb->opt.qkv_split_parts) ? cb->opt.qkv_split : 0;
     const dim3 grid((unsigned)M, hpg ? 1 + (unsigned)((H + hpg - 1) / hpg) : 1);
     cb->qkv_split_launches += hpg > 0;
+    cb->qlat_of = NULL;
+    const int eb = kv_b && cb->opt.qkv_absorb && ks == 1 && !qb && C % (2 * AQ3_COLS) == 0 && cu_absorb_v3_takes(cb, kv_b, M)
+                       ? cu_absorb_v3_eb(kv_b, M, dn, C)
+                       : 0;
+    if (eb) {
+        const qf_args a = {q, kv, cache, nw, eps, H, dn, c->qk_head_dim, C, dr, tb, cb->d_positions, cb->d_tok_seq,
+                           cb->d_page_table, cb->b.pt_stride, cb->b.page_size, cb->inv_freq, c->rope_amplitude, NULL, NULL,
+                           1, 1, NULL, hpg};
+        float *qlat = (float *)cu_ws_get(&cb->ws_qlat, (size_t)M * H * C * sizeof(float));
+        const unsigned nb = grid.x * grid.y + (unsigned)(H * (C / (2 * AQ3_COLS)) * ((M + 1) / 2));
+        const cu_wview kvb = cu_view(kv_b);
+        const int hw = dn + c->v_head_dim;
+#define QA_LAUNCH(L)                                                                                                  \
+    do {                                                                                                              \
+        if (eb == 2) cu_launch(qkv_absorb_kernel<L, 2>, nb, RMS_THREADS, 0, a, M, (int)grid.y, qlat, kvb, hw);       \
+        else cu_launch(qkv_absorb_kernel<L, 1>, nb, RMS_THREADS, 0, a, M, (int)grid.y, qlat, kvb, hw);               \
+    } while (0)
+        if (c->kv_fp8) QA_LAUNCH(CU_KV_FP8);
+        else if (c->kv_bf16) QA_LAUNCH(CU_KV_BF16);
+        else QA_LAUNCH(CU_KV_F32);
+#undef QA_LAUNCH
+        CUDA_LAUNCH_CHECK();
+        cb->qlat_of = q;
+        cb->qlat_kvb = kv_b;
+        cb->qlat_T = M;
+        cb->qkv_absorb_runs++;
+        return 1;
+    }
 #define QF_LAUNCH_P(L, P)                                                                                             \
     qkv_finish_kernel<L, P><<<grid, RMS_THREADS, 0, cu_stream>>>(q, kv, cache, nw, eps, H, dn, c->qk_head_dim, C, dr,   \
                                                                  tb, cb->d_positions, cb->d_tok_seq, cb->d_page_table,    \
@@ -879,13 +971,15 @@ int cu_qkv_finish_parts(ds_backend *be, float *q, float *kv, void *cache, const 
     return 1;
 }
 
-static void cu_qkv_finish(ds_backend *be, float *q, float *kv, void *cache, const ds_weight *kv_norm, float eps) {
+static void cu_qkv_finish(ds_backend *be, float *q, float *kv, void *cache, const ds_weight *kv_norm, float eps,
+                          const ds_weight *kv_b) {
     ds_cuda_backend *cb = cu_of(be);
     const ds_config *c = be->cfg;
     int C = c->kv_lora_rank, dr = c->qk_rope_head_dim, H = c->num_heads, dn = c->qk_nope_head_dim, w = C + dr;
     int M = cb->b.n_tokens;
     cb->qb_of = NULL;   /* (set again where the fused kernel writes the copy) */
-    if (!M || cu_qkv_finish_parts(be, q, kv, cache, kv_norm, eps, NULL, NULL, 1, 1)) return;
+    cb->qlat_of = NULL;   /* (set again where the launch makes q_lat) */
+    if (!M || cu_qkv_finish_parts(be, q, kv, cache, kv_norm, eps, NULL, NULL, 1, 1, kv_b)) return;
     cu_rmsnorm(be, kv, w, kv, w, kv_norm, M, C, eps);
     cu_rope(be, q, H * c->qk_head_dim, H, c->qk_head_dim, dn);
     cu_rope(be, kv, w, 1, 0, C);
@@ -930,7 +1024,7 @@ static int attn_in_norm(ds_cuda_backend *cb, float *xn, float *h, const float *a
  * attnin). Else the composition. */
 static void cu_attn_in(ds_backend *be, float *xn, float *h, const float *add, const ds_weight *in_norm, float eps, float *q,
                        float *kv, const ds_weight *wq, const ds_weight *wkv, void *cache, const ds_weight *kv_norm, float kv_eps,
-                       int M) {
+                       const ds_weight *kv_b, int M) {
     ds_cuda_backend *cb = cu_of(be);
     int D = wq->cols;
     if (cb->comb.active && (cb->comb.out != add || cb->comb.M != M)) cu_comb_flush(cb);   /* not this call's add */
@@ -941,12 +1035,12 @@ static void cu_attn_in(ds_backend *be, float *xn, float *h, const float *add, co
         if (attn_in_norm(cb, xn, h, add, in_norm, M, D, eps, codes, qs)) {
             cu_f8_parts pp;
             cu_f8_gemm1_parts(cb, codes, qs, M, wq, q, wkv, kv, &pp);
-            if (pp.ks > 1 && cu_qkv_finish_parts(be, q, kv, cache, kv_norm, kv_eps, pp.p1, pp.p2, pp.ks, pp.ks)) {
+            if (pp.ks > 1 && cu_qkv_finish_parts(be, q, kv, cache, kv_norm, kv_eps, pp.p1, pp.p2, pp.ks, pp.ks, kv_b)) {
                 cb->chain_fused_runs++;
                 return;
             }
             if (pp.ks > 1) cu_f8_reduce_two(q, pp.p1, (size_t)M * wq->rows, kv, pp.p2, (size_t)M * wkv->rows, pp.ks);
-            cu_qkv_finish(be, q, kv, cache, kv_norm, kv_eps);
+            cu_qkv_finish(be, q, kv, cache, kv_norm, kv_eps, kv_b);
             return;
         }
     }
@@ -956,13 +1050,13 @@ static void cu_attn_in(ds_backend *be, float *xn, float *h, const float *add, co
         cu_f8_tma_parts tp;
         if (cu_f8_tma_parts_plan(cb, codes, M, wq, wkv, &tp) && attn_in_norm(cb, xn, h, add, in_norm, M, D, eps, codes, qs)) {
             cu_f8_tma_parts_run(cb, codes, qs, M, wq, q, wkv, kv, &tp);
-            if (cu_qkv_finish_parts(be, q, kv, cache, kv_norm, kv_eps, tp.p1, tp.p2, tp.ks1, tp.ks2)) {
+            if (cu_qkv_finish_parts(be, q, kv, cache, kv_norm, kv_eps, tp.p1, tp.p2, tp.ks1, tp.ks2, kv_b)) {
                 cb->chain_fused_runs++;
                 return;
             }
             if (tp.ks1 > 1) cu_f8_reduce(q, tp.p1, (size_t)M * wq->rows, tp.ks1);
             if (tp.ks2 > 1) cu_f8_reduce(kv, tp.p2, (size_t)M * wkv->rows, tp.ks2);
-            cu_qkv_finish(be, q, kv, cache, kv_norm, kv_eps);
+            cu_qkv_finish(be, q, kv, cache, kv_norm, kv_eps, kv_b);
             return;
         }
     }
@@ -978,7 +1072,7 @@ static void cu_attn_in(ds_backend *be, float *xn, float *h, const float *add, co
         else cu_rmsnorm(be, xn, D, h, D, in_norm, M, D, eps);
     }
     cu_linear2(be, q, kv, xn, wq, wkv, M);
-    cu_qkv_finish(be, q, kv, cache, kv_norm, kv_eps);
+    cu_qkv_finish(be, q, kv, cache, kv_norm, kv_eps, kv_b);
 }
 
 /* backend.h linear_add_rmsnorm. The fused form (chain_fits): x quantized, the GEMM with its split-K partials kept,
@@ -1065,7 +1159,7 @@ static void cu_destroy(ds_backend *be) {
     cu_lt_tune_free(cb);   /* its plans before the cuBLASLt handle */
     cu_fp8_free(cb);
     cu_ws *ws[] = {&cb->ws_meta, &cb->ws_deq, &cb->ws_rows, &cb->ws_attn, &cb->ws_mlp, &cb->ws_moe, &cb->ws_sample,
-                   &cb->ws_tc, &cb->ws_abs, &cb->ws_abs_tc, &cb->ws_qb, &cb->ws_moe2, &cb->ws_moe_tc, &cb->ws_moe_gemm, &cb->ws_f8xt,
+                   &cb->ws_tc, &cb->ws_abs, &cb->ws_abs_tc, &cb->ws_qb, &cb->ws_qlat, &cb->ws_moe2, &cb->ws_moe_tc, &cb->ws_moe_gemm, &cb->ws_f8xt,
                    &cb->ws_router_part, &cb->ws_moe1};
     for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) cu_ws_free(ws[i]);
     for (int i = 0; i < cb->n_owned; i++) cudaFree(cb->owned[i]);
@@ -1176,6 +1270,7 @@ static cu_opts cu_opts_read(void) {
     o.kvb_bf16 = env_int("DSINFER_CUDA_KVB_BF16", 1);
     o.qkv_fuse = env_int("DSINFER_CUDA_QKV_FUSE", 1);
     o.qkv_split = env_int("DSINFER_CUDA_QKV_SPLIT", 4);
+    o.qkv_absorb = env_int("DSINFER_CUDA_QKV_ABSORB", 0);
     o.qkv_split_parts = env_int("DSINFER_CUDA_QKV_SPLIT_PARTS", 0);
     o.router_fused = env_int("DSINFER_CUDA_ROUTER_FUSED", 1);
     /* from 9 tokens: at 1 and 8 the GEMV + routing kernel measured faster (twelfth session run 5: FP8 batch 1
