@@ -3800,31 +3800,36 @@ if want s49a; then
   step trace_fp8 90 env LD_PRELOAD=$PWD/.deps/lib/libcu_trace.so DSINFER_TRACE_FILE=$OUT/trace_fp8.txt DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 > /dev/null
   grep -E "^cu_trace" $OUT/trace_fp8.log | cut -c10-150 | head -20
 fi
-# s49b: qkv_finish and the absorbed attention's q product in one launch (DSINFER_CUDA_QKV_ABSORB=1, opt-in; KERNELS.md
-# forty-ninth session): op test qkvabs, the goldens and the model test with it on, FP8 / BF16 b1 QKV_ABSORB 0 / 1 in three
-# rotated rounds, FP8 b2 / b8 once each, and the b1 timeline with it on
+# s49b: two opt-in launches of the forty-ninth session (KERNELS.md): qkv_finish with the absorbed attention's q product
+# (DSINFER_CUDA_QKV_ABSORB=1) and the split combine with W_UV (DSINFER_CUDA_COMB_UV=1): op tests qkvabs and combuv, the
+# goldens and the model test with both on, FP8 / BF16 b1 in three rotated rounds (with MLA_FOLD=1 at FP8 b1: slower at
+# b64 / b256 in the thirty-fourth session, never timed at b1, where the combine is a 4.2 us step), FP8 b2 / b8 off / on,
+# and the b1 timeline with both on
 if want s49b; then
-  step ops_qkvabs 150 env DSINFER_OPS_ONLY=qkvabs $B/test_cuda_ops > /dev/null
-  echo "qkvabs: $(grep -cE "CHECK failed" $OUT/ops_qkvabs.log) failed; $(grep -E "M=1:|M=9:" $OUT/ops_qkvabs.log | cut -c1-150 | tr '\n' '|')"
-  grep -E "CHECK failed" $OUT/ops_qkvabs.log | head -3 | cut -c1-200
-  step golden_qa 100 env DSINFER_CUDA_QKV_ABSORB=1 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden_qa.log
-  step model_qa 200 env DSINFER_CUDA_QKV_ABSORB=1 $B/test_cuda_model > /dev/null; tail -1 $OUT/model_qa.log | cut -c1-150
-  for r in 1 2 3; do   # dtype : QKV_ABSORB : MLA_FOLD (the split combine folded into the decode: slower at b64 / b256 in
-                       # the thirty-fourth session, never timed at b1, where the combine is a 4.2 us step of the chain)
-    case $r in 1) o="fp8:0:0 fp8:1:0 fp8:0:1 fp8:1:1 bf16:0:0 bf16:1:0";; 2) o="bf16:1:0 bf16:0:0 fp8:1:1 fp8:0:1 fp8:1:0 fp8:0:0";;
-               3) o="fp8:1:0 fp8:0:0 fp8:1:1 fp8:0:1 bf16:0:0 bf16:1:0";; esac
+  for t in qkvabs combuv; do
+    step ops_$t 150 env DSINFER_OPS_ONLY=$t $B/test_cuda_ops > /dev/null
+    echo "$t: $(grep -cE "CHECK failed" $OUT/ops_$t.log) failed; $(tail -1 $OUT/ops_$t.log | cut -c1-60); $(grep -E "M=1[: ]|M=9[: ]" $OUT/ops_$t.log | head -4 | cut -c1-150 | tr '\n' '|')"
+    grep -E "CHECK failed" $OUT/ops_$t.log | head -3 | cut -c1-200
+  done
+  step golden_qu 100 env DSINFER_CUDA_QKV_ABSORB=1 DSINFER_CUDA_COMB_UV=1 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden_qu.log
+  step model_qu 200 env DSINFER_CUDA_QKV_ABSORB=1 DSINFER_CUDA_COMB_UV=1 $B/test_cuda_model > /dev/null; tail -1 $OUT/model_qu.log | cut -c1-150
+  for r in 1 2 3; do   # dtype : QKV_ABSORB : COMB_UV : MLA_FOLD
+    case $r in 1) o="fp8:0:0:0 fp8:1:0:0 fp8:0:1:0 fp8:1:1:0 fp8:0:0:1 bf16:0:0:0 bf16:1:1:0";;
+               2) o="bf16:1:1:0 bf16:0:0:0 fp8:0:0:1 fp8:1:1:0 fp8:0:1:0 fp8:1:0:0 fp8:0:0:0";;
+               3) o="fp8:1:1:0 fp8:0:0:0 fp8:0:0:1 fp8:1:0:0 fp8:0:1:0 bf16:0:0:0 bf16:1:1:0";; esac
     for cfg in $o; do
-      IFS=: read -r d qa fo <<< "$cfg"
-      step b1${d}_qa$qa$fo-$r 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_QKV_ABSORB=$qa DSINFER_CUDA_MLA_FOLD=$fo $B/dsinfer bench --dtype $d --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s49b-$d-qa$qa-fold$fo > /dev/null
-      echo "$d qkv_absorb=$qa fold=$fo r$r: $(grep -E "^decode" $OUT/b1${d}_qa$qa$fo-$r.log | cut -c60-140)$(grep -iE "error|fatal" $OUT/b1${d}_qa$qa$fo-$r.log | head -1 | cut -c1-150)"
+      IFS=: read -r d qa uv fo <<< "$cfg"
+      n=b1${d}_$qa$uv$fo-$r
+      step $n 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_QKV_ABSORB=$qa DSINFER_CUDA_COMB_UV=$uv DSINFER_CUDA_MLA_FOLD=$fo $B/dsinfer bench --dtype $d --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s49b-$d-qa$qa-uv$uv-fold$fo > /dev/null
+      echo "$d qa=$qa uv=$uv fold=$fo r$r: $(grep -E "^decode" $OUT/$n.log | cut -c60-140)$(grep -iE "error|fatal" $OUT/$n.log | head -1 | cut -c1-150)"
     done
   done
-  for qa in 0 1; do
-    step b28_qa$qa 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_QKV_ABSORB=$qa $B/dsinfer bench --dtype fp8 --batch 2,8 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s49b-fp8-qa$qa > /dev/null
-    grep -E "^decode" $OUT/b28_qa$qa.log | cut -c1-140 | sed "s/^/qa=$qa /"
+  for qu in 0 1; do
+    step b28_qu$qu 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_QKV_ABSORB=$qu DSINFER_CUDA_COMB_UV=$qu $B/dsinfer bench --dtype fp8 --batch 2,8 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s49b-fp8-qu$qu > /dev/null
+    grep -E "^decode" $OUT/b28_qu$qu.log | cut -c1-140 | sed "s/^/qa=uv=$qu /"
   done
-  step trace_qa 90 env LD_PRELOAD=$PWD/.deps/lib/libcu_trace.so DSINFER_TRACE_FILE=$OUT/trace_fp8_qa.txt DSINFER_CUDA_TC=1 DSINFER_CUDA_QKV_ABSORB=1 $B/dsinfer bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 > /dev/null
-  grep -E "^cu_trace" $OUT/trace_qa.log | cut -c10-150 | head -16
+  step trace_qu 90 env LD_PRELOAD=$PWD/.deps/lib/libcu_trace.so DSINFER_TRACE_FILE=$OUT/trace_fp8_qu.txt DSINFER_CUDA_TC=1 DSINFER_CUDA_QKV_ABSORB=1 DSINFER_CUDA_COMB_UV=1 $B/dsinfer bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 > /dev/null
+  grep -E "^cu_trace" $OUT/trace_qu.log | cut -c10-150 | head -16
 fi
 want opsq && ops_parallel 4 0 1 2 3
 want opso0 && ops_parallel 8 0 1 2 3

@@ -406,6 +406,8 @@ typedef struct {
     int qkv_split;      /* qkv_finish: q's heads this many a block of their own beside kv's block (DSINFER_CUDA_QKV_SPLIT,
                          * default 4; 0: one block a token) where there are no split-K partials to sum first, and ... */
     int qkv_split_parts;  /* ... with them too (DSINFER_CUDA_QKV_SPLIT_PARTS=1; default 0: FP8 b256 +0.18 ms) */
+    int comb_uv;        /* the absorbed attention's split combine and W_UV product in one launch (mla_comb_uv_kernel) at
+                         * decode-sized batches (DSINFER_CUDA_COMB_UV) */
     int qkv_absorb;     /* qkv_finish given the layer's kv_b (backend.h) makes the absorbed attention's q product in its
                          * launch (qkv_absorb_kernel) where absorb_q_v3_kernel would make it (DSINFER_CUDA_QKV_ABSORB) */
     int moe_wg_order;   /* decode experts: which items a CTA takes (cuda_moe_wg.cu mw_args.order; DSINFER_CUDA_MOE_WG_ORDER;
@@ -656,6 +658,7 @@ typedef struct {
     unsigned *route_tickets;    /* the fused router's ticket per token group [CU_ROUTE_TICKETS] (cuda_moe.cu), zero between launches */
     unsigned *mla_tickets;      /* the folded MLA combine's [CU_MLA_TICKETS] (cuda_mla_tc.cu), zero between launches */
     long mla_fold_runs;         /* MLA decodes whose split combine was folded (tests) */
+    long comb_uv_runs;          /* absorbed attentions whose combine and W_UV ran as one launch (opt.comb_uv; tests) */
     long chain_fused_runs;      /* attn_in / linear_add_rmsnorm calls that summed the split-K partials in the next kernel (tests) */
     long moe_wg_pdl_launches;   /* moe_wg_kernel launches with the PDL attribute (opt.moe_wg_pdl; tests) */
     long moe_wg_nt48_launches;  /* moe_wg_kernel launches with 48 tokens a chunk (tests) */

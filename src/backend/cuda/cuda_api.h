@@ -87,6 +87,8 @@ long ds_cuda_qkv_split_launches(ds_backend *be);
 /* qkv_finish launches that made the absorbed attention's q_lat too (opt.qkv_absorb), and absorbed attentions that took it */
 long ds_cuda_qkv_absorb_runs(ds_backend *be);
 long ds_cuda_qlat_taken_runs(ds_backend *be);
+/* absorbed attentions whose split combine and W_UV product ran as one launch (opt.comb_uv) */
+long ds_cuda_comb_uv_runs(ds_backend *be);
 /* the decode experts' tokens a chunk for n_rows routed rows over E experts (cu_moe_wg_chunk at this backend's
  * DSINFER_CUDA_MOE_WG_NT48; tests) */
 int ds_cuda_moe_wg_chunk(ds_backend *be, int n_rows, int E);

@@ -623,6 +623,126 @@ __global__ void __launch_bounds__(128) mla_combine_v2_kernel(float *olat, __nv_b
     }
 }
 
+/* The split combine and the values' product out = W_UV o_lat in one launch at decode-sized batches (opt.comb_uv,
+ * DSINFER_CUDA_COMB_UV; the forty-ninth session): at batch 1 they were two dependent kernels of 4.2 and 3.4 us a layer
+ * (mla_combine_v2_kernel, then the W_UV GEMV over o_lat in global memory). Block (token i, head h, row group z) of 256
+ * threads: its W_UV rows' weights loaded first (no kernel writes them: before the PDL wait), then head h's o_lat made
+ * whole in shared memory by mla_combine_v2_kernel's arithmetic (warp 0 the splits' weights and denominator, each thread
+ * two columns, the first CU_PRE splits' partials loaded before the weights are known), then warp w's CU_RPW rows
+ * z CU_ROWS + w CU_RPW .. of head h's dv: lane l the 16 columns [16 l, 16 l + 16) of each, in order, then the warp's tree.
+ * o_lat has the combine's bits; the product's order of additions is not the GEMV's (NMSE against it: op test combuv).
+ * C = 512 (16 columns a lane), dv % CU_ROWS == 0, S <= CB_MAX_S; kv_b BF16, or FP8 with 128 x 128 block scales (EB). */
+#define CU_ROWS 32   /* W_UV rows a block */
+#define CU_RPW 4     /* rows a warp */
+#define CU_PRE 8     /* splits whose partials a thread loads before the splits' weights are known */
+template <int EB>
+__global__ void __launch_bounds__(256) mla_comb_uv_kernel(float *out, const float *part, const float *ml, cu_wview kvb,
+                                                          int S, int H, int dn, int dv, int hw) {
+    constexpr int C = 512, NCH = 16 * EB / 16, VPC = 16 / EB;   /* a lane's 16 columns: NCH chunks of VPC values */
+    static_assert(CU_ROWS == 8 * CU_RPW, "eight warps");
+    __shared__ float wgt[CB_MAX_S];
+    __shared__ float den_sh;
+    __shared__ int nl_sh;
+    __shared__ __align__(16) float xo[C];
+    const int i = blockIdx.x, h = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int rw = blockIdx.z * CU_ROWS + warp * CU_RPW;   /* the warp's first row of head h's dv */
+    uint4 wq[CU_RPW][NCH];
+    float sc[CU_RPW];
+#pragma unroll
+    for (int r = 0; r < CU_RPW; r++) {
+        const size_t row = (size_t)h * hw + dn + rw + r;
+        const int col = lane * 16;
+#pragma unroll
+        for (int k = 0; k < NCH; k++) wq[r][k] = __ldg((const uint4 *)((const char *)kvb.data + (row * C + col) * EB) + k);
+        sc[r] = EB == 1 && kvb.scale ? __ldg(kvb.scale + (row >> 7) * (size_t)kvb.scale_cols + (size_t)(col >> 7)) : 1.0f;
+    }
+    cu_pdl_trigger();
+    cu_pdl_wait();
+    const size_t step = (size_t)H * C;                          /* part: split s to s + 1 */
+    const float *p0 = part + ((size_t)i * S * H + h) * C;       /* part[i, 0, h, :] */
+    float pv[2][CU_PRE];
+#pragma unroll
+    for (int j = 0; j < 2; j++)
+#pragma unroll
+        for (int s = 0; s < CU_PRE; s++) pv[j][s] = s < S ? p0[s * step + threadIdx.x + 256 * j] : 0.0f;
+    if (threadIdx.x < 32) {   /* mla_combine_v2_kernel's weights and denominator, expression for expression */
+        int l = threadIdx.x;
+        const float *m0p = ml + ((size_t)i * S * H + h) * 2;   /* ml[i, 0, h, :]; split s at + s * H * 2 */
+        float m0 = -INFINITY, s0 = 0.0f, m1 = -INFINITY, s1 = 0.0f;
+        if (l < S) {
+            m0 = m0p[(size_t)l * H * 2];
+            s0 = m0p[(size_t)l * H * 2 + 1];
+        }
+        if (l + 32 < S) {
+            m1 = m0p[(size_t)(l + 32) * H * 2];
+            s1 = m0p[(size_t)(l + 32) * H * 2 + 1];
+        }
+        float mx = cu_warp_max(fmaxf(m0, m1));
+        float w0 = m0 == -INFINITY ? 0.0f : expf(m0 - mx), w1 = m1 == -INFINITY ? 0.0f : expf(m1 - mx);
+        unsigned e0 = __ballot_sync(0xffffffffu, l < S && m0 == -INFINITY);
+        unsigned e1 = __ballot_sync(0xffffffffu, l + 32 < S && m1 == -INFINITY);
+        int nl = e0 ? __ffs(e0) - 1 : e1 ? 32 + __ffs(e1) - 1 : S;
+        float den = 0.0f;
+#pragma unroll
+        for (int s = 0; s < CB_MAX_S; s++) {
+            if (s >= nl) break;   /* nl is the same in the whole warp */
+            float ws = __shfl_sync(0xffffffffu, s < 32 ? w0 : w1, s & 31);
+            float ss = __shfl_sync(0xffffffffu, s < 32 ? s0 : s1, s & 31);
+            den += ws * ss;
+        }
+        wgt[l] = w0;
+        wgt[l + 32] = w1;
+        if (l == 0) {
+            den_sh = den;
+            nl_sh = nl;
+        }
+    }
+    __syncthreads();
+    const int nl = nl_sh;
+    const float den = den_sh;
+#pragma unroll
+    for (int j = 0; j < 2; j++) {   /* columns threadIdx.x and + 256: a = sum of w_s p_s over the live prefix, a / den */
+        const int c = threadIdx.x + 256 * j;
+        float a = 0.0f;
+#pragma unroll
+        for (int s = 0; s < CU_PRE; s++) {
+            if (s >= nl) break;
+            a += wgt[s] * pv[j][s];
+        }
+        for (int s = CU_PRE; s < nl; s++) a += wgt[s] * p0[s * step + c];
+        xo[c] = a / den;
+    }
+    __syncthreads();
+    float xv[16];
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        const float4 v = *(const float4 *)(xo + lane * 16 + 4 * k);
+        xv[4 * k] = v.x;
+        xv[4 * k + 1] = v.y;
+        xv[4 * k + 2] = v.z;
+        xv[4 * k + 3] = v.w;
+    }
+#pragma unroll
+    for (int r = 0; r < CU_RPW; r++) {
+        float acc = 0.0f;
+#pragma unroll
+        for (int k = 0; k < NCH; k++) {
+            float wv[VPC];
+            if (EB == 2) {
+                cu_bf16x8(wq[r][k], wv);
+            } else {
+                const uint32_t uu[4] = {wq[r][k].x, wq[r][k].y, wq[r][k].z, wq[r][k].w};
+#pragma unroll
+                for (int u = 0; u < 4; u++) cu_fp8x4(uu[u], sc[r], wv + 4 * u);
+            }
+#pragma unroll
+            for (int v = 0; v < VPC; v++) acc = fmaf(wv[v], xv[k * VPC + v], acc);
+        }
+        acc = cu_warp_sum(acc);
+        if (lane == 0) out[((size_t)i * H + h) * dv + rw + r] = acc;
+    }
+}
+
 /* v3 (DSINFER_CUDA_COMBINE2=3): a block per (token, head), C / 4 threads of 4 adjacent columns. At batch 64 .. 256 v1 ran
  * (v2's 96 registers cost occupancy there) at 8 .. 11 us a layer (ncu19d): a thread's columns one after another, each a
  * chain of S loads, after the (max, sum) round trip. Here a thread requests the float4 of every split (CB3_S at a time)
@@ -848,6 +968,22 @@ static void attn_fused(ds_cuda_backend *cb, float *out, const float *q, const un
     long cb_blocks = (long)T * H * cz;
     /* v3 (twentieth session run 2: FP8 b8 / b64 -0.05 .. -0.07 ms against v1; b1 +0.03 against v2) where v1 ran */
     int v3_fits = S <= CB_MAX_S && C % 128 == 0 && C <= 1024, small = cb_blocks <= 2L * cb->n_sm;
+    float *dst = all ? out : ao;
+    /* the combine and W_UV in one launch (opt.comb_uv) where the product would be the GEMV over the batch's tokens */
+    const int uv_eb = !folded && !gemm && all && cb->opt.comb_uv && C == 512 && dv % CU_ROWS == 0 && S <= CB_MAX_S
+                          ? cu_absorb_v3_eb(kv_b, T, dn, C)
+                          : 0;
+    if (uv_eb) {
+        if (uv_eb == 2)
+            cu_launch(mla_comb_uv_kernel<2>, dim3(T, H, dv / CU_ROWS), 256, 0, dst, (const float *)part, (const float *)ml, kv, S,
+                      H, dn, dv, hw);
+        else
+            cu_launch(mla_comb_uv_kernel<1>, dim3(T, H, dv / CU_ROWS), 256, 0, dst, (const float *)part, (const float *)ml, kv, S,
+                      H, dn, dv, hw);
+        CUDA_LAUNCH_CHECK();
+        cb->comb_uv_runs++;
+        return;
+    }
     if (!folded) {   /* (folded: made by the decode's last split blocks) */
         if (v3_fits && (cu_combine_v2 == 3 || (cu_combine_v2 == 1 && !small)))
             cu_launch(mla_combine_v3_kernel, dim3(T, H), C / 4, 0, olat, comb16, (const float *)part, (const float *)ml, S, H, C);
@@ -857,7 +993,6 @@ static void attn_fused(ds_cuda_backend *cb, float *out, const float *q, const un
             cu_launch(mla_combine_kernel, dim3(T, H, cz), 128, 0, olat, comb16, (const float *)part, (const float *)ml, S, H, C);
         CUDA_LAUNCH_CHECK();
     }
-    float *dst = all ? out : ao;
     if (gemm) values_tc(cb, dst, comb16 ? NULL : olat, wb, ob, T, H, C, dn, dv, hw);
     else cu_gemv_group(dst, H * dv, dv, olat, H * C, C, NULL, NULL, T, H, NULL, NULL, kv, kv, 0, dv, cu_gemv_flags(cb), dn, hw, 0);
     if (!all) {

@@ -222,6 +222,7 @@ long ds_cuda_qb_fused_runs(ds_backend *be) { return cu_of(be)->qb_fused_runs; }
 long ds_cuda_moe_wg_nt48_launches(ds_backend *be) { return cu_of(be)->moe_wg_nt48_launches; }
 long ds_cuda_qkv_split_launches(ds_backend *be) { return cu_of(be)->qkv_split_launches; }
 long ds_cuda_qkv_absorb_runs(ds_backend *be) { return cu_of(be)->qkv_absorb_runs; }
+long ds_cuda_comb_uv_runs(ds_backend *be) { return cu_of(be)->comb_uv_runs; }
 long ds_cuda_qlat_taken_runs(ds_backend *be) { return cu_of(be)->qlat_taken_runs; }
 int ds_cuda_moe_wg_chunk(ds_backend *be, int n_rows, int E) { return cu_moe_wg_chunk(n_rows, E, cu_of(be)->opt.moe_wg_nt48); }
 long ds_cuda_moe_wg_pipe_launches(ds_backend *be) { return cu_of(be)->moe_wg_pipe_launches; }
@@ -1271,6 +1272,7 @@ static cu_opts cu_opts_read(void) {
     o.qkv_fuse = env_int("DSINFER_CUDA_QKV_FUSE", 1);
     o.qkv_split = env_int("DSINFER_CUDA_QKV_SPLIT", 4);
     o.qkv_absorb = env_int("DSINFER_CUDA_QKV_ABSORB", 0);
+    o.comb_uv = env_int("DSINFER_CUDA_COMB_UV", 0);
     o.qkv_split_parts = env_int("DSINFER_CUDA_QKV_SPLIT_PARTS", 0);
     o.router_fused = env_int("DSINFER_CUDA_ROUTER_FUSED", 1);
     /* from 9 tokens: at 1 and 8 the GEMV + routing kernel measured faster (twelfth session run 5: FP8 batch 1
