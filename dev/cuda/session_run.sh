@@ -3802,8 +3802,8 @@ if want s49a; then
 fi
 # s49b: two opt-in launches of the forty-ninth session (KERNELS.md): qkv_finish with the absorbed attention's q product
 # (DSINFER_CUDA_QKV_ABSORB=1) and the split combine with W_UV (DSINFER_CUDA_COMB_UV=1): op tests qkvabs and combuv, the
-# goldens and the model test with both on, FP8 / BF16 b1 in three rotated rounds (the fields name MLA_FOLD too, left
-# at 0 here: slower at b64 / b256 in the thirty-fourth session, never timed at b1), FP8 b2 / b8 off / on,
+# goldens and the model test with both on, FP8 / BF16 b1 in two rotated rounds with the MLA decode's splits capped
+# (DSINFER_CUDA_MLA_MAX_SPLITS: b1 takes 64, never measured below 8 blocks), FP8 b2 / b8 off / on,
 # and the b1 timeline with both on
 if want s49b; then
   for t in qkvabs combuv; do
@@ -3813,22 +3813,21 @@ if want s49b; then
   done
   step golden_qu 100 env DSINFER_CUDA_QKV_ABSORB=1 DSINFER_CUDA_COMB_UV=1 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden_qu.log
   step model_qu 200 env DSINFER_CUDA_QKV_ABSORB=1 DSINFER_CUDA_COMB_UV=1 $B/test_cuda_model > /dev/null; tail -1 $OUT/model_qu.log | cut -c1-150
-  for r in 1 2 3; do   # dtype : QKV_ABSORB : COMB_UV : MLA_FOLD
-    case $r in 1) o="fp8:0:0:0 fp8:1:0:0 fp8:0:1:0 fp8:1:1:0 bf16:0:0:0 bf16:1:1:0";;
-               2) o="bf16:1:1:0 bf16:0:0:0 fp8:1:1:0 fp8:0:1:0 fp8:1:0:0 fp8:0:0:0";;
-               3) o="fp8:1:1:0 fp8:0:0:0 fp8:1:0:0 fp8:0:1:0 bf16:0:0:0 bf16:1:1:0";; esac
+  for r in 1 2; do   # dtype : QKV_ABSORB : COMB_UV : MLA_MAX_SPLITS (64: the default's 64 splits at b1)
+    case $r in 1) o="fp8:0:0:64 fp8:0:0:16 fp8:0:0:8 fp8:1:0:64 fp8:0:1:16 fp8:1:1:16 bf16:0:0:64 bf16:1:1:16";;
+               2) o="bf16:1:1:16 bf16:0:0:64 fp8:1:1:16 fp8:0:1:16 fp8:1:0:64 fp8:0:0:8 fp8:0:0:16 fp8:0:0:64";; esac
     for cfg in $o; do
-      IFS=: read -r d qa uv fo <<< "$cfg"
-      n=b1${d}_$qa$uv$fo-$r
-      step $n 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_QKV_ABSORB=$qa DSINFER_CUDA_COMB_UV=$uv DSINFER_CUDA_MLA_FOLD=$fo $B/dsinfer bench --dtype $d --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s49b-$d-qa$qa-uv$uv-fold$fo > /dev/null
-      echo "$d qa=$qa uv=$uv fold=$fo r$r: $(grep -E "^decode" $OUT/$n.log | cut -c60-140)$(grep -iE "error|fatal" $OUT/$n.log | head -1 | cut -c1-150)"
+      IFS=: read -r d qa uv ms <<< "$cfg"
+      n=b1${d}_$qa${uv}_$ms-$r
+      step $n 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_QKV_ABSORB=$qa DSINFER_CUDA_COMB_UV=$uv DSINFER_CUDA_MLA_MAX_SPLITS=$ms $B/dsinfer bench --dtype $d --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s49b-$d-qa$qa-uv$uv-ms$ms > /dev/null
+      echo "$d qa=$qa uv=$uv splits<=$ms r$r: $(grep -E "^decode" $OUT/$n.log | cut -c60-140)$(grep -iE "error|fatal" $OUT/$n.log | head -1 | cut -c1-150)"
     done
   done
-  for qu in 0 1; do
-    step b28_qu$qu 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_QKV_ABSORB=$qu DSINFER_CUDA_COMB_UV=$qu $B/dsinfer bench --dtype fp8 --batch 2,8 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s49b-fp8-qu$qu > /dev/null
+  for qu in 0 1; do   # (qu 1: MLA_MAX_SPLITS=16 too)
+    step b28_qu$qu 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_QKV_ABSORB=$qu DSINFER_CUDA_COMB_UV=$qu DSINFER_CUDA_MLA_MAX_SPLITS=$((64 - 48 * qu)) $B/dsinfer bench --dtype fp8 --batch 2,8 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s49b-fp8-qu$qu > /dev/null
     grep -E "^decode" $OUT/b28_qu$qu.log | cut -c1-140 | sed "s/^/qa=uv=$qu /"
   done
-  step trace_qu 90 env LD_PRELOAD=$PWD/.deps/lib/libcu_trace.so DSINFER_TRACE_FILE=$OUT/trace_fp8_qu.txt DSINFER_CUDA_TC=1 DSINFER_CUDA_QKV_ABSORB=1 DSINFER_CUDA_COMB_UV=1 $B/dsinfer bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 > /dev/null
+  step trace_qu 90 env LD_PRELOAD=$PWD/.deps/lib/libcu_trace.so DSINFER_TRACE_FILE=$OUT/trace_fp8_qu.txt DSINFER_CUDA_TC=1 DSINFER_CUDA_QKV_ABSORB=1 DSINFER_CUDA_COMB_UV=1 DSINFER_CUDA_MLA_MAX_SPLITS=16 $B/dsinfer bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 > /dev/null
   grep -E "^cu_trace" $OUT/trace_qu.log | cut -c10-150 | head -16
 fi
 want opsq && ops_parallel 4 0 1 2 3

@@ -1998,7 +1998,8 @@ static void check_mla_twin(const mla_twin *tw, const char *name, const char *pat
 /* DSINFER_OPS_ONLY=combuv: the split combine and W_UV in one launch (DSINFER_CUDA_COMB_UV=1, mla_comb_uv_kernel) against
  * the combine launch and the GEMV: the output within NMSE 1e-12 of the default (the product's additions in another order)
  * and against the CPU; counted on 1 .. 8 tokens (the GEMV's range with every sequence), not at 9; BF16 and FP8 kv_b,
- * V2-Lite's 16 heads and 20, the BF16 and the FP8 caches, contexts up to 3000 (many splits, some with no rows). */
+ * V2-Lite's 16 heads and 20, the BF16 and the FP8 caches, contexts up to 3000 (many splits, some with no rows), and at
+ * most 8 splits (DSINFER_CUDA_MLA_MAX_SPLITS, on both backends: no split past the preloaded ones). */
 static void run_comb_uv(void) {
     if (only && strcmp(only, "combuv")) return;
     static const mla_twin uv = {"DSINFER_CUDA_COMB_UV", "1", "combine and W_UV in one launch", ds_cuda_comb_uv_runs, 1e-12, 0};
@@ -2010,6 +2011,9 @@ static void run_comb_uv(void) {
         check_mla_twin(&uv, "v2l-uv", "configs/deepseek-v2-lite.json", 0, KV_BF16, Ms[i], Ms[i] == 1 ? 3000 : 900, want);
         check_mla_twin(&uv8, "v2l-uv8", "configs/deepseek-v2-lite.json", 0, KV_FP8, Ms[i], 700, want);
         check_mla_twin(&uv8, "h20-uv8", "configs/deepseek-v2-lite.json", 20, KV_BF16, Ms[i], 700, want);
+        setenv("DSINFER_CUDA_MLA_MAX_SPLITS", "8", 1);   /* (both backends: every split's partials loaded at once) */
+        check_mla_twin(&uv, "v2l-uvs8", "configs/deepseek-v2-lite.json", 0, KV_BF16, Ms[i], 900, want);
+        unsetenv("DSINFER_CUDA_MLA_MAX_SPLITS");
     }
 }
 

@@ -752,6 +752,11 @@ int cu_mla_tc_splits(int T, int H, int max_ctx, int n_sm, int kv_layout);
 /* DSINFER_CUDA_MLA_SLOTS (default 2): the blocks an SM cu_mla_tc_splits aims the 16-head kernels' splits at (a lab switch:
  * fewer, longer splits with 1, more with 4) */
 extern int cu_mla_slots;
+/* DSINFER_CUDA_MLA_MAX_SPLITS (backend creation; 1 .. 64, default 64): the most context splits of the tensor-core MLA
+ * decodes. At batch 1 they take 64 (two blocks an SM's worth), each split's partials H x C floats (2 MB at V2-Lite,
+ * more than its 1K-token BF16 cache) written and read back by the combine; the split count below 8 blocks was never
+ * measured (cu_mla_tc_splits) */
+extern int cu_mla_max_splits;
 /* returns 1 where the launched kernel folded the split combine (p->tickets set and the BF16 cache's mma.sync kernel ran:
  * olat / ob written, no mla_combine launch wanted), else 0 */
 int cu_mla_decode_tc(const fa_params *p, int T);

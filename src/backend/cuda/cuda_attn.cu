@@ -634,7 +634,7 @@ __global__ void __launch_bounds__(128) mla_combine_v2_kernel(float *olat, __nv_b
  * C = 512 (16 columns a lane), dv % CU_ROWS == 0, S <= CB_MAX_S; kv_b BF16, or FP8 with 128 x 128 block scales (EB). */
 #define CU_ROWS 32   /* W_UV rows a block */
 #define CU_RPW 4     /* rows a warp */
-#define CU_PRE 8     /* splits whose partials a thread loads before the splits' weights are known */
+#define CU_PRE 16    /* splits whose partials a thread loads before the splits' weights are known (the rest 8 at a time) */
 template <int EB>
 __global__ void __launch_bounds__(256) mla_comb_uv_kernel(float *out, const float *part, const float *ml, cu_wview kvb,
                                                           int S, int H, int dn, int dv, int hw) {
@@ -709,6 +709,7 @@ __global__ void __launch_bounds__(256) mla_comb_uv_kernel(float *out, const floa
             if (s >= nl) break;
             a += wgt[s] * pv[j][s];
         }
+#pragma unroll 8
         for (int s = CU_PRE; s < nl; s++) a += wgt[s] * p0[s * step + c];
         xo[c] = a / den;
     }

@@ -1369,6 +1369,11 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     cu_f8_split_kb = env_int("DSINFER_CUDA_F8_SPLIT_KB", 4);
     cu_f8_reduce_vec = env_int("DSINFER_CUDA_F8_REDUCE_VEC", 0);
     cu_f8_reduce2 = env_int("DSINFER_CUDA_F8_REDUCE2", 1);
+    cu_mla_max_splits = env_int("DSINFER_CUDA_MLA_MAX_SPLITS", 64);
+    if (cu_mla_max_splits < 1 || cu_mla_max_splits > 64) {
+        fprintf(stderr, "dsinfer: DSINFER_CUDA_MLA_MAX_SPLITS=%d is outside 1 .. 64; using 64\n", cu_mla_max_splits);
+        cu_mla_max_splits = 64;
+    }
     cu_mla_slots = env_int("DSINFER_CUDA_MLA_SLOTS", 2);
     if (cu_mla_slots < 1 || cu_mla_slots > 16) {
         fprintf(stderr, "dsinfer: DSINFER_CUDA_MLA_SLOTS=%d is outside 1 .. 16; using 2\n", cu_mla_slots);

@@ -971,6 +971,7 @@ __global__ void __launch_bounds__(T2_THREADS, 2) mla_decode_f8h_kernel(fa_params
  * of the layout's kernel (64 rows, 32 for v2) per split of the longest context the page table can hold, at
  * most 64 (mla_combine). */
 int cu_mla_slots = 2;   /* DSINFER_CUDA_MLA_SLOTS (backend creation) */
+int cu_mla_max_splits = 64;   /* DSINFER_CUDA_MLA_MAX_SPLITS (backend creation) */
 
 int cu_mla_tc_splits(int T, int H, int max_ctx, int n_sm, int kv_layout) {
     if (cu_mla_wg_on(kv_layout, H)) return cu_mla_wg_splits(T, H, max_ctx, n_sm);
@@ -981,7 +982,7 @@ int cu_mla_tc_splits(int T, int H, int max_ctx, int n_sm, int kv_layout) {
      * 16 of two, 5.49 / 5.54 -> 5.35 / 5.41 ms a step; a split's Q load, ring fill and partial store were most of a
      * one-tile block). Below 8 blocks (batch 1-4) not measured: as before. */
     if (blocks >= 8 && S > max_tiles / 2 && max_tiles >= 2) S = max_tiles / 2;
-    if (S > 64) S = 64;
+    if (S > cu_mla_max_splits) S = cu_mla_max_splits;
     return S < 1 ? 1 : S;
 }
 

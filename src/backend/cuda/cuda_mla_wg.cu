@@ -656,7 +656,7 @@ int cu_mla_wg_on(int kv_layout, int H) { return cu_mla_wg && kv_layout == CU_KV_
 int cu_mla_wg_splits(int T, int H, int max_ctx, int n_sm) {
     int blocks = T * (H / WM_HEADS), S = blocks >= n_sm ? 1 : n_sm / blocks, max_tiles = (max_ctx + WM_TILE - 1) / WM_TILE;
     if (S > max_tiles) S = max_tiles;
-    if (S > 64) S = 64;
+    if (S > cu_mla_max_splits) S = cu_mla_max_splits;
     return S < 1 ? 1 : S;
 }
 
