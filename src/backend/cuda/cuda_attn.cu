@@ -558,6 +558,43 @@ __global__ void mla_combine_kernel(float *olat, __nv_bfloat16 *ob, const float *
  * mla_combine_kernel (test_cuda_ops run_combine2). Columns past the grid's first pass (large T) load as above. Its
  * 96 registers a thread (the 64 partials) cost occupancy: taken for small grids only (attn_fused). */
 #define CB_MAX_S 64
+/* The splits' weights of (token i, head h) by warp 0 (threads 0 .. 31, all of them): w_s = exp(m_s - max) into wgt
+ * [CB_MAX_S] (0 past S), the live prefix nl (the splits before the first with no rows: m = -inf) and the denominator
+ * sum of w_s l_s over it, in split order, into *den_sh and *nl_sh (shared). ml [T, S, H, 2]: each split's (max, sum). */
+__device__ __forceinline__ void combine_weights(const float *ml, int i, int h, int S, int H, float *wgt, float *den_sh,
+                                                int *nl_sh) {
+    int l = threadIdx.x;
+    const float *m0p = ml + ((size_t)i * S * H + h) * 2;   /* ml[i, 0, h, :]; split s at + s * H * 2 */
+    float m0 = -INFINITY, s0 = 0.0f, m1 = -INFINITY, s1 = 0.0f;
+    if (l < S) {
+        m0 = m0p[(size_t)l * H * 2];
+        s0 = m0p[(size_t)l * H * 2 + 1];
+    }
+    if (l + 32 < S) {
+        m1 = m0p[(size_t)(l + 32) * H * 2];
+        s1 = m0p[(size_t)(l + 32) * H * 2 + 1];
+    }
+    float mx = cu_warp_max(fmaxf(m0, m1));
+    float w0 = m0 == -INFINITY ? 0.0f : expf(m0 - mx), w1 = m1 == -INFINITY ? 0.0f : expf(m1 - mx);
+    unsigned e0 = __ballot_sync(0xffffffffu, l < S && m0 == -INFINITY);
+    unsigned e1 = __ballot_sync(0xffffffffu, l + 32 < S && m1 == -INFINITY);
+    int nl = e0 ? __ffs(e0) - 1 : e1 ? 32 + __ffs(e1) - 1 : S;
+    float den = 0.0f;
+#pragma unroll
+    for (int s = 0; s < CB_MAX_S; s++) {
+        if (s >= nl) break;   /* nl is the same in the whole warp */
+        float ws = __shfl_sync(0xffffffffu, s < 32 ? w0 : w1, s & 31);
+        float ss = __shfl_sync(0xffffffffu, s < 32 ? s0 : s1, s & 31);
+        den += ws * ss;
+    }
+    wgt[l] = w0;
+    wgt[l + 32] = w1;
+    if (l == 0) {
+        *den_sh = den;
+        *nl_sh = nl;
+    }
+}
+
 __global__ void __launch_bounds__(128) mla_combine_v2_kernel(float *olat, __nv_bfloat16 *ob, const float *part,
                                                              const float *ml, int S, int H, int C) {
     __shared__ float wgt[CB_MAX_S];
@@ -571,38 +608,7 @@ __global__ void __launch_bounds__(128) mla_combine_v2_kernel(float *olat, __nv_b
     float pv[CB_MAX_S];
 #pragma unroll
     for (int s = 0; s < CB_MAX_S; s++) pv[s] = s < S && c < C ? p0[s * step + c] : 0.0f;
-    if (threadIdx.x < 32) {
-        int l = threadIdx.x;
-        const float *m0p = ml + ((size_t)i * S * H + h) * 2;   /* ml[i, 0, h, :]; split s at + s * H * 2 */
-        float m0 = -INFINITY, s0 = 0.0f, m1 = -INFINITY, s1 = 0.0f;
-        if (l < S) {
-            m0 = m0p[(size_t)l * H * 2];
-            s0 = m0p[(size_t)l * H * 2 + 1];
-        }
-        if (l + 32 < S) {
-            m1 = m0p[(size_t)(l + 32) * H * 2];
-            s1 = m0p[(size_t)(l + 32) * H * 2 + 1];
-        }
-        float mx = cu_warp_max(fmaxf(m0, m1));
-        float w0 = m0 == -INFINITY ? 0.0f : expf(m0 - mx), w1 = m1 == -INFINITY ? 0.0f : expf(m1 - mx);
-        unsigned e0 = __ballot_sync(0xffffffffu, l < S && m0 == -INFINITY);
-        unsigned e1 = __ballot_sync(0xffffffffu, l + 32 < S && m1 == -INFINITY);
-        int nl = e0 ? __ffs(e0) - 1 : e1 ? 32 + __ffs(e1) - 1 : S;
-        float den = 0.0f;
-#pragma unroll
-        for (int s = 0; s < CB_MAX_S; s++) {
-            if (s >= nl) break;   /* nl is the same in the whole warp */
-            float ws = __shfl_sync(0xffffffffu, s < 32 ? w0 : w1, s & 31);
-            float ss = __shfl_sync(0xffffffffu, s < 32 ? s0 : s1, s & 31);
-            den += ws * ss;
-        }
-        wgt[l] = w0;
-        wgt[l + 32] = w1;
-        if (l == 0) {
-            den_sh = den;
-            nl_sh = nl;
-        }
-    }
+    if (threadIdx.x < 32) combine_weights(ml, i, h, S, H, wgt, &den_sh, &nl_sh);
     __syncthreads();
     int nl = nl_sh;
     float den = den_sh;
@@ -665,38 +671,7 @@ __global__ void __launch_bounds__(256) mla_comb_uv_kernel(float *out, const floa
     for (int j = 0; j < 2; j++)
 #pragma unroll
         for (int s = 0; s < CU_PRE; s++) pv[j][s] = s < S ? p0[s * step + threadIdx.x + 256 * j] : 0.0f;
-    if (threadIdx.x < 32) {   /* mla_combine_v2_kernel's weights and denominator, expression for expression */
-        int l = threadIdx.x;
-        const float *m0p = ml + ((size_t)i * S * H + h) * 2;   /* ml[i, 0, h, :]; split s at + s * H * 2 */
-        float m0 = -INFINITY, s0 = 0.0f, m1 = -INFINITY, s1 = 0.0f;
-        if (l < S) {
-            m0 = m0p[(size_t)l * H * 2];
-            s0 = m0p[(size_t)l * H * 2 + 1];
-        }
-        if (l + 32 < S) {
-            m1 = m0p[(size_t)(l + 32) * H * 2];
-            s1 = m0p[(size_t)(l + 32) * H * 2 + 1];
-        }
-        float mx = cu_warp_max(fmaxf(m0, m1));
-        float w0 = m0 == -INFINITY ? 0.0f : expf(m0 - mx), w1 = m1 == -INFINITY ? 0.0f : expf(m1 - mx);
-        unsigned e0 = __ballot_sync(0xffffffffu, l < S && m0 == -INFINITY);
-        unsigned e1 = __ballot_sync(0xffffffffu, l + 32 < S && m1 == -INFINITY);
-        int nl = e0 ? __ffs(e0) - 1 : e1 ? 32 + __ffs(e1) - 1 : S;
-        float den = 0.0f;
-#pragma unroll
-        for (int s = 0; s < CB_MAX_S; s++) {
-            if (s >= nl) break;   /* nl is the same in the whole warp */
-            float ws = __shfl_sync(0xffffffffu, s < 32 ? w0 : w1, s & 31);
-            float ss = __shfl_sync(0xffffffffu, s < 32 ? s0 : s1, s & 31);
-            den += ws * ss;
-        }
-        wgt[l] = w0;
-        wgt[l + 32] = w1;
-        if (l == 0) {
-            den_sh = den;
-            nl_sh = nl;
-        }
-    }
+    if (threadIdx.x < 32) combine_weights(ml, i, h, S, H, wgt, &den_sh, &nl_sh);   /* (mla_combine_v2_kernel's) */
     __syncthreads();
     const int nl = nl_sh;
     const float den = den_sh;
