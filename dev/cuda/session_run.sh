@@ -3830,6 +3830,34 @@ if want s49b; then
   step trace_qu 90 env LD_PRELOAD=$PWD/.deps/lib/libcu_trace.so DSINFER_TRACE_FILE=$OUT/trace_fp8_qu.txt DSINFER_CUDA_TC=1 DSINFER_CUDA_QKV_ABSORB=1 DSINFER_CUDA_COMB_UV=1 DSINFER_CUDA_MLA_MAX_SPLITS=16 $B/dsinfer bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 > /dev/null
   grep -E "^cu_trace" $OUT/trace_qu.log | cut -c10-150 | head -16
 fi
+# s49c: s49b and s49a cut to one call of ~7 min (little device time left): the op tests qkvabs and combuv, the goldens and
+# the model test with both on and 16 splits, FP8 b1 default / 16 splits / both on with 16 splits / both on, two rotated
+# rounds, BF16 b1 default / all three once, the timeline with all three, then s49a's tail-form stamps and the goldens at
+# the defaults
+if want s49c; then
+  for t in qkvabs combuv; do
+    step ops_$t 150 env DSINFER_OPS_ONLY=$t $B/test_cuda_ops > /dev/null
+    echo "$t: $(grep -cE "CHECK failed" $OUT/ops_$t.log) failed; $(tail -1 $OUT/ops_$t.log | cut -c1-60); $(grep -E "M=1[: ]|M=9[: ]" $OUT/ops_$t.log | head -4 | cut -c1-150 | tr '\n' '|')"
+    grep -E "CHECK failed" $OUT/ops_$t.log | head -3 | cut -c1-200
+  done
+  step golden_qu 100 env DSINFER_CUDA_QKV_ABSORB=1 DSINFER_CUDA_COMB_UV=1 DSINFER_CUDA_MLA_MAX_SPLITS=16 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden_qu.log
+  step model_qu 100 env DSINFER_CUDA_QKV_ABSORB=1 DSINFER_CUDA_COMB_UV=1 DSINFER_CUDA_MLA_MAX_SPLITS=16 $B/test_cuda_model > /dev/null; tail -1 $OUT/model_qu.log | cut -c1-150
+  for r in 1 2; do   # dtype : QKV_ABSORB : COMB_UV : MLA_MAX_SPLITS
+    case $r in 1) o="fp8:0:0:64 fp8:0:0:16 fp8:1:1:16 fp8:1:1:64 bf16:0:0:64 bf16:1:1:16";;
+               2) o="fp8:1:1:64 fp8:1:1:16 fp8:0:0:16 fp8:0:0:64";; esac
+    for cfg in $o; do
+      IFS=: read -r d qa uv ms <<< "$cfg"
+      n=b1${d}_$qa${uv}_$ms-$r
+      step $n 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_QKV_ABSORB=$qa DSINFER_CUDA_COMB_UV=$uv DSINFER_CUDA_MLA_MAX_SPLITS=$ms $B/dsinfer bench --dtype $d --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s49c-$d-qa$qa-uv$uv-ms$ms > /dev/null
+      echo "$d qa=$qa uv=$uv splits<=$ms r$r: $(grep -E "^decode" $OUT/$n.log | cut -c60-140)$(grep -iE "error|fatal" $OUT/$n.log | head -1 | cut -c1-150)"
+    done
+  done
+  step trace_qu 90 env LD_PRELOAD=$PWD/.deps/lib/libcu_trace.so DSINFER_TRACE_FILE=$OUT/trace_fp8_qu.txt DSINFER_CUDA_TC=1 DSINFER_CUDA_QKV_ABSORB=1 DSINFER_CUDA_COMB_UV=1 DSINFER_CUDA_MLA_MAX_SPLITS=16 $B/dsinfer bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 > /dev/null
+  grep -E "^cu_trace" $OUT/trace_qu.log | cut -c10-150 | head -16
+  step prof_t1 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOEO_TAIL=1 $B/dsinfer_prof bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 > /dev/null
+  grep -E "moeo-prof tail" $OUT/prof_t1.log | cut -c1-140
+  step golden 100 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden.log
+fi
 want opsq && ops_parallel 4 0 1 2 3
 want opso0 && ops_parallel 8 0 1 2 3
 want opso1 && ops_parallel 8 4 5 6 7
