@@ -1860,8 +1860,10 @@ static void check_combine2(const char *name, const char *path, int heads, int M,
     setup s;
     char err[DS_ERRLEN];
     setenv("DSINFER_CUDA_COMBINE2", "0", 1);
+    setenv("DSINFER_CUDA_COMB_UV", "0", 1);   /* (the combine kernels themselves: at 1 .. 8 tokens COMB_UV would take them) */
     int ok = load_setup(&s, name, path, heads, 16);
     unsetenv("DSINFER_CUDA_COMBINE2");
+    unsetenv("DSINFER_CUDA_COMB_UV");
     if (!ok) return;
     const ds_config *c = &s.cfg;
     int H = c->num_heads, C = c->kv_lora_rank, hw = c->qk_nope_head_dim + c->v_head_dim;
@@ -1943,10 +1945,12 @@ static void check_mla_twin(const mla_twin *tw, const char *name, const char *pat
     char err[DS_ERRLEN];
     setenv("DSINFER_CUDA_MLA_TC", "1", 1);
     setenv("DSINFER_CUDA_TC", "1", 1);
+    setenv("DSINFER_CUDA_COMB_UV", "0", 1);   /* both sides' combine and W_UV apart, unless the twin is COMB_UV itself */
     int ok = load_setup_kv(&s, name, path, heads, 16, 0, kv_layout);
     setenv(tw->env, tw->val, 1);
     ds_backend *on = ok ? ds_backend_cuda_new(&s.cfg, err) : NULL;
     unsetenv(tw->env);
+    unsetenv("DSINFER_CUDA_COMB_UV");
     unsetenv("DSINFER_CUDA_MLA_TC");
     unsetenv("DSINFER_CUDA_TC");
     if (!ok) return;

@@ -407,9 +407,10 @@ typedef struct {
                          * default 4; 0: one block a token) where there are no split-K partials to sum first, and ... */
     int qkv_split_parts;  /* ... with them too (DSINFER_CUDA_QKV_SPLIT_PARTS=1; default 0: FP8 b256 +0.18 ms) */
     int comb_uv;        /* the absorbed attention's split combine and W_UV product in one launch (mla_comb_uv_kernel) at
-                         * decode-sized batches (DSINFER_CUDA_COMB_UV) */
+                         * decode-sized batches (DSINFER_CUDA_COMB_UV, default 1) */
     int qkv_absorb;     /* qkv_finish given the layer's kv_b (backend.h) makes the absorbed attention's q product in its
-                         * launch (qkv_absorb_kernel) where absorb_q_v3_kernel would make it (DSINFER_CUDA_QKV_ABSORB) */
+                         * launch (qkv_absorb_kernel) where absorb_q_v3_kernel would make it (DSINFER_CUDA_QKV_ABSORB,
+                         * default 1) */
     int moe_wg_order;   /* decode experts: which items a CTA takes (cuda_moe_wg.cu mw_args.order; DSINFER_CUDA_MOE_WG_ORDER;
                          * -1, the default: 1 up to 128 tokens, else 0) */
     int moe_wg_pdl;  /* decode experts (cuda_moe_wg.cu; DSINFER_CUDA_MOE_WG_PDL): 1 the down launch with programmatic dependent
