@@ -3858,6 +3858,25 @@ if want s49c; then
   grep -E "moeo-prof tail" $OUT/prof_t1.log | cut -c1-140
   step golden 100 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden.log
 fi
+# s50a (prepared in the forty-ninth session; needs the prof build of its last commit: build_prof.sh, pack.sh): the tail
+# form's norm weights pulled to L2 at the tail's start and loaded at once (stamp [10] norm w read), op test moeotail, FP8
+# b1 tail 0 / 1 twice, the defaults' goldens and model test, op tests mlafold and combine (COMB_UV pinned to 0 there now)
+if want s50a; then
+  step prof_t1 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOEO_TAIL=1 $B/dsinfer_prof bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 > /dev/null
+  grep -E "moeo-prof tail" $OUT/prof_t1.log | cut -c1-140
+  for t in moeotail mlafold combine; do
+    step ops_$t 150 env DSINFER_OPS_ONLY=$t $B/test_cuda_ops > /dev/null
+    echo "$t: $(grep -cE "CHECK failed" $OUT/ops_$t.log) failed; $(tail -1 $OUT/ops_$t.log | cut -c1-60)"
+  done
+  for r in 1 2; do
+    for n in $([ $r = 1 ] && echo "0 1" || echo "1 0"); do
+      step b1tail$n-$r 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOEO_TAIL=$n $B/dsinfer bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s50a-fp8-tail$n > /dev/null
+      echo "fp8 tail=$n r$r: $(grep -E "^decode" $OUT/b1tail$n-$r.log | cut -c60-140)"
+    done
+  done
+  step golden 100 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden.log
+  step model 100 $B/test_cuda_model > /dev/null; tail -1 $OUT/model.log | cut -c1-150
+fi
 want opsq && ops_parallel 4 0 1 2 3
 want opso0 && ops_parallel 8 0 1 2 3
 want opso1 && ops_parallel 8 4 5 6 7

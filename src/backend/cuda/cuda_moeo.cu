@@ -308,14 +308,15 @@ __device__ __forceinline__ void moeo_route(const mo_args &a, int *ids, float *wk
  * consumers' MoE units done, [3] the block's sums' reduction onto out complete, and in the tail form [4] the count
  * passed, [5] the tail's rows done, [6] h + out and the norm done (xn in shared memory), [7] its first tail unit done,
  * [8] the norm step's reads of out done (its sum of squares' barrier passed), [9] thread 0's xn written (its norm weights
- * read): where the norm step's 15 us go (forty-eighth session, RESULTS run 2).
+ * read): where the norm step's 15 us go (forty-eighth session, RESULTS run 2); [10] thread 0's norm weights in registers
+ * (between [8] and [9]: 13.6 us of them in the forty-ninth session's run 1).
  * cu_moeo_prof_print (at the backend's destroy) prints each stamp's quantiles over the blocks of each form's last
  * launch, from that launch's earliest entry. Why: the tail form's launch took 65 us against
  * the plain form's 37 (ncu, s47a) where ~42 were predicted; where the difference goes decides what to change. */
 #ifdef MOEO_PROF
 #include "backend/cuda/cuda_prof.h"
 #define MO_PROF_MAXB 1024
-#define MO_PROF_N 10
+#define MO_PROF_N 11
 __device__ unsigned long long moeo_prof_t[2][MO_PROF_MAXB][MO_PROF_N];
 __device__ __forceinline__ void mo_prof_stamp(int form, int k) {
     if (blockIdx.x < MO_PROF_MAXB) {
@@ -330,7 +331,8 @@ static int mo_prof_split;     /* the plain form's last launch's a.L (the split f
 extern "C" void cu_moeo_prof_print(void) {
     static unsigned long long t[2][MO_PROF_MAXB][MO_PROF_N];
     static const char *name[MO_PROF_N] = {"entry", "producer done", "units done", "sums reduced", "count passed",
-                                          "tail done", "norm done", "tail unit 1", "out read", "xn written"};
+                                          "tail done", "norm done", "tail unit 1", "out read", "xn written",
+                                          "norm w read"};
     CUDA_CHECK(cudaDeviceSynchronize());
     CUDA_CHECK(cudaMemcpyFromSymbol(t, moeo_prof_t, sizeof(t)));
     for (int f = 0; f < 2; f++) {
@@ -387,6 +389,11 @@ __device__ __forceinline__ void moeo_tail(const mo_args &a, const float (&acc)[M
     float hv[MO_NA];   /* h, read before this block's count: block 0 writes h + out back once every block has counted */
 #pragma unroll
     for (int i = 0; i < MO_NA; i++) hv[i] = ct + i * MO_CT < D ? __ldcg(a.h + ct + i * MO_CT) : 0.0f;
+    /* the next layer's input-norm weight towards L2 now, ~10 us before the norm reads it: MOEO_PROF measured 13.6 us
+     * between the norm step's sum of squares and xn written, where those reads are the only global loads (the forty-ninth
+     * session, RESULTS run 1); its lines, 128 bytes a consumer thread */
+    const int nwb = a.nw.dtype == DS_DTYPE_F32 ? 4 : a.nw.dtype == DS_DTYPE_NVFP4 ? 0 : a.nw.dtype == DS_DTYPE_F8_E4M3 ? 1 : 2;
+    cu_prefetch_l2(a.nw.data, (size_t)D * nwb, ct, MO_CT);
     if (ct == 0) {
         epoch = __ldcg(a.cnt + 1);   /* (before this block's add: no block has passed the count yet) */
     }
@@ -436,11 +443,15 @@ __device__ __forceinline__ void moeo_tail(const mo_args &a, const float (&acc)[M
 #pragma unroll
     for (int w = 0; w < MO_CW; w++) tot += red[w];
     const float r = 1.0f / sqrtf(tot / (float)D + a.eps);
+    float nv[MO_NA];   /* the norm weights, every load issued before any is used */
+#pragma unroll
+    for (int i = 0; i < MO_NA; i++) nv[i] = ct + i * MO_CT < D ? cu_w(a.nw, 0, ct + i * MO_CT) : 0.0f;
+    if (ct == 0) MO_STAMP(1, 10);
 #pragma unroll
     for (int i = 0; i < MO_NA; i++) {
         const int d = ct + i * MO_CT;
         if (d < D) {
-            const float xv = hv[i] * r * cu_w(a.nw, 0, d);
+            const float xv = hv[i] * r * nv[i];
             xs[d] = xv;
             if (blockIdx.x == 0) {
                 a.h[d] = hv[i];
