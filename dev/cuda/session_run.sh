@@ -3800,37 +3800,7 @@ if want s49a; then
   step trace_fp8 90 env LD_PRELOAD=$PWD/.deps/lib/libcu_trace.so DSINFER_TRACE_FILE=$OUT/trace_fp8.txt DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 > /dev/null
   grep -E "^cu_trace" $OUT/trace_fp8.log | cut -c10-150 | head -20
 fi
-# s49b: two opt-in launches of the forty-ninth session (KERNELS.md): qkv_finish with the absorbed attention's q product
-# (DSINFER_CUDA_QKV_ABSORB=1) and the split combine with W_UV (DSINFER_CUDA_COMB_UV=1): op tests qkvabs and combuv, the
-# goldens and the model test with both on, FP8 / BF16 b1 in two rotated rounds with the MLA decode's splits capped
-# (DSINFER_CUDA_MLA_MAX_SPLITS: b1 takes 64, never measured below 8 blocks), FP8 b2 / b8 off / on,
-# and the b1 timeline with both on
-if want s49b; then
-  for t in qkvabs combuv; do
-    step ops_$t 150 env DSINFER_OPS_ONLY=$t $B/test_cuda_ops > /dev/null
-    echo "$t: $(grep -cE "CHECK failed" $OUT/ops_$t.log) failed; $(tail -1 $OUT/ops_$t.log | cut -c1-60); $(grep -E "M=1[: ]|M=9[: ]" $OUT/ops_$t.log | head -4 | cut -c1-150 | tr '\n' '|')"
-    grep -E "CHECK failed" $OUT/ops_$t.log | head -3 | cut -c1-200
-  done
-  step golden_qu 100 env DSINFER_CUDA_QKV_ABSORB=1 DSINFER_CUDA_COMB_UV=1 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden_qu.log
-  step model_qu 200 env DSINFER_CUDA_QKV_ABSORB=1 DSINFER_CUDA_COMB_UV=1 $B/test_cuda_model > /dev/null; tail -1 $OUT/model_qu.log | cut -c1-150
-  for r in 1 2; do   # dtype : QKV_ABSORB : COMB_UV : MLA_MAX_SPLITS (64: the default's 64 splits at b1)
-    case $r in 1) o="fp8:0:0:64 fp8:0:0:16 fp8:0:0:8 fp8:1:0:64 fp8:0:1:16 fp8:1:1:16 bf16:0:0:64 bf16:1:1:16";;
-               2) o="bf16:1:1:16 bf16:0:0:64 fp8:1:1:16 fp8:0:1:16 fp8:1:0:64 fp8:0:0:8 fp8:0:0:16 fp8:0:0:64";; esac
-    for cfg in $o; do
-      IFS=: read -r d qa uv ms <<< "$cfg"
-      n=b1${d}_$qa${uv}_$ms-$r
-      step $n 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_QKV_ABSORB=$qa DSINFER_CUDA_COMB_UV=$uv DSINFER_CUDA_MLA_MAX_SPLITS=$ms $B/dsinfer bench --dtype $d --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s49b-$d-qa$qa-uv$uv-ms$ms > /dev/null
-      echo "$d qa=$qa uv=$uv splits<=$ms r$r: $(grep -E "^decode" $OUT/$n.log | cut -c60-140)$(grep -iE "error|fatal" $OUT/$n.log | head -1 | cut -c1-150)"
-    done
-  done
-  for qu in 0 1; do   # (qu 1: MLA_MAX_SPLITS=16 too)
-    step b28_qu$qu 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_QKV_ABSORB=$qu DSINFER_CUDA_COMB_UV=$qu DSINFER_CUDA_MLA_MAX_SPLITS=$((64 - 48 * qu)) $B/dsinfer bench --dtype fp8 --batch 2,8 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s49b-fp8-qu$qu > /dev/null
-    grep -E "^decode" $OUT/b28_qu$qu.log | cut -c1-140 | sed "s/^/qa=uv=$qu /"
-  done
-  step trace_qu 90 env LD_PRELOAD=$PWD/.deps/lib/libcu_trace.so DSINFER_TRACE_FILE=$OUT/trace_fp8_qu.txt DSINFER_CUDA_TC=1 DSINFER_CUDA_QKV_ABSORB=1 DSINFER_CUDA_COMB_UV=1 DSINFER_CUDA_MLA_MAX_SPLITS=16 $B/dsinfer bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 > /dev/null
-  grep -E "^cu_trace" $OUT/trace_qu.log | cut -c10-150 | head -16
-fi
-# s49c: s49b and s49a cut to one call of ~7 min (little device time left): the op tests qkvabs and combuv, the goldens and
+# s49c (run 1 of the forty-ninth session; a longer s49b it replaced did not run): with s49a, the op tests qkvabs and combuv, the goldens and
 # the model test with both on and 16 splits, FP8 b1 default / 16 splits / both on with 16 splits / both on, two rotated
 # rounds, BF16 b1 default / all three once, the timeline with all three, then s49a's tail-form stamps and the goldens at
 # the defaults
