@@ -3830,11 +3830,12 @@ if want s49c; then
 fi
 # s50a (prepared in the forty-ninth session; needs the prof build of its last commit: build_prof.sh, pack.sh): the tail
 # form's norm weights pulled to L2 at the tail's start and loaded at once (stamp [10] norm w read), op test moeotail, FP8
-# b1 tail 0 / 1 twice, the defaults' goldens and model test, op tests mlafold and combine (COMB_UV pinned to 0 there now)
+# b1 tail 0 / 1 twice, the defaults' goldens and model test, op tests mlafold and combine (COMB_UV pinned to 0 there now),
+# op test combuv (with the clustered form's twins) and FP8 b1 / b8 COMB_UV 1 / 2 twice
 if want s50a; then
   step prof_t1 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOEO_TAIL=1 $B/dsinfer_prof bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 > /dev/null
   grep -E "moeo-prof tail" $OUT/prof_t1.log | cut -c1-140
-  for t in moeotail mlafold combine; do
+  for t in moeotail mlafold combine combuv; do   # (combuv: the clustered form's twins, COMB_UV=2)
     step ops_$t 150 env DSINFER_OPS_ONLY=$t $B/test_cuda_ops > /dev/null
     echo "$t: $(grep -cE "CHECK failed" $OUT/ops_$t.log) failed; $(tail -1 $OUT/ops_$t.log | cut -c1-60)"
   done
@@ -3842,6 +3843,12 @@ if want s50a; then
     for n in $([ $r = 1 ] && echo "0 1" || echo "1 0"); do
       step b1tail$n-$r 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOEO_TAIL=$n $B/dsinfer bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s50a-fp8-tail$n > /dev/null
       echo "fp8 tail=$n r$r: $(grep -E "^decode" $OUT/b1tail$n-$r.log | cut -c60-140)"
+    done
+  done
+  for r in 1 2; do   # COMB_UV 1 (the default) against 2 (the clustered form)
+    for u in $([ $r = 1 ] && echo "1 2" || echo "2 1"); do
+      step b1uv$u-$r 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_COMB_UV=$u $B/dsinfer bench --dtype fp8 --batch 1,8 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s50a-fp8-uv$u > /dev/null
+      echo "fp8 comb_uv=$u r$r: $(grep -E "^decode" $OUT/b1uv$u-$r.log | cut -c60-140 | tr '\n' '|')"
     done
   done
   step golden 100 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden.log

@@ -2003,11 +2003,15 @@ static void check_mla_twin(const mla_twin *tw, const char *name, const char *pat
  * the combine launch and the GEMV: the output within NMSE 1e-12 of the default (the product's additions in another order)
  * and against the CPU; counted on 1 .. 8 tokens (the GEMV's range with every sequence), not at 9; BF16 and FP8 kv_b,
  * V2-Lite's 16 heads and 20, the BF16 and the FP8 caches, contexts up to 3000 (many splits, some with no rows), and at
- * most 8 splits (DSINFER_CUDA_MLA_MAX_SPLITS, on both backends: no split past the preloaded ones). */
+ * most 8 splits (DSINFER_CUDA_MLA_MAX_SPLITS, on both backends: no split past the preloaded ones); =2, the clustered
+ * form, at 16 and 20 heads with BF16 and FP8 kv_b. */
 static void run_comb_uv(void) {
     if (only && strcmp(only, "combuv")) return;
     static const mla_twin uv = {"DSINFER_CUDA_COMB_UV", "1", "combine and W_UV in one launch", ds_cuda_comb_uv_runs, 1e-12, 0};
     static const mla_twin uv8 = {"DSINFER_CUDA_COMB_UV", "1", "combine and W_UV in one launch", ds_cuda_comb_uv_runs, 1e-12, 1};
+    /* =2: the clustered form (the head's four blocks share o_lat's quarters through DSMEM) */
+    static const mla_twin uvc = {"DSINFER_CUDA_COMB_UV", "2", "combine and W_UV, clustered", ds_cuda_comb_uv_runs, 1e-12, 0};
+    static const mla_twin uvc8 = {"DSINFER_CUDA_COMB_UV", "2", "combine and W_UV, clustered", ds_cuda_comb_uv_runs, 1e-12, 1};
     const int Ms[] = {1, 2, 5, 8, 9};
     for (int i = 0; i < NM(Ms); i++) {
         if (Ms[i] > max_m) continue;
@@ -2018,6 +2022,8 @@ static void run_comb_uv(void) {
         setenv("DSINFER_CUDA_MLA_MAX_SPLITS", "8", 1);   /* (both backends: every split's partials loaded at once) */
         check_mla_twin(&uv, "v2l-uvs8", "configs/deepseek-v2-lite.json", 0, KV_BF16, Ms[i], 900, want);
         unsetenv("DSINFER_CUDA_MLA_MAX_SPLITS");
+        check_mla_twin(&uvc, "v2l-uvc", "configs/deepseek-v2-lite.json", 0, KV_BF16, Ms[i], Ms[i] == 1 ? 3000 : 900, want);
+        check_mla_twin(&uvc8, "h20-uvc8", "configs/deepseek-v2-lite.json", 20, KV_FP8, Ms[i], 700, want);
     }
 }
 

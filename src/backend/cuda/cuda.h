@@ -407,7 +407,8 @@ typedef struct {
                          * default 4; 0: one block a token) where there are no split-K partials to sum first, and ... */
     int qkv_split_parts;  /* ... with them too (DSINFER_CUDA_QKV_SPLIT_PARTS=1; default 0: FP8 b256 +0.18 ms) */
     int comb_uv;        /* the absorbed attention's split combine and W_UV product in one launch (mla_comb_uv_kernel) at
-                         * decode-sized batches (DSINFER_CUDA_COMB_UV, default 1) */
+                         * decode-sized batches (DSINFER_CUDA_COMB_UV, default 1; 2: the head's four blocks as one cluster,
+                         * mla_comb_uv_cl_kernel, opt-in, not yet run on a GPU) */
     int qkv_absorb;     /* qkv_finish given the layer's kv_b (backend.h) makes the absorbed attention's q product in its
                          * launch (qkv_absorb_kernel) where absorb_q_v3_kernel would make it (DSINFER_CUDA_QKV_ABSORB,
                          * default 1) */

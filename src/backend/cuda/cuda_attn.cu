@@ -641,10 +641,60 @@ __global__ void __launch_bounds__(128) mla_combine_v2_kernel(float *olat, __nv_b
 #define CU_ROWS 32   /* W_UV rows a block */
 #define CU_RPW 4     /* rows a warp */
 #define CU_PRE 16    /* splits whose partials a thread loads before the splits' weights are known (the rest 8 at a time) */
+/* lane's 16 columns [16 lane, 16 lane + 16) of W_UV rows rw .. rw + CU_RPW - 1 of head h (kv_b rows h hw + dn + ..; C = 512,
+ * EB bytes an element) into wq, and each row's block scale (FP8) into sc */
+template <int EB>
+__device__ __forceinline__ void uv_weights(uint4 (&wq)[CU_RPW][EB], float (&sc)[CU_RPW], const cu_wview &kvb, int h, int hw,
+                                           int dn, int rw, int lane) {
+    constexpr int C = 512, NCH = EB;
+#pragma unroll
+    for (int r = 0; r < CU_RPW; r++) {
+        const size_t row = (size_t)h * hw + dn + rw + r;
+        const int col = lane * 16;
+#pragma unroll
+        for (int k = 0; k < NCH; k++) wq[r][k] = __ldg((const uint4 *)((const char *)kvb.data + (row * C + col) * EB) + k);
+        sc[r] = EB == 1 && kvb.scale ? __ldg(kvb.scale + (row >> 7) * (size_t)kvb.scale_cols + (size_t)(col >> 7)) : 1.0f;
+    }
+}
+/* orow[r] = W_UV row rw + r . xo for r < CU_RPW (xo [512] in shared memory): lane's 16 columns in order, then the warp's
+ * tree; lane 0 stores */
+template <int EB>
+__device__ __forceinline__ void uv_products(const uint4 (&wq)[CU_RPW][EB], const float (&sc)[CU_RPW], const float *xo,
+                                            float *orow, int lane) {
+    constexpr int NCH = EB, VPC = 16 / EB;
+    float xv[16];
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        const float4 v = *(const float4 *)(xo + lane * 16 + 4 * k);
+        xv[4 * k] = v.x;
+        xv[4 * k + 1] = v.y;
+        xv[4 * k + 2] = v.z;
+        xv[4 * k + 3] = v.w;
+    }
+#pragma unroll
+    for (int r = 0; r < CU_RPW; r++) {
+        float acc = 0.0f;
+#pragma unroll
+        for (int k = 0; k < NCH; k++) {
+            float wv[VPC];
+            if (EB == 2) {
+                cu_bf16x8(wq[r][k], wv);
+            } else {
+                const uint32_t uu[4] = {wq[r][k].x, wq[r][k].y, wq[r][k].z, wq[r][k].w};
+#pragma unroll
+                for (int u = 0; u < 4; u++) cu_fp8x4(uu[u], sc[r], wv + 4 * u);
+            }
+#pragma unroll
+            for (int v = 0; v < VPC; v++) acc = fmaf(wv[v], xv[k * VPC + v], acc);
+        }
+        acc = cu_warp_sum(acc);
+        if (lane == 0) orow[r] = acc;
+    }
+}
 template <int EB>
 __global__ void __launch_bounds__(256) mla_comb_uv_kernel(float *out, const float *part, const float *ml, cu_wview kvb,
                                                           int S, int H, int dn, int dv, int hw) {
-    constexpr int C = 512, NCH = 16 * EB / 16, VPC = 16 / EB;   /* a lane's 16 columns: NCH chunks of VPC values */
+    constexpr int C = 512, NCH = 16 * EB / 16;   /* a lane's 16 columns: NCH 16-byte chunks */
     static_assert(CU_ROWS == 8 * CU_RPW, "eight warps");
     __shared__ float wgt[CB_MAX_S];
     __shared__ float den_sh;
@@ -654,14 +704,7 @@ __global__ void __launch_bounds__(256) mla_comb_uv_kernel(float *out, const floa
     const int rw = blockIdx.z * CU_ROWS + warp * CU_RPW;   /* the warp's first row of head h's dv */
     uint4 wq[CU_RPW][NCH];
     float sc[CU_RPW];
-#pragma unroll
-    for (int r = 0; r < CU_RPW; r++) {
-        const size_t row = (size_t)h * hw + dn + rw + r;
-        const int col = lane * 16;
-#pragma unroll
-        for (int k = 0; k < NCH; k++) wq[r][k] = __ldg((const uint4 *)((const char *)kvb.data + (row * C + col) * EB) + k);
-        sc[r] = EB == 1 && kvb.scale ? __ldg(kvb.scale + (row >> 7) * (size_t)kvb.scale_cols + (size_t)(col >> 7)) : 1.0f;
-    }
+    uv_weights<EB>(wq, sc, kvb, h, hw, dn, rw, lane);
     cu_pdl_trigger();
     cu_pdl_wait();
     const size_t step = (size_t)H * C;                          /* part: split s to s + 1 */
@@ -689,34 +732,64 @@ __global__ void __launch_bounds__(256) mla_comb_uv_kernel(float *out, const floa
         xo[c] = a / den;
     }
     __syncthreads();
-    float xv[16];
+    uv_products<EB>(wq, sc, xo, out + ((size_t)i * H + h) * dv + rw, lane);
+}
+
+/* COMB_UV=2 (opt-in; written in the forty-ninth session, not yet run on a GPU): mla_comb_uv_kernel with the head's four
+ * blocks as one thread-block cluster (dims (1, 1, 4) over grid (T, H, 4): dv = 4 CU_ROWS). Block z (its cluster rank)
+ * makes o_lat's columns [128 z, 128 z + 128) only: thread t column 128 z + t % 128 over the splits of half t / 128 (32 a
+ * half, every partial loaded before the weights are known), the two halves added in shared memory and divided by the
+ * denominator; a cluster barrier (release / acquire); each block reads the three other quarters from its peers' shared
+ * memory (DSMEM: mapa, ld.shared::cluster) into its own xo; a second cluster barrier (no block leaves while a peer reads
+ * it); then the products as mla_comb_uv_kernel. Why: that kernel's four blocks a head each made all 512 columns from 64
+ * splits (128 KB of partials a block, ~6 L2 round trips in a chain; 5.9 us a layer at b1, RESULTS run 2). o_lat's sums
+ * are two halves added (not the combine's one order): NMSE against the two launches (op test combuv). */
+template <int EB>
+__global__ void __launch_bounds__(256) mla_comb_uv_cl_kernel(float *out, const float *part, const float *ml, cu_wview kvb,
+                                                             int S, int H, int dn, int dv, int hw) {
+    constexpr int C = 512, Q = C / 4;
+    __shared__ float wgt[CB_MAX_S];
+    __shared__ float den_sh;
+    __shared__ int nl_sh;
+    __shared__ float half_sh[Q];
+    __shared__ __align__(16) float xo[C];
+    const int i = blockIdx.x, h = blockIdx.y, z = blockIdx.z, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int rw = z * CU_ROWS + warp * CU_RPW;
+    uint4 wq[CU_RPW][EB];
+    float sc[CU_RPW];
+    uv_weights<EB>(wq, sc, kvb, h, hw, dn, rw, lane);
+    cu_pdl_trigger();
+    cu_pdl_wait();
+    const size_t step = (size_t)H * C;
+    const float *p0 = part + ((size_t)i * S * H + h) * C;
+    const int q = threadIdx.x & (Q - 1), c = z * Q + q, hf = threadIdx.x / Q;
+    float pv[CB_MAX_S / 2];
 #pragma unroll
-    for (int k = 0; k < 4; k++) {
-        const float4 v = *(const float4 *)(xo + lane * 16 + 4 * k);
-        xv[4 * k] = v.x;
-        xv[4 * k + 1] = v.y;
-        xv[4 * k + 2] = v.z;
-        xv[4 * k + 3] = v.w;
+    for (int s = 0; s < CB_MAX_S / 2; s++) pv[s] = hf * (CB_MAX_S / 2) + s < S ? p0[(hf * (CB_MAX_S / 2) + s) * step + c] : 0.0f;
+    if (threadIdx.x < 32) combine_weights(ml, i, h, S, H, wgt, &den_sh, &nl_sh);
+    __syncthreads();
+    const int nl = nl_sh;
+    float a = 0.0f;
+#pragma unroll
+    for (int s = 0; s < CB_MAX_S / 2; s++) {
+        if (hf * (CB_MAX_S / 2) + s >= nl) break;
+        a += wgt[hf * (CB_MAX_S / 2) + s] * pv[s];
     }
-#pragma unroll
-    for (int r = 0; r < CU_RPW; r++) {
-        float acc = 0.0f;
-#pragma unroll
-        for (int k = 0; k < NCH; k++) {
-            float wv[VPC];
-            if (EB == 2) {
-                cu_bf16x8(wq[r][k], wv);
-            } else {
-                const uint32_t uu[4] = {wq[r][k].x, wq[r][k].y, wq[r][k].z, wq[r][k].w};
-#pragma unroll
-                for (int u = 0; u < 4; u++) cu_fp8x4(uu[u], sc[r], wv + 4 * u);
-            }
-#pragma unroll
-            for (int v = 0; v < VPC; v++) acc = fmaf(wv[v], xv[k * VPC + v], acc);
-        }
-        acc = cu_warp_sum(acc);
-        if (lane == 0) out[((size_t)i * H + h) * dv + rw + r] = acc;
+    if (hf) half_sh[q] = a;
+    __syncthreads();
+    if (!hf) xo[c] = (a + half_sh[q]) / den_sh;
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+    for (int k = threadIdx.x; k < C; k += 256) {   /* the peers' quarters (this block's own is in place) */
+        const unsigned r = (unsigned)(k / Q);
+        if ((int)r == z) continue;
+        unsigned ra;
+        float v;
+        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(ra) : "r"((unsigned)__cvta_generic_to_shared(xo + k)), "r"(r));
+        asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(ra) : "memory");
+        xo[k] = v;
     }
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+    uv_products<EB>(wq, sc, xo, out + ((size_t)i * H + h) * dv + rw, lane);
 }
 
 /* v3 (DSINFER_CUDA_COMBINE2=3): a block per (token, head), C / 4 threads of 4 adjacent columns. At batch 64 .. 256 v1 ran
@@ -949,6 +1022,22 @@ static void attn_fused(ds_cuda_backend *cb, float *out, const float *q, const un
     const int uv_eb = !folded && !gemm && all && cb->opt.comb_uv && C == 512 && dv % CU_ROWS == 0 && S <= CB_MAX_S
                           ? cu_absorb_v3_eb(kv_b, T, dn, C)
                           : 0;
+    if (uv_eb && cb->opt.comb_uv == 2 && dv == 4 * CU_ROWS) {   /* the clustered form (opt-in) */
+        cudaLaunchAttribute at[1];
+        at[0].id = cudaLaunchAttributeClusterDimension;
+        at[0].val.clusterDim.x = 1;
+        at[0].val.clusterDim.y = 1;
+        at[0].val.clusterDim.z = 4;
+        if (uv_eb == 2)
+            cu_launch_attrs(at, 1, mla_comb_uv_cl_kernel<2>, dim3(T, H, 4), dim3(256), 0, dst, (const float *)part,
+                            (const float *)ml, kv, S, H, dn, dv, hw);
+        else
+            cu_launch_attrs(at, 1, mla_comb_uv_cl_kernel<1>, dim3(T, H, 4), dim3(256), 0, dst, (const float *)part,
+                            (const float *)ml, kv, S, H, dn, dv, hw);
+        CUDA_LAUNCH_CHECK();
+        cb->comb_uv_runs++;
+        return;
+    }
     if (uv_eb) {
         if (uv_eb == 2)
             cu_launch(mla_comb_uv_kernel<2>, dim3(T, H, dv / CU_ROWS), 256, 0, dst, (const float *)part, (const float *)ml, kv, S,
