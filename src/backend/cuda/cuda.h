@@ -1324,8 +1324,8 @@ extern int cu_group_wide_min;
 extern int cu_absorb_v2;
 /* DSINFER_CUDA_ABSORB3_MAX_T (default 8, fifteenth session run 12): the most tokens absorb_q_v3_kernel takes */
 extern int cu_absorb3_max_t;
-/* absorb_q_v3_kernel's bytes an element of kv_b at T tokens (2 BF16, 1 FP8), 0 where it does not take them; whether the
- * absorbed attention (attn_fused) makes the batch's T-token q product with it (cuda_attn.cu) */
+/* absorb_q_v3_kernel's bytes an element of kv_b at T tokens (2 BF16, 1 FP8), 0 where it does not take them; the same
+ * where the absorbed attention (attn_fused) makes the batch's T-token q product with it, else 0 (cuda_attn.cu) */
 int cu_absorb_v3_eb(const ds_weight *kv_b, int T, int dn, int C);
 int cu_absorb_v3_takes(const ds_cuda_backend *cb, const ds_weight *kv_b, int T);
 /* DSINFER_CUDA_COMBINE2=0: mla_combine_kernel; default 1: mla_combine_v2_kernel for small grids, mla_combine_v3_kernel

@@ -901,12 +901,13 @@ int cu_absorb_v3_eb(const ds_weight *kv_b, int T, int dn, int C) {
     return kv_b->dtype == DS_DTYPE_F8_E4M3 ? 1 : 0;
 }
 
-/* (attn_fused's rules: cu_attn_absorbed's choice of it, then not the batched GEMMs, then absorb_q_v3_kernel) */
+/* (attn_fused's rules: cu_attn_absorbed's choice of it, then not the batched GEMMs, then absorb_q_v3_kernel's bytes an
+ * element) */
 int cu_absorb_v3_takes(const ds_cuda_backend *cb, const ds_weight *kv_b, int T) {
     const ds_config *c = cb->base.cfg;
     if (!cb->opt.fused_attn || c->kv_lora_rank > FA_MAX_C || c->qk_nope_head_dim > 256) return 0;
     if (cb->opt.tc && cb->opt.absorb_tc && T > GEMV_MAX_M) return 0;
-    return cu_absorb_v3_eb(kv_b, T, c->qk_nope_head_dim, c->kv_lora_rank) != 0;
+    return cu_absorb_v3_eb(kv_b, T, c->qk_nope_head_dim, c->kv_lora_rank);
 }
 
 int cu_mla_ev_on = 0;
@@ -1019,9 +1020,7 @@ static void attn_fused(ds_cuda_backend *cb, float *out, const float *q, const un
     int v3_fits = S <= CB_MAX_S && C % 128 == 0 && C <= 1024, small = cb_blocks <= 2L * cb->n_sm;
     float *dst = all ? out : ao;
     /* the combine and W_UV in one launch (opt.comb_uv) where the product would be the GEMV over the batch's tokens */
-    const int uv_eb = !folded && !gemm && all && cb->opt.comb_uv && C == 512 && dv % CU_ROWS == 0 && S <= CB_MAX_S
-                          ? cu_absorb_v3_eb(kv_b, T, dn, C)
-                          : 0;
+    const int uv_eb = !folded && all && cb->opt.comb_uv && C == 512 && dv % CU_ROWS == 0 && S <= CB_MAX_S ? eb : 0;
     if (uv_eb && cb->opt.comb_uv == 2 && dv == 4 * CU_ROWS) {   /* the clustered form (opt-in) */
         cudaLaunchAttribute at[1];
         at[0].id = cudaLaunchAttributeClusterDimension;

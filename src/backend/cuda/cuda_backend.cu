@@ -925,9 +925,7 @@ int cu_qkv_finish_parts(ds_backend *be, float *q, float *kv, void *cache, const 
     const dim3 grid((unsigned)M, hpg ? 1 + (unsigned)((H + hpg - 1) / hpg) : 1);
     cb->qkv_split_launches += hpg > 0;
     cb->qlat_of = NULL;
-    const int eb = kv_b && cb->opt.qkv_absorb && ks == 1 && !qb && C % (2 * AQ3_COLS) == 0 && cu_absorb_v3_takes(cb, kv_b, M)
-                       ? cu_absorb_v3_eb(kv_b, M, dn, C)
-                       : 0;
+    const int eb = kv_b && cb->opt.qkv_absorb && ks == 1 && !qb && C % (2 * AQ3_COLS) == 0 ? cu_absorb_v3_takes(cb, kv_b, M) : 0;
     if (eb) {
         const qf_args a = {q, kv, cache, nw, eps, H, dn, c->qk_head_dim, C, dr, tb, cb->d_positions, cb->d_tok_seq,
                            cb->d_page_table, cb->b.pt_stride, cb->b.page_size, cb->inv_freq, c->rope_amplitude, NULL, NULL,
