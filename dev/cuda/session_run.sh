@@ -3854,6 +3854,35 @@ if want s50a; then
   step golden 100 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden.log
   step model 100 $B/test_cuda_model > /dev/null; tail -1 $OUT/model.log | cut -c1-150
 fi
+# s50b (fiftieth session): the routing's choices by rank (DSINFER_CUDA_ROUTE_FAST=2; needs a pack of its commit): op test
+# router (the three routing forms on random and tied logits, the fused and two-launch forms at 2 against the CPU and
+# route_warp's bytes), then FP8 and BF16 b1 ROUTE_FAST 1 / 2 in rotated rounds, and FP8 b8 / b64
+if want s50b; then
+  step ops_router 200 env DSINFER_OPS_ONLY=router $B/test_cuda_ops > /dev/null
+  echo "router: $(grep -cE "CHECK failed" $OUT/ops_router.log) failed; $(grep -E "route fast 2 ties" $OUT/ops_router.log | head -2 | cut -c1-110 | tr '\n' '|')"
+  for r in 1 2 3; do
+    for f in $([ $r = 2 ] && echo "2 1" || echo "1 2"); do
+      step b1rf$f-$r 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_ROUTE_FAST=$f $B/dsinfer bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s50b-fp8-rf$f > /dev/null
+      echo "fp8 b1 route_fast=$f r$r: $(grep -E "^decode" $OUT/b1rf$f-$r.log | cut -c60-140)"
+    done
+  done
+  for f in 1 2; do
+    step bbrf$f 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_ROUTE_FAST=$f $B/dsinfer bench --dtype bf16 --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s50b-bf16-rf$f > /dev/null
+    echo "bf16 b1 route_fast=$f: $(grep -E "^decode" $OUT/bbrf$f.log | cut -c60-140)"
+    step b8rf$f 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_ROUTE_FAST=$f $B/dsinfer bench --dtype fp8 --batch 8,64 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s50b-fp8-rf$f > /dev/null
+    echo "fp8 b8,64 route_fast=$f: $(grep -E "^decode" $OUT/b8rf$f.log | cut -c60-140 | tr '\n' '|')"
+  done
+fi
+# h200r: issue 7's rows of record at the defaults, for an H200 (the card as it comes: the rows say which): FP8 and BF16
+# b1 / b64 / b256 at ctx 1K, twice, each with the step's roofline (bench's own copy-rate measurement)
+if want h200r; then
+  for r in 1 2; do
+    for d in fp8 bf16; do
+      step rows_$d-$r 120 env DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype $d --batch 1,64,256 --ctx 1K --prompt '' --steps 16 --csv $CSV --label h200r-$d > /dev/null
+      echo "$d r$r: $(grep -E "^decode" $OUT/rows_$d-$r.log | cut -c1-150 | tr '\n' '|')"
+    done
+  done
+fi
 want opsq && ops_parallel 4 0 1 2 3
 want opso0 && ops_parallel 8 0 1 2 3
 want opso1 && ops_parallel 8 4 5 6 7

@@ -799,13 +799,16 @@ static void check_mlp(setup *s, int I, const int *Ms, int nM) {
     free_weight(&g); free_weight(&u); free_weight(&dn);
 }
 
-/* The fused router kernel on identical logits: ids must equal the CPU's, weights match. */
-static void check_route(setup *s, int M) {
+/* The routing kernel of backend be on identical logits: ids must equal the CPU's, weights match. ties: the logits drawn
+ * from five values (-1, -0, +0, 0.5, 2) and the bias 0, so that most choices are among equal scores (the rule: ties to
+ * the lower index; -0 and +0 equal) */
+static void check_route_on(setup *s, ds_backend *be, const char *how, int M, int ties) {
     const ds_config *c = &s->cfg;
     int E = c->n_routed_experts, K = c->num_experts_per_tok;
     float *lg = malloc(sizeof(float) * (size_t)M * E), *bias = malloc(sizeof(float) * E);
-    for (size_t i = 0; i < (size_t)M * E; i++) lg[i] = 3.0f * unif();
-    for (int e = 0; e < E; e++) bias[e] = 0.1f * unif();
+    static const float few[5] = {-1.0f, -0.0f, 0.0f, 0.5f, 2.0f};
+    for (size_t i = 0; i < (size_t)M * E; i++) lg[i] = ties ? few[rint_below(5)] : 3.0f * unif();
+    for (int e = 0; e < E; e++) bias[e] = ties ? 0.0f : 0.1f * unif();
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)M * K), *gids = malloc(sizeof(int32_t) * (size_t)M * K);
     float *w = malloc(sizeof(float) * (size_t)M * K), *gw = malloc(sizeof(float) * (size_t)M * K);
     float *scratch = malloc(sizeof(float) * 2 * E);
@@ -815,7 +818,7 @@ static void check_route(setup *s, int M) {
     float *d_w = ds_cuda_alloc_bytes(s->gpu, sizeof(float) * (size_t)M * K);
     ds_cuda_upload_bytes(s->gpu, d_lg, lg, sizeof(float) * (size_t)M * E);
     ds_cuda_upload_bytes(s->gpu, d_bias, bias, sizeof(float) * E);
-    ds_cuda_route(s->gpu, d_lg, d_bias, d_ids, d_w, M);
+    ds_cuda_route(be, d_lg, d_bias, d_ids, d_w, M);
     ds_cuda_download_bytes(s->gpu, gids, d_ids, sizeof(int32_t) * (size_t)M * K);
     ds_cuda_download_bytes(s->gpu, gw, d_w, sizeof(float) * (size_t)M * K);
     int id_mismatch = 0;
@@ -825,13 +828,36 @@ static void check_route(setup *s, int M) {
         num += ((double)w[i] - gw[i]) * ((double)w[i] - gw[i]);
         den += (double)w[i] * w[i];
     }
-    printf("  %-8s %-22s M=%-5d ids differing %d of %d, weights nmse %.2e\n", s->name, "route (fused kernel)", M,
-           id_mismatch, M * K, num / den);
-    CHECKF(id_mismatch == 0 && num / den <= THR_EXACT, "%s route M=%d: %d ids differ, nmse %.3g", s->name, M,
+    printf("  %-8s %-22s M=%-5d ids differing %d of %d, weights nmse %.2e\n", s->name, how, M, id_mismatch, M * K,
+           num / den);
+    CHECKF(id_mismatch == 0 && num / den <= THR_EXACT, "%s %s M=%d: %d ids differ, nmse %.3g", s->name, how, M,
            id_mismatch, num / den);
     s->gpu->release(s->gpu, d_lg); s->gpu->release(s->gpu, d_bias);
     s->gpu->release(s->gpu, (float *)d_ids); s->gpu->release(s->gpu, d_w);
     free(lg); free(bias); free(ids); free(gids); free(w); free(gw); free(scratch);
+}
+
+static void check_route(setup *s, int M) { check_route_on(s, s->gpu, "route (fused kernel)", M, 0); }
+
+/* The routing warp's three forms (DSINFER_CUDA_ROUTE_FAST 0: shared memory, 1: registers, 2: the choices by rank where
+ * E <= 64), each on its own backend (the form is read at its creation), on random and on tied logits */
+static void check_route_forms(setup *s, const int *Ms, int nM) {
+    char err[DS_ERRLEN];
+    for (int f = 0; f <= 2; f++) {
+        char v[2] = {(char)('0' + f), 0}, how[40];
+        setenv("DSINFER_CUDA_ROUTE_FAST", v, 1);
+        ds_backend *be = ds_backend_cuda_new(&s->cfg, err);
+        unsetenv("DSINFER_CUDA_ROUTE_FAST");
+        if (!be) { CHECKF(0, "%s", err); return; }
+        for (int i = 0; i < nM; i++) {
+            if (Ms[i] > max_m) continue;
+            for (int ties = 0; ties <= 1; ties++) {
+                snprintf(how, sizeof how, "route fast %d%s", f, ties ? " ties" : "");
+                check_route_on(s, be, how, Ms[i], ties);
+            }
+        }
+        be->destroy(be);
+    }
 }
 
 /* The router v1 (one thread per token, DSINFER_CUDA_ROUTE2=0; the default is v2, one warp per token):
@@ -1712,10 +1738,13 @@ static void run_router(void) {
         }
         unsetenv("DSINFER_CUDA_ROUTER_KS");
         unsetenv("DSINFER_CUDA_ROUTE_FAST");
-        /* the routing warps' top-k in registers (DSINFER_CUDA_ROUTE_FAST=1), in the fused kernel's tail (4 tokens a block and
-         * 1 with 4 K slices) and in the routing launch after the GEMM: against the CPU, and the same bytes as route_warp */
-        for (int f = 0; f < 3; f++) {
-            setenv("DSINFER_CUDA_ROUTE_FAST", "1", 1);
+        check_route_forms(&s, Ms, NM(Ms));   /* the routing launch alone, its three forms, on random and tied logits */
+        /* the routing warps' top-k in registers (DSINFER_CUDA_ROUTE_FAST=1; =2: the choices by rank where E <= 64), in the
+         * fused kernel's tail (4 tokens a block and 1 with 4 K slices) and in the routing launch after the GEMM: against
+         * the CPU, and the same bytes as route_warp */
+        for (int f6 = 0; f6 < 6; f6++) {
+            const int f = f6 % 3, rank = f6 >= 3;
+            setenv("DSINFER_CUDA_ROUTE_FAST", rank ? "2" : "1", 1);
             setenv("DSINFER_CUDA_ROUTER_FUSED", f < 2 ? "1" : "0", 1);
             setenv("DSINFER_CUDA_ROUTER_FUSED_MIN_M", "1", 1);
             setenv("DSINFER_CUDA_ROUTER_KS", f == 1 ? "4" : "1", 1);   /* (one slice: the same sums as the reference) */
@@ -1727,7 +1756,8 @@ static void run_router(void) {
             unsetenv("DSINFER_CUDA_ROUTER_KS");
             unsetenv("DSINFER_CUDA_ROUTER_TOK");
             CHECKF(ff != NULL, "%s", err);
-            const char *how = f == 0 ? "fast fused" : f == 1 ? "fast ks 4" : "fast 2 launch";
+            const char *how = f == 0 ? (rank ? "rank fused" : "fast fused") : f == 1 ? (rank ? "rank ks 4" : "fast ks 4")
+                                     : (rank ? "rank 2 launch" : "fast 2 launch");
             for (int i = 0; ff && i < NM(Ms); i++) {
                 if (Ms[i] > max_m || Ms[i] > 256) continue;
                 check_router(&s, ff, how, Ms[i], &rw, has_bias ? &rb : NULL);

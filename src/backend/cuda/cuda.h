@@ -444,7 +444,8 @@ typedef struct {
                         * or BF16 pairs in place of the fp32 sums (4) (f8_tma_kernel LAB; DSINFER_CUDA_MOE_LAB) */
     int moe_silu_epi;  /* prefill MoE: gate / up with SiLU * up and its FP8 codes in the epilogue (f8_gu_silu_kernel: 128-row
                         * tiles in two passes; with moe_dyn; DSINFER_CUDA_MOE_SILU_EPI; opt-in: not faster) */
-    int route_fast;    /* the routing warps' top-k in registers, the same bits (cuda_moe.cu route_warp_fast; DSINFER_CUDA_ROUTE_FAST) */
+    int route_fast;    /* the routing warps' top-k in registers, the same bits (cuda_moe.cu route_warp_fast; DSINFER_CUDA_ROUTE_FAST);
+                        * 2: at E <= 64 the K choices by rank in one pass (route_rank_choose), the same bits */
     int moe1;          /* the MoE block of one token as one cooperative launch (cuda_moe1.cu; DSINFER_CUDA_MOE1): 1 the
                         * block, 2 and the layer's tail around it (backend layer_tail1), 3 and the attention before it
                         * (backend layer1) */

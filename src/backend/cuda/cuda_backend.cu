@@ -1238,7 +1238,8 @@ static cu_opts cu_opts_read(void) {
      * forty-second session (H100: V2-Lite FP8 prefill 8K -7.7%, the V3 MoE layer at 4K -1.2%) */
     o.moe_gu_bf16 = env_int("DSINFER_CUDA_MOE_GU_BF16", 2);
     o.moe_silu_epi = env_int("DSINFER_CUDA_MOE_SILU_EPI", 0);  /* the same bits; H200 6% slower (thirty-ninth session) */
-    o.route_fast = env_int("DSINFER_CUDA_ROUTE_FAST", 1);   /* the same bits; RT_PROF: the routing tail -10 .. -25% */
+    /* the same bits; RT_PROF: the routing tail -10 .. -25%; 2 (opt-in until measured): the choices by rank at E <= 64 */
+    o.route_fast = env_int("DSINFER_CUDA_ROUTE_FAST", 1);
     /* opt-in, 1, 2 (the layer's tail) or 3 (and its attention); measured in the thirty-fourth session (RESULTS run 2): FP8
      * b1 the same at 1, +0.03 ms at 2, +0.24 at 3 (a grid barrier under the weight stream costs more than a launch) */
     o.moe1 = env_int("DSINFER_CUDA_MOE1", 0);
