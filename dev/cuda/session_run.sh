@@ -3872,6 +3872,21 @@ if want s50b; then
     step b8rf$f 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_ROUTE_FAST=$f $B/dsinfer bench --dtype fp8 --batch 8,64 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s50b-fp8-rf$f > /dev/null
     echo "fp8 b8,64 route_fast=$f: $(grep -E "^decode" $OUT/b8rf$f.log | cut -c60-140 | tr '\n' '|')"
   done
+  # the split form's down piece early (MOEO_SPLIT=2 / 3; 0 the default, 1 the piece last): op test moeo, FP8 b1 rotated,
+  # and MOEO_PROF's stamps by piece group at 2
+  step ops_moeo 200 env DSINFER_OPS_ONLY=moeo $B/test_cuda_ops > /dev/null
+  echo "moeo: $(grep -cE "CHECK failed" $OUT/ops_moeo.log) failed; $(tail -1 $OUT/ops_moeo.log | cut -c1-60)"
+  for r in 1 2; do
+    for v in $([ $r = 1 ] && echo "0 2 3 1" || echo "1 3 2 0"); do
+      step b1sp$v-$r 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOEO_SPLIT=$v $B/dsinfer bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s50b-fp8-split$v > /dev/null
+      echo "fp8 b1 moeo_split=$v r$r: $(grep -E "^decode" $OUT/b1sp$v-$r.log | cut -c60-140)"
+    done
+  done
+  step prof_sp2 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOEO_SPLIT=2 $B/dsinfer_prof bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 > /dev/null
+  grep -E "moeo-prof" $OUT/prof_sp2.log | cut -c1-140 | head -24
+  # the timeline with both new forms (ROUTE_FAST=2, COMB_UV=2): route_v2's and the combine's node times
+  step trace_rf2 90 env LD_PRELOAD=$PWD/.deps/lib/libcu_trace.so DSINFER_TRACE_FILE=$OUT/trace_fp8_rf2.txt DSINFER_CUDA_TC=1 DSINFER_CUDA_ROUTE_FAST=2 DSINFER_CUDA_COMB_UV=2 $B/dsinfer bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 > /dev/null
+  grep -E "^cu_trace" $OUT/trace_rf2.log | cut -c10-150 | head -20
 fi
 # h200r: issue 7's rows of record at the defaults, for an H200 (the card as it comes: the rows say which): FP8 and BF16
 # b1 / b64 / b256 at ctx 1K, twice, each with the step's roofline (bench's own copy-rate measurement)

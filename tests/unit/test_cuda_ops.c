@@ -2342,7 +2342,8 @@ static void run_moe1(void) {
  * units in three pieces (gate, up: their sums through global memory; down: last, once both are counted), which V2-Lite
  * FP8 takes on a GPU of 132 SMs (704 units: 44 in pieces), counted as split launches there; a down piece that read
  * the sums before they were written would read the zeros of a fresh backend's buffer (the piece's 16 products lost:
- * NMSE ~1e-3 against the twin). */
+ * NMSE ~1e-3 against the twin). =2 and =3: the down piece after its block's first or second whole unit (a piece that
+ * did not wait for both counts would read the sums before they are out, at the first call: zeros). */
 static void run_moeo_form(const char *form, const char *zero, int split);
 static void run_moeo(void) {
     if (only && strcmp(only, "moeo")) return;
@@ -2350,13 +2351,16 @@ static void run_moeo(void) {
     run_moeo_form("1", "1", 0);
     run_moeo_form("5", "0", 0);
     run_moeo_form("1", "1", 1);
+    run_moeo_form("1", "1", 2);   /* the down piece after its block's first whole unit */
+    run_moeo_form("1", "1", 3);   /* ... after its second */
 }
 static void run_moeo_form(const char *form, const char *zero, int split) {
     setup s;
     printf("  moeo: DSINFER_CUDA_MOEO=%s DSINFER_CUDA_ROUTE_ZERO=%s DSINFER_CUDA_MOEO_SPLIT=%d\n", form, zero, split);
     setenv("DSINFER_CUDA_MOEO", form, 1);
     setenv("DSINFER_CUDA_ROUTE_ZERO", zero, 1);
-    setenv("DSINFER_CUDA_MOEO_SPLIT", split ? "1" : "0", 1);
+    char sv[2] = {(char)('0' + split), 0};
+    setenv("DSINFER_CUDA_MOEO_SPLIT", sv, 1);
     const int sms = ds_cuda_device_sms(), v2l_left = 704 % sms;   /* V2-Lite FP8: (2816 + 6 x 1408) / 16 units */
     moe_twin = 1;
     moe_twin_env = "DSINFER_CUDA_MOEO";

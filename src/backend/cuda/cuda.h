@@ -462,7 +462,8 @@ typedef struct {
                         * launches, then moeo_kernel's tail form: the MoE block, then the next layer's residual add, input
                         * norm and q / kv_a projections in the same launch (cuda_moeo.cu; DSINFER_CUDA_MOEO_TAIL) */
     int moeo_split;    /* with moeo 1 (plain form), the last round's units in three pieces over the blocks that would
-                        * wait (mo_args.L; DSINFER_CUDA_MOEO_SPLIT) */
+                        * wait (mo_args.L; DSINFER_CUDA_MOEO_SPLIT): 1 the down piece last in its block, 2 / 3 after the
+                        * block's first / second whole unit (mo_args.dpos) */
     int rowo;          /* the dense linears of one token by row ownership (cuda_rowo.cu; DSINFER_CUDA_ROWO): 1 with their
                         * weights streamed before the previous kernel ends (programmatic dependent launch), 2 the same
                         * kernel without it (a lab); 3 / 4: 1 / 2 with a bulk copy a row (a lab); 5: 1 with a block's

@@ -1250,7 +1250,8 @@ static cu_opts cu_opts_read(void) {
     o.router_norm = env_int("DSINFER_CUDA_ROUTER_NORM", 0);   /* opt-in until measured (forty-sixth session, not run) */
     o.route_zero = env_int("DSINFER_CUDA_ROUTE_ZERO", 1);   /* on since the forty-seventh session: FP8 b1 -0.036 ms (RESULTS run 3) */
     o.moeo_tail = env_int("DSINFER_CUDA_MOEO_TAIL", 0);   /* opt-in until measured (prepared in the forty-fifth session) */
-    o.moeo_split = env_int("DSINFER_CUDA_MOEO_SPLIT", 0);   /* opt-in: FP8 b1 +0.11 ms (RESULTS, forty-eighth session, runs 1 .. 2) */
+    /* opt-in: FP8 b1 +0.11 ms at 1 (RESULTS, forty-eighth session, runs 1 .. 2); 2 / 3: the down piece earlier */
+    o.moeo_split = env_int("DSINFER_CUDA_MOEO_SPLIT", 0);
     o.rowo = env_int("DSINFER_CUDA_ROWO", 0);   /* opt-in: measured slower (RESULTS, forty-fifth session, runs 5 .. 11) */
     /* on from 65 tokens since the thirty-fourth session (RESULTS: FP8 b96 .. b256 -0.03 .. -0.16 ms in three rotated rounds,
      * b64 within the spread, b128 -0.02) */

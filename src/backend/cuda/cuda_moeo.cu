@@ -80,8 +80,10 @@ typedef struct {
      * counts are in. Why: at V2-Lite FP8 704 units over 132 blocks gave 44 blocks six units and 88 five (~5 us of a
      * 34 us launch spent by the 88 waiting, MOEO_PROF); pieces give every block 16 stages of 32 KB. Measured slower
      * (FP8 b1 +0.11 ms, RESULTS forty-eighth session): the down piece's strip as its block's last stage lands ~4.5 us
-     * after the products are ready; off by default. */
+     * after the products are ready; off by default. opt.moeo_split 2 / 3 (dpos 1 / 2): the down piece after the block's
+     * first / second whole unit, so that its last stage is an ordinary unit's, issued a ring ahead. */
     int L;
+    int dpos;                 /* the down piece after this many of its block's whole units (>= their count: last) */
     float *sp;                /* [L][2][U] the pieces' gate and up sums */
     unsigned *scnt;           /* [L] the pieces' counts (zero between launches: the down piece's block puts it back) */
 } mo_args;
@@ -478,6 +480,43 @@ __device__ __forceinline__ void moeo_tail(const mo_args &a, const float (&acc)[M
     if (ct == 0) MO_STAMP(1, 5);
 }
 
+/* The split form's down piece of unit u (the producer thread): its strip's stages, as a whole unit's third */
+template <int EB>
+__device__ __forceinline__ void mo_put_piece_strip(const mo_args &a, int u, int U, unsigned char *ring, uint64_t *full,
+                                                   uint64_t *empty, float *scs, int &it) {
+    const cu_wview *g, *up, *dn;
+    int j, k, m;
+    mo_unit(a, a.ids, u, U, &g, &up, &dn, &j, &k, &m);
+    mo_put_strip<EB>(a, dn, m, j, ring, full, empty, scs, it);
+}
+
+/* The split form's down piece of unit u (piece pi; the consumers, MO_CT threads): once both counts of a.scnt[pi] are in
+ * (its gate and up pieces' blocks), the unit's U products from their sums in a.sp into iv (one of ivs' two buffers, not
+ * the one the down before may still read), then the strip's dots onto acc. Puts the count back to zero (the only
+ * reader; both adds of this launch are in). */
+template <int EB>
+__device__ __forceinline__ void mo_down_piece(const mo_args &a, int u, int pi, int U, const int *ids, const float *wk,
+                                              float *iv, float (&acc)[MO_NA], const unsigned char *ring, uint64_t *full,
+                                              uint64_t *empty, const float *scs, int D, int nst, int ct, int lane, int &it) {
+    const cu_wview *g, *up, *dn;
+    int j, k, m;
+    mo_unit(a, ids, u, U, &g, &up, &dn, &j, &k, &m);
+    if (ct == 0) {
+        unsigned v;
+        do {
+            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(a.scnt + pi) : "memory");
+        } while (v < 2u);
+        asm volatile("st.relaxed.gpu.global.u32 [%0], 0;" ::"l"(a.scnt + pi) : "memory");
+        MO_STAMP(0, 4);
+    }
+    asm volatile("bar.sync 1, %0;\n" ::"n"(MO_CT) : "memory");
+    if (ct < U)
+        iv[ct] = cu_silu_mul(__ldcg(a.sp + pi * 2 * U + ct), __ldcg(a.sp + (pi * 2 + 1) * U + ct)) * (k < 0 ? 1.0f : wk[k]);
+    asm volatile("bar.sync 1, %0;\n" ::"n"(MO_CT) : "memory");   /* the piece's U products in iv */
+    if (ct == 0) MO_STAMP(0, 5);
+    mo_down<EB>(a, acc, iv, ring, full, empty, scs, D, nst, ct, lane, it);
+}
+
 /* EB: the experts' bytes an element (1 FP8, 2 BF16); ROUTE: the route form (a.route; its own instantiation: with the
  * router warp's code in it the compiler moved the streaming loops' sums to local memory, FP8 b1 +0.17 ms a step in
  * both forms, s44e, and as a call the route form faulted). Grid: a block an SM (the route form: a cooperative launch;
@@ -523,9 +562,11 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
             mo_unit(a, a.ids, NW + pi, U, &g, &up, &dn, &j, &k, &m);
             mo_put_rows<EB>(a, pp ? *up : *g, j, ring, full, empty, scs, it);
         }
-        for (int u = blockIdx.x; u < NW; u += gridDim.x) {
+        int np = 0;   /* whole units put */
+        for (int u = blockIdx.x; u < NW; u += gridDim.x, np++) {
             const cu_wview *g, *up, *dn;
             int j, k, m;
+            if (SPLIT && pp == 2 && np == a.dpos) mo_put_piece_strip<EB>(a, NW + pi, U, ring, full, empty, scs, it);
             if (ROUTE && !seen && u * U >= a.sI) {   /* the first routed unit: the block's routing done */
                 mbar_wait(routed, 0);
                 seen = 1;
@@ -535,12 +576,9 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
             for (int mat = 0; mat < 2; mat++) mo_put_rows<EB>(a, mat ? *up : *g, j, ring, full, empty, scs, it);
             mo_put_strip<EB>(a, dn, m, j, ring, full, empty, scs, it);
         }
-        if (SPLIT && pp == 2) {   /* a piece of down: last, when the gate / up sums it needs are long since out */
-            const cu_wview *g, *up, *dn;
-            int j, k, m;
-            mo_unit(a, a.ids, NW + pi, U, &g, &up, &dn, &j, &k, &m);
-            mo_put_strip<EB>(a, dn, m, j, ring, full, empty, scs, it);
-        }
+        /* a piece of down after a.dpos whole units (the split form's 1: last, when the gate / up sums it needs are long
+         * since out; 2, 3: after the first one or two, so that the block's last stage is an ordinary unit's) */
+        if (SPLIT && pp == 2 && np <= a.dpos) mo_put_piece_strip<EB>(a, NW + pi, U, ring, full, empty, scs, it);
         if constexpr (TAIL)   /* the next layer's q / kv_a rows: their stages as gate / up's (U rows, MO_PC columns a stage) */
             for (int t = blockIdx.x; t < a.NQ; t += gridDim.x)
                 mo_put_rows<EB>(a, t < a.nq0 ? a.wq : a.wkv, (t < a.nq0 ? t : t - a.nq0) * U, ring, full, empty, scs, it);
@@ -577,15 +615,18 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
             MO_STAMP(0, 4);
         }
     }
+    int nb = 0;   /* downs made (whole units' and the piece's): which of ivs' two buffers the next one fills */
     for (int u = blockIdx.x; u < NW; u += gridDim.x, n++) {
         const cu_wview *g, *up, *dn;
         int j, k, m;
+        if (SPLIT && pp == 2 && n == a.dpos)
+            mo_down_piece<EB>(a, NW + pi, pi, U, ids, wk, ivs + (nb++ & 1) * 16, acc, ring, full, empty, scs, D, nst, ct, lane, it);
         if (ROUTE && !seen && u * U >= a.sI) {
             mbar_wait(routed, 0);
             seen = 1;
         }
         mo_unit(a, ids, u, U, &g, &up, &dn, &j, &k, &m);
-        float *iv = ivs + (n & 1) * 16;
+        float *iv = ivs + (nb++ & 1) * 16;
         float sums[2][RW];
 #pragma unroll
         for (int mat = 0; mat < 2; mat++) {
@@ -601,27 +642,8 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
         asm volatile("bar.sync 1, %0;\n" ::"n"(MO_CT) : "memory");   /* the unit's U products in iv */
         mo_down<EB>(a, acc, iv, ring, full, empty, scs, D, nst, ct, lane, it);
     }
-    if (SPLIT && pp == 2) {   /* the piece of down: the unit's gate and up sums from the two other pieces' blocks */
-        const cu_wview *g, *up, *dn;
-        int j, k, m;
-        mo_unit(a, ids, NW + pi, U, &g, &up, &dn, &j, &k, &m);
-        if (ct == 0) {
-            unsigned v;
-            do {
-                asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(a.scnt + pi) : "memory");
-            } while (v < 2u);
-            /* back to zero for the next launch: both adds of this one are in, and no other block reads it */
-            asm volatile("st.relaxed.gpu.global.u32 [%0], 0;" ::"l"(a.scnt + pi) : "memory");
-            MO_STAMP(0, 4);
-        }
-        asm volatile("bar.sync 1, %0;\n" ::"n"(MO_CT) : "memory");
-        float *iv = ivs + (n & 1) * 16;   /* (the other buffer than the last whole unit's, which warps may still read) */
-        if (ct < U)
-            iv[ct] = cu_silu_mul(__ldcg(a.sp + pi * 2 * U + ct), __ldcg(a.sp + (pi * 2 + 1) * U + ct)) * (k < 0 ? 1.0f : wk[k]);
-        asm volatile("bar.sync 1, %0;\n" ::"n"(MO_CT) : "memory");   /* the piece's U products in iv */
-        if (ct == 0) MO_STAMP(0, 5);
-        mo_down<EB>(a, acc, iv, ring, full, empty, scs, D, nst, ct, lane, it);
-    }
+    if (SPLIT && pp == 2 && n <= a.dpos)   /* (in the order the producer put it) */
+        mo_down_piece<EB>(a, NW + pi, pi, U, ids, wk, ivs + (nb++ & 1) * 16, acc, ring, full, empty, scs, D, nst, ct, lane, it);
     /* the partial sums [D] into the ring's first stage (every stage consumed: nothing lands there any more), seen by the
      * async proxy, then added onto out by one bulk reduction, complete before the block ends */
     if (ROUTE && !seen) mbar_wait(routed, 0);   /* out zeroed (block 0, before the grid barrier) before the reduction */
@@ -867,6 +889,7 @@ int cu_moeo(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weig
         const int U = 16 / eb, Lr = (a.sI + a.K * a.I) / U % cb->n_sm;
         if (cb->opt.moeo_split && !a.lab && Lr > 0 && 3 * Lr <= cb->n_sm && mo_split_buf(cb)) {
             a.L = Lr;
+            a.dpos = cb->opt.moeo_split == 1 ? 1 << 30 : cb->opt.moeo_split - 1;   /* 1: last; 2, 3: after 1, 2 units */
             a.sp = cb->moeo_sp;
             a.scnt = (unsigned *)(cb->moeo_sp + (size_t)cb->n_sm * 2 * 16);
 #ifdef MOEO_PROF
