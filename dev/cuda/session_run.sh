@@ -41,6 +41,15 @@ ncu_step() { local name=$1 dt=$2 b=$3 N; shift 3; N=$(nf $dt $b); echo "$dt b$b:
   python3 dev/cuda/ncu_sum.py $OUT/$name.csv > $OUT/$name.txt 2>&1; head -24 $OUT/$name.txt
   rm -f $OUT/$name.csv; }
 want() { [ "$PART" = all ] || [[ ",$PART," == *",$1,"* ]]; }   # PART: one part or a comma list
+# ab_rounds NAME VAR DTYPE BATCH ORDER...: A/B bench rows (ctx 1K, 16 steps) with VAR set to each value of each ORDER (a
+# space-separated list: one round), the rounds in turn; the decode lines echoed (steps NAME<value>-<round>)
+ab_rounds() { local name=$1 var=$2 dt=$3 b=$4 r=0 ord v; shift 4
+  for ord in "$@"; do r=$((r + 1))
+    for v in $ord; do
+      step $name$v-$r 60 env DSINFER_CUDA_TC=1 $var=$v $B/dsinfer bench --dtype $dt --batch $b --ctx 1K --prompt '' --steps 16 --csv $CSV --label $name-$dt-$v > /dev/null
+      echo "$dt b$b $var=$v r$r: $(grep -E "^decode" $OUT/$name$v-$r.log | cut -c60-140 | tr '\n' '|')"
+    done
+  done; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 # opsfull: test_cuda_ops alone, every M
 want opsfull && step ops_full 240 $B/test_cuda_ops
@@ -3839,18 +3848,8 @@ if want s50a; then
     step ops_$t 150 env DSINFER_OPS_ONLY=$t $B/test_cuda_ops > /dev/null
     echo "$t: $(grep -cE "CHECK failed" $OUT/ops_$t.log) failed; $(tail -1 $OUT/ops_$t.log | cut -c1-60)"
   done
-  for r in 1 2; do
-    for n in $([ $r = 1 ] && echo "0 1" || echo "1 0"); do
-      step b1tail$n-$r 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOEO_TAIL=$n $B/dsinfer bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s50a-fp8-tail$n > /dev/null
-      echo "fp8 tail=$n r$r: $(grep -E "^decode" $OUT/b1tail$n-$r.log | cut -c60-140)"
-    done
-  done
-  for r in 1 2; do   # COMB_UV 1 (the default) against 2 (the clustered form)
-    for u in $([ $r = 1 ] && echo "1 2" || echo "2 1"); do
-      step b1uv$u-$r 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_COMB_UV=$u $B/dsinfer bench --dtype fp8 --batch 1,8 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s50a-fp8-uv$u > /dev/null
-      echo "fp8 comb_uv=$u r$r: $(grep -E "^decode" $OUT/b1uv$u-$r.log | cut -c60-140 | tr '\n' '|')"
-    done
-  done
+  ab_rounds s50a-tail DSINFER_CUDA_MOEO_TAIL fp8 1 "0 1" "1 0"
+  ab_rounds s50a-uv DSINFER_CUDA_COMB_UV fp8 1,8 "1 2" "2 1"   # COMB_UV 1 (the default) against 2 (the clustered form)
   step golden 100 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden.log
   step model 100 $B/test_cuda_model > /dev/null; tail -1 $OUT/model.log | cut -c1-150
 fi
@@ -3860,28 +3859,14 @@ fi
 if want s50b; then
   step ops_router 200 env DSINFER_OPS_ONLY=router $B/test_cuda_ops > /dev/null
   echo "router: $(grep -cE "CHECK failed" $OUT/ops_router.log) failed; $(grep -E "route fast 2 ties" $OUT/ops_router.log | head -2 | cut -c1-110 | tr '\n' '|')"
-  for r in 1 2 3; do
-    for f in $([ $r = 2 ] && echo "2 1" || echo "1 2"); do
-      step b1rf$f-$r 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_ROUTE_FAST=$f $B/dsinfer bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s50b-fp8-rf$f > /dev/null
-      echo "fp8 b1 route_fast=$f r$r: $(grep -E "^decode" $OUT/b1rf$f-$r.log | cut -c60-140)"
-    done
-  done
-  for f in 1 2; do
-    step bbrf$f 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_ROUTE_FAST=$f $B/dsinfer bench --dtype bf16 --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s50b-bf16-rf$f > /dev/null
-    echo "bf16 b1 route_fast=$f: $(grep -E "^decode" $OUT/bbrf$f.log | cut -c60-140)"
-    step b8rf$f 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_ROUTE_FAST=$f $B/dsinfer bench --dtype fp8 --batch 8,64 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s50b-fp8-rf$f > /dev/null
-    echo "fp8 b8,64 route_fast=$f: $(grep -E "^decode" $OUT/b8rf$f.log | cut -c60-140 | tr '\n' '|')"
-  done
+  ab_rounds s50b-rf DSINFER_CUDA_ROUTE_FAST fp8 1 "1 2" "2 1" "1 2"
+  ab_rounds s50b-rfb DSINFER_CUDA_ROUTE_FAST bf16 1 "1 2"
+  ab_rounds s50b-rf8 DSINFER_CUDA_ROUTE_FAST fp8 8,64 "1 2"
   # the split form's down piece early (MOEO_SPLIT=2 / 3; 0 the default, 1 the piece last): op test moeo, FP8 b1 rotated,
   # and MOEO_PROF's stamps by piece group at 2
   step ops_moeo 200 env DSINFER_OPS_ONLY=moeo $B/test_cuda_ops > /dev/null
   echo "moeo: $(grep -cE "CHECK failed" $OUT/ops_moeo.log) failed; $(tail -1 $OUT/ops_moeo.log | cut -c1-60)"
-  for r in 1 2; do
-    for v in $([ $r = 1 ] && echo "0 2 3 1" || echo "1 3 2 0"); do
-      step b1sp$v-$r 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOEO_SPLIT=$v $B/dsinfer bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s50b-fp8-split$v > /dev/null
-      echo "fp8 b1 moeo_split=$v r$r: $(grep -E "^decode" $OUT/b1sp$v-$r.log | cut -c60-140)"
-    done
-  done
+  ab_rounds s50b-sp DSINFER_CUDA_MOEO_SPLIT fp8 1 "0 2 3 1" "1 3 2 0"
   step prof_sp2 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOEO_SPLIT=2 $B/dsinfer_prof bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 > /dev/null
   grep -E "moeo-prof" $OUT/prof_sp2.log | cut -c1-140 | head -24
   # the timeline with both new forms (ROUTE_FAST=2, COMB_UV=2): route_v2's and the combine's node times
