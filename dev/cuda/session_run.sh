@@ -3873,6 +3873,16 @@ if want s50b; then
   step trace_rf2 90 env LD_PRELOAD=$PWD/.deps/lib/libcu_trace.so DSINFER_TRACE_FILE=$OUT/trace_fp8_rf2.txt DSINFER_CUDA_TC=1 DSINFER_CUDA_ROUTE_FAST=2 DSINFER_CUDA_COMB_UV=2 $B/dsinfer bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 > /dev/null
   grep -E "^cu_trace" $OUT/trace_rf2.log | cut -c10-150 | head -20
 fi
+# s50c: s50b's essentials for a short call (device time nearly spent): op tests router and moeo, FP8 b1 ROUTE_FAST 1 / 2
+# and MOEO_SPLIT 0 / 2 / 3 in two rotated rounds each
+if want s50c; then
+  for t in router moeo; do
+    step ops_$t 150 env DSINFER_OPS_ONLY=$t $B/test_cuda_ops > /dev/null
+    echo "$t: $(grep -cE "CHECK failed" $OUT/ops_$t.log) failed; $(tail -1 $OUT/ops_$t.log | cut -c1-60)"
+  done
+  ab_rounds s50c-rf DSINFER_CUDA_ROUTE_FAST fp8 1 "1 2" "2 1"
+  ab_rounds s50c-sp DSINFER_CUDA_MOEO_SPLIT fp8 1 "0 3 2" "2 3 0"
+fi
 # h200r: issue 7's rows of record at the defaults, for an H200 (the card as it comes: the rows say which): FP8 and BF16
 # b1 / b64 / b256 at ctx 1K, twice, each with the step's roofline (bench's own copy-rate measurement)
 if want h200r; then
