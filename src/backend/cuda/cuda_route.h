@@ -171,10 +171,11 @@ __device__ __forceinline__ int route_pick(const float (&v)[NPL], unsigned &taken
 /* The K choices of route_pick's K rounds in one pass (rc.fast == 2, E <= 32 NPL): entry e's rank is the number of
  * entries before it in route_pick's order (a larger key, or the same key and a lower index), so the entries of rank
  * t < K are exactly round t's winners. Each lane ranks its own entries against every key (key_sm [E], broadcast
- * reads), the K winners go to slot_id / slot_s [K] (slot_id's ints in slot_s [K .. 2K)'s bits: one shared array of
- * at least 2K floats), then lane t < K takes choice t, and every lane sums the winners' scores in choice order
- * (route_warp_fast's sum: the same bits). Why: at batch 1 the routing launch's six rounds were ~2.8k of its ~8k cycles
- * (RT_PROF), a chain of two warp reductions and a shuffle each; the ranks are one chain of E shared-memory reads. */
+ * reads); the K winners go to slot [0, K) (scores) and slot [K, 2K) (indices as a float's bits), one shared array of
+ * at least 2K floats other than key_sm (the caller's s_sm [E], E >= 2K); lane t < K takes choice t, and every lane
+ * sums the winners' scores in choice order (route_warp_fast's sum: the same bits). Why: at batch 1 the routing
+ * launch's six rounds were ~2.8k of its ~8k cycles (RT_PROF), a chain of two warp reductions and a shuffle each; the
+ * ranks are one chain of E shared-memory reads. */
 template <int NPL>
 __device__ __forceinline__ void route_rank_choose(const float (&bv)[NPL], const float (&sv)[NPL], int E, int K, int lane,
                                                   unsigned *key_sm, float *slot, int *my_id, float *my_w, float *sum) {
@@ -289,7 +290,7 @@ __device__ static void route_warp_fast(const float *lg, const float *bias, int32
     RT_SUB(1);
     int my_id = 0;
     float my_w = 0.0f, sum = 0.0f;
-    if (NPL == 2 && rc.fast == 2) {   /* the choices by rank (E <= 64): one pass where K rounds were */
+    if (NPL == 2 && rc.fast == 2 && 2 * K <= E) {   /* the choices by rank (E <= 64; 2 K slots in s_sm [E]) */
         route_rank_choose<NPL>(bv, sv, E, K, lane, (unsigned *)b_sm, s_sm, &my_id, &my_w, &sum);
         RT_SUB(2);
         if (lane < K) {
