@@ -292,28 +292,20 @@ __device__ static void route_warp_fast(const float *lg, const float *bias, int32
     float my_w = 0.0f, sum = 0.0f;
     if (NPL == 2 && rc.fast == 2 && 2 * K <= E) {   /* the choices by rank (E <= 64; 2 K slots in s_sm [E]) */
         route_rank_choose<NPL>(bv, sv, E, K, lane, (unsigned *)b_sm, s_sm, &my_id, &my_w, &sum);
-        RT_SUB(2);
-        if (lane < K) {
-            if (rc.normalise) my_w /= sum + 1e-20f;
-            if (rc.v3 || !rc.normalise) my_w *= rc.scaling;
-            ids[(size_t)m * K + lane] = my_id;
-            wout[(size_t)m * K + lane] = my_w;
-        }
-        RT_SUB(3);
-        return;
-    }
-    unsigned taken = 0;
-    for (int t = 0; t < K; t++) {
-        int win = route_pick<NPL>(bv, taken, E, lane);
-        float sw = 0.0f;   /* the winner's score, from its owner lane */
+    } else {
+        unsigned taken = 0;
+        for (int t = 0; t < K; t++) {
+            int win = route_pick<NPL>(bv, taken, E, lane);
+            float sw = 0.0f;   /* the winner's score, from its owner lane */
 #pragma unroll
-        for (int i = 0; i < NPL; i++)
-            if (i == (win >> 5)) sw = sv[i];
-        sw = __shfl_sync(0xffffffffu, sw, win & 31);
-        sum += sw;   /* in choice order, as write_choices */
-        if (lane == t) {
-            my_id = win;
-            my_w = sw;
+            for (int i = 0; i < NPL; i++)
+                if (i == (win >> 5)) sw = sv[i];
+            sw = __shfl_sync(0xffffffffu, sw, win & 31);
+            sum += sw;   /* in choice order, as write_choices */
+            if (lane == t) {
+                my_id = win;
+                my_w = sw;
+            }
         }
     }
     RT_SUB(2);
