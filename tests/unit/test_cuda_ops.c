@@ -840,7 +840,7 @@ static void check_route_on(setup *s, ds_backend *be, const char *how, int M, int
 static void check_route(setup *s, int M) { check_route_on(s, s->gpu, "route (fused kernel)", M, 0); }
 
 /* The routing warp's three forms (DSINFER_CUDA_ROUTE_FAST 0: shared memory, 1: registers, 2: the choices by rank where
- * E <= 64), each on its own backend (the form is read at its creation), on random and on tied logits */
+ * 2 K <= E <= 64, else as 1), each on its own backend (the form is read at its creation), on random and on tied logits */
 static void check_route_forms(setup *s, const int *Ms, int nM) {
     char err[DS_ERRLEN];
     for (int f = 0; f <= 2; f++) {
