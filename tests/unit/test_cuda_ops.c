@@ -839,11 +839,11 @@ static void check_route_on(setup *s, ds_backend *be, const char *how, int M, int
 
 static void check_route(setup *s, int M) { check_route_on(s, s->gpu, "route (fused kernel)", M, 0); }
 
-/* The routing warp's three forms (DSINFER_CUDA_ROUTE_FAST 0: shared memory, 1: registers, 2: the choices by rank where
- * 2 K <= E <= 64, else as 1), each on its own backend (the form is read at its creation), on random and on tied logits */
+/* The routing warp's two forms (DSINFER_CUDA_ROUTE_FAST 0: shared memory, 1: registers), each on its own backend (the
+ * form is read at its creation), on random and on tied logits */
 static void check_route_forms(setup *s, const int *Ms, int nM) {
     char err[DS_ERRLEN];
-    for (int f = 0; f <= 2; f++) {
+    for (int f = 0; f <= 1; f++) {
         char v[2] = {(char)('0' + f), 0}, how[40];
         setenv("DSINFER_CUDA_ROUTE_FAST", v, 1);
         ds_backend *be = ds_backend_cuda_new(&s->cfg, err);
@@ -1738,13 +1738,12 @@ static void run_router(void) {
         }
         unsetenv("DSINFER_CUDA_ROUTER_KS");
         unsetenv("DSINFER_CUDA_ROUTE_FAST");
-        check_route_forms(&s, Ms, NM(Ms));   /* the routing launch alone, its three forms, on random and tied logits */
-        /* the routing warps' top-k in registers (DSINFER_CUDA_ROUTE_FAST=1; =2: the choices by rank where E <= 64), in the
+        check_route_forms(&s, Ms, NM(Ms));   /* the routing launch alone, its two forms, on random and tied logits */
+        /* the routing warps' top-k in registers (DSINFER_CUDA_ROUTE_FAST=1), in the
          * fused kernel's tail (4 tokens a block and 1 with 4 K slices) and in the routing launch after the GEMM: against
          * the CPU, and the same bytes as route_warp */
-        for (int f6 = 0; f6 < 6; f6++) {
-            const int f = f6 % 3, rank = f6 >= 3;
-            setenv("DSINFER_CUDA_ROUTE_FAST", rank ? "2" : "1", 1);
+        for (int f = 0; f < 3; f++) {
+            setenv("DSINFER_CUDA_ROUTE_FAST", "1", 1);
             setenv("DSINFER_CUDA_ROUTER_FUSED", f < 2 ? "1" : "0", 1);
             setenv("DSINFER_CUDA_ROUTER_FUSED_MIN_M", "1", 1);
             setenv("DSINFER_CUDA_ROUTER_KS", f == 1 ? "4" : "1", 1);   /* (one slice: the same sums as the reference) */
@@ -1756,8 +1755,7 @@ static void run_router(void) {
             unsetenv("DSINFER_CUDA_ROUTER_KS");
             unsetenv("DSINFER_CUDA_ROUTER_TOK");
             CHECKF(ff != NULL, "%s", err);
-            const char *how = f == 0 ? (rank ? "rank fused" : "fast fused") : f == 1 ? (rank ? "rank ks 4" : "fast ks 4")
-                                     : (rank ? "rank 2 launch" : "fast 2 launch");
+            const char *how = f == 0 ? "fast fused" : f == 1 ? "fast ks 4" : "fast 2 launch";
             for (int i = 0; ff && i < NM(Ms); i++) {
                 if (Ms[i] > max_m || Ms[i] > 256) continue;
                 check_router(&s, ff, how, Ms[i], &rw, has_bias ? &rb : NULL);
@@ -2033,15 +2031,11 @@ static void check_mla_twin(const mla_twin *tw, const char *name, const char *pat
  * the combine launch and the GEMV: the output within NMSE 1e-12 of the default (the product's additions in another order)
  * and against the CPU; counted on 1 .. 8 tokens (the GEMV's range with every sequence), not at 9; BF16 and FP8 kv_b,
  * V2-Lite's 16 heads and 20, the BF16 and the FP8 caches, contexts up to 3000 (many splits, some with no rows), and at
- * most 8 splits (DSINFER_CUDA_MLA_MAX_SPLITS, on both backends: no split past the preloaded ones); =2, the clustered
- * form, at 16 and 20 heads with BF16 and FP8 kv_b. */
+ * most 8 splits (DSINFER_CUDA_MLA_MAX_SPLITS, on both backends: no split past the preloaded ones). */
 static void run_comb_uv(void) {
     if (only && strcmp(only, "combuv")) return;
     static const mla_twin uv = {"DSINFER_CUDA_COMB_UV", "1", "combine and W_UV in one launch", ds_cuda_comb_uv_runs, 1e-12, 0};
     static const mla_twin uv8 = {"DSINFER_CUDA_COMB_UV", "1", "combine and W_UV in one launch", ds_cuda_comb_uv_runs, 1e-12, 1};
-    /* =2: the clustered form (the head's four blocks share o_lat's quarters through DSMEM) */
-    static const mla_twin uvc = {"DSINFER_CUDA_COMB_UV", "2", "combine and W_UV, clustered", ds_cuda_comb_uv_runs, 1e-12, 0};
-    static const mla_twin uvc8 = {"DSINFER_CUDA_COMB_UV", "2", "combine and W_UV, clustered", ds_cuda_comb_uv_runs, 1e-12, 1};
     const int Ms[] = {1, 2, 5, 8, 9};
     for (int i = 0; i < NM(Ms); i++) {
         if (Ms[i] > max_m) continue;
@@ -2052,8 +2046,6 @@ static void run_comb_uv(void) {
         setenv("DSINFER_CUDA_MLA_MAX_SPLITS", "8", 1);   /* (both backends: every split's partials loaded at once) */
         check_mla_twin(&uv, "v2l-uvs8", "configs/deepseek-v2-lite.json", 0, KV_BF16, Ms[i], 900, want);
         unsetenv("DSINFER_CUDA_MLA_MAX_SPLITS");
-        check_mla_twin(&uvc, "v2l-uvc", "configs/deepseek-v2-lite.json", 0, KV_BF16, Ms[i], Ms[i] == 1 ? 3000 : 900, want);
-        check_mla_twin(&uvc8, "h20-uvc8", "configs/deepseek-v2-lite.json", 20, KV_FP8, Ms[i], 700, want);
     }
 }
 
@@ -2338,30 +2330,19 @@ static void run_moe1(void) {
  * router_fused launch and a memset before it) and =5 (the route form: the router's logits, a split grid barrier, each
  * block's own routing and out's zeros inside the one cooperative launch; its logits in another order of additions, the
  * same choices on these inputs). =1 again with DSINFER_CUDA_ROUTE_ZERO=1: out's zeros written by the routing's launch
- * (out is NaN-poisoned before each call: zeros missing give NaN). And =1 with DSINFER_CUDA_MOEO_SPLIT=1: the last round's
- * units in three pieces (gate, up: their sums through global memory; down: last, once both are counted), which V2-Lite
- * FP8 takes on a GPU of 132 SMs (704 units: 44 in pieces), counted as split launches there; a down piece that read
- * the sums before they were written would read the zeros of a fresh backend's buffer (the piece's 16 products lost:
- * NMSE ~1e-3 against the twin). =2 and =3: the down piece after its block's first or second whole unit (a piece that
- * did not wait for both counts would read the sums before they are out, at the first call: zeros). */
-static void run_moeo_form(const char *form, const char *zero, int split);
+ * (out is NaN-poisoned before each call: zeros missing give NaN). */
+static void run_moeo_form(const char *form, const char *zero);
 static void run_moeo(void) {
     if (only && strcmp(only, "moeo")) return;
-    run_moeo_form("1", "0", 0);
-    run_moeo_form("1", "1", 0);
-    run_moeo_form("5", "0", 0);
-    run_moeo_form("1", "1", 1);
-    run_moeo_form("1", "1", 2);   /* the down piece after its block's first whole unit */
-    run_moeo_form("1", "1", 3);   /* ... after its second */
+    run_moeo_form("1", "0");
+    run_moeo_form("1", "1");
+    run_moeo_form("5", "0");
 }
-static void run_moeo_form(const char *form, const char *zero, int split) {
+static void run_moeo_form(const char *form, const char *zero) {
     setup s;
-    printf("  moeo: DSINFER_CUDA_MOEO=%s DSINFER_CUDA_ROUTE_ZERO=%s DSINFER_CUDA_MOEO_SPLIT=%d\n", form, zero, split);
+    printf("  moeo: DSINFER_CUDA_MOEO=%s DSINFER_CUDA_ROUTE_ZERO=%s\n", form, zero);
     setenv("DSINFER_CUDA_MOEO", form, 1);
     setenv("DSINFER_CUDA_ROUTE_ZERO", zero, 1);
-    char sv[2] = {(char)('0' + split), 0};
-    setenv("DSINFER_CUDA_MOEO_SPLIT", sv, 1);
-    const int sms = ds_cuda_device_sms(), v2l_left = 704 % sms;   /* V2-Lite FP8: (2816 + 6 x 1408) / 16 units */
     moe_twin = 1;
     moe_twin_env = "DSINFER_CUDA_MOEO";
     moe_twin_count = ds_cuda_moeo_runs;
@@ -2371,13 +2352,7 @@ static void run_moeo_form(const char *form, const char *zero, int split) {
     moe_twin_nmse_only = 1;
     const int m[] = {1};
     if (load_setup(&s, "v2l-moeo", "configs/deepseek-v2-lite.json", 3, 16)) {
-        if (split && v2l_left > 0 && 3 * v2l_left <= sms) {   /* the split launch counted where it is taken */
-            moe_twin_count = ds_cuda_moeo_split_runs;
-            moe_twin_what = "in the split form";
-        }
         check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
-        moe_twin_count = ds_cuda_moeo_runs;
-        moe_twin_what = "by the ownership launch";
         check_moe_dt(&s, m, NM(m), DS_DTYPE_BF16, 3, 0);
         free_setup(&s);
     }
@@ -2392,7 +2367,6 @@ static void run_moeo_form(const char *form, const char *zero, int split) {
     moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
     setenv("DSINFER_CUDA_MOEO", "0", 1);   /* (main's setting for the other cases) */
     unsetenv("DSINFER_CUDA_ROUTE_ZERO");
-    unsetenv("DSINFER_CUDA_MOEO_SPLIT");
 }
 
 /* ---- the MoE layer's tail for one token as one launch (run_tail1) ------------------------------------------------- */

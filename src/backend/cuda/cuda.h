@@ -407,8 +407,7 @@ typedef struct {
                          * default 4; 0: one block a token) where there are no split-K partials to sum first, and ... */
     int qkv_split_parts;  /* ... with them too (DSINFER_CUDA_QKV_SPLIT_PARTS=1; default 0: FP8 b256 +0.18 ms) */
     int comb_uv;        /* the absorbed attention's split combine and W_UV product in one launch (mla_comb_uv_kernel) at
-                         * decode-sized batches (DSINFER_CUDA_COMB_UV, default 1; 2: the head's four blocks as one cluster,
-                         * mla_comb_uv_cl_kernel, opt-in, not yet run on a GPU) */
+                         * decode-sized batches (DSINFER_CUDA_COMB_UV, default 1) */
     int qkv_absorb;     /* qkv_finish given the layer's kv_b (backend.h) makes the absorbed attention's q product in its
                          * launch (qkv_absorb_kernel) where absorb_q_v3_kernel would make it (DSINFER_CUDA_QKV_ABSORB,
                          * default 1) */
@@ -444,8 +443,8 @@ typedef struct {
                         * or BF16 pairs in place of the fp32 sums (4) (f8_tma_kernel LAB; DSINFER_CUDA_MOE_LAB) */
     int moe_silu_epi;  /* prefill MoE: gate / up with SiLU * up and its FP8 codes in the epilogue (f8_gu_silu_kernel: 128-row
                         * tiles in two passes; with moe_dyn; DSINFER_CUDA_MOE_SILU_EPI; opt-in: not faster) */
-    int route_fast;    /* the routing warps' top-k in registers, the same bits (cuda_moe.cu route_warp_fast; DSINFER_CUDA_ROUTE_FAST);
-                        * 2: at E <= 64 the K choices by rank in one pass (route_rank_choose), the same bits */
+    int route_fast;    /* the routing warps' top-k in registers, the same bits (cuda_moe.cu route_warp_fast;
+                        * DSINFER_CUDA_ROUTE_FAST) */
     int moe1;          /* the MoE block of one token as one cooperative launch (cuda_moe1.cu; DSINFER_CUDA_MOE1): 1 the
                         * block, 2 and the layer's tail around it (backend layer_tail1), 3 and the attention before it
                         * (backend layer1) */
@@ -461,9 +460,6 @@ typedef struct {
     int moeo_tail;     /* with moeo 1, batch 1's layer tail (backend layer_tail1) as the usual o_proj + norm and router
                         * launches, then moeo_kernel's tail form: the MoE block, then the next layer's residual add, input
                         * norm and q / kv_a projections in the same launch (cuda_moeo.cu; DSINFER_CUDA_MOEO_TAIL) */
-    int moeo_split;    /* with moeo 1 (plain form), the last round's units in three pieces over the blocks that would
-                        * wait (mo_args.L; DSINFER_CUDA_MOEO_SPLIT): 1 the down piece last in its block, 2 / 3 after the
-                        * block's first / second whole unit (mo_args.dpos) */
     int rowo;          /* the dense linears of one token by row ownership (cuda_rowo.cu; DSINFER_CUDA_ROWO): 1 with their
                         * weights streamed before the previous kernel ends (programmatic dependent launch), 2 the same
                         * kernel without it (a lab); 3 / 4: 1 / 2 with a bulk copy a row (a lab); 5: 1 with a block's
@@ -676,10 +672,8 @@ typedef struct {
     long moe1_runs;             /* MoE calls made by the one-token launch (cuda_moe1.cu; tests) */
     long moeo_runs;             /* ... by the intermediate-ownership launch (cuda_moeo.cu; tests) */
     long moeo_tail_runs;        /* ... of them in the tail form (tests) */
-    long moeo_split_runs;       /* ... of them in the split form (tests) */
     long router_norm_runs;      /* router_norm1_kernel launches (tests) */
     unsigned *moeo_cnt;         /* the tail form's count and epoch (cumulative; zero at the first launch) */
-    float *moeo_sp;             /* the split form's pieces' sums [n_sm][2][16], then their counts [n_sm] (zero) */
     long rowo_runs;             /* linears of one token by the row-ownership launch (cuda_rowo.cu; tests) */
     long tail1_runs;            /* ... of them in the layer-tail form (layer_tail1), and with the next layer's part */
     long tail1_next_runs;

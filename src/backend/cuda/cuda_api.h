@@ -67,10 +67,6 @@ long ds_cuda_moeo_runs(ds_backend *be);
 long ds_cuda_rowo_runs(ds_backend *be);
 /* ... MoE calls of one token made by cuda_moeo.cu's tail form (DSINFER_CUDA_MOEO_TAIL, backend layer_tail1; tests) */
 long ds_cuda_moeo_tail_runs(ds_backend *be);
-/* ... of them in the split form (DSINFER_CUDA_MOEO_SPLIT; tests) */
-long ds_cuda_moeo_split_runs(ds_backend *be);
-/* the current device's SM count (tests: which shapes the split form takes) */
-int ds_cuda_device_sms(void);
 long ds_cuda_router_norm_runs(ds_backend *be);
 /* ... of them as the layer's tail (DSINFER_CUDA_MOE1=2, backend layer_tail1), and with the next layer's projections */
 long ds_cuda_tail1_runs(ds_backend *be);

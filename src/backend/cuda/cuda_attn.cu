@@ -735,63 +735,6 @@ __global__ void __launch_bounds__(256) mla_comb_uv_kernel(float *out, const floa
     uv_products<EB>(wq, sc, xo, out + ((size_t)i * H + h) * dv + rw, lane);
 }
 
-/* COMB_UV=2 (opt-in; written in the forty-ninth session, not yet run on a GPU): mla_comb_uv_kernel with the head's four
- * blocks as one thread-block cluster (dims (1, 1, 4) over grid (T, H, 4): dv = 4 CU_ROWS). Block z (its cluster rank)
- * makes o_lat's columns [128 z, 128 z + 128) only: thread t column 128 z + t % 128 over the splits of half t / 128 (32 a
- * half, every partial loaded before the weights are known), the two halves added in shared memory and divided by the
- * denominator; a cluster barrier (release / acquire); each block reads the three other quarters from its peers' shared
- * memory (DSMEM: mapa, ld.shared::cluster) into its own xo; a second cluster barrier (no block leaves while a peer reads
- * it); then the products as mla_comb_uv_kernel. Why: that kernel's four blocks a head each made all 512 columns from 64
- * splits (128 KB of partials a block, ~6 L2 round trips in a chain; 5.9 us a layer at b1, RESULTS run 2). o_lat's sums
- * are two halves added (not the combine's one order): NMSE against the two launches (op test combuv). */
-template <int EB>
-__global__ void __launch_bounds__(256) mla_comb_uv_cl_kernel(float *out, const float *part, const float *ml, cu_wview kvb,
-                                                             int S, int H, int dn, int dv, int hw) {
-    constexpr int C = 512, Q = C / 4;
-    __shared__ float wgt[CB_MAX_S];
-    __shared__ float den_sh;
-    __shared__ int nl_sh;
-    __shared__ float half_sh[Q];
-    __shared__ __align__(16) float xo[C];
-    const int i = blockIdx.x, h = blockIdx.y, z = blockIdx.z, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int rw = z * CU_ROWS + warp * CU_RPW;
-    uint4 wq[CU_RPW][EB];
-    float sc[CU_RPW];
-    uv_weights<EB>(wq, sc, kvb, h, hw, dn, rw, lane);
-    cu_pdl_trigger();
-    cu_pdl_wait();
-    const size_t step = (size_t)H * C;
-    const float *p0 = part + ((size_t)i * S * H + h) * C;
-    const int q = threadIdx.x & (Q - 1), c = z * Q + q, hf = threadIdx.x / Q;
-    float pv[CB_MAX_S / 2];
-#pragma unroll
-    for (int s = 0; s < CB_MAX_S / 2; s++) pv[s] = hf * (CB_MAX_S / 2) + s < S ? p0[(hf * (CB_MAX_S / 2) + s) * step + c] : 0.0f;
-    if (threadIdx.x < 32) combine_weights(ml, i, h, S, H, wgt, &den_sh, &nl_sh);
-    __syncthreads();
-    const int nl = nl_sh;
-    float a = 0.0f;
-#pragma unroll
-    for (int s = 0; s < CB_MAX_S / 2; s++) {
-        if (hf * (CB_MAX_S / 2) + s >= nl) break;
-        a += wgt[hf * (CB_MAX_S / 2) + s] * pv[s];
-    }
-    if (hf) half_sh[q] = a;
-    __syncthreads();
-    if (!hf) xo[c] = (a + half_sh[q]) / den_sh;
-    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-    for (int k = threadIdx.x; k < C; k += 256) {   /* the peers' quarters (this block's own is in place) */
-        const unsigned r = (unsigned)(k / Q);
-        if ((int)r == z) continue;
-        unsigned ra;
-        float v;
-        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(ra) : "r"((unsigned)__cvta_generic_to_shared(xo + k)), "r"(r));
-        asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(ra) : "memory");
-        xo[k] = v;
-    }
-    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-    uv_products<EB>(wq, sc, xo, out + ((size_t)i * H + h) * dv + rw, lane);
-}
-
 /* v3 (DSINFER_CUDA_COMBINE2=3): a block per (token, head), C / 4 threads of 4 adjacent columns. At batch 64 .. 256 v1 ran
  * (v2's 96 registers cost occupancy there) at 8 .. 11 us a layer (ncu19d): a thread's columns one after another, each a
  * chain of S loads, after the (max, sum) round trip. Here a thread requests the float4 of every split (CB3_S at a time)
@@ -1021,22 +964,6 @@ static void attn_fused(ds_cuda_backend *cb, float *out, const float *q, const un
     float *dst = all ? out : ao;
     /* the combine and W_UV in one launch (opt.comb_uv) where the product would be the GEMV over the batch's tokens */
     const int uv_eb = !folded && all && cb->opt.comb_uv && C == 512 && dv % CU_ROWS == 0 && S <= CB_MAX_S ? eb : 0;
-    if (uv_eb && cb->opt.comb_uv == 2 && dv == 4 * CU_ROWS) {   /* the clustered form (opt-in) */
-        cudaLaunchAttribute at[1];
-        at[0].id = cudaLaunchAttributeClusterDimension;
-        at[0].val.clusterDim.x = 1;
-        at[0].val.clusterDim.y = 1;
-        at[0].val.clusterDim.z = 4;
-        if (uv_eb == 2)
-            cu_launch_attrs(at, 1, mla_comb_uv_cl_kernel<2>, dim3(T, H, 4), dim3(256), 0, dst, (const float *)part,
-                            (const float *)ml, kv, S, H, dn, dv, hw);
-        else
-            cu_launch_attrs(at, 1, mla_comb_uv_cl_kernel<1>, dim3(T, H, 4), dim3(256), 0, dst, (const float *)part,
-                            (const float *)ml, kv, S, H, dn, dv, hw);
-        CUDA_LAUNCH_CHECK();
-        cb->comb_uv_runs++;
-        return;
-    }
     if (uv_eb) {
         if (uv_eb == 2)
             cu_launch(mla_comb_uv_kernel<2>, dim3(T, H, dv / CU_ROWS), 256, 0, dst, (const float *)part, (const float *)ml, kv, S,

@@ -205,13 +205,6 @@ long ds_cuda_moe1_runs(ds_backend *be) { return cu_of(be)->moe1_runs; }
 long ds_cuda_moeo_runs(ds_backend *be) { return cu_of(be)->moeo_runs; }
 long ds_cuda_rowo_runs(ds_backend *be) { return cu_of(be)->rowo_runs; }
 long ds_cuda_moeo_tail_runs(ds_backend *be) { return cu_of(be)->moeo_tail_runs; }
-long ds_cuda_moeo_split_runs(ds_backend *be) { return cu_of(be)->moeo_split_runs; }
-int ds_cuda_device_sms(void) {
-    int dev = 0, n = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-    return n;
-}
 long ds_cuda_router_norm_runs(ds_backend *be) { return cu_of(be)->router_norm_runs; }
 long ds_cuda_tail1_runs(ds_backend *be) { return cu_of(be)->tail1_runs; }
 long ds_cuda_tail1_next_runs(ds_backend *be) { return cu_of(be)->tail1_next_runs; }
@@ -1171,7 +1164,6 @@ static void cu_destroy(ds_backend *be) {
     if (cb->mla_tickets) cudaFree(cb->mla_tickets);
     if (cb->moe1_bar) cudaFree(cb->moe1_bar);
     if (cb->moeo_cnt) cudaFree(cb->moeo_cnt);
-    if (cb->moeo_sp) cudaFree(cb->moeo_sp);
     free(cb->owned);
     free(cb->kvb16);   /* the copies themselves are in owned */
     free(cb->h_tokens);
@@ -1251,7 +1243,6 @@ static cu_opts cu_opts_read(void) {
     o.route_zero = env_int("DSINFER_CUDA_ROUTE_ZERO", 1);   /* on since the forty-seventh session: FP8 b1 -0.036 ms (RESULTS run 3) */
     o.moeo_tail = env_int("DSINFER_CUDA_MOEO_TAIL", 0);   /* opt-in until measured (prepared in the forty-fifth session) */
     /* opt-in: FP8 b1 +0.11 ms at 1 (RESULTS, forty-eighth session, runs 1 .. 2); 2 / 3: the down piece earlier */
-    o.moeo_split = env_int("DSINFER_CUDA_MOEO_SPLIT", 0);
     o.rowo = env_int("DSINFER_CUDA_ROWO", 0);   /* opt-in: measured slower (RESULTS, forty-fifth session, runs 5 .. 11) */
     /* on from 65 tokens since the thirty-fourth session (RESULTS: FP8 b96 .. b256 -0.03 .. -0.16 ms in three rotated rounds,
      * b64 within the spread, b128 -0.02) */

@@ -74,18 +74,6 @@ typedef struct {
     float eps;
     unsigned *cnt;            /* [2] the blocks' count (cumulative: each launch adds the grid) and the launches' epoch */
     int nq0, NQ;              /* tail units of wq, of both */
-    /* the split form (opt.moeo_split, moeo_kernel<EB, false, false, true>; plain form): the last round's L units (NU mod
-     * grid, 3 L <= grid) each in three pieces of one matrix: block i + p L (i < L) takes unit NW + i's gate (p 0) or up (p 1)
-     * rows first and writes their U sums to sp, or its down strip (p 2) last, with the products made from sp once both
-     * counts are in. Why: at V2-Lite FP8 704 units over 132 blocks gave 44 blocks six units and 88 five (~5 us of a
-     * 34 us launch spent by the 88 waiting, MOEO_PROF); pieces give every block 16 stages of 32 KB. Measured slower
-     * (FP8 b1 +0.11 ms, RESULTS forty-eighth session): the down piece's strip as its block's last stage lands ~4.5 us
-     * after the products are ready; off by default. opt.moeo_split 2 / 3 (dpos 1 / 2): the down piece after the block's
-     * first / second whole unit, so that its last stage is an ordinary unit's, issued a ring ahead. */
-    int L;
-    int dpos;                 /* the down piece after this many of its block's whole units (>= their count: last) */
-    float *sp;                /* [L][2][U] the pieces' gate and up sums */
-    unsigned *scnt;           /* [L] the pieces' counts (zero between launches: the down piece's block puts it back) */
 } mo_args;
 
 /* unit u's matrices and first row j (within them); k: its choice (-1: the shared experts), m: its down map */
@@ -329,7 +317,6 @@ __device__ __forceinline__ void mo_prof_stamp(int form, int k) {
 }
 #define MO_STAMP(form, k) mo_prof_stamp(form, k)
 static int mo_prof_grid[2];   /* each form's last launch's grid */
-static int mo_prof_split;     /* the plain form's last launch's a.L (the split form; 0: not split) */
 extern "C" void cu_moeo_prof_print(void) {
     static unsigned long long t[2][MO_PROF_MAXB][MO_PROF_N];
     static const char *name[MO_PROF_N] = {"entry", "producer done", "units done", "sums reduced", "count passed",
@@ -346,24 +333,6 @@ extern "C" void cu_moeo_prof_print(void) {
         for (int k = 0; k < (f ? MO_PROF_N : 4); k++) {
             for (int b = 0; b < n; b++) v[b] = (double)(t[f][b][k] - t0) * 1e-3;
             cu_prof_quantiles(stderr, f ? "moeo-prof tail " : "moeo-prof plain", 13, name[k], v, n);
-        }
-        const int L = mo_prof_split;
-        if (f == 0 && L > 0 && 3 * L <= n) {   /* the split form by group: gate pieces, up pieces, down pieces, none */
-            static const char *grp[4] = {"split gate  ", "split up    ", "split down  ", "split none  "};
-            static const char *sname[4] = {"producer done", "units done", "piece: sums out / sums in", "down: products in"};
-            static const int sk[4] = {1, 2, 4, 5};
-            for (int g = 0; g < 4; g++) {
-                const int b0 = g * L, b1 = g < 3 ? b0 + L : n;
-                if (b1 <= b0) continue;
-                for (int k = 0; k < 4; k++) {
-                    if (sk[k] == 5 && g != 2) continue;
-                    if (sk[k] == 4 && g == 3) continue;
-                    for (int b = b0; b < b1; b++) v[b - b0] = (double)(t[f][b][sk[k]] - t0) * 1e-3;
-                    char pre[64];
-                    snprintf(pre, sizeof pre, "moeo-prof %s", grp[g]);
-                    cu_prof_quantiles(stderr, pre, 25, sname[k], v, b1 - b0);
-                }
-            }
         }
         free(v);
     }
@@ -480,48 +449,11 @@ __device__ __forceinline__ void moeo_tail(const mo_args &a, const float (&acc)[M
     if (ct == 0) MO_STAMP(1, 5);
 }
 
-/* The split form's down piece of unit u (the producer thread): its strip's stages, as a whole unit's third */
-template <int EB>
-__device__ __forceinline__ void mo_put_piece_strip(const mo_args &a, int u, int U, unsigned char *ring, uint64_t *full,
-                                                   uint64_t *empty, float *scs, int &it) {
-    const cu_wview *g, *up, *dn;
-    int j, k, m;
-    mo_unit(a, a.ids, u, U, &g, &up, &dn, &j, &k, &m);
-    mo_put_strip<EB>(a, dn, m, j, ring, full, empty, scs, it);
-}
-
-/* The split form's down piece of unit u (piece pi; the consumers, MO_CT threads): once both counts of a.scnt[pi] are in
- * (its gate and up pieces' blocks), the unit's U products from their sums in a.sp into iv (one of ivs' two buffers, not
- * the one the down before may still read), then the strip's dots onto acc. Puts the count back to zero (the only
- * reader; both adds of this launch are in). */
-template <int EB>
-__device__ __forceinline__ void mo_down_piece(const mo_args &a, int u, int pi, int U, const int *ids, const float *wk,
-                                              float *iv, float (&acc)[MO_NA], const unsigned char *ring, uint64_t *full,
-                                              uint64_t *empty, const float *scs, int D, int nst, int ct, int lane, int &it) {
-    const cu_wview *g, *up, *dn;
-    int j, k, m;
-    mo_unit(a, ids, u, U, &g, &up, &dn, &j, &k, &m);
-    if (ct == 0) {
-        unsigned v;
-        do {
-            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(a.scnt + pi) : "memory");
-        } while (v < 2u);
-        asm volatile("st.relaxed.gpu.global.u32 [%0], 0;" ::"l"(a.scnt + pi) : "memory");
-        MO_STAMP(0, 4);
-    }
-    asm volatile("bar.sync 1, %0;\n" ::"n"(MO_CT) : "memory");
-    if (ct < U)
-        iv[ct] = cu_silu_mul(__ldcg(a.sp + pi * 2 * U + ct), __ldcg(a.sp + (pi * 2 + 1) * U + ct)) * (k < 0 ? 1.0f : wk[k]);
-    asm volatile("bar.sync 1, %0;\n" ::"n"(MO_CT) : "memory");   /* the piece's U products in iv */
-    if (ct == 0) MO_STAMP(0, 5);
-    mo_down<EB>(a, acc, iv, ring, full, empty, scs, D, nst, ct, lane, it);
-}
-
 /* EB: the experts' bytes an element (1 FP8, 2 BF16); ROUTE: the route form (a.route; its own instantiation: with the
  * router warp's code in it the compiler moved the streaming loops' sums to local memory, FP8 b1 +0.17 ms a step in
  * both forms, s44e, and as a call the route form faulted). Grid: a block an SM (the route form: a cooperative launch;
  * else no block waits for another); MO_THREADS threads; mo_smem() bytes of dynamic shared memory. */
-template <int EB, bool ROUTE, bool TAIL = false, bool SPLIT = false>
+template <int EB, bool ROUTE, bool TAIL = false>
 __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
     constexpr int U = 16 / EB, RW = U / MO_CW;
     extern __shared__ unsigned char mo_raw[];
@@ -532,10 +464,7 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
     int *ids = (int *)(scs + nst * MO_SC);
     float *wk = (float *)(ids + a.K);
     const int NU = (a.sI + a.K * a.I) / U, E = a.rc.E;
-    /* the split form: units NW .. NU (the last round's a.L) in three pieces, block b < 3 L taking piece pp of unit NW + pi */
-    const int NW = SPLIT ? NU - a.L : NU, pi = SPLIT && (int)blockIdx.x < 3 * a.L ? (int)blockIdx.x % a.L : -1,
-              pp = pi < 0 ? -1 : (int)blockIdx.x / a.L;
-    if (!ROUTE && !TAIL && (int)blockIdx.x >= NW && pp < 0) return;   /* (the route and tail forms: every block takes part in their counts) */
+    if (!ROUTE && !TAIL && (int)blockIdx.x >= NU) return;   /* (the route and tail forms: every block takes part in their counts) */
     if (threadIdx.x == 0) {
         MO_STAMP(TAIL, 0);
         for (int s = 0; s < nst; s++) {
@@ -556,17 +485,9 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
     if (threadIdx.x < 32) {   /* the producer: one thread; a stage's FP8 block scales come by a bulk copy with its bytes */
         if (threadIdx.x) return;
         int it = 0, seen = 0;
-        if (SPLIT && (pp == 0 || pp == 1)) {   /* a piece of gate or up rows: first, so that its sums are out early */
+        for (int u = blockIdx.x; u < NU; u += gridDim.x) {
             const cu_wview *g, *up, *dn;
             int j, k, m;
-            mo_unit(a, a.ids, NW + pi, U, &g, &up, &dn, &j, &k, &m);
-            mo_put_rows<EB>(a, pp ? *up : *g, j, ring, full, empty, scs, it);
-        }
-        int np = 0;   /* whole units put */
-        for (int u = blockIdx.x; u < NW; u += gridDim.x, np++) {
-            const cu_wview *g, *up, *dn;
-            int j, k, m;
-            if (SPLIT && pp == 2 && np == a.dpos) mo_put_piece_strip<EB>(a, NW + pi, U, ring, full, empty, scs, it);
             if (ROUTE && !seen && u * U >= a.sI) {   /* the first routed unit: the block's routing done */
                 mbar_wait(routed, 0);
                 seen = 1;
@@ -576,9 +497,6 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
             for (int mat = 0; mat < 2; mat++) mo_put_rows<EB>(a, mat ? *up : *g, j, ring, full, empty, scs, it);
             mo_put_strip<EB>(a, dn, m, j, ring, full, empty, scs, it);
         }
-        /* a piece of down after a.dpos whole units (the split form's 1: last, when the gate / up sums it needs are long
-         * since out; 2, 3: after the first one or two, so that the block's last stage is an ordinary unit's) */
-        if (SPLIT && pp == 2 && np <= a.dpos) mo_put_piece_strip<EB>(a, NW + pi, U, ring, full, empty, scs, it);
         if constexpr (TAIL)   /* the next layer's q / kv_a rows: their stages as gate / up's (U rows, MO_PC columns a stage) */
             for (int t = blockIdx.x; t < a.NQ; t += gridDim.x)
                 mo_put_rows<EB>(a, t < a.nq0 ? a.wq : a.wkv, (t < a.nq0 ? t : t - a.nq0) * U, ring, full, empty, scs, it);
@@ -600,33 +518,15 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
 #pragma unroll
     for (int i = 0; i < MO_NA; i++) acc[i] = 0.0f;
     int it = 0, n = 0;
-    if (SPLIT && (pp == 0 || pp == 1)) {   /* the piece's U gate or up sums into a.sp, then its count (gpu-scope release) */
-        float p[RW];
-        mo_rows<EB, RW>(p, ring, full, empty, scs, xs, D, nst, rp, cw, lane, false, it);
-#pragma unroll
-        for (int i = 0; i < RW; i++) {
-            const float sum = cu_warp_sum(p[i]);
-            if (lane == 0) a.sp[(pi * 2 + pp) * U + cw * RW + i] = sum;
-        }
-        asm volatile("bar.sync 1, %0;\n" ::"n"(MO_CT) : "memory");
-        if (ct == 0) {
-            __threadfence();
-            asm volatile("red.release.gpu.global.add.u32 [%0], 1;\n" ::"l"(a.scnt + pi) : "memory");
-            MO_STAMP(0, 4);
-        }
-    }
-    int nb = 0;   /* downs made (whole units' and the piece's): which of ivs' two buffers the next one fills */
-    for (int u = blockIdx.x; u < NW; u += gridDim.x, n++) {
+    for (int u = blockIdx.x; u < NU; u += gridDim.x, n++) {
         const cu_wview *g, *up, *dn;
         int j, k, m;
-        if (SPLIT && pp == 2 && n == a.dpos)
-            mo_down_piece<EB>(a, NW + pi, pi, U, ids, wk, ivs + (nb++ & 1) * 16, acc, ring, full, empty, scs, D, nst, ct, lane, it);
         if (ROUTE && !seen && u * U >= a.sI) {
             mbar_wait(routed, 0);
             seen = 1;
         }
         mo_unit(a, ids, u, U, &g, &up, &dn, &j, &k, &m);
-        float *iv = ivs + (nb++ & 1) * 16;
+        float *iv = ivs + (n & 1) * 16;   /* (two buffers: a slow warp may still read the last unit's products) */
         float sums[2][RW];
 #pragma unroll
         for (int mat = 0; mat < 2; mat++) {
@@ -642,8 +542,6 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
         asm volatile("bar.sync 1, %0;\n" ::"n"(MO_CT) : "memory");   /* the unit's U products in iv */
         mo_down<EB>(a, acc, iv, ring, full, empty, scs, D, nst, ct, lane, it);
     }
-    if (SPLIT && pp == 2 && n <= a.dpos)   /* (in the order the producer put it) */
-        mo_down_piece<EB>(a, NW + pi, pi, U, ids, wk, ivs + (nb++ & 1) * 16, acc, ring, full, empty, scs, D, nst, ct, lane, it);
     /* the partial sums [D] into the ring's first stage (every stage consumed: nothing lands there any more), seen by the
      * async proxy, then added onto out by one bulk reduction, complete before the block ends */
     if (ROUTE && !seen) mbar_wait(routed, 0);   /* out zeroed (block 0, before the grid barrier) before the reduction */
@@ -819,10 +717,6 @@ static int mo_prepare(ds_cuda_backend *cb, mo_args *a, float *out, const float *
         CUDA_CHECK(cudaFuncSetAttribute(moeo_kernel<2, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, MO_SMEM_MAX));
         CUDA_CHECK(cudaFuncSetAttribute(moeo_kernel<1, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, MO_SMEM_MAX));
         CUDA_CHECK(cudaFuncSetAttribute(moeo_kernel<2, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, MO_SMEM_MAX));
-        CUDA_CHECK(cudaFuncSetAttribute(moeo_kernel<1, false, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        MO_SMEM_MAX));
-        CUDA_CHECK(cudaFuncSetAttribute(moeo_kernel<2, false, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        MO_SMEM_MAX));
         attrs_set = 1;
     }
     memset(a, 0, sizeof *a);
@@ -859,12 +753,6 @@ static int mo_zeroed_buf(void **p, size_t bytes) {
     return 1;
 }
 
-/* the split form's buffer (cb->moeo_sp: the pieces' sums, then their counts, zero), made at the first eager launch; 0
- * while capturing without it (that launch goes unsplit) */
-static int mo_split_buf(ds_cuda_backend *cb) {
-    return mo_zeroed_buf((void **)&cb->moeo_sp, (size_t)cb->n_sm * (2 * 16 * sizeof(float) + sizeof(unsigned)));
-}
-
 int cu_moeo(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weights *L, const cu_wview *tab,
             const int32_t *ids, const float *w, float *logits, route_cfg rc, int out_zeroed) {
     if (!cu_moeo_fits(cb, out, x, L, rc) || (!ids) != (cb->opt.moeo == MO_ROUTE_FORM)) return 0;
@@ -884,21 +772,8 @@ int cu_moeo(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weig
         if (!out_zeroed) CUDA_CHECK(cudaMemsetAsync(out, 0, (size_t)D * sizeof(float), cu_stream));
 #ifdef MOEO_PROF
         mo_prof_grid[0] = cb->n_sm;
-        mo_prof_split = 0;
 #endif
-        const int U = 16 / eb, Lr = (a.sI + a.K * a.I) / U % cb->n_sm;
-        if (cb->opt.moeo_split && !a.lab && Lr > 0 && 3 * Lr <= cb->n_sm && mo_split_buf(cb)) {
-            a.L = Lr;
-            a.dpos = cb->opt.moeo_split == 1 ? 1 << 30 : cb->opt.moeo_split - 1;   /* 1: last; 2, 3: after 1, 2 units */
-            a.sp = cb->moeo_sp;
-            a.scnt = (unsigned *)(cb->moeo_sp + (size_t)cb->n_sm * 2 * 16);
-#ifdef MOEO_PROF
-            mo_prof_split = Lr;
-#endif
-            if (eb == 1) moeo_kernel<1, false, false, true><<<cb->n_sm, MO_THREADS, smem, cu_stream>>>(a);
-            else moeo_kernel<2, false, false, true><<<cb->n_sm, MO_THREADS, smem, cu_stream>>>(a);
-            cb->moeo_split_runs++;
-        } else if (eb == 1)
+        if (eb == 1)
             moeo_kernel<1, false><<<cb->n_sm, MO_THREADS, smem, cu_stream>>>(a);
         else
             moeo_kernel<2, false><<<cb->n_sm, MO_THREADS, smem, cu_stream>>>(a);

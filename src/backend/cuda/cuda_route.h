@@ -168,52 +168,6 @@ __device__ __forceinline__ int route_pick(const float (&v)[NPL], unsigned &taken
     return (int)win;
 }
 
-/* The K choices of route_pick's K rounds in one pass (rc.fast == 2, E <= 32 NPL): entry e's rank is the number of
- * entries before it in route_pick's order (a larger key, or the same key and a lower index), so the entries of rank
- * t < K are exactly round t's winners. Each lane ranks its own entries against every key (key_sm [E], broadcast
- * reads); the K winners go to slot [0, K) (scores) and slot [K, 2K) (indices as a float's bits), one shared array of
- * at least 2K floats other than key_sm (the caller's s_sm [E], E >= 2K); lane t < K takes choice t, and every lane
- * sums the winners' scores in choice order (route_warp_fast's sum: the same bits). Why: at batch 1 the routing
- * launch's six rounds were ~2.8k of its ~8k cycles (RT_PROF), a chain of two warp reductions and a shuffle each; the
- * ranks are one chain of E shared-memory reads. */
-template <int NPL>
-__device__ __forceinline__ void route_rank_choose(const float (&bv)[NPL], const float (&sv)[NPL], int E, int K, int lane,
-                                                  unsigned *key_sm, float *slot, int *my_id, float *my_w, float *sum) {
-    unsigned k[NPL];
-    int rank[NPL];
-    __syncwarp();   /* (the group scores' reads of key_sm, b_sm, are done) */
-#pragma unroll
-    for (int i = 0; i < NPL; i++) {
-        int e = lane + 32 * i;
-        k[i] = route_key(bv[i]);
-        rank[i] = 0;
-        if (e < E) key_sm[e] = k[i];
-    }
-    __syncwarp();
-#pragma unroll 8
-    for (int j = 0; j < E; j++) {
-        unsigned kj = key_sm[j];
-#pragma unroll
-        for (int i = 0; i < NPL; i++) rank[i] += kj > k[i] || (kj == k[i] && j < lane + 32 * i);
-    }
-#pragma unroll
-    for (int i = 0; i < NPL; i++) {
-        int e = lane + 32 * i;
-        if (e < E && rank[i] < K) {
-            slot[rank[i]] = sv[i];
-            slot[K + rank[i]] = __int_as_float(e);
-        }
-    }
-    __syncwarp();
-    float s = 0.0f;
-    for (int t = 0; t < K; t++) s += slot[t];   /* in choice order, as write_choices */
-    *sum = s;
-    if (lane < K) {
-        *my_w = slot[lane];
-        *my_id = __float_as_int(slot[K + lane]);
-    }
-}
-
 /* route_warp in registers (rc.fast): the same values by the same expressions in the same order (softmax's denominator by
  * one lane in expert order, the group scores by group_score, the weights' sum in choice order), the same choices (the
  * largest, ties to the lower index), so the same bits; the top-k rounds are route_pick's, and the choices' weights are
@@ -290,22 +244,18 @@ __device__ static void route_warp_fast(const float *lg, const float *bias, int32
     RT_SUB(1);
     int my_id = 0;
     float my_w = 0.0f, sum = 0.0f;
-    if (NPL == 2 && rc.fast == 2 && 2 * K <= E) {   /* the choices by rank (E <= 64; 2 K slots in s_sm [E]) */
-        route_rank_choose<NPL>(bv, sv, E, K, lane, (unsigned *)b_sm, s_sm, &my_id, &my_w, &sum);
-    } else {
-        unsigned taken = 0;
-        for (int t = 0; t < K; t++) {
-            int win = route_pick<NPL>(bv, taken, E, lane);
-            float sw = 0.0f;   /* the winner's score, from its owner lane */
+    unsigned taken = 0;
+    for (int t = 0; t < K; t++) {
+        int win = route_pick<NPL>(bv, taken, E, lane);
+        float sw = 0.0f;   /* the winner's score, from its owner lane */
 #pragma unroll
-            for (int i = 0; i < NPL; i++)
-                if (i == (win >> 5)) sw = sv[i];
-            sw = __shfl_sync(0xffffffffu, sw, win & 31);
-            sum += sw;   /* in choice order, as write_choices */
-            if (lane == t) {
-                my_id = win;
-                my_w = sw;
-            }
+        for (int i = 0; i < NPL; i++)
+            if (i == (win >> 5)) sw = sv[i];
+        sw = __shfl_sync(0xffffffffu, sw, win & 31);
+        sum += sw;   /* in choice order, as write_choices */
+        if (lane == t) {
+            my_id = win;
+            my_w = sw;
         }
     }
     RT_SUB(2);
