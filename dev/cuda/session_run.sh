@@ -3893,6 +3893,30 @@ if want h200r; then
     done
   done
 fi
+# s51a (fifty-first session; needs dev/cuda/build_l2ef.sh then pack.sh): the L2 evict_first lab, dsinfer_l2ef (-DCU_L2_EF:
+# the GEMVs' and moeo_kernel's weight streams hinted evict_first) against dsinfer, the same tree: FP8 b1 three rotated
+# rounds, BF16 b1 two, FP8 b1 ctx 4K, FP8 b8 / b64 / b256, FP8 prefill 2K; the timelines of both (FP8 b1)
+bin_rounds() { local name=$1 dt=$2 b=$3 c=$4 r=0 ord v; shift 4
+  for ord in "$@"; do r=$((r + 1))
+    for v in $ord; do
+      step $name-$v-$r 60 env DSINFER_CUDA_TC=1 $B/$v bench --dtype $dt --batch $b --ctx $c --prompt '' --steps 16 --csv $CSV --label $name-$dt-$v > /dev/null
+      echo "$dt b$b ctx $c $v r$r: $(grep -E "^decode" $OUT/$name-$v-$r.log | cut -c60-140 | tr '\n' '|')"
+    done
+  done; }
+if want s51a; then
+  bin_rounds s51a fp8 1 1K "dsinfer dsinfer_l2ef" "dsinfer_l2ef dsinfer" "dsinfer dsinfer_l2ef"
+  bin_rounds s51a-b bf16 1 1K "dsinfer_l2ef dsinfer" "dsinfer dsinfer_l2ef"
+  bin_rounds s51a-4k fp8 1 4K "dsinfer dsinfer_l2ef"
+  bin_rounds s51a-big fp8 8,64,256 1K "dsinfer_l2ef dsinfer"
+  for v in dsinfer dsinfer_l2ef; do
+    step pf-$v 120 env DSINFER_CUDA_TC=1 $B/$v bench --dtype fp8 --batch '' --ctx '' --prompt 2K --steps 1 --csv $CSV --label s51a-pf-$v > /dev/null
+    echo "pf $v: $(grep -E "^prefill" $OUT/pf-$v.log | cut -c1-120)"
+  done
+  for v in dsinfer dsinfer_l2ef; do
+    step trace_$v 90 env LD_PRELOAD=$PWD/.deps/lib/libcu_trace.so DSINFER_TRACE_FILE=$OUT/trace_fp8_$v.txt DSINFER_CUDA_TC=1 $B/$v bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 > /dev/null
+    echo "trace $v:"; grep -E "^cu_trace" $OUT/trace_$v.log | cut -c10-150 | head -20
+  done
+fi
 want opsq && ops_parallel 4 0 1 2 3
 want opso0 && ops_parallel 8 0 1 2 3
 want opso1 && ops_parallel 8 4 5 6 7

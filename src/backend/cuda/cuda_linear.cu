@@ -378,11 +378,20 @@ int cu_fp8_fast = 0;      /* DSINFER_CUDA_FP8_FAST (read at backend creation) */
 int cu_gemv_f8c = 0;      /* DSINFER_CUDA_GEMV_F8C (read at backend creation): VT_FP8C */
 int cu_gemv_sms = 132;    /* SM count (set at backend creation) */
 
+/* (the lab build CU_L2_EF: also L2 evict_first, as cuda_wgmma.h's tma_load_stream says why) */
 __device__ __forceinline__ uint4 ld_stream16(const void *p) {
     uint4 r;
+#ifdef CU_L2_EF
+    uint64_t pol;
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+    asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+        : "l"(p), "l"(pol));
+#else
     asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
         : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
         : "l"(p));
+#endif
     return r;
 }
 

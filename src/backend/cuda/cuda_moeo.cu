@@ -202,10 +202,10 @@ __device__ __forceinline__ void mo_put_rows(const mo_args &a, const cu_wview &W,
         if (EB == 1)
             bulk_load(scs + s * MO_SC, W.scale + (size_t)(j >> 7) * W.scale_cols + (size_t)(c0 >> 7), scb, &full[s]);
         if (D <= MO_PC)   /* whole rows: the unit's U rows are one contiguous block, one copy */
-            bulk_load(ring + (size_t)s * MO_STAGE, base, U * len, &full[s]);
+            bulk_load_stream(ring + (size_t)s * MO_STAGE, base, U * len, &full[s]);
         else   /* a piece of each row (rows MO_PC EB bytes apart in the stage) */
             for (int r = 0; r < U; r++)
-                bulk_load(ring + (size_t)s * MO_STAGE + (size_t)r * MO_PC * EB, base + ((size_t)r * D + c0) * EB, len, &full[s]);
+                bulk_load_stream(ring + (size_t)s * MO_STAGE + (size_t)r * MO_PC * EB, base + ((size_t)r * D + c0) * EB, len, &full[s]);
     }
 }
 
@@ -226,7 +226,7 @@ __device__ __forceinline__ void mo_put_strip(const mo_args &a, const cu_wview *d
             bulk_load(ring + (size_t)s * MO_STAGE, (const unsigned char *)dn->data + (size_t)d0 * 16, rows * 16, &full[s]);
         else
             for (int b = 0; b < rows; b += MO_BOX)
-                tma_load(ring + (size_t)s * MO_STAGE + (size_t)b * 16, &a.maps[m], j * EB, d0 + b, &full[s]);
+                tma_load_stream(ring + (size_t)s * MO_STAGE + (size_t)b * 16, &a.maps[m], j * EB, d0 + b, &full[s]);
     }
 }
 
