@@ -682,8 +682,8 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
                     mbar_expect_tx(&full[s], nocodes ? NM * S::W : S::STAGE);
                     unsigned char *st = sm + s * S::STAGE;
                     const int wx = (a.lab & 4) && a.maps ? 0 : kb * MW_BK, wy = (a.lab & 4) && a.maps ? (m.nb * LK + kb) * MW_BN : m.nb * MW_BN;
-                    tma_load(st, wm, wx, wy, &full[s]);
-                    if (PAIR) tma_load(st + S::W, wm + 1, wx, wy, &full[s]);
+                    tma_load_stream(st, wm, wx, wy, &full[s]);   /* (the weights: evict_first in the lab build CU_L2_EF) */
+                    if (PAIR) tma_load_stream(st + S::W, wm + 1, wx, wy, &full[s]);
                     if (nocodes) {
                     } else if (it < pend) {
                         pkb[it] = kb;
