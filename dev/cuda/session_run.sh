@@ -3895,7 +3895,7 @@ if want h200r; then
 fi
 # s51a (fifty-first session; needs dev/cuda/build_l2ef.sh then pack.sh): the L2 evict_first lab, dsinfer_l2ef (-DCU_L2_EF:
 # the GEMVs' and moeo_kernel's weight streams hinted evict_first) against dsinfer, the same tree: FP8 b1 three rotated
-# rounds, BF16 b1 two, FP8 b1 ctx 4K, FP8 b8 / b64 / b256, FP8 prefill 2K; the timelines of both (FP8 b1)
+# rounds, BF16 b1 two, FP8 b1 ctx 4K, FP8 b8 / b64 / b256, FP8 b1 with PDL=1, FP8 prefill 2K; the timelines of both (FP8 b1)
 bin_rounds() { local name=$1 dt=$2 b=$3 c=$4 r=0 ord v; shift 4
   for ord in "$@"; do r=$((r + 1))
     for v in $ord; do
@@ -3908,6 +3908,12 @@ if want s51a; then
   bin_rounds s51a-b bf16 1 1K "dsinfer_l2ef dsinfer" "dsinfer dsinfer_l2ef"
   bin_rounds s51a-4k fp8 1 4K "dsinfer dsinfer_l2ef"
   bin_rounds s51a-big fp8 8,64,256 1K "dsinfer_l2ef dsinfer"
+  # with PDL on (each kernel's launch and prologue under its predecessor's tail; neutral in the forty-eighth session):
+  # whether what the hints keep in L2 changes that
+  for v in dsinfer dsinfer_l2ef; do
+    step pdl-$v 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_PDL=1 $B/$v bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s51a-pdl-$v > /dev/null
+    echo "fp8 b1 PDL=1 $v: $(grep -E "^decode" $OUT/pdl-$v.log | cut -c60-140)"
+  done
   for v in dsinfer dsinfer_l2ef; do
     step pf-$v 120 env DSINFER_CUDA_TC=1 $B/$v bench --dtype fp8 --batch '' --ctx '' --prompt 2K --steps 1 --csv $CSV --label s51a-pf-$v > /dev/null
     echo "pf $v: $(grep -E "^prefill" $OUT/pf-$v.log | cut -c1-120)"
