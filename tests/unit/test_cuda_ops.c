@@ -1739,9 +1739,9 @@ static void run_router(void) {
         unsetenv("DSINFER_CUDA_ROUTER_KS");
         unsetenv("DSINFER_CUDA_ROUTE_FAST");
         check_route_forms(&s, Ms, NM(Ms));   /* the routing launch alone, its two forms, on random and tied logits */
-        /* the routing warps' top-k in registers (DSINFER_CUDA_ROUTE_FAST=1), in the
-         * fused kernel's tail (4 tokens a block and 1 with 4 K slices) and in the routing launch after the GEMM: against
-         * the CPU, and the same bytes as route_warp */
+        /* the routing warps' top-k in registers (DSINFER_CUDA_ROUTE_FAST=1), in the fused kernel's tail (4 tokens a
+         * block and 1 with 4 K slices) and in the routing launch after the GEMM: against the CPU, and the same bytes as
+         * route_warp */
         for (int f = 0; f < 3; f++) {
             setenv("DSINFER_CUDA_ROUTE_FAST", "1", 1);
             setenv("DSINFER_CUDA_ROUTER_FUSED", f < 2 ? "1" : "0", 1);

@@ -382,11 +382,9 @@ int cu_gemv_sms = 132;    /* SM count (set at backend creation) */
 __device__ __forceinline__ uint4 ld_stream16(const void *p) {
     uint4 r;
 #ifdef CU_L2_EF
-    uint64_t pol;
-    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
     asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
         : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-        : "l"(p), "l"(pol));
+        : "l"(p), "l"(cu_l2_evict_first()));
 #else
     asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
         : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)

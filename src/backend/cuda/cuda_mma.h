@@ -10,6 +10,15 @@
 #include <stdint.h>
 
 __device__ __forceinline__ unsigned cu_smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+#ifdef CU_L2_EF
+/* the lab build CU_L2_EF's L2 policy for weight streams (cuda_wgmma.h's tma_load_stream says why); not volatile: one a
+ * thread where the compiler can hoist it */
+__device__ __forceinline__ uint64_t cu_l2_evict_first(void) {
+    uint64_t p;
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
+    return p;
+}
+#endif
 
 /* four 8x8 BF16 tiles: lanes 8j .. 8j+7 give the row addresses of tile j; r[j] holds this lane's pair */
 __device__ __forceinline__ void cu_ldsm_x4(uint32_t r[4], const void *p) {

@@ -62,15 +62,9 @@ __device__ __forceinline__ void bulk_load(void *dst, const void *src, int bytes,
 /* The weight streams' copies (cuda_moeo.cu's gate / up rows and down strips, moe_wg_kernel's weight tiles): tma_load /
  * bulk_load, and in the lab build CU_L2_EF (-DCU_L2_EF; dev/cuda/build_l2ef.sh) with an L2 evict_first policy, so that
  * bytes read once a step do not push out of L2 what every kernel of the step reads again (code, parameters,
- * activations, norm weights, the KV cache). Why: at batch 1 a step streams 2.7 GB (FP8) through a 50 MB L2, ~100 MB a layer, and each of the layer's nine
- * small kernels takes 2.6 .. 6.2 us for work of well under a microsecond at DRAM's rate (a chain of round trips). */
-#ifdef CU_L2_EF
-__device__ __forceinline__ uint64_t cu_l2_evict_first(void) {
-    uint64_t p;
-    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
-    return p;
-}
-#endif
+ * activations, norm weights, the KV cache). Why: at batch 1 a step streams 2.7 GB (FP8) through a 50 MB L2, ~100 MB a
+ * layer, and each of the layer's nine small kernels takes 2.6 .. 6.2 us for work of well under a microsecond at DRAM's
+ * rate (a chain of round trips). */
 __device__ __forceinline__ void tma_load_stream(void *dst, const CUtensorMap *map, int col, int row, uint64_t *bar) {
 #ifdef CU_L2_EF
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%2, %3}], [%4], %5;\n"
