@@ -3,7 +3,7 @@
 # objects (paths under src/backend/cuda, without .o). From a copy of build/ whose dependency files are rewritten to
 # DIR's, so that a header changed since (cuda.h's structs) rebuilds every object that includes it (the thirty-first
 # session's run 4 launched a stale binary for want of this), and only the named objects are compiled again with FLAGS.
-# Used by build_prof.sh (the MW_PROF / RT_PROF / MLA_PROF / MOEO_PROF stamps) and build_l2ef.sh (the CU_L2_EF lab).
+# Used by build_prof.sh (the MW_PROF / RT_PROF / MLA_PROF / MOEO_PROF stamps; the fifty-first session's CU_L2_EF lab too).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 dir=$1 flags=$2; shift 2

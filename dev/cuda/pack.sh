@@ -18,9 +18,6 @@ done
 # optional: dsinfer built with -DMW_PROF (the decode experts' phase sums, cuda_moe_wg.cu; dev/cuda/build_prof.sh), for
 # session_run.sh s30n, s31b .. s31e
 [ -x build-prof/dsinfer ] && cp build-prof/dsinfer .deps/bin/dsinfer_prof && strip .deps/bin/dsinfer_prof
-# optional: dsinfer built with -DCU_L2_EF (the weight streams with an L2 evict_first policy; dev/cuda/build_l2ef.sh), for
-# session_run.sh s51a
-[ -x build-l2ef/dsinfer ] && cp build-l2ef/dsinfer .deps/bin/dsinfer_l2ef && strip .deps/bin/dsinfer_l2ef
 # the CUPTI timeline of a decode step's graph nodes (dev/cuda/trace/cu_trace.c; LD_PRELOAD, a diagnostic)
 bash dev/cuda/trace/build.sh >/dev/null && cp build/libcu_trace.so .deps/lib/ && cp -L /usr/local/cuda/lib/libcupti.so.13 .deps/lib/
 cp -L /usr/lib/x86_64-linux-gnu/{libcjson.so.1,libpcre2-8.so.0,libmicrohttpd.so.12} .deps/lib/

@@ -3893,7 +3893,7 @@ if want h200r; then
     done
   done
 fi
-# s51a (fifty-first session; needs dev/cuda/build_l2ef.sh then pack.sh): the L2 evict_first lab, dsinfer_l2ef (-DCU_L2_EF:
+# s51a (fifty-first session; needs 6be090d's tree: its build_l2ef.sh, then pack.sh; since then the run-time switch, s52a): the L2 evict_first lab, dsinfer_l2ef (-DCU_L2_EF:
 # the GEMVs' and moeo_kernel's weight streams hinted evict_first) against dsinfer, the same tree: FP8 b1 three rotated
 # rounds, BF16 b1 two, FP8 b1 ctx 4K, FP8 b8 / b64 / b256, FP8 b1 with PDL=1, FP8 prefill 2K; the timelines of both (FP8 b1)
 bin_rounds() { local name=$1 dt=$2 b=$3 c=$4 r=0 ord v; shift 4
@@ -3921,6 +3921,30 @@ if want s51a; then
   for v in dsinfer dsinfer_l2ef; do
     step trace_$v 90 env LD_PRELOAD=$PWD/.deps/lib/libcu_trace.so DSINFER_TRACE_FILE=$OUT/trace_fp8_$v.txt DSINFER_CUDA_TC=1 $B/$v bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 > /dev/null
     echo "trace $v:"; grep -E "^cu_trace" $OUT/trace_$v.log | cut -c10-150 | head -20
+  done
+fi
+# s52a (fifty-second session): the L2 evict_first hints as the run-time switch DSINFER_CUDA_L2EF (bits: 1 the GEMVs, 2
+# moeo_kernel, 4 moe_wg_kernel; default 3): FP8 b1 rounds 0 / 3 rotated and the single bits, BF16 b1, b1 ctx 4K, FP8 and
+# BF16 b8 / b64 / b256 at 0 / 3 / 7; the op tests of the hinted kernels with every bit on (the GEMVs, moeo and its tail form,
+# moe_wg FP8 and BF16), goldens and the model test at the default; the BF16 b1 timelines at 0 and 3
+if want s52a; then
+  ab_rounds s52a DSINFER_CUDA_L2EF fp8 1 "0 3" "3 0" "1 2 7 0 3"
+  ab_rounds s52a-b DSINFER_CUDA_L2EF bf16 1 "0 3" "3 0"
+  ab_rounds s52a-big DSINFER_CUDA_L2EF fp8 8,64,256 "0 3 7" "7 3 0"
+  ab_rounds s52a-bbig DSINFER_CUDA_L2EF bf16 8,64,256 "0 3 7"
+  for v in 0 3; do
+    step s52a-4k$v 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_L2EF=$v $B/dsinfer bench --dtype fp8 --batch 1 --ctx 4K --prompt '' --steps 16 --csv $CSV --label s52a-4k-$v > /dev/null
+    echo "fp8 b1 ctx 4K L2EF=$v: $(grep -E "^decode" $OUT/s52a-4k$v.log | cut -c60-140)"
+  done
+  for o in gemv1 moeo moeotail moepdl moe8 moebf; do
+    step ops_$o 150 env DSINFER_CUDA_L2EF=7 DSINFER_OPS_ONLY=$o $B/test_cuda_ops > /dev/null
+    echo "$o (L2EF=7): $(grep -cE "CHECK failed" $OUT/ops_$o.log) failed; $(tail -1 $OUT/ops_$o.log | cut -c1-100)"
+  done
+  step golden 120 $B/test_cuda_golden > /dev/null; tail -2 $OUT/golden.log | cut -c1-150
+  step model 200 $B/test_cuda_model > /dev/null; tail -2 $OUT/model.log | cut -c1-150
+  for v in 0 3; do
+    step trace_bf16_$v 90 env LD_PRELOAD=$PWD/.deps/lib/libcu_trace.so DSINFER_TRACE_FILE=$OUT/trace_bf16_$v.txt DSINFER_CUDA_TC=1 DSINFER_CUDA_L2EF=$v $B/dsinfer bench --dtype bf16 --batch 1 --ctx 1K --prompt '' --steps 16 > /dev/null
+    echo "trace bf16 L2EF=$v:"; grep -E "^cu_trace" $OUT/trace_bf16_$v.log | cut -c10-150 | head -20
   done
 fi
 want opsq && ops_parallel 4 0 1 2 3

@@ -55,6 +55,14 @@ extern int cu_pdl;
 /* With cu_pdl: the GEMV and absorb_q kernels prefetch their weights to L2 before cu_pdl_wait
  * (DSINFER_CUDA_PDL_PREFETCH, default 1; always 0 without PDL, where it only delays the real loads). */
 extern int cu_pdl_prefetch;
+/* Which weight streams carry an L2 evict_first policy (DSINFER_CUDA_L2EF, a set of the bits below, read at backend
+ * creation; default CU_L2EF_GEMV | CU_L2EF_MOEO): bytes read once a step then do not push out of L2 what the step's
+ * small kernels read again (code, parameters, activations, norm weights, the KV cache; cuda_wgmma.h's tma_load_stream).
+ * A cache hint only: no value changes with it. */
+#define CU_L2EF_GEMV 1     /* gemv_v2_kernel's weight loads */
+#define CU_L2EF_MOEO 2     /* moeo_kernel's gate / up rows and down strips (batch 1's experts) */
+#define CU_L2EF_MOE_WG 4   /* moe_wg_kernel's weight tiles (the decode experts from batch 2) */
+extern int cu_l2ef;
 __device__ __forceinline__ void cu_pdl_wait(void) { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 __device__ __forceinline__ void cu_pdl_trigger(void) { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 /* Starts pulling [p, p + bytes) into L2 (weights a kernel will read after cu_pdl_wait); thread t of n
@@ -385,6 +393,9 @@ void cu_ws_free(cu_ws *w);
  *                            DSINFER_CUDA_GEMV_PF=1, their chunks asked of L2 first: +0.2 .. 0.4 ms.)
  *   (DSINFER_CUDA_MOE_TILE_COLS=1, the prefill MoE's tiles column block first: measured slower in the thirty-eighth
  *                            session, more DRAM bytes, 20% longer grouped GEMMs; removed then.)
+ * Fifty-second session (RESULTS "GPU runs of the fifty-second session"):
+ *   DSINFER_CUDA_L2EF=BITS   the weight streams with L2 evict_first (cu_l2ef: 1 the GEMVs, 2 moeo_kernel, 4 moe_wg_kernel);
+ *                            default 3 (H100 FP8 b1 2.28 -> 2.17 ms as the lab build CU_L2_EF; its moe_wg bit b64 +0.2 ms).
  * Thirty-seventh session (measured in the thirty-eighth and removed):
  *   (DSINFER_CUDA_ABSORB_OWN=1, the absorbed attention's two products by an own mma.sync kernel: slower than cuBLAS's batched
  *                            GEMM, FP8 b64 +0.29 ms.)

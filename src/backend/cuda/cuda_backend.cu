@@ -305,13 +305,14 @@ static void cu_embed(ds_backend *be, float *out, const ds_weight *emb) {
     CUDA_LAUNCH_CHECK();
 }
 
-/* One block per row: sum of squares in fp32, then out = x * rsqrt(mean + eps) * w. In place is fine:
- * each element is read and written by one thread, the write after the block-wide reduction. */
-int cu_rms_vec = 1;
+int cu_rms_vec = 1;   /* DSINFER_CUDA_RMS_VEC (read at backend creation): rmsnorm_vec_kernel */
 int cu_pdl = 0;       /* DSINFER_CUDA_PDL (read at backend creation): cu_launch's programmatic dependent launch */
 int cu_f8_pdl = 0;    /* DSINFER_CUDA_F8_PDL (read at backend creation): the W8A8 chain's launches too (cuda.h) */
-int cu_pdl_prefetch = 0;   /* DSINFER_CUDA_RMS_VEC (read at backend creation): rmsnorm_vec_kernel */
+int cu_pdl_prefetch = 0;   /* DSINFER_CUDA_PDL_PREFETCH (read at backend creation; cuda.h) */
+int cu_l2ef = CU_L2EF_GEMV | CU_L2EF_MOEO;   /* DSINFER_CUDA_L2EF (read at backend creation; cuda.h) */
 
+/* One block per row: sum of squares in fp32, then out = x * rsqrt(mean + eps) * w. In place is fine:
+ * each element is read and written by one thread, the write after the block-wide reduction. */
 __global__ void rmsnorm_kernel(float *out, int out_stride, const float *x, int x_stride, cu_wview w, int n,
                                float eps) {
     __shared__ float red[32];
@@ -1337,6 +1338,7 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     cu_moe_tg = env_int("DSINFER_CUDA_MOE_TG", 0);
     if (cu_moe_tg != 1 && cu_moe_tg != 2 && cu_moe_tg != 4) cu_moe_tg = 0;
     cu_pdl_prefetch = cu_pdl && env_int("DSINFER_CUDA_PDL_PREFETCH", 1);
+    cu_l2ef = env_int("DSINFER_CUDA_L2EF", CU_L2EF_GEMV | CU_L2EF_MOEO);
     cu_absorb_v2 = env_int("DSINFER_CUDA_ABSORB2", 2);
     cu_absorb3_max_t = env_int("DSINFER_CUDA_ABSORB3_MAX_T", 8);
     cu_combine_v2 = env_int("DSINFER_CUDA_COMBINE2", 1);

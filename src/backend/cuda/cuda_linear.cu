@@ -378,18 +378,13 @@ int cu_fp8_fast = 0;      /* DSINFER_CUDA_FP8_FAST (read at backend creation) */
 int cu_gemv_f8c = 0;      /* DSINFER_CUDA_GEMV_F8C (read at backend creation): VT_FP8C */
 int cu_gemv_sms = 132;    /* SM count (set at backend creation) */
 
-/* (the lab build CU_L2_EF: also L2 evict_first, as cuda_wgmma.h's tma_load_stream says why) */
-__device__ __forceinline__ uint4 ld_stream16(const void *p) {
+/* a weight chunk: read once a step, so not kept in L1 (where the activation rows are re-read); pol: its L2 policy
+ * (cu_l2_stream_policy: evict_first where DSINFER_CUDA_L2EF asks, cuda_wgmma.h's tma_load_stream says why) */
+__device__ __forceinline__ uint4 ld_stream16(const void *p, uint64_t pol) {
     uint4 r;
-#ifdef CU_L2_EF
     asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
         : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-        : "l"(p), "l"(cu_l2_evict_first()));
-#else
-    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-        : "l"(p));
-#endif
+        : "l"(p), "l"(pol));
     return r;
 }
 
@@ -443,7 +438,7 @@ __device__ __forceinline__ void dot_chunk(float *a0, float *a1, const uint4 &q0,
 
 template <int VT, int TM, int U, bool PAIR>
 __device__ __forceinline__ void dots_v2(float *a0, float *a1, const cu_wview &w0, const cu_wview &w1, int n, int n1,
-                                        const float *const *xp, int nt, int c_first, int c_step) {
+                                        const float *const *xp, int nt, int c_first, int c_step, uint64_t pol) {
     constexpr int V = vt_traits<VT>::V;
     constexpr bool F4 = VT == VT_NVFP4;
     constexpr int EB = VT == VT_F32 ? 4 : VT == VT_BF16 ? 2 : 1;
@@ -465,8 +460,8 @@ __device__ __forceinline__ void dots_v2(float *a0, float *a1, const cu_wview &w0
             q0[u] = q1[u] = make_uint4(0, 0, 0, 0);
             s0[u] = s1[u] = t0[u] = t1[u] = 0.0f;
             if (c < nc) {
-                q0[u] = ld_stream16(r0 + (size_t)c * 16);
-                if (PAIR) q1[u] = ld_stream16(r1 + (size_t)c * 16);
+                q0[u] = ld_stream16(r0 + (size_t)c * 16, pol);
+                if (PAIR) q1[u] = ld_stream16(r1 + (size_t)c * 16, pol);
                 if (F8) {
                     s0[u] = __ldg(sc0 + ((c * V) >> 7));
                     if (PAIR) s1[u] = __ldg(sc1 + ((c * V) >> 7));
@@ -511,7 +506,7 @@ template <int VT, int TM, bool PAIR, int KS, int U0 = 0, bool ROW2 = false>
 __device__ __forceinline__ void grp_rows_v2(float (*red)[8][2], float *out, int ldo, int out_e, const float *x,
                                             int ldx, int x_e, const int32_t *xr, int e, int r, int nt,
                                             const cu_wview &w0, const cu_wview &w1, int wn, int n, bool valid,
-                                            int warp, int ks, int lane, bool valid1 = false) {
+                                            int warp, int ks, int lane, uint64_t pol, bool valid1 = false) {
     constexpr bool B2 = PAIR || ROW2;
     constexpr int U = U0 ? U0 : PAIR ? 4 : (TM <= 2 ? 8 : 4);
     const float *xp[TM];
@@ -523,7 +518,7 @@ __device__ __forceinline__ void grp_rows_v2(float (*red)[8][2], float *out, int 
     float a0[TM], a1[TM];
 #pragma unroll
     for (int j = 0; j < TM; j++) a0[j] = a1[j] = 0.0f;
-    if (valid) dots_v2<VT, TM, U, B2>(a0, a1, w0, w1, wn, ROW2 ? (valid1 ? wn + 1 : wn) : wn, xp, nt, ks * 32 + lane, 32 * KS);
+    if (valid) dots_v2<VT, TM, U, B2>(a0, a1, w0, w1, wn, ROW2 ? (valid1 ? wn + 1 : wn) : wn, xp, nt, ks * 32 + lane, 32 * KS, pol);
 #pragma unroll
     for (int j = 0; j < TM; j++) {
         a0[j] = cu_warp_sum(a0[j]);
@@ -595,7 +590,7 @@ __device__ __forceinline__ void rows4_chunk(float a[4], const uint4 q[4], float 
 template <int VT, int KS, int U, bool PR>
 __device__ __forceinline__ void grp_rows4(float (*red)[8][2], float *out, int ldo, int out_e, const float *x, int ldx,
                                           int x_e, const int32_t *xr, int e, int r, const cu_wview &w, const cu_wview &w1,
-                                          int wn, int n, int nv, int warp, int ks, int lane) {
+                                          int wn, int n, int nv, int warp, int ks, int lane, uint64_t pol) {
     constexpr int V = vt_traits<VT>::V;
     constexpr bool F8 = VT == VT_FP8;
     constexpr int EB = VT == VT_BF16 ? 2 : 1;
@@ -625,10 +620,10 @@ __device__ __forceinline__ void grp_rows4(float (*red)[8][2], float *out, int ld
                 slo[u] = shi[u] = slo2[u] = shi2[u] = 0.0f;
                 if (c < nc) {
                     const char *p = base + (size_t)c * 16, *p2 = base2 + (size_t)c * 16;
-                    q[u][0] = ld_stream16(p);
-                    q[u][1] = ld_stream16(p + o1);
-                    q[u][2] = ld_stream16(p2 + o2);
-                    q[u][3] = ld_stream16(p2 + o3);
+                    q[u][0] = ld_stream16(p, pol);
+                    q[u][1] = ld_stream16(p + o1, pol);
+                    q[u][2] = ld_stream16(p2 + o2, pol);
+                    q[u][3] = ld_stream16(p2 + o3, pol);
                     if (F8) {
                         int sb = (c * V) >> 7;
                         slo[u] = __ldg(sl + sb);
@@ -695,7 +690,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, TMAX == 1 ? 4 : 1) gemv_v2_ke
                                                             int x_e, const int32_t *xr, const int32_t *off, int M,
                                                             const cu_wview *tab0, const cu_wview *tab1, cu_wview v0,
                                                             cu_wview v1, int n_rows, int row0, int row_e, int E,
-                                                            int live, int prefetch, float *out2, int ldo2, cu_gemv_b pb) {
+                                                            int live, int prefetch, int l2ef, float *out2, int ldo2, cu_gemv_b pb) {
     __shared__ float red[GEMV_WARPS][8][2];
     int e = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     if (e >= pb.y0) {   /* a duo's second part: one group of one row, its own x, weights and output (block-uniform) */
@@ -742,25 +737,26 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, TMAX == 1 ? 4 : 1) gemv_v2_ke
         ldo = ldo2;
     }
     int wn = row0 + e * row_e + (valid ? n : 0);
+    const uint64_t pol = cu_l2_stream_policy(l2ef);   /* the weights' L2 policy (cu_l2ef's GEMV bit) */
     if constexpr (ROW2 && NR == 4) {
         int nv = valid ? (n_rows - n < RW ? n_rows - n : RW) : 0;
         for (int j0 = 0; j0 < cnt; j0++)
-            grp_rows4<VT, KS, 1, PAIR>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, w0, w1, wn, n, nv, warp, ks, lane);
+            grp_rows4<VT, KS, 1, PAIR>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, w0, w1, wn, n, nv, warp, ks, lane, pol);
     } else if constexpr (ROW2) {
         for (int j0 = 0; j0 < cnt; j0++)
             grp_rows_v2<VT, 1, false, KS, 2, true>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, 1, w0, w1, wn, n, valid,
-                                                   warp, ks, lane, valid1);
+                                                   warp, ks, lane, pol, valid1);
     } else if constexpr (TMAX == 1) {
         for (int j0 = 0; j0 < cnt; j0++)
             grp_rows_v2<VT, 1, PAIR, KS, GEMV_T1_U(VT, PAIR)>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, 1, w0, w1, wn, n,
-                                                            valid, warp, ks, lane);
+                                                            valid, warp, ks, lane, pol);
     } else {
         for (int j0 = 0; j0 < cnt; j0 += 8) {
             int nt = cnt - j0 < 8 ? cnt - j0 : 8;   /* the same in the whole block */
-            if (nt == 1) grp_rows_v2<VT, 1, PAIR, KS>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, nt, w0, w1, wn, n, valid, warp, ks, lane);
-            else if (nt <= 2) grp_rows_v2<VT, 2, PAIR, KS>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, nt, w0, w1, wn, n, valid, warp, ks, lane);
-            else if (nt <= 4) grp_rows_v2<VT, 4, PAIR, KS>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, nt, w0, w1, wn, n, valid, warp, ks, lane);
-            else grp_rows_v2<VT, 8, PAIR, KS>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, nt, w0, w1, wn, n, valid, warp, ks, lane);
+            if (nt == 1) grp_rows_v2<VT, 1, PAIR, KS>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, nt, w0, w1, wn, n, valid, warp, ks, lane, pol);
+            else if (nt <= 2) grp_rows_v2<VT, 2, PAIR, KS>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, nt, w0, w1, wn, n, valid, warp, ks, lane, pol);
+            else if (nt <= 4) grp_rows_v2<VT, 4, PAIR, KS>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, nt, w0, w1, wn, n, valid, warp, ks, lane, pol);
+            else grp_rows_v2<VT, 8, PAIR, KS>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, nt, w0, w1, wn, n, valid, warp, ks, lane, pol);
         }
     }
 }
@@ -847,6 +843,7 @@ static void gemv_group_launch(float *out, int ldo, int out_e, const float *x, in
         dim3 g2(cu_blocks((size_t)max_rows, rpb), live ? slots : E);
         cu_gemv_b pb = {NULL, NULL, v0, v1, 0, INT_MAX};   /* (no second part) */
         const int pfl = cu_pdl_prefetch;   /* the rows asked of L2 before the PDL wait */
+        const int l2ef = (cu_l2ef & CU_L2EF_GEMV) != 0;   /* the weights' loads L2 evict_first */
         if (duo) {   /* its blocks: one more grid row, as many columns as either part needs */
             unsigned bx = (unsigned)cu_blocks((size_t)duo->n_rows, rpb);
             g2.x = bx > g2.x ? bx : g2.x;
@@ -856,14 +853,14 @@ static void gemv_group_launch(float *out, int ldo, int out_e, const float *x, in
         }
 #define V2_LAUNCH_T(VT, KS, T)                                                                                 \
     do {                                                                                                       \
-        if (pair) cu_launch(gemv_v2_kernel<VT, true, KS, T>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, out2, ldo2, pb); \
-        else cu_launch(gemv_v2_kernel<VT, false, KS, T>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, out2, ldo2, pb); \
+        if (pair) cu_launch(gemv_v2_kernel<VT, true, KS, T>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, l2ef, out2, ldo2, pb); \
+        else cu_launch(gemv_v2_kernel<VT, false, KS, T>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, l2ef, out2, ldo2, pb); \
     } while (0)
 #define V2_LAUNCH(VT, KS, R2OK)                                                                                \
     do {                                                                                                       \
-        if (R2OK && p4) cu_launch(gemv_v2_kernel<VT, true, KS, 1, R2OK, (R2OK ? 4 : 2)>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, out2, ldo2, pb); \
-        else if (R2OK && r4) cu_launch(gemv_v2_kernel<VT, false, KS, 1, R2OK, (R2OK ? 4 : 2)>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, out2, ldo2, pb); \
-        else if (R2OK && r2) cu_launch(gemv_v2_kernel<VT, false, KS, 1, R2OK>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, out2, ldo2, pb); \
+        if (R2OK && p4) cu_launch(gemv_v2_kernel<VT, true, KS, 1, R2OK, (R2OK ? 4 : 2)>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, l2ef, out2, ldo2, pb); \
+        else if (R2OK && r4) cu_launch(gemv_v2_kernel<VT, false, KS, 1, R2OK, (R2OK ? 4 : 2)>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, l2ef, out2, ldo2, pb); \
+        else if (R2OK && r2) cu_launch(gemv_v2_kernel<VT, false, KS, 1, R2OK>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, l2ef, out2, ldo2, pb); \
         else if (t1) V2_LAUNCH_T(VT, KS, 1);                                                                   \
         else V2_LAUNCH_T(VT, KS, 8);                                                                           \
     } while (0)

@@ -157,6 +157,7 @@ typedef struct {
      * start (mw_stage_scales): the two consumer warpgroups never wait for each other, and the items are staged up to two
      * ahead. The same values in the same places: the same bits. */
     int sx;
+    int l2ef;   /* the weight tiles' copies with L2 evict_first (cu_l2ef's CU_L2EF_MOE_WG) */
 } mw_args;
 
 /* the items [t0, t1) a CTA takes, step apart (mw_args.order) */
@@ -658,6 +659,7 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
         MW_T(long long pc[8] = {0}; long long p0 = mw_clock();)
         if (threadIdx.x == 0) {
             int it = 0;
+            const uint64_t pol = cu_l2_stream_policy(a.l2ef);
             /* with a.pdl the first ring's stages get their weight tiles only; their codes (another kernel's output)
              * after cu_pdl_wait: pkb / prow [stage] hold each one's block and first row until then */
             int pend = a.pdl ? S::ST : 0, pkb[S::ST], prow[S::ST];
@@ -682,8 +684,8 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
                     mbar_expect_tx(&full[s], nocodes ? NM * S::W : S::STAGE);
                     unsigned char *st = sm + s * S::STAGE;
                     const int wx = (a.lab & 4) && a.maps ? 0 : kb * MW_BK, wy = (a.lab & 4) && a.maps ? (m.nb * LK + kb) * MW_BN : m.nb * MW_BN;
-                    tma_load_stream(st, wm, wx, wy, &full[s]);   /* (the weights: evict_first in the lab build CU_L2_EF) */
-                    if (PAIR) tma_load_stream(st + S::W, wm + 1, wx, wy, &full[s]);
+                    tma_load_stream(st, wm, wx, wy, &full[s], pol);   /* (pol: the weights' L2 policy) */
+                    if (PAIR) tma_load_stream(st + S::W, wm + 1, wx, wy, &full[s], pol);
                     if (nocodes) {
                     } else if (it < pend) {
                         pkb[it] = kb;
@@ -955,6 +957,7 @@ static mw_args mw_grouped_args(const mw_rows &r, const CUtensorMap *maps, const 
     a.sws_cols = sws;
     a.pref = cu_moe_wg_pref && r.M <= cu_moe_wg_pref_max_m;
     a.lab = cu_moe_wg_lab;
+    a.l2ef = (cu_l2ef & CU_L2EF_MOE_WG) != 0;
     return a;
 }
 

@@ -56,6 +56,7 @@ typedef struct {
     const CUtensorMap *maps;  /* [E + 1] the down matrices as strips (cu_tma_map_strip): expert e at e, the shared at E */
     const float *const *dst;  /* [E + 1] FP8: their block scales transposed, [I / 128][D / 128] (a strip's in a row) */
     int D, I, sI, K, E, nst;
+    int l2ef;                 /* the weight copies with L2 evict_first (cu_l2ef's CU_L2EF_MOEO) */
     int lab;                  /* timing only, wrong sums (opt.moeo - 1): 1 the down strips read as contiguous 1-D copies
                                * of the same bytes, 2 no down stages at all, 3 the consumers skip the arithmetic (the
                                * stream alone) */
@@ -190,7 +191,7 @@ __device__ __forceinline__ void mo_down(const mo_args &a, float (&acc)[MO_NA], c
  * scales (one block row: the unit's rows) by one more bulk copy with it; each stage taken once the consumers gave it back */
 template <int EB>
 __device__ __forceinline__ void mo_put_rows(const mo_args &a, const cu_wview &W, int j, unsigned char *ring, uint64_t *full,
-                                            uint64_t *empty, float *scs, int &it) {
+                                            uint64_t *empty, float *scs, int &it, uint64_t pol) {
     constexpr int U = 16 / EB;
     const int D = a.D, nst = a.nst;
     const unsigned char *base = (const unsigned char *)W.data + (size_t)j * D * EB;
@@ -202,10 +203,10 @@ __device__ __forceinline__ void mo_put_rows(const mo_args &a, const cu_wview &W,
         if (EB == 1)
             bulk_load(scs + s * MO_SC, W.scale + (size_t)(j >> 7) * W.scale_cols + (size_t)(c0 >> 7), scb, &full[s]);
         if (D <= MO_PC)   /* whole rows: the unit's U rows are one contiguous block, one copy */
-            bulk_load_stream(ring + (size_t)s * MO_STAGE, base, U * len, &full[s]);
+            bulk_load_stream(ring + (size_t)s * MO_STAGE, base, U * len, &full[s], pol);
         else   /* a piece of each row (rows MO_PC EB bytes apart in the stage) */
             for (int r = 0; r < U; r++)
-                bulk_load_stream(ring + (size_t)s * MO_STAGE + (size_t)r * MO_PC * EB, base + ((size_t)r * D + c0) * EB, len, &full[s]);
+                bulk_load_stream(ring + (size_t)s * MO_STAGE + (size_t)r * MO_PC * EB, base + ((size_t)r * D + c0) * EB, len, &full[s], pol);
     }
 }
 
@@ -213,7 +214,7 @@ __device__ __forceinline__ void mo_put_rows(const mo_args &a, const cu_wview &W,
  * a stage by TMA boxes, its FP8 scales (a row of the transposed copy) with it */
 template <int EB>
 __device__ __forceinline__ void mo_put_strip(const mo_args &a, const cu_wview *dn, int m, int j, unsigned char *ring,
-                                             uint64_t *full, uint64_t *empty, float *scs, int &it) {
+                                             uint64_t *full, uint64_t *empty, float *scs, int &it, uint64_t pol) {
     const int D = a.D, nst = a.nst;
     for (int d0 = 0; d0 < D && a.lab != 2; d0 += MO_PC, it++) {
         const int s = it % nst, rows = D - d0 < MO_PC ? D - d0 : MO_PC;
@@ -226,7 +227,7 @@ __device__ __forceinline__ void mo_put_strip(const mo_args &a, const cu_wview *d
             bulk_load(ring + (size_t)s * MO_STAGE, (const unsigned char *)dn->data + (size_t)d0 * 16, rows * 16, &full[s]);
         else
             for (int b = 0; b < rows; b += MO_BOX)
-                tma_load_stream(ring + (size_t)s * MO_STAGE + (size_t)b * 16, &a.maps[m], j * EB, d0 + b, &full[s]);
+                tma_load_stream(ring + (size_t)s * MO_STAGE + (size_t)b * 16, &a.maps[m], j * EB, d0 + b, &full[s], pol);
     }
 }
 
@@ -484,6 +485,7 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
 
     if (threadIdx.x < 32) {   /* the producer: one thread; a stage's FP8 block scales come by a bulk copy with its bytes */
         if (threadIdx.x) return;
+        const uint64_t pol = cu_l2_stream_policy(a.l2ef);
         int it = 0, seen = 0;
         for (int u = blockIdx.x; u < NU; u += gridDim.x) {
             const cu_wview *g, *up, *dn;
@@ -494,12 +496,12 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
             }
             /* (the choices: the router warp's, or router_fused's in global memory) */
             mo_unit(a, ROUTE ? ids : a.ids, u, U, &g, &up, &dn, &j, &k, &m);
-            for (int mat = 0; mat < 2; mat++) mo_put_rows<EB>(a, mat ? *up : *g, j, ring, full, empty, scs, it);
-            mo_put_strip<EB>(a, dn, m, j, ring, full, empty, scs, it);
+            for (int mat = 0; mat < 2; mat++) mo_put_rows<EB>(a, mat ? *up : *g, j, ring, full, empty, scs, it, pol);
+            mo_put_strip<EB>(a, dn, m, j, ring, full, empty, scs, it, pol);
         }
         if constexpr (TAIL)   /* the next layer's q / kv_a rows: their stages as gate / up's (U rows, MO_PC columns a stage) */
             for (int t = blockIdx.x; t < a.NQ; t += gridDim.x)
-                mo_put_rows<EB>(a, t < a.nq0 ? a.wq : a.wkv, (t < a.nq0 ? t : t - a.nq0) * U, ring, full, empty, scs, it);
+                mo_put_rows<EB>(a, t < a.nq0 ? a.wq : a.wkv, (t < a.nq0 ? t : t - a.nq0) * U, ring, full, empty, scs, it, pol);
         MO_STAMP(TAIL, 1);
         return;
     }
@@ -720,6 +722,7 @@ static int mo_prepare(ds_cuda_backend *cb, mo_args *a, float *out, const float *
         attrs_set = 1;
     }
     memset(a, 0, sizeof *a);
+    a->l2ef = (cu_l2ef & CU_L2EF_MOEO) != 0;
     a->x = x;
     a->out = out;
     a->ids = ids;

@@ -60,28 +60,20 @@ __device__ __forceinline__ void bulk_load(void *dst, const void *src, int bytes,
 }
 
 /* The weight streams' copies (cuda_moeo.cu's gate / up rows and down strips, moe_wg_kernel's weight tiles): tma_load /
- * bulk_load, and in the lab build CU_L2_EF (-DCU_L2_EF; dev/cuda/build_l2ef.sh) with an L2 evict_first policy, so that
- * bytes read once a step do not push out of L2 what every kernel of the step reads again (code, parameters,
+ * bulk_load with an L2 policy pol (cu_l2_stream_policy: evict_first where DSINFER_CUDA_L2EF asks, else evict_normal),
+ * so that bytes read once a step do not push out of L2 what every kernel of the step reads again (code, parameters,
  * activations, norm weights, the KV cache). Why: at batch 1 a step streams 2.7 GB (FP8) through a 50 MB L2, ~100 MB a
- * layer, and each of the layer's nine small kernels takes 2.6 .. 6.2 us for work of well under a microsecond at DRAM's
- * rate (a chain of round trips). */
-__device__ __forceinline__ void tma_load_stream(void *dst, const CUtensorMap *map, int col, int row, uint64_t *bar) {
-#ifdef CU_L2_EF
+ * layer, and each of the layer's nine small kernels took 2.6 .. 6.2 us for work of well under a microsecond at DRAM's
+ * rate (a chain of round trips); with the policy FP8 b1 went 2.28 -> 2.17 ms on an H100 (KERNELS "Fifty-second"). */
+__device__ __forceinline__ void tma_load_stream(void *dst, const CUtensorMap *map, int col, int row, uint64_t *bar, uint64_t pol) {
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%2, %3}], [%4], %5;\n"
-                 ::"r"(cu_smem_addr(dst)), "l"((uint64_t)map), "r"(col), "r"(row), "r"(cu_smem_addr(bar)), "l"(cu_l2_evict_first())
+                 ::"r"(cu_smem_addr(dst)), "l"((uint64_t)map), "r"(col), "r"(row), "r"(cu_smem_addr(bar)), "l"(pol)
                  : "memory");
-#else
-    tma_load(dst, map, col, row, bar);
-#endif
 }
-__device__ __forceinline__ void bulk_load_stream(void *dst, const void *src, int bytes, uint64_t *bar) {
-#ifdef CU_L2_EF
+__device__ __forceinline__ void bulk_load_stream(void *dst, const void *src, int bytes, uint64_t *bar, uint64_t pol) {
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n"
-                 ::"r"(cu_smem_addr(dst)), "l"((uint64_t)src), "r"(bytes), "r"(cu_smem_addr(bar)), "l"(cu_l2_evict_first())
+                 ::"r"(cu_smem_addr(dst)), "l"((uint64_t)src), "r"(bytes), "r"(cu_smem_addr(bar)), "l"(pol)
                  : "memory");
-#else
-    bulk_load(dst, src, bytes, bar);
-#endif
 }
 
 /* Host side (cuda_fp8_wgmma.cu). A 2-D map of a row-major [rows, K] byte matrix (16-byte aligned, K a multiple of
