@@ -3946,6 +3946,10 @@ if want s52a; then
     step trace_bf16_$v 90 env LD_PRELOAD=$PWD/.deps/lib/libcu_trace.so DSINFER_TRACE_FILE=$OUT/trace_bf16_$v.txt DSINFER_CUDA_TC=1 DSINFER_CUDA_L2EF=$v $B/dsinfer bench --dtype bf16 --batch 1 --ctx 1K --prompt '' --steps 16 > /dev/null
     echo "trace bf16 L2EF=$v:"; grep -E "^cu_trace" $OUT/trace_bf16_$v.log | cut -c10-150 | head -20
   done
+  for b in 64 256; do   # where b64 / b256 spend a step (the defaults)
+    step trace_b$b 90 env LD_PRELOAD=$PWD/.deps/lib/libcu_trace.so DSINFER_TRACE_FILE=$OUT/trace_b$b.txt DSINFER_CUDA_TC=1 $B/dsinfer bench --dtype fp8 --batch $b --ctx 1K --prompt '' --steps 16 > /dev/null
+    echo "trace fp8 b$b:"; grep -E "^cu_trace" $OUT/trace_b$b.log | cut -c10-150 | head -40
+  done
 fi
 want opsq && ops_parallel 4 0 1 2 3
 want opso0 && ops_parallel 8 0 1 2 3
