@@ -3951,6 +3951,24 @@ if want s52a; then
     echo "trace fp8 b$b:"; grep -E "^cu_trace" $OUT/trace_b$b.log | cut -c10-150 | head -40
   done
 fi
+# s52b: the switch with a clear bit meaning no hint (run 2 found an explicit evict_normal policy slower than none): FP8 b1
+# at L2EF 0 / 3 three rotated rounds, BF16 b1, FP8 b1 4K, FP8 b8 / b64 / b256 two rounds; op tests gemv1 and moeo at 0
+# (the plain branch) and at the default, goldens and the model test at the default
+if want s52b; then
+  ab_rounds s52b DSINFER_CUDA_L2EF fp8 1 "0 3" "3 0" "0 3"
+  ab_rounds s52b-b DSINFER_CUDA_L2EF bf16 1 "3 0" "0 3"
+  for v in 0 3 0 3; do
+    step s52b-4k$v 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_L2EF=$v $B/dsinfer bench --dtype fp8 --batch 1 --ctx 4K --prompt '' --steps 16 --csv $CSV --label s52b-4k-$v > /dev/null
+    echo "fp8 b1 ctx 4K L2EF=$v: $(grep -E "^decode" $OUT/s52b-4k$v.log | cut -c60-140)"
+  done
+  ab_rounds s52b-big DSINFER_CUDA_L2EF fp8 8,64,256 "0 3" "3 0"
+  for v in 0 3; do for o in gemv1 moeo; do
+    step ops_$o$v 150 env DSINFER_CUDA_L2EF=$v DSINFER_OPS_ONLY=$o $B/test_cuda_ops > /dev/null
+    echo "$o (L2EF=$v): $(grep -cE "CHECK failed" $OUT/ops_$o$v.log) failed; $(tail -1 $OUT/ops_$o$v.log | cut -c1-100)"
+  done; done
+  step golden 120 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden.log | cut -c1-150
+  step model 200 $B/test_cuda_model > /dev/null; tail -1 $OUT/model.log | cut -c1-150
+fi
 want opsq && ops_parallel 4 0 1 2 3
 want opso0 && ops_parallel 8 0 1 2 3
 want opso1 && ops_parallel 8 4 5 6 7

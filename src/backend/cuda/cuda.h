@@ -58,7 +58,7 @@ extern int cu_pdl_prefetch;
 /* Which weight streams carry an L2 evict_first policy (DSINFER_CUDA_L2EF, a set of the bits below, read at backend
  * creation; default CU_L2EF_GEMV | CU_L2EF_MOEO): bytes read once a step then do not push out of L2 what the step's
  * small kernels read again (code, parameters, activations, norm weights, the KV cache; cuda_wgmma.h's tma_load_stream).
- * A cache hint only: no value changes with it. */
+ * A bit clear: that stream's loads carry no L2 hint. A cache hint only: no value changes with it. */
 #define CU_L2EF_GEMV 1     /* gemv_v2_kernel's weight loads */
 #define CU_L2EF_MOEO 2     /* moeo_kernel's gate / up rows and down strips (batch 1's experts) */
 #define CU_L2EF_MOE_WG 4   /* moe_wg_kernel's weight tiles (the decode experts from batch 2) */
@@ -395,7 +395,8 @@ void cu_ws_free(cu_ws *w);
  *                            session, more DRAM bytes, 20% longer grouped GEMMs; removed then.)
  * Fifty-second session (RESULTS "GPU runs of the fifty-second session"):
  *   DSINFER_CUDA_L2EF=BITS   the weight streams with L2 evict_first (cu_l2ef: 1 the GEMVs, 2 moeo_kernel, 4 moe_wg_kernel);
- *                            default 3 (H100 FP8 b1 2.28 -> 2.17 ms as the lab build CU_L2_EF; its moe_wg bit b64 +0.2 ms).
+ *                            default 3 (H100 FP8 b1 2.28 -> 2.17 ms as the lab build CU_L2_EF; its moe_wg bit b64 +0.1 ..
+ *                            0.2 ms, b256 +0.1 .. 0.3).
  * Thirty-seventh session (measured in the thirty-eighth and removed):
  *   (DSINFER_CUDA_ABSORB_OWN=1, the absorbed attention's two products by an own mma.sync kernel: slower than cuBLAS's batched
  *                            GEMM, FP8 b64 +0.29 ms.)

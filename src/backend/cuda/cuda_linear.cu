@@ -378,13 +378,19 @@ int cu_fp8_fast = 0;      /* DSINFER_CUDA_FP8_FAST (read at backend creation) */
 int cu_gemv_f8c = 0;      /* DSINFER_CUDA_GEMV_F8C (read at backend creation): VT_FP8C */
 int cu_gemv_sms = 132;    /* SM count (set at backend creation) */
 
-/* a weight chunk: read once a step, so not kept in L1 (where the activation rows are re-read); pol: its L2 policy
- * (cu_l2_stream_policy: evict_first where DSINFER_CUDA_L2EF asks, cuda_wgmma.h's tma_load_stream says why) */
-__device__ __forceinline__ uint4 ld_stream16(const void *p, uint64_t pol) {
+/* a weight chunk: read once a step, so not kept in L1 (where the activation rows are re-read); where ef (DSINFER_CUDA_L2EF
+ * asks; kernel-uniform) with the L2 policy pol (cu_l2_evict_first; cuda_wgmma.h's tma_load_stream says why), else with
+ * no L2 hint */
+__device__ __forceinline__ uint4 ld_stream16(const void *p, int ef, uint64_t pol) {
     uint4 r;
-    asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-        : "l"(p), "l"(pol));
+    if (ef)
+        asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+            : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+            : "l"(p), "l"(pol));
+    else
+        asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+            : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+            : "l"(p));
     return r;
 }
 
@@ -438,7 +444,7 @@ __device__ __forceinline__ void dot_chunk(float *a0, float *a1, const uint4 &q0,
 
 template <int VT, int TM, int U, bool PAIR>
 __device__ __forceinline__ void dots_v2(float *a0, float *a1, const cu_wview &w0, const cu_wview &w1, int n, int n1,
-                                        const float *const *xp, int nt, int c_first, int c_step, uint64_t pol) {
+                                        const float *const *xp, int nt, int c_first, int c_step, int ef, uint64_t pol) {
     constexpr int V = vt_traits<VT>::V;
     constexpr bool F4 = VT == VT_NVFP4;
     constexpr int EB = VT == VT_F32 ? 4 : VT == VT_BF16 ? 2 : 1;
@@ -460,8 +466,8 @@ __device__ __forceinline__ void dots_v2(float *a0, float *a1, const cu_wview &w0
             q0[u] = q1[u] = make_uint4(0, 0, 0, 0);
             s0[u] = s1[u] = t0[u] = t1[u] = 0.0f;
             if (c < nc) {
-                q0[u] = ld_stream16(r0 + (size_t)c * 16, pol);
-                if (PAIR) q1[u] = ld_stream16(r1 + (size_t)c * 16, pol);
+                q0[u] = ld_stream16(r0 + (size_t)c * 16, ef, pol);
+                if (PAIR) q1[u] = ld_stream16(r1 + (size_t)c * 16, ef, pol);
                 if (F8) {
                     s0[u] = __ldg(sc0 + ((c * V) >> 7));
                     if (PAIR) s1[u] = __ldg(sc1 + ((c * V) >> 7));
@@ -506,7 +512,7 @@ template <int VT, int TM, bool PAIR, int KS, int U0 = 0, bool ROW2 = false>
 __device__ __forceinline__ void grp_rows_v2(float (*red)[8][2], float *out, int ldo, int out_e, const float *x,
                                             int ldx, int x_e, const int32_t *xr, int e, int r, int nt,
                                             const cu_wview &w0, const cu_wview &w1, int wn, int n, bool valid,
-                                            int warp, int ks, int lane, uint64_t pol, bool valid1 = false) {
+                                            int warp, int ks, int lane, int ef, uint64_t pol, bool valid1 = false) {
     constexpr bool B2 = PAIR || ROW2;
     constexpr int U = U0 ? U0 : PAIR ? 4 : (TM <= 2 ? 8 : 4);
     const float *xp[TM];
@@ -518,7 +524,7 @@ __device__ __forceinline__ void grp_rows_v2(float (*red)[8][2], float *out, int 
     float a0[TM], a1[TM];
 #pragma unroll
     for (int j = 0; j < TM; j++) a0[j] = a1[j] = 0.0f;
-    if (valid) dots_v2<VT, TM, U, B2>(a0, a1, w0, w1, wn, ROW2 ? (valid1 ? wn + 1 : wn) : wn, xp, nt, ks * 32 + lane, 32 * KS, pol);
+    if (valid) dots_v2<VT, TM, U, B2>(a0, a1, w0, w1, wn, ROW2 ? (valid1 ? wn + 1 : wn) : wn, xp, nt, ks * 32 + lane, 32 * KS, ef, pol);
 #pragma unroll
     for (int j = 0; j < TM; j++) {
         a0[j] = cu_warp_sum(a0[j]);
@@ -590,7 +596,7 @@ __device__ __forceinline__ void rows4_chunk(float a[4], const uint4 q[4], float 
 template <int VT, int KS, int U, bool PR>
 __device__ __forceinline__ void grp_rows4(float (*red)[8][2], float *out, int ldo, int out_e, const float *x, int ldx,
                                           int x_e, const int32_t *xr, int e, int r, const cu_wview &w, const cu_wview &w1,
-                                          int wn, int n, int nv, int warp, int ks, int lane, uint64_t pol) {
+                                          int wn, int n, int nv, int warp, int ks, int lane, int ef, uint64_t pol) {
     constexpr int V = vt_traits<VT>::V;
     constexpr bool F8 = VT == VT_FP8;
     constexpr int EB = VT == VT_BF16 ? 2 : 1;
@@ -620,10 +626,10 @@ __device__ __forceinline__ void grp_rows4(float (*red)[8][2], float *out, int ld
                 slo[u] = shi[u] = slo2[u] = shi2[u] = 0.0f;
                 if (c < nc) {
                     const char *p = base + (size_t)c * 16, *p2 = base2 + (size_t)c * 16;
-                    q[u][0] = ld_stream16(p, pol);
-                    q[u][1] = ld_stream16(p + o1, pol);
-                    q[u][2] = ld_stream16(p2 + o2, pol);
-                    q[u][3] = ld_stream16(p2 + o3, pol);
+                    q[u][0] = ld_stream16(p, ef, pol);
+                    q[u][1] = ld_stream16(p + o1, ef, pol);
+                    q[u][2] = ld_stream16(p2 + o2, ef, pol);
+                    q[u][3] = ld_stream16(p2 + o3, ef, pol);
                     if (F8) {
                         int sb = (c * V) >> 7;
                         slo[u] = __ldg(sl + sb);
@@ -737,26 +743,27 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, TMAX == 1 ? 4 : 1) gemv_v2_ke
         ldo = ldo2;
     }
     int wn = row0 + e * row_e + (valid ? n : 0);
-    const uint64_t pol = cu_l2_stream_policy(l2ef);   /* the weights' L2 policy (cu_l2ef's GEMV bit) */
+    const int ef = l2ef;   /* the weights' loads with L2 evict_first (cu_l2ef's GEMV bit) */
+    const uint64_t pol = cu_l2_evict_first();
     if constexpr (ROW2 && NR == 4) {
         int nv = valid ? (n_rows - n < RW ? n_rows - n : RW) : 0;
         for (int j0 = 0; j0 < cnt; j0++)
-            grp_rows4<VT, KS, 1, PAIR>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, w0, w1, wn, n, nv, warp, ks, lane, pol);
+            grp_rows4<VT, KS, 1, PAIR>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, w0, w1, wn, n, nv, warp, ks, lane, ef, pol);
     } else if constexpr (ROW2) {
         for (int j0 = 0; j0 < cnt; j0++)
             grp_rows_v2<VT, 1, false, KS, 2, true>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, 1, w0, w1, wn, n, valid,
-                                                   warp, ks, lane, pol, valid1);
+                                                   warp, ks, lane, ef, pol, valid1);
     } else if constexpr (TMAX == 1) {
         for (int j0 = 0; j0 < cnt; j0++)
             grp_rows_v2<VT, 1, PAIR, KS, GEMV_T1_U(VT, PAIR)>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, 1, w0, w1, wn, n,
-                                                            valid, warp, ks, lane, pol);
+                                                            valid, warp, ks, lane, ef, pol);
     } else {
         for (int j0 = 0; j0 < cnt; j0 += 8) {
             int nt = cnt - j0 < 8 ? cnt - j0 : 8;   /* the same in the whole block */
-            if (nt == 1) grp_rows_v2<VT, 1, PAIR, KS>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, nt, w0, w1, wn, n, valid, warp, ks, lane, pol);
-            else if (nt <= 2) grp_rows_v2<VT, 2, PAIR, KS>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, nt, w0, w1, wn, n, valid, warp, ks, lane, pol);
-            else if (nt <= 4) grp_rows_v2<VT, 4, PAIR, KS>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, nt, w0, w1, wn, n, valid, warp, ks, lane, pol);
-            else grp_rows_v2<VT, 8, PAIR, KS>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, nt, w0, w1, wn, n, valid, warp, ks, lane, pol);
+            if (nt == 1) grp_rows_v2<VT, 1, PAIR, KS>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, nt, w0, w1, wn, n, valid, warp, ks, lane, ef, pol);
+            else if (nt <= 2) grp_rows_v2<VT, 2, PAIR, KS>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, nt, w0, w1, wn, n, valid, warp, ks, lane, ef, pol);
+            else if (nt <= 4) grp_rows_v2<VT, 4, PAIR, KS>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, nt, w0, w1, wn, n, valid, warp, ks, lane, ef, pol);
+            else grp_rows_v2<VT, 8, PAIR, KS>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, nt, w0, w1, wn, n, valid, warp, ks, lane, ef, pol);
         }
     }
 }

@@ -659,7 +659,7 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
         MW_T(long long pc[8] = {0}; long long p0 = mw_clock();)
         if (threadIdx.x == 0) {
             int it = 0;
-            const uint64_t pol = cu_l2_stream_policy(a.l2ef);
+            const uint64_t pol = cu_l2_evict_first();   /* (used where a.l2ef) */
             /* with a.pdl the first ring's stages get their weight tiles only; their codes (another kernel's output)
              * after cu_pdl_wait: pkb / prow [stage] hold each one's block and first row until then */
             int pend = a.pdl ? S::ST : 0, pkb[S::ST], prow[S::ST];
@@ -684,8 +684,8 @@ __global__ void __launch_bounds__(384, 1) moe_wg_kernel(const __grid_constant__ 
                     mbar_expect_tx(&full[s], nocodes ? NM * S::W : S::STAGE);
                     unsigned char *st = sm + s * S::STAGE;
                     const int wx = (a.lab & 4) && a.maps ? 0 : kb * MW_BK, wy = (a.lab & 4) && a.maps ? (m.nb * LK + kb) * MW_BN : m.nb * MW_BN;
-                    tma_load_stream(st, wm, wx, wy, &full[s], pol);   /* (pol: the weights' L2 policy) */
-                    if (PAIR) tma_load_stream(st + S::W, wm + 1, wx, wy, &full[s], pol);
+                    tma_load_stream(st, wm, wx, wy, &full[s], a.l2ef, pol);   /* (pol: the weights' L2 policy) */
+                    if (PAIR) tma_load_stream(st + S::W, wm + 1, wx, wy, &full[s], a.l2ef, pol);
                     if (nocodes) {
                     } else if (it < pend) {
                         pkb[it] = kb;

@@ -203,10 +203,10 @@ __device__ __forceinline__ void mo_put_rows(const mo_args &a, const cu_wview &W,
         if (EB == 1)
             bulk_load(scs + s * MO_SC, W.scale + (size_t)(j >> 7) * W.scale_cols + (size_t)(c0 >> 7), scb, &full[s]);
         if (D <= MO_PC)   /* whole rows: the unit's U rows are one contiguous block, one copy */
-            bulk_load_stream(ring + (size_t)s * MO_STAGE, base, U * len, &full[s], pol);
+            bulk_load_stream(ring + (size_t)s * MO_STAGE, base, U * len, &full[s], a.l2ef, pol);
         else   /* a piece of each row (rows MO_PC EB bytes apart in the stage) */
             for (int r = 0; r < U; r++)
-                bulk_load_stream(ring + (size_t)s * MO_STAGE + (size_t)r * MO_PC * EB, base + ((size_t)r * D + c0) * EB, len, &full[s], pol);
+                bulk_load_stream(ring + (size_t)s * MO_STAGE + (size_t)r * MO_PC * EB, base + ((size_t)r * D + c0) * EB, len, &full[s], a.l2ef, pol);
     }
 }
 
@@ -227,7 +227,7 @@ __device__ __forceinline__ void mo_put_strip(const mo_args &a, const cu_wview *d
             bulk_load(ring + (size_t)s * MO_STAGE, (const unsigned char *)dn->data + (size_t)d0 * 16, rows * 16, &full[s]);
         else
             for (int b = 0; b < rows; b += MO_BOX)
-                tma_load_stream(ring + (size_t)s * MO_STAGE + (size_t)b * 16, &a.maps[m], j * EB, d0 + b, &full[s], pol);
+                tma_load_stream(ring + (size_t)s * MO_STAGE + (size_t)b * 16, &a.maps[m], j * EB, d0 + b, &full[s], a.l2ef, pol);
     }
 }
 
@@ -485,7 +485,7 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
 
     if (threadIdx.x < 32) {   /* the producer: one thread; a stage's FP8 block scales come by a bulk copy with its bytes */
         if (threadIdx.x) return;
-        const uint64_t pol = cu_l2_stream_policy(a.l2ef);
+        const uint64_t pol = cu_l2_evict_first();   /* (used where a.l2ef) */
         int it = 0, seen = 0;
         for (int u = blockIdx.x; u < NU; u += gridDim.x) {
             const cu_wview *g, *up, *dn;

@@ -60,17 +60,26 @@ __device__ __forceinline__ void bulk_load(void *dst, const void *src, int bytes,
 }
 
 /* The weight streams' copies (cuda_moeo.cu's gate / up rows and down strips, moe_wg_kernel's weight tiles): tma_load /
- * bulk_load with an L2 policy pol (cu_l2_stream_policy: evict_first where DSINFER_CUDA_L2EF asks, else evict_normal),
- * so that bytes read once a step do not push out of L2 what every kernel of the step reads again (code, parameters,
- * activations, norm weights, the KV cache). Why: at batch 1 a step streams 2.7 GB (FP8) through a 50 MB L2, ~100 MB a
- * layer, and each of the layer's nine small kernels took 2.6 .. 6.2 us for work of well under a microsecond at DRAM's
- * rate (a chain of round trips); with the policy FP8 b1 went 2.28 -> 2.17 ms on an H100 (KERNELS "Fifty-second"). */
-__device__ __forceinline__ void tma_load_stream(void *dst, const CUtensorMap *map, int col, int row, uint64_t *bar, uint64_t pol) {
+ * bulk_load, with the L2 policy pol (cu_l2_evict_first) where ef (DSINFER_CUDA_L2EF asks; block-uniform), so that bytes
+ * read once a step do not push out of L2 what every kernel of the step reads again (code, parameters, activations, norm
+ * weights, the KV cache). Why: at batch 1 a step streams 2.7 GB (FP8) through a 50 MB L2, ~100 MB a layer, and each of
+ * the layer's nine small kernels took 2.6 .. 6.2 us for work of well under a microsecond at DRAM's rate; with the policy
+ * FP8 b1 went 2.28 -> 2.17 ms on an H100 (KERNELS "Fifty-second session"). */
+__device__ __forceinline__ void tma_load_stream(void *dst, const CUtensorMap *map, int col, int row, uint64_t *bar, int ef,
+                                                uint64_t pol) {
+    if (!ef) {
+        tma_load(dst, map, col, row, bar);
+        return;
+    }
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%2, %3}], [%4], %5;\n"
                  ::"r"(cu_smem_addr(dst)), "l"((uint64_t)map), "r"(col), "r"(row), "r"(cu_smem_addr(bar)), "l"(pol)
                  : "memory");
 }
-__device__ __forceinline__ void bulk_load_stream(void *dst, const void *src, int bytes, uint64_t *bar, uint64_t pol) {
+__device__ __forceinline__ void bulk_load_stream(void *dst, const void *src, int bytes, uint64_t *bar, int ef, uint64_t pol) {
+    if (!ef) {
+        bulk_load(dst, src, bytes, bar);
+        return;
+    }
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n"
                  ::"r"(cu_smem_addr(dst)), "l"((uint64_t)src), "r"(bytes), "r"(cu_smem_addr(bar)), "l"(pol)
                  : "memory");
