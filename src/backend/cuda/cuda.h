@@ -395,8 +395,8 @@ void cu_ws_free(cu_ws *w);
  *                            session, more DRAM bytes, 20% longer grouped GEMMs; removed then.)
  * Fifty-second session (RESULTS "GPU runs of the fifty-second session"):
  *   DSINFER_CUDA_L2EF=BITS   the weight streams with L2 evict_first (cu_l2ef: 1 the GEMVs, 2 moeo_kernel, 4 moe_wg_kernel);
- *                            default 3 (H100 FP8 b1 2.28 -> 2.17 ms as the lab build CU_L2_EF; its moe_wg bit b64 +0.1 ..
- *                            0.2 ms, b256 +0.1 .. 0.3).
+ *                            default 3 (H100 FP8 b1 2.29 -> 2.19 ms, 4K 2.43 -> 2.32; BF16 b1 and b8 .. b256 unchanged;
+ *                            the moe_wg bit b64 +0.04 .. 0.12 ms, b256 +0.1 .. 0.2).
  * Thirty-seventh session (measured in the thirty-eighth and removed):
  *   (DSINFER_CUDA_ABSORB_OWN=1, the absorbed attention's two products by an own mma.sync kernel: slower than cuBLAS's batched
  *                            GEMM, FP8 b64 +0.29 ms.)

@@ -743,27 +743,26 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, TMAX == 1 ? 4 : 1) gemv_v2_ke
         ldo = ldo2;
     }
     int wn = row0 + e * row_e + (valid ? n : 0);
-    const int ef = l2ef;   /* the weights' loads with L2 evict_first (cu_l2ef's GEMV bit) */
-    const uint64_t pol = cu_l2_evict_first();
+    const uint64_t pol = cu_l2_evict_first();   /* (used where l2ef: cu_l2ef's GEMV bit) */
     if constexpr (ROW2 && NR == 4) {
         int nv = valid ? (n_rows - n < RW ? n_rows - n : RW) : 0;
         for (int j0 = 0; j0 < cnt; j0++)
-            grp_rows4<VT, KS, 1, PAIR>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, w0, w1, wn, n, nv, warp, ks, lane, ef, pol);
+            grp_rows4<VT, KS, 1, PAIR>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, w0, w1, wn, n, nv, warp, ks, lane, l2ef, pol);
     } else if constexpr (ROW2) {
         for (int j0 = 0; j0 < cnt; j0++)
             grp_rows_v2<VT, 1, false, KS, 2, true>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, 1, w0, w1, wn, n, valid,
-                                                   warp, ks, lane, ef, pol, valid1);
+                                                   warp, ks, lane, l2ef, pol, valid1);
     } else if constexpr (TMAX == 1) {
         for (int j0 = 0; j0 < cnt; j0++)
             grp_rows_v2<VT, 1, PAIR, KS, GEMV_T1_U(VT, PAIR)>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, 1, w0, w1, wn, n,
-                                                            valid, warp, ks, lane, ef, pol);
+                                                            valid, warp, ks, lane, l2ef, pol);
     } else {
         for (int j0 = 0; j0 < cnt; j0 += 8) {
             int nt = cnt - j0 < 8 ? cnt - j0 : 8;   /* the same in the whole block */
-            if (nt == 1) grp_rows_v2<VT, 1, PAIR, KS>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, nt, w0, w1, wn, n, valid, warp, ks, lane, ef, pol);
-            else if (nt <= 2) grp_rows_v2<VT, 2, PAIR, KS>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, nt, w0, w1, wn, n, valid, warp, ks, lane, ef, pol);
-            else if (nt <= 4) grp_rows_v2<VT, 4, PAIR, KS>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, nt, w0, w1, wn, n, valid, warp, ks, lane, ef, pol);
-            else grp_rows_v2<VT, 8, PAIR, KS>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, nt, w0, w1, wn, n, valid, warp, ks, lane, ef, pol);
+            if (nt == 1) grp_rows_v2<VT, 1, PAIR, KS>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, nt, w0, w1, wn, n, valid, warp, ks, lane, l2ef, pol);
+            else if (nt <= 2) grp_rows_v2<VT, 2, PAIR, KS>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, nt, w0, w1, wn, n, valid, warp, ks, lane, l2ef, pol);
+            else if (nt <= 4) grp_rows_v2<VT, 4, PAIR, KS>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, nt, w0, w1, wn, n, valid, warp, ks, lane, l2ef, pol);
+            else grp_rows_v2<VT, 8, PAIR, KS>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, nt, w0, w1, wn, n, valid, warp, ks, lane, l2ef, pol);
         }
     }
 }
