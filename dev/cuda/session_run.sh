@@ -3975,3 +3975,10 @@ want opso1 && ops_parallel 8 4 5 6 7
 if want opsp0; then step ops_full_p0 570 env DSINFER_OPS_PART=0/2 $B/test_cuda_ops; fi
 if want opsp1; then step ops_full_p1 570 env DSINFER_OPS_PART=1/2 $B/test_cuda_ops; fi
 echo "---- summary"; printf '%s' "$summary" | tee "$OUT/summary.txt"
+# s53a (fifty-third session; the H100 fallback of a call meant for an H200): the W8A8 GEMM at M = 64 / 128 per V3 shape
+# (own against cuBLASLt's block-scaled path, issue 8's small-M rows) and the head's b1 / b64 / b256 rows (h200r's rows on
+# whatever card came)
+if want s53a; then
+  step ops53 150 $B/dsinfer bench --ops --ops-m 64,128 --csv $OUT/ops53.csv > /dev/null
+  grep -E "geomean|^ops|x 64|x 128" $OUT/ops53.log | cut -c1-170 | tail -30
+fi
