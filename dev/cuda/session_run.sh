@@ -3982,3 +3982,8 @@ if want s53a; then
   step ops53 150 $B/dsinfer bench --ops --ops-m 64,128 --csv $OUT/ops53.csv > /dev/null
   grep -E "geomean|^ops|x 64|x 128" $OUT/ops53.log | cut -c1-170 | tail -30
 fi
+# s53b: where an FP8 b64 / b256 step goes on this card (ncu: each kernel's time and DRAM bytes, graphs off), for issue 7's
+# b64 / b256 rows on an H200 (the H100 sessions' kernels may hold too few bytes in flight for the H200's rate)
+if want s53b; then
+  for b in 64 256; do ncu_step ncu53_fp8_b$b fp8 $b | head -18; done
+fi
