@@ -3987,3 +3987,12 @@ fi
 if want s53b; then
   for b in 64 256; do ncu_step ncu53_fp8_b$b fp8 $b | head -18; done
 fi
+# s53c: how fast a few SMs stream alone (`bench --ceilings`: the 10 MB pairs by 8, 16, 24, 33, 66 and all blocks, a block
+# an SM, no barriers; KERNELS.md fifty-third session), two rounds; LAB53 names a dsinfer built with it where the pack's
+# is older (carry .lab53)
+if want s53c; then
+  for r in 1 2; do
+    step ceil53-$r 150 ${LAB53:-$B/dsinfer} bench --ceilings > /dev/null
+    grep -E "^ceilings|blocks \(a block an SM|no barriers [0-9]|clusters of (1|16) blocks" $OUT/ceil53-$r.log | cut -c1-220
+  done
+fi

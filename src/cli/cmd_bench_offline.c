@@ -906,6 +906,10 @@ static int run_bench(bench_opts *op, ds_comm *dp) {
                    "counters %.2f / %.2f / %.2f, the counters' propagation p50 %.2f / %.2f / %.2f\n", g.ring_free_us[0],
                    g.ring_free_us[1], g.ring_free_us[2], g.ring_counter_us[0], g.ring_counter_us[1], g.ring_counter_us[2],
                    g.ring_prop_us[0], g.ring_prop_us[1], g.ring_prop_us[2]);
+        for (int f = 0; f < DS_GAP_FEW; f++)
+            if (g.few_free_us[f] >= 0)
+                printf("the 10 MB pairs streamed by %d blocks (a block an SM, no barriers): %.2f us a pair, %.0f GB/s read\n",
+                       g.few_blocks[f], g.few_free_us[f], 10.0 * 1048576.0 / (g.few_free_us[f] * 1e3));
         for (int c = 0; c < DS_GAP_CLUSTERS; c++)
             if (g.cl_free_us[c] >= 0)
                 printf("dependencies inside clusters of %d blocks (%d blocks launched; us a pair): no dependencies %.2f, "

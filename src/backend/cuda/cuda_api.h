@@ -193,6 +193,11 @@ typedef struct {
      * bulk-reduced onto one row and counted (mode 10): us a pair and the propagation p50 against the grid's last count
      * (stream_bad 21 .. 23: a word sum or the row wrong) */
     double cl_red_us[DS_GAP_CLUSTERS], cl_red_prop_us[DS_GAP_CLUSTERS];
+    /* the free stream (mode 0) by a grid of few blocks, a block an SM (8, 16, 24, 33, 66 and every SM; fifty-third
+     * session): us a pair of 10 MB, what a part of the GPU streams alone (stream_bad 24: a word sum wrong); -1: none */
+#define DS_GAP_FEW 6
+    int few_blocks[DS_GAP_FEW];
+    double few_free_us[DS_GAP_FEW];
     int stream_bad;
 } ds_launch_gaps;
 ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err);

@@ -897,6 +897,10 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
         out->bulk_part_skew_us[q] = out->bulk_part_prop_us[q] = -1.0;
     }
     out->relaxed_counter_us = out->bulk_counter_us = out->bulk_part_us = -1.0;
+    for (int f = 0; f < DS_GAP_FEW; f++) {
+        out->few_blocks[f] = 0;
+        out->few_free_us[f] = -1.0;
+    }
     for (int c = 0; c < DS_GAP_CLUSTERS; c++) {
         out->cl_blocks[c] = 0;
         out->cl_free_us[c] = out->cl_dep_us[c] = out->cl_skew_us[c] = out->cl_prop_us[c] = -1.0;
@@ -947,6 +951,15 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
             out->ring_prop_us[d] = prop_q[1];
         }
         g.nst = SP_ST;
+        /* the free stream by few SMs: what a cluster-sized part of the GPU streams while the rest is idle (the premise
+         * of batch 1's attention on a few SMs beside the experts' preload on the others; KERNELS.md fifty-third session) */
+        for (int f = 0; f < DS_GAP_FEW && !cst && !out->stream_bad; f++) {
+            static const int few[DS_GAP_FEW - 1] = {8, 16, 24, 33, 66};
+            g.n_sm = f < DS_GAP_FEW - 1 && few[f] < n_sm ? few[f] : n_sm;
+            out->few_blocks[f] = g.n_sm;
+            out->few_free_us[f] = stream_form_us(&g, 6, want, &out->stream_bad, 24);
+        }
+        g.n_sm = n_sm;
         if (!cst && !out->stream_bad) cst = cluster_forms(&g, want, out, err);
         CUDA_CHECK(cudaFree(g.total));
         CUDA_CHECK(cudaFree(g.cnt));
