@@ -198,6 +198,9 @@ typedef struct {
 #define DS_GAP_FEW 6
     int few_blocks[DS_GAP_FEW];
     double few_free_us[DS_GAP_FEW];
+    /* ONE cluster of 8 and of 16 blocks alone (a GPC's share: a cluster's blocks are placed in one GPC): the free stream
+     * and the messages' form (modes 0 and 7 on that grid), us a pair (stream_bad 25, 26: a word sum wrong); -1: none */
+    double one_cl_free_us[2], one_cl_tx_us[2];
     int stream_bad;
 } ds_launch_gaps;
 ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err);

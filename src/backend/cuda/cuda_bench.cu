@@ -806,6 +806,13 @@ static ds_status cluster_forms(gap_ctx *g, unsigned want, ds_launch_gaps *out, c
         g->cl = 1 << c;
         g->cl_grid = n_cl * g->cl < g->n_sm ? n_cl * g->cl : g->n_sm / g->cl * g->cl;
         out->cl_blocks[c] = g->cl_grid;
+        if (c >= 3) {   /* one cluster alone (8 and 16 blocks): what a GPC streams by itself */
+            const int cl_grid = g->cl_grid;
+            g->cl_grid = g->cl;
+            out->one_cl_free_us[c - 3] = stream_form_us(g, 15, want, &out->stream_bad, 25);
+            if (!out->stream_bad) out->one_cl_tx_us[c - 3] = stream_form_us(g, 18, want, &out->stream_bad, 26);
+            g->cl_grid = cl_grid;
+        }
         out->cl_free_us[c] = stream_form_us(g, 15, want, &out->stream_bad, 9);
         if (!out->stream_bad) out->cl_dep_us[c] = stream_form_us(g, 13, want, &out->stream_bad, 10);
         double skew_q[3] = {-1.0, -1.0, -1.0}, prop_q[3] = {-1.0, -1.0, -1.0};
@@ -897,6 +904,7 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
         out->bulk_part_skew_us[q] = out->bulk_part_prop_us[q] = -1.0;
     }
     out->relaxed_counter_us = out->bulk_counter_us = out->bulk_part_us = -1.0;
+    out->one_cl_free_us[0] = out->one_cl_free_us[1] = out->one_cl_tx_us[0] = out->one_cl_tx_us[1] = -1.0;
     for (int f = 0; f < DS_GAP_FEW; f++) {
         out->few_blocks[f] = 0;
         out->few_free_us[f] = -1.0;
