@@ -338,6 +338,28 @@ __device__ __forceinline__ void sp_sum_stage(const unsigned char *stage, int wor
     __syncwarp();
     if (lane == 0) mbar_arrive(empty);
 }
+/* mode 11 (fifty-third session): the stage consumed as a GEMV consumes FP8 weight rows (what a batch-1 kernel's
+ * consumers do with each byte, not an integer sum alone): each 16-byte chunk's words summed as sp_sum_stage does (the
+ * host's check), and its 16 e4m3 codes times a scale dotted with 16 floats of x (shared memory, [SP_PART]) into acc */
+__device__ __forceinline__ void sp_dot_stage(const unsigned char *stage, int words, int ct, int lane, uint64_t *empty,
+                                             unsigned *sum, const float *x, float *acc) {
+    const uint4 *v = (const uint4 *)stage;
+    for (int i = ct; i < words; i += 256) {
+        uint4 q = v[i];
+        *sum += q.x + q.y + q.z + q.w;
+        const float *xv = x + ((16 * i) & (SP_PART - 1));
+        const uint32_t wd[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            float f[4];
+            cu_fp8x4(wd[j], 1.5f, f);
+            const float4 xx = *(const float4 *)(xv + 4 * j);
+            *acc += f[0] * xx.x + f[1] * xx.y + f[2] * xx.z + f[3] * xx.w;
+        }
+    }
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty);
+}
 /* modes 3, 4, 6, 8: add 1 to the grid's counter (release; or, with one16, by a bulk reduction of the 16 shared bytes
  * {1, 0, 0, 0} at one16 onto the counter's 16, waited for until its source is read) and poll it until it reaches need:
  * acquire polls, or relaxed polls and one acquire fence after (relaxed) */
@@ -425,7 +447,10 @@ __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned
     unsigned *slot = (unsigned *)(((uintptr_t)(meta + SP_ST) + 15) & ~(uintptr_t)15);
     float *part = (float *)(slot + 2 * 16);   /* modes 9, 10: [SP_PART] the partial sums sent (16-byte aligned) */
     float *recv = part + SP_PART;             /* mode 10: [2][cl][SP_PART / cl] the pieces received, by sender rank */
-    if (mode == 9 || mode == 10) {
+    const bool dot = mode == 11;   /* mode 0's stream with sp_dot_stage's consumers (x: part) */
+    if (dot) mode = 0;
+    float dacc = 0.0f;
+    if (mode == 9 || mode == 10 || dot) {
         for (int i = threadIdx.x; i < SP_PART; i += blockDim.x) part[i] = 1.0f;
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");   /* seen by the async proxy */
     }
@@ -503,7 +528,8 @@ __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned
                 int s = it % nst;
                 mbar_wait(&full[s], (it / nst) & 1);
                 const int words = meta[s] / 16;
-                sp_sum_stage(ring + (size_t)s * SP_STAGE, words, ct, lane, &empty[s], &sum);
+                if (dot) sp_dot_stage(ring + (size_t)s * SP_STAGE, words, ct, lane, &empty[s], &sum, part, &dacc);
+            else sp_sum_stage(ring + (size_t)s * SP_STAGE, words, ct, lane, &empty[s], &sum);
                 if (!words) {
                     it++;
                     break;
@@ -516,7 +542,8 @@ __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned
         for (size_t o = lo; o < hi; o += SP_STAGE, it++) {
             int s = it % nst, words = (int)(hi - o < SP_STAGE ? hi - o : SP_STAGE) / 16;
             mbar_wait(&full[s], (it / nst) & 1);
-            sp_sum_stage(ring + (size_t)s * SP_STAGE, words, ct, lane, &empty[s], &sum);
+            if (dot) sp_dot_stage(ring + (size_t)s * SP_STAGE, words, ct, lane, &empty[s], &sum, part, &dacc);
+            else sp_sum_stage(ring + (size_t)s * SP_STAGE, words, ct, lane, &empty[s], &sum);
         }
         if (mode == 10 && p + 1 < phases) {   /* the row reduced in the cluster, then counted (see above) */
             const int pw = SP_PART / cl;
@@ -578,6 +605,7 @@ __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned
             cu_grid_sync(bar, bar + 1, 1, 256, threadIdx.x == 32);   /* the 256 consumers */
         }
     }
+    if (dot && dacc == 1e30f) sum += 1u;   /* (never: keeps the dot products' work) */
     atomicAdd(total, sum);
 }
 
@@ -613,6 +641,7 @@ static const struct {
     {8, 0, 0}, {8, 1, 0},                                    /* 20, 21: the bulk-reduction add */
     {9, 0, 0}, {9, 1, 0},                                    /* 22, 23: the same after the partial sums' */
     {10, 0, 1}, {10, 1, 1},                                  /* 24, 25: the sums reduced in the cluster first */
+    {11, 0, 0}, {11, 0, 1},                                  /* 26, 27: the free stream consumed as FP8 GEMV rows */
 };
 
 #define GAP_WA GAP_WA_BYTES   /* bytes of the first read */
@@ -811,6 +840,7 @@ static ds_status cluster_forms(gap_ctx *g, unsigned want, ds_launch_gaps *out, c
             g->cl_grid = g->cl;
             out->one_cl_free_us[c - 3] = stream_form_us(g, 15, want, &out->stream_bad, 25);
             if (!out->stream_bad) out->one_cl_tx_us[c - 3] = stream_form_us(g, 18, want, &out->stream_bad, 26);
+            if (!out->stream_bad) out->one_cl_dot_us[c - 3] = stream_form_us(g, 27, want, &out->stream_bad, 28);
             g->cl_grid = cl_grid;
         }
         out->cl_free_us[c] = stream_form_us(g, 15, want, &out->stream_bad, 9);
@@ -905,7 +935,9 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
     }
     out->relaxed_counter_us = out->bulk_counter_us = out->bulk_part_us = -1.0;
     out->one_cl_free_us[0] = out->one_cl_free_us[1] = out->one_cl_tx_us[0] = out->one_cl_tx_us[1] = -1.0;
+    out->one_cl_dot_us[0] = out->one_cl_dot_us[1] = -1.0;
     for (int f = 0; f < DS_GAP_FEW; f++) {
+        out->few_dot_us[f] = -1.0;
         out->few_blocks[f] = 0;
         out->few_free_us[f] = -1.0;
     }
@@ -966,6 +998,7 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
             g.n_sm = f < DS_GAP_FEW - 1 && few[f] < n_sm ? few[f] : n_sm;
             out->few_blocks[f] = g.n_sm;
             out->few_free_us[f] = stream_form_us(&g, 6, want, &out->stream_bad, 24);
+            if (!out->stream_bad) out->few_dot_us[f] = stream_form_us(&g, 26, want, &out->stream_bad, 27);
         }
         g.n_sm = n_sm;
         if (!cst && !out->stream_bad) cst = cluster_forms(&g, want, out, err);
