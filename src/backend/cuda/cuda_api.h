@@ -204,6 +204,9 @@ typedef struct {
     /* the same streams (few blocks; one cluster) with the consumers doing an FP8 GEMV's work on every byte (mode 11: the
      * codes times a scale dotted with floats of x in shared memory; stream_bad 27, 28): us a pair; -1: none */
     double few_dot_us[DS_GAP_FEW], one_cl_dot_us[2];
+    /* ... with four independent fp32 sums (mode 12; stream_bad 29), and with no conversion instruction: the codes' bits
+     * as f16 and f16x2 FMAs (mode 13; stream_bad 30, 31): us a pair; -1: none */
+    double few_dot4_us[DS_GAP_FEW], few_doth_us[DS_GAP_FEW], one_cl_doth_us[2];
     int stream_bad;
 } ds_launch_gaps;
 ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err);

@@ -338,25 +338,47 @@ __device__ __forceinline__ void sp_sum_stage(const unsigned char *stage, int wor
     __syncwarp();
     if (lane == 0) mbar_arrive(empty);
 }
-/* mode 11 (fifty-third session): the stage consumed as a GEMV consumes FP8 weight rows (what a batch-1 kernel's
+/* modes 11 .. 13 (fifty-third session): the stage consumed as a GEMV consumes FP8 weight rows (what a batch-1 kernel's
  * consumers do with each byte, not an integer sum alone): each 16-byte chunk's words summed as sp_sum_stage does (the
- * host's check), and its 16 e4m3 codes times a scale dotted with 16 floats of x (shared memory, [SP_PART]) into acc */
+ * host's check), and its 16 e4m3 codes dotted with 16 values of x (shared memory) into acc. form 1 (mode 11): cu_fp8x4
+ * (the conversion unit, e4m3x2 -> f16x2 -> f32, times a scale) into one fp32 sum, moeo_kernel's and the GEMVs' way; 2
+ * (mode 12): the same into four independent sums (the FMA chain's latency off the path); 3 (mode 13): no conversion
+ * instruction: each code's bits moved into an f16 (sign to bit 15, exponent and mantissa shifted by 7: the value times
+ * 2^-8 for every finite e4m3, subnormals included), multiplied by x as f16 pairs (xh) into two f16x2 sums, the chunk's
+ * sum then in fp32 times the scale (and 2^8). x: [SP_PART] floats, xh: [SP_PART] halves. */
 __device__ __forceinline__ void sp_dot_stage(const unsigned char *stage, int words, int ct, int lane, uint64_t *empty,
-                                             unsigned *sum, const float *x, float *acc) {
+                                             unsigned *sum, const float *x, const __half2 *xh, int form, float *acc) {
     const uint4 *v = (const uint4 *)stage;
+    float a4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int i = ct; i < words; i += 256) {
         uint4 q = v[i];
         *sum += q.x + q.y + q.z + q.w;
-        const float *xv = x + ((16 * i) & (SP_PART - 1));
+        const int xo = (16 * i) & (SP_PART - 1);
         const uint32_t wd[4] = {q.x, q.y, q.z, q.w};
+        if (form == 3) {
+            __half2 h0 = __float2half2_rn(0.0f), h1 = h0;
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const uint32_t lo = __byte_perm(wd[j], 0u, 0x1404u), hi = __byte_perm(wd[j], 0u, 0x3424u);
+                const uint32_t l2 = (lo & 0x80008000u) | ((lo >> 1) & 0x3f803f80u);
+                const uint32_t h2 = (hi & 0x80008000u) | ((hi >> 1) & 0x3f803f80u);
+                h0 = __hfma2(*(const __half2 *)&l2, xh[xo / 2 + 2 * j], h0);
+                h1 = __hfma2(*(const __half2 *)&h2, xh[xo / 2 + 2 * j + 1], h1);
+            }
+            const float2 f = __half22float2(__hadd2(h0, h1));
+            a4[0] += (f.x + f.y) * (1.5f * 256.0f);
+            continue;
+        }
+        const float *xv = x + xo;
 #pragma unroll
         for (int j = 0; j < 4; j++) {
             float f[4];
             cu_fp8x4(wd[j], 1.5f, f);
             const float4 xx = *(const float4 *)(xv + 4 * j);
-            *acc += f[0] * xx.x + f[1] * xx.y + f[2] * xx.z + f[3] * xx.w;
+            a4[form == 2 ? j : 0] += f[0] * xx.x + f[1] * xx.y + f[2] * xx.z + f[3] * xx.w;
         }
     }
+    *acc += a4[0] + a4[1] + a4[2] + a4[3];
     __syncwarp();
     if (lane == 0) mbar_arrive(empty);
 }
@@ -447,9 +469,12 @@ __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned
     unsigned *slot = (unsigned *)(((uintptr_t)(meta + SP_ST) + 15) & ~(uintptr_t)15);
     float *part = (float *)(slot + 2 * 16);   /* modes 9, 10: [SP_PART] the partial sums sent (16-byte aligned) */
     float *recv = part + SP_PART;             /* mode 10: [2][cl][SP_PART / cl] the pieces received, by sender rank */
-    const bool dot = mode == 11;   /* mode 0's stream with sp_dot_stage's consumers (x: part) */
+    const int dot = mode >= 11 && mode <= 13 ? mode - 10 : 0;   /* mode 0's stream with sp_dot_stage's consumers, form dot */
+    __half2 *xh = (__half2 *)recv;   /* form 3's x as f16 pairs [SP_PART / 2] */
     if (dot) mode = 0;
     float dacc = 0.0f;
+    if (dot)
+        for (int i = threadIdx.x; i < SP_PART / 2; i += blockDim.x) xh[i] = __float2half2_rn(1.0f);
     if (mode == 9 || mode == 10 || dot) {
         for (int i = threadIdx.x; i < SP_PART; i += blockDim.x) part[i] = 1.0f;
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");   /* seen by the async proxy */
@@ -528,7 +553,7 @@ __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned
                 int s = it % nst;
                 mbar_wait(&full[s], (it / nst) & 1);
                 const int words = meta[s] / 16;
-                if (dot) sp_dot_stage(ring + (size_t)s * SP_STAGE, words, ct, lane, &empty[s], &sum, part, &dacc);
+                if (dot) sp_dot_stage(ring + (size_t)s * SP_STAGE, words, ct, lane, &empty[s], &sum, part, xh, dot, &dacc);
             else sp_sum_stage(ring + (size_t)s * SP_STAGE, words, ct, lane, &empty[s], &sum);
                 if (!words) {
                     it++;
@@ -542,7 +567,7 @@ __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned
         for (size_t o = lo; o < hi; o += SP_STAGE, it++) {
             int s = it % nst, words = (int)(hi - o < SP_STAGE ? hi - o : SP_STAGE) / 16;
             mbar_wait(&full[s], (it / nst) & 1);
-            if (dot) sp_dot_stage(ring + (size_t)s * SP_STAGE, words, ct, lane, &empty[s], &sum, part, &dacc);
+            if (dot) sp_dot_stage(ring + (size_t)s * SP_STAGE, words, ct, lane, &empty[s], &sum, part, xh, dot, &dacc);
             else sp_sum_stage(ring + (size_t)s * SP_STAGE, words, ct, lane, &empty[s], &sum);
         }
         if (mode == 10 && p + 1 < phases) {   /* the row reduced in the cluster, then counted (see above) */
@@ -642,6 +667,7 @@ static const struct {
     {9, 0, 0}, {9, 1, 0},                                    /* 22, 23: the same after the partial sums' */
     {10, 0, 1}, {10, 1, 1},                                  /* 24, 25: the sums reduced in the cluster first */
     {11, 0, 0}, {11, 0, 1},                                  /* 26, 27: the free stream consumed as FP8 GEMV rows */
+    {12, 0, 0}, {13, 0, 0}, {13, 0, 1},                      /* 28 .. 30: four sums; f16 bits and pairs (and clustered) */
 };
 
 #define GAP_WA GAP_WA_BYTES   /* bytes of the first read */
@@ -841,6 +867,7 @@ static ds_status cluster_forms(gap_ctx *g, unsigned want, ds_launch_gaps *out, c
             out->one_cl_free_us[c - 3] = stream_form_us(g, 15, want, &out->stream_bad, 25);
             if (!out->stream_bad) out->one_cl_tx_us[c - 3] = stream_form_us(g, 18, want, &out->stream_bad, 26);
             if (!out->stream_bad) out->one_cl_dot_us[c - 3] = stream_form_us(g, 27, want, &out->stream_bad, 28);
+            if (!out->stream_bad) out->one_cl_doth_us[c - 3] = stream_form_us(g, 30, want, &out->stream_bad, 31);
             g->cl_grid = cl_grid;
         }
         out->cl_free_us[c] = stream_form_us(g, 15, want, &out->stream_bad, 9);
@@ -935,9 +962,9 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
     }
     out->relaxed_counter_us = out->bulk_counter_us = out->bulk_part_us = -1.0;
     out->one_cl_free_us[0] = out->one_cl_free_us[1] = out->one_cl_tx_us[0] = out->one_cl_tx_us[1] = -1.0;
-    out->one_cl_dot_us[0] = out->one_cl_dot_us[1] = -1.0;
+    out->one_cl_dot_us[0] = out->one_cl_dot_us[1] = out->one_cl_doth_us[0] = out->one_cl_doth_us[1] = -1.0;
     for (int f = 0; f < DS_GAP_FEW; f++) {
-        out->few_dot_us[f] = -1.0;
+        out->few_dot_us[f] = out->few_dot4_us[f] = out->few_doth_us[f] = -1.0;
         out->few_blocks[f] = 0;
         out->few_free_us[f] = -1.0;
     }
@@ -999,6 +1026,8 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
             out->few_blocks[f] = g.n_sm;
             out->few_free_us[f] = stream_form_us(&g, 6, want, &out->stream_bad, 24);
             if (!out->stream_bad) out->few_dot_us[f] = stream_form_us(&g, 26, want, &out->stream_bad, 27);
+            if (!out->stream_bad) out->few_dot4_us[f] = stream_form_us(&g, 28, want, &out->stream_bad, 29);
+            if (!out->stream_bad) out->few_doth_us[f] = stream_form_us(&g, 29, want, &out->stream_bad, 30);
         }
         g.n_sm = n_sm;
         if (!cst && !out->stream_bad) cst = cluster_forms(&g, want, out, err);
