@@ -207,6 +207,8 @@ typedef struct {
     /* ... with four independent fp32 sums (mode 12; stream_bad 29), and with no conversion instruction: the codes' bits
      * as f16 and f16x2 FMAs (mode 13; stream_bad 30, 31): us a pair; -1: none */
     double few_dot4_us[DS_GAP_FEW], few_doth_us[DS_GAP_FEW], one_cl_doth_us[2];
+    /* ... with the codes' bits moved into fp32s and fp32 FMAs (mode 14; stream_bad 32) */
+    double few_dotf_us[DS_GAP_FEW];
     int stream_bad;
 } ds_launch_gaps;
 ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err);

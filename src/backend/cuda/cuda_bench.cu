@@ -345,7 +345,9 @@ __device__ __forceinline__ void sp_sum_stage(const unsigned char *stage, int wor
  * (mode 12): the same into four independent sums (the FMA chain's latency off the path); 3 (mode 13): no conversion
  * instruction: each code's bits moved into an f16 (sign to bit 15, exponent and mantissa shifted by 7: the value times
  * 2^-8 for every finite e4m3, subnormals included), multiplied by x as f16 pairs (xh) into two f16x2 sums, the chunk's
- * sum then in fp32 times the scale (and 2^8). x: [SP_PART] floats, xh: [SP_PART] halves. */
+ * sum then in fp32 times the scale (and 2^8); 4 (mode 14): each code's bits moved into an fp32 (the value times 2^-120,
+ * subnormal codes as fp32 denormals: linear too), fp32 FMAs, no conversion instruction. x: [SP_PART] floats, xh:
+ * [SP_PART] halves. */
 __device__ __forceinline__ void sp_dot_stage(const unsigned char *stage, int words, int ct, int lane, uint64_t *empty,
                                              unsigned *sum, const float *x, const __half2 *xh, int form, float *acc) {
     const uint4 *v = (const uint4 *)stage;
@@ -355,6 +357,22 @@ __device__ __forceinline__ void sp_dot_stage(const unsigned char *stage, int wor
         *sum += q.x + q.y + q.z + q.w;
         const int xo = (16 * i) & (SP_PART - 1);
         const uint32_t wd[4] = {q.x, q.y, q.z, q.w};
+        if (form == 4) {   /* each code's bits moved into an fp32 (sign to bit 31, the rest to bits 26 .. 20: the value
+                              * times 2^-120, subnormals as fp32 denormals), fp32 FMAs */
+            float d = 0.0f;
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const uint32_t w = wd[j];
+                const float4 xx = *(const float4 *)(x + xo + 4 * j);
+                const float f0 = __uint_as_float(((w << 24) & 0x80000000u) | ((w << 20) & 0x07f00000u));
+                const float f1 = __uint_as_float(((w << 16) & 0x80000000u) | ((w << 12) & 0x07f00000u));
+                const float f2 = __uint_as_float(((w << 8) & 0x80000000u) | ((w << 4) & 0x07f00000u));
+                const float f3 = __uint_as_float((w & 0x80000000u) | ((w >> 4) & 0x07f00000u));
+                d += f0 * xx.x + f1 * xx.y + f2 * xx.z + f3 * xx.w;
+            }
+            a4[0] += d * 1.5f;
+            continue;
+        }
         if (form == 3) {
             __half2 h0 = __float2half2_rn(0.0f), h1 = h0;
 #pragma unroll
@@ -469,7 +487,7 @@ __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned
     unsigned *slot = (unsigned *)(((uintptr_t)(meta + SP_ST) + 15) & ~(uintptr_t)15);
     float *part = (float *)(slot + 2 * 16);   /* modes 9, 10: [SP_PART] the partial sums sent (16-byte aligned) */
     float *recv = part + SP_PART;             /* mode 10: [2][cl][SP_PART / cl] the pieces received, by sender rank */
-    const int dot = mode >= 11 && mode <= 13 ? mode - 10 : 0;   /* mode 0's stream with sp_dot_stage's consumers, form dot */
+    const int dot = mode >= 11 && mode <= 14 ? mode - 10 : 0;   /* mode 0's stream with sp_dot_stage's consumers, form dot */
     __half2 *xh = (__half2 *)recv;   /* form 3's x as f16 pairs [SP_PART / 2] */
     if (dot) mode = 0;
     float dacc = 0.0f;
@@ -668,6 +686,7 @@ static const struct {
     {10, 0, 1}, {10, 1, 1},                                  /* 24, 25: the sums reduced in the cluster first */
     {11, 0, 0}, {11, 0, 1},                                  /* 26, 27: the free stream consumed as FP8 GEMV rows */
     {12, 0, 0}, {13, 0, 0}, {13, 0, 1},                      /* 28 .. 30: four sums; f16 bits and pairs (and clustered) */
+    {14, 0, 0},                                              /* 31: fp32 bits */
 };
 
 #define GAP_WA GAP_WA_BYTES   /* bytes of the first read */
@@ -964,7 +983,7 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
     out->one_cl_free_us[0] = out->one_cl_free_us[1] = out->one_cl_tx_us[0] = out->one_cl_tx_us[1] = -1.0;
     out->one_cl_dot_us[0] = out->one_cl_dot_us[1] = out->one_cl_doth_us[0] = out->one_cl_doth_us[1] = -1.0;
     for (int f = 0; f < DS_GAP_FEW; f++) {
-        out->few_dot_us[f] = out->few_dot4_us[f] = out->few_doth_us[f] = -1.0;
+        out->few_dot_us[f] = out->few_dot4_us[f] = out->few_doth_us[f] = out->few_dotf_us[f] = -1.0;
         out->few_blocks[f] = 0;
         out->few_free_us[f] = -1.0;
     }
@@ -1028,6 +1047,7 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
             if (!out->stream_bad) out->few_dot_us[f] = stream_form_us(&g, 26, want, &out->stream_bad, 27);
             if (!out->stream_bad) out->few_dot4_us[f] = stream_form_us(&g, 28, want, &out->stream_bad, 29);
             if (!out->stream_bad) out->few_doth_us[f] = stream_form_us(&g, 29, want, &out->stream_bad, 30);
+            if (!out->stream_bad) out->few_dotf_us[f] = stream_form_us(&g, 31, want, &out->stream_bad, 32);
         }
         g.n_sm = n_sm;
         if (!cst && !out->stream_bad) cst = cluster_forms(&g, want, out, err);
