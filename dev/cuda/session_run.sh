@@ -3996,3 +3996,17 @@ if want s53c; then
     grep -E "^ceilings|blocks \(a block an SM|no barriers [0-9]|clusters of (1|16) blocks|one cluster of" $OUT/ceil53-$r.log | cut -c1-220
   done
 fi
+# s53d: moeo_kernel's FP8 codes decoded by moving their bits (DSINFER_CUDA_FP8_BITS=1, cu_fp8x4_bits; opt-in): op test
+# moeobits (the same bits as the conversion unit's, the launch counted), FP8 b1 at 0 / 1 in three rotated rounds and ctx
+# 4K, the goldens and the model test with it on
+if want s53d; then
+  step ops_mobits 150 env DSINFER_OPS_ONLY=moeobits $B/test_cuda_ops > /dev/null
+  echo "moeobits: $(grep -cE "CHECK failed" $OUT/ops_mobits.log) failed; $(grep -E "differ|launches" $OUT/ops_mobits.log | head -6 | cut -c1-150 | tr '\n' '|')"
+  ab_rounds s53d DSINFER_CUDA_FP8_BITS fp8 1 "0 1" "1 0" "0 1"
+  for v in 0 1; do
+    step s53d-4k$v 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_FP8_BITS=$v $B/dsinfer bench --dtype fp8 --batch 1 --ctx 4K --prompt '' --steps 16 --csv $CSV --label s53d-4k-$v > /dev/null
+    echo "fp8 b1 ctx 4K FP8_BITS=$v: $(grep -E "^decode" $OUT/s53d-4k$v.log | cut -c60-140)"
+  done
+  step golden_bits 150 env DSINFER_CUDA_FP8_BITS=1 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden_bits.log
+  step model_bits 200 env DSINFER_CUDA_FP8_BITS=1 $B/test_cuda_model > /dev/null; tail -2 $OUT/model_bits.log | cut -c1-150
+fi
