@@ -808,6 +808,13 @@ CU_HD unsigned cu_f32_bits(float f) {
     memcpy(&u, &f, 4);
     return u;
 }
+/* (cu_fp8x4_bits, below the conversion forms: its contract is there) */
+CU_HD void cu_fp8x4_bits(uint32_t w, float *v) {
+    v[0] = cu_bits_f32(((w << 24) & 0x80000000u) | ((w << 20) & 0x07f00000u));
+    v[1] = cu_bits_f32(((w << 16) & 0x80000000u) | ((w << 12) & 0x07f00000u));
+    v[2] = cu_bits_f32(((w << 8) & 0x80000000u) | ((w << 4) & 0x07f00000u));
+    v[3] = cu_bits_f32((w & 0x80000000u) | ((w >> 4) & 0x07f00000u));
+}
 CU_HD float cu_ld_f32_bytes(const unsigned char *p) {
     return cu_bits_f32((unsigned)p[0] | (unsigned)p[1] << 8 | (unsigned)p[2] << 16 | (unsigned)p[3] << 24);
 }
@@ -841,14 +848,9 @@ __device__ __forceinline__ void cu_fp8x4_raw(uint32_t a, float *v) {
  * ~2x; fifty-third session). The two NaN codes come out finite (weights hold none). A dot product of these values with x
  * times 2^64 is the true one times 2^-56 with the same roundings wherever no term is below fp32's normal range (2^-70 of
  * the true product): times the block scale and 2^56 it gives the same bits as cu_fp8x4_raw's (op test moeobits). */
-#define CU_FP8_BITS_X 0x1p64f   /* x's factor for cu_fp8x4_bits dot products */
+#define CU_FP8_BITS_X 0x1p64f   /* x's factor for cu_fp8x4_bits dot products (cu_fp8x4_bits itself: after cu_f32_bits) */
 #define CU_FP8_BITS_S 0x1p56f   /* the dot product's factor back (with the block scale) */
-__device__ __forceinline__ void cu_fp8x4_bits(uint32_t w, float *v) {
-    v[0] = __uint_as_float(((w << 24) & 0x80000000u) | ((w << 20) & 0x07f00000u));
-    v[1] = __uint_as_float(((w << 16) & 0x80000000u) | ((w << 12) & 0x07f00000u));
-    v[2] = __uint_as_float(((w << 8) & 0x80000000u) | ((w << 4) & 0x07f00000u));
-    v[3] = __uint_as_float((w & 0x80000000u) | ((w >> 4) & 0x07f00000u));
-}
+
 /* ... each times s */
 __device__ __forceinline__ void cu_fp8x4(uint32_t a, float s, float *v) {
     cu_fp8x4_raw(a, v);
