@@ -3996,7 +3996,8 @@ if want s53c; then
     grep -E "^ceilings|blocks \(a block an SM|no barriers [0-9]|clusters of (1|16) blocks|one cluster of" $OUT/ceil53-$r.log | cut -c1-220
   done
 fi
-# s53d: moeo_kernel's FP8 codes decoded by moving their bits (DSINFER_CUDA_FP8_BITS=1, cu_fp8x4_bits; opt-in): op test
+# s53d (needs the tree of 7102491 .. ef4c852: the switch is gone since, measured slower): moeo_kernel's FP8 codes decoded by
+# moving their bits (DSINFER_CUDA_FP8_BITS=1, cu_fp8x4_bits; opt-in): op test
 # moeobits (the same bits as the conversion unit's, the launch counted), FP8 b1 at 0 / 1 in three rotated rounds and ctx
 # 4K, the goldens and the model test with it on
 if want s53d; then

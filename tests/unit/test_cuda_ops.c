@@ -2369,37 +2369,6 @@ static void run_moeo_form(const char *form, const char *zero) {
     unsetenv("DSINFER_CUDA_ROUTE_ZERO");
 }
 
-/* DSINFER_OPS_ONLY=moeobits: moeo_kernel with its FP8 codes decoded by moving their bits (DSINFER_CUDA_FP8_BITS=1:
- * cu_fp8x4_bits, x and the units' products times 2^64, the sums times the scale and 2^56) against the same launch with
- * the conversion unit (the twin, =0): the same bits, not one value differs (the factors are powers of two and no term
- * of these inputs falls below fp32's normal range), V2-Lite (D 2048, whole rows a stage) and V3 (D 7168: rows and strips
- * in pieces), the bits form's launch counted (one a call, none in the twin); and against the CPU as every MoE check. */
-static void run_moeobits(void) {
-    if (only && strcmp(only, "moeobits")) return;
-    setup s;
-    setenv("DSINFER_CUDA_MOEO", "1", 1);
-    setenv("DSINFER_CUDA_FP8_BITS", "1", 1);
-    moe_twin = 1;
-    moe_twin_env = "DSINFER_CUDA_FP8_BITS";
-    moe_twin_count = ds_cuda_moeo_bits_runs;
-    moe_twin_what = "with the codes' bits moved";
-    moe_twin_want = 1;
-    const int m[] = {1};
-    if (load_setup(&s, "v2l-mobits", "configs/deepseek-v2-lite.json", 3, 16)) {
-        check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
-        free_setup(&s);
-    }
-    if (load_setup(&s, "v3-mobits", "configs/deepseek-v3.json", 3, 16)) {
-        check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
-        free_setup(&s);
-    }
-    moe_twin = 0;
-    moe_twin_count = NULL;
-    moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
-    setenv("DSINFER_CUDA_MOEO", "0", 1);   /* (main's setting for the other cases) */
-    unsetenv("DSINFER_CUDA_FP8_BITS");
-}
-
 /* ---- the MoE layer's tail for one token as one launch (run_tail1) ------------------------------------------------- */
 
 /* A device buffer with b's host content (another backend's copy of an input it changes in place). */
@@ -4814,7 +4783,6 @@ int main(void) {
     RUN(run_moe_qf());
     RUN(run_moe1());
     RUN(run_moeo());
-    RUN(run_moeobits());
     RUN(run_tail1());
     RUN(run_moeo_tail());
     RUN(run_attn1());

@@ -461,8 +461,6 @@ typedef struct {
                         * block, 2 and the layer's tail around it (backend layer_tail1), 3 and the attention before it
                         * (backend layer1) */
     int moe1_pf;       /* its warps ask L2 for their next phase's rows before each grid barrier (DSINFER_CUDA_MOE1_PF) */
-    int fp8_bits;      /* moeo_kernel's FP8 codes decoded by moving their bits (cu_fp8x4_bits), not by the conversion unit:
-                        * the same bits (DSINFER_CUDA_FP8_BITS; fifty-third session) */
     int moeo;          /* the MoE block of one token by intermediate ownership, one launch after the router (cuda_moeo.cu;
                         * DSINFER_CUDA_MOEO): 1; 5 with the router and routing inside the launch; 2 .. 4 timing labs
                         * with wrong sums (mo_args.lab) */
@@ -686,7 +684,6 @@ typedef struct {
     long moe1_runs;             /* MoE calls made by the one-token launch (cuda_moe1.cu; tests) */
     long moeo_runs;             /* ... by the intermediate-ownership launch (cuda_moeo.cu; tests) */
     long moeo_tail_runs;        /* ... of them in the tail form (tests) */
-    long moeo_bits_runs;        /* ... of them with the FP8 codes' bits moved (opt.fp8_bits; tests) */
     long router_norm_runs;      /* router_norm1_kernel launches (tests) */
     unsigned *moeo_cnt;         /* the tail form's count and epoch (cumulative; zero at the first launch) */
     long rowo_runs;             /* linears of one token by the row-ownership launch (cuda_rowo.cu; tests) */
@@ -808,13 +805,6 @@ CU_HD unsigned cu_f32_bits(float f) {
     memcpy(&u, &f, 4);
     return u;
 }
-/* (cu_fp8x4_bits, below the conversion forms: its contract is there) */
-CU_HD void cu_fp8x4_bits(uint32_t w, float *v) {
-    v[0] = cu_bits_f32(((w << 24) & 0x80000000u) | ((w << 20) & 0x07f00000u));
-    v[1] = cu_bits_f32(((w << 16) & 0x80000000u) | ((w << 12) & 0x07f00000u));
-    v[2] = cu_bits_f32(((w << 8) & 0x80000000u) | ((w << 4) & 0x07f00000u));
-    v[3] = cu_bits_f32((w & 0x80000000u) | ((w >> 4) & 0x07f00000u));
-}
 CU_HD float cu_ld_f32_bytes(const unsigned char *p) {
     return cu_bits_f32((unsigned)p[0] | (unsigned)p[1] << 8 | (unsigned)p[2] << 16 | (unsigned)p[3] << 24);
 }
@@ -841,16 +831,6 @@ __device__ __forceinline__ void cu_fp8x4_raw(uint32_t a, float *v) {
     v[2] = f1.x;
     v[3] = f1.y;
 }
-/* The 4 E4M3 codes of a word (byte 0 first) as fp32 with no conversion instruction: each code's sign moved to bit 31 and
- * its exponent and mantissa to bits 26 .. 20, so v[i] = the code's value times 2^-120 exactly (e4m3's subnormals become
- * fp32 denormals: still linear), two shifts and a LOP3 a value at the integer units' full rate where cu_fp8x4_raw takes
- * six conversions a word at the conversion unit's quarter rate (`bench --ceilings` mode 14: an SM's FP8 dot products
- * ~2x; fifty-third session). The two NaN codes come out finite (weights hold none). A dot product of these values with x
- * times 2^64 is the true one times 2^-56 with the same roundings wherever no term is below fp32's normal range (2^-70 of
- * the true product): times the block scale and 2^56 it gives the same bits as cu_fp8x4_raw's (op test moeobits). */
-#define CU_FP8_BITS_X 0x1p64f   /* x's factor for cu_fp8x4_bits dot products (cu_fp8x4_bits itself: after cu_f32_bits) */
-#define CU_FP8_BITS_S 0x1p56f   /* the dot product's factor back (with the block scale) */
-
 /* ... each times s */
 __device__ __forceinline__ void cu_fp8x4(uint32_t a, float s, float *v) {
     cu_fp8x4_raw(a, v);

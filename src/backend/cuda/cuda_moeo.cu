@@ -100,7 +100,7 @@ __device__ __forceinline__ void mo_unit(const mo_args &a, const int *ids, int u,
 }
 
 /* the dot of a 16-byte chunk's U = 16 / EB values (times s, once) with iv [U] (shared memory, the same for every thread) */
-template <int EB, bool BITS = false>
+template <int EB>
 __device__ __forceinline__ float mo_dot_iv(uint4 q, float s, const float *iv) {
     const uint32_t wd[4] = {q.x, q.y, q.z, q.w};
     float acc = 0.0f;
@@ -108,14 +108,13 @@ __device__ __forceinline__ float mo_dot_iv(uint4 q, float s, const float *iv) {
     for (int i = 0; i < 4; i++) {
         if constexpr (EB == 1) {
             float w[4];
-            if constexpr (BITS) cu_fp8x4_bits(wd[i], w);   /* (iv: times CU_FP8_BITS_X) */
-            else cu_fp8x4_raw(wd[i], w);
+            cu_fp8x4_raw(wd[i], w);
             acc += w[0] * iv[4 * i] + w[1] * iv[4 * i + 1] + w[2] * iv[4 * i + 2] + w[3] * iv[4 * i + 3];
         } else {
             acc += __uint_as_float(wd[i] << 16) * iv[2 * i] + __uint_as_float(wd[i] & 0xffff0000u) * iv[2 * i + 1];
         }
     }
-    return EB == 1 ? acc * (BITS ? s * CU_FP8_BITS_S : s) : acc;
+    return EB == 1 ? acc * s : acc;
 }
 
 /* shared memory: the ring [nst][MO_STAGE] (1024-byte aligned), full [nst], empty [nst], routed [1] mbarriers, x [D], iv
@@ -134,7 +133,7 @@ static CU_HD size_t mo_smem_tail(int D, int K, int nst, int E) { return mo_smem(
 /* A consumer warp's RW rows of one matrix (U rows a unit, rp bytes a row in a stage) through the ring's stages: the
  * row sums p (zeroed first) of those rows against xs [D], its stages from it on (it advanced past them); each stage given
  * back once the warp has read it. lab3: the consumers skip the arithmetic (mo_args.lab 3, the stream alone). */
-template <int EB, int RW, bool BITS = false>
+template <int EB, int RW>
 __device__ __forceinline__ void mo_rows(float (&p)[RW], const unsigned char *ring, uint64_t *full, uint64_t *empty,
                                         const float *scs, const float *xs, int D, int nst, int rp, int cw, int lane,
                                         bool lab3, int &it) {
@@ -152,7 +151,7 @@ __device__ __forceinline__ void mo_rows(float (&p)[RW], const unsigned char *rin
                 uint4 q[RW];
 #pragma unroll
                 for (int i = 0; i < RW; i++) q[i] = *(const uint4 *)(st + (size_t)(cw * RW + i) * rp + (size_t)c * 16);
-                mo_dot<EB, RW, BITS>(q, EB == 1 ? scs[s * MO_SC + ((c * V) >> 7)] : 1.0f, xs + c0 + c * V, lane, p);
+                mo_dot<EB, RW>(q, EB == 1 ? scs[s * MO_SC + ((c * V) >> 7)] : 1.0f, xs + c0 + c * V, lane, p);
             }
         }
         __syncwarp();
@@ -162,7 +161,7 @@ __device__ __forceinline__ void mo_rows(float (&p)[RW], const unsigned char *rin
 
 /* The consumers' down stages of a unit (its U products iv in shared memory): thread ct's rows ct, ct + MO_CT, .. of each
  * stage's strip into acc [d / MO_CT]; each stage given back once the warp has read it */
-template <int EB, bool BITS = false>
+template <int EB>
 __device__ __forceinline__ void mo_down(const mo_args &a, float (&acc)[MO_NA], const float *iv, const unsigned char *ring,
                                         uint64_t *full, uint64_t *empty, const float *scs, int D, int nst, int ct, int lane,
                                         int &it) {
@@ -179,7 +178,7 @@ __device__ __forceinline__ void mo_down(const mo_args &a, float (&acc)[MO_NA], c
             if (d < D && a.lab != 3) {
                 const uint4 q = *(const uint4 *)(st + (size_t)(ct + i * MO_CT) * 16);
                 const float sc = EB == 1 ? scs[s * MO_SC + ((ct + i * MO_CT) >> 7)] : 1.0f;
-                acc[pc * (MO_PC / MO_CT) + i] += mo_dot_iv<EB, BITS>(q, sc, iv);
+                acc[pc * (MO_PC / MO_CT) + i] += mo_dot_iv<EB>(q, sc, iv);
             }
         }
         __syncwarp();
@@ -455,9 +454,8 @@ __device__ __forceinline__ void moeo_tail(const mo_args &a, const float (&acc)[M
  * router warp's code in it the compiler moved the streaming loops' sums to local memory, FP8 b1 +0.17 ms a step in
  * both forms, s44e, and as a call the route form faulted). Grid: a block an SM (the route form: a cooperative launch;
  * else no block waits for another); MO_THREADS threads; mo_smem() bytes of dynamic shared memory. */
-template <int EB, bool ROUTE, bool TAIL = false, bool BITS = false>
+template <int EB, bool ROUTE, bool TAIL = false>
 __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
-    static_assert(!BITS || (EB == 1 && !TAIL), "BITS: FP8 codes, not the tail form (its x is read as is)");
     constexpr int U = 16 / EB, RW = U / MO_CW;
     extern __shared__ unsigned char mo_raw[];
     unsigned char *ring = (unsigned char *)(((uintptr_t)mo_raw + 1023) & ~(uintptr_t)1023);
@@ -510,16 +508,7 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
 
     const int ct = threadIdx.x - 32, cw = ct >> 5, lane = threadIdx.x & 31;
     const int rp = (D < MO_PC ? D : MO_PC) * EB;   /* a gate / up row's bytes in a stage */
-    for (int i = ct; i < D / 4; i += MO_CT) {
-        float4 v = __ldg((const float4 *)a.x + i);
-        if constexpr (BITS) {   /* (exact: a power of two) */
-            v.x *= CU_FP8_BITS_X;
-            v.y *= CU_FP8_BITS_X;
-            v.z *= CU_FP8_BITS_X;
-            v.w *= CU_FP8_BITS_X;
-        }
-        ((float4 *)xs)[i] = v;
-    }
+    for (int i = ct; i < D / 4; i += MO_CT) ((float4 *)xs)[i] = __ldg((const float4 *)a.x + i);
     if (!ROUTE)
         for (int i = ct; i < a.K; i += MO_CT) {
             ids[i] = __ldg(a.ids + i);
@@ -544,20 +533,16 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
 #pragma unroll
         for (int mat = 0; mat < 2; mat++) {
             float p[RW];
-            mo_rows<EB, RW, BITS>(p, ring, full, empty, scs, xs, D, nst, rp, cw, lane, a.lab == 3, it);
+            mo_rows<EB, RW>(p, ring, full, empty, scs, xs, D, nst, rp, cw, lane, a.lab == 3, it);
 #pragma unroll
             for (int i = 0; i < RW; i++) sums[mat][i] = cu_warp_sum(p[i]);
         }
         const float alpha = k < 0 ? 1.0f : wk[k];
         if (lane == 0)
 #pragma unroll
-            for (int i = 0; i < RW; i++) {
-                float v = cu_silu_mul(sums[0][i], sums[1][i]) * alpha;
-                if constexpr (BITS) v *= CU_FP8_BITS_X;   /* (mo_dot_iv's input form; exact) */
-                iv[cw * RW + i] = v;
-            }
+            for (int i = 0; i < RW; i++) iv[cw * RW + i] = cu_silu_mul(sums[0][i], sums[1][i]) * alpha;
         asm volatile("bar.sync 1, %0;\n" ::"n"(MO_CT) : "memory");   /* the unit's U products in iv */
-        mo_down<EB, BITS>(a, acc, iv, ring, full, empty, scs, D, nst, ct, lane, it);
+        mo_down<EB>(a, acc, iv, ring, full, empty, scs, D, nst, ct, lane, it);
     }
     /* the partial sums [D] into the ring's first stage (every stage consumed: nothing lands there any more), seen by the
      * async proxy, then added onto out by one bulk reduction, complete before the block ends */
@@ -729,8 +714,6 @@ static int mo_prepare(ds_cuda_backend *cb, mo_args *a, float *out, const float *
     static int attrs_set = 0;
     if (!attrs_set) {
         CUDA_CHECK(cudaFuncSetAttribute(moeo_kernel<1, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, MO_SMEM_MAX));
-        CUDA_CHECK(cudaFuncSetAttribute(moeo_kernel<1, false, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        MO_SMEM_MAX));
         CUDA_CHECK(cudaFuncSetAttribute(moeo_kernel<2, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, MO_SMEM_MAX));
         CUDA_CHECK(cudaFuncSetAttribute(moeo_kernel<1, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, MO_SMEM_MAX));
         CUDA_CHECK(cudaFuncSetAttribute(moeo_kernel<2, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, MO_SMEM_MAX));
@@ -793,10 +776,7 @@ int cu_moeo(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weig
 #ifdef MOEO_PROF
         mo_prof_grid[0] = cb->n_sm;
 #endif
-        if (eb == 1 && cb->opt.fp8_bits) {
-            moeo_kernel<1, false, false, true><<<cb->n_sm, MO_THREADS, smem, cu_stream>>>(a);
-            cb->moeo_bits_runs++;
-        } else if (eb == 1)
+        if (eb == 1)
             moeo_kernel<1, false><<<cb->n_sm, MO_THREADS, smem, cu_stream>>>(a);
         else
             moeo_kernel<2, false><<<cb->n_sm, MO_THREADS, smem, cu_stream>>>(a);

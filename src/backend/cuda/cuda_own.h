@@ -8,9 +8,8 @@
 /* acc[r] += the dot of row r's 16-byte chunk q[r] (EB 1: 16 FP8 codes times the block scale s; 2: 8 BF16) with the
  * 16 / EB floats at v (shared memory), for NR rows of the same columns (v read once); the chunk's float4 pieces of v
  * taken in an order rotated by lane so that the 8 lanes of a shared-memory phase, whose chunks lie 64 (FP8) or 32
- * (BF16) bytes of x apart, read different bank groups. BITS (EB 1): the codes by cu_fp8x4_bits, v holding x times
- * CU_FP8_BITS_X: the same sums */
-template <int EB, int NR, bool BITS = false>
+ * (BF16) bytes of x apart, read different bank groups */
+template <int EB, int NR>
 __device__ __forceinline__ void mo_dot(const uint4 (&q)[NR], float s, const float *v, int lane, float (&acc)[NR]) {
     constexpr int P = 4 / EB;
     const int rot = EB == 1 ? (lane >> 1) : (lane >> 2);
@@ -26,8 +25,7 @@ __device__ __forceinline__ void mo_dot(const uint4 (&q)[NR], float s, const floa
             float w[4];
             if constexpr (EB == 1) {
                 const uint32_t word = jj == 0 ? q[r].x : jj == 1 ? q[r].y : jj == 2 ? q[r].z : q[r].w;
-                if constexpr (BITS) cu_fp8x4_bits(word, w);   /* (v: x times CU_FP8_BITS_X) */
-                else cu_fp8x4_raw(word, w);
+                cu_fp8x4_raw(word, w);
             } else {
                 const uint32_t lo = jj == 0 ? q[r].x : q[r].z, hi = jj == 0 ? q[r].y : q[r].w;
                 w[0] = __uint_as_float(lo << 16);
@@ -39,7 +37,7 @@ __device__ __forceinline__ void mo_dot(const uint4 (&q)[NR], float s, const floa
         }
     }
 #pragma unroll
-    for (int r = 0; r < NR; r++) acc[r] += EB == 1 ? d[r] * (BITS ? s * CU_FP8_BITS_S : s) : d[r];
+    for (int r = 0; r < NR; r++) acc[r] += EB == 1 ? d[r] * s : d[r];
 }
 
 #endif

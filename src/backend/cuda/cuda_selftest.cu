@@ -66,46 +66,6 @@ extern "C" long ds_cuda_host_selftest(char *msg, size_t len) {
                 MISMATCH("fp8 code 0x%02x is not exact in bf16 (%a)", b, got);
         }
     }
-    /* the conversion-free word decode (cu_fp8x4_bits: moeo_kernel's DSINFER_CUDA_FP8_BITS form): every finite code at
-     * each of a word's four bytes (the other three random) is the code's value times 2^-120 exactly; and a 16-code
-     * chunk's dot product in that form (x times CU_FP8_BITS_X, the dot times the scale and CU_FP8_BITS_S) has the bits
-     * of the conversion form's (the codes' values, x as is, the dot times the scale), on random codes, x over six
-     * decades and scales over four */
-    for (int pos = 0; pos < 4; pos++)
-        for (int b = 0; b < 256; b++) {
-            if ((b & 0x7f) == 0x7f) continue;
-            uint32_t w = ((uint32_t)mix((uint64_t)(b * 4 + pos)) & ~(0xffu << (8 * pos))) | ((uint32_t)b << (8 * pos));
-            float v[4];
-            cu_fp8x4_bits(w, v);
-            if (!same_bits(v[pos] * 0x1p120f, ds_fp8_e4m3_to_f32((uint8_t)b)))
-                MISMATCH("fp8 bits decode of 0x%02x at byte %d: %a x 2^120 vs cpu %a", b, pos, v[pos],
-                         ds_fp8_e4m3_to_f32((uint8_t)b));
-        }
-    for (int t = 0; t < 20000; t++) {
-        uint32_t wd[4];
-        float x[16], xb[16], wc[16], wb[16];
-        for (int j = 0; j < 4; j++) {
-            wd[j] = (uint32_t)mix(0x5eedull + (uint64_t)t * 4 + (uint64_t)j);
-            for (int k = 0; k < 4; k++)   /* no NaN codes: the weights hold none */
-                if (((wd[j] >> (8 * k)) & 0x7fu) == 0x7fu) wd[j] ^= 1u << (8 * k);
-            cu_fp8x4_bits(wd[j], wb + 4 * j);
-            for (int k = 0; k < 4; k++) wc[4 * j + k] = ds_fp8_e4m3_to_f32((uint8_t)(wd[j] >> (8 * k)));
-        }
-        for (int k = 0; k < 16; k++) {
-            const uint64_t r = mix(0xabcdull + (uint64_t)t * 16 + (uint64_t)k);
-            x[k] = ldexpf((float)(r & 0xffffff) / 16777216.0f + 0.5f, (int)((r >> 24) % 20) - 10) * ((r >> 40) & 1 ? -1.0f : 1.0f);
-            xb[k] = x[k] * CU_FP8_BITS_X;
-        }
-        const float sc = ldexpf(1.0f + (float)(t % 1000) / 1000.0f, -(t % 14));
-        float dc = 0.0f, db = 0.0f;
-        for (int j = 0; j < 4; j++) {   /* mo_dot's order: a word's four products, then into the chunk's sum */
-            dc += wc[4 * j] * x[4 * j] + wc[4 * j + 1] * x[4 * j + 1] + wc[4 * j + 2] * x[4 * j + 2] + wc[4 * j + 3] * x[4 * j + 3];
-            db += wb[4 * j] * xb[4 * j] + wb[4 * j + 1] * xb[4 * j + 1] + wb[4 * j + 2] * xb[4 * j + 2] +
-                  wb[4 * j + 3] * xb[4 * j + 3];
-        }
-        if (!same_bits(dc * sc, db * (sc * CU_FP8_BITS_S)))
-            MISMATCH("fp8 bits dot %d: %a vs the conversion form's %a", t, db * (sc * CU_FP8_BITS_S), dc * sc);
-    }
     /* e2m1 codes */
     for (unsigned c = 0; c < 16; c++)
         if (!same_bits(cu_e2m1(c), ds_e2m1_values[c])) MISMATCH("e2m1 code %u: %g vs cpu %g", c, cu_e2m1(c), ds_e2m1_values[c]);
