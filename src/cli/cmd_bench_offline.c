@@ -910,11 +910,13 @@ static int run_bench(bench_opts *op, ds_comm *dp) {
             if (g.few_free_us[f] >= 0)
                 printf("the 10 MB pairs streamed by %d blocks (a block an SM, no barriers): %.2f us a pair, %.0f GB/s read; "
                        "consumed as FP8 GEMV rows %.2f us (%.0f GB/s), with four sums %.2f, as f16 bits and f16x2 FMAs "
-                       "%.2f (%.0f GB/s), as fp32 bits %.2f (%.0f GB/s)\n", g.few_blocks[f], g.few_free_us[f],
+                       "%.2f (%.0f GB/s), as fp32 bits %.2f (%.0f GB/s); as BF16 rows %.2f (%.0f GB/s)\n", g.few_blocks[f],
+                       g.few_free_us[f],
                        10.0 * 1048576.0 / (g.few_free_us[f] * 1e3), g.few_dot_us[f],
                        10.0 * 1048576.0 / (g.few_dot_us[f] * 1e3), g.few_dot4_us[f], g.few_doth_us[f],
                        10.0 * 1048576.0 / (g.few_doth_us[f] * 1e3), g.few_dotf_us[f],
-                       10.0 * 1048576.0 / (g.few_dotf_us[f] * 1e3));
+                       10.0 * 1048576.0 / (g.few_dotf_us[f] * 1e3), g.few_dotb_us[f],
+                       10.0 * 1048576.0 / (g.few_dotb_us[f] * 1e3));
         for (int c = 0; c < 2; c++)
             if (g.one_cl_free_us[c] >= 0)
                 printf("one cluster of %d blocks alone (one GPC): the 10 MB pairs streamed in %.2f us a pair (%.0f GB/s), with "

@@ -209,6 +209,8 @@ typedef struct {
     double few_dot4_us[DS_GAP_FEW], few_doth_us[DS_GAP_FEW], one_cl_doth_us[2];
     /* ... with the codes' bits moved into fp32s and fp32 FMAs (mode 14; stream_bad 32) */
     double few_dotf_us[DS_GAP_FEW];
+    /* ... as BF16 rows (8 values a chunk, a shift or a mask each; mode 15, stream_bad 33) */
+    double few_dotb_us[DS_GAP_FEW];
     int stream_bad;
 } ds_launch_gaps;
 ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err);

@@ -346,24 +346,31 @@ __device__ __forceinline__ void sp_sum_stage(const unsigned char *stage, int wor
  * instruction: each code's bits moved into an f16 (sign to bit 15, exponent and mantissa shifted by 7: the value times
  * 2^-8 for every finite e4m3, subnormals included), multiplied by x as f16 pairs (xh) into two f16x2 sums, the chunk's
  * sum then in fp32 times the scale (and 2^8); 4 (mode 14): each code's bits moved into an fp32 (the value times 2^-120,
- * subnormal codes as fp32 denormals: linear too), fp32 FMAs, no conversion instruction. x: [SP_PART] floats, xh:
- * [SP_PART] halves. */
+ * subnormal codes as fp32 denormals: linear too), fp32 FMAs, no conversion instruction; 5 (mode 15): the chunk as 8 BF16
+ * weights (BF16's consumers: a shift or a mask a value). x: [SP_PART] floats, xh: [SP_PART] halves. */
+__device__ __forceinline__ uint32_t sp_word(const uint4 &q, int j) {   /* (selects, not a local array) */
+    return j == 0 ? q.x : j == 1 ? q.y : j == 2 ? q.z : q.w;
+}
 __device__ __forceinline__ void sp_dot_stage(const unsigned char *stage, int words, int ct, int lane, uint64_t *empty,
                                              unsigned *sum, const float *x, const __half2 *xh, int form, float *acc) {
     const uint4 *v = (const uint4 *)stage;
     float a4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    /* a lane's chunk's x pieces in an order rotated by lane, as moeo_kernel's mo_dot takes them, so that the lanes of a
+     * shared-memory phase (chunks 64 bytes of x apart; f16 and BF16: 32) read different bank groups (fifty-third session: the
+     * first version read them in piece order, 4-way conflicts that the kernels do not have) */
+    const int rot = form == 3 || form == 5 ? (lane & 3) : (lane >> 1);
     for (int i = ct; i < words; i += 256) {
         uint4 q = v[i];
         *sum += q.x + q.y + q.z + q.w;
         const int xo = (16 * i) & (SP_PART - 1);
-        const uint32_t wd[4] = {q.x, q.y, q.z, q.w};
         if (form == 4) {   /* each code's bits moved into an fp32 (sign to bit 31, the rest to bits 26 .. 20: the value
                               * times 2^-120, subnormals as fp32 denormals), fp32 FMAs */
             float d = 0.0f;
 #pragma unroll
             for (int j = 0; j < 4; j++) {
-                const uint32_t w = wd[j];
-                const float4 xx = *(const float4 *)(x + xo + 4 * j);
+                const int jj = (j + rot) & 3;
+                const uint32_t w = sp_word(q, jj);
+                const float4 xx = *(const float4 *)(x + xo + 4 * jj);
                 const float f0 = __uint_as_float(((w << 24) & 0x80000000u) | ((w << 20) & 0x07f00000u));
                 const float f1 = __uint_as_float(((w << 16) & 0x80000000u) | ((w << 12) & 0x07f00000u));
                 const float f2 = __uint_as_float(((w << 8) & 0x80000000u) | ((w << 4) & 0x07f00000u));
@@ -373,15 +380,30 @@ __device__ __forceinline__ void sp_dot_stage(const unsigned char *stage, int wor
             a4[0] += d * 1.5f;
             continue;
         }
+        if (form == 5) {   /* the chunk as 8 BF16 weights (a shift or a mask a value), fp32 FMAs: BF16's consumers */
+            float d = 0.0f;
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const int jj = (j + rot) & 3;
+                const uint32_t w = sp_word(q, jj);
+                const float2 xx = *(const float2 *)(x + (xo / 2) + 2 * jj);
+                d += __uint_as_float(w << 16) * xx.x + __uint_as_float(w & 0xffff0000u) * xx.y;
+            }
+            a4[0] += d;
+            continue;
+        }
         if (form == 3) {
             __half2 h0 = __float2half2_rn(0.0f), h1 = h0;
 #pragma unroll
             for (int j = 0; j < 4; j++) {
-                const uint32_t lo = __byte_perm(wd[j], 0u, 0x1404u), hi = __byte_perm(wd[j], 0u, 0x3424u);
+                const int jj = (j + rot) & 3;
+                const uint32_t w = sp_word(q, jj);
+                const uint32_t lo = __byte_perm(w, 0u, 0x1404u), hi = __byte_perm(w, 0u, 0x3424u);
                 const uint32_t l2 = (lo & 0x80008000u) | ((lo >> 1) & 0x3f803f80u);
                 const uint32_t h2 = (hi & 0x80008000u) | ((hi >> 1) & 0x3f803f80u);
-                h0 = __hfma2(*(const __half2 *)&l2, xh[xo / 2 + 2 * j], h0);
-                h1 = __hfma2(*(const __half2 *)&h2, xh[xo / 2 + 2 * j + 1], h1);
+                const uint2 xx = *(const uint2 *)(xh + xo / 2 + 2 * jj);
+                h0 = __hfma2(*(const __half2 *)&l2, *(const __half2 *)&xx.x, h0);
+                h1 = __hfma2(*(const __half2 *)&h2, *(const __half2 *)&xx.y, h1);
             }
             const float2 f = __half22float2(__hadd2(h0, h1));
             a4[0] += (f.x + f.y) * (1.5f * 256.0f);
@@ -390,9 +412,10 @@ __device__ __forceinline__ void sp_dot_stage(const unsigned char *stage, int wor
         const float *xv = x + xo;
 #pragma unroll
         for (int j = 0; j < 4; j++) {
+            const int jj = (j + rot) & 3;
             float f[4];
-            cu_fp8x4(wd[j], 1.5f, f);
-            const float4 xx = *(const float4 *)(xv + 4 * j);
+            cu_fp8x4(sp_word(q, jj), 1.5f, f);
+            const float4 xx = *(const float4 *)(xv + 4 * jj);
             a4[form == 2 ? j : 0] += f[0] * xx.x + f[1] * xx.y + f[2] * xx.z + f[3] * xx.w;
         }
     }
@@ -487,7 +510,7 @@ __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned
     unsigned *slot = (unsigned *)(((uintptr_t)(meta + SP_ST) + 15) & ~(uintptr_t)15);
     float *part = (float *)(slot + 2 * 16);   /* modes 9, 10: [SP_PART] the partial sums sent (16-byte aligned) */
     float *recv = part + SP_PART;             /* mode 10: [2][cl][SP_PART / cl] the pieces received, by sender rank */
-    const int dot = mode >= 11 && mode <= 14 ? mode - 10 : 0;   /* mode 0's stream with sp_dot_stage's consumers, form dot */
+    const int dot = mode >= 11 && mode <= 15 ? mode - 10 : 0;   /* mode 0's stream with sp_dot_stage's consumers, form dot */
     __half2 *xh = (__half2 *)recv;   /* form 3's x as f16 pairs [SP_PART / 2] */
     if (dot) mode = 0;
     float dacc = 0.0f;
@@ -687,6 +710,7 @@ static const struct {
     {11, 0, 0}, {11, 0, 1},                                  /* 26, 27: the free stream consumed as FP8 GEMV rows */
     {12, 0, 0}, {13, 0, 0}, {13, 0, 1},                      /* 28 .. 30: four sums; f16 bits and pairs (and clustered) */
     {14, 0, 0},                                              /* 31: fp32 bits */
+    {15, 0, 0},                                              /* 32: BF16 rows */
 };
 
 #define GAP_WA GAP_WA_BYTES   /* bytes of the first read */
@@ -983,7 +1007,7 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
     out->one_cl_free_us[0] = out->one_cl_free_us[1] = out->one_cl_tx_us[0] = out->one_cl_tx_us[1] = -1.0;
     out->one_cl_dot_us[0] = out->one_cl_dot_us[1] = out->one_cl_doth_us[0] = out->one_cl_doth_us[1] = -1.0;
     for (int f = 0; f < DS_GAP_FEW; f++) {
-        out->few_dot_us[f] = out->few_dot4_us[f] = out->few_doth_us[f] = out->few_dotf_us[f] = -1.0;
+        out->few_dot_us[f] = out->few_dot4_us[f] = out->few_doth_us[f] = out->few_dotf_us[f] = out->few_dotb_us[f] = -1.0;
         out->few_blocks[f] = 0;
         out->few_free_us[f] = -1.0;
     }
@@ -1048,6 +1072,7 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
             if (!out->stream_bad) out->few_dot4_us[f] = stream_form_us(&g, 28, want, &out->stream_bad, 29);
             if (!out->stream_bad) out->few_doth_us[f] = stream_form_us(&g, 29, want, &out->stream_bad, 30);
             if (!out->stream_bad) out->few_dotf_us[f] = stream_form_us(&g, 31, want, &out->stream_bad, 32);
+            if (!out->stream_bad) out->few_dotb_us[f] = stream_form_us(&g, 32, want, &out->stream_bad, 33);
         }
         g.n_sm = n_sm;
         if (!cst && !out->stream_bad) cst = cluster_forms(&g, want, out, err);
