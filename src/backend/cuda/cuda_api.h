@@ -201,16 +201,6 @@ typedef struct {
     /* ONE cluster of 8 and of 16 blocks alone (a GPC's share: a cluster's blocks are placed in one GPC): the free stream
      * and the messages' form (modes 0 and 7 on that grid), us a pair (stream_bad 25, 26: a word sum wrong); -1: none */
     double one_cl_free_us[2], one_cl_tx_us[2];
-    /* the same streams (few blocks; one cluster) with the consumers doing an FP8 GEMV's work on every byte (mode 11: the
-     * codes times a scale dotted with floats of x in shared memory; stream_bad 27, 28): us a pair; -1: none */
-    double few_dot_us[DS_GAP_FEW], one_cl_dot_us[2];
-    /* ... with four independent fp32 sums (mode 12; stream_bad 29), and with no conversion instruction: the codes' bits
-     * as f16 and f16x2 FMAs (mode 13; stream_bad 30, 31): us a pair; -1: none */
-    double few_dot4_us[DS_GAP_FEW], few_doth_us[DS_GAP_FEW], one_cl_doth_us[2];
-    /* ... with the codes' bits moved into fp32s and fp32 FMAs (mode 14; stream_bad 32) */
-    double few_dotf_us[DS_GAP_FEW];
-    /* ... as BF16 rows (8 values a chunk, a shift or a mask each; mode 15, stream_bad 33) */
-    double few_dotb_us[DS_GAP_FEW];
     int stream_bad;
 } ds_launch_gaps;
 ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err);

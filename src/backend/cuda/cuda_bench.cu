@@ -338,91 +338,6 @@ __device__ __forceinline__ void sp_sum_stage(const unsigned char *stage, int wor
     __syncwarp();
     if (lane == 0) mbar_arrive(empty);
 }
-/* modes 11 .. 13 (fifty-third session): the stage consumed as a GEMV consumes FP8 weight rows (what a batch-1 kernel's
- * consumers do with each byte, not an integer sum alone): each 16-byte chunk's words summed as sp_sum_stage does (the
- * host's check), and its 16 e4m3 codes dotted with 16 values of x (shared memory) into acc. form 1 (mode 11): cu_fp8x4
- * (the conversion unit, e4m3x2 -> f16x2 -> f32, times a scale) into one fp32 sum, moeo_kernel's and the GEMVs' way; 2
- * (mode 12): the same into four independent sums (the FMA chain's latency off the path); 3 (mode 13): no conversion
- * instruction: each code's bits moved into an f16 (sign to bit 15, exponent and mantissa shifted by 7: the value times
- * 2^-8 for every finite e4m3, subnormals included), multiplied by x as f16 pairs (xh) into two f16x2 sums, the chunk's
- * sum then in fp32 times the scale (and 2^8); 4 (mode 14): each code's bits moved into an fp32 (the value times 2^-120,
- * subnormal codes as fp32 denormals: linear too), fp32 FMAs, no conversion instruction; 5 (mode 15): the chunk as 8 BF16
- * weights (BF16's consumers: a shift or a mask a value). x: [SP_PART] floats, xh: [SP_PART] halves. */
-__device__ __forceinline__ uint32_t sp_word(const uint4 &q, int j) {   /* (selects, not a local array) */
-    return j == 0 ? q.x : j == 1 ? q.y : j == 2 ? q.z : q.w;
-}
-__device__ __forceinline__ void sp_dot_stage(const unsigned char *stage, int words, int ct, int lane, uint64_t *empty,
-                                             unsigned *sum, const float *x, const __half2 *xh, int form, float *acc) {
-    const uint4 *v = (const uint4 *)stage;
-    float a4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    /* a lane's chunk's x pieces in an order rotated by lane, as moeo_kernel's mo_dot takes them, so that the lanes of a
-     * shared-memory phase (chunks 64 bytes of x apart; f16 and BF16: 32) read different bank groups (fifty-third session: the
-     * first version read them in piece order, 4-way conflicts that the kernels do not have) */
-    const int rot = form == 3 || form == 5 ? (lane & 3) : (lane >> 1);
-    for (int i = ct; i < words; i += 256) {
-        uint4 q = v[i];
-        *sum += q.x + q.y + q.z + q.w;
-        const int xo = (16 * i) & (SP_PART - 1);
-        if (form == 4) {   /* each code's bits moved into an fp32 (sign to bit 31, the rest to bits 26 .. 20: the value
-                              * times 2^-120, subnormals as fp32 denormals), fp32 FMAs */
-            float d = 0.0f;
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                const int jj = (j + rot) & 3;
-                const uint32_t w = sp_word(q, jj);
-                const float4 xx = *(const float4 *)(x + xo + 4 * jj);
-                const float f0 = __uint_as_float(((w << 24) & 0x80000000u) | ((w << 20) & 0x07f00000u));
-                const float f1 = __uint_as_float(((w << 16) & 0x80000000u) | ((w << 12) & 0x07f00000u));
-                const float f2 = __uint_as_float(((w << 8) & 0x80000000u) | ((w << 4) & 0x07f00000u));
-                const float f3 = __uint_as_float((w & 0x80000000u) | ((w >> 4) & 0x07f00000u));
-                d += f0 * xx.x + f1 * xx.y + f2 * xx.z + f3 * xx.w;
-            }
-            a4[0] += d * 1.5f;
-            continue;
-        }
-        if (form == 5) {   /* the chunk as 8 BF16 weights (a shift or a mask a value), fp32 FMAs: BF16's consumers */
-            float d = 0.0f;
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                const int jj = (j + rot) & 3;
-                const uint32_t w = sp_word(q, jj);
-                const float2 xx = *(const float2 *)(x + (xo / 2) + 2 * jj);
-                d += __uint_as_float(w << 16) * xx.x + __uint_as_float(w & 0xffff0000u) * xx.y;
-            }
-            a4[0] += d;
-            continue;
-        }
-        if (form == 3) {
-            __half2 h0 = __float2half2_rn(0.0f), h1 = h0;
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                const int jj = (j + rot) & 3;
-                const uint32_t w = sp_word(q, jj);
-                const uint32_t lo = __byte_perm(w, 0u, 0x1404u), hi = __byte_perm(w, 0u, 0x3424u);
-                const uint32_t l2 = (lo & 0x80008000u) | ((lo >> 1) & 0x3f803f80u);
-                const uint32_t h2 = (hi & 0x80008000u) | ((hi >> 1) & 0x3f803f80u);
-                const uint2 xx = *(const uint2 *)(xh + xo / 2 + 2 * jj);
-                h0 = __hfma2(*(const __half2 *)&l2, *(const __half2 *)&xx.x, h0);
-                h1 = __hfma2(*(const __half2 *)&h2, *(const __half2 *)&xx.y, h1);
-            }
-            const float2 f = __half22float2(__hadd2(h0, h1));
-            a4[0] += (f.x + f.y) * (1.5f * 256.0f);
-            continue;
-        }
-        const float *xv = x + xo;
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            const int jj = (j + rot) & 3;
-            float f[4];
-            cu_fp8x4(sp_word(q, jj), 1.5f, f);
-            const float4 xx = *(const float4 *)(xv + 4 * jj);
-            a4[form == 2 ? j : 0] += f[0] * xx.x + f[1] * xx.y + f[2] * xx.z + f[3] * xx.w;
-        }
-    }
-    *acc += a4[0] + a4[1] + a4[2] + a4[3];
-    __syncwarp();
-    if (lane == 0) mbar_arrive(empty);
-}
 /* modes 3, 4, 6, 8: add 1 to the grid's counter (release; or, with one16, by a bulk reduction of the 16 shared bytes
  * {1, 0, 0, 0} at one16 onto the counter's 16, waited for until its source is read) and poll it until it reaches need:
  * acquire polls, or relaxed polls and one acquire fence after (relaxed) */
@@ -510,13 +425,7 @@ __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned
     unsigned *slot = (unsigned *)(((uintptr_t)(meta + SP_ST) + 15) & ~(uintptr_t)15);
     float *part = (float *)(slot + 2 * 16);   /* modes 9, 10: [SP_PART] the partial sums sent (16-byte aligned) */
     float *recv = part + SP_PART;             /* mode 10: [2][cl][SP_PART / cl] the pieces received, by sender rank */
-    const int dot = mode >= 11 && mode <= 15 ? mode - 10 : 0;   /* mode 0's stream with sp_dot_stage's consumers, form dot */
-    __half2 *xh = (__half2 *)recv;   /* form 3's x as f16 pairs [SP_PART / 2] */
-    if (dot) mode = 0;
-    float dacc = 0.0f;
-    if (dot)
-        for (int i = threadIdx.x; i < SP_PART / 2; i += blockDim.x) xh[i] = __float2half2_rn(1.0f);
-    if (mode == 9 || mode == 10 || dot) {
+    if (mode == 9 || mode == 10) {
         for (int i = threadIdx.x; i < SP_PART; i += blockDim.x) part[i] = 1.0f;
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");   /* seen by the async proxy */
     }
@@ -594,8 +503,7 @@ __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned
                 int s = it % nst;
                 mbar_wait(&full[s], (it / nst) & 1);
                 const int words = meta[s] / 16;
-                if (dot) sp_dot_stage(ring + (size_t)s * SP_STAGE, words, ct, lane, &empty[s], &sum, part, xh, dot, &dacc);
-            else sp_sum_stage(ring + (size_t)s * SP_STAGE, words, ct, lane, &empty[s], &sum);
+                sp_sum_stage(ring + (size_t)s * SP_STAGE, words, ct, lane, &empty[s], &sum);
                 if (!words) {
                     it++;
                     break;
@@ -608,8 +516,7 @@ __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned
         for (size_t o = lo; o < hi; o += SP_STAGE, it++) {
             int s = it % nst, words = (int)(hi - o < SP_STAGE ? hi - o : SP_STAGE) / 16;
             mbar_wait(&full[s], (it / nst) & 1);
-            if (dot) sp_dot_stage(ring + (size_t)s * SP_STAGE, words, ct, lane, &empty[s], &sum, part, xh, dot, &dacc);
-            else sp_sum_stage(ring + (size_t)s * SP_STAGE, words, ct, lane, &empty[s], &sum);
+            sp_sum_stage(ring + (size_t)s * SP_STAGE, words, ct, lane, &empty[s], &sum);
         }
         if (mode == 10 && p + 1 < phases) {   /* the row reduced in the cluster, then counted (see above) */
             const int pw = SP_PART / cl;
@@ -671,7 +578,6 @@ __global__ void __launch_bounds__(SP_THREADS, 1) sp_stream_kernel(const unsigned
             cu_grid_sync(bar, bar + 1, 1, 256, threadIdx.x == 32);   /* the 256 consumers */
         }
     }
-    if (dot && dacc == 1e30f) sum += 1u;   /* (never: keeps the dot products' work) */
     atomicAdd(total, sum);
 }
 
@@ -707,10 +613,6 @@ static const struct {
     {8, 0, 0}, {8, 1, 0},                                    /* 20, 21: the bulk-reduction add */
     {9, 0, 0}, {9, 1, 0},                                    /* 22, 23: the same after the partial sums' */
     {10, 0, 1}, {10, 1, 1},                                  /* 24, 25: the sums reduced in the cluster first */
-    {11, 0, 0}, {11, 0, 1},                                  /* 26, 27: the free stream consumed as FP8 GEMV rows */
-    {12, 0, 0}, {13, 0, 0}, {13, 0, 1},                      /* 28 .. 30: four sums; f16 bits and pairs (and clustered) */
-    {14, 0, 0},                                              /* 31: fp32 bits */
-    {15, 0, 0},                                              /* 32: BF16 rows */
 };
 
 #define GAP_WA GAP_WA_BYTES   /* bytes of the first read */
@@ -909,8 +811,6 @@ static ds_status cluster_forms(gap_ctx *g, unsigned want, ds_launch_gaps *out, c
             g->cl_grid = g->cl;
             out->one_cl_free_us[c - 3] = stream_form_us(g, 15, want, &out->stream_bad, 25);
             if (!out->stream_bad) out->one_cl_tx_us[c - 3] = stream_form_us(g, 18, want, &out->stream_bad, 26);
-            if (!out->stream_bad) out->one_cl_dot_us[c - 3] = stream_form_us(g, 27, want, &out->stream_bad, 28);
-            if (!out->stream_bad) out->one_cl_doth_us[c - 3] = stream_form_us(g, 30, want, &out->stream_bad, 31);
             g->cl_grid = cl_grid;
         }
         out->cl_free_us[c] = stream_form_us(g, 15, want, &out->stream_bad, 9);
@@ -1005,9 +905,7 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
     }
     out->relaxed_counter_us = out->bulk_counter_us = out->bulk_part_us = -1.0;
     out->one_cl_free_us[0] = out->one_cl_free_us[1] = out->one_cl_tx_us[0] = out->one_cl_tx_us[1] = -1.0;
-    out->one_cl_dot_us[0] = out->one_cl_dot_us[1] = out->one_cl_doth_us[0] = out->one_cl_doth_us[1] = -1.0;
     for (int f = 0; f < DS_GAP_FEW; f++) {
-        out->few_dot_us[f] = out->few_dot4_us[f] = out->few_doth_us[f] = out->few_dotf_us[f] = out->few_dotb_us[f] = -1.0;
         out->few_blocks[f] = 0;
         out->few_free_us[f] = -1.0;
     }
@@ -1068,11 +966,6 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
             g.n_sm = f < DS_GAP_FEW - 1 && few[f] < n_sm ? few[f] : n_sm;
             out->few_blocks[f] = g.n_sm;
             out->few_free_us[f] = stream_form_us(&g, 6, want, &out->stream_bad, 24);
-            if (!out->stream_bad) out->few_dot_us[f] = stream_form_us(&g, 26, want, &out->stream_bad, 27);
-            if (!out->stream_bad) out->few_dot4_us[f] = stream_form_us(&g, 28, want, &out->stream_bad, 29);
-            if (!out->stream_bad) out->few_doth_us[f] = stream_form_us(&g, 29, want, &out->stream_bad, 30);
-            if (!out->stream_bad) out->few_dotf_us[f] = stream_form_us(&g, 31, want, &out->stream_bad, 32);
-            if (!out->stream_bad) out->few_dotb_us[f] = stream_form_us(&g, 32, want, &out->stream_bad, 33);
         }
         g.n_sm = n_sm;
         if (!cst && !out->stream_bad) cst = cluster_forms(&g, want, out, err);
