@@ -915,6 +915,17 @@ static int run_bench(bench_opts *op, ds_comm *dp) {
                 printf("one cluster of %d blocks alone (one GPC): the 10 MB pairs streamed in %.2f us a pair (%.0f GB/s), with "
                        "st.async messages between phases %.2f\n", 8 << c, g.one_cl_free_us[c],
                        10.0 * 1048576.0 / (g.one_cl_free_us[c] * 1e3), g.one_cl_tx_us[c]);
+        if (g.cg_us[0] >= 0)
+            printf("batch 1's q + kv_a GEMV (3648 x 2048 FP8, 7.5 MB, a ring and moeo_kernel's consumers): a block an SM %.2f us "
+                   "(%.0f GB/s), 16 blocks %.2f (%.0f GB/s), one cluster of 16 %.2f (%.0f GB/s); NMSE against fp32 %.1e / %.1e / "
+                   "%.1e\n", g.cg_us[0], 3648.0 * 2048.0 / (g.cg_us[0] * 1e3), g.cg_us[1], 3648.0 * 2048.0 / (g.cg_us[1] * 1e3),
+                   g.cg_us[2], 3648.0 * 2048.0 / (g.cg_us[2] * 1e3), g.cg_nmse[0], g.cg_nmse[1], g.cg_nmse[2]);
+        for (int f = 0; f < 3; f++)
+            if (g.cg_us[f] >= 0 && !(g.cg_nmse[f] <= 1e-9)) {
+                fprintf(stderr, "dsinfer bench: the q + kv_a GEMV lab, form %d: NMSE %.3g against the fp32 reference (wrong)\n",
+                        f, g.cg_nmse[f]);
+                return 1;
+            }
         for (int c = 0; c < DS_GAP_CLUSTERS; c++)
             if (g.cl_free_us[c] >= 0)
                 printf("dependencies inside clusters of %d blocks (%d blocks launched; us a pair): no dependencies %.2f, "

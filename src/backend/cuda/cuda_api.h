@@ -201,6 +201,10 @@ typedef struct {
     /* ONE cluster of 8 and of 16 blocks alone (a GPC's share: a cluster's blocks are placed in one GPC): the free stream
      * and the messages' form (modes 0 and 7 on that grid), us a pair (stream_bad 25, 26: a word sum wrong); -1: none */
     double one_cl_free_us[2], one_cl_tx_us[2];
+    /* batch 1's q + kv_a GEMV (V2-Lite: 3648 x 2048 FP8, 7.5 MB from DRAM) by a producer's bulk copies and moeo_kernel's
+     * consumers (cuda_bench.cu cg_gemv_kernel): us a GEMV with a block an SM, 16 blocks spread, 16 blocks as one cluster,
+     * and each form's NMSE against an fp32 reference; -1: none */
+    double cg_us[3], cg_nmse[3];
     int stream_bad;
 } ds_launch_gaps;
 ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err);

@@ -9,6 +9,7 @@
 #include "backend/cuda/cuda.h"
 #include "backend/cuda/cuda_grid.h"
 #include "backend/cuda/cuda_wgmma.h"
+#include "backend/cuda/cuda_own.h"
 
 __global__ void bench_fill_kernel(void *p, size_t n, uint64_t seed, int bf16) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
@@ -780,6 +781,176 @@ static int acc_holds(gap_ctx *g, float v) {
     return 1;
 }
 
+
+/* ---- batch 1's q + kv_a GEMV on few SMs (fifty-third session; `bench --ceilings`) ---------------------------------
+ * The premise of batch 1's attention on one cluster, measured with a kernel's consumers rather than the stream lab's:
+ * y = W x for V2-Lite's q and kv_a rows (CG_R x CG_D FP8 codes with 128 x 128 block scales, 7.5 MB), each block its
+ * contiguous share of whole stages (CG_ROWS rows, 32 KB) streamed by one producer thread's bulk copies into a ring of
+ * CG_ST stages, CG_CW consumer warps taking two rows of a stage each with moeo_kernel's mo_dot (x in shared memory read
+ * once for both rows, rotated by lane; the scale once a chunk), a warp sum a row. Launches cycle through CG_COPIES
+ * copies of the weights (120 MB: past the L2). Grids: a block an SM, 16 blocks spread by the scheduler, and 16 blocks as
+ * one cluster (one GPC). cg_ref_kernel: a warp a row in fp32 from the codes' values (cu_fp8_to_f32), the check. */
+#define CG_R 3648
+#define CG_D 2048
+#define CG_COPIES 16
+#define CG_ST 6
+#define CG_ROWS 16
+#define CG_CW 8
+#define CG_THREADS (32 + 32 * CG_CW)
+#define CG_SMEM (1024 + CG_ST * CG_ROWS * CG_D + 2 * CG_ST * 8 + CG_D * 4)
+__global__ void __launch_bounds__(CG_THREADS, 1) cg_gemv_kernel(const unsigned char *w, const float *sc, const float *x,
+                                                                float *y) {
+    extern __shared__ unsigned char cg_raw[];
+    unsigned char *ring = (unsigned char *)(((uintptr_t)cg_raw + 1023) & ~(uintptr_t)1023);
+    uint64_t *full = (uint64_t *)(ring + CG_ST * CG_ROWS * CG_D), *empty = full + CG_ST;
+    float *xs = (float *)(empty + CG_ST);
+    const int per = (CG_R / CG_ROWS + (int)gridDim.x - 1) / (int)gridDim.x * CG_ROWS;   /* rows a block: whole stages */
+    const int r0 = (int)blockIdx.x * per, r1 = r0 + per < CG_R ? r0 + per : CG_R;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < CG_ST; s++) {
+            mbar_init(&full[s], 1);
+            mbar_init(&empty[s], CG_CW);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    if (threadIdx.x < 32) {   /* the producer */
+        if (threadIdx.x) return;
+        int it = 0;
+        for (int r = r0; r < r1; r += CG_ROWS, it++) {
+            const int s = it % CG_ST, n = r1 - r < CG_ROWS ? r1 - r : CG_ROWS;
+            if (it >= CG_ST) mbar_wait(&empty[s], (it / CG_ST - 1) & 1);
+            mbar_expect_tx(&full[s], n * CG_D);
+            bulk_load(ring + (size_t)s * CG_ROWS * CG_D, w + (size_t)r * CG_D, n * CG_D, &full[s]);
+        }
+        return;
+    }
+    const int ct = threadIdx.x - 32, cw = ct >> 5, lane = threadIdx.x & 31;
+    for (int i = ct; i < CG_D / 4; i += 32 * CG_CW) ((float4 *)xs)[i] = __ldg((const float4 *)x + i);
+    asm volatile("bar.sync 1, %0;\n" ::"n"(32 * CG_CW) : "memory");
+    int it = 0;
+    for (int r = r0; r < r1; r += CG_ROWS, it++) {
+        const int s = it % CG_ST, n = r1 - r < CG_ROWS ? r1 - r : CG_ROWS, i0 = 2 * cw;
+        const unsigned char *st = ring + (size_t)s * CG_ROWS * CG_D;
+        mbar_wait(&full[s], (it / CG_ST) & 1);
+        float p[2] = {0.0f, 0.0f};
+        if (i0 < n) {
+#pragma unroll
+            for (int m = 0; m < CG_D / 16 / 32; m++) {
+                const int c = lane + 32 * m;
+                uint4 q[2];
+                q[0] = *(const uint4 *)(st + (size_t)i0 * CG_D + (size_t)c * 16);
+                q[1] = i0 + 1 < n ? *(const uint4 *)(st + (size_t)(i0 + 1) * CG_D + (size_t)c * 16) : make_uint4(0, 0, 0, 0);
+                const float s8 = __ldg(sc + (size_t)((r + i0) >> 7) * (CG_D / 128) + (size_t)((c * 16) >> 7));
+                mo_dot<1, 2>(q, s8, xs + c * 16, lane, p);
+            }
+        }
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&empty[s]);
+        const float a = cu_warp_sum(p[0]), b = cu_warp_sum(p[1]);
+        if (lane == 0 && i0 < n) {
+            y[r + i0] = a;
+            if (i0 + 1 < n) y[r + i0 + 1] = b;
+        }
+    }
+}
+__global__ void cg_ref_kernel(const unsigned char *w, const float *sc, const float *x, float *y) {
+    const int r = (int)(blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32), lane = threadIdx.x & 31;
+    if (r >= CG_R) return;
+    float a = 0.0f;
+    for (int k = lane; k < CG_D; k += 32)
+        a += cu_fp8_to_f32(w[(size_t)r * CG_D + k]) * sc[(size_t)(r >> 7) * (CG_D / 128) + (k >> 7)] * x[k];
+    a = cu_warp_sum(a);
+    if (lane == 0) y[r] = a;
+}
+/* the weights' copies: random e4m3 codes (no NaN), scales in [2^-9, 2^-7), x in [-1, 1) */
+__global__ void cg_fill_kernel(unsigned char *w, size_t n, float *sc, int ns, float *x) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        uint32_t h = (uint32_t)(i * 2654435761u) ^ (uint32_t)(i >> 32) * 40503u;
+        h ^= h >> 15;
+        h *= 2246822519u;
+        h ^= h >> 13;
+        unsigned char b = (unsigned char)(h >> 8);
+        w[i] = (b & 0x7f) == 0x7f ? (unsigned char)(b ^ 1) : b;
+        if (i < (size_t)ns) sc[i] = ldexpf(1.0f + (float)(h & 1023) / 1024.0f, -9 + (int)((h >> 20) & 1));
+        if (i < CG_D) x[i] = (float)((int)(h & 65535) - 32768) / 32768.0f;
+    }
+}
+/* us a GEMV of form f (0: a block an SM; 1: 16 blocks; 2: one cluster of 16), median of 15 replays of a graph of
+ * CG_COPIES launches (each its own copy), and the NMSE of copy 0's y against cg_ref_kernel's */
+static double cg_form_us(int f, int n_sm, const unsigned char *w, const float *sc, const float *x, float *y, const float *yr,
+                         double *nmse) {
+    const size_t per = (size_t)CG_R * CG_D;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = 16;
+    at[0].val.clusterDim.y = 1;
+    at[0].val.clusterDim.z = 1;
+    const int grid = f == 0 ? n_sm : 16;
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CUDA_CHECK(cudaStreamBeginCapture(cu_stream, cudaStreamCaptureModeThreadLocal));
+    for (int k = 0; k < CG_COPIES; k++)
+        cu_launch_attrs(at, f == 2 ? 1 : 0, cg_gemv_kernel, dim3((unsigned)grid), dim3(CG_THREADS), (size_t)CG_SMEM,
+                        w + (size_t)k * per, sc, x, y);
+    CUDA_CHECK(cudaStreamEndCapture(cu_stream, &graph));
+    CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    cudaEvent_t a, b;
+    CUDA_CHECK(cudaEventCreate(&a));
+    CUDA_CHECK(cudaEventCreate(&b));
+    float t[15];
+    CUDA_CHECK(cudaGraphLaunch(exec, cu_stream));
+    for (int r = 0; r < 15; r++) {
+        CUDA_CHECK(cudaEventRecord(a, cu_stream));
+        CUDA_CHECK(cudaGraphLaunch(exec, cu_stream));
+        CUDA_CHECK(cudaEventRecord(b, cu_stream));
+        CUDA_CHECK(cudaEventSynchronize(b));
+        CUDA_CHECK(cudaEventElapsedTime(&t[r], a, b));
+    }
+    qsort(t, 15, sizeof(float), cmp_f);
+    CUDA_CHECK(cudaEventDestroy(a));
+    CUDA_CHECK(cudaEventDestroy(b));
+    CUDA_CHECK(cudaGraphExecDestroy(exec));
+    CUDA_CHECK(cudaGraphDestroy(graph));
+    /* copy 0 once more alone, against the reference */
+    cu_launch_attrs(at, f == 2 ? 1 : 0, cg_gemv_kernel, dim3((unsigned)grid), dim3(CG_THREADS), (size_t)CG_SMEM, w, sc, x, y);
+    CUDA_LAUNCH_CHECK();
+    float hy[CG_R], hr[CG_R];
+    CUDA_CHECK(cudaMemcpy(hy, y, sizeof hy, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(hr, yr, sizeof hr, cudaMemcpyDeviceToHost));
+    double e = 0.0, q = 0.0;
+    for (int i = 0; i < CG_R; i++) {
+        e += ((double)hy[i] - hr[i]) * ((double)hy[i] - hr[i]);
+        q += (double)hr[i] * hr[i];
+    }
+    *nmse = q > 0.0 ? e / q : (e > 0.0 ? 1.0 : 0.0);
+    if (isnan(*nmse)) *nmse = 1.0;
+    return t[7] * 1e3 / CG_COPIES;
+}
+static void cluster_gemv(int n_sm, ds_launch_gaps *out) {
+    const size_t per = (size_t)CG_R * CG_D;
+    const int ns = (CG_R + 127) / 128 * (CG_D / 128);
+    unsigned char *w;
+    float *sc, *x, *y, *yr;
+    CUDA_CHECK(cudaMalloc(&w, per * CG_COPIES));
+    CUDA_CHECK(cudaMalloc(&sc, sizeof(float) * (size_t)ns));
+    CUDA_CHECK(cudaMalloc(&x, sizeof(float) * CG_D));
+    CUDA_CHECK(cudaMalloc(&y, sizeof(float) * CG_R));
+    CUDA_CHECK(cudaMalloc(&yr, sizeof(float) * CG_R));
+    cg_fill_kernel<<<1024, 256, 0, cu_stream>>>(w, per * CG_COPIES, sc, ns, x);
+    CUDA_LAUNCH_CHECK();
+    cg_ref_kernel<<<(CG_R + 7) / 8, 256, 0, cu_stream>>>(w, sc, x, yr);
+    CUDA_LAUNCH_CHECK();
+    CUDA_CHECK(cudaFuncSetAttribute(cg_gemv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, CG_SMEM));
+    CUDA_CHECK(cudaFuncSetAttribute(cg_gemv_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    for (int f = 0; f < 3; f++) out->cg_us[f] = cg_form_us(f, n_sm, w, sc, x, y, yr, &out->cg_nmse[f]);
+    CUDA_CHECK(cudaFree(w));
+    CUDA_CHECK(cudaFree(sc));
+    CUDA_CHECK(cudaFree(x));
+    CUDA_CHECK(cudaFree(y));
+    CUDA_CHECK(cudaFree(yr));
+}
+
 /* The cluster-scope dependencies (forty-third session): for clusters of 1, 2, 4, 8, 16 blocks, the most such clusters
  * that fit at once (a block an SM), the free stream on that grid (kind 15) and the cluster form (kind 13), us a pair, each
  * form's word sum checked against want (16 launches), then a stamped launch (kind 14): the skew and propagation p50 */
@@ -905,6 +1076,7 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
     }
     out->relaxed_counter_us = out->bulk_counter_us = out->bulk_part_us = -1.0;
     out->one_cl_free_us[0] = out->one_cl_free_us[1] = out->one_cl_tx_us[0] = out->one_cl_tx_us[1] = -1.0;
+    for (int f = 0; f < 3; f++) out->cg_us[f] = out->cg_nmse[f] = -1.0;
     for (int f = 0; f < DS_GAP_FEW; f++) {
         out->few_blocks[f] = 0;
         out->few_free_us[f] = -1.0;
@@ -969,6 +1141,7 @@ extern "C" ds_status ds_cuda_launch_gaps(ds_launch_gaps *out, char *err) {
         }
         g.n_sm = n_sm;
         if (!cst && !out->stream_bad) cst = cluster_forms(&g, want, out, err);
+        if (!cst && !out->stream_bad) cluster_gemv(n_sm, out);
         CUDA_CHECK(cudaFree(g.total));
         CUDA_CHECK(cudaFree(g.cnt));
         CUDA_CHECK(cudaFree(g.acc));
