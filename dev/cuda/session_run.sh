@@ -3993,7 +3993,7 @@ fi
 if want s53c; then
   for r in 1 2; do
     step ceil53-$r 150 ${LAB53:-$B/dsinfer} bench --ceilings > /dev/null
-    grep -E "^ceilings|blocks \(a block an SM|no barriers [0-9]|clusters of (1|16) blocks|one cluster of" $OUT/ceil53-$r.log | cut -c1-220
+    grep -E "^ceilings|blocks \(a block an SM|no barriers [0-9]|clusters of (1|16) blocks|one cluster of|q + kv_a" $OUT/ceil53-$r.log | cut -c1-300
   done
 fi
 # s53d (needs the tree of 7102491 .. ef4c852: the switch is gone since, measured slower): moeo_kernel's FP8 codes decoded by
