@@ -4011,3 +4011,13 @@ if want s53d; then
   step golden_bits 150 env DSINFER_CUDA_FP8_BITS=1 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden_bits.log
   step model_bits 200 env DSINFER_CUDA_FP8_BITS=1 $B/test_cuda_model > /dev/null; tail -2 $OUT/model_bits.log | cut -c1-150
 fi
+# s53e: the next layer's shared experts alone into L2 at the layer's start (DSINFER_CUDA_L2_PREFETCH=3 main stream, 4 side
+# stream; cuda_prefetch.cu), now that the GEMVs' and moeo_kernel's streams carry evict_first hints: FP8 b1 0 / 3 / 4 in
+# three rotated rounds, BF16 b1 and FP8 b8 0 / 3 / 4 in one; LAB53 names a dsinfer with the forms where the pack's is older
+if want s53e; then
+  B0=$B; [ -n "${LAB53:-}" ] && B=$(dirname $LAB53)
+  ab_rounds s53e DSINFER_CUDA_L2_PREFETCH fp8 1 "0 3 4" "4 0 3" "3 4 0"
+  ab_rounds s53e-b DSINFER_CUDA_L2_PREFETCH bf16 1 "0 3 4"
+  ab_rounds s53e-8 DSINFER_CUDA_L2_PREFETCH fp8 8 "0 3 4"
+  B=$B0
+fi
