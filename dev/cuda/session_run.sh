@@ -4011,7 +4011,8 @@ if want s53d; then
   step golden_bits 150 env DSINFER_CUDA_FP8_BITS=1 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden_bits.log
   step model_bits 200 env DSINFER_CUDA_FP8_BITS=1 $B/test_cuda_model > /dev/null; tail -2 $OUT/model_bits.log | cut -c1-150
 fi
-# s53e: the next layer's shared experts alone into L2 at the layer's start (DSINFER_CUDA_L2_PREFETCH=3 main stream, 4 side
+# s53e (needs the tree of 5d28e60, "L2 prefetch forms 3 / 4": the forms are gone since, measured slower): the next layer's
+# shared experts alone into L2 at the layer's start (DSINFER_CUDA_L2_PREFETCH=3 main stream, 4 side
 # stream; cuda_prefetch.cu), now that the GEMVs' and moeo_kernel's streams carry evict_first hints: FP8 b1 0 / 3 / 4 in
 # three rotated rounds, BF16 b1 and FP8 b8 0 / 3 / 4 in one; LAB53 names a dsinfer with the forms where the pack's is older
 if want s53e; then

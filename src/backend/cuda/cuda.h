@@ -482,8 +482,7 @@ typedef struct {
     int moe_duo;       /* batch 1's shared experts in the routed experts' GEMV launches (cuda_moe.cu; DSINFER_CUDA_MOE_DUO) */
     int mla_fold;      /* the MLA decode's split combine by each entry's last split block (cuda_mla_tc.cu; DSINFER_CUDA_MLA_FOLD) */
     int l2_prefetch;   /* the next layer's dense weights into L2 (cuda_prefetch.cu; DSINFER_CUDA_L2_PREFETCH): 1 on a side
-                        * stream, 2 by a launch on the main stream; both opt-in, measured slower; 3 / 4 the shared experts
-                        * alone, on the main / the side stream (fifty-third session, opt-in) */
+                        * stream, 2 by a launch on the main stream; both opt-in, measured slower */
     int l2_prefetch_max_m;   /* ... up to this many tokens a step, either form (DSINFER_CUDA_L2_PREFETCH_MAX_M, default 8) */
     int shared_stream_min_m, shared_stream_max_m;   /* ... for batches of this many tokens (_MIN_M, _MAX_M; default 9 .. 128) */
     int hfuse;   /* the q (q_a) and kv_a projections in one launch (backend linear2; DSINFER_CUDA_HFUSE); 2 (default): and an MLP's gate / up */

@@ -1443,7 +1443,7 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     if (env_int("DSINFER_CUDA_OP_TIMES", 0)) cu_optimes_install(cb);   /* times ops one by one: no second stream */
     else if (cb->opt.shared_stream && cfg->n_shared_experts) cu_side_init(cb);
     if (cb->opt.l2_prefetch) {
-        if (cb->opt.l2_prefetch == 1 || cb->opt.l2_prefetch == 4) cu_prefetch_init(cb);
+        if (cb->opt.l2_prefetch == 1) cu_prefetch_init(cb);
         be->prefetch_layer = cu_prefetch_layer;
     }
     return be;

@@ -16,12 +16,7 @@
  *   side:             └─> prefetch(l + 1) ──────────────────────────────────────────────┘
  *
  * A prefetch changes no value; the fork and join are events, captured into the decode step's graph as edges (the
- * graph's capture joins the last one before it ends: cu_prefetch_join).
- *
- * =3 (main stream) and =4 (the side stream): the next layer's shared experts alone (fifty-third session). Since the
- * fifty-second session the GEMVs' weight streams and moeo_kernel's copies carry L2 evict_first hints (DSINFER_CUDA_L2EF),
- * so lines asked for at the layer's start may now survive its ~40 us of attention; moeo_kernel's first units are the
- * shared experts' (17 MB of its 69 at V2-Lite FP8), read after that chain from L2 where they survived. */
+ * graph's capture joins the last one before it ends: cu_prefetch_join). */
 #include "backend/cuda/cuda.h"
 
 #define PF_MAX 16            /* weights a layer's prefetch lists */
@@ -94,16 +89,15 @@ static void pf_add_kvb(const ds_cuda_backend *cb, pf_list *l, const ds_weight *k
 
 void cu_prefetch_layer(ds_backend *be, const ds_layer_weights *L) {
     ds_cuda_backend *cb = cu_of(be);
-    const int main_stream = cb->opt.l2_prefetch == 2 || cb->opt.l2_prefetch == 3;
-    const int shared_only = cb->opt.l2_prefetch >= 3;
+    const int main_stream = cb->opt.l2_prefetch == 2;
     if (!cb->pf.stream && !main_stream) return;
     if (cb->b.n_tokens > cb->opt.l2_prefetch_max_m) return;
     pf_list l;
     memset(&l, 0, sizeof l);
     const ds_weight *w[] = {&L->q_a, &L->q_b, &L->q, &L->kv_a, &L->o, &L->router,
                             &L->sh_gate, &L->sh_up, &L->sh_down, &L->gate, &L->up, &L->down};
-    for (size_t i = shared_only ? 6 : 0; i < (shared_only ? 9 : sizeof w / sizeof w[0]); i++) pf_add(&l, w[i]);
-    if (!shared_only) pf_add_kvb(cb, &l, &L->kv_b);
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) pf_add(&l, w[i]);
+    pf_add_kvb(cb, &l, &L->kv_b);
     if (!l.count) return;
     if (main_stream) {   /* =2: in line, between the MoE and the next layer's norm; nothing to join */
         l2_prefetch_kernel<<<PF_BLOCKS, 32, 0, cu_stream>>>(l);
