@@ -4022,3 +4022,10 @@ if want s53e; then
   ab_rounds s53e-8 DSINFER_CUDA_L2_PREFETCH fp8 8 "0 3 4"
   B=$B0
 fi
+# s53f: what bounds moeo_kernel at FP8 b1 now (its ring stays full: the producer's last copy at ~26.5 us, ~20 GB/s an SM):
+# DSINFER_CUDA_MOEO=1 (default) against its timing labs, 4 (lab 3: consumers skip the arithmetic) and 2 (lab 1: the down
+# strips as contiguous copies), wrong sums (timing only), two rotated rounds, FP8 and BF16 b1
+if want s53f; then
+  ab_rounds s53f DSINFER_CUDA_MOEO fp8 1 "1 4 2" "2 4 1"
+  ab_rounds s53f-b DSINFER_CUDA_MOEO bf16 1 "1 4 2" "2 4 1"
+fi
