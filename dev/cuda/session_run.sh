@@ -4029,3 +4029,20 @@ if want s53f; then
   ab_rounds s53f DSINFER_CUDA_MOEO fp8 1 "1 4 2" "2 4 1"
   ab_rounds s53f-b DSINFER_CUDA_MOEO bf16 1 "1 4 2" "2 4 1"
 fi
+# s53g: moeo_kernel's down strips from a strip-layout copy of down (DSINFER_CUDA_MOEO_STRIPS=1, opt-in: one bulk copy a
+# stage in place of the TMA gather of 16 bytes from 2048 rows; extra memory: the MoE layers' down weights once more): op
+# test moeostrips (the same bits, the copy's launches counted), FP8 and BF16 b1 at 0 / 1 in rotated rounds, ctx 4K, the
+# goldens with it; LAB53 names a directory holding dsinfer, test_cuda_ops and test_cuda_golden built with it
+if want s53g; then
+  B0=$B; [ -n "${LAB53:-}" ] && B=$LAB53
+  step ops_mostr 200 env DSINFER_OPS_ONLY=moeostrips $B/test_cuda_ops > /dev/null
+  echo "moeostrips: $(grep -cE "CHECK failed" $OUT/ops_mostr.log) failed; $(grep -E "differ|launches" $OUT/ops_mostr.log | head -6 | cut -c1-140 | tr '\n' '|')"
+  ab_rounds s53g DSINFER_CUDA_MOEO_STRIPS fp8 1 "0 1" "1 0" "0 1"
+  ab_rounds s53g-b DSINFER_CUDA_MOEO_STRIPS bf16 1 "0 1" "1 0"
+  for v in 0 1; do
+    step s53g-4k$v 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOEO_STRIPS=$v $B/dsinfer bench --dtype bf16 --batch 1 --ctx 4K --prompt '' --steps 16 --csv $CSV --label s53g-4k-$v > /dev/null
+    echo "bf16 b1 ctx 4K STRIPS=$v: $(grep -E "^decode" $OUT/s53g-4k$v.log | cut -c60-140)"
+  done
+  step golden_str 150 env DSINFER_CUDA_MOEO_STRIPS=1 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden_str.log
+  B=$B0
+fi

@@ -2369,6 +2369,38 @@ static void run_moeo_form(const char *form, const char *zero) {
     unsetenv("DSINFER_CUDA_ROUTE_ZERO");
 }
 
+/* DSINFER_OPS_ONLY=moeostrips: moeo_kernel's down strips from the strip-layout copy of each layer's down matrices
+ * (DSINFER_CUDA_MOEO_STRIPS=1: a stage is one bulk copy of [rows][16 bytes] from mo_strips_kernel's copy) against the
+ * same launch gathering the strips by TMA (the twin, =0): the same bytes land in the same stage places, so not one value
+ * may differ; V2-Lite FP8 (16 columns a unit) and BF16 (8), V3 FP8 (D 7168: a strip in four stages, the last short); the
+ * copy's launches counted (one a call, none in the twin); and the CPU's check as every MoE case. */
+static void run_moeostrips(void) {
+    if (only && strcmp(only, "moeostrips")) return;
+    setup s;
+    setenv("DSINFER_CUDA_MOEO", "1", 1);
+    setenv("DSINFER_CUDA_MOEO_STRIPS", "1", 1);
+    moe_twin = 1;
+    moe_twin_env = "DSINFER_CUDA_MOEO_STRIPS";
+    moe_twin_count = ds_cuda_moeo_strips_runs;
+    moe_twin_what = "with the strip-layout copies";
+    moe_twin_want = 1;
+    const int m[] = {1};
+    if (load_setup(&s, "v2l-mostr", "configs/deepseek-v2-lite.json", 3, 16)) {
+        check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
+        check_moe_dt(&s, m, NM(m), DS_DTYPE_BF16, 3, 0);
+        free_setup(&s);
+    }
+    if (load_setup(&s, "v3-mostr", "configs/deepseek-v3.json", 3, 16)) {
+        check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
+        free_setup(&s);
+    }
+    moe_twin = 0;
+    moe_twin_count = NULL;
+    moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
+    setenv("DSINFER_CUDA_MOEO", "0", 1);   /* (main's setting for the other cases) */
+    unsetenv("DSINFER_CUDA_MOEO_STRIPS");
+}
+
 /* ---- the MoE layer's tail for one token as one launch (run_tail1) ------------------------------------------------- */
 
 /* A device buffer with b's host content (another backend's copy of an input it changes in place). */
@@ -4783,6 +4815,7 @@ int main(void) {
     RUN(run_moe_qf());
     RUN(run_moe1());
     RUN(run_moeo());
+    RUN(run_moeostrips());
     RUN(run_tail1());
     RUN(run_moeo_tail());
     RUN(run_attn1());

@@ -55,6 +55,9 @@ typedef struct {
     cu_wview sg, su, sd;      /* the shared experts as one MLP of sI rows (sI 0: none) */
     const CUtensorMap *maps;  /* [E + 1] the down matrices as strips (cu_tma_map_strip): expert e at e, the shared at E */
     const float *const *dst;  /* [E + 1] FP8: their block scales transposed, [I / 128][D / 128] (a strip's in a row) */
+    const unsigned char *const *strips;   /* [E + 1] or NULL: the down matrices with each unit's strip contiguous,
+                                           * [n_e / U][D][16 bytes] (opt.moeo_strips; mo_strips_kernel): a strip stage is
+                                           * one bulk copy, not 16-byte pieces of 2048 rows gathered by TMA */
     int D, I, sI, K, E, nst;
     int l2ef;                 /* the weight copies with L2 evict_first (cu_l2ef's CU_L2EF_MOEO) */
     int lab;                  /* timing only, wrong sums (opt.moeo - 1): 1 the down strips read as contiguous 1-D copies
@@ -223,7 +226,10 @@ __device__ __forceinline__ void mo_put_strip(const mo_args &a, const cu_wview *d
         mbar_expect_tx(&full[s], rows * 16 + scb);
         if (EB == 1)
             bulk_load(scs + s * MO_SC, a.dst[m] + (size_t)(j >> 7) * (D / 128) + (size_t)(d0 >> 7), scb, &full[s]);
-        if (a.lab == 1)   /* (lab) the strip's bytes as one contiguous copy from the matrix's start */
+        if (a.strips)   /* the strip-layout copy: the stage's rows d0 .. d0 + rows of unit j / U, contiguous */
+            bulk_load_stream(ring + (size_t)s * MO_STAGE, a.strips[m] + ((size_t)(j / (16 / EB)) * D + d0) * 16, rows * 16,
+                             &full[s], a.l2ef, pol);
+        else if (a.lab == 1)   /* (lab) the strip's bytes as one contiguous copy from the matrix's start */
             bulk_load(ring + (size_t)s * MO_STAGE, (const unsigned char *)dn->data + (size_t)d0 * 16, rows * 16, &full[s]);
         else
             for (int b = 0; b < rows; b += MO_BOX)
@@ -574,6 +580,7 @@ typedef struct {
     const void *key;          /* the layer's first gate weight's data */
     CUtensorMap *maps;        /* device: [E + 1] */
     const float **dst;        /* device: [E + 1] the down scales transposed (FP8; else NULL) */
+    const unsigned char **strips;   /* device: [E + 1] the down matrices in the strip layout (opt.moeo_strips; else NULL) */
 } mo_maps;
 #define MO_N_MAPS 1024
 static mo_maps mo_cache[MO_N_MAPS];
@@ -626,7 +633,50 @@ static int mo_scales_t(ds_cuda_backend *cb, const ds_layer_weights *L, int E, in
     return ok;
 }
 
-/* layer L's down maps (device), made on first use where create (not inside a capture); NULL where they cannot be */
+/* dst [n_e / U][D][16 bytes] = src [D][n_e EB bytes]'s columns in unit strips: chunk (g, d) is row d's 16 bytes at
+ * byte 16 g (U = 16 / EB columns of one unit); one thread a chunk */
+__global__ void mo_strips_kernel(unsigned char *dst, const unsigned char *src, int D, int row_bytes) {
+    const size_t n = (size_t)D * (size_t)(row_bytes / 16);
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const size_t g = i / (size_t)D, d = i - g * (size_t)D;
+        ((uint4 *)dst)[i] = *(const uint4 *)(src + d * (size_t)row_bytes + g * 16);
+    }
+}
+
+/* layer L's down matrices (the E experts', then the shared at E) in the strip layout, one device buffer owned by cb;
+ * *ptrs: a device array [E + 1] of each one's start. (Once a layer, outside a capture.) */
+static int mo_make_strips(ds_cuda_backend *cb, const ds_layer_weights *L, int E, int D, int I, int sI, int eb,
+                          const unsigned char ***ptrs) {
+    size_t tot = 0;
+    for (int e = 0; e <= E; e++) tot += (size_t)D * (size_t)(e < E ? I : sI) * (size_t)eb;
+    const unsigned char **hp = (const unsigned char **)calloc((size_t)E + 1, sizeof(unsigned char *));
+    if (!hp) return 0;
+    unsigned char *d = NULL;
+    if (cudaMalloc((void **)&d, tot + sizeof(unsigned char *) * ((size_t)E + 1)) != cudaSuccess) {
+        (void)cudaGetLastError();   /* no room for the copy: the TMA strips stay */
+        free(hp);
+        return 0;
+    }
+    cu_own(cb, d);
+    size_t o = 0;
+    for (int e = 0; e <= E; e++) {
+        const ds_weight *w = e < E ? &L->exp_down[e] : &L->sh_down;
+        const int n_e = e < E ? I : sI;
+        if (!n_e) continue;
+        mo_strips_kernel<<<512, 256, 0, cu_stream>>>(d + o, (const unsigned char *)w->data, D, n_e * eb);
+        CUDA_LAUNCH_CHECK();
+        hp[e] = d + o;
+        o += (size_t)D * (size_t)n_e * (size_t)eb;
+    }
+    CUDA_CHECK(cudaMemcpy(d + tot, hp, sizeof(unsigned char *) * ((size_t)E + 1), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaStreamSynchronize(cu_stream));
+    *ptrs = (const unsigned char **)(d + tot);
+    free(hp);
+    return 1;
+}
+
+/* layer L's down maps (device), made on first use where create (not inside a capture); NULL where they cannot be. With
+ * opt.moeo_strips, the strip-layout copies too (made once where create; an entry without them keeps the TMA strips) */
 static const mo_maps *mo_layer_maps(ds_cuda_backend *cb, const ds_layer_weights *L, int E, int D, int I, int sI, int eb,
                                     int create) {
     const mo_maps *res = NULL;
@@ -635,6 +685,10 @@ static const mo_maps *mo_layer_maps(ds_cuda_backend *cb, const ds_layer_weights 
     for (size_t n = 0; n < MO_N_MAPS; n++, h = (h + 1) % MO_N_MAPS) {
         mo_maps *m = &mo_cache[h];
         if (m->key == L->exp_gate[0].data) {
+            if (cb->opt.moeo_strips && !m->strips && create) {
+                const unsigned char **sp = NULL;
+                if (mo_make_strips(cb, L, E, D, I, sI, eb, &sp)) m->strips = sp;
+            }
             res = m;
             break;
         }
@@ -654,6 +708,9 @@ static const mo_maps *mo_layer_maps(ds_cuda_backend *cb, const ds_layer_weights 
             m->key = L->exp_gate[0].data;
             m->maps = (CUtensorMap *)d;
             m->dst = dst;
+            m->strips = NULL;
+            const unsigned char **sp = NULL;
+            if (cb->opt.moeo_strips && mo_make_strips(cb, L, E, D, I, sI, eb, &sp)) m->strips = sp;
             res = m;
         }
         free(hm);
@@ -736,6 +793,7 @@ static int mo_prepare(ds_cuda_backend *cb, mo_args *a, float *out, const float *
     const mo_maps *mm = mo_layer_maps(cb, L, E, D, I, sI, eb, 0);
     a->maps = mm->maps;
     a->dst = mm->dst;
+    a->strips = cb->opt.moeo_strips ? mm->strips : NULL;   /* (NULL where no copy could be made: the TMA strips) */
     a->D = D;
     a->I = I;
     a->sI = sI;
@@ -783,6 +841,7 @@ int cu_moeo(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weig
     }
     CUDA_LAUNCH_CHECK();
     cb->moeo_runs++;
+    if (a.strips) cb->moeo_strips_runs++;
     return 1;
 }
 
