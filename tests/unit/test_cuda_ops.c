@@ -2371,9 +2371,12 @@ static void run_moeo_form(const char *form, const char *zero) {
 
 /* DSINFER_OPS_ONLY=moeostrips: moeo_kernel's down strips from the strip-layout copy of each layer's down matrices
  * (DSINFER_CUDA_MOEO_STRIPS=1: a stage is one bulk copy of [rows][16 bytes] from mo_strips_kernel's copy) against the
- * same launch gathering the strips by TMA (the twin, =0): the same bytes land in the same stage places, so not one value
- * may differ; V2-Lite FP8 (16 columns a unit) and BF16 (8), V3 FP8 (D 7168: a strip in four stages, the last short); the
- * copy's launches counted (one a call, none in the twin); and the CPU's check as every MoE case. */
+ * same launch gathering the strips by TMA (the twin, =0): the same bytes land in the same stage places, and the sums
+ * differ only by the order in which the blocks' bulk reductions land on out (not fixed from one launch to the next:
+ * about 1800 of 2048 values differ in their last bits between two launches of the same form), so NMSE against the twin
+ * at most 1e-9 (a wrong strip or stage gives ~1e-1); V2-Lite FP8 (16 columns a unit) and BF16 (8), V3 FP8 (D 7168: a
+ * strip in four stages, the last short); the copy's launches counted (one a call, none in the twin); and the CPU's
+ * check as every MoE case. */
 static void run_moeostrips(void) {
     if (only && strcmp(only, "moeostrips")) return;
     setup s;
@@ -2384,6 +2387,8 @@ static void run_moeostrips(void) {
     moe_twin_count = ds_cuda_moeo_strips_runs;
     moe_twin_what = "with the strip-layout copies";
     moe_twin_want = 1;
+    moe_twin_nmse = 1e-9;
+    moe_twin_nmse_only = 1;
     const int m[] = {1};
     if (load_setup(&s, "v2l-mostr", "configs/deepseek-v2-lite.json", 3, 16)) {
         check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
@@ -2396,6 +2401,8 @@ static void run_moeostrips(void) {
     }
     moe_twin = 0;
     moe_twin_count = NULL;
+    moe_twin_nmse = 0;
+    moe_twin_nmse_only = 0;
     moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
     setenv("DSINFER_CUDA_MOEO", "0", 1);   /* (main's setting for the other cases) */
     unsetenv("DSINFER_CUDA_MOEO_STRIPS");
