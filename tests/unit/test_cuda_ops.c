@@ -2338,25 +2338,25 @@ static void run_moeo(void) {
     run_moeo_form("1", "1");
     run_moeo_form("5", "0");
 }
-static void run_moeo_form(const char *form, const char *zero) {
+/* The ownership launch's cases (one token: V2-Lite with FP8 and with BF16 experts, V3 with FP8) against a twin made with
+ * env=0 (the checked backend's launches of the form counted by count, named what), the twin's NMSE at most 1e-9; the
+ * twin settings reset after, DSINFER_CUDA_MOEO back to main's 0 */
+static void moeo_twin_cases(const char *v2l, const char *v3, const char *env, long (*count)(ds_backend *), const char *what) {
     setup s;
-    printf("  moeo: DSINFER_CUDA_MOEO=%s DSINFER_CUDA_ROUTE_ZERO=%s\n", form, zero);
-    setenv("DSINFER_CUDA_MOEO", form, 1);
-    setenv("DSINFER_CUDA_ROUTE_ZERO", zero, 1);
     moe_twin = 1;
-    moe_twin_env = "DSINFER_CUDA_MOEO";
-    moe_twin_count = ds_cuda_moeo_runs;
-    moe_twin_what = "by the ownership launch";
+    moe_twin_env = env;
+    moe_twin_count = count;
+    moe_twin_what = what;
     moe_twin_want = 1;
     moe_twin_nmse = 1e-9;
     moe_twin_nmse_only = 1;
     const int m[] = {1};
-    if (load_setup(&s, "v2l-moeo", "configs/deepseek-v2-lite.json", 3, 16)) {
+    if (load_setup(&s, v2l, "configs/deepseek-v2-lite.json", 3, 16)) {
         check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
         check_moe_dt(&s, m, NM(m), DS_DTYPE_BF16, 3, 0);
         free_setup(&s);
     }
-    if (load_setup(&s, "v3-moeo", "configs/deepseek-v3.json", 3, 16)) {
+    if (load_setup(&s, v3, "configs/deepseek-v3.json", 3, 16)) {
         check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
         free_setup(&s);
     }
@@ -2366,6 +2366,12 @@ static void run_moeo_form(const char *form, const char *zero) {
     moe_twin_nmse_only = 0;
     moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
     setenv("DSINFER_CUDA_MOEO", "0", 1);   /* (main's setting for the other cases) */
+}
+static void run_moeo_form(const char *form, const char *zero) {
+    printf("  moeo: DSINFER_CUDA_MOEO=%s DSINFER_CUDA_ROUTE_ZERO=%s\n", form, zero);
+    setenv("DSINFER_CUDA_MOEO", form, 1);
+    setenv("DSINFER_CUDA_ROUTE_ZERO", zero, 1);
+    moeo_twin_cases("v2l-moeo", "v3-moeo", "DSINFER_CUDA_MOEO", ds_cuda_moeo_runs, "by the ownership launch");
     unsetenv("DSINFER_CUDA_ROUTE_ZERO");
 }
 
@@ -2379,32 +2385,10 @@ static void run_moeo_form(const char *form, const char *zero) {
  * check as every MoE case. */
 static void run_moeostrips(void) {
     if (only && strcmp(only, "moeostrips")) return;
-    setup s;
     setenv("DSINFER_CUDA_MOEO", "1", 1);
     setenv("DSINFER_CUDA_MOEO_STRIPS", "1", 1);
-    moe_twin = 1;
-    moe_twin_env = "DSINFER_CUDA_MOEO_STRIPS";
-    moe_twin_count = ds_cuda_moeo_strips_runs;
-    moe_twin_what = "with the strip-layout copies";
-    moe_twin_want = 1;
-    moe_twin_nmse = 1e-9;
-    moe_twin_nmse_only = 1;
-    const int m[] = {1};
-    if (load_setup(&s, "v2l-mostr", "configs/deepseek-v2-lite.json", 3, 16)) {
-        check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
-        check_moe_dt(&s, m, NM(m), DS_DTYPE_BF16, 3, 0);
-        free_setup(&s);
-    }
-    if (load_setup(&s, "v3-mostr", "configs/deepseek-v3.json", 3, 16)) {
-        check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
-        free_setup(&s);
-    }
-    moe_twin = 0;
-    moe_twin_count = NULL;
-    moe_twin_nmse = 0;
-    moe_twin_nmse_only = 0;
-    moe_twin_env = "DSINFER_CUDA_SHARED_STREAM";
-    setenv("DSINFER_CUDA_MOEO", "0", 1);   /* (main's setting for the other cases) */
+    moeo_twin_cases("v2l-mostr", "v3-mostr", "DSINFER_CUDA_MOEO_STRIPS", ds_cuda_moeo_strips_runs,
+                    "with the strip-layout copies");
     unsetenv("DSINFER_CUDA_MOEO_STRIPS");
 }
 

@@ -680,12 +680,9 @@ static void gap_launch_pairs(const gap_ctx *g) {
 
 /* microseconds a pair of the kind (0: two empty kernels, 1: wide then persistent), median of 15 replays of a graph of
  * GAP_PAIRS pairs */
-static double gap_pair_us(gap_ctx *g) {
-    cudaGraph_t graph;
+/* milliseconds a replay of graph (instantiated, a warm-up replay, the median of 15 timed ones), graph destroyed after */
+static float graph_replay_ms(cudaGraph_t graph) {
     cudaGraphExec_t exec;
-    CUDA_CHECK(cudaStreamBeginCapture(cu_stream, cudaStreamCaptureModeThreadLocal));
-    gap_launch_pairs(g);
-    CUDA_CHECK(cudaStreamEndCapture(cu_stream, &graph));
     CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
     cudaEvent_t a, b;
     CUDA_CHECK(cudaEventCreate(&a));
@@ -704,7 +701,14 @@ static double gap_pair_us(gap_ctx *g) {
     CUDA_CHECK(cudaEventDestroy(b));
     CUDA_CHECK(cudaGraphExecDestroy(exec));
     CUDA_CHECK(cudaGraphDestroy(graph));
-    return t[7] * 1e3 / GAP_PAIRS;
+    return t[7];
+}
+static double gap_pair_us(gap_ctx *g) {
+    cudaGraph_t graph;
+    CUDA_CHECK(cudaStreamBeginCapture(cu_stream, cudaStreamCaptureModeThreadLocal));
+    gap_launch_pairs(g);
+    CUDA_CHECK(cudaStreamEndCapture(cu_stream, &graph));
+    return graph_replay_ms(graph) * 1e3 / GAP_PAIRS;
 }
 
 /* us a pair of a streamed form (gap_pair_us with g->kind = kind), its word sum over the 16 launches checked against want:
@@ -888,30 +892,12 @@ static double cg_form_us(int f, int n_sm, const unsigned char *w, const float *s
     at[0].val.clusterDim.z = 1;
     const int grid = f == 0 ? n_sm : 16;
     cudaGraph_t graph;
-    cudaGraphExec_t exec;
     CUDA_CHECK(cudaStreamBeginCapture(cu_stream, cudaStreamCaptureModeThreadLocal));
     for (int k = 0; k < CG_COPIES; k++)
         cu_launch_attrs(at, f == 2 ? 1 : 0, cg_gemv_kernel, dim3((unsigned)grid), dim3(CG_THREADS), (size_t)CG_SMEM,
                         w + (size_t)k * per, sc, x, y);
     CUDA_CHECK(cudaStreamEndCapture(cu_stream, &graph));
-    CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-    cudaEvent_t a, b;
-    CUDA_CHECK(cudaEventCreate(&a));
-    CUDA_CHECK(cudaEventCreate(&b));
-    float t[15];
-    CUDA_CHECK(cudaGraphLaunch(exec, cu_stream));
-    for (int r = 0; r < 15; r++) {
-        CUDA_CHECK(cudaEventRecord(a, cu_stream));
-        CUDA_CHECK(cudaGraphLaunch(exec, cu_stream));
-        CUDA_CHECK(cudaEventRecord(b, cu_stream));
-        CUDA_CHECK(cudaEventSynchronize(b));
-        CUDA_CHECK(cudaEventElapsedTime(&t[r], a, b));
-    }
-    qsort(t, 15, sizeof(float), cmp_f);
-    CUDA_CHECK(cudaEventDestroy(a));
-    CUDA_CHECK(cudaEventDestroy(b));
-    CUDA_CHECK(cudaGraphExecDestroy(exec));
-    CUDA_CHECK(cudaGraphDestroy(graph));
+    const double us = graph_replay_ms(graph) * 1e3 / CG_COPIES;
     /* copy 0 once more alone, against the reference */
     cu_launch_attrs(at, f == 2 ? 1 : 0, cg_gemv_kernel, dim3((unsigned)grid), dim3(CG_THREADS), (size_t)CG_SMEM, w, sc, x, y);
     CUDA_LAUNCH_CHECK();
@@ -925,7 +911,7 @@ static double cg_form_us(int f, int n_sm, const unsigned char *w, const float *s
     }
     *nmse = q > 0.0 ? e / q : (e > 0.0 ? 1.0 : 0.0);
     if (isnan(*nmse)) *nmse = 1.0;
-    return t[7] * 1e3 / CG_COPIES;
+    return us;
 }
 static void cluster_gemv(int n_sm, ds_launch_gaps *out) {
     const size_t per = (size_t)CG_R * CG_D;
