@@ -679,16 +679,12 @@ static int mo_make_strips(ds_cuda_backend *cb, const ds_layer_weights *L, int E,
  * opt.moeo_strips, the strip-layout copies too (made once where create; an entry without them keeps the TMA strips) */
 static const mo_maps *mo_layer_maps(ds_cuda_backend *cb, const ds_layer_weights *L, int E, int D, int I, int sI, int eb,
                                     int create) {
-    const mo_maps *res = NULL;
+    mo_maps *res = NULL;
     pthread_mutex_lock(&mo_cache_lock);
     size_t h = ((uintptr_t)L->exp_gate[0].data >> 8) % MO_N_MAPS;
     for (size_t n = 0; n < MO_N_MAPS; n++, h = (h + 1) % MO_N_MAPS) {
         mo_maps *m = &mo_cache[h];
         if (m->key == L->exp_gate[0].data) {
-            if (cb->opt.moeo_strips && !m->strips && create) {
-                const unsigned char **sp = NULL;
-                if (mo_make_strips(cb, L, E, D, I, sI, eb, &sp)) m->strips = sp;
-            }
             res = m;
             break;
         }
@@ -709,12 +705,14 @@ static const mo_maps *mo_layer_maps(ds_cuda_backend *cb, const ds_layer_weights 
             m->maps = (CUtensorMap *)d;
             m->dst = dst;
             m->strips = NULL;
-            const unsigned char **sp = NULL;
-            if (cb->opt.moeo_strips && mo_make_strips(cb, L, E, D, I, sI, eb, &sp)) m->strips = sp;
             res = m;
         }
         free(hm);
         break;
+    }
+    if (res && cb->opt.moeo_strips && !res->strips && create) {   /* (an entry another backend made without them) */
+        const unsigned char **sp = NULL;
+        if (mo_make_strips(cb, L, E, D, I, sI, eb, &sp)) res->strips = sp;
     }
     pthread_mutex_unlock(&mo_cache_lock);
     return res;
