@@ -4046,3 +4046,9 @@ if want s53g; then
   step golden_str 150 env DSINFER_CUDA_MOEO_STRIPS=1 $B/test_cuda_golden > /dev/null; tail -1 $OUT/golden_str.log
   B=$B0
 fi
+# s53h: batch 1 with the strip-layout copies of down against the default (DSINFER_CUDA_MOEO_STRIPS 0 / 1, opt-in since the
+# fifty-third session), FP8 and BF16, two rotated rounds: for an H200 beside h200r
+if want s53h; then
+  ab_rounds s53h DSINFER_CUDA_MOEO_STRIPS fp8 1 "0 1" "1 0"
+  ab_rounds s53h-b DSINFER_CUDA_MOEO_STRIPS bf16 1 "0 1" "1 0"
+fi
