@@ -4052,3 +4052,19 @@ if want s53h; then
   ab_rounds s53h DSINFER_CUDA_MOEO_STRIPS fp8 1 "0 1" "1 0"
   ab_rounds s53h-b DSINFER_CUDA_MOEO_STRIPS bf16 1 "0 1" "1 0"
 fi
+# s53i: moeo_kernel's units two by two (DSINFER_CUDA_MOEO_PAIRS=1, opt-in): op test moeopairs; FP8 / BF16 b1 at 0 / 1 with
+# LAB53's dsinfer, and the pack's dsinfer (the head before the switch) beside them (the default path's cost of the switch)
+if want s53i; then
+  step ops_mopair 200 env DSINFER_OPS_ONLY=moeopairs $LAB53/test_cuda_ops > /dev/null
+  echo "moeopairs: $(grep -cE "CHECK failed" $OUT/ops_mopair.log) failed; $(grep -oE "NMSE [0-9.e+-]+" $OUT/ops_mopair.log | head -3 | tr '\n' ' ')"
+  B0=$B
+  for r in 1 2; do
+    for v in pack 0 1; do
+      if [ $v = pack ]; then BIN=$B0/dsinfer; V=0; else BIN=$LAB53/dsinfer; V=$v; fi
+      for d in fp8 bf16; do
+        step s53i-$d-$v-$r 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOEO_PAIRS=$V $BIN bench --dtype $d --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s53i-$d-$v > /dev/null
+        echo "$d b1 $v r$r: $(grep -E "^decode" $OUT/s53i-$d-$v-$r.log | cut -c60-140)"
+      done
+    done
+  done
+fi
