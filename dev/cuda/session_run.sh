@@ -4052,7 +4052,8 @@ if want s53h; then
   ab_rounds s53h DSINFER_CUDA_MOEO_STRIPS fp8 1 "0 1" "1 0"
   ab_rounds s53h-b DSINFER_CUDA_MOEO_STRIPS bf16 1 "0 1" "1 0"
 fi
-# s53i: moeo_kernel's units two by two (DSINFER_CUDA_MOEO_PAIRS=1, opt-in): op test moeopairs; FP8 / BF16 b1 at 0 / 1 with
+# s53i (needs the tree of eb9215f: the switch is gone since, measured slower): moeo_kernel's units two by two
+# (DSINFER_CUDA_MOEO_PAIRS=1, opt-in): op test moeopairs; FP8 / BF16 b1 at 0 / 1 with
 # LAB53's dsinfer, and the pack's dsinfer (the head before the switch) beside them (the default path's cost of the switch)
 if want s53i; then
   step ops_mopair 200 env DSINFER_OPS_ONLY=moeopairs $LAB53/test_cuda_ops > /dev/null

@@ -2392,18 +2392,6 @@ static void run_moeostrips(void) {
     unsetenv("DSINFER_CUDA_MOEO_STRIPS");
 }
 
-/* DSINFER_OPS_ONLY=moeopairs: moeo_kernel with each block's units two by two (DSINFER_CUDA_MOEO_PAIRS=1: 2 (b + k grid)
- * and its odd neighbour back to back) against the default order (the twin, =0): the same units, each in another block
- * and order, so the same values up to the blocks' sums' order (NMSE at most 1e-9; a unit lost or taken twice gives ~1e-2
- * or more), the cases of moeo_twin_cases, the launches counted */
-static void run_moeopairs(void) {
-    if (only && strcmp(only, "moeopairs")) return;
-    setenv("DSINFER_CUDA_MOEO", "1", 1);
-    setenv("DSINFER_CUDA_MOEO_PAIRS", "1", 1);
-    moeo_twin_cases("v2l-mopair", "v3-mopair", "DSINFER_CUDA_MOEO_PAIRS", ds_cuda_moeo_pairs_runs, "with units two by two");
-    unsetenv("DSINFER_CUDA_MOEO_PAIRS");
-}
-
 /* ---- the MoE layer's tail for one token as one launch (run_tail1) ------------------------------------------------- */
 
 /* A device buffer with b's host content (another backend's copy of an input it changes in place). */
@@ -4819,7 +4807,6 @@ int main(void) {
     RUN(run_moe1());
     RUN(run_moeo());
     RUN(run_moeostrips());
-    RUN(run_moeopairs());
     RUN(run_tail1());
     RUN(run_moeo_tail());
     RUN(run_attn1());

@@ -464,8 +464,6 @@ typedef struct {
     int moeo_strips;   /* moeo_kernel's down strips from a copy of each layer's down matrices in the strip layout (one bulk
                         * copy a stage, not a TMA gather of 16 bytes from 2048 rows; the same bits; extra memory: every
                         * MoE layer's down weights once more; DSINFER_CUDA_MOEO_STRIPS; fifty-third session) */
-    int moeo_pairs;    /* moeo_kernel's units taken two by two by a block (the two halves of each 32-byte sector of their
-                        * down strips read together; DSINFER_CUDA_MOEO_PAIRS; fifty-third session) */
     int moeo;          /* the MoE block of one token by intermediate ownership, one launch after the router (cuda_moeo.cu;
                         * DSINFER_CUDA_MOEO): 1; 5 with the router and routing inside the launch; 2 .. 4 timing labs
                         * with wrong sums (mo_args.lab) */
@@ -690,7 +688,6 @@ typedef struct {
     long moeo_runs;             /* ... by the intermediate-ownership launch (cuda_moeo.cu; tests) */
     long moeo_tail_runs;        /* ... of them in the tail form (tests) */
     long moeo_strips_runs;      /* ... of them with the strip-layout copies of down (opt.moeo_strips; tests) */
-    long moeo_pairs_runs;       /* ... of them with units two by two (opt.moeo_pairs; tests) */
     long router_norm_runs;      /* router_norm1_kernel launches (tests) */
     unsigned *moeo_cnt;         /* the tail form's count and epoch (cumulative; zero at the first launch) */
     long rowo_runs;             /* linears of one token by the row-ownership launch (cuda_rowo.cu; tests) */

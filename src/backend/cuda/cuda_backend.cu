@@ -204,7 +204,6 @@ long ds_cuda_comb_norm_runs(ds_backend *be) { return cu_of(be)->comb_norm_runs; 
 long ds_cuda_moe1_runs(ds_backend *be) { return cu_of(be)->moe1_runs; }
 long ds_cuda_moeo_runs(ds_backend *be) { return cu_of(be)->moeo_runs; }
 long ds_cuda_moeo_strips_runs(ds_backend *be) { return cu_of(be)->moeo_strips_runs; }
-long ds_cuda_moeo_pairs_runs(ds_backend *be) { return cu_of(be)->moeo_pairs_runs; }
 long ds_cuda_rowo_runs(ds_backend *be) { return cu_of(be)->rowo_runs; }
 long ds_cuda_moeo_tail_runs(ds_backend *be) { return cu_of(be)->moeo_tail_runs; }
 long ds_cuda_router_norm_runs(ds_backend *be) { return cu_of(be)->router_norm_runs; }
@@ -1242,8 +1241,7 @@ static cu_opts cu_opts_read(void) {
     /* 1 the default since the forty-fifth session (H100: FP8 b1 -7.3%, BF16 -4.8% in two rotated rounds; the model test,
      * the goldens and the GPU suite with it on) */
     o.moeo = env_int("DSINFER_CUDA_MOEO", 1);
-    o.moeo_strips = env_int("DSINFER_CUDA_MOEO_STRIPS", 0);   /* opt-in: BF16 b1 -0.13 ms for the down weights once more */
-    o.moeo_pairs = env_int("DSINFER_CUDA_MOEO_PAIRS", 0);     /* opt-in until measured (fifty-third session) */
+    o.moeo_strips = env_int("DSINFER_CUDA_MOEO_STRIPS", 0);   /* opt-in until measured (fifty-third session) */
     o.router_norm = env_int("DSINFER_CUDA_ROUTER_NORM", 0);   /* opt-in until measured (forty-sixth session, not run) */
     o.route_zero = env_int("DSINFER_CUDA_ROUTE_ZERO", 1);   /* on since the forty-seventh session: FP8 b1 -0.036 ms (RESULTS run 3) */
     o.moeo_tail = env_int("DSINFER_CUDA_MOEO_TAIL", 0);   /* opt-in until measured (prepared in the forty-fifth session) */

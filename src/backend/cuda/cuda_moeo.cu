@@ -59,7 +59,6 @@ typedef struct {
                                            * [n_e / U][D][16 bytes] (opt.moeo_strips; mo_strips_kernel): a strip stage is
                                            * one bulk copy, not 16-byte pieces of 2048 rows gathered by TMA */
     int D, I, sI, K, E, nst;
-    int pairs;                /* units taken two by two (mo_unit_at; opt.moeo_pairs) */
     int l2ef;                 /* the weight copies with L2 evict_first (cu_l2ef's CU_L2EF_MOEO) */
     int lab;                  /* timing only, wrong sums (opt.moeo - 1): 1 the down strips read as contiguous 1-D copies
                                * of the same bytes, 2 no down stages at all, 3 the consumers skip the arithmetic (the
@@ -80,13 +79,6 @@ typedef struct {
     unsigned *cnt;            /* [2] the blocks' count (cumulative: each launch adds the grid) and the launches' epoch */
     int nq0, NQ;              /* tail units of wq, of both */
 } mo_args;
-
-/* the block's i-th unit: blockIdx.x + i gridDim.x; with a.pairs two by two, 2 (blockIdx.x + (i / 2) gridDim.x) and its
- * odd neighbour back to back, so that one block reads both 16-byte halves of each 32-byte sector of their down strips
- * (opt.moeo_pairs; increasing in i either way) */
-__device__ __forceinline__ int mo_unit_at(const mo_args &a, int i) {
-    return a.pairs ? 2 * ((int)blockIdx.x + (i >> 1) * (int)gridDim.x) + (i & 1) : (int)blockIdx.x + i * (int)gridDim.x;
-}
 
 /* unit u's matrices and first row j (within them); k: its choice (-1: the shared experts), m: its down map */
 __device__ __forceinline__ void mo_unit(const mo_args &a, const int *ids, int u, int U, const cu_wview **g,
@@ -479,7 +471,7 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
     int *ids = (int *)(scs + nst * MO_SC);
     float *wk = (float *)(ids + a.K);
     const int NU = (a.sI + a.K * a.I) / U, E = a.rc.E;
-    if (!ROUTE && !TAIL && mo_unit_at(a, 0) >= NU) return;   /* (the route and tail forms: every block takes part in their counts) */
+    if (!ROUTE && !TAIL && (int)blockIdx.x >= NU) return;   /* (the route and tail forms: every block takes part in their counts) */
     if (threadIdx.x == 0) {
         MO_STAMP(TAIL, 0);
         for (int s = 0; s < nst; s++) {
@@ -501,7 +493,7 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
         if (threadIdx.x) return;
         const uint64_t pol = cu_l2_evict_first();   /* (used where a.l2ef) */
         int it = 0, seen = 0;
-        for (int i = 0, u; (u = mo_unit_at(a, i)) < NU; i++) {
+        for (int u = blockIdx.x; u < NU; u += gridDim.x) {
             const cu_wview *g, *up, *dn;
             int j, k, m;
             if (ROUTE && !seen && u * U >= a.sI) {   /* the first routed unit: the block's routing done */
@@ -534,7 +526,7 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
 #pragma unroll
     for (int i = 0; i < MO_NA; i++) acc[i] = 0.0f;
     int it = 0, n = 0;
-    for (int u; (u = mo_unit_at(a, n)) < NU; n++) {
+    for (int u = blockIdx.x; u < NU; u += gridDim.x, n++) {
         const cu_wview *g, *up, *dn;
         int j, k, m;
         if (ROUTE && !seen && u * U >= a.sI) {
@@ -800,7 +792,6 @@ static int mo_prepare(ds_cuda_backend *cb, mo_args *a, float *out, const float *
     a->maps = mm->maps;
     a->dst = mm->dst;
     a->strips = cb->opt.moeo_strips ? mm->strips : NULL;   /* (NULL where no copy could be made: the TMA strips) */
-    a->pairs = cb->opt.moeo_pairs != 0;
     a->D = D;
     a->I = I;
     a->sI = sI;
@@ -849,7 +840,6 @@ int cu_moeo(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weig
     CUDA_LAUNCH_CHECK();
     cb->moeo_runs++;
     if (a.strips) cb->moeo_strips_runs++;
-    if (a.pairs) cb->moeo_pairs_runs++;
     return 1;
 }
 
