@@ -462,8 +462,9 @@ typedef struct {
                         * (backend layer1) */
     int moe1_pf;       /* its warps ask L2 for their next phase's rows before each grid barrier (DSINFER_CUDA_MOE1_PF) */
     int moeo_strips;   /* moeo_kernel's down strips from a copy of each layer's down matrices in the strip layout (one bulk
-                        * copy a stage, not a TMA gather of 16 bytes from 2048 rows; the same bits; extra memory: every
-                        * MoE layer's down weights once more; DSINFER_CUDA_MOEO_STRIPS; fifty-third session) */
+                        * copy a stage, not a TMA gather of 16 bytes from 2048 rows; the same stage bytes, the sums up to the
+                        * blocks' reduction order; extra memory: every MoE layer's down weights once more;
+                        * DSINFER_CUDA_MOEO_STRIPS; H100 BF16 b1 -0.13 ms, FP8 -0.04: fifty-third session) */
     int moeo;          /* the MoE block of one token by intermediate ownership, one launch after the router (cuda_moeo.cu;
                         * DSINFER_CUDA_MOEO): 1; 5 with the router and routing inside the launch; 2 .. 4 timing labs
                         * with wrong sums (mo_args.lab) */

@@ -1241,7 +1241,7 @@ static cu_opts cu_opts_read(void) {
     /* 1 the default since the forty-fifth session (H100: FP8 b1 -7.3%, BF16 -4.8% in two rotated rounds; the model test,
      * the goldens and the GPU suite with it on) */
     o.moeo = env_int("DSINFER_CUDA_MOEO", 1);
-    o.moeo_strips = env_int("DSINFER_CUDA_MOEO_STRIPS", 0);   /* opt-in until measured (fifty-third session) */
+    o.moeo_strips = env_int("DSINFER_CUDA_MOEO_STRIPS", 0);   /* opt-in for its memory (RESULTS fifty-third session) */
     o.router_norm = env_int("DSINFER_CUDA_ROUTER_NORM", 0);   /* opt-in until measured (forty-sixth session, not run) */
     o.route_zero = env_int("DSINFER_CUDA_ROUTE_ZERO", 1);   /* on since the forty-seventh session: FP8 b1 -0.036 ms (RESULTS run 3) */
     o.moeo_tail = env_int("DSINFER_CUDA_MOEO_TAIL", 0);   /* opt-in until measured (prepared in the forty-fifth session) */
