@@ -4069,3 +4069,25 @@ if want s53i; then
     done
   done
 fi
+# s54a (fifty-fourth session): batch 1's input norm folded into the q / kv_a GEMV (DSINFER_CUDA_NORM_FOLD=1, opt-in): op
+# tests nfold (against the ops one by one), attnin and qkvabs (qkv_absorb_kernel's new parameter); FP8 / BF16 b1 at
+# NORM_FOLD 0 / 1 with LAB54's dsinfer and the pack's dsinfer (the head before the change) beside them; the goldens with
+# it. LAB54 names a directory holding dsinfer, test_cuda_ops and test_cuda_golden built with it.
+if want s54a; then
+  L=${LAB54:-$B}
+  for t in nfold attnin qkvabs; do
+    step ops_$t 200 env DSINFER_OPS_ONLY=$t $L/test_cuda_ops > /dev/null
+    echo "$t: $(grep -cE "CHECK failed" $OUT/ops_$t.log) failed; $(grep -E "CHECK failed" $OUT/ops_$t.log | head -3 | cut -c1-160 | tr '\n' '|')"
+  done
+  grep -E "nfold" $OUT/ops_nfold.log | head -12 | cut -c1-170
+  for r in 1 2; do
+    for v in pack 0 1; do
+      if [ $v = pack ]; then BIN=$B/dsinfer; V=0; else BIN=$L/dsinfer; V=$v; fi
+      for d in fp8 bf16; do
+        step s54a-$d-$v-$r 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_NORM_FOLD=$V $BIN bench --dtype $d --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s54a-$d-$v > /dev/null
+        echo "$d b1 $v r$r: $(grep -E "^decode" $OUT/s54a-$d-$v-$r.log | cut -c60-140)"
+      done
+    done
+  done
+  step golden_nf 150 env DSINFER_CUDA_NORM_FOLD=1 $L/test_cuda_golden > /dev/null; tail -1 $OUT/golden_nf.log
+fi

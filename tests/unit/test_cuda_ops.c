@@ -1275,7 +1275,7 @@ static void free_setup(setup *s) {
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
 static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf | side | linear2 | kvb | qkv | router | w8small
-                            * | f8t1 | f8tp | f8ss | f8ts | moehalf | moepipe | quantw | moeqf | moepdl | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | combnorm | mlafold | moeorder | moent48 | moesx | moest2 | moe1 | moeo | tail1 | attn1 | gemv1 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
+                            * | f8t1 | f8tp | f8ss | f8ts | moehalf | moepipe | quantw | moeqf | moepdl | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | nfold | combnorm | mlafold | moeorder | moent48 | moesx | moest2 | moe1 | moeo | tail1 | attn1 | gemv1 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
                             * run_side_stream, run_linear2, run_kvb_copy, run_qkv_finish, run_router, run_w8a8_small or
                             * run_f8_lab */
 
@@ -3677,6 +3677,85 @@ static void run_attn_in(void) {
     }
 }
 
+/* DSINFER_OPS_ONLY=nfold: batch 1's attn_in with the input norm folded into the q / kv_a GEMV (DSINFER_CUDA_NORM_FOLD=1:
+ * the GEMV reads h and add and scales its sums by 1 / RMS; qkv_absorb_kernel's extra block makes h and xn) against the ops
+ * one by one (add_rmsnorm or rmsnorm, linear2, qkv_finish) on the same backend from copies of the same inputs: h and xn
+ * the same bytes (rmsnorm_vec's arithmetic), q, kv and the absorbed attention's output (over the cache each side wrote)
+ * within NMSE 1e-10 (the sums' fp32 rounding: xn's 1 / RMS applied after the dot), and the fold counted
+ * (ds_cuda_norm_fold_runs): once a call with kv_b (qkv_absorb_kernel), never without it (the folded GEMV, then the norm
+ * and qkv_finish as launches of their own: the same checks hold). V2-Lite FP8 and BF16 weights, the BF16 and FP8
+ * caches, with and without the residual add, the norm's weight BF16 and F32. */
+static void run_norm_fold(void) {
+    if (only && strcmp(only, "nfold")) return;
+    for (int l = 0; l < 2; l++) {
+        setup s;
+        setenv("DSINFER_CUDA_TC", "1", 1);
+        setenv("DSINFER_CUDA_NORM_FOLD", "1", 1);
+        int ok = load_setup_kv(&s, l ? "v2l-nf8" : "v2l-nf", "configs/deepseek-v2-lite.json", 0, 16, 0, l ? KV_FP8 : KV_BF16);
+        unsetenv("DSINFER_CUDA_TC");
+        unsetenv("DSINFER_CUDA_NORM_FOLD");
+        if (!ok) continue;
+        ds_backend *g = s.gpu;
+        const ds_config *c = &s.cfg;
+        const int D = c->hidden_size, H = c->num_heads, C = c->kv_lora_rank, w = C + c->qk_rope_head_dim;
+        const int NQ = H * c->qk_head_dim, hw = c->qk_nope_head_dim + c->v_head_dim;
+        for (int wt = 0; wt < 2; wt++) {
+            const ds_dtype dt = wt ? DS_DTYPE_BF16 : DS_DTYPE_F8_E4M3;
+            wpair wq = mk_weight(&s, NQ, D, dt, 0.5f / sqrtf((float)D), "q");
+            wpair wkv = mk_weight(&s, w, D, dt, 0.5f / sqrtf((float)D), "kv_a");
+            wpair in_norm = mk_weight(&s, 1, D, wt ? DS_DTYPE_F32 : DS_DTYPE_BF16, 1.0f, "input_norm");
+            wpair kv_norm = mk_weight(&s, 1, C, DS_DTYPE_F32, 1.0f, "kv_a_norm");
+            wpair kvb = mk_weight(&s, H * hw, C, dt, 1.0f / sqrtf((float)C), "kv_b");
+            for (int cs = 0; cs < 3; cs++) {   /* add and kv_b; no add and kv_b; add, no kv_b */
+                const int with_add = cs != 1, with_kvb = cs != 2;
+                batch b;
+                mk_batch(&s, &b, 1, 24, 16);
+                set_batch(&s, &b);
+                buf c1 = mk_cache(&s, &b), c2 = buf_copy(&s, &c1);
+                buf h1 = buf_new(&s, (size_t)D), ad = buf_new(&s, h1.n);
+                buf_rand(&h1, 2.0f);
+                buf_rand(&ad, 1.0f);
+                buf h2 = buf_copy(&s, &h1);
+                buf xn1 = buf_new(&s, h1.n), xn2 = buf_new(&s, h1.n), q1 = buf_new(&s, (size_t)NQ), q2 = buf_new(&s, q1.n);
+                buf k1 = buf_new(&s, (size_t)w), k2 = buf_new(&s, k1.n);
+                const size_t no = (size_t)H * c->v_head_dim;
+                buf o1 = buf_new(&s, no), o2 = buf_new(&s, no);
+                buf *outs[] = {&xn1, &xn2, &q1, &q2, &k1, &k2, &o1, &o2};
+                for (int i = 0; i < NM(outs); i++) buf_poison(outs[i]);
+                const float eps = 1e-6f;
+                const long r0 = ds_cuda_norm_fold_runs(g);
+                g->attn_in(g, xn2.d, h2.d, with_add ? ad.d : NULL, &in_norm.d, eps, q2.d, k2.d, &wq.d, &wkv.d, c2.d, &kv_norm.d,
+                           1e-6f, with_kvb ? &kvb.d : NULL, 1);
+                const long folded = ds_cuda_norm_fold_runs(g) - r0;
+                g->attn_absorbed(g, o2.d, q2.d, c2.d, &kvb.d, b.seqs, b.m.n_seqs);
+                if (with_add) g->add_rmsnorm(g, xn1.d, h1.d, ad.d, &in_norm.d, 1, D, eps);
+                else g->rmsnorm(g, xn1.d, D, h1.d, D, &in_norm.d, 1, D, eps);
+                g->linear2(g, q1.d, k1.d, xn1.d, &wq.d, &wkv.d, 1);
+                g->qkv_finish(g, q1.d, k1.d, c1.d, &kv_norm.d, 1e-6f, NULL);
+                g->attn_absorbed(g, o1.d, q1.d, c1.d, &kvb.d, b.seqs, b.m.n_seqs);
+                const size_t dh = device_units_differ(&s, h1.d, h2.d, h1.n, sizeof(float));
+                const size_t dx = device_units_differ(&s, xn1.d, xn2.d, xn1.n, sizeof(float));
+                const double eq = device_nmse(&s, q2.d, q1.d, q1.n), ek = device_nmse(&s, k2.d, k1.d, k1.n);
+                const double eo = device_nmse(&s, o2.d, o1.d, no);
+                printf("  %-8s nfold %s weights, norm %s, %s add, %s kv_b: folded %ld, h / xn %zu / %zu values differ, NMSE q "
+                       "%.2e kv %.2e attention %.2e\n", s.name, wt ? "BF16" : "FP8", wt ? "F32" : "BF16",
+                       with_add ? "with" : "no", with_kvb ? "with" : "no", folded, dh, dx, eq, ek, eo);
+                CHECKF(dh == 0 && dx == 0, "%s nfold case %d/%d: h / xn differ in %zu / %zu values", s.name, wt, cs, dh, dx);
+                CHECKF(eq <= 1e-10 && ek <= 1e-10 && eo <= 1e-10, "%s nfold case %d/%d: NMSE q %.3g kv %.3g attention %.3g",
+                       s.name, wt, cs, eq, ek, eo);
+                CHECKF(folded == with_kvb, "%s nfold case %d/%d: folded %ld times (expected %d)", s.name, wt, cs, folded,
+                       with_kvb);
+                free(b.pt);
+                buf *bufs[] = {&c1, &c2, &h1, &h2, &ad, &xn1, &xn2, &q1, &q2, &k1, &k2, &o1, &o2};
+                for (int i = 0; i < NM(bufs); i++) buf_free(&s, bufs[i]);
+            }
+            wpair *ws[] = {&wq, &wkv, &in_norm, &kv_norm, &kvb};
+            for (int i = 0; i < NM(ws); i++) free_weight(ws[i]);
+        }
+        free_setup(&s);
+    }
+}
+
 /* DSINFER_OPS_ONLY=qkvabs: qkv_finish given the layer's kv_b with DSINFER_CUDA_QKV_ABSORB=1 (qkv_absorb_kernel: the
  * absorbed attention's q product made in qkv_finish's launch, taken by attn_absorbed) against qkv_finish without it on
  * copies of the same q, kv and cache: q, kv, the cache and the attention's output the same bytes; the q product made
@@ -4817,6 +4896,7 @@ int main(void) {
     RUN(run_attn_in());
     RUN(run_comb_uv());
     RUN(run_qkv_absorb());
+    RUN(run_norm_fold());
     RUN(run_comb_norm());
     RUN(run_mla_fold());
     RUN(run_gemv_t1());

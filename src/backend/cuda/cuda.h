@@ -423,6 +423,9 @@ typedef struct {
     int qkv_absorb;     /* qkv_finish given the layer's kv_b (backend.h) makes the absorbed attention's q product in its
                          * launch (qkv_absorb_kernel) where absorb_q_v3_kernel would make it (DSINFER_CUDA_QKV_ABSORB,
                          * default 1) */
+    int norm_fold;      /* batch 1's attn_in with the input norm folded into the q / kv_a GEMV (cu_gemv_two_norm: the sums
+                         * scaled by 1 / RMS at the end) and h += add, xn made by one more block of qkv_absorb_kernel: no
+                         * norm kernel ahead of the projections (DSINFER_CUDA_NORM_FOLD, default 0; fifty-fourth session) */
     int moe_wg_order;   /* decode experts: which items a CTA takes (cuda_moe_wg.cu mw_args.order; DSINFER_CUDA_MOE_WG_ORDER;
                          * -1, the default: 1 up to 128 tokens, else 0) */
     int moe_wg_pdl;  /* decode experts (cuda_moe_wg.cu; DSINFER_CUDA_MOE_WG_PDL): 1 the down launch with programmatic dependent
@@ -649,6 +652,7 @@ typedef struct {
     const ds_weight *qlat_kvb;
     int qlat_T;
     long qkv_absorb_runs;       /* qkv_finish launches that made q_lat too (tests) */
+    long norm_fold_runs;        /* ... of them that made attn_in's folded input norm too (opt.norm_fold; tests) */
     long qlat_taken_runs;       /* absorbed attentions that took that q_lat (tests) */
     cu_ws ws_moe2;              /* grouped MoE: intermediates and expert outputs */
     cu_ws ws_moe1;              /* the one-token MoE launch's SiLU products (cuda_moe1.cu) */
@@ -915,6 +919,15 @@ typedef struct {
     const unsigned char *bscale;   /* NVFP4 only: F8_E4M3 [rows, cols/16] block scales; else NULL */
     float gscale;                  /* NVFP4 only: the global scale */
 } cu_wview;
+/* The input norm a launch makes beside its own work (cu_qkv_finish_parts' nj): h += add (add NULL: none), xn = RMSNorm(h)
+ * by nw over n columns, eps */
+typedef struct {
+    float *xn, *h;
+    const float *add;
+    cu_wview nw;
+    int n;
+    float eps;
+} cu_norm_job;
 
 /* Bytes of one row of a weight stored row after row (BF16, FP8, fp32); 0 for other dtypes. */
 __device__ __forceinline__ size_t cu_row_bytes(const cu_wview &w) {
@@ -996,6 +1009,10 @@ static inline unsigned cu_blocks(size_t n, unsigned threads) { return (unsigned)
 void cu_linear(ds_backend *be, float *out, const float *x, const ds_weight *w, int M);
 /* backend.h linear2: two weights of one input, one launch where the path allows (opt.hfuse; cuda_linear.cu) */
 void cu_linear2(ds_backend *be, float *out1, float *out2, const float *x, const ds_weight *w1, const ds_weight *w2, int M);
+/* cu_linear2 for one token whose input is RMSNorm(h + add) by nw (add NULL: h), the norm folded into the GEMV
+ * (cu_gemv_two_norm) where cu_linear2 would take gemv_v2_kernel's four-row form; h and xn not written. 0: nothing done. */
+int cu_linear2_norm(ds_backend *be, float *out1, float *out2, const float *h, const float *add, const ds_weight *nw, float eps,
+                    const ds_weight *w1, const ds_weight *w2);
 /* dst[nr, cols] = rows r0 .. r0 + nr - 1 of v in BF16 (cu_w's values rounded to nearest even; FP8 16 codes
  * a thread unless DSINFER_CUDA_DEQUANT_VEC=0), and dst[0:n] = src[0:n] rounded to BF16 (cuda_linear.cu). */
 void cu_weight_bf16(__nv_bfloat16 *dst, const cu_wview &v, int r0, int nr);
@@ -1077,8 +1094,10 @@ int cu_layer1(ds_backend *be, float *xn, float *h, float *ff, float *ao, float *
 /* backend qkv_finish over the batch's tokens with q and kv first summed from split-K partials pq ([ksq][M][H dqk]) and
  * pkv ([ksk][M][C + dr]) where either count is above 1 (a count of 1: that tensor's partial is its product; the W8A8
  * linear2's; pq NULL, both 1: as they are); 0 (nothing launched) where the fused kernel does not fit */
+/* nj (NULL: none; opt.norm_fold): the input norm the GEMV before folded in, made by one more block of qkv_absorb_kernel
+ * (h += add, xn = RMSNorm(h): rmsnorm_vec's bits); only with that kernel (0, nothing launched, where it does not run) */
 int cu_qkv_finish_parts(ds_backend *be, float *q, float *kv, void *cache, const ds_weight *kv_norm, float eps,
-                        const float *pq, const float *pkv, int ksq, int ksk, const ds_weight *kv_b);
+                        const float *pq, const float *pkv, int ksq, int ksk, const ds_weight *kv_b, const cu_norm_job *nj);
 /* The W8A8 chain fused above 64 rows (opt.chain_fuse 2): cu_f8_wgmma_gemm's TMA path for one or two weights with their
  * split-K partials kept for the next kernel to sum. plan: 1 where cu_f8_wgmma_gemm takes that path at M rows for w1
  * and w2 (NULL: one weight) on the codes q and sums the splits with the reduce launch (no cluster sum), with each
@@ -1296,6 +1315,13 @@ typedef struct {
     cu_wview v0, v1;
     int n_rows, y0;
 } cu_gemv_b;
+/* The input norm a GEMV folds in (cu_gemv_two_norm): its x is RMSNorm(h + add) g (add NULL: h) over n columns, eps */
+typedef struct {
+    const float *h, *add;
+    cu_wview g;   /* the norm's weight [n] (rows n, cols 0: a vector) */
+    int n;
+    float eps;
+} cu_gemv_norm;
 /* cu_gemv_group for one row of x (M = 1, the one-row form with four weight rows a warp, K unsplit) with a second,
  * independent GEMV of one row (b; its y0 set here) in the same launch: batch 1's routed experts beside the shared
  * ones, one launch where there were two (DSINFER_CUDA_MOE_DUO). Each part's rows are summed as a launch of its own with
@@ -1307,6 +1333,12 @@ int cu_gemv_group_duo(float *out, int ldo, const float *x, int ldx, const int32_
 /* out1 [M, w1.rows] and out2 [M, w2.rows] = x [M, K] by w1 and w2 in one launch of the v2 GEMV (M <= GEMV_MAX_M);
  * 0 (nothing done) when the v2 kernel cannot read both the same way */
 int cu_gemv_two(float *out1, float *out2, const float *x, int M, cu_wview w1, cu_wview w2, int vec);
+/* out1 [w1.rows] and out2 [w2.rows] of one token whose GEMV input is RMSNorm(h + add) by the norm's weight nw [K] (add
+ * NULL: h; eps), without the normed vector made first: the GEMV reads h, add and nw and scales each row's sum by 1 / RMS
+ * (opt.norm_fold; cuda_linear.cu). Neither h nor xn is written. 0 (nothing launched) where gemv_v2_kernel's four-row
+ * form does not take both weights. */
+int cu_gemv_two_norm(float *out1, float *out2, const float *h, const float *add, cu_wview nw, float eps, cu_wview w1,
+                     cu_wview w2, int vec);
 /* GEMV v2 switch and the SM count it sizes its split-K by (cuda_linear.cu; set at backend creation). */
 extern int cu_gemv_v2, cu_gemv_sms, cu_fp8_fast;
 /* opt.gemv_t1 (DSINFER_CUDA_GEMV_T1=1; =2, the default, two rows a warp; twenty-third session; =4 four rows a warp, opt-in

@@ -216,6 +216,7 @@ long ds_cuda_qb_fused_runs(ds_backend *be) { return cu_of(be)->qb_fused_runs; }
 long ds_cuda_moe_wg_nt48_launches(ds_backend *be) { return cu_of(be)->moe_wg_nt48_launches; }
 long ds_cuda_qkv_split_launches(ds_backend *be) { return cu_of(be)->qkv_split_launches; }
 long ds_cuda_qkv_absorb_runs(ds_backend *be) { return cu_of(be)->qkv_absorb_runs; }
+long ds_cuda_norm_fold_runs(ds_backend *be) { return cu_of(be)->norm_fold_runs; }
 long ds_cuda_comb_uv_runs(ds_backend *be) { return cu_of(be)->comb_uv_runs; }
 long ds_cuda_qlat_taken_runs(ds_backend *be) { return cu_of(be)->qlat_taken_runs; }
 int ds_cuda_moe_wg_chunk(ds_backend *be, int n_rows, int E) { return cu_moe_wg_chunk(n_rows, E, cu_of(be)->opt.moe_wg_nt48); }
@@ -864,14 +865,23 @@ __global__ void __launch_bounds__(RMS_THREADS) qkv_finish_kernel(float *q, float
  * absorb_q_v3_kernel's (H, C / AQ3_COLS, ceil(M / 2)) two column groups a block, a 128-thread half each (block b - nf:
  * head % H, then column pair, then token pair). Each value's arithmetic is its kernel's: the same bits as the two
  * launches. Needs C % (2 AQ3_COLS) == 0, no split-K partials (PARTS false) and no BF16 copy of q. */
-template <int LAYOUT, int EB>
-__global__ void __launch_bounds__(RMS_THREADS) qkv_absorb_kernel(qf_args a, int M, int ny, float *qlat, cu_wview kvb, int hw) {
+/* NORM (opt.norm_fold): one block more, the last, makes the layer's input norm that the GEMV before folded in (h += add,
+ * xn = RMSNorm(h): rmsnorm_vec_kernel's rms_row_vec, NV 8 for any n <= 8192: the same bits as its launch, whose unused
+ * slots add zeros). Nothing else in the launch reads h or xn. */
+template <int LAYOUT, int EB, bool NORM = false>
+__global__ void __launch_bounds__(RMS_THREADS) qkv_absorb_kernel(qf_args a, int M, int ny, float *qlat, cu_wview kvb, int hw,
+                                                                 cu_norm_job nj) {
     static_assert(RMS_THREADS == 256, "two 128-thread column groups a block");
     __shared__ float red[RMS_THREADS / 32];
     __shared__ float ared[2][AQ3_RPP(EB)][2][AQ3_COLS];
     cu_pdl_trigger();
     cu_pdl_wait();
     const int nf = M * ny, b = (int)blockIdx.x;
+    if (NORM && b == (int)gridDim.x - 1) {
+        if (nj.add) rms_row_vec<8, true>((float4 *)nj.xn, (float4 *)nj.h, (const float4 *)nj.add, nj.nw, nj.n, nj.eps, red);
+        else rms_row_vec<8, false>((float4 *)nj.xn, (float4 *)nj.h, nullptr, nj.nw, nj.n, nj.eps, red);
+        return;   /* (whole block) */
+    }
     if (b < nf) {
         qkv_finish_block<LAYOUT, false>(a, b % M, b / M, M, red);
         return;   /* (whole block) */
@@ -887,7 +897,7 @@ __global__ void __launch_bounds__(RMS_THREADS) qkv_absorb_kernel(qf_args a, int 
  * with opt.qkv_absorb its q product is made in the same launch where that attention would make it by absorb_q_v3_kernel
  * (qkv_absorb_kernel; q_lat into ws_qlat, taken by attn_fused). */
 int cu_qkv_finish_parts(ds_backend *be, float *q, float *kv, void *cache, const ds_weight *kv_norm, float eps,
-                        const float *pq, const float *pkv, int ksq, int ksk, const ds_weight *kv_b) {
+                        const float *pq, const float *pkv, int ksq, int ksk, const ds_weight *kv_b, const cu_norm_job *nj) {
     const int ks = ksq > ksk ? ksq : ksk;   /* above 1: the partials' prologue */
     ds_cuda_backend *cb = cu_of(be);
     const ds_config *c = be->cfg;
@@ -921,18 +931,24 @@ int cu_qkv_finish_parts(ds_backend *be, float *q, float *kv, void *cache, const 
     cb->qkv_split_launches += hpg > 0;
     cb->qlat_of = NULL;
     const int eb = kv_b && cb->opt.qkv_absorb && ks == 1 && !qb && C % (2 * AQ3_COLS) == 0 ? cu_absorb_v3_takes(cb, kv_b, M) : 0;
+    if (nj && (!eb || nj->n % 4 || nj->n > 8 * 4 * RMS_THREADS || ((uintptr_t)nj->h & 15) || ((uintptr_t)nj->xn & 15) ||
+               ((uintptr_t)nj->add & 15)))
+        return 0;   /* (the norm job goes only into qkv_absorb_kernel; nothing launched) */
     if (eb) {
         const qf_args a = {q, kv, cache, nw, eps, H, dn, c->qk_head_dim, C, dr, tb, cb->d_positions, cb->d_tok_seq,
                            cb->d_page_table, cb->b.pt_stride, cb->b.page_size, cb->inv_freq, c->rope_amplitude, NULL, NULL,
                            1, 1, NULL, hpg};
         float *qlat = (float *)cu_ws_get(&cb->ws_qlat, (size_t)M * H * C * sizeof(float));
-        const unsigned nb = grid.x * grid.y + (unsigned)(H * (C / (2 * AQ3_COLS)) * ((M + 1) / 2));
+        const unsigned nb = grid.x * grid.y + (unsigned)(H * (C / (2 * AQ3_COLS)) * ((M + 1) / 2)) + (nj ? 1u : 0u);
         const cu_wview kvb = cu_view(kv_b);
         const int hw = dn + c->v_head_dim;
+        const cu_norm_job nj0 = {};
 #define QA_LAUNCH(L)                                                                                                  \
     do {                                                                                                              \
-        if (eb == 2) cu_launch(qkv_absorb_kernel<L, 2>, nb, RMS_THREADS, 0, a, M, (int)grid.y, qlat, kvb, hw);       \
-        else cu_launch(qkv_absorb_kernel<L, 1>, nb, RMS_THREADS, 0, a, M, (int)grid.y, qlat, kvb, hw);               \
+        if (nj && eb == 2) cu_launch(qkv_absorb_kernel<L, 2, true>, nb, RMS_THREADS, 0, a, M, (int)grid.y, qlat, kvb, hw, *nj); \
+        else if (nj) cu_launch(qkv_absorb_kernel<L, 1, true>, nb, RMS_THREADS, 0, a, M, (int)grid.y, qlat, kvb, hw, *nj); \
+        else if (eb == 2) cu_launch(qkv_absorb_kernel<L, 2>, nb, RMS_THREADS, 0, a, M, (int)grid.y, qlat, kvb, hw, nj0); \
+        else cu_launch(qkv_absorb_kernel<L, 1>, nb, RMS_THREADS, 0, a, M, (int)grid.y, qlat, kvb, hw, nj0);         \
     } while (0)
         if (c->kv_fp8) QA_LAUNCH(CU_KV_FP8);
         else if (c->kv_bf16) QA_LAUNCH(CU_KV_BF16);
@@ -943,6 +959,7 @@ int cu_qkv_finish_parts(ds_backend *be, float *q, float *kv, void *cache, const 
         cb->qlat_kvb = kv_b;
         cb->qlat_T = M;
         cb->qkv_absorb_runs++;
+        cb->norm_fold_runs += nj != NULL;
         return 1;
     }
 #define QF_LAUNCH_P(L, P)                                                                                             \
@@ -973,7 +990,7 @@ static void cu_qkv_finish(ds_backend *be, float *q, float *kv, void *cache, cons
     int M = cb->b.n_tokens;
     cb->qb_of = NULL;   /* (set again where the fused kernel writes the copy) */
     cb->qlat_of = NULL;   /* (set again where the launch makes q_lat) */
-    if (!M || cu_qkv_finish_parts(be, q, kv, cache, kv_norm, eps, NULL, NULL, 1, 1, kv_b)) return;
+    if (!M || cu_qkv_finish_parts(be, q, kv, cache, kv_norm, eps, NULL, NULL, 1, 1, kv_b, NULL)) return;
     cu_rmsnorm(be, kv, w, kv, w, kv_norm, M, C, eps);
     cu_rope(be, q, H * c->qk_head_dim, H, c->qk_head_dim, dn);
     cu_rope(be, kv, w, 1, 0, C);
@@ -1012,6 +1029,26 @@ static int attn_in_norm(ds_cuda_backend *cb, float *xn, float *h, const float *a
     return cu_norm_chain(xn, h, add, NULL, 1, NULL, in_norm, M, D, eps, codes, qs);
 }
 
+/* attn_in for one token with the input norm folded into the q / kv_a GEMV (opt.norm_fold): the GEMV reads h and add and
+ * scales its sums by 1 / RMS (cu_linear2_norm), and the next launch, qkv_absorb_kernel, makes h += add and xn in one more
+ * block beside its own chains, so no norm kernel stands between the layer's input and its projections. h and xn get
+ * rmsnorm_vec's bits; q and kv the unfolded GEMV's up to fp32 rounding (op test nfold). 0 (nothing launched) where the
+ * GEMV form does not apply; where qkv_absorb_kernel then does not, the norm and qkv_finish run as launches of their own
+ * after the folded GEMV (it read h before them). */
+static int attn_in_fold(ds_backend *be, float *xn, float *h, const float *add, const ds_weight *in_norm, float eps, float *q,
+                        float *kv, const ds_weight *wq, const ds_weight *wkv, void *cache, const ds_weight *kv_norm,
+                        float kv_eps, const ds_weight *kv_b) {
+    ds_cuda_backend *cb = cu_of(be);
+    const int D = wq->cols;
+    if (!cu_linear2_norm(be, q, kv, h, add, in_norm, eps, wq, wkv)) return 0;
+    const cu_norm_job nj = {xn, h, add, cu_view(in_norm), D, eps};
+    if (cu_qkv_finish_parts(be, q, kv, cache, kv_norm, kv_eps, NULL, NULL, 1, 1, kv_b, &nj)) return 1;
+    if (add) cu_add_rmsnorm(be, xn, h, add, in_norm, 1, D, eps);
+    else cu_rmsnorm(be, xn, D, h, D, in_norm, 1, D, eps);
+    cu_qkv_finish(be, q, kv, cache, kv_norm, kv_eps, kv_b);
+    return 1;
+}
+
 /* backend.h attn_in. The fused form (chain_fits, cu_linear2's one launch: hfuse): norm_chain_kernel (h += add, xn and
  * its codes), the GEMM with its split-K partials kept, qkv_finish_kernel summing them first: three launches where the
  * composition takes five (the norm, the quantizer, the GEMM, the split-K sum, qkv_finish), the same bits (op test
@@ -1029,7 +1066,7 @@ static void cu_attn_in(ds_backend *be, float *xn, float *h, const float *add, co
         if (attn_in_norm(cb, xn, h, add, in_norm, M, D, eps, codes, qs)) {
             cu_f8_parts pp;
             cu_f8_gemm1_parts(cb, codes, qs, M, wq, q, wkv, kv, &pp);
-            if (pp.ks > 1 && cu_qkv_finish_parts(be, q, kv, cache, kv_norm, kv_eps, pp.p1, pp.p2, pp.ks, pp.ks, kv_b)) {
+            if (pp.ks > 1 && cu_qkv_finish_parts(be, q, kv, cache, kv_norm, kv_eps, pp.p1, pp.p2, pp.ks, pp.ks, kv_b, NULL)) {
                 cb->chain_fused_runs++;
                 return;
             }
@@ -1044,7 +1081,7 @@ static void cu_attn_in(ds_backend *be, float *xn, float *h, const float *add, co
         cu_f8_tma_parts tp;
         if (cu_f8_tma_parts_plan(cb, codes, M, wq, wkv, &tp) && attn_in_norm(cb, xn, h, add, in_norm, M, D, eps, codes, qs)) {
             cu_f8_tma_parts_run(cb, codes, qs, M, wq, q, wkv, kv, &tp);
-            if (cu_qkv_finish_parts(be, q, kv, cache, kv_norm, kv_eps, tp.p1, tp.p2, tp.ks1, tp.ks2, kv_b)) {
+            if (cu_qkv_finish_parts(be, q, kv, cache, kv_norm, kv_eps, tp.p1, tp.p2, tp.ks1, tp.ks2, kv_b, NULL)) {
                 cb->chain_fused_runs++;
                 return;
             }
@@ -1054,6 +1091,9 @@ static void cu_attn_in(ds_backend *be, float *xn, float *h, const float *add, co
             return;
         }
     }
+    if (M == 1 && cb->opt.norm_fold && !cb->comb.active && attn_in_fold(be, xn, h, add, in_norm, eps, q, kv, wq, wkv, cache,
+                                                                         kv_norm, kv_eps, kv_b))
+        return;
     /* the composition (batch 1's GEMVs among others): the left combine made by the norm kernel too, one launch fewer
      * (the same bits: cu_norm_chain_comb); else launched first, as the composition reads add as moe_combine leaves it */
     if (add && cb->comb.active && cb->comb.out == add && cb->comb.M == M &&
@@ -1268,6 +1308,7 @@ static cu_opts cu_opts_read(void) {
     /* both on by default since the forty-ninth session (H100, V2-Lite b1: FP8 2.398 -> 2.296 ms, BF16 2.925 -> 2.818;
      * b2 .. b8 and a 4-layer V3 faster too; RESULTS runs 1 .. 3) */
     o.qkv_absorb = env_int("DSINFER_CUDA_QKV_ABSORB", 1);
+    o.norm_fold = env_int("DSINFER_CUDA_NORM_FOLD", 0);
     o.comb_uv = env_int("DSINFER_CUDA_COMB_UV", 1);
     o.qkv_split_parts = env_int("DSINFER_CUDA_QKV_SPLIT_PARTS", 0);
     o.router_fused = env_int("DSINFER_CUDA_ROUTER_FUSED", 1);

@@ -206,6 +206,17 @@ void cu_linear2(ds_backend *be, float *out1, float *out2, const float *x, const 
     cu_linear(be, out2, x, w2, M);
 }
 
+/* cuda.h: cu_linear2's choice at one token (hfuse, no W8A8 GEMM, no row ownership, the vectorised GEMV), then
+ * cu_gemv_two_norm's form */
+int cu_linear2_norm(ds_backend *be, float *out1, float *out2, const float *h, const float *add, const ds_weight *nw, float eps,
+                    const ds_weight *w1, const ds_weight *w2) {
+    ds_cuda_backend *cb = cu_of(be);
+    if (!cb->opt.hfuse || !cb->opt.vec_gemv || cb->opt.rowo || w8a8_rows(cb, 1) || w1->cols != w2->cols || w1->rows <= 0 ||
+        w2->rows <= 0)
+        return 0;
+    return cu_gemv_two_norm(out1, out2, h, add, cu_view(nw), eps, cu_view(w1), cu_view(w2), cu_gemv_flags(cb));
+}
+
 /* g = SiLU(g) * u, SiLU(z) = z / (1 + exp(-z)) as on the CPU. */
 __global__ void silu_mul_kernel(float *g, const float *u, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
@@ -584,6 +595,41 @@ __device__ __forceinline__ void rows4_chunk(float a[4], const uint4 q[4], float 
     }
 }
 
+/* rows4_chunk with the input norm folded in (cu_gemv_norm; opt.norm_fold): x's values of chunk c are v = h + add (add
+ * NULL: h), v times the norm's weight g in place of xn = v / RMS(v) g, and ss gains the chunk's squares (rms_row_vec's
+ * expression a float4); the caller scales the row's sums by 1 / RMS once ss is whole. The same products as rows4_chunk
+ * otherwise, on xn's values before the 1 / RMS factor: the sums differ from the unfolded form's by fp32 rounding only */
+/* the norm weight's values j .. j + 3 (F32 or BF16, cu_gemv_two_norm's check; j % 4 == 0): cu_w's values */
+__device__ __forceinline__ float4 norm_w4(const cu_wview &g, int j) {
+    if (g.dtype == DS_DTYPE_F32) return __ldg((const float4 *)g.data + (j >> 2));
+    const uint2 b = __ldg((const uint2 *)g.data + (j >> 2));
+    return make_float4(__uint_as_float(b.x << 16), __uint_as_float(b.x & 0xffff0000u), __uint_as_float(b.y << 16),
+                       __uint_as_float(b.y & 0xffff0000u));
+}
+
+template <int VT>
+__device__ __forceinline__ void rows4_chunk_norm(float a[4], float &ss, const uint4 q[4], float slo, float shi, int split,
+                                                 const cu_gemv_norm &nm, int c) {
+    constexpr int V = vt_traits<VT>::V;
+#pragma unroll
+    for (int i4 = 0; i4 < V / 4; i4++) {
+        const int j = c * V + 4 * i4;
+        float4 v = __ldg((const float4 *)(nm.h + j));
+        if (nm.add) {
+            float4 d = __ldg((const float4 *)(nm.add + j));
+            v.x += d.x; v.y += d.y; v.z += d.z; v.w += d.w;
+        }
+        ss += __fmaf_rn(v.w, v.w, __fmaf_rn(v.z, v.z, __fmaf_rn(v.y, v.y, __fmul_rn(v.x, v.x))));
+        const float4 g = norm_w4(nm.g, j);
+        const float4 xv = make_float4(v.x * g.x, v.y * g.y, v.z * g.z, v.w * g.w);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            float4 wv = cvt4<VT>(q[i], i4, i < split ? slo : shi);
+            a[i] += wv.x * xv.x + wv.y * xv.y + wv.z * xv.z + wv.w * xv.w;
+        }
+    }
+}
+
 /* ROW2 with NR = 4 (opt.gemv_t1 = 4; FP8 and BF16, one x row): four weight rows a warp, each x chunk loaded once for the
  * four (x's L1 bytes a weight byte: FP8 4 -> 1 for one weight, ROW2's 2; 2 -> 1 for the gate / up pairs). Not PR: rows
  * n .. n + 3 of w (nv of them valid, 1 .. 4), out[n + i] their sums. PR (the pairs): rows n, n + 1 of the gate w and of
@@ -593,10 +639,14 @@ __device__ __forceinline__ void rows4_chunk(float a[4], const uint4 q[4], float 
  * of (PR && i >= 2 ? w1 : w); rows past the valid ones re-read the first (offset 0; not stored). */
 /* (Measured slower at batch 1 and removed in the thirty-eighth session: ST, the chunks staged through shared memory by
  * cp.async, +0.33 ms; PF, every chunk of a lane asked of L2 first, +0.2 .. 0.4 ms.) */
-template <int VT, int KS, int U, bool PR>
+/* NORM (not PR; cu_gemv_norm): x is nm's input norm folded in (rows4_chunk_norm), every chunk of the row read by the
+ * block's KS warps of a row group, so their squares' sum is the row's and the sums are scaled by 1 / RMS at the end */
+template <int VT, int KS, int U, bool PR, bool NORM = false>
 __device__ __forceinline__ void grp_rows4(float (*red)[8][2], float *out, int ldo, int out_e, const float *x, int ldx,
                                           int x_e, const int32_t *xr, int e, int r, const cu_wview &w, const cu_wview &w1,
-                                          int wn, int n, int nv, int warp, int ks, int lane, int ef, uint64_t pol) {
+                                          int wn, int n, int nv, int warp, int ks, int lane, int ef, uint64_t pol,
+                                          const cu_gemv_norm &nm = cu_gemv_norm()) {
+    static_assert(!(NORM && PR), "the folded norm: one weight's rows");
     constexpr int V = vt_traits<VT>::V;
     constexpr bool F8 = VT == VT_FP8;
     constexpr int EB = VT == VT_BF16 ? 2 : 1;
@@ -613,8 +663,8 @@ __device__ __forceinline__ void grp_rows4(float (*red)[8][2], float *out, int ld
     const float *sh = F8 ? w.scale + (size_t)(last >> 7) * (size_t)w.scale_cols : nullptr;
     const float *sl2 = F8 && PR ? w1.scale + (size_t)(wn >> 7) * (size_t)w1.scale_cols : sl;
     const float *sh2 = F8 && PR ? w1.scale + (size_t)(last >> 7) * (size_t)w1.scale_cols : sh;
-    float a[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    if (nv > 0) {
+    float a[4] = {0.0f, 0.0f, 0.0f, 0.0f}, ss = 0.0f;
+    if (nv > 0) {   /* (a row group's KS warps share nv: its squares' sum is whole wherever it is used) */
         const int c_first = ks * 32 + lane, c_step = 32 * KS;
         for (int cb = c_first; cb < nc; cb += U * c_step) {
             uint4 q[U][4];
@@ -645,27 +695,42 @@ __device__ __forceinline__ void grp_rows4(float (*red)[8][2], float *out, int ld
             for (int u = 0; u < U; u++) {
                 int c = cb + u * c_step;
                 if (c >= nc) break;
-                rows4_chunk<VT, PR>(a, q[u], slo[u], shi[u], slo2[u], shi2[u], split, xp, c);
+                if constexpr (NORM) rows4_chunk_norm<VT>(a, ss, q[u], slo[u], shi[u], split, nm, c);
+                else rows4_chunk<VT, PR>(a, q[u], slo[u], shi[u], slo2[u], shi2[u], split, xp, c);
             }
         }
     }
 #pragma unroll
     for (int i = 0; i < 4; i++) a[i] = cu_warp_sum(a[i]);
+    if (NORM) ss = cu_warp_sum(ss);
     if (KS > 1) {
-        if (lane == 0)
+        if (lane == 0) {
 #pragma unroll
             for (int i = 0; i < 4; i++) red[warp][i][0] = a[i];
+            if (NORM) red[warp][4][0] = ss;
+        }
         __syncthreads();
-        if (ks == 0 && lane == 0)
+        if (ks == 0 && lane == 0) {
 #pragma unroll
             for (int i = 0; i < 4; i++) {
                 float g = 0.0f;
                 for (int k = 0; k < KS; k++) g += red[warp + k][i][0];
                 a[i] = g;
             }
+            if (NORM) {
+                float t = 0.0f;
+                for (int k = 0; k < KS; k++) t += red[warp + k][4][0];
+                ss = t;
+            }
+        }
         __syncthreads();   /* red is reused by the next row of x */
     }
     if (nv <= 0 || ks != 0 || lane != 0) return;
+    if (NORM) {   /* rms_inv's expression on the row's sum of squares */
+        const float rinv = 1.0f / sqrtf(ss / (float)nm.n + nm.eps);
+#pragma unroll
+        for (int i = 0; i < 4; i++) a[i] *= rinv;
+    }
     float *o = out + (size_t)r * ldo + (size_t)e * out_e + n;
     if (PR) {
 #pragma unroll
@@ -691,12 +756,15 @@ __device__ __forceinline__ void grp_rows4(float (*red)[8][2], float *out, int ld
 /* ROW2 (TMAX 1, not PAIR; opt.gemv_t1 = 2): a warp takes two adjacent rows, each x chunk loaded once for both (the ncu of
  * the one-row form: L1 84% hits, 'Mem Busy' 72% at 28% of DRAM's rate: every warp re-reads all of x, 4 bytes of x a byte
  * of FP8 weight); rows per block 2 GEMV_WARPS / KS; with out2, v0.rows even (a warp's rows in one weight). */
-template <int VT, bool PAIR, int KS, int TMAX, bool ROW2 = false, int NR = 2>
+/* NORM (ROW2 with NR 4, not PAIR, one row: cu_gemv_two_norm): x is nm's input norm folded in (grp_rows4's NORM) */
+template <int VT, bool PAIR, int KS, int TMAX, bool ROW2 = false, int NR = 2, bool NORM = false>
 __global__ void __launch_bounds__(GEMV_WARPS * 32, TMAX == 1 ? 4 : 1) gemv_v2_kernel(float *out, int ldo, int out_e, const float *x, int ldx,
                                                             int x_e, const int32_t *xr, const int32_t *off, int M,
                                                             const cu_wview *tab0, const cu_wview *tab1, cu_wview v0,
                                                             cu_wview v1, int n_rows, int row0, int row_e, int E,
-                                                            int live, int prefetch, int l2ef, float *out2, int ldo2, cu_gemv_b pb) {
+                                                            int live, int prefetch, int l2ef, float *out2, int ldo2, cu_gemv_b pb,
+                                                            cu_gemv_norm nm) {
+    static_assert(!NORM || (ROW2 && NR == 4 && !PAIR && TMAX == 1), "the folded norm: gemv_v2_kernel's four-row form");
     __shared__ float red[GEMV_WARPS][8][2];
     int e = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     if (e >= pb.y0) {   /* a duo's second part: one group of one row, its own x, weights and output (block-uniform) */
@@ -747,7 +815,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, TMAX == 1 ? 4 : 1) gemv_v2_ke
     if constexpr (ROW2 && NR == 4) {
         int nv = valid ? (n_rows - n < RW ? n_rows - n : RW) : 0;
         for (int j0 = 0; j0 < cnt; j0++)
-            grp_rows4<VT, KS, 1, PAIR>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, w0, w1, wn, n, nv, warp, ks, lane, l2ef, pol);
+            grp_rows4<VT, KS, 1, PAIR, NORM>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, w0, w1, wn, n, nv, warp, ks, lane, l2ef, pol, nm);
     } else if constexpr (ROW2) {
         for (int j0 = 0; j0 < cnt; j0++)
             grp_rows_v2<VT, 1, false, KS, 2, true>(red, out, ldo, out_e, x, ldx, x_e, xr, e, r0 + j0, 1, w0, w1, wn, n, valid,
@@ -848,6 +916,7 @@ static void gemv_group_launch(float *out, int ldo, int out_e, const float *x, in
         const int rpb = GEMV_WARPS / ks * (r4 ? 4 : r2 || p4 ? 2 : 1);   /* rows a block */
         dim3 g2(cu_blocks((size_t)max_rows, rpb), live ? slots : E);
         cu_gemv_b pb = {NULL, NULL, v0, v1, 0, INT_MAX};   /* (no second part) */
+        const cu_gemv_norm nm0 = {};                        /* (no folded norm) */
         const int pfl = cu_pdl_prefetch;   /* the rows asked of L2 before the PDL wait */
         const int l2ef = (cu_l2ef & CU_L2EF_GEMV) != 0;   /* the weights' loads L2 evict_first */
         if (duo) {   /* its blocks: one more grid row, as many columns as either part needs */
@@ -859,14 +928,14 @@ static void gemv_group_launch(float *out, int ldo, int out_e, const float *x, in
         }
 #define V2_LAUNCH_T(VT, KS, T)                                                                                 \
     do {                                                                                                       \
-        if (pair) cu_launch(gemv_v2_kernel<VT, true, KS, T>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, l2ef, out2, ldo2, pb); \
-        else cu_launch(gemv_v2_kernel<VT, false, KS, T>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, l2ef, out2, ldo2, pb); \
+        if (pair) cu_launch(gemv_v2_kernel<VT, true, KS, T>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, l2ef, out2, ldo2, pb, nm0); \
+        else cu_launch(gemv_v2_kernel<VT, false, KS, T>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, l2ef, out2, ldo2, pb, nm0); \
     } while (0)
 #define V2_LAUNCH(VT, KS, R2OK)                                                                                \
     do {                                                                                                       \
-        if (R2OK && p4) cu_launch(gemv_v2_kernel<VT, true, KS, 1, R2OK, (R2OK ? 4 : 2)>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, l2ef, out2, ldo2, pb); \
-        else if (R2OK && r4) cu_launch(gemv_v2_kernel<VT, false, KS, 1, R2OK, (R2OK ? 4 : 2)>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, l2ef, out2, ldo2, pb); \
-        else if (R2OK && r2) cu_launch(gemv_v2_kernel<VT, false, KS, 1, R2OK>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, l2ef, out2, ldo2, pb); \
+        if (R2OK && p4) cu_launch(gemv_v2_kernel<VT, true, KS, 1, R2OK, (R2OK ? 4 : 2)>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, l2ef, out2, ldo2, pb, nm0); \
+        else if (R2OK && r4) cu_launch(gemv_v2_kernel<VT, false, KS, 1, R2OK, (R2OK ? 4 : 2)>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, l2ef, out2, ldo2, pb, nm0); \
+        else if (R2OK && r2) cu_launch(gemv_v2_kernel<VT, false, KS, 1, R2OK>, g2, th, 0, out, ldo, out_e, x, ldx, x_e, xr, off, M, tab0, tab1, v0, v1, max_rows, row0, row_e, E, live, pfl, l2ef, out2, ldo2, pb, nm0); \
         else if (t1) V2_LAUNCH_T(VT, KS, 1);                                                                   \
         else V2_LAUNCH_T(VT, KS, 8);                                                                           \
     } while (0)
@@ -935,6 +1004,47 @@ int cu_gemv_two(float *out1, float *out2, const float *x, int M, cu_wview w1, cu
     if (!cu_gemv_v2 || vt == VT_GEN || vt_of(w2) != vt || w1.cols != w2.cols || ((uintptr_t)x & 15) || w1.cols % 4) return 0;
     gemv_group_launch(out1, w1.rows, 0, x, w1.cols, 0, NULL, NULL, M, 1, NULL, NULL, w1, w2, 0, w1.rows + w2.rows, vec | 1, 0, 0, 0,
                       out2, w2.rows, NULL);
+    return 1;
+}
+
+/* out1 [w1.rows] and out2 [w2.rows] of one token whose input is RMSNorm(h + add) nw (add NULL: h), the norm folded into
+ * the GEMV (opt.norm_fold): gemv_v2_kernel's four-row form reads h, add and nw itself and scales each row's sum by the
+ * row's 1 / RMS at the end (grp_rows4's NORM), so no norm kernel runs before it; h and xn are the caller's to make.
+ * Where cu_gemv_two would take that form (FP8 or BF16 weights, opt.gemv_t1 4); 0 (nothing launched) otherwise. */
+int cu_gemv_two_norm(float *out1, float *out2, const float *h, const float *add, cu_wview nw, float eps, cu_wview w1,
+                     cu_wview w2, int vec) {
+    int vt = vt_of(w1);
+    if (!cu_gemv_v2 || (vt != VT_FP8 && vt != VT_BF16) || (vt == VT_FP8 && (cu_fp8_fast || cu_gemv_f8c)) || vt_of(w2) != vt ||
+        w1.cols != w2.cols || !(vec & CU_GEMV_T1) || !(vec & CU_GEMV_T2) || !(vec & CU_GEMV_T4) || w1.rows % 4 ||
+        nw.cols != 0 || nw.rows != w1.cols || nw.scale || (nw.dtype != DS_DTYPE_F32 && nw.dtype != DS_DTYPE_BF16) ||
+        ((uintptr_t)nw.data & 15) || ((uintptr_t)h & 15) || ((uintptr_t)add & 15))
+        return 0;
+    const int max_rows = w1.rows + w2.rows, V = vt == VT_BF16 ? 8 : 16;
+    const int resident = vt == VT_BF16 ? gemv_t1_resident<VT_BF16, false, true, 4>() : gemv_t1_resident<VT_FP8, false, true, 4>();
+    int ks = gemv_v2_ks((max_rows + 3) / 4, 1, 0, w1.cols / V, resident);
+    if (cu_gemv_t1_ks == 1 || cu_gemv_t1_ks == 2 || cu_gemv_t1_ks == 4 || cu_gemv_t1_ks == 8) ks = cu_gemv_t1_ks;
+    const int rpb = GEMV_WARPS / ks * 4;
+    const dim3 g2(cu_blocks((size_t)max_rows, rpb), 1);
+    const cu_gemv_b pb = {NULL, NULL, w1, w2, 0, INT_MAX};
+    const cu_gemv_norm nm = {h, add, nw, w1.cols, eps};
+    const int pfl = cu_pdl_prefetch, l2ef = (cu_l2ef & CU_L2EF_GEMV) != 0;
+    cu_gemv_t1_launches++;
+    cu_gemv_t4_launches++;
+#define NF_LAUNCH(VT, KS) cu_launch(gemv_v2_kernel<VT, false, KS, 1, true, 4, true>, g2, GEMV_WARPS * 32, 0, out1, w1.rows, 0, \
+                                    h, w1.cols, 0, (const int32_t *)NULL, (const int32_t *)NULL, 1, (const cu_wview *)NULL,  \
+                                    (const cu_wview *)NULL, w1, w2, max_rows, 0, 0, 1, 0, pfl, l2ef, out2, w2.rows, pb, nm)
+#define NF_KS(VT)                                                                                              \
+    do {                                                                                                       \
+        if (ks == 1) NF_LAUNCH(VT, 1);                                                                         \
+        else if (ks == 2) NF_LAUNCH(VT, 2);                                                                    \
+        else if (ks == 4) NF_LAUNCH(VT, 4);                                                                    \
+        else NF_LAUNCH(VT, 8);                                                                                 \
+    } while (0)
+    if (vt == VT_BF16) NF_KS(VT_BF16);
+    else NF_KS(VT_FP8);
+#undef NF_KS
+#undef NF_LAUNCH
+    CUDA_LAUNCH_CHECK();
     return 1;
 }
 
