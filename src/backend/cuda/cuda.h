@@ -1318,7 +1318,7 @@ typedef struct {
 /* The input norm a GEMV folds in (cu_gemv_two_norm): its x is RMSNorm(h + add) g (add NULL: h) over n columns, eps */
 typedef struct {
     const float *h, *add;
-    cu_wview g;   /* the norm's weight [n] (rows n, cols 0: a vector) */
+    cu_wview g;   /* the norm's weight [n] (a vector: rows 1, cols n, as the loader binds one) */
     int n;
     float eps;
 } cu_gemv_norm;

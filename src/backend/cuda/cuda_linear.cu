@@ -1016,7 +1016,7 @@ int cu_gemv_two_norm(float *out1, float *out2, const float *h, const float *add,
     int vt = vt_of(w1);
     if (!cu_gemv_v2 || (vt != VT_FP8 && vt != VT_BF16) || (vt == VT_FP8 && (cu_fp8_fast || cu_gemv_f8c)) || vt_of(w2) != vt ||
         w1.cols != w2.cols || !(vec & CU_GEMV_T1) || !(vec & CU_GEMV_T2) || !(vec & CU_GEMV_T4) || w1.rows % 4 ||
-        nw.cols != 0 || nw.rows != w1.cols || nw.scale || (nw.dtype != DS_DTYPE_F32 && nw.dtype != DS_DTYPE_BF16) ||
+        nw.rows != 1 || nw.cols != w1.cols || nw.scale || (nw.dtype != DS_DTYPE_F32 && nw.dtype != DS_DTYPE_BF16) ||
         ((uintptr_t)nw.data & 15) || ((uintptr_t)h & 15) || ((uintptr_t)add & 15))
         return 0;
     const int max_rows = w1.rows + w2.rows, V = vt == VT_BF16 ? 8 : 16;
