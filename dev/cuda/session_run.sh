@@ -4069,25 +4069,30 @@ if want s53i; then
     done
   done
 fi
-# s54a (fifty-fourth session): batch 1's input norm folded into the q / kv_a GEMV (DSINFER_CUDA_NORM_FOLD=1, opt-in): op
-# tests nfold (against the ops one by one), attnin and qkvabs (qkv_absorb_kernel's new parameter); FP8 / BF16 b1 at
-# NORM_FOLD 0 / 1 with LAB54's dsinfer and the pack's dsinfer (the head before the change) beside them; the goldens with
-# it. LAB54 names a directory holding dsinfer, test_cuda_ops and test_cuda_golden built with it.
+# s54a (fifty-fourth session): batch 1's norms folded into the GEMVs after them: the input norm into the q / kv_a GEMV
+# (DSINFER_CUDA_NORM_FOLD=1) and the post-attention norm into the router's logits (DSINFER_CUDA_ROUTER_NORM=2), both
+# opt-in: op tests nfold, attnin, qkvabs (qkv_absorb_kernel's new parameter) and moeotail (ROUTER_NORM 2's cases); FP8 /
+# BF16 b1 at the lab's defaults, NF, RN2 (ROUTER_NORM=2), RN1 (ROUTER_NORM=1, the unfolded one-launch form) and both
+# folds, two rotated rounds; the goldens with both. The first call (the fold never taken: the norm vector's shape check)
+# timed the pack's dsinfer beside the lab's defaults (the same). LAB54 names a directory holding dsinfer, test_cuda_ops
+# and test_cuda_golden built with it.
+s54_env() { case $1 in d) echo "DSINFER_CUDA_NORM_FOLD=0";; nf) echo "DSINFER_CUDA_NORM_FOLD=1";; rn2) echo "DSINFER_CUDA_ROUTER_NORM=2";;
+  rn1) echo "DSINFER_CUDA_ROUTER_NORM=1";; both) echo "DSINFER_CUDA_NORM_FOLD=1 DSINFER_CUDA_ROUTER_NORM=2";; esac; }
 if want s54a; then
   L=${LAB54:-$B}
-  for t in nfold attnin qkvabs; do
+  for t in nfold moeotail attnin qkvabs; do
     step ops_$t 200 env DSINFER_OPS_ONLY=$t $L/test_cuda_ops > /dev/null
     echo "$t: $(grep -cE "CHECK failed" $OUT/ops_$t.log) failed; $(grep -E "CHECK failed" $OUT/ops_$t.log | head -3 | cut -c1-160 | tr '\n' '|')"
   done
   grep -E "nfold" $OUT/ops_nfold.log | head -12 | cut -c1-170
-  for r in 1 2; do
-    for v in pack 0 1; do
-      if [ $v = pack ]; then BIN=$B/dsinfer; V=0; else BIN=$L/dsinfer; V=$v; fi
+  grep -E "router_norm=2" $OUT/ops_moeotail.log | head -8 | cut -c1-170
+  for ord in "d nf rn2 both rn1" "both rn1 rn2 nf d"; do
+    for v in $ord; do
       for d in fp8 bf16; do
-        step s54a-$d-$v-$r 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_NORM_FOLD=$V $BIN bench --dtype $d --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s54a-$d-$v > /dev/null
-        echo "$d b1 $v r$r: $(grep -E "^decode" $OUT/s54a-$d-$v-$r.log | cut -c60-140)"
+        step s54a-$d-$v 60 env DSINFER_CUDA_TC=1 $(s54_env $v) $L/dsinfer bench --dtype $d --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s54a-$d-$v > /dev/null
+        echo "$d b1 $v: $(grep -E "^decode" $OUT/s54a-$d-$v.log | cut -c60-140)"
       done
     done
   done
-  step golden_nf 150 env DSINFER_CUDA_NORM_FOLD=1 $L/test_cuda_golden > /dev/null; tail -1 $OUT/golden_nf.log
+  step golden_nf 150 env DSINFER_CUDA_NORM_FOLD=1 DSINFER_CUDA_ROUTER_NORM=2 $L/test_cuda_golden > /dev/null; tail -1 $OUT/golden_nf.log
 fi

@@ -387,8 +387,13 @@ static int router_fused(ds_cuda_backend *cb, const ds_weight *r, const float *x,
  * router_fused_kernel's lane order (its XS form's bits at one token). The last block to take its ticket (each block has
  * read h and ff before its own) writes h = v and xn back, zeroes ff (the MoE launch after it reduces onto ff) and routes
  * the logits with route_warp (warp 0). Replaces rmsnorm_vec's launch, the router's GEMV, route_v2 and the memset. */
+/* FOLD (opt.router_norm 2): the norm folded into the logits instead of made first: warp w's logit is the dot of the router
+ * row with v g (v = h + ff read by the warp chunk by chunk, g the norm's weight) times 1 / RMS(v) from the squares the
+ * warp summed on the way (every warp reads all of v, in the same lane order: the same factor in every warp), so no
+ * block waits for a block-wide norm before its router row's loads; the last block makes h and xn (the same expressions,
+ * rms_row_vec's bits) after its ticket. The logits differ from the unfolded form's by fp32 rounding. */
 #define RN_NV 8   /* float4 slots a thread: D <= RN_NV * 4 * RF_WARPS * 32 (V3's 7168 takes 7) */
-template <bool BF16>
+template <bool BF16, bool FOLD = false>
 __global__ void __launch_bounds__(RF_WARPS * 32) router_norm1_kernel(float *h, float *ff, cu_wview nw, float eps,
                                                                      cu_wview w, float *xn, float *logits,
                                                                      const float *bias, int32_t *ids, float *wout,
@@ -416,22 +421,26 @@ __global__ void __launch_bounds__(RF_WARPS * 32) router_norm1_kernel(float *h, f
         }
         ss += __fmaf_rn(v[k].w, v[k].w, __fmaf_rn(v[k].z, v[k].z, __fmaf_rn(v[k].y, v[k].y, __fmul_rn(v[k].x, v[k].x))));
     }
-    ss = cu_warp_sum(ss);   /* rms_inv's reduction: the warps' sums added in warp order */
-    if (lane == 0) red[warp] = ss;
-    __syncthreads();
-    float tot = 0.0f;
+    /* rms_inv's reduction: the warps' sums added in warp order (FOLD: in the last block only, after its ticket) */
+    float r = 0.0f;
+    if (!FOLD) {
+        ss = cu_warp_sum(ss);
+        if (lane == 0) red[warp] = ss;
+        __syncthreads();
+        float tot = 0.0f;
 #pragma unroll
-    for (int i = 0; i < RF_WARPS; i++) tot += red[i];
-    const float r = 1.0f / sqrtf(tot / (float)D + eps);
+        for (int i = 0; i < RF_WARPS; i++) tot += red[i];
+        r = 1.0f / sqrtf(tot / (float)D + eps);
 #pragma unroll
-    for (int k = 0; k < RN_NV; k++) {
-        const int j = threadIdx.x + k * RF_WARPS * 32;
-        if (j < n4) rn_xs[j] = make_float4(v[k].x * r * g[k].x, v[k].y * r * g[k].y, v[k].z * r * g[k].z, v[k].w * r * g[k].w);
+        for (int k = 0; k < RN_NV; k++) {
+            const int j = threadIdx.x + k * RF_WARPS * 32;
+            if (j < n4) rn_xs[j] = make_float4(v[k].x * r * g[k].x, v[k].y * r * g[k].y, v[k].z * r * g[k].z, v[k].w * r * g[k].w);
+        }
+        __syncthreads();
     }
-    __syncthreads();
     const int e = blockIdx.x * RF_WARPS + warp;
-    if (e < E) {   /* router_fused_kernel's sums at one token */
-        float acc = 0.0f;
+    if (e < E) {   /* router_fused_kernel's sums at one token (FOLD: of v g, then times the warp's 1 / RMS) */
+        float acc = 0.0f, wss = 0.0f;
         const uint4 *wr = (const uint4 *)((const char *)w.data + (size_t)e * D * (BF16 ? 2 : 4));
 #pragma unroll 4
         for (int c = lane * V; c < D; c += 32 * V) {
@@ -439,7 +448,18 @@ __global__ void __launch_bounds__(RF_WARPS * 32) router_norm1_kernel(float *h, f
             router_chunk<BF16>(wr[c / V], wv);
 #pragma unroll
             for (int q = 0; q < V / 4; q++) {
-                const float4 a = rn_xs[c / 4 + q];
+                float4 a;
+                if constexpr (FOLD) {
+                    const int j = c / 4 + q;
+                    float4 u = h4[j];
+                    const float4 d = f4[j];
+                    u.x += d.x; u.y += d.y; u.z += d.z; u.w += d.w;
+                    wss += __fmaf_rn(u.w, u.w, __fmaf_rn(u.z, u.z, __fmaf_rn(u.y, u.y, __fmul_rn(u.x, u.x))));
+                    a = make_float4(u.x * cu_w(nw, 0, 4 * j), u.y * cu_w(nw, 0, 4 * j + 1), u.z * cu_w(nw, 0, 4 * j + 2),
+                                    u.w * cu_w(nw, 0, 4 * j + 3));
+                } else {
+                    a = rn_xs[c / 4 + q];
+                }
                 acc = fmaf(wv[4 * q], a.x, acc);
                 acc = fmaf(wv[4 * q + 1], a.y, acc);
                 acc = fmaf(wv[4 * q + 2], a.z, acc);
@@ -447,6 +467,7 @@ __global__ void __launch_bounds__(RF_WARPS * 32) router_norm1_kernel(float *h, f
             }
         }
         acc = cu_warp_sum(acc);
+        if (FOLD) acc *= 1.0f / sqrtf(cu_warp_sum(wss) / (float)D + eps);
         if (lane == 0) logits[e] = acc;
     }
     __threadfence();   /* this block's logit visible before its ticket */
@@ -459,13 +480,23 @@ __global__ void __launch_bounds__(RF_WARPS * 32) router_norm1_kernel(float *h, f
     __syncthreads();
     if (!last) return;   /* whole block */
     __threadfence();
+    if (FOLD) {   /* the block-wide norm the unfolded form made first */
+        ss = cu_warp_sum(ss);
+        if (lane == 0) red[warp] = ss;
+        __syncthreads();
+        float tot = 0.0f;
+#pragma unroll
+        for (int i = 0; i < RF_WARPS; i++) tot += red[i];
+        r = 1.0f / sqrtf(tot / (float)D + eps);
+    }
     float4 *x4 = (float4 *)xn;
 #pragma unroll
     for (int k = 0; k < RN_NV; k++) {   /* every block has read h and ff */
         const int j = threadIdx.x + k * RF_WARPS * 32;
         if (j < n4) {
             h4[j] = v[k];
-            x4[j] = rn_xs[j];
+            x4[j] = FOLD ? make_float4(v[k].x * r * g[k].x, v[k].y * r * g[k].y, v[k].z * r * g[k].z, v[k].w * r * g[k].w)
+                         : rn_xs[j];
             f4[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
     }
@@ -500,7 +531,14 @@ static int router_norm1(ds_cuda_backend *cb, float *xn, float *h, float *ff, con
     }
     const dim3 grid((unsigned)((rc.E + RF_WARPS - 1) / RF_WARPS));
     const size_t sm = (size_t)D * sizeof(float);
-    if (bf)
+    if (cb->opt.router_norm == 2) {   /* FOLD: no xn in shared memory */
+        if (bf)
+            cu_launch(router_norm1_kernel<true, true>, grid, RF_WARPS * 32, 0, h, ff, cu_view(&L->post_norm), eps, cu_view(rw),
+                      xn, logits, biasp, ids, w, cb->route_tickets, rc);
+        else
+            cu_launch(router_norm1_kernel<false, true>, grid, RF_WARPS * 32, 0, h, ff, cu_view(&L->post_norm), eps,
+                      cu_view(rw), xn, logits, biasp, ids, w, cb->route_tickets, rc);
+    } else if (bf)
         cu_launch(router_norm1_kernel<true>, grid, RF_WARPS * 32, sm, h, ff, cu_view(&L->post_norm), eps, cu_view(rw), xn,
                   logits, biasp, ids, w, cb->route_tickets, rc);
     else
