@@ -4096,3 +4096,23 @@ if want s54a; then
   done
   step golden_nf 150 env DSINFER_CUDA_NORM_FOLD=1 DSINFER_CUDA_ROUTER_NORM=2 $L/test_cuda_golden > /dev/null; tail -1 $OUT/golden_nf.log
 fi
+# s54b: NORM_FOLD=1 as the default (LAB54 of the tree that makes it so) and ROUTER_NORM=2's loop without cu_w's dtype
+# switch: FP8 / BF16 b1 at the defaults, NORM_FOLD=0 and ROUTER_NORM=2, rotated; op test moeotail (RN2's cases), the
+# goldens and test_cuda_model at the defaults, then the whole test_cuda_ops at the defaults
+s54b_env() { case $1 in d) echo "DSINFER_CUDA_NORM_FOLD=1";; nf0) echo "DSINFER_CUDA_NORM_FOLD=0";; rn2) echo "DSINFER_CUDA_ROUTER_NORM=2";; esac; }
+if want s54b; then
+  L=${LAB54:-$B}
+  for ord in "d nf0 rn2" "rn2 nf0 d"; do
+    for v in $ord; do
+      for d in fp8 bf16; do
+        step s54b-$d-$v 60 env DSINFER_CUDA_TC=1 $(s54b_env $v) $L/dsinfer bench --dtype $d --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s54b-$d-$v > /dev/null
+        echo "$d b1 $v: $(grep -E "^decode" $OUT/s54b-$d-$v.log | cut -c60-140)"
+      done
+    done
+  done
+  step ops_moeotail 200 env DSINFER_OPS_ONLY=moeotail $L/test_cuda_ops > /dev/null
+  echo "moeotail: $(grep -cE "CHECK failed" $OUT/ops_moeotail.log) failed"
+  step golden 150 $L/test_cuda_golden > /dev/null; tail -1 $OUT/golden.log
+  step ops_full 240 $L/test_cuda_ops > /dev/null
+  echo "ops_full: $(grep -cE "CHECK failed" $OUT/ops_full.log) failed; $(grep -E "CHECK failed" $OUT/ops_full.log | head -4 | cut -c1-170 | tr '\n' '|'); $(tail -1 $OUT/ops_full.log | cut -c1-120)"
+fi

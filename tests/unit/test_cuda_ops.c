@@ -3641,6 +3641,7 @@ static void run_attn_in(void) {
         setup s;
         setenv("DSINFER_CUDA_FP8_GEMM", "1", 1);   /* the W8A8 linears (the decode defaults with DSINFER_CUDA_TC=1) */
         setenv("DSINFER_CUDA_CHAIN_FUSE", mode == 1 ? "1" : "2", 1);
+        setenv("DSINFER_CUDA_NORM_FOLD", "0", 1);   /* (byte equality at one token: the fold is op test nfold's) */
         if (mode == 2) {   /* and the absorbed attention's batched GEMMs reading q's BF16 copy from qkv_finish, whose
                             * q heads run in blocks of their own while it sums the partials (mode 1: one block a token) */
             setenv("DSINFER_CUDA_TC", "1", 1);
@@ -3650,6 +3651,7 @@ static void run_attn_in(void) {
         int ok = load_setup_kv(&s, l ? "v2l-ain8" : "v2l-ain", "configs/deepseek-v2-lite.json", 0, 16, 0, layouts[l]);
         unsetenv("DSINFER_CUDA_FP8_GEMM");
         unsetenv("DSINFER_CUDA_CHAIN_FUSE");
+        unsetenv("DSINFER_CUDA_NORM_FOLD");
         unsetenv("DSINFER_CUDA_TC");
         unsetenv("DSINFER_CUDA_QB_FUSE");
         unsetenv("DSINFER_CUDA_QKV_SPLIT_PARTS");
@@ -3867,7 +3869,9 @@ static void run_comb_norm(void) {
         setenv("DSINFER_CUDA_COMBINE_NORM", "1", 1);
         setenv("DSINFER_CUDA_COMBINE_NORM_MIN_M", "1", 1);   /* (every M: the default takes 65 and more) */
         if (!shin) setenv("DSINFER_CUDA_MOE_SHARED_IN", "0", 1);
+        setenv("DSINFER_CUDA_NORM_FOLD", "0", 1);   /* (the plain side's attn_in at one token: byte equality) */
         int ok = load_setup_kv(&s, shin ? "v2l-cn" : "v2l-cn0", "configs/deepseek-v2-lite.json", 0, 16, 0, KV_BF16);
+        unsetenv("DSINFER_CUDA_NORM_FOLD");
         unsetenv("DSINFER_CUDA_FP8_GEMM");
         unsetenv("DSINFER_CUDA_CHAIN_FUSE");
         unsetenv("DSINFER_CUDA_TC");

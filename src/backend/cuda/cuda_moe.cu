@@ -393,7 +393,21 @@ static int router_fused(ds_cuda_backend *cb, const ds_weight *r, const float *x,
  * block waits for a block-wide norm before its router row's loads; the last block makes h and xn (the same expressions,
  * rms_row_vec's bits) after its ticket. The logits differ from the unfolded form's by fp32 rounding. */
 #define RN_NV 8   /* float4 slots a thread: D <= RN_NV * 4 * RF_WARPS * 32 (V3's 7168 takes 7) */
-template <bool BF16, bool FOLD = false>
+/* the norm's weight values 4 j .. 4 j + 3 (GB: BF16, else fp32; 8- / 16-byte aligned): cu_w's values without its dtype
+ * switch, so that the FOLD loop's loads are branch-free and issued together (the switch in the loop cost +0.25 ms a
+ * step at FP8 b1: RESULTS fifty-fourth session run 2) */
+template <bool GB>
+__device__ __forceinline__ float4 rn_g4(const cu_wview &g, int j) {
+    if constexpr (GB) {
+        const uint2 b = __ldg((const uint2 *)g.data + j);
+        return make_float4(__uint_as_float(b.x << 16), __uint_as_float(b.x & 0xffff0000u), __uint_as_float(b.y << 16),
+                           __uint_as_float(b.y & 0xffff0000u));
+    } else {
+        return __ldg((const float4 *)g.data + j);
+    }
+}
+/* GB (FOLD only): the norm's weight in BF16 (rn_g4) */
+template <bool BF16, bool FOLD = false, bool GB = false>
 __global__ void __launch_bounds__(RF_WARPS * 32) router_norm1_kernel(float *h, float *ff, cu_wview nw, float eps,
                                                                      cu_wview w, float *xn, float *logits,
                                                                      const float *bias, int32_t *ids, float *wout,
@@ -450,13 +464,12 @@ __global__ void __launch_bounds__(RF_WARPS * 32) router_norm1_kernel(float *h, f
             for (int q = 0; q < V / 4; q++) {
                 float4 a;
                 if constexpr (FOLD) {
-                    const int j = c / 4 + q;
-                    float4 u = h4[j];
-                    const float4 d = f4[j];
+                    const int j = c / 4 + q;   /* (__ldg: the last block writes h only after every block's reads) */
+                    float4 u = __ldg(h4 + j);
+                    const float4 d = __ldg(f4 + j), gw = rn_g4<GB>(nw, j);
                     u.x += d.x; u.y += d.y; u.z += d.z; u.w += d.w;
                     wss += __fmaf_rn(u.w, u.w, __fmaf_rn(u.z, u.z, __fmaf_rn(u.y, u.y, __fmul_rn(u.x, u.x))));
-                    a = make_float4(u.x * cu_w(nw, 0, 4 * j), u.y * cu_w(nw, 0, 4 * j + 1), u.z * cu_w(nw, 0, 4 * j + 2),
-                                    u.w * cu_w(nw, 0, 4 * j + 3));
+                    a = make_float4(u.x * gw.x, u.y * gw.y, u.z * gw.z, u.w * gw.w);
                 } else {
                     a = rn_xs[c / 4 + q];
                 }
@@ -531,13 +544,16 @@ static int router_norm1(ds_cuda_backend *cb, float *xn, float *h, float *ff, con
     }
     const dim3 grid((unsigned)((rc.E + RF_WARPS - 1) / RF_WARPS));
     const size_t sm = (size_t)D * sizeof(float);
-    if (cb->opt.router_norm == 2) {   /* FOLD: no xn in shared memory */
-        if (bf)
-            cu_launch(router_norm1_kernel<true, true>, grid, RF_WARPS * 32, 0, h, ff, cu_view(&L->post_norm), eps, cu_view(rw),
-                      xn, logits, biasp, ids, w, cb->route_tickets, rc);
-        else
-            cu_launch(router_norm1_kernel<false, true>, grid, RF_WARPS * 32, 0, h, ff, cu_view(&L->post_norm), eps,
-                      cu_view(rw), xn, logits, biasp, ids, w, cb->route_tickets, rc);
+    const ds_weight *pn = &L->post_norm;
+    const int gb = pn->dtype == DS_DTYPE_BF16 && !pn->scale, gf = pn->dtype == DS_DTYPE_F32 && !pn->scale;
+    if (cb->opt.router_norm == 2 && (gb || gf) && ((uintptr_t)pn->data & 15) == 0) {   /* FOLD: no xn in shared memory */
+#define RN_FOLD(BF, GB) cu_launch(router_norm1_kernel<BF, true, GB>, grid, RF_WARPS * 32, 0, h, ff, cu_view(pn), eps, cu_view(rw), \
+                                  xn, logits, biasp, ids, w, cb->route_tickets, rc)
+        if (bf && gb) RN_FOLD(true, true);
+        else if (bf) RN_FOLD(true, false);
+        else if (gb) RN_FOLD(false, true);
+        else RN_FOLD(false, false);
+#undef RN_FOLD
     } else if (bf)
         cu_launch(router_norm1_kernel<true>, grid, RF_WARPS * 32, sm, h, ff, cu_view(&L->post_norm), eps, cu_view(rw), xn,
                   logits, biasp, ids, w, cb->route_tickets, rc);
