@@ -4102,7 +4102,7 @@ fi
 s54b_env() { case $1 in d) echo "DSINFER_CUDA_NORM_FOLD=1";; nf0) echo "DSINFER_CUDA_NORM_FOLD=0";; rn2) echo "DSINFER_CUDA_ROUTER_NORM=2";; esac; }
 if want s54b; then
   L=${LAB54:-$B}
-  for ord in "d nf0 rn2" "rn2 nf0 d"; do
+  for ord in ${S54B_ORDERS:-"d nf0 rn2" "rn2 nf0 d"}; do
     for v in $ord; do
       for d in fp8 bf16; do
         step s54b-$d-$v 60 env DSINFER_CUDA_TC=1 $(s54b_env $v) $L/dsinfer bench --dtype $d --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s54b-$d-$v > /dev/null
