@@ -4076,6 +4076,18 @@ fi
 # folds, two rotated rounds; the goldens with both. The first call (the fold never taken: the norm vector's shape check)
 # timed the pack's dsinfer beside the lab's defaults (the same). LAB54 names a directory holding dsinfer, test_cuda_ops
 # and test_cuda_golden built with it.
+# env_rounds NAME ENVFN ORDER...: FP8 and BF16 b1 rows (ctx 1K, 16 steps) of $L/dsinfer with the variables ENVFN gives each
+# variant of each ORDER (a space-separated list: one round), the rounds in turn (steps NAME-dtype-variant; a variant's later
+# rounds overwrite its log, the CSV keeps every row)
+env_rounds() { local name=$1 fn=$2 ord v d; shift 2
+  for ord in "$@"; do
+    for v in $ord; do
+      for d in fp8 bf16; do
+        step $name-$d-$v 60 env DSINFER_CUDA_TC=1 $($fn $v) $L/dsinfer bench --dtype $d --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label $name-$d-$v > /dev/null
+        echo "$d b1 $v: $(grep -E "^decode" $OUT/$name-$d-$v.log | cut -c60-140)"
+      done
+    done
+  done; }
 s54_env() { case $1 in d) echo "DSINFER_CUDA_NORM_FOLD=0";; nf) echo "DSINFER_CUDA_NORM_FOLD=1";; rn2) echo "DSINFER_CUDA_ROUTER_NORM=2";;
   rn1) echo "DSINFER_CUDA_ROUTER_NORM=1";; both) echo "DSINFER_CUDA_NORM_FOLD=1 DSINFER_CUDA_ROUTER_NORM=2";; esac; }
 if want s54a; then
@@ -4086,14 +4098,7 @@ if want s54a; then
   done
   grep -E "nfold" $OUT/ops_nfold.log | head -12 | cut -c1-170
   grep -E "router_norm=2" $OUT/ops_moeotail.log | head -8 | cut -c1-170
-  for ord in "d nf rn2 both rn1" "both rn1 rn2 nf d"; do
-    for v in $ord; do
-      for d in fp8 bf16; do
-        step s54a-$d-$v 60 env DSINFER_CUDA_TC=1 $(s54_env $v) $L/dsinfer bench --dtype $d --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s54a-$d-$v > /dev/null
-        echo "$d b1 $v: $(grep -E "^decode" $OUT/s54a-$d-$v.log | cut -c60-140)"
-      done
-    done
-  done
+  env_rounds s54a s54_env "d nf rn2 both rn1" "both rn1 rn2 nf d"
   step golden_nf 150 env DSINFER_CUDA_NORM_FOLD=1 DSINFER_CUDA_ROUTER_NORM=2 $L/test_cuda_golden > /dev/null; tail -1 $OUT/golden_nf.log
 fi
 # s54b: NORM_FOLD=1 as the default (LAB54 of the tree that makes it so) and ROUTER_NORM=2's loop without cu_w's dtype
@@ -4102,14 +4107,7 @@ fi
 s54b_env() { case $1 in d) echo "DSINFER_CUDA_NORM_FOLD=1";; nf0) echo "DSINFER_CUDA_NORM_FOLD=0";; rn2) echo "DSINFER_CUDA_ROUTER_NORM=2";; esac; }
 if want s54b; then
   L=${LAB54:-$B}
-  for ord in ${S54B_ORDERS:-"d nf0 rn2" "rn2 nf0 d"}; do
-    for v in $ord; do
-      for d in fp8 bf16; do
-        step s54b-$d-$v 60 env DSINFER_CUDA_TC=1 $(s54b_env $v) $L/dsinfer bench --dtype $d --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s54b-$d-$v > /dev/null
-        echo "$d b1 $v: $(grep -E "^decode" $OUT/s54b-$d-$v.log | cut -c60-140)"
-      done
-    done
-  done
+  env_rounds s54b s54b_env ${S54B_ORDERS:-"d nf0 rn2" "rn2 nf0 d"}
   step ops_moeotail 200 env DSINFER_OPS_ONLY=moeotail $L/test_cuda_ops > /dev/null
   echo "moeotail: $(grep -cE "CHECK failed" $OUT/ops_moeotail.log) failed"
   step golden 150 $L/test_cuda_golden > /dev/null; tail -1 $OUT/golden.log
