@@ -996,6 +996,19 @@ __device__ __forceinline__ float cu_warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
 }
+/* 1 / RMS of a row of n values from each of a block's WARPS * 32 threads' sum of squares ss (red: WARPS floats of shared
+ * memory): the warps' sums added in warp order, the one reduction of every norm kernel (rmsnorm_vec's rms_inv,
+ * router_norm1_kernel), so that they round alike */
+template <int WARPS>
+__device__ __forceinline__ float cu_rms_inv(float ss, float *red, int n, float eps) {
+    ss = cu_warp_sum(ss);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    float tot = 0.0f;
+#pragma unroll
+    for (int i = 0; i < WARPS; i++) tot += red[i];
+    return 1.0f / sqrtf(tot / (float)n + eps);
+}
 
 /* SiLU(g) * u = g / (1 + exp(-g)) * u, the CPU's formula, each step rounded on its own (no contraction): the
  * unfused MLP (silu_mul_kernel) and the fused W8A8 epilogue (cuda_fp8_wgmma.cu) give the same bits */

@@ -340,16 +340,9 @@ __global__ void rmsnorm_kernel(float *out, int out_stride, const float *x, int x
  * the reduction, and writes once. With add (ADD): h += add first, written back to x (the residual
  * stream), then the norm of the sum; in place (out == x) is fine as above. */
 #define RMS_THREADS 256
-/* 1 / RMS of a row from each thread's sum of squares ss (RMS_THREADS threads; red: RMS_THREADS / 32 floats of shared
- * memory): the warps' sums added in warp order, the block's one reduction shared by every kernel of this body */
+/* 1 / RMS of a row from each thread's sum of squares ss (RMS_THREADS threads): cu_rms_inv<RMS_THREADS / 32> (cuda.h) */
 __device__ __forceinline__ float rms_inv(float ss, float *red, int n, float eps) {
-    ss = cu_warp_sum(ss);
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
-    __syncthreads();
-    float tot = 0.0f;
-#pragma unroll
-    for (int i = 0; i < RMS_THREADS / 32; i++) tot += red[i];
-    return 1.0f / sqrtf(tot / (float)n + eps);
+    return cu_rms_inv<RMS_THREADS / 32>(ss, red, n, eps);
 }
 
 /* one row of rmsnorm_vec_kernel (RMS_THREADS threads; red: RMS_THREADS / 32 floats of shared memory) */

@@ -406,17 +406,6 @@ __device__ __forceinline__ float4 rn_g4(const cu_wview &g, int j) {
         return __ldg((const float4 *)g.data + j);
     }
 }
-/* 1 / RMS of a row over D columns from each of the block's RF_WARPS * 32 threads' sum of squares ss (red [RF_WARPS]
- * shared): rms_inv's reduction, the warps' sums added in warp order */
-__device__ __forceinline__ float rn_rinv(float ss, float *red, int D, float eps) {
-    ss = cu_warp_sum(ss);
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
-    __syncthreads();
-    float tot = 0.0f;
-#pragma unroll
-    for (int i = 0; i < RF_WARPS; i++) tot += red[i];
-    return 1.0f / sqrtf(tot / (float)D + eps);
-}
 /* GB (FOLD only): the norm's weight in BF16 (rn_g4) */
 template <bool BF16, bool FOLD = false, bool GB = false>
 __global__ void __launch_bounds__(RF_WARPS * 32) router_norm1_kernel(float *h, float *ff, cu_wview nw, float eps,
@@ -449,7 +438,7 @@ __global__ void __launch_bounds__(RF_WARPS * 32) router_norm1_kernel(float *h, f
     /* rms_inv's reduction: the warps' sums added in warp order (FOLD: in the last block only, after its ticket) */
     float r = 0.0f;
     if (!FOLD) {
-        r = rn_rinv(ss, red, D, eps);
+        r = cu_rms_inv<RF_WARPS>(ss, red, D, eps);
 #pragma unroll
         for (int k = 0; k < RN_NV; k++) {
             const int j = threadIdx.x + k * RF_WARPS * 32;
@@ -498,7 +487,7 @@ __global__ void __launch_bounds__(RF_WARPS * 32) router_norm1_kernel(float *h, f
     __syncthreads();
     if (!last) return;   /* whole block */
     __threadfence();
-    if (FOLD) r = rn_rinv(ss, red, D, eps);   /* the block-wide norm the unfolded form made first */
+    if (FOLD) r = cu_rms_inv<RF_WARPS>(ss, red, D, eps);   /* the block-wide norm the unfolded form made first */
     float4 *x4 = (float4 *)xn;
 #pragma unroll
     for (int k = 0; k < RN_NV; k++) {   /* every block has read h and ff */
