@@ -974,6 +974,19 @@ CU_HD float cu_w_nvfp4(const cu_wview &w, int r, int c) {
     return cu_e2m1(c & 1 ? byte >> 4 : byte & 15) * s;
 }
 
+/* Values 4 i .. 4 i + 3 of a vector weight (a norm's), BF16 where BF else fp32 (8- / 16-byte aligned): cu_w's values by
+ * one load, with no dtype switch (the folded norms' loops: cuda_linear.cu, cuda_moe.cu) */
+template <bool BF>
+__device__ __forceinline__ float4 cu_vec4(const void *p, int i) {
+    if constexpr (BF) {
+        const uint2 b = __ldg((const uint2 *)p + i);
+        return make_float4(__uint_as_float(b.x << 16), __uint_as_float(b.x & 0xffff0000u), __uint_as_float(b.y << 16),
+                           __uint_as_float(b.y & 0xffff0000u));
+    } else {
+        return __ldg((const float4 *)p + i);
+    }
+}
+
 /* W[r, c] as fp32, FP8 times its block scale, NVFP4 decoded. */
 __device__ __forceinline__ float cu_w(const cu_wview &w, int r, int c) {
     if (w.dtype == DS_DTYPE_NVFP4) return cu_w_nvfp4(w, r, c);

@@ -601,10 +601,7 @@ __device__ __forceinline__ void rows4_chunk(float a[4], const uint4 q[4], float 
  * otherwise, on xn's values before the 1 / RMS factor: the sums differ from the unfolded form's by fp32 rounding only */
 /* the norm weight's values j .. j + 3 (F32 or BF16, cu_gemv_two_norm's check; j % 4 == 0): cu_w's values */
 __device__ __forceinline__ float4 norm_w4(const cu_wview &g, int j) {
-    if (g.dtype == DS_DTYPE_F32) return __ldg((const float4 *)g.data + (j >> 2));
-    const uint2 b = __ldg((const uint2 *)g.data + (j >> 2));
-    return make_float4(__uint_as_float(b.x << 16), __uint_as_float(b.x & 0xffff0000u), __uint_as_float(b.y << 16),
-                       __uint_as_float(b.y & 0xffff0000u));
+    return g.dtype == DS_DTYPE_F32 ? cu_vec4<false>(g.data, j >> 2) : cu_vec4<true>(g.data, j >> 2);
 }
 
 template <int VT>

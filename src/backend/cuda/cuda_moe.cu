@@ -393,20 +393,8 @@ static int router_fused(ds_cuda_backend *cb, const ds_weight *r, const float *x,
  * block waits for a block-wide norm before its router row's loads; the last block makes h and xn (the same expressions,
  * rms_row_vec's bits) after its ticket. The logits differ from the unfolded form's by fp32 rounding. */
 #define RN_NV 8   /* float4 slots a thread: D <= RN_NV * 4 * RF_WARPS * 32 (V3's 7168 takes 7) */
-/* the norm's weight values 4 j .. 4 j + 3 (GB: BF16, else fp32; 8- / 16-byte aligned): cu_w's values without its dtype
- * switch, so that the FOLD loop's loads are branch-free and issued together (the switch in the loop cost +0.25 ms a
- * step at FP8 b1: RESULTS fifty-fourth session run 2) */
-template <bool GB>
-__device__ __forceinline__ float4 rn_g4(const cu_wview &g, int j) {
-    if constexpr (GB) {
-        const uint2 b = __ldg((const uint2 *)g.data + j);
-        return make_float4(__uint_as_float(b.x << 16), __uint_as_float(b.x & 0xffff0000u), __uint_as_float(b.y << 16),
-                           __uint_as_float(b.y & 0xffff0000u));
-    } else {
-        return __ldg((const float4 *)g.data + j);
-    }
-}
-/* GB (FOLD only): the norm's weight in BF16 (rn_g4) */
+/* GB (FOLD only): the norm's weight in BF16 (cu_vec4<GB>: one load a quad, no dtype switch in the loop; cu_w's switch
+ * there cost +0.25 ms a step at FP8 b1, RESULTS fifty-fourth session run 2) */
 template <bool BF16, bool FOLD = false, bool GB = false>
 __global__ void __launch_bounds__(RF_WARPS * 32) router_norm1_kernel(float *h, float *ff, cu_wview nw, float eps,
                                                                      cu_wview w, float *xn, float *logits,
@@ -460,7 +448,7 @@ __global__ void __launch_bounds__(RF_WARPS * 32) router_norm1_kernel(float *h, f
                 if constexpr (FOLD) {
                     const int j = c / 4 + q;   /* (__ldg: the last block writes h only after every block's reads) */
                     float4 u = __ldg(h4 + j);
-                    const float4 d = __ldg(f4 + j), gw = rn_g4<GB>(nw, j);
+                    const float4 d = __ldg(f4 + j), gw = cu_vec4<GB>(nw.data, j);
                     u.x += d.x; u.y += d.y; u.z += d.z; u.w += d.w;
                     wss += __fmaf_rn(u.w, u.w, __fmaf_rn(u.z, u.z, __fmaf_rn(u.y, u.y, __fmul_rn(u.x, u.x))));
                     a = make_float4(u.x * gw.x, u.y * gw.y, u.z * gw.z, u.w * gw.w);
