@@ -4114,3 +4114,39 @@ if want s54b; then
   step ops_full 240 $L/test_cuda_ops > /dev/null
   echo "ops_full: $(grep -cE "CHECK failed" $OUT/ops_full.log) failed; $(grep -E "CHECK failed" $OUT/ops_full.log | head -4 | cut -c1-170 | tr '\n' '|'); $(tail -1 $OUT/ops_full.log | cut -c1-120)"
 fi
+# s55a: backend normed_linear (V3's q_a norm before q_b, the final norm before the LM head) with the norm folded into
+# batch 1's GEMV (DSINFER_CUDA_NORM_FOLD=1, the default; LAB55 of the tree that has it): op tests nlin and nfold, the
+# goldens (tiny-v3's q_b takes the fold at one token) and test_cuda_model at the defaults; b1 on a V3-shaped model of 8
+# dense layers (q_b folded 8 times a step, and the head) FP8 / BF16 with NORM_FOLD 1 / 0 rotated; V2-Lite b1 at the
+# defaults against the pack's dsinfer (the head before normed_linear: the head's fold alone) and NORM_FOLD=0; then the
+# whole test_cuda_ops at the defaults (not run at NORM_FOLD=1 as the default before)
+if want s55a; then
+  L=${LAB55:-$B}
+  for t in nlin nfold; do
+    step ops_$t 200 env DSINFER_OPS_ONLY=$t $L/test_cuda_ops > /dev/null
+    echo "$t: $(grep -cE "CHECK failed" $OUT/ops_$t.log) failed; $(grep -E "CHECK failed" $OUT/ops_$t.log | head -3 | cut -c1-160 | tr '\n' '|')"
+  done
+  grep -E " nlin " $OUT/ops_nlin.log | head -24 | cut -c1-190
+  step golden 150 $L/test_cuda_golden > /dev/null; tail -1 $OUT/golden.log
+  step model 200 $L/test_cuda_model > /dev/null; tail -2 $OUT/model.log | cut -c1-150
+  python3 -c 'import json; c = json.load(open("configs/deepseek-v3.json")); c.update(num_hidden_layers=8, first_k_dense_replace=8); json.dump(c, open("/tmp/v3-8d.json", "w"))'
+  for ord in "1 0" "0 1"; do
+    for v in $ord; do
+      for d in fp8 bf16; do
+        step s55a-v3-$d-$v 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_NORM_FOLD=$v $L/dsinfer bench --model /tmp/v3-8d.json --dtype $d --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s55a-v3-$d-$v > /dev/null
+        echo "v3-8d $d b1 NORM_FOLD=$v: $(grep -E "^decode" $OUT/s55a-v3-$d-$v.log | cut -c1-150)"
+      done
+    done
+  done
+  for ord in "pack lab nf0" "nf0 lab pack"; do
+    for v in $ord; do
+      for d in fp8 bf16; do
+        case $v in pack) bin=$B/dsinfer; e="";; lab) bin=$L/dsinfer; e="";; nf0) bin=$L/dsinfer; e="DSINFER_CUDA_NORM_FOLD=0";; esac
+        step s55a-$d-$v 60 env DSINFER_CUDA_TC=1 $e $bin bench --dtype $d --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s55a-$d-$v > /dev/null
+        echo "v2l $d b1 $v: $(grep -E "^decode" $OUT/s55a-$d-$v.log | cut -c60-140)"
+      done
+    done
+  done
+  step ops_full 300 $L/test_cuda_ops > /dev/null
+  echo "ops_full: $(grep -cE "CHECK failed" $OUT/ops_full.log) failed; $(grep -E "CHECK failed" $OUT/ops_full.log | head -4 | cut -c1-170 | tr '\n' '|'); $(tail -1 $OUT/ops_full.log | cut -c1-120)"
+fi

@@ -75,6 +75,13 @@ struct ds_backend {
                         float eps);
     /* out[M, w->rows] = x[M, w->cols] . w^T (fp32 accumulation) */
     void (*linear)(ds_backend *be, float *out, const float *x, const ds_weight *w, int M);
+    /* out[M, w->rows] = (RMSNorm(x[M, K]) * norm) . w^T (K = w->cols, rows contiguous; eps): rmsnorm into xn [M, K]
+     * then linear, where xn is the caller's scratch (it may be x itself; its contents afterwards are either the normed
+     * rows or unchanged: no caller reads them). x is not written unless xn == x. The same values as those two calls up
+     * to fp32 rounding. Optional: NULL means call those (the CUDA backend folds the norm into batch 1's GEMV: the
+     * GEMV scales each row's sum by 1 / RMS, no norm kernel first). */
+    void (*normed_linear)(ds_backend *be, float *out, float *xn, const float *x, const ds_weight *norm, float eps,
+                          const ds_weight *w, int M);
     /* out1[M, w1->rows] = x . w1^T and out2[M, w2->rows] = x . w2^T for one x[M, K] (w1->cols == w2->cols == K):
      * the q (or q_a) and kv_a projections of an MLA block, which read the same normed input. The same values as
      * two linear calls. Optional: NULL means call linear twice (the CUDA backend runs both weights in one launch

@@ -135,6 +135,19 @@ static void add_norm(ds_engine *e, const ds_weight *w, int M);
  * then its norm and q_b) and kv_a projections of xn, then the kv norm, both RoPEs and the cache store. */
 static void attn_in_rest(ds_engine *e, const ds_layer_weights *L, void *cache, int M, const ds_weight *kv_b);
 
+/* out = (RMSNorm(x) * norm) . w^T, x [M, w->cols]: the backend's one call where it has one, else the norm into xn
+ * (scratch; may be x) and the linear */
+static void normed_linear(ds_engine *e, float *out, float *xn, const float *x, const ds_weight *norm, float eps,
+                          const ds_weight *w, int M) {
+    ds_backend *be = e->be;
+    if (be->normed_linear) {
+        be->normed_linear(be, out, xn, x, norm, eps, w, M);
+        return;
+    }
+    be->rmsnorm(be, xn, w->cols, x, w->cols, norm, M, w->cols, eps);
+    be->linear(be, out, xn, w, M);
+}
+
 static void attn_in_ops(ds_engine *e, const ds_layer_weights *L, void *cache, int M, int add_ff, const ds_weight *kv_b) {
     const ds_config *c = &e->cfg;
     ds_backend *be = e->be;
@@ -162,10 +175,7 @@ static void attn_in_rest(ds_engine *e, const ds_layer_weights *L, void *cache, i
     ds_backend *be = e->be;
     ds_acts *a = &e->a;
     int H = c->num_heads, C = c->kv_lora_rank, dr = c->qk_rope_head_dim;
-    if (c->q_lora_rank) {
-        be->rmsnorm(be, a->qa, c->q_lora_rank, a->qa, c->q_lora_rank, &L->q_a_norm, M, c->q_lora_rank, 1e-6f);
-        be->linear(be, a->q, a->qa, &L->q_b, M);
-    }
+    if (c->q_lora_rank) normed_linear(e, a->q, a->qa, a->qa, &L->q_a_norm, 1e-6f, &L->q_b, M);
     if (be->qkv_finish) {
         be->qkv_finish(be, a->q, a->kv, cache, &L->kv_a_norm, 1e-6f, kv_b);
     } else {
@@ -391,8 +401,7 @@ static void head(ds_engine *e, const step_plan *p) {
         be->gather_rows(be, e->a.ff, e->a.h, p->out_rows, R, D);
         rows = e->a.ff;
     }
-    be->rmsnorm(be, e->a.xn, D, rows, D, &e->w.final_norm, R, D, c->rms_norm_eps);
-    be->linear(be, e->a.logits, e->a.xn, &e->w.lm_head, R);
+    normed_linear(e, e->a.logits, e->a.xn, rows, &e->w.final_norm, c->rms_norm_eps, &e->w.lm_head, R);
 }
 
 typedef struct {

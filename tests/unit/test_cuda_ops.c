@@ -1275,7 +1275,7 @@ static void free_setup(setup *s) {
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
 static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf | side | linear2 | kvb | qkv | router | w8small
-                            * | f8t1 | f8tp | f8ss | f8ts | moehalf | moepipe | quantw | moeqf | moepdl | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | nfold | combnorm | mlafold | moeorder | moent48 | moesx | moest2 | moe1 | moeo | tail1 | attn1 | gemv1 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
+                            * | f8t1 | f8tp | f8ss | f8ts | moehalf | moepipe | quantw | moeqf | moepdl | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | nfold | nlin | combnorm | mlafold | moeorder | moent48 | moesx | moest2 | moe1 | moeo | tail1 | attn1 | gemv1 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
                             * run_side_stream, run_linear2, run_kvb_copy, run_qkv_finish, run_router, run_w8a8_small or
                             * run_f8_lab */
 
@@ -3763,6 +3763,72 @@ static void run_norm_fold(void) {
     }
 }
 
+/* DSINFER_OPS_ONLY=nlin: backend normed_linear (out = RMSNorm(x) norm . w^T; V3's q_a norm before q_b, the final norm
+ * before the LM head) with DSINFER_CUDA_NORM_FOLD=1: at one token the norm folded into the GEMV (x only read), counted by
+ * ds_cuda_normed_linear_folds once a call; at 3 tokens the norm and the linear (counted never). Each call against the
+ * same backend's rmsnorm + linear (NMSE <= 1e-10: the 1 / RMS factor applied after the dot) and the CPU's (THR_GEMM); x
+ * unchanged where xn is another buffer, and xn == x (in place, forward.c's q_a) gives the same out. Shapes: V3's q_b
+ * (24576 x 1536), a head-like odd row count (4099 x 2048: a last warp of 3 rows) and a small odd one (203 x 304); FP8
+ * and BF16 weights, norm weights F32 and BF16. */
+static void run_normed_linear(void) {
+    if (only && strcmp(only, "nlin")) return;
+    setup s;
+    setenv("DSINFER_CUDA_NORM_FOLD", "1", 1);
+    int ok = load_setup(&s, "v3-nlin", "configs/deepseek-v3.json", 0, 16);
+    unsetenv("DSINFER_CUDA_NORM_FOLD");
+    if (!ok) return;
+    ds_backend *g = s.gpu;
+    static const struct { int N, K; } shapes[] = {{24576, 1536}, {4099, 2048}, {203, 304}};
+    for (int sh = 0; sh < NM(shapes); sh++) {
+        const int N = shapes[sh].N, K = shapes[sh].K;
+        for (int wt = 0; wt < 2; wt++) {
+            const ds_dtype dt = wt ? DS_DTYPE_BF16 : DS_DTYPE_F8_E4M3;
+            wpair w = mk_weight(&s, N, K, dt, wt ? 1.0f / sqrtf((float)K) : 0.5f / sqrtf((float)K), "w");
+            wpair nw = mk_weight(&s, 1, K, (wt ^ sh) & 1 ? DS_DTYPE_F32 : DS_DTYPE_BF16, 1.0f, "norm");
+            for (int mi = 0; mi < 2; mi++) {
+                const int M = mi ? 3 : 1;
+                const float eps = 1e-6f;
+                prime(&s, M);
+                buf x = buf_new(&s, (size_t)M * K), x0 = buf_new(&s, x.n), xn = buf_new(&s, x.n), xr = buf_new(&s, x.n);
+                buf o = buf_new(&s, (size_t)M * N), r = buf_new(&s, o.n), oi = buf_new(&s, o.n);
+                buf_rand(&x, 2.0f);
+                memcpy(x0.h, x.h, (x.n + PAD) * sizeof(float));
+                ds_cuda_from_host(NULL, x0.d, x0.h, x0.n + PAD);
+                memcpy(xr.h, x.h, (x.n + PAD) * sizeof(float));
+                ds_cuda_from_host(NULL, xr.d, xr.h, xr.n + PAD);   /* (rewritten in place below) */
+                buf *outs[] = {&xn, &o, &r, &oi};
+                for (int i = 0; i < NM(outs); i++) buf_poison(outs[i]);
+                const long f0 = ds_cuda_normed_linear_folds(g);
+                g->normed_linear(g, o.d, xn.d, x.d, &nw.d, eps, &w.d, M);
+                const long folded = ds_cuda_normed_linear_folds(g) - f0;
+                g->normed_linear(g, oi.d, xr.d, xr.d, &nw.d, eps, &w.d, M);   /* xn == x */
+                g->rmsnorm(g, xn.d, K, x0.d, K, &nw.d, M, K, eps);
+                g->linear(g, r.d, xn.d, &w.d, M);
+                const size_t dxc = device_units_differ(&s, x.d, x0.d, x.n, sizeof(float));
+                const double e1 = device_nmse(&s, o.d, r.d, o.n), e2 = device_nmse(&s, oi.d, o.d, o.n);
+                printf("  %-8s nlin %s %dx%d norm %s M=%d: folded %ld, x changed in %zu values, NMSE against rmsnorm + "
+                       "linear %.2e, in place against not %.2e\n", s.name, wt ? "BF16" : "FP8", N, K,
+                       nw.h.dtype == DS_DTYPE_F32 ? "F32" : "BF16", M, folded, dxc, e1, e2);
+                CHECKF(folded == (M == 1), "nlin %dx%d dtype %d M=%d: folded %ld times (expected %d)", N, K, wt, M, folded,
+                       M == 1);
+                CHECKF(dxc == 0, "nlin %dx%d dtype %d M=%d: x changed in %zu values", N, K, wt, M, dxc);
+                CHECKF(e1 <= 1e-10 && e2 <= 1e-10, "nlin %dx%d dtype %d M=%d: NMSE %.3g against the two ops, %.3g in place",
+                       N, K, wt, M, e1, e2);
+                s.cpu->rmsnorm(s.cpu, xn.h, K, x.h, K, &nw.h, M, K, eps);
+                s.cpu->linear(s.cpu, o.h, xn.h, &w.h, M);
+                char what[64];
+                snprintf(what, sizeof what, "nlin %s %dx%d", wt ? "bf16" : "fp8", N, K);
+                compare(&s, what, M, &o, THR_GEMM, 0);
+                buf *bufs[] = {&x, &x0, &xn, &xr, &o, &r, &oi};
+                for (int i = 0; i < NM(bufs); i++) buf_free(&s, bufs[i]);
+            }
+            free_weight(&w);
+            free_weight(&nw);
+        }
+    }
+    free_setup(&s);
+}
+
 /* DSINFER_OPS_ONLY=qkvabs: qkv_finish given the layer's kv_b with DSINFER_CUDA_QKV_ABSORB=1 (qkv_absorb_kernel: the
  * absorbed attention's q product made in qkv_finish's launch, taken by attn_absorbed) against qkv_finish without it on
  * copies of the same q, kv and cache: q, kv, the cache and the attention's output the same bytes; the q product made
@@ -4906,6 +4972,7 @@ int main(void) {
     RUN(run_comb_uv());
     RUN(run_qkv_absorb());
     RUN(run_norm_fold());
+    RUN(run_normed_linear());
     RUN(run_comb_norm());
     RUN(run_mla_fold());
     RUN(run_gemv_t1());

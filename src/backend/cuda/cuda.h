@@ -656,6 +656,7 @@ typedef struct {
     int qlat_T;
     long qkv_absorb_runs;       /* qkv_finish launches that made q_lat too (tests) */
     long norm_fold_runs;        /* ... of them that made attn_in's folded input norm too (opt.norm_fold; tests) */
+    long normed_linear_folds;   /* normed_linear calls with the norm folded into the GEMV (opt.norm_fold; tests) */
     long qlat_taken_runs;       /* absorbed attentions that took that q_lat (tests) */
     cu_ws ws_moe2;              /* grouped MoE: intermediates and expert outputs */
     cu_ws ws_moe1;              /* the one-token MoE launch's SiLU products (cuda_moe1.cu) */
@@ -1042,6 +1043,10 @@ void cu_linear2(ds_backend *be, float *out1, float *out2, const float *x, const 
  * (cu_gemv_two_norm) where cu_linear2 would take gemv_v2_kernel's four-row form; h and xn not written. 0: nothing done. */
 int cu_linear2_norm(ds_backend *be, float *out1, float *out2, const float *h, const float *add, const ds_weight *nw, float eps,
                     const ds_weight *w1, const ds_weight *w2);
+/* cu_linear for one token whose input is RMSNorm(x) by nw, the norm folded into the GEMV (cu_gemv_two_norm with one
+ * weight) where cu_linear would take gemv_v2_kernel's four-row form; x is only read, no normed vector is made. 0: nothing
+ * done (backend.h normed_linear then runs the norm and cu_linear). */
+int cu_linear_norm(ds_backend *be, float *out, const float *x, const ds_weight *nw, float eps, const ds_weight *w);
 /* dst[nr, cols] = rows r0 .. r0 + nr - 1 of v in BF16 (cu_w's values rounded to nearest even; FP8 16 codes
  * a thread unless DSINFER_CUDA_DEQUANT_VEC=0), and dst[0:n] = src[0:n] rounded to BF16 (cuda_linear.cu). */
 void cu_weight_bf16(__nv_bfloat16 *dst, const cu_wview &v, int r0, int nr);
@@ -1364,8 +1369,8 @@ int cu_gemv_group_duo(float *out, int ldo, const float *x, int ldx, const int32_
 int cu_gemv_two(float *out1, float *out2, const float *x, int M, cu_wview w1, cu_wview w2, int vec);
 /* out1 [w1.rows] and out2 [w2.rows] of one token whose GEMV input is RMSNorm(h + add) by the norm's weight nw [K] (add
  * NULL: h; eps), without the normed vector made first: the GEMV reads h, add and nw and scales each row's sum by 1 / RMS
- * (opt.norm_fold; cuda_linear.cu). Neither h nor xn is written. 0 (nothing launched) where gemv_v2_kernel's four-row
- * form does not take both weights. */
+ * (opt.norm_fold; cuda_linear.cu). Neither h nor xn is written. out2 NULL: w1 alone (w2 not read). 0 (nothing launched)
+ * where gemv_v2_kernel's four-row form does not take the weights. */
 int cu_gemv_two_norm(float *out1, float *out2, const float *h, const float *add, cu_wview nw, float eps, cu_wview w1,
                      cu_wview w2, int vec);
 /* GEMV v2 switch and the SM count it sizes its split-K by (cuda_linear.cu; set at backend creation). */

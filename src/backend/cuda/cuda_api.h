@@ -84,6 +84,7 @@ long ds_cuda_qkv_split_launches(ds_backend *be);
 /* qkv_finish launches that made the absorbed attention's q_lat too (opt.qkv_absorb), and absorbed attentions that took it */
 long ds_cuda_qkv_absorb_runs(ds_backend *be);
 long ds_cuda_norm_fold_runs(ds_backend *be);   /* attn_in calls with the input norm folded (opt.norm_fold) */
+long ds_cuda_normed_linear_folds(ds_backend *be);   /* normed_linear calls with the norm folded (opt.norm_fold) */
 long ds_cuda_qlat_taken_runs(ds_backend *be);
 /* absorbed attentions whose split combine and W_UV product ran as one launch (opt.comb_uv) */
 long ds_cuda_comb_uv_runs(ds_backend *be);

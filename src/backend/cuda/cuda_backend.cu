@@ -217,6 +217,7 @@ long ds_cuda_moe_wg_nt48_launches(ds_backend *be) { return cu_of(be)->moe_wg_nt4
 long ds_cuda_qkv_split_launches(ds_backend *be) { return cu_of(be)->qkv_split_launches; }
 long ds_cuda_qkv_absorb_runs(ds_backend *be) { return cu_of(be)->qkv_absorb_runs; }
 long ds_cuda_norm_fold_runs(ds_backend *be) { return cu_of(be)->norm_fold_runs; }
+long ds_cuda_normed_linear_folds(ds_backend *be) { return cu_of(be)->normed_linear_folds; }
 long ds_cuda_comb_uv_runs(ds_backend *be) { return cu_of(be)->comb_uv_runs; }
 long ds_cuda_qlat_taken_runs(ds_backend *be) { return cu_of(be)->qlat_taken_runs; }
 int ds_cuda_moe_wg_chunk(ds_backend *be, int n_rows, int E) { return cu_moe_wg_chunk(n_rows, E, cu_of(be)->opt.moe_wg_nt48); }
@@ -1042,6 +1043,21 @@ static int attn_in_fold(ds_backend *be, float *xn, float *h, const float *add, c
     return 1;
 }
 
+/* backend.h normed_linear: at one token (opt.norm_fold) the norm folded into the GEMV (cu_linear_norm: x only read, xn
+ * not written; V3's q_a norm before q_b, the final norm before the LM head), else the norm into xn and the linear */
+static void cu_normed_linear(ds_backend *be, float *out, float *xn, const float *x, const ds_weight *norm, float eps,
+                             const ds_weight *w, int M) {
+    ds_cuda_backend *cb = cu_of(be);
+    const int K = w->cols;
+    if (M <= 0) return;
+    if (M == 1 && cb->opt.norm_fold && cu_linear_norm(be, out, x, norm, eps, w)) {
+        cb->normed_linear_folds++;
+        return;
+    }
+    cu_rmsnorm(be, xn, K, x, K, norm, M, K, eps);
+    cu_linear(be, out, xn, w, M);
+}
+
 /* backend.h attn_in. The fused form (chain_fits, cu_linear2's one launch: hfuse): norm_chain_kernel (h += add, xn and
  * its codes), the GEMM with its split-K partials kept, qkv_finish_kernel summing them first: three launches where the
  * composition takes five (the norm, the quantizer, the GEMM, the split-K sum, qkv_finish), the same bits (op test
@@ -1461,6 +1477,7 @@ ds_backend *ds_backend_cuda_new(const ds_config *cfg, char *err) {
     be->kv_store = cu_kv_store;
     be->qkv_finish = cu_qkv_finish;
     be->attn_in = cu_attn_in;
+    be->normed_linear = cu_normed_linear;
     be->linear_add_rmsnorm = cu_linear_add_rmsnorm;
     be->attn_naive = cu_attn_naive;
     be->attn_absorbed = cu_attn_absorbed;

@@ -217,6 +217,15 @@ int cu_linear2_norm(ds_backend *be, float *out1, float *out2, const float *h, co
     return cu_gemv_two_norm(out1, out2, h, add, cu_view(nw), eps, cu_view(w1), cu_view(w2), cu_gemv_flags(cb));
 }
 
+/* cuda.h: cu_linear's choice at one token (no W8A8 GEMM, no row ownership, the vectorised GEMV), then cu_gemv_two_norm's
+ * form with one weight */
+int cu_linear_norm(ds_backend *be, float *out, const float *x, const ds_weight *nw, float eps, const ds_weight *w) {
+    ds_cuda_backend *cb = cu_of(be);
+    if (!cb->opt.vec_gemv || cb->opt.rowo || (w8a8_rows(cb, 1) && cu_fp8_gemm_ok(w)) || w->rows <= 0) return 0;
+    const cu_wview v = cu_view(w);
+    return cu_gemv_two_norm(out, NULL, x, NULL, cu_view(nw), eps, v, v, cu_gemv_flags(cb));
+}
+
 /* g = SiLU(g) * u, SiLU(z) = z / (1 + exp(-z)) as on the CPU. */
 __global__ void silu_mul_kernel(float *g, const float *u, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
@@ -1010,13 +1019,14 @@ int cu_gemv_two(float *out1, float *out2, const float *x, int M, cu_wview w1, cu
  * Where cu_gemv_two would take that form (FP8 or BF16 weights, opt.gemv_t1 4); 0 (nothing launched) otherwise. */
 int cu_gemv_two_norm(float *out1, float *out2, const float *h, const float *add, cu_wview nw, float eps, cu_wview w1,
                      cu_wview w2, int vec) {
+    if (!out2) w2 = w1;   /* (one weight: w2's rows are not launched, its view only passes the checks) */
     int vt = vt_of(w1);
     if (!cu_gemv_v2 || (vt != VT_FP8 && vt != VT_BF16) || (vt == VT_FP8 && (cu_fp8_fast || cu_gemv_f8c)) || vt_of(w2) != vt ||
-        w1.cols != w2.cols || !(vec & CU_GEMV_T1) || !(vec & CU_GEMV_T2) || !(vec & CU_GEMV_T4) || w1.rows % 4 ||
+        w1.cols != w2.cols || !(vec & CU_GEMV_T1) || !(vec & CU_GEMV_T2) || !(vec & CU_GEMV_T4) || (out2 && w1.rows % 4) ||
         nw.rows != 1 || nw.cols != w1.cols || nw.scale || (nw.dtype != DS_DTYPE_F32 && nw.dtype != DS_DTYPE_BF16) ||
         ((uintptr_t)nw.data & 15) || ((uintptr_t)h & 15) || ((uintptr_t)add & 15))
         return 0;
-    const int max_rows = w1.rows + w2.rows, V = vt == VT_BF16 ? 8 : 16;
+    const int max_rows = w1.rows + (out2 ? w2.rows : 0), V = vt == VT_BF16 ? 8 : 16;
     const int resident = vt == VT_BF16 ? gemv_t1_resident<VT_BF16, false, true, 4>() : gemv_t1_resident<VT_FP8, false, true, 4>();
     int ks = gemv_v2_ks((max_rows + 3) / 4, 1, 0, w1.cols / V, resident);
     if (cu_gemv_t1_ks == 1 || cu_gemv_t1_ks == 2 || cu_gemv_t1_ks == 4 || cu_gemv_t1_ks == 8) ks = cu_gemv_t1_ks;

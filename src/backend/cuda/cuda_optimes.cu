@@ -151,6 +151,7 @@ void cu_optimes_install(ds_cuda_backend *cb) {
     be->linear2 = NULL;   /* the model then calls linear twice: each timed */
     be->qkv_finish = NULL;   /* and the four steps one by one */
     be->attn_in = NULL;      /* the fused chains: their ops one by one */
+    be->normed_linear = NULL;   /* the norm and the linear, each timed */
     be->moe_to_attn_in = NULL;
     be->layer_tail1 = NULL;
     be->layer1 = NULL;
