@@ -426,7 +426,9 @@ typedef struct {
     int norm_fold;      /* batch 1's attn_in with the input norm folded into the q / kv_a GEMV (cu_gemv_two_norm: the sums
                          * scaled by 1 / RMS at the end) and h += add, xn made by one more block of qkv_absorb_kernel: no
                          * norm kernel ahead of the projections (DSINFER_CUDA_NORM_FOLD, default 1 since the fifty-fourth
-                         * session: H100 V2-Lite b1 FP8 -0.035 ms, BF16 -0.07; q and kv within NMSE ~2e-14 of the unfolded) */
+                         * session: H100 V2-Lite b1 FP8 -0.035 ms, BF16 -0.07; q and kv within NMSE ~2e-14 of the unfolded);
+                         * also backend normed_linear at one token (V3's q_a norm before q_b, the final norm before the LM
+                         * head: cu_linear_norm, the same GEMV form with one weight, nothing else written) */
     int moe_wg_order;   /* decode experts: which items a CTA takes (cuda_moe_wg.cu mw_args.order; DSINFER_CUDA_MOE_WG_ORDER;
                          * -1, the default: 1 up to 128 tokens, else 0) */
     int moe_wg_pdl;  /* decode experts (cuda_moe_wg.cu; DSINFER_CUDA_MOE_WG_PDL): 1 the down launch with programmatic dependent
