@@ -4150,3 +4150,15 @@ if want s55a; then
   step ops_full 300 $L/test_cuda_ops > /dev/null
   echo "ops_full: $(grep -cE "CHECK failed" $OUT/ops_full.log) failed; $(grep -E "CHECK failed" $OUT/ops_full.log | head -4 | cut -c1-170 | tr '\n' '|'); $(tail -1 $OUT/ops_full.log | cut -c1-120)"
 fi
+# s55b: the whole test_cuda_ops again with run 1's seed (S55B_SEED; its router case at M = 256 failed on 2 ids: a tie at the
+# scores' last bits, now left out and counted by check_router), then ROUTER_NORM=2 as rewritten in the fifty-fourth session
+# (never timed) against the defaults, FP8 / BF16 b1, rotated (LAB55)
+s55b_env() { case $1 in d) echo "DSINFER_CUDA_ROUTER_NORM=0";; rn2) echo "DSINFER_CUDA_ROUTER_NORM=2";; esac; }
+if want s55b; then
+  L=${LAB55:-$B}
+  step ops_seed 300 env DSINFER_SEED=${S55B_SEED:-1796650349} $L/test_cuda_ops > /dev/null
+  echo "ops_seed: $(grep -cE "CHECK failed" $OUT/ops_seed.log) failed; $(grep -E "CHECK failed" $OUT/ops_seed.log | head -4 | cut -c1-170 | tr '\n' '|'); $(tail -1 $OUT/ops_seed.log | cut -c1-120)"
+  grep -E "seed|router .*M=256 .*tie left out" $OUT/ops_seed.log | grep -vE " 0 tokens at" | head -8 | cut -c1-200
+  echo "router lines with a tie left out: $(grep -cE "router .*\([1-9][0-9]* tokens at a last-bits tie" $OUT/ops_seed.log)"
+  env_rounds s55b s55b_env "d rn2" "rn2 d"
+fi

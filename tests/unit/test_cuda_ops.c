@@ -1569,6 +1569,64 @@ static void run_qkv_finish(void) {
         }
 }
 
+/* The smallest gap, over the largest |score|, at the routing's choice boundaries for one token's logits lg[E] as the CPU
+ * scores them in fp32 (ds_route_token's arithmetic): between the topk_group-th and the next group score (grouped
+ * routing) and between the K-th and the (K+1)-th biased score of the kept groups' experts. The GPU's expf is within 2 ulp
+ * (CUDA's documented bound), not the CPU's: a gap of a few ulp can flip a choice on the same logits. */
+static double route_ulp_gap(const ds_config *c, const float *lg, const float *bias) {
+    const int E = c->n_routed_experts, K = c->num_experts_per_tok;
+    const int G = c->topk_method != DS_TOPK_GREEDY && c->n_group > 1 ? c->n_group : 1, per = E / G;
+    float *sc = malloc(sizeof(float) * 2 * (size_t)E), *b = sc + E, gs[1024];
+    double top = 0, gap = INFINITY;
+    DS_CHECK(sc && G <= 1024);
+    float mx = -INFINITY, sum = 0.0f;
+    for (int e = 0; e < E; e++) mx = lg[e] > mx ? lg[e] : mx;
+    for (int e = 0; e < E; e++) {
+        sc[e] = c->scoring == DS_SCORE_SIGMOID ? 1.0f / (1.0f + expf(-lg[e])) : expf(lg[e] - mx);
+        sum += sc[e];
+    }
+    for (int e = 0; e < E; e++) {
+        if (c->scoring != DS_SCORE_SIGMOID) sc[e] /= sum;
+        b[e] = sc[e] + (c->topk_method == DS_TOPK_NOAUX_TC && bias ? bias[e] : 0.0f);
+        top = fabs(b[e]) > top ? fabs(b[e]) : top;
+    }
+    if (G > 1) {   /* the group scores (restrict_groups'), the topk_group best kept, the others' experts dropped */
+        unsigned char kept[1024] = {0};
+        for (int g = 0; g < G; g++) {
+            float m1 = -INFINITY, m2 = -INFINITY;
+            for (int j = 0; j < per; j++) {
+                float v = c->topk_method == DS_TOPK_NOAUX_TC ? b[g * per + j] : sc[g * per + j];
+                if (v > m1) { m2 = m1; m1 = v; }
+                else if (v > m2) m2 = v;
+            }
+            gs[g] = c->topk_method == DS_TOPK_NOAUX_TC && per > 1 ? m1 + m2 : m1;
+        }
+        float kth = 0, next = -INFINITY;
+        for (int t = 0; t <= c->topk_group && t < G; t++) {   /* the topk_group + 1 largest, by selection */
+            int best = -1;
+            for (int g = 0; g < G; g++) if (!kept[g] && (best < 0 || gs[g] > gs[best])) best = g;
+            if (t == c->topk_group) { next = gs[best]; break; }
+            kth = gs[best];
+            kept[best] = 1;
+        }
+        if (next > -INFINITY) gap = (double)kth - next;
+        for (int e = 0; e < E; e++) if (!kept[e / per]) b[e] = -INFINITY;
+    }
+    float kth = 0, next = -INFINITY;
+    for (int k = 0; k <= K && k < E; k++) {   /* the K + 1 largest of the kept experts */
+        int best = -1;
+        for (int e = 0; e < E; e++) if (b[e] > -INFINITY && (best < 0 || b[e] > b[best])) best = e;
+        if (best < 0) break;
+        if (k == K - 1) kth = b[best];
+        if (k == K) next = b[best];
+        b[best] = -INFINITY;
+    }
+    if (next > -INFINITY && (double)kth - next < gap) gap = (double)kth - next;
+    free(sc);
+    return gap / (top > 0 ? top : 1);
+}
+#define ROUTE_ULP_TIE 2e-6   /* route_ulp_gap below this: a tie at the scores' last bits (an ulp is 1.2e-7 of the score) */
+
 /* The MoE routing as the backend runs it (ds_cuda_router): the router GEMM and the top-k in one kernel up to 256
  * tokens (DSINFER_CUDA_ROUTER_FUSED, default on), the GEMM then the routing kernel above (and with the switch
  * off). Per case: the logits against the CPU's linear (fp32 sums in another order: THR_GEMM), the choices against
@@ -1600,18 +1658,30 @@ static void check_router(setup *s, ds_backend *gpu, const char *how, int M, cons
         ds_cuda_download_bytes(gpu, gid, ids.d, sizeof(int32_t) * (size_t)M * K);
         for (int m = 0; m < M; m++)
             ds_route_token(c, g + (size_t)m * E, bias, rid + (size_t)m * K, rwt + (size_t)m * K, scratch);
-        int differ = 0;
+        int differ = 0, ties = 0;
         double num = 0, den = 0;
-        for (size_t i = 0; i < (size_t)M * K; i++) {
-            differ += gid[i] != rid[i];
-            num += ((double)gw[i] - rwt[i]) * ((double)gw[i] - rwt[i]);   /* NaN (unwritten) fails below */
-            den += (double)rwt[i] * rwt[i];
+        for (int m = 0; m < M; m++) {
+            const size_t r = (size_t)m * K;
+            int d = 0;
+            for (int k = 0; k < K; k++) d += gid[r + k] != rid[r + k];
+            if (d && route_ulp_gap(c, g + (size_t)m * E, bias) < ROUTE_ULP_TIE) {   /* a last-bits tie: not compared */
+                ties++;
+                continue;
+            }
+            differ += d;
+            for (int k = 0; k < K; k++) {
+                num += ((double)gw[r + k] - rwt[r + k]) * ((double)gw[r + k] - rwt[r + k]);   /* NaN (unwritten) fails below */
+                den += (double)rwt[r + k] * rwt[r + k];
+            }
         }
         double nmse = num / (den > 0 ? den : 1);
-        printf("  %-8s router %-12s M=%-4d (%s input): ids differing from the CPU's routing of its logits %d of %d, "
-               "weights nmse %.2e\n", s->name, how, M, rep ? "second" : "first", differ, M * K, nmse);
+        printf("  %-8s router %-12s M=%-4d (%s input): ids differing from the CPU's routing of its logits %d of %d "
+               "(%d tokens at a last-bits tie left out), weights nmse %.2e\n", s->name, how, M, rep ? "second" : "first",
+               differ, M * K, ties, nmse);
         CHECKF(differ == 0 && nmse <= THR_EXACT, "%s router %s M=%d: %d ids differ, weights nmse %.3g", s->name, how, M,
                differ, nmse);
+        CHECKF(ties <= 1 + M / 64, "%s router %s M=%d: %d tokens at a last-bits tie (a few in thousands expected)", s->name,
+               how, M, ties);
         free(g); free(gw); free(rwt); free(scratch); free(gid); free(rid); free(bias);
         buf_free(s, &x); buf_free(s, &lg); buf_free(s, &w); buf_free(s, &ids);
     }
