@@ -4156,9 +4156,13 @@ fi
 s55b_env() { case $1 in d) echo "DSINFER_CUDA_ROUTER_NORM=0";; rn2) echo "DSINFER_CUDA_ROUTER_NORM=2";; esac; }
 if want s55b; then
   L=${LAB55:-$B}
-  step ops_seed 300 env DSINFER_SEED=${S55B_SEED:-1796650349} $L/test_cuda_ops > /dev/null
-  echo "ops_seed: $(grep -cE "CHECK failed" $OUT/ops_seed.log) failed; $(grep -E "CHECK failed" $OUT/ops_seed.log | head -4 | cut -c1-170 | tr '\n' '|'); $(tail -1 $OUT/ops_seed.log | cut -c1-120)"
-  grep -E "seed|router .*M=256 .*tie left out" $OUT/ops_seed.log | grep -vE " 0 tokens at" | head -8 | cut -c1-200
-  echo "router lines with a tie left out: $(grep -cE "router .*\([1-9][0-9]* tokens at a last-bits tie" $OUT/ops_seed.log)"
   env_rounds s55b s55b_env "d rn2" "rn2 d"
+  for r in 1 2 3; do
+    step ops_router$r 100 env DSINFER_OPS_ONLY=router $L/test_cuda_ops > /dev/null
+    echo "router$r: $(grep -cE "CHECK failed" $OUT/ops_router$r.log) failed, $(grep -cE "router .*\([1-9][0-9]* tokens at a last-bits tie" $OUT/ops_router$r.log) lines with a tie left out; $(grep -E "seed" $OUT/ops_router$r.log)"
+  done
+  step ops_seed ${S55B_T:-300} env DSINFER_SEED=${S55B_SEED:-1796650349} $L/test_cuda_ops > /dev/null
+  echo "ops_seed: $(grep -cE "CHECK failed" $OUT/ops_seed.log) failed; $(grep -E "CHECK failed" $OUT/ops_seed.log | head -4 | cut -c1-170 | tr '\n' '|'); $(tail -1 $OUT/ops_seed.log | cut -c1-120)"
+  grep -E "router .*M=256 " $OUT/ops_seed.log | grep -E "fused tok 1" | head -4 | cut -c1-200
+  echo "router lines with a tie left out: $(grep -cE "router .*\([1-9][0-9]* tokens at a last-bits tie" $OUT/ops_seed.log)"
 fi
