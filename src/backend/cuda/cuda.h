@@ -477,8 +477,7 @@ typedef struct {
     int router_norm;   /* with moeo 1, batch 1's layer tail (backend layer_tail1) as o_proj, then one launch for the post-
                         * attention norm, the router, the routing and the MoE output's zeros (router_norm1_kernel,
                         * cuda_moe.cu; DSINFER_CUDA_ROUTER_NORM), then moeo_kernel (its tail form where opt.moeo_tail);
-                        * 2 the same with the norm folded into the logits (1 / RMS after each router row's dot; the last
-                        * block makes h and xn after its ticket: router_norm1_kernel's FOLD; fifty-fourth session) */
+                        * (=2, the norm folded into the logits, measured slower and removed in the fifty-fifth session) */
     int route_zero;    /* with moeo 1 (and its tail form), the MoE output's zeros written by route_v2's launch in place of
                         * a memset node before moeo_kernel (DSINFER_CUDA_ROUTE_ZERO, default 1; 0 the memset) */
     int moeo_tail;     /* with moeo 1, batch 1's layer tail (backend layer_tail1) as the usual o_proj + norm and router

@@ -1291,7 +1291,8 @@ static cu_opts cu_opts_read(void) {
      * the goldens and the GPU suite with it on) */
     o.moeo = env_int("DSINFER_CUDA_MOEO", 1);
     o.moeo_strips = env_int("DSINFER_CUDA_MOEO_STRIPS", 0);   /* opt-in for its memory (RESULTS fifty-third session) */
-    o.router_norm = env_int("DSINFER_CUDA_ROUTER_NORM", 0);   /* opt-in until measured (forty-sixth session, not run) */
+    o.router_norm = env_int("DSINFER_CUDA_ROUTER_NORM", 0) != 0;   /* opt-in (measured even with ROUTE_ZERO alone; =2's
+                                                                     * folded form removed, fifty-fifth session) */
     o.route_zero = env_int("DSINFER_CUDA_ROUTE_ZERO", 1);   /* on since the forty-seventh session: FP8 b1 -0.036 ms (RESULTS run 3) */
     o.moeo_tail = env_int("DSINFER_CUDA_MOEO_TAIL", 0);   /* opt-in until measured (prepared in the forty-fifth session) */
     /* opt-in: FP8 b1 +0.11 ms at 1 (RESULTS, forty-eighth session, runs 1 .. 2); 2 / 3: the down piece earlier */

@@ -387,15 +387,11 @@ static int router_fused(ds_cuda_backend *cb, const ds_weight *r, const float *x,
  * router_fused_kernel's lane order (its XS form's bits at one token). The last block to take its ticket (each block has
  * read h and ff before its own) writes h = v and xn back, zeroes ff (the MoE launch after it reduces onto ff) and routes
  * the logits with route_warp (warp 0). Replaces rmsnorm_vec's launch, the router's GEMV, route_v2 and the memset. */
-/* FOLD (opt.router_norm 2): the norm folded into the logits instead of made first: warp w's logit is the dot of the router
- * row with v g (v = h + ff read by the warp chunk by chunk, g the norm's weight) times 1 / RMS(v) from the squares the
- * warp summed on the way (every warp reads all of v, in the same lane order: the same factor in every warp), so no
- * block waits for a block-wide norm before its router row's loads; the last block makes h and xn (the same expressions,
- * rms_row_vec's bits) after its ticket. The logits differ from the unfolded form's by fp32 rounding. */
+/* (The norm folded into the logits, every warp summing v g and v's squares with its router row and the last block making
+ * h and xn, ROUTER_NORM=2 of the fifty-fourth session, measured slower at b1 in both its forms and removed: RESULTS
+ * "fifty-fifth session" run 2.) */
 #define RN_NV 8   /* float4 slots a thread: D <= RN_NV * 4 * RF_WARPS * 32 (V3's 7168 takes 7) */
-/* GB (FOLD only): the norm's weight in BF16 (cu_vec4<GB>: one load a quad, no dtype switch in the loop; cu_w's switch
- * there cost +0.25 ms a step at FP8 b1, RESULTS fifty-fourth session run 2) */
-template <bool BF16, bool FOLD = false, bool GB = false>
+template <bool BF16>
 __global__ void __launch_bounds__(RF_WARPS * 32) router_norm1_kernel(float *h, float *ff, cu_wview nw, float eps,
                                                                      cu_wview w, float *xn, float *logits,
                                                                      const float *bias, int32_t *ids, float *wout,
@@ -423,20 +419,16 @@ __global__ void __launch_bounds__(RF_WARPS * 32) router_norm1_kernel(float *h, f
         }
         ss += __fmaf_rn(v[k].w, v[k].w, __fmaf_rn(v[k].z, v[k].z, __fmaf_rn(v[k].y, v[k].y, __fmul_rn(v[k].x, v[k].x))));
     }
-    /* rms_inv's reduction: the warps' sums added in warp order (FOLD: in the last block only, after its ticket) */
-    float r = 0.0f;
-    if (!FOLD) {
-        r = cu_rms_inv<RF_WARPS>(ss, red, D, eps);
+    const float r = cu_rms_inv<RF_WARPS>(ss, red, D, eps);   /* rms_inv's reduction: the warps' sums in warp order */
 #pragma unroll
-        for (int k = 0; k < RN_NV; k++) {
-            const int j = threadIdx.x + k * RF_WARPS * 32;
-            if (j < n4) rn_xs[j] = make_float4(v[k].x * r * g[k].x, v[k].y * r * g[k].y, v[k].z * r * g[k].z, v[k].w * r * g[k].w);
-        }
-        __syncthreads();
+    for (int k = 0; k < RN_NV; k++) {
+        const int j = threadIdx.x + k * RF_WARPS * 32;
+        if (j < n4) rn_xs[j] = make_float4(v[k].x * r * g[k].x, v[k].y * r * g[k].y, v[k].z * r * g[k].z, v[k].w * r * g[k].w);
     }
+    __syncthreads();
     const int e = blockIdx.x * RF_WARPS + warp;
-    if (e < E) {   /* router_fused_kernel's sums at one token (FOLD: of v g, then times the warp's 1 / RMS) */
-        float acc = 0.0f, wss = 0.0f;
+    if (e < E) {   /* router_fused_kernel's sums at one token */
+        float acc = 0.0f;
         const uint4 *wr = (const uint4 *)((const char *)w.data + (size_t)e * D * (BF16 ? 2 : 4));
 #pragma unroll 4
         for (int c = lane * V; c < D; c += 32 * V) {
@@ -444,17 +436,7 @@ __global__ void __launch_bounds__(RF_WARPS * 32) router_norm1_kernel(float *h, f
             router_chunk<BF16>(wr[c / V], wv);
 #pragma unroll
             for (int q = 0; q < V / 4; q++) {
-                float4 a;
-                if constexpr (FOLD) {
-                    const int j = c / 4 + q;   /* (__ldg: the last block writes h only after every block's reads) */
-                    float4 u = __ldg(h4 + j);
-                    const float4 d = __ldg(f4 + j), gw = cu_vec4<GB>(nw.data, j);
-                    u.x += d.x; u.y += d.y; u.z += d.z; u.w += d.w;
-                    wss += __fmaf_rn(u.w, u.w, __fmaf_rn(u.z, u.z, __fmaf_rn(u.y, u.y, __fmul_rn(u.x, u.x))));
-                    a = make_float4(u.x * gw.x, u.y * gw.y, u.z * gw.z, u.w * gw.w);
-                } else {
-                    a = rn_xs[c / 4 + q];
-                }
+                const float4 a = rn_xs[c / 4 + q];
                 acc = fmaf(wv[4 * q], a.x, acc);
                 acc = fmaf(wv[4 * q + 1], a.y, acc);
                 acc = fmaf(wv[4 * q + 2], a.z, acc);
@@ -462,7 +444,6 @@ __global__ void __launch_bounds__(RF_WARPS * 32) router_norm1_kernel(float *h, f
             }
         }
         acc = cu_warp_sum(acc);
-        if (FOLD) acc *= 1.0f / sqrtf(cu_warp_sum(wss) / (float)D + eps);
         if (lane == 0) logits[e] = acc;
     }
     __threadfence();   /* this block's logit visible before its ticket */
@@ -475,15 +456,13 @@ __global__ void __launch_bounds__(RF_WARPS * 32) router_norm1_kernel(float *h, f
     __syncthreads();
     if (!last) return;   /* whole block */
     __threadfence();
-    if (FOLD) r = cu_rms_inv<RF_WARPS>(ss, red, D, eps);   /* the block-wide norm the unfolded form made first */
     float4 *x4 = (float4 *)xn;
 #pragma unroll
     for (int k = 0; k < RN_NV; k++) {   /* every block has read h and ff */
         const int j = threadIdx.x + k * RF_WARPS * 32;
         if (j < n4) {
             h4[j] = v[k];
-            x4[j] = FOLD ? make_float4(v[k].x * r * g[k].x, v[k].y * r * g[k].y, v[k].z * r * g[k].z, v[k].w * r * g[k].w)
-                         : rn_xs[j];
+            x4[j] = rn_xs[j];
             f4[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
     }
@@ -518,17 +497,7 @@ static int router_norm1(ds_cuda_backend *cb, float *xn, float *h, float *ff, con
     }
     const dim3 grid((unsigned)((rc.E + RF_WARPS - 1) / RF_WARPS));
     const size_t sm = (size_t)D * sizeof(float);
-    const ds_weight *pn = &L->post_norm;
-    const int gb = pn->dtype == DS_DTYPE_BF16 && !pn->scale, gf = pn->dtype == DS_DTYPE_F32 && !pn->scale;
-    if (cb->opt.router_norm == 2 && (gb || gf) && ((uintptr_t)pn->data & 15) == 0) {   /* FOLD: no xn in shared memory */
-#define RN_FOLD(BF, GB) cu_launch(router_norm1_kernel<BF, true, GB>, grid, RF_WARPS * 32, 0, h, ff, cu_view(pn), eps, cu_view(rw), \
-                                  xn, logits, biasp, ids, w, cb->route_tickets, rc)
-        if (bf && gb) RN_FOLD(true, true);
-        else if (bf) RN_FOLD(true, false);
-        else if (gb) RN_FOLD(false, true);
-        else RN_FOLD(false, false);
-#undef RN_FOLD
-    } else if (bf)
+    if (bf)
         cu_launch(router_norm1_kernel<true>, grid, RF_WARPS * 32, sm, h, ff, cu_view(&L->post_norm), eps, cu_view(rw), xn,
                   logits, biasp, ids, w, cb->route_tickets, rc);
     else
