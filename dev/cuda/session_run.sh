@@ -52,7 +52,7 @@ ab_rounds() { local name=$1 var=$2 dt=$3 b=$4 r=0 ord v; shift 4
   done; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 # opsfull: test_cuda_ops alone, every M
-want opsfull && step ops_full 240 $B/test_cuda_ops
+want opsfull && step ops_full ${OPSFULL_T:-480} env ${DSINFER_SEED:+DSINFER_SEED=$DSINFER_SEED} $B/test_cuda_ops   # (~420 s at the defaults, fifty-fifth session)
 # ltops: test_cuda_ops up to 130 tokens (incl. run_lt_tune), a quick check after a kernel change
 want ltops && step ops_m130 150 env DSINFER_OPS_MAX_M=130 $B/test_cuda_ops
 want check && step host 20 $B/test_cuda_host
