@@ -127,6 +127,17 @@ static inline int golden_engine_pair(const char *name, ds_st_set **g, ds_engine 
     return 0;
 }
 
+/* The prompt's logits by engines a and b (golden_prompt_logits, chunk tokens a step) compared bit for bit: how many of
+ * the T x V values differ (golden_engine_pair's engines, one of them with wrapped backend ops) */
+static inline size_t golden_pair_differ(ds_engine *a, ds_engine *b, const int32_t *ids, int T, int chunk, int V) {
+    float *x = golden_prompt_logits(a, ids, T, chunk, V), *y = golden_prompt_logits(b, ids, T, chunk, V);
+    size_t differ = 0;
+    for (size_t i = 0; i < (size_t)T * V; i++) differ += memcmp(&x[i], &y[i], sizeof(float)) != 0;
+    free(x);
+    free(y);
+    return differ;
+}
+
 static inline int argmax_f32(const float *x, int n) {
     int b = 0;
     for (int i = 1; i < n; i++)

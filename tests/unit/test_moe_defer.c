@@ -180,10 +180,7 @@ static void check_fixture(const char *name) {
         for (int c = 0; c < 3; c++) {
             int steps = chunks[c] ? (T + chunks[c] - 1) / chunks[c] : 1;
             long left0 = left, taken0 = taken;
-            float *a = golden_prompt_logits(plain, ids->data, T, chunks[c], V);
-            float *b = golden_prompt_logits(wrapped, ids->data, T, chunks[c], V);
-            size_t differ = 0;
-            for (size_t i = 0; i < (size_t)T * V; i++) differ += memcmp(&a[i], &b[i], sizeof(float)) != 0;
+            const size_t differ = golden_pair_differ(plain, wrapped, ids->data, T, chunks[c], V);
             printf("%s p%d chunk %d: %d steps, %ld sums left and %ld taken by attn_in, %zu of %zu logits differ\n", name, p,
                    chunks[c], steps, left - left0, taken - taken0, differ, (size_t)T * V);
             CHECKF(differ == 0, "%s p%d chunk %d: %zu logits differ from the engine without moe_to_attn_in", name, p,
@@ -191,8 +188,6 @@ static void check_fixture(const char *name) {
             CHECKF(left - left0 == (long)steps * moe_layers && taken - taken0 == left - left0,
                    "%s p%d chunk %d: %ld sums left, %ld taken (%d steps x %d layers expected)", name, p, chunks[c],
                    left - left0, taken - taken0, steps, moe_layers);
-            free(a);
-            free(b);
         }
     }
     CHECKF(!pend.active, "%s: a sum still left after the last step", name);

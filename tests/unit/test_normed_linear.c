@@ -56,10 +56,7 @@ static void check_fixture(const char *name) {
         for (int c = 0; c < 3; c++) {
             const int steps = chunks[c] ? (T + chunks[c] - 1) / chunks[c] : 1;
             const long c0 = calls, i0 = in_place;
-            float *a = golden_prompt_logits(plain, ids->data, T, chunks[c], V);
-            float *b = golden_prompt_logits(wrapped, ids->data, T, chunks[c], V);
-            size_t differ = 0;
-            for (size_t i = 0; i < (size_t)T * V; i++) differ += memcmp(&a[i], &b[i], sizeof(float)) != 0;
+            const size_t differ = golden_pair_differ(plain, wrapped, ids->data, T, chunks[c], V);
             printf("%s p%d chunk %d: %d steps, %ld normed_linear calls (%ld in place), %zu of %zu logits differ\n", name, p,
                    chunks[c], steps, calls - c0, in_place - i0, differ, (size_t)T * V);
             CHECKF(differ == 0, "%s p%d chunk %d: %zu logits differ from the engine without normed_linear", name, p,
@@ -67,8 +64,6 @@ static void check_fixture(const char *name) {
             CHECKF(calls - c0 == (long)steps * (qlora * L + 1) && in_place - i0 == (long)steps * qlora * L,
                    "%s p%d chunk %d: %ld calls, %ld in place (%d steps x (%d + 1) expected, %d x %d in place)", name, p,
                    chunks[c], calls - c0, in_place - i0, steps, qlora * L, steps, qlora * L);
-            free(a);
-            free(b);
         }
     }
     CHECKF(x_changed == 0, "%s: x changed by %ld calls whose xn was another buffer", name, x_changed);
