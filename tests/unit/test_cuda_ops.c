@@ -3854,13 +3854,10 @@ static void run_normed_linear(void) {
                 const int M = mi ? 3 : 1;
                 const float eps = 1e-6f;
                 prime(&s, M);
-                buf x = buf_new(&s, (size_t)M * K), x0 = buf_new(&s, x.n), xn = buf_new(&s, x.n), xr = buf_new(&s, x.n);
+                buf x = buf_new(&s, (size_t)M * K), xn = buf_new(&s, x.n);
                 buf o = buf_new(&s, (size_t)M * N), r = buf_new(&s, o.n), oi = buf_new(&s, o.n);
                 buf_rand(&x, 2.0f);
-                memcpy(x0.h, x.h, (x.n + PAD) * sizeof(float));
-                ds_cuda_from_host(NULL, x0.d, x0.h, x0.n + PAD);
-                memcpy(xr.h, x.h, (x.n + PAD) * sizeof(float));
-                ds_cuda_from_host(NULL, xr.d, xr.h, xr.n + PAD);   /* (rewritten in place below) */
+                buf x0 = buf_copy(&s, &x), xr = buf_copy(&s, &x);   /* (xr rewritten in place below) */
                 buf *outs[] = {&xn, &o, &r, &oi};
                 for (int i = 0; i < NM(outs); i++) buf_poison(outs[i]);
                 const long f0 = ds_cuda_normed_linear_folds(g);
