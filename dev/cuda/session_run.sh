@@ -4166,3 +4166,33 @@ if want s55b; then
   grep -E "router .*M=256 " $OUT/ops_seed.log | grep -E "fused tok 1" | head -4 | cut -c1-200
   echo "router lines with a tie left out: $(grep -cE "router .*\([1-9][0-9]* tokens at a last-bits tie" $OUT/ops_seed.log)"
 fi
+# s56a: attn_in with V3's q_lora (ds_qlora_in; LAB56 of the tree that has it): op tests nfoldv3 (new), nfold, nlin, attnin,
+# combnorm; the goldens (tiny-v3 now through attn_in) and test_cuda_model; b1 on a V3 of 8 dense layers (the input norm
+# folded into q_a / kv_a: one launch fewer a layer) FP8 / BF16, the pack's dsinfer (the head before) against LAB56's,
+# rotated; a V3 of 4 layers with 3 MoE (moe_to_attn_in now taken by V3) FP8 b1 / b8 the same way; V2-Lite FP8 b1 (the
+# same path as before: within noise)
+if want s56a; then
+  L=${LAB56:-$B}
+  for t in nfoldv3 nfold nlin attnin combnorm; do
+    step ops_$t 200 env DSINFER_OPS_ONLY=$t $L/test_cuda_ops > /dev/null
+    echo "$t: $(grep -cE "CHECK failed" $OUT/ops_$t.log) failed; $(grep -E "CHECK failed" $OUT/ops_$t.log | head -3 | cut -c1-160 | tr '\n' '|')"
+  done
+  grep -E " nfoldv3 " $OUT/ops_nfoldv3.log | head -8 | cut -c1-200
+  step golden 150 $L/test_cuda_golden > /dev/null; tail -1 $OUT/golden.log
+  step model 200 $L/test_cuda_model > /dev/null; tail -2 $OUT/model.log | cut -c1-150
+  python3 -c 'import json; c = json.load(open("configs/deepseek-v3.json")); c.update(num_hidden_layers=8, first_k_dense_replace=8); json.dump(c, open("/tmp/v3-8d.json", "w"))'
+  python3 -c 'import json; c = json.load(open("configs/deepseek-v3.json")); c.update(num_hidden_layers=4, first_k_dense_replace=1); json.dump(c, open("/tmp/v3-4m.json", "w"))'
+  for ord in "pack lab" "lab pack"; do
+    for v in $ord; do
+      case $v in pack) bin=$B/dsinfer;; lab) bin=$L/dsinfer;; esac
+      for d in fp8 bf16; do
+        step s56a-v3-$d-$v 120 env DSINFER_CUDA_TC=1 $bin bench --model /tmp/v3-8d.json --dtype $d --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s56a-v3-$d-$v > /dev/null
+        echo "v3-8d $d b1 $v: $(grep -E "^decode" $OUT/s56a-v3-$d-$v.log | cut -c1-150)"
+      done
+      step s56a-v3m-$v 120 env DSINFER_CUDA_TC=1 $bin bench --model /tmp/v3-4m.json --dtype fp8 --batch 1,8 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s56a-v3m-$v > /dev/null
+      echo "v3-4m fp8 b1,b8 $v: $(grep -E "^decode" $OUT/s56a-v3m-$v.log | cut -c1-150 | tr '\n' '|')"
+      step s56a-v2-$v 60 env DSINFER_CUDA_TC=1 $bin bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s56a-v2-$v > /dev/null
+      echo "v2l fp8 b1 $v: $(grep -E "^decode" $OUT/s56a-v2-$v.log | cut -c60-140)"
+    done
+  done
+fi

@@ -41,6 +41,14 @@ typedef struct {
     float *q, *kv;   /* [M, wq rows], [M, wkv rows] */
 } ds_next_in;
 
+/* attn_in's q_lora side (V3): attn_in's wq is then q_a, qa = xn . q_a^T, and q = (RMSNorm(qa) * q_a_norm (eps)) .
+ * q_b^T, as backend normed_linear(q, qa, qa, q_a_norm, eps, q_b) makes it (qa may be left normed or not: scratch). */
+typedef struct {
+    float *qa;                         /* [M, q_lora_rank] */
+    const ds_weight *q_a_norm, *q_b;   /* [q_lora_rank], [H * qk_head_dim, q_lora_rank] */
+    float eps;
+} ds_qlora_in;
+
 typedef struct ds_backend ds_backend;
 struct ds_backend {
     const char *name;
@@ -101,14 +109,15 @@ struct ds_backend {
      * steps, and attn_absorbed take it (the same values). */
     void (*qkv_finish)(ds_backend *be, float *q, float *kv, void *cache, const ds_weight *kv_norm, float eps,
                        const ds_weight *kv_b);
-    /* The MLA block's input end to end, for models without a q_lora (V2-Lite): h[M, D] += add (add NULL: h as it is),
-     * xn = RMSNorm(h) * in_norm (eps), q = xn . wq^T and kv = xn . wkv^T, then qkv_finish(q, kv, cache, kv_norm,
-     * kv_eps, kv_b). The same values as add_rmsnorm (rmsnorm without add), linear2 and qkv_finish. Optional: NULL means
-     * call those (the CUDA backend makes its W8A8 chain three launches here: the input quantized by the norm, the
-     * split-K sums by qkv_finish). */
+    /* The MLA block's input end to end: h[M, D] += add (add NULL: h as it is), xn = RMSNorm(h) * in_norm (eps),
+     * q = xn . wq^T and kv = xn . wkv^T, then qkv_finish(q, kv, cache, kv_norm, kv_eps, kv_b). With ql (a model with
+     * q_lora, V3; NULL: none) wq is q_a: ql->qa = xn . wq^T and q = normed_linear of it (ds_qlora_in) before
+     * qkv_finish. The same values as add_rmsnorm (rmsnorm without add), linear2, (normed_linear,) qkv_finish. Optional:
+     * NULL means call those (the CUDA backend makes its W8A8 chain three launches here: the input quantized by the norm,
+     * the split-K sums by qkv_finish; at one token it folds the norm into the projections' GEMV). */
     void (*attn_in)(ds_backend *be, float *xn, float *h, const float *add, const ds_weight *in_norm, float eps, float *q,
                     float *kv, const ds_weight *wq, const ds_weight *wkv, void *cache, const ds_weight *kv_norm,
-                    float kv_eps, const ds_weight *kv_b, int M);
+                    float kv_eps, const ds_weight *kv_b, const ds_qlora_in *ql, int M);
     /* A projection into the residual stream and the next norm: ff[M, D] = x . w^T, h += ff, xn = RMSNorm(h) * norm
      * (eps). The same values as linear then add_rmsnorm. Optional: NULL means call those (the CUDA backend sums the
      * W8A8 GEMM's split-K partials inside the norm's kernel). */

@@ -186,10 +186,10 @@ static void attn_in_rest(ds_engine *e, const ds_layer_weights *L, void *cache, i
     }
 }
 
-/* Whether attention() takes the layer's input side in one backend attn_in call (no q_lora; with the residual add, only
- * where add_norm fuses it) */
+/* Whether attention() takes the layer's input side in one backend attn_in call (with the residual add, only where
+ * add_norm fuses it) */
 static int attn_in_one_call(const ds_engine *e, int add_ff) {
-    return e->be->attn_in && !e->cfg.q_lora_rank && (!add_ff || (e->be->add_rmsnorm && e->fused_add_norm));
+    return e->be->attn_in && (!add_ff || (e->be->add_rmsnorm && e->fused_add_norm));
 }
 
 /* MLA block (spec 6): the layer's input norm of h (after h += ff where add_ff: the previous layer's output), then
@@ -203,12 +203,15 @@ static void attention(ds_engine *e, const step_plan *p, int layer, int add_ff, i
     void *cache = ds_engine_layer_cache(e, layer);
     /* the layer's kv_b for qkv_finish where the absorbed attention over every sequence of the batch follows at once */
     const ds_weight *kv_b = !p->n_naive && p->n_absorbed == p->meta.n_seqs ? &L->kv_b : NULL;
-    /* the input side in one backend call where it has one (no q_lora; the add fused only where add_norm fuses it) */
+    /* the input side in one backend call where it has one (the add fused only where add_norm fuses it); with q_lora
+     * the call makes qa and then q from it (attn_in_rest's normed_linear) */
+    const ds_qlora_in ql = {a->qa, &L->q_a_norm, &L->q_b, 1e-6f};
     if (projected)
         attn_in_rest(e, L, cache, p->meta.n_tokens, kv_b);
     else if (attn_in_one_call(e, add_ff))
-        be->attn_in(be, a->xn, a->h, add_ff ? a->ff : NULL, &L->input_norm, c->rms_norm_eps, a->q, a->kv, &L->q, &L->kv_a,
-                    cache, &L->kv_a_norm, 1e-6f, kv_b, p->meta.n_tokens);
+        be->attn_in(be, a->xn, a->h, add_ff ? a->ff : NULL, &L->input_norm, c->rms_norm_eps, a->q, a->kv,
+                    c->q_lora_rank ? &L->q_a : &L->q, &L->kv_a, cache, &L->kv_a_norm, 1e-6f, kv_b,
+                    c->q_lora_rank ? &ql : NULL, p->meta.n_tokens);
     else
         attn_in_ops(e, L, cache, p->meta.n_tokens, add_ff, kv_b);
     if (p->n_naive) be->attn_naive(be, a->ao, a->q, cache, &L->kv_b, p->naive, p->n_naive);

@@ -1275,7 +1275,7 @@ static void free_setup(setup *s) {
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
 static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf | side | linear2 | kvb | qkv | router | w8small
-                            * | f8t1 | f8tp | f8ss | f8ts | moehalf | moepipe | quantw | moeqf | moepdl | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | nfold | nlin | combnorm | mlafold | moeorder | moent48 | moesx | moest2 | moe1 | moeo | tail1 | attn1 | gemv1 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
+                            * | f8t1 | f8tp | f8ss | f8ts | moehalf | moepipe | quantw | moeqf | moepdl | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | nfold | nfoldv3 | nlin | combnorm | mlafold | moeorder | moent48 | moesx | moest2 | moe1 | moeo | tail1 | attn1 | gemv1 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
                             * run_side_stream, run_linear2, run_kvb_copy, run_qkv_finish, run_router, run_w8a8_small or
                             * run_f8_lab */
 
@@ -3643,7 +3643,7 @@ static int check_attn_in_case(setup *s, int M, int with_add, const wpair *wq, co
      * ops below would leave there, so that a value the fused form fails to write cannot pass */
     long r0 = ds_cuda_chain_fused_runs(g);
     g->attn_in(g, xn2.d, h2.d, with_add ? ad.d : NULL, &in_norm->d, eps, q2.d, k2.d, &wq->d, &wkv->d, c2.d, &kv_norm->d,
-               1e-6f, NULL, M);
+               1e-6f, NULL, NULL, M);
     int fused_in = (int)(ds_cuda_chain_fused_runs(g) - r0);
     g->linear_add_rmsnorm(g, xn2.d, h2.d, f2.d, x.d, &wo->d, &in_norm->d, M, eps);
     /* the ops one by one */
@@ -3797,7 +3797,7 @@ static void run_norm_fold(void) {
                 const float eps = 1e-6f;
                 const long r0 = ds_cuda_norm_fold_runs(g);
                 g->attn_in(g, xn2.d, h2.d, with_add ? ad.d : NULL, &in_norm.d, eps, q2.d, k2.d, &wq.d, &wkv.d, c2.d, &kv_norm.d,
-                           1e-6f, with_kvb ? &kvb.d : NULL, 1);
+                           1e-6f, with_kvb ? &kvb.d : NULL, NULL, 1);
                 const long folded = ds_cuda_norm_fold_runs(g) - r0;
                 g->attn_absorbed(g, o2.d, q2.d, c2.d, &kvb.d, b.seqs, b.m.n_seqs);
                 if (with_add) g->add_rmsnorm(g, xn1.d, h1.d, ad.d, &in_norm.d, 1, D, eps);
@@ -3826,6 +3826,98 @@ static void run_norm_fold(void) {
         }
         free_setup(&s);
     }
+}
+
+/* DSINFER_OPS_ONLY=nfoldv3: attn_in with V3's q_lora (ds_qlora_in: wq is q_a, then q = q_b . RMSNorm(qa)) against the
+ * ops one by one (add_rmsnorm or rmsnorm, linear2 into qa and kv, rmsnorm of qa and the q_b linear, qkv_finish) on the
+ * same backend from copies of the same inputs. One token (DSINFER_CUDA_NORM_FOLD=1): the input norm folded into the
+ * q_a / kv_a GEMV and q_a's norm into q_b's, both counted (ds_cuda_norm_fold_runs once where kv_b is given, as op test
+ * nfold; ds_cuda_normed_linear_folds once a call); h and xn the same bytes, q, kv and the absorbed attention's output
+ * (over the cache each side wrote) within NMSE 1e-10. Three tokens: the composition, every output the same bytes, no
+ * fold. V3 shapes (D 7168, 128 heads, q_lora 1536), FP8 and BF16 weights, the BF16 cache. */
+static void run_norm_fold_v3(void) {
+    if (only && strcmp(only, "nfoldv3")) return;
+    setup s;
+    setenv("DSINFER_CUDA_TC", "1", 1);
+    setenv("DSINFER_CUDA_NORM_FOLD", "1", 1);
+    int ok = load_setup_kv(&s, "v3-nf", "configs/deepseek-v3.json", 0, 16, 0, KV_BF16);
+    unsetenv("DSINFER_CUDA_TC");
+    unsetenv("DSINFER_CUDA_NORM_FOLD");
+    if (!ok) return;
+    ds_backend *g = s.gpu;
+    const ds_config *c = &s.cfg;
+    const int D = c->hidden_size, H = c->num_heads, C = c->kv_lora_rank, w = C + c->qk_rope_head_dim, R = c->q_lora_rank;
+    const int NQ = H * c->qk_head_dim, hw = c->qk_nope_head_dim + c->v_head_dim;
+    for (int wt = 0; wt < 2; wt++) {
+        const ds_dtype dt = wt ? DS_DTYPE_BF16 : DS_DTYPE_F8_E4M3;
+        wpair wqa = mk_weight(&s, R, D, dt, 0.5f / sqrtf((float)D), "q_a");
+        wpair wqb = mk_weight(&s, NQ, R, dt, 0.5f / sqrtf((float)R), "q_b");
+        wpair wkv = mk_weight(&s, w, D, dt, 0.5f / sqrtf((float)D), "kv_a");
+        wpair in_norm = mk_weight(&s, 1, D, wt ? DS_DTYPE_F32 : DS_DTYPE_BF16, 1.0f, "input_norm");
+        wpair qa_norm = mk_weight(&s, 1, R, wt ? DS_DTYPE_BF16 : DS_DTYPE_F32, 1.0f, "q_a_norm");
+        wpair kv_norm = mk_weight(&s, 1, C, DS_DTYPE_F32, 1.0f, "kv_a_norm");
+        wpair kvb = mk_weight(&s, H * hw, C, dt, 1.0f / sqrtf((float)C), "kv_b");
+        for (int cs = 0; cs < 4; cs++) {   /* one token: add and kv_b; no add and kv_b; add, no kv_b; three tokens */
+            const int M = cs == 3 ? 3 : 1, with_add = cs != 1, with_kvb = cs != 2;
+            batch b;
+            mk_batch(&s, &b, M, 24, 16);
+            set_batch(&s, &b);
+            buf c1 = mk_cache(&s, &b), c2 = buf_copy(&s, &c1);
+            buf h1 = buf_new(&s, (size_t)M * D), ad = buf_new(&s, h1.n);
+            buf_rand(&h1, 2.0f);
+            buf_rand(&ad, 1.0f);
+            buf h2 = buf_copy(&s, &h1);
+            buf xn1 = buf_new(&s, h1.n), xn2 = buf_new(&s, h1.n), q1 = buf_new(&s, (size_t)M * NQ), q2 = buf_new(&s, q1.n);
+            buf qa1 = buf_new(&s, (size_t)M * R), qa2 = buf_new(&s, qa1.n);
+            buf k1 = buf_new(&s, (size_t)M * w), k2 = buf_new(&s, k1.n);
+            const size_t no = (size_t)M * H * c->v_head_dim;
+            buf o1 = buf_new(&s, no), o2 = buf_new(&s, no);
+            buf *outs[] = {&xn1, &xn2, &q1, &q2, &qa1, &qa2, &k1, &k2, &o1, &o2};
+            for (int i = 0; i < NM(outs); i++) buf_poison(outs[i]);
+            const float eps = 1e-6f;
+            const ds_qlora_in ql = {qa2.d, &qa_norm.d, &wqb.d, 1e-6f};
+            const long r0 = ds_cuda_norm_fold_runs(g), n0 = ds_cuda_normed_linear_folds(g);
+            g->attn_in(g, xn2.d, h2.d, with_add ? ad.d : NULL, &in_norm.d, eps, q2.d, k2.d, &wqa.d, &wkv.d, c2.d, &kv_norm.d,
+                       1e-6f, with_kvb ? &kvb.d : NULL, &ql, M);
+            const long folded = ds_cuda_norm_fold_runs(g) - r0, qfolded = ds_cuda_normed_linear_folds(g) - n0;
+            if (with_kvb) g->attn_absorbed(g, o2.d, q2.d, c2.d, &kvb.d, b.seqs, b.m.n_seqs);
+            if (with_add) g->add_rmsnorm(g, xn1.d, h1.d, ad.d, &in_norm.d, M, D, eps);
+            else g->rmsnorm(g, xn1.d, D, h1.d, D, &in_norm.d, M, D, eps);
+            g->linear2(g, qa1.d, k1.d, xn1.d, &wqa.d, &wkv.d, M);
+            g->rmsnorm(g, qa1.d, R, qa1.d, R, &qa_norm.d, M, R, 1e-6f);
+            g->linear(g, q1.d, qa1.d, &wqb.d, M);
+            g->qkv_finish(g, q1.d, k1.d, c1.d, &kv_norm.d, 1e-6f, NULL);
+            if (with_kvb) g->attn_absorbed(g, o1.d, q1.d, c1.d, &kvb.d, b.seqs, b.m.n_seqs);
+            const size_t dh = device_units_differ(&s, h1.d, h2.d, h1.n, sizeof(float));
+            const size_t dx = device_units_differ(&s, xn1.d, xn2.d, xn1.n, sizeof(float));
+            const size_t dq = device_units_differ(&s, q1.d, q2.d, q1.n, sizeof(float));
+            const size_t dk = device_units_differ(&s, k1.d, k2.d, k1.n, sizeof(float));
+            const double eq = device_nmse(&s, q2.d, q1.d, q1.n), ek = device_nmse(&s, k2.d, k1.d, k1.n);
+            const double eo = with_kvb ? device_nmse(&s, o2.d, o1.d, no) : 0.0;
+            printf("  %-8s nfoldv3 %s weights M=%d, %s add, %s kv_b: folded %ld / q_b %ld, h / xn %zu / %zu values differ, q / "
+                   "kv %zu / %zu, NMSE q %.2e kv %.2e attention %.2e\n", s.name, wt ? "BF16" : "FP8", M,
+                   with_add ? "with" : "no", with_kvb ? "with" : "no", folded, qfolded, dh, dx, dq, dk, eq, ek, eo);
+            CHECKF(dh == 0 && dx == 0, "nfoldv3 %d/%d: h / xn differ in %zu / %zu values", wt, cs, dh, dx);
+            CHECKF(eq <= 1e-10 && ek <= 1e-10 && eo <= 1e-10, "nfoldv3 %d/%d: NMSE q %.3g kv %.3g attention %.3g", wt, cs, eq,
+                   ek, eo);
+            if (M == 1) {
+                CHECKF(folded == with_kvb && qfolded == 1, "nfoldv3 %d/%d: folded %ld / %ld times (expected %d / 1)", wt, cs,
+                       folded, qfolded, with_kvb);
+            } else {   /* the composition: the ops' own kernels, the same bytes */
+                const size_t dc = device_units_differ(&s, c1.d, c2.d, c1.n, sizeof(float));
+                const size_t d_o = device_units_differ(&s, o1.d, o2.d, no, sizeof(float));
+                CHECKF(folded == 0 && qfolded == 0, "nfoldv3 M=%d: folded %ld / %ld times (expected none)", M, folded, qfolded);
+                CHECKF(dq == 0 && dk == 0 && dc == 0 && d_o == 0, "nfoldv3 M=%d: q / kv / cache / attention differ in %zu / "
+                       "%zu / %zu / %zu values", M, dq, dk, dc, d_o);
+            }
+            free(b.pt);
+            buf *bufs[] = {&c1, &c2, &h1, &h2, &ad, &xn1, &xn2, &q1, &q2, &qa1, &qa2, &k1, &k2, &o1, &o2};
+            for (int i = 0; i < NM(bufs); i++) buf_free(&s, bufs[i]);
+        }
+        wpair *ws[] = {&wqa, &wqb, &wkv, &in_norm, &qa_norm, &kv_norm, &kvb};
+        for (int i = 0; i < NM(ws); i++) free_weight(ws[i]);
+    }
+    free_setup(&s);
 }
 
 /* DSINFER_OPS_ONLY=nlin: backend normed_linear (out = RMSNorm(x) norm . w^T; V3's q_a norm before q_b, the final norm
@@ -4040,10 +4132,10 @@ static void run_comb_norm(void) {
             for (int j = 0; j < NM(outs); j++) buf_poison(outs[j]);
             long r0 = ds_cuda_comb_norm_runs(g);
             g->moe_to_attn_in(g, f2.d, x.d, &Ld, M);
-            g->attn_in(g, xn2.d, h2.d, f2.d, &in_norm.d, c->rms_norm_eps, q2.d, k2.d, &wq.d, &wkv.d, c2.d, &kv_norm.d, 1e-6f, NULL, M);
+            g->attn_in(g, xn2.d, h2.d, f2.d, &in_norm.d, c->rms_norm_eps, q2.d, k2.d, &wq.d, &wkv.d, c2.d, &kv_norm.d, 1e-6f, NULL, NULL, M);
             long taken = ds_cuda_comb_norm_runs(g) - r0;
             g->moe(g, f1.d, x.d, &Ld, M);
-            g->attn_in(g, xn1.d, h1.d, f1.d, &in_norm.d, c->rms_norm_eps, q1.d, k1.d, &wq.d, &wkv.d, c1.d, &kv_norm.d, 1e-6f, NULL, M);
+            g->attn_in(g, xn1.d, h1.d, f1.d, &in_norm.d, c->rms_norm_eps, q1.d, k1.d, &wq.d, &wkv.d, c1.d, &kv_norm.d, 1e-6f, NULL, NULL, M);
             long plain = ds_cuda_comb_norm_runs(g) - r0 - taken;
             struct { const buf *a, *b; const char *what; } cmp[] = {
                 {&f1, &f2, "ff"}, {&h1, &h2, "h"}, {&xn1, &xn2, "xn"}, {&q1, &q2, "q"}, {&k1, &k2, "kv"}, {&c1, &c2, "cache"}};
@@ -5034,6 +5126,7 @@ int main(void) {
     RUN(run_comb_uv());
     RUN(run_qkv_absorb());
     RUN(run_norm_fold());
+    RUN(run_norm_fold_v3());
     RUN(run_normed_linear());
     RUN(run_comb_norm());
     RUN(run_mla_fold());

@@ -1,7 +1,7 @@
 /* The forward's contract with backend moe_to_attn_in (issue 7; src/model/forward.c ffn, backend.h): the engine calls it
  * only where its next call on the backend is attn_in with add == out, so that a backend may leave out's last sum to that
  * attn_in (the CUDA backend's combine inside its norm kernel, DSINFER_CUDA_COMBINE_NORM). Checked here on the CPU backend
- * with the tiny V2 fixtures (no q_lora, so attn_in applies): the engine's backend gets
+ * with the tiny V2 fixtures and the tiny V3 one (q_lora: attn_in with its ds_qlora_in): the engine's backend gets
  *  - an attn_in made of the CPU ops, in the order of forward.c's attn_in_ops;
  *  - a moe_to_attn_in that computes the MoE block into a side buffer and leaves out full of NaN; attn_in puts the sum
  *    back when its add is that out, as the CUDA backend's norm kernel makes it there;
@@ -52,7 +52,7 @@ static void guard(const char *op) {
 
 static void t_attn_in(ds_backend *be, float *xn, float *h, const float *add, const ds_weight *in_norm, float eps, float *q,
                       float *kv, const ds_weight *wq, const ds_weight *wkv, void *cache, const ds_weight *kv_norm,
-                      float kv_eps, const ds_weight *kv_b, int M) {
+                      float kv_eps, const ds_weight *kv_b, const ds_qlora_in *ql, int M) {
     const ds_config *c = be->cfg;
     guard_kvb("attn_in");
     int D = wq->cols, C = c->kv_lora_rank, dr = c->qk_rope_head_dim, H = c->num_heads;
@@ -65,8 +65,13 @@ static void t_attn_in(ds_backend *be, float *xn, float *h, const float *add, con
     }
     if (add) orig.add_rmsnorm(be, xn, h, add, in_norm, M, D, eps);
     else orig.rmsnorm(be, xn, D, h, D, in_norm, M, D, eps);
-    orig.linear(be, q, xn, wq, M);
+    orig.linear(be, ql ? ql->qa : q, xn, wq, M);
     orig.linear(be, kv, xn, wkv, M);
+    if (ql) {   /* forward.c normed_linear's two ops (the CPU backend has no normed_linear) */
+        int R = ql->q_b->cols;
+        orig.rmsnorm(be, ql->qa, R, ql->qa, R, ql->q_a_norm, M, R, ql->eps);
+        orig.linear(be, q, ql->qa, ql->q_b, M);
+    }
     orig.rmsnorm(be, kv, C + dr, kv, C + dr, kv_norm, M, C, kv_eps);
     orig.rope(be, q, H * c->qk_head_dim, H, c->qk_head_dim, c->qk_nope_head_dim);
     orig.rope(be, kv, C + dr, 1, 0, C);
@@ -203,6 +208,7 @@ static void check_fixture(const char *name) {
 int main(void) {
     check_fixture("tiny-v2");
     check_fixture("tiny-v2-group");
+    check_fixture("tiny-v3");
     free(pend.saved);
     return test_result("test_moe_defer");
 }

@@ -1023,7 +1023,11 @@ static int attn_in_norm(ds_cuda_backend *cb, float *xn, float *h, const float *a
     return cu_norm_chain(xn, h, add, NULL, 1, NULL, in_norm, M, D, eps, codes, qs);
 }
 
-/* attn_in for one token with the input norm folded into the q / kv_a GEMV (opt.norm_fold): the GEMV reads h and add and
+static void cu_normed_linear(ds_backend *be, float *out, float *xn, const float *x, const ds_weight *norm, float eps,
+                             const ds_weight *w, int M);
+
+/* attn_in for one token with the input norm folded into the q / kv_a GEMV (q_a / kv_a with ql: V3, whose q_b GEMV then
+ * folds q_a's norm too, cu_normed_linear) (opt.norm_fold): the GEMV reads h and add and
  * scales its sums by 1 / RMS (cu_linear2_norm), and the next launch, qkv_absorb_kernel, makes h += add and xn in one more
  * block beside its own chains, so no norm kernel stands between the layer's input and its projections. h and xn get
  * rmsnorm_vec's bits; q and kv the unfolded GEMV's up to fp32 rounding (op test nfold). 0 (nothing launched) where the
@@ -1031,10 +1035,13 @@ static int attn_in_norm(ds_cuda_backend *cb, float *xn, float *h, const float *a
  * after the folded GEMV (it read h before them). */
 static int attn_in_fold(ds_backend *be, float *xn, float *h, const float *add, const ds_weight *in_norm, float eps, float *q,
                         float *kv, const ds_weight *wq, const ds_weight *wkv, void *cache, const ds_weight *kv_norm,
-                        float kv_eps, const ds_weight *kv_b) {
+                        float kv_eps, const ds_weight *kv_b, const ds_qlora_in *ql) {
     ds_cuda_backend *cb = cu_of(be);
     const int D = wq->cols;
-    if (!cu_linear2_norm(be, q, kv, h, add, in_norm, eps, wq, wkv)) return 0;
+    if (!cu_linear2_norm(be, ql ? ql->qa : q, kv, h, add, in_norm, eps, wq, wkv)) return 0;
+    /* q_lora: q from qa (its norm folded into q_b's GEMV as well); reads neither h nor xn, so the norm block below may
+     * still make them */
+    if (ql) cu_normed_linear(be, q, ql->qa, ql->qa, ql->q_a_norm, ql->eps, ql->q_b, 1);
     const cu_norm_job nj = {xn, h, add, cu_view(in_norm), D, eps};
     if (cu_qkv_finish_parts(be, q, kv, cache, kv_norm, kv_eps, NULL, NULL, 1, 1, kv_b, &nj)) return 1;
     if (add) cu_add_rmsnorm(be, xn, h, add, in_norm, 1, D, eps);
@@ -1064,12 +1071,13 @@ static void cu_normed_linear(ds_backend *be, float *out, float *xn, const float 
  * attnin). Else the composition. */
 static void cu_attn_in(ds_backend *be, float *xn, float *h, const float *add, const ds_weight *in_norm, float eps, float *q,
                        float *kv, const ds_weight *wq, const ds_weight *wkv, void *cache, const ds_weight *kv_norm, float kv_eps,
-                       const ds_weight *kv_b, int M) {
+                       const ds_weight *kv_b, const ds_qlora_in *ql, int M) {
     ds_cuda_backend *cb = cu_of(be);
     int D = wq->cols;
     if (cb->comb.active && (cb->comb.out != add || cb->comb.M != M)) cu_comb_flush(cb);   /* not this call's add */
     if (M <= 0) return;
-    if (cb->opt.hfuse && chain_fits(cb, wq, wkv, M)) {
+    /* (the W8A8 chains below sum q's split-K partials inside qkv_finish: without q_lora only, where q is wq's output) */
+    if (!ql && cb->opt.hfuse && chain_fits(cb, wq, wkv, M)) {
         float *qs;
         unsigned char *codes = cu_f8_codes_buf(cb, M, D, &qs);
         if (attn_in_norm(cb, xn, h, add, in_norm, M, D, eps, codes, qs)) {
@@ -1084,7 +1092,7 @@ static void cu_attn_in(ds_backend *be, float *xn, float *h, const float *add, co
             return;
         }
     }
-    if (cb->opt.hfuse && chain_tma_weights(cb, wq, wkv, M)) {   /* above 64 rows: the same with the TMA GEMM, a launch a weight */
+    if (!ql && cb->opt.hfuse && chain_tma_weights(cb, wq, wkv, M)) {   /* above 64 rows: the same with the TMA GEMM, a launch a weight */
         float *qs;
         unsigned char *codes = cu_f8_codes_buf(cb, M, D, &qs);
         cu_f8_tma_parts tp;
@@ -1101,7 +1109,7 @@ static void cu_attn_in(ds_backend *be, float *xn, float *h, const float *add, co
         }
     }
     if (M == 1 && cb->opt.norm_fold && !cb->comb.active && attn_in_fold(be, xn, h, add, in_norm, eps, q, kv, wq, wkv, cache,
-                                                                         kv_norm, kv_eps, kv_b))
+                                                                         kv_norm, kv_eps, kv_b, ql))
         return;
     /* the composition (batch 1's GEMVs among others): the left combine made by the norm kernel too, one launch fewer
      * (the same bits: cu_norm_chain_comb); else launched first, as the composition reads add as moe_combine leaves it */
@@ -1114,7 +1122,8 @@ static void cu_attn_in(ds_backend *be, float *xn, float *h, const float *add, co
         if (add) cu_add_rmsnorm(be, xn, h, add, in_norm, M, D, eps);
         else cu_rmsnorm(be, xn, D, h, D, in_norm, M, D, eps);
     }
-    cu_linear2(be, q, kv, xn, wq, wkv, M);
+    cu_linear2(be, ql ? ql->qa : q, kv, xn, wq, wkv, M);
+    if (ql) cu_normed_linear(be, q, ql->qa, ql->qa, ql->q_a_norm, ql->eps, ql->q_b, M);
     cu_qkv_finish(be, q, kv, cache, kv_norm, kv_eps, kv_b);
 }
 
