@@ -1569,10 +1569,12 @@ static void run_qkv_finish(void) {
         }
 }
 
-/* The smallest gap, over the largest |score|, at the routing's choice boundaries for one token's logits lg[E] as the CPU
- * scores them in fp32 (ds_route_token's arithmetic): between the topk_group-th and the next group score (grouped
- * routing) and between the K-th and the (K+1)-th biased score of the kept groups' experts. The GPU's expf is within 2 ulp
- * (CUDA's documented bound), not the CPU's: a gap of a few ulp can flip a choice on the same logits. */
+/* The smallest gap, over the largest |score|, at the routing's choices for one token's logits lg[E] as the CPU scores
+ * them in fp32 (ds_route_token's arithmetic): between the topk_group-th and the next group score (grouped routing) and
+ * between consecutive ones of the K + 1 largest biased scores of the kept groups' experts (the K-th against the next:
+ * which experts; the others: their order, which the ids' comparison sees too). The GPU's expf is within 2 ulp (CUDA's
+ * documented bound), not the CPU's: a gap of a few ulp can flip a choice or swap two on the same logits (a seed of the
+ * fifty-fifth session: V3 token 141's 7th and 8th biased scores 1 ulp apart, the two ids in the other order). */
 static double route_ulp_gap(const ds_config *c, const float *lg, const float *bias) {
     const int E = c->n_routed_experts, K = c->num_experts_per_tok;
     const int G = c->topk_method != DS_TOPK_GREEDY && c->n_group > 1 ? c->n_group : 1, per = E / G;
@@ -1612,20 +1614,38 @@ static double route_ulp_gap(const ds_config *c, const float *lg, const float *bi
         if (next > -INFINITY) gap = (double)kth - next;
         for (int e = 0; e < E; e++) if (!kept[e / per]) b[e] = -INFINITY;
     }
-    float kth = 0, next = -INFINITY;
-    for (int k = 0; k <= K && k < E; k++) {   /* the K + 1 largest of the kept experts */
+    float prev = 0;
+    for (int k = 0; k <= K && k < E; k++) {   /* the K + 1 largest of the kept experts, each against the one before */
         int best = -1;
         for (int e = 0; e < E; e++) if (b[e] > -INFINITY && (best < 0 || b[e] > b[best])) best = e;
         if (best < 0) break;
-        if (k == K - 1) kth = b[best];
-        if (k == K) next = b[best];
+        if (k > 0 && (double)prev - b[best] < gap) gap = (double)prev - b[best];
+        prev = b[best];
         b[best] = -INFINITY;
     }
-    if (next > -INFINITY && (double)kth - next < gap) gap = (double)kth - next;
     free(sc);
     return gap / (top > 0 ? top : 1);
 }
 #define ROUTE_ULP_TIE 2e-6   /* route_ulp_gap below this: a tie at the scores' last bits (an ulp is 1.2e-7 of the score) */
+
+/* A token whose choices differ from the CPU's (not at a tie): its gap, both routings and every logit (and bias) as hex
+ * floats, so that the case can be rerun on the CPU from the log */
+static void route_diag(const ds_config *c, int m, const float *lg, const float *bias, const int32_t *gid, const float *gw,
+                       const int32_t *rid, const float *rw) {
+    const int E = c->n_routed_experts, K = c->num_experts_per_tok;
+    printf("  route_diag token %d: gap %.3g\n  route_diag gpu:", m, route_ulp_gap(c, lg, bias));
+    for (int k = 0; k < K; k++) printf(" %d:%.9g", gid[k], gw[k]);
+    printf("\n  route_diag cpu:");
+    for (int k = 0; k < K; k++) printf(" %d:%.9g", rid[k], rw[k]);
+    printf("\n  route_diag logits:");
+    for (int e = 0; e < E; e++) printf(" %a", lg[e]);
+    if (bias) {
+        printf("\n  route_diag bias:");
+        for (int e = 0; e < E; e++) printf(" %a", bias[e]);
+    }
+    printf("\n");
+    fflush(stdout);   /* (before the CHECK's message on stderr: the lines stay whole in a shared log) */
+}
 
 /* The MoE routing as the backend runs it (ds_cuda_router): the router GEMM and the top-k in one kernel up to 256
  * tokens (DSINFER_CUDA_ROUTER_FUSED, default on), the GEMM then the routing kernel above (and with the switch
@@ -1668,6 +1688,7 @@ static void check_router(setup *s, ds_backend *gpu, const char *how, int M, cons
                 ties++;
                 continue;
             }
+            if (d && differ < 2 * K) route_diag(c, m, g + (size_t)m * E, bias, gid + r, gw + r, rid + r, rwt + r);
             differ += d;
             for (int k = 0; k < K; k++) {
                 num += ((double)gw[r + k] - rwt[r + k]) * ((double)gw[r + k] - rwt[r + k]);   /* NaN (unwritten) fails below */
@@ -5042,9 +5063,16 @@ static int in_part(void) {
     static int idx;
     return idx++ % ops_parts == ops_part;
 }
+/* DSINFER_OPS_STOP_AFTER=<text>: the run stops after the first RUN whose call contains text (with DSINFER_SEED, a
+ * failure of that test is repeated on the same data without the tests after it: the generator's state is shared) */
+static const char *stop_after;
 #define RUN(call)                                                                                              \
     do {                                                                                                       \
         if (in_part()) call;                                                                                   \
+        if (stop_after && strstr(#call, stop_after)) {                                                         \
+            printf("test_cuda_ops: stopped after %s (DSINFER_OPS_STOP_AFTER)\n", #call);                        \
+            return test_result("test_cuda_ops");                                                              \
+        }                                                                                                      \
     } while (0)
 
 int main(void) {
@@ -5057,6 +5085,7 @@ int main(void) {
         printf("  device conversions: %ld mismatches (%s)\n", bad, msg);
         CHECKF(bad == 0, "device conversions: %ld mismatches, first: %s", bad, msg);
     }
+    stop_after = getenv("DSINFER_OPS_STOP_AFTER");
     const char *seed = getenv("DSINFER_SEED");
     rng_state = seed ? strtoull(seed, NULL, 0) : (uint64_t)time(NULL);
     printf("test_cuda_ops: seed %llu (DSINFER_SEED repeats it)\n", (unsigned long long)rng_state);
