@@ -2273,7 +2273,8 @@ static void run_f8_tm_pref(void) {
 }
 
 /* DSINFER_OPS_ONLY=f8ss: the TMA kernel with each k-block's scales staged into shared memory by its producer warp
- * (DSINFER_CUDA_F8_TM_SS=1, =2) against the global loads (=0): the same bits, in the plain dense form (65 .. 256 rows) and
+ * (DSINFER_CUDA_F8_TM_SS=1, =2) or by each consumer warp's cp.async into its ring (=4, plain and TMA-store forms, counted)
+ * against the global loads (=0): the same bits, in the plain dense form (65 .. 256 rows) and
  * the TMA-store form (TM_STORE_MIN_M=1: every row count) with its 4-stage ring (=1) and with 5 stages and the epilogue in
  * halves (=2), and with the scales bulk-copied from their transposed form into a 5-stage ring (=3: the weight scale
  * picked from a 16-byte window whose place varies with the row's start: K/128 = 22, 3, 5; where the shared memory's start
@@ -2287,10 +2288,10 @@ static void run_f8_tm_ss(void) {
     const char *E = "DSINFER_CUDA_F8_TM_SS";
     if (load_setup(&s, "v2l-f8ss", "configs/deepseek-v2-lite.json", 3, 16)) {
         const int Ms[] = {65, 130, 200, 256}, Mb[] = {129, 1024};
-        for (int v = 0; v < 4; v++) {   /* SS 1 plain, SS 1 TMA-store, SS 2, 3 TMA-store */
-            const char *on[] = {"1", "1", "2", "3"};
-            if (v) setenv("DSINFER_CUDA_F8_TM_STORE_MIN_M", "1", 1);
-            long xt0 = ds_cuda_f8_tm_xt_launches();
+        for (int v = 0; v < 6; v++) {   /* SS 1 plain, SS 1 TMA-store, SS 2, 3 TMA-store, SS 4 plain, SS 4 TMA-store */
+            const char *on[] = {"1", "1", "2", "3", "4", "4"};
+            if (v && v != 4) setenv("DSINFER_CUDA_F8_TM_STORE_MIN_M", "1", 1);
+            long xt0 = ds_cuda_f8_tm_xt_launches(), rg0 = ds_cuda_f8_tm_ring_launches();
             check_f8_alt_v(&s, E, "0", on[v], "v2l o", 2048, 0, 2048, Ms, NM(Ms), 1);
             check_f8_alt_v(&s, E, "0", on[v], "v2l sh down", 2048, 0, 2816, Mb, NM(Mb), 1);
             check_f8_alt_v(&s, E, "0", on[v], "v3 q_a+kv_a", 2112, 0, 7168, Ms, NM(Ms), 1);
@@ -2299,12 +2300,14 @@ static void run_f8_tm_ss(void) {
             check_f8_alt_v(&s, E, "0", on[v], "K 256", 384, 0, 256, Mb, NM(Mb), 1);
             if (v >= 3) check_f8_alt_v(&s, E, "0", on[v], "K 640", 640, 0, 640, Mb, NM(Mb), 1);   /* K/128 = 5: windows at 4 .. 7 */
             long xt = ds_cuda_f8_tm_xt_launches() - xt0;   /* =3: every GEMM of =on[v] by the transposed scales' form */
+            long rg = ds_cuda_f8_tm_ring_launches() - rg0;   /* =4: every GEMM of =on[v] by the scale rings' form */
             int want = 0;   /* 3 shapes at Ms, 4 at Mb (K 640 with them) */
             for (int k = 0; k < NM(Ms); k++) want += 3 * (Ms[k] <= max_m);
             for (int k = 0; k < NM(Mb); k++) want += 4 * (Mb[k] <= max_m);
-            printf("  %-8s W8A8 =%s: %ld launches of the transposed scales' form (at least %d expected)\n", s.name, on[v], xt,
-                   v >= 3 ? want : 0);
-            CHECKF(v >= 3 ? xt >= want : xt == 0, "%s =%s: %ld launches of the transposed scales' form", s.name, on[v], xt);
+            printf("  %-8s W8A8 =%s%s: %ld launches of the transposed scales' form (at least %d expected), %ld of the scale "
+                   "rings' (at least %d)\n", s.name, on[v], v == 4 ? " plain" : "", xt, v == 3 ? want : 0, rg, v >= 4 ? want : 0);
+            CHECKF(v == 3 ? xt >= want : xt == 0, "%s =%s: %ld launches of the transposed scales' form", s.name, on[v], xt);
+            CHECKF(v >= 4 ? rg >= want : rg == 0, "%s =%s: %ld launches of the scale rings' form", s.name, on[v], rg);
             unsetenv("DSINFER_CUDA_F8_TM_STORE_MIN_M");
         }
         free_setup(&s);

@@ -1184,9 +1184,12 @@ extern int cu_f8_tm_lab;
  * session run 2): the scales by two bulk copies a stage, issued by the producer thread with the stage's TMA (no load it
  * waits for) from the activation scales transposed ([K/128][M rounded up to 128], one launch of xs_transpose_kernel a
  * GEMM), 5 stages and the whole epilogue (no room left to align the shared memory's start: the plain form where it is
- * not 1024-byte aligned) */
+ * not 1024-byte aligned); 4 (dense forms, fifty-sixth session, not yet timed): no producer step, each consumer warp
+ * copies its own rows' scales and the weight block's by cp.async into a 3-k-block ring in shared memory (1.6 KB), two
+ * k-blocks ahead, and reads them there (tm_ring_put / tm_ring_get) */
 extern int cu_f8_tm_ss;
 extern long cu_f8_tm_xt_launches;   /* launches of DSINFER_CUDA_F8_TM_SS 3's form (the op test's evidence) */
+extern long cu_f8_tm_ring_launches;   /* ... of SS 4's forms (the consumers' scale rings; likewise) */
 /* launches of the prefill MoE's grouped W8A8 form with opt.moe_half (process-wide; tests) */
 extern long cu_moe_half_launches;
 /* launches of the prefill MoE's grouped W8A8 form with opt.moe_dyn (process-wide; tests) */

@@ -105,6 +105,7 @@ long ds_cuda_gemv_t4_launches(void);
 long ds_cuda_gemv_p4_launches(void);
 /* launches of the W8A8 GEMM's form with transposed scales (DSINFER_CUDA_F8_TM_SS 3; process-wide count; tests) */
 long ds_cuda_f8_tm_xt_launches(void);
+long ds_cuda_f8_tm_ring_launches(void);   /* DSINFER_CUDA_F8_TM_SS 4's launches (process-wide) */
 /* grouped launches of the prefill MoE with 64-row tiles where an expert's tile has at most 64 rows (DSINFER_CUDA_MOE_HALF;
  * process-wide count; tests) */
 long ds_cuda_moe_half_launches(void);

@@ -227,6 +227,7 @@ long ds_cuda_gemv_t2_launches(void) { return cu_gemv_t2_launches; }
 long ds_cuda_gemv_t4_launches(void) { return cu_gemv_t4_launches; }
 long ds_cuda_gemv_p4_launches(void) { return cu_gemv_p4_launches; }
 long ds_cuda_f8_tm_xt_launches(void) { return cu_f8_tm_xt_launches; }
+long ds_cuda_f8_tm_ring_launches(void) { return cu_f8_tm_ring_launches; }
 long ds_cuda_moe_half_launches(void) { return cu_moe_half_launches; }
 long ds_cuda_moe_dyn_launches(void) { return cu_moe_dyn_launches; }
 long ds_cuda_moe_silu_launches(void) { return cu_moe_silu_launches; }

@@ -349,6 +349,9 @@ __global__ void __launch_bounds__(128) f8_tma1_kernel(const __grid_constant__ CU
 #define TM_ST_S 5     /* stages with the TMA-store epilogue (its 64 KB of shared memory take the sixth's place) */
 #define TM_EPI (2 * 64 * WG_BN * 4)   /* that epilogue's buffer: each consumer warpgroup's 64 x 128 fp32 sums */
 #define TM_GROUP_M 8  /* row blocks a group in the tile order */
+#define TM_RING 3     /* SS 4: k-blocks in a consumer warp's scale ring */
+#define TM_RSLOT 17   /* SS 4: a warp's floats a k-block: its 16 rows' activation scales, then the weight block's */
+#define TM_RING_BYTES (8 * TM_RING * TM_RSLOT * 4)   /* SS 4: the 8 consumer warps' rings (1632 bytes) */
 #define TM_STAGE ((TM_BM + WG_BN) * WG_BK)
 
 #define TM_SLOT 528   /* SS: a stage's scale slot: its 128 rows' activation scales, then the weight block's (129 floats;
@@ -363,7 +366,8 @@ __host__ __device__ constexpr int tm_epi_bytes(bool tst, int ss) { return tst ? 
 
 static size_t tm_smem_bytes(int tst = 0, int ss = 0) {
     size_t nst = (size_t)tm_stages(tst, ss);
-    return nst * TM_STAGE + tm_epi_bytes(tst, ss) + (ss ? nst * TM_SLOT : 0) + 2 * nst * 8 + (tst && ss == 3 ? 0 : 1024);
+    return nst * TM_STAGE + tm_epi_bytes(tst, ss) + (ss == 4 ? TM_RING_BYTES : ss ? nst * TM_SLOT : 0) + 2 * nst * 8 +
+           (tst && ss == 3 ? 0 : 1024);
 }
 
 /* the grouped fetched-tile form (DYN): the plain form's, then each stage's tile number after the barriers */
@@ -449,6 +453,7 @@ typedef struct {
     int mend, LK, kb0, nkb, it0, cw, r0, r1;
     const unsigned char *slots;   /* SS: the ring's scale slots (tm_put_scales) */
     int tr0;                      /* SS: r0's row within the tile */
+    float *ring;                  /* SS 4: this warp's scale ring, [TM_RING][TM_RSLOT] */
 } tm_ctx;
 
 /* SS: a k-block's scales as the producer warp holds them: lane l has rows m0 + l + 32 q (0 at or past mend), every lane
@@ -631,29 +636,69 @@ __device__ __forceinline__ tm_sc tm_scales_of(const unsigned char *epi, const tm
     return (LAB & 1) ? tm_sc{1.0f, 1.0f, 1.0f} : (LAB & 8) ? tm_scales_lab_smem(epi, c, i) : tm_scales(c, i);
 }
 
+/* SS 4 (DSINFER_CUDA_F8_TM_SS=4, dense forms): each consumer warp copies its own scales into a ring in shared memory by
+ * cp.async, two k-blocks ahead of their use: no load writes a register while the MMAs run, and no producer step waits
+ * for them (the producer-warp forms 1 / 2 were slower, RESULTS twenty-seventh session). A slot holds k-block i's
+ * activation scales of the warp's 16 rows (r0's 8 then r1's 8: rows 16 w .. 16 w + 15 of the warpgroup's 64) and the
+ * weight block's, at ring place (it0 + i) % TM_RING. */
+
+/* SS 4: this warp's copies of k-block i's scales into its slot (lanes 0 .. 15 a row's, below mend; lane 16 the weight
+ * block's), then one commit group a thread, empty past the tile's k-blocks, so that a thread has one group a k-block */
+__device__ __forceinline__ void tm_ring_put(const tm_ctx *c, int i, int lane) {
+    if (i < c->nkb) {
+        float *slot = c->ring + ((c->it0 + i) % TM_RING) * TM_RSLOT;
+        const int kb = c->kb0 + i, row = c->r0 - (lane >> 2) + lane;   /* (r0 - lane / 4: the warp's first row) */
+        const float *src = lane < 16 ? (row < c->mend ? c->xs + (size_t)row * c->LK + kb : NULL) : lane == 16 ? c->sw + kb : NULL;
+        if (src) asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(cu_smem_addr(slot + lane)), "l"(src) : "memory");
+    }
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+/* SS 4: k-block i's scales (tm_sc) from the ring, after this thread's copies of it completed (every group but its newest,
+ * i + 1's) and the warp's (__syncwarp); the second __syncwarp orders every lane's reads before the next tm_ring_put into
+ * the ring. Rows at or past mend hold stale values: tm_promote never uses them (s0 / s1 are 0 there). */
+__device__ __forceinline__ tm_sc tm_ring_get(const tm_ctx *c, int i, int lane) {
+    asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+    __syncwarp();
+    const float *slot = c->ring + ((c->it0 + i) % TM_RING) * TM_RSLOT;
+    tm_sc r = {slot[16], slot[lane >> 2], slot[8 + (lane >> 2)]};
+    __syncwarp();
+    return r;
+}
+
+/* k-block i's scales where PREF loads them ahead: from global memory (tm_scales_of), or with RING from the ring, then
+ * k-block i + 2's copies issued */
+template <int LAB, bool RING>
+__device__ __forceinline__ tm_sc tm_pref_scales(const unsigned char *epi, const tm_ctx *c, int i, int lane) {
+    if (!RING) return tm_scales_of<LAB>(epi, c, i);
+    tm_sc r = tm_ring_get(c, i, lane);
+    tm_ring_put(c, i + 2, lane);
+    return r;
+}
+
 /* A tile's k-blocks from the first, whose MMAs are in flight in acc_a (issued with scales sa: PREF's, loaded before its
  * stage), to the last promotion into tot: two accumulators in turn, k-block i + 1's MMAs run while i is promoted
  * (wait_group 1 retires i). PREF: a k-block's scales are loaded before its stage is waited for (sa / sb), else after its
  * MMAs (an L2 round trip in series with each promotion). SLOT (SS): tm_issue reads each k-block's scales from its slot.
  * Tried and removed (RESULTS twenty-seventh session runs 4 and 6, same bits, both slower): the scales two k-blocks ahead
  * (0.84 -> 0.81x cuBLASLt at M = 4096), one load a lane and shuffles (0.86 -> 0.80). */
-template <int NST, bool PREF, bool SLOT, bool XT, int LAB>
+template <int NST, bool PREF, bool SLOT, bool XT, int LAB, bool RING = false>
 __device__ __forceinline__ void tm_tile_rest(float (&acc_a)[64], float (&acc_b)[64], float (&tot)[64], const tm_ctx *c,
                                              int nkb, int lane, const unsigned char *epi, tm_sc sa) {
     tm_sc sb = sa;
     int i = 0;
     for (; i + 2 < nkb; i += 2) {   /* i in flight in acc_a */
-        if (PREF && !SLOT) sb = tm_scales_of<LAB>(epi, c, i + 1);
+        if (PREF && !SLOT) sb = tm_pref_scales<LAB, RING>(epi, c, i + 1, lane);
         tm_issue<NST, SLOT, XT>(acc_b, c, i + 1, &sb);
         wg_wait1();
         tm_promote<NST>(acc_a, tot, c, i, lane, PREF ? sa : tm_scales(c, i));
-        if (PREF && !SLOT) sa = tm_scales_of<LAB>(epi, c, i + 2);
+        if (PREF && !SLOT) sa = tm_pref_scales<LAB, RING>(epi, c, i + 2, lane);
         tm_issue<NST, SLOT, XT>(acc_a, c, i + 2, &sa);
         wg_wait1();
         tm_promote<NST>(acc_b, tot, c, i + 1, lane, PREF ? sb : tm_scales(c, i + 1));
     }
     if (i + 1 < nkb) {   /* i in acc_a and one more */
-        if (PREF && !SLOT) sb = tm_scales_of<LAB>(epi, c, i + 1);
+        if (PREF && !SLOT) sb = tm_pref_scales<LAB, RING>(epi, c, i + 1, lane);
         tm_issue<NST, SLOT, XT>(acc_b, c, i + 1, &sb);
         wg_wait1();
         tm_promote<NST>(acc_a, tot, c, i, lane, PREF ? sa : tm_scales(c, i));
@@ -668,7 +713,7 @@ __device__ __forceinline__ void tm_tile_rest(float (&acc_a)[64], float (&acc_b)[
 /* a consumer warpgroup's view of job j from ring use it (its rows r0, r1: 16 warp + lane / 4 and 8 more) */
 __device__ __forceinline__ tm_ctx tm_ctx_of(const tm_job &j, unsigned char *sm, uint64_t *full, uint64_t *empty, const float *xs,
                                             int K, int it, int cw, int warp, int lane, const unsigned char *slots) {
-    tm_ctx c = {sm, full, empty, xs, j.sw, j.mend, K / WG_BK, j.kb0, j.nkb, it, cw, 0, 0, slots, 0};
+    tm_ctx c = {sm, full, empty, xs, j.sw, j.mend, K / WG_BK, j.kb0, j.nkb, it, cw, 0, 0, slots, 0, NULL};
     c.tr0 = 64 * cw + 16 * warp + (lane >> 2);
     c.r0 = j.m0 + c.tr0;
     c.r1 = c.r0 + 8;
@@ -709,12 +754,14 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
     static_assert(!TST || !GROUPED, "the TMA-store epilogue is the dense form's");
     static_assert(!SS || (PREF && !LAB), "the staged scales: the PREF forms");
     constexpr bool XT = SS == 3;   /* the scales by bulk copies from their transposed form (xs is [K/128][Mp]) */
-    constexpr bool SLOT = SS != 0;   /* the scales read from a slot beside each stage */
+    constexpr bool RING = SS == 4;   /* the consumer warps' own scale rings (tm_ring_put) */
+    constexpr bool SLOT = SS != 0 && !RING;   /* the scales read from a slot beside each stage */
     constexpr bool STG = SS == 1 || SS == 2;   /* ... the producer warp staged */
     static_assert(!XT || !GROUPED, "the transposed scales: the dense form's");
+    static_assert(!RING || !GROUPED, "the consumers' scale rings: the dense forms'");
     unsigned char *epi = sm + NST * TM_STAGE;   /* TST: the epilogue's buffer */
     unsigned char *slots = epi + (OB == 2 ? OB_EPI : tm_epi_bytes(TST, SS));   /* SS: NST scale slots */
-    uint64_t *full = (uint64_t *)(slots + (SS ? NST * TM_SLOT : 0)), *empty = full + NST;
+    uint64_t *full = (uint64_t *)(slots + (RING ? TM_RING_BYTES : SS ? NST * TM_SLOT : 0)), *empty = full + NST;
     int *tslot = (int *)(empty + NST);   /* DYN: the tile each stage belongs to (-1: no more tiles), [NST] */
     static_assert(!DYN || (GROUPED && !STG), "the fetched tiles: the grouped form, one producer thread");
     static_assert(!OB || (DYN && !TST), "BF16 sums: the fetched tiles' plain-store form");
@@ -786,10 +833,17 @@ __global__ void __launch_bounds__(384, 1) f8_tma_kernel(const __grid_constant__ 
         }
         tm_ctx c = tm_ctx_of(j, sm, full, empty, xs, K, it, cw, warp, lane, slots);
         for (int i = 0; i < 64; i++) tot[i] = 0.0f;
-        /* LAB: lab forms (wrong results, DSINFER_CUDA_F8_TM_LAB); SS: tm_issue reads each k-block's scales from its slot */
-        tm_sc sa = PREF && !SLOT ? tm_scales_of<LAB>(epi, &c, 0) : tm_sc{};
+        /* LAB: lab forms (wrong results, DSINFER_CUDA_F8_TM_LAB); SS: tm_issue reads each k-block's scales from its slot;
+         * RING: the first two k-blocks' copies, then each read issues the copies two k-blocks on (tm_pref_scales) */
+        tm_sc sa = tm_sc{};
+        if (RING) {
+            c.ring = (float *)slots + (4 * cw + warp) * TM_RING * TM_RSLOT;
+            tm_ring_put(&c, 0, lane);
+            tm_ring_put(&c, 1, lane);
+        }
+        if (PREF && !SLOT) sa = tm_pref_scales<LAB, RING>(epi, &c, 0, lane);
         tm_issue<NST, SLOT, XT>(acc_a, &c, 0, &sa);
-        tm_tile_rest<NST, PREF, SLOT, XT, LAB>(acc_a, acc_b, tot, &c, nkb, lane, epi, sa);
+        tm_tile_rest<NST, PREF, SLOT, XT, LAB, RING>(acc_a, acc_b, tot, &c, nkb, lane, epi, sa);
         it += nkb;
         if (TST && !(LAB & 2))
             tm_store_tma<SS == 2>(tot, epi + cw * (tm_epi_bytes(TST, SS) / 2), &tc, j.n0, j.m0 + 64 * cw, j.z, c.r0 - j.m0 - 64 * cw, lane,
@@ -875,6 +929,8 @@ static int out_map(CUtensorMap *map, float *out, int M, int N, int ks) {
 
 /* DSINFER_CUDA_F8_TM_SS's producer-warp forms (1, 2), else 0 (none, or the transposed scales' 3: tm_xt_rows) */
 static int tm_ss_staged(void) { return cu_f8_tm_ss == 1 || cu_f8_tm_ss == 2 ? cu_f8_tm_ss : 0; }
+/* the SS of the dense PREF forms (without a lab): the producer-warp forms, or 4 (the consumers' scale rings), else 0 */
+static int tm_ss_dense(void) { return tm_ss_staged() ? tm_ss_staged() : cu_f8_tm_ss == 4 ? 4 : 0; }
 
 typedef void (*tm_kernel_fn)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const tm_groups, float *, int, const float *,
                              const float *, int, int, int, int, int, int);
@@ -896,9 +952,10 @@ static tm_kernel_fn tm_lab_kernel(int lab) {
     case 8: return f8_tma_kernel<false, true, true, 8>;
     case 10: return f8_tma_kernel<false, true, true, 10>;
     default:   /* (a lab value not built: the plain form, never SS, as tma_gemm_launch sizes it) */
-        return lab || !tm_ss_staged() ? f8_tma_kernel<false, true, true>
-             : cu_f8_tm_ss == 2       ? f8_tma_kernel<false, true, true, 0, 2>
-                                      : f8_tma_kernel<false, true, true, 0, 1>;
+        return lab || !tm_ss_dense() ? f8_tma_kernel<false, true, true>
+             : cu_f8_tm_ss == 4      ? f8_tma_kernel<false, true, true, 0, 4>
+             : cu_f8_tm_ss == 2      ? f8_tma_kernel<false, true, true, 0, 2>
+                                     : f8_tma_kernel<false, true, true, 0, 1>;
     }
 }
 
@@ -928,6 +985,10 @@ void cu_f8_wgmma_init(void) {
                                     (int)tm_smem_bytes(1, 1)));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, true, 0, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)tm_smem_bytes(1, 2)));
+    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, true, 0, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)tm_smem_bytes(1, 4)));
+    CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, false, 0, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)tm_smem_bytes(0, 4)));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, true, 0, 3>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)tm_smem_bytes(1, 3)));
     CUDA_CHECK(cudaFuncSetAttribute(f8_tma_kernel<false, true, false, 0, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -1072,6 +1133,7 @@ static int tm_xt_rows(int M) {
 }
 
 long cu_f8_tm_xt_launches;
+long cu_f8_tm_ring_launches;
 
 /* the scales qs [M][K/128] transposed for tm_xt_rows' form, into ws_f8xt */
 static const float *tm_xt_scales(ds_cuda_backend *cb, const float *qs, int M, int K) {
@@ -1104,16 +1166,19 @@ static void tma_gemm_launch(const CUtensorMap &ta, const CUtensorMap &tb, float 
             return;
         }
         cu_launch_pdl(CU_F8_PDL, cu_f8_tm_pref ? tm_lab_kernel(cu_f8_tm_lab) : f8_tma_kernel<false, false, true>,
-                      dim3((unsigned)grid_p), dim3(384), tm_smem_bytes(1, cu_f8_tm_pref && !cu_f8_tm_lab ? tm_ss_staged() : 0), ta, tb, tc, none, dst, N, qs, (const float *)w->scale,
+                      dim3((unsigned)grid_p), dim3(384), tm_smem_bytes(1, cu_f8_tm_pref && !cu_f8_tm_lab ? tm_ss_dense() : 0), ta, tb, tc, none, dst, N, qs, (const float *)w->scale,
                       w->scale_cols, M, N, K, kc, ks);
         CUDA_LAUNCH_CHECK();
+        cu_f8_tm_ring_launches += cu_f8_tm_pref && !cu_f8_tm_lab && tm_ss_dense() == 4;
         return;
     }
-    int ss = cu_f8_tm_pref && tm_ss_staged() ? 1 : 0;   /* (the plain form's SS 1 and 2 are one: no epilogue buffer) */
-    cu_launch_pdl(CU_F8_PDL, ss ? f8_tma_kernel<false, true, false, 0, 1> : cu_f8_tm_pref ? f8_tma_kernel<false, true>
-                             : f8_tma_kernel<false>, dim3((unsigned)grid_p),
+    /* (the plain form's SS 1 and 2 are one: no epilogue buffer) */
+    int ss = cu_f8_tm_pref && tm_ss_staged() ? 1 : cu_f8_tm_pref && cu_f8_tm_ss == 4 ? 4 : 0;
+    cu_launch_pdl(CU_F8_PDL, ss == 1 ? f8_tma_kernel<false, true, false, 0, 1> : ss == 4 ? f8_tma_kernel<false, true, false, 0, 4>
+                             : cu_f8_tm_pref ? f8_tma_kernel<false, true> : f8_tma_kernel<false>, dim3((unsigned)grid_p),
                   dim3(384), tm_smem_bytes(0, ss), ta, tb, ta, none, dst, N, qs, (const float *)w->scale, w->scale_cols, M, N, K, kc, ks);
     CUDA_LAUNCH_CHECK();
+    cu_f8_tm_ring_launches += ss == 4;
 }
 
 /* 1 where cu_f8_wgmma_gemm takes the TMA kernel for w at M rows (more than 64, the tensor-map encoder there), with its
@@ -1609,7 +1674,7 @@ __global__ void __launch_bounds__(384, 1) f8_gu_silu_kernel(const __grid_constan
             float m0 = 0.0f, m1 = 0.0f;   /* the rows' amax over this thread's products of the pass (pass 0's held) */
             for (int i = 0; i < 64; i++) tot[i] = 0.0f;
             g2_sc sa = g2_scales(xs, swg, swu, LK, 0, r0, r1, mend), sb = sa;
-            tm_ctx c = {sm, full, empty, xs, NULL, mend, LK, 0, LK, it, cw, r0, r1, NULL, 0};   /* (tm_issue's view of the pass) */
+            tm_ctx c = {sm, full, empty, xs, NULL, mend, LK, 0, LK, it, cw, r0, r1, NULL, 0, NULL};   /* (tm_issue's view of the pass) */
             tm_issue<TM_ST>(acc_a, &c, 0);
             int i = 0;
             for (; i + 2 < LK; i += 2) {
