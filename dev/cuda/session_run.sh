@@ -4210,3 +4210,23 @@ if want s56r; then
   echo "router seed: $(grep -cE "CHECK failed" $OUT/ops_rseed.log) failed; $(grep -E "CHECK failed|stopped after" $OUT/ops_rseed.log | head -3 | cut -c1-170 | tr '\n' '|')"
   grep -E "router .*\([1-9][0-9]* tokens at a last-bits tie" $OUT/ops_rseed.log | cut -c1-200
 fi
+# s56b: DSINFER_CUDA_F8_TM_SS=4 (the consumer warps' own cp.async scale rings, dense TMA forms; prepared in the fifty-sixth
+# session, never run): op test f8ss (=4 plain and TMA-store against =0: the same bits, counted), then `bench --ops --ops-m
+# 128,4096` with SS 0 / 4 rotated twice (own against cuBLASLt; predicted 0.85 -> 0.87 .. 0.89 at 4096), FP8 prefill 2K /
+# 8K with SS 0 / 4 (the dense GEMMs of prefill take the TMA-store form)
+if want s56b; then
+  L=${LAB:-$B}
+  step ops_f8ss 200 env DSINFER_OPS_ONLY=f8ss $L/test_cuda_ops > /dev/null
+  echo "f8ss: $(grep -cE "CHECK failed" $OUT/ops_f8ss.log) failed; $(grep -E "CHECK failed" $OUT/ops_f8ss.log | head -3 | cut -c1-160 | tr '\n' '|')"
+  grep -E "scale rings'" $OUT/ops_f8ss.log | cut -c1-200
+  for r in "0 4" "4 0"; do
+    for v in $r; do
+      step s56b-ops$v-$r 120 env DSINFER_CUDA_F8_TM_SS=$v $L/dsinfer bench --ops --ops-m 128,4096 --csv $OUT/ops_ss$v.csv > /dev/null
+      echo "SS=$v: $(grep -iE "geomean" $OUT/s56b-ops$v-$r.log | cut -c1-150 | tr '\n' '|')"
+    done
+  done
+  for v in 0 4 4 0; do
+    step s56b-pf$v 200 env DSINFER_CUDA_TC=1 DSINFER_CUDA_F8_TM_SS=$v $L/dsinfer bench --dtype fp8 --batch '' --ctx '' --prompt 2K,8K --steps 1 --csv $CSV --label s56b-pf-$v > /dev/null
+    echo "prefill SS=$v: $(grep -E "^prefill" $OUT/s56b-pf$v.log | cut -c1-150 | tr '\n' '|')"
+  done
+fi
