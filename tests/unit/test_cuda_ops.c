@@ -14,9 +14,9 @@
  * Both backends compute in fp32 from the same stored-dtype weights, so the thresholds are those of fp32
  * summation order, the same for BF16 and FP8 weights (THR_*).
  * The seed is printed; DSINFER_SEED=<n> repeats a run (with DSINFER_OPS_STOP_AFTER=<run_name>, only up to that test:
- * the generator's state is shared, so a test's failure repeats only with every test before it). DSINFER_OPS_SMALL=1 runs only the small shapes
- * (for compute-sanitizer); DSINFER_OPS_MAX_M=<n> skips the cases with more than n tokens (quick GPU runs:
- * the CPU reference of the 4096-token cases is most of the time). The opt-in BF16 tensor-core GEMM path
+ * the generator's state is shared, so a test's failure repeats only with every test before it). DSINFER_OPS_SMALL=1
+ * runs only the small shapes (for compute-sanitizer); DSINFER_OPS_MAX_M=<n> skips the cases with more than n tokens
+ * (quick GPU runs: the CPU reference of the 4096-token cases is most of the time). The opt-in BF16 tensor-core GEMM path
  * (DSINFER_CUDA_TC=1) is checked on a second CUDA backend against the same fp32 CPU op with a bf16-level
  * threshold (THR_TC). Skips (exit 77) without a CUDA build or a Hopper GPU. */
 #include <math.h>
