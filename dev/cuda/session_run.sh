@@ -41,6 +41,15 @@ ncu_step() { local name=$1 dt=$2 b=$3 N; shift 3; N=$(nf $dt $b); echo "$dt b$b:
   python3 dev/cuda/ncu_sum.py $OUT/$name.csv > $OUT/$name.txt 2>&1; head -24 $OUT/$name.txt
   rm -f $OUT/$name.csv; }
 want() { [ "$PART" = all ] || [[ ",$PART," == *",$1,"* ]]; }   # PART: one part or a comma list
+# ops_only BIN NAME...: each op test DSINFER_OPS_ONLY=NAME of BIN's test_cuda_ops (a step each), its failed checks echoed
+ops_only() { local L=$1 t; shift
+  for t in "$@"; do
+    step ops_$t 200 env DSINFER_OPS_ONLY=$t $L/test_cuda_ops > /dev/null
+    echo "$t: $(grep -cE "CHECK failed" $OUT/ops_$t.log) failed; $(grep -E "CHECK failed" $OUT/ops_$t.log | head -3 | cut -c1-160 | tr '\n' '|')"
+  done; }
+# golden_model BIN: BIN's test_cuda_golden and test_cuda_model, their last lines echoed
+golden_model() { step golden 150 $1/test_cuda_golden > /dev/null; tail -1 $OUT/golden.log
+  step model 200 $1/test_cuda_model > /dev/null; tail -2 $OUT/model.log | cut -c1-150; }
 # ab_rounds NAME VAR DTYPE BATCH ORDER...: A/B bench rows (ctx 1K, 16 steps) with VAR set to each value of each ORDER (a
 # space-separated list: one round), the rounds in turn; the decode lines echoed (steps NAME<value>-<round>)
 ab_rounds() { local name=$1 var=$2 dt=$3 b=$4 r=0 ord v; shift 4
@@ -4179,13 +4188,9 @@ fi
 # same path as before: within noise)
 if want s56a; then
   L=${LAB56:-$B}
-  for t in nfoldv3 nfold nlin attnin combnorm; do
-    step ops_$t 200 env DSINFER_OPS_ONLY=$t $L/test_cuda_ops > /dev/null
-    echo "$t: $(grep -cE "CHECK failed" $OUT/ops_$t.log) failed; $(grep -E "CHECK failed" $OUT/ops_$t.log | head -3 | cut -c1-160 | tr '\n' '|')"
-  done
+  ops_only $L nfoldv3 nfold nlin attnin combnorm
   grep -E " nfoldv3 " $OUT/ops_nfoldv3.log | head -8 | cut -c1-200
-  step golden 150 $L/test_cuda_golden > /dev/null; tail -1 $OUT/golden.log
-  step model 200 $L/test_cuda_model > /dev/null; tail -2 $OUT/model.log | cut -c1-150
+  golden_model $L
   python3 -c 'import json; c = json.load(open("configs/deepseek-v3.json")); c.update(num_hidden_layers=8, first_k_dense_replace=8); json.dump(c, open("/tmp/v3-8d.json", "w"))'
   python3 -c 'import json; c = json.load(open("configs/deepseek-v3.json")); c.update(num_hidden_layers=4, first_k_dense_replace=1); json.dump(c, open("/tmp/v3-4m.json", "w"))'
   for ord in "pack lab" "lab pack"; do
@@ -4216,8 +4221,7 @@ fi
 # 8K with SS 0 / 4 (the dense GEMMs of prefill take the TMA-store form)
 if want s56b; then
   L=${LAB:-$B}
-  step ops_f8ss 200 env DSINFER_OPS_ONLY=f8ss $L/test_cuda_ops > /dev/null
-  echo "f8ss: $(grep -cE "CHECK failed" $OUT/ops_f8ss.log) failed; $(grep -E "CHECK failed" $OUT/ops_f8ss.log | head -3 | cut -c1-160 | tr '\n' '|')"
+  ops_only $L f8ss
   grep -E "scale rings'" $OUT/ops_f8ss.log | cut -c1-200
   for r in "0 4" "4 0"; do
     for v in $r; do
