@@ -4208,10 +4208,11 @@ if want s56a; then
   done
 fi
 # s56r: the router check's seeded failure again with 0921142's rule (a swap of two chosen experts at a last-bits tie left
-# out): DSINFER_SEED=1796650349, stopped after run_router (~214 s on an H100); expect 0 failed and one token counted at a
-# tie in `v3-rt router fused tok 1 M=256 (first input)`
+# out): DSINFER_SEED=1796650349 in the shared sequence (DSINFER_OPS_SHARED_RNG=1: that seed's data), stopped after
+# run_router (~214 s on an H100); expect 0 failed and one token counted at a tie in `v3-rt router fused tok 1 M=256 (first
+# input)`
 if want s56r; then
-  step ops_rseed ${S56R_T:-300} env DSINFER_SEED=1796650349 DSINFER_OPS_STOP_AFTER=run_router ${LAB:-$B}/test_cuda_ops > /dev/null
+  step ops_rseed ${S56R_T:-300} env DSINFER_SEED=1796650349 DSINFER_OPS_SHARED_RNG=1 DSINFER_OPS_STOP_AFTER=run_router ${LAB:-$B}/test_cuda_ops > /dev/null
   echo "router seed: $(grep -cE "CHECK failed" $OUT/ops_rseed.log) failed; $(grep -E "CHECK failed|stopped after" $OUT/ops_rseed.log | head -3 | cut -c1-170 | tr '\n' '|')"
   grep -E "router .*\([1-9][0-9]* tokens at a last-bits tie" $OUT/ops_rseed.log | cut -c1-200
 fi

@@ -13,8 +13,9 @@
  *    (writes past the end show); errors as NMSE = sum (gpu - cpu)^2 / sum cpu^2 per op; NaN never passes.
  * Both backends compute in fp32 from the same stored-dtype weights, so the thresholds are those of fp32
  * summation order, the same for BF16 and FP8 weights (THR_*).
- * The seed is printed; DSINFER_SEED=<n> repeats a run (with DSINFER_OPS_STOP_AFTER=<run_name>, only up to that test:
- * the generator's state is shared, so a test's failure repeats only with every test before it). DSINFER_OPS_SMALL=1
+ * The seed is printed; DSINFER_SEED=<n> repeats a run, and with DSINFER_OPS_ONLY=<name> one test of it (each test's
+ * data comes from the seed and the test's call; DSINFER_OPS_SHARED_RNG=1: one sequence through the run, as before the
+ * fifty-sixth session; DSINFER_OPS_STOP_AFTER=<run_name> ends the run after that test). DSINFER_OPS_SMALL=1
  * runs only the small shapes (for compute-sanitizer); DSINFER_OPS_MAX_M=<n> skips the cases with more than n tokens
  * (quick GPU runs: the CPU reference of the 4096-token cases is most of the time). The opt-in BF16 tensor-core GEMM path
  * (DSINFER_CUDA_TC=1) is checked on a second CUDA backend against the same fp32 CPU op with a bf16-level
@@ -5067,11 +5068,22 @@ static int in_part(void) {
     static int idx;
     return idx++ % ops_parts == ops_part;
 }
-/* DSINFER_OPS_STOP_AFTER=<text>: the run stops after the first RUN whose call contains text (with DSINFER_SEED, a
- * failure of that test is repeated on the same data without the tests after it: the generator's state is shared) */
+/* DSINFER_OPS_STOP_AFTER=<text>: the run stops after the first RUN whose call contains text */
 static const char *stop_after;
+/* Each RUN's data: the generator restarted from the run's seed and the call's text (FNV-1a), so a test's inputs do not
+ * depend on which tests ran before it: DSINFER_SEED=<n> DSINFER_OPS_ONLY=<name> repeats one test's failure on its own.
+ * DSINFER_OPS_SHARED_RNG=1: one sequence through the whole run instead (the form before the fifty-sixth session, whose
+ * seeds repeat only that way, with every test before the failing one: DSINFER_OPS_STOP_AFTER). */
+static uint64_t rng_seed;
+static int rng_shared;
+static uint64_t call_seed(const char *call) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *call; call++) h = (h ^ (unsigned char)*call) * 0x100000001b3ull;
+    return rng_seed ^ h;
+}
 #define RUN(call)                                                                                              \
     do {                                                                                                       \
+        if (!rng_shared) rng_state = call_seed(#call);                                                         \
         if (in_part()) call;                                                                                   \
         if (stop_after && strstr(#call, stop_after)) {                                                         \
             printf("test_cuda_ops: stopped after %s (DSINFER_OPS_STOP_AFTER)\n", #call);                        \
@@ -5090,9 +5102,11 @@ int main(void) {
         CHECKF(bad == 0, "device conversions: %ld mismatches, first: %s", bad, msg);
     }
     stop_after = getenv("DSINFER_OPS_STOP_AFTER");
+    rng_shared = getenv("DSINFER_OPS_SHARED_RNG") && atoi(getenv("DSINFER_OPS_SHARED_RNG"));
     const char *seed = getenv("DSINFER_SEED");
-    rng_state = seed ? strtoull(seed, NULL, 0) : (uint64_t)time(NULL);
-    printf("test_cuda_ops: seed %llu (DSINFER_SEED repeats it)\n", (unsigned long long)rng_state);
+    rng_seed = rng_state = seed ? strtoull(seed, NULL, 0) : (uint64_t)time(NULL);
+    printf("test_cuda_ops: seed %llu (DSINFER_SEED repeats it; %s)\n", (unsigned long long)rng_seed,
+           rng_shared ? "one sequence through the run: DSINFER_OPS_SHARED_RNG" : "each test's data from it and the test's call");
     int small = getenv("DSINFER_OPS_SMALL") != NULL;
     if (getenv("DSINFER_OPS_MAX_M")) max_m = atoi(getenv("DSINFER_OPS_MAX_M"));
     const char *part = getenv("DSINFER_OPS_PART");
