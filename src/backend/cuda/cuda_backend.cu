@@ -1027,10 +1027,10 @@ static int attn_in_norm(ds_cuda_backend *cb, float *xn, float *h, const float *a
 static void cu_normed_linear(ds_backend *be, float *out, float *xn, const float *x, const ds_weight *norm, float eps,
                              const ds_weight *w, int M);
 
-/* attn_in for one token with the input norm folded into the q / kv_a GEMV (q_a / kv_a with ql: V3, whose q_b GEMV then
- * folds q_a's norm too, cu_normed_linear) (opt.norm_fold): the GEMV reads h and add and
- * scales its sums by 1 / RMS (cu_linear2_norm), and the next launch, qkv_absorb_kernel, makes h += add and xn in one more
- * block beside its own chains, so no norm kernel stands between the layer's input and its projections. h and xn get
+/* attn_in for one token with the input norm folded into the q / kv_a GEMV (opt.norm_fold; q_a / kv_a with ql, V3, whose
+ * q_b GEMV then folds q_a's norm too: cu_normed_linear): the GEMV reads h and add and scales its sums by 1 / RMS
+ * (cu_linear2_norm), and the next launch, qkv_absorb_kernel, makes h += add and xn in one more block beside its own
+ * chains, so no norm kernel stands between the layer's input and its projections. h and xn get
  * rmsnorm_vec's bits; q and kv the unfolded GEMV's up to fp32 rounding (op test nfold). 0 (nothing launched) where the
  * GEMV form does not apply; where qkv_absorb_kernel then does not, the norm and qkv_finish run as launches of their own
  * after the folded GEMV (it read h before them). */
