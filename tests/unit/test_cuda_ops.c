@@ -1277,7 +1277,7 @@ static void free_setup(setup *s) {
 #define NM(a) (int)(sizeof(a) / sizeof(a[0]))
 
 static const char *only;   /* DSINFER_OPS_ONLY=mla | w8a8 | moe8 | moebf | side | linear2 | kvb | qkv | router | w8small
-                            * | f8t1 | f8tp | f8ss | f8ts | moehalf | moepipe | quantw | moeqf | moepdl | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | nfold | nfoldv3 | nlin | combnorm | mlafold | moeorder | moent48 | moesx | moest2 | moe1 | moeo | tail1 | attn1 | gemv1 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
+                            * | f8t1 | f8tp | f8ss | f8ts | moehalf | moepipe | quantw | moeqf | moepdl | group3 | shin | f8r2 | f8lab | fa3 | moecomb | attnin | nfold | nfoldv3 | nlin | combnorm | mlafold | moeorder | moent48 | moesx | moest2 | moe1 | moeo | moeotc | tail1 | attn1 | gemv1 (main): only run_mla_tc, the W8A8 runs, run_moe_w8a8, run_moe_wg_bf16,
                             * run_side_stream, run_linear2, run_kvb_copy, run_qkv_finish, run_router, run_w8a8_small or
                             * run_f8_lab */
 
@@ -2434,10 +2434,11 @@ static void run_moeo(void) {
     run_moeo_form("1", "1");
     run_moeo_form("5", "0");
 }
-/* The ownership launch's cases (one token: V2-Lite with FP8 and with BF16 experts, V3 with FP8) against a twin made with
- * env=0 (the checked backend's launches of the form counted by count, named what), the twin's NMSE at most 1e-9; the
- * twin settings reset after, DSINFER_CUDA_MOEO back to main's 0 */
-static void moeo_twin_cases(const char *v2l, const char *v3, const char *env, long (*count)(ds_backend *), const char *what) {
+/* The ownership launch's cases (one token: V2-Lite with FP8 and, where bf16, with BF16 experts, V3 with FP8) against a
+ * twin made with env=0 (the checked backend's launches of the form counted by count, named what), the twin's NMSE at
+ * most 1e-9; the twin settings reset after, DSINFER_CUDA_MOEO back to main's 0 */
+static void moeo_twin_cases(const char *v2l, const char *v3, const char *env, long (*count)(ds_backend *), const char *what,
+                            int bf16) {
     setup s;
     moe_twin = 1;
     moe_twin_env = env;
@@ -2449,7 +2450,7 @@ static void moeo_twin_cases(const char *v2l, const char *v3, const char *env, lo
     const int m[] = {1};
     if (load_setup(&s, v2l, "configs/deepseek-v2-lite.json", 3, 16)) {
         check_moe_dt(&s, m, NM(m), DS_DTYPE_F8_E4M3, 2, 0);
-        check_moe_dt(&s, m, NM(m), DS_DTYPE_BF16, 3, 0);
+        if (bf16) check_moe_dt(&s, m, NM(m), DS_DTYPE_BF16, 3, 0);
         free_setup(&s);
     }
     if (load_setup(&s, v3, "configs/deepseek-v3.json", 3, 16)) {
@@ -2467,7 +2468,7 @@ static void run_moeo_form(const char *form, const char *zero) {
     printf("  moeo: DSINFER_CUDA_MOEO=%s DSINFER_CUDA_ROUTE_ZERO=%s\n", form, zero);
     setenv("DSINFER_CUDA_MOEO", form, 1);
     setenv("DSINFER_CUDA_ROUTE_ZERO", zero, 1);
-    moeo_twin_cases("v2l-moeo", "v3-moeo", "DSINFER_CUDA_MOEO", ds_cuda_moeo_runs, "by the ownership launch");
+    moeo_twin_cases("v2l-moeo", "v3-moeo", "DSINFER_CUDA_MOEO", ds_cuda_moeo_runs, "by the ownership launch", 1);
     unsetenv("DSINFER_CUDA_ROUTE_ZERO");
 }
 
@@ -2484,8 +2485,26 @@ static void run_moeostrips(void) {
     setenv("DSINFER_CUDA_MOEO", "1", 1);
     setenv("DSINFER_CUDA_MOEO_STRIPS", "1", 1);
     moeo_twin_cases("v2l-mostr", "v3-mostr", "DSINFER_CUDA_MOEO_STRIPS", ds_cuda_moeo_strips_runs,
-                    "with the strip-layout copies");
+                    "with the strip-layout copies", 1);
     unsetenv("DSINFER_CUDA_MOEO_STRIPS");
+}
+
+/* DSINFER_OPS_ONLY=moeotc: moeo_kernel's FP8 sums on the tensor cores (DSINFER_CUDA_MOEO_TC=1: mma.sync f16 with x and
+ * the SiLU products as high and low f16 halves, ~22 bits, fp32 sums) against the same form's fp32 decode (the twin,
+ * =0): NMSE at most 1e-9 (the halves' rounding gives ~1e-13; a lost MMA, a wrong lane's rows, a wrong half or scale
+ * gives 1e-3 or more), and the CPU's check as every MoE case; V2-Lite (D 2048: one stage a matrix and a strip) and V3
+ * (D 7168: four stages, the last half full; 8 choices and the bias), FP8 only (BF16 has no such form: its launches
+ * would not be counted), in the plain form (=1) and the route form (=5); the TC launches counted (one a call). */
+static void run_moeotc(void) {
+    if (only && strcmp(only, "moeotc")) return;
+    static const char *forms[] = {"1", "5"};
+    for (int f = 0; f < 2; f++) {
+        printf("  moeotc: DSINFER_CUDA_MOEO=%s\n", forms[f]);
+        setenv("DSINFER_CUDA_MOEO", forms[f], 1);
+        setenv("DSINFER_CUDA_MOEO_TC", "1", 1);
+        moeo_twin_cases("v2l-motc", "v3-motc", "DSINFER_CUDA_MOEO_TC", ds_cuda_moeo_tc_runs, "with the tensor-core sums", 0);
+    }
+    unsetenv("DSINFER_CUDA_MOEO_TC");
 }
 
 /* ---- the MoE layer's tail for one token as one launch (run_tail1) ------------------------------------------------- */
@@ -5162,6 +5181,7 @@ int main(void) {
     RUN(run_moe1());
     RUN(run_moeo());
     RUN(run_moeostrips());
+    RUN(run_moeotc());
     RUN(run_tail1());
     RUN(run_moeo_tail());
     RUN(run_attn1());

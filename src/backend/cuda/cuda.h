@@ -471,6 +471,9 @@ typedef struct {
                         * copy a stage, not a TMA gather of 16 bytes from 2048 rows; the same stage bytes, the sums up to the
                         * blocks' reduction order; extra memory: every MoE layer's down weights once more;
                         * DSINFER_CUDA_MOEO_STRIPS; H100 BF16 b1 -0.13 ms, FP8 -0.04: fifty-third session) */
+    int moeo_tc;       /* moeo_kernel's FP8 sums on the tensor cores (mma.sync m16n8k16 f16: the codes converted exactly,
+                        * x and the SiLU products as f16 high and low halves scaled by a power of two, fp32 sums; fewer
+                        * instructions a byte than the fp32 decode; plain and route forms; DSINFER_CUDA_MOEO_TC, opt-in) */
     int moeo;          /* the MoE block of one token by intermediate ownership, one launch after the router (cuda_moeo.cu;
                         * DSINFER_CUDA_MOEO): 1; 5 with the router and routing inside the launch; 2 .. 4 timing labs
                         * with wrong sums (mo_args.lab) */
@@ -698,6 +701,7 @@ typedef struct {
     long moeo_runs;             /* ... by the intermediate-ownership launch (cuda_moeo.cu; tests) */
     long moeo_tail_runs;        /* ... of them in the tail form (tests) */
     long moeo_strips_runs;      /* ... of them with the strip-layout copies of down (opt.moeo_strips; tests) */
+    long moeo_tc_runs;          /* ... of them with the sums on the tensor cores (opt.moeo_tc; tests) */
     long router_norm_runs;      /* router_norm1_kernel launches (tests) */
     unsigned *moeo_cnt;         /* the tail form's count and epoch (cumulative; zero at the first launch) */
     long rowo_runs;             /* linears of one token by the row-ownership launch (cuda_rowo.cu; tests) */

@@ -64,6 +64,7 @@ long ds_cuda_moe1_runs(ds_backend *be);
 /* MoE calls of one token made by the intermediate-ownership launch of cuda_moeo.cu (DSINFER_CUDA_MOEO; tests) */
 long ds_cuda_moeo_runs(ds_backend *be);
 long ds_cuda_moeo_strips_runs(ds_backend *be);   /* of them with the strip-layout down copies (DSINFER_CUDA_MOEO_STRIPS) */
+long ds_cuda_moeo_tc_runs(ds_backend *be);       /* of them with the sums on the tensor cores (DSINFER_CUDA_MOEO_TC) */
 /* linears of one token made by the row-ownership launch of cuda_rowo.cu (DSINFER_CUDA_ROWO; tests) */
 long ds_cuda_rowo_runs(ds_backend *be);
 /* ... MoE calls of one token made by cuda_moeo.cu's tail form (DSINFER_CUDA_MOEO_TAIL, backend layer_tail1; tests) */

@@ -204,6 +204,7 @@ long ds_cuda_comb_norm_runs(ds_backend *be) { return cu_of(be)->comb_norm_runs; 
 long ds_cuda_moe1_runs(ds_backend *be) { return cu_of(be)->moe1_runs; }
 long ds_cuda_moeo_runs(ds_backend *be) { return cu_of(be)->moeo_runs; }
 long ds_cuda_moeo_strips_runs(ds_backend *be) { return cu_of(be)->moeo_strips_runs; }
+long ds_cuda_moeo_tc_runs(ds_backend *be) { return cu_of(be)->moeo_tc_runs; }
 long ds_cuda_rowo_runs(ds_backend *be) { return cu_of(be)->rowo_runs; }
 long ds_cuda_moeo_tail_runs(ds_backend *be) { return cu_of(be)->moeo_tail_runs; }
 long ds_cuda_router_norm_runs(ds_backend *be) { return cu_of(be)->router_norm_runs; }
@@ -1301,6 +1302,7 @@ static cu_opts cu_opts_read(void) {
      * the goldens and the GPU suite with it on) */
     o.moeo = env_int("DSINFER_CUDA_MOEO", 1);
     o.moeo_strips = env_int("DSINFER_CUDA_MOEO_STRIPS", 0);   /* opt-in for its memory (RESULTS fifty-third session) */
+    o.moeo_tc = env_int("DSINFER_CUDA_MOEO_TC", 0);   /* opt-in until measured (fifty-seventh session) */
     o.router_norm = env_int("DSINFER_CUDA_ROUTER_NORM", 0) != 0;   /* opt-in (measured even with ROUTE_ZERO alone; =2's
                                                                      * folded form removed, fifty-fifth session) */
     o.route_zero = env_int("DSINFER_CUDA_ROUTE_ZERO", 1);   /* on since the forty-seventh session: FP8 b1 -0.036 ms (RESULTS run 3) */

@@ -190,6 +190,132 @@ __device__ __forceinline__ void mo_down(const mo_args &a, float (&acc)[MO_NA], c
     }
 }
 
+/* ---- the tensor-core sums (TC: opt.moeo_tc, FP8 only) ----
+ * One mma.sync m16n8k16 (f16 A and B, fp32 C) takes 16 weight rows x 16 columns against x in B's column 0 (x's high
+ * f16 half) and column 1 (its low half): x = hi + lo to ~22 bits after a power-of-two scale that puts max |x| in
+ * [2^13, 2^14), so hi never overflows f16; the FP8 codes become f16 exactly (cvt e4m3x2 -> f16x2, 8 a 16-byte chunk
+ * against the fp32 decode's 24 conversions and 16 FMAs). A sum over K may take the columns in any order as long as A and
+ * B take the same one, so lane (g, t) feeds its own loads to the MMA: a 16-byte chunk's word j (bytes 4j .. 4j + 3 of
+ * row g) is A's (row g, k 2t, 2t + 1) and (row g, k 2t + 8, 2t + 9) of MMA j, and B's same k are x's f16 at those four
+ * columns. Column 0 / 1 of C (hi / lo) land in lanes t = 0: c0 + c1 is row g's sum, c2 + c3 row g + 8's. */
+__device__ __forceinline__ uint32_t mo_f16x2(uint32_t two_codes) {   /* (the low byte to the low half) */
+    __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(two_codes & 0xffff), __NV_E4M3);
+    return (uint32_t)h.x | ((uint32_t)h.y << 16);
+}
+/* c += A (16 x 16: rows g, g + 8 of lane (g, t): a0 = (g, 2t..), a1 = (g + 8, 2t..), a2 = (g, 2t + 8..), a3 = (g + 8,
+ * 2t + 8..)) times B (16 x 8: b0 = (2t.., column g), b1 = (2t + 8.., g)) */
+__device__ __forceinline__ void mo_mma(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                       uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+/* v's high and low f16 halves after the scale sc (a power of two), packed as pairs: (hi, lo) of each value */
+__device__ __forceinline__ void mo_split(float v, float sc, __half *hi, __half *lo) {
+    const float w = v * sc;
+    *hi = __float2half_rn(w);
+    *lo = __float2half_rn(w - __half2float(*hi));
+}
+/* 2^(14 - e) where m = f 2^e (f in [0.5, 1)): max |v| times it in [2^13, 2^14); 1 for m = 0 (e clamped: a finite scale) */
+__device__ __forceinline__ float mo_pow2_scale(float m) {
+    int e = 0;
+    frexpf(m, &e);
+    e = m > 0.0f ? (e < -100 ? -100 : e > 100 ? 100 : e) : 14;
+    return ldexpf(1.0f, 14 - e);
+}
+
+/* A consumer warp's part of one gate / up matrix on the tensor cores: the stages' 64-column groups q = cw, cw + MO_CW,
+ * .. (all 16 rows of each), x's halves xh / xl [D] in shared memory; r[0], r[1]: the scaled sums of rows g and g + 8
+ * over the warp's groups (meaningful in lanes t = 0; zero elsewhere); stages given back as mo_rows does */
+__device__ __forceinline__ void mo_rows_tc(float (&r)[2], const unsigned char *ring, uint64_t *full, uint64_t *empty,
+                                           const float *scs, const __half *xh, const __half *xl, int D, int nst, int rp,
+                                           int cw, int lane, int &it) {
+    const int g = lane >> 2, t = lane & 3;
+    const __half *xb = g & 1 ? xl : xh;   /* B's column g: 0 hi, 1 lo, the rest zero */
+    r[0] = r[1] = 0.0f;
+    for (int c0 = 0; c0 < D; c0 += MO_PC, it++) {
+        const int s = it % nst, ng = (D - c0 < MO_PC ? D - c0 : MO_PC) / 64;   /* 64-column groups in the stage */
+        const unsigned char *st = ring + (size_t)s * MO_STAGE;
+        mbar_wait(&full[s], (it / nst) & 1);
+        for (int q = cw; q < ng; q += MO_CW) {
+            const uint4 wa = *(const uint4 *)(st + (size_t)g * rp + q * 64 + t * 16);
+            const uint4 wb = *(const uint4 *)(st + (size_t)(g + 8) * rp + q * 64 + t * 16);
+            uint4 x0 = make_uint4(0, 0, 0, 0), x1 = x0;
+            if (g < 2) {
+                const uint4 *xp = (const uint4 *)(xb + c0 + q * 64 + t * 16);
+                x0 = xp[0];
+                x1 = xp[1];
+            }
+            const uint32_t A[4] = {wa.x, wa.y, wa.z, wa.w}, B8[4] = {wb.x, wb.y, wb.z, wb.w};
+            const uint32_t X[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+            float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                mo_mma(c, mo_f16x2(A[j]), mo_f16x2(B8[j]), mo_f16x2(A[j] >> 16), mo_f16x2(B8[j] >> 16), X[2 * j],
+                       X[2 * j + 1]);
+            const float sc = scs[s * MO_SC + (q >> 1)];   /* (a 64-column group lies in one 128-column block) */
+            r[0] += sc * (c[0] + c[1]);
+            r[1] += sc * (c[2] + c[3]);
+        }
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&empty[s]);
+    }
+}
+
+/* The consumers' down stages of a unit on the tensor cores: the unit's 16 products as f16 halves ivh / ivl (scaled by a
+ * power of two; inv undoes it); warp cw takes the strip's 64-row groups q = cw, cw + MO_CW, .. of each stage, four MMAs
+ * a group (rows 16 v .. 16 v + 15, A by ldmatrix: a 16-byte strip row is 8 b16 of an 8 x 8 matrix, so lane (g, t)
+ * receives row g's bytes 4t .. 4t + 3). MMA v's B holds the halves in columns 2v (hi) and 2v + 1 (lo) only, so the
+ * four MMAs add into one C and lane (g, t) ends with MMA t's rows: c0 + c1 row 16t + g, c2 + c3 row 16t + g + 8.
+ * acc[pc * 8 + 2i + h]: row pc MO_PC + 64 (cw + MO_CW i) + 16t + g + 8h (mo_tc_row) */
+__device__ __forceinline__ int mo_tc_row(int pc, int i, int h, int cw, int lane) {
+    return pc * MO_PC + 64 * (cw + MO_CW * i) + 16 * (lane & 3) + (lane >> 2) + 8 * h;
+}
+__device__ __forceinline__ void mo_down_tc(const mo_args &a, float (&acc)[MO_NA], const __half *ivh, const __half *ivl,
+                                           float inv, const unsigned char *ring, uint64_t *full, uint64_t *empty,
+                                           const float *scs, int D, int nst, int cw, int lane, int &it) {
+    const int g = lane >> 2, t = lane & 3;
+    const uint2 bv = *(const uint2 *)((g & 1 ? ivl : ivh) + 4 * t);   /* B's column g at k 4t .. 4t + 3 */
+#pragma unroll
+    for (int pc = 0; pc < MO_NA / 8; pc++) {
+        const int d0 = pc * MO_PC;
+        if (d0 >= D) break;
+        const int s = it % nst, ng = (D - d0 < MO_PC ? D - d0 : MO_PC) / 64;
+        const unsigned char *st = ring + (size_t)s * MO_STAGE;
+        mbar_wait(&full[s], (it / nst) & 1);
+#pragma unroll
+        for (int i = 0; i < MO_PC / 64 / MO_CW; i++) {
+            const int q = cw + MO_CW * i;
+            if (q < ng) {
+                float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+                for (int hv = 0; hv < 2; hv++) {   /* MMAs 2hv, 2hv + 1: rows 32hv .. 32hv + 31 of the group */
+                    uint32_t m0, m1, m2, m3;
+                    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                                 : "=r"(m0), "=r"(m1), "=r"(m2), "=r"(m3)
+                                 : "r"(cu_smem_addr(st + (size_t)(64 * q + 32 * hv + lane) * 16)));
+                    const bool on0 = (g >> 1) == 2 * hv, on1 = (g >> 1) == 2 * hv + 1;
+                    mo_mma(c, mo_f16x2(m0), mo_f16x2(m1), mo_f16x2(m0 >> 16), mo_f16x2(m1 >> 16), on0 ? bv.x : 0u,
+                           on0 ? bv.y : 0u);
+                    mo_mma(c, mo_f16x2(m2), mo_f16x2(m3), mo_f16x2(m2 >> 16), mo_f16x2(m3 >> 16), on1 ? bv.x : 0u,
+                           on1 ? bv.y : 0u);
+                }
+                const float sc = scs[s * MO_SC + (q >> 1)] * inv;   /* (64 rows in one 128-row block) */
+                acc[pc * 8 + 2 * i] += sc * (c[0] + c[1]);
+                acc[pc * 8 + 2 * i + 1] += sc * (c[2] + c[3]);
+            }
+        }
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&empty[s]);
+        it++;
+    }
+}
+
+/* TC's shared memory past mo_smem's (16-byte aligned at its start): the warps' partial row sums [2][MO_CW][16], the
+ * warps' max |x| [MO_CW], the unit products' halves ivh, ivl [2][16] each, their inverse scales [2] */
+#define MO_TC_SMEM (16 + 2 * MO_CW * 16 * 4 + MO_CW * 4 + 4 * 16 * 2 + 16)
+
 /* The producer's stages of one gate / up matrix's rows j .. j + U (W [rows, D]): MO_PC columns a stage, its FP8 block
  * scales (one block row: the unit's rows) by one more bulk copy with it; each stage taken once the consumers gave it back */
 template <int EB>
@@ -460,8 +586,9 @@ __device__ __forceinline__ void moeo_tail(const mo_args &a, const float (&acc)[M
  * router warp's code in it the compiler moved the streaming loops' sums to local memory, FP8 b1 +0.17 ms a step in
  * both forms, s44e, and as a call the route form faulted). Grid: a block an SM (the route form: a cooperative launch;
  * else no block waits for another); MO_THREADS threads; mo_smem() bytes of dynamic shared memory. */
-template <int EB, bool ROUTE, bool TAIL = false>
+template <int EB, bool ROUTE, bool TAIL = false, bool TC = false>
 __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
+    static_assert(!TC || (EB == 1 && !TAIL), "the tensor-core sums: FP8, plain and route forms");
     constexpr int U = 16 / EB, RW = U / MO_CW;
     extern __shared__ unsigned char mo_raw[];
     unsigned char *ring = (unsigned char *)(((uintptr_t)mo_raw + 1023) & ~(uintptr_t)1023);
@@ -471,6 +598,11 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
     int *ids = (int *)(scs + nst * MO_SC);
     float *wk = (float *)(ids + a.K);
     const int NU = (a.sI + a.K * a.I) / U, E = a.rc.E;
+    /* TC's area past the route form's (MO_TC_SMEM): tcp [2][MO_CW][16], tcm [MO_CW], ivh / ivl [2][16], ivinv [2] */
+    float *tcp = (float *)(((uintptr_t)((unsigned char *)(wk + a.K + 4 * E + MOE_MAX_GROUPS + 32) + E) + 15) & ~(uintptr_t)15);
+    float *tcm = tcp + 2 * MO_CW * 16;
+    __half *ivh = (__half *)(tcm + MO_CW), *ivl = ivh + 32;
+    float *ivinv = (float *)(ivl + 32);
     if (!ROUTE && !TAIL && (int)blockIdx.x >= NU) return;   /* (the route and tail forms: every block takes part in their counts) */
     if (threadIdx.x == 0) {
         MO_STAMP(TAIL, 0);
@@ -514,7 +646,30 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
 
     const int ct = threadIdx.x - 32, cw = ct >> 5, lane = threadIdx.x & 31;
     const int rp = (D < MO_PC ? D : MO_PC) * EB;   /* a gate / up row's bytes in a stage */
-    for (int i = ct; i < D / 4; i += MO_CT) ((float4 *)xs)[i] = __ldg((const float4 *)a.x + i);
+    __half *xh = (__half *)xs, *xl = xh + D;   /* TC: x's halves in xs's place */
+    float xinv = 1.0f;                          /* TC: 1 / their scale */
+    if constexpr (TC) {
+        float m = 0.0f;
+        for (int i = ct; i < D / 4; i += MO_CT) {
+            const float4 v = __ldg((const float4 *)a.x + i);
+            m = fmaxf(m, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
+        }
+        m = cu_warp_max(m);
+        if (lane == 0) tcm[cw] = m;
+        asm volatile("bar.sync 1, %0;\n" ::"n"(MO_CT) : "memory");
+#pragma unroll
+        for (int w = 0; w < MO_CW; w++) m = fmaxf(m, tcm[w]);
+        const float sc = mo_pow2_scale(m);
+        xinv = 1.0f / sc;   /* (exact: a power of two) */
+        for (int i = ct; i < D / 4; i += MO_CT) {
+            const float4 v = __ldg((const float4 *)a.x + i);
+            mo_split(v.x, sc, xh + 4 * i, xl + 4 * i);
+            mo_split(v.y, sc, xh + 4 * i + 1, xl + 4 * i + 1);
+            mo_split(v.z, sc, xh + 4 * i + 2, xl + 4 * i + 2);
+            mo_split(v.w, sc, xh + 4 * i + 3, xl + 4 * i + 3);
+        }
+    } else
+        for (int i = ct; i < D / 4; i += MO_CT) ((float4 *)xs)[i] = __ldg((const float4 *)a.x + i);
     if (!ROUTE)
         for (int i = ct; i < a.K; i += MO_CT) {
             ids[i] = __ldg(a.ids + i);
@@ -534,6 +689,37 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
             seen = 1;
         }
         mo_unit(a, ids, u, U, &g, &up, &dn, &j, &k, &m);
+        if constexpr (TC) {   /* the warps' partial row sums meet in tcp; 16 threads make the products' halves */
+            float r[2][2];
+#pragma unroll
+            for (int mat = 0; mat < 2; mat++) mo_rows_tc(r[mat], ring, full, empty, scs, xh, xl, D, nst, rp, cw, lane, it);
+            if ((lane & 3) == 0)
+#pragma unroll
+                for (int mat = 0; mat < 2; mat++) {
+                    tcp[(mat * MO_CW + cw) * 16 + (lane >> 2)] = r[mat][0];
+                    tcp[(mat * MO_CW + cw) * 16 + (lane >> 2) + 8] = r[mat][1];
+                }
+            asm volatile("bar.sync 1, %0;\n" ::"n"(MO_CT) : "memory");   /* every warp's partials in tcp */
+            const int b2 = (n & 1) * 16;
+            if (ct < 16) {
+                float gs = 0.0f, us = 0.0f;
+#pragma unroll
+                for (int w = 0; w < MO_CW; w++) {
+                    gs += tcp[w * 16 + ct];
+                    us += tcp[(MO_CW + w) * 16 + ct];
+                }
+                const float v = cu_silu_mul(gs * xinv, us * xinv) * (k < 0 ? 1.0f : wk[k]);
+                float mv = fabsf(v);
+#pragma unroll
+                for (int o = 8; o; o >>= 1) mv = fmaxf(mv, __shfl_xor_sync(0xffffu, mv, o));
+                const float sc = mo_pow2_scale(mv);
+                mo_split(v, sc, ivh + b2 + ct, ivl + b2 + ct);
+                if (ct == 0) ivinv[n & 1] = 1.0f / sc;
+            }
+            asm volatile("bar.sync 1, %0;\n" ::"n"(MO_CT) : "memory");   /* the unit's products' halves */
+            mo_down_tc(a, acc, ivh + b2, ivl + b2, ivinv[n & 1], ring, full, empty, scs, D, nst, cw, lane, it);
+            continue;
+        }
         float *iv = ivs + (n & 1) * 16;   /* (two buffers: a slow warp may still read the last unit's products) */
         float sums[2][RW];
 #pragma unroll
@@ -560,9 +746,20 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
         return;
     }
     float *part = (float *)ring;
+    if constexpr (TC) {
 #pragma unroll
-    for (int i = 0; i < MO_NA; i++)
-        if (ct + i * MO_CT < D) part[ct + i * MO_CT] = acc[i];
+        for (int pc = 0; pc < MO_NA / 8; pc++)
+#pragma unroll
+            for (int i = 0; i < MO_PC / 64 / MO_CW; i++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const int d = mo_tc_row(pc, i, h, cw, lane);
+                    if (d < D) part[d] = acc[pc * 8 + 2 * i + h];
+                }
+    } else
+#pragma unroll
+        for (int i = 0; i < MO_NA; i++)
+            if (ct + i * MO_CT < D) part[ct + i * MO_CT] = acc[i];
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     asm volatile("bar.sync 1, %0;\n" ::"n"(MO_CT) : "memory");
     if (ct == 0 && ROUTE) asm volatile("fence.proxy.async.global;\n" ::: "memory");   /* (block 0's zeros, generic) */
@@ -761,7 +958,8 @@ static int mo_prepare(ds_cuda_backend *cb, mo_args *a, float *out, const float *
     const int D = c->hidden_size, I = g0->rows, E = rc.E, K = rc.K, sI = c->n_shared_experts ? L->sh_gate.rows : 0;
     const int eb = g0->dtype == DS_DTYPE_F8_E4M3 ? 1 : 2;
     int nst = MO_ST_MAX;
-#define MO_SMEM_OF(n) (tail ? mo_smem_tail(D, K, (n), E) : mo_smem(D, K, (n), E))
+    const size_t tc = !tail && eb == 1 && cb->opt.moeo_tc ? MO_TC_SMEM : 0;   /* (TC's area) */
+#define MO_SMEM_OF(n) (tail ? mo_smem_tail(D, K, (n), E) : mo_smem(D, K, (n), E) + tc)
     while (nst > 2 && MO_SMEM_OF(nst) > MO_SMEM_MAX) nst--;
     *smem = MO_SMEM_OF(nst);
 #undef MO_SMEM_OF
@@ -774,6 +972,8 @@ static int mo_prepare(ds_cuda_backend *cb, mo_args *a, float *out, const float *
         CUDA_CHECK(cudaFuncSetAttribute(moeo_kernel<2, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, MO_SMEM_MAX));
         CUDA_CHECK(cudaFuncSetAttribute(moeo_kernel<1, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, MO_SMEM_MAX));
         CUDA_CHECK(cudaFuncSetAttribute(moeo_kernel<2, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, MO_SMEM_MAX));
+        CUDA_CHECK(cudaFuncSetAttribute(moeo_kernel<1, false, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, MO_SMEM_MAX));
+        CUDA_CHECK(cudaFuncSetAttribute(moeo_kernel<1, true, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, MO_SMEM_MAX));
         attrs_set = 1;
     }
     memset(a, 0, sizeof *a);
@@ -819,26 +1019,31 @@ int cu_moeo(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weig
     size_t smem;
     const int eb = mo_prepare(cb, &a, out, x, L, tab, ids, w, rc, 0, &smem), D = a.D;
     if (!eb) return 0;
+    const int tc = eb == 1 && cb->opt.moeo_tc && (cb->opt.moeo == 1 || cb->opt.moeo == MO_ROUTE_FORM);   /* (not the labs) */
     if (!ids) {   /* the route form: one cooperative launch (its split grid barrier needs every block resident) */
         a.route = 1;
         a.router = cu_view(&L->router);
         if (L->router_bias.data && rc.method == DS_TOPK_NOAUX_TC) a.bias = cu_view(&L->router_bias);
         a.logits = logits;
         a.bar = cb->moe1_bar;
-        cu_launch_coop(eb == 1 ? moeo_kernel<1, true> : moeo_kernel<2, true>, dim3((unsigned)cb->n_sm), dim3(MO_THREADS), smem, a);
+        cu_launch_coop(tc ? moeo_kernel<1, true, false, true> : eb == 1 ? moeo_kernel<1, true> : moeo_kernel<2, true>,
+                       dim3((unsigned)cb->n_sm), dim3(MO_THREADS), smem, a);
     } else {
         a.lab = cb->opt.moeo - 1;
         if (!out_zeroed) CUDA_CHECK(cudaMemsetAsync(out, 0, (size_t)D * sizeof(float), cu_stream));
 #ifdef MOEO_PROF
         mo_prof_grid[0] = cb->n_sm;
 #endif
-        if (eb == 1)
+        if (tc)
+            moeo_kernel<1, false, false, true><<<cb->n_sm, MO_THREADS, smem, cu_stream>>>(a);
+        else if (eb == 1)
             moeo_kernel<1, false><<<cb->n_sm, MO_THREADS, smem, cu_stream>>>(a);
         else
             moeo_kernel<2, false><<<cb->n_sm, MO_THREADS, smem, cu_stream>>>(a);
     }
     CUDA_LAUNCH_CHECK();
     cb->moeo_runs++;
+    cb->moeo_tc_runs += tc;
     if (a.strips) cb->moeo_strips_runs++;
     return 1;
 }
