@@ -4237,20 +4237,20 @@ if want s56b; then
 fi
 # s57a: moeo_kernel's FP8 sums on the tensor cores (DSINFER_CUDA_MOEO_TC=1, opt-in; prepared in the fifty-seventh session,
 # LAB57 = its build): op test moeotc (=1 against =0, plain and route forms, V2-Lite and V3, and the CPU), then V2-Lite FP8
-# b1 with TC 0 / 1 in three rotated rounds, a V3 of 4 layers (3 MoE) FP8 b1 with 0 / 1 in two, test_cuda_model with =1
+# b1 with TC 0 / 1 in two rotated rounds, a V3 of 4 layers (3 MoE) FP8 b1 with 0 / 1 once, test_cuda_model with =1
 # (prediction in KERNELS.md "Fifty-seventh session")
 if want s57a; then
   L=${LAB57:-$B}
   ops_only $L moeotc
   grep -E "moe M=1 .*(NMSE|nmse)|moeotc" $OUT/ops_moeotc.log | head -12 | cut -c1-200
-  for ord in "0 1" "1 0" "0 1"; do
+  for ord in "0 1" "1 0"; do
     for v in $ord; do
       step s57a-v2-$v 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOEO_TC=$v $L/dsinfer bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s57a-v2-$v > /dev/null
       echo "v2l fp8 b1 TC=$v: $(grep -E "^decode" $OUT/s57a-v2-$v.log | cut -c1-150)"
     done
   done
   python3 -c 'import json; c = json.load(open("configs/deepseek-v3.json")); c.update(num_hidden_layers=4, first_k_dense_replace=1); json.dump(c, open("/tmp/v3-4m.json", "w"))'
-  for ord in "0 1" "1 0"; do
+  for ord in ${S57A_V3:-"0 1"}; do
     for v in $ord; do
       step s57a-v3-$v 120 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOEO_TC=$v $L/dsinfer bench --model /tmp/v3-4m.json --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s57a-v3-$v > /dev/null
       echo "v3-4m fp8 b1 TC=$v: $(grep -E "^decode" $OUT/s57a-v3-$v.log | cut -c1-150)"
