@@ -315,6 +315,12 @@ __device__ __forceinline__ void mo_down_tc(const mo_args &a, float (&acc)[MO_NA]
 /* TC's shared memory past mo_smem's (16-byte aligned at its start): the warps' partial row sums [2][MO_CW][16], the
  * warps' max |x| [MO_CW], the unit products' halves ivh, ivl [2][16] each, their inverse scales [2] */
 #define MO_TC_SMEM (16 + 2 * MO_CW * 16 * 4 + MO_CW * 4 + 4 * 16 * 2 + 16)
+/* the bytes mo_smem's layout lacks for TC's area: all of it in the route form, else what the unused route area (4E
+ * floats, MOE_MAX_GROUPS + 32 floats, E bytes) does not hold (none from E = 55 up: the ring's depth as without TC) */
+static size_t mo_tc_extra(int route, int E) {
+    const size_t area = 4 * (size_t)E * 4 + (MOE_MAX_GROUPS + 32) * 4 + (size_t)E;
+    return route ? MO_TC_SMEM : area >= MO_TC_SMEM ? 0 : MO_TC_SMEM - area;
+}
 
 /* The producer's stages of one gate / up matrix's rows j .. j + U (W [rows, D]): MO_PC columns a stage, its FP8 block
  * scales (one block row: the unit's rows) by one more bulk copy with it; each stage taken once the consumers gave it back */
@@ -598,8 +604,10 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
     int *ids = (int *)(scs + nst * MO_SC);
     float *wk = (float *)(ids + a.K);
     const int NU = (a.sI + a.K * a.I) / U, E = a.rc.E;
-    /* TC's area past the route form's (MO_TC_SMEM): tcp [2][MO_CW][16], tcm [MO_CW], ivh / ivl [2][16], ivinv [2] */
-    float *tcp = (float *)(((uintptr_t)((unsigned char *)(wk + a.K + 4 * E + MOE_MAX_GROUPS + 32) + E) + 15) & ~(uintptr_t)15);
+    /* TC's area (MO_TC_SMEM): tcp [2][MO_CW][16], tcm [MO_CW], ivh / ivl [2][16], ivinv [2]; past the route form's area
+     * in that form, else in its place (mo_tc_extra) */
+    float *tcp = (float *)(((uintptr_t)(ROUTE ? (unsigned char *)(wk + a.K + 4 * E + MOE_MAX_GROUPS + 32) + E
+                                              : (unsigned char *)(wk + a.K)) + 15) & ~(uintptr_t)15);
     float *tcm = tcp + 2 * MO_CW * 16;
     __half *ivh = (__half *)(tcm + MO_CW), *ivl = ivh + 32;
     float *ivinv = (float *)(ivl + 32);
@@ -958,7 +966,7 @@ static int mo_prepare(ds_cuda_backend *cb, mo_args *a, float *out, const float *
     const int D = c->hidden_size, I = g0->rows, E = rc.E, K = rc.K, sI = c->n_shared_experts ? L->sh_gate.rows : 0;
     const int eb = g0->dtype == DS_DTYPE_F8_E4M3 ? 1 : 2;
     int nst = MO_ST_MAX;
-    const size_t tc = !tail && eb == 1 && cb->opt.moeo_tc ? MO_TC_SMEM : 0;   /* (TC's area) */
+    const size_t tc = !tail && eb == 1 && cb->opt.moeo_tc ? mo_tc_extra(cb->opt.moeo == MO_ROUTE_FORM, E) : 0;
 #define MO_SMEM_OF(n) (tail ? mo_smem_tail(D, K, (n), E) : mo_smem(D, K, (n), E) + tc)
     while (nst > 2 && MO_SMEM_OF(nst) > MO_SMEM_MAX) nst--;
     *smem = MO_SMEM_OF(nst);
