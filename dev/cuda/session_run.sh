@@ -4235,9 +4235,10 @@ if want s56b; then
     echo "prefill SS=$v: $(grep -E "^prefill" $OUT/s56b-pf$v.log | cut -c1-150 | tr '\n' '|')"
   done
 fi
-# s57a: moeo_kernel's FP8 sums on the tensor cores (DSINFER_CUDA_MOEO_TC=1, opt-in; prepared in the fifty-seventh session,
+# s57a: moeo_kernel's FP8 and BF16 sums on the tensor cores (DSINFER_CUDA_MOEO_TC=1, opt-in; prepared in the fifty-seventh session,
 # LAB57 = its build): op test moeotc (=1 against =0, plain and route forms, V2-Lite and V3, and the CPU), then V2-Lite FP8
-# b1 with TC 0 / 1 in two rotated rounds, a V3 of 4 layers (3 MoE) FP8 b1 with 0 / 1 once, test_cuda_model with =1
+# b1 with TC 0 / 1 in two rotated rounds, BF16 b1 0 / 1 once, a V3 of 4 layers (3 MoE) FP8 b1 0 / 1 once, test_cuda_model
+# with =1
 # (prediction in KERNELS.md "Fifty-seventh session")
 if want s57a; then
   L=${LAB57:-$B}
@@ -4248,6 +4249,10 @@ if want s57a; then
       step s57a-v2-$v 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOEO_TC=$v $L/dsinfer bench --dtype fp8 --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s57a-v2-$v > /dev/null
       echo "v2l fp8 b1 TC=$v: $(grep -E "^decode" $OUT/s57a-v2-$v.log | cut -c1-150)"
     done
+  done
+  for v in 0 1; do
+    step s57a-v2b-$v 60 env DSINFER_CUDA_TC=1 DSINFER_CUDA_MOEO_TC=$v $L/dsinfer bench --dtype bf16 --batch 1 --ctx 1K --prompt '' --steps 16 --csv $CSV --label s57a-v2b-$v > /dev/null
+    echo "v2l bf16 b1 TC=$v: $(grep -E "^decode" $OUT/s57a-v2b-$v.log | cut -c1-150)"
   done
   python3 -c 'import json; c = json.load(open("configs/deepseek-v3.json")); c.update(num_hidden_layers=4, first_k_dense_replace=1); json.dump(c, open("/tmp/v3-4m.json", "w"))'
   for ord in ${S57A_V3:-"0 1"}; do

@@ -2489,12 +2489,12 @@ static void run_moeostrips(void) {
     unsetenv("DSINFER_CUDA_MOEO_STRIPS");
 }
 
-/* DSINFER_OPS_ONLY=moeotc: moeo_kernel's FP8 sums on the tensor cores (DSINFER_CUDA_MOEO_TC=1: mma.sync f16 with x and
- * the SiLU products as high and low f16 halves, ~22 bits, fp32 sums) against the same form's fp32 decode (the twin,
- * =0): NMSE at most 1e-9 (the halves' rounding gives ~1e-13; a lost MMA, a wrong lane's rows, a wrong half or scale
- * gives 1e-3 or more), and the CPU's check as every MoE case; V2-Lite (D 2048: one stage a matrix and a strip) and V3
- * (D 7168: four stages, the last half full; 8 choices and the bias), FP8 only (BF16 has no such form: its launches
- * would not be counted), in the plain form (=1) and the route form (=5); the TC launches counted (one a call). */
+/* DSINFER_OPS_ONLY=moeotc: moeo_kernel's sums on the tensor cores (DSINFER_CUDA_MOEO_TC=1: FP8 by mma.sync f16 with x
+ * and the SiLU products as high and low f16 halves, ~22 bits; BF16 by mma.sync bf16 with them as three bf16 parts, ~24
+ * bits; fp32 sums) against the same form's fp32 arithmetic (the twin, =0): NMSE at most 1e-9 (the parts' rounding gives
+ * ~1e-13; a lost MMA, a wrong lane's rows, a wrong part or scale gives 1e-3 or more), and the CPU's check as every MoE
+ * case; V2-Lite FP8 and BF16 (D 2048: one stage a matrix and a strip) and V3 FP8 (D 7168: four stages, the last half
+ * full; 8 choices and the bias), in the plain form (=1) and the route form (=5); the TC launches counted (one a call). */
 static void run_moeotc(void) {
     if (only && strcmp(only, "moeotc")) return;
     static const char *forms[] = {"1", "5"};
@@ -2502,7 +2502,7 @@ static void run_moeotc(void) {
         printf("  moeotc: DSINFER_CUDA_MOEO=%s\n", forms[f]);
         setenv("DSINFER_CUDA_MOEO", forms[f], 1);
         setenv("DSINFER_CUDA_MOEO_TC", "1", 1);
-        moeo_twin_cases("v2l-motc", "v3-motc", "DSINFER_CUDA_MOEO_TC", ds_cuda_moeo_tc_runs, "with the tensor-core sums", 0);
+        moeo_twin_cases("v2l-motc", "v3-motc", "DSINFER_CUDA_MOEO_TC", ds_cuda_moeo_tc_runs, "with the tensor-core sums", 1);
     }
     unsetenv("DSINFER_CUDA_MOEO_TC");
 }

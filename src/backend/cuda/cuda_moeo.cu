@@ -312,14 +312,107 @@ __device__ __forceinline__ void mo_down_tc(const mo_args &a, float (&acc)[MO_NA]
     }
 }
 
-/* TC's shared memory past mo_smem's (16-byte aligned at its start): the warps' partial row sums [2][MO_CW][16], the
- * warps' max |x| [MO_CW], the unit products' halves ivh, ivl [2][16] each, their inverse scales [2] */
-#define MO_TC_SMEM (16 + 2 * MO_CW * 16 * 4 + MO_CW * 4 + 4 * 16 * 2 + 16)
+/* BF16 (EB 2, U = 8 rows a unit) on the tensor cores: mma.sync m16n8k16 bf16 takes the rows as they are (no
+ * conversion); x and the products as three bf16 parts (hi + mid + lo: ~24 bits, bf16 has fp32's range: no scale) in B's
+ * columns 0 .. 2. Gate / up: A's rows 0 .. 7 the unit's (rows 8 .. 15 zero), a 16-byte chunk (8 values) two MMAs: words
+ * 2jj, 2jj + 1 as (row g, k 2t ..) and (row g, k 2t + 8 ..); C's columns 0, 1 land in lane t = 0, column 2 in t = 1
+ * (summed by one shuffle at the end; no block scales: C adds over the whole row). */
+__device__ __forceinline__ void mo_mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                            uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+/* v as three bf16 parts (hi + mid + lo) */
+__device__ __forceinline__ void mo_split3(float v, __nv_bfloat16 *hi, __nv_bfloat16 *mid, __nv_bfloat16 *lo) {
+    *hi = __float2bfloat16_rn(v);
+    const float r = v - __bfloat162float(*hi);
+    *mid = __float2bfloat16_rn(r);
+    *lo = __float2bfloat16_rn(r - __bfloat162float(*mid));
+}
+/* mo_rows_tc for BF16: the stages' 32-column (64-byte) groups q = cw, cw + MO_CW, .. of the unit's 8 rows, x's parts xp[3]
+ * [D]; r: this warp's sum of row g (lane t = 0) */
+__device__ __forceinline__ void mo_rows_tcb(float &r, const unsigned char *ring, uint64_t *full, uint64_t *empty,
+                                            const __nv_bfloat16 *const *xp, int D, int nst, int rp, int cw, int lane,
+                                            int &it) {
+    const int g = lane >> 2, t = lane & 3;
+    const __nv_bfloat16 *xb = g == 0 ? xp[0] : g == 1 ? xp[1] : xp[2];   /* B's column g: 0 hi, 1 mid, 2 lo, the rest zero */
+    float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int c0 = 0; c0 < D; c0 += MO_PC, it++) {
+        const int s = it % nst, ng = (D - c0 < MO_PC ? D - c0 : MO_PC) / 32;   /* 32-column groups in the stage */
+        const unsigned char *st = ring + (size_t)s * MO_STAGE;
+        mbar_wait(&full[s], (it / nst) & 1);
+        for (int q = cw; q < ng; q += MO_CW) {
+            const uint4 w = *(const uint4 *)(st + (size_t)g * rp + q * 64 + t * 16);
+            uint4 x = make_uint4(0, 0, 0, 0);
+            if (g < 3) x = *(const uint4 *)(xb + c0 + q * 32 + t * 8);
+            mo_mma_bf16(c, w.x, 0u, w.y, 0u, x.x, x.y);
+            mo_mma_bf16(c, w.z, 0u, w.w, 0u, x.z, x.w);
+        }
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&empty[s]);
+    }
+    r = c[0] + c[1];   /* (lane t = 1: column 2 and column 3, which is zero) */
+    r += __shfl_down_sync(0xffffffffu, r, 1);
+}
+/* mo_down_tc for BF16: a strip row is the unit's 8 values (k 0 .. 7: A's a0 by ldmatrix, a2 = a3 = 0); the products'
+ * parts ivp[3] in B's columns 0 .. 2 for the group's MMAs 0, 2 and 4 .. 6 for MMAs 1, 3 (rows 16 .. 31 of each 32), so
+ * two MMAs share a C: c0 + c1 and c2 + c3 of lanes t, t + 1 (t even) are the rows' sums, one shuffle down (row g) and one
+ * up (row g + 8). acc[pc * 8 + 2i + hv]: row mo_tcb_row(pc, i, hv, cw, lane) */
+__device__ __forceinline__ int mo_tcb_row(int pc, int i, int hv, int cw, int lane) {
+    const int t = lane & 3;
+    return pc * MO_PC + 64 * (cw + MO_CW * i) + 32 * hv + 16 * (t >> 1) + 8 * (t & 1) + (lane >> 2);
+}
+__device__ __forceinline__ void mo_down_tcb(float (&acc)[MO_NA], const __nv_bfloat16 *const *ivp, const unsigned char *ring,
+                                            uint64_t *full, uint64_t *empty, int D, int nst, int cw, int lane, int &it) {
+    const int g = lane >> 2, t = lane & 3;
+    /* B's column g: variant 0 (g 0 .. 2) and variant 1 (g 4 .. 6) carry the parts at k 2t, 2t + 1 */
+    const int pt = g & 3;
+    const uint32_t bv = pt < 3 ? *(const uint32_t *)((pt == 0 ? ivp[0] : pt == 1 ? ivp[1] : ivp[2]) + 2 * t) : 0u;
+    const uint32_t b_v0 = g < 4 ? bv : 0u, b_v1 = g >= 4 ? bv : 0u;
+#pragma unroll
+    for (int pc = 0; pc < MO_NA / 8; pc++) {
+        const int d0 = pc * MO_PC;
+        if (d0 >= D) break;
+        const int s = it % nst, ng = (D - d0 < MO_PC ? D - d0 : MO_PC) / 64;
+        const unsigned char *st = ring + (size_t)s * MO_STAGE;
+        mbar_wait(&full[s], (it / nst) & 1);
+#pragma unroll
+        for (int i = 0; i < MO_PC / 64 / MO_CW; i++) {
+            const int q = cw + MO_CW * i;
+            if (q < ng) {
+#pragma unroll
+                for (int hv = 0; hv < 2; hv++) {   /* rows 32hv .. 32hv + 31 of the group: MMA (m0, m1) and (m2, m3) */
+                    uint32_t m0, m1, m2, m3;
+                    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                                 : "=r"(m0), "=r"(m1), "=r"(m2), "=r"(m3)
+                                 : "r"(cu_smem_addr(st + (size_t)(64 * q + 32 * hv + lane) * 16)));
+                    float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                    mo_mma_bf16(c, m0, m1, 0u, 0u, b_v0, 0u);
+                    mo_mma_bf16(c, m2, m3, 0u, 0u, b_v1, 0u);
+                    const float e = c[0] + c[1], f = c[2] + c[3];
+                    const float en = __shfl_down_sync(0xffffffffu, e, 1), fu = __shfl_up_sync(0xffffffffu, f, 1);
+                    acc[pc * 8 + 2 * i + hv] += t & 1 ? f + fu : e + en;
+                }
+            }
+        }
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&empty[s]);
+        it++;
+    }
+}
+
+/* TC's shared memory (16-byte aligned at its start): the warps' partial row sums [2][MO_CW][16], the warps' max |x|
+ * [MO_CW], the unit products' parts [3][2][16] (FP8: 2 f16 halves; BF16: 3 bf16 parts), their inverse scales [2]; BF16
+ * also x's third part [D] (its first two take xs's place) */
+#define MO_TC_SMEM (16 + 2 * MO_CW * 16 * 4 + MO_CW * 4 + 3 * 2 * 16 * 2 + 16)
+static size_t mo_tc_bytes(int eb, int D) { return MO_TC_SMEM + (eb == 2 ? 2 * (size_t)D : 0); }
 /* the bytes mo_smem's layout lacks for TC's area: all of it in the route form, else what the unused route area (4E
- * floats, MOE_MAX_GROUPS + 32 floats, E bytes) does not hold (none from E = 55 up: the ring's depth as without TC) */
-static size_t mo_tc_extra(int route, int E) {
-    const size_t area = 4 * (size_t)E * 4 + (MOE_MAX_GROUPS + 32) * 4 + (size_t)E;
-    return route ? MO_TC_SMEM : area >= MO_TC_SMEM ? 0 : MO_TC_SMEM - area;
+ * floats, MOE_MAX_GROUPS + 32 floats, E bytes) does not hold (FP8 none from E = 55 up: the ring's depth as without TC) */
+static size_t mo_tc_extra(int route, int E, int eb, int D) {
+    const size_t area = 4 * (size_t)E * 4 + (MOE_MAX_GROUPS + 32) * 4 + (size_t)E, need = mo_tc_bytes(eb, D);
+    return route ? need : area >= need ? 0 : need - area;
 }
 
 /* The producer's stages of one gate / up matrix's rows j .. j + U (W [rows, D]): MO_PC columns a stage, its FP8 block
@@ -594,7 +687,7 @@ __device__ __forceinline__ void moeo_tail(const mo_args &a, const float (&acc)[M
  * else no block waits for another); MO_THREADS threads; mo_smem() bytes of dynamic shared memory. */
 template <int EB, bool ROUTE, bool TAIL = false, bool TC = false>
 __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
-    static_assert(!TC || (EB == 1 && !TAIL), "the tensor-core sums: FP8, plain and route forms");
+    static_assert(!TC || !TAIL, "the tensor-core sums: plain and route forms");
     constexpr int U = 16 / EB, RW = U / MO_CW;
     extern __shared__ unsigned char mo_raw[];
     unsigned char *ring = (unsigned char *)(((uintptr_t)mo_raw + 1023) & ~(uintptr_t)1023);
@@ -604,13 +697,15 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
     int *ids = (int *)(scs + nst * MO_SC);
     float *wk = (float *)(ids + a.K);
     const int NU = (a.sI + a.K * a.I) / U, E = a.rc.E;
-    /* TC's area (MO_TC_SMEM): tcp [2][MO_CW][16], tcm [MO_CW], ivh / ivl [2][16], ivinv [2]; past the route form's area
-     * in that form, else in its place (mo_tc_extra) */
+    /* TC's area (mo_tc_bytes): tcp [2][MO_CW][16], tcm [MO_CW], the products' parts [3][2][16], ivinv [2], (BF16) x's
+     * third part [D]; past the route form's area in that form, else in its place (mo_tc_extra) */
     float *tcp = (float *)(((uintptr_t)(ROUTE ? (unsigned char *)(wk + a.K + 4 * E + MOE_MAX_GROUPS + 32) + E
                                               : (unsigned char *)(wk + a.K)) + 15) & ~(uintptr_t)15);
     float *tcm = tcp + 2 * MO_CW * 16;
     __half *ivh = (__half *)(tcm + MO_CW), *ivl = ivh + 32;
-    float *ivinv = (float *)(ivl + 32);
+    float *ivinv = (float *)(ivh + 96);
+    __nv_bfloat16 *ivb = (__nv_bfloat16 *)ivh;   /* BF16: parts [3][2][16] */
+    __nv_bfloat16 *xl3 = (__nv_bfloat16 *)(tcp + 316);   /* BF16: x's third part (byte 1264, past ivinv: 16-byte aligned) */
     if (!ROUTE && !TAIL && (int)blockIdx.x >= NU) return;   /* (the route and tail forms: every block takes part in their counts) */
     if (threadIdx.x == 0) {
         MO_STAMP(TAIL, 0);
@@ -656,7 +751,10 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
     const int rp = (D < MO_PC ? D : MO_PC) * EB;   /* a gate / up row's bytes in a stage */
     __half *xh = (__half *)xs, *xl = xh + D;   /* TC: x's halves in xs's place */
     float xinv = 1.0f;                          /* TC: 1 / their scale */
-    if constexpr (TC) {
+    if constexpr (TC && EB == 2) {   /* x's three bf16 parts: hi, mid in xs's place, lo in TC's area */
+        __nv_bfloat16 *x0 = (__nv_bfloat16 *)xs, *x1 = x0 + D;
+        for (int i = ct; i < D; i += MO_CT) mo_split3(__ldg(a.x + i), x0 + i, x1 + i, xl3 + i);
+    } else if constexpr (TC) {
         float m = 0.0f;
         for (int i = ct; i < D / 4; i += MO_CT) {
             const float4 v = __ldg((const float4 *)a.x + i);
@@ -697,7 +795,31 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
             seen = 1;
         }
         mo_unit(a, ids, u, U, &g, &up, &dn, &j, &k, &m);
-        if constexpr (TC) {   /* the warps' partial row sums meet in tcp; 16 threads make the products' halves */
+        if constexpr (TC && EB == 2) {   /* as below, 8 rows a unit, the products as three bf16 parts */
+            const __nv_bfloat16 *xp[3] = {(const __nv_bfloat16 *)xs, (const __nv_bfloat16 *)xs + D, xl3};
+            float r[2];
+#pragma unroll
+            for (int mat = 0; mat < 2; mat++) mo_rows_tcb(r[mat], ring, full, empty, xp, D, nst, rp, cw, lane, it);
+            if ((lane & 3) == 0)
+#pragma unroll
+                for (int mat = 0; mat < 2; mat++) tcp[(mat * MO_CW + cw) * 16 + (lane >> 2)] = r[mat];
+            asm volatile("bar.sync 1, %0;\n" ::"n"(MO_CT) : "memory");
+            const int b2 = (n & 1) * 16;
+            if (ct < U) {
+                float gs = 0.0f, us = 0.0f;
+#pragma unroll
+                for (int w = 0; w < MO_CW; w++) {
+                    gs += tcp[w * 16 + ct];
+                    us += tcp[(MO_CW + w) * 16 + ct];
+                }
+                const float v = cu_silu_mul(gs, us) * (k < 0 ? 1.0f : wk[k]);
+                mo_split3(v, ivb + b2 + ct, ivb + 32 + b2 + ct, ivb + 64 + b2 + ct);
+            }
+            asm volatile("bar.sync 1, %0;\n" ::"n"(MO_CT) : "memory");
+            const __nv_bfloat16 *ivp[3] = {ivb + b2, ivb + 32 + b2, ivb + 64 + b2};
+            mo_down_tcb(acc, ivp, ring, full, empty, D, nst, cw, lane, it);
+            continue;
+        } else if constexpr (TC) {   /* the warps' partial row sums meet in tcp; 16 threads make the products' halves */
             float r[2][2];
 #pragma unroll
             for (int mat = 0; mat < 2; mat++) mo_rows_tc(r[mat], ring, full, empty, scs, xh, xl, D, nst, rp, cw, lane, it);
@@ -754,7 +876,17 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
         return;
     }
     float *part = (float *)ring;
-    if constexpr (TC) {
+    if constexpr (TC && EB == 2) {
+#pragma unroll
+        for (int pc = 0; pc < MO_NA / 8; pc++)
+#pragma unroll
+            for (int i = 0; i < MO_PC / 64 / MO_CW; i++)
+#pragma unroll
+                for (int hv = 0; hv < 2; hv++) {
+                    const int d = mo_tcb_row(pc, i, hv, cw, lane);
+                    if (d < D) part[d] = acc[pc * 8 + 2 * i + hv];
+                }
+    } else if constexpr (TC) {
 #pragma unroll
         for (int pc = 0; pc < MO_NA / 8; pc++)
 #pragma unroll
@@ -966,7 +1098,7 @@ static int mo_prepare(ds_cuda_backend *cb, mo_args *a, float *out, const float *
     const int D = c->hidden_size, I = g0->rows, E = rc.E, K = rc.K, sI = c->n_shared_experts ? L->sh_gate.rows : 0;
     const int eb = g0->dtype == DS_DTYPE_F8_E4M3 ? 1 : 2;
     int nst = MO_ST_MAX;
-    const size_t tc = !tail && eb == 1 && cb->opt.moeo_tc ? mo_tc_extra(cb->opt.moeo == MO_ROUTE_FORM, E) : 0;
+    const size_t tc = !tail && cb->opt.moeo_tc ? mo_tc_extra(cb->opt.moeo == MO_ROUTE_FORM, E, eb, D) : 0;
 #define MO_SMEM_OF(n) (tail ? mo_smem_tail(D, K, (n), E) : mo_smem(D, K, (n), E) + tc)
     while (nst > 2 && MO_SMEM_OF(nst) > MO_SMEM_MAX) nst--;
     *smem = MO_SMEM_OF(nst);
@@ -982,6 +1114,8 @@ static int mo_prepare(ds_cuda_backend *cb, mo_args *a, float *out, const float *
         CUDA_CHECK(cudaFuncSetAttribute(moeo_kernel<2, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, MO_SMEM_MAX));
         CUDA_CHECK(cudaFuncSetAttribute(moeo_kernel<1, false, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, MO_SMEM_MAX));
         CUDA_CHECK(cudaFuncSetAttribute(moeo_kernel<1, true, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, MO_SMEM_MAX));
+        CUDA_CHECK(cudaFuncSetAttribute(moeo_kernel<2, false, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, MO_SMEM_MAX));
+        CUDA_CHECK(cudaFuncSetAttribute(moeo_kernel<2, true, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, MO_SMEM_MAX));
         attrs_set = 1;
     }
     memset(a, 0, sizeof *a);
@@ -1027,14 +1161,15 @@ int cu_moeo(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weig
     size_t smem;
     const int eb = mo_prepare(cb, &a, out, x, L, tab, ids, w, rc, 0, &smem), D = a.D;
     if (!eb) return 0;
-    const int tc = eb == 1 && cb->opt.moeo_tc && (cb->opt.moeo == 1 || cb->opt.moeo == MO_ROUTE_FORM);   /* (not the labs) */
+    const int tc = cb->opt.moeo_tc && (cb->opt.moeo == 1 || cb->opt.moeo == MO_ROUTE_FORM);   /* (not the labs) */
     if (!ids) {   /* the route form: one cooperative launch (its split grid barrier needs every block resident) */
         a.route = 1;
         a.router = cu_view(&L->router);
         if (L->router_bias.data && rc.method == DS_TOPK_NOAUX_TC) a.bias = cu_view(&L->router_bias);
         a.logits = logits;
         a.bar = cb->moe1_bar;
-        cu_launch_coop(tc ? moeo_kernel<1, true, false, true> : eb == 1 ? moeo_kernel<1, true> : moeo_kernel<2, true>,
+        cu_launch_coop(tc ? (eb == 1 ? moeo_kernel<1, true, false, true> : moeo_kernel<2, true, false, true>)
+                          : eb == 1 ? moeo_kernel<1, true> : moeo_kernel<2, true>,
                        dim3((unsigned)cb->n_sm), dim3(MO_THREADS), smem, a);
     } else {
         a.lab = cb->opt.moeo - 1;
@@ -1042,8 +1177,10 @@ int cu_moeo(ds_cuda_backend *cb, float *out, const float *x, const ds_layer_weig
 #ifdef MOEO_PROF
         mo_prof_grid[0] = cb->n_sm;
 #endif
-        if (tc)
+        if (tc && eb == 1)
             moeo_kernel<1, false, false, true><<<cb->n_sm, MO_THREADS, smem, cu_stream>>>(a);
+        else if (tc)
+            moeo_kernel<2, false, false, true><<<cb->n_sm, MO_THREADS, smem, cu_stream>>>(a);
         else if (eb == 1)
             moeo_kernel<1, false><<<cb->n_sm, MO_THREADS, smem, cu_stream>>>(a);
         else
