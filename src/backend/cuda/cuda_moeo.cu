@@ -203,13 +203,20 @@ __device__ __forceinline__ uint32_t mo_f16x2(uint32_t two_codes) {   /* (the low
     return (uint32_t)h.x | ((uint32_t)h.y << 16);
 }
 /* c += A (16 x 16: rows g, g + 8 of lane (g, t): a0 = (g, 2t..), a1 = (g + 8, 2t..), a2 = (g, 2t + 8..), a3 = (g + 8,
- * 2t + 8..)) times B (16 x 8: b0 = (2t.., column g), b1 = (2t + 8.., g)) */
+ * 2t + 8..)) times B (16 x 8: b0 = (2t.., column g), b1 = (2t + 8.., g)); f16 operands, BF: bf16 */
+template <bool BF = false>
 __device__ __forceinline__ void mo_mma(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
                                        uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-                 "{%0, %1, %2, %3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#define MO_MMA(T)                                                                                                        \
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." T "." T ".f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, " \
+                 "{%0, %1, %2, %3};\n"                                                                                   \
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                                        \
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1))
+    if constexpr (BF)
+        MO_MMA("bf16");
+    else
+        MO_MMA("f16");
+#undef MO_MMA
 }
 /* v's high and low f16 halves after the scale sc (a power of two), packed as pairs: (hi, lo) of each value */
 __device__ __forceinline__ void mo_split(float v, float sc, __half *hi, __half *lo) {
@@ -263,6 +270,35 @@ __device__ __forceinline__ void mo_rows_tc(float (&r)[2], const unsigned char *r
     }
 }
 
+/* ldmatrix.x4 of 32 consecutive 16-byte rows at p (lane l's address: row l): m[v] = row 8v + g's 32-bit word t */
+__device__ __forceinline__ void mo_ldsm4(const unsigned char *p, int lane, uint32_t (&m)[4]) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(m[0]), "=r"(m[1]), "=r"(m[2]), "=r"(m[3])
+                 : "r"(cu_smem_addr(p + (size_t)lane * 16)));
+}
+/* The TC forms' down stages of a unit: for each stage (MO_PC strip rows), group(pc, i, st + 64 q 16) for the warp's
+ * 64-row groups q = cw + MO_CW i that the stage holds; each stage given back once the warp has read it */
+template <typename F>
+__device__ __forceinline__ void mo_down_stages(const unsigned char *ring, uint64_t *full, uint64_t *empty, int D, int nst,
+                                               int cw, int lane, int &it, F group) {
+#pragma unroll
+    for (int pc = 0; pc < MO_NA / 8; pc++) {
+        const int d0 = pc * MO_PC;
+        if (d0 >= D) break;
+        const int s = it % nst, ng = (D - d0 < MO_PC ? D - d0 : MO_PC) / 64;
+        const unsigned char *st = ring + (size_t)s * MO_STAGE;
+        mbar_wait(&full[s], (it / nst) & 1);
+#pragma unroll
+        for (int i = 0; i < MO_PC / 64 / MO_CW; i++) {
+            const int q = cw + MO_CW * i;
+            if (q < ng) group(pc, i, q, s, st + (size_t)q * 64 * 16);
+        }
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&empty[s]);
+        it++;
+    }
+}
+
 /* The consumers' down stages of a unit on the tensor cores: the unit's 16 products as f16 halves ivh / ivl (scaled by a
  * power of two; inv undoes it); warp cw takes the strip's 64-row groups q = cw, cw + MO_CW, .. of each stage, four MMAs
  * a group (rows 16 v .. 16 v + 15, A by ldmatrix: a 16-byte strip row is 8 b16 of an 8 x 8 matrix, so lane (g, t)
@@ -277,39 +313,22 @@ __device__ __forceinline__ void mo_down_tc(const mo_args &a, float (&acc)[MO_NA]
                                            const float *scs, int D, int nst, int cw, int lane, int &it) {
     const int g = lane >> 2, t = lane & 3;
     const uint2 bv = *(const uint2 *)((g & 1 ? ivl : ivh) + 4 * t);   /* B's column g at k 4t .. 4t + 3 */
+    mo_down_stages(ring, full, empty, D, nst, cw, lane, it, [&](int pc, int i, int q, int s, const unsigned char *grp) {
+        float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-    for (int pc = 0; pc < MO_NA / 8; pc++) {
-        const int d0 = pc * MO_PC;
-        if (d0 >= D) break;
-        const int s = it % nst, ng = (D - d0 < MO_PC ? D - d0 : MO_PC) / 64;
-        const unsigned char *st = ring + (size_t)s * MO_STAGE;
-        mbar_wait(&full[s], (it / nst) & 1);
-#pragma unroll
-        for (int i = 0; i < MO_PC / 64 / MO_CW; i++) {
-            const int q = cw + MO_CW * i;
-            if (q < ng) {
-                float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-                for (int hv = 0; hv < 2; hv++) {   /* MMAs 2hv, 2hv + 1: rows 32hv .. 32hv + 31 of the group */
-                    uint32_t m0, m1, m2, m3;
-                    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                                 : "=r"(m0), "=r"(m1), "=r"(m2), "=r"(m3)
-                                 : "r"(cu_smem_addr(st + (size_t)(64 * q + 32 * hv + lane) * 16)));
-                    const bool on0 = (g >> 1) == 2 * hv, on1 = (g >> 1) == 2 * hv + 1;
-                    mo_mma(c, mo_f16x2(m0), mo_f16x2(m1), mo_f16x2(m0 >> 16), mo_f16x2(m1 >> 16), on0 ? bv.x : 0u,
-                           on0 ? bv.y : 0u);
-                    mo_mma(c, mo_f16x2(m2), mo_f16x2(m3), mo_f16x2(m2 >> 16), mo_f16x2(m3 >> 16), on1 ? bv.x : 0u,
-                           on1 ? bv.y : 0u);
-                }
-                const float sc = scs[s * MO_SC + (q >> 1)] * inv;   /* (64 rows in one 128-row block) */
-                acc[pc * 8 + 2 * i] += sc * (c[0] + c[1]);
-                acc[pc * 8 + 2 * i + 1] += sc * (c[2] + c[3]);
-            }
+        for (int hv = 0; hv < 2; hv++) {   /* MMAs 2hv, 2hv + 1: rows 32hv .. 32hv + 31 of the group */
+            uint32_t m[4];
+            mo_ldsm4(grp + 32 * hv * 16, lane, m);
+            const bool on0 = (g >> 1) == 2 * hv, on1 = (g >> 1) == 2 * hv + 1;
+            mo_mma(c, mo_f16x2(m[0]), mo_f16x2(m[1]), mo_f16x2(m[0] >> 16), mo_f16x2(m[1] >> 16), on0 ? bv.x : 0u,
+                   on0 ? bv.y : 0u);
+            mo_mma(c, mo_f16x2(m[2]), mo_f16x2(m[3]), mo_f16x2(m[2] >> 16), mo_f16x2(m[3] >> 16), on1 ? bv.x : 0u,
+                   on1 ? bv.y : 0u);
         }
-        __syncwarp();
-        if (lane == 0) mbar_arrive(&empty[s]);
-        it++;
-    }
+        const float sc = scs[s * MO_SC + (q >> 1)] * inv;   /* (64 rows in one 128-row block) */
+        acc[pc * 8 + 2 * i] += sc * (c[0] + c[1]);
+        acc[pc * 8 + 2 * i + 1] += sc * (c[2] + c[3]);
+    });
 }
 
 /* BF16 (EB 2, U = 8 rows a unit) on the tensor cores: mma.sync m16n8k16 bf16 takes the rows as they are (no
@@ -317,13 +336,6 @@ __device__ __forceinline__ void mo_down_tc(const mo_args &a, float (&acc)[MO_NA]
  * columns 0 .. 2. Gate / up: A's rows 0 .. 7 the unit's (rows 8 .. 15 zero), a 16-byte chunk (8 values) two MMAs: words
  * 2jj, 2jj + 1 as (row g, k 2t ..) and (row g, k 2t + 8 ..); C's columns 0, 1 land in lane t = 0, column 2 in t = 1
  * (summed by one shuffle at the end; no block scales: C adds over the whole row). */
-__device__ __forceinline__ void mo_mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                            uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-                 "{%0, %1, %2, %3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
 /* v as three bf16 parts (hi + mid + lo) */
 __device__ __forceinline__ void mo_split3(float v, __nv_bfloat16 *hi, __nv_bfloat16 *mid, __nv_bfloat16 *lo) {
     *hi = __float2bfloat16_rn(v);
@@ -347,8 +359,8 @@ __device__ __forceinline__ void mo_rows_tcb(float &r, const unsigned char *ring,
             const uint4 w = *(const uint4 *)(st + (size_t)g * rp + q * 64 + t * 16);
             uint4 x = make_uint4(0, 0, 0, 0);
             if (g < 3) x = *(const uint4 *)(xb + c0 + q * 32 + t * 8);
-            mo_mma_bf16(c, w.x, 0u, w.y, 0u, x.x, x.y);
-            mo_mma_bf16(c, w.z, 0u, w.w, 0u, x.z, x.w);
+            mo_mma<true>(c, w.x, 0u, w.y, 0u, x.x, x.y);
+            mo_mma<true>(c, w.z, 0u, w.w, 0u, x.z, x.w);
         }
         __syncwarp();
         if (lane == 0) mbar_arrive(&empty[s]);
@@ -371,36 +383,19 @@ __device__ __forceinline__ void mo_down_tcb(float (&acc)[MO_NA], const __nv_bflo
     const int pt = g & 3;
     const uint32_t bv = pt < 3 ? *(const uint32_t *)((pt == 0 ? ivp[0] : pt == 1 ? ivp[1] : ivp[2]) + 2 * t) : 0u;
     const uint32_t b_v0 = g < 4 ? bv : 0u, b_v1 = g >= 4 ? bv : 0u;
+    mo_down_stages(ring, full, empty, D, nst, cw, lane, it, [&](int pc, int i, int, int, const unsigned char *grp) {
 #pragma unroll
-    for (int pc = 0; pc < MO_NA / 8; pc++) {
-        const int d0 = pc * MO_PC;
-        if (d0 >= D) break;
-        const int s = it % nst, ng = (D - d0 < MO_PC ? D - d0 : MO_PC) / 64;
-        const unsigned char *st = ring + (size_t)s * MO_STAGE;
-        mbar_wait(&full[s], (it / nst) & 1);
-#pragma unroll
-        for (int i = 0; i < MO_PC / 64 / MO_CW; i++) {
-            const int q = cw + MO_CW * i;
-            if (q < ng) {
-#pragma unroll
-                for (int hv = 0; hv < 2; hv++) {   /* rows 32hv .. 32hv + 31 of the group: MMA (m0, m1) and (m2, m3) */
-                    uint32_t m0, m1, m2, m3;
-                    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                                 : "=r"(m0), "=r"(m1), "=r"(m2), "=r"(m3)
-                                 : "r"(cu_smem_addr(st + (size_t)(64 * q + 32 * hv + lane) * 16)));
-                    float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-                    mo_mma_bf16(c, m0, m1, 0u, 0u, b_v0, 0u);
-                    mo_mma_bf16(c, m2, m3, 0u, 0u, b_v1, 0u);
-                    const float e = c[0] + c[1], f = c[2] + c[3];
-                    const float en = __shfl_down_sync(0xffffffffu, e, 1), fu = __shfl_up_sync(0xffffffffu, f, 1);
-                    acc[pc * 8 + 2 * i + hv] += t & 1 ? f + fu : e + en;
-                }
-            }
+        for (int hv = 0; hv < 2; hv++) {   /* rows 32hv .. 32hv + 31 of the group: MMA (m0, m1) and (m2, m3) */
+            uint32_t m[4];
+            mo_ldsm4(grp + 32 * hv * 16, lane, m);
+            float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            mo_mma<true>(c, m[0], m[1], 0u, 0u, b_v0, 0u);
+            mo_mma<true>(c, m[2], m[3], 0u, 0u, b_v1, 0u);
+            const float e = c[0] + c[1], f = c[2] + c[3];
+            const float en = __shfl_down_sync(0xffffffffu, e, 1), fu = __shfl_up_sync(0xffffffffu, f, 1);
+            acc[pc * 8 + 2 * i + hv] += t & 1 ? f + fu : e + en;
         }
-        __syncwarp();
-        if (lane == 0) mbar_arrive(&empty[s]);
-        it++;
-    }
+    });
 }
 
 /* TC's shared memory (16-byte aligned at its start): the warps' partial row sums [2][MO_CW][16], the warps' max |x|
@@ -876,24 +871,14 @@ __global__ void __launch_bounds__(MO_THREADS, 1) moeo_kernel(const mo_args a) {
         return;
     }
     float *part = (float *)ring;
-    if constexpr (TC && EB == 2) {
-#pragma unroll
-        for (int pc = 0; pc < MO_NA / 8; pc++)
-#pragma unroll
-            for (int i = 0; i < MO_PC / 64 / MO_CW; i++)
-#pragma unroll
-                for (int hv = 0; hv < 2; hv++) {
-                    const int d = mo_tcb_row(pc, i, hv, cw, lane);
-                    if (d < D) part[d] = acc[pc * 8 + 2 * i + hv];
-                }
-    } else if constexpr (TC) {
+    if constexpr (TC) {   /* (the lanes' rows: mo_tc_row, BF16 mo_tcb_row) */
 #pragma unroll
         for (int pc = 0; pc < MO_NA / 8; pc++)
 #pragma unroll
             for (int i = 0; i < MO_PC / 64 / MO_CW; i++)
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
-                    const int d = mo_tc_row(pc, i, h, cw, lane);
+                    const int d = EB == 2 ? mo_tcb_row(pc, i, h, cw, lane) : mo_tc_row(pc, i, h, cw, lane);
                     if (d < D) part[d] = acc[pc * 8 + 2 * i + h];
                 }
     } else
