@@ -335,8 +335,8 @@ __device__ __forceinline__ void mo_down_tc(const mo_args &a, float (&acc)[MO_NA]
  * conversion); x and the products as three bf16 parts (hi + mid + lo: ~24 bits, bf16 has fp32's range: no scale) in B's
  * columns 0 .. 2. Gate / up: A's rows 0 .. 7 the unit's (rows 8 .. 15 zero), a 16-byte chunk (8 values) two MMAs: words
  * 2jj, 2jj + 1 as (row g, k 2t ..) and (row g, k 2t + 8 ..); C's columns 0, 1 land in lane t = 0, column 2 in t = 1
- * (summed by one shuffle at the end; no block scales: C adds over the whole row). */
-/* v as three bf16 parts (hi + mid + lo) */
+ * (summed by one shuffle at the end; no block scales: C adds over the whole row). The MMAs: mo_mma<true>.
+ * mo_split3: v as its three bf16 parts (hi + mid + lo). */
 __device__ __forceinline__ void mo_split3(float v, __nv_bfloat16 *hi, __nv_bfloat16 *mid, __nv_bfloat16 *lo) {
     *hi = __float2bfloat16_rn(v);
     const float r = v - __bfloat162float(*hi);
