@@ -4263,3 +4263,8 @@ if want s57a; then
   done
   step model_tc 200 env DSINFER_CUDA_MOEO_TC=1 $L/test_cuda_model > /dev/null; tail -2 $OUT/model_tc.log | cut -c1-150
 fi
+# s58g: the fixture goldens with moeo_kernel's tensor-core sums (DSINFER_CUDA_MOEO_TC=1; with s57a's test_cuda_model at =1,
+# the checks before =1 may become the default)
+if want s58g; then
+  step golden_tc 150 env DSINFER_CUDA_MOEO_TC=1 ${LAB:-$B}/test_cuda_golden > /dev/null; tail -3 $OUT/golden_tc.log | cut -c1-150
+fi
