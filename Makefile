@@ -70,6 +70,18 @@ deps:  ## install missing Debian packages (needs root or sudo)
 	  SUDO=$$( [ $$(id -u) = 0 ] || echo sudo ); $$SUDO apt-get update && $$SUDO apt-get install -y $$missing; \
 	else echo "all Debian packages present"; fi
 
+# The DSINFER_* names the sources read (string literals; tools/env_names.sh), for env_check.c's warning about settings
+# nothing reads; rewritten only when the list changes, so that env_check.o rebuilds only then
+# (not test_env_check.c: its misspelt names must stay unknown)
+ENV_SCAN := $(sort $(filter-out tests/unit/test_env_check.c,$(wildcard src/*/*.[ch] src/*/*/*.[ch] src/backend/cuda/*.cu \
+              src/backend/cuda/*.cuh include/*.h tests/unit/*.c dev/cuda/trace/*.c)))
+$(BUILD)/gen/env_names.inc: $(ENV_SCAN) tools/env_names.sh Makefile
+	@mkdir -p $(dir $@)
+	@sh tools/env_names.sh $(ENV_SCAN) > $@.tmp
+	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
+$(BUILD)/src/core/env_check.o: $(BUILD)/gen/env_names.inc
+$(BUILD)/src/core/env_check.o: CFLAGS += -I$(BUILD)/gen
+
 $(BUILD)/libdsinfer.a: $(LIB_OBJ) $(CU_OBJ)
 	ar rcs $@ $^
 

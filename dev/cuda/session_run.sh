@@ -11,6 +11,9 @@
 # (The W8A8 `bench --ops`, `compare` and router rows of the first run are in bench/RESULTS.md.)
 # Binaries carried in .deps/bin with .deps/lib (dev/cuda/README.md): dsinfer, test_cuda_{ops,golden,host}.
 # Logs under $OUT, line-buffered; a summary prints last.
+# The parts are a record of each session's runs: a part may use a switch, an op test or a build that a later session
+# removed; run it at the commit its RESULTS entry names (`git show C:dev/cuda/session_run.sh`). Since the fifty-eighth
+# session dsinfer warns about a DSINFER_* variable it does not read ("nothing in dsinfer reads", echoed by step).
 set -u
 [ -f .deps.tar.xz ] && [ -z "${DSINFER_DEPS_UNPACKED:-}" ] && tar xJf .deps.tar.xz   # dev/cuda/pack.sh; x2_session.sh unpacks once for two
 OUT=${OUT:-/tmp/dsinfer-gpu}; mkdir -p "$OUT"
@@ -20,7 +23,7 @@ step() { local name=$1 t=$2; shift 2; local t0=$(date +%s%N)
   stdbuf -oL -eL timeout "$t" "$@" >"$OUT/$name.log" 2>&1; local rc=$?
   local dt=$(( ($(date +%s%N) - t0) / 1000000 ))
   summary+=$(printf '%-12s rc=%-3s %6d ms' "$name" "$rc" "$dt")$'\n'
-  echo "== $name rc=$rc ${dt} ms"; grep -E "^(decode|prefill|mla|ceil|model|geomean|capacity|KL|top|perplex)|M=4096|kv8|kv16|NVFP4|FP8 KV|bf16 KV|FAIL|fail|rror|: ok" "$OUT/$name.log" | tail -n 45; }
+  echo "== $name rc=$rc ${dt} ms"; grep -E "^(decode|prefill|mla|ceil|model|geomean|capacity|KL|top|perplex)|M=4096|kv8|kv16|NVFP4|FP8 KV|bf16 KV|FAIL|fail|rror|: ok|nothing in dsinfer reads" "$OUT/$name.log" | tail -n 45; }
 # usage: session_run.sh [check|speed|model|all]   (check: tests and memcheck; speed: the benchmarks; about
 # 5 min each, so one device call (600 s at most) per part; model: test_cuda_model, the dummy V2-Lite and
 # 4-layer V3)

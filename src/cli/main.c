@@ -1,8 +1,10 @@
 /* dsinfer: one binary, subcommands dispatched from a table. */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
+#include "core/env_check.h"
 
 typedef struct {
     const char *name;
@@ -32,6 +34,7 @@ static void usage(void) {
 }
 
 int main(int argc, char **argv) {
+    ds_env_warn_unknown(environ, stderr);   /* a misspelt or removed DSINFER_* switch: said, not silently ignored */
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         usage();
         return argc < 2 ? 2 : 0;
