@@ -23,7 +23,10 @@
 #ifndef DS_HAVE_CUDA
 int main(void) { test_skip("built without CUDA (nvcc not found at build time)"); }
 #else
+#include <unistd.h>
+
 #include "backend/cuda/cuda_api.h"
+#include "core/env_check.h"
 
 #define PROMPT 64
 #define N_GEN 16
@@ -181,6 +184,7 @@ static void check_model(const char *label, const char *cfg_path) {
 }
 
 int main(void) {
+    ds_env_warn_unknown(environ, stderr);   /* a switch set for this run that nothing reads: said in the log */
     char why[256];
     if (!ds_cuda_available(why, sizeof why)) test_skip(why);
     check_model("DeepSeek-V2-Lite (dummy weights)", "configs/deepseek-v2-lite.json");

@@ -40,7 +40,10 @@
 #ifndef DS_HAVE_CUDA
 int main(void) { test_skip("built without CUDA (nvcc not found at build time)"); }
 #else
+#include <unistd.h>
+
 #include "backend/cuda/cuda_api.h"
+#include "core/env_check.h"
 
 #define PAD 64                 /* sentinel floats after every output */
 #define SENTINEL 1234567.0f
@@ -5111,6 +5114,7 @@ static uint64_t call_seed(const char *call) {
     } while (0)
 
 int main(void) {
+    ds_env_warn_unknown(environ, stderr);   /* a switch set for this run that nothing reads: said in the log */
     char why[256];
     if (!ds_cuda_available(why, sizeof why)) test_skip(why);
     ds_dtype_init();
