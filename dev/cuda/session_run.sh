@@ -70,6 +70,7 @@ for h in 0 1; do
   want opsh$h || continue
   step ops_h$h ${OPSH_T:-540} env DSINFER_OPS_PART=$h/2 ${DSINFER_SEED:+DSINFER_SEED=$DSINFER_SEED} ${LAB:-$B}/test_cuda_ops
   echo "ops half $h: $(grep -cE "CHECK failed" $OUT/ops_h$h.log) failed; $(grep -E "CHECK failed" $OUT/ops_h$h.log | head -4 | cut -c1-170 | tr '\n' '|'); $(tail -1 $OUT/ops_h$h.log | cut -c1-120)"
+  echo "ops half $h, the longest run groups: $(grep -E '^  run ' $OUT/ops_h$h.log | awk '{print $(NF-1)-0, $0}' | sort -rn | head -8 | cut -d' ' -f2- | cut -c1-90 | tr '\n' '|')"
 done
 # ltops: test_cuda_ops up to 130 tokens (incl. run_lt_tune), a quick check after a kernel change
 want ltops && step ops_m130 150 env DSINFER_OPS_MAX_M=130 $B/test_cuda_ops

@@ -5103,10 +5103,22 @@ static uint64_t call_seed(const char *call) {
     for (; *call; call++) h = (h ^ (unsigned char)*call) * 0x100000001b3ull;
     return rng_seed ^ h;
 }
+/* seconds on the monotonic clock: each RUN's wall time is printed (`run <call>: <s> s`), so that a device call's log
+ * says which groups fill its time (the whole suite passed one call's 570 s in the fifty-sixth session) */
+static double run_clock(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 #define RUN(call)                                                                                              \
     do {                                                                                                       \
         if (!rng_shared) rng_state = call_seed(#call);                                                         \
-        if (in_part()) call;                                                                                   \
+        if (in_part()) {                                                                                       \
+            const double t0_ = run_clock();                                                                    \
+            call;                                                                                              \
+            const double dt_ = run_clock() - t0_;                                                              \
+            if (dt_ >= 0.05) printf("  run %s: %.1f s\n", #call, dt_);                                          \
+        }                                                                                                      \
         if (stop_after && strstr(#call, stop_after)) {                                                         \
             printf("test_cuda_ops: stopped after %s (DSINFER_OPS_STOP_AFTER)\n", #call);                        \
             return test_result("test_cuda_ops");                                                              \
