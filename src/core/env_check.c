@@ -3,11 +3,7 @@
 
 #include <string.h>
 
-/* Names that no C source reads but that this project's harness puts into dsinfer's environment (tests/run_tests.sh, the
- * scripts of tests/scripts and dev/cuda); as literals here, tools/env_names.sh lists them too. */
-static const char *const harness_names[] = {"DSINFER_BIN", "DSINFER_SERVE_BACKEND", "DSINFER_DEPS_UNPACKED", "DSINFER_MODEL"};
-
-/* every DSINFER_* name in the sources, in strcmp order (the harness names above among them) */
+/* every DSINFER_* name in the sources and the harness's (tools/env_names.sh), in strcmp order */
 static const char *const known_names[] = {
 #include "env_names.inc"
 };
@@ -69,7 +65,6 @@ const char *ds_env_nearest(const char *name, size_t len) {
 }
 
 int ds_env_warn_unknown(char *const *env, FILE *out) {
-    (void)harness_names;   /* (read by the generator, not by the code) */
     int n = 0;
     for (; env && *env; env++) {
         const char *e = *env, *eq = strchr(e, '=');
