@@ -7,7 +7,7 @@
 #include <stdio.h>
 
 /* 1 if name (len bytes, no '=') is a DSINFER_* name that dsinfer, its test programs or its harness use: the names
- * that stand alone as string literals in the sources (tools/env_names.sh, at build time), else 0. */
+ * that stand alone as string literals in the sources and the harness's (tools/env_names.sh, at build time), else 0. */
 int ds_env_known(const char *name, size_t len);
 
 /* The known names: count and the i-th (0 <= i < count), in strcmp order */
