@@ -4230,8 +4230,8 @@ if want s56b; then
   grep -E "scale rings'" $OUT/ops_f8ss.log | cut -c1-200
   for r in "0 4" "4 0"; do
     for v in $r; do
-      step s56b-ops$v-$r 120 env DSINFER_CUDA_F8_TM_SS=$v $L/dsinfer bench --ops --ops-m 128,4096 --csv $OUT/ops_ss$v.csv > /dev/null
-      echo "SS=$v: $(grep -iE "geomean" $OUT/s56b-ops$v-$r.log | cut -c1-150 | tr '\n' '|')"
+      step s56b-ops$v-${r// /} 120 env DSINFER_CUDA_F8_TM_SS=$v $L/dsinfer bench --ops --ops-m 128,4096 --csv $OUT/ops_ss$v.csv > /dev/null
+      echo "SS=$v: $(grep -iE "geomean" $OUT/s56b-ops$v-${r// /}.log | cut -c1-150 | tr '\n' '|')"
     done
   done
   for v in 0 4 4 0; do
@@ -4271,4 +4271,16 @@ fi
 # the checks before =1 may become the default)
 if want s58g; then
   step golden_tc 150 env DSINFER_CUDA_MOEO_TC=1 ${LAB:-$B}/test_cuda_golden > /dev/null; tail -3 $OUT/golden_tc.log | cut -c1-150
+fi
+# s59a: moeo_kernel's tensor-core sums the default (DSINFER_CUDA_MOEO_TC=1 since the fifty-ninth session): the op tests
+# that run moeo_kernel at one token (its forms, the strip copy, the tail form, the twin against =0) and the goldens and
+# test_cuda_model at the new default, then V2-Lite FP8 and BF16 b1 with TC 1 / 0 in two rotated rounds (ctx 1K), and the
+# strip copy (DSINFER_CUDA_MOEO_STRIPS, opt-in) 0 / 1 beside TC: its FP8 gain was -0.04 ms with the fp32 sums
+if want s59a; then
+  ops_only $B moeo moeotc moeostrips moeotail moe1
+  golden_model $B
+  ab_rounds s59a-tc DSINFER_CUDA_MOEO_TC fp8 1 "1 0" "0 1"
+  ab_rounds s59a-tcb DSINFER_CUDA_MOEO_TC bf16 1 "1 0" "0 1"
+  ab_rounds s59a-st DSINFER_CUDA_MOEO_STRIPS fp8 1 "0 1" "1 0"
+  ab_rounds s59a-stb DSINFER_CUDA_MOEO_STRIPS bf16 1 "0 1"
 fi

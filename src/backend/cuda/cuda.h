@@ -471,9 +471,10 @@ typedef struct {
                         * copy a stage, not a TMA gather of 16 bytes from 2048 rows; the same stage bytes, the sums up to the
                         * blocks' reduction order; extra memory: every MoE layer's down weights once more;
                         * DSINFER_CUDA_MOEO_STRIPS; H100 BF16 b1 -0.13 ms, FP8 -0.04: fifty-third session) */
-    int moeo_tc;       /* moeo_kernel's FP8 sums on the tensor cores (mma.sync m16n8k16 f16: the codes converted exactly,
-                        * x and the SiLU products as f16 high and low halves scaled by a power of two, fp32 sums; fewer
-                        * instructions a byte than the fp32 decode; plain and route forms; DSINFER_CUDA_MOEO_TC, opt-in) */
+    int moeo_tc;       /* moeo_kernel's sums on the tensor cores (mma.sync m16n8k16: FP8 codes converted exactly to f16,
+                        * x and the SiLU products as f16 high and low halves scaled by a power of two; BF16 rows as stored,
+                        * x and the products as three bf16 parts; fp32 sums; fewer instructions a byte than the fp32
+                        * decode; plain and route forms; DSINFER_CUDA_MOEO_TC, on: H100 FP8 b1 -0.09 ms, session 59) */
     int moeo;          /* the MoE block of one token by intermediate ownership, one launch after the router (cuda_moeo.cu;
                         * DSINFER_CUDA_MOEO): 1; 5 with the router and routing inside the launch; 2 .. 4 timing labs
                         * with wrong sums (mo_args.lab) */

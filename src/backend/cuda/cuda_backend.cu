@@ -1302,7 +1302,9 @@ static cu_opts cu_opts_read(void) {
      * the goldens and the GPU suite with it on) */
     o.moeo = env_int("DSINFER_CUDA_MOEO", 1);
     o.moeo_strips = env_int("DSINFER_CUDA_MOEO_STRIPS", 0);   /* opt-in for its memory (RESULTS fifty-third session) */
-    o.moeo_tc = env_int("DSINFER_CUDA_MOEO_TC", 0);   /* opt-in until measured (fifty-seventh session) */
+    /* 1 the default since the fifty-ninth session (H100, V2-Lite b1 in two rounds: FP8 2.153 / 2.162 -> 2.067 / 2.069 ms,
+     * BF16 2.743 -> 2.720; op test moeotc, the goldens and test_cuda_model with it on) */
+    o.moeo_tc = env_int("DSINFER_CUDA_MOEO_TC", 1);
     o.router_norm = env_int("DSINFER_CUDA_ROUTER_NORM", 0) != 0;   /* opt-in (measured even with ROUTE_ZERO alone; =2's
                                                                      * folded form removed, fifty-fifth session) */
     o.route_zero = env_int("DSINFER_CUDA_ROUTE_ZERO", 1);   /* on since the forty-seventh session: FP8 b1 -0.036 ms (RESULTS run 3) */

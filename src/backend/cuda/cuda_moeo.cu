@@ -190,7 +190,7 @@ __device__ __forceinline__ void mo_down(const mo_args &a, float (&acc)[MO_NA], c
     }
 }
 
-/* ---- the tensor-core sums (TC: opt.moeo_tc, FP8 only) ----
+/* ---- the tensor-core sums (TC: opt.moeo_tc, on by default; FP8 here, BF16's form further down) ----
  * One mma.sync m16n8k16 (f16 A and B, fp32 C) takes 16 weight rows x 16 columns against x in B's column 0 (x's high
  * f16 half) and column 1 (its low half): x = hi + lo to ~22 bits after a power-of-two scale that puts max |x| in
  * [2^13, 2^14), so hi never overflows f16; the FP8 codes become f16 exactly (cvt e4m3x2 -> f16x2, 8 a 16-byte chunk
