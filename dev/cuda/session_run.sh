@@ -4284,3 +4284,7 @@ if want s59a; then
   ab_rounds s59a-st DSINFER_CUDA_MOEO_STRIPS fp8 1 "0 1" "1 0"
   ab_rounds s59a-stb DSINFER_CUDA_MOEO_STRIPS bf16 1 "0 1"
 fi
+# s59b: s59a's op tests alone, the opt-in forms beside the new default first (for a call with little device time left)
+if want s59b; then
+  ops_only $B moeostrips moeotail moeo moe1
+fi
