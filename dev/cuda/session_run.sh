@@ -4288,3 +4288,13 @@ fi
 if want s59b; then
   ops_only $B moeostrips moeotail moeo moe1
 fi
+# s59c: the resident-phases lab (`bench --ceilings`' last line; cuda_lab_resident.cu, prepared in the fifty-ninth session,
+# prediction in KERNELS.md "Fifty-ninth session"): six dependent 2048 x 2048 FP8 GEMVs as a kernel a phase in a graph,
+# as PDL launches copying their rows before their wait, and as one cooperative launch with every row in shared memory
+# from its start; each form checked against the host's chain (a wrong form fails the command). Twice (~2 min)
+if want s59c; then
+  for r in 1 2; do
+    step ceil59-$r 150 $B/dsinfer bench --ceilings > /dev/null
+    grep -E "^ceilings|^launch gaps|^grid barrier|^resident phases|resident-phases" $OUT/ceil59-$r.log | cut -c1-400
+  done
+fi

@@ -843,6 +843,26 @@ int cli_bench_offline(int argc, char **argv) {
 }
 
 #ifdef DS_HAVE_CUDA
+/* `--ceilings`' resident-phases lab (issue 7, batch 1): its line, or a clear error when a form's result is wrong */
+static int print_resident_lab(char *err) {
+    ds_resident_lab r;
+    if (ds_cuda_resident_lab(&r, err)) { fprintf(stderr, "dsinfer bench: %s\n", err); return 1; }
+    printf("resident phases (%d dependent GEMVs of %d x %d FP8, %.1f MB, each on the last's output; cold L2; us): a kernel a "
+           "phase in a CUDA graph %.2f, as PDL launches copying their rows before their wait %.2f, one cooperative launch "
+           "with every phase's rows copied into shared memory at its start and a grid counter between phases %.2f, its "
+           "phases alone once every row has landed %.2f; NMSE against the host %.1e / %.1e / %.1e / %.1e\n", r.phases,
+           r.rows, r.cols, r.mb, r.chain_us, r.chain_pdl_us, r.resident_us, r.phases_alone_us, r.nmse_chain,
+           r.nmse_chain_pdl, r.nmse_resident, r.nmse_clocked);
+    const double nmse[] = {r.nmse_chain, r.nmse_chain_pdl, r.nmse_resident, r.nmse_clocked};
+    for (int f = 0; f < 4; f++)
+        if (!(nmse[f] <= 1e-8)) {
+            fprintf(stderr, "dsinfer bench: the resident-phases lab, form %d: NMSE %.3g against the host's chain (wrong)\n", f,
+                    nmse[f]);
+            return 1;
+        }
+    return 0;
+}
+
 /* One process's bench on its GPU; dp: its data-parallel group, or NULL. */
 static int run_bench(bench_opts *op, ds_comm *dp) {
     bench_opts o = *op;
@@ -933,7 +953,7 @@ static int run_bench(bench_opts *op, ds_comm *dp) {
                        "%.2f; the row's sums reduced in the cluster, then counted %.2f, propagation p50 %.2f\n", 1 << c,
                        g.cl_blocks[c], g.cl_free_us[c], g.cl_dep_us[c], g.cl_skew_us[c], g.cl_prop_us[c], g.cl_tx_us[c],
                        g.cl_tx_prop_us[c], g.cl_red_us[c], g.cl_red_prop_us[c]);
-        return 0;
+        return print_resident_lab(err);
     }
     ds_config cfg;
     char *json = NULL;

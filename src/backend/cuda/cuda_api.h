@@ -238,6 +238,18 @@ ds_status ds_cuda_bench_ops(const ds_config *cfg, int N, int K, const int *Ms, i
  * without timing (first met inside a CUDA graph capture). */
 ds_status ds_cuda_lt_tune_path(char *out, size_t n, char *err);
 void ds_cuda_lt_tune_stats(ds_backend *be, int *searched, int *from_disk, int *untimed);
+/* The resident-phases lab (`dsinfer bench --ceilings`; cuda_lab_resident.cu): `phases` dependent GEMVs of rows x cols
+ * E4M3 (mb MB in all), each on the last's output, from a cold L2, in us: a kernel a phase in a CUDA graph (chain), the
+ * same as programmatic dependent launches that copy their rows before their wait (chain_pdl), one cooperative launch
+ * with every phase's rows copied into shared memory at its start and a grid counter between phases (resident), and its
+ * phases alone once every row has landed (phases_alone, the launch's own clock); each form's NMSE against the host's
+ * chain after one run with the intermediate vectors poisoned. */
+typedef struct {
+    int phases, rows, cols;
+    double mb, chain_us, chain_pdl_us, resident_us, phases_alone_us;
+    double nmse_chain, nmse_chain_pdl, nmse_resident, nmse_clocked;
+} ds_resident_lab;
+ds_status ds_cuda_resident_lab(ds_resident_lab *out, char *err);
 /* The FP8 matrix rate (TFLOP/s): cuBLASLt E4M3 GEMM 8192^3, per-tensor scales, BF16 output. */
 ds_status ds_cuda_fp8_peak(double *tflops, char *err);
 

@@ -10,6 +10,7 @@
 #include "backend/cuda/cuda_grid.h"
 #include "backend/cuda/cuda_wgmma.h"
 #include "backend/cuda/cuda_own.h"
+#include "backend/cuda/cuda_lab.h"
 
 __global__ void bench_fill_kernel(void *p, size_t n, uint64_t seed, int bf16) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
@@ -111,6 +112,9 @@ static double time_runs(void (*fn)(void *), void *ctx, int reps, int gpu_only, v
 static double time_median(void (*fn)(void *), void *ctx, int reps) { return time_runs(fn, ctx, reps, 0, NULL, 0); }
 static double time_gpu_median(void (*fn)(void *), void *ctx, int reps, void *flush, size_t flush_bytes) {
     return time_runs(fn, ctx, reps, 1, flush, flush_bytes);
+}
+double cu_lab_time_cold(void (*fn)(void *), void *ctx, int reps, void *flush, size_t flush_bytes) {
+    return time_gpu_median(fn, ctx, reps, flush, flush_bytes);
 }
 
 typedef struct { void *dst; const void *src; size_t n; } copy_ctx;
@@ -1354,7 +1358,7 @@ __global__ void bench_const_kernel(float *p, size_t n, float v) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) p[i] = v;
 }
 
-#define FLUSH_BYTES ((size_t)256 << 20)
+#define FLUSH_BYTES CU_LAB_FLUSH_BYTES   /* (cuda_lab.h) */
 
 typedef struct {
     ds_backend *be;
