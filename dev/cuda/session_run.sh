@@ -4283,6 +4283,7 @@ if want s59a; then
   ab_rounds s59a-tcb DSINFER_CUDA_MOEO_TC bf16 1 "1 0" "0 1"
   ab_rounds s59a-st DSINFER_CUDA_MOEO_STRIPS fp8 1 "0 1" "1 0"
   ab_rounds s59a-stb DSINFER_CUDA_MOEO_STRIPS bf16 1 "0 1"
+  ab_rounds s59a-pdl DSINFER_CUDA_PDL fp8 1 "0 1" "1 0"   # (PDL, opt-in: +0.08 ms in the forty-eighth session; s59c's context)
 fi
 # s59b: s59a's op tests alone, the opt-in forms beside the new default first (for a call with little device time left)
 if want s59b; then
