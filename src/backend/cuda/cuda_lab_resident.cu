@@ -248,6 +248,20 @@ static double rp_check(rp_ctx *c, void (*run)(void *), const double *ref) {
     return rp_nmse(c, ref);
 }
 
+static int rp_cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* the lab's buffers, device (NULL where never allocated: cudaFree(NULL) does nothing) and host */
+static void rp_release(rp_ctx *c, void *flush, unsigned char *hw, float *hx, double *ref) {
+    void *dev[] = {c->w, c->xb, c->cnt, c->ns, flush};
+    for (int i = 0; i < 5; i++) CUDA_CHECK(cudaFree(dev[i]));
+    free(hw);
+    free(hx);
+    free(ref);
+}
+
 extern "C" ds_status ds_cuda_resident_lab(ds_resident_lab *out, char *err) {
     memset(out, 0, sizeof *out);
     if (!cu_stream) CUDA_CHECK(cudaStreamCreate(&cu_stream));
@@ -274,12 +288,7 @@ extern "C" ds_status ds_cuda_resident_lab(ds_resident_lab *out, char *err) {
         cudaMalloc(&c.xb, sizeof(float) * (c.P + 1) * c.D) != cudaSuccess || cudaMalloc(&c.cnt, sizeof(unsigned)) != cudaSuccess ||
         cudaMalloc(&c.ns, sizeof(unsigned long long)) != cudaSuccess || cudaMalloc(&flush, CU_LAB_FLUSH_BYTES) != cudaSuccess) {
         cudaGetLastError();
-        free(hw);
-        free(hx);
-        free(ref);
-        void *dev_bufs[] = {c.w, c.xb, c.cnt, c.ns, flush};
-        for (int i = 0; i < 5; i++) cudaFree(dev_bufs[i]);   /* (cudaFree(NULL) is a no-op) */
-        cudaGetLastError();
+        rp_release(&c, flush, hw, hx, ref);
         return ds_seterr(err, DS_ERR_NOMEM, "resident lab: cannot allocate %.1f MB", (wbytes + CU_LAB_FLUSH_BYTES) / 1e6);
     }
     rp_fill_codes(hw, wbytes);
@@ -312,22 +321,10 @@ extern "C" ds_status ds_cuda_resident_lab(ds_resident_lab *out, char *err) {
         CUDA_CHECK(cudaMemcpy(&ns, c.ns, sizeof ns, cudaMemcpyDeviceToHost));
         v[r] = ns / 1e3;
     }
-    for (int i = 1; i < RP_REPS; i++)   /* (insertion sort: 15 values) */
-        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
-            double t = v[j];
-            v[j] = v[j - 1];
-            v[j - 1] = t;
-        }
+    qsort(v, RP_REPS, sizeof v[0], rp_cmp_double);
     out->phases_alone_us = v[RP_REPS / 2];
     CUDA_CHECK(cudaGraphExecDestroy(c.chain));
     CUDA_CHECK(cudaGraphExecDestroy(c.chain_pdl));
-    CUDA_CHECK(cudaFree(c.w));
-    CUDA_CHECK(cudaFree(c.xb));
-    CUDA_CHECK(cudaFree(c.cnt));
-    CUDA_CHECK(cudaFree(c.ns));
-    CUDA_CHECK(cudaFree(flush));
-    free(hw);
-    free(hx);
-    free(ref);
+    rp_release(&c, flush, hw, hx, ref);
     return DS_OK;
 }
